@@ -1,0 +1,65 @@
+// Package store is the fleet-state store: one small interface, two backends (a
+// directory, an S3-compatible bucket), the same object layout on both (see package
+// fleet for the keys).
+//
+// Every write is atomic and conditional. Readers see either the old or the new value of
+// an object, never a partial one, and two writers that race on one key never lose an
+// update: one wins, the other gets ErrPreconditionFailed and retries on the new etag.
+package store
+
+import (
+	"context"
+	"errors"
+)
+
+// Sentinel errors. Backends wrap them; test with errors.Is.
+var (
+	// ErrNotFound: no object at that key.
+	ErrNotFound = errors.New("store: object not found")
+	// ErrPreconditionFailed: a conditional write lost (If-Match did not match, or
+	// create-only found an object).
+	ErrPreconditionFailed = errors.New("store: precondition failed")
+	// ErrUnavailable: the backend could not be reached or failed; nothing was changed
+	// that the caller can observe (writes are atomic).
+	ErrUnavailable = errors.New("store: unavailable")
+)
+
+// Object is one stored value and its etag.
+type Object struct {
+	Key   string
+	Value []byte
+	// ETag identifies this exact content version of the object. Opaque; compare for
+	// equality only.
+	ETag string
+}
+
+// Entry is a listed key and its etag.
+type Entry struct {
+	Key  string
+	ETag string
+}
+
+// Condition restricts a write.
+type Condition struct {
+	// IfMatch, when set, makes the write succeed only if the current etag equals it.
+	IfMatch string
+	// IfNoneMatch, when true, makes the write create-only: it fails if the key exists.
+	IfNoneMatch bool
+}
+
+// Store is the fleet-state store.
+type Store interface {
+	// Get reads one object. ErrNotFound if absent.
+	Get(ctx context.Context, key string) (Object, error)
+	// GetIfChanged reads key unless its etag is still etag (a conditional read: a 304
+	// on S3). changed is false, with a zero Object, when the etag still matches.
+	// ErrNotFound if absent.
+	GetIfChanged(ctx context.Context, key, etag string) (obj Object, changed bool, err error)
+	// List returns every key under prefix with its etag, sorted by key.
+	List(ctx context.Context, prefix string) ([]Entry, error)
+	// Put writes value at key under cond and returns the new etag.
+	Put(ctx context.Context, key string, value []byte, cond Condition) (etag string, err error)
+	// Delete removes key; with a non-empty ifMatch only if the etag matches.
+	// ErrNotFound if absent.
+	Delete(ctx context.Context, key, ifMatch string) error
+}

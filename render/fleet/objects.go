@@ -1,0 +1,107 @@
+// Package fleet holds the fleet-state objects kept in the store (one JSON object per
+// key) and Derive, the pure function that folds them into a routing document.
+//
+// Store layout (the same on every backend):
+//
+//	apps/<app>.json       App          written by an admin
+//	domains/<host>.json   Claim        admin (claim); admin or app token (paths)
+//	nodes/<node>.json     NodeRecord   that node only
+//	tokens/<id>.json      TokenRecord  admin; never the token itself
+//	serial                a counter bumped after every write that changed something
+//
+// Unknown fields are rejected on write (the API decodes strictly) and tolerated on read
+// (a newer node may have written a field this one does not know).
+package fleet
+
+import "time"
+
+// Store key prefixes.
+const (
+	PrefixApps    = "apps/"
+	PrefixDomains = "domains/"
+	PrefixNodes   = "nodes/"
+	PrefixTokens  = "tokens/"
+	KeySerial     = "serial"
+)
+
+// App is an application: a name, the account that owns it, and the nodes it runs on in
+// priority order.
+type App struct {
+	// Name is a DNS label; the app's platform hosts are "<name>.<platform-domain>".
+	Name string `json:"name"`
+	// Account owns the application. Path maps may only point within one account.
+	Account string `json:"account"`
+	// Placement lists node names in priority order: the first ready one is primary.
+	Placement []string `json:"placement"`
+	// Health optionally names the application's own health-check path.
+	Health *Health `json:"health,omitempty"`
+	// ControlPlane marks the platform's own console: service (app) tokens are refused
+	// on it outright.
+	ControlPlane bool `json:"controlPlane,omitempty"`
+}
+
+// Health is an application's health-check declaration.
+type Health struct {
+	// Path is an absolute URL path, e.g. "/healthz".
+	Path string `json:"path"`
+}
+
+// Claim is one custom hostname held by one application, with its optional path map.
+type Claim struct {
+	// Host is a canonical DNS name or a one-label wildcard ("*.shop.example.org").
+	Host string `json:"host"`
+	// Account must be the account of App.
+	Account string `json:"account"`
+	// App is the application holding the host.
+	App string `json:"app"`
+	// Paths maps a bare first path segment to the host of another route of the same
+	// account. Published wholesale.
+	Paths map[string]string `json:"paths,omitempty"`
+}
+
+// NodeRecord is a node's own report: where it is and what runs on it.
+type NodeRecord struct {
+	// Name is a DNS label, unique in the fleet.
+	Name string `json:"name"`
+	// Address is the node's IP on the fleet's private network.
+	Address string `json:"address"`
+	// APIPort is the port of the node's API listener.
+	APIPort int `json:"apiPort"`
+	// Instances are the application instances on this node, by application name.
+	Instances map[string]Instance `json:"instances,omitempty"`
+	// Seen is the node's last heartbeat. Records older than the TTL are stale.
+	Seen time.Time `json:"seen"`
+	// Settings are the fleet-wide settings this node runs with, so that a node whose
+	// settings differ from the others can be reported.
+	Settings *NodeSettings `json:"settings,omitempty"`
+}
+
+// Instance is one application's process on one node.
+type Instance struct {
+	// Port the instance listens on, at the node's Address.
+	Port int `json:"port"`
+	// Ready is true while the instance should receive traffic.
+	Ready bool `json:"ready"`
+}
+
+// NodeSettings are the settings every node of a fleet must agree on.
+type NodeSettings struct {
+	PlatformDomains []string `json:"platformDomains"`
+	APIPublic       bool     `json:"apiPublic"`
+}
+
+// TokenRecord is an application token's record. The token itself is never stored.
+type TokenRecord struct {
+	ID      string   `json:"id"`
+	Account string   `json:"account"`
+	App     string   `json:"app"`
+	Roles   []string `json:"roles"`
+	// SHA256 is the hex SHA-256 of the token.
+	SHA256 string `json:"sha256"`
+}
+
+// Token roles.
+const (
+	RolePublish  = "publish"
+	RoleInstance = "instance"
+)

@@ -1,0 +1,89 @@
+// Package routing holds the routing document, wire format v1: the one value every
+// scafo node publishes and every ingress consumes. Consumers read the doc comments on
+// these types as the specification.
+//
+// Protocol versions (the "v" field):
+//
+//	1: hosts → ordered upstreams, path maps, the platform API apex (2026-11).
+//
+// Additive fields keep v1; a breaking change bumps Version. Decoders of v1 must
+// tolerate unknown fields; writers never emit a field this package does not declare.
+//
+// Three rules shape everything here:
+//
+//   - Upstreams are an ordered priority list, never a weighting: the first entry is
+//     where a request goes, the rest exist for when it fails.
+//   - The document is byte-stable: identical state yields identical bytes on every node
+//     and across restarts (routes sorted by host, maps marshalled with sorted keys),
+//     because an ingress hashes the body and a byte change is a full reload.
+//   - There is no empty document. A node that has not completed its first reconcile pass
+//     has no document at all and says so (503 draining); an empty 200 would tell every
+//     ingress to withdraw every route.
+package routing
+
+// Version is the schema version this package reads and writes.
+const Version = 1
+
+// Document is the routing document, wire format v1.
+type Document struct {
+	// V is the schema version (Version). Additive fields keep 1.
+	V int `json:"v"`
+	// Revision is a content fingerprint of every other field, computed before any
+	// prefer reordering. It changes if and only if routing content changes. See
+	// ComputeRevision.
+	Revision string `json:"revision"`
+	// Routes, sorted by Host, one per routed hostname.
+	Routes []Route `json:"routes"`
+	// API routes the bare apex of each platform domain to the node API, when the fleet
+	// has api.public on and at least one apex is not claimed by an application.
+	API *API `json:"api,omitempty"`
+}
+
+// Route is one hostname and where its requests go.
+type Route struct {
+	// Host is a canonical DNS name (lowercase ASCII A-labels, no trailing dot), or a
+	// one-label wildcard "*.example.org" for a custom domain. A request's host is
+	// looked up exactly first; failing that its first label is replaced by "*" and
+	// looked up once.
+	Host string `json:"host"`
+	// Application is the name of the application this host belongs to. Every host of
+	// one application shares one upstream list (and one rendered service chain).
+	Application string `json:"application"`
+	// Upstreams is the ordered priority list of ready instances of Application.
+	Upstreams []Upstream `json:"upstreams"`
+	// Paths maps a bare first path segment ("paulca", never "/paulca") to the host of
+	// another route of the same document and the same account. A prefix selects a
+	// route; it does not define one. Absent means the host routes by hostname alone.
+	Paths map[string]string `json:"paths,omitempty"`
+	// HealthPath is the application's own health-check path (additive field). Empty
+	// means an ingress should ask the node that runs each instance, at
+	// "/v1/health/instances/<application>" on the upstream's APIPort.
+	HealthPath string `json:"healthPath,omitempty"`
+}
+
+// Upstream is one instance of an application on one node.
+type Upstream struct {
+	// Node is the name of the node running the instance (a DNS label).
+	Node string `json:"node"`
+	// Address is "ip:port" of the instance on the fleet's private network.
+	Address string `json:"address"`
+	// APIPort is the node's API port (additive field), used for node-delegated health
+	// checks when the route has no HealthPath. Zero when unknown.
+	APIPort int `json:"apiPort,omitempty"`
+}
+
+// API is the platform API apex: the bare platform domains routed to every node's API.
+type API struct {
+	// Hosts are the platform apexes (sorted) that route to the node API. An apex that
+	// an application claims is absent: application routes win.
+	Hosts []string `json:"hosts"`
+	// Upstreams are the node APIs, ordered by node name (prefer reorders them like any
+	// other upstream list).
+	Upstreams []Upstream `json:"upstreams"`
+	// Denied are path prefixes never served through the public apex; they stay on a
+	// node's own listener behind the ingress token.
+	Denied []string `json:"denied"`
+}
+
+// DeniedAPIPrefixes are the node API paths never exposed on the public apex.
+var DeniedAPIPrefixes = []string{"/v1/storage", "/v1/ingress/routes"}
