@@ -11,6 +11,10 @@
 //
 // Unknown fields are rejected on write (the API decodes strictly) and tolerated on read
 // (a newer node may have written a field this one does not know).
+//
+// Derive's rules, and why each exists (fail static, the same-account gate on path
+// maps, the prefix cap, app routes winning over the API apex, no empty document), are
+// documented on Derive. GenerateState builds synthetic fleets for benchmarks.
 package fleet
 
 import "time"

@@ -1,0 +1,262 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// serverStatus returns Traefik's view ("UP"/"DOWN") of the server at addr (ip:port) in
+// any service of our provider, or "" when no service lists it.
+func (tr *traefik) serverStatus(addr string) (string, error) {
+	rd, err := tr.rawData()
+	if err != nil {
+		return "", err
+	}
+	_, services := rd.fromProvider()
+	status := ""
+	for _, s := range services {
+		if st, ok := s.ServerStatus["http://"+addr]; ok {
+			if status != "" && status != st {
+				return "", fmt.Errorf("%s is %s in one service and %s in another", addr, status, st)
+			}
+			status = st
+		}
+	}
+	return status, nil
+}
+
+func (tr *traefik) waitServerStatus(t *testing.T, addr, want string, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%s: server %s %s", tr.name, addr, want), timeout, func() error {
+		st, err := tr.serverStatus(addr)
+		if err != nil {
+			return err
+		}
+		if st != want {
+			return fmt.Errorf("status %q", st)
+		}
+		return nil
+	})
+}
+
+// switchStep is one event of a failover scenario and where traffic must end up.
+type switchStep struct {
+	name string
+	act  func()
+	want string
+}
+
+// runSwitches applies each step under a steady request loop and returns what each
+// switch cost. Every switch must settle on its target within the timeout.
+func runSwitches(t *testing.T, loop *requestLoop, steps []switchStep) []switchResult {
+	t.Helper()
+	var out []switchResult
+	for _, st := range steps {
+		t0 := time.Now()
+		st.act()
+		res := loop.waitSwitch(t, t0, st.want, 25, routeTimeout)
+		t.Logf("%s → %s: %d failed requests, %d served by the old target, switched after %s %v",
+			st.name, st.want, res.failed, res.stale, res.latency.Round(time.Millisecond), res.failures)
+		out = append(out, res)
+	}
+	return out
+}
+
+// Scenario 2.
+func TestOrderedFailoverAcrossThreeNodes(t *testing.T) {
+	f := startFleet(t, 3, nodeOptions{})
+	n1, n2, n3 := f.nodes[0], f.nodes[1], f.nodes[2]
+	shop := f.deploy(t, "shop", "acme", []*node{n1, n2, n3}, "/healthz")
+	tr := startTraefik(t, "traefik", traefikOptions{node: n1})
+
+	const host = "shop.apps.localhost"
+	tr.waitServedBy(t, host, "/", "shop@n1", routeTimeout)
+	for _, n := range f.nodes {
+		tr.waitServerStatus(t, shop.on(n).addr(), "UP", routeTimeout)
+	}
+
+	loop := startLoop(t, tr, host, "/", 20*time.Millisecond)
+	steps := []switchStep{
+		{"kill the primary (n1)", shop.on(n1).stop, "shop@n2"},
+		{"kill the second (n2)", shop.on(n2).stop, "shop@n3"},
+		{"restart the primary (n1)", func() { shop.on(n1).start(t) }, "shop@n1"},
+	}
+	res := runSwitches(t, loop, steps)
+	loop.stop()
+
+	lines := []string{
+		"Three nodes, `failover(n1, failover(n2, n3))`, each leaf with an active health check " +
+			"(node default: 5s interval, 2s timeout) and a passive one; a request every 20 ms, one at a time.",
+		"",
+		"| switch | failed requests | served by the old target | time to switch |",
+		"|---|---|---|---|",
+	}
+	for i, st := range steps {
+		lines = append(lines, fmt.Sprintf("| %s → %s | %d | %d | %s |", st.name, st.want, res[i].failed, res[i].stale, res[i].latency.Round(time.Millisecond)))
+		// The design expects at most one lost request per switch with active + passive
+		// checks: the request that finds the dead primary, which the passive check then
+		// marks down.
+		if res[i].failed > 1 {
+			t.Errorf("%s: %d failed requests (%v), the design expects at most 1", st.name, res[i].failed, res[i].failures)
+		}
+	}
+	results.add("2. Ordered failover", lines...)
+
+	shop.on(n2).start(t)
+	for _, n := range f.nodes {
+		tr.waitServerStatus(t, shop.on(n).addr(), "UP", routeTimeout)
+	}
+	tr.requireProviderClean(t)
+}
+
+// Scenario 10.
+func TestNodeDelegatedHealthFailsOver(t *testing.T) {
+	f := startFleet(t, 2, nodeOptions{})
+	n1, n2 := f.nodes[0], f.nodes[1]
+	quiet := f.deploy(t, "quiet", "acme", []*node{n1, n2}, "") // no health path
+	tr := startTraefik(t, "traefik", traefikOptions{node: n1})
+
+	const host = "quiet.apps.localhost"
+	tr.waitServedBy(t, host, "/", "quiet@n1", routeTimeout)
+	for _, n := range f.nodes {
+		tr.waitServerStatus(t, quiet.on(n).addr(), "UP", routeTimeout)
+	}
+	requireNodeDelegatedCheck(t, tr, "quiet")
+
+	instanceHealth := func(n *node) int {
+		st, _ := n.do(t, http.MethodGet, "/v1/health/instances/quiet", nil, "")
+		return st
+	}
+	if st := instanceHealth(n1); st != http.StatusOK {
+		t.Fatalf("n1's health of its ready, listening instance: %d, want 200", st)
+	}
+
+	// The node marks its instance not ready: traffic moves to n2 with nothing lost (the
+	// instance itself still answers while Traefik moves away from it).
+	loop := startLoop(t, tr, host, "/", 20*time.Millisecond)
+	port1 := quiet.on(n1).port
+	res := runSwitches(t, loop, []switchStep{
+		{"n1 marks its instance not ready", func() { n1.setInstance(t, "quiet", port1, false) }, "quiet@n2"},
+		{"n1 marks it ready again", func() { n1.setInstance(t, "quiet", port1, true) }, "quiet@n1"},
+	})
+	loop.stop()
+	for i, name := range []string{"not ready", "ready again"} {
+		if res[i].failed > 0 {
+			t.Errorf("%s: %d failed requests %v, want 0 (the instance kept answering)", name, res[i].failed, res[i].failures)
+		}
+	}
+	tr.waitServerStatus(t, quiet.on(n1).addr(), "UP", routeTimeout)
+
+	// The instance's port stops accepting while the node still reports it ready. No
+	// request is sent meanwhile, so only the active check, which asks the node, can mark
+	// it down (a passive check needs traffic).
+	quiet.on(n1).stop()
+	waitFor(t, "n1 to report its instance unhealthy", 10*time.Second, func() error {
+		if st := instanceHealth(n1); st != http.StatusServiceUnavailable {
+			return fmt.Errorf("health %d", st)
+		}
+		return nil
+	})
+	tr.waitServerStatus(t, quiet.on(n1).addr(), "DOWN", routeTimeout)
+	seenBefore := len(quiet.on(n2).requests())
+	for range 20 {
+		tr.expectServedBy(t, host, "/", "quiet@n2")
+	}
+	if got := len(quiet.on(n2).requests()) - seenBefore; got != 20 {
+		t.Errorf("n2 answered %d of 20 requests after the node-delegated check failed n1", got)
+	}
+
+	quiet.on(n1).start(t)
+	tr.waitServedBy(t, host, "/", "quiet@n1", routeTimeout)
+
+	results.add("10. Node-delegated health",
+		fmt.Sprintf("- instance marked not ready → n2: %d failed, switched after %s", res[0].failed, res[0].latency.Round(time.Millisecond)),
+		fmt.Sprintf("- marked ready again → n1: %d failed, switched after %s", res[1].failed, res[1].latency.Round(time.Millisecond)),
+		"- port stopped accepting (node still says ready): the active check through the node marked it DOWN with no traffic; 20/20 requests then served by n2.")
+	tr.requireProviderClean(t)
+}
+
+// requireNodeDelegatedCheck asserts that app's leaves check health through their node:
+// path /v1/health/instances/<app> on the node's API port.
+func requireNodeDelegatedCheck(t *testing.T, tr *traefik, app string) {
+	t.Helper()
+	resp, err := tr.http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/http/services", tr.ports.api) + "?search=" + app + "&per_page=100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var services []struct {
+		Name         string `json:"name"`
+		LoadBalancer *struct {
+			HealthCheck *struct {
+				Path string `json:"path"`
+				Port int    `json:"port"`
+			} `json:"healthCheck"`
+		} `json:"loadBalancer"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&services); err != nil {
+		t.Fatalf("decoding api/http/services: %v", err)
+	}
+	leaves := 0
+	for _, s := range services {
+		if !strings.HasSuffix(s.Name, "@http") || s.LoadBalancer == nil {
+			continue
+		}
+		leaves++
+		hc := s.LoadBalancer.HealthCheck
+		if hc == nil || hc.Path != "/v1/health/instances/"+app || hc.Port == 0 {
+			t.Errorf("service %s: health check %+v, want path /v1/health/instances/%s on the node's API port", s.Name, hc, app)
+		}
+	}
+	if leaves == 0 {
+		t.Errorf("no load-balancer leaves of %s found", app)
+	}
+}
+
+// Scenario 3.
+func TestPreferPutsTheChosenNodeFirst(t *testing.T) {
+	f := startFleet(t, 2, nodeOptions{})
+	n1, n2 := f.nodes[0], f.nodes[1]
+	shop := f.deploy(t, "shop", "acme", []*node{n1, n2}, "/healthz")
+
+	const host = "shop.apps.localhost"
+	for _, tc := range []struct {
+		name  string
+		poll  *node
+		query string // "" keeps the shipped prefer=self
+		want  string
+		other string
+	}{
+		{"n1 prefer=self", n1, "", "shop@n1", "shop@n2"},
+		{"n2 prefer=self", n2, "", "shop@n2", "shop@n1"},
+		{"n1 prefer=n2", n1, "prefer=n2", "shop@n2", "shop@n1"},
+		{"n2 prefer=n1", n2, "prefer=n1", "shop@n1", "shop@n2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := startTraefik(t, "traefik-"+strings.ReplaceAll(tc.name, " ", "-"), traefikOptions{node: tc.poll, query: tc.query})
+			tr.waitServedBy(t, host, "/", tc.want, routeTimeout)
+			for range 10 {
+				tr.expectServedBy(t, host, "/", tc.want)
+			}
+			tr.requireProviderClean(t)
+		})
+	}
+
+	// Preferring does not drop the others: two ingresses, each preferring its own node,
+	// both fall back to the survivor when one node's instance dies.
+	trA := startTraefik(t, "traefik-a", traefikOptions{node: n1})
+	trB := startTraefik(t, "traefik-b", traefikOptions{node: n2})
+	trA.waitServedBy(t, host, "/", "shop@n1", routeTimeout)
+	trB.waitServedBy(t, host, "/", "shop@n2", routeTimeout)
+	shop.on(n2).stop()
+	trB.waitServedBy(t, host, "/", "shop@n1", routeTimeout)
+	trA.expectServedBy(t, host, "/", "shop@n1")
+	shop.on(n2).start(t)
+	trB.waitServedBy(t, host, "/", "shop@n2", routeTimeout)
+	trA.requireProviderClean(t)
+	trB.requireProviderClean(t)
+}

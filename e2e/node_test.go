@@ -1,0 +1,243 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// Tokens every test fleet uses (hex, like a minted token).
+const (
+	testIngressToken = "e2e0ingress0token0000000000000000000000000000000000000000000001"
+	testAdminToken   = "e2e0admin0token00000000000000000000000000000000000000000000002"
+	// The node's instance port range, passed explicitly so the test does not depend on
+	// the default.
+	portsMin = 24000
+	portsMax = 28999
+)
+
+// apiClient talks to node APIs; a hung node fails the test instead of hanging it.
+var apiClient = &http.Client{Timeout: 10 * time.Second}
+
+// node is one scafo-node process: name n<i>, address 127.0.0.<i+1>, API on that
+// address, state in its own temp dir, store shared with its fleet.
+type node struct {
+	name string
+	ip   string
+	port int
+	proc *proc
+}
+
+// fleet is a set of nodes sharing one dir store.
+type fleet struct {
+	store string
+	nodes []*node
+}
+
+// nodeOptions adjust a fleet's nodes.
+type nodeOptions struct {
+	// extra flags for every node (e.g. --traefik.healthCheck.interval=1s).
+	args []string
+}
+
+// startFleet starts n nodes sharing a store and waits until every one is ready.
+func startFleet(t *testing.T, n int, opts nodeOptions) *fleet {
+	t.Helper()
+	requireBinaries(t)
+	f := &fleet{store: filepath.Join(t.TempDir(), "store")}
+	if err := os.MkdirAll(f.store, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= n; i++ {
+		nd := &node{name: "n" + strconv.Itoa(i), ip: "127.0.0." + strconv.Itoa(i+1)}
+		nd.port = freePort(t, nd.ip)
+		args := []string{
+			"--listen=" + hostPort(nd.ip, nd.port),
+			"--stateDir=" + t.TempDir(),
+			"--node.name=" + nd.name,
+			"--node.address=" + nd.ip,
+			"--ingress.token=" + testIngressToken,
+			"--admin.token=" + testAdminToken,
+			"--store.dir.path=" + f.store,
+			"--ports.min=" + strconv.Itoa(portsMin),
+			"--ports.max=" + strconv.Itoa(portsMax),
+		}
+		args = append(args, opts.args...)
+		nd.proc = newProc(t, nd.name, bins.node, args, nil)
+		f.nodes = append(f.nodes, nd)
+	}
+	for _, nd := range f.nodes {
+		nd.start(t)
+	}
+	return f
+}
+
+func (n *node) url(path string) string { return "http://" + hostPort(n.ip, n.port) + path }
+
+// start launches the process and waits for /v1/readyz (the first reconcile pass).
+func (n *node) start(t *testing.T) {
+	t.Helper()
+	n.proc.start(t)
+	n.waitReady(t)
+}
+
+func (n *node) waitReady(t *testing.T) {
+	t.Helper()
+	waitFor(t, n.name+" ready", 20*time.Second, func() error {
+		if n.proc.exited() {
+			return fmt.Errorf("%s exited:\n%s", n.name, tail(n.proc.output(), 20))
+		}
+		resp, err := apiClient.Get(n.url("/v1/readyz"))
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("readyz %d", resp.StatusCode)
+		}
+		return nil
+	})
+}
+
+// restart stops the node with SIGTERM and starts it again with the same arguments,
+// state dir and port, without waiting for readiness.
+func (n *node) restartNoWait(t *testing.T) {
+	t.Helper()
+	n.proc.stop(t, 15*time.Second)
+	n.proc.start(t)
+}
+
+// call sends a request with the admin token and decodes a JSON answer into out (if
+// non-nil). Any status other than 2xx fails the test.
+func (n *node) call(t *testing.T, method, path string, body, out any) {
+	t.Helper()
+	status, b := n.do(t, method, path, body, testAdminToken)
+	if status/100 != 2 {
+		t.Fatalf("%s %s on %s: %d %s", method, path, n.name, status, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s on %s: decoding %q: %v", method, path, n.name, b, err)
+		}
+	}
+}
+
+func (n *node) do(t *testing.T, method, path string, body any, token string) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, n.url(path), rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := apiClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s on %s: %v", method, path, n.name, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// appSpec is the body of PUT /v1/apps/{app}.
+type appSpec struct {
+	Name      string      `json:"name"`
+	Account   string      `json:"account"`
+	Placement []string    `json:"placement"`
+	Health    *healthSpec `json:"health,omitempty"`
+}
+
+type healthSpec struct {
+	Path string `json:"path"`
+}
+
+func (n *node) putApp(t *testing.T, a appSpec) {
+	t.Helper()
+	n.call(t, http.MethodPut, "/v1/apps/"+a.Name, a, nil)
+}
+
+// claim takes a custom domain for app.
+func (n *node) claim(t *testing.T, app, host string) {
+	t.Helper()
+	n.call(t, http.MethodPut, "/v1/apps/"+app+"/domains/"+url.PathEscape(host), map[string]any{}, nil)
+}
+
+// putPaths publishes host's path map wholesale.
+func (n *node) putPaths(t *testing.T, app, host string, paths map[string]string) {
+	t.Helper()
+	if paths == nil {
+		paths = map[string]string{}
+	}
+	n.call(t, http.MethodPut, "/v1/apps/"+app+"/domains/"+url.PathEscape(host)+"/paths",
+		map[string]any{"paths": paths}, nil)
+}
+
+// allocatePort asks this node for app's stable port (POST /v1/node/instances/{app}).
+func (n *node) allocatePort(t *testing.T, app string) int {
+	t.Helper()
+	var got struct {
+		Port int `json:"port"`
+	}
+	n.call(t, http.MethodPost, "/v1/node/instances/"+app, map[string]any{}, &got)
+	if got.Port < portsMin || got.Port > portsMax {
+		t.Fatalf("allocating a port for %s on %s: got %d, want within %d..%d", app, n.name, got.Port, portsMin, portsMax)
+	}
+	return got.Port
+}
+
+// setInstance reports this node's instance of app (port and readiness).
+func (n *node) setInstance(t *testing.T, app string, port int, ready bool) {
+	t.Helper()
+	n.call(t, http.MethodPut, "/v1/node/instances/"+app, map[string]any{"port": port, "ready": ready}, nil)
+}
+
+// deployment is one application with an echo instance on each node of its placement.
+type deployment struct {
+	app       string
+	instances map[string]*echo // by node name
+}
+
+// deploy registers app (account, placement in order, optional health path) through the
+// first node, and on every placed node allocates a port, starts an echo instance named
+// "<app>@<node>" on the node's address and reports it ready.
+func (f *fleet) deploy(t *testing.T, app, account string, placement []*node, healthPath string) *deployment {
+	t.Helper()
+	spec := appSpec{Name: app, Account: account}
+	for _, n := range placement {
+		spec.Placement = append(spec.Placement, n.name)
+	}
+	if healthPath != "" {
+		spec.Health = &healthSpec{Path: healthPath}
+	}
+	f.nodes[0].putApp(t, spec)
+	d := &deployment{app: app, instances: map[string]*echo{}}
+	for _, n := range placement {
+		port := n.allocatePort(t, app)
+		d.instances[n.name] = startEcho(t, app+"@"+n.name, n.ip, port)
+		n.setInstance(t, app, port, true)
+	}
+	return d
+}
+
+// on returns the echo instance of d on node n.
+func (d *deployment) on(n *node) *echo { return d.instances[n.name] }

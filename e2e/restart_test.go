@@ -1,0 +1,156 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// nodeWatch polls a node's Traefik endpoint (with the ingress token) and Traefik's
+// router count side by side while something happens, and records what each saw.
+type nodeWatch struct {
+	mu         sync.Mutex
+	statuses   map[string]int // node endpoint: "200", "503", "refused", … → count
+	firstBad   time.Time
+	lastBad    time.Time
+	minRouters int
+	apiErrors  int
+	stopc      chan struct{}
+	done       chan struct{}
+}
+
+func watchNode(t *testing.T, n *node, tr *traefik) *nodeWatch {
+	t.Helper()
+	w := &nodeWatch{statuses: map[string]int{}, minRouters: -1, stopc: make(chan struct{}), done: make(chan struct{})}
+	client := &http.Client{Timeout: 2 * time.Second}
+	go func() {
+		defer close(w.done)
+		for {
+			status := "refused"
+			req, _ := http.NewRequest(http.MethodGet, n.url("/v1/ingress/traefik"), nil)
+			req.Header.Set("Authorization", "Bearer "+testIngressToken)
+			if resp, err := client.Do(req); err == nil {
+				resp.Body.Close()
+				status = fmt.Sprint(resp.StatusCode)
+			}
+			rd, err := tr.rawData()
+			w.mu.Lock()
+			w.statuses[status]++
+			if status != "200" {
+				if w.firstBad.IsZero() {
+					w.firstBad = time.Now()
+				}
+				w.lastBad = time.Now()
+			}
+			if err != nil {
+				w.apiErrors++
+			} else {
+				routers, _ := rd.fromProvider()
+				if w.minRouters < 0 || len(routers) < w.minRouters {
+					w.minRouters = len(routers)
+				}
+			}
+			w.mu.Unlock()
+			select {
+			case <-w.stopc:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(w.stop)
+	return w
+}
+
+func (w *nodeWatch) stop() {
+	select {
+	case <-w.stopc:
+	default:
+		close(w.stopc)
+	}
+	<-w.done
+}
+
+// Scenario 8.
+func TestNodeRestartKeepsTraefikRouting(t *testing.T) {
+	f := startFleet(t, 1, nodeOptions{})
+	n1 := f.nodes[0]
+	f.deploy(t, "shop", "acme", []*node{n1}, "/healthz")
+	f.deploy(t, "blog", "acme", []*node{n1}, "/healthz")
+	tr := startTraefik(t, "traefik", traefikOptions{node: n1})
+	const host = "shop.apps.localhost"
+	tr.waitServedBy(t, host, "/", "shop@n1", routeTimeout)
+	tr.waitServedBy(t, "blog.apps.localhost", "/", "blog@n1", routeTimeout)
+
+	rd, err := tr.rawData()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := rd.fromProvider()
+
+	loop := startLoop(t, tr, host, "/", 20*time.Millisecond)
+	watch := watchNode(t, n1, tr)
+	t0 := time.Now()
+	pollErrors := func() int {
+		return countLines(tr.proc.output(), "cannot fetch configuration data")
+	}
+	errorsBefore := pollErrors()
+
+	// Stop the node and keep it down until Traefik has failed a poll, so Traefik is
+	// known to have lived through the outage, then start it again (its first reconcile
+	// pass is the 503 "draining" window).
+	n1.proc.stop(t, 15*time.Second)
+	waitFor(t, "Traefik to fail a poll of the stopped node", 20*time.Second, func() error {
+		if pollErrors() == errorsBefore {
+			return fmt.Errorf("no failed poll yet")
+		}
+		return nil
+	})
+	n1.start(t)
+
+	// Traefik is back in sync once a change made after the restart reaches it.
+	f.deploy(t, "after", "acme", []*node{n1}, "/healthz")
+	tr.waitServedBy(t, "after.apps.localhost", "/", "after@n1", routeTimeout)
+	loop.stop()
+	watch.stop()
+
+	ss := loop.since(t0)
+	failed := 0
+	var failures []string
+	for _, s := range ss {
+		if !s.ok || s.from != "shop@n1" {
+			failed++
+			failures = append(failures, s.from)
+		}
+	}
+	watch.mu.Lock()
+	statuses := fmt.Sprint(watch.statuses)
+	window := watch.lastBad.Sub(watch.firstBad).Round(time.Millisecond)
+	minRouters, apiErrors := watch.minRouters, watch.apiErrors
+	saw503 := watch.statuses["503"] > 0
+	watch.mu.Unlock()
+
+	t.Logf("node endpoint during the restart: %s; non-200 for %s", statuses, window)
+	t.Logf("requests through Traefik: %d sent, %d failed %v", len(ss), failed, failures)
+	t.Logf("Traefik: %d failed polls logged; routers from the provider: %d before, at least %d throughout", pollErrors()-errorsBefore, len(before), minRouters)
+	if failed > 0 {
+		t.Errorf("%d of %d requests failed across the node restart, want 0", failed, len(ss))
+	}
+	if apiErrors > 0 {
+		t.Errorf("Traefik's API failed %d times during the restart", apiErrors)
+	}
+	if minRouters < len(before) {
+		t.Errorf("Traefik withdrew routes during the restart: %d routers at the low point, %d before", minRouters, len(before))
+	}
+	if !strings.Contains(tr.proc.output(), "cannot fetch configuration data") {
+		t.Error("Traefik never failed a poll: the restart was not observed")
+	}
+	results.add("8. Node restart",
+		fmt.Sprintf("- node endpoint seen by a 20 ms poller: %s (non-200 for %s; 503 draining observed: %v)", statuses, window, saw503),
+		fmt.Sprintf("- %d requests through Traefik during the restart, %d failed; routers from the provider never below %d (%d before)", len(ss), failed, minRouters, len(before)),
+	)
+	tr.requireProviderClean(t)
+}

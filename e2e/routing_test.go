@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// routeTimeout bounds how long a change may take to reach Traefik: a reconcile pass
+// (reconcile.interval, 2s), a poll (pollInterval, 1s), the provider throttle and a
+// health check interval (5s) with room to spare on a loaded 2-core machine.
+const routeTimeout = 30 * time.Second
+
+// Scenario 1.
+func TestHostRoutingReachesTheAppWithItsHostAndUnknownHostsGetTraefik404(t *testing.T) {
+	f := startFleet(t, 1, nodeOptions{})
+	n1 := f.nodes[0]
+	shop := f.deploy(t, "shop", "acme", []*node{n1}, "/healthz")
+	tr := startTraefik(t, "traefik", traefikOptions{node: n1})
+
+	tr.waitServedBy(t, "shop.apps.localhost", "/", "shop@n1", routeTimeout)
+
+	for _, tc := range []struct {
+		host, path string
+	}{
+		{"shop.apps.localhost", "/"},
+		{"shop.apps.localhost", "/cart/items?x=1"},
+		{"SHOP.Apps.LocalHost", "/"}, // DNS names are case-insensitive; Traefik lowercases
+	} {
+		r := tr.expectServedBy(t, tc.host, tc.path, "shop@n1")
+		if r.echo != nil && r.echo.Host != tc.host {
+			t.Errorf("GET %s%s: upstream saw Host %q, want the original %q", tc.host, tc.path, r.echo.Host, tc.host)
+		}
+		if r.echo != nil && r.echo.RawPath != tc.path {
+			t.Errorf("GET %s%s: upstream saw %q, want the path unchanged", tc.host, tc.path, r.echo.RawPath)
+		}
+	}
+
+	// No default route: names nothing serves are Traefik's own 404.
+	for _, host := range []string{
+		"nope.apps.localhost",           // an app that does not exist
+		"a.shop.apps.localhost",         // no wildcard under a platform domain
+		"shop.apps.localhost.evil.test", // a suffix is not a match
+		"example.org",
+	} {
+		tr.expectTraefik404(t, host, "/")
+	}
+	if got := len(shop.on(n1).requests()); got == 0 {
+		t.Error("the upstream never saw a request")
+	}
+	tr.requireProviderClean(t)
+}
+
+// Scenario 6.
+func TestCustomWildcardMatchesOneLabelAndAnExactClaimBeatsIt(t *testing.T) {
+	f := startFleet(t, 1, nodeOptions{})
+	n1 := f.nodes[0]
+	f.deploy(t, "shop", "acme", []*node{n1}, "/healthz")
+	f.deploy(t, "special", "acme", []*node{n1}, "/healthz")
+	n1.claim(t, "shop", "*.shop.example.org")
+	n1.claim(t, "special", "x.shop.example.org")
+	tr := startTraefik(t, "traefik", traefikOptions{node: n1})
+
+	tr.waitServedBy(t, "a.shop.example.org", "/", "shop@n1", routeTimeout)
+	tr.waitServedBy(t, "x.shop.example.org", "/", "special@n1", routeTimeout)
+
+	for _, tc := range []struct {
+		host, want string
+	}{
+		{"a.shop.example.org", "shop@n1"},
+		{"zz-9.shop.example.org", "shop@n1"},
+		{"A.Shop.Example.Org", "shop@n1"},
+		{"x.shop.example.org", "special@n1"}, // the exact claim beats the wildcard
+		{"a.b.shop.example.org", "traefik:404"},
+		{"shop.example.org", "traefik:404"}, // the wildcard does not cover its own apex
+		{"a.shop.example.org.evil.test", "traefik:404"},
+	} {
+		if tc.want == "traefik:404" {
+			tr.expectTraefik404(t, tc.host, "/")
+			continue
+		}
+		r := tr.expectServedBy(t, tc.host, "/", tc.want)
+		if r.echo != nil && r.echo.Host != tc.host {
+			t.Errorf("%s: upstream saw Host %q", tc.host, r.echo.Host)
+		}
+	}
+	tr.requireProviderClean(t)
+}
+
+// Scenario 7.
+func TestPlatformAPIApexReachesANodeButNeverItsPrivatePaths(t *testing.T) {
+	f := startFleet(t, 2, nodeOptions{})
+	n1 := f.nodes[0]
+	tr := startTraefik(t, "traefik", traefikOptions{node: n1})
+
+	const apex = "apps.localhost"
+	// Traefik reaches a node's own /v1/healthz through the apex.
+	waitFor(t, "the apex to reach a node", routeTimeout, func() error {
+		r, err := tr.get(apex, "/v1/healthz")
+		if err != nil {
+			return err
+		}
+		if r.status != http.StatusOK || r.echo != nil {
+			return fmt.Errorf("%d from %s: %.100q", r.status, r.from(), r.body)
+		}
+		return nil
+	})
+
+	// What a node itself answers on its private paths, with the ingress token: proof that
+	// a 404 through the apex is Traefik's refusal and not the node's answer.
+	if st, b := n1.do(t, http.MethodGet, "/v1/ingress/routes", nil, testIngressToken); st != http.StatusOK {
+		t.Fatalf("the node's own /v1/ingress/routes with the token: %d %s", st, b)
+	}
+
+	auth := []string{"Authorization", "Bearer " + testIngressToken}
+	for _, path := range []string{
+		"/v1/ingress/routes",
+		"/v1/ingress/routes?prefer=self",
+		"/v1/ingress/routes/",
+		"/v1/storage",
+		"/v1/storage/apps/shop.json",
+		"//v1/ingress/routes",          // sanitizePath collapses it before routing
+		"/v1/./ingress/routes",         // dot segment
+		"/v1/x/../ingress/routes",      // dot-dot segment
+		"/v1/%69ngress/routes",         // %69 = i, decoded before routing
+		"/v1/%73torage/apps/shop.json", // %73 = s
+		"/v1/ingress/%72outes",         // %72 = r
+	} {
+		tr.expectTraefik404(t, apex, path, auth...)
+	}
+	// Encoded separators never reach the node either: the entry point refuses them.
+	for _, target := range []string{"/v1%2Fingress/routes", "/v1/ingress%2Froutes", "/v1/storage%2Fx"} {
+		r, err := tr.raw(apex, target)
+		if err != nil {
+			t.Errorf("GET %s: %v", target, err)
+			continue
+		}
+		if r.status != http.StatusBadRequest {
+			t.Errorf("GET %s through the apex: %d %.100q, want 400 from the entry point", target, r.status, r.body)
+		}
+	}
+	// Case is not folded: /V1/... is not the node's path, the node answers 404 itself.
+	// (Asserted only as "not a routing document".)
+	if r, err := tr.get(apex, "/V1/ingress/routes", auth...); err == nil && strings.Contains(r.body, `"revision"`) {
+		t.Errorf("/V1/ingress/routes through the apex returned a routing document")
+	}
+
+	// An application claiming the apex takes it over, API paths included.
+	f.deploy(t, "console", "platform", []*node{n1}, "/healthz")
+	n1.claim(t, "console", apex)
+	tr.waitServedBy(t, apex, "/v1/healthz", "console@n1", routeTimeout)
+	tr.expectServedBy(t, apex, "/", "console@n1")
+	tr.expectServedBy(t, apex, "/v1/ingress/routes", "console@n1")
+	tr.requireProviderClean(t)
+}

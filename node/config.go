@@ -1,0 +1,266 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/traefik/paerser/env"
+	"github.com/traefik/paerser/file"
+	"github.com/traefik/paerser/flag"
+	ptypes "github.com/traefik/paerser/types"
+
+	"github.com/scafo/ingress/render/routing"
+)
+
+// EnvPrefix is the prefix of every environment variable the node reads.
+const EnvPrefix = "SCAFO_"
+
+// Config is the node's configuration. Names are part of the interface: flags are
+// --<path> (e.g. --platform.domains), environment variables SCAFO_<PATH> (e.g.
+// SCAFO_PLATFORM_DOMAINS), file keys the same paths in YAML or TOML.
+type Config struct {
+	ConfigFile string          `description:"Configuration file (YAML or TOML)." json:"configFile,omitempty"`
+	Listen     string          `description:"API listen address." json:"listen,omitempty"`
+	StateDir   string          `description:"State directory (tokens, port allocations, the default dir store)." json:"stateDir,omitempty"`
+	Node       NodeConfig      `description:"This node." json:"node"`
+	Ingress    TokenConfig     `description:"Ingress token (read access to routing)." json:"ingress"`
+	Admin      TokenConfig     `description:"Admin token (full access)." json:"admin"`
+	Platform   PlatformConfig  `description:"Platform domains." json:"platform"`
+	API        APIConfig       `description:"Platform API apex." json:"api"`
+	Store      StoreConfig     `description:"Fleet-state store." json:"store"`
+	Traefik    TraefikConfig   `description:"Traefik render options." json:"traefik"`
+	Reconcile  ReconcileConfig `description:"Reconcile loop timings." json:"reconcile"`
+	Ports      PortsConfig     `description:"Instance port allocation." json:"ports"`
+	Log        LogConfig       `description:"Logging." json:"log"`
+}
+
+// NodeConfig names this node.
+type NodeConfig struct {
+	Name    string `description:"Node name (a DNS label, unique in the fleet)." json:"name,omitempty"`
+	Address string `description:"This node's IP on the fleet's private network." json:"address,omitempty"`
+	APIPort int    `description:"Port peers and ingresses reach this node's API on (default: the listen port)." json:"apiPort,omitempty"`
+}
+
+// TokenConfig carries a bearer token.
+type TokenConfig struct {
+	Token string `description:"Bearer token; minted to the state dir when empty." json:"token,omitempty" loggable:"false"`
+}
+
+// PlatformConfig lists the platform domains.
+type PlatformConfig struct {
+	Domains []string `description:"Platform domains: <app>.<domain> routes to app." json:"domains,omitempty"`
+}
+
+// APIConfig controls the platform API apex.
+type APIConfig struct {
+	Public bool `description:"Route the bare platform apex to the node API." json:"public"`
+}
+
+// StoreConfig selects the store backend: S3 when an endpoint is set, else a directory.
+type StoreConfig struct {
+	Dir DirStoreConfig `description:"Directory store." json:"dir"`
+	S3  S3StoreConfig  `description:"S3-compatible store." json:"s3"`
+}
+
+// DirStoreConfig is the directory store.
+type DirStoreConfig struct {
+	Path string `description:"Store directory (default <stateDir>/store)." json:"path,omitempty"`
+}
+
+// S3StoreConfig is an S3-compatible bucket.
+type S3StoreConfig struct {
+	Endpoint        string `description:"S3 endpoint host[:port]." json:"endpoint,omitempty"`
+	Bucket          string `description:"Bucket." json:"bucket,omitempty"`
+	Prefix          string `description:"Key prefix, so several fleets can share a bucket." json:"prefix,omitempty"`
+	Region          string `description:"Region." json:"region,omitempty"`
+	AccessKeyID     string `description:"Access key ID." json:"accessKeyID,omitempty" loggable:"false"`
+	SecretAccessKey string `description:"Secret access key." json:"secretAccessKey,omitempty" loggable:"false"`
+	Insecure        bool   `description:"Plain HTTP instead of HTTPS." json:"insecure,omitempty"`
+}
+
+// TraefikConfig are the render options.
+type TraefikConfig struct {
+	EntryPoints           []string          `description:"Entry points every router listens on." json:"entryPoints,omitempty"`
+	CertResolver          string            `description:"certResolver for every router (TLS when set)." json:"certResolver,omitempty"`
+	PlatformWildcardCerts bool              `description:"Ask for one wildcard certificate per platform domain." json:"platformWildcardCerts,omitempty"`
+	HealthCheck           HealthCheckConfig `description:"Active health checks of upstream leaves." json:"healthCheck"`
+	PathGroupThreshold    int               `description:"Above this many prefixes per (host, target), one PathRegexp router replaces per-prefix routers." json:"pathGroupThreshold,omitempty"`
+}
+
+// HealthCheckConfig times active health checks.
+type HealthCheckConfig struct {
+	Interval ptypes.Duration `description:"Health check interval." json:"interval,omitempty"`
+	Timeout  ptypes.Duration `description:"Health check timeout." json:"timeout,omitempty"`
+}
+
+// ReconcileConfig times the reconcile loop.
+type ReconcileConfig struct {
+	Interval     ptypes.Duration `description:"How often the store serial is checked." json:"interval,omitempty"`
+	FullInterval ptypes.Duration `description:"How often every object is re-read regardless." json:"fullInterval,omitempty"`
+	Heartbeat    ptypes.Duration `description:"How often this node rewrites its own record." json:"heartbeat,omitempty"`
+	NodeTTL      ptypes.Duration `description:"Node records older than this are stale." json:"nodeTTL,omitempty"`
+}
+
+// PortsConfig bounds instance port allocation.
+type PortsConfig struct {
+	Min        int             `description:"Lowest allocatable port." json:"min,omitempty"`
+	Max        int             `description:"Highest allocatable port." json:"max,omitempty"`
+	Quarantine ptypes.Duration `description:"How long a released port is not reassigned." json:"quarantine,omitempty"`
+}
+
+// LogConfig selects the log format and level.
+type LogConfig struct {
+	Level  string `description:"debug, info, warn or error." json:"level,omitempty"`
+	Format string `description:"text or json." json:"format,omitempty"`
+}
+
+// SetDefaults fills every default (paerser calls it, and so does NewConfig).
+func (c *Config) SetDefaults() {
+	c.Listen = ":7400"
+	if os.Geteuid() == 0 {
+		c.StateDir = "/var/lib/scafo"
+	} else {
+		c.StateDir = "./scafo-state"
+	}
+	host, _ := os.Hostname()
+	c.Node = NodeConfig{Name: sanitizeHostname(host), Address: "127.0.0.1"}
+	c.Platform.Domains = []string{"apps.localhost"}
+	c.API.Public = true
+	c.Traefik = TraefikConfig{
+		EntryPoints:        []string{"web"},
+		HealthCheck:        HealthCheckConfig{Interval: ptypes.Duration(5 * time.Second), Timeout: ptypes.Duration(2 * time.Second)},
+		PathGroupThreshold: 64,
+	}
+	c.Reconcile = ReconcileConfig{
+		Interval:     ptypes.Duration(2 * time.Second),
+		FullInterval: ptypes.Duration(time.Hour),
+		Heartbeat:    ptypes.Duration(15 * time.Second),
+		NodeTTL:      ptypes.Duration(60 * time.Second),
+	}
+	c.Ports = PortsConfig{Min: 24000, Max: 28999, Quarantine: ptypes.Duration(10 * time.Minute)}
+	c.Log = LogConfig{Level: "info", Format: "text"}
+}
+
+// NewConfig returns a Config with every default set.
+func NewConfig() *Config {
+	c := &Config{}
+	c.SetDefaults()
+	return c
+}
+
+// sanitizeHostname turns the OS hostname into a node name: its first label, lowercased.
+func sanitizeHostname(h string) string {
+	h, _, _ = strings.Cut(h, ".")
+	h = strings.ToLower(h)
+	if routing.ValidateLabel("node.name", h) != nil {
+		return "node"
+	}
+	return h
+}
+
+// LoadConfig layers the sources: defaults, then the file (--configFile or
+// SCAFO_CONFIGFILE), then SCAFO_* environment variables, then flags. Later sources
+// override earlier ones field by field, so a secret can come from the environment while
+// everything else is in the file. --ingress-token is an alias of --ingress.token.
+func LoadConfig(args []string, environ []string) (*Config, error) {
+	args = normalizeArgs(args)
+	cfg := NewConfig()
+
+	// Find the config file first (flag wins over env).
+	probe := &Config{}
+	if err := flag.Decode(args, probe); err != nil {
+		return nil, fmt.Errorf("parsing flags: %w", err)
+	}
+	path := probe.ConfigFile
+	if path == "" {
+		for _, kv := range environ {
+			if v, ok := strings.CutPrefix(kv, EnvPrefix+"CONFIGFILE="); ok {
+				path = v
+			}
+		}
+	}
+	if path != "" {
+		if err := file.Decode(path, cfg); err != nil {
+			return nil, fmt.Errorf("reading config file %s: %w", path, err)
+		}
+	}
+	if vars := env.FindPrefixedEnvVars(environ, EnvPrefix, cfg); len(vars) > 0 {
+		if err := env.Decode(vars, EnvPrefix, cfg); err != nil {
+			return nil, fmt.Errorf("reading %s* environment: %w", EnvPrefix, err)
+		}
+	}
+	if len(args) > 0 {
+		if err := flag.Decode(args, cfg); err != nil {
+			return nil, fmt.Errorf("parsing flags: %w", err)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func normalizeArgs(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		switch {
+		case a == "--ingress-token" || a == "-ingress-token":
+			a = "--ingress.token"
+		case strings.HasPrefix(a, "--ingress-token="):
+			a = "--ingress.token=" + strings.TrimPrefix(a, "--ingress-token=")
+		case strings.HasPrefix(a, "-ingress-token="):
+			a = "--ingress.token=" + strings.TrimPrefix(a, "-ingress-token=")
+		}
+		out[i] = a
+	}
+	return out
+}
+
+// Validate checks the configuration and fills derived defaults; errors name the setting.
+func (c *Config) Validate() error {
+	var errs []error
+	if err := routing.ValidateLabel("node.name", c.Node.Name); err != nil {
+		errs = append(errs, err)
+	}
+	if ip := net.ParseIP(c.Node.Address); ip == nil {
+		errs = append(errs, fmt.Errorf("node.address %q: must be an IP address", c.Node.Address))
+	}
+	if len(c.Platform.Domains) == 0 {
+		errs = append(errs, errors.New("platform.domains: at least one platform domain is required"))
+	}
+	for i, d := range c.Platform.Domains {
+		c.Platform.Domains[i] = routing.FoldHost(d)
+		if err := routing.ValidateHost("platform.domains", c.Platform.Domains[i]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	_, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("listen %q: %w", c.Listen, err))
+	} else if c.Node.APIPort == 0 {
+		fmt.Sscanf(port, "%d", &c.Node.APIPort)
+	}
+	if c.Store.Dir.Path == "" {
+		c.Store.Dir.Path = filepath.Join(c.StateDir, "store")
+	}
+	if c.Store.S3.Endpoint != "" && c.Store.S3.Bucket == "" {
+		errs = append(errs, errors.New("store.s3.bucket: required with store.s3.endpoint"))
+	}
+	if c.Reconcile.Interval <= 0 {
+		errs = append(errs, errors.New("reconcile.interval: must be positive"))
+	}
+	if c.Ports.Min <= 0 || c.Ports.Max > 65535 || c.Ports.Min > c.Ports.Max {
+		errs = append(errs, fmt.Errorf("ports.min/ports.max: invalid range %d..%d", c.Ports.Min, c.Ports.Max))
+	}
+	// A released port must outlive every ingress's copy of the old document: several
+	// reconcile intervals plus a typical poll interval.
+	if floor := 5*time.Duration(c.Reconcile.Interval) + 5*time.Second; time.Duration(c.Ports.Quarantine) < floor {
+		errs = append(errs, fmt.Errorf("ports.quarantine %s: must be at least 5 x reconcile.interval + 5s (%s)", time.Duration(c.Ports.Quarantine), floor))
+	}
+	return errors.Join(errs...)
+}

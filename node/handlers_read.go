@@ -1,0 +1,275 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/scafo/ingress/render/routing"
+)
+
+// maxWait caps ?wait= long-polls.
+const maxWait = 60 * time.Second
+
+func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	if s.pub.cur.Load() == nil {
+		w.Header().Set("Retry-After", "2")
+		writeError(w, http.StatusServiceUnavailable, "draining", "no complete reconcile pass yet")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *Server) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
+}
+
+// handleInstanceHealth answers 200 while this node's instance of app is ready and
+// accepts TCP connections; Traefik's node-delegated health checks ask here.
+func (s *Server) handleInstanceHealth(w http.ResponseWriter, r *http.Request) {
+	app := chi.URLParam(r, "app")
+	if err := routing.ValidateLabel("app", app); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid app", err.Error())
+		return
+	}
+	inst, ok := s.instances.get(app)
+	switch {
+	case !ok:
+		writeError(w, http.StatusNotFound, "no instance", "no instance of "+app+" on this node")
+		return
+	case !inst.Ready:
+		writeError(w, http.StatusServiceUnavailable, "not ready", "instance of "+app+" is not ready")
+		return
+	}
+	addr := net.JoinHostPort(s.cfg.Node.Address, strconv.Itoa(inst.Port))
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "not accepting", "instance of "+app+" does not accept connections")
+		return
+	}
+	c.Close()
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// handleIngress serves /v1/ingress/routes and /v1/ingress/{format}.
+func (s *Server) handleIngress(w http.ResponseWriter, r *http.Request) {
+	format := chi.URLParam(r, "format")
+	code := s.serveIngress(w, r, format)
+	s.metrics.polls.WithLabelValues(metricFormat(format), strconv.Itoa(code)).Inc()
+}
+
+func metricFormat(f string) string {
+	if f == formatRoutes || f == formatTraefik {
+		return f
+	}
+	return "other"
+}
+
+func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format string) int {
+	if format != formatRoutes && format != formatTraefik {
+		writeError(w, http.StatusNotFound, "unknown format", fmt.Sprintf("format %q is not registered; only %q", format, formatTraefik))
+		return http.StatusNotFound
+	}
+	q := r.URL.Query()
+	wait := time.Duration(0)
+	if v := q.Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			writeError(w, http.StatusBadRequest, "invalid wait", fmt.Sprintf("wait %q: must be a non-negative Go duration such as 30s", v))
+			return http.StatusBadRequest
+		}
+		wait = min(d, maxWait)
+	}
+	preferArg := q.Get("prefer")
+	if preferArg == "self" {
+		preferArg = s.cfg.Node.Name
+	}
+	if preferArg != "" {
+		if err := routing.ValidateLabel("prefer", preferArg); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid prefer", err.Error())
+			return http.StatusBadRequest
+		}
+	}
+
+	snap := s.pub.cur.Load()
+	if snap == nil {
+		w.Header().Set("Retry-After", "2")
+		writeError(w, http.StatusServiceUnavailable, "draining", "no complete reconcile pass yet")
+		return http.StatusServiceUnavailable
+	}
+	inm := r.Header.Get("If-None-Match")
+	gz := acceptsGzip(r)
+	var deadline <-chan time.Time
+	if wait > 0 && inm != "" {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		deadline = t.C
+	}
+	for {
+		prefer := preferArg
+		if !snap.nodes[prefer] {
+			prefer = "" // a valid name not in the fleet changes nothing
+		}
+		rend, err := s.pub.get(snap, prefer, format)
+		if err != nil {
+			var fe *routing.FieldError
+			if errors.As(err, &fe) {
+				writeError(w, http.StatusBadRequest, "invalid "+fe.Field, err.Error())
+				return http.StatusBadRequest
+			}
+			s.log.Error("rendering", "format", format, "err", err)
+			writeError(w, http.StatusInternalServerError, "render failed", err.Error())
+			return http.StatusInternalServerError
+		}
+		etag := rend.etag
+		if gz {
+			etag = rend.etagGzip
+		}
+		h := w.Header()
+		h.Set("Vary", "Accept-Encoding")
+		h.Set("Cache-Control", "no-cache")
+		if inm != "" && etagMatches(inm, rend) {
+			if deadline != nil {
+				select {
+				case <-snap.superseded:
+					snap = s.pub.cur.Load()
+					continue
+				case <-deadline:
+				case <-s.shutdown:
+				case <-r.Context().Done():
+					return 499
+				}
+			}
+			h.Set("ETag", etag)
+			w.WriteHeader(http.StatusNotModified)
+			return http.StatusNotModified
+		}
+		h.Set("ETag", etag)
+		h.Set("Content-Type", "application/json")
+		h.Set("X-Scafo-Revision", snap.doc.Revision)
+		body := rend.body
+		if gz {
+			h.Set("Content-Encoding", "gzip")
+			body = rend.gz
+		}
+		h.Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(http.StatusOK)
+		if r.Method != http.MethodHead {
+			w.Write(body)
+		}
+		return http.StatusOK
+	}
+}
+
+func acceptsGzip(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		enc, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if !strings.EqualFold(strings.TrimSpace(enc), "gzip") {
+			continue
+		}
+		if v, ok := strings.CutPrefix(strings.TrimSpace(params), "q="); ok {
+			q, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return err == nil && q > 0
+		}
+		return true
+	}
+	return false
+}
+
+// etagMatches implements If-None-Match (weak comparison, as RFC 9110 asks for it): any
+// listed tag naming either representation of this body matches.
+func etagMatches(header string, rend *rendered) bool {
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimSpace(t)
+		if t == "*" {
+			return true
+		}
+		t = strings.TrimPrefix(t, "W/")
+		if t == rend.etag || t == rend.etagGzip {
+			return true
+		}
+	}
+	return false
+}
+
+// statusBody is GET /v1/status.
+type statusBody struct {
+	Node             string          `json:"node"`
+	Ready            bool            `json:"ready"`
+	Revision         string          `json:"revision,omitempty"`
+	RevisionSince    *time.Time      `json:"revisionSince,omitempty"`
+	LastPass         *time.Time      `json:"lastPass,omitempty"`
+	Store            storeStatus     `json:"store"`
+	Skipped          []skippedStatus `json:"skipped"`
+	Nodes            []nodeStatus    `json:"nodes"`
+	MismatchedConfig []string        `json:"mismatchedSettings,omitempty"`
+}
+
+type storeStatus struct {
+	Reachable        bool       `json:"reachable"`
+	Error            string     `json:"error,omitempty"`
+	UnreachableSince *time.Time `json:"unreachableSince,omitempty"`
+}
+
+type skippedStatus struct {
+	Object string `json:"object"`
+	Reason string `json:"reason"`
+}
+
+type nodeStatus struct {
+	Name       string    `json:"name"`
+	Address    string    `json:"address"`
+	Seen       time.Time `json:"seen"`
+	AgeSeconds float64   `json:"ageSeconds"`
+	Stale      bool      `json:"stale"`
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	st := s.rec.snapshotStatus()
+	now := time.Now()
+	body := statusBody{
+		Node:             s.cfg.Node.Name,
+		Store:            storeStatus{Reachable: st.LastError == ""},
+		Skipped:          []skippedStatus{},
+		Nodes:            []nodeStatus{},
+		MismatchedConfig: st.Mismatched,
+	}
+	if snap := s.pub.cur.Load(); snap != nil {
+		body.Ready = true
+		body.Revision = snap.doc.Revision
+		since := snap.since.UTC()
+		body.RevisionSince = &since
+	}
+	if !st.LastPass.IsZero() {
+		t := st.LastPass.UTC()
+		body.LastPass = &t
+	}
+	if st.LastError != "" {
+		body.Store.Error = st.LastError
+		t := st.UnreachableSince.UTC()
+		body.Store.UnreachableSince = &t
+	}
+	for _, sk := range st.Skipped {
+		body.Skipped = append(body.Skipped, skippedStatus{Object: sk.Object, Reason: sk.Reason})
+	}
+	ttl := time.Duration(s.cfg.Reconcile.NodeTTL)
+	for _, n := range st.Nodes {
+		age := now.Sub(n.Seen)
+		body.Nodes = append(body.Nodes, nodeStatus{
+			Name: n.Name, Address: n.Address, Seen: n.Seen.UTC(),
+			AgeSeconds: age.Round(time.Second).Seconds(), Stale: age > ttl,
+		})
+	}
+	writeJSON(w, http.StatusOK, body)
+}

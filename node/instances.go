@@ -1,0 +1,246 @@
+package node
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// Errors of the instance registry.
+var (
+	ErrPortTaken      = errors.New("port is held or quarantined by another application")
+	ErrNoFreePort     = errors.New("no free port in ports.min..ports.max")
+	ErrNoInstance     = errors.New("no instance of that application on this node")
+	ErrPortOutOfRange = errors.New("port outside ports.min..ports.max")
+)
+
+// instanceRegistry is this node's port allocations, persisted in
+// <stateDir>/instances.json so a port survives restarts.
+//
+// Why ports are sticky: a runtime process answers everything sent to its port whatever
+// Host it names, and ingresses re-read the document on their own timers, so a port that
+// changed hands would serve the old application's traffic with the new one. A released
+// port is therefore quarantined (not reassigned) for ports.quarantine.
+type instanceRegistry struct {
+	mu         sync.Mutex
+	path       string
+	min, max   int
+	quarantine time.Duration
+	now        func() time.Time
+	state      instanceState
+}
+
+type instanceState struct {
+	Instances  map[string]fleet.Instance `json:"instances"`
+	Quarantine []quarantined             `json:"quarantine,omitempty"`
+}
+
+type quarantined struct {
+	Port  int       `json:"port"`
+	App   string    `json:"app"`
+	Until time.Time `json:"until"`
+}
+
+func openInstanceRegistry(cfg *Config) (*instanceRegistry, error) {
+	reg := &instanceRegistry{
+		path:       filepath.Join(cfg.StateDir, "instances.json"),
+		min:        cfg.Ports.Min,
+		max:        cfg.Ports.Max,
+		quarantine: time.Duration(cfg.Ports.Quarantine),
+		now:        time.Now,
+		state:      instanceState{Instances: map[string]fleet.Instance{}},
+	}
+	b, err := os.ReadFile(reg.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return reg, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading %s: %w", reg.path, err)
+	}
+	if err := json.Unmarshal(b, &reg.state); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", reg.path, err)
+	}
+	if reg.state.Instances == nil {
+		reg.state.Instances = map[string]fleet.Instance{}
+	}
+	return reg, nil
+}
+
+// records is the instances map for this node's record (a copy).
+func (r *instanceRegistry) records() map[string]fleet.Instance {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]fleet.Instance, len(r.state.Instances))
+	for k, v := range r.state.Instances {
+		out[k] = v
+	}
+	return out
+}
+
+func (r *instanceRegistry) get(app string) (fleet.Instance, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i, ok := r.state.Instances[app]
+	return i, ok
+}
+
+// allocate returns app's port, choosing the lowest free one on first use.
+func (r *instanceRegistry) allocate(app string) (inst fleet.Instance, created bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if i, ok := r.state.Instances[app]; ok {
+		return i, false, nil
+	}
+	r.expire()
+	for p := r.min; p <= r.max; p++ {
+		if owner, _ := r.holder(p); owner != "" && owner != app {
+			continue
+		}
+		prev := r.clone()
+		r.state.Instances[app] = fleet.Instance{Port: p}
+		r.dropQuarantine(p)
+		if err := r.save(); err != nil {
+			r.state = prev
+			return fleet.Instance{}, false, err
+		}
+		return r.state.Instances[app], true, nil
+	}
+	return fleet.Instance{}, false, ErrNoFreePort
+}
+
+// set records app's port (explicit, or the allocated one when port is nil) and readiness.
+func (r *instanceRegistry) set(app string, port *int, ready bool) (fleet.Instance, bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.expire()
+	cur, had := r.state.Instances[app]
+	p := cur.Port
+	if port != nil {
+		p = *port
+	}
+	if p == 0 {
+		return fleet.Instance{}, false, ErrNoInstance
+	}
+	if p < 1 || p > 65535 {
+		return fleet.Instance{}, false, ErrPortOutOfRange
+	}
+	if owner, why := r.holder(p); owner != "" && owner != app {
+		return fleet.Instance{}, false, fmt.Errorf("%w: port %d %s %s", ErrPortTaken, p, why, owner)
+	}
+	next := fleet.Instance{Port: p, Ready: ready}
+	if had && cur == next {
+		return cur, false, nil
+	}
+	prev := r.clone()
+	r.state.Instances[app] = next
+	r.dropQuarantine(p)
+	if had && cur.Port != p {
+		r.state.Quarantine = append(r.state.Quarantine, quarantined{Port: cur.Port, App: app, Until: r.now().Add(r.quarantine).UTC()})
+	}
+	if err := r.save(); err != nil {
+		r.state = prev
+		return fleet.Instance{}, false, err
+	}
+	return next, true, nil
+}
+
+// release removes app's instance and quarantines its port.
+func (r *instanceRegistry) release(app string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur, ok := r.state.Instances[app]
+	if !ok {
+		return ErrNoInstance
+	}
+	prev := r.clone()
+	delete(r.state.Instances, app)
+	r.state.Quarantine = append(r.state.Quarantine, quarantined{Port: cur.Port, App: app, Until: r.now().Add(r.quarantine).UTC()})
+	if err := r.save(); err != nil {
+		r.state = prev
+		return err
+	}
+	return nil
+}
+
+// holder names who holds port p: an app with an instance on it, or an app whose
+// released port is still quarantined.
+func (r *instanceRegistry) holder(p int) (app, why string) {
+	for a, i := range r.state.Instances {
+		if i.Port == p {
+			return a, "is held by"
+		}
+	}
+	for _, q := range r.state.Quarantine {
+		if q.Port == p {
+			return q.App, "is quarantined until " + q.Until.Format(time.RFC3339) + ", released by"
+		}
+	}
+	return "", ""
+}
+
+func (r *instanceRegistry) expire() {
+	now := r.now()
+	kept := r.state.Quarantine[:0]
+	for _, q := range r.state.Quarantine {
+		if now.Before(q.Until) {
+			kept = append(kept, q)
+		}
+	}
+	r.state.Quarantine = kept
+}
+
+func (r *instanceRegistry) dropQuarantine(p int) {
+	kept := r.state.Quarantine[:0]
+	for _, q := range r.state.Quarantine {
+		if q.Port != p {
+			kept = append(kept, q)
+		}
+	}
+	r.state.Quarantine = kept
+}
+
+func (r *instanceRegistry) clone() instanceState {
+	c := instanceState{Instances: make(map[string]fleet.Instance, len(r.state.Instances))}
+	for k, v := range r.state.Instances {
+		c.Instances[k] = v
+	}
+	c.Quarantine = append([]quarantined(nil), r.state.Quarantine...)
+	return c
+}
+
+// save writes the registry atomically (temp file, fsync, rename).
+func (r *instanceRegistry) save() error {
+	sort.Slice(r.state.Quarantine, func(i, j int) bool { return r.state.Quarantine[i].Port < r.state.Quarantine[j].Port })
+	b, err := json.MarshalIndent(r.state, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(r.path), ".instances-*.tmp")
+	if err != nil {
+		return fmt.Errorf("saving instances: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return fmt.Errorf("saving instances: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("saving instances: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("saving instances: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), r.path); err != nil {
+		return fmt.Errorf("saving instances: %w", err)
+	}
+	return nil
+}

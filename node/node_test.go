@@ -1,0 +1,517 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	ptypes "github.com/traefik/paerser/types"
+
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/node/store/dir"
+	"github.com/scafo/ingress/render/fleet"
+)
+
+const (
+	testIngressToken = "ingress-secret"
+	testAdminToken   = "admin-secret"
+)
+
+// testNode is a node running on loopback over a dir store.
+type testNode struct {
+	t      *testing.T
+	srv    *Server
+	url    string
+	st     store.Store
+	cfg    *Config
+	cancel context.CancelFunc
+	done   chan error
+	logs   *syncBuffer
+	once   sync.Once
+}
+
+type syncBuffer struct {
+	mu chan struct{}
+	b  bytes.Buffer
+}
+
+func newSyncBuffer() *syncBuffer { return &syncBuffer{mu: make(chan struct{}, 1)} }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu <- struct{}{}
+	defer func() { <-s.mu }()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string {
+	s.mu <- struct{}{}
+	defer func() { <-s.mu }()
+	return s.b.String()
+}
+
+func testConfig(t *testing.T, name, storeDir string) *Config {
+	t.Helper()
+	cfg := NewConfig()
+	cfg.StateDir = t.TempDir()
+	cfg.Node.Name = name
+	cfg.Node.Address = "127.0.0.1"
+	cfg.Ingress.Token = testIngressToken
+	cfg.Admin.Token = testAdminToken
+	cfg.Platform.Domains = []string{"apps.example.com"}
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Store.Dir.Path = storeDir
+	cfg.Reconcile.Interval = ptypes.Duration(40 * time.Millisecond)
+	cfg.Reconcile.Heartbeat = ptypes.Duration(time.Hour)
+	cfg.Ports.Quarantine = ptypes.Duration(10 * time.Minute)
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// startNode builds and runs a node; it is stopped at cleanup.
+func startNode(t *testing.T, cfg *Config) *testNode {
+	t.Helper()
+	st, err := dir.New(cfg.Store.Dir.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startNodeWithStore(t, cfg, st)
+}
+
+func startNodeWithStore(t *testing.T, cfg *Config, st store.Store) *testNode {
+	t.Helper()
+	logs := newSyncBuffer()
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv, err := NewWithStore(cfg, log, st, cfg.Ingress.Token, cfg.Admin.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &testNode{t: t, srv: srv, url: "http://" + ln.Addr().String(), st: st, cfg: cfg, cancel: cancel, done: make(chan error, 1), logs: logs}
+	go func() { n.done <- srv.Run(ctx, ln) }()
+	t.Cleanup(n.stop)
+	return n
+}
+
+func (n *testNode) stop() {
+	n.once.Do(func() {
+		n.cancel()
+		select {
+		case <-n.done:
+		case <-time.After(15 * time.Second):
+			n.t.Error("node did not stop within 15s")
+		}
+	})
+}
+
+// get sends a GET with the given token and headers.
+func (n *testNode) get(path, token string, hdr ...string) (*http.Response, []byte) {
+	n.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, n.url+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := (&http.Client{Transport: &http.Transport{DisableCompression: true}}).Do(req)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (n *testNode) waitReady() {
+	n.t.Helper()
+	waitFor(n.t, 5*time.Second, "readyz 200", func() bool {
+		resp, _ := n.get("/v1/readyz", "")
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// putObject writes a fleet object straight into the store and bumps the serial, the
+// way any node's write API does.
+func putObject(t *testing.T, st store.Store, key string, v any) {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	putRaw(t, st, key, b)
+}
+
+func putRaw(t *testing.T, st store.Store, key string, b []byte) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := st.Put(ctx, key, b, store.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.BumpSerial(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// seedFleet writes one app "shop" running on peer node "vps-b".
+func seedFleet(t *testing.T, st store.Store, apps ...string) {
+	t.Helper()
+	inst := map[string]fleet.Instance{}
+	for i, a := range apps {
+		putObject(t, st, "apps/"+a+".json", fleet.App{Name: a, Account: "acme", Placement: []string{"vps-b"}})
+		inst[a] = fleet.Instance{Port: 24000 + i, Ready: true}
+	}
+	putObject(t, st, "nodes/vps-b.json", fleet.NodeRecord{Name: "vps-b", Address: "10.83.0.2", APIPort: 7400,
+		Instances: inst, Seen: time.Now().UTC()})
+}
+
+func routesDoc(t *testing.T, n *testNode) map[string]any {
+	t.Helper()
+	resp, b := n.get("/v1/ingress/routes", testIngressToken)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("routes: %d %s", resp.StatusCode, b)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func hostsOf(doc map[string]any) []string {
+	var out []string
+	rs, _ := doc["routes"].([]any)
+	for _, r := range rs {
+		out = append(out, r.(map[string]any)["host"].(string))
+	}
+	return out
+}
+
+func TestRoutingEndpointsDrainBeforeFirstPass(t *testing.T) {
+	cfg := testConfig(t, "vps-a", t.TempDir())
+	st, _ := dir.New(cfg.Store.Dir.Path)
+	srv, err := NewWithStore(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, testIngressToken, testAdminToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not started: no reconcile pass has run.
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	hs := &http.Server{Handler: srv.Handler()}
+	go hs.Serve(ln)
+	defer hs.Close()
+	n := &testNode{t: t, url: "http://" + ln.Addr().String()}
+	for _, p := range []string{"/v1/ingress/routes", "/v1/ingress/traefik", "/v1/readyz"} {
+		tok := testIngressToken
+		resp, b := n.get(p, tok)
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("%s: status %d, want 503", p, resp.StatusCode)
+		}
+		if resp.Header.Get("Retry-After") == "" {
+			t.Errorf("%s: no Retry-After", p)
+		}
+		if !strings.Contains(string(b), `"error":"draining"`) {
+			t.Errorf("%s: body %s, want draining", p, b)
+		}
+		if strings.Contains(string(b), `"routes"`) {
+			t.Errorf("%s: served a document before the first pass: %s", p, b)
+		}
+	}
+}
+
+func TestIngressRequiresToken(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	for _, tc := range []struct{ name, token string }{{"absent", ""}, {"wrong", "nope"}, {"almost", testIngressToken + "x"}} {
+		for _, p := range []string{"/v1/ingress/routes", "/v1/ingress/traefik", "/v1/status"} {
+			resp, b := n.get(p, tc.token)
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("%s token on %s: %d, want 401", tc.name, p, resp.StatusCode)
+			}
+			if !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("%s token on %s: WWW-Authenticate %q", tc.name, p, resp.Header.Get("WWW-Authenticate"))
+			}
+			if !strings.Contains(string(b), `"error"`) {
+				t.Errorf("%s token on %s: body %s", tc.name, p, b)
+			}
+		}
+	}
+	if strings.Contains(n.logs.String(), testIngressToken) || strings.Contains(n.logs.String(), "nope") {
+		t.Error("a token appears in the logs")
+	}
+}
+
+func TestOnlyTraefikFormatIsRegistered(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	resp, b := n.get("/v1/ingress/nginx", testIngressToken)
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), "nginx") {
+		t.Fatalf("nginx format: %d %s, want 404 naming it", resp.StatusCode, b)
+	}
+	resp, _ = n.get("/v1/ingress/traefik", testIngressToken)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("traefik format: %d", resp.StatusCode)
+	}
+}
+
+func TestETagAnd304OnlyWhenAsked(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	seedFleet(t, n.st, "shop")
+	n.waitReady()
+	waitFor(t, 5*time.Second, "shop routed", func() bool {
+		return strings.Contains(strings.Join(hostsOf(routesDoc(t, n)), ","), "shop.apps.example.com")
+	})
+	for _, p := range []string{"/v1/ingress/routes", "/v1/ingress/traefik", "/v1/ingress/traefik?prefer=self"} {
+		r1, b1 := n.get(p, testIngressToken)
+		etag := r1.Header.Get("ETag")
+		if r1.StatusCode != 200 || !strings.HasPrefix(etag, `"`) {
+			t.Fatalf("%s: %d etag %q", p, r1.StatusCode, etag)
+		}
+		// Without If-None-Match: always the full body (Traefik's HTTP provider treats
+		// 304 as an error).
+		r2, b2 := n.get(p, testIngressToken)
+		if r2.StatusCode != 200 || !bytes.Equal(b1, b2) || r2.Header.Get("ETag") != etag {
+			t.Fatalf("%s: second plain GET: %d, same body %v", p, r2.StatusCode, bytes.Equal(b1, b2))
+		}
+		r3, b3 := n.get(p, testIngressToken, "If-None-Match", etag)
+		if r3.StatusCode != http.StatusNotModified || len(b3) != 0 {
+			t.Fatalf("%s: If-None-Match current: %d, want 304", p, r3.StatusCode)
+		}
+		r4, _ := n.get(p, testIngressToken, "If-None-Match", `"stale"`)
+		if r4.StatusCode != 200 {
+			t.Fatalf("%s: If-None-Match stale: %d, want 200", p, r4.StatusCode)
+		}
+	}
+}
+
+func TestGzipWhenAccepted(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	seedFleet(t, n.st, "shop")
+	n.waitReady()
+	resp, b := n.get("/v1/ingress/traefik", testIngressToken, "Accept-Encoding", "gzip")
+	if resp.Header.Get("Content-Encoding") != "gzip" || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("Content-Encoding %q, body starts %x", resp.Header.Get("Content-Encoding"), b[:min(2, len(b))])
+	}
+	plain, _ := n.get("/v1/ingress/traefik", testIngressToken)
+	if plain.Header.Get("ETag") == resp.Header.Get("ETag") {
+		t.Error("gzip and identity representations share one strong ETag")
+	}
+}
+
+func TestPreferValidation(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	seedFleet(t, n.st, "shop")
+	n.waitReady()
+	_, plain := n.get("/v1/ingress/routes", testIngressToken)
+	resp, unknown := n.get("/v1/ingress/routes?prefer=retired-node", testIngressToken)
+	if resp.StatusCode != 200 || !bytes.Equal(plain, unknown) {
+		t.Errorf("unknown but valid node: %d, body changed %v", resp.StatusCode, !bytes.Equal(plain, unknown))
+	}
+	for _, bad := range []string{"Bad_Name", "-x", "a.b", "%2e%2e"} {
+		resp, b := n.get("/v1/ingress/routes?prefer="+bad, testIngressToken)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "prefer") {
+			t.Errorf("prefer=%s: %d %s, want 400 naming prefer", bad, resp.StatusCode, b)
+		}
+	}
+}
+
+func TestLongPollReturnsOnChangeAndOnTimeout(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	seedFleet(t, n.st, "shop")
+	n.waitReady()
+	waitFor(t, 5*time.Second, "shop routed", func() bool { return len(hostsOf(routesDoc(t, n))) > 0 })
+	r1, _ := n.get("/v1/ingress/traefik", testIngressToken)
+	etag := r1.Header.Get("ETag")
+
+	// Timeout: 304 after the wait.
+	start := time.Now()
+	r2, _ := n.get("/v1/ingress/traefik?wait=300ms", testIngressToken, "If-None-Match", etag)
+	if el := time.Since(start); r2.StatusCode != http.StatusNotModified || el < 300*time.Millisecond || el > 3*time.Second {
+		t.Fatalf("idle long-poll: %d after %s, want 304 after ~300ms", r2.StatusCode, el)
+	}
+
+	// Change: answered as soon as the revision moves.
+	type result struct {
+		code    int
+		etag    string
+		elapsed time.Duration
+	}
+	res := make(chan result, 1)
+	var changedAt time.Time
+	go func() {
+		resp, _ := n.get("/v1/ingress/traefik?wait=20s", testIngressToken, "If-None-Match", etag)
+		res <- result{resp.StatusCode, resp.Header.Get("ETag"), time.Since(changedAt)}
+	}()
+	time.Sleep(200 * time.Millisecond) // let the poll park; not a synchronisation of the result
+	changedAt = time.Now()
+	seedFleet(t, n.st, "shop", "blog")
+	select {
+	case r := <-res:
+		if r.code != 200 || r.etag == etag {
+			t.Fatalf("long-poll after change: %d etag %s", r.code, r.etag)
+		}
+		// One reconcile interval (40ms) plus the store writes; ~100ms is the goal.
+		if r.elapsed > time.Second {
+			t.Fatalf("long-poll answered %s after the change", r.elapsed)
+		}
+		t.Logf("long-poll answered %s after the change (reconcile interval 40ms)", r.elapsed.Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("long-poll did not return after a change")
+	}
+}
+
+func TestLastDocumentServedWhileStoreUnreadable(t *testing.T) {
+	storeDir := filepath.Join(t.TempDir(), "store")
+	n := startNode(t, testConfig(t, "vps-a", storeDir))
+	seedFleet(t, n.st, "shop")
+	n.waitReady()
+	waitFor(t, 5*time.Second, "shop routed", func() bool { return len(hostsOf(routesDoc(t, n))) > 0 })
+	_, before := n.get("/v1/ingress/traefik", testIngressToken)
+
+	// Make the store unreadable: as root permission bits are ignored, so move the
+	// directory away and leave a plain file in its place.
+	if err := os.Rename(storeDir, storeDir+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(storeDir, []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "status reports the store unreachable", func() bool {
+		_, b := n.get("/v1/status", testAdminToken)
+		return strings.Contains(string(b), `"reachable":false`) && strings.Contains(string(b), "unreachableSince")
+	})
+	for range 5 {
+		resp, during := n.get("/v1/ingress/traefik", testIngressToken)
+		if resp.StatusCode != 200 || !bytes.Equal(before, during) {
+			t.Fatalf("while the store is unreadable: %d, same bytes %v", resp.StatusCode, bytes.Equal(before, during))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	os.Remove(storeDir)
+	if err := os.Rename(storeDir+".away", storeDir); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "store reachable again", func() bool {
+		_, b := n.get("/v1/status", testAdminToken)
+		return strings.Contains(string(b), `"reachable":true`)
+	})
+}
+
+func TestMalformedObjectSkippedNotWithdrawn(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	seedFleet(t, n.st, "shop", "blog")
+	n.waitReady()
+	waitFor(t, 5*time.Second, "two apps routed", func() bool { return len(hostsOf(routesDoc(t, n))) == 2 })
+
+	// A never-good object: skipped and reported; the rest stay.
+	putRaw(t, n.st, "apps/broken.json", []byte(`{"name": "broken", "placement": [`))
+	// A good object turned bad: its last good version keeps serving.
+	putRaw(t, n.st, "apps/blog.json", []byte(`{"name": 42}`))
+	waitFor(t, 5*time.Second, "both reported in status", func() bool {
+		_, b := n.get("/v1/status", testAdminToken)
+		return strings.Contains(string(b), "apps/broken.json") && strings.Contains(string(b), "apps/blog.json")
+	})
+	hosts := strings.Join(hostsOf(routesDoc(t, n)), ",")
+	if hosts != "blog.apps.example.com,shop.apps.example.com" {
+		t.Fatalf("routes after malformed writes: %s", hosts)
+	}
+	if !strings.Contains(n.logs.String(), "apps/broken.json") {
+		t.Error("malformed object not logged")
+	}
+}
+
+func TestMintedTokenIsPrivateAndSurvivesRestart(t *testing.T) {
+	dirPath := t.TempDir()
+	tok, err := loadOrMintToken("", dirPath, "ingress-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tok) != 64 {
+		t.Fatalf("token %d hex chars, want 64 (32 bytes)", len(tok))
+	}
+	fi, err := os.Stat(filepath.Join(dirPath, "ingress-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token file mode %v, want 0600", fi.Mode().Perm())
+	}
+	again, err := loadOrMintToken("", dirPath, "ingress-token")
+	if err != nil || again != tok {
+		t.Fatalf("restart minted a new token (%v)", err)
+	}
+	if given, _ := loadOrMintToken("explicit", dirPath, "ingress-token"); given != "explicit" {
+		t.Fatal("a configured token does not win over the file")
+	}
+}
+
+func TestTwoNodesOnOneStoreServeIdenticalBytes(t *testing.T) {
+	storeDir := t.TempDir()
+	a := startNode(t, testConfig(t, "vps-a", storeDir))
+	b := startNode(t, testConfig(t, "vps-c", storeDir))
+	seedFleet(t, a.st, "shop", "blog", "docs")
+	a.waitReady()
+	b.waitReady()
+	for _, p := range []string{"/v1/ingress/routes", "/v1/ingress/traefik", "/v1/ingress/traefik?prefer=vps-b"} {
+		waitFor(t, 5*time.Second, "identical "+p, func() bool {
+			ra, ba := a.get(p, testIngressToken)
+			rb, bb := b.get(p, testIngressToken)
+			return bytes.Equal(ba, bb) && ra.Header.Get("ETag") == rb.Header.Get("ETag") && len(ba) > 0 &&
+				strings.Contains(string(ba), "docs")
+		})
+	}
+}
+
+func TestConfigLayering(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "scafo.yaml")
+	os.WriteFile(file, []byte("listen: \":7500\"\nplatform:\n  domains: [\"apps.example.com\"]\nnode:\n  name: from-file\n"), 0o600)
+	cfg, err := LoadConfig([]string{"--configFile=" + file, "--node.name=from-flag", "--ingress-token=tok"},
+		[]string{"SCAFO_ADMIN_TOKEN=adm", "SCAFO_STATEDIR=/tmp/x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprintf("%s %s %v %s %s %s %d", cfg.Listen, cfg.Node.Name, cfg.Platform.Domains, cfg.Ingress.Token, cfg.Admin.Token, cfg.StateDir, cfg.Node.APIPort)
+	want := ":7500 from-flag [apps.example.com] tok adm /tmp/x 7500"
+	if got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--node.name=Bad_Name"}, "node.name"},
+		{[]string{"--platform.domains=apps..example"}, "platform.domains"},
+		{[]string{"--ports.quarantine=1s"}, "ports.quarantine"},
+		{[]string{"--node.address=not-an-ip"}, "node.address"},
+	} {
+		_, err := LoadConfig(tc.args, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want one naming %s", tc.args, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,328 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/render/fleet"
+	"github.com/scafo/ingress/render/routing"
+)
+
+// reconciler folds the store into published snapshots. One goroutine runs it; the
+// status fields are read by handlers under mu.
+//
+// Cost: every tick is one conditional read of the serial. Only when the serial moved
+// (or a full pass is due) does it list the store and GET the keys whose etag moved, so
+// an idle fleet costs one small read per node per tick and k changed objects cost O(k)
+// reads plus one list.
+type reconciler struct {
+	st   store.Store
+	pub  *publisher
+	log  *slog.Logger
+	opts func() fleet.Options // Now is filled per pass
+	self fleet.NodeSettings
+
+	serialETag string
+	objects    map[string]cachedObject
+	lastFull   time.Time
+	lastStale  string
+	passes     int
+
+	mu       sync.Mutex
+	status   reconcileStatus
+	accounts map[string]string
+	// onPass observes every pass (metrics); may be nil.
+	onPass func(d time.Duration, err error, skipped int)
+}
+
+type cachedObject struct {
+	etag  string
+	value any // fleet.App, fleet.Claim, fleet.NodeRecord
+	// bad is the reason the current stored version is malformed (value then holds the
+	// last good version, if any).
+	bad string
+}
+
+type reconcileStatus struct {
+	LastPass         time.Time
+	LastError        string
+	UnreachableSince time.Time
+	Skipped          []fleet.Skipped
+	Nodes            []fleet.NodeRecord
+	Mismatched       []string
+}
+
+// pass runs one reconcile step. full forces a re-list of every object.
+func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err error) {
+	start := time.Now()
+	var skippedCount int
+	defer func() {
+		r.mu.Lock()
+		if err != nil {
+			r.status.LastError = err.Error()
+			if r.status.UnreachableSince.IsZero() {
+				r.status.UnreachableSince = now
+				r.log.Warn("store unreachable: serving the last good document", "err", err)
+			}
+		} else {
+			if !r.status.UnreachableSince.IsZero() {
+				r.log.Info("store reachable again", "down_for", now.Sub(r.status.UnreachableSince).Round(time.Millisecond))
+			}
+			r.status.LastError = ""
+			r.status.UnreachableSince = time.Time{}
+			r.status.LastPass = now
+		}
+		r.mu.Unlock()
+		if r.onPass != nil {
+			r.onPass(time.Since(start), err, skippedCount)
+		}
+	}()
+
+	serialChanged := true
+	newSerial := r.serialETag
+	obj, changed, err := r.st.GetIfChanged(ctx, fleet.KeySerial, r.serialETag)
+	switch {
+	case errors.Is(err, store.ErrNotFound) && r.serialETag != "":
+		// A healthy store never loses its serial; an empty listing now most likely means
+		// an unmounted or replaced store, and publishing it would withdraw every route.
+		return fmt.Errorf("reading serial: it vanished: %w", store.ErrUnavailable)
+	case errors.Is(err, store.ErrNotFound):
+		newSerial = ""
+	case err != nil:
+		return fmt.Errorf("reading serial: %w", err)
+	default:
+		serialChanged = changed
+		if changed {
+			newSerial = obj.ETag
+		}
+	}
+	if r.objects == nil || r.lastFull.IsZero() {
+		full = true
+	}
+	if !serialChanged && !full {
+		// Nothing was written. The document can still move by time alone, when a node
+		// crosses the TTL; re-derive only then.
+		if stale := r.staleKey(now); stale == r.lastStale {
+			return nil
+		}
+		skippedCount = r.derive(now)
+		return nil
+	}
+
+	var entries []store.Entry
+	for _, p := range []string{fleet.PrefixApps, fleet.PrefixDomains, fleet.PrefixNodes} {
+		es, err := r.st.List(ctx, p)
+		if err != nil {
+			return fmt.Errorf("listing %s: %w", p, err)
+		}
+		entries = append(entries, es...)
+	}
+	next := make(map[string]cachedObject, len(entries))
+	for _, e := range entries {
+		if !tracked(e.Key) {
+			continue
+		}
+		if old, ok := r.objects[e.Key]; ok && old.etag == e.ETag && !full {
+			next[e.Key] = old
+			continue
+		}
+		o, err := r.st.Get(ctx, e.Key)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // deleted between list and get
+		}
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", e.Key, err)
+		}
+		next[e.Key] = r.decode(o, r.objects[e.Key])
+	}
+	// Commit only a complete read: a failure above returned with r.objects untouched.
+	r.objects = next
+	r.serialETag = newSerial
+	if full {
+		r.lastFull = now
+	}
+	skippedCount = r.derive(now)
+	return nil
+}
+
+func tracked(key string) bool {
+	return strings.HasPrefix(key, fleet.PrefixApps) || strings.HasPrefix(key, fleet.PrefixDomains) ||
+		strings.HasPrefix(key, fleet.PrefixNodes)
+}
+
+// decode parses one object, tolerating unknown fields (a newer node may have written
+// them). A malformed object keeps its previous good value, if it had one, so one bad
+// write withdraws nothing; it is reported either way.
+func (r *reconciler) decode(o store.Object, prev cachedObject) cachedObject {
+	name := strings.TrimSuffix(o.Key[strings.IndexByte(o.Key, '/')+1:], ".json")
+	var (
+		v      any
+		reason string
+	)
+	switch {
+	case !strings.HasSuffix(o.Key, ".json"):
+		reason = "not a .json object"
+	case strings.HasPrefix(o.Key, fleet.PrefixApps):
+		var a fleet.App
+		if err := json.Unmarshal(o.Value, &a); err != nil {
+			reason = "malformed JSON: " + err.Error()
+		} else if a.Name != name {
+			reason = fmt.Sprintf("name %q does not match key", a.Name)
+		} else {
+			v = a
+		}
+	case strings.HasPrefix(o.Key, fleet.PrefixDomains):
+		var c fleet.Claim
+		if err := json.Unmarshal(o.Value, &c); err != nil {
+			reason = "malformed JSON: " + err.Error()
+		} else if c.Host != name {
+			reason = fmt.Sprintf("host %q does not match key", c.Host)
+		} else {
+			v = c
+		}
+	case strings.HasPrefix(o.Key, fleet.PrefixNodes):
+		var n fleet.NodeRecord
+		if err := json.Unmarshal(o.Value, &n); err != nil {
+			reason = "malformed JSON: " + err.Error()
+		} else if n.Name != name {
+			reason = fmt.Sprintf("name %q does not match key", n.Name)
+		} else {
+			v = n
+		}
+	}
+	if reason == "" {
+		return cachedObject{etag: o.ETag, value: v}
+	}
+	if prev.value != nil {
+		reason += "; serving its last good version"
+	}
+	r.log.Warn("skipping malformed store object", "object", o.Key, "reason", reason)
+	return cachedObject{etag: o.ETag, value: prev.value, bad: reason}
+}
+
+// staleKey names the set of stale nodes, so a TTL crossing triggers a re-derive.
+func (r *reconciler) staleKey(now time.Time) string {
+	ttl := r.opts().NodeTTL
+	var b strings.Builder
+	keys := make([]string, 0, len(r.objects))
+	for k := range r.objects {
+		if strings.HasPrefix(k, fleet.PrefixNodes) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if n, ok := r.objects[k].value.(fleet.NodeRecord); ok && now.Sub(n.Seen) > ttl {
+			b.WriteString(k)
+			b.WriteByte(',')
+		}
+	}
+	return b.String()
+}
+
+// derive folds the cached objects into a document and publishes it.
+func (r *reconciler) derive(now time.Time) int {
+	var st fleet.State
+	var skipped []fleet.Skipped
+	keys := make([]string, 0, len(r.objects))
+	for k := range r.objects {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var nodes []fleet.NodeRecord
+	var mismatched []string
+	accounts := map[string]string{}
+	for _, k := range keys {
+		o := r.objects[k]
+		if o.bad != "" {
+			skipped = append(skipped, fleet.Skipped{Object: k, Reason: o.bad})
+		}
+		switch v := o.value.(type) {
+		case fleet.App:
+			st.Apps = append(st.Apps, v)
+			accounts[v.Name] = v.Account
+		case fleet.Claim:
+			st.Claims = append(st.Claims, v)
+		case fleet.NodeRecord:
+			st.Nodes = append(st.Nodes, v)
+			nodes = append(nodes, v)
+			if v.Settings != nil && !sameSettings(*v.Settings, r.self) {
+				mismatched = append(mismatched, v.Name)
+			}
+		}
+	}
+	opt := r.opts()
+	opt.Now = now
+	doc, dskipped := fleet.Derive(st, opt)
+	skipped = append(skipped, dskipped...)
+	if r.pub.publish(doc, skipped, now) {
+		r.log.Info("published routing document", "revision", doc.Revision, "routes", len(doc.Routes), "skipped", len(skipped))
+		for _, s := range dskipped {
+			r.log.Warn("skipped", "object", s.Object, "reason", s.Reason)
+		}
+	}
+	r.lastStale = r.staleKey(now)
+	r.passes++
+
+	r.mu.Lock()
+	if !slices.Equal(mismatched, r.status.Mismatched) && len(mismatched) > 0 {
+		r.log.Warn("nodes run with different fleet settings (platform domains, api.public)", "nodes", mismatched)
+	}
+	r.status.Skipped = skipped
+	r.status.Nodes = nodes
+	r.status.Mismatched = mismatched
+	r.accounts = accounts
+	r.mu.Unlock()
+	return len(skipped)
+}
+
+func sameSettings(a, b fleet.NodeSettings) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+func (r *reconciler) snapshotStatus() reconcileStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status
+}
+
+// run ticks until ctx ends. kick forces an immediate (non-full) pass, e.g. after a write
+// through this node's own API.
+func (r *reconciler) run(ctx context.Context, interval, fullInterval time.Duration, kick <-chan struct{}) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		now := time.Now()
+		full := r.lastFull.IsZero() || now.Sub(r.lastFull) >= fullInterval
+		if err := r.pass(ctx, now, full); err != nil && ctx.Err() == nil {
+			r.log.Debug("reconcile pass failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-kick:
+		}
+	}
+}
+
+var _ = routing.Version
+
+// appAccounts maps application → account, from the objects of the last pass.
+func (r *reconciler) appAccounts() map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.accounts
+}

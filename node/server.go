@@ -1,0 +1,277 @@
+// Package node is scafo-node: it folds the fleet's state from the store into the
+// routing document (package render/fleet), publishes it and its Traefik rendering over
+// HTTP, and takes the writes (applications, claims, path maps, instances, tokens) that
+// change that state.
+//
+// Shape: one reconcile goroutine builds immutable snapshots and swaps them in
+// atomically; handlers are thin and read the current snapshot; rendered bodies are
+// cached per (revision, prefer, format), so a poll is a map lookup and a write.
+//
+// Until the first complete reconcile pass there is no document: the routing endpoints
+// answer 503 "draining" with Retry-After, never an empty document, because an empty 200
+// tells every ingress to withdraw every route. After that, a failed or partial store
+// read changes nothing: the last good document keeps being served.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/node/store/dir"
+	"github.com/scafo/ingress/node/store/s3"
+	"github.com/scafo/ingress/render"
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// Server is one scafo node.
+type Server struct {
+	cfg *Config
+	log *slog.Logger
+	st  store.Store
+
+	ingressToken string
+	adminToken   string
+
+	pub       *publisher
+	rec       *reconciler
+	metrics   *metrics
+	instances *instanceRegistry
+
+	kick     chan struct{} // run a reconcile pass now
+	beat     chan struct{} // rewrite this node's record now
+	shutdown chan struct{} // closed on shutdown: releases long-polls
+	once     sync.Once
+}
+
+// New builds a node from cfg. It mints tokens if needed and opens the store; it does
+// not start serving (see Run).
+func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating state dir: %w", err)
+	}
+	ingressTok, err := loadOrMintToken(cfg.Ingress.Token, cfg.StateDir, "ingress-token")
+	if err != nil {
+		return nil, fmt.Errorf("ingress token: %w", err)
+	}
+	adminTok, err := loadOrMintToken(cfg.Admin.Token, cfg.StateDir, "admin-token")
+	if err != nil {
+		return nil, fmt.Errorf("admin token: %w", err)
+	}
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return NewWithStore(cfg, log, st, ingressTok, adminTok)
+}
+
+// NewWithStore builds a node over an already opened store (tests use it).
+func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adminTok string) (*Server, error) {
+	inst, err := openInstanceRegistry(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("instance registry: %w", err)
+	}
+	pub := newPublisher(render.Options{
+		EntryPoints:           cfg.Traefik.EntryPoints,
+		CertResolver:          cfg.Traefik.CertResolver,
+		PlatformWildcardCerts: cfg.Traefik.PlatformWildcardCerts,
+		PlatformDomains:       cfg.Platform.Domains,
+		HealthCheckInterval:   time.Duration(cfg.Traefik.HealthCheck.Interval).String(),
+		HealthCheckTimeout:    time.Duration(cfg.Traefik.HealthCheck.Timeout).String(),
+		PathGroupThreshold:    cfg.Traefik.PathGroupThreshold,
+	})
+	s := &Server{
+		cfg: cfg, log: log, st: st,
+		ingressToken: ingressTok, adminToken: adminTok,
+		pub: pub, instances: inst,
+		kick:     make(chan struct{}, 1),
+		beat:     make(chan struct{}, 1),
+		shutdown: make(chan struct{}),
+	}
+	s.metrics = newMetrics(pub)
+	s.rec = &reconciler{
+		st: st, pub: pub, log: log,
+		self: s.settings(),
+		opts: func() fleet.Options {
+			return fleet.Options{
+				PlatformDomains: cfg.Platform.Domains,
+				APIPublic:       cfg.API.Public,
+				NodeTTL:         time.Duration(cfg.Reconcile.NodeTTL),
+			}
+		},
+		onPass: s.metrics.observePass,
+	}
+	return s, nil
+}
+
+func openStore(ctx context.Context, cfg *Config) (store.Store, error) {
+	if c := cfg.Store.S3; c.Endpoint != "" {
+		st, err := s3.New(ctx, s3.Config{
+			Endpoint: c.Endpoint, Bucket: c.Bucket, Prefix: c.Prefix, Region: c.Region,
+			AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey, Insecure: c.Insecure,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("opening s3 store: %w", err)
+		}
+		return st, nil
+	}
+	st, err := dir.New(cfg.Store.Dir.Path)
+	if err != nil {
+		return nil, fmt.Errorf("opening dir store: %w", err)
+	}
+	return st, nil
+}
+
+func (s *Server) settings() fleet.NodeSettings {
+	return fleet.NodeSettings{PlatformDomains: s.cfg.Platform.Domains, APIPublic: s.cfg.API.Public}
+}
+
+// Handler is the node's HTTP API.
+func (s *Server) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not found", r.URL.Path)
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, "method not allowed", r.Method+" "+r.URL.Path)
+	})
+	r.Get("/v1/healthz", s.handleHealthz)
+	r.Get("/v1/readyz", s.handleReadyz)
+	r.Get("/v1/health/instances/{app}", s.handleInstanceHealth)
+	r.Method(http.MethodGet, "/metrics", s.metricsHandler())
+	r.Group(func(r chi.Router) {
+		r.Use(s.requireIngressOrAdmin)
+		r.Get("/v1/status", s.handleStatus)
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(s.requireIngress)
+		r.Get("/v1/ingress/{format}", s.handleIngress)
+	})
+	s.mountWrite(r)
+	return r
+}
+
+// kickReconcile asks for a pass now (after a write through this node).
+func (s *Server) kickReconcile() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// kickHeartbeat asks for this node's record to be rewritten now (instances changed).
+func (s *Server) kickHeartbeat() {
+	select {
+	case s.beat <- struct{}{}:
+	default:
+	}
+}
+
+// Run serves on ln until ctx ends, then shuts down gracefully: long-polls are released
+// (they answer 304), in-flight requests finish within a grace period.
+func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	if s.cfg.Node.APIPort == 0 {
+		if a, ok := ln.Addr().(*net.TCPAddr); ok {
+			s.cfg.Node.APIPort = a.Port
+		}
+	}
+	loopCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	s.writeOwnRecord(loopCtx) // best effort before the first pass
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		s.rec.run(loopCtx, time.Duration(s.cfg.Reconcile.Interval), time.Duration(s.cfg.Reconcile.FullInterval), s.kick)
+	}()
+	go func() {
+		defer wg.Done()
+		s.heartbeatLoop(loopCtx)
+	}()
+
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.log.Info("scafo-node serving", "addr", ln.Addr().String(), "node", s.cfg.Node.Name, "stateDir", s.cfg.StateDir)
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	s.Close()
+	shCtx, shCancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer shCancel()
+	if serr := srv.Shutdown(shCtx); serr != nil && err == nil {
+		err = serr
+	}
+	cancel()
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	s.log.Info("scafo-node stopped")
+	return err
+}
+
+// Close releases long-polls. Safe to call more than once.
+func (s *Server) Close() {
+	s.once.Do(func() { close(s.shutdown) })
+}
+
+// heartbeatLoop rewrites this node's record every heartbeat and whenever instances change.
+func (s *Server) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(time.Duration(s.cfg.Reconcile.Heartbeat))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-s.beat:
+		}
+		s.writeOwnRecord(ctx)
+	}
+}
+
+// writeOwnRecord writes nodes/<name>.json (this node is its only writer) and bumps the
+// serial so peers re-read it.
+func (s *Server) writeOwnRecord(ctx context.Context) {
+	set := s.settings()
+	rec := fleet.NodeRecord{
+		Name:      s.cfg.Node.Name,
+		Address:   s.cfg.Node.Address,
+		APIPort:   s.cfg.Node.APIPort,
+		Instances: s.instances.records(),
+		Seen:      time.Now().UTC().Truncate(time.Second),
+		Settings:  &set,
+	}
+	body, err := marshalObject(rec)
+	if err == nil {
+		_, err = s.st.Put(ctx, fleet.PrefixNodes+rec.Name+".json", body, store.Condition{})
+	}
+	if err == nil {
+		_, err = store.BumpSerial(ctx, s.st)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("writing own node record", "err", err)
+		}
+		return
+	}
+	s.kickReconcile()
+}

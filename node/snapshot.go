@@ -1,0 +1,135 @@
+package node
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/scafo/ingress/render"
+	"github.com/scafo/ingress/render/fleet"
+	"github.com/scafo/ingress/render/routing"
+)
+
+// snapshot is one published state: immutable once stored, replaced whole. Handlers
+// load it atomically and never see a half-built document.
+type snapshot struct {
+	doc     *routing.Document
+	skipped []fleet.Skipped
+	builtAt time.Time
+	// since is when this revision was first published (for the revision-age metric).
+	since time.Time
+	// nodes are the fleet's node names, to tell a known prefer target from a retired one.
+	nodes map[string]bool
+	// superseded is closed when a newer snapshot replaces this one; long-polls wait on it.
+	superseded chan struct{}
+}
+
+// publisher holds the current snapshot and the cache of rendered bodies.
+type publisher struct {
+	cur    atomic.Pointer[snapshot]
+	cache  *lru.Cache[renderKey, *rendered]
+	render render.Options
+}
+
+type renderKey struct {
+	revision string
+	prefer   string
+	format   string
+}
+
+// rendered is one cached body, identity and gzip, with its strong ETag.
+type rendered struct {
+	body     []byte
+	gz       []byte
+	etag     string // `"<hash>"`
+	etagGzip string // `"<hash>-gzip"`: a strong validator names one representation
+}
+
+const (
+	formatRoutes  = "routes"
+	formatTraefik = "traefik"
+)
+
+func newPublisher(opts render.Options) *publisher {
+	c, err := lru.New[renderKey, *rendered](256)
+	if err != nil {
+		panic(err) // only for a non-positive size
+	}
+	return &publisher{cache: c, render: opts}
+}
+
+// publish swaps in a new document and wakes long-polls if the revision moved. It
+// returns true when the revision changed.
+func (p *publisher) publish(doc *routing.Document, skipped []fleet.Skipped, now time.Time) bool {
+	nodes := map[string]bool{}
+	for _, r := range doc.Routes {
+		for _, u := range r.Upstreams {
+			nodes[u.Node] = true
+		}
+	}
+	if doc.API != nil {
+		for _, u := range doc.API.Upstreams {
+			nodes[u.Node] = true
+		}
+	}
+	next := &snapshot{doc: doc, skipped: skipped, builtAt: now, since: now, nodes: nodes, superseded: make(chan struct{})}
+	prev := p.cur.Load()
+	if prev != nil && prev.doc.Revision == doc.Revision {
+		// Same routing content: keep the old snapshot (and its waiters) but refresh the
+		// report of skipped objects.
+		kept := *prev
+		kept.skipped = skipped
+		kept.builtAt = now
+		p.cur.Store(&kept)
+		return false
+	}
+	p.cur.Store(next)
+	if prev != nil {
+		close(prev.superseded)
+	}
+	return true
+}
+
+// get returns the rendered body for (snapshot, prefer, format), from the cache when it
+// can. prefer is already resolved ("" or a node name present in the fleet).
+func (p *publisher) get(s *snapshot, prefer, format string) (*rendered, error) {
+	k := renderKey{revision: s.doc.Revision, prefer: prefer, format: format}
+	if r, ok := p.cache.Get(k); ok {
+		return r, nil
+	}
+	doc := s.doc
+	if prefer != "" {
+		var err error
+		if doc, err = routing.Prefer(doc, prefer); err != nil {
+			return nil, err
+		}
+	}
+	var body []byte
+	var err error
+	switch format {
+	case formatRoutes:
+		body, err = routing.Marshal(doc)
+	case formatTraefik:
+		body, err = render.Traefik(doc, p.render)
+	default:
+		return nil, fmt.Errorf("unknown format %q", format)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rendering %s: %w", format, err)
+	}
+	var zb bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&zb, gzip.BestSpeed)
+	zw.Write(body)
+	zw.Close()
+	sum := sha256.Sum256(body)
+	h := hex.EncodeToString(sum[:16])
+	r := &rendered{body: body, gz: zb.Bytes(), etag: `"` + h + `"`, etagGzip: `"` + h + `-gzip"`}
+	p.cache.Add(k, r)
+	return r, nil
+}

@@ -1,0 +1,461 @@
+// Package dir is the directory backend of the fleet-state store: one file per key under
+// a root directory, for one machine (or several processes on one machine).
+//
+// Layout: key "apps/shop.json" is the file <root>/apps/shop.json. Names starting with a
+// dot are the backend's own: <root>/.lock (the cross-process lock) and ".tmp-*" files
+// (writes in flight); store.CheckKey refuses such keys and List skips them.
+//
+// ETags are the lowercase hex SHA-256 of the content, unquoted (64 characters): the same
+// content always has the same etag, in every process, and no state besides the files is
+// kept.
+//
+// Writes are atomic: the value goes to a temp file in the key's directory, is fsynced,
+// renamed over the key, and the directory is fsynced. Readers therefore see the old or
+// the new file, never a partial one, and need no lock. Every write (conditional or not)
+// and every delete holds the store's lock around check-etag-then-rename: an in-process
+// mutex plus flock(2) on <root>/.lock, so two goroutines, two Store values or two
+// processes on one directory never lose an update.
+//
+// Errors: a missing key is store.ErrNotFound; a failed conditional write is
+// store.ErrPreconditionFailed; any other I/O or permission failure wraps
+// store.ErrUnavailable (a caller keeps what it last read); an invalid key wraps
+// store.ErrInvalidKey.
+package dir
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/scafo/ingress/node/store"
+)
+
+const (
+	lockName   = ".lock"
+	tempPrefix = ".tmp-"
+	dirMode    = 0o700
+)
+
+// Store is a directory-backed store.Store. Safe for concurrent use.
+type Store struct {
+	root string
+
+	mu   sync.Mutex // serialises writers in this process; guards lock
+	lock *os.File   // open <root>/.lock, flocked by writers
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New opens (creating if needed, mode 0700) the store rooted at root. It removes temp
+// files that a crashed writer left behind, under the lock (so never a live writer's).
+func New(root string) (*Store, error) {
+	if root == "" {
+		return nil, errors.New("dir store: root path is empty")
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("dir store: resolving root %q: %w", root, err)
+	}
+	if err := os.MkdirAll(abs, dirMode); err != nil {
+		return nil, fmt.Errorf("dir store: creating root %q: %w", abs, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("dir store: root %q: %w", abs, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("dir store: root %q is not a directory", abs)
+	}
+	s := &Store{root: abs}
+	if err := s.openLock(); err != nil {
+		return nil, fmt.Errorf("dir store: %w", err)
+	}
+	unlock, err := s.acquire(context.Background())
+	if err != nil {
+		s.lock.Close()
+		return nil, fmt.Errorf("dir store: %w", err)
+	}
+	err = s.removeTemps()
+	unlock()
+	if err != nil {
+		s.lock.Close()
+		return nil, fmt.Errorf("dir store: removing stale temp files: %w", err)
+	}
+	return s, nil
+}
+
+// Root returns the absolute root directory.
+func (s *Store) Root() string { return s.root }
+
+// Close releases the lock file. The Store must not be used afterwards.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lock == nil {
+		return nil
+	}
+	err := s.lock.Close()
+	s.lock = nil
+	return err
+}
+
+// ETag returns the etag this backend gives to value.
+func ETag(value []byte) string {
+	sum := sha256.Sum256(value)
+	return hex.EncodeToString(sum[:])
+}
+
+// Get reads one object.
+func (s *Store) Get(ctx context.Context, key string) (store.Object, error) {
+	if err := s.check(ctx, key); err != nil {
+		return store.Object{}, err
+	}
+	b, err := s.read(key)
+	if err != nil {
+		return store.Object{}, fmt.Errorf("dir store: get %q: %w", key, err)
+	}
+	return store.Object{Key: key, Value: b, ETag: ETag(b)}, nil
+}
+
+// GetIfChanged reads key unless its content still hashes to etag. The file is read
+// either way (a local read is cheap); only the copy to the caller is saved.
+func (s *Store) GetIfChanged(ctx context.Context, key, etag string) (store.Object, bool, error) {
+	obj, err := s.Get(ctx, key)
+	if err != nil {
+		return store.Object{}, false, err
+	}
+	if etag != "" && obj.ETag == etag {
+		return store.Object{}, false, nil
+	}
+	return obj, true, nil
+}
+
+// List returns every key under prefix with its etag, sorted by key.
+func (s *Store) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("dir store: list %q: %w", prefix, err)
+	}
+	if err := store.CheckPrefix(prefix); err != nil {
+		return nil, fmt.Errorf("dir store: list: %w", err)
+	}
+	if err := s.rootPresent(); err != nil {
+		return nil, fmt.Errorf("dir store: list %q: %w", prefix, err)
+	}
+	// Walk only the directory the prefix's complete segments name.
+	start := s.root
+	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
+		start = filepath.Join(s.root, filepath.FromSlash(prefix[:i]))
+	}
+	var out []store.Entry
+	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == start && isNotFound(err) {
+				return fs.SkipAll // nothing under that prefix
+			}
+			if p != start && errors.Is(err, fs.ErrNotExist) {
+				return nil // removed while walking
+			}
+			return unavailable(err)
+		}
+		if p == s.root {
+			return nil
+		}
+		if strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			// Get follows symlinks, so List does too, for links to regular files.
+			fi, err := os.Stat(p)
+			if err != nil {
+				if isNotFound(err) {
+					return nil // dangling
+				}
+				return unavailable(err)
+			}
+			if !fi.Mode().IsRegular() {
+				return nil
+			}
+		} else if !d.Type().IsRegular() {
+			return nil
+		}
+		rel, err := filepath.Rel(s.root, p)
+		if err != nil {
+			return unavailable(err)
+		}
+		key := filepath.ToSlash(rel)
+		if !strings.HasPrefix(key, prefix) {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			if isNotFound(err) {
+				return nil // deleted between the walk and the read
+			}
+			return unavailable(err)
+		}
+		out = append(out, store.Entry{Key: key, ETag: ETag(b)})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dir store: list %q: %w", prefix, err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+// Put writes value at key under cond and returns the new etag.
+func (s *Store) Put(ctx context.Context, key string, value []byte, cond store.Condition) (string, error) {
+	if err := s.check(ctx, key); err != nil {
+		return "", err
+	}
+	if cond.IfMatch != "" && cond.IfNoneMatch {
+		return "", fmt.Errorf("dir store: put %q: IfMatch and IfNoneMatch are exclusive", key)
+	}
+	unlock, err := s.acquire(ctx)
+	if err != nil {
+		return "", fmt.Errorf("dir store: put %q: %w", key, err)
+	}
+	defer unlock()
+
+	if err := s.checkCondition(key, cond.IfMatch, cond.IfNoneMatch); err != nil {
+		return "", fmt.Errorf("dir store: put %q: %w", key, err)
+	}
+	if err := s.writeAtomic(key, value); err != nil {
+		return "", fmt.Errorf("dir store: put %q: %w", key, err)
+	}
+	return ETag(value), nil
+}
+
+// Delete removes key; with a non-empty ifMatch only if its etag matches. The check and
+// the removal happen under the store's lock, so a delete never removes a newer value.
+func (s *Store) Delete(ctx context.Context, key, ifMatch string) error {
+	if err := s.check(ctx, key); err != nil {
+		return err
+	}
+	unlock, err := s.acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("dir store: delete %q: %w", key, err)
+	}
+	defer unlock()
+
+	cur, err := s.read(key)
+	if err != nil {
+		return fmt.Errorf("dir store: delete %q: %w", key, err)
+	}
+	if ifMatch != "" && ETag(cur) != ifMatch {
+		return fmt.Errorf("dir store: delete %q: %w", key, store.ErrPreconditionFailed)
+	}
+	p := s.path(key)
+	if err := os.Remove(p); err != nil {
+		if isNotFound(err) {
+			return fmt.Errorf("dir store: delete %q: %w", key, store.ErrNotFound)
+		}
+		return fmt.Errorf("dir store: delete %q: %w", key, unavailable(err))
+	}
+	if err := syncDir(filepath.Dir(p)); err != nil {
+		return fmt.Errorf("dir store: delete %q: %w", key, unavailable(err))
+	}
+	return nil
+}
+
+func (s *Store) check(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("dir store: %q: %w", key, err)
+	}
+	if err := store.CheckKey(key); err != nil {
+		return fmt.Errorf("dir store: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) path(key string) string {
+	return filepath.Join(s.root, filepath.FromSlash(key))
+}
+
+// read returns the content at key: store.ErrNotFound if absent (or a directory), an
+// error wrapping store.ErrUnavailable for any other failure, including a root that has
+// vanished (a missing root is a broken store, not an empty one).
+func (s *Store) read(key string) ([]byte, error) {
+	b, err := os.ReadFile(s.path(key))
+	if err == nil {
+		return b, nil
+	}
+	if isNotFound(err) {
+		if rerr := s.rootPresent(); rerr != nil {
+			return nil, rerr
+		}
+		return nil, store.ErrNotFound
+	}
+	return nil, unavailable(err)
+}
+
+func (s *Store) rootPresent() error {
+	fi, err := os.Stat(s.root)
+	if err != nil {
+		return unavailable(fmt.Errorf("store root: %w", err))
+	}
+	if !fi.IsDir() {
+		return unavailable(fmt.Errorf("store root %s is not a directory", s.root))
+	}
+	return nil
+}
+
+// checkCondition evaluates a write condition against the current content. Caller holds
+// the lock.
+func (s *Store) checkCondition(key, ifMatch string, ifNoneMatch bool) error {
+	if ifMatch == "" && !ifNoneMatch {
+		return nil
+	}
+	cur, err := s.read(key)
+	switch {
+	case err == nil:
+		if ifNoneMatch {
+			return fmt.Errorf("%w: create-only, but the key exists", store.ErrPreconditionFailed)
+		}
+		if ETag(cur) != ifMatch {
+			return fmt.Errorf("%w: etag moved", store.ErrPreconditionFailed)
+		}
+		return nil
+	case errors.Is(err, store.ErrNotFound):
+		if ifMatch != "" {
+			return fmt.Errorf("%w: If-Match, but the key is absent", store.ErrPreconditionFailed)
+		}
+		return nil
+	default:
+		return err
+	}
+}
+
+// writeAtomic replaces key's file with value: temp file in the same directory, fsync,
+// rename, fsync of the directory. Caller holds the lock.
+func (s *Store) writeAtomic(key string, value []byte) error {
+	p := s.path(key)
+	if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+		return fmt.Errorf("key is a directory holding other keys")
+	}
+	dir := filepath.Dir(p)
+	if err := s.mkdirs(dir); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, tempPrefix+"*")
+	if err != nil {
+		return unavailable(err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(value); err != nil {
+		return unavailable(err)
+	}
+	if err := f.Sync(); err != nil {
+		return unavailable(err)
+	}
+	if err := f.Close(); err != nil {
+		return unavailable(err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return unavailable(err)
+	}
+	ok = true
+	if err := syncDir(dir); err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// mkdirs creates dir and its missing parents below the root, fsyncing each parent that
+// gained an entry so the new directories survive a crash.
+func (s *Store) mkdirs(dir string) error {
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s is a key, not a directory", s.relKey(dir))
+		}
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir && strings.HasPrefix(parent, s.root) && parent != s.root {
+		if err := s.mkdirs(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, dirMode); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil
+		}
+		if errors.Is(err, syscall.ENOTDIR) {
+			return fmt.Errorf("a parent of %s is a key, not a directory", s.relKey(dir))
+		}
+		return unavailable(err)
+	}
+	if err := syncDir(parent); err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+func (s *Store) relKey(p string) string {
+	rel, err := filepath.Rel(s.root, p)
+	if err != nil {
+		return p
+	}
+	return fmt.Sprintf("%q", filepath.ToSlash(rel))
+}
+
+// removeTemps deletes ".tmp-*" files anywhere under the root. Caller holds the lock, so
+// no live writer owns one.
+func (s *Store) removeTemps() error {
+	return filepath.WalkDir(s.root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasPrefix(d.Name(), tempPrefix) {
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// isNotFound reports errors meaning "no file at that path": absent, a path through a
+// regular file, or a directory where a file was expected.
+func isNotFound(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR)
+}
+
+// unavailable wraps an I/O failure so callers see store.ErrUnavailable.
+func unavailable(err error) error {
+	if errors.Is(err, store.ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+}

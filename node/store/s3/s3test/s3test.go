@@ -1,0 +1,453 @@
+// Package s3test gives tests a real S3 server: the one named by SCAFO_TEST_S3_* (for
+// example started by .ci/minio.sh start), or else a MinIO this package starts from
+// <repo>/.bin/minio (installed by .ci/minio.sh install) on a free loopback port with a
+// temp data dir, and kills by PID when the test binary ends.
+//
+//	func TestMain(m *testing.M) { s3test.Main(m) }
+//
+//	func TestSomething(t *testing.T) {
+//		cfg := s3test.Shared(t).NewBucket(t) // own bucket, removed afterwards
+//		st, err := s3.New(t.Context(), cfg)
+//		…
+//	}
+//
+// With no server and no binary the test is skipped with instructions, except under CI
+// (env CI set), where it fails: CI must install MinIO.
+package s3test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/scafo/ingress/node/store/s3"
+)
+
+// Environment variables naming an external S3 server.
+const (
+	EnvEndpoint  = "SCAFO_TEST_S3_ENDPOINT" // host:port, or http(s)://host:port
+	EnvAccessKey = "SCAFO_TEST_S3_ACCESS_KEY"
+	EnvSecretKey = "SCAFO_TEST_S3_SECRET_KEY"
+	EnvRegion    = "SCAFO_TEST_S3_REGION" // optional, default us-east-1
+	// EnvMinIOBin overrides where the minio binary is looked for.
+	EnvMinIOBin = "SCAFO_TEST_MINIO_BIN"
+)
+
+const region = "us-east-1"
+
+// Server is a reachable S3 endpoint.
+type Server struct {
+	Endpoint  string // host:port or URL, as s3.Config.Endpoint takes it
+	AccessKey string
+	SecretKey string
+	Region    string
+
+	// Set when this package runs the server.
+	bin     string
+	dataDir string
+	port    int
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	logPath string
+}
+
+var (
+	mainActive bool
+	sharedOnce sync.Once
+	shared     *Server
+	sharedErr  error
+
+	ownedMu sync.Mutex
+	owned   []*Server // servers to kill at exit
+)
+
+// Main runs the package's tests and then stops every MinIO this package started. Call
+// it from TestMain.
+func Main(m *testing.M) {
+	mainActive = true
+	code := m.Run()
+	ownedMu.Lock()
+	for _, s := range owned {
+		s.remove(code != 0)
+	}
+	ownedMu.Unlock()
+	os.Exit(code)
+}
+
+// Unavailable skips the test (or, under CI, fails it) because no S3 server can be had.
+func unavailable(t testing.TB, why error) {
+	t.Helper()
+	msg := fmt.Sprintf("no S3 server for tests: %v. Run `.ci/minio.sh install` (MinIO into <repo>/.bin, 4–7 minutes cold), or set %s, %s and %s",
+		why, EnvEndpoint, EnvAccessKey, EnvSecretKey)
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+// Shared returns the server every test of the binary uses: the external one from the
+// environment, or a MinIO started on first use.
+func Shared(t testing.TB) *Server {
+	t.Helper()
+	if ep := os.Getenv(EnvEndpoint); ep != "" {
+		s := &Server{Endpoint: ep, AccessKey: os.Getenv(EnvAccessKey), SecretKey: os.Getenv(EnvSecretKey), Region: os.Getenv(EnvRegion)}
+		if s.Region == "" {
+			s.Region = region
+		}
+		return s
+	}
+	if !mainActive {
+		t.Fatal("s3test: call s3test.Main(m) from TestMain so the MinIO it starts is stopped")
+	}
+	sharedOnce.Do(func() {
+		bin, err := MinIOBinary()
+		if err != nil {
+			sharedErr = err
+			return
+		}
+		shared, sharedErr = start(bin)
+	})
+	if sharedErr != nil {
+		if errors.Is(sharedErr, errNoBinary) {
+			unavailable(t, sharedErr)
+		}
+		t.Fatalf("starting MinIO: %v", sharedErr)
+	}
+	return shared
+}
+
+// Start runs a MinIO that belongs to the calling test alone (for fault tests that stop
+// and restart it), killed at the test's end.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin, err := MinIOBinary()
+	if err != nil {
+		unavailable(t, err)
+	}
+	s, err := start(bin)
+	if err != nil {
+		t.Fatalf("starting MinIO: %v", err)
+	}
+	t.Cleanup(func() {
+		s.remove(t.Failed())
+		if t.Failed() {
+			t.Logf("minio log kept: %s", s.logPath)
+		}
+	})
+	return s
+}
+
+// remove kills the server and deletes its data, and its log unless keepLog.
+func (s *Server) remove(keepLog bool) {
+	s.kill()
+	os.RemoveAll(s.dataDir)
+	if !keepLog {
+		os.Remove(s.logPath)
+	}
+}
+
+var errNoBinary = errors.New("minio binary not found")
+
+// MinIOBinary finds the minio binary: $SCAFO_TEST_MINIO_BIN, <repo>/.bin/minio (the
+// repo being the nearest parent directory holding go.mod), or minio on PATH.
+func MinIOBinary() (string, error) {
+	if p := os.Getenv(EnvMinIOBin); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("%w: %s=%s: %v", errNoBinary, EnvMinIOBin, p, err)
+		}
+		return p, nil
+	}
+	var looked []string
+	if wd, err := os.Getwd(); err == nil {
+		for d := wd; ; d = filepath.Dir(d) {
+			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+				p := filepath.Join(d, ".bin", "minio")
+				if _, err := os.Stat(p); err == nil {
+					return p, nil
+				}
+				looked = append(looked, p)
+				break
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	if p, err := exec.LookPath("minio"); err == nil {
+		return p, nil
+	}
+	looked = append(looked, "$PATH")
+	return "", fmt.Errorf("%w (looked in %s)", errNoBinary, strings.Join(looked, ", "))
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func start(bin string) (*Server, error) {
+	dataDir, err := os.MkdirTemp("", "scafo-minio-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		AccessKey: "scafo-test",
+		SecretKey: randHex(16),
+		Region:    region,
+		bin:       bin,
+		dataDir:   dataDir,
+		logPath:   dataDir + ".log",
+	}
+	var lastErr error
+	for range 3 { // a free port can be taken between probe and bind: try another
+		if s.port, err = freePort(); err != nil {
+			return nil, err
+		}
+		s.Endpoint = "127.0.0.1:" + strconv.Itoa(s.port)
+		if lastErr = s.run(); lastErr == nil {
+			return s, nil
+		}
+		s.kill()
+	}
+	os.RemoveAll(dataDir)
+	return nil, fmt.Errorf("%w (log kept: %s)", lastErr, s.logPath)
+}
+
+// run starts the process on s.port with s.dataDir and waits until it answers S3 calls.
+func (s *Server) run() error {
+	consolePort, err := freePort()
+	if err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(s.bin, "server", "--quiet",
+		"--address", s.Endpoint,
+		"--console-address", "127.0.0.1:"+strconv.Itoa(consolePort),
+		s.dataDir)
+	cmd.Env = append(os.Environ(),
+		"MINIO_ROOT_USER="+s.AccessKey,
+		"MINIO_ROOT_PASSWORD="+s.SecretKey,
+		"MINIO_BROWSER=off",
+		"MINIO_UPDATE=off",
+	)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := startCmd(cmd); err != nil {
+		logf.Close()
+		return fmt.Errorf("starting %s: %w", s.bin, err)
+	}
+	logf.Close()
+	s.cmd = cmd
+	s.exited = make(chan struct{})
+	go func() { cmd.Wait(); close(s.exited) }()
+	ownedMu.Lock()
+	owned = append(owned, s)
+	ownedMu.Unlock()
+	if err := s.waitReady(60 * time.Second); err != nil {
+		return fmt.Errorf("%w\nminio log (%s):\n%s", err, s.logPath, tail(s.logPath))
+	}
+	return nil
+}
+
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+// waitReady polls the liveness endpoint, then a ListBuckets call, until both answer.
+func (s *Server) waitReady(limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	client, err := s.Client()
+	if err != nil {
+		return err
+	}
+	hc := &http.Client{Timeout: time.Second}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	live := false
+	for {
+		select {
+		case <-s.exited:
+			return fmt.Errorf("minio exited: %v", s.cmd.ProcessState)
+		case <-ctx.Done():
+			return fmt.Errorf("minio on %s not ready after %v", s.Endpoint, limit)
+		case <-tick.C:
+		}
+		if !live {
+			resp, err := hc.Get("http://" + s.Endpoint + "/minio/health/live")
+			if err != nil {
+				continue
+			}
+			resp.Body.Close()
+			live = resp.StatusCode == http.StatusOK
+			continue
+		}
+		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := client.ListBuckets(cctx)
+		ccancel()
+		if err == nil {
+			return nil
+		}
+	}
+}
+
+// Stop kills the server (SIGKILL, like a crash or a pulled cable) and waits for it to
+// exit. Its data stays for Restart.
+func (s *Server) Stop() error {
+	if s.cmd == nil {
+		return errors.New("s3test: server is not run by this package")
+	}
+	s.kill()
+	return nil
+}
+
+// Restart starts a stopped server again on the same address with the same data.
+func (s *Server) Restart() error {
+	if s.cmd == nil {
+		return errors.New("s3test: server is not run by this package")
+	}
+	select {
+	case <-s.exited:
+	default:
+		return errors.New("s3test: server is still running")
+	}
+	var err error
+	for range 50 { // the port may linger briefly after a kill
+		if err = s.run(); err == nil {
+			return nil
+		}
+		s.kill()
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
+}
+
+// PID is the server process's id (0 for an external server).
+func (s *Server) PID() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+func (s *Server) kill() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-s.exited:
+		return
+	default:
+	}
+	s.cmd.Process.Kill() // by PID
+	<-s.exited
+}
+
+// Client returns a minio-go client with the server's root credentials.
+func (s *Server) Client() (*minio.Client, error) {
+	ep, secure := s.Endpoint, false
+	if after, ok := strings.CutPrefix(ep, "https://"); ok {
+		ep, secure = after, true
+	} else if after, ok := strings.CutPrefix(ep, "http://"); ok {
+		ep = after
+	}
+	return minio.New(ep, &minio.Options{
+		Creds:      credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""),
+		Secure:     secure,
+		Region:     s.Region,
+		MaxRetries: 1,
+	})
+}
+
+// Config returns a store config for bucket on this server.
+func (s *Server) Config(bucket string) s3.Config {
+	return s3.Config{
+		Endpoint:        s.Endpoint,
+		Bucket:          bucket,
+		Region:          s.Region,
+		AccessKeyID:     s.AccessKey,
+		SecretAccessKey: s.SecretKey,
+		Insecure:        !strings.HasPrefix(s.Endpoint, "https://"),
+	}
+}
+
+// NewBucket creates a bucket named after the test (plus random hex), removes it and its
+// objects when the test ends, and returns a store config for it.
+func (s *Server) NewBucket(t testing.TB) s3.Config {
+	t.Helper()
+	name := BucketName(t.Name())
+	client, err := s.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := client.MakeBucket(ctx, name, minio.MakeBucketOptions{Region: s.Region}); err != nil {
+		t.Fatalf("creating bucket %s on %s: %v", name, s.Endpoint, err)
+	}
+	t.Cleanup(func() {
+		select {
+		case <-s.exited: // a stopped dedicated server: its data dir goes anyway
+			return
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := client.RemoveBucketWithOptions(ctx, name, minio.RemoveBucketOptions{ForceDelete: true}); err != nil {
+			t.Logf("removing test bucket %s: %v", name, err)
+		}
+	})
+	return s.Config(name)
+}
+
+// BucketName turns a test name into a valid, unique bucket name.
+func BucketName(testName string) string {
+	var b strings.Builder
+	b.WriteString("t-")
+	dash := false
+	for _, r := range strings.ToLower(testName) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	base := strings.TrimRight(b.String(), "-")
+	if len(base) > 45 {
+		base = strings.TrimRight(base[:45], "-")
+	}
+	return base + "-" + randHex(8)
+}

@@ -1,0 +1,116 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/node/store/dir"
+)
+
+func newDir(t *testing.T) *dir.Store {
+	t.Helper()
+	s, err := dir.New(filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestReadSerialOfEmptyStoreIsZero(t *testing.T) {
+	n, etag, err := store.ReadSerial(t.Context(), newDir(t))
+	if err != nil || n != 0 || etag != "" {
+		t.Fatalf("ReadSerial = %d, %q, %v; want 0, \"\", nil", n, etag, err)
+	}
+}
+
+func TestBumpSerialCreatesThenIncrements(t *testing.T) {
+	s := newDir(t)
+	for want := uint64(1); want <= 3; want++ {
+		got, err := store.BumpSerial(t.Context(), s)
+		if err != nil || got != want {
+			t.Fatalf("BumpSerial = %d, %v; want %d", got, err, want)
+		}
+	}
+	obj, err := s.Get(t.Context(), store.SerialKey)
+	if err != nil || string(obj.Value) != "3" {
+		t.Fatalf("serial object = %q, %v; want %q", obj.Value, err, "3")
+	}
+	n, etag, err := store.ReadSerial(t.Context(), s)
+	if err != nil || n != 3 || etag != obj.ETag {
+		t.Fatalf("ReadSerial = %d, %q, %v; want 3, %q", n, etag, err, obj.ETag)
+	}
+}
+
+func TestMalformedSerialIsAnErrorNotAReset(t *testing.T) {
+	for _, bad := range []string{"", "abc", "-1", "1.5", "18446744073709551616"} {
+		t.Run(bad, func(t *testing.T) {
+			s := newDir(t)
+			if _, err := s.Put(t.Context(), store.SerialKey, []byte(bad), store.Condition{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store.BumpSerial(t.Context(), s); err == nil || !strings.Contains(err.Error(), `"serial"`) {
+				t.Fatalf("BumpSerial over %q: err = %v, want a parse error naming the serial", bad, err)
+			}
+			if _, _, err := store.ReadSerial(t.Context(), s); err == nil {
+				t.Fatalf("ReadSerial over %q succeeded", bad)
+			}
+			obj, _ := s.Get(t.Context(), store.SerialKey)
+			if string(obj.Value) != bad {
+				t.Fatalf("serial after failed bump = %q, want %q untouched", obj.Value, bad)
+			}
+		})
+	}
+}
+
+func TestParseSerialAcceptsSurroundingWhitespace(t *testing.T) {
+	n, err := store.ParseSerial([]byte(" 42\n"))
+	if err != nil || n != 42 {
+		t.Fatalf("ParseSerial = %d, %v; want 42", n, err)
+	}
+}
+
+// conflictStore fails the first n conditional writes as if another writer won.
+type conflictStore struct {
+	store.Store
+	n int
+}
+
+func (c *conflictStore) Put(ctx context.Context, key string, value []byte, cond store.Condition) (string, error) {
+	if c.n > 0 {
+		c.n--
+		return "", store.ErrPreconditionFailed
+	}
+	return c.Store.Put(ctx, key, value, cond)
+}
+
+func TestUpdateRetriesConflictsUntilContextEnds(t *testing.T) {
+	s := &conflictStore{Store: newDir(t), n: 3}
+	if n, err := store.BumpSerial(t.Context(), s); err != nil || n != 1 {
+		t.Fatalf("BumpSerial after 3 conflicts = %d, %v; want 1", n, err)
+	}
+	s.n = 1 << 30
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	_, err := store.BumpSerial(ctx, s)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("BumpSerial against endless conflicts: err = %v, want DeadlineExceeded", err)
+	}
+}
+
+func TestUpdateDoesNotRetryOtherErrors(t *testing.T) {
+	s := newDir(t)
+	calls := 0
+	_, _, err := store.Update(t.Context(), s, "apps/x.json", func([]byte, bool) ([]byte, error) {
+		calls++
+		return nil, errors.New("refused by fn")
+	})
+	if err == nil || !strings.Contains(err.Error(), "refused by fn") || calls != 1 {
+		t.Fatalf("Update = %v after %d calls; want fn's error after 1 call", err, calls)
+	}
+}

@@ -1,0 +1,419 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func (n *testNode) do(method, path, token string, body string, hdr ...string) (*http.Response, []byte) {
+	n.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, n.url+path, rd)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+func (n *testNode) must(code int, method, path, token, body string, hdr ...string) []byte {
+	n.t.Helper()
+	resp, b := n.do(method, path, token, body, hdr...)
+	if resp.StatusCode != code {
+		n.t.Fatalf("%s %s: %d %s, want %d", method, path, resp.StatusCode, b, code)
+	}
+	return b
+}
+
+// fleetOf creates apps (account acme unless given "app@account") placed on this node
+// with ready instances, claims ti.to for the first, and waits until all are routed.
+func fleetOf(t *testing.T, n *testNode, apps ...string) {
+	t.Helper()
+	for i, spec := range apps {
+		app, account, ok := strings.Cut(spec, "@")
+		if !ok {
+			account = "acme"
+		}
+		n.must(201, "PUT", "/v1/apps/"+app, testAdminToken, fmt.Sprintf(`{"account":%q,"placement":["vps-a"]}`, account))
+		n.must(200, "PUT", "/v1/node/instances/"+app, testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, 25000+i))
+	}
+	n.must(201, "PUT", "/v1/apps/"+strings.Split(apps[0], "@")[0]+"/domains/ti.to", testAdminToken, "")
+	waitFor(t, 5*time.Second, "apps routed", func() bool {
+		ok := len(hostsOf(routesDoc(t, n))) == len(apps)+1
+		if !ok && testing.Verbose() {
+			_, b := n.get("/v1/status", testAdminToken)
+			t.Logf("hosts %v status %s", hostsOf(routesDoc(t, n)), b)
+		}
+		return ok
+	})
+}
+
+func pathsOf(t *testing.T, n *testNode, host string) map[string]any {
+	t.Helper()
+	for _, r := range routesDoc(t, n)["routes"].([]any) {
+		m := r.(map[string]any)
+		if m["host"] == host {
+			p, _ := m["paths"].(map[string]any)
+			return p
+		}
+	}
+	return nil
+}
+
+// storeBytes snapshots every file of a dir store (the audit and serial included).
+func storeBytes(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			b, _ := os.ReadFile(p)
+			out[p] = string(b)
+		}
+		return nil
+	})
+	return out
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+const pathsURL = "/v1/apps/tito-classic/domains/ti.to/paths"
+
+func TestPathMapEndToEndWithinOneInterval(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	fleetOf(t, n, "tito-classic", "tito-go")
+	start := time.Now()
+	n.must(200, "PUT", pathsURL, testAdminToken, `{"paths":{"paulca":"tito-go.apps.example.com"}}`)
+	waitFor(t, 2*time.Second, "map published", func() bool {
+		p := pathsOf(t, n, "ti.to")
+		return p["paulca"] == "tito-go.apps.example.com"
+	})
+	_, tr := n.get("/v1/ingress/traefik", testIngressToken)
+	if !strings.Contains(string(tr), "Host(`ti.to`) && (Path(`/paulca`) || PathPrefix(`/paulca/`)") {
+		t.Fatalf("no segment-exact router in the Traefik config:\n%s", tr)
+	}
+	if el := time.Since(start); el > 2*time.Duration(n.cfg.Reconcile.Interval)+time.Second {
+		t.Fatalf("took %s", el)
+	}
+}
+
+func TestPathsBodyWithoutWrapperRefused(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	fleetOf(t, n, "tito-classic", "tito-go")
+	n.must(200, "PUT", pathsURL, testAdminToken, `{"paths":{"paulca":"tito-go.apps.example.com"}}`)
+	before := storeBytes(t, n.cfg.Store.Dir.Path)
+	for _, tc := range []struct{ name, body, want string }{
+		{"bare map", `{"paulca":"tito-go.apps.example.com"}`, "paulca"},
+		{"typo", `{"path":{}}`, `"path"`},
+		{"absent", `{}`, `"paths"`},
+		{"null", `{"paths":null}`, `"paths"`},
+		{"not an object", `{"paths":["a"]}`, "paths"},
+		{"trailing", `{"paths":{}} {}`, "trailing"},
+		{"slash prefix", `{"paths":{"/paulca":"tito-go.apps.example.com"}}`, `paths["/paulca"]`},
+		{"dotdot", `{"paths":{"..":"tito-go.apps.example.com"}}`, `paths[".."]`},
+		{"upper prefix", `{"paths":{"Paulca":"tito-go.apps.example.com"}}`, `paths["Paulca"]`},
+		{"bad target", `{"paths":{"paulca":"tito go"}}`, `paths["paulca"] target`},
+		{"empty", ``, "body"},
+	} {
+		resp, b := n.do("PUT", pathsURL, testAdminToken, tc.body)
+		var e apiError
+		json.Unmarshal(b, &e)
+		if resp.StatusCode != 400 || !strings.Contains(e.Error+" "+e.Detail, tc.want) {
+			t.Errorf("%s: %d %s, want 400 naming %s", tc.name, resp.StatusCode, b, tc.want)
+		}
+	}
+	if after := storeBytes(t, n.cfg.Store.Dir.Path); !equalMaps(before, after) {
+		t.Fatal("a refused request changed the store")
+	}
+	if p := pathsOf(t, n, "ti.to"); p["paulca"] != "tito-go.apps.example.com" {
+		t.Fatalf("previous map not intact: %v", p)
+	}
+}
+
+func TestPathMapAboveCapRefused(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	fleetOf(t, n, "tito-classic", "tito-go")
+	m := map[string]string{}
+	for i := range 10001 {
+		m[fmt.Sprintf("p%05d", i)] = "tito-go.apps.example.com"
+	}
+	b, _ := json.Marshal(map[string]any{"paths": m})
+	resp, body := n.do("PUT", pathsURL, testAdminToken, string(b))
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "10000") {
+		t.Fatalf("10001 prefixes: %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestStaleIfMatchIs412AndWritesNothing(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	fleetOf(t, n, "tito-classic", "tito-go")
+	r1, _ := n.do("GET", pathsURL, testAdminToken, "")
+	old := r1.Header.Get("ETag")
+	n.must(200, "PUT", pathsURL, testAdminToken, `{"paths":{"a":"tito-go.apps.example.com"}}`, "If-Match", old)
+	before := storeBytes(t, n.cfg.Store.Dir.Path)
+	n.must(412, "PUT", pathsURL, testAdminToken, `{"paths":{"b":"tito-go.apps.example.com"}}`, "If-Match", old)
+	if !equalMaps(before, storeBytes(t, n.cfg.Store.Dir.Path)) {
+		t.Fatal("a 412 changed the store")
+	}
+}
+
+func TestConcurrentCASPublishesLoseNothing(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	fleetOf(t, n, "tito-classic", "tito-go")
+	type write struct{ from, to string }
+	var (
+		mu       sync.Mutex
+		accepted []write
+		conflict int
+	)
+	const workers, each = 50, 20
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				mine := fmt.Sprintf("g%02d-%02d", g, i)
+				for {
+					resp, b := n.do("GET", pathsURL, testAdminToken, "")
+					var cur struct{ Paths map[string]string }
+					json.Unmarshal(b, &cur)
+					etag := resp.Header.Get("ETag")
+					cur.Paths[mine] = "tito-go.apps.example.com"
+					body, _ := json.Marshal(map[string]any{"paths": cur.Paths})
+					resp, _ = n.do("PUT", pathsURL, testAdminToken, string(body), "If-Match", etag)
+					mu.Lock()
+					if resp.StatusCode == 200 {
+						accepted = append(accepted, write{etag, resp.Header.Get("ETag")})
+						mu.Unlock()
+						break
+					}
+					conflict++
+					mu.Unlock()
+					// A real publisher backs off before re-reading; without it 50
+					// writers spend their time in a thundering herd of 412s.
+					time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
+					if resp.StatusCode != 412 {
+						t.Errorf("unexpected %d", resp.StatusCode)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	_, b := n.do("GET", pathsURL, testAdminToken, "")
+	var final struct{ Paths map[string]string }
+	json.Unmarshal(b, &final)
+	if len(accepted) != workers*each || len(final.Paths) != workers*each {
+		t.Fatalf("accepted %d writes, final map has %d prefixes, want %d each", len(accepted), len(final.Paths), workers*each)
+	}
+	// Every accepted write was made on the state the previous one produced: the
+	// accepted writes form one chain of etags, none forked (no lost update).
+	next := map[string]int{}
+	for _, w := range accepted {
+		next[w.from]++
+	}
+	for from, c := range next {
+		if c > 1 {
+			t.Fatalf("%d accepted writes were made on the same version %s", c, from)
+		}
+	}
+	t.Logf("%d accepted CAS publishes, %d conflicts (412) retried", len(accepted), conflict)
+}
+
+func TestNoOpRepublishWritesNothing(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	fleetOf(t, n, "tito-classic", "tito-go")
+	body := `{"paths":{"paulca":"tito-go.apps.example.com","bob":"tito-go.apps.example.com"}}`
+	n.must(200, "PUT", pathsURL, testAdminToken, body)
+	_, audit1 := n.do("GET", "/v1/audit", testAdminToken, "")
+	serial1, _ := os.ReadFile(filepath.Join(n.cfg.Store.Dir.Path, "serial"))
+	r, _ := n.do("PUT", pathsURL, testAdminToken, `{"paths":{"bob":"tito-go.apps.example.com","paulca":"tito-go.apps.example.com"}}`)
+	if r.StatusCode != 200 || r.Header.Get("ETag") == "" {
+		t.Fatalf("republish: %d", r.StatusCode)
+	}
+	_, audit2 := n.do("GET", "/v1/audit", testAdminToken, "")
+	serial2, _ := os.ReadFile(filepath.Join(n.cfg.Store.Dir.Path, "serial"))
+	if !bytes.Equal(audit1, audit2) || !bytes.Equal(serial1, serial2) {
+		t.Fatalf("no-op republish moved the audit (%v) or the serial (%s → %s)", !bytes.Equal(audit1, audit2), serial1, serial2)
+	}
+	var a struct{ Records []auditRecord }
+	json.Unmarshal(audit2, &a)
+	if len(a.Records) == 0 || a.Records[0].Action != "paths.put" || a.Records[0].Prefixes != 2 || a.Records[0].Host != "ti.to" {
+		t.Fatalf("newest audit record: %+v", a.Records)
+	}
+	if strings.Contains(string(audit2), "tito-go.apps.example.com") {
+		t.Fatal("the audit log names path targets")
+	}
+}
+
+func TestAppTokenScopedToItsApplication(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	fleetOf(t, n, "tito-classic", "tito-go")
+	n.must(201, "PUT", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "")
+	var tok struct{ ID, Token string }
+	json.Unmarshal(n.must(201, "POST", "/v1/tokens", testAdminToken, `{"account":"acme","app":"tito-go","roles":["publish"]}`), &tok)
+	// Its own claim: allowed.
+	n.must(200, "PUT", "/v1/apps/tito-go/domains/go.tito.io/paths", tok.Token, `{"paths":{}}`)
+	// Another application's claim: 403 with a reason.
+	resp, b := n.do("PUT", pathsURL, tok.Token, `{"paths":{}}`)
+	if resp.StatusCode != 403 || !strings.Contains(string(b), "scoped to application tito-go") {
+		t.Fatalf("app token on another app: %d %s", resp.StatusCode, b)
+	}
+	// Admin-only endpoints: 403.
+	n.must(403, "PUT", "/v1/apps/tito-go", tok.Token, `{"account":"acme"}`)
+	// Control plane: refused outright.
+	n.must(200, "PUT", "/v1/apps/tito-go", testAdminToken, `{"account":"acme","placement":["vps-a"],"controlPlane":true}`)
+	resp, b = n.do("PUT", "/v1/apps/tito-go/domains/go.tito.io/paths", tok.Token, `{"paths":{}}`)
+	if resp.StatusCode != 403 || !strings.Contains(string(b), "control") {
+		t.Fatalf("app token on the control plane: %d %s", resp.StatusCode, b)
+	}
+	// Revoked: 401.
+	n.must(200, "PUT", "/v1/apps/tito-go", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.must(200, "DELETE", "/v1/tokens/"+tok.ID, testAdminToken, "")
+	n.must(401, "PUT", "/v1/apps/tito-go/domains/go.tito.io/paths", tok.Token, `{"paths":{}}`)
+	if strings.Contains(n.logs.String(), tok.Token) {
+		t.Fatal("an application token appears in the logs")
+	}
+}
+
+func TestCrossAccountTargetRoutesNothing(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	fleetOf(t, n, "tito-classic", "tito-go", "evil@other")
+	var ans struct{ Warnings []string }
+	json.Unmarshal(n.must(200, "PUT", pathsURL, testAdminToken,
+		`{"paths":{"paulca":"tito-go.apps.example.com","steal":"evil.apps.example.com"}}`), &ans)
+	if len(ans.Warnings) != 1 || !strings.Contains(ans.Warnings[0], "another account") {
+		t.Fatalf("warnings %v", ans.Warnings)
+	}
+	waitFor(t, 2*time.Second, "paulca published", func() bool { return pathsOf(t, n, "ti.to")["paulca"] != nil })
+	if p := pathsOf(t, n, "ti.to"); p["steal"] != nil {
+		t.Fatalf("cross-account prefix routed: %v", p)
+	}
+	waitFor(t, 2*time.Second, "a log line naming the reason", func() bool {
+		l := n.logs.String()
+		return strings.Contains(l, "steal") && strings.Contains(l, "account")
+	})
+}
+
+func TestClaimsCreateOnlyAndPlatformHostsRefused(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	fleetOf(t, n, "tito-classic", "tito-go")
+	resp, b := n.do("PUT", "/v1/apps/tito-go/domains/TI.TO", testAdminToken, "")
+	if resp.StatusCode != 409 || !strings.Contains(string(b), "tito-classic") {
+		t.Fatalf("claim held by another app: %d %s", resp.StatusCode, b)
+	}
+	n.must(200, "PUT", "/v1/apps/tito-classic/domains/ti.to", testAdminToken, "") // idempotent
+	for _, h := range []string{"x.apps.example.com", "*.apps.example.com", "a.b.apps.example.com", "ti.to.", "1.2.3.4", "*.*.ti.to", "b%C3%BCcher.de"} {
+		resp, b := n.do("PUT", "/v1/apps/tito-go/domains/"+h, testAdminToken, "")
+		if resp.StatusCode != 400 {
+			t.Errorf("claim %s: %d %s, want 400", h, resp.StatusCode, b)
+		}
+	}
+	n.must(201, "PUT", "/v1/apps/tito-go/domains/apps.example.com", testAdminToken, "") // the bare apex may be claimed
+	waitFor(t, 2*time.Second, "apex leaves api.hosts", func() bool {
+		api, _ := routesDoc(t, n)["api"].(map[string]any)
+		return api == nil
+	})
+	n.must(405, "POST", "/v1/apps/tito-go", testAdminToken, "")
+	n.must(409, "DELETE", "/v1/apps/tito-go", testAdminToken, "")
+}
+
+func TestPortsAreStickyAndQuarantined(t *testing.T) {
+	storeDir := t.TempDir()
+	cfg := testConfig(t, "vps-a", storeDir)
+	n := startNode(t, cfg)
+	n.waitReady()
+	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.must(201, "PUT", "/v1/apps/blog", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	var a1, a2 struct{ Port int }
+	json.Unmarshal(n.must(201, "POST", "/v1/node/instances/shop", testAdminToken, ""), &a1)
+	json.Unmarshal(n.must(200, "POST", "/v1/node/instances/shop", testAdminToken, ""), &a2)
+	if a1.Port == 0 || a1.Port != a2.Port {
+		t.Fatalf("allocation not stable: %d then %d", a1.Port, a2.Port)
+	}
+	n.stop()
+	n2 := startNode(t, cfg) // same state dir
+	n2.waitReady()
+	var a3 struct{ Port int }
+	json.Unmarshal(n2.must(200, "POST", "/v1/node/instances/shop", testAdminToken, ""), &a3)
+	if a3.Port != a1.Port {
+		t.Fatalf("port changed across restart: %d → %d", a1.Port, a3.Port)
+	}
+	n2.must(200, "DELETE", "/v1/node/instances/shop", testAdminToken, "")
+	var b1 struct{ Port int }
+	json.Unmarshal(n2.must(201, "POST", "/v1/node/instances/blog", testAdminToken, ""), &b1)
+	if b1.Port == a1.Port {
+		t.Fatalf("released port %d reallocated to another app inside quarantine", a1.Port)
+	}
+	resp, b := n2.do("PUT", "/v1/node/instances/blog", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, a1.Port))
+	if resp.StatusCode != 409 || !strings.Contains(string(b), "quarantine") {
+		t.Fatalf("explicit quarantined port: %d %s", resp.StatusCode, b)
+	}
+	n2.must(400, "PUT", "/v1/node/instances/blog", testAdminToken, `{"port":1}`)
+	// The node's record reflects the instance within one interval.
+	n2.must(200, "PUT", "/v1/node/instances/blog", testAdminToken, `{"ready":true}`)
+	waitFor(t, 2*time.Second, "record shows blog ready", func() bool {
+		b, err := os.ReadFile(filepath.Join(storeDir, "nodes", "vps-a.json"))
+		return err == nil && strings.Contains(string(b), fmt.Sprintf(`"blog":{"port":%d,"ready":true}`, b1.Port))
+	})
+}
+
+func TestAuditNewestFirst(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	fleetOf(t, n, "tito-classic", "tito-go")
+	var a struct{ Records []auditRecord }
+	json.Unmarshal(n.must(200, "GET", "/v1/audit", testAdminToken, ""), &a)
+	if len(a.Records) < 3 {
+		t.Fatalf("records %v", a.Records)
+	}
+	if !sort.SliceIsSorted(a.Records, func(i, j int) bool { return a.Records[i].Time.After(a.Records[j].Time) }) {
+		t.Fatal("audit not newest first")
+	}
+	if a.Records[0].Action != "domain.claim" || a.Records[0].Actor != "admin" {
+		t.Fatalf("newest %+v", a.Records[0])
+	}
+}

@@ -1,0 +1,600 @@
+package fleet
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/scafo/ingress/render/routing"
+)
+
+// State is the fleet state Derive folds: every application, claim and node record
+// read from the store, in any order.
+type State struct {
+	Apps   []App
+	Claims []Claim
+	Nodes  []NodeRecord
+}
+
+// Options are the node settings derivation depends on. Every node of a fleet must run
+// with the same PlatformDomains, APIPublic and NodeTTL, or nodes publish different
+// documents for one state.
+type Options struct {
+	// PlatformDomains are the platform domains ("apps.example.com"), canonical (folded)
+	// DNS names. Each application is routed at "<app>.<domain>" under every one.
+	PlatformDomains []string
+	// APIPublic routes the bare apex of each platform domain to the node API.
+	APIPublic bool
+	// NodeTTL is how old a node's heartbeat may be before the node is stale. Zero or
+	// negative: no node is ever stale.
+	NodeTTL time.Duration
+	// Now is the time staleness is judged against (passed in, so Derive stays pure). A
+	// heartbeat after Now is fresh.
+	Now time.Time
+}
+
+// Skipped is something Derive left out of the document, and why. The caller logs it
+// and exposes it (GET /v1/status); nothing is dropped silently.
+type Skipped struct {
+	// Object is the store key of what was skipped ("domains/ti.to.json"), built from
+	// the object's own name field; a path-map report adds "#paths"
+	// ("domains/ti.to.json#paths"). Settings use "platform.domains".
+	Object string `json:"object"`
+	// Reason says what was wrong, for a human.
+	Reason string `json:"reason"`
+}
+
+// Derive folds fleet state into the routing document, sealed (V and Revision set),
+// and reports everything it left out. It is a pure function: no I/O, no clock, no
+// randomness; the same State and Options give the same document bytes whatever the
+// order of the slices and maps in them, on every node.
+//
+// The rules (DESIGN §3), and why:
+//
+//   - Names are taken as stored, never rewritten. The API folds ASCII case and
+//     validates before it writes, so a stored name that is not canonical (upper case, a
+//     trailing dot, Unicode) was written by hand: the object is skipped and reported.
+//     Two objects naming one application, host or node are all skipped: picking one
+//     could hand a tenant's name to another tenant, and a duplicate is corruption the
+//     operator must see.
+//   - Upstreams come from placement order: for each node an application lists, in
+//     order, the node's record must exist and report a ready instance of the
+//     application with a valid port; the upstream is node.Address:instance.Port with the
+//     node's API port (for node-delegated health checks). Only ready instances are
+//     routed: readiness is the instance's own statement that it wants traffic.
+//   - Staleness (fail static): a node whose heartbeat is older than NodeTTL is dropped
+//     from upstream lists, unless every ready upstream of the list is stale; then the
+//     list keeps them all, in order. A store outage or a partitioned fleet looks
+//     exactly like every node going stale at once, and stale routing beats no routing.
+//     Heartbeat times are not part of the document: a heartbeat within the TTL never
+//     moves the revision.
+//   - An application with no ready upstream gets no route, on any host (platform or
+//     claimed), and is reported. Traefik then answers 404 from no router instead of 503
+//     from an empty service; more importantly a path target must be a ready route, so
+//     an unready application can never be the target of a prefix.
+//   - Platform hosts are "<app>.<domain>" for every platform domain. Everything
+//     strictly below a platform domain belongs to the platform (see PlatformOwner): a
+//     claim there, wildcard or not, is skipped, as the API refuses it. A wildcard
+//     certificate never broadens routing: no wildcard route is made under a platform
+//     domain.
+//   - Claims are custom-domain routes of their application. The claim's account must be
+//     the application's: the claim is what lets a host's path map point traffic, and
+//     that authority belongs to the account. A claim of a missing application is
+//     skipped.
+//   - The API apex: with APIPublic, every platform domain that no application holds
+//     (as a claim, or as a platform host of another platform domain) routes to the node
+//     API on every node record, ordered by node name, under the same fail-static rule,
+//     with routing.DeniedAPIPrefixes denied. A claimed apex stays out even while its
+//     application is not ready: application routes win, and the apex must not flap
+//     between the application and the node API with readiness. No API section when no
+//     apex or no node is left.
+//   - Path maps: every entry's target must be the exact host of a route in this
+//     document, of the same account as the claim, and not the claim's own host. A
+//     prefix must never point another tenant's traffic at your backend, and a prefix
+//     selects a route; it does not define one. A failing entry contributes nothing;
+//     failures are reported once per host per pass, one Skipped per reason with up to
+//     five examples. At most routing.MaxPaths prefixes per host: beyond the cap the
+//     sorted keys after the first MaxPaths are dropped (decided on the map as
+//     published, before any other check, so the cut does not move with readiness), and
+//     the drop is reported. A map left empty is absent. A consequence to know: when
+//     every instance of a target application reports not ready, its entries drop and
+//     the claim's own application answers those prefixes again until the target is
+//     ready (the §3 rule; staleness alone never does this, thanks to fail static).
+//   - The health path is the application's; an invalid one is ignored (the render
+//     falls back to the node-delegated check) and reported.
+//
+// What Derive does not decide: whether to publish. A node that has not completed a
+// full, successful store read must publish nothing at all (503 draining) rather than
+// the document Derive returns for a partial state: an empty document would withdraw
+// every route from every ingress. That is the caller's job, as is keeping the last
+// good document when the store fails.
+func Derive(st State, opt Options) (*routing.Document, []Skipped) {
+	dv := deriver{opt: opt}
+	dv.indexDomains()
+	dv.indexNodes(st.Nodes)
+	dv.indexApps(st.Apps)
+	dv.indexClaims(st.Claims)
+	dv.buildRoutes()
+	dv.buildPaths()
+	doc := &routing.Document{V: routing.Version, Routes: dv.routes, API: dv.buildAPI()}
+	doc.Seal()
+	return doc, dv.skippedSorted()
+}
+
+// PlatformOwner reports whether host (a canonical host or one-label wildcard) lies
+// strictly below one of the platform domains, and which. Such a name belongs to the
+// platform (platform hosts are rendered from application names) and can never be
+// claimed; the bare apex itself can. The API uses the same rule to refuse claims.
+func PlatformOwner(host string, platformDomains []string) (string, bool) {
+	for _, d := range platformDomains {
+		if len(host) > len(d)+1 && strings.HasSuffix(host, d) && host[len(host)-len(d)-1] == '.' {
+			return d, true
+		}
+	}
+	return "", false
+}
+
+type nodeInfo struct {
+	rec   *NodeRecord
+	stale bool
+	// hostPort is the address as it prefixes a port: "10.83.0.1:" or "[fd00::1]:".
+	hostPort string
+}
+
+// address returns "ip:port" for port on this node, as netip.AddrPort formats it.
+func (n *nodeInfo) address(port int) string {
+	var buf [64]byte
+	return string(strconv.AppendInt(append(buf[:0], n.hostPort...), int64(port), 10))
+}
+
+type appInfo struct {
+	app        *App
+	placement  []string
+	healthPath string
+	upstreams  []routing.Upstream
+}
+
+// holder is who holds a host name: an application (ready or not) of an account.
+type holder struct {
+	account string
+	app     string
+	routed  bool
+	claim   *Claim // nil for platform hosts
+}
+
+type deriver struct {
+	opt     Options
+	domains []string
+	nodes   map[string]*nodeInfo
+	apps    map[string]*appInfo
+	appList []appInfo // the valid applications, in input order
+	claims  []*Claim  // the valid claims, in input order
+	held    map[string]*holder
+	routes  []routing.Route
+	skipped []Skipped
+}
+
+func (dv *deriver) skip(object, format string, args ...any) {
+	dv.skipped = append(dv.skipped, Skipped{Object: object, Reason: fmt.Sprintf(format, args...)})
+}
+
+func appKey(name string) string   { return PrefixApps + name + ".json" }
+func claimKey(host string) string { return PrefixDomains + host + ".json" }
+func nodeKey(name string) string  { return PrefixNodes + name + ".json" }
+
+func (dv *deriver) indexDomains() {
+	seen := make(map[string]bool, len(dv.opt.PlatformDomains))
+	for _, d := range dv.opt.PlatformDomains {
+		if err := routing.ValidateHost("platform domain", d); err != nil {
+			dv.skip("platform.domains", "%v; domain ignored", err)
+			continue
+		}
+		if !seen[d] {
+			seen[d] = true
+			dv.domains = append(dv.domains, d)
+		}
+	}
+	slices.Sort(dv.domains)
+}
+
+// countNames returns how many times each name occurs.
+func countNames[T any](items []T, name func(*T) string) map[string]int {
+	n := make(map[string]int, len(items))
+	for i := range items {
+		n[name(&items[i])]++
+	}
+	return n
+}
+
+func (dv *deriver) indexNodes(recs []NodeRecord) {
+	dv.nodes = make(map[string]*nodeInfo, len(recs))
+	counts := countNames(recs, func(r *NodeRecord) string { return r.Name })
+	for i := range recs {
+		rec := &recs[i]
+		key := nodeKey(rec.Name)
+		if err := routing.ValidateLabel("node name", rec.Name); err != nil {
+			dv.skip(key, "%v; node ignored", err)
+			continue
+		}
+		if n := counts[rec.Name]; n > 1 {
+			dv.skip(key, "%d records name node %q; all ignored", n, rec.Name)
+			continue
+		}
+		addr, err := netip.ParseAddr(rec.Address)
+		if err != nil || addr.Zone() != "" || !addr.IsValid() {
+			dv.skip(key, "address %q is not an IP address without zone; node ignored", rec.Address)
+			continue
+		}
+		if rec.APIPort < 1 || rec.APIPort > 65535 {
+			dv.skip(key, "apiPort %d is not 1..65535; node ignored", rec.APIPort)
+			continue
+		}
+		for app, inst := range rec.Instances {
+			if inst.Ready && (inst.Port < 1 || inst.Port > 65535) {
+				dv.skip(key, "instance %q: port %d is not 1..65535; instance ignored", app, inst.Port)
+			}
+		}
+		stale := dv.opt.NodeTTL > 0 && dv.opt.Now.Sub(rec.Seen) > dv.opt.NodeTTL
+		if stale {
+			dv.skip(key, "heartbeat older than the node TTL %s (seen %s); dropped from upstream lists, except lists whose every ready upstream is stale (fail static)",
+				dv.opt.NodeTTL, rec.Seen.UTC().Format(time.RFC3339))
+		}
+		hostPort := addr.String() + ":"
+		if addr.Is6() {
+			hostPort = "[" + addr.String() + "]:"
+		}
+		dv.nodes[rec.Name] = &nodeInfo{rec: rec, stale: stale, hostPort: hostPort}
+	}
+}
+
+func (dv *deriver) indexApps(apps []App) {
+	dv.apps = make(map[string]*appInfo, len(apps))
+	dv.appList = make([]appInfo, 0, len(apps)) // one allocation; never grows, so pointers stay valid
+	counts := countNames(apps, func(a *App) string { return a.Name })
+	for i := range apps {
+		app := &apps[i]
+		if err := routing.ValidateLabel("application name", app.Name); err != nil {
+			dv.skip(appKey(app.Name), "%v; application ignored", err)
+			continue
+		}
+		if n := counts[app.Name]; n > 1 {
+			dv.skip(appKey(app.Name), "%d objects name application %q; all ignored", n, app.Name)
+			continue
+		}
+		if err := routing.ValidateLabel("account", app.Account); err != nil {
+			dv.skip(appKey(app.Name), "%v; application ignored", err)
+			continue
+		}
+		dv.appList = append(dv.appList, appInfo{app: app, placement: dv.placement(app.Name, app.Placement)})
+		ai := &dv.appList[len(dv.appList)-1]
+		if app.Health != nil && app.Health.Path != "" {
+			if err := routing.ValidateHealthPath("health.path", app.Health.Path); err != nil {
+				dv.skip(appKey(app.Name), "%v; node-delegated health check used instead", err)
+			} else {
+				ai.healthPath = app.Health.Path
+			}
+		}
+		ai.upstreams = dv.upstreams(ai)
+		if len(ai.upstreams) == 0 {
+			dv.skip(appKey(app.Name), "no ready instance on any placed node; not routed")
+		}
+		dv.apps[app.Name] = ai
+	}
+}
+
+// placement returns the valid, first-occurrence entries of an app's placement list,
+// reporting the rest.
+func (dv *deriver) placement(app string, list []string) []string {
+	if len(list) <= 4 && placementClean(list) {
+		return list // the common case: shared with the input, never written
+	}
+	out := make([]string, 0, len(list))
+	var seen map[string]bool // only for long lists; short ones scan
+	if len(list) > 8 {
+		seen = make(map[string]bool, len(list))
+	}
+	for j, node := range list {
+		if err := routing.ValidateLabel(fmt.Sprintf("placement[%d]", j), node); err != nil {
+			dv.skip(appKey(app), "%v; entry ignored", err)
+			continue
+		}
+		dup := seen[node]
+		if seen == nil {
+			dup = slices.Contains(out, node)
+		}
+		if dup {
+			dv.skip(appKey(app), "placement[%d] repeats node %q; entry ignored", j, node)
+			continue
+		}
+		if seen != nil {
+			seen[node] = true
+		}
+		out = append(out, node)
+	}
+	return out
+}
+
+// placementClean reports whether a short placement list has only valid, distinct
+// entries.
+func placementClean(list []string) bool {
+	for j, node := range list {
+		if routing.ValidateLabel("", node) != nil || slices.Contains(list[:j], node) {
+			return false
+		}
+	}
+	return true
+}
+
+// upstreams is the app's upstream list: placement order, ready instances only, stale
+// nodes dropped unless all are stale (fail static).
+func (dv *deriver) upstreams(ai *appInfo) []routing.Upstream {
+	var all []routing.Upstream
+	stale := 0
+	for _, name := range ai.placement {
+		n := dv.nodes[name]
+		if n == nil {
+			continue
+		}
+		inst, ok := n.rec.Instances[ai.app.Name]
+		if !ok || !inst.Ready || inst.Port < 1 || inst.Port > 65535 {
+			continue
+		}
+		if all == nil {
+			all = make([]routing.Upstream, 0, len(ai.placement))
+		}
+		all = append(all, routing.Upstream{Node: name, Address: n.address(inst.Port), APIPort: n.rec.APIPort})
+		if n.stale {
+			stale++
+		}
+	}
+	if stale == 0 || stale == len(all) {
+		return all // all fresh, or all stale: fail static keeps them
+	}
+	return slices.DeleteFunc(all, func(u routing.Upstream) bool { return dv.nodes[u.Node].stale })
+}
+
+func (dv *deriver) indexClaims(claims []Claim) {
+	counts := countNames(claims, func(c *Claim) string { return c.Host })
+	dv.claims = make([]*Claim, 0, len(claims))
+	for i := range claims {
+		c := &claims[i]
+		key := claimKey(c.Host)
+		if err := routing.ValidateCustomHost("host", c.Host); err != nil {
+			dv.skip(key, "%v; claim ignored", err)
+			continue
+		}
+		if n := counts[c.Host]; n > 1 {
+			dv.skip(key, "%d claims name host %q; all ignored", n, c.Host)
+			continue
+		}
+		if d, ok := PlatformOwner(c.Host, dv.domains); ok {
+			dv.skip(key, "host is under platform domain %q, whose names are rendered from application names; claim ignored", d)
+			continue
+		}
+		ai := dv.apps[c.App]
+		if ai == nil {
+			dv.skip(key, "application %q not found (or skipped); claim ignored", c.App)
+			continue
+		}
+		if c.Account != ai.app.Account {
+			dv.skip(key, "claim account %q is not the account of application %q; claim ignored", c.Account, c.App)
+			continue
+		}
+		dv.claims = append(dv.claims, c)
+	}
+}
+
+func (dv *deriver) buildRoutes() {
+	// Order does not matter here: routes are sorted at the end, and no two objects can
+	// compete for one host (see below).
+	n := len(dv.appList)*len(dv.domains) + len(dv.claims)
+	dv.held = make(map[string]*holder, n)
+	dv.routes = make([]routing.Route, 0, n)
+	holders := make([]holder, 0, n) // one allocation; never grows, so pointers stay valid
+	add := func(host string, ai *appInfo, claim *Claim) {
+		holders = append(holders, holder{account: ai.app.Account, app: ai.app.Name, routed: len(ai.upstreams) > 0, claim: claim})
+		h := &holders[len(holders)-1]
+		dv.held[host] = h
+		if h.routed {
+			dv.routes = append(dv.routes, routing.Route{
+				Host:        host,
+				Application: ai.app.Name,
+				Upstreams:   ai.upstreams, // shared by every host of the app; read-only
+				HealthPath:  ai.healthPath,
+			})
+		}
+	}
+	// Platform hosts never collide: an application name is one label, so
+	// "<name>.<domain>" determines both name and domain; names are unique.
+	for i := range dv.appList {
+		ai := &dv.appList[i]
+		name := ai.app.Name
+		for _, d := range dv.domains {
+			if len(name)+1+len(d) > routing.MaxHostLen {
+				dv.skip(appKey(name), "platform host under %q would be longer than %d bytes; not routed there", d, routing.MaxHostLen)
+				continue
+			}
+			add(name+"."+d, ai, nil)
+		}
+	}
+	// Nor do claims: hosts are unique among claims, and a claim under a platform domain
+	// was refused. The check below is defence in depth.
+	for _, c := range dv.claims {
+		ai := dv.apps[c.App]
+		if prev := dv.held[c.Host]; prev != nil {
+			dv.skip(claimKey(c.Host), "host is also held by application %q; claim ignored", prev.app)
+			continue
+		}
+		add(c.Host, ai, c)
+		if len(ai.upstreams) == 0 {
+			dv.skip(claimKey(c.Host), "application %q has no ready instance; not routed", c.App)
+		}
+	}
+	slices.SortFunc(dv.routes, func(a, b routing.Route) int { return strings.Compare(a.Host, b.Host) })
+}
+
+// pathFailure groups the entries of one host's map that failed for one reason.
+type pathFailure struct {
+	reason   string
+	count    int
+	examples []string
+}
+
+const maxPathExamples = 5
+
+func (dv *deriver) buildPaths() {
+	for i := range dv.routes {
+		r := &dv.routes[i]
+		h := dv.held[r.Host]
+		if h.claim == nil || len(h.claim.Paths) == 0 {
+			continue
+		}
+		r.Paths = dv.pathMap(r.Host, h)
+	}
+}
+
+func (dv *deriver) pathMap(host string, h *holder) map[string]string {
+	src := h.claim.Paths
+	object := claimKey(host) + "#paths"
+
+	// The cap is decided on the map as published: keep the first MaxPaths keys in
+	// sorted order. Sorting is only needed when the cap bites.
+	capped, last := false, ""
+	if len(src) > routing.MaxPaths {
+		keys := make([]string, 0, len(src))
+		for k := range src {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		dropped := keys[routing.MaxPaths:]
+		dv.skip(object, "%d prefixes exceed the cap of %d per host; dropped the last %d in sorted key order (%q … %q)",
+			len(keys), routing.MaxPaths, len(dropped), dropped[0], dropped[len(dropped)-1])
+		capped, last = true, keys[routing.MaxPaths-1]
+	}
+
+	type failed struct{ key, target, reason string }
+	var failures []failed
+	out := make(map[string]string, min(len(src), routing.MaxPaths))
+	for k, target := range src {
+		if capped && k > last {
+			continue
+		}
+		if reason := dv.pathEntryProblem(host, h, k, target); reason != "" {
+			failures = append(failures, failed{k, target, reason})
+			continue
+		}
+		out[k] = target
+	}
+
+	// Report once per host and reason, with the first few keys in sorted order.
+	if len(failures) > 0 {
+		slices.SortFunc(failures, func(a, b failed) int { return strings.Compare(a.key, b.key) })
+		var groups []*pathFailure
+		byReason := map[string]*pathFailure{}
+		for _, f := range failures {
+			g := byReason[f.reason]
+			if g == nil {
+				g = &pathFailure{reason: f.reason}
+				byReason[f.reason] = g
+				groups = append(groups, g)
+			}
+			g.count++
+			if len(g.examples) < maxPathExamples {
+				g.examples = append(g.examples, strconv.Quote(f.key)+" → "+strconv.Quote(f.target))
+			}
+		}
+		for _, g := range groups {
+			more := ""
+			if g.count > len(g.examples) {
+				more = fmt.Sprintf(", and %d more", g.count-len(g.examples))
+			}
+			dv.skip(object, "%d entries ignored: %s: %s%s", g.count, g.reason, strings.Join(g.examples, ", "), more)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// pathEntryProblem returns why one path-map entry of host (held by h) cannot be
+// published, or "" when it can.
+func (dv *deriver) pathEntryProblem(host string, h *holder, prefix, target string) string {
+	if routing.ValidatePrefix("prefix", prefix) != nil {
+		return "invalid prefix (must match [a-z0-9][a-z0-9._~-]*, at most 63 bytes)"
+	}
+	t := dv.held[target]
+	// Held names are validated already; only a miss (or a wildcard) needs the full check.
+	if t == nil || routing.IsWildcard(target) {
+		if routing.ValidateHost("target", target) != nil {
+			return "target is not a canonical host name"
+		}
+	}
+	switch {
+	case target == host:
+		return "target is this host itself"
+	case t == nil:
+		return "target is not a host of any application"
+	case t.account != h.account:
+		return "target belongs to another account"
+	case !t.routed:
+		return "target's application has no ready instance"
+	}
+	return ""
+}
+
+func (dv *deriver) buildAPI() *routing.API {
+	if !dv.opt.APIPublic {
+		return nil
+	}
+	var hosts []string
+	for _, d := range dv.domains {
+		if dv.held[d] == nil {
+			hosts = append(hosts, d)
+		}
+	}
+	if len(hosts) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(dv.nodes))
+	for name := range dv.nodes {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var all, fresh []routing.Upstream
+	for _, name := range names {
+		n := dv.nodes[name]
+		u := routing.Upstream{
+			Node:    name,
+			Address: n.address(n.rec.APIPort),
+			APIPort: n.rec.APIPort,
+		}
+		all = append(all, u)
+		if !n.stale {
+			fresh = append(fresh, u)
+		}
+	}
+	ups := all
+	if len(fresh) > 0 {
+		ups = fresh
+	}
+	if len(ups) == 0 {
+		return nil
+	}
+	return &routing.API{Hosts: hosts, Upstreams: ups, Denied: slices.Clone(routing.DeniedAPIPrefixes)}
+}
+
+func (dv *deriver) skippedSorted() []Skipped {
+	s := dv.skipped
+	if s == nil {
+		return []Skipped{}
+	}
+	slices.SortFunc(s, func(a, b Skipped) int {
+		return cmp.Or(cmp.Compare(a.Object, b.Object), cmp.Compare(a.Reason, b.Reason))
+	})
+	return slices.Compact(s)
+}

@@ -1,0 +1,728 @@
+package fleet
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scafo/ingress/render/routing"
+)
+
+var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+func opts() Options {
+	return Options{PlatformDomains: []string{"apps.example.com"}, APIPublic: true, NodeTTL: time.Minute, Now: now}
+}
+
+// sampleState is DESIGN §2's fleet: shop on vps-a then vps-b (with a custom
+// wildcard), tito-classic holding ti.to with a path map to tito-go's go.tito.io.
+func sampleState() State {
+	return State{
+		Apps: []App{
+			{Name: "shop", Account: "acme", Placement: []string{"vps-a", "vps-b"}},
+			{Name: "tito-classic", Account: "tito", Placement: []string{"vps-a", "vps-b"}},
+			{Name: "tito-go", Account: "tito", Placement: []string{"vps-b", "vps-a"}, Health: &Health{Path: "/healthz"}},
+		},
+		Claims: []Claim{
+			{Host: "ti.to", Account: "tito", App: "tito-classic",
+				Paths: map[string]string{"paulca": "go.tito.io", "bigcorp": "go.tito.io"}},
+			{Host: "go.tito.io", Account: "tito", App: "tito-go"},
+			{Host: "*.shop.example.org", Account: "acme", App: "shop"},
+		},
+		Nodes: []NodeRecord{
+			{Name: "vps-a", Address: "10.83.0.1", APIPort: 7400, Seen: now.Add(-10 * time.Second),
+				Instances: map[string]Instance{
+					"shop":         {Port: 24417, Ready: true},
+					"tito-classic": {Port: 24500, Ready: true},
+					"tito-go":      {Port: 24600, Ready: true},
+				}},
+			{Name: "vps-b", Address: "10.83.0.2", APIPort: 7400, Seen: now.Add(-5 * time.Second),
+				Instances: map[string]Instance{
+					"shop":    {Port: 24902, Ready: true},
+					"tito-go": {Port: 24601, Ready: true},
+				}},
+		},
+	}
+}
+
+func ups(pairs ...string) []routing.Upstream {
+	out := make([]routing.Upstream, 0, len(pairs)/2)
+	for i := 0; i < len(pairs); i += 2 {
+		out = append(out, routing.Upstream{Node: pairs[i], Address: pairs[i+1], APIPort: 7400})
+	}
+	return out
+}
+
+func routeFor(t *testing.T, d *routing.Document, host string) *routing.Route {
+	t.Helper()
+	for i := range d.Routes {
+		if d.Routes[i].Host == host {
+			return &d.Routes[i]
+		}
+	}
+	return nil
+}
+
+func hosts(d *routing.Document) []string {
+	var out []string
+	for _, r := range d.Routes {
+		out = append(out, r.Host)
+	}
+	return out
+}
+
+func mustMarshal(t testing.TB, d *routing.Document) []byte {
+	t.Helper()
+	b, err := routing.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// skippedFor returns the reasons reported for object.
+func skippedFor(sk []Skipped, object string) []string {
+	var out []string
+	for _, s := range sk {
+		if s.Object == object {
+			out = append(out, s.Reason)
+		}
+	}
+	return out
+}
+
+func requireSkipped(t *testing.T, sk []Skipped, object, reasonPart string) {
+	t.Helper()
+	for _, r := range skippedFor(sk, object) {
+		if strings.Contains(r, reasonPart) {
+			return
+		}
+	}
+	t.Fatalf("no Skipped{%q, …%q…} in %+v", object, reasonPart, sk)
+}
+
+func TestDeriveBuildsTheDesignExample(t *testing.T) {
+	d, sk := Derive(sampleState(), opts())
+	want := &routing.Document{
+		V: 1,
+		Routes: []routing.Route{
+			{Host: "*.shop.example.org", Application: "shop",
+				Upstreams: ups("vps-a", "10.83.0.1:24417", "vps-b", "10.83.0.2:24902")},
+			{Host: "go.tito.io", Application: "tito-go", HealthPath: "/healthz",
+				Upstreams: ups("vps-b", "10.83.0.2:24601", "vps-a", "10.83.0.1:24600")},
+			{Host: "shop.apps.example.com", Application: "shop",
+				Upstreams: ups("vps-a", "10.83.0.1:24417", "vps-b", "10.83.0.2:24902")},
+			{Host: "ti.to", Application: "tito-classic",
+				Upstreams: ups("vps-a", "10.83.0.1:24500"),
+				Paths:     map[string]string{"paulca": "go.tito.io", "bigcorp": "go.tito.io"}},
+			{Host: "tito-classic.apps.example.com", Application: "tito-classic",
+				Upstreams: ups("vps-a", "10.83.0.1:24500")},
+			{Host: "tito-go.apps.example.com", Application: "tito-go", HealthPath: "/healthz",
+				Upstreams: ups("vps-b", "10.83.0.2:24601", "vps-a", "10.83.0.1:24600")},
+		},
+		API: &routing.API{
+			Hosts:     []string{"apps.example.com"},
+			Upstreams: ups("vps-a", "10.83.0.1:7400", "vps-b", "10.83.0.2:7400"),
+			Denied:    []string{"/v1/storage", "/v1/ingress/routes"},
+		},
+	}
+	want.Seal()
+	if got, w := mustMarshal(t, d), mustMarshal(t, want); !bytes.Equal(got, w) {
+		t.Fatalf("Derive =\n%s\nwant\n%s", got, w)
+	}
+	if len(sk) != 0 {
+		t.Fatalf("skipped %+v, want nothing", sk)
+	}
+	// The document is valid by Decode's rules and survives a round trip.
+	back, err := routing.Decode(mustMarshal(t, d))
+	if err != nil {
+		t.Fatalf("Decode(Derive): %v", err)
+	}
+	if !reflect.DeepEqual(back, d) {
+		t.Fatalf("round trip changed the document")
+	}
+}
+
+func TestDeriveDoesNotModifyItsInput(t *testing.T) {
+	st := GenerateState(50, 300)
+	st.Claims[0].Paths = map[string]string{"x": "nowhere.example", "Bad": "go.tito.io"}
+	before, _ := json.Marshal(st)
+	Derive(st, GenerateOptions())
+	after, _ := json.Marshal(st)
+	if !bytes.Equal(before, after) {
+		t.Fatal("Derive modified its input state")
+	}
+}
+
+// shuffled returns st with every slice shuffled and every map rebuilt in a random
+// insertion order. Placement lists keep their order: it is content.
+func shuffled(st State, rng *rand.Rand) State {
+	out := State{Apps: slices.Clone(st.Apps), Claims: slices.Clone(st.Claims), Nodes: slices.Clone(st.Nodes)}
+	rng.Shuffle(len(out.Apps), func(i, j int) { out.Apps[i], out.Apps[j] = out.Apps[j], out.Apps[i] })
+	rng.Shuffle(len(out.Claims), func(i, j int) { out.Claims[i], out.Claims[j] = out.Claims[j], out.Claims[i] })
+	rng.Shuffle(len(out.Nodes), func(i, j int) { out.Nodes[i], out.Nodes[j] = out.Nodes[j], out.Nodes[i] })
+	for i := range out.Claims {
+		out.Claims[i].Paths = reinsert(out.Claims[i].Paths, rng)
+	}
+	for i := range out.Nodes {
+		out.Nodes[i].Instances = reinsert(out.Nodes[i].Instances, rng)
+	}
+	return out
+}
+
+func reinsert[V any](m map[string]V, rng *rand.Rand) map[string]V {
+	if m == nil {
+		return nil
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+	out := make(map[string]V)
+	for _, k := range keys {
+		out[k] = m[k]
+	}
+	return out
+}
+
+func TestDeriveIsIndependentOfInputOrder(t *testing.T) {
+	st := GenerateState(300, 500)
+	// Add objects that get skipped, so the report's order is exercised too.
+	st.Apps = append(st.Apps, App{Name: "Bad", Account: "x"}, App{Name: "dup", Account: "a"}, App{Name: "dup", Account: "b"})
+	st.Claims = append(st.Claims, Claim{Host: "x.apps.example.com", Account: "acct-001", App: "app-00001"},
+		Claim{Host: "other.example", Account: "acct-001", App: "app-00001",
+			Paths: map[string]string{"a": "nope.example", "b": "app-00002.apps.example.com", "c": "c.example", "D": "x.example"}})
+	st.Nodes = append(st.Nodes, NodeRecord{Name: "vps-z", Address: "not-an-ip", APIPort: 7400, Seen: now})
+
+	opt := GenerateOptions()
+	wantDoc, wantSkipped := Derive(st, opt)
+	want := mustMarshal(t, wantDoc)
+	if len(wantSkipped) < 5 {
+		t.Fatalf("expected several skipped objects, got %+v", wantSkipped)
+	}
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, seed*7+1))
+		d, sk := Derive(shuffled(st, rng), opt)
+		if got := mustMarshal(t, d); !bytes.Equal(got, want) {
+			t.Fatalf("seed %d: document bytes differ from the unshuffled derivation", seed)
+		}
+		if !slices.Equal(sk, wantSkipped) {
+			t.Fatalf("seed %d: skipped differ:\n%+v\n%+v", seed, sk, wantSkipped)
+		}
+	}
+}
+
+func TestRevisionMovesWithRoutingContent(t *testing.T) {
+	base, _ := Derive(sampleState(), opts())
+	for _, tc := range []struct {
+		name   string
+		mutate func(st *State)
+	}{
+		{"path entry added", func(st *State) { st.Claims[0].Paths["newco"] = "go.tito.io" }},
+		{"path entry removed", func(st *State) { delete(st.Claims[0].Paths, "bigcorp") }},
+		{"path entry retargeted", func(st *State) { st.Claims[0].Paths["paulca"] = "tito-go.apps.example.com" }},
+		{"path map cleared", func(st *State) { st.Claims[0].Paths = map[string]string{} }},
+		{"placement order", func(st *State) { st.Apps[0].Placement = []string{"vps-b", "vps-a"} }},
+		{"readiness flips off", func(st *State) { setReady(st, "vps-b", "shop", false) }},
+		{"readiness flips on", func(st *State) { setReady(st, "vps-b", "tito-classic", true) }},
+		{"instance port", func(st *State) { setPort(st, "vps-a", "shop", 24418) }},
+		{"node address", func(st *State) { st.Nodes[1].Address = "10.83.0.9" }},
+		{"node api port", func(st *State) { st.Nodes[1].APIPort = 7401 }},
+		{"health path", func(st *State) { st.Apps[0].Health = &Health{Path: "/up"} }},
+		{"claim added", func(st *State) {
+			st.Claims = append(st.Claims, Claim{Host: "shop.example.com", Account: "acme", App: "shop"})
+		}},
+		{"node goes stale", func(st *State) { st.Nodes[1].Seen = now.Add(-2 * time.Minute) }},
+		{"apex claimed", func(st *State) {
+			st.Claims = append(st.Claims, Claim{Host: "apps.example.com", Account: "acme", App: "shop"})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := deepCopy(sampleState())
+			tc.mutate(&st)
+			d, _ := Derive(st, opts())
+			if d.Revision == base.Revision {
+				t.Fatalf("revision %s did not move", d.Revision)
+			}
+		})
+	}
+}
+
+func TestRevisionStableWhenOnlyHeartbeatsMove(t *testing.T) {
+	base, _ := Derive(sampleState(), opts())
+	for _, dt := range []time.Duration{0, time.Second, 30 * time.Second, 50 * time.Second} {
+		st := deepCopy(sampleState())
+		for i := range st.Nodes {
+			st.Nodes[i].Seen = now.Add(-dt)
+		}
+		o := opts()
+		o.Now = now.Add(dt / 10) // the clock moves too
+		d, _ := Derive(st, o)
+		if d.Revision != base.Revision {
+			t.Fatalf("heartbeats %s old: revision moved %s → %s", dt, base.Revision, d.Revision)
+		}
+	}
+}
+
+func setReady(st *State, node, app string, ready bool) {
+	for i := range st.Nodes {
+		if st.Nodes[i].Name == node {
+			inst := st.Nodes[i].Instances[app]
+			if inst.Port == 0 {
+				inst.Port = 25000
+			}
+			inst.Ready = ready
+			st.Nodes[i].Instances[app] = inst
+		}
+	}
+}
+
+func setPort(st *State, node, app string, port int) {
+	for i := range st.Nodes {
+		if st.Nodes[i].Name == node {
+			inst := st.Nodes[i].Instances[app]
+			inst.Port = port
+			st.Nodes[i].Instances[app] = inst
+		}
+	}
+}
+
+func deepCopy(st State) State {
+	b, err := json.Marshal(st)
+	if err != nil {
+		panic(err)
+	}
+	var out State
+	if err := json.Unmarshal(b, &out); err != nil {
+		panic(err)
+	}
+	return out
+}
+
+func nodesOf(us []routing.Upstream) []string {
+	var out []string
+	for _, u := range us {
+		out = append(out, u.Node)
+	}
+	return out
+}
+
+// staleState: app "web" placed on n1, n2, n3 (all ready); seen ages given per node.
+func staleState(ages ...time.Duration) State {
+	st := State{Apps: []App{{Name: "web", Account: "acme", Placement: []string{"n1", "n2", "n3"}}}}
+	for i, age := range ages {
+		st.Nodes = append(st.Nodes, NodeRecord{
+			Name: fmt.Sprintf("n%d", i+1), Address: fmt.Sprintf("10.0.0.%d", i+1), APIPort: 7400,
+			Seen: now.Add(-age), Instances: map[string]Instance{"web": {Port: 8000 + i, Ready: true}},
+		})
+	}
+	return st
+}
+
+func TestNodeTTLDropsStaleUpstreamsButFailsStatic(t *testing.T) {
+	ttl := time.Minute
+	for _, tc := range []struct {
+		name     string
+		ages     []time.Duration
+		ttl      time.Duration
+		wantWeb  []string
+		wantAPI  []string
+		wantNote []string // nodes reported stale
+	}{
+		{"all fresh", []time.Duration{0, 0, 0}, ttl, []string{"n1", "n2", "n3"}, []string{"n1", "n2", "n3"}, nil},
+		{"exactly the TTL is not stale", []time.Duration{ttl, 0, 0}, ttl, []string{"n1", "n2", "n3"}, []string{"n1", "n2", "n3"}, nil},
+		{"primary stale is dropped", []time.Duration{ttl + time.Nanosecond, 0, 0}, ttl,
+			[]string{"n2", "n3"}, []string{"n2", "n3"}, []string{"n1"}},
+		{"two stale, one fresh", []time.Duration{time.Hour, 0, time.Hour}, ttl,
+			[]string{"n2"}, []string{"n2"}, []string{"n1", "n3"}},
+		{"all stale: fail static keeps all in placement order", []time.Duration{time.Hour, 2 * time.Hour, 3 * time.Hour}, ttl,
+			[]string{"n1", "n2", "n3"}, []string{"n1", "n2", "n3"}, []string{"n1", "n2", "n3"}},
+		{"never heartbeated counts as stale", []time.Duration{now.Sub(time.Time{}), 0, 0}, ttl,
+			[]string{"n2", "n3"}, []string{"n2", "n3"}, []string{"n1"}},
+		{"zero TTL: nothing is stale", []time.Duration{time.Hour, time.Hour, time.Hour}, 0,
+			[]string{"n1", "n2", "n3"}, []string{"n1", "n2", "n3"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := opts()
+			o.NodeTTL = tc.ttl
+			d, sk := Derive(staleState(tc.ages...), o)
+			r := routeFor(t, d, "web.apps.example.com")
+			if r == nil {
+				t.Fatal("web has no route")
+			}
+			if got := nodesOf(r.Upstreams); !slices.Equal(got, tc.wantWeb) {
+				t.Errorf("web upstreams = %v, want %v", got, tc.wantWeb)
+			}
+			if got := nodesOf(d.API.Upstreams); !slices.Equal(got, tc.wantAPI) {
+				t.Errorf("api upstreams = %v, want %v", got, tc.wantAPI)
+			}
+			var stale []string
+			for _, s := range sk {
+				if strings.Contains(s.Reason, "heartbeat older than the node TTL") {
+					stale = append(stale, strings.TrimSuffix(strings.TrimPrefix(s.Object, "nodes/"), ".json"))
+				}
+			}
+			if !slices.Equal(stale, tc.wantNote) {
+				t.Errorf("reported stale %v, want %v", stale, tc.wantNote)
+			}
+		})
+	}
+}
+
+func TestFailStaticOnlyKeepsReadyStaleUpstreams(t *testing.T) {
+	st := staleState(time.Hour, time.Hour, 0)
+	setReady(&st, "n3", "web", false)
+	setReady(&st, "n2", "web", false)
+	d, _ := Derive(st, opts())
+	r := routeFor(t, d, "web.apps.example.com")
+	if r == nil || !slices.Equal(nodesOf(r.Upstreams), []string{"n1"}) {
+		t.Fatalf("want the stale but ready n1 kept alone, got %+v", r)
+	}
+}
+
+func TestAppWithoutReadyInstanceIsNotRoutedAndReported(t *testing.T) {
+	st := sampleState()
+	setReady(&st, "vps-a", "tito-classic", false)
+	d, sk := Derive(st, opts())
+	for _, h := range []string{"ti.to", "tito-classic.apps.example.com"} {
+		if routeFor(t, d, h) != nil {
+			t.Errorf("%s routed with no ready instance", h)
+		}
+	}
+	requireSkipped(t, sk, "apps/tito-classic.json", "no ready instance")
+	requireSkipped(t, sk, "domains/ti.to.json", "no ready instance")
+	// Unplaced nodes never count, even if they report a ready instance.
+	st = sampleState()
+	st.Apps[1].Placement = []string{"vps-b"}
+	setReady(&st, "vps-b", "tito-classic", false)
+	d, _ = Derive(st, opts())
+	if routeFor(t, d, "ti.to") != nil {
+		t.Error("instance on a node outside placement was routed")
+	}
+}
+
+func TestPathMapsStayWithinOneAccount(t *testing.T) {
+	st := sampleState()
+	st.Claims[0].Paths = map[string]string{
+		"paulca":  "go.tito.io",            // ok: tito → tito
+		"bigcorp": "shop.apps.example.com", // acme's: refused
+		"evil":    "*.shop.example.org",    // not a host
+		"ghost":   "ghost.example.com",     // no such route
+		"self":    "ti.to",                 // itself
+		"Upper":   "go.tito.io",            // invalid prefix
+		"../x":    "go.tito.io",            // invalid prefix
+		"plat":    "tito-go.apps.example.com",
+	}
+	d, sk := Derive(st, opts())
+	r := routeFor(t, d, "ti.to")
+	want := map[string]string{"paulca": "go.tito.io", "plat": "tito-go.apps.example.com"}
+	if !reflect.DeepEqual(r.Paths, want) {
+		t.Fatalf("paths = %v, want %v", r.Paths, want)
+	}
+	obj := "domains/ti.to.json#paths"
+	requireSkipped(t, sk, obj, `1 entries ignored: target belongs to another account: "bigcorp" → "shop.apps.example.com"`)
+	requireSkipped(t, sk, obj, `target is not a canonical host name: "evil"`)
+	requireSkipped(t, sk, obj, `target is not a host of any application: "ghost"`)
+	requireSkipped(t, sk, obj, `target is this host itself: "self"`)
+	requireSkipped(t, sk, obj, `2 entries ignored: invalid prefix`)
+	if n := len(skippedFor(sk, obj)); n != 5 {
+		t.Fatalf("%d reports for %s, want one per reason (5): %+v", n, obj, sk)
+	}
+}
+
+func TestPathTargetMustBeReady(t *testing.T) {
+	st := sampleState()
+	setReady(&st, "vps-a", "tito-go", false)
+	setReady(&st, "vps-b", "tito-go", false)
+	d, sk := Derive(st, opts())
+	if r := routeFor(t, d, "ti.to"); r == nil || r.Paths != nil {
+		t.Fatalf("ti.to = %+v, want routed with no paths (map ended empty)", r)
+	}
+	requireSkipped(t, sk, "domains/ti.to.json#paths", "2 entries ignored: target's application has no ready instance")
+}
+
+func TestPathFailureReportsAreBounded(t *testing.T) {
+	st := sampleState()
+	for i := range 5000 {
+		st.Claims[0].Paths[fmt.Sprintf("x%04d", i)] = "ghost.example.com"
+	}
+	_, sk := Derive(st, opts())
+	reasons := skippedFor(sk, "domains/ti.to.json#paths")
+	if len(reasons) != 1 {
+		t.Fatalf("want one report, got %d", len(reasons))
+	}
+	if r := reasons[0]; !strings.HasPrefix(r, "5000 entries ignored") || !strings.HasSuffix(r, "and 4995 more") || len(r) > 400 {
+		t.Fatalf("report not bounded or not summarised: %q", r)
+	}
+}
+
+func TestPathCapDropsDeterministicallyInSortedKeyOrder(t *testing.T) {
+	st := sampleState()
+	paths := map[string]string{}
+	for i := range routing.MaxPaths + 5 {
+		paths[fmt.Sprintf("p%05d", i)] = "go.tito.io"
+	}
+	// An invalid entry sorting early still uses a slot: the cut is made on the map as
+	// published, so it does not move with validity or readiness.
+	paths["a-ghost"] = "ghost.example.com"
+	st.Claims[0].Paths = paths
+	d, sk := Derive(st, opts())
+	got := routeFor(t, d, "ti.to").Paths
+	if len(got) != routing.MaxPaths-1 {
+		t.Fatalf("%d prefixes kept, want %d", len(got), routing.MaxPaths-1)
+	}
+	for i := range routing.MaxPaths + 5 {
+		k := fmt.Sprintf("p%05d", i)
+		_, kept := got[k]
+		if wantKept := i < routing.MaxPaths-1; kept != wantKept {
+			t.Fatalf("%s kept=%v, want %v", k, kept, wantKept)
+		}
+	}
+	requireSkipped(t, sk, "domains/ti.to.json#paths",
+		`10006 prefixes exceed the cap of 10000 per host; dropped the last 6 in sorted key order ("p09999" … "p10004")`)
+	// Same again under another insertion order.
+	d2, sk2 := Derive(shuffled(st, rand.New(rand.NewPCG(1, 2))), opts())
+	if !bytes.Equal(mustMarshal(t, d), mustMarshal(t, d2)) || !slices.Equal(sk, sk2) {
+		t.Fatal("cap result depends on insertion order")
+	}
+}
+
+func TestClaimsNeedTheirApplicationsAccount(t *testing.T) {
+	st := sampleState()
+	st.Claims = append(st.Claims,
+		Claim{Host: "stolen.example", Account: "acme", App: "tito-go"},
+		Claim{Host: "orphan.example", Account: "acme", App: "gone"},
+	)
+	d, sk := Derive(st, opts())
+	for _, h := range []string{"stolen.example", "orphan.example"} {
+		if routeFor(t, d, h) != nil {
+			t.Errorf("%s routed", h)
+		}
+	}
+	requireSkipped(t, sk, "domains/stolen.example.json", `claim account "acme" is not the account of application "tito-go"`)
+	requireSkipped(t, sk, "domains/orphan.example.json", `application "gone" not found`)
+}
+
+func TestWildcardAndPlatformNamespaceClaims(t *testing.T) {
+	st := sampleState()
+	st.Claims = append(st.Claims,
+		Claim{Host: "*.apps.example.com", Account: "acme", App: "shop"},
+		Claim{Host: "evil.apps.example.com", Account: "acme", App: "shop"},
+		Claim{Host: "a.b.apps.example.com", Account: "acme", App: "shop"},
+		Claim{Host: "*.x.apps.example.com", Account: "acme", App: "shop"},
+		Claim{Host: "*.example.com", Account: "acme", App: "shop"}, // above the platform domain: allowed
+		Claim{Host: "*.*.example.net", Account: "acme", App: "shop"},
+		Claim{Host: "*.net", Account: "acme", App: "shop"},
+	)
+	d, sk := Derive(st, opts())
+	if r := routeFor(t, d, "*.example.com"); r == nil || r.Application != "shop" {
+		t.Fatalf("*.example.com = %+v, want shop's wildcard route", r)
+	}
+	if r := routeFor(t, d, "*.shop.example.org"); r == nil {
+		t.Fatal("custom wildcard not routed")
+	}
+	for _, h := range []string{"*.apps.example.com", "evil.apps.example.com", "a.b.apps.example.com", "*.x.apps.example.com"} {
+		if routeFor(t, d, h) != nil {
+			t.Errorf("%s routed", h)
+		}
+		requireSkipped(t, sk, "domains/"+h+".json", `under platform domain "apps.example.com"`)
+	}
+	requireSkipped(t, sk, "domains/*.*.example.net.json", "first label")
+	requireSkipped(t, sk, "domains/*.net.json", "at least two labels")
+	for _, r := range d.Routes {
+		if strings.HasPrefix(r.Host, "*.") && strings.HasSuffix(r.Host, ".apps.example.com") {
+			t.Errorf("wildcard under the platform domain: %s", r.Host)
+		}
+	}
+}
+
+func TestClaimedApexLeavesTheAPI(t *testing.T) {
+	o := opts()
+	o.PlatformDomains = []string{"apps.example.com", "apps.example.net"}
+	st := sampleState()
+	st.Claims = append(st.Claims, Claim{Host: "apps.example.net", Account: "acme", App: "shop"})
+	d, _ := Derive(st, o)
+	if r := routeFor(t, d, "apps.example.net"); r == nil || r.Application != "shop" {
+		t.Fatalf("claimed apex = %+v, want shop's route", r)
+	}
+	if !slices.Equal(d.API.Hosts, []string{"apps.example.com"}) {
+		t.Fatalf("api.hosts = %v, want only the unclaimed apex", d.API.Hosts)
+	}
+	if !slices.Equal(d.API.Denied, routing.DeniedAPIPrefixes) {
+		t.Fatalf("api.denied = %v", d.API.Denied)
+	}
+
+	// Claimed by an application that is not ready: still out of the API, not flapping.
+	st2 := deepCopy(st)
+	setReady(&st2, "vps-a", "shop", false)
+	setReady(&st2, "vps-b", "shop", false)
+	d, _ = Derive(st2, o)
+	if routeFor(t, d, "apps.example.net") != nil || !slices.Equal(d.API.Hosts, []string{"apps.example.com"}) {
+		t.Fatalf("unready claimant: routes %v, api.hosts %v", hosts(d), d.API.Hosts)
+	}
+
+	// Every apex claimed: no API section at all.
+	st.Claims = append(st.Claims, Claim{Host: "apps.example.com", Account: "acme", App: "shop"})
+	d, _ = Derive(st, o)
+	if d.API != nil {
+		t.Fatalf("api = %+v, want none when every apex is claimed", d.API)
+	}
+}
+
+func TestAPISection(t *testing.T) {
+	st := sampleState()
+	st.Nodes = append(st.Nodes, NodeRecord{Name: "vps-0", Address: "fd00::5", APIPort: 7401, Seen: now})
+	d, _ := Derive(st, opts())
+	want := []routing.Upstream{
+		{Node: "vps-0", Address: "[fd00::5]:7401", APIPort: 7401},
+		{Node: "vps-a", Address: "10.83.0.1:7400", APIPort: 7400},
+		{Node: "vps-b", Address: "10.83.0.2:7400", APIPort: 7400},
+	}
+	if !reflect.DeepEqual(d.API.Upstreams, want) {
+		t.Fatalf("api upstreams = %+v, want by node name %+v", d.API.Upstreams, want)
+	}
+	o := opts()
+	o.APIPublic = false
+	if d, _ := Derive(st, o); d.API != nil {
+		t.Fatal("api section with api.public off")
+	}
+	if d, _ := Derive(State{Apps: st.Apps}, opts()); d.API != nil {
+		t.Fatal("api section with no node records")
+	}
+}
+
+func TestMalformedObjectsAreSkippedNotFatal(t *testing.T) {
+	st := sampleState()
+	st.Apps = append(st.Apps,
+		App{Name: "Shop2", Account: "acme"},
+		App{Name: "twin", Account: "acme", Placement: []string{"vps-a"}},
+		App{Name: "twin", Account: "acme", Placement: []string{"vps-b"}},
+		App{Name: "noacct", Account: "", Placement: []string{"vps-a"}},
+		App{Name: "", Account: "acme"},
+	)
+	st.Apps[0].Placement = []string{"vps-a", "VPS-B", "vps-a", "vps-b"}
+	st.Apps[2].Health = &Health{Path: "healthz"}
+	st.Claims = append(st.Claims,
+		Claim{Host: "Upper.example", Account: "acme", App: "shop"},
+		Claim{Host: "dup.example", Account: "acme", App: "shop"},
+		Claim{Host: "dup.example", Account: "tito", App: "tito-go"},
+		Claim{Host: "10.0.0.1", Account: "acme", App: "shop"},
+	)
+	st.Nodes = append(st.Nodes,
+		NodeRecord{Name: "vps-c", Address: "vps-c.internal", APIPort: 7400, Seen: now},
+		NodeRecord{Name: "vps-d", Address: "10.83.0.4", APIPort: 0, Seen: now},
+		NodeRecord{Name: "Vps-E", Address: "10.83.0.5", APIPort: 7400, Seen: now},
+	)
+	st.Nodes[0].Instances["broken"] = Instance{Port: 70000, Ready: true}
+	d, sk := Derive(st, opts())
+
+	for _, tc := range []struct{ object, reason string }{
+		{"apps/Shop2.json", "must be lowercase"},
+		{"apps/twin.json", `2 objects name application "twin"; all ignored`},
+		{"apps/noacct.json", "account \"\": must not be empty"},
+		{"apps/.json", "must not be empty"},
+		{"apps/shop.json", "placement[1] \"VPS-B\": must be lowercase"},
+		{"apps/shop.json", `placement[2] repeats node "vps-a"`},
+		{"apps/tito-go.json", "node-delegated health check used instead"},
+		{"domains/Upper.example.json", "must be lowercase"},
+		{"domains/dup.example.json", `2 claims name host "dup.example"; all ignored`},
+		{"domains/10.0.0.1.json", "IP literal"},
+		{"nodes/vps-c.json", "not an IP address"},
+		{"nodes/vps-d.json", "apiPort 0"},
+		{"nodes/Vps-E.json", "must be lowercase"},
+		{"nodes/vps-a.json", `instance "broken": port 70000`},
+	} {
+		requireSkipped(t, sk, tc.object, tc.reason)
+	}
+	// Everything valid is still routed.
+	for _, h := range []string{"shop.apps.example.com", "ti.to", "go.tito.io", "*.shop.example.org"} {
+		if routeFor(t, d, h) == nil {
+			t.Errorf("%s withdrawn by someone else's malformed object", h)
+		}
+	}
+	if r := routeFor(t, d, "shop.apps.example.com"); !slices.Equal(nodesOf(r.Upstreams), []string{"vps-a", "vps-b"}) {
+		t.Errorf("shop upstreams = %v", nodesOf(r.Upstreams))
+	}
+	if r := routeFor(t, d, "go.tito.io"); r.HealthPath != "" {
+		t.Errorf("invalid health path published: %q", r.HealthPath)
+	}
+	if routeFor(t, d, "twin.apps.example.com") != nil || routeFor(t, d, "dup.example") != nil {
+		t.Error("a duplicated name was routed")
+	}
+	if _, err := routing.Decode(mustMarshal(t, d)); err != nil {
+		t.Fatalf("derived document does not decode: %v", err)
+	}
+	if !slices.IsSortedFunc(sk, func(a, b Skipped) int {
+		return strings.Compare(a.Object+"\x00"+a.Reason, b.Object+"\x00"+b.Reason)
+	}) {
+		t.Fatal("skipped not sorted")
+	}
+}
+
+func TestInvalidPlatformDomainIsReported(t *testing.T) {
+	o := opts()
+	o.PlatformDomains = []string{"apps.example.com", "Apps.Example.NET", "localhost", "apps.example.com"}
+	d, sk := Derive(sampleState(), o)
+	requireSkipped(t, sk, "platform.domains", `"Apps.Example.NET": must be lowercase`)
+	requireSkipped(t, sk, "platform.domains", `"localhost": must have at least two labels`)
+	if !slices.Equal(d.API.Hosts, []string{"apps.example.com"}) {
+		t.Fatalf("api.hosts = %v", d.API.Hosts)
+	}
+}
+
+func TestEmptyStateDerivesAnEmptyButSealedDocument(t *testing.T) {
+	d, sk := Derive(State{}, opts())
+	if got := string(mustMarshal(t, d)); got != `{"v":1,"revision":"`+d.Revision+`","routes":[]}` {
+		t.Fatalf("empty state = %s", got)
+	}
+	if sk == nil || len(sk) != 0 {
+		t.Fatalf("skipped = %#v, want an empty non-nil list", sk)
+	}
+}
+
+func TestPlatformOwner(t *testing.T) {
+	domains := []string{"apps.example.com", "example.net"}
+	for _, tc := range []struct {
+		host  string
+		owner string
+	}{
+		{"shop.apps.example.com", "apps.example.com"},
+		{"a.b.apps.example.com", "apps.example.com"},
+		{"*.apps.example.com", "apps.example.com"},
+		{"x.example.net", "example.net"},
+		{"apps.example.com", ""},
+		{"example.net", ""},
+		{"xapps.example.com", ""},
+		{"apps.example.com.evil.org", ""},
+		{"ti.to", ""},
+	} {
+		got, ok := PlatformOwner(tc.host, domains)
+		if got != tc.owner || ok != (tc.owner != "") {
+			t.Errorf("PlatformOwner(%q) = %q, %v; want %q", tc.host, got, ok, tc.owner)
+		}
+	}
+}
+
+func TestGeneratedStateDerivesCleanly(t *testing.T) {
+	st := GenerateState(1000, 10000)
+	d, sk := Derive(st, GenerateOptions())
+	if len(sk) != 0 {
+		t.Fatalf("generated state skips %d objects, first %+v", len(sk), sk[0])
+	}
+	if n := len(d.Routes); n != 1000+100+20+1 {
+		t.Fatalf("%d routes, want 1121", n)
+	}
+	if r := routeFor(t, d, "ti.to"); r == nil || len(r.Paths) != 10000 {
+		t.Fatalf("ti.to carries %d prefixes, want 10000", len(r.Paths))
+	}
+	if d.API == nil || len(d.API.Upstreams) != 3 {
+		t.Fatalf("api = %+v", d.API)
+	}
+}

@@ -1,0 +1,444 @@
+package render
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/scafo/ingress/render/routing"
+)
+
+// decodeStrict decodes a render into the types it was built from, refusing any field
+// they do not declare (the json side of "never emit a field v3.6 rejects"; the
+// Traefik-side check is TestOutputMatchesTraefikSchema).
+func decodeStrict(t testing.TB, out []byte) Configuration {
+	t.Helper()
+	var cfg Configuration
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		t.Fatalf("decoding the render strictly: %v", err)
+	}
+	if dec.More() {
+		t.Fatal("trailing data after the configuration")
+	}
+	return cfg
+}
+
+// TestEveryCaseSatisfiesTheChainInvariants checks, on every golden case, the rules a
+// reviewer would otherwise have to check by eye in each file.
+func TestEveryCaseSatisfiesTheChainInvariants(t *testing.T) {
+	for _, c := range loadCases(t) {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := Traefik(c.doc, c.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkInvariants(t, c.opt, decodeStrict(t, out))
+		})
+	}
+}
+
+func checkInvariants(t *testing.T, opt Options, cfg Configuration) {
+	t.Helper()
+	o, err := opt.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTP == nil {
+		return
+	}
+	svcs := cfg.HTTP.Services
+	isMain := map[string]bool{} // leaves some failover tries first: they have a fallback
+	for name, s := range svcs {
+		if (s.LoadBalancer == nil) == (s.Failover == nil) {
+			t.Errorf("service %s: must be exactly one of loadBalancer, failover", name)
+			continue
+		}
+		if f := s.Failover; f != nil {
+			if f.HealthCheck == nil {
+				t.Errorf("failover %s: no healthCheck {} (status would not propagate)", name)
+			}
+			main, ok := svcs[f.Service]
+			if !ok || main.LoadBalancer == nil || main.LoadBalancer.HealthCheck == nil {
+				t.Errorf("failover %s: main %q is not a load balancer with an active health check (failover would never trigger)", name, f.Service)
+			}
+			if _, ok := svcs[f.Fallback]; !ok {
+				t.Errorf("failover %s: fallback %q missing", name, f.Fallback)
+			}
+			isMain[f.Service] = true
+		}
+	}
+	for name, s := range svcs {
+		lb := s.LoadBalancer
+		if lb == nil {
+			continue
+		}
+		if lb.PassHostHeader == nil || !*lb.PassHostHeader {
+			t.Errorf("load balancer %s: passHostHeader must be true", name)
+		}
+		if len(lb.Servers) == 0 {
+			if lb.HealthCheck != nil || lb.PassiveHealthCheck != nil {
+				t.Errorf("empty load balancer %s has health checks", name)
+			}
+			continue
+		}
+		if len(lb.Servers) != 1 || !strings.HasPrefix(lb.Servers[0].URL, "http://") {
+			t.Errorf("leaf %s: want exactly one http:// server, got %+v", name, lb.Servers)
+		}
+		hc := lb.HealthCheck
+		if hc == nil || hc.Path == "" || hc.Interval != o.interval || hc.Timeout != o.timeout || hc.FollowRedirects == nil || !*hc.FollowRedirects {
+			t.Errorf("leaf %s: active health check %+v, want path, interval %s, timeout %s, followRedirects true", name, hc, o.interval, o.timeout)
+		}
+		// A leaf with a fallback has a passive check; the last fallback, or a lone
+		// leaf, has none.
+		if isMain[name] != (lb.PassiveHealthCheck != nil) {
+			t.Errorf("leaf %s: passive check %+v, want one exactly when the leaf has a fallback (%v)", name, lb.PassiveHealthCheck, isMain[name])
+		}
+		if p := lb.PassiveHealthCheck; p != nil && (p.MaxFailedAttempts != passiveMaxFailedAttempts || p.FailureWindow != passiveFailureWindow) {
+			t.Errorf("leaf %s: passive check %+v", name, p)
+		}
+	}
+	bands := []int{PriorityPath, PriorityPathGuard, PriorityHost, PriorityAPI, PriorityWildcardPath, PriorityWildcardPathGuard, PriorityWildcard}
+	for name, r := range cfg.HTTP.Routers {
+		if _, ok := svcs[r.Service]; !ok {
+			t.Errorf("router %s: service %q missing", name, r.Service)
+		}
+		if !slices.Contains(bands, r.Priority) {
+			t.Errorf("router %s: priority %d is not a band", name, r.Priority)
+		}
+		if !slices.Equal(r.EntryPoints, o.entryPoints) {
+			t.Errorf("router %s: entry points %v, want %v", name, r.EntryPoints, o.entryPoints)
+		}
+		if (r.TLS != nil) != (o.certResolver != "") || (r.TLS != nil && r.TLS.CertResolver != o.certResolver) {
+			t.Errorf("router %s: tls %+v with certResolver %q", name, r.TLS, o.certResolver)
+		}
+	}
+	for name := range cfg.HTTP.Routers {
+		checkName(t, "router", name)
+	}
+	for name := range svcs {
+		checkName(t, "service", name)
+	}
+}
+
+func checkName(t *testing.T, what, name string) {
+	t.Helper()
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(isPlain(c) || c == '.' || c == '_' || c == '~') {
+			t.Errorf("%s name %q: byte %q outside [a-z0-9._~-]", what, name, c)
+		}
+	}
+}
+
+// sampleDoc is a document exercising every part of the render: shared chains, a path
+// map with both router forms, a custom wildcard, the API apex.
+func sampleDoc(nPrefixes int) *routing.Document {
+	ups := func(port int, nodes ...string) []routing.Upstream {
+		var out []routing.Upstream
+		for i, n := range nodes {
+			out = append(out, routing.Upstream{Node: n, Address: fmt.Sprintf("10.83.0.%d:%d", i+1, port), APIPort: 7400})
+		}
+		return out
+	}
+	paths := map[string]string{"j.smith": "eu.tito.io", "x~y": "eu.tito.io"}
+	for i := range nPrefixes {
+		paths[fmt.Sprintf("acct%04d", i)] = "go.tito.io"
+	}
+	d := &routing.Document{
+		V: routing.Version,
+		Routes: []routing.Route{
+			{Host: "*.shop.example.org", Application: "shop", Upstreams: ups(24417, "vps-a", "vps-b", "vps-c")},
+			{Host: "eu.tito.io", Application: "tito-eu", Upstreams: ups(24700, "vps-c"), HealthPath: "/healthz"},
+			{Host: "go.tito.io", Application: "tito-go", Upstreams: ups(24600, "vps-b", "vps-a")},
+			{Host: "shop.apps.example.com", Application: "shop", Upstreams: ups(24417, "vps-a", "vps-b", "vps-c")},
+			{Host: "ti.to", Application: "tito-classic", Upstreams: ups(24500, "vps-a", "vps-c"), Paths: paths},
+		},
+		API: &routing.API{
+			Hosts:     []string{"apps.example.com"},
+			Upstreams: ups(7400, "vps-a", "vps-b", "vps-c"),
+			Denied:    slices.Clone(routing.DeniedAPIPrefixes),
+		},
+	}
+	d.Seal()
+	return d
+}
+
+// shuffled returns a deep copy of d with routes in random order and every path map
+// rebuilt by inserting its keys in random order.
+func shuffled(d *routing.Document, rng *rand.Rand) *routing.Document {
+	out := *d
+	out.Routes = slices.Clone(d.Routes)
+	rng.Shuffle(len(out.Routes), func(i, j int) { out.Routes[i], out.Routes[j] = out.Routes[j], out.Routes[i] })
+	for i := range out.Routes {
+		r := &out.Routes[i]
+		r.Upstreams = slices.Clone(r.Upstreams)
+		if r.Paths == nil {
+			continue
+		}
+		keys := make([]string, 0, len(r.Paths))
+		for k := range r.Paths {
+			keys = append(keys, k)
+		}
+		rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+		m := make(map[string]string, len(keys))
+		for _, k := range keys {
+			m[k] = r.Paths[k]
+		}
+		r.Paths = m
+	}
+	return &out
+}
+
+func TestRenderIsByteStableWhateverTheInputOrder(t *testing.T) {
+	opts := []Options{
+		{},
+		{PathGroupThreshold: 10},
+		{CertResolver: "le", PlatformWildcardCerts: true, PlatformDomains: []string{"apps.example.com"}},
+	}
+	doc := sampleDoc(100)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i, opt := range opts {
+		want, err := Traefik(doc, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 20 {
+			got, err := Traefik(shuffled(doc, rng), opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("options %d: a shuffled document rendered different bytes", i)
+			}
+		}
+	}
+}
+
+func TestRenderDoesNotModifyTheDocument(t *testing.T) {
+	doc := sampleDoc(10)
+	before, err := routing.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Traefik(doc, Options{PathGroupThreshold: 2}); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := routing.Marshal(doc)
+	if !bytes.Equal(before, after) {
+		t.Fatal("Traefik modified its input document")
+	}
+}
+
+func TestOutputHasNoHTMLEscapesAndNoTrailingNewline(t *testing.T) {
+	out, err := Traefik(sampleDoc(3), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(out, []byte(`\u0026`)) || !bytes.Contains(out, []byte(" && ")) {
+		t.Error("rules must carry && literally, not \\u0026")
+	}
+	if bytes.HasSuffix(out, []byte("\n")) {
+		t.Error("output ends with a newline")
+	}
+}
+
+// TestNothingToRouteRendersEmptyObject: Traefik's HTTP provider refuses {"http":{}}
+// ("http cannot be a standalone element"), so nothing to route must be {}.
+func TestNothingToRouteRendersEmptyObject(t *testing.T) {
+	for name, doc := range map[string]*routing.Document{
+		"no routes":         {V: 1, Routes: []routing.Route{}},
+		"api without hosts": {V: 1, API: &routing.API{Upstreams: []routing.Upstream{{Node: "a", Address: "10.0.0.1:7400"}}}},
+	} {
+		out, err := Traefik(doc, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if string(out) != "{}" {
+			t.Errorf("%s: got %s, want {}", name, out)
+		}
+	}
+}
+
+func TestEveryHostAndPrefixOfAnApplicationSharesOneChain(t *testing.T) {
+	out, err := Traefik(sampleDoc(3), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := decodeStrict(t, out)
+	want := map[string]string{
+		"host-~2a_shop_example_org":  "app-shop",
+		"host-shop_apps_example_com": "app-shop",
+		"host-go_tito_io":            "app-tito-go",
+		"path-ti_to.acct0000":        "app-tito-go",
+		"path-ti_to.acct0002":        "app-tito-go",
+		"path-ti_to.j_smith":         "app-tito-eu.0.vps-c",
+		"host-ti_to":                 "app-tito-classic",
+		"api-apps_example_com":       "api",
+	}
+	for router, svc := range want {
+		r, ok := cfg.HTTP.Routers[router]
+		if !ok {
+			t.Errorf("router %s missing", router)
+			continue
+		}
+		if r.Service != svc {
+			t.Errorf("router %s → %s, want %s", router, r.Service, svc)
+		}
+	}
+	n := 0
+	for name := range cfg.HTTP.Services {
+		if strings.HasPrefix(name, "app-shop.") && !strings.Contains(name, "failover") {
+			n++
+		}
+	}
+	if n != 3 {
+		t.Errorf("shop has %d leaves, want 3 (one per upstream, shared by both hosts)", n)
+	}
+}
+
+func TestPathMapSwitchesToGroupedRouterAboveThreshold(t *testing.T) {
+	for _, tc := range []struct {
+		threshold, prefixes int
+		grouped             bool
+	}{
+		{threshold: 0, prefixes: 64, grouped: false}, // default 64
+		{threshold: 0, prefixes: 65, grouped: true},
+		{threshold: 5, prefixes: 5, grouped: false},
+		{threshold: 5, prefixes: 6, grouped: true},
+	} {
+		out, err := Traefik(sampleDoc(tc.prefixes), Options{PathGroupThreshold: tc.threshold})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := decodeStrict(t, out)
+		perPrefix, grouped := 0, 0
+		for name := range cfg.HTTP.Routers {
+			switch {
+			case strings.HasPrefix(name, "path-ti_to.acct"):
+				perPrefix++
+			case name == "paths-ti_to.go_tito_io":
+				grouped++
+			}
+		}
+		if tc.grouped && (grouped != 1 || perPrefix != 0) || !tc.grouped && (grouped != 0 || perPrefix != tc.prefixes) {
+			t.Errorf("threshold %d, %d prefixes: %d per-prefix routers, %d grouped; want grouped=%v",
+				tc.threshold, tc.prefixes, perPrefix, grouped, tc.grouped)
+		}
+		// The other target's two prefixes stay per prefix either way.
+		if _, ok := cfg.HTTP.Routers["path-ti_to.j_smith"]; !ok {
+			t.Errorf("threshold %d: the small group was grouped too", tc.threshold)
+		}
+	}
+}
+
+func TestBadInputIsAnErrorNamingTheField(t *testing.T) {
+	mut := func(f func(d *routing.Document)) *routing.Document {
+		d := sampleDoc(2)
+		d.Routes = slices.Clone(d.Routes)
+		for i := range d.Routes {
+			d.Routes[i].Upstreams = slices.Clone(d.Routes[i].Upstreams)
+			m := map[string]string{}
+			for k, v := range d.Routes[i].Paths {
+				m[k] = v
+			}
+			if d.Routes[i].Paths != nil {
+				d.Routes[i].Paths = m
+			}
+		}
+		api := *d.API
+		api.Upstreams = slices.Clone(api.Upstreams)
+		d.API = &api
+		f(d)
+		return d
+	}
+	for _, tc := range []struct {
+		name  string
+		doc   *routing.Document
+		field string
+	}{
+		{"host with a backtick", mut(func(d *routing.Document) { d.Routes[1].Host = "eu`.tito.io" }), "routes[1].host"},
+		{"duplicate host", mut(func(d *routing.Document) { d.Routes[2].Host = "eu.tito.io" }), "routes[2].host"},
+		{"application not a label", mut(func(d *routing.Document) { d.Routes[1].Application = "Tito" }), "routes[1].application"},
+		{"node not a label", mut(func(d *routing.Document) { d.Routes[1].Upstreams[0].Node = "vps@a" }), "routes[1].upstreams[0].node"},
+		{"address not ip:port", mut(func(d *routing.Document) { d.Routes[1].Upstreams[0].Address = "vps-a:80" }), "routes[1].upstreams[0].address"},
+		{"no apiPort without health path", mut(func(d *routing.Document) { d.Routes[2].Upstreams[1].APIPort = 0 }), "routes[2].upstreams[1].apiPort"},
+		{"bad health path", mut(func(d *routing.Document) { d.Routes[1].HealthPath = "healthz" }), "routes[1].healthPath"},
+		{"bad prefix", mut(func(d *routing.Document) { d.Routes[4].Paths["/paulca"] = "go.tito.io" }), `routes[4].paths["/paulca"]`},
+		{"regex in prefix", mut(func(d *routing.Document) { d.Routes[4].Paths["a|b"] = "go.tito.io" }), `routes[4].paths["a|b"]`},
+		{"hosts of one app disagree on upstreams", mut(func(d *routing.Document) { d.Routes[3].Upstreams = d.Routes[3].Upstreams[:1] }), "routes[3].upstreams"},
+		{"api host", mut(func(d *routing.Document) { d.API.Hosts = []string{"*.example.com"} }), "api.hosts[0]"},
+		{"api denied", mut(func(d *routing.Document) { d.API.Denied = []string{"/v1/`x"} }), "api.denied[0]"},
+		{"api upstream", mut(func(d *routing.Document) { d.API.Upstreams[2].Address = "" }), "api.upstreams[2].address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Traefik(tc.doc, Options{})
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			if !errors.Is(err, routing.ErrInvalid) {
+				t.Fatalf("error %v is not routing.ErrInvalid", err)
+			}
+			if f, _ := routing.InvalidField(err); f != tc.field {
+				t.Errorf("error names field %q, want %q (%v)", f, tc.field, err)
+			}
+		})
+	}
+	if _, err := Traefik(nil, Options{}); err == nil {
+		t.Error("nil document: want an error")
+	}
+}
+
+func TestOptionsValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		opt     Options
+		wantErr string
+	}{
+		{"zero value", Options{}, ""},
+		{"everything", Options{EntryPoints: []string{"web", "websecure"}, CertResolver: "le", PlatformWildcardCerts: true,
+			PlatformDomains: []string{"apps.example.com"}, HealthCheckInterval: "10s", HealthCheckTimeout: "500ms", PathGroupThreshold: 1}, ""},
+		{"empty entry point", Options{EntryPoints: []string{""}}, "entryPoints[0]"},
+		{"entry point with @", Options{EntryPoints: []string{"web@file"}}, "entryPoints[0]"},
+		{"duplicate entry point", Options{EntryPoints: []string{"web", "web"}}, "entryPoints[1]"},
+		{"resolver with space", Options{CertResolver: "le x"}, "certResolver"},
+		{"wildcard certs without resolver", Options{PlatformWildcardCerts: true, PlatformDomains: []string{"apps.example.com"}}, "platformWildcardCerts"},
+		{"wildcard certs without domains", Options{PlatformWildcardCerts: true, CertResolver: "le"}, "platformWildcardCerts"},
+		{"bad platform domain", Options{PlatformDomains: []string{"Apps.example.com"}}, "platformDomains[0]"},
+		{"bad interval", Options{HealthCheckInterval: "5"}, "healthCheck.interval"},
+		{"zero timeout", Options{HealthCheckTimeout: "0s"}, "healthCheck.timeout"},
+		{"negative threshold", Options{PathGroupThreshold: -1}, "pathGroupThreshold"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.opt.Validate()
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, ErrOptions) {
+				t.Fatalf("error %v: want ErrOptions naming %q", err, tc.wantErr)
+			}
+			if _, err := Traefik(sampleDoc(1), tc.opt); !errors.Is(err, ErrOptions) {
+				t.Errorf("Traefik accepted options Validate refuses: %v", err)
+			}
+		})
+	}
+}
+
+func TestDurationsAreWrittenInCanonicalForm(t *testing.T) {
+	out, err := Traefik(sampleDoc(1), Options{HealthCheckInterval: "90s", HealthCheckTimeout: "1500ms"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(out, []byte(`"interval":"1m30s","timeout":"1.5s"`)) {
+		t.Errorf("durations not canonical in %s", out[:min(len(out), 600)])
+	}
+}

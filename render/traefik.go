@@ -1,0 +1,395 @@
+package render
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/traefik/genconf/dynamic"
+	"github.com/traefik/genconf/dynamic/types"
+
+	"github.com/scafo/ingress/render/routing"
+)
+
+// Health checks.
+const (
+	// APIHealthPath is the node API's liveness path, the active check of API leaves.
+	APIHealthPath = "/v1/healthz"
+	// InstanceHealthPath is the node-delegated check of an application without its own
+	// health path, asked of the node's API port: 200 while that node's instance of the
+	// application is ready and accepts TCP connections.
+	InstanceHealthPath = "/v1/health/instances/"
+
+	// Passive checks (Traefik's PassiveServerHealthCheck). One failed request (no
+	// response, or 5xx) marks the server down: that is Traefik's default and what the
+	// DESIGN measurement "active+passive lose one request when a primary dies" was
+	// taken with; a larger count loses that many requests on every node death. The
+	// window is Traefik's default too; with an active check on the same load balancer
+	// it only bounds the counting, because the active check, not a timer, marks the
+	// server up again (within one interval). Both are written out, never left to
+	// defaults: the plugin provider decodes with encoding/json, which applies none.
+	passiveFailureWindow     = "10s"
+	passiveMaxFailedAttempts = 1
+)
+
+// Traefik renders doc (already reordered by routing.Prefer when the poll asked for it)
+// into a Traefik v3.6 dynamic configuration, JSON. It is a pure function of its
+// arguments: the same document and options give the same bytes, whatever order maps
+// iterate in. The output is compact JSON with sorted keys, no HTML escaping ("&&"
+// stays "&&") and no trailing newline. A document with nothing to route renders as
+// "{}", the one empty form Traefik's HTTP provider accepts ({"http":{}} it refuses).
+//
+// Errors: an invalid Options (errors.Is ErrOptions); a document that breaks a rule the
+// render depends on, as a *routing.FieldError naming the field (errors.Is
+// routing.ErrInvalid).
+func Traefik(doc *routing.Document, opt Options) ([]byte, error) {
+	o, err := opt.resolve()
+	if err != nil {
+		return nil, err
+	}
+	if doc == nil {
+		return nil, errors.New("rendering Traefik configuration: nil document")
+	}
+	r := renderer{
+		opt:      o,
+		routers:  make(map[string]*dynamic.Router),
+		services: make(map[string]*Service),
+		tls:      make(map[string]*dynamic.RouterTLSConfig),
+	}
+	if err := r.render(doc); err != nil {
+		return nil, fmt.Errorf("rendering Traefik configuration: %w", err)
+	}
+	cfg := Configuration{}
+	if len(r.routers) > 0 {
+		cfg.HTTP = &HTTPConfiguration{Routers: r.routers, Services: r.services}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(cfg); err != nil {
+		return nil, fmt.Errorf("encoding Traefik configuration: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+type renderer struct {
+	opt      resolved
+	routers  map[string]*dynamic.Router
+	services map[string]*Service
+	tls      map[string]*dynamic.RouterTLSConfig // per host; nil entries when no TLS
+}
+
+// app is one application's chain, shared by all its hosts and by every prefix that
+// targets one of them.
+type app struct {
+	field     string // "routes[i]" of the route that defined it
+	upstreams []routing.Upstream
+	health    string
+	service   string // what routers point at
+}
+
+func (r *renderer) render(doc *routing.Document) error {
+	apps := make(map[string]*app)
+	exact := make(map[string]*routing.Route, len(doc.Routes))
+	seen := make(map[string]bool, len(doc.Routes))
+	for i := range doc.Routes {
+		rt := &doc.Routes[i]
+		f := "routes[" + strconv.Itoa(i) + "]"
+		if err := routing.ValidateCustomHost(f+".host", rt.Host); err != nil {
+			return err
+		}
+		if seen[rt.Host] {
+			return &routing.FieldError{Field: f + ".host", Value: rt.Host, Rule: "duplicate host"}
+		}
+		seen[rt.Host] = true
+		if !routing.IsWildcard(rt.Host) {
+			exact[rt.Host] = rt
+		}
+		if err := routing.ValidateLabel(f+".application", rt.Application); err != nil {
+			return err
+		}
+		if rt.HealthPath != "" {
+			if err := routing.ValidateHealthPath(f+".healthPath", rt.HealthPath); err != nil {
+				return err
+			}
+		}
+		if a, ok := apps[rt.Application]; ok {
+			// Services are per application: its hosts must agree on what that is.
+			if !slices.Equal(a.upstreams, rt.Upstreams) {
+				return &routing.FieldError{Field: f + ".upstreams", Value: rt.Application,
+					Rule: "differ from " + a.field + ".upstreams of the same application"}
+			}
+			if a.health != rt.HealthPath {
+				return &routing.FieldError{Field: f + ".healthPath", Value: rt.HealthPath,
+					Rule: "differs from " + a.field + ".healthPath of the same application"}
+			}
+			continue
+		}
+		if err := validateUpstreams(f+".upstreams", rt.Upstreams, rt.HealthPath == ""); err != nil {
+			return err
+		}
+		apps[rt.Application] = &app{field: f, upstreams: rt.Upstreams, health: rt.HealthPath}
+	}
+
+	for name, a := range apps {
+		a.service = r.chain(appServiceName(name), a.upstreams, func(u routing.Upstream) *dynamic.ServerHealthCheck {
+			if a.health != "" {
+				return r.healthCheck(a.health, 0)
+			}
+			return r.healthCheck(InstanceHealthPath+name, u.APIPort)
+		})
+	}
+
+	var byTarget map[string][]string
+	for i := range doc.Routes {
+		rt := &doc.Routes[i]
+		hostMatch := hostMatcher(rt.Host)
+		hostPrio, guardPrio, pathPrio := PriorityHost, PriorityPathGuard, PriorityPath
+		if routing.IsWildcard(rt.Host) {
+			hostPrio, guardPrio, pathPrio = PriorityWildcard, PriorityWildcardPathGuard, PriorityWildcardPath
+		}
+		tls := r.tlsFor(rt.Host)
+		r.router(hostRouterName(rt.Host), hostMatch, hostPrio, apps[rt.Application].service, tls)
+
+		if len(rt.Paths) == 0 {
+			continue
+		}
+		if len(rt.Paths) > routing.MaxPaths {
+			return &routing.FieldError{Field: "routes[" + strconv.Itoa(i) + "].paths", Value: rt.Host,
+				Rule: fmt.Sprintf("has %d prefixes, more than %d", len(rt.Paths), routing.MaxPaths)}
+		}
+		clear(byTarget)
+		if byTarget == nil {
+			byTarget = make(map[string][]string)
+		}
+		for p, t := range rt.Paths {
+			if err := routing.ValidatePrefix("routes["+strconv.Itoa(i)+"].paths["+strconv.Quote(p)+"]", p); err != nil {
+				return err
+			}
+			byTarget[t] = append(byTarget[t], p)
+		}
+		guarded := false
+		for t, prefixes := range byTarget {
+			target, ok := exact[t]
+			if !ok {
+				// Derivation never publishes such an entry (targets must be routes of
+				// the document); a prefix without a route selects nothing.
+				continue
+			}
+			if !guarded {
+				r.services[svcDeny] = emptyService()
+				r.router(guardRouterName(rt.Host), guardRule(hostMatch), guardPrio, svcDeny, tls)
+				guarded = true
+			}
+			svc := apps[target.Application].service
+			slices.Sort(prefixes)
+			if len(prefixes) <= r.opt.groupThreshold {
+				for _, p := range prefixes {
+					r.router(pathRouterName(rt.Host, p), prefixRule(hostMatch, p), pathPrio, svc, tls)
+				}
+			} else {
+				r.router(pathsRouterName(rt.Host, t), groupRule(hostMatch, prefixes), pathPrio, svc, tls)
+			}
+		}
+	}
+
+	return r.api(doc)
+}
+
+// api renders the platform API apex: every node's API behind one chain, each apex
+// routed to it except the denied prefixes.
+func (r *renderer) api(doc *routing.Document) error {
+	a := doc.API
+	if a == nil || len(a.Hosts) == 0 {
+		return nil
+	}
+	for i, h := range a.Hosts {
+		if err := routing.ValidateHost("api.hosts["+strconv.Itoa(i)+"]", h); err != nil {
+			return err
+		}
+	}
+	for i, d := range a.Denied {
+		if err := routing.ValidateHealthPath("api.denied["+strconv.Itoa(i)+"]", d); err != nil {
+			return err
+		}
+	}
+	if err := validateUpstreams("api.upstreams", a.Upstreams, false); err != nil {
+		return err
+	}
+	svc := r.chain(svcAPI, a.Upstreams, func(routing.Upstream) *dynamic.ServerHealthCheck {
+		return r.healthCheck(APIHealthPath, 0)
+	})
+	for _, apex := range a.Hosts {
+		tls := r.tlsFor(apex)
+		r.router(apiRouterName(apex), apiRule(apex, a.Denied), PriorityAPI, svc, tls)
+		// A denied request falls through to whatever else matches the apex. Normally
+		// nothing does and Traefik answers 404; but a customer's wildcard covering the
+		// apex would receive /v1/ingress/routes with the caller's token. Pin the denied
+		// prefixes to a service without servers (503) in that case.
+		if len(a.Denied) > 0 && r.wildcardCovers(doc, apex) {
+			r.services[svcDeny] = emptyService()
+			r.router(denyRouterName(apex), denyRule(apex, a.Denied), PriorityAPI, svcDeny, tls)
+		}
+	}
+	return nil
+}
+
+// wildcardCovers reports whether a custom wildcard route of doc matches host.
+func (r *renderer) wildcardCovers(doc *routing.Document, host string) bool {
+	_, parent, ok := strings.Cut(host, ".")
+	if !ok {
+		return false
+	}
+	for i := range doc.Routes {
+		if rest, ok := strings.CutPrefix(doc.Routes[i].Host, "*."); ok && rest == parent {
+			return true
+		}
+	}
+	return false
+}
+
+func validateUpstreams(field string, us []routing.Upstream, needAPIPort bool) error {
+	for j, u := range us {
+		f := field + "[" + strconv.Itoa(j) + "]"
+		if err := routing.ValidateLabel(f+".node", u.Node); err != nil {
+			return err
+		}
+		if err := routing.ValidateAddress(f+".address", u.Address); err != nil {
+			return err
+		}
+		if u.APIPort < 0 || u.APIPort > 65535 {
+			return &routing.FieldError{Field: f + ".apiPort", Value: strconv.Itoa(u.APIPort), Rule: "must be 0..65535"}
+		}
+		if needAPIPort && u.APIPort == 0 {
+			// Without it the node-delegated check would ask the instance itself for
+			// /v1/health/instances/<app>, fail, and take every upstream out.
+			return &routing.FieldError{Field: f + ".apiPort", Value: "0",
+				Rule: "is required when the route has no healthPath (the node-delegated health check asks that port)"}
+		}
+	}
+	return nil
+}
+
+// chain renders ups as the service chain failover(u0, failover(u1, … u(n-1))) rooted at
+// base and returns the name routers point at: base for a chain or for an empty list (a
+// load balancer without servers, which answers 503: a host that has nothing ready must
+// not fall through to another router), the leaf itself for one upstream.
+//
+// Every failover carries healthCheck {}: Traefik's failover switches to its fallback
+// only when its main service reports down, which needs an active health check on the
+// main (each leaf has one), and it reports its own status to a parent only when it has
+// healthCheck itself, which the inner failovers need and the root has for uniformity
+// (it then answers 503 at once when the whole chain is down).
+func (r *renderer) chain(base string, ups []routing.Upstream, hc func(routing.Upstream) *dynamic.ServerHealthCheck) string {
+	n := len(ups)
+	if n == 0 {
+		r.services[base] = emptyService()
+		return base
+	}
+	leaves := make([]string, n)
+	for i, u := range ups {
+		leaves[i] = leafName(base, i, u.Node)
+		lb := &LoadBalancer{ServersLoadBalancer: dynamic.ServersLoadBalancer{
+			Servers:        []dynamic.Server{{URL: "http://" + u.Address}},
+			HealthCheck:    hc(u),
+			PassHostHeader: ptr(true),
+		}}
+		// Passive checks on every leaf that has somewhere to fail over to, never on
+		// the last: there a passive mark-down cannot move traffic anywhere, it can only
+		// turn one 5xx answer of a live instance into 503s for every request until the
+		// next active check. So passive checks only ever move traffic along the chain.
+		if i < n-1 {
+			lb.PassiveHealthCheck = &PassiveHealthCheck{
+				FailureWindow:     passiveFailureWindow,
+				MaxFailedAttempts: passiveMaxFailedAttempts,
+			}
+		}
+		r.services[leaves[i]] = &Service{LoadBalancer: lb}
+	}
+	if n == 1 {
+		return leaves[0]
+	}
+	for i := 0; i < n-1; i++ {
+		fallback := failoverName(base, i+1)
+		if i == n-2 {
+			fallback = leaves[n-1]
+		}
+		r.services[failoverName(base, i)] = &Service{Failover: &dynamic.Failover{
+			Service:     leaves[i],
+			Fallback:    fallback,
+			HealthCheck: &dynamic.HealthCheck{},
+		}}
+	}
+	return base
+}
+
+func emptyService() *Service {
+	return &Service{LoadBalancer: &LoadBalancer{ServersLoadBalancer: dynamic.ServersLoadBalancer{PassHostHeader: ptr(true)}}}
+}
+
+// healthCheck is an active HTTP check of path, on the server's own port (port 0) or on
+// port. followRedirects is written out (Traefik's default, true) because genconf's
+// field has no omitempty and would otherwise say null.
+func (r *renderer) healthCheck(path string, port int) *dynamic.ServerHealthCheck {
+	return &dynamic.ServerHealthCheck{
+		Path:            path,
+		Port:            port,
+		Interval:        r.opt.interval,
+		Timeout:         r.opt.timeout,
+		FollowRedirects: ptr(true),
+	}
+}
+
+func (r *renderer) router(name, rule string, priority int, service string, tls *dynamic.RouterTLSConfig) {
+	r.routers[name] = &dynamic.Router{
+		EntryPoints: r.opt.entryPoints,
+		Service:     service,
+		Rule:        rule,
+		Priority:    priority,
+		TLS:         tls,
+	}
+}
+
+// tlsFor is the tls section of every router of host: none without a cert resolver; a
+// custom wildcard asks for its wildcard certificate (ACME cannot infer one from a
+// HostRegexp); with platform wildcard certificates, a host directly under a platform
+// domain, and the apex itself, ask for the one certificate main=apex, sans=[*.apex],
+// which Traefik obtains once however many routers name it; anything else lets Traefik
+// take the name from the Host rule.
+func (r *renderer) tlsFor(host string) *dynamic.RouterTLSConfig {
+	if r.opt.certResolver == "" {
+		return nil
+	}
+	if t, ok := r.tls[host]; ok {
+		return t
+	}
+	t := &dynamic.RouterTLSConfig{CertResolver: r.opt.certResolver}
+	if routing.IsWildcard(host) {
+		t.Domains = []types.Domain{{Main: host}}
+	} else if r.opt.wildcardCerts {
+		if pd := r.platformDomainOf(host); pd != "" {
+			t.Domains = []types.Domain{{Main: pd, SANs: []string{"*." + pd}}}
+		}
+	}
+	r.tls[host] = t
+	return t
+}
+
+// platformDomainOf returns the longest platform domain that host equals or sits one
+// label under, or "".
+func (r *renderer) platformDomainOf(host string) string {
+	best := ""
+	_, parent, _ := strings.Cut(host, ".")
+	for _, pd := range r.opt.platformDomains {
+		if (host == pd || parent == pd) && len(pd) > len(best) {
+			best = pd
+		}
+	}
+	return best
+}
+
+func ptr[T any](v T) *T { return &v }

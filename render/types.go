@@ -1,0 +1,44 @@
+package render
+
+import "github.com/traefik/genconf/dynamic"
+
+// The rendered configuration is built from github.com/traefik/genconf/dynamic types
+// (v0.5.2) except where genconf lacks a field Traefik v3.6 has: the load balancer's
+// passiveHealthCheck. The types below add exactly that and nothing else, so everything
+// else the render emits is, field for field, what genconf (generated from Traefik's own
+// structs) declares.
+
+// Configuration is the root of the dynamic configuration the render writes: only the
+// http section.
+type Configuration struct {
+	HTTP *HTTPConfiguration `json:"http,omitempty"`
+}
+
+// HTTPConfiguration is genconf's dynamic.HTTPConfiguration restricted to routers and
+// services, with services of the local Service type.
+type HTTPConfiguration struct {
+	Routers  map[string]*dynamic.Router `json:"routers,omitempty"`
+	Services map[string]*Service        `json:"services,omitempty"`
+}
+
+// Service is genconf's dynamic.Service restricted to the two kinds the render uses.
+type Service struct {
+	LoadBalancer *LoadBalancer     `json:"loadBalancer,omitempty"`
+	Failover     *dynamic.Failover `json:"failover,omitempty"`
+}
+
+// LoadBalancer is genconf's dynamic.ServersLoadBalancer plus passiveHealthCheck
+// (Traefik v3.6 pkg/config/dynamic ServersLoadBalancer.PassiveHealthCheck).
+type LoadBalancer struct {
+	dynamic.ServersLoadBalancer
+	PassiveHealthCheck *PassiveHealthCheck `json:"passiveHealthCheck,omitempty"`
+}
+
+// PassiveHealthCheck mirrors Traefik v3.6's dynamic.PassiveServerHealthCheck: a server
+// is marked down after MaxFailedAttempts failed requests (no response, or a status of
+// 500 or more) within FailureWindow. With an active health check on the same load
+// balancer, only the active check marks it up again.
+type PassiveHealthCheck struct {
+	FailureWindow     string `json:"failureWindow,omitempty"`
+	MaxFailedAttempts int    `json:"maxFailedAttempts,omitempty"`
+}

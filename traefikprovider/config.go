@@ -1,0 +1,179 @@
+package traefikprovider
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// Defaults applied by CreateConfig, and to any duration left empty.
+const (
+	DefaultPollInterval = "5s"
+	DefaultPollTimeout  = "5s"
+	DefaultWatchWait    = "30s"
+	DefaultTokenEnv     = "SCAFO_INGRESS_TOKEN"
+)
+
+// ingressPath is the node route serving the rendered Traefik dynamic configuration.
+const ingressPath = "/v1/ingress/traefik"
+
+// Config is the plugin's configuration, the map under providers.plugin.<name> in
+// Traefik's static configuration. Traefik decodes that map into the value returned by
+// CreateConfig, matching keys to field names case-insensitively and converting
+// strings ("true", "a,b") to the field's type.
+type Config struct {
+	// Endpoints lists node base URLs ("http://10.83.0.1:7400"), tried in order,
+	// round robin. At least one is required. A URL that already ends in
+	// /v1/ingress/traefik is used as given.
+	Endpoints []string `json:"endpoints,omitempty"`
+	// Token is the ingress token, sent as "Authorization: Bearer <token>". When
+	// empty, the token is read from the environment variable named by TokenEnv.
+	Token string `json:"token,omitempty"`
+	// TokenEnv names the environment variable holding the token when Token is empty
+	// (default SCAFO_INGRESS_TOKEN). Traefik's static configuration file does not
+	// expand environment variables; this is how a file-based setup keeps the token
+	// out of the file.
+	TokenEnv string `json:"tokenEnv,omitempty"`
+	// Prefer is a node name, passed as ?prefer=: that node's instances come first
+	// in every upstream list. Empty omits the parameter.
+	Prefer string `json:"prefer,omitempty"`
+	// PollInterval is the time between polls when Watch is off, and the back-off
+	// between attempts once every endpoint has failed. Default 5s.
+	PollInterval string `json:"pollInterval,omitempty"`
+	// PollTimeout bounds one request (connect, headers, body). A long-poll gets
+	// WatchWait on top. Default 5s.
+	PollTimeout string `json:"pollTimeout,omitempty"`
+	// Watch long-polls (If-None-Match + ?wait=WatchWait) so a change arrives as soon
+	// as the node has it. Default true.
+	Watch bool `json:"watch,omitempty"`
+	// WatchWait is how long a node may hold a long-poll before answering 304.
+	// Default 30s.
+	WatchWait string `json:"watchWait,omitempty"`
+}
+
+// CreateConfig returns the default configuration. Traefik calls it before decoding
+// the user's settings over it.
+func CreateConfig() *Config {
+	return &Config{
+		TokenEnv:     DefaultTokenEnv,
+		PollInterval: DefaultPollInterval,
+		PollTimeout:  DefaultPollTimeout,
+		Watch:        true,
+		WatchWait:    DefaultWatchWait,
+	}
+}
+
+// settings is a validated Config.
+type settings struct {
+	endpoints    []string // full URLs of the ingress route, query included
+	token        string
+	pollInterval time.Duration
+	pollTimeout  time.Duration
+	watch        bool
+	watchWait    time.Duration
+}
+
+// parseConfig validates c and resolves the token. Every error names the setting.
+func parseConfig(c *Config) (settings, error) {
+	var s settings
+	if c == nil {
+		return s, errors.New("no configuration")
+	}
+
+	if len(c.Endpoints) == 0 {
+		return s, errors.New("endpoints: at least one node URL is required")
+	}
+	for i, raw := range c.Endpoints {
+		u, err := endpointURL(raw, c.Prefer)
+		if err != nil {
+			return s, fmt.Errorf("endpoints[%d] %q: %w", i, raw, err)
+		}
+		s.endpoints = append(s.endpoints, u)
+	}
+
+	s.token = strings.TrimSpace(c.Token)
+	if s.token == "" && c.TokenEnv != "" {
+		s.token = strings.TrimSpace(os.Getenv(c.TokenEnv))
+	}
+	if s.token == "" {
+		if c.TokenEnv == "" {
+			return s, errors.New("token: empty, and tokenEnv names no environment variable")
+		}
+		return s, fmt.Errorf("token: empty, and the environment variable %s (tokenEnv) is unset or empty", c.TokenEnv)
+	}
+	if strings.ContainsAny(s.token, "\r\n") {
+		return s, errors.New("token: contains a line break")
+	}
+
+	var err error
+	if s.pollInterval, err = parsePositive("pollInterval", c.PollInterval, DefaultPollInterval); err != nil {
+		return s, err
+	}
+	if s.pollTimeout, err = parsePositive("pollTimeout", c.PollTimeout, DefaultPollTimeout); err != nil {
+		return s, err
+	}
+	if s.watchWait, err = parsePositive("watchWait", c.WatchWait, DefaultWatchWait); err != nil {
+		return s, err
+	}
+	s.watch = c.Watch
+
+	return s, nil
+}
+
+// endpointURL turns a node base URL into the URL of its ingress route.
+func endpointURL(raw, prefer string) (string, error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return "", errors.New("empty")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("not a URL: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", errors.New("scheme must be http or https")
+	}
+	if u.Host == "" {
+		return "", errors.New("no host")
+	}
+	if u.User != nil {
+		return "", errors.New("credentials in the URL are not supported; use token")
+	}
+	if u.Fragment != "" {
+		return "", errors.New("fragment not allowed")
+	}
+
+	p := strings.TrimRight(u.Path, "/")
+	if !strings.HasSuffix(p, ingressPath) {
+		p += ingressPath
+	}
+	u.Path = p
+	u.RawPath = ""
+
+	if prefer != "" {
+		q := u.Query()
+		q.Set("prefer", prefer)
+		u.RawQuery = q.Encode()
+	}
+
+	return u.String(), nil
+}
+
+// parsePositive parses a Go duration that must be above zero; empty means def.
+func parsePositive(field, value, def string) (time.Duration, error) {
+	value = strings.TrimSpace(value)
+	if value == "" {
+		value = def
+	}
+	d, err := time.ParseDuration(value)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %q is not a duration (e.g. \"5s\"): %w", field, value, err)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%s: %q must be above zero", field, value)
+	}
+	return d, nil
+}
