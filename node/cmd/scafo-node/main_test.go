@@ -1,0 +1,135 @@
+package main
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "scafo-node")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestQuickStartWithNoConfiguration is the README's quick start: no flags, no file;
+// state lands in ./scafo-state, tokens are minted there, and the routing endpoints
+// answer with the minted ingress token. (The listen address comes from SCAFO_LISTEN
+// only so the test does not collide with a node already on :7400.)
+func TestQuickStartWithNoConfiguration(t *testing.T) {
+	bin := buildBinary(t)
+	work := t.TempDir()
+	addr := freePort(t)
+	cmd := exec.Command(bin)
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "SCAFO_LISTEN="+addr)
+	if os.Geteuid() == 0 {
+		// As root the default state dir is /var/lib/scafo; keep the test out of it.
+		cmd.Env = append(cmd.Env, "SCAFO_STATEDIR="+filepath.Join(work, "scafo-state"))
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+
+	base := "http://" + addr
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(base + "/v1/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("readyz never 200 (last err %v)", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tok, err := os.ReadFile(filepath.Join(work, "scafo-state", "ingress-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(filepath.Join(work, "scafo-state", "ingress-token"))
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("ingress-token mode %v", fi.Mode().Perm())
+	}
+	req, _ := http.NewRequest("GET", base+"/v1/ingress/traefik", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	// The embedded default: one node, no applications; the API apex of apps.localhost
+	// routes to this node.
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "Host(`apps.localhost`)") {
+		t.Fatalf("traefik config: %d %s", resp.StatusCode, body)
+	}
+
+	// The CLI finds the node and the admin token in the state dir.
+	out, err := exec.Command(bin, "routes", "--url="+base, "--stateDir="+filepath.Join(work, "scafo-state")).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "apps.localhost") {
+		t.Fatalf("scafo-node routes: %v\n%s", err, out)
+	}
+
+	// SIGTERM: graceful, exit 0.
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no exit within 15s of SIGTERM")
+	}
+}
+
+// TestSystemdUnitVerifies runs systemd-analyze verify on the shipped unit (pointed at a
+// freshly built binary, since verify checks that ExecStart exists).
+func TestSystemdUnitVerifies(t *testing.T) {
+	sa, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("systemd-analyze not found")
+		}
+		t.Skip("systemd-analyze not installed")
+	}
+	bin := buildBinary(t)
+	unit, err := os.ReadFile("../../../deploy/node/scafo-node.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "scafo-node.service")
+	os.WriteFile(path, []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/scafo-node", bin)), 0o644)
+	out, err := exec.Command(sa, "verify", path).CombinedOutput()
+	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
