@@ -170,7 +170,7 @@ func TestStaticConfigKeepsTheShippedSettings(t *testing.T) {
 	if err := yaml.Unmarshal(rendered, &shipped); err != nil {
 		t.Fatal(err)
 	}
-	out, err := staticConfig(rendered, traefikPorts{web: 1001, websecure: 1002, api: 1003}, "127.0.0.9:7777", "", false)
+	out, err := staticConfig(rendered, overrides{ports: traefikPorts{web: 1001, websecure: 1002, api: 1003}, endpointHost: "127.0.0.9:7777"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestStaticConfigKeepsTheShippedSettings(t *testing.T) {
 		}
 	}
 
-	out, err = staticConfig(rendered, traefikPorts{1, 2, 3}, "127.0.0.9:7777", "prefer=n2", true)
+	out, err = staticConfig(rendered, overrides{ports: traefikPorts{1, 2, 3}, endpointHost: "127.0.0.9:7777", query: "prefer=n2", noAuthHeader: true, allowEncoded: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,18 @@ func TestStaticConfigKeepsTheShippedSettings(t *testing.T) {
 	if g := dig(got, "providers", "http", "endpoint"); g != "http://127.0.0.9:7777/v1/ingress/traefik?prefer=n2" {
 		t.Errorf("endpoint with a query override = %v", g)
 	}
-	if g := dig(got, "providers", "http", "headers", "Authorization"); g != nil {
-		t.Errorf("noAuthHeader left Authorization = %v", g)
+	if g := dig(got, "providers", "http", "headers"); g != nil {
+		t.Errorf("noAuthHeader left headers = %v", g)
+	}
+	for _, ep := range []string{"web", "websecure"} {
+		ec, _ := dig(got, "entryPoints", ep, "http", "encodedCharacters").(map[string]any)
+		if len(ec) != len(pathSafety) {
+			t.Errorf("allowEncoded: %s has %d options, want %d", ep, len(ec), len(pathSafety))
+		}
+		for k, v := range ec {
+			if v != true {
+				t.Errorf("allowEncoded: %s %s = %v, want true", ep, k, v)
+			}
+		}
 	}
 }

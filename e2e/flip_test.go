@@ -129,22 +129,36 @@ var flipCorpus = []flipCase{
 	{"non-ASCII", "/paulca%E2%80%8B/x", "legacy"},
 }
 
-// firstSegment is the text between the leading "/" and the next "/" (after dropping a
-// query).
+// pathOf is the path part of a request-target as received: origin-form or
+// absolute-form, query dropped, escapes kept.
+func pathOf(requestURI string) string {
+	if u, err := url.Parse(requestURI); err == nil && u.IsAbs() {
+		requestURI = u.RequestURI()
+	}
+	p, _, _ := strings.Cut(requestURI, "?")
+	return p
+}
+
+// firstSegment is the text between the leading "/" and the next "/".
 func firstSegment(p string) string {
-	p, _, _ = strings.Cut(p, "?")
-	p = strings.TrimPrefix(p, "/")
-	seg, _, _ := strings.Cut(p, "/")
+	seg, _, _ := strings.Cut(strings.TrimPrefix(p, "/"), "/")
 	return seg
 }
 
-// normalise is the oracle's normalisation: percent-decode (once), then resolve dot
-// segments and repeated slashes.
-func normalise(p string) string {
-	p, _, _ = strings.Cut(p, "?")
+// normalise is the oracle's normalisation of a path (no query): percent-decode once,
+// then resolve dot segments and repeated slashes. A decoded "?" or "#" is data.
+func normalise(p string) string { return resolve(decode(p)) }
+
+// decode percent-decodes p once (an invalid escape leaves p as it is).
+func decode(p string) string {
 	if dec, err := url.PathUnescape(p); err == nil {
-		p = dec
+		return dec
 	}
+	return p
+}
+
+// resolve resolves dot segments and repeated slashes.
+func resolve(p string) string {
 	if !strings.HasPrefix(p, "/") {
 		p = "/" + p
 	}
@@ -153,10 +167,7 @@ func normalise(p string) string {
 
 // violation reports why a request the legacy app received breaks the oracle ("" if not).
 func violation(requestURI, prefix string) string {
-	p := requestURI
-	if u, err := url.Parse(requestURI); err == nil && u.IsAbs() {
-		p = u.RequestURI()
-	}
+	p := pathOf(requestURI)
 	if firstSegment(p) == prefix {
 		return "raw first segment"
 	}
@@ -166,13 +177,21 @@ func violation(requestURI, prefix string) string {
 	return ""
 }
 
-// stricter readings some backends apply, reported (not asserted) as residuals.
+// stricterReadings are what some backends do beyond the oracle; what they would
+// misread is reported (not asserted) as residuals.
 var stricterReadings = []struct {
 	name string
-	norm func(string) string
+	norm func(string) string // path (no query) → the path such a backend routes on
 }{
 	{"decoded twice", func(p string) string { return normalise(normalise(p)) }},
-	{"backslash as slash", func(p string) string { return normalise(strings.ReplaceAll(normalise(p), `\`, "/")) }},
+	{"re-split at a decoded ? or #", func(p string) string {
+		n := normalise(p)
+		if i := strings.IndexAny(n, "?#"); i >= 0 {
+			n = n[:i]
+		}
+		return n
+	}},
+	{"backslash as slash", func(p string) string { return resolve(strings.ReplaceAll(decode(p), `\`, "/")) }},
 	{"path parameters stripped", func(p string) string {
 		segs := strings.Split(normalise(p), "/")
 		for i, s := range segs {
@@ -190,18 +209,87 @@ var stricterReadings = []struct {
 	}},
 }
 
-// Scenario 5, with both router forms the render emits: one router per prefix (small
-// maps) and one grouped PathRegexp router per (host, target) (large maps).
+// corpusRun is what one Traefik did with the corpus.
+type corpusRun struct {
+	outcome  map[string]string   // target → "new", "legacy" or the status code
+	received map[string]string   // target → the path the upstream received
+	residual map[string][]string // stricter reading → paths the legacy app received
+}
+
+// sendCorpus sends every spelling as a raw request line and applies the oracle to
+// everything the legacy app received. exact: also require each case's documented
+// outcome.
+func sendCorpus(t *testing.T, tr *traefik, legacy *echo, host string, exact bool) corpusRun {
+	t.Helper()
+	run := corpusRun{outcome: map[string]string{}, received: map[string]string{}, residual: map[string][]string{}}
+	for _, tc := range flipCorpus {
+		r, err := tr.raw(host, tc.target)
+		if err != nil {
+			t.Errorf("%s: %v", tc.target, err)
+			continue
+		}
+		got := fmt.Sprint(r.status)
+		switch {
+		case r.echo != nil && r.echo.Name == "tito-go@n1":
+			got = "new"
+		case r.echo != nil && r.echo.Name == "legacy@n1":
+			got = "legacy"
+		}
+		run.outcome[tc.target] = got
+		if r.echo != nil {
+			run.received[tc.target] = r.echo.RawPath
+		}
+		if exact && !strings.Contains("|"+tc.want+"|", "|"+got+"|") {
+			t.Errorf("%-22s %-32q → %s, want %s (body %.120q)", tc.class, tc.target, got, tc.want, r.body)
+		}
+	}
+
+	// The oracle, over everything the legacy app ever received.
+	received := 0
+	for _, req := range legacy.requests() {
+		if req.RawPath == "/healthz" {
+			continue
+		}
+		received++
+		if why := violation(req.RawPath, "paulca"); why != "" {
+			t.Errorf("FLIP INVARIANT BROKEN: the legacy app received %q (%s is the flipped prefix)", req.RawPath, why)
+		}
+		for _, s := range stricterReadings {
+			if firstSegment(s.norm(pathOf(req.RawPath))) == "paulca" {
+				run.residual[s.name] = append(run.residual[s.name], req.RawPath)
+			}
+		}
+	}
+	if received == 0 {
+		t.Fatal("the legacy app received nothing: the oracle checked nothing")
+	}
+	for _, s := range stricterReadings {
+		if len(run.residual[s.name]) > 0 {
+			t.Logf("residual: a backend whose reading is %q would take %q as paulca's", s.name, run.residual[s.name])
+		}
+	}
+	t.Logf("%d spellings sent; the legacy app received %d requests, none of them paulca's by the oracle", len(flipCorpus), received)
+	return run
+}
+
+// Scenario 5: the corpus through the shipped settings with both router forms the render
+// emits (one router per prefix for small maps, one grouped PathRegexp router per (host,
+// target) for large ones), and once more with Traefik's default encodedCharacters to
+// show what the render holds on its own (the oracle only; outcomes differ by design).
 func TestFlipInvariantHoldsForOddSpellings(t *testing.T) {
-	for _, form := range []struct {
-		name string
-		args []string
+	runs := map[string]corpusRun{}
+	for _, mode := range []struct {
+		name      string
+		nodeArgs  []string
+		defaults  bool // Traefik's default encodedCharacters (counterfactual)
+		routerSet string
 	}{
-		{"per-prefix routers", nil},
-		{"grouped PathRegexp router", []string{"--traefik.pathGroupThreshold=1"}},
+		{"shipped settings, per-prefix routers", nil, false, "per-prefix routers"},
+		{"shipped settings, grouped PathRegexp router", []string{"--traefik.pathGroupThreshold=1"}, false, "grouped PathRegexp router"},
+		{"Traefik's default encodedCharacters, render alone", nil, true, "per-prefix routers"},
 	} {
-		t.Run(form.name, func(t *testing.T) {
-			f := startFleet(t, 1, nodeOptions{args: form.args})
+		t.Run(mode.name, func(t *testing.T) {
+			f := startFleet(t, 1, nodeOptions{args: mode.nodeArgs})
 			n1 := f.nodes[0]
 			legacy := f.deploy(t, "legacy", "tito", []*node{n1}, "/healthz").on(n1)
 			f.deploy(t, "tito-go", "tito", []*node{n1}, "/healthz")
@@ -212,80 +300,38 @@ func TestFlipInvariantHoldsForOddSpellings(t *testing.T) {
 				"paulca":  "tito-go.apps.localhost",
 				"bigcorp": "tito-go.apps.localhost",
 			})
-			tr := startTraefik(t, "traefik", traefikOptions{node: n1})
+			tr := startTraefik(t, "traefik", traefikOptions{node: n1, traefikDefaultEncodedCharacters: mode.defaults})
 			tr.waitServedBy(t, host, "/paulca", "tito-go@n1", routeTimeout)
-			requireRouterForm(t, tr, host, form.name)
-
-			var table []string
-			for _, tc := range flipCorpus {
-				r, err := tr.raw(host, tc.target)
-				if err != nil {
-					t.Errorf("%s: %v", tc.target, err)
-					continue
-				}
-				got := fmt.Sprint(r.status)
-				switch {
-				case r.echo != nil && r.echo.Name == "tito-go@n1":
-					got = "new"
-				case r.echo != nil && r.echo.Name == "legacy@n1":
-					got = "legacy"
-				}
-				if !strings.Contains("|"+tc.want+"|", "|"+got+"|") {
-					t.Errorf("%-22s %-32q → %s, want %s (body %.120q)", tc.class, tc.target, got, tc.want, r.body)
-				}
-				upstream := ""
-				if r.echo != nil {
-					upstream = r.echo.RawPath
-				}
-				table = append(table, fmt.Sprintf("| %s | `%s` | %s | `%s` |", tc.class, tc.target, got, upstream))
-			}
-
-			// The oracle, over everything the legacy app ever received.
-			seen := legacy.requests()
-			control := 0
-			residual := map[string][]string{}
-			for _, req := range seen {
-				if req.RawPath == "/healthz" {
-					continue
-				}
-				control++
-				if why := violation(req.RawPath, "paulca"); why != "" {
-					t.Errorf("FLIP INVARIANT BROKEN: the legacy app received %q (%s is the flipped prefix)", req.RawPath, why)
-				}
-				for _, s := range stricterReadings {
-					if firstSegment(s.norm(req.RawPath)) == "paulca" {
-						residual[s.name] = append(residual[s.name], req.RawPath)
-					}
-				}
-			}
-			if control == 0 {
-				t.Fatal("the legacy app received nothing: the oracle checked nothing")
-			}
-			for _, s := range stricterReadings {
-				if len(residual[s.name]) > 0 {
-					t.Logf("residual: a backend that reads paths %s would take %q as paulca's", s.name, residual[s.name])
-				}
-			}
-			t.Logf("%d spellings sent; the legacy app received %d requests, none of them paulca's by the oracle", len(flipCorpus), control)
-			if form.name == "per-prefix routers" {
-				lines := []string{
-					"Flipped prefix `paulca` on `ti.example.org` (legacy app) → `tito-go`; raw request lines " +
-						"through the shipped entry point settings. `legacy` is allowed only when the oracle holds " +
-						"for what the legacy app received (it held for every row).",
-					"",
-					"| class | request-target | answered by | path the upstream received |",
-					"|---|---|---|---|",
-				}
-				lines = append(lines, table...)
-				lines = append(lines, "", "Residuals (received by the legacy app, paulca's only under a stricter reading than the oracle's):", "")
-				for _, s := range stricterReadings {
-					lines = append(lines, fmt.Sprintf("- %s: %q", s.name, residual[s.name]))
-				}
-				results.add("5. Flip invariant", lines...)
-			}
+			tr.waitServedBy(t, host, "/bob", "legacy@n1", routeTimeout)
+			requireRouterForm(t, tr, host, mode.routerSet)
+			runs[mode.name] = sendCorpus(t, tr, legacy, host, !mode.defaults)
 			tr.requireProviderClean(t)
 		})
 	}
+
+	shipped, alone := runs["shipped settings, per-prefix routers"], runs["Traefik's default encodedCharacters, render alone"]
+	if shipped.outcome == nil || alone.outcome == nil {
+		return
+	}
+	lines := []string{
+		"Flipped prefix `paulca` on `ti.example.org` (legacy app) → `tito-go` (new); raw request lines. " +
+			"`legacy` is allowed only where the oracle holds for what the legacy app received; it held for " +
+			"every row in every run (shipped settings with per-prefix and with grouped routers, and " +
+			"Traefik's default `encodedCharacters` with the render alone).",
+		"",
+		"| class | request-target | shipped settings | Traefik defaults, render alone | path the upstream received (shipped) |",
+		"|---|---|---|---|---|",
+	}
+	for _, tc := range flipCorpus {
+		lines = append(lines, fmt.Sprintf("| %s | `%s` | %s | %s | `%s` |", tc.class, strings.ReplaceAll(tc.target, "|", `\|`),
+			shipped.outcome[tc.target], alone.outcome[tc.target], shipped.received[tc.target]))
+	}
+	lines = append(lines, "", "Residuals: paths the legacy app received that only a stricter reading than the oracle's takes as paulca's.", "",
+		"| reading | shipped settings | Traefik defaults, render alone |", "|---|---|---|")
+	for _, s := range stricterReadings {
+		lines = append(lines, fmt.Sprintf("| %s | %q | %q |", s.name, shipped.residual[s.name], alone.residual[s.name]))
+	}
+	results.add("5. Flip invariant", lines...)
 }
 
 // requireRouterForm checks that the render used the router form under test, so the
@@ -299,7 +345,8 @@ func requireRouterForm(t *testing.T, tr *traefik, host, form string) {
 	routers, _ := rd.fromProvider()
 	grouped, perPrefix := 0, 0
 	for _, r := range routers {
-		if !strings.Contains(r.Rule, "Host(`"+host+"`)") {
+		// The host's path guard (service "deny") is not a prefix router.
+		if !strings.Contains(r.Rule, "Host(`"+host+"`)") || r.Service == "deny" || strings.HasPrefix(r.Service, "deny@") {
 			continue
 		}
 		switch {
@@ -334,10 +381,45 @@ func TestFlipOracleCatchesFlippedSpellings(t *testing.T) {
 		{"/PAULCA", ""},
 		{"/paulca;x", ""},
 		{"/%2570aulca", ""},
+		{"/paulca%3Fx", ""}, // a decoded "?" is data to the oracle
+		{"/paulca%3F/x?y", ""},
+		{`/bob\..\paulca/x`, ""}, // a backslash is not a separator to the oracle
+		{"/?paulca", ""},
 		{"/", ""},
 	} {
 		if got := violation(tc.received, "paulca"); got != tc.want {
 			t.Errorf("violation(%q) = %q, want %q", tc.received, got, tc.want)
+		}
+	}
+}
+
+func TestStricterReadingsFindWhatTheyAreFor(t *testing.T) {
+	for _, tc := range []struct {
+		reading, path string
+	}{
+		{"decoded twice", "/%2570aulca/x"},
+		{"re-split at a decoded ? or #", "/paulca%3Fx"},
+		{"re-split at a decoded ? or #", "/paulca%23"},
+		{"backslash as slash", `/bob\..\paulca/x`},
+		{"backslash as slash", "/bob%5C..%5Cpaulca/x"},
+		{"path parameters stripped", "/paulca;x/y"},
+		{"case folded", "/PAULCA"},
+		{"trailing dots and spaces trimmed", "/paulca./x"},
+	} {
+		if violation(tc.path, "paulca") != "" {
+			t.Errorf("%q breaks the oracle itself; it cannot test a stricter reading", tc.path)
+		}
+		found := false
+		for _, s := range stricterReadings {
+			if s.name == tc.reading {
+				found = true
+				if firstSegment(s.norm(tc.path)) != "paulca" {
+					t.Errorf("reading %q does not take %q as paulca's", s.name, tc.path)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no reading named %q", tc.reading)
 		}
 	}
 }

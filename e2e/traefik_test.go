@@ -39,6 +39,20 @@ type traefikOptions struct {
 	token string
 	// noAuthHeader drops the Authorization header altogether (scenario 9).
 	noAuthHeader bool
+	// traefikDefaultEncodedCharacters is a counterfactual: it sets every
+	// encodedCharacters option on every entry point back to Traefik's default (allowed),
+	// to show what the render alone holds (scenario 5). Never used for anything else.
+	traefikDefaultEncodedCharacters bool
+}
+
+// overrides are what staticConfig changes in the shipped file.
+type overrides struct {
+	ports        traefikPorts
+	endpointHost string // host:port of the node polled
+	query        string // replaces the endpoint's query when set
+	noAuthHeader bool
+	// allowEncoded sets every entryPoints.*.http.encodedCharacters option to true.
+	allowEncoded bool
 }
 
 // traefikPorts are the loopback ports one Traefik listens on.
@@ -72,11 +86,13 @@ func renderShipped(t *testing.T, token string) []byte {
 //     kept unless opts.query is set);
 //   - certificatesResolvers: removed (nothing here may reach the internet);
 //   - added: an entry point "traefik" on loopback with api.insecure, so the suite can
-//     read router and service status; log.level from SCAFO_E2E_TRAEFIK_LOG.
+//     read router and service status; log.noColor, and log.level from
+//     SCAFO_E2E_TRAEFIK_LOG.
 //
 // Every entryPoints.*.http setting, the provider throttle, pollInterval and the globals
 // are the shipped ones (TestStaticConfigKeepsTheShippedSettings holds that).
-func staticConfig(rendered []byte, ports traefikPorts, endpointHost, query string, noAuthHeader bool) ([]byte, error) {
+func staticConfig(rendered []byte, o overrides) ([]byte, error) {
+	ports, endpointHost, query, noAuthHeader := o.ports, o.endpointHost, o.query, o.noAuthHeader
 	var cfg map[string]any
 	if err := yaml.Unmarshal(rendered, &cfg); err != nil {
 		return nil, fmt.Errorf("parsing the shipped static configuration: %w", err)
@@ -105,6 +121,20 @@ func staticConfig(rendered []byte, ports traefikPorts, endpointHost, query strin
 	if err := set(fmt.Sprintf("127.0.0.1:%d", ports.websecure), "entryPoints", "websecure", "address"); err != nil {
 		return nil, err
 	}
+	if o.allowEncoded {
+		for _, ep := range []string{"web", "websecure"} {
+			ec, ok := dig(cfg, "entryPoints", ep, "http", "encodedCharacters").(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("shipped configuration has no entryPoints.%s.http.encodedCharacters", ep)
+			}
+			// A fresh map: the shipped file shares one (a YAML alias) between entry points.
+			allowed := map[string]any{}
+			for k := range ec {
+				allowed[k] = true
+			}
+			cfg["entryPoints"].(map[string]any)[ep].(map[string]any)["http"].(map[string]any)["encodedCharacters"] = allowed
+		}
+	}
 	httpProv, ok := dig(cfg, "providers", "http").(map[string]any)
 	if !ok {
 		return nil, fmt.Errorf("shipped configuration has no providers.http")
@@ -125,6 +155,9 @@ func staticConfig(rendered []byte, ports traefikPorts, endpointHost, query strin
 			return nil, fmt.Errorf("shipped configuration has no providers.http.headers")
 		}
 		delete(headers, "Authorization")
+		if len(headers) == 0 {
+			delete(httpProv, "headers") // Traefik refuses an empty headers map
+		}
 	}
 	if _, ok := cfg["certificatesResolvers"]; !ok {
 		return nil, fmt.Errorf("shipped configuration has no certificatesResolvers")
@@ -141,10 +174,13 @@ func staticConfig(rendered []byte, ports traefikPorts, endpointHost, query strin
 		return nil, fmt.Errorf("shipped configuration has no api section")
 	}
 	api["insecure"] = true
+	logCfg, ok := cfg["log"].(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("shipped configuration has no log section")
+	}
+	logCfg["noColor"] = true // the log is read by the suite and printed on failure
 	if lvl := os.Getenv("SCAFO_E2E_TRAEFIK_LOG"); lvl != "" {
-		if err := set(lvl, "log", "level"); err != nil {
-			return nil, err
-		}
+		logCfg["level"] = lvl
 	}
 	return yaml.Marshal(cfg)
 }
@@ -179,7 +215,13 @@ func startTraefik(t *testing.T, name string, opts traefikOptions) *traefik {
 		token = testIngressToken
 	}
 	ports := traefikPorts{web: freePort(t, "127.0.0.1"), websecure: freePort(t, "127.0.0.1"), api: freePort(t, "127.0.0.1")}
-	cfg, err := staticConfig(renderShipped(t, token), ports, hostPort(opts.node.ip, opts.node.port), opts.query, opts.noAuthHeader)
+	cfg, err := staticConfig(renderShipped(t, token), overrides{
+		ports:        ports,
+		endpointHost: hostPort(opts.node.ip, opts.node.port),
+		query:        opts.query,
+		noAuthHeader: opts.noAuthHeader,
+		allowEncoded: opts.traefikDefaultEncodedCharacters,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

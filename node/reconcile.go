@@ -36,7 +36,9 @@ type reconciler struct {
 	objects    map[string]cachedObject
 	lastFull   time.Time
 	lastStale  string
-	passes     int
+	// lastSkipped fingerprints the last logged set of derivation drops.
+	lastSkipped string
+	passes      int
 
 	mu       sync.Mutex
 	status   reconcileStatus
@@ -267,6 +269,11 @@ func (r *reconciler) derive(now time.Time) int {
 	skipped = append(skipped, dskipped...)
 	if r.pub.publish(doc, skipped, now) {
 		r.log.Info("published routing document", "revision", doc.Revision, "routes", len(doc.Routes), "skipped", len(skipped))
+	}
+	// Log what the derivation dropped whenever that set changes (a dropped entry may not
+	// move the revision at all: it contributes nothing), once per object per pass.
+	if key := skippedKey(dskipped); key != r.lastSkipped {
+		r.lastSkipped = key
 		for _, s := range dskipped {
 			r.log.Warn("skipped", "object", s.Object, "reason", s.Reason)
 		}
@@ -325,4 +332,15 @@ func (r *reconciler) appAccounts() map[string]string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.accounts
+}
+
+func skippedKey(sk []fleet.Skipped) string {
+	var b strings.Builder
+	for _, s := range sk {
+		b.WriteString(s.Object)
+		b.WriteByte(0)
+		b.WriteString(s.Reason)
+		b.WriteByte(0)
+	}
+	return b.String()
 }

@@ -257,7 +257,7 @@ func (s *Server) writeOwnRecord(ctx context.Context) {
 		Address:   s.cfg.Node.Address,
 		APIPort:   s.cfg.Node.APIPort,
 		Instances: s.instances.records(),
-		Seen:      time.Now().UTC().Truncate(time.Second),
+		Seen:      time.Now().UTC().Truncate(time.Millisecond),
 		Settings:  &set,
 	}
 	body, err := marshalObject(rec)

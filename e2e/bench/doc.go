@@ -1,0 +1,15 @@
+// Package bench measures scafo ingress side by side with its references (issue 8) and
+// writes REPORT.md: poll throughput against nginx serving the same bytes, derive+render
+// cost by fleet size, byte stability across nodes and restarts, and Traefik's side
+// (throughput, startup, health-check load) for the configuration we render.
+//
+// Everything heavy is in tests that run only with SCAFO_BENCH=1, so a plain
+// `go test ./...` runs just the cheap unit tests of the harness. The one command is
+//
+//	e2e/bench/run.sh
+//
+// which builds scafo-node, resolves Traefik (e2e/build-traefik.sh), checks for wrk and
+// nginx, runs the measurements in one go and writes e2e/bench/REPORT.md. Every
+// comparison is a ratio of two figures taken in the same run on the same machine: the
+// absolute numbers move with the machine's load, the ratios much less.
+package bench

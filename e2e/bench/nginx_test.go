@@ -1,0 +1,149 @@
+package bench
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// nginx is one private nginx: its own configuration, pid file, logs and temp dirs
+// under a temp dir, listening on 127.0.0.1 only, run in the foreground (daemon off) so
+// that its master is our child and is stopped by its PID.
+type nginx struct {
+	port   int
+	prefix string
+	proc   *proc
+}
+
+// nginxConfig is the skeleton every bench nginx shares; server is the server block.
+func nginxConfig(prefix string, workers int, server string) string {
+	user := ""
+	if os.Geteuid() == 0 {
+		// The workers must read files in our 0700 temp dirs.
+		user = "user root root;\n"
+	}
+	return fmt.Sprintf(`%sdaemon off;
+master_process on;
+worker_processes %d;
+pid %[3]s/nginx.pid;
+error_log %[3]s/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path %[3]s/tmp/body;
+  proxy_temp_path %[3]s/tmp/proxy;
+  fastcgi_temp_path %[3]s/tmp/fastcgi;
+  uwsgi_temp_path %[3]s/tmp/uwsgi;
+  scgi_temp_path %[3]s/tmp/scgi;
+  sendfile on;
+  tcp_nopush on;
+  tcp_nodelay on;
+  keepalive_timeout 65;
+  keepalive_requests 100000000;
+  default_type application/json;
+  log_format hc '$msec $uri';
+%s
+}
+`, user, workers, prefix, server)
+}
+
+// startNginx writes the configuration and runs nginx, waiting until probe answers 200.
+func startNginx(t *testing.T, name string, workers int, server func(prefix string, port int) string, probe string) *nginx {
+	t.Helper()
+	prefix := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(prefix, "tmp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n := &nginx{port: freePort(t), prefix: prefix}
+	conf := filepath.Join(prefix, "nginx.conf")
+	mustWrite(t, conf, []byte(nginxConfig(prefix, workers, server(prefix, n.port))))
+	// -e: the error log before the configuration is read (else /var/log/nginx).
+	n.proc = newProc(t, name, bins.nginx, "-p", prefix, "-c", conf, "-e", filepath.Join(prefix, "error.log"))
+	n.proc.run(t)
+	waitFor(t, name+" answering", 10*time.Second, func() error {
+		if n.proc.exited() {
+			b, _ := os.ReadFile(filepath.Join(prefix, "error.log"))
+			return fmt.Errorf("%s exited: %s\n%s", name, n.proc.tail(10), b)
+		}
+		resp, err := http.Get("http://" + addr(n.port) + probe)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %d", probe, resp.StatusCode)
+		}
+		return nil
+	})
+	return n
+}
+
+// startStaticNginx serves plain at /traefik.json, and gz (the same body, gzipped:
+// the node's own gzip bytes) to clients that accept gzip (gzip_static).
+func startStaticNginx(t *testing.T, plain, gz []byte) *nginx {
+	t.Helper()
+	var www string
+	n := startNginx(t, "nginx-static", 2, func(prefix string, port int) string {
+		www = filepath.Join(prefix, "www")
+		if err := os.MkdirAll(www, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		mustWrite(t, filepath.Join(www, "traefik.json"), plain)
+		mustWrite(t, filepath.Join(www, "traefik.json.gz"), gz)
+		return fmt.Sprintf(`  server {
+    listen 127.0.0.1:%d;
+    root %s;
+    location / { gzip_static on; }
+  }`, port, www)
+	}, "/traefik.json")
+	return n
+}
+
+// startBackend runs the upstream every Traefik route points at: 200 "ok" for
+// everything, and one access-log line per health-check request in hc.log.
+func startBackend(t *testing.T) *nginx {
+	t.Helper()
+	return startNginx(t, "nginx-backend", 1, func(prefix string, port int) string {
+		hc := filepath.Join(prefix, "hc.log")
+		return fmt.Sprintf(`  server {
+    listen 127.0.0.1:%d backlog=4096;
+    location = /healthz { access_log %[2]s hc; return 200 "ok\n"; }
+    location = /v1/healthz { access_log %[2]s hc; return 200 "ok\n"; }
+    location /v1/health/instances/ { access_log %[2]s hc; return 200 "ok\n"; }
+    location / { return 200 "ok\n"; }
+  }`, port, hc)
+	}, "/")
+}
+
+// healthChecks counts the health-check requests the backend logged.
+func (n *nginx) healthChecks(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(n.prefix, "hc.log"))
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+func TestNginxConfigKeepsEverythingUnderItsPrefix(t *testing.T) {
+	conf := nginxConfig("/tmp/x", 2, "server {}")
+	for _, want := range []string{"pid /tmp/x/nginx.pid;", "error_log /tmp/x/error.log", "daemon off;",
+		"client_body_temp_path /tmp/x/tmp/body;", "proxy_temp_path /tmp/x/tmp/proxy;",
+		"fastcgi_temp_path /tmp/x/tmp/fastcgi;", "uwsgi_temp_path /tmp/x/tmp/uwsgi;", "scgi_temp_path /tmp/x/tmp/scgi;"} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("configuration lacks %q:\n%s", want, conf)
+		}
+	}
+	for _, line := range strings.Split(conf, "\n") {
+		if strings.Contains(line, "/var/") || strings.Contains(line, "/run/") {
+			t.Errorf("configuration points outside its prefix: %q", line)
+		}
+	}
+}
