@@ -104,7 +104,7 @@ func TestOrderedFailoverAcrossThreeNodes(t *testing.T) {
 			t.Errorf("%s: %d failed requests (%v), the design expects at most 1", st.name, res[i].failed, res[i].failures)
 		}
 	}
-	results.add("2. Ordered failover", lines...)
+	results.add("Scenario 2: ordered failover", lines...)
 
 	shop.on(n2).start(t)
 	for _, n := range f.nodes {
@@ -173,7 +173,7 @@ func TestNodeDelegatedHealthFailsOver(t *testing.T) {
 	quiet.on(n1).start(t)
 	tr.waitServedBy(t, host, "/", "quiet@n1", routeTimeout)
 
-	results.add("10. Node-delegated health",
+	results.add("Scenario 10: node-delegated health",
 		fmt.Sprintf("- instance marked not ready → n2: %d failed, switched after %s", res[0].failed, res[0].latency.Round(time.Millisecond)),
 		fmt.Sprintf("- marked ready again → n1: %d failed, switched after %s", res[1].failed, res[1].latency.Round(time.Millisecond)),
 		"- port stopped accepting (node still says ready): the active check through the node marked it DOWN with no traffic; 20/20 requests then served by n2.")

@@ -105,8 +105,8 @@ var flipCorpus = []flipCase{
 	{"encoded ? and #", "/paulca%3F/x", "400"},
 	{"encoded ? and #", "/paulca%3fx", "400"},
 	{"encoded ? and #", "/paulca%23/x", "400"},
-	// A literal "#" in a request line is not a fragment to Go's server; it is re-escaped
-	// to %23 and refused like the encoded one.
+	// A literal "#" in a request line is not a fragment to Go's server: it stays in the
+	// raw path, where Traefik's denyFragment (always on) refuses it.
 	{"encoded ? and #", "/paulca#x", "400"},
 
 	// Encoded NUL: refused (allowEncodedNullCharacter: false).
@@ -331,7 +331,7 @@ func TestFlipInvariantHoldsForOddSpellings(t *testing.T) {
 	for _, s := range stricterReadings {
 		lines = append(lines, fmt.Sprintf("| %s | %q | %q |", s.name, shipped.residual[s.name], alone.residual[s.name]))
 	}
-	results.add("5. Flip invariant", lines...)
+	results.add("Scenario 5: flip invariant", lines...)
 }
 
 // requireRouterForm checks that the render used the router form under test, so the

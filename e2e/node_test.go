@@ -107,14 +107,6 @@ func (n *node) waitReady(t *testing.T) {
 	})
 }
 
-// restart stops the node with SIGTERM and starts it again with the same arguments,
-// state dir and port, without waiting for readiness.
-func (n *node) restartNoWait(t *testing.T) {
-	t.Helper()
-	n.proc.stop(t, 15*time.Second)
-	n.proc.start(t)
-}
-
 // call sends a request with the admin token and decodes a JSON answer into out (if
 // non-nil). Any status other than 2xx fails the test.
 func (n *node) call(t *testing.T, method, path string, body, out any) {

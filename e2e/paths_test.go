@@ -82,7 +82,7 @@ func TestPathPrefixesRouteSegmentExactlyAndFlipBack(t *testing.T) {
 	p := func(ds []time.Duration, q float64) time.Duration { return percentile(ds, q).Round(time.Millisecond) }
 	t.Logf("flip /b → blog (add the prefix): p50 %s, p95 %s, all %v", p(away, 50), p(away, 95), away)
 	t.Logf("flip /b → site (remove the prefix): p50 %s, p95 %s, all %v", p(back, 50), p(back, 95), back)
-	results.add("4. Path-prefix flip latency",
+	results.add("Scenario 4: path-prefix flip latency",
 		"PUT of the path map acknowledged → first request served by the new target (polled every 10 ms; "+
 			"each PUT after a random 0–1 s pause so flips do not phase-lock to Traefik's poll). "+
 			"Node reconcile.interval 2s (default), Traefik pollInterval 1s and providersThrottleDuration 100ms (shipped).",

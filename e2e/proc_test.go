@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -170,8 +169,6 @@ func poll(timeout, tick time.Duration, cond func() error) error {
 }
 
 func hostPort(ip string, port int) string { return net.JoinHostPort(ip, strconv.Itoa(port)) }
-
-func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
 // countLines returns how many lines of s contain every one of subs.
 func countLines(s string, subs ...string) int {

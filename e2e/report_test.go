@@ -47,7 +47,18 @@ func (r *report) write() error {
 	for n := range r.sections {
 		names = append(names, n)
 	}
-	sort.Strings(names)
+	// "Scenario 2: …" before "Scenario 10: …".
+	num := func(s string) int {
+		n := 0
+		fmt.Sscanf(strings.TrimPrefix(s, "Scenario "), "%d", &n)
+		return n
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if a, b := num(names[i]), num(names[j]); a != b {
+			return a < b
+		}
+		return names[i] < names[j]
+	})
 	for _, n := range names {
 		fmt.Fprintf(&b, "## %s\n\n%s\n\n", n, strings.Join(r.sections[n], "\n"))
 	}

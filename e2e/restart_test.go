@@ -148,7 +148,7 @@ func TestNodeRestartKeepsTraefikRouting(t *testing.T) {
 	if !strings.Contains(tr.proc.output(), "cannot fetch configuration data") {
 		t.Error("Traefik never failed a poll: the restart was not observed")
 	}
-	results.add("8. Node restart",
+	results.add("Scenario 8: node restart",
 		fmt.Sprintf("- node endpoint seen by a 20 ms poller: %s (non-200 for %s; 503 draining observed: %v)", statuses, window, saw503),
 		fmt.Sprintf("- %d requests through Traefik during the restart, %d failed; routers from the provider never below %d (%d before)", len(ss), failed, minRouters, len(before)),
 	)

@@ -105,6 +105,9 @@ func (c *countingStore) List(ctx context.Context, prefix string) ([]store.Entry,
 
 func (c *countingStore) Put(ctx context.Context, key string, value []byte, cond store.Condition) (string, error) {
 	c.count("Put")
+	if key == fleet.KeySerial || strings.HasPrefix(key, fleet.PrefixNodes) {
+		c.count("Put " + strings.TrimSuffix(key[:strings.IndexByte(key+"/", '/')], "/"))
+	}
 	return c.Store.Put(ctx, key, value, cond)
 }
 
@@ -402,6 +405,54 @@ func putObjectNoBump(t *testing.T, st store.Store, key string, v any) {
 	}
 }
 
+// What an idle fleet really costs: heartbeats bump the serial, so every node's tick
+// after a peer's heartbeat is a change tick (3 lists and a GET of that record). Timings
+// are scaled down from the defaults (2s tick, 15s heartbeat) keeping their ratio, 7.5
+// ticks per heartbeat; the per-tick figures carry over.
+func TestFleetIdleCostWithHeartbeats(t *testing.T) {
+	const (
+		interval  = 200 * time.Millisecond
+		heartbeat = 1500 * time.Millisecond
+		window    = 9 * time.Second
+	)
+	bcfg := s3test.Shared(t).NewBucket(t)
+	var nodes []*testNode
+	var stores []*countingStore
+	var inner []*s3.Store
+	for i, name := range []string{"vps-a", "vps-b", "vps-c"} {
+		st := openS3(t, bcfg)
+		cs := newCountingStore(st, false)
+		cfg := fleetConfig(t, name, fmt.Sprintf("127.0.0.%d", i+2), interval, heartbeat, time.Minute)
+		nodes, stores, inner = append(nodes, startNodeWithStore(t, cfg, cs)), append(stores, cs), append(inner, st)
+	}
+	seedThreeNodeFleet(t, nodes)
+	time.Sleep(heartbeat) // let the seeding's writes settle; the window below measures rates
+
+	before := make([]cost, len(nodes))
+	for i := range nodes {
+		before[i] = cost{calls: stores[i].snapshot(), http: inner[i].Stats()}
+	}
+	time.Sleep(window) // the measurement window
+	var heartbeats int
+	diffs := make([]cost, len(nodes))
+	for i := range nodes {
+		diffs[i] = cost{calls: stores[i].snapshot(), http: inner[i].Stats()}.sub(before[i])
+		heartbeats += diffs[i].calls["Put nodes"]
+	}
+	ticks := float64(window / interval)
+	for i, n := range nodes {
+		d := diffs[i]
+		// Lists happen only on a serial change: at most one round per heartbeat in the
+		// fleet (plus one round cut by each window edge).
+		if lists := d.calls["List"]; lists > 3*(heartbeats+2) {
+			t.Errorf("%s: %d lists for %d heartbeats in the fleet: lists must follow serial changes, not ticks", n.cfg.Node.Name, lists, heartbeats)
+		}
+		t.Logf("%s over %s (%.0f ticks of %s, heartbeat %s, %d heartbeats fleet-wide): store calls %v; HTTP %d requests (%v, %d answered 304) = %.2f per tick, %.0f per hour at the default 2s tick",
+			n.cfg.Node.Name, window, ticks, interval, heartbeat, heartbeats, d.calls, d.http.Requests, d.http.ByMethod, d.http.NotModified,
+			float64(d.http.Requests)/ticks, float64(d.http.Requests)/ticks*1800)
+	}
+}
+
 // ---- 2. several nodes on one bucket ----
 
 // threeNodes starts vps-a, vps-b, vps-c (fleet addresses 127.0.0.2-4) on one bucket,
@@ -534,7 +585,7 @@ func TestFleetStaleNodeLeavesUpstreamsExceptTheLast(t *testing.T) {
 		waitFor(t, ttl+10*time.Second, n.cfg.Node.Name+" drops stale vps-c", func() bool {
 			return equalUpstreams(upstreamNodes(routesDoc(t, n)), want)
 		})
-		t.Logf("%s dropped vps-c %s after its last heartbeat (TTL %s)", n.cfg.Node.Name, time.Since(stoppedAt).Round(10*time.Millisecond), ttl)
+		t.Logf("%s dropped vps-c %s after it stopped (TTL %s)", n.cfg.Node.Name, time.Since(stoppedAt).Round(10*time.Millisecond), ttl)
 		st := statusOf(t, n)
 		var stale []string
 		for _, ns := range st.Nodes {

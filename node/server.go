@@ -80,7 +80,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	if err != nil {
 		return nil, fmt.Errorf("instance registry: %w", err)
 	}
-	pub := newPublisher(render.Options{
+	ropts := render.Options{
 		EntryPoints:           cfg.Traefik.EntryPoints,
 		CertResolver:          cfg.Traefik.CertResolver,
 		PlatformWildcardCerts: cfg.Traefik.PlatformWildcardCerts,
@@ -88,7 +88,11 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		HealthCheckInterval:   time.Duration(cfg.Traefik.HealthCheck.Interval).String(),
 		HealthCheckTimeout:    time.Duration(cfg.Traefik.HealthCheck.Timeout).String(),
 		PathGroupThreshold:    cfg.Traefik.PathGroupThreshold,
-	})
+	}
+	if err := ropts.Validate(); err != nil {
+		return nil, fmt.Errorf("traefik render options: %w", err)
+	}
+	pub := newPublisher(ropts)
 	s := &Server{
 		cfg: cfg, log: log, st: st,
 		ingressToken: ingressTok, adminToken: adminTok,
