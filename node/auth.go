@@ -24,6 +24,7 @@ func (s *Server) requireIngress(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok := bearer(r.Header.Get("Authorization"))
 		if tok == "" {
+			s.log.Warn("rejected ingress request: no bearer token", "path", r.URL.Path, "remote", r.RemoteAddr)
 			unauthorized(w, "missing bearer token")
 			return
 		}
@@ -74,6 +75,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok := bearer(r.Header.Get("Authorization"))
 		if tok == "" {
+			s.log.Warn("rejected request: no bearer token", "path", r.URL.Path, "remote", r.RemoteAddr)
 			unauthorized(w, "missing bearer token")
 			return
 		}
