@@ -1,0 +1,68 @@
+package node
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestShutdownReleasesLongPolls(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	seedFleet(t, n.st, "shop")
+	n.waitReady()
+	waitFor(t, 5*time.Second, "shop routed", func() bool { return len(hostsOf(routesDoc(t, n))) == 1 })
+	r1, _ := n.get("/v1/ingress/traefik", testIngressToken)
+	etag := r1.Header.Get("ETag")
+	done := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", n.url+"/v1/ingress/traefik?wait=60s", nil)
+		req.Header.Set("Authorization", "Bearer "+testIngressToken)
+		req.Header.Set("If-None-Match", etag)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- -1
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	time.Sleep(200 * time.Millisecond) // let the poll park
+	start := time.Now()
+	n.stop()
+	select {
+	case code := <-done:
+		if code != http.StatusNotModified {
+			t.Fatalf("parked long-poll answered %d on shutdown, want 304", code)
+		}
+		if el := time.Since(start); el > 5*time.Second {
+			t.Fatalf("shutdown took %s with a parked long-poll", el)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("long-poll not released by shutdown")
+	}
+}
+
+func TestMetricsExposePollsAndReconcile(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	seedFleet(t, n.st, "shop")
+	n.waitReady()
+	n.get("/v1/ingress/traefik", testIngressToken)
+	n.get("/v1/ingress/nginx", testIngressToken)
+	_, b := n.get("/metrics", "")
+	m := string(b)
+	for _, want := range []string{
+		`scafo_ingress_polls_total{code="200",format="traefik"} 1`,
+		`scafo_ingress_polls_total{code="404",format="other"} 1`,
+		`scafo_reconcile_duration_seconds_count`,
+		`scafo_revision_age_seconds`,
+		`scafo_skipped_objects 0`,
+		`scafo_reconcile_errors_total 0`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
