@@ -1,8 +1,6 @@
 package render
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -67,13 +65,11 @@ func Traefik(doc *routing.Document, opt Options) ([]byte, error) {
 	if len(r.routers) > 0 {
 		cfg.HTTP = &HTTPConfiguration{Routers: r.routers, Services: r.services}
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(cfg); err != nil {
+	out, err := encodeConfiguration(&cfg)
+	if err != nil {
 		return nil, fmt.Errorf("encoding Traefik configuration: %w", err)
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return out, nil
 }
 
 type renderer struct {

@@ -1,0 +1,355 @@
+package render
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/traefik/genconf/dynamic"
+)
+
+// encodeConfiguration writes cfg exactly as encoding/json would (an Encoder with
+// SetEscapeHTML(false), without the trailing newline), without reflection: sorted map
+// keys, struct fields in declaration order, the same omitempty rules, the same string
+// escaping. Rendering a 10 000-route fleet spends most of its time in encoding/json's
+// reflection and map-key sorting otherwise. A field this encoder does not know (a genconf
+// field the render never sets) makes it fall back to encoding/json, so the output is
+// always what encoding/json writes; TestFastEncoderMatchesEncodingJSON holds it to that
+// on every golden case and on generated fleets.
+func encodeConfiguration(cfg *Configuration) ([]byte, error) {
+	if !fastEncodable(cfg) {
+		return marshalStd(cfg)
+	}
+	if cfg.HTTP == nil {
+		return []byte("{}"), nil
+	}
+	e := encoder{buf: make([]byte, 0, 256*(len(cfg.HTTP.Routers)+len(cfg.HTTP.Services))+64)}
+	e.raw(`{"http":{`)
+	first := true
+	if len(cfg.HTTP.Routers) > 0 {
+		e.raw(`"routers":{`)
+		for i, k := range sortedMapKeys(cfg.HTTP.Routers) {
+			if i > 0 {
+				e.raw(",")
+			}
+			e.str(k)
+			e.raw(":")
+			e.router(cfg.HTTP.Routers[k])
+		}
+		e.raw("}")
+		first = false
+	}
+	if len(cfg.HTTP.Services) > 0 {
+		if !first {
+			e.raw(",")
+		}
+		e.raw(`"services":{`)
+		for i, k := range sortedMapKeys(cfg.HTTP.Services) {
+			if i > 0 {
+				e.raw(",")
+			}
+			e.str(k)
+			e.raw(":")
+			e.service(cfg.HTTP.Services[k])
+		}
+		e.raw("}")
+	}
+	e.raw("}}")
+	return e.buf, nil
+}
+
+// marshalStd is the reference encoding.
+func marshalStd(cfg *Configuration) ([]byte, error) {
+	var buf []byte
+	w := &appendWriter{b: &buf}
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(cfg); err != nil {
+		return nil, err
+	}
+	if n := len(buf); n > 0 && buf[n-1] == '\n' {
+		buf = buf[:n-1]
+	}
+	return buf, nil
+}
+
+type appendWriter struct{ b *[]byte }
+
+func (w *appendWriter) Write(p []byte) (int, error) { *w.b = append(*w.b, p...); return len(p), nil }
+
+// fastEncodable reports whether every value set in cfg is one encodeConfiguration
+// writes; anything else goes to encoding/json.
+func fastEncodable(cfg *Configuration) bool {
+	if cfg.HTTP == nil {
+		return true
+	}
+	for _, r := range cfg.HTTP.Routers {
+		if r == nil || len(r.Middlewares) > 0 || (r.TLS != nil && r.TLS.Options != "") {
+			return false
+		}
+	}
+	for _, s := range cfg.HTTP.Services {
+		if s == nil {
+			return false
+		}
+		if lb := s.LoadBalancer; lb != nil {
+			if lb.Sticky != nil || lb.ResponseForwarding != nil || lb.ServersTransport != "" {
+				return false
+			}
+			if hc := lb.HealthCheck; hc != nil && len(hc.Headers) > 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func sortedMapKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // encoding/json sorts map keys by their string form, bytewise
+	return keys
+}
+
+type encoder struct{ buf []byte }
+
+func (e *encoder) raw(s string) { e.buf = append(e.buf, s...) }
+
+// field writes `,"name":` (or without the comma for the first field of an object).
+func (e *encoder) field(first *bool, name string) {
+	if !*first {
+		e.buf = append(e.buf, ',')
+	}
+	*first = false
+	e.buf = append(e.buf, '"')
+	e.buf = append(e.buf, name...)
+	e.buf = append(e.buf, '"', ':')
+}
+
+func (e *encoder) strings(ss []string) {
+	e.buf = append(e.buf, '[')
+	for i, s := range ss {
+		if i > 0 {
+			e.buf = append(e.buf, ',')
+		}
+		e.str(s)
+	}
+	e.buf = append(e.buf, ']')
+}
+
+func (e *encoder) router(r *dynamic.Router) {
+	e.buf = append(e.buf, '{')
+	first := true
+	if len(r.EntryPoints) > 0 {
+		e.field(&first, "entryPoints")
+		e.strings(r.EntryPoints)
+	}
+	if r.Service != "" {
+		e.field(&first, "service")
+		e.str(r.Service)
+	}
+	if r.Rule != "" {
+		e.field(&first, "rule")
+		e.str(r.Rule)
+	}
+	if r.Priority != 0 {
+		e.field(&first, "priority")
+		e.buf = strconv.AppendInt(e.buf, int64(r.Priority), 10)
+	}
+	if t := r.TLS; t != nil {
+		e.field(&first, "tls")
+		e.buf = append(e.buf, '{')
+		tf := true
+		if t.CertResolver != "" {
+			e.field(&tf, "certResolver")
+			e.str(t.CertResolver)
+		}
+		if len(t.Domains) > 0 {
+			e.field(&tf, "domains")
+			e.buf = append(e.buf, '[')
+			for i, d := range t.Domains {
+				if i > 0 {
+					e.buf = append(e.buf, ',')
+				}
+				e.buf = append(e.buf, '{')
+				df := true
+				if d.Main != "" {
+					e.field(&df, "main")
+					e.str(d.Main)
+				}
+				if len(d.SANs) > 0 {
+					e.field(&df, "sans")
+					e.strings(d.SANs)
+				}
+				e.buf = append(e.buf, '}')
+			}
+			e.buf = append(e.buf, ']')
+		}
+		e.buf = append(e.buf, '}')
+	}
+	e.buf = append(e.buf, '}')
+}
+
+func (e *encoder) service(s *Service) {
+	e.buf = append(e.buf, '{')
+	first := true
+	if lb := s.LoadBalancer; lb != nil {
+		e.field(&first, "loadBalancer")
+		e.buf = append(e.buf, '{')
+		lf := true
+		if len(lb.Servers) > 0 {
+			e.field(&lf, "servers")
+			e.buf = append(e.buf, '[')
+			for i, sv := range lb.Servers {
+				if i > 0 {
+					e.buf = append(e.buf, ',')
+				}
+				e.buf = append(e.buf, '{')
+				if sv.URL != "" {
+					e.raw(`"url":`)
+					e.str(sv.URL)
+				}
+				e.buf = append(e.buf, '}')
+			}
+			e.buf = append(e.buf, ']')
+		}
+		if hc := lb.HealthCheck; hc != nil {
+			e.field(&lf, "healthCheck")
+			e.healthCheck(hc)
+		}
+		e.field(&lf, "passHostHeader") // no omitempty in genconf
+		e.boolPtr(lb.PassHostHeader)
+		if p := lb.PassiveHealthCheck; p != nil {
+			e.field(&lf, "passiveHealthCheck")
+			e.buf = append(e.buf, '{')
+			pf := true
+			if p.FailureWindow != "" {
+				e.field(&pf, "failureWindow")
+				e.str(p.FailureWindow)
+			}
+			if p.MaxFailedAttempts != 0 {
+				e.field(&pf, "maxFailedAttempts")
+				e.buf = strconv.AppendInt(e.buf, int64(p.MaxFailedAttempts), 10)
+			}
+			e.buf = append(e.buf, '}')
+		}
+		e.buf = append(e.buf, '}')
+	}
+	if f := s.Failover; f != nil {
+		e.field(&first, "failover")
+		e.buf = append(e.buf, '{')
+		ff := true
+		if f.Service != "" {
+			e.field(&ff, "service")
+			e.str(f.Service)
+		}
+		if f.Fallback != "" {
+			e.field(&ff, "fallback")
+			e.str(f.Fallback)
+		}
+		if f.HealthCheck != nil {
+			e.field(&ff, "healthCheck")
+			e.raw("{}")
+		}
+		e.buf = append(e.buf, '}')
+	}
+	e.buf = append(e.buf, '}')
+}
+
+func (e *encoder) healthCheck(hc *dynamic.ServerHealthCheck) {
+	e.buf = append(e.buf, '{')
+	f := true
+	for _, kv := range [...]struct{ k, v string }{
+		{"scheme", hc.Scheme}, {"path", hc.Path}, {"method", hc.Method},
+	} {
+		if kv.v != "" {
+			e.field(&f, kv.k)
+			e.str(kv.v)
+		}
+	}
+	if hc.Port != 0 {
+		e.field(&f, "port")
+		e.buf = strconv.AppendInt(e.buf, int64(hc.Port), 10)
+	}
+	for _, kv := range [...]struct{ k, v string }{
+		{"interval", hc.Interval}, {"timeout", hc.Timeout}, {"hostname", hc.Hostname},
+	} {
+		if kv.v != "" {
+			e.field(&f, kv.k)
+			e.str(kv.v)
+		}
+	}
+	e.field(&f, "followRedirects") // no omitempty in genconf
+	e.boolPtr(hc.FollowRedirects)
+	e.buf = append(e.buf, '}')
+}
+
+func (e *encoder) boolPtr(b *bool) {
+	switch {
+	case b == nil:
+		e.raw("null")
+	case *b:
+		e.raw("true")
+	default:
+		e.raw("false")
+	}
+}
+
+const hexDigits = "0123456789abcdef"
+
+// str appends s as a JSON string exactly as encoding/json does with HTML escaping off:
+// '"' and '\\' escaped, control characters as \n \r \t or \u00XX, invalid UTF-8 as
+// \ufffd, U+2028 and U+2029 escaped.
+func (e *encoder) str(s string) {
+	e.buf = append(e.buf, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			e.buf = append(e.buf, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				e.buf = append(e.buf, '\\', b)
+			case '\b':
+				e.buf = append(e.buf, '\\', 'b')
+			case '\f':
+				e.buf = append(e.buf, '\\', 'f')
+			case '\n':
+				e.buf = append(e.buf, '\\', 'n')
+			case '\r':
+				e.buf = append(e.buf, '\\', 'r')
+			case '\t':
+				e.buf = append(e.buf, '\\', 't')
+			default:
+				e.buf = append(e.buf, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			e.buf = append(e.buf, s[start:i]...)
+			e.buf = append(e.buf, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			e.buf = append(e.buf, s[start:i]...)
+			e.buf = append(e.buf, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	e.buf = append(e.buf, s[start:]...)
+	e.buf = append(e.buf, '"')
+}
