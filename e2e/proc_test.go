@@ -22,6 +22,7 @@ type proc struct {
 	args []string
 	env  []string // added to os.Environ()
 	log  string   // stdout+stderr, appended across restarts
+	dir  string   // working directory ("" is the test's)
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -54,6 +55,7 @@ func (p *proc) start(t *testing.T) {
 	}
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Dir = p.dir
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

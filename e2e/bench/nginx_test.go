@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -119,19 +120,6 @@ func startBackend(t *testing.T) *nginx {
 	}, "/")
 }
 
-// healthChecks counts the health-check requests the backend logged.
-func (n *nginx) healthChecks(t *testing.T) int {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(n.prefix, "hc.log"))
-	if os.IsNotExist(err) {
-		return 0
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Count(string(b), "\n")
-}
-
 func TestNginxConfigKeepsEverythingUnderItsPrefix(t *testing.T) {
 	conf := nginxConfig("/tmp/x", 2, "server {}")
 	for _, want := range []string{"pid /tmp/x/nginx.pid;", "error_log /tmp/x/error.log", "daemon off;",
@@ -146,4 +134,38 @@ func TestNginxConfigKeepsEverythingUnderItsPrefix(t *testing.T) {
 			t.Errorf("configuration points outside its prefix: %q", line)
 		}
 	}
+}
+
+// healthLoad is the health-check traffic the backend saw in one window.
+type healthLoad struct {
+	expected   float64 // leaves ÷ interval
+	perSec     float64 // measured average
+	peakSecond int     // most checks logged within one wall-clock second
+}
+
+// healthLoad reads the backend's health-check log ("<unix seconds.millis> <uri>" lines)
+// for the window starting at from.
+func (n *nginx) healthLoad(t *testing.T, from time.Time, window time.Duration) healthLoad {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(n.prefix, "hc.log"))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	lo, hi := float64(from.UnixMilli())/1e3, float64(from.Add(window).UnixMilli())/1e3
+	perSecond := map[int64]int{}
+	total := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		f, _, _ := strings.Cut(line, " ")
+		ts, err := strconv.ParseFloat(f, 64)
+		if err != nil || ts < lo || ts >= hi {
+			continue
+		}
+		total++
+		perSecond[int64(ts)]++
+	}
+	h := healthLoad{perSec: float64(total) / window.Seconds()}
+	for _, c := range perSecond {
+		h.peakSecond = max(h.peakSecond, c)
+	}
+	return h
 }
