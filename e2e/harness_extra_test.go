@@ -159,38 +159,31 @@ func startPluginTraefik(t *testing.T, name string, opts pluginTraefikOptions) *t
 	for _, n := range opts.endpoints {
 		endpoints = append(endpoints, nodeBase(n))
 	}
-	ports := traefikPorts{web: freePort(t, "127.0.0.1"), websecure: freePort(t, "127.0.0.1"), api: freePort(t, "127.0.0.1")}
-	cfg, err := pluginStaticConfig(shipped, pluginOverrides{ports: ports, endpoints: endpoints, prefer: opts.prefer})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if _, err := localplugin.Install(filepath.Join(bins.root, "traefikprovider"), filepath.Join(dir, "plugins-local")); err != nil {
-		t.Fatalf("installing the plugin: %v", err)
-	}
-	file := filepath.Join(dir, "traefik.yml")
-	if err := os.WriteFile(file, cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tr := &traefik{
-		name:  name,
-		ports: ports,
-		proc:  newProc(t, name, bins.traefik, []string{"--configFile=" + file}, []string{"SCAFO_INGRESS_TOKEN=" + testIngressToken}),
-		http: &http.Client{
-			Timeout:       5 * time.Second,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
-	}
-	tr.proc.dir = dir // Traefik loads local plugins from ./plugins-local
-	tr.proc.start(t)
-	waitFor(t, name+" API", 20*time.Second, func() error {
-		if tr.proc.exited() {
-			return fmt.Errorf("%s exited:\n%s", name, tail(tr.proc.output(), 30))
+	return launchTraefik(t, name, func(ports traefikPorts) *traefik {
+		cfg, err := pluginStaticConfig(shipped, pluginOverrides{ports: ports, endpoints: endpoints, prefer: opts.prefer})
+		if err != nil {
+			t.Fatal(err)
 		}
-		_, err := tr.rawData()
-		return err
+		dir := t.TempDir()
+		if _, err := localplugin.Install(filepath.Join(bins.root, "traefikprovider"), filepath.Join(dir, "plugins-local")); err != nil {
+			t.Fatalf("installing the plugin: %v", err)
+		}
+		file := filepath.Join(dir, "traefik.yml")
+		if err := os.WriteFile(file, cfg, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		tr := &traefik{
+			name:  name,
+			ports: ports,
+			proc:  newProc(t, name, bins.traefik, []string{"--configFile=" + file}, []string{"SCAFO_INGRESS_TOKEN=" + testIngressToken}),
+			http: &http.Client{
+				Timeout:       5 * time.Second,
+				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+			},
+		}
+		tr.proc.dir = dir // Traefik loads local plugins from ./plugins-local
+		return tr
 	})
-	return tr
 }
 
 // fromProviderNamed keeps the routers and services of one provider ("http",

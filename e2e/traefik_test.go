@@ -214,41 +214,61 @@ func startTraefik(t *testing.T, name string, opts traefikOptions) *traefik {
 	if token == "" {
 		token = testIngressToken
 	}
-	ports := traefikPorts{web: freePort(t, "127.0.0.1"), websecure: freePort(t, "127.0.0.1"), api: freePort(t, "127.0.0.1")}
-	cfg, err := staticConfig(renderShipped(t, token), overrides{
-		ports:        ports,
-		endpointHost: hostPort(opts.node.ip, opts.node.port),
-		query:        opts.query,
-		noAuthHeader: opts.noAuthHeader,
-		allowEncoded: opts.traefikDefaultEncodedCharacters,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	file := filepath.Join(dir, "traefik.yml")
-	if err := os.WriteFile(file, cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tr := &traefik{
-		name:  name,
-		ports: ports,
-		proc:  newProc(t, name, bins.traefik, []string{"--configFile=" + file}, nil),
-		http: &http.Client{
-			Timeout: 5 * time.Second,
-			// Never follow redirects: a redirect is an answer to assert on.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
-	}
-	tr.proc.start(t)
-	waitFor(t, name+" API", 20*time.Second, func() error {
-		if tr.proc.exited() {
-			return fmt.Errorf("%s exited:\n%s", name, tail(tr.proc.output(), 30))
+	return launchTraefik(t, name, func(ports traefikPorts) *traefik {
+		cfg, err := staticConfig(renderShipped(t, token), overrides{
+			ports:        ports,
+			endpointHost: hostPort(opts.node.ip, opts.node.port),
+			query:        opts.query,
+			noAuthHeader: opts.noAuthHeader,
+			allowEncoded: opts.traefikDefaultEncodedCharacters,
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		_, err := tr.rawData()
-		return err
+		dir := t.TempDir()
+		file := filepath.Join(dir, "traefik.yml")
+		if err := os.WriteFile(file, cfg, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return &traefik{
+			name:  name,
+			ports: ports,
+			proc:  newProc(t, name, bins.traefik, []string{"--configFile=" + file}, nil),
+			http: &http.Client{
+				Timeout: 5 * time.Second,
+				// Never follow redirects: a redirect is an answer to assert on.
+				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+			},
+		}
 	})
-	return tr
+}
+
+// launchTraefik picks free loopback ports, builds a Traefik with build and starts it,
+// waiting for its API. A free port can be taken by another process (other test
+// packages run in parallel) between the probe and Traefik's bind; when Traefik exits
+// with "address already in use" it is retried on fresh ports, up to four times.
+func launchTraefik(t *testing.T, name string, build func(ports traefikPorts) *traefik) *traefik {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		ports := traefikPorts{web: freePort(t, "127.0.0.1"), websecure: freePort(t, "127.0.0.1"), api: freePort(t, "127.0.0.1")}
+		tr := build(ports)
+		tr.proc.start(t)
+		err := poll(20*time.Second, 20*time.Millisecond, func() error {
+			if tr.proc.exited() {
+				return fmt.Errorf("%s exited:\n%s", name, tail(tr.proc.output(), 30))
+			}
+			_, err := tr.rawData()
+			return err
+		})
+		if err == nil {
+			return tr
+		}
+		if attempt < 4 && tr.proc.exited() && strings.Contains(tr.proc.output(), "address already in use") {
+			t.Logf("%s: a probed port was taken before Traefik bound it; retrying on fresh ports", name)
+			continue
+		}
+		t.Fatalf("waiting 20s for %s API: %v", name, err)
+	}
 }
 
 func (tr *traefik) webAddr() string { return fmt.Sprintf("127.0.0.1:%d", tr.ports.web) }

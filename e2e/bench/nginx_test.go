@@ -169,3 +169,19 @@ func (n *nginx) healthLoad(t *testing.T, from time.Time, window time.Duration) h
 	}
 	return h
 }
+
+// startBackendAlt is a second backend for ti.to's own application: it answers its own
+// port number, so a response says whether a path router or the host router answered.
+// Its health checks are logged like the main backend's.
+func startBackendAlt(t *testing.T) *nginx {
+	t.Helper()
+	return startNginx(t, "nginx-backend-alt", 1, func(prefix string, port int) string {
+		hc := filepath.Join(prefix, "hc.log")
+		return fmt.Sprintf(`  server {
+    listen 127.0.0.1:%d;
+    location = /healthz { access_log %[2]s hc; return 200 "ok\n"; }
+    location /v1/health/instances/ { access_log %[2]s hc; return 200 "ok\n"; }
+    location / { return 200 "%[1]d\n"; }
+  }`, port, hc)
+	}, "/")
+}

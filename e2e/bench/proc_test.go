@@ -179,3 +179,25 @@ func mustWrite(t *testing.T, path string, b []byte) {
 		t.Fatal(fmt.Errorf("writing %s: %w", path, err))
 	}
 }
+
+// cpuTime is the process's user+system CPU time so far, from /proc/<pid>/stat.
+func (p *proc) cpuTime() time.Duration {
+	pid := p.pid()
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// Fields after the parenthesised command name; utime and stime are fields 14, 15.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	const ticks = 100 // USER_HZ on Linux
+	return time.Duration(ut+st) * time.Second / ticks
+}
