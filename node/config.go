@@ -254,6 +254,18 @@ func (c *Config) Validate() error {
 	if c.Reconcile.Interval <= 0 {
 		errs = append(errs, errors.New("reconcile.interval: must be positive"))
 	}
+	if c.Reconcile.FullInterval <= 0 {
+		errs = append(errs, errors.New("reconcile.fullInterval: must be positive"))
+	}
+	if c.Reconcile.Heartbeat <= 0 {
+		errs = append(errs, errors.New("reconcile.heartbeat: must be positive"))
+	}
+	// A TTL at or below the heartbeat makes live nodes flap stale, and every flap is a
+	// new revision: a full reload on every ingress.
+	if c.Reconcile.NodeTTL <= c.Reconcile.Heartbeat {
+		errs = append(errs, fmt.Errorf("reconcile.nodeTTL %s: must be longer than reconcile.heartbeat %s (4x is typical)",
+			time.Duration(c.Reconcile.NodeTTL), time.Duration(c.Reconcile.Heartbeat)))
+	}
 	if c.Ports.Min <= 0 || c.Ports.Max > 65535 || c.Ports.Min > c.Ports.Max {
 		errs = append(errs, fmt.Errorf("ports.min/ports.max: invalid range %d..%d", c.Ports.Min, c.Ports.Max))
 	}

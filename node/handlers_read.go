@@ -1,7 +1,6 @@
 package node
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -123,11 +122,7 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 		}
 		rend, err := s.pub.get(snap, prefer, format)
 		if err != nil {
-			var fe *routing.FieldError
-			if errors.As(err, &fe) {
-				writeError(w, http.StatusBadRequest, "invalid "+fe.Field, err.Error())
-				return http.StatusBadRequest
-			}
+			// prefer was validated above: anything here is the node's own fault.
 			s.log.Error("rendering", "format", format, "err", err)
 			writeError(w, http.StatusInternalServerError, "render failed", err.Error())
 			return http.StatusInternalServerError

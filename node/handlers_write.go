@@ -732,6 +732,15 @@ func (s *Server) handlePutInstance(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// An application token may only name a port from the node's allocation range: any
+	// other port could point the app's public hostname at a node-local service (a
+	// database, SSH, this API). The admin may set any port.
+	if p := body.Port; p != nil && !principalOf(r).admin &&
+		(*p < s.cfg.Ports.Min || *p > s.cfg.Ports.Max || *p == s.cfg.Node.APIPort) {
+		writeError(w, http.StatusForbidden, "port outside the allocation range",
+			fmt.Sprintf("port %d: application tokens may only use ports %d..%d (POST allocates one)", *p, s.cfg.Ports.Min, s.cfg.Ports.Max))
+		return
+	}
 	inst, changed, err := s.instances.set(app, body.Port, *body.Ready)
 	if err != nil {
 		s.instanceError(w, err)
@@ -897,7 +906,7 @@ func (s *Server) committed(ctx context.Context, r *http.Request, rec auditRecord
 		s.log.Error("writing audit record", "action", rec.Action, "err", err)
 	}
 	s.log.Info("change", "action", rec.Action, "actor", rec.Actor, "account", rec.Account, "app", rec.App, "host", rec.Host, "prefixes", rec.Prefixes)
-	if _, err := store.BumpSerial(ctx, s.st); err != nil {
+	if err := s.bumpSerial(ctx); err != nil {
 		s.log.Error("bumping serial", "err", err)
 	}
 	s.metrics.storeWrites.WithLabelValues(rec.Action, "ok").Inc()

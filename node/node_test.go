@@ -71,6 +71,7 @@ func testConfig(t *testing.T, name, storeDir string) *Config {
 	cfg.Store.Dir.Path = storeDir
 	cfg.Reconcile.Interval = ptypes.Duration(40 * time.Millisecond)
 	cfg.Reconcile.Heartbeat = ptypes.Duration(time.Hour)
+	cfg.Reconcile.NodeTTL = ptypes.Duration(4 * time.Hour)
 	cfg.Ports.Quarantine = ptypes.Duration(10 * time.Minute)
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -149,11 +150,17 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// waitReady waits for readyz and for this node's own record to be in the document (the
+// API apex lists it), so the revision no longer moves on its own.
 func (n *testNode) waitReady() {
 	n.t.Helper()
 	waitFor(n.t, 5*time.Second, "readyz 200", func() bool {
 		resp, _ := n.get("/v1/readyz", "")
 		return resp.StatusCode == http.StatusOK
+	})
+	waitFor(n.t, 5*time.Second, "own record published", func() bool {
+		_, b := n.get("/v1/ingress/routes", testIngressToken)
+		return strings.Contains(string(b), `"node":"`+n.cfg.Node.Name+`"`)
 	})
 }
 
@@ -327,6 +334,11 @@ func TestPreferValidation(t *testing.T) {
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	seedFleet(t, n.st, "shop")
 	n.waitReady()
+	waitFor(t, 5*time.Second, "shop routed and this node's record in", func() bool {
+		d := routesDoc(t, n)
+		api, _ := d["api"].(map[string]any)
+		return len(hostsOf(d)) == 1 && api != nil
+	})
 	_, plain := n.get("/v1/ingress/routes", testIngressToken)
 	resp, unknown := n.get("/v1/ingress/routes?prefer=retired-node", testIngressToken)
 	if resp.StatusCode != 200 || !bytes.Equal(plain, unknown) {
@@ -428,20 +440,75 @@ func TestMalformedObjectSkippedNotWithdrawn(t *testing.T) {
 	n.waitReady()
 	waitFor(t, 5*time.Second, "two apps routed", func() bool { return len(hostsOf(routesDoc(t, n))) == 2 })
 
-	// A never-good object: skipped and reported; the rest stay.
+	// A malformed object is skipped and reported; everything else stays. It counts as
+	// absent (not as its last good version), so a node restarted now derives the same
+	// document as one that saw the good version.
 	putRaw(t, n.st, "apps/broken.json", []byte(`{"name": "broken", "placement": [`))
-	// A good object turned bad: its last good version keeps serving.
 	putRaw(t, n.st, "apps/blog.json", []byte(`{"name": 42}`))
 	waitFor(t, 5*time.Second, "both reported in status", func() bool {
 		_, b := n.get("/v1/status", testAdminToken)
 		return strings.Contains(string(b), "apps/broken.json") && strings.Contains(string(b), "apps/blog.json")
 	})
-	hosts := strings.Join(hostsOf(routesDoc(t, n)), ",")
-	if hosts != "blog.apps.example.com,shop.apps.example.com" {
-		t.Fatalf("routes after malformed writes: %s", hosts)
-	}
+	waitFor(t, 5*time.Second, "blog skipped, shop kept", func() bool {
+		return strings.Join(hostsOf(routesDoc(t, n)), ",") == "shop.apps.example.com"
+	})
 	if !strings.Contains(n.logs.String(), "apps/broken.json") {
 		t.Error("malformed object not logged")
+	}
+	// A second node starting on the same store serves the same bytes.
+	m := startNode(t, testConfig(t, "vps-c", n.cfg.Store.Dir.Path))
+	m.waitReady()
+	waitFor(t, 5*time.Second, "identical documents", func() bool {
+		_, a := n.get("/v1/ingress/traefik", testIngressToken)
+		_, b := m.get("/v1/ingress/traefik", testIngressToken)
+		return bytes.Equal(a, b)
+	})
+}
+
+// TestWipedStoreIsAnOutageNotAnEmptyFleet: a store directory replaced by an empty one
+// (an unmounted volume, a wiped bucket) must not withdraw every route, even though this
+// node's heartbeat keeps writing into it.
+func TestWipedStoreIsAnOutageNotAnEmptyFleet(t *testing.T) {
+	storeDir := filepath.Join(t.TempDir(), "store")
+	cfg := testConfig(t, "vps-a", storeDir)
+	cfg.Reconcile.Heartbeat = ptypes.Duration(100 * time.Millisecond)
+	cfg.Reconcile.NodeTTL = ptypes.Duration(time.Minute)
+	n := startNode(t, cfg)
+	seedFleet(t, n.st, "shop")
+	n.waitReady()
+	waitFor(t, 5*time.Second, "shop routed", func() bool { return len(hostsOf(routesDoc(t, n))) == 1 })
+	_, before := n.get("/v1/ingress/routes", testIngressToken)
+
+	if err := os.Rename(storeDir, storeDir+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(storeDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "status reports the store unreachable", func() bool {
+		_, b := n.get("/v1/status", testAdminToken)
+		return strings.Contains(string(b), `"reachable":false`)
+	})
+	// Several heartbeats later: still the last good document, and no serial recreated.
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		_, during := n.get("/v1/ingress/routes", testIngressToken)
+		if !bytes.Equal(before, during) {
+			t.Fatalf("document changed after the store was wiped:\n%s", during)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(storeDir, "serial")); err == nil {
+		t.Fatal("the node recreated the serial in a wiped store")
+	}
+	// Another writer recreating the serial (a fresh node on the wiped store) mints
+	// another epoch: refused, and this node's heartbeats do not bump it along.
+	if _, err := store.BumpSerial(context.Background(), n.st); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Duration(cfg.Reconcile.Heartbeat)) // absence of change: several heartbeats and passes
+	if _, during := n.get("/v1/ingress/routes", testIngressToken); !bytes.Equal(before, during) {
+		t.Fatalf("a serial that went backwards was accepted\n%s", n.logs.String())
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/scafo/ingress/node/store"
@@ -33,9 +34,20 @@ type reconciler struct {
 	self fleet.NodeSettings
 
 	serialETag string
-	objects    map[string]cachedObject
-	lastFull   time.Time
-	lastStale  string
+	// serialValue is the last serial read; it must never go backwards.
+	serialValue uint64
+	// sawSerial is set once a serial has been read: from then on this node never
+	// recreates a missing serial (see Server.bumpSerial).
+	sawSerial atomic.Bool
+	// serialSeen mirrors serialValue for writers (Server.bumpSerial).
+	serialSeen atomic.Uint64
+	// serialEpoch names the store this node serves (see store.SerialKey); epochSeen
+	// mirrors it for writers.
+	serialEpoch string
+	epochSeen   atomic.Pointer[string]
+	objects     map[string]cachedObject
+	lastFull    time.Time
+	lastStale   string
 	// lastSkipped fingerprints the last logged set of derivation drops.
 	lastSkipped string
 	passes      int
@@ -50,8 +62,7 @@ type reconciler struct {
 type cachedObject struct {
 	etag  string
 	value any // fleet.App, fleet.Claim, fleet.NodeRecord
-	// bad is the reason the current stored version is malformed (value then holds the
-	// last good version, if any).
+	// bad is the reason the stored version is malformed (value is then nil).
 	bad string
 }
 
@@ -91,7 +102,7 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 	}()
 
 	serialChanged := true
-	newSerial := r.serialETag
+	newSerial, newSerialValue, newEpoch := r.serialETag, r.serialValue, r.serialEpoch
 	obj, changed, err := r.st.GetIfChanged(ctx, fleet.KeySerial, r.serialETag)
 	switch {
 	case errors.Is(err, store.ErrNotFound) && r.serialETag != "":
@@ -105,7 +116,24 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 	default:
 		serialChanged = changed
 		if changed {
+			n, epoch, perr := store.ParseSerialEpoch(obj.Value)
+			if perr != nil {
+				return fmt.Errorf("reading serial: %w: %w", perr, store.ErrUnavailable)
+			}
+			// One store, one epoch, a serial that only grows. Another epoch, or a
+			// serial going backwards, means the store was wiped, replaced or restored
+			// and something recreated the serial: keep the last good document rather
+			// than publish whatever is there now. A restarted node accepts the store as
+			// it finds it.
+			if r.sawSerial.Load() && epoch != r.serialEpoch {
+				return fmt.Errorf("reading serial: the store's epoch changed from %q to %q (store wiped or replaced?): %w", r.serialEpoch, epoch, store.ErrUnavailable)
+			}
+			if n < r.serialValue {
+				return fmt.Errorf("reading serial: it went backwards from %d to %d (store restored from an old copy?): %w", r.serialValue, n, store.ErrUnavailable)
+			}
+			newEpoch = epoch
 			newSerial = obj.ETag
+			newSerialValue = n
 		}
 	}
 	if r.objects == nil || r.lastFull.IsZero() {
@@ -140,16 +168,29 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 		}
 		o, err := r.st.Get(ctx, e.Key)
 		if errors.Is(err, store.ErrNotFound) {
-			continue // deleted between list and get
+			// Deleted between list and get, or a store whose reads lag its listings: keep
+			// what we had; a real delete also moved the serial, so the next pass
+			// confirms it.
+			if old, ok := r.objects[e.Key]; ok {
+				next[e.Key] = old
+			}
+			continue
 		}
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", e.Key, err)
 		}
-		next[e.Key] = r.decode(o, r.objects[e.Key])
+		next[e.Key] = r.decode(o)
 	}
 	// Commit only a complete read: a failure above returned with r.objects untouched.
 	r.objects = next
 	r.serialETag = newSerial
+	r.serialValue = newSerialValue
+	r.serialSeen.Store(newSerialValue)
+	if newSerial != "" {
+		r.serialEpoch = newEpoch
+		r.epochSeen.Store(&newEpoch)
+		r.sawSerial.Store(true)
+	}
 	if full {
 		r.lastFull = now
 	}
@@ -163,9 +204,10 @@ func tracked(key string) bool {
 }
 
 // decode parses one object, tolerating unknown fields (a newer node may have written
-// them). A malformed object keeps its previous good value, if it had one, so one bad
-// write withdraws nothing; it is reported either way.
-func (r *reconciler) decode(o store.Object, prev cachedObject) cachedObject {
+// them). A malformed object is skipped and reported; it withdraws nothing else. It is
+// treated as absent, not as its last good version, so that every node (a restarted one
+// included) derives the same document from the same store.
+func (r *reconciler) decode(o store.Object) cachedObject {
 	name := strings.TrimSuffix(o.Key[strings.IndexByte(o.Key, '/')+1:], ".json")
 	var (
 		v      any
@@ -205,11 +247,8 @@ func (r *reconciler) decode(o store.Object, prev cachedObject) cachedObject {
 	if reason == "" {
 		return cachedObject{etag: o.ETag, value: v}
 	}
-	if prev.value != nil {
-		reason += "; serving its last good version"
-	}
 	r.log.Warn("skipping malformed store object", "object", o.Key, "reason", reason)
-	return cachedObject{etag: o.ETag, value: prev.value, bad: reason}
+	return cachedObject{etag: o.ETag, bad: reason}
 }
 
 // staleKey names the set of stale nodes, so a TTL crossing triggers a re-derive.
@@ -305,6 +344,9 @@ func (r *reconciler) snapshotStatus() reconcileStatus {
 	return r.status
 }
 
+// passTimeout bounds one reconcile pass, so a hung store cannot stall shutdown.
+const passTimeout = 20 * time.Second
+
 // run ticks until ctx ends. kick forces an immediate (non-full) pass, e.g. after a write
 // through this node's own API.
 func (r *reconciler) run(ctx context.Context, interval, fullInterval time.Duration, kick <-chan struct{}) {
@@ -313,7 +355,10 @@ func (r *reconciler) run(ctx context.Context, interval, fullInterval time.Durati
 	for {
 		now := time.Now()
 		full := r.lastFull.IsZero() || now.Sub(r.lastFull) >= fullInterval
-		if err := r.pass(ctx, now, full); err != nil && ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, passTimeout)
+		err := r.pass(pctx, now, full)
+		cancel()
+		if err != nil && ctx.Err() == nil {
 			r.log.Debug("reconcile pass failed", "err", err)
 		}
 		select {

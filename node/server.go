@@ -191,7 +191,6 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	loopCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
-	s.writeOwnRecord(loopCtx) // best effort before the first pass
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -242,13 +241,17 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(time.Duration(s.cfg.Reconcile.Heartbeat))
 	defer t.Stop()
 	for {
+		// The first write happens at once (asynchronously to serving, so a hung store
+		// never delays /v1/healthz or SIGTERM), then every heartbeat and on change.
+		wctx, cancel := context.WithTimeout(ctx, passTimeout)
+		s.writeOwnRecord(wctx)
+		cancel()
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-s.beat:
 		}
-		s.writeOwnRecord(ctx)
 	}
 }
 
@@ -269,7 +272,7 @@ func (s *Server) writeOwnRecord(ctx context.Context) {
 		_, err = s.st.Put(ctx, fleet.PrefixNodes+rec.Name+".json", body, store.Condition{})
 	}
 	if err == nil {
-		_, err = store.BumpSerial(ctx, s.st)
+		err = s.bumpSerial(ctx)
 	}
 	if err != nil {
 		if ctx.Err() == nil {
@@ -278,4 +281,35 @@ func (s *Server) writeOwnRecord(ctx context.Context) {
 		return
 	}
 	s.kickReconcile()
+}
+
+var errSerialMissing = errors.New("the store's serial is missing or not this store's (wiped or replaced?); not bumping it")
+
+// bumpSerial increments the store serial after a write that changed something. Once this
+// node has seen a serial it never recreates a missing one: a wiped or replaced store must
+// look like an outage to every node, not like an empty fleet.
+func (s *Server) bumpSerial(ctx context.Context) error {
+	if !s.rec.sawSerial.Load() {
+		_, err := store.BumpSerial(ctx, s.st)
+		return err
+	}
+	_, _, err := store.Update(ctx, s.st, fleet.KeySerial, func(cur []byte, exists bool) ([]byte, error) {
+		if !exists {
+			return nil, errSerialMissing
+		}
+		n, epoch, err := store.ParseSerialEpoch(cur)
+		if err != nil {
+			return nil, err
+		}
+		// Never help another store's serial (a wiped, replaced or restored store) look
+		// like this one's: that would make every node accept it as its own.
+		if seen := s.rec.epochSeen.Load(); seen != nil && epoch != *seen {
+			return nil, fmt.Errorf("%w: the store's epoch is %q, this node served %q", errSerialMissing, epoch, *seen)
+		}
+		if seen := s.rec.serialSeen.Load(); n < seen {
+			return nil, fmt.Errorf("%w: the store's serial %d is behind the %d this node saw", errSerialMissing, n, seen)
+		}
+		return store.FormatSerial(n+1, epoch), nil
+	})
+	return err
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,10 @@ type publisher struct {
 	cur    atomic.Pointer[snapshot]
 	cache  *lru.Cache[renderKey, *rendered]
 	render render.Options
+
+	mu       sync.Mutex
+	inflight map[renderKey]*renderCall
+	renders  atomic.Int64 // bodies rendered (cache misses that did the work)
 }
 
 type renderKey struct {
@@ -61,7 +66,7 @@ func newPublisher(opts render.Options) *publisher {
 	if err != nil {
 		panic(err) // only for a non-positive size
 	}
-	return &publisher{cache: c, render: opts}
+	return &publisher{cache: c, render: opts, inflight: map[renderKey]*renderCall{}}
 }
 
 // publish swaps in a new document and wakes long-polls if the revision moved. It
@@ -97,12 +102,43 @@ func (p *publisher) publish(doc *routing.Document, skipped []fleet.Skipped, now 
 }
 
 // get returns the rendered body for (snapshot, prefer, format), from the cache when it
-// can. prefer is already resolved ("" or a node name present in the fleet).
+// can. prefer is already resolved ("" or a node name present in the fleet). When a
+// revision moves, every parked long-poll wakes at once and asks for the same key: one
+// of them renders, the others wait for its result (no thundering herd of renders).
 func (p *publisher) get(s *snapshot, prefer, format string) (*rendered, error) {
 	k := renderKey{revision: s.doc.Revision, prefer: prefer, format: format}
 	if r, ok := p.cache.Get(k); ok {
 		return r, nil
 	}
+	p.mu.Lock()
+	if c, ok := p.inflight[k]; ok {
+		p.mu.Unlock()
+		<-c.done
+		return c.r, c.err
+	}
+	c := &renderCall{done: make(chan struct{})}
+	p.inflight[k] = c
+	p.mu.Unlock()
+	c.r, c.err = p.renderNow(s, k)
+	if c.err == nil {
+		p.cache.Add(k, c.r)
+	}
+	p.mu.Lock()
+	delete(p.inflight, k)
+	p.mu.Unlock()
+	close(c.done)
+	return c.r, c.err
+}
+
+type renderCall struct {
+	done chan struct{}
+	r    *rendered
+	err  error
+}
+
+func (p *publisher) renderNow(s *snapshot, k renderKey) (*rendered, error) {
+	p.renders.Add(1)
+	prefer, format := k.prefer, k.format
 	doc := s.doc
 	if prefer != "" {
 		var err error
@@ -129,7 +165,5 @@ func (p *publisher) get(s *snapshot, prefer, format string) (*rendered, error) {
 	zw.Close()
 	sum := sha256.Sum256(body)
 	h := hex.EncodeToString(sum[:16])
-	r := &rendered{body: body, gz: zb.Bytes(), etag: `"` + h + `"`, etagGzip: `"` + h + `-gzip"`}
-	p.cache.Add(k, r)
-	return r, nil
+	return &rendered{body: body, gz: zb.Bytes(), etag: `"` + h + `"`, etagGzip: `"` + h + `-gzip"`}, nil
 }

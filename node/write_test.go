@@ -308,6 +308,17 @@ func TestAppTokenScopedToItsApplication(t *testing.T) {
 	if resp.StatusCode != 403 || !strings.Contains(string(b), "control") {
 		t.Fatalf("app token on the control plane: %d %s", resp.StatusCode, b)
 	}
+	// An instance token may only name ports from the allocation range.
+	var itok struct{ Token string }
+	n.must(200, "PUT", "/v1/apps/tito-go", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	json.Unmarshal(n.must(201, "POST", "/v1/tokens", testAdminToken, `{"account":"acme","app":"tito-go","roles":["instance"]}`), &itok)
+	resp, b = n.do("PUT", "/v1/node/instances/tito-go", itok.Token, `{"port":5432,"ready":true}`)
+	if resp.StatusCode != 403 || !strings.Contains(string(b), "24000..28999") {
+		t.Fatalf("instance token with a port outside the range: %d %s", resp.StatusCode, b)
+	}
+	n.must(200, "PUT", "/v1/node/instances/tito-go", itok.Token, `{"port":24100,"ready":true}`)
+	n.must(401, "PUT", "/v1/apps/tito-go/domains/go.tito.io/paths", itok.Token+"x", `{"paths":{}}`)
+	n.must(200, "PUT", "/v1/apps/tito-go/domains/go.tito.io/paths", itok.Token, `{"paths":{}}`) // publish or instance
 	// Revoked: 401.
 	n.must(200, "PUT", "/v1/apps/tito-go", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	n.must(200, "DELETE", "/v1/tokens/"+tok.ID, testAdminToken, "")
@@ -392,7 +403,8 @@ func TestPortsAreStickyAndQuarantined(t *testing.T) {
 	if resp.StatusCode != 409 || !strings.Contains(string(b), "quarantine") {
 		t.Fatalf("explicit quarantined port: %d %s", resp.StatusCode, b)
 	}
-	n2.must(400, "PUT", "/v1/node/instances/blog", testAdminToken, `{"port":1}`)
+	n2.must(400, "PUT", "/v1/node/instances/blog", testAdminToken, `{"port":1}`)                  // ready is required
+	n2.must(400, "PUT", "/v1/node/instances/blog", testAdminToken, `{"port":70000,"ready":true}`) // not a port
 	// The node's record reflects the instance within one interval.
 	n2.must(200, "PUT", "/v1/node/instances/blog", testAdminToken, `{"ready":true}`)
 	waitFor(t, 2*time.Second, "record shows blog ready", func() bool {

@@ -46,6 +46,9 @@ func maxRSSKB() int64 {
 // runChild measures derive+render for SCAFO_BENCH_APPS applications and
 // SCAFO_BENCH_PREFIXES prefixes and prints a deriveResult.
 func runChild(kind string) int {
+	if kind == "serve" {
+		return runServeChild()
+	}
 	if kind != "derive" {
 		fmt.Fprintf(os.Stderr, "bench child: unknown kind %q\n", kind)
 		return 2

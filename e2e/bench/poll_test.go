@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func TestPollThroughputAgainstNginx(t *testing.T) {
 	load := defaultLoad(t, 10)
 	nRounds := rounds(t)
 	report.add(secPoll,
-		fmt.Sprintf("wrk `%s --latency`, %d rounds interleaved (node, nginx, node gzip, nginx gzip); "+
+		fmt.Sprintf("wrk `%s --latency`, %d round(s) interleaved (node, nginx, node gzip, nginx gzip, then the Go controls below); "+
 			"best round per side shown, every round's req/s in the last column. "+
 			"The node is polled at `/v1/ingress/traefik` with the ingress token; nginx (2 workers, "+
 			"sendfile, gzip_static with the node's own gzip bytes) serves the same bytes as a static file "+
@@ -86,6 +87,20 @@ func pollVersusNginx(t *testing.T, load wrkLoad, nRounds, routes, prefixes int) 
 		{name: "nginx", url: "http://" + addr(ng.port) + "/traefik.json"},
 		{name: "node", url: nd.url("/v1/ingress/traefik"), gzip: true},
 		{name: "nginx", url: "http://" + addr(ng.port) + "/traefik.json", gzip: true},
+	}
+	// Controls, on the first fleet: a bare Go server writing the same bytes from memory
+	// (the node's technique without the node) and one sending them with sendfile(2)
+	// (nginx's technique in Go).
+	withControls := prefixes == 0
+	if withControls {
+		www := filepath.Join(ng.prefix, "www")
+		bp, sp := startGoServer(t, serveModeBytes, www), startGoServer(t, serveModeSendfile, www)
+		sides = append(sides,
+			&side{name: "go-bytes", url: "http://" + addr(bp) + "/traefik.json"},
+			&side{name: "go-sendfile", url: "http://" + addr(sp) + "/traefik.json"},
+			&side{name: "go-bytes", url: "http://" + addr(bp) + "/traefik.json", gzip: true},
+			&side{name: "go-sendfile", url: "http://" + addr(sp) + "/traefik.json", gzip: true},
+		)
 	}
 	for range nRounds {
 		for _, s := range sides {
@@ -128,7 +143,7 @@ func pollVersusNginx(t *testing.T, load wrkLoad, nRounds, routes, prefixes int) 
 		"| representation | body bytes | node req/s | node p99 ms | nginx req/s | nginx p99 ms | node / nginx req/s | p99 node / nginx | every round: node; nginx |",
 		"|---|---:|---:|---:|---:|---:|---:|---:|---|",
 	}
-	for i := 0; i < len(sides); i += 2 {
+	for i := 0; i < 4; i += 2 {
 		n, x := sides[i], sides[i+1]
 		bn, bx := best(n), best(x)
 		repr, size := "identity", len(plain.body)
@@ -145,5 +160,51 @@ func pollVersusNginx(t *testing.T, load wrkLoad, nRounds, routes, prefixes int) 
 		report.goal(fmt.Sprintf("poll throughput, %s, %d routes / %d prefixes", repr, nRoutes, prefixes), "≥ 0.8× nginx",
 			fmt.Sprintf("%.2f×", ratio), ratio >= 0.8, note)
 	}
+	if withControls {
+		rows = append(rows, "",
+			"Controls (same run, same load): a bare Go net/http server holding the bytes in memory and calling Write (what the "+
+				"node does, without auth, routing, metrics), and one opening the file per request and io.Copy-ing it, which "+
+				"net/http turns into sendfile(2) (what nginx does).",
+			"",
+			"| representation | node req/s | Go, Write from memory | Go, sendfile | nginx | node / Go-Write | Go-Write / Go-sendfile | Go-sendfile / nginx |",
+			"|---|---:|---:|---:|---:|---:|---:|---:|")
+		for _, g := range []bool{false, true} {
+			pick := func(name string) wrkResult {
+				for _, s := range sides {
+					if s.name == name && s.gzip == g {
+						return best(s)
+					}
+				}
+				return wrkResult{}
+			}
+			n, gb, gs, x := pick("node"), pick("go-bytes"), pick("go-sendfile"), pick("nginx")
+			repr := "identity"
+			if g {
+				repr = "gzip"
+			}
+			rows = append(rows, fmt.Sprintf("| %s | %.0f | %.0f | %.0f | %.0f | %.2f× | %.2f× | %.2f× |", repr,
+				n.reqPerSec, gb.reqPerSec, gs.reqPerSec, x.reqPerSec,
+				n.reqPerSec/gb.reqPerSec, gb.reqPerSec/gs.reqPerSec, gs.reqPerSec/x.reqPerSec))
+		}
+	}
 	report.add(secPoll, append(rows, "")...)
+
+	if profileEnabled && prefixes == 0 {
+		for _, gzip := range []bool{false, true} {
+			h := []string{auth}
+			repr := "identity"
+			if gzip {
+				h, repr = append(h, "Accept-Encoding: gzip"), "gzip"
+			}
+			var during wrkResult
+			top := perfTop(t, nd.proc.pid(), load.duration, 12, func() { during = runWrk(t, load, nd.url("/v1/ingress/traefik"), h...) })
+			if len(top) == 0 {
+				continue
+			}
+			report.add(secPoll, fmt.Sprintf("<details><summary>perf profile of the node, %s, %d routes (%.0f req/s while sampled): hottest symbols, self time</summary>", repr, nRoutes, during.reqPerSec),
+				"", "| self | space | object | symbol |", "|---:|---|---|---|")
+			report.add(secPoll, top...)
+			report.add(secPoll, "", "</details>", "")
+		}
+	}
 }

@@ -11,18 +11,62 @@ import (
 )
 
 // SerialKey is the object every write that changed something bumps. Its value is a
-// decimal counter ("42"); a missing object reads as 0.
+// decimal counter followed by the store's epoch ("42 3f9a0c1e5b7d2a64"); a missing
+// object reads as 0.
+//
+// The epoch is minted when the serial is created and never changes after: it names one
+// store. A node that saw epoch E and later finds another epoch (or a serial that went
+// backwards) is looking at a wiped, replaced or restored store, not at the fleet it
+// served, and must not publish what it finds there. A bare counter ("42", written
+// before epochs existed) has the empty epoch.
 const SerialKey = "serial"
 
-// ParseSerial decodes the value of the serial object: a decimal uint64, surrounding
-// whitespace allowed.
+// ParseSerial decodes the counter of the serial object; see ParseSerialEpoch.
 func ParseSerial(value []byte) (uint64, error) {
+	n, _, err := ParseSerialEpoch(value)
+	return n, err
+}
+
+// ParseSerialEpoch decodes the serial object: a decimal uint64 and an optional epoch of
+// 16 lowercase hex characters, separated by one space, surrounding whitespace allowed.
+func ParseSerialEpoch(value []byte) (n uint64, epoch string, err error) {
 	s := strings.TrimSpace(string(value))
-	n, err := strconv.ParseUint(s, 10, 64)
+	num, epoch, _ := strings.Cut(s, " ")
+	n, err = strconv.ParseUint(num, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("parsing %q object %.32q: want a decimal counter: %w", SerialKey, s, err)
+		return 0, "", fmt.Errorf("parsing %q object %.40q: want a decimal counter and an epoch: %w", SerialKey, s, err)
 	}
-	return n, nil
+	if epoch != "" && !isEpoch(epoch) {
+		return 0, "", fmt.Errorf("parsing %q object %.40q: epoch %q: want 16 lowercase hex characters", SerialKey, s, epoch)
+	}
+	return n, epoch, nil
+}
+
+func isEpoch(s string) bool {
+	if len(s) != 16 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// FormatSerial encodes a serial object's value.
+func FormatSerial(n uint64, epoch string) []byte {
+	b := strconv.AppendUint(nil, n, 10)
+	if epoch != "" {
+		b = append(b, ' ')
+		b = append(b, epoch...)
+	}
+	return b
+}
+
+// NewEpoch mints a store epoch.
+func NewEpoch() string {
+	return fmt.Sprintf("%016x", rand.Uint64())
 }
 
 // ReadSerial returns the current serial and the etag of its object. A store that has no
@@ -43,20 +87,20 @@ func ReadSerial(ctx context.Context, s Store) (serial uint64, etag string, err e
 }
 
 // BumpSerial increments the serial by one with a compare-and-swap loop (create-only for
-// the first bump) and returns the new value. Concurrent bumps from any number of
+// the first bump, which mints the epoch; later bumps keep it) and returns the new value. Concurrent bumps from any number of
 // writers each get a distinct value; none is lost. It retries on conflict with a short
 // jittered backoff until it wins or ctx ends. A serial object that does not parse is an
 // error, never silently reset.
 func BumpSerial(ctx context.Context, s Store) (uint64, error) {
 	next, _, err := Update(ctx, s, SerialKey, func(cur []byte, exists bool) ([]byte, error) {
-		var n uint64
-		if exists {
-			var err error
-			if n, err = ParseSerial(cur); err != nil {
-				return nil, err
-			}
+		if !exists {
+			return FormatSerial(1, NewEpoch()), nil
 		}
-		return strconv.AppendUint(nil, n+1, 10), nil
+		n, epoch, err := ParseSerialEpoch(cur)
+		if err != nil {
+			return nil, err
+		}
+		return FormatSerial(n+1, epoch), nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("bumping serial: %w", err)

@@ -38,17 +38,24 @@ func TestBumpSerialCreatesThenIncrements(t *testing.T) {
 		}
 	}
 	obj, err := s.Get(t.Context(), store.SerialKey)
-	if err != nil || string(obj.Value) != "3" {
-		t.Fatalf("serial object = %q, %v; want %q", obj.Value, err, "3")
+	n, epoch, perr := store.ParseSerialEpoch(obj.Value)
+	if err != nil || perr != nil || n != 3 || len(epoch) != 16 || string(obj.Value) != "3 "+epoch {
+		t.Fatalf("serial object = %q, %v, %v; want \"3 <16-hex epoch>\"", obj.Value, err, perr)
 	}
+	// Bumps keep the epoch minted at creation.
+	store.BumpSerial(t.Context(), s)
+	if obj, _ := s.Get(t.Context(), store.SerialKey); string(obj.Value) != "4 "+epoch {
+		t.Fatalf("serial after a bump = %q, want %q", obj.Value, "4 "+epoch)
+	}
+	obj, _ = s.Get(t.Context(), store.SerialKey)
 	n, etag, err := store.ReadSerial(t.Context(), s)
-	if err != nil || n != 3 || etag != obj.ETag {
-		t.Fatalf("ReadSerial = %d, %q, %v; want 3, %q", n, etag, err, obj.ETag)
+	if err != nil || n != 4 || etag != obj.ETag {
+		t.Fatalf("ReadSerial = %d, %q, %v; want 4, %q", n, etag, err, obj.ETag)
 	}
 }
 
 func TestMalformedSerialIsAnErrorNotAReset(t *testing.T) {
-	for _, bad := range []string{"", "abc", "-1", "1.5", "18446744073709551616"} {
+	for _, bad := range []string{"", "abc", "-1", "1.5", "18446744073709551616", "3 XYZ", "3 0123456789abcdeF", "3 0123"} {
 		t.Run(bad, func(t *testing.T) {
 			s := newDir(t)
 			if _, err := s.Put(t.Context(), store.SerialKey, []byte(bad), store.Condition{}); err != nil {

@@ -1,0 +1,92 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// perfTop samples pid with `perf record` (user and kernel stacks) while load runs and
+// returns the hottest symbols, self time, as markdown table rows. Empty when perf is
+// missing or not permitted: the profile is an aid, not a measurement.
+func perfTop(t *testing.T, pid int, d time.Duration, n int, load func()) []string {
+	t.Helper()
+	perf, err := exec.LookPath("perf")
+	if err != nil {
+		t.Log("perf not installed: no profile")
+		return nil
+	}
+	data := filepath.Join(t.TempDir(), "perf.data")
+	rec := exec.Command(perf, "record", "-F", "499", "-g", "-p", strconv.Itoa(pid), "-o", data, "--", "sleep", strconv.Itoa(int(d.Seconds())))
+	var recOut bytes.Buffer
+	rec.Stdout, rec.Stderr = &recOut, &recOut
+	if err := rec.Start(); err != nil {
+		t.Logf("perf record: %v", err)
+		return nil
+	}
+	load()
+	if err := rec.Wait(); err != nil {
+		t.Logf("perf record: %v\n%s", err, recOut.String())
+		return nil
+	}
+	out, err := exec.Command(perf, "report", "-i", data, "--stdio", "--no-children", "-g", "none",
+		"--sort", "dso,symbol", "--percent-limit", "0.5").Output()
+	if err != nil {
+		t.Logf("perf report: %v", err)
+		return nil
+	}
+	return parsePerfReport(out, n)
+}
+
+// parsePerfReport turns `perf report --stdio --sort dso,symbol -g none` lines
+// ("  12.34%  scafo-node  [.] runtime.memmove") into markdown rows.
+func parsePerfReport(out []byte, n int) []string {
+	var rows []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() && len(rows) < n {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") || !strings.Contains(line, "%") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 4 || !strings.HasSuffix(f[0], "%") {
+			continue
+		}
+		where := "user"
+		if f[2] == "[k]" {
+			where = "kernel"
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %s | %s | `%s` |", f[0], where, f[1], strings.Join(f[3:], " ")))
+	}
+	return rows
+}
+
+func TestParsePerfReportKeepsSymbolsAndSpace(t *testing.T) {
+	out := []byte(`# Samples: 5K of event 'cpu-clock:ppp'
+#
+# Overhead  Shared Object      Symbol
+# ........  .................  ......
+#
+    31.20%  [kernel.kallsyms]  [k] copy_user_enhanced_fast_string
+     4.10%  scafo-node         [.] runtime.memmove
+     0.90%  scafo-node         [.] net/http.(*conn).serve
+`)
+	got := parsePerfReport(out, 2)
+	want := []string{
+		"| 31.20% | kernel | [kernel.kallsyms] | `copy_user_enhanced_fast_string` |",
+		"| 4.10% | user | scafo-node | `runtime.memmove` |",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("parsePerfReport:\n got %q\nwant %q", got, want)
+	}
+}
+
+// profileEnabled: SCAFO_BENCH_PROFILE=1 adds perf profiles of the node under load.
+var profileEnabled = os.Getenv("SCAFO_BENCH_PROFILE") == "1"
