@@ -143,15 +143,20 @@ func (s *Server) appParam(w http.ResponseWriter, r *http.Request) (string, bool)
 }
 
 func (s *Server) loadApp(ctx context.Context, app string) (fleet.App, string, error) {
-	obj, err := s.st.Get(ctx, fleet.PrefixApps+app+".json")
+	return loadJSON[fleet.App](ctx, s.st, fleet.PrefixApps+app+".json")
+}
+
+// loadJSON reads one stored object and decodes it (unknown fields tolerated on read).
+func loadJSON[T any](ctx context.Context, st store.Store, key string) (T, string, error) {
+	var v T
+	obj, err := st.Get(ctx, key)
 	if err != nil {
-		return fleet.App{}, "", err
+		return v, "", err
 	}
-	var a fleet.App
-	if err := json.Unmarshal(obj.Value, &a); err != nil {
-		return fleet.App{}, "", fmt.Errorf("decoding apps/%s.json: %w", app, err)
+	if err := json.Unmarshal(obj.Value, &v); err != nil {
+		return v, "", fmt.Errorf("decoding %s: %w", key, err)
 	}
-	return a, obj.ETag, nil
+	return v, obj.ETag, nil
 }
 
 func (s *Server) handleListApps(w http.ResponseWriter, r *http.Request) {
@@ -355,15 +360,7 @@ func (s *Server) platformConflict(host string) string {
 }
 
 func (s *Server) loadClaim(ctx context.Context, host string) (fleet.Claim, string, error) {
-	obj, err := s.st.Get(ctx, fleet.PrefixDomains+host+".json")
-	if err != nil {
-		return fleet.Claim{}, "", err
-	}
-	var c fleet.Claim
-	if err := json.Unmarshal(obj.Value, &c); err != nil {
-		return fleet.Claim{}, "", fmt.Errorf("decoding domains/%s.json: %w", host, err)
-	}
-	return c, obj.ETag, nil
+	return loadJSON[fleet.Claim](ctx, s.st, fleet.PrefixDomains+host+".json")
 }
 
 func (s *Server) handleGetClaim(w http.ResponseWriter, r *http.Request) {
