@@ -92,7 +92,13 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	if err := ropts.Validate(); err != nil {
 		return nil, fmt.Errorf("traefik render options: %w", err)
 	}
-	pub := newPublisher(ropts)
+	// A private spill directory for rendered bodies (sendfile); removed on Close.
+	spill, err := os.MkdirTemp("", "scafo-node-bodies-")
+	if err != nil {
+		log.Warn("no spill directory for rendered bodies; serving from memory", "err", err)
+		spill = ""
+	}
+	pub := newPublisher(ropts, spill)
 	s := &Server{
 		cfg: cfg, log: log, st: st,
 		ingressToken: ingressTok, adminToken: adminTok,
@@ -224,6 +230,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	cancel()
 	wg.Wait()
+	s.removeSpill()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
@@ -234,6 +241,13 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 // Close releases long-polls. Safe to call more than once.
 func (s *Server) Close() {
 	s.once.Do(func() { close(s.shutdown) })
+}
+
+// removeSpill deletes the spilled bodies (after the HTTP server has stopped).
+func (s *Server) removeSpill() {
+	if s.pub.spillDir != "" {
+		os.RemoveAll(s.pub.spillDir)
+	}
 }
 
 // heartbeatLoop rewrites this node's record every heartbeat and whenever instances change.

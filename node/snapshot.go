@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,7 @@ type publisher struct {
 	mu       sync.Mutex
 	inflight map[renderKey]*renderCall
 	renders  atomic.Int64 // bodies rendered (cache misses that did the work)
+	spillDir string
 }
 
 type renderKey struct {
@@ -54,6 +56,10 @@ type rendered struct {
 	gz       []byte
 	etag     string // `"<hash>"`
 	etagGzip string // `"<hash>-gzip"`: a strong validator names one representation
+	// file and gzFile hold the same bytes on disk (page cache), so a poll can be
+	// answered with sendfile(2) instead of copying megabytes through user space; ""
+	// when spilling failed (the in-memory bytes are served then).
+	file, gzFile string
 }
 
 const (
@@ -61,12 +67,42 @@ const (
 	formatTraefik = "traefik"
 )
 
-func newPublisher(opts render.Options) *publisher {
-	c, err := lru.New[renderKey, *rendered](256)
+// newPublisher builds a publisher; spillDir, when not empty, is a private directory
+// where rendered bodies are also written for sendfile (files are removed when their
+// entry leaves the cache).
+func newPublisher(opts render.Options, spillDir string) *publisher {
+	c, err := lru.NewWithEvict[renderKey, *rendered](256, func(_ renderKey, r *rendered) {
+		// Unlinking while a poll still has the file open is fine: the open file stays
+		// readable until closed.
+		if r.file != "" {
+			os.Remove(r.file)
+		}
+		if r.gzFile != "" {
+			os.Remove(r.gzFile)
+		}
+	})
 	if err != nil {
 		panic(err) // only for a non-positive size
 	}
-	return &publisher{cache: c, render: opts, inflight: map[renderKey]*renderCall{}}
+	return &publisher{cache: c, render: opts, inflight: map[renderKey]*renderCall{}, spillDir: spillDir}
+}
+
+// spill writes b to a new file in the spill directory and returns its path ("" on any
+// error: serving from memory is always possible).
+func (p *publisher) spill(b []byte) string {
+	if p.spillDir == "" {
+		return ""
+	}
+	f, err := os.CreateTemp(p.spillDir, "body-*")
+	if err != nil {
+		return ""
+	}
+	_, werr := f.Write(b)
+	if cerr := f.Close(); werr != nil || cerr != nil {
+		os.Remove(f.Name())
+		return ""
+	}
+	return f.Name()
 }
 
 // publish swaps in a new document and wakes long-polls if the revision moved. It
@@ -165,5 +201,7 @@ func (p *publisher) renderNow(s *snapshot, k renderKey) (*rendered, error) {
 	zw.Close()
 	sum := sha256.Sum256(body)
 	h := hex.EncodeToString(sum[:16])
-	return &rendered{body: body, gz: zb.Bytes(), etag: `"` + h + `"`, etagGzip: `"` + h + `-gzip"`}, nil
+	r := &rendered{body: body, gz: zb.Bytes(), etag: `"` + h + `"`, etagGzip: `"` + h + `-gzip"`}
+	r.file, r.gzFile = p.spill(r.body), p.spill(r.gz)
+	return r, nil
 }

@@ -1,6 +1,14 @@
 package node
 
 import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -12,7 +20,7 @@ import (
 // TestConcurrentPollsOfANewRevisionRenderOnce: N pollers waking on one revision change
 // cost one render per (revision, prefer, format), not N.
 func TestConcurrentPollsOfANewRevisionRenderOnce(t *testing.T) {
-	p := newPublisher(render.Options{})
+	p := newPublisher(render.Options{}, t.TempDir())
 	doc, _ := fleet.Derive(fleet.GenerateState(2000, 1000), fleet.GenerateOptions())
 	p.publish(doc, nil, time.Now())
 	s := p.cur.Load()
@@ -38,5 +46,49 @@ func TestConcurrentPollsOfANewRevisionRenderOnce(t *testing.T) {
 		if string(bodies[i]) != string(bodies[0]) || len(bodies[i]) == 0 {
 			t.Fatal("pollers got different bodies")
 		}
+	}
+}
+
+// TestLargeBodiesServedFromSpillFilesMatchMemory: bodies above sendfileMin go out with
+// sendfile from their spill file; what arrives must be exactly the rendered bytes, for
+// both representations, and the spill files must go when the node stops.
+func TestLargeBodiesServedFromSpillFilesMatchMemory(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	apps := make([]string, 400)
+	for i := range apps {
+		apps[i] = fmt.Sprintf("app%03d", i)
+	}
+	seedFleet(t, n.st, apps...)
+	n.waitReady()
+	waitFor(t, 10*time.Second, "400 apps routed", func() bool { return len(hostsOf(routesDoc(t, n))) == 400 })
+
+	resp, body := n.get("/v1/ingress/traefik", testIngressToken)
+	snap := n.srv.pub.cur.Load()
+	rend, err := n.srv.pub.get(snap, "", formatTraefik)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rend.body) < sendfileMin || rend.file == "" || rend.gzFile == "" {
+		t.Fatalf("body %d bytes, spill files %q %q: the sendfile path is not exercised", len(rend.body), rend.file, rend.gzFile)
+	}
+	if resp.StatusCode != 200 || !bytes.Equal(body, rend.body) || resp.Header.Get("Content-Length") != strconv.Itoa(len(body)) {
+		t.Fatalf("identity: %d, %d bytes, equal %v", resp.StatusCode, len(body), bytes.Equal(body, rend.body))
+	}
+	_, gzBody := n.get("/v1/ingress/traefik", testIngressToken, "Accept-Encoding", "gzip")
+	if !bytes.Equal(gzBody, rend.gz) {
+		t.Fatal("gzip body differs from the rendered gzip bytes")
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(gzBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := io.ReadAll(zr)
+	if !bytes.Equal(plain, body) {
+		t.Fatal("gzip body does not decompress to the identity body")
+	}
+	spill := n.srv.pub.spillDir
+	n.stop()
+	if _, err := os.Stat(spill); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("spill dir %s left behind after stop (%v)", spill, err)
 	}
 }
