@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -16,6 +17,7 @@ import (
 // that its master is our child and is stopped by its PID.
 type nginx struct {
 	port   int
+	ports  []int // every listener, when there are several
 	prefix string
 	proc   *proc
 }
@@ -30,9 +32,10 @@ func nginxConfig(prefix string, workers int, server string) string {
 	return fmt.Sprintf(`%sdaemon off;
 master_process on;
 worker_processes %d;
+worker_rlimit_nofile 19990;
 pid %[3]s/nginx.pid;
 error_log %[3]s/error.log warn;
-events { worker_connections 4096; }
+events { worker_connections 19000; }
 http {
   access_log off;
   client_body_temp_path %[3]s/tmp/body;
@@ -64,6 +67,7 @@ func startNginx(t *testing.T, name string, workers int, server func(prefix strin
 	mustWrite(t, conf, []byte(nginxConfig(prefix, workers, server(prefix, n.port))))
 	// -e: the error log before the configuration is read (else /var/log/nginx).
 	n.proc = newProc(t, name, bins.nginx, "-p", prefix, "-c", conf, "-e", filepath.Join(prefix, "error.log"))
+	n.proc.deathSignal = syscall.SIGTERM
 	n.proc.run(t)
 	waitFor(t, name+" answering", 10*time.Second, func() error {
 		if n.proc.exited() {
@@ -104,20 +108,36 @@ func startStaticNginx(t *testing.T, plain, gz []byte) *nginx {
 	return n
 }
 
+// backendPorts is how many listeners the backend spreads the leaves over: one listen
+// queue (somaxconn, 4096 here) cannot take a burst of 10 000 health-check connections,
+// while in production every leaf is its own server.
+const backendPorts = 8
+
 // startBackend runs the upstream every Traefik route points at: 200 "ok" for
-// everything, and one access-log line per health-check request in hc.log.
+// everything, on backendPorts listeners, and one access-log line per health-check
+// request in hc.log. n.ports lists the listeners (n.port is the first).
 func startBackend(t *testing.T) *nginx {
 	t.Helper()
-	return startNginx(t, "nginx-backend", 1, func(prefix string, port int) string {
+	var ports []int
+	n := startNginx(t, "nginx-backend", 2, func(prefix string, port int) string {
 		hc := filepath.Join(prefix, "hc.log")
+		ports = []int{port}
+		for len(ports) < backendPorts {
+			ports = append(ports, freePort(t))
+		}
+		var listen strings.Builder
+		for _, p := range ports {
+			fmt.Fprintf(&listen, "    listen 127.0.0.1:%d backlog=4096;\n", p)
+		}
 		return fmt.Sprintf(`  server {
-    listen 127.0.0.1:%d backlog=4096;
-    location = /healthz { access_log %[2]s hc; return 200 "ok\n"; }
+%s    location = /healthz { access_log %[2]s hc; return 200 "ok\n"; }
     location = /v1/healthz { access_log %[2]s hc; return 200 "ok\n"; }
     location /v1/health/instances/ { access_log %[2]s hc; return 200 "ok\n"; }
     location / { return 200 "ok\n"; }
-  }`, port, hc)
+  }`, listen.String(), hc)
 	}, "/")
+	n.ports = ports
+	return n
 }
 
 func TestNginxConfigKeepsEverythingUnderItsPrefix(t *testing.T) {

@@ -50,7 +50,7 @@ func fetchNginx(t *testing.T, n *nginx, gzip bool, want []byte) {
 // from scafo-node and the very same bytes from nginx, and loads both with wrk.
 func TestPollThroughputAgainstNginx(t *testing.T) {
 	requireBench(t, "scafo-node", "wrk", "nginx")
-	load := defaultLoad(t, 10)
+	load := defaultLoad(t, 8)
 	nRounds := rounds(t)
 	report.add(secPoll,
 		fmt.Sprintf("wrk `%s --latency`, %d round(s) interleaved (node, nginx, node gzip, nginx gzip, then the Go controls below); "+

@@ -20,6 +20,9 @@ type proc struct {
 	bin  string
 	args []string
 	log  string
+	// deathSignal is sent to the process if the test binary dies (default SIGKILL).
+	// nginx gets SIGTERM: its master then stops its workers, which SIGKILL would orphan.
+	deathSignal syscall.Signal
 
 	mu    sync.Mutex
 	cmd   *exec.Cmd
@@ -52,8 +55,13 @@ func (p *proc) run(t *testing.T) {
 		t.Fatalf("%s: opening log: %v", p.name, err)
 	}
 	cmd := exec.Command(p.bin, p.args...)
+	cmd.Env = childEnviron()
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	sig := p.deathSignal
+	if sig == 0 {
+		sig = syscall.SIGKILL
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: sig}
 	p.start = time.Now()
 	if err := cmd.Start(); err != nil {
 		f.Close()
@@ -200,4 +208,17 @@ func (p *proc) cpuTime() time.Duration {
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	const ticks = 100 // USER_HZ on Linux
 	return time.Duration(ut+st) * time.Second / ticks
+}
+
+// childEnviron is this process's environment without SCAFO_* variables: scafo-node
+// reads every SCAFO_* variable as configuration (and refuses unknown ones), and the
+// bench's own knobs are no business of the processes it measures.
+func childEnviron() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SCAFO_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }

@@ -42,7 +42,23 @@ func perfTop(t *testing.T, pid int, d time.Duration, n int, load func()) []strin
 		t.Logf("perf report: %v", err)
 		return nil
 	}
-	return parsePerfReport(out, n)
+	rows := parsePerfReport(out, n)
+	// The split by object: how much is the kernel's (copies, TCP) and how much ours.
+	if byDSO, err := exec.Command(perf, "report", "-i", data, "--stdio", "--no-children", "-g", "none",
+		"--sort", "dso", "--percent-limit", "1").Output(); err == nil {
+		var parts []string
+		sc := bufio.NewScanner(bytes.NewReader(byDSO))
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) == 2 && strings.HasSuffix(f[0], "%") {
+				parts = append(parts, f[1]+" "+f[0])
+			}
+		}
+		if len(parts) > 0 {
+			rows = append(rows, "| | | by object: "+strings.Join(parts, ", ")+" | |")
+		}
+	}
+	return rows
 }
 
 // parsePerfReport turns `perf report --stdio --sort dso,symbol -g none` lines
@@ -63,7 +79,8 @@ func parsePerfReport(out []byte, n int) []string {
 		if f[2] == "[k]" {
 			where = "kernel"
 		}
-		rows = append(rows, fmt.Sprintf("| %s | %s | %s | `%s` |", f[0], where, f[1], strings.Join(f[3:], " ")))
+		sym := strings.TrimSpace(strings.TrimSuffix(strings.Join(f[3:], " "), " - -"))
+		rows = append(rows, fmt.Sprintf("| %s | %s | %s | `%s` |", f[0], where, f[1], sym))
 	}
 	return rows
 }
@@ -75,7 +92,7 @@ func TestParsePerfReportKeepsSymbolsAndSpace(t *testing.T) {
 # ........  .................  ......
 #
     31.20%  [kernel.kallsyms]  [k] copy_user_enhanced_fast_string
-     4.10%  scafo-node         [.] runtime.memmove
+     4.10%  scafo-node         [.] runtime.memmove - -
      0.90%  scafo-node         [.] net/http.(*conn).serve
 `)
 	got := parsePerfReport(out, 2)

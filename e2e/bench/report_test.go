@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -81,6 +82,7 @@ func (r *benchReport) machineAtStart() {
 		fmt.Sprintf("| CPU model | %s |", cpu),
 		fmt.Sprintf("| memory | %s |", mem),
 		fmt.Sprintf("| kernel | %s %s/%s |", strings.TrimSpace(string(kernel)), runtime.GOOS, runtime.GOARCH),
+		fmt.Sprintf("| open files per process (soft/hard) | %s |", nofile()),
 		fmt.Sprintf("| load average at start (1/5/15 min) | %s |", r.loadStart),
 		fmt.Sprintf("| Go | %s |", runtime.Version()),
 		fmt.Sprintf("| Traefik | %s (%s) |", traefikVersion(), bins.traefik),
@@ -157,9 +159,20 @@ func (r *benchReport) write() error {
 
 // flipPlaceholder stands in for section 5, which the e2e suite measures.
 var flipPlaceholder = []string{
-	"Not measured here. Flip latency (PUT of a path map → first request served by the new",
-	"target, through a real Traefik: HTTP provider at pollInterval 1s, the provider plugin, and",
-	"Traefik's own file provider as the inotify floor; p50/p95 over ≥ 20 flips) is measured by",
-	"the e2e suite against the shipped Traefik configuration: run",
-	"`SCAFO_E2E_REPORT=1 go test -run Flip ./e2e/` and read `e2e/results/latest.md`.",
+	"Not measured here: flip latency (PUT of a path map → first request served by the new target,",
+	"through a real Traefik; HTTP provider at pollInterval 1s, the provider plugin, and Traefik's own",
+	"file provider as the inotify floor; p50/p95 over ≥ 20 flips) is measured by the e2e suite on the",
+	"shipped Traefik configuration, scenarios 4 (\"path-prefix flip latency\") and 14 (\"flip latency,",
+	"provider plugin vs HTTP provider\"). Run",
+	"`SCAFO_E2E_REPORT=1 go test -run 'TestPathPrefixesRouteSegmentExactlyAndFlipBack|TestPluginFlipLatency' ./e2e/`",
+	"and read `e2e/results/latest.md`.",
+}
+
+// nofile is RLIMIT_NOFILE, "soft/hard".
+func nofile() string {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return "unknown"
+	}
+	return fmt.Sprintf("%d/%d", rl.Cur, rl.Max)
 }

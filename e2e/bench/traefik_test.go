@@ -89,29 +89,37 @@ type traefikRequest struct {
 }
 
 // renderForBackend derives the generated fleet and points every upstream at the local
-// backend: app-00000 (ti.to's own application) at altPort, everything else at port,
-// so that a response says which route answered. Node API ports (node-delegated health
-// checks) go to the same listener as the upstream.
-func renderForBackend(t *testing.T, c traefikCase, port, altPort int) ([]byte, *routing.Document) {
+// backend: app-00000 (ti.to's own application) at altPort, so that a response says
+// which route answered, every other leaf at one of ports, round-robin by leaf (one
+// application's leaf keeps its port on every host of the application). Node API
+// ports (node-delegated health checks) go to the leaf's own listener.
+func renderForBackend(t *testing.T, c traefikCase, ports []int, altPort int) ([]byte, *routing.Document) {
 	t.Helper()
 	doc, _ := fleet.Derive(fleet.GenerateState(c.apps, c.prefixes), fleet.GenerateOptions())
 	if doc == nil {
 		t.Fatal("fleet.Derive produced no document")
 	}
+	appIndex := map[string]int{}
 	for i := range doc.Routes {
-		p := port
-		if doc.Routes[i].Application == "app-00000" {
-			p = altPort
+		app := doc.Routes[i].Application
+		k, ok := appIndex[app]
+		if !ok {
+			k = len(appIndex)
+			appIndex[app] = k
 		}
 		for j := range doc.Routes[i].Upstreams {
+			p := ports[(k*len(doc.Routes[i].Upstreams)+j)%len(ports)]
+			if app == "app-00000" {
+				p = altPort
+			}
 			doc.Routes[i].Upstreams[j].Address = addr(p)
 			doc.Routes[i].Upstreams[j].APIPort = p
 		}
 	}
 	if doc.API != nil {
 		for j := range doc.API.Upstreams {
-			doc.API.Upstreams[j].Address = addr(port)
-			doc.API.Upstreams[j].APIPort = port
+			doc.API.Upstreams[j].Address = addr(ports[0])
+			doc.API.Upstreams[j].APIPort = ports[0]
 		}
 	}
 	body, err := render.Traefik(doc, c.opts)
@@ -352,7 +360,7 @@ func TestTraefikHealthCheckLoad(t *testing.T) {
 // result, not a failure: failed requests are counted in the report.
 func (tb *traefikBench) measure(t *testing.T, c traefikCase) traefikRun {
 	dir := t.TempDir()
-	body, doc := renderForBackend(t, c, tb.backend.port, tb.alt.port)
+	body, doc := renderForBackend(t, c, tb.backend.ports, tb.alt.port)
 	// JSON is YAML: the file provider decodes .yaml with the same decoder the HTTP
 	// provider uses for every body it fetches.
 	dyn := filepath.Join(dir, "dynamic.yaml")
@@ -502,7 +510,7 @@ func routingReport(runs []traefikRun, load wrkLoad) {
 			"providersThrottleDuration 100ms) with the file provider reading our rendered JSON (the HTTP provider decodes its "+
 			"body with the same YAML decoder), Traefik restarted per configuration. The render's health-check interval is "+
 			quietInterval+" here, so that no active check fires and these rows measure the routers; 4b measures the checks. Every "+
-			"upstream points at a local nginx answering 200. wrk `%s` per request kind: a host hit is one of up to 1 000 hosts "+
+			"upstream points at a local nginx answering 200 (leaves spread over its "+itoa(backendPorts)+" listeners). wrk `%s` per request kind: a host hit is one of up to 1 000 hosts "+
 			"picked at random per request (a wrk Lua script), a path hit one of 1 000 prefixes of ti.to; a miss is an "+
 			"unknown host (404); a path miss is ti.to/nothere/x, which falls through every path router of ti.to to the "+
 			"host's own application. Startup is process start → one request of each kind answered as routed. "+
@@ -548,12 +556,13 @@ func healthReport(runs []traefikRun, load wrkLoad, pool int) {
 		"### 4b. Health-check load (configuration as rendered)",
 		"",
 		fmt.Sprintf("The same setup with the render's active checks in place; Traefik's maxIdleConnsPerHost is raised to %d "+
-			"so that it keeps one connection per leaf, as it would with one server per leaf (every leaf is one nginx address "+
-			"here). Checks are counted in the backend's access log on an idle Traefik over whole intervals, starting half an "+
+			"so that it keeps one connection per leaf, as it would with one server per leaf (the leaves share %d nginx listeners "+
+			"here). A checked leaf holds one file descriptor in Traefik: this machine's open-file limit (%s) is below the "+
+			"20 003 leaves of 10 000 apps, so those rows also hit that limit (in production, raise LimitNOFILE). Checks are counted in the backend's access log on an idle Traefik over whole intervals, starting half an "+
 			"interval after startup: Traefik starts every service's ticker when it loads a configuration, so the checks come "+
 			"as one burst per interval (and a new burst after every configuration reload), not spread out. Traefik's CPU is "+
 			"read from /proc over the same window. Then wrk `%s` on host hits: a failed request is a 503 from a failover whose "+
-			"leaves the checks marked down.", pool, load),
+			"leaves the checks marked down.", pool, backendPorts, nofile(), load),
 		"",
 		"| configuration | leaves checked | interval | leaves ÷ interval (checks/s) | measured checks/s | busiest second | Traefik CPU while idle (cores) | RSS MB after startup (peak) | host hit |",
 		"|---|---:|---:|---:|---:|---:|---:|---:|---:|",

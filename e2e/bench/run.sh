@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Runs every measurement of issue 8 (performance, side by side, as ratios) in one go and
+# writes e2e/bench/REPORT.md. About 15 minutes on a 2-core machine.
+#
+#   e2e/bench/run.sh
+#
+# Needs: Go, wrk and nginx (Debian: apt-get install -y wrk nginx-light; installed here
+# when missing and running as root), Traefik v3.6.12 (TRAEFIK_BIN, else built and cached
+# by e2e/build-traefik.sh), perf (optional: profiles of the node under load).
+#
+# Knobs (environment):
+#   SCAFO_BENCH_ROUNDS=3        interleaved rounds per side of the poll comparison
+#   SCAFO_BENCH_WRK="-t2 -c32 -d8s"   wrk load for every comparison (durations: poll 8s, Traefik 5s)
+#   SCAFO_BENCH_PROFILE=1       perf-profile the node under load (0 to skip)
+#   SCAFO_BENCH_TRAEFIK_CASES="100 apps|10 000 apps"   only these Traefik cases
+#   SCAFO_BENCH_REPORT=path     where the report goes (default e2e/bench/REPORT.md)
+#   RUN=regexp                  only the tests matching (go test -run)
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+cd "$root"
+
+missing=()
+command -v wrk >/dev/null || missing+=(wrk)
+command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || missing+=(nginx-light)
+if ((${#missing[@]})); then
+  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+    echo "run.sh: installing ${missing[*]} with apt-get" >&2
+    apt-get install -y "${missing[@]}" >&2 || { apt-get update >&2 && apt-get install -y "${missing[@]}" >&2; }
+  else
+    echo "run.sh: missing ${missing[*]}: apt-get install -y wrk nginx-light" >&2
+    exit 1
+  fi
+fi
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+echo "run.sh: building scafo-node" >&2
+go build -o "$tmp/scafo-node" ./node/cmd/scafo-node
+traefik="${TRAEFIK_BIN:-$(bash e2e/build-traefik.sh | tail -n1)}"
+echo "run.sh: Traefik $traefik" >&2
+
+profile="${SCAFO_BENCH_PROFILE:-1}"
+command -v perf >/dev/null || profile=0
+
+log="$tmp/bench.log"
+set +e
+SCAFO_BENCH=1 \
+  SCAFO_NODE_BIN="$tmp/scafo-node" \
+  TRAEFIK_BIN="$traefik" \
+  SCAFO_BENCH_PROFILE="$profile" \
+  SCAFO_BENCH_ROUNDS="${SCAFO_BENCH_ROUNDS:-3}" \
+  SCAFO_BENCH_REPORT="${SCAFO_BENCH_REPORT:-$here/REPORT.md}" \
+  go test -count=1 -timeout 45m -v -run "${RUN:-.}" ./e2e/bench/ 2>&1 |
+  grep -v 'Health check failed' | tee "$log"
+rc=${PIPESTATUS[0]}
+set -e
+echo "run.sh: report in ${SCAFO_BENCH_REPORT:-$here/REPORT.md} (go test exit $rc)" >&2
+exit "$rc"
