@@ -34,6 +34,7 @@ const prefixAudit = "audit/"
 // mountWriteRoutes registers the write API.
 func (s *Server) mountWriteRoutes(r chi.Router) {
 	r.Group(func(r chi.Router) {
+		r.Use(s.refuseWritesToAForeignStore)
 		r.Use(s.authenticate)
 		r.Get("/v1/apps", s.adminOnly(s.handleListApps))
 		r.Get("/v1/apps/{app}", s.adminOnly(s.handleGetApp))
@@ -51,6 +52,21 @@ func (s *Server) mountWriteRoutes(r chi.Router) {
 		r.Post("/v1/tokens", s.adminOnly(s.handleCreateToken))
 		r.Delete("/v1/tokens/{id}", s.adminOnly(s.handleDeleteToken))
 		r.Get("/v1/audit", s.adminOnly(s.handleAudit))
+	})
+}
+
+// refuseWritesToAForeignStore answers 503 to every write-API request while the store
+// does not look like the one this node served (see reconciler.identityLost): a write
+// there would land in a store no node publishes from.
+func (s *Server) refuseWritesToAForeignStore(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.rec.identityLost.Load() {
+			w.Header().Set("Retry-After", "30")
+			writeError(w, http.StatusServiceUnavailable, "store unavailable",
+				"the store's serial vanished, went backwards or changed epoch (wiped or replaced?); nothing was written; restart the node to adopt the store as it is")
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 

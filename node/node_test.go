@@ -501,6 +501,20 @@ func TestWipedStoreIsAnOutageNotAnEmptyFleet(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(storeDir, "serial")); err == nil {
 		t.Fatal("the node recreated the serial in a wiped store")
 	}
+	// Writes are refused while the store is not the one this node served.
+	req, _ := http.NewRequest("PUT", n.url+"/v1/apps/blog", strings.NewReader(`{"account":"acme"}`))
+	req.Header.Set("Authorization", "Bearer "+testAdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("write to a wiped store: %d, want 503", resp.StatusCode)
+	}
+	if _, err := os.Stat(filepath.Join(storeDir, "apps", "blog.json")); err == nil {
+		t.Fatal("a write landed in the wiped store")
+	}
 	// Another writer recreating the serial (a fresh node on the wiped store) mints
 	// another epoch: refused, and this node's heartbeats do not bump it along.
 	if _, err := store.BumpSerial(context.Background(), n.st); err != nil {

@@ -41,6 +41,9 @@ type reconciler struct {
 	sawSerial atomic.Bool
 	// serialSeen mirrors serialValue for writers (Server.bumpSerial).
 	serialSeen atomic.Uint64
+	// identityLost is set while the store does not look like the one this node served
+	// (serial vanished, went backwards, or changed epoch); writes are refused then.
+	identityLost atomic.Bool
 	// serialEpoch names the store this node serves (see store.SerialKey); epochSeen
 	// mirrors it for writers.
 	serialEpoch string
@@ -108,6 +111,7 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 	case errors.Is(err, store.ErrNotFound) && r.serialETag != "":
 		// A healthy store never loses its serial; an empty listing now most likely means
 		// an unmounted or replaced store, and publishing it would withdraw every route.
+		r.identityLost.Store(true)
 		return fmt.Errorf("reading serial: it vanished: %w", store.ErrUnavailable)
 	case errors.Is(err, store.ErrNotFound):
 		newSerial = ""
@@ -126,9 +130,11 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 			// than publish whatever is there now. A restarted node accepts the store as
 			// it finds it.
 			if r.sawSerial.Load() && epoch != r.serialEpoch {
+				r.identityLost.Store(true)
 				return fmt.Errorf("reading serial: the store's epoch changed from %q to %q (store wiped or replaced?): %w", r.serialEpoch, epoch, store.ErrUnavailable)
 			}
 			if n < r.serialValue {
+				r.identityLost.Store(true)
 				return fmt.Errorf("reading serial: it went backwards from %d to %d (store restored from an old copy?): %w", r.serialValue, n, store.ErrUnavailable)
 			}
 			newEpoch = epoch
@@ -183,6 +189,7 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 	}
 	// Commit only a complete read: a failure above returned with r.objects untouched.
 	r.objects = next
+	r.identityLost.Store(false)
 	r.serialETag = newSerial
 	r.serialValue = newSerialValue
 	r.serialSeen.Store(newSerialValue)
