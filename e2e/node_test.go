@@ -228,7 +228,44 @@ func (f *fleet) deploy(t *testing.T, app, account string, placement []*node, hea
 		d.instances[n.name] = startEcho(t, app+"@"+n.name, n.ip, port)
 		n.setInstance(t, app, port, true)
 	}
+	// A node writes its record (instances, readiness) asynchronously after the PUT:
+	// wait until every node of the fleet publishes every placed upstream, so a test
+	// that stops a node next does not race its heartbeat.
+	for _, n := range f.nodes {
+		waitFor(t, n.name+" publishes "+app+" on every placed node", routeTimeout, func() error {
+			return n.hasUpstreams(app, len(placement))
+		})
+	}
 	return d
+}
+
+// hasUpstreams reports whether n's routing document routes app with want upstreams.
+func (n *node) hasUpstreams(app string, want int) error {
+	req, err := http.NewRequest(http.MethodGet, n.url("/v1/ingress/routes"), nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+testIngressToken)
+	resp, err := apiClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		Routes []struct {
+			Application string
+			Upstreams   []json.RawMessage
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		return fmt.Errorf("%s: decoding routes: %w", n.name, err)
+	}
+	for _, r := range doc.Routes {
+		if r.Application == app && len(r.Upstreams) == want {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: %s not yet routed with %d upstreams", n.name, app, want)
 }
 
 // on returns the echo instance of d on node n.

@@ -57,11 +57,15 @@ func newMetrics(pub *publisher) *metrics {
 	return m
 }
 
+// observePass records one pass. skipped is -1 when the pass derived nothing (the
+// store had not changed), which leaves the gauge at the last derivation's count.
 func (m *metrics) observePass(d time.Duration, err error, skipped int) {
 	m.reconcileDur.Observe(d.Seconds())
 	if err != nil {
 		m.reconcileErrors.Inc()
 		return
 	}
-	m.skipped.Set(float64(skipped))
+	if skipped >= 0 {
+		m.skipped.Set(float64(skipped))
+	}
 }

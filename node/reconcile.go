@@ -81,7 +81,7 @@ type reconcileStatus struct {
 // pass runs one reconcile step. full forces a re-list of every object.
 func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err error) {
 	start := time.Now()
-	var skippedCount int
+	skippedCount := -1 // no derivation this pass
 	defer func() {
 		r.mu.Lock()
 		if err != nil {

@@ -49,6 +49,18 @@ func TestMetricsExposePollsAndReconcile(t *testing.T) {
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	seedFleet(t, n.st, "shop")
 	n.waitReady()
+	waitFor(t, 5*time.Second, "shop routed", func() bool { return len(hostsOf(routesDoc(t, n))) == 1 })
+	// Passes that find nothing new keep the gauge: it counts what the last derivation
+	// skipped. A malformed object must show up in it and stay there.
+	putRaw(t, n.st, "apps/broken.json", []byte("{"))
+	waitFor(t, 5*time.Second, "gauge counts the malformed object", func() bool {
+		_, b := n.get("/metrics", "")
+		return strings.Contains(string(b), "scafo_skipped_objects 1\n")
+	})
+	time.Sleep(5 * time.Duration(n.cfg.Reconcile.Interval)) // several idle passes
+	if _, b := n.get("/metrics", ""); !strings.Contains(string(b), "scafo_skipped_objects 1\n") {
+		t.Fatal("idle passes reset the skipped-objects gauge")
+	}
 	n.get("/v1/ingress/traefik", testIngressToken)
 	n.get("/v1/ingress/nginx", testIngressToken)
 	_, b := n.get("/metrics", "")
@@ -58,7 +70,6 @@ func TestMetricsExposePollsAndReconcile(t *testing.T) {
 		`scafo_ingress_polls_total{code="404",format="other"} 1`,
 		`scafo_reconcile_duration_seconds_count`,
 		`scafo_revision_age_seconds`,
-		`scafo_skipped_objects 0`,
 		`scafo_reconcile_errors_total 0`,
 	} {
 		if !strings.Contains(m, want) {
