@@ -284,6 +284,15 @@ func TestPluginKeepsRoutingAndFollowsChangesWhenItsNodeDies(t *testing.T) {
 		t.Fatalf("before the kill: %d polls answered by n1 and %d by n2; want the plugin on n1 alone", p1, p2)
 	}
 	before := tr.routerCount(pluginProvider)
+	// The claim went through n1; n2 folds it in on its next reconcile tick. Kill n1 only
+	// once both serve the same revision, or the switch would (correctly) emit n2's
+	// older configuration.
+	waitFor(t, "n1 and n2 to serve one revision", routeTimeout, func() error {
+		if a, b := n1.ingress(t, "", "identity").revision, n2.ingress(t, "", "identity").revision; a != b {
+			return fmt.Errorf("n1 %s, n2 %s", a, b)
+		}
+		return nil
+	})
 
 	loop := startLoop(t, tr, host, "/", 20*time.Millisecond)
 	floor := watchRouters(t, tr, pluginProvider)
