@@ -26,34 +26,14 @@ func encodeConfiguration(cfg *Configuration) ([]byte, error) {
 	}
 	e := encoder{buf: make([]byte, 0, 256*(len(cfg.HTTP.Routers)+len(cfg.HTTP.Services))+64)}
 	e.raw(`{"http":{`)
-	first := true
 	if len(cfg.HTTP.Routers) > 0 {
-		e.raw(`"routers":{`)
-		for i, k := range sortedMapKeys(cfg.HTTP.Routers) {
-			if i > 0 {
-				e.raw(",")
-			}
-			e.str(k)
-			e.raw(":")
-			e.router(cfg.HTTP.Routers[k])
-		}
-		e.raw("}")
-		first = false
+		encodeMap(&e, "routers", cfg.HTTP.Routers, e.router)
 	}
 	if len(cfg.HTTP.Services) > 0 {
-		if !first {
+		if len(cfg.HTTP.Routers) > 0 {
 			e.raw(",")
 		}
-		e.raw(`"services":{`)
-		for i, k := range sortedMapKeys(cfg.HTTP.Services) {
-			if i > 0 {
-				e.raw(",")
-			}
-			e.str(k)
-			e.raw(":")
-			e.service(cfg.HTTP.Services[k])
-		}
-		e.raw("}")
+		encodeMap(&e, "services", cfg.HTTP.Services, e.service)
 	}
 	e.raw("}}")
 	return e.buf, nil
@@ -115,6 +95,23 @@ func sortedMapKeys[V any](m map[string]V) []string {
 }
 
 type encoder struct{ buf []byte }
+
+// encodeMap writes `"name":{...}` with m's entries in sorted key order, each value
+// written by value.
+func encodeMap[V any](e *encoder, name string, m map[string]V, value func(V)) {
+	e.buf = append(e.buf, '"')
+	e.buf = append(e.buf, name...)
+	e.raw(`":{`)
+	for i, k := range sortedMapKeys(m) {
+		if i > 0 {
+			e.raw(",")
+		}
+		e.str(k)
+		e.raw(":")
+		value(m[k])
+	}
+	e.raw("}")
+}
 
 func (e *encoder) raw(s string) { e.buf = append(e.buf, s...) }
 
