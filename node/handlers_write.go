@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -75,14 +76,28 @@ func (s *Server) refuseWritesToAForeignStore(next http.Handler) http.Handler {
 // decodeStrict decodes a JSON body into v: bounded size, unknown fields refused, one
 // value only. The error names the offending field where encoding/json knows it.
 func decodeStrict(r *http.Request, v any) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	return decodeStrictBytes(body, v)
+}
+
+// readBody reads a request body of at most maxBody bytes.
+func readBody(r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil {
-		return fmt.Errorf("reading body: %w", err)
+		return nil, fmt.Errorf("reading body: %w", err)
 	}
 	if len(body) > maxBody {
-		return fmt.Errorf("body larger than %d bytes", maxBody)
+		return nil, fmt.Errorf("body larger than %d bytes", maxBody)
 	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	return body, nil
+}
+
+// decodeStrictBytes decodes one JSON value into v, unknown fields refused.
+func decodeStrictBytes(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
@@ -346,6 +361,17 @@ func (s *Server) claimsOf(ctx context.Context, app string) ([]string, error) {
 
 // ---- claims ----
 
+// claimParams validates the {app} and {host} of a claim URL.
+func (s *Server) claimParams(w http.ResponseWriter, r *http.Request) (app, host string, ok bool) {
+	if app, ok = s.appParam(w, r); !ok {
+		return "", "", false
+	}
+	if host, ok = s.hostParam(w, r); !ok {
+		return "", "", false
+	}
+	return app, host, true
+}
+
 // hostParam folds and validates the {host} of a claim URL.
 func (s *Server) hostParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 	raw := chi.URLParam(r, "host")
@@ -380,11 +406,7 @@ func (s *Server) loadClaim(ctx context.Context, host string) (fleet.Claim, strin
 }
 
 func (s *Server) handleGetClaim(w http.ResponseWriter, r *http.Request) {
-	app, ok := s.appParam(w, r)
-	if !ok {
-		return
-	}
-	host, ok := s.hostParam(w, r)
+	app, host, ok := s.claimParams(w, r)
 	if !ok {
 		return
 	}
@@ -401,25 +423,19 @@ func (s *Server) handleGetClaim(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handlePutClaim(w http.ResponseWriter, r *http.Request) {
-	app, ok := s.appParam(w, r)
+	app, host, ok := s.claimParams(w, r)
 	if !ok {
 		return
 	}
-	host, ok := s.hostParam(w, r)
-	if !ok {
-		return
-	}
-	raw, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	// A claim takes an empty body or {}: paths are published through .../paths.
+	raw, err := readBody(r)
 	if err != nil {
 		badRequest(w, "invalid body", err)
 		return
 	}
-	if strings.TrimSpace(string(raw)) != "" {
-		dec := json.NewDecoder(strings.NewReader(string(raw)))
-		dec.DisallowUnknownFields()
-		var empty struct{}
-		if err := dec.Decode(&empty); err != nil {
-			badRequest(w, "invalid body", fmt.Errorf("a claim takes no fields (publish paths through .../paths): %s", strings.TrimPrefix(err.Error(), "json: ")))
+	if len(bytes.TrimSpace(raw)) > 0 {
+		if err := decodeStrictBytes(raw, &struct{}{}); err != nil {
+			badRequest(w, "invalid body", fmt.Errorf("a claim takes no fields (publish paths through .../paths): %w", err))
 			return
 		}
 	}
@@ -458,11 +474,7 @@ func (s *Server) handlePutClaim(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleDeleteClaim(w http.ResponseWriter, r *http.Request) {
-	app, ok := s.appParam(w, r)
-	if !ok {
-		return
-	}
-	host, ok := s.hostParam(w, r)
+	app, host, ok := s.claimParams(w, r)
 	if !ok {
 		return
 	}
@@ -508,10 +520,7 @@ type pathsAnswer struct {
 // claimForPaths loads host's claim and checks it is held by app and that the caller
 // may publish for app.
 func (s *Server) claimForPaths(w http.ResponseWriter, r *http.Request) (app, host string, c fleet.Claim, etag string, ok bool) {
-	if app, ok = s.appParam(w, r); !ok {
-		return
-	}
-	if host, ok = s.hostParam(w, r); !ok {
+	if app, host, ok = s.claimParams(w, r); !ok {
 		return
 	}
 	ok = false
