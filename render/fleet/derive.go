@@ -182,9 +182,6 @@ func (dv *deriver) skip(object, format string, args ...any) {
 	dv.skipped = append(dv.skipped, Skipped{Object: object, Reason: fmt.Sprintf(format, args...)})
 }
 
-func appKey(name string) string   { return PrefixApps + name + ".json" }
-func claimKey(host string) string { return PrefixDomains + host + ".json" }
-func nodeKey(name string) string  { return PrefixNodes + name + ".json" }
 
 func (dv *deriver) indexDomains() {
 	seen := make(map[string]bool, len(dv.opt.PlatformDomains))
@@ -215,7 +212,7 @@ func (dv *deriver) indexNodes(recs []NodeRecord) {
 	counts := countNames(recs, func(r *NodeRecord) string { return r.Name })
 	for i := range recs {
 		rec := &recs[i]
-		key := nodeKey(rec.Name)
+		key := NodeKey(rec.Name)
 		if err := routing.ValidateLabel("node name", rec.Name); err != nil {
 			dv.skip(key, "%v; node ignored", err)
 			continue
@@ -258,29 +255,29 @@ func (dv *deriver) indexApps(apps []App) {
 	for i := range apps {
 		app := &apps[i]
 		if err := routing.ValidateLabel("application name", app.Name); err != nil {
-			dv.skip(appKey(app.Name), "%v; application ignored", err)
+			dv.skip(AppKey(app.Name), "%v; application ignored", err)
 			continue
 		}
 		if n := counts[app.Name]; n > 1 {
-			dv.skip(appKey(app.Name), "%d objects name application %q; all ignored", n, app.Name)
+			dv.skip(AppKey(app.Name), "%d objects name application %q; all ignored", n, app.Name)
 			continue
 		}
 		if err := routing.ValidateLabel("account", app.Account); err != nil {
-			dv.skip(appKey(app.Name), "%v; application ignored", err)
+			dv.skip(AppKey(app.Name), "%v; application ignored", err)
 			continue
 		}
 		dv.appList = append(dv.appList, appInfo{app: app, placement: dv.placement(app.Name, app.Placement)})
 		ai := &dv.appList[len(dv.appList)-1]
 		if app.Health != nil && app.Health.Path != "" {
 			if err := routing.ValidateHealthPath("health.path", app.Health.Path); err != nil {
-				dv.skip(appKey(app.Name), "%v; node-delegated health check used instead", err)
+				dv.skip(AppKey(app.Name), "%v; node-delegated health check used instead", err)
 			} else {
 				ai.healthPath = app.Health.Path
 			}
 		}
 		ai.upstreams = dv.upstreams(ai)
 		if len(ai.upstreams) == 0 {
-			dv.skip(appKey(app.Name), "no ready instance on any placed node; not routed")
+			dv.skip(AppKey(app.Name), "no ready instance on any placed node; not routed")
 		}
 		dv.apps[app.Name] = ai
 	}
@@ -299,7 +296,7 @@ func (dv *deriver) placement(app string, list []string) []string {
 	}
 	for j, node := range list {
 		if err := routing.ValidateLabel(fmt.Sprintf("placement[%d]", j), node); err != nil {
-			dv.skip(appKey(app), "%v; entry ignored", err)
+			dv.skip(AppKey(app), "%v; entry ignored", err)
 			continue
 		}
 		dup := seen[node]
@@ -307,7 +304,7 @@ func (dv *deriver) placement(app string, list []string) []string {
 			dup = slices.Contains(out, node)
 		}
 		if dup {
-			dv.skip(appKey(app), "placement[%d] repeats node %q; entry ignored", j, node)
+			dv.skip(AppKey(app), "placement[%d] repeats node %q; entry ignored", j, node)
 			continue
 		}
 		if seen != nil {
@@ -362,7 +359,7 @@ func (dv *deriver) indexClaims(claims []Claim) {
 	dv.claims = make([]*Claim, 0, len(claims))
 	for i := range claims {
 		c := &claims[i]
-		key := claimKey(c.Host)
+		key := ClaimKey(c.Host)
 		if err := routing.ValidateCustomHost("host", c.Host); err != nil {
 			dv.skip(key, "%v; claim ignored", err)
 			continue
@@ -415,7 +412,7 @@ func (dv *deriver) buildRoutes() {
 		name := ai.app.Name
 		for _, d := range dv.domains {
 			if len(name)+1+len(d) > routing.MaxHostLen {
-				dv.skip(appKey(name), "platform host under %q would be longer than %d bytes; not routed there", d, routing.MaxHostLen)
+				dv.skip(AppKey(name), "platform host under %q would be longer than %d bytes; not routed there", d, routing.MaxHostLen)
 				continue
 			}
 			add(name+"."+d, ai, nil)
@@ -426,12 +423,12 @@ func (dv *deriver) buildRoutes() {
 	for _, c := range dv.claims {
 		ai := dv.apps[c.App]
 		if prev := dv.held[c.Host]; prev != nil {
-			dv.skip(claimKey(c.Host), "host is also held by application %q; claim ignored", prev.app)
+			dv.skip(ClaimKey(c.Host), "host is also held by application %q; claim ignored", prev.app)
 			continue
 		}
 		add(c.Host, ai, c)
 		if len(ai.upstreams) == 0 {
-			dv.skip(claimKey(c.Host), "application %q has no ready instance; not routed", c.App)
+			dv.skip(ClaimKey(c.Host), "application %q has no ready instance; not routed", c.App)
 		}
 	}
 	slices.SortFunc(dv.routes, func(a, b routing.Route) int { return strings.Compare(a.Host, b.Host) })
@@ -459,7 +456,7 @@ func (dv *deriver) buildPaths() {
 
 func (dv *deriver) pathMap(host string, h *holder) map[string]string {
 	src := h.claim.Paths
-	object := claimKey(host) + "#paths"
+	object := ClaimKey(host) + "#paths"
 
 	// The cap is decided on the map as published: keep the first MaxPaths keys in
 	// sorted order. Sorting is only needed when the cap bites.

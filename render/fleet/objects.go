@@ -28,6 +28,20 @@ const (
 	KeySerial     = "serial"
 )
 
+// The one spelling of every object key; no call site concatenates prefixes.
+
+// AppKey is the key of application name.
+func AppKey(name string) string { return PrefixApps + name + ".json" }
+
+// ClaimKey is the key of the claim on host.
+func ClaimKey(host string) string { return PrefixDomains + host + ".json" }
+
+// NodeKey is the key of node name's record.
+func NodeKey(name string) string { return PrefixNodes + name + ".json" }
+
+// TokenKey is the key of the application token with id.
+func TokenKey(id string) string { return PrefixTokens + id + ".json" }
+
 // App is an application: a name, the account that owns it, and the nodes it runs on in
 // priority order.
 type App struct {
