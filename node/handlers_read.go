@@ -44,7 +44,7 @@ func (s *Server) handleInstanceHealth(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid app", err.Error())
 		return
 	}
-	inst, ok := s.instances.get(app)
+	inst, ok := s.instances.Get(app)
 	switch {
 	case !ok:
 		writeError(w, http.StatusNotFound, "no instance", "no instance of "+app+" on this node")

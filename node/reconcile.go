@@ -11,12 +11,10 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
-	"github.com/scafo/ingress/render/routing"
 )
 
 // reconciler folds the store into published snapshots. One goroutine runs it; the
@@ -33,27 +31,14 @@ type reconciler struct {
 	opts func() fleet.Options // Now is filled per pass
 	self fleet.NodeSettings
 
-	serialETag string
-	// serialValue is the last serial read; it must never go backwards.
-	serialValue uint64
-	// sawSerial is set once a serial has been read: from then on this node never
-	// recreates a missing serial (see Server.bumpSerial).
-	sawSerial atomic.Bool
-	// serialSeen mirrors serialValue for writers (Server.bumpSerial).
-	serialSeen atomic.Uint64
-	// identityLost is set while the store does not look like the one this node served
-	// (serial vanished, went backwards, or changed epoch); writes are refused then.
-	identityLost atomic.Bool
-	// serialEpoch names the store this node serves (see store.SerialKey); epochSeen
-	// mirrors it for writers.
-	serialEpoch string
-	epochSeen   atomic.Pointer[string]
-	objects     map[string]cachedObject
-	lastFull    time.Time
-	lastStale   string
+	// id owns the store's serial and epoch (read here, bumped by writers).
+	id *store.Identity
+
+	objects   map[string]cachedObject
+	lastFull  time.Time
+	lastStale string
 	// lastSkipped fingerprints the last logged set of derivation drops.
 	lastSkipped string
-	passes      int
 
 	mu       sync.Mutex
 	status   reconcileStatus
@@ -104,48 +89,14 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 		}
 	}()
 
-	serialChanged := true
-	newSerial, newSerialValue, newEpoch := r.serialETag, r.serialValue, r.serialEpoch
-	obj, changed, err := r.st.GetIfChanged(ctx, fleet.KeySerial, r.serialETag)
-	switch {
-	case errors.Is(err, store.ErrNotFound) && r.serialETag != "":
-		// A healthy store never loses its serial; an empty listing now most likely means
-		// an unmounted or replaced store, and publishing it would withdraw every route.
-		r.identityLost.Store(true)
-		return fmt.Errorf("reading serial: it vanished: %w", store.ErrUnavailable)
-	case errors.Is(err, store.ErrNotFound):
-		newSerial = ""
-	case err != nil:
-		return fmt.Errorf("reading serial: %w", err)
-	default:
-		serialChanged = changed
-		if changed {
-			n, epoch, perr := store.ParseSerialEpoch(obj.Value)
-			if perr != nil {
-				return fmt.Errorf("reading serial: %w: %w", perr, store.ErrUnavailable)
-			}
-			// One store, one epoch, a serial that only grows. Another epoch, or a
-			// serial going backwards, means the store was wiped, replaced or restored
-			// and something recreated the serial: keep the last good document rather
-			// than publish whatever is there now. A restarted node accepts the store as
-			// it finds it.
-			if r.sawSerial.Load() && epoch != r.serialEpoch {
-				r.identityLost.Store(true)
-				return fmt.Errorf("reading serial: the store's epoch changed from %q to %q (store wiped or replaced?): %w", r.serialEpoch, epoch, store.ErrUnavailable)
-			}
-			if n < r.serialValue {
-				r.identityLost.Store(true)
-				return fmt.Errorf("reading serial: it went backwards from %d to %d (store restored from an old copy?): %w", r.serialValue, n, store.ErrUnavailable)
-			}
-			newEpoch = epoch
-			newSerial = obj.ETag
-			newSerialValue = n
-		}
+	obs, err := r.id.Observe(ctx, r.st)
+	if err != nil {
+		return err
 	}
 	if r.objects == nil || r.lastFull.IsZero() {
 		full = true
 	}
-	if !serialChanged && !full {
+	if !obs.Changed && !full {
 		// Nothing was written. The document can still move by time alone, when a node
 		// crosses the TTL; re-derive only then.
 		if stale := r.staleKey(now); stale == r.lastStale {
@@ -189,15 +140,7 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 	}
 	// Commit only a complete read: a failure above returned with r.objects untouched.
 	r.objects = next
-	r.identityLost.Store(false)
-	r.serialETag = newSerial
-	r.serialValue = newSerialValue
-	r.serialSeen.Store(newSerialValue)
-	if newSerial != "" {
-		r.serialEpoch = newEpoch
-		r.epochSeen.Store(&newEpoch)
-		r.sawSerial.Store(true)
-	}
+	r.id.Commit(obs)
 	if full {
 		r.lastFull = now
 	}
@@ -313,7 +256,7 @@ func (r *reconciler) derive(now time.Time) int {
 	opt.Now = now
 	doc, dskipped := fleet.Derive(st, opt)
 	skipped = append(skipped, dskipped...)
-	if r.pub.publish(doc, skipped, now) {
+	if r.pub.publish(doc, now) {
 		r.log.Info("published routing document", "revision", doc.Revision, "routes", len(doc.Routes), "skipped", len(skipped))
 	}
 	// Log what the derivation dropped whenever that set changes (a dropped entry may not
@@ -325,7 +268,6 @@ func (r *reconciler) derive(now time.Time) int {
 		}
 	}
 	r.lastStale = r.staleKey(now)
-	r.passes++
 
 	r.mu.Lock()
 	if !slices.Equal(mismatched, r.status.Mismatched) && len(mismatched) > 0 {
@@ -376,8 +318,6 @@ func (r *reconciler) run(ctx context.Context, interval, fullInterval time.Durati
 		}
 	}
 }
-
-var _ = routing.Version
 
 // appAccounts maps application → account, from the objects of the last pass.
 func (r *reconciler) appAccounts() map[string]string {

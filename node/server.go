@@ -21,11 +21,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/scafo/ingress/node/fleetwrite"
+	"github.com/scafo/ingress/node/internal/jsonx"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/node/store/s3"
@@ -45,7 +48,9 @@ type Server struct {
 	pub       *publisher
 	rec       *reconciler
 	metrics   *metrics
-	instances *instanceRegistry
+	identity  *store.Identity      // the store's serial and epoch: one owner
+	writer    *fleetwrite.Writer   // every fleet write
+	instances *fleetwrite.Registry // this node's instances (ports, readiness)
 
 	kick     chan struct{} // run a reconcile pass now
 	beat     chan struct{} // rewrite this node's record now
@@ -76,7 +81,8 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 
 // NewWithStore builds a node over an already opened store (tests use it).
 func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adminTok string) (*Server, error) {
-	inst, err := openInstanceRegistry(cfg)
+	inst, err := fleetwrite.OpenRegistry(filepath.Join(cfg.StateDir, "instances.json"),
+		cfg.Ports.Min, cfg.Ports.Max, time.Duration(cfg.Ports.Quarantine))
 	if err != nil {
 		return nil, fmt.Errorf("instance registry: %w", err)
 	}
@@ -92,24 +98,28 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	if err := ropts.Validate(); err != nil {
 		return nil, fmt.Errorf("traefik render options: %w", err)
 	}
-	// A private spill directory for rendered bodies (sendfile); removed on Close.
-	spill, err := os.MkdirTemp("", "scafo-node-bodies-")
-	if err != nil {
-		log.Warn("no spill directory for rendered bodies; serving from memory", "err", err)
-		spill = ""
-	}
-	pub := newPublisher(ropts, spill)
+	pub := newPublisher(ropts, openSpillDir(cfg.StateDir, log))
 	s := &Server{
 		cfg: cfg, log: log, st: st,
 		ingressToken: ingressTok, adminToken: adminTok,
-		pub: pub, instances: inst,
+		pub: pub, instances: inst, identity: &store.Identity{},
 		kick:     make(chan struct{}, 1),
 		beat:     make(chan struct{}, 1),
 		shutdown: make(chan struct{}),
 	}
 	s.metrics = newMetrics(pub)
+	s.writer = fleetwrite.New(fleetwrite.Config{
+		Node:            cfg.Node.Name,
+		PlatformDomains: cfg.Platform.Domains,
+		APIPort:         func() int { return cfg.Node.APIPort },
+		OnCommit: func(action string) {
+			s.metrics.storeWrites.WithLabelValues(action, "ok").Inc()
+			s.kickReconcile()
+		},
+		OnInstances: s.kickHeartbeat,
+	}, st, s.identity, inst, log)
 	s.rec = &reconciler{
-		st: st, pub: pub, log: log,
+		st: st, pub: pub, log: log, id: s.identity,
 		self: s.settings(),
 		opts: func() fleet.Options {
 			return fleet.Options{
@@ -159,11 +169,8 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/v1/health/instances/{app}", s.handleInstanceHealth)
 	r.Method(http.MethodGet, "/metrics", s.metricsHandler())
 	r.Group(func(r chi.Router) {
-		r.Use(s.requireIngressOrAdmin)
+		r.Use(s.requireIngress) // the ingress token, or the admin's
 		r.Get("/v1/status", s.handleStatus)
-	})
-	r.Group(func(r chi.Router) {
-		r.Use(s.requireIngress)
 		r.Get("/v1/ingress/{format}", s.handleIngress)
 	})
 	s.mountWrite(r)
@@ -243,6 +250,22 @@ func (s *Server) Close() {
 	s.once.Do(func() { close(s.shutdown) })
 }
 
+// openSpillDir empties and returns <stateDir>/bodies, the private directory where
+// rendered bodies are spilled for sendfile; "" (serve from memory) when it cannot.
+// Its owner, the server, removes it after the HTTP server stops.
+func openSpillDir(stateDir string, log *slog.Logger) string {
+	dir := filepath.Join(stateDir, "bodies")
+	err := os.RemoveAll(dir) // a crashed run's bodies
+	if err == nil {
+		err = os.Mkdir(dir, 0o700)
+	}
+	if err != nil {
+		log.Warn("no spill directory for rendered bodies; serving from memory", "err", err)
+		return ""
+	}
+	return dir
+}
+
 // removeSpill deletes the spilled bodies (after the HTTP server has stopped).
 func (s *Server) removeSpill() {
 	if s.pub.spillDir != "" {
@@ -277,16 +300,16 @@ func (s *Server) writeOwnRecord(ctx context.Context) {
 		Name:      s.cfg.Node.Name,
 		Address:   s.cfg.Node.Address,
 		APIPort:   s.cfg.Node.APIPort,
-		Instances: s.instances.records(),
+		Instances: s.instances.Records(),
 		Seen:      time.Now().UTC().Truncate(time.Millisecond),
 		Settings:  &set,
 	}
-	body, err := marshalObject(rec)
+	body, err := jsonx.Marshal(rec)
 	if err == nil {
-		_, err = s.st.Put(ctx, fleet.PrefixNodes+rec.Name+".json", body, store.Condition{})
+		_, err = s.st.Put(ctx, fleet.NodeKey(rec.Name), body, store.Condition{})
 	}
 	if err == nil {
-		err = s.bumpSerial(ctx)
+		_, err = s.identity.Bump(ctx, s.st)
 	}
 	if err != nil {
 		if ctx.Err() == nil {
@@ -295,35 +318,4 @@ func (s *Server) writeOwnRecord(ctx context.Context) {
 		return
 	}
 	s.kickReconcile()
-}
-
-var errSerialMissing = errors.New("the store's serial is missing or not this store's (wiped or replaced?); not bumping it")
-
-// bumpSerial increments the store serial after a write that changed something. Once this
-// node has seen a serial it never recreates a missing one: a wiped or replaced store must
-// look like an outage to every node, not like an empty fleet.
-func (s *Server) bumpSerial(ctx context.Context) error {
-	if !s.rec.sawSerial.Load() {
-		_, err := store.BumpSerial(ctx, s.st)
-		return err
-	}
-	_, _, err := store.Update(ctx, s.st, fleet.KeySerial, func(cur []byte, exists bool) ([]byte, error) {
-		if !exists {
-			return nil, errSerialMissing
-		}
-		n, epoch, err := store.ParseSerialEpoch(cur)
-		if err != nil {
-			return nil, err
-		}
-		// Never help another store's serial (a wiped, replaced or restored store) look
-		// like this one's: that would make every node accept it as its own.
-		if seen := s.rec.epochSeen.Load(); seen != nil && epoch != *seen {
-			return nil, fmt.Errorf("%w: the store's epoch is %q, this node served %q", errSerialMissing, epoch, *seen)
-		}
-		if seen := s.rec.serialSeen.Load(); n < seen {
-			return nil, fmt.Errorf("%w: the store's serial %d is behind the %d this node saw", errSerialMissing, n, seen)
-		}
-		return store.FormatSerial(n+1, epoch), nil
-	})
-	return err
 }

@@ -14,16 +14,13 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/scafo/ingress/render"
-	"github.com/scafo/ingress/render/fleet"
 	"github.com/scafo/ingress/render/routing"
 )
 
 // snapshot is one published state: immutable once stored, replaced whole. Handlers
 // load it atomically and never see a half-built document.
 type snapshot struct {
-	doc     *routing.Document
-	skipped []fleet.Skipped
-	builtAt time.Time
+	doc *routing.Document
 	// since is when this revision was first published (for the revision-age metric).
 	since time.Time
 	// nodes are the fleet's node names, to tell a known prefer target from a retired one.
@@ -107,7 +104,11 @@ func (p *publisher) spill(b []byte) string {
 
 // publish swaps in a new document and wakes long-polls if the revision moved. It
 // returns true when the revision changed.
-func (p *publisher) publish(doc *routing.Document, skipped []fleet.Skipped, now time.Time) bool {
+func (p *publisher) publish(doc *routing.Document, now time.Time) bool {
+	prev := p.cur.Load()
+	if prev != nil && prev.doc.Revision == doc.Revision {
+		return false // same routing content: keep the snapshot (and its waiters)
+	}
 	nodes := map[string]bool{}
 	for _, r := range doc.Routes {
 		for _, u := range r.Upstreams {
@@ -119,17 +120,7 @@ func (p *publisher) publish(doc *routing.Document, skipped []fleet.Skipped, now 
 			nodes[u.Node] = true
 		}
 	}
-	next := &snapshot{doc: doc, skipped: skipped, builtAt: now, since: now, nodes: nodes, superseded: make(chan struct{})}
-	prev := p.cur.Load()
-	if prev != nil && prev.doc.Revision == doc.Revision {
-		// Same routing content: keep the old snapshot (and its waiters) but refresh the
-		// report of skipped objects.
-		kept := *prev
-		kept.skipped = skipped
-		kept.builtAt = now
-		p.cur.Store(&kept)
-		return false
-	}
+	next := &snapshot{doc: doc, since: now, nodes: nodes, superseded: make(chan struct{})}
 	p.cur.Store(next)
 	if prev != nil {
 		close(prev.superseded)

@@ -22,7 +22,7 @@ import (
 func TestConcurrentPollsOfANewRevisionRenderOnce(t *testing.T) {
 	p := newPublisher(render.Options{}, t.TempDir())
 	doc, _ := fleet.Derive(fleet.GenerateState(2000, 1000), fleet.GenerateOptions())
-	p.publish(doc, nil, time.Now())
+	p.publish(doc, time.Now())
 	s := p.cur.Load()
 	var wg sync.WaitGroup
 	bodies := make([][]byte, 64)

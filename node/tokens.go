@@ -71,12 +71,6 @@ func tokenEqual(presented, expected string) bool {
 	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
 }
 
-// hashToken is the stored form of an application token.
-func hashToken(tok string) string {
-	s := sha256.Sum256([]byte(tok))
-	return hex.EncodeToString(s[:])
-}
-
 // bearer extracts the token from an Authorization header.
 func bearer(h string) string {
 	scheme, tok, ok := strings.Cut(h, " ")

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/scafo/ingress/node/fleetwrite"
 )
 
 func (n *testNode) do(method, path, token string, body string, hdr ...string) (*http.Response, []byte) {
@@ -276,7 +278,7 @@ func TestNoOpRepublishWritesNothing(t *testing.T) {
 	if !bytes.Equal(audit1, audit2) || !bytes.Equal(serial1, serial2) {
 		t.Fatalf("no-op republish moved the audit (%v) or the serial (%s → %s)", !bytes.Equal(audit1, audit2), serial1, serial2)
 	}
-	var a struct{ Records []auditRecord }
+	var a struct{ Records []fleetwrite.AuditRecord }
 	json.Unmarshal(audit2, &a)
 	if len(a.Records) == 0 || a.Records[0].Action != "paths.put" || a.Records[0].Prefixes != 2 || a.Records[0].Host != "ti.to" {
 		t.Fatalf("newest audit record: %+v", a.Records)
@@ -417,7 +419,7 @@ func TestAuditNewestFirst(t *testing.T) {
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")
-	var a struct{ Records []auditRecord }
+	var a struct{ Records []fleetwrite.AuditRecord }
 	json.Unmarshal(n.must(200, "GET", "/v1/audit", testAdminToken, ""), &a)
 	if len(a.Records) < 3 {
 		t.Fatalf("records %v", a.Records)

@@ -1,12 +1,14 @@
-package node
+package fleetwrite
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -14,7 +16,8 @@ import (
 	"github.com/scafo/ingress/render/fleet"
 )
 
-// Errors of the instance registry.
+// Errors of the instance registry (ErrPortTaken 409, ErrNoInstance 404, ErrNoFreePort 503,
+// ErrPortOutOfRange 400).
 var (
 	ErrPortTaken      = errors.New("port is held or quarantined by another application")
 	ErrNoFreePort     = errors.New("no free port in ports.min..ports.max")
@@ -22,23 +25,23 @@ var (
 	ErrPortOutOfRange = errors.New("port outside ports.min..ports.max")
 )
 
-// instanceRegistry is this node's port allocations, persisted in
-// <stateDir>/instances.json so a port survives restarts.
+// Registry is this node's port allocations, persisted in
+// <stateDir>/instances.json so a port survives restarts. Safe for concurrent use.
 //
 // Why ports are sticky: a runtime process answers everything sent to its port whatever
 // Host it names, and ingresses re-read the document on their own timers, so a port that
 // changed hands would serve the old application's traffic with the new one. A released
 // port is therefore quarantined (not reassigned) for ports.quarantine.
-type instanceRegistry struct {
+type Registry struct {
 	mu         sync.Mutex
 	path       string
 	min, max   int
 	quarantine time.Duration
 	now        func() time.Time
-	state      instanceState
+	state      registryState
 }
 
-type instanceState struct {
+type registryState struct {
 	Instances  map[string]fleet.Instance `json:"instances"`
 	Quarantine []quarantined             `json:"quarantine,omitempty"`
 }
@@ -49,14 +52,16 @@ type quarantined struct {
 	Until time.Time `json:"until"`
 }
 
-func openInstanceRegistry(cfg *Config) (*instanceRegistry, error) {
-	reg := &instanceRegistry{
-		path:       filepath.Join(cfg.StateDir, "instances.json"),
-		min:        cfg.Ports.Min,
-		max:        cfg.Ports.Max,
-		quarantine: time.Duration(cfg.Ports.Quarantine),
+// OpenRegistry opens (or starts) the registry persisted at path, allocating ports in
+// min..max and quarantining released ones for quarantine.
+func OpenRegistry(path string, min, max int, quarantine time.Duration) (*Registry, error) {
+	reg := &Registry{
+		path:       path,
+		min:        min,
+		max:        max,
+		quarantine: quarantine,
 		now:        time.Now,
-		state:      instanceState{Instances: map[string]fleet.Instance{}},
+		state:      registryState{Instances: map[string]fleet.Instance{}},
 	}
 	b, err := os.ReadFile(reg.path)
 	switch {
@@ -74,8 +79,11 @@ func openInstanceRegistry(cfg *Config) (*instanceRegistry, error) {
 	return reg, nil
 }
 
-// records is the instances map for this node's record (a copy).
-func (r *instanceRegistry) records() map[string]fleet.Instance {
+// Range is the allocation range.
+func (r *Registry) Range() (min, max int) { return r.min, r.max }
+
+// Records is the instances map for this node's record (a copy).
+func (r *Registry) Records() map[string]fleet.Instance {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make(map[string]fleet.Instance, len(r.state.Instances))
@@ -85,15 +93,15 @@ func (r *instanceRegistry) records() map[string]fleet.Instance {
 	return out
 }
 
-func (r *instanceRegistry) get(app string) (fleet.Instance, bool) {
+func (r *Registry) Get(app string) (fleet.Instance, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	i, ok := r.state.Instances[app]
 	return i, ok
 }
 
-// allocate returns app's port, choosing the lowest free one on first use.
-func (r *instanceRegistry) allocate(app string) (inst fleet.Instance, created bool, err error) {
+// Allocate returns app's port, choosing the lowest free one on first use.
+func (r *Registry) Allocate(app string) (inst fleet.Instance, created bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if i, ok := r.state.Instances[app]; ok {
@@ -116,8 +124,8 @@ func (r *instanceRegistry) allocate(app string) (inst fleet.Instance, created bo
 	return fleet.Instance{}, false, ErrNoFreePort
 }
 
-// set records app's port (explicit, or the allocated one when port is nil) and readiness.
-func (r *instanceRegistry) set(app string, port *int, ready bool) (fleet.Instance, bool, error) {
+// Set records app's port (explicit, or the allocated one when port is nil) and readiness.
+func (r *Registry) Set(app string, port *int, ready bool) (fleet.Instance, bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.expire()
@@ -152,8 +160,8 @@ func (r *instanceRegistry) set(app string, port *int, ready bool) (fleet.Instanc
 	return next, true, nil
 }
 
-// release removes app's instance and quarantines its port.
-func (r *instanceRegistry) release(app string) error {
+// Release removes app's instance and quarantines its port.
+func (r *Registry) Release(app string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cur, ok := r.state.Instances[app]
@@ -172,7 +180,7 @@ func (r *instanceRegistry) release(app string) error {
 
 // holder names who holds port p: an app with an instance on it, or an app whose
 // released port is still quarantined.
-func (r *instanceRegistry) holder(p int) (app, why string) {
+func (r *Registry) holder(p int) (app, why string) {
 	for a, i := range r.state.Instances {
 		if i.Port == p {
 			return a, "is held by"
@@ -186,7 +194,7 @@ func (r *instanceRegistry) holder(p int) (app, why string) {
 	return "", ""
 }
 
-func (r *instanceRegistry) expire() {
+func (r *Registry) expire() {
 	now := r.now()
 	kept := r.state.Quarantine[:0]
 	for _, q := range r.state.Quarantine {
@@ -197,7 +205,7 @@ func (r *instanceRegistry) expire() {
 	r.state.Quarantine = kept
 }
 
-func (r *instanceRegistry) dropQuarantine(p int) {
+func (r *Registry) dropQuarantine(p int) {
 	kept := r.state.Quarantine[:0]
 	for _, q := range r.state.Quarantine {
 		if q.Port != p {
@@ -207,8 +215,8 @@ func (r *instanceRegistry) dropQuarantine(p int) {
 	r.state.Quarantine = kept
 }
 
-func (r *instanceRegistry) clone() instanceState {
-	c := instanceState{Instances: make(map[string]fleet.Instance, len(r.state.Instances))}
+func (r *Registry) clone() registryState {
+	c := registryState{Instances: make(map[string]fleet.Instance, len(r.state.Instances))}
 	for k, v := range r.state.Instances {
 		c.Instances[k] = v
 	}
@@ -217,7 +225,7 @@ func (r *instanceRegistry) clone() instanceState {
 }
 
 // save writes the registry atomically (temp file, fsync, rename).
-func (r *instanceRegistry) save() error {
+func (r *Registry) save() error {
 	sort.Slice(r.state.Quarantine, func(i, j int) bool { return r.state.Quarantine[i].Port < r.state.Quarantine[j].Port })
 	b, err := json.MarshalIndent(r.state, "", "  ")
 	if err != nil {
@@ -243,4 +251,8 @@ func (r *instanceRegistry) save() error {
 		return fmt.Errorf("saving instances: %w", err)
 	}
 	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
 }

@@ -1,0 +1,148 @@
+package fleetwrite
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/scafo/ingress/node/internal/jsonx"
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/render/fleet"
+	"github.com/scafo/ingress/render/routing"
+)
+
+// ValidateAppName checks an application name from a URL.
+func ValidateAppName(app string) error {
+	if err := routing.ValidateLabel("app", app); err != nil {
+		return invalid("invalid app", "app", err)
+	}
+	return nil
+}
+
+// App reads one application.
+func (w *Writer) App(ctx context.Context, name string) (fleet.App, string, error) {
+	if err := ValidateAppName(name); err != nil {
+		return fleet.App{}, "", err
+	}
+	a, etag, err := load[fleet.App](ctx, w.st, fleet.AppKey(name))
+	if err != nil {
+		return fleet.App{}, "", fmt.Errorf("reading application %s: %w", name, err)
+	}
+	return a, etag, nil
+}
+
+// Apps lists every readable application, sorted by name.
+func (w *Writer) Apps(ctx context.Context) ([]fleet.App, error) {
+	entries, err := w.st.List(ctx, fleet.PrefixApps)
+	if err != nil {
+		return nil, fmt.Errorf("listing applications: %w", err)
+	}
+	apps := []fleet.App{}
+	for _, e := range entries {
+		if a, _, err := load[fleet.App](ctx, w.st, e.Key); err == nil {
+			apps = append(apps, a)
+		}
+	}
+	return apps, nil
+}
+
+func validateApp(a *fleet.App) error {
+	if err := routing.ValidateLabel("account", a.Account); err != nil {
+		return invalid("invalid application", "account", err)
+	}
+	seen := map[string]bool{}
+	for i, n := range a.Placement {
+		field := fmt.Sprintf("placement[%d]", i)
+		if err := routing.ValidateLabel(field, n); err != nil {
+			return invalid("invalid application", field, err)
+		}
+		if seen[n] {
+			return invalid("invalid application", field, fmt.Errorf("%s %q: listed twice", field, n))
+		}
+		seen[n] = true
+	}
+	if a.Health != nil {
+		if err := routing.ValidateHealthPath("health.path", a.Health.Path); err != nil {
+			return invalid("invalid application", "health.path", err)
+		}
+	}
+	return nil
+}
+
+// PutApp creates or replaces application name with a (admin only; the caller
+// checks). An identical PUT writes nothing and bumps nothing. An application never
+// changes accounts (delete and recreate it). ifMatch, when set, must be the current
+// etag.
+func (w *Writer) PutApp(ctx context.Context, who Actor, name string, a fleet.App, ifMatch string) (fleet.App, string, bool, error) {
+	if err := ValidateAppName(name); err != nil {
+		return fleet.App{}, "", false, err
+	}
+	if a.Name == "" {
+		a.Name = name
+	}
+	if a.Name != name {
+		return fleet.App{}, "", false, invalid("invalid name", "name", fmt.Errorf("name %q does not match the URL's %q", a.Name, name))
+	}
+	if a.Placement == nil {
+		a.Placement = []string{}
+	}
+	if err := validateApp(&a); err != nil {
+		return fleet.App{}, "", false, err
+	}
+	body, _ := jsonx.Marshal(a)
+	key := fleet.AppKey(name)
+	cur, err := w.st.Get(ctx, key)
+	exists := err == nil
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fleet.App{}, "", false, fmt.Errorf("reading application %s: %w", name, err)
+	}
+	if ifMatch != "" && (!exists || !sameETag(cur.ETag, ifMatch)) {
+		return fleet.App{}, "", false, fmt.Errorf("%w: If-Match does not match the current application", ErrPrecondition)
+	}
+	if exists {
+		var old fleet.App
+		if json.Unmarshal(cur.Value, &old) == nil && old.Account != a.Account {
+			return fleet.App{}, "", false, &ErrConflict{What: "account change refused", Holder: old.Account,
+				Detail: fmt.Sprintf("application %s belongs to account %q; delete and recreate it to move accounts", name, old.Account)}
+		}
+		if string(cur.Value) == string(body) {
+			return a, cur.ETag, false, nil // no-op: no write, no serial bump
+		}
+	}
+	etag, err := w.st.Put(ctx, key, body, store.Condition{IfNoneMatch: !exists, IfMatch: cur.ETag})
+	if err != nil {
+		return fleet.App{}, "", false, fmt.Errorf("writing application %s: %w", name, err)
+	}
+	w.committed(ctx, who, AuditRecord{Action: "app.put", Account: a.Account, App: name})
+	return a, etag, !exists, nil
+}
+
+// DeleteApp removes application name; it must hold no claims.
+func (w *Writer) DeleteApp(ctx context.Context, who Actor, name, ifMatch string) error {
+	a, etag, err := w.App(ctx, name)
+	if err != nil {
+		return err
+	}
+	if ifMatch != "" && !sameETag(etag, ifMatch) {
+		return fmt.Errorf("%w: If-Match does not match the current application", ErrPrecondition)
+	}
+	claims, err := w.claimsOf(ctx, name)
+	if err != nil {
+		return fmt.Errorf("listing claims: %w", err)
+	}
+	if len(claims) > 0 {
+		return &ErrConflict{What: "application holds domains", Holder: name, Detail: fmt.Sprintf("release %s first", strings.Join(claims, ", "))}
+	}
+	if err := w.st.Delete(ctx, fleet.AppKey(name), etag); err != nil {
+		return fmt.Errorf("deleting application %s: %w", name, err)
+	}
+	w.committed(ctx, who, AuditRecord{Action: "app.delete", Account: a.Account, App: name})
+	return nil
+}
+
+// sameETag compares a store etag with a client's (unquoted) one, strongly.
+func sameETag(storeETag, clientETag string) bool {
+	return strings.Trim(storeETag, `"`) == clientETag
+}

@@ -1,0 +1,142 @@
+package fleetwrite
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/scafo/ingress/node/internal/jsonx"
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/render/fleet"
+	"github.com/scafo/ingress/render/routing"
+)
+
+// CanonicalHost folds and validates a claim's host from a URL.
+func CanonicalHost(raw string) (string, error) {
+	host := routing.FoldHost(raw)
+	if err := routing.ValidateCustomHost("host", host); err != nil {
+		return "", invalid("invalid host", "host", err)
+	}
+	return host, nil
+}
+
+// platformConflict says why host can never be claimed: it is, or is under, a platform
+// domain's application namespace. The bare apex itself may be claimed.
+func (w *Writer) platformConflict(host string) error {
+	bare := strings.TrimPrefix(host, "*.")
+	why := ""
+	for _, d := range w.cfg.PlatformDomains {
+		if strings.HasSuffix(bare, "."+d) {
+			if strings.HasPrefix(host, "*.") || strings.Count(strings.TrimSuffix(bare, "."+d), ".") == 0 {
+				why = fmt.Sprintf("%s is a platform host under %s: platform hosts are <app>.%s and are never claimed", host, d, d)
+			} else {
+				why = fmt.Sprintf("%s is under the platform domain %s and cannot be claimed", host, d)
+			}
+			break
+		}
+		if host == "*."+d {
+			why = fmt.Sprintf("%s is a wildcard of the platform domain %s: platform domains never route by wildcard", host, d)
+			break
+		}
+	}
+	if why == "" {
+		return nil
+	}
+	return invalid("invalid host", "host", errors.New(why))
+}
+
+func (w *Writer) loadClaim(ctx context.Context, host string) (fleet.Claim, string, error) {
+	c, etag, err := load[fleet.Claim](ctx, w.st, fleet.ClaimKey(host))
+	if err != nil {
+		return fleet.Claim{}, "", fmt.Errorf("reading claim %s: %w", host, err)
+	}
+	return c, etag, nil
+}
+
+// ClaimOf reads app's claim on host (ErrNotFound when another application holds it).
+func (w *Writer) ClaimOf(ctx context.Context, app, host string) (fleet.Claim, string, error) {
+	c, etag, err := w.loadClaim(ctx, host)
+	if err != nil {
+		return fleet.Claim{}, "", err
+	}
+	if c.App != app {
+		return fleet.Claim{}, "", fmt.Errorf("%w: %s is not held by %s", ErrNotFound, host, app)
+	}
+	return c, etag, nil
+}
+
+// Claim makes app the holder of host (admin only; the caller checks). Create-only
+// across applications: 409 naming the holder when another application holds it; an
+// existing claim of app's own is returned as it is (created is false).
+func (w *Writer) Claim(ctx context.Context, who Actor, app, host string) (c fleet.Claim, etag string, created bool, err error) {
+	if err := w.platformConflict(host); err != nil {
+		return fleet.Claim{}, "", false, err
+	}
+	a, _, err := w.App(ctx, app)
+	if err != nil {
+		return fleet.Claim{}, "", false, err
+	}
+	c = fleet.Claim{Host: host, Account: a.Account, App: app}
+	body, _ := jsonx.Marshal(c)
+	etag, err = w.st.Put(ctx, fleet.ClaimKey(host), body, store.Condition{IfNoneMatch: true})
+	if errors.Is(err, store.ErrPreconditionFailed) {
+		held, hetag, gerr := w.loadClaim(ctx, host)
+		if gerr != nil {
+			return fleet.Claim{}, "", false, gerr
+		}
+		if held.App == app {
+			return held, hetag, false, nil // already ours: idempotent
+		}
+		return fleet.Claim{}, "", false, &ErrConflict{What: "host already claimed", Holder: held.App,
+			Detail: fmt.Sprintf("%s is held by application %s", host, held.App)}
+	}
+	if err != nil {
+		return fleet.Claim{}, "", false, fmt.Errorf("claiming %s: %w", host, err)
+	}
+	w.committed(ctx, who, AuditRecord{Action: "domain.claim", Account: a.Account, App: app, Host: host})
+	return c, etag, true, nil
+}
+
+// Release drops app's claim on host (admin only; the caller checks).
+func (w *Writer) Release(ctx context.Context, who Actor, app, host, ifMatch string) error {
+	c, etag, err := w.loadClaim(ctx, host)
+	if err != nil {
+		return err
+	}
+	if c.App != app {
+		return &ErrConflict{What: "held by another application", Holder: c.App, Detail: fmt.Sprintf("%s is held by application %s", host, c.App)}
+	}
+	if ifMatch != "" && !sameETag(etag, ifMatch) {
+		return fmt.Errorf("%w: If-Match does not match the current claim", ErrPrecondition)
+	}
+	if err := w.st.Delete(ctx, fleet.ClaimKey(host), etag); err != nil {
+		return fmt.Errorf("releasing %s: %w", host, err)
+	}
+	w.committed(ctx, who, AuditRecord{Action: "domain.release", Account: c.Account, App: app, Host: host, Prefixes: len(c.Paths)})
+	return nil
+}
+
+// claimsOf lists the hosts app holds.
+func (w *Writer) claimsOf(ctx context.Context, app string) ([]string, error) {
+	entries, err := w.st.List(ctx, fleet.PrefixDomains)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		obj, err := w.st.Get(ctx, e.Key)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var c fleet.Claim
+		if json.Unmarshal(obj.Value, &c) == nil && c.App == app {
+			out = append(out, c.Host)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,129 @@
+// Package fleetwrite is the node's write domain: every change to the fleet's state
+// (applications, claims, path maps, tokens, this node's instances) is validated,
+// written conditionally, audited and followed by a serial bump here, in one place.
+//
+// It knows nothing of HTTP: the node's handlers decode a request, call one method with
+// the caller's Actor, and map the typed error (ErrInvalid, ErrConflict, ErrForbidden,
+// ErrPrecondition, ErrNotFound, store.ErrUnavailable, ErrForeign) to a status. As seed
+// 000 puts it for path maps: PublishPaths is the only writer of a claim's paths.
+package fleetwrite
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/scafo/ingress/node/internal/jsonx"
+	"github.com/scafo/ingress/node/store"
+)
+
+// Config is what the write domain needs to know about its node.
+type Config struct {
+	// Node is this node's name (audit rows name it; instance answers carry it).
+	Node string
+	// PlatformDomains are the fleet's platform domains: names under them are never
+	// claimed.
+	PlatformDomains []string
+	// APIPort returns this node's API port; an application token may never point its
+	// instance at it.
+	APIPort func() int
+	// OnCommit runs after every change that bumped the serial (a reconcile kick,
+	// metrics); may be nil.
+	OnCommit func(action string)
+	// OnInstances runs after this node's instances changed (a heartbeat kick); may be
+	// nil.
+	OnInstances func()
+}
+
+// Writer is the write domain over one store.
+type Writer struct {
+	cfg  Config
+	st   store.Store
+	id   *store.Identity
+	inst *Registry
+	log  *slog.Logger
+	now  func() time.Time
+}
+
+// New builds the write domain. id is the store identity the reconcile loop maintains
+// (writes bump the serial through it); inst is this node's instance registry.
+func New(cfg Config, st store.Store, id *store.Identity, inst *Registry, log *slog.Logger) *Writer {
+	return &Writer{cfg: cfg, st: st, id: id, inst: inst, log: log, now: time.Now}
+}
+
+// load reads one stored object and decodes it (unknown fields tolerated on read).
+func load[T any](ctx context.Context, st store.Store, key string) (T, string, error) {
+	var v T
+	obj, err := st.Get(ctx, key)
+	if err != nil {
+		return v, "", err
+	}
+	if err := json.Unmarshal(obj.Value, &v); err != nil {
+		return v, "", fmt.Errorf("decoding %s: %w", key, err)
+	}
+	return v, obj.ETag, nil
+}
+
+// prefixAudit is where audit records live in the store.
+const prefixAudit = "audit/"
+
+// AuditRecord is one change made through the API. Path-map records carry the prefix
+// count, never the targets.
+type AuditRecord struct {
+	Time     time.Time `json:"time"`
+	Actor    string    `json:"actor"`
+	Node     string    `json:"node"`
+	Action   string    `json:"action"`
+	Account  string    `json:"account,omitempty"`
+	App      string    `json:"app,omitempty"`
+	Host     string    `json:"host,omitempty"`
+	Prefixes int       `json:"prefixes"`
+	Token    string    `json:"token,omitempty"`
+}
+
+// committed runs after every write that changed something: it appends the audit
+// record, bumps the serial, and tells the node. The change itself is already durable;
+// a failure here is logged (the full pass catches up).
+func (w *Writer) committed(ctx context.Context, who Actor, rec AuditRecord) {
+	ctx = context.WithoutCancel(ctx)
+	rec.Time = w.now().UTC()
+	rec.Actor = who.Name()
+	rec.Node = w.cfg.Node
+	b, _ := jsonx.Marshal(rec)
+	suffix := make([]byte, 4)
+	rand.Read(suffix)
+	key := prefixAudit + rec.Time.Format("20060102T150405.000000000Z") + "-" + hex.EncodeToString(suffix) + ".json"
+	if _, err := w.st.Put(ctx, key, b, store.Condition{IfNoneMatch: true}); err != nil {
+		w.log.Error("writing audit record", "action", rec.Action, "err", err)
+	}
+	w.log.Info("change", "action", rec.Action, "actor", rec.Actor, "account", rec.Account, "app", rec.App, "host", rec.Host, "prefixes", rec.Prefixes)
+	if _, err := w.id.Bump(ctx, w.st); err != nil {
+		w.log.Error("bumping serial", "err", err)
+	}
+	if w.cfg.OnCommit != nil {
+		w.cfg.OnCommit(rec.Action)
+	}
+}
+
+// Audit returns up to limit audit records, newest first.
+func (w *Writer) Audit(ctx context.Context, limit int) ([]AuditRecord, error) {
+	if limit < 1 || limit > 10000 {
+		return nil, invalid("invalid limit", "limit", fmt.Errorf("limit: 1..10000"))
+	}
+	entries, err := w.st.List(ctx, prefixAudit)
+	if err != nil {
+		return nil, fmt.Errorf("listing audit: %w", err)
+	}
+	out := []AuditRecord{}
+	for i := len(entries) - 1; i >= 0 && len(out) < limit; i-- {
+		rec, _, err := load[AuditRecord](ctx, w.st, entries[i].Key)
+		if err == nil {
+			out = append(out, rec)
+		}
+	}
+	return out, nil
+}

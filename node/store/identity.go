@@ -1,0 +1,144 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// ErrForeign: the store does not look like the one this node served: its serial
+// vanished, went backwards, or changed epoch (wiped, replaced or restored). Nothing is
+// published from it and nothing is written to it until the node is restarted on it.
+var ErrForeign = errors.New("store: not the store this node served (serial vanished, went backwards or changed epoch)")
+
+// Identity is the one owner of what a node knows about its store's identity: the
+// serial it last accepted, the epoch that names the store, and whether the store it
+// sees now is foreign. The reconcile loop calls Observe (read and check) and Commit
+// (after a complete read); writers call Bump; the write guard calls Foreign. Nothing
+// else reads its fields. Safe for concurrent use.
+//
+// Rules: one store, one epoch, a serial that only grows. Once a node has accepted a
+// serial, a missing serial, another epoch or a smaller counter make the store foreign:
+// publishing what is there would withdraw every route (an unmounted disk, a wrong
+// bucket), and bumping it would make every other node accept it as the fleet's.
+type Identity struct {
+	mu      sync.Mutex
+	seen    bool   // a serial has been accepted
+	serial  uint64 // the last accepted counter
+	epoch   string // the accepted epoch
+	etag    string // the accepted serial object's etag ("" when the store had none)
+	foreign bool
+}
+
+// Observation is one read of the serial, checked against the identity. Commit it once
+// everything it announces has been read.
+type Observation struct {
+	// Changed is false when the serial object's etag has not moved since the last
+	// commit (a 304 on S3): nothing was written.
+	Changed bool
+	Serial  uint64
+	Epoch   string
+	etag    string
+}
+
+// Observe reads the serial conditionally and checks it against what was committed. A
+// store that turned foreign is reported as an error wrapping ErrForeign and
+// ErrUnavailable (the last good document stays published) and marks the identity
+// foreign until the next Commit.
+func (id *Identity) Observe(ctx context.Context, st Store) (Observation, error) {
+	id.mu.Lock()
+	etag, seen, serial, epoch := id.etag, id.seen, id.serial, id.epoch
+	id.mu.Unlock()
+
+	obj, changed, err := st.GetIfChanged(ctx, SerialKey, etag)
+	switch {
+	case errors.Is(err, ErrNotFound) && etag != "":
+		// A healthy store never loses its serial.
+		return Observation{}, id.lose("reading serial: it vanished")
+	case errors.Is(err, ErrNotFound):
+		return Observation{Changed: true, Serial: serial, Epoch: epoch}, nil
+	case err != nil:
+		return Observation{}, fmt.Errorf("reading serial: %w", err)
+	case !changed:
+		return Observation{Serial: serial, Epoch: epoch, etag: etag}, nil
+	}
+	n, e, err := ParseSerialEpoch(obj.Value)
+	if err != nil {
+		return Observation{}, fmt.Errorf("reading serial: %w: %w", err, ErrUnavailable)
+	}
+	if seen && e != epoch {
+		return Observation{}, id.lose(fmt.Sprintf("reading serial: the store's epoch changed from %q to %q (store wiped or replaced?)", epoch, e))
+	}
+	if n < serial {
+		return Observation{}, id.lose(fmt.Sprintf("reading serial: it went backwards from %d to %d (store restored from an old copy?)", serial, n))
+	}
+	return Observation{Changed: true, Serial: n, Epoch: e, etag: obj.ETag}, nil
+}
+
+func (id *Identity) lose(why string) error {
+	id.mu.Lock()
+	id.foreign = true
+	id.mu.Unlock()
+	return fmt.Errorf("%s: %w: %w", why, ErrForeign, ErrUnavailable)
+}
+
+// Commit accepts o after a complete read of the state it announced.
+func (id *Identity) Commit(o Observation) {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	id.foreign = false
+	id.etag = o.etag
+	id.serial = o.Serial
+	if o.etag != "" {
+		id.epoch = o.Epoch
+		id.seen = true
+	}
+}
+
+// Foreign reports whether the store currently looks foreign (writes are refused).
+func (id *Identity) Foreign() bool {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return id.foreign
+}
+
+// Serial is the last committed serial (0 before any).
+func (id *Identity) Serial() uint64 {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return id.serial
+}
+
+// Bump increments the store's serial after a write that changed something and returns
+// the new value. Before any serial was committed it creates one (minting the epoch);
+// after, it never recreates a missing serial, never bumps another epoch and never
+// bumps a serial behind the committed one: those are ErrForeign.
+func (id *Identity) Bump(ctx context.Context, st Store) (uint64, error) {
+	id.mu.Lock()
+	seen, serial, epoch := id.seen, id.serial, id.epoch
+	id.mu.Unlock()
+	if !seen {
+		return BumpSerial(ctx, st)
+	}
+	next, _, err := Update(ctx, st, SerialKey, func(cur []byte, exists bool) ([]byte, error) {
+		if !exists {
+			return nil, fmt.Errorf("the serial is missing: %w", ErrForeign)
+		}
+		n, e, err := ParseSerialEpoch(cur)
+		if err != nil {
+			return nil, err
+		}
+		if e != epoch {
+			return nil, fmt.Errorf("the store's epoch is %q, this node served %q: %w", e, epoch, ErrForeign)
+		}
+		if n < serial {
+			return nil, fmt.Errorf("the store's serial %d is behind the %d this node saw: %w", n, serial, ErrForeign)
+		}
+		return FormatSerial(n+1, e), nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("bumping serial: %w", err)
+	}
+	return ParseSerial(next)
+}
