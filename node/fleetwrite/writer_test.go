@@ -1,0 +1,308 @@
+package fleetwrite
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/node/store/dir"
+	"github.com/scafo/ingress/render/fleet"
+)
+
+var admin = Actor{Admin: true}
+
+type fixture struct {
+	w       *Writer
+	st      store.Store
+	id      *store.Identity
+	commits []string
+	beats   int
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	st, err := dir.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := OpenRegistry(filepath.Join(t.TempDir(), "instances.json"), 24000, 24009, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{st: st, id: &store.Identity{}}
+	f.w = New(Config{
+		Node:            "vps-a",
+		PlatformDomains: []string{"apps.example.com"},
+		APIPort:         func() int { return 7400 },
+		OnCommit:        func(a string) { f.commits = append(f.commits, a) },
+		OnInstances:     func() { f.beats++ },
+	}, st, f.id, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return f
+}
+
+func (f *fixture) serial(t *testing.T) string {
+	t.Helper()
+	o, err := f.st.Get(context.Background(), fleet.KeySerial)
+	if errors.Is(err, store.ErrNotFound) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(o.Value)
+}
+
+func (f *fixture) audits(t *testing.T) int {
+	t.Helper()
+	es, err := f.st.List(context.Background(), prefixAudit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(es)
+}
+
+func (f *fixture) app(t *testing.T, name, account string) {
+	t.Helper()
+	if _, _, _, err := f.w.PutApp(context.Background(), admin, name, fleet.App{Account: account}, ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestIdenticalPutAppWritesAuditsAndBumpsNothing(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	a, _, created, err := f.w.PutApp(ctx, admin, "shop", fleet.App{Account: "acme", Placement: []string{"vps-a"}}, "")
+	if err != nil || !created || a.Name != "shop" {
+		t.Fatalf("first put: %+v created=%v err=%v", a, created, err)
+	}
+	serial, audits := f.serial(t), f.audits(t)
+	if serial == "" || audits != 1 || len(f.commits) != 1 {
+		t.Fatalf("after a change: serial %q, %d audit rows, commits %v", serial, audits, f.commits)
+	}
+	_, _, created, err = f.w.PutApp(ctx, admin, "shop", fleet.App{Account: "acme", Placement: []string{"vps-a"}}, "")
+	if err != nil || created {
+		t.Fatalf("identical put: created=%v err=%v", created, err)
+	}
+	if got := f.serial(t); got != serial || f.audits(t) != 1 || len(f.commits) != 1 {
+		t.Fatalf("identical put moved something: serial %q -> %q, audits %d, commits %v", serial, got, f.audits(t), f.commits)
+	}
+}
+
+func TestPutAppRefusesAnAccountChangeNamingTheHolder(t *testing.T) {
+	f := newFixture(t)
+	f.app(t, "shop", "acme")
+	_, _, _, err := f.w.PutApp(context.Background(), admin, "shop", fleet.App{Account: "evil"}, "")
+	var c *ErrConflict
+	if !errors.As(err, &c) || c.Holder != "acme" {
+		t.Fatalf("got %v, want ErrConflict held by acme", err)
+	}
+}
+
+func TestPutAppNamesTheInvalidField(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		app   fleet.App
+		field string
+	}{
+		{fleet.App{Account: "Bad Account"}, "account"},
+		{fleet.App{Account: "acme", Placement: []string{"a", "a"}}, "placement[1]"},
+		{fleet.App{Account: "acme", Health: &fleet.Health{Path: "nope"}}, "health.path"},
+		{fleet.App{Name: "other", Account: "acme"}, "name"},
+	} {
+		_, _, _, err := f.w.PutApp(context.Background(), admin, "shop", tc.app, "")
+		var inv *ErrInvalid
+		if !errors.As(err, &inv) || inv.Field != tc.field {
+			t.Errorf("%+v: got %v, want ErrInvalid on %s", tc.app, err, tc.field)
+		}
+	}
+	if f.serial(t) != "" || f.audits(t) != 0 {
+		t.Fatal("a refused write left a trace in the store")
+	}
+}
+
+func TestClaimIsCreateOnlyAcrossApplications(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.app(t, "a", "acme")
+	f.app(t, "b", "acme")
+	if _, _, created, err := f.w.Claim(ctx, admin, "a", "shop.example.org"); err != nil || !created {
+		t.Fatalf("claim: created=%v err=%v", created, err)
+	}
+	if _, _, created, err := f.w.Claim(ctx, admin, "a", "shop.example.org"); err != nil || created {
+		t.Fatalf("re-claim by the holder: created=%v err=%v (want idempotent)", created, err)
+	}
+	_, _, _, err := f.w.Claim(ctx, admin, "b", "shop.example.org")
+	var c *ErrConflict
+	if !errors.As(err, &c) || c.Holder != "a" {
+		t.Fatalf("claim by another app: %v, want ErrConflict held by a", err)
+	}
+}
+
+func TestClaimRefusesPlatformNames(t *testing.T) {
+	f := newFixture(t)
+	f.app(t, "a", "acme")
+	for _, h := range []string{"x.apps.example.com", "*.apps.example.com", "y.x.apps.example.com"} {
+		_, _, _, err := f.w.Claim(context.Background(), admin, "a", h)
+		var inv *ErrInvalid
+		if !errors.As(err, &inv) || inv.Field != "host" {
+			t.Errorf("%s: got %v, want ErrInvalid on host", h, err)
+		}
+	}
+}
+
+func TestPublishPathsIsCompareAndSwapAndARepublishIsFree(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.app(t, "classic", "tito")
+	f.app(t, "go", "tito")
+	_, etag, _, err := f.w.Claim(ctx, admin, "classic", "ti.to")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, etag2, err := f.w.PublishPaths(ctx, admin, "classic", "ti.to", map[string]string{"paulca": "GO.tito.io"}, etag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _, err := f.w.Paths(ctx, admin, "classic", "ti.to")
+	if err != nil || c.Paths["paulca"] != "go.tito.io" {
+		t.Fatalf("paths after publish: %v %v (want the folded target)", c.Paths, err)
+	}
+	if _, _, err := f.w.PublishPaths(ctx, admin, "classic", "ti.to", map[string]string{}, etag); !errors.Is(err, ErrPrecondition) {
+		t.Fatalf("stale If-Match: %v, want ErrPrecondition", err)
+	}
+	serial, audits := f.serial(t), f.audits(t)
+	if _, e, err := f.w.PublishPaths(ctx, admin, "classic", "ti.to", map[string]string{"paulca": "go.tito.io"}, ""); err != nil || e != etag2 {
+		t.Fatalf("republish: etag %q err %v, want the unchanged %q", e, err, etag2)
+	}
+	if f.serial(t) != serial || f.audits(t) != audits {
+		t.Fatal("a no-op republish bumped the serial or wrote an audit row")
+	}
+}
+
+func TestPublishPathsRefusesOtherCredentialsAndHosts(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.app(t, "classic", "tito")
+	f.app(t, "evil", "evil")
+	if _, _, _, err := f.w.Claim(ctx, admin, "classic", "ti.to"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := f.w.Claim(ctx, admin, "evil", "evil.example"); err != nil {
+		t.Fatal(err)
+	}
+	evilTok := Actor{Token: fleet.TokenRecord{ID: "0123456789abcdef", Account: "evil", App: "evil", Roles: []string{fleet.RolePublish}}}
+	var forb *ErrForbidden
+	if _, _, err := f.w.PublishPaths(ctx, evilTok, "classic", "ti.to", map[string]string{}, ""); !errors.As(err, &forb) {
+		t.Fatalf("another app's token: %v, want ErrForbidden", err)
+	}
+	if _, _, err := f.w.PublishPaths(ctx, evilTok, "evil", "ti.to", map[string]string{}, ""); !errors.As(err, &forb) {
+		t.Fatalf("a host held by another app: %v, want ErrForbidden", err)
+	}
+	var inv *ErrInvalid
+	if _, _, err := f.w.PublishPaths(ctx, admin, "classic", "ti.to", map[string]string{"/paulca": "go.tito.io"}, ""); !errors.As(err, &inv) || !strings.Contains(inv.Field, "/paulca") {
+		t.Fatalf("a bad prefix: %v, want ErrInvalid naming it", err)
+	}
+}
+
+func TestDeleteAppHoldingDomainsIsAConflict(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.app(t, "a", "acme")
+	if _, _, _, err := f.w.Claim(ctx, admin, "a", "a.example"); err != nil {
+		t.Fatal(err)
+	}
+	var c *ErrConflict
+	if err := f.w.DeleteApp(ctx, admin, "a", ""); !errors.As(err, &c) || !strings.Contains(c.Detail, "a.example") {
+		t.Fatalf("delete: %v, want ErrConflict naming a.example", err)
+	}
+	if err := f.w.Release(ctx, admin, "a", "a.example", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.w.DeleteApp(ctx, admin, "a", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.w.App(ctx, "a"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after delete: %v, want ErrNotFound", err)
+	}
+}
+
+func TestAppTokensKeepTheirInstancesInTheAllocationRange(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.app(t, "shop", "acme")
+	tok := Actor{Token: fleet.TokenRecord{ID: "0123456789abcdef", Account: "acme", App: "shop", Roles: []string{fleet.RoleInstance}}}
+	inst, created, err := f.w.AllocateInstance(ctx, tok, "shop")
+	if err != nil || !created || inst.Port != 24000 || f.beats != 1 {
+		t.Fatalf("allocate: %+v created=%v err=%v beats=%d", inst, created, err, f.beats)
+	}
+	var forb *ErrForbidden
+	for _, p := range []int{22, 7400, 24010} {
+		if _, err := f.w.SetInstance(ctx, tok, "shop", &p, true); !errors.As(err, &forb) {
+			t.Errorf("port %d: %v, want ErrForbidden", p, err)
+		}
+	}
+	p := 7400
+	if _, err := f.w.SetInstance(ctx, admin, "shop", &p, true); err != nil {
+		t.Fatalf("admin may set any port: %v", err)
+	}
+	if err := f.w.ReleaseInstance(ctx, tok, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.w.ReleaseInstance(ctx, tok, "shop"); !errors.Is(err, ErrNoInstance) {
+		t.Fatalf("second release: %v, want ErrNoInstance", err)
+	}
+}
+
+func TestIssuedTokensAuthenticateUntilRevoked(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.app(t, "shop", "acme")
+	if _, err := f.w.IssueToken(ctx, admin, "evil", "shop", []string{"publish"}); err == nil {
+		t.Fatal("a token for another account's app was issued")
+	}
+	it, err := f.w.IssueToken(ctx, admin, "acme", "shop", []string{"publish", "publish"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := f.w.LookupToken(ctx, it.Token)
+	if err != nil || rec.App != "shop" || len(rec.Roles) != 1 {
+		t.Fatalf("lookup: %+v %v", rec, err)
+	}
+	if _, err := f.w.LookupToken(ctx, it.Token+"0"); !errors.Is(err, ErrBadToken) {
+		t.Fatalf("a wrong secret: %v, want ErrBadToken", err)
+	}
+	if err := f.w.RevokeToken(ctx, admin, it.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.w.LookupToken(ctx, it.Token); !errors.Is(err, ErrBadToken) {
+		t.Fatalf("after revoke: %v, want ErrBadToken", err)
+	}
+}
+
+func TestWritesNeverBumpAForeignSerial(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.app(t, "shop", "acme")
+	obs, err := f.id.Observe(ctx, f.st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.id.Commit(obs)
+	// The store is replaced: another epoch, a larger counter.
+	foreign := store.FormatSerial(obs.Serial+5, "00000000000000ff")
+	if _, err := f.st.Put(ctx, fleet.KeySerial, foreign, store.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := f.w.PutApp(ctx, admin, "shop", fleet.App{Account: "acme", Placement: []string{"vps-b"}}, ""); err != nil {
+		t.Fatal(err) // the object is written; the bump is refused and logged
+	}
+	if got := f.serial(t); got != string(foreign) {
+		t.Fatalf("the foreign serial was bumped: %q -> %q", foreign, got)
+	}
+}
