@@ -25,11 +25,13 @@ import (
 var version = "dev"
 
 func main() {
+	cfg := node.NewConfig()
 	root := &cli.Command{
 		Name:          "scafo-node",
 		Description:   "scafo-node publishes the fleet's routing document and its Traefik rendering.",
-		Configuration: node.NewConfig(),
-		Run:           func(args []string) error { return serve(args) },
+		Configuration: cfg,
+		Resources:     node.Loaders(os.Environ()),
+		Run:           func([]string) error { return serve(cfg) },
 	}
 	for _, c := range node.ClientCommands(version) {
 		if err := root.AddCommand(c); err != nil {
@@ -43,11 +45,8 @@ func main() {
 	}
 }
 
-func serve(args []string) error {
-	cfg, err := node.LoadConfig(args, os.Environ())
-	if err != nil {
-		return err
-	}
+// serve runs the node on cfg, which paerser has loaded and node.Loaders validated.
+func serve(cfg *node.Config) error {
 	log := newLogger(cfg.Log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
