@@ -9,9 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/traefik/paerser/cli"
 	"github.com/traefik/paerser/env"
 	"github.com/traefik/paerser/file"
 	"github.com/traefik/paerser/flag"
+	"github.com/traefik/paerser/parser"
 	ptypes "github.com/traefik/paerser/types"
 
 	"github.com/scafo/ingress/render/routing"
@@ -122,11 +124,7 @@ type LogConfig struct {
 // SetDefaults fills every default (paerser calls it, and so does NewConfig).
 func (c *Config) SetDefaults() {
 	c.Listen = ":7400"
-	if os.Geteuid() == 0 {
-		c.StateDir = "/var/lib/scafo"
-	} else {
-		c.StateDir = "./scafo-state"
-	}
+	c.StateDir = DefaultStateDir()
 	host, _ := os.Hostname()
 	c.Node = NodeConfig{Name: sanitizeHostname(host), Address: "127.0.0.1"}
 	c.Platform.Domains = []string{"apps.localhost"}
@@ -146,6 +144,15 @@ func (c *Config) SetDefaults() {
 	c.Log = LogConfig{Level: "info", Format: "text"}
 }
 
+// DefaultStateDir is the state directory when none is configured: /var/lib/scafo as
+// root, else ./scafo-state.
+func DefaultStateDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/scafo"
+	}
+	return "./scafo-state"
+}
+
 // NewConfig returns a Config with every default set.
 func NewConfig() *Config {
 	c := &Config{}
@@ -163,60 +170,123 @@ func sanitizeHostname(h string) string {
 	return h
 }
 
-// LoadConfig layers the sources: defaults, then the file (--configFile or
-// SCAFO_CONFIGFILE), then SCAFO_* environment variables, then flags. Later sources
-// override earlier ones field by field, so a secret can come from the environment while
-// everything else is in the file. --ingress-token is an alias of --ingress.token.
-func LoadConfig(args []string, environ []string) (*Config, error) {
-	args = normalizeArgs(args)
-	cfg := NewConfig()
-
-	// Find the config file first (flag wins over env).
-	probe := &Config{}
-	if err := flag.Decode(args, probe); err != nil {
-		return nil, fmt.Errorf("parsing flags: %w", err)
+// Loaders is the node configuration's paerser resource chain, for the root
+// cli.Command's Resources: the file (--configFile, else SCAFO_CONFIGFILE), then the
+// SCAFO_* variables of environ, then flags, then Validate. Unlike Traefik's chain, where
+// the first source found wins, every loader answers "not done", so paerser runs them all
+// and each source overrides the earlier ones field by field: a secret can come from the
+// environment while everything else is in the file.
+func Loaders(environ []string) []cli.ResourceLoader {
+	return []cli.ResourceLoader{
+		&FileLoader{Environ: environ},
+		&EnvLoader{Environ: environ},
+		&FlagLoader{},
+		validator{},
 	}
-	path := probe.ConfigFile
+}
+
+// FileLoader decodes the file named by --configFile (or SCAFO_CONFIGFILE in Environ)
+// into the command's configuration. No file named, nothing read: there is no search
+// path. A named file that cannot be read is an error.
+type FileLoader struct {
+	Environ []string
+}
+
+// Load implements cli.ResourceLoader.
+func (l *FileLoader) Load(args []string, cmd *cli.Command) (bool, error) {
+	ref, err := flag.Parse(aliasArgs(args), cmd.Configuration)
+	if err != nil {
+		return false, fmt.Errorf("parsing flags: %w", err)
+	}
+	var path string
+	for k, v := range ref { // paerser keeps the spelling given: --configFile or --configfile
+		if strings.EqualFold(k, parser.DefaultRootName+".configFile") {
+			path = v
+		}
+	}
 	if path == "" {
-		for _, kv := range environ {
+		for _, kv := range l.Environ {
 			if v, ok := strings.CutPrefix(kv, EnvPrefix+"CONFIGFILE="); ok {
 				path = v
 			}
 		}
 	}
-	if path != "" {
-		if err := file.Decode(path, cfg); err != nil {
-			return nil, fmt.Errorf("reading config file %s: %w", path, err)
-		}
+	if path == "" {
+		return false, nil
 	}
-	if vars := env.FindPrefixedEnvVars(environ, EnvPrefix, cfg); len(vars) > 0 {
-		if err := env.Decode(vars, EnvPrefix, cfg); err != nil {
-			return nil, fmt.Errorf("reading %s* environment: %w", EnvPrefix, err)
-		}
+	if err := file.Decode(path, cmd.Configuration); err != nil {
+		return false, fmt.Errorf("reading config file %s: %w", path, err)
 	}
-	if len(args) > 0 {
-		if err := flag.Decode(args, cfg); err != nil {
-			return nil, fmt.Errorf("parsing flags: %w", err)
-		}
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	return cfg, nil
+	return false, nil
 }
 
-func normalizeArgs(args []string) []string {
+// EnvLoader decodes the SCAFO_* variables of Environ into the command's configuration.
+// A variable under a known section that names no setting (SCAFO_NODE_NAEM) is an error.
+type EnvLoader struct {
+	Environ []string
+}
+
+// Load implements cli.ResourceLoader.
+func (l *EnvLoader) Load(_ []string, cmd *cli.Command) (bool, error) {
+	vars := env.FindPrefixedEnvVars(l.Environ, EnvPrefix, cmd.Configuration)
+	if len(vars) == 0 {
+		return false, nil
+	}
+	if err := env.Decode(vars, EnvPrefix, cmd.Configuration); err != nil {
+		return false, fmt.Errorf("reading %s* environment: %w", EnvPrefix, err)
+	}
+	return false, nil
+}
+
+// FlagLoader decodes the flags into the command's configuration; --ingress-token is an
+// alias of --ingress.token.
+type FlagLoader struct{}
+
+// Load implements cli.ResourceLoader.
+func (*FlagLoader) Load(args []string, cmd *cli.Command) (bool, error) {
+	if len(args) == 0 {
+		return false, nil
+	}
+	if err := flag.Decode(aliasArgs(args), cmd.Configuration); err != nil {
+		return false, fmt.Errorf("parsing flags: %w", err)
+	}
+	return false, nil
+}
+
+// validator ends the chain: a *Config is checked and its derived defaults filled.
+type validator struct{}
+
+func (validator) Load(_ []string, cmd *cli.Command) (bool, error) {
+	cfg, ok := cmd.Configuration.(*Config)
+	if !ok {
+		return false, fmt.Errorf("node configuration: got %T, want *Config", cmd.Configuration)
+	}
+	return true, cfg.Validate()
+}
+
+// flagAliases are the flag spellings kept beside the paerser path they stand for.
+var flagAliases = map[string]string{"ingress-token": "ingress.token"}
+
+// aliasArgs rewrites an aliased flag (-x, --x, -x=v, --x=v) to its paerser path.
+func aliasArgs(args []string) []string {
 	out := make([]string, len(args))
 	for i, a := range args {
-		switch {
-		case a == "--ingress-token" || a == "-ingress-token":
-			a = "--ingress.token"
-		case strings.HasPrefix(a, "--ingress-token="):
-			a = "--ingress.token=" + strings.TrimPrefix(a, "--ingress-token=")
-		case strings.HasPrefix(a, "-ingress-token="):
-			a = "--ingress.token=" + strings.TrimPrefix(a, "-ingress-token=")
-		}
 		out[i] = a
+		dashes := strings.TrimLeft(a, "-")
+		if dashes == a || len(a)-len(dashes) > 2 {
+			continue
+		}
+		name, value, hasValue := strings.Cut(dashes, "=")
+		if to, ok := flagAliases[name]; ok {
+			out[i] = "--" + to
+			if hasValue {
+				out[i] += "=" + value
+			}
+		}
+		if a == "--" {
+			copy(out[i+1:], args[i+1:])
+			break
+		}
 	}
 	return out
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -565,34 +564,5 @@ func TestTwoNodesOnOneStoreServeIdenticalBytes(t *testing.T) {
 			return bytes.Equal(ba, bb) && ra.Header.Get("ETag") == rb.Header.Get("ETag") && len(ba) > 0 &&
 				strings.Contains(string(ba), "docs")
 		})
-	}
-}
-
-func TestConfigLayering(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "scafo.yaml")
-	os.WriteFile(file, []byte("listen: \":7500\"\nplatform:\n  domains: [\"apps.example.com\"]\nnode:\n  name: from-file\n"), 0o600)
-	cfg, err := LoadConfig([]string{"--configFile=" + file, "--node.name=from-flag", "--ingress-token=tok"},
-		[]string{"SCAFO_ADMIN_TOKEN=adm", "SCAFO_STATEDIR=/tmp/x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := fmt.Sprintf("%s %s %v %s %s %s %d", cfg.Listen, cfg.Node.Name, cfg.Platform.Domains, cfg.Ingress.Token, cfg.Admin.Token, cfg.StateDir, cfg.Node.APIPort)
-	want := ":7500 from-flag [apps.example.com] tok adm /tmp/x 7500"
-	if got != want {
-		t.Fatalf("got %q, want %q", got, want)
-	}
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--node.name=Bad_Name"}, "node.name"},
-		{[]string{"--platform.domains=apps..example"}, "platform.domains"},
-		{[]string{"--ports.quarantine=1s"}, "ports.quarantine"},
-		{[]string{"--node.address=not-an-ip"}, "node.address"},
-	} {
-		_, err := LoadConfig(tc.args, nil)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%v: error %v, want one naming %s", tc.args, err, tc.want)
-		}
 	}
 }

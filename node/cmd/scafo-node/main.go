@@ -1,9 +1,6 @@
-// Command scafo-node runs a scafo node (the default command) and talks to one.
-//
-//	scafo-node [flags]                 serve (see --help for every setting)
-//	scafo-node routes [--json]         every host, its application and upstreams, path rows under their host
-//	scafo-node domains paths <host>    a claim's path map
-//	scafo-node version
+// Command scafo-node runs a scafo node (the default command, configured by paerser from
+// file, SCAFO_* environment and flags) and, with a verb (routes, domains, apps, version),
+// talks to a running one; `scafo-node [verb] --help` lists what each accepts.
 package main
 
 import (
@@ -19,35 +16,57 @@ import (
 	"github.com/traefik/paerser/cli"
 
 	"github.com/scafo/ingress/node"
+	"github.com/scafo/ingress/node/client"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
 
 func main() {
-	root := &cli.Command{
-		Name:          "scafo-node",
-		Description:   "scafo-node publishes the fleet's routing document and its Traefik rendering.",
-		Configuration: node.NewConfig(),
-		Run:           func(args []string) error { return serve(args) },
-	}
-	for _, c := range node.ClientCommands(version) {
-		if err := root.AddCommand(c); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-	}
-	if err := cli.Execute(root); err != nil {
+	if err := cli.Execute(rootCommand()); err != nil {
 		fmt.Fprintln(os.Stderr, "scafo-node:", err)
 		os.Exit(1)
 	}
 }
 
-func serve(args []string) error {
-	cfg, err := node.LoadConfig(args, os.Environ())
-	if err != nil {
-		return err
+// rootCommand is scafo-node: serve, configured by node.Loaders, plus the verbs.
+func rootCommand() *cli.Command {
+	cfg := node.NewConfig()
+	verbs := append(client.Commands(), versionCommand())
+	root := &cli.Command{
+		Name:          "scafo-node",
+		Description:   "scafo-node publishes the fleet's routing document and its Traefik rendering.",
+		Configuration: cfg,
+		Resources:     node.Loaders(os.Environ()),
+		Run:           func([]string) error { return serve(cfg) },
+		CustomHelpFunc: client.Help("scafo-node [flags]    serve (--ingress-token is an alias of --ingress.token)\n"+
+			"       scafo-node <command> [arguments] [flags]", verbs),
 	}
+	for _, c := range verbs {
+		if err := root.AddCommand(c); err != nil {
+			panic(err) // a programming error: a verb named scafo-node
+		}
+	}
+	return root
+}
+
+func versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:           "version",
+		Description:    "Print the version.",
+		CustomHelpFunc: client.Help("scafo-node version", nil),
+		Run: func(args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unexpected %s: usage: scafo-node version", args[0])
+			}
+			fmt.Println("scafo-node", version)
+			return nil
+		},
+	}
+}
+
+// serve runs the node on cfg, which paerser has loaded and node.Loaders validated.
+func serve(cfg *node.Config) error {
 	log := newLogger(cfg.Log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

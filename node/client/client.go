@@ -1,0 +1,116 @@
+// Package client is scafo-node's command-line client: the verbs (routes, domains, apps)
+// that talk to a running node's HTTP API with an admin or application token, built as
+// paerser cli.Commands whose --help lists exactly the flags and arguments they accept.
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/scafo/ingress/node"
+)
+
+// Conn says which node to talk to and with which token; every verb takes it.
+type Conn struct {
+	URL      string `description:"Node API base URL." json:"url,omitempty"`
+	Token    string `description:"Bearer token (default: SCAFO_TOKEN, SCAFO_ADMIN_TOKEN, then <stateDir>/admin-token)." json:"token,omitempty" loggable:"false"`
+	StateDir string `description:"State directory to read the admin token from." json:"stateDir,omitempty"`
+}
+
+// SetDefaults sets the defaults: the node on this machine, its default state dir.
+func (c *Conn) SetDefaults() {
+	c.URL = "http://127.0.0.1:7400"
+	c.StateDir = node.DefaultStateDir()
+}
+
+func (c *Conn) conn() *Conn { return c }
+
+// Output is the --json switch of the verbs that print an object.
+type Output struct {
+	JSON bool `description:"Print JSON instead of aligned text." json:"json,omitempty"`
+}
+
+// client talks to a node's API.
+type client struct {
+	conn Conn
+	http *http.Client
+	out  io.Writer
+}
+
+// dial finds the token (flag, SCAFO_TOKEN, SCAFO_ADMIN_TOKEN, then the state dir's
+// admin-token file) and returns a client writing to out.
+func dial(conn Conn, out io.Writer) (*client, error) {
+	if conn.Token == "" {
+		conn.Token = os.Getenv("SCAFO_TOKEN")
+	}
+	if conn.Token == "" {
+		conn.Token = os.Getenv("SCAFO_ADMIN_TOKEN")
+	}
+	if conn.Token == "" {
+		b, err := os.ReadFile(filepath.Join(conn.StateDir, "admin-token"))
+		if err != nil {
+			return nil, fmt.Errorf("no token: pass --token, set SCAFO_TOKEN, or run where %s/admin-token is readable", conn.StateDir)
+		}
+		conn.Token = strings.TrimSpace(string(b))
+	}
+	return &client{conn: conn, http: &http.Client{Timeout: 30 * time.Second}, out: out}, nil
+}
+
+// apiError is the node's error body: {"error": "...", "detail": "..."}.
+type apiError struct {
+	Error  string `json:"error"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// do sends a request and decodes a JSON answer into out (when non-nil). Error bodies
+// become errors carrying the server's message.
+func (c *client) do(method, path string, body io.Reader, out any) error {
+	req, err := http.NewRequest(method, strings.TrimSuffix(c.conn.URL, "/")+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.conn.Token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("%s %s: reading answer: %w", method, path, err)
+	}
+	if resp.StatusCode >= 300 {
+		var e apiError
+		if json.Unmarshal(b, &e) == nil && e.Error != "" {
+			return fmt.Errorf("%s %s: %s: %s %s", method, path, resp.Status, e.Error, e.Detail)
+		}
+		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+	}
+	if out != nil {
+		if raw, ok := out.(*json.RawMessage); ok {
+			*raw = b
+			return nil
+		}
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+func (c *client) printJSON(raw []byte) error {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(v, "", "  ")
+	_, err := fmt.Fprintln(c.out, string(b))
+	return err
+}

@@ -1,0 +1,195 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/traefik/paerser/cli"
+	"github.com/traefik/paerser/flag"
+)
+
+// Commands are the verbs that talk to a running node, for the root command's
+// AddCommand: routes, domains paths|claim|release, apps put|get|rm. They print to
+// stdout.
+func Commands() []*cli.Command {
+	return []*cli.Command{
+		routesCommand(),
+		group("domains", "Custom domains: a host's path map, claims.",
+			domainPathsCommand(), domainClaimCommand(), domainReleaseCommand()),
+		group("apps", "Applications: create or replace, show, delete.",
+			appPutCommand(), appGetCommand(), appRmCommand()),
+	}
+}
+
+// Help returns a cli.Command CustomHelpFunc: the description, the usage line, the
+// subcommands (cmds), and every flag paerser decodes into the command's Configuration
+// (sections, which are not flags, left out).
+func Help(usage string, cmds []*cli.Command) func(io.Writer, *cli.Command) error {
+	return func(w io.Writer, cmd *cli.Command) error {
+		tw := tabwriter.NewWriter(w, 4, 0, 4, ' ', 0)
+		fmt.Fprintf(tw, "%s\t%s\n\nUsage: %s\n", cmd.Name, cmd.Description, usage)
+		if len(cmds) > 0 {
+			fmt.Fprintf(tw, "\nCommands:\n")
+			for _, c := range cmds {
+				if !c.Hidden {
+					fmt.Fprintf(tw, "\t%s\t%s\n", c.Name, c.Description)
+				}
+			}
+		}
+		if cmd.Configuration != nil {
+			flats, err := flag.Encode(cmd.Configuration)
+			if err != nil {
+				return err
+			}
+			if len(flats) > 0 {
+				fmt.Fprintf(tw, "\nFlags:\n")
+			}
+			for i, f := range flats {
+				if i+1 < len(flats) && strings.HasPrefix(flats[i+1].Name, f.Name+".") {
+					continue // a section: --node is not a flag, --node.name is
+				}
+				fmt.Fprintf(tw, "\t--%s  (Default: %q)\n", f.Name, f.Default)
+				if f.Description != "" {
+					fmt.Fprintf(tw, "\t\t%s\n", f.Description)
+				}
+			}
+		}
+		return tw.Flush()
+	}
+}
+
+// group is a command that only holds verbs.
+func group(name, desc string, verbs ...*cli.Command) *cli.Command {
+	usage := "scafo-node " + name + " <command> [arguments] [flags]"
+	g := &cli.Command{
+		Name:           name,
+		Description:    desc,
+		CustomHelpFunc: Help(usage, verbs),
+		Run: func(args []string) error {
+			if len(args) == 0 {
+				return errors.New("usage: " + usage + " (--help lists the commands)")
+			}
+			return fmt.Errorf("unknown flag %s: usage: %s", args[0], usage)
+		},
+	}
+	for _, v := range verbs {
+		_ = g.AddCommand(v)
+	}
+	return g
+}
+
+// conner is a verb's configuration: it embeds Conn.
+type conner interface{ conn() *Conn }
+
+// verb builds a command run against a node. cfg is its paerser Configuration; usage
+// names its nargs positional arguments. The flags may come before, between or after
+// the positional arguments.
+func verb(name, desc, usage string, nargs int, cfg conner, run func(c *client, args []string) error) *cli.Command {
+	args := &argsLoader{}
+	return &cli.Command{
+		Name:           name,
+		Description:    desc,
+		Configuration:  cfg,
+		Resources:      []cli.ResourceLoader{args},
+		AllowArg:       nargs > 0,
+		CustomHelpFunc: Help(usage, nil),
+		Run: func([]string) error {
+			pos := args.pos
+			if kv, ok := cfg.(keyValuer); ok {
+				var err error
+				if pos, err = kv.keyValues(pos); err != nil {
+					return err
+				}
+			}
+			if len(pos) != nargs {
+				return errors.New("usage: " + usage)
+			}
+			c, err := dial(*cfg.conn(), os.Stdout)
+			if err != nil {
+				return err
+			}
+			return run(c, pos)
+		},
+	}
+}
+
+// keyValuer is a configuration that also takes its settings as key=value arguments:
+// it sets them and returns the other arguments.
+type keyValuer interface {
+	keyValues(pos []string) ([]string, error)
+}
+
+// argsLoader is a verb's paerser resource: it decodes the flags into the command's
+// Configuration and keeps the positional arguments for Run.
+type argsLoader struct {
+	pos []string
+}
+
+// Load implements cli.ResourceLoader.
+func (l *argsLoader) Load(args []string, cmd *cli.Command) (bool, error) {
+	pos, flags := splitArgs(args, boolFlags(cmd.Configuration))
+	l.pos = pos
+	if len(flags) > 0 {
+		if err := flag.Decode(flags, cmd.Configuration); err != nil {
+			return false, fmt.Errorf("parsing flags: %w", err)
+		}
+	}
+	return true, nil
+}
+
+// splitArgs separates positional arguments from flags. A flag without "=" takes the
+// next argument as its value unless it is a bool (isBool, lowercase names); "--" ends
+// the flags.
+func splitArgs(args []string, isBool map[string]bool) (pos, flags []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return append(pos, args[i+1:]...), flags
+		case len(a) < 2 || a[0] != '-':
+			pos = append(pos, a)
+		case strings.Contains(a, "="):
+			flags = append(flags, a)
+		default:
+			flags = append(flags, a)
+			if !isBool[strings.ToLower(strings.TrimLeft(a, "-"))] && i+1 < len(args) {
+				i++
+				flags = append(flags, args[i])
+			}
+		}
+	}
+	return pos, flags
+}
+
+// boolFlags names (lowercase, dotted) the bool settings of a configuration struct.
+func boolFlags(cfg any) map[string]bool {
+	out := map[string]bool{}
+	var walk func(t reflect.Type, prefix string)
+	walk = func(t reflect.Type, prefix string) {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct {
+			return
+		}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			switch {
+			case !f.IsExported():
+			case f.Anonymous:
+				walk(f.Type, prefix)
+			case f.Type.Kind() == reflect.Bool:
+				out[prefix+strings.ToLower(f.Name)] = true
+			default:
+				walk(f.Type, prefix+strings.ToLower(f.Name)+".")
+			}
+		}
+	}
+	walk(reflect.TypeOf(cfg), "")
+	return out
+}

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	ptypes "github.com/traefik/paerser/types"
+
+	"github.com/scafo/ingress/node"
+	"github.com/scafo/ingress/node/store/dir"
+)
+
+// helpPage is what `scafo-node ... --help` says.
+type helpPage struct {
+	text     string
+	usage    string          // the first usage line
+	commands []string        // the Commands section
+	flags    map[string]bool // the Flags section, lowercase names
+}
+
+var (
+	helpFlagRE  = regexp.MustCompile(`^\s+--([a-z0-9.]+)\s+\(Default: `)
+	helpCmdRE   = regexp.MustCompile(`^\s+([a-z]+)\s{2,}\S`)
+	mentionRE   = regexp.MustCompile(`--([A-Za-z][A-Za-z0-9.-]*)`)
+	positionRE  = regexp.MustCompile(`(^|\s)<[a-z]+>`)
+	rootAliases = map[string]bool{"ingress-token": true} // accepted: see node.TestConfigSources
+)
+
+func readHelp(t *testing.T, bin string, path ...string) helpPage {
+	t.Helper()
+	out, err := exec.Command(bin, append(path, "--help")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("scafo-node %v --help: %v\n%s", path, err, out)
+	}
+	p := helpPage{text: string(out), flags: map[string]bool{}}
+	section := ""
+	for line := range strings.SplitSeq(p.text, "\n") {
+		switch {
+		case strings.HasPrefix(line, "Usage: "):
+			if p.usage == "" {
+				p.usage = strings.TrimPrefix(line, "Usage: ")
+			}
+		case line == "Commands:" || line == "Flags:":
+			section = line
+		case section == "Commands:" && helpCmdRE.MatchString(line):
+			p.commands = append(p.commands, helpCmdRE.FindStringSubmatch(line)[1])
+		case section == "Flags:" && helpFlagRE.MatchString(line):
+			p.flags[helpFlagRE.FindStringSubmatch(line)[1]] = true
+		}
+	}
+	if want := "scafo-node " + strings.Join(path, " "); !strings.HasPrefix(p.usage+" ", strings.TrimSpace(want)+" ") {
+		t.Errorf("scafo-node %v --help: usage %q does not start with %q", path, p.usage, want)
+	}
+	// Every flag the page mentions (usage line, descriptions) is one it lists.
+	for _, m := range mentionRE.FindAllStringSubmatch(p.text, -1) {
+		name := strings.ToLower(m[1])
+		if !p.flags[name] && !(len(path) == 0 && rootAliases[name]) {
+			t.Errorf("scafo-node %v --help mentions --%s but does not list it under Flags:\n%s", path, m[1], p.text)
+		}
+	}
+	return p
+}
+
+// TestVerbHelpMatchesWhatItAccepts walks every verb through --help (the command tree
+// is read from the help pages), then calls each one against a running node with every
+// flag its help lists and the positional arguments its usage line names: each call
+// succeeds, and every flag another verb lists but this one does not is refused.
+func TestVerbHelpMatchesWhatItAccepts(t *testing.T) {
+	bin := buildBinary(t)
+
+	// The verbs, from the help pages.
+	var leaves []string
+	pages := map[string]helpPage{}
+	var walk func(path []string)
+	walk = func(path []string) {
+		p := readHelp(t, bin, path...)
+		if len(path) > 0 && len(p.commands) == 0 {
+			leaves = append(leaves, strings.Join(path, " "))
+			pages[strings.Join(path, " ")] = p
+		}
+		for _, c := range p.commands {
+			walk(append(slices.Clone(path), c))
+		}
+	}
+	walk(nil)
+
+	// A running node, and the arguments each verb is called with, in call order.
+	n := startTestNode(t)
+	calls := []struct {
+		verb string
+		args []string
+		want string // in the output
+	}{
+		{"apps put", []string{"shop"}, `"acme"`},
+		{"apps get", []string{"shop"}, `"/healthz"`},
+		{"domains claim", []string{"shop", "shop.example.org"}, "claimed by shop"},
+		{"routes", nil, `"shop.example.org"`},
+		{"domains paths", []string{"shop.example.org"}, `"shop.example.org"`},
+		{"domains release", []string{"shop", "shop.example.org"}, "released by shop"},
+		{"apps rm", []string{"shop"}, "deleted shop"},
+		{"version", nil, "scafo-node dev"},
+	}
+	var called []string
+	for _, c := range calls {
+		called = append(called, c.verb)
+	}
+	sort.Strings(called)
+	sort.Strings(leaves)
+	if !slices.Equal(called, leaves) {
+		t.Fatalf("verbs in --help %v, verbs the test calls %v", leaves, called)
+	}
+	values := map[string]string{
+		"url": n.url, "token": n.admin, "statedir": n.stateDir, "json": "",
+		"account": "acme", "placement": "vps-a", "health": "/healthz",
+	}
+	every := map[string]bool{}
+	for _, p := range pages {
+		for f := range p.flags {
+			every[f] = true
+		}
+	}
+
+	for _, c := range calls {
+		p := pages[c.verb]
+		if got := len(positionRE.FindAllString(p.usage, -1)); got != len(c.args) {
+			t.Errorf("%s: usage %q names %d arguments, the test passes %d", c.verb, p.usage, got, len(c.args))
+		}
+		args := append(strings.Fields(c.verb), c.args...)
+		for f := range p.flags {
+			v, ok := values[f]
+			if !ok {
+				t.Fatalf("%s --help lists --%s: give the test a value for it", c.verb, f)
+			}
+			if v == "" {
+				args = append(args, "--"+f)
+			} else {
+				args = append(args, "--"+f+"="+v)
+			}
+		}
+		if c.verb == "routes" {
+			n.instanceReady(t, "shop")
+		}
+		var out []byte
+		var err error
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			out, err = runCLI(bin, args...)
+			if (err == nil && strings.Contains(string(out), c.want)) || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil || !strings.Contains(string(out), c.want) {
+			t.Fatalf("scafo-node %v: %v, want %q in\n%s", args, err, c.want, out)
+		}
+
+		for f := range every {
+			if p.flags[f] {
+				continue
+			}
+			bad := append(strings.Fields(c.verb), c.args...)
+			bad = append(bad, "--"+f+"=x", "--url="+n.url, "--token="+n.admin)
+			if out, err := runCLI(bin, bad...); err == nil || !strings.Contains(string(out), f) {
+				t.Errorf("scafo-node %v: --%s is not in its help, yet: %v\n%s", bad, f, err, out)
+			}
+		}
+	}
+}
+
+// runCLI runs the binary with no SCAFO_* variables in its environment.
+func runCLI(bin string, args ...string) ([]byte, error) {
+	cmd := exec.Command(bin, args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SCAFO_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	return cmd.CombinedOutput()
+}
+
+// testNode is a node served in-process (node.NewWithStore on a loopback listener).
+type testNode struct {
+	url, admin, stateDir string
+}
+
+func startTestNode(t *testing.T) *testNode {
+	t.Helper()
+	cfg := node.NewConfig()
+	cfg.StateDir = t.TempDir()
+	cfg.Node.Name = "vps-a"
+	cfg.Platform.Domains = []string{"apps.example.com"}
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Reconcile.Interval = ptypes.Duration(50 * time.Millisecond)
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := dir.New(cfg.Store.Dir.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &testNode{admin: "admin-secret", stateDir: cfg.StateDir}
+	// The admin token where the CLI looks for it, for calls without --token.
+	if err := os.WriteFile(filepath.Join(cfg.StateDir, "admin-token"), []byte(n.admin+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := node.NewWithStore(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, "ingress-secret", n.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.url = "http://" + ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("node: %v", err)
+		}
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		resp, err := http.Get(n.url + "/v1/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return n
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("node not ready")
+		}
+	}
+}
+
+// instanceReady reports app's instance on this node ready (nothing probes it).
+func (n *testNode) instanceReady(t *testing.T, app string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPut, n.url+"/v1/node/instances/"+app, strings.NewReader(`{"port":25001,"ready":true}`))
+	req.Header.Set("Authorization", "Bearer "+n.admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("PUT instance %s: %d %s", app, resp.StatusCode, body)
+	}
+}

@@ -1,0 +1,166 @@
+package node
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/traefik/paerser/cli"
+	"github.com/traefik/paerser/flag"
+)
+
+// loadConfig runs args and environ through paerser the way scafo-node's root command
+// does (cli.Execute, Loaders as its Resources) and returns what Run received.
+func loadConfig(t *testing.T, args, environ []string) (*Config, error) {
+	t.Helper()
+	var got *Config
+	cmd := &cli.Command{
+		Name:          "scafo-node",
+		Configuration: NewConfig(),
+		Resources:     Loaders(environ),
+	}
+	cmd.Run = func([]string) error {
+		got = cmd.Configuration.(*Config)
+		return nil
+	}
+	saved := os.Args
+	os.Args = append([]string{"scafo-node"}, args...)
+	defer func() { os.Args = saved }()
+	if err := cli.Execute(cmd); err != nil {
+		return nil, err
+	}
+	if got == nil {
+		t.Fatalf("%v: Run was not called", args)
+	}
+	return got, nil
+}
+
+func TestConfigLayering(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "scafo.yaml")
+	os.WriteFile(file, []byte("listen: \":7500\"\nplatform:\n  domains: [\"apps.example.com\"]\nnode:\n  name: from-file\n"), 0o600)
+	cfg, err := loadConfig(t, []string{"--configFile=" + file, "--node.name=from-flag", "--ingress-token=tok"},
+		[]string{"SCAFO_ADMIN_TOKEN=adm", "SCAFO_STATEDIR=/tmp/x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprintf("%s %s %v %s %s %s %d", cfg.Listen, cfg.Node.Name, cfg.Platform.Domains, cfg.Ingress.Token, cfg.Admin.Token, cfg.StateDir, cfg.Node.APIPort)
+	want := ":7500 from-flag [apps.example.com] tok adm /tmp/x 7500"
+	if got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--node.name=Bad_Name"}, "node.name"},
+		{[]string{"--platform.domains=apps..example"}, "platform.domains"},
+		{[]string{"--ports.quarantine=1s"}, "ports.quarantine"},
+		{[]string{"--node.address=not-an-ip"}, "node.address"},
+	} {
+		_, err := loadConfig(t, tc.args, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want one naming %s", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestConfigSources: the file named in the environment, environment over file, flags
+// over environment, the --ingress-token alias in each spelling, and the defaults (with
+// their derived values) when nothing is given.
+func TestConfigSources(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "scafo.toml")
+	os.WriteFile(file, []byte("listen = \"127.0.0.1:7600\"\n[node]\nname = \"from-file\"\naddress = \"10.0.0.1\"\n"), 0o600)
+	cfg, err := loadConfig(t, []string{"--node.address=10.0.0.3"},
+		[]string{"SCAFO_CONFIGFILE=" + file, "SCAFO_NODE_NAME=from-env", "SCAFO_NODE_ADDRESS=10.0.0.2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Listen + " " + cfg.Node.Name + " " + cfg.Node.Address; got != "127.0.0.1:7600 from-env 10.0.0.3" {
+		t.Fatalf("layering: got %q", got)
+	}
+
+	for _, args := range [][]string{
+		{"--ingress-token", "tok"}, {"-ingress-token=tok"}, {"--ingress-token=tok"}, {"--ingress.token=tok"},
+	} {
+		cfg, err := loadConfig(t, args, []string{"SCAFO_INGRESS_TOKEN=env"})
+		if err != nil || cfg.Ingress.Token != "tok" {
+			t.Errorf("%v: token %v, %v", args, cfg, err)
+		}
+	}
+
+	cfg, err = loadConfig(t, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := NewConfig()
+	if cfg.Listen != ":7400" || cfg.StateDir != DefaultStateDir() || cfg.Node.Name != def.Node.Name ||
+		cfg.Node.Address != "127.0.0.1" || cfg.Node.APIPort != 7400 ||
+		cfg.Store.Dir.Path != filepath.Join(DefaultStateDir(), "store") || !cfg.API.Public ||
+		fmt.Sprint(cfg.Platform.Domains) != "[apps.localhost]" {
+		t.Fatalf("defaults: %+v", cfg)
+	}
+	if want := map[bool]string{true: "/var/lib/scafo", false: "./scafo-state"}[os.Geteuid() == 0]; DefaultStateDir() != want {
+		t.Fatalf("default state dir %q, want %q", DefaultStateDir(), want)
+	}
+}
+
+// TestConfigErrors: a SCAFO_* variable naming no setting, an unknown flag and a config
+// file that cannot be read are errors, never ignored.
+func TestConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args, environ []string
+		want          string
+	}{
+		{nil, []string{"SCAFO_NODE_NAEM=vps-a"}, "naem"},
+		{nil, []string{"SCAFO_STORE_S3_BUKET=b"}, "buket"},
+		{[]string{"--node.naem=vps-a"}, nil, "naem"},
+		{[]string{"--configFile=/nonexistent/scafo.yaml"}, nil, "/nonexistent/scafo.yaml"},
+		{nil, []string{"SCAFO_CONFIGFILE=/nonexistent/scafo.yaml"}, "/nonexistent/scafo.yaml"},
+	} {
+		_, err := loadConfig(t, tc.args, tc.environ)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v %v: error %v, want one naming %s", tc.args, tc.environ, err, tc.want)
+		}
+	}
+}
+
+// TestConfigEveryAdvertisedFlagLoads: every setting --help lists (paerser's encoding of
+// Config) is accepted as a flag with its default value.
+func TestConfigEveryAdvertisedFlagLoads(t *testing.T) {
+	flats, err := flag.Encode(NewConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for _, f := range flats {
+		if f.Default == "" {
+			continue // a section, or an empty setting
+		}
+		args = append(args, "--"+f.Name+"="+f.Default)
+	}
+	if len(args) < 15 {
+		t.Fatalf("only %d flags with defaults: %v", len(args), args)
+	}
+	cfg, err := loadConfig(t, args, nil)
+	if err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	if cfg.Ports.Min != 24000 || cfg.Traefik.PathGroupThreshold != 64 {
+		t.Fatalf("defaults did not round-trip: %+v", cfg)
+	}
+}
+
+// TestConfigShippedFileLoads: deploy/node/scafo-node.yaml, which lists every setting,
+// loads through the chain.
+func TestConfigShippedFileLoads(t *testing.T) {
+	cfg, err := loadConfig(t, []string{"--configFile=../deploy/node/scafo-node.yaml"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen == "" || len(cfg.Platform.Domains) == 0 {
+		t.Fatalf("loaded %+v", cfg)
+	}
+}
