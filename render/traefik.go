@@ -352,7 +352,9 @@ func (r *renderer) tlsFor(host string) *dynamic.RouterTLSConfig {
 }
 
 // platformDomainOf returns the longest platform domain that host equals or sits one
-// label under, or "".
+// label under, or "". This is certificate coverage (main=apex, sans=["*.apex"] covers
+// the apex and exactly one label below it), deliberately not fleet.PlatformOwner,
+// which is ownership: any depth strictly below a platform domain, apex excluded.
 func (r *renderer) platformDomainOf(host string) string {
 	best := ""
 	_, parent, _ := strings.Cut(host, ".")

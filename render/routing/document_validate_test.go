@@ -91,7 +91,7 @@ func TestDocumentValidate(t *testing.T) {
 
 		// Path maps.
 		{name: "too many prefixes", mutate: func(d *Document) { d.Routes[3].Paths = manyPaths(MaxPaths + 1) },
-			wantField: "routes[3].paths", wantErr: "has 10001 prefixes, more than 10000"},
+			wantField: "routes[3].paths", wantErr: fmt.Sprintf("has %d prefixes, more than %d", MaxPaths+1, MaxPaths)},
 		{name: "prefix with a slash", mutate: func(d *Document) { d.Routes[3].Paths["/paulca"] = "go.tito.io" },
 			wantField: `routes[3].paths["/paulca"]`, wantErr: "without '/'"},
 		{name: "uppercase prefix", mutate: func(d *Document) { d.Routes[3].Paths["pAulca"] = "go.tito.io" },
