@@ -1,6 +1,7 @@
 package render
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -41,8 +42,14 @@ const (
 // stays "&&") and no trailing newline. A document with nothing to route renders as
 // "{}", the one empty form Traefik's HTTP provider accepts ({"http":{}} it refuses).
 //
-// Errors: an invalid Options (errors.Is ErrOptions); a document that breaks a rule the
-// render depends on, as a *routing.FieldError naming the field (errors.Is
+// The document is checked with routing.Document.Validate, the one definition of a valid
+// document, after its routes are put in host order (the render accepts them in any
+// order, so route indices in errors count in host order, as Decode's do). The render
+// adds one rule of its own: an upstream of a route without a health path needs its
+// APIPort, which the node-delegated check asks.
+//
+// Errors: an invalid Options (errors.Is ErrOptions); a nil document; a document that
+// breaks a rule, as a *routing.FieldError naming the field (errors.Is
 // routing.ErrInvalid).
 func Traefik(doc *routing.Document, opt Options) ([]byte, error) {
 	o, err := opt.resolve()
@@ -51,6 +58,10 @@ func Traefik(doc *routing.Document, opt Options) ([]byte, error) {
 	}
 	if doc == nil {
 		return nil, errors.New("rendering Traefik configuration: nil document")
+	}
+	doc = routesInHostOrder(doc)
+	if err := doc.Validate(); err != nil {
+		return nil, fmt.Errorf("rendering Traefik configuration: %w", err)
 	}
 	r := renderer{
 		opt:      o,
@@ -72,6 +83,19 @@ func Traefik(doc *routing.Document, opt Options) ([]byte, error) {
 	return out, nil
 }
 
+// routesInHostOrder returns doc, or when its routes are not sorted by host a shallow
+// copy whose routes are (doc itself is never modified).
+func routesInHostOrder(doc *routing.Document) *routing.Document {
+	byHost := func(a, b routing.Route) int { return cmp.Compare(a.Host, b.Host) }
+	if slices.IsSortedFunc(doc.Routes, byHost) {
+		return doc
+	}
+	out := *doc
+	out.Routes = slices.Clone(doc.Routes)
+	slices.SortStableFunc(out.Routes, byHost)
+	return &out
+}
+
 type renderer struct {
 	opt      resolved
 	routers  map[string]*dynamic.Router
@@ -82,53 +106,31 @@ type renderer struct {
 // app is one application's chain, shared by all its hosts and by every prefix that
 // targets one of them.
 type app struct {
-	field     string // "routes[i]" of the route that defined it
 	upstreams []routing.Upstream
 	health    string
 	service   string // what routers point at
 }
 
+// render renders doc, which routing.Document.Validate has accepted: every host, name,
+// address and prefix is canonical, the hosts of one application agree on its upstreams
+// and health path, and every path target is the exact host of a route.
 func (r *renderer) render(doc *routing.Document) error {
 	apps := make(map[string]*app)
 	exact := make(map[string]*routing.Route, len(doc.Routes))
-	seen := make(map[string]bool, len(doc.Routes))
 	for i := range doc.Routes {
 		rt := &doc.Routes[i]
-		f := "routes[" + strconv.Itoa(i) + "]"
-		if err := routing.ValidateCustomHost(f+".host", rt.Host); err != nil {
-			return err
-		}
-		if seen[rt.Host] {
-			return &routing.FieldError{Field: f + ".host", Value: rt.Host, Rule: "duplicate host"}
-		}
-		seen[rt.Host] = true
 		if !routing.IsWildcard(rt.Host) {
 			exact[rt.Host] = rt
 		}
-		if err := routing.ValidateLabel(f+".application", rt.Application); err != nil {
-			return err
+		if _, ok := apps[rt.Application]; ok {
+			continue // the same chain (Validate: the hosts of an application agree)
 		}
-		if rt.HealthPath != "" {
-			if err := routing.ValidateHealthPath(f+".healthPath", rt.HealthPath); err != nil {
+		if rt.HealthPath == "" {
+			if err := requireAPIPorts("routes["+strconv.Itoa(i)+"].upstreams", rt.Upstreams); err != nil {
 				return err
 			}
 		}
-		if a, ok := apps[rt.Application]; ok {
-			// Services are per application: its hosts must agree on what that is.
-			if !slices.Equal(a.upstreams, rt.Upstreams) {
-				return &routing.FieldError{Field: f + ".upstreams", Value: rt.Application,
-					Rule: "differ from " + a.field + ".upstreams of the same application"}
-			}
-			if a.health != rt.HealthPath {
-				return &routing.FieldError{Field: f + ".healthPath", Value: rt.HealthPath,
-					Rule: "differs from " + a.field + ".healthPath of the same application"}
-			}
-			continue
-		}
-		if err := validateUpstreams(f+".upstreams", rt.Upstreams, rt.HealthPath == ""); err != nil {
-			return err
-		}
-		apps[rt.Application] = &app{field: f, upstreams: rt.Upstreams, health: rt.HealthPath}
+		apps[rt.Application] = &app{upstreams: rt.Upstreams, health: rt.HealthPath}
 	}
 
 	for name, a := range apps {
@@ -154,26 +156,20 @@ func (r *renderer) render(doc *routing.Document) error {
 		if len(rt.Paths) == 0 {
 			continue
 		}
-		if len(rt.Paths) > routing.MaxPaths {
-			return &routing.FieldError{Field: "routes[" + strconv.Itoa(i) + "].paths", Value: rt.Host,
-				Rule: fmt.Sprintf("has %d prefixes, more than %d", len(rt.Paths), routing.MaxPaths)}
-		}
 		clear(byTarget)
 		if byTarget == nil {
 			byTarget = make(map[string][]string)
 		}
 		for p, t := range rt.Paths {
-			if err := routing.ValidatePrefix("routes["+strconv.Itoa(i)+"].paths["+strconv.Quote(p)+"]", p); err != nil {
-				return err
-			}
 			byTarget[t] = append(byTarget[t], p)
 		}
 		guarded := false
 		for t, prefixes := range byTarget {
 			target, ok := exact[t]
 			if !ok {
-				// Derivation never publishes such an entry (targets must be routes of
-				// the document); a prefix without a route selects nothing.
+				// Validate refuses such an entry (a target is the exact host of a route
+				// of the document); were one here, a prefix without a route selects
+				// nothing.
 				continue
 			}
 			if !guarded {
@@ -202,19 +198,6 @@ func (r *renderer) api(doc *routing.Document) error {
 	a := doc.API
 	if a == nil || len(a.Hosts) == 0 {
 		return nil
-	}
-	for i, h := range a.Hosts {
-		if err := routing.ValidateHost("api.hosts["+strconv.Itoa(i)+"]", h); err != nil {
-			return err
-		}
-	}
-	for i, d := range a.Denied {
-		if err := routing.ValidateHealthPath("api.denied["+strconv.Itoa(i)+"]", d); err != nil {
-			return err
-		}
-	}
-	if err := validateUpstreams("api.upstreams", a.Upstreams, false); err != nil {
-		return err
 	}
 	svc := r.chain(svcAPI, a.Upstreams, func(routing.Upstream) *dynamic.ServerHealthCheck {
 		return r.healthCheck(APIHealthPath, 0)
@@ -248,22 +231,15 @@ func (r *renderer) wildcardCovers(doc *routing.Document, host string) bool {
 	return false
 }
 
-func validateUpstreams(field string, us []routing.Upstream, needAPIPort bool) error {
+// requireAPIPorts is the render's own rule on top of routing.Document.Validate (where
+// 0 means "unknown" and is valid): the upstreams of a route without a health path get
+// the node-delegated check, asked of the upstream's APIPort. Without it the check
+// would ask the instance itself for /v1/health/instances/<app>, fail, and take every
+// upstream out.
+func requireAPIPorts(field string, us []routing.Upstream) error {
 	for j, u := range us {
-		f := field + "[" + strconv.Itoa(j) + "]"
-		if err := routing.ValidateLabel(f+".node", u.Node); err != nil {
-			return err
-		}
-		if err := routing.ValidateAddress(f+".address", u.Address); err != nil {
-			return err
-		}
-		if u.APIPort < 0 || u.APIPort > 65535 {
-			return &routing.FieldError{Field: f + ".apiPort", Value: strconv.Itoa(u.APIPort), Rule: "must be 0..65535"}
-		}
-		if needAPIPort && u.APIPort == 0 {
-			// Without it the node-delegated check would ask the instance itself for
-			// /v1/health/instances/<app>, fail, and take every upstream out.
-			return &routing.FieldError{Field: f + ".apiPort", Value: "0",
+		if u.APIPort == 0 {
+			return &routing.FieldError{Field: field + "[" + strconv.Itoa(j) + "].apiPort", Value: "0",
 				Rule: "is required when the route has no healthPath (the node-delegated health check asks that port)"}
 		}
 	}
@@ -376,7 +352,9 @@ func (r *renderer) tlsFor(host string) *dynamic.RouterTLSConfig {
 }
 
 // platformDomainOf returns the longest platform domain that host equals or sits one
-// label under, or "".
+// label under, or "". This is certificate coverage (main=apex, sans=["*.apex"] covers
+// the apex and exactly one label below it), deliberately not fleet.PlatformOwner,
+// which is ownership: any depth strictly below a platform domain, apex excluded.
 func (r *renderer) platformDomainOf(host string) string {
 	best := ""
 	_, parent, _ := strings.Cut(host, ".")

@@ -1,0 +1,190 @@
+package routing
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+)
+
+// Validate checks d against every rule of wire format v1 that a consumer relies on, and
+// is the one place those rules live: Decode applies it to what it reads, the Traefik
+// render to what it is given.
+//
+//   - v is Version;
+//   - routes are sorted by host, strictly (so no host appears twice); each host is a
+//     canonical host or a one-label wildcard (ValidateCustomHost);
+//   - each application is a DNS label, and every route of one application carries the
+//     same upstream list and the same health path (services are per application);
+//   - each upstream names a node (a DNS label), a canonical "ip:port" address and an
+//     API port of 0..65535 (0: unknown);
+//   - a health path, when present, is valid (ValidateHealthPath);
+//   - a path map has at most MaxPaths prefixes; each prefix is valid (ValidatePrefix)
+//     and each target is the exact host of a route of d (never a wildcard);
+//   - api.hosts are canonical hosts, sorted and unique, none of them the host of a route
+//     (an apex an application claims is left out: application routes win); its
+//     upstreams follow the upstream rules; each denied prefix is an absolute path.
+//
+// What it does not check: the revision (opaque; a document served with ?prefer= keeps
+// the revision of its un-reordered form), the order of upstream lists (prefer reorders
+// them), and anything only Derive can know (accounts, readiness).
+//
+// The error is a *FieldError naming the first offending field in document order
+// ("routes[2].paths[\"Bob\"]"; within a path map the smallest failing prefix), so
+// errors.Is(err, ErrInvalid) holds for every rule; a nil d is an error of its own.
+func (d *Document) Validate() error {
+	if d == nil {
+		return errors.New("routing document is nil")
+	}
+	if err := validateVersion(d.V); err != nil {
+		return err
+	}
+	// first route of each application, by index: the routes that must agree with it.
+	firstOfApp := make(map[string]int)
+	for i := range d.Routes {
+		r := &d.Routes[i]
+		f := "routes[" + strconv.Itoa(i) + "]"
+		if err := ValidateCustomHost(f+".host", r.Host); err != nil {
+			return err
+		}
+		if i > 0 {
+			switch prev := d.Routes[i-1].Host; {
+			case r.Host == prev:
+				return &FieldError{Field: f + ".host", Value: r.Host, Rule: "duplicate host"}
+			case r.Host < prev:
+				return &FieldError{Field: f + ".host", Value: r.Host,
+					Rule: "routes must be sorted by host: sorts before routes[" + strconv.Itoa(i-1) + "].host " + strconv.Quote(prev)}
+			}
+		}
+		if err := ValidateLabel(f+".application", r.Application); err != nil {
+			return err
+		}
+		if r.HealthPath != "" {
+			if err := ValidateHealthPath(f+".healthPath", r.HealthPath); err != nil {
+				return err
+			}
+		}
+		if j, ok := firstOfApp[r.Application]; ok {
+			// Every host of an application shares one service chain: its routes must
+			// agree on what that chain is. The first route's lists were checked.
+			first := &d.Routes[j]
+			if !slices.Equal(first.Upstreams, r.Upstreams) {
+				return &FieldError{Field: f + ".upstreams", Value: r.Application,
+					Rule: "differ from routes[" + strconv.Itoa(j) + "].upstreams of the same application"}
+			}
+			if first.HealthPath != r.HealthPath {
+				return &FieldError{Field: f + ".healthPath", Value: r.HealthPath,
+					Rule: "differs from routes[" + strconv.Itoa(j) + "].healthPath of the same application"}
+			}
+			continue
+		}
+		firstOfApp[r.Application] = i
+		if err := validateUpstreams(f+".upstreams", r.Upstreams); err != nil {
+			return err
+		}
+	}
+	// Targets are looked up in the sorted routes, which the loop above established.
+	for i := range d.Routes {
+		if err := d.validatePaths(i); err != nil {
+			return err
+		}
+	}
+	if a := d.API; a != nil {
+		for i, h := range a.Hosts {
+			f := "api.hosts[" + strconv.Itoa(i) + "]"
+			if err := ValidateHost(f, h); err != nil {
+				return err
+			}
+			if i > 0 {
+				switch prev := a.Hosts[i-1]; {
+				case h == prev:
+					return &FieldError{Field: f, Value: h, Rule: "duplicate host"}
+				case h < prev:
+					return &FieldError{Field: f, Value: h,
+						Rule: "api hosts must be sorted: sorts before api.hosts[" + strconv.Itoa(i-1) + "] " + strconv.Quote(prev)}
+				}
+			}
+			if j, ok := d.routeIndex(h); ok {
+				return &FieldError{Field: f, Value: h,
+					Rule: "is the host of routes[" + strconv.Itoa(j) + "] (an apex an application claims stays out of api.hosts: application routes win)"}
+			}
+		}
+		if err := validateUpstreams("api.upstreams", a.Upstreams); err != nil {
+			return err
+		}
+		for i, p := range a.Denied {
+			if err := ValidateHealthPath("api.denied["+strconv.Itoa(i)+"]", p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// validatePaths checks the path map of route i. It makes one pass over the map without
+// sorting it, and reports the smallest failing prefix, so the error does not depend on
+// map iteration order.
+func (d *Document) validatePaths(i int) error {
+	r := &d.Routes[i]
+	if len(r.Paths) > MaxPaths {
+		return &FieldError{Field: "routes[" + strconv.Itoa(i) + "].paths", Value: r.Host,
+			Rule: fmt.Sprintf("has %d prefixes, more than %d", len(r.Paths), MaxPaths)}
+	}
+	var (
+		badKey string
+		badErr error
+	)
+	for k, t := range r.Paths {
+		if badErr != nil && k >= badKey {
+			continue
+		}
+		if err := d.pathEntryError(i, k, t); err != nil {
+			badKey, badErr = k, err
+		}
+	}
+	return badErr
+}
+
+func (d *Document) pathEntryError(i int, k, t string) error {
+	f := "routes[" + strconv.Itoa(i) + "].paths[" + strconv.Quote(k) + "]"
+	if err := ValidatePrefix(f, k); err != nil {
+		return err
+	}
+	if err := ValidateHost(f, t); err != nil {
+		return err
+	}
+	if _, ok := d.routeIndex(t); !ok {
+		return &FieldError{Field: f, Value: t, Rule: "target must be the host of a route in this document"}
+	}
+	return nil
+}
+
+// routeIndex finds the route of host in d's routes, which must be sorted by host.
+func (d *Document) routeIndex(host string) (int, bool) {
+	return slices.BinarySearchFunc(d.Routes, host, func(r Route, h string) int { return cmp.Compare(r.Host, h) })
+}
+
+func validateVersion(v int) error {
+	if v != Version {
+		return &FieldError{Field: "v", Value: strconv.Itoa(v),
+			Rule: "unsupported routing document version (this reader speaks " + strconv.Itoa(Version) + ")"}
+	}
+	return nil
+}
+
+func validateUpstreams(field string, us []Upstream) error {
+	for j, u := range us {
+		f := field + "[" + strconv.Itoa(j) + "]"
+		if err := ValidateLabel(f+".node", u.Node); err != nil {
+			return err
+		}
+		if err := ValidateAddress(f+".address", u.Address); err != nil {
+			return err
+		}
+		if u.APIPort < 0 || u.APIPort > 65535 {
+			return &FieldError{Field: f + ".apiPort", Value: strconv.Itoa(u.APIPort), Rule: "must be 0..65535"}
+		}
+	}
+	return nil
+}
