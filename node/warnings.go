@@ -11,7 +11,8 @@ import (
 
 // pathWarnings lists the targets of c's path map that do not (yet) resolve to a ready
 // route of the same account in the published document; the reconcile pass is the gate,
-// so they are accepted but the publisher is told.
+// so they are accepted but the publisher is told. Every such target gets the same
+// message: a warning must not tell a tenant what another tenant holds.
 func (s *Server) pathWarnings(c fleet.Claim) []string {
 	routes := map[string]routing.Route{}
 	if snap := s.pub.cur.Load(); snap != nil {
@@ -27,10 +28,10 @@ func (s *Server) pathWarnings(c fleet.Claim) []string {
 		switch {
 		case t == c.Host:
 			warn = append(warn, fmt.Sprintf("%s: target %s is this host itself", k, t))
-		case !ok:
-			warn = append(warn, fmt.Sprintf("%s: target %s is not a ready route yet; it routes nothing until it is", k, t))
-		case accounts[rt.Application] != c.Account:
-			warn = append(warn, fmt.Sprintf("%s: target %s belongs to another account; it will never route", k, t))
+		case !ok || accounts[rt.Application] != c.Account || len(rt.Upstreams) == 0:
+			// One message whatever the reason: whether a name is another account's, or
+			// exists at all, is not this publisher's business.
+			warn = append(warn, fmt.Sprintf("%s: target %s is not a ready route of this account; it routes nothing until it is", k, t))
 		}
 	}
 	return warn

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 )
 
@@ -23,9 +24,14 @@ func Marshal(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// DecodeStrict decodes exactly one JSON value from body into v, unknown fields
-// refused. The error names the offending field where encoding/json knows it.
+// DecodeStrict decodes exactly one JSON value from body into v. Keys must match a
+// field's JSON name exactly (encoding/json alone folds case, so {"PATHS":{}} or
+// {"pathſ":{}} would fill "paths"), unknown fields and duplicate keys are refused
+// (encoding/json alone keeps the last of two). The error names the offending field.
 func DecodeStrict(body []byte, v any) error {
+	if err := checkKeys(body, reflect.TypeOf(v)); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -42,4 +48,106 @@ func DecodeStrict(body []byte, v any) error {
 		return errors.New("trailing data after the JSON object")
 	}
 	return nil
+}
+
+// checkKeys walks body's tokens beside type t: every object key must be unique in its
+// object and, where t is a struct, exactly the JSON name of one of its fields.
+// Malformed JSON is left to the decoder, which reports it better.
+func checkKeys(body []byte, t reflect.Type) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	err := walk(dec, t, "")
+	if errors.Is(err, errSyntax) {
+		return nil
+	}
+	return err
+}
+
+var errSyntax = errors.New("syntax")
+
+func walk(dec *json.Decoder, t reflect.Type, path string) error {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return errSyntax
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return nil // a scalar
+	}
+	switch d {
+	case '[':
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		for i := 0; dec.More(); i++ {
+			if err := walk(dec, elem, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	case '{':
+		var fields map[string]reflect.Type
+		var elem reflect.Type
+		if t != nil {
+			switch t.Kind() {
+			case reflect.Struct:
+				fields = jsonFields(t)
+			case reflect.Map:
+				elem = t.Elem()
+			}
+		}
+		seen := map[string]bool{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return errSyntax
+			}
+			k, _ := kt.(string)
+			field := k
+			if path != "" {
+				field = path + "." + k
+			}
+			if seen[k] {
+				return fmt.Errorf("field %q: duplicate key", field)
+			}
+			seen[k] = true
+			next := elem
+			if fields != nil {
+				ft, ok := fields[k]
+				if !ok {
+					return fmt.Errorf("unknown field %q (keys match exactly, case included)", field)
+				}
+				next = ft
+			}
+			if err := walk(dec, next, field); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing delimiter
+		return errSyntax
+	}
+	return nil
+}
+
+// jsonFields maps the exact JSON names of t's fields to their types.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for f := range t.Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	return out
 }
