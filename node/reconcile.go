@@ -43,6 +43,7 @@ type reconciler struct {
 	mu       sync.Mutex
 	status   reconcileStatus
 	accounts map[string]string
+	appIDs   map[string]string // application → incarnation id, for the orphan sweep
 	// onPass observes every pass (metrics); may be nil.
 	onPass func(d time.Duration, err error, skipped int)
 }
@@ -233,6 +234,7 @@ func (r *reconciler) derive(now time.Time) int {
 	var nodes []fleet.NodeRecord
 	var mismatched []string
 	accounts := map[string]string{}
+	appIDs := map[string]string{}
 	for _, k := range keys {
 		o := r.objects[k]
 		if o.bad != "" {
@@ -242,6 +244,7 @@ func (r *reconciler) derive(now time.Time) int {
 		case fleet.App:
 			st.Apps = append(st.Apps, v)
 			accounts[v.Name] = v.Account
+			appIDs[v.Name] = v.ID
 		case fleet.Claim:
 			st.Claims = append(st.Claims, v)
 		case fleet.NodeRecord:
@@ -277,6 +280,7 @@ func (r *reconciler) derive(now time.Time) int {
 	r.status.Nodes = nodes
 	r.status.Mismatched = mismatched
 	r.accounts = accounts
+	r.appIDs = appIDs
 	r.mu.Unlock()
 	return len(skipped)
 }
@@ -324,6 +328,13 @@ func (r *reconciler) appAccounts() map[string]string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.accounts
+}
+
+// knownApps maps application → incarnation id, from the last pass; nil before one.
+func (r *reconciler) knownApps() map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.appIDs
 }
 
 func skippedKey(sk []fleet.Skipped) string {

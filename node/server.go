@@ -281,6 +281,7 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 		// The first write happens at once (asynchronously to serving, so a hung store
 		// never delays /v1/healthz or SIGTERM), then every heartbeat and on change.
 		wctx, cancel := context.WithTimeout(ctx, passTimeout)
+		s.sweepOrphans(wctx)
 		s.writeOwnRecord(wctx)
 		cancel()
 		select {
@@ -289,6 +290,18 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 		case <-t.C:
 		case <-s.beat:
 		}
+	}
+}
+
+// sweepOrphans releases this node's instances of deleted or recreated applications
+// (once the reconcile loop has a view of the applications to compare with).
+func (s *Server) sweepOrphans(ctx context.Context) {
+	known := s.rec.knownApps()
+	if known == nil {
+		return
+	}
+	if _, err := s.writer.SweepOrphans(ctx, known); err != nil && ctx.Err() == nil {
+		s.log.Warn("sweeping orphaned instances", "err", err)
 	}
 }
 

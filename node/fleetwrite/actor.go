@@ -40,6 +40,10 @@ func (a Actor) authorize(app fleet.App, roles ...string) error {
 		return &ErrForbidden{What: "control plane", Detail: "application tokens are refused on the control-plane application " + app.Name}
 	case t.App != app.Name || t.Account != app.Account:
 		return &ErrForbidden{What: "forbidden", Detail: fmt.Sprintf("token %s is scoped to application %s (account %s), not %s", t.ID, t.App, t.Account, app.Name)}
+	case t.AppID != app.ID:
+		// The application was deleted and recreated: a token of the old incarnation
+		// never acts for the new one, whoever owns it now.
+		return &ErrForbidden{What: "forbidden", Detail: fmt.Sprintf("token %s was issued for an earlier application named %s", t.ID, app.Name)}
 	case !hasAnyRole(t.Roles, roles):
 		return &ErrForbidden{What: "forbidden", Detail: fmt.Sprintf("token %s lacks a role for this (needs one of %s)", t.ID, strings.Join(roles, ", "))}
 	}

@@ -91,7 +91,6 @@ func (w *Writer) PutApp(ctx context.Context, who Actor, name string, a fleet.App
 	if err := validateApp(&a); err != nil {
 		return fleet.App{}, "", false, err
 	}
-	body, _ := jsonx.Marshal(a)
 	key := fleet.AppKey(name)
 	cur, err := w.st.Get(ctx, key)
 	exists := err == nil
@@ -107,15 +106,27 @@ func (w *Writer) PutApp(ctx context.Context, who Actor, name string, a fleet.App
 			return fleet.App{}, "", false, &ErrConflict{What: "account change refused", Holder: old.Account,
 				Detail: fmt.Sprintf("application %s belongs to account %q; delete and recreate it to move accounts", name, old.Account)}
 		}
-		if string(cur.Value) == string(body) {
-			return a, cur.ETag, false, nil // no-op: no write, no serial bump
+		if a.ID != "" && a.ID != old.ID {
+			return fleet.App{}, "", false, invalid("invalid application", "id", fmt.Errorf("id %q: the node mints an application's id; it cannot be changed", a.ID))
 		}
+		a.ID = old.ID // an incarnation keeps its id
+	} else {
+		if a.ID != "" {
+			return fleet.App{}, "", false, invalid("invalid application", "id", fmt.Errorf("id %q: the node mints an application's id at creation", a.ID))
+		}
+		a.ID = newID()
+	}
+	body, _ := jsonx.Marshal(a)
+	if exists && string(cur.Value) == string(body) {
+		return a, cur.ETag, false, w.settle(ctx) // no-op: no write, no serial bump
 	}
 	etag, err := w.st.Put(ctx, key, body, store.Condition{IfNoneMatch: !exists, IfMatch: cur.ETag})
 	if err != nil {
 		return fleet.App{}, "", false, fmt.Errorf("writing application %s: %w", name, err)
 	}
-	w.committed(ctx, who, AuditRecord{Action: "app.put", Account: a.Account, App: name})
+	if err := w.committed(ctx, who, AuditRecord{Action: "app.put", Account: a.Account, App: name}); err != nil {
+		return fleet.App{}, "", false, err
+	}
 	return a, etag, !exists, nil
 }
 
@@ -138,8 +149,11 @@ func (w *Writer) DeleteApp(ctx context.Context, who Actor, name, ifMatch string)
 	if err := w.st.Delete(ctx, fleet.AppKey(name), etag); err != nil {
 		return fmt.Errorf("deleting application %s: %w", name, err)
 	}
-	w.committed(ctx, who, AuditRecord{Action: "app.delete", Account: a.Account, App: name})
-	return nil
+	// This node's instance goes at once; every other node's on its next sweep.
+	if err := w.inst.Release(name); err == nil {
+		w.instancesChanged()
+	}
+	return w.committed(ctx, who, AuditRecord{Action: "app.delete", Account: a.Account, App: name})
 }
 
 // sameETag compares a store etag with a client's (unquoted) one, strongly.

@@ -87,7 +87,7 @@ func (w *Writer) Claim(ctx context.Context, who Actor, app, host string) (c flee
 			return fleet.Claim{}, "", false, gerr
 		}
 		if held.App == app {
-			return held, hetag, false, nil // already ours: idempotent
+			return held, hetag, false, w.settle(ctx) // already ours: idempotent
 		}
 		return fleet.Claim{}, "", false, &ErrConflict{What: "host already claimed", Holder: held.App,
 			Detail: fmt.Sprintf("%s is held by application %s", host, held.App)}
@@ -95,7 +95,9 @@ func (w *Writer) Claim(ctx context.Context, who Actor, app, host string) (c flee
 	if err != nil {
 		return fleet.Claim{}, "", false, fmt.Errorf("claiming %s: %w", host, err)
 	}
-	w.committed(ctx, who, AuditRecord{Action: "domain.claim", Account: a.Account, App: app, Host: host})
+	if err := w.committed(ctx, who, AuditRecord{Action: "domain.claim", Account: a.Account, App: app, Host: host}); err != nil {
+		return fleet.Claim{}, "", false, err
+	}
 	return c, etag, true, nil
 }
 
@@ -114,8 +116,7 @@ func (w *Writer) Release(ctx context.Context, who Actor, app, host, ifMatch stri
 	if err := w.st.Delete(ctx, fleet.ClaimKey(host), etag); err != nil {
 		return fmt.Errorf("releasing %s: %w", host, err)
 	}
-	w.committed(ctx, who, AuditRecord{Action: "domain.release", Account: c.Account, App: app, Host: host, Prefixes: len(c.Paths)})
-	return nil
+	return w.committed(ctx, who, AuditRecord{Action: "domain.release", Account: c.Account, App: app, Host: host, Prefixes: len(c.Paths)})
 }
 
 // claimsOf lists the hosts app holds.

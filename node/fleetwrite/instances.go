@@ -2,6 +2,7 @@ package fleetwrite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/scafo/ingress/render/fleet"
@@ -16,12 +17,12 @@ type Instance struct {
 }
 
 // instanceApp loads app and checks who may manage its instances.
-func (w *Writer) instanceApp(ctx context.Context, who Actor, app string) error {
+func (w *Writer) instanceApp(ctx context.Context, who Actor, app string) (fleet.App, error) {
 	a, _, err := w.App(ctx, app)
 	if err != nil {
-		return err
+		return fleet.App{}, err
 	}
-	return who.authorize(a, fleet.RoleInstance)
+	return a, who.authorize(a, fleet.RoleInstance)
 }
 
 func (w *Writer) answer(app string, i fleet.Instance) Instance {
@@ -32,6 +33,39 @@ func (w *Writer) instancesChanged() {
 	if w.cfg.OnInstances != nil {
 		w.cfg.OnInstances()
 	}
+}
+
+// SweepOrphans releases (quarantines) this node's instances whose application no
+// longer exists or was recreated (another incarnation), so that a deleted application's
+// instances are released on every node. known is the reconcile loop's view of the
+// applications (name to ID); a candidate is confirmed with a read of the store before
+// it is released, so a stale view never releases a live instance. It returns the
+// applications released.
+func (w *Writer) SweepOrphans(ctx context.Context, known map[string]string) ([]string, error) {
+	var released []string
+	for _, app := range sortedKeys(w.inst.Records()) {
+		inst, _ := w.inst.Get(app)
+		if id, ok := known[app]; ok && id == inst.AppID {
+			continue
+		}
+		a, _, err := load[fleet.App](ctx, w.st, fleet.AppKey(app))
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return released, err // unreadable: release nothing on a guess
+		case a.ID == inst.AppID:
+			continue
+		}
+		if err := w.inst.Release(app); err != nil && !errors.Is(err, ErrNoInstance) {
+			return released, err
+		}
+		w.log.Info("released an orphaned instance", "app", app, "port", inst.Port)
+		released = append(released, app)
+	}
+	if len(released) > 0 {
+		w.instancesChanged()
+	}
+	return released, nil
 }
 
 // Instances lists this node's instances, sorted by application.
@@ -47,10 +81,11 @@ func (w *Writer) Instances() []Instance {
 // AllocateInstance returns app's stable port on this node, choosing one on first use
 // (created is true then).
 func (w *Writer) AllocateInstance(ctx context.Context, who Actor, app string) (Instance, bool, error) {
-	if err := w.instanceApp(ctx, who, app); err != nil {
+	a, err := w.instanceApp(ctx, who, app)
+	if err != nil {
 		return Instance{}, false, err
 	}
-	inst, created, err := w.inst.Allocate(app)
+	inst, created, err := w.inst.Allocate(app, a.ID)
 	if err != nil {
 		return Instance{}, false, err
 	}
@@ -68,7 +103,8 @@ func (w *Writer) SetInstance(ctx context.Context, who Actor, app string, port *i
 	if port != nil && (*port < 1 || *port > 65535) {
 		return Instance{}, invalid("invalid port", "port", fmt.Errorf("port %d: must be 1..65535", *port))
 	}
-	if err := w.instanceApp(ctx, who, app); err != nil {
+	a, err := w.instanceApp(ctx, who, app)
+	if err != nil {
 		return Instance{}, err
 	}
 	if p := port; p != nil && !who.Admin {
@@ -78,7 +114,7 @@ func (w *Writer) SetInstance(ctx context.Context, who Actor, app string, port *i
 				Detail: fmt.Sprintf("port %d: application tokens may only use ports %d..%d (POST allocates one)", *p, lo, hi)}
 		}
 	}
-	inst, changed, err := w.inst.Set(app, port, ready)
+	inst, changed, err := w.inst.Set(app, a.ID, port, ready)
 	if err != nil {
 		return Instance{}, err
 	}
@@ -88,9 +124,10 @@ func (w *Writer) SetInstance(ctx context.Context, who Actor, app string, port *i
 	return w.answer(app, inst), nil
 }
 
-// ReleaseInstance drops app's instance on this node; its port is quarantined.
+// ReleaseInstance drops app's instance on this node; its port is quarantined. The admin
+// may also release an orphan: the instance of an application that no longer exists.
 func (w *Writer) ReleaseInstance(ctx context.Context, who Actor, app string) error {
-	if err := w.instanceApp(ctx, who, app); err != nil {
+	if _, err := w.instanceApp(ctx, who, app); err != nil && !(who.Admin && errors.Is(err, ErrNotFound)) {
 		return err
 	}
 	if err := w.inst.Release(app); err != nil {

@@ -89,7 +89,7 @@ func (w *Writer) PublishPaths(ctx context.Context, who Actor, app, host string, 
 		newBody, _ := jsonx.Marshal(next)
 		oldBody, _ := jsonx.Marshal(c)
 		if string(newBody) == string(oldBody) {
-			return next, etag, nil // no-op republish: no write, no audit, no serial
+			return next, etag, w.settle(ctx) // no-op republish: no write, no audit, no serial
 		}
 		newETag, err := w.st.Put(ctx, fleet.ClaimKey(host), newBody, store.Condition{IfMatch: etag})
 		if errors.Is(err, store.ErrPreconditionFailed) && ifMatch == "" && attempt < 20 {
@@ -106,7 +106,9 @@ func (w *Writer) PublishPaths(ctx context.Context, who Actor, app, host string, 
 		if err != nil {
 			return fleet.Claim{}, "", fmt.Errorf("publishing paths of %s: %w", host, err)
 		}
-		w.committed(ctx, who, AuditRecord{Action: "paths.put", Account: c.Account, App: app, Host: host, Prefixes: len(paths)})
+		if err := w.committed(ctx, who, AuditRecord{Action: "paths.put", Account: c.Account, App: app, Host: host, Prefixes: len(paths)}); err != nil {
+			return fleet.Claim{}, "", err
+		}
 		return next, newETag, nil
 	}
 }

@@ -49,6 +49,7 @@ type registryState struct {
 type quarantined struct {
 	Port  int       `json:"port"`
 	App   string    `json:"app"`
+	AppID string    `json:"appId,omitempty"`
 	Until time.Time `json:"until"`
 }
 
@@ -100,20 +101,24 @@ func (r *Registry) Get(app string) (fleet.Instance, bool) {
 	return i, ok
 }
 
-// Allocate returns app's port, choosing the lowest free one on first use.
-func (r *Registry) Allocate(app string) (inst fleet.Instance, created bool, err error) {
+// Allocate returns the port of app's incarnation appID, choosing the lowest free one on
+// first use. An instance left by another incarnation of the name (the application was
+// deleted and recreated) is released first: its port stays quarantined, so the new
+// incarnation never inherits the old owner's process.
+func (r *Registry) Allocate(app, appID string) (inst fleet.Instance, created bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if i, ok := r.state.Instances[app]; ok {
+	if i, ok := r.state.Instances[app]; ok && i.AppID == appID {
 		return i, false, nil
 	}
 	r.expire()
 	for p := r.min; p <= r.max; p++ {
-		if owner, _ := r.holder(p); owner != "" && owner != app {
+		if h, hid, _ := r.holder(p); h != "" && (h != app || hid != appID) {
 			continue
 		}
 		prev := r.clone()
-		r.state.Instances[app] = fleet.Instance{Port: p}
+		r.retire(app, appID)
+		r.state.Instances[app] = fleet.Instance{Port: p, AppID: appID}
 		r.dropQuarantine(p)
 		if err := r.save(); err != nil {
 			r.state = prev
@@ -124,12 +129,16 @@ func (r *Registry) Allocate(app string) (inst fleet.Instance, created bool, err 
 	return fleet.Instance{}, false, ErrNoFreePort
 }
 
-// Set records app's port (explicit, or the allocated one when port is nil) and readiness.
-func (r *Registry) Set(app string, port *int, ready bool) (fleet.Instance, bool, error) {
+// Set records the port (explicit, or the allocated one when port is nil) and readiness
+// of app's incarnation appID.
+func (r *Registry) Set(app, appID string, port *int, ready bool) (fleet.Instance, bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.expire()
 	cur, had := r.state.Instances[app]
+	if had && cur.AppID != appID {
+		cur, had = fleet.Instance{}, false // another incarnation's: never inherited
+	}
 	p := cur.Port
 	if port != nil {
 		p = *port
@@ -140,19 +149,23 @@ func (r *Registry) Set(app string, port *int, ready bool) (fleet.Instance, bool,
 	if p < 1 || p > 65535 {
 		return fleet.Instance{}, false, ErrPortOutOfRange
 	}
-	if owner, why := r.holder(p); owner != "" && owner != app {
-		return fleet.Instance{}, false, fmt.Errorf("%w: port %d %s %s", ErrPortTaken, p, why, owner)
+	if h, hid, why := r.holder(p); h != "" && (h != app || hid != appID) {
+		if h == app {
+			why += " an earlier incarnation of"
+		}
+		return fleet.Instance{}, false, fmt.Errorf("%w: port %d %s %s", ErrPortTaken, p, why, h)
 	}
-	next := fleet.Instance{Port: p, Ready: ready}
+	next := fleet.Instance{Port: p, Ready: ready, AppID: appID}
 	if had && cur == next {
 		return cur, false, nil
 	}
 	prev := r.clone()
+	r.retire(app, appID)
+	if had && cur.Port != p {
+		r.state.Quarantine = append(r.state.Quarantine, quarantined{Port: cur.Port, App: app, AppID: appID, Until: r.now().Add(r.quarantine).UTC()})
+	}
 	r.state.Instances[app] = next
 	r.dropQuarantine(p)
-	if had && cur.Port != p {
-		r.state.Quarantine = append(r.state.Quarantine, quarantined{Port: cur.Port, App: app, Until: r.now().Add(r.quarantine).UTC()})
-	}
 	if err := r.save(); err != nil {
 		r.state = prev
 		return fleet.Instance{}, false, err
@@ -170,7 +183,7 @@ func (r *Registry) Release(app string) error {
 	}
 	prev := r.clone()
 	delete(r.state.Instances, app)
-	r.state.Quarantine = append(r.state.Quarantine, quarantined{Port: cur.Port, App: app, Until: r.now().Add(r.quarantine).UTC()})
+	r.state.Quarantine = append(r.state.Quarantine, quarantined{Port: cur.Port, App: app, AppID: cur.AppID, Until: r.now().Add(r.quarantine).UTC()})
 	if err := r.save(); err != nil {
 		r.state = prev
 		return err
@@ -178,20 +191,29 @@ func (r *Registry) Release(app string) error {
 	return nil
 }
 
-// holder names who holds port p: an app with an instance on it, or an app whose
-// released port is still quarantined.
-func (r *Registry) holder(p int) (app, why string) {
+// holder names who holds port p: an app (and incarnation) with an instance on it, or
+// one whose released port is still quarantined.
+func (r *Registry) holder(p int) (app, appID, why string) {
 	for a, i := range r.state.Instances {
 		if i.Port == p {
-			return a, "is held by"
+			return a, i.AppID, "is held by"
 		}
 	}
 	for _, q := range r.state.Quarantine {
 		if q.Port == p {
-			return q.App, "is quarantined until " + q.Until.Format(time.RFC3339) + ", released by"
+			return q.App, q.AppID, "is quarantined until " + q.Until.Format(time.RFC3339) + ", released by"
 		}
 	}
-	return "", ""
+	return "", "", ""
+}
+
+// retire quarantines app's instance when it belongs to an incarnation other than
+// appID (caller holds mu and saves).
+func (r *Registry) retire(app, appID string) {
+	if cur, ok := r.state.Instances[app]; ok && cur.AppID != appID {
+		delete(r.state.Instances, app)
+		r.state.Quarantine = append(r.state.Quarantine, quarantined{Port: cur.Port, App: app, AppID: cur.AppID, Until: r.now().Add(r.quarantine).UTC()})
+	}
 }
 
 func (r *Registry) expire() {

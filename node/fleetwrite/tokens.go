@@ -81,12 +81,14 @@ func (w *Writer) IssueToken(ctx context.Context, who Actor, account, app string,
 	rand.Read(secret)
 	id := hex.EncodeToString(idb)
 	tok := "scafo_" + id + "_" + hex.EncodeToString(secret)
-	rec := fleet.TokenRecord{ID: id, Account: account, App: app, Roles: roles, SHA256: HashToken(tok)}
+	rec := fleet.TokenRecord{ID: id, Account: account, App: app, AppID: a.ID, Roles: roles, SHA256: HashToken(tok)}
 	b, _ := jsonx.Marshal(rec)
 	if _, err := w.st.Put(ctx, fleet.TokenKey(id), b, store.Condition{IfNoneMatch: true}); err != nil {
 		return IssuedToken{}, fmt.Errorf("storing token: %w", err)
 	}
-	w.committed(ctx, who, AuditRecord{Action: "token.create", Account: account, App: app, Token: id})
+	if err := w.committed(ctx, who, AuditRecord{Action: "token.create", Account: account, App: app, Token: id}); err != nil {
+		return IssuedToken{}, err
+	}
 	return IssuedToken{ID: id, Token: tok, Account: account, App: app, Roles: roles}, nil
 }
 
@@ -104,8 +106,7 @@ func (w *Writer) RevokeToken(ctx context.Context, who Actor, id string) error {
 	if err := w.st.Delete(ctx, fleet.TokenKey(id), obj.ETag); err != nil {
 		return fmt.Errorf("revoking token %s: %w", id, err)
 	}
-	w.committed(ctx, who, AuditRecord{Action: "token.revoke", Account: rec.Account, App: rec.App, Token: id})
-	return nil
+	return w.committed(ctx, who, AuditRecord{Action: "token.revoke", Account: rec.Account, App: rec.App, Token: id})
 }
 
 // LookupToken finds the record of a presented application token

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/scafo/ingress/node/internal/jsonx"
@@ -47,6 +48,9 @@ type Writer struct {
 	inst *Registry
 	log  *slog.Logger
 	now  func() time.Time
+	// pending is set while a stored change has not been announced (its serial bump
+	// failed); see settle.
+	pending atomic.Bool
 }
 
 // New builds the write domain. id is the store identity the reconcile loop maintains
@@ -86,9 +90,11 @@ type AuditRecord struct {
 }
 
 // committed runs after every write that changed something: it appends the audit
-// record, bumps the serial, and tells the node. The change itself is already durable;
-// a failure here is logged (the full pass catches up).
-func (w *Writer) committed(ctx context.Context, who Actor, rec AuditRecord) {
+// record, bumps the serial, and tells the node. A change whose bump fails is stored but
+// not announced (no node re-reads it until its hourly full pass): that is an error the
+// caller answers as 503, never a 2xx, and the writer remembers it, so that the client's
+// retry (a no-op by then) bumps the serial and converges (see settle).
+func (w *Writer) committed(ctx context.Context, who Actor, rec AuditRecord) error {
 	ctx = context.WithoutCancel(ctx)
 	rec.Time = w.now().UTC()
 	rec.Actor = who.Name()
@@ -101,12 +107,36 @@ func (w *Writer) committed(ctx context.Context, who Actor, rec AuditRecord) {
 		w.log.Error("writing audit record", "action", rec.Action, "err", err)
 	}
 	w.log.Info("change", "action", rec.Action, "actor", rec.Actor, "account", rec.Account, "app", rec.App, "host", rec.Host, "prefixes", rec.Prefixes)
-	if _, err := w.id.Bump(ctx, w.st); err != nil {
-		w.log.Error("bumping serial", "err", err)
+	w.pending.Store(true)
+	if err := w.settle(ctx); err != nil {
+		return err
 	}
 	if w.cfg.OnCommit != nil {
 		w.cfg.OnCommit(rec.Action)
 	}
+	return nil
+}
+
+// settle bumps the serial if a change through this writer is still unannounced. Every
+// operation that finds nothing to change calls it, so a retry of a request whose bump
+// failed announces the change it stored the first time.
+func (w *Writer) settle(ctx context.Context) error {
+	if !w.pending.Load() {
+		return nil
+	}
+	if _, err := w.id.Bump(context.WithoutCancel(ctx), w.st); err != nil {
+		w.log.Error("bumping serial: a stored change is not announced yet", "err", err)
+		return fmt.Errorf("%w: the change is stored but not announced to the fleet (bumping the serial failed: %v); retry the same request", store.ErrUnavailable, err)
+	}
+	w.pending.Store(false)
+	return nil
+}
+
+// newID mints an application incarnation id.
+func newID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // Audit returns up to limit audit records, newest first.

@@ -67,11 +67,13 @@ func (f *fixture) audits(t *testing.T) int {
 	return len(es)
 }
 
-func (f *fixture) app(t *testing.T, name, account string) {
+func (f *fixture) app(t *testing.T, name, account string) fleet.App {
 	t.Helper()
-	if _, _, _, err := f.w.PutApp(context.Background(), admin, name, fleet.App{Account: account}, ""); err != nil {
+	a, _, _, err := f.w.PutApp(context.Background(), admin, name, fleet.App{Account: account}, "")
+	if err != nil {
 		t.Fatal(err)
 	}
+	return a
 }
 
 func TestIdenticalPutAppWritesAuditsAndBumpsNothing(t *testing.T) {
@@ -235,8 +237,8 @@ func TestDeleteAppHoldingDomainsIsAConflict(t *testing.T) {
 func TestAppTokensKeepTheirInstancesInTheAllocationRange(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	f.app(t, "shop", "acme")
-	tok := Actor{Token: fleet.TokenRecord{ID: "0123456789abcdef", Account: "acme", App: "shop", Roles: []string{fleet.RoleInstance}}}
+	shop := f.app(t, "shop", "acme")
+	tok := Actor{Token: fleet.TokenRecord{ID: "0123456789abcdef", Account: "acme", App: "shop", AppID: shop.ID, Roles: []string{fleet.RoleInstance}}}
 	inst, created, err := f.w.AllocateInstance(ctx, tok, "shop")
 	if err != nil || !created || inst.Port != 24000 || f.beats != 1 {
 		t.Fatalf("allocate: %+v created=%v err=%v beats=%d", inst, created, err, f.beats)
@@ -299,10 +301,123 @@ func TestWritesNeverBumpAForeignSerial(t *testing.T) {
 	if _, err := f.st.Put(ctx, fleet.KeySerial, foreign, store.Condition{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := f.w.PutApp(ctx, admin, "shop", fleet.App{Account: "acme", Placement: []string{"vps-b"}}, ""); err != nil {
-		t.Fatal(err) // the object is written; the bump is refused and logged
+	if _, _, _, err := f.w.PutApp(ctx, admin, "shop", fleet.App{Account: "acme", Placement: []string{"vps-b"}}, ""); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("a write whose bump is refused: %v, want ErrUnavailable (503)", err)
 	}
 	if got := f.serial(t); got != string(foreign) {
 		t.Fatalf("the foreign serial was bumped: %q -> %q", foreign, got)
+	}
+}
+
+func TestAWriteWhoseBumpFailsIsNotAcknowledgedAndItsRetryConverges(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.app(t, "shop", "acme")
+	good := f.serial(t)
+	if _, err := f.st.Put(ctx, fleet.KeySerial, []byte("not a counter"), store.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	put := func() error {
+		_, _, _, err := f.w.PutApp(ctx, admin, "shop", fleet.App{Account: "acme", Placement: []string{"vps-b"}}, "")
+		return err
+	}
+	if err := put(); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("write over an unparseable serial: %v, want ErrUnavailable (503)", err)
+	}
+	if len(f.commits) != 1 {
+		t.Fatalf("an unannounced change was reported committed: %v", f.commits)
+	}
+	// The operator repairs the serial; the client retries the same request, which
+	// finds nothing to write and must still announce the stored change.
+	if _, err := f.st.Put(ctx, fleet.KeySerial, []byte(good), store.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := put(); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if got := f.serial(t); got == good {
+		t.Fatalf("the retry did not bump the serial (still %q): the change is never published", got)
+	}
+	before := f.serial(t)
+	if err := put(); err != nil || f.serial(t) != before {
+		t.Fatalf("a later no-op bumped again (%q -> %q, %v)", before, f.serial(t), err)
+	}
+}
+
+func TestARecreatedApplicationInheritsNoInstanceAndNoToken(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	old := f.app(t, "shop", "acme")
+	it, err := f.w.IssueToken(ctx, admin, "acme", "shop", []string{"instance", "publish"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := f.w.LookupToken(ctx, it.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldInst, _, err := f.w.AllocateInstance(ctx, Actor{Token: tok}, "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.w.DeleteApp(ctx, admin, "shop", ""); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.w.Instances()) != 0 {
+		t.Fatalf("deleting the app left its instance on the node: %+v", f.w.Instances())
+	}
+	again := f.app(t, "shop", "acme")
+	if again.ID == "" || again.ID == old.ID {
+		t.Fatalf("the recreated app has id %q (old %q): want a new incarnation", again.ID, old.ID)
+	}
+	var forb *ErrForbidden
+	if _, _, err := f.w.AllocateInstance(ctx, Actor{Token: tok}, "shop"); !errors.As(err, &forb) {
+		t.Fatalf("the old incarnation's token: %v, want ErrForbidden", err)
+	}
+	inst, created, err := f.w.AllocateInstance(ctx, admin, "shop")
+	if err != nil || !created || inst.Port == oldInst.Port {
+		t.Fatalf("new instance %+v created=%v err=%v: want a new port, not the old owner's %d", inst, created, err, oldInst.Port)
+	}
+	p := oldInst.Port
+	if _, err := f.w.SetInstance(ctx, admin, "shop", &p, true); !errors.Is(err, ErrPortTaken) {
+		t.Fatalf("the old incarnation's quarantined port: %v, want ErrPortTaken", err)
+	}
+}
+
+func TestOrphanedInstancesAreSweptAndTheAdminCanReleaseThem(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.app(t, "a", "acme")
+	f.app(t, "b", "acme")
+	for _, app := range []string{"a", "b"} {
+		if _, _, err := f.w.AllocateInstance(ctx, admin, app); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Another node deletes a: the object goes, this node's registry still holds it.
+	if err := f.st.Delete(ctx, fleet.AppKey("a"), ""); err != nil {
+		t.Fatal(err)
+	}
+	// A stale view that still lists a: the store is asked before anything goes.
+	b, _, _ := f.w.App(ctx, "b")
+	released, err := f.w.SweepOrphans(ctx, map[string]string{"b": b.ID})
+	if err != nil || len(released) != 1 || released[0] != "a" {
+		t.Fatalf("sweep released %v (%v), want [a]", released, err)
+	}
+	if got := f.w.Instances(); len(got) != 1 || got[0].App != "b" {
+		t.Fatalf("after the sweep: %+v", got)
+	}
+	// An orphan the sweep has not reached yet: the admin releases it by name.
+	if _, _, err := f.w.AllocateInstance(ctx, admin, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.Delete(ctx, fleet.AppKey("b"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.w.ReleaseInstance(ctx, Actor{Token: fleet.TokenRecord{ID: "0123456789abcdef", App: "b", Account: "acme"}}, "b"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a token on a deleted app: %v, want ErrNotFound", err)
+	}
+	if err := f.w.ReleaseInstance(ctx, admin, "b"); err != nil {
+		t.Fatalf("admin release of an orphan: %v", err)
 	}
 }

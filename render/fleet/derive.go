@@ -337,7 +337,9 @@ func (dv *deriver) upstreams(ai *appInfo) []routing.Upstream {
 			continue
 		}
 		inst, ok := n.rec.Instances[ai.app.Name]
-		if !ok || !inst.Ready || inst.Port < 1 || inst.Port > 65535 {
+		// An instance made for another incarnation of the name (the app was deleted and
+		// recreated) is the old owner's process: never routed.
+		if !ok || !inst.Ready || inst.Port < 1 || inst.Port > 65535 || inst.AppID != ai.app.ID {
 			continue
 		}
 		if all == nil {

@@ -47,6 +47,12 @@ func TokenKey(id string) string { return PrefixTokens + id + ".json" }
 type App struct {
 	// Name is a DNS label; the app's platform hosts are "<name>.<platform-domain>".
 	Name string `json:"name"`
+	// ID names this incarnation of the application: minted by the node when the
+	// application is created, never changed after. A deleted and recreated application
+	// of the same name has another ID, so the old incarnation's instances and tokens
+	// (which carry the ID they were made for) never act for the new one. Empty for
+	// applications created before incarnations existed.
+	ID string `json:"id,omitempty"`
 	// Account owns the application. Path maps may only point within one account.
 	Account string `json:"account"`
 	// Placement lists node names in priority order: the first ready one is primary.
@@ -100,6 +106,9 @@ type Instance struct {
 	Port int `json:"port"`
 	// Ready is true while the instance should receive traffic.
 	Ready bool `json:"ready"`
+	// AppID is the App.ID of the incarnation the instance was made for; an instance
+	// of another incarnation is never routed.
+	AppID string `json:"appId,omitempty"`
 }
 
 // NodeSettings are the settings every node of a fleet must agree on.
@@ -114,6 +123,9 @@ type TokenRecord struct {
 	Account string   `json:"account"`
 	App     string   `json:"app"`
 	Roles   []string `json:"roles"`
+	// AppID is the App.ID of the incarnation the token was issued for; it acts for
+	// no other.
+	AppID string `json:"appId,omitempty"`
 	// SHA256 is the hex SHA-256 of the token.
 	SHA256 string `json:"sha256"`
 }
