@@ -38,6 +38,8 @@ type Config struct {
 	Traefik    TraefikConfig   `description:"Traefik render options." json:"traefik"`
 	Reconcile  ReconcileConfig `description:"Reconcile loop timings." json:"reconcile"`
 	Ports      PortsConfig     `description:"Instance port allocation." json:"ports"`
+	Writes     WritesConfig    `description:"Limits on writes through the API." json:"writes"`
+	Audit      AuditConfig     `description:"The audit log in the store." json:"audit"`
 	Log        LogConfig       `description:"Logging." json:"log"`
 }
 
@@ -106,6 +108,20 @@ type ReconcileConfig struct {
 	FullInterval ptypes.Duration `description:"How often every object is re-read regardless." json:"fullInterval,omitempty"`
 	Heartbeat    ptypes.Duration `description:"How often this node rewrites its own record." json:"heartbeat,omitempty"`
 	NodeTTL      ptypes.Duration `description:"Node records older than this are stale." json:"nodeTTL,omitempty"`
+	// PublishWindow bounds how often a burst of changes republishes (each publish
+	// reloads every Traefik); a change after a quiet spell publishes at once.
+	PublishWindow ptypes.Duration `description:"At most one publish per window during a burst of changes (a lone change publishes at once)." json:"publishWindow,omitempty"`
+}
+
+// WritesConfig rate-limits writes per application token (the admin is not limited).
+type WritesConfig struct {
+	Rate  float64 `description:"Writes per second one application token may sustain (429 beyond)." json:"rate,omitempty"`
+	Burst int     `description:"Writes one application token may make at once." json:"burst,omitempty"`
+}
+
+// AuditConfig bounds the audit log.
+type AuditConfig struct {
+	Retention ptypes.Duration `description:"Audit records older than this are deleted (daily sweep)." json:"retention,omitempty"`
 }
 
 // PortsConfig bounds instance port allocation.
@@ -139,7 +155,11 @@ func (c *Config) SetDefaults() {
 		FullInterval: ptypes.Duration(time.Hour),
 		Heartbeat:    ptypes.Duration(15 * time.Second),
 		NodeTTL:      ptypes.Duration(60 * time.Second),
+
+		PublishWindow: ptypes.Duration(250 * time.Millisecond),
 	}
+	c.Writes = WritesConfig{Rate: 5, Burst: 20}
+	c.Audit = AuditConfig{Retention: ptypes.Duration(30 * 24 * time.Hour)}
 	c.Ports = PortsConfig{Min: 24000, Max: 28999, Quarantine: ptypes.Duration(10 * time.Minute)}
 	c.Log = LogConfig{Level: "info", Format: "text"}
 }
@@ -320,6 +340,15 @@ func (c *Config) Validate() error {
 	}
 	if c.Store.S3.Endpoint != "" && c.Store.S3.Bucket == "" {
 		errs = append(errs, errors.New("store.s3.bucket: required with store.s3.endpoint"))
+	}
+	if c.Reconcile.PublishWindow < 0 {
+		errs = append(errs, errors.New("reconcile.publishWindow: must not be negative"))
+	}
+	if c.Writes.Rate <= 0 || c.Writes.Burst < 1 {
+		errs = append(errs, fmt.Errorf("writes.rate %v, writes.burst %d: both must be positive", c.Writes.Rate, c.Writes.Burst))
+	}
+	if c.Audit.Retention < ptypes.Duration(time.Hour) {
+		errs = append(errs, fmt.Errorf("audit.retention %s: at least 1h", time.Duration(c.Audit.Retention)))
 	}
 	if c.Reconcile.Interval <= 0 {
 		errs = append(errs, errors.New("reconcile.interval: must be positive"))

@@ -39,6 +39,8 @@ type reconciler struct {
 	lastStale string
 	// lastSkipped fingerprints the last logged set of derivation drops.
 	lastSkipped string
+	// lastPublish is when the revision last moved (see run's publish window).
+	lastPublish time.Time
 
 	mu       sync.Mutex
 	status   reconcileStatus
@@ -260,6 +262,7 @@ func (r *reconciler) derive(now time.Time) int {
 	doc, dskipped := fleet.Derive(st, opt)
 	skipped = append(skipped, dskipped...)
 	if r.pub.publish(doc, now) {
+		r.lastPublish = time.Now()
 		r.log.Info("published routing document", "revision", doc.Revision, "routes", len(doc.Routes), "skipped", len(skipped))
 	}
 	// Log what the derivation dropped whenever that set changes (a dropped entry may not
@@ -301,8 +304,11 @@ func (r *reconciler) snapshotStatus() reconcileStatus {
 const passTimeout = 20 * time.Second
 
 // run ticks until ctx ends. kick forces an immediate (non-full) pass, e.g. after a write
-// through this node's own API.
-func (r *reconciler) run(ctx context.Context, interval, fullInterval time.Duration, kick <-chan struct{}) {
+// through this node's own API. Publishing is leading-edge and bounded: a kick after a
+// quiet spell runs at once (a lone flip stays fast), while a kick within window of the
+// last publish waits for the window's end, so a burst of changes (readiness churn)
+// reloads every Traefik at most once per window; kicks that arrive meanwhile coalesce.
+func (r *reconciler) run(ctx context.Context, interval, fullInterval, window time.Duration, kick <-chan struct{}) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -319,6 +325,15 @@ func (r *reconciler) run(ctx context.Context, interval, fullInterval time.Durati
 			return
 		case <-t.C:
 		case <-kick:
+			if wait := time.Until(r.lastPublish.Add(window)); wait > 0 {
+				wt := time.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+					wt.Stop()
+					return
+				case <-wt.C:
+				}
+			}
 		}
 	}
 }

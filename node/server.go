@@ -48,6 +48,7 @@ type Server struct {
 	pub       *publisher
 	rec       *reconciler
 	metrics   *metrics
+	writes    *writeLimiter
 	identity  *store.Identity      // the store's serial and epoch: one owner
 	writer    *fleetwrite.Writer   // every fleet write
 	instances *fleetwrite.Registry // this node's instances (ports, readiness)
@@ -103,6 +104,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		cfg: cfg, log: log, st: st,
 		ingressToken: ingressTok, adminToken: adminTok,
 		pub: pub, instances: inst, identity: &store.Identity{},
+		writes:   newWriteLimiter(cfg.Writes.Rate, cfg.Writes.Burst),
 		kick:     make(chan struct{}, 1),
 		beat:     make(chan struct{}, 1),
 		shutdown: make(chan struct{}),
@@ -116,7 +118,8 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 			s.metrics.storeWrites.WithLabelValues(action, "ok").Inc()
 			s.kickReconcile()
 		},
-		OnInstances: s.kickHeartbeat,
+		OnInstances:    s.kickHeartbeat,
+		AuditRetention: time.Duration(cfg.Audit.Retention),
 	}, st, s.identity, inst, log)
 	s.rec = &reconciler{
 		st: st, pub: pub, log: log, id: s.identity,
@@ -204,10 +207,15 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	loopCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
-		s.rec.run(loopCtx, time.Duration(s.cfg.Reconcile.Interval), time.Duration(s.cfg.Reconcile.FullInterval), s.kick)
+		s.auditSweepLoop(loopCtx)
+	}()
+	go func() {
+		defer wg.Done()
+		s.rec.run(loopCtx, time.Duration(s.cfg.Reconcile.Interval), time.Duration(s.cfg.Reconcile.FullInterval),
+			time.Duration(s.cfg.Reconcile.PublishWindow), s.kick)
 	}()
 	go func() {
 		defer wg.Done()
@@ -289,6 +297,24 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-s.beat:
+		}
+	}
+}
+
+// auditSweepLoop deletes audit records past the retention, at start and daily.
+func (s *Server) auditSweepLoop(ctx context.Context) {
+	t := time.NewTicker(24 * time.Hour)
+	defer t.Stop()
+	for {
+		if n, err := s.writer.SweepAudit(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("sweeping the audit log", "err", err)
+		} else if n > 0 {
+			s.log.Info("swept the audit log", "deleted", n, "retention", time.Duration(s.cfg.Audit.Retention))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }

@@ -13,8 +13,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +40,8 @@ type Config struct {
 	// OnInstances runs after this node's instances changed (a heartbeat kick); may be
 	// nil.
 	OnInstances func()
+	// AuditRetention is how long audit records are kept (and how far back Audit reads).
+	AuditRetention time.Duration
 }
 
 // Writer is the write domain over one store.
@@ -72,8 +76,15 @@ func load[T any](ctx context.Context, st store.Store, key string) (T, string, er
 	return v, obj.ETag, nil
 }
 
-// prefixAudit is where audit records live in the store.
+// prefixAudit is where audit records live in the store, one segment per UTC day:
+// audit/<YYYYMMDD>/<HHMMSS.nnnnnnnnn>Z-<random>.json. Reading newest first lists
+// today's segment, then yesterday's, and so on: never the whole log. Retention deletes
+// whole days (SweepAudit).
 const prefixAudit = "audit/"
+
+const auditDay = "20060102"
+
+func auditSegment(t time.Time) string { return prefixAudit + t.UTC().Format(auditDay) + "/" }
 
 // AuditRecord is one change made through the API. Path-map records carry the prefix
 // count, never the targets.
@@ -102,7 +113,7 @@ func (w *Writer) committed(ctx context.Context, who Actor, rec AuditRecord) erro
 	b, _ := jsonx.Marshal(rec)
 	suffix := make([]byte, 4)
 	rand.Read(suffix)
-	key := prefixAudit + rec.Time.Format("20060102T150405.000000000Z") + "-" + hex.EncodeToString(suffix) + ".json"
+	key := auditSegment(rec.Time) + rec.Time.Format("150405.000000000Z") + "-" + hex.EncodeToString(suffix) + ".json"
 	if _, err := w.st.Put(ctx, key, b, store.Condition{IfNoneMatch: true}); err != nil {
 		w.log.Error("writing audit record", "action", rec.Action, "err", err)
 	}
@@ -139,21 +150,49 @@ func newID() string {
 	return hex.EncodeToString(b)
 }
 
-// Audit returns up to limit audit records, newest first.
+// Audit returns up to limit audit records, newest first: it lists one day's segment at
+// a time, from today back to the retention horizon, and stops once it has limit.
 func (w *Writer) Audit(ctx context.Context, limit int) ([]AuditRecord, error) {
 	if limit < 1 || limit > 10000 {
 		return nil, invalid("invalid limit", "limit", fmt.Errorf("limit: 1..10000"))
 	}
-	entries, err := w.st.List(ctx, prefixAudit)
-	if err != nil {
-		return nil, fmt.Errorf("listing audit: %w", err)
-	}
 	out := []AuditRecord{}
-	for i := len(entries) - 1; i >= 0 && len(out) < limit; i-- {
-		rec, _, err := load[AuditRecord](ctx, w.st, entries[i].Key)
-		if err == nil {
-			out = append(out, rec)
+	now := w.now()
+	for day := now; len(out) < limit && now.Sub(day) <= w.cfg.AuditRetention+24*time.Hour; day = day.Add(-24 * time.Hour) {
+		entries, err := w.st.List(ctx, auditSegment(day))
+		if err != nil {
+			return nil, fmt.Errorf("listing audit: %w", err)
+		}
+		for i := len(entries) - 1; i >= 0 && len(out) < limit; i-- {
+			rec, _, err := load[AuditRecord](ctx, w.st, entries[i].Key)
+			if err == nil {
+				out = append(out, rec)
+			}
 		}
 	}
 	return out, nil
+}
+
+// SweepAudit deletes audit records older than the retention: whole day segments, and
+// any record in the flat layout of earlier versions (audit/<time>-<random>.json) once
+// it is that old. It lists the audit prefix once; the node runs it at start and daily.
+// It returns how many records it deleted.
+func (w *Writer) SweepAudit(ctx context.Context) (int, error) {
+	entries, err := w.st.List(ctx, prefixAudit)
+	if err != nil {
+		return 0, fmt.Errorf("listing audit: %w", err)
+	}
+	cutoff := w.now().UTC().Add(-w.cfg.AuditRetention).Format(auditDay)
+	n := 0
+	for _, e := range entries {
+		rest := strings.TrimPrefix(e.Key, prefixAudit)
+		if len(rest) < len(auditDay) || rest[:len(auditDay)] >= cutoff {
+			continue
+		}
+		if err := w.st.Delete(ctx, e.Key, ""); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return n, fmt.Errorf("deleting %s: %w", e.Key, err)
+		}
+		n++
+	}
+	return n, nil
 }

@@ -3,6 +3,7 @@ package fleetwrite
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -419,5 +420,51 @@ func TestOrphanedInstancesAreSweptAndTheAdminCanReleaseThem(t *testing.T) {
 	}
 	if err := f.w.ReleaseInstance(ctx, admin, "b"); err != nil {
 		t.Fatalf("admin release of an orphan: %v", err)
+	}
+}
+
+// listCounter records the prefixes a store is asked to list.
+type listCounter struct {
+	store.Store
+	prefixes []string
+}
+
+func (l *listCounter) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	l.prefixes = append(l.prefixes, prefix)
+	return l.Store.List(ctx, prefix)
+}
+
+func TestAuditReadsNewestFirstWithoutListingEverythingAndRetentionDeletes(t *testing.T) {
+	f := newFixture(t)
+	f.w.cfg.AuditRetention = 30 * 24 * time.Hour
+	ctx := context.Background()
+	day := func(d int) time.Time { return time.Date(2026, 11, d, 12, 0, 0, 0, time.UTC) }
+	for _, d := range []int{1, 27, 28, 29, 30} { // one record a day
+		f.w.now = func() time.Time { return day(d) }
+		if _, _, _, err := f.w.PutApp(ctx, admin, fmt.Sprintf("app%d", d), fleet.App{Account: "acme"}, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lc := &listCounter{Store: f.st}
+	f.w.st = lc
+	f.w.now = func() time.Time { return day(30).Add(time.Hour) }
+	recs, err := f.w.Audit(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[0].App != "app30" || recs[1].App != "app29" {
+		t.Fatalf("audit: %+v, want app30 then app29", recs)
+	}
+	if len(lc.prefixes) != 2 || lc.prefixes[0] != "audit/20261130/" {
+		t.Fatalf("audit listed %v: want today's and yesterday's segments only", lc.prefixes)
+	}
+	f.w.now = func() time.Time { return day(30).Add(48 * time.Hour) } // Dec 2: all of Nov 1 is past 30 days
+	n, err := f.w.SweepAudit(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("sweep deleted %d (%v), want the one record of Nov 1", n, err)
+	}
+	recs, _ = f.w.Audit(ctx, 100)
+	if len(recs) != 4 || recs[3].App != "app27" {
+		t.Fatalf("after the sweep: %+v", recs)
 	}
 }
