@@ -1,16 +1,3 @@
-// Package node is scafo-node: it folds the fleet's state from the store into the
-// routing document (package render/fleet), publishes it and its Traefik rendering over
-// HTTP, and takes the writes (applications, claims, path maps, instances, tokens) that
-// change that state.
-//
-// Shape: one reconcile goroutine builds immutable snapshots and swaps them in
-// atomically; handlers are thin and read the current snapshot; rendered bodies are
-// cached per (revision, prefer, format), so a poll is a map lookup and a write.
-//
-// Until the first complete reconcile pass there is no document: the routing endpoints
-// answer 503 "draining" with Retry-After, never an empty document, because an empty 200
-// tells every ingress to withdraw every route. After that, a failed or partial store
-// read changes nothing: the last good document keeps being served.
 package node
 
 import (

@@ -1,6 +1,6 @@
 // Package fleetwrite is the node's write domain: every change to the fleet's state
 // (applications, claims, path maps, tokens, this node's instances) is validated,
-// written conditionally, audited and followed by a serial bump here, in one place.
+// CAS-written, audited and announced (serial bump) here, in one place, without HTTP.
 //
 // It knows nothing of HTTP: the node's handlers decode a request, call one method with
 // the caller's Actor, and map the typed error (ErrInvalid, ErrConflict, ErrForbidden,
