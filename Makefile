@@ -1,5 +1,6 @@
 # make run     run a node on the embedded default (dir store under ./scafo-state)
-# make test    every test: installs MinIO and builds Traefik v3.6.12 once (cached), then go test ./...
+# make test    every test: installs MinIO and builds Traefik v3.6.12 once (cached), runs the unit
+#              packages under the race detector, then the end-to-end packages (without it)
 # make bench   the Go benchmarks; make report: the side-by-side performance report (README "Performance")
 
 GO ?= go
@@ -19,8 +20,15 @@ deps:
 vet:
 	$(GO) vet ./...
 
+# Every package must be in one of the two lists (make test refuses to run otherwise).
+UNIT_PKGS = ./render/... ./node/... ./traefikprovider/...
+E2E_PKGS = ./e2e/...
+
 test: deps vet
-	TRAEFIK_BIN="$$(./e2e/build-traefik.sh)" $(GO) test -count=1 -timeout 60m ./...
+	@left=$$($(GO) list ./... | grep -vxF "$$($(GO) list $(UNIT_PKGS) $(E2E_PKGS))"); \
+	if [ -n "$$left" ]; then echo "make test: packages in neither UNIT_PKGS nor E2E_PKGS:"; echo "$$left"; exit 1; fi
+	$(GO) test -race -count=1 -timeout 60m $(UNIT_PKGS)
+	TRAEFIK_BIN="$$(./e2e/build-traefik.sh)" $(GO) test -count=1 -timeout 60m $(E2E_PKGS)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./render/...

@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"io"
@@ -319,13 +320,42 @@ func TestGzipWhenAccepted(t *testing.T) {
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	seedFleet(t, n.st, "shop")
 	n.waitReady()
-	resp, b := n.get("/v1/ingress/traefik", testIngressToken, "Accept-Encoding", "gzip")
-	if resp.Header.Get("Content-Encoding") != "gzip" || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
-		t.Fatalf("Content-Encoding %q, body starts %x", resp.Header.Get("Content-Encoding"), b[:min(2, len(b))])
-	}
-	plain, _ := n.get("/v1/ingress/traefik", testIngressToken)
-	if plain.Header.Get("ETag") == resp.Header.Get("ETag") {
-		t.Error("gzip and identity representations share one strong ETag")
+	waitFor(t, 5*time.Second, "shop routed", func() bool { return len(hostsOf(routesDoc(t, n))) == 1 })
+	for _, p := range []string{"/v1/ingress/traefik", "/v1/ingress/routes"} {
+		// gzip, identity, gzip: when both gzip bodies are identical, all three are one
+		// revision (it never goes back), so the identity body is the one to compare.
+		var resp, plain *http.Response
+		var gz, body []byte
+		waitFor(t, 5*time.Second, p+": one revision across three GETs", func() bool {
+			resp, gz = n.get(p, testIngressToken, "Accept-Encoding", "gzip")
+			plain, body = n.get(p, testIngressToken)
+			_, again := n.get(p, testIngressToken, "Accept-Encoding", "gzip")
+			return bytes.Equal(gz, again)
+		})
+		if resp.StatusCode != 200 || plain.StatusCode != 200 {
+			t.Fatalf("%s: %d gzip, %d identity", p, resp.StatusCode, plain.StatusCode)
+		}
+		if resp.Header.Get("Content-Encoding") != "gzip" || len(gz) < 2 || gz[0] != 0x1f || gz[1] != 0x8b {
+			t.Fatalf("%s: Content-Encoding %q, body starts %x", p, resp.Header.Get("Content-Encoding"), gz[:min(2, len(gz))])
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(gz))
+		if err != nil {
+			t.Fatalf("%s: gzip body: %v", p, err)
+		}
+		unzipped, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatalf("%s: gzip body: %v", p, err)
+		}
+		if !bytes.Equal(unzipped, body) || len(body) == 0 {
+			t.Fatalf("%s: the gzip body decompresses to %d bytes that differ from the %d-byte identity body:\n%s\n---\n%s",
+				p, len(unzipped), len(body), unzipped, body)
+		}
+		if plain.Header.Get("Content-Encoding") != "" {
+			t.Errorf("%s: identity response has Content-Encoding %q", p, plain.Header.Get("Content-Encoding"))
+		}
+		if plain.Header.Get("ETag") == resp.Header.Get("ETag") {
+			t.Errorf("%s: gzip and identity representations share one strong ETag", p)
+		}
 	}
 }
 
