@@ -1,9 +1,22 @@
 // Package dir is the directory backend of the fleet-state store: one file per key under
 // a root directory, for one machine (or several processes on one machine).
 //
-// Layout: key "apps/shop.json" is the file <root>/apps/shop.json. Names starting with a
-// dot are the backend's own: <root>/.lock (the cross-process lock) and ".tmp-*" files
-// (writes in flight); store.CheckKey refuses such keys and List skips them.
+// Layout: key "apps/shop.json" is the file <root>/apps/shop.json, each segment one file
+// or directory name. A segment longer than a file name may be (255 bytes, NAME_MAX: a
+// claim "domains/<host>.json" for a 253-byte host, a valid DNS name, has 258) is split
+// at UTF-8 character boundaries into chunks of at most 200 bytes, one path component
+// each: ".+<chunk>" for a chunk that more chunks follow (always a directory), ".=<chunk>"
+// for the last one (the key's file, or the directory of the keys below it). So
+// "domains/<258 bytes>" is the file <root>/domains/.+<its first 200 bytes>/.=<the other
+// 58>. Keys whose segments all fit a name (every key an older version could store) keep
+// their plain path: no migration. The mapping is a pure function of the key, so writes,
+// the lock and reads work on it unchanged; List maps each path back to its key and
+// ignores a path that is not the exact mapping of a valid key; Delete removes the ".+"
+// and ".=" directories it leaves empty (an empty plain directory stays, harmless).
+//
+// Names starting with a dot are the backend's own: <root>/.lock (the cross-process
+// lock), ".tmp-*" files (writes in flight) and the ".+" and ".=" chunks of long
+// segments; store.CheckKey refuses keys with such segments, and List skips any other.
 //
 // ETags are the lowercase hex SHA-256 of the content, unquoted (64 characters): the same
 // content always has the same etag, in every process, and no state besides the files is
@@ -35,6 +48,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/scafo/ingress/node/store"
 )
@@ -43,6 +57,17 @@ const (
 	lockName   = ".lock"
 	tempPrefix = ".tmp-"
 	dirMode    = 0o700
+
+	// maxName is the longest segment that is its own file name: NAME_MAX on Linux
+	// (ext4, XFS, Btrfs, tmpfs) and the BSDs. Keeping it (not a lower "safe" length)
+	// keeps every key that was ever storable at its old path.
+	maxName = 255
+	// chunkLen bounds the bytes of a long segment per path component.
+	chunkLen = 200
+	// moreMark and lastMark start the path components of a long segment's chunks: a
+	// chunk that more chunks follow, and the last one.
+	moreMark = ".+"
+	lastMark = ".="
 )
 
 // Store is a directory-backed store.Store. Safe for concurrent use.
@@ -153,7 +178,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Entry, error) 
 	// Walk only the directory the prefix's complete segments name.
 	start := s.root
 	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
-		start = filepath.Join(s.root, filepath.FromSlash(prefix[:i]))
+		start = filepath.Join(s.root, relPath(prefix[:i]))
 	}
 	var out []store.Entry
 	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
@@ -169,7 +194,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Entry, error) 
 		if p == s.root {
 			return nil
 		}
-		if strings.HasPrefix(d.Name(), ".") {
+		if strings.HasPrefix(d.Name(), ".") && !isChunk(d.Name()) {
 			if d.IsDir() {
 				return fs.SkipDir
 			}
@@ -194,8 +219,8 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Entry, error) 
 		if err != nil {
 			return unavailable(err)
 		}
-		key := filepath.ToSlash(rel)
-		if !strings.HasPrefix(key, prefix) {
+		key, ok := keyOf(rel)
+		if !ok || !strings.HasPrefix(key, prefix) {
 			return nil
 		}
 		b, err := os.ReadFile(p)
@@ -267,7 +292,26 @@ func (s *Store) Delete(ctx context.Context, key, ifMatch string) error {
 	if err := syncDir(filepath.Dir(p)); err != nil {
 		return fmt.Errorf("dir store: delete %q: %w", key, unavailable(err))
 	}
+	s.removeEmptyChunks(filepath.Dir(p))
 	return nil
+}
+
+// removeEmptyChunks removes dir and its parents while they are empty directories of
+// long-segment chunks, so a long segment that held keys can become a key again.
+// Best effort: the delete is done, and an empty directory left behind is harmless (it
+// lists as nothing). Caller holds the lock, so no writer is filling one.
+func (s *Store) removeEmptyChunks(dir string) {
+	removed := false
+	for dir != s.root && isChunk(filepath.Base(dir)) {
+		if os.Remove(dir) != nil {
+			break // not empty, or already gone
+		}
+		removed = true
+		dir = filepath.Dir(dir)
+	}
+	if removed {
+		syncDir(dir)
+	}
 }
 
 func (s *Store) check(ctx context.Context, key string) error {
@@ -281,7 +325,70 @@ func (s *Store) check(ctx context.Context, key string) error {
 }
 
 func (s *Store) path(key string) string {
-	return filepath.Join(s.root, filepath.FromSlash(key))
+	return filepath.Join(s.root, relPath(key))
+}
+
+// relPath maps a valid key (or its complete leading segments) to its path below the
+// root; see Layout in the package doc.
+func relPath(key string) string {
+	if len(key) <= maxName {
+		return filepath.FromSlash(key) // no segment can be long
+	}
+	var parts []string
+	for seg := range strings.SplitSeq(key, "/") {
+		if len(seg) <= maxName {
+			parts = append(parts, seg)
+			continue
+		}
+		for len(seg) > chunkLen {
+			n := chunkLen
+			for !utf8.RuneStart(seg[n]) {
+				n--
+			}
+			parts = append(parts, moreMark+seg[:n])
+			seg = seg[n:]
+		}
+		parts = append(parts, lastMark+seg)
+	}
+	return filepath.Join(parts...)
+}
+
+// keyOf maps a path below the root back to its key. ok is false unless rel is exactly
+// relPath of a valid key: a stray name (".+x" alone, a chunk split elsewhere, a short
+// segment under a chunk name) is nobody's key.
+func keyOf(rel string) (key string, ok bool) {
+	var segs []string
+	var long strings.Builder
+	inLong := false
+	for part := range strings.SplitSeq(filepath.ToSlash(rel), "/") {
+		switch {
+		case strings.HasPrefix(part, moreMark):
+			long.WriteString(part[len(moreMark):])
+			inLong = true
+		case strings.HasPrefix(part, lastMark):
+			long.WriteString(part[len(lastMark):])
+			segs = append(segs, long.String())
+			long.Reset()
+			inLong = false
+		case inLong:
+			return "", false
+		default:
+			segs = append(segs, part)
+		}
+	}
+	if inLong {
+		return "", false
+	}
+	key = strings.Join(segs, "/")
+	if store.CheckKey(key) != nil || relPath(key) != filepath.Clean(rel) {
+		return "", false
+	}
+	return key, true
+}
+
+// isChunk reports whether a file name is a long segment's chunk.
+func isChunk(name string) bool {
+	return len(name) > len(moreMark) && (strings.HasPrefix(name, moreMark) || strings.HasPrefix(name, lastMark))
 }
 
 // read returns the content at key: store.ErrNotFound if absent (or a directory), an
@@ -414,6 +521,9 @@ func (s *Store) relKey(p string) string {
 	rel, err := filepath.Rel(s.root, p)
 	if err != nil {
 		return p
+	}
+	if key, ok := keyOf(rel); ok {
+		return fmt.Sprintf("%q", key)
 	}
 	return fmt.Sprintf("%q", filepath.ToSlash(rel))
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,7 +31,153 @@ func newStore(t *testing.T) *dir.Store {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return newStore(t) })
+	storetest.RunOptions(t, func(t *testing.T) store.Store { return newStore(t) }, storetest.Options{LongSegments: true})
+}
+
+// Issue 12 item 13: a claim for a 253-byte host (a valid DNS name) is the key
+// "domains/<host>.json", whose last segment (258 bytes) is longer than a file name may
+// be. It was refused as "store unavailable" (ENAMETOOLONG); it must be stored, read,
+// listed and deleted like any key.
+func TestClaimForLongestHostIsStored(t *testing.T) {
+	host := strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 61)
+	if len(host) != 253 {
+		t.Fatalf("host is %d bytes", len(host))
+	}
+	key := "domains/" + host + ".json"
+	s := newStore(t)
+	ctx := t.Context()
+	etag, err := s.Put(ctx, key, []byte(`{"app":"shop"}`), store.Condition{IfNoneMatch: true})
+	if err != nil {
+		t.Fatalf("Put claim: %v", err)
+	}
+	if obj, err := s.Get(ctx, key); err != nil || obj.ETag != etag || string(obj.Value) != `{"app":"shop"}` {
+		t.Fatalf("Get claim = %q (etag %q), %v", obj.Value, obj.ETag, err)
+	}
+	// Another Store on the directory (another process) sees it: no state but the files.
+	other, err := dir.New(s.Root())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	got, err := other.List(ctx, "domains/")
+	if err != nil || len(got) != 1 || got[0].Key != key || got[0].ETag != etag {
+		t.Fatalf("List(domains/) = %+v, %v; want the claim", got, err)
+	}
+	if err := other.Delete(ctx, key, etag); err != nil {
+		t.Fatalf("Delete claim: %v", err)
+	}
+	if _, err := s.Get(ctx, key); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Get after Delete: %v, want ErrNotFound", err)
+	}
+}
+
+// The on-disk layout of the package doc: short keys at their plain path, a segment
+// over 255 bytes as ".+" chunks of at most 200 bytes ending in a ".=" chunk, no name
+// longer than 255 bytes; List ignores names that are not the exact encoding of a key.
+func TestLongSegmentLayout(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	root := s.Root()
+	long := strings.Repeat("é", 100) + strings.Repeat("x", 258) // 458 bytes; byte 200 is a rune start
+	odd := "z" + strings.Repeat("é", 150)                       // 301 bytes; byte 200 is not
+	edge := strings.Repeat("y", 255)                            // the longest plain name
+	for _, k := range []string{"apps/shop.json", "a/" + long, "b/" + odd + "/c.json", edge} {
+		if _, err := s.Put(ctx, k, []byte(k[:1]), store.Condition{}); err != nil {
+			t.Fatalf("Put(%.30q…): %v", k, err)
+		}
+	}
+	for k, p := range map[string]string{
+		"apps/shop.json":       "apps/shop.json",
+		"a/" + long:            "a/.+" + long[:200] + "/.+" + long[200:400] + "/.=" + long[400:],
+		"b/" + odd + "/c.json": "b/.+" + odd[:199] + "/.=" + odd[199:] + "/c.json",
+		edge:                   edge,
+	} {
+		b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(p)))
+		if err != nil || string(b) != k[:1] {
+			t.Errorf("key %.30q…: file %.40q… = %q, %v; want %q", k, p, b, err, k[:1])
+		}
+	}
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && len(d.Name()) > 255 {
+			t.Errorf("name of %d bytes: %.40q…", len(d.Name()), d.Name())
+		}
+		return err
+	})
+
+	// Names that no key maps to: a lone chunk file, a plain name after a ".+" chunk,
+	// a segment split at the wrong place, a ".=" chunk of a short segment.
+	for _, p := range []string{
+		"a/.+stray",
+		"a/.+" + long[:200] + "/plain",
+		"a/.+" + long[:100] + "/.+" + long[100:300] + "/.=" + long[300:],
+		".=short",
+		"apps/.=" + strings.Repeat("q", 10),
+	} {
+		full := filepath.Join(root, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte("stray"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, e := range got {
+		keys = append(keys, e.Key)
+	}
+	if want := []string{"a/" + long, "apps/shop.json", "b/" + odd + "/c.json", edge}; !slices.Equal(keys, want) {
+		t.Errorf("List = %.60q, want %.60q", keys, want)
+	}
+
+	// A temp file a crashed writer left in a chunk directory is removed by New.
+	tmp := filepath.Join(root, "b", ".+"+odd[:199], ".tmp-1")
+	if err := os.WriteFile(tmp, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := dir.New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2.Close()
+	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("temp file in a chunk directory: stat err = %v, want not-exist", err)
+	}
+}
+
+// A long segment clashes with itself as key and directory exactly as a short one does,
+// and a delete removes the chunk directories it empties, so the segment can then be a
+// key again.
+func TestLongSegmentKeyAndDirectory(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	long := "a/" + strings.Repeat("l", 300)
+	if _, err := s.Put(ctx, long+"/b.json", []byte("x"), store.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(ctx, long, []byte("x"), store.Condition{}); err == nil || !strings.Contains(err.Error(), "directory") {
+		t.Errorf("Put(long) over a directory of keys: err = %v, want a directory clash", err)
+	}
+	if err := s.Delete(ctx, long+"/b.json", ""); err != nil {
+		t.Fatal(err)
+	}
+	if entries, err := os.ReadDir(filepath.Join(s.Root(), "a")); err != nil || len(entries) != 0 {
+		t.Errorf("a/ after the delete holds %v (%v), want nothing", entries, err)
+	}
+	if _, err := s.Put(ctx, long, []byte("x"), store.Condition{}); err != nil {
+		t.Fatalf("Put(long) after its keys were deleted: %v", err)
+	}
+	if _, err := s.Put(ctx, long+"/b.json", []byte("x"), store.Condition{}); err == nil || !strings.Contains(err.Error(), "is a key") {
+		t.Errorf("Put(long/b.json) under a key: err = %v, want a key clash", err)
+	} else if !strings.Contains(err.Error(), strings.Repeat("l", 300)) {
+		t.Errorf("clash error names an encoded path, not the key: %v", err)
+	}
+	if _, err := s.Get(ctx, long+"/b.json"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Get(long/b.json) err = %v, want ErrNotFound", err)
+	}
 }
 
 // Two Store values on one directory have separate lock file descriptions, exactly like
