@@ -377,7 +377,9 @@ func TestWriteNeverBumpsAForeignSerial(t *testing.T) {
 	writeSerial(t, fs, foreign)
 
 	resp, b := n.do("PUT", "/v1/apps/blog", testAdminToken, `{"account":"acme"}`)
-	t.Logf("write while the serial is foreign: %d %s", resp.StatusCode, b)
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a write whose serial bump was refused answered %d %s, want 503 (never a 2xx that will not be published)", resp.StatusCode, b)
+	}
 	if raw, _, _ := readSerial(t, fs); !bytes.Equal(raw, foreign) {
 		t.Fatalf("a write bumped another store's serial: %q, was %q", raw, foreign)
 	}
