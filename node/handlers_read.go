@@ -231,12 +231,21 @@ type statusBody struct {
 	Skipped          []skippedStatus `json:"skipped"`
 	Nodes            []nodeStatus    `json:"nodes"`
 	MismatchedConfig []string        `json:"mismatchedSettings,omitempty"`
+	// Remembered: the document served is the one remembered in the state dir, because
+	// the store is foreign (store.foreign) and nothing was derived from it.
+	Remembered bool `json:"servingRemembered,omitempty"`
 }
 
 type storeStatus struct {
 	Reachable        bool       `json:"reachable"`
 	Error            string     `json:"error,omitempty"`
 	UnreachableSince *time.Time `json:"unreachableSince,omitempty"`
+	// Foreign: the store is not the one this node served (its serial is missing,
+	// behind, or of another epoch), or not yet checked against it after a restart:
+	// nothing is published from it nor written to it until an operator adopts it.
+	Foreign       bool   `json:"foreign"`
+	ForeignReason string `json:"foreignReason,omitempty"`
+	Adopt         string `json:"adopt,omitempty"`
 }
 
 type skippedStatus struct {
@@ -261,6 +270,12 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		Skipped:          []skippedStatus{},
 		Nodes:            []nodeStatus{},
 		MismatchedConfig: st.Mismatched,
+		Remembered:       st.Remembered,
+	}
+	if s.identity.Foreign() {
+		body.Store.Foreign = true
+		body.Store.ForeignReason = s.identity.ForeignReason()
+		body.Store.Adopt = adoptHint(s.cfg.StateDir)
 	}
 	if snap := s.pub.cur.Load(); snap != nil {
 		body.Ready = true

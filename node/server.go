@@ -98,6 +98,15 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	if err := ropts.Validate(); err != nil {
 		return nil, fmt.Errorf("traefik render options: %w", err)
 	}
+	mem, memDoc, err := loadServed(cfg.StateDir)
+	if err != nil {
+		if !adoptRequested(cfg.StateDir) {
+			return nil, fmt.Errorf("%w: the state dir's memory of the store is unreadable; "+
+				"if the store this node finds is the fleet's, run `scafo-node store adopt --stateDir=%s` and start it again", err, cfg.StateDir)
+		}
+		log.Warn("the state dir's memory of the store is unreadable; adopting the store as it is (operator request)", "err", err)
+		mem, memDoc = nil, nil
+	}
 	pub := newPublisher(ropts, openSpillDir(cfg.StateDir, log))
 	s := &Server{
 		cfg: cfg, log: log, st: st,
@@ -107,7 +116,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		beat:     make(chan struct{}, 1),
 		shutdown: make(chan struct{}),
 	}
-	s.metrics = newMetrics(pub)
+	s.metrics = newMetrics(pub, metricProbes{storeForeign: s.identity.Foreign})
 	s.writer = fleetwrite.New(fleetwrite.Config{
 		Node:            cfg.Node.Name,
 		PlatformDomains: cfg.Platform.Domains,
@@ -128,7 +137,18 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 				NodeTTL:         time.Duration(cfg.Reconcile.NodeTTL),
 			}
 		},
-		onPass: s.metrics.observePass,
+		onPass:     s.metrics.observePass,
+		stateDir:   cfg.StateDir,
+		onAccepted: s.kickHeartbeat,
+	}
+	if mem != nil {
+		// A restart: the store must be the one this node served (see served.go).
+		s.rec.remembered = memDoc
+		s.rec.saved.epoch, s.rec.saved.revision = mem.Epoch, mem.Revision
+		if mem.seeds() {
+			s.identity.Seed(mem.Serial, mem.Epoch)
+		}
+		log.Info("remembered store", "epoch", mem.Epoch, "serial", mem.Serial, "revision", mem.Revision, "savedAt", mem.SavedAt)
 	}
 	return s, nil
 }
@@ -295,6 +315,12 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 // writeOwnRecord writes nodes/<name>.json (this node is its only writer) and bumps the
 // serial so peers re-read it.
 func (s *Server) writeOwnRecord(ctx context.Context) {
+	if s.identity.Foreign() {
+		// Never into a store this node does not recognise (a wrong bucket is another
+		// fleet's); the record is written as soon as the store is accepted.
+		s.log.Debug("not writing own node record: the store is foreign", "reason", s.identity.ForeignReason())
+		return
+	}
 	set := s.settings()
 	rec := fleet.NodeRecord{
 		Name:      s.cfg.Node.Name,
