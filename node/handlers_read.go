@@ -234,6 +234,19 @@ type statusBody struct {
 	// Remembered: the document served is the one remembered in the state dir, because
 	// the store is foreign (store.foreign) and nothing was derived from it.
 	Remembered bool `json:"servingRemembered,omitempty"`
+	// DuplicateName: another live node writes this node's record (the same node.name).
+	DuplicateName *duplicateNameStatus `json:"duplicateName,omitempty"`
+}
+
+type duplicateNameStatus struct {
+	// Address is the other writer's address:apiPort.
+	Address string `json:"address"`
+	// NodeID and Boot are its boot identity ("" for a node that predates them).
+	NodeID     string    `json:"nodeId,omitempty"`
+	Boot       string    `json:"boot,omitempty"`
+	Seen       time.Time `json:"seen"`
+	AgeSeconds float64   `json:"ageSeconds"`
+	Detail     string    `json:"detail"`
 }
 
 type storeStatus struct {
@@ -271,6 +284,18 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		Nodes:            []nodeStatus{},
 		MismatchedConfig: st.Mismatched,
 		Remembered:       st.Remembered,
+	}
+	if c := s.nameConflict(now); c != nil {
+		d := &duplicateNameStatus{
+			Address: recordAddress(c.rec), Seen: c.lastSeen.UTC(),
+			AgeSeconds: now.Sub(c.lastSeen).Round(time.Second).Seconds(),
+			Detail: "another live node writes this node's record: two nodes run with the name " + s.cfg.Node.Name +
+				" and routes flap between them; rename (--node.name) or stop one",
+		}
+		if b := c.rec.Boot; b != nil {
+			d.NodeID, d.Boot = b.Node, b.ID
+		}
+		body.DuplicateName = d
 	}
 	if s.identity.Foreign() {
 		body.Store.Foreign = true

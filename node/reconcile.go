@@ -50,6 +50,10 @@ type reconciler struct {
 	adopting bool
 	// onAccepted runs when a store that was foreign (or not yet checked) is accepted.
 	onAccepted func()
+	// onOwnRecord sees this node's own record (nodes/<selfName>.json) at every
+	// derivation, so a record written by another node of the same name is noticed.
+	selfName    string
+	onOwnRecord func(fleet.NodeRecord)
 
 	objects   map[string]cachedObject
 	lastFull  time.Time
@@ -352,6 +356,13 @@ func (r *reconciler) derive(now time.Time) int {
 	r.status.Remembered = false
 	r.accounts = accounts
 	r.mu.Unlock()
+	if r.onOwnRecord != nil {
+		for _, n := range nodes {
+			if n.Name == r.selfName {
+				r.onOwnRecord(n)
+			}
+		}
+	}
 	return len(skipped)
 }
 

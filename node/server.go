@@ -52,6 +52,12 @@ type Server struct {
 	writer    *fleetwrite.Writer   // every fleet write
 	instances *fleetwrite.Registry // this node's instances (ports, readiness)
 
+	// nodeID (<stateDir>/node-id) and bootID (minted per process) go into this node's
+	// record; name tracks that record and any other writer of it (nodename.go).
+	nodeID, bootID string
+	started        time.Time
+	name           nameGuard
+
 	kick     chan struct{} // run a reconcile pass now
 	beat     chan struct{} // rewrite this node's record now
 	shutdown chan struct{} // closed on shutdown: releases long-polls
@@ -98,6 +104,10 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	if err := ropts.Validate(); err != nil {
 		return nil, fmt.Errorf("traefik render options: %w", err)
 	}
+	nodeID, err := loadOrMintNodeID(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
 	mem, memDoc, err := loadServed(cfg.StateDir)
 	if err != nil {
 		if !adoptRequested(cfg.StateDir) {
@@ -112,11 +122,15 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		cfg: cfg, log: log, st: st,
 		ingressToken: ingressTok, adminToken: adminTok,
 		pub: pub, instances: inst, identity: &store.Identity{},
+		nodeID: nodeID, bootID: randomHex(8), started: time.Now(),
 		kick:     make(chan struct{}, 1),
 		beat:     make(chan struct{}, 1),
 		shutdown: make(chan struct{}),
 	}
-	s.metrics = newMetrics(pub, metricProbes{storeForeign: s.identity.Foreign})
+	s.metrics = newMetrics(pub, metricProbes{
+		storeForeign: s.identity.Foreign,
+		nameConflict: func() bool { return s.nameConflict(time.Now()) != nil },
+	})
 	s.writer = fleetwrite.New(fleetwrite.Config{
 		Node:            cfg.Node.Name,
 		PlatformDomains: cfg.Platform.Domains,
@@ -140,6 +154,10 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		onPass:     s.metrics.observePass,
 		stateDir:   cfg.StateDir,
 		onAccepted: s.kickHeartbeat,
+		selfName:   cfg.Node.Name,
+		onOwnRecord: func(rec fleet.NodeRecord) {
+			s.seeOwnRecord(rec, false, time.Now())
+		},
 	}
 	if mem != nil {
 		// A restart: the store must be the one this node served (see served.go).
@@ -214,8 +232,14 @@ func (s *Server) kickHeartbeat() {
 }
 
 // Run serves on ln until ctx ends, then shuts down gracefully: long-polls are released
-// (they answer 304), in-flight requests finish within a grace period.
+// (they answer 304), in-flight requests finish within a grace period. It refuses to
+// start (closing ln) when another live node holds this node's name (nodename.go).
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	s.started = time.Now()
+	if err := s.checkName(ctx); err != nil {
+		ln.Close()
+		return err
+	}
 	if s.cfg.Node.APIPort == 0 {
 		if a, ok := ln.Addr().(*net.TCPAddr); ok {
 			s.cfg.Node.APIPort = a.Port
@@ -312,7 +336,8 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 	}
 }
 
-// writeOwnRecord writes nodes/<name>.json (this node is its only writer) and bumps the
+// writeOwnRecord writes nodes/<name>.json (this node is its only writer: a write by
+// anyone else in between is noticed and reported, see putOwnRecord) and bumps the
 // serial so peers re-read it.
 func (s *Server) writeOwnRecord(ctx context.Context) {
 	if s.identity.Foreign() {
@@ -329,10 +354,11 @@ func (s *Server) writeOwnRecord(ctx context.Context) {
 		Instances: s.instances.Records(),
 		Seen:      time.Now().UTC().Truncate(time.Millisecond),
 		Settings:  &set,
+		Boot:      s.boot(),
 	}
 	body, err := jsonx.Marshal(rec)
 	if err == nil {
-		_, err = s.st.Put(ctx, fleet.NodeKey(rec.Name), body, store.Condition{})
+		err = s.putOwnRecord(ctx, fleet.NodeKey(rec.Name), body)
 	}
 	if err == nil {
 		_, err = s.identity.Bump(ctx, s.st)
