@@ -43,7 +43,8 @@ type reconciler struct {
 	// remembered is the document of served.json, published when the store turns out
 	// foreign before this run published anything; dropped after the first derivation.
 	remembered *routing.Document
-	// saved names what served.json holds now.
+	// saver writes served.json; saved names what it was last handed.
+	saver *servedSaver
 	saved struct{ epoch, revision string }
 	// adopting: the operator's adopt request was acted on (the identity reset); the
 	// request is removed once a pass has accepted the store.
@@ -370,18 +371,14 @@ func (r *reconciler) derive(now time.Time) int {
 // when either changed (not every pass): the revision moves with routing content only.
 func (r *reconciler) remember(doc *routing.Document, now time.Time) {
 	r.remembered = nil
-	if r.stateDir == "" {
+	if r.saver == nil {
 		return
 	}
 	epoch := r.id.Epoch()
 	if r.saved.epoch == epoch && r.saved.revision == doc.Revision {
 		return
 	}
-	m := servedMemory{Epoch: epoch, Serial: r.id.Serial(), SavedAt: now.UTC()}
-	if err := saveServed(r.stateDir, m, doc); err != nil {
-		r.log.Warn("remembering the served document in the state dir", "err", err)
-		return
-	}
+	r.saver.save(servedMemory{Epoch: epoch, Serial: r.id.Serial(), SavedAt: now.UTC()}, doc)
 	r.saved.epoch, r.saved.revision = epoch, doc.Revision
 }
 

@@ -1,12 +1,15 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/scafo/ingress/render/routing"
@@ -93,6 +96,63 @@ func saveServed(stateDir string, m servedMemory, doc *routing.Document) error {
 		return err
 	}
 	return writeFileAtomic(stateDir, servedFile, b)
+}
+
+// servedSaver writes served.json off the reconcile goroutine, so an fsync on a busy
+// disk never delays publishing the next revision: save hands over the latest state
+// (superseding one not yet written), run writes it, and writes what is pending when
+// it stops (Run waits for it), so a restart finds the last published document.
+type servedSaver struct {
+	dir  string
+	log  *slog.Logger
+	wake chan struct{}
+
+	mu      sync.Mutex
+	pending *servedJob
+}
+
+type servedJob struct {
+	mem servedMemory
+	doc *routing.Document
+}
+
+func newServedSaver(dir string, log *slog.Logger) *servedSaver {
+	return &servedSaver{dir: dir, log: log, wake: make(chan struct{}, 1)}
+}
+
+func (s *servedSaver) save(m servedMemory, doc *routing.Document) {
+	s.mu.Lock()
+	s.pending = &servedJob{mem: m, doc: doc}
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *servedSaver) run(ctx context.Context) {
+	for {
+		select {
+		case <-s.wake:
+			s.flush()
+		case <-ctx.Done():
+			s.flush()
+			return
+		}
+	}
+}
+
+func (s *servedSaver) flush() {
+	s.mu.Lock()
+	j := s.pending
+	s.pending = nil
+	s.mu.Unlock()
+	if j == nil {
+		return
+	}
+	if err := saveServed(s.dir, j.mem, j.doc); err != nil {
+		s.log.Warn("remembering the served document in the state dir", "err", err)
+	}
 }
 
 // writeFileAtomic replaces dir/name with b (mode 0600) atomically and durably.

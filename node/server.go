@@ -153,6 +153,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		},
 		onPass:     s.metrics.observePass,
 		stateDir:   cfg.StateDir,
+		saver:      newServedSaver(cfg.StateDir, log),
 		onAccepted: s.kickHeartbeat,
 		selfName:   cfg.Node.Name,
 		onOwnRecord: func(rec fleet.NodeRecord) {
@@ -247,6 +248,13 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// The saver outlives the loops: it writes what the last pass handed it.
+	saverCtx, stopSaver := context.WithCancel(context.Background())
+	saverDone := make(chan struct{})
+	go func() {
+		defer close(saverDone)
+		s.rec.saver.run(saverCtx)
+	}()
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
@@ -281,6 +289,8 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	cancel()
 	wg.Wait()
+	stopSaver()
+	<-saverDone
 	s.removeSpill()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
