@@ -231,12 +231,38 @@ type statusBody struct {
 	Skipped          []skippedStatus `json:"skipped"`
 	Nodes            []nodeStatus    `json:"nodes"`
 	MismatchedConfig []string        `json:"mismatchedSettings,omitempty"`
+	// Remembered: the document served is the one remembered in the state dir, because
+	// the store is foreign (store.foreign) and nothing was derived from it.
+	Remembered bool `json:"servingRemembered,omitempty"`
+	// DuplicateName: another live node writes this node's record (the same node.name).
+	DuplicateName *duplicateNameStatus `json:"duplicateName,omitempty"`
+}
+
+type duplicateNameStatus struct {
+	// Address is the other writer's address:apiPort.
+	Address string `json:"address"`
+	// NodeID and Boot are its boot identity ("" for a node that predates them).
+	NodeID     string    `json:"nodeId,omitempty"`
+	Boot       string    `json:"boot,omitempty"`
+	Seen       time.Time `json:"seen"`
+	AgeSeconds float64   `json:"ageSeconds"`
+	Detail     string    `json:"detail"`
 }
 
 type storeStatus struct {
-	Reachable        bool       `json:"reachable"`
-	Error            string     `json:"error,omitempty"`
+	Reachable bool   `json:"reachable"`
+	Error     string `json:"error,omitempty"`
+	// HeartbeatError: this node's own record could not be written (the store refuses
+	// writes, a full disk, a lost permission): peers will drop this node's upstreams
+	// once its record is older than the TTL. Reachable is false while it is set.
+	HeartbeatError   string     `json:"heartbeatError,omitempty"`
 	UnreachableSince *time.Time `json:"unreachableSince,omitempty"`
+	// Foreign: the store is not the one this node served (its serial is missing,
+	// behind, or of another epoch), or not yet checked against it after a restart:
+	// nothing is published from it nor written to it until an operator adopts it.
+	Foreign       bool   `json:"foreign"`
+	ForeignReason string `json:"foreignReason,omitempty"`
+	Adopt         string `json:"adopt,omitempty"`
 }
 
 type skippedStatus struct {
@@ -261,6 +287,28 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		Skipped:          []skippedStatus{},
 		Nodes:            []nodeStatus{},
 		MismatchedConfig: st.Mismatched,
+		Remembered:       st.Remembered,
+	}
+	if e := s.heartbeatErr.Load(); e != nil {
+		body.Store.Reachable = false
+		body.Store.HeartbeatError = *e
+	}
+	if c := s.nameConflict(now); c != nil {
+		d := &duplicateNameStatus{
+			Address: recordAddress(c.rec), Seen: c.lastSeen.UTC(),
+			AgeSeconds: now.Sub(c.lastSeen).Round(time.Second).Seconds(),
+			Detail: "another live node writes this node's record: two nodes run with the name " + s.cfg.Node.Name +
+				" and routes flap between them; rename (--node.name) or stop one",
+		}
+		if b := c.rec.Boot; b != nil {
+			d.NodeID, d.Boot = b.Node, b.ID
+		}
+		body.DuplicateName = d
+	}
+	if s.identity.Foreign() {
+		body.Store.Foreign = true
+		body.Store.ForeignReason = s.identity.ForeignReason()
+		body.Store.Adopt = adoptHint(s.cfg.StateDir)
 	}
 	if snap := s.pub.cur.Load(); snap != nil {
 		body.Ready = true

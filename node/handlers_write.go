@@ -60,7 +60,8 @@ func (s *Server) refuseWritesToAForeignStore(next http.Handler) http.Handler {
 		if s.identity.Foreign() {
 			w.Header().Set("Retry-After", "30")
 			writeError(w, http.StatusServiceUnavailable, "store unavailable",
-				"the store's serial vanished, went backwards or changed epoch (wiped or replaced?); nothing was written; restart the node to adopt the store as it is")
+				"the store is not the one this node served ("+s.identity.ForeignReason()+"); nothing was written; "+
+					"if this store is meant to be the fleet's, run `scafo-node store adopt` on this node: it then accepts the store as it is")
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -17,7 +17,22 @@ type metrics struct {
 	storeWrites     *prometheus.CounterVec
 }
 
-func newMetrics(pub *publisher) *metrics {
+// metricProbes read the node's state for gauges evaluated at scrape time.
+type metricProbes struct {
+	storeForeign func() bool
+	nameConflict func() bool
+}
+
+func boolGauge(f func() bool) func() float64 {
+	return func() float64 {
+		if f != nil && f() {
+			return 1
+		}
+		return 0
+	}
+}
+
+func newMetrics(pub *publisher, probes metricProbes) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		polls: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -52,7 +67,15 @@ func newMetrics(pub *publisher) *metrics {
 		}
 		return time.Since(s.since).Seconds()
 	})
-	m.reg.MustRegister(m.polls, m.reconcileDur, m.reconcileErrors, m.skipped, m.storeWrites, revAge,
+	storeForeign := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "scafo_store_foreign",
+		Help: "1 while the store is not the one this node served (or not yet checked after a restart): the last good document is served, writes are refused until an operator runs `scafo-node store adopt`.",
+	}, boolGauge(probes.storeForeign))
+	nameConflict := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "scafo_node_name_conflict",
+		Help: "1 while another live node writes this node's record (two nodes with one node.name; /v1/status duplicateName names it).",
+	}, boolGauge(probes.nameConflict))
+	m.reg.MustRegister(m.polls, m.reconcileDur, m.reconcileErrors, m.skipped, m.storeWrites, revAge, storeForeign, nameConflict,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

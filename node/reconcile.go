@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
+	"github.com/scafo/ingress/render/routing"
 )
 
 // reconciler folds the store into published snapshots. One goroutine runs it; the
@@ -33,6 +36,25 @@ type reconciler struct {
 
 	// id owns the store's serial and epoch (read here, bumped by writers).
 	id *store.Identity
+
+	// stateDir holds served.json (what this node served, from which store) and the
+	// operator's store-adopt request; "" keeps nothing (see served.go).
+	stateDir string
+	// remembered is the document of served.json, published when the store turns out
+	// foreign before this run published anything; dropped after the first derivation.
+	remembered *routing.Document
+	// saver writes served.json; saved names what it was last handed.
+	saver *servedSaver
+	saved struct{ epoch, revision string }
+	// adopting: the operator's adopt request was acted on (the identity reset); the
+	// request is removed once a pass has accepted the store.
+	adopting bool
+	// onAccepted runs when a store that was foreign (or not yet checked) is accepted.
+	onAccepted func()
+	// onOwnRecord sees this node's own record (nodes/<selfName>.json) at every
+	// derivation, so a record written by another node of the same name is noticed.
+	selfName    string
+	onOwnRecord func(fleet.NodeRecord)
 
 	objects   map[string]cachedObject
 	lastFull  time.Time
@@ -64,19 +86,42 @@ type reconcileStatus struct {
 	Skipped          []fleet.Skipped
 	Nodes            []fleet.NodeRecord
 	Mismatched       []string
+
+	// Remembered: the published document is the one remembered in the state dir (the
+	// store is foreign and nothing was derived in this run).
+	Remembered bool
 }
 
 // pass runs one reconcile step. full forces a re-list of every object.
 func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err error) {
 	start := time.Now()
 	skippedCount := -1 // no derivation this pass
+	// Read before an adoption clears it.
+	wasForeign := r.id.Foreign()
+	r.checkAdopt()
 	defer func() {
+		foreign := errors.Is(err, store.ErrForeign)
+		if foreign && r.remembered != nil && r.pub.cur.Load() == nil {
+			// A restart on a foreign store: serve what this node served, not nothing
+			// (503 forever) and never what that store holds.
+			r.pub.publish(r.remembered, now)
+			r.mu.Lock()
+			r.status.Remembered = true
+			r.mu.Unlock()
+			r.log.Warn("serving the routing document remembered in the state dir", "revision", r.remembered.Revision)
+		}
 		r.mu.Lock()
 		if err != nil {
 			r.status.LastError = err.Error()
 			if r.status.UnreachableSince.IsZero() {
 				r.status.UnreachableSince = now
-				r.log.Warn("store unreachable: serving the last good document", "err", err)
+				if foreign {
+					r.log.Error("the store is not the one this node served: serving the last good document, refusing writes; "+
+						"if this store is meant to be the fleet's, run `scafo-node store adopt` on this node",
+						"err", err, "stateDir", r.stateDir)
+				} else {
+					r.log.Warn("store unreachable: serving the last good document", "err", err)
+				}
 			}
 		} else {
 			if !r.status.UnreachableSince.IsZero() {
@@ -147,8 +192,40 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 	if full {
 		r.lastFull = now
 	}
+	if wasForeign {
+		r.log.Info("store accepted", "epoch", obs.Epoch, "serial", obs.Serial)
+		if r.onAccepted != nil {
+			r.onAccepted()
+		}
+	}
 	skippedCount = r.derive(now)
+	if r.adopting {
+		r.adopting = false
+		os.Remove(filepath.Join(r.stateDir, adoptFile))
+		r.log.Warn("adopted the store as it is (operator request)", "epoch", obs.Epoch, "serial", obs.Serial)
+	}
 	return nil
+}
+
+// checkAdopt acts on the operator's adopt request (<stateDir>/store-adopt): while the
+// store is foreign (or not yet checked against what this node remembers), forget the
+// remembered identity, so this pass accepts the store as it is; otherwise there is
+// nothing to adopt and the request is dropped. A request is never left lying around to
+// adopt some later, unrelated store silently.
+func (r *reconciler) checkAdopt() {
+	if r.stateDir == "" || r.adopting || !adoptRequested(r.stateDir) {
+		return
+	}
+	if !r.id.Foreign() {
+		os.Remove(filepath.Join(r.stateDir, adoptFile))
+		r.log.Info("store adopt requested, but the store is the one this node serves: nothing to adopt")
+		return
+	}
+	r.log.Warn("adopting the store as it is (operator request): forgetting the store this node served",
+		"epoch", r.id.Epoch(), "serial", r.id.Serial(), "reason", r.id.ForeignReason())
+	r.id.Reset()
+	r.objects, r.lastFull = nil, time.Time{} // read everything
+	r.adopting = true
 }
 
 func tracked(key string) bool {
@@ -265,6 +342,7 @@ func (r *reconciler) derive(now time.Time) int {
 		r.lastPublish = time.Now()
 		r.log.Info("published routing document", "revision", doc.Revision, "routes", len(doc.Routes), "skipped", len(skipped))
 	}
+	r.remember(doc, now)
 	// Log what the derivation dropped whenever that set changes (a dropped entry may not
 	// move the revision at all: it contributes nothing), once per object per pass.
 	if key := skippedKey(dskipped); key != r.lastSkipped {
@@ -282,10 +360,33 @@ func (r *reconciler) derive(now time.Time) int {
 	r.status.Skipped = skipped
 	r.status.Nodes = nodes
 	r.status.Mismatched = mismatched
+	r.status.Remembered = false
 	r.accounts = accounts
 	r.appIDs = appIDs
 	r.mu.Unlock()
+	if r.onOwnRecord != nil {
+		for _, n := range nodes {
+			if n.Name == r.selfName {
+				r.onOwnRecord(n)
+			}
+		}
+	}
 	return len(skipped)
+}
+
+// remember keeps the published document and the store's identity in the state dir
+// when either changed (not every pass): the revision moves with routing content only.
+func (r *reconciler) remember(doc *routing.Document, now time.Time) {
+	r.remembered = nil
+	if r.saver == nil {
+		return
+	}
+	epoch := r.id.Epoch()
+	if r.saved.epoch == epoch && r.saved.revision == doc.Revision {
+		return
+	}
+	r.saver.save(servedMemory{Epoch: epoch, Serial: r.id.Serial(), SavedAt: now.UTC()}, doc)
+	r.saved.epoch, r.saved.revision = epoch, doc.Revision
 }
 
 func sameSettings(a, b fleet.NodeSettings) bool {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -25,9 +26,12 @@ import (
 
 // Server is one scafo node.
 type Server struct {
-	cfg *Config
-	log *slog.Logger
-	st  store.Store
+	// heartbeatErr is the last failure to write this node's record (nil after a
+	// success): peers drop a node whose heartbeats fail, so status says so.
+	heartbeatErr atomic.Pointer[string]
+	cfg          *Config
+	log          *slog.Logger
+	st           store.Store
 
 	ingressToken string
 	adminToken   string
@@ -39,6 +43,12 @@ type Server struct {
 	identity  *store.Identity      // the store's serial and epoch: one owner
 	writer    *fleetwrite.Writer   // every fleet write
 	instances *fleetwrite.Registry // this node's instances (ports, readiness)
+
+	// nodeID (<stateDir>/node-id) and bootID (minted per process) go into this node's
+	// record; name tracks that record and any other writer of it (nodename.go).
+	nodeID, bootID string
+	started        time.Time
+	name           nameGuard
 
 	kick     chan struct{} // run a reconcile pass now
 	beat     chan struct{} // rewrite this node's record now
@@ -86,17 +96,34 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	if err := ropts.Validate(); err != nil {
 		return nil, fmt.Errorf("traefik render options: %w", err)
 	}
+	nodeID, err := loadOrMintNodeID(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	mem, memDoc, err := loadServed(cfg.StateDir)
+	if err != nil {
+		if !adoptRequested(cfg.StateDir) {
+			return nil, fmt.Errorf("%w: the state dir's memory of the store is unreadable; "+
+				"if the store this node finds is the fleet's, run `scafo-node store adopt --stateDir=%s` and start it again", err, cfg.StateDir)
+		}
+		log.Warn("the state dir's memory of the store is unreadable; adopting the store as it is (operator request)", "err", err)
+		mem, memDoc = nil, nil
+	}
 	pub := newPublisher(ropts, openSpillDir(cfg.StateDir, log))
 	s := &Server{
 		cfg: cfg, log: log, st: st,
 		ingressToken: ingressTok, adminToken: adminTok,
 		pub: pub, instances: inst, identity: &store.Identity{},
-		writes:   newWriteLimiter(cfg.Writes.Rate, cfg.Writes.Burst),
+		writes: newWriteLimiter(cfg.Writes.Rate, cfg.Writes.Burst),
+		nodeID: nodeID, bootID: randomHex(8), started: time.Now(),
 		kick:     make(chan struct{}, 1),
 		beat:     make(chan struct{}, 1),
 		shutdown: make(chan struct{}),
 	}
-	s.metrics = newMetrics(pub)
+	s.metrics = newMetrics(pub, metricProbes{
+		storeForeign: s.identity.Foreign,
+		nameConflict: func() bool { return s.nameConflict(time.Now()) != nil },
+	})
 	s.writer = fleetwrite.New(fleetwrite.Config{
 		Node:            cfg.Node.Name,
 		PlatformDomains: cfg.Platform.Domains,
@@ -118,7 +145,23 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 				NodeTTL:         time.Duration(cfg.Reconcile.NodeTTL),
 			}
 		},
-		onPass: s.metrics.observePass,
+		onPass:     s.metrics.observePass,
+		stateDir:   cfg.StateDir,
+		saver:      newServedSaver(cfg.StateDir, log),
+		onAccepted: s.kickHeartbeat,
+		selfName:   cfg.Node.Name,
+		onOwnRecord: func(rec fleet.NodeRecord) {
+			s.seeOwnRecord(rec, false, time.Now())
+		},
+	}
+	if mem != nil {
+		// A restart: the store must be the one this node served (see served.go).
+		s.rec.remembered = memDoc
+		s.rec.saved.epoch, s.rec.saved.revision = mem.Epoch, mem.Revision
+		if mem.seeds() {
+			s.identity.Seed(mem.Serial, mem.Epoch)
+		}
+		log.Info("remembered store", "epoch", mem.Epoch, "serial", mem.Serial, "revision", mem.Revision, "savedAt", mem.SavedAt)
 	}
 	return s, nil
 }
@@ -184,8 +227,14 @@ func (s *Server) kickHeartbeat() {
 }
 
 // Run serves on ln until ctx ends, then shuts down gracefully: long-polls are released
-// (they answer 304), in-flight requests finish within a grace period.
+// (they answer 304), in-flight requests finish within a grace period. It refuses to
+// start (closing ln) when another live node holds this node's name (nodename.go).
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	s.started = time.Now()
+	if err := s.checkName(ctx); err != nil {
+		ln.Close()
+		return err
+	}
 	if s.cfg.Node.APIPort == 0 {
 		if a, ok := ln.Addr().(*net.TCPAddr); ok {
 			s.cfg.Node.APIPort = a.Port
@@ -193,6 +242,13 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// The saver outlives the loops: it writes what the last pass handed it.
+	saverCtx, stopSaver := context.WithCancel(context.Background())
+	saverDone := make(chan struct{})
+	go func() {
+		defer close(saverDone)
+		s.rec.saver.run(saverCtx)
+	}()
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() {
@@ -232,6 +288,8 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	cancel()
 	wg.Wait()
+	stopSaver()
+	<-saverDone
 	s.removeSpill()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
@@ -310,17 +368,24 @@ func (s *Server) auditSweepLoop(ctx context.Context) {
 // (once the reconcile loop has a view of the applications to compare with).
 func (s *Server) sweepOrphans(ctx context.Context) {
 	known := s.rec.knownApps()
-	if known == nil {
-		return
+	if known == nil || s.identity.Foreign() {
+		return // no view yet, or a store that is not ours: release nothing on its word
 	}
 	if _, err := s.writer.SweepOrphans(ctx, known); err != nil && ctx.Err() == nil {
 		s.log.Warn("sweeping orphaned instances", "err", err)
 	}
 }
 
-// writeOwnRecord writes nodes/<name>.json (this node is its only writer) and bumps the
+// writeOwnRecord writes nodes/<name>.json (this node is its only writer: a write by
+// anyone else in between is noticed and reported, see putOwnRecord) and bumps the
 // serial so peers re-read it.
 func (s *Server) writeOwnRecord(ctx context.Context) {
+	if s.identity.Foreign() {
+		// Never into a store this node does not recognise (a wrong bucket is another
+		// fleet's); the record is written as soon as the store is accepted.
+		s.log.Debug("not writing own node record: the store is foreign", "reason", s.identity.ForeignReason())
+		return
+	}
 	set := s.settings()
 	rec := fleet.NodeRecord{
 		Name:      s.cfg.Node.Name,
@@ -329,14 +394,16 @@ func (s *Server) writeOwnRecord(ctx context.Context) {
 		Instances: s.instances.Records(),
 		Seen:      time.Now().UTC().Truncate(time.Millisecond),
 		Settings:  &set,
+		Boot:      s.boot(),
 	}
 	body, err := jsonx.Marshal(rec)
 	if err == nil {
-		_, err = s.st.Put(ctx, fleet.NodeKey(rec.Name), body, store.Condition{})
+		err = s.putOwnRecord(ctx, fleet.NodeKey(rec.Name), body)
 	}
 	if err == nil {
 		_, err = s.identity.Bump(ctx, s.st)
 	}
+	s.heartbeatErr.Store(errText(err))
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("writing own node record", "err", err)
@@ -344,4 +411,12 @@ func (s *Server) writeOwnRecord(ctx context.Context) {
 		return
 	}
 	s.kickReconcile()
+}
+
+func errText(err error) *string {
+	if err == nil {
+		return nil
+	}
+	t := err.Error()
+	return &t
 }

@@ -9,7 +9,9 @@ import (
 
 // ErrForeign: the store does not look like the one this node served: its serial
 // vanished, went backwards, or changed epoch (wiped, replaced or restored). Nothing is
-// published from it and nothing is written to it until the node is restarted on it.
+// published from it and nothing is written to it until an operator adopts it (Reset;
+// `scafo-node store adopt`). A restart does not adopt it: the node seeds its identity
+// from what it remembers in its state dir (Seed).
 var ErrForeign = errors.New("store: not the store this node served (serial vanished, went backwards or changed epoch)")
 
 // Identity is the one owner of what a node knows about its store's identity: the
@@ -22,13 +24,17 @@ var ErrForeign = errors.New("store: not the store this node served (serial vanis
 // serial, a missing serial, another epoch or a smaller counter make the store foreign:
 // publishing what is there would withdraw every route (an unmounted disk, a wrong
 // bucket), and bumping it would make every other node accept it as the fleet's.
+//
+// A restarted node keeps those rules: Seed starts the identity from the epoch and
+// serial remembered in the state dir, foreign until a read of the store matches them.
 type Identity struct {
 	mu      sync.Mutex
-	seen    bool   // a serial has been accepted
+	seen    bool   // a serial has been accepted (or remembered: Seed)
 	serial  uint64 // the last accepted counter
 	epoch   string // the accepted epoch
-	etag    string // the accepted serial object's etag ("" when the store had none)
+	etag    string // the accepted serial object's etag ("" when the store had none, or seeded)
 	foreign bool
+	reason  string // why the store is foreign (when foreign)
 }
 
 // Observation is one read of the serial, checked against the identity. Commit it once
@@ -53,9 +59,9 @@ func (id *Identity) Observe(ctx context.Context, st Store) (Observation, error) 
 
 	obj, changed, err := st.GetIfChanged(ctx, SerialKey, etag)
 	switch {
-	case errors.Is(err, ErrNotFound) && etag != "":
+	case errors.Is(err, ErrNotFound) && (etag != "" || seen):
 		// A healthy store never loses its serial.
-		return Observation{}, id.lose("reading serial: it vanished")
+		return Observation{}, id.lose(fmt.Sprintf("reading serial: it is missing, this node served serial %d of epoch %q (store wiped, unmounted or another one?)", serial, epoch))
 	case errors.Is(err, ErrNotFound):
 		return Observation{Changed: true, Serial: serial, Epoch: epoch}, nil
 	case err != nil:
@@ -79,6 +85,7 @@ func (id *Identity) Observe(ctx context.Context, st Store) (Observation, error) 
 func (id *Identity) lose(why string) error {
 	id.mu.Lock()
 	id.foreign = true
+	id.reason = why
 	id.mu.Unlock()
 	return fmt.Errorf("%s: %w: %w", why, ErrForeign, ErrUnavailable)
 }
@@ -88,6 +95,7 @@ func (id *Identity) Commit(o Observation) {
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	id.foreign = false
+	id.reason = ""
 	id.etag = o.etag
 	id.serial = o.Serial
 	if o.etag != "" {
@@ -101,6 +109,47 @@ func (id *Identity) Foreign() bool {
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	return id.foreign
+}
+
+// ForeignReason says why the store is foreign ("" when it is not).
+func (id *Identity) ForeignReason() string {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	if !id.foreign {
+		return ""
+	}
+	return id.reason
+}
+
+// Seed starts an identity that has accepted nothing yet from what a previous run of
+// the node accepted (remembered in its state dir): serial n of epoch. The store counts
+// as foreign (writes refused) until an Observe finds that epoch with a serial of at
+// least n, and is committed; a missing serial, another epoch or a smaller one keep it
+// foreign. Seed a bare counter's store (written before epochs) with the empty epoch.
+func (id *Identity) Seed(n uint64, epoch string) {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	id.seen, id.serial, id.epoch, id.etag = true, n, epoch, ""
+	id.foreign = true
+	id.reason = fmt.Sprintf("not yet checked: this node served serial %d of epoch %q", n, epoch)
+}
+
+// Reset forgets every serial and epoch accepted or seeded: the next Observe accepts
+// the store as it is. It is the operator's adoption of a store (`scafo-node store
+// adopt`), never automatic.
+func (id *Identity) Reset() {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	id.seen, id.serial, id.epoch, id.etag = false, 0, "", ""
+	id.foreign = false
+	id.reason = ""
+}
+
+// Epoch is the accepted (or seeded) epoch ("" before any, or for a bare counter).
+func (id *Identity) Epoch() string {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return id.epoch
 }
 
 // Serial is the last committed serial (0 before any).

@@ -63,3 +63,64 @@ func TestIdentityTurnsForeignAndRefusesBumps(t *testing.T) {
 		})
 	}
 }
+
+// A restarted node seeds its identity from its state dir: the store is foreign until a
+// read matches what it served (the same epoch, a serial at least as high), and only
+// Reset (the operator's adoption) accepts a store that does not.
+func TestIdentitySeededFromTheStateDir(t *testing.T) {
+	const epoch = "00000000000000aa"
+	for _, tc := range []struct {
+		name    string
+		serial  []byte // nil: no serial object
+		foreign bool
+	}{
+		{"the same store, further on", store.FormatSerial(9, epoch), false},
+		{"the same store, as served", store.FormatSerial(7, epoch), false},
+		{"no serial", nil, true},
+		{"another epoch", store.FormatSerial(9, "00000000000000bb"), true},
+		{"a serial behind", store.FormatSerial(6, epoch), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			st, err := dir.New(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.serial != nil {
+				if _, err := st.Put(ctx, store.SerialKey, tc.serial, store.Condition{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var id store.Identity
+			id.Seed(7, epoch)
+			if !id.Foreign() || id.ForeignReason() == "" {
+				t.Fatal("a seeded identity accepts writes before any read of the store")
+			}
+			if _, err := id.Bump(ctx, st); tc.foreign && !errors.Is(err, store.ErrForeign) {
+				t.Fatalf("bump: %v, want ErrForeign", err)
+			}
+			obs, err := id.Observe(ctx, st)
+			if tc.foreign {
+				if !errors.Is(err, store.ErrForeign) || !id.Foreign() || id.ForeignReason() == "" {
+					t.Fatalf("observe: %v foreign=%v (%q), want ErrForeign", err, id.Foreign(), id.ForeignReason())
+				}
+				id.Reset() // the operator adopts it
+				if id.Foreign() {
+					t.Fatal("foreign after Reset")
+				}
+				if obs, err = id.Observe(ctx, st); err != nil {
+					t.Fatalf("observe after Reset: %v", err)
+				}
+			} else if err != nil {
+				t.Fatalf("observe: %v", err)
+			}
+			id.Commit(obs)
+			if id.Foreign() || id.ForeignReason() != "" {
+				t.Fatalf("foreign after a commit: %q", id.ForeignReason())
+			}
+			if _, err := id.Bump(ctx, st); err != nil {
+				t.Fatalf("bump after a commit: %v", err)
+			}
+		})
+	}
+}

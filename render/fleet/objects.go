@@ -98,6 +98,23 @@ type NodeRecord struct {
 	// Settings are the fleet-wide settings this node runs with, so that a node whose
 	// settings differ from the others can be reported.
 	Settings *NodeSettings `json:"settings,omitempty"`
+	// Boot identifies the process that wrote the record, so that two live nodes
+	// configured with one name (each overwriting the other's record at every heartbeat)
+	// are noticed. Absent in records written by nodes that predate it. Not routing
+	// content: it never reaches the document.
+	Boot *Boot `json:"boot,omitempty"`
+}
+
+// Boot is a node record's writer: which installation, and which run of it.
+type Boot struct {
+	// Node is the node's instance id, minted once into its state dir
+	// (<stateDir>/node-id): every run of one installation carries the same, another
+	// machine (another state dir) a different one. A record of the same Node is this
+	// node's own previous run, so a restart is never mistaken for a duplicate.
+	Node string `json:"node"`
+	// ID is minted at every process start: a record with another ID written while this
+	// process runs was written by someone else.
+	ID string `json:"id"`
 }
 
 // Instance is one application's process on one node.

@@ -91,3 +91,28 @@ func TestCLIVerbs(t *testing.T) {
 		t.Fatalf("apps rm: %v %s", err, o)
 	}
 }
+
+// TestStoreAdoptVerb: `scafo-node store adopt` leaves the request in the state dir
+// (where the node picks it up), names what the node remembers, and fails on a state
+// dir that does not exist.
+func TestStoreAdoptVerb(t *testing.T) {
+	bin := buildBinary(t)
+	state := t.TempDir()
+	out, err := runCLI(bin, "store", "adopt", "--stateDir="+state)
+	if err != nil || !strings.Contains(string(out), "store adopt requested in "+state) {
+		t.Fatalf("store adopt: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(state, "store-adopt")); err != nil {
+		t.Fatalf("no request in the state dir: %v", err)
+	}
+	if out, err := runCLI(bin, "store", "adopt", "--stateDir="+filepath.Join(state, "missing")); err == nil {
+		t.Fatalf("store adopt on a missing state dir succeeded:\n%s", out)
+	}
+	// SCAFO_STATEDIR, the node's own variable, names the state dir too.
+	other := t.TempDir()
+	cmd := exec.Command(bin, "store", "adopt")
+	cmd.Env = append(os.Environ(), "SCAFO_STATEDIR="+other)
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), other) {
+		t.Fatalf("store adopt with SCAFO_STATEDIR: %v\n%s", err, out)
+	}
+}

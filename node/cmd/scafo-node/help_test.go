@@ -110,6 +110,7 @@ func TestVerbHelpMatchesWhatItAccepts(t *testing.T) {
 		{"domains paths", []string{"shop.example.org"}, `"shop.example.org"`},
 		{"domains release", []string{"shop", "shop.example.org"}, "released by shop"},
 		{"apps rm", []string{"shop"}, "deleted shop"},
+		{"store adopt", nil, "store adopt requested"},
 		{"version", nil, "scafo-node dev"},
 	}
 	var called []string

@@ -1,6 +1,8 @@
 // Command scafo-node runs a scafo node (the default command, configured by paerser from
 // file, SCAFO_* environment and flags) and, with a verb (routes, domains, apps, version),
-// talks to a running one; `scafo-node [verb] --help` lists what each accepts.
+// talks to a running one; `scafo-node store adopt` acts on a node's state dir (it makes
+// the node accept a store that is not the one it served). `scafo-node [verb] --help`
+// lists what each accepts.
 package main
 
 import (
@@ -32,7 +34,7 @@ func main() {
 // rootCommand is scafo-node: serve, configured by node.Loaders, plus the verbs.
 func rootCommand() *cli.Command {
 	cfg := node.NewConfig()
-	verbs := append(client.Commands(), versionCommand())
+	verbs := append(client.Commands(), storeCommand(), versionCommand())
 	root := &cli.Command{
 		Name:          "scafo-node",
 		Description:   "scafo-node publishes the fleet's routing document and its Traefik rendering.",

@@ -1,0 +1,264 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// One name, one node (issue 12, item 10).
+//
+// Two nodes configured with one node.name overwrite each other's nodes/<name>.json at
+// every heartbeat: the fleet's view of that node (its address, its instances) flips
+// between two machines and routes flap. So every record carries its writer's boot
+// identity (fleet.Boot): the node's instance id, minted once into <stateDir>/node-id,
+// and an id minted at each process start.
+//
+//   - At start (Run, before serving) a node reads its record. If it was written by
+//     another installation (another node id) and is live (seen within
+//     reconcile.nodeTTL), the node refuses to start, naming that record's address and
+//     age. A record of its own node id is its previous run (a crash and a quick
+//     restart): that is not a duplicate. A live record without a boot identity (a node
+//     that predates it, possibly this one before an upgrade) is accepted with a warning.
+//   - While it runs, a node writes its record conditionally (If-Match the etag of its
+//     own last write), so any write by someone else in between is noticed at the next
+//     heartbeat, whatever the clocks say; the reconcile pass also reports a record of
+//     another boot written after this process started. Either way the node logs an
+//     error and reports the other writer in /v1/status (duplicateName) and in
+//     scafo_node_name_conflict until the other's record has been out of sight for the
+//     TTL. It keeps writing its own record: nothing tells which of the two is the right
+//     one, and an operator must rename or stop one.
+//
+// Two processes sharing one state dir (one node id) are not refused at start, but are
+// reported like any duplicate once running (their boot ids differ).
+const nodeIDFile = "node-id"
+
+// loadOrMintNodeID returns the node's instance id from <stateDir>/node-id, minting it
+// (16 random bytes, hex) on first use. Not a secret; O_EXCL makes two processes starting
+// on one state dir agree on it.
+func loadOrMintNodeID(stateDir string) (string, error) {
+	path := filepath.Join(stateDir, nodeIDFile)
+	if b, err := os.ReadFile(path); err == nil {
+		id := strings.TrimSpace(string(b))
+		if id == "" {
+			return "", fmt.Errorf("node id file %s is empty", path)
+		}
+		return id, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("reading node id: %w", err)
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return "", fmt.Errorf("creating state dir: %w", err)
+	}
+	id := randomHex(16)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return loadOrMintNodeID(stateDir)
+	}
+	if err != nil {
+		return "", fmt.Errorf("writing node id: %w", err)
+	}
+	_, err = f.WriteString(id + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("writing node id: %w", err)
+	}
+	return id, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
+}
+
+// nameGuard is what a node knows of its own record and of another writer of it.
+type nameGuard struct {
+	mu sync.Mutex
+	// etag is the etag of nodes/<self>.json as this node last wrote (or read) it, ""
+	// for absent; known is false when the node does not know it (before the start
+	// check, after a failed write): it is read before the next write.
+	etag  string
+	known bool
+	// other is the last record of another writer seen, and lastSeen when it was last
+	// known live (its own Seen, or when this node found its record overwritten).
+	other    *fleet.NodeRecord
+	lastSeen time.Time
+}
+
+// nameConflict is a live duplicate: another writer of this node's record.
+type nameConflict struct {
+	rec      fleet.NodeRecord
+	lastSeen time.Time
+}
+
+// boot is this process's identity, carried in its record.
+func (s *Server) boot() *fleet.Boot { return &fleet.Boot{Node: s.nodeID, ID: s.bootID} }
+
+// recordAddress is host:apiPort of a record.
+func recordAddress(r fleet.NodeRecord) string {
+	return net.JoinHostPort(r.Address, strconv.Itoa(r.APIPort))
+}
+
+// checkName refuses to start when another installation holds this node's name: its
+// record is live and carries another node id. A store that cannot be read does not
+// stop the node (the running checks still apply).
+func (s *Server) checkName(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, passTimeout)
+	defer cancel()
+	key := fleet.NodeKey(s.cfg.Node.Name)
+	obj, err := s.st.Get(ctx, key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		s.setOwnETag("")
+		return nil
+	case err != nil:
+		s.log.Warn("cannot check whether another live node holds this node's name; starting", "record", key, "err", err)
+		return nil
+	}
+	s.setOwnETag(obj.ETag)
+	var rec fleet.NodeRecord
+	if err := json.Unmarshal(obj.Value, &rec); err != nil {
+		s.log.Warn("this node's record is malformed; overwriting it", "record", key, "err", err)
+		return nil
+	}
+	ttl := time.Duration(s.cfg.Reconcile.NodeTTL)
+	age := s.started.Sub(rec.Seen)
+	switch {
+	case age > ttl:
+		return nil // stale: a node gone (or this one, long ago)
+	case rec.Boot == nil:
+		s.log.Warn("this node's record is live and carries no boot identity (a node that predates it, maybe this one before an upgrade): cannot tell whether another node holds the name",
+			"record", key, "address", recordAddress(rec), "age", age.Round(time.Millisecond))
+		return nil
+	case rec.Boot.Node == s.nodeID:
+		s.log.Info("this node's previous run wrote its record", "age", age.Round(time.Millisecond), "boot", rec.Boot.ID)
+		return nil
+	}
+	return fmt.Errorf("node name %q is taken by another live node: %s was written %s ago by the node at %s "+
+		"(node id %s, boot %s; this state dir's node id is %s); two nodes with one name overwrite each other's record and routes flap: "+
+		"give this node its own --node.name, or, if that node is gone for good, start this one once its record is older than reconcile.nodeTTL (%s)",
+		s.cfg.Node.Name, key, age.Round(time.Millisecond), recordAddress(rec), rec.Boot.Node, rec.Boot.ID, s.nodeID, ttl)
+}
+
+func (s *Server) setOwnETag(etag string) {
+	s.name.mu.Lock()
+	s.name.etag, s.name.known = etag, true
+	s.name.mu.Unlock()
+}
+
+// putOwnRecord writes body at this node's key conditionally on the etag of its own last
+// write; when that fails someone else wrote the record in between: it is read, reported
+// when another boot wrote it, and overwritten (once).
+func (s *Server) putOwnRecord(ctx context.Context, key string, body []byte) error {
+	for attempt := 0; ; attempt++ {
+		s.name.mu.Lock()
+		known, cur := s.name.known, s.name.etag
+		s.name.mu.Unlock()
+		if !known {
+			obj, err := s.st.Get(ctx, key)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				cur = ""
+			case err != nil:
+				return err
+			default:
+				cur = obj.ETag
+				var rec fleet.NodeRecord
+				if json.Unmarshal(obj.Value, &rec) == nil {
+					s.seeOwnRecord(rec, attempt > 0, time.Now())
+				}
+			}
+		}
+		cond := store.Condition{IfMatch: cur}
+		if cur == "" {
+			cond = store.Condition{IfNoneMatch: true}
+		}
+		etag, err := s.st.Put(ctx, key, body, cond)
+		s.name.mu.Lock()
+		s.name.etag, s.name.known = etag, err == nil
+		s.name.mu.Unlock()
+		if err == nil || !errors.Is(err, store.ErrPreconditionFailed) || attempt > 0 {
+			return err
+		}
+	}
+}
+
+// seeOwnRecord notes a record found at this node's key. overwritten: this node found
+// it in place of its own last write (so it was written since, whatever its Seen says).
+// Otherwise it counts only when written after this process started (an earlier run's
+// record is not a duplicate) and live.
+func (s *Server) seeOwnRecord(rec fleet.NodeRecord, overwritten bool, now time.Time) {
+	if rec.Boot != nil && rec.Boot.ID == s.bootID {
+		return
+	}
+	seen := rec.Seen
+	if overwritten {
+		seen = now
+	} else if seen.Before(s.started) {
+		return
+	}
+	if seen.After(now) {
+		seen = now
+	}
+	if now.Sub(seen) > time.Duration(s.cfg.Reconcile.NodeTTL) {
+		return
+	}
+	s.name.mu.Lock()
+	prev := s.nameConflictLocked(now)
+	if prev == nil || seen.After(s.name.lastSeen) {
+		s.name.lastSeen = seen
+	}
+	r := rec
+	s.name.other = &r
+	s.name.mu.Unlock()
+	if prev == nil || overwritten || !sameBoot(prev.rec.Boot, rec.Boot) {
+		boot := "none (a node that predates boot identities)"
+		if rec.Boot != nil {
+			boot = rec.Boot.Node + "/" + rec.Boot.ID
+		}
+		s.log.Error("another live node writes this node's record: two nodes run with one name, and routes flap between them; rename or stop one",
+			"name", s.cfg.Node.Name, "other", recordAddress(rec), "otherBoot", boot, "otherSeen", rec.Seen,
+			"self", net.JoinHostPort(s.cfg.Node.Address, strconv.Itoa(s.cfg.Node.APIPort)), "selfBoot", s.nodeID+"/"+s.bootID)
+	}
+}
+
+func sameBoot(a, b *fleet.Boot) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// nameConflict is the live duplicate, if any: another writer seen within the TTL.
+func (s *Server) nameConflict(now time.Time) *nameConflict {
+	s.name.mu.Lock()
+	defer s.name.mu.Unlock()
+	return s.nameConflictLocked(now)
+}
+
+func (s *Server) nameConflictLocked(now time.Time) *nameConflict {
+	if s.name.other == nil || now.Sub(s.name.lastSeen) > time.Duration(s.cfg.Reconcile.NodeTTL) {
+		return nil
+	}
+	return &nameConflict{rec: *s.name.other, lastSeen: s.name.lastSeen}
+}

@@ -1,0 +1,188 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	ptypes "github.com/traefik/paerser/types"
+
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// statusMap is GET /v1/status decoded loosely.
+func statusMap(t *testing.T, n *testNode) map[string]any {
+	t.Helper()
+	_, b := n.get("/v1/status", testAdminToken)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("status: %v: %s", err, b)
+	}
+	return m
+}
+
+// duplicateOf is the address status.duplicateName names ("" when none is reported).
+func duplicateOf(t *testing.T, n *testNode) string {
+	t.Helper()
+	d, _ := statusMap(t, n)["duplicateName"].(map[string]any)
+	a, _ := d["address"].(string)
+	return a
+}
+
+func metricLine(t *testing.T, n *testNode, line string) bool {
+	t.Helper()
+	_, b := n.get("/metrics", "")
+	return strings.Contains(string(b), "\n"+line+"\n")
+}
+
+// storedRecord reads nodes/<name>.json loosely.
+func storedRecord(t *testing.T, st store.Store, name string) map[string]any {
+	t.Helper()
+	o, err := st.Get(context.Background(), fleet.NodeKey(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(o.Value, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestDuplicateNodeNameRefusedAtStart (issue 12, item 10): a second node configured with
+// the name of a live node (another state dir: another machine) refuses to start, naming
+// the other record's address and age, and writes nothing; the same node restarted on its
+// own state dir right away is not refused by its previous run's record.
+func TestDuplicateNodeNameRefusedAtStart(t *testing.T) {
+	storeDir := t.TempDir()
+	cfgA := testConfig(t, "vps-a", storeDir)
+	cfgA.Node.Address = "127.0.0.11"
+	a := startNode(t, cfgA)
+	a.waitReady()
+	before := storedRecord(t, a.st, "vps-a")
+
+	cfgB := testConfig(t, "vps-a", storeDir)
+	cfgB.Node.Address = "127.0.0.12"
+	b, err := NewWithStore(cfgB, slog.New(slog.NewTextHandler(io.Discard, nil)), a.st, testIngressToken, testAdminToken)
+	if err == nil {
+		ln, lerr := net.Listen("tcp", "127.0.0.1:0")
+		if lerr != nil {
+			t.Fatal(lerr)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		err = b.Run(ctx, ln)
+		cancel()
+	}
+	if err == nil {
+		t.Fatal("a second node with a live node's name started")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "127.0.0.11:") || !strings.Contains(msg, " ago") {
+		t.Fatalf("the refusal does not name the other record's address and age: %v", err)
+	}
+	t.Logf("refused: %v", err)
+	if after := storedRecord(t, a.st, "vps-a"); after["address"] != "127.0.0.11" || after["seen"] != before["seen"] {
+		t.Fatalf("the refused node wrote the record: %v", after)
+	}
+
+	// A crash-and-restart of the same node (same state dir) is not a duplicate.
+	a.stop()
+	a2 := startNode(t, cfgA)
+	a2.waitReady()
+	select {
+	case err := <-a2.done:
+		t.Fatalf("the restarted node stopped: %v", err)
+	default:
+	}
+	if d := duplicateOf(t, a2); d != "" {
+		t.Fatalf("the restarted node reports its previous run as a duplicate: %s", d)
+	}
+	if !metricLine(t, a2, "scafo_node_name_conflict 0") {
+		t.Fatal("scafo_node_name_conflict is not 0 after a restart")
+	}
+}
+
+// hidingStore hides key from the first Get: a node started at the same moment as
+// another one (both checked the name before either wrote its record).
+type hidingStore struct {
+	store.Store
+	key    string
+	hidden atomic.Bool
+}
+
+func (h *hidingStore) Get(ctx context.Context, key string) (store.Object, error) {
+	if key == h.key && h.hidden.CompareAndSwap(false, true) {
+		return store.Object{}, store.ErrNotFound
+	}
+	return h.Store.Get(ctx, key)
+}
+
+// TestDuplicateNodeNameAtRuntimeIsReported (issue 12, item 10): two live nodes with one
+// name overwrite each other's record; each reports the other (error log, /v1/status
+// duplicateName, scafo_node_name_conflict 1), and the report clears once the other's
+// record is older than the TTL.
+func TestDuplicateNodeNameAtRuntimeIsReported(t *testing.T) {
+	storeDir := t.TempDir()
+	cfg := func(addr string) *Config {
+		c := testConfig(t, "vps-a", storeDir)
+		c.Node.Address = addr
+		c.Reconcile.Heartbeat = ptypes.Duration(100 * time.Millisecond)
+		c.Reconcile.NodeTTL = ptypes.Duration(time.Second)
+		return c
+	}
+	a := startNode(t, cfg("127.0.0.11"))
+	a.waitReady()
+	b := startNodeWithStore(t, cfg("127.0.0.12"), &hidingStore{Store: a.st, key: fleet.NodeKey("vps-a")})
+
+	for _, c := range []struct {
+		n     *testNode
+		other string
+	}{{a, "127.0.0.12"}, {b, "127.0.0.11"}} {
+		waitFor(t, 5*time.Second, c.n.cfg.Node.Address+" reports "+c.other, func() bool {
+			return strings.HasPrefix(duplicateOf(t, c.n), c.other+":")
+		})
+		if !metricLine(t, c.n, "scafo_node_name_conflict 1") {
+			t.Errorf("%s: scafo_node_name_conflict is not 1", c.n.cfg.Node.Address)
+		}
+		if logs := c.n.logs.String(); !strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, c.other) {
+			t.Errorf("%s: no error logged naming %s:\n%s", c.n.cfg.Node.Address, c.other, logs)
+		}
+	}
+
+	// The other node goes away: the report clears once its record would be stale.
+	b.stop()
+	waitFor(t, 5*time.Second, "the report to clear", func() bool {
+		return duplicateOf(t, a) == "" && metricLine(t, a, "scafo_node_name_conflict 0")
+	})
+}
+
+// TestOverwrittenOwnRecordIsReportedWhateverItsClock: a node writes its record
+// conditionally on its own last write, so a write by another node of the same name is
+// caught at the next heartbeat even when that node's clock is far behind (its record
+// looks older than this process and the reconcile pass alone would not count it).
+func TestOverwrittenOwnRecordIsReportedWhateverItsClock(t *testing.T) {
+	cfg := testConfig(t, "vps-a", t.TempDir())
+	cfg.Reconcile.Heartbeat = ptypes.Duration(100 * time.Millisecond)
+	cfg.Reconcile.NodeTTL = ptypes.Duration(time.Minute)
+	n := startNode(t, cfg)
+	n.waitReady()
+	skewed := fmt.Sprintf(`{"name":"vps-a","address":"10.9.9.9","apiPort":7400,"seen":%q,"boot":{"node":"elsewhere","id":"b00b"}}`,
+		time.Now().Add(-30*time.Second).UTC().Format(time.RFC3339Nano))
+	putRaw(t, n.st, fleet.NodeKey("vps-a"), []byte(skewed))
+	waitFor(t, 5*time.Second, "the overwrite reported", func() bool {
+		return strings.HasPrefix(duplicateOf(t, n), "10.9.9.9:")
+	})
+	if !metricLine(t, n, "scafo_node_name_conflict 1") {
+		t.Fatal("scafo_node_name_conflict is not 1")
+	}
+	if got := storedRecord(t, n.st, "vps-a"); got["address"] != "127.0.0.1" {
+		t.Fatalf("the node stopped writing its own record: %v", got)
+	}
+}

@@ -1,0 +1,246 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/node/store/dir"
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// storeForeign is status.store.foreign and its reason.
+func storeForeign(t *testing.T, n *testNode) (bool, string) {
+	t.Helper()
+	s, _ := statusMap(t, n)["store"].(map[string]any)
+	f, _ := s["foreign"].(bool)
+	r, _ := s["foreignReason"].(string)
+	return f, r
+}
+
+// servedBeforeRestart runs a node on cfg until it routes shop, stops it, and returns
+// what it served and the store's serial object at that point.
+func servedBeforeRestart(t *testing.T, cfg *Config) (routes, traefik, serial []byte) {
+	t.Helper()
+	n := startNode(t, cfg)
+	seedFleet(t, n.st, "shop")
+	n.waitReady()
+	waitFor(t, 5*time.Second, "shop routed", func() bool { return len(hostsOf(routesDoc(t, n))) == 1 })
+	_, routes = n.get("/v1/ingress/routes", testIngressToken)
+	_, traefik = n.get("/v1/ingress/traefik", testIngressToken)
+	o, err := n.st.Get(context.Background(), store.SerialKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.stop()
+	return routes, traefik, o.Value
+}
+
+// TestRestartOnAForeignStoreServesTheRememberedDocument (issue 12, item 11): a node
+// restarted on its state dir against a store that is not the one it served (an
+// unmounted disk: empty; a wrong bucket: another epoch; a restored copy: a serial
+// behind the one it served) keeps serving the document it served (200, same bytes), says the store is
+// foreign in /v1/status, answers writes 503 and writes nothing into that store, its own
+// heartbeat included.
+func TestRestartOnAForeignStoreServesTheRememberedDocument(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		swap func(t *testing.T, storeDir string, oldSerial []byte)
+	}{
+		{"empty store", func(t *testing.T, storeDir string, _ []byte) {
+			if err := os.RemoveAll(storeDir); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(storeDir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"serial and objects deleted", func(t *testing.T, storeDir string, _ []byte) {
+			for _, p := range []string{"serial", "apps", "nodes", "domains"} {
+				if err := os.RemoveAll(filepath.Join(storeDir, p)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+		{"another fleet's store", func(t *testing.T, storeDir string, _ []byte) {
+			if err := os.RemoveAll(storeDir); err != nil {
+				t.Fatal(err)
+			}
+			st, err := dir.New(storeDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			putObject(t, st, fleet.AppKey("other"), fleet.App{Name: "other", Account: "them", Placement: []string{"vps-z"}})
+			putObject(t, st, fleet.NodeKey("vps-z"), fleet.NodeRecord{Name: "vps-z", Address: "10.9.0.1", APIPort: 7400,
+				Instances: map[string]fleet.Instance{"other": {Port: 24000, Ready: true}}, Seen: time.Now().UTC()})
+		}},
+		{"restored older copy", func(t *testing.T, storeDir string, oldSerial []byte) {
+			_, epoch, err := store.ParseSerialEpoch(oldSerial)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.RemoveAll(filepath.Join(storeDir, "apps")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(storeDir, "serial"), store.FormatSerial(1, epoch), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			storeDir := filepath.Join(t.TempDir(), "store")
+			cfg := testConfig(t, "vps-a", storeDir)
+			routes, traefik, serial := servedBeforeRestart(t, cfg)
+
+			tc.swap(t, storeDir, serial)
+			if st, err := dir.New(storeDir); err == nil { // its lock file exists from now on
+				st.Close()
+			}
+			swapped := storeBytes(t, storeDir)
+
+			n := startNode(t, cfg) // the same state dir
+			waitFor(t, 5*time.Second, "routes 200", func() bool {
+				resp, _ := n.get("/v1/ingress/routes", testIngressToken)
+				return resp.StatusCode == 200
+			})
+			for range 5 { // several passes
+				if _, b := n.get("/v1/ingress/routes", testIngressToken); !bytes.Equal(b, routes) {
+					t.Fatalf("restarted on a foreign store, the node serves\n%s\nnot what it served\n%s\n%s", b, routes, n.logs.String())
+				}
+				if _, b := n.get("/v1/ingress/traefik", testIngressToken); !bytes.Equal(b, traefik) {
+					t.Fatalf("restarted on a foreign store, the Traefik rendering moved:\n%s", b)
+				}
+				time.Sleep(2 * time.Duration(cfg.Reconcile.Interval))
+			}
+			waitFor(t, 5*time.Second, "status: store foreign", func() bool {
+				f, _ := storeForeign(t, n)
+				return f
+			})
+			if _, r := storeForeign(t, n); r == "" || !strings.Contains(statusString(t, n), "store adopt") {
+				t.Errorf("status names no reason or no way out:\n%s", statusString(t, n))
+			}
+			if resp, b := n.do("PUT", "/v1/apps/blog", testAdminToken, `{"account":"acme","placement":["vps-a"]}`); resp.StatusCode != 503 ||
+				!strings.Contains(string(b), "store adopt") {
+				t.Fatalf("a write to a foreign store: %d %s, want 503 naming the adopt action", resp.StatusCode, b)
+			}
+			if after := storeBytes(t, storeDir); !equalMaps(swapped, after) {
+				t.Fatalf("the node wrote into the foreign store:\nbefore %v\nafter  %v", keysOf(swapped), keysOf(after))
+			}
+		})
+	}
+}
+
+func statusString(t *testing.T, n *testNode) string {
+	t.Helper()
+	_, b := n.get("/v1/status", testAdminToken)
+	return string(b)
+}
+
+func keysOf(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, filepath.Base(filepath.Dir(k))+"/"+filepath.Base(k))
+	}
+	return out
+}
+
+// TestFirstStartOnAnEmptyStoreRemembersNothing (issue 12, item 11 (c)): an empty state
+// dir on an empty store starts as before: nothing foreign, writes accepted, and the
+// restart on the store it wrote is not foreign either.
+func TestFirstStartOnAnEmptyStoreRemembersNothing(t *testing.T) {
+	storeDir := filepath.Join(t.TempDir(), "store")
+	cfg := testConfig(t, "vps-a", storeDir)
+	n := startNode(t, cfg)
+	n.waitReady()
+	if f, r := storeForeign(t, n); f {
+		t.Fatalf("a first start on an empty store is foreign: %s", r)
+	}
+	n.must(201, "PUT", "/v1/apps/blog", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.must(200, "PUT", "/v1/node/instances/blog", testAdminToken, `{"port":25000,"ready":true}`)
+	waitFor(t, 5*time.Second, "blog routed", func() bool { return len(hostsOf(routesDoc(t, n))) == 1 })
+	_, routes := n.get("/v1/ingress/routes", testIngressToken)
+	n.stop()
+
+	m := startNode(t, cfg)
+	m.waitReady()
+	waitFor(t, 5*time.Second, "the same document", func() bool {
+		_, b := m.get("/v1/ingress/routes", testIngressToken)
+		return bytes.Equal(b, routes)
+	})
+	if f, r := storeForeign(t, m); f {
+		t.Fatalf("a restart on the store it served is foreign: %s", r)
+	}
+	m.must(201, "PUT", "/v1/apps/docs", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+}
+
+// TestStoreAdoptAcceptsTheStoreAsItIs (issue 12, item 11 (b)): the operator's adopt
+// request (`scafo-node store adopt`) makes a node serving its remembered document over
+// a foreign store accept that store as it is: it serves what the store holds, writes
+// go through, and a restart after that remembers the adopted store. A request made
+// while the node is stopped is acted on at start.
+func TestStoreAdoptAcceptsTheStoreAsItIs(t *testing.T) {
+	for _, running := range []bool{true, false} {
+		name := map[bool]string{true: "running node", false: "stopped node"}[running]
+		t.Run(name, func(t *testing.T) {
+			storeDir := filepath.Join(t.TempDir(), "store")
+			cfg := testConfig(t, "vps-a", storeDir)
+			routes, _, _ := servedBeforeRestart(t, cfg)
+			if err := os.RemoveAll(storeDir); err != nil { // an empty disk, deliberately
+				t.Fatal(err)
+			}
+			if !running {
+				if err := RequestStoreAdopt(cfg.StateDir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			n := startNode(t, cfg)
+			if running {
+				waitFor(t, 5*time.Second, "the remembered document, the store foreign", func() bool {
+					resp, _ := n.get("/v1/ingress/routes", testIngressToken)
+					f, _ := storeForeign(t, n)
+					return resp.StatusCode == 200 && f
+				})
+				if _, b := n.get("/v1/ingress/routes", testIngressToken); !bytes.Equal(b, routes) {
+					t.Fatalf("before adopting: %s", b)
+				}
+				if err := RequestStoreAdopt(cfg.StateDir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// What the (empty) store holds: no application route; this node's own record
+			// (written once the store is accepted) in the API apex.
+			waitFor(t, 5*time.Second, "the store adopted", func() bool {
+				resp, _ := n.get("/v1/ingress/routes", testIngressToken)
+				f, _ := storeForeign(t, n)
+				return resp.StatusCode == 200 && !f && len(hostsOf(routesDoc(t, n))) == 0
+			})
+			n.waitReady()
+			if _, err := os.Stat(filepath.Join(cfg.StateDir, adoptFile)); err == nil {
+				t.Fatal("the adopt request was not consumed")
+			}
+			n.must(201, "PUT", "/v1/apps/blog", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+			n.must(200, "PUT", "/v1/node/instances/blog", testAdminToken, `{"port":25000,"ready":true}`)
+			waitFor(t, 5*time.Second, "blog routed", func() bool {
+				return strings.Join(hostsOf(routesDoc(t, n)), ",") == "blog.apps.example.com"
+			})
+			_, adopted := n.get("/v1/ingress/routes", testIngressToken)
+			n.stop()
+
+			// The adopted store is now the one this node remembers.
+			m := startNode(t, cfg)
+			waitFor(t, 5*time.Second, "the adopted store's document", func() bool {
+				resp, b := m.get("/v1/ingress/routes", testIngressToken)
+				return resp.StatusCode == 200 && bytes.Equal(b, adopted)
+			})
+			if f, r := storeForeign(t, m); f {
+				t.Fatalf("a restart after adopting is foreign: %s", r)
+			}
+		})
+	}
+}
