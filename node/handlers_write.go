@@ -146,10 +146,23 @@ func quoteETag(e string) string {
 	return `"` + e + `"`
 }
 
-// ifMatch returns the unquoted If-Match etag ("" when absent).
+// ifMatch returns the If-Match header as sent ("" when absent): "*" or a list of entity
+// tags, which the write domain compares with the object's etag (fleetwrite.sameETag:
+// "*" matches any current representation, a weak tag never matches).
 func ifMatch(r *http.Request) string {
-	v := strings.TrimSpace(r.Header.Get("If-Match"))
-	return strings.Trim(strings.TrimPrefix(v, "W/"), `"`)
+	return strings.TrimSpace(r.Header.Get("If-Match"))
+}
+
+// writeConditionalError is writeDomainError for a write that may carry If-Match: when
+// the object it names does not exist, no If-Match can match ("*" included), so the
+// answer is 412, not 404 (RFC 9110 §13.1.1).
+func (s *Server) writeConditionalError(w http.ResponseWriter, r *http.Request, err error) {
+	if ifMatch(r) != "" && errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusPreconditionFailed, "precondition failed",
+			"If-Match, but "+err.Error()+"; re-read it and retry")
+		return
+	}
+	s.writeDomainError(w, err)
 }
 
 func created(c bool) int {
@@ -192,7 +205,7 @@ func (s *Server) handlePutApp(w http.ResponseWriter, r *http.Request) {
 	}
 	a, etag, isNew, err := s.writer.PutApp(r.Context(), actorOf(r), app, a, ifMatch(r))
 	if err != nil {
-		s.writeDomainError(w, err)
+		s.writeConditionalError(w, r, err)
 		return
 	}
 	writeObject(w, created(isNew), etag, a)
@@ -201,7 +214,7 @@ func (s *Server) handlePutApp(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleDeleteApp(w http.ResponseWriter, r *http.Request) {
 	app := chi.URLParam(r, "app")
 	if err := s.writer.DeleteApp(r.Context(), actorOf(r), app, ifMatch(r)); err != nil {
-		s.writeDomainError(w, err)
+		s.writeConditionalError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"deleted": app})
@@ -267,7 +280,7 @@ func (s *Server) handleDeleteClaim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.writer.Release(r.Context(), actorOf(r), app, host, ifMatch(r)); err != nil {
-		s.writeDomainError(w, err)
+		s.writeConditionalError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"released": host})
@@ -331,7 +344,7 @@ func (s *Server) handlePutPaths(w http.ResponseWriter, r *http.Request) {
 	}
 	c, etag, err := s.writer.PublishPaths(r.Context(), actorOf(r), app, host, *body.Paths, ifMatch(r))
 	if err != nil {
-		s.writeDomainError(w, err)
+		s.writeConditionalError(w, r, err)
 		return
 	}
 	writeObject(w, http.StatusOK, etag, answerPaths(c, s.pathWarnings(c)))

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/internal/jsonx"
@@ -158,6 +159,7 @@ func (s *Server) settings() fleet.NodeSettings {
 // Handler is the node's HTTP API.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
+	r.Use(middleware.GetHead) // HEAD is GET without the body, on every GET route
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not found", r.URL.Path)
 	})
