@@ -311,8 +311,40 @@ func answerPaths(c fleet.Claim, warnings []string) pathsAnswer {
 	return pathsAnswer{Host: c.Host, Account: c.Account, App: c.App, Paths: paths, Warnings: warnings}
 }
 
+// refusePathsFirst answers a request to the path-map door that is malformed (answer
+// writes the 400): a caller the write domain refuses on {app} gets that refusal
+// instead, so a refusal (an application token on the control-plane application, or on
+// another application) reads the same whatever the request's host or body. The admin
+// is never refused; a well-formed request is authorized by the operation itself.
+func (s *Server) refusePathsFirst(w http.ResponseWriter, r *http.Request, answer func()) {
+	if who := actorOf(r); !who.Admin {
+		app := chi.URLParam(r, "app")
+		if fleetwrite.ValidateAppName(app) == nil {
+			if err := s.writer.AuthorizePaths(r.Context(), who, app); err != nil {
+				s.writeDomainError(w, err)
+				return
+			}
+		}
+	}
+	answer()
+}
+
+// pathsParams is claimParams for the path-map door (refusePathsFirst).
+func (s *Server) pathsParams(w http.ResponseWriter, r *http.Request) (app, host string, ok bool) {
+	app = chi.URLParam(r, "app")
+	err := fleetwrite.ValidateAppName(app)
+	if err == nil {
+		host, err = fleetwrite.CanonicalHost(chi.URLParam(r, "host"))
+	}
+	if err != nil {
+		s.refusePathsFirst(w, r, func() { s.writeDomainError(w, err) })
+		return "", "", false
+	}
+	return app, host, true
+}
+
 func (s *Server) handleGetPaths(w http.ResponseWriter, r *http.Request) {
-	app, host, ok := s.claimParams(w, r)
+	app, host, ok := s.pathsParams(w, r)
 	if !ok {
 		return
 	}
@@ -327,18 +359,22 @@ func (s *Server) handleGetPaths(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handlePutPaths(w http.ResponseWriter, r *http.Request) {
 	var body pathsBody
 	if err := decodeStrict(r, &body); err != nil {
-		badRequest(w, "invalid body", fmt.Errorf(`%w (want {"paths": {"<prefix>": "<host>"}})`, err))
+		s.refusePathsFirst(w, r, func() {
+			badRequest(w, "invalid body", fmt.Errorf(`%w (want {"paths": {"<prefix>": "<host>"}})`, err))
+		})
 		return
 	}
 	if body.Paths == nil {
-		writeError(w, http.StatusBadRequest, "invalid body", `field "paths" is required: {"paths": {}} clears the map`)
+		s.refusePathsFirst(w, r, func() {
+			writeError(w, http.StatusBadRequest, "invalid body", `field "paths" is required: {"paths": {}} clears the map`)
+		})
 		return
 	}
 	if _, err := fleetwrite.ValidatePaths(*body.Paths); err != nil {
-		s.writeDomainError(w, err)
+		s.refusePathsFirst(w, r, func() { s.writeDomainError(w, err) })
 		return
 	}
-	app, host, ok := s.claimParams(w, r)
+	app, host, ok := s.pathsParams(w, r)
 	if !ok {
 		return
 	}
