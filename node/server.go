@@ -23,10 +23,12 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/hashicorp/golang-lru/v2/expirable"
 
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/internal/jsonx"
@@ -52,6 +54,10 @@ type Server struct {
 	identity  *store.Identity      // the store's serial and epoch: one owner
 	writer    *fleetwrite.Writer   // every fleet write
 	instances *fleetwrite.Registry // this node's instances (ports, readiness)
+
+	conns     atomic.Pointer[connLimiter]      // the API listener's cap (set by Run)
+	rejects   *rejectLogger                    // rejection log lines, rate-limited per source
+	badTokens *expirable.LRU[string, struct{}] // hashes of recently rejected application tokens
 
 	kick     chan struct{} // run a reconcile pass now
 	beat     chan struct{} // rewrite this node's record now
@@ -99,14 +105,17 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	if err := ropts.Validate(); err != nil {
 		return nil, fmt.Errorf("traefik render options: %w", err)
 	}
+	cfg.Limits.fillDefaults()
 	pub := newPublisher(ropts, openSpillDir(cfg.StateDir, log))
 	s := &Server{
 		cfg: cfg, log: log, st: st,
 		ingressToken: ingressTok, adminToken: adminTok,
 		pub: pub, instances: inst, identity: &store.Identity{},
-		kick:     make(chan struct{}, 1),
-		beat:     make(chan struct{}, 1),
-		shutdown: make(chan struct{}),
+		rejects:   newRejectLogger(log, time.Duration(cfg.Limits.RejectLog)),
+		badTokens: expirable.NewLRU[string, struct{}](badTokenCacheSize, nil, badTokenTTL),
+		kick:      make(chan struct{}, 1),
+		beat:      make(chan struct{}, 1),
+		shutdown:  make(chan struct{}),
 	}
 	s.metrics = newMetrics(pub)
 	s.writer = fleetwrite.New(fleetwrite.Config{
@@ -159,7 +168,7 @@ func (s *Server) settings() fleet.NodeSettings {
 // Handler is the node's HTTP API.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(middleware.GetHead) // HEAD is GET without the body, on every GET route
+	r.Use(s.guardReserve, s.boundRequest, middleware.GetHead)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not found", r.URL.Path)
 	})
@@ -216,15 +225,26 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		s.heartbeatLoop(loopCtx)
 	}()
 
+	// No ReadTimeout or WriteTimeout: they would cut long-polls. A request's body and its
+	// answer are bounded per request instead (boundRequest, limits.go).
+	lim := s.cfg.Limits
+	total, reserved := lim.conns()
+	limiter := newConnLimiter(ln, total, reserved, func(remote string) {
+		s.rejects.reject(remote, "refused connection: at the connection limit", "maxConns", total)
+	})
+	s.conns.Store(limiter)
+	ln = limiter
 	srv := &http.Server{
 		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		ReadHeaderTimeout: time.Duration(lim.HeaderTimeout),
+		IdleTimeout:       time.Duration(lim.IdleTimeout),
+		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	s.log.Info("scafo-node serving", "addr", ln.Addr().String(), "node", s.cfg.Node.Name, "stateDir", s.cfg.StateDir)
+	s.log.Info("scafo-node serving", "addr", ln.Addr().String(), "node", s.cfg.Node.Name, "stateDir", s.cfg.StateDir,
+		"maxConns", total, "reservedConns", reserved)
 
 	var err error
 	select {
