@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/store"
@@ -14,18 +16,25 @@ func unauthorized(w http.ResponseWriter, detail string) {
 	writeError(w, http.StatusUnauthorized, "unauthorized", detail)
 }
 
+// reject answers 401 to a request without a valid credential, cheaply: the log line
+// is rate-limited per source (rejectRequest), and an unread body is not waited for
+// (cutBody).
+func (s *Server) reject(w http.ResponseWriter, r *http.Request, msg, detail string) {
+	s.rejectRequest(r, msg)
+	cutBody(w, r)
+	unauthorized(w, detail)
+}
+
 // requireIngress admits the ingress token (and the admin token, which can do anything).
 func (s *Server) requireIngress(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok := bearer(r.Header.Get("Authorization"))
 		if tok == "" {
-			s.log.Warn("rejected ingress request: no bearer token", "path", r.URL.Path, "remote", r.RemoteAddr)
-			unauthorized(w, "missing bearer token")
+			s.reject(w, r, "rejected ingress request: no bearer token", "missing bearer token")
 			return
 		}
 		if !tokenEqual(tok, s.ingressToken) && !tokenEqual(tok, s.adminToken) {
-			s.log.Warn("rejected ingress request: bad token", "path", r.URL.Path, "remote", r.RemoteAddr)
-			unauthorized(w, "invalid token")
+			s.reject(w, r, "rejected ingress request: bad token", "invalid token")
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -40,31 +49,70 @@ func actorOf(r *http.Request) fleetwrite.Actor {
 	return a
 }
 
+// The negative cache of application tokens: a rejected token is refused again without a
+// store read for badTokenTTL, so a flood of one bad token reads the store about once a
+// minute. A token's secret is random and its id never reused, so a rejection stays
+// right; the TTL only bounds the damage of a store that briefly answered "not found"
+// for tokens that exist (a bucket being restored).
+const (
+	badTokenCacheSize = 1024
+	badTokenTTL       = time.Minute
+)
+
+// plausibleAppToken reports whether tok has the shape of an application token, as
+// IssueToken mints them: "scafo_" + 16 lowercase hex (the id) + "_" + 64 lowercase hex
+// (the secret). Only such a token is looked up in the store.
+func plausibleAppToken(tok string) bool {
+	const idLen, secretLen = 16, 64
+	rest, ok := strings.CutPrefix(tok, "scafo_")
+	if !ok || len(rest) != idLen+1+secretLen || rest[idLen] != '_' {
+		return false
+	}
+	for i := 0; i < len(rest); i++ {
+		c := rest[i]
+		if i != idLen && !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // authenticate admits the admin token and application tokens
 // ("scafo_<id>_<secret>", looked up in the store on every request so a revocation
 // takes effect at once) and records who is calling. Authorization is the write
-// domain's (per operation) and adminOnly's.
+// domain's (per operation) and adminOnly's. A rejection is cheap: a token not shaped
+// like an application token, or one rejected lately (badTokens), is refused without a
+// store read, and rejections are logged at most once per source per interval.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok := bearer(r.Header.Get("Authorization"))
 		if tok == "" {
-			s.log.Warn("rejected request: no bearer token", "path", r.URL.Path, "remote", r.RemoteAddr)
-			unauthorized(w, "missing bearer token")
+			s.reject(w, r, "rejected request: no bearer token", "missing bearer token")
 			return
 		}
 		var a fleetwrite.Actor
 		switch {
 		case tokenEqual(tok, s.adminToken):
 			a.Admin = true
+		case !plausibleAppToken(tok):
+			s.reject(w, r, "rejected request: bad token", "invalid token")
+			return
 		default:
+			hash := fleetwrite.HashToken(tok)
+			if s.badTokens.Contains(hash) {
+				s.reject(w, r, "rejected request: bad token", "invalid token")
+				return
+			}
 			rec, err := s.writer.LookupToken(r.Context(), tok)
 			if errors.Is(err, store.ErrUnavailable) {
 				s.writeDomainError(w, err)
 				return
 			}
 			if err != nil {
-				s.log.Warn("rejected request: bad token", "path", r.URL.Path, "remote", r.RemoteAddr)
-				unauthorized(w, "invalid token")
+				if errors.Is(err, fleetwrite.ErrBadToken) {
+					s.badTokens.Add(hash, struct{}{})
+				}
+				s.reject(w, r, "rejected request: bad token", "invalid token")
 				return
 			}
 			a.Token = rec

@@ -40,6 +40,7 @@ type Config struct {
 	Ports      PortsConfig     `description:"Instance port allocation." json:"ports"`
 	Writes     WritesConfig    `description:"Limits on writes through the API." json:"writes"`
 	Audit      AuditConfig     `description:"The audit log in the store." json:"audit"`
+	Limits     LimitsConfig    `description:"What one client may hold: connections, time to send a request, log lines." json:"limits"`
 	Log        LogConfig       `description:"Logging." json:"log"`
 }
 
@@ -131,6 +132,21 @@ type PortsConfig struct {
 	Quarantine ptypes.Duration `description:"How long a released port is not reassigned." json:"quarantine,omitempty"`
 }
 
+// LimitsConfig bounds what clients can hold (DESIGN §5, "Hostile clients"). The node
+// API may face the internet: a connection that sends headers and never its body, or
+// never finishes its headers, or never reads its answer, is cut after a bounded time,
+// and connections beyond a cap are refused, with a reserve kept for ingress polls and
+// probes.
+type LimitsConfig struct {
+	MaxConns      int             `description:"Most concurrent connections on the API listener; beyond it new connections are refused with 503 (0: derived from the open-file limit, 3/4 of it, at most 4096)." json:"maxConns,omitempty"`
+	ReservedConns int             `description:"Of maxConns, how many are kept for ingress polls, health probes and the admin token: a connection accepted beyond maxConns - reservedConns serves one such request and closes (0: maxConns/8)." json:"reservedConns,omitempty"`
+	HeaderTimeout ptypes.Duration `description:"Time a client has to send a request's headers." json:"headerTimeout,omitempty"`
+	BodyTimeout   ptypes.Duration `description:"Time a client has to send a request's body, counted from the end of its headers (requests without a body, such as long-polls, are not bounded by it)." json:"bodyTimeout,omitempty"`
+	WriteTimeout  ptypes.Duration `description:"Time a client has to take an answer (a long-poll's wait is not counted)." json:"writeTimeout,omitempty"`
+	IdleTimeout   ptypes.Duration `description:"A keep-alive connection idle this long is closed." json:"idleTimeout,omitempty"`
+	RejectLog     ptypes.Duration `description:"Rejected requests are logged at most once per remote address per this interval, with the count of those not logged." json:"rejectLog,omitempty"`
+}
+
 // LogConfig selects the log format and level.
 type LogConfig struct {
 	Level  string `description:"debug, info, warn or error." json:"level,omitempty"`
@@ -161,6 +177,13 @@ func (c *Config) SetDefaults() {
 	c.Writes = WritesConfig{Rate: 5, Burst: 20}
 	c.Audit = AuditConfig{Retention: ptypes.Duration(30 * 24 * time.Hour)}
 	c.Ports = PortsConfig{Min: 24000, Max: 28999, Quarantine: ptypes.Duration(10 * time.Minute)}
+	c.Limits = LimitsConfig{
+		HeaderTimeout: ptypes.Duration(5 * time.Second),
+		BodyTimeout:   ptypes.Duration(10 * time.Second),
+		WriteTimeout:  ptypes.Duration(60 * time.Second),
+		IdleTimeout:   ptypes.Duration(30 * time.Second),
+		RejectLog:     ptypes.Duration(10 * time.Second),
+	}
 	c.Log = LogConfig{Level: "info", Format: "text"}
 }
 
@@ -373,5 +396,6 @@ func (c *Config) Validate() error {
 	if floor := 5*time.Duration(c.Reconcile.Interval) + 5*time.Second; time.Duration(c.Ports.Quarantine) < floor {
 		errs = append(errs, fmt.Errorf("ports.quarantine %s: must be at least 5 x reconcile.interval + 5s (%s)", time.Duration(c.Ports.Quarantine), floor))
 	}
+	errs = append(errs, c.Limits.validate()...)
 	return errors.Join(errs...)
 }

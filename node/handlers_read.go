@@ -147,10 +147,14 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 				case <-r.Context().Done():
 					return 499
 				}
+				s.armWrite(w) // the answer's time starts after the wait
 			}
 			h.Set("ETag", etag)
 			w.WriteHeader(http.StatusNotModified)
 			return http.StatusNotModified
+		}
+		if deadline != nil {
+			s.armWrite(w) // a long-poll that waited and saw a new revision
 		}
 		h.Set("ETag", etag)
 		h.Set("Content-Type", "application/json")

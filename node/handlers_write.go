@@ -148,10 +148,23 @@ func quoteETag(e string) string {
 	return `"` + e + `"`
 }
 
-// ifMatch returns the unquoted If-Match etag ("" when absent).
+// ifMatch returns the If-Match header as sent ("" when absent): "*" or a list of entity
+// tags, which the write domain compares with the object's etag (fleetwrite.sameETag:
+// "*" matches any current representation, a weak tag never matches).
 func ifMatch(r *http.Request) string {
-	v := strings.TrimSpace(r.Header.Get("If-Match"))
-	return strings.Trim(strings.TrimPrefix(v, "W/"), `"`)
+	return strings.TrimSpace(r.Header.Get("If-Match"))
+}
+
+// writeConditionalError is writeDomainError for a write that may carry If-Match: when
+// the object it names does not exist, no If-Match can match ("*" included), so the
+// answer is 412, not 404 (RFC 9110 §13.1.1).
+func (s *Server) writeConditionalError(w http.ResponseWriter, r *http.Request, err error) {
+	if ifMatch(r) != "" && errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusPreconditionFailed, "precondition failed",
+			"If-Match, but "+err.Error()+"; re-read it and retry")
+		return
+	}
+	s.writeDomainError(w, err)
 }
 
 func created(c bool) int {
@@ -194,7 +207,7 @@ func (s *Server) handlePutApp(w http.ResponseWriter, r *http.Request) {
 	}
 	a, etag, isNew, err := s.writer.PutApp(r.Context(), actorOf(r), app, a, ifMatch(r))
 	if err != nil {
-		s.writeDomainError(w, err)
+		s.writeConditionalError(w, r, err)
 		return
 	}
 	writeObject(w, created(isNew), etag, a)
@@ -203,7 +216,7 @@ func (s *Server) handlePutApp(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleDeleteApp(w http.ResponseWriter, r *http.Request) {
 	app := chi.URLParam(r, "app")
 	if err := s.writer.DeleteApp(r.Context(), actorOf(r), app, ifMatch(r)); err != nil {
-		s.writeDomainError(w, err)
+		s.writeConditionalError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"deleted": app})
@@ -269,7 +282,7 @@ func (s *Server) handleDeleteClaim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.writer.Release(r.Context(), actorOf(r), app, host, ifMatch(r)); err != nil {
-		s.writeDomainError(w, err)
+		s.writeConditionalError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"released": host})
@@ -300,8 +313,40 @@ func answerPaths(c fleet.Claim, warnings []string) pathsAnswer {
 	return pathsAnswer{Host: c.Host, Account: c.Account, App: c.App, Paths: paths, Warnings: warnings}
 }
 
+// refusePathsFirst answers a request to the path-map door that is malformed (answer
+// writes the 400): a caller the write domain refuses on {app} gets that refusal
+// instead, so a refusal (an application token on the control-plane application, or on
+// another application) reads the same whatever the request's host or body. The admin
+// is never refused; a well-formed request is authorized by the operation itself.
+func (s *Server) refusePathsFirst(w http.ResponseWriter, r *http.Request, answer func()) {
+	if who := actorOf(r); !who.Admin {
+		app := chi.URLParam(r, "app")
+		if fleetwrite.ValidateAppName(app) == nil {
+			if err := s.writer.AuthorizePaths(r.Context(), who, app); err != nil {
+				s.writeDomainError(w, err)
+				return
+			}
+		}
+	}
+	answer()
+}
+
+// pathsParams is claimParams for the path-map door (refusePathsFirst).
+func (s *Server) pathsParams(w http.ResponseWriter, r *http.Request) (app, host string, ok bool) {
+	app = chi.URLParam(r, "app")
+	err := fleetwrite.ValidateAppName(app)
+	if err == nil {
+		host, err = fleetwrite.CanonicalHost(chi.URLParam(r, "host"))
+	}
+	if err != nil {
+		s.refusePathsFirst(w, r, func() { s.writeDomainError(w, err) })
+		return "", "", false
+	}
+	return app, host, true
+}
+
 func (s *Server) handleGetPaths(w http.ResponseWriter, r *http.Request) {
-	app, host, ok := s.claimParams(w, r)
+	app, host, ok := s.pathsParams(w, r)
 	if !ok {
 		return
 	}
@@ -316,24 +361,28 @@ func (s *Server) handleGetPaths(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handlePutPaths(w http.ResponseWriter, r *http.Request) {
 	var body pathsBody
 	if err := decodeStrict(r, &body); err != nil {
-		badRequest(w, "invalid body", fmt.Errorf(`%w (want {"paths": {"<prefix>": "<host>"}})`, err))
+		s.refusePathsFirst(w, r, func() {
+			badRequest(w, "invalid body", fmt.Errorf(`%w (want {"paths": {"<prefix>": "<host>"}})`, err))
+		})
 		return
 	}
 	if body.Paths == nil {
-		writeError(w, http.StatusBadRequest, "invalid body", `field "paths" is required: {"paths": {}} clears the map`)
+		s.refusePathsFirst(w, r, func() {
+			writeError(w, http.StatusBadRequest, "invalid body", `field "paths" is required: {"paths": {}} clears the map`)
+		})
 		return
 	}
 	if _, err := fleetwrite.ValidatePaths(*body.Paths); err != nil {
-		s.writeDomainError(w, err)
+		s.refusePathsFirst(w, r, func() { s.writeDomainError(w, err) })
 		return
 	}
-	app, host, ok := s.claimParams(w, r)
+	app, host, ok := s.pathsParams(w, r)
 	if !ok {
 		return
 	}
 	c, etag, err := s.writer.PublishPaths(r.Context(), actorOf(r), app, host, *body.Paths, ifMatch(r))
 	if err != nil {
-		s.writeDomainError(w, err)
+		s.writeConditionalError(w, r, err)
 		return
 	}
 	writeObject(w, http.StatusOK, etag, answerPaths(c, s.pathWarnings(c)))

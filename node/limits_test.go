@@ -1,115 +1,260 @@
 package node
 
+// Connection limits and deadlines (limits.go), their settings, and the rate-limited
+// rejection log.
+
 import (
-	"encoding/json"
+	"bufio"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	ptypes "github.com/traefik/paerser/types"
 )
 
-func TestAppTokenWritesAreRateLimited(t *testing.T) {
-	cfg := testConfig(t, "vps-a", t.TempDir())
-	cfg.Writes.Rate, cfg.Writes.Burst = 0.5, 3
-	n := startNode(t, cfg)
-	n.waitReady()
-	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	var tok struct{ Token string }
-	json.Unmarshal(n.must(201, "POST", "/v1/tokens", testAdminToken, `{"account":"acme","app":"shop","roles":["instance"]}`), &tok)
-	for i := range 3 {
-		n.must(200, "PUT", "/v1/node/instances/shop", tok.Token, fmt.Sprintf(`{"port":%d,"ready":true}`, 24000+i))
+// connsHeld is how many connections hold a slot of n's connection cap, and how many
+// of the slots are general (not reserved); ok is false before n serves.
+func connsHeld(n *testNode) (open, general int, ok bool) {
+	cl := n.srv.conns.Load()
+	if cl == nil {
+		return 0, 0, false
 	}
-	resp, b := n.do("PUT", "/v1/node/instances/shop", tok.Token, `{"port":24005,"ready":true}`)
-	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), "writes.rate") {
-		t.Fatalf("past the burst: %d Retry-After=%q %s, want 429 naming writes.rate", resp.StatusCode, resp.Header.Get("Retry-After"), b)
-	}
-	if resp, b := n.do("GET", "/v1/apps/shop/domains/x.example/paths", tok.Token, ""); resp.StatusCode == 429 {
-		t.Fatalf("a read was rate-limited: %s", b) // reads are never limited
-	}
-	n.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, `{"port":24006,"ready":true}`) // the admin is not limited
+	return cl.open(), cl.general, true
 }
 
-func TestABurstOfChangesPublishesAtMostOncePerWindow(t *testing.T) {
-	cfg := testConfig(t, "vps-a", t.TempDir())
-	cfg.Reconcile.Interval = ptypes.Duration(time.Hour) // only kicks publish
-	cfg.Reconcile.PublishWindow = ptypes.Duration(400 * time.Millisecond)
-	n := startNode(t, cfg)
-	n.waitReady()
-	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	published := func() int { return strings.Count(n.logs.String(), "published routing document") }
-
-	// A lone change after a quiet spell publishes at once.
-	time.Sleep(500 * time.Millisecond) // let the window after the app's publish pass
-	before, start := published(), time.Now()
-	n.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, `{"port":24000,"ready":true}`)
-	waitFor(t, 2*time.Second, "the lone change published", func() bool { return published() > before })
-	lone := time.Since(start)
-
-	// Churn: readiness toggled as fast as the API takes it, for ~2 s.
-	before, start = published(), time.Now()
-	for i := 0; time.Since(start) < 2*time.Second; i++ {
-		n.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"ready":%v}`, i%2 == 0))
-	}
-	churn := time.Since(start)
-	time.Sleep(time.Second) // the trailing publish of the burst
-	got := published() - before
-	limit := int(churn/(400*time.Millisecond)) + 2
-	if got > limit {
-		t.Fatalf("%d publishes during %s of churn, want at most %d (one per 400ms window)", got, churn, limit)
-	}
-	if got < 2 {
-		t.Fatalf("%d publishes during churn: the burst's changes were not published", got)
-	}
-	if lone > time.Second {
-		t.Fatalf("a lone change after a quiet spell took %s to publish", lone)
-	}
-	t.Logf("lone change published in %s; %d publishes in %s of churn", lone, got, churn)
-}
-
-// TestAnEmptyTokenFileIsReplacedNotFatal: an older node on a full disk left an empty
-// token file, and every later start failed. Minting now never leaves one (temp file,
-// sync, link), and an empty one is replaced; concurrent minters agree on one token.
-func TestAnEmptyTokenFileIsReplacedNotFatal(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "admin-token"), nil, 0o600); err != nil {
+// rawRequest opens a connection to n and sends req as is.
+func rawRequest(t *testing.T, n *testNode, req string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", strings.TrimPrefix(n.url, "http://"), 2*time.Second)
+	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := loadOrMintToken("", dir, "admin-token")
-	if err != nil || len(tok) != 64 {
-		t.Fatalf("start over an empty token file: %q %v", tok, err)
+	t.Cleanup(func() { c.Close() })
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
 	}
-	if again, err := loadOrMintToken("", dir, "admin-token"); err != nil || again != tok {
-		t.Fatalf("restart: %q %v, want %q", again, err, tok)
+	return c
+}
+
+// readAnswer reads one answer from c within d.
+func readAnswer(t *testing.T, c net.Conn, d time.Duration) (*http.Response, string) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(d))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer within %s: %v", d, err)
 	}
-	ents, _ := os.ReadDir(dir)
-	if len(ents) != 1 {
-		t.Fatalf("state dir holds %d entries, want only the token file (no temp files left)", len(ents))
-	}
-	fresh := t.TempDir()
-	toks := make(chan string, 8)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tk, err := loadOrMintToken("", fresh, "ingress-token")
-			if err != nil {
-				t.Error(err)
-			}
-			toks <- tk
-		}()
-	}
-	wg.Wait()
-	close(toks)
-	first := <-toks
-	for tk := range toks {
-		if tk != first {
-			t.Fatal("concurrent minters disagree on the token")
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+// closedWithin reports whether the node closes c within d (c's answers, if any, were
+// read already).
+func closedWithin(c net.Conn, d time.Duration) bool {
+	c.SetReadDeadline(time.Now().Add(d))
+	_, err := io.Copy(io.Discard, c)
+	return err == nil // EOF: closed by the node; a timeout is an error
+}
+
+const slowHealthz = "GET /v1/healthz HTTP/1.1\r\nHost: node\r\nContent-Length: 100\r\n\r\n"
+
+// TestConnectionReserveKeepsPollsAndProbes: with the general connections held, a new
+// connection serves one poll or probe and closes, refuses anything else at once, and a
+// connection beyond the cap is refused with a 503 rather than left waiting.
+func TestConnectionReserveKeepsPollsAndProbes(t *testing.T) {
+	cfg := testConfig(t, "vps-a", t.TempDir())
+	cfg.Limits.MaxConns = 4
+	cfg.Limits.ReservedConns = 2
+	cfg.Limits.IdleTimeout = ptypes.Duration(200 * time.Millisecond)
+	n := startNode(t, cfg)
+	n.waitReady()
+	cl := n.srv.conns.Load()
+	waitFor(t, 2*time.Second, "idle test connections closed", func() bool { return cl.open() == 0 })
+	// (net/http answers them only once their body has arrived or timed out.)
+	held := []net.Conn{rawRequest(t, n, slowHealthz), rawRequest(t, n, slowHealthz)}
+	waitFor(t, time.Second, "the general connections held", func() bool { return cl.open() == 2 })
+
+	const poll = "GET /v1/ingress/routes HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " + testIngressToken + "\r\n\r\n"
+	for _, tc := range []struct {
+		what, req string
+		code      int
+	}{
+		{"a poll", poll, 200},
+		{"a readiness probe", "GET /v1/readyz HTTP/1.1\r\nHost: node\r\n\r\n", 200},
+		{"HEAD of a poll", strings.Replace(poll, "GET", "HEAD", 1), 200},
+		{"status with the admin token", "GET /v1/status HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " + testAdminToken + "\r\n\r\n", 200},
+		{"a write with the admin token", "PUT /v1/apps/shop HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " + testAdminToken + "\r\nContent-Length: 18\r\n\r\n{\"account\":\"acme\"}", 201},
+		{"a poll without the token", "GET /v1/ingress/routes HTTP/1.1\r\nHost: node\r\n\r\n", 503},
+		{"a probe with a body", slowHealthz, 503},
+		{"a write with an application token", "PUT /v1/apps/shop/domains/ti.to/paths HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer scafo_0123456789abcdef_" + strings.Repeat("ab", 32) + "\r\nContent-Length: 100\r\n\r\n", 503},
+	} {
+		start := time.Now()
+		c := rawRequest(t, n, tc.req)
+		resp, body := readAnswer(t, c, 2*time.Second)
+		if resp.StatusCode != tc.code || !resp.Close {
+			t.Errorf("%s on a reserved connection: %d (close %v) %s, want %d and Connection: close", tc.what, resp.StatusCode, resp.Close, body, tc.code)
 		}
+		if !closedWithin(c, time.Second) {
+			t.Errorf("%s: the reserved connection was not closed after its answer", tc.what)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("%s took %s", tc.what, d)
+		}
+	}
+
+	// All four slots held (the reserved ones by clients that never finish their headers,
+	// which hold a slot for the header timeout): the next connection gets a 503 after a
+	// short wait.
+	const slowHeaders = "GET /v1/healthz HTTP/1.1\r\nHost: node\r\n"
+	held = append(held, rawRequest(t, n, slowHeaders), rawRequest(t, n, slowHeaders))
+	waitFor(t, time.Second, "every slot held", func() bool { return cl.open() == 4 })
+	start := time.Now()
+	c := rawRequest(t, n, poll)
+	resp, body := readAnswer(t, c, 3*time.Second)
+	if resp.StatusCode != 503 || !strings.Contains(body, "connection limit") {
+		t.Errorf("beyond the cap: %d %s", resp.StatusCode, body)
+	}
+	t.Logf("refused beyond the cap after %s", time.Since(start).Round(time.Millisecond))
+	// A freed slot is taken again.
+	held[0].Close()
+	waitFor(t, time.Second, "a slot freed", func() bool { return cl.open() == 3 })
+	if resp, _ := readAnswer(t, rawRequest(t, n, poll), 3*time.Second); resp.StatusCode != 200 {
+		t.Errorf("a poll once a slot is free: %d", resp.StatusCode)
+	}
+}
+
+// TestDeadlinesCutSlowClientsNotLongPolls: a body that does not arrive, an answer that
+// is not taken and an idle connection are cut after their timeouts; a long-poll, which
+// has no body, outlives all of them.
+func TestDeadlinesCutSlowClientsNotLongPolls(t *testing.T) {
+	cfg := testConfig(t, "vps-a", t.TempDir())
+	cfg.Limits.BodyTimeout = ptypes.Duration(300 * time.Millisecond)
+	cfg.Limits.WriteTimeout = ptypes.Duration(200 * time.Millisecond)
+	cfg.Limits.IdleTimeout = ptypes.Duration(400 * time.Millisecond)
+	n := startNode(t, cfg)
+	n.waitReady()
+
+	// A body announced and never sent, on a request answered without reading it.
+	c := rawRequest(t, n, slowHealthz)
+	if resp, _ := readAnswer(t, c, time.Second); resp.StatusCode != 200 {
+		t.Fatalf("healthz: %d", resp.StatusCode)
+	}
+	if !closedWithin(c, 2*time.Second) {
+		t.Error("a connection whose announced body never came was not closed")
+	}
+	// A body sent in part, on a request that reads it.
+	c = rawRequest(t, n, "PUT /v1/apps/shop HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer "+testAdminToken+"\r\nContent-Length: 100\r\n\r\n{\"acc")
+	start := time.Now()
+	if resp, body := readAnswer(t, c, 2*time.Second); resp.StatusCode != 400 || !strings.Contains(body, "body") {
+		t.Errorf("a body that stops half way: %d %s", resp.StatusCode, body)
+	}
+	t.Logf("a half-sent body answered after %s", time.Since(start).Round(time.Millisecond))
+	// An idle keep-alive connection.
+	c = rawRequest(t, n, "GET /v1/healthz HTTP/1.1\r\nHost: node\r\n\r\n")
+	if resp, _ := readAnswer(t, c, time.Second); resp.StatusCode != 200 || resp.Close {
+		t.Fatalf("healthz: %d close %v", resp.StatusCode, resp.Close)
+	}
+	if !closedWithin(c, 2*time.Second) {
+		t.Error("an idle connection was not closed")
+	}
+
+	// A long-poll longer than every timeout above: answered 304 when its wait ends.
+	r0, _ := n.get("/v1/ingress/routes", testIngressToken)
+	etag := r0.Header.Get("ETag")
+	start = time.Now()
+	r1, _ := n.get("/v1/ingress/routes?wait=1s", testIngressToken, "If-None-Match", etag)
+	if d := time.Since(start); r1.StatusCode != 304 || d < 900*time.Millisecond {
+		t.Errorf("long-poll: %d after %s, want 304 after 1s", r1.StatusCode, d)
+	}
+	// And one that sees a change after the timeouts passed: the new document in full.
+	go func() {
+		time.Sleep(700 * time.Millisecond)
+		for _, w := range [][2]string{
+			{"/v1/apps/shop", `{"account":"acme","placement":["vps-a"]}`},
+			{"/v1/node/instances/shop", `{"port":25000,"ready":true}`},
+		} {
+			req, _ := http.NewRequest("PUT", n.url+w[0], strings.NewReader(w[1]))
+			req.Header.Set("Authorization", "Bearer "+testAdminToken)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+	}()
+	start = time.Now()
+	r2, b2 := n.get("/v1/ingress/routes?wait=5s", testIngressToken, "If-None-Match", etag)
+	if r2.StatusCode != 200 || !strings.Contains(string(b2), "shop.apps.example.com") {
+		t.Errorf("long-poll across a change: %d after %s: %.200s", r2.StatusCode, time.Since(start), b2)
+	}
+}
+
+// TestRejectionLogIsRateLimitedPerSource: one line per source per interval; the next
+// line counts the rejections not logged.
+func TestRejectionLogIsRateLimitedPerSource(t *testing.T) {
+	buf := newSyncBuffer()
+	now := time.Unix(1000, 0)
+	l := newRejectLogger(slog.New(slog.NewTextHandler(buf, nil)), 10*time.Second)
+	l.now = func() time.Time { return now }
+	for i := 0; i < 50; i++ {
+		l.reject("192.0.2.1:4000", "rejected request: bad token")
+		l.reject(fmt.Sprintf("192.0.2.2:%d", 4000+i), "rejected request: bad token")
+	}
+	now = now.Add(11 * time.Second)
+	l.reject("192.0.2.1:4001", "rejected request: no bearer token")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want 3:\n%s", len(lines), buf.String())
+	}
+	if !strings.Contains(lines[2], "remote=192.0.2.1") || !strings.Contains(lines[2], "notLogged=49") {
+		t.Errorf("the line after the interval: %s, want notLogged=49 for 192.0.2.1", lines[2])
+	}
+	if strings.Contains(lines[0], "notLogged") {
+		t.Errorf("first line: %s", lines[0])
+	}
+}
+
+// TestLimitsSettings: the limits load from flags and the environment, are checked, and
+// the connection cap is derived from the open-file limit when not set.
+func TestLimitsSettings(t *testing.T) {
+	cfg, err := loadConfig(t, []string{"--limits.maxConns=100", "--limits.bodyTimeout=3s", "--node.name=vps-a"},
+		[]string{"SCAFO_LIMITS_RESERVEDCONNS=10", "SCAFO_LIMITS_IDLETIMEOUT=45s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := cfg.Limits
+	if l.MaxConns != 100 || l.ReservedConns != 10 || time.Duration(l.BodyTimeout) != 3*time.Second ||
+		time.Duration(l.IdleTimeout) != 45*time.Second || time.Duration(l.HeaderTimeout) != 5*time.Second {
+		t.Fatalf("loaded %+v", l)
+	}
+	if total, reserved := l.conns(); total != 100 || reserved != 10 {
+		t.Errorf("conns %d/%d, want 100/10", total, reserved)
+	}
+	for _, bad := range [][]string{
+		{"--limits.maxConns=10", "--limits.reservedConns=10"},
+		{"--limits.maxConns=-1"},
+		{"--limits.bodyTimeout=0s"},
+		{"--limits.rejectLog=0s"},
+	} {
+		if _, err := loadConfig(t, append(bad, "--node.name=vps-a"), nil); err == nil || !strings.Contains(err.Error(), "limits.") {
+			t.Errorf("%v: %v, want an error naming the setting", bad, err)
+		}
+	}
+	// Derived: 3/4 of the open-file limit (at most 4096), an eighth of it reserved.
+	def := NewConfig().Limits
+	total, reserved := def.conns()
+	if files := openFileLimit(); files > 0 {
+		want := min(maxDerivedConns, max(minConns, files-max(64, files/4)))
+		if total != want {
+			t.Errorf("derived cap %d with %d files, want %d", total, files, want)
+		}
+	}
+	if reserved != max(1, total/8) || reserved >= total {
+		t.Errorf("derived reserve %d of %d", reserved, total)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/hashicorp/golang-lru/v2/expirable"
 
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/internal/jsonx"
@@ -49,6 +51,10 @@ type Server struct {
 	nodeID, bootID string
 	started        time.Time
 	name           nameGuard
+
+	conns     atomic.Pointer[connLimiter]      // the API listener's cap (set by Run)
+	rejects   *rejectLogger                    // rejection log lines, rate-limited per source
+	badTokens *expirable.LRU[string, struct{}] // hashes of recently rejected application tokens
 
 	kick     chan struct{} // run a reconcile pass now
 	beat     chan struct{} // rewrite this node's record now
@@ -109,6 +115,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		log.Warn("the state dir's memory of the store is unreadable; adopting the store as it is (operator request)", "err", err)
 		mem, memDoc = nil, nil
 	}
+	cfg.Limits.fillDefaults()
 	pub := newPublisher(ropts, openSpillDir(cfg.StateDir, log))
 	s := &Server{
 		cfg: cfg, log: log, st: st,
@@ -116,9 +123,11 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		pub: pub, instances: inst, identity: &store.Identity{},
 		writes: newWriteLimiter(cfg.Writes.Rate, cfg.Writes.Burst),
 		nodeID: nodeID, bootID: randomHex(8), started: time.Now(),
-		kick:     make(chan struct{}, 1),
-		beat:     make(chan struct{}, 1),
-		shutdown: make(chan struct{}),
+		rejects:   newRejectLogger(log, time.Duration(cfg.Limits.RejectLog)),
+		badTokens: expirable.NewLRU[string, struct{}](badTokenCacheSize, nil, badTokenTTL),
+		kick:      make(chan struct{}, 1),
+		beat:      make(chan struct{}, 1),
+		shutdown:  make(chan struct{}),
 	}
 	s.metrics = newMetrics(pub, metricProbes{
 		storeForeign: s.identity.Foreign,
@@ -191,6 +200,7 @@ func (s *Server) settings() fleet.NodeSettings {
 // Handler is the node's HTTP API.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
+	r.Use(s.guardReserve, s.boundRequest, middleware.GetHead)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not found", r.URL.Path)
 	})
@@ -265,15 +275,26 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		s.heartbeatLoop(loopCtx)
 	}()
 
+	// No ReadTimeout or WriteTimeout: they would cut long-polls. A request's body and its
+	// answer are bounded per request instead (boundRequest, limits.go).
+	lim := s.cfg.Limits
+	total, reserved := lim.conns()
+	limiter := newConnLimiter(ln, total, reserved, func(remote string) {
+		s.rejects.reject(remote, "refused connection: at the connection limit", "maxConns", total)
+	})
+	s.conns.Store(limiter)
+	ln = limiter
 	srv := &http.Server{
 		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		ReadHeaderTimeout: time.Duration(lim.HeaderTimeout),
+		IdleTimeout:       time.Duration(lim.IdleTimeout),
+		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	s.log.Info("scafo-node serving", "addr", ln.Addr().String(), "node", s.cfg.Node.Name, "stateDir", s.cfg.StateDir)
+	s.log.Info("scafo-node serving", "addr", ln.Addr().String(), "node", s.cfg.Node.Name, "stateDir", s.cfg.StateDir,
+		"maxConns", total, "reservedConns", reserved)
 
 	var err error
 	select {

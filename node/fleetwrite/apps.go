@@ -156,7 +156,22 @@ func (w *Writer) DeleteApp(ctx context.Context, who Actor, name, ifMatch string)
 	return w.committed(ctx, who, AuditRecord{Action: "app.delete", Account: a.Account, App: name})
 }
 
-// sameETag compares a store etag with a client's (unquoted) one, strongly.
-func sameETag(storeETag, clientETag string) bool {
-	return strings.Trim(storeETag, `"`) == clientETag
+// sameETag reports whether a client's If-Match value matches the current etag of an
+// object that exists, as RFC 9110 §13.1.1 has it: "*" matches any current
+// representation; otherwise the value is a list of entity tags compared strongly, so a
+// weak tag (W/"…") never matches. A bare tag without quotes is taken as quoted.
+func sameETag(storeETag, ifMatch string) bool {
+	cur := strings.Trim(storeETag, `"`)
+	for _, t := range strings.Split(ifMatch, ",") {
+		t = strings.TrimSpace(t)
+		switch {
+		case t == "*":
+			return true
+		case strings.HasPrefix(t, "W/"):
+			// a weak tag never matches
+		case cur != "" && strings.Trim(t, `"`) == cur:
+			return true
+		}
+	}
+	return false
 }

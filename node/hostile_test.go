@@ -1,0 +1,383 @@
+package node
+
+// Hostile clients (DESIGN §5): connections held without a token, floods of rejected
+// credentials, refusals that read the same whatever the request's shape.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/node/store/dir"
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// ---- connection exhaustion ----
+
+// The slow-client helper runs in a child process (the test binary again), so that its
+// connections do not count against the file limit of the process the node runs in.
+const (
+	envSlowAddr  = "SCAFO_TEST_SLOW_CLIENTS_ADDR"
+	envSlowCount = "SCAFO_TEST_SLOW_CLIENTS_N"
+)
+
+// TestHelperSlowClients is not a test: run by TestSlowBodiesDoNotStarvePolls in a child
+// process, it opens N connections that each send a request's headers announcing a
+// 100-byte body and never send the body, prints "READY", and holds them until its
+// standard input closes (at most 60 s).
+func TestHelperSlowClients(t *testing.T) {
+	addr := os.Getenv(envSlowAddr)
+	if addr == "" {
+		t.Skip("helper process for TestSlowBodiesDoNotStarvePolls")
+	}
+	n, _ := strconv.Atoi(os.Getenv(envSlowCount))
+	// A quarter are refused at authentication (no token, a bad one); the rest are
+	// requests that are answered without their body being read (net/http then drains it
+	// after the answer), one of them a poll with the right token. All hold their
+	// connection until the body arrives, which it never does.
+	paths := []string{
+		"PUT /v1/apps/shop/domains/ti.to/paths", // no token
+		"GET /v1/healthz",
+		"GET /v1/readyz",
+		"GET /metrics",
+		"POST /v1/tokens", // a bad token
+		"GET /v1/health/instances/shop",
+		"GET /v1/ingress/traefik", // the ingress token
+		"GET /v1/healthz",
+	}
+	var conns []net.Conn
+	for i := 0; i < n; i++ {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			fmt.Printf("DIAL-ERROR %d %v\n", i, err)
+			break
+		}
+		auth := ""
+		switch i % len(paths) {
+		case 4:
+			auth = "Authorization: Bearer scafo_0123456789abcdef_" + strings.Repeat("ab", 32) + "\r\n"
+		case 6:
+			auth = "Authorization: Bearer " + testIngressToken + "\r\n"
+		}
+		fmt.Fprintf(c, "%s HTTP/1.1\r\nHost: node\r\n%sContent-Type: application/json\r\nContent-Length: 100\r\n\r\n", paths[i%len(paths)], auth)
+		conns = append(conns, c)
+	}
+	fmt.Printf("READY %d\n", len(conns))
+	done := make(chan struct{})
+	go func() { io.Copy(io.Discard, os.Stdin); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// openFDs counts this process's open file descriptors.
+func openFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("cannot count open files: %v", err)
+	}
+	return len(ents)
+}
+
+// TestSlowBodiesDoNotStarvePolls reproduces issue 12 item 5: on a node whose process may
+// open 256 files, 500 connections that send headers announcing a body and never send it
+// must not stop Traefik's polls or readiness answers.
+func TestSlowBodiesDoNotStarvePolls(t *testing.T) {
+	const attackers = 500
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Skipf("getrlimit: %v", err)
+	}
+	// The helper process raises its soft limit to the hard one (the Go runtime does at
+	// start); it needs a file per connection.
+	if lim.Max < attackers+100 {
+		t.Skipf("hard open-file limit %d is below the %d the slow clients need", lim.Max, attackers+100)
+	}
+	// The node's process gets the incident's limit: 256 files (more if the test binary
+	// already holds many).
+	soft := uint64(max(256, openFDs(t)+160))
+	if soft > lim.Cur {
+		t.Skipf("soft open-file limit %d is below %d", lim.Cur, soft)
+	}
+	orig := lim
+	lowered := lim
+	lowered.Cur = soft
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lowered); err != nil {
+		t.Skipf("setrlimit: %v", err)
+	}
+	t.Cleanup(func() { syscall.Setrlimit(syscall.RLIMIT_NOFILE, &orig) })
+	t.Logf("open-file limit lowered to %d (hard %d) for the node's process", soft, lim.Max)
+
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+
+	// The attack, from another process.
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperSlowClients$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envSlowAddr+"="+strings.TrimPrefix(n.url, "http://"), envSlowCount+"="+strconv.Itoa(attackers))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			if strings.HasPrefix(line, "READY") || strings.HasPrefix(line, "DIAL-ERROR") {
+				select {
+				case ready <- line:
+				default:
+				}
+			}
+		}
+	}()
+	select {
+	case line := <-ready:
+		if line != fmt.Sprintf("READY %d", attackers) {
+			t.Fatalf("slow clients: %s", line)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("slow clients did not connect within 30s")
+	}
+
+	// The slow clients fill the general part of the connection cap: what follows is
+	// served from the reserve.
+	if _, _, ok := connsHeld(n); ok {
+		waitFor(t, 5*time.Second, "the slow clients to fill the general connections", func() bool {
+			open, general, _ := connsHeld(n)
+			return open >= general
+		})
+	}
+	minOpen, general, _ := connsHeld(n)
+	t.Logf("%d connections open, %d of them general", minOpen, general)
+
+	// While the slow clients hold their connections, Traefik's polls (a new connection
+	// each, the hardest case) and readiness probes keep answering in their normal time.
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, DisableCompression: true}}
+	probe := func(path, token string) (int, error) {
+		req, _ := http.NewRequest(http.MethodGet, n.url+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, fmt.Errorf("after %s: %w", time.Since(start).Round(time.Millisecond), err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return 0, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return resp.StatusCode, fmt.Errorf("after %s: %s", time.Since(start).Round(time.Millisecond), b)
+		}
+		return resp.StatusCode, nil
+	}
+	end := time.Now().Add(3 * time.Second)
+	polls := 0
+	for time.Now().Before(end) {
+		open, _, _ := connsHeld(n)
+		minOpen = min(minOpen, open)
+		code, err := probe("/v1/ingress/routes", testIngressToken)
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("poll %d under attack: %d %v", polls, code, err)
+		}
+		code, err = probe("/v1/readyz", "")
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("readyz %d under attack: %d %v", polls, code, err)
+		}
+		polls++
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("%d polls and readiness probes answered while %d slow-body connections were open (at least %d of them held by the node)",
+		polls, attackers, minOpen)
+}
+
+// ---- rejected requests are cheap ----
+
+// tokenReads counts the store reads of application-token records.
+type tokenReads struct {
+	store.Store
+	mu sync.Mutex
+	n  int
+}
+
+func (c *tokenReads) count(key string) {
+	if strings.HasPrefix(key, fleet.PrefixTokens) {
+		c.mu.Lock()
+		c.n++
+		c.mu.Unlock()
+	}
+}
+
+func (c *tokenReads) reads() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+func (c *tokenReads) Get(ctx context.Context, key string) (store.Object, error) {
+	c.count(key)
+	return c.Store.Get(ctx, key)
+}
+
+func (c *tokenReads) GetIfChanged(ctx context.Context, key, etag string) (store.Object, bool, error) {
+	c.count(key)
+	return c.Store.GetIfChanged(ctx, key, etag)
+}
+
+// rejectionLines counts the log lines about rejected requests.
+func rejectionLines(logs string) int {
+	n := 0
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, "rejected") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestRejectedRequestsAreCheap: a flood of bad credentials reads the store a bounded
+// number of times (none for a token that is not shaped like an application token, once
+// for a well-formed one), and is logged in a few lines, not one per request.
+func TestRejectedRequestsAreCheap(t *testing.T) {
+	cfg := testConfig(t, "vps-a", t.TempDir())
+	inner, err := dir.New(cfg.Store.Dir.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &tokenReads{Store: inner}
+	n := startNodeWithStore(t, cfg, st)
+	n.waitReady()
+	fleetOf(t, n, "tito-classic")
+	var tok struct{ ID, Token string }
+	json.Unmarshal(n.must(201, "POST", "/v1/tokens", testAdminToken, `{"account":"acme","app":"tito-classic","roles":["publish"]}`), &tok)
+	n.must(200, "PUT", pathsURL, tok.Token, `{"paths":{}}`)
+
+	const flood = 200
+	bad := map[string]string{
+		"unknown id, well formed":     "scafo_0123456789abcdef_" + strings.Repeat("cd", 32),
+		"real id, wrong secret":       "scafo_" + tok.ID + "_" + strings.Repeat("0", 64),
+		"real id, short secret":       "scafo_" + tok.ID + "_abc",
+		"real id, non-hex secret":     "scafo_" + tok.ID + "_" + strings.Repeat("zz", 32),
+		"real id, upper-case secret":  "scafo_" + tok.ID + "_" + strings.ToUpper(tok.Token[len(tok.Token)-64:]),
+		"real token with a suffix":    tok.Token + "x",
+		"not an application token":    "hunter2",
+		"upper-case id, well formed":  "scafo_0123456789ABCDEF_" + strings.Repeat("cd", 32),
+		"real token, trailing '_'":    tok.Token + "_",
+		"real id, secret of 65 chars": "scafo_" + tok.ID + "_" + strings.Repeat("a", 65),
+	}
+	wellFormed := 2 // the first two are shaped like tokens: at most one read each
+	logsBefore := rejectionLines(n.logs.String())
+	readsBefore := st.reads()
+	for what, b := range bad {
+		for i := 0; i < flood/len(bad); i++ {
+			if resp, body := n.do("PUT", pathsURL, b, `{"paths":{}}`); resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("%s: %d %s", what, resp.StatusCode, body)
+			}
+		}
+	}
+	for i := 0; i < flood; i++ {
+		if resp, _ := n.get("/v1/ingress/routes", "not-the-ingress-token"); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("bad ingress token: %d", resp.StatusCode)
+		}
+	}
+	if reads := st.reads() - readsBefore; reads > wellFormed {
+		t.Errorf("%d bad application tokens read the store %d times, want at most %d", flood, reads, wellFormed)
+	}
+	if lines := rejectionLines(n.logs.String()) - logsBefore; lines > 3 {
+		t.Errorf("%d rejected requests from one address logged %d lines, want at most 3", 2*flood, lines)
+	}
+	// The real token still works, and is still read from the store each time (a
+	// revocation takes effect at once).
+	readsBefore = st.reads()
+	n.must(200, "PUT", pathsURL, tok.Token, `{"paths":{}}`)
+	if st.reads() == readsBefore {
+		t.Error("a valid application token was not looked up in the store")
+	}
+	n.must(200, "DELETE", "/v1/tokens/"+tok.ID, testAdminToken, "")
+	n.must(401, "PUT", pathsURL, tok.Token, `{"paths":{}}`)
+	if strings.Contains(n.logs.String(), tok.Token) {
+		t.Fatal("an application token appears in the logs")
+	}
+}
+
+// ---- a refusal reads the same whatever the request's shape ----
+
+// TestControlPlaneRefusalIgnoresHostShape: an application token on the control-plane
+// application gets one answer, 403 with one body, for every host spelling and body,
+// on both methods of the path-map door.
+func TestControlPlaneRefusalIgnoresHostShape(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	fleetOf(t, n, "console")
+	n.must(201, "PUT", "/v1/apps/console/domains/console.example.com", testAdminToken, "")
+	var tok struct{ Token string }
+	json.Unmarshal(n.must(201, "POST", "/v1/tokens", testAdminToken, `{"account":"acme","app":"console","roles":["publish"]}`), &tok)
+	n.must(200, "PUT", "/v1/apps/console", testAdminToken, `{"account":"acme","placement":["vps-a"],"controlPlane":true}`)
+
+	hosts := []string{
+		"console.example.com", // claimed by console
+		"ti.to",               // claimed by console (fleetOf)
+		"unclaimed.example.com",
+		"Bad_Host!",
+		"-leading-dash.example.com",
+		"a..b",
+		"CONSOLE.EXAMPLE.COM",
+		strings.Repeat("x", 300) + ".com",
+	}
+	bodies := []string{`{"paths":{}}`, `{"paths":{"a":"console.apps.example.com"}}`, `{"pathz":{}}`, `{"paths":{"../x":"-"}}`, `[]`}
+	var want string
+	check := func(method, host, body string) {
+		t.Helper()
+		resp, b := n.do(method, "/v1/apps/console/domains/"+url.PathEscape(host)+"/paths", tok.Token, body)
+		got := fmt.Sprintf("%d %s", resp.StatusCode, b)
+		if want == "" {
+			want = got
+			if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), "control") {
+				t.Fatalf("%s %s: %s, want a 403 naming the control plane", method, host, got)
+			}
+		}
+		if got != want {
+			t.Errorf("%s %q body %s: %s, want %s", method, host, body, got, want)
+		}
+	}
+	for _, h := range hosts {
+		check("GET", h, "")
+		for _, b := range bodies {
+			check("PUT", h, b)
+		}
+	}
+}

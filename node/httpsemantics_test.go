@@ -1,0 +1,108 @@
+package node
+
+// HTTP semantics (issue 12 item 13): HEAD on the read endpoints; If-Match as RFC 9110
+// has it ("*" matches any current representation; strong comparison, so a weak tag
+// never matches).
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestHeadOnReadEndpoints: HEAD answers what GET answers (status and headers), with no
+// body.
+func TestHeadOnReadEndpoints(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	fleetOf(t, n, "tito-classic")
+	cases := []struct {
+		path, token string
+		hdr         []string
+	}{
+		{"/v1/healthz", "", nil},
+		{"/v1/readyz", "", nil},
+		{"/v1/status", testIngressToken, nil},
+		{"/v1/ingress/routes", testIngressToken, nil},
+		{"/v1/ingress/traefik", testIngressToken, nil},
+		{"/v1/ingress/traefik", testIngressToken, []string{"Accept-Encoding", "gzip"}},
+		{"/v1/ingress/routes", "", nil}, // 401 both ways
+	}
+	for _, c := range cases {
+		get, gbody := n.get(c.path, c.token, c.hdr...)
+		head, hbody := n.do(http.MethodHead, c.path, c.token, "", c.hdr...)
+		if head.StatusCode != get.StatusCode {
+			t.Errorf("HEAD %s: %d, GET %d", c.path, head.StatusCode, get.StatusCode)
+			continue
+		}
+		if len(hbody) != 0 {
+			t.Errorf("HEAD %s: a %d-byte body", c.path, len(hbody))
+		}
+		for _, h := range []string{"Content-Type", "Content-Length", "ETag", "Content-Encoding", "X-Scafo-Revision", "Cache-Control", "Vary", "WWW-Authenticate"} {
+			if g, hd := get.Header.Get(h), head.Header.Get(h); g != hd && !(h == "Content-Length" && hd == "") {
+				t.Errorf("HEAD %s: %s %q, GET %q", c.path, h, hd, g)
+			}
+		}
+		if cl := head.Header.Get("Content-Length"); cl != "" && cl != get.Header.Get("Content-Length") {
+			t.Errorf("HEAD %s: Content-Length %s, GET sent %d bytes", c.path, cl, len(gbody))
+		}
+	}
+	// HEAD with If-None-Match: 304, like GET.
+	get, _ := n.get("/v1/ingress/routes", testIngressToken)
+	head, _ := n.do(http.MethodHead, "/v1/ingress/routes", testIngressToken, "", "If-None-Match", get.Header.Get("ETag"))
+	if head.StatusCode != http.StatusNotModified {
+		t.Errorf("HEAD with a matching If-None-Match: %d, want 304", head.StatusCode)
+	}
+}
+
+// TestIfMatchStar: "If-Match: *" proceeds when the object exists and is 412 when it
+// does not, for applications, claims and path maps.
+func TestIfMatchStar(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	fleetOf(t, n, "tito-classic", "tito-go")
+	star := []string{"If-Match", "*"}
+	// Path maps.
+	n.must(200, "PUT", pathsURL, testAdminToken, `{"paths":{"a":"tito-go.apps.example.com"}}`, star...)
+	n.must(412, "PUT", "/v1/apps/tito-go/domains/unclaimed.example.com/paths", testAdminToken, `{"paths":{}}`, star...)
+	// Applications.
+	n.must(200, "PUT", "/v1/apps/tito-go", testAdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/h"}}`, star...)
+	n.must(412, "PUT", "/v1/apps/newcomer", testAdminToken, `{"account":"acme"}`, star...)
+	n.must(412, "DELETE", "/v1/apps/newcomer", testAdminToken, "", star...)
+	// Claims.
+	n.must(201, "PUT", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "")
+	n.must(200, "DELETE", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "", star...)
+	n.must(412, "DELETE", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "", star...)
+	n.must(404, "DELETE", "/v1/apps/newcomer", testAdminToken, "") // without If-Match: not found
+}
+
+// TestIfMatchWeakTagNeverMatches: If-Match uses the strong comparison, so W/"<current
+// etag>" is 412 and writes nothing; a list matches when any strong member does.
+func TestIfMatchWeakTagNeverMatches(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	fleetOf(t, n, "tito-classic", "tito-go")
+
+	r, _ := n.do("GET", pathsURL, testAdminToken, "")
+	etag := r.Header.Get("ETag")
+	if !strings.HasPrefix(etag, `"`) {
+		t.Fatalf("path map ETag %q is not a strong tag", etag)
+	}
+	before := storeBytes(t, n.cfg.Store.Dir.Path)
+	n.must(412, "PUT", pathsURL, testAdminToken, `{"paths":{"a":"tito-go.apps.example.com"}}`, "If-Match", "W/"+etag)
+	if !equalMaps(before, storeBytes(t, n.cfg.Store.Dir.Path)) {
+		t.Fatal("a 412 changed the store")
+	}
+	n.must(200, "PUT", pathsURL, testAdminToken, `{"paths":{"a":"tito-go.apps.example.com"}}`, "If-Match", `"nope", `+etag)
+
+	r, _ = n.do("GET", "/v1/apps/tito-go", testAdminToken, "")
+	etag = r.Header.Get("ETag")
+	n.must(412, "PUT", "/v1/apps/tito-go", testAdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/h"}}`, "If-Match", "W/"+etag)
+	n.must(200, "PUT", "/v1/apps/tito-go", testAdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/h"}}`, "If-Match", etag)
+
+	n.must(201, "PUT", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "")
+	r, _ = n.do("GET", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "")
+	etag = r.Header.Get("ETag")
+	n.must(412, "DELETE", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "", "If-Match", "W/"+etag)
+	n.must(200, "DELETE", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "", "If-Match", etag)
+}

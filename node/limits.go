@@ -1,0 +1,344 @@
+package node
+
+// Hostile clients (DESIGN §5): what one client can hold is bounded.
+//
+//   - Time. Headers must arrive within limits.headerTimeout (http.Server), a request's
+//     body within limits.bodyTimeout of its headers (a per-request read deadline, set
+//     only when a body is announced, so a long-poll, a GET without a body, is not cut),
+//     an answer must be taken within limits.writeTimeout (re-armed after a long-poll's
+//     wait), and an idle keep-alive connection closes after limits.idleTimeout. A
+//     handler that answers without reading an announced body leaves net/http to drain
+//     it: that drain runs under the same body deadline. A refused request (a 401, the
+//     reserve's 503) does not wait for its body: rejectDrain, then the connection
+//     closes (cutBody).
+//   - Connections. The listener admits at most limits.maxConns at once (by default 3/4
+//     of the open-file limit, so the process keeps files for its store and spill files).
+//     The last limits.reservedConns of them are a reserve: a connection accepted while
+//     the general part is full serves one request (it is answered "Connection: close")
+//     and only if that request is an ingress poll or /v1/status with the ingress or
+//     admin token, or a health probe (/v1/healthz, /v1/readyz, /v1/health/instances/…),
+//     without a body, or carries the admin token; anything else is a 503 at once. Beyond
+//     maxConns a new connection waits in the kernel's queue for acceptWait at most, then
+//     gets a bare 503 and is closed.
+//   - Log lines. Rejections are logged once per remote address per limits.rejectLog,
+//     with the count of those not logged since (rejectlog.go).
+//
+// Why a reserve and not only "one cap and fast timeouts": refused clients are cut fast,
+// but a client that does get served (a probe, a poll with a slow body, a valid token)
+// holds its slot for a body timeout, so the general part can fill for seconds at a time;
+// the reserve keeps Traefik's polls and health checks, which come with the ingress token
+// or need none, answering while it does. The residual: a flood of connections that never
+// finish their headers occupies reserve slots too, for headerTimeout each (a request
+// cannot be told apart before its headers); per-source limits belong in front of the
+// node.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	ptypes "github.com/traefik/paerser/types"
+)
+
+// Bounds of the derived connection cap.
+const (
+	maxDerivedConns = 4096
+	minConns        = 16
+)
+
+func (l LimitsConfig) validate() []error {
+	var errs []error
+	if l.MaxConns < 0 {
+		errs = append(errs, fmt.Errorf("limits.maxConns %d: must be 0 (derived) or positive", l.MaxConns))
+	} else if l.MaxConns > 0 && l.MaxConns < 2 {
+		errs = append(errs, fmt.Errorf("limits.maxConns %d: at least 2 (one general connection, one reserved)", l.MaxConns))
+	}
+	if l.ReservedConns < 0 {
+		errs = append(errs, fmt.Errorf("limits.reservedConns %d: must be 0 (maxConns/8) or positive", l.ReservedConns))
+	} else if l.MaxConns > 0 && l.ReservedConns >= l.MaxConns {
+		errs = append(errs, fmt.Errorf("limits.reservedConns %d: must be below limits.maxConns %d", l.ReservedConns, l.MaxConns))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"limits.headerTimeout", time.Duration(l.HeaderTimeout)},
+		{"limits.bodyTimeout", time.Duration(l.BodyTimeout)},
+		{"limits.writeTimeout", time.Duration(l.WriteTimeout)},
+		{"limits.idleTimeout", time.Duration(l.IdleTimeout)},
+		{"limits.rejectLog", time.Duration(l.RejectLog)},
+	} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s: must be positive", d.name))
+		}
+	}
+	return errs
+}
+
+// fillDefaults sets every zero timeout to its default, for a Config built without
+// SetDefaults (a zero body timeout would cut every body at once).
+func (l *LimitsConfig) fillDefaults() {
+	def := NewConfig().Limits
+	for _, p := range []struct{ v, d *ptypes.Duration }{
+		{&l.HeaderTimeout, &def.HeaderTimeout}, {&l.BodyTimeout, &def.BodyTimeout},
+		{&l.WriteTimeout, &def.WriteTimeout}, {&l.IdleTimeout, &def.IdleTimeout},
+		{&l.RejectLog, &def.RejectLog},
+	} {
+		if *p.v <= 0 {
+			*p.v = *p.d
+		}
+	}
+}
+
+// conns is the connection cap and its reserve, deriving what is left at 0.
+func (l LimitsConfig) conns() (total, reserved int) {
+	total = l.MaxConns
+	if total == 0 {
+		total = maxDerivedConns
+		if files := openFileLimit(); files > 0 {
+			total = min(total, max(minConns, files-max(64, files/4)))
+		}
+	}
+	reserved = l.ReservedConns
+	if reserved == 0 {
+		reserved = max(1, total/8)
+	}
+	reserved = min(reserved, total-1)
+	return total, reserved
+}
+
+// ---- the listener ----
+
+// connLimiter caps the connections of a listener (see the file comment). While the cap
+// is reached, new connections wait in the kernel's accept queue, where they cost the
+// process nothing, for at most acceptWait: reserved connections are released within
+// one request, so a short wait lets a poll in behind a burst. A cap still reached after
+// that is an attack holding it: from then on the connection at the head of the queue
+// is answered 503 and closed at once, so clients are not kept waiting, until a slot
+// frees.
+type connLimiter struct {
+	net.Listener
+	slots    chan struct{} // one per open connection
+	general  int
+	onRefuse func(remote string)
+
+	fullSince time.Time   // when the cap was last found reached (Accept's goroutine only)
+	accepting atomic.Bool // a slot is taken for the connection Accept waits for
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+// acceptWait is how long a connection waits for a slot before the cap counts as held.
+const acceptWait = 500 * time.Millisecond
+
+func newConnLimiter(ln net.Listener, total, reserved int, onRefuse func(string)) *connLimiter {
+	return &connLimiter{Listener: ln, slots: make(chan struct{}, total), general: total - reserved,
+		onRefuse: onRefuse, closed: make(chan struct{})}
+}
+
+// refusedAnswer is written, unasked, to a connection beyond the cap before it is closed.
+const refusedAnswer = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 75\r\n\r\n" +
+	`{"error":"overloaded","detail":"the node is at its connection limit; retry"}`
+
+// Accept returns the next connection within the cap, marked reserved when the general
+// part is full.
+func (l *connLimiter) Accept() (net.Conn, error) {
+	for {
+		select {
+		case l.slots <- struct{}{}:
+			l.fullSince = time.Time{}
+			l.accepting.Store(true) // the slot taken waits for the next connection
+			c, err := l.Listener.Accept()
+			l.accepting.Store(false)
+			if err != nil {
+				<-l.slots
+				return nil, err
+			}
+			return &limitedConn{Conn: c, l: l, reserved: len(l.slots) > l.general}, nil
+		default:
+		}
+		now := time.Now()
+		if l.fullSince.IsZero() {
+			l.fullSince = now
+		}
+		if wait := l.fullSince.Add(acceptWait).Sub(now); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case l.slots <- struct{}{}:
+				t.Stop()
+				<-l.slots // take it in the loop above
+				continue
+			case <-t.C:
+			case <-l.closed:
+				t.Stop()
+				return nil, net.ErrClosed
+			}
+		}
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}: // freed while Accept waited
+			l.fullSince = time.Time{}
+			return &limitedConn{Conn: c, l: l, reserved: len(l.slots) > l.general}, nil
+		default:
+		}
+		c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		c.Write([]byte(refusedAnswer))
+		c.Close()
+		if l.onRefuse != nil {
+			l.onRefuse(c.RemoteAddr().String())
+		}
+	}
+}
+
+// open is the number of connections holding a slot.
+func (l *connLimiter) open() int {
+	n := len(l.slots)
+	if l.accepting.Load() {
+		n--
+	}
+	return n
+}
+
+func (l *connLimiter) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return l.Listener.Close()
+}
+
+// limitedConn holds one slot of its limiter until closed.
+type limitedConn struct {
+	net.Conn
+	l        *connLimiter
+	reserved bool
+	closed   atomic.Bool
+}
+
+func (c *limitedConn) Close() error {
+	if c.closed.CompareAndSwap(false, true) {
+		<-c.l.slots
+	}
+	return c.Conn.Close()
+}
+
+type reservedConnKey struct{}
+
+// connContext marks the requests of a reserved connection (http.Server.ConnContext).
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	if lc, ok := c.(*limitedConn); ok && lc.reserved {
+		return context.WithValue(ctx, reservedConnKey{}, true)
+	}
+	return ctx
+}
+
+func onReservedConn(r *http.Request) bool {
+	v, _ := r.Context().Value(reservedConnKey{}).(bool)
+	return v
+}
+
+// guardReserve serves, on a reserved connection, only what the reserve is kept for, and
+// closes the connection after it.
+func (s *Server) guardReserve(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !onReservedConn(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Connection", "close")
+		if s.reserveAdmits(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		cutBody(w, r)
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "overloaded",
+			"the node is at its connection limit; the connections left are kept for ingress polls and health probes")
+	})
+}
+
+// reserveAdmits: ingress polls and /v1/status with the ingress (or admin) token and
+// health probes, none with a body (a body could hold the slot for a body timeout), and
+// anything with the admin token. Tokens are compared in constant time; no store is read.
+func (s *Server) reserveAdmits(r *http.Request) bool {
+	p := r.URL.Path
+	read := (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.ContentLength == 0
+	if read && (p == "/v1/healthz" || p == "/v1/readyz" || strings.HasPrefix(p, "/v1/health/instances/")) {
+		return true
+	}
+	tok := bearer(r.Header.Get("Authorization"))
+	if tok == "" {
+		return false
+	}
+	if tokenEqual(tok, s.adminToken) {
+		return true
+	}
+	return read && (strings.HasPrefix(p, "/v1/ingress/") || p == "/v1/status") && tokenEqual(tok, s.ingressToken)
+}
+
+// ---- time ----
+
+// boundRequest puts a request under the node's deadlines: its body, when it announces
+// one, must arrive within bodyTimeout (so must any part of it the handler leaves for
+// net/http to drain), and its answer be taken within writeTimeout.
+func (s *Server) boundRequest(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		write := time.Duration(s.cfg.Limits.WriteTimeout)
+		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+			body := time.Duration(s.cfg.Limits.BodyTimeout)
+			if rc.SetReadDeadline(time.Now().Add(body)) == nil {
+				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+			}
+			// net/http drains an unread body before it writes the answer's headers.
+			write += body
+		}
+		// Writers that cannot take a deadline (tests' recorders) are left alone.
+		rc.SetWriteDeadline(time.Now().Add(write))
+		next.ServeHTTP(w, r)
+	})
+}
+
+// rejectDrain is how long a request refused before its body was read may still take to
+// deliver that body (read and dropped, so the refusal is not lost to a reset).
+const rejectDrain = 100 * time.Millisecond
+
+// cutBody is for a request refused before its body was read: the connection closes
+// after the answer, and the rest of the body is waited for rejectDrain at most instead
+// of the body timeout, so a refused client with a slow body frees its slot at once.
+func cutBody(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength == 0 {
+		return
+	}
+	w.Header().Set("Connection", "close")
+	http.NewResponseController(w).SetReadDeadline(time.Now().Add(rejectDrain))
+}
+
+// armWrite gives the answer writeTimeout from now: a long-poll calls it once its wait
+// ends.
+func (s *Server) armWrite(w http.ResponseWriter) {
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Duration(s.cfg.Limits.WriteTimeout)))
+}
+
+// deadlineBody lifts the body deadline once the whole body has been read, so the rest
+// of the request (net/http's watch for the client going away) is not cut by it.
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}

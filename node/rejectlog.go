@@ -1,0 +1,68 @@
+package node
+
+import (
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// rejectLogger logs a rejection once per source per interval; the next line from that
+// source counts the ones not logged in between.
+type rejectLogger struct {
+	log   *slog.Logger
+	every time.Duration
+	now   func() time.Time
+
+	mu      sync.Mutex
+	sources *lru.Cache[string, *rejectSource]
+}
+
+type rejectSource struct {
+	logged     time.Time
+	suppressed int
+}
+
+// rejectSources bounds the sources remembered (the least recent is forgotten).
+const rejectSources = 4096
+
+func newRejectLogger(log *slog.Logger, every time.Duration) *rejectLogger {
+	c, _ := lru.New[string, *rejectSource](rejectSources)
+	return &rejectLogger{log: log, every: every, now: time.Now, sources: c}
+}
+
+// reject logs msg for remote (host:port or host) unless that host was logged within the
+// interval.
+func (l *rejectLogger) reject(remote, msg string, attrs ...any) {
+	host := remote
+	if h, _, err := net.SplitHostPort(remote); err == nil {
+		host = h
+	}
+	now := l.now()
+	l.mu.Lock()
+	src, ok := l.sources.Get(host)
+	if ok && now.Sub(src.logged) < l.every {
+		src.suppressed++
+		l.mu.Unlock()
+		return
+	}
+	suppressed := 0
+	if ok {
+		suppressed = src.suppressed
+	}
+	l.sources.Add(host, &rejectSource{logged: now})
+	l.mu.Unlock()
+	attrs = append(attrs, "remote", host)
+	if suppressed > 0 {
+		attrs = append(attrs, "notLogged", suppressed)
+	}
+	l.log.Warn(msg, attrs...)
+}
+
+// rejectRequest logs a rejected request (rate-limited).
+func (s *Server) rejectRequest(r *http.Request, msg string) {
+	s.rejects.reject(r.RemoteAddr, msg, "path", r.URL.Path)
+}
