@@ -103,18 +103,26 @@ func TestQuickStartWithNoConfiguration(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("ingress-token mode %v", fi.Mode().Perm())
 	}
-	req, _ := http.NewRequest("GET", base+"/v1/ingress/traefik", nil)
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
 	// The embedded default: one node, no applications; the API apex of apps.localhost
-	// routes to this node.
-	if resp.StatusCode != 200 || !strings.Contains(string(body), "Host(`apps.localhost`)") {
-		t.Fatalf("traefik config: %d %s", resp.StatusCode, body)
+	// routes to this node once its first heartbeat record is read (the first pass may
+	// publish before it: readiness means "a complete pass", not "my record is in").
+	var body []byte
+	for {
+		req, _ := http.NewRequest("GET", base+"/v1/ingress/traefik", nil)
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 200 && strings.Contains(string(body), "Host(`apps.localhost`)") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("traefik config: %d %s", resp.StatusCode, body)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 
 	// The CLI finds the node and the admin token in the state dir.
