@@ -405,8 +405,10 @@ func TestPluginStartsWithItsFirstEndpointDown(t *testing.T) {
 }
 
 // Scenario 14 (d, c): flip latency, PUT acknowledged → first request served by the new
-// target, 20 flips, through the plugin and through the built-in HTTP provider
-// (pollInterval 1s, shipped) side by side on the same node and the same flips.
+// target, through the plugin and through the built-in HTTP provider (pollInterval 1s,
+// shipped) side by side on the same node and the same flips. The plugin's median must
+// beat the HTTP provider's, measured in the same run on the same machine: a comparison
+// a slow or busy machine slows on both sides, where a fixed bound would not.
 func TestPluginFlipLatencyBeatsTheHTTPProvider(t *testing.T) {
 	f := startFleet(t, 1, nodeOptions{})
 	n1 := f.nodes[0]
@@ -425,6 +427,9 @@ func TestPluginFlipLatencyBeatsTheHTTPProvider(t *testing.T) {
 		tr.waitServedBy(t, host, "/b", "blog@n1", routeTimeout)
 	}
 
+	// 20 flips (about 25 s): medians that hold on a noisy 2-core machine, where the HTTP
+	// provider's latency is spread over its whole poll interval. The documented figures
+	// (README.md, deploy/traefik/README.md) are 20-flip runs of this test.
 	const flips = 20
 	var viaPlugin, viaHTTP []time.Duration
 	for i := range flips {
@@ -455,8 +460,8 @@ func TestPluginFlipLatencyBeatsTheHTTPProvider(t *testing.T) {
 		fmt.Sprintf("| plugin (`traefik-plugin.yml`, watch) | %d | %s | %s | %s |", len(viaPlugin), p(viaPlugin, 50), p(viaPlugin, 95), p(viaPlugin, 100)),
 		fmt.Sprintf("| built-in HTTP provider (`traefik.yml`, pollInterval 1s) | %d | %s | %s | %s |", len(viaHTTP), p(viaHTTP, 50), p(viaHTTP, 95), p(viaHTTP, 100)),
 	)
-	if got := percentile(viaPlugin, 50); got >= 500*time.Millisecond {
-		t.Errorf("plugin flip latency p50 %s, target under 500ms", ms(got))
+	if pl, hp := percentile(viaPlugin, 50), percentile(viaHTTP, 50); pl >= hp {
+		t.Errorf("plugin flip latency p50 %s is not below the HTTP provider's p50 %s on the same %d flips", ms(pl), ms(hp), flips)
 	}
 	plugin.requireProviderCleanNamed(t, pluginProvider)
 	httpTr.requireProviderClean(t)
