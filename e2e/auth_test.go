@@ -11,7 +11,7 @@ import (
 // endpoint (a 401), whatever the exact wording.
 func rejectedPolls(n *node) int {
 	c := 0
-	for _, line := range strings.Split(n.proc.output(), "\n") {
+	for _, line := range strings.Split(n.proc.Output(), "\n") {
 		l := strings.ToLower(line)
 		if strings.Contains(l, "/v1/ingress/traefik") &&
 			(strings.Contains(l, "401") || strings.Contains(l, "rejected") || strings.Contains(l, "unauthorized")) {
@@ -43,7 +43,7 @@ func TestTraefikWithoutTheIngressTokenGetsNoRoutes(t *testing.T) {
 			tr := startTraefik(t, "traefik-"+strings.ReplaceAll(tc.name, " ", "-"), tc.opts)
 			// Traefik polls, is refused, backs off and retries: wait for two refusals.
 			waitFor(t, "Traefik to be refused twice", 20*time.Second, func() error {
-				if n := countLines(tr.proc.output(), "received non-ok response code: 401"); n < 2 {
+				if n := countLines(tr.proc.Output(), "received non-ok response code: 401"); n < 2 {
 					return fmt.Errorf("%d refusals in Traefik's log", n)
 				}
 				return nil

@@ -181,7 +181,7 @@ func startPluginTraefik(t *testing.T, name string, opts pluginTraefikOptions) *t
 				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 			},
 		}
-		tr.proc.dir = dir // Traefik loads local plugins from ./plugins-local
+		tr.proc.Dir = dir // Traefik loads local plugins from ./plugins-local
 		return tr
 	})
 }

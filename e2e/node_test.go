@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/scafo/ingress/internal/proc"
 )
 
 // Tokens every test fleet uses (hex, like a minted token).
@@ -33,7 +35,7 @@ type node struct {
 	name string
 	ip   string
 	port int
-	proc *proc
+	proc *proc.Proc
 }
 
 // fleet is a set of nodes sharing one dir store.
@@ -85,26 +87,24 @@ func (n *node) url(path string) string { return "http://" + hostPort(n.ip, n.por
 // start launches the process and waits for /v1/readyz (the first reconcile pass).
 func (n *node) start(t *testing.T) {
 	t.Helper()
-	n.proc.start(t)
+	n.proc.MustStart(t)
 	n.waitReady(t)
+}
+
+// stop sends SIGTERM and waits for the exit; a node that needs SIGKILL fails the test.
+func (n *node) stop(t *testing.T) {
+	t.Helper()
+	if n.proc.Stop(15 * time.Second) {
+		t.Errorf("%s did not exit within 15s of SIGTERM; killed it", n.name)
+	}
 }
 
 func (n *node) waitReady(t *testing.T) {
 	t.Helper()
-	waitFor(t, n.name+" ready", 20*time.Second, func() error {
-		if n.proc.exited() {
-			return fmt.Errorf("%s exited:\n%s", n.name, tail(n.proc.output(), 20))
-		}
-		resp, err := apiClient.Get(n.url("/v1/readyz"))
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("readyz %d", resp.StatusCode)
-		}
-		return nil
-	})
+	const limit = 20 * time.Second
+	if err := n.proc.WaitUntil(limit, func() error { return proc.HTTPOK(apiClient, n.url("/v1/readyz")) }); err != nil {
+		t.Fatalf("waiting %s for %s ready: %v", limit, n.name, err)
+	}
 }
 
 // call sends a request with the admin token and decodes a JSON answer into out (if

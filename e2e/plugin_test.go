@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -296,15 +295,12 @@ func TestPluginKeepsRoutingAndFollowsChangesWhenItsNodeDies(t *testing.T) {
 
 	loop := startLoop(t, tr, host, "/", 20*time.Millisecond)
 	floor := watchRouters(t, tr, pluginProvider)
+	logFrom := tr.proc.LogSize()
 	t0 := time.Now()
-	n1.proc.kill() // SIGKILL: the long-poll's connection dies with it
-	switchLine := "switching to " + nodeBase(n2)
-	waitFor(t, "the plugin to log its switch to n2", 20*time.Second, func() error {
-		if !strings.Contains(tr.proc.output(), switchLine) {
-			return errors.New("no switch logged yet")
-		}
-		return nil
-	})
+	n1.proc.Kill() // SIGKILL: the long-poll's connection dies with it
+	if err := tr.proc.WaitLog(20*time.Second, logFrom, "switching to "+nodeBase(n2)); err != nil {
+		t.Fatalf("waiting for the plugin to log its switch to n2: %v", err)
+	}
 	switched := time.Since(t0)
 	// Keep the traffic going for a while on the survivor's configuration (about a
 	// second at one request every 20 ms) before changing anything.
@@ -379,26 +375,23 @@ func TestPluginStartsWithItsFirstEndpointDown(t *testing.T) {
 	n1, n2 := f.nodes[0], f.nodes[1]
 	f.deploy(t, "shop", "acme", []*node{n1, n2}, "/healthz")
 	const host = "shop.apps.localhost"
-	n1.proc.stop(t, 15*time.Second)
+	n1.stop(t)
 
 	httpTr := startTraefik(t, "traefik-http", traefikOptions{node: n1})
 	t0 := time.Now()
 	tr := startPluginTraefik(t, "traefik-plugin", pluginTraefikOptions{endpoints: []*node{n1, n2}, prefer: "n1"})
 	tr.waitServedBy(t, host, "/", "shop@n1", routeTimeout)
 	firstRoute := time.Since(t0)
-	if !strings.Contains(tr.proc.output(), "switching to "+nodeBase(n2)) {
+	if !strings.Contains(tr.proc.Output(), "switching to "+nodeBase(n2)) {
 		t.Errorf("the plugin did not log its switch from n1 to n2")
 	}
 	if n2.ingressPolls(t) == 0 {
 		t.Error("n2 answered no poll, yet Traefik has routes")
 	}
 
-	waitFor(t, "the HTTP provider to fail a poll of the stopped node", 20*time.Second, func() error {
-		if !strings.Contains(httpTr.proc.output(), "cannot fetch configuration data") {
-			return errors.New("no failed poll logged yet")
-		}
-		return nil
-	})
+	if err := httpTr.proc.WaitLog(20*time.Second, 0, "cannot fetch configuration data"); err != nil {
+		t.Fatalf("waiting for the HTTP provider to fail a poll of the stopped node: %v", err)
+	}
 	if n := httpTr.routerCount("http"); n != 0 {
 		t.Errorf("the HTTP provider polling the stopped n1 has %d routers, want 0", n)
 	}
@@ -412,8 +405,10 @@ func TestPluginStartsWithItsFirstEndpointDown(t *testing.T) {
 }
 
 // Scenario 14 (d, c): flip latency, PUT acknowledged → first request served by the new
-// target, 20 flips, through the plugin and through the built-in HTTP provider
-// (pollInterval 1s, shipped) side by side on the same node and the same flips.
+// target, through the plugin and through the built-in HTTP provider (pollInterval 1s,
+// shipped) side by side on the same node and the same flips. The plugin's median must
+// beat the HTTP provider's, measured in the same run on the same machine: a comparison
+// a slow or busy machine slows on both sides, where a fixed bound would not.
 func TestPluginFlipLatencyBeatsTheHTTPProvider(t *testing.T) {
 	f := startFleet(t, 1, nodeOptions{})
 	n1 := f.nodes[0]
@@ -432,6 +427,9 @@ func TestPluginFlipLatencyBeatsTheHTTPProvider(t *testing.T) {
 		tr.waitServedBy(t, host, "/b", "blog@n1", routeTimeout)
 	}
 
+	// 20 flips (about 25 s): medians that hold on a noisy 2-core machine, where the HTTP
+	// provider's latency is spread over its whole poll interval. The documented figures
+	// (README.md, deploy/traefik/README.md) are 20-flip runs of this test.
 	const flips = 20
 	var viaPlugin, viaHTTP []time.Duration
 	for i := range flips {
@@ -462,8 +460,8 @@ func TestPluginFlipLatencyBeatsTheHTTPProvider(t *testing.T) {
 		fmt.Sprintf("| plugin (`traefik-plugin.yml`, watch) | %d | %s | %s | %s |", len(viaPlugin), p(viaPlugin, 50), p(viaPlugin, 95), p(viaPlugin, 100)),
 		fmt.Sprintf("| built-in HTTP provider (`traefik.yml`, pollInterval 1s) | %d | %s | %s | %s |", len(viaHTTP), p(viaHTTP, 50), p(viaHTTP, 95), p(viaHTTP, 100)),
 	)
-	if got := percentile(viaPlugin, 50); got >= 500*time.Millisecond {
-		t.Errorf("plugin flip latency p50 %s, target under 500ms", ms(got))
+	if pl, hp := percentile(viaPlugin, 50), percentile(viaHTTP, 50); pl >= hp {
+		t.Errorf("plugin flip latency p50 %s is not below the HTTP provider's p50 %s on the same %d flips", ms(pl), ms(hp), flips)
 	}
 	plugin.requireProviderCleanNamed(t, pluginProvider)
 	httpTr.requireProviderClean(t)

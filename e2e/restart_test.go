@@ -94,21 +94,15 @@ func TestNodeRestartKeepsTraefikRouting(t *testing.T) {
 	loop := startLoop(t, tr, host, "/", 20*time.Millisecond)
 	watch := watchNode(t, n1, tr)
 	t0 := time.Now()
-	pollErrors := func() int {
-		return countLines(tr.proc.output(), "cannot fetch configuration data")
-	}
-	errorsBefore := pollErrors()
+	logFrom := tr.proc.LogSize()
 
 	// Stop the node and keep it down until Traefik has failed a poll, so Traefik is
 	// known to have lived through the outage, then start it again (its first reconcile
 	// pass is the 503 "draining" window).
-	n1.proc.stop(t, 15*time.Second)
-	waitFor(t, "Traefik to fail a poll of the stopped node", 20*time.Second, func() error {
-		if pollErrors() == errorsBefore {
-			return fmt.Errorf("no failed poll yet")
-		}
-		return nil
-	})
+	n1.stop(t)
+	if err := tr.proc.WaitLog(20*time.Second, logFrom, "cannot fetch configuration data"); err != nil {
+		t.Fatalf("waiting for Traefik to fail a poll of the stopped node: %v", err)
+	}
 	n1.start(t)
 
 	// Traefik is back in sync once a change made after the restart reaches it.
@@ -135,7 +129,7 @@ func TestNodeRestartKeepsTraefikRouting(t *testing.T) {
 
 	t.Logf("node endpoint during the restart: %s; non-200 for %s", statuses, window)
 	t.Logf("requests through Traefik: %d sent, %d failed %v", len(ss), failed, failures)
-	t.Logf("Traefik: %d failed polls logged; routers from the provider: %d before, at least %d throughout", pollErrors()-errorsBefore, len(before), minRouters)
+	t.Logf("Traefik: %d failed polls logged; routers from the provider: %d before, at least %d throughout", countLines(tr.proc.Output()[logFrom:], "cannot fetch configuration data"), len(before), minRouters)
 	if failed > 0 {
 		t.Errorf("%d of %d requests failed across the node restart, want 0", failed, len(ss))
 	}
@@ -145,7 +139,7 @@ func TestNodeRestartKeepsTraefikRouting(t *testing.T) {
 	if minRouters < len(before) {
 		t.Errorf("Traefik withdrew routes during the restart: %d routers at the low point, %d before", minRouters, len(before))
 	}
-	if !strings.Contains(tr.proc.output(), "cannot fetch configuration data") {
+	if !strings.Contains(tr.proc.Output(), "cannot fetch configuration data") {
 		t.Error("Traefik never failed a poll: the restart was not observed")
 	}
 	results.add("Scenario 8: node restart",

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/scafo/ingress/internal/proc"
 )
 
 // The shipped static configuration and its token renderer: the suite runs Traefik on
@@ -201,7 +203,7 @@ func dig(m map[string]any, keys ...string) any {
 type traefik struct {
 	name  string
 	ports traefikPorts
-	proc  *proc
+	proc  *proc.Proc
 	http  *http.Client
 }
 
@@ -252,18 +254,15 @@ func launchTraefik(t *testing.T, name string, build func(ports traefikPorts) *tr
 	for attempt := 1; ; attempt++ {
 		ports := traefikPorts{web: freePort(t, "127.0.0.1"), websecure: freePort(t, "127.0.0.1"), api: freePort(t, "127.0.0.1")}
 		tr := build(ports)
-		tr.proc.start(t)
-		err := poll(20*time.Second, 20*time.Millisecond, func() error {
-			if tr.proc.exited() {
-				return fmt.Errorf("%s exited:\n%s", name, tail(tr.proc.output(), 30))
-			}
+		tr.proc.MustStart(t)
+		err := tr.proc.WaitUntil(20*time.Second, func() error {
 			_, err := tr.rawData()
 			return err
 		})
 		if err == nil {
 			return tr
 		}
-		if attempt < 4 && tr.proc.exited() && strings.Contains(tr.proc.output(), "address already in use") {
+		if attempt < 4 && proc.IsExited(err) && strings.Contains(tr.proc.Output(), "address already in use") {
 			t.Logf("%s: a probed port was taken before Traefik bound it; retrying on fresh ports", name)
 			continue
 		}

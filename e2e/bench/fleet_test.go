@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/internal/proc"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render/fleet"
@@ -74,7 +75,7 @@ func writeFleet(t *testing.T, root string, nApps, nPrefixes int) int {
 type benchNode struct {
 	name string
 	port int
-	proc *proc
+	proc *proc.Proc
 }
 
 // newNode prepares (does not start) a node named name on storeRoot.
@@ -101,22 +102,12 @@ func (n *benchNode) url(path string) string { return "http://" + addr(n.port) + 
 // start runs the node and waits for /v1/readyz (its first complete reconcile pass).
 func (n *benchNode) start(t *testing.T) time.Duration {
 	t.Helper()
-	n.proc.run(t)
-	waitFor(t, n.name+" ready", 120*time.Second, func() error {
-		if n.proc.exited() {
-			return fmt.Errorf("%s exited:\n%s", n.name, n.proc.tail(20))
-		}
-		resp, err := http.Get(n.url("/v1/readyz"))
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("readyz %d", resp.StatusCode)
-		}
-		return nil
-	})
-	return time.Since(n.proc.start)
+	n.proc.MustStart(t)
+	const limit = 120 * time.Second
+	if err := n.proc.WaitUntil(limit, func() error { return proc.HTTPOK(nil, n.url("/v1/readyz")) }); err != nil {
+		t.Fatalf("waiting %s for %s ready: %v", limit, n.name, err)
+	}
+	return time.Since(n.proc.Started())
 }
 
 // poll is one GET of the Traefik configuration.

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scafo/ingress/internal/proc"
 )
 
 // nginx is one private nginx: its own configuration, pid file, logs and temp dirs
@@ -19,7 +20,7 @@ type nginx struct {
 	port   int
 	ports  []int // every listener, when there are several
 	prefix string
-	proc   *proc
+	proc   *proc.Proc
 }
 
 // nginxConfig is the skeleton every bench nginx shares; server is the server block.
@@ -67,23 +68,15 @@ func startNginx(t *testing.T, name string, workers int, server func(prefix strin
 	mustWrite(t, conf, []byte(nginxConfig(prefix, workers, server(prefix, n.port))))
 	// -e: the error log before the configuration is read (else /var/log/nginx).
 	n.proc = newProc(t, name, bins.nginx, "-p", prefix, "-c", conf, "-e", filepath.Join(prefix, "error.log"))
-	n.proc.deathSignal = syscall.SIGTERM
-	n.proc.run(t)
-	waitFor(t, name+" answering", 10*time.Second, func() error {
-		if n.proc.exited() {
-			b, _ := os.ReadFile(filepath.Join(prefix, "error.log"))
-			return fmt.Errorf("%s exited: %s\n%s", name, n.proc.tail(10), b)
-		}
-		resp, err := http.Get("http://" + addr(n.port) + probe)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %d", probe, resp.StatusCode)
-		}
-		return nil
-	})
+	// SIGTERM if the test binary dies: the master then stops its workers, which
+	// SIGKILL would orphan.
+	n.proc.DeathSignal = syscall.SIGTERM
+	n.proc.MustStart(t)
+	const limit = 10 * time.Second
+	if err := n.proc.WaitUntil(limit, func() error { return proc.HTTPOK(nil, "http://"+addr(n.port)+probe) }); err != nil {
+		b, _ := os.ReadFile(filepath.Join(prefix, "error.log"))
+		t.Fatalf("waiting %s for %s answering: %v\nerror.log:\n%s", limit, name, err, b)
+	}
 	return n
 }
 

@@ -135,7 +135,7 @@ func pollVersusNginx(t *testing.T, load wrkLoad, nRounds, routes, prefixes int) 
 		}
 		return b.String()
 	}
-	rss, peak := nd.proc.rssKB()
+	rss, peak := rssKB(nd.proc)
 	rows := []string{
 		fmt.Sprintf("**%d routes, %d prefixes on one host** (node ready %s after start; node RSS %s MB, peak %s MB after the load):",
 			nRoutes, prefixes, ready.Round(time.Millisecond), mb(rss), mb(peak)),
@@ -197,7 +197,7 @@ func pollVersusNginx(t *testing.T, load wrkLoad, nRounds, routes, prefixes int) 
 				h, repr = append(h, "Accept-Encoding: gzip"), "gzip"
 			}
 			var during wrkResult
-			top := perfTop(t, nd.proc.pid(), load.duration, 12, func() { during = runWrk(t, load, nd.url("/v1/ingress/traefik"), h...) })
+			top := perfTop(t, nd.proc.PID(), load.duration, 12, func() { during = runWrk(t, load, nd.url("/v1/ingress/traefik"), h...) })
 			if len(top) == 0 {
 				continue
 			}

@@ -2,133 +2,32 @@ package bench
 
 import (
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scafo/ingress/internal/proc"
 )
 
-// proc is one child process (a node, nginx, Traefik) with its output in a log file. It
-// is stopped by its own PID, never by name.
-type proc struct {
-	name string
-	bin  string
-	args []string
-	log  string
-	// deathSignal is sent to the process if the test binary dies (default SIGKILL).
-	// nginx gets SIGTERM: its master then stops its workers, which SIGKILL would orphan.
-	deathSignal syscall.Signal
+// Child processes (nodes, nginx, Traefik, the serve child) run through internal/proc,
+// shared with e2e and node/store/s3/s3test: output in a log file, Pdeathsig, waits by
+// event, stop by PID (never by name).
 
-	mu    sync.Mutex
-	cmd   *exec.Cmd
-	done  chan struct{}
-	start time.Time
-}
-
-func newProc(t *testing.T, name, bin string, args ...string) *proc {
+// newProc prepares (does not start) a child with childEnviron. When the test ends it
+// gets SIGTERM and, 5s later, SIGKILL; its log's tail is printed if the test failed.
+func newProc(t *testing.T, name, bin string, args ...string) *proc.Proc {
 	t.Helper()
-	p := &proc{name: name, bin: bin, args: args, log: t.TempDir() + "/" + name + ".log"}
-	t.Cleanup(func() {
-		p.stop(5 * time.Second)
-		if t.Failed() {
-			t.Logf("---- %s log (tail) ----\n%s", p.name, p.tail(40))
-		}
-	})
+	p := proc.New(t, name, bin, args...)
+	p.Env = childEnviron()
+	p.Grace = 5 * time.Second
 	return p
 }
 
-// run launches the process; it dies with the test binary (Pdeathsig).
-func (p *proc) run(t *testing.T) {
-	t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd != nil {
-		t.Fatalf("%s: already running", p.name)
-	}
-	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		t.Fatalf("%s: opening log: %v", p.name, err)
-	}
-	cmd := exec.Command(p.bin, p.args...)
-	cmd.Env = childEnviron()
-	cmd.Stdout, cmd.Stderr = f, f
-	sig := p.deathSignal
-	if sig == 0 {
-		sig = syscall.SIGKILL
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: sig}
-	p.start = time.Now()
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		t.Fatalf("%s: starting %s: %v", p.name, p.bin, err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		f.Close()
-		close(done)
-	}()
-	p.cmd, p.done = cmd, done
-}
-
-func (p *proc) pid() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil {
-		return 0
-	}
-	return p.cmd.Process.Pid
-}
-
-// stop sends SIGTERM to the process's PID, waits up to grace, then SIGKILLs that PID.
-func (p *proc) stop(grace time.Duration) {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.cmd, p.done = nil, nil
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(grace):
-		_ = cmd.Process.Kill()
-		<-done
-	}
-}
-
-func (p *proc) exited() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.done == nil {
-		return true
-	}
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *proc) tail(n int) string {
-	b, _ := os.ReadFile(p.log)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // rssKB reads VmRSS and VmHWM (peak) of the running process from /proc, in KiB.
-func (p *proc) rssKB() (rss, peak int64) {
-	pid := p.pid()
+func rssKB(p *proc.Proc) (rss, peak int64) {
+	pid := p.PID()
 	if pid == 0 {
 		return 0, 0
 	}
@@ -153,31 +52,10 @@ func (p *proc) rssKB() (rss, peak int64) {
 }
 
 // freePort returns a TCP port free on 127.0.0.1 right now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return proc.MustFreePort(t, "127.0.0.1") }
 
-// waitFor polls cond every 10ms until it returns nil or timeout passes.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for {
-		if err = cond(); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting %s for %s: %v", timeout, what, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// waitFor polls cond until it returns nil, or fails the test at the deadline.
+var waitFor = proc.WaitFor
 
 func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 
@@ -189,8 +67,8 @@ func mustWrite(t *testing.T, path string, b []byte) {
 }
 
 // cpuTime is the process's user+system CPU time so far, from /proc/<pid>/stat.
-func (p *proc) cpuTime() time.Duration {
-	pid := p.pid()
+func cpuTime(p *proc.Proc) time.Duration {
+	pid := p.PID()
 	if pid == 0 {
 		return 0
 	}

@@ -1,17 +1,14 @@
 package bench
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -75,42 +72,16 @@ func runServeChild() int {
 }
 
 // startGoServer runs the serve child on the files in dir (written by startStaticNginx
-// or by the caller) and returns its port.
+// or by the caller) and returns its port once the child has logged that it listens.
 func startGoServer(t *testing.T, mode, dir string) int {
 	t.Helper()
 	port := freePort(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=serve", "SCAFO_BENCH_SERVE_DIR="+dir,
+	p := newProc(t, "go-server-"+mode, os.Args[0], "-test.run=^$")
+	p.Env = append(p.Env, childEnv+"=serve", "SCAFO_BENCH_SERVE_DIR="+dir,
 		"SCAFO_BENCH_SERVE_MODE="+mode, "SCAFO_BENCH_SERVE_ADDR="+addr(port))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	ready := make(chan error, 1)
-	go func() {
-		line, err := bufio.NewReader(out).ReadString('\n')
-		if err == nil && strings.TrimSpace(line) != "listening" {
-			err = fmt.Errorf("unexpected %q", line)
-		}
-		ready <- err
-		io.Copy(io.Discard, out)
-	}()
-	select {
-	case err := <-ready:
-		if err != nil {
-			t.Fatalf("go server (%s): %v", mode, err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("go server (%s) did not start", mode)
+	p.MustStart(t)
+	if err := p.WaitLog(10*time.Second, 0, "listening"); err != nil {
+		t.Fatalf("go server (%s): %v", mode, err)
 	}
 	return port
 }

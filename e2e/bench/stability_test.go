@@ -48,7 +48,7 @@ func TestOneETagAcrossTwoNodesAndARestart(t *testing.T) {
 	var restartReady time.Duration
 	for i := range polls {
 		if i == polls/2 {
-			b.proc.stop(15 * time.Second)
+			b.proc.Stop(15 * time.Second)
 			restartReady = b.start(t)
 		}
 		n := a

@@ -415,11 +415,8 @@ func (tb *traefikBench) measure(t *testing.T, c traefikCase) traefikRun {
 	}
 
 	tr := newProc(t, "traefik", bins.traefik, "--configFile="+staticFile)
-	tr.run(t)
-	waitFor(t, "Traefik routing "+c.name, 90*time.Second, func() error {
-		if tr.exited() {
-			return fmt.Errorf("traefik exited:\n%s", tr.tail(30))
-		}
+	tr.MustStart(t)
+	if err := tr.WaitUntil(90*time.Second, func() error {
 		for _, r := range probes {
 			status, got, err := traefikGet(web, r)
 			if err != nil {
@@ -430,9 +427,11 @@ func (tb *traefikBench) measure(t *testing.T, c traefikCase) traefikRun {
 			}
 		}
 		return nil
-	})
-	run := traefikRun{c: c, shape: shapeOf(t, body), bytes: len(body), startup: time.Since(tr.start), results: map[string]wrkResult{}}
-	rss, _ := tr.rssKB()
+	}); err != nil {
+		t.Fatalf("waiting 90s for Traefik routing %s: %v", c.name, err)
+	}
+	run := traefikRun{c: c, shape: shapeOf(t, body), bytes: len(body), startup: time.Since(tr.Started()), results: map[string]wrkResult{}}
+	rss, _ := rssKB(tr)
 	run.rssMB = mb(rss)
 	t.Logf("%s: %d routers, %d services, %d bytes; routed %s after start", c.name, run.shape.routers, run.shape.services, run.bytes, run.startup.Round(time.Millisecond))
 
@@ -444,9 +443,9 @@ func (tb *traefikBench) measure(t *testing.T, c traefikCase) traefikRun {
 		window := iv * time.Duration((10*time.Second+iv-1)/iv)
 		from := time.Now().Add(iv / 2)
 		time.Sleep(time.Until(from))
-		cpu0 := tr.cpuTime()
+		cpu0 := cpuTime(tr)
 		time.Sleep(window)
-		run.idleCPU = (tr.cpuTime() - cpu0).Seconds() / window.Seconds()
+		run.idleCPU = (cpuTime(tr) - cpu0).Seconds() / window.Seconds()
 		run.health = tb.backend.healthLoad(t, from, window)
 		run.health.expected = float64(run.shape.checked) / iv.Seconds()
 		t.Logf("health checks: %.0f/s expected, %.0f/s measured, busiest second %d; Traefik CPU %.2f cores",
@@ -466,9 +465,9 @@ func (tb *traefikBench) measure(t *testing.T, c traefikCase) traefikRun {
 		}
 		run.results[l.name] = res
 	}
-	_, peak := tr.rssKB()
+	_, peak := rssKB(tr)
 	run.peakMB = mb(peak)
-	tr.stop(10 * time.Second)
+	tr.Stop(10 * time.Second)
 	return run
 }
 

@@ -21,12 +21,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -35,6 +33,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/scafo/ingress/internal/proc"
 	"github.com/scafo/ingress/node/store/s3"
 )
 
@@ -58,12 +57,8 @@ type Server struct {
 	Region    string
 
 	// Set when this package runs the server.
-	bin     string
 	dataDir string
-	port    int
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	logPath string
+	proc    *proc.Proc
 }
 
 var (
@@ -146,7 +141,7 @@ func Start(t testing.TB) *Server {
 	t.Cleanup(func() {
 		s.remove(t.Failed())
 		if t.Failed() {
-			t.Logf("minio log kept: %s", s.logPath)
+			t.Logf("minio log kept: %s", s.proc.Log)
 		}
 	})
 	return s
@@ -157,7 +152,7 @@ func (s *Server) remove(keepLog bool) {
 	s.kill()
 	os.RemoveAll(s.dataDir)
 	if !keepLog {
-		os.Remove(s.logPath)
+		os.Remove(s.proc.Log)
 	}
 }
 
@@ -195,15 +190,6 @@ func MinIOBinary() (string, error) {
 	return "", fmt.Errorf("%w (looked in %s)", errNoBinary, strings.Join(looked, ", "))
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func randHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
@@ -219,113 +205,94 @@ func start(bin string) (*Server, error) {
 		AccessKey: "scafo-test",
 		SecretKey: randHex(16),
 		Region:    region,
-		bin:       bin,
 		dataDir:   dataDir,
-		logPath:   dataDir + ".log",
 	}
+	s.proc = &proc.Proc{
+		Name: "minio",
+		Bin:  bin,
+		Env: append(os.Environ(),
+			"MINIO_ROOT_USER="+s.AccessKey,
+			"MINIO_ROOT_PASSWORD="+s.SecretKey,
+			"MINIO_BROWSER=off",
+			"MINIO_UPDATE=off",
+		),
+		Log: dataDir + ".log",
+	}
+	ownedMu.Lock()
+	owned = append(owned, s)
+	ownedMu.Unlock()
 	var lastErr error
 	for range 3 { // a free port can be taken between probe and bind: try another
-		if s.port, err = freePort(); err != nil {
+		port, err := proc.FreePort("127.0.0.1")
+		if err != nil {
 			return nil, err
 		}
-		s.Endpoint = "127.0.0.1:" + strconv.Itoa(s.port)
+		s.Endpoint = proc.HostPort("127.0.0.1", port)
 		if lastErr = s.run(); lastErr == nil {
 			return s, nil
 		}
 		s.kill()
 	}
 	os.RemoveAll(dataDir)
-	return nil, fmt.Errorf("%w (log kept: %s)", lastErr, s.logPath)
+	return nil, fmt.Errorf("%w (log kept: %s)", lastErr, s.proc.Log)
 }
 
-// run starts the process on s.port with s.dataDir and waits until it answers S3 calls.
+// readyLimit bounds a MinIO start, up to its first answered S3 call.
+const readyLimit = 60 * time.Second
+
+// run starts the process on s.Endpoint with s.dataDir and waits until it answers S3
+// calls.
 func (s *Server) run() error {
-	consolePort, err := freePort()
+	consolePort, err := proc.FreePort("127.0.0.1")
 	if err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(s.bin, "server", "--quiet",
+	s.proc.Args = []string{"server", "--quiet",
 		"--address", s.Endpoint,
-		"--console-address", "127.0.0.1:"+strconv.Itoa(consolePort),
-		s.dataDir)
-	cmd.Env = append(os.Environ(),
-		"MINIO_ROOT_USER="+s.AccessKey,
-		"MINIO_ROOT_PASSWORD="+s.SecretKey,
-		"MINIO_BROWSER=off",
-		"MINIO_UPDATE=off",
-	)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := startCmd(cmd); err != nil {
-		logf.Close()
-		return fmt.Errorf("starting %s: %w", s.bin, err)
+		"--console-address", proc.HostPort("127.0.0.1", consolePort),
+		s.dataDir}
+	if err := s.proc.Start(); err != nil {
+		return err
 	}
-	logf.Close()
-	s.cmd = cmd
-	s.exited = make(chan struct{})
-	go func() { cmd.Wait(); close(s.exited) }()
-	ownedMu.Lock()
-	owned = append(owned, s)
-	ownedMu.Unlock()
-	if err := s.waitReady(60 * time.Second); err != nil {
-		return fmt.Errorf("%w\nminio log (%s):\n%s", err, s.logPath, tail(s.logPath))
+	if err := s.waitReady(readyLimit); err != nil {
+		if !proc.IsExited(err) { // an exit's error carries the log's tail already
+			err = fmt.Errorf("%w\nminio log (%s):\n%s", err, s.proc.Log, s.proc.Tail(40))
+		}
+		return err
 	}
 	return nil
 }
 
-func tail(path string) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
-	}
-	return string(b)
-}
-
-// waitReady polls the liveness endpoint, then a ListBuckets call, until both answer.
+// waitReady waits until the liveness endpoint answers, then a ListBuckets call.
 func (s *Server) waitReady(limit time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
 	client, err := s.Client()
 	if err != nil {
 		return err
 	}
 	hc := &http.Client{Timeout: time.Second}
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
 	live := false
-	for {
-		select {
-		case <-s.exited:
-			return fmt.Errorf("minio exited: %v", s.cmd.ProcessState)
-		case <-ctx.Done():
-			return fmt.Errorf("minio on %s not ready after %v", s.Endpoint, limit)
-		case <-tick.C:
-		}
+	err = s.proc.WaitUntil(limit, func() error {
 		if !live {
-			resp, err := hc.Get("http://" + s.Endpoint + "/minio/health/live")
-			if err != nil {
-				continue
+			if err := proc.HTTPOK(hc, "http://"+s.Endpoint+"/minio/health/live"); err != nil {
+				return err
 			}
-			resp.Body.Close()
-			live = resp.StatusCode == http.StatusOK
-			continue
+			live = true
 		}
-		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := client.ListBuckets(cctx)
-		ccancel()
-		if err == nil {
-			return nil
-		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := client.ListBuckets(ctx)
+		return err
+	})
+	if err != nil && !proc.IsExited(err) {
+		return fmt.Errorf("minio on %s not ready after %v: %w", s.Endpoint, limit, err)
 	}
+	return err
 }
 
 // Stop kills the server (SIGKILL, like a crash or a pulled cable) and waits for it to
 // exit. Its data stays for Restart.
 func (s *Server) Stop() error {
-	if s.cmd == nil {
+	if s.proc == nil {
 		return errors.New("s3test: server is not run by this package")
 	}
 	s.kill()
@@ -334,44 +301,40 @@ func (s *Server) Stop() error {
 
 // Restart starts a stopped server again on the same address with the same data.
 func (s *Server) Restart() error {
-	if s.cmd == nil {
+	if s.proc == nil {
 		return errors.New("s3test: server is not run by this package")
 	}
-	select {
-	case <-s.exited:
-	default:
+	if !s.proc.Exited() {
 		return errors.New("s3test: server is still running")
 	}
 	var err error
-	for range 50 { // the port may linger briefly after a kill
+	for range 3 {
+		// The address is free again once the killed process's socket is gone; another
+		// process may still take it before MinIO binds, hence the retries.
+		if err = proc.WaitBindable(10*time.Second, s.Endpoint); err != nil {
+			return fmt.Errorf("s3test: %s not free again after the stop: %w", s.Endpoint, err)
+		}
 		if err = s.run(); err == nil {
 			return nil
 		}
 		s.kill()
-		time.Sleep(100 * time.Millisecond)
 	}
 	return err
 }
 
-// PID is the server process's id (0 for an external server).
+// PID is the server process's id (0 for an external server, or a stopped one).
 func (s *Server) PID() int {
-	if s.cmd == nil || s.cmd.Process == nil {
+	if s.proc == nil {
 		return 0
 	}
-	return s.cmd.Process.Pid
+	return s.proc.PID()
 }
 
+// kill SIGKILLs the server by its PID and waits for it (nothing for an external one).
 func (s *Server) kill() {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
+	if s.proc != nil {
+		s.proc.Kill()
 	}
-	select {
-	case <-s.exited:
-		return
-	default:
-	}
-	s.cmd.Process.Kill() // by PID
-	<-s.exited
 }
 
 // Client returns a minio-go client with the server's root credentials.
@@ -417,10 +380,8 @@ func (s *Server) NewBucket(t testing.TB) s3.Config {
 		t.Fatalf("creating bucket %s on %s: %v", name, s.Endpoint, err)
 	}
 	t.Cleanup(func() {
-		select {
-		case <-s.exited: // a stopped dedicated server: its data dir goes anyway
+		if s.proc != nil && s.proc.Exited() { // a stopped dedicated server: its data dir goes anyway
 			return
-		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
