@@ -340,7 +340,9 @@ func TestRejectedRequestsAreCheap(t *testing.T) {
 // application gets one answer, 403 with one body, for every host spelling and body,
 // on both methods of the path-map door.
 func TestControlPlaneRefusalIgnoresHostShape(t *testing.T) {
-	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	cfg := testConfig(t, "vps-a", t.TempDir())
+	cfg.Writes.Rate, cfg.Writes.Burst = 1000, 1000 // every refused attempt counts against writes.rate
+	n := startNode(t, cfg)
 	n.waitReady()
 	fleetOf(t, n, "console")
 	n.must(201, "PUT", "/v1/apps/console/domains/console.example.com", testAdminToken, "")
