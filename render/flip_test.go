@@ -429,8 +429,11 @@ var goldenProbes = map[string][]probe{
 		{"a.shop.example.org", "/x/..%2Fcheckout", "guard-~2a_shop_example_org"},
 	},
 	"fail-closed": {
-		{"apps.example.com", "/v1/status", "api-apps_example_com"},
+		{"apps.example.com", "/v1/healthz", "api-apps_example_com"},
+		{"apps.example.com", "/v1/status", "deny-apps_example_com"},
 		{"apps.example.com", "/v1/ingress/routes", "deny-apps_example_com"},
+		{"apps.example.com", "/v1/ingress", "deny-apps_example_com"},
+		{"apps.example.com", "/v1/health/instances/tito-go", "deny-apps_example_com"},
 		{"apps.example.com", "/v1/storage/x", "deny-apps_example_com"},
 		{"www.example.com", "/v1/storage", "host-~2a_example_com"},
 		{"ti.to", "/paulca/x", "path-ti_to.paulca"},

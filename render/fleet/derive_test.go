@@ -129,7 +129,9 @@ func TestDeriveBuildsTheDesignExample(t *testing.T) {
 		API: &routing.API{
 			Hosts:     []string{"apps.example.com"},
 			Upstreams: ups("vps-a", "10.83.0.1:7400", "vps-b", "10.83.0.2:7400"),
-			Denied:    []string{"/v1/storage", "/v1/ingress/routes"},
+			// DESIGN §3: the public apex serves what a remote CLI or CI needs and nothing
+			// else (the seed's two entries are a subset).
+			Denied: []string{"/metrics", "/v1/health/", "/v1/ingress/", "/v1/status", "/v1/storage"},
 		},
 	}
 	want.Seal()

@@ -81,9 +81,25 @@ type API struct {
 	// other upstream list).
 	Upstreams []Upstream `json:"upstreams"`
 	// Denied are path prefixes never served through the public apex; they stay on a
-	// node's own listener behind the ingress token.
+	// node's own listener behind the ingress token. An entry ending in "/" denies that
+	// path segment and everything below it; any other entry is a plain string prefix.
+	// See DeniedAPIPrefixes.
 	Denied []string `json:"denied"`
 }
 
-// DeniedAPIPrefixes are the node API paths never exposed on the public apex.
-var DeniedAPIPrefixes = []string{"/v1/storage", "/v1/ingress/routes"}
+// DeniedAPIPrefixes are the node API paths never exposed on the public apex (DESIGN
+// §3): the apex serves what a remote CLI or CI needs and nothing else. Each stays on a
+// node's own listener behind the ingress token (or, for metrics and instance health,
+// on the private network).
+//
+//   - "/metrics": Prometheus; fleet internals.
+//   - "/v1/health/": instance health; probes the fleet's private addresses.
+//   - "/v1/ingress/": every format (routes, traefik, …): the rendered configuration
+//     carries every node's address and, with fleet certificates, private keys.
+//   - "/v1/status": skipped objects, nodes and their age.
+//   - "/v1/storage": the certificate store.
+//
+// An entry ending in "/" denies that segment and everything under it ("/v1/health/"
+// denies "/v1/health" and "/v1/health/…" but not "/v1/healthz"); any other entry is a
+// plain string prefix ("/metrics" also denies "/metricsx", which is harmless). Sorted.
+var DeniedAPIPrefixes = []string{"/metrics", "/v1/health/", "/v1/ingress/", "/v1/status", "/v1/storage"}

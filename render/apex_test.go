@@ -1,0 +1,73 @@
+package render
+
+import (
+	"testing"
+
+	"github.com/scafo/ingress/render/routing"
+)
+
+// apexDoc is a derived-style document: the public apex with the denied prefixes Derive
+// publishes, optionally beside a customer wildcard covering the apex (Derive drops such
+// a wildcard; the render still pins the denied prefixes to 503 if one arrives).
+func apexDoc(withWildcard bool) *routing.Document {
+	d := &routing.Document{V: routing.Version, Routes: []routing.Route{}, API: &routing.API{
+		Hosts:     []string{"apps.example.com"},
+		Upstreams: []routing.Upstream{{Node: "vps-a", Address: "10.83.0.1:7400", APIPort: 7400}},
+		Denied:    append([]string(nil), routing.DeniedAPIPrefixes...),
+	}}
+	if withWildcard {
+		d.Routes = append(d.Routes, routing.Route{Host: "*.example.com", Application: "agency",
+			Upstreams: []routing.Upstream{{Node: "vps-a", Address: "10.83.0.1:24200", APIPort: 7400}}})
+	}
+	d.Seal()
+	return d
+}
+
+// TestPublicApexDeniesTheTokenAndOperatorEndpointsWhateverTheSpelling: the apex puts
+// the node API on the internet; what a remote CLI or CI needs goes through, and the
+// storage, every ingress format, metrics, instance health and status never do, for
+// every spelling Traefik routes on (its entry point resolves dot segments and repeated
+// slashes and decodes unreserved escapes before matching; matching is case-sensitive,
+// and so is the node's chi router, so "/V1/status" reaches the node and is a 404).
+func TestPublicApexDeniesTheTokenAndOperatorEndpointsWhateverTheSpelling(t *testing.T) {
+	denied := []string{
+		"/v1/storage", "/v1/storage/", "/v1/storage/certificates/x", "/v1/%73torage/x",
+		"/v1/ingress/routes", "/v1/ingress/traefik", "/v1/ingress/traefik?prefer=self",
+		"/v1/ingress/anything", "/v1/ingress/", "/v1/ingress", "/v1/ingress?x",
+		"/v1/ingress%2Ftraefik", "/v1/ingress%2ftraefik", "/v1/%69ngress/traefik",
+		"//v1/ingress/traefik", "/v1//ingress/traefik", "/v1/x/../ingress/traefik", "/v1/./ingress/routes",
+		"/metrics", "/metrics/", "/metrics?x=1", "/%6Detrics", "/%6detrics", "//metrics", "/x/../metrics",
+		"/v1/health/instances/shop", "/v1/health/", "/v1/health", "/v1/%68ealth/instances/shop",
+		"/v1/health%2Finstances%2Fshop",
+		"/v1/status", "/v1/status/", "/v1/status?x", "//v1/status", "/v1/%73tatus", "/v1/stat%75s",
+		"/v1/./status", "/v1/status/.", "/v1/status%2F",
+	}
+	allowed := []string{"/", "/v1/healthz", "/v1/readyz", "/v1/apps/shop", "/v1/apps/shop/domains/ti.to/paths",
+		"/v1/tokens", "/v1/node/instances/shop", "/v1/healthz?x", "/v1/statusx/../healthz"}
+	for _, withWildcard := range []bool{false, true} {
+		out, err := Traefik(apexDoc(withWildcard), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		routers := compileRouters(t, decodeStrict(t, out))
+		wantDenied := ""
+		if withWildcard {
+			wantDenied = "deny-apps_example_com"
+		}
+		for _, p := range denied {
+			rp, _, ok := traefikEntry(p)
+			if !ok {
+				t.Fatalf("%s refused by the entry point model", p)
+			}
+			if got := route(t, routers, request{host: "apps.example.com", routingPath: rp}); got != wantDenied {
+				t.Errorf("wildcard=%v: apps.example.com%s (routing path %q) → %q, want %q", withWildcard, p, rp, got, wantDenied)
+			}
+		}
+		for _, p := range allowed {
+			rp, _, _ := traefikEntry(p)
+			if got := route(t, routers, request{host: "apps.example.com", routingPath: rp}); got != "api-apps_example_com" {
+				t.Errorf("wildcard=%v: apps.example.com%s (routing path %q) → %q, want the node API", withWildcard, p, rp, got)
+			}
+		}
+	}
+}
