@@ -48,8 +48,13 @@ type Route struct {
 	Host string `json:"host"`
 	// Application is the name of the application this host belongs to. Every host of
 	// one application shares one upstream list (and one rendered service chain).
+	// UnownedApplication marks a host that is held in the fleet by no application that
+	// can be named; such a route has no upstreams.
 	Application string `json:"application"`
-	// Upstreams is the ordered priority list of ready instances of Application.
+	// Upstreams is the ordered priority list of ready instances of Application. Empty
+	// (never absent: written as []) means the host exists but nothing is ready to serve
+	// it: an ingress must answer it with an error (503) and never let another route,
+	// such as a covering wildcard, take its traffic (fail closed).
 	Upstreams []Upstream `json:"upstreams"`
 	// Paths maps a bare first path segment ("paulca", never "/paulca") to the host of
 	// another route of the same document and the same account. A prefix selects a
@@ -60,6 +65,15 @@ type Route struct {
 	// "/v1/health/instances/<application>" on the upstream's APIPort.
 	HealthPath string `json:"healthPath,omitempty"`
 }
+
+// UnownedApplication is the Application of a route whose host is claimed in the fleet
+// but by no application that can be named: its claim object could not be read, names a
+// missing application or one of another account, or is one of several objects naming
+// the host. The route has no upstreams, so an ingress answers 503 for the host and no
+// wildcard takes it, until an operator fixes the store. It is a valid DNS label, so
+// every v1 reader accepts it; it is reserved: no application may have this name
+// (Derive skips one that does, and the API should refuse it).
+const UnownedApplication = "scafo-unowned"
 
 // Upstream is one instance of an application on one node.
 type Upstream struct {
