@@ -438,6 +438,16 @@ var goldenProbes = map[string][]probe{
 		{"www.example.com", "/v1/storage", "host-~2a_example_com"},
 		{"ti.to", "/paulca/x", "path-ti_to.paulca"},
 	},
+	"fail-closed-hosts": {
+		{"vip.shop.example.org", "/", "host-vip_shop_example_org"},
+		{"vip.shop.example.org", "/x", "host-vip_shop_example_org"},
+		{"www.shop.example.org", "/", "host-~2a_shop_example_org"},
+		{"shop.apps.example.com", "/", "host-shop_apps_example_com"},
+		{"lost.example.net", "/", "host-lost_example_net"},
+		{"other.example.net", "/", "host-~2a_example_net"},
+		{"apps.example.com", "/v1/status", ""},
+		{"apps.example.com", "/v1/healthz", "api-apps_example_com"},
+	},
 	"api-apex": {
 		{"apps.example.com", "/v1/storage", "host-apps_example_com"},
 		{"apps.example.net", "/v1/storage", ""},

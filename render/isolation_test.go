@@ -71,3 +71,46 @@ func TestPublicApexDeniesTheTokenAndOperatorEndpointsWhateverTheSpelling(t *test
 		}
 	}
 }
+
+// TestHostWithoutUpstreamsKeepsItsRouterToA503Service: fail closed. Every route with no
+// upstreams (its application has nothing ready, or no holder can be named) renders its
+// own host router, in its host band, to a load balancer without servers (Traefik
+// answers 503), never to nothing: a request for it must not reach a covering wildcard.
+func TestHostWithoutUpstreamsKeepsItsRouterToA503Service(t *testing.T) {
+	var c *loadedCase
+	for _, lc := range loadCases(t) {
+		if lc.name == "fail-closed-hosts" {
+			c = &lc
+		}
+	}
+	if c == nil {
+		t.Fatal("no testdata case fail-closed-hosts")
+	}
+	out, err := Traefik(c.doc, c.opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := decodeStrict(t, out)
+	empty := 0
+	for _, rt := range c.doc.Routes {
+		if len(rt.Upstreams) != 0 {
+			continue
+		}
+		empty++
+		r := cfg.HTTP.Routers[hostRouterName(rt.Host)]
+		if r == nil {
+			t.Errorf("%s: no host router", rt.Host)
+			continue
+		}
+		if want := hostMatcher(rt.Host); r.Rule != want || r.Priority != PriorityHost {
+			t.Errorf("%s: router %q at %d, want %q at %d", rt.Host, r.Rule, r.Priority, want, PriorityHost)
+		}
+		svc := cfg.HTTP.Services[r.Service]
+		if svc == nil || svc.LoadBalancer == nil || svc.Failover != nil || len(svc.LoadBalancer.Servers) != 0 {
+			t.Errorf("%s: service %s = %+v, want a load balancer without servers", rt.Host, r.Service, svc)
+		}
+	}
+	if empty != 3 {
+		t.Fatalf("%d routes without upstreams in the case, want 3", empty)
+	}
+}
