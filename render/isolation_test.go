@@ -23,14 +23,11 @@ func apexDoc(withWildcard bool) *routing.Document {
 	return d
 }
 
-// TestPublicApexDeniesTheTokenAndOperatorEndpointsWhateverTheSpelling: the apex puts
-// the node API on the internet; what a remote CLI or CI needs goes through, and the
-// storage, every ingress format, metrics, instance health and status never do, for
-// every spelling Traefik routes on (its entry point resolves dot segments and repeated
-// slashes and decodes unreserved escapes before matching; matching is case-sensitive,
-// and so is the node's chi router, so "/V1/status" reaches the node and is a 404).
-func TestPublicApexDeniesTheTokenAndOperatorEndpointsWhateverTheSpelling(t *testing.T) {
-	denied := []string{
+// apexDeniedSpellings must never reach the node API through the public apex;
+// apexAllowedPaths must. They are also golden probes of the api-apex case, so
+// TestTraefikDecodesTheRender replays them through Traefik's own entry point and muxer.
+var (
+	apexDeniedSpellings = []string{
 		"/v1/storage", "/v1/storage/", "/v1/storage/certificates/x", "/v1/%73torage/x",
 		"/v1/ingress/routes", "/v1/ingress/traefik", "/v1/ingress/traefik?prefer=self",
 		"/v1/ingress/anything", "/v1/ingress/", "/v1/ingress", "/v1/ingress?x",
@@ -42,8 +39,27 @@ func TestPublicApexDeniesTheTokenAndOperatorEndpointsWhateverTheSpelling(t *test
 		"/v1/status", "/v1/status/", "/v1/status?x", "//v1/status", "/v1/%73tatus", "/v1/stat%75s",
 		"/v1/./status", "/v1/status/.", "/v1/status%2F",
 	}
-	allowed := []string{"/", "/v1/healthz", "/v1/readyz", "/v1/apps/shop", "/v1/apps/shop/domains/ti.to/paths",
+	apexAllowedPaths = []string{"/", "/v1/healthz", "/v1/readyz", "/v1/apps/shop", "/v1/apps/shop/domains/ti.to/paths",
 		"/v1/tokens", "/v1/node/instances/shop", "/v1/healthz?x", "/v1/statusx/../healthz"}
+)
+
+func init() {
+	for _, p := range apexDeniedSpellings {
+		goldenProbes["api-apex"] = append(goldenProbes["api-apex"], probe{"apps.example.net", p, ""})
+	}
+	for _, p := range apexAllowedPaths {
+		goldenProbes["api-apex"] = append(goldenProbes["api-apex"], probe{"apps.example.net", p, "api-apps_example_net"})
+	}
+}
+
+// TestPublicApexDeniesTheTokenAndOperatorEndpointsWhateverTheSpelling: the apex puts
+// the node API on the internet; what a remote CLI or CI needs goes through, and the
+// storage, every ingress format, metrics, instance health and status never do, for
+// every spelling Traefik routes on (its entry point resolves dot segments and repeated
+// slashes and decodes unreserved escapes before matching; matching is case-sensitive,
+// and so is the node's chi router, so "/V1/status" reaches the node and is a 404).
+func TestPublicApexDeniesTheTokenAndOperatorEndpointsWhateverTheSpelling(t *testing.T) {
+	denied, allowed := apexDeniedSpellings, apexAllowedPaths
 	for _, withWildcard := range []bool{false, true} {
 		out, err := Traefik(apexDoc(withWildcard), Options{})
 		if err != nil {
