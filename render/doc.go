@@ -63,8 +63,21 @@
 //     Above, one router per pair: Host(`h`) && PathRegexp(`^/(?:p1|p2|…)(?:/|%2F|$)`),
 //     prefixes sorted and regexp-quoted (measured on v3.6.12 with 10 000 prefixes: 17×
 //     faster on a miss, half the reload time). Both forms pass the same tests.
-//   - The API apex: Host(`apex`) && !PathPrefix(`/v1/storage`) &&
-//     !PathPrefix(`/v1/ingress/routes`) to the node API chain.
+//   - The API apex: Host(`apex`) && !<each api.denied entry> to the node API chain.
+//     An entry ending in "/" is a whole segment, denied bare, below and with an encoded
+//     slash (Path(`/v1/ingress`) || PathPrefix(`/v1/ingress/`) ||
+//     PathPrefix(`/v1/ingress%2F`)), so "/v1/health/" leaves "/v1/healthz" alone; any
+//     other entry is PathPrefix(`/v1/status`), which also takes "/v1/status/" and
+//     "/v1/statusx". Traefik matches after resolving dot segments and repeated slashes
+//     and decoding unreserved escapes ("//v1/status", "/v1/%73tatus" are "/v1/status");
+//     matching is case-sensitive, like the node's router ("/V1/status" reaches the node
+//     and is a 404 there). When a custom wildcard covers the apex (Derive never
+//     publishes one), the denied paths are pinned to a service without servers (503)
+//     instead of falling through to it.
+//   - Fail closed: a route with no upstreams (its application has nothing ready, or
+//     its claim has no readable holder) keeps its Host router, to a load balancer
+//     without servers: Traefik answers 503 and no other router (a covering wildcard)
+//     ever takes its traffic.
 //
 // Every router is attached to Options.EntryPoints. With a CertResolver every router
 // gets tls.certResolver; a custom wildcard's routers ask for its wildcard certificate

@@ -108,13 +108,14 @@ func guardRule(hostMatch string) string {
 	return hostMatch + " && PathRegexp(`" + guardRegexp + "`)"
 }
 
-// apiRule routes the apex to the node API except the denied prefixes. The denial is
-// a plain string prefix on purpose: denying /v1/storagex too is harmless.
+// apiRule routes the apex to the node API except the denied prefixes.
 func apiRule(apex string, denied []string) string {
 	var b strings.Builder
 	b.WriteString("Host(`" + apex + "`)")
 	for _, d := range denied {
-		b.WriteString(" && !PathPrefix(`" + d + "`)")
+		for _, m := range deniedMatchers(d) {
+			b.WriteString(" && !" + m)
+		}
 	}
 	return b.String()
 }
@@ -123,12 +124,35 @@ func apiRule(apex string, denied []string) string {
 func denyRule(apex string, denied []string) string {
 	var b strings.Builder
 	b.WriteString("Host(`" + apex + "`) && (")
-	for i, d := range denied {
-		if i > 0 {
-			b.WriteString(" || ")
+	first := true
+	for _, d := range denied {
+		for _, m := range deniedMatchers(d) {
+			if !first {
+				b.WriteString(" || ")
+			}
+			first = false
+			b.WriteString(m)
 		}
-		b.WriteString("PathPrefix(`" + d + "`)")
 	}
 	b.WriteString(")")
 	return b.String()
+}
+
+// deniedMatchers are the path matchers that deny one api.denied entry on the routing
+// path Traefik matches (dot segments and repeated slashes resolved, unreserved escapes
+// decoded, other escapes upper-cased; case-sensitive, as the node's router is).
+//
+//   - An entry without a trailing slash ("/v1/status") is a plain string prefix: it
+//     takes "/v1/status", "/v1/status/…", "/v1/status%2F…" and, harmlessly,
+//     "/v1/statusx".
+//   - An entry with one ("/v1/ingress/") is a whole segment: the bare segment
+//     ("/v1/ingress"), everything below it, and the encoded-slash spelling
+//     ("/v1/ingress%2Ftraefik", which Traefik keeps encoded and a decoding backend
+//     would not), but not a longer segment ("/v1/healthz" is not "/v1/health/").
+func deniedMatchers(d string) []string {
+	base, segment := strings.CutSuffix(d, "/")
+	if !segment || base == "" {
+		return []string{"PathPrefix(`" + d + "`)"}
+	}
+	return []string{"Path(`" + base + "`)", "PathPrefix(`" + d + "`)", "PathPrefix(`" + base + "%2F`)"}
 }

@@ -143,4 +143,14 @@ func TestAPIRuleDeniesAndDenyRuleIsItsComplementOnTheApex(t *testing.T) {
 		"Host(`apps.example.com`) && (PathPrefix(`/v1/storage`) || PathPrefix(`/v1/ingress/routes`))"; got != want {
 		t.Errorf("deny rule %s, want %s", got, want)
 	}
+	// An entry ending in a slash is a whole segment: bare, below, and encoded-slash.
+	denied = []string{"/metrics", "/v1/ingress/"}
+	if got, want := apiRule("apps.example.com", denied),
+		"Host(`apps.example.com`) && !PathPrefix(`/metrics`) && !Path(`/v1/ingress`) && !PathPrefix(`/v1/ingress/`) && !PathPrefix(`/v1/ingress%2F`)"; got != want {
+		t.Errorf("api rule %s, want %s", got, want)
+	}
+	if got, want := denyRule("apps.example.com", denied),
+		"Host(`apps.example.com`) && (PathPrefix(`/metrics`) || Path(`/v1/ingress`) || PathPrefix(`/v1/ingress/`) || PathPrefix(`/v1/ingress%2F`))"; got != want {
+		t.Errorf("deny rule %s, want %s", got, want)
+	}
 }

@@ -219,12 +219,8 @@ func (r *renderer) api(doc *routing.Document) error {
 
 // wildcardCovers reports whether a custom wildcard route of doc matches host.
 func (r *renderer) wildcardCovers(doc *routing.Document, host string) bool {
-	_, parent, ok := strings.Cut(host, ".")
-	if !ok {
-		return false
-	}
 	for i := range doc.Routes {
-		if rest, ok := strings.CutPrefix(doc.Routes[i].Host, "*."); ok && rest == parent {
+		if routing.Covers(doc.Routes[i].Host, host) {
 			return true
 		}
 	}

@@ -18,6 +18,12 @@ type State struct {
 	Apps   []App
 	Claims []Claim
 	Nodes  []NodeRecord
+	// UnreadableClaims are the hosts of claim objects that exist in the store but could
+	// not be decoded, as named by their keys (domains/<host>.json → <host>), in any
+	// order. The name is still held, by an application nobody can tell: the host gets a
+	// fail-closed route (routing.UnownedApplication, no upstreams: Traefik answers 503)
+	// and no wildcard may cover it. The caller fills it; Derive reports each entry.
+	UnreadableClaims []string
 }
 
 // Options are the node settings derivation depends on. Every node of a fleet must run
@@ -72,19 +78,35 @@ type Skipped struct {
 //     exactly like every node going stale at once, and stale routing beats no routing.
 //     Heartbeat times are not part of the document: a heartbeat within the TTL never
 //     moves the revision.
-//   - An application with no ready upstream gets no route, on any host (platform or
-//     claimed), and is reported. Traefik then answers 404 from no router instead of 503
-//     from an empty service; more importantly a path target must be a ready route, so
-//     an unready application can never be the target of a prefix.
-//   - Platform hosts are "<app>.<domain>" for every platform domain. Everything
-//     strictly below a platform domain belongs to the platform (see PlatformOwner): a
-//     claim there, wildcard or not, is skipped, as the API refuses it. A wildcard
+//   - Fail closed: a host that exists in the fleet (the platform host of a valid
+//     application, or a claimed name) always has its own route. An application with no
+//     ready upstream keeps a route on every host, with an empty upstream list (an
+//     ingress answers 503), and is reported: with no route at all, a request for the
+//     host would find whatever else matches it (a wildcard) instead. A path target must
+//     still be a ready route, so an unready application is never the target of a
+//     prefix: the entry drops and the host's own application answers it (seed 000).
+//   - Platform hosts are "<app>.<domain>" for every platform domain. The platform's
+//     names are its own (PlatformConflict, the rule the API applies): a claim strictly
+//     below a platform domain, a wildcard of or under one, and a wildcard covering a
+//     platform apex ("*.example.com" over "apps.example.com") are skipped. A wildcard
 //     certificate never broadens routing: no wildcard route is made under a platform
 //     domain.
 //   - Claims are custom-domain routes of their application. The claim's account must be
 //     the application's: the claim is what lets a host's path map point traffic, and
-//     that authority belongs to the account. A claim of a missing application is
-//     skipped.
+//     that authority belongs to the account.
+//   - A claimed name without a holder that can be named (its object is unreadable,
+//     State.UnreadableClaims; it names a missing application or one of another account;
+//     two objects name it) is still held: an exact host gets a route of
+//     routing.UnownedApplication without upstreams (503) and is reported; a wildcard is
+//     skipped (it has nothing to answer). No application may be called
+//     routing.UnownedApplication.
+//   - Claims are exclusive across accounts by coverage (ClaimConflict, the rule the API
+//     applies on write): a custom wildcard route never covers a name held by another
+//     account or by no nameable holder. When the store holds both anyway, the wildcard
+//     loses, whatever the order of the input: it is skipped and reported naming one
+//     covered host, and every covered host keeps its own route. (Dropping the exact name
+//     instead would hand its traffic to the wildcard: the very leak the rule exists to
+//     prevent.)
 //   - The API apex: with APIPublic, every platform domain that no application holds
 //     (as a claim, or as a platform host of another platform domain) routes to the node
 //     API on every node record, ordered by node name, under the same fail-static rule,
@@ -117,7 +139,7 @@ func Derive(st State, opt Options) (*routing.Document, []Skipped) {
 	dv.indexDomains()
 	dv.indexNodes(st.Nodes)
 	dv.indexApps(st.Apps)
-	dv.indexClaims(st.Claims)
+	dv.indexClaims(st.Claims, st.UnreadableClaims)
 	dv.buildRoutes()
 	dv.buildPaths()
 	doc := &routing.Document{V: routing.Version, Routes: dv.routes, API: dv.buildAPI()}
@@ -158,7 +180,8 @@ type appInfo struct {
 	upstreams  []routing.Upstream
 }
 
-// holder is who holds a host name: an application (ready or not) of an account.
+// holder is who holds a host name: an application (ready or not) of an account, or
+// routing.UnownedApplication with account "" for a claimed name without a holder.
 type holder struct {
 	account string
 	app     string
@@ -173,6 +196,7 @@ type deriver struct {
 	apps    map[string]*appInfo
 	appList []appInfo // the valid applications, in input order
 	claims  []*Claim  // the valid claims, in input order
+	unowned []string  // exact hosts claimed without a holder that can be named, sorted
 	held    map[string]*holder
 	routes  []routing.Route
 	skipped []Skipped
@@ -181,7 +205,6 @@ type deriver struct {
 func (dv *deriver) skip(object, format string, args ...any) {
 	dv.skipped = append(dv.skipped, Skipped{Object: object, Reason: fmt.Sprintf(format, args...)})
 }
-
 
 func (dv *deriver) indexDomains() {
 	seen := make(map[string]bool, len(dv.opt.PlatformDomains))
@@ -258,6 +281,10 @@ func (dv *deriver) indexApps(apps []App) {
 			dv.skip(AppKey(app.Name), "%v; application ignored", err)
 			continue
 		}
+		if app.Name == routing.UnownedApplication {
+			dv.skip(AppKey(app.Name), "application name %q is reserved for claimed hosts without a holder; application ignored", app.Name)
+			continue
+		}
 		if n := counts[app.Name]; n > 1 {
 			dv.skip(AppKey(app.Name), "%d objects name application %q; all ignored", n, app.Name)
 			continue
@@ -277,7 +304,8 @@ func (dv *deriver) indexApps(apps []App) {
 		}
 		ai.upstreams = dv.upstreams(ai)
 		if len(ai.upstreams) == 0 {
-			dv.skip(AppKey(app.Name), "no ready instance on any placed node; not routed")
+			ai.upstreams = []routing.Upstream{} // written as [], never null
+			dv.skip(AppKey(app.Name), "no ready instance on any placed node; its hosts are routed to no upstream (503, fail closed)")
 		}
 		dv.apps[app.Name] = ai
 	}
@@ -356,8 +384,22 @@ func (dv *deriver) upstreams(ai *appInfo) []routing.Upstream {
 	return slices.DeleteFunc(all, func(u routing.Upstream) bool { return dv.nodes[u.Node].stale })
 }
 
-func (dv *deriver) indexClaims(claims []Claim) {
+func (dv *deriver) indexClaims(claims []Claim, unreadable []string) {
 	counts := countNames(claims, func(c *Claim) string { return c.Host })
+	for _, h := range unreadable {
+		counts[h]++
+	}
+	unowned := map[string]bool{}
+	// noHolder records a claimed name whose holder cannot be named: an exact host is
+	// held by nobody (a 503 route), a wildcard is left out.
+	noHolder := func(host, why string) {
+		if routing.IsWildcard(host) {
+			dv.skip(ClaimKey(host), "%s; wildcard not routed", why)
+			return
+		}
+		dv.skip(ClaimKey(host), "%s; the host is held by no application and answers 503 (fail closed) until the store is fixed", why)
+		unowned[host] = true
+	}
 	dv.claims = make([]*Claim, 0, len(claims))
 	for i := range claims {
 		c := &claims[i]
@@ -366,46 +408,63 @@ func (dv *deriver) indexClaims(claims []Claim) {
 			dv.skip(key, "%v; claim ignored", err)
 			continue
 		}
-		if n := counts[c.Host]; n > 1 {
-			dv.skip(key, "%d claims name host %q; all ignored", n, c.Host)
+		if err := PlatformConflict(c.Host, dv.domains); err != nil {
+			dv.skip(key, "%v; claim ignored", err)
 			continue
 		}
-		if d, ok := PlatformOwner(c.Host, dv.domains); ok {
-			dv.skip(key, "host is under platform domain %q, whose names are rendered from application names; claim ignored", d)
+		if n := counts[c.Host]; n > 1 {
+			noHolder(c.Host, fmt.Sprintf("%d claim objects name host %q", n, c.Host))
 			continue
 		}
 		ai := dv.apps[c.App]
 		if ai == nil {
-			dv.skip(key, "application %q not found (or skipped); claim ignored", c.App)
+			noHolder(c.Host, fmt.Sprintf("application %q not found (or skipped)", c.App))
 			continue
 		}
 		if c.Account != ai.app.Account {
-			dv.skip(key, "claim account %q is not the account of application %q; claim ignored", c.Account, c.App)
+			noHolder(c.Host, fmt.Sprintf("claim account %q is not the account of application %q", c.Account, c.App))
 			continue
 		}
 		dv.claims = append(dv.claims, c)
 	}
+	for _, h := range unreadable {
+		key := ClaimKey(h)
+		if err := routing.ValidateCustomHost("host", h); err != nil {
+			dv.skip(key, "claim object could not be decoded, and its key names no valid host (%v); ignored", err)
+			continue
+		}
+		if err := PlatformConflict(h, dv.domains); err != nil {
+			dv.skip(key, "claim object could not be decoded; %v; ignored", err)
+			continue
+		}
+		if n := counts[h]; n > 1 {
+			noHolder(h, fmt.Sprintf("%d claim objects name host %q", n, h))
+			continue
+		}
+		noHolder(h, "claim object could not be decoded")
+	}
+	for h := range unowned {
+		dv.unowned = append(dv.unowned, h)
+	}
+	slices.Sort(dv.unowned)
 }
 
 func (dv *deriver) buildRoutes() {
 	// Order does not matter here: routes are sorted at the end, and no two objects can
 	// compete for one host (see below).
-	n := len(dv.appList)*len(dv.domains) + len(dv.claims)
+	n := len(dv.appList)*len(dv.domains) + len(dv.claims) + len(dv.unowned)
 	dv.held = make(map[string]*holder, n)
 	dv.routes = make([]routing.Route, 0, n)
 	holders := make([]holder, 0, n) // one allocation; never grows, so pointers stay valid
 	add := func(host string, ai *appInfo, claim *Claim) {
 		holders = append(holders, holder{account: ai.app.Account, app: ai.app.Name, routed: len(ai.upstreams) > 0, claim: claim})
-		h := &holders[len(holders)-1]
-		dv.held[host] = h
-		if h.routed {
-			dv.routes = append(dv.routes, routing.Route{
-				Host:        host,
-				Application: ai.app.Name,
-				Upstreams:   ai.upstreams, // shared by every host of the app; read-only
-				HealthPath:  ai.healthPath,
-			})
-		}
+		dv.held[host] = &holders[len(holders)-1]
+		dv.routes = append(dv.routes, routing.Route{
+			Host:        host,
+			Application: ai.app.Name,
+			Upstreams:   ai.upstreams, // shared by every host of the app; read-only; [] when nothing is ready
+			HealthPath:  ai.healthPath,
+		})
 	}
 	// Platform hosts never collide: an application name is one label, so
 	// "<name>.<domain>" determines both name and domain; names are unique.
@@ -420,20 +479,97 @@ func (dv *deriver) buildRoutes() {
 			add(name+"."+d, ai, nil)
 		}
 	}
-	// Nor do claims: hosts are unique among claims, and a claim under a platform domain
-	// was refused. The check below is defence in depth.
+	// Nor do claims: hosts are unique among claims (and claims without a holder), and a
+	// claim the platform owns was refused. The checks below are defence in depth.
+	var wildcards []*Claim
 	for _, c := range dv.claims {
-		ai := dv.apps[c.App]
+		if routing.IsWildcard(c.Host) {
+			wildcards = append(wildcards, c) // once every exact name is held
+			continue
+		}
 		if prev := dv.held[c.Host]; prev != nil {
 			dv.skip(ClaimKey(c.Host), "host is also held by application %q; claim ignored", prev.app)
 			continue
 		}
+		ai := dv.apps[c.App]
 		add(c.Host, ai, c)
 		if len(ai.upstreams) == 0 {
-			dv.skip(ClaimKey(c.Host), "application %q has no ready instance; not routed", c.App)
+			dv.skip(ClaimKey(c.Host), "application %q has no ready instance; routed to no upstream (503, fail closed)", c.App)
+		}
+	}
+	for _, h := range dv.unowned {
+		if prev := dv.held[h]; prev != nil {
+			continue // cannot happen (counted with the claims); the holder keeps it
+		}
+		holders = append(holders, holder{app: routing.UnownedApplication})
+		dv.held[h] = &holders[len(holders)-1]
+		dv.routes = append(dv.routes, routing.Route{Host: h, Application: routing.UnownedApplication, Upstreams: []routing.Upstream{}})
+	}
+	for _, c := range dv.coverFree(wildcards) {
+		ai := dv.apps[c.App]
+		add(c.Host, ai, c)
+		if len(ai.upstreams) == 0 {
+			dv.skip(ClaimKey(c.Host), "application %q has no ready instance; routed to no upstream (503, fail closed)", c.App)
 		}
 	}
 	slices.SortFunc(dv.routes, func(a, b routing.Route) int { return strings.Compare(a.Host, b.Host) })
+}
+
+// coverFree returns the wildcard claims that cover no held name of another account (or
+// of no nameable holder) and reports the others: the wildcard loses. Every exact name
+// is held by now; a covered name is exactly one label below the wildcard
+// (routing.Covers), so one pass over the held names finds every conflict.
+func (dv *deriver) coverFree(wildcards []*Claim) []*Claim {
+	if len(wildcards) == 0 {
+		return nil
+	}
+	byParent := make(map[string]*Claim, len(wildcards))
+	for _, c := range wildcards {
+		byParent[c.Host[len("*."):]] = c
+	}
+	type conflict struct {
+		first string // the smallest covered host of another account
+		n     int
+	}
+	conflicts := map[*Claim]*conflict{}
+	for host, h := range dv.held {
+		_, parent, ok := strings.Cut(host, ".")
+		if !ok {
+			continue
+		}
+		c := byParent[parent]
+		if c == nil || !routing.Covers(c.Host, host) || (h.account == c.Account && h.app != routing.UnownedApplication) {
+			continue
+		}
+		cf := conflicts[c]
+		if cf == nil {
+			cf = &conflict{first: host}
+			conflicts[c] = cf
+		}
+		cf.n++
+		if host < cf.first {
+			cf.first = host
+		}
+	}
+	out := wildcards[:0:0]
+	for _, c := range wildcards {
+		cf := conflicts[c]
+		if cf == nil {
+			out = append(out, c)
+			continue
+		}
+		h := dv.held[cf.first]
+		who := fmt.Sprintf("application %q of another account", h.app)
+		if h.app == routing.UnownedApplication {
+			who = "no application (its claim has no holder that can be named)"
+		}
+		more := ""
+		if cf.n > 1 {
+			more = fmt.Sprintf(" (and %d more such names)", cf.n-1)
+		}
+		dv.skip(ClaimKey(c.Host), "covers %q, held by %s%s; a wildcard never covers another account's name: wildcard not routed, the covered names keep their own routes", cf.first, who, more)
+	}
+	return out
 }
 
 // pathFailure groups the entries of one host's map that failed for one reason.
@@ -538,6 +674,8 @@ func (dv *deriver) pathEntryProblem(host string, h *holder, prefix, target strin
 		return "target is this host itself"
 	case t == nil:
 		return "target is not a host of any application"
+	case t.app == routing.UnownedApplication:
+		return "target is a claimed host without a holder (its claim object is unreadable or inconsistent)"
 	case t.account != h.account:
 		return "target belongs to another account"
 	case !t.routed:

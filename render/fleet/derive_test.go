@@ -69,14 +69,6 @@ func routeFor(t *testing.T, d *routing.Document, host string) *routing.Route {
 	return nil
 }
 
-func hosts(d *routing.Document) []string {
-	var out []string
-	for _, r := range d.Routes {
-		out = append(out, r.Host)
-	}
-	return out
-}
-
 func mustMarshal(t testing.TB, d *routing.Document) []byte {
 	t.Helper()
 	b, err := routing.Marshal(d)
@@ -129,7 +121,9 @@ func TestDeriveBuildsTheDesignExample(t *testing.T) {
 		API: &routing.API{
 			Hosts:     []string{"apps.example.com"},
 			Upstreams: ups("vps-a", "10.83.0.1:7400", "vps-b", "10.83.0.2:7400"),
-			Denied:    []string{"/v1/storage", "/v1/ingress/routes"},
+			// DESIGN §3: the public apex serves what a remote CLI or CI needs and nothing
+			// else (the seed's two entries are a subset).
+			Denied: []string{"/metrics", "/v1/health/", "/v1/ingress/", "/v1/status", "/v1/storage"},
 		},
 	}
 	want.Seal()
@@ -163,7 +157,11 @@ func TestDeriveDoesNotModifyItsInput(t *testing.T) {
 // shuffled returns st with every slice shuffled and every map rebuilt in a random
 // insertion order. Placement lists keep their order: it is content.
 func shuffled(st State, rng *rand.Rand) State {
-	out := State{Apps: slices.Clone(st.Apps), Claims: slices.Clone(st.Claims), Nodes: slices.Clone(st.Nodes)}
+	out := State{Apps: slices.Clone(st.Apps), Claims: slices.Clone(st.Claims), Nodes: slices.Clone(st.Nodes),
+		UnreadableClaims: slices.Clone(st.UnreadableClaims)}
+	rng.Shuffle(len(out.UnreadableClaims), func(i, j int) {
+		out.UnreadableClaims[i], out.UnreadableClaims[j] = out.UnreadableClaims[j], out.UnreadableClaims[i]
+	})
 	rng.Shuffle(len(out.Apps), func(i, j int) { out.Apps[i], out.Apps[j] = out.Apps[j], out.Apps[i] })
 	rng.Shuffle(len(out.Claims), func(i, j int) { out.Claims[i], out.Claims[j] = out.Claims[j], out.Claims[i] })
 	rng.Shuffle(len(out.Nodes), func(i, j int) { out.Nodes[i], out.Nodes[j] = out.Nodes[j], out.Nodes[i] })
@@ -387,13 +385,13 @@ func TestFailStaticOnlyKeepsReadyStaleUpstreams(t *testing.T) {
 	}
 }
 
-func TestAppWithoutReadyInstanceIsNotRoutedAndReported(t *testing.T) {
+func TestAppWithoutReadyInstanceFailsClosedAndIsReported(t *testing.T) {
 	st := sampleState()
 	setReady(&st, "vps-a", "tito-classic", false)
 	d, sk := Derive(st, opts())
 	for _, h := range []string{"ti.to", "tito-classic.apps.example.com"} {
-		if routeFor(t, d, h) != nil {
-			t.Errorf("%s routed with no ready instance", h)
+		if r := routeFor(t, d, h); r == nil || len(r.Upstreams) != 0 {
+			t.Errorf("%s = %+v, want a route without upstreams (503)", h, r)
 		}
 	}
 	requireSkipped(t, sk, "apps/tito-classic.json", "no ready instance")
@@ -403,8 +401,8 @@ func TestAppWithoutReadyInstanceIsNotRoutedAndReported(t *testing.T) {
 	st.Apps[1].Placement = []string{"vps-b"}
 	setReady(&st, "vps-b", "tito-classic", false)
 	d, _ = Derive(st, opts())
-	if routeFor(t, d, "ti.to") != nil {
-		t.Error("instance on a node outside placement was routed")
+	if r := routeFor(t, d, "ti.to"); r == nil || len(r.Upstreams) != 0 {
+		t.Errorf("ti.to = %+v: an instance on a node outside placement was routed", r)
 	}
 }
 
@@ -502,8 +500,9 @@ func TestClaimsNeedTheirApplicationsAccount(t *testing.T) {
 	)
 	d, sk := Derive(st, opts())
 	for _, h := range []string{"stolen.example", "orphan.example"} {
-		if routeFor(t, d, h) != nil {
-			t.Errorf("%s routed", h)
+		// Held, by no application anyone can name: fail closed (503), never tito-go.
+		if r := routeFor(t, d, h); r == nil || r.Application != routing.UnownedApplication || len(r.Upstreams) != 0 {
+			t.Errorf("%s = %+v, want a route of nobody without upstreams", h, r)
 		}
 	}
 	requireSkipped(t, sk, "domains/stolen.example.json", `claim account "acme" is not the account of application "tito-go"`)
@@ -517,22 +516,29 @@ func TestWildcardAndPlatformNamespaceClaims(t *testing.T) {
 		Claim{Host: "evil.apps.example.com", Account: "acme", App: "shop"},
 		Claim{Host: "a.b.apps.example.com", Account: "acme", App: "shop"},
 		Claim{Host: "*.x.apps.example.com", Account: "acme", App: "shop"},
-		Claim{Host: "*.example.com", Account: "acme", App: "shop"}, // above the platform domain: allowed
+		Claim{Host: "*.example.com", Account: "acme", App: "shop"},     // covers the apex: refused too
+		Claim{Host: "*.sub.example.com", Account: "acme", App: "shop"}, // beside the platform domain: allowed
 		Claim{Host: "*.*.example.net", Account: "acme", App: "shop"},
 		Claim{Host: "*.net", Account: "acme", App: "shop"},
 	)
 	d, sk := Derive(st, opts())
-	if r := routeFor(t, d, "*.example.com"); r == nil || r.Application != "shop" {
-		t.Fatalf("*.example.com = %+v, want shop's wildcard route", r)
+	if r := routeFor(t, d, "*.sub.example.com"); r == nil || r.Application != "shop" {
+		t.Fatalf("*.sub.example.com = %+v, want shop's wildcard route", r)
 	}
 	if r := routeFor(t, d, "*.shop.example.org"); r == nil {
 		t.Fatal("custom wildcard not routed")
 	}
-	for _, h := range []string{"*.apps.example.com", "evil.apps.example.com", "a.b.apps.example.com", "*.x.apps.example.com"} {
+	for h, why := range map[string]string{
+		"*.apps.example.com":    "is a wildcard of the platform domain apps.example.com",
+		"evil.apps.example.com": "is a platform host",
+		"a.b.apps.example.com":  "is under the platform domain apps.example.com",
+		"*.x.apps.example.com":  "is under the platform domain apps.example.com",
+		"*.example.com":         "would cover apps.example.com, a platform domain's apex",
+	} {
 		if routeFor(t, d, h) != nil {
 			t.Errorf("%s routed", h)
 		}
-		requireSkipped(t, sk, "domains/"+h+".json", `under platform domain "apps.example.com"`)
+		requireSkipped(t, sk, "domains/"+h+".json", why)
 	}
 	requireSkipped(t, sk, "domains/*.*.example.net.json", "first label")
 	requireSkipped(t, sk, "domains/*.net.json", "at least two labels")
@@ -559,13 +565,14 @@ func TestClaimedApexLeavesTheAPI(t *testing.T) {
 		t.Fatalf("api.denied = %v", d.API.Denied)
 	}
 
-	// Claimed by an application that is not ready: still out of the API, not flapping.
+	// Claimed by an application that is not ready: still out of the API, not flapping;
+	// the claimant's route stays, without upstreams (503).
 	st2 := deepCopy(st)
 	setReady(&st2, "vps-a", "shop", false)
 	setReady(&st2, "vps-b", "shop", false)
 	d, _ = Derive(st2, o)
-	if routeFor(t, d, "apps.example.net") != nil || !slices.Equal(d.API.Hosts, []string{"apps.example.com"}) {
-		t.Fatalf("unready claimant: routes %v, api.hosts %v", hosts(d), d.API.Hosts)
+	if r := routeFor(t, d, "apps.example.net"); r == nil || len(r.Upstreams) != 0 || !slices.Equal(d.API.Hosts, []string{"apps.example.com"}) {
+		t.Fatalf("unready claimant: apex route %+v, api.hosts %v", r, d.API.Hosts)
 	}
 
 	// Every apex claimed: no API section at all.
@@ -632,7 +639,7 @@ func TestMalformedObjectsAreSkippedNotFatal(t *testing.T) {
 		{"apps/shop.json", `placement[2] repeats node "vps-a"`},
 		{"apps/tito-go.json", "node-delegated health check used instead"},
 		{"domains/Upper.example.json", "must be lowercase"},
-		{"domains/dup.example.json", `2 claims name host "dup.example"; all ignored`},
+		{"domains/dup.example.json", `2 claim objects name host "dup.example"; the host is held by no application`},
 		{"domains/10.0.0.1.json", "IP literal"},
 		{"nodes/vps-c.json", "not an IP address"},
 		{"nodes/vps-d.json", "apiPort 0"},
@@ -653,8 +660,11 @@ func TestMalformedObjectsAreSkippedNotFatal(t *testing.T) {
 	if r := routeFor(t, d, "go.tito.io"); r.HealthPath != "" {
 		t.Errorf("invalid health path published: %q", r.HealthPath)
 	}
-	if routeFor(t, d, "twin.apps.example.com") != nil || routeFor(t, d, "dup.example") != nil {
-		t.Error("a duplicated name was routed")
+	if routeFor(t, d, "twin.apps.example.com") != nil {
+		t.Error("a duplicated application was routed")
+	}
+	if r := routeFor(t, d, "dup.example"); r == nil || r.Application != routing.UnownedApplication || len(r.Upstreams) != 0 {
+		t.Errorf("dup.example = %+v: a duplicated claim must fail closed, held by nobody", r)
 	}
 	if _, err := routing.Decode(mustMarshal(t, d)); err != nil {
 		t.Fatalf("derived document does not decode: %v", err)

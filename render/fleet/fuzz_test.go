@@ -10,9 +10,14 @@ import (
 )
 
 // FuzzDerive: whatever the store holds, Derive never panics, emits a document Decode
-// accepts (so every consumer can read it) and the same bytes for any input order.
+// accepts (so every consumer can read it) and the same bytes for any input order, and
+// no wildcard route covers a host of another account or of no holder.
 func FuzzDerive(f *testing.F) {
-	for _, st := range []State{sampleState(), GenerateState(20, 30), {}} {
+	iso := isolationState()
+	iso.Claims = append(iso.Claims, Claim{Host: "a.shop.example.org", Account: "globex", App: "gx"},
+		Claim{Host: "*.example.com", Account: "acme", App: "shop"}, Claim{Host: "*.x.example", Account: "globex", App: "gx"})
+	iso.UnreadableClaims = []string{"y.x.example", "apps.example.com", "*.example.org"}
+	for _, st := range []State{sampleState(), GenerateState(20, 30), {}, iso} {
 		b, err := json.Marshal(st)
 		if err != nil {
 			f.Fatal(err)
@@ -36,6 +41,7 @@ func FuzzDerive(f *testing.F) {
 		if routing.ComputeRevision(d) != d.Revision {
 			t.Fatal("derived document is not sealed")
 		}
+		checkNoCrossAccountCover(t, st, d)
 		d2, _ := Derive(shuffled(st, rand.New(rand.NewPCG(seed, 1))), opts())
 		b2, err := routing.Marshal(d2)
 		if err != nil {
@@ -45,4 +51,25 @@ func FuzzDerive(f *testing.F) {
 			t.Fatalf("input order changed the document:\n%s\n%s", b, b2)
 		}
 	})
+}
+
+// checkNoCrossAccountCover fails when a wildcard route of d covers an exact route of
+// another account or of no holder (DESIGN §3: claims are exclusive by coverage).
+func checkNoCrossAccountCover(t *testing.T, st State, d *routing.Document) {
+	t.Helper()
+	account := map[string]string{}
+	for _, a := range st.Apps {
+		account[a.Name] = a.Account // duplicated names are never routed
+	}
+	for _, w := range d.Routes {
+		if !routing.IsWildcard(w.Host) {
+			continue
+		}
+		for _, r := range d.Routes {
+			if routing.Covers(w.Host, r.Host) &&
+				(r.Application == routing.UnownedApplication || account[r.Application] != account[w.Application]) {
+				t.Fatalf("wildcard %s (%s) covers %s (%s)", w.Host, w.Application, r.Host, r.Application)
+			}
+		}
+	}
 }

@@ -48,8 +48,13 @@ type Route struct {
 	Host string `json:"host"`
 	// Application is the name of the application this host belongs to. Every host of
 	// one application shares one upstream list (and one rendered service chain).
+	// UnownedApplication marks a host that is held in the fleet by no application that
+	// can be named; such a route has no upstreams.
 	Application string `json:"application"`
-	// Upstreams is the ordered priority list of ready instances of Application.
+	// Upstreams is the ordered priority list of ready instances of Application. Empty
+	// (never absent: written as []) means the host exists but nothing is ready to serve
+	// it: an ingress must answer it with an error (503) and never let another route,
+	// such as a covering wildcard, take its traffic (fail closed).
 	Upstreams []Upstream `json:"upstreams"`
 	// Paths maps a bare first path segment ("paulca", never "/paulca") to the host of
 	// another route of the same document and the same account. A prefix selects a
@@ -60,6 +65,15 @@ type Route struct {
 	// "/v1/health/instances/<application>" on the upstream's APIPort.
 	HealthPath string `json:"healthPath,omitempty"`
 }
+
+// UnownedApplication is the Application of a route whose host is claimed in the fleet
+// but by no application that can be named: its claim object could not be read, names a
+// missing application or one of another account, or is one of several objects naming
+// the host. The route has no upstreams, so an ingress answers 503 for the host and no
+// wildcard takes it, until an operator fixes the store. It is a valid DNS label, so
+// every v1 reader accepts it; it is reserved: no application may have this name
+// (Derive skips one that does, and the API should refuse it).
+const UnownedApplication = "scafo-unowned"
 
 // Upstream is one instance of an application on one node.
 type Upstream struct {
@@ -81,9 +95,25 @@ type API struct {
 	// other upstream list).
 	Upstreams []Upstream `json:"upstreams"`
 	// Denied are path prefixes never served through the public apex; they stay on a
-	// node's own listener behind the ingress token.
+	// node's own listener behind the ingress token. An entry ending in "/" denies that
+	// path segment and everything below it; any other entry is a plain string prefix.
+	// See DeniedAPIPrefixes.
 	Denied []string `json:"denied"`
 }
 
-// DeniedAPIPrefixes are the node API paths never exposed on the public apex.
-var DeniedAPIPrefixes = []string{"/v1/storage", "/v1/ingress/routes"}
+// DeniedAPIPrefixes are the node API paths never exposed on the public apex (DESIGN
+// §3): the apex serves what a remote CLI or CI needs and nothing else. Each stays on a
+// node's own listener behind the ingress token (or, for metrics and instance health,
+// on the private network).
+//
+//   - "/metrics": Prometheus; fleet internals.
+//   - "/v1/health/": instance health; probes the fleet's private addresses.
+//   - "/v1/ingress/": every format (routes, traefik, …): the rendered configuration
+//     carries every node's address and, with fleet certificates, private keys.
+//   - "/v1/status": skipped objects, nodes and their age.
+//   - "/v1/storage": the certificate store.
+//
+// An entry ending in "/" denies that segment and everything under it ("/v1/health/"
+// denies "/v1/health" and "/v1/health/…" but not "/v1/healthz"); any other entry is a
+// plain string prefix ("/metrics" also denies "/metricsx", which is harmless). Sorted.
+var DeniedAPIPrefixes = []string{"/metrics", "/v1/health/", "/v1/ingress/", "/v1/status", "/v1/storage"}

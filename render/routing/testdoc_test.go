@@ -28,7 +28,7 @@ func sampleDocument() *Document {
 				{Node: "vps-b", Address: "10.83.0.2:7400", APIPort: 7400},
 				{Node: "vps-c", Address: "10.83.0.3:7400", APIPort: 7400},
 			},
-			Denied: append([]string(nil), DeniedAPIPrefixes...),
+			Denied: []string{"/v1/storage", "/v1/ingress/routes"}, // as DESIGN §2 shows it
 		},
 	}
 	d.Seal()

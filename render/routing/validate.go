@@ -94,7 +94,9 @@ func FoldHost(s string) string {
 // ValidateHost checks that s is a canonical DNS host name: lowercase ASCII LDH labels
 // (internationalised names as their "xn--" A-labels), each 1..63 bytes and neither
 // starting nor ending with '-', at least two labels, at most 253 bytes, no trailing
-// dot, no port, no IP literal, no wildcard. The input must already be canonical: fold
+// dot, no port, no IP literal, no wildcard, and a last label that is not a number
+// (decimal "foo.123" or hex "foo.0x1f", "0x7f.0x1"): a browser reads such a name as an
+// IPv4 address, so it could never reach its route. The input must already be canonical: fold
 // it with FoldHost first; ValidateHost never rewrites.
 //
 // A-labels are checked for syntax only, not decoded as punycode.
@@ -233,11 +235,13 @@ func hostRule(s string) string {
 	if labels < 2 {
 		return ruleTwoLabels
 	}
-	if allDigits(last) {
-		return "top-level label must not be all digits (an IP literal?)"
+	if isNumber(last) {
+		return ruleNumericTLD
 	}
 	return ""
 }
+
+const ruleNumericTLD = "top-level label must not be a number (all digits, or 0x and hex digits): browsers and resolvers read such a name as an IPv4 address"
 
 func labelRule(s string) string {
 	if s == "" {
@@ -331,6 +335,22 @@ func healthPathRule(s string) string {
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// isNumber reports whether a label is what the WHATWG URL parser's "ends in a number"
+// check, and inet_aton-style resolvers, take for an IPv4 number part: all decimal (or
+// octal) digits, or "0x" followed by hex digits, none included ("0x" is zero). Labels
+// here are lowercase, so "0X" never reaches this.
+func isNumber(s string) bool {
+	if hex, ok := strings.CutPrefix(s, "0x"); ok {
+		for i := 0; i < len(hex); i++ {
+			if !isHex(hex[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return allDigits(s)
 }
 
 func allDigits(s string) bool {

@@ -70,8 +70,8 @@ func TestValidateHost(t *testing.T) {
 		{"::1", "must not be an IP literal"},
 		{"[::1]", "must not be an IP literal"},
 		{"fd00::1", "must not be an IP literal"},
-		{"1.2.3", "must not be all digits"},
-		{"example.123", "must not be all digits"},
+		{"1.2.3", "must not be a number"},
+		{"example.123", "must not be a number"},
 		{"localhost", "at least two labels"},
 		{"com", "at least two labels"},
 		{"*.example.com", "must not contain a wildcard"},
@@ -222,4 +222,33 @@ func TestInvalidFieldFindsWrappedFieldError(t *testing.T) {
 	if _, ok := InvalidField(errors.New("disk on fire")); ok {
 		t.Fatal("InvalidField found a field in a plain error")
 	}
+}
+
+// TestHostsEndingInANumberAreRefused: a browser (WHATWG URL "ends in a number") and
+// many resolvers parse a host whose last label is a number, decimal or 0x-hex, as an
+// IPv4 address ("0x7f.0x1" is 127.0.0.1), so such a name could never reach its route.
+func TestHostsEndingInANumberAreRefused(t *testing.T) {
+	cases := []validatorCase{
+		{"0x7f.0x1", "must not be a number"},
+		{"1.2.3.4", "must not be an IP literal"},
+		{"foo.123", "must not be a number"},
+		{"foo.0x1f", "must not be a number"},
+		{"foo.0xdeadbeef", "must not be a number"},
+		{"foo.0x", "must not be a number"},
+		{"foo.0", "must not be a number"},
+		{"foo.017", "must not be a number"},
+		{"0x7f.example.com", ""},
+		{"foo.0xg", ""},
+		{"foo.x1f", ""},
+		{"foo.0x1f-a", ""},
+		{"foo.1a", ""},
+	}
+	runValidatorTable(t, "ValidateHost", ValidateHost, "host", cases)
+	var wild []validatorCase
+	for _, tc := range cases {
+		if tc.in != "1.2.3.4" {
+			wild = append(wild, validatorCase{"*." + tc.in, tc.wantErr})
+		}
+	}
+	runValidatorTable(t, "ValidateCustomHost", ValidateCustomHost, "host", wild)
 }

@@ -1,0 +1,132 @@
+package render
+
+import (
+	"testing"
+
+	"github.com/scafo/ingress/render/routing"
+)
+
+// apexDoc is a derived-style document: the public apex with the denied prefixes Derive
+// publishes, optionally beside a customer wildcard covering the apex (Derive drops such
+// a wildcard; the render still pins the denied prefixes to 503 if one arrives).
+func apexDoc(withWildcard bool) *routing.Document {
+	d := &routing.Document{V: routing.Version, Routes: []routing.Route{}, API: &routing.API{
+		Hosts:     []string{"apps.example.com"},
+		Upstreams: []routing.Upstream{{Node: "vps-a", Address: "10.83.0.1:7400", APIPort: 7400}},
+		Denied:    append([]string(nil), routing.DeniedAPIPrefixes...),
+	}}
+	if withWildcard {
+		d.Routes = append(d.Routes, routing.Route{Host: "*.example.com", Application: "agency",
+			Upstreams: []routing.Upstream{{Node: "vps-a", Address: "10.83.0.1:24200", APIPort: 7400}}})
+	}
+	d.Seal()
+	return d
+}
+
+// apexDeniedSpellings must never reach the node API through the public apex;
+// apexAllowedPaths must. They are also golden probes of the api-apex case, so
+// TestTraefikDecodesTheRender replays them through Traefik's own entry point and muxer.
+var (
+	apexDeniedSpellings = []string{
+		"/v1/storage", "/v1/storage/", "/v1/storage/certificates/x", "/v1/%73torage/x",
+		"/v1/ingress/routes", "/v1/ingress/traefik", "/v1/ingress/traefik?prefer=self",
+		"/v1/ingress/anything", "/v1/ingress/", "/v1/ingress", "/v1/ingress?x",
+		"/v1/ingress%2Ftraefik", "/v1/ingress%2ftraefik", "/v1/%69ngress/traefik",
+		"//v1/ingress/traefik", "/v1//ingress/traefik", "/v1/x/../ingress/traefik", "/v1/./ingress/routes",
+		"/metrics", "/metrics/", "/metrics?x=1", "/%6Detrics", "/%6detrics", "//metrics", "/x/../metrics",
+		"/v1/health/instances/shop", "/v1/health/", "/v1/health", "/v1/%68ealth/instances/shop",
+		"/v1/health%2Finstances%2Fshop",
+		"/v1/status", "/v1/status/", "/v1/status?x", "//v1/status", "/v1/%73tatus", "/v1/stat%75s",
+		"/v1/./status", "/v1/status/.", "/v1/status%2F",
+	}
+	apexAllowedPaths = []string{"/", "/v1/healthz", "/v1/readyz", "/v1/apps/shop", "/v1/apps/shop/domains/ti.to/paths",
+		"/v1/tokens", "/v1/node/instances/shop", "/v1/healthz?x", "/v1/statusx/../healthz"}
+)
+
+func init() {
+	for _, p := range apexDeniedSpellings {
+		goldenProbes["api-apex"] = append(goldenProbes["api-apex"], probe{"apps.example.net", p, ""})
+	}
+	for _, p := range apexAllowedPaths {
+		goldenProbes["api-apex"] = append(goldenProbes["api-apex"], probe{"apps.example.net", p, "api-apps_example_net"})
+	}
+}
+
+// TestPublicApexDeniesTheTokenAndOperatorEndpointsWhateverTheSpelling: the apex puts
+// the node API on the internet; what a remote CLI or CI needs goes through, and the
+// storage, every ingress format, metrics, instance health and status never do, for
+// every spelling Traefik routes on (its entry point resolves dot segments and repeated
+// slashes and decodes unreserved escapes before matching; matching is case-sensitive,
+// and so is the node's chi router, so "/V1/status" reaches the node and is a 404).
+func TestPublicApexDeniesTheTokenAndOperatorEndpointsWhateverTheSpelling(t *testing.T) {
+	denied, allowed := apexDeniedSpellings, apexAllowedPaths
+	for _, withWildcard := range []bool{false, true} {
+		out, err := Traefik(apexDoc(withWildcard), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		routers := compileRouters(t, decodeStrict(t, out))
+		wantDenied := ""
+		if withWildcard {
+			wantDenied = "deny-apps_example_com"
+		}
+		for _, p := range denied {
+			rp, _, ok := traefikEntry(p)
+			if !ok {
+				t.Fatalf("%s refused by the entry point model", p)
+			}
+			if got := route(t, routers, request{host: "apps.example.com", routingPath: rp}); got != wantDenied {
+				t.Errorf("wildcard=%v: apps.example.com%s (routing path %q) → %q, want %q", withWildcard, p, rp, got, wantDenied)
+			}
+		}
+		for _, p := range allowed {
+			rp, _, _ := traefikEntry(p)
+			if got := route(t, routers, request{host: "apps.example.com", routingPath: rp}); got != "api-apps_example_com" {
+				t.Errorf("wildcard=%v: apps.example.com%s (routing path %q) → %q, want the node API", withWildcard, p, rp, got)
+			}
+		}
+	}
+}
+
+// TestHostWithoutUpstreamsKeepsItsRouterToA503Service: fail closed. Every route with no
+// upstreams (its application has nothing ready, or no holder can be named) renders its
+// own host router, in its host band, to a load balancer without servers (Traefik
+// answers 503), never to nothing: a request for it must not reach a covering wildcard.
+func TestHostWithoutUpstreamsKeepsItsRouterToA503Service(t *testing.T) {
+	var c *loadedCase
+	for _, lc := range loadCases(t) {
+		if lc.name == "fail-closed-hosts" {
+			c = &lc
+		}
+	}
+	if c == nil {
+		t.Fatal("no testdata case fail-closed-hosts")
+	}
+	out, err := Traefik(c.doc, c.opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := decodeStrict(t, out)
+	empty := 0
+	for _, rt := range c.doc.Routes {
+		if len(rt.Upstreams) != 0 {
+			continue
+		}
+		empty++
+		r := cfg.HTTP.Routers[hostRouterName(rt.Host)]
+		if r == nil {
+			t.Errorf("%s: no host router", rt.Host)
+			continue
+		}
+		if want := hostMatcher(rt.Host); r.Rule != want || r.Priority != PriorityHost {
+			t.Errorf("%s: router %q at %d, want %q at %d", rt.Host, r.Rule, r.Priority, want, PriorityHost)
+		}
+		svc := cfg.HTTP.Services[r.Service]
+		if svc == nil || svc.LoadBalancer == nil || svc.Failover != nil || len(svc.LoadBalancer.Servers) != 0 {
+			t.Errorf("%s: service %s = %+v, want a load balancer without servers", rt.Host, r.Service, svc)
+		}
+	}
+	if empty != 3 {
+		t.Fatalf("%d routes without upstreams in the case, want 3", empty)
+	}
+}
