@@ -317,6 +317,12 @@ func (r *reconciler) derive(now time.Time) int {
 	for _, k := range keys {
 		o := r.objects[k]
 		if o.bad != "" {
+			if h, ok := strings.CutPrefix(k, fleet.PrefixDomains); ok && strings.HasSuffix(h, ".json") {
+				// A claimed name whose object is unreadable keeps a router of its own
+				// (503), so nobody inherits its traffic; Derive reports it.
+				st.UnreadableClaims = append(st.UnreadableClaims, strings.TrimSuffix(h, ".json"))
+				continue
+			}
 			skipped = append(skipped, fleet.Skipped{Object: k, Reason: o.bad})
 		}
 		switch v := o.value.(type) {

@@ -18,6 +18,9 @@ func ValidateAppName(app string) error {
 	if err := routing.ValidateLabel("app", app); err != nil {
 		return invalid("invalid app", "app", err)
 	}
+	if app == routing.UnownedApplication {
+		return invalid("invalid app", "app", fmt.Errorf("app %q: reserved for hosts whose holder is unknown", app))
+	}
 	return nil
 }
 

@@ -22,29 +22,49 @@ func CanonicalHost(raw string) (string, error) {
 	return host, nil
 }
 
-// platformConflict says why host can never be claimed: it is, or is under, a platform
-// domain's application namespace. The bare apex itself may be claimed.
-func (w *Writer) platformConflict(host string) error {
-	bare := strings.TrimPrefix(host, "*.")
-	why := ""
-	for _, d := range w.cfg.PlatformDomains {
-		if strings.HasSuffix(bare, "."+d) {
-			if strings.HasPrefix(host, "*.") || strings.Count(strings.TrimSuffix(bare, "."+d), ".") == 0 {
-				why = fmt.Sprintf("%s is a platform host under %s: platform hosts are <app>.%s and are never claimed", host, d, d)
-			} else {
-				why = fmt.Sprintf("%s is under the platform domain %s and cannot be claimed", host, d)
-			}
-			break
-		}
-		if host == "*."+d {
-			why = fmt.Sprintf("%s is a wildcard of the platform domain %s: platform domains never route by wildcard", host, d)
-			break
-		}
+// coverageConflict refuses host for account when it overlaps (is, covers, or is
+// covered by) a name another account holds, or belongs to the platform (fleet.
+// ClaimConflict: the one rule Derive also enforces). It lists the claim keys once and
+// reads only the claims whose names overlap host; an unreadable one counts as held by
+// someone else (its holder is unknown, so nobody may claim over it).
+func (w *Writer) coverageConflict(ctx context.Context, host, account string) error {
+	if err := fleet.PlatformConflict(host, w.cfg.PlatformDomains); err != nil {
+		return invalid("invalid host", "host", err)
 	}
-	if why == "" {
+	entries, err := w.st.List(ctx, fleet.PrefixDomains)
+	if err != nil {
+		return fmt.Errorf("listing claims: %w", err)
+	}
+	var claims []fleet.Claim
+	for _, e := range entries {
+		h := strings.TrimSuffix(strings.TrimPrefix(e.Key, fleet.PrefixDomains), ".json")
+		if !routing.Overlaps(host, h) {
+			continue
+		}
+		obj, err := w.st.Get(ctx, e.Key)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("reading claim %s: %w", h, err)
+		}
+		var c fleet.Claim
+		if json.Unmarshal(obj.Value, &c) != nil || c.Host != h {
+			c = fleet.Claim{Host: h} // unreadable: its holder is unknown
+		}
+		claims = append(claims, c)
+	}
+	holder, err := fleet.ClaimConflict(host, account, claims, w.cfg.PlatformDomains)
+	switch {
+	case err == nil:
 		return nil
+	case errors.Is(err, fleet.ErrPlatformName):
+		return invalid("invalid host", "host", err)
+	case holder == "":
+		return &ErrConflict{What: "host overlaps a claim", Detail: err.Error()}
+	default:
+		return &ErrConflict{What: "host already claimed", Holder: holder, Detail: err.Error()}
 	}
-	return invalid("invalid host", "host", errors.New(why))
 }
 
 func (w *Writer) loadClaim(ctx context.Context, host string) (fleet.Claim, string, error) {
@@ -71,11 +91,16 @@ func (w *Writer) ClaimOf(ctx context.Context, app, host string) (fleet.Claim, st
 // across applications: 409 naming the holder when another application holds it; an
 // existing claim of app's own is returned as it is (created is false).
 func (w *Writer) Claim(ctx context.Context, who Actor, app, host string) (c fleet.Claim, etag string, created bool, err error) {
-	if err := w.platformConflict(host); err != nil {
-		return fleet.Claim{}, "", false, err
+	if err := fleet.PlatformConflict(host, w.cfg.PlatformDomains); err != nil {
+		return fleet.Claim{}, "", false, invalid("invalid host", "host", err)
 	}
 	a, _, err := w.App(ctx, app)
 	if err != nil {
+		return fleet.Claim{}, "", false, err
+	}
+	// Two claims racing from different accounts (a wildcard and a name under it) can
+	// both pass this check; Derive then drops the wildcard, so neither leaks.
+	if err := w.coverageConflict(ctx, host, a.Account); err != nil {
 		return fleet.Claim{}, "", false, err
 	}
 	c = fleet.Claim{Host: host, Account: a.Account, App: app}

@@ -468,3 +468,45 @@ func TestAuditReadsNewestFirstWithoutListingEverythingAndRetentionDeletes(t *tes
 		t.Fatalf("after the sweep: %+v", recs)
 	}
 }
+
+func TestClaimsAreExclusiveAcrossAccountsByCoverage(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.app(t, "bank", "bank")
+	f.app(t, "bank2", "bank")
+	f.app(t, "evil", "evil")
+	if _, _, _, err := f.w.Claim(ctx, admin, "bank", "www.bank.example"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := f.w.Claim(ctx, admin, "evil", "*.evil.example"); err != nil {
+		t.Fatal(err)
+	}
+	var c *ErrConflict
+	for _, tc := range []struct{ app, host, holder string }{
+		{"evil", "*.bank.example", "bank"},    // a wildcard over another account's name
+		{"bank", "shop.evil.example", "evil"}, // a name under another account's wildcard
+		{"evil", "www.bank.example", "bank"},  // the name itself
+	} {
+		if _, _, _, err := f.w.Claim(ctx, admin, tc.app, tc.host); !errors.As(err, &c) || c.Holder != tc.holder {
+			t.Errorf("%s claims %s: %v, want ErrConflict naming %s", tc.app, tc.host, err, tc.holder)
+		}
+	}
+	// The same account may put a wildcard over its own names.
+	if _, _, _, err := f.w.Claim(ctx, admin, "bank2", "*.bank.example"); err != nil {
+		t.Fatalf("a wildcard over the account's own name: %v", err)
+	}
+	// A wildcard over a platform domain's apex or names is never a custom claim.
+	var inv *ErrInvalid
+	for _, h := range []string{"*.example.com", "*.apps.example.com"} {
+		if _, _, _, err := f.w.Claim(ctx, admin, "evil", h); !errors.As(err, &inv) {
+			t.Errorf("%s: %v, want ErrInvalid", h, err)
+		}
+	}
+	// An unreadable claim object: its holder is unknown, nobody claims over it.
+	if _, err := f.st.Put(ctx, fleet.ClaimKey("lost.example.org"), []byte("{not json"), store.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := f.w.Claim(ctx, admin, "evil", "*.example.org"); !errors.As(err, &c) {
+		t.Fatalf("a wildcard over an unreadable claim: %v, want ErrConflict", err)
+	}
+}
