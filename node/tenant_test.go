@@ -1,0 +1,83 @@
+package node
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// routeOf returns the document's route for host (nil when it has none).
+func routeOf(t *testing.T, n *testNode, host string) map[string]any {
+	t.Helper()
+	for _, r := range routesDoc(t, n)["routes"].([]any) {
+		if m := r.(map[string]any); m["host"] == host {
+			return m
+		}
+	}
+	return nil
+}
+
+// TestAWildcardNeverCatchesAnotherAccountsHost (issue 12 item 1): refused at the
+// door, and dropped by derivation when it is in the store anyway; the covered host
+// fails closed (its own route, no upstreams) when its application is not ready, and
+// when its claim object is unreadable.
+func TestAWildcardNeverCatchesAnotherAccountsHost(t *testing.T) {
+	cfg := testConfig(t, "vps-a", t.TempDir())
+	n := startNode(t, cfg)
+	n.waitReady()
+	n.must(201, "PUT", "/v1/apps/bank", testAdminToken, `{"account":"bank","placement":["vps-a"]}`)
+	n.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	n.must(200, "PUT", "/v1/node/instances/bank", testAdminToken, `{"port":25001,"ready":true}`)
+	n.must(200, "PUT", "/v1/node/instances/evil", testAdminToken, `{"port":25002,"ready":true}`)
+	n.must(201, "PUT", "/v1/apps/bank/domains/www.bank.example", testAdminToken, "")
+
+	resp, b := n.do("PUT", "/v1/apps/evil/domains/*.bank.example", testAdminToken, "")
+	if resp.StatusCode != 409 || !strings.Contains(string(b), "bank") {
+		t.Fatalf("evil's wildcard over bank's name: %d %s, want 409 naming bank", resp.StatusCode, b)
+	}
+	resp, b = n.do("PUT", "/v1/apps/evil/domains/*.example.com", testAdminToken, "")
+	if resp.StatusCode != 400 {
+		t.Fatalf("a wildcard over the platform apex: %d %s, want 400", resp.StatusCode, b)
+	}
+
+	// Bank goes unready: its host keeps its own route, with no upstream (a 503).
+	n.must(200, "PUT", "/v1/node/instances/bank", testAdminToken, `{"ready":false}`)
+	waitFor(t, 5*time.Second, "bank's host fails closed", func() bool {
+		r := routeOf(t, n, "www.bank.example")
+		return r != nil && len(r["upstreams"].([]any)) == 0
+	})
+
+	// The wildcard written straight into the store: derivation drops it.
+	putRaw(t, n.st, "domains/*.bank.example.json", []byte(`{"host":"*.bank.example","account":"evil","app":"evil"}`))
+	n.must(200, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a","vps-b"]}`) // moves the serial
+	waitFor(t, 5*time.Second, "the covering wildcard reported", func() bool {
+		_, b := n.get("/v1/status", testAdminToken)
+		return strings.Contains(string(b), `domains/*.bank.example.json`)
+	})
+	if r := routeOf(t, n, "*.bank.example"); r != nil {
+		t.Fatalf("a wildcard over another account's name is routed: %v", r)
+	}
+
+	// Bank's claim object turns unreadable: the host still has a route of its own.
+	putRaw(t, n.st, "domains/www.bank.example.json", []byte(`{"host":`))
+	n.must(200, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	waitFor(t, 5*time.Second, "the unreadable claim fails closed", func() bool {
+		r := routeOf(t, n, "www.bank.example")
+		return r != nil && r["application"] != "bank"
+	})
+	r := routeOf(t, n, "www.bank.example")
+	if r["application"] == "evil" || len(r["upstreams"].([]any)) != 0 {
+		t.Fatalf("www.bank.example with an unreadable claim: %v, want a route of its own with no upstream", r)
+	}
+	_, tr := n.get("/v1/ingress/traefik", testIngressToken)
+	if !strings.Contains(string(tr), "Host(`www.bank.example`)") {
+		t.Fatal("no Host router for the fail-closed host in the Traefik config")
+	}
+	var st struct{ Skipped []struct{ Object, Reason string } }
+	_, sb := n.get("/v1/status", testAdminToken)
+	json.Unmarshal(sb, &st)
+	if len(st.Skipped) == 0 {
+		t.Fatalf("status reports nothing skipped: %s", sb)
+	}
+}
