@@ -18,7 +18,6 @@ import (
 	"github.com/hashicorp/golang-lru/v2/expirable"
 
 	"github.com/scafo/ingress/node/fleetwrite"
-	"github.com/scafo/ingress/node/internal/jsonx"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/node/store/s3"
@@ -345,99 +344,4 @@ func (s *Server) removeSpill() {
 	if s.pub.spillDir != "" {
 		os.RemoveAll(s.pub.spillDir)
 	}
-}
-
-// heartbeatLoop rewrites this node's record every heartbeat and whenever instances change.
-func (s *Server) heartbeatLoop(ctx context.Context) {
-	t := time.NewTicker(time.Duration(s.cfg.Reconcile.Heartbeat))
-	defer t.Stop()
-	for {
-		// The first write happens at once (asynchronously to serving, so a hung store
-		// never delays /v1/healthz or SIGTERM), then every heartbeat and on change.
-		wctx, cancel := context.WithTimeout(ctx, passTimeout)
-		s.sweepOrphans(wctx)
-		s.writeOwnRecord(wctx)
-		cancel()
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-s.beat:
-		}
-	}
-}
-
-// auditSweepLoop deletes audit records past the retention, at start and daily.
-func (s *Server) auditSweepLoop(ctx context.Context) {
-	t := time.NewTicker(24 * time.Hour)
-	defer t.Stop()
-	for {
-		if n, err := s.writer.SweepAudit(ctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("sweeping the audit log", "err", err)
-		} else if n > 0 {
-			s.log.Info("swept the audit log", "deleted", n, "retention", time.Duration(s.cfg.Audit.Retention))
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// sweepOrphans releases this node's instances of deleted or recreated applications
-// (once the reconcile loop has a view of the applications to compare with).
-func (s *Server) sweepOrphans(ctx context.Context) {
-	known := s.rec.knownApps()
-	if known == nil || s.identity.Foreign() {
-		return // no view yet, or a store that is not ours: release nothing on its word
-	}
-	if _, err := s.writer.SweepOrphans(ctx, known); err != nil && ctx.Err() == nil {
-		s.log.Warn("sweeping orphaned instances", "err", err)
-	}
-}
-
-// writeOwnRecord writes nodes/<name>.json (this node is its only writer: a write by
-// anyone else in between is noticed and reported, see putOwnRecord) and bumps the
-// serial so peers re-read it.
-func (s *Server) writeOwnRecord(ctx context.Context) {
-	if s.identity.Foreign() {
-		// Never into a store this node does not recognise (a wrong bucket is another
-		// fleet's); the record is written as soon as the store is accepted.
-		s.log.Debug("not writing own node record: the store is foreign", "reason", s.identity.ForeignReason())
-		return
-	}
-	set := s.settings()
-	rec := fleet.NodeRecord{
-		Name:      s.cfg.Node.Name,
-		Address:   s.cfg.Node.Address,
-		APIPort:   s.cfg.Node.APIPort,
-		Instances: s.instances.Records(),
-		Seen:      time.Now().UTC().Truncate(time.Millisecond),
-		Settings:  &set,
-		Boot:      s.boot(),
-	}
-	body, err := jsonx.Marshal(rec)
-	if err == nil {
-		err = s.putOwnRecord(ctx, fleet.NodeKey(rec.Name), body)
-	}
-	if err == nil {
-		_, err = s.identity.Bump(ctx, s.st)
-	}
-	s.heartbeatErr.Store(errText(err))
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("writing own node record", "err", err)
-		}
-		return
-	}
-	s.kickReconcile()
-}
-
-func errText(err error) *string {
-	if err == nil {
-		return nil
-	}
-	t := err.Error()
-	return &t
 }

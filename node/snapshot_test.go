@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -90,5 +91,31 @@ func TestLargeBodiesServedFromSpillFilesMatchMemory(t *testing.T) {
 	n.stop()
 	if _, err := os.Stat(spill); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("spill dir %s left behind after stop (%v)", spill, err)
+	}
+}
+
+// TestSpillFilesLiveUnderTheStateDirAndStartEmpty: rendered bodies spill to
+// <stateDir>/bodies, which a start empties (a crashed run's files) and a stop removes.
+func TestSpillFilesLiveUnderTheStateDirAndStartEmpty(t *testing.T) {
+	cfg := testConfig(t, "vps-a", t.TempDir())
+	bodies := filepath.Join(cfg.StateDir, "bodies")
+	if err := os.MkdirAll(bodies, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(bodies, "body-left-by-a-crash")
+	if err := os.WriteFile(stale, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := startNode(t, cfg)
+	n.waitReady()
+	if n.srv.pub.spillDir != bodies {
+		t.Fatalf("spill dir %q, want %q", n.srv.pub.spillDir, bodies)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a crashed run's spill file survived the start (%v)", err)
+	}
+	n.stop()
+	if _, err := os.Stat(bodies); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("%s left behind after stop (%v)", bodies, err)
 	}
 }

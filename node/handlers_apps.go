@@ -1,0 +1,229 @@
+package node
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/scafo/ingress/node/fleetwrite"
+	"github.com/scafo/ingress/node/internal/jsonx"
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// Adapters of the application, claim and path-map operations of the write domain.
+
+// ---- applications ----
+
+func (s *Server) handleListApps(w http.ResponseWriter, r *http.Request) {
+	apps, err := s.writer.Apps(r.Context())
+	if err != nil {
+		s.writeDomainError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"apps": apps})
+}
+
+func (s *Server) handleGetApp(w http.ResponseWriter, r *http.Request) {
+	a, etag, err := s.writer.App(r.Context(), chi.URLParam(r, "app"))
+	if err != nil {
+		s.writeDomainError(w, err)
+		return
+	}
+	writeObject(w, http.StatusOK, etag, a)
+}
+
+func (s *Server) handlePutApp(w http.ResponseWriter, r *http.Request) {
+	app := chi.URLParam(r, "app")
+	if err := fleetwrite.ValidateAppName(app); err != nil {
+		s.writeDomainError(w, err)
+		return
+	}
+	var a fleet.App
+	if err := decodeStrict(r, &a); err != nil {
+		badRequest(w, "invalid body", err)
+		return
+	}
+	a, etag, isNew, err := s.writer.PutApp(r.Context(), actorOf(r), app, a, ifMatch(r))
+	if err != nil {
+		s.writeConditionalError(w, r, err)
+		return
+	}
+	writeObject(w, created(isNew), etag, a)
+}
+
+func (s *Server) handleDeleteApp(w http.ResponseWriter, r *http.Request) {
+	app := chi.URLParam(r, "app")
+	if err := s.writer.DeleteApp(r.Context(), actorOf(r), app, ifMatch(r)); err != nil {
+		s.writeConditionalError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"deleted": app})
+}
+
+// ---- claims ----
+
+// claimParams validates the {app} and {host} of a claim URL.
+func (s *Server) claimParams(w http.ResponseWriter, r *http.Request) (app, host string, ok bool) {
+	app = chi.URLParam(r, "app")
+	err := fleetwrite.ValidateAppName(app)
+	if err == nil {
+		host, err = fleetwrite.CanonicalHost(chi.URLParam(r, "host"))
+	}
+	if err != nil {
+		s.writeDomainError(w, err)
+		return "", "", false
+	}
+	return app, host, true
+}
+
+func (s *Server) handleGetClaim(w http.ResponseWriter, r *http.Request) {
+	app, host, ok := s.claimParams(w, r)
+	if !ok {
+		return
+	}
+	c, etag, err := s.writer.ClaimOf(r.Context(), app, host)
+	if err != nil {
+		s.writeDomainError(w, err)
+		return
+	}
+	writeObject(w, http.StatusOK, etag, c)
+}
+
+func (s *Server) handlePutClaim(w http.ResponseWriter, r *http.Request) {
+	app, host, ok := s.claimParams(w, r)
+	if !ok {
+		return
+	}
+	// A claim takes an empty body or {}: paths are published through .../paths.
+	raw, err := readBody(r)
+	if err != nil {
+		badRequest(w, "invalid body", err)
+		return
+	}
+	if len(bytes.TrimSpace(raw)) > 0 {
+		if err := jsonx.DecodeStrict(raw, &struct{}{}); err != nil {
+			badRequest(w, "invalid body", fmt.Errorf("a claim takes no fields (publish paths through .../paths): %w", err))
+			return
+		}
+	}
+	c, etag, isNew, err := s.writer.Claim(r.Context(), actorOf(r), app, host)
+	if err != nil {
+		s.writeDomainError(w, err)
+		return
+	}
+	writeObject(w, created(isNew), etag, c)
+}
+
+func (s *Server) handleDeleteClaim(w http.ResponseWriter, r *http.Request) {
+	app, host, ok := s.claimParams(w, r)
+	if !ok {
+		return
+	}
+	if err := s.writer.Release(r.Context(), actorOf(r), app, host, ifMatch(r)); err != nil {
+		s.writeConditionalError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"released": host})
+}
+
+// ---- the path-map door ----
+
+// pathsBody is the only accepted shape: {"paths": {...}}. Paths is a pointer so an
+// absent or misspelled field is told apart from {"paths": {}}, which clears: a typo
+// must never become a silent clear of every flip.
+type pathsBody struct {
+	Paths *map[string]string `json:"paths"`
+}
+
+type pathsAnswer struct {
+	Host     string            `json:"host"`
+	Account  string            `json:"account"`
+	App      string            `json:"app"`
+	Paths    map[string]string `json:"paths"`
+	Warnings []string          `json:"warnings,omitempty"`
+}
+
+func answerPaths(c fleet.Claim, warnings []string) pathsAnswer {
+	paths := c.Paths
+	if paths == nil {
+		paths = map[string]string{}
+	}
+	return pathsAnswer{Host: c.Host, Account: c.Account, App: c.App, Paths: paths, Warnings: warnings}
+}
+
+// refusePathsFirst answers a request to the path-map door that is malformed (answer
+// writes the 400): a caller the write domain refuses on {app} gets that refusal
+// instead, so a refusal (an application token on the control-plane application, or on
+// another application) reads the same whatever the request's host or body. The admin
+// is never refused; a well-formed request is authorized by the operation itself.
+func (s *Server) refusePathsFirst(w http.ResponseWriter, r *http.Request, answer func()) {
+	if who := actorOf(r); !who.Admin {
+		app := chi.URLParam(r, "app")
+		if fleetwrite.ValidateAppName(app) == nil {
+			if err := s.writer.AuthorizePaths(r.Context(), who, app); err != nil {
+				s.writeDomainError(w, err)
+				return
+			}
+		}
+	}
+	answer()
+}
+
+// pathsParams is claimParams for the path-map door (refusePathsFirst).
+func (s *Server) pathsParams(w http.ResponseWriter, r *http.Request) (app, host string, ok bool) {
+	app = chi.URLParam(r, "app")
+	err := fleetwrite.ValidateAppName(app)
+	if err == nil {
+		host, err = fleetwrite.CanonicalHost(chi.URLParam(r, "host"))
+	}
+	if err != nil {
+		s.refusePathsFirst(w, r, func() { s.writeDomainError(w, err) })
+		return "", "", false
+	}
+	return app, host, true
+}
+
+func (s *Server) handleGetPaths(w http.ResponseWriter, r *http.Request) {
+	app, host, ok := s.pathsParams(w, r)
+	if !ok {
+		return
+	}
+	c, etag, err := s.writer.Paths(r.Context(), actorOf(r), app, host)
+	if err != nil {
+		s.writeDomainError(w, err)
+		return
+	}
+	writeObject(w, http.StatusOK, etag, answerPaths(c, nil))
+}
+
+func (s *Server) handlePutPaths(w http.ResponseWriter, r *http.Request) {
+	var body pathsBody
+	if err := decodeStrict(r, &body); err != nil {
+		s.refusePathsFirst(w, r, func() {
+			badRequest(w, "invalid body", fmt.Errorf(`%w (want {"paths": {"<prefix>": "<host>"}})`, err))
+		})
+		return
+	}
+	if body.Paths == nil {
+		s.refusePathsFirst(w, r, func() {
+			writeError(w, http.StatusBadRequest, "invalid body", `field "paths" is required: {"paths": {}} clears the map`)
+		})
+		return
+	}
+	if _, err := fleetwrite.ValidatePaths(*body.Paths); err != nil {
+		s.refusePathsFirst(w, r, func() { s.writeDomainError(w, err) })
+		return
+	}
+	app, host, ok := s.pathsParams(w, r)
+	if !ok {
+		return
+	}
+	c, etag, err := s.writer.PublishPaths(r.Context(), actorOf(r), app, host, *body.Paths, ifMatch(r))
+	if err != nil {
+		s.writeConditionalError(w, r, err)
+		return
+	}
+	writeObject(w, http.StatusOK, etag, answerPaths(c, s.pathWarnings(c)))
+}

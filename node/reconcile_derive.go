@@ -1,0 +1,139 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/scafo/ingress/render/fleet"
+	"github.com/scafo/ingress/render/routing"
+)
+
+// staleKey names the set of stale nodes, so a TTL crossing triggers a re-derive.
+func (r *reconciler) staleKey(now time.Time) string {
+	ttl := r.opts().NodeTTL
+	var b strings.Builder
+	keys := make([]string, 0, len(r.objects))
+	for k := range r.objects {
+		if strings.HasPrefix(k, fleet.PrefixNodes) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if n, ok := r.objects[k].value.(fleet.NodeRecord); ok && now.Sub(n.Seen) > ttl {
+			b.WriteString(k)
+			b.WriteByte(',')
+		}
+	}
+	return b.String()
+}
+
+// derive folds the cached objects into a document and publishes it.
+func (r *reconciler) derive(now time.Time) int {
+	var st fleet.State
+	var skipped []fleet.Skipped
+	keys := make([]string, 0, len(r.objects))
+	for k := range r.objects {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var nodes []fleet.NodeRecord
+	var mismatched []string
+	accounts := map[string]string{}
+	appIDs := map[string]string{}
+	for _, k := range keys {
+		o := r.objects[k]
+		if o.bad != "" {
+			if h, ok := strings.CutPrefix(k, fleet.PrefixDomains); ok && strings.HasSuffix(h, ".json") {
+				// A claimed name whose object is unreadable keeps a router of its own
+				// (503), so nobody inherits its traffic; Derive reports it.
+				st.UnreadableClaims = append(st.UnreadableClaims, strings.TrimSuffix(h, ".json"))
+				continue
+			}
+			skipped = append(skipped, fleet.Skipped{Object: k, Reason: o.bad})
+		}
+		switch v := o.value.(type) {
+		case fleet.App:
+			st.Apps = append(st.Apps, v)
+			accounts[v.Name] = v.Account
+			appIDs[v.Name] = v.ID
+		case fleet.Claim:
+			st.Claims = append(st.Claims, v)
+		case fleet.NodeRecord:
+			st.Nodes = append(st.Nodes, v)
+			nodes = append(nodes, v)
+			if v.Settings != nil && !sameSettings(*v.Settings, r.self) {
+				mismatched = append(mismatched, v.Name)
+			}
+		}
+	}
+	opt := r.opts()
+	opt.Now = now
+	doc, dskipped := fleet.Derive(st, opt)
+	skipped = append(skipped, dskipped...)
+	if r.pub.publish(doc, now) {
+		r.lastPublish = time.Now()
+		r.log.Info("published routing document", "revision", doc.Revision, "routes", len(doc.Routes), "skipped", len(skipped))
+	}
+	r.remember(doc, now)
+	// Log what the derivation dropped whenever that set changes (a dropped entry may not
+	// move the revision at all: it contributes nothing), once per object per pass.
+	if key := skippedKey(dskipped); key != r.lastSkipped {
+		r.lastSkipped = key
+		for _, s := range dskipped {
+			r.log.Warn("skipped", "object", s.Object, "reason", s.Reason)
+		}
+	}
+	r.lastStale = r.staleKey(now)
+
+	r.mu.Lock()
+	if !slices.Equal(mismatched, r.status.Mismatched) && len(mismatched) > 0 {
+		r.log.Warn("nodes run with different fleet settings (platform domains, api.public)", "nodes", mismatched)
+	}
+	r.status.Skipped = skipped
+	r.status.Nodes = nodes
+	r.status.Mismatched = mismatched
+	r.status.Remembered = false
+	r.accounts = accounts
+	r.appIDs = appIDs
+	r.mu.Unlock()
+	if r.onOwnRecord != nil {
+		for _, n := range nodes {
+			if n.Name == r.selfName {
+				r.onOwnRecord(n)
+			}
+		}
+	}
+	return len(skipped)
+}
+
+// remember keeps the published document and the store's identity in the state dir
+// when either changed (not every pass): the revision moves with routing content only.
+func (r *reconciler) remember(doc *routing.Document, now time.Time) {
+	r.remembered = nil
+	if r.saver == nil {
+		return
+	}
+	epoch := r.id.Epoch()
+	if r.saved.epoch == epoch && r.saved.revision == doc.Revision {
+		return
+	}
+	r.saver.save(servedMemory{Epoch: epoch, Serial: r.id.Serial(), SavedAt: now.UTC()}, doc)
+	r.saved.epoch, r.saved.revision = epoch, doc.Revision
+}
+
+func sameSettings(a, b fleet.NodeSettings) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+func (r *reconciler) snapshotStatus() reconcileStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status
+}
