@@ -293,6 +293,8 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("scafo-node serving", "addr", ln.Addr().String(), "node", s.cfg.Node.Name, "stateDir", s.cfg.StateDir,
+		"ingressToken", tokenSource(s.cfg.Ingress.Token, s.cfg.StateDir, "ingress-token"),
+		"adminToken", tokenSource(s.cfg.Admin.Token, s.cfg.StateDir, "admin-token"),
 		"maxConns", total, "reservedConns", reserved)
 
 	var err error

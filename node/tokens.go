@@ -13,6 +13,15 @@ import (
 	"strings"
 )
 
+// tokenSource says where a token comes from, for the start log line: its file under the
+// state dir, or "(configured)" when the configuration gave it (never the token itself).
+func tokenSource(given, stateDir, file string) string {
+	if given != "" {
+		return "(configured)"
+	}
+	return filepath.Join(stateDir, file)
+}
+
 // loadOrMintToken returns given when set; otherwise the token stored in
 // <stateDir>/<file>, minting 32 random bytes (hex) into it, mode 0600, on first use.
 // The token is never logged.

@@ -18,15 +18,22 @@ import (
 
 // Conn says which node to talk to and with which token; every verb takes it.
 type Conn struct {
-	URL      string `description:"Node API base URL." json:"url,omitempty"`
+	URL      string `description:"Node API base URL (default: SCAFO_URL, else the node on this machine)." json:"url,omitempty"`
 	Token    string `description:"Bearer token (default: SCAFO_TOKEN, SCAFO_ADMIN_TOKEN, then <stateDir>/admin-token)." json:"token,omitempty" loggable:"false"`
-	StateDir string `description:"State directory to read the admin token from." json:"stateDir,omitempty"`
+	StateDir string `description:"State directory to read the admin token from (default: SCAFO_STATEDIR, else the node's default)." json:"stateDir,omitempty"`
 }
 
-// SetDefaults sets the defaults: the node on this machine, its default state dir.
+// SetDefaults sets the defaults: SCAFO_URL, else the node on this machine; SCAFO_STATEDIR
+// (the variable the node itself reads), else the node's default state dir.
 func (c *Conn) SetDefaults() {
 	c.URL = "http://127.0.0.1:7400"
+	if u := os.Getenv("SCAFO_URL"); u != "" {
+		c.URL = u
+	}
 	c.StateDir = node.DefaultStateDir()
+	if d := os.Getenv("SCAFO_STATEDIR"); d != "" {
+		c.StateDir = d
+	}
 }
 
 func (c *Conn) conn() *Conn { return c }

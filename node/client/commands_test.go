@@ -3,6 +3,8 @@ package client
 import (
 	"fmt"
 	"testing"
+
+	"github.com/scafo/ingress/render/routing"
 )
 
 // TestSplitArgs: flags may sit anywhere among the positional arguments; a non-bool flag
@@ -28,5 +30,23 @@ func TestAppPutKeyValues(t *testing.T) {
 	}
 	if _, err := cfg.keyValues([]string{"acount=acme"}); err == nil {
 		t.Fatal("a misspelled key was accepted")
+	}
+}
+
+// TestFailClosed: a route with no upstream, or held by no application, is served by
+// the fail-closed 503 router, and `routes` says which.
+func TestFailClosed(t *testing.T) {
+	up := []routing.Upstream{{Node: "a", Address: "127.0.0.1:1"}}
+	for _, c := range []struct {
+		r    routing.Route
+		want string
+	}{
+		{routing.Route{Host: "x.example", Application: "shop", Upstreams: up}, ""},
+		{routing.Route{Host: "x.example", Application: "shop"}, "503 (fail closed: no ready instance)"},
+		{routing.Route{Host: "x.example", Application: routing.UnownedApplication}, "503 (fail closed: a claim without a holder)"},
+	} {
+		if got := failClosed(c.r); got != c.want {
+			t.Errorf("failClosed(%+v) = %q, want %q", c.r, got, c.want)
+		}
 	}
 }

@@ -116,3 +116,65 @@ func TestStoreAdoptVerb(t *testing.T) {
 		t.Fatalf("store adopt with SCAFO_STATEDIR: %v\n%s", err, out)
 	}
 }
+
+// TestCLIMarksWhatIsNotInEffect: `routes` marks the hosts the fail-closed 503 router
+// serves; `domains paths` prints the map as published and marks, with the reason, each
+// entry the routing document does not carry (issue 16, item 3).
+func TestCLIMarksWhatIsNotInEffect(t *testing.T) {
+	bin := buildBinary(t)
+	n := startTestNode(t)
+	cli := func(args ...string) string {
+		t.Helper()
+		out, err := runCLI(bin, append(args, "--url="+n.url, "--token="+n.admin)...)
+		if err != nil {
+			t.Fatalf("scafo-node %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	cli("apps", "put", "shop", "--account=acme", "--placement=vps-a")
+	cli("apps", "put", "blog", "--account=acme", "--placement=vps-a") // never ready
+	cli("apps", "put", "other", "--account=rival", "--placement=vps-a")
+	cli("domains", "claim", "shop", "shop.example.org")
+	n.instanceReady(t, "shop")
+	// The map as the application publishes it (the admin may publish too).
+	req, _ := http.NewRequest(http.MethodPut, n.url+"/v1/apps/shop/domains/shop.example.org/paths", strings.NewReader(
+		`{"paths":{"a":"shop.apps.example.com","b":"blog.apps.example.com","c":"other.apps.example.com","n":"nowhere.example","s":"shop.example.org"}}`))
+	req.Header.Set("Authorization", "Bearer "+n.admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("publish: %v %v", err, resp)
+	}
+	resp.Body.Close()
+
+	var routes string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if routes = cli("routes"); strings.Contains(routes, "  /a → shop.apps.example.com") {
+			break
+		}
+	}
+	for _, want := range []string{
+		"\nblog.apps.example.com   blog         503 (fail closed: no ready instance)\n",
+		"\nshop.example.org        shop         vps-a=127.0.0.1:25001\n  /a → shop.apps.example.com\napps.example.com ",
+	} {
+		if !strings.Contains(routes, want) {
+			t.Errorf("routes: no %q in\n%s", want, routes)
+		}
+	}
+	paths := cli("domains", "paths", "shop.example.org")
+	for _, want := range []string{
+		"shop.example.org (shop, account acme)\n",
+		"  /a → shop.apps.example.com\n",
+		"  /b → blog.apps.example.com   not in effect: the target's application has no ready instance\n",
+		"  /c → other.apps.example.com  not in effect: the target belongs to another account\n",
+		"  /n → nowhere.example         not in effect: the target is not a host of any application\n",
+		"  /s → shop.example.org        not in effect: the target is this host itself\n",
+	} {
+		if !strings.Contains(paths, want) {
+			t.Errorf("domains paths: no %q in\n%s", want, paths)
+		}
+	}
+	j := cli("domains", "paths", "shop.example.org", "--json")
+	if !strings.Contains(j, `"notInEffect"`) || !strings.Contains(j, `"b": "the target's application has no ready instance"`) {
+		t.Errorf("domains paths --json:\n%s", j)
+	}
+}

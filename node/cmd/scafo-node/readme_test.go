@@ -1,0 +1,366 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The README's walkthrough, run as written (issue 16, item 1).
+//
+// The sh blocks of README.md from "## Quick start" to "## Pointing Traefik at it" run
+// in order, in one bash (set -e -o pipefail), in a fresh directory beside a freshly
+// started node, so variables carry from block to block as they do in a terminal. A
+// text block right after a sh block is what that block prints: each line is matched
+// whole, "…" standing for any run of characters and "<word>" for one run of non-space
+// characters.
+//
+// The first block is the quick start's two commands. It is not run (it would start a
+// node with `go run` and recurse into `make test`): the test checks it is those two
+// commands, starts the built binary in their place, and matches the node's first log
+// line against the text block after it. What else the test substitutes, and why:
+//
+//   - The port. The README's node listens on :7400; the test's on a free port, written
+//     for "7400" in the blocks and the expected outputs, and given to the CLI as
+//     SCAFO_URL (the CLI's documented fallback for --url).
+//   - `make build`: a shell function copies the binary the test built to ./scafo-node and
+//     prints what the Makefile's build recipe prints (checked with `make -n build`).
+//   - The state dir, as root: a test must not use the machine's /var/lib/scafo, so the
+//     root run sets SCAFO_STATEDIR=./scafo-state (relative: the log line and every path are
+//     then the README's). The non-root run uses the real default, ./scafo-state.
+//
+// It runs twice: as the current user and, when that is root, as the unprivileged user
+// nobody (setuid in the child; no account is created).
+func TestREADMEWalkthrough(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the walkthrough waits for reconcile passes (~15 s)")
+	}
+	for _, tool := range []string{"bash", "curl", "jq", "make"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s not found: the README walkthrough needs it", tool)
+			}
+			t.Skipf("%s not found: the README walkthrough needs it", tool)
+		}
+	}
+	b, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := walkthroughBlocks(t, string(b))
+	start := blocks[0]
+	if got := shellCommands(start.code); strings.Join(got, "\n") != "go run ./node/cmd/scafo-node\nmake test" {
+		t.Fatalf("the quick start's first block is not the two commands (go run ./node/cmd/scafo-node, make test): %q", got)
+	}
+	if start.want == "" {
+		t.Fatal("the quick start's first block has no text block after it (the node's first log line)")
+	}
+	out, err := exec.Command("make", "-s", "-n", "-C", "../../..", "build").Output()
+	if err != nil {
+		t.Fatalf("make -n build: %v", err)
+	}
+	buildLine := strings.TrimSpace(string(out))
+	if buildLine != "go build -o scafo-node ./node/cmd/scafo-node" {
+		t.Fatalf("make build prints %q: update the README and this test's stub", buildLine)
+	}
+	bin := buildBinary(t)
+
+	t.Run("current-user", func(t *testing.T) {
+		runWalkthrough(t, bin, blocks, buildLine, nil)
+	})
+	t.Run("non-root", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("the current user is not root: the current-user run was the non-root one")
+		}
+		u, err := user.Lookup("nobody")
+		if err != nil {
+			t.Skipf("no user nobody to run as (%v); the current-user run covered root only", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		runWalkthrough(t, bin, blocks, buildLine, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)})
+	})
+}
+
+// readmeBlock is one sh block of the walkthrough and the text block after it, if any.
+type readmeBlock struct {
+	line int // of the opening fence, 1-based
+	code string
+	want string
+}
+
+var fenceRE = regexp.MustCompile("^```([a-z]*)\\s*$")
+
+func walkthroughBlocks(t *testing.T, readme string) []readmeBlock {
+	t.Helper()
+	lines := strings.Split(readme, "\n")
+	var blocks []readmeBlock
+	in, done := false, false
+	for i := 0; i < len(lines) && !done; i++ {
+		switch {
+		case lines[i] == "## Quick start":
+			in = true
+		case strings.HasPrefix(lines[i], "## Pointing Traefik at it"):
+			done = true
+		case in && fenceRE.MatchString(lines[i]):
+			lang := fenceRE.FindStringSubmatch(lines[i])[1]
+			j := i + 1
+			for j < len(lines) && lines[j] != "```" {
+				j++
+			}
+			body := strings.Join(lines[i+1:j], "\n")
+			switch {
+			case lang == "sh":
+				blocks = append(blocks, readmeBlock{line: i + 1, code: body})
+			case lang == "text" && len(blocks) > 0 && blocks[len(blocks)-1].want == "" &&
+				(len(blocks) == 1 || onlyBlank(lines, blocks[len(blocks)-1].end(lines), i)):
+				// Right after its block; the quick start's (the log line) may follow prose.
+				blocks[len(blocks)-1].want = body
+			}
+			i = j
+		}
+	}
+	if len(blocks) < 2 {
+		t.Fatalf("README: found %d sh blocks in the walkthrough", len(blocks))
+	}
+	return blocks
+}
+
+// end is the line index of the block's closing fence.
+func (b readmeBlock) end(lines []string) int {
+	j := b.line
+	for j < len(lines) && lines[j] != "```" {
+		j++
+	}
+	return j
+}
+
+func onlyBlank(lines []string, from, to int) bool {
+	for k := from + 1; k < to; k++ {
+		if strings.TrimSpace(lines[k]) != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// shellCommands are a block's commands, comments and blank lines left out.
+func shellCommands(code string) []string {
+	var out []string
+	for l := range strings.Lines(code) {
+		l, _, _ = strings.Cut(l, "#")
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// matchLines matches got against want line by line: "…" is any run of characters, and
+// a line that is only "…" any number of lines; "<word>" is one run of non-space
+// characters. Trailing blank lines and carriage returns do not count.
+func matchLines(want, got string) bool {
+	var pat strings.Builder
+	pat.WriteString(`\A`)
+	placeholder := regexp.MustCompile(`<[a-z][a-z-]*>`)
+	for _, l := range strings.Split(strings.TrimRight(want, "\n"), "\n") {
+		if strings.TrimSpace(l) == "…" {
+			pat.WriteString(`(?:.*\n)*?`)
+			continue
+		}
+		last := 0
+		for _, m := range placeholder.FindAllStringIndex(l, -1) {
+			pat.WriteString(quoteEllipsis(l[last:m[0]]))
+			pat.WriteString(`\S+?`)
+			last = m[1]
+		}
+		pat.WriteString(quoteEllipsis(l[last:]) + `\n`)
+	}
+	pat.WriteString(`\z`)
+	got = strings.ReplaceAll(got, "\r", "") // curl -i prints the HTTP status line with its CR
+	return regexp.MustCompile(pat.String()).MatchString(strings.TrimRight(got, "\n") + "\n")
+}
+
+func quoteEllipsis(s string) string {
+	parts := strings.Split(s, "…")
+	for i := range parts {
+		parts[i] = regexp.QuoteMeta(parts[i])
+	}
+	return strings.Join(parts, `.*?`)
+}
+
+func TestMatchLines(t *testing.T) {
+	for _, c := range []struct {
+		want, got string
+		ok        bool
+	}{
+		{"a <x> c", "a bb c", true},
+		{"a <x> c", "a b b c", false},
+		{"t=… x", "t=1 2 x", true},
+		{"a\n…\nz", "a\nb\nc\nz", true},
+		{"a\n…\nz", "a\nz", true},
+		{"a", "a\nb", false},
+		{`{"id":"<id>","n":1}`, `{"id":"f00","n":1}`, true},
+		{`["api.0.<hostname>"]`, `["api.0.vm"]`, true},
+	} {
+		if got := matchLines(c.want, c.got); got != c.ok {
+			t.Errorf("matchLines(%q, %q) = %v", c.want, c.got, got)
+		}
+	}
+}
+
+const blockEnd = "@@scafo-readme-block-end@@"
+
+// runWalkthrough starts a node in a fresh directory and runs the blocks after the first
+// in one bash beside it, as cred (nil: the current user).
+func runWalkthrough(t *testing.T, bin string, blocks []readmeBlock, buildLine string, cred *syscall.Credential) {
+	work, err := os.MkdirTemp("", "scafo-readme-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(work) })
+	// The binary, where the make stub copies it from.
+	nodeBin := filepath.Join(work, ".bin", "scafo-node")
+	if err := os.MkdirAll(filepath.Dir(nodeBin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := copyFile(bin, nodeBin); err != nil {
+		t.Fatal(err)
+	}
+	if cred != nil {
+		for _, p := range []string{work, filepath.Dir(nodeBin), nodeBin} {
+			if err := os.Chown(p, int(cred.Uid), int(cred.Gid)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	port := strings.TrimPrefix(freePort(t), "127.0.0.1:")
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + work, "LANG=C.UTF-8", "SCAFO_URL=http://127.0.0.1:" + port}
+	if cred == nil && os.Geteuid() == 0 {
+		env = append(env, "SCAFO_STATEDIR=./scafo-state")
+	}
+	sub := func(s string) string { return strings.ReplaceAll(s, "7400", port) }
+
+	// The quick start: the node with no configuration but the port.
+	node := exec.Command(nodeBin, "--listen=:"+port)
+	node.Dir, node.Env = work, env
+	if cred != nil {
+		node.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	logs, err := node.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		node.Process.Signal(syscall.SIGTERM)
+		node.Wait()
+	})
+	first := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(logs)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "scafo-node serving") {
+				first <- sc.Text()
+			}
+			if testing.Verbose() {
+				fmt.Fprintln(os.Stderr, "node:", sc.Text())
+			}
+		}
+	}()
+	select {
+	case line := <-first:
+		if !matchLines(sub(blocks[0].want), line) {
+			t.Errorf("README line %d: the node's first line\n  got  %s\n  want %s", blocks[0].line, line, sub(blocks[0].want))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the node logged no \"scafo-node serving\" line in 30 s")
+	}
+	// Ready, and its own record folded in: the first pass can run before the node's
+	// first heartbeat is written, and publishes a document without the node API then
+	// (a person typing the next command never sees it; a script can).
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		tok, _ := os.ReadFile(filepath.Join(work, "scafo-state", "ingress-token"))
+		req, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1:"+port+"/v1/ingress/routes", nil)
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 && strings.Contains(string(body), `"api"`) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("node not ready, or no node API in its document, in 20 s")
+		}
+	}
+
+	// The rest, in one shell.
+	var script strings.Builder
+	script.WriteString("set -e -o pipefail\n")
+	fmt.Fprintf(&script, "make() { [ \"$*\" = build ] || { echo \"make stub: only build\" >&2; return 2; }; echo %q; cp %q ./scafo-node; }\n", buildLine, nodeBin)
+	for _, b := range blocks[1:] {
+		script.WriteString(sub(b.code))
+		fmt.Fprintf(&script, "\necho; echo %s\n", blockEnd)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sh := exec.CommandContext(ctx, "bash", "-c", script.String())
+	sh.Dir, sh.Env = work, env
+	if cred != nil {
+		sh.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	var stderr strings.Builder
+	sh.Stderr = &stderr
+	stdout, err := sh.Output()
+	outs := strings.Split(string(stdout), blockEnd+"\n")
+	if err != nil {
+		n := len(outs) - 1 // blocks that finished
+		at := blocks[min(n+1, len(blocks)-1)]
+		t.Fatalf("README line %d: the block failed: %v\nits output:\n%s\nstderr:\n%s\nthe block:\n%s", at.line, err, outs[len(outs)-1], stderr.String(), at.code)
+	}
+	for i, b := range blocks[1:] {
+		if b.want == "" {
+			continue
+		}
+		got := strings.TrimSuffix(outs[i], "\n")
+		got = strings.TrimSuffix(got, "\n") // the echo after the block
+		if !matchLines(sub(b.want), got) {
+			t.Errorf("README line %d: the block's output differs from the text block after it\n--- got\n%s\n--- want\n%s", b.line, got, sub(b.want))
+		}
+	}
+	if t.Failed() {
+		t.Logf("stderr of the walkthrough:\n%s", stderr.String())
+	}
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
