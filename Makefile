@@ -1,17 +1,22 @@
 # make run     run a node on the embedded default (dir store under ./scafo-state)
 # make test    every test: installs MinIO and builds Traefik v3.6.12 once (cached), runs the unit
 #              packages under the race detector, then the end-to-end packages (without it)
+# make demo    two nodes, two echo applications and one Traefik on loopback: a flip and a failover
+#              through Traefik (deploy/demo/demo.sh; DEMO_FLAGS=--once stops at the end)
 # make bench   the Go benchmarks; make report: the side-by-side performance report (README "Performance")
 
 GO ?= go
 
-.PHONY: run test deps build bench report vet
+.PHONY: run test deps build bench report vet demo
 
 run:
 	$(GO) run ./node/cmd/scafo-node
 
 build:
 	$(GO) build -o scafo-node ./node/cmd/scafo-node
+
+demo:
+	./deploy/demo/demo.sh $(DEMO_FLAGS)
 
 deps:
 	./.ci/minio.sh install
@@ -21,7 +26,7 @@ vet:
 	$(GO) vet ./...
 
 # Every package must be in one of the two lists (make test refuses to run otherwise).
-UNIT_PKGS = ./render/... ./node/... ./traefikprovider/... ./internal/...
+UNIT_PKGS = ./render/... ./node/... ./traefikprovider/... ./internal/... ./deploy/...
 E2E_PKGS = ./e2e/...
 
 test: deps vet
