@@ -154,7 +154,7 @@ show ti.to /paulca
 show ti.to /paulcarson
 show ti.to /
 
-say "Failover: stop tito-go's primary instance (tito-go@a, pid $PID_tito_go_a); b's instance takes over"
+say "Failover: stop tito-go's primary instance (tito-go@a); b's instance takes over"
 kill "$PID_tito_go_a"
 t2=$(date +%s.%N)
 waitfor "failover to tito-go@b" served ti.to /paulca/events tito-go@b
@@ -166,4 +166,7 @@ echo
 echo "demo: done in $(elapsed)"
 if [ $ONCE = 1 ]; then exit 0; fi
 echo "demo: still running; try curl -s --connect-to ti.to:80:127.0.0.1:$WEB http://ti.to/paulca/x. Ctrl-C stops everything."
-while :; do sleep 3600; done
+# Wait in the builtin: bash runs a trap at once there, not after a foreground child ends.
+sleep infinity &
+PIDS+=($!)
+wait $! || true
