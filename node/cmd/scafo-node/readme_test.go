@@ -67,7 +67,13 @@ func TestREADMEWalkthrough(t *testing.T) {
 	if start.want == "" {
 		t.Fatal("the quick start's first block has no text block after it (the node's first log line)")
 	}
-	out, err := exec.Command("make", "-s", "-n", "-C", "../../..", "build").Output()
+	mk := exec.Command("make", "-s", "-n", "--no-print-directory", "-C", "../../..", "build")
+	for _, kv := range os.Environ() { // not the flags of a `make test` this runs under
+		if !strings.HasPrefix(kv, "MAKEFLAGS=") && !strings.HasPrefix(kv, "MFLAGS=") && !strings.HasPrefix(kv, "MAKELEVEL=") {
+			mk.Env = append(mk.Env, kv)
+		}
+	}
+	out, err := mk.Output()
 	if err != nil {
 		t.Fatalf("make -n build: %v", err)
 	}
