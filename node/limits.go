@@ -38,6 +38,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,7 +102,9 @@ func (l LimitsConfig) conns() (total, reserved int) {
 	total = l.MaxConns
 	if total == 0 {
 		total = maxDerivedConns
-		if files := openFileLimit(); files > 0 {
+		// What is left of the open-file limit once the files the process already holds
+		// (the store, logs, listeners; a test binary holds many) are counted.
+		if files := openFileLimit() - openFiles(); files > 0 {
 			total = min(total, max(minConns, files-max(64, files/4)))
 		}
 	}
@@ -341,4 +344,13 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 		b.rc.SetReadDeadline(time.Time{})
 	}
 	return n, err
+}
+
+// openFiles counts the files this process holds now (0 where /proc is not there).
+func openFiles() int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 0
+	}
+	return len(ents)
 }

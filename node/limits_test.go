@@ -245,14 +245,18 @@ func TestLimitsSettings(t *testing.T) {
 			t.Errorf("%v: %v, want an error naming the setting", bad, err)
 		}
 	}
-	// Derived: 3/4 of the open-file limit (at most 4096), an eighth of it reserved.
+	// Derived: 3/4 of what is left of the open-file limit (at most 4096), an eighth of
+	// it reserved. The files held now may move by one or two while this runs.
 	def := NewConfig().Limits
+	derive := func() int {
+		files := openFileLimit() - openFiles()
+		return min(maxDerivedConns, max(minConns, files-max(64, files/4)))
+	}
+	lo := derive()
 	total, reserved := def.conns()
-	if files := openFileLimit(); files > 0 {
-		want := min(maxDerivedConns, max(minConns, files-max(64, files/4)))
-		if total != want {
-			t.Errorf("derived cap %d with %d files, want %d", total, files, want)
-		}
+	hi := derive()
+	if openFileLimit() > 0 && (total < min(lo, hi)-2 || total > max(lo, hi)+2) {
+		t.Errorf("derived cap %d, want %d..%d (3/4 of the files left)", total, lo, hi)
 	}
 	if reserved != max(1, total/8) || reserved >= total {
 		t.Errorf("derived reserve %d of %d", reserved, total)
