@@ -100,6 +100,10 @@ func (w *Writer) ClaimOf(ctx context.Context, app, host string) (fleet.Claim, st
 // across applications: 409 naming the holder when another application holds it; an
 // existing claim of app's own is returned as it is (created is false).
 func (w *Writer) Claim(ctx context.Context, who Actor, app, host string) (c fleet.Claim, etag string, created bool, err error) {
+	host, err = CanonicalHost(host)
+	if err != nil {
+		return fleet.Claim{}, "", false, err
+	}
 	if err := fleet.PlatformConflict(host, w.cfg.PlatformDomains); err != nil {
 		return fleet.Claim{}, "", false, invalid("invalid host", "host", err)
 	}
