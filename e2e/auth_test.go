@@ -23,7 +23,9 @@ func rejectedPolls(n *node) int {
 
 // Scenario 9.
 func TestTraefikWithoutTheIngressTokenGetsNoRoutes(t *testing.T) {
-	f := startFleet(t, 1, nodeOptions{})
+	// Rejections are logged once per source per limits.rejectLog (10s by default); both
+	// refused Traefiks poll from one loopback address, so shorten it to see each.
+	f := startFleet(t, 1, nodeOptions{args: []string{"--limits.rejectLog=100ms"}})
 	n1 := f.nodes[0]
 	f.deploy(t, "shop", "acme", []*node{n1}, "/healthz")
 

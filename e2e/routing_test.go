@@ -164,3 +164,142 @@ func TestPlatformAPIApexReachesANodeButNeverItsPrivatePaths(t *testing.T) {
 	tr.expectServedBy(t, apex, "/v1/ingress/routes", "console@n1")
 	tr.requireProviderClean(t)
 }
+
+// Scenario 7b: every path api.denied lists (DESIGN §3: /v1/storage, /v1/ingress/ in every
+// format, /metrics, /v1/health/, /v1/status) is refused on the public apex by Traefik
+// itself, however it is spelled, while the paths a remote CLI needs still reach the node.
+// Each request carries the admin token (the ingress token for /v1/ingress/): a node
+// reached would answer 200, or its own JSON; Traefik answers 404 (no router) or 400.
+func TestPlatformAPIApexDeniesEveryPrivatePathInEverySpelling(t *testing.T) {
+	f := startFleet(t, 1, nodeOptions{})
+	n1 := f.nodes[0]
+	tr := startTraefik(t, "traefik", traefikOptions{node: n1})
+	const apex = "apps.localhost"
+	waitFor(t, "the apex to reach a node", routeTimeout, func() error {
+		r, err := tr.get(apex, "/v1/healthz")
+		if err != nil {
+			return err
+		}
+		if r.status != http.StatusOK || r.echo != nil {
+			return fmt.Errorf("%d from %s: %.100q", r.status, r.from(), r.body)
+		}
+		return nil
+	})
+
+	// What the node itself answers on the canonical paths, on its own listener: what
+	// any of the spellings below would get if it reached a node.
+	for _, tc := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/v1/status", testAdminToken, http.StatusOK},
+		{"/metrics", "", http.StatusOK},
+		{"/v1/ingress/routes", testIngressToken, http.StatusOK},
+		{"/v1/ingress/traefik", testIngressToken, http.StatusOK},
+		{"/v1/status", "", http.StatusUnauthorized},
+	} {
+		if st, b := n1.do(t, http.MethodGet, tc.path, nil, tc.token); st != tc.want {
+			t.Fatalf("the node's own %s: %d %.200s, want %d", tc.path, st, b, tc.want)
+		}
+	}
+
+	for _, tc := range []struct {
+		target string
+		want   int // Traefik's own answer
+	}{
+		{"/v1/status", http.StatusNotFound},
+		{"/v1/status/", http.StatusNotFound},
+		{"//v1/status", http.StatusNotFound},      // sanitizePath collapses the slashes first
+		{"/v1/%73tatus", http.StatusNotFound},     // %73 = s, decoded before routing
+		{"/./v1/status", http.StatusNotFound},     // dot segment
+		{"/v1/../v1/status", http.StatusNotFound}, // dot-dot segment
+		{"/v1/status?x=1", http.StatusNotFound},
+		{"/metrics", http.StatusNotFound},
+		{"/metrics/", http.StatusNotFound},
+		{"/%6detrics", http.StatusNotFound}, // %6d = m
+		{"/v1/ingress", http.StatusNotFound},
+		{"/v1/ingress/", http.StatusNotFound},
+		{"/v1/ingress/routes", http.StatusNotFound},
+		{"/v1/ingress/traefik", http.StatusNotFound},
+		{"/v1/ingress/traefik?prefer=self", http.StatusNotFound},
+		{"/v1/ingress/nginx", http.StatusNotFound}, // a format that does not exist: denied all the same
+		{"/v1/ingress%2Ftraefik", http.StatusNotFound},
+		{"/v1/ingress%2ftraefik", http.StatusNotFound}, // lower-case escape
+		{"/v1/health", http.StatusNotFound},
+		{"/v1/health/", http.StatusNotFound},
+		{"/v1/health/instances/x", http.StatusNotFound},
+		{"/v1/storage", http.StatusNotFound},
+		{"/v1/storage/x", http.StatusNotFound},
+		{"/v1//status", http.StatusNotFound},
+		{"/v1/status;x", http.StatusNotFound},
+		{"/v1/%2e%2e/v1/status", http.StatusNotFound}, // escaped dot segments: decoded, then resolved
+		{"/v1/x/%2e%2e/status", http.StatusNotFound},
+		{"/v1/health%2Finstances%2Fx", http.StatusNotFound},
+		{"http://apps.localhost/v1/status", http.StatusNotFound}, // absolute form
+		// Spellings that no denied prefix matches do match the apex router, whose entry
+		// point refuses the encoded slash (400) before the node sees anything.
+		{"/v1%2Fstatus", http.StatusBadRequest},
+		{"/v1/x/..%2Fstatus", http.StatusBadRequest},
+		{"/v1/healthz%2F..%2Fstatus", http.StatusBadRequest},
+	} {
+		for _, token := range []string{testAdminToken, testIngressToken} {
+			r, err := tr.raw(apex, tc.target, "Authorization", "Bearer "+token)
+			if err != nil {
+				t.Errorf("GET %s through the apex: %v", tc.target, err)
+				continue
+			}
+			if !traefikRefused(r, tc.want) {
+				t.Errorf("GET %s through the apex (%s token): %d %.200q, want Traefik's own %d (the request must not reach the node)",
+					tc.target, tokenName(token), r.status, r.body, tc.want)
+			}
+		}
+	}
+
+	// Case is not folded, by Traefik nor by the node's router: these reach the node,
+	// which answers its own 404 (never the status document nor the metrics).
+	for _, target := range []string{"/v1/Status", "/V1/status", "/METRICS"} {
+		r, err := tr.raw(apex, target, "Authorization", "Bearer "+testAdminToken)
+		if err != nil || r.status != http.StatusNotFound || r.echo != nil || strings.Contains(r.body, `"skipped"`) || strings.Contains(r.body, "# HELP") {
+			t.Errorf("GET %s through the apex: %d %.200q %v, want a 404", target, r.status, r.body, err)
+		}
+	}
+
+	// The paths a remote CLI needs still reach the node through the apex.
+	for _, target := range []string{"/v1/healthz", "/v1/readyz"} {
+		r, err := tr.raw(apex, target)
+		if err != nil || r.status != http.StatusOK || r.echo != nil || r.body == traefikNotFound {
+			t.Errorf("GET %s through the apex: %d %.200q %v, want the node's 200", target, r.status, r.body, err)
+		}
+	}
+	r, err := tr.raw(apex, "/v1/apps")
+	if err != nil || r.status != http.StatusUnauthorized || !strings.Contains(r.body, `"error":"unauthorized"`) {
+		t.Errorf("GET /v1/apps through the apex without a token: %d %.200q %v, want the node's 401 JSON", r.status, r.body, err)
+	}
+	r, err = tr.raw(apex, "/v1/apps", "Authorization", "Bearer "+testAdminToken)
+	if err != nil || r.status != http.StatusOK || !strings.HasPrefix(strings.TrimSpace(r.body), "{") && !strings.HasPrefix(strings.TrimSpace(r.body), "[") {
+		t.Errorf("GET /v1/apps through the apex with the admin token: %d %.200q %v, want the node's 200 JSON", r.status, r.body, err)
+	}
+	tr.requireProviderClean(t)
+}
+
+// traefikRefused reports whether r is Traefik's own answer with status want: its 404
+// page (no router matched) or a 400 of the entry point, never an upstream's or a node's
+// answer (JSON).
+func traefikRefused(r response, want int) bool {
+	if r.status != want || r.echo != nil {
+		return false
+	}
+	switch want {
+	case http.StatusNotFound:
+		return r.body == traefikNotFound
+	default:
+		return !strings.Contains(r.body, `"error"`) && !strings.Contains(r.body, "{")
+	}
+}
+
+func tokenName(token string) string {
+	if token == testAdminToken {
+		return "admin"
+	}
+	return "ingress"
+}

@@ -318,15 +318,19 @@ func readResponse(resp *http.Response) (response, error) {
 }
 
 // raw sends target verbatim as the request-target of a GET request line, so odd
-// spellings reach Traefik exactly as written.
-func (tr *traefik) raw(host, target string) (response, error) {
+// spellings reach Traefik exactly as written, with header (name, value pairs) added.
+func (tr *traefik) raw(host, target string, header ...string) (response, error) {
 	conn, err := net.DialTimeout("tcp", tr.webAddr(), 5*time.Second)
 	if err != nil {
 		return response{}, err
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", target, host); err != nil {
+	var extra strings.Builder
+	for i := 0; i+1 < len(header); i += 2 {
+		fmt.Fprintf(&extra, "%s: %s\r\n", header[i], header[i+1])
+	}
+	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\n%sConnection: close\r\n\r\n", target, host, extra.String()); err != nil {
 		return response{}, err
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)

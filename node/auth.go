@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -103,6 +104,20 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				s.reject(w, r, "rejected request: bad token", "invalid token")
 				return
 			}
+			// A token id not seen valid lately costs a store read that a flood of random
+			// well-formed tokens would multiply: such lookups share one budget (429 past it,
+			// so a real new token retries instead of being called invalid).
+			id := tokenID(tok)
+			if !s.goodIDs.Contains(id) {
+				if ok, retry := s.lookups.take(""); !ok {
+					s.rejectRequest(r, "rejected request: unknown-token lookup budget spent")
+					cutBody(w, r)
+					w.Header().Set("Retry-After", strconv.Itoa(max(1, int(retry.Seconds()+0.999))))
+					writeError(w, http.StatusTooManyRequests, "too many token lookups",
+						"tokens not seen lately are checked against the store at a bounded rate; retry")
+					return
+				}
+			}
 			rec, err := s.writer.LookupToken(r.Context(), tok)
 			if errors.Is(err, store.ErrUnavailable) {
 				s.writeDomainError(w, err)
@@ -115,6 +130,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				s.reject(w, r, "rejected request: bad token", "invalid token")
 				return
 			}
+			s.goodIDs.Add(id, struct{}{})
 			a.Token = rec
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, a)))
@@ -131,3 +147,17 @@ func adminOnly(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// tokenID is the id part of a plausible application token ("scafo_<id>_<secret>").
+func tokenID(tok string) string {
+	rest, _ := strings.CutPrefix(tok, "scafo_")
+	id, _, _ := strings.Cut(rest, "_")
+	return id
+}
+
+// The budget for store reads of application-token ids not seen valid lately: a flood of
+// random well-formed tokens costs at most this many store requests a second.
+const (
+	unknownLookupRate  = 20
+	unknownLookupBurst = 40
+)

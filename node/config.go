@@ -391,6 +391,9 @@ func (c *Config) Validate() error {
 	if c.Ports.Min <= 0 || c.Ports.Max > 65535 || c.Ports.Min > c.Ports.Max {
 		errs = append(errs, fmt.Errorf("ports.min/ports.max: invalid range %d..%d", c.Ports.Min, c.Ports.Max))
 	}
+	if p := c.Node.APIPort; p >= c.Ports.Min && p <= c.Ports.Max {
+		errs = append(errs, fmt.Errorf("node.apiPort %d: inside ports.min..ports.max (%d..%d): an application could be given the API's port", p, c.Ports.Min, c.Ports.Max))
+	}
 	// A released port must outlive every ingress's copy of the old document: several
 	// reconcile intervals plus a typical poll interval.
 	if floor := 5*time.Duration(c.Reconcile.Interval) + 5*time.Second; time.Duration(c.Ports.Quarantine) < floor {

@@ -1,9 +1,9 @@
 package node
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
+
+	"github.com/scafo/ingress/node/internal/jsonx"
 )
 
 // apiError is every error body: {"error": "...", "detail": "..."}.
@@ -17,7 +17,7 @@ func writeError(w http.ResponseWriter, code int, msg, detail string) {
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := marshalObject(v)
+	b, err := jsonx.Marshal(v)
 	if err != nil {
 		http.Error(w, `{"error":"internal","detail":"encoding response"}`, http.StatusInternalServerError)
 		return
@@ -26,17 +26,4 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.WriteHeader(code)
 	w.Write(b)
 	w.Write([]byte("\n"))
-}
-
-// marshalObject is the one JSON encoding for stored objects and responses: no HTML
-// escaping, no trailing newline, map keys sorted (encoding/json), so equal values are
-// equal bytes.
-func marshalObject(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -38,6 +38,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,7 +102,9 @@ func (l LimitsConfig) conns() (total, reserved int) {
 	total = l.MaxConns
 	if total == 0 {
 		total = maxDerivedConns
-		if files := openFileLimit(); files > 0 {
+		// What is left of the open-file limit once the files the process already holds
+		// (the store, logs, listeners; a test binary holds many) are counted.
+		if files := openFileLimit() - openFiles(); files > 0 {
 			total = min(total, max(minConns, files-max(64, files/4)))
 		}
 	}
@@ -294,7 +297,12 @@ func (s *Server) boundRequest(next http.Handler) http.Handler {
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 			body := time.Duration(s.cfg.Limits.BodyTimeout)
 			if rc.SetReadDeadline(time.Now().Add(body)) == nil {
-				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+				db := &deadlineBody{ReadCloser: r.Body, rc: rc}
+				r.Body = db
+				// An answer written while the body is still unread (a 404, a health probe,
+				// a refusal: nothing that needs the body) would wait for net/http to drain
+				// it first, for up to the body timeout: cut it instead (rejectDrain).
+				w = &cutUnreadBody{ResponseWriter: w, r: r, body: db}
 			}
 			// net/http drains an unread body before it writes the answer's headers.
 			write += body
@@ -341,4 +349,42 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 		b.rc.SetReadDeadline(time.Time{})
 	}
 	return n, err
+}
+
+// cutUnreadBody applies cutBody when the answer starts before the body was read
+// through.
+type cutUnreadBody struct {
+	http.ResponseWriter
+	r       *http.Request
+	body    *deadlineBody
+	started bool
+}
+
+func (c *cutUnreadBody) WriteHeader(code int) {
+	if !c.started {
+		c.started = true
+		if !c.body.done {
+			cutBody(c.ResponseWriter, c.r)
+		}
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *cutUnreadBody) Write(b []byte) (int, error) {
+	if !c.started {
+		c.WriteHeader(http.StatusOK)
+	}
+	return c.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (c *cutUnreadBody) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// openFiles counts the files this process holds now (0 where /proc is not there).
+func openFiles() int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 0
+	}
+	return len(ents)
 }

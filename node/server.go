@@ -54,6 +54,8 @@ type Server struct {
 	conns     atomic.Pointer[connLimiter]      // the API listener's cap (set by Run)
 	rejects   *rejectLogger                    // rejection log lines, rate-limited per source
 	badTokens *expirable.LRU[string, struct{}] // hashes of recently rejected application tokens
+	goodIDs   *expirable.LRU[string, struct{}] // ids of application tokens found valid lately
+	lookups   *writeLimiter                    // the budget for store reads of other token ids
 
 	kick     chan struct{} // run a reconcile pass now
 	beat     chan struct{} // rewrite this node's record now
@@ -124,6 +126,8 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		nodeID: nodeID, bootID: randomHex(8), started: time.Now(),
 		rejects:   newRejectLogger(log, time.Duration(cfg.Limits.RejectLog)),
 		badTokens: expirable.NewLRU[string, struct{}](badTokenCacheSize, nil, badTokenTTL),
+		goodIDs:   expirable.NewLRU[string, struct{}](16384, nil, 10*time.Minute),
+		lookups:   newWriteLimiter(unknownLookupRate, unknownLookupBurst),
 		kick:      make(chan struct{}, 1),
 		beat:      make(chan struct{}, 1),
 		shutdown:  make(chan struct{}),
@@ -249,6 +253,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 			s.cfg.Node.APIPort = a.Port
 		}
 	}
+	s.instances.Reserve(s.cfg.Node.APIPort) // an application never gets the API's port
 	loopCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// The saver outlives the loops: it writes what the last pass handed it.

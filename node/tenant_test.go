@@ -74,7 +74,9 @@ func TestAWildcardNeverCatchesAnotherAccountsHost(t *testing.T) {
 	if !strings.Contains(string(tr), "Host(`www.bank.example`)") {
 		t.Fatal("no Host router for the fail-closed host in the Traefik config")
 	}
-	var st struct{ Skipped []struct{ Object, Reason string } }
+	var st struct {
+		Skipped []struct{ Object, Reason string }
+	}
 	_, sb := n.get("/v1/status", testAdminToken)
 	json.Unmarshal(sb, &st)
 	if len(st.Skipped) == 0 {

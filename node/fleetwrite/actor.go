@@ -27,6 +27,16 @@ func (a Actor) Name() string {
 	}
 }
 
+// scopedTo refuses an application token for any application but its own before
+// anything is read, so the answer cannot tell whether another tenant's application
+// exists.
+func (a Actor) scopedTo(app string) error {
+	if a.Admin || a.Token.App == app {
+		return nil
+	}
+	return &ErrForbidden{What: "forbidden", Detail: fmt.Sprintf("token %s is scoped to application %s", a.Token.ID, a.Token.App)}
+}
+
 // authorize lets the admin through, and an application token only for its own
 // application, with one of roles, and never on the control-plane application (its
 // hostname must never be path-routed by a CI or router credential).

@@ -136,6 +136,11 @@ func (w *Writer) PutApp(ctx context.Context, who Actor, name string, a fleet.App
 // DeleteApp removes application name; it must hold no claims.
 func (w *Writer) DeleteApp(ctx context.Context, who Actor, name, ifMatch string) error {
 	a, etag, err := w.App(ctx, name)
+	if errors.Is(err, ErrNotFound) {
+		if serr := w.settle(ctx); serr != nil {
+			return serr // a retry of a delete whose announcement failed: announce it
+		}
+	}
 	if err != nil {
 		return err
 	}

@@ -7,17 +7,26 @@ import (
 	"fmt"
 	"strings"
 
+	"golang.org/x/net/publicsuffix"
+
 	"github.com/scafo/ingress/node/internal/jsonx"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
 	"github.com/scafo/ingress/render/routing"
 )
 
-// CanonicalHost folds and validates a claim's host from a URL.
+// CanonicalHost folds and validates a claim's host from a URL. A wildcard directly
+// over a public suffix (*.co.uk, *.github.io, *.com) is refused: it would squat every
+// registrable name below it, each of them someone else's.
 func CanonicalHost(raw string) (string, error) {
 	host := routing.FoldHost(raw)
 	if err := routing.ValidateCustomHost("host", host); err != nil {
 		return "", invalid("invalid host", "host", err)
+	}
+	if parent, ok := strings.CutPrefix(host, "*."); ok {
+		if ps, _ := publicsuffix.PublicSuffix(parent); ps == parent {
+			return "", invalid("invalid host", "host", fmt.Errorf("host %q: a wildcard over the public suffix %q would cover names registered by others", host, parent))
+		}
 	}
 	return host, nil
 }
@@ -91,6 +100,10 @@ func (w *Writer) ClaimOf(ctx context.Context, app, host string) (fleet.Claim, st
 // across applications: 409 naming the holder when another application holds it; an
 // existing claim of app's own is returned as it is (created is false).
 func (w *Writer) Claim(ctx context.Context, who Actor, app, host string) (c fleet.Claim, etag string, created bool, err error) {
+	host, err = CanonicalHost(host)
+	if err != nil {
+		return fleet.Claim{}, "", false, err
+	}
 	if err := fleet.PlatformConflict(host, w.cfg.PlatformDomains); err != nil {
 		return fleet.Claim{}, "", false, invalid("invalid host", "host", err)
 	}
@@ -120,6 +133,15 @@ func (w *Writer) Claim(ctx context.Context, who Actor, app, host string) (c flee
 	if err != nil {
 		return fleet.Claim{}, "", false, fmt.Errorf("claiming %s: %w", host, err)
 	}
+	// Check again now that the claim is stored: of two overlapping claims from different
+	// accounts that raced past the first check, each now sees the other and withdraws,
+	// so neither lies dormant until the other name is released.
+	if cerr := w.coverageConflict(ctx, host, a.Account); cerr != nil {
+		if derr := w.st.Delete(context.WithoutCancel(ctx), fleet.ClaimKey(host), etag); derr != nil {
+			w.log.Error("withdrawing a claim that raced an overlapping one", "host", host, "err", derr)
+		}
+		return fleet.Claim{}, "", false, cerr
+	}
 	if err := w.committed(ctx, who, AuditRecord{Action: "domain.claim", Account: a.Account, App: app, Host: host}); err != nil {
 		return fleet.Claim{}, "", false, err
 	}
@@ -129,6 +151,11 @@ func (w *Writer) Claim(ctx context.Context, who Actor, app, host string) (c flee
 // Release drops app's claim on host (admin only; the caller checks).
 func (w *Writer) Release(ctx context.Context, who Actor, app, host, ifMatch string) error {
 	c, etag, err := w.loadClaim(ctx, host)
+	if errors.Is(err, ErrNotFound) {
+		if serr := w.settle(ctx); serr != nil {
+			return serr // a retry of a release whose announcement failed: announce it
+		}
+	}
 	if err != nil {
 		return err
 	}

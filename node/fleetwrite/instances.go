@@ -18,6 +18,9 @@ type Instance struct {
 
 // instanceApp loads app and checks who may manage its instances.
 func (w *Writer) instanceApp(ctx context.Context, who Actor, app string) (fleet.App, error) {
+	if err := who.scopedTo(app); err != nil {
+		return fleet.App{}, err
+	}
 	a, _, err := w.App(ctx, app)
 	if err != nil {
 		return fleet.App{}, err

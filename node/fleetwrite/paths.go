@@ -42,6 +42,9 @@ func ValidatePaths(m map[string]string) (map[string]string, error) {
 // claimForPaths loads app and host's claim and checks that who may publish for app
 // and that app holds host.
 func (w *Writer) claimForPaths(ctx context.Context, who Actor, app, host string) (fleet.Claim, string, error) {
+	if err := who.scopedTo(app); err != nil {
+		return fleet.Claim{}, "", err
+	}
 	a, _, err := w.App(ctx, app)
 	if err != nil {
 		return fleet.Claim{}, "", err
@@ -50,11 +53,18 @@ func (w *Writer) claimForPaths(ctx context.Context, who Actor, app, host string)
 		return fleet.Claim{}, "", err
 	}
 	c, etag, err := w.loadClaim(ctx, host)
+	if errors.Is(err, ErrNotFound) {
+		return fleet.Claim{}, "", fmt.Errorf("%w: %s is not held by application %s", ErrNotFound, host, app)
+	}
 	if err != nil {
 		return fleet.Claim{}, "", err
 	}
-	if c.App != app {
-		return fleet.Claim{}, "", &ErrForbidden{What: "host held by another application", Detail: fmt.Sprintf("%s is held by application %s, not %s", host, c.App, app)}
+	// One answer for "held by someone else" and "not claimed": whether a name is another
+	// tenant's is not this caller's business. A claim whose account is not the
+	// application's (a claim that raced the application's deletion, inherited by a
+	// recreated application in another account) is not the application's either.
+	if c.App != app || c.Account != a.Account {
+		return fleet.Claim{}, "", fmt.Errorf("%w: %s is not held by application %s", ErrNotFound, host, app)
 	}
 	return c, etag, nil
 }

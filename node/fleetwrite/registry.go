@@ -37,6 +37,7 @@ type Registry struct {
 	path       string
 	min, max   int
 	quarantine time.Duration
+	reserved   int // never allocated: the node's API port
 	now        func() time.Time
 	state      registryState
 }
@@ -80,6 +81,13 @@ func OpenRegistry(path string, min, max int, quarantine time.Duration) (*Registr
 	return reg, nil
 }
 
+// Reserve keeps port out of every allocation (the node's own API port).
+func (r *Registry) Reserve(port int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reserved = port
+}
+
 // Range is the allocation range.
 func (r *Registry) Range() (min, max int) { return r.min, r.max }
 
@@ -113,6 +121,9 @@ func (r *Registry) Allocate(app, appID string) (inst fleet.Instance, created boo
 	}
 	r.expire()
 	for p := r.min; p <= r.max; p++ {
+		if p == r.reserved {
+			continue
+		}
 		if h, hid, _ := r.holder(p); h != "" && (h != app || hid != appID) {
 			continue
 		}

@@ -87,6 +87,8 @@ func (w *Writer) IssueToken(ctx context.Context, who Actor, account, app string,
 		return IssuedToken{}, fmt.Errorf("storing token: %w", err)
 	}
 	if err := w.committed(ctx, who, AuditRecord{Action: "token.create", Account: account, App: app, Token: id}); err != nil {
+		// Never shown, so never usable: withdraw it, so a retry does not leave one more.
+		w.st.Delete(context.WithoutCancel(ctx), fleet.TokenKey(id), "")
 		return IssuedToken{}, err
 	}
 	return IssuedToken{ID: id, Token: tok, Account: account, App: app, Roles: roles}, nil
@@ -98,6 +100,11 @@ func (w *Writer) RevokeToken(ctx context.Context, who Actor, id string) error {
 		return invalid("invalid id", "id", fmt.Errorf("id %q: want 16 hex characters", id))
 	}
 	obj, err := w.st.Get(ctx, fleet.TokenKey(id))
+	if errors.Is(err, store.ErrNotFound) {
+		if serr := w.settle(ctx); serr != nil {
+			return serr // a retry of a revoke whose announcement failed: announce it
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("reading token %s: %w", id, err)
 	}

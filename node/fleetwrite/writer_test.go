@@ -192,20 +192,30 @@ func TestPublishPathsRefusesOtherCredentialsAndHosts(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.app(t, "classic", "tito")
-	f.app(t, "evil", "evil")
+	evil := f.app(t, "evil", "evil")
 	if _, _, _, err := f.w.Claim(ctx, admin, "classic", "ti.to"); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, _, err := f.w.Claim(ctx, admin, "evil", "evil.example"); err != nil {
 		t.Fatal(err)
 	}
-	evilTok := Actor{Token: fleet.TokenRecord{ID: "0123456789abcdef", Account: "evil", App: "evil", Roles: []string{fleet.RolePublish}}}
+	evilTok := Actor{Token: fleet.TokenRecord{ID: "0123456789abcdef", Account: "evil", App: "evil", AppID: evil.ID, Roles: []string{fleet.RolePublish}}}
 	var forb *ErrForbidden
 	if _, _, err := f.w.PublishPaths(ctx, evilTok, "classic", "ti.to", map[string]string{}, ""); !errors.As(err, &forb) {
 		t.Fatalf("another app's token: %v, want ErrForbidden", err)
 	}
-	if _, _, err := f.w.PublishPaths(ctx, evilTok, "evil", "ti.to", map[string]string{}, ""); !errors.As(err, &forb) {
-		t.Fatalf("a host held by another app: %v, want ErrForbidden", err)
+	if _, _, err := f.w.PublishPaths(ctx, evilTok, "nosuchapp", "ti.to", map[string]string{}, ""); !errors.As(err, &forb) {
+		t.Fatalf("a token on an app that does not exist: %v, want the same ErrForbidden", err)
+	}
+	// Another tenant's host and a host nobody claimed read the same.
+	_, _, held := f.w.PublishPaths(ctx, evilTok, "evil", "ti.to", map[string]string{}, "")
+	_, _, free := f.w.PublishPaths(ctx, evilTok, "evil", "free.example", map[string]string{}, "")
+	if !errors.Is(held, ErrNotFound) || !errors.Is(free, ErrNotFound) ||
+		strings.ReplaceAll(held.Error(), "ti.to", "X") != strings.ReplaceAll(free.Error(), "free.example", "X") {
+		t.Fatalf("held: %v; free: %v: want one ErrNotFound answer for both", held, free)
+	}
+	if _, _, err := f.w.PublishPaths(ctx, evilTok, "evil", "evil.example", map[string]string{}, ""); err != nil {
+		t.Fatalf("its own host: %v", err)
 	}
 	var inv *ErrInvalid
 	if _, _, err := f.w.PublishPaths(ctx, admin, "classic", "ti.to", map[string]string{"/paulca": "go.tito.io"}, ""); !errors.As(err, &inv) || !strings.Contains(inv.Field, "/paulca") {
@@ -508,5 +518,94 @@ func TestClaimsAreExclusiveAcrossAccountsByCoverage(t *testing.T) {
 	}
 	if _, _, _, err := f.w.Claim(ctx, admin, "evil", "*.example.org"); !errors.As(err, &c) {
 		t.Fatalf("a wildcard over an unreadable claim: %v, want ErrConflict", err)
+	}
+}
+
+// racer writes a claim of its own just before the first Put of key: the overlapping
+// claim lands between the writer's check and its write.
+type racer struct {
+	store.Store
+	key        string
+	claimKey   string
+	claimValue string
+	done       bool
+}
+
+func (r *racer) Put(ctx context.Context, key string, v []byte, c store.Condition) (string, error) {
+	if key == r.key && !r.done {
+		r.done = true
+		if _, err := r.Store.Put(ctx, r.claimKey, []byte(r.claimValue), store.Condition{IfNoneMatch: true}); err != nil {
+			return "", err
+		}
+	}
+	return r.Store.Put(ctx, key, v, c)
+}
+
+func TestRacingOverlappingClaimsNeverBothStand(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.app(t, "bank", "bank")
+	f.app(t, "evil", "evil")
+	f.w.st = &racer{Store: f.st, key: fleet.ClaimKey("www.bank.example"),
+		claimKey: fleet.ClaimKey("*.bank.example"), claimValue: `{"host":"*.bank.example","account":"evil","app":"evil"}`}
+	var c *ErrConflict
+	if _, _, _, err := f.w.Claim(ctx, admin, "bank", "www.bank.example"); !errors.As(err, &c) {
+		t.Fatalf("a claim raced by an overlapping one: %v, want ErrConflict", err)
+	}
+	if _, err := f.st.Get(ctx, fleet.ClaimKey("www.bank.example")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the claim that lost the race was left standing (%v)", err)
+	}
+}
+
+func TestTheAPIPortIsNeverAllocated(t *testing.T) {
+	f := newFixture(t)
+	f.app(t, "a", "acme")
+	f.w.inst.Reserve(24000) // the range's first port is the node's API port
+	inst, _, err := f.w.AllocateInstance(context.Background(), admin, "a")
+	if err != nil || inst.Port == 24000 {
+		t.Fatalf("allocated %+v (%v): the API port was handed to an application", inst, err)
+	}
+}
+
+func TestAWildcardOverAPublicSuffixIsRefused(t *testing.T) {
+	for _, h := range []string{"*.co.uk", "*.github.io", "*.com.au", "*.s3.amazonaws.com"} {
+		var inv *ErrInvalid
+		if _, err := CanonicalHost(h); !errors.As(err, &inv) || !strings.Contains(err.Error(), "public suffix") {
+			t.Errorf("%s: %v, want ErrInvalid naming the public suffix", h, err)
+		}
+	}
+	for _, h := range []string{"*.shop.example.org", "*.bank.co.uk", "*.me.github.io", "bank.co.uk"} {
+		if _, err := CanonicalHost(h); err != nil {
+			t.Errorf("%s: %v", h, err)
+		}
+	}
+}
+
+func TestRetriesAfterAFailedAnnouncementConvergeForDeletesAndTokens(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.app(t, "shop", "acme")
+	good := f.serial(t)
+	if _, err := f.st.Put(ctx, fleet.KeySerial, []byte("broken"), store.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.w.IssueToken(ctx, admin, "acme", "shop", []string{"publish"}); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("issue over a broken serial: %v, want ErrUnavailable", err)
+	}
+	if es, _ := f.st.List(ctx, fleet.PrefixTokens); len(es) != 0 {
+		t.Fatalf("a token never shown was left in the store: %v", es)
+	}
+	if err := f.w.DeleteApp(ctx, admin, "shop", ""); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("delete over a broken serial: %v, want ErrUnavailable", err)
+	}
+	if _, err := f.st.Put(ctx, fleet.KeySerial, []byte(good), store.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	// The retry finds nothing to delete, and announces the delete that was stored.
+	if err := f.w.DeleteApp(ctx, admin, "shop", ""); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("retry: %v, want ErrNotFound", err)
+	}
+	if f.serial(t) == good {
+		t.Fatal("the retried delete announced nothing: no node learns the app is gone")
 	}
 }

@@ -56,16 +56,21 @@ func DecodeStrict(body []byte, v any) error {
 func checkKeys(body []byte, t reflect.Type) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	err := walk(dec, t, "")
+	err := walk(dec, t, "", 0)
 	if errors.Is(err, errSyntax) {
-		return nil
+		return nil // the decoder reports it (a truncated deep body is still refused above)
 	}
 	return err
 }
 
 var errSyntax = errors.New("syntax")
 
-func walk(dec *json.Decoder, t reflect.Type, path string) error {
+// MaxDepth bounds how deeply a request body may nest. No API body nests beyond three
+// levels; without a bound, 2 MiB of "[[[[…" costs the decoders memory and CPU that
+// grow with the square of the depth (and encoding/json's own limit is 10 000).
+const MaxDepth = 32
+
+func walk(dec *json.Decoder, t reflect.Type, path string, depth int) error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -77,6 +82,9 @@ func walk(dec *json.Decoder, t reflect.Type, path string) error {
 	if !ok {
 		return nil // a scalar
 	}
+	if depth >= MaxDepth {
+		return fmt.Errorf("body nested deeper than %d levels at %q", MaxDepth, path)
+	}
 	switch d {
 	case '[':
 		var elem reflect.Type
@@ -84,7 +92,7 @@ func walk(dec *json.Decoder, t reflect.Type, path string) error {
 			elem = t.Elem()
 		}
 		for i := 0; dec.More(); i++ {
-			if err := walk(dec, elem, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+			if err := walk(dec, elem, fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
 				return err
 			}
 		}
@@ -122,7 +130,7 @@ func walk(dec *json.Decoder, t reflect.Type, path string) error {
 				}
 				next = ft
 			}
-			if err := walk(dec, next, field); err != nil {
+			if err := walk(dec, next, field, depth+1); err != nil {
 				return err
 			}
 		}

@@ -43,3 +43,21 @@ func TestDecodeStrictMatchesKeysExactly(t *testing.T) {
 		}
 	}
 }
+
+func TestDeeplyNestedBodiesAreRefusedCheaply(t *testing.T) {
+	deep := strings.Repeat("[", 100000) + strings.Repeat("]", 100000)
+	var v body
+	allocs := testing.AllocsPerRun(1, func() {
+		if err := DecodeStrict([]byte(deep), &v); err == nil || !strings.Contains(err.Error(), "nested deeper") {
+			t.Fatalf("got %v, want a refusal naming the depth", err)
+		}
+	})
+	if allocs > 10000 {
+		t.Fatalf("%v allocations to refuse a deep body: not cheap", allocs)
+	}
+	for _, in := range []string{`{"paths":` + strings.Repeat(`{"a":`, 40) + `1` + strings.Repeat(`}`, 41)} {
+		if err := DecodeStrict([]byte(in), &v); err == nil {
+			t.Errorf("%.40s…: accepted", in)
+		}
+	}
+}

@@ -1,0 +1,376 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Scenario 16: claims are exclusive across accounts by coverage, and a host that exists
+// in the fleet fails closed (DESIGN §3). Account bank holds www.bank.example; account
+// evil is hostile. Whatever evil does through the API, and whatever sits in the store
+// (a covering wildcard written around the API, bank's own claim object corrupted), a
+// request for one of bank's names never reaches evil's upstream: it is bank's, or 503
+// from bank's own router, or (for a name nobody holds) Traefik's 404.
+func TestHostileTenantNeverGetsAnotherAccountsTraffic(t *testing.T) {
+	// A platform domain with a two-label parent, so that a custom wildcard can cover
+	// its apex ("*.platform.test" over "apps.platform.test") and be refused for that
+	// reason, not because it is too short to be a wildcard.
+	const (
+		platform     = "apps.platform.test"
+		bankWWW      = "www.bank.example"
+		bankOther    = "other.bank.example" // held by nobody
+		bankPlatform = "bank." + platform
+		evilWild     = "*.bank.example"
+	)
+	f := startFleet(t, 1, nodeOptions{args: []string{"--platform.domains=" + platform}})
+	n1 := f.nodes[0]
+	bank := f.deploy(t, "bank", "bank", []*node{n1}, "/healthz")
+	evil := f.deploy(t, "evil", "evil", []*node{n1}, "/healthz")
+	bankEcho, evilEcho := bank.on(n1), evil.on(n1)
+
+	n1.claim(t, "bank", bankWWW)
+
+	// The write path refuses evil's attempts on bank's names.
+	for _, tc := range []struct {
+		host    string
+		status  int
+		mention []string // the refusal names these
+	}{
+		// A wildcard covering bank's name: 409 naming bank's application.
+		{evilWild, http.StatusConflict, []string{bankWWW, `"bank"`}},
+		// bank's exact name.
+		{bankWWW, http.StatusConflict, []string{`"bank"`}},
+		// A custom wildcard over the platform domain's apex, and one of the platform
+		// domain itself: 400.
+		{"*.platform.test", http.StatusBadRequest, []string{platform}},
+		{"*." + platform, http.StatusBadRequest, []string{platform}},
+		// A platform host is never claimed.
+		{bankPlatform, http.StatusBadRequest, []string{platform}},
+	} {
+		st, b := n1.do(t, http.MethodPut, "/v1/apps/evil/domains/"+url.PathEscape(tc.host), map[string]any{}, testAdminToken)
+		if st != tc.status {
+			t.Errorf("PUT /v1/apps/evil/domains/%s: %d %s, want %d", tc.host, st, b, tc.status)
+			continue
+		}
+		var e struct{ Error, Detail string }
+		if err := json.Unmarshal(b, &e); err != nil || e.Error == "" {
+			t.Errorf("PUT /v1/apps/evil/domains/%s: %d %s: want a JSON error", tc.host, st, b)
+		}
+		t.Logf("PUT /v1/apps/evil/domains/%s: %d %s: %s", tc.host, st, e.Error, e.Detail)
+		for _, m := range tc.mention {
+			if !strings.Contains(e.Detail, m) {
+				t.Errorf("PUT /v1/apps/evil/domains/%s: %d, detail %q does not name %s", tc.host, st, e.Detail, m)
+			}
+		}
+	}
+	// evil's own wildcard is fine.
+	n1.claim(t, "evil", "*.evil.example")
+
+	tr := startTraefik(t, "traefik", traefikOptions{node: n1})
+	tr.waitServedBy(t, bankWWW, "/", "bank@n1", routeTimeout)
+	tr.waitServedBy(t, "x.evil.example", "/", "evil@n1", routeTimeout)
+	tr.expectServedBy(t, bankPlatform, "/", "bank@n1")
+	tr.expectTraefik404(t, bankOther, "/")
+
+	// From here on, steady loops watch bank's names through every change that follows:
+	// every answer is recorded, and not one may come from evil.
+	loops := map[string]*requestLoop{}
+	for _, h := range []string{bankWWW, bankOther, bankPlatform} {
+		loops[h] = startLoop(t, tr, h, "/", 20*time.Millisecond)
+	}
+
+	// 1. bank's instance dies and is reported not ready: bank's hosts keep their own
+	// routers, pointing at no server (503).
+	bankEcho.stop()
+	n1.setInstance(t, "bank", bankEcho.port, false)
+	// Until the readiness change reaches Traefik, the dead port answers 502; then the
+	// answer must be 503 (asserted below, so that a missing router shows as a 404 there).
+	for _, h := range []string{bankWWW, bankPlatform} {
+		waitFor(t, h+" no longer sent to bank's dead port", routeTimeout, func() error {
+			r, err := tr.get(h, "/")
+			if err != nil {
+				return err
+			}
+			if r.status == http.StatusBadGateway || r.echo != nil {
+				return fmt.Errorf("%d from %s", r.status, r.from())
+			}
+			return nil
+		})
+	}
+	doc, err := n1.routes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{bankWWW, bankPlatform} {
+		if r, ok := doc[h]; !ok || r.Application != "bank" || len(r.Upstreams) != 0 {
+			t.Errorf("%s in the document: present %v, application %q with %d upstreams, want bank with none", h, ok, r.Application, len(r.Upstreams))
+		}
+	}
+	for _, p := range []string{"/", "/login", "/account/statement?id=1"} {
+		tr.expectFailClosed(t, bankWWW, p)
+		tr.expectFailClosed(t, bankPlatform, p)
+	}
+	tr.expectTraefik404(t, bankOther, "/")
+	tr.expectServedBy(t, "x.evil.example", "/", "evil@n1")
+
+	// 2. evil's covering wildcard is written straight into the store, around the API,
+	// then any write moves the serial (here: evil claims a name of its own, which also
+	// tells when a pass has read the store again).
+	writeStoreObject(t, f, "domains/"+evilWild+".json", fmt.Sprintf(`{"host":%q,"account":"evil","app":"evil"}`, evilWild))
+	n1.claim(t, "evil", "api.evil.example")
+	waitFor(t, "the pass that read the injected wildcard", routeTimeout, func() error {
+		doc, err := n1.routes()
+		if err != nil {
+			return err
+		}
+		if _, ok := doc["api.evil.example"]; !ok {
+			return fmt.Errorf("api.evil.example not routed yet")
+		}
+		return nil
+	})
+	doc, err = n1.routes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := doc[evilWild]; ok {
+		t.Errorf("the routing document routes the injected %s to %s", evilWild, r.Application)
+	}
+	if r := doc[bankWWW]; r.Application != "bank" || len(r.Upstreams) != 0 {
+		t.Errorf("%s in the document: application %q with %d upstreams, want bank with none", bankWWW, r.Application, len(r.Upstreams))
+	}
+	n1.requireSkipped(t, "domains/"+evilWild+".json", "covers", bankWWW)
+	tr.waitServedBy(t, "api.evil.example", "/", "evil@n1", routeTimeout) // Traefik has this configuration
+	tr.requireNoWildcardRouter(t, "bank.example")
+	tr.expectFailClosed(t, bankWWW, "/")
+	tr.expectFailClosed(t, bankPlatform, "/")
+	for _, h := range []string{bankOther, "a.bank.example", "www2.bank.example"} {
+		tr.expectTraefik404(t, h, "/")
+	}
+
+	// 3. bank comes back: its own upstream again, the injected wildcard still nowhere.
+	bankEcho.start(t)
+	n1.setInstance(t, "bank", bankEcho.port, true)
+	tr.waitServedBy(t, bankWWW, "/", "bank@n1", routeTimeout)
+	tr.expectServedBy(t, bankPlatform, "/", "bank@n1")
+	tr.expectTraefik404(t, bankOther, "/")
+
+	// 4. bank's claim object is corrupted in the store. Its holder cannot be named any
+	// more, so the name is held by nobody: 503, and the wildcard that covers it stays
+	// dropped.
+	writeStoreObject(t, f, "domains/"+bankWWW+".json", `{"host":"www.bank.example","account":`)
+	n1.claim(t, "evil", "api2.evil.example")
+	waitFor(t, "the pass that read the corrupted claim", routeTimeout, func() error {
+		doc, err := n1.routes()
+		if err != nil {
+			return err
+		}
+		if _, ok := doc["api2.evil.example"]; !ok {
+			return fmt.Errorf("api2.evil.example not routed yet")
+		}
+		return nil
+	})
+	doc, err = n1.routes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := doc[bankWWW]; r.Application != "scafo-unowned" || len(r.Upstreams) != 0 {
+		t.Errorf("%s in the document: application %q with %d upstreams, want scafo-unowned with none", bankWWW, r.Application, len(r.Upstreams))
+	}
+	if r, ok := doc[evilWild]; ok {
+		t.Errorf("the routing document routes the injected %s to %s", evilWild, r.Application)
+	}
+	n1.requireSkipped(t, "domains/"+bankWWW+".json", "could not be decoded")
+	n1.requireSkipped(t, "domains/"+evilWild+".json", "covers", bankWWW)
+	tr.waitServedBy(t, "api2.evil.example", "/", "evil@n1", routeTimeout)
+	tr.waitStatus(t, bankWWW, "/", http.StatusServiceUnavailable, routeTimeout)
+	for _, p := range []string{"/", "/login"} {
+		tr.expectFailClosed(t, bankWWW, p)
+	}
+	tr.expectServedBy(t, bankPlatform, "/", "bank@n1") // bank's platform host is untouched
+	tr.expectTraefik404(t, bankOther, "/")
+	tr.requireNoWildcardRouter(t, "bank.example")
+
+	// What the loops saw, from the first answer to the last.
+	for _, h := range sortedKeys(loops) {
+		l := loops[h]
+		l.stop()
+		counts := map[string]int{}
+		for _, s := range l.since(time.Time{}) {
+			counts[s.from]++
+		}
+		t.Logf("%s through Traefik during the scenario: %v", h, counts)
+		for from, n := range counts {
+			bad := from == "evil@n1"
+			switch h {
+			case bankWWW, bankPlatform:
+				// a host that exists never falls through: never Traefik's 404
+				bad = bad || from == "traefik:404"
+			case bankOther:
+				bad = bad || from != "traefik:404" && !strings.HasPrefix(from, "error: ")
+			}
+			if bad {
+				t.Errorf("%s: %d answers from %s", h, n, from)
+			}
+		}
+	}
+	// And evil's upstream itself: it never saw one of bank's names.
+	for _, r := range evilEcho.requests() {
+		host := strings.ToLower(r.Host)
+		if host == bankPlatform || strings.HasSuffix(host, ".bank.example") || host == "bank.example" {
+			t.Errorf("evil's upstream received a request for %s%s", r.Host, r.RawPath)
+		}
+	}
+	tr.requireProviderClean(t)
+}
+
+// routeSummary is one route of a node's routing document.
+type routeSummary struct {
+	Application string            `json:"application"`
+	Upstreams   []json.RawMessage `json:"upstreams"`
+}
+
+// routes returns n's routing document by host.
+func (n *node) routes() (map[string]routeSummary, error) {
+	req, err := http.NewRequest(http.MethodGet, n.url("/v1/ingress/routes"), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+testIngressToken)
+	resp, err := apiClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: /v1/ingress/routes: %d", n.name, resp.StatusCode)
+	}
+	var doc struct {
+		Routes []struct {
+			Host string `json:"host"`
+			routeSummary
+		} `json:"routes"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		return nil, fmt.Errorf("%s: decoding routes: %w", n.name, err)
+	}
+	out := make(map[string]routeSummary, len(doc.Routes))
+	for _, r := range doc.Routes {
+		out[r.Host] = r.routeSummary
+	}
+	return out, nil
+}
+
+// requireSkipped asserts that n's /v1/status (admin token) lists object among the
+// skipped objects, with a reason containing every one of subs.
+func (n *node) requireSkipped(t *testing.T, object string, subs ...string) {
+	t.Helper()
+	var st struct {
+		Skipped []struct{ Object, Reason string } `json:"skipped"`
+	}
+	n.call(t, http.MethodGet, "/v1/status", nil, &st)
+	var reasons []string
+	for _, s := range st.Skipped {
+		if s.Object != object {
+			continue
+		}
+		reasons = append(reasons, s.Reason)
+		all := true
+		for _, sub := range subs {
+			all = all && strings.Contains(s.Reason, sub)
+		}
+		if all {
+			return
+		}
+	}
+	t.Errorf("%s /v1/status: %s not skipped with a reason naming %q (its reasons: %q; skipped: %v)", n.name, object, subs, reasons, st.Skipped)
+}
+
+// writeStoreObject writes key into the fleet's dir store directly, around the API, the
+// way the dir backend does (a temp file renamed over the key, so a reader never sees a
+// partial file). It does not move the serial.
+func writeStoreObject(t *testing.T, f *fleet, key, value string) {
+	t.Helper()
+	path := filepath.Join(f.store, filepath.FromSlash(key))
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tmp.WriteString(value); err != nil {
+		t.Fatal(err)
+	}
+	if err := tmp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitStatus polls host+path through tr until Traefik answers status without an
+// upstream.
+func (tr *traefik) waitStatus(t *testing.T, host, path string, status int, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%s%s on %s answering %d", host, path, tr.name, status), timeout, func() error {
+		r, err := tr.get(host, path)
+		if err != nil {
+			return err
+		}
+		if r.status != status || r.echo != nil {
+			return fmt.Errorf("%d from %s", r.status, r.from())
+		}
+		return nil
+	})
+}
+
+// expectFailClosed asserts that host+path gets 503 from Traefik itself: the host's own
+// router, pointing at no server. Not a 404 (no router), not an upstream.
+func (tr *traefik) expectFailClosed(t *testing.T, host, path string) {
+	t.Helper()
+	r, err := tr.get(host, path)
+	if err != nil {
+		t.Errorf("GET %s%s: %v", host, path, err)
+		return
+	}
+	if r.status != http.StatusServiceUnavailable || r.echo != nil {
+		t.Errorf("GET %s%s: %d from %s (body %.200q), want 503 from the host's own router", host, path, r.status, r.from(), r.body)
+	}
+}
+
+// wildcardRouters returns the rules of our provider's routers that match the custom
+// wildcard one label below parent (a HostRegexp over it, whatever else the rule has).
+func (tr *traefik) wildcardRouters(t *testing.T, parent string) []string {
+	t.Helper()
+	rd, err := tr.rawData()
+	if err != nil {
+		t.Fatalf("%s: reading the API: %v", tr.name, err)
+	}
+	routers, _ := rd.fromProvider()
+	match := "HostRegexp(`^[a-z0-9-]+\\." + regexp.QuoteMeta(parent) + "$`)"
+	var rules []string
+	for _, name := range sortedKeys(routers) {
+		if rule := routers[name].Rule; strings.Contains(rule, match) {
+			rules = append(rules, name+": "+rule)
+		}
+	}
+	return rules
+}
+
+// requireNoWildcardRouter asserts that Traefik has no router for *.parent, while it
+// does have evil's own *.evil.example (so the match itself is sound).
+func (tr *traefik) requireNoWildcardRouter(t *testing.T, parent string) {
+	t.Helper()
+	if rules := tr.wildcardRouters(t, parent); len(rules) > 0 {
+		t.Errorf("%s: routers covering *.%s: %q", tr.name, parent, rules)
+	}
+	if rules := tr.wildcardRouters(t, "evil.example"); len(rules) == 0 {
+		t.Errorf("%s: no router for *.evil.example: the wildcard matcher of this test is wrong", tr.name)
+	}
+}
