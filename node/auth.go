@@ -34,7 +34,7 @@ func (s *Server) requireIngress(next http.Handler) http.Handler {
 			s.reject(w, r, "rejected ingress request: no bearer token", "missing bearer token")
 			return
 		}
-		if !tokenEqual(tok, s.ingressToken) && !tokenEqual(tok, s.adminToken) {
+		if !s.isIngressToken(tok) && !s.isAdminToken(tok) {
 			s.reject(w, r, "rejected ingress request: bad token", "invalid token")
 			return
 		}
@@ -93,7 +93,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		var a fleetwrite.Actor
 		switch {
-		case tokenEqual(tok, s.adminToken):
+		case s.isAdminToken(tok):
 			a.Admin = true
 		case !plausibleAppToken(tok):
 			s.reject(w, r, "rejected request: bad token", "invalid token")
@@ -161,3 +161,21 @@ const (
 	unknownLookupRate  = 20
 	unknownLookupBurst = 40
 )
+
+// isIngressToken accepts the ingress token and, during a rotation, the previous ones.
+func (s *Server) isIngressToken(tok string) bool {
+	return tokenEqual(tok, s.ingressToken) || anyTokenEqual(tok, s.cfg.Ingress.Previous)
+}
+
+// isAdminToken accepts the admin token and, during a rotation, the previous ones.
+func (s *Server) isAdminToken(tok string) bool {
+	return tokenEqual(tok, s.adminToken) || anyTokenEqual(tok, s.cfg.Admin.Previous)
+}
+
+func anyTokenEqual(tok string, accepted []string) bool {
+	ok := false
+	for _, a := range accepted {
+		ok = tokenEqual(tok, a) || ok // every one compared: no early exit to time
+	}
+	return ok
+}

@@ -54,6 +54,10 @@ type NodeConfig struct {
 // TokenConfig carries a bearer token.
 type TokenConfig struct {
 	Token string `description:"Bearer token; minted to the state dir when empty." json:"token,omitempty" loggable:"false"`
+	// Previous tokens are still accepted, so a rotation has no window in which some
+	// client holds a token the node refuses: add the new token, keep the old one here,
+	// move every client, then drop it.
+	Previous []string `description:"Tokens still accepted during a rotation (remove once every client has the new one)." json:"previous,omitempty" loggable:"false"`
 }
 
 // PlatformConfig lists the platform domains.
@@ -363,6 +367,16 @@ func (c *Config) Validate() error {
 	}
 	if c.Store.S3.Endpoint != "" && c.Store.S3.Bucket == "" {
 		errs = append(errs, errors.New("store.s3.bucket: required with store.s3.endpoint"))
+	}
+	for _, t := range []struct {
+		name string
+		list []string
+	}{{"ingress.previous", c.Ingress.Previous}, {"admin.previous", c.Admin.Previous}} {
+		for i, tok := range t.list {
+			if len(strings.TrimSpace(tok)) < 16 {
+				errs = append(errs, fmt.Errorf("%s[%d]: a token of at least 16 characters", t.name, i))
+			}
+		}
 	}
 	if c.Reconcile.PublishWindow < 0 {
 		errs = append(errs, errors.New("reconcile.publishWindow: must not be negative"))

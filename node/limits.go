@@ -279,10 +279,10 @@ func (s *Server) reserveAdmits(r *http.Request) bool {
 	if tok == "" {
 		return false
 	}
-	if tokenEqual(tok, s.adminToken) {
+	if s.isAdminToken(tok) {
 		return true
 	}
-	return read && (strings.HasPrefix(p, "/v1/ingress/") || p == "/v1/status") && tokenEqual(tok, s.ingressToken)
+	return read && (strings.HasPrefix(p, "/v1/ingress/") || p == "/v1/status") && s.isIngressToken(tok)
 }
 
 // ---- time ----
