@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -104,12 +105,17 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				s.reject(w, r, "rejected request: bad token", "invalid token")
 				return
 			}
-			// A token id not seen valid lately costs a store read that a flood of random
-			// well-formed tokens would multiply: such lookups share one budget (429 past it,
-			// so a real new token retries instead of being called invalid).
-			id := tokenID(tok)
-			if !s.goodIDs.Contains(id) {
-				if ok, retry := s.lookups.take(""); !ok {
+			// A token not seen valid lately costs a store read that a flood of random
+			// well-formed tokens would multiply: such lookups have a budget per source
+			// address and one shared by all (429 past either, so a real new token retries
+			// instead of being called invalid). Seen-valid is keyed by the whole token's
+			// hash: the id alone is public (audit rows, URLs).
+			if !s.goodIDs.Contains(hash) {
+				ok, retry := s.sourceLookups.take(sourceOf(r))
+				if ok {
+					ok, retry = s.lookups.take("")
+				}
+				if !ok {
 					s.rejectRequest(r, "rejected request: unknown-token lookup budget spent")
 					cutBody(w, r)
 					w.Header().Set("Retry-After", strconv.Itoa(max(1, int(retry.Seconds()+0.999))))
@@ -130,7 +136,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				s.reject(w, r, "rejected request: bad token", "invalid token")
 				return
 			}
-			s.goodIDs.Add(id, struct{}{})
+			s.goodIDs.Add(hash, struct{}{})
 			a.Token = rec
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, a)))
@@ -148,18 +154,27 @@ func adminOnly(next http.Handler) http.Handler {
 	})
 }
 
-// tokenID is the id part of a plausible application token ("scafo_<id>_<secret>").
-func tokenID(tok string) string {
-	rest, _ := strings.CutPrefix(tok, "scafo_")
-	id, _, _ := strings.Cut(rest, "_")
-	return id
+// sourceOf is the remote address of r without its port.
+func sourceOf(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
-// The budget for store reads of application-token ids not seen valid lately: a flood of
-// random well-formed tokens costs at most this many store requests a second.
+// The budget for store reads of application tokens not seen valid lately, per source
+// address and in all: a flood of random well-formed tokens costs at most this many
+// store requests a second, and one source cannot spend everyone's budget.
+//
+// Behind Traefik every client shares the Traefik's address: the per-source budget then
+// bounds what the public apex as a whole can cost, and a token seen valid lately is
+// never held back by either.
 const (
-	unknownLookupRate  = 20
-	unknownLookupBurst = 40
+	unknownLookupRate        = 50
+	unknownLookupBurst       = 100
+	sourceUnknownLookupRate  = 10
+	sourceUnknownLookupBurst = 20
 )
 
 // isIngressToken accepts the ingress token and, during a rotation, the previous ones.

@@ -55,7 +55,9 @@ type Server struct {
 	rejects   *rejectLogger                    // rejection log lines, rate-limited per source
 	badTokens *expirable.LRU[string, struct{}] // hashes of recently rejected application tokens
 	goodIDs   *expirable.LRU[string, struct{}] // ids of application tokens found valid lately
-	lookups   *writeLimiter                    // the budget for store reads of other token ids
+	lookups   *writeLimiter                    // the budget for store reads of other tokens
+	// sourceLookups is that budget per remote address.
+	sourceLookups *writeLimiter
 
 	kick     chan struct{} // run a reconcile pass now
 	beat     chan struct{} // rewrite this node's record now
@@ -128,9 +130,11 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		badTokens: expirable.NewLRU[string, struct{}](badTokenCacheSize, nil, badTokenTTL),
 		goodIDs:   expirable.NewLRU[string, struct{}](16384, nil, 10*time.Minute),
 		lookups:   newWriteLimiter(unknownLookupRate, unknownLookupBurst),
-		kick:      make(chan struct{}, 1),
-		beat:      make(chan struct{}, 1),
-		shutdown:  make(chan struct{}),
+
+		sourceLookups: newWriteLimiter(sourceUnknownLookupRate, sourceUnknownLookupBurst),
+		kick:          make(chan struct{}, 1),
+		beat:          make(chan struct{}, 1),
+		shutdown:      make(chan struct{}),
 	}
 	s.metrics = newMetrics(pub, metricProbes{
 		storeForeign: s.identity.Foreign,

@@ -105,7 +105,15 @@ func (w *Writer) PutApp(ctx context.Context, who Actor, name string, a fleet.App
 	}
 	if exists {
 		var old fleet.App
-		if json.Unmarshal(cur.Value, &old) == nil && old.Account != a.Account {
+		if err := json.Unmarshal(cur.Value, &old); err != nil {
+			// Its account and incarnation are unknown: replacing it must be deliberate.
+			if ifMatch == "" {
+				return fleet.App{}, "", false, &ErrConflict{What: "current application unreadable",
+					Detail: fmt.Sprintf("the stored %s cannot be decoded (%v); PUT with If-Match its etag to replace it (a new incarnation), or DELETE it", name, err)}
+			}
+			old = fleet.App{Account: a.Account, ID: newID()}
+		}
+		if old.Account != a.Account {
 			return fleet.App{}, "", false, &ErrConflict{What: "account change refused", Holder: old.Account,
 				Detail: fmt.Sprintf("application %s belongs to account %q; delete and recreate it to move accounts", name, old.Account)}
 		}

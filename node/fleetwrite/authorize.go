@@ -13,6 +13,9 @@ import (
 // app (an application token on the control-plane application, or on another
 // application) gets that one refusal whatever the host's or the body's shape.
 func (w *Writer) AuthorizePaths(ctx context.Context, who Actor, app string) error {
+	if err := who.scopedTo(app); err != nil {
+		return err // before any read: the answer must not tell whether app exists
+	}
 	a, _, err := w.App(ctx, app)
 	if err != nil {
 		return err

@@ -59,7 +59,9 @@ func (w *Writer) SweepOrphans(ctx context.Context, known map[string]string) ([]s
 		case a.ID == inst.AppID:
 			continue
 		}
-		if err := w.inst.Release(app); err != nil && !errors.Is(err, ErrNoInstance) {
+		if err := w.inst.ReleaseIf(app, inst.AppID); errors.Is(err, ErrNoInstance) {
+			continue // released, or replaced by a new incarnation's, meanwhile
+		} else if err != nil {
 			return released, err
 		}
 		w.log.Info("released an orphaned instance", "app", app, "port", inst.Port)

@@ -104,12 +104,10 @@ func (w *Writer) PublishPaths(ctx context.Context, who Actor, app, host string, 
 		newETag, err := w.st.Put(ctx, fleet.ClaimKey(host), newBody, store.Condition{IfMatch: etag})
 		if errors.Is(err, store.ErrPreconditionFailed) && ifMatch == "" && attempt < 20 {
 			// Someone else wrote the claim between our read and write; without a client
-			// If-Match, re-read and apply the wholesale replace again.
-			if c, etag, err = w.loadClaim(ctx, host); err != nil {
+			// If-Match, re-read and apply the wholesale replace again, after every check
+			// again (the claim, or the application, may have changed hands meanwhile).
+			if c, etag, err = w.claimForPaths(ctx, who, app, host); err != nil {
 				return fleet.Claim{}, "", err
-			}
-			if c.App != app {
-				return fleet.Claim{}, "", &ErrConflict{What: "host changed hands", Holder: c.App, Detail: host + " is now held by " + c.App}
 			}
 			continue
 		}

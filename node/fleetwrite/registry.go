@@ -186,10 +186,21 @@ func (r *Registry) Set(app, appID string, port *int, ready bool) (fleet.Instance
 
 // Release removes app's instance and quarantines its port.
 func (r *Registry) Release(app string) error {
+	return r.release(app, func(fleet.Instance) bool { return true })
+}
+
+// ReleaseIf releases app's instance only if it belongs to incarnation appID (the
+// orphan sweep: a recreated application's new instance is never released on the old
+// incarnation's account).
+func (r *Registry) ReleaseIf(app, appID string) error {
+	return r.release(app, func(i fleet.Instance) bool { return i.AppID == appID })
+}
+
+func (r *Registry) release(app string, match func(fleet.Instance) bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cur, ok := r.state.Instances[app]
-	if !ok {
+	if !ok || !match(cur) {
 		return ErrNoInstance
 	}
 	prev := r.clone()

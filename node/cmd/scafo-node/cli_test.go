@@ -18,6 +18,7 @@ func TestCLIVerbs(t *testing.T) {
 	addr := freePort(t)
 	node := exec.Command(bin, "--listen="+addr, "--stateDir="+state, "--node.name=vps-a",
 		"--platform.domains=apps.example.com", "--reconcile.interval=100ms")
+	node.Env = envWithoutScafo()
 	node.Stderr = os.Stderr
 	if err := node.Start(); err != nil {
 		t.Fatal(err)
@@ -38,7 +39,7 @@ func TestCLIVerbs(t *testing.T) {
 	}
 	cli := func(args ...string) string {
 		t.Helper()
-		out, err := exec.Command(bin, append(args, "--url="+base, "--stateDir="+state)...).CombinedOutput()
+		out, err := runCLI(bin, append(args, "--url="+base, "--stateDir="+state)...)
 		if err != nil {
 			t.Fatalf("scafo-node %v: %v\n%s", args, err, out)
 		}
@@ -82,12 +83,12 @@ func TestCLIVerbs(t *testing.T) {
 		t.Fatalf("routes --json:\n%s", j)
 	}
 	// Errors carry the server's reason and a non-zero exit.
-	o, err := exec.Command(bin, "domains", "claim", "tito-go", "ti.to", "--url="+base, "--stateDir="+state).CombinedOutput()
+	o, err := runCLI(bin, "domains", "claim", "tito-go", "ti.to", "--url="+base, "--stateDir="+state)
 	if err == nil || !strings.Contains(string(o), "tito-classic") {
 		t.Fatalf("conflicting claim: %v\n%s", err, o)
 	}
 	cli("domains", "release", "tito-classic", "ti.to")
-	if o, err := exec.Command(bin, "apps", "rm", "tito-go", "--url="+base, "--stateDir="+state).CombinedOutput(); err != nil {
+	if o, err := runCLI(bin, "apps", "rm", "tito-go", "--url="+base, "--stateDir="+state); err != nil {
 		t.Fatalf("apps rm: %v %s", err, o)
 	}
 }
@@ -111,7 +112,7 @@ func TestStoreAdoptVerb(t *testing.T) {
 	// SCAFO_STATEDIR, the node's own variable, names the state dir too.
 	other := t.TempDir()
 	cmd := exec.Command(bin, "store", "adopt")
-	cmd.Env = append(os.Environ(), "SCAFO_STATEDIR="+other)
+	cmd.Env = append(envWithoutScafo(), "SCAFO_STATEDIR="+other)
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), other) {
 		t.Fatalf("store adopt with SCAFO_STATEDIR: %v\n%s", err, out)
 	}

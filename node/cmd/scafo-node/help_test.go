@@ -181,12 +181,20 @@ func TestVerbHelpMatchesWhatItAccepts(t *testing.T) {
 // runCLI runs the binary with no SCAFO_* variables in its environment.
 func runCLI(bin string, args ...string) ([]byte, error) {
 	cmd := exec.Command(bin, args...)
+	cmd.Env = envWithoutScafo()
+	return cmd.CombinedOutput()
+}
+
+// envWithoutScafo is this process's environment without SCAFO_* variables: a test's
+// node must never pick up the operator's store, state dir or tokens.
+func envWithoutScafo() []string {
+	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "SCAFO_") {
-			cmd.Env = append(cmd.Env, kv)
+			env = append(env, kv)
 		}
 	}
-	return cmd.CombinedOutput()
+	return env
 }
 
 // testNode is a node served in-process (node.NewWithStore on a loopback listener).

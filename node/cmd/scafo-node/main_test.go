@@ -69,7 +69,7 @@ func TestQuickStartWithNoConfiguration(t *testing.T) {
 	addr := freePort(t)
 	cmd := exec.Command(bin)
 	cmd.Dir = work
-	cmd.Env = append(os.Environ(), "SCAFO_LISTEN="+addr)
+	cmd.Env = append(envWithoutScafo(), "SCAFO_LISTEN="+addr)
 	if os.Geteuid() == 0 {
 		// As root the default state dir is /var/lib/scafo; keep the test out of it.
 		cmd.Env = append(cmd.Env, "SCAFO_STATEDIR="+filepath.Join(work, "scafo-state"))

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"strconv"
 	"strings"
 )
 
@@ -44,7 +45,8 @@ func DecodeStrict(body []byte, v any) error {
 		}
 		return errors.New(strings.TrimPrefix(err.Error(), "json: "))
 	}
-	if dec.More() {
+	// Only whitespace may follow (dec.More alone misses a stray "]" or "}").
+	if len(bytes.TrimSpace(body[dec.InputOffset():])) > 0 {
 		return errors.New("trailing data after the JSON object")
 	}
 	return nil
@@ -56,7 +58,7 @@ func DecodeStrict(body []byte, v any) error {
 func checkKeys(body []byte, t reflect.Type) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	err := walk(dec, t, "", 0)
+	err := walk(dec, t, nil, 0)
 	if errors.Is(err, errSyntax) {
 		return nil // the decoder reports it (a truncated deep body is still refused above)
 	}
@@ -70,7 +72,9 @@ var errSyntax = errors.New("syntax")
 // grow with the square of the depth (and encoding/json's own limit is 10 000).
 const MaxDepth = 32
 
-func walk(dec *json.Decoder, t reflect.Type, path string, depth int) error {
+// walk checks one value. path is the field path as segments, joined only for an error
+// message: building it eagerly would copy a long key once per element below it.
+func walk(dec *json.Decoder, t reflect.Type, path []string, depth int) error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -83,7 +87,7 @@ func walk(dec *json.Decoder, t reflect.Type, path string, depth int) error {
 		return nil // a scalar
 	}
 	if depth >= MaxDepth {
-		return fmt.Errorf("body nested deeper than %d levels at %q", MaxDepth, path)
+		return fmt.Errorf("body nested deeper than %d levels at %q", MaxDepth, joinPath(path))
 	}
 	switch d {
 	case '[':
@@ -92,7 +96,7 @@ func walk(dec *json.Decoder, t reflect.Type, path string, depth int) error {
 			elem = t.Elem()
 		}
 		for i := 0; dec.More(); i++ {
-			if err := walk(dec, elem, fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
+			if err := walk(dec, elem, append(path[:len(path):len(path)], "["+strconv.Itoa(i)+"]"), depth+1); err != nil {
 				return err
 			}
 		}
@@ -114,19 +118,16 @@ func walk(dec *json.Decoder, t reflect.Type, path string, depth int) error {
 				return errSyntax
 			}
 			k, _ := kt.(string)
-			field := k
-			if path != "" {
-				field = path + "." + k
-			}
+			field := append(path[:len(path):len(path)], k)
 			if seen[k] {
-				return fmt.Errorf("field %q: duplicate key", field)
+				return fmt.Errorf("field %q: duplicate key", joinPath(field))
 			}
 			seen[k] = true
 			next := elem
 			if fields != nil {
 				ft, ok := fields[k]
 				if !ok {
-					return fmt.Errorf("unknown field %q (keys match exactly, case included)", field)
+					return fmt.Errorf("unknown field %q (keys match exactly, case included)", joinPath(field))
 				}
 				next = ft
 			}
@@ -158,4 +159,19 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		out[name] = f.Type
 	}
 	return out
+}
+
+// joinPath spells a field path for an error: a.b[2].c, each segment cut at 64 bytes.
+func joinPath(path []string) string {
+	var b strings.Builder
+	for i, seg := range path {
+		if len(seg) > 64 {
+			seg = seg[:64] + "…"
+		}
+		if i > 0 && !strings.HasPrefix(seg, "[") {
+			b.WriteByte('.')
+		}
+		b.WriteString(seg)
+	}
+	return b.String()
 }

@@ -61,3 +61,37 @@ func TestDeeplyNestedBodiesAreRefusedCheaply(t *testing.T) {
 		}
 	}
 }
+
+func TestALongKeyOverManyElementsIsLinear(t *testing.T) {
+	key := strings.Repeat("k", 32<<10)
+	elems := strings.Repeat("0,", 80000) + "0"
+	in := []byte(`{"paths":{"` + key + `":[` + elems + `]}}`)
+	var v body
+	allocs := testing.AllocsPerRun(1, func() { DecodeStrict(in, &v) })
+	// Linear work is a few allocations per element; copying the key per element would be
+	// 80 000 allocations of 32 KiB each.
+	if allocs > 16*80000 {
+		t.Fatalf("%v allocations", allocs)
+	}
+	res := testing.Benchmark(func(b *testing.B) {
+		for range b.N {
+			DecodeStrict(in, &v)
+		}
+	})
+	if per := res.AllocedBytesPerOp(); per > 64<<20 {
+		t.Fatalf("%d MB allocated for a %d KB body: not linear", per>>20, len(in)>>10)
+	}
+}
+
+func TestNothingButWhitespaceMayFollowTheBody(t *testing.T) {
+	for _, in := range []string{`{"paths":{}}]`, `{"paths":{}}}`, `{"paths":{}}]{"paths":{"a":"b.example"}}`, `{"paths":{}} x`} {
+		var v body
+		if err := DecodeStrict([]byte(in), &v); err == nil || !strings.Contains(err.Error(), "trailing") {
+			t.Errorf("%s: %v, want trailing data refused", in, err)
+		}
+	}
+	var v body
+	if err := DecodeStrict([]byte("{\"paths\":{}} \n\t"), &v); err != nil {
+		t.Errorf("trailing whitespace: %v", err)
+	}
+}
