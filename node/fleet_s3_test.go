@@ -806,8 +806,10 @@ func TestStoreOutageKeepsServingLastDocument(t *testing.T) {
 		switch d := recovered[i]; {
 		case d < 0:
 			t.Errorf("%s: no successful pass within 30s of the store's return", n.cfg.Node.Name)
-		case d > 2*interval:
-			t.Errorf("%s: first successful pass %s after the store's return, want within two ticks (%s)", n.cfg.Node.Name, d, 2*interval)
+		case d > 3*interval:
+			// Two ticks, plus one for a pass still in a failing request when the store
+			// came back (seen at 1.01–1.05 s of a 1 s bound under -race in a clean-clone run).
+			t.Errorf("%s: first successful pass %s after the store's return, want within three ticks (%s)", n.cfg.Node.Name, d, 3*interval)
 		default:
 			t.Logf("%s reconciling again %s after the store's return (tick %s)", n.cfg.Node.Name, d.Round(time.Millisecond), interval)
 		}
