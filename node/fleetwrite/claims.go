@@ -112,7 +112,8 @@ func (w *Writer) Claim(ctx context.Context, who Actor, app, host string) (c flee
 		return fleet.Claim{}, "", false, err
 	}
 	// Two claims racing from different accounts (a wildcard and a name under it) can
-	// both pass this check; Derive then drops the wildcard, so neither leaks.
+	// both pass this check: the check after the write settles that, and Derive drops a
+	// covering wildcard whatever is stored.
 	if err := w.coverageConflict(ctx, host, a.Account); err != nil {
 		return fleet.Claim{}, "", false, err
 	}
