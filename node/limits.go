@@ -12,7 +12,7 @@ package node
 //     reserve's 503) does not wait for its body: rejectDrain, then the connection
 //     closes (cutBody).
 //   - Connections. The listener admits at most limits.maxConns at once (by default 3/4
-//     of the open-file limit, so the process keeps files for its store and spill files).
+//     of the open-file limit left at start, so the process keeps files for its store and spill files).
 //     The last limits.reservedConns of them are a reserve: a connection accepted while
 //     the general part is full serves one request (it is answered "Connection: close")
 //     and only if that request is an ingress poll or /v1/status with the ingress or
