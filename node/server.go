@@ -137,6 +137,9 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		beat:          make(chan struct{}, 1),
 		shutdown:      make(chan struct{}),
 	}
+	// The reconcile loop publishes right after committing the serial it read (or, on a
+	// foreign store at start, the remembered document under the seeded serial).
+	pub.serialOf = func() (uint64, string) { return s.identity.Serial(), s.identity.Epoch() }
 	s.metrics = newMetrics(pub, metricProbes{
 		storeForeign: s.identity.Foreign,
 		nameConflict: func() bool { return s.nameConflict(time.Now()) != nil },
