@@ -76,7 +76,9 @@ func (w *nodeWatch) stop() {
 
 // Scenario 8.
 func TestNodeRestartKeepsTraefikRouting(t *testing.T) {
-	f := startFleet(t, 1, nodeOptions{})
+	// Checks every second, so that one certainly falls in the node's outage: the
+	// single-placement app without a health path below must not be checked at all.
+	f := startFleet(t, 1, nodeOptions{args: []string{"--traefik.healthCheck.interval=1s"}})
 	n1 := f.nodes[0]
 	f.deploy(t, "shop", "acme", []*node{n1}, "/healthz")
 	f.deploy(t, "blog", "acme", []*node{n1}, "/healthz")
@@ -108,6 +110,8 @@ func TestNodeRestartKeepsTraefikRouting(t *testing.T) {
 	if err := tr.proc.WaitLog(20*time.Second, logFrom, "cannot fetch configuration data"); err != nil {
 		t.Fatalf("waiting for Traefik to fail a poll of the stopped node: %v", err)
 	}
+	// Down long enough for two health checks at 1 s to find its port closed.
+	time.Sleep(2500 * time.Millisecond)
 	n1.start(t)
 
 	// Traefik is back in sync once a change made after the restart reaches it.
