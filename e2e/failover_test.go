@@ -89,8 +89,8 @@ func TestOrderedFailoverAcrossThreeNodes(t *testing.T) {
 	loop.stop()
 
 	lines := []string{
-		"Three nodes, `failover(n1, failover(n2, n3))`, each leaf with an active health check " +
-			"(node default: 5s interval, 2s timeout) and a passive one; a request every 20 ms, one at a time.",
+		"Three nodes, `failover(n1, failover(n2, n3))`, n1 and n2 with an active health check " +
+			"(node default: automatic, 5s at this size; 2s timeout) and a passive one, n3 (the last) with none; a request every 20 ms, one at a time.",
 		"",
 		"| switch | failed requests | served by the old target | time to switch |",
 		"|---|---|---|---|",
@@ -180,8 +180,9 @@ func TestNodeDelegatedHealthFailsOver(t *testing.T) {
 	tr.requireProviderClean(t)
 }
 
-// requireNodeDelegatedCheck asserts that app's leaves check health through their node:
-// path /v1/health/instances/<app> on the node's API port.
+// requireNodeDelegatedCheck asserts that app's leaves that have a fallback check health
+// through their node (path /v1/health/instances/<app> on the node's API port), and the
+// last leaf of the chain is not checked.
 func requireNodeDelegatedCheck(t *testing.T, tr *traefik, app string) {
 	t.Helper()
 	resp, err := tr.http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/http/services", tr.ports.api) + "?search=" + app + "&per_page=100")
@@ -201,19 +202,26 @@ func requireNodeDelegatedCheck(t *testing.T, tr *traefik, app string) {
 	if err := json.NewDecoder(resp.Body).Decode(&services); err != nil {
 		t.Fatalf("decoding api/http/services: %v", err)
 	}
-	leaves := 0
+	leaves, checked := 0, 0
 	for _, s := range services {
 		if !strings.HasSuffix(s.Name, "@http") || s.LoadBalancer == nil {
 			continue
 		}
 		leaves++
 		hc := s.LoadBalancer.HealthCheck
-		if hc == nil || hc.Path != "/v1/health/instances/"+app || hc.Port == 0 {
+		if hc == nil {
+			continue // the last leaf of the chain: nothing to fail over to, not checked
+		}
+		checked++
+		if hc.Path != "/v1/health/instances/"+app || hc.Port == 0 {
 			t.Errorf("service %s: health check %+v, want path /v1/health/instances/%s on the node's API port", s.Name, hc, app)
 		}
 	}
 	if leaves == 0 {
 		t.Errorf("no load-balancer leaves of %s found", app)
+	}
+	if checked != leaves-1 {
+		t.Errorf("%s: %d of %d leaves checked, want every leaf but the last", app, checked, leaves)
 	}
 }
 

@@ -137,7 +137,9 @@ func loopbackCommon(cfg map[string]any, ports traefikPorts) error {
 // pluginTraefikOptions choose what a plugin Traefik reads.
 type pluginTraefikOptions struct {
 	endpoints []*node // in order
-	prefer    string  // a node name, or "" for none
+	// urls are further endpoints after endpoints, as base URLs (a stand-in node).
+	urls   []string
+	prefer string // a node name, or "" for none
 }
 
 // nodeBase is a node's base URL, as the plugin's endpoints take it.
@@ -159,6 +161,7 @@ func startPluginTraefik(t *testing.T, name string, opts pluginTraefikOptions) *t
 	for _, n := range opts.endpoints {
 		endpoints = append(endpoints, nodeBase(n))
 	}
+	endpoints = append(endpoints, opts.urls...)
 	return launchTraefik(t, name, func(ports traefikPorts) *traefik {
 		cfg, err := pluginStaticConfig(shipped, pluginOverrides{ports: ports, endpoints: endpoints, prefer: opts.prefer})
 		if err != nil {

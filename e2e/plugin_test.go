@@ -284,8 +284,8 @@ func TestPluginKeepsRoutingAndFollowsChangesWhenItsNodeDies(t *testing.T) {
 	}
 	before := tr.routerCount(pluginProvider)
 	// The claim went through n1; n2 folds it in on its next reconcile tick. Kill n1 only
-	// once both serve the same revision, or the switch would (correctly) emit n2's
-	// older configuration.
+	// once both serve the same revision, or the plugin would (correctly) hold n2's
+	// older configuration back until n2 caught up (X-Scafo-Serial; scenario 17).
 	waitFor(t, "n1 and n2 to serve one revision", routeTimeout, func() error {
 		if a, b := n1.ingress(t, "", "identity").revision, n2.ingress(t, "", "identity").revision; a != b {
 			return fmt.Errorf("n1 %s, n2 %s", a, b)

@@ -76,14 +76,20 @@ func (w *nodeWatch) stop() {
 
 // Scenario 8.
 func TestNodeRestartKeepsTraefikRouting(t *testing.T) {
-	f := startFleet(t, 1, nodeOptions{})
+	// Checks every second, so that one certainly falls in the node's outage: the
+	// single-placement app without a health path below must not be checked at all.
+	f := startFleet(t, 1, nodeOptions{args: []string{"--traefik.healthCheck.interval=1s"}})
 	n1 := f.nodes[0]
 	f.deploy(t, "shop", "acme", []*node{n1}, "/healthz")
 	f.deploy(t, "blog", "acme", []*node{n1}, "/healthz")
+	// No health path: before DESIGN §4's "which leaves are checked", its lone leaf was
+	// checked through the node, so stopping the node took it offline (503).
+	f.deploy(t, "quiet", "acme", []*node{n1}, "")
 	tr := startTraefik(t, "traefik", traefikOptions{node: n1})
 	const host = "shop.apps.localhost"
 	tr.waitServedBy(t, host, "/", "shop@n1", routeTimeout)
 	tr.waitServedBy(t, "blog.apps.localhost", "/", "blog@n1", routeTimeout)
+	tr.waitServedBy(t, "quiet.apps.localhost", "/", "quiet@n1", routeTimeout)
 
 	rd, err := tr.rawData()
 	if err != nil {
@@ -92,6 +98,7 @@ func TestNodeRestartKeepsTraefikRouting(t *testing.T) {
 	before, _ := rd.fromProvider()
 
 	loop := startLoop(t, tr, host, "/", 20*time.Millisecond)
+	quietLoop := startLoop(t, tr, "quiet.apps.localhost", "/", 20*time.Millisecond)
 	watch := watchNode(t, n1, tr)
 	t0 := time.Now()
 	logFrom := tr.proc.LogSize()
@@ -103,12 +110,15 @@ func TestNodeRestartKeepsTraefikRouting(t *testing.T) {
 	if err := tr.proc.WaitLog(20*time.Second, logFrom, "cannot fetch configuration data"); err != nil {
 		t.Fatalf("waiting for Traefik to fail a poll of the stopped node: %v", err)
 	}
+	// Down long enough for two health checks at 1 s to find its port closed.
+	time.Sleep(2500 * time.Millisecond)
 	n1.start(t)
 
 	// Traefik is back in sync once a change made after the restart reaches it.
 	f.deploy(t, "after", "acme", []*node{n1}, "/healthz")
 	tr.waitServedBy(t, "after.apps.localhost", "/", "after@n1", routeTimeout)
 	loop.stop()
+	quietLoop.stop()
 	watch.stop()
 
 	ss := loop.since(t0)
@@ -119,6 +129,19 @@ func TestNodeRestartKeepsTraefikRouting(t *testing.T) {
 			failed++
 			failures = append(failures, s.from)
 		}
+	}
+	qs := quietLoop.since(t0)
+	quietFailed := 0
+	var quietFailures []string
+	for _, s := range qs {
+		if !s.ok || s.from != "quiet@n1" {
+			quietFailed++
+			quietFailures = append(quietFailures, s.from)
+		}
+	}
+	if quietFailed > 0 {
+		t.Errorf("%d of %d requests to the single-placement app without a health path failed across the node restart %v, want 0 (its lone leaf must not be checked through the node)",
+			quietFailed, len(qs), quietFailures)
 	}
 	watch.mu.Lock()
 	statuses := fmt.Sprint(watch.statuses)
@@ -144,6 +167,7 @@ func TestNodeRestartKeepsTraefikRouting(t *testing.T) {
 	}
 	results.add("Scenario 8: node restart",
 		fmt.Sprintf("- node endpoint seen by a 20 ms poller: %s (non-200 for %s; 503 draining observed: %v)", statuses, window, saw503),
+		fmt.Sprintf("- single placement, no health path (lone leaf, unchecked): %d requests during the restart, %d failed", len(qs), quietFailed),
 		fmt.Sprintf("- %d requests through Traefik during the restart, %d failed; routers from the provider never below %d (%d before)", len(ss), failed, minRouters, len(before)),
 	)
 	tr.requireProviderClean(t)

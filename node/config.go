@@ -101,9 +101,11 @@ type TraefikConfig struct {
 	PathGroupThreshold    int               `description:"Above this many prefixes per (host, target), one PathRegexp router replaces per-prefix routers." json:"pathGroupThreshold,omitempty"`
 }
 
-// HealthCheckConfig times active health checks.
+// HealthCheckConfig times active health checks. An Interval of 0 (the default) is
+// automatic: 5s, lengthened with the number of checked leaves so one Traefik sends at
+// most render.HealthCheckBudget checks a second; a set value is used as it is.
 type HealthCheckConfig struct {
-	Interval ptypes.Duration `description:"Health check interval." json:"interval,omitempty"`
+	Interval ptypes.Duration `description:"Health check interval; 0 (default) sizes it for the fleet: 5s, or longer so one Traefik sends at most 200 checks/s." json:"interval,omitempty"`
 	Timeout  ptypes.Duration `description:"Health check timeout." json:"timeout,omitempty"`
 }
 
@@ -167,7 +169,7 @@ func (c *Config) SetDefaults() {
 	c.API.Public = true
 	c.Traefik = TraefikConfig{
 		EntryPoints:        []string{"web"},
-		HealthCheck:        HealthCheckConfig{Interval: ptypes.Duration(5 * time.Second), Timeout: ptypes.Duration(2 * time.Second)},
+		HealthCheck:        HealthCheckConfig{Timeout: ptypes.Duration(2 * time.Second)}, // Interval 0: automatic
 		PathGroupThreshold: 64,
 	}
 	c.Reconcile = ReconcileConfig{

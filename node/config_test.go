@@ -164,3 +164,29 @@ func TestConfigShippedFileLoads(t *testing.T) {
 		t.Fatalf("loaded %+v", cfg)
 	}
 }
+
+// TestConfigHealthCheckIntervalAutomaticUnlessSet: the default interval is 0, which the
+// render sizes for the fleet; a set one, even the old 5s default, is passed as it is.
+func TestConfigHealthCheckIntervalAutomaticUnlessSet(t *testing.T) {
+	cfg, err := loadConfig(t, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := healthCheckInterval(cfg.Traefik.HealthCheck.Interval); got != "" {
+		t.Errorf("default interval renders as %q, want automatic (\"\")", got)
+	}
+	cfg, err = loadConfig(t, []string{"--traefik.healthCheck.interval=5s"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := healthCheckInterval(cfg.Traefik.HealthCheck.Interval); got != "5s" {
+		t.Errorf("explicit 5s renders as %q", got)
+	}
+	cfg, err = loadConfig(t, []string{"--configFile=../deploy/node/scafo-node.yaml"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := healthCheckInterval(cfg.Traefik.HealthCheck.Interval); got != "" {
+		t.Errorf("the shipped config's interval renders as %q, want automatic", got)
+	}
+}

@@ -150,6 +150,7 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 				s.armWrite(w) // the answer's time starts after the wait
 			}
 			h.Set("ETag", etag)
+			setStoreMark(h, snap)
 			w.WriteHeader(http.StatusNotModified)
 			return http.StatusNotModified
 		}
@@ -159,6 +160,7 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 		h.Set("ETag", etag)
 		h.Set("Content-Type", "application/json")
 		h.Set("X-Scafo-Revision", snap.doc.Revision)
+		setStoreMark(h, snap)
 		body, file := rend.body, rend.file
 		if gz {
 			h.Set("Content-Encoding", "gzip")
@@ -170,6 +172,21 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 			writeBody(w, body, file)
 		}
 		return http.StatusOK
+	}
+}
+
+// setStoreMark sends the store serial (and epoch) snap was derived from, on every 200
+// and 304 of the routing endpoints: headers, so bodies stay byte-identical across
+// nodes. The provider plugin never applies a configuration of an older serial than one
+// it applied (DESIGN §6).
+func setStoreMark(h http.Header, snap *snapshot) {
+	m := snap.mark.Load()
+	if m == nil {
+		return
+	}
+	h.Set("X-Scafo-Serial", strconv.FormatUint(m.serial, 10))
+	if m.epoch != "" {
+		h.Set("X-Scafo-Epoch", m.epoch)
 	}
 }
 

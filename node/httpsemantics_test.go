@@ -38,7 +38,7 @@ func TestHeadOnReadEndpoints(t *testing.T) {
 		if len(hbody) != 0 {
 			t.Errorf("HEAD %s: a %d-byte body", c.path, len(hbody))
 		}
-		for _, h := range []string{"Content-Type", "Content-Length", "ETag", "Content-Encoding", "X-Scafo-Revision", "Cache-Control", "Vary", "WWW-Authenticate"} {
+		for _, h := range []string{"Content-Type", "Content-Length", "ETag", "Content-Encoding", "X-Scafo-Revision", "X-Scafo-Serial", "X-Scafo-Epoch", "Cache-Control", "Vary", "WWW-Authenticate"} {
 			if g, hd := get.Header.Get(h), head.Header.Get(h); g != hd && !(h == "Content-Length" && hd == "") {
 				t.Errorf("HEAD %s: %s %q, GET %q", c.path, h, hd, g)
 			}

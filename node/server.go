@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	ptypes "github.com/traefik/paerser/types"
 	"log/slog"
 	"net"
 	"net/http"
@@ -98,7 +99,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		CertResolver:          cfg.Traefik.CertResolver,
 		PlatformWildcardCerts: cfg.Traefik.PlatformWildcardCerts,
 		PlatformDomains:       cfg.Platform.Domains,
-		HealthCheckInterval:   time.Duration(cfg.Traefik.HealthCheck.Interval).String(),
+		HealthCheckInterval:   healthCheckInterval(cfg.Traefik.HealthCheck.Interval),
 		HealthCheckTimeout:    time.Duration(cfg.Traefik.HealthCheck.Timeout).String(),
 		PathGroupThreshold:    cfg.Traefik.PathGroupThreshold,
 	}
@@ -136,6 +137,9 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		beat:          make(chan struct{}, 1),
 		shutdown:      make(chan struct{}),
 	}
+	// The reconcile loop publishes right after committing the serial it read (or, on a
+	// foreign store at start, the remembered document under the seeded serial).
+	pub.serialOf = func() (uint64, string) { return s.identity.Serial(), s.identity.Epoch() }
 	s.metrics = newMetrics(pub, metricProbes{
 		storeForeign: s.identity.Foreign,
 		nameConflict: func() bool { return s.nameConflict(time.Now()) != nil },
@@ -355,4 +359,13 @@ func (s *Server) removeSpill() {
 	if s.pub.spillDir != "" {
 		os.RemoveAll(s.pub.spillDir)
 	}
+}
+
+// healthCheckInterval is the render's interval setting: "" (automatic, sized for the
+// fleet) for the default 0, the configured duration otherwise.
+func healthCheckInterval(d ptypes.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return time.Duration(d).String()
 }

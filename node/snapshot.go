@@ -27,6 +27,18 @@ type snapshot struct {
 	nodes map[string]bool
 	// superseded is closed when a newer snapshot replaces this one; long-polls wait on it.
 	superseded chan struct{}
+	// mark is the store serial (and epoch) the document was derived from, sent in
+	// X-Scafo-Serial (and X-Scafo-Epoch) so the provider plugin never goes back to an
+	// older one after switching nodes. It moves forward when a later pass derives the
+	// same revision (the document is derived from that serial too), without waking
+	// long-polls. nil when the publisher has no serial source (tests).
+	mark atomic.Pointer[storeMark]
+}
+
+// storeMark is one store serial in its epoch.
+type storeMark struct {
+	serial uint64
+	epoch  string
 }
 
 // publisher holds the current snapshot and the cache of rendered bodies.
@@ -34,6 +46,11 @@ type publisher struct {
 	cur    atomic.Pointer[snapshot]
 	cache  *lru.Cache[renderKey, *rendered]
 	render render.Options
+
+	// serialOf returns the store serial and epoch the document being published was
+	// derived from: the reconcile loop publishes right after committing what it read,
+	// so the identity's committed serial is that one. nil: no serial is sent.
+	serialOf func() (uint64, string)
 
 	mu       sync.Mutex
 	inflight map[renderKey]*renderCall
@@ -106,8 +123,18 @@ func (p *publisher) spill(b []byte) string {
 // returns true when the revision changed.
 func (p *publisher) publish(doc *routing.Document, now time.Time) bool {
 	prev := p.cur.Load()
+	var mark *storeMark
+	if p.serialOf != nil {
+		n, e := p.serialOf()
+		mark = &storeMark{serial: n, epoch: e}
+	}
 	if prev != nil && prev.doc.Revision == doc.Revision {
-		return false // same routing content: keep the snapshot (and its waiters)
+		// Same routing content: keep the snapshot (and its waiters); it is now known to
+		// be derived from this serial too.
+		if old := prev.mark.Load(); mark != nil && (old == nil || old.epoch != mark.epoch || old.serial < mark.serial) {
+			prev.mark.Store(mark)
+		}
+		return false
 	}
 	nodes := map[string]bool{}
 	for _, r := range doc.Routes {
@@ -121,6 +148,9 @@ func (p *publisher) publish(doc *routing.Document, now time.Time) bool {
 		}
 	}
 	next := &snapshot{doc: doc, since: now, nodes: nodes, superseded: make(chan struct{})}
+	if mark != nil {
+		next.mark.Store(mark)
+	}
 	p.cur.Store(next)
 	if prev != nil {
 		close(prev.superseded)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/scafo/ingress/render/routing"
 )
@@ -55,14 +56,26 @@ func checkInvariants(t *testing.T, opt Options, cfg Configuration) {
 	}
 	svcs := cfg.HTTP.Services
 	isMain := map[string]bool{} // leaves some failover tries first: they have a fallback
+	checked := 0
+	for _, s := range svcs {
+		if f := s.Failover; f != nil {
+			checked++ // one main leaf per failover
+		}
+	}
+	interval := o.interval
+	if interval == "" {
+		interval = AutoHealthCheckInterval(checked).String()
+	}
 	for name, s := range svcs {
 		if (s.LoadBalancer == nil) == (s.Failover == nil) {
 			t.Errorf("service %s: must be exactly one of loadBalancer, failover", name)
 			continue
 		}
 		if f := s.Failover; f != nil {
-			if f.HealthCheck == nil {
-				t.Errorf("failover %s: no healthCheck {} (status would not propagate)", name)
+			if f.HealthCheck != nil {
+				// Traefik would require the fallback to report status, which the
+				// unchecked last leaf cannot: the whole configuration would be refused.
+				t.Errorf("failover %s: healthCheck {} (its unchecked last leaf cannot report status)", name)
 			}
 			main, ok := svcs[f.Service]
 			if !ok || main.LoadBalancer == nil || main.LoadBalancer.HealthCheck == nil {
@@ -91,12 +104,16 @@ func checkInvariants(t *testing.T, opt Options, cfg Configuration) {
 		if len(lb.Servers) != 1 || !strings.HasPrefix(lb.Servers[0].URL, "http://") {
 			t.Errorf("leaf %s: want exactly one http:// server, got %+v", name, lb.Servers)
 		}
+		// A leaf with a fallback has an active and a passive check; the last
+		// fallback, or a lone leaf, has neither (DESIGN §4, "Which leaves are checked").
 		hc := lb.HealthCheck
-		if hc == nil || hc.Path == "" || hc.Interval != o.interval || hc.Timeout != o.timeout || hc.FollowRedirects == nil || !*hc.FollowRedirects {
-			t.Errorf("leaf %s: active health check %+v, want path, interval %s, timeout %s, followRedirects true", name, hc, o.interval, o.timeout)
+		if !isMain[name] {
+			if hc != nil {
+				t.Errorf("leaf %s: active health check %+v on a leaf without a fallback", name, hc)
+			}
+		} else if hc == nil || hc.Path == "" || hc.Interval != interval || hc.Timeout != o.timeout || hc.FollowRedirects == nil || !*hc.FollowRedirects {
+			t.Errorf("leaf %s: active health check %+v, want path, interval %s, timeout %s, followRedirects true", name, hc, interval, o.timeout)
 		}
-		// A leaf with a fallback has a passive check; the last fallback, or a lone
-		// leaf, has none.
 		if isMain[name] != (lb.PassiveHealthCheck != nil) {
 			t.Errorf("leaf %s: passive check %+v, want one exactly when the leaf has a fallback (%v)", name, lb.PassiveHealthCheck, isMain[name])
 		}
@@ -440,5 +457,63 @@ func TestDurationsAreWrittenInCanonicalForm(t *testing.T) {
 	}
 	if !bytes.Contains(out, []byte(`"interval":"1m30s","timeout":"1.5s"`)) {
 		t.Errorf("durations not canonical in %s", out[:min(len(out), 600)])
+	}
+}
+
+// fleetDoc is n applications, each with the given number of upstreams on distinct nodes.
+func fleetDoc(n, upstreams int) *routing.Document {
+	d := &routing.Document{V: routing.Version}
+	for i := range n {
+		var ups []routing.Upstream
+		for j := range upstreams {
+			ups = append(ups, routing.Upstream{Node: fmt.Sprintf("vps-%d", j), Address: fmt.Sprintf("10.83.0.%d:%d", j+1, 20000+i), APIPort: 7400})
+		}
+		d.Routes = append(d.Routes, routing.Route{Host: fmt.Sprintf("a%05d.apps.example.com", i), Application: fmt.Sprintf("a%05d", i), Upstreams: ups})
+	}
+	d.Seal()
+	return d
+}
+
+// The automatic interval keeps Traefik's check rate within HealthCheckBudget: one
+// checked leaf per upstream but the last, none for a lone upstream; an explicit
+// interval wins whatever the fleet's size.
+func TestHealthCheckIntervalScalesWithCheckedLeaves(t *testing.T) {
+	for _, tc := range []struct {
+		apps, upstreams int
+		opt             Options
+		checks          int
+		interval        string
+	}{
+		{10, 1, Options{}, 0, ""},
+		{10, 2, Options{}, 10, "5s"},
+		{1000, 2, Options{}, 1000, "5s"},
+		{1001, 2, Options{}, 1001, "6s"},
+		{2000, 3, Options{}, 4000, "20s"},
+		{10000, 2, Options{}, 10000, "50s"},
+		{10000, 1, Options{}, 0, ""},
+		{10000, 2, Options{HealthCheckInterval: "5s"}, 10000, "5s"},
+	} {
+		out, err := Traefik(fleetDoc(tc.apps, tc.upstreams), tc.opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := decodeStrict(t, out)
+		checkInvariants(t, tc.opt, cfg)
+		checks, intervals := 0, map[string]bool{}
+		for _, s := range cfg.HTTP.Services {
+			if lb := s.LoadBalancer; lb != nil && lb.HealthCheck != nil {
+				checks++
+				intervals[lb.HealthCheck.Interval] = true
+			}
+		}
+		if checks != tc.checks || (checks > 0 && (len(intervals) != 1 || !intervals[tc.interval])) {
+			t.Errorf("%d apps × %d upstreams, %+v: %d checks at %v, want %d at %s", tc.apps, tc.upstreams, tc.opt, checks, intervals, tc.checks, tc.interval)
+		}
+		if checks > 0 && tc.opt.HealthCheckInterval == "" {
+			d, _ := time.ParseDuration(tc.interval)
+			if rate := float64(checks) / d.Seconds(); rate > HealthCheckBudget {
+				t.Errorf("%d checks every %s: %.0f/s, over the budget", checks, d, rate)
+			}
+		}
 	}
 }

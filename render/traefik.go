@@ -72,6 +72,13 @@ func Traefik(doc *routing.Document, opt Options) ([]byte, error) {
 	if err := r.render(doc); err != nil {
 		return nil, fmt.Errorf("rendering Traefik configuration: %w", err)
 	}
+	if r.opt.interval == "" {
+		// Automatic: sized once every check is known.
+		iv := AutoHealthCheckInterval(len(r.checks)).String()
+		for _, hc := range r.checks {
+			hc.Interval = iv
+		}
+	}
 	cfg := Configuration{}
 	if len(r.routers) > 0 {
 		cfg.HTTP = &HTTPConfiguration{Routers: r.routers, Services: r.services}
@@ -101,6 +108,8 @@ type renderer struct {
 	routers  map[string]*dynamic.Router
 	services map[string]*Service
 	tls      map[string]*dynamic.RouterTLSConfig // per host; nil entries when no TLS
+	// checks are the active health checks written, for the automatic interval.
+	checks []*dynamic.ServerHealthCheck
 }
 
 // app is one application's chain, shared by all its hosts and by every prefix that
@@ -247,11 +256,19 @@ func requireAPIPorts(field string, us []routing.Upstream) error {
 // load balancer without servers, which answers 503: a host that has nothing ready must
 // not fall through to another router), the leaf itself for one upstream.
 //
-// Every failover carries healthCheck {}: Traefik's failover switches to its fallback
-// only when its main service reports down, which needs an active health check on the
-// main (each leaf has one), and it reports its own status to a parent only when it has
-// healthCheck itself, which the inner failovers need and the root has for uniformity
-// (it then answers 503 at once when the whole chain is down).
+// Which leaves are checked (DESIGN §4): a failover switches to its fallback only when
+// its main service reports down, which needs an active health check on the main; so
+// every leaf with a fallback has one, and a passive one. The last leaf of a chain and a
+// lone leaf have nothing to fail over to: they get neither. An active check there could
+// only take the application offline when the check fails but the instance works (the
+// node-delegated check while its node restarts), and a passive one could only turn one
+// 5xx of a live instance into 503s for everyone until the next check.
+//
+// No failover carries healthCheck {}: Traefik (v3.6, getFailoverServiceHandler) then
+// requires the fallback to report status, which the unchecked last leaf cannot, and a
+// failover without it cannot report to its parent either. Routing does not need it: a
+// failover whose fallback reports nothing treats it as up, so a request walks down the
+// chain to the first leaf that is not marked down, and the last leaf answers for itself.
 func (r *renderer) chain(base string, ups []routing.Upstream, hc func(routing.Upstream) *dynamic.ServerHealthCheck) string {
 	n := len(ups)
 	if n == 0 {
@@ -263,14 +280,12 @@ func (r *renderer) chain(base string, ups []routing.Upstream, hc func(routing.Up
 		leaves[i] = leafName(base, i, u.Node)
 		lb := &LoadBalancer{ServersLoadBalancer: dynamic.ServersLoadBalancer{
 			Servers:        []dynamic.Server{{URL: "http://" + u.Address}},
-			HealthCheck:    hc(u),
 			PassHostHeader: ptr(true),
 		}}
-		// Passive checks on every leaf that has somewhere to fail over to, never on
-		// the last: there a passive mark-down cannot move traffic anywhere, it can only
-		// turn one 5xx answer of a live instance into 503s for every request until the
-		// next active check. So passive checks only ever move traffic along the chain.
 		if i < n-1 {
+			check := hc(u)
+			r.checks = append(r.checks, check)
+			lb.HealthCheck = check
 			lb.PassiveHealthCheck = &PassiveHealthCheck{
 				FailureWindow:     passiveFailureWindow,
 				MaxFailedAttempts: passiveMaxFailedAttempts,
@@ -287,9 +302,8 @@ func (r *renderer) chain(base string, ups []routing.Upstream, hc func(routing.Up
 			fallback = leaves[n-1]
 		}
 		r.services[failoverName(base, i)] = &Service{Failover: &dynamic.Failover{
-			Service:     leaves[i],
-			Fallback:    fallback,
-			HealthCheck: &dynamic.HealthCheck{},
+			Service:  leaves[i],
+			Fallback: fallback,
 		}}
 	}
 	return base
@@ -300,7 +314,8 @@ func emptyService() *Service {
 }
 
 // healthCheck is an active HTTP check of path, on the server's own port (port 0) or on
-// port. followRedirects is written out (Traefik's default, true) because genconf's
+// port, at the configured interval ("" when automatic: filled in by Traefik once every
+// check is known). followRedirects is written out (Traefik's default, true) because genconf's
 // field has no omitempty and would otherwise say null.
 func (r *renderer) healthCheck(path string, port int) *dynamic.ServerHealthCheck {
 	return &dynamic.ServerHealthCheck{

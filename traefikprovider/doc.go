@@ -25,9 +25,22 @@
 //   - stops promptly: Stop cancels the request in flight and waits for the goroutine.
 //
 // Nodes answering for the same revision send the same ETag, so a switch between
-// nodes that agree emits nothing. A node that is behind (its reconcile pass has not
-// caught up) answers with its own, older configuration; the plugin emits it, as the
-// HTTP provider would, and moves forward again when that node catches up.
+// nodes that agree emits nothing.
+//
+// Order across nodes: a node sends, on every 200 and 304, the store serial its
+// configuration was derived from (X-Scafo-Serial, and the store's X-Scafo-Epoch), in
+// headers so bodies stay byte-identical across nodes. The plugin never emits a
+// configuration derived from an older serial of the same epoch than one it emitted (or
+// saw confirmed since, by a 304 or the same body at a later serial): after a switch to
+// a node that is a tick behind, it keeps what it has, logs it once, and long-polls
+// with both ETags in If-None-Match (for at most 2 s while behind), so the node answers
+// as soon as it moves, or shows with a 304 at a later serial that its older body is
+// current again (a change and its revert); a
+// configuration at the same serial or later is emitted as usual. An answer without the
+// header is a node that predates it (legacy): it is emitted as before, and the order
+// starts again from the next answer that has one. Another epoch (a store an operator
+// adopted) starts a new order. A node that stays behind (its store unreachable, say)
+// keeps the plugin on what it has, as long as it answers.
 //
 // # Running under Traefik
 //

@@ -50,6 +50,8 @@ type fakeNode struct {
 	body       []byte
 	etag       string
 	rawBody    []byte
+	serial     string        // X-Scafo-Serial on 200 and 304; "" sends none (a legacy node)
+	epoch      string        // X-Scafo-Epoch; "" sends none
 	changed    chan struct{} // closed and replaced when the revision moves
 	ignoreINM  bool          // answer 200 even when If-None-Match matches
 	ignoreWait bool          // answer 304 at once instead of holding
@@ -90,6 +92,34 @@ func (n *fakeNode) setBody(body string) {
 	n.setBodyLocked(body)
 	n.mu.Unlock()
 	n.signal()
+}
+
+// setBodySerial publishes a new revision derived from store serial (in epoch, "" for
+// none) and wakes held long-polls.
+func (n *fakeNode) setBodySerial(body string, serial uint64, epoch string) {
+	n.mu.Lock()
+	n.serial, n.epoch = strconv.FormatUint(serial, 10), epoch
+	n.setBodyLocked(body)
+	n.mu.Unlock()
+	n.signal()
+}
+
+// setSerial moves the node's serial without changing its body (a pass that derived
+// the same revision), waking nothing, as the node does.
+func (n *fakeNode) setSerial(serial uint64) {
+	n.mu.Lock()
+	n.serial = strconv.FormatUint(serial, 10)
+	n.mu.Unlock()
+}
+
+// matchesINM is the node's If-None-Match: any listed tag equal to etag.
+func matchesINM(inm, etag string) bool {
+	for _, t := range strings.Split(inm, ",") {
+		if strings.TrimSpace(t) == etag {
+			return true
+		}
+	}
+	return false
 }
 
 func (n *fakeNode) setBodyLocked(body string) {
@@ -212,9 +242,20 @@ func (n *fakeNode) answer(w http.ResponseWriter, r *http.Request, mode nodeMode)
 	body, etag, changed := n.body, n.etag, n.changed
 	ignoreINM, ignoreWait := n.ignoreINM, n.ignoreWait
 	n.mu.Unlock()
+	setSerial := func() {
+		n.mu.Lock()
+		serial, epoch := n.serial, n.epoch
+		n.mu.Unlock()
+		if serial != "" {
+			w.Header().Set("X-Scafo-Serial", serial)
+		}
+		if epoch != "" {
+			w.Header().Set("X-Scafo-Epoch", epoch)
+		}
+	}
 
 	inm := r.Header.Get("If-None-Match")
-	if inm != "" && inm == etag && !ignoreINM {
+	if inm != "" && matchesINM(inm, etag) && !ignoreINM {
 		wait, _ := time.ParseDuration(r.URL.Query().Get("wait"))
 		if wait > 0 && !ignoreWait {
 			n.mu.Lock()
@@ -224,11 +265,25 @@ func (n *fakeNode) answer(w http.ResponseWriter, r *http.Request, mode nodeMode)
 
 			timer := time.NewTimer(wait)
 			gone := false
-			select {
-			case <-changed:
-			case <-timer.C:
-			case <-r.Context().Done():
-				gone = true
+		hold:
+			for {
+				select {
+				case <-changed:
+					// Like the node: a new revision that a listed tag names still
+					// matches, and the poll stays held.
+					n.mu.Lock()
+					changed = n.changed
+					still := matchesINM(inm, n.etag) && n.mode == modeServe
+					n.mu.Unlock()
+					if !still {
+						break hold
+					}
+				case <-timer.C:
+					break hold
+				case <-r.Context().Done():
+					gone = true
+					break hold
+				}
 			}
 			timer.Stop()
 
@@ -245,13 +300,15 @@ func (n *fakeNode) answer(w http.ResponseWriter, r *http.Request, mode nodeMode)
 				return n.answer(w, r, mode)
 			}
 		}
-		if inm == etag {
+		if matchesINM(inm, etag) {
+			setSerial()
 			w.Header().Set("ETag", etag)
 			w.WriteHeader(http.StatusNotModified)
 			return http.StatusNotModified
 		}
 	}
 
+	setSerial()
 	w.Header().Set("ETag", etag)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -30,12 +31,43 @@ type fetchResult struct {
 	etag bool
 	// body is the configuration to emit when changed.
 	body []byte
+	// hasSerial is true when the answer (200 or 304) carried X-Scafo-Serial: the store
+	// serial the node's configuration was derived from, in epoch (X-Scafo-Epoch, ""
+	// when absent). A node without the header predates it (a legacy node).
+	hasSerial bool
+	serial    uint64
+	epoch     string
+}
+
+// Headers of a node's answer naming the store state it was derived from.
+const (
+	headerSerial = "X-Scafo-Serial"
+	headerEpoch  = "X-Scafo-Epoch"
+)
+
+// readSerial reads an answer's X-Scafo-Serial and X-Scafo-Epoch; a missing or
+// malformed serial gives ok false (the answer is then taken as a legacy node's).
+// Returned, not stored through a pointer, and assigned field by field by the caller:
+// plain constructs for Yaegi.
+func readSerial(h http.Header) (serial uint64, epoch string, ok bool) {
+	v := strings.TrimSpace(h.Get(headerSerial))
+	if v == "" {
+		return 0, "", false
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, "", false
+	}
+	return n, strings.TrimSpace(h.Get(headerEpoch)), true
 }
 
 // fetch asks one endpoint for the configuration. last is the key of the last emitted
 // configuration ("" for none) and lastETag whether it is a node ETag. With longPoll,
-// the node may hold the request for WatchWait until the revision moves.
-func (p *Provider) fetch(ctx context.Context, endpoint, last string, lastETag, longPoll bool) (fetchResult, error) {
+// the node may hold the request for wait until the revision moves. behind, when
+// not empty, is the ETag of an older configuration this endpoint was seen serving and
+// that was not applied: it is sent in If-None-Match beside last, so the node holds the
+// long-poll until its revision moves past both.
+func (p *Provider) fetch(ctx context.Context, endpoint, last string, lastETag, longPoll bool, behind string, wait time.Duration) (fetchResult, error) {
 	var res fetchResult
 
 	target := endpoint
@@ -46,10 +78,10 @@ func (p *Provider) fetch(ctx context.Context, endpoint, last string, lastETag, l
 			return res, fmt.Errorf("parsing endpoint URL: %w", err)
 		}
 		q := u.Query()
-		q.Set("wait", p.s.watchWait.String())
+		q.Set("wait", wait.String())
 		u.RawQuery = q.Encode()
 		target = u.String()
-		timeout += p.s.watchWait
+		timeout += wait
 	}
 
 	reqCtx, cancel := context.WithTimeout(ctx, timeout)
@@ -63,7 +95,11 @@ func (p *Provider) fetch(ctx context.Context, endpoint, last string, lastETag, l
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "scafo-traefikprovider")
 	if lastETag && last != "" {
-		req.Header.Set("If-None-Match", last)
+		inm := last
+		if behind != "" && behind != last {
+			inm += ", " + behind
+		}
+		req.Header.Set("If-None-Match", inm)
 	}
 
 	resp, err := p.client.Do(req)
@@ -71,6 +107,10 @@ func (p *Provider) fetch(ctx context.Context, endpoint, last string, lastETag, l
 		return res, requestError(ctx, reqCtx, timeout, err)
 	}
 	defer resp.Body.Close()
+	serial, epoch, ok := readSerial(resp.Header)
+	res.serial = serial
+	res.epoch = epoch
+	res.hasSerial = ok
 
 	switch resp.StatusCode {
 	case http.StatusOK:

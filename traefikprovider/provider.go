@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -147,7 +148,18 @@ func (p *Provider) run(ctx context.Context, cfgChan chan<- json.Marshaler, done 
 	lastETag := false
 	failures := 0 // consecutive failed requests, across endpoints
 
-	// A 304, or a 200 with the same ETag, faster than this from a long-poll means the
+	// Order across nodes: the store serial (and epoch) the configuration sent was
+	// derived from, or confirmed at since (a 304, or the same body, from a node at a
+	// later serial). ordered is false before any, and after a legacy node's
+	// configuration (no X-Scafo-Serial) was sent: its place in the order is unknown.
+	ordered := false
+	var serial uint64
+	epoch := ""
+	// behind is the ETag of an older configuration the current endpoint serves (a node
+	// a tick behind, after a switch): not sent; the next long-poll waits past it.
+	behind := ""
+
+	// A 304, or a 200 that is not sent, faster than this from a long-poll means the
 	// node did not hold the request: pause instead of spinning.
 	holdMin := p.s.watchWait / 2
 	if holdMin > time.Second {
@@ -157,7 +169,11 @@ func (p *Provider) run(ctx context.Context, cfgChan chan<- json.Marshaler, done 
 	for {
 		longPoll := p.s.watch && lastETag
 		started := time.Now()
-		res, err := p.fetch(ctx, p.s.endpoints[cur], last, lastETag, longPoll)
+		wait := p.s.watchWait
+		if behind != "" && wait > behindWait {
+			wait = behindWait
+		}
+		res, err := p.fetch(ctx, p.s.endpoints[cur], last, lastETag, longPoll, behind, wait)
 		if ctx.Err() != nil {
 			return
 		}
@@ -167,6 +183,7 @@ func (p *Provider) run(ctx context.Context, cfgChan chan<- json.Marshaler, done 
 			failures++
 			p.reportFailure(cur, failures, last, err)
 			cur = (cur + 1) % n
+			behind = ""
 			// Every endpoint gets one immediate attempt; after that, back off.
 			if failures >= n {
 				pause = p.s.pollInterval
@@ -179,23 +196,53 @@ func (p *Provider) run(ctx context.Context, cfgChan chan<- json.Marshaler, done 
 			}
 			failures = 0
 
-			if res.changed {
+			older := ordered && res.hasSerial && res.epoch == epoch && res.serial < serial
+			sent, newlyBehind := false, false
+			switch {
+			case older:
+				// Never go back: keep what was sent until this node catches up.
+				if res.changed && res.key != behind {
+					p.warnf("%s serves configuration %s derived from serial %d, older than serial %d already applied: keeping it until that node catches up",
+						p.endpoints[cur], res.key, res.serial, serial)
+					if res.etag {
+						behind, newlyBehind = res.key, true
+					}
+				}
+			case res.changed:
 				// Converted outside the select: Yaegi v0.16.1 sends nil for
 				// "case ch <- json.RawMessage(res.body):".
 				msg := json.RawMessage(res.body)
-				p.debugf("emitting configuration %s from %s (%d bytes)", res.key, p.endpoints[cur], len(res.body))
+				p.debugf("emitting configuration %s from %s (%d bytes, serial %s)", res.key, p.endpoints[cur], len(res.body), serialText(res))
 				select {
 				case cfgChan <- msg:
 				case <-ctx.Done():
 					return
 				}
 				last, lastETag = res.key, res.etag
+				sent = true
+				behind = ""
+				ordered, serial, epoch = res.hasSerial, res.serial, res.epoch
+			case behind != "":
+				// The node reached the applied serial without moving past the older
+				// body (a 304 for either ETag): ask again without it, so a body it
+				// still serves at this serial is sent.
+				if res.hasSerial {
+					p.debugf("%s caught up (serial %d)", p.endpoints[cur], res.serial)
+					behind = ""
+				}
+			case res.hasSerial && (!ordered || res.epoch != epoch || res.serial > serial):
+				// The configuration sent, confirmed (a 304 for it, or the same body) by a
+				// node at a later serial, or in another epoch (an adopted store starts
+				// an order of its own).
+				ordered, serial, epoch = true, res.serial, res.epoch
 			}
 
 			switch {
 			case !p.s.watch || !lastETag:
 				pause = p.s.pollInterval
-			case !res.changed && time.Since(started) < holdMin:
+			case newlyBehind:
+				// Long-poll at once past the older body: the node answers when it moves.
+			case !sent && time.Since(started) < holdMin:
 				pause = p.s.pollInterval
 			}
 		}
@@ -204,6 +251,24 @@ func (p *Provider) run(ctx context.Context, cfgChan chan<- json.Marshaler, done 
 			return
 		}
 	}
+}
+
+// behindWait bounds a long-poll while the endpoint is behind. A node that catches up
+// to a revision it already serves (a change and its revert: it derives the same body at
+// a later serial) does not wake long-polls, so the 304 that shows it caught up comes
+// when the wait ends: within this bound, not WatchWait. Two seconds is the node's
+// default reconcile interval; being behind lasts about that long.
+const behindWait = 2 * time.Second
+
+// serialText names the store serial of an answer for logs.
+func serialText(res fetchResult) string {
+	if !res.hasSerial {
+		return "none"
+	}
+	if res.epoch == "" {
+		return strconv.FormatUint(res.serial, 10)
+	}
+	return strconv.FormatUint(res.serial, 10) + " " + res.epoch
 }
 
 // reportFailure logs a failed request. The first round of failures is logged with

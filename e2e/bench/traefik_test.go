@@ -334,20 +334,26 @@ func TestTraefikRoutingCost(t *testing.T) {
 
 // TestTraefikHealthCheckLoad measures the active health checks of the configuration as
 // rendered: checks per second at the backend, the busiest second, Traefik's CPU on an
-// otherwise idle proxy, and whether host hits still succeed, at 5 s (the default) and
-// 30 s intervals.
+// otherwise idle proxy, and whether host hits still succeed, at 5 s (the old default,
+// set explicitly), 30 s and the automatic interval (the default: at most
+// render.HealthCheckBudget checks/s).
 func TestTraefikHealthCheckLoad(t *testing.T) {
 	tb := newTraefikBench(t)
+	fixed := render.Options{HealthCheckInterval: "5s"}
 	slow := render.Options{HealthCheckInterval: "30s"}
+	auto := render.Options{}
 	// One keep-alive connection per leaf, as with distinct servers, within this
 	// machine's open-file limit (a leaf check holds one file descriptor).
 	const pool = 12000
 	cases := traefikCases([]traefikCase{
-		{name: "1 000 apps, checks every 5s", apps: 1000, idlePerHost: pool, hostHitOnly: true},
-		{name: "5 000 apps, checks every 5s", apps: 5000, idlePerHost: pool, hostHitOnly: true},
+		{name: "1 000 apps, checks every 5s", apps: 1000, opts: fixed, idlePerHost: pool, hostHitOnly: true},
+		{name: "1 000 apps, automatic interval", apps: 1000, opts: auto, idlePerHost: pool, hostHitOnly: true},
+		{name: "5 000 apps, checks every 5s", apps: 5000, opts: fixed, idlePerHost: pool, hostHitOnly: true},
 		{name: "5 000 apps, checks every 30s", apps: 5000, opts: slow, idlePerHost: pool, hostHitOnly: true},
-		{name: "10 000 apps, checks every 5s", apps: 10000, idlePerHost: pool, hostHitOnly: true},
+		{name: "5 000 apps, automatic interval", apps: 5000, opts: auto, idlePerHost: pool, hostHitOnly: true},
+		{name: "10 000 apps, checks every 5s", apps: 10000, opts: fixed, idlePerHost: pool, hostHitOnly: true},
 		{name: "10 000 apps, checks every 30s", apps: 10000, opts: slow, idlePerHost: pool, hostHitOnly: true},
+		{name: "10 000 apps, automatic interval", apps: 10000, opts: auto, idlePerHost: pool, hostHitOnly: true},
 	})
 	var runs []traefikRun
 	for _, c := range cases {
@@ -579,6 +585,14 @@ func healthReport(runs []traefikRun, load wrkLoad, pool int) {
 		}
 		rows = append(rows, fmt.Sprintf("- %s apps, checks every 30 s vs 5 s: checks/s %.0f vs %.0f measured; Traefik idle CPU %.2f vs %.2f cores; host hit %s.",
 			apps, after.health.perSec, before.health.perSec, after.idleCPU, before.idleCPU, ratio(after, before, "host hit")))
+	}
+	for _, apps := range []string{"1 000", "5 000", "10 000"} {
+		before, after := findRun(runs, apps+" apps, checks every 5s"), findRun(runs, apps+" apps, automatic interval")
+		if before == nil || after == nil {
+			continue
+		}
+		rows = append(rows, fmt.Sprintf("- %s apps, automatic interval (%s) vs 5 s, %d and %d checked leaves: checks/s %.0f vs %.0f measured; Traefik idle CPU %.2f vs %.2f cores; host hit %s.",
+			apps, after.shape.interval, after.shape.checked, before.shape.checked, after.health.perSec, before.health.perSec, after.idleCPU, before.idleCPU, ratio(after, before, "host hit")))
 	}
 	report.add(secTraefik, append(rows, "")...)
 }
