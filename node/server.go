@@ -30,9 +30,12 @@ type Server struct {
 	// heartbeatErr is the last failure to write this node's record (nil after a
 	// success): peers drop a node whose heartbeats fail, so status says so.
 	heartbeatErr atomic.Pointer[string]
-	cfg          *Config
-	log          *slog.Logger
-	st           store.Store
+	// announced is this node's record, `seen` left out, as of the last serial bump that
+	// named it ("" before one); only the heartbeat loop touches it.
+	announced string
+	cfg       *Config
+	log       *slog.Logger
+	st        store.Store
 
 	ingressToken string
 	adminToken   string
@@ -119,6 +122,8 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		mem, memDoc = nil, nil
 	}
 	cfg.Limits.fillDefaults()
+	storeRequests := newStoreRequests()
+	st = newRequestCounter(st, storeRequests)
 	pub := newPublisher(ropts, openSpillDir(cfg.StateDir, log))
 	s := &Server{
 		cfg: cfg, log: log, st: st,
@@ -137,8 +142,9 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		shutdown:      make(chan struct{}),
 	}
 	s.metrics = newMetrics(pub, metricProbes{
-		storeForeign: s.identity.Foreign,
-		nameConflict: func() bool { return s.nameConflict(time.Now()) != nil },
+		storeForeign:  s.identity.Foreign,
+		storeRequests: storeRequests,
+		nameConflict:  func() bool { return s.nameConflict(time.Now()) != nil },
 	})
 	s.writer = fleetwrite.New(fleetwrite.Config{
 		Node:            cfg.Node.Name,
@@ -162,6 +168,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 			}
 		},
 		onPass:     s.metrics.observePass,
+		heartbeat:  time.Duration(cfg.Reconcile.Heartbeat),
 		stateDir:   cfg.StateDir,
 		saver:      newServedSaver(cfg.StateDir, log),
 		onAccepted: s.kickHeartbeat,
