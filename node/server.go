@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/store"
@@ -30,6 +31,8 @@ type Server struct {
 	// heartbeatErr is the last failure to write this node's record (nil after a
 	// success): peers drop a node whose heartbeats fail, so status says so.
 	heartbeatErr atomic.Pointer[string]
+	// storeRequests counts this node's store requests by op (a metric).
+	storeRequests *prometheus.CounterVec
 	// announced is this node's record, `seen` left out, as of the last serial bump that
 	// named it ("" before one); only the heartbeat loop touches it.
 	announced string
@@ -128,7 +131,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	s := &Server{
 		cfg: cfg, log: log, st: st,
 		ingressToken: ingressTok, adminToken: adminTok,
-		pub: pub, instances: inst, identity: &store.Identity{},
+		pub: pub, instances: inst, identity: &store.Identity{}, storeRequests: storeRequests,
 		writes: newWriteLimiter(cfg.Writes.Rate, cfg.Writes.Burst),
 		nodeID: nodeID, bootID: randomHex(8), started: time.Now(),
 		rejects:   newRejectLogger(log, time.Duration(cfg.Limits.RejectLog)),
