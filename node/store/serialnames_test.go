@@ -1,9 +1,12 @@
 package store_test
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/scafo/ingress/node/store"
@@ -101,5 +104,55 @@ func TestBumpNamesAndOneStep(t *testing.T) {
 	store.BumpSerial(ctx, s)
 	if o, err = id.Observe(ctx, s); err != nil || !o.Changed || o.OneStep {
 		t.Fatalf("a bump without names: %+v, %v; want a full read", o, err)
+	}
+}
+
+// recordingStore keeps every serial value a Put wrote.
+type recordingStore struct {
+	store.Store
+	mu      sync.Mutex
+	written [][]byte
+}
+
+func (r *recordingStore) Put(ctx context.Context, key string, value []byte, cond store.Condition) (string, error) {
+	etag, err := r.Store.Put(ctx, key, value, cond)
+	if err == nil && key == store.SerialKey {
+		r.mu.Lock()
+		r.written = append(r.written, append([]byte(nil), value...))
+		r.mu.Unlock()
+	}
+	return etag, err
+}
+
+// Concurrent bumps each get their own counter and name only their own keys: the CAS
+// loop formats the value again on every attempt, from the serial it lost to.
+func TestConcurrentBumpsNameTheirOwnKeys(t *testing.T) {
+	rs := &recordingStore{Store: newDir(t)}
+	if _, err := store.BumpSerial(t.Context(), rs); err != nil {
+		t.Fatal(err)
+	}
+	const writers = 8
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := store.BumpSerial(t.Context(), rs, fmt.Sprintf("apps/w%d.json", i)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	seen := map[uint64]bool{}
+	names := map[string]bool{}
+	for _, v := range rs.written[1:] {
+		n, _, got, err := store.ParseSerialNames(v)
+		if err != nil || len(got) != 1 || seen[n] || names[got[0]] {
+			t.Fatalf("serial %q: %d %q %v (a counter or a name twice, or not one name)", v, n, got, err)
+		}
+		seen[n], names[got[0]] = true, true
+	}
+	if len(seen) != writers {
+		t.Fatalf("%d bumps written, want %d", len(seen), writers)
 	}
 }
