@@ -59,8 +59,11 @@ func (s *Server) sweepOrphans(ctx context.Context) {
 }
 
 // writeOwnRecord writes nodes/<name>.json (this node is its only writer: a write by
-// anyone else in between is noticed and reported, see putOwnRecord) and bumps the
-// serial so peers re-read it.
+// anyone else in between is noticed and reported, see putOwnRecord). It bumps the
+// serial, naming the record, only when something but its `seen` time changed since the
+// last announced version (instances, address, settings, boot), or when peers may hold
+// another version: a heartbeat alone costs peers nothing but their periodic LIST of
+// nodes/ (liveness, see reconciler.liveness).
 func (s *Server) writeOwnRecord(ctx context.Context) {
 	if s.identity.Foreign() {
 		// Never into a store this node does not recognise (a wrong bucket is another
@@ -79,11 +82,20 @@ func (s *Server) writeOwnRecord(ctx context.Context) {
 		Boot:      s.boot(),
 	}
 	body, err := jsonx.Marshal(rec)
+	unseen := rec
+	unseen.Seen = time.Time{}
+	content, _ := jsonx.Marshal(unseen)
+	key := fleet.NodeKey(rec.Name)
+	replaced := false
 	if err == nil {
-		err = s.putOwnRecord(ctx, fleet.NodeKey(rec.Name), body)
+		replaced, err = s.putOwnRecord(ctx, key, body)
 	}
-	if err == nil {
-		_, err = s.identity.Bump(ctx, s.st)
+	bump := err == nil && (replaced || string(content) != s.announced)
+	if bump {
+		s.announced = "" // until the bump succeeds
+		if _, err = s.identity.Bump(ctx, s.st, key); err == nil {
+			s.announced = string(content)
+		}
 	}
 	s.heartbeatErr.Store(errText(err))
 	if err != nil {
@@ -92,7 +104,9 @@ func (s *Server) writeOwnRecord(ctx context.Context) {
 		}
 		return
 	}
-	s.kickReconcile()
+	if bump {
+		s.kickReconcile()
+	}
 }
 
 func errText(err error) *string {

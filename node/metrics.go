@@ -21,6 +21,8 @@ type metrics struct {
 type metricProbes struct {
 	storeForeign func() bool
 	nameConflict func() bool
+	// storeRequests counts store requests (see countingStore); registered when set.
+	storeRequests *prometheus.CounterVec
 }
 
 func boolGauge(f func() bool) func() float64 {
@@ -77,6 +79,9 @@ func newMetrics(pub *publisher, probes metricProbes) *metrics {
 	}, boolGauge(probes.nameConflict))
 	m.reg.MustRegister(m.polls, m.reconcileDur, m.reconcileErrors, m.skipped, m.storeWrites, revAge, storeForeign, nameConflict,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if probes.storeRequests != nil {
+		m.reg.MustRegister(probes.storeRequests)
+	}
 	return m
 }
 

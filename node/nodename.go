@@ -168,19 +168,24 @@ func (s *Server) setOwnETag(etag string) {
 
 // putOwnRecord writes body at this node's key conditionally on the etag of its own last
 // write; when that fails someone else wrote the record in between: it is read, reported
-// when another boot wrote it, and overwritten (once).
-func (s *Server) putOwnRecord(ctx context.Context, key string, body []byte) error {
+// when another boot wrote it, and overwritten (once). replaced reports that the write
+// did not follow this node's own last write (the first one of this run, one after a
+// failure, or one over someone else's): peers may hold anything there.
+func (s *Server) putOwnRecord(ctx context.Context, key string, body []byte) (replaced bool, err error) {
 	for attempt := 0; ; attempt++ {
 		s.name.mu.Lock()
 		known, cur := s.name.known, s.name.etag
 		s.name.mu.Unlock()
+		if !known || attempt > 0 {
+			replaced = true
+		}
 		if !known {
 			obj, err := s.st.Get(ctx, key)
 			switch {
 			case errors.Is(err, store.ErrNotFound):
 				cur = ""
 			case err != nil:
-				return err
+				return true, err
 			default:
 				cur = obj.ETag
 				var rec fleet.NodeRecord
@@ -198,7 +203,7 @@ func (s *Server) putOwnRecord(ctx context.Context, key string, body []byte) erro
 		s.name.etag, s.name.known = etag, err == nil
 		s.name.mu.Unlock()
 		if err == nil || !errors.Is(err, store.ErrPreconditionFailed) || attempt > 0 {
-			return err
+			return replaced, err
 		}
 	}
 }

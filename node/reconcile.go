@@ -20,10 +20,13 @@ import (
 // reconciler folds the store into published snapshots. One goroutine runs it; the
 // status fields are read by handlers under mu.
 //
-// Cost: every tick is one conditional read of the serial. Only when the serial moved
-// (or a full pass is due) does it list the store and GET the keys whose etag moved, so
-// an idle fleet costs one small read per node per tick and k changed objects cost O(k)
-// reads plus one list.
+// Cost, flat in the fleet's size: every tick is one conditional read of the serial.
+// When it moved by one and its bump named what changed, the pass GETs those keys and
+// nothing else (one changed object: two requests). When it moved further (this node
+// missed a bump), in another epoch, without names, or when a full pass is due, it lists
+// the store and GETs the keys whose etag moved. Heartbeats do not move the serial:
+// liveness comes from one LIST of nodes/ per heartbeat interval, whose modification
+// times say which records were rewritten (see liveness).
 type reconciler struct {
 	st   store.Store
 	pub  *publisher
@@ -53,8 +56,14 @@ type reconciler struct {
 	selfName    string
 	onOwnRecord func(fleet.NodeRecord)
 
-	objects   map[string]cachedObject
-	lastFull  time.Time
+	objects  map[string]cachedObject
+	lastFull time.Time
+	// heartbeat is how often nodes rewrite their records, and how often the pass lists
+	// nodes/ for liveness (0: never, apart from full reads); live is that list, by key,
+	// from lastLive.
+	heartbeat time.Duration
+	live      map[string]store.Entry
+	lastLive  time.Time
 	lastStale string
 	// lastSkipped fingerprints the last logged set of derivation drops.
 	lastSkipped string
@@ -143,10 +152,44 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 	}
 	if !obs.Changed && !full {
 		// Nothing was written. The document can still move by time alone, when a node
-		// crosses the TTL; re-derive only then.
-		if stale := r.staleKey(now); stale == r.lastStale {
+		// crosses the TTL (or comes back by heartbeat); re-derive only then.
+		listed, err := r.liveness(ctx, now)
+		if err != nil {
+			return err
+		}
+		if stale := r.staleKey(now); stale == r.lastStale && !listed {
 			return nil
 		}
+		skippedCount = r.derive(now)
+		return nil
+	}
+
+	if obs.OneStep && !full && !wasForeign && !r.adopting {
+		// One bump since the committed serial, and it names what it changed: read those
+		// keys alone. Absent means deleted (a bump follows the write it names).
+		next := make(map[string]cachedObject, len(r.objects)+len(obs.Names))
+		for k, v := range r.objects {
+			next[k] = v
+		}
+		for _, k := range obs.Names {
+			if !tracked(k) {
+				continue
+			}
+			o, err := r.st.Get(ctx, k)
+			if errors.Is(err, store.ErrNotFound) {
+				delete(next, k)
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("reading %s: %w", k, err)
+			}
+			next[k] = r.decode(o)
+		}
+		if _, err := r.liveness(ctx, now); err != nil {
+			return err
+		}
+		r.objects = next
+		r.id.Commit(obs)
 		skippedCount = r.derive(now)
 		return nil
 	}
@@ -185,6 +228,7 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 	}
 	// Commit only a complete read: a failure above returned with r.objects untouched.
 	r.objects = next
+	r.setLive(entries, now)
 	r.id.Commit(obs)
 	if full {
 		r.lastFull = now
@@ -202,6 +246,44 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 		r.log.Warn("adopted the store as it is (operator request)", "epoch", obs.Epoch, "serial", obs.Serial)
 	}
 	return nil
+}
+
+// liveness lists nodes/ when a heartbeat interval has passed since the last list (a
+// full read lists it too), and reports whether it did. A record rewritten since this
+// node read it (its etag moved: a heartbeat, which bumps no serial) counts as seen at
+// its modification time; see seen.
+func (r *reconciler) liveness(ctx context.Context, now time.Time) (bool, error) {
+	if r.heartbeat <= 0 || now.Sub(r.lastLive) < r.heartbeat {
+		return false, nil
+	}
+	es, err := r.st.List(ctx, fleet.PrefixNodes)
+	if err != nil {
+		return false, fmt.Errorf("listing %s: %w", fleet.PrefixNodes, err)
+	}
+	r.setLive(es, now)
+	return true, nil
+}
+
+func (r *reconciler) setLive(entries []store.Entry, now time.Time) {
+	live := make(map[string]store.Entry)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Key, fleet.PrefixNodes) {
+			live[e.Key] = e
+		}
+	}
+	r.live, r.lastLive = live, now
+}
+
+// seen is when node record n (at key) was last written as far as this node knows: the
+// newest of its `seen` and, when the last LIST found the record rewritten since it was
+// read, that LIST's modification time. A record whose listed version is the one read
+// keeps its own `seen` (a record planted with an old time stays stale).
+func (r *reconciler) seen(key string, n fleet.NodeRecord) time.Time {
+	e, ok := r.live[key]
+	if !ok || e.ETag == r.objects[key].etag || !e.ModTime.After(n.Seen) {
+		return n.Seen
+	}
+	return e.ModTime
 }
 
 // checkAdopt acts on the operator's adopt request (<stateDir>/store-adopt): while the

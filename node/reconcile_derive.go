@@ -24,7 +24,7 @@ func (r *reconciler) staleKey(now time.Time) string {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if n, ok := r.objects[k].value.(fleet.NodeRecord); ok && now.Sub(n.Seen) > ttl {
+		if n, ok := r.objects[k].value.(fleet.NodeRecord); ok && now.Sub(r.seen(k, n)) > ttl {
 			b.WriteString(k)
 			b.WriteByte(',')
 		}
@@ -64,6 +64,7 @@ func (r *reconciler) derive(now time.Time) int {
 		case fleet.Claim:
 			st.Claims = append(st.Claims, v)
 		case fleet.NodeRecord:
+			v.Seen = r.seen(k, v)
 			st.Nodes = append(st.Nodes, v)
 			nodes = append(nodes, v)
 			if v.Settings != nil && !sameSettings(*v.Settings, r.self) {

@@ -17,6 +17,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/store"
@@ -31,9 +32,14 @@ type Server struct {
 	// heartbeatErr is the last failure to write this node's record (nil after a
 	// success): peers drop a node whose heartbeats fail, so status says so.
 	heartbeatErr atomic.Pointer[string]
-	cfg          *Config
-	log          *slog.Logger
-	st           store.Store
+	// storeRequests counts this node's store requests by op (a metric).
+	storeRequests *prometheus.CounterVec
+	// announced is this node's record, `seen` left out, as of the last serial bump that
+	// named it ("" before one); only the heartbeat loop touches it.
+	announced string
+	cfg       *Config
+	log       *slog.Logger
+	st        store.Store
 
 	ingressToken string
 	adminToken   string
@@ -120,11 +126,13 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		mem, memDoc = nil, nil
 	}
 	cfg.Limits.fillDefaults()
+	storeRequests := newStoreRequests()
+	st = newRequestCounter(st, storeRequests)
 	pub := newPublisher(ropts, openSpillDir(cfg.StateDir, log))
 	s := &Server{
 		cfg: cfg, log: log, st: st,
 		ingressToken: ingressTok, adminToken: adminTok,
-		pub: pub, instances: inst, identity: &store.Identity{},
+		pub: pub, instances: inst, identity: &store.Identity{}, storeRequests: storeRequests,
 		writes: newWriteLimiter(cfg.Writes.Rate, cfg.Writes.Burst),
 		nodeID: nodeID, bootID: randomHex(8), started: time.Now(),
 		rejects:   newRejectLogger(log, time.Duration(cfg.Limits.RejectLog)),
@@ -141,8 +149,9 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	// foreign store at start, the remembered document under the seeded serial).
 	pub.serialOf = func() (uint64, string) { return s.identity.Serial(), s.identity.Epoch() }
 	s.metrics = newMetrics(pub, metricProbes{
-		storeForeign: s.identity.Foreign,
-		nameConflict: func() bool { return s.nameConflict(time.Now()) != nil },
+		storeForeign:  s.identity.Foreign,
+		storeRequests: storeRequests,
+		nameConflict:  func() bool { return s.nameConflict(time.Now()) != nil },
 	})
 	s.writer = fleetwrite.New(fleetwrite.Config{
 		Node:            cfg.Node.Name,
@@ -166,6 +175,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 			}
 		},
 		onPass:     s.metrics.observePass,
+		heartbeat:  time.Duration(cfg.Reconcile.Heartbeat),
 		stateDir:   cfg.StateDir,
 		saver:      newServedSaver(cfg.StateDir, log),
 		onAccepted: s.kickHeartbeat,

@@ -135,7 +135,7 @@ func (w *Writer) PutApp(ctx context.Context, who Actor, name string, a fleet.App
 	if err != nil {
 		return fleet.App{}, "", false, fmt.Errorf("writing application %s: %w", name, err)
 	}
-	if err := w.committed(ctx, who, AuditRecord{Action: "app.put", Account: a.Account, App: name}); err != nil {
+	if err := w.committed(ctx, who, AuditRecord{Action: "app.put", Account: a.Account, App: name}, key); err != nil {
 		return fleet.App{}, "", false, err
 	}
 	return a, etag, !exists, nil
@@ -169,7 +169,7 @@ func (w *Writer) DeleteApp(ctx context.Context, who Actor, name, ifMatch string)
 	if err := w.inst.Release(name); err == nil {
 		w.instancesChanged()
 	}
-	return w.committed(ctx, who, AuditRecord{Action: "app.delete", Account: a.Account, App: name})
+	return w.committed(ctx, who, AuditRecord{Action: "app.delete", Account: a.Account, App: name}, fleet.AppKey(name))
 }
 
 // sameETag reports whether a client's If-Match value matches the current etag of an

@@ -143,7 +143,7 @@ func (w *Writer) Claim(ctx context.Context, who Actor, app, host string) (c flee
 		}
 		return fleet.Claim{}, "", false, cerr
 	}
-	if err := w.committed(ctx, who, AuditRecord{Action: "domain.claim", Account: a.Account, App: app, Host: host}); err != nil {
+	if err := w.committed(ctx, who, AuditRecord{Action: "domain.claim", Account: a.Account, App: app, Host: host}, fleet.ClaimKey(host)); err != nil {
 		return fleet.Claim{}, "", false, err
 	}
 	return c, etag, true, nil
@@ -169,7 +169,7 @@ func (w *Writer) Release(ctx context.Context, who Actor, app, host, ifMatch stri
 	if err := w.st.Delete(ctx, fleet.ClaimKey(host), etag); err != nil {
 		return fmt.Errorf("releasing %s: %w", host, err)
 	}
-	return w.committed(ctx, who, AuditRecord{Action: "domain.release", Account: c.Account, App: app, Host: host, Prefixes: len(c.Paths)})
+	return w.committed(ctx, who, AuditRecord{Action: "domain.release", Account: c.Account, App: app, Host: host, Prefixes: len(c.Paths)}, fleet.ClaimKey(host))
 }
 
 // claimsOf lists the hosts app holds.

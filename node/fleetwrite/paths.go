@@ -114,7 +114,7 @@ func (w *Writer) PublishPaths(ctx context.Context, who Actor, app, host string, 
 		if err != nil {
 			return fleet.Claim{}, "", fmt.Errorf("publishing paths of %s: %w", host, err)
 		}
-		if err := w.committed(ctx, who, AuditRecord{Action: "paths.put", Account: c.Account, App: app, Host: host, Prefixes: len(paths)}); err != nil {
+		if err := w.committed(ctx, who, AuditRecord{Action: "paths.put", Account: c.Account, App: app, Host: host, Prefixes: len(paths)}, fleet.ClaimKey(host)); err != nil {
 			return fleet.Claim{}, "", err
 		}
 		return next, newETag, nil

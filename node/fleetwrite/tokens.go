@@ -86,7 +86,7 @@ func (w *Writer) IssueToken(ctx context.Context, who Actor, account, app string,
 	if _, err := w.st.Put(ctx, fleet.TokenKey(id), b, store.Condition{IfNoneMatch: true}); err != nil {
 		return IssuedToken{}, fmt.Errorf("storing token: %w", err)
 	}
-	if err := w.committed(ctx, who, AuditRecord{Action: "token.create", Account: account, App: app, Token: id}); err != nil {
+	if err := w.committed(ctx, who, AuditRecord{Action: "token.create", Account: account, App: app, Token: id}, fleet.TokenKey(id)); err != nil {
 		// Never shown, so never usable: withdraw it, so a retry does not leave one more.
 		w.st.Delete(context.WithoutCancel(ctx), fleet.TokenKey(id), "")
 		return IssuedToken{}, err
@@ -113,7 +113,7 @@ func (w *Writer) RevokeToken(ctx context.Context, who Actor, id string) error {
 	if err := w.st.Delete(ctx, fleet.TokenKey(id), obj.ETag); err != nil {
 		return fmt.Errorf("revoking token %s: %w", id, err)
 	}
-	return w.committed(ctx, who, AuditRecord{Action: "token.revoke", Account: rec.Account, App: rec.App, Token: id})
+	return w.committed(ctx, who, AuditRecord{Action: "token.revoke", Account: rec.Account, App: rec.App, Token: id}, fleet.TokenKey(id))
 }
 
 // LookupToken finds the record of a presented application token

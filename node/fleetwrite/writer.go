@@ -16,8 +16,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/scafo/ingress/node/internal/jsonx"
@@ -52,9 +53,10 @@ type Writer struct {
 	inst *Registry
 	log  *slog.Logger
 	now  func() time.Time
-	// pending is set while a stored change has not been announced (its serial bump
-	// failed); see settle.
-	pending atomic.Bool
+	// pending holds the keys of stored changes not announced yet (their serial bump
+	// has not succeeded); see settle. The bump names them.
+	pendingMu sync.Mutex
+	pending   map[string]struct{}
 }
 
 // New builds the write domain. id is the store identity the reconcile loop maintains
@@ -105,7 +107,10 @@ type AuditRecord struct {
 // not announced (no node re-reads it until its hourly full pass): that is an error the
 // caller answers as 503, never a 2xx, and the writer remembers it, so that the client's
 // retry (a no-op by then) bumps the serial and converges (see settle).
-func (w *Writer) committed(ctx context.Context, who Actor, rec AuditRecord) error {
+//
+// keys are the fleet keys the change wrote or deleted (the audit record is not one):
+// the bump names them, so a node one step behind reads just those.
+func (w *Writer) committed(ctx context.Context, who Actor, rec AuditRecord, keys ...string) error {
 	ctx = context.WithoutCancel(ctx)
 	rec.Time = w.now().UTC()
 	rec.Actor = who.Name()
@@ -118,7 +123,14 @@ func (w *Writer) committed(ctx context.Context, who Actor, rec AuditRecord) erro
 		w.log.Error("writing audit record", "action", rec.Action, "err", err)
 	}
 	w.log.Info("change", "action", rec.Action, "actor", rec.Actor, "account", rec.Account, "app", rec.App, "host", rec.Host, "prefixes", rec.Prefixes)
-	w.pending.Store(true)
+	w.pendingMu.Lock()
+	if w.pending == nil {
+		w.pending = map[string]struct{}{}
+	}
+	for _, k := range keys {
+		w.pending[k] = struct{}{}
+	}
+	w.pendingMu.Unlock()
 	if err := w.settle(ctx); err != nil {
 		return err
 	}
@@ -132,14 +144,26 @@ func (w *Writer) committed(ctx context.Context, who Actor, rec AuditRecord) erro
 // operation that finds nothing to change calls it, so a retry of a request whose bump
 // failed announces the change it stored the first time.
 func (w *Writer) settle(ctx context.Context) error {
-	if !w.pending.Load() {
+	w.pendingMu.Lock()
+	names := make([]string, 0, len(w.pending))
+	for k := range w.pending {
+		names = append(names, k)
+	}
+	w.pendingMu.Unlock()
+	if len(names) == 0 {
 		return nil
 	}
-	if _, err := w.id.Bump(context.WithoutCancel(ctx), w.st); err != nil {
+	slices.Sort(names)
+	if _, err := w.id.Bump(context.WithoutCancel(ctx), w.st, names...); err != nil {
 		w.log.Error("bumping serial: a stored change is not announced yet", "err", err)
 		return fmt.Errorf("%w: the change is stored but not announced to the fleet (bumping the serial failed: %v); retry the same request", store.ErrUnavailable, err)
 	}
-	w.pending.Store(false)
+	// Only what this bump named: a change committed meanwhile announces itself.
+	w.pendingMu.Lock()
+	for _, k := range names {
+		delete(w.pending, k)
+	}
+	w.pendingMu.Unlock()
 	return nil
 }
 

@@ -45,6 +45,11 @@ type Observation struct {
 	Changed bool
 	Serial  uint64
 	Epoch   string
+	// OneStep: the serial moved by exactly one from the committed one (read in this run,
+	// same epoch) and its bump named what it changed (Names): reading those keys
+	// completes the state. Otherwise a changed serial calls for a full read.
+	OneStep bool
+	Names   []string
 	etag    string
 }
 
@@ -69,7 +74,7 @@ func (id *Identity) Observe(ctx context.Context, st Store) (Observation, error) 
 	case !changed:
 		return Observation{Serial: serial, Epoch: epoch, etag: etag}, nil
 	}
-	n, e, err := ParseSerialEpoch(obj.Value)
+	n, e, names, err := ParseSerialNames(obj.Value)
 	if err != nil {
 		return Observation{}, fmt.Errorf("reading serial: %w: %w", err, ErrUnavailable)
 	}
@@ -79,7 +84,8 @@ func (id *Identity) Observe(ctx context.Context, st Store) (Observation, error) 
 	if n < serial {
 		return Observation{}, id.lose(fmt.Sprintf("reading serial: it went backwards from %d to %d (store restored from an old copy?)", serial, n))
 	}
-	return Observation{Changed: true, Serial: n, Epoch: e, etag: obj.ETag}, nil
+	oneStep := etag != "" && seen && e == epoch && n == serial+1 && names != nil
+	return Observation{Changed: true, Serial: n, Epoch: e, OneStep: oneStep, Names: names, etag: obj.ETag}, nil
 }
 
 func (id *Identity) lose(why string) error {
@@ -163,12 +169,15 @@ func (id *Identity) Serial() uint64 {
 // the new value. Before any serial was committed it creates one (minting the epoch);
 // after, it never recreates a missing serial, never bumps another epoch and never
 // bumps a serial behind the committed one: those are ErrForeign.
-func (id *Identity) Bump(ctx context.Context, st Store) (uint64, error) {
+//
+// names are the keys the announced write changed; a reader one step behind reads just
+// those. Pass none when unsure: readers then read everything.
+func (id *Identity) Bump(ctx context.Context, st Store, names ...string) (uint64, error) {
 	id.mu.Lock()
 	seen, serial, epoch := id.seen, id.serial, id.epoch
 	id.mu.Unlock()
 	if !seen {
-		return BumpSerial(ctx, st)
+		return BumpSerial(ctx, st, names...)
 	}
 	next, _, err := Update(ctx, st, SerialKey, func(cur []byte, exists bool) ([]byte, error) {
 		if !exists {
@@ -184,7 +193,7 @@ func (id *Identity) Bump(ctx context.Context, st Store) (uint64, error) {
 		if n < serial {
 			return nil, fmt.Errorf("the store's serial %d is behind the %d this node saw: %w", n, serial, ErrForeign)
 		}
-		return FormatSerial(n+1, e), nil
+		return FormatSerialNames(n+1, e, names), nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("bumping serial: %w", err)

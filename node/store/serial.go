@@ -64,6 +64,75 @@ func FormatSerial(n uint64, epoch string) []byte {
 	return b
 }
 
+// MaxSerialNames bounds the keys a serial bump names; a bump that changed more names
+// none, and readers fall back to a full read.
+const MaxSerialNames = 64
+
+// FormatSerialNames encodes a serial object that names the keys the bump's write
+// changed: the first line is FormatSerial's, each following line one key.
+//
+// Compatibility: nodes built before names existed parse the serial with
+// ParseSerialEpoch as it was, which trims surrounding whitespace and refuses anything
+// else after the epoch. So the names are written in whitespace only (each byte of a key
+// as four base-4 digits, ' ' '\t' '\v' '\f', one key per '\n'-led line): an old node
+// reads "N epoch" and ignores them; when it bumps, it writes "N+1 epoch" without
+// names, which a new node reads as a bump without names (a full read).
+func FormatSerialNames(n uint64, epoch string, names []string) []byte {
+	b := FormatSerial(n, epoch)
+	if len(names) == 0 || len(names) > MaxSerialNames {
+		return b
+	}
+	for _, k := range names {
+		b = append(b, '\n')
+		for i := 0; i < len(k); i++ {
+			c := k[i]
+			for shift := 6; shift >= 0; shift -= 2 {
+				b = append(b, wsDigits[(c>>shift)&3])
+			}
+		}
+	}
+	return b
+}
+
+const wsDigits = " \t\v\f"
+
+// ParseSerialNames decodes a serial object with the keys its bump named. names is nil
+// when the bump named none (an old node's bump, a bare or epoch-only serial, too many
+// keys) or the trailer does not decode: the reader must then read everything.
+func ParseSerialNames(value []byte) (n uint64, epoch string, names []string, err error) {
+	n, epoch, err = ParseSerialEpoch(value)
+	if err != nil {
+		return 0, "", nil, err
+	}
+	s := string(value)
+	i := strings.IndexByte(s, '\n')
+	if i < 0 {
+		return n, epoch, nil, nil
+	}
+	for _, line := range strings.Split(s[i+1:], "\n") {
+		if line == "" || len(line)%4 != 0 {
+			return n, epoch, nil, nil
+		}
+		k := make([]byte, 0, len(line)/4)
+		for j := 0; j < len(line); j += 4 {
+			var c byte
+			for _, d := range []byte(line[j : j+4]) {
+				v := strings.IndexByte(wsDigits, d)
+				if v < 0 {
+					return n, epoch, nil, nil
+				}
+				c = c<<2 | byte(v)
+			}
+			k = append(k, c)
+		}
+		if CheckKey(string(k)) != nil {
+			return n, epoch, nil, nil
+		}
+		names = append(names, string(k))
+	}
+	return n, epoch, names, nil
+}
+
 // NewEpoch mints a store epoch.
 func NewEpoch() string {
 	return fmt.Sprintf("%016x", rand.Uint64())
@@ -91,16 +160,21 @@ func ReadSerial(ctx context.Context, s Store) (serial uint64, etag string, err e
 // writers each get a distinct value; none is lost. It retries on conflict with a short
 // jittered backoff until it wins or ctx ends. A serial object that does not parse is an
 // error, never silently reset.
-func BumpSerial(ctx context.Context, s Store) (uint64, error) {
+//
+// names are the keys the write being announced changed (see FormatSerialNames); none
+// makes readers read everything.
+func BumpSerial(ctx context.Context, s Store, names ...string) (uint64, error) {
 	next, _, err := Update(ctx, s, SerialKey, func(cur []byte, exists bool) ([]byte, error) {
 		if !exists {
-			return FormatSerial(1, NewEpoch()), nil
+			return FormatSerialNames(1, NewEpoch(), names), nil
 		}
 		n, epoch, err := ParseSerialEpoch(cur)
 		if err != nil {
 			return nil, err
 		}
-		return FormatSerial(n+1, epoch), nil
+		// Computed from this attempt's value: a bump that lost to another one names
+		// only its own keys on the serial after that one.
+		return FormatSerialNames(n+1, epoch, names), nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("bumping serial: %w", err)

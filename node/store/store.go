@@ -10,6 +10,7 @@ package store
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Sentinel errors. Backends wrap them; test with errors.Is.
@@ -33,10 +34,14 @@ type Object struct {
 	ETag string
 }
 
-// Entry is a listed key and its etag.
+// Entry is a listed key, its etag and when it was last written.
 type Entry struct {
 	Key  string
 	ETag string
+	// ModTime is when the object was last written, by the store's clock (a file's
+	// mtime; S3's LastModified). A rewrite moves it even when nothing else is read, so
+	// a LIST tells liveness without a GET. Zero when the backend does not know.
+	ModTime time.Time
 }
 
 // Condition restricts a write.

@@ -48,6 +48,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"github.com/scafo/ingress/node/store"
@@ -230,7 +231,11 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Entry, error) 
 			}
 			return unavailable(err)
 		}
-		out = append(out, store.Entry{Key: key, ETag: ETag(b)})
+		var mtime time.Time
+		if fi, err := os.Stat(p); err == nil {
+			mtime = fi.ModTime()
+		}
+		out = append(out, store.Entry{Key: key, ETag: ETag(b), ModTime: mtime})
 		return nil
 	})
 	if err != nil {

@@ -291,7 +291,9 @@ func (s *Store) get(ctx context.Context, key, etag string) (store.Object, bool, 
 	return store.Object{Key: key, Value: b, ETag: info.ETag}, true, nil
 }
 
-// List returns every key under prefix with its etag, sorted by key (ListObjectsV2).
+// List returns every key under prefix with its etag and LastModified, sorted by key
+// (ListObjectsV2). minio-go's iterator pages: it follows the continuation token, one
+// request per page of at most 1 000 keys, so a prefix of any size lists completely.
 // Objects under the store prefix whose names are not valid keys (console "folder"
 // markers, foreign files) are skipped.
 func (s *Store) List(ctx context.Context, prefix string) ([]store.Entry, error) {
@@ -307,7 +309,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Entry, error) 
 		if !ok || store.CheckKey(key) != nil {
 			continue
 		}
-		out = append(out, store.Entry{Key: key, ETag: obj.ETag})
+		out = append(out, store.Entry{Key: key, ETag: obj.ETag, ModTime: obj.LastModified})
 	}
 	if err := ctx.Err(); err != nil {
 		// The iterator stops quietly on cancellation; a truncated list must not pass

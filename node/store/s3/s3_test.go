@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -333,5 +334,44 @@ func TestNewRejectsBadConfig(t *testing.T) {
 				t.Errorf("error shows the secret: %v", err)
 			}
 		})
+	}
+}
+
+// A LIST pages: 1 001 keys take two ListObjectsV2 requests (S3 answers at most 1 000
+// keys a page; minio-go follows the continuation token), and every key comes back, with
+// its modification time.
+func TestListPages(t *testing.T) {
+	st := newStore(t, s3test.Shared(t).NewBucket(t))
+	const n = 1001
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if _, err := st.Put(t.Context(), fmt.Sprintf("nodes/n%04d.json", i), []byte("{}"), store.Condition{}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	before := st.Stats()
+	es, err := st.List(t.Context(), "nodes/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := st.Stats().Sub(before)
+	if len(es) != n || es[0].Key != "nodes/n0000.json" || es[n-1].Key != "nodes/n1000.json" {
+		t.Fatalf("List = %d entries (%v … %v), want %d", len(es), es[0], es[len(es)-1], n)
+	}
+	for _, e := range es {
+		if e.ModTime.IsZero() {
+			t.Fatalf("%s: no modification time", e.Key)
+		}
+	}
+	if d.Requests != 2 || d.ByMethod["GET"] != 2 {
+		t.Fatalf("listing %d keys cost %+v, want two pages (2 GETs)", n, d)
 	}
 }
