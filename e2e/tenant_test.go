@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -122,9 +123,11 @@ func TestHostileTenantNeverGetsAnotherAccountsTraffic(t *testing.T) {
 	tr.expectServedBy(t, "x.evil.example", "/", "evil@n1")
 
 	// 2. evil's covering wildcard is written straight into the store, around the API,
-	// then any write moves the serial (here: evil claims a name of its own, which also
-	// tells when a pass has read the store again).
+	// and announced by a serial bump without names (what any out-of-band writer that
+	// bumps at all does: every node then reads the whole store); a write through the API
+	// follows, which also tells when a pass has read the store again.
 	writeStoreObject(t, f, "domains/"+evilWild+".json", fmt.Sprintf(`{"host":%q,"account":"evil","app":"evil"}`, evilWild))
+	bumpSerialUnnamed(t, f)
 	n1.claim(t, "evil", "api.evil.example")
 	waitFor(t, "the pass that read the injected wildcard", routeTimeout, func() error {
 		doc, err := n1.routes()
@@ -166,6 +169,7 @@ func TestHostileTenantNeverGetsAnotherAccountsTraffic(t *testing.T) {
 	// more, so the name is held by nobody: 503, and the wildcard that covers it stays
 	// dropped.
 	writeStoreObject(t, f, "domains/"+bankWWW+".json", `{"host":"www.bank.example","account":`)
+	bumpSerialUnnamed(t, f)
 	n1.claim(t, "evil", "api2.evil.example")
 	waitFor(t, "the pass that read the corrupted claim", routeTimeout, func() error {
 		doc, err := n1.routes()
@@ -312,6 +316,24 @@ func writeStoreObject(t *testing.T, f *fleet, key, value string) {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// bumpSerialUnnamed moves the store's serial one step with no names after it ("N+1
+// epoch"), as an out-of-band writer would: a node that reads it cannot know what
+// changed and re-reads the whole store.
+func bumpSerialUnnamed(t *testing.T, f *fleet) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(f.store, "serial"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	num, epoch, _ := strings.Cut(strings.TrimSpace(first), " ")
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil {
+		t.Fatalf("serial %q: %v", first, err)
+	}
+	writeStoreObject(t, f, "serial", strings.TrimSpace(strconv.FormatUint(n+1, 10)+" "+epoch))
 }
 
 // waitStatus polls host+path through tr until Traefik answers status without an

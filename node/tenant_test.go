@@ -1,10 +1,13 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scafo/ingress/node/store"
 )
 
 // routeOf returns the document's route for host (nil when it has none).
@@ -50,6 +53,7 @@ func TestAWildcardNeverCatchesAnotherAccountsHost(t *testing.T) {
 
 	// The wildcard written straight into the store: derivation drops it.
 	putRaw(t, n.st, "domains/*.bank.example.json", []byte(`{"host":"*.bank.example","account":"evil","app":"evil"}`))
+	announceUnnamed(t, n)                                                                                   // an out-of-band write announced without names: a full read
 	n.must(200, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a","vps-b"]}`) // moves the serial
 	waitFor(t, 5*time.Second, "the covering wildcard reported", func() bool {
 		_, b := n.get("/v1/status", testAdminToken)
@@ -61,6 +65,7 @@ func TestAWildcardNeverCatchesAnotherAccountsHost(t *testing.T) {
 
 	// Bank's claim object turns unreadable: the host still has a route of its own.
 	putRaw(t, n.st, "domains/www.bank.example.json", []byte(`{"host":`))
+	announceUnnamed(t, n)
 	n.must(200, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	waitFor(t, 5*time.Second, "the unreadable claim fails closed", func() bool {
 		r := routeOf(t, n, "www.bank.example")
@@ -81,5 +86,14 @@ func TestAWildcardNeverCatchesAnotherAccountsHost(t *testing.T) {
 	json.Unmarshal(sb, &st)
 	if len(st.Skipped) == 0 {
 		t.Fatalf("status reports nothing skipped: %s", sb)
+	}
+}
+
+// announceUnnamed bumps the store's serial naming nothing, as an out-of-band writer
+// would: a node that reads it re-reads the whole store.
+func announceUnnamed(t *testing.T, n *testNode) {
+	t.Helper()
+	if _, err := store.BumpSerial(context.Background(), n.st); err != nil {
+		t.Fatal(err)
 	}
 }
