@@ -13,12 +13,20 @@ import (
 // app (an application token on the control-plane application, or on another
 // application) gets that one refusal whatever the host's or the body's shape.
 func (w *Writer) AuthorizePaths(ctx context.Context, who Actor, app string) error {
+	_, err := w.authorizedApp(ctx, who, app, fleet.RolePublish, fleet.RoleInstance)
+	return err
+}
+
+// authorizedApp reads app and checks that who may act on it with one of roles. An
+// application token is checked against its own scope before anything is read, so the
+// answer cannot tell whether another tenant's application exists.
+func (w *Writer) authorizedApp(ctx context.Context, who Actor, app string, roles ...string) (fleet.App, error) {
 	if err := who.scopedTo(app); err != nil {
-		return err // before any read: the answer must not tell whether app exists
+		return fleet.App{}, err
 	}
 	a, _, err := w.App(ctx, app)
 	if err != nil {
-		return err
+		return fleet.App{}, err
 	}
-	return who.authorize(a, fleet.RolePublish, fleet.RoleInstance)
+	return a, who.authorize(a, roles...)
 }

@@ -16,18 +16,6 @@ type Instance struct {
 	Ready bool   `json:"ready"`
 }
 
-// instanceApp loads app and checks who may manage its instances.
-func (w *Writer) instanceApp(ctx context.Context, who Actor, app string) (fleet.App, error) {
-	if err := who.scopedTo(app); err != nil {
-		return fleet.App{}, err
-	}
-	a, _, err := w.App(ctx, app)
-	if err != nil {
-		return fleet.App{}, err
-	}
-	return a, who.authorize(a, fleet.RoleInstance)
-}
-
 func (w *Writer) answer(app string, i fleet.Instance) Instance {
 	return Instance{App: app, Node: w.cfg.Node, Port: i.Port, Ready: i.Ready}
 }
@@ -86,7 +74,7 @@ func (w *Writer) Instances() []Instance {
 // AllocateInstance returns app's stable port on this node, choosing one on first use
 // (created is true then).
 func (w *Writer) AllocateInstance(ctx context.Context, who Actor, app string) (Instance, bool, error) {
-	a, err := w.instanceApp(ctx, who, app)
+	a, err := w.authorizedApp(ctx, who, app, fleet.RoleInstance)
 	if err != nil {
 		return Instance{}, false, err
 	}
@@ -108,7 +96,7 @@ func (w *Writer) SetInstance(ctx context.Context, who Actor, app string, port *i
 	if port != nil && (*port < 1 || *port > 65535) {
 		return Instance{}, invalid("invalid port", "port", fmt.Errorf("port %d: must be 1..65535", *port))
 	}
-	a, err := w.instanceApp(ctx, who, app)
+	a, err := w.authorizedApp(ctx, who, app, fleet.RoleInstance)
 	if err != nil {
 		return Instance{}, err
 	}
@@ -132,7 +120,7 @@ func (w *Writer) SetInstance(ctx context.Context, who Actor, app string, port *i
 // ReleaseInstance drops app's instance on this node; its port is quarantined. The admin
 // may also release an orphan: the instance of an application that no longer exists.
 func (w *Writer) ReleaseInstance(ctx context.Context, who Actor, app string) error {
-	if _, err := w.instanceApp(ctx, who, app); err != nil && !(who.Admin && errors.Is(err, ErrNotFound)) {
+	if _, err := w.authorizedApp(ctx, who, app, fleet.RoleInstance); err != nil && !(who.Admin && errors.Is(err, ErrNotFound)) {
 		return err
 	}
 	if err := w.inst.Release(app); err != nil {

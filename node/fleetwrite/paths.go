@@ -42,14 +42,8 @@ func ValidatePaths(m map[string]string) (map[string]string, error) {
 // claimForPaths loads app and host's claim and checks that who may publish for app
 // and that app holds host.
 func (w *Writer) claimForPaths(ctx context.Context, who Actor, app, host string) (fleet.Claim, string, error) {
-	if err := who.scopedTo(app); err != nil {
-		return fleet.Claim{}, "", err
-	}
-	a, _, err := w.App(ctx, app)
+	a, err := w.authorizedApp(ctx, who, app, fleet.RolePublish, fleet.RoleInstance)
 	if err != nil {
-		return fleet.Claim{}, "", err
-	}
-	if err := who.authorize(a, fleet.RolePublish, fleet.RoleInstance); err != nil {
 		return fleet.Claim{}, "", err
 	}
 	c, etag, err := w.loadClaim(ctx, host)
