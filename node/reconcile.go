@@ -166,29 +166,35 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 
 	if obs.OneStep && !full && !wasForeign && !r.adopting {
 		// One bump since the committed serial, and it names what it changed: read those
-		// keys alone. Absent means deleted (a bump follows the write it names).
-		next := make(map[string]cachedObject, len(r.objects)+len(obs.Names))
-		for k, v := range r.objects {
-			next[k] = v
-		}
+		// keys alone. Absent means deleted (a bump follows the write it names). The
+		// cache is changed in place, and only once every read succeeded: a change costs
+		// its own reads, not a copy of the fleet's objects.
+		read := make(map[string]*cachedObject, len(obs.Names)) // nil: deleted
 		for _, k := range obs.Names {
 			if !tracked(k) {
 				continue
 			}
 			o, err := r.st.Get(ctx, k)
 			if errors.Is(err, store.ErrNotFound) {
-				delete(next, k)
+				read[k] = nil
 				continue
 			}
 			if err != nil {
 				return fmt.Errorf("reading %s: %w", k, err)
 			}
-			next[k] = r.decode(o)
+			c := r.decode(o)
+			read[k] = &c
 		}
 		if _, err := r.liveness(ctx, now); err != nil {
 			return err
 		}
-		r.objects = next
+		for k, c := range read {
+			if c == nil {
+				delete(r.objects, k)
+			} else {
+				r.objects[k] = *c
+			}
+		}
 		r.id.Commit(obs)
 		skippedCount = r.derive(now)
 		return nil
