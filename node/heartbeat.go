@@ -49,9 +49,13 @@ func (s *Server) auditSweepLoop(ctx context.Context) {
 // sweepOrphans releases this node's instances of deleted or recreated applications
 // (once the reconcile loop has a view of the applications to compare with).
 func (s *Server) sweepOrphans(ctx context.Context) {
-	known := s.rec.knownApps()
-	if known == nil || s.identity.Foreign() {
+	apps := s.rec.knownApps()
+	if apps == nil || s.identity.Foreign() {
 		return // no view yet, or a store that is not ours: release nothing on its word
+	}
+	known := make(map[string]string, len(apps))
+	for name, a := range apps {
+		known[name] = a.ID
 	}
 	if _, err := s.writer.SweepOrphans(ctx, known); err != nil && ctx.Err() == nil {
 		s.log.Warn("sweeping orphaned instances", "err", err)

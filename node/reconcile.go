@@ -72,8 +72,7 @@ type reconciler struct {
 
 	mu       sync.Mutex
 	status   reconcileStatus
-	accounts map[string]string
-	appIDs   map[string]string // application → incarnation id, for the orphan sweep
+	apps     map[string]fleet.App // the applications of the last derivation, by name
 	// onPass observes every pass (metrics); may be nil.
 	onPass func(d time.Duration, err error, skipped int)
 }
@@ -404,18 +403,12 @@ func (r *reconciler) run(ctx context.Context, interval, fullInterval, window tim
 	}
 }
 
-// appAccounts maps application → account, from the objects of the last pass.
-func (r *reconciler) appAccounts() map[string]string {
+// knownApps maps application name → application, from the last derivation (nil
+// before one). Read-only: a derivation replaces the map, never changes it.
+func (r *reconciler) knownApps() map[string]fleet.App {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.accounts
-}
-
-// knownApps maps application → incarnation id, from the last pass; nil before one.
-func (r *reconciler) knownApps() map[string]string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.appIDs
+	return r.apps
 }
 
 func skippedKey(sk []fleet.Skipped) string {

@@ -43,8 +43,7 @@ func (r *reconciler) derive(now time.Time) int {
 	sort.Strings(keys)
 	var nodes []fleet.NodeRecord
 	var mismatched []string
-	accounts := map[string]string{}
-	appIDs := map[string]string{}
+	apps := map[string]fleet.App{}
 	for _, k := range keys {
 		o := r.objects[k]
 		if o.bad != "" {
@@ -59,8 +58,7 @@ func (r *reconciler) derive(now time.Time) int {
 		switch v := o.value.(type) {
 		case fleet.App:
 			st.Apps = append(st.Apps, v)
-			accounts[v.Name] = v.Account
-			appIDs[v.Name] = v.ID
+			apps[v.Name] = v
 		case fleet.Claim:
 			st.Claims = append(st.Claims, v)
 		case fleet.NodeRecord:
@@ -99,8 +97,7 @@ func (r *reconciler) derive(now time.Time) int {
 	r.status.Nodes = nodes
 	r.status.Mismatched = mismatched
 	r.status.Remembered = false
-	r.accounts = accounts
-	r.appIDs = appIDs
+	r.apps = apps
 	r.mu.Unlock()
 	if r.onOwnRecord != nil {
 		for _, n := range nodes {
