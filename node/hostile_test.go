@@ -91,11 +91,11 @@ func TestHelperSlowClients(t *testing.T) {
 
 // openFDs counts this process's open file descriptors.
 func openFDs(t *testing.T) int {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("cannot count open files: %v", err)
+	n := openFiles()
+	if n == 0 {
+		t.Skip("cannot count open files (no /proc/self/fd)")
 	}
-	return len(ents)
+	return n
 }
 
 // TestSlowBodiesDoNotStarvePolls reproduces issue 12 item 5: on a node whose process may
