@@ -656,6 +656,7 @@ func fleetFlipReport(runs []flipRun, flips int) {
 	if len(dominated) > 0 {
 		rows = append(rows, "", "Traefik's part (from the node's publish to routed) is more than half of the median flip (PUT sent → routed) at: "+strings.Join(dominated, "; ")+".")
 	}
+	rows = append(rows, "", whyProvidersDiffer)
 	if p := pooled(runs, 1000, providerPlugin, false, false); p != nil {
 		p50 := pct(p.pick(latency), 50)
 		verdict := "met"
@@ -668,3 +669,11 @@ func fleetFlipReport(runs []flipRun, flips int) {
 		"of the run is in the Machine table; read the ratios, not the absolute seconds.", runtime.NumCPU()))
 	report.add(secFleetFlip, append(rows, "")...)
 }
+
+// whyProvidersDiffer is what Traefik v3.6.12's source says about the two providers' cost
+// per change (a fact of that version, not of one run).
+const whyProvidersDiffer = "Why the HTTP provider costs more per change than the plugin on the same bytes: Traefik v3.6.12's HTTP provider " +
+	"decodes every changed body with its YAML decoder (`pkg/provider/http/http.go`, `decodeConfiguration` → " +
+	"`file.DecodeContent(…, \".yaml\", …)`), while a provider plugin hands Traefik JSON that it decodes with `encoding/json` " +
+	"(`pkg/plugins/providers.go`); both then rebuild every router and service. The HTTP provider also waits for its next " +
+	"poll (up to `pollInterval`, 1 s) where the plugin's long-poll is answered at once."
