@@ -178,6 +178,13 @@ func measureFleetFlips(t *testing.T, c flipCase, flips int) flipRun {
 	nd := newNodeBin(t, nodeBin, "bench-a", root, extra...)
 	nd.start(t)
 
+	// The node's own record reaches its document a little after its first pass (at 100
+	// applications the first poll can come before it): wait until the API chain names
+	// the node, so that no change but the flips reaches Traefik.
+	if err := nd.proc.WaitUntil(time.Minute, func() error { return apiChainHas(nd, nd.name) }); err != nil {
+		t.Fatalf("waiting for %s in its own document's API chain: %v", nd.name, err)
+	}
+
 	query := "" // the plugin without prefer
 	if c.kind == providerHTTP {
 		query = "prefer=self" // as shipped
@@ -677,3 +684,39 @@ const whyProvidersDiffer = "Why the HTTP provider costs more per change than the
 	"`file.DecodeContent(…, \".yaml\", …)`), while a provider plugin hands Traefik JSON that it decodes with `encoding/json` " +
 	"(`pkg/plugins/providers.go`); both then rebuild every router and service. The HTTP provider also waits for its next " +
 	"poll (up to `pollInterval`, 1 s) where the plugin's long-poll is answered at once."
+
+// apiChainHas checks that the node's routing document lists node among the API
+// upstreams.
+func apiChainHas(n *benchNode, node string) error {
+	req, err := http.NewRequest(http.MethodGet, n.url("/v1/ingress/routes"), nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+benchIngressToken)
+	resp, err := pollClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		API *struct {
+			Upstreams []struct {
+				Node string `json:"node"`
+			} `json:"upstreams"`
+		} `json:"api"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		return err
+	}
+	if doc.API == nil {
+		return fmt.Errorf("no api section")
+	}
+	var names []string
+	for _, u := range doc.API.Upstreams {
+		if u.Node == node {
+			return nil
+		}
+		names = append(names, u.Node)
+	}
+	return fmt.Errorf("api upstreams %v", names)
+}
