@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"slices"
@@ -35,7 +36,10 @@ const shopHost = "shop.apps.localhost"
 
 func startKillSetup(t *testing.T, checkEvery string, probes bool) *killSetup {
 	t.Helper()
-	args := []string{"--traefik.healthCheck.interval=" + checkEvery}
+	// A port range of its own (within the suite's): other e2e runs on this machine
+	// allocate from 24000 on the same loopback addresses.
+	lo := portsMin + 1000 + rand.IntN(3000)
+	args := []string{"--traefik.healthCheck.interval=" + checkEvery, "--ports.min=" + strconv.Itoa(lo)}
 	if !probes {
 		args = append(args, "--probe.interval=0")
 	}
