@@ -21,7 +21,8 @@ import (
 // no longer send it traffic, whatever the health-check interval.
 
 // killSetup is one fleet under measurement: two nodes, "shop" on [n1, n2] (n1 primary,
-// checked), "churn" on n2 alone (its readiness toggles to make every Traefik reload),
+// checked), "churn" on n2 alone (new path maps on its claimed host make every Traefik
+// reload),
 // two Traefiks (one per node, both preferring n1, so both send shop's traffic to n1).
 type killSetup struct {
 	f          *fleet
@@ -30,6 +31,8 @@ type killSetup struct {
 	trs        []*traefik
 	checkEvery string
 	probes     bool
+	churnMu    sync.Mutex
+	churnN     int // the churn path maps published
 }
 
 const shopHost = "shop.apps.localhost"
@@ -48,6 +51,7 @@ func startKillSetup(t *testing.T, checkEvery string, probes bool) *killSetup {
 	s := &killSetup{f: f, checkEvery: checkEvery, probes: probes}
 	s.shop = f.deploy(t, "shop", "acme", []*node{n1, n2}, "/healthz")
 	s.churn = f.deploy(t, "churn", "acme", []*node{n2}, "")
+	n2.claim(t, "churn", churnHost)
 	for i, n := range f.nodes {
 		s.trs = append(s.trs, startTraefik(t, fmt.Sprintf("traefik-%d", i+1), traefikOptions{node: n, query: "prefer=n1"}))
 	}
@@ -57,34 +61,34 @@ func startKillSetup(t *testing.T, checkEvery string, probes bool) *killSetup {
 	return s
 }
 
-// churner toggles churn's readiness on n2 every `every` until stopped: each toggle is a
-// new document, so every Traefik reloads its whole configuration.
+// churner publishes a new path map on churn's claimed host every `every` until
+// stopped: each publish is a new document (a monotonic change, so a node that reads the
+// store every 2 s never samples it back into the state it had), and every Traefik
+// reloads its whole configuration.
 type churner struct {
 	stopc, done chan struct{}
-	toggles     int
+	publishes   int
 	errs        []string
 }
 
+const churnHost = "churn.example.com"
+
 func (s *killSetup) startChurn(every time.Duration) *churner {
 	c := &churner{stopc: make(chan struct{}), done: make(chan struct{})}
-	n2 := s.f.nodes[1]
-	port := s.churn.on(n2).port
 	go func() {
 		defer close(c.done)
 		tick := time.NewTicker(every)
 		defer tick.Stop()
-		ready := true
 		for {
 			select {
 			case <-c.stopc:
 				return
 			case <-tick.C:
 			}
-			ready = !ready
-			if err := putInstance(n2, "churn", port, ready); err != nil {
+			if err := s.publishChurn(); err != nil {
 				c.errs = append(c.errs, err.Error())
 			}
-			c.toggles++
+			c.publishes++
 		}
 	}()
 	return c
@@ -100,10 +104,17 @@ func (c *churner) stop() []string {
 	return c.errs
 }
 
-// putInstance is setInstance without a *testing.T (it runs on a goroutine).
-func putInstance(n *node, app string, port int, ready bool) error {
-	b, _ := json.Marshal(map[string]any{"port": port, "ready": ready})
-	req, err := http.NewRequest(http.MethodPut, n.url("/v1/node/instances/"+app), bytes.NewReader(b))
+// publishChurn publishes {"k<n>": churn's platform host} on churn.example.com through
+// n2 (a new n every time): every node's document, and every Traefik's configuration,
+// changes. It takes no *testing.T (it runs on a goroutine).
+func (s *killSetup) publishChurn() error {
+	s.churnMu.Lock()
+	s.churnN++
+	n := s.churnN
+	s.churnMu.Unlock()
+	b, _ := json.Marshal(map[string]any{"paths": map[string]string{"k" + strconv.Itoa(n): "churn.apps.localhost"}})
+	n2 := s.f.nodes[1]
+	req, err := http.NewRequest(http.MethodPut, n2.url("/v1/apps/churn/domains/"+churnHost+"/paths"), bytes.NewReader(b))
 	if err != nil {
 		return err
 	}
@@ -115,7 +126,7 @@ func putInstance(n *node, app string, port int, ready bool) error {
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("PUT instance %s on %s: %d", app, n.name, resp.StatusCode)
+		return fmt.Errorf("PUT paths of %s on %s: %d", churnHost, n2.name, resp.StatusCode)
 	}
 	return nil
 }
@@ -180,12 +191,11 @@ func (s *killSetup) kill(t *testing.T, every, window time.Duration) []killResult
 }
 
 // revive restarts n1's shop instance and waits until every Traefik serves shop from it
-// again (a reload resets a passive "down"; quiet fleets get one toggle of churn).
+// again (without probes a reload is what resets a passive "down": one churn publish).
 func (s *killSetup) revive(t *testing.T) {
 	t.Helper()
-	n1, n2 := s.f.nodes[0], s.f.nodes[1]
+	n1 := s.f.nodes[0]
 	s.shop.on(n1).start(t)
-	port := s.churn.on(n2).port
 	deadline := time.Now().Add(90 * time.Second)
 	for _, tr := range s.trs {
 		for {
@@ -199,11 +209,9 @@ func (s *killSetup) revive(t *testing.T) {
 			// Without probes a Traefik holds the primary down (passive check) until its
 			// next active check or a reload: make a reload.
 			if !s.probes {
-				_ = putInstance(n2, "churn", port, true)
-				_ = putInstance(n2, "churn", port, false)
-				_ = putInstance(n2, "churn", port, true)
+				_ = s.publishChurn()
 			}
-			time.Sleep(500 * time.Millisecond)
+			time.Sleep(time.Second)
 		}
 	}
 }
@@ -224,8 +232,8 @@ func TestDeadInstanceLeavesEveryTraefikWithinSeconds(t *testing.T) {
 			}
 			for i, r := range res {
 				tr := s.trs[i]
-				t.Logf("%s, checks every %s, %d reloads by churn: %d of %d requests lost, last lost %s after the kill, dead server gone from its configuration after %s",
-					tr.name, iv, c.toggles, r.lost, r.samples, ms(r.lastLost), ms(r.gone))
+				t.Logf("%s, checks every %s, %d churn publishes: %d of %d requests lost, last lost %s after the kill, dead server gone from its configuration after %s",
+					tr.name, iv, c.publishes, r.lost, r.samples, ms(r.lastLost), goneText(r.gone))
 				if r.gone < 0 {
 					t.Errorf("%s: the dead server is still in its configuration 10s after the kill", tr.name)
 					continue
@@ -254,7 +262,7 @@ func TestDeadInstanceLeavesEveryTraefikWithinSeconds(t *testing.T) {
 func summarize(res []killResult) string {
 	var parts []string
 	for i, r := range res {
-		parts = append(parts, fmt.Sprintf("traefik-%d lost %d, last lost at %s, gone from its config at %s", i+1, r.lost, ms(r.lastLost), ms(r.gone)))
+		parts = append(parts, fmt.Sprintf("traefik-%d lost %d, last lost at %s, gone from its config at %s", i+1, r.lost, ms(r.lastLost), goneText(r.gone)))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -284,7 +292,7 @@ func TestMeasureDeadInstanceRemoval(t *testing.T) {
 		cases = append(cases, tcase{"5s", probes, true}, tcase{"60s", probes, true}, tcase{"60s", probes, false})
 	}
 	lines := []string{
-		fmt.Sprintf("Two nodes, shop on [n1, n2] (n1 primary: active check at the interval below, and a passive one), two Traefiks (HTTP provider, pollInterval 1s, one per node, both preferring n1), a request every %s through each; n1's shop instance is killed (its port refuses) %d times per case and watched for %s. Churn: a single-placement app toggles its readiness every second, so every Traefik reloads once a second (any fleet change does the same). Figures over kills × Traefiks.", every, kills, window),
+		fmt.Sprintf("Two nodes, shop on [n1, n2] (n1 primary: active check at the interval below, and a passive one), two Traefiks (HTTP provider, pollInterval 1s, one per node, both preferring n1), a request every %s through each; n1's shop instance is killed (its port refuses) %d times per case and watched for %s. Churn: a new path map on another application's host every second, so every Traefik reloads once a second (any fleet change does the same). Figures over kills × Traefiks.", every, kills, window),
 		"",
 		"| probes | checks | churn | last request to the dead instance p50 / max | dead server gone from Traefik's config p50 / max | requests lost per kill per Traefik p50 / max |",
 		"|---|---|---|---|---|---|",
@@ -330,6 +338,13 @@ func TestMeasureDeadInstanceRemoval(t *testing.T) {
 	for _, l := range lines {
 		t.Log(l)
 	}
+}
+
+func goneText(d time.Duration) string {
+	if d < 0 {
+		return "never (within the window)"
+	}
+	return ms(d).String()
 }
 
 func durCell(d, window time.Duration) string {

@@ -154,12 +154,12 @@ var errProbeAddress = errors.New("probe: refusing to dial an address other than 
 
 func newProber(cfg ProbeConfig, addr netip.Addr, log *slog.Logger) *prober {
 	p := &prober{
-		cfg:    cfg,
-		addr:   addr,
-		log:    log,
+		cfg:     cfg,
+		addr:    addr,
+		log:     log,
 		sem:     make(chan struct{}, cfg.Concurrency-cfg.Concurrency/4),
 		slowSem: make(chan struct{}, max(1, cfg.Concurrency/4)),
-		states: map[string]*probeState{},
+		states:  map[string]*probeState{},
 	}
 	p.client = &http.Client{
 		Transport: &http.Transport{
