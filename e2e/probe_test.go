@@ -174,7 +174,10 @@ func (s *killSetup) kill(t *testing.T, every, window time.Duration) []killResult
 	out := make([]killResult, len(s.trs))
 	for i, l := range loops {
 		l.stop()
-		ss := l.since(t0)
+		// Every sample of the loop counts, from its start: a request sent a moment
+		// before the kill can be the one the kill fails, and nothing fails before it
+		// (the loop starts on a fleet serving shop from n1).
+		ss := l.since(time.Time{})
 		r := killResult{gone: gone[i], samples: len(ss)}
 		for _, smp := range ss {
 			if smp.at.Sub(t0) > window {
@@ -182,7 +185,7 @@ func (s *killSetup) kill(t *testing.T, every, window time.Duration) []killResult
 			}
 			if !smp.ok {
 				r.lost++
-				r.lastLost = smp.at.Sub(t0)
+				r.lastLost = max(0, smp.at.Sub(t0))
 			}
 		}
 		out[i] = r
