@@ -443,13 +443,14 @@ func (p *prober) ready(app string, inst fleet.Instance) (bool, string) {
 	return false, why
 }
 
-// down counts instances held down by their probes (the scafo_instance_probe_down gauge).
+// down counts instances held down by their probes or refused a probe (the
+// scafo_instance_probe_down gauge).
 func (p *prober) down() float64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
-	for _, st := range p.states {
-		if !st.up {
+	for app, st := range p.states {
+		if !st.up || p.refusal(app, fleet.Instance{Port: st.target.port}, p.shared) != "" {
 			n++
 		}
 	}

@@ -687,6 +687,10 @@ func TestProbeNeverVouchesForAnInstanceOnTheAPIPortOrAnotherTenantsPort(t *testi
 	if resp, b := a.get("/v1/health/instances/evil", ""); resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("health of an instance on the API port: %d %s, want 503", resp.StatusCode, b)
 	}
+	if !metricLine(t, a, "scafo_instance_probe_down 1") {
+		_, m := a.get("/metrics", "")
+		t.Errorf("the refused instance is not counted down:\n%s", grepLines(string(m), "scafo_instance_probe_down"))
+	}
 	waitFor(t, 5*time.Second, "bank published ready", func() bool { return recordReady(t, a.st, "vps-a", "bank") })
 }
 
