@@ -38,6 +38,7 @@ type Config struct {
 	Traefik    TraefikConfig   `description:"Traefik render options." json:"traefik"`
 	Reconcile  ReconcileConfig `description:"Reconcile loop timings." json:"reconcile"`
 	Ports      PortsConfig     `description:"Instance port allocation." json:"ports"`
+	Probe      ProbeConfig     `description:"Probes of this node's instances (their readiness in the node's record)." json:"probe"`
 	Writes     WritesConfig    `description:"Limits on writes through the API." json:"writes"`
 	Audit      AuditConfig     `description:"The audit log in the store." json:"audit"`
 	Limits     LimitsConfig    `description:"What one client may hold: connections, time to send a request, log lines." json:"limits"`
@@ -120,6 +121,16 @@ type ReconcileConfig struct {
 	PublishWindow ptypes.Duration `description:"At most one publish per window during a burst of changes (a lone change publishes at once)." json:"publishWindow,omitempty"`
 }
 
+// ProbeConfig times the probes of this node's own instances (probe.go). The readiness
+// a node publishes for an instance is its declared readiness AND its probe's verdict.
+type ProbeConfig struct {
+	Interval    ptypes.Duration `description:"How often each of this node's instances is probed (TCP connect to node.address:port, or GET of the app's health.path); 0 disables probing (declared readiness alone is published)." json:"interval,omitempty"`
+	Timeout     ptypes.Duration `description:"Time one probe may take (connect, and for a health path the response headers); at most probe.interval; 0 (default): half of probe.interval." json:"timeout,omitempty"`
+	DownAfter   int             `description:"Consecutive failed probes that mark an instance down (out of the routing document)." json:"downAfter,omitempty"`
+	UpAfter     int             `description:"Consecutive successful probes that mark a down instance up again." json:"upAfter,omitempty"`
+	Concurrency int             `description:"Most probes in flight at once (sockets the prober holds); a quarter of them is kept for instances whose last probe timed out." json:"concurrency,omitempty"`
+}
+
 // WritesConfig rate-limits writes per application token (the admin is not limited).
 type WritesConfig struct {
 	Rate  float64 `description:"Writes per second one application token may sustain (429 beyond)." json:"rate,omitempty"`
@@ -180,6 +191,7 @@ func (c *Config) SetDefaults() {
 
 		PublishWindow: ptypes.Duration(250 * time.Millisecond),
 	}
+	c.Probe = ProbeConfig{Interval: ptypes.Duration(time.Second), DownAfter: 2, UpAfter: 2, Concurrency: 32} // Timeout 0: interval/2
 	c.Writes = WritesConfig{Rate: 5, Burst: 20}
 	c.Audit = AuditConfig{Retention: ptypes.Duration(30 * 24 * time.Hour)}
 	c.Ports = PortsConfig{Min: 24000, Max: 28999, Quarantine: ptypes.Duration(10 * time.Minute)}
@@ -415,6 +427,35 @@ func (c *Config) Validate() error {
 	if floor := 5*time.Duration(c.Reconcile.Interval) + 5*time.Second; time.Duration(c.Ports.Quarantine) < floor {
 		errs = append(errs, fmt.Errorf("ports.quarantine %s: must be at least 5 x reconcile.interval + 5s (%s)", time.Duration(c.Ports.Quarantine), floor))
 	}
+	errs = append(errs, c.Probe.validate()...)
 	errs = append(errs, c.Limits.validate()...)
 	return errors.Join(errs...)
+}
+
+// timeout is the effective probe timeout (0: half the interval).
+func (p ProbeConfig) timeout() time.Duration {
+	if p.Timeout == 0 {
+		return time.Duration(p.Interval) / 2
+	}
+	return time.Duration(p.Timeout)
+}
+
+func (p ProbeConfig) validate() []error {
+	var errs []error
+	switch {
+	case p.Interval < 0:
+		errs = append(errs, fmt.Errorf("probe.interval %s: must not be negative (0 disables probing)", time.Duration(p.Interval)))
+	case p.Interval == 0:
+		return nil // disabled: the rest is not used
+	case p.Timeout < 0 || p.Timeout > p.Interval:
+		errs = append(errs, fmt.Errorf("probe.timeout %s: must be at most probe.interval %s (0: half of it)",
+			time.Duration(p.Timeout), time.Duration(p.Interval)))
+	}
+	if p.DownAfter < 1 || p.UpAfter < 1 {
+		errs = append(errs, fmt.Errorf("probe.downAfter %d, probe.upAfter %d: both must be at least 1", p.DownAfter, p.UpAfter))
+	}
+	if p.Concurrency < 2 || p.Concurrency > 1024 {
+		errs = append(errs, fmt.Errorf("probe.concurrency %d: must be 2..1024 (a quarter, at least one, is kept for instances whose last probe timed out)", p.Concurrency))
+	}
+	return errs
 }

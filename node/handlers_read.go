@@ -37,7 +37,10 @@ func (s *Server) metricsHandler() http.Handler {
 }
 
 // handleInstanceHealth answers 200 while this node's instance of app is ready and
-// accepts TCP connections; Traefik's node-delegated health checks ask here.
+// accepts TCP connections (or answers its health path); Traefik's node-delegated
+// health checks ask here. With probes on (the default) the answer is the prober's last
+// verdict, the one this node publishes, and nothing is dialled per request; with
+// probe.interval 0 the instance's port is dialled per request.
 func (s *Server) handleInstanceHealth(w http.ResponseWriter, r *http.Request) {
 	app := chi.URLParam(r, "app")
 	if err := routing.ValidateLabel("app", app); err != nil {
@@ -51,6 +54,14 @@ func (s *Server) handleInstanceHealth(w http.ResponseWriter, r *http.Request) {
 		return
 	case !inst.Ready:
 		writeError(w, http.StatusServiceUnavailable, "not ready", "instance of "+app+" is not ready")
+		return
+	}
+	if s.probes != nil {
+		if up, why := s.probes.ready(app, inst); !up {
+			writeError(w, http.StatusServiceUnavailable, "not accepting", "instance of "+app+": "+why)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 		return
 	}
 	addr := net.JoinHostPort(s.cfg.Node.Address, strconv.Itoa(inst.Port))
@@ -257,6 +268,9 @@ type statusBody struct {
 	Remembered bool `json:"servingRemembered,omitempty"`
 	// DuplicateName: another live node writes this node's record (the same node.name).
 	DuplicateName *duplicateNameStatus `json:"duplicateName,omitempty"`
+	// Instances are this node's instances: declared readiness, published readiness and
+	// the probe's state (probe.go).
+	Instances []instanceStatus `json:"instances"`
 }
 
 type duplicateNameStatus struct {
@@ -309,6 +323,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		Nodes:            []nodeStatus{},
 		MismatchedConfig: st.Mismatched,
 		Remembered:       st.Remembered,
+		Instances:        s.probes.status(s.instances.Records()),
 	}
 	if e := s.heartbeatErr.Load(); e != nil {
 		body.Store.Reachable = false

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -51,6 +52,7 @@ type Server struct {
 	identity  *store.Identity      // the store's serial and epoch: one owner
 	writer    *fleetwrite.Writer   // every fleet write
 	instances *fleetwrite.Registry // this node's instances (ports, readiness)
+	probes    *prober              // probes of those instances; nil when probe.interval is 0
 
 	// nodeID (<stateDir>/node-id) and bootID (minted per process) go into this node's
 	// record; name tracks that record and any other writer of it (nodename.go).
@@ -164,6 +166,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		OnInstances:    s.kickHeartbeat,
 		AuditRetention: time.Duration(cfg.Audit.Retention),
 	}, st, s.identity, inst, log)
+	s.probes = s.newProber()
 	s.rec = &reconciler{
 		st: st, pub: pub, log: log, id: s.identity,
 		self: s.settings(),
@@ -241,6 +244,27 @@ func (s *Server) Handler() http.Handler {
 	return r
 }
 
+// newProber builds the prober of this node's instances (nil when probe.interval is 0).
+func (s *Server) newProber() *prober {
+	cfg := s.cfg.Probe
+	if cfg.Interval <= 0 {
+		return nil
+	}
+	addr, err := netip.ParseAddr(s.cfg.Node.Address)
+	if err != nil {
+		s.log.Warn("not probing instances: node.address is not an IP", "address", s.cfg.Node.Address)
+		return nil
+	}
+	p := newProber(cfg, addr, s.log)
+	p.apiPort = func() int { return s.cfg.Node.APIPort }
+	p.instances = s.instances.Records
+	p.declared = s.instances.Get
+	p.healthPath = func(app, appID string) string { return appHealthPath(s.rec.knownApps(), app, appID) }
+	p.onChange = s.kickHeartbeat
+	p.m = newProbeMetrics(s.metrics.reg, p.down)
+	return p
+}
+
 // kickReconcile asks for a pass now (after a write through this node).
 func (s *Server) kickReconcile() {
 	select {
@@ -282,6 +306,13 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		s.rec.saver.run(saverCtx)
 	}()
 	var wg sync.WaitGroup
+	if s.probes != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.probes.run(loopCtx)
+		}()
+	}
 	wg.Add(3)
 	go func() {
 		defer wg.Done()
