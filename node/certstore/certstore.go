@@ -47,7 +47,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/caddyserver/certmagic"
@@ -129,25 +128,52 @@ func (o Options) withDefaults() Options {
 }
 
 // Storage is the certificate namespace of a fleet store. It implements
-// certmagic.Storage, certmagic.TryLocker and certmagic.LockLeaseRenewer. Safe for
-// concurrent use.
+// certmagic.Storage, certmagic.TryLocker and certmagic.LockLeaseRenewer, and LeaseOps
+// (the one-shot lock operations /v1/storage/locks serves). Safe for concurrent use.
 type Storage struct {
-	st   store.Store
-	opts Options
-
-	mu    sync.Mutex
-	slots map[string]*slot // lock name → this process's holder or waiters
+	st    store.Store
+	opts  Options
+	locks *LockManager
 }
 
 var (
 	_ certmagic.Storage          = (*Storage)(nil)
 	_ certmagic.TryLocker        = (*Storage)(nil)
 	_ certmagic.LockLeaseRenewer = (*Storage)(nil)
+	_ LeaseOps                   = (*Storage)(nil)
 )
 
 // New returns the certificate namespace of st.
 func New(st store.Store, opts Options) *Storage {
-	return &Storage{st: st, opts: opts.withDefaults(), slots: map[string]*slot{}}
+	s := &Storage{st: st, opts: opts.withDefaults()}
+	s.locks = NewLockManager(s, LockOptions{Lease: s.opts.LockLease, RenewInterval: s.opts.RenewInterval,
+		PollMin: s.opts.PollMin, PollMax: s.opts.PollMax, Logger: s.opts.Logger})
+	return s
+}
+
+// Lock takes lock name, waiting (polling with backoff) while another holder has it,
+// until ctx is done; the lock is renewed in the background until Unlock (LockManager).
+func (s *Storage) Lock(ctx context.Context, name string) error {
+	if err := CheckLockName(name); err != nil {
+		return err
+	}
+	return s.locks.Lock(ctx, name)
+}
+
+// TryLock makes one attempt at lock name.
+func (s *Storage) TryLock(ctx context.Context, name string) (bool, error) {
+	if err := CheckLockName(name); err != nil {
+		return false, err
+	}
+	return s.locks.TryLock(ctx, name)
+}
+
+// Unlock releases lock name, taken by Lock or TryLock on this Storage.
+func (s *Storage) Unlock(ctx context.Context, name string) error { return s.locks.Unlock(ctx, name) }
+
+// RenewLockLease renews a lock this Storage holds now (see LockManager.RenewLockLease).
+func (s *Storage) RenewLockLease(ctx context.Context, name string, d time.Duration) error {
+	return s.locks.RenewLockLease(ctx, name, d)
 }
 
 // Options returns the options in force (defaults applied).

@@ -2,13 +2,9 @@ package certstore
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/scafo/ingress/node/store"
@@ -20,11 +16,11 @@ import (
 // transition is a conditional write, atomic on both backends:
 //
 //   - acquire a free name: create-only (If-None-Match: *);
-//   - renew a held lock: compare-and-swap on the etag the holder last wrote (If-Match);
-//     a renewal that loses means someone took the lock over (ErrLockLost);
+//   - renew a held lock: read it, check the owner, compare-and-swap on the etag read
+//     (If-Match); a lock gone or held by another owner is ErrLockLost;
 //   - take over a lock whose lease ran out, or whose object is corrupt: compare-and-swap
 //     on the etag that was read, so of several nodes that find it stale one wins;
-//   - release: delete if the etag is still the holder's (on S3 the store's Delete
+//   - release: read it, check the owner, delete if the etag is still the one read (on S3 the store's Delete
 //     compares then deletes: a takeover that lands between the two, possible only once
 //     the holder's lease has run out, is deleted with it; CertMagic tolerates such rare
 //     mis-synchronisations, see certmagic.Locker).
@@ -97,11 +93,10 @@ func parseLock(b []byte) (lockRecord, error) {
 
 // Lease is a held lock.
 type Lease struct {
-	Name     string
-	Holder   string
-	Acquired time.Time
-	Expires  time.Time
-	etag     string
+	Name     string    `json:"name"`
+	Holder   string    `json:"holder"` // the node that wrote the lock
+	Acquired time.Time `json:"acquired"`
+	Expires  time.Time `json:"expires"`
 }
 
 func checkOwner(owner string) error {
@@ -122,15 +117,9 @@ func checkOwner(owner string) error {
 // *HeldError. It does not wait. Owner is the caller's secret token (printable ASCII, at
 // most MaxOwnerLen bytes); lease is between MinLockLease and Options.MaxLockLease.
 func (s *Storage) AcquireLock(ctx context.Context, name, owner string, lease time.Duration) (Lease, error) {
-	lk, err := lockKey(name)
+	lk, err := s.checkLockRequest(name, owner, lease)
 	if err != nil {
 		return Lease{}, err
-	}
-	if err := checkOwner(owner); err != nil {
-		return Lease{}, err
-	}
-	if lease < MinLockLease || lease > s.opts.MaxLockLease {
-		return Lease{}, fmt.Errorf("%w: lease %s is outside [%s, %s]", ErrInvalidLockRequest, lease, MinLockLease, s.opts.MaxLockLease)
 	}
 	for range 3 {
 		obj, err := s.st.Get(ctx, lk)
@@ -159,16 +148,66 @@ func (s *Storage) AcquireLock(ctx context.Context, name, owner string, lease tim
 		}
 		rec := lockRecord{Name: name, Owner: owner, Holder: s.opts.Owner, Acquired: acquired, Renewed: now, Expires: now.Add(lease)}
 		b, _ := json.Marshal(rec)
-		etag, err := s.st.Put(ctx, lk, b, cond)
+		_, err = s.st.Put(ctx, lk, b, cond)
 		if errors.Is(err, store.ErrPreconditionFailed) {
 			continue // someone wrote the lock since the read: read again
 		}
 		if err != nil {
 			return Lease{}, fmt.Errorf("certstore: lock %q: %w", name, err)
 		}
-		return Lease{Name: name, Holder: rec.Holder, Acquired: acquired, Expires: rec.Expires, etag: etag}, nil
+		return Lease{Name: name, Holder: rec.Holder, Acquired: acquired, Expires: rec.Expires}, nil
 	}
 	return Lease{}, &HeldError{Name: name}
+}
+
+func (s *Storage) checkLockRequest(name, owner string, lease time.Duration) (string, error) {
+	lk, err := lockKey(name)
+	if err != nil {
+		return "", err
+	}
+	if err := checkOwner(owner); err != nil {
+		return "", err
+	}
+	if lease < MinLockLease || lease > s.opts.MaxLockLease {
+		return "", fmt.Errorf("%w: lease %s is outside [%s, %s]", ErrInvalidLockRequest, lease, MinLockLease, s.opts.MaxLockLease)
+	}
+	return lk, nil
+}
+
+// RenewLock extends lock name, which owner must hold, to lease from now. Unlike
+// AcquireLock it never takes a free lock: a lock that is gone, or held by another owner,
+// is ErrLockLost (a holder that lost its lock must not silently get it back: someone
+// else may have done the work meanwhile).
+func (s *Storage) RenewLock(ctx context.Context, name, owner string, lease time.Duration) (Lease, error) {
+	lk, err := s.checkLockRequest(name, owner, lease)
+	if err != nil {
+		return Lease{}, err
+	}
+	for range 3 {
+		obj, err := s.st.Get(ctx, lk)
+		if errors.Is(err, store.ErrNotFound) {
+			return Lease{}, fmt.Errorf("%w: %q is not held", ErrLockLost, name)
+		}
+		if err != nil {
+			return Lease{}, fmt.Errorf("certstore: renewing lock %q: %w", name, err)
+		}
+		rec, perr := parseLock(obj.Value)
+		if perr != nil || rec.Owner != owner {
+			return Lease{}, fmt.Errorf("%w: %q is held by another owner", ErrLockLost, name)
+		}
+		now := s.opts.Now()
+		rec.Holder, rec.Renewed, rec.Expires = s.opts.Owner, now, now.Add(lease)
+		b, _ := json.Marshal(rec)
+		_, err = s.st.Put(ctx, lk, b, store.Condition{IfMatch: obj.ETag})
+		if errors.Is(err, store.ErrPreconditionFailed) {
+			continue
+		}
+		if err != nil {
+			return Lease{}, fmt.Errorf("certstore: renewing lock %q: %w", name, err)
+		}
+		return Lease{Name: name, Holder: rec.Holder, Acquired: rec.Acquired, Expires: rec.Expires}, nil
+	}
+	return Lease{}, fmt.Errorf("certstore: renewing lock %q: %w: the lock kept changing", name, store.ErrUnavailable)
 }
 
 // ReleaseLock releases lock name if owner holds it. A lock that does not exist is
@@ -205,245 +244,4 @@ func (s *Storage) ReleaseLock(ctx context.Context, name, owner string) error {
 		}
 	}
 	return fmt.Errorf("certstore: unlock %q: %w: the lock kept changing", name, store.ErrUnavailable)
-}
-
-// slot serialises this process's users of one lock name: CertMagic's Unlock names only
-// the lock, so at most one caller in this process holds (or tries to take) a name.
-type slot struct {
-	sem  chan struct{}
-	refs int
-	held *held
-}
-
-// held is a lock this process took through Lock or TryLock.
-type held struct {
-	name  string
-	owner string
-
-	mu       sync.Mutex // guards etag, acquired
-	etag     string
-	acquired time.Time
-
-	stop chan struct{}
-	done chan struct{}
-}
-
-func (s *Storage) enter(ctx context.Context, name string, wait bool) (*slot, bool, error) {
-	s.mu.Lock()
-	sl := s.slots[name]
-	if sl == nil {
-		sl = &slot{sem: make(chan struct{}, 1)}
-		s.slots[name] = sl
-	}
-	sl.refs++
-	s.mu.Unlock()
-	if wait {
-		select {
-		case sl.sem <- struct{}{}:
-			return sl, true, nil
-		case <-ctx.Done():
-			s.leave(name, sl, false)
-			return nil, false, ctx.Err()
-		}
-	}
-	select {
-	case sl.sem <- struct{}{}:
-		return sl, true, nil
-	default:
-		s.leave(name, sl, false)
-		return nil, false, nil
-	}
-}
-
-func (s *Storage) leave(name string, sl *slot, release bool) {
-	if release {
-		<-sl.sem
-	}
-	s.mu.Lock()
-	sl.refs--
-	if sl.refs == 0 {
-		delete(s.slots, name)
-	}
-	s.mu.Unlock()
-}
-
-// newOwnerToken mints the secret that identifies one acquisition.
-func newOwnerToken() string {
-	var b [16]byte
-	_, _ = crand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// Lock takes lock name, waiting (polling with backoff) while another holder has it,
-// until ctx is done. The lock is renewed in the background until Unlock.
-func (s *Storage) Lock(ctx context.Context, name string) error {
-	if err := CheckLockName(name); err != nil {
-		return err
-	}
-	sl, _, err := s.enter(ctx, name, true)
-	if err != nil {
-		return fmt.Errorf("certstore: lock %q: %w", name, err)
-	}
-	owner := newOwnerToken()
-	wait := s.opts.PollMin
-	for {
-		lease, err := s.AcquireLock(ctx, name, owner, s.opts.LockLease)
-		if err == nil {
-			s.hold(sl, name, owner, lease)
-			return nil
-		}
-		if !errors.Is(err, ErrLockHeld) {
-			s.leave(name, sl, true)
-			return err
-		}
-		// Jitter ±25% so waiters on several nodes do not poll in step.
-		d := wait/2 + wait/4 + rand.N(wait/2+1)
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			s.leave(name, sl, true)
-			return fmt.Errorf("certstore: lock %q: %w (%w)", name, ctx.Err(), err)
-		}
-		wait = min(wait*2, s.opts.PollMax)
-	}
-}
-
-// TryLock makes one attempt at lock name: true if this caller now holds it, false if
-// another holder (in this process or elsewhere) has it.
-func (s *Storage) TryLock(ctx context.Context, name string) (bool, error) {
-	if err := CheckLockName(name); err != nil {
-		return false, err
-	}
-	sl, ok, _ := s.enter(ctx, name, false)
-	if !ok {
-		return false, nil
-	}
-	owner := newOwnerToken()
-	lease, err := s.AcquireLock(ctx, name, owner, s.opts.LockLease)
-	if err != nil {
-		s.leave(name, sl, true)
-		if errors.Is(err, ErrLockHeld) {
-			return false, nil
-		}
-		return false, err
-	}
-	s.hold(sl, name, owner, lease)
-	return true, nil
-}
-
-func (s *Storage) hold(sl *slot, name, owner string, lease Lease) {
-	h := &held{name: name, owner: owner, etag: lease.etag, acquired: lease.Acquired,
-		stop: make(chan struct{}), done: make(chan struct{})}
-	s.mu.Lock()
-	sl.held = h
-	s.mu.Unlock()
-	go s.renewLoop(h)
-}
-
-func (s *Storage) renewLoop(h *held) {
-	defer close(h.done)
-	t := time.NewTicker(s.opts.RenewInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-h.stop:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), s.opts.RenewInterval)
-		err := s.renew(ctx, h)
-		cancel()
-		switch {
-		case errors.Is(err, ErrLockLost):
-			s.opts.Logger.Error("certstore: lost a held lock (taken over after its lease ran out, or removed); no longer renewing", "lock", h.name)
-			return
-		case err != nil:
-			s.opts.Logger.Warn("certstore: renewing a held lock failed; retrying", "lock", h.name, "error", err)
-		}
-	}
-}
-
-// renew extends h's lease by LockLease from now, if the lock object is still the one h
-// last wrote.
-func (s *Storage) renew(ctx context.Context, h *held) error {
-	lk, err := lockKey(h.name)
-	if err != nil {
-		return err
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	now := s.opts.Now()
-	rec := lockRecord{Name: h.name, Owner: h.owner, Holder: s.opts.Owner, Acquired: h.acquired, Renewed: now, Expires: now.Add(s.opts.LockLease)}
-	b, _ := json.Marshal(rec)
-	etag, err := s.st.Put(ctx, lk, b, store.Condition{IfMatch: h.etag})
-	if errors.Is(err, store.ErrPreconditionFailed) {
-		return fmt.Errorf("%w: %q", ErrLockLost, h.name)
-	}
-	if err != nil {
-		return fmt.Errorf("certstore: renewing lock %q: %w", h.name, err)
-	}
-	h.etag = etag
-	return nil
-}
-
-func (s *Storage) heldLock(name string) (*slot, *held) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sl := s.slots[name]
-	if sl == nil || sl.held == nil {
-		return nil, nil
-	}
-	return sl, sl.held
-}
-
-// RenewLockLease (certmagic.LockLeaseRenewer) renews a lock this process holds now and
-// reports ErrLockLost if it was taken over. The lease stays Options.LockLease whatever
-// leaseDuration asks: the background renewal keeps the lock for as long as it is held,
-// and a longer lease would only delay a takeover after a crash.
-func (s *Storage) RenewLockLease(ctx context.Context, name string, leaseDuration time.Duration) error {
-	_, h := s.heldLock(name)
-	if h == nil {
-		return fmt.Errorf("%w: %q is not held by this process", ErrLockLost, name)
-	}
-	return s.renew(ctx, h)
-}
-
-// Unlock releases lock name, taken by Lock or TryLock in this process. It fails with
-// ErrLockLost if the lock was taken over meanwhile (the other holder keeps it).
-func (s *Storage) Unlock(ctx context.Context, name string) error {
-	s.mu.Lock()
-	sl := s.slots[name]
-	var h *held
-	if sl != nil {
-		h = sl.held
-		sl.held = nil
-	}
-	s.mu.Unlock()
-	if h == nil {
-		return fmt.Errorf("certstore: unlock %q: not locked by this process", name)
-	}
-	defer s.leave(name, sl, true)
-	close(h.stop)
-	<-h.done
-	lk, err := lockKey(name)
-	if err != nil {
-		return err
-	}
-	h.mu.Lock()
-	etag := h.etag
-	h.mu.Unlock()
-	err = s.st.Delete(ctx, lk, etag)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, store.ErrNotFound):
-		s.opts.Logger.Warn("certstore: a held lock was gone at unlock (taken over and released)", "lock", name)
-		return nil
-	case errors.Is(err, store.ErrPreconditionFailed):
-		return fmt.Errorf("certstore: unlock %q: %w", name, ErrLockLost)
-	default:
-		return fmt.Errorf("certstore: unlock %q: %w", name, err)
-	}
 }

@@ -288,3 +288,28 @@ func TestLostLockIsReported(t *testing.T) {
 		}
 	})
 }
+
+// TestRenewNeverRetakesALostLock: a renewal of a lock that is gone, or that another
+// owner holds, fails; it does not take the lock again.
+func TestRenewNeverRetakesALostLock(t *testing.T) {
+	eachBackend(t, func(t *testing.T, st store.Store, _ func(t *testing.T) store.Store) {
+		ctx := t.Context()
+		s := New(st, fastLocks("a"))
+		if _, err := s.RenewLock(ctx, "l", "me", time.Minute); !errors.Is(err, ErrLockLost) {
+			t.Fatalf("renewing an absent lock = %v, want ErrLockLost", err)
+		}
+		if _, err := st.Get(ctx, LockPrefix+"l!"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("renewing an absent lock created it: %v", err)
+		}
+		if _, err := s.AcquireLock(ctx, "l", "other", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RenewLock(ctx, "l", "me", time.Minute); !errors.Is(err, ErrLockLost) {
+			t.Fatalf("renewing another owner's lock = %v, want ErrLockLost", err)
+		}
+		l, err := s.RenewLock(ctx, "l", "other", time.Minute)
+		if err != nil || l.Holder != "a" {
+			t.Fatalf("renewal by the owner: %+v, %v", l, err)
+		}
+	})
+}
