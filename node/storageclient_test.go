@@ -21,8 +21,8 @@ import (
 	"github.com/caddyserver/certmagic"
 
 	"github.com/scafo/ingress/node/certstore"
-	"github.com/scafo/ingress/node/store/s3/s3test"
 	"github.com/scafo/ingress/node/storageclient"
+	"github.com/scafo/ingress/node/store/s3/s3test"
 )
 
 // twoNodes starts two nodes over one fleet store of the given backend ("dir": one
