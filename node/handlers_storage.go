@@ -29,10 +29,10 @@ import (
 //	GET    /v1/storage/keys/{key}?stat             stat: {"key","modified","size","terminal"}
 //	HEAD   /v1/storage/keys/{key}                  stat in headers (exists: 200 or 404)
 //	GET    /v1/storage/keys[/{prefix}]?list[&recursive=1]   list: {"keys":[…]}
-//	PUT    /v1/storage/keys/{key}                  store the body (at most 1 MiB)
-//	DELETE /v1/storage/keys/{key}                  delete the value and everything below it
-//	POST   /v1/storage/locks/{name}  {"owner","lease","renew"}   take (or renew) a lock
-//	DELETE /v1/storage/locks/{name}  {"owner"}                   release it
+//	PUT    /v1/storage/keys/{key}                  store the body (at most 1 MiB); answers its stat
+//	DELETE /v1/storage/keys/{key}                  delete the value and everything below it: {"deleted"}
+//	POST   /v1/storage/locks/{name}  {"owner","lease","renew"}   take (or renew) a lock: the lease
+//	DELETE /v1/storage/locks/{name}  {"owner"}                   release it: {"released"}
 //
 // The key is the rest of the path, percent-decoded ("%2F" is a "/": one key has one
 // meaning whatever its spelling); each segment of a key with odd characters is
@@ -401,11 +401,12 @@ func (a *storageAPI) put(w http.ResponseWriter, r *http.Request) {
 		a.storageError(w, r, fmt.Errorf("%w: more than %d bytes", certstore.ErrValueTooLarge, limit))
 		return
 	}
-	if err := a.certs.Store(r.Context(), key, value); err != nil {
+	ki, err := a.certs.StoreInfo(r.Context(), key, value)
+	if err != nil {
 		a.storageError(w, r, err)
 		return
 	}
-	w.WriteHeader(http.StatusNoContent)
+	writeJSON(w, http.StatusOK, storageStat{Key: ki.Key, Modified: ki.Modified.UTC(), Size: ki.Size, Terminal: ki.IsTerminal})
 }
 
 func (a *storageAPI) delete(w http.ResponseWriter, r *http.Request) {
@@ -422,7 +423,7 @@ func (a *storageAPI) delete(w http.ResponseWriter, r *http.Request) {
 		a.storageError(w, r, err)
 		return
 	}
-	w.WriteHeader(http.StatusNoContent)
+	writeJSON(w, http.StatusOK, map[string]string{"deleted": key})
 }
 
 // lockRequest is the body of POST and DELETE /v1/storage/locks/{name}.
@@ -516,5 +517,5 @@ func (a *storageAPI) unlock(w http.ResponseWriter, r *http.Request) {
 		a.storageError(w, r, err)
 		return
 	}
-	w.WriteHeader(http.StatusNoContent)
+	writeJSON(w, http.StatusOK, map[string]string{"released": name})
 }

@@ -130,6 +130,8 @@ func TestStorageNeedsTheIngressTokenAndReadsNothingBefore(t *testing.T) {
 		{"DELETE", "/v1/storage/keys/a", ""},
 		{"POST", "/v1/storage/locks/l", `{"owner":"o"}`},
 		{"DELETE", "/v1/storage/locks/l", `{"owner":"o"}`},
+		{"GET", "/v1/storage/elsewhere", ""},
+		{"GET", "/v1/storage", ""},
 	}
 	for _, tc := range []struct {
 		name, token string
@@ -154,6 +156,8 @@ func TestStorageNeedsTheIngressTokenAndReadsNothingBefore(t *testing.T) {
 			t.Errorf("%s: %d store calls in the certificate namespace before the credential was accepted", tc.name, got)
 		}
 	}
+	// With the token, a path that is no operation is a JSON 404.
+	n.must(404, "GET", "/v1/storage/elsewhere", testIngressToken, "")
 	// Positive control: the same counter sees the ingress token's reads.
 	before := st.n.Load()
 	n.must(404, "GET", "/v1/storage/keys/a", testIngressToken, "")
@@ -169,9 +173,9 @@ func TestStorageKeysRoundTripOverHTTP(t *testing.T) {
 	n, _ := storageNode(t)
 	tok := testIngressToken
 	// "*.example.com" and "@:" spelled raw and escaped; %2F is a "/" (one meaning).
-	n.must(204, "PUT", "/v1/storage/keys/certificates/acme/%2A.example.com/%2A.example.com.crt", tok, "CERT")
-	n.must(204, "PUT", "/v1/storage/keys/certificates%2Facme/u@h:1/k", tok, "KEY")
-	n.must(204, "PUT", "/v1/storage/keys/lit/a%25252Fb", tok, "double") // key "lit/a%252Fb"
+	n.must(200, "PUT", "/v1/storage/keys/certificates/acme/%2A.example.com/%2A.example.com.crt", tok, "CERT")
+	n.must(200, "PUT", "/v1/storage/keys/certificates%2Facme/u@h:1/k", tok, "KEY")
+	n.must(200, "PUT", "/v1/storage/keys/lit/a%25252Fb", tok, "double") // key "lit/a%252Fb"
 	if b := n.must(200, "GET", "/v1/storage/keys/certificates/acme/*.example.com/*.example.com.crt", tok, ""); string(b) != "CERT" {
 		t.Fatalf("load = %q", b)
 	}
@@ -211,8 +215,8 @@ func TestStorageKeysRoundTripOverHTTP(t *testing.T) {
 		t.Fatalf("HEAD absent = %d", resp.StatusCode)
 	}
 	n.must(404, "GET", "/v1/storage/keys/nope?list", tok, "")
-	n.must(204, "DELETE", "/v1/storage/keys/certificates/acme", tok, "")
-	n.must(204, "DELETE", "/v1/storage/keys/certificates/acme", tok, "") // absent: still 204
+	n.must(200, "DELETE", "/v1/storage/keys/certificates/acme", tok, "")
+	n.must(200, "DELETE", "/v1/storage/keys/certificates/acme", tok, "") // absent: still 200
 	n.must(404, "GET", "/v1/storage/keys/certificates?list", tok, "")
 	if b := n.must(200, "GET", "/v1/storage/keys?list&recursive=true", tok, ""); string(b) != `{"keys":["lit","lit/a%252Fb"]}`+"\n" {
 		t.Fatalf("root list = %s", b)
@@ -256,7 +260,7 @@ func TestStorageRefusesTraversalInEverySpelling(t *testing.T) {
 		t.Errorf("GET %%zz = %d, want 400", code)
 	}
 	// Double encoding is a literal key, stored inside the namespace.
-	if code, body := raw(t, n, "PUT", "/v1/storage/keys/%252e%252e/%252e%252e/serial", tok, "x"); code != http.StatusNoContent {
+	if code, body := raw(t, n, "PUT", "/v1/storage/keys/%252e%252e/%252e%252e/serial", tok, "x"); code != http.StatusOK || !strings.Contains(body, `"key":"%2e%2e/%2e%2e/serial"`) {
 		t.Fatalf("double-encoded PUT = %d %s", code, body)
 	}
 	if _, err := st.Get(context.Background(), "certs/%252e%252e/%252e%252e/serial!"); err != nil {
@@ -293,7 +297,7 @@ func TestStorageBoundsBodiesAndQueries(t *testing.T) {
 	n, _ := storageNode(t)
 	tok := testIngressToken
 	limit := certstore.DefaultMaxValueSize
-	n.must(204, "PUT", "/v1/storage/keys/ok", tok, strings.Repeat("x", limit))
+	n.must(200, "PUT", "/v1/storage/keys/ok", tok, strings.Repeat("x", limit))
 	resp, b := n.do("PUT", "/v1/storage/keys/big", tok, strings.Repeat("x", limit+1))
 	if resp.StatusCode != 413 || !strings.Contains(string(b), "value too large") {
 		t.Fatalf("1 MiB + 1 = %d %s", resp.StatusCode, b)
@@ -367,8 +371,8 @@ func TestStorageLocksOverHTTP(t *testing.T) {
 		t.Fatalf("renew by another owner = %d %s", resp.StatusCode, b)
 	}
 	n.must(200, "POST", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"alice","renew":true}`)
-	n.must(204, "DELETE", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"alice"}`)
-	n.must(204, "DELETE", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"alice"}`) // released: still 204
+	n.must(200, "DELETE", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"alice"}`)
+	n.must(200, "DELETE", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"alice"}`) // released: still 200
 	if resp, b := n.do("POST", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"alice","renew":true}`); resp.StatusCode != 409 || !strings.Contains(string(b), "lock lost") {
 		t.Fatalf("renewing a released lock = %d %s", resp.StatusCode, b)
 	}
@@ -382,7 +386,7 @@ func TestStorageLocksOverHTTP(t *testing.T) {
 	for _, want := range []string{
 		`scafo_storage_requests_total{code="200",op="lock"}`,
 		`scafo_storage_requests_total{code="409",op="lock"}`,
-		`scafo_storage_requests_total{code="204",op="unlock"}`,
+		`scafo_storage_requests_total{code="200",op="unlock"}`,
 		`scafo_storage_request_duration_seconds_count{op="lock"}`,
 	} {
 		if !strings.Contains(string(m), want) {

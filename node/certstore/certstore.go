@@ -188,17 +188,24 @@ func notExist(op, key string) error {
 
 // Store puts value at key, overwriting any value there.
 func (s *Storage) Store(ctx context.Context, key string, value []byte) error {
+	_, err := s.StoreInfo(ctx, key, value)
+	return err
+}
+
+// StoreInfo is Store, answering what Stat would now say of key.
+func (s *Storage) StoreInfo(ctx context.Context, key string, value []byte) (certmagic.KeyInfo, error) {
 	sk, err := dataKey(key, true)
 	if err != nil {
-		return err
+		return certmagic.KeyInfo{}, err
 	}
 	if len(value) > s.opts.MaxValueSize {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), s.opts.MaxValueSize)
+		return certmagic.KeyInfo{}, fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), s.opts.MaxValueSize)
 	}
-	if _, err := s.st.Put(ctx, sk, seal(key, value, s.opts.Now()), store.Condition{}); err != nil {
-		return fmt.Errorf("certstore: store %q: %w", key, err)
+	now := s.opts.Now().UTC()
+	if _, err := s.st.Put(ctx, sk, seal(key, value, now), store.Condition{}); err != nil {
+		return certmagic.KeyInfo{}, fmt.Errorf("certstore: store %q: %w", key, err)
 	}
-	return nil
+	return certmagic.KeyInfo{Key: key, Modified: now, Size: int64(len(value)), IsTerminal: true}, nil
 }
 
 // load reads the value at key with its header; fs.ErrNotExist when absent.
