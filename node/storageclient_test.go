@@ -22,6 +22,7 @@ import (
 
 	"github.com/scafo/ingress/node/certstore"
 	"github.com/scafo/ingress/node/storageclient"
+	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/s3/s3test"
 )
 
@@ -368,5 +369,40 @@ func TestStorageClientRefusesBadEndpoints(t *testing.T) {
 	}
 	if _, err := storageclient.New("http://127.0.0.1:7400", "", storageclient.Options{}); err == nil {
 		t.Error("New with no token accepted")
+	}
+}
+
+// TestStorageClientMovesToAFallbackNode: when the node a client talks to goes away, the
+// client carries on through the next one, and a lock it holds keeps being renewed there
+// (another client never gets it).
+func TestStorageClientMovesToAFallbackNode(t *testing.T) {
+	na, nb := twoNodes(t, "dir")
+	ctx := t.Context()
+	opts := fastClient()
+	opts.Fallbacks = []string{nb.url}
+	c := newClient(t, na, opts)
+	other := newClient(t, nb, fastClient())
+	if err := c.Store(ctx, "f/v", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Lock(ctx, "f"); err != nil {
+		t.Fatal(err)
+	}
+	na.stop()
+	if v, err := c.Load(ctx, "f/v"); err != nil || string(v) != "1" {
+		t.Fatalf("Load after the first node stopped = %q, %v", v, err)
+	}
+	// Past the 2s lease: the renewals went through the fallback.
+	time.Sleep(3 * time.Second)
+	if ok, err := other.TryLock(ctx, "f"); ok || err != nil {
+		t.Fatalf("the lock was lost when its client's node stopped: %v, %v", ok, err)
+	}
+	if err := c.Unlock(ctx, "f"); err != nil {
+		t.Fatal(err)
+	}
+	// No fallback: the error says the store (node) is unavailable.
+	alone := newClient(t, na, fastClient())
+	if _, err := alone.Load(ctx, "f/v"); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Load with every node down = %v, want store.ErrUnavailable", err)
 	}
 }
