@@ -3,9 +3,16 @@ package node
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	crand "crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"io/fs"
 	"log/slog"
+	"math/big"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -92,6 +99,7 @@ func TestStorageClientAgainstRunningNodes(t *testing.T) {
 			t.Run("OddKeysAndLargeValues", func(t *testing.T) { clientOddKeysLargeValues(t, na, nb) })
 			t.Run("MatchesFileStorage", func(t *testing.T) { clientMatchesFileStorage(t, na, nb) })
 			t.Run("OnlyTheOwnerReleases", func(t *testing.T) { clientOnlyOwnerReleases(t, na, nb) })
+			t.Run("CertMagicCleanStorage", func(t *testing.T) { clientCertMagicCleanStorage(t, na, nb) })
 		})
 	}
 }
@@ -405,4 +413,68 @@ func TestStorageClientMovesToAFallbackNode(t *testing.T) {
 	if _, err := alone.Load(ctx, "f/v"); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("Load with every node down = %v, want store.ErrUnavailable", err)
 	}
+}
+
+// selfSigned returns a PEM certificate for name valid until notAfter.
+func selfSigned(t *testing.T, name string, notAfter time.Time) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+		NotBefore: notAfter.Add(-90 * 24 * time.Hour), NotAfter: notAfter}
+	der, err := x509.CreateCertificate(crand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// CertMagic's own storage maintenance (certmagic.CleanStorage: its lock, non-recursive
+// lists of issuers and sites, loads, deletes, the last-clean record) runs through the
+// client and removes exactly the expired certificate.
+func clientCertMagicCleanStorage(t *testing.T, na, nb *testNode) {
+	ctx := t.Context()
+	c := newClient(t, na, fastClient())
+	const issuer = "acme-v02.api.letsencrypt.org-directory"
+	k := certmagic.StorageKeys
+	put := func(domain string, notAfter time.Time) {
+		for key, v := range map[string][]byte{
+			k.SiteCert(issuer, domain):       selfSigned(t, domain, notAfter),
+			k.SitePrivateKey(issuer, domain): []byte("-----BEGIN EC PRIVATE KEY-----\n…"),
+			k.SiteMeta(issuer, domain):       []byte(`{"sans":["` + domain + `"]}`),
+		} {
+			if err := c.Store(ctx, key, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	put("expired.example.com", time.Now().Add(-48*time.Hour))
+	put("*.example.com", time.Now().Add(60*24*time.Hour))
+	opts := certmagic.CleanStorageOptions{ExpiredCerts: true, ExpiredCertGracePeriod: 24 * time.Hour, Interval: time.Hour, InstanceID: "vps-a"}
+	if err := certmagic.CleanStorage(ctx, c, opts); err != nil {
+		t.Fatal(err)
+	}
+	other := newClient(t, nb, fastClient())
+	for _, key := range []string{k.SiteCert(issuer, "expired.example.com"), k.SitePrivateKey(issuer, "expired.example.com"), k.SiteMeta(issuer, "expired.example.com")} {
+		if other.Exists(ctx, key) {
+			t.Errorf("CleanStorage left the expired %s", key)
+		}
+	}
+	sites, err := other.List(ctx, k.CertsPrefix(issuer), false)
+	if err != nil || !slices.Equal(sites, []string{k.CertsSitePrefix(issuer, "*.example.com")}) {
+		t.Fatalf("sites after cleaning = %q, %v", sites, err)
+	}
+	if _, err := other.Load(ctx, "last_clean.json"); err != nil {
+		t.Fatalf("no last-clean record: %v", err)
+	}
+	// Within the interval a second run reads the record and skips; the lock was released.
+	if err := certmagic.CleanStorage(ctx, c, opts); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := other.TryLock(ctx, "storage_clean"); !ok || err != nil {
+		t.Fatalf("the cleaning lock was not released: %v, %v", ok, err)
+	}
+	other.Unlock(ctx, "storage_clean")
 }
