@@ -8,6 +8,7 @@ import (
 	crand "crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"io/fs"
@@ -178,16 +179,31 @@ func clientDeadHolder(t *testing.T, na, nb *testNode) {
 	if ok, err := other.TryLock(ctx, "dead"); ok || err != nil {
 		t.Fatalf("the other node took a live, renewed lock: %v, %v", ok, err)
 	}
-	ks.dead.Store(true)
 	died := time.Now()
+	ks.dead.Store(true)
+	// The lease the dead holder last wrote, as the store has it (a renewal in flight at
+	// the kill may still land: read after it would have).
+	time.Sleep(200 * time.Millisecond)
+	obj, err := na.st.Get(ctx, certstore.LockPrefix+"dead!")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct{ Expires time.Time }
+	if err := json.Unmarshal(obj.Value, &rec); err != nil || rec.Expires.IsZero() {
+		t.Fatalf("lock object %q: %v", obj.Value, err)
+	}
 	if err := other.Lock(ctx, "dead"); err != nil {
 		t.Fatal(err)
 	}
-	waited := time.Since(died)
-	// The last renewal was at most RenewInterval before the death, so the lease ran out
-	// at least 2s - 300ms after it.
-	if waited < 1700*time.Millisecond || waited > 10*time.Second {
-		t.Fatalf("the lock changed hands %s after the holder died, want about the 2s lease", waited)
+	got := time.Now()
+	if got.Before(rec.Expires) {
+		t.Fatalf("the lock changed hands at %s, before the dead holder's lease ran out at %s", got, rec.Expires)
+	}
+	if late := got.Sub(rec.Expires); late > 5*time.Second {
+		t.Fatalf("the lock changed hands %s after the dead holder's lease ran out", late)
+	}
+	if left := rec.Expires.Sub(died); left > 2*time.Second {
+		t.Fatalf("the dead holder's lease ran %s past the kill, more than the 2s lease", left)
 	}
 	if err := other.Unlock(ctx, "dead"); err != nil {
 		t.Fatal(err)

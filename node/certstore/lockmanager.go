@@ -211,7 +211,9 @@ func (m *LockManager) renewLoop(h *held) {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), m.opts.RenewInterval)
+		// A slow renewal may take up to half the lease: the next tick waits for it, and
+		// the lease still has the other half to run.
+		ctx, cancel := context.WithTimeout(context.Background(), max(m.opts.RenewInterval, m.opts.Lease/2))
 		_, err := m.ops.RenewLock(ctx, h.name, h.owner, m.opts.Lease)
 		cancel()
 		switch {
