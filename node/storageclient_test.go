@@ -202,7 +202,8 @@ func clientDeadHolder(t *testing.T, na, nb *testNode) {
 	if late := got.Sub(rec.Expires); late > 5*time.Second {
 		t.Fatalf("the lock changed hands %s after the dead holder's lease ran out", late)
 	}
-	if left := rec.Expires.Sub(died); left > 2*time.Second {
+	// A renewal in flight at the kill may land just after it (+2s from the node's now).
+	if left := rec.Expires.Sub(died); left > 2500*time.Millisecond {
 		t.Fatalf("the dead holder's lease ran %s past the kill, more than the 2s lease", left)
 	}
 	if err := other.Unlock(ctx, "dead"); err != nil {
