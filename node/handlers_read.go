@@ -66,7 +66,9 @@ func (s *Server) handleInstanceHealth(w http.ResponseWriter, r *http.Request) {
 // handleIngress serves /v1/ingress/routes and /v1/ingress/{format}.
 func (s *Server) handleIngress(w http.ResponseWriter, r *http.Request) {
 	format := chi.URLParam(r, "format")
+	rep := s.ingresses.begin(w, r)
 	code := s.serveIngress(w, r, format)
+	s.ingresses.end(rep, code, w.Header())
 	s.metrics.polls.WithLabelValues(metricFormat(format), strconv.Itoa(code)).Inc()
 }
 
@@ -257,6 +259,13 @@ type statusBody struct {
 	Remembered bool `json:"servingRemembered,omitempty"`
 	// DuplicateName: another live node writes this node's record (the same node.name).
 	DuplicateName *duplicateNameStatus `json:"duplicateName,omitempty"`
+	// Ingresses: every ingress of the fleet and what it holds (ingresses.go).
+	Ingresses []ingressStatus `json:"ingresses"`
+	// IngressesSkipped: report objects that could not be read, and why.
+	IngressesSkipped []skippedStatus `json:"ingressesSkipped,omitempty"`
+	// IngressesError: the reports could not be read from the store; the list holds
+	// only the ingresses polling this node.
+	IngressesError string `json:"ingressesError,omitempty"`
 }
 
 type duplicateNameStatus struct {
@@ -357,5 +366,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 			AgeSeconds: age.Round(time.Second).Seconds(), Stale: age > ttl,
 		})
 	}
+	iv := s.ingresses.fleet(r.Context(), time.Second)
+	body.Ingresses, body.IngressesSkipped, body.IngressesError = iv.Ingresses, iv.Skipped, iv.Error
 	writeJSON(w, http.StatusOK, body)
 }

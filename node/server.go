@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	ptypes "github.com/traefik/paerser/types"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	ptypes "github.com/traefik/paerser/types"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -50,6 +51,7 @@ type Server struct {
 	writes    *writeLimiter
 	identity  *store.Identity      // the store's serial and epoch: one owner
 	writer    *fleetwrite.Writer   // every fleet write
+	ingresses *ingressBook         // ingress reports (ingresses.go)
 	instances *fleetwrite.Registry // this node's instances (ports, readiness)
 
 	// nodeID (<stateDir>/node-id) and bootID (minted per process) go into this node's
@@ -153,6 +155,10 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		storeRequests: storeRequests,
 		nameConflict:  func() bool { return s.nameConflict(time.Now()) != nil },
 	})
+	s.ingresses = newIngressBook(st, log, cfg.Node.Name, cfg.Ingresses,
+		func() (uint64, string) { return s.identity.Serial(), s.identity.Epoch() },
+		s.publishedMark)
+	s.metrics.reg.MustRegister(ingressCollector{s})
 	s.writer = fleetwrite.New(fleetwrite.Config{
 		Node:            cfg.Node.Name,
 		PlatformDomains: cfg.Platform.Domains,
@@ -282,7 +288,11 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		s.rec.saver.run(saverCtx)
 	}()
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
+	go func() {
+		defer wg.Done()
+		s.ingresses.run(loopCtx)
+	}()
 	go func() {
 		defer wg.Done()
 		s.auditSweepLoop(loopCtx)
