@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-		"strconv"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
