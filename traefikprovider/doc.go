@@ -65,7 +65,7 @@
 // Traefik's working directory); no go.mod is needed there. The package's import path
 // in this repository and the plugin's module name are the same. Package localplugin
 // lays the files out and loads them the way Traefik does; every behaviour test runs
-// both compiled and under Yaegi, so CI fails on a construct Yaegi cannot run. Two
+// both compiled and under Yaegi, so CI fails on a construct Yaegi cannot run. Three
 // such constructs were found and avoided (Yaegi v0.16.1): a send of a converted
 // field in a select case ("case ch <- json.RawMessage(res.body):") sends nil, which
 // Traefik would decode as an empty configuration and skip; and calling a variadic
