@@ -151,8 +151,12 @@ type ingressBook struct {
 	current func() (revision string, serial uint64)
 	now     func() time.Time
 
-	mu      sync.Mutex
-	local   map[string]*localIngress
+	mu    sync.Mutex
+	local map[string]*localIngress
+	// gone are the last reports of local ingresses dropped from memory (not heard from
+	// for lostAfter), so this node keeps showing them lost between store reads; at
+	// most maxTracked, the oldest dropped first.
+	gone    map[string]ingressReport
 	changed chan struct{} // closed and replaced when a local report changes
 	tokens  float64       // write budget (a token bucket)
 	tokenAt time.Time
@@ -178,7 +182,7 @@ func newIngressBook(st store.Store, log *slog.Logger, self string, cfg Ingresses
 		st: st, log: log, self: self,
 		lostAfter: time.Duration(cfg.LostAfter), forgetAfter: time.Duration(cfg.ForgetAfter), maxTracked: cfg.MaxTracked,
 		known: known, current: current, now: time.Now,
-		local: map[string]*localIngress{}, changed: make(chan struct{}),
+		local: map[string]*localIngress{}, gone: map[string]ingressReport{}, changed: make(chan struct{}),
 		tokens: ingressWriteBurst, refused: map[string]time.Time{},
 		view:    map[string]viewObject{},
 		waiters: make(chan struct{}, maxWaiters),
@@ -214,6 +218,7 @@ func (b *ingressBook) begin(w http.ResponseWriter, r *http.Request) *pollReport 
 		}
 		li = &localIngress{}
 		b.local[rep.Name] = li
+		delete(b.gone, rep.Name)
 	}
 	prev := li.rep
 	if rep.Kind == kindHTTP {
@@ -362,6 +367,7 @@ func (b *ingressBook) flush(ctx context.Context) {
 		if !due {
 			if now.Sub(li.rep.Seen) > b.lostAfter {
 				delete(b.local, name)
+				b.rememberGoneLocked(li.rep)
 			}
 			continue
 		}
@@ -376,6 +382,19 @@ func (b *ingressBook) flush(ctx context.Context) {
 	for _, j := range jobs {
 		b.write(ctx, j.rep, j.etag)
 	}
+}
+
+func (b *ingressBook) rememberGoneLocked(rep ingressReport) {
+	if len(b.gone) >= b.maxTracked {
+		oldest := ""
+		for k, r := range b.gone {
+			if oldest == "" || r.Seen.Before(b.gone[oldest].Seen) {
+				oldest = k
+			}
+		}
+		delete(b.gone, oldest)
+	}
+	b.gone[rep.Name] = rep
 }
 
 // write stores one report: If-Match this node's last write of it (create-only before
@@ -471,6 +490,14 @@ func (b *ingressBook) fleet(ctx context.Context, maxAge time.Duration) ingressVi
 	}
 	b.mu.Lock()
 	now := b.now()
+	for name, rep := range b.gone {
+		switch o, ok := reps[name]; {
+		case now.Sub(rep.Seen) > b.forgetAfter:
+			delete(b.gone, name)
+		case !ok || rep.Seen.After(o.Seen):
+			reps[name] = rep
+		}
+	}
 	for name, li := range b.local {
 		rep := li.rep
 		if li.inflight > 0 {

@@ -458,3 +458,51 @@ func TestReportsAreNotReachableThroughTheApex(t *testing.T) {
 		}
 	}
 }
+
+// Metrics count the fleet's ingresses by state and the oldest live report's age; a
+// write with wait=applied and no ingress at all answers once this node publishes it.
+func TestIngressMetricsAndAWaitWithNoIngress(t *testing.T) {
+	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	resp, body := n.do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=10s", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	var ab appliedBody
+	json.Unmarshal(body, &ab)
+	if resp.StatusCode != http.StatusOK || ab.Ingresses != 0 {
+		t.Fatalf("wait with no ingress: %d %s", resp.StatusCode, body)
+	}
+	if _, mark := n.srv.publishedMark(); mark < ab.Serial {
+		t.Errorf("answered applied at serial %d while this node publishes serial %d", ab.Serial, mark)
+	}
+	if !strings.Contains(string(routesDocBytes(t, n)), `"shop.apps.example.com"`) {
+		t.Error("answered applied before this node published the application")
+	}
+
+	p := startFakePlugin(t, n, "edge-1")
+	waitFor(t, 5*time.Second, "edge-1 current", func() bool { return ingressesOf(t, n)["edge-1"].State == "current" })
+	metric := func(name string) string {
+		_, b := n.get("/metrics", "")
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, name+" ") {
+				return strings.TrimPrefix(line, name+" ")
+			}
+		}
+		return ""
+	}
+	if got := metric(`scafo_ingresses{state="current"}`); got != "1" {
+		t.Errorf(`scafo_ingresses{state="current"} = %q, want 1`, got)
+	}
+	if got := metric(`scafo_ingress_oldest_report_seconds`); got == "" {
+		t.Error("no scafo_ingress_oldest_report_seconds")
+	}
+	p.frozen.Store(true)
+	n.must(http.StatusCreated, http.MethodPut, "/v1/apps/cart", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	waitFor(t, 5*time.Second, "edge-1 behind in the metrics", func() bool { return metric(`scafo_ingresses{state="behind"}`) == "1" })
+	p.stop()
+	waitFor(t, 6*time.Second, "edge-1 lost in the metrics", func() bool { return metric(`scafo_ingresses{state="lost"}`) == "1" })
+}
+
+func routesDocBytes(t *testing.T, n *testNode) []byte {
+	t.Helper()
+	_, b := n.get("/v1/ingress/routes", testIngressToken)
+	return b
+}

@@ -14,9 +14,10 @@ import (
 )
 
 // ?wait=applied&timeout=<duration> on a write (DESIGN §11): the write is made as
-// without it; then the answer waits until every live ingress (not lost) reports the
-// write's serial or later (or the same revision this node publishes from that serial
-// on), and is 200, or 202 when timeout ends first, naming the ingresses still behind.
+// without it; then the answer waits until this node publishes a document derived from
+// the write's serial or a later one, and every live ingress (not lost) reports that
+// serial or later (or the same revision this node publishes from that serial on), and
+// is 200, or 202 when timeout ends first, naming the ingresses still behind.
 // The write's own answer is the envelope's "result".
 //
 // Waiting holds no lock and no store slot: the write is complete before it starts; the
@@ -164,7 +165,9 @@ func (s *Server) awaitApplied(ctx context.Context, serial uint64, d time.Duratio
 				body.Behind = append(body.Behind, in)
 			}
 		}
-		if len(body.Behind) == 0 {
+		// This node publishes it too: with no ingress at all, the answer still means
+		// "published" (every ingress that polls from now on gets it).
+		if len(body.Behind) == 0 && mark >= serial {
 			body.Applied = true
 			return body, http.StatusOK, true
 		}
@@ -178,6 +181,9 @@ func (s *Server) awaitApplied(ctx context.Context, serial uint64, d time.Duratio
 			}
 			body.Detail = fmt.Sprintf("written at serial %d; after %s, %d of %d live ingresses do not report it: %s",
 				serial, d, len(body.Behind), body.Ingresses, strings.Join(names, ", "))
+			if mark < serial {
+				body.Detail += fmt.Sprintf("; this node has not published it yet (it publishes serial %d)", mark)
+			}
 			return body, http.StatusAccepted, true
 		case <-changed:
 		case <-poll.C:
