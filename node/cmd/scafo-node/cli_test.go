@@ -226,4 +226,12 @@ func TestCLIIngresses(t *testing.T) {
 			t.Errorf("ingresses: no %q in\n%s", want, out)
 		}
 	}
+
+	// A write that waits: edge-p (a plugin) stops polling at an old serial, so the
+	// write is not live everywhere within --wait, and the command fails naming it;
+	// edge-h (served) is counted once it polls again.
+	out, err = runCLI(bin, "apps", "put", "blog", "--account=acme", "--placement=vps-a", "--wait=1s", "--url="+n.url, "--token="+n.admin)
+	if err == nil || !strings.Contains(string(out), "edge-p (plugin on vps-a)") || !strings.Contains(string(out), "name       blog") {
+		t.Errorf("apps put --wait with edge-p behind: %v\n%s", err, out)
+	}
 }

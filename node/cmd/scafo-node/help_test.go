@@ -125,7 +125,7 @@ func TestVerbHelpMatchesWhatItAccepts(t *testing.T) {
 	}
 	values := map[string]string{
 		"url": n.url, "token": n.admin, "statedir": n.stateDir, "json": "",
-		"account": "acme", "placement": "vps-a", "health": "/healthz",
+		"account": "acme", "placement": "vps-a", "health": "/healthz", "wait": "10s",
 	}
 	every := map[string]bool{}
 	for _, p := range pages {
