@@ -69,6 +69,8 @@ const (
 	ingressViewMaxAge = 200 * time.Millisecond
 	// maxIngressObjects bounds the fleet view read from the store.
 	maxIngressObjects = 4096
+	// ingressViewTimeout bounds one read of the fleet's reports.
+	ingressViewTimeout = 2 * time.Second
 	// maxWaiters bounds the writes waiting with ?wait=applied at once on a node.
 	maxWaiters = 64
 	// maxApplyWait caps ?timeout= of wait=applied; defaultApplyWait is its default.
@@ -149,6 +151,8 @@ type ingressBook struct {
 	// known to be derived from ("" before the first pass).
 	known   func() (uint64, string)
 	current func() (revision string, serial uint64)
+	// foreign: the store is not the one this node served; nothing is written to it.
+	foreign func() bool
 	now     func() time.Time
 
 	mu    sync.Mutex
@@ -310,14 +314,17 @@ func (b *ingressBook) parse(h http.Header) (ingressReport, error) {
 func (b *ingressBook) refuse(w http.ResponseWriter, r *http.Request, why string) {
 	w.Header().Set(headerIngressReport, "refused: "+why)
 	now := b.now()
+	// One line a minute per header at fault (the reason may quote what was sent: a
+	// flood of made-up names must not become a flood of lines).
+	key, _, _ := strings.Cut(why, ":")
 	b.mu.Lock()
-	last, ok := b.refused[why]
+	last, ok := b.refused[key]
 	if !ok && len(b.refused) > 64 {
 		clear(b.refused)
 	}
 	log := !ok || now.Sub(last) > time.Minute
 	if log {
-		b.refused[why] = now
+		b.refused[key] = now
 	}
 	b.mu.Unlock()
 	if log {
@@ -348,6 +355,9 @@ func (b *ingressBook) run(ctx context.Context) {
 // the write budget; and drops from memory the ingresses not seen for lostAfter (their
 // objects stay until forgetAfter).
 func (b *ingressBook) flush(ctx context.Context) {
+	if b.foreign != nil && b.foreign() {
+		return // a foreign store is written nothing, reports included
+	}
 	now := b.now()
 	refresh := b.lostAfter / 4
 	type job struct {
@@ -554,6 +564,10 @@ func (b *ingressBook) readView(ctx context.Context, maxAge time.Duration) ([]ing
 	if !b.viewAt.IsZero() && b.now().Sub(b.viewAt) < maxAge {
 		return b.viewList()
 	}
+	// A hung store delays a status answer (and whoever shares this read) by this much
+	// at most; the answer then says the reports could not be read.
+	ctx, cancel := context.WithTimeout(ctx, ingressViewTimeout)
+	defer cancel()
 	entries, err := b.st.List(ctx, prefixIngresses)
 	if err != nil {
 		b.viewErr = fmt.Errorf("listing %s: %w", prefixIngresses, err)

@@ -396,6 +396,10 @@ func TestHostileIngressReports(t *testing.T) {
 	if puts := cs.snapshot()["Put"] - base; puts > cfg.Ingresses.MaxTracked+2 {
 		t.Errorf("%d store writes for 400 reports of %d names, want at most one per tracked name", puts, cfg.Ingresses.MaxTracked)
 	}
+	// Made-up names, each different: still a line a minute per header at fault.
+	for i := range 100 {
+		poll(headerIngress, fmt.Sprintf("Bad-%d", i))
+	}
 	if l := n.logs.String(); strings.Count(l, "ingress report refused") > 12 {
 		t.Errorf("refusals logged %d times, want each reason once a minute", strings.Count(l, "ingress report refused"))
 	}
@@ -505,4 +509,40 @@ func routesDocBytes(t *testing.T, n *testNode) []byte {
 	t.Helper()
 	_, b := n.get("/v1/ingress/routes", testIngressToken)
 	return b
+}
+
+// listFails fails LIST of ingresses/ while on.
+type listFails struct {
+	store.Store
+	on atomic.Bool
+}
+
+func (l *listFails) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	if l.on.Load() && prefix == prefixIngresses {
+		return nil, fmt.Errorf("listing: %w", store.ErrUnavailable)
+	}
+	return l.Store.List(ctx, prefix)
+}
+
+// When the fleet's reports cannot be read, a write never answers "applied": the
+// ingresses it cannot see may be behind.
+func TestWaitAppliedIsNeverAppliedOnAPartialView(t *testing.T) {
+	cfg := reportsConfig(t, "vps-a", t.TempDir())
+	st, err := dir.New(cfg.Store.Dir.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lf := &listFails{Store: st}
+	n := startNodeWithStore(t, cfg, lf)
+	n.waitReady()
+	startFakePlugin(t, n, "edge-1")
+	waitFor(t, 5*time.Second, "edge-1 current", func() bool { return ingressesOf(t, n)["edge-1"].State == "current" })
+	lf.on.Store(true)
+	resp, body := n.do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=1500ms", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "could not be read") {
+		t.Errorf("with the reports unreadable: %d %s, want 202 saying so", resp.StatusCode, body)
+	}
+	if s := statusOf(t, n); s.IngressesError == "" || len(s.Ingresses) != 1 {
+		t.Errorf("status with the reports unreadable: error %q, %d ingresses; want the error and this node's own", s.IngressesError, len(s.Ingresses))
+	}
 }

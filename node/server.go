@@ -158,6 +158,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	s.ingresses = newIngressBook(st, log, cfg.Node.Name, cfg.Ingresses,
 		func() (uint64, string) { return s.identity.Serial(), s.identity.Epoch() },
 		s.publishedMark)
+	s.ingresses.foreign = s.identity.Foreign
 	s.metrics.reg.MustRegister(ingressCollector{s})
 	s.writer = fleetwrite.New(fleetwrite.Config{
 		Node:            cfg.Node.Name,

@@ -167,7 +167,9 @@ func (s *Server) awaitApplied(ctx context.Context, serial uint64, d time.Duratio
 		}
 		// This node publishes it too: with no ingress at all, the answer still means
 		// "published" (every ingress that polls from now on gets it).
-		if len(body.Behind) == 0 && mark >= serial {
+		// Reports that could not be read may be of ingresses behind: never "applied"
+		// on a partial view.
+		if len(body.Behind) == 0 && mark >= serial && v.Error == "" {
 			body.Applied = true
 			return body, http.StatusOK, true
 		}
@@ -181,6 +183,9 @@ func (s *Server) awaitApplied(ctx context.Context, serial uint64, d time.Duratio
 			}
 			body.Detail = fmt.Sprintf("written at serial %d; after %s, %d of %d live ingresses do not report it: %s",
 				serial, d, len(body.Behind), body.Ingresses, strings.Join(names, ", "))
+			if v.Error != "" {
+				body.Detail += "; the fleet's reports could not be read (" + v.Error + "): only this node's ingresses are known"
+			}
 			if mark < serial {
 				body.Detail += fmt.Sprintf("; this node has not published it yet (it publishes serial %d)", mark)
 			}
