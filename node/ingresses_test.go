@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -544,5 +545,95 @@ func TestWaitAppliedIsNeverAppliedOnAPartialView(t *testing.T) {
 	}
 	if s := statusOf(t, n); s.IngressesError == "" || len(s.Ingresses) != 1 {
 		t.Errorf("status with the reports unreadable: error %q, %d ingresses; want the error and this node's own", s.IngressesError, len(s.Ingresses))
+	}
+}
+
+// reportCost counts store requests on ingresses/ by method.
+type reportCost struct {
+	store.Store
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *reportCost) count(method, key string) {
+	if strings.HasPrefix(key, prefixIngresses) {
+		c.mu.Lock()
+		c.n[method]++
+		c.mu.Unlock()
+	}
+}
+
+func (c *reportCost) Get(ctx context.Context, key string) (store.Object, error) {
+	c.count("get", key)
+	return c.Store.Get(ctx, key)
+}
+
+func (c *reportCost) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	c.count("list", prefix)
+	return c.Store.List(ctx, prefix)
+}
+
+func (c *reportCost) Put(ctx context.Context, key string, v []byte, cond store.Condition) (string, error) {
+	c.count("put", key)
+	return c.Store.Put(ctx, key, v, cond)
+}
+
+func (c *reportCost) counts() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.n)
+}
+
+// What an idle ingress costs the store: the node it long-polls refreshes its report
+// once per lostAfter/4 (a held long-poll counts as heard from), and nothing is read
+// until someone asks (status, metrics, a waiting write).
+func TestAnIdleIngressCostsOneWritePerRefreshAndNoRead(t *testing.T) {
+	cfg := reportsConfig(t, "vps-a", t.TempDir()) // lostAfter 2s: a refresh every 500ms
+	st, err := dir.New(cfg.Store.Dir.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &reportCost{Store: st, n: map[string]int{}}
+	n := startNodeWithStore(t, cfg, rc)
+	n.waitReady()
+	resp, _ := n.get("/v1/ingress/traefik", testIngressToken, headerIngress, "edge-1", headerIngressKind, kindPlugin)
+	etag := resp.Header.Get("ETag")
+	start := time.Now()
+	const held = 3 * time.Second
+	// One long-poll held for the whole window (nothing changes), longer than lostAfter.
+	codes := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, n.url+"/v1/ingress/traefik?wait="+held.String(), nil)
+		req.Header.Set("Authorization", "Bearer "+testIngressToken)
+		req.Header.Set("If-None-Match", etag)
+		req.Header.Set(headerIngress, "edge-1")
+		req.Header.Set(headerIngressKind, kindPlugin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			codes <- 0
+			return
+		}
+		resp.Body.Close()
+		codes <- resp.StatusCode
+	}()
+	time.Sleep(time.Duration(cfg.Ingresses.LostAfter) + 500*time.Millisecond)
+	if in := ingressesOf(t, n)["edge-1"]; in.State == "lost" {
+		t.Errorf("edge-1 lost while its long-poll is held: %+v", in)
+	}
+	if code := <-codes; code != http.StatusNotModified {
+		t.Fatalf("long-poll: %d", code)
+	}
+	elapsed := time.Since(start)
+	time.Sleep(2 * ingressMinWriteGap)
+	c := rc.counts()
+	refreshes := int(elapsed / (time.Duration(cfg.Ingresses.LostAfter) / 4))
+	t.Logf("held %s: %v (refresh every %s)", elapsed.Round(time.Millisecond), c, time.Duration(cfg.Ingresses.LostAfter)/4)
+	if c["put"] < 2 || c["put"] > refreshes+2 {
+		t.Errorf("%d report writes in %s, want about one per refresh (%d) plus the first", c["put"], elapsed, refreshes)
+	}
+	// One status was asked for, mid-poll: one LIST, and a GET of the one report new
+	// to this node's view.
+	if c["list"] != 1 || c["get"] != 1 {
+		t.Errorf("reads of ingresses/ with one status asked for: %v, want one LIST and one GET", c)
 	}
 }
