@@ -215,6 +215,18 @@ func (p *Provider) run(ctx context.Context, cfgChan chan<- json.Marshaler, done 
 			applied.revision = pending.revision
 			pending.ok = false
 		}
+		// A configuration handed over but not yet counted applied: this long-poll ends
+		// when it will be, so the next one reports it (a change still arrives at once).
+		shortWait := false
+		if pending.ok {
+			if rem := p.s.appliedDelay - time.Since(pendingAt); rem < wait {
+				wait = rem
+				if wait < time.Millisecond { // no max builtin in Yaegi v0.16.1
+					wait = time.Millisecond
+				}
+				shortWait = true
+			}
+		}
 		res, err := p.fetch(ctx, p.s.endpoints[cur], last, lastETag, longPoll, behind, wait, applied)
 		if ctx.Err() != nil {
 			return
@@ -318,12 +330,9 @@ func (p *Provider) run(ctx context.Context, cfgChan chan<- json.Marshaler, done 
 			switch {
 			case !p.s.watch || !lastETag:
 				pause = p.s.pollInterval
-			case sent && p.s.appliedDelay > 0:
-				// Give Traefik its time to apply it; the next poll reports it applied.
-				pause = p.s.appliedDelay
 			case newlyBehind:
 				// Long-poll at once past the older body: the node answers when it moves.
-			case !sent && time.Since(started) < holdMin:
+			case !sent && !shortWait && time.Since(started) < holdMin:
 				pause = p.s.pollInterval
 			}
 		}

@@ -26,17 +26,24 @@ func TestPluginReportsWhatItAppliedOnItsPolls(t *testing.T) {
 			t.Fatalf("emitted %s", got)
 		}
 		emitted := time.Now()
-		node.waitFor(t, "a poll after the emit", wait, func(n *fakeNode) bool { return len(n.reqs) >= 2 })
+		node.waitFor(t, "a poll reporting serial 7", wait, func(n *fakeNode) bool {
+			return n.reqs[len(n.reqs)-1].appliedSerial == "7"
+		})
 		reqs := node.requests()
 		if r := reqs[0]; r.ingress != "edge-1" || r.kind != "plugin" || r.appliedSerial != "" || r.appliedRevision != "" {
 			t.Errorf("first poll reports %+v, want edge-1, plugin, nothing applied", r)
 		}
-		r := reqs[1]
-		if r.appliedSerial != "7" || r.appliedEpoch != epoch || r.appliedRevision != revisionOf(first) {
+		r := reqs[len(reqs)-1]
+		if r.appliedEpoch != epoch || r.appliedRevision != revisionOf(first) {
 			t.Errorf("poll after the emit reports serial %q epoch %q revision %q, want 7 %s %s", r.appliedSerial, r.appliedEpoch, r.appliedRevision, epoch, revisionOf(first))
 		}
 		if gap := r.at.Sub(emitted); gap < 250*time.Millisecond {
 			t.Errorf("the poll reporting it applied came %s after the emit, want at least appliedDelay (300ms)", gap)
+		}
+		// Meanwhile the plugin long-polled (a change in that time arrives at once), for
+		// no longer than appliedDelay.
+		if w := reqs[1].wait; len(reqs) < 3 || w == "" || w == "30s" {
+			t.Errorf("the poll right after the emit waited %q, want a long-poll shortened to appliedDelay", w)
 		}
 
 		// A later serial with the same body (a 304 or the same bytes) is reported too.
