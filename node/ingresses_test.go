@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -635,5 +636,29 @@ func TestAnIdleIngressCostsOneWritePerRefreshAndNoRead(t *testing.T) {
 	// to this node's view.
 	if c["list"] != 1 || c["get"] != 1 {
 		t.Errorf("reads of ingresses/ with one status asked for: %v, want one LIST and one GET", c)
+	}
+}
+
+// An ingress not heard from for ingresses.forgetAfter is forgotten: its object is
+// deleted by the next node that reads the reports.
+func TestIngressNotSeenForForgetAfterIsForgotten(t *testing.T) {
+	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir())) // forgetAfter 1h
+	n.waitReady()
+	ctx := context.Background()
+	for name, age := range map[string]time.Duration{"old": 2 * time.Hour, "recent": 30 * time.Minute} {
+		b, _ := json.Marshal(ingressReport{Name: name, Kind: kindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().Add(-age).UTC()})
+		if _, err := n.st.Put(ctx, prefixIngresses+name+".json", b, store.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ins := ingressesOf(t, n)
+	if _, ok := ins["old"]; ok {
+		t.Errorf("an ingress not seen for 2h is listed (forgetAfter 1h): %+v", ins["old"])
+	}
+	if ins["recent"].State != "lost" {
+		t.Errorf("an ingress not seen for 30m: %+v, want listed lost", ins["recent"])
+	}
+	if _, err := n.st.Get(ctx, prefixIngresses+"old.json"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the forgotten ingress's object: %v, want deleted", err)
 	}
 }
