@@ -595,8 +595,9 @@ func (b *ingressBook) readView(ctx context.Context, maxAge time.Duration) ([]ing
 		}
 		next[e.Key] = decodeIngress(obj)
 	}
+	foreign := b.foreign != nil && b.foreign()
 	for k, o := range next {
-		if o.bad == "" && now.Sub(o.rep.Seen) > b.forgetAfter {
+		if o.bad == "" && now.Sub(o.rep.Seen) > b.forgetAfter && !foreign {
 			if err := b.st.Delete(ctx, k, o.etag); err == nil || errors.Is(err, store.ErrNotFound) {
 				b.log.Info("forgot an ingress", "ingress", o.rep.Name, "seen", o.rep.Seen)
 			}
