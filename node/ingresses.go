@@ -172,6 +172,7 @@ type ingressBook struct {
 	viewErr error
 
 	waiters chan struct{} // a slot per write waiting with ?wait=applied
+	waiting map[string]int // waiting writes by account (application tokens), under mu
 }
 
 type viewObject struct {
@@ -190,6 +191,7 @@ func newIngressBook(st store.Store, log *slog.Logger, self string, cfg Ingresses
 		tokens: ingressWriteBurst, refused: map[string]time.Time{},
 		view:    map[string]viewObject{},
 		waiters: make(chan struct{}, maxWaiters),
+		waiting: map[string]int{},
 	}
 }
 

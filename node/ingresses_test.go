@@ -662,3 +662,43 @@ func TestIngressNotSeenForForgetAfterIsForgotten(t *testing.T) {
 		t.Errorf("the forgotten ingress's object: %v, want deleted", err)
 	}
 }
+
+// One account cannot take every waiter slot: its application tokens hold at most
+// maxWaitersPerAccount; another account's writes, and the admin's, still wait.
+func TestWaitAppliedSlotsAreSharedBetweenAccounts(t *testing.T) {
+	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	fleetOf(t, n, "tito-classic@tito", "tito-go@tito", "shop")
+	n.must(http.StatusCreated, http.MethodPut, "/v1/apps/shop/domains/shop.example.org", testAdminToken, "")
+	_, tito := issueToken(t, n, "tito", "tito-classic", `"publish"`)
+	_, acme := issueToken(t, n, "acme", "shop", `"publish"`)
+	p := startFakePlugin(t, n, "edge-1")
+	waitFor(t, 5*time.Second, "edge-1 current", func() bool { return ingressesOf(t, n)["edge-1"].State == "current" })
+	p.frozen.Store(true)
+
+	var wg sync.WaitGroup
+	for i := range maxWaitersPerAccount {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest(http.MethodPut, n.url+"/v1/apps/tito-classic/domains/ti.to/paths?wait=applied&timeout=4s",
+				strings.NewReader(fmt.Sprintf(`{"paths":{"p%d":"tito-go.apps.example.com"}}`, i)))
+			req.Header.Set("Authorization", "Bearer "+tito)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	defer wg.Wait()
+	waitFor(t, 5*time.Second, "tito's writes waiting", func() bool { return len(n.srv.ingresses.waiters) == maxWaitersPerAccount })
+	resp, body := n.do(http.MethodPut, "/v1/apps/tito-classic/domains/ti.to/paths?wait=applied&timeout=4s", tito, `{"paths":{"x":"tito-go.apps.example.com"}}`)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "too many waiters") {
+		t.Errorf("tito's write beyond its share: %d %s, want 503", resp.StatusCode, body)
+	}
+	for _, tok := range []string{acme, testAdminToken} {
+		resp, body = n.do(http.MethodPut, "/v1/apps/shop/domains/shop.example.org/paths?wait=applied&timeout=300ms", tok, `{"paths":{}}`)
+		if resp.StatusCode != http.StatusAccepted {
+			t.Errorf("another account's write (token %.8s…) while tito holds its share: %d %s, want 202 (edge-1 is behind)", tok, resp.StatusCode, body)
+		}
+	}
+}

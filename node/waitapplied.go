@@ -93,16 +93,21 @@ func (s *Server) waitApplied(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		select {
-		case s.ingresses.waiters <- struct{}{}:
-			defer func() { <-s.ingresses.waiters }()
-		default:
+		// An account's writes hold at most maxWaitersPerAccount of the node's slots, so
+		// one tenant cannot take every slot from the others (the admin is not limited).
+		account := ""
+		if a := actorOf(r); !a.Admin {
+			account = a.Token.Account
+		}
+		if !s.ingresses.takeWaiter(account) {
 			cutBody(w, r)
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusServiceUnavailable, "too many waiters",
-				fmt.Sprintf("%d writes are waiting with wait=applied on this node; nothing was written; retry, or write without wait", maxWaiters))
+				fmt.Sprintf("%d writes are waiting with wait=applied on this node (at most %d, %d per account); nothing was written; retry, or write without wait",
+					len(s.ingresses.waiters), cap(s.ingresses.waiters), maxWaitersPerAccount))
 			return
 		}
+		defer s.ingresses.releaseWaiter(account)
 		sink := &fleetwrite.SerialSink{}
 		rec := &recorder{w: w, h: http.Header{}}
 		next.ServeHTTP(rec, r.WithContext(fleetwrite.WithSerialSink(r.Context(), sink)))
@@ -138,6 +143,39 @@ func (s *Server) waitApplied(next http.Handler) http.Handler {
 		}
 		writeJSON(w, code, body)
 	})
+}
+
+// maxWaitersPerAccount bounds one account's waiting writes on a node.
+const maxWaitersPerAccount = 8
+
+// takeWaiter takes a waiter slot for account ("" for the admin), or reports that none
+// is free.
+func (b *ingressBook) takeWaiter(account string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if account != "" && b.waiting[account] >= maxWaitersPerAccount {
+		return false
+	}
+	select {
+	case b.waiters <- struct{}{}:
+	default:
+		return false
+	}
+	if account != "" {
+		b.waiting[account]++
+	}
+	return true
+}
+
+func (b *ingressBook) releaseWaiter(account string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	<-b.waiters
+	if account != "" {
+		if b.waiting[account]--; b.waiting[account] <= 0 {
+			delete(b.waiting, account)
+		}
+	}
 }
 
 // awaitApplied waits until every live ingress holds serial, or d passes. done is false
