@@ -171,7 +171,7 @@ type ingressBook struct {
 	viewAt  time.Time
 	viewErr error
 
-	waiters chan struct{} // a slot per write waiting with ?wait=applied
+	waiters chan struct{}  // a slot per write waiting with ?wait=applied
 	waiting map[string]int // waiting writes by account (application tokens), under mu
 }
 
