@@ -42,6 +42,7 @@ type Config struct {
 	Writes     WritesConfig    `description:"Limits on writes through the API." json:"writes"`
 	Audit      AuditConfig     `description:"The audit log in the store." json:"audit"`
 	Limits     LimitsConfig    `description:"What one client may hold: connections, time to send a request, log lines." json:"limits"`
+	Ingresses  IngressesConfig `description:"Ingress reports: what each Traefik applied (or was served)." json:"ingresses"`
 	Log        LogConfig       `description:"Logging." json:"log"`
 }
 
@@ -164,6 +165,13 @@ type LimitsConfig struct {
 	RejectLog     ptypes.Duration `description:"Rejected requests are logged at most once per remote address per this interval, with the count of those not logged." json:"rejectLog,omitempty"`
 }
 
+// IngressesConfig times ingress reports (ingresses.go).
+type IngressesConfig struct {
+	LostAfter   ptypes.Duration `description:"An ingress not heard from for this long is reported lost (and no longer waited for by wait=applied)." json:"lostAfter,omitempty"`
+	ForgetAfter ptypes.Duration `description:"An ingress not heard from for this long is forgotten (its report deleted from the store)." json:"forgetAfter,omitempty"`
+	MaxTracked  int             `description:"Most ingress names this node tracks at once (reports under new names beyond are refused; the polls are served)." json:"maxTracked,omitempty"`
+}
+
 // LogConfig selects the log format and level.
 type LogConfig struct {
 	Level  string `description:"debug, info, warn or error." json:"level,omitempty"`
@@ -203,6 +211,11 @@ func (c *Config) SetDefaults() {
 		RejectLog:     ptypes.Duration(10 * time.Second),
 	}
 	c.Log = LogConfig{Level: "info", Format: "text"}
+	c.Ingresses = IngressesConfig{
+		LostAfter:   ptypes.Duration(60 * time.Second),
+		ForgetAfter: ptypes.Duration(24 * time.Hour),
+		MaxTracked:  256,
+	}
 }
 
 // DefaultStateDir is the state directory when none is configured: /var/lib/scafo as
@@ -429,6 +442,15 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.Probe.validate()...)
 	errs = append(errs, c.Limits.validate()...)
+	if c.Ingresses.LostAfter < ptypes.Duration(2*time.Second) {
+		errs = append(errs, fmt.Errorf("ingresses.lostAfter %s: at least 2s (an ingress is heard from at every poll; a long-poll counts while it is held)", time.Duration(c.Ingresses.LostAfter)))
+	}
+	if c.Ingresses.ForgetAfter <= c.Ingresses.LostAfter {
+		errs = append(errs, fmt.Errorf("ingresses.forgetAfter %s: must be longer than ingresses.lostAfter %s", time.Duration(c.Ingresses.ForgetAfter), time.Duration(c.Ingresses.LostAfter)))
+	}
+	if c.Ingresses.MaxTracked < 1 || c.Ingresses.MaxTracked > maxIngressObjects {
+		errs = append(errs, fmt.Errorf("ingresses.maxTracked %d: 1..%d", c.Ingresses.MaxTracked, maxIngressObjects))
+	}
 	return errors.Join(errs...)
 }
 

@@ -77,7 +77,9 @@ func (s *Server) handleInstanceHealth(w http.ResponseWriter, r *http.Request) {
 // handleIngress serves /v1/ingress/routes and /v1/ingress/{format}.
 func (s *Server) handleIngress(w http.ResponseWriter, r *http.Request) {
 	format := chi.URLParam(r, "format")
+	rep := s.ingresses.begin(w, r)
 	code := s.serveIngress(w, r, format)
+	s.ingresses.end(rep, code, w.Header())
 	s.metrics.polls.WithLabelValues(metricFormat(format), strconv.Itoa(code)).Inc()
 }
 
@@ -271,6 +273,13 @@ type statusBody struct {
 	// Instances are this node's instances: declared readiness, published readiness and
 	// the probe's state (probe.go).
 	Instances []instanceStatus `json:"instances"`
+	// Ingresses: every ingress of the fleet and what it holds (ingresses.go).
+	Ingresses []ingressStatus `json:"ingresses"`
+	// IngressesSkipped: report objects that could not be read, and why.
+	IngressesSkipped []skippedStatus `json:"ingressesSkipped,omitempty"`
+	// IngressesError: the reports could not be read from the store; the list holds
+	// only the ingresses polling this node.
+	IngressesError string `json:"ingressesError,omitempty"`
 }
 
 type duplicateNameStatus struct {
@@ -372,5 +381,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 			AgeSeconds: age.Round(time.Second).Seconds(), Stale: age > ttl,
 		})
 	}
+	iv := s.ingresses.fleet(r.Context(), time.Second)
+	body.Ingresses, body.IngressesSkipped, body.IngressesError = iv.Ingresses, iv.Skipped, iv.Error
 	writeJSON(w, http.StatusOK, body)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	ptypes "github.com/traefik/paerser/types"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	ptypes "github.com/traefik/paerser/types"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -51,6 +52,7 @@ type Server struct {
 	writes    *writeLimiter
 	identity  *store.Identity      // the store's serial and epoch: one owner
 	writer    *fleetwrite.Writer   // every fleet write
+	ingresses *ingressBook         // ingress reports (ingresses.go)
 	instances *fleetwrite.Registry // this node's instances (ports, readiness)
 	probes    *prober              // probes of those instances; nil when probe.interval is 0
 
@@ -155,6 +157,11 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		storeRequests: storeRequests,
 		nameConflict:  func() bool { return s.nameConflict(time.Now()) != nil },
 	})
+	s.ingresses = newIngressBook(st, log, cfg.Node.Name, cfg.Ingresses,
+		func() (uint64, string) { return s.identity.Serial(), s.identity.Epoch() },
+		s.publishedMark)
+	s.ingresses.foreign = s.identity.Foreign
+	s.metrics.reg.MustRegister(ingressCollector{s})
 	s.writer = fleetwrite.New(fleetwrite.Config{
 		Node:            cfg.Node.Name,
 		PlatformDomains: cfg.Platform.Domains,
@@ -314,7 +321,11 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 			s.probes.run(loopCtx)
 		}()
 	}
-	wg.Add(3)
+	wg.Add(4)
+	go func() {
+		defer wg.Done()
+		s.ingresses.run(loopCtx)
+	}()
 	go func() {
 		defer wg.Done()
 		s.auditSweepLoop(loopCtx)
