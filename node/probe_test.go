@@ -134,19 +134,6 @@ func instanceStatusOf(t *testing.T, n *testNode, app string) instanceStatus {
 	return instanceStatus{}
 }
 
-func serialOf(t *testing.T, st store.Store) uint64 {
-	t.Helper()
-	o, err := st.Get(context.Background(), store.SerialKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := store.ParseSerial(o.Value)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 // The guarantee of issue 13 item 2: an instance that stops accepting connections leaves
 // its node's record (a serial bump, not the next heartbeat: heartbeats are an hour
 // here) and, within a reconcile tick, the document of every node; it comes back when
