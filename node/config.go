@@ -36,6 +36,7 @@ type Config struct {
 	API        APIConfig       `description:"Platform API apex." json:"api"`
 	Store      StoreConfig     `description:"Fleet-state store." json:"store"`
 	Traefik    TraefikConfig   `description:"Traefik render options." json:"traefik"`
+	ACME       ACMEConfig      `description:"Fleet certificates: ACME issuance on the fleet store (config_acme.go)." json:"acme"`
 	Reconcile  ReconcileConfig `description:"Reconcile loop timings." json:"reconcile"`
 	Ports      PortsConfig     `description:"Instance port allocation." json:"ports"`
 	Writes     WritesConfig    `description:"Limits on writes through the API." json:"writes"`
@@ -172,6 +173,7 @@ func (c *Config) SetDefaults() {
 		HealthCheck:        HealthCheckConfig{Timeout: ptypes.Duration(2 * time.Second)}, // Interval 0: automatic
 		PathGroupThreshold: 64,
 	}
+	c.ACME.setDefaults()
 	c.Reconcile = ReconcileConfig{
 		Interval:     ptypes.Duration(2 * time.Second),
 		FullInterval: ptypes.Duration(time.Hour),
@@ -416,5 +418,6 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("ports.quarantine %s: must be at least 5 x reconcile.interval + 5s (%s)", time.Duration(c.Ports.Quarantine), floor))
 	}
 	errs = append(errs, c.Limits.validate()...)
+	errs = append(errs, c.ACME.validate(c.Traefik)...)
 	return errors.Join(errs...)
 }
