@@ -418,6 +418,6 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("ports.quarantine %s: must be at least 5 x reconcile.interval + 5s (%s)", time.Duration(c.Ports.Quarantine), floor))
 	}
 	errs = append(errs, c.Limits.validate()...)
-	errs = append(errs, c.ACME.validate(c.Traefik)...)
+	errs = append(errs, c.ACME.validate(c)...)
 	return errors.Join(errs...)
 }

@@ -51,11 +51,16 @@ func (c *ACMEConfig) setDefaults() {
 }
 
 // validate checks the acme section (only when enabled: a disabled section is inert).
-func (c *ACMEConfig) validate(t TraefikConfig) []error {
+func (c *ACMEConfig) validate(cfg *Config) []error {
 	if !c.Enabled {
 		return nil
 	}
 	var errs []error
+	if !cfg.API.Public {
+		// The challenge router sends challenges to the API chain, which the document
+		// carries only with the platform API apex.
+		errs = append(errs, errors.New("acme.enabled: needs api.public (the ACME challenge router points at the node API chain of the document)"))
+	}
 	if c.Email != "" {
 		if _, err := mail.ParseAddress(c.Email); err != nil || strings.ContainsAny(c.Email, "<> ") {
 			errs = append(errs, fmt.Errorf("acme.email %q: not an e-mail address", c.Email))

@@ -257,6 +257,8 @@ type statusBody struct {
 	Remembered bool `json:"servingRemembered,omitempty"`
 	// DuplicateName: another live node writes this node's record (the same node.name).
 	DuplicateName *duplicateNameStatus `json:"duplicateName,omitempty"`
+	// Certificates: fleet certificates per name (--acme.enabled only; acme.go).
+	Certificates *certsStatus `json:"certificates,omitempty"`
 }
 
 type duplicateNameStatus struct {
@@ -357,5 +359,6 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 			AgeSeconds: age.Round(time.Second).Seconds(), Stale: age > ttl,
 		})
 	}
+	body.Certificates = s.certsStatus()
 	writeJSON(w, http.StatusOK, body)
 }

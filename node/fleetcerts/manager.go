@@ -67,9 +67,7 @@ type Options struct {
 	PlatformBudget   int
 	// HTTPEntryPoints carry the challenge router in the render.
 	HTTPEntryPoints []string
-	// OnChange is called (without locks held) when the Set changed.
-	OnChange func()
-	Log      *slog.Logger
+	Log             *slog.Logger
 	// Poll is how often the held certificates are compared with CertMagic's cache (in
 	// memory) and names missing a certificate are looked up in the store. Default 1s;
 	// store lookups of missing names at most every 20 Polls.
@@ -119,6 +117,7 @@ type Manager struct {
 	names    map[string]*nameState
 	set      *Set
 	polls    int
+	onChange func()
 
 	stop chan struct{}
 	done chan struct{}
@@ -214,6 +213,13 @@ func (m *Manager) Start(listen net.Addr) {
 	m.mu.Unlock()
 	go m.loop()
 	m.reconcile()
+}
+
+// SetOnChange sets the function called (without locks held) after the Set changed.
+func (m *Manager) SetOnChange(f func()) {
+	m.mu.Lock()
+	m.onChange = f
+	m.mu.Unlock()
 }
 
 // Close stops issuance and CertMagic's maintenance.
@@ -456,7 +462,7 @@ func (m *Manager) refresh() {
 		fp = hex.EncodeToString(h.Sum(nil)[:12])
 	}
 	m.set = &Set{Fingerprint: fp, FleetCerts: fc}
-	onChange := m.opt.OnChange
+	onChange := m.onChange
 	m.mu.Unlock()
 	if onChange != nil {
 		onChange()

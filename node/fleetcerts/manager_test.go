@@ -192,4 +192,3 @@ func TestTwoManagersOnOneStoreIssueANameOnceAndEitherAnswersTheChallenge(t *test
 		t.Fatalf("a removed name's challenge was answered: %q", body)
 	}
 }
-

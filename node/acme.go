@@ -1,0 +1,157 @@
+package node
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/caddyserver/certmagic"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/scafo/ingress/node/fleetcerts"
+	"github.com/scafo/ingress/node/store"
+)
+
+// Fleet certificates (DESIGN §10, --acme.*): the node's side. fleetcerts runs
+// CertMagic; this file connects it to the store, the publisher (a new certificate
+// republishes the rendered configuration), the challenge route, /v1/status and the
+// metrics.
+
+// certStorage is CertMagic's storage over the fleet store.
+//
+// TODO(storage branch): certstore.New(st, certstore.Options{Owner: …, LockLease: …}),
+// the adapter over the store's conditional writes, once merged. Until then a directory
+// beside the dir store (CertMagic's FileStorage, which locks with lock files), so a
+// fleet on one shared dir store works and an S3 fleet is refused.
+func certStorage(cfg *Config, _ store.Store) (certmagic.Storage, error) {
+	if cfg.Store.S3.Endpoint != "" {
+		return nil, fmt.Errorf("acme.enabled: the S3 store needs the certstore adapter (not merged yet)")
+	}
+	return &certmagic.FileStorage{Path: filepath.Join(cfg.Store.Dir.Path, "certmagic")}, nil
+}
+
+// setupACME builds the fleet-certificate manager when --acme.enabled (nil otherwise).
+func (s *Server) setupACME() error {
+	c := s.cfg.ACME
+	if !c.Enabled {
+		return nil
+	}
+	storage, err := certStorage(s.cfg, s.st)
+	if err != nil {
+		return err
+	}
+	roots, err := c.roots()
+	if err != nil {
+		return err
+	}
+	m, err := fleetcerts.New(fleetcerts.Options{
+		Storage: storage, CA: c.CAServer, Email: c.Email, Roots: roots,
+		RenewalWindow:      c.RenewalWindow,
+		RenewCheckInterval: time.Duration(c.RenewCheckInterval),
+		PlatformDomains:    s.cfg.Platform.Domains,
+		PlatformWildcard:   s.cfg.Traefik.PlatformWildcardCerts,
+		PlatformBudget:     c.PlatformBudget,
+		HTTPEntryPoints:    c.HTTPEntryPoints,
+		Log:                s.log.With("component", "fleetcerts"),
+	})
+	if err != nil {
+		return fmt.Errorf("fleet certificates: %w", err)
+	}
+	s.certs = m
+	s.pub.certs.Store(m.Current())
+	m.SetOnChange(func() { s.pub.publishCerts(m.Current()) })
+	s.pub.onPublish = m.Sync
+	s.metrics.reg.MustRegister(&certCollector{m: m})
+	return nil
+}
+
+// startACME begins issuance once the API listens (CertMagic's HTTP-01 solver finds the
+// API's port taken and leaves the answering to handleACMEChallenge).
+func (s *Server) startACME(addr net.Addr) {
+	if s.certs == nil {
+		return
+	}
+	s.certs.Start(addr)
+	if snap := s.pub.cur.Load(); snap != nil {
+		s.certs.Sync(snap.doc)
+	}
+}
+
+func (s *Server) stopACME() {
+	if s.certs != nil {
+		s.certs.Close()
+	}
+}
+
+// handleACMEChallenge answers GET /.well-known/acme-challenge/{token}: anonymous (the CA
+// asks), only for a name the fleet issues and a token CertMagic stored; everything else
+// is 404 without a store read.
+func (s *Server) handleACMEChallenge(w http.ResponseWriter, r *http.Request) {
+	if s.certs != nil && s.certs.HandleChallenge(w, r) {
+		return
+	}
+	writeError(w, http.StatusNotFound, "not found", "no ACME challenge pending for this host and token")
+}
+
+// publishCerts swaps in a snapshot with the current document and the new certificate
+// set, waking long-polls: the Traefik rendering changed, the document did not.
+func (p *publisher) publishCerts(set *fleetcerts.Set) {
+	p.swap.Lock()
+	defer p.swap.Unlock()
+	p.certs.Store(set)
+	prev := p.cur.Load()
+	if prev == nil || (prev.certs != nil && prev.certs.Fingerprint == set.Fingerprint) {
+		return
+	}
+	next := &snapshot{doc: prev.doc, since: prev.since, nodes: prev.nodes, certs: set, superseded: make(chan struct{})}
+	if m := prev.mark.Load(); m != nil {
+		next.mark.Store(m)
+	}
+	p.cur.Store(next)
+	close(prev.superseded)
+}
+
+// certsStatus is /v1/status's certificates section: per name, never key material.
+type certsStatus struct {
+	Counts map[string]int          `json:"counts"`
+	Names  []fleetcerts.NameStatus `json:"names"`
+}
+
+func (s *Server) certsStatus() *certsStatus {
+	if s.certs == nil {
+		return nil
+	}
+	names := s.certs.Status()
+	out := &certsStatus{Counts: map[string]int{}, Names: names}
+	for _, n := range names {
+		out.Counts[n.State]++
+	}
+	return out
+}
+
+// certCollector exports, per name, the state and the certificate's expiry.
+type certCollector struct{ m *fleetcerts.Manager }
+
+var (
+	certStateDesc = prometheus.NewDesc("scafo_certificate_state",
+		"Fleet certificate state per name: 1 for the current state (pending, valid, failed, backlog).",
+		[]string{"name", "state"}, nil)
+	certNotAfterDesc = prometheus.NewDesc("scafo_certificate_not_after_seconds",
+		"Expiry (Unix seconds) of the certificate this node holds for a name.", []string{"name"}, nil)
+)
+
+func (c *certCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- certStateDesc
+	ch <- certNotAfterDesc
+}
+
+func (c *certCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, n := range c.m.Status() {
+		ch <- prometheus.MustNewConstMetric(certStateDesc, prometheus.GaugeValue, 1, n.Name, n.State)
+		if n.NotAfter != nil {
+			ch <- prometheus.MustNewConstMetric(certNotAfterDesc, prometheus.GaugeValue, float64(n.NotAfter.Unix()), n.Name)
+		}
+	}
+}
