@@ -63,7 +63,7 @@ func TestChallengeRouteReadsTheStoreOnlyForManagedNamesAndWellFormedTokens(t *te
 		return m.HandleChallenge(httptest.NewRecorder(), req)
 	}
 	for _, tc := range []struct{ method, target, host string }{
-		{"GET", "/.well-known/acme-challenge/abcDEF_-123", "other.example.com"},    // not a fleet name
+		{"GET", "/.well-known/acme-challenge/abcDEF_-123", "other.example.com"}, // not a fleet name
 		{"GET", "/.well-known/acme-challenge/abcDEF_-123", "SHOP.apps.example.com.evil"},
 		{"GET", "/.well-known/acme-challenge/../../etc/passwd", "shop.apps.example.com"},
 		{"GET", "/.well-known/acme-challenge/a%2Fb", "shop.apps.example.com"},
