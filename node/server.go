@@ -244,6 +244,7 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/v1/ingress/{format}", s.handleIngress)
 	})
 	s.mountWrite(r)
+	s.mountStorage(r)
 	return r
 }
 
