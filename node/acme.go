@@ -2,14 +2,15 @@ package node
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
 	"time"
 
 	"github.com/caddyserver/certmagic"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/scafo/ingress/node/certstore"
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/store"
 )
@@ -19,17 +20,16 @@ import (
 // republishes the rendered configuration), the challenge route, /v1/status and the
 // metrics.
 
-// certStorage is CertMagic's storage over the fleet store.
-//
-// TODO(storage branch): certstore.New(st, certstore.Options{Owner: …, LockLease: …}),
-// the adapter over the store's conditional writes, once merged. Until then a directory
-// beside the dir store (CertMagic's FileStorage, which locks with lock files), so a
-// fleet on one shared dir store works and an S3 fleet is refused.
-func certStorage(cfg *Config, _ store.Store) (certmagic.Storage, error) {
-	if cfg.Store.S3.Endpoint != "" {
-		return nil, fmt.Errorf("acme.enabled: the S3 store needs the certstore adapter (not merged yet)")
-	}
-	return &certmagic.FileStorage{Path: filepath.Join(cfg.Store.Dir.Path, "certmagic")}, nil
+// certStorage is CertMagic's storage over the fleet store: certificates, keys, the
+// ACME account, challenge tokens and issuance locks under the store's certificate
+// namespace (package certstore), locked with the store's conditional writes and a
+// lease, so a node that dies holding a lock is taken over after acme.lockLease.
+func certStorage(cfg *Config, st store.Store, log *slog.Logger) certmagic.Storage {
+	return certstore.New(st, certstore.Options{
+		Owner:     cfg.Node.Name,
+		LockLease: time.Duration(cfg.ACME.LockLease),
+		Logger:    log,
+	})
 }
 
 // setupACME builds the fleet-certificate manager when --acme.enabled (nil otherwise).
@@ -38,10 +38,7 @@ func (s *Server) setupACME() error {
 	if !c.Enabled {
 		return nil
 	}
-	storage, err := certStorage(s.cfg, s.st)
-	if err != nil {
-		return err
-	}
+	storage := certStorage(s.cfg, s.st, s.log.With("component", "certstore"))
 	roots, err := c.roots()
 	if err != nil {
 		return err

@@ -39,6 +39,9 @@ type ACMEConfig struct {
 	HTTPEntryPoints []string `description:"Traefik entry points (plain HTTP, port 80) that carry the ACME challenge router." json:"httpEntryPoints,omitempty"`
 	// RenewCheckInterval is how often CertMagic checks certificates for renewal.
 	RenewCheckInterval ptypes.Duration `description:"How often certificates are checked for renewal." json:"renewCheckInterval,omitempty"`
+	// LockLease is how long an issuance lock outlives its holder's last renewal: a
+	// node that dies mid-order is taken over by another after at most this long.
+	LockLease ptypes.Duration `description:"Issuance lock lease: a node that dies while issuing is taken over after at most this long." json:"lockLease,omitempty"`
 }
 
 func (c *ACMEConfig) setDefaults() {
@@ -47,6 +50,7 @@ func (c *ACMEConfig) setDefaults() {
 		PlatformBudget:     10,
 		HTTPEntryPoints:    []string{"web"},
 		RenewCheckInterval: ptypes.Duration(10 * time.Minute),
+		LockLease:          ptypes.Duration(2 * time.Minute),
 	}
 }
 
@@ -87,6 +91,9 @@ func (c *ACMEConfig) validate(cfg *Config) []error {
 		if ep == "" || strings.ContainsAny(ep, "@ \t\r\n") {
 			errs = append(errs, fmt.Errorf("acme.httpEntryPoints[%d] %q: an entry point name", i, ep))
 		}
+	}
+	if c.LockLease < ptypes.Duration(time.Second) {
+		errs = append(errs, errors.New("acme.lockLease: at least 1s"))
 	}
 	if c.RenewCheckInterval <= 0 {
 		errs = append(errs, errors.New("acme.renewCheckInterval: must be positive"))
