@@ -101,6 +101,7 @@ type NameStatus struct {
 type Manager struct {
 	opt    Options
 	log    *slog.Logger
+	store  *tracked // opt.Storage, counted so Close can wait for CertMagic
 	cache  *certmagic.Cache
 	cfg    *certmagic.Config
 	issuer *certmagic.ACMEIssuer
@@ -163,6 +164,7 @@ func New(opt Options) (*Manager, error) {
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	m.store = &tracked{Storage: opt.Storage}
 	zl := zapToSlog(opt.Log.With("component", "certmagic"))
 	var cfg *certmagic.Config
 	m.cache = certmagic.NewCache(certmagic.CacheOptions{
@@ -171,7 +173,7 @@ func New(opt Options) (*Manager, error) {
 		Logger:             zl,
 	})
 	cfg = certmagic.New(m.cache, certmagic.Config{
-		Storage:            opt.Storage,
+		Storage:            m.store,
 		RenewalWindowRatio: opt.RenewalWindow,
 		OnEvent:            m.onEvent,
 		Logger:             zl,
@@ -240,6 +242,10 @@ func (m *Manager) Close() {
 		<-m.done
 	}
 	m.cache.Stop()
+	// Obtains cancelled above release their locks on their own goroutines.
+	if !m.store.idle(10 * time.Second) {
+		m.log.Warn("fleet certificates: CertMagic still busy with the store 10s after close")
+	}
 }
 
 // Names returns the names the policy gives the fleet, from doc: every non-wildcard
