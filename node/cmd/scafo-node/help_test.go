@@ -107,6 +107,7 @@ func TestVerbHelpMatchesWhatItAccepts(t *testing.T) {
 		{"apps get", []string{"shop"}, `"/healthz"`},
 		{"domains claim", []string{"shop", "shop.example.org"}, "claimed by shop"},
 		{"routes", nil, `"shop.example.org"`},
+		{"certs", nil, `"enabled": false`},
 		{"domains paths", []string{"shop.example.org"}, `"shop.example.org"`},
 		{"domains release", []string{"shop", "shop.example.org"}, "released by shop"},
 		{"apps rm", []string{"shop"}, "deleted shop"},
