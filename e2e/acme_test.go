@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -111,6 +113,7 @@ type certStatus struct {
 	State        string `json:"state"`
 	Serial       string `json:"serial"`
 	LastError    string `json:"lastError"`
+	Attempts     int    `json:"attempts"`
 	ObtainedHere bool   `json:"obtainedHere"`
 }
 
@@ -207,10 +210,10 @@ func TestFleetCertificatesOneNameIssuedOnceAndServedByEveryTraefik(t *testing.T)
 	}
 	// The validation went through Traefik 2 to node 2, which answered from the store
 	// (CertMagic's distributed solver: the challenge was not in its memory).
-	if got := countLines(f.nodes[1].proc.Output(), "served key authentication", name, "distributed=true"); got == 0 {
+	if got := challengeAnswers(f.nodes[1], name, true); got == 0 {
 		t.Fatalf("node 2 did not answer %s's challenge from the store; its log:\n%s", name, f.nodes[1].proc.Tail(40))
 	}
-	if got := countLines(f.nodes[0].proc.Output(), "served key authentication", name); got != 0 {
+	if got := challengeAnswers(f.nodes[0], name, false); got != 0 {
 		t.Fatalf("node 1 answered %s's challenge %d times: the validation did not land on Traefik 2", name, got)
 	}
 
@@ -273,4 +276,175 @@ func logIssuance(t *testing.T, f *fleet) {
 			}
 		}
 	}
+}
+
+// TestFleetCertificatesThreeNodesEachNameValidatedThroughAnotherNodesTraefik: three
+// nodes on one store, three Traefiks (one per node, prefer=self) on 127.0.0.21-23, four
+// names (the API apex, a platform host, two custom domains). Every node runs CertMagic;
+// the store lock makes one node per name hold the order. Each name first resolves to
+// an address where nothing listens, so every holder's first attempt fails and it keeps
+// the lock while CertMagic backs off (one minute); the test reads who holds each name
+// (the one node that attempted it) and points the name at the Traefik of ANOTHER node.
+// The retry then validates through that Traefik, whose node answers from the store.
+// Then: each name issued exactly once (Pebble's count), every node holds and every
+// Traefik serves the same certificate (one serial per name, verified against Pebble's
+// root over a real TLS handshake), `scafo-node certs` lists them valid, and a name
+// whose claim is released leaves the render on every node.
+func TestFleetCertificatesThreeNodesEachNameValidatedThroughAnotherNodesTraefik(t *testing.T) {
+	requireBinaries(t)
+	ips := []string{"127.0.0.21", "127.0.0.22", "127.0.0.23"}
+	web, websecure := commonFreePort(t, ips...), commonFreePort(t, ips...)
+	p := pebbletest.Start(t, pebbletest.Config{HTTPPort: web})
+	names := []string{acmePlatform, "shop." + acmePlatform, "shop.example.net", "shop.example.org"}
+	for _, nm := range names {
+		p.AddA(t, nm, "127.0.0.99") // nothing listens: the first attempt fails
+	}
+	f := startFleet(t, 3, nodeOptions{args: []string{
+		"--platform.domains=" + acmePlatform,
+		"--traefik.entryPoints=websecure",
+		"--acme.enabled", "--acme.caServer=" + p.Directory, "--acme.caRoots=" + p.CARootsFile,
+		"--acme.email=ops@example.com",
+	}})
+	trs := make([]*acmeTraefik, 3)
+	for i, n := range f.nodes {
+		trs[i] = startACMETraefik(t, "traefik-"+n.name, ips[i], web, websecure, n)
+	}
+	f.deploy(t, "shop", "acme", f.nodes, "/healthz")
+	f.nodes[0].claim(t, "shop", "shop.example.org")
+	f.nodes[1].claim(t, "shop", "shop.example.net")
+
+	// Who holds each name: the one node that attempted it (the others wait on the lock).
+	holder := map[string]int{}
+	waitFor(t, "one node per name attempted it and failed", 60*time.Second, func() error {
+		for _, nm := range names {
+			h := -1
+			for i, n := range f.nodes {
+				c := n.certs(t)[nm]
+				if c.Attempts > 0 {
+					if h >= 0 {
+						return fmt.Errorf("%s: attempted by %s and %s", nm, f.nodes[h].name, n.name)
+					}
+					if c.State != "failed" {
+						return fmt.Errorf("%s on %s: %+v", nm, n.name, c)
+					}
+					h = i
+				}
+			}
+			if h < 0 {
+				return fmt.Errorf("%s: no node attempted it yet", nm)
+			}
+			holder[nm] = h
+		}
+		return nil
+	})
+	via := map[string]int{}
+	for _, nm := range names {
+		via[nm] = (holder[nm] + 1) % 3
+		p.AddA(t, nm, ips[via[nm]])
+		t.Logf("%s: held by %s, validated through %s", nm, f.nodes[holder[nm]].name, trs[via[nm]].name)
+	}
+
+	waitFor(t, "every node holds a valid certificate for every name", 150*time.Second, func() error {
+		for _, n := range f.nodes {
+			cs := n.certs(t)
+			for _, nm := range names {
+				if c := cs[nm]; c.State != "valid" {
+					return fmt.Errorf("%s %s: %+v", n.name, nm, c)
+				}
+			}
+		}
+		return nil
+	})
+	logIssuance(t, f)
+	serial := map[string]string{}
+	for _, nm := range names {
+		for i, n := range f.nodes {
+			c := n.certs(t)[nm]
+			if i == 0 {
+				serial[nm] = c.Serial
+			} else if c.Serial != serial[nm] {
+				t.Fatalf("%s: %s holds serial %s, %s holds %s", nm, n.name, c.Serial, f.nodes[0].name, serial[nm])
+			}
+			if c.ObtainedHere != (i == holder[nm]) {
+				t.Fatalf("%s: %s obtainedHere=%v, the holder is %s", nm, n.name, c.ObtainedHere, f.nodes[holder[nm]].name)
+			}
+		}
+		// The validation went through the other node's Traefik to that node, which
+		// answered from the store; the holder answered nothing for it.
+		if challengeAnswers(f.nodes[via[nm]], nm, true) == 0 {
+			t.Errorf("%s: %s did not answer its challenge from the store", nm, f.nodes[via[nm]].name)
+		}
+		if challengeAnswers(f.nodes[holder[nm]], nm, false) != 0 {
+			t.Errorf("%s: the holder %s answered its challenge itself", nm, f.nodes[holder[nm]].name)
+		}
+	}
+	if issued := p.Issued(); len(issued) != len(names) {
+		t.Fatalf("Pebble issued %d certificates for %d names: %v", len(issued), len(names), issued)
+	}
+	roots := p.IssuerRoot(t)
+	for _, nm := range names {
+		for _, tr := range trs {
+			var got string
+			waitFor(t, tr.name+" serves "+nm, 30*time.Second, func() error {
+				s, err := handshake(hostPort(tr.ip, websecure), nm, roots)
+				if err == nil && s != serial[nm] {
+					err = fmt.Errorf("serial %s, the fleet holds %s", s, serial[nm])
+				}
+				got = s
+				return err
+			})
+			_ = got
+		}
+	}
+	// scafo-node certs lists them.
+	out, err := exec.Command(bins.node, "certs", "--url="+f.nodes[2].url(""), "--token="+testAdminToken).CombinedOutput()
+	if err != nil {
+		t.Fatalf("scafo-node certs: %v\n%s", err, out)
+	}
+	for _, nm := range names {
+		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(nm) + `\s+valid\s`).Match(out) {
+			t.Fatalf("scafo-node certs does not list %s valid:\n%s", nm, out)
+		}
+	}
+
+	// Releasing a claim takes the name out of the document: every node stops managing
+	// it and renders neither its certificate nor its router.
+	const gone = "shop.example.net"
+	f.nodes[0].call(t, http.MethodDelete, "/v1/apps/shop/domains/"+gone, nil, nil)
+	for _, n := range f.nodes {
+		waitFor(t, n.name+" drops "+gone, 30*time.Second, func() error {
+			body := string(n.ingress(t, "", "identity").body)
+			if strings.Contains(body, "host-shop_example_net") {
+				return fmt.Errorf("router still rendered")
+			}
+			var cfg struct {
+				TLS struct {
+					Certificates []json.RawMessage `json:"certificates"`
+				} `json:"tls"`
+			}
+			if err := json.Unmarshal([]byte(body), &cfg); err != nil {
+				return err
+			}
+			if len(cfg.TLS.Certificates) != len(names)-1 {
+				return fmt.Errorf("%d certificates rendered, want %d", len(cfg.TLS.Certificates), len(names)-1)
+			}
+			if _, ok := n.certs(t)[gone]; ok {
+				return fmt.Errorf("still listed in status")
+			}
+			return nil
+		})
+	}
+}
+
+// challengeAnswers counts n's log lines answering an HTTP-01 challenge for exactly name
+// (from the store only, when distributed).
+func challengeAnswers(n *node, name string, distributed bool) int {
+	re := regexp.MustCompile(`identifier=` + regexp.QuoteMeta(name) + `( |$)`)
+	c := 0
+	for _, l := range strings.Split(n.proc.Output(), "\n") {
+		if strings.Contains(l, "served key authentication") && re.MatchString(l) && (!distributed || strings.Contains(l, "distributed=true")) {
+			c++
+		}
+	}
+	return c
 }

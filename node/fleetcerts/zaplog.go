@@ -3,6 +3,8 @@ package fleetcerts
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -46,8 +48,8 @@ func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	if e.LoggerName != "" {
 		args = append(args, "certmagic", e.LoggerName)
 	}
-	for k, v := range enc.Fields {
-		args = append(args, k, v)
+	for _, k := range slices.Sorted(maps.Keys(enc.Fields)) { // stable lines
+		args = append(args, k, enc.Fields[k])
 	}
 	c.log.Log(context.Background(), slogLevel(e.Level), e.Message, args...)
 	return nil
