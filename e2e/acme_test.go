@@ -448,3 +448,127 @@ func challengeAnswers(n *node, name string, distributed bool) int {
 	}
 	return c
 }
+
+// TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshake: Pebble
+// issues 45-second certificates, so CertMagic renews after 30 s (a third of the
+// lifetime left). Two nodes, two Traefiks; the name is claimed once both Traefiks carry
+// the challenge router (so the first order succeeds) and validates through Traefik 2;
+// the API apex points nowhere and never gets a certificate (it would only muddy the
+// issuance count). Handshakes run against both Traefiks all along: the name is renewed
+// once (Pebble issued exactly two certificates when both nodes and both Traefiks hold
+// the new serial), and no handshake fails.
+func TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshake(t *testing.T) {
+	requireBinaries(t)
+	ips := []string{"127.0.0.31", "127.0.0.32"}
+	web, websecure := commonFreePort(t, ips...), commonFreePort(t, ips...)
+	p := pebbletest.Start(t, pebbletest.Config{HTTPPort: web, Validity: 45 * time.Second})
+	const name = "renew.example.org"
+	p.AddA(t, acmePlatform, "127.0.0.99")
+	p.AddA(t, name, ips[1])
+	f := startFleet(t, 2, nodeOptions{args: []string{
+		"--platform.domains=" + acmePlatform,
+		"--traefik.entryPoints=websecure",
+		"--acme.enabled", "--acme.caServer=" + p.Directory, "--acme.caRoots=" + p.CARootsFile,
+		"--acme.renewCheckInterval=1s",
+	}})
+	trs := []*acmeTraefik{
+		startACMETraefik(t, "traefik-1", ips[0], web, websecure, f.nodes[0]),
+		startACMETraefik(t, "traefik-2", ips[1], web, websecure, f.nodes[1]),
+	}
+	for _, tr := range trs {
+		waitFor(t, tr.name+" loads the challenge router", 30*time.Second, func() error {
+			rd, err := tr.rawData()
+			if err != nil {
+				return err
+			}
+			if routers, _ := rd.fromProvider(); routers["acme-challenge@http"].Rule == "" {
+				return fmt.Errorf("no acme-challenge@http router yet")
+			}
+			return nil
+		})
+	}
+	f.deploy(t, "shop", "acme", f.nodes, "/healthz")
+	f.nodes[0].claim(t, "shop", name)
+	roots := p.IssuerRoot(t)
+
+	current := func() (string, error) {
+		var s string
+		for _, n := range f.nodes {
+			c := n.certs(t)[name]
+			if c.State != "valid" || (s != "" && c.Serial != s) {
+				return "", fmt.Errorf("%s: %+v", n.name, c)
+			}
+			s = c.Serial
+		}
+		for _, tr := range trs {
+			got, err := handshake(hostPort(tr.ip, websecure), name, roots)
+			if err != nil {
+				return "", err
+			}
+			if got != s {
+				return "", fmt.Errorf("%s serves %s, the nodes hold %s", tr.name, got, s)
+			}
+		}
+		return s, nil
+	}
+	var first string
+	waitFor(t, "the first certificate everywhere", 60*time.Second, func() (err error) {
+		first, err = current()
+		return err
+	})
+	if n := len(p.Issued()); n != 1 {
+		t.Fatalf("Pebble issued %d certificates before renewal, want 1", n)
+	}
+
+	// Handshakes against both Traefiks every 100 ms until the switch is complete.
+	stop := make(chan struct{})
+	type result struct {
+		fails  []string
+		served map[string]int
+	}
+	done := make(chan result)
+	go func() {
+		r := result{served: map[string]int{}}
+		for {
+			select {
+			case <-stop:
+				done <- r
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			for _, tr := range trs {
+				s, err := handshake(hostPort(tr.ip, websecure), name, roots)
+				if err != nil {
+					r.fails = append(r.fails, tr.name+": "+err.Error())
+					continue
+				}
+				r.served[s]++
+			}
+		}
+	}()
+	var second string
+	waitFor(t, "the renewed certificate everywhere", 60*time.Second, func() (err error) {
+		s, err := current()
+		if err == nil && s == first {
+			err = fmt.Errorf("still %s", s)
+		}
+		second = s
+		return err
+	})
+	close(stop)
+	r := <-done
+	if len(r.fails) > 0 {
+		t.Fatalf("%d handshakes failed during the switch, first: %s", len(r.fails), r.fails[0])
+	}
+	if issued := p.Issued(); len(issued) != 2 {
+		t.Fatalf("Pebble issued %d certificates (%v), want 2: renewed once, by one node", len(issued), issued)
+	}
+	renewers := 0
+	for _, n := range f.nodes {
+		renewers += countLines(n.proc.Output(), "fleet certificate obtained", "name="+name, "renewal=true")
+	}
+	if renewers != 1 {
+		t.Fatalf("%d renewals logged across the nodes, want 1", renewers)
+	}
+	t.Logf("renewed %s → %s; handshakes during the switch: %v", first, second, r.served)
+}

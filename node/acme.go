@@ -51,6 +51,9 @@ func (s *Server) setupACME() error {
 		PlatformWildcard:   s.cfg.Traefik.PlatformWildcardCerts,
 		PlatformBudget:     c.PlatformBudget,
 		HTTPEntryPoints:    c.HTTPEntryPoints,
+		// Peers learn a new name on their next reconcile pass; an order started before
+		// would send the CA to nodes that do not answer for the name yet.
+		Settle: 2*time.Duration(s.cfg.Reconcile.Interval) + time.Second,
 		Log:                s.log.With("component", "fleetcerts"),
 	})
 	if err != nil {

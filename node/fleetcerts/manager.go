@@ -72,6 +72,12 @@ type Options struct {
 	// memory) and names missing a certificate are looked up in the store. Default 1s;
 	// store lookups of missing names at most every 20 Polls.
 	Poll time.Duration
+	// Settle is how long a name must have been in the document before this node starts
+	// an order for it, so every other node knows the name (and answers its challenge)
+	// by the time the CA validates through its Traefik: a name is claimed through one
+	// node and reaches the others on their next reconcile pass. The node sets it to
+	// two reconcile intervals plus a second.
+	Settle time.Duration
 }
 
 // Set is one immutable view of the fleet certificates, for the render.
@@ -112,12 +118,14 @@ type Manager struct {
 	mu       sync.Mutex
 	started  bool
 	wanted   map[string]bool               // the names policy's names (the document's)
+	since    map[string]time.Time          // when each wanted name entered the document
 	platform map[string]bool               // of those, platform hosts (paced)
 	managed  map[string]context.CancelFunc // names CertMagic manages here
 	admitted []time.Time                   // when platform hosts were taken on (last hour)
 	names    map[string]*nameState
 	set      *Set
 	polls    int
+	settling bool // a wanted name waits for Settle
 	onChange func()
 
 	stop chan struct{}
@@ -157,7 +165,7 @@ func New(opt Options) (*Manager, error) {
 		opt:     opt,
 		log:     opt.Log,
 		lookups: newTokenBucket(50, 100),
-		wanted:  map[string]bool{}, platform: map[string]bool{},
+		wanted:  map[string]bool{}, platform: map[string]bool{}, since: map[string]time.Time{},
 		managed: map[string]context.CancelFunc{},
 		names:   map[string]*nameState{},
 		set:     &Set{FleetCerts: &render.FleetCerts{HTTPEntryPoints: opt.HTTPEntryPoints, Managed: map[string]bool{}}},
@@ -291,6 +299,17 @@ func (m *Manager) Sync(doc *routing.Document) {
 		wanted[n] = true
 	}
 	m.mu.Lock()
+	now := time.Now()
+	for n := range wanted {
+		if _, ok := m.since[n]; !ok {
+			m.since[n] = now
+		}
+	}
+	for n := range m.since {
+		if !wanted[n] {
+			delete(m.since, n)
+		}
+	}
 	same := len(wanted) == len(m.wanted)
 	for n := range wanted {
 		if !m.wanted[n] {
@@ -329,6 +348,7 @@ func (m *Manager) reconcile() {
 			delete(m.names, n)
 		}
 	}
+	m.settling = false
 	// Budget: platform hosts taken on in the last hour.
 	m.admitted = slices.DeleteFunc(m.admitted, func(t time.Time) bool { return now.Sub(t) >= time.Hour })
 	wanted := make([]string, 0, len(m.wanted))
@@ -338,6 +358,10 @@ func (m *Manager) reconcile() {
 	slices.Sort(wanted)
 	for _, n := range wanted {
 		if _, ok := m.managed[n]; ok {
+			continue
+		}
+		if now.Sub(m.since[n]) < m.opt.Settle {
+			m.settling = true // the poll loop comes back for it
 			continue
 		}
 		st := m.names[n]
@@ -381,11 +405,15 @@ func (m *Manager) loop() {
 			m.mu.Lock()
 			m.polls++
 			lookup := m.polls%20 == 0
+			settling := m.settling
 			m.mu.Unlock()
-			if lookup {
+			switch {
+			case lookup:
 				m.loadBacklog()
 				m.reconcile() // the hour's budget moves on
-			} else {
+			case settling:
+				m.reconcile()
+			default:
 				m.refresh()
 			}
 		}
@@ -588,6 +616,8 @@ func (m *Manager) Status() []NameStatus {
 		switch {
 		case st.cert != nil && now.Before(st.cert.notAfter):
 			ns.State = StateValid
+		case !managed && now.Sub(m.since[n]) < m.opt.Settle:
+			ns.State = StatePending // settling: the other nodes are learning the name
 		case !managed:
 			ns.State = StateBacklog
 		case st.lastErr != "" && !st.obtaining:
