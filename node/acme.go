@@ -54,7 +54,7 @@ func (s *Server) setupACME() error {
 		// Peers learn a new name on their next reconcile pass; an order started before
 		// would send the CA to nodes that do not answer for the name yet.
 		Settle: 2*time.Duration(s.cfg.Reconcile.Interval) + time.Second,
-		Log:                s.log.With("component", "fleetcerts"),
+		Log:    s.log.With("component", "fleetcerts"),
 	})
 	if err != nil {
 		return fmt.Errorf("fleet certificates: %w", err)
