@@ -572,3 +572,76 @@ func TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshak
 	}
 	t.Logf("renewed %s → %s; handshakes during the switch: %v", first, second, r.served)
 }
+
+// TestFleetCertificatesAnotherNodeCompletesAnOrderAfterTheHolderDies: the node holding a
+// name's order (its first attempt failed: the name pointed nowhere; CertMagic keeps the
+// store lock while it backs off) is killed with SIGKILL, so it never releases the lock.
+// The other node, blocked on that lock, takes it over once the lease (5 s) runs out and
+// completes the order through its own Traefik: one certificate, held by the survivor,
+// served by its Traefik.
+func TestFleetCertificatesAnotherNodeCompletesAnOrderAfterTheHolderDies(t *testing.T) {
+	requireBinaries(t)
+	ips := []string{"127.0.0.41", "127.0.0.42"}
+	web, websecure := commonFreePort(t, ips...), commonFreePort(t, ips...)
+	p := pebbletest.Start(t, pebbletest.Config{HTTPPort: web})
+	const name = "takeover.example.org"
+	const lease = 5 * time.Second
+	p.AddA(t, acmePlatform, "127.0.0.99")
+	p.AddA(t, name, "127.0.0.99")
+	f := startFleet(t, 2, nodeOptions{args: []string{
+		"--platform.domains=" + acmePlatform,
+		"--traefik.entryPoints=websecure",
+		"--acme.enabled", "--acme.caServer=" + p.Directory, "--acme.caRoots=" + p.CARootsFile,
+		"--acme.lockLease=" + lease.String(),
+	}})
+	trs := []*acmeTraefik{
+		startACMETraefik(t, "traefik-1", ips[0], web, websecure, f.nodes[0]),
+		startACMETraefik(t, "traefik-2", ips[1], web, websecure, f.nodes[1]),
+	}
+	f.deploy(t, "shop", "acme", f.nodes, "/healthz")
+	f.nodes[0].claim(t, "shop", name)
+
+	holder := -1
+	waitFor(t, "one node attempted the name and failed", 60*time.Second, func() error {
+		for i, n := range f.nodes {
+			if c := n.certs(t)[name]; c.Attempts > 0 && c.State == "failed" {
+				holder = i
+				return nil
+			}
+		}
+		return fmt.Errorf("no failed attempt yet")
+	})
+	survivor := 1 - holder
+	if c := f.nodes[survivor].certs(t)[name]; c.Attempts != 0 {
+		t.Fatalf("the other node attempted it too: %+v", c)
+	}
+	p.AddA(t, name, ips[survivor])
+	f.nodes[holder].proc.Kill() // SIGKILL: the lock is never released
+	killed := time.Now()
+	t.Logf("%s held %s; killed; %s should take over after the %s lease", f.nodes[holder].name, name, f.nodes[survivor].name, lease)
+
+	waitFor(t, f.nodes[survivor].name+" completes the order", 60*time.Second, func() error {
+		if c := f.nodes[survivor].certs(t)[name]; c.State != "valid" || !c.ObtainedHere {
+			return fmt.Errorf("%+v", c)
+		}
+		return nil
+	})
+	took := time.Since(killed)
+	t.Logf("valid on %s %s after the kill", f.nodes[survivor].name, took.Round(100*time.Millisecond))
+	// The holder renewed its lease every lease/3; the survivor may not take the lock
+	// before it runs out, so no earlier than 2/3 of the lease after the kill.
+	if took < lease*2/3 {
+		t.Fatalf("taken over %s after the kill, before the lease could have run out (%s)", took, lease*2/3)
+	}
+	if issued := p.Issued(); len(issued) != 1 {
+		t.Fatalf("Pebble issued %d certificates, want 1", len(issued))
+	}
+	serial := f.nodes[survivor].certs(t)[name].Serial
+	waitFor(t, trs[survivor].name+" serves it", 30*time.Second, func() error {
+		s, err := handshake(hostPort(ips[survivor], websecure), name, p.IssuerRoot(t))
+		if err == nil && s != serial {
+			err = fmt.Errorf("serial %s, want %s", s, serial)
+		}
+		return err
+	})
+}
