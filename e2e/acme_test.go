@@ -19,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
+	"github.com/scafo/ingress/node/store/s3/s3test"
 )
 
 // Fleet certificates (DESIGN §10) against a real ACME server: Pebble with validation
@@ -580,20 +581,30 @@ func TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshak
 // completes the order through its own Traefik: one certificate, held by the survivor,
 // served by its Traefik.
 func TestFleetCertificatesAnotherNodeCompletesAnOrderAfterTheHolderDies(t *testing.T) {
+	t.Run("dir", func(t *testing.T) { testTakeover(t, nil, []string{"127.0.0.41", "127.0.0.42"}) })
+	// The same on the S3 store (a real MinIO): the lock is an S3 object written with
+	// If-None-Match / If-Match.
+	t.Run("s3", func(t *testing.T) {
+		requireBinaries(t)
+		srv := s3test.Start(t)
+		testTakeover(t, s3NodeArgs(srv.NewBucket(t)), []string{"127.0.0.43", "127.0.0.44"})
+	})
+}
+
+func testTakeover(t *testing.T, storeArgs, ips []string) {
 	requireBinaries(t)
-	ips := []string{"127.0.0.41", "127.0.0.42"}
 	web, websecure := commonFreePort(t, ips...), commonFreePort(t, ips...)
 	p := pebbletest.Start(t, pebbletest.Config{HTTPPort: web})
 	const name = "takeover.example.org"
 	const lease = 5 * time.Second
 	p.AddA(t, acmePlatform, "127.0.0.99")
 	p.AddA(t, name, "127.0.0.99")
-	f := startFleet(t, 2, nodeOptions{args: []string{
+	f := startFleet(t, 2, nodeOptions{args: append([]string{
 		"--platform.domains=" + acmePlatform,
 		"--traefik.entryPoints=websecure",
 		"--acme.enabled", "--acme.caServer=" + p.Directory, "--acme.caRoots=" + p.CARootsFile,
 		"--acme.lockLease=" + lease.String(),
-	}})
+	}, storeArgs...)})
 	trs := []*acmeTraefik{
 		startACMETraefik(t, "traefik-1", ips[0], web, websecure, f.nodes[0]),
 		startACMETraefik(t, "traefik-2", ips[1], web, websecure, f.nodes[1]),
