@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -101,4 +102,39 @@ func TestChallengeRouteReadsTheStoreOnlyForManagedNamesAndWellFormedTokens(t *te
 		t.Fatalf("status %+v", st)
 	}
 	_ = http.MethodGet
+}
+
+// TestBacklogLookupsAreBatched: a node with a large backlog (platform budget 0) looks
+// up at most backlogBatch backlogged names in the store per pass, in turn, not every
+// name every pass.
+func TestBacklogLookupsAreBatched(t *testing.T) {
+	cs := &countingStorage{Storage: &certmagic.FileStorage{Path: t.TempDir()}}
+	m, err := New(Options{Storage: cs, CA: "https://127.0.0.1:1/dir", PlatformDomains: []string{"apps.example.com"},
+		PlatformBudget: 0, Log: testLogger(t), Poll: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1})
+	t.Cleanup(m.Close)
+	var hosts []string
+	for i := range 400 {
+		hosts = append(hosts, "app"+strconv.Itoa(i)+".apps.example.com")
+	}
+	m.Sync(docWith(hosts...))
+	perName := func() int64 { // storage operations one lookup of a name costs
+		before := cs.ops.Load()
+		m.cfg.CacheManagedCertificate(context.Background(), "probe.apps.example.com")
+		return cs.ops.Load() - before
+	}()
+	if perName < 1 {
+		t.Fatalf("a lookup costs %d storage operations: the count sees nothing", perName)
+	}
+	before := cs.ops.Load()
+	m.loadBacklog()
+	if got := cs.ops.Load() - before; got != perName*backlogBatch {
+		t.Fatalf("one pass over a backlog of 400 cost %d storage operations, want %d (%d names × %d)", got, perName*backlogBatch, backlogBatch, perName)
+	}
+	if m.backlogCursor != backlogBatch {
+		t.Fatalf("cursor %d after one pass, want %d", m.backlogCursor, backlogBatch)
+	}
 }

@@ -126,7 +126,9 @@ type Manager struct {
 	set      *Set
 	polls    int
 	settling bool // a wanted name waits for Settle
-	onChange func()
+	// backlogCursor is where the next loadBacklog pass starts in the sorted backlog.
+	backlogCursor int
+	onChange      func()
 
 	stop chan struct{}
 	done chan struct{}
@@ -420,8 +422,12 @@ func (m *Manager) loop() {
 	}
 }
 
+// backlogBatch is the most backlogged names loadBacklog looks up in one pass.
+const backlogBatch = 50
+
 // loadBacklog loads, for names this node does not manage yet, a certificate another
-// node put in the store (one store read per such name, every 20 polls).
+// node put in the store (one store read per such name, at most backlogBatch names per
+// pass, every 20 polls).
 func (m *Manager) loadBacklog() {
 	m.mu.Lock()
 	var missing []string
@@ -429,6 +435,14 @@ func (m *Manager) loadBacklog() {
 		if _, ok := m.managed[n]; !ok {
 			missing = append(missing, n)
 		}
+	}
+	// At most backlogBatch names per pass, in turn: a large backlog costs a bounded
+	// number of store reads per pass, not one per name.
+	slices.Sort(missing)
+	if len(missing) > backlogBatch {
+		start := m.backlogCursor % len(missing)
+		missing = append(missing[start:], missing[:start]...)[:backlogBatch]
+		m.backlogCursor = start + backlogBatch
 	}
 	m.mu.Unlock()
 	for _, n := range missing {
