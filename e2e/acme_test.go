@@ -155,7 +155,9 @@ func handshake(addr, name string, roots *x509.CertPool) (string, error) {
 // challenge router (past the HTTPS redirection) to node 2, which answers from the
 // store. Then: one certificate issued per name, both Traefiks serve the same serial
 // over a real TLS handshake verified against Pebble's root, and a name removed from
-// the document leaves the render.
+// the document leaves the render. Certificates are delivered as files here
+// (--acme.delivery=files): the render names paths under each node's state dir, carries
+// no key, and Traefik loads the pairs from disk.
 func TestFleetCertificatesOneNameIssuedOnceAndServedByEveryTraefik(t *testing.T) {
 	requireBinaries(t)
 	ips := []string{"127.0.0.11", "127.0.0.12"}
@@ -171,6 +173,9 @@ func TestFleetCertificatesOneNameIssuedOnceAndServedByEveryTraefik(t *testing.T)
 			"--traefik.entryPoints=websecure",
 			"--acme.enabled", "--acme.caServer=" + p.Directory, "--acme.caRoots=" + p.CARootsFile,
 			"--acme.email=ops@example.com",
+			// The file delivery: each Traefik runs beside its node and reads the files
+			// the render names (the three-node test covers inline PEM).
+			"--acme.delivery=files",
 		},
 		each: func(i int) []string {
 			return []string{"--acme.platformBudget=" + strconv.Itoa(1-i)} // node 1: 1, node 2: 0
@@ -218,6 +223,29 @@ func TestFleetCertificatesOneNameIssuedOnceAndServedByEveryTraefik(t *testing.T)
 		t.Fatalf("node 1 answered %s's challenge %d times: the validation did not land on Traefik 2", name, got)
 	}
 
+	// The render names files, never the PEM.
+	for _, n := range f.nodes {
+		body := n.ingress(t, "", "identity").body
+		var cfg struct {
+			TLS struct {
+				Certificates []struct{ CertFile, KeyFile string } `json:"certificates"`
+			} `json:"tls"`
+		}
+		if err := json.Unmarshal(body, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		if len(cfg.TLS.Certificates) != len(names) || strings.Contains(string(body), "PRIVATE KEY") {
+			t.Fatalf("%s renders %d certificates (want %d) or key material:\n%.2000s", n.name, len(cfg.TLS.Certificates), len(names), body)
+		}
+		for _, c := range cfg.TLS.Certificates {
+			if !filepath.IsAbs(c.CertFile) || !filepath.IsAbs(c.KeyFile) {
+				t.Fatalf("%s: not file paths: %q %q", n.name, c.CertFile, c.KeyFile)
+			}
+			if _, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile); err != nil {
+				t.Fatalf("%s: %v", n.name, err)
+			}
+		}
+	}
 	// Every Traefik serves the same certificate over a real handshake, verified against
 	// Pebble's root.
 	roots := p.IssuerRoot(t)

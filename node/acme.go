@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"github.com/caddyserver/certmagic"
@@ -43,7 +44,15 @@ func (s *Server) setupACME() error {
 	if err != nil {
 		return err
 	}
+	certDir := ""
+	if c.Delivery == DeliveryFiles {
+		certDir = filepath.Join(s.cfg.StateDir, "certs")
+		if abs, err := filepath.Abs(certDir); err == nil {
+			certDir = abs // Traefik resolves a relative path against its own directory
+		}
+	}
 	m, err := fleetcerts.New(fleetcerts.Options{
+		CertDir: certDir,
 		Storage: storage, CA: c.CAServer, Email: c.Email, Roots: roots,
 		RenewalWindow:      c.RenewalWindow,
 		RenewCheckInterval: time.Duration(c.RenewCheckInterval),

@@ -16,6 +16,12 @@ import (
 // LetsEncryptProduction is the default --acme.caServer.
 const LetsEncryptProduction = "https://acme-v02.api.letsencrypt.org/directory"
 
+// Certificate delivery modes (acme.delivery).
+const (
+	DeliveryInline = "inline"
+	DeliveryFiles  = "files"
+)
+
 // ACMEConfig is fleet certificate issuance (DESIGN §10): every node runs CertMagic on
 // the fleet store, issues each non-wildcard name of the document once (HTTP-01 through
 // any Traefik), and renders the certificates into tls.certificates.
@@ -42,6 +48,10 @@ type ACMEConfig struct {
 	// LockLease is how long an issuance lock outlives its holder's last renewal: a
 	// node that dies mid-order is taken over by another after at most this long.
 	LockLease ptypes.Duration `description:"Issuance lock lease: a node that dies while issuing is taken over after at most this long." json:"lockLease,omitempty"`
+	// Delivery is how the render carries certificates: "inline" (the PEM in the body)
+	// or "files" (written under <stateDir>/certs, the render naming them: only for a
+	// Traefik on the same machine, reading the node's state dir).
+	Delivery string `description:"inline: the PEM in the rendered configuration; files: written under <stateDir>/certs and named by the render (a Traefik on the node's machine only)." json:"delivery,omitempty"`
 }
 
 func (c *ACMEConfig) setDefaults() {
@@ -51,6 +61,7 @@ func (c *ACMEConfig) setDefaults() {
 		HTTPEntryPoints:    []string{"web"},
 		RenewCheckInterval: ptypes.Duration(10 * time.Minute),
 		LockLease:          ptypes.Duration(2 * time.Minute),
+		Delivery:           DeliveryInline,
 	}
 }
 
@@ -91,6 +102,9 @@ func (c *ACMEConfig) validate(cfg *Config) []error {
 		if ep == "" || strings.ContainsAny(ep, "@ \t\r\n") {
 			errs = append(errs, fmt.Errorf("acme.httpEntryPoints[%d] %q: an entry point name", i, ep))
 		}
+	}
+	if c.Delivery != DeliveryInline && c.Delivery != DeliveryFiles {
+		errs = append(errs, fmt.Errorf("acme.delivery %q: inline or files", c.Delivery))
 	}
 	if c.LockLease < ptypes.Duration(time.Second) {
 		errs = append(errs, errors.New("acme.lockLease: at least 1s"))

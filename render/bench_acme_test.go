@@ -64,7 +64,8 @@ func fleetCertsFor(tb testing.TB, doc *routing.Document, n int) *FleetCerts {
 // BenchmarkRenderWithFleetCertificates: the render and one poll of the rendered body
 // (the node serves cached bytes: an HTTP GET over loopback, identity and gzip, read to
 // the end) for fleets of 100, 1 000 and 10 000 applications, without certificates and
-// with one inline certificate per exact host; plus decoding the body the way Traefik's
+// with one inline certificate per exact host, and with the file delivery (a path per
+// certificate; Traefik then reads the same pairs from disk); plus decoding the body the way Traefik's
 // HTTP provider does first (encoding/json into a generic value, an upper bound on its
 // typed decode), and, with certificates, loading every pair as Traefik's pkg/tls does
 // (tls.X509KeyPair). Reports the body sizes.
@@ -72,10 +73,18 @@ func BenchmarkRenderWithFleetCertificates(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
 		doc := generatedDoc(b, n, 0)
 		fc := fleetCertsFor(b, doc, n)
-		for _, mode := range []string{"none", "inline"} {
+		files := &FleetCerts{HTTPEntryPoints: fc.HTTPEntryPoints, Managed: fc.Managed}
+		for i, c := range fc.Certificates {
+			base := fmt.Sprintf("/var/lib/scafo/certs/%s.%x", c.Names[0], i+2)
+			files.Certificates = append(files.Certificates, Certificate{Names: c.Names, CertFile: base + ".crt", KeyFile: base + ".key"})
+		}
+		for _, mode := range []string{"none", "inline", "files"} {
 			var certs *FleetCerts
-			if mode == "inline" {
+			switch mode {
+			case "inline":
 				certs = fc
+			case "files":
+				certs = files
 			}
 			name := fmt.Sprintf("certs=%d/%s", n, mode)
 			body, err := TraefikFleet(doc, Options{}, certs)
@@ -127,7 +136,7 @@ func BenchmarkRenderWithFleetCertificates(b *testing.B) {
 					}
 				}
 			})
-			if certs != nil {
+			if mode == "inline" {
 				// What Traefik then does with each certificate of a changed body (pkg/tls
 				// builds its store with tls.X509KeyPair).
 				b.Run(name+"/x509keypair", func(b *testing.B) {

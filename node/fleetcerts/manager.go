@@ -78,6 +78,9 @@ type Options struct {
 	// node and reaches the others on their next reconcile pass. The node sets it to
 	// two reconcile intervals plus a second.
 	Settle time.Duration
+	// CertDir, when set, delivers certificates as files under it (files.go) instead of
+	// inline PEM.
+	CertDir string
 }
 
 // Set is one immutable view of the fleet certificates, for the render.
@@ -491,6 +494,7 @@ func (m *Manager) refresh() {
 		return
 	}
 	fc := &render.FleetCerts{HTTPEntryPoints: m.opt.HTTPEntryPoints, Managed: managedNames}
+	keep := map[string]bool{} // files of this set (file delivery)
 	h := sha256.New()
 	names := make([]string, 0, len(managedNames))
 	for n := range managedNames {
@@ -500,7 +504,18 @@ func (m *Manager) refresh() {
 	for _, n := range names {
 		h.Write([]byte(n + "\x00"))
 		if c := m.names[n].cert; c != nil {
-			fc.Certificates = append(fc.Certificates, render.Certificate{Names: []string{n}, CertFile: c.certPEM, KeyFile: c.keyPEM})
+			cert, key := c.certPEM, c.keyPEM
+			if m.opt.CertDir != "" {
+				var err error
+				if cert, key, err = certFiles(m.opt.CertDir, n, c); err != nil {
+					m.names[n].lastErr = "delivering the certificate: " + err.Error()
+					m.log.Error("fleet certificate: writing its files", "name", n, "err", err)
+					h.Write([]byte{2})
+					continue
+				}
+				keep[cert], keep[key] = true, true
+			}
+			fc.Certificates = append(fc.Certificates, render.Certificate{Names: []string{n}, CertFile: cert, KeyFile: key})
 			h.Write([]byte(c.serial))
 		}
 		h.Write([]byte{1})
@@ -508,6 +523,13 @@ func (m *Manager) refresh() {
 	fp := ""
 	if len(names) > 0 {
 		fp = hex.EncodeToString(h.Sum(nil)[:12])
+	}
+	if m.opt.CertDir != "" {
+		// The previous set's files stay for a Traefik that fetched it a moment ago.
+		for _, c := range m.set.FleetCerts.Certificates {
+			keep[c.CertFile], keep[c.KeyFile] = true, true
+		}
+		pruneCertFiles(m.opt.CertDir, keep)
 	}
 	m.set = &Set{Fingerprint: fp, FleetCerts: fc}
 	onChange := m.onChange
