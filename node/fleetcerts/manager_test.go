@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,7 +86,7 @@ func TestTwoManagersOnOneStoreIssueANameOnceAndEitherAnswersTheChallenge(t *test
 	}
 	p := pebbletest.Start(t, pebbletest.Config{HTTPPort: port})
 
-	var served [2]int
+	var served [2]atomic.Int64
 	mk := func(i int, ln net.Listener, budget int) *Manager {
 		m, err := New(Options{
 			Storage: storage, CA: p.Directory, Roots: p.CARoots, Email: "ops@example.com",
@@ -97,7 +98,7 @@ func TestTwoManagersOnOneStoreIssueANameOnceAndEitherAnswersTheChallenge(t *test
 		}
 		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if m.HandleChallenge(w, r) {
-				served[i]++
+				served[i].Add(1)
 				return
 			}
 			http.NotFound(w, r)
@@ -138,10 +139,10 @@ func TestTwoManagersOnOneStoreIssueANameOnceAndEitherAnswersTheChallenge(t *test
 	if issuers != 1 {
 		t.Fatalf("%d managers say they obtained it, want 1: %+v %+v", issuers, sa, sb)
 	}
-	if served[1] == 0 {
-		t.Fatalf("B's server answered no challenge (A %d, B %d): the validation did not go where DNS pointed", served[0], served[1])
+	if served[1].Load() == 0 {
+		t.Fatalf("B's server answered no challenge (A %d, B %d): the validation did not go where DNS pointed", served[0].Load(), served[1].Load())
 	}
-	t.Logf("issued by %s; challenge answers: A %d, B %d", map[bool]string{true: "A", false: "B"}[sa.ObtainedHere], served[0], served[1])
+	t.Logf("issued by %s; challenge answers: A %d, B %d", map[bool]string{true: "A", false: "B"}[sa.ObtainedHere], served[0].Load(), served[1].Load())
 
 	// The Set carries the certificate, verifiable against Pebble's root.
 	set := a.Current()
