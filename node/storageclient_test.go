@@ -3,9 +3,16 @@ package node
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	crand "crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"io/fs"
 	"log/slog"
+	"math/big"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -22,6 +29,7 @@ import (
 
 	"github.com/scafo/ingress/node/certstore"
 	"github.com/scafo/ingress/node/storageclient"
+	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/s3/s3test"
 )
 
@@ -91,6 +99,7 @@ func TestStorageClientAgainstRunningNodes(t *testing.T) {
 			t.Run("OddKeysAndLargeValues", func(t *testing.T) { clientOddKeysLargeValues(t, na, nb) })
 			t.Run("MatchesFileStorage", func(t *testing.T) { clientMatchesFileStorage(t, na, nb) })
 			t.Run("OnlyTheOwnerReleases", func(t *testing.T) { clientOnlyOwnerReleases(t, na, nb) })
+			t.Run("CertMagicCleanStorage", func(t *testing.T) { clientCertMagicCleanStorage(t, na, nb) })
 		})
 	}
 }
@@ -369,4 +378,103 @@ func TestStorageClientRefusesBadEndpoints(t *testing.T) {
 	if _, err := storageclient.New("http://127.0.0.1:7400", "", storageclient.Options{}); err == nil {
 		t.Error("New with no token accepted")
 	}
+}
+
+// TestStorageClientMovesToAFallbackNode: when the node a client talks to goes away, the
+// client carries on through the next one, and a lock it holds keeps being renewed there
+// (another client never gets it).
+func TestStorageClientMovesToAFallbackNode(t *testing.T) {
+	na, nb := twoNodes(t, "dir")
+	ctx := t.Context()
+	opts := fastClient()
+	opts.Fallbacks = []string{nb.url}
+	c := newClient(t, na, opts)
+	other := newClient(t, nb, fastClient())
+	if err := c.Store(ctx, "f/v", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Lock(ctx, "f"); err != nil {
+		t.Fatal(err)
+	}
+	na.stop()
+	if v, err := c.Load(ctx, "f/v"); err != nil || string(v) != "1" {
+		t.Fatalf("Load after the first node stopped = %q, %v", v, err)
+	}
+	// Past the 2s lease: the renewals went through the fallback.
+	time.Sleep(3 * time.Second)
+	if ok, err := other.TryLock(ctx, "f"); ok || err != nil {
+		t.Fatalf("the lock was lost when its client's node stopped: %v, %v", ok, err)
+	}
+	if err := c.Unlock(ctx, "f"); err != nil {
+		t.Fatal(err)
+	}
+	// No fallback: the error says the store (node) is unavailable.
+	alone := newClient(t, na, fastClient())
+	if _, err := alone.Load(ctx, "f/v"); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Load with every node down = %v, want store.ErrUnavailable", err)
+	}
+}
+
+// selfSigned returns a PEM certificate for name valid until notAfter.
+func selfSigned(t *testing.T, name string, notAfter time.Time) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+		NotBefore: notAfter.Add(-90 * 24 * time.Hour), NotAfter: notAfter}
+	der, err := x509.CreateCertificate(crand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// CertMagic's own storage maintenance (certmagic.CleanStorage: its lock, non-recursive
+// lists of issuers and sites, loads, deletes, the last-clean record) runs through the
+// client and removes exactly the expired certificate.
+func clientCertMagicCleanStorage(t *testing.T, na, nb *testNode) {
+	ctx := t.Context()
+	c := newClient(t, na, fastClient())
+	const issuer = "acme-v02.api.letsencrypt.org-directory"
+	k := certmagic.StorageKeys
+	put := func(domain string, notAfter time.Time) {
+		for key, v := range map[string][]byte{
+			k.SiteCert(issuer, domain):       selfSigned(t, domain, notAfter),
+			k.SitePrivateKey(issuer, domain): []byte("-----BEGIN EC PRIVATE KEY-----\n…"),
+			k.SiteMeta(issuer, domain):       []byte(`{"sans":["` + domain + `"]}`),
+		} {
+			if err := c.Store(ctx, key, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	put("expired.example.com", time.Now().Add(-48*time.Hour))
+	put("*.example.com", time.Now().Add(60*24*time.Hour))
+	opts := certmagic.CleanStorageOptions{ExpiredCerts: true, ExpiredCertGracePeriod: 24 * time.Hour, Interval: time.Hour, InstanceID: "vps-a"}
+	if err := certmagic.CleanStorage(ctx, c, opts); err != nil {
+		t.Fatal(err)
+	}
+	other := newClient(t, nb, fastClient())
+	for _, key := range []string{k.SiteCert(issuer, "expired.example.com"), k.SitePrivateKey(issuer, "expired.example.com"), k.SiteMeta(issuer, "expired.example.com")} {
+		if other.Exists(ctx, key) {
+			t.Errorf("CleanStorage left the expired %s", key)
+		}
+	}
+	sites, err := other.List(ctx, k.CertsPrefix(issuer), false)
+	if err != nil || !slices.Equal(sites, []string{k.CertsSitePrefix(issuer, "*.example.com")}) {
+		t.Fatalf("sites after cleaning = %q, %v", sites, err)
+	}
+	if _, err := other.Load(ctx, "last_clean.json"); err != nil {
+		t.Fatalf("no last-clean record: %v", err)
+	}
+	// Within the interval a second run reads the record and skips; the lock was released.
+	if err := certmagic.CleanStorage(ctx, c, opts); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := other.TryLock(ctx, "storage_clean"); !ok || err != nil {
+		t.Fatalf("the cleaning lock was not released: %v, %v", ok, err)
+	}
+	other.Unlock(ctx, "storage_clean")
 }

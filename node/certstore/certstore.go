@@ -385,14 +385,18 @@ func compareKeys(a, b string) int {
 }
 
 // namer decodes listed store keys back to CertMagic keys, reading an object's header
-// when a segment was hashed.
+// when a segment was hashed; what one header tells of a hashed directory serves every
+// other key below it.
 type namer struct {
-	s   *Storage
-	ctx context.Context
-	err error
+	s     *Storage
+	ctx   context.Context
+	err   error
+	known map[string][]string // store segments up to a hashed one, joined → key segments
 }
 
-func newNamer(s *Storage, ctx context.Context) *namer { return &namer{s: s, ctx: ctx} }
+func newNamer(s *Storage, ctx context.Context) *namer {
+	return &namer{s: s, ctx: ctx, known: map[string][]string{}}
+}
 
 // decode maps the segments of a listed store key (below the listed prefix) to key
 // segments. ok is false for an object this namespace did not write (skipped).
@@ -404,7 +408,7 @@ func (n *namer) decode(storeKey string, segs []string) ([]string, bool) {
 		return nil, false
 	}
 	out := make([]string, len(segs))
-	hashed := false
+	lastHashed := -1
 	for i, raw := range segs {
 		if i == last {
 			raw = lastSeg
@@ -414,10 +418,17 @@ func (n *namer) decode(storeKey string, segs []string) ([]string, bool) {
 			n.s.opts.Logger.Warn("certstore: skipping a foreign object in the namespace", "key", storeKey)
 			return nil, false
 		}
-		hashed = hashed || h
+		if h {
+			lastHashed = i
+		}
 		out[i] = seg
 	}
-	if !hashed {
+	if lastHashed < 0 {
+		return out, true
+	}
+	memo := strings.Join(segs[:lastHashed+1], "/")
+	if known, ok := n.known[memo]; ok {
+		copy(out, known)
 		return out, true
 	}
 	// A shortened segment: the object's header knows its key.
@@ -442,5 +453,7 @@ func (n *namer) decode(storeKey string, segs []string) ([]string, bool) {
 		return nil, false
 	}
 	all := strings.Split(h.Key, "/")
-	return all[len(all)-len(segs):], true
+	out = all[len(all)-len(segs):]
+	n.known[memo] = out[:lastHashed+1]
+	return out, true
 }

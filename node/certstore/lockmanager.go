@@ -142,16 +142,24 @@ func (m *LockManager) Lock(ctx context.Context, name string) error {
 	}
 	owner := newOwnerToken()
 	wait := m.opts.PollMin
+	var lastHeld error
 	for {
 		_, err := m.ops.AcquireLock(ctx, name, owner, m.opts.Lease)
 		if err == nil {
 			m.hold(sl, name, owner)
 			return nil
 		}
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, ErrLockHeld) && lastHeld != nil {
+			// The context ran out during an attempt: the answer is that the lock
+			// stayed held until then.
+			m.leave(name, sl, true)
+			return fmt.Errorf("certstore: lock %q: %w (%w)", name, cerr, lastHeld)
+		}
 		if !errors.Is(err, ErrLockHeld) {
 			m.leave(name, sl, true)
 			return err
 		}
+		lastHeld = err
 		// Jitter ±25% so waiters on several nodes do not poll in step.
 		d := wait/2 + wait/4 + rand.N(wait/2+1)
 		t := time.NewTimer(d)

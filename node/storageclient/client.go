@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/certmagic"
@@ -44,11 +45,17 @@ type Options struct {
 	PollMin, PollMax time.Duration
 	// Logger receives lost locks and failed renewals. Default slog.Default().
 	Logger *slog.Logger
+	// Fallbacks are more nodes of the same fleet (same form as the endpoint), tried in
+	// order when the current one cannot be reached or answers 503; the client sticks to
+	// the last one that answered. Every operation is safe to repeat on another node (a
+	// lock request carries its owner token, so a retried acquire renews its own lock).
+	Fallbacks []string
 }
 
 // Client talks to one node's /v1/storage. Safe for concurrent use.
 type Client struct {
-	base  string // scheme://host[:port][/path], no trailing slash
+	bases []string // scheme://host[:port][/path], no trailing slash
+	cur   atomic.Int32
 	token string
 	hc    *http.Client
 	locks *certstore.LockManager
@@ -65,12 +72,16 @@ var (
 // New returns a client of the node at endpoint ("http://10.83.0.1:7400") with the
 // ingress token.
 func New(endpoint, token string, opts Options) (*Client, error) {
-	u, err := url.Parse(endpoint)
-	if err != nil {
-		return nil, fmt.Errorf("storageclient: endpoint: %w", err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return nil, fmt.Errorf("storageclient: endpoint %q: want http(s)://host[:port][/path]", endpoint)
+	var bases []string
+	for _, ep := range append([]string{endpoint}, opts.Fallbacks...) {
+		u, err := url.Parse(ep)
+		if err != nil {
+			return nil, fmt.Errorf("storageclient: endpoint: %w", err)
+		}
+		if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return nil, fmt.Errorf("storageclient: endpoint %q: want http(s)://host[:port][/path]", ep)
+		}
+		bases = append(bases, strings.TrimSuffix(u.String(), "/"))
 	}
 	if token == "" {
 		return nil, errors.New("storageclient: empty token (the node's ingress token)")
@@ -81,14 +92,14 @@ func New(endpoint, token string, opts Options) (*Client, error) {
 	if opts.LockLease <= 0 {
 		opts.LockLease = certstore.DefaultLockLease
 	}
-	c := &Client{base: strings.TrimSuffix(u.String(), "/"), token: token, hc: opts.HTTPClient}
+	c := &Client{bases: bases, token: token, hc: opts.HTTPClient}
 	c.locks = certstore.NewLockManager(c, certstore.LockOptions{Lease: opts.LockLease, RenewInterval: opts.RenewInterval,
 		PollMin: opts.PollMin, PollMax: opts.PollMax, Logger: opts.Logger})
 	return c, nil
 }
 
 // String names the storage in CertMagic's logs.
-func (c *Client) String() string { return "scafo-storage:" + c.base }
+func (c *Client) String() string { return "scafo-storage:" + strings.Join(c.bases, ",") }
 
 // Error is a node's error answer.
 type Error struct {
@@ -134,7 +145,7 @@ func escapeKey(key string) string {
 }
 
 func (c *Client) keyURL(key, query string) string {
-	u := c.base + "/v1/storage/keys"
+	u := "/v1/storage/keys"
 	if key != "" {
 		u += "/" + escapeKey(key)
 	}
@@ -146,21 +157,45 @@ func (c *Client) keyURL(key, query string) string {
 
 func (c *Client) lockURL(name string) string {
 	// A lock name is one opaque string: every "/" is escaped too.
-	return c.base + "/v1/storage/locks/" + url.PathEscape(name)
+	return "/v1/storage/locks/" + url.PathEscape(name)
 }
 
 // maxAnswer bounds what the client reads of an answer (a value is at most 1 MiB by
 // default on the node).
 const maxAnswer = 64 << 20
 
-func (c *Client) do(ctx context.Context, method, u string, body []byte, contentType string) (*http.Response, []byte, error) {
+// do sends method path to the current node, moving to the next one (Fallbacks) on a
+// transport error or a 503.
+func (c *Client) do(ctx context.Context, method, path string, body []byte, contentType string) (*http.Response, []byte, error) {
+	start := int(c.cur.Load())
+	var (
+		resp *http.Response
+		b    []byte
+		err  error
+	)
+	for i := range c.bases {
+		idx := (start + i) % len(c.bases)
+		var retry bool
+		resp, b, retry, err = c.doOne(ctx, c.bases[idx]+path, method, body, contentType)
+		if !retry {
+			c.cur.Store(int32(idx))
+			return resp, b, err
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return resp, b, err
+}
+
+func (c *Client) doOne(ctx context.Context, u, method string, reqBody []byte, contentType string) (*http.Response, []byte, bool, error) {
 	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
+	if reqBody != nil {
+		rd = bytes.NewReader(reqBody)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return nil, nil, fmt.Errorf("storageclient: %s: %w", method, err)
+		return nil, nil, false, fmt.Errorf("storageclient: %s: %w", method, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	if contentType != "" {
@@ -168,15 +203,15 @@ func (c *Client) do(ctx context.Context, method, u string, body []byte, contentT
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return nil, nil, fmt.Errorf("storageclient: %s %s: %w: %w", method, req.URL.Path, store.ErrUnavailable, err)
+		return nil, nil, true, fmt.Errorf("storageclient: %s %s: %w: %w", method, u, store.ErrUnavailable, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
 	if err != nil {
-		return nil, nil, fmt.Errorf("storageclient: %s %s: reading answer: %w: %w", method, req.URL.Path, store.ErrUnavailable, err)
+		return nil, nil, true, fmt.Errorf("storageclient: %s %s: reading answer: %w: %w", method, u, store.ErrUnavailable, err)
 	}
 	if len(b) > maxAnswer {
-		return nil, nil, fmt.Errorf("storageclient: %s %s: answer over %d bytes", method, req.URL.Path, maxAnswer)
+		return nil, nil, false, fmt.Errorf("storageclient: %s %s: answer over %d bytes", method, u, maxAnswer)
 	}
 	if resp.StatusCode >= 300 {
 		e := &Error{Status: resp.StatusCode}
@@ -189,9 +224,9 @@ func (c *Client) do(ctx context.Context, method, u string, body []byte, contentT
 		} else {
 			e.Code, e.Detail = http.StatusText(resp.StatusCode), strings.TrimSpace(string(b[:min(len(b), 200)]))
 		}
-		return resp, b, e
+		return resp, b, resp.StatusCode == http.StatusServiceUnavailable, e
 	}
-	return resp, b, nil
+	return resp, b, false, nil
 }
 
 // Store puts value at key.
