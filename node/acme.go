@@ -29,9 +29,18 @@ func certStorage(cfg *Config, st store.Store, log *slog.Logger) certmagic.Storag
 	return certstore.New(st, certstore.Options{
 		Owner:     cfg.Node.Name,
 		LockLease: time.Duration(cfg.ACME.LockLease),
-		Logger:    log,
+		// CertMagic holds a name's lock through its whole retry backoff (minutes to
+		// hours when a name fails), and every other node blocks in Lock for that name
+		// meanwhile: each waiting node polls the lock object. 10 s between polls keeps
+		// a failing name at 0.1 store reads a second per waiting node (2 s would be
+		// 0.5); a waiting node then loads a finished certificate up to 10 s later.
+		PollMax: lockPollMax,
+		Logger:  log,
 	})
 }
+
+// lockPollMax bounds the wait between a blocked node's lock attempts (certStorage).
+const lockPollMax = 10 * time.Second
 
 // setupACME builds the fleet-certificate manager when --acme.enabled (nil otherwise).
 func (s *Server) setupACME() error {
