@@ -319,21 +319,31 @@ func logIssuance(t *testing.T, f *fleet) {
 // Traefik serves the same certificate (one serial per name, verified against Pebble's
 // root over a real TLS handshake), `scafo-node certs` lists them valid, and a name
 // whose claim is released leaves the render on every node.
+//
+// It runs on the dir store and on the S3 store (a real MinIO).
 func TestFleetCertificatesThreeNodesEachNameValidatedThroughAnotherNodesTraefik(t *testing.T) {
+	t.Run("dir", func(t *testing.T) { testThreeNodes(t, nil, []string{"127.0.0.21", "127.0.0.22", "127.0.0.23"}) })
+	t.Run("s3", func(t *testing.T) {
+		requireBinaries(t)
+		srv := s3test.Start(t)
+		testThreeNodes(t, s3NodeArgs(srv.NewBucket(t)), []string{"127.0.0.24", "127.0.0.25", "127.0.0.26"})
+	})
+}
+
+func testThreeNodes(t *testing.T, storeArgs, ips []string) {
 	requireBinaries(t)
-	ips := []string{"127.0.0.21", "127.0.0.22", "127.0.0.23"}
 	web, websecure := commonFreePort(t, ips...), commonFreePort(t, ips...)
 	p := pebbletest.Start(t, pebbletest.Config{HTTPPort: web})
 	names := []string{acmePlatform, "shop." + acmePlatform, "shop.example.net", "shop.example.org"}
 	for _, nm := range names {
 		p.AddA(t, nm, "127.0.0.99") // nothing listens: the first attempt fails
 	}
-	f := startFleet(t, 3, nodeOptions{args: []string{
+	f := startFleet(t, 3, nodeOptions{args: append([]string{
 		"--platform.domains=" + acmePlatform,
 		"--traefik.entryPoints=websecure",
 		"--acme.enabled", "--acme.caServer=" + p.Directory, "--acme.caRoots=" + p.CARootsFile,
 		"--acme.email=ops@example.com",
-	}})
+	}, storeArgs...)})
 	trs := make([]*acmeTraefik, 3)
 	for i, n := range f.nodes {
 		trs[i] = startACMETraefik(t, "traefik-"+n.name, ips[i], web, websecure, n)
