@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"encoding/pem"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/certmagic"
 	ptypes "github.com/traefik/paerser/types"
 
 	"github.com/scafo/ingress/node/fleetcerts"
@@ -246,5 +248,53 @@ func TestACMEPrivateKeysOnlyInTheRenderedConfiguration(t *testing.T) {
 	// And the challenge route answered from the node's own listener, anonymously.
 	if !strings.Contains(n.logs.String(), "served key authentication") {
 		t.Error("the node's log shows no challenge answered")
+	}
+}
+
+// TestACMECorruptCertificateInTheStoreIsReportedNotFatal: a corrupt certificate object
+// in the store's certificate namespace (a bad write, a hostile store) for a name of the
+// document: the node reports the name failed with the reason, delivers no certificate
+// for it, and keeps routing every host.
+func TestACMECorruptCertificateInTheStoreIsReportedNotFatal(t *testing.T) {
+	storeDir := t.TempDir()
+	cfg := testConfig(t, "vps-a", storeDir)
+	cfg.ACME.Enabled = true
+	cfg.ACME.CAServer = "https://127.0.0.1:1/dir"
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := dir.New(storeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seedFleet(t, st, "shop")
+	const name = "shop.apps.example.com"
+	cs := certStorage(cfg, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	issuer := (&certmagic.ACMEIssuer{CA: cfg.ACME.CAServer}).IssuerKey()
+	for key, v := range map[string]string{
+		certmagic.StorageKeys.SiteCert(issuer, name):       "-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n",
+		certmagic.StorageKeys.SitePrivateKey(issuer, name): "garbage",
+		certmagic.StorageKeys.SiteMeta(issuer, name):       "{not json",
+	} {
+		if err := cs.Store(context.Background(), key, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := startNodeWithStore(t, cfg, st)
+	n.waitReady()
+	deadline := time.Now().Add(20 * time.Second)
+	for c := acmeStatus(t, n)[name]; !(c.State == fleetcerts.StateFailed && c.LastError != ""); c = acmeStatus(t, n)[name] {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %+v\n%s", name, c, grepLines(n.logs.String(), name))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("reported: %s", acmeStatus(t, n)[name].LastError)
+	resp, b := n.get("/v1/ingress/traefik", testIngressToken)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"host-shop_apps_example_com"`) {
+		t.Fatalf("routing: %d %.300s", resp.StatusCode, b)
+	}
+	if strings.Contains(string(b), `"certificates"`) {
+		t.Fatal("a corrupt certificate was delivered")
 	}
 }

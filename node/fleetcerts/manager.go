@@ -133,11 +133,21 @@ type Manager struct {
 	backlogCursor int
 	onChange      func()
 
+	// mgmtErrs are CertMagic's errors that no event reports (a certificate in the store
+	// that cannot be loaded fails "initiating certificate management" and is then
+	// never retried by CertMagic), by name; only noteError and takeMgmtErrs touch it,
+	// under mgmtMu alone (CertMagic may log while m.mu is held).
+	mgmtMu   sync.Mutex
+	mgmtErrs map[string]string
+
 	stop chan struct{}
 	done chan struct{}
 }
 
 type nameState struct {
+	// mgmtFailed: managing the name failed outside an obtain (mgmtErrs); it is
+	// managed again from nextAttempt on.
+	mgmtFailed   bool
 	cert         *heldCert
 	lastErr      string
 	nextAttempt  time.Time
@@ -178,7 +188,7 @@ func New(opt Options) (*Manager, error) {
 		done:    make(chan struct{}),
 	}
 	m.store = &tracked{Storage: opt.Storage}
-	zl := zapToSlog(opt.Log.With("component", "certmagic"))
+	zl := zapToSlog(opt.Log.With("component", "certmagic"), m.noteError)
 	var cfg *certmagic.Config
 	m.cache = certmagic.NewCache(certmagic.CacheOptions{
 		GetConfigForCert:   func(certmagic.Certificate) (*certmagic.Config, error) { return cfg, nil },
@@ -354,6 +364,7 @@ func (m *Manager) reconcile() {
 		}
 	}
 	m.settling = false
+	m.takeMgmtErrs(now)
 	// Budget: platform hosts taken on in the last hour.
 	m.admitted = slices.DeleteFunc(m.admitted, func(t time.Time) bool { return now.Sub(t) >= time.Hour })
 	wanted := make([]string, 0, len(m.wanted))
@@ -373,6 +384,12 @@ func (m *Manager) reconcile() {
 		if st == nil {
 			st = &nameState{}
 			m.names[n] = st
+		}
+		if st.mgmtFailed {
+			if now.Before(st.nextAttempt) {
+				continue
+			}
+			st.mgmtFailed = false
 		}
 		if m.platform[n] && st.cert == nil {
 			if len(m.admitted) >= m.opt.PlatformBudget {
@@ -467,6 +484,7 @@ func (m *Manager) loadBacklog() {
 func (m *Manager) refresh() {
 	m.mu.Lock()
 	now := time.Now()
+	m.takeMgmtErrs(now)
 	changed := false
 	managedNames := make(map[string]bool, len(m.wanted))
 	for n := range m.wanted {
@@ -600,6 +618,47 @@ func (m *Manager) Current() *Set {
 var retryIntervals = []time.Duration{time.Minute, 2 * time.Minute, 2 * time.Minute, 5 * time.Minute,
 	10 * time.Minute, 10 * time.Minute, 10 * time.Minute, 20 * time.Minute}
 
+// mgmtRetry is how long after a management failure (mgmtErrs) a name is managed again.
+func (m *Manager) mgmtRetry() time.Duration { return 20 * m.opt.Poll }
+
+// noteError records a CertMagic error entry that names a subject.
+func (m *Manager) noteError(msg string, fields map[string]any) {
+	name, _ := fields["subject"].(string)
+	if name == "" {
+		return
+	}
+	detail := msg
+	if e, ok := fields["error"].(string); ok {
+		detail += ": " + e
+	}
+	m.mgmtMu.Lock()
+	if m.mgmtErrs == nil {
+		m.mgmtErrs = map[string]string{}
+	}
+	m.mgmtErrs[name] = detail
+	m.mgmtMu.Unlock()
+}
+
+// takeMgmtErrs applies the recorded management failures (m.mu held): the name is no
+// longer managed, shows failed with the error, and is managed again at nextAttempt.
+func (m *Manager) takeMgmtErrs(now time.Time) {
+	m.mgmtMu.Lock()
+	errs := m.mgmtErrs
+	m.mgmtErrs = nil
+	m.mgmtMu.Unlock()
+	for name, detail := range errs {
+		st := m.names[name]
+		if st == nil || st.cert != nil {
+			continue
+		}
+		if cancel, ok := m.managed[name]; ok {
+			cancel()
+			delete(m.managed, name)
+		}
+		st.mgmtFailed, st.lastErr, st.nextAttempt = true, detail, now.Add(m.mgmtRetry())
+	}
+}
+
 // onEvent records CertMagic's issuance events per name.
 func (m *Manager) onEvent(_ context.Context, event string, data map[string]any) error {
 	name, _ := data["identifier"].(string)
@@ -652,6 +711,8 @@ func (m *Manager) Status() []NameStatus {
 		switch {
 		case st.cert != nil && now.Before(st.cert.notAfter):
 			ns.State = StateValid
+		case st.mgmtFailed:
+			ns.State = StateFailed
 		case !managed && now.Sub(m.since[n]) < m.opt.Settle:
 			ns.State = StatePending // settling: the other nodes are learning the name
 		case !managed:

@@ -12,21 +12,23 @@ import (
 
 // zapToSlog is CertMagic's zap logger writing to the node's slog logger. CertMagic logs
 // names, issuers, errors and challenge identifiers; it never logs key material.
-func zapToSlog(l *slog.Logger) *zap.Logger {
-	return zap.New(&slogCore{log: l})
+// onError, when set, sees every entry at error level or above with its fields.
+func zapToSlog(l *slog.Logger, onError func(msg string, fields map[string]any)) *zap.Logger {
+	return zap.New(&slogCore{log: l, onError: onError})
 }
 
 type slogCore struct {
-	log    *slog.Logger
-	fields []zapcore.Field
+	log     *slog.Logger
+	fields  []zapcore.Field
+	onError func(msg string, fields map[string]any)
 }
 
 func (c *slogCore) Enabled(lvl zapcore.Level) bool {
-	return c.log.Enabled(context.Background(), slogLevel(lvl))
+	return (c.onError != nil && lvl >= zapcore.ErrorLevel) || c.log.Enabled(context.Background(), slogLevel(lvl))
 }
 
 func (c *slogCore) With(fields []zapcore.Field) zapcore.Core {
-	return &slogCore{log: c.log, fields: append(append([]zapcore.Field(nil), c.fields...), fields...)}
+	return &slogCore{log: c.log, fields: append(append([]zapcore.Field(nil), c.fields...), fields...), onError: c.onError}
 }
 
 func (c *slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
@@ -52,6 +54,9 @@ func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 		args = append(args, k, enc.Fields[k])
 	}
 	c.log.Log(context.Background(), slogLevel(e.Level), e.Message, args...)
+	if c.onError != nil && e.Level >= zapcore.ErrorLevel {
+		c.onError(e.Message, enc.Fields)
+	}
 	return nil
 }
 
