@@ -489,13 +489,14 @@ func challengeAnswers(n *node, name string, distributed bool) int {
 }
 
 // TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshake: Pebble
-// issues 45-second certificates, so CertMagic renews after 30 s (a third of the
-// lifetime left). Two nodes, two Traefiks; the name is claimed once both Traefiks carry
+// issues 45-second certificates, so CertMagic renews within seconds (Pebble's ARI
+// window) to 30 s (a third of the lifetime left). Two nodes, two Traefiks; the name is claimed once both Traefiks carry
 // the challenge router (so the first order succeeds) and validates through Traefik 2;
-// the API apex points nowhere and never gets a certificate (it would only muddy the
-// issuance count). Handshakes run against both Traefiks all along: the name is renewed
-// once (Pebble issued exactly two certificates when both nodes and both Traefiks hold
-// the new serial), and no handshake fails.
+// the API apex and the platform host point nowhere and never get a certificate (they
+// would only muddy the issuance count). Handshakes run against both Traefiks all along:
+// each renewal issues exactly one certificate (Pebble's count against the renewals the
+// nodes logged), both nodes and both Traefiks switch to the last one issued, and no
+// handshake fails.
 func TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshake(t *testing.T) {
 	requireBinaries(t)
 	ips := []string{"127.0.0.31", "127.0.0.32"}
@@ -503,6 +504,7 @@ func TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshak
 	p := pebbletest.Start(t, pebbletest.Config{HTTPPort: web, Validity: 45 * time.Second})
 	const name = "renew.example.org"
 	p.AddA(t, acmePlatform, "127.0.0.99")
+	p.AddA(t, "shop."+acmePlatform, "127.0.0.99")
 	p.AddA(t, name, ips[1])
 	f := startFleet(t, 2, nodeOptions{args: []string{
 		"--platform.domains=" + acmePlatform,
@@ -555,9 +557,6 @@ func TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshak
 		first, err = current()
 		return err
 	})
-	if n := len(p.Issued()); n != 1 {
-		t.Fatalf("Pebble issued %d certificates before renewal, want 1", n)
-	}
 
 	// Handshakes against both Traefiks every 100 ms until the switch is complete.
 	stop := make(chan struct{})
@@ -599,15 +598,22 @@ func TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshak
 	if len(r.fails) > 0 {
 		t.Fatalf("%d handshakes failed during the switch, first: %s", len(r.fails), r.fails[0])
 	}
-	if issued := p.Issued(); len(issued) != 2 {
-		t.Fatalf("Pebble issued %d certificates (%v), want 2: renewed once, by one node", len(issued), issued)
+	// Pebble's ARI window for a 45-second certificate can make CertMagic renew within
+	// seconds of issuance, so the certificate first seen everywhere need not be the
+	// first issued. What must hold: every renewal issued exactly one certificate (the
+	// store lock: no node renewed a certificate another had renewed), and the switch
+	// observed went from one issued certificate to the next one, the last issued.
+	issued := p.Issued()
+	norm := func(s string) string { return strings.TrimLeft(strings.ToLower(s), "0") }
+	if len(issued) < 2 || norm(issued[len(issued)-1]) != norm(second) || norm(issued[len(issued)-2]) != norm(first) {
+		t.Fatalf("Pebble issued %v; the switch went %s → %s: want those two as the last two issued", issued, first, second)
 	}
-	renewers := 0
+	renewals := 0
 	for _, n := range f.nodes {
-		renewers += countLines(n.proc.Output(), "fleet certificate obtained", "name="+name, "renewal=true")
+		renewals += countLines(n.proc.Output(), "fleet certificate obtained", "name="+name, "renewal=true")
 	}
-	if renewers != 1 {
-		t.Fatalf("%d renewals logged across the nodes, want 1", renewers)
+	if renewals != len(issued)-1 {
+		t.Fatalf("%d renewals logged across the nodes for %d certificates issued: a renewal issued more than one", renewals, len(issued))
 	}
 	t.Logf("renewed %s → %s; handshakes during the switch: %v", first, second, r.served)
 }
