@@ -48,6 +48,8 @@ type fleet struct {
 type nodeOptions struct {
 	// extra flags for every node (e.g. --traefik.healthCheck.interval=1s).
 	args []string
+	// each, when set, adds flags for node i (0-based) alone.
+	each func(i int) []string
 }
 
 // startFleet starts n nodes sharing a store and waits until every one is ready.
@@ -73,6 +75,9 @@ func startFleet(t *testing.T, n int, opts nodeOptions) *fleet {
 			"--ports.max=" + strconv.Itoa(portsMax),
 		}
 		args = append(args, opts.args...)
+		if opts.each != nil {
+			args = append(args, opts.each(i-1)...)
+		}
 		nd.proc = newProc(t, nd.name, bins.node, args, nil)
 		f.nodes = append(f.nodes, nd)
 	}

@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// Scenarios 18 and 19: ingress reports (DESIGN §11) through real Traefiks.
+// Scenarios 19 and 20: ingress reports (DESIGN §11) through real Traefiks.
 
 // ownPorts gives a fleet its own slice of the suite's instance-port range, so these
 // scenarios do not collide with another suite run on the same machine (the echo
@@ -75,7 +75,7 @@ func (n *node) putPathsWaiting(t *testing.T, app, host string, paths map[string]
 	return status, a, at
 }
 
-// Scenario 18: three Traefiks (two on the plugin, one on the HTTP provider) on three
+// Scenario 19: three Traefiks (two on the plugin, one on the HTTP provider) on three
 // nodes. A flip made with wait=applied answers only once all three route it: no request
 // sent to any of them after the answer reaches the app the account was flipped away
 // from. Then one Traefik is stopped: the next flip answers 202 at its timeout naming
@@ -181,7 +181,7 @@ func TestFlipWithWaitAppliedIsLiveOnEveryTraefikWhenItAnswers(t *testing.T) {
 		t.Errorf("flip with edge-b lost: %d %+v, want 200 applied by the 2 live ingresses", status, a)
 	}
 	t.Logf("edge-b killed: the next flip answered 202 naming it after %s (timeout 6s); reported lost %s after the kill (ingresses.lostAfter 12s)", ms(timedOut), ms(lost))
-	results.add("Scenario 18: flips confirmed with wait=applied, three Traefiks",
+	results.add("Scenario 19: flips confirmed with wait=applied, three Traefiks",
 		"Three nodes on one dir store; Traefiks: two on `traefik-plugin.yml` (edge-a on n1, edge-b on n2, appliedDelay 500ms shipped) and one on `traefik.yml` (edge-c, HTTP provider on n3, pollInterval 1s); "+
 			"path-map flips PUT with `?wait=applied&timeout=10s` through n1, n2, n3 in turn, under a request every 10 ms through each Traefik.",
 		"",
@@ -190,7 +190,7 @@ func TestFlipWithWaitAppliedIsLiveOnEveryTraefikWhenItAnswers(t *testing.T) {
 	)
 }
 
-// Scenario 19: the plugin survives restarts. Traefik restarted while no node answers
+// Scenario 20: the plugin survives restarts. Traefik restarted while no node answers
 // routes every host from its state file; once a node is back, a newer configuration
 // is applied.
 func TestPluginRoutesFromItsStateFileWhenRestartedWithNodesDown(t *testing.T) {
@@ -249,7 +249,7 @@ func TestPluginRoutesFromItsStateFileWhenRestartedWithNodesDown(t *testing.T) {
 		return nil
 	})
 	t.Logf("Traefik restarted with both nodes down: every host routed %s after the process started (from the state file)", ms(routed))
-	results.add("Scenario 19: the plugin survives a restart with every node down",
+	results.add("Scenario 20: the plugin survives a restart with every node down",
 		fmt.Sprintf("Traefik on `traefik-plugin.yml` stopped, both nodes stopped, Traefik started again: its three hosts routed %s after the process started, "+
 			"from the state file; a node restarted and a change made there was applied and saved.", ms(routed)),
 	)

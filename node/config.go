@@ -36,6 +36,7 @@ type Config struct {
 	API        APIConfig       `description:"Platform API apex." json:"api"`
 	Store      StoreConfig     `description:"Fleet-state store." json:"store"`
 	Traefik    TraefikConfig   `description:"Traefik render options." json:"traefik"`
+	ACME       ACMEConfig      `description:"Fleet certificates: ACME issuance on the fleet store (config_acme.go)." json:"acme"`
 	Reconcile  ReconcileConfig `description:"Reconcile loop timings." json:"reconcile"`
 	Ports      PortsConfig     `description:"Instance port allocation." json:"ports"`
 	Probe      ProbeConfig     `description:"Probes of this node's instances (their readiness in the node's record)." json:"probe"`
@@ -191,6 +192,7 @@ func (c *Config) SetDefaults() {
 		HealthCheck:        HealthCheckConfig{Timeout: ptypes.Duration(2 * time.Second)}, // Interval 0: automatic
 		PathGroupThreshold: 64,
 	}
+	c.ACME.setDefaults()
 	c.Reconcile = ReconcileConfig{
 		Interval:     ptypes.Duration(2 * time.Second),
 		FullInterval: ptypes.Duration(time.Hour),
@@ -451,6 +453,7 @@ func (c *Config) Validate() error {
 	if c.Ingresses.MaxTracked < 1 || c.Ingresses.MaxTracked > maxIngressObjects {
 		errs = append(errs, fmt.Errorf("ingresses.maxTracked %d: 1..%d", c.Ingresses.MaxTracked, maxIngressObjects))
 	}
+	errs = append(errs, c.ACME.validate(c)...)
 	return errors.Join(errs...)
 }
 

@@ -280,6 +280,8 @@ type statusBody struct {
 	// IngressesError: the reports could not be read from the store; the list holds
 	// only the ingresses polling this node.
 	IngressesError string `json:"ingressesError,omitempty"`
+	// Certificates: fleet certificates per name (--acme.enabled only; acme.go).
+	Certificates *certsStatus `json:"certificates,omitempty"`
 }
 
 type duplicateNameStatus struct {
@@ -383,5 +385,6 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	iv := s.ingresses.fleet(r.Context(), time.Second)
 	body.Ingresses, body.IngressesSkipped, body.IngressesError = iv.Ingresses, iv.Skipped, iv.Error
+	body.Certificates = s.certsStatus()
 	writeJSON(w, http.StatusOK, body)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
@@ -47,6 +48,7 @@ type Server struct {
 	adminToken   string
 
 	pub       *publisher
+	certs     *fleetcerts.Manager // fleet certificates; nil without --acme.enabled (acme.go)
 	rec       *reconciler
 	metrics   *metrics
 	writes    *writeLimiter
@@ -162,6 +164,9 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		s.publishedMark)
 	s.ingresses.foreign = s.identity.Foreign
 	s.metrics.reg.MustRegister(ingressCollector{s})
+	if err := s.setupACME(); err != nil {
+		return nil, err
+	}
 	s.writer = fleetwrite.New(fleetwrite.Config{
 		Node:            cfg.Node.Name,
 		PlatformDomains: cfg.Platform.Domains,
@@ -241,6 +246,7 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/v1/healthz", s.handleHealthz)
 	r.Get("/v1/readyz", s.handleReadyz)
 	r.Get("/v1/health/instances/{app}", s.handleInstanceHealth)
+	r.Get(render.ACMEChallengePath+"{token}", s.handleACMEChallenge)
 	r.Method(http.MethodGet, "/metrics", s.metricsHandler())
 	r.Group(func(r chi.Router) {
 		r.Use(s.requireIngress) // the ingress token, or the admin's
@@ -349,6 +355,8 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	})
 	s.conns.Store(limiter)
 	ln = limiter
+	s.startACME(ln.Addr())
+	defer s.stopACME()
 	srv := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: time.Duration(lim.HeaderTimeout),

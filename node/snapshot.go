@@ -13,6 +13,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
+	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/routing"
 )
@@ -25,6 +26,9 @@ type snapshot struct {
 	since time.Time
 	// nodes are the fleet's node names, to tell a known prefer target from a retired one.
 	nodes map[string]bool
+	// certs are the fleet certificates rendered with doc (nil without --acme.enabled):
+	// a new certificate replaces the snapshot with the same doc (acme.go).
+	certs *fleetcerts.Set
 	// superseded is closed when a newer snapshot replaces this one; long-polls wait on it.
 	superseded chan struct{}
 	// mark is the store serial (and epoch) the document was derived from, sent in
@@ -43,7 +47,9 @@ type storeMark struct {
 
 // publisher holds the current snapshot and the cache of rendered bodies.
 type publisher struct {
-	cur    atomic.Pointer[snapshot]
+	cur atomic.Pointer[snapshot]
+	// certs is the latest fleet-certificate set; every new snapshot carries it.
+	certs  atomic.Pointer[fleetcerts.Set]
 	cache  *lru.Cache[renderKey, *rendered]
 	render render.Options
 
@@ -51,6 +57,11 @@ type publisher struct {
 	// derived from: the reconcile loop publishes right after committing what it read,
 	// so the identity's committed serial is that one. nil: no serial is sent.
 	serialOf func() (uint64, string)
+
+	// swap serialises snapshot replacement (publish, and publishCerts from the
+	// certificate manager's goroutine); onPublish is told every new document.
+	swap      sync.Mutex
+	onPublish func(*routing.Document)
 
 	mu       sync.Mutex
 	inflight map[renderKey]*renderCall
@@ -62,6 +73,7 @@ type renderKey struct {
 	revision string
 	prefer   string
 	format   string
+	certs    string // the fleet certificates' fingerprint (traefik format only)
 }
 
 // rendered is one cached body, identity and gzip, with its strong ETag.
@@ -122,6 +134,16 @@ func (p *publisher) spill(b []byte) string {
 // publish swaps in a new document and wakes long-polls if the revision moved. It
 // returns true when the revision changed.
 func (p *publisher) publish(doc *routing.Document, now time.Time) bool {
+	changed := p.swapDoc(doc, now)
+	if changed && p.onPublish != nil {
+		p.onPublish(doc)
+	}
+	return changed
+}
+
+func (p *publisher) swapDoc(doc *routing.Document, now time.Time) bool {
+	p.swap.Lock()
+	defer p.swap.Unlock()
 	prev := p.cur.Load()
 	var mark *storeMark
 	if p.serialOf != nil {
@@ -147,7 +169,7 @@ func (p *publisher) publish(doc *routing.Document, now time.Time) bool {
 			nodes[u.Node] = true
 		}
 	}
-	next := &snapshot{doc: doc, since: now, nodes: nodes, superseded: make(chan struct{})}
+	next := &snapshot{doc: doc, since: now, nodes: nodes, certs: p.certs.Load(), superseded: make(chan struct{})}
 	if mark != nil {
 		next.mark.Store(mark)
 	}
@@ -164,6 +186,9 @@ func (p *publisher) publish(doc *routing.Document, now time.Time) bool {
 // of them renders, the others wait for its result (no thundering herd of renders).
 func (p *publisher) get(s *snapshot, prefer, format string) (*rendered, error) {
 	k := renderKey{revision: s.doc.Revision, prefer: prefer, format: format}
+	if format == formatTraefik && s.certs != nil {
+		k.certs = s.certs.Fingerprint
+	}
 	if r, ok := p.cache.Get(k); ok {
 		return r, nil
 	}
@@ -176,7 +201,7 @@ func (p *publisher) get(s *snapshot, prefer, format string) (*rendered, error) {
 	c := &renderCall{done: make(chan struct{})}
 	p.inflight[k] = c
 	p.mu.Unlock()
-	c.r, c.err = p.renderNow(s, k)
+	c.r, c.err = p.renderNow(s, k, s.certs)
 	if c.err == nil {
 		p.cache.Add(k, c.r)
 	}
@@ -193,7 +218,7 @@ type renderCall struct {
 	err  error
 }
 
-func (p *publisher) renderNow(s *snapshot, k renderKey) (*rendered, error) {
+func (p *publisher) renderNow(s *snapshot, k renderKey, certs *fleetcerts.Set) (*rendered, error) {
 	p.renders.Add(1)
 	prefer, format := k.prefer, k.format
 	doc := s.doc
@@ -209,7 +234,11 @@ func (p *publisher) renderNow(s *snapshot, k renderKey) (*rendered, error) {
 	case formatRoutes:
 		body, err = routing.Marshal(doc)
 	case formatTraefik:
-		body, err = render.Traefik(doc, p.render)
+		var fc *render.FleetCerts
+		if certs != nil {
+			fc = certs.FleetCerts
+		}
+		body, err = render.TraefikFleet(doc, p.render, fc)
 	default:
 		return nil, fmt.Errorf("unknown format %q", format)
 	}

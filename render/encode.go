@@ -23,22 +23,66 @@ func encodeConfiguration(cfg *Configuration) ([]byte, error) {
 	if !fastEncodable(cfg) {
 		return marshalStd(cfg)
 	}
-	if cfg.HTTP == nil {
+	if cfg.HTTP == nil && cfg.TLS == nil {
 		return []byte("{}"), nil
 	}
-	e := encoder{buf: make([]byte, 0, 256*(len(cfg.HTTP.Routers)+len(cfg.HTTP.Services))+64)}
-	e.raw(`{"http":{`)
-	if len(cfg.HTTP.Routers) > 0 {
-		encodeMap(&e, "routers", cfg.HTTP.Routers, e.router)
+	size := 64
+	if cfg.HTTP != nil {
+		size += 256 * (len(cfg.HTTP.Routers) + len(cfg.HTTP.Services))
 	}
-	if len(cfg.HTTP.Services) > 0 {
+	if cfg.TLS != nil {
+		size += 4096 * len(cfg.TLS.Certificates)
+	}
+	e := encoder{buf: make([]byte, 0, size)}
+	e.raw("{")
+	if cfg.HTTP != nil {
+		e.raw(`"http":{`)
 		if len(cfg.HTTP.Routers) > 0 {
+			encodeMap(&e, "routers", cfg.HTTP.Routers, e.router)
+		}
+		if len(cfg.HTTP.Services) > 0 {
+			if len(cfg.HTTP.Routers) > 0 {
+				e.raw(",")
+			}
+			encodeMap(&e, "services", cfg.HTTP.Services, e.service)
+		}
+		e.raw("}")
+	}
+	if cfg.TLS != nil {
+		if cfg.HTTP != nil {
 			e.raw(",")
 		}
-		encodeMap(&e, "services", cfg.HTTP.Services, e.service)
+		e.tlsConfiguration(cfg.TLS)
 	}
-	e.raw("}}")
+	e.raw("}")
 	return e.buf, nil
+}
+
+// tlsConfiguration writes `"tls":{...}` (fleet certificates: certFile and keyFile of
+// each, in order).
+func (e *encoder) tlsConfiguration(t *TLSConfiguration) {
+	e.raw(`"tls":{`)
+	if len(t.Certificates) > 0 {
+		e.raw(`"certificates":[`)
+		for i, c := range t.Certificates {
+			if i > 0 {
+				e.raw(",")
+			}
+			e.raw("{")
+			first := true
+			if c.CertFile != "" {
+				e.field(&first, "certFile")
+				e.str(c.CertFile)
+			}
+			if c.KeyFile != "" {
+				e.field(&first, "keyFile")
+				e.str(c.KeyFile)
+			}
+			e.raw("}")
+		}
+		e.raw("]")
+	}
+	e.raw("}")
 }
 
 // marshalStd is the reference encoding.
@@ -63,6 +107,13 @@ func (w *appendWriter) Write(p []byte) (int, error) { *w.b = append(*w.b, p...);
 // fastEncodable reports whether every value set in cfg is one encodeConfiguration
 // writes; anything else goes to encoding/json.
 func fastEncodable(cfg *Configuration) bool {
+	if cfg.TLS != nil {
+		for _, c := range cfg.TLS.Certificates {
+			if c == nil || len(c.Stores) > 0 {
+				return false
+			}
+		}
+	}
 	if cfg.HTTP == nil {
 		return true
 	}
@@ -110,7 +161,10 @@ const (
 //
 // Changing the encoder means changing this table, and the other way round.
 var encoderFields = map[string]map[string]fieldUse{
-	"render.Configuration":     {"http": written},
+	"render.Configuration":     {"http": written, "tls": written},
+	"render.TLSConfiguration":  {"certificates": written},
+	"tls.CertAndStores":        {"stores": delegated},
+	"tls.Certificate":          {"certFile": written, "keyFile": written},
 	"render.HTTPConfiguration": {"routers": written, "services": written},
 	"dynamic.Router": {
 		"entryPoints": written, "middlewares": delegated, "service": written,

@@ -78,7 +78,7 @@ func loadTraefikSchemaOrNil(t *testing.T) *traefikSchema {
 		}
 		root := filepath.Join(modcache, filepath.FromSlash(traefikModule))
 		s := &traefikSchema{types: map[string]map[string]ast.Expr{}}
-		for pkg, dir := range map[string]string{"dynamic": "pkg/config/dynamic", "types": "pkg/types"} {
+		for pkg, dir := range map[string]string{"dynamic": "pkg/config/dynamic", "types": "pkg/types", "tls": "pkg/tls"} {
 			s.types[pkg] = map[string]ast.Expr{}
 			files, err := filepath.Glob(filepath.Join(root, filepath.FromSlash(dir), "*.go"))
 			if err != nil || len(files) == 0 {
@@ -157,6 +157,9 @@ func (s *traefikSchema) check(path string, v any, typ ast.Expr, pkg string, allo
 			return nil
 		case "types.Domain":
 			return s.check(path, v, ast.NewIdent("Domain"), "types", allowEmpty)
+		case "tls.CertAndStores", "types.FileOrContent": // fleet certificates (acme.go)
+			pkg := t.X.(*ast.Ident).Name
+			return s.check(path, v, ast.NewIdent(t.Sel.Name), pkg, allowEmpty)
 		}
 		return bad("type %s: the render never emits it", x)
 	case *ast.Ident:

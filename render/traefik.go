@@ -52,6 +52,10 @@ const (
 // breaks a rule, as a *routing.FieldError naming the field (errors.Is
 // routing.ErrInvalid).
 func Traefik(doc *routing.Document, opt Options) ([]byte, error) {
+	return renderTraefik(doc, opt, nil)
+}
+
+func renderTraefik(doc *routing.Document, opt Options, fc *FleetCerts) ([]byte, error) {
 	o, err := opt.resolve()
 	if err != nil {
 		return nil, err
@@ -68,6 +72,7 @@ func Traefik(doc *routing.Document, opt Options) ([]byte, error) {
 		routers:  make(map[string]*dynamic.Router),
 		services: make(map[string]*Service),
 		tls:      make(map[string]*dynamic.RouterTLSConfig),
+		fleet:    fc,
 	}
 	if err := r.render(doc); err != nil {
 		return nil, fmt.Errorf("rendering Traefik configuration: %w", err)
@@ -80,6 +85,7 @@ func Traefik(doc *routing.Document, opt Options) ([]byte, error) {
 		}
 	}
 	cfg := Configuration{}
+	r.acme(doc, &cfg)
 	if len(r.routers) > 0 {
 		cfg.HTTP = &HTTPConfiguration{Routers: r.routers, Services: r.services}
 	}
@@ -110,6 +116,8 @@ type renderer struct {
 	tls      map[string]*dynamic.RouterTLSConfig // per host; nil entries when no TLS
 	// checks are the active health checks written, for the automatic interval.
 	checks []*dynamic.ServerHealthCheck
+	// fleet is the fleet-certificate input (acme.go); nil without fleet certificates.
+	fleet *FleetCerts
 }
 
 // app is one application's chain, shared by all its hosts and by every prefix that
@@ -344,6 +352,9 @@ func (r *renderer) router(name, rule string, priority int, service string, tls *
 // which Traefik obtains once however many routers name it; anything else lets Traefik
 // take the name from the Host rule.
 func (r *renderer) tlsFor(host string) *dynamic.RouterTLSConfig {
+	if r.managed(host) {
+		return fleetTLS
+	}
 	if r.opt.certResolver == "" {
 		return nil
 	}

@@ -1,6 +1,9 @@
 package render
 
-import "github.com/traefik/genconf/dynamic"
+import (
+	"github.com/traefik/genconf/dynamic"
+	"github.com/traefik/genconf/dynamic/tls"
+)
 
 // The rendered configuration is built from github.com/traefik/genconf/dynamic types
 // (v0.5.2) except where genconf lacks a field Traefik v3.6 has: the load balancer's
@@ -12,6 +15,13 @@ import "github.com/traefik/genconf/dynamic"
 // http section.
 type Configuration struct {
 	HTTP *HTTPConfiguration `json:"http,omitempty"`
+	TLS  *TLSConfiguration  `json:"tls,omitempty"`
+}
+
+// TLSConfiguration is genconf's dynamic.TLSConfiguration restricted to certificates
+// (fleet certificates, acme.go).
+type TLSConfiguration struct {
+	Certificates []*tls.CertAndStores `json:"certificates,omitempty"`
 }
 
 // HTTPConfiguration is genconf's dynamic.HTTPConfiguration restricted to routers and

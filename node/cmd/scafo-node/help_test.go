@@ -108,6 +108,7 @@ func TestVerbHelpMatchesWhatItAccepts(t *testing.T) {
 		{"domains claim", []string{"shop", "shop.example.org"}, "claimed by shop"},
 		{"routes", nil, `"shop.example.org"`},
 		{"ingresses", nil, `"ingresses"`},
+		{"certs", nil, `"enabled": false`},
 		{"domains paths", []string{"shop.example.org"}, `"shop.example.org"`},
 		{"domains release", []string{"shop", "shop.example.org"}, "released by shop"},
 		{"apps rm", []string{"shop"}, "deleted shop"},

@@ -1,0 +1,702 @@
+package e2e
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
+	"github.com/scafo/ingress/node/store/s3/s3test"
+)
+
+// Fleet certificates (DESIGN §10) against a real ACME server: Pebble with validation
+// on, pebble-challtestsrv as its DNS. Every Traefik runs the shipped configuration on
+// its own loopback address with the same ports (Pebble validates HTTP-01 on one port,
+// at whatever address DNS gives), with the HTTPS redirection on web turned on, as an
+// operator serving HTTPS would.
+
+const acmePlatform = "apps.example.com"
+
+// acmeTraefik is one Traefik of a fleet-certificate test.
+type acmeTraefik struct {
+	*traefik
+	ip string
+}
+
+// startACMETraefik starts Traefik on the shipped configuration, polling n with
+// ?prefer=self, web and websecure on ip:web and ip:websecure, web redirecting to
+// websecure.
+func startACMETraefik(t *testing.T, name, ip string, web, websecure int, n *node) *acmeTraefik {
+	t.Helper()
+	api := freePort(t, "127.0.0.1")
+	cfgBytes, err := staticConfig(renderShipped(t, testIngressToken), overrides{
+		ports:        traefikPorts{web: web, websecure: websecure, api: api},
+		endpointHost: hostPort(n.ip, n.port),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(cfgBytes, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	eps := cfg["entryPoints"].(map[string]any)
+	webEP := eps["web"].(map[string]any)
+	webEP["address"] = hostPort(ip, web)
+	eps["websecure"].(map[string]any)["address"] = hostPort(ip, websecure)
+	if webEP["allowACMEByPass"] != true {
+		t.Fatalf("the shipped web entry point lacks allowACMEByPass: true")
+	}
+	// The shipped file's commented-out redirection, turned on.
+	webEP["http"].(map[string]any)["redirections"] = map[string]any{
+		"entryPoint": map[string]any{"to": "websecure", "scheme": "https"},
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "traefik.yml")
+	if err := os.WriteFile(file, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tr := &traefik{
+		name:  name,
+		ports: traefikPorts{web: web, websecure: websecure, api: api},
+		proc:  newProc(t, name, bins.traefik, []string{"--configFile=" + file}, nil),
+		http: &http.Client{Timeout: 5 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+	}
+	tr.proc.MustStart(t)
+	if err := tr.proc.WaitUntil(20*time.Second, func() error { _, err := tr.rawData(); return err }); err != nil {
+		t.Fatalf("waiting for %s API: %v", name, err)
+	}
+	return &acmeTraefik{traefik: tr, ip: ip}
+}
+
+// commonFreePort is a port free on every one of ips right now.
+func commonFreePort(t *testing.T, ips ...string) int {
+	t.Helper()
+	for range 50 {
+		p := freePort(t, ips[0])
+		ok := true
+		for _, ip := range ips[1:] {
+			ln, err := net.Listen("tcp", hostPort(ip, p))
+			if err != nil {
+				ok = false
+				break
+			}
+			ln.Close()
+		}
+		if ok {
+			return p
+		}
+	}
+	t.Fatalf("no port free on all of %v", ips)
+	return 0
+}
+
+// certStatus is one name of /v1/status's certificates section.
+type certStatus struct {
+	Name         string `json:"name"`
+	State        string `json:"state"`
+	Serial       string `json:"serial"`
+	LastError    string `json:"lastError"`
+	Attempts     int    `json:"attempts"`
+	ObtainedHere bool   `json:"obtainedHere"`
+}
+
+func (n *node) certs(t *testing.T) map[string]certStatus {
+	t.Helper()
+	var body struct {
+		Certificates *struct {
+			Names []certStatus `json:"names"`
+		} `json:"certificates"`
+	}
+	n.call(t, http.MethodGet, "/v1/status", nil, &body)
+	out := map[string]certStatus{}
+	if body.Certificates != nil {
+		for _, c := range body.Certificates.Names {
+			out[c.Name] = c
+		}
+	}
+	return out
+}
+
+// handshake connects to addr with SNI name, verifies the chain against roots and
+// returns the leaf's serial (hex).
+func handshake(addr, name string, roots *x509.CertPool) (string, error) {
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	conn, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{ServerName: name, RootCAs: roots})
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	return strings.ToLower(conn.ConnectionState().PeerCertificates[0].SerialNumber.Text(16)), nil
+}
+
+// TestFleetCertificatesOneNameIssuedOnceAndServedByEveryTraefik is the smallest
+// end-to-end proof: two nodes on one store, two Traefiks (one per node, prefer=self) on
+// 127.0.0.11 and 127.0.0.12. The name shop.apps.example.com resolves to Traefik 2;
+// node 1 issues it (node 2's platform budget is 0, so it only loads), so Pebble's
+// validation lands on a Traefik whose node did not start the order, goes through the
+// challenge router (past the HTTPS redirection) to node 2, which answers from the
+// store. Then: one certificate issued per name, both Traefiks serve the same serial
+// over a real TLS handshake verified against Pebble's root, and a name removed from
+// the document leaves the render. Certificates are delivered as files here
+// (--acme.delivery=files): the render names paths under each node's state dir, carries
+// no key, and Traefik loads the pairs from disk.
+func TestFleetCertificatesOneNameIssuedOnceAndServedByEveryTraefik(t *testing.T) {
+	requireBinaries(t)
+	ips := []string{"127.0.0.11", "127.0.0.12"}
+	web, websecure := commonFreePort(t, ips...), commonFreePort(t, ips...)
+	p := pebbletest.Start(t, pebbletest.Config{HTTPPort: web})
+	const name = "shop." + acmePlatform
+	p.AddA(t, name, ips[1])         // validation lands on Traefik 2
+	p.AddA(t, acmePlatform, ips[0]) // the API apex (also fleet-issued), on Traefik 1
+
+	f := startFleet(t, 2, nodeOptions{
+		args: []string{
+			"--platform.domains=" + acmePlatform,
+			"--traefik.entryPoints=websecure",
+			"--acme.enabled", "--acme.caServer=" + p.Directory, "--acme.caRoots=" + p.CARootsFile,
+			"--acme.email=ops@example.com",
+			// The file delivery: each Traefik runs beside its node and reads the files
+			// the render names (the three-node test covers inline PEM).
+			"--acme.delivery=files",
+		},
+		each: func(i int) []string {
+			return []string{"--acme.platformBudget=" + strconv.Itoa(1-i)} // node 1: 1, node 2: 0
+		},
+	})
+	trs := []*acmeTraefik{
+		startACMETraefik(t, "traefik-1", ips[0], web, websecure, f.nodes[0]),
+		startACMETraefik(t, "traefik-2", ips[1], web, websecure, f.nodes[1]),
+	}
+	f.deploy(t, "shop", "acme", f.nodes, "/healthz")
+
+	// Both nodes hold a valid certificate for both names, with one serial per name.
+	names := []string{acmePlatform, name}
+	waitFor(t, "every node holds a valid certificate for every name", 90*time.Second, func() error {
+		for _, n := range f.nodes {
+			cs := n.certs(t)
+			for _, nm := range names {
+				if c := cs[nm]; c.State != "valid" {
+					return fmt.Errorf("%s %s: %+v", n.name, nm, c)
+				}
+			}
+		}
+		return nil
+	})
+	logIssuance(t, f)
+	c1, c2 := f.nodes[0].certs(t), f.nodes[1].certs(t)
+	for _, nm := range names {
+		if c1[nm].Serial != c2[nm].Serial {
+			t.Fatalf("%s: node serials differ: %s vs %s", nm, c1[nm].Serial, c2[nm].Serial)
+		}
+	}
+	if !c1[name].ObtainedHere || c2[name].ObtainedHere {
+		t.Fatalf("%s: want it obtained by n1 only: n1 %+v, n2 %+v", name, c1[name], c2[name])
+	}
+	// Issued once per name: Pebble issued exactly as many certificates as names.
+	if issued := p.Issued(); len(issued) != len(names) {
+		t.Fatalf("Pebble issued %d certificates %v for %d names", len(issued), issued, len(names))
+	}
+	// The validation went through Traefik 2 to node 2, which answered from the store
+	// (CertMagic's distributed solver: the challenge was not in its memory).
+	if got := challengeAnswers(f.nodes[1], name, true); got == 0 {
+		t.Fatalf("node 2 did not answer %s's challenge from the store; its log:\n%s", name, f.nodes[1].proc.Tail(40))
+	}
+	if got := challengeAnswers(f.nodes[0], name, false); got != 0 {
+		t.Fatalf("node 1 answered %s's challenge %d times: the validation did not land on Traefik 2", name, got)
+	}
+
+	// The render names files, never the PEM.
+	for _, n := range f.nodes {
+		body := n.ingress(t, "", "identity").body
+		var cfg struct {
+			TLS struct {
+				Certificates []struct{ CertFile, KeyFile string } `json:"certificates"`
+			} `json:"tls"`
+		}
+		if err := json.Unmarshal(body, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		if len(cfg.TLS.Certificates) != len(names) || strings.Contains(string(body), "PRIVATE KEY") {
+			t.Fatalf("%s renders %d certificates (want %d) or key material:\n%.2000s", n.name, len(cfg.TLS.Certificates), len(names), body)
+		}
+		for _, c := range cfg.TLS.Certificates {
+			if !filepath.IsAbs(c.CertFile) || !filepath.IsAbs(c.KeyFile) {
+				t.Fatalf("%s: not file paths: %q %q", n.name, c.CertFile, c.KeyFile)
+			}
+			if _, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile); err != nil {
+				t.Fatalf("%s: %v", n.name, err)
+			}
+		}
+	}
+	// Every Traefik serves the same certificate over a real handshake, verified against
+	// Pebble's root.
+	roots := p.IssuerRoot(t)
+	for _, nm := range names {
+		for _, tr := range trs {
+			addr := hostPort(tr.ip, websecure)
+			var serial string
+			waitFor(t, tr.name+" serves the fleet certificate for "+nm, 30*time.Second, func() error {
+				s, err := handshake(addr, nm, roots)
+				serial = s
+				return err
+			})
+			if serial != c1[nm].Serial {
+				t.Fatalf("%s serves serial %s for %s, the fleet holds %s", tr.name, serial, nm, c1[nm].Serial)
+			}
+		}
+	}
+	// Removing the application takes its name out of the document: it leaves the
+	// render (no certificate, no router) on every node.
+	f.nodes[0].call(t, http.MethodDelete, "/v1/apps/shop", nil, nil)
+	for _, n := range f.nodes {
+		waitFor(t, n.name+" renders no certificate for "+name, 30*time.Second, func() error {
+			body := n.ingress(t, "", "identity").body
+			var cfg struct {
+				TLS struct {
+					Certificates []struct {
+						CertFile string `json:"certFile"`
+					} `json:"certificates"`
+				} `json:"tls"`
+			}
+			if err := json.Unmarshal(body, &cfg); err != nil {
+				return err
+			}
+			if len(cfg.TLS.Certificates) != 1 {
+				return fmt.Errorf("%d certificates rendered, want 1 (the apex)", len(cfg.TLS.Certificates))
+			}
+			if strings.Contains(string(body), "shop_apps_example_com") {
+				return fmt.Errorf("a router of %s is still rendered", name)
+			}
+			return nil
+		})
+		if _, ok := n.certs(t)[name]; ok {
+			t.Fatalf("%s still lists %s", n.name, name)
+		}
+	}
+}
+
+// logIssuance logs the issuance lines of every node (for -v runs).
+func logIssuance(t *testing.T, f *fleet) {
+	for _, n := range f.nodes {
+		for _, line := range strings.Split(n.proc.Output(), "\n") {
+			for _, k := range []string{"obtain", "will retry", "served key", "could not get certificate", "lock acquired"} {
+				if strings.Contains(line, k) {
+					t.Logf("%s: %s", n.name, line)
+					break
+				}
+			}
+		}
+	}
+}
+
+// TestFleetCertificatesThreeNodesEachNameValidatedThroughAnotherNodesTraefik: three
+// nodes on one store, three Traefiks (one per node, prefer=self) on 127.0.0.21-23, four
+// names (the API apex, a platform host, two custom domains). Every node runs CertMagic;
+// the store lock makes one node per name hold the order. Each name first resolves to
+// an address where nothing listens, so every holder's first attempt fails and it keeps
+// the lock while CertMagic backs off (one minute); the test reads who holds each name
+// (the one node that attempted it) and points the name at the Traefik of ANOTHER node.
+// The retry then validates through that Traefik, whose node answers from the store.
+// Then: each name issued exactly once (Pebble's count), every node holds and every
+// Traefik serves the same certificate (one serial per name, verified against Pebble's
+// root over a real TLS handshake), `scafo-node certs` lists them valid, and a name
+// whose claim is released leaves the render on every node.
+//
+// It runs on the dir store and on the S3 store (a real MinIO).
+func TestFleetCertificatesThreeNodesEachNameValidatedThroughAnotherNodesTraefik(t *testing.T) {
+	t.Run("dir", func(t *testing.T) { testThreeNodes(t, nil, []string{"127.0.0.21", "127.0.0.22", "127.0.0.23"}) })
+	t.Run("s3", func(t *testing.T) {
+		requireBinaries(t)
+		srv := s3test.Start(t)
+		testThreeNodes(t, s3NodeArgs(srv.NewBucket(t)), []string{"127.0.0.24", "127.0.0.25", "127.0.0.26"})
+	})
+}
+
+func testThreeNodes(t *testing.T, storeArgs, ips []string) {
+	requireBinaries(t)
+	web, websecure := commonFreePort(t, ips...), commonFreePort(t, ips...)
+	p := pebbletest.Start(t, pebbletest.Config{HTTPPort: web})
+	names := []string{acmePlatform, "shop." + acmePlatform, "shop.example.net", "shop.example.org"}
+	for _, nm := range names {
+		p.AddA(t, nm, "127.0.0.99") // nothing listens: the first attempt fails
+	}
+	f := startFleet(t, 3, nodeOptions{args: append([]string{
+		"--platform.domains=" + acmePlatform,
+		"--traefik.entryPoints=websecure",
+		"--acme.enabled", "--acme.caServer=" + p.Directory, "--acme.caRoots=" + p.CARootsFile,
+		"--acme.email=ops@example.com",
+	}, storeArgs...)})
+	trs := make([]*acmeTraefik, 3)
+	for i, n := range f.nodes {
+		trs[i] = startACMETraefik(t, "traefik-"+n.name, ips[i], web, websecure, n)
+	}
+	f.deploy(t, "shop", "acme", f.nodes, "/healthz")
+	f.nodes[0].claim(t, "shop", "shop.example.org")
+	f.nodes[1].claim(t, "shop", "shop.example.net")
+
+	// Who holds each name: the one node that attempted it (the others wait on the lock).
+	holder := map[string]int{}
+	waitFor(t, "one node per name attempted it and failed", 60*time.Second, func() error {
+		for _, nm := range names {
+			h := -1
+			for i, n := range f.nodes {
+				c := n.certs(t)[nm]
+				if c.Attempts > 0 {
+					if h >= 0 {
+						return fmt.Errorf("%s: attempted by %s and %s", nm, f.nodes[h].name, n.name)
+					}
+					if c.State != "failed" {
+						return fmt.Errorf("%s on %s: %+v", nm, n.name, c)
+					}
+					h = i
+				}
+			}
+			if h < 0 {
+				return fmt.Errorf("%s: no node attempted it yet", nm)
+			}
+			holder[nm] = h
+		}
+		return nil
+	})
+	via := map[string]int{}
+	for _, nm := range names {
+		via[nm] = (holder[nm] + 1) % 3
+		p.AddA(t, nm, ips[via[nm]])
+		t.Logf("%s: held by %s, validated through %s", nm, f.nodes[holder[nm]].name, trs[via[nm]].name)
+	}
+
+	waitFor(t, "every node holds a valid certificate for every name", 150*time.Second, func() error {
+		for _, n := range f.nodes {
+			cs := n.certs(t)
+			for _, nm := range names {
+				if c := cs[nm]; c.State != "valid" {
+					return fmt.Errorf("%s %s: %+v", n.name, nm, c)
+				}
+			}
+		}
+		return nil
+	})
+	logIssuance(t, f)
+	serial := map[string]string{}
+	for _, nm := range names {
+		for i, n := range f.nodes {
+			c := n.certs(t)[nm]
+			if i == 0 {
+				serial[nm] = c.Serial
+			} else if c.Serial != serial[nm] {
+				t.Fatalf("%s: %s holds serial %s, %s holds %s", nm, n.name, c.Serial, f.nodes[0].name, serial[nm])
+			}
+			if c.ObtainedHere != (i == holder[nm]) {
+				t.Fatalf("%s: %s obtainedHere=%v, the holder is %s", nm, n.name, c.ObtainedHere, f.nodes[holder[nm]].name)
+			}
+		}
+		// The validation went through the other node's Traefik to that node, which
+		// answered from the store; the holder answered nothing for it.
+		if challengeAnswers(f.nodes[via[nm]], nm, true) == 0 {
+			t.Errorf("%s: %s did not answer its challenge from the store", nm, f.nodes[via[nm]].name)
+		}
+		if challengeAnswers(f.nodes[holder[nm]], nm, false) != 0 {
+			t.Errorf("%s: the holder %s answered its challenge itself", nm, f.nodes[holder[nm]].name)
+		}
+	}
+	if issued := p.Issued(); len(issued) != len(names) {
+		t.Fatalf("Pebble issued %d certificates for %d names: %v", len(issued), len(names), issued)
+	}
+	roots := p.IssuerRoot(t)
+	for _, nm := range names {
+		for _, tr := range trs {
+			var got string
+			waitFor(t, tr.name+" serves "+nm, 30*time.Second, func() error {
+				s, err := handshake(hostPort(tr.ip, websecure), nm, roots)
+				if err == nil && s != serial[nm] {
+					err = fmt.Errorf("serial %s, the fleet holds %s", s, serial[nm])
+				}
+				got = s
+				return err
+			})
+			_ = got
+		}
+	}
+	// scafo-node certs lists them.
+	out, err := exec.Command(bins.node, "certs", "--url="+f.nodes[2].url(""), "--token="+testAdminToken).CombinedOutput()
+	if err != nil {
+		t.Fatalf("scafo-node certs: %v\n%s", err, out)
+	}
+	for _, nm := range names {
+		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(nm) + `\s+valid\s`).Match(out) {
+			t.Fatalf("scafo-node certs does not list %s valid:\n%s", nm, out)
+		}
+	}
+
+	// Releasing a claim takes the name out of the document: every node stops managing
+	// it and renders neither its certificate nor its router.
+	const gone = "shop.example.net"
+	f.nodes[0].call(t, http.MethodDelete, "/v1/apps/shop/domains/"+gone, nil, nil)
+	for _, n := range f.nodes {
+		waitFor(t, n.name+" drops "+gone, 30*time.Second, func() error {
+			body := string(n.ingress(t, "", "identity").body)
+			if strings.Contains(body, "host-shop_example_net") {
+				return fmt.Errorf("router still rendered")
+			}
+			var cfg struct {
+				TLS struct {
+					Certificates []json.RawMessage `json:"certificates"`
+				} `json:"tls"`
+			}
+			if err := json.Unmarshal([]byte(body), &cfg); err != nil {
+				return err
+			}
+			if len(cfg.TLS.Certificates) != len(names)-1 {
+				return fmt.Errorf("%d certificates rendered, want %d", len(cfg.TLS.Certificates), len(names)-1)
+			}
+			if _, ok := n.certs(t)[gone]; ok {
+				return fmt.Errorf("still listed in status")
+			}
+			return nil
+		})
+	}
+}
+
+// challengeAnswers counts n's log lines answering an HTTP-01 challenge for exactly name
+// (from the store only, when distributed).
+func challengeAnswers(n *node, name string, distributed bool) int {
+	re := regexp.MustCompile(`identifier=` + regexp.QuoteMeta(name) + `( |$)`)
+	c := 0
+	for _, l := range strings.Split(n.proc.Output(), "\n") {
+		if strings.Contains(l, "served key authentication") && re.MatchString(l) && (!distributed || strings.Contains(l, "distributed=true")) {
+			c++
+		}
+	}
+	return c
+}
+
+// TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshake: Pebble
+// issues 45-second certificates, so CertMagic renews within seconds (Pebble's ARI
+// window) to 30 s (a third of the lifetime left). Two nodes, two Traefiks; the name is claimed once both Traefiks carry
+// the challenge router (so the first order succeeds) and validates through Traefik 2;
+// the API apex and the platform host point nowhere and never get a certificate (they
+// would only muddy the issuance count). Handshakes run against both Traefiks all along:
+// each renewal issues exactly one certificate (Pebble's count against the renewals the
+// nodes logged), both nodes and both Traefiks switch to the last one issued, and no
+// handshake fails.
+func TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshake(t *testing.T) {
+	requireBinaries(t)
+	ips := []string{"127.0.0.31", "127.0.0.32"}
+	web, websecure := commonFreePort(t, ips...), commonFreePort(t, ips...)
+	p := pebbletest.Start(t, pebbletest.Config{HTTPPort: web, Validity: 45 * time.Second})
+	const name = "renew.example.org"
+	p.AddA(t, acmePlatform, "127.0.0.99")
+	p.AddA(t, "shop."+acmePlatform, "127.0.0.99")
+	p.AddA(t, name, ips[1])
+	f := startFleet(t, 2, nodeOptions{args: []string{
+		"--platform.domains=" + acmePlatform,
+		"--traefik.entryPoints=websecure",
+		"--acme.enabled", "--acme.caServer=" + p.Directory, "--acme.caRoots=" + p.CARootsFile,
+		"--acme.renewCheckInterval=1s",
+	}})
+	trs := []*acmeTraefik{
+		startACMETraefik(t, "traefik-1", ips[0], web, websecure, f.nodes[0]),
+		startACMETraefik(t, "traefik-2", ips[1], web, websecure, f.nodes[1]),
+	}
+	for _, tr := range trs {
+		waitFor(t, tr.name+" loads the challenge router", 30*time.Second, func() error {
+			rd, err := tr.rawData()
+			if err != nil {
+				return err
+			}
+			if routers, _ := rd.fromProvider(); routers["acme-challenge@http"].Rule == "" {
+				return fmt.Errorf("no acme-challenge@http router yet")
+			}
+			return nil
+		})
+	}
+	f.deploy(t, "shop", "acme", f.nodes, "/healthz")
+	f.nodes[0].claim(t, "shop", name)
+	roots := p.IssuerRoot(t)
+
+	current := func() (string, error) {
+		var s string
+		for _, n := range f.nodes {
+			c := n.certs(t)[name]
+			if c.State != "valid" || (s != "" && c.Serial != s) {
+				return "", fmt.Errorf("%s: %+v", n.name, c)
+			}
+			s = c.Serial
+		}
+		for _, tr := range trs {
+			got, err := handshake(hostPort(tr.ip, websecure), name, roots)
+			if err != nil {
+				return "", err
+			}
+			if got != s {
+				return "", fmt.Errorf("%s serves %s, the nodes hold %s", tr.name, got, s)
+			}
+		}
+		return s, nil
+	}
+	var first string
+	waitFor(t, "the first certificate everywhere", 60*time.Second, func() (err error) {
+		first, err = current()
+		return err
+	})
+
+	// Handshakes against both Traefiks every 100 ms until the switch is complete.
+	stop := make(chan struct{})
+	type result struct {
+		fails  []string
+		served map[string]int
+	}
+	done := make(chan result)
+	go func() {
+		r := result{served: map[string]int{}}
+		for {
+			select {
+			case <-stop:
+				done <- r
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			for _, tr := range trs {
+				s, err := handshake(hostPort(tr.ip, websecure), name, roots)
+				if err != nil {
+					r.fails = append(r.fails, tr.name+": "+err.Error())
+					continue
+				}
+				r.served[s]++
+			}
+		}
+	}()
+	var second string
+	waitFor(t, "the renewed certificate everywhere", 60*time.Second, func() (err error) {
+		s, err := current()
+		if err == nil && s == first {
+			err = fmt.Errorf("still %s", s)
+		}
+		second = s
+		return err
+	})
+	close(stop)
+	r := <-done
+	if len(r.fails) > 0 {
+		t.Fatalf("%d handshakes failed during the switch, first: %s", len(r.fails), r.fails[0])
+	}
+	// Pebble's ARI window for a 45-second certificate can make CertMagic renew within
+	// seconds of issuance, so the certificate first seen everywhere need not be the
+	// first issued. What must hold: every renewal issued exactly one certificate (the
+	// store lock: no node renewed a certificate another had renewed), and the switch
+	// observed went from one issued certificate to the next one, the last issued.
+	issued := p.Issued()
+	norm := func(s string) string { return strings.TrimLeft(strings.ToLower(s), "0") }
+	if len(issued) < 2 || norm(issued[len(issued)-1]) != norm(second) || norm(issued[len(issued)-2]) != norm(first) {
+		t.Fatalf("Pebble issued %v; the switch went %s → %s: want those two as the last two issued", issued, first, second)
+	}
+	renewals := 0
+	for _, n := range f.nodes {
+		renewals += countLines(n.proc.Output(), "fleet certificate obtained", "name="+name, "renewal=true")
+	}
+	if renewals != len(issued)-1 {
+		t.Fatalf("%d renewals logged across the nodes for %d certificates issued: a renewal issued more than one", renewals, len(issued))
+	}
+	t.Logf("renewed %s → %s; handshakes during the switch: %v", first, second, r.served)
+}
+
+// TestFleetCertificatesAnotherNodeCompletesAnOrderAfterTheHolderDies: the node holding a
+// name's order (its first attempt failed: the name pointed nowhere; CertMagic keeps the
+// store lock while it backs off) is killed with SIGKILL, so it never releases the lock.
+// The other node, blocked on that lock, takes it over once the lease (5 s) runs out and
+// completes the order through its own Traefik: one certificate, held by the survivor,
+// served by its Traefik.
+func TestFleetCertificatesAnotherNodeCompletesAnOrderAfterTheHolderDies(t *testing.T) {
+	t.Run("dir", func(t *testing.T) { testTakeover(t, nil, []string{"127.0.0.41", "127.0.0.42"}) })
+	// The same on the S3 store (a real MinIO): the lock is an S3 object written with
+	// If-None-Match / If-Match.
+	t.Run("s3", func(t *testing.T) {
+		requireBinaries(t)
+		srv := s3test.Start(t)
+		testTakeover(t, s3NodeArgs(srv.NewBucket(t)), []string{"127.0.0.43", "127.0.0.44"})
+	})
+}
+
+func testTakeover(t *testing.T, storeArgs, ips []string) {
+	requireBinaries(t)
+	web, websecure := commonFreePort(t, ips...), commonFreePort(t, ips...)
+	p := pebbletest.Start(t, pebbletest.Config{HTTPPort: web})
+	const name = "takeover.example.org"
+	const lease = 5 * time.Second
+	p.AddA(t, acmePlatform, "127.0.0.99")
+	p.AddA(t, name, "127.0.0.99")
+	f := startFleet(t, 2, nodeOptions{args: append([]string{
+		"--platform.domains=" + acmePlatform,
+		"--traefik.entryPoints=websecure",
+		"--acme.enabled", "--acme.caServer=" + p.Directory, "--acme.caRoots=" + p.CARootsFile,
+		"--acme.lockLease=" + lease.String(),
+	}, storeArgs...)})
+	trs := []*acmeTraefik{
+		startACMETraefik(t, "traefik-1", ips[0], web, websecure, f.nodes[0]),
+		startACMETraefik(t, "traefik-2", ips[1], web, websecure, f.nodes[1]),
+	}
+	f.deploy(t, "shop", "acme", f.nodes, "/healthz")
+	f.nodes[0].claim(t, "shop", name)
+
+	holder := -1
+	waitFor(t, "one node attempted the name and failed", 60*time.Second, func() error {
+		for i, n := range f.nodes {
+			if c := n.certs(t)[name]; c.Attempts > 0 && c.State == "failed" {
+				holder = i
+				return nil
+			}
+		}
+		return fmt.Errorf("no failed attempt yet")
+	})
+	survivor := 1 - holder
+	if c := f.nodes[survivor].certs(t)[name]; c.Attempts != 0 {
+		t.Fatalf("the other node attempted it too: %+v", c)
+	}
+	p.AddA(t, name, ips[survivor])
+	f.nodes[holder].proc.Kill() // SIGKILL: the lock is never released
+	killed := time.Now()
+	t.Logf("%s held %s; killed; %s should take over after the %s lease", f.nodes[holder].name, name, f.nodes[survivor].name, lease)
+
+	waitFor(t, f.nodes[survivor].name+" completes the order", 60*time.Second, func() error {
+		if c := f.nodes[survivor].certs(t)[name]; c.State != "valid" || !c.ObtainedHere {
+			return fmt.Errorf("%+v", c)
+		}
+		return nil
+	})
+	took := time.Since(killed)
+	t.Logf("valid on %s %s after the kill", f.nodes[survivor].name, took.Round(100*time.Millisecond))
+	// The holder renewed its lease every lease/3; the survivor may not take the lock
+	// before it runs out, so no earlier than 2/3 of the lease after the kill.
+	if took < lease*2/3 {
+		t.Fatalf("taken over %s after the kill, before the lease could have run out (%s)", took, lease*2/3)
+	}
+	if issued := p.Issued(); len(issued) != 1 {
+		t.Fatalf("Pebble issued %d certificates, want 1", len(issued))
+	}
+	serial := f.nodes[survivor].certs(t)[name].Serial
+	waitFor(t, trs[survivor].name+" serves it", 30*time.Second, func() error {
+		s, err := handshake(hostPort(ips[survivor], websecure), name, p.IssuerRoot(t))
+		if err == nil && s != serial {
+			err = fmt.Errorf("serial %s, want %s", s, serial)
+		}
+		return err
+	})
+}

@@ -1,0 +1,175 @@
+package node
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/caddyserver/certmagic"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/scafo/ingress/node/certstore"
+	"github.com/scafo/ingress/node/fleetcerts"
+	"github.com/scafo/ingress/node/store"
+)
+
+// Fleet certificates (DESIGN §10, --acme.*): the node's side. fleetcerts runs
+// CertMagic; this file connects it to the store, the publisher (a new certificate
+// republishes the rendered configuration), the challenge route, /v1/status and the
+// metrics.
+
+// certStorage is CertMagic's storage over the fleet store: certificates, keys, the
+// ACME account, challenge tokens and issuance locks under the store's certificate
+// namespace (package certstore), locked with the store's conditional writes and a
+// lease, so a node that dies holding a lock is taken over after acme.lockLease.
+func certStorage(cfg *Config, st store.Store, log *slog.Logger) certmagic.Storage {
+	return certstore.New(st, certstore.Options{
+		Owner:     cfg.Node.Name,
+		LockLease: time.Duration(cfg.ACME.LockLease),
+		// CertMagic holds a name's lock through its whole retry backoff (minutes to
+		// hours when a name fails), and every other node blocks in Lock for that name
+		// meanwhile: each waiting node polls the lock object. 10 s between polls keeps
+		// a failing name at 0.1 store reads a second per waiting node (2 s would be
+		// 0.5); a waiting node then loads a finished certificate up to 10 s later.
+		PollMax: lockPollMax,
+		Logger:  log,
+	})
+}
+
+// lockPollMax bounds the wait between a blocked node's lock attempts (certStorage).
+const lockPollMax = 10 * time.Second
+
+// setupACME builds the fleet-certificate manager when --acme.enabled (nil otherwise).
+func (s *Server) setupACME() error {
+	c := s.cfg.ACME
+	if !c.Enabled {
+		return nil
+	}
+	storage := certStorage(s.cfg, s.st, s.log.With("component", "certstore"))
+	roots, err := c.roots()
+	if err != nil {
+		return err
+	}
+	certDir := ""
+	if c.Delivery == DeliveryFiles {
+		certDir = filepath.Join(s.cfg.StateDir, "certs")
+		if abs, err := filepath.Abs(certDir); err == nil {
+			certDir = abs // Traefik resolves a relative path against its own directory
+		}
+	}
+	m, err := fleetcerts.New(fleetcerts.Options{
+		CertDir: certDir,
+		Storage: storage, CA: c.CAServer, Email: c.Email, Roots: roots,
+		RenewalWindow:      c.RenewalWindow,
+		RenewCheckInterval: time.Duration(c.RenewCheckInterval),
+		PlatformDomains:    s.cfg.Platform.Domains,
+		PlatformWildcard:   s.cfg.Traefik.PlatformWildcardCerts,
+		PlatformBudget:     c.PlatformBudget,
+		HTTPEntryPoints:    c.HTTPEntryPoints,
+		// Peers learn a new name on their next reconcile pass; an order started before
+		// would send the CA to nodes that do not answer for the name yet.
+		Settle: 2*time.Duration(s.cfg.Reconcile.Interval) + time.Second,
+		Log:    s.log.With("component", "fleetcerts"),
+	})
+	if err != nil {
+		return fmt.Errorf("fleet certificates: %w", err)
+	}
+	s.certs = m
+	s.pub.certs.Store(m.Current())
+	m.SetOnChange(func() { s.pub.publishCerts(m.Current()) })
+	s.pub.onPublish = m.Sync
+	s.metrics.reg.MustRegister(&certCollector{m: m})
+	return nil
+}
+
+// startACME begins issuance once the API listens (CertMagic's HTTP-01 solver finds the
+// API's port taken and leaves the answering to handleACMEChallenge).
+func (s *Server) startACME(addr net.Addr) {
+	if s.certs == nil {
+		return
+	}
+	s.certs.Start(addr)
+	if snap := s.pub.cur.Load(); snap != nil {
+		s.certs.Sync(snap.doc)
+	}
+}
+
+func (s *Server) stopACME() {
+	if s.certs != nil {
+		s.certs.Close()
+	}
+}
+
+// handleACMEChallenge answers GET /.well-known/acme-challenge/{token}: anonymous (the CA
+// asks), only for a name the fleet issues and a token CertMagic stored; everything else
+// is 404 without a store read.
+func (s *Server) handleACMEChallenge(w http.ResponseWriter, r *http.Request) {
+	if s.certs != nil && s.certs.HandleChallenge(w, r) {
+		return
+	}
+	writeError(w, http.StatusNotFound, "not found", "no ACME challenge pending for this host and token")
+}
+
+// publishCerts swaps in a snapshot with the current document and the new certificate
+// set, waking long-polls: the Traefik rendering changed, the document did not.
+func (p *publisher) publishCerts(set *fleetcerts.Set) {
+	p.swap.Lock()
+	defer p.swap.Unlock()
+	p.certs.Store(set)
+	prev := p.cur.Load()
+	if prev == nil || (prev.certs != nil && prev.certs.Fingerprint == set.Fingerprint) {
+		return
+	}
+	next := &snapshot{doc: prev.doc, since: prev.since, nodes: prev.nodes, certs: set, superseded: make(chan struct{})}
+	if m := prev.mark.Load(); m != nil {
+		next.mark.Store(m)
+	}
+	p.cur.Store(next)
+	close(prev.superseded)
+}
+
+// certsStatus is /v1/status's certificates section: per name, never key material.
+type certsStatus struct {
+	Counts map[string]int          `json:"counts"`
+	Names  []fleetcerts.NameStatus `json:"names"`
+}
+
+func (s *Server) certsStatus() *certsStatus {
+	if s.certs == nil {
+		return nil
+	}
+	names := s.certs.Status()
+	out := &certsStatus{Counts: map[string]int{}, Names: names}
+	for _, n := range names {
+		out.Counts[n.State]++
+	}
+	return out
+}
+
+// certCollector exports, per name, the state and the certificate's expiry.
+type certCollector struct{ m *fleetcerts.Manager }
+
+var (
+	certStateDesc = prometheus.NewDesc("scafo_certificate_state",
+		"Fleet certificate state per name: 1 for the current state (pending, valid, failed, backlog).",
+		[]string{"name", "state"}, nil)
+	certNotAfterDesc = prometheus.NewDesc("scafo_certificate_not_after_seconds",
+		"Expiry (Unix seconds) of the certificate this node holds for a name.", []string{"name"}, nil)
+)
+
+func (c *certCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- certStateDesc
+	ch <- certNotAfterDesc
+}
+
+func (c *certCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, n := range c.m.Status() {
+		ch <- prometheus.MustNewConstMetric(certStateDesc, prometheus.GaugeValue, 1, n.Name, n.State)
+		if n.NotAfter != nil {
+			ch <- prometheus.MustNewConstMetric(certNotAfterDesc, prometheus.GaugeValue, float64(n.NotAfter.Unix()), n.Name)
+		}
+	}
+}

@@ -1,0 +1,300 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/certmagic"
+	ptypes "github.com/traefik/paerser/types"
+
+	"github.com/scafo/ingress/node/fleetcerts"
+	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/node/store/dir"
+)
+
+// startNodeOn is startNodeWithStore on a listener the test opened (its port is known
+// before the node starts: Pebble validates on it).
+func startNodeOn(t *testing.T, cfg *Config, st store.Store, ln net.Listener) *testNode {
+	t.Helper()
+	logs := newSyncBuffer()
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv, err := NewWithStore(cfg, log, st, cfg.Ingress.Token, cfg.Admin.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &testNode{t: t, srv: srv, url: "http://" + ln.Addr().String(), st: st, cfg: cfg, cancel: cancel, done: make(chan error, 1), logs: logs}
+	go func() { n.done <- srv.Run(ctx, ln) }()
+	t.Cleanup(n.stop)
+	return n
+}
+
+func acmeStatus(t *testing.T, n *testNode) map[string]fleetcerts.NameStatus {
+	t.Helper()
+	resp, b := n.get("/v1/status", testIngressToken)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status: %d %s", resp.StatusCode, b)
+	}
+	var body struct {
+		Certificates *certsStatus `json:"certificates"`
+	}
+	if err := json.Unmarshal(b, &body); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]fleetcerts.NameStatus{}
+	if body.Certificates != nil {
+		for _, c := range body.Certificates.Names {
+			out[c.Name] = c
+		}
+	}
+	return out
+}
+
+// TestACMEFailuresBackOffAndNeverBlockRouting: with a CA that cannot be reached, every
+// name is listed failed with its error and a next attempt in the future, and routing
+// goes on: the rendered configuration routes every host (tls {} on managed names,
+// Traefik's default certificate answers until a certificate arrives), with the
+// challenge router and no certificates.
+func TestACMEFailuresBackOffAndNeverBlockRouting(t *testing.T) {
+	storeDir := t.TempDir()
+	cfg := testConfig(t, "vps-a", storeDir)
+	cfg.ACME.Enabled = true
+	cfg.ACME.CAServer = "https://127.0.0.1:1/dir" // nothing listens there
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := dir.New(storeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seedFleet(t, st, "shop")
+	n := startNodeWithStore(t, cfg, st)
+	n.waitReady()
+	waitFor(t, 20*time.Second, "both names failed with a next attempt", func() bool {
+		s := acmeStatus(t, n)
+		for _, name := range []string{"apps.example.com", "shop.apps.example.com"} {
+			c := s[name]
+			if c.State != fleetcerts.StateFailed || c.LastError == "" || c.NextAttempt == nil || !c.NextAttempt.After(time.Now()) {
+				return false
+			}
+		}
+		return true
+	})
+	resp, b := n.get("/v1/ingress/traefik", testIngressToken)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("traefik: %d %s", resp.StatusCode, b)
+	}
+	var cfgOut struct {
+		HTTP struct {
+			Routers map[string]struct {
+				Rule string          `json:"rule"`
+				TLS  json.RawMessage `json:"tls"`
+			} `json:"routers"`
+		} `json:"http"`
+		TLS json.RawMessage `json:"tls"`
+	}
+	if err := json.Unmarshal(b, &cfgOut); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{"host-shop_apps_example_com", "api-apps_example_com", "acme-challenge"} {
+		if _, ok := cfgOut.HTTP.Routers[r]; !ok {
+			t.Fatalf("router %s missing while issuance fails: %s", r, b)
+		}
+	}
+	if tl := string(cfgOut.HTTP.Routers["host-shop_apps_example_com"].TLS); tl != "{}" {
+		t.Fatalf("shop's router tls %q, want {}", tl)
+	}
+	if cfgOut.TLS != nil {
+		t.Fatalf("certificates rendered without any issued: %s", cfgOut.TLS)
+	}
+	// The metrics say it per name.
+	_, m := n.get("/metrics", "")
+	if !strings.Contains(string(m), `scafo_certificate_state{name="shop.apps.example.com",state="failed"} 1`) {
+		t.Fatalf("metrics lack the failed state:\n%s", grepLines(string(m), "scafo_certificate"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestACMEPrivateKeysOnlyInTheRenderedConfiguration: one node issues through real Pebble
+// (validation on; the name resolves to the node's own listener, which answers the
+// challenge). The private key is in the rendered Traefik configuration (the positive
+// control: it is what Traefik needs) and nowhere else an operator or a tenant reads:
+// not in /v1/status, /v1/ingress/routes, the metrics, the node's log (at debug), or
+// the audit rows.
+func TestACMEPrivateKeysOnlyInTheRenderedConfiguration(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pebbletest.Start(t, pebbletest.Config{HTTPPort: ln.Addr().(*net.TCPAddr).Port})
+	storeDir := t.TempDir()
+	cfg := testConfig(t, "vps-a", storeDir)
+	cfg.Listen = ln.Addr().String()
+	cfg.ACME.Enabled = true
+	cfg.ACME.CAServer = p.Directory
+	cfg.ACME.CARoots = p.CARootsFile
+	cfg.ACME.Email = "ops@example.com"
+	cfg.ACME.RenewCheckInterval = ptypes.Duration(time.Minute)
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := dir.New(storeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seedFleet(t, st, "shop")
+	n := startNodeOn(t, cfg, st, ln)
+	n.waitReady()
+	// An audited write (an application) so audit rows exist.
+	req, _ := http.NewRequest(http.MethodPut, n.url+"/v1/apps/blog", strings.NewReader(`{"name":"blog","account":"acme","placement":["vps-b"]}`))
+	req.Header.Set("Authorization", "Bearer "+testAdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("PUT app: %d", resp.StatusCode)
+	}
+	names := []string{"apps.example.com", "blog.apps.example.com", "shop.apps.example.com"}
+	waitFor(t, 60*time.Second, "every name valid", func() bool {
+		s := acmeStatus(t, n)
+		for _, name := range names {
+			if s[name].State != fleetcerts.StateValid {
+				return false
+			}
+		}
+		return true
+	})
+
+	_, rendered := n.get("/v1/ingress/traefik", testIngressToken)
+	var out struct {
+		TLS struct {
+			Certificates []struct{ CertFile, KeyFile string } `json:"certificates"`
+		} `json:"tls"`
+	}
+	if err := json.Unmarshal(rendered, &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.TLS.Certificates) != len(names) {
+		t.Fatalf("%d certificates rendered, want %d", len(out.TLS.Certificates), len(names))
+	}
+	// Positive control and the needles: each key's PEM body lines.
+	var needles []string
+	for _, c := range out.TLS.Certificates {
+		if _, err := tls.X509KeyPair([]byte(c.CertFile), []byte(c.KeyFile)); err != nil {
+			t.Fatalf("rendered pair does not load as Traefik loads it: %v", err)
+		}
+		blk, _ := pem.Decode([]byte(c.KeyFile))
+		if blk == nil {
+			t.Fatalf("key not PEM: %q", c.KeyFile)
+		}
+		lines := strings.Split(strings.TrimSpace(c.KeyFile), "\n")
+		needles = append(needles, lines[1:len(lines)-1]...)
+	}
+	needles = append(needles, "PRIVATE KEY")
+
+	haystacks := map[string]string{}
+	_, b := n.get("/v1/status", testIngressToken)
+	haystacks["/v1/status"] = string(b)
+	_, b = n.get("/v1/ingress/routes", testIngressToken)
+	haystacks["/v1/ingress/routes"] = string(b)
+	_, b = n.get("/metrics", "")
+	haystacks["/metrics"] = string(b)
+	haystacks["log"] = n.logs.String()
+	entries, err := st.List(context.Background(), "audit/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) == 0 {
+		t.Fatal("no audit rows to check")
+	}
+	var audit bytes.Buffer
+	for _, e := range entries {
+		o, err := st.Get(context.Background(), e.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		audit.Write(o.Value)
+	}
+	haystacks["audit rows"] = audit.String()
+	for where, hay := range haystacks {
+		for _, needle := range needles {
+			if strings.Contains(hay, needle) {
+				t.Errorf("%s contains key material (%q)", where, needle)
+			}
+		}
+	}
+	// And the challenge route answered from the node's own listener, anonymously.
+	if !strings.Contains(n.logs.String(), "served key authentication") {
+		t.Error("the node's log shows no challenge answered")
+	}
+}
+
+// TestACMECorruptCertificateInTheStoreIsReportedNotFatal: a corrupt certificate object
+// in the store's certificate namespace (a bad write, a hostile store) for a name of the
+// document: the node reports the name failed with the reason, delivers no certificate
+// for it, and keeps routing every host.
+func TestACMECorruptCertificateInTheStoreIsReportedNotFatal(t *testing.T) {
+	storeDir := t.TempDir()
+	cfg := testConfig(t, "vps-a", storeDir)
+	cfg.ACME.Enabled = true
+	cfg.ACME.CAServer = "https://127.0.0.1:1/dir"
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := dir.New(storeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seedFleet(t, st, "shop")
+	const name = "shop.apps.example.com"
+	cs := certStorage(cfg, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	issuer := (&certmagic.ACMEIssuer{CA: cfg.ACME.CAServer}).IssuerKey()
+	for key, v := range map[string]string{
+		certmagic.StorageKeys.SiteCert(issuer, name):       "-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n",
+		certmagic.StorageKeys.SitePrivateKey(issuer, name): "garbage",
+		certmagic.StorageKeys.SiteMeta(issuer, name):       "{not json",
+	} {
+		if err := cs.Store(context.Background(), key, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := startNodeWithStore(t, cfg, st)
+	n.waitReady()
+	deadline := time.Now().Add(20 * time.Second)
+	for c := acmeStatus(t, n)[name]; !(c.State == fleetcerts.StateFailed && c.LastError != ""); c = acmeStatus(t, n)[name] {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %+v\n%s", name, c, grepLines(n.logs.String(), name))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("reported: %s", acmeStatus(t, n)[name].LastError)
+	resp, b := n.get("/v1/ingress/traefik", testIngressToken)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"host-shop_apps_example_com"`) {
+		t.Fatalf("routing: %d %.300s", resp.StatusCode, b)
+	}
+	if strings.Contains(string(b), `"certificates"`) {
+		t.Fatal("a corrupt certificate was delivered")
+	}
+}

@@ -1,0 +1,132 @@
+package node
+
+import (
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/mail"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	ptypes "github.com/traefik/paerser/types"
+)
+
+// LetsEncryptProduction is the default --acme.caServer.
+const LetsEncryptProduction = "https://acme-v02.api.letsencrypt.org/directory"
+
+// Certificate delivery modes (acme.delivery).
+const (
+	DeliveryInline = "inline"
+	DeliveryFiles  = "files"
+)
+
+// ACMEConfig is fleet certificate issuance (DESIGN §10): every node runs CertMagic on
+// the fleet store, issues each non-wildcard name of the document once (HTTP-01 through
+// any Traefik), and renders the certificates into tls.certificates.
+type ACMEConfig struct {
+	Enabled bool   `description:"Issue certificates for the document's names with ACME (HTTP-01) and deliver them in the rendered configuration." json:"enabled,omitempty"`
+	Email   string `description:"ACME account contact address." json:"email,omitempty"`
+	// CAServer is the ACME directory URL.
+	CAServer string `description:"ACME directory URL (default Let's Encrypt production)." json:"caServer,omitempty"`
+	// CARoots is a PEM file of roots trusted for the connection to the CA server (a
+	// private CA, Pebble); empty: the system roots.
+	CARoots string `description:"PEM file of roots trusted for the connection to caServer (a private CA or Pebble); default the system roots." json:"caRoots,omitempty"`
+	// RenewalWindow is the share of a certificate's lifetime left when it is renewed;
+	// 0 is CertMagic's default (1/3).
+	RenewalWindow float64 `description:"Renew when this share of the certificate's lifetime is left (0: CertMagic's default, 1/3)." json:"renewalWindow,omitempty"`
+	// PlatformBudget paces platform hosts (<app>.<platform domain>) when
+	// traefik.platformWildcardCerts is off: at most this many platform hosts without a
+	// certificate in the store are taken on per hour by this node; the rest wait
+	// (status: backlog). Custom domains and the API apex are never paced.
+	PlatformBudget int `description:"Platform hosts without a certificate this node starts issuing per hour (the rest wait, listed as backlog); custom domains and the API apex are not paced." json:"platformBudget,omitempty"`
+	// HTTPEntryPoints carry the ACME challenge router (plain HTTP, port 80).
+	HTTPEntryPoints []string `description:"Traefik entry points (plain HTTP, port 80) that carry the ACME challenge router." json:"httpEntryPoints,omitempty"`
+	// RenewCheckInterval is how often CertMagic checks certificates for renewal.
+	RenewCheckInterval ptypes.Duration `description:"How often certificates are checked for renewal." json:"renewCheckInterval,omitempty"`
+	// LockLease is how long an issuance lock outlives its holder's last renewal: a
+	// node that dies mid-order is taken over by another after at most this long.
+	LockLease ptypes.Duration `description:"Issuance lock lease: a node that dies while issuing is taken over after at most this long." json:"lockLease,omitempty"`
+	// Delivery is how the render carries certificates: "inline" (the PEM in the body)
+	// or "files" (written under <stateDir>/certs, the render naming them: only for a
+	// Traefik on the same machine, reading the node's state dir).
+	Delivery string `description:"inline: the PEM in the rendered configuration; files: written under <stateDir>/certs and named by the render (a Traefik on the node's machine only)." json:"delivery,omitempty"`
+}
+
+func (c *ACMEConfig) setDefaults() {
+	*c = ACMEConfig{
+		CAServer:           LetsEncryptProduction,
+		PlatformBudget:     10,
+		HTTPEntryPoints:    []string{"web"},
+		RenewCheckInterval: ptypes.Duration(10 * time.Minute),
+		LockLease:          ptypes.Duration(2 * time.Minute),
+		Delivery:           DeliveryInline,
+	}
+}
+
+// validate checks the acme section (only when enabled: a disabled section is inert).
+func (c *ACMEConfig) validate(cfg *Config) []error {
+	if !c.Enabled {
+		return nil
+	}
+	var errs []error
+	if !cfg.API.Public {
+		// The challenge router sends challenges to the API chain, which the document
+		// carries only with the platform API apex.
+		errs = append(errs, errors.New("acme.enabled: needs api.public (the ACME challenge router points at the node API chain of the document)"))
+	}
+	if c.Email != "" {
+		if _, err := mail.ParseAddress(c.Email); err != nil || strings.ContainsAny(c.Email, "<> ") {
+			errs = append(errs, fmt.Errorf("acme.email %q: not an e-mail address", c.Email))
+		}
+	}
+	if u, err := url.Parse(c.CAServer); err != nil || u.Scheme != "https" || u.Host == "" {
+		errs = append(errs, fmt.Errorf("acme.caServer %q: must be an https:// URL", c.CAServer))
+	}
+	if c.CARoots != "" {
+		if _, err := c.roots(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.RenewalWindow < 0 || c.RenewalWindow >= 1 {
+		errs = append(errs, fmt.Errorf("acme.renewalWindow %v: a share of the lifetime, 0 (default) or in (0, 1)", c.RenewalWindow))
+	}
+	if c.PlatformBudget < 0 {
+		errs = append(errs, fmt.Errorf("acme.platformBudget %d: must not be negative", c.PlatformBudget))
+	}
+	if len(c.HTTPEntryPoints) == 0 {
+		errs = append(errs, errors.New("acme.httpEntryPoints: at least one entry point (the challenge arrives on port 80)"))
+	}
+	for i, ep := range c.HTTPEntryPoints {
+		if ep == "" || strings.ContainsAny(ep, "@ \t\r\n") {
+			errs = append(errs, fmt.Errorf("acme.httpEntryPoints[%d] %q: an entry point name", i, ep))
+		}
+	}
+	if c.Delivery != DeliveryInline && c.Delivery != DeliveryFiles {
+		errs = append(errs, fmt.Errorf("acme.delivery %q: inline or files", c.Delivery))
+	}
+	if c.LockLease < ptypes.Duration(time.Second) {
+		errs = append(errs, errors.New("acme.lockLease: at least 1s"))
+	}
+	if c.RenewCheckInterval <= 0 {
+		errs = append(errs, errors.New("acme.renewCheckInterval: must be positive"))
+	}
+	return errs
+}
+
+// roots reads CARoots into a pool (nil when unset: the system roots).
+func (c *ACMEConfig) roots() (*x509.CertPool, error) {
+	if c.CARoots == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(c.CARoots)
+	if err != nil {
+		return nil, fmt.Errorf("acme.caRoots: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("acme.caRoots %s: no PEM certificate in it", c.CARoots)
+	}
+	return pool, nil
+}

@@ -1,0 +1,140 @@
+package fleetcerts
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/certmagic"
+)
+
+// countingStorage counts every storage operation.
+type countingStorage struct {
+	certmagic.Storage
+	ops atomic.Int64
+}
+
+func (c *countingStorage) Load(ctx context.Context, k string) ([]byte, error) {
+	c.ops.Add(1)
+	return c.Storage.Load(ctx, k)
+}
+func (c *countingStorage) Exists(ctx context.Context, k string) bool {
+	c.ops.Add(1)
+	return c.Storage.Exists(ctx, k)
+}
+func (c *countingStorage) Stat(ctx context.Context, k string) (certmagic.KeyInfo, error) {
+	c.ops.Add(1)
+	return c.Storage.Stat(ctx, k)
+}
+func (c *countingStorage) List(ctx context.Context, p string, r bool) ([]string, error) {
+	c.ops.Add(1)
+	return c.Storage.List(ctx, p, r)
+}
+
+// TestChallengeRouteReadsTheStoreOnlyForManagedNamesAndWellFormedTokens: the challenge
+// route is anonymous (the CA asks), so what an anonymous client can make it do is
+// bounded: a Host the fleet does not issue, a token outside base64url, a method other
+// than GET, or a path outside the prefix costs no storage read and answers nothing; a
+// managed name with an unknown token costs one read and answers nothing; and reads are
+// rate-limited (a flood costs at most the bucket's burst plus its rate).
+func TestChallengeRouteReadsTheStoreOnlyForManagedNamesAndWellFormedTokens(t *testing.T) {
+	cs := &countingStorage{Storage: &certmagic.FileStorage{Path: t.TempDir()}}
+	m, err := New(Options{Storage: cs, CA: "https://127.0.0.1:1/dir", PlatformDomains: []string{"apps.example.com"},
+		PlatformBudget: 0, Log: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Budget 0 keeps CertMagic from touching storage for the platform host; the test
+	// counts only what requests cause.
+	m.Start(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1})
+	t.Cleanup(m.Close)
+	m.Sync(docWith("shop.apps.example.com"))
+	time.Sleep(50 * time.Millisecond)
+	base := cs.ops.Load()
+
+	try := func(method, target, host string) bool {
+		req := httptest.NewRequest(method, target, nil)
+		req.Host = host
+		return m.HandleChallenge(httptest.NewRecorder(), req)
+	}
+	for _, tc := range []struct{ method, target, host string }{
+		{"GET", "/.well-known/acme-challenge/abcDEF_-123", "other.example.com"}, // not a fleet name
+		{"GET", "/.well-known/acme-challenge/abcDEF_-123", "SHOP.apps.example.com.evil"},
+		{"GET", "/.well-known/acme-challenge/../../etc/passwd", "shop.apps.example.com"},
+		{"GET", "/.well-known/acme-challenge/a%2Fb", "shop.apps.example.com"},
+		{"GET", "/.well-known/acme-challenge/", "shop.apps.example.com"},
+		{"GET", "/.well-known/acme-challenge/" + strings.Repeat("A", 300), "shop.apps.example.com"},
+		{"POST", "/.well-known/acme-challenge/abc", "shop.apps.example.com"},
+		{"GET", "/v1/status", "shop.apps.example.com"},
+	} {
+		if try(tc.method, tc.target, tc.host) {
+			t.Errorf("%s %s Host %q was answered", tc.method, tc.target, tc.host)
+		}
+	}
+	if got := cs.ops.Load() - base; got != 0 {
+		t.Fatalf("requests for unmanaged names or malformed tokens caused %d storage reads, want 0", got)
+	}
+	// A managed name (any case, with a port) and a well-formed unknown token: one read
+	// per request, nothing answered.
+	if try("GET", "/.well-known/acme-challenge/abcDEF_-123", "Shop.Apps.Example.com:80") {
+		t.Fatal("an unknown token was answered")
+	}
+	if got := cs.ops.Load() - base; got < 1 {
+		t.Fatalf("a managed name's challenge lookup read nothing (%d): is the store consulted at all?", got)
+	}
+	// A flood: reads stay within the bucket (burst 100 + 50/s).
+	before := cs.ops.Load()
+	start := time.Now()
+	for range 1000 {
+		try("GET", "/.well-known/acme-challenge/abcDEF_-123", "shop.apps.example.com")
+	}
+	limit := int64(100 + 50*time.Since(start).Seconds() + 1)
+	if got := cs.ops.Load() - before; got > limit*2 { // a lookup may read more than one key
+		t.Fatalf("1000 anonymous challenge requests caused %d storage operations, want at most ~%d", got, limit)
+	}
+	if st := m.Status(); len(st) != 1 || st[0].State != StateBacklog {
+		t.Fatalf("status %+v", st)
+	}
+	_ = http.MethodGet
+}
+
+// TestBacklogLookupsAreBatched: a node with a large backlog (platform budget 0) looks
+// up at most backlogBatch backlogged names in the store per pass, in turn, not every
+// name every pass.
+func TestBacklogLookupsAreBatched(t *testing.T) {
+	cs := &countingStorage{Storage: &certmagic.FileStorage{Path: t.TempDir()}}
+	m, err := New(Options{Storage: cs, CA: "https://127.0.0.1:1/dir", PlatformDomains: []string{"apps.example.com"},
+		PlatformBudget: 0, Log: testLogger(t), Poll: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1})
+	t.Cleanup(m.Close)
+	var hosts []string
+	for i := range 400 {
+		hosts = append(hosts, "app"+strconv.Itoa(i)+".apps.example.com")
+	}
+	m.Sync(docWith(hosts...))
+	perName := func() int64 { // storage operations one lookup of a name costs
+		before := cs.ops.Load()
+		m.cfg.CacheManagedCertificate(context.Background(), "probe.apps.example.com")
+		return cs.ops.Load() - before
+	}()
+	if perName < 1 {
+		t.Fatalf("a lookup costs %d storage operations: the count sees nothing", perName)
+	}
+	before := cs.ops.Load()
+	m.loadBacklog()
+	if got := cs.ops.Load() - before; got != perName*backlogBatch {
+		t.Fatalf("one pass over a backlog of 400 cost %d storage operations, want %d (%d names × %d)", got, perName*backlogBatch, backlogBatch, perName)
+	}
+	if m.backlogCursor != backlogBatch {
+		t.Fatalf("cursor %d after one pass, want %d", m.backlogCursor, backlogBatch)
+	}
+}

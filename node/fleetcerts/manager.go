@@ -1,0 +1,806 @@
+// Package fleetcerts issues the fleet's certificates (DESIGN §10): every node runs
+// CertMagic over the fleet store, CertMagic's storage locks make one node issue a name
+// while the others wait and load the result, HTTP-01 challenges are kept in the store
+// (CertMagic's distributed solver) so any node answers any challenge, and the
+// certificates held are handed to the render as one immutable Set.
+//
+// Names are exactly the document's non-wildcard route hosts and API hosts, minus, when
+// a platform wildcard certificate is configured, the platform hosts (that certificate
+// covers them). Platform hosts are otherwise paced: a node takes on at most
+// PlatformBudget platform hosts without a certificate per hour; the rest wait, listed
+// as "backlog". A name that leaves the document stops being managed (its pending obtain
+// is cancelled, CertMagic stops renewing it) and leaves the Set.
+//
+// Private keys live only in the store and in the Set handed to the render; nothing here
+// logs them or puts them in a Status.
+package fleetcerts
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/certmagic"
+
+	"github.com/scafo/ingress/render"
+	"github.com/scafo/ingress/render/fleet"
+	"github.com/scafo/ingress/render/routing"
+)
+
+// States of a name.
+const (
+	StatePending = "pending" // being obtained, or waiting for another node's result
+	StateValid   = "valid"   // a certificate that has not expired is held
+	StateFailed  = "failed"  // the last attempt failed; CertMagic retries (NextAttempt)
+	StateBacklog = "backlog" // a platform host waiting for the platform budget
+)
+
+// Options configure a Manager.
+type Options struct {
+	// Storage is the fleet store's CertMagic storage (certstore.New).
+	Storage certmagic.Storage
+	// CA is the ACME directory URL; Email the account contact (may be empty).
+	CA, Email string
+	// Roots, when not nil, are the roots trusted for the connection to CA.
+	Roots *x509.CertPool
+	// RenewalWindow is CertMagic's RenewalWindowRatio (0: its default).
+	RenewalWindow float64
+	// RenewCheckInterval is how often CertMagic's maintenance checks for renewals.
+	RenewCheckInterval time.Duration
+	// PlatformDomains and PlatformWildcard are the names policy; PlatformBudget the
+	// platform hosts without a certificate taken on per hour.
+	PlatformDomains  []string
+	PlatformWildcard bool
+	PlatformBudget   int
+	// HTTPEntryPoints carry the challenge router in the render.
+	HTTPEntryPoints []string
+	Log             *slog.Logger
+	// Poll is how often the held certificates are compared with CertMagic's cache (in
+	// memory) and names missing a certificate are looked up in the store. Default 1s;
+	// store lookups of missing names at most every 20 Polls.
+	Poll time.Duration
+	// Settle is how long a name must have been in the document before this node starts
+	// an order for it, so every other node knows the name (and answers its challenge)
+	// by the time the CA validates through its Traefik: a name is claimed through one
+	// node and reaches the others on their next reconcile pass. The node sets it to
+	// two reconcile intervals plus a second.
+	Settle time.Duration
+	// CertDir, when set, delivers certificates as files under it (files.go) instead of
+	// inline PEM.
+	CertDir string
+}
+
+// Set is one immutable view of the fleet certificates, for the render.
+type Set struct {
+	// Fingerprint changes whenever anything the render reads changes ("" for an empty
+	// set with no managed names).
+	Fingerprint string
+	FleetCerts  *render.FleetCerts
+}
+
+// NameStatus is the operator's view of one name. No key material.
+type NameStatus struct {
+	Name        string     `json:"name"`
+	State       string     `json:"state"`
+	NotAfter    *time.Time `json:"notAfter,omitempty"`
+	Serial      string     `json:"serial,omitempty"`
+	LastError   string     `json:"lastError,omitempty"`
+	NextAttempt *time.Time `json:"nextAttempt,omitempty"`
+	// Attempts counts this node's obtain attempts (0: another node issued it, or none
+	// was needed).
+	Attempts int `json:"attempts,omitempty"`
+	// ObtainedHere: this node obtained the certificate it holds.
+	ObtainedHere bool `json:"obtainedHere,omitempty"`
+}
+
+// Manager runs fleet issuance on one node.
+type Manager struct {
+	opt    Options
+	log    *slog.Logger
+	store  *tracked // opt.Storage, counted so Close can wait for CertMagic
+	cache  *certmagic.Cache
+	cfg    *certmagic.Config
+	issuer *certmagic.ACMEIssuer
+
+	// lookups bounds the store reads anonymous challenge requests can cause.
+	lookups *tokenBucket
+
+	mu       sync.Mutex
+	started  bool
+	wanted   map[string]bool               // the names policy's names (the document's)
+	since    map[string]time.Time          // when each wanted name entered the document
+	platform map[string]bool               // of those, platform hosts (paced)
+	managed  map[string]context.CancelFunc // names CertMagic manages here
+	admitted []time.Time                   // when platform hosts were taken on (last hour)
+	names    map[string]*nameState
+	set      *Set
+	polls    int
+	settling bool // a wanted name waits for Settle
+	// backlogCursor is where the next loadBacklog pass starts in the sorted backlog.
+	backlogCursor int
+	onChange      func()
+
+	// mgmtErrs are CertMagic's errors that no event reports (a certificate in the store
+	// that cannot be loaded fails "initiating certificate management" and is then
+	// never retried by CertMagic), by name; only noteError and takeMgmtErrs touch it,
+	// under mgmtMu alone (CertMagic may log while m.mu is held).
+	mgmtMu   sync.Mutex
+	mgmtErrs map[string]string
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+type nameState struct {
+	// mgmtFailed: managing the name failed outside an obtain (mgmtErrs); it is
+	// managed again from nextAttempt on.
+	mgmtFailed   bool
+	cert         *heldCert
+	lastErr      string
+	nextAttempt  time.Time
+	fails        int
+	attempts     int
+	obtaining    bool
+	obtainedHere bool
+}
+
+// heldCert is a certificate taken from CertMagic's cache, encoded for the render.
+type heldCert struct {
+	serial   string
+	notAfter time.Time
+	certPEM  string
+	keyPEM   string
+}
+
+// New builds a Manager; Start begins issuance.
+func New(opt Options) (*Manager, error) {
+	if opt.Storage == nil {
+		return nil, errors.New("fleetcerts: no storage")
+	}
+	if opt.Log == nil {
+		opt.Log = slog.Default()
+	}
+	if opt.Poll <= 0 {
+		opt.Poll = time.Second
+	}
+	m := &Manager{
+		opt:     opt,
+		log:     opt.Log,
+		lookups: newTokenBucket(50, 100),
+		wanted:  map[string]bool{}, platform: map[string]bool{}, since: map[string]time.Time{},
+		managed: map[string]context.CancelFunc{},
+		names:   map[string]*nameState{},
+		set:     &Set{FleetCerts: &render.FleetCerts{HTTPEntryPoints: opt.HTTPEntryPoints, Managed: map[string]bool{}}},
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	m.store = &tracked{Storage: opt.Storage}
+	zl := zapToSlog(opt.Log.With("component", "certmagic"), m.noteError)
+	var cfg *certmagic.Config
+	m.cache = certmagic.NewCache(certmagic.CacheOptions{
+		GetConfigForCert:   func(certmagic.Certificate) (*certmagic.Config, error) { return cfg, nil },
+		RenewCheckInterval: opt.RenewCheckInterval,
+		Logger:             zl,
+	})
+	cfg = certmagic.New(m.cache, certmagic.Config{
+		Storage:            m.store,
+		RenewalWindowRatio: opt.RenewalWindow,
+		OnEvent:            m.onEvent,
+		Logger:             zl,
+		// The fleet's certificates are delivered to Traefik, which staples nothing
+		// from here; OCSP fetching would only cost requests.
+		OCSP: certmagic.OCSPConfig{DisableStapling: true},
+	})
+	m.cfg = cfg
+	return m, nil
+}
+
+// Start begins issuance. listen is the node API's listener address: CertMagic's
+// HTTP-01 solver would otherwise bind port 80 itself; pointed at the node's own
+// listener it finds the port taken by a server that answers (HandleChallenge) and only
+// keeps the challenge in the store.
+func (m *Manager) Start(listen net.Addr) {
+	host, port := "", "80"
+	if a, ok := listen.(*net.TCPAddr); ok {
+		port = strconv.Itoa(a.Port)
+		if !a.IP.IsUnspecified() {
+			host = a.IP.String()
+		}
+	}
+	p, _ := strconv.Atoi(port)
+	m.issuer = certmagic.NewACMEIssuer(m.cfg, certmagic.ACMEIssuer{
+		CA:                      m.opt.CA,
+		TestCA:                  m.opt.CA,
+		Email:                   m.opt.Email,
+		Agreed:                  true,
+		TrustedRoots:            m.opt.Roots,
+		DisableTLSALPNChallenge: true,
+		ListenHost:              host,
+		AltHTTPPort:             p,
+		Logger:                  m.cfg.Logger,
+	})
+	m.cfg.Issuers = []certmagic.Issuer{m.issuer}
+	m.mu.Lock()
+	m.started = true
+	m.mu.Unlock()
+	go m.loop()
+	m.reconcile()
+}
+
+// SetOnChange sets the function called (without locks held) after the Set changed.
+func (m *Manager) SetOnChange(f func()) {
+	m.mu.Lock()
+	m.onChange = f
+	m.mu.Unlock()
+}
+
+// Close stops issuance and CertMagic's maintenance.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	started := m.started
+	for n, cancel := range m.managed {
+		cancel()
+		delete(m.managed, n)
+	}
+	m.mu.Unlock()
+	select {
+	case <-m.stop:
+	default:
+		close(m.stop)
+	}
+	if started {
+		<-m.done
+	}
+	m.cache.Stop()
+	// Obtains cancelled above release their locks on their own goroutines.
+	if !m.store.idle(10 * time.Second) {
+		m.log.Warn("fleet certificates: CertMagic still busy with the store 10s after close")
+	}
+}
+
+// Names returns the names the policy gives the fleet, from doc: every non-wildcard
+// route host and API host, less platform hosts when platformWildcard. isPlatform tells
+// the paced ones.
+func Names(doc *routing.Document, platformDomains []string, platformWildcard bool) (names []string, isPlatform map[string]bool) {
+	isPlatform = map[string]bool{}
+	seen := map[string]bool{}
+	add := func(h string, platform bool) {
+		if seen[h] || routing.IsWildcard(h) {
+			return
+		}
+		seen[h] = true
+		if platform {
+			if platformWildcard {
+				return
+			}
+			isPlatform[h] = true
+		}
+		names = append(names, h)
+	}
+	if doc == nil {
+		return nil, isPlatform
+	}
+	for _, r := range doc.Routes {
+		_, under := fleet.PlatformOwner(r.Host, platformDomains)
+		add(r.Host, under)
+	}
+	if doc.API != nil {
+		for _, h := range doc.API.Hosts {
+			add(h, false)
+		}
+	}
+	slices.Sort(names)
+	return names, isPlatform
+}
+
+// Sync sets the names from a published document.
+func (m *Manager) Sync(doc *routing.Document) {
+	names, platform := Names(doc, m.opt.PlatformDomains, m.opt.PlatformWildcard)
+	wanted := make(map[string]bool, len(names))
+	for _, n := range names {
+		wanted[n] = true
+	}
+	m.mu.Lock()
+	now := time.Now()
+	for n := range wanted {
+		if _, ok := m.since[n]; !ok {
+			m.since[n] = now
+		}
+	}
+	for n := range m.since {
+		if !wanted[n] {
+			delete(m.since, n)
+		}
+	}
+	same := len(wanted) == len(m.wanted)
+	for n := range wanted {
+		if !m.wanted[n] {
+			same = false
+			break
+		}
+	}
+	m.wanted, m.platform = wanted, platform
+	m.mu.Unlock()
+	if !same {
+		m.reconcile()
+	}
+}
+
+// reconcile starts managing the admitted names, stops the departed ones, and refreshes
+// the Set.
+func (m *Manager) reconcile() {
+	m.mu.Lock()
+	if !m.started {
+		m.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	var start []string
+	var gone []certmagic.SubjectIssuer
+	for n, cancel := range m.managed {
+		if !m.wanted[n] {
+			cancel()
+			delete(m.managed, n)
+			delete(m.names, n)
+			gone = append(gone, certmagic.SubjectIssuer{Subject: n})
+		}
+	}
+	for n := range m.names {
+		if !m.wanted[n] {
+			delete(m.names, n)
+		}
+	}
+	m.settling = false
+	m.takeMgmtErrs(now)
+	// Budget: platform hosts taken on in the last hour.
+	m.admitted = slices.DeleteFunc(m.admitted, func(t time.Time) bool { return now.Sub(t) >= time.Hour })
+	wanted := make([]string, 0, len(m.wanted))
+	for n := range m.wanted {
+		wanted = append(wanted, n)
+	}
+	slices.Sort(wanted)
+	for _, n := range wanted {
+		if _, ok := m.managed[n]; ok {
+			continue
+		}
+		if now.Sub(m.since[n]) < m.opt.Settle {
+			m.settling = true // the poll loop comes back for it
+			continue
+		}
+		st := m.names[n]
+		if st == nil {
+			st = &nameState{}
+			m.names[n] = st
+		}
+		if st.mgmtFailed {
+			if now.Before(st.nextAttempt) {
+				continue
+			}
+			st.mgmtFailed = false
+		}
+		if m.platform[n] && st.cert == nil {
+			if len(m.admitted) >= m.opt.PlatformBudget {
+				continue // backlog; the poll loop loads it if another node issued it
+			}
+			m.admitted = append(m.admitted, now)
+		}
+		start = append(start, n)
+	}
+	for _, n := range start {
+		ctx, cancel := context.WithCancel(context.Background())
+		m.managed[n] = cancel
+		// ManageAsync loads the certificate from the store, or obtains it under the
+		// store lock (retrying with CertMagic's backoff until ctx is cancelled).
+		if err := m.cfg.ManageAsync(ctx, []string{n}); err != nil {
+			m.names[n].lastErr = err.Error()
+		}
+	}
+	m.mu.Unlock()
+	if len(gone) > 0 {
+		m.cache.RemoveManaged(gone)
+	}
+	m.refresh()
+}
+
+func (m *Manager) loop() {
+	defer close(m.done)
+	t := time.NewTicker(m.opt.Poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			m.mu.Lock()
+			m.polls++
+			lookup := m.polls%20 == 0
+			settling := m.settling
+			m.mu.Unlock()
+			switch {
+			case lookup:
+				m.loadBacklog()
+				m.reconcile() // the hour's budget moves on
+			case settling:
+				m.reconcile()
+			default:
+				m.refresh()
+			}
+		}
+	}
+}
+
+// backlogBatch is the most backlogged names loadBacklog looks up in one pass.
+const backlogBatch = 50
+
+// loadBacklog loads, for names this node does not manage yet, a certificate another
+// node put in the store (one store read per such name, at most backlogBatch names per
+// pass, every 20 polls).
+func (m *Manager) loadBacklog() {
+	m.mu.Lock()
+	var missing []string
+	for n := range m.wanted {
+		if _, ok := m.managed[n]; !ok {
+			missing = append(missing, n)
+		}
+	}
+	// At most backlogBatch names per pass, in turn: a large backlog costs a bounded
+	// number of store reads per pass, not one per name.
+	slices.Sort(missing)
+	if len(missing) > backlogBatch {
+		start := m.backlogCursor % len(missing)
+		missing = append(missing[start:], missing[:start]...)[:backlogBatch]
+		m.backlogCursor = start + backlogBatch
+	}
+	m.mu.Unlock()
+	for _, n := range missing {
+		if _, err := m.cfg.CacheManagedCertificate(context.Background(), n); err == nil {
+			m.mu.Lock()
+			if m.wanted[n] {
+				if _, ok := m.managed[n]; !ok {
+					// CertMagic's maintenance renews it from now on.
+					m.managed[n] = func() {}
+				}
+			}
+			m.mu.Unlock()
+		}
+	}
+}
+
+// refresh compares the held certificates with CertMagic's cache and publishes a new
+// Set when anything the render reads moved.
+func (m *Manager) refresh() {
+	m.mu.Lock()
+	now := time.Now()
+	m.takeMgmtErrs(now)
+	changed := false
+	managedNames := make(map[string]bool, len(m.wanted))
+	for n := range m.wanted {
+		managedNames[n] = true
+		st := m.names[n]
+		if st == nil {
+			st = &nameState{}
+			m.names[n] = st
+		}
+		best := m.bestCert(n, now)
+		switch {
+		case best == nil && st.cert != nil:
+			st.cert, changed = nil, true
+		case best != nil && (st.cert == nil || st.cert.serial != serialOf(best)):
+			hc, err := encode(best)
+			if err != nil {
+				st.lastErr = "encoding the certificate for delivery: " + err.Error()
+				continue
+			}
+			st.cert, changed = hc, true
+		}
+	}
+	if !changed && sameKeys(managedNames, m.set.FleetCerts.Managed) {
+		m.mu.Unlock()
+		return
+	}
+	fc := &render.FleetCerts{HTTPEntryPoints: m.opt.HTTPEntryPoints, Managed: managedNames}
+	keep := map[string]bool{} // files of this set (file delivery)
+	h := sha256.New()
+	names := make([]string, 0, len(managedNames))
+	for n := range managedNames {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		h.Write([]byte(n + "\x00"))
+		if c := m.names[n].cert; c != nil {
+			cert, key := c.certPEM, c.keyPEM
+			if m.opt.CertDir != "" {
+				var err error
+				if cert, key, err = certFiles(m.opt.CertDir, n, c); err != nil {
+					m.names[n].lastErr = "delivering the certificate: " + err.Error()
+					m.log.Error("fleet certificate: writing its files", "name", n, "err", err)
+					h.Write([]byte{2})
+					continue
+				}
+				keep[cert], keep[key] = true, true
+			}
+			fc.Certificates = append(fc.Certificates, render.Certificate{Names: []string{n}, CertFile: cert, KeyFile: key})
+			h.Write([]byte(c.serial))
+		}
+		h.Write([]byte{1})
+	}
+	fp := ""
+	if len(names) > 0 {
+		fp = hex.EncodeToString(h.Sum(nil)[:12])
+	}
+	if m.opt.CertDir != "" {
+		// The previous set's files stay for a Traefik that fetched it a moment ago.
+		for _, c := range m.set.FleetCerts.Certificates {
+			keep[c.CertFile], keep[c.KeyFile] = true, true
+		}
+		pruneCertFiles(m.opt.CertDir, keep)
+	}
+	m.set = &Set{Fingerprint: fp, FleetCerts: fc}
+	onChange := m.onChange
+	m.mu.Unlock()
+	if onChange != nil {
+		onChange()
+	}
+}
+
+// bestCert is the unexpired certificate in CertMagic's cache for exactly name with the
+// latest NotAfter (a renewal and its predecessor can both be cached for a moment).
+func (m *Manager) bestCert(name string, now time.Time) *certmagic.Certificate {
+	var best *certmagic.Certificate
+	for _, c := range m.cache.AllMatchingCertificates(name) {
+		if c.Leaf == nil || !now.Before(c.Leaf.NotAfter) || !slices.Contains(c.Names, name) || len(c.Names) != 1 {
+			continue
+		}
+		if best == nil || c.Leaf.NotAfter.After(best.Leaf.NotAfter) {
+			c := c
+			best = &c
+		}
+	}
+	return best
+}
+
+func serialOf(c *certmagic.Certificate) string {
+	return strings.ToLower(c.Leaf.SerialNumber.Text(16))
+}
+
+// encode turns a cached certificate into the PEM the render inlines: the chain as
+// issued and the key as PKCS#8. Deterministic, so every node holding the same
+// certificate renders the same bytes.
+func encode(c *certmagic.Certificate) (*heldCert, error) {
+	var chain bytes.Buffer
+	for _, der := range c.Certificate.Certificate {
+		pem.Encode(&chain, &pem.Block{Type: "CERTIFICATE", Bytes: der})
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(c.PrivateKey)
+	if err != nil {
+		return nil, err
+	}
+	key := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	return &heldCert{serial: serialOf(c), notAfter: c.Leaf.NotAfter, certPEM: chain.String(), keyPEM: string(key)}, nil
+}
+
+func sameKeys(a, b map[string]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if !b[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// Current is the Set the render reads now.
+func (m *Manager) Current() *Set {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.set
+}
+
+// retryIntervals are the first steps of CertMagic's own obtain backoff (async.go,
+// retryIntervals), to tell an operator when the next attempt is due; the last is
+// repeated.
+var retryIntervals = []time.Duration{time.Minute, 2 * time.Minute, 2 * time.Minute, 5 * time.Minute,
+	10 * time.Minute, 10 * time.Minute, 10 * time.Minute, 20 * time.Minute}
+
+// mgmtRetry is how long after a management failure (mgmtErrs) a name is managed again.
+func (m *Manager) mgmtRetry() time.Duration { return 20 * m.opt.Poll }
+
+// noteError records a CertMagic error entry that names a subject.
+func (m *Manager) noteError(msg string, fields map[string]any) {
+	name, _ := fields["subject"].(string)
+	if name == "" {
+		return
+	}
+	detail := msg
+	if e, ok := fields["error"].(string); ok {
+		detail += ": " + e
+	}
+	m.mgmtMu.Lock()
+	if m.mgmtErrs == nil {
+		m.mgmtErrs = map[string]string{}
+	}
+	m.mgmtErrs[name] = detail
+	m.mgmtMu.Unlock()
+}
+
+// takeMgmtErrs applies the recorded management failures (m.mu held): the name is no
+// longer managed, shows failed with the error, and is managed again at nextAttempt.
+func (m *Manager) takeMgmtErrs(now time.Time) {
+	m.mgmtMu.Lock()
+	errs := m.mgmtErrs
+	m.mgmtErrs = nil
+	m.mgmtMu.Unlock()
+	for name, detail := range errs {
+		st := m.names[name]
+		if st == nil || st.cert != nil {
+			continue
+		}
+		if cancel, ok := m.managed[name]; ok {
+			cancel()
+			delete(m.managed, name)
+		}
+		st.mgmtFailed, st.lastErr, st.nextAttempt = true, detail, now.Add(m.mgmtRetry())
+	}
+}
+
+// onEvent records CertMagic's issuance events per name.
+func (m *Manager) onEvent(_ context.Context, event string, data map[string]any) error {
+	name, _ := data["identifier"].(string)
+	if name == "" {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.names[name]
+	if st == nil {
+		return nil
+	}
+	switch event {
+	case "cert_obtaining":
+		st.obtaining = true
+		st.attempts++
+	case "cert_failed":
+		st.obtaining = false
+		st.fails++
+		if err, ok := data["error"].(error); ok {
+			st.lastErr = err.Error()
+		} else {
+			st.lastErr = "failed"
+		}
+		st.nextAttempt = time.Now().Add(retryIntervals[min(st.fails, len(retryIntervals))-1])
+		m.log.Warn("fleet certificate: obtaining failed", "name", name, "attempt", st.attempts, "err", st.lastErr, "nextAttempt", st.nextAttempt)
+	case "cert_obtained":
+		st.obtaining = false
+		st.obtainedHere = true
+		st.lastErr, st.fails, st.nextAttempt = "", 0, time.Time{}
+		renewal, _ := data["renewal"].(bool)
+		m.log.Info("fleet certificate obtained", "name", name, "renewal", renewal)
+	}
+	return nil
+}
+
+// Status lists every name the policy gives the fleet, sorted, with its state.
+func (m *Manager) Status() []NameStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	out := make([]NameStatus, 0, len(m.wanted))
+	for n := range m.wanted {
+		st := m.names[n]
+		if st == nil {
+			st = &nameState{}
+		}
+		ns := NameStatus{Name: n, LastError: st.lastErr, Attempts: st.attempts, ObtainedHere: st.obtainedHere && st.cert != nil}
+		_, managed := m.managed[n]
+		switch {
+		case st.cert != nil && now.Before(st.cert.notAfter):
+			ns.State = StateValid
+		case st.mgmtFailed:
+			ns.State = StateFailed
+		case !managed && now.Sub(m.since[n]) < m.opt.Settle:
+			ns.State = StatePending // settling: the other nodes are learning the name
+		case !managed:
+			ns.State = StateBacklog
+		case st.lastErr != "" && !st.obtaining:
+			ns.State = StateFailed
+		default:
+			ns.State = StatePending
+		}
+		if st.cert != nil {
+			na := st.cert.notAfter.UTC()
+			ns.NotAfter, ns.Serial = &na, st.cert.serial
+		}
+		if !st.nextAttempt.IsZero() && ns.State == StateFailed {
+			t := st.nextAttempt.UTC()
+			ns.NextAttempt = &t
+		}
+		out = append(out, ns)
+	}
+	slices.SortFunc(out, func(a, b NameStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// HandleChallenge answers GET /.well-known/acme-challenge/<token> for a name the fleet
+// issues, from the store (any node answers any node's challenge). Anonymous and
+// bounded: the token must be base64url, the Host a name this node knows the fleet
+// issues (no store read for any other), and store reads are rate-limited; everything
+// else is 404. It reports whether it answered.
+func (m *Manager) HandleChallenge(w http.ResponseWriter, r *http.Request) bool {
+	token, ok := strings.CutPrefix(r.URL.Path, render.ACMEChallengePath)
+	if !ok || token == "" || len(token) > 256 || !base64URL(token) || r.Method != http.MethodGet || m.issuer == nil {
+		return false
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(host)
+	m.mu.Lock()
+	known := m.wanted[host]
+	m.mu.Unlock()
+	if !known || !m.lookups.take(time.Now()) {
+		return false
+	}
+	return m.issuer.HandleHTTPChallenge(w, r)
+}
+
+func base64URL(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// tokenBucket is a small rate limiter (rate per second, burst).
+type tokenBucket struct {
+	mu     sync.Mutex
+	rate   float64
+	burst  float64
+	tokens float64
+	last   time.Time
+}
+
+func newTokenBucket(rate, burst float64) *tokenBucket {
+	return &tokenBucket{rate: rate, burst: burst, tokens: burst}
+}
+
+func (b *tokenBucket) take(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.last.IsZero() {
+		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	}
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// String is for logs: counts only.
+func (s *Set) String() string {
+	if s == nil || s.FleetCerts == nil {
+		return "fleet certificates: none"
+	}
+	return fmt.Sprintf("fleet certificates: %d names, %d certificates", len(s.FleetCerts.Managed), len(s.FleetCerts.Certificates))
+}

@@ -1,0 +1,112 @@
+package render
+
+import (
+	"cmp"
+	"math"
+	"slices"
+
+	"github.com/traefik/genconf/dynamic"
+	"github.com/traefik/genconf/dynamic/tls"
+
+	"github.com/scafo/ingress/render/routing"
+)
+
+// Fleet certificates (DESIGN §10): what fleet ACME issuance adds to the render. The
+// render stays a pure function: FleetCerts is an input, built by the node from the
+// certificates in the fleet store, identical on every node once they have read the
+// same store.
+
+// ACMEChallengePath is the HTTP-01 challenge path prefix (RFC 8555 §8.3).
+const ACMEChallengePath = "/.well-known/acme-challenge/"
+
+// PriorityACMEChallenge is the challenge router's priority: the highest Traefik v3.6
+// accepts from a provider (pkg/server/router: maxUserPriority = math.MaxInt - 1000),
+// above every router the render writes and every router an operator writes with a
+// lower one. An entry point's HTTPS redirection is an internal router at
+// math.MaxInt - 1, which no provider can outrank: the entry point needs
+// allowACMEByPass: true (the shipped deploy/traefik/traefik.yml has it), which makes
+// the redirection leave /.well-known/acme-challenge/ alone.
+const PriorityACMEChallenge = math.MaxInt - 1000
+
+// routerACMEChallenge names the challenge router (kind "acme-", one component).
+const routerACMEChallenge = "acme-challenge"
+
+// FleetCerts is the fleet-certificate part of a render.
+type FleetCerts struct {
+	// HTTPEntryPoints carry the challenge router (plain HTTP: the CA validates on
+	// port 80). Default ["web"].
+	HTTPEntryPoints []string
+	// Managed are the names the fleet issues. Their routers get `tls: {}` (no
+	// resolver): Traefik picks the certificate by SNI from tls.certificates, or answers
+	// with its default certificate until the name's certificate arrives.
+	Managed map[string]bool
+	// Certificates are delivered in tls.certificates, in any order (the render sorts
+	// them by their first name).
+	Certificates []Certificate
+}
+
+// Certificate is one certificate and its key. CertFile and KeyFile are what Traefik's
+// FileOrContent takes: the PEM itself (inline: Traefik v3.6 pkg/tls reads a value that
+// is not an existing path as content) or a file path (a Traefik beside its node).
+type Certificate struct {
+	// Names are the certificate's DNS names (sorted); the first is its sort key.
+	Names    []string
+	CertFile string
+	KeyFile  string
+}
+
+// TraefikFleet is Traefik with fleet certificates: the challenge router, `tls: {}` on
+// the routers of managed names, and tls.certificates. fc nil is Traefik.
+func TraefikFleet(doc *routing.Document, opt Options, fc *FleetCerts) ([]byte, error) {
+	return renderTraefik(doc, opt, fc)
+}
+
+// fleetTLS is the tls section of a managed name's routers: none of the resolver's
+// fields, so Traefik serves the name from its certificate store.
+var fleetTLS = &dynamic.RouterTLSConfig{}
+
+// managed reports whether host's routers take a fleet certificate.
+func (r *renderer) managed(host string) bool {
+	return r.fleet != nil && r.fleet.Managed[host]
+}
+
+// acme adds the challenge router and the certificates. It needs the API chain (the
+// document's API section): without one there is nothing to send a challenge to, and
+// the router is left out.
+func (r *renderer) acme(doc *routing.Document, cfg *Configuration) {
+	fc := r.fleet
+	if fc == nil {
+		return
+	}
+	if doc.API != nil && len(doc.API.Hosts) > 0 {
+		eps := fc.HTTPEntryPoints
+		if len(eps) == 0 {
+			eps = []string{DefaultEntryPoint}
+		}
+		r.routers[routerACMEChallenge] = &dynamic.Router{
+			EntryPoints: eps,
+			Service:     svcAPI,
+			Rule:        "PathPrefix(`" + ACMEChallengePath + "`)",
+			Priority:    PriorityACMEChallenge,
+		}
+	}
+	if len(fc.Certificates) == 0 {
+		return
+	}
+	certs := slices.Clone(fc.Certificates)
+	slices.SortFunc(certs, func(a, b Certificate) int {
+		return cmp.Compare(firstName(a), firstName(b))
+	})
+	out := make([]*tls.CertAndStores, 0, len(certs))
+	for _, c := range certs {
+		out = append(out, &tls.CertAndStores{Certificate: tls.Certificate{CertFile: c.CertFile, KeyFile: c.KeyFile}})
+	}
+	cfg.TLS = &TLSConfiguration{Certificates: out}
+}
+
+func firstName(c Certificate) string {
+	if len(c.Names) == 0 {
+		return ""
+	}
+	return c.Names[0]
+}
