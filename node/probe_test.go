@@ -199,16 +199,6 @@ func TestDeadInstanceLeavesTheDocumentOnEveryNodeWithinATick(t *testing.T) {
 	}
 }
 
-func grepLines(s, sub string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, sub) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
-}
-
 // A declared-not-ready instance stays out whatever its probe says, and a probe never
 // publishes an instance its owner did not declare ready.
 func TestProbeNeverPublishesAnInstanceDeclaredNotReady(t *testing.T) {
