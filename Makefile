@@ -1,19 +1,24 @@
 # make run     run a node on the embedded default (dir store under ./scafo-state)
 # make test    every test: installs MinIO and Pebble and builds Traefik v3.6.12 once (cached), runs the unit
 #              packages under the race detector, then the end-to-end packages (without it)
+# make echo    the demo's echo application into ./echo-app (the README walkthrough runs two)
 # make demo    two nodes, two echo applications and one Traefik on loopback: a flip and a failover
 #              through Traefik (deploy/demo/demo.sh; DEMO_FLAGS=--once stops at the end)
 # make bench   the Go benchmarks; make report: the side-by-side performance report (README "Performance")
 
 GO ?= go
 
-.PHONY: run test deps build bench report vet demo
+.PHONY: run test deps build echo bench report vet demo
 
 run:
 	$(GO) run ./node/cmd/scafo-node
 
 build:
 	$(GO) build -o scafo-node ./node/cmd/scafo-node
+
+# The demo's echo application (deploy/demo/echo), for the README walkthrough's instances.
+echo:
+	$(GO) build -o echo-app ./deploy/demo/echo
 
 demo:
 	./deploy/demo/demo.sh $(DEMO_FLAGS)

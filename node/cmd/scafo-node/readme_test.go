@@ -35,11 +35,17 @@ import (
 //   - The port. The README's node listens on :7400; the test's on a free port, written
 //     for "7400" in the blocks and the expected outputs, and given to the CLI as
 //     SCAFO_URL (the CLI's documented fallback for --url).
-//   - `make build`: a shell function copies the binary the test built to ./scafo-node and
-//     prints what the Makefile's build recipe prints (checked with `make -n build`).
+//   - `make build` and `make echo`: a shell function copies the binaries the test built
+//     (scafo-node, the demo's echo application) to ./scafo-node and ./echo-app and prints
+//     what the Makefile's recipes print (checked with `make -n build`, `make -n echo`).
 //   - The state dir, as root: a test must not use the machine's /var/lib/scafo, so the
 //     root run sets SCAFO_STATEDIR=./scafo-state (relative: the log line and every path are
 //     then the README's). The non-root run uses the real default, ./scafo-state.
+//
+// The walkthrough starts the two applications in the background (as a supervisor would:
+// the node probes its instances) and stops them at its end. The shell runs in its own
+// process group: the test checks that the group is empty once the walkthrough is done
+// (the README stops what it starts), and kills the group whatever happens.
 //
 // It runs twice: as the current user and, when that is root, as the unprivileged user
 // nobody (setuid in the child; no account is created).
@@ -67,24 +73,20 @@ func TestREADMEWalkthrough(t *testing.T) {
 	if start.want == "" {
 		t.Fatal("the quick start's first block has no text block after it (the node's first log line)")
 	}
-	mk := exec.Command("make", "-s", "-n", "--no-print-directory", "-C", "../../..", "build")
-	for _, kv := range os.Environ() { // not the flags of a `make test` this runs under
-		if !strings.HasPrefix(kv, "MAKEFLAGS=") && !strings.HasPrefix(kv, "MFLAGS=") && !strings.HasPrefix(kv, "MAKELEVEL=") {
-			mk.Env = append(mk.Env, kv)
-		}
+	stub := makeStub{
+		buildLine: makeRecipe(t, "build", "go build -o scafo-node ./node/cmd/scafo-node"),
+		echoLine:  makeRecipe(t, "echo", "go build -o echo-app ./deploy/demo/echo"),
+		node:      buildBinary(t),
+		echo:      filepath.Join(t.TempDir(), "echo-app"),
 	}
-	out, err := mk.Output()
-	if err != nil {
-		t.Fatalf("make -n build: %v", err)
+	build := exec.Command("go", "build", "-o", stub.echo, "./deploy/demo/echo")
+	build.Dir = "../../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./deploy/demo/echo: %v\n%s", err, out)
 	}
-	buildLine := strings.TrimSpace(string(out))
-	if buildLine != "go build -o scafo-node ./node/cmd/scafo-node" {
-		t.Fatalf("make build prints %q: update the README and this test's stub", buildLine)
-	}
-	bin := buildBinary(t)
 
 	t.Run("current-user", func(t *testing.T) {
-		runWalkthrough(t, bin, blocks, buildLine, nil)
+		runWalkthrough(t, stub, blocks, nil)
 	})
 	t.Run("non-root", func(t *testing.T) {
 		if os.Geteuid() != 0 {
@@ -96,8 +98,36 @@ func TestREADMEWalkthrough(t *testing.T) {
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
-		runWalkthrough(t, bin, blocks, buildLine, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)})
+		runWalkthrough(t, stub, blocks, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)})
 	})
+}
+
+// makeStub is what the walkthrough's `make` does: the Makefile's recipes (the lines
+// `make -n` prints), with the binaries the test built.
+type makeStub struct {
+	buildLine, echoLine string // what `make build` and `make echo` print
+	node, echo          string // the binaries they copy
+}
+
+// makeRecipe is what `make <target>` prints, checked against want (the README's text
+// blocks print it, and the stub copies a binary for it).
+func makeRecipe(t *testing.T, target, want string) string {
+	t.Helper()
+	mk := exec.Command("make", "-s", "-n", "--no-print-directory", "-C", "../../..", target)
+	for _, kv := range os.Environ() { // not the flags of a `make test` this runs under
+		if !strings.HasPrefix(kv, "MAKEFLAGS=") && !strings.HasPrefix(kv, "MFLAGS=") && !strings.HasPrefix(kv, "MAKELEVEL=") {
+			mk.Env = append(mk.Env, kv)
+		}
+	}
+	out, err := mk.Output()
+	if err != nil {
+		t.Fatalf("make -n %s: %v", target, err)
+	}
+	line := strings.TrimSpace(string(out))
+	if line != want {
+		t.Fatalf("make %s prints %q, not %q: update the README and this test's stub", target, line, want)
+	}
+	return line
 }
 
 // readmeBlock is one sh block of the walkthrough and the text block after it, if any.
@@ -231,22 +261,26 @@ const blockEnd = "@@scafo-readme-block-end@@"
 
 // runWalkthrough starts a node in a fresh directory and runs the blocks after the first
 // in one bash beside it, as cred (nil: the current user).
-func runWalkthrough(t *testing.T, bin string, blocks []readmeBlock, buildLine string, cred *syscall.Credential) {
+func runWalkthrough(t *testing.T, stub makeStub, blocks []readmeBlock, cred *syscall.Credential) {
 	work, err := os.MkdirTemp("", "scafo-readme-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(work) })
-	// The binary, where the make stub copies it from.
+	// The binaries, where the make stub copies them from (mode 0755: nobody runs them).
 	nodeBin := filepath.Join(work, ".bin", "scafo-node")
+	echoBin := filepath.Join(work, ".bin", "echo-app")
 	if err := os.MkdirAll(filepath.Dir(nodeBin), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := copyFile(bin, nodeBin); err != nil {
+	if err := copyFile(stub.node, nodeBin); err != nil {
+		t.Fatal(err)
+	}
+	if err := copyFile(stub.echo, echoBin); err != nil {
 		t.Fatal(err)
 	}
 	if cred != nil {
-		for _, p := range []string{work, filepath.Dir(nodeBin), nodeBin} {
+		for _, p := range []string{work, filepath.Dir(nodeBin), nodeBin, echoBin} {
 			if err := os.Chown(p, int(cred.Uid), int(cred.Gid)); err != nil {
 				t.Fatal(err)
 			}
@@ -318,7 +352,8 @@ func runWalkthrough(t *testing.T, bin string, blocks []readmeBlock, buildLine st
 	// The rest, in one shell.
 	var script strings.Builder
 	script.WriteString("set -e -o pipefail\n")
-	fmt.Fprintf(&script, "make() { [ \"$*\" = build ] || { echo \"make stub: only build\" >&2; return 2; }; echo %q; cp %q ./scafo-node; }\n", buildLine, nodeBin)
+	fmt.Fprintf(&script, "make() { case \"$*\" in build) echo %q; cp %q ./scafo-node;; echo) echo %q; cp %q ./echo-app;; *) echo \"make stub: only build, echo\" >&2; return 2;; esac; }\n",
+		stub.buildLine, nodeBin, stub.echoLine, echoBin)
 	for _, b := range blocks[1:] {
 		script.WriteString(sub(b.code))
 		fmt.Fprintf(&script, "\necho; echo %s\n", blockEnd)
@@ -327,12 +362,27 @@ func runWalkthrough(t *testing.T, bin string, blocks []readmeBlock, buildLine st
 	defer cancel()
 	sh := exec.CommandContext(ctx, "bash", "-c", script.String())
 	sh.Dir, sh.Env = work, env
-	if cred != nil {
-		sh.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	}
+	// Its own process group (its pgid is its pid), so what it starts in the background
+	// is found and stopped with it, even when a block fails midway.
+	sh.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true}
+	sh.Cancel = func() error { return syscall.Kill(-sh.Process.Pid, syscall.SIGKILL) }
+	sh.WaitDelay = 5 * time.Second // a background process holding stdout does not hang the test
 	var stderr strings.Builder
 	sh.Stderr = &stderr
 	stdout, err := sh.Output()
+	if sh.Process != nil {
+		pgid := sh.Process.Pid
+		t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) })
+		if err == nil {
+			// The README stops what it starts: nothing of the group outlives the walkthrough.
+			for deadline := time.Now().Add(5 * time.Second); syscall.Kill(-pgid, 0) == nil; time.Sleep(50 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Errorf("the walkthrough left processes running (process group %d): the README must stop what it starts", pgid)
+					break
+				}
+			}
+		}
+	}
 	outs := strings.Split(string(stdout), blockEnd+"\n")
 	if err != nil {
 		n := len(outs) - 1 // blocks that finished
