@@ -46,6 +46,9 @@ type publisher struct {
 	cur    atomic.Pointer[snapshot]
 	cache  *lru.Cache[renderKey, *rendered]
 	render render.Options
+	// frags renders the Traefik format incrementally: per-application fragments kept
+	// across revisions, so a new revision re-renders what changed (render.Incremental).
+	frags *render.Incremental
 
 	// serialOf returns the store serial and epoch the document being published was
 	// derived from: the reconcile loop publishes right after committing what it read,
@@ -98,7 +101,12 @@ func newPublisher(opts render.Options, spillDir string) *publisher {
 	if err != nil {
 		panic(err) // only for a non-positive size
 	}
-	return &publisher{cache: c, render: opts, inflight: map[renderKey]*renderCall{}, spillDir: spillDir}
+	inc, err := render.NewIncremental(opts)
+	if err != nil {
+		// The node validates its render options at startup (render.Options.Validate).
+		panic(fmt.Sprintf("render options: %v", err))
+	}
+	return &publisher{cache: c, render: opts, frags: inc, inflight: map[renderKey]*renderCall{}, spillDir: spillDir}
 }
 
 // spill writes b to a new file in the spill directory and returns its path ("" on any
@@ -209,7 +217,7 @@ func (p *publisher) renderNow(s *snapshot, k renderKey) (*rendered, error) {
 	case formatRoutes:
 		body, err = routing.Marshal(doc)
 	case formatTraefik:
-		body, err = render.Traefik(doc, p.render)
+		body, err = p.frags.Traefik(doc)
 	default:
 		return nil, fmt.Errorf("unknown format %q", format)
 	}

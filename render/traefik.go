@@ -151,54 +151,70 @@ func (r *renderer) render(doc *routing.Document) error {
 		})
 	}
 
+	svcOf := func(target string) (string, bool) {
+		t, ok := exact[target]
+		if !ok {
+			return "", false
+		}
+		return apps[t.Application].service, true
+	}
 	var byTarget map[string][]string
 	for i := range doc.Routes {
 		rt := &doc.Routes[i]
-		hostMatch := hostMatcher(rt.Host)
-		hostPrio, guardPrio, pathPrio := PriorityHost, PriorityPathGuard, PriorityPath
-		if routing.IsWildcard(rt.Host) {
-			hostPrio, guardPrio, pathPrio = PriorityWildcard, PriorityWildcardPathGuard, PriorityWildcardPath
-		}
-		tls := r.tlsFor(rt.Host)
-		r.router(hostRouterName(rt.Host), hostMatch, hostPrio, apps[rt.Application].service, tls)
-
-		if len(rt.Paths) == 0 {
-			continue
-		}
-		clear(byTarget)
-		if byTarget == nil {
-			byTarget = make(map[string][]string)
-		}
-		for p, t := range rt.Paths {
-			byTarget[t] = append(byTarget[t], p)
-		}
-		guarded := false
-		for t, prefixes := range byTarget {
-			target, ok := exact[t]
-			if !ok {
-				// Validate refuses such an entry (a target is the exact host of a route
-				// of the document); were one here, a prefix without a route selects
-				// nothing.
-				continue
-			}
-			if !guarded {
-				r.services[svcDeny] = emptyService()
-				r.router(guardRouterName(rt.Host), guardRule(hostMatch), guardPrio, svcDeny, tls)
-				guarded = true
-			}
-			svc := apps[target.Application].service
-			slices.Sort(prefixes)
-			if len(prefixes) <= r.opt.groupThreshold {
-				for _, p := range prefixes {
-					r.router(pathRouterName(rt.Host, p), prefixRule(hostMatch, p), pathPrio, svc, tls)
-				}
-			} else {
-				r.router(pathsRouterName(rt.Host, t), groupRule(hostMatch, prefixes), pathPrio, svc, tls)
-			}
-		}
+		byTarget = r.routeRouters(rt, apps[rt.Application].service, svcOf, byTarget)
 	}
 
 	return r.api(doc)
+}
+
+// routeRouters renders the routers of one route: its host router to svc, and, when it
+// has a path map, its guard and its path routers to the service of each target's
+// application (svcOf; a target it does not know selects nothing). byTarget is scratch
+// space, returned for reuse. The full render and the fragment render (fragments.go)
+// both call it, so the two write the same routers.
+func (r *renderer) routeRouters(rt *routing.Route, svc string, svcOf func(target string) (string, bool), byTarget map[string][]string) map[string][]string {
+	hostMatch := hostMatcher(rt.Host)
+	hostPrio, guardPrio, pathPrio := PriorityHost, PriorityPathGuard, PriorityPath
+	if routing.IsWildcard(rt.Host) {
+		hostPrio, guardPrio, pathPrio = PriorityWildcard, PriorityWildcardPathGuard, PriorityWildcardPath
+	}
+	tls := r.tlsFor(rt.Host)
+	r.router(hostRouterName(rt.Host), hostMatch, hostPrio, svc, tls)
+
+	if len(rt.Paths) == 0 {
+		return byTarget
+	}
+	clear(byTarget)
+	if byTarget == nil {
+		byTarget = make(map[string][]string)
+	}
+	for p, t := range rt.Paths {
+		byTarget[t] = append(byTarget[t], p)
+	}
+	guarded := false
+	for t, prefixes := range byTarget {
+		tsvc, ok := svcOf(t)
+		if !ok {
+			// Validate refuses such an entry (a target is the exact host of a route
+			// of the document); were one here, a prefix without a route selects
+			// nothing.
+			continue
+		}
+		if !guarded {
+			r.services[svcDeny] = emptyService()
+			r.router(guardRouterName(rt.Host), guardRule(hostMatch), guardPrio, svcDeny, tls)
+			guarded = true
+		}
+		slices.Sort(prefixes)
+		if len(prefixes) <= r.opt.groupThreshold {
+			for _, p := range prefixes {
+				r.router(pathRouterName(rt.Host, p), prefixRule(hostMatch, p), pathPrio, tsvc, tls)
+			}
+		} else {
+			r.router(pathsRouterName(rt.Host, t), groupRule(hostMatch, prefixes), pathPrio, tsvc, tls)
+		}
+	}
+	return byTarget
 }
 
 // api renders the platform API apex: every node's API behind one chain, each apex

@@ -1,0 +1,501 @@
+package render
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/traefik/genconf/dynamic"
+
+	"github.com/scafo/ingress/render/routing"
+)
+
+// Incremental renders routing documents to exactly the bytes Traefik (the full render)
+// writes for them, keeping what it rendered for each application across calls, so that
+// a document that differs from the last one in one application re-renders that
+// application and copies the rest.
+//
+// The unit is a fragment: everything one application contributes to the configuration
+// (its service chain, and the routers of all its hosts: host routers, path guards,
+// path routers), each entry already encoded as `"name":{…}`. A fragment is reused when
+// its inputs are equal to the application's inputs in the new document:
+//
+//   - the application's name, upstream list in order (so a ?prefer= reordering is a
+//     different fragment), and health path;
+//   - its routes: each host and its path map;
+//   - the service every path target resolves to (a prefix on this application's host
+//     points at another application's chain: its name moves when that application
+//     goes from one upstream to two, and a target that left the document selects
+//     nothing);
+//   - the health-check interval written into its checks (automatic intervals depend on
+//     the whole configuration's number of checks: when that crosses a step, every
+//     fragment is rendered again).
+//
+// The render options are fixed per Incremental. The platform API apex is one more
+// fragment, keyed by api.hosts, its upstreams, denied prefixes and which apexes a
+// custom wildcard covers. The assembler then merges every fragment's entries into the
+// configuration with sorted keys, as encodeConfiguration writes it.
+//
+// Fragments are compared by their inputs, never by a hash, so a reuse can never be a
+// collision. The cache is bounded: a fragment not used by any of the last keepPasses
+// renders is dropped, so it holds at most keepPasses variants of each application
+// (prefer orders and recent versions), never the history of the fleet.
+//
+// An Incremental is safe for concurrent use; renders are serialized.
+type Incremental struct {
+	opt resolved
+
+	mu      sync.Mutex
+	pass    uint64
+	frags   map[string][]*fragment // variants, by application name
+	api     []*fragment
+	scratch renderer
+	scan    map[string][]string // byTarget scratch of routeRouters
+	// prev is the last assembled order of each output, for the linear merge.
+	prev map[string]*assembled
+}
+
+// keepPasses is how many renders an unused fragment survives: the variants one
+// document needs (one per ?prefer= node) stay warm while the node serves them.
+const keepPasses = 8
+
+// NewIncremental validates opt and returns an empty incremental renderer.
+func NewIncremental(opt Options) (*Incremental, error) {
+	o, err := opt.resolve()
+	if err != nil {
+		return nil, err
+	}
+	return &Incremental{opt: o, frags: map[string][]*fragment{}, prev: map[string]*assembled{}}, nil
+}
+
+// entry is one encoded map entry: `"name":{…}`.
+type entry struct {
+	name string
+	b    []byte
+}
+
+type fragRoute struct {
+	host  string
+	paths map[string]string
+}
+
+type fragTarget struct {
+	host string
+	svc  string // "" when the target is no route of the document
+}
+
+// fragment is one application's part of the configuration (or the API apex's).
+type fragment struct {
+	// Inputs.
+	app      string
+	ups      []routing.Upstream
+	health   string
+	routes   []fragRoute
+	targets  []fragTarget
+	interval string
+	// API inputs (the API fragment only).
+	apiHosts, apiDenied []string
+	covered             []string // covering wildcard hosts passed to api()
+
+	// Outputs.
+	routers  []entry
+	services []entry
+	deny     bool // a router points at the deny service
+	checks   int
+	used     uint64
+}
+
+// appIn is one application of the document being rendered.
+type appIn struct {
+	name   string
+	ups    []routing.Upstream
+	health string
+	first  int // index of its first route
+	last   int
+	svc    string // what routers point at
+	frag   *fragment
+	// withRouters: its routers are part of this output (else only its services are,
+	// because a path map of the output targets it).
+	withRouters bool
+	withService bool
+}
+
+// Traefik renders doc as the package-level Traefik does with the Options this
+// Incremental was made with: the same bytes, the same errors.
+func (inc *Incremental) Traefik(doc *routing.Document) ([]byte, error) {
+	return inc.render(doc, nil)
+}
+
+// render renders doc; keep, when not nil, selects the routes whose routers are part of
+// the output (their applications' services, and those of their path targets, come
+// along); nil keeps every route.
+func (inc *Incremental) render(doc *routing.Document, keep func(*routing.Route) bool) ([]byte, error) {
+	if doc == nil {
+		return nil, errors.New("rendering Traefik configuration: nil document")
+	}
+	doc = routesInHostOrder(doc)
+	if err := doc.Validate(); err != nil {
+		return nil, fmt.Errorf("rendering Traefik configuration: %w", err)
+	}
+	inc.mu.Lock()
+	defer inc.mu.Unlock()
+	inc.pass++
+
+	routes := doc.Routes
+	next := make([]int32, len(routes)) // next route of the same application, or -1
+	index := make(map[string]int, len(routes))
+	apps := make([]appIn, 0, len(routes))
+	for i := range routes {
+		rt := &routes[i]
+		next[i] = -1
+		if j, ok := index[rt.Application]; ok {
+			a := &apps[j]
+			next[a.last] = int32(i)
+			a.last = i
+			if keep == nil || keep(rt) {
+				a.withRouters, a.withService = true, true
+			}
+			continue
+		}
+		if rt.HealthPath == "" {
+			if err := requireAPIPorts("routes["+strconv.Itoa(i)+"].upstreams", rt.Upstreams); err != nil {
+				return nil, fmt.Errorf("rendering Traefik configuration: %w", err)
+			}
+		}
+		index[rt.Application] = len(apps)
+		in := keep == nil || keep(rt)
+		apps = append(apps, appIn{name: rt.Application, ups: rt.Upstreams, health: rt.HealthPath,
+			first: i, last: i, svc: serviceRef(appServiceName(rt.Application), rt.Upstreams),
+			withRouters: in, withService: in})
+	}
+	svcOf := func(target string) (string, bool) {
+		i, ok := slices.BinarySearchFunc(routes, target, func(r routing.Route, h string) int { return strings.Compare(r.Host, h) })
+		if !ok || routing.IsWildcard(target) {
+			return "", false
+		}
+		return apps[index[routes[i].Application]].svc, true
+	}
+	// The services a kept route's path map needs come along.
+	if keep != nil {
+		for j := range apps {
+			a := &apps[j]
+			if !a.withRouters {
+				continue
+			}
+			for i := a.first; i >= 0; i = int(next[i]) {
+				for _, t := range routes[i].Paths {
+					if k, ok := slices.BinarySearchFunc(routes, t, func(r routing.Route, h string) int { return strings.Compare(r.Host, h) }); ok {
+						apps[index[routes[k].Application]].withService = true
+					}
+				}
+			}
+		}
+	}
+
+	// The automatic interval counts the checks of every chain in the output.
+	checks := 0
+	for j := range apps {
+		if apps[j].withService {
+			checks += max(len(apps[j].ups)-1, 0)
+		}
+	}
+	api := doc.API
+	if api != nil && len(api.Hosts) == 0 {
+		api = nil
+	}
+	if api != nil {
+		checks += max(len(api.Upstreams)-1, 0)
+	}
+	interval := inc.opt.interval
+	if interval == "" {
+		interval = AutoHealthCheckInterval(checks).String()
+	}
+
+	var out []*fragment
+	for j := range apps {
+		a := &apps[j]
+		if !a.withService {
+			continue
+		}
+		f := inc.lookup(a, routes, next, interval, svcOf)
+		if f == nil {
+			f = inc.renderApp(a, routes, next, interval, svcOf)
+			inc.frags[a.name] = append(inc.frags[a.name], f)
+		}
+		f.used = inc.pass
+		a.frag = f
+		out = append(out, f)
+	}
+	var apiFrag *fragment
+	if api != nil {
+		apiFrag = inc.apiFragment(api, routes, keep, interval)
+		apiFrag.used = inc.pass
+	}
+	body := inc.assemble(apps, apiFrag, keep == nil)
+	inc.sweep()
+	return body, nil
+}
+
+// serviceRef is the service the routers of an application with ups point at, as chain
+// names it: the chain's root, or the lone leaf.
+func serviceRef(base string, ups []routing.Upstream) string {
+	if len(ups) == 1 {
+		return leafName(base, 0, ups[0].Node)
+	}
+	return base
+}
+
+// lookup returns the cached fragment of a whose inputs equal a's in this document.
+func (inc *Incremental) lookup(a *appIn, routes []routing.Route, next []int32, interval string, svcOf func(string) (string, bool)) *fragment {
+variants:
+	for _, f := range inc.frags[a.name] {
+		if f.interval != interval || f.health != a.health || !slices.Equal(f.ups, a.ups) {
+			continue
+		}
+		k := 0
+		for i := a.first; i >= 0; i = int(next[i]) {
+			if k >= len(f.routes) || f.routes[k].host != routes[i].Host || !maps.Equal(f.routes[k].paths, routes[i].Paths) {
+				continue variants
+			}
+			k++
+		}
+		if k != len(f.routes) {
+			continue
+		}
+		for _, t := range f.targets {
+			if svc, _ := svcOf(t.host); svc != t.svc {
+				continue variants
+			}
+		}
+		return f
+	}
+	return nil
+}
+
+// reset readies the scratch renderer for one fragment.
+func (inc *Incremental) reset(interval string) *renderer {
+	r := &inc.scratch
+	// clear costs a map's capacity, not its length: after a fragment with thousands of
+	// path routers, start over rather than clear that capacity for every application.
+	if r.routers == nil || len(r.routers) > 64 || len(r.tls) > 64 {
+		r.routers = map[string]*dynamic.Router{}
+		r.tls = map[string]*dynamic.RouterTLSConfig{}
+	}
+	if r.services == nil || len(r.services) > 64 {
+		r.services = map[string]*Service{}
+	}
+	clear(r.routers)
+	clear(r.services)
+	clear(r.tls)
+	r.checks = r.checks[:0]
+	r.opt = inc.opt
+	r.opt.interval = interval
+	return r
+}
+
+// renderApp renders a's fragment with the full render's own code (chain, routeRouters).
+func (inc *Incremental) renderApp(a *appIn, routes []routing.Route, next []int32, interval string, svcOf func(string) (string, bool)) *fragment {
+	r := inc.reset(interval)
+	f := &fragment{app: a.name, ups: a.ups, health: a.health, interval: interval}
+	name, health := a.name, a.health
+	svc := r.chain(appServiceName(name), a.ups, func(u routing.Upstream) *dynamic.ServerHealthCheck {
+		if health != "" {
+			return r.healthCheck(health, 0)
+		}
+		return r.healthCheck(InstanceHealthPath+name, u.APIPort)
+	})
+	f.checks = len(r.checks)
+	for i := a.first; i >= 0; i = int(next[i]) {
+		rt := &routes[i]
+		f.routes = append(f.routes, fragRoute{host: rt.Host, paths: rt.Paths})
+		if len(inc.scan) > 64 {
+			inc.scan = nil // as above
+		}
+		clear(inc.scan)
+		inc.scan = r.routeRouters(rt, svc, svcOf, inc.scan)
+		for t := range inc.scan {
+			s, _ := svcOf(t)
+			f.targets = append(f.targets, fragTarget{host: t, svc: s})
+		}
+	}
+	inc.collect(f, r)
+	return f
+}
+
+// apiFragment returns the API apex's fragment, cached like an application's. Which
+// apexes need a deny router depends on the custom wildcards of the output's routes.
+func (inc *Incremental) apiFragment(api *routing.API, routes []routing.Route, keep func(*routing.Route) bool, interval string) *fragment {
+	var covered []string
+	for _, apex := range api.Hosts {
+		_, parent, ok := strings.Cut(apex, ".")
+		if !ok {
+			continue
+		}
+		w := "*." + parent
+		if i, ok := slices.BinarySearchFunc(routes, w, func(r routing.Route, h string) int { return strings.Compare(r.Host, h) }); ok {
+			if (keep == nil || keep(&routes[i])) && !slices.Contains(covered, w) {
+				covered = append(covered, w)
+			}
+		}
+	}
+	for _, f := range inc.api {
+		if f.interval == interval && slices.Equal(f.apiHosts, api.Hosts) && slices.Equal(f.ups, api.Upstreams) &&
+			slices.Equal(f.apiDenied, api.Denied) && slices.Equal(f.covered, covered) {
+			return f
+		}
+	}
+	r := inc.reset(interval)
+	mini := &routing.Document{API: api}
+	for _, w := range covered {
+		mini.Routes = append(mini.Routes, routing.Route{Host: w})
+	}
+	r.api(mini) // never fails
+	f := &fragment{ups: api.Upstreams, apiHosts: api.Hosts, apiDenied: api.Denied, covered: covered, interval: interval, checks: len(r.checks)}
+	inc.collect(f, r)
+	inc.api = append(inc.api, f)
+	return f
+}
+
+// collect encodes the scratch renderer's routers and services into f, sorted by name,
+// in one buffer. The shared deny service is not the fragment's: it is noted, and the
+// assembler writes it once.
+func (inc *Incremental) collect(f *fragment, r *renderer) {
+	if _, ok := r.services[svcDeny]; ok {
+		f.deny = true
+		delete(r.services, svcDeny)
+	}
+	e := encoder{buf: make([]byte, 0, 256*(len(r.routers)+len(r.services)))}
+	type span struct {
+		name       string
+		start, end int
+	}
+	var rs, ss []span
+	for _, k := range sortedMapKeys(r.routers) {
+		s := len(e.buf)
+		e.str(k)
+		e.raw(":")
+		e.router(r.routers[k])
+		rs = append(rs, span{k, s, len(e.buf)})
+	}
+	for _, k := range sortedMapKeys(r.services) {
+		s := len(e.buf)
+		e.str(k)
+		e.raw(":")
+		e.service(r.services[k])
+		ss = append(ss, span{k, s, len(e.buf)})
+	}
+	f.routers = make([]entry, len(rs))
+	for i, s := range rs {
+		f.routers[i] = entry{s.name, e.buf[s.start:s.end:s.end]}
+	}
+	f.services = make([]entry, len(ss))
+	for i, s := range ss {
+		f.services[i] = entry{s.name, e.buf[s.start:s.end:s.end]}
+	}
+}
+
+// denyEntry is the shared service without servers (503), encoded once.
+var denyEntry = func() entry {
+	e := encoder{}
+	e.str(svcDeny)
+	e.raw(":")
+	e.service(emptyService())
+	return entry{svcDeny, e.buf}
+}()
+
+// assembled is one output's sorted entries.
+type assembled struct {
+	routers, services []*entry
+}
+
+// assemble writes the configuration: every selected fragment's entries, merged in
+// sorted name order, exactly as encodeConfiguration writes a configuration.
+func (inc *Incremental) assemble(apps []appIn, apiFrag *fragment, all bool) []byte {
+	var routers, services []*entry
+	deny := false
+	size := 64
+	add := func(f *fragment, withRouters bool) {
+		if withRouters {
+			for i := range f.routers {
+				routers = append(routers, &f.routers[i])
+				size += len(f.routers[i].b) + 1
+			}
+			deny = deny || f.deny
+		}
+		for i := range f.services {
+			services = append(services, &f.services[i])
+			size += len(f.services[i].b) + 1
+		}
+	}
+	for j := range apps {
+		if apps[j].frag != nil {
+			add(apps[j].frag, apps[j].withRouters)
+		}
+	}
+	if apiFrag != nil {
+		add(apiFrag, true)
+	}
+	if deny {
+		services = append(services, &denyEntry)
+		size += len(denyEntry.b) + 1
+	}
+	if len(routers) == 0 {
+		return []byte("{}")
+	}
+	byName := func(a, b *entry) int { return strings.Compare(a.name, b.name) }
+	slices.SortFunc(routers, byName)
+	slices.SortFunc(services, byName)
+	buf := make([]byte, 0, size)
+	buf = append(buf, `{"http":{"routers":{`...)
+	for i, e := range routers {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, e.b...)
+	}
+	buf = append(buf, '}')
+	if len(services) > 0 {
+		buf = append(buf, `,"services":{`...)
+		for i, e := range services {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = append(buf, e.b...)
+		}
+		buf = append(buf, '}')
+	}
+	buf = append(buf, "}}"...)
+	return buf
+}
+
+// sweep drops the fragments no render used in the last keepPasses passes.
+func (inc *Incremental) sweep() {
+	if inc.pass <= keepPasses {
+		return
+	}
+	old := inc.pass - keepPasses
+	for name, vs := range inc.frags {
+		vs = slices.DeleteFunc(vs, func(f *fragment) bool { return f.used <= old })
+		if len(vs) == 0 {
+			delete(inc.frags, name)
+		} else {
+			inc.frags[name] = vs
+		}
+	}
+	inc.api = slices.DeleteFunc(inc.api, func(f *fragment) bool { return f.used <= old })
+}
+
+// cached is how many fragments are cached (tests: the bound).
+func (inc *Incremental) cached() int {
+	inc.mu.Lock()
+	defer inc.mu.Unlock()
+	n := len(inc.api)
+	for _, vs := range inc.frags {
+		n += len(vs)
+	}
+	return n
+}

@@ -1,0 +1,263 @@
+package render
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/scafo/ingress/render/fleet"
+	"github.com/scafo/ingress/render/routing"
+)
+
+// fleetEditor applies random edits to a generated fleet state: every kind of change a
+// store sees (applications come and go, instances flip readiness and move ports,
+// placements reorder, prefixes flip targets, health paths change, custom wildcards are
+// claimed, the API apex is claimed and released, nodes join).
+type fleetEditor struct {
+	rng *rand.Rand
+	st  fleet.State
+	opt fleet.Options
+	n   int // names minted
+	// coverApex adds a route *.example.com to the derived document (see doc).
+	coverApex bool
+}
+
+// doc derives the current state, plus the apex-covering wildcard route when asked for.
+func (fe *fleetEditor) doc() *routing.Document {
+	d, _ := fleet.Derive(fe.st, fe.opt)
+	if !fe.coverApex || len(d.Routes) == 0 {
+		return d
+	}
+	rt := d.Routes[len(d.Routes)/2]
+	rt.Host, rt.Paths = "*.example.com", nil
+	d.Routes = append(d.Routes, rt)
+	slices.SortFunc(d.Routes, func(a, b routing.Route) int { return strings.Compare(a.Host, b.Host) })
+	d.Seal()
+	return d
+}
+
+func newFleetEditor(seed uint64, apps, prefixes int) *fleetEditor {
+	return &fleetEditor{rng: rand.New(rand.NewPCG(seed, 17)), st: fleet.GenerateState(apps, prefixes), opt: fleet.GenerateOptions()}
+}
+
+func (fe *fleetEditor) app() *fleet.App {
+	return &fe.st.Apps[fe.rng.IntN(len(fe.st.Apps))]
+}
+
+// edit applies one random edit and names it.
+func (fe *fleetEditor) edit() string {
+	r := fe.rng
+	st := &fe.st
+	switch k := r.IntN(12); k {
+	case 0: // add an application, ready on two nodes
+		fe.n++
+		name := fmt.Sprintf("new-%d", fe.n)
+		acct := fmt.Sprintf("acct-%03d", r.IntN(3))
+		st.Apps = append(st.Apps, fleet.App{Name: name, Account: acct, Placement: []string{"vps-a", "vps-c"}})
+		for i := range st.Nodes {
+			st.Nodes[i].Instances[name] = fleet.Instance{Port: 30000 + fe.n, Ready: true}
+		}
+		return "add app " + name
+	case 1: // remove an application
+		if len(st.Apps) < 3 {
+			return "noop"
+		}
+		i := r.IntN(len(st.Apps))
+		name := st.Apps[i].Name
+		st.Apps = slices.Delete(st.Apps, i, i+1)
+		return "remove app " + name
+	case 2: // flip an instance's readiness
+		a := fe.app()
+		n := &st.Nodes[r.IntN(len(st.Nodes))]
+		inst, ok := n.Instances[a.Name]
+		if !ok {
+			inst = fleet.Instance{Port: 40000 + r.IntN(1000)}
+		}
+		inst.Ready = !inst.Ready
+		n.Instances[a.Name] = inst
+		return fmt.Sprintf("flip %s on %s to ready=%v", a.Name, n.Name, inst.Ready)
+	case 3: // move an instance's port
+		a := fe.app()
+		n := &st.Nodes[r.IntN(len(st.Nodes))]
+		n.Instances[a.Name] = fleet.Instance{Port: 1 + r.IntN(60000), Ready: true}
+		return "move port of " + a.Name + " on " + n.Name
+	case 4: // reorder or change a placement (one, two or three upstreams)
+		a := fe.app()
+		all := []string{"vps-a", "vps-b", "vps-c"}
+		r.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+		a.Placement = all[:1+r.IntN(3)]
+		return fmt.Sprintf("placement of %s = %v", a.Name, a.Placement)
+	case 5: // change a health path
+		a := fe.app()
+		switch r.IntN(3) {
+		case 0:
+			a.Health = nil
+		case 1:
+			a.Health = &fleet.Health{Path: "/healthz"}
+		default:
+			a.Health = &fleet.Health{Path: fmt.Sprintf("/h%d", r.IntN(5))}
+		}
+		return "health of " + a.Name
+	case 6: // flip a prefix to another target of the account (or a new prefix)
+		for i := range st.Claims {
+			c := &st.Claims[i]
+			if c.Host != "ti.to" {
+				continue
+			}
+			if c.Paths == nil {
+				c.Paths = map[string]string{}
+			}
+			p := fmt.Sprintf("p%05d", r.IntN(len(c.Paths)+5))
+			target := fmt.Sprintf("app-%05d.apps.example.com", 100*r.IntN(len(st.Apps)/100+1))
+			c.Paths[p] = target
+			return "flip prefix " + p + " → " + target
+		}
+		return "noop"
+	case 7: // drop a prefix
+		for i := range st.Claims {
+			c := &st.Claims[i]
+			for p := range c.Paths {
+				delete(c.Paths, p)
+				return "drop prefix " + p + " of " + c.Host
+			}
+		}
+		return "noop"
+	case 8: // claim a custom wildcard (for its own account's app, or over a foreign name)
+		a := fe.app()
+		fe.n++
+		host := fmt.Sprintf("*.w%d.example.net", fe.n)
+		if r.IntN(2) == 0 {
+			host = "*.example.org" // covers other accounts' app-NNNNN.example.org: the wildcard loses
+		}
+		st.Claims = append(st.Claims, fleet.Claim{Host: host, Account: a.Account, App: a.Name})
+		return "claim " + host + " for " + a.Name
+	case 9: // the API apex: claim it, release it, or switch the API off and on
+		switch r.IntN(3) {
+		case 0:
+			a := fe.app()
+			st.Claims = slices.DeleteFunc(st.Claims, func(c fleet.Claim) bool { return c.Host == "apps.example.com" })
+			st.Claims = append(st.Claims, fleet.Claim{Host: "apps.example.com", Account: a.Account, App: a.Name})
+			return "claim the apex for " + a.Name
+		case 1:
+			st.Claims = slices.DeleteFunc(st.Claims, func(c fleet.Claim) bool { return c.Host == "apps.example.com" })
+			return "release the apex"
+		default:
+			fe.opt.APIPublic = !fe.opt.APIPublic
+			return fmt.Sprintf("api.public=%v", fe.opt.APIPublic)
+		}
+	case 10: // a wildcard route covering the apex (*.example.com), or its removal
+		// Derive never makes one (the platform owns its apex), but a document is the
+		// render's input and may hold one: the apex then needs its deny router.
+		fe.coverApex = !fe.coverApex
+		return fmt.Sprintf("*.example.com route: %v", fe.coverApex)
+	default: // a node joins or leaves (the API's upstreams)
+		if len(st.Nodes) > 3 {
+			st.Nodes = st.Nodes[:3]
+			return "node vps-d leaves"
+		}
+		st.Nodes = append(st.Nodes, fleet.NodeRecord{Name: "vps-d", Address: "10.83.0.4", APIPort: 7400,
+			Seen: st.Nodes[0].Seen, Instances: map[string]fleet.Instance{}})
+		return "node vps-d joins"
+	}
+}
+
+// TestIncrementalRenderEqualsFullRender holds the fragment render to the full render's
+// bytes over generated fleets and random edits, at every step, for several render
+// options and for every ?prefer= the node would serve (so fragments of every variant
+// are live at once, as in a node).
+func TestIncrementalRenderEqualsFullRender(t *testing.T) {
+	optsList := []Options{
+		{},
+		{PathGroupThreshold: 3},
+		{CertResolver: "le", PlatformWildcardCerts: true, PlatformDomains: []string{"apps.example.com"},
+			HealthCheckInterval: "7s", EntryPoints: []string{"web", "websecure"}},
+	}
+	steps := 150
+	if testing.Short() {
+		steps = 40
+	}
+	for oi, opt := range optsList {
+		for seed := range uint64(3) {
+			t.Run(fmt.Sprintf("opt%d/seed%d", oi, seed), func(t *testing.T) {
+				fe := newFleetEditor(seed+uint64(oi)*10, 250, 300)
+				inc, err := NewIncremental(opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				what := "initial"
+				for step := range steps {
+					doc := fe.doc()
+					for _, prefer := range []string{"", "vps-b", "vps-c"} {
+						d, err := routing.Prefer(doc, prefer)
+						if err != nil {
+							t.Fatal(err)
+						}
+						want, werr := Traefik(d, opt)
+						got, gerr := inc.Traefik(d)
+						if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
+							t.Fatalf("step %d (%s), prefer %q: errors differ: full %v, incremental %v", step, what, prefer, werr, gerr)
+						}
+						if !bytes.Equal(got, want) {
+							t.Fatalf("step %d (%s), prefer %q: incremental render differs from the full render at byte %d\nfull: %s\nincr: %s",
+								step, what, prefer, firstDiff(got, want), excerpt(want, firstDiff(got, want)), excerpt(got, firstDiff(got, want)))
+						}
+					}
+					what = fe.edit()
+				}
+				// The cache holds the variants of the recent passes, not the history.
+				if n, limit := inc.cached(), keepPasses*(len(fe.st.Apps)+len(fe.st.Claims))+keepPasses; n > limit {
+					t.Errorf("%d fragments cached after %d steps, bound %d", n, steps, limit)
+				}
+			})
+		}
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+func excerpt(b []byte, at int) string {
+	lo, hi := max(at-120, 0), min(at+120, len(b))
+	return string(b[lo:hi])
+}
+
+// TestIncrementalRenderReusesUnchangedFragments pins what makes the render incremental:
+// a change to one application renders one fragment again, and reuses every other.
+func TestIncrementalRenderReusesUnchangedFragments(t *testing.T) {
+	st := fleet.GenerateState(200, 100)
+	opt := fleet.GenerateOptions()
+	inc, err := NewIncremental(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := fleet.Derive(st, opt)
+	if _, err := inc.Traefik(doc); err != nil {
+		t.Fatal(err)
+	}
+	before := inc.cached()
+	if before < 200 {
+		t.Fatalf("%d fragments cached for 200 applications", before)
+	}
+	st.Nodes[1].Instances["app-00004"] = fleet.Instance{Port: 12345, Ready: true}
+	doc, _ = fleet.Derive(st, opt)
+	got, err := inc.Traefik(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := Traefik(doc, Options{}); !bytes.Equal(got, want) {
+		t.Fatal("incremental render differs from the full render")
+	}
+	if after := inc.cached(); after != before+1 {
+		t.Errorf("one application changed: %d fragments cached before, %d after (want one more: the new variant)", before, after)
+	}
+}
