@@ -217,7 +217,7 @@ func (p *publisher) renderNow(s *snapshot, k renderKey) (*rendered, error) {
 	case formatRoutes:
 		body, err = routing.Marshal(doc)
 	case formatTraefik:
-		body, err = p.frags.Traefik(doc)
+		body, err = p.frags.TraefikOutput(doc, prefer)
 	default:
 		return nil, fmt.Errorf("unknown format %q", format)
 	}

@@ -56,7 +56,10 @@ type Incremental struct {
 	scratch renderer
 	scan    map[string][]string // byTarget scratch of routeRouters
 	// prev is the last assembled order of each output, for the linear merge.
-	prev map[string]*assembled
+	prev  map[string]*assembled
+	stamp uint64
+	// deny holds the shared deny service as a fragment of its own.
+	deny *fragment
 }
 
 // keepPasses is how many renders an unused fragment survives: the variants one
@@ -69,13 +72,16 @@ func NewIncremental(opt Options) (*Incremental, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Incremental{opt: o, frags: map[string][]*fragment{}, prev: map[string]*assembled{}}, nil
+	inc := &Incremental{opt: o, frags: map[string][]*fragment{}, prev: map[string]*assembled{}, deny: &fragment{}}
+	inc.deny.services = []entry{{name: denyEntry.name, b: denyEntry.b, owner: inc.deny}}
+	return inc, nil
 }
 
 // entry is one encoded map entry: `"name":{…}`.
 type entry struct {
-	name string
-	b    []byte
+	name  string
+	b     []byte
+	owner *fragment
 }
 
 type fragRoute struct {
@@ -107,6 +113,9 @@ type fragment struct {
 	deny     bool // a router points at the deny service
 	checks   int
 	used     uint64
+	// Marks of the assembly being written (see assemble): included with routers, with
+	// services; and present in the previous order of the same output.
+	rmark, smark, rseen, sseen uint64
 }
 
 // appIn is one application of the document being rendered.
@@ -127,13 +136,20 @@ type appIn struct {
 // Traefik renders doc as the package-level Traefik does with the Options this
 // Incremental was made with: the same bytes, the same errors.
 func (inc *Incremental) Traefik(doc *routing.Document) ([]byte, error) {
-	return inc.render(doc, nil)
+	return inc.TraefikOutput(doc, "")
+}
+
+// TraefikOutput is Traefik for one of several outputs the caller serves from one
+// Incremental (the node: one per ?prefer=): output names it, so that each output's next
+// render merges with its own last order. Any name gives the same bytes.
+func (inc *Incremental) TraefikOutput(doc *routing.Document, output string) ([]byte, error) {
+	return inc.render(doc, output, nil)
 }
 
 // render renders doc; keep, when not nil, selects the routes whose routers are part of
 // the output (their applications' services, and those of their path targets, come
 // along); nil keeps every route.
-func (inc *Incremental) render(doc *routing.Document, keep func(*routing.Route) bool) ([]byte, error) {
+func (inc *Incremental) render(doc *routing.Document, output string, keep func(*routing.Route) bool) ([]byte, error) {
 	if doc == nil {
 		return nil, errors.New("rendering Traefik configuration: nil document")
 	}
@@ -235,7 +251,7 @@ func (inc *Incremental) render(doc *routing.Document, keep func(*routing.Route) 
 		apiFrag = inc.apiFragment(api, routes, keep, interval)
 		apiFrag.used = inc.pass
 	}
-	body := inc.assemble(apps, apiFrag, keep == nil)
+	body := inc.assemble(output, apps, apiFrag)
 	inc.sweep()
 	return body, nil
 }
@@ -390,11 +406,11 @@ func (inc *Incremental) collect(f *fragment, r *renderer) {
 	}
 	f.routers = make([]entry, len(rs))
 	for i, s := range rs {
-		f.routers[i] = entry{s.name, e.buf[s.start:s.end:s.end]}
+		f.routers[i] = entry{s.name, e.buf[s.start:s.end:s.end], f}
 	}
 	f.services = make([]entry, len(ss))
 	for i, s := range ss {
-		f.services[i] = entry{s.name, e.buf[s.start:s.end:s.end]}
+		f.services[i] = entry{s.name, e.buf[s.start:s.end:s.end], f}
 	}
 }
 
@@ -404,63 +420,82 @@ var denyEntry = func() entry {
 	e.str(svcDeny)
 	e.raw(":")
 	e.service(emptyService())
-	return entry{svcDeny, e.buf}
+	return entry{name: svcDeny, b: e.buf}
 }()
 
-// assembled is one output's sorted entries.
+// assembled is one output's sorted entries and the fragments they came from, kept so
+// that the next render of the same output merges instead of sorting.
 type assembled struct {
 	routers, services []*entry
+	withR, withS      []*fragment
 }
 
-// assemble writes the configuration: every selected fragment's entries, merged in
-// sorted name order, exactly as encodeConfiguration writes a configuration.
-func (inc *Incremental) assemble(apps []appIn, apiFrag *fragment, all bool) []byte {
-	var routers, services []*entry
+// maxOutputs bounds the assembled orders kept (one per output: ?prefer= × groups).
+const maxOutputs = 32
+
+// assemble writes the configuration: every selected fragment's entries in sorted name
+// order, exactly as encodeConfiguration writes a configuration. The order is the last
+// order of the same output (key) with the entries of fragments no longer in it
+// filtered out and those of new fragments merged in: linear in the output, where a
+// sort of every name would not be. When most of the output is new it sorts instead.
+func (inc *Incremental) assemble(key string, apps []appIn, apiFrag *fragment) []byte {
+	inc.stamp++
+	stamp := inc.stamp
+	cur := &assembled{}
 	deny := false
 	size := 64
-	add := func(f *fragment, withRouters bool) {
+	include := func(f *fragment, withRouters bool) {
 		if withRouters {
+			f.rmark = stamp
+			cur.withR = append(cur.withR, f)
+			deny = deny || f.deny
 			for i := range f.routers {
-				routers = append(routers, &f.routers[i])
 				size += len(f.routers[i].b) + 1
 			}
-			deny = deny || f.deny
 		}
+		f.smark = stamp
+		cur.withS = append(cur.withS, f)
 		for i := range f.services {
-			services = append(services, &f.services[i])
 			size += len(f.services[i].b) + 1
 		}
 	}
 	for j := range apps {
 		if apps[j].frag != nil {
-			add(apps[j].frag, apps[j].withRouters)
+			include(apps[j].frag, apps[j].withRouters)
 		}
 	}
 	if apiFrag != nil {
-		add(apiFrag, true)
+		include(apiFrag, true)
 	}
 	if deny {
-		services = append(services, &denyEntry)
+		include(inc.deny, false)
 		size += len(denyEntry.b) + 1
 	}
-	if len(routers) == 0 {
+	prev := inc.prev[key]
+	cur.routers = mergeEntries(prev, cur.withR, stamp, func(a *assembled) ([]*entry, []*fragment) { return a.routers, a.withR },
+		func(f *fragment) []entry { return f.routers }, func(f *fragment) uint64 { return f.rmark }, func(f *fragment) *uint64 { return &f.rseen })
+	cur.services = mergeEntries(prev, cur.withS, stamp, func(a *assembled) ([]*entry, []*fragment) { return a.services, a.withS },
+		func(f *fragment) []entry { return f.services }, func(f *fragment) uint64 { return f.smark }, func(f *fragment) *uint64 { return &f.sseen })
+	if _, ok := inc.prev[key]; !ok && len(inc.prev) >= maxOutputs {
+		clear(inc.prev) // rare: more outputs than any node serves; they start over
+	}
+	inc.prev[key] = cur
+
+	if len(cur.routers) == 0 {
 		return []byte("{}")
 	}
-	byName := func(a, b *entry) int { return strings.Compare(a.name, b.name) }
-	slices.SortFunc(routers, byName)
-	slices.SortFunc(services, byName)
 	buf := make([]byte, 0, size)
 	buf = append(buf, `{"http":{"routers":{`...)
-	for i, e := range routers {
+	for i, e := range cur.routers {
 		if i > 0 {
 			buf = append(buf, ',')
 		}
 		buf = append(buf, e.b...)
 	}
 	buf = append(buf, '}')
-	if len(services) > 0 {
+	if len(cur.services) > 0 {
 		buf = append(buf, `,"services":{`...)
-		for i, e := range services {
+		for i, e := range cur.services {
 			if i > 0 {
 				buf = append(buf, ',')
 			}
@@ -470,6 +505,61 @@ func (inc *Incremental) assemble(apps []appIn, apiFrag *fragment, all bool) []by
 	}
 	buf = append(buf, "}}"...)
 	return buf
+}
+
+// mergeEntries returns the sorted entries (routers or services, as the accessors say)
+// of the fragments in now, all marked with stamp: prev's order without the entries of
+// fragments not in now, merged with the sorted entries of the fragments prev did not
+// have.
+func mergeEntries(prev *assembled, now []*fragment, stamp uint64, list func(*assembled) ([]*entry, []*fragment),
+	entries func(*fragment) []entry, mark func(*fragment) uint64, seen func(*fragment) *uint64) []*entry {
+	var old []*entry
+	if prev != nil {
+		var had []*fragment
+		old, had = list(prev)
+		for _, f := range had {
+			*seen(f) = stamp
+		}
+	}
+	var added []*entry
+	total := 0
+	for _, f := range now {
+		es := entries(f)
+		total += len(es)
+		if *seen(f) == stamp {
+			continue
+		}
+		for i := range es {
+			added = append(added, &es[i])
+		}
+	}
+	byName := func(a, b *entry) int { return strings.Compare(a.name, b.name) }
+	if prev == nil || len(added) > total/4 {
+		// Mostly new: one sort of everything.
+		all := make([]*entry, 0, total)
+		for _, f := range now {
+			es := entries(f)
+			for i := range es {
+				all = append(all, &es[i])
+			}
+		}
+		slices.SortFunc(all, byName)
+		return all
+	}
+	slices.SortFunc(added, byName)
+	out := make([]*entry, 0, total)
+	j := 0
+	for _, e := range old {
+		if mark(e.owner) != stamp {
+			continue // its fragment left this output
+		}
+		for j < len(added) && added[j].name < e.name {
+			out = append(out, added[j])
+			j++
+		}
+		out = append(out, e)
+	}
+	return append(out, added[j:]...)
 }
 
 // sweep drops the fragments no render used in the last keepPasses passes.

@@ -196,7 +196,14 @@ func TestIncrementalRenderEqualsFullRender(t *testing.T) {
 							t.Fatal(err)
 						}
 						want, werr := Traefik(d, opt)
-						got, gerr := inc.Traefik(d)
+						// Odd seeds render every prefer as one output (its order merges
+						// with another prefer's), even seeds as one output each, as the
+						// node does.
+						output := ""
+						if seed%2 == 0 {
+							output = prefer
+						}
+						got, gerr := inc.TraefikOutput(d, output)
 						if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
 							t.Fatalf("step %d (%s), prefer %q: errors differ: full %v, incremental %v", step, what, prefer, werr, gerr)
 						}
