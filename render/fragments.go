@@ -146,6 +146,12 @@ func (inc *Incremental) TraefikOutput(doc *routing.Document, output string) ([]b
 	return inc.render(doc, output, nil)
 }
 
+// TraefikGroups renders as the package-level TraefikGroups does (doc is
+// routing.ForGroups(full, groups)), for output.
+func (inc *Incremental) TraefikGroups(doc *routing.Document, output string, groups []string) ([]byte, error) {
+	return inc.render(doc, output, groupFilter(groups))
+}
+
 // render renders doc; keep, when not nil, selects the routes whose routers are part of
 // the output (their applications' services, and those of their path targets, come
 // along); nil keeps every route.

@@ -52,6 +52,25 @@ const (
 // breaks a rule, as a *routing.FieldError naming the field (errors.Is
 // routing.ErrInvalid).
 func Traefik(doc *routing.Document, opt Options) ([]byte, error) {
+	return traefik(doc, opt, nil)
+}
+
+// TraefikGroups renders what the ingresses of groups load: doc is
+// routing.ForGroups(full, groups); its routes of those groups are rendered in full, the
+// others (path-map targets in other groups) contribute their application's service
+// only, never a router: their hosts are another group's. The API apex is rendered as
+// in Traefik (it is fleet-wide); an apex's deny router looks at this output's custom
+// wildcards only.
+func TraefikGroups(doc *routing.Document, opt Options, groups []string) ([]byte, error) {
+	return traefik(doc, opt, groupFilter(groups))
+}
+
+// groupFilter keeps the routes of groups.
+func groupFilter(groups []string) func(*routing.Route) bool {
+	return func(r *routing.Route) bool { return slices.Contains(groups, r.GroupOf()) }
+}
+
+func traefik(doc *routing.Document, opt Options, keep func(*routing.Route) bool) ([]byte, error) {
 	o, err := opt.resolve()
 	if err != nil {
 		return nil, err
@@ -64,6 +83,7 @@ func Traefik(doc *routing.Document, opt Options) ([]byte, error) {
 		return nil, fmt.Errorf("rendering Traefik configuration: %w", err)
 	}
 	r := renderer{
+		keep:     keep,
 		opt:      o,
 		routers:  make(map[string]*dynamic.Router),
 		services: make(map[string]*Service),
@@ -104,6 +124,8 @@ func routesInHostOrder(doc *routing.Document) *routing.Document {
 }
 
 type renderer struct {
+	// keep, when set, selects the routes whose routers are rendered (TraefikGroups).
+	keep     func(*routing.Route) bool
 	opt      resolved
 	routers  map[string]*dynamic.Router
 	services map[string]*Service
@@ -161,6 +183,9 @@ func (r *renderer) render(doc *routing.Document) error {
 	var byTarget map[string][]string
 	for i := range doc.Routes {
 		rt := &doc.Routes[i]
+		if r.keep != nil && !r.keep(rt) {
+			continue // a path target of another group: its service only
+		}
 		byTarget = r.routeRouters(rt, apps[rt.Application].service, svcOf, byTarget)
 	}
 
@@ -245,6 +270,9 @@ func (r *renderer) api(doc *routing.Document) error {
 // wildcardCovers reports whether a custom wildcard route of doc matches host.
 func (r *renderer) wildcardCovers(doc *routing.Document, host string) bool {
 	for i := range doc.Routes {
+		if r.keep != nil && !r.keep(&doc.Routes[i]) {
+			continue
+		}
 		if routing.Covers(doc.Routes[i].Host, host) {
 			return true
 		}

@@ -65,7 +65,19 @@ func (d *Document) Validate() error {
 				return err
 			}
 		}
+		if r.Group != "" {
+			if err := ValidateGroup(f+".group", r.Group); err != nil {
+				return err
+			}
+			if r.Group == DefaultGroup {
+				return &FieldError{Field: f + ".group", Value: r.Group, Rule: "the default group is written absent"}
+			}
+		}
 		if j, ok := firstOfApp[r.Application]; ok {
+			if d.Routes[j].Group != r.Group {
+				return &FieldError{Field: f + ".group", Value: r.Group,
+					Rule: "differs from routes[" + strconv.Itoa(j) + "].group of the same application"}
+			}
 			// Every host of an application shares one service chain: its routes must
 			// agree on what that chain is. The first route's lists were checked.
 			first := &d.Routes[j]
