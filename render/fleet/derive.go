@@ -201,14 +201,14 @@ type deriver struct {
 	domains []string
 	// domainGroup is each valid domain's group ("" for the default group).
 	domainGroup map[string]string
-	nodes   map[string]*nodeInfo
-	apps    map[string]*appInfo
-	appList []appInfo // the valid applications, in input order
-	claims  []*Claim  // the valid claims, in input order
-	unowned []string  // exact hosts claimed without a holder that can be named, sorted
-	held    map[string]*holder
-	routes  []routing.Route
-	skipped []Skipped
+	nodes       map[string]*nodeInfo
+	apps        map[string]*appInfo
+	appList     []appInfo // the valid applications, in input order
+	claims      []*Claim  // the valid claims, in input order
+	unowned     []string  // exact hosts claimed without a holder that can be named, sorted
+	held        map[string]*holder
+	routes      []routing.Route
+	skipped     []Skipped
 }
 
 func (dv *deriver) skip(object, format string, args ...any) {
