@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +34,10 @@ type snapshot struct {
 	// same revision (the document is derived from that serial too), without waking
 	// long-polls. nil when the publisher has no serial source (tests).
 	mark atomic.Pointer[storeMark]
+	// groupRoutes counts the routes of each ingress group; groups caches the
+	// documents of the selections asked for with ?group= (groups.go).
+	groupRoutes map[string]int
+	groups      groupDocs
 }
 
 // storeMark is one store serial in its epoch.
@@ -65,6 +70,7 @@ type renderKey struct {
 	revision string
 	prefer   string
 	format   string
+	groups   string // the ?group= selection, sorted, comma-separated; "" for every group
 }
 
 // rendered is one cached body, identity and gzip, with its strong ETag.
@@ -73,6 +79,9 @@ type rendered struct {
 	gz       []byte
 	etag     string // `"<hash>"`
 	etagGzip string // `"<hash>-gzip"`: a strong validator names one representation
+	// revision is the revision of what was rendered: the document's, or with ?group=
+	// that of the group selection's document.
+	revision string
 	// file and gzFile hold the same bytes on disk (page cache), so a poll can be
 	// answered with sendfile(2) instead of copying megabytes through user space; ""
 	// when spilling failed (the in-memory bytes are served then).
@@ -155,7 +164,8 @@ func (p *publisher) publish(doc *routing.Document, now time.Time) bool {
 			nodes[u.Node] = true
 		}
 	}
-	next := &snapshot{doc: doc, since: now, nodes: nodes, superseded: make(chan struct{})}
+	_, groupRoutes := doc.Groups()
+	next := &snapshot{doc: doc, since: now, nodes: nodes, superseded: make(chan struct{}), groupRoutes: groupRoutes}
 	if mark != nil {
 		next.mark.Store(mark)
 	}
@@ -171,7 +181,12 @@ func (p *publisher) publish(doc *routing.Document, now time.Time) bool {
 // revision moves, every parked long-poll wakes at once and asks for the same key: one
 // of them renders, the others wait for its result (no thundering herd of renders).
 func (p *publisher) get(s *snapshot, prefer, format string) (*rendered, error) {
-	k := renderKey{revision: s.doc.Revision, prefer: prefer, format: format}
+	return p.getGroups(s, prefer, format, nil)
+}
+
+// getGroups is get for the group selection groups (sorted; nil: every group).
+func (p *publisher) getGroups(s *snapshot, prefer, format string, groups []string) (*rendered, error) {
+	k := renderKey{revision: s.doc.Revision, prefer: prefer, format: format, groups: strings.Join(groups, ",")}
 	if r, ok := p.cache.Get(k); ok {
 		return r, nil
 	}
@@ -184,7 +199,7 @@ func (p *publisher) get(s *snapshot, prefer, format string) (*rendered, error) {
 	c := &renderCall{done: make(chan struct{})}
 	p.inflight[k] = c
 	p.mu.Unlock()
-	c.r, c.err = p.renderNow(s, k)
+	c.r, c.err = p.renderNow(s, k, groups)
 	if c.err == nil {
 		p.cache.Add(k, c.r)
 	}
@@ -201,10 +216,14 @@ type renderCall struct {
 	err  error
 }
 
-func (p *publisher) renderNow(s *snapshot, k renderKey) (*rendered, error) {
+func (p *publisher) renderNow(s *snapshot, k renderKey, groups []string) (*rendered, error) {
 	p.renders.Add(1)
 	prefer, format := k.prefer, k.format
 	doc := s.doc
+	if groups != nil {
+		doc = s.forGroups(groups) // its own revision, before any prefer
+	}
+	revision := doc.Revision
 	if prefer != "" {
 		var err error
 		if doc, err = routing.Prefer(doc, prefer); err != nil {
@@ -217,7 +236,12 @@ func (p *publisher) renderNow(s *snapshot, k renderKey) (*rendered, error) {
 	case formatRoutes:
 		body, err = routing.Marshal(doc)
 	case formatTraefik:
-		body, err = p.frags.TraefikOutput(doc, prefer)
+		if groups != nil {
+			// One output per (prefer, selection): each merges with its own last order.
+			body, err = p.frags.TraefikGroups(doc, prefer+"|"+k.groups, groups)
+		} else {
+			body, err = p.frags.TraefikOutput(doc, prefer)
+		}
 	default:
 		return nil, fmt.Errorf("unknown format %q", format)
 	}
@@ -230,7 +254,7 @@ func (p *publisher) renderNow(s *snapshot, k renderKey) (*rendered, error) {
 	zw.Close()
 	sum := sha256.Sum256(body)
 	h := hex.EncodeToString(sum[:16])
-	r := &rendered{body: body, gz: zb.Bytes(), etag: `"` + h + `"`, etagGzip: `"` + h + `-gzip"`}
+	r := &rendered{body: body, gz: zb.Bytes(), etag: `"` + h + `"`, etagGzip: `"` + h + `-gzip"`, revision: revision}
 	r.file, r.gzFile = p.spill(r.body), p.spill(r.gz)
 	return r, nil
 }
