@@ -146,14 +146,25 @@ func (d *Document) validatePaths(i int) error {
 	var (
 		badKey string
 		badErr error
+		// goodTargets are the targets already found valid: a map of thousands of
+		// prefixes has a few targets, each checked and looked up once.
+		goodTargets map[string]bool
 	)
 	for k, t := range r.Paths {
 		if badErr != nil && k >= badKey {
 			continue
 		}
+		if goodTargets[t] && ValidatePrefix("", k) == nil {
+			continue // the fast path; the field name is only built for an error
+		}
 		if err := d.pathEntryError(i, k, t); err != nil {
 			badKey, badErr = k, err
+			continue
 		}
+		if goodTargets == nil {
+			goodTargets = map[string]bool{}
+		}
+		goodTargets[t] = true
 	}
 	return badErr
 }
