@@ -186,7 +186,9 @@ func BenchmarkDeriveRender(b *testing.B) {
 				}
 				deriving, rendering = deriving+t1.Sub(t0), rendering+time.Since(t1)
 			}
-			perRoute := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N) / float64(len(d0.Routes)) }
+			perRoute := func(d time.Duration) float64 {
+				return float64(d.Nanoseconds()) / float64(b.N) / float64(len(d0.Routes))
+			}
 			b.ReportMetric(perRoute(b.Elapsed()), "ns/route")
 			b.ReportMetric(perRoute(deriving), "derive-ns/route")
 			b.ReportMetric(perRoute(rendering), "render-ns/route")
