@@ -51,7 +51,7 @@ type Incremental struct {
 
 	mu      sync.Mutex
 	pass    uint64
-	frags   map[string][]*fragment // variants, by application name
+	apps    map[string]*appSlot // by application name
 	api     []*fragment
 	scratch renderer
 	scan    map[string][]string // byTarget scratch of routeRouters
@@ -72,7 +72,7 @@ func NewIncremental(opt Options) (*Incremental, error) {
 	if err != nil {
 		return nil, err
 	}
-	inc := &Incremental{opt: o, frags: map[string][]*fragment{}, prev: map[string]*assembled{}, deny: &fragment{}}
+	inc := &Incremental{opt: o, apps: map[string]*appSlot{}, prev: map[string]*assembled{}, deny: &fragment{}}
 	inc.deny.services = []entry{{name: denyEntry.name, b: denyEntry.b, owner: inc.deny}}
 	return inc, nil
 }
@@ -118,9 +118,20 @@ type fragment struct {
 	rmark, smark, rseen, sseen uint64
 }
 
+// appSlot is what the renderer keeps of one application name: its cached fragments
+// and, during a render, where the application sits in that render's list (one map
+// lookup per route serves both).
+type appSlot struct {
+	variants []*fragment
+	base     string // appServiceName(name)
+	pass     uint64 // the render that last saw the name
+	idx      int    // its index in that render's apps
+}
+
 // appIn is one application of the document being rendered.
 type appIn struct {
 	name   string
+	slot   *appSlot
 	ups    []routing.Upstream
 	health string
 	first  int // index of its first route
@@ -169,13 +180,17 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 
 	routes := doc.Routes
 	next := make([]int32, len(routes)) // next route of the same application, or -1
-	index := make(map[string]int, len(routes))
 	apps := make([]appIn, 0, len(routes))
 	for i := range routes {
 		rt := &routes[i]
 		next[i] = -1
-		if j, ok := index[rt.Application]; ok {
-			a := &apps[j]
+		slot := inc.apps[rt.Application]
+		if slot == nil {
+			slot = &appSlot{base: appServiceName(rt.Application)}
+			inc.apps[rt.Application] = slot
+		}
+		if slot.pass == inc.pass {
+			a := &apps[slot.idx]
 			next[a.last] = int32(i)
 			a.last = i
 			if keep == nil || keep(rt) {
@@ -188,10 +203,10 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 				return nil, fmt.Errorf("rendering Traefik configuration: %w", err)
 			}
 		}
-		index[rt.Application] = len(apps)
+		slot.pass, slot.idx = inc.pass, len(apps)
 		in := keep == nil || keep(rt)
-		apps = append(apps, appIn{name: rt.Application, ups: rt.Upstreams, health: rt.HealthPath,
-			first: i, last: i, svc: serviceRef(appServiceName(rt.Application), rt.Upstreams),
+		apps = append(apps, appIn{name: rt.Application, slot: slot, ups: rt.Upstreams, health: rt.HealthPath,
+			first: i, last: i, svc: serviceRef(slot.base, rt.Upstreams),
 			withRouters: in, withService: in})
 	}
 	svcOf := func(target string) (string, bool) {
@@ -199,7 +214,7 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 		if !ok || routing.IsWildcard(target) {
 			return "", false
 		}
-		return apps[index[routes[i].Application]].svc, true
+		return apps[inc.apps[routes[i].Application].idx].svc, true
 	}
 	// The services a kept route's path map needs come along.
 	if keep != nil {
@@ -211,7 +226,7 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 			for i := a.first; i >= 0; i = int(next[i]) {
 				for _, t := range routes[i].Paths {
 					if k, ok := slices.BinarySearchFunc(routes, t, func(r routing.Route, h string) int { return strings.Compare(r.Host, h) }); ok {
-						apps[index[routes[k].Application]].withService = true
+						apps[inc.apps[routes[k].Application].idx].withService = true
 					}
 				}
 			}
@@ -246,7 +261,7 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 		f := inc.lookup(a, routes, next, interval, svcOf)
 		if f == nil {
 			f = inc.renderApp(a, routes, next, interval, svcOf)
-			inc.frags[a.name] = append(inc.frags[a.name], f)
+			a.slot.variants = append(a.slot.variants, f)
 		}
 		f.used = inc.pass
 		a.frag = f
@@ -274,7 +289,7 @@ func serviceRef(base string, ups []routing.Upstream) string {
 // lookup returns the cached fragment of a whose inputs equal a's in this document.
 func (inc *Incremental) lookup(a *appIn, routes []routing.Route, next []int32, interval string, svcOf func(string) (string, bool)) *fragment {
 variants:
-	for _, f := range inc.frags[a.name] {
+	for _, f := range a.slot.variants {
 		if f.interval != interval || f.health != a.health || !slices.Equal(f.ups, a.ups) {
 			continue
 		}
@@ -574,12 +589,10 @@ func (inc *Incremental) sweep() {
 		return
 	}
 	old := inc.pass - keepPasses
-	for name, vs := range inc.frags {
-		vs = slices.DeleteFunc(vs, func(f *fragment) bool { return f.used <= old })
-		if len(vs) == 0 {
-			delete(inc.frags, name)
-		} else {
-			inc.frags[name] = vs
+	for name, slot := range inc.apps {
+		slot.variants = slices.DeleteFunc(slot.variants, func(f *fragment) bool { return f.used <= old })
+		if len(slot.variants) == 0 && slot.pass <= old {
+			delete(inc.apps, name)
 		}
 	}
 	inc.api = slices.DeleteFunc(inc.api, func(f *fragment) bool { return f.used <= old })
@@ -590,8 +603,8 @@ func (inc *Incremental) cached() int {
 	inc.mu.Lock()
 	defer inc.mu.Unlock()
 	n := len(inc.api)
-	for _, vs := range inc.frags {
-		n += len(vs)
+	for _, slot := range inc.apps {
+		n += len(slot.variants)
 	}
 	return n
 }
