@@ -268,3 +268,35 @@ func TestIncrementalRenderReusesUnchangedFragments(t *testing.T) {
 		t.Errorf("one application changed: %d fragments cached before, %d after (want one more: the new variant)", before, after)
 	}
 }
+
+// TestIncrementalRenderRefusesWhatTheFullRenderRefuses: the same errors, and a refused
+// document leaves the next render's bytes right.
+func TestIncrementalRenderRefusesWhatTheFullRenderRefuses(t *testing.T) {
+	inc, err := NewIncremental(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inc.Traefik(nil); err == nil {
+		t.Error("nil document accepted")
+	}
+	up := []routing.Upstream{{Node: "n1", Address: "10.0.0.1:1"}} // no APIPort, no health path
+	bad := &routing.Document{V: 1, Routes: []routing.Route{{Host: "a.example.com", Application: "a", Upstreams: up}}}
+	unsorted := &routing.Document{V: 1, Routes: []routing.Route{
+		{Host: "b.example.com", Application: "b", Upstreams: []routing.Upstream{}},
+		{Host: "a.example.com", Application: "a", Upstreams: []routing.Upstream{}, Paths: map[string]string{"x": "nowhere.example.com"}}}}
+	for _, d := range []*routing.Document{bad, unsorted} {
+		_, werr := Traefik(d, Options{})
+		_, gerr := inc.Traefik(d)
+		if werr == nil || gerr == nil || werr.Error() != gerr.Error() {
+			t.Errorf("full render: %v; incremental: %v", werr, gerr)
+		}
+	}
+	if _, err := NewIncremental(Options{EntryPoints: []string{"a@b"}}); err == nil {
+		t.Error("invalid options accepted")
+	}
+	good, _ := fleet.Derive(fleet.GenerateState(20, 10), fleet.GenerateOptions())
+	want, _ := Traefik(good, Options{})
+	if got, err := inc.Traefik(good); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("after refusals: %v, equal %v", err, bytes.Equal(got, want))
+	}
+}
