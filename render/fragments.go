@@ -1,6 +1,7 @@
 package render
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -31,9 +32,9 @@ import (
 //     points at another application's chain: its name moves when that application
 //     goes from one upstream to two, and a target that left the document selects
 //     nothing);
-//   - the health-check interval written into its checks (automatic intervals depend on
-//     the whole configuration's number of checks: when that crosses a step, every
-//     fragment is rendered again).
+//   - not the health-check interval: an automatic interval depends on the whole
+//     output's number of checks, so fragments carry a placeholder the assembler
+//     replaces (ivToken), and a change that moves the interval re-renders nothing.
 //
 // The render options are fixed per Incremental. The platform API apex is one more
 // fragment, keyed by api.hosts, its upstreams, denied prefixes and which apexes a
@@ -82,7 +83,16 @@ type entry struct {
 	name  string
 	b     []byte
 	owner *fragment
+	iv    bool // b holds ivToken: the automatic interval goes there
 }
+
+// ivMark is the interval fragments are rendered with when it is automatic; encoded, it
+// makes ivToken, which the assembler replaces with the output's interval. The token
+// cannot occur anywhere else: inside a JSON string a '"' is always escaped, so the
+// unescaped `"interval":"` only ever starts the interval field itself.
+const ivMark = "\x00"
+
+var ivToken = []byte(`"interval":"\u0000"`)
 
 type fragRoute struct {
 	host  string
@@ -248,8 +258,9 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 		checks += max(len(api.Upstreams)-1, 0)
 	}
 	interval := inc.opt.interval
+	fragInterval := interval // what fragments are rendered with
 	if interval == "" {
-		interval = AutoHealthCheckInterval(checks).String()
+		interval, fragInterval = AutoHealthCheckInterval(checks).String(), ivMark
 	}
 
 	var out []*fragment
@@ -258,9 +269,9 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 		if !a.withService {
 			continue
 		}
-		f := inc.lookup(a, routes, next, interval, svcOf)
+		f := inc.lookup(a, routes, next, fragInterval, svcOf)
 		if f == nil {
-			f = inc.renderApp(a, routes, next, interval, svcOf)
+			f = inc.renderApp(a, routes, next, fragInterval, svcOf)
 			a.slot.variants = append(a.slot.variants, f)
 		}
 		f.used = inc.pass
@@ -269,10 +280,10 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 	}
 	var apiFrag *fragment
 	if api != nil {
-		apiFrag = inc.apiFragment(api, routes, keep, interval)
+		apiFrag = inc.apiFragment(api, routes, keep, fragInterval)
 		apiFrag.used = inc.pass
 	}
-	body := inc.assemble(output, apps, apiFrag)
+	body := inc.assemble(output, apps, apiFrag, interval)
 	inc.sweep()
 	return body, nil
 }
@@ -401,6 +412,7 @@ func (inc *Incremental) apiFragment(api *routing.API, routes []routing.Route, ke
 // in one buffer. The shared deny service is not the fragment's: it is noted, and the
 // assembler writes it once.
 func (inc *Incremental) collect(f *fragment, r *renderer) {
+	auto := inc.opt.interval == ""
 	if _, ok := r.services[svcDeny]; ok {
 		f.deny = true
 		delete(r.services, svcDeny)
@@ -427,11 +439,12 @@ func (inc *Incremental) collect(f *fragment, r *renderer) {
 	}
 	f.routers = make([]entry, len(rs))
 	for i, s := range rs {
-		f.routers[i] = entry{s.name, e.buf[s.start:s.end:s.end], f}
+		f.routers[i] = entry{name: s.name, b: e.buf[s.start:s.end:s.end], owner: f}
 	}
 	f.services = make([]entry, len(ss))
 	for i, s := range ss {
-		f.services[i] = entry{s.name, e.buf[s.start:s.end:s.end], f}
+		b := e.buf[s.start:s.end:s.end]
+		f.services[i] = entry{name: s.name, b: b, owner: f, iv: auto && bytes.Contains(b, ivToken)}
 	}
 }
 
@@ -459,7 +472,7 @@ const maxOutputs = 32
 // order of the same output (key) with the entries of fragments no longer in it
 // filtered out and those of new fragments merged in: linear in the output, where a
 // sort of every name would not be. When most of the output is new it sorts instead.
-func (inc *Incremental) assemble(key string, apps []appIn, apiFrag *fragment) []byte {
+func (inc *Incremental) assemble(key string, apps []appIn, apiFrag *fragment, interval string) []byte {
 	inc.stamp++
 	stamp := inc.stamp
 	cur := &assembled{}
@@ -478,6 +491,9 @@ func (inc *Incremental) assemble(key string, apps []appIn, apiFrag *fragment) []
 		cur.withS = append(cur.withS, f)
 		for i := range f.services {
 			size += len(f.services[i].b) + 1
+			if f.services[i].iv {
+				size += len(interval) * bytes.Count(f.services[i].b, ivToken)
+			}
 		}
 	}
 	for j := range apps {
@@ -520,7 +536,23 @@ func (inc *Incremental) assemble(key string, apps []appIn, apiFrag *fragment) []
 			if i > 0 {
 				buf = append(buf, ',')
 			}
-			buf = append(buf, e.b...)
+			if !e.iv {
+				buf = append(buf, e.b...)
+				continue
+			}
+			b := e.b
+			for {
+				j := bytes.Index(b, ivToken)
+				if j < 0 {
+					break
+				}
+				buf = append(buf, b[:j]...)
+				buf = append(buf, `"interval":"`...)
+				buf = append(buf, interval...)
+				buf = append(buf, '"')
+				b = b[j+len(ivToken):]
+			}
+			buf = append(buf, b...)
 		}
 		buf = append(buf, '}')
 	}

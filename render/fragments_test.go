@@ -300,3 +300,54 @@ func TestIncrementalRenderRefusesWhatTheFullRenderRefuses(t *testing.T) {
 		t.Errorf("after refusals: %v, equal %v", err, bytes.Equal(got, want))
 	}
 }
+
+// TestAutomaticIntervalStepRendersNoFragmentAgain: the automatic health-check interval
+// depends on the number of checks in the whole output, so one application gaining or
+// losing an upstream can move every check's interval (here 5s ↔ 6s around 1 000 checked
+// leaves). The bytes still equal the full render's, and only that application's
+// fragment is rendered again: the others carry a placeholder the assembler fills.
+func TestAutomaticIntervalStepRendersNoFragmentAgain(t *testing.T) {
+	st := fleet.GenerateState(1000, 0) // 1 000 two-upstream applications + 2 API leaves
+	opt := fleet.GenerateOptions()
+	inc, err := NewIncremental(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := func() []byte {
+		t.Helper()
+		doc, _ := fleet.Derive(st, opt)
+		want, err := Traefik(doc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := inc.Traefik(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("incremental render differs from the full render at byte %d", firstDiff(got, want))
+		}
+		return got
+	}
+	first := render()
+	if !bytes.Contains(first, []byte(`"interval":"6s"`)) {
+		t.Fatal("1 002 checked leaves: want the 6s interval")
+	}
+	before := inc.cached()
+	// Three applications lose their second upstream: 999 checked leaves, 5s.
+	for _, a := range []string{"app-00001", "app-00002", "app-00003"} {
+		for i := range st.Nodes {
+			if inst, ok := st.Nodes[i].Instances[a]; ok && st.Nodes[i].Name != "vps-b" {
+				inst.Ready = false
+				st.Nodes[i].Instances[a] = inst
+			}
+		}
+	}
+	second := render()
+	if !bytes.Contains(second, []byte(`"interval":"5s"`)) || bytes.Contains(second, []byte(`"interval":"6s"`)) {
+		t.Fatal("999 checked leaves: want every check at 5s")
+	}
+	if n := inc.cached() - before; n > 3 {
+		t.Errorf("the interval step rendered %d fragments again, want only the 3 changed applications", n)
+	}
+}
