@@ -55,7 +55,9 @@ func Traefik(doc *routing.Document, opt Options) ([]byte, error) {
 	return traefik(doc, opt, nil)
 }
 
-// TraefikGroups renders what the ingresses of groups load: doc is
+// TraefikGroups renders what the ingresses of groups load (keep selects routes; anything
+// fleet-wide the render adds, such as the API apex or an ACME challenge router, is
+// rendered whatever keep says): doc is
 // routing.ForGroups(full, groups); its routes of those groups are rendered in full, the
 // others (path-map targets in other groups) contribute their application's service
 // only, never a router: their hosts are another group's. The API apex is rendered as

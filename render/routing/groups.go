@@ -80,6 +80,9 @@ func itoa(n int) string {
 // modified; the result shares its upstream slices and path maps (read-only).
 func ForGroups(d *Document, groups []string) *Document {
 	in := func(g string) bool { return slices.Contains(groups, g) }
+	// Fleet-wide sections are copied whole: every group's ingresses serve them. A
+	// section added to Document for the whole fleet (an ACME challenge route) belongs
+	// here too; only Routes are split by group.
 	out := &Document{V: d.V, API: d.API}
 	var targets []string
 	for i := range d.Routes {
