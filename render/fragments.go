@@ -56,6 +56,8 @@ type Incremental struct {
 	api     []*fragment
 	scratch renderer
 	scan    map[string][]string // byTarget scratch of routeRouters
+	nextBuf []int32
+	appsBuf []appIn
 	// prev is the last assembled order of each output, for the linear merge.
 	prev  map[string]*assembled
 	stamp uint64
@@ -189,8 +191,14 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 	inc.pass++
 
 	routes := doc.Routes
-	next := make([]int32, len(routes)) // next route of the same application, or -1
-	apps := make([]appIn, 0, len(routes))
+	// Scratch kept across renders (they are serialized): the next route of the same
+	// application (or -1), and the applications of this document.
+	next := slices.Grow(inc.nextBuf[:0], len(routes))[:len(routes)]
+	apps := slices.Grow(inc.appsBuf[:0], len(routes))
+	defer func() {
+		clear(apps) // drop the references to this document
+		inc.nextBuf, inc.appsBuf = next, apps[:0]
+	}()
 	for i := range routes {
 		rt := &routes[i]
 		next[i] = -1
@@ -263,7 +271,6 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 		interval, fragInterval = AutoHealthCheckInterval(checks).String(), ivMark
 	}
 
-	var out []*fragment
 	for j := range apps {
 		a := &apps[j]
 		if !a.withService {
@@ -276,7 +283,6 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 		}
 		f.used = inc.pass
 		a.frag = f
-		out = append(out, f)
 	}
 	var apiFrag *fragment
 	if api != nil {
