@@ -77,6 +77,7 @@ func NewIncremental(opt Options) (*Incremental, error) {
 	}
 	inc := &Incremental{opt: o, apps: map[string]*appSlot{}, prev: map[string]*assembled{}, deny: &fragment{}}
 	inc.deny.services = []entry{{name: denyEntry.name, b: denyEntry.b, owner: inc.deny}}
+	inc.deny.ssize = len(denyEntry.b) + 1
 	return inc, nil
 }
 
@@ -85,7 +86,8 @@ type entry struct {
 	name  string
 	b     []byte
 	owner *fragment
-	iv    bool // b holds ivToken: the automatic interval goes there
+	// ivAt are the offsets in b of ivToken, where the automatic interval goes.
+	ivAt []int
 }
 
 // ivMark is the interval fragments are rendered with when it is automatic; encoded, it
@@ -125,6 +127,8 @@ type fragment struct {
 	deny     bool // a router points at the deny service
 	checks   int
 	used     uint64
+	// Sizes of the encoded entries, and how many ivTokens the services hold.
+	rsize, ssize, ivs int
 	// Marks of the assembly being written (see assemble): included with routers, with
 	// services; and present in the previous order of the same output.
 	rmark, smark, rseen, sseen uint64
@@ -446,11 +450,22 @@ func (inc *Incremental) collect(f *fragment, r *renderer) {
 	f.routers = make([]entry, len(rs))
 	for i, s := range rs {
 		f.routers[i] = entry{name: s.name, b: e.buf[s.start:s.end:s.end], owner: f}
+		f.rsize += s.end - s.start + 1
 	}
 	f.services = make([]entry, len(ss))
 	for i, s := range ss {
 		b := e.buf[s.start:s.end:s.end]
-		f.services[i] = entry{name: s.name, b: b, owner: f, iv: auto && bytes.Contains(b, ivToken)}
+		f.services[i] = entry{name: s.name, b: b, owner: f}
+		f.ssize += len(b) + 1
+		for off := 0; auto; {
+			j := bytes.Index(b[off:], ivToken)
+			if j < 0 {
+				break
+			}
+			f.services[i].ivAt = append(f.services[i].ivAt, off+j)
+			f.ivs++
+			off += j + len(ivToken)
+		}
 	}
 }
 
@@ -489,18 +504,11 @@ func (inc *Incremental) assemble(key string, apps []appIn, apiFrag *fragment, in
 			f.rmark = stamp
 			cur.withR = append(cur.withR, f)
 			deny = deny || f.deny
-			for i := range f.routers {
-				size += len(f.routers[i].b) + 1
-			}
+			size += f.rsize
 		}
 		f.smark = stamp
 		cur.withS = append(cur.withS, f)
-		for i := range f.services {
-			size += len(f.services[i].b) + 1
-			if f.services[i].iv {
-				size += len(interval) * bytes.Count(f.services[i].b, ivToken)
-			}
-		}
+		size += f.ssize + f.ivs*len(interval)
 	}
 	for j := range apps {
 		if apps[j].frag != nil {
@@ -512,7 +520,6 @@ func (inc *Incremental) assemble(key string, apps []appIn, apiFrag *fragment, in
 	}
 	if deny {
 		include(inc.deny, false)
-		size += len(denyEntry.b) + 1
 	}
 	prev := inc.prev[key]
 	cur.routers = mergeEntries(prev, cur.withR, stamp, func(a *assembled) ([]*entry, []*fragment) { return a.routers, a.withR },
@@ -542,23 +549,15 @@ func (inc *Incremental) assemble(key string, apps []appIn, apiFrag *fragment, in
 			if i > 0 {
 				buf = append(buf, ',')
 			}
-			if !e.iv {
-				buf = append(buf, e.b...)
-				continue
-			}
-			b := e.b
-			for {
-				j := bytes.Index(b, ivToken)
-				if j < 0 {
-					break
-				}
-				buf = append(buf, b[:j]...)
+			last := 0
+			for _, j := range e.ivAt {
+				buf = append(buf, e.b[last:j]...)
 				buf = append(buf, `"interval":"`...)
 				buf = append(buf, interval...)
 				buf = append(buf, '"')
-				b = b[j+len(ivToken):]
+				last = j + len(ivToken)
 			}
-			buf = append(buf, b...)
+			buf = append(buf, e.b[last:]...)
 		}
 		buf = append(buf, '}')
 	}
