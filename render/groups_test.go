@@ -256,3 +256,48 @@ func keysOf[V any](m map[string]V) []string {
 	slices.Sort(k)
 	return k
 }
+
+// TestGroupDocumentOfAChainedCrossGroupTargetIsValid: a prefix of group eu-1 targets a
+// custom domain of group us-1 that has a path map of its own, pointing at a host eu-1
+// does not carry. eu-1's document carries the target without its map (another group's
+// business), so it stays valid and renders, and a change to that map leaves eu-1 alone.
+func TestGroupDocumentOfAChainedCrossGroupTargetIsValid(t *testing.T) {
+	up := func(port int) map[string]fleet.Instance {
+		return map[string]fleet.Instance{"front": {Port: port, Ready: true}, "mid": {Port: port + 1, Ready: true}, "deep": {Port: port + 2, Ready: true}}
+	}
+	us := &fleet.Ingress{Group: "us-1"}
+	st := fleet.State{
+		Apps: []fleet.App{
+			{Name: "front", Account: "acme", Placement: []string{"n1"}, Ingress: &fleet.Ingress{Group: "eu-1"}},
+			{Name: "mid", Account: "acme", Placement: []string{"n1"}, Ingress: us},
+			{Name: "deep", Account: "acme", Placement: []string{"n1"}, Ingress: us},
+		},
+		Claims: []fleet.Claim{
+			{Host: "front.example.org", Account: "acme", App: "front", Paths: map[string]string{"m": "mid.example.org"}},
+			{Host: "mid.example.org", Account: "acme", App: "mid", Paths: map[string]string{"d": "deep.us1.example.com"}},
+		},
+		Nodes: []fleet.NodeRecord{{Name: "n1", Address: "10.0.0.1", APIPort: 7400, Instances: up(1000)}},
+	}
+	opt := fleet.Options{PlatformDomains: []string{"eu1.example.com", "us1.example.com"},
+		DomainGroups: map[string]string{"eu1.example.com": "eu-1", "us1.example.com": "us-1"}}
+	doc, _ := fleet.Derive(st, opt)
+	eu := []string{"eu-1"}
+	gd := routing.ForGroups(doc, eu)
+	if err := gd.Validate(); err != nil {
+		t.Fatalf("eu-1's document is invalid: %v", err)
+	}
+	b1, err := TraefikGroups(gd, Options{}, eu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Claims[1].Paths = map[string]string{"e": "deep.us1.example.com"}
+	doc, _ = fleet.Derive(st, opt)
+	gd2 := routing.ForGroups(doc, eu)
+	b2, err := TraefikGroups(gd2, Options{}, eu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gd2.Revision != gd.Revision || !bytes.Equal(b1, b2) {
+		t.Error("a change to a us-1 host's path map moved eu-1's revision or bytes")
+	}
+}

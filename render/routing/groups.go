@@ -70,10 +70,11 @@ func itoa(n int) string {
 // ForGroups returns the part of d the ingresses of groups serve, sealed with its own
 // revision: the routes of those groups; the routes their path maps target in other
 // groups (a prefix on a group's host may point at an application of another group of
-// the same account: that route comes along, carrying its own group, so the document
-// stays valid and an ingress can build the target's service; it must not route that
-// host, which is another group's); and the API apex, which is fleet-wide and goes in
-// every group, as anything fleet-wide must (an ACME challenge route would too).
+// the same account: that route comes along, carrying its own group but not its own
+// path map, which is its group's business, so the document stays valid and an ingress
+// can build the target's service; it must not route that host, which is another
+// group's); and the API apex, which is fleet-wide and goes in every group, as anything
+// fleet-wide must (an ACME challenge route would too).
 //
 // The result depends only on those routes, the API and the targets: a change in
 // another group leaves its bytes, and so its revision, as they were. d is not
@@ -100,7 +101,12 @@ func ForGroups(d *Document, groups []string) *Document {
 	for _, t := range targets {
 		i, ok := d.routeIndex(t)
 		if ok && !in(d.Routes[i].GroupOf()) {
-			out.Routes = append(out.Routes, d.Routes[i])
+			// The target's own path map is its group's business: without it the
+			// document does not depend on it, and stays valid (its prefixes may point
+			// at hosts this document does not carry).
+			r := d.Routes[i]
+			r.Paths = nil
+			out.Routes = append(out.Routes, r)
 		}
 	}
 	if out.Routes == nil {
