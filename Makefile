@@ -38,6 +38,8 @@ test: deps vet
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./render/...
 
-# The side-by-side report of issue 8 (wrk, nginx, Traefik): writes e2e/bench/REPORT.md.
+# The side-by-side report of issue 8 (wrk, nginx, Traefik) and the issue-13 rows (flip latency by
+# fleet size through both providers, store requests on MinIO, before and after): writes
+# e2e/bench/REPORT.md.
 report:
 	./e2e/bench/run.sh

@@ -1,7 +1,15 @@
 // Package bench measures scafo ingress side by side with its references (issue 8) and
 // writes REPORT.md: poll throughput against nginx serving the same bytes, derive+render
 // cost by fleet size, byte stability across nodes and restarts, and Traefik's side
-// (throughput, startup, health-check load) for the configuration we render.
+// (throughput, startup, health-check load) for the configuration we render; and, for
+// issue 13, flip latency by fleet size through a real Traefik with either provider
+// (fleetflip_test.go) and store requests per node per tick on a real MinIO
+// (storecost_test.go), both also on an older build for before/after ratios.
+//
+// The pieces a later measurement reuses: fleetgen_test.go writes a routable generated
+// fleet (a group per application optional) whose flip participants answer with their
+// own name; providers_test.go starts a Traefik on the shipped static configuration of
+// either provider kind, with any endpoint query (HTTP provider) or extra plugin setting.
 //
 // Everything heavy is in tests that run only with SCAFO_BENCH=1, so a plain
 // `go test ./...` runs just the cheap unit tests of the harness. The one command is

@@ -18,9 +18,11 @@ const (
 	secStability = "3. Byte stability across nodes and a restart"
 	secTraefik   = "4. Traefik's side: our rendered configuration under load"
 	secFlip      = "5. Flip latency through Traefik"
+	secFleetFlip = "6. Flip latency by fleet size, both providers, Traefik's CPU per change (issue 13)"
+	secStoreCost = "7. Store requests per node per tick on a real MinIO, before and after (issue 13)"
 )
 
-var sectionOrder = []string{secPoll, secDerive, secStability, secTraefik, secFlip}
+var sectionOrder = []string{secPoll, secDerive, secStability, secTraefik, secFlip, secFleetFlip, secStoreCost}
 
 // report collects what the measurements found and writes REPORT.md.
 var report = &benchReport{sections: map[string][]string{}}

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs every measurement of issue 8 (performance, side by side, as ratios) in one go and
-# writes e2e/bench/REPORT.md. About 15 minutes on a 2-core machine.
+# Runs every measurement of issue 8 (performance, side by side, as ratios) and issue 13
+# (flip latency by fleet size through both providers, store requests per node per tick,
+# before and after) in one go and writes e2e/bench/REPORT.md. About 45 minutes on a 2-core
+# machine.
 #
 #   e2e/bench/run.sh
 #
@@ -15,6 +17,13 @@
 #   SCAFO_BENCH_TRAEFIK_CASES="100 apps|10 000 apps"   only these Traefik cases
 #   SCAFO_BENCH_REPORT=path     where the report goes (default e2e/bench/REPORT.md)
 #   RUN=regexp                  only the tests matching (go test -run)
+#   SCAFO_BENCH_FLIP_SIZES="100 1000 10000"   fleet sizes of the flip-latency rows (issue 13)
+#   SCAFO_BENCH_FLIPS=20        flips per row (10 000 apps with the HTTP provider: ~8 s each)
+#   SCAFO_BENCH_FLIP_ROUNDS=1   rounds of every flip row (2 on a quiet machine)
+#   SCAFO_BENCH_FLIP_QUIET="10000"   sizes also measured with health checks at 1h ("" for none)
+#   SCAFO_BENCH_BEFORE_REF=e8756a7   the commit before issue 13: built in a temporary git
+#                               worktree, its scafo-node and plugin measured beside this
+#                               tree's in the same run ("" to skip)
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -38,6 +47,20 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 echo "run.sh: building scafo-node" >&2
 go build -o "$tmp/scafo-node" ./node/cmd/scafo-node
+# The code before issue 13 (store cost, health checks sized for the fleet, serial order),
+# measured beside this tree in the same run: a temporary worktree of that commit.
+before_ref="${SCAFO_BENCH_BEFORE_REF-e8756a7}"
+before_env=()
+if [[ -n "$before_ref" ]]; then
+  before_dir="$tmp/before"
+  trap 'git -C "$root" worktree remove --force "$before_dir" >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
+  echo "run.sh: building scafo-node at $before_ref (git worktree in $before_dir)" >&2
+  git -C "$root" worktree add --detach "$before_dir" "$before_ref" >&2
+  (cd "$before_dir" && go build -o "$tmp/scafo-node-before" ./node/cmd/scafo-node)
+  before_env=(SCAFO_BENCH_BEFORE_REF="$before_ref"
+    SCAFO_BENCH_BEFORE_NODE="$tmp/scafo-node-before"
+    SCAFO_BENCH_BEFORE_PLUGIN="$before_dir/traefikprovider")
+fi
 traefik="${TRAEFIK_BIN:-$(bash e2e/build-traefik.sh | tail -n1)}"
 echo "run.sh: Traefik $traefik" >&2
 
@@ -46,13 +69,14 @@ command -v perf >/dev/null || profile=0
 
 log="$tmp/bench.log"
 set +e
-SCAFO_BENCH=1 \
+env "${before_env[@]}" SCAFO_BENCH=1 \
   SCAFO_NODE_BIN="$tmp/scafo-node" \
+  SCAFO_BENCH_FLIP_QUIET="${SCAFO_BENCH_FLIP_QUIET-10000}" \
   TRAEFIK_BIN="$traefik" \
   SCAFO_BENCH_PROFILE="$profile" \
   SCAFO_BENCH_ROUNDS="${SCAFO_BENCH_ROUNDS:-3}" \
   SCAFO_BENCH_REPORT="${SCAFO_BENCH_REPORT:-$here/REPORT.md}" \
-  go test -count=1 -timeout 45m -v -run "${RUN:-.}" ./e2e/bench/ 2>&1 |
+  go test -count=1 -timeout 90m -v -run "${RUN:-.}" ./e2e/bench/ 2>&1 |
   grep -v 'Health check failed' | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e

@@ -1,0 +1,236 @@
+package bench
+
+import (
+	"encoding/json"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// Fast tests of the fleet-flip harness (no binaries; they run in `make test`).
+
+func TestProviderStaticChangesOnlyAddressesEndpointsAndToken(t *testing.T) {
+	for _, tc := range []struct {
+		kind    providerKind
+		shipped string
+		launch  providerLaunch
+	}{
+		{providerHTTP, shippedConfig, providerLaunch{kind: providerHTTP, endpoints: []string{"http://127.0.0.1:7001"}}},
+		{providerHTTP, shippedConfig, providerLaunch{kind: providerHTTP, endpoints: []string{"http://127.0.0.1:7001"}, query: "group=eu-1"}},
+		{providerPlugin, shippedPluginConfig, providerLaunch{kind: providerPlugin, endpoints: []string{"http://127.0.0.1:7001", "http://127.0.0.1:7002"},
+			plugin: map[string]any{"group": "eu-1"}}},
+	} {
+		t.Run(string(tc.kind)+"/"+tc.launch.query, func(t *testing.T) {
+			raw, err := os.ReadFile(tc.shipped)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := providerStatic(raw, tc.launch, 1111, 2222, 3333)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, orig map[string]any
+			if err := yaml.Unmarshal(out, &got); err != nil {
+				t.Fatal(err)
+			}
+			if err := yaml.Unmarshal(raw, &orig); err != nil {
+				t.Fatal(err)
+			}
+			for keys, want := range map[string]any{
+				"entryPoints.web.address":       "127.0.0.1:1111",
+				"entryPoints.websecure.address": "127.0.0.1:2222",
+				"entryPoints.traefik.address":   "127.0.0.1:3333",
+				"api.insecure":                  true,
+			} {
+				if g := dig(got, strings.Split(keys, ".")...); g != want {
+					t.Errorf("%s = %v, want %v", keys, g, want)
+				}
+			}
+			for _, keys := range []string{"entryPoints.web.http", "entryPoints.websecure.http", "providers.providersThrottleDuration", "global", "log"} {
+				k := strings.Split(keys, ".")
+				if !reflect.DeepEqual(dig(got, k...), dig(orig, k...)) {
+					t.Errorf("%s changed: %v, shipped %v", keys, dig(got, k...), dig(orig, k...))
+				}
+			}
+			if _, ok := got["certificatesResolvers"]; ok {
+				t.Error("certificatesResolvers kept: the bench must not reach ACME")
+			}
+			switch tc.kind {
+			case providerHTTP:
+				wantQuery := "prefer=self" // as shipped
+				if tc.launch.query != "" {
+					wantQuery = tc.launch.query
+				}
+				if g := dig(got, "providers", "http", "endpoint"); g != "http://127.0.0.1:7001/v1/ingress/traefik?"+wantQuery {
+					t.Errorf("endpoint %v", g)
+				}
+				if g := dig(got, "providers", "http", "headers", "Authorization"); g != "Bearer "+benchIngressToken {
+					t.Errorf("Authorization %v", g)
+				}
+				for _, k := range []string{"pollInterval", "pollTimeout"} {
+					if g, o := dig(got, "providers", "http", k), dig(orig, "providers", "http", k); g != o {
+						t.Errorf("providers.http.%s = %v, shipped %v", k, g, o)
+					}
+				}
+			case providerPlugin:
+				plug := dig(got, "providers", "plugin", pluginKey).(map[string]any)
+				if !reflect.DeepEqual(plug["endpoints"], []any{"http://127.0.0.1:7001", "http://127.0.0.1:7002"}) {
+					t.Errorf("endpoints %v", plug["endpoints"])
+				}
+				if _, ok := plug["prefer"]; ok {
+					t.Error("the shipped placeholder prefer is kept")
+				}
+				if plug["group"] != "eu-1" {
+					t.Errorf("extra setting group = %v", plug["group"])
+				}
+				if _, ok := plug["token"]; ok {
+					t.Error("a token in the plugin's settings: it comes from the environment")
+				}
+				for _, k := range []string{"watch", "watchWait", "pollInterval", "pollTimeout"} {
+					if g, o := plug[k], dig(orig, "providers", "plugin", pluginKey, k); g != o {
+						t.Errorf("providers.plugin.%s.%s = %v, shipped %v", pluginKey, k, g, o)
+					}
+				}
+			}
+		})
+	}
+	raw, _ := os.ReadFile(shippedConfig)
+	if _, err := providerStatic(raw, providerLaunch{kind: "file", endpoints: []string{"http://x"}}, 1, 2, 3); err == nil {
+		t.Error("an unknown provider kind was accepted")
+	}
+	if _, err := providerStatic(raw, providerLaunch{kind: providerHTTP}, 1, 2, 3); err == nil {
+		t.Error("no endpoints was accepted")
+	}
+	if _, err := providerStatic([]byte(strings.Replace(string(raw), "  http:\n    # prefer=self", "  httpx:\n    # prefer=self", 1)),
+		providerLaunch{kind: providerHTTP, endpoints: []string{"http://x"}}, 1, 2, 3); err == nil || !strings.Contains(err.Error(), "providers.http") {
+		t.Errorf("a shipped file without providers.http: err %v", err)
+	}
+}
+
+// The generated fleet derives to a route per application, the flip host's prefix on the
+// first target, and the flip participants on their own listeners; a group per app is
+// written into the objects.
+func TestFlipFleetDerivesWithTheFlipHostOnItsOwnListeners(t *testing.T) {
+	b := &fleetBackends{pool: []int{30001, 30002}, identity: map[string]int{}}
+	port := 31000
+	for i := 0; isFlipParticipant(i); i++ {
+		for _, n := range placementOf(i) {
+			b.identity[identityName(appName(i), n)] = port
+			port++
+		}
+	}
+	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	objs, err := fleetObjects(fleetSpec{apps: 100, group: func(i int) string { return []string{"eu-1", "us-1"}[i%2] }}, b, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st fleet.State
+	for k, v := range objs {
+		switch {
+		case strings.HasPrefix(k, fleet.PrefixApps):
+			var a fleet.App
+			if err := json.Unmarshal(v, &a); err != nil {
+				t.Fatal(err)
+			}
+			var m map[string]any
+			json.Unmarshal(v, &m)
+			if g := dig(m, "ingress", "group"); g != []string{"eu-1", "us-1"}[int(a.Name[len(a.Name)-1]-'0')%2] {
+				t.Errorf("%s: ingress.group %v", a.Name, g)
+			}
+			st.Apps = append(st.Apps, a)
+		case strings.HasPrefix(k, fleet.PrefixDomains):
+			var c fleet.Claim
+			if err := json.Unmarshal(v, &c); err != nil {
+				t.Fatal(err)
+			}
+			st.Claims = append(st.Claims, c)
+		case strings.HasPrefix(k, fleet.PrefixNodes):
+			var n fleet.NodeRecord
+			if err := json.Unmarshal(v, &n); err != nil {
+				t.Fatal(err)
+			}
+			if !n.Seen.After(now.Add(time.Hour)) {
+				t.Errorf("%s: seen %s, want well after %s (never stale during a run)", n.Name, n.Seen, now)
+			}
+			st.Nodes = append(st.Nodes, n)
+		default:
+			t.Errorf("unexpected key %s", k)
+		}
+	}
+	doc, skipped := fleet.Derive(st, fleet.Options{PlatformDomains: []string{platformDomain}, APIPublic: true, NodeTTL: time.Minute, Now: now})
+	if len(skipped) > 0 {
+		t.Errorf("skipped: %v", skipped)
+	}
+	routes := map[string]int{}
+	for i, r := range doc.Routes {
+		routes[r.Host] = i
+	}
+	for i := range 100 {
+		if _, ok := routes[appName(i)+"."+platformDomain]; !ok {
+			t.Errorf("no route for %s", appName(i))
+		}
+	}
+	fr, ok := routes[flipHost]
+	if !ok {
+		t.Fatalf("no route for %s", flipHost)
+	}
+	if got := doc.Routes[fr].Paths; !reflect.DeepEqual(got, map[string]string{flipPrefix: flipTargets[0] + "." + platformDomain}) {
+		t.Errorf("%s paths %v (a path-map target outside the owner's account contributes nothing)", flipHost, got)
+	}
+	for i := 0; isFlipParticipant(i); i++ {
+		r := doc.Routes[routes[appName(i)+"."+platformDomain]]
+		if len(r.Upstreams) != 2 {
+			t.Fatalf("%s: %d upstreams", appName(i), len(r.Upstreams))
+		}
+		for j, u := range r.Upstreams {
+			want := "127.0.0.1:" + itoa(b.identity[identityName(appName(i), placementOf(i)[j])])
+			if u.Node != placementOf(i)[j] || u.Address != want {
+				t.Errorf("%s upstream %d: %s %s, want %s %s", appName(i), j, u.Node, u.Address, placementOf(i)[j], want)
+			}
+		}
+	}
+	if r := doc.Routes[routes[appName(50)+"."+platformDomain]]; r.Upstreams[0].Address != "127.0.0.1:30001" && r.Upstreams[0].Address != "127.0.0.1:30002" {
+		t.Errorf("%s: upstream %s, want a pool listener", appName(50), r.Upstreams[0].Address)
+	}
+	if _, err := fleetObjects(fleetSpec{apps: 2}, b, now); err == nil {
+		t.Error("a fleet of 2 applications (no room for the flip participants) was accepted")
+	}
+}
+
+func TestMetricParsersReadLabelledAndPlainSamples(t *testing.T) {
+	text := `# HELP minio_api_requests_total x
+minio_api_requests_total{name="GetObject",server="127.0.0.1:1",type="s3"} 28
+minio_api_requests_total{name="ListObjectsV2",server="127.0.0.1:1",type="s3"} 12
+minio_api_requests_total{name="GetObject",server="127.0.0.1:1",type="other"} 99
+minio_api_requests_total_extra{name="GetObject",type="s3"} 5
+scafo_reconcile_duration_seconds_sum 1.5
+scafo_reconcile_duration_seconds_count 30
+scafo_ingress_polls_total{code="200",format="traefik"} 7
+scafo_ingress_polls_total{code="304",format="traefik"} 3
+`
+	if got := labelledCounts(text, "minio_api_requests_total", "name", `type="s3"`); !reflect.DeepEqual(got, map[string]float64{"GetObject": 28, "ListObjectsV2": 12}) {
+		t.Errorf("labelledCounts = %v", got)
+	}
+	if got := metricSum(text, "scafo_ingress_polls_total"); got != 10 {
+		t.Errorf("polls = %v, want 10", got)
+	}
+	if got := metricSum(text, "scafo_reconcile_duration_seconds_count"); got != 30 {
+		t.Errorf("count = %v, want 30", got)
+	}
+	if got := diffCounts(map[string]float64{"a": 5, "b": 2}, map[string]float64{"a": 3, "b": 2}); !reflect.DeepEqual(got, map[string]float64{"a": 2}) {
+		t.Errorf("diffCounts = %v", got)
+	}
+	ds := []time.Duration{5, 1, 4, 2, 3}
+	if pct(ds, 50) != 3 || pct(ds, 95) != 5 || pct(ds, 100) != 5 || pct(nil, 50) != 0 {
+		t.Errorf("pct: p50 %v p95 %v", pct(ds, 50), pct(ds, 95))
+	}
+	if thousands(10000) != "10 000" || thousands(100) != "100" || thousands(1000) != "1 000" {
+		t.Errorf("thousands: %q %q %q", thousands(10000), thousands(100), thousands(1000))
+	}
+}
