@@ -111,12 +111,14 @@ func TestRenderConfigTakesTheTokenFromTheEnvironment(t *testing.T) {
 		{name: "quote would break the YAML", env: []string{`SCAFO_INGRESS_TOKEN=abc"def`}, wantErr: "characters outside"},
 		{name: "ampersand would break awk", env: []string{"SCAFO_INGRESS_TOKEN=a&b"}, wantErr: "characters outside"},
 		{name: "newline", env: []string{"SCAFO_INGRESS_TOKEN=a\nb"}, wantErr: "characters outside"},
+		{name: "ingress name with a quote", env: []string{"SCAFO_INGRESS_TOKEN=" + testIngressToken, `SCAFO_INGRESS_NAME=a"b`}, wantErr: "ingress name"},
+		{name: "ingress name in capitals", env: []string{"SCAFO_INGRESS_TOKEN=" + testIngressToken, "SCAFO_INGRESS_NAME=Edge"}, wantErr: "ingress name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "traefik.yml")
 			cmd := exec.Command("sh", renderScript, shippedConfig, out)
 			for _, kv := range os.Environ() {
-				if !strings.HasPrefix(kv, "SCAFO_INGRESS_TOKEN=") {
+				if !strings.HasPrefix(kv, "SCAFO_INGRESS_TOKEN=") && !strings.HasPrefix(kv, "SCAFO_INGRESS_NAME=") {
 					cmd.Env = append(cmd.Env, kv)
 				}
 			}
@@ -155,7 +157,12 @@ func TestRenderConfigTakesTheTokenFromTheEnvironment(t *testing.T) {
 			}
 			// Everything else is byte-for-byte the template.
 			tmpl, _ := os.ReadFile(shippedConfig)
-			if got := strings.ReplaceAll(string(tmpl), "${SCAFO_INGRESS_TOKEN}", strings.TrimPrefix(want, "Bearer ")); got != string(rendered) {
+			name, _ := dig(cfg, "providers", "http", "headers", "X-Scafo-Ingress").(string)
+			if host, _ := os.Hostname(); !strings.HasPrefix(strings.ToLower(host), name) || name == "" {
+				t.Errorf("X-Scafo-Ingress = %q, want the host name %q (SCAFO_INGRESS_NAME unset)", name, host)
+			}
+			got := strings.ReplaceAll(string(tmpl), "${SCAFO_INGRESS_TOKEN}", strings.TrimPrefix(want, "Bearer "))
+			if got = strings.ReplaceAll(got, "${SCAFO_INGRESS_NAME}", name); got != string(rendered) {
 				t.Error("render changed more than the placeholder")
 			}
 		})
@@ -219,8 +226,8 @@ func TestStaticConfigKeepsTheShippedSettings(t *testing.T) {
 	if g := dig(got, "providers", "http", "endpoint"); g != "http://127.0.0.9:7777/v1/ingress/traefik?prefer=n2" {
 		t.Errorf("endpoint with a query override = %v", g)
 	}
-	if g := dig(got, "providers", "http", "headers"); g != nil {
-		t.Errorf("noAuthHeader left headers = %v", g)
+	if g := dig(got, "providers", "http", "headers", "Authorization"); g != nil {
+		t.Errorf("noAuthHeader left Authorization = %v", g)
 	}
 	for _, ep := range []string{"web", "websecure"} {
 		ec, _ := dig(got, "entryPoints", ep, "http", "encodedCharacters").(map[string]any)

@@ -151,9 +151,11 @@ func TestNodeDelegatedHealthFailsOver(t *testing.T) {
 	}
 	tr.waitServerStatus(t, quiet.on(n1).addr(), "UP", routeTimeout)
 
-	// The instance's port stops accepting while the node still reports it ready. No
-	// request is sent meanwhile, so only the active check, which asks the node, can mark
-	// it down (a passive check needs traffic).
+	// The instance's port stops accepting while it is still declared ready. No request
+	// is sent meanwhile, so a passive check cannot see it: the node's probe does, and
+	// answers the node-delegated check with 503 (Traefik marks the server DOWN) and
+	// drops it from the document (the server leaves Traefik's configuration), whichever
+	// comes first.
 	quiet.on(n1).stop()
 	waitFor(t, "n1 to report its instance unhealthy", 10*time.Second, func() error {
 		if st := instanceHealth(n1); st != http.StatusServiceUnavailable {
@@ -161,7 +163,16 @@ func TestNodeDelegatedHealthFailsOver(t *testing.T) {
 		}
 		return nil
 	})
-	tr.waitServerStatus(t, quiet.on(n1).addr(), "DOWN", routeTimeout)
+	waitFor(t, "n1's instance DOWN in Traefik or gone from its configuration", routeTimeout, func() error {
+		st, err := tr.serverStatus(quiet.on(n1).addr())
+		if err != nil {
+			return err
+		}
+		if st != "DOWN" && st != "" {
+			return fmt.Errorf("status %q", st)
+		}
+		return nil
+	})
 	seenBefore := len(quiet.on(n2).requests())
 	for range 20 {
 		tr.expectServedBy(t, host, "/", "quiet@n2")
@@ -176,7 +187,7 @@ func TestNodeDelegatedHealthFailsOver(t *testing.T) {
 	results.add("Scenario 10: node-delegated health",
 		fmt.Sprintf("- instance marked not ready → n2: %d failed, switched after %s", res[0].failed, res[0].latency.Round(time.Millisecond)),
 		fmt.Sprintf("- marked ready again → n1: %d failed, switched after %s", res[1].failed, res[1].latency.Round(time.Millisecond)),
-		"- port stopped accepting (node still says ready): the active check through the node marked it DOWN with no traffic; 20/20 requests then served by n2.")
+		"- port stopped accepting (still declared ready): the node's probe failed it (node-delegated check 503, and the upstream left the document) with no traffic; 20/20 requests then served by n2.")
 	tr.requireProviderClean(t)
 }
 

@@ -40,6 +40,9 @@ type pluginOverrides struct {
 	// prefer replaces providers.plugin.scafo.prefer (the shipped one is a placeholder);
 	// "" removes it.
 	prefer string
+	// name, when set, adds providers.plugin.scafo.name (the shipped file leaves it to
+	// the host name); stateFile replaces the shipped absolute path.
+	name, stateFile string
 }
 
 // pluginStaticConfig turns the shipped plugin configuration into the one a test
@@ -47,7 +50,9 @@ type pluginOverrides struct {
 // refuses to set a key the shipped file lacks:
 //
 //   - entryPoints.web/websecure.address: loopback ports;
-//   - providers.plugin.scafo.endpoints and prefer: the nodes under test;
+//   - providers.plugin.scafo.endpoints and prefer: the nodes under test; stateFile:
+//     a file in the test's directory; name added when given (each Traefik of a test
+//     has its own);
 //   - certificatesResolvers: removed;
 //   - added: the loopback "traefik" entry point with api.insecure, log.noColor, and
 //     log.level from SCAFO_E2E_TRAEFIK_LOG.
@@ -76,7 +81,7 @@ func pluginStaticConfig(shipped []byte, o pluginOverrides) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("shipped plugin configuration has no providers.plugin.%s", pluginName)
 	}
-	for _, k := range []string{"endpoints", "prefer"} {
+	for _, k := range []string{"endpoints", "prefer", "stateFile"} {
 		if _, ok := plug[k]; !ok {
 			return nil, fmt.Errorf("shipped plugin configuration has no providers.plugin.%s.%s", pluginName, k)
 		}
@@ -96,6 +101,16 @@ func pluginStaticConfig(shipped []byte, o pluginOverrides) ([]byte, error) {
 	}
 	if _, ok := plug["token"]; ok {
 		return nil, fmt.Errorf("shipped plugin configuration carries a token: it must come from the environment")
+	}
+	if _, ok := plug["name"]; ok {
+		return nil, fmt.Errorf("shipped plugin configuration sets providers.plugin.%s.name: leave it to the host name", pluginName)
+	}
+	if o.name != "" {
+		plug["name"] = o.name
+	}
+	plug["stateFile"] = o.stateFile
+	if o.stateFile == "" {
+		plug["stateFile"] = "scafo.last.json" // in Traefik's working directory
 	}
 	if err := loopbackCommon(cfg, o.ports); err != nil {
 		return nil, err
@@ -140,6 +155,11 @@ type pluginTraefikOptions struct {
 	// urls are further endpoints after endpoints, as base URLs (a stand-in node).
 	urls   []string
 	prefer string // a node name, or "" for none
+	// name is the plugin's name setting ("" leaves the host name).
+	name string
+	// dir is Traefik's working directory (plugins-local, the state file); "" makes a
+	// new one. A restart passes the first run's dir.
+	dir string
 }
 
 // nodeBase is a node's base URL, as the plugin's endpoints take it.
@@ -163,11 +183,14 @@ func startPluginTraefik(t *testing.T, name string, opts pluginTraefikOptions) *t
 	}
 	endpoints = append(endpoints, opts.urls...)
 	return launchTraefik(t, name, func(ports traefikPorts) *traefik {
-		cfg, err := pluginStaticConfig(shipped, pluginOverrides{ports: ports, endpoints: endpoints, prefer: opts.prefer})
+		cfg, err := pluginStaticConfig(shipped, pluginOverrides{ports: ports, endpoints: endpoints, prefer: opts.prefer, name: opts.name})
 		if err != nil {
 			t.Fatal(err)
 		}
-		dir := t.TempDir()
+		dir := opts.dir
+		if dir == "" {
+			dir = t.TempDir()
+		}
 		if _, err := localplugin.Install(filepath.Join(bins.root, "traefikprovider"), filepath.Join(dir, "plugins-local")); err != nil {
 			t.Fatalf("installing the plugin: %v", err)
 		}

@@ -41,6 +41,9 @@ type traefikOptions struct {
 	token string
 	// noAuthHeader drops the Authorization header altogether (scenario 9).
 	noAuthHeader bool
+	// ingressName is rendered into the shipped X-Scafo-Ingress header ("": the host
+	// name, render-config.sh's default).
+	ingressName string
 	// traefikDefaultEncodedCharacters is a counterfactual: it sets every
 	// encodedCharacters option on every entry point back to Traefik's default (allowed),
 	// to show what the render alone holds (scenario 5). Never used for anything else.
@@ -65,10 +68,19 @@ type traefikPorts struct {
 // renderShipped runs the shipped render-config.sh on the shipped traefik.yml with
 // SCAFO_INGRESS_TOKEN=token, exactly as traefik.service does, and returns the result.
 func renderShipped(t *testing.T, token string) []byte {
+	return renderShippedNamed(t, token, "")
+}
+
+// renderShippedNamed is renderShipped with SCAFO_INGRESS_NAME=name ("": the default,
+// the host name).
+func renderShippedNamed(t *testing.T, token, name string) []byte {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "rendered.yml")
 	cmd := exec.Command("sh", renderScript, shippedConfig, out)
 	cmd.Env = append(os.Environ(), "SCAFO_INGRESS_TOKEN="+token)
+	if name != "" {
+		cmd.Env = append(cmd.Env, "SCAFO_INGRESS_NAME="+name)
+	}
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("render-config.sh: %v\n%s", err, b)
 	}
@@ -157,7 +169,7 @@ func staticConfig(rendered []byte, o overrides) ([]byte, error) {
 			return nil, fmt.Errorf("shipped configuration has no providers.http.headers")
 		}
 		delete(headers, "Authorization")
-		if len(headers) == 0 {
+		if len(headers) == 0 { // (the shipped file also names the ingress)
 			delete(httpProv, "headers") // Traefik refuses an empty headers map
 		}
 	}
@@ -217,7 +229,7 @@ func startTraefik(t *testing.T, name string, opts traefikOptions) *traefik {
 		token = testIngressToken
 	}
 	return launchTraefik(t, name, func(ports traefikPorts) *traefik {
-		cfg, err := staticConfig(renderShipped(t, token), overrides{
+		cfg, err := staticConfig(renderShippedNamed(t, token, opts.ingressName), overrides{
 			ports:        ports,
 			endpointHost: hostPort(opts.node.ip, opts.node.port),
 			query:        opts.query,

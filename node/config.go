@@ -39,9 +39,11 @@ type Config struct {
 	Traefik    TraefikConfig   `description:"Traefik render options." json:"traefik"`
 	Reconcile  ReconcileConfig `description:"Reconcile loop timings." json:"reconcile"`
 	Ports      PortsConfig     `description:"Instance port allocation." json:"ports"`
+	Probe      ProbeConfig     `description:"Probes of this node's instances (their readiness in the node's record)." json:"probe"`
 	Writes     WritesConfig    `description:"Limits on writes through the API." json:"writes"`
 	Audit      AuditConfig     `description:"The audit log in the store." json:"audit"`
 	Limits     LimitsConfig    `description:"What one client may hold: connections, time to send a request, log lines." json:"limits"`
+	Ingresses  IngressesConfig `description:"Ingress reports: what each Traefik applied (or was served)." json:"ingresses"`
 	Log        LogConfig       `description:"Logging." json:"log"`
 }
 
@@ -167,6 +169,16 @@ type ReconcileConfig struct {
 	PublishWindow ptypes.Duration `description:"At most one publish per window during a burst of changes (a lone change publishes at once)." json:"publishWindow,omitempty"`
 }
 
+// ProbeConfig times the probes of this node's own instances (probe.go). The readiness
+// a node publishes for an instance is its declared readiness AND its probe's verdict.
+type ProbeConfig struct {
+	Interval    ptypes.Duration `description:"How often each of this node's instances is probed (TCP connect to node.address:port, or GET of the app's health.path); 0 disables probing (declared readiness alone is published)." json:"interval,omitempty"`
+	Timeout     ptypes.Duration `description:"Time one probe may take (connect, and for a health path the response headers); at most probe.interval; 0 (default): half of probe.interval." json:"timeout,omitempty"`
+	DownAfter   int             `description:"Consecutive failed probes that mark an instance down (out of the routing document)." json:"downAfter,omitempty"`
+	UpAfter     int             `description:"Consecutive successful probes that mark a down instance up again." json:"upAfter,omitempty"`
+	Concurrency int             `description:"Most probes in flight at once (sockets the prober holds); a quarter of them is kept for instances whose last probe timed out." json:"concurrency,omitempty"`
+}
+
 // WritesConfig rate-limits writes per application token (the admin is not limited).
 type WritesConfig struct {
 	Rate  float64 `description:"Writes per second one application token may sustain (429 beyond)." json:"rate,omitempty"`
@@ -200,6 +212,13 @@ type LimitsConfig struct {
 	RejectLog     ptypes.Duration `description:"Rejected requests are logged at most once per remote address per this interval, with the count of those not logged." json:"rejectLog,omitempty"`
 }
 
+// IngressesConfig times ingress reports (ingresses.go).
+type IngressesConfig struct {
+	LostAfter   ptypes.Duration `description:"An ingress not heard from for this long is reported lost (and no longer waited for by wait=applied)." json:"lostAfter,omitempty"`
+	ForgetAfter ptypes.Duration `description:"An ingress not heard from for this long is forgotten (its report deleted from the store)." json:"forgetAfter,omitempty"`
+	MaxTracked  int             `description:"Most ingress names this node tracks at once (reports under new names beyond are refused; the polls are served)." json:"maxTracked,omitempty"`
+}
+
 // LogConfig selects the log format and level.
 type LogConfig struct {
 	Level  string `description:"debug, info, warn or error." json:"level,omitempty"`
@@ -227,6 +246,7 @@ func (c *Config) SetDefaults() {
 
 		PublishWindow: ptypes.Duration(250 * time.Millisecond),
 	}
+	c.Probe = ProbeConfig{Interval: ptypes.Duration(time.Second), DownAfter: 2, UpAfter: 2, Concurrency: 32} // Timeout 0: interval/2
 	c.Writes = WritesConfig{Rate: 5, Burst: 20}
 	c.Audit = AuditConfig{Retention: ptypes.Duration(30 * 24 * time.Hour)}
 	c.Ports = PortsConfig{Min: 24000, Max: 28999, Quarantine: ptypes.Duration(10 * time.Minute)}
@@ -238,6 +258,11 @@ func (c *Config) SetDefaults() {
 		RejectLog:     ptypes.Duration(10 * time.Second),
 	}
 	c.Log = LogConfig{Level: "info", Format: "text"}
+	c.Ingresses = IngressesConfig{
+		LostAfter:   ptypes.Duration(60 * time.Second),
+		ForgetAfter: ptypes.Duration(24 * time.Hour),
+		MaxTracked:  256,
+	}
 }
 
 // DefaultStateDir is the state directory when none is configured: /var/lib/scafo as
@@ -463,6 +488,44 @@ func (c *Config) Validate() error {
 	if floor := 5*time.Duration(c.Reconcile.Interval) + 5*time.Second; time.Duration(c.Ports.Quarantine) < floor {
 		errs = append(errs, fmt.Errorf("ports.quarantine %s: must be at least 5 x reconcile.interval + 5s (%s)", time.Duration(c.Ports.Quarantine), floor))
 	}
+	errs = append(errs, c.Probe.validate()...)
 	errs = append(errs, c.Limits.validate()...)
+	if c.Ingresses.LostAfter < ptypes.Duration(2*time.Second) {
+		errs = append(errs, fmt.Errorf("ingresses.lostAfter %s: at least 2s (an ingress is heard from at every poll; a long-poll counts while it is held)", time.Duration(c.Ingresses.LostAfter)))
+	}
+	if c.Ingresses.ForgetAfter <= c.Ingresses.LostAfter {
+		errs = append(errs, fmt.Errorf("ingresses.forgetAfter %s: must be longer than ingresses.lostAfter %s", time.Duration(c.Ingresses.ForgetAfter), time.Duration(c.Ingresses.LostAfter)))
+	}
+	if c.Ingresses.MaxTracked < 1 || c.Ingresses.MaxTracked > maxIngressObjects {
+		errs = append(errs, fmt.Errorf("ingresses.maxTracked %d: 1..%d", c.Ingresses.MaxTracked, maxIngressObjects))
+	}
 	return errors.Join(errs...)
+}
+
+// timeout is the effective probe timeout (0: half the interval).
+func (p ProbeConfig) timeout() time.Duration {
+	if p.Timeout == 0 {
+		return time.Duration(p.Interval) / 2
+	}
+	return time.Duration(p.Timeout)
+}
+
+func (p ProbeConfig) validate() []error {
+	var errs []error
+	switch {
+	case p.Interval < 0:
+		errs = append(errs, fmt.Errorf("probe.interval %s: must not be negative (0 disables probing)", time.Duration(p.Interval)))
+	case p.Interval == 0:
+		return nil // disabled: the rest is not used
+	case p.Timeout < 0 || p.Timeout > p.Interval:
+		errs = append(errs, fmt.Errorf("probe.timeout %s: must be at most probe.interval %s (0: half of it)",
+			time.Duration(p.Timeout), time.Duration(p.Interval)))
+	}
+	if p.DownAfter < 1 || p.UpAfter < 1 {
+		errs = append(errs, fmt.Errorf("probe.downAfter %d, probe.upAfter %d: both must be at least 1", p.DownAfter, p.UpAfter))
+	}
+	if p.Concurrency < 2 || p.Concurrency > 1024 {
+		errs = append(errs, fmt.Errorf("probe.concurrency %d: must be 2..1024 (a quarter, at least one, is kept for instances whose last probe timed out)", p.Concurrency))
+	}
+	return errs
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/traefik/paerser/cli"
 	"github.com/traefik/paerser/flag"
@@ -221,6 +222,31 @@ func TestConfigPlatformGroups(t *testing.T) {
 		_, err := loadConfig(t, []string{"--platform.domains=a.example.com", "--platform.groups=" + tc.groups}, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("platform.groups=%s: %v, want an error containing %q", tc.groups, err, tc.want)
+		}
+	}
+}
+
+// TestConfigIngressesSettingsAreChecked: the ingress-report settings load by their names
+// and bad values are refused naming the setting.
+func TestConfigIngressesSettingsAreChecked(t *testing.T) {
+	cfg, err := loadConfig(t, []string{"--ingresses.lostAfter=30s", "--ingresses.maxTracked=10"}, []string{"SCAFO_INGRESSES_FORGETAFTER=2h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Duration(cfg.Ingresses.LostAfter) != 30*time.Second || time.Duration(cfg.Ingresses.ForgetAfter) != 2*time.Hour || cfg.Ingresses.MaxTracked != 10 {
+		t.Errorf("loaded %+v", cfg.Ingresses)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--ingresses.lostAfter=1s"}, "ingresses.lostAfter"},
+		{[]string{"--ingresses.lostAfter=2h", "--ingresses.forgetAfter=1h"}, "ingresses.forgetAfter"},
+		{[]string{"--ingresses.maxTracked=0"}, "ingresses.maxTracked"},
+		{[]string{"--ingresses.maxTracked=100000"}, "ingresses.maxTracked"},
+	} {
+		if _, err := loadConfig(t, c.args, nil); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: err %v, want one naming %s", c.args, err, c.want)
 		}
 	}
 }

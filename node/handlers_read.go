@@ -37,7 +37,10 @@ func (s *Server) metricsHandler() http.Handler {
 }
 
 // handleInstanceHealth answers 200 while this node's instance of app is ready and
-// accepts TCP connections; Traefik's node-delegated health checks ask here.
+// accepts TCP connections (or answers its health path); Traefik's node-delegated
+// health checks ask here. With probes on (the default) the answer is the prober's last
+// verdict, the one this node publishes, and nothing is dialled per request; with
+// probe.interval 0 the instance's port is dialled per request.
 func (s *Server) handleInstanceHealth(w http.ResponseWriter, r *http.Request) {
 	app := chi.URLParam(r, "app")
 	if err := routing.ValidateLabel("app", app); err != nil {
@@ -53,6 +56,14 @@ func (s *Server) handleInstanceHealth(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "not ready", "instance of "+app+" is not ready")
 		return
 	}
+	if s.probes != nil {
+		if up, why := s.probes.ready(app, inst); !up {
+			writeError(w, http.StatusServiceUnavailable, "not accepting", "instance of "+app+": "+why)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		return
+	}
 	addr := net.JoinHostPort(s.cfg.Node.Address, strconv.Itoa(inst.Port))
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
@@ -66,7 +77,9 @@ func (s *Server) handleInstanceHealth(w http.ResponseWriter, r *http.Request) {
 // handleIngress serves /v1/ingress/routes and /v1/ingress/{format}.
 func (s *Server) handleIngress(w http.ResponseWriter, r *http.Request) {
 	format := chi.URLParam(r, "format")
+	rep := s.ingresses.begin(w, r)
 	code := s.serveIngress(w, r, format)
+	s.ingresses.end(rep, code, w.Header())
 	s.metrics.polls.WithLabelValues(metricFormat(format), strconv.Itoa(code)).Inc()
 }
 
@@ -276,6 +289,16 @@ type statusBody struct {
 	Groups []groupStatus `json:"groups,omitempty"`
 	// DuplicateName: another live node writes this node's record (the same node.name).
 	DuplicateName *duplicateNameStatus `json:"duplicateName,omitempty"`
+	// Instances are this node's instances: declared readiness, published readiness and
+	// the probe's state (probe.go).
+	Instances []instanceStatus `json:"instances"`
+	// Ingresses: every ingress of the fleet and what it holds (ingresses.go).
+	Ingresses []ingressStatus `json:"ingresses"`
+	// IngressesSkipped: report objects that could not be read, and why.
+	IngressesSkipped []skippedStatus `json:"ingressesSkipped,omitempty"`
+	// IngressesError: the reports could not be read from the store; the list holds
+	// only the ingresses polling this node.
+	IngressesError string `json:"ingressesError,omitempty"`
 }
 
 type duplicateNameStatus struct {
@@ -328,6 +351,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		Nodes:            []nodeStatus{},
 		MismatchedConfig: st.Mismatched,
 		Remembered:       st.Remembered,
+		Instances:        s.probes.status(s.instances.Records()),
 	}
 	if e := s.heartbeatErr.Load(); e != nil {
 		body.Store.Reachable = false
@@ -377,5 +401,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 			AgeSeconds: age.Round(time.Second).Seconds(), Stale: age > ttl,
 		})
 	}
+	iv := s.ingresses.fleet(r.Context(), time.Second)
+	body.Ingresses, body.IngressesSkipped, body.IngressesError = iv.Ingresses, iv.Skipped, iv.Error
 	writeJSON(w, http.StatusOK, body)
 }

@@ -26,6 +26,7 @@ func (s *Server) mountWrite(r chi.Router) {
 		r.Use(s.refuseWritesToAForeignStore)
 		r.Use(s.authenticate)
 		r.Use(s.limitWrites)
+		r.Use(s.waitApplied)
 		r.Get("/v1/apps/{app}/domains/{host}/paths", s.handleGetPaths)
 		r.Put("/v1/apps/{app}/domains/{host}/paths", s.handlePutPaths)
 		r.Post("/v1/node/instances/{app}", s.handleAllocateInstance)

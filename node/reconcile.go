@@ -70,9 +70,9 @@ type reconciler struct {
 	// lastPublish is when the revision last moved (see run's publish window).
 	lastPublish time.Time
 
-	mu       sync.Mutex
-	status   reconcileStatus
-	apps     map[string]fleet.App // the applications of the last derivation, by name
+	mu     sync.Mutex
+	status reconcileStatus
+	apps   map[string]fleet.App // the applications of the last derivation, by name
 	// onPass observes every pass (metrics); may be nil.
 	onPass func(d time.Duration, err error, skipped int)
 

@@ -4,15 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	ptypes "github.com/traefik/paerser/types"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	ptypes "github.com/traefik/paerser/types"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -52,7 +54,9 @@ type Server struct {
 	writes    *writeLimiter
 	identity  *store.Identity      // the store's serial and epoch: one owner
 	writer    *fleetwrite.Writer   // every fleet write
+	ingresses *ingressBook         // ingress reports (ingresses.go)
 	instances *fleetwrite.Registry // this node's instances (ports, readiness)
+	probes    *prober              // probes of those instances; nil when probe.interval is 0
 
 	// nodeID (<stateDir>/node-id) and bootID (minted per process) go into this node's
 	// record; name tracks that record and any other writer of it (nodename.go).
@@ -159,6 +163,11 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		storeRequests: storeRequests,
 		nameConflict:  func() bool { return s.nameConflict(time.Now()) != nil },
 	})
+	s.ingresses = newIngressBook(st, log, cfg.Node.Name, cfg.Ingresses,
+		func() (uint64, string) { return s.identity.Serial(), s.identity.Epoch() },
+		s.publishedMark)
+	s.ingresses.foreign = s.identity.Foreign
+	s.metrics.reg.MustRegister(ingressCollector{s})
 	s.writer = fleetwrite.New(fleetwrite.Config{
 		Node:            cfg.Node.Name,
 		PlatformDomains: cfg.Platform.Domains,
@@ -170,6 +179,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		OnInstances:    s.kickHeartbeat,
 		AuditRetention: time.Duration(cfg.Audit.Retention),
 	}, st, s.identity, inst, log)
+	s.probes = s.newProber()
 	s.rec = &reconciler{
 		st: st, pub: pub, log: log, id: s.identity,
 		self: s.settings(),
@@ -246,7 +256,29 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/v1/ingress/{format}", s.handleIngress)
 	})
 	s.mountWrite(r)
+	s.mountStorage(r)
 	return r
+}
+
+// newProber builds the prober of this node's instances (nil when probe.interval is 0).
+func (s *Server) newProber() *prober {
+	cfg := s.cfg.Probe
+	if cfg.Interval <= 0 {
+		return nil
+	}
+	addr, err := netip.ParseAddr(s.cfg.Node.Address)
+	if err != nil {
+		s.log.Warn("not probing instances: node.address is not an IP", "address", s.cfg.Node.Address)
+		return nil
+	}
+	p := newProber(cfg, addr, s.log)
+	p.apiPort = func() int { return s.cfg.Node.APIPort }
+	p.instances = s.instances.Records
+	p.declared = s.instances.Get
+	p.healthPath = func(app, appID string) string { return appHealthPath(s.rec.knownApps(), app, appID) }
+	p.onChange = s.kickHeartbeat
+	p.m = newProbeMetrics(s.metrics.reg, p.down)
+	return p
 }
 
 // kickReconcile asks for a pass now (after a write through this node).
@@ -290,7 +322,18 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		s.rec.saver.run(saverCtx)
 	}()
 	var wg sync.WaitGroup
-	wg.Add(3)
+	if s.probes != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.probes.run(loopCtx)
+		}()
+	}
+	wg.Add(4)
+	go func() {
+		defer wg.Done()
+		s.ingresses.run(loopCtx)
+	}()
 	go func() {
 		defer wg.Done()
 		s.auditSweepLoop(loopCtx)

@@ -15,6 +15,7 @@ const (
 	DefaultPollTimeout  = "5s"
 	DefaultWatchWait    = "30s"
 	DefaultTokenEnv     = "SCAFO_INGRESS_TOKEN"
+	DefaultAppliedDelay = "500ms"
 )
 
 // ingressPath is the node route serving the rendered Traefik dynamic configuration.
@@ -59,6 +60,20 @@ type Config struct {
 	// WatchWait is how long a node may hold a long-poll before answering 304.
 	// Default 30s.
 	WatchWait string `json:"watchWait,omitempty"`
+	// Name is this ingress's name in the nodes' reports (X-Scafo-Ingress): 1..63
+	// bytes of [a-z0-9.-]. Default: the host name, lowercased (its first label when
+	// longer than 63 bytes).
+	Name string `json:"name,omitempty"`
+	// AppliedDelay is how long Traefik is given to apply a configuration before the
+	// plugin reports it applied (Traefik tells a provider nothing): the next poll
+	// waits that long after a configuration is handed over. Default 500ms; raise it
+	// for configurations that take Traefik longer to build.
+	AppliedDelay string `json:"appliedDelay,omitempty"`
+	// StateFile keeps the last configuration applied, so a Traefik that starts while
+	// no node answers routes from it. Default "<provider name>.last.json" in Traefik's
+	// working directory (plugin-scafo.last.json for providers.plugin.scafo); "off"
+	// keeps none.
+	StateFile string `json:"stateFile,omitempty"`
 }
 
 // CreateConfig returns the default configuration. Traefik calls it before decoding
@@ -70,6 +85,7 @@ func CreateConfig() *Config {
 		PollTimeout:  DefaultPollTimeout,
 		Watch:        true,
 		WatchWait:    DefaultWatchWait,
+		AppliedDelay: DefaultAppliedDelay,
 	}
 }
 
@@ -81,6 +97,12 @@ type settings struct {
 	pollTimeout  time.Duration
 	watch        bool
 	watchWait    time.Duration
+	name         string
+	appliedDelay time.Duration
+	stateFile    string // "" keeps none
+	// defaultStateFile: StateFile was left empty; New names the file after the
+	// provider.
+	defaultStateFile bool
 }
 
 // parseConfig validates c and resolves the token. Every error names the setting.
@@ -129,8 +151,72 @@ func parseConfig(c *Config) (settings, error) {
 		return s, err
 	}
 	s.watch = c.Watch
+	if s.appliedDelay, err = parseNonNegative("appliedDelay", c.AppliedDelay, DefaultAppliedDelay); err != nil {
+		return s, err
+	}
+
+	s.name = strings.TrimSpace(c.Name)
+	if s.name == "" {
+		host, herr := os.Hostname()
+		if herr != nil {
+			return s, fmt.Errorf("name: empty, and the host name is unknown (%v): set name", herr)
+		}
+		s.name = strings.ToLower(host)
+		if len(s.name) > 63 {
+			s.name = strings.SplitN(s.name, ".", 2)[0]
+		}
+		if err := checkName(s.name); err != nil {
+			return s, fmt.Errorf("name: empty, and the host name %q is not a valid name (%v): set name", host, err)
+		}
+	} else if err := checkName(s.name); err != nil {
+		return s, fmt.Errorf("name: %v", err)
+	}
+
+	switch f := strings.TrimSpace(c.StateFile); f {
+	case "off":
+	case "":
+		s.stateFile = "" // filled by New, which knows the provider name
+		s.defaultStateFile = true
+	default:
+		s.stateFile = f
+	}
 
 	return s, nil
+}
+
+// checkName validates an ingress name as the nodes do: 1..63 bytes of [a-z0-9.-],
+// starting and ending with a letter or digit.
+func checkName(s string) error {
+	if s == "" || len(s) > 63 {
+		return fmt.Errorf("%q: want 1..63 bytes", s)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		ok := 'a' <= c && c <= 'z' || '0' <= c && c <= '9'
+		if (c == '-' || c == '.') && i > 0 && i < len(s)-1 {
+			ok = true
+		}
+		if !ok {
+			return fmt.Errorf("%q: want [a-z0-9.-], starting and ending with a letter or digit", s)
+		}
+	}
+	return nil
+}
+
+// parseNonNegative parses a Go duration that may be zero; empty means def.
+func parseNonNegative(field, value, def string) (time.Duration, error) {
+	value = strings.TrimSpace(value)
+	if value == "" {
+		value = def
+	}
+	d, err := time.ParseDuration(value)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %q is not a duration (e.g. \"500ms\"): %w", field, value, err)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("%s: %q must not be negative", field, value)
+	}
+	return d, nil
 }
 
 // endpointURL turns a node base URL into the URL of its ingress route.

@@ -42,6 +42,20 @@
 // adopted) starts a new order. A node that stays behind (its store unreachable, say)
 // keeps the plugin on what it has, as long as it answers.
 //
+// Reports (the node's ingress reports): every request names this ingress
+// (X-Scafo-Ingress: Name, default the host name; X-Scafo-Ingress-Kind: plugin) and,
+// once a configuration with a serial was handed to Traefik and AppliedDelay has passed
+// (Traefik tells a provider nothing about applying it), the serial, epoch and revision
+// of that configuration (X-Scafo-Applied-Serial, -Epoch, -Revision). After handing one
+// over, the next poll waits AppliedDelay, so it carries the report. A write made with
+// ?wait=applied answers once every live ingress reports its serial.
+//
+// The state file (StateFile): the last configuration applied is kept on disk (temp
+// file, fsync, rename), replaced only by a newer one in serial order. At start its
+// serial seeds the order; its configuration is emitted only when the first round of
+// polls fails, or when the first node that answers serves an older configuration: a
+// Traefik restarted while no node answers routes from it instead of nothing.
+//
 // # Running under Traefik
 //
 // Traefik runs plugins in the Yaegi interpreter, so this package uses the standard
@@ -51,11 +65,13 @@
 // Traefik's working directory); no go.mod is needed there. The package's import path
 // in this repository and the plugin's module name are the same. Package localplugin
 // lays the files out and loads them the way Traefik does; every behaviour test runs
-// both compiled and under Yaegi, so CI fails on a construct Yaegi cannot run. Two
+// both compiled and under Yaegi, so CI fails on a construct Yaegi cannot run. Three
 // such constructs were found and avoided (Yaegi v0.16.1): a send of a converted
 // field in a select case ("case ch <- json.RawMessage(res.body):") sends nil, which
 // Traefik would decode as an empty configuration and skip; and calling a variadic
-// func-typed struct field fails when the package is imported.
+// func-typed struct field fails when the package is imported. A third: a parallel
+// assignment of struct values ("applied, pending = pending, appliedState{}") leaves
+// the destination unchanged; struct state is assigned field by field.
 //
 // Logging: the log package (stderr) reaches Traefik's log at ERROR level, Traefik's
 // default, and is used for endpoint switches and outages; fmt.Print (stdout) reaches

@@ -36,6 +36,8 @@ type request struct {
 	wait        string
 	prefer      string
 	status      int // 0 when the client went away first
+	// The ingress report the request carried.
+	ingress, kind, appliedSerial, appliedEpoch, appliedRevision string
 }
 
 // fakeNode is an httptest server speaking the scafo node's /v1/ingress/traefik
@@ -84,6 +86,12 @@ func (n *fakeNode) URL() string { return n.srv.URL }
 func etagOf(body string) string {
 	sum := sha256.Sum256([]byte(body))
 	return `"` + hex.EncodeToString(sum[:8]) + `"`
+}
+
+// revisionOf is the fake node's document revision of a body: 32 hex characters.
+func revisionOf(body string) string {
+	sum := sha256.Sum256([]byte("revision " + body))
+	return hex.EncodeToString(sum[:16])
 }
 
 // setBody publishes a new revision and wakes held long-polls.
@@ -179,6 +187,12 @@ func (n *fakeNode) serve(w http.ResponseWriter, r *http.Request) {
 		ifNoneMatch: r.Header.Get("If-None-Match"),
 		wait:        r.URL.Query().Get("wait"),
 		prefer:      r.URL.Query().Get("prefer"),
+
+		ingress:         r.Header.Get("X-Scafo-Ingress"),
+		kind:            r.Header.Get("X-Scafo-Ingress-Kind"),
+		appliedSerial:   r.Header.Get("X-Scafo-Applied-Serial"),
+		appliedEpoch:    r.Header.Get("X-Scafo-Applied-Epoch"),
+		appliedRevision: r.Header.Get("X-Scafo-Applied-Revision"),
 	})
 	mode := n.mode
 	n.mu.Unlock()
@@ -310,6 +324,7 @@ func (n *fakeNode) answer(w http.ResponseWriter, r *http.Request, mode nodeMode)
 
 	setSerial()
 	w.Header().Set("ETag", etag)
+	w.Header().Set("X-Scafo-Revision", revisionOf(string(body)))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)

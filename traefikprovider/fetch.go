@@ -37,6 +37,8 @@ type fetchResult struct {
 	hasSerial bool
 	serial    uint64
 	epoch     string
+	// revision is the document revision of a 200 (X-Scafo-Revision).
+	revision string
 }
 
 // Headers of a node's answer naming the store state it was derived from.
@@ -67,7 +69,10 @@ func readSerial(h http.Header) (serial uint64, epoch string, ok bool) {
 // not empty, is the ETag of an older configuration this endpoint was seen serving and
 // that was not applied: it is sent in If-None-Match beside last, so the node holds the
 // long-poll until its revision moves past both.
-func (p *Provider) fetch(ctx context.Context, endpoint, last string, lastETag, longPoll bool, behind string, wait time.Duration) (fetchResult, error) {
+//
+// Every request reports this ingress to the node (X-Scafo-Ingress, the name; the kind;
+// and, once one was applied, the serial, epoch and revision of what it applied).
+func (p *Provider) fetch(ctx context.Context, endpoint, last string, lastETag, longPoll bool, behind string, wait time.Duration, applied appliedState) (fetchResult, error) {
 	var res fetchResult
 
 	target := endpoint
@@ -94,6 +99,17 @@ func (p *Provider) fetch(ctx context.Context, endpoint, last string, lastETag, l
 	req.Header.Set("Authorization", "Bearer "+p.s.token)
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "scafo-traefikprovider")
+	req.Header.Set("X-Scafo-Ingress", p.s.name)
+	req.Header.Set("X-Scafo-Ingress-Kind", "plugin")
+	if applied.ok {
+		req.Header.Set("X-Scafo-Applied-Serial", strconv.FormatUint(applied.serial, 10))
+		if applied.epoch != "" {
+			req.Header.Set("X-Scafo-Applied-Epoch", applied.epoch)
+		}
+		if applied.revision != "" {
+			req.Header.Set("X-Scafo-Applied-Revision", applied.revision)
+		}
+	}
 	if lastETag && last != "" {
 		inm := last
 		if behind != "" && behind != last {
@@ -141,6 +157,7 @@ func (p *Provider) fetch(ctx context.Context, endpoint, last string, lastETag, l
 		return res, fmt.Errorf("body larger than %d bytes", maxBody)
 	}
 
+	res.revision = resp.Header.Get("X-Scafo-Revision")
 	if etag := resp.Header.Get("ETag"); etag != "" {
 		res.key, res.etag = etag, true
 	} else {

@@ -50,6 +50,9 @@ func New(ctx context.Context, config *Config, name string) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: invalid configuration: %w", name, err)
 	}
+	if s.defaultStateFile {
+		s.stateFile = name + ".last.json"
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -159,6 +162,37 @@ func (p *Provider) run(ctx context.Context, cfgChan chan<- json.Marshaler, done 
 	// a tick behind, after a switch): not sent; the next long-poll waits past it.
 	behind := ""
 
+	// What the nodes are told this Traefik applied (see report): a configuration
+	// counts once AppliedDelay has passed since it was handed to Traefik (pending).
+	var applied, pending appliedState
+	pendingAt := time.Time{}
+	revision := "" // of the configuration sent
+
+	// The state file: the last configuration applied before this start. Its serial
+	// seeds the order, so a restart never goes back either; its configuration is
+	// emitted only if no node answers, or they answer with an older one.
+	saved := p.loadSaved()
+	if saved != nil && saved.HasSerial {
+		ordered, serial, epoch = true, saved.Serial, saved.Epoch
+	}
+	emitSaved := func() bool {
+		msg := json.RawMessage(saved.Config)
+		p.warnf("emitting the configuration saved in %s (%s, serial %d): no node has a newer one", p.s.stateFile, saved.Key, saved.Serial)
+		select {
+		case cfgChan <- msg:
+		case <-ctx.Done():
+			return false
+		}
+		last, lastETag = saved.Key, saved.ETag
+		revision = saved.Revision
+		pending.ok = saved.HasSerial
+		pending.serial = saved.Serial
+		pending.epoch = saved.Epoch
+		pending.revision = saved.Revision
+		pendingAt = time.Now()
+		return true
+	}
+
 	// A 304, or a 200 that is not sent, faster than this from a long-poll means the
 	// node did not hold the request: pause instead of spinning.
 	holdMin := p.s.watchWait / 2
@@ -173,7 +207,27 @@ func (p *Provider) run(ctx context.Context, cfgChan chan<- json.Marshaler, done 
 		if behind != "" && wait > behindWait {
 			wait = behindWait
 		}
-		res, err := p.fetch(ctx, p.s.endpoints[cur], last, lastETag, longPoll, behind, wait)
+		if pending.ok && time.Since(pendingAt) >= p.s.appliedDelay {
+			// Field by field, one statement each: plain constructs for Yaegi.
+			applied.ok = true
+			applied.serial = pending.serial
+			applied.epoch = pending.epoch
+			applied.revision = pending.revision
+			pending.ok = false
+		}
+		// A configuration handed over but not yet counted applied: this long-poll ends
+		// when it will be, so the next one reports it (a change still arrives at once).
+		shortWait := false
+		if pending.ok {
+			if rem := p.s.appliedDelay - time.Since(pendingAt); rem < wait {
+				wait = rem
+				if wait < time.Millisecond { // no max builtin in Yaegi v0.16.1
+					wait = time.Millisecond
+				}
+				shortWait = true
+			}
+		}
+		res, err := p.fetch(ctx, p.s.endpoints[cur], last, lastETag, longPoll, behind, wait, applied)
 		if ctx.Err() != nil {
 			return
 		}
@@ -187,6 +241,11 @@ func (p *Provider) run(ctx context.Context, cfgChan chan<- json.Marshaler, done 
 			// Every endpoint gets one immediate attempt; after that, back off.
 			if failures >= n {
 				pause = p.s.pollInterval
+				if last == "" && saved != nil {
+					if !emitSaved() {
+						return
+					}
+				}
 			}
 		} else {
 			if failures >= n {
@@ -197,6 +256,13 @@ func (p *Provider) run(ctx context.Context, cfgChan chan<- json.Marshaler, done 
 			failures = 0
 
 			older := ordered && res.hasSerial && res.epoch == epoch && res.serial < serial
+			if older && last == "" && saved != nil {
+				// Started, and the first node that answers is behind the saved state.
+				if !emitSaved() {
+					return
+				}
+				res.changed = res.key != last
+			}
 			sent, newlyBehind := false, false
 			switch {
 			case older:
@@ -222,6 +288,21 @@ func (p *Provider) run(ctx context.Context, cfgChan chan<- json.Marshaler, done 
 				sent = true
 				behind = ""
 				ordered, serial, epoch = res.hasSerial, res.serial, res.epoch
+				revision = res.revision
+				pending.ok = res.hasSerial
+				pending.serial = res.serial
+				pending.epoch = res.epoch
+				pending.revision = res.revision
+				pendingAt = time.Now()
+				if p.s.stateFile != "" && newerThanSaved(saved, res.hasSerial, res.serial, res.epoch) {
+					st := &savedState{V: 1, Key: res.key, ETag: res.etag, HasSerial: res.hasSerial, Serial: res.serial,
+						Epoch: res.epoch, Revision: res.revision, Config: msg}
+					if err := saveState(p.s.stateFile, st); err != nil {
+						p.warnf("saving the configuration to %s: %v", p.s.stateFile, err)
+					} else {
+						saved = st
+					}
+				}
 			case behind != "":
 				// The node reached the applied serial without moving past the older
 				// body (a 304 for either ETag): ask again without it, so a body it
@@ -235,6 +316,15 @@ func (p *Provider) run(ctx context.Context, cfgChan chan<- json.Marshaler, done 
 				// node at a later serial, or in another epoch (an adopted store starts
 				// an order of its own).
 				ordered, serial, epoch = true, res.serial, res.epoch
+				if pending.ok {
+					pending.serial = serial
+					pending.epoch = epoch
+				} else {
+					applied.ok = true
+					applied.serial = serial
+					applied.epoch = epoch
+					applied.revision = revision
+				}
 			}
 
 			switch {
@@ -242,7 +332,7 @@ func (p *Provider) run(ctx context.Context, cfgChan chan<- json.Marshaler, done 
 				pause = p.s.pollInterval
 			case newlyBehind:
 				// Long-poll at once past the older body: the node answers when it moves.
-			case !sent && time.Since(started) < holdMin:
+			case !sent && !shortWait && time.Since(started) < holdMin:
 				pause = p.s.pollInterval
 			}
 		}
@@ -251,6 +341,30 @@ func (p *Provider) run(ctx context.Context, cfgChan chan<- json.Marshaler, done 
 			return
 		}
 	}
+}
+
+// appliedState is what the plugin reports applied to the nodes.
+type appliedState struct {
+	ok       bool // a configuration with a serial was applied
+	serial   uint64
+	epoch    string
+	revision string
+}
+
+// loadSaved reads the state file at start (nil when there is none or it is unusable).
+func (p *Provider) loadSaved() *savedState {
+	if p.s.stateFile == "" {
+		return nil
+	}
+	st, err := loadState(p.s.stateFile)
+	if err != nil {
+		p.warnf("ignoring the state file %s: %v", p.s.stateFile, err)
+		return nil
+	}
+	if st != nil {
+		p.debugf("state file %s: configuration %s, serial %d", p.s.stateFile, st.Key, st.Serial)
+	}
+	return st
 }
 
 // behindWait bounds a long-poll while the endpoint is behind. A node that catches up

@@ -42,6 +42,9 @@ func testConfig(endpoints ...string) *Config {
 	c.Token = testToken
 	c.PollInterval = "1h"
 	c.PollTimeout = "2s"
+	c.Name = "edge-test"
+	c.StateFile = "off"
+	c.AppliedDelay = "0s"
 	return c
 }
 
@@ -73,6 +76,9 @@ func startYaegi(t *testing.T, cfg *Config) *harness {
 		"pollTimeout":  cfg.PollTimeout,
 		"watch":        cfg.Watch,
 		"watchWait":    cfg.WatchWait,
+		"name":         cfg.Name,
+		"appliedDelay": cfg.AppliedDelay,
+		"stateFile":    cfg.StateFile,
 	}, localplugin.YaegiOptions{
 		Stdout: &lineWriter{logs: h.logs, warn: false},
 		Stderr: &lineWriter{logs: h.logs, warn: true},

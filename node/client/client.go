@@ -1,4 +1,4 @@
-// Package client is scafo-node's command-line client: the verbs (routes, domains, apps)
+// Package client is scafo-node's command-line client: the verbs (routes, ingresses, domains, apps)
 // that talk to a running node's HTTP API with an admin or application token, built as
 // paerser cli.Commands whose --help lists exactly the flags and arguments they accept.
 package client

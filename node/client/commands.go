@@ -14,11 +14,12 @@ import (
 )
 
 // Commands are the verbs that talk to a running node, for the root command's
-// AddCommand: routes, domains paths|claim|release, apps put|get|rm. They print to
+// AddCommand: routes, ingresses, domains paths|claim|release, apps put|get|rm. They print to
 // stdout.
 func Commands() []*cli.Command {
 	return []*cli.Command{
 		routesCommand(),
+		ingressesCommand(),
 		group("domains", "Custom domains: a host's path map, claims.",
 			domainPathsCommand(), domainClaimCommand(), domainReleaseCommand()),
 		group("apps", "Applications: create or replace, show, delete.",

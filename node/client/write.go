@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
+	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -20,6 +23,7 @@ import (
 type appPutConfig struct {
 	Conn
 	Output
+	Waiting
 	Account   string   `description:"Account that owns the application (required)." json:"account,omitempty"`
 	Placement []string `description:"Nodes the application runs on, in order of preference (n1,n2)." json:"placement,omitempty"`
 	Health    string   `description:"Health check path of the application's instances (e.g. /healthz)." json:"health,omitempty"`
@@ -69,24 +73,24 @@ func appGetCommand() *cli.Command {
 }
 
 func appRmCommand() *cli.Command {
-	cfg := &Conn{}
+	cfg := &writeConfig{}
 	cfg.SetDefaults()
 	return verb("rm", "Delete an application.", "scafo-node apps rm <app> [flags]", 1, cfg,
-		func(c *client, args []string) error { return cmdAppsRm(c, args[0]) })
+		func(c *client, args []string) error { return cmdAppsRm(c, args[0], cfg.Wait) })
 }
 
 func domainClaimCommand() *cli.Command {
-	cfg := &Conn{}
+	cfg := &writeConfig{}
 	cfg.SetDefaults()
 	return verb("claim", "Claim a custom domain for an application.", "scafo-node domains claim <app> <host> [flags]", 2, cfg,
-		func(c *client, args []string) error { return cmdDomainsClaim(c, args[0], args[1]) })
+		func(c *client, args []string) error { return cmdDomainsClaim(c, args[0], args[1], cfg.Wait) })
 }
 
 func domainReleaseCommand() *cli.Command {
-	cfg := &Conn{}
+	cfg := &writeConfig{}
 	cfg.SetDefaults()
 	return verb("release", "Release an application's custom domain.", "scafo-node domains release <app> <host> [flags]", 2, cfg,
-		func(c *client, args []string) error { return cmdDomainsRelease(c, args[0], args[1]) })
+		func(c *client, args []string) error { return cmdDomainsRelease(c, args[0], args[1], cfg.Wait) })
 }
 
 func cmdAppsPut(c *client, app string, a *appPutConfig) error {
@@ -101,11 +105,14 @@ func cmdAppsPut(c *client, app string, a *appPutConfig) error {
 		body["health"] = map[string]string{"path": a.Health}
 	}
 	b, _ := json.Marshal(body)
-	var raw json.RawMessage
-	if err := c.do(http.MethodPut, "/v1/apps/"+app, strings.NewReader(string(b)), &raw); err != nil {
+	raw, live, err := c.write(http.MethodPut, "/v1/apps/"+app, strings.NewReader(string(b)), a.Wait)
+	if err != nil {
 		return err
 	}
-	return c.printApp(raw, a.JSON)
+	if err := c.printApp(raw, a.JSON); err != nil {
+		return err
+	}
+	return live()
 }
 
 func cmdAppsGet(c *client, app string, asJSON bool) error {
@@ -136,26 +143,77 @@ func (c *client) printApp(raw []byte, asJSON bool) error {
 	return tw.Flush()
 }
 
-func cmdAppsRm(c *client, app string) error {
-	if err := c.do(http.MethodDelete, "/v1/apps/"+app, nil, nil); err != nil {
+func cmdAppsRm(c *client, app, wait string) error {
+	_, live, err := c.write(http.MethodDelete, "/v1/apps/"+app, nil, wait)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(c.out, "deleted %s\n", app)
-	return nil
+	return live()
 }
 
-func cmdDomainsClaim(c *client, app, host string) error {
-	if err := c.do(http.MethodPut, "/v1/apps/"+app+"/domains/"+host, nil, nil); err != nil {
+func cmdDomainsClaim(c *client, app, host, wait string) error {
+	_, live, err := c.write(http.MethodPut, "/v1/apps/"+app+"/domains/"+host, nil, wait)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(c.out, "%s claimed by %s\n", host, app)
-	return nil
+	return live()
 }
 
-func cmdDomainsRelease(c *client, app, host string) error {
-	if err := c.do(http.MethodDelete, "/v1/apps/"+app+"/domains/"+host, nil, nil); err != nil {
+func cmdDomainsRelease(c *client, app, host, wait string) error {
+	_, live, err := c.write(http.MethodDelete, "/v1/apps/"+app+"/domains/"+host, nil, wait)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(c.out, "%s released by %s\n", host, app)
-	return nil
+	return live()
+}
+
+// Waiting is the --wait switch of the write verbs.
+type Waiting struct {
+	Wait string `description:"Wait until the write is live (published, and reported by every live ingress), at most this long (e.g. 10s, at most 60s); the command fails naming the ingresses still behind." json:"wait,omitempty"`
+}
+
+// writeConfig is the configuration of the write verbs without other settings.
+type writeConfig struct {
+	Conn
+	Waiting
+}
+
+// write sends a write; with wait (a duration), as ?wait=applied&timeout=wait. It
+// returns the write's own answer and live, which prints whether it is live everywhere
+// and fails when it is not (call it after printing the answer).
+func (c *client) write(method, path string, body io.Reader, wait string) (json.RawMessage, func() error, error) {
+	none := func() error { return nil }
+	if wait == "" {
+		var raw json.RawMessage
+		err := c.do(method, path, body, &raw)
+		return raw, none, err
+	}
+	var env struct {
+		Serial    uint64          `json:"serial"`
+		Applied   bool            `json:"applied"`
+		Ingresses int             `json:"ingresses"`
+		Behind    []ingressRow    `json:"behind"`
+		Detail    string          `json:"detail"`
+		Result    json.RawMessage `json:"result"`
+	}
+	if err := c.do(method, path+"?wait=applied&timeout="+url.QueryEscape(wait), body, &env); err != nil {
+		return nil, none, err
+	}
+	live := func() error {
+		if env.Applied {
+			// On stderr: stdout stays the write's answer (--json included).
+			fmt.Fprintf(os.Stderr, "live: published at serial %d, held by all %d live ingresses\n", env.Serial, env.Ingresses)
+			return nil
+		}
+		var names []string
+		for _, in := range env.Behind {
+			names = append(names, in.Name+" ("+in.Kind+" on "+in.Node+")")
+		}
+		return fmt.Errorf("not live everywhere after %s (serial %d): %d of %d live ingresses behind: %s",
+			wait, env.Serial, len(env.Behind), env.Ingresses, strings.Join(names, ", "))
+	}
+	return env.Result, live, nil
 }

@@ -154,9 +154,13 @@ func (w *Writer) settle(ctx context.Context) error {
 		return nil
 	}
 	slices.Sort(names)
-	if _, err := w.id.Bump(context.WithoutCancel(ctx), w.st, names...); err != nil {
+	n, err := w.id.Bump(context.WithoutCancel(ctx), w.st, names...)
+	if err != nil {
 		w.log.Error("bumping serial: a stored change is not announced yet", "err", err)
 		return fmt.Errorf("%w: the change is stored but not announced to the fleet (bumping the serial failed: %v); retry the same request", store.ErrUnavailable, err)
+	}
+	if sink, ok := ctx.Value(serialSinkKey{}).(*SerialSink); ok {
+		sink.observe(n)
 	}
 	// Only what this bump named: a change committed meanwhile announces itself.
 	w.pendingMu.Lock()
@@ -165,6 +169,36 @@ func (w *Writer) settle(ctx context.Context) error {
 	}
 	w.pendingMu.Unlock()
 	return nil
+}
+
+// SerialSink collects the store serial that announced the writes made under a context
+// (WithSerialSink): a caller that waits until a write is live everywhere waits for
+// that serial (the node's ?wait=applied).
+type SerialSink struct {
+	mu     sync.Mutex
+	serial uint64
+}
+
+type serialSinkKey struct{}
+
+// WithSerialSink returns ctx carrying sink: every serial bump a write under it makes
+// is recorded there (the highest wins).
+func WithSerialSink(ctx context.Context, sink *SerialSink) context.Context {
+	return context.WithValue(ctx, serialSinkKey{}, sink)
+}
+
+func (s *SerialSink) observe(n uint64) {
+	s.mu.Lock()
+	s.serial = max(s.serial, n)
+	s.mu.Unlock()
+}
+
+// Serial is the highest serial a write under the sink's context bumped to; 0 when none
+// did (nothing changed, or the write failed).
+func (s *SerialSink) Serial() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.serial
 }
 
 // newID mints an application incarnation id.

@@ -179,3 +179,59 @@ func TestCLIMarksWhatIsNotInEffect(t *testing.T) {
 		t.Errorf("domains paths --json:\n%s", j)
 	}
 }
+
+// TestCLIIngresses: `ingresses` lists every ingress with what it holds, in words that
+// say whether it applied it (the plugin) or was served it (the HTTP provider).
+func TestCLIIngresses(t *testing.T) {
+	bin := buildBinary(t)
+	n := startTestNode(t)
+	poll := func(hdr ...string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, n.url+"/v1/ingress/traefik", nil)
+		req.Header.Set("Authorization", "Bearer ingress-secret")
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("poll: %v %v", err, resp)
+		}
+		resp.Body.Close()
+	}
+	if out, err := runCLI(bin, "apps", "put", "shop", "--account=acme", "--placement=vps-a", "--url="+n.url, "--token="+n.admin); err != nil {
+		t.Fatalf("apps put: %v\n%s", err, out)
+	}
+	var serial, rev string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && (serial == "" || serial == "0"); time.Sleep(50 * time.Millisecond) {
+		req, _ := http.NewRequest(http.MethodGet, n.url+"/v1/ingress/traefik", nil)
+		req.Header.Set("Authorization", "Bearer ingress-secret")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			serial, rev = resp.Header.Get("X-Scafo-Serial"), resp.Header.Get("X-Scafo-Revision")
+			resp.Body.Close()
+		}
+	}
+	poll("X-Scafo-Ingress", "edge-p", "X-Scafo-Ingress-Kind", "plugin", "X-Scafo-Applied-Serial", serial, "X-Scafo-Applied-Revision", rev)
+	poll("X-Scafo-Ingress", "edge-h")
+	poll("X-Scafo-Ingress", "edge-h")
+	out, err := runCLI(bin, "ingresses", "--url="+n.url, "--token="+n.admin)
+	if err != nil {
+		t.Fatalf("ingresses: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"NAME    KIND    NODE   HOLDS",
+		"edge-h  http    vps-a  served " + serial + "   " + rev + "  0       current",
+		"edge-p  plugin  vps-a  applied " + serial + "  " + rev + "  0       current",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("ingresses: no %q in\n%s", want, out)
+		}
+	}
+
+	// A write that waits: edge-p (a plugin) stops polling at an old serial, so the
+	// write is not live everywhere within --wait, and the command fails naming it;
+	// edge-h (served) is counted once it polls again.
+	out, err = runCLI(bin, "apps", "put", "blog", "--account=acme", "--placement=vps-a", "--wait=1s", "--url="+n.url, "--token="+n.admin)
+	if err == nil || !strings.Contains(string(out), "edge-p (plugin on vps-a)") || !strings.Contains(string(out), "name       blog") {
+		t.Errorf("apps put --wait with edge-p behind: %v\n%s", err, out)
+	}
+}

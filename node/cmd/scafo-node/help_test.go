@@ -107,6 +107,7 @@ func TestVerbHelpMatchesWhatItAccepts(t *testing.T) {
 		{"apps get", []string{"shop"}, `"/healthz"`},
 		{"domains claim", []string{"shop", "shop.example.org"}, "claimed by shop"},
 		{"routes", nil, `"shop.example.org"`},
+		{"ingresses", nil, `"ingresses"`},
 		{"domains paths", []string{"shop.example.org"}, `"shop.example.org"`},
 		{"domains release", []string{"shop", "shop.example.org"}, "released by shop"},
 		{"apps rm", []string{"shop"}, "deleted shop"},
@@ -124,7 +125,7 @@ func TestVerbHelpMatchesWhatItAccepts(t *testing.T) {
 	}
 	values := map[string]string{
 		"url": n.url, "token": n.admin, "statedir": n.stateDir, "json": "",
-		"account": "acme", "placement": "vps-a", "health": "/healthz",
+		"account": "acme", "placement": "vps-a", "health": "/healthz", "wait": "10s",
 	}
 	every := map[string]bool{}
 	for _, p := range pages {

@@ -1,5 +1,5 @@
 // Command scafo-node runs a scafo node (the default command, configured by paerser from
-// file, SCAFO_* environment and flags) and, with a verb (routes, domains, apps, version),
+// file, SCAFO_* environment and flags) and, with a verb (routes, ingresses, domains, apps, version),
 // talks to a running one; `scafo-node store adopt` acts on a node's state dir (it makes
 // the node accept a store that is not the one it served). `scafo-node [verb] --help`
 // lists what each accepts.

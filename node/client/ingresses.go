@@ -1,0 +1,104 @@
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/traefik/paerser/cli"
+)
+
+func ingressesCommand() *cli.Command {
+	cfg := &readConfig{}
+	cfg.SetDefaults()
+	return verb("ingresses", "Every ingress of the fleet (each Traefik polling a node): its kind (plugin or http), the node it polls, "+
+		"the serial and revision it applied (plugin) or was served (http), how many serials behind, its state (current, behind, lost) and when it was last heard from.",
+		"scafo-node ingresses [flags]", 0, cfg,
+		func(c *client, _ []string) error { return cmdIngresses(c, cfg.JSON) })
+}
+
+// ingressRow is one ingress of /v1/status.
+type ingressRow struct {
+	Name    string    `json:"name"`
+	Kind    string    `json:"kind"`
+	Node    string    `json:"node"`
+	Applied *heldRow  `json:"applied"`
+	Served  *heldRow  `json:"served"`
+	Behind  uint64    `json:"behind"`
+	State   string    `json:"state"`
+	Seen    time.Time `json:"seen"`
+	Age     float64   `json:"ageSeconds"`
+}
+
+type heldRow struct {
+	Serial   uint64 `json:"serial"`
+	Revision string `json:"revision"`
+}
+
+type skippedRow struct {
+	Object string `json:"object"`
+	Reason string `json:"reason"`
+}
+
+func cmdIngresses(c *client, asJSON bool) error {
+	var st struct {
+		Ingresses        []ingressRow `json:"ingresses"`
+		IngressesSkipped []skippedRow `json:"ingressesSkipped"`
+		IngressesError   string       `json:"ingressesError"`
+	}
+	if err := c.do(http.MethodGet, "/v1/status", nil, &st); err != nil {
+		return err
+	}
+	if st.Ingresses == nil {
+		st.Ingresses = []ingressRow{}
+	}
+	if asJSON {
+		b, err := json.Marshal(map[string]any{"ingresses": st.Ingresses, "skipped": st.IngressesSkipped, "error": st.IngressesError})
+		if err != nil {
+			return err
+		}
+		return c.printJSON(b)
+	}
+	rows := [][]string{{"NAME", "KIND", "NODE", "HOLDS", "REVISION", "BEHIND", "STATE", "LAST SEEN"}}
+	for _, in := range st.Ingresses {
+		held, verb := in.Applied, "applied"
+		if held == nil {
+			held, verb = in.Served, "served"
+		}
+		holds, rev := "nothing "+verb+" yet", "-"
+		if held != nil && (held.Serial > 0 || held.Revision != "") {
+			holds = verb + " " + strconv.FormatUint(held.Serial, 10)
+		}
+		if held != nil && held.Revision != "" {
+			rev = held.Revision
+		}
+		rows = append(rows, []string{in.Name, in.Kind, in.Node, holds, rev, strconv.FormatUint(in.Behind, 10), in.State,
+			strconv.FormatFloat(in.Age, 'f', 0, 64) + "s ago"})
+	}
+	var b strings.Builder
+	widths := make([]int, len(rows[0]))
+	for _, r := range rows {
+		for i, col := range r {
+			widths[i] = max(widths[i], len(col))
+		}
+	}
+	for _, r := range rows {
+		var line strings.Builder
+		for i, col := range r {
+			fmt.Fprintf(&line, "%-*s  ", widths[i], col)
+		}
+		b.WriteString(strings.TrimRight(line.String(), " ") + "\n")
+	}
+	for _, sk := range st.IngressesSkipped {
+		fmt.Fprintf(&b, "skipped %s: %s\n", sk.Object, sk.Reason)
+	}
+	if st.IngressesError != "" {
+		fmt.Fprintf(&b, "only the ingresses polling this node: %s\n", st.IngressesError)
+	}
+	_, err := io.WriteString(c.out, b.String())
+	return err
+}

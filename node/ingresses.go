@@ -1,0 +1,700 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/scafo/ingress/node/internal/jsonx"
+	"github.com/scafo/ingress/node/store"
+)
+
+// Ingress reports (DESIGN §11): every ingress says, on its polls, what it holds.
+//
+//   - The provider plugin sends X-Scafo-Ingress (its name), X-Scafo-Ingress-Kind:
+//     plugin, and the serial, epoch and revision of the configuration it applied
+//     (X-Scafo-Applied-Serial, -Epoch, -Revision; absent before it applied one).
+//   - A Traefik on the HTTP provider sends X-Scafo-Ingress from its `headers` option
+//     and nothing else: the node records what it served it (the serial and revision of
+//     a 200), and counts it once that Traefik polls again (its next poll comes a
+//     pollInterval later, after it took the answer): "served", never "applied".
+//
+// A report is not routing state: it is kept in ingresses/<name>.json, a key the
+// reconcile pass never reads, written without a serial bump, so no report ever moves
+// the serial or the revision. The node that receives an ingress's polls writes its
+// object when the report changes, and at most every lostAfter/4 to refresh `seen`
+// (a heartbeat per ingress); never more often than ingressMinWriteGap per ingress nor
+// ingressWriteRate per node. Any node lists ingresses/ to answer for the fleet, only
+// when asked (status, a write waiting with ?wait=applied), at most once per
+// ingressViewMaxAge.
+//
+// Names are not authenticated beyond the ingress token, which every ingress shares: a
+// holder can report under any name (another ingress's included) and invent names. So
+// names are bounded (ingressNameRE, ≤ 63 bytes), a node tracks at most
+// ingresses.maxTracked names at once (new names beyond are refused; a name not seen
+// for lostAfter frees its place), a reported serial above the node's own is clamped
+// to it, and a report never changes what is served.
+
+const (
+	headerIngress         = "X-Scafo-Ingress"
+	headerIngressKind     = "X-Scafo-Ingress-Kind"
+	headerAppliedSerial   = "X-Scafo-Applied-Serial"
+	headerAppliedEpoch    = "X-Scafo-Applied-Epoch"
+	headerAppliedRevision = "X-Scafo-Applied-Revision"
+	// headerIngressReport answers a poll that carried a report: "recorded", or
+	// "refused: <reason>" (the poll is served either way).
+	headerIngressReport = "X-Scafo-Ingress-Report"
+
+	prefixIngresses = "ingresses/"
+
+	kindPlugin = "plugin"
+	kindHTTP   = "http"
+
+	// ingressMinWriteGap: an ingress's object is rewritten at most this often.
+	ingressMinWriteGap = 250 * time.Millisecond
+	// ingressWriteRate/Burst bound this node's report writes, whatever the reports.
+	ingressWriteRate  = 20
+	ingressWriteBurst = 40
+	// ingressViewMaxAge: a fleet view younger than this is reused (status, waiters).
+	ingressViewMaxAge = 200 * time.Millisecond
+	// maxIngressObjects bounds the fleet view read from the store.
+	maxIngressObjects = 4096
+	// ingressViewTimeout bounds one read of the fleet's reports.
+	ingressViewTimeout = 2 * time.Second
+	// maxWaiters bounds the writes waiting with ?wait=applied at once on a node.
+	maxWaiters = 64
+	// maxApplyWait caps ?timeout= of wait=applied; defaultApplyWait is its default.
+	maxApplyWait     = 60 * time.Second
+	defaultApplyWait = 10 * time.Second
+)
+
+// validIngressName: 1..63 bytes of [a-z0-9.-], starting and ending with a letter or
+// digit (a host name's first label, or a whole short host name).
+func validIngressName(s string) error {
+	if s == "" || len(s) > 63 {
+		return fmt.Errorf("%d bytes: want 1..63", len(s))
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || (c == '-' || c == '.') && i > 0 && i < len(s)-1) {
+			return fmt.Errorf("%q: want [a-z0-9.-], starting and ending with a letter or digit", s)
+		}
+	}
+	return nil
+}
+
+func isHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// ingressReport is one ingress's object in the store (ingresses/<name>.json).
+type ingressReport struct {
+	Name string `json:"name"`
+	// Kind is "plugin" (Serial/Revision applied) or "http" (served).
+	Kind string `json:"kind"`
+	// Node is the node whose polls it reported on (the node it polls).
+	Node string `json:"node"`
+	// Serial, Epoch and Revision name the configuration it holds; Serial 0: none yet.
+	Serial   uint64 `json:"serial"`
+	Epoch    string `json:"epoch,omitempty"`
+	Revision string `json:"revision,omitempty"`
+	// Seen is when that node last heard from it.
+	Seen time.Time `json:"seen"`
+}
+
+func (r ingressReport) sameState(o ingressReport) bool {
+	return r.Name == o.Name && r.Kind == o.Kind && r.Node == o.Node && r.Serial == o.Serial &&
+		r.Epoch == o.Epoch && r.Revision == o.Revision
+}
+
+// localIngress is an ingress whose polls reach this node.
+type localIngress struct {
+	rep      ingressReport
+	inflight int // polls being served (a long-poll: it is there)
+	// served is what an HTTP-provider Traefik was answered last (serial, epoch,
+	// revision), counted at its next poll.
+	served    *ingressReport
+	written   ingressReport // as last written to the store (zero: never)
+	etag      string
+	lastWrite time.Time
+}
+
+// ingressBook is a node's view of ingress reports: the ones it receives (local) and,
+// on demand, the fleet's (the store).
+type ingressBook struct {
+	st          store.Store
+	log         *slog.Logger
+	self        string
+	lostAfter   time.Duration
+	forgetAfter time.Duration
+	maxTracked  int
+	// known returns the store serial and epoch this node has (reported serials above
+	// it are clamped); current returns the published revision and the serial it is
+	// known to be derived from ("" before the first pass).
+	known   func() (uint64, string)
+	current func() (revision string, serial uint64)
+	// foreign: the store is not the one this node served; nothing is written to it.
+	foreign func() bool
+	now     func() time.Time
+
+	mu    sync.Mutex
+	local map[string]*localIngress
+	// gone are the last reports of local ingresses dropped from memory (not heard from
+	// for lostAfter), so this node keeps showing them lost between store reads; at
+	// most maxTracked, the oldest dropped first.
+	gone    map[string]ingressReport
+	changed chan struct{} // closed and replaced when a local report changes
+	tokens  float64       // write budget (a token bucket)
+	tokenAt time.Time
+	refused map[string]time.Time // reasons logged lately, to log each once a minute
+
+	viewMu  sync.Mutex // one store read at a time; waiters share it
+	view    map[string]viewObject
+	viewAt  time.Time
+	viewErr error
+
+	waiters chan struct{}  // a slot per write waiting with ?wait=applied
+	waiting map[string]int // waiting writes by account (application tokens), under mu
+}
+
+type viewObject struct {
+	etag string
+	rep  ingressReport
+	bad  string // why the object was skipped
+}
+
+func newIngressBook(st store.Store, log *slog.Logger, self string, cfg IngressesConfig,
+	known func() (uint64, string), current func() (string, uint64)) *ingressBook {
+	return &ingressBook{
+		st: st, log: log, self: self,
+		lostAfter: time.Duration(cfg.LostAfter), forgetAfter: time.Duration(cfg.ForgetAfter), maxTracked: cfg.MaxTracked,
+		known: known, current: current, now: time.Now,
+		local: map[string]*localIngress{}, gone: map[string]ingressReport{}, changed: make(chan struct{}),
+		tokens: ingressWriteBurst, refused: map[string]time.Time{},
+		view:    map[string]viewObject{},
+		waiters: make(chan struct{}, maxWaiters),
+		waiting: map[string]int{},
+	}
+}
+
+// pollReport is a poll's report being served (see begin and end).
+type pollReport struct {
+	name string
+	kind string
+}
+
+// begin reads the report a poll carries (nil when it carries none, or a refused one)
+// and marks the ingress as polling. The answer says whether it was recorded.
+func (b *ingressBook) begin(w http.ResponseWriter, r *http.Request) *pollReport {
+	name := r.Header.Get(headerIngress)
+	if name == "" {
+		return nil
+	}
+	rep, err := b.parse(r.Header)
+	if err != nil {
+		b.refuse(w, r, err.Error())
+		return nil
+	}
+	now := b.now()
+	b.mu.Lock()
+	li, ok := b.local[rep.Name]
+	if !ok {
+		if len(b.local) >= b.maxTracked {
+			b.mu.Unlock()
+			b.refuse(w, r, fmt.Sprintf("this node tracks %d ingresses already (ingresses.maxTracked); a name frees its place once not seen for ingresses.lostAfter", b.maxTracked))
+			return nil
+		}
+		li = &localIngress{}
+		b.local[rep.Name] = li
+		delete(b.gone, rep.Name)
+	}
+	prev := li.rep
+	if rep.Kind == kindHTTP {
+		// What it was served before this poll, it has taken.
+		if li.served != nil {
+			rep.Serial, rep.Epoch, rep.Revision = li.served.Serial, li.served.Epoch, li.served.Revision
+		} else if prev.Kind == kindHTTP {
+			rep.Serial, rep.Epoch, rep.Revision = prev.Serial, prev.Epoch, prev.Revision
+		}
+	}
+	rep.Seen = now
+	li.rep = rep
+	li.inflight++
+	if !prev.sameState(rep) {
+		b.notifyLocked()
+	}
+	b.mu.Unlock()
+	w.Header().Set(headerIngressReport, "recorded")
+	return &pollReport{name: rep.Name, kind: rep.Kind}
+}
+
+// end closes a poll begun with a report: for an HTTP-provider Traefik, a 200 is what
+// it is served now (its X-Scafo-Serial and X-Scafo-Revision).
+func (b *ingressBook) end(p *pollReport, code int, h http.Header) {
+	if p == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	li, ok := b.local[p.name]
+	if !ok {
+		return
+	}
+	li.inflight--
+	li.rep.Seen = b.now()
+	if p.kind == kindHTTP && code == http.StatusOK {
+		n, _ := strconv.ParseUint(h.Get("X-Scafo-Serial"), 10, 64)
+		li.served = &ingressReport{Serial: n, Epoch: h.Get("X-Scafo-Epoch"), Revision: h.Get("X-Scafo-Revision")}
+	}
+}
+
+// parse validates a poll's report headers; every error names the header.
+func (b *ingressBook) parse(h http.Header) (ingressReport, error) {
+	rep := ingressReport{Name: h.Get(headerIngress), Node: b.self}
+	if err := validIngressName(rep.Name); err != nil {
+		return rep, fmt.Errorf("%s: %v", headerIngress, err)
+	}
+	switch k := h.Get(headerIngressKind); k {
+	case "", kindHTTP:
+		rep.Kind = kindHTTP
+	case kindPlugin:
+		rep.Kind = kindPlugin
+	default:
+		return rep, fmt.Errorf("%s: %.20q: want plugin or http", headerIngressKind, k)
+	}
+	if rep.Kind == kindHTTP {
+		if h.Get(headerAppliedSerial) != "" || h.Get(headerAppliedRevision) != "" {
+			return rep, fmt.Errorf("%s/%s: only a plugin reports what it applied (send %s: plugin)", headerAppliedSerial, headerAppliedRevision, headerIngressKind)
+		}
+		return rep, nil
+	}
+	if v := h.Get(headerAppliedSerial); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return rep, fmt.Errorf("%s: %.24q: want a decimal serial", headerAppliedSerial, v)
+		}
+		// A serial this node has not reached is believed only up to its own: it may
+		// have been applied from a node a tick ahead, or be made up.
+		known, _ := b.known()
+		rep.Serial = min(n, known)
+	}
+	if v := h.Get(headerAppliedEpoch); v != "" {
+		if !isHex(v, 16) {
+			return rep, fmt.Errorf("%s: %.24q: want 16 lowercase hex characters", headerAppliedEpoch, v)
+		}
+		rep.Epoch = v
+	}
+	if v := h.Get(headerAppliedRevision); v != "" {
+		if !isHex(v, 32) {
+			return rep, fmt.Errorf("%s: %.40q: want 32 lowercase hex characters", headerAppliedRevision, v)
+		}
+		rep.Revision = v
+	}
+	return rep, nil
+}
+
+// refuse answers that a report was not recorded (the poll is still served: a report
+// never changes routing) and logs the reason once a minute.
+func (b *ingressBook) refuse(w http.ResponseWriter, r *http.Request, why string) {
+	w.Header().Set(headerIngressReport, "refused: "+why)
+	now := b.now()
+	// One line a minute per header at fault (the reason may quote what was sent: a
+	// flood of made-up names must not become a flood of lines).
+	key, _, _ := strings.Cut(why, ":")
+	b.mu.Lock()
+	last, ok := b.refused[key]
+	if !ok && len(b.refused) > 64 {
+		clear(b.refused)
+	}
+	log := !ok || now.Sub(last) > time.Minute
+	if log {
+		b.refused[key] = now
+	}
+	b.mu.Unlock()
+	if log {
+		b.log.Warn("ingress report refused (the poll is served)", "remote", r.RemoteAddr, "reason", why)
+	}
+}
+
+func (b *ingressBook) notifyLocked() {
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
+// run writes local reports to the store until ctx ends.
+func (b *ingressBook) run(ctx context.Context) {
+	t := time.NewTicker(ingressMinWriteGap)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		b.flush(ctx)
+	}
+}
+
+// flush writes the local reports that changed, or whose `seen` is due a refresh, within
+// the write budget; and drops from memory the ingresses not seen for lostAfter (their
+// objects stay until forgetAfter).
+func (b *ingressBook) flush(ctx context.Context) {
+	if b.foreign != nil && b.foreign() {
+		return // a foreign store is written nothing, reports included
+	}
+	now := b.now()
+	refresh := b.lostAfter / 4
+	type job struct {
+		rep  ingressReport
+		etag string
+	}
+	var jobs []job
+	b.mu.Lock()
+	b.tokens = min(float64(ingressWriteBurst), b.tokens+now.Sub(b.tokenAt).Seconds()*ingressWriteRate)
+	b.tokenAt = now
+	for _, name := range slices.Sorted(mapKeys(b.local)) {
+		li := b.local[name]
+		if li.inflight > 0 {
+			li.rep.Seen = now
+		}
+		due := !li.rep.sameState(li.written) || li.rep.Seen.Sub(li.written.Seen) >= refresh
+		if !due {
+			if now.Sub(li.rep.Seen) > b.lostAfter {
+				delete(b.local, name)
+				b.rememberGoneLocked(li.rep)
+			}
+			continue
+		}
+		if now.Sub(li.lastWrite) < ingressMinWriteGap || b.tokens < 1 {
+			continue
+		}
+		b.tokens--
+		li.lastWrite = now
+		jobs = append(jobs, job{rep: li.rep, etag: li.etag})
+	}
+	b.mu.Unlock()
+	for _, j := range jobs {
+		b.write(ctx, j.rep, j.etag)
+	}
+}
+
+func (b *ingressBook) rememberGoneLocked(rep ingressReport) {
+	if len(b.gone) >= b.maxTracked {
+		oldest := ""
+		for k, r := range b.gone {
+			if oldest == "" || r.Seen.Before(b.gone[oldest].Seen) {
+				oldest = k
+			}
+		}
+		delete(b.gone, oldest)
+	}
+	b.gone[rep.Name] = rep
+}
+
+// write stores one report: If-Match this node's last write of it (create-only before
+// one). Losing means another node (or a restarted this one) wrote it since: when that
+// report is newer, the ingress polls elsewhere now and this node forgets it.
+func (b *ingressBook) write(ctx context.Context, rep ingressReport, etag string) {
+	key := prefixIngresses + rep.Name + ".json"
+	rep.Seen = rep.Seen.UTC().Truncate(time.Millisecond)
+	val, err := jsonx.Marshal(rep)
+	if err != nil {
+		return
+	}
+	cond := store.Condition{IfMatch: etag, IfNoneMatch: etag == ""}
+	newTag, err := b.st.Put(ctx, key, val, cond)
+	if errors.Is(err, store.ErrPreconditionFailed) {
+		obj, gerr := b.st.Get(ctx, key)
+		var other ingressReport
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		li, ok := b.local[rep.Name]
+		if !ok {
+			return
+		}
+		switch {
+		case errors.Is(gerr, store.ErrNotFound):
+			li.etag = ""
+		case gerr != nil:
+		case json.Unmarshal(obj.Value, &other) == nil && other.Node != b.self && other.Seen.After(li.rep.Seen):
+			delete(b.local, rep.Name) // it polls another node now
+		default:
+			li.etag = obj.ETag // take it over at the next flush
+		}
+		return
+	}
+	if err != nil {
+		b.log.Debug("writing ingress report", "ingress", rep.Name, "err", err)
+		return
+	}
+	b.mu.Lock()
+	if li, ok := b.local[rep.Name]; ok {
+		li.written, li.etag = rep, newTag
+	}
+	b.mu.Unlock()
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// ingressStatus is one ingress in /v1/status and `scafo-node ingresses`.
+type ingressStatus struct {
+	Name string `json:"name"`
+	// Kind: "plugin" (the provider plugin: Applied) or "http" (Traefik's HTTP provider:
+	// Served, what the node answered it; Traefik applies it after its throttle).
+	Kind    string        `json:"kind"`
+	Node    string        `json:"node"`
+	Applied *heldConfig   `json:"applied,omitempty"`
+	Served  *heldConfig   `json:"served,omitempty"`
+	Behind  uint64        `json:"behind"`
+	State   string        `json:"state"` // current, behind, lost
+	Seen    time.Time     `json:"seen"`
+	Age     float64       `json:"ageSeconds"`
+	held    ingressReport // for waiters
+}
+
+// heldConfig is the configuration an ingress holds.
+type heldConfig struct {
+	Serial   uint64 `json:"serial"`
+	Revision string `json:"revision,omitempty"`
+}
+
+// ingressView is the fleet's ingresses as one node sees them.
+type ingressView struct {
+	Ingresses []ingressStatus `json:"ingresses"`
+	Skipped   []skippedStatus `json:"skipped,omitempty"`
+	// Error: the store could not be listed; only this node's own ingresses are shown.
+	Error string `json:"error,omitempty"`
+}
+
+// fleet returns every ingress: the store's objects (read at most every maxAge),
+// overlaid with what this node heard more recently, sorted by name.
+func (b *ingressBook) fleet(ctx context.Context, maxAge time.Duration) ingressView {
+	objs, skipped, verr := b.readView(ctx, maxAge)
+	reps := map[string]ingressReport{}
+	for _, o := range objs {
+		reps[o.Name] = o
+	}
+	b.mu.Lock()
+	now := b.now()
+	for name, rep := range b.gone {
+		switch o, ok := reps[name]; {
+		case now.Sub(rep.Seen) > b.forgetAfter:
+			delete(b.gone, name)
+		case !ok || rep.Seen.After(o.Seen):
+			reps[name] = rep
+		}
+	}
+	for name, li := range b.local {
+		rep := li.rep
+		if li.inflight > 0 {
+			rep.Seen = now
+		}
+		if o, ok := reps[name]; !ok || !o.Seen.After(rep.Seen) {
+			reps[name] = rep
+		}
+	}
+	b.mu.Unlock()
+	v := ingressView{Ingresses: []ingressStatus{}, Skipped: skipped}
+	if verr != nil {
+		v.Error = verr.Error()
+	}
+	knownSerial, knownEpoch := b.known()
+	rev, _ := b.current()
+	for _, name := range slices.Sorted(mapKeys(reps)) {
+		rep := reps[name]
+		st := ingressStatus{Name: name, Kind: rep.Kind, Node: rep.Node, Seen: rep.Seen.UTC(), held: rep,
+			Age: now.Sub(rep.Seen).Round(time.Second).Seconds()}
+		held := &heldConfig{Serial: rep.Serial, Revision: rep.Revision}
+		if rep.Kind == kindPlugin {
+			st.Applied = held
+		} else {
+			st.Served = held
+		}
+		sameEpoch := rep.Epoch == "" || knownEpoch == "" || rep.Epoch == knownEpoch
+		switch {
+		case rep.Revision != "" && rep.Revision == rev && sameEpoch:
+			// The content this node publishes now: whatever serial it was derived at.
+		case !sameEpoch || rep.Serial == 0:
+			st.Behind = max(knownSerial, 1)
+		case rep.Serial < knownSerial:
+			st.Behind = knownSerial - rep.Serial
+		}
+		switch {
+		case now.Sub(rep.Seen) > b.lostAfter:
+			st.State = "lost"
+		case st.Behind > 0:
+			st.State = "behind"
+		default:
+			st.State = "current"
+		}
+		v.Ingresses = append(v.Ingresses, st)
+	}
+	return v
+}
+
+// readView lists ingresses/ and reads the objects whose etag moved, at most once per
+// maxAge (callers share a read); objects not seen for forgetAfter are deleted.
+func (b *ingressBook) readView(ctx context.Context, maxAge time.Duration) ([]ingressReport, []skippedStatus, error) {
+	b.viewMu.Lock()
+	defer b.viewMu.Unlock()
+	if !b.viewAt.IsZero() && b.now().Sub(b.viewAt) < maxAge {
+		return b.viewList()
+	}
+	// A hung store delays a status answer (and whoever shares this read) by this much
+	// at most; the answer then says the reports could not be read.
+	ctx, cancel := context.WithTimeout(ctx, ingressViewTimeout)
+	defer cancel()
+	entries, err := b.st.List(ctx, prefixIngresses)
+	if err != nil {
+		b.viewErr = fmt.Errorf("listing %s: %w", prefixIngresses, err)
+		b.viewAt = b.now()
+		return b.viewList()
+	}
+	if len(entries) > maxIngressObjects {
+		entries = entries[:maxIngressObjects]
+	}
+	next := make(map[string]viewObject, len(entries))
+	now := b.now()
+	for _, e := range entries {
+		if old, ok := b.view[e.Key]; ok && old.etag == e.ETag {
+			next[e.Key] = old
+			continue
+		}
+		obj, err := b.st.Get(ctx, e.Key)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			b.viewErr = fmt.Errorf("reading %s: %w", e.Key, err)
+			b.viewAt = now
+			return b.viewList()
+		}
+		next[e.Key] = decodeIngress(obj)
+	}
+	foreign := b.foreign != nil && b.foreign()
+	for k, o := range next {
+		if o.bad == "" && now.Sub(o.rep.Seen) > b.forgetAfter && !foreign {
+			if err := b.st.Delete(ctx, k, o.etag); err == nil || errors.Is(err, store.ErrNotFound) {
+				b.log.Info("forgot an ingress", "ingress", o.rep.Name, "seen", o.rep.Seen)
+			}
+			delete(next, k)
+		}
+	}
+	b.view, b.viewAt, b.viewErr = next, now, nil
+	return b.viewList()
+}
+
+func (b *ingressBook) viewList() ([]ingressReport, []skippedStatus, error) {
+	var reps []ingressReport
+	var skipped []skippedStatus
+	for _, k := range slices.Sorted(mapKeys(b.view)) {
+		o := b.view[k]
+		if o.bad != "" {
+			skipped = append(skipped, skippedStatus{Object: k, Reason: o.bad})
+			continue
+		}
+		reps = append(reps, o.rep)
+	}
+	return reps, skipped, b.viewErr
+}
+
+// decodeIngress checks one stored report; a malformed one is skipped with the reason
+// (it hides nothing else).
+func decodeIngress(o store.Object) viewObject {
+	name := strings.TrimSuffix(strings.TrimPrefix(o.Key, prefixIngresses), ".json")
+	var rep ingressReport
+	bad := ""
+	switch {
+	case !strings.HasSuffix(o.Key, ".json"):
+		bad = "not a .json object"
+	case json.Unmarshal(o.Value, &rep) != nil:
+		bad = "malformed JSON"
+	case rep.Name != name:
+		bad = fmt.Sprintf("name %.70q does not match key", rep.Name)
+	case validIngressName(rep.Name) != nil:
+		bad = "invalid name"
+	case rep.Kind != kindPlugin && rep.Kind != kindHTTP:
+		bad = fmt.Sprintf("kind %.20q: want plugin or http", rep.Kind)
+	case rep.Seen.IsZero():
+		bad = "no seen time"
+	case rep.Revision != "" && !isHex(rep.Revision, 32):
+		bad = "malformed revision"
+	}
+	return viewObject{etag: o.ETag, rep: rep, bad: bad}
+}
+
+// publishedMark is the published revision and the store serial it is known to be
+// derived from ("", 0 before the first pass).
+func (s *Server) publishedMark() (string, uint64) {
+	snap := s.pub.cur.Load()
+	if snap == nil {
+		return "", 0
+	}
+	var n uint64
+	if m := snap.mark.Load(); m != nil {
+		n = m.serial
+	}
+	return snap.doc.Revision, n
+}
+
+// ingressCollector exports the fleet's ingresses at scrape time, from a view read at
+// most once per heartbeat interval (a LIST of ingresses/, and a GET per changed
+// report): every node exports the whole fleet, so aggregate with max, not sum.
+type ingressCollector struct{ s *Server }
+
+var (
+	ingressesDesc = prometheus.NewDesc("scafo_ingresses",
+		"Ingresses by state: current (holds what this node publishes), behind (reports an older serial), lost (not heard from for ingresses.lostAfter).",
+		[]string{"state"}, nil)
+	ingressAgeDesc = prometheus.NewDesc("scafo_ingress_oldest_report_seconds",
+		"Age of the oldest report of a live (not lost) ingress; 0 when there is none.", nil, nil)
+)
+
+func (c ingressCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- ingressesDesc
+	ch <- ingressAgeDesc
+}
+
+func (c ingressCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	v := c.s.ingresses.fleet(ctx, time.Duration(c.s.cfg.Reconcile.Heartbeat))
+	counts := map[string]int{"current": 0, "behind": 0, "lost": 0}
+	oldest := 0.0
+	for _, in := range v.Ingresses {
+		counts[in.State]++
+		if in.State != "lost" {
+			oldest = max(oldest, in.Age)
+		}
+	}
+	for _, st := range []string{"current", "behind", "lost"} {
+		ch <- prometheus.MustNewConstMetric(ingressesDesc, prometheus.GaugeValue, float64(counts[st]), st)
+	}
+	ch <- prometheus.MustNewConstMetric(ingressAgeDesc, prometheus.GaugeValue, oldest)
+}

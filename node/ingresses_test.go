@@ -1,0 +1,704 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	ptypes "github.com/traefik/paerser/types"
+
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/node/store/dir"
+	"github.com/scafo/ingress/render/routing"
+)
+
+// fakePlugin polls a node the way the provider plugin does: it reports the serial and
+// revision of the last configuration it took (X-Scafo-Serial, X-Scafo-Revision of a
+// 200) on its next poll. frozen stops it taking new configurations (a Traefik that
+// cannot apply); stop ends its polls.
+type fakePlugin struct {
+	name   string
+	n      *testNode
+	frozen atomic.Bool
+	mu     sync.Mutex
+	serial uint64
+	rev    string
+	epoch  string
+	// reported are the serials it sent, in order, and when.
+	reported []uint64
+	sentAt   []time.Time
+	stopped  chan struct{}
+	done     chan struct{}
+}
+
+func startFakePlugin(t *testing.T, n *testNode, name string) *fakePlugin {
+	p := &fakePlugin{name: name, n: n, stopped: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		for {
+			select {
+			case <-p.stopped:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			p.poll()
+		}
+	}()
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *fakePlugin) stop() {
+	select {
+	case <-p.stopped:
+	default:
+		close(p.stopped)
+	}
+	<-p.done
+}
+
+func (p *fakePlugin) poll() {
+	req, _ := http.NewRequest(http.MethodGet, p.n.url+"/v1/ingress/traefik", nil)
+	req.Header.Set("Authorization", "Bearer "+testIngressToken)
+	req.Header.Set(headerIngress, p.name)
+	req.Header.Set(headerIngressKind, kindPlugin)
+	p.mu.Lock()
+	if p.serial > 0 {
+		req.Header.Set(headerAppliedSerial, strconv.FormatUint(p.serial, 10))
+		req.Header.Set(headerAppliedRevision, p.rev)
+		if p.epoch != "" {
+			req.Header.Set(headerAppliedEpoch, p.epoch)
+		}
+	}
+	p.reported = append(p.reported, p.serial)
+	p.sentAt = append(p.sentAt, time.Now())
+	p.mu.Unlock()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || p.frozen.Load() {
+		return
+	}
+	n, _ := strconv.ParseUint(resp.Header.Get("X-Scafo-Serial"), 10, 64)
+	p.mu.Lock()
+	p.serial, p.rev, p.epoch = n, resp.Header.Get("X-Scafo-Revision"), resp.Header.Get("X-Scafo-Epoch")
+	p.mu.Unlock()
+}
+
+// reportedBy is the highest serial the fake plugin had reported by t.
+func (p *fakePlugin) reportedBy(t time.Time) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var n uint64
+	for i, s := range p.reported {
+		if p.sentAt[i].Before(t) {
+			n = max(n, s)
+		}
+	}
+	return n
+}
+
+func reportsConfig(t *testing.T, name, storeDir string) *Config {
+	cfg := testConfig(t, name, storeDir)
+	cfg.Ingresses.LostAfter = ptypes.Duration(2 * time.Second)
+	cfg.Ingresses.ForgetAfter = ptypes.Duration(time.Hour)
+	return cfg
+}
+
+func serialOf(t *testing.T, st store.Store) uint64 {
+	t.Helper()
+	n, _, err := store.ReadSerial(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func ingressesOf(t *testing.T, n *testNode) map[string]ingressStatus {
+	t.Helper()
+	out := map[string]ingressStatus{}
+	for _, in := range statusOf(t, n).Ingresses {
+		out[in.Name] = in
+	}
+	return out
+}
+
+// A report is stored by the node its ingress polls, read by every other node, and never
+// moves the serial or the revision (else applying a serial would make a new one).
+func TestIngressReportsAreSharedAndNeverMoveTheSerialOrTheRevision(t *testing.T) {
+	storeDir := t.TempDir()
+	a := startNode(t, reportsConfig(t, "vps-a", storeDir))
+	a.waitReady()
+	b := startNode(t, reportsConfig(t, "vps-b", storeDir))
+	b.waitReady()
+	waitFor(t, 5*time.Second, "a and b on one revision", func() bool {
+		ra, _ := a.srv.publishedMark()
+		rb, _ := b.srv.publishedMark()
+		return ra == rb
+	})
+	serial := serialOf(t, a.st)
+	rev, _ := a.srv.publishedMark()
+
+	p := startFakePlugin(t, a, "edge-1")
+	waitFor(t, 5*time.Second, "b lists edge-1 as current", func() bool {
+		in, ok := ingressesOf(t, b)["edge-1"]
+		return ok && in.State == "current" && in.Applied != nil && in.Applied.Serial == serial
+	})
+	in := ingressesOf(t, b)["edge-1"]
+	if in.Kind != kindPlugin || in.Node != "vps-a" || in.Served != nil || in.Applied.Revision != rev || in.Behind != 0 {
+		t.Errorf("b's view of edge-1 = %+v, want a plugin polling vps-a, applied serial %d revision %s, behind 0", in, serial, rev)
+	}
+	obj, err := a.st.Get(context.Background(), "ingresses/edge-1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored ingressReport
+	if err := json.Unmarshal(obj.Value, &stored); err != nil || stored.Serial != serial || stored.Node != "vps-a" {
+		t.Errorf("stored report %s (%v), want serial %d from vps-a", obj.Value, err, serial)
+	}
+	// Polls keep coming (every 20 ms) for a while: no serial bump, no new revision.
+	time.Sleep(600 * time.Millisecond)
+	if got := serialOf(t, a.st); got != serial {
+		t.Errorf("serial moved from %d to %d with reports alone", serial, got)
+	}
+	if r, _ := a.srv.publishedMark(); r != rev {
+		t.Errorf("revision moved from %s to %s with reports alone", rev, r)
+	}
+	p.stop()
+	waitFor(t, 6*time.Second, "edge-1 lost on b", func() bool {
+		return ingressesOf(t, b)["edge-1"].State == "lost"
+	})
+}
+
+// The write answers only once every live ingress reports its serial; a stuck ingress
+// makes it answer 202 at its timeout naming that ingress; a lost one is not waited for.
+func TestWaitAppliedWaitsForEveryLiveIngress(t *testing.T) {
+	storeDir := t.TempDir()
+	a := startNode(t, reportsConfig(t, "vps-a", storeDir))
+	a.waitReady()
+	b := startNode(t, reportsConfig(t, "vps-b", storeDir))
+	b.waitReady()
+	p1 := startFakePlugin(t, a, "edge-1")
+	p2 := startFakePlugin(t, b, "edge-2")
+	waitFor(t, 5*time.Second, "both ingresses current", func() bool {
+		ins := ingressesOf(t, a)
+		return ins["edge-1"].State == "current" && ins["edge-2"].State == "current"
+	})
+
+	start := time.Now()
+	resp, body := a.do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=10s", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	answered := time.Now()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT with wait=applied: %d %s", resp.StatusCode, body)
+	}
+	var ab appliedBody
+	if err := json.Unmarshal(body, &ab); err != nil {
+		t.Fatal(err)
+	}
+	if !ab.Applied || ab.Ingresses != 2 || len(ab.Behind) != 0 || ab.Serial == 0 {
+		t.Fatalf("answer %s: want applied by 2 ingresses", body)
+	}
+	if !strings.Contains(string(ab.Result), `"name":"shop"`) || resp.Header.Get("ETag") == "" {
+		t.Errorf("result %s, ETag %q: want the application and its ETag", ab.Result, resp.Header.Get("ETag"))
+	}
+	// Both ingresses had reported the write's serial before the answer came.
+	for _, p := range []*fakePlugin{p1, p2} {
+		if got := p.reportedBy(answered); got < ab.Serial {
+			t.Errorf("%s had reported serial %d when the write answered, want >= %d", p.name, got, ab.Serial)
+		}
+	}
+	t.Logf("answered applied in %s", time.Since(start))
+
+	// edge-2's Traefik stops applying: the next write waits for it, then answers 202.
+	p2.frozen.Store(true)
+	resp, body = a.do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=700ms", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("PUT with a stuck ingress: %d %s, want 202", resp.StatusCode, body)
+	}
+	ab = appliedBody{}
+	json.Unmarshal(body, &ab)
+	if ab.Applied || len(ab.Behind) != 1 || ab.Behind[0].Name != "edge-2" || !strings.Contains(ab.Detail, "edge-2") {
+		t.Errorf("202 body %s: want edge-2 named behind", body)
+	}
+	if ins := ingressesOf(t, b); ins["edge-2"].State != "behind" || ins["edge-2"].Behind == 0 {
+		t.Errorf("status of edge-2 = %+v, want behind", ins["edge-2"])
+	}
+
+	// Stopped for good: lost after ingresses.lostAfter, and no longer waited for.
+	p2.stop()
+	waitFor(t, 6*time.Second, "edge-2 lost", func() bool { return ingressesOf(t, a)["edge-2"].State == "lost" })
+	resp, body = a.do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=5s", testAdminToken, `{"account":"acme","placement":["vps-a","vps-b"]}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT with edge-2 lost: %d %s, want 200", resp.StatusCode, body)
+	}
+}
+
+// Bad wait parameters are 400 naming the parameter, and nothing is written.
+func TestWaitAppliedRefusesBadParametersWithoutWriting(t *testing.T) {
+	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	before := serialOf(t, n.st)
+	for _, c := range []struct {
+		method, query, want string
+	}{
+		{http.MethodPut, "wait=live", "invalid wait"},
+		{http.MethodPut, "wait=applied&wait=applied", "invalid wait"},
+		{http.MethodPut, "wait=applied&timeout=61s", "invalid timeout"},
+		{http.MethodPut, "wait=applied&timeout=0s", "invalid timeout"},
+		{http.MethodPut, "wait=applied&timeout=-1s", "invalid timeout"},
+		{http.MethodPut, "wait=applied&timeout=ten", "invalid timeout"},
+		{http.MethodPut, "timeout=5s", "invalid timeout"},
+		{http.MethodGet, "wait=applied", "invalid wait"},
+	} {
+		resp, body := n.do(c.method, "/v1/apps/shop?"+c.query, testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+		var e struct{ Error, Detail string }
+		json.Unmarshal(body, &e)
+		if resp.StatusCode != http.StatusBadRequest || e.Error != c.want || e.Detail == "" {
+			t.Errorf("%s ?%s: %d %s, want 400 %q with a detail", c.method, c.query, resp.StatusCode, body, c.want)
+		}
+	}
+	resp, body := n.do(http.MethodPut, "/v1/node/instances/shop?wait=applied", testAdminToken, `{"ready":true}`)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "instance") {
+		t.Errorf("instance write with wait: %d %s, want 400", resp.StatusCode, body)
+	}
+	if got := serialOf(t, n.st); got != before {
+		t.Errorf("serial moved from %d to %d: a refused request wrote", before, got)
+	}
+	if _, err := n.st.Get(context.Background(), "apps/shop.json"); err == nil {
+		t.Error("apps/shop.json exists: a refused request wrote it")
+	}
+}
+
+// An application token may wait on its own writes; its refused writes are refused as
+// without wait (403), never waited on.
+func TestWaitAppliedOnAnApplicationTokensOwnWrite(t *testing.T) {
+	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	fleetOf(t, n, "tito-classic", "tito-go")
+	_, tok := issueToken(t, n, "acme", "tito-classic", `"publish"`)
+	startFakePlugin(t, n, "edge-1")
+	resp, body := n.do(http.MethodPut, "/v1/apps/tito-classic/domains/ti.to/paths?wait=applied&timeout=10s", tok,
+		`{"paths":{"paulca":"tito-go.apps.example.com"}}`)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"applied":true`) || !strings.Contains(string(body), `"paulca"`) {
+		t.Fatalf("flip with wait: %d %s", resp.StatusCode, body)
+	}
+	resp, body = n.do(http.MethodPut, "/v1/apps/tito-go/domains/ti.to/paths?wait=applied", tok, `{"paths":{}}`)
+	if resp.StatusCode != http.StatusForbidden || strings.Contains(string(body), "applied") {
+		t.Errorf("another app's door with wait: %d %s, want the plain 403", resp.StatusCode, body)
+	}
+}
+
+// Waiters are bounded: beyond the cap a write asking to wait is refused before it is
+// made; a waiter whose client goes away frees its slot.
+func TestWaitAppliedWaitersAreBounded(t *testing.T) {
+	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	n.srv.ingresses.waiters = make(chan struct{}, 1)
+	p := startFakePlugin(t, n, "edge-1")
+	waitFor(t, 5*time.Second, "edge-1 current", func() bool { return ingressesOf(t, n)["edge-1"].State == "current" })
+	p.frozen.Store(true)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, n.url+"/v1/apps/a1?wait=applied&timeout=30s", strings.NewReader(`{"account":"acme","placement":["vps-a"]}`))
+		req.Header.Set("Authorization", "Bearer "+testAdminToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			first <- 0
+			return
+		}
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	waitFor(t, 5*time.Second, "the first write waiting", func() bool { return len(n.srv.ingresses.waiters) == 1 })
+	before := serialOf(t, n.st)
+	resp, body := n.do(http.MethodPut, "/v1/apps/a2?wait=applied", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "too many waiters") {
+		t.Errorf("second waiter: %d %s, want 503 too many waiters", resp.StatusCode, body)
+	}
+	if got := serialOf(t, n.st); got != before {
+		t.Errorf("the refused waiter wrote (serial %d -> %d)", before, got)
+	}
+	cancel()
+	if code := <-first; code != 0 {
+		t.Errorf("first waiter answered %d after its client left", code)
+	}
+	waitFor(t, 5*time.Second, "the slot freed", func() bool { return len(n.srv.ingresses.waiters) == 0 })
+}
+
+// Reports are refused (the poll is served) for bad names and kinds; names beyond
+// ingresses.maxTracked are refused; a serial beyond the node's is clamped; a flood of
+// reports does not multiply store writes.
+func TestHostileIngressReports(t *testing.T) {
+	cfg := reportsConfig(t, "vps-a", t.TempDir())
+	cfg.Ingresses.MaxTracked = 8
+	st, err := dir.New(cfg.Store.Dir.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := newCountingStore(st, false)
+	n := startNodeWithStore(t, cfg, cs)
+	n.waitReady()
+	poll := func(hdr ...string) *http.Response {
+		resp, _ := n.get("/v1/ingress/traefik", testIngressToken, hdr...)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("poll with %v: %d, want 200 (a report never changes what is served)", hdr, resp.StatusCode)
+		}
+		return resp
+	}
+	for _, hdr := range [][]string{
+		{headerIngress, strings.Repeat("a", 64)},
+		{headerIngress, "Edge"},
+		{headerIngress, "edge/../x"},
+		{headerIngress, "-edge"},
+		{headerIngress, "edge", headerIngressKind, "nginx"},
+		{headerIngress, "edge", headerAppliedSerial, "5"},
+		{headerIngress, "edge", headerIngressKind, kindPlugin, headerAppliedSerial, "-5"},
+		{headerIngress, "edge", headerIngressKind, kindPlugin, headerAppliedRevision, "nothex"},
+		{headerIngress, "edge", headerIngressKind, kindPlugin, headerAppliedEpoch, "x"},
+	} {
+		if got := poll(hdr...).Header.Get(headerIngressReport); !strings.HasPrefix(got, "refused: ") {
+			t.Errorf("report %v: %s %q, want refused", hdr, headerIngressReport, got)
+		}
+	}
+	known := n.srv.identity.Serial()
+	poll(headerIngress, "liar", headerIngressKind, kindPlugin, headerAppliedSerial, "999999999")
+	if in := ingressesOf(t, n)["liar"]; in.Applied == nil || in.Applied.Serial != known {
+		t.Errorf("a serial from the future: %+v, want clamped to %d", in.Applied, known)
+	}
+
+	base := cs.snapshot()["Put"]
+	for i := range 200 {
+		poll(headerIngress, fmt.Sprintf("spam-%d", i))
+	}
+	// A report flood: many polls of one name.
+	for range 200 {
+		poll(headerIngress, "spam-0")
+	}
+	time.Sleep(time.Second)
+	ins := ingressesOf(t, n)
+	if len(ins) > cfg.Ingresses.MaxTracked {
+		t.Errorf("%d ingresses tracked, want at most %d", len(ins), cfg.Ingresses.MaxTracked)
+	}
+	if got := poll(headerIngress, "spam-199").Header.Get(headerIngressReport); !strings.Contains(got, "maxTracked") {
+		t.Errorf("a name beyond maxTracked: %q, want refused naming ingresses.maxTracked", got)
+	}
+	if puts := cs.snapshot()["Put"] - base; puts > cfg.Ingresses.MaxTracked+2 {
+		t.Errorf("%d store writes for 400 reports of %d names, want at most one per tracked name", puts, cfg.Ingresses.MaxTracked)
+	}
+	// Made-up names, each different: still a line a minute per header at fault.
+	for i := range 100 {
+		poll(headerIngress, fmt.Sprintf("Bad-%d", i))
+	}
+	if l := n.logs.String(); strings.Count(l, "ingress report refused") > 12 {
+		t.Errorf("refusals logged %d times, want each reason once a minute", strings.Count(l, "ingress report refused"))
+	}
+}
+
+// A corrupt report object is skipped with its reason; the rest are listed.
+func TestCorruptIngressObjectIsSkippedWithAReason(t *testing.T) {
+	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	ctx := context.Background()
+	good, _ := json.Marshal(ingressReport{Name: "edge-1", Kind: kindHTTP, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
+	for k, v := range map[string]string{
+		"ingresses/edge-1.json": string(good),
+		"ingresses/bad.json":    "{",
+		"ingresses/other.json":  strings.Replace(string(good), "edge-1", "edge-2", 1),
+		"ingresses/kind.json":   strings.Replace(strings.Replace(string(good), "edge-1", "kind", 1), `"http"`, `"squid"`, 1),
+	} {
+		if _, err := n.st.Put(ctx, k, []byte(v), store.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := statusOf(t, n)
+	if len(s.Ingresses) != 1 || s.Ingresses[0].Name != "edge-1" || s.Ingresses[0].Served == nil {
+		t.Errorf("ingresses %+v, want edge-1 alone (served)", s.Ingresses)
+	}
+	reasons := map[string]string{}
+	for _, sk := range s.IngressesSkipped {
+		reasons[sk.Object] = sk.Reason
+	}
+	if !strings.Contains(reasons["ingresses/bad.json"], "malformed") || !strings.Contains(reasons["ingresses/other.json"], "does not match") ||
+		!strings.Contains(reasons["ingresses/kind.json"], "kind") {
+		t.Errorf("skipped %v, want the three bad objects with their reasons", reasons)
+	}
+}
+
+// A Traefik on the HTTP provider is counted at what it was served, once it polls again.
+func TestHTTPProviderIngressIsServedNotApplied(t *testing.T) {
+	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	resp, _ := n.get("/v1/ingress/traefik?prefer=self", testIngressToken, headerIngress, "edge-h")
+	serial, _ := strconv.ParseUint(resp.Header.Get("X-Scafo-Serial"), 10, 64)
+	if in := ingressesOf(t, n)["edge-h"]; in.Kind != kindHTTP || in.Served == nil || in.Served.Serial != 0 || in.Applied != nil {
+		t.Errorf("after one poll: %+v, want kind http, nothing counted yet", in)
+	}
+	n.get("/v1/ingress/traefik?prefer=self", testIngressToken, headerIngress, "edge-h")
+	if in := ingressesOf(t, n)["edge-h"]; in.Served == nil || in.Served.Serial != serial || in.Served.Revision != resp.Header.Get("X-Scafo-Revision") || in.State != "current" {
+		t.Errorf("after a second poll: %+v, want served serial %d, current", in, serial)
+	}
+}
+
+// Reports ride the routing endpoints, which the public apex never routes.
+func TestReportsAreNotReachableThroughTheApex(t *testing.T) {
+	for _, p := range []string{"/v1/ingress/", "/v1/status"} {
+		found := false
+		for _, d := range routing.DeniedAPIPrefixes {
+			found = found || strings.HasPrefix(p, d)
+		}
+		if !found {
+			t.Errorf("%s is not under a denied apex prefix %v", p, routing.DeniedAPIPrefixes)
+		}
+	}
+}
+
+// Metrics count the fleet's ingresses by state and the oldest live report's age; a
+// write with wait=applied and no ingress at all answers once this node publishes it.
+func TestIngressMetricsAndAWaitWithNoIngress(t *testing.T) {
+	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	resp, body := n.do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=10s", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	var ab appliedBody
+	json.Unmarshal(body, &ab)
+	if resp.StatusCode != http.StatusOK || ab.Ingresses != 0 {
+		t.Fatalf("wait with no ingress: %d %s", resp.StatusCode, body)
+	}
+	if _, mark := n.srv.publishedMark(); mark < ab.Serial {
+		t.Errorf("answered applied at serial %d while this node publishes serial %d", ab.Serial, mark)
+	}
+	if !strings.Contains(string(routesDocBytes(t, n)), `"shop.apps.example.com"`) {
+		t.Error("answered applied before this node published the application")
+	}
+
+	p := startFakePlugin(t, n, "edge-1")
+	waitFor(t, 5*time.Second, "edge-1 current", func() bool { return ingressesOf(t, n)["edge-1"].State == "current" })
+	metric := func(name string) string {
+		_, b := n.get("/metrics", "")
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, name+" ") {
+				return strings.TrimPrefix(line, name+" ")
+			}
+		}
+		return ""
+	}
+	if got := metric(`scafo_ingresses{state="current"}`); got != "1" {
+		t.Errorf(`scafo_ingresses{state="current"} = %q, want 1`, got)
+	}
+	if got := metric(`scafo_ingress_oldest_report_seconds`); got == "" {
+		t.Error("no scafo_ingress_oldest_report_seconds")
+	}
+	p.frozen.Store(true)
+	n.must(http.StatusCreated, http.MethodPut, "/v1/apps/cart", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	waitFor(t, 5*time.Second, "edge-1 behind in the metrics", func() bool { return metric(`scafo_ingresses{state="behind"}`) == "1" })
+	p.stop()
+	waitFor(t, 6*time.Second, "edge-1 lost in the metrics", func() bool { return metric(`scafo_ingresses{state="lost"}`) == "1" })
+}
+
+func routesDocBytes(t *testing.T, n *testNode) []byte {
+	t.Helper()
+	_, b := n.get("/v1/ingress/routes", testIngressToken)
+	return b
+}
+
+// listFails fails LIST of ingresses/ while on.
+type listFails struct {
+	store.Store
+	on atomic.Bool
+}
+
+func (l *listFails) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	if l.on.Load() && prefix == prefixIngresses {
+		return nil, fmt.Errorf("listing: %w", store.ErrUnavailable)
+	}
+	return l.Store.List(ctx, prefix)
+}
+
+// When the fleet's reports cannot be read, a write never answers "applied": the
+// ingresses it cannot see may be behind.
+func TestWaitAppliedIsNeverAppliedOnAPartialView(t *testing.T) {
+	cfg := reportsConfig(t, "vps-a", t.TempDir())
+	st, err := dir.New(cfg.Store.Dir.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lf := &listFails{Store: st}
+	n := startNodeWithStore(t, cfg, lf)
+	n.waitReady()
+	startFakePlugin(t, n, "edge-1")
+	waitFor(t, 5*time.Second, "edge-1 current", func() bool { return ingressesOf(t, n)["edge-1"].State == "current" })
+	lf.on.Store(true)
+	resp, body := n.do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=1500ms", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "could not be read") {
+		t.Errorf("with the reports unreadable: %d %s, want 202 saying so", resp.StatusCode, body)
+	}
+	if s := statusOf(t, n); s.IngressesError == "" || len(s.Ingresses) != 1 {
+		t.Errorf("status with the reports unreadable: error %q, %d ingresses; want the error and this node's own", s.IngressesError, len(s.Ingresses))
+	}
+}
+
+// reportCost counts store requests on ingresses/ by method.
+type reportCost struct {
+	store.Store
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *reportCost) count(method, key string) {
+	if strings.HasPrefix(key, prefixIngresses) {
+		c.mu.Lock()
+		c.n[method]++
+		c.mu.Unlock()
+	}
+}
+
+func (c *reportCost) Get(ctx context.Context, key string) (store.Object, error) {
+	c.count("get", key)
+	return c.Store.Get(ctx, key)
+}
+
+func (c *reportCost) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	c.count("list", prefix)
+	return c.Store.List(ctx, prefix)
+}
+
+func (c *reportCost) Put(ctx context.Context, key string, v []byte, cond store.Condition) (string, error) {
+	c.count("put", key)
+	return c.Store.Put(ctx, key, v, cond)
+}
+
+func (c *reportCost) counts() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.n)
+}
+
+// What an idle ingress costs the store: the node it long-polls refreshes its report
+// once per lostAfter/4 (a held long-poll counts as heard from), and nothing is read
+// until someone asks (status, metrics, a waiting write).
+func TestAnIdleIngressCostsOneWritePerRefreshAndNoRead(t *testing.T) {
+	cfg := reportsConfig(t, "vps-a", t.TempDir()) // lostAfter 2s: a refresh every 500ms
+	st, err := dir.New(cfg.Store.Dir.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &reportCost{Store: st, n: map[string]int{}}
+	n := startNodeWithStore(t, cfg, rc)
+	n.waitReady()
+	resp, _ := n.get("/v1/ingress/traefik", testIngressToken, headerIngress, "edge-1", headerIngressKind, kindPlugin)
+	etag := resp.Header.Get("ETag")
+	start := time.Now()
+	const held = 3 * time.Second
+	// One long-poll held for the whole window (nothing changes), longer than lostAfter.
+	codes := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, n.url+"/v1/ingress/traefik?wait="+held.String(), nil)
+		req.Header.Set("Authorization", "Bearer "+testIngressToken)
+		req.Header.Set("If-None-Match", etag)
+		req.Header.Set(headerIngress, "edge-1")
+		req.Header.Set(headerIngressKind, kindPlugin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			codes <- 0
+			return
+		}
+		resp.Body.Close()
+		codes <- resp.StatusCode
+	}()
+	time.Sleep(time.Duration(cfg.Ingresses.LostAfter) + 500*time.Millisecond)
+	if in := ingressesOf(t, n)["edge-1"]; in.State == "lost" {
+		t.Errorf("edge-1 lost while its long-poll is held: %+v", in)
+	}
+	if code := <-codes; code != http.StatusNotModified {
+		t.Fatalf("long-poll: %d", code)
+	}
+	elapsed := time.Since(start)
+	time.Sleep(2 * ingressMinWriteGap)
+	c := rc.counts()
+	refreshes := int(elapsed / (time.Duration(cfg.Ingresses.LostAfter) / 4))
+	t.Logf("held %s: %v (refresh every %s)", elapsed.Round(time.Millisecond), c, time.Duration(cfg.Ingresses.LostAfter)/4)
+	if c["put"] < 2 || c["put"] > refreshes+2 {
+		t.Errorf("%d report writes in %s, want about one per refresh (%d) plus the first", c["put"], elapsed, refreshes)
+	}
+	// One status was asked for, mid-poll: one LIST, and a GET of the one report new
+	// to this node's view.
+	if c["list"] != 1 || c["get"] != 1 {
+		t.Errorf("reads of ingresses/ with one status asked for: %v, want one LIST and one GET", c)
+	}
+}
+
+// An ingress not heard from for ingresses.forgetAfter is forgotten: its object is
+// deleted by the next node that reads the reports.
+func TestIngressNotSeenForForgetAfterIsForgotten(t *testing.T) {
+	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir())) // forgetAfter 1h
+	n.waitReady()
+	ctx := context.Background()
+	for name, age := range map[string]time.Duration{"old": 2 * time.Hour, "recent": 30 * time.Minute} {
+		b, _ := json.Marshal(ingressReport{Name: name, Kind: kindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().Add(-age).UTC()})
+		if _, err := n.st.Put(ctx, prefixIngresses+name+".json", b, store.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ins := ingressesOf(t, n)
+	if _, ok := ins["old"]; ok {
+		t.Errorf("an ingress not seen for 2h is listed (forgetAfter 1h): %+v", ins["old"])
+	}
+	if ins["recent"].State != "lost" {
+		t.Errorf("an ingress not seen for 30m: %+v, want listed lost", ins["recent"])
+	}
+	if _, err := n.st.Get(ctx, prefixIngresses+"old.json"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the forgotten ingress's object: %v, want deleted", err)
+	}
+}
+
+// One account cannot take every waiter slot: its application tokens hold at most
+// maxWaitersPerAccount; another account's writes, and the admin's, still wait.
+func TestWaitAppliedSlotsAreSharedBetweenAccounts(t *testing.T) {
+	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	fleetOf(t, n, "tito-classic@tito", "tito-go@tito", "shop")
+	n.must(http.StatusCreated, http.MethodPut, "/v1/apps/shop/domains/shop.example.org", testAdminToken, "")
+	_, tito := issueToken(t, n, "tito", "tito-classic", `"publish"`)
+	_, acme := issueToken(t, n, "acme", "shop", `"publish"`)
+	p := startFakePlugin(t, n, "edge-1")
+	waitFor(t, 5*time.Second, "edge-1 current", func() bool { return ingressesOf(t, n)["edge-1"].State == "current" })
+	p.frozen.Store(true)
+
+	var wg sync.WaitGroup
+	for i := range maxWaitersPerAccount {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest(http.MethodPut, n.url+"/v1/apps/tito-classic/domains/ti.to/paths?wait=applied&timeout=4s",
+				strings.NewReader(fmt.Sprintf(`{"paths":{"p%d":"tito-go.apps.example.com"}}`, i)))
+			req.Header.Set("Authorization", "Bearer "+tito)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	defer wg.Wait()
+	waitFor(t, 5*time.Second, "tito's writes waiting", func() bool { return len(n.srv.ingresses.waiters) == maxWaitersPerAccount })
+	resp, body := n.do(http.MethodPut, "/v1/apps/tito-classic/domains/ti.to/paths?wait=applied&timeout=4s", tito, `{"paths":{"x":"tito-go.apps.example.com"}}`)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "too many waiters") {
+		t.Errorf("tito's write beyond its share: %d %s, want 503", resp.StatusCode, body)
+	}
+	for _, tok := range []string{acme, testAdminToken} {
+		resp, body = n.do(http.MethodPut, "/v1/apps/shop/domains/shop.example.org/paths?wait=applied&timeout=300ms", tok, `{"paths":{}}`)
+		if resp.StatusCode != http.StatusAccepted {
+			t.Errorf("another account's write (token %.8s…) while tito holds its share: %d %s, want 202 (edge-1 is behind)", tok, resp.StatusCode, body)
+		}
+	}
+}

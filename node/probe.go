@@ -1,0 +1,539 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/scafo/ingress/render/fleet"
+	"github.com/scafo/ingress/render/routing"
+)
+
+// The prober: this node checks its own instances every probe.interval, and the readiness
+// it publishes in its record (nodes/<node>.json) is the instance's declared readiness
+// AND the probe's verdict. A change of that verdict rewrites the record at once (a named
+// serial bump, heartbeat.go), so within one reconcile tick every node derives a document
+// without a dead upstream, and a Traefik reload (which resets its health state) can no
+// longer send traffic back to it.
+//
+// Choices, written down (README "Instance probes"):
+//
+//   - What is probed: node.address:port, the very address the document publishes and
+//     every Traefik dials (node.address is an IP, set by the operator, never by a
+//     tenant). Only that IP is ever dialled: the HTTP client's dialler refuses any other
+//     address, redirects are never followed (3xx is "up", like Traefik's own check), no
+//     proxy from the environment is used, no credential is sent, response headers are
+//     bounded and the body is never read.
+//   - How: a TCP connect (closed with RST: no TIME_WAIT per probe), or an HTTP GET of the
+//     application's health.path (admin-set) when it declares one: 2xx/3xx is up.
+//   - Hysteresis: probe.downAfter (2) consecutive failures mark an instance down,
+//     probe.upAfter (2) consecutive successes mark it up again. At a 1 s interval a dead
+//     instance is out of this node's record 1–2 s after it dies (plus the probe timeout
+//     when it hangs rather than refuses), while one lost SYN or one slow answer flaps
+//     nothing fleet-wide.
+//   - A new instance (or a new port, or a node restart) starts up: the declaration is
+//     trusted until probes say otherwise, so a node restart never withdraws every
+//     instance for a round.
+//   - Bounded: at most probe.concurrency probes in flight, each bounded by probe.timeout
+//     (≤ interval). An instance whose probe is still running at the next tick is skipped
+//     for that tick (counted), so a slow or hanging instance never delays the others.
+//   - Refused outright (down, never dialled): an instance on the node's API port (only
+//     the admin can set one; through an application's hostname it would expose the
+//     node API without the apex's denied paths), and two instances on one port (the
+//     registry forbids it; a hand-edited instances.json could not).
+//   - /v1/health/instances/{app} (anonymous: Traefik's node-delegated check) answers from
+//     the prober's last verdict and never dials, so hammering it costs a map lookup.
+
+// probeState is what the prober knows of one instance.
+type probeState struct {
+	target   probeTarget
+	up       bool
+	fails    int // consecutive failures
+	oks      int // consecutive successes
+	probes   int // probes of this target
+	last     time.Time
+	lastErr  string
+	lastDur  time.Duration
+	since    time.Time // when up last changed (or the target was set)
+	inflight bool
+	// slow: the last probe timed out; the next goes through the slow lane.
+	slow bool
+}
+
+// probeTarget is what is probed: app's instance on port, over TCP or GET path.
+type probeTarget struct {
+	app, appID string
+	port       int
+	path       string // "" → TCP connect
+}
+
+func (t probeTarget) kind() string {
+	if t.path == "" {
+		return "tcp"
+	}
+	return "http"
+}
+
+// probeMetrics are the prober's Prometheus metrics.
+type probeMetrics struct {
+	results     *prometheus.CounterVec // kind, result
+	transitions *prometheus.CounterVec // to
+	skipped     prometheus.Counter
+	duration    *prometheus.HistogramVec // kind
+}
+
+func newProbeMetrics(reg prometheus.Registerer, down func() float64) *probeMetrics {
+	m := &probeMetrics{
+		results: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "scafo_instance_probe_results_total",
+			Help: "Probes of this node's instances by kind (tcp, http) and result (up, down).",
+		}, []string{"kind", "result"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "scafo_instance_probe_transitions_total",
+			Help: "Instances whose probe verdict changed, by the state entered (up, down).",
+		}, []string{"to"}),
+		skipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "scafo_instance_probe_skipped_total",
+			Help: "Probes not started because the instance's previous probe was still in flight (slow or hanging instances, or more instances than probe.concurrency can probe in one interval).",
+		}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "scafo_instance_probe_duration_seconds",
+			Help:    "Duration of instance probes by kind.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 9),
+		}, []string{"kind"}),
+	}
+	downGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "scafo_instance_probe_down",
+		Help: "This node's instances its probes hold down (left out of its record whatever their declared readiness).",
+	}, down)
+	reg.MustRegister(m.results, m.transitions, m.skipped, m.duration, downGauge)
+	return m
+}
+
+// prober probes this node's instances. A nil *prober is "probing disabled": every
+// method then answers from the declaration alone.
+type prober struct {
+	cfg     ProbeConfig
+	addr    netip.Addr
+	apiPort func() int
+	// instances are this node's instances (the registry); declared looks one up.
+	instances func() map[string]fleet.Instance
+	declared  func(app string) (fleet.Instance, bool)
+	// healthPath is app's declared health path for incarnation appID ("" for none, or
+	// while the application is unknown).
+	healthPath func(app, appID string) string
+	// onChange is called when an instance declared ready changes verdict.
+	onChange func()
+	log      *slog.Logger
+	m        *probeMetrics
+
+	dialer net.Dialer
+	client *http.Client
+	// sem bounds the probes in flight; slowSem, a quarter of the slots, is the lane of
+	// instances whose last probe timed out, so hanging instances never take the slots
+	// that answer the others at once.
+	sem, slowSem chan struct{}
+
+	mu     sync.Mutex
+	states map[string]*probeState // by app
+	shared map[int]bool           // ports held by more than one instance (last round)
+}
+
+// errProbeAddress is the dialler refusing any address but the instance's own.
+var errProbeAddress = errors.New("probe: refusing to dial an address other than the node's own")
+
+func newProber(cfg ProbeConfig, addr netip.Addr, log *slog.Logger) *prober {
+	p := &prober{
+		cfg:     cfg,
+		addr:    addr,
+		log:     log,
+		sem:     make(chan struct{}, cfg.Concurrency-cfg.Concurrency/4),
+		slowSem: make(chan struct{}, max(1, cfg.Concurrency/4)),
+		states:  map[string]*probeState{},
+	}
+	p.client = &http.Client{
+		Transport: &http.Transport{
+			Proxy:                  nil, // never HTTP(S)_PROXY: the probe goes to the instance itself
+			DialContext:            p.dialOwn,
+			DisableKeepAlives:      true,
+			DisableCompression:     true,
+			MaxResponseHeaderBytes: 16 << 10,
+			ResponseHeaderTimeout:  cfg.timeout(),
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return p
+}
+
+// dialOwn dials only the node's own address (the HTTP client's dialler).
+func (p *prober) dialOwn(ctx context.Context, network, address string) (net.Conn, error) {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil || ap.Addr().Unmap() != p.addr.Unmap() {
+		return nil, fmt.Errorf("%w: %s", errProbeAddress, address)
+	}
+	return p.dialer.DialContext(ctx, "tcp", address)
+}
+
+// run probes every interval until ctx ends.
+func (p *prober) run(ctx context.Context) {
+	t := time.NewTicker(time.Duration(p.cfg.Interval))
+	defer t.Stop()
+	for {
+		p.round(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// round starts one probe of every instance whose previous probe has finished.
+func (p *prober) round(ctx context.Context) {
+	insts := p.instances()
+	shared := sharedPorts(insts)
+	now := time.Now()
+	type job struct {
+		st   *probeState
+		tgt  probeTarget
+		slow bool
+	}
+	var jobs []job
+	targets := make(map[string]probeTarget, len(insts))
+	for app, inst := range insts {
+		targets[app] = probeTarget{app: app, appID: inst.AppID, port: inst.Port, path: p.healthPath(app, inst.AppID)}
+	}
+	p.mu.Lock()
+	p.shared = shared
+	for app := range p.states {
+		if _, ok := insts[app]; !ok {
+			delete(p.states, app)
+		}
+	}
+	for app, inst := range insts {
+		tgt := targets[app]
+		st := p.states[app]
+		switch {
+		case st == nil || st.target.port != tgt.port || st.target.appID != tgt.appID:
+			// A new instance, port or incarnation: trusted until probed.
+			st = &probeState{target: tgt, up: true, since: now}
+			p.states[app] = st
+		case st.target.path != tgt.path:
+			// The admin changed the health path: keep the verdict, count afresh.
+			st.target, st.fails, st.oks = tgt, 0, 0
+		}
+		if p.refusal(app, inst, shared) != "" {
+			continue // down without a probe (verdict)
+		}
+		if st.inflight {
+			p.m.skipped.Inc()
+			continue
+		}
+		st.inflight = true
+		jobs = append(jobs, job{st, tgt, st.slow})
+	}
+	p.mu.Unlock()
+	for _, j := range jobs {
+		go p.probe(ctx, j.st, j.tgt, j.slow)
+	}
+}
+
+// probe runs one probe (once a slot is free) and records it.
+func (p *prober) probe(ctx context.Context, st *probeState, tgt probeTarget, slow bool) {
+	sem := p.sem
+	if slow {
+		sem = p.slowSem
+	}
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		p.mu.Lock()
+		st.inflight = false
+		p.mu.Unlock()
+		return
+	}
+	start := time.Now()
+	pctx, cancel := context.WithTimeout(ctx, p.cfg.timeout())
+	err := p.check(pctx, tgt)
+	cancel()
+	<-sem
+	if ctx.Err() != nil {
+		p.mu.Lock()
+		st.inflight = false
+		p.mu.Unlock()
+		return // shutting down: a cancelled probe says nothing of the instance
+	}
+	p.record(st, tgt, err, time.Since(start))
+}
+
+// check probes tgt once: nil is up.
+func (p *prober) check(ctx context.Context, tgt probeTarget) error {
+	addr := netip.AddrPortFrom(p.addr, uint16(tgt.port)).String()
+	if tgt.path == "" {
+		c, err := p.dialer.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return err
+		}
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // RST on close: no TIME_WAIT for every probe
+		}
+		return c.Close()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+tgt.path, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("User-Agent", "scafo-node-probe")
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close() // never read: the status is the verdict
+	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+		return fmt.Errorf("health path %s answered %d", tgt.path, resp.StatusCode)
+	}
+	return nil
+}
+
+// record applies one probe's result with hysteresis.
+func (p *prober) record(st *probeState, tgt probeTarget, err error, d time.Duration) {
+	result := "up"
+	if err != nil {
+		result = "down"
+	}
+	p.m.results.WithLabelValues(tgt.kind(), result).Inc()
+	p.m.duration.WithLabelValues(tgt.kind()).Observe(d.Seconds())
+
+	p.mu.Lock()
+	st.inflight = false
+	if p.states[tgt.app] != st || st.target != tgt {
+		p.mu.Unlock()
+		return // the instance changed meanwhile: this result is about something else
+	}
+	now := time.Now()
+	st.probes++
+	st.last, st.lastDur = now, d
+	st.slow = err != nil && probeErrText(err) == "timeout"
+	changed := false
+	if err == nil {
+		st.lastErr = ""
+		st.oks++
+		st.fails = 0
+		if !st.up && st.oks >= p.cfg.UpAfter {
+			st.up, st.since, changed = true, now, true
+		}
+	} else {
+		st.lastErr = probeErrText(err)
+		st.fails++
+		st.oks = 0
+		if st.up && st.fails >= p.cfg.DownAfter {
+			st.up, st.since, changed = false, now, true
+		}
+	}
+	up, lastErr := st.up, st.lastErr
+	p.mu.Unlock()
+	if !changed {
+		return
+	}
+	to := "down"
+	if up {
+		to = "up"
+	}
+	p.m.transitions.WithLabelValues(to).Inc()
+	p.log.Info("instance probe: "+to, "app", tgt.app, "port", tgt.port, "kind", tgt.kind(), "err", lastErr)
+	if inst, ok := p.declared(tgt.app); ok && inst.Ready && inst.Port == tgt.port {
+		p.onChange()
+	}
+}
+
+// probeErrText is a probe failure for status and logs: the error class, never anything
+// the instance sent.
+func probeErrText(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	default:
+		return err.Error()
+	}
+}
+
+// refusal is why inst is down without a probe ("" when it is probed).
+func (p *prober) refusal(app string, inst fleet.Instance, shared map[int]bool) string {
+	switch {
+	case inst.Port == p.apiPort():
+		return "port " + strconv.Itoa(inst.Port) + " is this node's API port"
+	case shared[inst.Port]:
+		return "port " + strconv.Itoa(inst.Port) + " is held by more than one application"
+	}
+	return ""
+}
+
+func sharedPorts(insts map[string]fleet.Instance) map[int]bool {
+	seen := make(map[int]int, len(insts))
+	for _, i := range insts {
+		seen[i.Port]++
+	}
+	shared := map[int]bool{}
+	for port, n := range seen {
+		if n > 1 {
+			shared[port] = true
+		}
+	}
+	return shared
+}
+
+// verdictLocked is the probe's verdict on app's instance inst (caller holds mu): up
+// until probes say otherwise.
+func (p *prober) verdictLocked(app string, inst fleet.Instance, shared map[int]bool) bool {
+	if p.refusal(app, inst, shared) != "" {
+		return false
+	}
+	st := p.states[app]
+	if st == nil || st.target.port != inst.Port || st.target.appID != inst.AppID {
+		return true // not probed yet: the declaration is trusted
+	}
+	return st.up
+}
+
+// publish is the instances map for this node's record: each instance's readiness is
+// its declared readiness AND the probe's verdict.
+func (p *prober) publish(insts map[string]fleet.Instance) map[string]fleet.Instance {
+	if p == nil {
+		return insts
+	}
+	shared := sharedPorts(insts)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for app, inst := range insts {
+		if inst.Ready && !p.verdictLocked(app, inst, shared) {
+			inst.Ready = false
+			insts[app] = inst
+		}
+	}
+	return insts
+}
+
+// ready is the readiness /v1/health/instances/{app} answers for app's instance inst
+// (declared ready): the prober's last verdict, without dialling anything. An anonymous
+// caller hammering it costs a map lookup.
+func (p *prober) ready(app string, inst fleet.Instance) (bool, string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if why := p.refusal(app, inst, p.shared); why != "" {
+		return false, why
+	}
+	if p.verdictLocked(app, inst, p.shared) {
+		return true, ""
+	}
+	why := "probe failed"
+	if st := p.states[app]; st != nil && st.lastErr != "" {
+		why += ": " + st.lastErr
+	}
+	return false, why
+}
+
+// down counts instances held down by their probes or refused a probe (the
+// scafo_instance_probe_down gauge).
+func (p *prober) down() float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for app, st := range p.states {
+		if !st.up || p.refusal(app, fleet.Instance{Port: st.target.port}, p.shared) != "" {
+			n++
+		}
+	}
+	return float64(n)
+}
+
+// instanceStatus is one of this node's instances in /v1/status.
+type instanceStatus struct {
+	App  string `json:"app"`
+	Port int    `json:"port"`
+	// Declared is the readiness set through the API; Ready is what this node publishes
+	// (declared AND probe up).
+	Declared bool         `json:"declared"`
+	Ready    bool         `json:"ready"`
+	Probe    *probeStatus `json:"probe,omitempty"`
+}
+
+type probeStatus struct {
+	Kind string `json:"kind"` // tcp or http
+	Path string `json:"path,omitempty"`
+	Up   bool   `json:"up"`
+	// Refused: down without a probe, and why.
+	Refused             string     `json:"refused,omitempty"`
+	Probes              int        `json:"probes"`
+	ConsecutiveFailures int        `json:"consecutiveFailures,omitempty"`
+	LastProbe           *time.Time `json:"lastProbe,omitempty"`
+	LastDurationMs      float64    `json:"lastDurationMs,omitempty"`
+	LastError           string     `json:"lastError,omitempty"`
+	Since               time.Time  `json:"since"`
+}
+
+// status lists insts (this node's instances) with their probe state, sorted by app.
+func (p *prober) status(insts map[string]fleet.Instance) []instanceStatus {
+	published := p.publish(cloneInstances(insts))
+	out := make([]instanceStatus, 0, len(insts))
+	var shared map[int]bool
+	if p != nil {
+		shared = sharedPorts(insts)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+	}
+	for app, inst := range insts {
+		is := instanceStatus{App: app, Port: inst.Port, Declared: inst.Ready, Ready: published[app].Ready}
+		if p != nil {
+			ps := &probeStatus{Kind: "tcp", Up: true, Refused: p.refusal(app, inst, shared)}
+			if st := p.states[app]; st != nil && st.target.port == inst.Port && st.target.appID == inst.AppID {
+				ps.Kind, ps.Path, ps.Up, ps.Probes = st.target.kind(), st.target.path, st.up, st.probes
+				ps.ConsecutiveFailures, ps.LastError, ps.Since = st.fails, st.lastErr, st.since.UTC()
+				if !st.last.IsZero() {
+					t := st.last.UTC()
+					ps.LastProbe = &t
+					ps.LastDurationMs = float64(st.lastDur.Microseconds()) / 1000
+				}
+			}
+			if ps.Refused != "" {
+				ps.Up = false
+			}
+			is.Probe = ps
+		}
+		out = append(out, is)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].App < out[j].App })
+	return out
+}
+
+func cloneInstances(m map[string]fleet.Instance) map[string]fleet.Instance {
+	out := make(map[string]fleet.Instance, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// appHealthPath is app's health path from the last derivation's applications, for the
+// incarnation appID ("" when none is declared, the application is unknown yet, or the
+// path is invalid: such an instance is probed over TCP).
+func appHealthPath(apps map[string]fleet.App, app, appID string) string {
+	a, ok := apps[app]
+	if !ok || a.Health == nil || a.Health.Path == "" || (appID != "" && a.ID != "" && a.ID != appID) {
+		return ""
+	}
+	if routing.ValidateHealthPath("health.path", a.Health.Path) != nil {
+		return ""
+	}
+	return a.Health.Path
+}

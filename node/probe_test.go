@@ -1,0 +1,718 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	ptypes "github.com/traefik/paerser/types"
+
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// probeConfig is testConfig with probes on, fast: a probe every 50ms, down after 2
+// failures, up after 2 successes.
+func probeConfig(t *testing.T, name, storeDir string) *Config {
+	t.Helper()
+	cfg := testConfig(t, name, storeDir)
+	cfg.Probe = ProbeConfig{Interval: ptypes.Duration(50 * time.Millisecond), Timeout: ptypes.Duration(40 * time.Millisecond),
+		DownAfter: 2, UpAfter: 2, Concurrency: 8}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// tcpInstance is a real listener on 127.0.0.1 that accepts and closes connections,
+// counting them; it can be closed and reopened on its port.
+type tcpInstance struct {
+	t       *testing.T
+	port    int
+	mu      sync.Mutex
+	ln      net.Listener
+	accepts atomic.Int64
+}
+
+func startTCPInstance(t *testing.T) *tcpInstance {
+	t.Helper()
+	i := &tcpInstance{t: t}
+	i.open()
+	t.Cleanup(i.close)
+	return i
+}
+
+func (i *tcpInstance) open() {
+	i.t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(i.port)))
+	if err != nil {
+		i.t.Fatal(err)
+	}
+	i.port = ln.Addr().(*net.TCPAddr).Port
+	i.mu.Lock()
+	i.ln = ln
+	i.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			i.accepts.Add(1)
+			c.Close()
+		}
+	}()
+}
+
+func (i *tcpInstance) close() {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.ln != nil {
+		i.ln.Close()
+		i.ln = nil
+	}
+}
+
+// recordReady reads whether node's stored record publishes app's instance ready.
+func recordReady(t *testing.T, st store.Store, node, app string) bool {
+	t.Helper()
+	o, err := st.Get(context.Background(), fleet.NodeKey(node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec fleet.NodeRecord
+	if err := json.Unmarshal(o.Value, &rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec.Instances[app].Ready
+}
+
+// upstreamsOf returns the addresses the document routes host to.
+func upstreamsOf(t *testing.T, n *testNode, host string) []string {
+	t.Helper()
+	var out []string
+	for _, r := range routesDoc(t, n)["routes"].([]any) {
+		rm := r.(map[string]any)
+		if rm["host"] != host {
+			continue
+		}
+		ups, _ := rm["upstreams"].([]any)
+		for _, u := range ups {
+			out = append(out, u.(map[string]any)["address"].(string))
+		}
+	}
+	return out
+}
+
+func instanceStatusOf(t *testing.T, n *testNode, app string) instanceStatus {
+	t.Helper()
+	_, b := n.get("/v1/status", testAdminToken)
+	var st statusBody
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatalf("status %s: %v", b, err)
+	}
+	for _, i := range st.Instances {
+		if i.App == app {
+			return i
+		}
+	}
+	t.Fatalf("status lists no instance of %s: %s", app, b)
+	return instanceStatus{}
+}
+
+// The guarantee of issue 13 item 2: an instance that stops accepting connections leaves
+// its node's record (a serial bump, not the next heartbeat: heartbeats are an hour
+// here) and, within a reconcile tick, the document of every node; it comes back when
+// it listens again. The peer has no probes of its own: it learns only from the record.
+func TestDeadInstanceLeavesTheDocumentOnEveryNodeWithinATick(t *testing.T) {
+	storeDir := t.TempDir()
+	a := startNode(t, probeConfig(t, "vps-a", storeDir))
+	a.waitReady()
+	b := startNode(t, testConfig(t, "vps-b", storeDir))
+	b.waitReady()
+
+	inst := startTCPInstance(t)
+	a.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	a.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, inst.port))
+	const host = "shop.apps.example.com"
+	addr := "127.0.0.1:" + strconv.Itoa(inst.port)
+	for _, n := range []*testNode{a, b} {
+		waitFor(t, 5*time.Second, n.cfg.Node.Name+" routes the live instance", func() bool {
+			u := upstreamsOf(t, n, host)
+			return len(u) == 1 && u[0] == addr
+		})
+	}
+	waitFor(t, 5*time.Second, "probes of the live instance", func() bool {
+		s := instanceStatusOf(t, a, "shop")
+		return s.Probe != nil && s.Probe.Probes >= 3 && s.Probe.Up && s.Ready
+	})
+	if resp, body := a.get("/v1/health/instances/shop", ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("health of the live instance: %d %s", resp.StatusCode, body)
+	}
+
+	before := serialOf(t, a.st)
+	inst.close()
+	t0 := time.Now()
+	waitFor(t, 5*time.Second, "vps-a's record says not ready", func() bool { return !recordReady(t, a.st, "vps-a", "shop") })
+	recorded := time.Since(t0)
+	// The record is written, then the serial bumped (naming it): peers learn of it then.
+	waitFor(t, 5*time.Second, "the serial bumped after the record", func() bool { return serialOf(t, a.st) > before })
+	for _, n := range []*testNode{a, b} {
+		waitFor(t, 5*time.Second, n.cfg.Node.Name+" drops the dead upstream", func() bool { return len(upstreamsOf(t, n, host)) == 0 })
+	}
+	t.Logf("dead instance out of the record after %s, out of both documents after %s", recorded.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
+	resp, body := a.get("/v1/health/instances/shop", "")
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("health of the dead instance: %d %s, want 503", resp.StatusCode, body)
+	}
+	s := instanceStatusOf(t, a, "shop")
+	if !s.Declared || s.Ready || s.Probe == nil || s.Probe.Up || s.Probe.LastError == "" || s.Probe.Kind != "tcp" {
+		t.Errorf("status of the dead instance: %+v %+v, want declared, not ready, probe down with an error", s, s.Probe)
+	}
+	if !metricLine(t, a, `scafo_instance_probe_transitions_total{to="down"} 1`) {
+		_, m := a.get("/metrics", "")
+		t.Errorf("no down transition counted:\n%s", grepLines(string(m), "scafo_instance_probe"))
+	}
+
+	inst.open()
+	for _, n := range []*testNode{a, b} {
+		waitFor(t, 5*time.Second, n.cfg.Node.Name+" routes the instance again", func() bool {
+			return len(upstreamsOf(t, n, host)) == 1
+		})
+	}
+	if !recordReady(t, a.st, "vps-a", "shop") {
+		t.Error("record not ready after the instance came back")
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// A declared-not-ready instance stays out whatever its probe says, and a probe never
+// publishes an instance its owner did not declare ready.
+func TestProbeNeverPublishesAnInstanceDeclaredNotReady(t *testing.T) {
+	a := startNode(t, probeConfig(t, "vps-a", t.TempDir()))
+	a.waitReady()
+	inst := startTCPInstance(t)
+	a.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	a.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":false}`, inst.port))
+	waitFor(t, 5*time.Second, "probes of the instance", func() bool {
+		s := instanceStatusOf(t, a, "shop")
+		return s.Probe != nil && s.Probe.Probes >= 3
+	})
+	if s := instanceStatusOf(t, a, "shop"); s.Ready || !s.Probe.Up {
+		t.Errorf("status %+v %+v: want probe up, published not ready", s, s.Probe)
+	}
+	if recordReady(t, a.st, "vps-a", "shop") {
+		t.Error("the record publishes an instance declared not ready")
+	}
+}
+
+// healthInstance is an HTTP instance on 127.0.0.1 whose health path answers code.
+type healthInstance struct {
+	code   atomic.Int64
+	hits   atomic.Int64
+	header atomic.Pointer[http.Header]
+	srv    *http.Server
+	port   int
+}
+
+func startHealthInstance(t *testing.T, path string, code int, redirect string) *healthInstance {
+	t.Helper()
+	h := &healthInstance{}
+	h.code.Store(int64(code))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.port = ln.Addr().(*net.TCPAddr).Port
+	h.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != path {
+			http.NotFound(w, r)
+			return
+		}
+		h.hits.Add(1)
+		hdr := r.Header.Clone()
+		h.header.Store(&hdr)
+		if redirect != "" {
+			http.Redirect(w, r, redirect, http.StatusFound)
+			return
+		}
+		w.WriteHeader(int(h.code.Load()))
+	})}
+	go h.srv.Serve(ln)
+	t.Cleanup(func() { h.srv.Close() })
+	return h
+}
+
+// An application's health path decides: 500 is down although the port accepts, 200
+// up again; a 3xx is up and is never followed (the redirect's target, another
+// listener, gets nothing); the probe sends no credential.
+func TestProbeOfAHealthPathFollowsItsStatusNotItsRedirects(t *testing.T) {
+	a := startNode(t, probeConfig(t, "vps-a", t.TempDir()))
+	a.waitReady()
+	app := startHealthInstance(t, "/healthz", http.StatusOK, "")
+	a.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/healthz"}}`)
+	a.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, app.port))
+	waitFor(t, 5*time.Second, "HTTP probes of the health path", func() bool {
+		s := instanceStatusOf(t, a, "shop")
+		return s.Probe.Kind == "http" && s.Probe.Probes >= 2 && app.hits.Load() >= 2
+	})
+	if h := app.header.Load(); h == nil || h.Get("Authorization") != "" || h.Get("User-Agent") != "scafo-node-probe" {
+		t.Errorf("probe request headers %v: want no Authorization, User-Agent scafo-node-probe", h)
+	}
+	app.code.Store(http.StatusInternalServerError)
+	waitFor(t, 5*time.Second, "500 marks it down", func() bool { return !recordReady(t, a.st, "vps-a", "shop") })
+	if s := instanceStatusOf(t, a, "shop"); !strings.Contains(s.Probe.LastError, "500") {
+		t.Errorf("lastError %q: want the status named", s.Probe.LastError)
+	}
+	app.code.Store(http.StatusOK)
+	waitFor(t, 5*time.Second, "200 marks it up", func() bool { return recordReady(t, a.st, "vps-a", "shop") })
+
+	// A redirect to another listener: up (3xx), and the target never hears of it.
+	elsewhere := startHealthInstance(t, "/healthz", http.StatusOK, "")
+	redir := startHealthInstance(t, "/healthz", 0, fmt.Sprintf("http://127.0.0.1:%d/healthz", elsewhere.port))
+	a.must(201, "PUT", "/v1/apps/hop", testAdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/healthz"}}`)
+	a.must(200, "PUT", "/v1/node/instances/hop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, redir.port))
+	waitFor(t, 5*time.Second, "probes of the redirecting instance", func() bool {
+		s := instanceStatusOf(t, a, "hop")
+		return s.Probe.Kind == "http" && s.Probe.Probes >= 4
+	})
+	if s := instanceStatusOf(t, a, "hop"); !s.Ready {
+		t.Errorf("a 302 health answer: %+v %+v, want up", s, s.Probe)
+	}
+	if n := elsewhere.hits.Load(); n != 0 {
+		t.Errorf("the redirect's target got %d probe requests, want 0 (redirects are never followed)", n)
+	}
+}
+
+// newTestProber is a prober over a fixed set of instances on 127.0.0.1, driven by hand
+// (round) rather than by its ticker.
+func newTestProber(t *testing.T, cfg ProbeConfig, insts map[string]fleet.Instance, paths map[string]string) (*prober, *prometheus.Registry, *atomic.Int64) {
+	t.Helper()
+	p := newProber(cfg, netip.MustParseAddr("127.0.0.1"), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var mu sync.Mutex
+	p.apiPort = func() int { return 1 }
+	p.instances = func() map[string]fleet.Instance {
+		mu.Lock()
+		defer mu.Unlock()
+		return cloneInstances(insts)
+	}
+	p.declared = func(app string) (fleet.Instance, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		i, ok := insts[app]
+		return i, ok
+	}
+	p.healthPath = func(app, _ string) string { return paths[app] }
+	changes := &atomic.Int64{}
+	p.onChange = func() { changes.Add(1) }
+	reg := prometheus.NewRegistry()
+	p.m = newProbeMetrics(reg, p.down)
+	return p, reg, changes
+}
+
+// probeRound runs one round and waits until every probe it started has finished.
+func probeRound(t *testing.T, p *prober) {
+	t.Helper()
+	p.round(context.Background())
+	waitIdle(t, p)
+}
+
+// waitIdle waits until no probe is in flight.
+func waitIdle(t *testing.T, p *prober) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "the round's probes", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, st := range p.states {
+			if st.inflight {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func (p *prober) isUp(app string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.states[app].up
+}
+
+// Hysteresis: one failure between successes flaps nothing; downAfter failures in a row
+// mark the instance down; one success does not bring it back, upAfter do.
+func TestProbeHysteresisNeedsConsecutiveResults(t *testing.T) {
+	app := startHealthInstance(t, "/up", http.StatusOK, "")
+	cfg := ProbeConfig{Interval: ptypes.Duration(time.Second), Timeout: ptypes.Duration(time.Second), DownAfter: 2, UpAfter: 2, Concurrency: 4}
+	p, _, changes := newTestProber(t, cfg, map[string]fleet.Instance{"shop": {Port: app.port, Ready: true}}, map[string]string{"shop": "/up"})
+	step := func(code int, wantUp bool, what string) {
+		t.Helper()
+		app.code.Store(int64(code))
+		probeRound(t, p)
+		if got := p.isUp("shop"); got != wantUp {
+			t.Fatalf("%s: up=%v, want %v", what, got, wantUp)
+		}
+	}
+	step(200, true, "healthy")
+	for i := range 5 { // alternating: never two failures in a row
+		step(503, true, fmt.Sprintf("a lone failure (%d)", i))
+		step(200, true, fmt.Sprintf("a success after it (%d)", i))
+	}
+	if n := changes.Load(); n != 0 {
+		t.Fatalf("%d readiness changes published while the instance never failed twice in a row", n)
+	}
+	step(503, true, "first failure")
+	step(503, false, "second failure in a row")
+	if n := changes.Load(); n != 1 {
+		t.Fatalf("%d changes published on going down, want 1", n)
+	}
+	step(200, false, "one success")
+	step(503, false, "a failure again")
+	step(200, false, "one success again")
+	step(200, true, "second success in a row")
+	if n := changes.Load(); n != 2 {
+		t.Fatalf("%d changes published, want 2 (down, up)", n)
+	}
+}
+
+// hangingInstances are n listeners that accept connections and never answer, counting
+// the connections held open at once across all of them (and the most ever).
+type hangingInstances struct {
+	ports          []int
+	inflight, most atomic.Int64
+	per            []atomic.Int64 // open connections per listener
+	perMost        atomic.Int64   // the most one listener ever held
+}
+
+func startHanging(t *testing.T, n int) *hangingInstances {
+	t.Helper()
+	h := &hangingInstances{per: make([]atomic.Int64, n)}
+	raise := func(v *atomic.Int64, n int64) {
+		for m := v.Load(); n > m && !v.CompareAndSwap(m, n); m = v.Load() {
+		}
+	}
+	for i := range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		h.ports = append(h.ports, ln.Addr().(*net.TCPAddr).Port)
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				raise(&h.most, h.inflight.Add(1))
+				raise(&h.perMost, h.per[i].Add(1))
+				go func() {
+					io.Copy(io.Discard, c) // until the prober gives up and closes
+					h.inflight.Add(-1)
+					h.per[i].Add(-1)
+					c.Close()
+				}()
+			}
+		}()
+	}
+	return h
+}
+
+// Hanging instances (accept, never answer their health path) are down after their
+// timeouts; never more than probe.concurrency probe sockets are open at once; a hanging
+// instance is not probed again while its probe runs; and once known slow, they are
+// probed in their own lane, so a refusing instance's verdict never waits behind them.
+func TestSlowInstancesNeitherStallOthersNorOpenUnboundedSockets(t *testing.T) {
+	const hanging, timeout = 16, 200 * time.Millisecond
+	h := startHanging(t, hanging)
+	insts := map[string]fleet.Instance{}
+	paths := map[string]string{}
+	for i, port := range h.ports {
+		app := fmt.Sprintf("slow%02d", i)
+		insts[app] = fleet.Instance{Port: port, Ready: true}
+		paths[app] = "/healthz"
+	}
+	dead := startTCPInstance(t)
+	dead.close() // refuses
+	insts["dead"] = fleet.Instance{Port: dead.port, Ready: true}
+	cfg := ProbeConfig{Interval: ptypes.Duration(time.Second), Timeout: ptypes.Duration(timeout), DownAfter: 2, UpAfter: 2, Concurrency: 4}
+	p, reg, _ := newTestProber(t, cfg, insts, paths)
+
+	// Two rounds back to back: the second finds the hanging probes in flight.
+	p.round(context.Background())
+	p.round(context.Background())
+	waitIdle(t, p)
+	probeRound(t, p)
+	// The listeners see a probe's close a moment after the prober frees its slot, so
+	// their count may overlap by a few; unbounded, it would be 16.
+	if m := h.most.Load(); m > 2*int64(cfg.Concurrency) {
+		t.Errorf("%d probe connections open at once, want at most about probe.concurrency (%d)", m, cfg.Concurrency)
+	}
+	if m := h.perMost.Load(); m > 1 {
+		t.Errorf("one hanging instance held %d probe connections at once: probed again while in flight", m)
+	}
+	if skipped := counterValue(t, reg, "scafo_instance_probe_skipped_total"); skipped < 1 {
+		t.Errorf("skipped probes %v: the back-to-back round should have skipped the probes in flight", skipped)
+	}
+	for i := range hanging {
+		if p.isUp(fmt.Sprintf("slow%02d", i)) {
+			t.Fatalf("slow%02d is up after two timed-out probes", i)
+		}
+	}
+	if p.isUp("dead") {
+		t.Error("the refusing instance is still up after its probes")
+	}
+
+	// Now known slow: a round's verdict on the refusing instance comes in well under one
+	// probe timeout, though 16 hanging probes start with it on 4 slots.
+	p.mu.Lock()
+	before := p.states["dead"].probes
+	p.mu.Unlock()
+	t0 := time.Now()
+	p.round(context.Background())
+	waitFor(t, 10*time.Second, "the refusing instance's next probe", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.states["dead"].probes > before
+	})
+	if d := time.Since(t0); d >= timeout {
+		t.Errorf("the refusing instance's probe finished %s after the round began: it waited behind hanging probes (timeout %s)", d.Round(time.Millisecond), timeout)
+	}
+	waitIdle(t, p)
+	if m := h.most.Load(); m > 2*int64(cfg.Concurrency) {
+		t.Errorf("%d probe connections open at once, want at most about %d", m, cfg.Concurrency)
+	}
+	t.Logf("%d hanging instances on %d slots: at most %d probe connections seen open at once", hanging, cfg.Concurrency, h.most.Load())
+}
+
+func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+// The probe's HTTP client dials the node's own address only, whatever URL it is given.
+func TestProbeClientDialsOnlyTheNodesOwnAddress(t *testing.T) {
+	other := startHealthInstance(t, "/healthz", http.StatusOK, "")
+	p, _, _ := newTestProber(t, ProbeConfig{Interval: ptypes.Duration(time.Second), Timeout: ptypes.Duration(time.Second), DownAfter: 1, UpAfter: 1, Concurrency: 2}, nil, nil)
+	for _, target := range []string{
+		fmt.Sprintf("http://127.0.0.2:%d/healthz", other.port), // another loopback address
+		"http://localhost:" + strconv.Itoa(other.port) + "/healthz",
+		"http://[::1]:" + strconv.Itoa(other.port) + "/healthz",
+	} {
+		_, err := p.client.Get(target)
+		if !errors.Is(err, errProbeAddress) {
+			t.Errorf("GET %s: %v, want the dialler's refusal", target, err)
+		}
+	}
+	if other.hits.Load() != 0 {
+		t.Error("a refused dial reached the listener")
+	}
+}
+
+// Hostile answers from a tenant's instance: a body that never ends is not read (up at
+// once), headers beyond the bound are a failure, neither holds the probe past its
+// timeout.
+func TestProbeBoundsWhatAnInstanceSends(t *testing.T) {
+	endless := rawHTTPInstance(t, "HTTP/1.1 200 OK\r\nContent-Length: 1000000000000\r\n\r\n", true)
+	bigHeaders := rawHTTPInstance(t, "HTTP/1.1 200 OK\r\nX-Big: "+strings.Repeat("a", 64<<10)+"\r\n\r\n", false)
+	insts := map[string]fleet.Instance{"endless": {Port: endless, Ready: true}, "big": {Port: bigHeaders, Ready: true}}
+	paths := map[string]string{"endless": "/healthz", "big": "/healthz"}
+	cfg := ProbeConfig{Interval: ptypes.Duration(time.Second), Timeout: ptypes.Duration(500 * time.Millisecond), DownAfter: 1, UpAfter: 1, Concurrency: 4}
+	p, _, _ := newTestProber(t, cfg, insts, paths)
+	probeRound(t, p)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st := p.states["endless"]; !st.up || st.lastDur >= 500*time.Millisecond {
+		t.Errorf("endless body: up=%v after %s, want up without reading the body", st.up, st.lastDur)
+	}
+	if st := p.states["big"]; st.up || !strings.Contains(st.lastErr, "header") {
+		t.Errorf("64 KiB of headers: up=%v err %q, want down (headers beyond the bound)", st.up, st.lastErr)
+	}
+}
+
+// rawHTTPInstance answers every connection with head, then (endless) writes forever.
+func rawHTTPInstance(t *testing.T, head string, endless bool) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for { // the request's head
+					l, err := br.ReadString('\n')
+					if err != nil || l == "\r\n" {
+						break
+					}
+				}
+				if _, err := io.WriteString(c, head); err != nil {
+					return
+				}
+				chunk := []byte(strings.Repeat("x", 32<<10))
+				for endless {
+					c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+					if _, err := c.Write(chunk); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// The anonymous health endpoint answers from the prober and never dials: a burst of
+// requests costs the instance nothing beyond the prober's own connections.
+func TestInstanceHealthEndpointDoesNotDialPerRequest(t *testing.T) {
+	cfg := probeConfig(t, "vps-a", t.TempDir())
+	cfg.Probe.Interval = ptypes.Duration(time.Second) // few probes during the burst
+	cfg.Probe.Timeout = 0
+	a := startNode(t, cfg)
+	a.waitReady()
+	inst := startTCPInstance(t)
+	a.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	a.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, inst.port))
+	waitFor(t, 5*time.Second, "a first probe", func() bool { return inst.accepts.Load() >= 1 })
+	start := inst.accepts.Load()
+	t0 := time.Now()
+	const burst = 200
+	for range burst {
+		if resp, b := a.get("/v1/health/instances/shop", ""); resp.StatusCode != http.StatusOK {
+			t.Fatalf("health: %d %s", resp.StatusCode, b)
+		}
+	}
+	elapsed := time.Since(t0)
+	got := inst.accepts.Load() - start
+	// The prober connects once a second; allow one extra for a round at the edge.
+	if limit := int64(elapsed/time.Second) + 2; got > limit {
+		t.Errorf("%d health requests in %s made %d connections to the instance, want at most %d (the prober's own)", burst, elapsed.Round(time.Millisecond), got, limit)
+	}
+}
+
+// Tenant-controlled ports: an application token can point its instance only at a port
+// of the allocation range that no other application holds (409 on another tenant's,
+// 403 on the node API's); the admin can point one at the API's port, and the prober
+// then holds it down without dialling: a public hostname must never reach the node API
+// around the apex's denied paths.
+func TestProbeNeverVouchesForAnInstanceOnTheAPIPortOrAnotherTenantsPort(t *testing.T) {
+	a := startNode(t, probeConfig(t, "vps-a", t.TempDir()))
+	a.waitReady()
+	a.must(201, "PUT", "/v1/apps/bank", testAdminToken, `{"account":"bank","placement":["vps-a"]}`)
+	a.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	var bank struct{ Port int }
+	json.Unmarshal(a.must(201, "POST", "/v1/node/instances/bank", testAdminToken, `{}`), &bank)
+	bankLn, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(bank.Port))
+	if err != nil {
+		t.Skipf("port %d of the allocation range is taken on this machine: %v", bank.Port, err)
+	}
+	defer bankLn.Close()
+	a.must(200, "PUT", "/v1/node/instances/bank", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, bank.Port))
+	_, evilTok := issueToken(t, a, "evil", "evil", `"instance"`)
+	a.must(409, "PUT", "/v1/node/instances/evil", evilTok, fmt.Sprintf(`{"port":%d,"ready":true}`, bank.Port))
+	a.must(403, "PUT", "/v1/node/instances/evil", evilTok, fmt.Sprintf(`{"port":%d,"ready":true}`, a.cfg.Node.APIPort))
+
+	// The admin points evil at the node API's port (which accepts connections).
+	a.must(200, "PUT", "/v1/node/instances/evil", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, a.cfg.Node.APIPort))
+	waitFor(t, 5*time.Second, "the record written", func() bool {
+		_, b := a.get("/v1/status", testAdminToken)
+		return strings.Contains(string(b), `"app":"evil"`)
+	})
+	time.Sleep(300 * time.Millisecond) // several probe intervals
+	if recordReady(t, a.st, "vps-a", "evil") {
+		t.Error("an instance on the node API's port is published ready")
+	}
+	if u := upstreamsOf(t, a, "evil.apps.example.com"); len(u) != 0 {
+		t.Errorf("evil routes to %v: the node API behind a tenant's hostname", u)
+	}
+	s := instanceStatusOf(t, a, "evil")
+	if s.Probe == nil || s.Probe.Up || !strings.Contains(s.Probe.Refused, "API port") || s.Probe.Probes != 0 {
+		t.Errorf("status %+v %+v: want refused (API port), never probed", s, s.Probe)
+	}
+	if resp, b := a.get("/v1/health/instances/evil", ""); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("health of an instance on the API port: %d %s, want 503", resp.StatusCode, b)
+	}
+	if !metricLine(t, a, "scafo_instance_probe_down 1") {
+		_, m := a.get("/metrics", "")
+		t.Errorf("the refused instance is not counted down:\n%s", grepLines(string(m), "scafo_instance_probe_down"))
+	}
+	waitFor(t, 5*time.Second, "bank published ready", func() bool { return recordReady(t, a.st, "vps-a", "bank") })
+}
+
+// The prober's settings: defaults, and every invalid combination named.
+func TestProbeSettings(t *testing.T) {
+	def := NewConfig().Probe
+	if def.Interval != ptypes.Duration(time.Second) || def.timeout() != 500*time.Millisecond || def.DownAfter != 2 || def.UpAfter != 2 || def.Concurrency != 32 {
+		t.Errorf("defaults %+v (timeout %s)", def, def.timeout())
+	}
+	for _, tc := range []struct {
+		name string
+		set  func(*ProbeConfig)
+		err  string // "" valid
+	}{
+		{"defaults", func(*ProbeConfig) {}, ""},
+		{"disabled", func(p *ProbeConfig) { p.Interval = 0; p.DownAfter = 0 }, ""},
+		{"negative interval", func(p *ProbeConfig) { p.Interval = -1 }, "probe.interval"},
+		{"timeout above interval", func(p *ProbeConfig) { p.Timeout = ptypes.Duration(2 * time.Second) }, "probe.timeout"},
+		{"negative timeout", func(p *ProbeConfig) { p.Timeout = -1 }, "probe.timeout"},
+		{"downAfter 0", func(p *ProbeConfig) { p.DownAfter = 0 }, "probe.downAfter"},
+		{"upAfter 0", func(p *ProbeConfig) { p.UpAfter = 0 }, "probe.upAfter"},
+		{"concurrency 1", func(p *ProbeConfig) { p.Concurrency = 1 }, "probe.concurrency"},
+		{"concurrency 5000", func(p *ProbeConfig) { p.Concurrency = 5000 }, "probe.concurrency"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := NewConfig()
+			cfg.StateDir = t.TempDir()
+			tc.set(&cfg.Probe)
+			err := cfg.Validate()
+			switch {
+			case tc.err == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("error %v, want one naming %s", err, tc.err)
+			}
+		})
+	}
+}

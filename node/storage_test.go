@@ -1,0 +1,409 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/scafo/ingress/node/certstore"
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/node/store/dir"
+)
+
+// certReadCounter counts store calls in the certificate namespace.
+type certReadCounter struct {
+	store.Store
+	n atomic.Int64
+}
+
+func inCertNS(key string) bool {
+	return strings.HasPrefix(key, certstore.DataPrefix) || strings.HasPrefix(key, certstore.LockPrefix)
+}
+
+func (c *certReadCounter) count(key string) {
+	if inCertNS(key) {
+		c.n.Add(1)
+	}
+}
+
+func (c *certReadCounter) Get(ctx context.Context, key string) (store.Object, error) {
+	c.count(key)
+	return c.Store.Get(ctx, key)
+}
+
+func (c *certReadCounter) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	c.count(prefix)
+	return c.Store.List(ctx, prefix)
+}
+
+func (c *certReadCounter) Put(ctx context.Context, key string, v []byte, cond store.Condition) (string, error) {
+	c.count(key)
+	return c.Store.Put(ctx, key, v, cond)
+}
+
+func (c *certReadCounter) Delete(ctx context.Context, key, ifMatch string) error {
+	c.count(key)
+	return c.Store.Delete(ctx, key, ifMatch)
+}
+
+func storageNode(t *testing.T) (*testNode, *certReadCounter) {
+	t.Helper()
+	cfg := testConfig(t, "vps-a", t.TempDir())
+	inner, err := dir.New(cfg.Store.Dir.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &certReadCounter{Store: inner}
+	n := startNodeWithStore(t, cfg, st)
+	n.waitReady()
+	return n, st
+}
+
+// raw sends target exactly as written on the request line (no client-side cleaning or
+// re-escaping) and returns the status and body.
+func raw(t *testing.T, n *testNode, method, target, token, body string) (int, string) {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(n.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	req := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: node\r\nConnection: close\r\n", method, target)
+	if token != "" {
+		req += "Authorization: Bearer " + token + "\r\n"
+	}
+	req += fmt.Sprintf("Content-Length: %d\r\n\r\n%s", len(body), body)
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, target, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// outsideNamespace is every store key and etag outside the certificate namespace (and
+// outside nodes/, which heartbeats rewrite).
+func outsideNamespace(t *testing.T, st store.Store) map[string]string {
+	t.Helper()
+	es, err := st.List(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range es {
+		if !inCertNS(e.Key) && !strings.HasPrefix(e.Key, "nodes/") {
+			out[e.Key] = e.ETag
+		}
+	}
+	return out
+}
+
+// TestStorageNeedsTheIngressTokenAndReadsNothingBefore: anonymous callers, bad tokens,
+// a tenant's real application token and the admin token are all refused, and none of
+// them costs a store call in the namespace; the ingress token is served.
+func TestStorageNeedsTheIngressTokenAndReadsNothingBefore(t *testing.T) {
+	n, st := storageNode(t)
+	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	_, appTok := issueToken(t, n, "acme", "shop", `"publish","instance"`)
+	if appTok == "" {
+		t.Fatal("no application token issued")
+	}
+	reqs := []struct{ method, path, body string }{
+		{"GET", "/v1/storage/keys/certificates/x/x.crt", ""},
+		{"GET", "/v1/storage/keys/certificates?list&recursive=1", ""},
+		{"GET", "/v1/storage/keys/a?stat", ""},
+		{"HEAD", "/v1/storage/keys/a", ""},
+		{"PUT", "/v1/storage/keys/a", "x"},
+		{"DELETE", "/v1/storage/keys/a", ""},
+		{"POST", "/v1/storage/locks/l", `{"owner":"o"}`},
+		{"DELETE", "/v1/storage/locks/l", `{"owner":"o"}`},
+		{"GET", "/v1/storage/elsewhere", ""},
+		{"GET", "/v1/storage", ""},
+	}
+	for _, tc := range []struct {
+		name, token string
+		want        int
+	}{
+		{"anonymous", "", http.StatusUnauthorized},
+		{"bad token", "nope", http.StatusUnauthorized},
+		{"app token", appTok, http.StatusUnauthorized},
+		{"admin token", testAdminToken, http.StatusForbidden},
+	} {
+		before := st.n.Load()
+		for _, r := range reqs {
+			resp, b := n.do(r.method, r.path, tc.token, r.body)
+			if resp.StatusCode != tc.want {
+				t.Errorf("%s: %s %s = %d %s, want %d", tc.name, r.method, r.path, resp.StatusCode, b, tc.want)
+			}
+			if r.method != "HEAD" && !strings.Contains(string(b), `"error"`) {
+				t.Errorf("%s: %s %s: body %q is not a JSON error", tc.name, r.method, r.path, b)
+			}
+		}
+		if got := st.n.Load() - before; got != 0 {
+			t.Errorf("%s: %d store calls in the certificate namespace before the credential was accepted", tc.name, got)
+		}
+	}
+	// With the token, a path that is no operation is a JSON 404.
+	n.must(404, "GET", "/v1/storage/elsewhere", testIngressToken, "")
+	// Positive control: the same counter sees the ingress token's reads.
+	before := st.n.Load()
+	n.must(404, "GET", "/v1/storage/keys/a", testIngressToken, "")
+	if st.n.Load() == before {
+		t.Fatal("the counter saw no read for an accepted request: the test above proves nothing")
+	}
+}
+
+// TestStorageKeysRoundTripOverHTTP: load, store, stat, HEAD, list and delete through the
+// node, with keys whose characters need escaping, including an escaped slash that must
+// stay inside its key.
+func TestStorageKeysRoundTripOverHTTP(t *testing.T) {
+	n, _ := storageNode(t)
+	tok := testIngressToken
+	// "*.example.com" and "@:" spelled raw and escaped; %2F is a "/" (one meaning).
+	n.must(200, "PUT", "/v1/storage/keys/certificates/acme/%2A.example.com/%2A.example.com.crt", tok, "CERT")
+	n.must(200, "PUT", "/v1/storage/keys/certificates%2Facme/u@h:1/k", tok, "KEY")
+	n.must(200, "PUT", "/v1/storage/keys/lit/a%25252Fb", tok, "double") // key "lit/a%252Fb"
+	if b := n.must(200, "GET", "/v1/storage/keys/certificates/acme/*.example.com/*.example.com.crt", tok, ""); string(b) != "CERT" {
+		t.Fatalf("load = %q", b)
+	}
+	if b := n.must(200, "GET", "/v1/storage/keys/certificates/acme/u@h:1/k", tok, ""); string(b) != "KEY" {
+		t.Fatalf("load = %q", b)
+	}
+	if b := n.must(200, "GET", "/v1/storage/keys/lit?list", tok, ""); string(b) != `{"keys":["lit/a%252Fb"]}`+"\n" {
+		t.Fatalf("list lit = %s", b)
+	}
+	b := n.must(200, "GET", "/v1/storage/keys/certificates?list&recursive=1", tok, "")
+	want := `{"keys":["certificates/acme","certificates/acme/*.example.com","certificates/acme/*.example.com/*.example.com.crt","certificates/acme/u@h:1","certificates/acme/u@h:1/k"]}` + "\n"
+	if string(b) != want {
+		t.Fatalf("recursive list:\n got %s\nwant %s", b, want)
+	}
+	if b := n.must(200, "GET", "/v1/storage/keys/certificates?list", tok, ""); string(b) != `{"keys":["certificates/acme"]}`+"\n" {
+		t.Fatalf("list = %s", b)
+	}
+	var st struct {
+		Key      string
+		Size     int64
+		Terminal bool
+		Modified time.Time
+	}
+	json.Unmarshal(n.must(200, "GET", "/v1/storage/keys/certificates/acme/u@h:1/k?stat", tok, ""), &st)
+	if st.Key != "certificates/acme/u@h:1/k" || st.Size != 3 || !st.Terminal || time.Since(st.Modified) > time.Minute {
+		t.Fatalf("stat = %+v", st)
+	}
+	json.Unmarshal(n.must(200, "GET", "/v1/storage/keys/certificates/acme?stat", tok, ""), &st)
+	if st.Terminal || st.Size != 0 {
+		t.Fatalf("stat of a directory = %+v", st)
+	}
+	resp, _ := n.do("HEAD", "/v1/storage/keys/certificates/acme/u@h:1/k", tok, "")
+	if resp.StatusCode != 200 || resp.Header.Get("X-Scafo-Size") != "3" || resp.Header.Get("X-Scafo-Terminal") != "true" {
+		t.Fatalf("HEAD = %d %v", resp.StatusCode, resp.Header)
+	}
+	if resp, _ := n.do("HEAD", "/v1/storage/keys/nope", tok, ""); resp.StatusCode != 404 {
+		t.Fatalf("HEAD absent = %d", resp.StatusCode)
+	}
+	n.must(404, "GET", "/v1/storage/keys/nope?list", tok, "")
+	n.must(200, "DELETE", "/v1/storage/keys/certificates/acme", tok, "")
+	n.must(200, "DELETE", "/v1/storage/keys/certificates/acme", tok, "") // absent: still 200
+	n.must(404, "GET", "/v1/storage/keys/certificates?list", tok, "")
+	if b := n.must(200, "GET", "/v1/storage/keys?list&recursive=true", tok, ""); string(b) != `{"keys":["lit","lit/a%252Fb"]}`+"\n" {
+		t.Fatalf("root list = %s", b)
+	}
+}
+
+// TestStorageRefusesTraversalInEverySpelling: no spelling of a key reaches outside the
+// namespace; each bad one is a 400 naming the key, and nothing outside certs/ moves.
+func TestStorageRefusesTraversalInEverySpelling(t *testing.T) {
+	n, st := storageNode(t)
+	before := outsideNamespace(t, n.st)
+	tok := testIngressToken
+	for _, target := range []string{
+		"/v1/storage/keys/../../v1/status",
+		"/v1/storage/keys/..",
+		"/v1/storage/keys/a/../../serial",
+		"/v1/storage/keys/%2e%2e/serial",
+		"/v1/storage/keys/%2E%2E%2Fserial",
+		"/v1/storage/keys/a/%2e%2e%2f%2e%2e%2fapps%2fshop.json",
+		"/v1/storage/keys/.",
+		"/v1/storage/keys/./a",
+		"/v1/storage/keys//serial",
+		"/v1/storage/keys/%2Fserial",
+		"/v1/storage/keys/a//b",
+		"/v1/storage/keys/a/",
+		"/v1/storage/keys/a%00b",
+		"/v1/storage/keys/a%0ab",
+		"/v1/storage/keys/a%5C..%5Cb",
+		"/v1/storage/keys/%ff",
+		"/v1/storage/keys/" + strings.Repeat("a", certstore.MaxKeyLen+1),
+	} {
+		for _, method := range []string{"GET", "PUT", "DELETE"} {
+			code, body := raw(t, n, method, target, tok, "x")
+			if code != http.StatusBadRequest || !strings.Contains(body, `"error":"invalid key"`) {
+				t.Errorf("%s %s = %d %s, want 400 invalid key", method, target, code, body)
+			}
+		}
+	}
+	// A malformed escape never reaches a handler (Go's server refuses the request line).
+	if code, _ := raw(t, n, "GET", "/v1/storage/keys/%zz", tok, ""); code != http.StatusBadRequest {
+		t.Errorf("GET %%zz = %d, want 400", code)
+	}
+	// Double encoding is a literal key, stored inside the namespace.
+	if code, body := raw(t, n, "PUT", "/v1/storage/keys/%252e%252e/%252e%252e/serial", tok, "x"); code != http.StatusOK || !strings.Contains(body, `"key":"%2e%2e/%2e%2e/serial"`) {
+		t.Fatalf("double-encoded PUT = %d %s", code, body)
+	}
+	if _, err := st.Get(context.Background(), "certs/%252e%252e/%252e%252e/serial!"); err != nil {
+		t.Fatalf("the double-encoded key is not the literal key in the namespace: %v", err)
+	}
+	// A lock name is one opaque segment: slashes and dots are part of it, inside the
+	// lock namespace.
+	if code, body := raw(t, n, "POST", "/v1/storage/locks/..%2F..%2Fapps%2Fshop.json", tok, `{"owner":"o"}`); code != 200 {
+		t.Fatalf("lock with a slashed name = %d %s", code, body)
+	}
+	if _, err := st.Get(context.Background(), "certlocks/%2E.%2F..%2Fapps%2Fshop.json!"); err != nil {
+		t.Fatalf("the lock is not where the mapping puts it: %v", err)
+	}
+	for _, target := range []string{"/v1/storage/locks/", "/v1/storage/locks/a%00"} {
+		if code, body := raw(t, n, "POST", target, tok, `{"owner":"o"}`); code != 400 || !strings.Contains(body, "invalid lock name") {
+			t.Errorf("POST %s = %d %s, want 400 invalid lock name", target, code, body)
+		}
+	}
+	after := outsideNamespace(t, n.st)
+	if len(after) != len(before) {
+		t.Fatalf("objects outside the namespace changed: before %v, after %v", before, after)
+	}
+	for k, e := range before {
+		if after[k] != e {
+			t.Fatalf("object %s outside the namespace changed", k)
+		}
+	}
+}
+
+// TestStorageBoundsBodiesAndQueries: a value over 1 MiB is 413 (announced or not), and
+// nothing is written; unknown query parameters and bad lock bodies are 400 naming the
+// field.
+func TestStorageBoundsBodiesAndQueries(t *testing.T) {
+	n, _ := storageNode(t)
+	tok := testIngressToken
+	limit := certstore.DefaultMaxValueSize
+	n.must(200, "PUT", "/v1/storage/keys/ok", tok, strings.Repeat("x", limit))
+	resp, b := n.do("PUT", "/v1/storage/keys/big", tok, strings.Repeat("x", limit+1))
+	if resp.StatusCode != 413 || !strings.Contains(string(b), "value too large") {
+		t.Fatalf("1 MiB + 1 = %d %s", resp.StatusCode, b)
+	}
+	// Chunked: no Content-Length, the limit still holds.
+	req, _ := http.NewRequest("PUT", n.url+"/v1/storage/keys/big", io.MultiReader(strings.NewReader(strings.Repeat("y", limit)), strings.NewReader("yy")))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.ContentLength = -1
+	r2, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2.Body.Close()
+	if r2.StatusCode != 413 {
+		t.Fatalf("chunked oversized = %d", r2.StatusCode)
+	}
+	n.must(404, "GET", "/v1/storage/keys/big", tok, "")
+	for _, c := range []struct{ method, path, body, want string }{
+		{"GET", "/v1/storage/keys/ok?lst", "", `\"lst\"`},
+		{"GET", "/v1/storage/keys/ok?list&stat", "", "exclusive"},
+		{"GET", "/v1/storage/keys/ok?recursive=1", "", "list only"},
+		{"GET", "/v1/storage/keys/ok?list&recursive=maybe", "", `\"recursive\"`},
+		{"PUT", "/v1/storage/keys/ok?x=1", "v", `\"x\"`},
+		{"POST", "/v1/storage/locks/l", `{}`, `\"owner\"`},
+		{"POST", "/v1/storage/locks/l", `{"owner":"o","lease":"forever"}`, `\"lease\"`},
+		{"POST", "/v1/storage/locks/l", `{"owner":"o","lease":"1ms"}`, "lease"},
+		{"POST", "/v1/storage/locks/l", `{"owner":"o","lease":"2h"}`, "lease"},
+		{"POST", "/v1/storage/locks/l", `{"owner":"has space"}`, "owner"},
+		{"POST", "/v1/storage/locks/l", `{"owner":"o","Owner":"p"}`, "Owner"},
+		{"POST", "/v1/storage/locks/l", `{"owner":"o","owner":"p"}`, "owner"},
+		{"POST", "/v1/storage/locks/l", `{"owner":"o","extra":1}`, "extra"},
+		{"POST", "/v1/storage/locks/l?x", `{"owner":"o"}`, "query"},
+		{"DELETE", "/v1/storage/locks/l", `{"owner":"o","lease":"1m"}`, "owner"},
+	} {
+		resp, b := n.do(c.method, c.path, tok, c.body)
+		if resp.StatusCode != 400 || !strings.Contains(string(b), c.want) || !strings.Contains(string(b), `"detail"`) {
+			t.Errorf("%s %s %s = %d %s, want 400 naming %s", c.method, c.path, c.body, resp.StatusCode, b, c.want)
+		}
+	}
+	resp, b = n.do("POST", "/v1/storage/locks/l", tok, `{"owner":"`+strings.Repeat("o", 5000)+`"}`)
+	if resp.StatusCode != 413 {
+		t.Errorf("a 5 kB lock body = %d %s, want 413", resp.StatusCode, b)
+	}
+}
+
+// TestStorageLocksOverHTTP: take, conflict (409 with when it frees), renew, release only
+// by the owner, and a corrupt lock object taken over.
+func TestStorageLocksOverHTTP(t *testing.T) {
+	n, st := storageNode(t)
+	tok := testIngressToken
+	var l struct {
+		Name, Holder      string
+		Acquired, Expires time.Time
+	}
+	json.Unmarshal(n.must(200, "POST", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"alice","lease":"30s"}`), &l)
+	if l.Name != "issue_cert_*.example.com" || l.Holder != "vps-a" || time.Until(l.Expires) < 25*time.Second {
+		t.Fatalf("lease = %+v", l)
+	}
+	resp, b := n.do("POST", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"mallory","lease":"30s"}`)
+	if resp.StatusCode != 409 || !strings.Contains(string(b), "lock held") || resp.Header.Get("Retry-After") == "" || resp.Header.Get("X-Scafo-Lock-Expires") == "" {
+		t.Fatalf("second owner = %d %v %s", resp.StatusCode, resp.Header, b)
+	}
+	if strings.Contains(string(b), "alice") {
+		t.Fatalf("a conflict reveals the holder's owner token: %s", b)
+	}
+	// Another owner can neither release nor renew it.
+	if resp, b := n.do("DELETE", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"mallory"}`); resp.StatusCode != 409 || !strings.Contains(string(b), "not lock owner") {
+		t.Fatalf("release by another owner = %d %s", resp.StatusCode, b)
+	}
+	if resp, b := n.do("POST", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"mallory","renew":true}`); resp.StatusCode != 409 || !strings.Contains(string(b), "lock lost") {
+		t.Fatalf("renew by another owner = %d %s", resp.StatusCode, b)
+	}
+	n.must(200, "POST", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"alice","renew":true}`)
+	n.must(200, "DELETE", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"alice"}`)
+	n.must(200, "DELETE", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"alice"}`) // released: still 200
+	if resp, b := n.do("POST", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"alice","renew":true}`); resp.StatusCode != 409 || !strings.Contains(string(b), "lock lost") {
+		t.Fatalf("renewing a released lock = %d %s", resp.StatusCode, b)
+	}
+	// A corrupt lock object does not block the name forever.
+	if _, err := st.Put(context.Background(), certstore.LockPrefix+"x!", []byte("{garbage"), store.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	n.must(200, "POST", "/v1/storage/locks/x", tok, `{"owner":"bob"}`)
+	// The metrics count each operation.
+	_, m := n.get("/metrics", "")
+	for _, want := range []string{
+		`scafo_storage_requests_total{code="200",op="lock"}`,
+		`scafo_storage_requests_total{code="409",op="lock"}`,
+		`scafo_storage_requests_total{code="200",op="unlock"}`,
+		`scafo_storage_request_duration_seconds_count{op="lock"}`,
+	} {
+		if !strings.Contains(string(m), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+// TestStorageServesACorruptObjectAsAnError: an object edited in the store is a 500
+// naming the problem, never bytes served as a certificate.
+func TestStorageServesACorruptObjectAsAnError(t *testing.T) {
+	n, st := storageNode(t)
+	if _, err := st.Put(context.Background(), "certs/a/b.key!", []byte("-----BEGIN PRIVATE KEY-----"), store.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	resp, b := n.do("GET", "/v1/storage/keys/a/b.key", testIngressToken, "")
+	if resp.StatusCode != 500 || !strings.Contains(string(b), "corrupt store object") || strings.Contains(string(b), "BEGIN") {
+		t.Fatalf("corrupt object = %d %s", resp.StatusCode, b)
+	}
+}

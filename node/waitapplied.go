@@ -1,0 +1,288 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/scafo/ingress/node/fleetwrite"
+	"github.com/scafo/ingress/node/store"
+)
+
+// ?wait=applied&timeout=<duration> on a write (DESIGN §11): the write is made as
+// without it; then the answer waits until this node publishes a document derived from
+// the write's serial or a later one, and every live ingress (not lost) reports that
+// serial or later (or the same revision this node publishes from that serial on), and
+// is 200, or 202 when timeout ends first, naming the ingresses still behind.
+// The write's own answer is the envelope's "result".
+//
+// Waiting holds no lock and no store slot: the write is complete before it starts; the
+// waiter polls the book (a shared store read at most every ingressViewMaxAge) in the
+// request's own goroutine, and ends with the request. At most maxWaiters writes wait at
+// once on a node; beyond, a write asking to wait is refused (503) before it is made.
+
+// appliedBody is the answer of a write made with ?wait=applied.
+type appliedBody struct {
+	// Serial is the store serial that announced the write (for a write that changed
+	// nothing: the store's serial when it answered).
+	Serial uint64 `json:"serial"`
+	// Applied: every live ingress holds it (200); false at the timeout (202).
+	Applied bool `json:"applied"`
+	// Ingresses is how many live ingresses were waited for.
+	Ingresses int `json:"ingresses"`
+	// Behind are the live ingresses that did not report it in time.
+	Behind []ingressStatus `json:"behind"`
+	Detail string          `json:"detail,omitempty"`
+	// Result is the write's own answer.
+	Result json.RawMessage `json:"result"`
+}
+
+// applyWait parses ?wait= and ?timeout= of a write. ok false: no wait asked.
+func applyWait(r *http.Request) (d time.Duration, ok bool, what string, err error) {
+	q := r.URL.Query()
+	wait, hasWait := q["wait"]
+	timeout, hasTimeout := q["timeout"]
+	if !hasWait && !hasTimeout {
+		return 0, false, "", nil
+	}
+	if !hasWait {
+		return 0, false, "invalid timeout", fmt.Errorf("timeout: only with wait=applied")
+	}
+	if len(wait) != 1 || wait[0] != "applied" {
+		return 0, false, "invalid wait", fmt.Errorf("wait %q: the only value is \"applied\"", strings.Join(wait, ","))
+	}
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return 0, false, "invalid wait", fmt.Errorf("wait=applied: only on a write (PUT, POST, DELETE)")
+	}
+	if strings.HasPrefix(r.URL.Path, "/v1/node/instances") {
+		return 0, false, "invalid wait", fmt.Errorf("wait=applied: not on instance writes (this node announces its instances with its own record, after answering)")
+	}
+	d = defaultApplyWait
+	if hasTimeout {
+		if len(timeout) != 1 {
+			return 0, false, "invalid timeout", fmt.Errorf("timeout: given %d times", len(timeout))
+		}
+		v, perr := time.ParseDuration(timeout[0])
+		switch {
+		case perr != nil:
+			return 0, false, "invalid timeout", fmt.Errorf("timeout %.30q: want a Go duration such as 10s", timeout[0])
+		case v <= 0:
+			return 0, false, "invalid timeout", fmt.Errorf("timeout %s: must be positive", v)
+		case v > maxApplyWait:
+			return 0, false, "invalid timeout", fmt.Errorf("timeout %s: at most %s", v, maxApplyWait)
+		}
+		d = v
+	}
+	return d, true, "", nil
+}
+
+// waitApplied is the write API's middleware for ?wait=applied.
+func (s *Server) waitApplied(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d, ok, what, err := applyWait(r)
+		if err != nil {
+			cutBody(w, r)
+			writeError(w, http.StatusBadRequest, what, err.Error())
+			return
+		}
+		if !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		// An account's writes hold at most maxWaitersPerAccount of the node's slots, so
+		// one tenant cannot take every slot from the others (the admin is not limited).
+		account := ""
+		if a := actorOf(r); !a.Admin {
+			account = a.Token.Account
+		}
+		if !s.ingresses.takeWaiter(account) {
+			cutBody(w, r)
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "too many waiters",
+				fmt.Sprintf("%d writes are waiting with wait=applied on this node (at most %d, %d per account); nothing was written; retry, or write without wait",
+					len(s.ingresses.waiters), cap(s.ingresses.waiters), maxWaitersPerAccount))
+			return
+		}
+		defer s.ingresses.releaseWaiter(account)
+		sink := &fleetwrite.SerialSink{}
+		rec := &recorder{w: w, h: http.Header{}}
+		next.ServeHTTP(rec, r.WithContext(fleetwrite.WithSerialSink(r.Context(), sink)))
+		if rec.code < 200 || rec.code > 299 {
+			rec.replay()
+			return
+		}
+		serial := sink.Serial()
+		if serial == 0 {
+			// Nothing changed: what the write asked for is in the store, announced at
+			// or before the store's serial now.
+			n, _, err := store.ReadSerial(r.Context(), s.st)
+			if err != nil {
+				w.Header().Set("Retry-After", "5")
+				writeError(w, http.StatusServiceUnavailable, "store unavailable", "the write changed nothing; reading the serial to wait for: "+err.Error())
+				return
+			}
+			serial = n
+		}
+		body, code, done := s.awaitApplied(r.Context(), serial, d)
+		if !done {
+			return // the client went away
+		}
+		s.armWrite(w) // the answer's time starts after the wait
+		body.Result = json.RawMessage(bytes.TrimSpace(rec.body.Bytes()))
+		if len(body.Result) == 0 {
+			body.Result = json.RawMessage("null")
+		}
+		for k, v := range rec.h {
+			if k != "Content-Length" && k != "Content-Type" {
+				w.Header()[k] = v
+			}
+		}
+		writeJSON(w, code, body)
+	})
+}
+
+// maxWaitersPerAccount bounds one account's waiting writes on a node.
+const maxWaitersPerAccount = 8
+
+// takeWaiter takes a waiter slot for account ("" for the admin), or reports that none
+// is free.
+func (b *ingressBook) takeWaiter(account string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if account != "" && b.waiting[account] >= maxWaitersPerAccount {
+		return false
+	}
+	select {
+	case b.waiters <- struct{}{}:
+	default:
+		return false
+	}
+	if account != "" {
+		b.waiting[account]++
+	}
+	return true
+}
+
+func (b *ingressBook) releaseWaiter(account string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	<-b.waiters
+	if account != "" {
+		if b.waiting[account]--; b.waiting[account] <= 0 {
+			delete(b.waiting, account)
+		}
+	}
+}
+
+// awaitApplied waits until every live ingress holds serial, or d passes. done is false
+// when ctx ended first.
+func (s *Server) awaitApplied(ctx context.Context, serial uint64, d time.Duration) (appliedBody, int, bool) {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	poll := time.NewTicker(ingressViewMaxAge / 2)
+	defer poll.Stop()
+	for {
+		b := s.ingresses
+		b.mu.Lock()
+		changed := b.changed
+		b.mu.Unlock()
+		v := b.fleet(ctx, ingressViewMaxAge)
+		rev, mark := b.current()
+		_, epoch := b.known()
+		body := appliedBody{Serial: serial, Behind: []ingressStatus{}}
+		for _, in := range v.Ingresses {
+			if in.State == "lost" {
+				continue
+			}
+			body.Ingresses++
+			if !holds(in.held, serial, epoch, rev, mark) {
+				body.Behind = append(body.Behind, in)
+			}
+		}
+		// This node publishes it too: with no ingress at all, the answer still means
+		// "published" (every ingress that polls from now on gets it).
+		// Reports that could not be read may be of ingresses behind: never "applied"
+		// on a partial view.
+		if len(body.Behind) == 0 && mark >= serial && v.Error == "" {
+			body.Applied = true
+			return body, http.StatusOK, true
+		}
+		select {
+		case <-ctx.Done():
+			return body, 0, false
+		case <-deadline.C:
+			names := make([]string, len(body.Behind))
+			for i, in := range body.Behind {
+				names[i] = in.Name
+			}
+			body.Detail = fmt.Sprintf("written at serial %d; after %s, %d of %d live ingresses do not report it: %s",
+				serial, d, len(body.Behind), body.Ingresses, strings.Join(names, ", "))
+			if v.Error != "" {
+				body.Detail += "; the fleet's reports could not be read (" + v.Error + "): only this node's ingresses are known"
+			}
+			if mark < serial {
+				body.Detail += fmt.Sprintf("; this node has not published it yet (it publishes serial %d)", mark)
+			}
+			return body, http.StatusAccepted, true
+		case <-changed:
+		case <-poll.C:
+		}
+	}
+}
+
+// holds reports whether an ingress's report shows it holds the state of serial: it
+// reports that serial or a later one (same epoch), or the revision this node publishes
+// from a serial at or after it (a write that did not move the revision, or that a later
+// one superseded, is held by an ingress on the same content).
+func holds(rep ingressReport, serial uint64, epoch, rev string, mark uint64) bool {
+	sameEpoch := rep.Epoch == "" || epoch == "" || rep.Epoch == epoch
+	if !sameEpoch {
+		return false
+	}
+	if rep.Serial >= serial && rep.Serial > 0 {
+		return true
+	}
+	return rep.Revision != "" && rep.Revision == rev && mark >= serial
+}
+
+// recorder keeps a write's answer so it can be wrapped after the wait.
+type recorder struct {
+	w    http.ResponseWriter
+	h    http.Header
+	code int
+	body bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.h }
+
+func (r *recorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	return r.body.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (deadlines).
+func (r *recorder) Unwrap() http.ResponseWriter { return r.w }
+
+// replay sends the recorded answer as it was.
+func (r *recorder) replay() {
+	for k, v := range r.h {
+		r.w.Header()[k] = v
+	}
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	r.w.WriteHeader(r.code)
+	r.w.Write(r.body.Bytes())
+}

@@ -1,0 +1,186 @@
+package traefikprovider
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Every poll names the ingress and its kind; once a configuration was handed to
+// Traefik, and AppliedDelay has passed, the polls report its serial, epoch and
+// revision; not before.
+func TestPluginReportsWhatItAppliedOnItsPolls(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, start starter) {
+		const epoch = "0123456789abcdef"
+		first := routerConfig("shop.example.com", "http://10.83.0.1:24417")
+		node := newFakeNode(t, first)
+		node.setBodySerial(first, 7, epoch)
+		cfg := testConfig(node.URL())
+		cfg.Name = "edge-1"
+		cfg.AppliedDelay = "300ms"
+		h := start(t, cfg)
+		if got := h.next(t, wait); got != first {
+			t.Fatalf("emitted %s", got)
+		}
+		emitted := time.Now()
+		node.waitFor(t, "a poll reporting serial 7", wait, func(n *fakeNode) bool {
+			return n.reqs[len(n.reqs)-1].appliedSerial == "7"
+		})
+		reqs := node.requests()
+		if r := reqs[0]; r.ingress != "edge-1" || r.kind != "plugin" || r.appliedSerial != "" || r.appliedRevision != "" {
+			t.Errorf("first poll reports %+v, want edge-1, plugin, nothing applied", r)
+		}
+		r := reqs[len(reqs)-1]
+		if r.appliedEpoch != epoch || r.appliedRevision != revisionOf(first) {
+			t.Errorf("poll after the emit reports serial %q epoch %q revision %q, want 7 %s %s", r.appliedSerial, r.appliedEpoch, r.appliedRevision, epoch, revisionOf(first))
+		}
+		if gap := r.at.Sub(emitted); gap < 250*time.Millisecond {
+			t.Errorf("the poll reporting it applied came %s after the emit, want at least appliedDelay (300ms)", gap)
+		}
+		// Meanwhile the plugin long-polled (a change in that time arrives at once), for
+		// no longer than appliedDelay.
+		if w := reqs[1].wait; len(reqs) < 3 || w == "" || w == "30s" {
+			t.Errorf("the poll right after the emit waited %q, want a long-poll shortened to appliedDelay", w)
+		}
+
+		// A later serial with the same body (a 304 or the same bytes) is reported too.
+		node.waitFor(t, "a held long-poll", wait, func(n *fakeNode) bool { return n.waiting == 1 })
+		second := routerConfig("shop.example.com", "http://10.83.0.2:24417")
+		node.setBodySerial(second, 9, epoch)
+		if got := h.next(t, wait); got != second {
+			t.Fatalf("emitted %s", got)
+		}
+		node.waitFor(t, "a poll reporting serial 9", wait, func(n *fakeNode) bool {
+			last := n.reqs[len(n.reqs)-1]
+			return last.appliedSerial == "9" && last.appliedRevision == revisionOf(second)
+		})
+	})
+}
+
+func TestPluginNameDefaultsToTheHostNameAndIsChecked(t *testing.T) {
+	host, _ := os.Hostname()
+	c := testConfig("http://127.0.0.1:1")
+	c.Name = ""
+	s, err := parseConfig(c)
+	if want := strings.ToLower(host); err == nil && s.name != want && !strings.HasPrefix(want, s.name+".") {
+		t.Errorf("default name %q, want the host name %q", s.name, want)
+	}
+	for _, bad := range []string{"Edge", "edge_1", "-edge", "edge.", strings.Repeat("a", 64)} {
+		c.Name = bad
+		if _, err := parseConfig(c); err == nil || !strings.HasPrefix(err.Error(), "name:") {
+			t.Errorf("name %q: err %v, want one naming name", bad, err)
+		}
+	}
+	c.Name = "edge-1.example"
+	c.AppliedDelay = "-1s"
+	if _, err := parseConfig(c); err == nil || !strings.Contains(err.Error(), "appliedDelay") {
+		t.Errorf("appliedDelay -1s: err %v", err)
+	}
+}
+
+func readSaved(t *testing.T, path string) savedState {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st savedState
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// The state file: written on apply, loaded when no node answers at start, preferred to
+// an older configuration a node serves, replaced only by a newer one.
+func TestPluginKeepsTheLastConfigurationInItsStateFile(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, start starter) {
+		const epoch = "0123456789abcdef"
+		path := filepath.Join(t.TempDir(), "state", "scafo.last.json")
+		a := routerConfig("shop.example.com", "http://10.83.0.1:24417")
+		node := newFakeNode(t, a)
+		node.setBodySerial(a, 5, epoch)
+		cfg := testConfig(node.URL())
+		cfg.StateFile = path
+		h := start(t, cfg)
+		if got := h.next(t, wait); got != a {
+			t.Fatalf("emitted %s", got)
+		}
+		var st savedState
+		waitUntil(t, "the state file", func() bool {
+			_, err := os.Stat(path)
+			return err == nil
+		})
+		st = readSaved(t, path)
+		if st.Serial != 5 || st.Epoch != epoch || string(st.Config) != a || st.Revision != revisionOf(a) {
+			t.Fatalf("state file %+v, want serial 5 and the configuration", st)
+		}
+		h.pp.Stop()
+		if leftovers, _ := filepath.Glob(path + ".tmp-*"); len(leftovers) > 0 {
+			t.Errorf("temporary files left: %v", leftovers)
+		}
+
+		// No node answers: the saved configuration is emitted.
+		cfg2 := testConfig(closedURL(t), closedURL(t))
+		cfg2.StateFile = path
+		h2 := start(t, cfg2)
+		if got := h2.next(t, wait); got != a {
+			t.Fatalf("with no node answering, emitted %s, want the saved configuration", got)
+		}
+		h2.pp.Stop()
+
+		// A node behind the file (serial 3): the saved one is emitted, the older one
+		// is not, and the file keeps serial 5. Then the node moves past it.
+		old := routerConfig("shop.example.com", "http://10.83.0.9:24417")
+		behind := newFakeNode(t, old)
+		behind.setBodySerial(old, 3, epoch)
+		cfg3 := testConfig(behind.URL())
+		cfg3.StateFile = path
+		h3 := start(t, cfg3)
+		if got := h3.next(t, wait); got != a {
+			t.Fatalf("with a node behind the file, emitted %s, want the saved configuration", got)
+		}
+		behind.waitFor(t, "a long-poll past both", wait, func(n *fakeNode) bool { return n.waiting == 1 })
+		h3.none(t)
+		if st := readSaved(t, path); st.Serial != 5 {
+			t.Errorf("the file was replaced by an older configuration: serial %d", st.Serial)
+		}
+		c := routerConfig("shop.example.com", "http://10.83.0.3:24417")
+		behind.setBodySerial(c, 6, epoch)
+		if got := h3.next(t, wait); got != c {
+			t.Fatalf("emitted %s, want the newer configuration", got)
+		}
+		waitUntil(t, "the file at serial 6", func() bool { return readSaved(t, path).Serial == 6 })
+	})
+}
+
+// A corrupt state file is ignored with a warning, never emitted.
+func TestPluginIgnoresACorruptStateFile(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, start starter) {
+		path := filepath.Join(t.TempDir(), "scafo.last.json")
+		if err := os.WriteFile(path, []byte(`{"v":1,"key":"\"x\"","config":[1,2`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg := testConfig(closedURL(t))
+		cfg.StateFile = path
+		cfg.PollInterval = "50ms"
+		h := start(t, cfg)
+		waitUntil(t, "the warning", func() bool { return strings.Contains(h.logs.String(), "ignoring the state file") })
+		time.Sleep(200 * time.Millisecond)
+		h.none(t)
+	})
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
