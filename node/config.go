@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -66,6 +67,52 @@ type TokenConfig struct {
 // PlatformConfig lists the platform domains.
 type PlatformConfig struct {
 	Domains []string `description:"Platform domains: <app>.<domain> routes to app." json:"domains,omitempty"`
+	// Groups maps platform domains to ingress groups, one "domain=group" entry each
+	// (a list rather than a map: a domain's dots would split a paerser map key). A
+	// mapped domain yields hosts for the applications of its group only; an unmapped
+	// one belongs to the group "default".
+	Groups []string `description:"Ingress group of a platform domain, as domain=group (e.g. eu1.apps.example.com=eu-1); unmapped domains are in group default." json:"groups,omitempty"`
+}
+
+// DomainGroups returns platform.groups as a map, domain → group (nil when empty).
+// Validate has checked every entry; a malformed one is left out here.
+func (p PlatformConfig) DomainGroups() map[string]string {
+	if len(p.Groups) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(p.Groups))
+	for _, e := range p.Groups {
+		if d, g, ok := strings.Cut(e, "="); ok {
+			m[routing.FoldHost(strings.TrimSpace(d))] = strings.TrimSpace(g)
+		}
+	}
+	return m
+}
+
+// validateGroups checks platform.groups: each entry "domain=group", the domain one of
+// the platform domains (folded), the group a valid group name, no domain twice.
+func (p PlatformConfig) validateGroups() []error {
+	var errs []error
+	seen := map[string]bool{}
+	for i, e := range p.Groups {
+		field := fmt.Sprintf("platform.groups[%d]", i)
+		d, g, ok := strings.Cut(e, "=")
+		d, g = routing.FoldHost(strings.TrimSpace(d)), strings.TrimSpace(g)
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("%s %q: must be domain=group", field, e))
+		case !slices.Contains(p.Domains, d):
+			errs = append(errs, fmt.Errorf("%s %q: %q is not one of platform.domains", field, e, d))
+		case seen[d]:
+			errs = append(errs, fmt.Errorf("%s %q: domain %q is mapped twice", field, e, d))
+		default:
+			if err := routing.ValidateGroup(field, g); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		seen[d] = true
+	}
+	return errs
 }
 
 // APIConfig controls the platform API apex.
@@ -385,6 +432,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, c.Platform.validateGroups()...)
 	_, port, err := net.SplitHostPort(c.Listen)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("listen %q: %w", c.Listen, err))

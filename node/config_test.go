@@ -192,6 +192,40 @@ func TestConfigHealthCheckIntervalAutomaticUnlessSet(t *testing.T) {
 	}
 }
 
+// TestConfigPlatformGroups: platform.groups reads as domain=group entries from a flag
+// and from the environment (paerser lists: comma-separated), folds the domain, and
+// refuses an entry without '=', a domain that is not a platform domain, a domain mapped
+// twice and a malformed group, naming the entry.
+func TestConfigPlatformGroups(t *testing.T) {
+	cfg, err := loadConfig(t, []string{"--platform.domains=apps.example.com,EU1.example.com", "--platform.groups=eu1.example.com=eu-1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := cfg.Platform.DomainGroups(); len(m) != 1 || m["eu1.example.com"] != "eu-1" {
+		t.Fatalf("flag: %v", m)
+	}
+	cfg, err = loadConfig(t, []string{"--platform.domains=a.example.com,b.example.com"},
+		[]string{"SCAFO_PLATFORM_GROUPS=a.example.com=ga,b.example.com=gb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := cfg.Platform.DomainGroups(); len(m) != 2 || m["a.example.com"] != "ga" || m["b.example.com"] != "gb" {
+		t.Fatalf("environment: %v", m)
+	}
+	for _, tc := range []struct{ groups, want string }{
+		{"a.example.com", `platform.groups[0] "a.example.com": must be domain=group`},
+		{"c.example.com=gc", `"c.example.com" is not one of platform.domains`},
+		{"a.example.com=ga,a.example.com=gb", `platform.groups[1]`},
+		{"a.example.com=G_A", `platform.groups[0]`},
+		{"a.example.com=", `platform.groups[0]`},
+	} {
+		_, err := loadConfig(t, []string{"--platform.domains=a.example.com", "--platform.groups=" + tc.groups}, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("platform.groups=%s: %v, want an error containing %q", tc.groups, err, tc.want)
+		}
+	}
+}
+
 // TestConfigIngressesSettingsAreChecked: the ingress-report settings load by their names
 // and bad values are refused naming the setting.
 func TestConfigIngressesSettingsAreChecked(t *testing.T) {

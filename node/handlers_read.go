@@ -105,6 +105,10 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 		}
 		wait = min(d, maxWait)
 	}
+	groups, ok := parseGroupQuery(w, r)
+	if !ok {
+		return http.StatusBadRequest
+	}
 	preferArg := q.Get("prefer")
 	if preferArg == "self" {
 		preferArg = s.cfg.Node.Name
@@ -122,6 +126,11 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 		writeError(w, http.StatusServiceUnavailable, "draining", "no complete reconcile pass yet")
 		return http.StatusServiceUnavailable
 	}
+	if g := s.groups.unknown(snap, groups); g != "" {
+		writeError(w, http.StatusNotFound, "unknown group",
+			fmt.Sprintf("group %q: no application, platform domain or default names it (an ingress pointed at a typo must not receive an empty configuration)", g))
+		return http.StatusNotFound
+	}
 	inm := r.Header.Get("If-None-Match")
 	gz := acceptsGzip(r)
 	var deadline <-chan time.Time
@@ -135,7 +144,7 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 		if !snap.nodes[prefer] {
 			prefer = "" // a valid name not in the fleet changes nothing
 		}
-		rend, err := s.pub.get(snap, prefer, format)
+		rend, err := s.pub.getGroups(snap, prefer, format, groups)
 		if err != nil {
 			// prefer was validated above: anything here is the node's own fault.
 			s.log.Error("rendering", "format", format, "err", err)
@@ -172,7 +181,14 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 		}
 		h.Set("ETag", etag)
 		h.Set("Content-Type", "application/json")
-		h.Set("X-Scafo-Revision", snap.doc.Revision)
+		h.Set("X-Scafo-Revision", rend.revision)
+		if groups != nil {
+			if empty := snap.emptyGroups(groups); empty != "" {
+				h.Set("X-Scafo-Group-Empty", empty)
+			} else {
+				h.Del("X-Scafo-Group-Empty")
+			}
+		}
 		setStoreMark(h, snap)
 		body, file := rend.body, rend.file
 		if gz {
@@ -268,6 +284,9 @@ type statusBody struct {
 	// Remembered: the document served is the one remembered in the state dir, because
 	// the store is foreign (store.foreign) and nothing was derived from it.
 	Remembered bool `json:"servingRemembered,omitempty"`
+	// Groups are the known ingress groups with their route counts and the revision
+	// ?group=<name> serves.
+	Groups []groupStatus `json:"groups,omitempty"`
 	// DuplicateName: another live node writes this node's record (the same node.name).
 	DuplicateName *duplicateNameStatus `json:"duplicateName,omitempty"`
 	// Instances are this node's instances: declared readiness, published readiness and
@@ -362,6 +381,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		body.Revision = snap.doc.Revision
 		since := snap.since.UTC()
 		body.RevisionSince = &since
+		body.Groups = s.groupsStatus(snap)
 	}
 	if !st.LastPass.IsZero() {
 		t := st.LastPass.UTC()

@@ -75,6 +75,9 @@ type reconciler struct {
 	apps   map[string]fleet.App // the applications of the last derivation, by name
 	// onPass observes every pass (metrics); may be nil.
 	onPass func(d time.Duration, err error, skipped int)
+
+	// groups learns the ingress groups applications name (nil in tests).
+	groups *groupKnowledge
 }
 
 type cachedObject struct {

@@ -73,6 +73,15 @@ func (r *reconciler) derive(now time.Time) int {
 	opt := r.opts()
 	opt.Now = now
 	doc, dskipped := fleet.Derive(st, opt)
+	if r.groups != nil {
+		named := map[string]bool{}
+		for _, a := range st.Apps {
+			if routing.ValidateGroup("", a.GroupOf()) == nil {
+				named[a.GroupOf()] = true
+			}
+		}
+		r.groups.setApps(named)
+	}
 	skipped = append(skipped, dskipped...)
 	if r.pub.publish(doc, now) {
 		r.lastPublish = time.Now()

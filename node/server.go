@@ -32,6 +32,8 @@ import (
 
 // Server is one scafo node.
 type Server struct {
+	// groups knows the ingress groups beyond the document's routes (groups.go).
+	groups *groupKnowledge
 	// heartbeatErr is the last failure to write this node's record (nil after a
 	// success): peers drop a node whose heartbeats fail, so status says so.
 	heartbeatErr atomic.Pointer[string]
@@ -135,8 +137,12 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	storeRequests := newStoreRequests()
 	st = newRequestCounter(st, storeRequests)
 	pub := newPublisher(ropts, openSpillDir(cfg.StateDir, log))
+	groups := &groupKnowledge{configured: map[string]bool{}}
+	for _, g := range cfg.Platform.DomainGroups() {
+		groups.configured[g] = true
+	}
 	s := &Server{
-		cfg: cfg, log: log, st: st,
+		cfg: cfg, log: log, st: st, groups: groups,
 		ingressToken: ingressTok, adminToken: adminTok,
 		pub: pub, instances: inst, identity: &store.Identity{}, storeRequests: storeRequests,
 		writes: newWriteLimiter(cfg.Writes.Rate, cfg.Writes.Burst),
@@ -187,6 +193,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 				PlatformDomains: cfg.Platform.Domains,
 				APIPublic:       cfg.API.Public,
 				NodeTTL:         time.Duration(cfg.Reconcile.NodeTTL),
+				DomainGroups:    cfg.Platform.DomainGroups(),
 			}
 		},
 		onPass:     s.metrics.observePass,
@@ -195,6 +202,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		saver:      newServedSaver(cfg.StateDir, log),
 		onAccepted: s.kickHeartbeat,
 		selfName:   cfg.Node.Name,
+		groups:     groups,
 		onOwnRecord: func(rec fleet.NodeRecord) {
 			s.seeOwnRecord(rec, false, time.Now())
 		},
@@ -230,7 +238,7 @@ func openStore(ctx context.Context, cfg *Config) (store.Store, error) {
 }
 
 func (s *Server) settings() fleet.NodeSettings {
-	return fleet.NodeSettings{PlatformDomains: s.cfg.Platform.Domains, APIPublic: s.cfg.API.Public}
+	return fleet.NodeSettings{PlatformDomains: s.cfg.Platform.Domains, APIPublic: s.cfg.API.Public, DomainGroups: s.cfg.Platform.DomainGroups()}
 }
 
 // Handler is the node's HTTP API.

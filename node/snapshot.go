@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,10 @@ type snapshot struct {
 	// same revision (the document is derived from that serial too), without waking
 	// long-polls. nil when the publisher has no serial source (tests).
 	mark atomic.Pointer[storeMark]
+	// groupRoutes counts the routes of each ingress group; groups caches the
+	// documents of the selections asked for with ?group= (groups.go).
+	groupRoutes map[string]int
+	groups      groupDocs
 }
 
 // storeMark is one store serial in its epoch.
@@ -52,6 +57,9 @@ type publisher struct {
 	certs  atomic.Pointer[fleetcerts.Set]
 	cache  *lru.Cache[renderKey, *rendered]
 	render render.Options
+	// frags renders the Traefik format incrementally: per-application fragments kept
+	// across revisions, so a new revision re-renders what changed (render.Incremental).
+	frags *render.Incremental
 
 	// serialOf returns the store serial and epoch the document being published was
 	// derived from: the reconcile loop publishes right after committing what it read,
@@ -73,7 +81,8 @@ type renderKey struct {
 	revision string
 	prefer   string
 	format   string
-	certs    string // the fleet certificates' fingerprint (traefik format only)
+	certs    string // the fleet certificates' fingerprint (traefik format only; of the selection's names with ?group=)
+	groups   string // the ?group= selection, sorted, comma-separated; "" for every group
 }
 
 // rendered is one cached body, identity and gzip, with its strong ETag.
@@ -82,6 +91,9 @@ type rendered struct {
 	gz       []byte
 	etag     string // `"<hash>"`
 	etagGzip string // `"<hash>-gzip"`: a strong validator names one representation
+	// revision is the revision of what was rendered: the document's, or with ?group=
+	// that of the group selection's document.
+	revision string
 	// file and gzFile hold the same bytes on disk (page cache), so a poll can be
 	// answered with sendfile(2) instead of copying megabytes through user space; ""
 	// when spilling failed (the in-memory bytes are served then).
@@ -110,7 +122,12 @@ func newPublisher(opts render.Options, spillDir string) *publisher {
 	if err != nil {
 		panic(err) // only for a non-positive size
 	}
-	return &publisher{cache: c, render: opts, inflight: map[renderKey]*renderCall{}, spillDir: spillDir}
+	inc, err := render.NewIncremental(opts)
+	if err != nil {
+		// The node validates its render options at startup (render.Options.Validate).
+		panic(fmt.Sprintf("render options: %v", err))
+	}
+	return &publisher{cache: c, render: opts, frags: inc, inflight: map[renderKey]*renderCall{}, spillDir: spillDir}
 }
 
 // spill writes b to a new file in the spill directory and returns its path ("" on any
@@ -169,7 +186,8 @@ func (p *publisher) swapDoc(doc *routing.Document, now time.Time) bool {
 			nodes[u.Node] = true
 		}
 	}
-	next := &snapshot{doc: doc, since: now, nodes: nodes, certs: p.certs.Load(), superseded: make(chan struct{})}
+	_, groupRoutes := doc.Groups()
+	next := &snapshot{doc: doc, since: now, nodes: nodes, certs: p.certs.Load(), superseded: make(chan struct{}), groupRoutes: groupRoutes}
 	if mark != nil {
 		next.mark.Store(mark)
 	}
@@ -185,9 +203,14 @@ func (p *publisher) swapDoc(doc *routing.Document, now time.Time) bool {
 // revision moves, every parked long-poll wakes at once and asks for the same key: one
 // of them renders, the others wait for its result (no thundering herd of renders).
 func (p *publisher) get(s *snapshot, prefer, format string) (*rendered, error) {
-	k := renderKey{revision: s.doc.Revision, prefer: prefer, format: format}
+	return p.getGroups(s, prefer, format, nil)
+}
+
+// getGroups is get for the group selection groups (sorted; nil: every group).
+func (p *publisher) getGroups(s *snapshot, prefer, format string, groups []string) (*rendered, error) {
+	k := renderKey{revision: s.doc.Revision, prefer: prefer, format: format, groups: strings.Join(groups, ",")}
 	if format == formatTraefik && s.certs != nil {
-		k.certs = s.certs.Fingerprint
+		k.certs = s.certsFingerprint(groups)
 	}
 	if r, ok := p.cache.Get(k); ok {
 		return r, nil
@@ -201,7 +224,7 @@ func (p *publisher) get(s *snapshot, prefer, format string) (*rendered, error) {
 	c := &renderCall{done: make(chan struct{})}
 	p.inflight[k] = c
 	p.mu.Unlock()
-	c.r, c.err = p.renderNow(s, k, s.certs)
+	c.r, c.err = p.renderNow(s, k, groups)
 	if c.err == nil {
 		p.cache.Add(k, c.r)
 	}
@@ -218,10 +241,14 @@ type renderCall struct {
 	err  error
 }
 
-func (p *publisher) renderNow(s *snapshot, k renderKey, certs *fleetcerts.Set) (*rendered, error) {
+func (p *publisher) renderNow(s *snapshot, k renderKey, groups []string) (*rendered, error) {
 	p.renders.Add(1)
 	prefer, format := k.prefer, k.format
 	doc := s.doc
+	if groups != nil {
+		doc = s.forGroups(groups) // its own revision, before any prefer
+	}
+	revision := doc.Revision
 	if prefer != "" {
 		var err error
 		if doc, err = routing.Prefer(doc, prefer); err != nil {
@@ -235,10 +262,15 @@ func (p *publisher) renderNow(s *snapshot, k renderKey, certs *fleetcerts.Set) (
 		body, err = routing.Marshal(doc)
 	case formatTraefik:
 		var fc *render.FleetCerts
-		if certs != nil {
-			fc = certs.FleetCerts
+		if s.certs != nil {
+			fc = s.certs.FleetCerts
 		}
-		body, err = render.TraefikFleet(doc, p.render, fc)
+		if groups != nil {
+			// One output per (prefer, selection): each merges with its own last order.
+			body, err = p.frags.TraefikGroups(doc, prefer+"|"+k.groups, groups, fc)
+		} else {
+			body, err = p.frags.TraefikOutput(doc, prefer, fc)
+		}
 	default:
 		return nil, fmt.Errorf("unknown format %q", format)
 	}
@@ -251,7 +283,7 @@ func (p *publisher) renderNow(s *snapshot, k renderKey, certs *fleetcerts.Set) (
 	zw.Close()
 	sum := sha256.Sum256(body)
 	h := hex.EncodeToString(sum[:16])
-	r := &rendered{body: body, gz: zb.Bytes(), etag: `"` + h + `"`, etagGzip: `"` + h + `-gzip"`}
+	r := &rendered{body: body, gz: zb.Bytes(), etag: `"` + h + `"`, etagGzip: `"` + h + `-gzip"`, revision: revision}
 	r.file, r.gzFile = p.spill(r.body), p.spill(r.gz)
 	return r, nil
 }

@@ -70,30 +70,49 @@ func (r *renderer) managed(host string) bool {
 	return r.fleet != nil && r.fleet.Managed[host]
 }
 
-// acme adds the challenge router and the certificates. It needs the API chain (the
-// document's API section): without one there is nothing to send a challenge to, and
-// the router is left out.
-func (r *renderer) acme(doc *routing.Document, cfg *Configuration) {
+// acme adds the challenge router. It needs the API chain (the document's API
+// section): without one there is nothing to send a challenge to, and the router is
+// left out. The certificates are fleetCertificates.
+func (r *renderer) acme(doc *routing.Document) {
 	fc := r.fleet
 	if fc == nil {
 		return
 	}
 	if doc.API != nil && len(doc.API.Hosts) > 0 {
-		eps := fc.HTTPEntryPoints
-		if len(eps) == 0 {
-			eps = []string{DefaultEntryPoint}
-		}
 		r.routers[routerACMEChallenge] = &dynamic.Router{
-			EntryPoints: eps,
+			EntryPoints: challengeEntryPoints(fc),
 			Service:     svcAPI,
 			Rule:        "PathPrefix(`" + ACMEChallengePath + "`)",
 			Priority:    PriorityACMEChallenge,
 		}
 	}
-	if len(fc.Certificates) == 0 {
-		return
+}
+
+// challengeEntryPoints are the challenge router's entry points.
+func challengeEntryPoints(fc *FleetCerts) []string {
+	if len(fc.HTTPEntryPoints) == 0 {
+		return []string{DefaultEntryPoint}
 	}
-	certs := slices.Clone(fc.Certificates)
+	return fc.HTTPEntryPoints
+}
+
+// fleetCertificates is the tls section of fc's certificates sorted by first name, nil
+// when there are none. doc has its routes in host order; with keep (a group selection)
+// only the certificates of a name the output routes stay: the exact host of a kept
+// route, or an API apex (fleet-wide, in every group).
+func fleetCertificates(fc *FleetCerts, doc *routing.Document, keep func(*routing.Route) bool) *TLSConfiguration {
+	if fc == nil || len(fc.Certificates) == 0 {
+		return nil
+	}
+	certs := make([]Certificate, 0, len(fc.Certificates))
+	for _, c := range fc.Certificates {
+		if keep == nil || slices.ContainsFunc(c.Names, func(n string) bool { return routedName(doc, keep, n) }) {
+			certs = append(certs, c)
+		}
+	}
+	if len(certs) == 0 {
+		return nil
+	}
 	slices.SortFunc(certs, func(a, b Certificate) int {
 		return cmp.Compare(firstName(a), firstName(b))
 	})
@@ -101,7 +120,17 @@ func (r *renderer) acme(doc *routing.Document, cfg *Configuration) {
 	for _, c := range certs {
 		out = append(out, &tls.CertAndStores{Certificate: tls.Certificate{CertFile: c.CertFile, KeyFile: c.KeyFile}})
 	}
-	cfg.TLS = &TLSConfiguration{Certificates: out}
+	return &TLSConfiguration{Certificates: out}
+}
+
+// routedName reports whether name is an API apex of doc or the host of a route keep
+// keeps (doc's routes in host order).
+func routedName(doc *routing.Document, keep func(*routing.Route) bool, name string) bool {
+	if doc.API != nil && slices.Contains(doc.API.Hosts, name) {
+		return true
+	}
+	i, ok := slices.BinarySearchFunc(doc.Routes, name, func(r routing.Route, h string) int { return cmp.Compare(r.Host, h) })
+	return ok && keep(&doc.Routes[i])
 }
 
 func firstName(c Certificate) string {

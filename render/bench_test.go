@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/scafo/ingress/render/fleet"
 	"github.com/scafo/ingress/render/routing"
@@ -86,5 +87,116 @@ func TestRenderOfAGeneratedFleetIsValid(t *testing.T) {
 				t.Error(v)
 			}
 		}
+	}
+}
+
+// scaleState is a generated fleet of about routes routes (fleet.GenerateState gives
+// ~1.12 routes per application) carrying about as many prefixes: up to routing.MaxPaths
+// on ti.to (GenerateState's map), the rest spread, MaxPaths per host, over the custom
+// hosts of acct-000's applications ("app-NNN00.example.org"), each targeting that
+// account's platform hosts round-robin.
+func scaleState(routes int) fleet.State {
+	apps := routes * 100 / 112
+	st := fleet.GenerateState(apps, min(routes, routing.MaxPaths))
+	left := routes - routing.MaxPaths
+	var targets []string
+	for i := 0; i < apps; i += 100 {
+		targets = append(targets, fmt.Sprintf("app-%05d.apps.example.com", i))
+	}
+	for i := range st.Claims {
+		c := &st.Claims[i]
+		if left <= 0 {
+			break
+		}
+		if c.Account != "acct-000" || c.Host == "ti.to" || c.Paths != nil || c.Host[0] == '*' {
+			continue
+		}
+		n := min(left, routing.MaxPaths)
+		c.Paths = make(map[string]string, n)
+		for k := range n {
+			c.Paths[fmt.Sprintf("q%05d", k)] = targets[(k+i)%len(targets)]
+		}
+		left -= n
+	}
+	return st
+}
+
+// BenchmarkDeriveRender is what a node does when the store changes: derive the fleet
+// state into a document and render it for Traefik, at 1k, 10k and 100k routes with as
+// many prefixes. ns/route is the figure to compare across sizes (linear: flat).
+func BenchmarkDeriveRender(b *testing.B) {
+	for _, routes := range []int{1000, 10000, 100000} {
+		st := scaleState(routes)
+		opt := fleet.GenerateOptions()
+		d, _ := fleet.Derive(st, opt)
+		d0 := d
+		nPaths := 0
+		for _, r := range d.Routes {
+			nPaths += len(r.Paths)
+		}
+		b.Run(fmt.Sprintf("routes=%d/prefixes=%d/full", len(d.Routes), nPaths), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				d, _ := fleet.Derive(st, opt)
+				if _, err := Traefik(d, Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(d.Routes)), "ns/route")
+		})
+		b.Run(fmt.Sprintf("routes=%d/prefixes=%d/fragments-cold", len(d.Routes), nPaths), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				inc, err := NewIncremental(Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				d, _ := fleet.Derive(st, opt)
+				if _, err := inc.Traefik(d); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(d.Routes)), "ns/route")
+		})
+		b.Run(fmt.Sprintf("routes=%d/prefixes=%d/fragments-one-app-edit", len(d.Routes), nPaths), func(b *testing.B) {
+			// Every pass moves one application's port to a value not seen before, so its
+			// fragment is rendered again and every other one is reused.
+			inc, err := NewIncremental(Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			body, err := inc.Traefik(d)
+			if err != nil {
+				b.Fatal(err)
+			}
+			edited := &st.Nodes[1]
+			app := st.Apps[4].Name // placed on vps-b and vps-c
+			orig := edited.Instances[app]
+			defer func() { edited.Instances[app] = orig }()
+			b.ReportAllocs()
+			n := 0
+			var deriving, rendering time.Duration
+			for b.Loop() {
+				n++
+				edited.Instances[app] = fleet.Instance{Port: 1 + n%60000, Ready: true}
+				t0 := time.Now()
+				d, _ := fleet.Derive(st, opt)
+				t1 := time.Now()
+				if _, err := inc.Traefik(d); err != nil {
+					b.Fatal(err)
+				}
+				deriving, rendering = deriving+t1.Sub(t0), rendering+time.Since(t1)
+			}
+			perRoute := func(d time.Duration) float64 {
+				return float64(d.Nanoseconds()) / float64(b.N) / float64(len(d0.Routes))
+			}
+			b.ReportMetric(perRoute(b.Elapsed()), "ns/route")
+			b.ReportMetric(perRoute(deriving), "derive-ns/route")
+			b.ReportMetric(perRoute(rendering), "render-ns/route")
+			// The output per route is not constant across sizes (at 100k the prefixes
+			// are spread thin enough to get one router each): per output byte is the
+			// other measure of linearity.
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(body)/1024), "ns/KiB")
+		})
 	}
 }

@@ -7,6 +7,12 @@
 // genconf lacks (the load balancer's passiveHealthCheck) has a minimal local type
 // (types.go). testdata/ holds document → configuration golden pairs.
 //
+// Incremental (fragments.go) writes the same bytes from per-application fragments kept
+// across calls: a document that differs from the last in one application re-renders
+// that application's routers and services and merges the rest. TraefikGroups renders
+// one ingress group's share (routing.ForGroups): routers for the group's hosts only,
+// services for its applications and for those its path maps target in other groups.
+//
 // # Services: one failover chain per application
 //
 // Every host of an application and every path prefix that targets one of its hosts

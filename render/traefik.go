@@ -52,10 +52,34 @@ const (
 // breaks a rule, as a *routing.FieldError naming the field (errors.Is
 // routing.ErrInvalid).
 func Traefik(doc *routing.Document, opt Options) ([]byte, error) {
-	return renderTraefik(doc, opt, nil)
+	return traefik(doc, opt, nil, nil)
 }
 
+// renderTraefik is Traefik with fleet certificates fc (nil: none), TraefikFleet.
 func renderTraefik(doc *routing.Document, opt Options, fc *FleetCerts) ([]byte, error) {
+	return traefik(doc, opt, nil, fc)
+}
+
+// TraefikGroups renders what the ingresses of groups load (keep selects routes; anything
+// fleet-wide the render adds, such as the API apex or an ACME challenge router, is
+// rendered whatever keep says): doc is
+// routing.ForGroups(full, groups); its routes of those groups are rendered in full, the
+// others (path-map targets in other groups) contribute their application's service
+// only, never a router: their hosts are another group's. The API apex is rendered as
+// in Traefik (it is fleet-wide); an apex's deny router looks at this output's custom
+// wildcards only. With fleet certificates fc (nil: none), tls.certificates holds the
+// certificates of the names this output routes (the hosts of the groups' routes and
+// the API apexes) only.
+func TraefikGroups(doc *routing.Document, opt Options, groups []string, fc *FleetCerts) ([]byte, error) {
+	return traefik(doc, opt, groupFilter(groups), fc)
+}
+
+// groupFilter keeps the routes of groups.
+func groupFilter(groups []string) func(*routing.Route) bool {
+	return func(r *routing.Route) bool { return slices.Contains(groups, r.GroupOf()) }
+}
+
+func traefik(doc *routing.Document, opt Options, keep func(*routing.Route) bool, fc *FleetCerts) ([]byte, error) {
 	o, err := opt.resolve()
 	if err != nil {
 		return nil, err
@@ -68,6 +92,7 @@ func renderTraefik(doc *routing.Document, opt Options, fc *FleetCerts) ([]byte, 
 		return nil, fmt.Errorf("rendering Traefik configuration: %w", err)
 	}
 	r := renderer{
+		keep:     keep,
 		opt:      o,
 		routers:  make(map[string]*dynamic.Router),
 		services: make(map[string]*Service),
@@ -85,7 +110,8 @@ func renderTraefik(doc *routing.Document, opt Options, fc *FleetCerts) ([]byte, 
 		}
 	}
 	cfg := Configuration{}
-	r.acme(doc, &cfg)
+	r.acme(doc)
+	cfg.TLS = fleetCertificates(fc, doc, keep)
 	if len(r.routers) > 0 {
 		cfg.HTTP = &HTTPConfiguration{Routers: r.routers, Services: r.services}
 	}
@@ -110,6 +136,8 @@ func routesInHostOrder(doc *routing.Document) *routing.Document {
 }
 
 type renderer struct {
+	// keep, when set, selects the routes whose routers are rendered (TraefikGroups).
+	keep     func(*routing.Route) bool
 	opt      resolved
 	routers  map[string]*dynamic.Router
 	services map[string]*Service
@@ -159,54 +187,73 @@ func (r *renderer) render(doc *routing.Document) error {
 		})
 	}
 
+	svcOf := func(target string) (string, bool) {
+		t, ok := exact[target]
+		if !ok {
+			return "", false
+		}
+		return apps[t.Application].service, true
+	}
 	var byTarget map[string][]string
 	for i := range doc.Routes {
 		rt := &doc.Routes[i]
-		hostMatch := hostMatcher(rt.Host)
-		hostPrio, guardPrio, pathPrio := PriorityHost, PriorityPathGuard, PriorityPath
-		if routing.IsWildcard(rt.Host) {
-			hostPrio, guardPrio, pathPrio = PriorityWildcard, PriorityWildcardPathGuard, PriorityWildcardPath
+		if r.keep != nil && !r.keep(rt) {
+			continue // a path target of another group: its service only
 		}
-		tls := r.tlsFor(rt.Host)
-		r.router(hostRouterName(rt.Host), hostMatch, hostPrio, apps[rt.Application].service, tls)
-
-		if len(rt.Paths) == 0 {
-			continue
-		}
-		clear(byTarget)
-		if byTarget == nil {
-			byTarget = make(map[string][]string)
-		}
-		for p, t := range rt.Paths {
-			byTarget[t] = append(byTarget[t], p)
-		}
-		guarded := false
-		for t, prefixes := range byTarget {
-			target, ok := exact[t]
-			if !ok {
-				// Validate refuses such an entry (a target is the exact host of a route
-				// of the document); were one here, a prefix without a route selects
-				// nothing.
-				continue
-			}
-			if !guarded {
-				r.services[svcDeny] = emptyService()
-				r.router(guardRouterName(rt.Host), guardRule(hostMatch), guardPrio, svcDeny, tls)
-				guarded = true
-			}
-			svc := apps[target.Application].service
-			slices.Sort(prefixes)
-			if len(prefixes) <= r.opt.groupThreshold {
-				for _, p := range prefixes {
-					r.router(pathRouterName(rt.Host, p), prefixRule(hostMatch, p), pathPrio, svc, tls)
-				}
-			} else {
-				r.router(pathsRouterName(rt.Host, t), groupRule(hostMatch, prefixes), pathPrio, svc, tls)
-			}
-		}
+		byTarget = r.routeRouters(rt, apps[rt.Application].service, svcOf, byTarget)
 	}
 
 	return r.api(doc)
+}
+
+// routeRouters renders the routers of one route: its host router to svc, and, when it
+// has a path map, its guard and its path routers to the service of each target's
+// application (svcOf; a target it does not know selects nothing). byTarget is scratch
+// space, returned for reuse. The full render and the fragment render (fragments.go)
+// both call it, so the two write the same routers.
+func (r *renderer) routeRouters(rt *routing.Route, svc string, svcOf func(target string) (string, bool), byTarget map[string][]string) map[string][]string {
+	hostMatch := hostMatcher(rt.Host)
+	hostPrio, guardPrio, pathPrio := PriorityHost, PriorityPathGuard, PriorityPath
+	if routing.IsWildcard(rt.Host) {
+		hostPrio, guardPrio, pathPrio = PriorityWildcard, PriorityWildcardPathGuard, PriorityWildcardPath
+	}
+	tls := r.tlsFor(rt.Host)
+	r.router(hostRouterName(rt.Host), hostMatch, hostPrio, svc, tls)
+
+	if len(rt.Paths) == 0 {
+		return byTarget
+	}
+	clear(byTarget)
+	if byTarget == nil {
+		byTarget = make(map[string][]string)
+	}
+	for p, t := range rt.Paths {
+		byTarget[t] = append(byTarget[t], p)
+	}
+	guarded := false
+	for t, prefixes := range byTarget {
+		tsvc, ok := svcOf(t)
+		if !ok {
+			// Validate refuses such an entry (a target is the exact host of a route
+			// of the document); were one here, a prefix without a route selects
+			// nothing.
+			continue
+		}
+		if !guarded {
+			r.services[svcDeny] = emptyService()
+			r.router(guardRouterName(rt.Host), guardRule(hostMatch), guardPrio, svcDeny, tls)
+			guarded = true
+		}
+		slices.Sort(prefixes)
+		if len(prefixes) <= r.opt.groupThreshold {
+			for _, p := range prefixes {
+				r.router(pathRouterName(rt.Host, p), prefixRule(hostMatch, p), pathPrio, tsvc, tls)
+			}
+		} else {
+			r.router(pathsRouterName(rt.Host, t), groupRule(hostMatch, prefixes), pathPrio, tsvc, tls)
+		}
+	}
+	return byTarget
 }
 
 // api renders the platform API apex: every node's API behind one chain, each apex
@@ -237,6 +284,9 @@ func (r *renderer) api(doc *routing.Document) error {
 // wildcardCovers reports whether a custom wildcard route of doc matches host.
 func (r *renderer) wildcardCovers(doc *routing.Document, host string) bool {
 	for i := range doc.Routes {
+		if r.keep != nil && !r.keep(&doc.Routes[i]) {
+			continue
+		}
 		if routing.Covers(doc.Routes[i].Host, host) {
 			return true
 		}

@@ -41,6 +41,13 @@ type Config struct {
 	// Prefer is a node name, passed as ?prefer=: that node's instances come first
 	// in every upstream list. Empty omits the parameter.
 	Prefer string `json:"prefer,omitempty"`
+	// Group names the ingress groups this Traefik serves, comma-separated
+	// ("eu-1" or "eu-1,eu-2"), passed as ?group=: the node then sends only those
+	// groups' hosts (plus the API apex and the services their path maps need), and a
+	// change in another group does not reach this Traefik at all. Empty: every group.
+	// A group the node does not know is a 404, never an empty configuration: the
+	// last good configuration stays.
+	Group string `json:"group,omitempty"`
 	// PollInterval is the time between polls when Watch is off, and the back-off
 	// between attempts once every endpoint has failed. Default 5s.
 	PollInterval string `json:"pollInterval,omitempty"`
@@ -108,8 +115,12 @@ func parseConfig(c *Config) (settings, error) {
 	if len(c.Endpoints) == 0 {
 		return s, errors.New("endpoints: at least one node URL is required")
 	}
+	group, err := parseGroup(c.Group)
+	if err != nil {
+		return s, err
+	}
 	for i, raw := range c.Endpoints {
-		u, err := endpointURL(raw, c.Prefer)
+		u, err := endpointURL(raw, c.Prefer, group)
 		if err != nil {
 			return s, fmt.Errorf("endpoints[%d] %q: %w", i, raw, err)
 		}
@@ -130,7 +141,6 @@ func parseConfig(c *Config) (settings, error) {
 		return s, errors.New("token: contains a line break")
 	}
 
-	var err error
 	if s.pollInterval, err = parsePositive("pollInterval", c.PollInterval, DefaultPollInterval); err != nil {
 		return s, err
 	}
@@ -210,7 +220,7 @@ func parseNonNegative(field, value, def string) (time.Duration, error) {
 }
 
 // endpointURL turns a node base URL into the URL of its ingress route.
-func endpointURL(raw, prefer string) (string, error) {
+func endpointURL(raw, prefer, group string) (string, error) {
 	raw = strings.TrimSpace(raw)
 	if raw == "" {
 		return "", errors.New("empty")
@@ -239,9 +249,14 @@ func endpointURL(raw, prefer string) (string, error) {
 	u.Path = p
 	u.RawPath = ""
 
-	if prefer != "" {
+	if prefer != "" || group != "" {
 		q := u.Query()
-		q.Set("prefer", prefer)
+		if prefer != "" {
+			q.Set("prefer", prefer)
+		}
+		if group != "" {
+			q.Set("group", group)
+		}
 		u.RawQuery = q.Encode()
 	}
 
@@ -262,4 +277,48 @@ func parsePositive(field, value, def string) (time.Duration, error) {
 		return 0, fmt.Errorf("%s: %q must be above zero", field, value)
 	}
 	return d, nil
+}
+
+// maxGroups is the most groups the node accepts in one ?group=.
+const maxGroups = 16
+
+// parseGroup checks the group setting as the node will (each name a DNS label: a-z,
+// 0-9 and '-', not at either end, at most 63 bytes; at most 16 names; none twice), so
+// that a typo fails at startup rather than as a 400 on every poll. Spaces around names
+// are dropped; the result is comma-joined in the order given.
+func parseGroup(v string) (string, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return "", nil
+	}
+	names := strings.Split(v, ",")
+	if len(names) > maxGroups {
+		return "", fmt.Errorf("group: %d names, at most %d", len(names), maxGroups)
+	}
+	seen := map[string]bool{}
+	for i, n := range names {
+		n = strings.TrimSpace(n)
+		names[i] = n
+		if !isLabel(n) {
+			return "", fmt.Errorf("group: %q is not a group name (a-z, 0-9 and '-', not at either end, 1 to 63 characters)", n)
+		}
+		if seen[n] {
+			return "", fmt.Errorf("group: %q is listed twice", n)
+		}
+		seen[n] = true
+	}
+	return strings.Join(names, ","), nil
+}
+
+func isLabel(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -25,6 +25,11 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 		{name: "token with newline", edit: func(c *Config) { c.Token = "a\nb" }, wantErr: "token: contains a line break"},
 		{name: "bad pollInterval", edit: func(c *Config) { c.PollInterval = "5" }, wantErr: `pollInterval: "5" is not a duration`},
 		{name: "zero pollTimeout", edit: func(c *Config) { c.PollTimeout = "0s" }, wantErr: `pollTimeout: "0s" must be above zero`},
+		{name: "group with a capital", edit: func(c *Config) { c.Group = "EU-1" }, wantErr: `group: "EU-1" is not a group name`},
+		{name: "group with an empty name", edit: func(c *Config) { c.Group = "eu-1,,eu-2" }, wantErr: `group: "" is not a group name`},
+		{name: "group listed twice", edit: func(c *Config) { c.Group = "eu-1, eu-1" }, wantErr: `group: "eu-1" is listed twice`},
+		{name: "group with a query", edit: func(c *Config) { c.Group = "eu-1&prefer=x" }, wantErr: `is not a group name`},
+		{name: "too many groups", edit: func(c *Config) { c.Group = strings.Repeat("g,", 16) + "g" }, wantErr: "group: 17 names, at most 16"},
 		{name: "negative watchWait", edit: func(c *Config) { c.WatchWait = "-1s" }, wantErr: `watchWait: "-1s" must be above zero`},
 	}
 	for _, tc := range cases {
@@ -76,6 +81,18 @@ func TestNewAcceptsConfiguration(t *testing.T) {
 				"http://a:7400/v1/ingress/traefik?prefer=vps+a%26b",
 				"https://b/v1/ingress/traefik?prefer=vps+a%26b",
 				"http://c/base/v1/ingress/traefik?prefer=vps+a%26b",
+			},
+			token: testToken,
+		},
+		{
+			name: "groups and prefer",
+			edit: func(c *Config) {
+				c.Prefer, c.Group = "vps-a", " eu-1 , eu-2"
+				c.Endpoints = []string{"http://a:7400/", "http://b:7400/v1/ingress/traefik"}
+			},
+			endpoints: []string{
+				"http://a:7400/v1/ingress/traefik?group=eu-1%2Ceu-2&prefer=vps-a",
+				"http://b:7400/v1/ingress/traefik?group=eu-1%2Ceu-2&prefer=vps-a",
 			},
 			token: testToken,
 		},

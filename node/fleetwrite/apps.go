@@ -71,6 +71,13 @@ func validateApp(a *fleet.App) error {
 			return invalid("invalid application", "health.path", err)
 		}
 	}
+	if a.Ingress != nil {
+		// Named exactly: an empty group is not a silent "default" (omit ingress for
+		// that), and a name no ingress can send in ?group= would strand the hosts.
+		if err := routing.ValidateGroup("ingress.group", a.Ingress.Group); err != nil {
+			return invalid("invalid application", "ingress.group", err)
+		}
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package fleet
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -41,6 +42,11 @@ type Options struct {
 	// Now is the time staleness is judged against (passed in, so Derive stays pure). A
 	// heartbeat after Now is fresh.
 	Now time.Time
+	// DomainGroups maps a platform domain to the ingress group it belongs to; a domain
+	// not in the map belongs to routing.DefaultGroup. An application gets a platform
+	// host under the domains of its own group only, so that each group's platform
+	// wildcard DNS record can point at that group's ingresses.
+	DomainGroups map[string]string
 }
 
 // Skipped is something Derive left out of the document, and why. The caller logs it
@@ -175,6 +181,7 @@ func (n *nodeInfo) address(port int) string {
 
 type appInfo struct {
 	app        *App
+	group      string // "" for routing.DefaultGroup (the document's spelling)
 	placement  []string
 	healthPath string
 	upstreams  []routing.Upstream
@@ -192,14 +199,16 @@ type holder struct {
 type deriver struct {
 	opt     Options
 	domains []string
-	nodes   map[string]*nodeInfo
-	apps    map[string]*appInfo
-	appList []appInfo // the valid applications, in input order
-	claims  []*Claim  // the valid claims, in input order
-	unowned []string  // exact hosts claimed without a holder that can be named, sorted
-	held    map[string]*holder
-	routes  []routing.Route
-	skipped []Skipped
+	// domainGroup is each valid domain's group ("" for the default group).
+	domainGroup map[string]string
+	nodes       map[string]*nodeInfo
+	apps        map[string]*appInfo
+	appList     []appInfo // the valid applications, in input order
+	claims      []*Claim  // the valid claims, in input order
+	unowned     []string  // exact hosts claimed without a holder that can be named, sorted
+	held        map[string]*holder
+	routes      []routing.Route
+	skipped     []Skipped
 }
 
 func (dv *deriver) skip(object, format string, args ...any) {
@@ -219,6 +228,25 @@ func (dv *deriver) indexDomains() {
 		}
 	}
 	slices.Sort(dv.domains)
+	dv.domainGroup = make(map[string]string, len(dv.domains))
+	for _, d := range dv.domains {
+		dv.domainGroup[d] = ""
+	}
+	for _, d := range slices.Sorted(maps.Keys(dv.opt.DomainGroups)) {
+		g := dv.opt.DomainGroups[d]
+		if _, ok := dv.domainGroup[d]; !ok {
+			dv.skip("platform.groups", "%q is not a platform domain; mapping to group %q ignored", d, g)
+			continue
+		}
+		if err := routing.ValidateGroup("platform.groups", g); err != nil {
+			dv.skip("platform.groups", "domain %q: %v; its hosts are not routed", d, err)
+			dv.domainGroup[d] = "\x00invalid" // matches no application's group
+			continue
+		}
+		if g != routing.DefaultGroup {
+			dv.domainGroup[d] = g
+		}
+	}
 }
 
 // countNames returns how many times each name occurs.
@@ -293,7 +321,17 @@ func (dv *deriver) indexApps(apps []App) {
 			dv.skip(AppKey(app.Name), "%v; application ignored", err)
 			continue
 		}
-		dv.appList = append(dv.appList, appInfo{app: app, placement: dv.placement(app.Name, app.Placement)})
+		group := app.GroupOf()
+		if err := routing.ValidateGroup("ingress.group", group); err != nil {
+			// Its hosts belong to a group no ingress can name: guessing one could
+			// route them through the wrong ingresses.
+			dv.skip(AppKey(app.Name), "%v; application ignored", err)
+			continue
+		}
+		if group == routing.DefaultGroup {
+			group = ""
+		}
+		dv.appList = append(dv.appList, appInfo{app: app, group: group, placement: dv.placement(app.Name, app.Placement)})
 		ai := &dv.appList[len(dv.appList)-1]
 		if app.Health != nil && app.Health.Path != "" {
 			if err := routing.ValidateHealthPath("health.path", app.Health.Path); err != nil {
@@ -464,6 +502,7 @@ func (dv *deriver) buildRoutes() {
 			Application: ai.app.Name,
 			Upstreams:   ai.upstreams, // shared by every host of the app; read-only; [] when nothing is ready
 			HealthPath:  ai.healthPath,
+			Group:       ai.group,
 		})
 	}
 	// Platform hosts never collide: an application name is one label, so
@@ -472,6 +511,9 @@ func (dv *deriver) buildRoutes() {
 		ai := &dv.appList[i]
 		name := ai.app.Name
 		for _, d := range dv.domains {
+			if dv.domainGroup[d] != ai.group {
+				continue // another group's domain: its wildcard points at other ingresses
+			}
 			if len(name)+1+len(d) > routing.MaxHostLen {
 				dv.skip(AppKey(name), "platform host under %q would be longer than %d bytes; not routed there", d, routing.MaxHostLen)
 				continue

@@ -62,6 +62,25 @@ type App struct {
 	// ControlPlane marks the platform's own console: service (app) tokens are refused
 	// on it outright.
 	ControlPlane bool `json:"controlPlane,omitempty"`
+	// Ingress places the application in an ingress group (admin-set). Absent: the
+	// group routing.DefaultGroup.
+	Ingress *Ingress `json:"ingress,omitempty"`
+}
+
+// Ingress is an application's ingress placement.
+type Ingress struct {
+	// Group is the ingress group serving every host of the application (its platform
+	// hosts, its claims and their path maps): a DNS label (routing.ValidateGroup).
+	Group string `json:"group"`
+}
+
+// GroupOf returns the application's ingress group: its Ingress.Group, or
+// routing.DefaultGroup when it names none.
+func (a *App) GroupOf() string {
+	if a.Ingress == nil || a.Ingress.Group == "" {
+		return "default"
+	}
+	return a.Ingress.Group
 }
 
 // Health is an application's health-check declaration.
@@ -132,6 +151,8 @@ type Instance struct {
 type NodeSettings struct {
 	PlatformDomains []string `json:"platformDomains"`
 	APIPublic       bool     `json:"apiPublic"`
+	// DomainGroups maps a platform domain to its ingress group (absent: none mapped).
+	DomainGroups map[string]string `json:"domainGroups,omitempty"`
 }
 
 // TokenRecord is an application token's record. The token itself is never stored.

@@ -64,6 +64,11 @@ type Route struct {
 	// means an ingress should ask the node that runs each instance, at
 	// "/v1/health/instances/<application>" on the upstream's APIPort.
 	HealthPath string `json:"healthPath,omitempty"`
+	// Group is the ingress group of the route's application (additive field): the
+	// ingresses that poll with ?group= naming it serve this host. Absent means
+	// DefaultGroup, which is never written out; every route of one application has
+	// the same group.
+	Group string `json:"group,omitempty"`
 }
 
 // UnownedApplication is the Application of a route whose host is claimed in the fleet

@@ -41,31 +41,55 @@ func (d *Document) Validate() error {
 		return err
 	}
 	// first route of each application, by index: the routes that must agree with it.
-	firstOfApp := make(map[string]int)
+	firstOfApp := make(map[string]int, len(d.Routes))
 	for i := range d.Routes {
 		r := &d.Routes[i]
-		f := "routes[" + strconv.Itoa(i) + "]"
-		if err := ValidateCustomHost(f+".host", r.Host); err != nil {
-			return err
+		// Every check runs first without its field name and only builds the name when
+		// it fails: a valid document of 100 000 routes costs no allocation per route.
+		if ValidateCustomHost("", r.Host) != nil {
+			return ValidateCustomHost(routeField(i, ".host"), r.Host)
 		}
 		if i > 0 {
 			switch prev := d.Routes[i-1].Host; {
 			case r.Host == prev:
-				return &FieldError{Field: f + ".host", Value: r.Host, Rule: "duplicate host"}
+				return &FieldError{Field: routeField(i, ".host"), Value: r.Host, Rule: "duplicate host"}
 			case r.Host < prev:
-				return &FieldError{Field: f + ".host", Value: r.Host,
+				return &FieldError{Field: routeField(i, ".host"), Value: r.Host,
 					Rule: "routes must be sorted by host: sorts before routes[" + strconv.Itoa(i-1) + "].host " + strconv.Quote(prev)}
 			}
 		}
-		if err := ValidateLabel(f+".application", r.Application); err != nil {
-			return err
+		if ValidateLabel("", r.Application) != nil {
+			return ValidateLabel(routeField(i, ".application"), r.Application)
 		}
-		if r.HealthPath != "" {
-			if err := ValidateHealthPath(f+".healthPath", r.HealthPath); err != nil {
+		if r.HealthPath != "" && ValidateHealthPath("", r.HealthPath) != nil {
+			return ValidateHealthPath(routeField(i, ".healthPath"), r.HealthPath)
+		}
+		if r.Group == "" {
+			// The common case, checked without naming the route; the rest below.
+			if j, ok := firstOfApp[r.Application]; ok {
+				first := &d.Routes[j]
+				if first.Group == "" && first.HealthPath == r.HealthPath && slices.Equal(first.Upstreams, r.Upstreams) {
+					continue
+				}
+			} else if upstreamsOK(r.Upstreams) {
+				firstOfApp[r.Application] = i
+				continue
+			}
+		}
+		f := routeField(i, "")
+		if r.Group != "" {
+			if err := ValidateGroup(f+".group", r.Group); err != nil {
 				return err
+			}
+			if r.Group == DefaultGroup {
+				return &FieldError{Field: f + ".group", Value: r.Group, Rule: "the default group is written absent"}
 			}
 		}
 		if j, ok := firstOfApp[r.Application]; ok {
+			if d.Routes[j].Group != r.Group {
+				return &FieldError{Field: f + ".group", Value: r.Group,
+					Rule: "differs from routes[" + strconv.Itoa(j) + "].group of the same application"}
+			}
 			// Every host of an application shares one service chain: its routes must
 			// agree on what that chain is. The first route's lists were checked.
 			first := &d.Routes[j]
@@ -134,14 +158,25 @@ func (d *Document) validatePaths(i int) error {
 	var (
 		badKey string
 		badErr error
+		// goodTargets are the targets already found valid: a map of thousands of
+		// prefixes has a few targets, each checked and looked up once.
+		goodTargets map[string]bool
 	)
 	for k, t := range r.Paths {
 		if badErr != nil && k >= badKey {
 			continue
 		}
+		if goodTargets[t] && ValidatePrefix("", k) == nil {
+			continue // the fast path; the field name is only built for an error
+		}
 		if err := d.pathEntryError(i, k, t); err != nil {
 			badKey, badErr = k, err
+			continue
 		}
+		if goodTargets == nil {
+			goodTargets = map[string]bool{}
+		}
+		goodTargets[t] = true
 	}
 	return badErr
 }
@@ -173,7 +208,25 @@ func validateVersion(v int) error {
 	return nil
 }
 
+// routeField is the field name of routes[i], plus suffix.
+func routeField(i int, suffix string) string {
+	return "routes[" + strconv.Itoa(i) + "]" + suffix
+}
+
+// upstreamsOK reports whether validateUpstreams accepts us, without naming anything.
+func upstreamsOK(us []Upstream) bool {
+	for _, u := range us {
+		if ValidateLabel("", u.Node) != nil || ValidateAddress("", u.Address) != nil || u.APIPort < 0 || u.APIPort > 65535 {
+			return false
+		}
+	}
+	return true
+}
+
 func validateUpstreams(field string, us []Upstream) error {
+	if upstreamsOK(us) {
+		return nil
+	}
 	for j, u := range us {
 		f := field + "[" + strconv.Itoa(j) + "]"
 		if err := ValidateLabel(f+".node", u.Node); err != nil {

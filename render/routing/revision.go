@@ -37,6 +37,11 @@ func ComputeRevision(d *Document) string {
 		e.str(r.Host)
 		e.str(r.Application)
 		e.str(r.HealthPath)
+		if r.Group != "" {
+			// Only when set, so that documents without groups keep their revisions.
+			e.marker("group")
+			e.str(r.Group)
+		}
 		e.upstreams(r.Upstreams)
 		e.marker("paths")
 		e.int(len(r.Paths))

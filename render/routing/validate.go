@@ -169,7 +169,9 @@ func ValidateAddress(field, s string) error {
 		return fieldErr(field, s, "must not carry an IPv6 zone")
 	case ap.Port() == 0:
 		return fieldErr(field, s, "port must be 1..65535")
-	case ap.String() != s:
+	}
+	var buf [64]byte
+	if string(ap.AppendTo(buf[:0])) != s {
 		return fieldErr(field, s, "must be in canonical form "+strconv.Quote(ap.String()))
 	}
 	return nil

@@ -1,0 +1,227 @@
+package node
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/scafo/ingress/render/routing"
+)
+
+// Ingress groups on the routing endpoints (issue 17).
+//
+// ?group=a,b serves the part of the document the ingresses of groups a and b load
+// (routing.ForGroups: their routes, the API apex, the routes their prefixes target in
+// other groups) with its own revision, so a change in another group leaves the body,
+// the ETag and X-Scafo-Revision as they were; X-Scafo-Serial still carries the store
+// serial. Anything fleet-wide (the API apex today, an ACME challenge router tomorrow)
+// is in every group: it lives outside Document.Routes, which is all ForGroups filters.
+//
+// A group is known when an application names it, when it is routing.DefaultGroup, or
+// when platform.groups maps a domain to it. An unknown group is 404: an ingress pointed
+// at a typo must not receive a configuration without routes and withdraw them. A known
+// group without routes yet answers the API apex alone and says so in
+// X-Scafo-Group-Empty.
+
+// groupKnowledge is what the node knows of groups beyond the document's routes.
+type groupKnowledge struct {
+	// configured are the groups of platform.groups (fixed at start).
+	configured map[string]bool
+
+	mu sync.Mutex
+	// apps are the groups named by the applications of the last derivation (an
+	// application whose group has no platform domain and no claim has no route).
+	apps map[string]bool
+}
+
+// setApps replaces the application groups (the reconciler, after each derivation).
+func (k *groupKnowledge) setApps(groups map[string]bool) {
+	k.mu.Lock()
+	k.apps = groups
+	k.mu.Unlock()
+}
+
+// known returns every known group of snap, sorted.
+func (k *groupKnowledge) known(snap *snapshot) []string {
+	set := map[string]bool{routing.DefaultGroup: true}
+	for g := range k.configured {
+		set[g] = true
+	}
+	k.mu.Lock()
+	for g := range k.apps {
+		set[g] = true
+	}
+	k.mu.Unlock()
+	for g := range snap.groupRoutes {
+		set[g] = true
+	}
+	out := make([]string, 0, len(set))
+	for g := range set {
+		out = append(out, g)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// unknown returns the first of groups that is not known, or "".
+func (k *groupKnowledge) unknown(snap *snapshot, groups []string) string {
+	k.mu.Lock()
+	apps := k.apps
+	k.mu.Unlock()
+	for _, g := range groups {
+		if g != routing.DefaultGroup && !k.configured[g] && !apps[g] && snap.groupRoutes[g] == 0 {
+			return g
+		}
+	}
+	return ""
+}
+
+// parseGroupQuery reads ?group=. ok is false after a 400 was written. A request
+// without the parameter selects every group (nil).
+func parseGroupQuery(w http.ResponseWriter, r *http.Request) (groups []string, ok bool) {
+	vals, present := r.URL.Query()["group"]
+	if !present {
+		return nil, true
+	}
+	if len(vals) != 1 {
+		writeError(w, http.StatusBadRequest, "invalid group",
+			"group: give one group parameter, its names separated by commas (group=eu-1,eu-2)")
+		return nil, false
+	}
+	groups, err := routing.ParseGroups(vals[0])
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid group", err.Error())
+		return nil, false
+	}
+	return groups, true
+}
+
+// groupDocs caches, per snapshot, the documents of the group selections asked for, and
+// the fingerprints of their fleet certificates.
+type groupDocs struct {
+	mu   sync.Mutex
+	docs map[string]*routing.Document
+	fps  map[string]string
+}
+
+// maxGroupDocs bounds the selections cached per snapshot (a selection is a sorted set
+// of known groups: distinct sets beyond this are computed per request).
+const maxGroupDocs = 64
+
+// forGroups returns routing.ForGroups(snap.doc, groups), cached.
+func (s *snapshot) forGroups(groups []string) *routing.Document {
+	key := strings.Join(groups, ",")
+	s.groups.mu.Lock()
+	d, ok := s.groups.docs[key]
+	s.groups.mu.Unlock()
+	if ok {
+		return d
+	}
+	d = routing.ForGroups(s.doc, groups)
+	s.groups.mu.Lock()
+	if s.groups.docs == nil {
+		s.groups.docs = map[string]*routing.Document{}
+	}
+	if len(s.groups.docs) < maxGroupDocs {
+		s.groups.docs[key] = d
+	}
+	s.groups.mu.Unlock()
+	return d
+}
+
+// emptyGroups returns those of groups without a route in snap, comma-separated.
+func (s *snapshot) emptyGroups(groups []string) string {
+	var empty []string
+	for _, g := range groups {
+		if s.groupRoutes[g] == 0 {
+			empty = append(empty, g)
+		}
+	}
+	return strings.Join(empty, ",")
+}
+
+// groupStatus is one entry of /v1/status groups.
+type groupStatus struct {
+	Name string `json:"name"`
+	// Routes counts the group's own routes (not the cross-group targets its prefixes
+	// bring along).
+	Routes int `json:"routes"`
+	// Revision is the revision served to ?group=<name>.
+	Revision string `json:"revision"`
+}
+
+func (s *Server) groupsStatus(snap *snapshot) []groupStatus {
+	out := []groupStatus{}
+	for _, g := range s.groups.known(snap) {
+		out = append(out, groupStatus{Name: g, Routes: snap.groupRoutes[g], Revision: snap.forGroups([]string{g}).Revision})
+	}
+	return out
+}
+
+// certsFingerprint is the render-cache key part of the fleet certificates (s.certs not
+// nil): for every group (groups nil) the set's fingerprint; for a selection, a
+// fingerprint of what its Traefik configuration reads of the set, which is what
+// render.TraefikGroups keeps: the challenge router's entry points, and the fleet-issued
+// names it routes (the hosts of the selection's routes and the API apexes) with their
+// certificates. A certificate issued in one group leaves the others' keys, and their
+// cached bodies, alone.
+func (s *snapshot) certsFingerprint(groups []string) string {
+	if groups == nil || s.certs.FleetCerts == nil {
+		return s.certs.Fingerprint
+	}
+	key := strings.Join(groups, ",")
+	s.groups.mu.Lock()
+	fp, ok := s.groups.fps[key]
+	s.groups.mu.Unlock()
+	if ok {
+		return fp
+	}
+	doc := s.forGroups(groups)
+	routed := map[string]bool{}
+	for _, r := range doc.Routes {
+		if slices.Contains(groups, r.GroupOf()) {
+			routed[r.Host] = true
+		}
+	}
+	if doc.API != nil {
+		for _, h := range doc.API.Hosts {
+			routed[h] = true
+		}
+	}
+	fc := s.certs.FleetCerts
+	h := sha256.New()
+	for _, ep := range fc.HTTPEntryPoints {
+		h.Write([]byte(ep + "\x00"))
+	}
+	h.Write([]byte{1})
+	for _, n := range slices.Sorted(maps.Keys(fc.Managed)) {
+		if fc.Managed[n] && routed[n] {
+			h.Write([]byte(n + "\x00"))
+		}
+	}
+	h.Write([]byte{1})
+	var certs []string
+	for _, c := range fc.Certificates {
+		if slices.ContainsFunc(c.Names, func(n string) bool { return routed[n] }) {
+			certs = append(certs, strings.Join(c.Names, "\x00")+"\x01"+c.CertFile+"\x01"+c.KeyFile)
+		}
+	}
+	slices.Sort(certs)
+	for _, c := range certs {
+		h.Write([]byte(c + "\x02"))
+	}
+	fp = "g" + hex.EncodeToString(h.Sum(nil)[:12])
+	s.groups.mu.Lock()
+	if s.groups.fps == nil {
+		s.groups.fps = map[string]string{}
+	}
+	if len(s.groups.fps) < maxGroupDocs {
+		s.groups.fps[key] = fp
+	}
+	s.groups.mu.Unlock()
+	return fp
+}

@@ -1,0 +1,230 @@
+package node
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// groupNode runs a node with platform domains apps.example.com (default) and
+// eu1.example.com (group eu-1), and a fleet of "shop" (default), "blog" (eu-1) and
+// "back" (eu-1, a path target of shop's custom domain... from another group).
+func groupNode(t *testing.T) *testNode {
+	t.Helper()
+	cfg := testConfig(t, "vps-a", t.TempDir())
+	cfg.Platform.Domains = []string{"apps.example.com", "eu1.example.com"}
+	cfg.Platform.Groups = []string{"eu1.example.com=eu-1", "spare.example.com=spare"}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "platform.groups[1]") {
+		t.Fatalf("a group for a domain that is not a platform domain: %v, want an error naming platform.groups[1]", err)
+	}
+	cfg.Platform.Groups = []string{"eu1.example.com=eu-1"}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	n := startNode(t, cfg)
+	eu := &fleet.Ingress{Group: "eu-1"}
+	putObject(t, n.st, "apps/shop.json", fleet.App{Name: "shop", Account: "acme", Placement: []string{"vps-b"}})
+	putObject(t, n.st, "apps/blog.json", fleet.App{Name: "blog", Account: "acme", Placement: []string{"vps-b"}, Ingress: eu})
+	putObject(t, n.st, "apps/back.json", fleet.App{Name: "back", Account: "acme", Placement: []string{"vps-b"}, Ingress: eu})
+	putObject(t, n.st, "domains/shop.example.org.json", fleet.Claim{Host: "shop.example.org", Account: "acme", App: "shop",
+		Paths: map[string]string{"api": "back.eu1.example.com"}})
+	putObject(t, n.st, "nodes/vps-b.json", fleet.NodeRecord{Name: "vps-b", Address: "10.83.0.2", APIPort: 7400, Seen: time.Now().UTC(),
+		Instances: map[string]fleet.Instance{"shop": {Port: 24001, Ready: true}, "blog": {Port: 24002, Ready: true}, "back": {Port: 24003, Ready: true}}})
+	n.waitReady()
+	waitFor(t, 5*time.Second, "the fleet routed", func() bool { return len(hostsOf(routesDoc(t, n))) == 4 })
+	return n
+}
+
+// TestGroupQueryServesOnlyThatGroupsHostsPlusWhatTheyNeed: ?group=default serves
+// shop's hosts, the API apex and back's route (a prefix of shop's targets it) but not
+// blog; its Traefik configuration has no router for back's host; ?group=eu-1 serves
+// blog and back; no group serves all; each group has its own revision.
+func TestGroupQueryServesOnlyThatGroupsHostsPlusWhatTheyNeed(t *testing.T) {
+	n := groupNode(t)
+	hosts := func(q string) ([]string, *http.Response) {
+		resp, b := n.get("/v1/ingress/routes"+q, testIngressToken)
+		if resp.StatusCode != 200 {
+			t.Fatalf("routes%s: %d %s", q, resp.StatusCode, b)
+		}
+		var m map[string]any
+		json.Unmarshal(b, &m)
+		if m["api"] == nil {
+			t.Errorf("routes%s: no API apex (it is in every group)", q)
+		}
+		return hostsOf(m), resp
+	}
+	all, rAll := hosts("")
+	def, rDef := hosts("?group=default")
+	eu, rEU := hosts("?group=eu-1")
+	both, _ := hosts("?group=eu-1,default")
+	if strings.Join(all, " ") != "back.eu1.example.com blog.eu1.example.com shop.apps.example.com shop.example.org" ||
+		strings.Join(both, " ") != strings.Join(all, " ") {
+		t.Fatalf("every group: %v; both groups: %v", all, both)
+	}
+	if strings.Join(def, " ") != "back.eu1.example.com shop.apps.example.com shop.example.org" {
+		t.Errorf("group default: %v (want shop's hosts and back, the target of its prefix)", def)
+	}
+	if strings.Join(eu, " ") != "back.eu1.example.com blog.eu1.example.com" {
+		t.Errorf("group eu-1: %v", eu)
+	}
+	revs := map[string]bool{rAll.Header.Get("X-Scafo-Revision"): true, rDef.Header.Get("X-Scafo-Revision"): true, rEU.Header.Get("X-Scafo-Revision"): true}
+	if len(revs) != 3 || rDef.Header.Get("X-Scafo-Serial") == "" {
+		t.Errorf("revisions %v: want three different ones; serial %q", revs, rDef.Header.Get("X-Scafo-Serial"))
+	}
+
+	resp, b := n.get("/v1/ingress/traefik?group=default", testIngressToken)
+	if resp.StatusCode != 200 {
+		t.Fatalf("traefik?group=default: %d %s", resp.StatusCode, b)
+	}
+	var cfg struct {
+		HTTP struct {
+			Routers  map[string]json.RawMessage `json:"routers"`
+			Services map[string]json.RawMessage `json:"services"`
+		} `json:"http"`
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cfg.HTTP.Routers["host-back_eu1_example_com"]; ok {
+		t.Error("group default routes back's host, which is eu-1's")
+	}
+	if _, ok := cfg.HTTP.Services["app-back.0.vps-b"]; !ok {
+		t.Errorf("group default lacks back's service, which its prefix needs: %s", b)
+	}
+	if _, ok := cfg.HTTP.Routers["host-blog_eu1_example_com"]; ok {
+		t.Error("group default routes blog")
+	}
+	if _, ok := cfg.HTTP.Routers["api-apps_example_com"]; !ok {
+		t.Error("group default lacks the API apex")
+	}
+}
+
+// TestAChangeInOneGroupLeavesAnotherGroupsPollIdentical: a change to blog (eu-1: a new port)
+// moves eu-1's ETag and revision and leaves default's, and a long-poll of default
+// parked on its ETag does not wake for it.
+func TestAChangeInOneGroupLeavesAnotherGroupsPollIdentical(t *testing.T) {
+	n := groupNode(t)
+	rDef, bDef := n.get("/v1/ingress/traefik?group=default", testIngressToken)
+	rEU, _ := n.get("/v1/ingress/traefik?group=eu-1", testIngressToken)
+	etagDef, etagEU := rDef.Header.Get("ETag"), rEU.Header.Get("ETag")
+
+	parked := make(chan int, 1)
+	go func() {
+		resp, _ := n.get("/v1/ingress/traefik?group=default&wait=1500ms", testIngressToken, "If-None-Match", etagDef)
+		parked <- resp.StatusCode
+	}()
+	time.Sleep(100 * time.Millisecond)
+	// blog (eu-1) moves to another port on vps-b; shop and back stay where they are.
+	putObject(t, n.st, "nodes/vps-b.json", fleet.NodeRecord{Name: "vps-b", Address: "10.83.0.2", APIPort: 7400, Seen: time.Now().UTC(),
+		Instances: map[string]fleet.Instance{"shop": {Port: 24001, Ready: true}, "blog": {Port: 24999, Ready: true}, "back": {Port: 24003, Ready: true}}})
+	waitFor(t, 5*time.Second, "eu-1 changed", func() bool {
+		r, _ := n.get("/v1/ingress/traefik?group=eu-1", testIngressToken)
+		return r.Header.Get("ETag") != etagEU
+	})
+	r2, b2 := n.get("/v1/ingress/traefik?group=default", testIngressToken)
+	if r2.Header.Get("ETag") != etagDef || string(b2) != string(bDef) || r2.Header.Get("X-Scafo-Revision") != rDef.Header.Get("X-Scafo-Revision") {
+		t.Errorf("group default changed with a change in eu-1: etag %s → %s", etagDef, r2.Header.Get("ETag"))
+	}
+	if code := <-parked; code != http.StatusNotModified {
+		t.Errorf("a long-poll of default answered %d to a change in eu-1, want 304 at the end of its wait", code)
+	}
+}
+
+// TestGroupValidation: unknown groups are 404 (never an empty configuration); a known
+// group without routes answers the API apex and says so; hostile ?group= values are
+// 400 naming group; status lists the groups.
+func TestGroupValidation(t *testing.T) {
+	n := groupNode(t)
+	for _, path := range []string{"/v1/ingress/routes", "/v1/ingress/traefik"} {
+		resp, b := n.get(path+"?group=eu-2", testIngressToken)
+		if resp.StatusCode != 404 || !strings.Contains(string(b), `"error":"unknown group"`) || !strings.Contains(string(b), "eu-2") {
+			t.Errorf("%s?group=eu-2 (a typo): %d %s, want 404 naming it", path, resp.StatusCode, b)
+		}
+		resp, b = n.get(path+"?group=default,eu-2", testIngressToken)
+		if resp.StatusCode != 404 {
+			t.Errorf("%s?group=default,eu-2: %d %s, want 404", path, resp.StatusCode, b)
+		}
+	}
+	long := strings.Repeat("a", 64)
+	many := strings.TrimSuffix(strings.Repeat("default,", 17), ",")
+	distinct := ""
+	for i := range 17 {
+		distinct += "g" + string(rune('a'+i)) + ","
+	}
+	for _, q := range []string{"group=", "group=EU-1", "group=eu_1", "group=default,default", "group=" + long,
+		"group=" + many, "group=" + strings.TrimSuffix(distinct, ","), "group=a,,b", "group=%00", "group=-x",
+		"group=default&group=eu-1", "group=" + strings.Repeat("x,", 5000), "group=default%2Ceu-1%3B"} {
+		resp, b := n.get("/v1/ingress/traefik?"+q, testIngressToken)
+		if resp.StatusCode != 400 || !strings.Contains(string(b), "group") || !strings.Contains(string(b), `"error":"invalid group"`) {
+			t.Errorf("?%.60s: %d %.200s, want 400 naming group", q, resp.StatusCode, b)
+		}
+	}
+	if resp, _ := n.get("/v1/ingress/traefik?group=eu-1", ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("?group= without a token: %d, want 401", resp.StatusCode)
+	}
+
+	// A group some application names, with no routes yet (no platform domain, no claim).
+	putObject(t, n.st, "apps/lone.json", fleet.App{Name: "lone", Account: "acme", Placement: []string{"vps-b"}, Ingress: &fleet.Ingress{Group: "ap-1"}})
+	waitFor(t, 5*time.Second, "group ap-1 known", func() bool {
+		resp, _ := n.get("/v1/ingress/routes?group=ap-1", testIngressToken)
+		return resp.StatusCode == 200
+	})
+	resp, b := n.get("/v1/ingress/routes?group=ap-1", testIngressToken)
+	var doc map[string]any
+	json.Unmarshal(b, &doc)
+	if len(hostsOf(doc)) != 0 || doc["api"] == nil || resp.Header.Get("X-Scafo-Group-Empty") != "ap-1" {
+		t.Errorf("empty group ap-1: hosts %v, api %v, X-Scafo-Group-Empty %q; want no routes, the API, and the header",
+			hostsOf(doc), doc["api"] != nil, resp.Header.Get("X-Scafo-Group-Empty"))
+	}
+	resp, _ = n.get("/v1/ingress/traefik?group=eu-1", testIngressToken)
+	if h := resp.Header.Get("X-Scafo-Group-Empty"); h != "" {
+		t.Errorf("eu-1 has routes, yet X-Scafo-Group-Empty: %q", h)
+	}
+
+	_, b = n.get("/v1/status", testIngressToken)
+	var st statusBody
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]groupStatus{}
+	for _, g := range st.Groups {
+		got[g.Name] = g
+	}
+	_, rEU := n.get("/v1/ingress/routes?group=eu-1", testIngressToken)
+	rh, _ := n.get("/v1/ingress/routes?group=eu-1", testIngressToken)
+	if got["default"].Routes != 2 || got["eu-1"].Routes != 2 || got["ap-1"].Routes != 0 || len(st.Groups) != 3 ||
+		got["eu-1"].Revision != rh.Header.Get("X-Scafo-Revision") {
+		t.Errorf("status groups %+v; eu-1 revision served %s (%d bytes)", st.Groups, rh.Header.Get("X-Scafo-Revision"), len(rEU))
+	}
+}
+
+// TestAppIngressGroupIsValidated: the admin sets ingress.group; a malformed group is
+// 400 naming ingress.group and writes nothing.
+func TestAppIngressGroupIsValidated(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	for _, body := range []string{
+		`{"account":"acme","placement":[],"ingress":{"group":""}}`,
+		`{"account":"acme","placement":[],"ingress":{"group":"EU-1"}}`,
+		`{"account":"acme","placement":[],"ingress":{"group":"eu 1"}}`,
+		`{"account":"acme","placement":[],"ingress":{"group":"` + strings.Repeat("g", 64) + `"}}`,
+		`{"account":"acme","placement":[],"ingress":{"group":"eu-1","extra":1}}`,
+		`{"account":"acme","placement":[],"ingress":{}}`,
+	} {
+		resp, b := n.do("PUT", "/v1/apps/shop", testAdminToken, body)
+		if resp.StatusCode != 400 || !strings.Contains(string(b), "group") && !strings.Contains(string(b), "extra") {
+			t.Errorf("PUT %s: %d %s, want 400 naming ingress.group", body, resp.StatusCode, b)
+		}
+	}
+	if resp, _ := n.do("GET", "/v1/apps/shop", testAdminToken, ""); resp.StatusCode != 404 {
+		t.Errorf("a refused PUT wrote the application: GET %d", resp.StatusCode)
+	}
+	b := n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":[],"ingress":{"group":"eu-1"}}`)
+	if !strings.Contains(string(b), `"ingress":{"group":"eu-1"}`) {
+		t.Errorf("stored application: %s", b)
+	}
+}

@@ -1,0 +1,73 @@
+package fleet
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/scafo/ingress/render/routing"
+)
+
+// TestDeriveGroups: an application's hosts carry its group (absent for the default);
+// a platform domain mapped to a group yields hosts for that group's applications only;
+// a stored group that is not a valid name skips the application and says why; a
+// mapping of a domain that is not a platform domain, or to a malformed group, is
+// reported.
+func TestDeriveGroups(t *testing.T) {
+	ready := map[string]Instance{"a": {Port: 1001, Ready: true}, "b": {Port: 1002, Ready: true},
+		"c": {Port: 1003, Ready: true}, "bad": {Port: 1004, Ready: true}}
+	st := State{
+		Apps: []App{
+			{Name: "a", Account: "x", Placement: []string{"n1"}},
+			{Name: "b", Account: "x", Placement: []string{"n1"}, Ingress: &Ingress{Group: "eu-1"}},
+			{Name: "c", Account: "x", Placement: []string{"n1"}, Ingress: &Ingress{Group: "default"}},
+			{Name: "bad", Account: "x", Placement: []string{"n1"}, Ingress: &Ingress{Group: "EU_1"}},
+		},
+		Claims: []Claim{{Host: "b.example.org", Account: "x", App: "b"}},
+		Nodes:  []NodeRecord{{Name: "n1", Address: "10.0.0.1", APIPort: 7400, Instances: ready}},
+	}
+	opt := Options{PlatformDomains: []string{"apps.example.com", "eu1.example.com", "us1.example.com"},
+		DomainGroups: map[string]string{"eu1.example.com": "eu-1", "elsewhere.example.com": "eu-2", "us1.example.com": "Bad Group"}}
+	doc, skipped := Derive(st, opt)
+	var got []string
+	for _, r := range doc.Routes {
+		got = append(got, r.Host+"@"+r.Group)
+	}
+	want := []string{"a.apps.example.com@", "b.eu1.example.com@eu-1", "b.example.org@eu-1", "c.apps.example.com@"}
+	if !slices.Equal(got, want) {
+		t.Errorf("routes %v, want %v", got, want)
+	}
+	if err := doc.Validate(); err != nil {
+		t.Errorf("derived document invalid: %v", err)
+	}
+	var reasons []string
+	for _, s := range skipped {
+		reasons = append(reasons, s.Object+": "+s.Reason)
+	}
+	all := strings.Join(reasons, "\n")
+	for _, sub := range []string{
+		"apps/bad.json: ingress.group",
+		`platform.groups: "elsewhere.example.com" is not a platform domain`,
+		`platform.groups: domain "us1.example.com"`,
+	} {
+		if !strings.Contains(all, sub) {
+			t.Errorf("skipped lacks %q:\n%s", sub, all)
+		}
+	}
+
+	// Without groups anywhere, nothing carries one: the documents (and revisions) of
+	// fleets that never used groups are unchanged.
+	st.Apps = st.Apps[:1]
+	doc, _ = Derive(st, Options{PlatformDomains: []string{"apps.example.com"}})
+	plain := *doc
+	plain.Routes = slices.Clone(doc.Routes)
+	for _, r := range doc.Routes {
+		if r.Group != "" {
+			t.Errorf("route %s has group %q in a fleet without groups", r.Host, r.Group)
+		}
+	}
+	plain.Routes[0].Group = "eu-1"
+	if routing.ComputeRevision(&plain) == doc.Revision {
+		t.Error("a route's group does not move the revision")
+	}
+}

@@ -1,0 +1,692 @@
+package render
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/traefik/genconf/dynamic"
+
+	"github.com/scafo/ingress/render/routing"
+)
+
+// Incremental renders routing documents to exactly the bytes Traefik (the full render)
+// writes for them, keeping what it rendered for each application across calls, so that
+// a document that differs from the last one in one application re-renders that
+// application and copies the rest.
+//
+// The unit is a fragment: everything one application contributes to the configuration
+// (its service chain, and the routers of all its hosts: host routers, path guards,
+// path routers), each entry already encoded as `"name":{…}`. A fragment is reused when
+// its inputs are equal to the application's inputs in the new document:
+//
+//   - the application's name, upstream list in order (so a ?prefer= reordering is a
+//     different fragment), and health path;
+//   - its routes: each host and its path map;
+//   - the service every path target resolves to (a prefix on this application's host
+//     points at another application's chain: its name moves when that application
+//     goes from one upstream to two, and a target that left the document selects
+//     nothing);
+//   - whether each of its hosts is a fleet-issued name (FleetCerts.Managed: its
+//     routers get `tls: {}`);
+//   - not the health-check interval: an automatic interval depends on the whole
+//     output's number of checks, so fragments carry a placeholder the assembler
+//     replaces (ivToken), and a change that moves the interval re-renders nothing.
+//
+// The render options are fixed per Incremental. The platform API apex is one more
+// fragment, keyed by api.hosts, its upstreams, denied prefixes and which apexes a
+// custom wildcard covers, and, with fleet certificates, which apexes are fleet-issued
+// names and the ACME challenge router's entry points (the router is fleet-wide, and
+// exists exactly when the API fragment does). The assembler then merges every
+// fragment's entries into the configuration with sorted keys, as encodeConfiguration
+// writes it, and appends the fleet certificates (tls.certificates, fleetCertificates:
+// fleet-wide, encoded on every render, the output's selection of them).
+//
+// Fragments are compared by their inputs, never by a hash, so a reuse can never be a
+// collision. The cache is bounded: a fragment not used by any of the last keepPasses
+// renders is dropped, so it holds at most keepPasses variants of each application
+// (prefer orders and recent versions), never the history of the fleet.
+//
+// An Incremental is safe for concurrent use; renders are serialized.
+type Incremental struct {
+	opt resolved
+
+	mu      sync.Mutex
+	pass    uint64
+	apps    map[string]*appSlot // by application name
+	api     []*fragment
+	scratch renderer
+	scan    map[string][]string // byTarget scratch of routeRouters
+	nextBuf []int32
+	appsBuf []appIn
+	// prev is the last assembled order of each output, for the linear merge.
+	prev  map[string]*assembled
+	stamp uint64
+	// deny holds the shared deny service as a fragment of its own.
+	deny *fragment
+}
+
+// keepPasses is how many renders an unused fragment survives: the variants one
+// document needs (one per ?prefer= node) stay warm while the node serves them.
+const keepPasses = 8
+
+// NewIncremental validates opt and returns an empty incremental renderer.
+func NewIncremental(opt Options) (*Incremental, error) {
+	o, err := opt.resolve()
+	if err != nil {
+		return nil, err
+	}
+	inc := &Incremental{opt: o, apps: map[string]*appSlot{}, prev: map[string]*assembled{}, deny: &fragment{}}
+	inc.deny.services = []entry{{name: denyEntry.name, b: denyEntry.b, owner: inc.deny}}
+	inc.deny.ssize = len(denyEntry.b) + 1
+	return inc, nil
+}
+
+// entry is one encoded map entry: `"name":{…}`.
+type entry struct {
+	name  string
+	b     []byte
+	owner *fragment
+	// ivAt are the offsets in b of ivToken, where the automatic interval goes.
+	ivAt []int
+}
+
+// ivMark is the interval fragments are rendered with when it is automatic; encoded, it
+// makes ivToken, which the assembler replaces with the output's interval. The token
+// cannot occur anywhere else: inside a JSON string a '"' is always escaped, so the
+// unescaped `"interval":"` only ever starts the interval field itself.
+const ivMark = "\x00"
+
+var ivToken = []byte(`"interval":"\u0000"`)
+
+type fragRoute struct {
+	host  string
+	paths map[string]string
+}
+
+type fragTarget struct {
+	host string
+	svc  string // "" when the target is no route of the document
+}
+
+// fragment is one application's part of the configuration (or the API apex's).
+type fragment struct {
+	// Inputs.
+	app      string
+	ups      []routing.Upstream
+	health   string
+	routes   []fragRoute
+	targets  []fragTarget
+	interval string
+	// fleet says, per route (per apex for the API fragment), whether the host is a
+	// fleet-issued name.
+	fleet []bool
+	// API inputs (the API fragment only).
+	apiHosts, apiDenied []string
+	covered             []string // covering wildcard hosts passed to api()
+	acme                bool     // the challenge router (fleet certificates on)
+	acmeEPs             []string // its entry points
+
+	// Outputs.
+	routers  []entry
+	services []entry
+	deny     bool // a router points at the deny service
+	checks   int
+	used     uint64
+	// Sizes of the encoded entries, and how many ivTokens the services hold.
+	rsize, ssize, ivs int
+	// Marks of the assembly being written (see assemble): included with routers, with
+	// services; and present in the previous order of the same output.
+	rmark, smark, rseen, sseen uint64
+}
+
+// appSlot is what the renderer keeps of one application name: its cached fragments
+// and, during a render, where the application sits in that render's list (one map
+// lookup per route serves both).
+type appSlot struct {
+	variants []*fragment
+	base     string // appServiceName(name)
+	pass     uint64 // the render that last saw the name
+	idx      int    // its index in that render's apps
+}
+
+// appIn is one application of the document being rendered.
+type appIn struct {
+	name   string
+	slot   *appSlot
+	ups    []routing.Upstream
+	health string
+	first  int // index of its first route
+	last   int
+	svc    string // what routers point at
+	frag   *fragment
+	// withRouters: its routers are part of this output (else only its services are,
+	// because a path map of the output targets it).
+	withRouters bool
+	withService bool
+}
+
+// Traefik renders doc as the package-level Traefik does with the Options this
+// Incremental was made with: the same bytes, the same errors.
+func (inc *Incremental) Traefik(doc *routing.Document) ([]byte, error) {
+	return inc.TraefikOutput(doc, "", nil)
+}
+
+// TraefikOutput is TraefikFleet (fc nil: Traefik) for one of several outputs the caller
+// serves from one Incremental (the node: one per ?prefer=): output names it, so that
+// each output's next render merges with its own last order. Any name gives the same
+// bytes.
+func (inc *Incremental) TraefikOutput(doc *routing.Document, output string, fc *FleetCerts) ([]byte, error) {
+	return inc.render(doc, output, nil, fc)
+}
+
+// TraefikGroups renders as the package-level TraefikGroups does (doc is
+// routing.ForGroups(full, groups)), for output.
+func (inc *Incremental) TraefikGroups(doc *routing.Document, output string, groups []string, fc *FleetCerts) ([]byte, error) {
+	return inc.render(doc, output, groupFilter(groups), fc)
+}
+
+// render renders doc; keep, when not nil, selects the routes whose routers are part of
+// the output (their applications' services, and those of their path targets, come
+// along); nil keeps every route. fc are the fleet certificates (nil: none).
+func (inc *Incremental) render(doc *routing.Document, output string, keep func(*routing.Route) bool, fc *FleetCerts) ([]byte, error) {
+	if doc == nil {
+		return nil, errors.New("rendering Traefik configuration: nil document")
+	}
+	doc = routesInHostOrder(doc)
+	if err := doc.Validate(); err != nil {
+		return nil, fmt.Errorf("rendering Traefik configuration: %w", err)
+	}
+	inc.mu.Lock()
+	defer inc.mu.Unlock()
+	inc.pass++
+
+	routes := doc.Routes
+	// Scratch kept across renders (they are serialized): the next route of the same
+	// application (or -1), and the applications of this document.
+	next := slices.Grow(inc.nextBuf[:0], len(routes))[:len(routes)]
+	apps := slices.Grow(inc.appsBuf[:0], len(routes))
+	defer func() {
+		clear(apps) // drop the references to this document
+		inc.nextBuf, inc.appsBuf = next, apps[:0]
+	}()
+	for i := range routes {
+		rt := &routes[i]
+		next[i] = -1
+		slot := inc.apps[rt.Application]
+		if slot == nil {
+			slot = &appSlot{base: appServiceName(rt.Application)}
+			inc.apps[rt.Application] = slot
+		}
+		if slot.pass == inc.pass {
+			a := &apps[slot.idx]
+			next[a.last] = int32(i)
+			a.last = i
+			if keep == nil || keep(rt) {
+				a.withRouters, a.withService = true, true
+			}
+			continue
+		}
+		if rt.HealthPath == "" {
+			if err := requireAPIPorts("routes["+strconv.Itoa(i)+"].upstreams", rt.Upstreams); err != nil {
+				return nil, fmt.Errorf("rendering Traefik configuration: %w", err)
+			}
+		}
+		slot.pass, slot.idx = inc.pass, len(apps)
+		in := keep == nil || keep(rt)
+		apps = append(apps, appIn{name: rt.Application, slot: slot, ups: rt.Upstreams, health: rt.HealthPath,
+			first: i, last: i, svc: serviceRef(slot.base, rt.Upstreams),
+			withRouters: in, withService: in})
+	}
+	svcOf := func(target string) (string, bool) {
+		i, ok := slices.BinarySearchFunc(routes, target, func(r routing.Route, h string) int { return strings.Compare(r.Host, h) })
+		if !ok || routing.IsWildcard(target) {
+			return "", false
+		}
+		return apps[inc.apps[routes[i].Application].idx].svc, true
+	}
+	// The services a kept route's path map needs come along.
+	if keep != nil {
+		for j := range apps {
+			a := &apps[j]
+			if !a.withRouters {
+				continue
+			}
+			for i := a.first; i >= 0; i = int(next[i]) {
+				for _, t := range routes[i].Paths {
+					if k, ok := slices.BinarySearchFunc(routes, t, func(r routing.Route, h string) int { return strings.Compare(r.Host, h) }); ok {
+						apps[inc.apps[routes[k].Application].idx].withService = true
+					}
+				}
+			}
+		}
+	}
+
+	// The automatic interval counts the checks of every chain in the output.
+	checks := 0
+	for j := range apps {
+		if apps[j].withService {
+			checks += max(len(apps[j].ups)-1, 0)
+		}
+	}
+	api := doc.API
+	if api != nil && len(api.Hosts) == 0 {
+		api = nil
+	}
+	if api != nil {
+		checks += max(len(api.Upstreams)-1, 0)
+	}
+	interval := inc.opt.interval
+	fragInterval := interval // what fragments are rendered with
+	if interval == "" {
+		interval, fragInterval = AutoHealthCheckInterval(checks).String(), ivMark
+	}
+
+	for j := range apps {
+		a := &apps[j]
+		if !a.withService {
+			continue
+		}
+		f := inc.lookup(a, routes, next, fragInterval, svcOf, fc)
+		if f == nil {
+			f = inc.renderApp(a, routes, next, fragInterval, svcOf, fc)
+			a.slot.variants = append(a.slot.variants, f)
+		}
+		f.used = inc.pass
+		a.frag = f
+	}
+	var apiFrag *fragment
+	if api != nil {
+		apiFrag = inc.apiFragment(api, routes, keep, fragInterval, fc)
+		apiFrag.used = inc.pass
+	}
+	var certs []byte
+	if t := fleetCertificates(fc, doc, keep); t != nil {
+		e := encoder{}
+		e.tlsConfiguration(t)
+		certs = e.buf
+	}
+	body := inc.assemble(output, apps, apiFrag, interval, certs)
+	inc.sweep()
+	return body, nil
+}
+
+// serviceRef is the service the routers of an application with ups point at, as chain
+// names it: the chain's root, or the lone leaf.
+func serviceRef(base string, ups []routing.Upstream) string {
+	if len(ups) == 1 {
+		return leafName(base, 0, ups[0].Node)
+	}
+	return base
+}
+
+// lookup returns the cached fragment of a whose inputs equal a's in this document.
+func (inc *Incremental) lookup(a *appIn, routes []routing.Route, next []int32, interval string, svcOf func(string) (string, bool), fc *FleetCerts) *fragment {
+variants:
+	for _, f := range a.slot.variants {
+		if f.interval != interval || f.health != a.health || !slices.Equal(f.ups, a.ups) {
+			continue
+		}
+		k := 0
+		for i := a.first; i >= 0; i = int(next[i]) {
+			if k >= len(f.routes) || f.routes[k].host != routes[i].Host || !maps.Equal(f.routes[k].paths, routes[i].Paths) ||
+				f.fleet[k] != fleetManaged(fc, routes[i].Host) {
+				continue variants
+			}
+			k++
+		}
+		if k != len(f.routes) {
+			continue
+		}
+		for _, t := range f.targets {
+			if svc, _ := svcOf(t.host); svc != t.svc {
+				continue variants
+			}
+		}
+		return f
+	}
+	return nil
+}
+
+// fleetManaged reports whether host is a fleet-issued name of fc.
+func fleetManaged(fc *FleetCerts, host string) bool {
+	return fc != nil && fc.Managed[host]
+}
+
+// reset readies the scratch renderer for one fragment.
+func (inc *Incremental) reset(interval string, fc *FleetCerts) *renderer {
+	r := &inc.scratch
+	// clear costs a map's capacity, not its length: after a fragment with thousands of
+	// path routers, start over rather than clear that capacity for every application.
+	if r.routers == nil || len(r.routers) > 64 || len(r.tls) > 64 {
+		r.routers = map[string]*dynamic.Router{}
+		r.tls = map[string]*dynamic.RouterTLSConfig{}
+	}
+	if r.services == nil || len(r.services) > 64 {
+		r.services = map[string]*Service{}
+	}
+	clear(r.routers)
+	clear(r.services)
+	clear(r.tls)
+	r.checks = r.checks[:0]
+	r.opt = inc.opt
+	r.opt.interval = interval
+	r.fleet = fc
+	return r
+}
+
+// renderApp renders a's fragment with the full render's own code (chain, routeRouters).
+func (inc *Incremental) renderApp(a *appIn, routes []routing.Route, next []int32, interval string, svcOf func(string) (string, bool), fc *FleetCerts) *fragment {
+	r := inc.reset(interval, fc)
+	f := &fragment{app: a.name, ups: a.ups, health: a.health, interval: interval}
+	name, health := a.name, a.health
+	svc := r.chain(appServiceName(name), a.ups, func(u routing.Upstream) *dynamic.ServerHealthCheck {
+		if health != "" {
+			return r.healthCheck(health, 0)
+		}
+		return r.healthCheck(InstanceHealthPath+name, u.APIPort)
+	})
+	f.checks = len(r.checks)
+	for i := a.first; i >= 0; i = int(next[i]) {
+		rt := &routes[i]
+		f.routes = append(f.routes, fragRoute{host: rt.Host, paths: rt.Paths})
+		f.fleet = append(f.fleet, fleetManaged(fc, rt.Host))
+		if len(inc.scan) > 64 {
+			inc.scan = nil // as above
+		}
+		clear(inc.scan)
+		inc.scan = r.routeRouters(rt, svc, svcOf, inc.scan)
+		for t := range inc.scan {
+			s, _ := svcOf(t)
+			f.targets = append(f.targets, fragTarget{host: t, svc: s})
+		}
+	}
+	inc.collect(f, r)
+	return f
+}
+
+// apiFragment returns the API apex's fragment, cached like an application's. Which
+// apexes need a deny router depends on the custom wildcards of the output's routes.
+func (inc *Incremental) apiFragment(api *routing.API, routes []routing.Route, keep func(*routing.Route) bool, interval string, fc *FleetCerts) *fragment {
+	var covered []string
+	for _, apex := range api.Hosts {
+		_, parent, ok := strings.Cut(apex, ".")
+		if !ok {
+			continue
+		}
+		w := "*." + parent
+		if i, ok := slices.BinarySearchFunc(routes, w, func(r routing.Route, h string) int { return strings.Compare(r.Host, h) }); ok {
+			if (keep == nil || keep(&routes[i])) && !slices.Contains(covered, w) {
+				covered = append(covered, w)
+			}
+		}
+	}
+	fleet := make([]bool, len(api.Hosts))
+	for i, apex := range api.Hosts {
+		fleet[i] = fleetManaged(fc, apex)
+	}
+	var acmeEPs []string
+	if fc != nil {
+		acmeEPs = challengeEntryPoints(fc)
+	}
+	for _, f := range inc.api {
+		if f.interval == interval && slices.Equal(f.apiHosts, api.Hosts) && slices.Equal(f.ups, api.Upstreams) &&
+			slices.Equal(f.apiDenied, api.Denied) && slices.Equal(f.covered, covered) &&
+			slices.Equal(f.fleet, fleet) && f.acme == (fc != nil) && slices.Equal(f.acmeEPs, acmeEPs) {
+			return f
+		}
+	}
+	r := inc.reset(interval, fc)
+	mini := &routing.Document{API: api}
+	for _, w := range covered {
+		mini.Routes = append(mini.Routes, routing.Route{Host: w})
+	}
+	r.api(mini) // never fails
+	r.acme(mini)
+	f := &fragment{ups: api.Upstreams, apiHosts: api.Hosts, apiDenied: api.Denied, covered: covered, interval: interval, checks: len(r.checks),
+		fleet: fleet, acme: fc != nil, acmeEPs: slices.Clone(acmeEPs)}
+	inc.collect(f, r)
+	inc.api = append(inc.api, f)
+	return f
+}
+
+// collect encodes the scratch renderer's routers and services into f, sorted by name,
+// in one buffer. The shared deny service is not the fragment's: it is noted, and the
+// assembler writes it once.
+func (inc *Incremental) collect(f *fragment, r *renderer) {
+	auto := inc.opt.interval == ""
+	if _, ok := r.services[svcDeny]; ok {
+		f.deny = true
+		delete(r.services, svcDeny)
+	}
+	e := encoder{buf: make([]byte, 0, 256*(len(r.routers)+len(r.services)))}
+	type span struct {
+		name       string
+		start, end int
+	}
+	var rs, ss []span
+	for _, k := range sortedMapKeys(r.routers) {
+		s := len(e.buf)
+		e.str(k)
+		e.raw(":")
+		e.router(r.routers[k])
+		rs = append(rs, span{k, s, len(e.buf)})
+	}
+	for _, k := range sortedMapKeys(r.services) {
+		s := len(e.buf)
+		e.str(k)
+		e.raw(":")
+		e.service(r.services[k])
+		ss = append(ss, span{k, s, len(e.buf)})
+	}
+	f.routers = make([]entry, len(rs))
+	for i, s := range rs {
+		f.routers[i] = entry{name: s.name, b: e.buf[s.start:s.end:s.end], owner: f}
+		f.rsize += s.end - s.start + 1
+	}
+	f.services = make([]entry, len(ss))
+	for i, s := range ss {
+		b := e.buf[s.start:s.end:s.end]
+		f.services[i] = entry{name: s.name, b: b, owner: f}
+		f.ssize += len(b) + 1
+		for off := 0; auto; {
+			j := bytes.Index(b[off:], ivToken)
+			if j < 0 {
+				break
+			}
+			f.services[i].ivAt = append(f.services[i].ivAt, off+j)
+			f.ivs++
+			off += j + len(ivToken)
+		}
+	}
+}
+
+// denyEntry is the shared service without servers (503), encoded once.
+var denyEntry = func() entry {
+	e := encoder{}
+	e.str(svcDeny)
+	e.raw(":")
+	e.service(emptyService())
+	return entry{name: svcDeny, b: e.buf}
+}()
+
+// assembled is one output's sorted entries and the fragments they came from, kept so
+// that the next render of the same output merges instead of sorting.
+type assembled struct {
+	routers, services []*entry
+	withR, withS      []*fragment
+}
+
+// maxOutputs bounds the assembled orders kept (one per output: ?prefer= × groups).
+const maxOutputs = 32
+
+// assemble writes the configuration: every selected fragment's entries in sorted name
+// order, exactly as encodeConfiguration writes a configuration. The order is the last
+// order of the same output (key) with the entries of fragments no longer in it
+// filtered out and those of new fragments merged in: linear in the output, where a
+// sort of every name would not be. When most of the output is new it sorts instead.
+func (inc *Incremental) assemble(key string, apps []appIn, apiFrag *fragment, interval string, certs []byte) []byte {
+	inc.stamp++
+	stamp := inc.stamp
+	cur := &assembled{}
+	deny := false
+	size := 64
+	include := func(f *fragment, withRouters bool) {
+		if withRouters {
+			f.rmark = stamp
+			cur.withR = append(cur.withR, f)
+			deny = deny || f.deny
+			size += f.rsize
+		}
+		f.smark = stamp
+		cur.withS = append(cur.withS, f)
+		size += f.ssize + f.ivs*len(interval)
+	}
+	for j := range apps {
+		if apps[j].frag != nil {
+			include(apps[j].frag, apps[j].withRouters)
+		}
+	}
+	if apiFrag != nil {
+		include(apiFrag, true)
+	}
+	if deny {
+		include(inc.deny, false)
+	}
+	prev := inc.prev[key]
+	cur.routers = mergeEntries(prev, cur.withR, stamp, func(a *assembled) ([]*entry, []*fragment) { return a.routers, a.withR },
+		func(f *fragment) []entry { return f.routers }, func(f *fragment) uint64 { return f.rmark }, func(f *fragment) *uint64 { return &f.rseen })
+	cur.services = mergeEntries(prev, cur.withS, stamp, func(a *assembled) ([]*entry, []*fragment) { return a.services, a.withS },
+		func(f *fragment) []entry { return f.services }, func(f *fragment) uint64 { return f.smark }, func(f *fragment) *uint64 { return &f.sseen })
+	if _, ok := inc.prev[key]; !ok && len(inc.prev) >= maxOutputs {
+		clear(inc.prev) // rare: more outputs than any node serves; they start over
+	}
+	inc.prev[key] = cur
+
+	if len(cur.routers) == 0 {
+		if certs != nil {
+			return append(append([]byte("{"), certs...), '}')
+		}
+		return []byte("{}")
+	}
+	buf := make([]byte, 0, size+len(certs)+1)
+	buf = append(buf, `{"http":{"routers":{`...)
+	for i, e := range cur.routers {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, e.b...)
+	}
+	buf = append(buf, '}')
+	if len(cur.services) > 0 {
+		buf = append(buf, `,"services":{`...)
+		for i, e := range cur.services {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			last := 0
+			for _, j := range e.ivAt {
+				buf = append(buf, e.b[last:j]...)
+				buf = append(buf, `"interval":"`...)
+				buf = append(buf, interval...)
+				buf = append(buf, '"')
+				last = j + len(ivToken)
+			}
+			buf = append(buf, e.b[last:]...)
+		}
+		buf = append(buf, '}')
+	}
+	buf = append(buf, '}')
+	if certs != nil {
+		buf = append(buf, ',')
+		buf = append(buf, certs...)
+	}
+	buf = append(buf, '}')
+	return buf
+}
+
+// mergeEntries returns the sorted entries (routers or services, as the accessors say)
+// of the fragments in now, all marked with stamp: prev's order without the entries of
+// fragments not in now, merged with the sorted entries of the fragments prev did not
+// have.
+func mergeEntries(prev *assembled, now []*fragment, stamp uint64, list func(*assembled) ([]*entry, []*fragment),
+	entries func(*fragment) []entry, mark func(*fragment) uint64, seen func(*fragment) *uint64) []*entry {
+	var old []*entry
+	if prev != nil {
+		var had []*fragment
+		old, had = list(prev)
+		for _, f := range had {
+			*seen(f) = stamp
+		}
+	}
+	var added []*entry
+	total := 0
+	for _, f := range now {
+		es := entries(f)
+		total += len(es)
+		if *seen(f) == stamp {
+			continue
+		}
+		for i := range es {
+			added = append(added, &es[i])
+		}
+	}
+	byName := func(a, b *entry) int { return strings.Compare(a.name, b.name) }
+	if prev == nil || len(added) > total/4 {
+		// Mostly new: one sort of everything.
+		all := make([]*entry, 0, total)
+		for _, f := range now {
+			es := entries(f)
+			for i := range es {
+				all = append(all, &es[i])
+			}
+		}
+		slices.SortFunc(all, byName)
+		return all
+	}
+	slices.SortFunc(added, byName)
+	out := make([]*entry, 0, total)
+	j := 0
+	for _, e := range old {
+		if mark(e.owner) != stamp {
+			continue // its fragment left this output
+		}
+		for j < len(added) && added[j].name < e.name {
+			out = append(out, added[j])
+			j++
+		}
+		out = append(out, e)
+	}
+	return append(out, added[j:]...)
+}
+
+// sweep drops the fragments no render used in the last keepPasses passes.
+func (inc *Incremental) sweep() {
+	if inc.pass <= keepPasses {
+		return
+	}
+	old := inc.pass - keepPasses
+	for name, slot := range inc.apps {
+		slot.variants = slices.DeleteFunc(slot.variants, func(f *fragment) bool { return f.used <= old })
+		if len(slot.variants) == 0 && slot.pass <= old {
+			delete(inc.apps, name)
+		}
+	}
+	inc.api = slices.DeleteFunc(inc.api, func(f *fragment) bool { return f.used <= old })
+}
+
+// cached is how many fragments are cached (tests: the bound).
+func (inc *Incremental) cached() int {
+	inc.mu.Lock()
+	defer inc.mu.Unlock()
+	n := len(inc.api)
+	for _, slot := range inc.apps {
+		n += len(slot.variants)
+	}
+	return n
+}

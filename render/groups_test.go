@@ -1,0 +1,337 @@
+package render
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/scafo/ingress/render/fleet"
+	"github.com/scafo/ingress/render/routing"
+)
+
+var testGroups = []string{"default", "eu-1", "eu-2", "us-1"}
+
+// groupedState is a generated fleet whose applications are spread over testGroups
+// (app i in group i%4; ti.to's owner and its targets, the multiples of 100, all in
+// default), with one platform domain per group.
+func groupedState(apps, prefixes int) (fleet.State, fleet.Options) {
+	st := fleet.GenerateState(apps, prefixes)
+	for i := range st.Apps {
+		if g := testGroups[i%len(testGroups)]; g != "default" {
+			st.Apps[i].Ingress = &fleet.Ingress{Group: g}
+		}
+	}
+	opt := fleet.GenerateOptions()
+	opt.PlatformDomains = []string{"apps.example.com", "eu1.example.com", "eu2.example.com", "us1.example.com"}
+	opt.DomainGroups = map[string]string{"eu1.example.com": "eu-1", "eu2.example.com": "eu-2", "us1.example.com": "us-1"}
+	return st, opt
+}
+
+// groupOutputs renders every format of every single group of doc, with fleet
+// certificates fc (nil: none).
+func groupOutputs(t *testing.T, doc *routing.Document, inc *Incremental, fc *FleetCerts) map[string][3]string {
+	t.Helper()
+	out := map[string][3]string{}
+	for _, g := range testGroups {
+		sel := []string{g}
+		gd := routing.ForGroups(doc, sel)
+		routes, err := routing.Marshal(gd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full, err := TraefikGroups(gd, Options{}, sel, fc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := inc.TraefikGroups(gd, g, sel, fc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, full) {
+			t.Fatalf("group %s: incremental render differs from the full render at byte %d", g, firstDiff(got, full))
+		}
+		out[g] = [3]string{gd.Revision, string(routes), string(full)}
+	}
+	return out
+}
+
+// TestAChangeInOneGroupLeavesOtherGroupsBytesIdentical: random edits to the
+// applications of one group (readiness, ports, placement, health paths, new and
+// removed applications, custom domains, prefixes, an application moving to another
+// group, a fleet certificate of one of its hosts issued, renewed or dropped) leave
+// every other group's revision, routing document and Traefik configuration
+// byte-identical, and the incremental render of every group equals the full render at
+// every step. The API apex has a fleet certificate, which every group carries.
+func TestAChangeInOneGroupLeavesOtherGroupsBytesIdentical(t *testing.T) {
+	steps := 120
+	if testing.Short() {
+		steps = 30
+	}
+	for seed := range uint64(3) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 99))
+			st, opt := groupedState(240, 200)
+			inc, err := NewIncremental(Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc, _ := fleet.Derive(st, opt)
+			if doc.API == nil || len(doc.API.Hosts) == 0 {
+				t.Fatal("the generated fleet has no API apex")
+			}
+			fc := fleetCertsWith(nil, doc.API.Hosts[0], true, 0)
+			before := groupOutputs(t, doc, inc, fc)
+			for g, o := range before {
+				if !strings.Contains(o[2], `"tls":{"certificates":[`) {
+					t.Fatalf("group %s lacks the API apex's fleet certificate", g)
+				}
+			}
+			for g, o := range before {
+				if !strings.Contains(o[1], `"host"`) {
+					t.Fatalf("group %s has no routes in the generated fleet", g)
+				}
+			}
+			n := 0
+			for step := range steps {
+				g := testGroups[rng.IntN(len(testGroups))]
+				var members []int
+				for i := range st.Apps {
+					if st.Apps[i].GroupOf() == g && !strings.HasSuffix(st.Apps[i].Name, "00") { // multiples of 100: ti.to's world
+						members = append(members, i)
+					}
+				}
+				a := &st.Apps[members[rng.IntN(len(members))]]
+				touched := []string{g}
+				var what string
+				certChanged := false
+				switch rng.IntN(8) {
+				case 0:
+					nd := &st.Nodes[rng.IntN(3)]
+					inst := nd.Instances[a.Name]
+					inst.Ready = !inst.Ready
+					if inst.Port == 0 {
+						inst.Port = 41000
+					}
+					nd.Instances[a.Name] = inst
+					what = "readiness of " + a.Name
+				case 1:
+					st.Nodes[rng.IntN(3)].Instances[a.Name] = fleet.Instance{Port: 1 + rng.IntN(60000), Ready: true}
+					what = "port of " + a.Name
+				case 2:
+					a.Placement = []string{"vps-c", "vps-a", "vps-b"}[:1+rng.IntN(3)]
+					what = "placement of " + a.Name
+				case 3:
+					a.Health = &fleet.Health{Path: fmt.Sprintf("/h%d", rng.IntN(9))}
+					what = "health of " + a.Name
+				case 4:
+					n++
+					name := fmt.Sprintf("grp-new-%d", n)
+					st.Apps = append(st.Apps, fleet.App{Name: name, Account: a.Account, Placement: []string{"vps-a"}, Ingress: a.Ingress})
+					st.Nodes[0].Instances[name] = fleet.Instance{Port: 42000 + n, Ready: true}
+					st.Claims = append(st.Claims, fleet.Claim{Host: name + ".example.io", Account: a.Account, App: name,
+						Paths: map[string]string{"x": a.Name + "." + domainOf(opt, g)}})
+					what = "new app " + name + " with a custom domain and a prefix to " + a.Name
+				case 5:
+					st.Claims = append(st.Claims, fleet.Claim{Host: fmt.Sprintf("*.w%d.example.io", step), Account: a.Account, App: a.Name})
+					what = "wildcard for " + a.Name
+				case 6:
+					host := ""
+					for _, r := range doc.Routes {
+						if r.Application == a.Name && !routing.IsWildcard(r.Host) {
+							host = r.Host
+						}
+					}
+					if host == "" {
+						what = "noop"
+						break
+					}
+					if fc.Managed[host] && rng.IntN(2) == 0 {
+						fc = fleetCertsWithout(fc, host)
+						what = "certificate of " + host + " dropped"
+					} else {
+						fc = fleetCertsWith(fc, host, true, step+1)
+						what = "certificate of " + host + " issued"
+					}
+					certChanged = true
+				default:
+					to := testGroups[rng.IntN(len(testGroups))]
+					a.Ingress = &fleet.Ingress{Group: to}
+					touched = append(touched, to)
+					what = a.Name + " moves to " + to
+				}
+				// A group whose prefix targets the edited application carries its
+				// service: that group may change too (before the edit or after it).
+				touched = append(touched, groupsTargeting(doc, a.Name)...)
+				doc, _ = fleet.Derive(st, opt)
+				touched = append(touched, groupsTargeting(doc, a.Name)...)
+				after := groupOutputs(t, doc, inc, fc)
+				if certChanged && after[g][2] == before[g][2] {
+					t.Fatalf("step %d (%s in group %s): the group's configuration did not change", step, what, g)
+				}
+				for _, other := range testGroups {
+					if slices.Contains(touched, other) {
+						continue
+					}
+					if after[other] != before[other] {
+						t.Fatalf("step %d (%s in group %s): group %s changed", step, what, g, other)
+					}
+				}
+				before = after
+			}
+		})
+	}
+}
+
+// groupsTargeting returns the groups of the routes whose path maps target a host of app.
+func groupsTargeting(doc *routing.Document, app string) []string {
+	hosts := map[string]bool{}
+	for _, r := range doc.Routes {
+		if r.Application == app {
+			hosts[r.Host] = true
+		}
+	}
+	var out []string
+	for _, r := range doc.Routes {
+		for _, t := range r.Paths {
+			if hosts[t] {
+				out = append(out, r.GroupOf())
+			}
+		}
+	}
+	return out
+}
+
+func domainOf(opt fleet.Options, group string) string {
+	for d, g := range opt.DomainGroups {
+		if g == group {
+			return d
+		}
+	}
+	return "apps.example.com"
+}
+
+// TestGroupCarriesTheServicesOfItsCrossGroupPrefixesButNotTheirHosts: a prefix on a
+// host of group eu-1 targeting an application of group us-1 brings that
+// application's service into eu-1's configuration, never a router for its host; the
+// API apex is in every group.
+func TestGroupCarriesTheServicesOfItsCrossGroupPrefixesButNotTheirHosts(t *testing.T) {
+	st := fleet.State{
+		Apps: []fleet.App{
+			{Name: "front", Account: "acme", Placement: []string{"n1"}, Ingress: &fleet.Ingress{Group: "eu-1"}},
+			{Name: "back", Account: "acme", Placement: []string{"n1", "n2"}, Ingress: &fleet.Ingress{Group: "us-1"}},
+			{Name: "other", Account: "acme", Placement: []string{"n2"}},
+		},
+		Claims: []fleet.Claim{{Host: "shop.example.org", Account: "acme", App: "front",
+			Paths: map[string]string{"api": "back.us1.example.com"}}},
+		Nodes: []fleet.NodeRecord{
+			{Name: "n1", Address: "10.0.0.1", APIPort: 7400, Instances: map[string]fleet.Instance{"front": {Port: 1001, Ready: true}, "back": {Port: 1002, Ready: true}}},
+			{Name: "n2", Address: "10.0.0.2", APIPort: 7400, Instances: map[string]fleet.Instance{"back": {Port: 2002, Ready: true}, "other": {Port: 2003, Ready: true}}},
+		},
+	}
+	opt := fleet.Options{PlatformDomains: []string{"eu1.example.com", "us1.example.com", "apps.example.com"}, APIPublic: true,
+		DomainGroups: map[string]string{"eu1.example.com": "eu-1", "us1.example.com": "us-1"}}
+	doc, skipped := fleet.Derive(st, opt)
+	gd := routing.ForGroups(doc, []string{"eu-1"})
+	var hosts []string
+	for _, r := range gd.Routes {
+		hosts = append(hosts, r.Host+"@"+r.GroupOf())
+	}
+	want := []string{"back.us1.example.com@us-1", "front.eu1.example.com@eu-1", "shop.example.org@eu-1"}
+	if !slices.Equal(hosts, want) {
+		t.Fatalf("eu-1 document routes %v, want %v (skipped: %v)", hosts, want, skipped)
+	}
+	body, err := TraefikGroups(gd, Options{}, []string{"eu-1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		HTTP struct {
+			Routers  map[string]struct{ Service, Rule string }
+			Services map[string]json.RawMessage
+		}
+	}
+	if err := json.Unmarshal(body, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for name := range cfg.HTTP.Routers {
+		if strings.Contains(name, "back") || strings.Contains(name, "other") {
+			t.Errorf("eu-1 configuration has router %s of another group's host", name)
+		}
+	}
+	if _, ok := cfg.HTTP.Services["app-back"]; !ok {
+		t.Errorf("eu-1 configuration lacks app-back, the service its prefix /api targets: %v", keysOf(cfg.HTTP.Services))
+	}
+	if _, ok := cfg.HTTP.Services["app-other"]; ok {
+		t.Error("eu-1 configuration carries app-other, which nothing in eu-1 needs")
+	}
+	if r, ok := cfg.HTTP.Routers["path-shop_example_org.api"]; !ok || r.Service != "app-back" {
+		t.Errorf("the prefix router: %+v (present %v), want service app-back", r, ok)
+	}
+	if _, ok := cfg.HTTP.Routers["api-eu1_example_com"]; !ok {
+		t.Errorf("the API apex is missing from group eu-1: %v", keysOf(cfg.HTTP.Routers))
+	}
+	// us-1's platform host exists in us-1 and under us1.example.com only.
+	for _, r := range doc.Routes {
+		if r.Application == "back" && r.Host != "back.us1.example.com" {
+			t.Errorf("back (us-1) routed at %s, outside its group's platform domain", r.Host)
+		}
+	}
+}
+
+func keysOf[V any](m map[string]V) []string {
+	var k []string
+	for s := range m {
+		k = append(k, s)
+	}
+	slices.Sort(k)
+	return k
+}
+
+// TestGroupDocumentOfAChainedCrossGroupTargetIsValid: a prefix of group eu-1 targets a
+// custom domain of group us-1 that has a path map of its own, pointing at a host eu-1
+// does not carry. eu-1's document carries the target without its map (another group's
+// business), so it stays valid and renders, and a change to that map leaves eu-1 alone.
+func TestGroupDocumentOfAChainedCrossGroupTargetIsValid(t *testing.T) {
+	up := func(port int) map[string]fleet.Instance {
+		return map[string]fleet.Instance{"front": {Port: port, Ready: true}, "mid": {Port: port + 1, Ready: true}, "deep": {Port: port + 2, Ready: true}}
+	}
+	us := &fleet.Ingress{Group: "us-1"}
+	st := fleet.State{
+		Apps: []fleet.App{
+			{Name: "front", Account: "acme", Placement: []string{"n1"}, Ingress: &fleet.Ingress{Group: "eu-1"}},
+			{Name: "mid", Account: "acme", Placement: []string{"n1"}, Ingress: us},
+			{Name: "deep", Account: "acme", Placement: []string{"n1"}, Ingress: us},
+		},
+		Claims: []fleet.Claim{
+			{Host: "front.example.org", Account: "acme", App: "front", Paths: map[string]string{"m": "mid.example.org"}},
+			{Host: "mid.example.org", Account: "acme", App: "mid", Paths: map[string]string{"d": "deep.us1.example.com"}},
+		},
+		Nodes: []fleet.NodeRecord{{Name: "n1", Address: "10.0.0.1", APIPort: 7400, Instances: up(1000)}},
+	}
+	opt := fleet.Options{PlatformDomains: []string{"eu1.example.com", "us1.example.com"},
+		DomainGroups: map[string]string{"eu1.example.com": "eu-1", "us1.example.com": "us-1"}}
+	doc, _ := fleet.Derive(st, opt)
+	eu := []string{"eu-1"}
+	gd := routing.ForGroups(doc, eu)
+	if err := gd.Validate(); err != nil {
+		t.Fatalf("eu-1's document is invalid: %v", err)
+	}
+	b1, err := TraefikGroups(gd, Options{}, eu, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Claims[1].Paths = map[string]string{"e": "deep.us1.example.com"}
+	doc, _ = fleet.Derive(st, opt)
+	gd2 := routing.ForGroups(doc, eu)
+	b2, err := TraefikGroups(gd2, Options{}, eu, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gd2.Revision != gd.Revision || !bytes.Equal(b1, b2) {
+		t.Error("a change to a us-1 host's path map moved eu-1's revision or bytes")
+	}
+}
