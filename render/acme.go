@@ -81,7 +81,7 @@ func (r *renderer) acme(doc *routing.Document) {
 	if doc.API != nil && len(doc.API.Hosts) > 0 {
 		r.routers[routerACMEChallenge] = &dynamic.Router{
 			EntryPoints: challengeEntryPoints(fc),
-			Service:     svcAPI,
+			Service:     serviceRef(svcAPI, doc.API.Upstreams), // the API routers' service: the leaf itself when there is one upstream
 			Rule:        "PathPrefix(`" + ACMEChallengePath + "`)",
 			Priority:    PriorityACMEChallenge,
 		}

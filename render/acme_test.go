@@ -62,6 +62,23 @@ func TestACMEChallengeRouterOutranksEveryRouter(t *testing.T) {
 	if cfg.HTTP.Services[svcAPI] == nil {
 		t.Fatal("the challenge router's service is not rendered")
 	}
+	// One API upstream (a one-node fleet): the API chain is the leaf itself, and the
+	// challenge router must name that leaf, not a service that is never rendered (Traefik
+	// would refuse the router and every HTTP-01 validation would get 404).
+	one := acmeDoc()
+	one.API.Upstreams = one.API.Upstreams[:1]
+	out, err = TraefikFleet(one, Options{}, acmeCerts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = decodeStrict(t, out)
+	r = cfg.HTTP.Routers[routerACMEChallenge]
+	if r == nil || cfg.HTTP.Services[r.Service] == nil {
+		t.Fatalf("one API upstream: the challenge router %+v names a service that is not rendered: %s", r, out)
+	}
+	if api := cfg.HTTP.Routers[apiRouterName("apps.example.com")]; api == nil || api.Service != r.Service {
+		t.Fatalf("one API upstream: the challenge router's service %q is not the API router's (%+v)", r.Service, api)
+	}
 	// Without an API section there is no chain to send a challenge to: no router.
 	doc := acmeDoc()
 	doc.API = nil
