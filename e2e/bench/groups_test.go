@@ -319,14 +319,15 @@ func TestGroupFlips(t *testing.T) {
 	}
 	defer func() { stopPolls(); wg.Wait() }()
 
-	var samples []flipSample
 	g0hash := pollers[0].hash
-	for i := range flips {
+	// flip moves flipPrefix once and measures it through measured (whose node query is
+	// query), and the CPU of every Traefik in tracked (measured first) over the flip.
+	flip := func(i int, measured *groupTraefik, query string, tracked []*groupTraefik) flipSample {
 		next := 1 - current
-		etag := mustNodePoll(t, nd, "group=g0", "").etag
+		etag := mustNodePoll(t, nd, query, "").etag
 		nodeDone := make(chan time.Time, 1)
 		go func() {
-			p, err := nd.pollQuery("group=g0", etag, "60s")
+			p, err := nd.pollQuery(query, etag, "60s")
 			if err != nil || p.status != http.StatusOK {
 				nodeDone <- time.Time{}
 				return
@@ -334,26 +335,26 @@ func TestGroupFlips(t *testing.T) {
 			nodeDone <- time.Now()
 		}()
 		time.Sleep(time.Duration(rand.Int64N(int64(time.Second))))
-		before := make([]time.Duration, len(all))
-		for j, g := range all {
+		before := make([]time.Duration, len(tracked))
+		for j, g := range tracked {
 			before[j] = cpuTime(g.tr.proc)
 		}
 		at := time.Now()
 		putFlip(t, nd, flipTargets[next])
 		t0 := time.Now()
 		var s flipSample
-		if err := waitRouted(flipped.tr, want(next), t0, &s.latency); err != nil {
+		if err := waitRouted(measured.tr, want(next), t0, &s.latency); err != nil {
 			t.Fatalf("flip %d to %s: %v", i, flipTargets[next], err)
 		}
 		s.routed = s.latency + t0.Sub(at)
 		if nt := <-nodeDone; !nt.IsZero() {
 			s.node = nt.Sub(at)
 		} else {
-			t.Errorf("flip %d: g0's long-poll did not answer with new bytes", i)
+			t.Errorf("flip %d: the long-poll (?%s) did not answer with new bytes", i, query)
 		}
-		end := settleIdle(flipped.tr, flipped.idleCores, time.Minute)
+		end := settleIdle(measured.tr, measured.idleCores, time.Minute)
 		s.settle = end.Sub(t0)
-		for j, g := range all {
+		for j, g := range tracked {
 			raw := cpuTime(g.tr.proc) - before[j]
 			net := raw - time.Duration(g.idleCores*float64(end.Sub(at)))
 			if j == 0 {
@@ -361,7 +362,6 @@ func TestGroupFlips(t *testing.T) {
 			}
 			g.cpu = append(g.cpu, net)
 		}
-		samples = append(samples, s)
 		current = next
 		// Every group's bytes after the flip: g0's moved, no other group's did.
 		for k, p := range pollers {
@@ -381,12 +381,50 @@ func TestGroupFlips(t *testing.T) {
 			}
 		}
 		var others []string
-		for _, g := range observers {
+		for _, g := range tracked[1:] {
 			others = append(others, fmt.Sprintf("%s %s", g.group, g.cpu[len(g.cpu)-1].Round(10*time.Millisecond)))
 		}
-		t.Logf("flip %2d → %s: routed by g0's Traefik after %s (node published after %s); g0's Traefik CPU %s net (%s gross); other Traefiks' CPU over the flip: %s",
-			i+1, flipTargets[next], s.latency.Round(time.Millisecond), s.node.Round(time.Millisecond),
+		t.Logf("flip %2d → %s: routed by %s's Traefik after %s (node published after %s); its CPU %s net (%s gross); other Traefiks' CPU over the flip: %s",
+			i+1, flipTargets[next], measured.group, s.latency.Round(time.Millisecond), s.node.Round(time.Millisecond),
 			s.cpu.Round(10*time.Millisecond), s.cpuRaw.Round(10*time.Millisecond), strings.Join(others, ", "))
+		return s
+	}
+	var samples []flipSample
+	for i := range flips {
+		samples = append(samples, flip(i, flipped, "group=g0", all))
+	}
+	// The control, same node, same fleet, same flips: a Traefik reading every group (no
+	// group setting), as every Traefik did before groups. The group Traefiks keep running.
+	var control *groupTraefik
+	var controlSamples []flipSample
+	if os.Getenv("SCAFO_BENCH_GROUPS_CONTROL") != "0" {
+		control = &groupTraefik{group: "every group"}
+		control.routers, control.services, control.bodyBytes = wholeShape.routers, wholeShape.services, len(whole.body)
+		control.interval = wholeShape.interval.String()
+		control.tr = startProviderTraefik(t, "traefik-all", providerLaunch{kind: providerPlugin, endpoints: []string{nodeBaseURL(nd)}, plugin: map[string]any{
+			"name": "edge-all", "stateFile": filepath.Join(t.TempDir(), "scafo.last.json"),
+		}})
+		if err := control.tr.proc.WaitUntil(5*time.Minute, func() error {
+			if err := routes(control, firstHost(groups-1), "ok"); err != nil {
+				return err
+			}
+			_, body, err := control.tr.get(flipHost, "/"+flipPrefix+"/x")
+			if err == nil && body != want(current) {
+				err = fmt.Errorf("%s/%s: %q, want %q", flipHost, flipPrefix, body, want(current))
+			}
+			return err
+		}); err != nil {
+			t.Fatalf("waiting 5 min for the every-group Traefik: %v", err)
+		}
+		control.startup = time.Since(control.tr.proc.Started())
+		checkHolds(control)
+		settleIdle(control.tr, 0.05, 2*time.Minute)
+		c0 := cpuTime(control.tr.proc)
+		time.Sleep(idleWin)
+		control.idleCores = (cpuTime(control.tr.proc) - c0).Seconds() / idleWin.Seconds()
+		for i := range flips {
+			controlSamples = append(controlSamples, flip(i, control, "", []*groupTraefik{control}))
+		}
 	}
 	stopPolls()
 	wg.Wait()
@@ -405,6 +443,9 @@ func TestGroupFlips(t *testing.T) {
 			t.Errorf("%s: %d of %d conditional polls during g0's flips did not answer 304", p.group, p.moved, p.polls)
 		}
 	}
+	if control != nil {
+		all = append(all, control)
+	}
 	for _, g := range all {
 		rss, peak := rssKB(g.tr.proc)
 		g.rssMB, g.peakMB = mb(rss), mb(peak)
@@ -413,6 +454,7 @@ func TestGroupFlips(t *testing.T) {
 		apps: apps, groups: groups, flips: flips, whole: len(whole.body),
 		wholeRouters: wholeShape.routers, wholeServices: wholeShape.services,
 		flipped: flipped, observers: observers, pollers: pollers[1:], samples: samples,
+		control: control, controlSamples: controlSamples,
 		loadStart: loadStart, loadEnd: loadAvg(), took: time.Since(started),
 	})
 	for _, g := range all {
@@ -435,6 +477,8 @@ type groupsRun struct {
 	observers                          []*groupTraefik
 	pollers                            []*groupPoller
 	samples                            []flipSample
+	control                            *groupTraefik // nil when not measured
+	controlSamples                     []flipSample
 	loadStart, loadEnd                 string
 	took                               time.Duration
 }
@@ -448,54 +492,78 @@ var (
 	ungrouped10kC = [2]float64{1.48, 1.57}
 )
 
+// flipRow is a measured Traefik's row of the section's table.
+func flipRow(label string, g *groupTraefik, samples []flipSample, updates string) (string, float64, float64) {
+	lat := make([]time.Duration, len(samples))
+	node := make([]time.Duration, len(samples))
+	var cpu time.Duration
+	for i, s := range samples {
+		lat[i], node[i] = s.latency, s.node
+		cpu += s.cpu
+	}
+	mean := 0.0
+	if len(samples) > 0 {
+		mean = (cpu / time.Duration(len(samples))).Seconds()
+	}
+	p50 := pct(lat, 50).Seconds()
+	return fmt.Sprintf("| %s | %d / %d | %.1f | %s | %.1f | %d | %.2f | %s | %s | %s | %.2f | %.2f | %s | %s (%s) |",
+		label, g.routers, g.services, float64(g.bodyBytes)/(1<<20), g.interval, g.startup.Seconds(), len(samples), p50,
+		secs(pct(lat, 95)), secs(pct(lat, 100)), secs(pct(node, 50)), mean, g.idleCores, updates, g.rssMB, g.peakMB), p50, mean
+}
+
 func groupsReport(r groupsRun) {
 	f := r.flipped
-	lat := make([]time.Duration, len(r.samples))
-	node := make([]time.Duration, len(r.samples))
-	for i, s := range r.samples {
-		lat[i], node[i] = s.latency, s.node
-	}
-	p50, p95 := pct(lat, 50).Seconds(), pct(lat, 95).Seconds()
-	cpu := f.meanCPU().Seconds()
 	rows := []string{
 		fmt.Sprintf("Measured by `TestGroupFlips` (`e2e/bench/groups_test.go`, `SCAFO_BENCH_GROUPS=1`) on %d cores shared with other engineers' builds and tests: "+
-			"load average %s at the start and %s at the end (1/5/15 min), %s. One scafo-node (this tree) on a dir store holding the generated fleet of section 6 "+
+			"**load average %s at the start and %s at the end** (1/5/15 min), %s. One scafo-node (this tree) on a dir store holding the generated fleet of section 6 "+
 			"(`fleetgen_test.go`) with %s applications in %d ingress groups `g0`…`g%d` of %s contiguous applications each (`\"ingress\": {\"group\": …}` "+
-			"in every application object); `g0` holds the flip host and both flip targets. Traefik %s with the provider plugin on the shipped "+
-			"`deploy/traefik/traefik-plugin.yml`, one per group read, the plugin's `group` set: `g0`'s Traefik takes the flips (log level as shipped, INFO); "+
-			"the other Traefiks (%s) log at DEBUG so that every configuration their plugin emits (`emitting configuration`) and Traefik receives "+
-			"(`Configuration received`) is a line, counted before and after the flips (the startup configuration is there: the count works). "+
-			"Every group but `g0` (%d) is also polled once a second with `If-None-Match` (what an HTTP-provider Traefik on that group would fetch), and "+
-			"fetched whole after every flip, its SHA-256 and ETag compared with the bytes before the first flip. The whole fleet (no `?group=`): "+
-			"%d routers, %d services, %.1f MB.",
+			"in every application object; platform domain `%s` mapped to `g0`, `apps-gN.example.com` to `gN`, with `--platform.groups`); `g0` holds the flip "+
+			"host and both flip targets. Traefik %s with the provider plugin on the shipped `deploy/traefik/traefik-plugin.yml`, one per group read, the "+
+			"plugin's `group` set: `g0`'s Traefik takes the flips (log level as shipped, INFO); the other groups' Traefiks (%s) log at DEBUG so that every "+
+			"configuration their plugin emits (`emitting configuration`) and Traefik receives (`Configuration received`, which also counts Traefik's internal "+
+			"provider at startup) is a line, counted before and after the flips (the startup configurations are there: the count works). Every group but "+
+			"`g0` (%d) is also polled once a second with `If-None-Match` (what an HTTP-provider Traefik on that group would fetch), and fetched whole after "+
+			"every flip, its SHA-256 and ETag compared with the bytes before the first flip. The whole fleet (no `?group=`): %d routers, %d services, %.1f MB.",
 			runtime.NumCPU(), r.loadStart, r.loadEnd, r.took.Round(time.Second), thousands(r.apps), r.groups, r.groups-1, thousands(r.apps/r.groups),
-			traefikVersion(), groupList(r.observers), len(r.pollers), r.wholeRouters, r.wholeServices, float64(r.whole)/(1<<20)),
+			platformDomain, traefikVersion(), groupList(r.observers), len(r.pollers), r.wholeRouters, r.wholeServices, float64(r.whole)/(1<<20)),
 		"",
-		fmt.Sprintf("%d flips in `g0`, as section 6's (PUT of `%s`'s path map; latency PUT answered → first request through `g0`'s Traefik answered by "+
-			"the new target; CPU per change: utime+stime from just before the PUT until `g0`'s Traefik is back at its idle rate for a second, net of "+
-			"each Traefik's idle rate over that same span).", r.flips, flipHost),
+		fmt.Sprintf("%d flips in `g0`, as section 6's (PUT of `%s`'s path map, after a random 0–1 s pause; latency: PUT answered → first request through the "+
+			"measured Traefik answered by the new target; node publish: PUT sent → a long-poll parked on the measured Traefik's query answered; CPU per "+
+			"change: utime+stime from just before the PUT until the measured Traefik is back at its idle rate for a second, net of each Traefik's idle rate "+
+			"over that same span). Then the control, in the same run on the same node: a Traefik reading every group (no `group` setting, as before "+
+			"groups), the group Traefiks still running, %d more flips.", r.flips, flipHost, len(r.controlSamples)),
 		"",
-		"| Traefik | group routers / services | config MB | health checks | startup s | flips | p50 s | p95 s | max s | node publish p50 s | CPU s per change (mean) | idle cores | configurations received during the flips (plugin emitted / Traefik received) | RSS MB (peak) |",
+		"| Traefik | routers / services it loads | config MB | health checks | startup s | flips | p50 s | p95 s | max s | node publish p50 s | CPU s per change (mean) | idle cores | configurations it received during the flips, control's included (plugin emitted / Traefik received) | RSS MB (peak) |",
 		"|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
-		fmt.Sprintf("| `g0` (flipped) | %d / %d | %.1f | %s | %.1f | %d | %.2f | %.2f | %s | %s | %.2f | %.2f | %d (one per flip, by construction) | %s (%s) |",
-			f.routers, f.services, float64(f.bodyBytes)/(1<<20), f.interval, f.startup.Seconds(), len(r.samples), p50, p95,
-			secs(pct(lat, 100)), secs(pct(node, 50)), cpu, f.idleCores, len(r.samples), f.rssMB, f.peakMB),
 	}
+	row, p50, cpu := flipRow("`g0` (the flips' group)", f, r.samples, fmt.Sprintf("%d (one per flip)", len(r.samples)))
+	rows = append(rows, row)
 	for _, g := range r.observers {
-		rows = append(rows, fmt.Sprintf("| `%s` (other group) | %d / %d | %.1f | %s | %.1f | %d | – | – | – | – | %.3f | %.2f | **%d / %d** (%d / %d at startup, %d / %d after the flips) | %s (%s) |",
+		rows = append(rows, fmt.Sprintf("| `%s` (another group) | %d / %d | %.1f | %s | %.1f | %d | – | – | – | – | %.3f | %.2f | **%d / %d** (%d / %d at startup, %d / %d after all the flips) | %s (%s) |",
 			g.group, g.routers, g.services, float64(g.bodyBytes)/(1<<20), g.interval, g.startup.Seconds(), len(g.cpu), g.meanCPU().Seconds(), g.idleCores,
 			g.emitted1-g.emitted0, g.received1-g.received0, g.emitted0, g.received0, g.emitted1, g.received1, g.rssMB, g.peakMB))
+	}
+	var cp50, ccpu float64
+	if r.control != nil {
+		var crow string
+		crow, cp50, ccpu = flipRow("control: every group (no `group`)", r.control, r.controlSamples, fmt.Sprintf("%d (one per flip)", len(r.controlSamples)))
+		rows = append(rows, crow)
 	}
 	rows = append(rows, "", "| poller | bytes | conditional polls during the flips | answered other than 304 | whole fetches after a flip | differing from before |",
 		"|---|---:|---:|---:|---:|---:|")
 	for _, p := range r.pollers {
 		rows = append(rows, fmt.Sprintf("| `%s` | %d | %d | %d | %d | %d |", p.group, p.bytes, p.polls, p.moved, p.fetches, p.differed))
 	}
-	rows = append(rows, "",
-		fmt.Sprintf("Against section 6's ungrouped plugin rows (same harness and flips, run 2026-11-30 08:34–09:14 UTC under load 7–12; two rounds each): "+
+	rows = append(rows, "")
+	if r.control != nil && cp50 > 0 && ccpu > 0 {
+		rows = append(rows, fmt.Sprintf("Same run, `g0`'s Traefik against the every-group control: p50 %.2f s vs %.2f s (**%.2f×**), CPU per change %.2f vs %.2f s (**%.2f×**).",
+			p50, cp50, p50/cp50, cpu, ccpu, cpu/ccpu), "")
+	}
+	rows = append(rows,
+		fmt.Sprintf("Against section 6's ungrouped plugin rows (same harness and flips, another run: 2026-11-30 08:34–09:14 UTC, load 7–12; two rounds each): "+
 			"`g0`'s p50 %.2f s is %.2f× / %.2f× the 1 000-application p50 (%.2f / %.2f s) and %.2f× / %.2f× the 10 000-application p50 (%.2f / %.2f s); "+
 			"its CPU per change %.2f s is %.2f× / %.2f× the 1 000-application figure (%.2f / %.2f s) and %.2f× / %.2f× the 10 000-application one (%.2f / %.2f s). "+
-			"The other groups' Traefiks spent %s CPU-s per flip (mean, net of idle) and received the configuration counts in the table.",
+			"The other groups' Traefiks spent %s CPU-s per flip (mean, net of idle; the clock ticks in 10 ms).",
 			p50, p50/ungrouped1k[0], p50/ungrouped1k[1], ungrouped1k[0], ungrouped1k[1],
 			p50/ungrouped10k[0], p50/ungrouped10k[1], ungrouped10k[0], ungrouped10k[1],
 			cpu, cpu/ungrouped1kC[0], cpu/ungrouped1kC[1], ungrouped1kC[0], ungrouped1kC[1],
