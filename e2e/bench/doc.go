@@ -4,7 +4,10 @@
 // (throughput, startup, health-check load) for the configuration we render; and, for
 // issue 13, flip latency by fleet size through a real Traefik with either provider
 // (fleetflip_test.go) and store requests per node per tick on a real MinIO
-// (storecost_test.go), both also on an older build for before/after ratios.
+// (storecost_test.go), both also on an older build for before/after ratios; for issue
+// 17, flips in one ingress group of a grouped fleet through that group's Traefik, with
+// other groups' Traefiks and pollers recording that nothing reached them
+// (groups_test.go, also gated by SCAFO_BENCH_GROUPS=1, which run.sh sets).
 //
 // The pieces a later measurement reuses: fleetgen_test.go writes a routable generated
 // fleet (a group per application optional) whose flip participants answer with their

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -126,7 +127,26 @@ func TestFlipFleetDerivesWithTheFlipHostOnItsOwnListeners(t *testing.T) {
 		}
 	}
 	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
-	objs, err := fleetObjects(fleetSpec{apps: 100, group: func(i int) string { return []string{"eu-1", "us-1"}[i%2] }}, b, now)
+	// With a group per application, every application object carries it.
+	grouped, err := fleetObjects(fleetSpec{apps: 100, group: func(i int) string { return []string{"eu-1", "us-1"}[i%2] }}, b, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range grouped {
+		if !strings.HasPrefix(k, fleet.PrefixApps) {
+			continue
+		}
+		var a fleet.App
+		if err := json.Unmarshal(v, &a); err != nil {
+			t.Fatal(err)
+		}
+		if g := a.GroupOf(); g != []string{"eu-1", "us-1"}[int(a.Name[len(a.Name)-1]-'0')%2] {
+			t.Errorf("%s: ingress group %v", a.Name, g)
+		}
+	}
+	// Without one, the fleet derives (an application in a group gets platform hosts only
+	// under its group's domains: TestGroupsHarnessSplitsTheFleet derives a grouped fleet).
+	objs, err := fleetObjects(fleetSpec{apps: 100}, b, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,11 +157,6 @@ func TestFlipFleetDerivesWithTheFlipHostOnItsOwnListeners(t *testing.T) {
 			var a fleet.App
 			if err := json.Unmarshal(v, &a); err != nil {
 				t.Fatal(err)
-			}
-			var m map[string]any
-			json.Unmarshal(v, &m)
-			if g := dig(m, "ingress", "group"); g != []string{"eu-1", "us-1"}[int(a.Name[len(a.Name)-1]-'0')%2] {
-				t.Errorf("%s: ingress.group %v", a.Name, g)
 			}
 			st.Apps = append(st.Apps, a)
 		case strings.HasPrefix(k, fleet.PrefixDomains):
@@ -232,5 +247,123 @@ scafo_ingress_polls_total{code="304",format="traefik"} 3
 	}
 	if thousands(10000) != "10 000" || thousands(100) != "100" || thousands(1000) != "1 000" {
 		t.Errorf("thousands: %q %q %q", thousands(10000), thousands(100), thousands(1000))
+	}
+}
+
+// The groups measurement's split (issue 17 item 5): contiguous groups of equal size, the
+// flip participants all in g0, observers on distinct groups other than g0, and a derived
+// grouped fleet whose routes carry their application's group.
+func TestGroupsHarnessSplitsTheFleet(t *testing.T) {
+	const apps, groups = 10000, 10
+	of := groupOfApp(apps, groups)
+	sizes := map[string]int{}
+	prev := 0
+	for i := range apps {
+		g := of(i)
+		sizes[g]++
+		if k := groupIndex(g); k < prev || groupName(k) != g {
+			t.Fatalf("application %d in %s after group g%d: not contiguous", i, g, prev)
+		} else {
+			prev = k
+		}
+	}
+	for k := range groups {
+		if sizes[groupName(k)] != apps/groups {
+			t.Errorf("%s holds %d applications, want %d", groupName(k), sizes[groupName(k)], apps/groups)
+		}
+	}
+	for i := 0; isFlipParticipant(i); i++ {
+		if of(i) != "g0" {
+			t.Errorf("flip participant %s in %s, want g0", appName(i), of(i))
+		}
+	}
+	for _, tc := range []struct{ groups, observers, want int }{{10, 2, 2}, {10, 9, 9}, {10, 20, 9}, {2, 1, 1}, {3, 1, 1}} {
+		obs := observedGroups(tc.groups, tc.observers)
+		seen := map[int]bool{}
+		for _, k := range obs {
+			if k < 1 || k >= tc.groups || seen[k] {
+				t.Errorf("observedGroups(%d, %d) = %v: want distinct groups in 1..%d", tc.groups, tc.observers, obs, tc.groups-1)
+			}
+			seen[k] = true
+		}
+		if len(obs) != tc.want {
+			t.Errorf("observedGroups(%d, %d) = %v, want %d groups", tc.groups, tc.observers, obs, tc.want)
+		}
+	}
+
+	b := &fleetBackends{pool: []int{30001}, identity: map[string]int{}}
+	for i := 0; isFlipParticipant(i); i++ {
+		for j, n := range placementOf(i) {
+			b.identity[identityName(appName(i), n)] = 31000 + 2*i + j
+		}
+	}
+	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	objs, err := fleetObjects(fleetSpec{apps: 100, group: groupOfApp(100, 10)}, b, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st fleet.State
+	for k, v := range objs {
+		switch {
+		case strings.HasPrefix(k, fleet.PrefixApps):
+			var a fleet.App
+			if err := json.Unmarshal(v, &a); err != nil {
+				t.Fatal(err)
+			}
+			st.Apps = append(st.Apps, a)
+		case strings.HasPrefix(k, fleet.PrefixDomains):
+			var c fleet.Claim
+			if err := json.Unmarshal(v, &c); err != nil {
+				t.Fatal(err)
+			}
+			st.Claims = append(st.Claims, c)
+		case strings.HasPrefix(k, fleet.PrefixNodes):
+			var n fleet.NodeRecord
+			if err := json.Unmarshal(v, &n); err != nil {
+				t.Fatal(err)
+			}
+			st.Nodes = append(st.Nodes, n)
+		}
+	}
+	opt := fleet.Options{APIPublic: true, NodeTTL: time.Minute, Now: now, DomainGroups: map[string]string{}}
+	args := groupNodeArgs([]string{"--listen=x", "--platform.domains=" + platformDomain}, 10)
+	if args[0] != "--listen=x" || len(args) != 3 {
+		t.Errorf("groupNodeArgs: %q", args)
+	}
+	for k := range 10 {
+		opt.PlatformDomains = append(opt.PlatformDomains, groupDomain(k))
+		opt.DomainGroups[groupDomain(k)] = groupName(k)
+		if !strings.Contains(args[1], groupDomain(k)) || !strings.Contains(args[2], groupDomain(k)+"="+groupName(k)) {
+			t.Errorf("groupNodeArgs lacks %s: %q", groupDomain(k), args)
+		}
+	}
+	doc, skipped := fleet.Derive(st, opt)
+	if len(skipped) > 0 {
+		t.Errorf("skipped: %v", skipped)
+	}
+	perGroup := map[string]int{}
+	for _, r := range doc.Routes {
+		if r.Host == flipHost {
+			if r.Group != "g0" {
+				t.Errorf("%s in group %q, want g0 (its owner's)", r.Host, r.Group)
+			}
+			continue
+		}
+		app, domain, _ := strings.Cut(r.Host, ".")
+		var i int
+		if _, err := fmt.Sscanf(app, "app-%05d", &i); err != nil {
+			continue // the API apex and the like
+		}
+		want := groupOfApp(100, 10)(i)
+		if r.Group != want && !(want == "g0" && r.Group == "") {
+			t.Errorf("%s in group %q, want %q", r.Host, r.Group, want)
+		}
+		if domain != "example.org" && domain != groupDomain(groupIndex(want)) {
+			t.Errorf("%s: platform host outside its group's domain %s", r.Host, groupDomain(groupIndex(want)))
+		}
+		perGroup[r.Group]++
+	}
+	if len(perGroup) != 10 {
+		t.Errorf("routes in %d groups (%v), want 10", len(perGroup), perGroup)
 	}
 }

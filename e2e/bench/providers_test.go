@@ -50,6 +50,9 @@ type providerLaunch struct {
 	// pluginSrc is the plugin's source directory (default: this tree's traefikprovider;
 	// another for an older build of the plugin).
 	pluginSrc string
+	// logLevel replaces the shipped log.level when set (DEBUG: Traefik logs every
+	// configuration it receives, and the plugin every configuration it emits).
+	logLevel string
 }
 
 // providerStatic turns the shipped static configuration of l.kind into the bench's:
@@ -122,6 +125,13 @@ func providerStatic(shipped []byte, l providerLaunch, web, websecure, api int) (
 		}
 	default:
 		return nil, fmt.Errorf("unknown provider kind %q", l.kind)
+	}
+	if l.logLevel != "" {
+		lg, ok := cfg["log"].(map[string]any)
+		if !ok || lg["level"] == nil {
+			return nil, fmt.Errorf("shipped configuration has no log.level")
+		}
+		lg["level"] = l.logLevel
 	}
 	// Traefik's API on a loopback entry point of its own, so the bench can read how many
 	// routers and services Traefik holds (api.insecure serves it on entry point "traefik").

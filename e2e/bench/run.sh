@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Runs every measurement of issue 8 (performance, side by side, as ratios) and issue 13
+# Runs every measurement of issue 8 (performance, side by side, as ratios), issue 13
 # (flip latency by fleet size through both providers, store requests per node per tick,
-# before and after) in one go and writes e2e/bench/REPORT.md. About 45 minutes on a 2-core
-# machine.
+# before and after) and issue 17 (ingress groups through real Traefiks) in one go and
+# writes e2e/bench/REPORT.md. About 50 minutes on a 2-core machine.
 #
 #   e2e/bench/run.sh
 #
@@ -21,6 +21,12 @@
 #   SCAFO_BENCH_FLIPS=20        flips per row (10 000 apps with the HTTP provider: ~8 s each)
 #   SCAFO_BENCH_FLIP_ROUNDS=1   rounds of every flip row (2 on a quiet machine)
 #   SCAFO_BENCH_FLIP_QUIET="10000"   sizes also measured with health checks at 1h ("" for none)
+#   SCAFO_BENCH_GROUPS=1        issue 17's ingress groups (section 8: 10 000 apps in 10 groups, a
+#                               plugin Traefik per group read, flips in one; 0 to skip; ~5 min)
+#   SCAFO_BENCH_GROUPS_APPS=10000 SCAFO_BENCH_GROUPS_N=10 SCAFO_BENCH_GROUPS_TRAEFIKS=3
+#                               its fleet, groups, and Traefiks (the flips' group + observers);
+#                               SCAFO_BENCH_FLIPS sets its flips too
+#   SCAFO_BENCH_GROUPS_CONTROL=1   also flip through an every-group Traefik (0 to skip)
 #   SCAFO_BENCH_BEFORE_REF=e8756a7   the commit before issue 13: built in a temporary git
 #                               worktree, its scafo-node and plugin measured beside this
 #                               tree's in the same run ("" to skip)
@@ -72,6 +78,7 @@ set +e
 env "${before_env[@]}" SCAFO_BENCH=1 \
   SCAFO_NODE_BIN="$tmp/scafo-node" \
   SCAFO_BENCH_FLIP_QUIET="${SCAFO_BENCH_FLIP_QUIET-10000}" \
+  SCAFO_BENCH_GROUPS="${SCAFO_BENCH_GROUPS-1}" \
   TRAEFIK_BIN="$traefik" \
   SCAFO_BENCH_PROFILE="$profile" \
   SCAFO_BENCH_ROUNDS="${SCAFO_BENCH_ROUNDS:-3}" \
