@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +30,18 @@ import (
 // is a fresh node, store and Pebble. CertMagic's own limiter (10 orders per 10 s per
 // account, certmagic.RateLimitEvents) bounds the rate.
 func BenchmarkIssueNames(b *testing.B) {
-	for _, n := range []int{10, 100} {
+	sizes := []int{10, 100}
+	if v := os.Getenv("SCAFO_BENCH_ISSUE_NAMES"); v != "" { // e.g. 1000: ~17 min (CertMagic paces orders, 10 per 10 s)
+		sizes = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 1 {
+				b.Fatalf("SCAFO_BENCH_ISSUE_NAMES=%q: a comma-separated list of positive counts", v)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	for _, n := range sizes {
 		b.Run(fmt.Sprintf("names=%d", n), func(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
