@@ -531,23 +531,24 @@ func (dv *deriver) buildRoutes() {
 		})
 	}
 	// Platform hosts never collide: an application name is one label, so
-	// "<name>.<domain>" determines both name and domain; names are unique.
-	for i := range dv.appList {
-		ai := &dv.appList[i]
-		if !ai.ok {
-			continue
-		}
-		name := ai.app.Name
-		for _, d := range dv.domains {
-			if dv.domainGroup[d] != ai.group {
+	// "<name>.<domain>" determines both name and domain; names are unique. They are made
+	// domain by domain, so that each domain's hosts form one run in application input
+	// order (usually sorted already: the store lists names in order).
+	var runs []int // where each run of routes ends; sorted and merged at the end
+	for _, d := range dv.domains {
+		for i := range dv.appList {
+			ai := &dv.appList[i]
+			if !ai.ok || dv.domainGroup[d] != ai.group {
 				continue // another group's domain: its wildcard points at other ingresses
 			}
+			name := ai.app.Name
 			if len(name)+1+len(d) > routing.MaxHostLen {
 				dv.skip(AppKey(name), "platform host under %q would be longer than %d bytes; not routed there", d, routing.MaxHostLen)
 				continue
 			}
 			add(name+"."+d, ai, nil)
 		}
+		runs = append(runs, len(dv.routes))
 	}
 	// Nor do claims: hosts are unique among claims (and claims without a holder), and a
 	// claim the platform owns was refused. The checks below are defence in depth.
@@ -567,6 +568,7 @@ func (dv *deriver) buildRoutes() {
 			dv.skip(ClaimKey(c.Host), "application %q has no ready instance; routed to no upstream (503, fail closed)", c.App)
 		}
 	}
+	runs = append(runs, len(dv.routes))
 	for _, h := range dv.unowned {
 		if prev := dv.held[h]; prev != nil {
 			continue // cannot happen (counted with the claims); the holder keeps it
@@ -575,26 +577,25 @@ func (dv *deriver) buildRoutes() {
 		dv.held[h] = &holders[len(holders)-1]
 		dv.routes = append(dv.routes, routing.Route{Host: h, Application: routing.UnownedApplication, Upstreams: []routing.Upstream{}})
 	}
-	for _, c := range dv.coverFree(wildcards) {
+	runs = append(runs, len(dv.routes))
+	for _, c := range dv.coverFree(wildcards, dv.routes, holders) {
 		ai := dv.apps[c.App]
 		add(c.Host, ai, c)
 		if len(ai.upstreams) == 0 {
 			dv.skip(ClaimKey(c.Host), "application %q has no ready instance; routed to no upstream (503, fail closed)", c.App)
 		}
 	}
-	// Sort (host, index) pairs rather than the routes themselves (~100 bytes each, moved
-	// O(n log n) times), then lay the routes out once in host order. Until here
-	// holders[i] belongs to routes[i]; routeHolders keeps that pairing for buildPaths.
-	// Hosts are unique, so the order is total.
-	type hostAt struct {
-		host string
-		i    int32
-	}
+	runs = append(runs, len(dv.routes))
+	// Order (host, index) pairs rather than the routes themselves (~100 bytes each),
+	// then lay the routes out once in host order. Each run is sorted on its own (linear
+	// when it is in order already) and the runs are merged: a fleet listed in name order
+	// costs no n log n sort. Until here holders[i] belongs to routes[i]; routeHolders
+	// keeps that pairing for buildPaths. Hosts are unique, so the order is total.
 	order := make([]hostAt, len(dv.routes))
 	for i := range dv.routes {
 		order[i] = hostAt{dv.routes[i].Host, int32(i)}
 	}
-	slices.SortFunc(order, func(a, b hostAt) int { return strings.Compare(a.host, b.host) })
+	order = sortRuns(order, runs)
 	sorted := make([]routing.Route, len(order))
 	dv.routeHolders = make([]*holder, len(order))
 	for j, o := range order {
@@ -604,11 +605,74 @@ func (dv *deriver) buildRoutes() {
 	dv.routes = sorted
 }
 
+// hostAt is a route's host and its index in the unsorted route list.
+type hostAt struct {
+	host string
+	i    int32
+}
+
+func compareHostAt(a, b hostAt) int { return strings.Compare(a.host, b.host) }
+
+// sortRuns sorts order, made of consecutive runs ending at the indices in ends (the
+// last is len(order)), by host: each run is sorted, then the runs are merged. Hosts
+// must be unique.
+func sortRuns(order []hostAt, ends []int) []hostAt {
+	var runs [][]hostAt
+	start := 0
+	for _, end := range ends {
+		if end > start {
+			run := order[start:end]
+			if !slices.IsSortedFunc(run, compareHostAt) {
+				slices.SortFunc(run, compareHostAt)
+			}
+			runs = append(runs, run)
+		}
+		start = end
+	}
+	if len(runs) == 1 {
+		return runs[0]
+	}
+	out := make([]hostAt, 0, len(order))
+	for len(runs) > 0 {
+		best := 0
+		for k := 1; k < len(runs); k++ {
+			if runs[k][0].host < runs[best][0].host {
+				best = k
+			}
+		}
+		// Take every head of the best run that sorts before the other runs' heads.
+		next := ""
+		hasNext := false
+		for k := range runs {
+			if k != best && (!hasNext || runs[k][0].host < next) {
+				next, hasNext = runs[k][0].host, true
+			}
+		}
+		r := runs[best]
+		j := 1
+		if hasNext {
+			for j < len(r) && r[j].host < next {
+				j++
+			}
+		} else {
+			j = len(r)
+		}
+		out = append(out, r[:j]...)
+		if j == len(r) {
+			runs = slices.Delete(runs, best, best+1)
+		} else {
+			runs[best] = r[j:]
+		}
+	}
+	return out
+}
+
 // coverFree returns the wildcard claims that cover no held name of another account (or
 // of no nameable holder) and reports the others: the wildcard loses. Every exact name
 // is held by now; a covered name is exactly one label below the wildcard
-// (routing.Covers), so one pass over the held names finds every conflict.
-func (dv *deriver) coverFree(wildcards []*Claim) []*Claim {
+// (routing.Covers), so one pass over the held names (routes so far, holders[i] holding
+// routes[i]) finds every conflict.
+func (dv *deriver) coverFree(wildcards []*Claim, routes []routing.Route, holders []holder) []*Claim {
 	if len(wildcards) == 0 {
 		return nil
 	}
@@ -621,7 +685,8 @@ func (dv *deriver) coverFree(wildcards []*Claim) []*Claim {
 		n     int
 	}
 	conflicts := map[*Claim]*conflict{}
-	for host, h := range dv.held {
+	for i := range routes { // the held names: holders[i] holds routes[i].Host
+		host, h := routes[i].Host, &holders[i]
 		_, parent, ok := strings.Cut(host, ".")
 		if !ok {
 			continue
