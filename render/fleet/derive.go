@@ -194,7 +194,8 @@ type holder struct {
 	account string
 	app     string
 	routed  bool
-	claim   *Claim // nil for platform hosts
+	claim   *Claim   // nil for platform hosts
+	ai      *appInfo // nil for routing.UnownedApplication
 }
 
 type deriver struct {
@@ -517,18 +518,14 @@ func (dv *deriver) buildRoutes() {
 	// compete for one host (see below).
 	n := dv.nApps*len(dv.domains) + len(dv.claims) + len(dv.unowned)
 	dv.held = make(map[string]*holder, n)
-	dv.routes = make([]routing.Route, 0, n)
+	// The routes are made once they are in host order: until then, order[i] is a held
+	// host and holders[i] its holder (ai set for an application's).
+	order := make([]hostAt, 0, n)
 	holders := make([]holder, 0, n) // one allocation; never grows, so pointers stay valid
 	add := func(host string, ai *appInfo, claim *Claim) {
-		holders = append(holders, holder{account: ai.app.Account, app: ai.app.Name, routed: len(ai.upstreams) > 0, claim: claim})
+		holders = append(holders, holder{account: ai.app.Account, app: ai.app.Name, routed: len(ai.upstreams) > 0, claim: claim, ai: ai})
 		dv.held[host] = &holders[len(holders)-1]
-		dv.routes = append(dv.routes, routing.Route{
-			Host:        host,
-			Application: ai.app.Name,
-			Upstreams:   ai.upstreams, // shared by every host of the app; read-only; [] when nothing is ready
-			HealthPath:  ai.healthPath,
-			Group:       ai.group,
-		})
+		order = append(order, hostAt{host, int32(len(order))})
 	}
 	// Platform hosts never collide: an application name is one label, so
 	// "<name>.<domain>" determines both name and domain; names are unique. They are made
@@ -548,7 +545,7 @@ func (dv *deriver) buildRoutes() {
 			}
 			add(name+"."+d, ai, nil)
 		}
-		runs = append(runs, len(dv.routes))
+		runs = append(runs, len(order))
 	}
 	// Nor do claims: hosts are unique among claims (and claims without a holder), and a
 	// claim the platform owns was refused. The checks below are defence in depth.
@@ -568,44 +565,49 @@ func (dv *deriver) buildRoutes() {
 			dv.skip(ClaimKey(c.Host), "application %q has no ready instance; routed to no upstream (503, fail closed)", c.App)
 		}
 	}
-	runs = append(runs, len(dv.routes))
+	runs = append(runs, len(order))
 	for _, h := range dv.unowned {
 		if prev := dv.held[h]; prev != nil {
 			continue // cannot happen (counted with the claims); the holder keeps it
 		}
 		holders = append(holders, holder{app: routing.UnownedApplication})
 		dv.held[h] = &holders[len(holders)-1]
-		dv.routes = append(dv.routes, routing.Route{Host: h, Application: routing.UnownedApplication, Upstreams: []routing.Upstream{}})
+		order = append(order, hostAt{h, int32(len(order))})
 	}
-	runs = append(runs, len(dv.routes))
-	for _, c := range dv.coverFree(wildcards, dv.routes, holders) {
+	runs = append(runs, len(order))
+	for _, c := range dv.coverFree(wildcards, order, holders) {
 		ai := dv.apps[c.App]
 		add(c.Host, ai, c)
 		if len(ai.upstreams) == 0 {
 			dv.skip(ClaimKey(c.Host), "application %q has no ready instance; routed to no upstream (503, fail closed)", c.App)
 		}
 	}
-	runs = append(runs, len(dv.routes))
-	// Order (host, index) pairs rather than the routes themselves (~100 bytes each),
-	// then lay the routes out once in host order. Each run is sorted on its own (linear
-	// when it is in order already) and the runs are merged: a fleet listed in name order
-	// costs no n log n sort. Until here holders[i] belongs to routes[i]; routeHolders
-	// keeps that pairing for buildPaths. Hosts are unique, so the order is total.
-	order := make([]hostAt, len(dv.routes))
-	for i := range dv.routes {
-		order[i] = hostAt{dv.routes[i].Host, int32(i)}
-	}
+	runs = append(runs, len(order))
+	// Each run is sorted on its own (linear when it is in order already) and the runs
+	// are merged: a fleet listed in name order costs no n log n sort. Only then are the
+	// routes (~100 bytes each) made, once, in host order; routeHolders keeps each
+	// route's holder for buildPaths. Hosts are unique, so the order is total.
 	order = sortRuns(order, runs)
-	sorted := make([]routing.Route, len(order))
+	dv.routes = make([]routing.Route, len(order))
 	dv.routeHolders = make([]*holder, len(order))
 	for j, o := range order {
-		sorted[j] = dv.routes[o.i]
-		dv.routeHolders[j] = &holders[o.i]
+		h := &holders[o.i]
+		dv.routeHolders[j] = h
+		if h.ai == nil {
+			dv.routes[j] = routing.Route{Host: o.host, Application: routing.UnownedApplication, Upstreams: []routing.Upstream{}}
+			continue
+		}
+		dv.routes[j] = routing.Route{
+			Host:        o.host,
+			Application: h.ai.app.Name,
+			Upstreams:   h.ai.upstreams, // shared by every host of the app; read-only; [] when nothing is ready
+			HealthPath:  h.ai.healthPath,
+			Group:       h.ai.group,
+		}
 	}
-	dv.routes = sorted
 }
 
-// hostAt is a route's host and its index in the unsorted route list.
+// hostAt is a held host and the index of its holder.
 type hostAt struct {
 	host string
 	i    int32
@@ -670,9 +672,9 @@ func sortRuns(order []hostAt, ends []int) []hostAt {
 // coverFree returns the wildcard claims that cover no held name of another account (or
 // of no nameable holder) and reports the others: the wildcard loses. Every exact name
 // is held by now; a covered name is exactly one label below the wildcard
-// (routing.Covers), so one pass over the held names (routes so far, holders[i] holding
-// routes[i]) finds every conflict.
-func (dv *deriver) coverFree(wildcards []*Claim, routes []routing.Route, holders []holder) []*Claim {
+// (routing.Covers), so one pass over the held names (each with the index of its
+// holder) finds every conflict.
+func (dv *deriver) coverFree(wildcards []*Claim, held []hostAt, holders []holder) []*Claim {
 	if len(wildcards) == 0 {
 		return nil
 	}
@@ -685,8 +687,8 @@ func (dv *deriver) coverFree(wildcards []*Claim, routes []routing.Route, holders
 		n     int
 	}
 	conflicts := map[*Claim]*conflict{}
-	for i := range routes { // the held names: holders[i] holds routes[i].Host
-		host, h := routes[i].Host, &holders[i]
+	for _, o := range held {
+		host, h := o.host, &holders[o.i]
 		_, parent, ok := strings.Cut(host, ".")
 		if !ok {
 			continue
