@@ -204,7 +204,8 @@ type deriver struct {
 	// domainGroup is each valid domain's group ("" for the default group).
 	domainGroup map[string]string
 	nodes       map[string]*nodeInfo
-	apps        map[string]*appInfo
+	apps        map[string]*appInfo // by name, valid ones only; nil when appIn is in name order (appByName)
+	appIn       []App
 	appList     []appInfo // appList[i] is apps[i]; only those with ok set are valid
 	nApps       int       // how many of appList are valid
 	claims      []*Claim  // the valid claims, in input order
@@ -305,28 +306,54 @@ func (dv *deriver) indexNodes(recs []NodeRecord) {
 }
 
 func (dv *deriver) indexApps(apps []App) {
-	// One fleet-sized map does both jobs: every name is entered first (a name entered
-	// twice is counted in extra), and an application that is then skipped leaves it
-	// again. appList[i] belongs to apps[i]; ok marks the valid ones.
-	dv.apps = make(map[string]*appInfo, len(apps))
-	dv.appList = make([]appInfo, len(apps)) // one allocation; pointers stay valid
-	var extra map[string]int                // name → occurrences beyond the first
-	for i := range apps {
-		n := len(dv.apps)
-		dv.apps[apps[i].Name] = &dv.appList[i]
-		if len(dv.apps) == n {
-			if extra == nil {
-				extra = map[string]int{}
+	dv.appIn = apps
+	dv.appList = make([]appInfo, len(apps)) // appList[i] belongs to apps[i]; ok marks the valid ones
+	// The store lists names in order: then no name repeats, and appByName finds one by
+	// binary search, without a fleet-sized map. Otherwise one map does both jobs: every
+	// name is entered first (a name entered twice is counted in extra), and an
+	// application that is then skipped leaves it again.
+	var extra map[string]int // name → occurrences beyond the first
+	if !namesAscending(apps) {
+		dv.apps = make(map[string]*appInfo, len(apps))
+		for i := range apps {
+			n := len(dv.apps)
+			dv.apps[apps[i].Name] = &dv.appList[i]
+			if len(dv.apps) == n {
+				if extra == nil {
+					extra = map[string]int{}
+				}
+				extra[apps[i].Name]++
 			}
-			extra[apps[i].Name]++
 		}
 	}
 	for i := range apps {
 		app := &apps[i]
-		if !dv.indexApp(app, &dv.appList[i], extra[app.Name]+1) {
+		if !dv.indexApp(app, &dv.appList[i], extra[app.Name]+1) && dv.apps != nil {
 			delete(dv.apps, app.Name)
 		}
 	}
+}
+
+// namesAscending reports whether the applications are in strictly ascending name order.
+func namesAscending(apps []App) bool {
+	for i := 1; i < len(apps); i++ {
+		if apps[i-1].Name >= apps[i].Name {
+			return false
+		}
+	}
+	return true
+}
+
+// appByName returns the valid application called name, or nil.
+func (dv *deriver) appByName(name string) *appInfo {
+	if dv.apps != nil {
+		return dv.apps[name]
+	}
+	i, ok := slices.BinarySearchFunc(dv.appIn, name, func(a App, name string) int { return strings.Compare(a.Name, name) })
+	if !ok || !dv.appList[i].ok {
+		return nil
+	}
+	return &dv.appList[i]
 }
 
 // indexApp validates one application of count objects sharing its name and fills ai,
@@ -480,7 +507,7 @@ func (dv *deriver) indexClaims(claims []Claim, unreadable []string) {
 			noHolder(c.Host, fmt.Sprintf("%d claim objects name host %q", n, c.Host))
 			continue
 		}
-		ai := dv.apps[c.App]
+		ai := dv.appByName(c.App)
 		if ai == nil {
 			noHolder(c.Host, fmt.Sprintf("application %q not found (or skipped)", c.App))
 			continue
@@ -559,7 +586,7 @@ func (dv *deriver) buildRoutes() {
 			dv.skip(ClaimKey(c.Host), "host is also held by application %q; claim ignored", prev.app)
 			continue
 		}
-		ai := dv.apps[c.App]
+		ai := dv.appByName(c.App)
 		add(c.Host, ai, c)
 		if len(ai.upstreams) == 0 {
 			dv.skip(ClaimKey(c.Host), "application %q has no ready instance; routed to no upstream (503, fail closed)", c.App)
@@ -576,7 +603,7 @@ func (dv *deriver) buildRoutes() {
 	}
 	runs = append(runs, len(order))
 	for _, c := range dv.coverFree(wildcards, order, holders) {
-		ai := dv.apps[c.App]
+		ai := dv.appByName(c.App)
 		add(c.Host, ai, c)
 		if len(ai.upstreams) == 0 {
 			dv.skip(ClaimKey(c.Host), "application %q has no ready instance; routed to no upstream (503, fail closed)", c.App)

@@ -736,3 +736,53 @@ func TestGeneratedStateDerivesCleanly(t *testing.T) {
 		t.Fatalf("api = %+v", d.API)
 	}
 }
+
+// TestDeriveSameWhetherAppsAreListedInNameOrder covers both ways Derive finds an
+// application by name: binary search when the store lists applications in name order,
+// a map otherwise. Skipped applications (an invalid name, a reserved one, an invalid
+// account) must be as absent to a claim either way.
+func TestDeriveSameWhetherAppsAreListedInNameOrder(t *testing.T) {
+	st := GenerateState(300, 500)
+	st.Apps = append(st.Apps,
+		App{Name: "Bad", Account: "acct-001"},
+		App{Name: routing.UnownedApplication, Account: "acct-001"},
+		App{Name: "zz-bad-account", Account: "Not Valid"},
+		App{Name: "zz-good", Account: "acct-001", Placement: []string{"vps-a"}})
+	st.Claims = append(st.Claims,
+		Claim{Host: "bad.example", Account: "acct-001", App: "Bad"},
+		Claim{Host: "unowned.example", Account: "acct-001", App: routing.UnownedApplication},
+		Claim{Host: "badacct.example", Account: "acct-001", App: "zz-bad-account"},
+		Claim{Host: "missing.example", Account: "acct-001", App: "zz-missing"},
+		Claim{Host: "good.example", Account: "acct-001", App: "zz-good",
+			Paths: map[string]string{"a": "app-00001.apps.example.com", "b": "bad.example"}})
+	slices.SortFunc(st.Apps, func(a, b App) int { return strings.Compare(a.Name, b.Name) })
+	if !namesAscending(st.Apps) {
+		t.Fatal("test state is not in name order")
+	}
+	opt := GenerateOptions()
+	sortedDoc, sortedSkipped := Derive(st, opt)
+	rev := st
+	rev.Apps = slices.Clone(st.Apps)
+	slices.Reverse(rev.Apps)
+	revDoc, revSkipped := Derive(rev, opt)
+	if a, b := mustMarshal(t, sortedDoc), mustMarshal(t, revDoc); !bytes.Equal(a, b) {
+		t.Fatalf("documents differ between name order and reversed order")
+	}
+	if !slices.Equal(sortedSkipped, revSkipped) {
+		t.Fatalf("skipped differ:\n%+v\n%+v", sortedSkipped, revSkipped)
+	}
+	// And the claims on skipped or missing applications hold their names without a
+	// holder, in both.
+	for _, r := range sortedDoc.Routes {
+		switch r.Host {
+		case "bad.example", "unowned.example", "badacct.example", "missing.example":
+			if r.Application != routing.UnownedApplication {
+				t.Errorf("%s routed to %q, want %q", r.Host, r.Application, routing.UnownedApplication)
+			}
+		case "good.example":
+			if r.Application != "zz-good" {
+				t.Errorf("good.example routed to %q", r.Application)
+			}
+		}
+	}
+}
