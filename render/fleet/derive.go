@@ -308,7 +308,7 @@ func (dv *deriver) indexNodes(recs []NodeRecord) {
 func (dv *deriver) indexApps(apps []App) {
 	dv.appIn = apps
 	dv.appList = make([]appInfo, len(apps)) // appList[i] belongs to apps[i]; ok marks the valid ones
-	// The store lists names in order: then no name repeats, and appByName finds one by
+	// The store lists names in key order: then no name repeats, and appByName finds one by
 	// binary search, without a fleet-sized map. Otherwise one map does both jobs: every
 	// name is entered first (a name entered twice is counted in extra), and an
 	// application that is then skipped leaves it again.
@@ -334,14 +334,35 @@ func (dv *deriver) indexApps(apps []App) {
 	}
 }
 
-// namesAscending reports whether the applications are in strictly ascending name order.
+// namesAscending reports whether the applications are in strictly ascending order of
+// compareAsKeys: the order of their store keys, which is how the node lists them.
 func namesAscending(apps []App) bool {
 	for i := 1; i < len(apps); i++ {
-		if apps[i-1].Name >= apps[i].Name {
+		if compareAsKeys(apps[i-1].Name, apps[i].Name) >= 0 {
 			return false
 		}
 	}
 	return true
+}
+
+// compareAsKeys orders names as a+"." against b+".": a total order on strings that is
+// the order of their store keys ("apps/<name>.json": "app-2" before "app") for names
+// without a dot, which every valid name is.
+func compareAsKeys(a, b string) int {
+	n := min(len(a), len(b))
+	if c := strings.Compare(a[:n], b[:n]); c != 0 || len(a) == len(b) {
+		return c
+	}
+	if len(a) < len(b) { // a+"." against b[n:]...
+		if b[n] < '.' {
+			return 1
+		}
+		return -1
+	}
+	if a[n] < '.' {
+		return -1
+	}
+	return 1
 }
 
 // appByName returns the valid application called name, or nil.
@@ -349,7 +370,7 @@ func (dv *deriver) appByName(name string) *appInfo {
 	if dv.apps != nil {
 		return dv.apps[name]
 	}
-	i, ok := slices.BinarySearchFunc(dv.appIn, name, func(a App, name string) int { return strings.Compare(a.Name, name) })
+	i, ok := slices.BinarySearchFunc(dv.appIn, name, func(a App, name string) int { return compareAsKeys(a.Name, name) })
 	if !ok || !dv.appList[i].ok {
 		return nil
 	}

@@ -738,7 +738,7 @@ func TestGeneratedStateDerivesCleanly(t *testing.T) {
 }
 
 // TestDeriveSameWhetherAppsAreListedInNameOrder covers both ways Derive finds an
-// application by name: binary search when the store lists applications in name order,
+// application by name: binary search when applications come in store key order,
 // a map otherwise. Skipped applications (an invalid name, a reserved one, an invalid
 // account) must be as absent to a claim either way.
 func TestDeriveSameWhetherAppsAreListedInNameOrder(t *testing.T) {
@@ -747,15 +747,19 @@ func TestDeriveSameWhetherAppsAreListedInNameOrder(t *testing.T) {
 		App{Name: "Bad", Account: "acct-001"},
 		App{Name: routing.UnownedApplication, Account: "acct-001"},
 		App{Name: "zz-bad-account", Account: "Not Valid"},
-		App{Name: "zz-good", Account: "acct-001", Placement: []string{"vps-a"}})
+		App{Name: "zz-good", Account: "acct-001", Placement: []string{"vps-a"}},
+		App{Name: "zz", Account: "acct-001"}, App{Name: "zz-2", Account: "acct-001"})
 	st.Claims = append(st.Claims,
 		Claim{Host: "bad.example", Account: "acct-001", App: "Bad"},
 		Claim{Host: "unowned.example", Account: "acct-001", App: routing.UnownedApplication},
 		Claim{Host: "badacct.example", Account: "acct-001", App: "zz-bad-account"},
 		Claim{Host: "missing.example", Account: "acct-001", App: "zz-missing"},
 		Claim{Host: "good.example", Account: "acct-001", App: "zz-good",
-			Paths: map[string]string{"a": "app-00001.apps.example.com", "b": "bad.example"}})
-	slices.SortFunc(st.Apps, func(a, b App) int { return strings.Compare(a.Name, b.Name) })
+			Paths: map[string]string{"a": "app-00001.apps.example.com", "b": "bad.example"}},
+		Claim{Host: "zz.example", Account: "acct-001", App: "zz"},
+		Claim{Host: "zz-2.example", Account: "acct-001", App: "zz-2"})
+	// The node lists applications in store key order ("zz-2" before "zz").
+	slices.SortFunc(st.Apps, func(a, b App) int { return strings.Compare(AppKey(a.Name), AppKey(b.Name)) })
 	if !namesAscending(st.Apps) {
 		t.Fatal("test state is not in name order")
 	}
@@ -779,9 +783,9 @@ func TestDeriveSameWhetherAppsAreListedInNameOrder(t *testing.T) {
 			if r.Application != routing.UnownedApplication {
 				t.Errorf("%s routed to %q, want %q", r.Host, r.Application, routing.UnownedApplication)
 			}
-		case "good.example":
-			if r.Application != "zz-good" {
-				t.Errorf("good.example routed to %q", r.Application)
+		case "good.example", "zz.example", "zz-2.example":
+			if want := strings.TrimSuffix(strings.Replace(r.Host, "good", "zz-good", 1), ".example"); r.Application != want {
+				t.Errorf("%s routed to %q, want %q", r.Host, r.Application, want)
 			}
 		}
 	}

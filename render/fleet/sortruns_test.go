@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -39,6 +40,31 @@ func TestSortRunsEqualsSort(t *testing.T) {
 		got := sortRuns(slices.Clone(order), ends)
 		if !slices.Equal(got, want) {
 			t.Fatalf("trial %d: runs %v of %v\n got %v\nwant %v", trial, ends, order, got, want)
+		}
+	}
+}
+
+// TestCompareAsKeysIsKeyOrder checks compareAsKeys against the store key order on
+// random label-alphabet names, and against comparing name+"." (the total order it
+// defines, which binary search relies on) on names with dots as well.
+func TestCompareAsKeysIsKeyOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	name := func(alphabet string) string {
+		b := make([]byte, rng.IntN(5))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		return string(b)
+	}
+	sign := func(c int) int { return min(max(c, -1), 1) }
+	for range 20000 {
+		a, b := name("ab-0z"), name("ab-0z")
+		if got, want := sign(compareAsKeys(a, b)), sign(strings.Compare(AppKey(a), AppKey(b))); got != want {
+			t.Fatalf("compareAsKeys(%q, %q) = %d, key order says %d", a, b, got, want)
+		}
+		a, b = name("a-.,/z"), name("a-.,/z")
+		if got, want := sign(compareAsKeys(a, b)), sign(strings.Compare(a+".", b+".")); got != want {
+			t.Fatalf("compareAsKeys(%q, %q) = %d, want %d", a, b, got, want)
 		}
 	}
 }
