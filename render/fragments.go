@@ -64,6 +64,7 @@ type Incremental struct {
 	scan    map[string][]string // byTarget scratch of routeRouters
 	nextBuf []int32
 	appsBuf []appIn
+	mixed   []*appSlot // this render's slots holding more than the variant it used
 	// prev is the last assembled order of each output, for the linear merge.
 	prev  map[string]*assembled
 	stamp uint64
@@ -287,6 +288,10 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 		interval, fragInterval = AutoHealthCheckInterval(checks).String(), ivMark
 	}
 
+	// A slot whose only variant this pass used has nothing to sweep; the others are
+	// listed for sweep.
+	clean := 0
+	inc.mixed = inc.mixed[:0]
 	for j := range apps {
 		a := &apps[j]
 		if !a.withService {
@@ -299,6 +304,11 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 		}
 		f.used = inc.pass
 		a.frag = f
+		if len(a.slot.variants) == 1 {
+			clean++
+		} else {
+			inc.mixed = append(inc.mixed, a.slot)
+		}
 	}
 	var apiFrag *fragment
 	if api != nil {
@@ -312,7 +322,7 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 		certs = e.buf
 	}
 	body := inc.assemble(output, apps, apiFrag, interval, certs)
-	inc.sweep()
+	inc.sweep(clean+len(inc.mixed) == len(inc.apps))
 	return body, nil
 }
 
@@ -666,18 +676,28 @@ func mergeEntries(prev *assembled, now []*fragment, stamp uint64, list func(*ass
 }
 
 // sweep drops the fragments no render used in the last keepPasses passes.
-func (inc *Incremental) sweep() {
+// With onlyMixed (every slot's fragment was used by this pass, and inc.mixed lists the
+// slots holding other variants as well), only those slots can hold an unused fragment:
+// the fleet's other slots are not walked.
+func (inc *Incremental) sweep(onlyMixed bool) {
 	if inc.pass <= keepPasses {
 		return
 	}
 	old := inc.pass - keepPasses
+	inc.api = slices.DeleteFunc(inc.api, func(f *fragment) bool { return f.used <= old })
+	if onlyMixed {
+		for _, slot := range inc.mixed {
+			// A slot this pass used keeps that variant: it never empties here.
+			slot.variants = slices.DeleteFunc(slot.variants, func(f *fragment) bool { return f.used <= old })
+		}
+		return
+	}
 	for name, slot := range inc.apps {
 		slot.variants = slices.DeleteFunc(slot.variants, func(f *fragment) bool { return f.used <= old })
 		if len(slot.variants) == 0 && slot.pass <= old {
 			delete(inc.apps, name)
 		}
 	}
-	inc.api = slices.DeleteFunc(inc.api, func(f *fragment) bool { return f.used <= old })
 }
 
 // cached is how many fragments are cached (tests: the bound).

@@ -440,3 +440,51 @@ func TestAutomaticIntervalStepRendersNoFragmentAgain(t *testing.T) {
 		t.Errorf("the interval step rendered %d fragments again, want only the 3 changed applications", n)
 	}
 }
+
+// TestIncrementalCacheKeepsOnlyRecentVariants pins the cache bound on both sweep paths:
+// an application whose port moves every pass keeps exactly the variants of the last
+// keepPasses renders (every slot used: only the slots holding several variants are
+// swept), and an application that leaves the fleet is dropped keepPasses renders later
+// (a slot unused: the whole cache is swept).
+func TestIncrementalCacheKeepsOnlyRecentVariants(t *testing.T) {
+	st := fleet.GenerateState(50, 20)
+	opt := fleet.GenerateOptions()
+	inc, err := NewIncremental(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := func() {
+		t.Helper()
+		doc, _ := fleet.Derive(st, opt)
+		got, err := inc.Traefik(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := Traefik(doc, Options{}); !bytes.Equal(got, want) {
+			t.Fatal("incremental render differs from the full render")
+		}
+	}
+	render()
+	base := inc.cached()
+	for pass := 1; pass <= 3*keepPasses; pass++ {
+		st.Nodes[1].Instances["app-00004"] = fleet.Instance{Port: 30000 + pass, Ready: true}
+		render()
+		// The first render (pass 0) and each edited pass left a variant; the sweep
+		// keeps those of the last keepPasses renders.
+		if got, want := inc.cached()-base, min(pass, keepPasses-1); got != want {
+			t.Fatalf("pass %d: %d variants beyond one per fragment, want %d", pass, got, want)
+		}
+	}
+	// app-00007 leaves the fleet (its instances too).
+	i := slices.IndexFunc(st.Apps, func(a fleet.App) bool { return a.Name == "app-00007" })
+	st.Apps = slices.Delete(st.Apps, i, i+1)
+	for pass := 1; pass <= keepPasses+1; pass++ {
+		render()
+		inc.mu.Lock()
+		_, held := inc.apps["app-00007"]
+		inc.mu.Unlock()
+		if want := pass < keepPasses; held != want {
+			t.Fatalf("pass %d after removal: slot held %v, want %v", pass, held, want)
+		}
+	}
+}
