@@ -702,3 +702,34 @@ func TestWaitAppliedSlotsAreSharedBetweenAccounts(t *testing.T) {
 		}
 	}
 }
+
+// A report object seen in the future (a corrupt object, or one written by a node whose
+// clock ran far ahead and then left) would never be lost nor forgotten: a ghost every
+// ?wait=applied waits for, answering 202 forever. Seen more than lostAfter ahead of
+// this node's clock, it is skipped with the reason, like any other malformed report.
+func TestIngressReportSeenInTheFutureIsSkippedNotWaitedForForever(t *testing.T) {
+	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir())) // lostAfter 2s
+	n.waitReady()
+	ctx := context.Background()
+	ghost, _ := json.Marshal(ingressReport{Name: "ghost", Kind: kindPlugin, Node: "vps-z", Serial: 1, Seen: time.Now().Add(365 * 24 * time.Hour).UTC()})
+	if _, err := n.st.Put(ctx, prefixIngresses+"ghost.json", ghost, store.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	resp, body := n.do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=1s", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a write waiting with only a ghost report in the store: %d %s, want 200", resp.StatusCode, body)
+	}
+	s := statusOf(t, n)
+	for _, in := range s.Ingresses {
+		if in.Name == "ghost" {
+			t.Errorf("a report seen a year ahead is listed %+v, want skipped", in)
+		}
+	}
+	reasons := map[string]string{}
+	for _, sk := range s.IngressesSkipped {
+		reasons[sk.Object] = sk.Reason
+	}
+	if !strings.Contains(reasons["ingresses/ghost.json"], "future") {
+		t.Errorf("skipped %v, want ingresses/ghost.json with a reason naming the future", reasons)
+	}
+}
