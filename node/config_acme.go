@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scafo/ingress/node/certstore"
+
 	ptypes "github.com/traefik/paerser/types"
 )
 
@@ -106,8 +108,10 @@ func (c *ACMEConfig) validate(cfg *Config) []error {
 	if c.Delivery != DeliveryInline && c.Delivery != DeliveryFiles {
 		errs = append(errs, fmt.Errorf("acme.delivery %q: inline or files", c.Delivery))
 	}
-	if c.LockLease < ptypes.Duration(time.Second) {
-		errs = append(errs, errors.New("acme.lockLease: at least 1s"))
+	if c.LockLease < ptypes.Duration(certstore.MinLockLease) || c.LockLease > ptypes.Duration(certstore.DefaultMaxLockLease) {
+		// At most what /v1/storage grants: a lock expiring beyond twice that is taken
+		// over as corrupt (certstore), so a longer lease would be lost to peers.
+		errs = append(errs, fmt.Errorf("acme.lockLease %s: from %s to %s", time.Duration(c.LockLease), certstore.MinLockLease, certstore.DefaultMaxLockLease))
 	}
 	if c.RenewCheckInterval <= 0 {
 		errs = append(errs, errors.New("acme.renewCheckInterval: must be positive"))

@@ -250,3 +250,18 @@ func TestConfigIngressesSettingsAreChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigACMELockLeaseIsBounded: an issuance lock's lease is at most 1h, the most
+// /v1/storage grants: a lock expiring beyond twice that is taken over as corrupt
+// (certstore), so a node configured with a longer lease would lose its locks to peers.
+func TestConfigACMELockLeaseIsBounded(t *testing.T) {
+	base := []string{"--acme.enabled", "--acme.caServer=https://127.0.0.1:14000/dir"}
+	if _, err := loadConfig(t, append(base, "--acme.lockLease=1h"), nil); err != nil {
+		t.Fatalf("acme.lockLease=1h: %v", err)
+	}
+	for _, v := range []string{"0s", "500ms", "61m", "3h"} {
+		if _, err := loadConfig(t, append(base, "--acme.lockLease="+v), nil); err == nil || !strings.Contains(err.Error(), "acme.lockLease") {
+			t.Errorf("acme.lockLease=%s: err %v, want one naming acme.lockLease", v, err)
+		}
+	}
+}

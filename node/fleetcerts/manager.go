@@ -115,8 +115,10 @@ type Manager struct {
 	cfg    *certmagic.Config
 	issuer *certmagic.ACMEIssuer
 
-	// lookups bounds the store reads anonymous challenge requests can cause.
+	// lookups bounds the store reads anonymous challenge requests can cause; chal
+	// coalesces them per host (challenge.go).
 	lookups *tokenBucket
+	chal    challengeLookups
 
 	mu       sync.Mutex
 	started  bool
@@ -737,10 +739,12 @@ func (m *Manager) Status() []NameStatus {
 }
 
 // HandleChallenge answers GET /.well-known/acme-challenge/<token> for a name the fleet
-// issues, from the store (any node answers any node's challenge). Anonymous and
-// bounded: the token must be base64url, the Host a name this node knows the fleet
-// issues (no store read for any other), and store reads are rate-limited; everything
-// else is 404. It reports whether it answered.
+// issues, from memory when this process started the challenge, else from the store
+// (any node answers any node's challenge). Anonymous and bounded: the token must be
+// base64url, the Host a name this node knows the fleet issues (no store read for any
+// other), and store reads are one per host at a time within a rate limit, waited for
+// rather than refused, so a flood of junk tokens cannot crowd the CA out
+// (challenge.go); everything else is 404. It reports whether it answered.
 func (m *Manager) HandleChallenge(w http.ResponseWriter, r *http.Request) bool {
 	token, ok := strings.CutPrefix(r.URL.Path, render.ACMEChallengePath)
 	if !ok || token == "" || len(token) > 256 || !base64URL(token) || r.Method != http.MethodGet || m.issuer == nil {
@@ -754,10 +758,17 @@ func (m *Manager) HandleChallenge(w http.ResponseWriter, r *http.Request) bool {
 	m.mu.Lock()
 	known := m.wanted[host]
 	m.mu.Unlock()
-	if !known || !m.lookups.take(time.Now()) {
+	if !known {
 		return false
 	}
-	return m.issuer.HandleHTTPChallenge(w, r)
+	if _, mine := certmagic.GetACMEChallenge(host); mine {
+		// Started by this process: CertMagic answers from memory, no store read.
+		return m.issuer.HandleHTTPChallenge(w, r)
+	}
+	// From the store, one read per host at a time, bounded by the bucket (challenge.go).
+	ctx, cancel := context.WithTimeout(r.Context(), challengeWait)
+	defer cancel()
+	return m.answerChallenge(w, r, host, m.lookupChallenge(ctx, host))
 }
 
 func base64URL(s string) bool {
