@@ -10,6 +10,7 @@ import (
 
 	"github.com/traefik/paerser/cli"
 	"github.com/traefik/paerser/flag"
+	ptypes "github.com/traefik/paerser/types"
 )
 
 // loadConfig runs args and environ through paerser the way scafo-node's root command
@@ -163,6 +164,24 @@ func TestConfigShippedFileLoads(t *testing.T) {
 	}
 	if cfg.Listen == "" || len(cfg.Platform.Domains) == 0 {
 		t.Fatalf("loaded %+v", cfg)
+	}
+	if p := cfg.Probe; p.FlapWindow != ptypes.Duration(time.Minute) || p.FlapUps != 3 || p.HoldDown != ptypes.Duration(10*time.Second) || p.HoldDownMax != ptypes.Duration(5*time.Minute) {
+		t.Errorf("shipped flap damping settings %+v", p)
+	}
+}
+
+// TestConfigProbeFlapDamping: the flap damping settings read from flags and the
+// environment, and a bad one is refused naming it.
+func TestConfigProbeFlapDamping(t *testing.T) {
+	cfg, err := loadConfig(t, []string{"--probe.flapWindow=30s", "--probe.flapUps=4", "--probe.holdDown=2s"}, []string{"SCAFO_PROBE_HOLDDOWNMAX=1m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cfg.Probe; p.FlapWindow != ptypes.Duration(30*time.Second) || p.FlapUps != 4 || p.HoldDown != ptypes.Duration(2*time.Second) || p.HoldDownMax != ptypes.Duration(time.Minute) {
+		t.Errorf("loaded %+v", p)
+	}
+	if _, err := loadConfig(t, []string{"--probe.holdDown=10m"}, nil); err == nil || !strings.Contains(err.Error(), "probe.holdDownMax") {
+		t.Errorf("holdDown above holdDownMax: %v", err)
 	}
 }
 
