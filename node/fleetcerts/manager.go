@@ -178,8 +178,12 @@ type nameState struct {
 	attempts    int
 	// heldUntil: the name failed FailLimit obtains in a row and is not managed before
 	// then; holds counts the hold-offs in a row (the next one doubles).
-	heldUntil    time.Time
-	holds        int
+	heldUntil time.Time
+	holds     int
+	// runAttempts counts the obtain attempts since the name was last taken on: the
+	// first was paid for when it was taken on, CertMagic's retries are paid for as
+	// they start.
+	runAttempts  int
 	obtaining    bool
 	obtainedHere bool
 }
@@ -456,6 +460,7 @@ func (m *Manager) reconcile() {
 	for _, n := range start {
 		ctx, cancel := context.WithCancel(context.Background())
 		m.managed[n] = cancel
+		m.names[n].runAttempts = 0
 		// ManageAsync loads the certificate from the store, or obtains it under the
 		// store lock (retrying with CertMagic's backoff until ctx is cancelled).
 		if err := m.cfg.ManageAsync(ctx, []string{n}); err != nil {
@@ -729,6 +734,17 @@ func (m *Manager) onEvent(_ context.Context, event string, data map[string]any) 
 	case "cert_obtaining":
 		st.obtaining = true
 		st.attempts++
+		st.runAttempts++
+		if st.runAttempts > 1 && st.cert == nil && !m.api[name] {
+			// A retry is one more order on the shared account: it counts against the
+			// budget (it is not refused: CertMagic retries on its own), so the names
+			// taken on next wait for it.
+			if m.platform[name] {
+				m.admitted = append(m.admitted, time.Now())
+			} else {
+				m.customAdmitted = append(m.customAdmitted, time.Now())
+			}
+		}
 	case "cert_failed":
 		st.obtaining = false
 		st.fails++

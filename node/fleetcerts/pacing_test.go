@@ -144,3 +144,42 @@ func TestAFailingNameIsHeldOffAndNotReordered(t *testing.T) {
 	}
 	t.Logf("attempts %d; hold-offs observed %s and %s", s.Attempts, hold, holdMax)
 }
+
+// TestRetriesCountAgainstTheBudget: CertMagic retries a failed obtain on its own (1 min
+// later, then 2, …); each retry is one more order on the fleet's account, so it takes a
+// slot of the name's budget as it starts, and the names taken on next wait for it. The
+// first attempt was paid for when the name was taken on; the API apex and renewals (a
+// certificate held) pay nothing. Driven through the manager's event handler, with the
+// events CertMagic emits (the retry interval is not settable from outside CertMagic).
+func TestRetriesCountAgainstTheBudget(t *testing.T) {
+	m, err := New(Options{Storage: &certmagic.FileStorage{Path: t.TempDir()}, PlatformDomains: []string{"apps.example.com"}, Log: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	m.Sync(&routing.Document{V: routing.Version, API: &routing.API{Hosts: []string{"apps.example.com"}},
+		Routes: []routing.Route{{Host: "c.example.org", Application: "a"}, {Host: "s.apps.example.com", Application: "a"}, {Host: "r.example.org", Application: "a"}}})
+	m.mu.Lock()
+	for _, n := range []string{"c.example.org", "s.apps.example.com", "apps.example.com", "r.example.org"} {
+		m.names[n] = &nameState{}
+	}
+	m.names["r.example.org"].cert = &heldCert{notAfter: time.Now().Add(time.Hour)}
+	m.mu.Unlock()
+	ev := func(name string) {
+		if err := m.onEvent(t.Context(), "cert_obtaining", map[string]any{"identifier": name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		ev("c.example.org")
+		ev("s.apps.example.com")
+		ev("apps.example.com")
+		ev("r.example.org")
+	}
+	m.mu.Lock()
+	custom, platform := len(m.customAdmitted), len(m.admitted)
+	m.mu.Unlock()
+	if custom != 2 || platform != 2 {
+		t.Fatalf("after 3 attempts each: custom slots %d, platform slots %d; want 2 and 2 (the retries of c and s only)", custom, platform)
+	}
+}
