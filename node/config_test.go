@@ -284,3 +284,26 @@ func TestConfigACMELockLeaseIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigACMECustomBudgetIsBounded: acme.customBudget defaults to 50, accepts 0 to
+// 10000, and anything else is refused naming the field.
+func TestConfigACMECustomBudgetIsBounded(t *testing.T) {
+	base := []string{"--acme.enabled", "--acme.caServer=https://127.0.0.1:14000/dir"}
+	cfg, err := loadConfig(t, base, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ACME.CustomBudget != 50 {
+		t.Fatalf("default acme.customBudget %d, want 50", cfg.ACME.CustomBudget)
+	}
+	for _, v := range []string{"0", "10000"} {
+		if _, err := loadConfig(t, append(base, "--acme.customBudget="+v), nil); err != nil {
+			t.Errorf("acme.customBudget=%s: %v", v, err)
+		}
+	}
+	for _, v := range []string{"-1", "10001"} {
+		if _, err := loadConfig(t, append(base, "--acme.customBudget="+v), nil); err == nil || !strings.Contains(err.Error(), "acme.customBudget") {
+			t.Errorf("acme.customBudget=%s: err %v, want one naming acme.customBudget", v, err)
+		}
+	}
+}
