@@ -68,6 +68,7 @@ func (s *Server) setupACME() error {
 		PlatformDomains:    s.cfg.Platform.Domains,
 		PlatformWildcard:   s.cfg.Traefik.PlatformWildcardCerts,
 		PlatformBudget:     c.PlatformBudget,
+		CustomBudget:       c.CustomBudget,
 		HTTPEntryPoints:    c.HTTPEntryPoints,
 		// Peers learn a new name on their next reconcile pass; an order started before
 		// would send the CA to nodes that do not answer for the name yet.

@@ -178,6 +178,13 @@ type ProbeConfig struct {
 	DownAfter   int             `description:"Consecutive failed probes that mark an instance down (out of the routing document)." json:"downAfter,omitempty"`
 	UpAfter     int             `description:"Consecutive successful probes that mark a down instance up again." json:"upAfter,omitempty"`
 	Concurrency int             `description:"Most probes in flight at once (sockets the prober holds); a quarter of them is kept for instances whose last probe timed out." json:"concurrency,omitempty"`
+	// Flap damping (probe.go): an instance that comes back up flapUps times within
+	// flapWindow is held down (not published up) for holdDown, doubling per further
+	// flap up to holdDownMax. Going down is never delayed.
+	FlapWindow  ptypes.Duration `description:"Window in which an instance's recoveries (down to up) are counted for flap damping; the hold-down also halves for every flapWindow without a recovery; 0 disables damping." json:"flapWindow,omitempty"`
+	FlapUps     int             `description:"Recoveries within probe.flapWindow from which an instance coming back up is held down (at least 2: a lone death and recovery is never delayed)." json:"flapUps,omitempty"`
+	HoldDown    ptypes.Duration `description:"First hold-down of a flapping instance (kept out of the record although its probes pass); doubled for every further recovery while it flaps." json:"holdDown,omitempty"`
+	HoldDownMax ptypes.Duration `description:"Longest hold-down of a flapping instance." json:"holdDownMax,omitempty"`
 }
 
 // WritesConfig rate-limits writes per application token (the admin is not limited).
@@ -248,7 +255,8 @@ func (c *Config) SetDefaults() {
 
 		PublishWindow: ptypes.Duration(250 * time.Millisecond),
 	}
-	c.Probe = ProbeConfig{Interval: ptypes.Duration(time.Second), DownAfter: 2, UpAfter: 2, Concurrency: 32} // Timeout 0: interval/2
+	c.Probe = ProbeConfig{Interval: ptypes.Duration(time.Second), DownAfter: 2, UpAfter: 2, Concurrency: 32, // Timeout 0: interval/2
+		FlapWindow: ptypes.Duration(time.Minute), FlapUps: 3, HoldDown: ptypes.Duration(10 * time.Second), HoldDownMax: ptypes.Duration(5 * time.Minute)}
 	c.Writes = WritesConfig{Rate: 5, Burst: 20}
 	c.Audit = AuditConfig{Retention: ptypes.Duration(30 * 24 * time.Hour)}
 	c.Ports = PortsConfig{Min: 24000, Max: 28999, Quarantine: ptypes.Duration(10 * time.Minute)}
@@ -529,6 +537,16 @@ func (p ProbeConfig) validate() []error {
 	}
 	if p.Concurrency < 2 || p.Concurrency > 1024 {
 		errs = append(errs, fmt.Errorf("probe.concurrency %d: must be 2..1024 (a quarter, at least one, is kept for instances whose last probe timed out)", p.Concurrency))
+	}
+	switch {
+	case p.FlapWindow < 0:
+		errs = append(errs, fmt.Errorf("probe.flapWindow %s: must not be negative (0 disables flap damping)", time.Duration(p.FlapWindow)))
+	case p.FlapWindow == 0:
+	case p.FlapUps < 2:
+		errs = append(errs, fmt.Errorf("probe.flapUps %d: must be at least 2 (a lone death and recovery is never held down)", p.FlapUps))
+	case p.HoldDown <= 0 || p.HoldDownMax < p.HoldDown:
+		errs = append(errs, fmt.Errorf("probe.holdDown %s, probe.holdDownMax %s: holdDown must be positive and at most holdDownMax",
+			time.Duration(p.HoldDown), time.Duration(p.HoldDownMax)))
 	}
 	return errs
 }

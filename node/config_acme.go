@@ -10,11 +10,20 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scafo/ingress/node/certstore"
+
 	ptypes "github.com/traefik/paerser/types"
 )
 
 // LetsEncryptProduction is the default --acme.caServer.
 const LetsEncryptProduction = "https://acme-v02.api.letsencrypt.org/directory"
+
+// acme.customBudget: the default, and the most accepted (beyond it pacing means
+// nothing: Let's Encrypt allows 300 new orders per account per 3 hours).
+const (
+	DefaultCustomBudget = 50
+	MaxCustomBudget     = 10000
+)
 
 // Certificate delivery modes (acme.delivery).
 const (
@@ -39,8 +48,12 @@ type ACMEConfig struct {
 	// PlatformBudget paces platform hosts (<app>.<platform domain>) when
 	// traefik.platformWildcardCerts is off: at most this many platform hosts without a
 	// certificate in the store are taken on per hour by this node; the rest wait
-	// (status: backlog). Custom domains and the API apex are never paced.
-	PlatformBudget int `description:"Platform hosts without a certificate this node starts issuing per hour (the rest wait, listed as backlog); custom domains and the API apex are not paced." json:"platformBudget,omitempty"`
+	// (status: backlog). The API apex is never paced.
+	PlatformBudget int `description:"Platform hosts without a certificate this node starts issuing per hour (the rest wait, listed as backlog); the API apex is not paced." json:"platformBudget,omitempty"`
+	// CustomBudget paces custom domains (claimed names outside the platform domains)
+	// the same way: the fleet shares one ACME account, so a run of claimed domains
+	// whose DNS points elsewhere would otherwise spend every tenant's order limit.
+	CustomBudget int `description:"Custom domains without a certificate this node starts issuing per hour (the rest wait, listed as backlog), 0 to 10000; the API apex is not paced." json:"customBudget,omitempty"`
 	// HTTPEntryPoints carry the ACME challenge router (plain HTTP, port 80).
 	HTTPEntryPoints []string `description:"Traefik entry points (plain HTTP, port 80) that carry the ACME challenge router." json:"httpEntryPoints,omitempty"`
 	// RenewCheckInterval is how often CertMagic checks certificates for renewal.
@@ -58,6 +71,7 @@ func (c *ACMEConfig) setDefaults() {
 	*c = ACMEConfig{
 		CAServer:           LetsEncryptProduction,
 		PlatformBudget:     10,
+		CustomBudget:       DefaultCustomBudget,
 		HTTPEntryPoints:    []string{"web"},
 		RenewCheckInterval: ptypes.Duration(10 * time.Minute),
 		LockLease:          ptypes.Duration(2 * time.Minute),
@@ -95,6 +109,9 @@ func (c *ACMEConfig) validate(cfg *Config) []error {
 	if c.PlatformBudget < 0 {
 		errs = append(errs, fmt.Errorf("acme.platformBudget %d: must not be negative", c.PlatformBudget))
 	}
+	if c.CustomBudget < 0 || c.CustomBudget > MaxCustomBudget {
+		errs = append(errs, fmt.Errorf("acme.customBudget %d: from 0 to %d per hour", c.CustomBudget, MaxCustomBudget))
+	}
 	if len(c.HTTPEntryPoints) == 0 {
 		errs = append(errs, errors.New("acme.httpEntryPoints: at least one entry point (the challenge arrives on port 80)"))
 	}
@@ -106,8 +123,10 @@ func (c *ACMEConfig) validate(cfg *Config) []error {
 	if c.Delivery != DeliveryInline && c.Delivery != DeliveryFiles {
 		errs = append(errs, fmt.Errorf("acme.delivery %q: inline or files", c.Delivery))
 	}
-	if c.LockLease < ptypes.Duration(time.Second) {
-		errs = append(errs, errors.New("acme.lockLease: at least 1s"))
+	if c.LockLease < ptypes.Duration(certstore.MinLockLease) || c.LockLease > ptypes.Duration(certstore.DefaultMaxLockLease) {
+		// At most what /v1/storage grants: a lock expiring beyond twice that is taken
+		// over as corrupt (certstore), so a longer lease would be lost to peers.
+		errs = append(errs, fmt.Errorf("acme.lockLease %s: from %s to %s", time.Duration(c.LockLease), certstore.MinLockLease, certstore.DefaultMaxLockLease))
 	}
 	if c.RenewCheckInterval <= 0 {
 		errs = append(errs, errors.New("acme.renewCheckInterval: must be positive"))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/traefik/paerser/cli"
 	"github.com/traefik/paerser/flag"
+	ptypes "github.com/traefik/paerser/types"
 )
 
 // loadConfig runs args and environ through paerser the way scafo-node's root command
@@ -164,6 +165,24 @@ func TestConfigShippedFileLoads(t *testing.T) {
 	if cfg.Listen == "" || len(cfg.Platform.Domains) == 0 {
 		t.Fatalf("loaded %+v", cfg)
 	}
+	if p := cfg.Probe; p.FlapWindow != ptypes.Duration(time.Minute) || p.FlapUps != 3 || p.HoldDown != ptypes.Duration(10*time.Second) || p.HoldDownMax != ptypes.Duration(5*time.Minute) {
+		t.Errorf("shipped flap damping settings %+v", p)
+	}
+}
+
+// TestConfigProbeFlapDamping: the flap damping settings read from flags and the
+// environment, and a bad one is refused naming it.
+func TestConfigProbeFlapDamping(t *testing.T) {
+	cfg, err := loadConfig(t, []string{"--probe.flapWindow=30s", "--probe.flapUps=4", "--probe.holdDown=2s"}, []string{"SCAFO_PROBE_HOLDDOWNMAX=1m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cfg.Probe; p.FlapWindow != ptypes.Duration(30*time.Second) || p.FlapUps != 4 || p.HoldDown != ptypes.Duration(2*time.Second) || p.HoldDownMax != ptypes.Duration(time.Minute) {
+		t.Errorf("loaded %+v", p)
+	}
+	if _, err := loadConfig(t, []string{"--probe.holdDown=10m"}, nil); err == nil || !strings.Contains(err.Error(), "probe.holdDownMax") {
+		t.Errorf("holdDown above holdDownMax: %v", err)
+	}
 }
 
 // TestConfigHealthCheckIntervalAutomaticUnlessSet: the default interval is 0, which the
@@ -247,6 +266,44 @@ func TestConfigIngressesSettingsAreChecked(t *testing.T) {
 	} {
 		if _, err := loadConfig(t, c.args, nil); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: err %v, want one naming %s", c.args, err, c.want)
+		}
+	}
+}
+
+// TestConfigACMELockLeaseIsBounded: an issuance lock's lease is at most 1h, the most
+// /v1/storage grants: a lock expiring beyond twice that is taken over as corrupt
+// (certstore), so a node configured with a longer lease would lose its locks to peers.
+func TestConfigACMELockLeaseIsBounded(t *testing.T) {
+	base := []string{"--acme.enabled", "--acme.caServer=https://127.0.0.1:14000/dir"}
+	if _, err := loadConfig(t, append(base, "--acme.lockLease=1h"), nil); err != nil {
+		t.Fatalf("acme.lockLease=1h: %v", err)
+	}
+	for _, v := range []string{"0s", "500ms", "61m", "3h"} {
+		if _, err := loadConfig(t, append(base, "--acme.lockLease="+v), nil); err == nil || !strings.Contains(err.Error(), "acme.lockLease") {
+			t.Errorf("acme.lockLease=%s: err %v, want one naming acme.lockLease", v, err)
+		}
+	}
+}
+
+// TestConfigACMECustomBudgetIsBounded: acme.customBudget defaults to 50, accepts 0 to
+// 10000, and anything else is refused naming the field.
+func TestConfigACMECustomBudgetIsBounded(t *testing.T) {
+	base := []string{"--acme.enabled", "--acme.caServer=https://127.0.0.1:14000/dir"}
+	cfg, err := loadConfig(t, base, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ACME.CustomBudget != 50 {
+		t.Fatalf("default acme.customBudget %d, want 50", cfg.ACME.CustomBudget)
+	}
+	for _, v := range []string{"0", "10000"} {
+		if _, err := loadConfig(t, append(base, "--acme.customBudget="+v), nil); err != nil {
+			t.Errorf("acme.customBudget=%s: %v", v, err)
+		}
+	}
+	for _, v := range []string{"-1", "10001"} {
+		if _, err := loadConfig(t, append(base, "--acme.customBudget="+v), nil); err == nil || !strings.Contains(err.Error(), "acme.customBudget") {
+			t.Errorf("acme.customBudget=%s: err %v, want one naming acme.customBudget", v, err)
 		}
 	}
 }

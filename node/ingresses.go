@@ -595,7 +595,7 @@ func (b *ingressBook) readView(ctx context.Context, maxAge time.Duration) ([]ing
 			b.viewAt = now
 			return b.viewList()
 		}
-		next[e.Key] = decodeIngress(obj)
+		next[e.Key] = decodeIngress(obj, now.Add(b.lostAfter))
 	}
 	foreign := b.foreign != nil && b.foreign()
 	for k, o := range next {
@@ -625,8 +625,10 @@ func (b *ingressBook) viewList() ([]ingressReport, []skippedStatus, error) {
 }
 
 // decodeIngress checks one stored report; a malformed one is skipped with the reason
-// (it hides nothing else).
-func decodeIngress(o store.Object) viewObject {
+// (it hides nothing else). A report seen after horizon (this node's clock plus
+// lostAfter) is skipped too: it would never be lost nor forgotten, and every write
+// with ?wait=applied would wait for it.
+func decodeIngress(o store.Object, horizon time.Time) viewObject {
 	name := strings.TrimSuffix(strings.TrimPrefix(o.Key, prefixIngresses), ".json")
 	var rep ingressReport
 	bad := ""
@@ -643,6 +645,8 @@ func decodeIngress(o store.Object) viewObject {
 		bad = fmt.Sprintf("kind %.20q: want plugin or http", rep.Kind)
 	case rep.Seen.IsZero():
 		bad = "no seen time"
+	case rep.Seen.After(horizon):
+		bad = fmt.Sprintf("seen %s, in the future (beyond this node's clock plus ingresses.lostAfter)", rep.Seen.UTC().Format(time.RFC3339))
 	case rep.Revision != "" && !isHex(rep.Revision, 32):
 		bad = "malformed revision"
 	}

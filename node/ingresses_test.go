@@ -702,3 +702,82 @@ func TestWaitAppliedSlotsAreSharedBetweenAccounts(t *testing.T) {
 		}
 	}
 }
+
+// A report object seen in the future (a corrupt object, or one written by a node whose
+// clock ran far ahead and then left) would never be lost nor forgotten: a ghost every
+// ?wait=applied waits for, answering 202 forever. Seen more than lostAfter ahead of
+// this node's clock, it is skipped with the reason, like any other malformed report.
+func TestIngressReportSeenInTheFutureIsSkippedNotWaitedForForever(t *testing.T) {
+	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir())) // lostAfter 2s
+	n.waitReady()
+	ctx := context.Background()
+	ghost, _ := json.Marshal(ingressReport{Name: "ghost", Kind: kindPlugin, Node: "vps-z", Serial: 1, Seen: time.Now().Add(365 * 24 * time.Hour).UTC()})
+	if _, err := n.st.Put(ctx, prefixIngresses+"ghost.json", ghost, store.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	resp, body := n.do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=1s", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a write waiting with only a ghost report in the store: %d %s, want 200", resp.StatusCode, body)
+	}
+	s := statusOf(t, n)
+	for _, in := range s.Ingresses {
+		if in.Name == "ghost" {
+			t.Errorf("a report seen a year ahead is listed %+v, want skipped", in)
+		}
+	}
+	reasons := map[string]string{}
+	for _, sk := range s.IngressesSkipped {
+		reasons[sk.Object] = sk.Reason
+	}
+	if !strings.Contains(reasons["ingresses/ghost.json"], "future") {
+		t.Errorf("skipped %v, want ingresses/ghost.json with a reason naming the future", reasons)
+	}
+}
+
+// Application tokens together never hold every waiter slot: a share is kept for the
+// admin, so tenants (several accounts, each within its own share) cannot make the
+// control plane's writes with ?wait=applied fail with 503 before they are made.
+func TestWaitAppliedKeepsSlotsForTheAdmin(t *testing.T) {
+	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	n.srv.ingresses.waiters = make(chan struct{}, 2*maxWaitersPerAccount) // two accounts' shares
+	fleetOf(t, n, "tito-classic@tito", "tito-go@tito", "shop")
+	n.must(http.StatusCreated, http.MethodPut, "/v1/apps/shop/domains/shop.example.org", testAdminToken, "")
+	_, tito := issueToken(t, n, "tito", "tito-classic", `"publish"`)
+	_, acme := issueToken(t, n, "acme", "shop", `"publish"`)
+	p := startFakePlugin(t, n, "edge-1")
+	waitFor(t, 5*time.Second, "edge-1 current", func() bool { return ingressesOf(t, n)["edge-1"].State == "current" })
+	p.frozen.Store(true)
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var refused atomic.Int32
+	wait := func(tok, path, body string) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest(http.MethodPut, n.url+path+"?wait=applied&timeout=4s", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+tok)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				if resp.StatusCode == http.StatusServiceUnavailable {
+					refused.Add(1)
+				}
+				resp.Body.Close()
+			}
+		}()
+	}
+	for i := range maxWaitersPerAccount {
+		wait(tito, "/v1/apps/tito-classic/domains/ti.to/paths", fmt.Sprintf(`{"paths":{"p%d":"tito-go.apps.example.com"}}`, i))
+		wait(acme, "/v1/apps/shop/domains/shop.example.org/paths", fmt.Sprintf(`{"paths":{"p%d":"shop.apps.example.com"}}`, i))
+	}
+	waitFor(t, 5*time.Second, "every tenant write waiting or refused", func() bool {
+		return len(n.srv.ingresses.waiters)+int(refused.Load()) == 2*maxWaitersPerAccount
+	})
+	if got, limit := len(n.srv.ingresses.waiters), cap(n.srv.ingresses.waiters); got >= limit {
+		t.Errorf("application tokens hold %d of %d waiter slots, want some kept for the admin", got, limit)
+	}
+	resp, body := n.do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=300ms", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	if resp.StatusCode != http.StatusAccepted {
+		t.Errorf("the admin's write while tenants wait: %d %s, want 202 (edge-1 is behind)", resp.StatusCode, body)
+	}
+}

@@ -41,6 +41,17 @@ import (
 //     instance is out of this node's record 1–2 s after it dies (plus the probe timeout
 //     when it hangs rather than refuses), while one lost SYN or one slow answer flaps
 //     nothing fleet-wide.
+//   - Flap damping (like BGP route-flap damping): a tenant opening and closing its port
+//     would otherwise rewrite this node's record and bump the serial (a re-render and
+//     a reload of every Traefik in the fleet) every couple of seconds, past the write
+//     rate limit and the audit log. A recovery (down to up) that makes probe.flapUps (3)
+//     recoveries within probe.flapWindow (60 s), or that comes while the instance still
+//     carries a hold-down penalty, is held down: not published up for probe.holdDown
+//     (10 s), doubled for every further recovery up to probe.holdDownMax (5 min); the
+//     penalty halves for every flapWindow without a recovery and is forgotten below
+//     holdDown. Going down is never delayed (a dead instance never stays in the
+//     document), and a lone death and recovery is published up after upAfter successes
+//     as before.
 //   - A new instance (or a new port, or a node restart) starts up: the declaration is
 //     trusted until probes say otherwise, so a node restart never withdraws every
 //     instance for a round.
@@ -68,6 +79,17 @@ type probeState struct {
 	inflight bool
 	// slow: the last probe timed out; the next goes through the slow lane.
 	slow bool
+	// Flap damping: recoveries are the times the probes brought the instance back
+	// (upAfter successes after being down) within flapWindow; penalty is the current
+	// hold-down (0: none), heldUntil when the one in force ends.
+	recoveries []time.Time
+	penalty    time.Duration
+	heldUntil  time.Time
+}
+
+// heldLocked reports whether st is held down at now (caller holds mu).
+func (st *probeState) heldLocked(now time.Time) bool {
+	return !st.up && now.Before(st.heldUntil)
 }
 
 // probeTarget is what is probed: app's instance on port, over TCP or GET path.
@@ -89,6 +111,7 @@ type probeMetrics struct {
 	results     *prometheus.CounterVec // kind, result
 	transitions *prometheus.CounterVec // to
 	skipped     prometheus.Counter
+	holdDowns   prometheus.Counter
 	duration    *prometheus.HistogramVec // kind
 }
 
@@ -106,6 +129,10 @@ func newProbeMetrics(reg prometheus.Registerer, down func() float64) *probeMetri
 			Name: "scafo_instance_probe_skipped_total",
 			Help: "Probes not started because the instance's previous probe was still in flight (slow or hanging instances, or more instances than probe.concurrency can probe in one interval).",
 		}),
+		holdDowns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "scafo_instance_probe_hold_downs_total",
+			Help: "Recoveries of a flapping instance held down (not published up) by flap damping: a hold-down begun or extended.",
+		}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "scafo_instance_probe_duration_seconds",
 			Help:    "Duration of instance probes by kind.",
@@ -116,7 +143,7 @@ func newProbeMetrics(reg prometheus.Registerer, down func() float64) *probeMetri
 		Name: "scafo_instance_probe_down",
 		Help: "This node's instances its probes hold down (left out of its record whatever their declared readiness).",
 	}, down)
-	reg.MustRegister(m.results, m.transitions, m.skipped, m.duration, downGauge)
+	reg.MustRegister(m.results, m.transitions, m.skipped, m.holdDowns, m.duration, downGauge)
 	return m
 }
 
@@ -325,11 +352,16 @@ func (p *prober) record(st *probeState, tgt probeTarget, err error, d time.Durat
 	st.last, st.lastDur = now, d
 	st.slow = err != nil && probeErrText(err) == "timeout"
 	changed := false
+	var heldFor time.Duration
+	held := false // a hold-down begun (logged once)
 	if err == nil {
 		st.lastErr = ""
 		st.oks++
 		st.fails = 0
-		if !st.up && st.oks >= p.cfg.UpAfter {
+		if !st.up && st.oks == p.cfg.UpAfter {
+			heldFor, held = p.recoveredLocked(st, now)
+		}
+		if !st.up && st.oks >= p.cfg.UpAfter && !now.Before(st.heldUntil) {
 			st.up, st.since, changed = true, now, true
 		}
 	} else {
@@ -342,6 +374,9 @@ func (p *prober) record(st *probeState, tgt probeTarget, err error, d time.Durat
 	}
 	up, lastErr := st.up, st.lastErr
 	p.mu.Unlock()
+	if held {
+		p.log.Warn("instance probe: flapping, held down", "app", tgt.app, "port", tgt.port, "holdDown", heldFor.String())
+	}
 	if !changed {
 		return
 	}
@@ -354,6 +389,44 @@ func (p *prober) record(st *probeState, tgt probeTarget, err error, d time.Durat
 	if inst, ok := p.declared(tgt.app); ok && inst.Ready && inst.Port == tgt.port {
 		p.onChange()
 	}
+}
+
+// recoveredLocked applies flap damping to a recovery of st at now (upAfter successes
+// after being down; caller holds mu): it reports the hold-down begun or extended (0 when
+// none), and whether one began (rather than extended one in force).
+func (p *prober) recoveredLocked(st *probeState, now time.Time) (time.Duration, bool) {
+	window := time.Duration(p.cfg.FlapWindow)
+	if window <= 0 {
+		return 0, false
+	}
+	if n := len(st.recoveries); n > 0 && st.penalty > 0 {
+		// Decay: the penalty halves for every whole window without a recovery.
+		for quiet := now.Sub(st.recoveries[n-1]); quiet >= window && st.penalty > 0; quiet -= window {
+			st.penalty /= 2
+		}
+		if st.penalty < time.Duration(p.cfg.HoldDown) {
+			st.penalty = 0
+		}
+	}
+	kept := st.recoveries[:0]
+	for _, t := range st.recoveries {
+		if now.Sub(t) < window {
+			kept = append(kept, t)
+		}
+	}
+	st.recoveries = append(kept, now)
+	if st.penalty == 0 && len(st.recoveries) < p.cfg.FlapUps {
+		return 0, false // not flapping: published up at once
+	}
+	if st.penalty == 0 {
+		st.penalty = time.Duration(p.cfg.HoldDown)
+	} else {
+		st.penalty = min(2*st.penalty, time.Duration(p.cfg.HoldDownMax))
+	}
+	began := !now.Before(st.heldUntil)
+	st.heldUntil = now.Add(st.penalty)
+	p.m.holdDowns.Inc()
+	return st.penalty, began
 }
 
 // probeErrText is a probe failure for status and logs: the error class, never anything
@@ -437,7 +510,9 @@ func (p *prober) ready(app string, inst fleet.Instance) (bool, string) {
 		return true, ""
 	}
 	why := "probe failed"
-	if st := p.states[app]; st != nil && st.lastErr != "" {
+	if st := p.states[app]; st != nil && st.heldLocked(time.Now()) {
+		why = "held down after flapping"
+	} else if st != nil && st.lastErr != "" {
 		why += ": " + st.lastErr
 	}
 	return false, why
@@ -480,6 +555,11 @@ type probeStatus struct {
 	LastDurationMs      float64    `json:"lastDurationMs,omitempty"`
 	LastError           string     `json:"lastError,omitempty"`
 	Since               time.Time  `json:"since"`
+	// Flap damping: recoveries within probe.flapWindow, the hold-down penalty in force
+	// (it grows with further flaps), and while held down, when the hold ends.
+	Recoveries    int        `json:"recoveries,omitempty"`
+	HoldDownMs    float64    `json:"holdDownMs,omitempty"`
+	HeldDownUntil *time.Time `json:"heldDownUntil,omitempty"`
 }
 
 // status lists insts (this node's instances) with their probe state, sorted by app.
@@ -499,6 +579,17 @@ func (p *prober) status(insts map[string]fleet.Instance) []instanceStatus {
 			if st := p.states[app]; st != nil && st.target.port == inst.Port && st.target.appID == inst.AppID {
 				ps.Kind, ps.Path, ps.Up, ps.Probes = st.target.kind(), st.target.path, st.up, st.probes
 				ps.ConsecutiveFailures, ps.LastError, ps.Since = st.fails, st.lastErr, st.since.UTC()
+				now := time.Now()
+				for _, r := range st.recoveries {
+					if now.Sub(r) < time.Duration(p.cfg.FlapWindow) {
+						ps.Recoveries++
+					}
+				}
+				ps.HoldDownMs = float64(st.penalty.Milliseconds())
+				if st.heldLocked(now) {
+					t := st.heldUntil.UTC()
+					ps.HeldDownUntil = &t
+				}
 				if !st.last.IsZero() {
 					t := st.last.UTC()
 					ps.LastProbe = &t

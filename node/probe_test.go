@@ -674,7 +674,8 @@ func TestProbeNeverVouchesForAnInstanceOnTheAPIPortOrAnotherTenantsPort(t *testi
 // The prober's settings: defaults, and every invalid combination named.
 func TestProbeSettings(t *testing.T) {
 	def := NewConfig().Probe
-	if def.Interval != ptypes.Duration(time.Second) || def.timeout() != 500*time.Millisecond || def.DownAfter != 2 || def.UpAfter != 2 || def.Concurrency != 32 {
+	if def.Interval != ptypes.Duration(time.Second) || def.timeout() != 500*time.Millisecond || def.DownAfter != 2 || def.UpAfter != 2 || def.Concurrency != 32 ||
+		def.FlapWindow != ptypes.Duration(time.Minute) || def.FlapUps != 3 || def.HoldDown != ptypes.Duration(10*time.Second) || def.HoldDownMax != ptypes.Duration(5*time.Minute) {
 		t.Errorf("defaults %+v (timeout %s)", def, def.timeout())
 	}
 	for _, tc := range []struct {
@@ -691,6 +692,11 @@ func TestProbeSettings(t *testing.T) {
 		{"upAfter 0", func(p *ProbeConfig) { p.UpAfter = 0 }, "probe.upAfter"},
 		{"concurrency 1", func(p *ProbeConfig) { p.Concurrency = 1 }, "probe.concurrency"},
 		{"concurrency 5000", func(p *ProbeConfig) { p.Concurrency = 5000 }, "probe.concurrency"},
+		{"damping off", func(p *ProbeConfig) { p.FlapWindow = 0; p.FlapUps = 0; p.HoldDown = 0 }, ""},
+		{"negative flapWindow", func(p *ProbeConfig) { p.FlapWindow = -1 }, "probe.flapWindow"},
+		{"flapUps 1", func(p *ProbeConfig) { p.FlapUps = 1 }, "probe.flapUps"},
+		{"holdDown 0", func(p *ProbeConfig) { p.HoldDown = 0 }, "probe.holdDown"},
+		{"holdDownMax below holdDown", func(p *ProbeConfig) { p.HoldDownMax = ptypes.Duration(time.Second) }, "probe.holdDownMax"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := NewConfig()
@@ -704,5 +710,157 @@ func TestProbeSettings(t *testing.T) {
 				t.Errorf("error %v, want one naming %s", err, tc.err)
 			}
 		})
+	}
+}
+
+// dampedConfig is a hand-driven prober's settings with flap damping on: 3 recoveries in
+// a minute are a flap, held down 1 s, doubling, at most 2 s.
+func dampedConfig() ProbeConfig {
+	return ProbeConfig{Interval: ptypes.Duration(time.Second), Timeout: ptypes.Duration(500 * time.Millisecond), DownAfter: 2, UpAfter: 2, Concurrency: 4,
+		FlapWindow: ptypes.Duration(time.Minute), FlapUps: 3, HoldDown: ptypes.Duration(time.Second), HoldDownMax: ptypes.Duration(2 * time.Second)}
+}
+
+// A tenant opening and closing its port over and over: every published verdict change
+// is a record rewrite and a serial bump (onChange: the heartbeat kick), a re-render and
+// a reload of every Traefik. Damped, 20 flaps publish 5 changes (down, up, down, up,
+// down: the third recovery is held), not 40; the instance stays out while it flaps and
+// for the hold-down after; it comes back up once the hold ends, and going down is
+// published at once even while it carries a penalty.
+func TestProbeFlappingInstanceIsDamped(t *testing.T) {
+	inst := startTCPInstance(t)
+	cfg := dampedConfig()
+	p, reg, changes := newTestProber(t, cfg, map[string]fleet.Instance{"shop": {Port: inst.port, Ready: true}}, nil)
+	const flaps = 20
+	for i := range flaps {
+		inst.close()
+		probeRound(t, p)
+		probeRound(t, p)
+		if p.isUp("shop") {
+			t.Fatalf("flap %d: still up after %d refused probes: going down was delayed", i, cfg.DownAfter)
+		}
+		inst.open()
+		probeRound(t, p)
+		probeRound(t, p)
+	}
+	bumps := changes.Load()
+	t.Logf("%d flaps (%d probe transitions each way): %d serial bumps (undamped: %d)", flaps, flaps, bumps, 2*flaps)
+	if bumps > 5 {
+		t.Fatalf("%d serial bumps for %d flaps, want at most 5 (down, up, down, up, down; then held down)", bumps, flaps)
+	}
+	if p.isUp("shop") {
+		t.Fatal("the flapping instance is published up during its hold-down")
+	}
+	if got, want := counterValue(t, reg, "scafo_instance_probe_hold_downs_total"), float64(flaps-2); got != want {
+		t.Errorf("scafo_instance_probe_hold_downs_total %v, want %v (every recovery from the third)", got, want)
+	}
+	insts := map[string]fleet.Instance{"shop": {Port: inst.port, Ready: true}}
+	if pub := p.publish(cloneInstances(insts)); pub["shop"].Ready {
+		t.Error("the record publishes the held-down instance ready")
+	}
+	if ok, why := p.ready("shop", insts["shop"]); ok || !strings.Contains(why, "held down") {
+		t.Errorf("health endpoint: ready=%v %q, want not ready, held down", ok, why)
+	}
+	st := p.status(insts)
+	ps := st[0].Probe
+	if ps.HeldDownUntil == nil || ps.HoldDownMs != 2000 || ps.Recoveries != flaps || ps.Up || st[0].Ready {
+		t.Fatalf("status while held down: %+v", ps)
+	}
+	until := *ps.HeldDownUntil
+
+	// Stable from now on: still held until the hold-down ends, then up.
+	probeRound(t, p)
+	if time.Now().Before(until) && p.isUp("shop") {
+		t.Fatal("up before the hold-down ended")
+	}
+	time.Sleep(time.Until(until) + 10*time.Millisecond)
+	probeRound(t, p)
+	if !p.isUp("shop") {
+		t.Fatal("not up after the hold-down ended and the probes pass")
+	}
+	if n := changes.Load(); n != bumps+1 {
+		t.Fatalf("%d changes after the hold-down ended, want %d", n, bumps+1)
+	}
+	if ps := p.status(insts)[0].Probe; ps.HeldDownUntil != nil || !ps.Up {
+		t.Errorf("status after the hold-down: %+v", ps)
+	}
+	// Down is never delayed, penalty or not.
+	inst.close()
+	probeRound(t, p)
+	probeRound(t, p)
+	if p.isUp("shop") || changes.Load() != bumps+2 {
+		t.Fatalf("going down with a penalty: up=%v, %d changes (want down, %d)", p.isUp("shop"), changes.Load(), bumps+2)
+	}
+}
+
+// A lone death and recovery (twice in the window: below probe.flapUps) is published up
+// after upAfter successes, as without damping; so is the first recovery of a new
+// instance on another port.
+func TestProbeLoneRecoveryIsNotDelayed(t *testing.T) {
+	inst := startTCPInstance(t)
+	p, reg, changes := newTestProber(t, dampedConfig(), map[string]fleet.Instance{"shop": {Port: inst.port, Ready: true}}, nil)
+	for i := range 2 {
+		inst.close()
+		probeRound(t, p)
+		if !p.isUp("shop") {
+			t.Fatalf("death %d: down after one failure", i)
+		}
+		probeRound(t, p)
+		if p.isUp("shop") {
+			t.Fatalf("death %d: up after two failures", i)
+		}
+		inst.open()
+		probeRound(t, p)
+		if p.isUp("shop") {
+			t.Fatalf("recovery %d: up after one success", i)
+		}
+		probeRound(t, p)
+		if !p.isUp("shop") {
+			t.Fatalf("recovery %d: not up after two successes (delayed)", i)
+		}
+	}
+	if n := changes.Load(); n != 4 {
+		t.Errorf("%d changes published, want 4", n)
+	}
+	if n := counterValue(t, reg, "scafo_instance_probe_hold_downs_total"); n != 0 {
+		t.Errorf("%v hold-downs for two lone recoveries", n)
+	}
+}
+
+// The hold-down's growth and decay over an hour of a patient attacker (sits out each
+// hold-down, then flaps again at once), on the default settings and the prober's own
+// damping code (recoveredLocked) with a simulated clock: the published changes per
+// minute, against 30/min undamped at a 1 s interval (2 s down, 2 s up).
+func TestProbeFlapDampingBoundsAPatientFlapper(t *testing.T) {
+	cfg := NewConfig().Probe
+	p, _, _ := newTestProber(t, cfg, nil, nil)
+	st := &probeState{up: true}
+	now := time.Unix(0, 0)
+	end := now.Add(time.Hour)
+	bumps := 0
+	for now.Before(end) {
+		// 2 failures at 1 s: down, published.
+		now = now.Add(2 * time.Second)
+		st.up = false
+		bumps++
+		// 2 successes: a recovery; published up when the hold-down (if any) ends.
+		now = now.Add(2 * time.Second)
+		p.recoveredLocked(st, now)
+		if st.heldUntil.After(now) {
+			now = st.heldUntil.Add(time.Second - st.heldUntil.Sub(now)%time.Second) // next probe after it
+		}
+		st.up = true
+		bumps++
+	}
+	perMin := float64(bumps) / 60
+	t.Logf("patient flapper, default damping: %d serial bumps in an hour (%.1f/min; undamped 30/min)", bumps, perMin)
+	if perMin > 3 {
+		t.Errorf("%.1f bumps/min, want at most 3", perMin)
+	}
+	// Decay: after a quiet spell the penalty is forgotten (halved per window: 5 min
+	// falls below 10 s in 5 windows), and a lone recovery is published at once again.
+	st.up = false
+	now = now.Add(6 * time.Duration(cfg.FlapWindow))
+	if d, _ := p.recoveredLocked(st, now); d != 0 || st.heldUntil.After(now) || st.penalty != 0 {
+		t.Errorf("after 6 quiet windows: hold-down %s, penalty %s, want none", d, st.penalty)
 	}
 }

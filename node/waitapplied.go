@@ -103,8 +103,8 @@ func (s *Server) waitApplied(next http.Handler) http.Handler {
 			cutBody(w, r)
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusServiceUnavailable, "too many waiters",
-				fmt.Sprintf("%d writes are waiting with wait=applied on this node (at most %d, %d per account); nothing was written; retry, or write without wait",
-					len(s.ingresses.waiters), cap(s.ingresses.waiters), maxWaitersPerAccount))
+				fmt.Sprintf("%d writes are waiting with wait=applied on this node (at most %d, %d per account, %d for application tokens together); nothing was written; retry, or write without wait",
+					len(s.ingresses.waiters), cap(s.ingresses.waiters), maxWaitersPerAccount, cap(s.ingresses.waiters)-cap(s.ingresses.waiters)/adminWaiterShare))
 			return
 		}
 		defer s.ingresses.releaseWaiter(account)
@@ -148,13 +148,27 @@ func (s *Server) waitApplied(next http.Handler) http.Handler {
 // maxWaitersPerAccount bounds one account's waiting writes on a node.
 const maxWaitersPerAccount = 8
 
+// adminWaiterShare: application tokens together hold at most all but 1/adminWaiterShare
+// of a node's waiter slots (56 of 64): the rest are the admin's, so tenants of several
+// accounts, each within its own share, cannot make the control plane's waits fail.
+const adminWaiterShare = 8
+
 // takeWaiter takes a waiter slot for account ("" for the admin), or reports that none
 // is free.
 func (b *ingressBook) takeWaiter(account string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if account != "" && b.waiting[account] >= maxWaitersPerAccount {
-		return false
+	if account != "" {
+		if b.waiting[account] >= maxWaitersPerAccount {
+			return false
+		}
+		tenants := 0
+		for _, n := range b.waiting {
+			tenants += n
+		}
+		if tenants >= cap(b.waiters)-cap(b.waiters)/adminWaiterShare {
+			return false
+		}
 	}
 	select {
 	case b.waiters <- struct{}{}:

@@ -3,7 +3,9 @@ package traefikprovider
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -38,9 +40,17 @@ func yaegiGoPath(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	before, _ := filepath.Glob("*.last.json")
 	code := m.Run()
 	if yaegiInstall.goPath != "" {
 		_ = os.RemoveAll(yaegiInstall.goPath)
+	}
+	// No test may leave a state file in the package directory (the default stateFile
+	// is relative to the working directory): one was committed that way, and a stale
+	// one would be loaded by a later run's plugin whose first polls fail.
+	if after, _ := filepath.Glob("*.last.json"); code == 0 && len(after) > len(before) {
+		fmt.Fprintf(os.Stderr, "FAIL: the tests left state files in the package directory: %v\n", after)
+		code = 1
 	}
 	os.Exit(code)
 }
@@ -105,6 +115,9 @@ func TestPluginRunsUnderYaegi(t *testing.T) {
 		"pollinterval": "1h",
 		"watch":        "true",
 		"watchwait":    "30s",
+		// Never the default (<provider>.last.json in the working directory): that is
+		// this package's source directory under go test (a file was committed so).
+		"statefile": filepath.Join(t.TempDir(), "scafo.last.json"),
 	}, localplugin.YaegiOptions{
 		Env:    []string{"SCAFO_INGRESS_TOKEN=" + testToken},
 		Stdout: &stdout,

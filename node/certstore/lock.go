@@ -18,7 +18,8 @@ import (
 //   - acquire a free name: create-only (If-None-Match: *);
 //   - renew a held lock: read it, check the owner, compare-and-swap on the etag read
 //     (If-Match); a lock gone or held by another owner is ErrLockLost;
-//   - take over a lock whose lease ran out, or whose object is corrupt: compare-and-swap
+//   - take over a lock whose lease ran out, whose object is corrupt, or whose expiry lies
+//     beyond any lease (lockHorizon: a corrupt object, or a clock far ahead): compare-and-swap
 //     on the etag that was read, so of several nodes that find it stale one wins;
 //   - release: read it, check the owner, delete if the etag is still the one read (on S3 the store's Delete
 //     compares then deletes: a takeover that lands between the two, possible only once
@@ -139,6 +140,12 @@ func (s *Storage) AcquireLock(ctx context.Context, name, owner string, lease tim
 				s.opts.Logger.Warn("certstore: taking over a corrupt lock object", "lock", name, "error", perr)
 			case rec.Owner == owner:
 				acquired = rec.Acquired
+			case rec.Expires.After(now.Add(s.lockHorizon())):
+				// No holder can have taken a lease reaching that far: a corrupt object,
+				// or a writer whose clock is far ahead. Respecting it would block the
+				// name (its certificate, its renewals) until an operator deletes it.
+				s.opts.Logger.Warn("certstore: taking over a lock that expires beyond any lease", "lock", name,
+					"holder", rec.Holder, "expires", rec.Expires.UTC().Format(time.RFC3339Nano))
 			case now.Before(rec.Expires):
 				return Lease{}, &HeldError{Name: name, Holder: rec.Holder, Expires: rec.Expires}
 			default:
@@ -158,6 +165,14 @@ func (s *Storage) AcquireLock(ctx context.Context, name, owner string, lease tim
 		return Lease{Name: name, Holder: rec.Holder, Acquired: acquired, Expires: rec.Expires}, nil
 	}
 	return Lease{}, &HeldError{Name: name}
+}
+
+// lockHorizon is how far ahead of this node's clock a held lock may expire: the longest
+// lease a holder may take (this Storage's MaxLockLease, and never less than
+// DefaultMaxLockLease, which /v1/storage grants) plus as much again for clock skew and
+// a peer configured with a longer lease. A lock expiring later is taken over.
+func (s *Storage) lockHorizon() time.Duration {
+	return 2 * max(s.opts.MaxLockLease, DefaultMaxLockLease)
 }
 
 func (s *Storage) checkLockRequest(name, owner string, lease time.Duration) (string, error) {

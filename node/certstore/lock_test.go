@@ -313,3 +313,39 @@ func TestRenewNeverRetakesALostLock(t *testing.T) {
 		}
 	})
 }
+
+// TestLockExpiringBeyondAnyLeaseIsTakenOver: a lock object whose expiry lies further
+// ahead than any lease a holder can take (a corrupt object, or one written by a node
+// whose clock ran years ahead) would block its name, and so the name's certificate and
+// its renewals, until an operator deletes it; it is taken over like a corrupt one. A
+// lock within the longest lease (a live holder) is still respected.
+func TestLockExpiringBeyondAnyLeaseIsTakenOver(t *testing.T) {
+	eachBackend(t, func(t *testing.T, st store.Store, _ func(t *testing.T) store.Store) {
+		ctx := t.Context()
+		s := New(st, fastLocks("a"))
+		lk, _ := lockKey("issue_cert_example.com")
+		now := time.Now().UTC()
+		write := func(expires time.Time) {
+			t.Helper()
+			b := fmt.Sprintf(`{"name":"issue_cert_example.com","owner":"someone","holder":"vps-z","acquired":%q,"renewed":%q,"expires":%q}`,
+				now.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano), expires.Format(time.RFC3339Nano))
+			if _, err := st.Put(ctx, lk, []byte(b), store.Condition{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A live holder's lease (within MaxLockLease, 1h by default): held.
+		write(now.Add(50 * time.Minute))
+		if _, err := s.AcquireLock(ctx, "issue_cert_example.com", "mine", 2*time.Second); !errors.Is(err, ErrLockHeld) {
+			t.Fatalf("lock held by a live holder for 50m: %v, want ErrLockHeld", err)
+		}
+		// Expiring in the year 2999: no lease reaches that far.
+		write(time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC))
+		l, err := s.AcquireLock(ctx, "issue_cert_example.com", "mine", 2*time.Second)
+		if err != nil {
+			t.Fatalf("lock expiring in 2999: %v, want it taken over", err)
+		}
+		if l.Expires.After(time.Now().Add(time.Minute)) {
+			t.Errorf("taken-over lease expires %s, want the 2s asked for", l.Expires)
+		}
+	})
+}

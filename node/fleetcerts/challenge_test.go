@@ -2,16 +2,20 @@ package fleetcerts
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/certmagic"
+	"github.com/mholt/acmez/v3/acme"
 )
 
 // countingStorage counts every storage operation.
@@ -88,12 +92,18 @@ func TestChallengeRouteReadsTheStoreOnlyForManagedNamesAndWellFormedTokens(t *te
 	if got := cs.ops.Load() - base; got < 1 {
 		t.Fatalf("a managed name's challenge lookup read nothing (%d): is the store consulted at all?", got)
 	}
-	// A flood: reads stay within the bucket (burst 100 + 50/s).
+	// A flood (50 clients at once): reads stay within the bucket (burst 100 + 50/s).
 	before := cs.ops.Load()
 	start := time.Now()
-	for range 1000 {
-		try("GET", "/.well-known/acme-challenge/abcDEF_-123", "shop.apps.example.com")
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			for range 20 {
+				try("GET", "/.well-known/acme-challenge/abcDEF_-123", "shop.apps.example.com")
+			}
+		})
 	}
+	wg.Wait()
 	limit := int64(100 + 50*time.Since(start).Seconds() + 1)
 	if got := cs.ops.Load() - before; got > limit*2 { // a lookup may read more than one key
 		t.Fatalf("1000 anonymous challenge requests caused %d storage operations, want at most ~%d", got, limit)
@@ -136,5 +146,71 @@ func TestBacklogLookupsAreBatched(t *testing.T) {
 	}
 	if m.backlogCursor != backlogBatch {
 		t.Fatalf("cursor %d after one pass, want %d", m.backlogCursor, backlogBatch)
+	}
+}
+
+// TestChallengeIsAnsweredDuringAnAnonymousFlood: junk tokens sent faster than the
+// store-read bucket (50/s) must not make the node refuse the CA's own validation (on
+// every node at once that stops every issuance and renewal of the fleet). A challenge
+// stored while the flood runs is answered, from a read that started after the request
+// arrived, and the reads stay within the bucket.
+func TestChallengeIsAnsweredDuringAnAnonymousFlood(t *testing.T) {
+	cs := &countingStorage{Storage: &certmagic.FileStorage{Path: t.TempDir()}}
+	m, err := New(Options{Storage: cs, CA: "https://127.0.0.1:1/dir", PlatformDomains: []string{"apps.example.com"},
+		PlatformBudget: 0, Log: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1})
+	t.Cleanup(m.Close)
+	const host = "shop.apps.example.com"
+	m.Sync(docWith(host))
+	try := func(token string) string {
+		req := httptest.NewRequest("GET", "/.well-known/acme-challenge/"+token, nil)
+		req.Host = host
+		rec := httptest.NewRecorder()
+		if !m.HandleChallenge(rec, req) {
+			return ""
+		}
+		return rec.Body.String()
+	}
+	before := cs.ops.Load()
+	start := time.Now()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					try("junkJUNKjunk")
+				}
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond) // the bucket's burst is spent by now
+	// The ordering node (here: the test) stores the challenge, then the CA asks.
+	key := path.Join("acme", certmagic.StorageKeys.Safe(m.issuer.IssuerKey()), "challenge_tokens", certmagic.StorageKeys.Safe(host)+".json")
+	b, _ := json.Marshal(acme.Challenge{Type: "http-01", Token: "GENUINEtoken", KeyAuthorization: "GENUINEtoken.thumbprint",
+		Identifier: acme.Identifier{Type: "dns", Value: host}})
+	if err := cs.Store(t.Context(), key, b); err != nil {
+		t.Fatal(err)
+	}
+	answered := 0
+	for range 5 {
+		if got := try("GENUINEtoken"); got == "GENUINEtoken.thumbprint" {
+			answered++
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if answered != 5 {
+		t.Errorf("the CA's request during a flood of junk tokens was answered %d times of 5, want every time", answered)
+	}
+	limit := int64(100 + 50*time.Since(start).Seconds() + 1)
+	if got := cs.ops.Load() - before; got > limit {
+		t.Errorf("the flood caused %d storage operations, want at most %d (the bucket)", got, limit)
 	}
 }

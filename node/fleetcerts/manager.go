@@ -8,7 +8,10 @@
 // a platform wildcard certificate is configured, the platform hosts (that certificate
 // covers them). Platform hosts are otherwise paced: a node takes on at most
 // PlatformBudget platform hosts without a certificate per hour; the rest wait, listed
-// as "backlog". A name that leaves the document stops being managed (its pending obtain
+// as "backlog". Custom domains are paced the same way on their own budget
+// (CustomBudget); the API hosts never are. A name without a certificate that fails
+// FailLimit obtains in a row is not managed for a hold-off (FailHold, doubling up to
+// FailHoldMax), so a name whose DNS points elsewhere costs a few orders a day. A name that leaves the document stops being managed (its pending obtain
 // is cancelled, CertMagic stops renewing it) and leaves the Set.
 //
 // Private keys live only in the store and in the Set handed to the render; nothing here
@@ -45,7 +48,14 @@ const (
 	StatePending = "pending" // being obtained, or waiting for another node's result
 	StateValid   = "valid"   // a certificate that has not expired is held
 	StateFailed  = "failed"  // the last attempt failed; CertMagic retries (NextAttempt)
-	StateBacklog = "backlog" // a platform host waiting for the platform budget
+	StateBacklog = "backlog" // a platform host or custom domain waiting for its budget
+)
+
+// Hold-off defaults (Options.FailLimit, FailHold, FailHoldMax).
+const (
+	DefaultFailLimit   = 3
+	DefaultFailHold    = time.Hour
+	DefaultFailHoldMax = 24 * time.Hour
 )
 
 // Options configure a Manager.
@@ -65,6 +75,14 @@ type Options struct {
 	PlatformDomains  []string
 	PlatformWildcard bool
 	PlatformBudget   int
+	// CustomBudget is the custom domains (neither platform hosts nor API hosts)
+	// without a certificate taken on per hour; the rest wait, listed as backlog.
+	CustomBudget int
+	// FailLimit obtains of a name without a certificate failing in a row stop its
+	// management for FailHold, doubled at every further hold up to FailHoldMax (0:
+	// DefaultFailLimit, DefaultFailHold, DefaultFailHoldMax).
+	FailLimit             int
+	FailHold, FailHoldMax time.Duration
 	// HTTPEntryPoints carry the challenge router in the render.
 	HTTPEntryPoints []string
 	Log             *slog.Logger
@@ -115,20 +133,25 @@ type Manager struct {
 	cfg    *certmagic.Config
 	issuer *certmagic.ACMEIssuer
 
-	// lookups bounds the store reads anonymous challenge requests can cause.
+	// lookups bounds the store reads anonymous challenge requests can cause; chal
+	// coalesces them per host (challenge.go).
 	lookups *tokenBucket
+	chal    challengeLookups
 
 	mu       sync.Mutex
 	started  bool
 	wanted   map[string]bool               // the names policy's names (the document's)
 	since    map[string]time.Time          // when each wanted name entered the document
 	platform map[string]bool               // of those, platform hosts (paced)
+	api      map[string]bool               // of those, API hosts (never paced)
 	managed  map[string]context.CancelFunc // names CertMagic manages here
 	admitted []time.Time                   // when platform hosts were taken on (last hour)
-	names    map[string]*nameState
-	set      *Set
-	polls    int
-	settling bool // a wanted name waits for Settle
+	// customAdmitted: when custom domains were taken on (last hour).
+	customAdmitted []time.Time
+	names          map[string]*nameState
+	set            *Set
+	polls          int
+	settling       bool // a wanted name waits for Settle
 	// backlogCursor is where the next loadBacklog pass starts in the sorted backlog.
 	backlogCursor int
 	onChange      func()
@@ -147,12 +170,20 @@ type Manager struct {
 type nameState struct {
 	// mgmtFailed: managing the name failed outside an obtain (mgmtErrs); it is
 	// managed again from nextAttempt on.
-	mgmtFailed   bool
-	cert         *heldCert
-	lastErr      string
-	nextAttempt  time.Time
-	fails        int
-	attempts     int
+	mgmtFailed  bool
+	cert        *heldCert
+	lastErr     string
+	nextAttempt time.Time
+	fails       int
+	attempts    int
+	// heldUntil: the name failed FailLimit obtains in a row and is not managed before
+	// then; holds counts the hold-offs in a row (the next one doubles).
+	heldUntil time.Time
+	holds     int
+	// runAttempts counts the obtain attempts since the name was last taken on: the
+	// first was paid for when it was taken on, CertMagic's retries are paid for as
+	// they start.
+	runAttempts  int
 	obtaining    bool
 	obtainedHere bool
 }
@@ -176,11 +207,20 @@ func New(opt Options) (*Manager, error) {
 	if opt.Poll <= 0 {
 		opt.Poll = time.Second
 	}
+	if opt.FailLimit <= 0 {
+		opt.FailLimit = DefaultFailLimit
+	}
+	if opt.FailHold <= 0 {
+		opt.FailHold = DefaultFailHold
+	}
+	if opt.FailHoldMax <= 0 {
+		opt.FailHoldMax = DefaultFailHoldMax
+	}
 	m := &Manager{
 		opt:     opt,
 		log:     opt.Log,
 		lookups: newTokenBucket(50, 100),
-		wanted:  map[string]bool{}, platform: map[string]bool{}, since: map[string]time.Time{},
+		wanted:  map[string]bool{}, platform: map[string]bool{}, api: map[string]bool{}, since: map[string]time.Time{},
 		managed: map[string]context.CancelFunc{},
 		names:   map[string]*nameState{},
 		set:     &Set{FleetCerts: &render.FleetCerts{HTTPEntryPoints: opt.HTTPEntryPoints, Managed: map[string]bool{}}},
@@ -313,6 +353,12 @@ func (m *Manager) Sync(doc *routing.Document) {
 	for _, n := range names {
 		wanted[n] = true
 	}
+	api := map[string]bool{}
+	if doc != nil && doc.API != nil {
+		for _, h := range doc.API.Hosts {
+			api[h] = true
+		}
+	}
 	m.mu.Lock()
 	now := time.Now()
 	for n := range wanted {
@@ -332,7 +378,7 @@ func (m *Manager) Sync(doc *routing.Document) {
 			break
 		}
 	}
-	m.wanted, m.platform = wanted, platform
+	m.wanted, m.platform, m.api = wanted, platform, api
 	m.mu.Unlock()
 	if !same {
 		m.reconcile()
@@ -365,8 +411,9 @@ func (m *Manager) reconcile() {
 	}
 	m.settling = false
 	m.takeMgmtErrs(now)
-	// Budget: platform hosts taken on in the last hour.
+	// Budgets: platform hosts and custom domains taken on in the last hour.
 	m.admitted = slices.DeleteFunc(m.admitted, func(t time.Time) bool { return now.Sub(t) >= time.Hour })
+	m.customAdmitted = slices.DeleteFunc(m.customAdmitted, func(t time.Time) bool { return now.Sub(t) >= time.Hour })
 	wanted := make([]string, 0, len(m.wanted))
 	for n := range m.wanted {
 		wanted = append(wanted, n)
@@ -391,17 +438,29 @@ func (m *Manager) reconcile() {
 			}
 			st.mgmtFailed = false
 		}
-		if m.platform[n] && st.cert == nil {
+		if now.Before(st.heldUntil) {
+			continue // held off after failing; the poll loop loads it if another node issued it
+		}
+		switch {
+		case st.cert != nil || m.api[n]:
+			// Held already, or the API apex: never paced.
+		case m.platform[n]:
 			if len(m.admitted) >= m.opt.PlatformBudget {
 				continue // backlog; the poll loop loads it if another node issued it
 			}
 			m.admitted = append(m.admitted, now)
+		default:
+			if len(m.customAdmitted) >= m.opt.CustomBudget {
+				continue // backlog, as above
+			}
+			m.customAdmitted = append(m.customAdmitted, now)
 		}
 		start = append(start, n)
 	}
 	for _, n := range start {
 		ctx, cancel := context.WithCancel(context.Background())
 		m.managed[n] = cancel
+		m.names[n].runAttempts = 0
 		// ManageAsync loads the certificate from the store, or obtains it under the
 		// store lock (retrying with CertMagic's backoff until ctx is cancelled).
 		if err := m.cfg.ManageAsync(ctx, []string{n}); err != nil {
@@ -675,6 +734,17 @@ func (m *Manager) onEvent(_ context.Context, event string, data map[string]any) 
 	case "cert_obtaining":
 		st.obtaining = true
 		st.attempts++
+		st.runAttempts++
+		if st.runAttempts > 1 && st.cert == nil && !m.api[name] {
+			// A retry is one more order on the shared account: it counts against the
+			// budget (it is not refused: CertMagic retries on its own), so the names
+			// taken on next wait for it.
+			if m.platform[name] {
+				m.admitted = append(m.admitted, time.Now())
+			} else {
+				m.customAdmitted = append(m.customAdmitted, time.Now())
+			}
+		}
 	case "cert_failed":
 		st.obtaining = false
 		st.fails++
@@ -683,12 +753,31 @@ func (m *Manager) onEvent(_ context.Context, event string, data map[string]any) 
 		} else {
 			st.lastErr = "failed"
 		}
-		st.nextAttempt = time.Now().Add(retryIntervals[min(st.fails, len(retryIntervals))-1])
+		now := time.Now()
+		st.nextAttempt = now.Add(retryIntervals[min(st.fails, len(retryIntervals))-1])
+		if st.fails >= m.opt.FailLimit && st.cert == nil {
+			// Held off: CertMagic's own backoff would order again within minutes (about
+			// eight orders in the first hour), each one against the fleet's shared ACME
+			// account. Cancelling the context ends CertMagic's retry loop.
+			if cancel, ok := m.managed[name]; ok {
+				cancel()
+				delete(m.managed, name)
+			}
+			hold := m.opt.FailHold
+			for i := 0; i < st.holds && hold < m.opt.FailHoldMax; i++ {
+				hold *= 2
+			}
+			hold = min(hold, m.opt.FailHoldMax)
+			st.holds++
+			st.heldUntil = now.Add(hold)
+			st.nextAttempt = st.heldUntil
+		}
 		m.log.Warn("fleet certificate: obtaining failed", "name", name, "attempt", st.attempts, "err", st.lastErr, "nextAttempt", st.nextAttempt)
 	case "cert_obtained":
 		st.obtaining = false
 		st.obtainedHere = true
 		st.lastErr, st.fails, st.nextAttempt = "", 0, time.Time{}
+		st.heldUntil, st.holds = time.Time{}, 0
 		renewal, _ := data["renewal"].(bool)
 		m.log.Info("fleet certificate obtained", "name", name, "renewal", renewal)
 	}
@@ -711,7 +800,7 @@ func (m *Manager) Status() []NameStatus {
 		switch {
 		case st.cert != nil && now.Before(st.cert.notAfter):
 			ns.State = StateValid
-		case st.mgmtFailed:
+		case st.mgmtFailed, !managed && now.Before(st.heldUntil):
 			ns.State = StateFailed
 		case !managed && now.Sub(m.since[n]) < m.opt.Settle:
 			ns.State = StatePending // settling: the other nodes are learning the name
@@ -737,10 +826,12 @@ func (m *Manager) Status() []NameStatus {
 }
 
 // HandleChallenge answers GET /.well-known/acme-challenge/<token> for a name the fleet
-// issues, from the store (any node answers any node's challenge). Anonymous and
-// bounded: the token must be base64url, the Host a name this node knows the fleet
-// issues (no store read for any other), and store reads are rate-limited; everything
-// else is 404. It reports whether it answered.
+// issues, from memory when this process started the challenge, else from the store
+// (any node answers any node's challenge). Anonymous and bounded: the token must be
+// base64url, the Host a name this node knows the fleet issues (no store read for any
+// other), and store reads are one per host at a time within a rate limit, waited for
+// rather than refused, so a flood of junk tokens cannot crowd the CA out
+// (challenge.go); everything else is 404. It reports whether it answered.
 func (m *Manager) HandleChallenge(w http.ResponseWriter, r *http.Request) bool {
 	token, ok := strings.CutPrefix(r.URL.Path, render.ACMEChallengePath)
 	if !ok || token == "" || len(token) > 256 || !base64URL(token) || r.Method != http.MethodGet || m.issuer == nil {
@@ -754,10 +845,17 @@ func (m *Manager) HandleChallenge(w http.ResponseWriter, r *http.Request) bool {
 	m.mu.Lock()
 	known := m.wanted[host]
 	m.mu.Unlock()
-	if !known || !m.lookups.take(time.Now()) {
+	if !known {
 		return false
 	}
-	return m.issuer.HandleHTTPChallenge(w, r)
+	if _, mine := certmagic.GetACMEChallenge(host); mine {
+		// Started by this process: CertMagic answers from memory, no store read.
+		return m.issuer.HandleHTTPChallenge(w, r)
+	}
+	// From the store, one read per host at a time, bounded by the bucket (challenge.go).
+	ctx, cancel := context.WithTimeout(r.Context(), challengeWait)
+	defer cancel()
+	return m.answerChallenge(w, r, host, m.lookupChallenge(ctx, host))
 }
 
 func base64URL(s string) bool {

@@ -1,0 +1,185 @@
+package fleetcerts
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/certmagic"
+
+	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
+	"github.com/scafo/ingress/render/routing"
+)
+
+// pacedManager is one manager on a fresh store behind its own challenge server on
+// 127.0.0.1, with a Pebble (validation on) whose HTTP-01 port is that server's.
+func pacedManager(t *testing.T, opt Options) (*Manager, *pebbletest.Pebble) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pebbletest.Start(t, pebbletest.Config{HTTPPort: ln.Addr().(*net.TCPAddr).Port})
+	opt.Storage = &certmagic.FileStorage{Path: t.TempDir()}
+	opt.CA, opt.Roots, opt.Email = p.Directory, p.CARoots, "ops@example.com"
+	opt.RenewCheckInterval = time.Minute
+	opt.PlatformDomains = []string{"apps.example.com"}
+	opt.Log = testLogger(t)
+	opt.Poll = 50 * time.Millisecond // a reconcile pass every second
+	m, err := New(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !m.HandleChallenge(w, r) {
+			http.NotFound(w, r)
+		}
+	}))
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	m.Start(ln.Addr())
+	t.Cleanup(m.Close)
+	return m, p
+}
+
+func states(m *Manager) map[string][]string {
+	out := map[string][]string{}
+	for _, s := range m.Status() {
+		out[s.State] = append(out[s.State], s.Name)
+	}
+	return out
+}
+
+// TestCustomDomainsArePacedByTheCustomBudget: with a custom budget of 2, claiming 5
+// custom domains starts exactly 2 orders (Pebble issues 2 of them) and lists the other
+// 3 as backlog, and they stay there across further reconcile passes within the hour;
+// the API apex is ordered whatever the budget. Before the custom budget existed all 5
+// were ordered at once.
+func TestCustomDomainsArePacedByTheCustomBudget(t *testing.T) {
+	const budget, extra = 2, 3
+	m, p := pacedManager(t, Options{CustomBudget: budget, PlatformBudget: 0})
+	doc := &routing.Document{V: routing.Version, API: &routing.API{Hosts: []string{"apps.example.com"}}}
+	for i := range budget + extra {
+		doc.Routes = append(doc.Routes, routing.Route{Host: fmt.Sprintf("c%d.example.org", i), Application: "app"})
+	}
+	m.Sync(doc)
+	waitFor(t, 90*time.Second, "the budget's names and the API apex valid", func() bool {
+		return len(states(m)[StateValid]) == budget+1
+	})
+	// Several more reconcile passes: nothing else starts within the hour.
+	time.Sleep(3 * time.Second)
+	st := states(m)
+	if len(st[StateValid]) != budget+1 || len(st[StateBacklog]) != extra || len(st[StatePending])+len(st[StateFailed]) != 0 {
+		t.Fatalf("states %v: want %d valid (the budget and the API apex), %d backlog", st, budget+1, extra)
+	}
+	if stateOf(m, "apps.example.com").State != StateValid {
+		t.Fatalf("the API apex is not valid: %+v", stateOf(m, "apps.example.com"))
+	}
+	if issued := p.Issued(); len(issued) != budget+1 {
+		t.Fatalf("Pebble issued %d certificates, want %d (the budget and the API apex)", len(issued), budget+1)
+	}
+	for _, n := range st[StateBacklog] {
+		if s := stateOf(m, n); s.Attempts != 0 {
+			t.Fatalf("backlogged %s was attempted: %+v", n, s)
+		}
+	}
+}
+
+// TestAFailingNameIsHeldOffAndNotReordered: a custom domain whose DNS points where
+// nothing answers (Pebble's validation is refused) fails; after FailLimit failures in
+// a row it is no longer managed (CertMagic would order again after 1 min, 2 min, ...:
+// about eight orders in the first hour), is listed failed with nextAttempt at the end
+// of the hold-off, is not ordered again within it, is ordered once when it ends, and
+// the next hold-off is twice as long (capped at FailHoldMax).
+func TestAFailingNameIsHeldOffAndNotReordered(t *testing.T) {
+	const hold, holdMax = 2 * time.Second, 3 * time.Second
+	m, p := pacedManager(t, Options{CustomBudget: 10, FailLimit: 1, FailHold: hold, FailHoldMax: holdMax})
+	const name = "elsewhere.example.org"
+	p.AddA(t, name, "127.0.0.3") // nothing listens there
+	m.Sync(docWith(name))
+
+	var s NameStatus
+	waitFor(t, 60*time.Second, "the first failure", func() bool {
+		s = stateOf(m, name)
+		return s.State == StateFailed && s.Attempts == 1
+	})
+	failedAt := time.Now()
+	m.mu.Lock()
+	_, managed := m.managed[name]
+	m.mu.Unlock()
+	if managed {
+		t.Fatal("a name that failed FailLimit times is still managed: CertMagic goes on ordering it")
+	}
+	if s.NextAttempt == nil || s.NextAttempt.Sub(failedAt) < hold-time.Second || s.LastError == "" {
+		t.Fatalf("status after the first failure: %+v, want nextAttempt about %s ahead and the error", s, hold)
+	}
+	// Within the hold-off: no new attempt, however many reconcile passes.
+	for time.Until(s.NextAttempt.Add(-200*time.Millisecond)) > 0 {
+		if a := stateOf(m, name).Attempts; a != 1 {
+			t.Fatalf("ordered again within the hold-off: %d attempts", a)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// After it: one more order, which fails and holds it off twice as long (capped).
+	waitFor(t, 60*time.Second, "the attempt after the hold-off", func() bool {
+		s = stateOf(m, name)
+		return s.State == StateFailed && s.Attempts == 2
+	})
+	secondAt := time.Now()
+	if s.NextAttempt == nil || s.NextAttempt.Sub(secondAt) < holdMax-time.Second || s.NextAttempt.Sub(secondAt) > holdMax+time.Second {
+		t.Fatalf("status after the second failure: %+v, want nextAttempt about %s ahead (%s doubled, capped)", s, holdMax, hold)
+	}
+	for time.Until(s.NextAttempt.Add(-200*time.Millisecond)) > 0 {
+		if a := stateOf(m, name).Attempts; a != 2 {
+			t.Fatalf("ordered again within the second hold-off: %d attempts", a)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := len(p.Issued()); n != 0 {
+		t.Fatalf("Pebble issued %d certificates for a name pointing nowhere", n)
+	}
+	t.Logf("attempts %d; hold-offs observed %s and %s", s.Attempts, hold, holdMax)
+}
+
+// TestRetriesCountAgainstTheBudget: CertMagic retries a failed obtain on its own (1 min
+// later, then 2, …); each retry is one more order on the fleet's account, so it takes a
+// slot of the name's budget as it starts, and the names taken on next wait for it. The
+// first attempt was paid for when the name was taken on; the API apex and renewals (a
+// certificate held) pay nothing. Driven through the manager's event handler, with the
+// events CertMagic emits (the retry interval is not settable from outside CertMagic).
+func TestRetriesCountAgainstTheBudget(t *testing.T) {
+	m, err := New(Options{Storage: &certmagic.FileStorage{Path: t.TempDir()}, PlatformDomains: []string{"apps.example.com"}, Log: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	m.Sync(&routing.Document{V: routing.Version, API: &routing.API{Hosts: []string{"apps.example.com"}},
+		Routes: []routing.Route{{Host: "c.example.org", Application: "a"}, {Host: "s.apps.example.com", Application: "a"}, {Host: "r.example.org", Application: "a"}}})
+	m.mu.Lock()
+	for _, n := range []string{"c.example.org", "s.apps.example.com", "apps.example.com", "r.example.org"} {
+		m.names[n] = &nameState{}
+	}
+	m.names["r.example.org"].cert = &heldCert{notAfter: time.Now().Add(time.Hour)}
+	m.mu.Unlock()
+	ev := func(name string) {
+		if err := m.onEvent(t.Context(), "cert_obtaining", map[string]any{"identifier": name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		ev("c.example.org")
+		ev("s.apps.example.com")
+		ev("apps.example.com")
+		ev("r.example.org")
+	}
+	m.mu.Lock()
+	custom, platform := len(m.customAdmitted), len(m.admitted)
+	m.mu.Unlock()
+	if custom != 2 || platform != 2 {
+		t.Fatalf("after 3 attempts each: custom slots %d, platform slots %d; want 2 and 2 (the retries of c and s only)", custom, platform)
+	}
+}
