@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -497,5 +499,95 @@ func TestStatusReadableWhilePassesRun(t *testing.T) {
 	close(done)
 	if err := <-errc; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// changedRead releases parked passes until one finds the serial changed (it will list
+// or read what the bump named) and returns that one still held.
+func changedRead(t *testing.T, reads <-chan parkedRead) parkedRead {
+	t.Helper()
+	for range 200 {
+		select {
+		case ev := <-reads:
+			if ev.changed && ev.err == nil {
+				return ev
+			}
+			close(ev.release)
+		case <-time.After(30 * time.Second):
+			t.Fatal("no reconcile pass within 30s")
+		}
+	}
+	t.Fatal("the reconciler never found the serial changed in 200 passes")
+	return parkedRead{}
+}
+
+// TestWipedStoreMidPassIsDiscarded: the store directory is swapped for an empty one
+// after a pass read the (moved) serial and before it read the objects. The pass must
+// not derive from what the empty store answers under the serial it already read: the
+// document keeps its routes and the store is reported unreachable (foreign).
+func TestWipedStoreMidPassIsDiscarded(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		bump func(t *testing.T, st store.Store) // moves the serial
+	}{
+		// No names: the pass lists the store.
+		{"full listing", func(t *testing.T, st store.Store) {
+			seedFleet(t, st, "shop", "blog")
+			if _, err := store.BumpSerial(context.Background(), st); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		// One step naming apps/shop: the pass GETs it, and reads it absent.
+		{"one step", func(t *testing.T, st store.Store) {
+			b, _ := json.Marshal(fleet.App{Name: "shop", Account: "acme", Placement: []string{"vps-b", "vps-c"}})
+			if _, err := st.Put(context.Background(), fleet.AppKey("shop"), b, store.Condition{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store.BumpSerial(context.Background(), st, fleet.AppKey("shop")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			storeDir := filepath.Join(t.TempDir(), "store")
+			cfg := testConfig(t, "vps-a", storeDir)
+			fs := newFaultStore(t, storeDir)
+			seedFleet(t, fs, "shop")
+			if _, err := store.BumpSerial(context.Background(), fs); err != nil {
+				t.Fatal(err)
+			}
+			n := startNodeWithStore(t, cfg, fs)
+			n.waitReady()
+			waitFor(t, 5*time.Second, "shop routed", func() bool {
+				return strings.Join(hostsOf(routesDoc(t, n)), ",") == "shop.apps.example.com"
+			})
+			_, before := n.get("/v1/ingress/routes", testIngressToken)
+
+			reads, stopParking := fs.park(t)
+			close(idleRead(t, reads).release) // the current serial is committed
+			tc.bump(t, fs)
+			held := changedRead(t, reads) // this pass read the moved serial, nothing else yet
+			if err := os.Rename(storeDir, storeDir+".old"); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(storeDir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			stopParking()
+			close(held.release)
+
+			waitFor(t, 5*time.Second, "status reports the store unreachable", func() bool {
+				if _, during := n.get("/v1/ingress/routes", testIngressToken); !bytes.Equal(before, during) {
+					t.Fatalf("a pass straddling the wipe published:\nbefore %s\nafter  %s\n%s", before, during, n.logs.String())
+				}
+				return !storeStatusOf(t, n).Reachable
+			})
+			if _, after := n.get("/v1/ingress/routes", testIngressToken); !bytes.Equal(before, after) {
+				t.Fatalf("a pass straddling the wipe published:\nbefore %s\nafter  %s", before, after)
+			}
+			if _, err := os.Stat(filepath.Join(storeDir, "serial")); err == nil {
+				t.Fatal("the node recreated the serial in the wiped store")
+			}
+		})
 	}
 }
