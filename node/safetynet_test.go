@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -40,6 +41,11 @@ type faultStore struct {
 
 	mu     sync.Mutex
 	parked chan parkedRead // nil: no parking
+
+	// objectReads: since the last serial read, apps/ was listed (a full read) or a fleet
+	// object read absent: the pass re-checks the serial (Identity.Recheck) before it
+	// commits, and that re-read is not parked (it is not a new pass).
+	objectReads atomic.Bool
 }
 
 // parkedRead is one pass's serial read, held until release is closed.
@@ -68,6 +74,9 @@ func (f *faultStore) List(ctx context.Context, prefix string) ([]store.Entry, er
 		f.failedLists.Add(1)
 		return nil, fmt.Errorf("faultStore: listing %s: %w", prefix, store.ErrUnavailable)
 	}
+	if prefix == fleet.PrefixApps {
+		f.objectReads.Store(true)
+	}
 	return f.Store.List(ctx, prefix)
 }
 
@@ -76,15 +85,20 @@ func (f *faultStore) Get(ctx context.Context, key string) (store.Object, error) 
 		f.failedGets.Add(1)
 		return store.Object{}, fmt.Errorf("faultStore: reading %s: %w", key, store.ErrUnavailable)
 	}
-	return f.Store.Get(ctx, key)
+	obj, err := f.Store.Get(ctx, key)
+	if fleetObjectKey(key) && errors.Is(err, store.ErrNotFound) {
+		f.objectReads.Store(true)
+	}
+	return obj, err
 }
 
 func (f *faultStore) GetIfChanged(ctx context.Context, key, etag string) (store.Object, bool, error) {
 	obj, changed, err := f.Store.GetIfChanged(ctx, key, etag)
+	recheck := key == fleet.KeySerial && f.objectReads.Swap(false)
 	f.mu.Lock()
 	parked := f.parked
 	f.mu.Unlock()
-	if parked != nil && key == fleet.KeySerial {
+	if parked != nil && key == fleet.KeySerial && !recheck {
 		ev := parkedRead{changed: changed, err: err, release: make(chan struct{})}
 		select {
 		case parked <- ev:
