@@ -509,7 +509,15 @@ func TestWipedStoreIsAnOutageNotAnEmptyFleet(t *testing.T) {
 	seedFleet(t, n.st, "shop")
 	n.waitReady()
 	waitFor(t, 5*time.Second, "shop routed", func() bool { return len(hostsOf(routesDoc(t, n))) == 1 })
-	_, before := n.get("/v1/ingress/routes", testIngressToken)
+	// The store's identity is what tells a wiped store from a new one: wait until the
+	// served document was derived from a committed serial (the node's first heartbeat
+	// creates it). Before that, the store this node reads has no identity at all.
+	var before []byte
+	waitFor(t, 5*time.Second, "a document derived from a committed serial", func() bool {
+		resp, b := n.get("/v1/ingress/routes", testIngressToken)
+		before = b
+		return resp.Header.Get("X-Scafo-Serial") != "" && resp.Header.Get("X-Scafo-Serial") != "0"
+	})
 
 	if err := os.Rename(storeDir, storeDir+".old"); err != nil {
 		t.Fatal(err)

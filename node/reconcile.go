@@ -22,7 +22,12 @@ import (
 //
 // Cost, flat in the fleet's size: every tick is one conditional read of the serial.
 // When it moved by one and its bump named what changed, the pass GETs those keys and
-// nothing else (one changed object: two requests). When it moved further (this node
+// nothing else (one changed object: two requests). A full read ends with one more
+// conditional read of the serial, and so does a one-step read that found a named key
+// absent: a store swapped (wiped, unmounted) between the serial read and the object
+// reads is discarded, never derived from (Identity.Recheck). Liveness listings are not
+// re-checked (that would cost a read per heartbeat interval): they only add entries
+// (mergeLive). When it moved further (this node
 // missed a bump), in another epoch, without names, or when a full pass is due, it lists
 // the store and GETs the keys whose etag moved. Heartbeats do not move the serial:
 // liveness comes from one LIST of nodes/ per heartbeat interval, whose modification
@@ -155,9 +160,12 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 	if !obs.Changed && !full {
 		// Nothing was written. The document can still move by time alone, when a node
 		// crosses the TTL (or comes back by heartbeat); re-derive only then.
-		listed, err := r.liveness(ctx, now)
+		live, listed, err := r.liveness(ctx, now)
 		if err != nil {
 			return err
+		}
+		if listed {
+			r.mergeLive(live, now)
 		}
 		if stale := r.staleKey(now); stale == r.lastStale && !listed {
 			return nil
@@ -172,6 +180,7 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 		// cache is changed in place, and only once every read succeeded: a change costs
 		// its own reads, not a copy of the fleet's objects.
 		read := make(map[string]*cachedObject, len(obs.Names)) // nil: deleted
+		absent := false
 		for _, k := range obs.Names {
 			if !tracked(k) {
 				continue
@@ -179,6 +188,7 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 			o, err := r.st.Get(ctx, k)
 			if errors.Is(err, store.ErrNotFound) {
 				read[k] = nil
+				absent = true
 				continue
 			}
 			if err != nil {
@@ -187,8 +197,20 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 			c := r.decode(o)
 			read[k] = &c
 		}
-		if _, err := r.liveness(ctx, now); err != nil {
+		live, listed, err := r.liveness(ctx, now)
+		if err != nil {
 			return err
+		}
+		// An absence may be a store swapped (wiped, unmounted) since the serial read,
+		// not a delete: confirm the serial before deleting what the bump named. Reads
+		// that found their keys cost nothing more.
+		if absent {
+			if err := r.id.Recheck(ctx, r.st, obs); err != nil {
+				return err
+			}
+		}
+		if listed {
+			r.mergeLive(live, now)
 		}
 		for k, c := range read {
 			if c == nil {
@@ -234,6 +256,12 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 		}
 		next[e.Key] = r.decode(o)
 	}
+	// A store swapped (wiped, unmounted, replaced) between the serial read and the
+	// listing answered with its own, possibly empty, contents under the old serial:
+	// discard the pass, never derive from it (DESIGN §5/§6).
+	if err := r.id.Recheck(ctx, r.st, obs); err != nil {
+		return err
+	}
 	// Commit only a complete read: a failure above returned with r.objects untouched.
 	r.objects = next
 	r.setLive(entries, now)
@@ -257,19 +285,39 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 }
 
 // liveness lists nodes/ when a heartbeat interval has passed since the last list (a
-// full read lists it too), and reports whether it did. A record rewritten since this
+// full read lists it too), and reports whether it did; the caller keeps the listing
+// (mergeLive). A record rewritten since this
 // node read it (its etag moved: a heartbeat, which bumps no serial) counts as seen at
 // its modification time; see seen.
-func (r *reconciler) liveness(ctx context.Context, now time.Time) (bool, error) {
+func (r *reconciler) liveness(ctx context.Context, now time.Time) ([]store.Entry, bool, error) {
 	if r.heartbeat <= 0 || now.Sub(r.lastLive) < r.heartbeat {
-		return false, nil
+		return nil, false, nil
 	}
 	es, err := r.st.List(ctx, fleet.PrefixNodes)
 	if err != nil {
-		return false, fmt.Errorf("listing %s: %w", fleet.PrefixNodes, err)
+		return nil, false, fmt.Errorf("listing %s: %w", fleet.PrefixNodes, err)
 	}
-	r.setLive(es, now)
-	return true, nil
+	return es, true, nil
+}
+
+// mergeLive keeps a liveness listing taken without a full read. A record this node
+// holds that the listing lacks keeps its previous entry: the listing may come from a
+// store swapped (wiped, unmounted) since the serial read, and an empty listing must
+// not make every peer fall back to its record's old `seen` and turn stale (withdrawing
+// its routes) for a pass. A record really deleted moved the serial, and the full read
+// that follows replaces the whole set (setLive). Costs no request (no serial re-read
+// per heartbeat interval).
+func (r *reconciler) mergeLive(entries []store.Entry, now time.Time) {
+	prev := r.live
+	r.setLive(entries, now)
+	for k, e := range prev {
+		if _, ok := r.live[k]; ok {
+			continue
+		}
+		if _, held := r.objects[k]; held {
+			r.live[k] = e
+		}
+	}
 }
 
 func (r *reconciler) setLive(entries []store.Entry, now time.Time) {

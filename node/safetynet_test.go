@@ -9,8 +9,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +41,11 @@ type faultStore struct {
 
 	mu     sync.Mutex
 	parked chan parkedRead // nil: no parking
+
+	// objectReads: since the last serial read, apps/ was listed (a full read) or a fleet
+	// object read absent: the pass re-checks the serial (Identity.Recheck) before it
+	// commits, and that re-read is not parked (it is not a new pass).
+	objectReads atomic.Bool
 }
 
 // parkedRead is one pass's serial read, held until release is closed.
@@ -66,6 +74,9 @@ func (f *faultStore) List(ctx context.Context, prefix string) ([]store.Entry, er
 		f.failedLists.Add(1)
 		return nil, fmt.Errorf("faultStore: listing %s: %w", prefix, store.ErrUnavailable)
 	}
+	if prefix == fleet.PrefixApps {
+		f.objectReads.Store(true)
+	}
 	return f.Store.List(ctx, prefix)
 }
 
@@ -74,15 +85,20 @@ func (f *faultStore) Get(ctx context.Context, key string) (store.Object, error) 
 		f.failedGets.Add(1)
 		return store.Object{}, fmt.Errorf("faultStore: reading %s: %w", key, store.ErrUnavailable)
 	}
-	return f.Store.Get(ctx, key)
+	obj, err := f.Store.Get(ctx, key)
+	if fleetObjectKey(key) && errors.Is(err, store.ErrNotFound) {
+		f.objectReads.Store(true)
+	}
+	return obj, err
 }
 
 func (f *faultStore) GetIfChanged(ctx context.Context, key, etag string) (store.Object, bool, error) {
 	obj, changed, err := f.Store.GetIfChanged(ctx, key, etag)
+	recheck := key == fleet.KeySerial && f.objectReads.Swap(false)
 	f.mu.Lock()
 	parked := f.parked
 	f.mu.Unlock()
-	if parked != nil && key == fleet.KeySerial {
+	if parked != nil && key == fleet.KeySerial && !recheck {
 		ev := parkedRead{changed: changed, err: err, release: make(chan struct{})}
 		select {
 		case parked <- ev:
@@ -497,5 +513,121 @@ func TestStatusReadableWhilePassesRun(t *testing.T) {
 	close(done)
 	if err := <-errc; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// changedRead releases parked passes until one finds the serial changed (it will list
+// or read what the bump named) and returns that one still held.
+func changedRead(t *testing.T, reads <-chan parkedRead) parkedRead {
+	t.Helper()
+	for range 200 {
+		select {
+		case ev := <-reads:
+			if ev.changed && ev.err == nil {
+				return ev
+			}
+			close(ev.release)
+		case <-time.After(30 * time.Second):
+			t.Fatal("no reconcile pass within 30s")
+		}
+	}
+	t.Fatal("the reconciler never found the serial changed in 200 passes")
+	return parkedRead{}
+}
+
+// TestWipedStoreMidPassIsDiscarded: the store directory is swapped for an empty one
+// after a pass read the (moved) serial and before it read the objects. The pass must
+// not derive from what the empty store answers under the serial it already read: the
+// document keeps its routes and the store is reported unreachable (foreign).
+func TestWipedStoreMidPassIsDiscarded(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		bump func(t *testing.T, st store.Store) // moves the serial
+	}{
+		// No names: the pass lists the store.
+		{"full listing", func(t *testing.T, st store.Store) {
+			seedFleet(t, st, "shop", "blog")
+			if _, err := store.BumpSerial(context.Background(), st); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		// One step naming apps/shop: the pass GETs it, and reads it absent.
+		{"one step", func(t *testing.T, st store.Store) {
+			b, _ := json.Marshal(fleet.App{Name: "shop", Account: "acme", Placement: []string{"vps-b", "vps-c"}})
+			if _, err := st.Put(context.Background(), fleet.AppKey("shop"), b, store.Condition{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store.BumpSerial(context.Background(), st, fleet.AppKey("shop")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			storeDir := filepath.Join(t.TempDir(), "store")
+			cfg := testConfig(t, "vps-a", storeDir)
+			fs := newFaultStore(t, storeDir)
+			seedFleet(t, fs, "shop")
+			if _, err := store.BumpSerial(context.Background(), fs); err != nil {
+				t.Fatal(err)
+			}
+			n := startNodeWithStore(t, cfg, fs)
+			n.waitReady()
+			waitFor(t, 5*time.Second, "shop routed", func() bool {
+				return strings.Join(hostsOf(routesDoc(t, n)), ",") == "shop.apps.example.com"
+			})
+			_, before := n.get("/v1/ingress/routes", testIngressToken)
+
+			reads, stopParking := fs.park(t)
+			close(idleRead(t, reads).release) // the current serial is committed
+			tc.bump(t, fs)
+			held := changedRead(t, reads) // this pass read the moved serial, nothing else yet
+			if err := os.Rename(storeDir, storeDir+".old"); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(storeDir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			stopParking()
+			close(held.release)
+
+			waitFor(t, 5*time.Second, "status reports the store unreachable", func() bool {
+				if _, during := n.get("/v1/ingress/routes", testIngressToken); !bytes.Equal(before, during) {
+					t.Fatalf("a pass straddling the wipe published:\nbefore %s\nafter  %s\n%s", before, during, n.logs.String())
+				}
+				return !storeStatusOf(t, n).Reachable
+			})
+			if _, after := n.get("/v1/ingress/routes", testIngressToken); !bytes.Equal(before, after) {
+				t.Fatalf("a pass straddling the wipe published:\nbefore %s\nafter  %s", before, after)
+			}
+			if _, err := os.Stat(filepath.Join(storeDir, "serial")); err == nil {
+				t.Fatal("the node recreated the serial in the wiped store")
+			}
+		})
+	}
+}
+
+// TestWipedStoreLivenessListingTurnsNoPeerStale: a liveness listing (no full read) taken
+// from a store wiped since the serial read lists no peer; a peer whose liveness came
+// from an earlier listing (a heartbeat rewrite, newer than its record's `seen`) keeps
+// it, instead of falling back to its old `seen` and turning stale for a pass.
+func TestWipedStoreLivenessListingTurnsNoPeerStale(t *testing.T) {
+	key := fleet.NodeKey("vps-b")
+	old := time.Now().Add(-time.Hour).UTC()
+	beat := time.Now().UTC()
+	r := &reconciler{objects: map[string]cachedObject{key: {etag: "read"}}}
+	r.setLive([]store.Entry{{Key: key, ETag: "rewritten", ModTime: beat}}, beat)
+	rec := fleet.NodeRecord{Name: "vps-b", Seen: old}
+	if got := r.seen(key, rec); !got.Equal(beat) {
+		t.Fatalf("seen before the wipe: %v, want the listing's %v", got, beat)
+	}
+	r.mergeLive(nil, beat.Add(time.Second)) // the wiped store lists nothing
+	if got := r.seen(key, rec); !got.Equal(beat) {
+		t.Fatalf("seen after an empty liveness listing: %v, want %v kept (not the record's %v)", got, beat, old)
+	}
+	// A record this node no longer holds (deleted, read in full) is not kept.
+	delete(r.objects, key)
+	r.mergeLive(nil, beat.Add(2*time.Second))
+	if _, ok := r.live[key]; ok {
+		t.Fatal("a record this node no longer holds kept its liveness entry")
 	}
 }

@@ -177,7 +177,15 @@ func (id *Identity) Bump(ctx context.Context, st Store, names ...string) (uint64
 	seen, serial, epoch := id.seen, id.serial, id.epoch
 	id.mu.Unlock()
 	if !seen {
-		return BumpSerial(ctx, st, names...)
+		// This node created (or first bumped) the serial before its reconcile loop
+		// committed one: the store now has an identity, and this node knows it. Remember
+		// the epoch at once, so that a store wiped before the next pass reads as foreign
+		// (a missing serial), never as a fresh store to derive an empty fleet from.
+		n, err := BumpSerial(ctx, st, names...)
+		if err == nil {
+			id.noteBumped(ctx, st)
+		}
+		return n, err
 	}
 	next, _, err := Update(ctx, st, SerialKey, func(cur []byte, exists bool) ([]byte, error) {
 		if !exists {
@@ -199,4 +207,61 @@ func (id *Identity) Bump(ctx context.Context, st Store, names ...string) (uint64
 		return 0, fmt.Errorf("bumping serial: %w", err)
 	}
 	return ParseSerial(next)
+}
+
+// noteBumped records the epoch of the serial this identity's first bump wrote, unless
+// a serial was accepted meanwhile. The counter and etag stay the reconcile loop's (its
+// conditional read and one-step reads are unchanged).
+func (id *Identity) noteBumped(ctx context.Context, st Store) {
+	obj, err := st.Get(ctx, SerialKey)
+	if err != nil {
+		return // the next Observe decides
+	}
+	_, e, err := ParseSerialEpoch(obj.Value)
+	if err != nil {
+		return
+	}
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	if !id.seen {
+		id.seen, id.epoch = true, e
+	}
+}
+
+// Recheck confirms, after a pass read the objects o announced, that the serial is still
+// the one o observed: present if it was, in the same epoch, not behind. A store
+// swapped (wiped, unmounted, replaced) between the serial read and the object reads
+// answers those reads from another store: the pass is discarded (ErrForeign, like
+// Observe) instead of committed. A serial that moved ahead is a concurrent write: the
+// pass stands and the next one reads it. Costs one conditional read of the serial.
+func (id *Identity) Recheck(ctx context.Context, st Store, o Observation) error {
+	id.mu.Lock()
+	seen, epoch := id.seen, id.epoch
+	id.mu.Unlock()
+	present := o.etag != ""
+	if present {
+		seen, epoch = true, o.Epoch
+	}
+	obj, changed, err := st.GetIfChanged(ctx, SerialKey, o.etag)
+	switch {
+	case errors.Is(err, ErrNotFound) && seen:
+		return id.lose(fmt.Sprintf("re-reading serial after the pass's reads: it vanished, the pass read serial %d of epoch %q (store wiped, unmounted or another one?)", o.Serial, epoch))
+	case errors.Is(err, ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("re-reading serial: %w", err)
+	case !changed:
+		return nil
+	}
+	n, e, err := ParseSerialEpoch(obj.Value)
+	if err != nil {
+		return fmt.Errorf("re-reading serial: %w: %w", err, ErrUnavailable)
+	}
+	if seen && e != epoch {
+		return id.lose(fmt.Sprintf("re-reading serial after the pass's reads: the store's epoch changed from %q to %q (store wiped or replaced?)", epoch, e))
+	}
+	if n < o.Serial {
+		return id.lose(fmt.Sprintf("re-reading serial after the pass's reads: it went backwards from %d to %d (store restored from an old copy?)", o.Serial, n))
+	}
+	return nil
 }

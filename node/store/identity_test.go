@@ -124,3 +124,96 @@ func TestIdentitySeededFromTheStateDir(t *testing.T) {
 		})
 	}
 }
+
+// TestIdentityKnowsTheSerialItCreated: a node's first write creates the store's serial
+// (Bump before any serial was committed); until the reconcile loop commits it, a store
+// wiped in between must still read as foreign, not as a fresh store whose emptiness
+// is the fleet (the root cause of TestWipedStoreIsAnOutageNotAnEmptyFleet's flakes: a
+// wipe landing between the heartbeat's first bump and the next committed pass).
+func TestIdentityKnowsTheSerialItCreated(t *testing.T) {
+	ctx := context.Background()
+	st, err := dir.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id store.Identity
+	// The first pass finds no serial (a store being filled): accepted as it is.
+	obs, err := id.Observe(ctx, st)
+	if err != nil || !obs.Changed {
+		t.Fatalf("observe an empty store: %+v %v", obs, err)
+	}
+	if err := id.Recheck(ctx, st, obs); err != nil {
+		t.Fatalf("recheck an empty store: %v", err)
+	}
+	id.Commit(obs)
+	if _, err := id.Bump(ctx, st, "nodes/vps-a.json"); err != nil {
+		t.Fatal(err)
+	}
+	// Wiped before the next pass committed the serial.
+	if err := st.Delete(ctx, store.SerialKey, ""); err != nil {
+		t.Fatal(err)
+	}
+	if obs, err := id.Observe(ctx, st); !errors.Is(err, store.ErrForeign) || !id.Foreign() {
+		t.Fatalf("observe a wiped store after this node created its serial: %+v %v, want ErrForeign", obs, err)
+	}
+	if _, err := id.Bump(ctx, st); !errors.Is(err, store.ErrForeign) {
+		t.Fatalf("bump a wiped store: %v, want ErrForeign", err)
+	}
+	if _, err := st.Get(ctx, store.SerialKey); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the serial was recreated in the wiped store: %v", err)
+	}
+}
+
+// TestIdentityRecheckCatchesASwappedStore: the serial re-read after a pass's object
+// reads must match the observation the pass started from.
+func TestIdentityRecheckCatchesASwappedStore(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		after func(n uint64, epoch string) []byte // nil: delete the serial
+		ok    bool
+	}{
+		{"serial vanished", nil, false},
+		{"epoch changed", func(n uint64, _ string) []byte { return store.FormatSerial(n+1, "00000000000000ff") }, false},
+		{"serial went backwards", func(n uint64, e string) []byte { return store.FormatSerial(n-1, e) }, false},
+		{"a concurrent bump", func(n uint64, e string) []byte { return store.FormatSerial(n+1, e) }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			st, err := dir.New(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				if _, err := store.BumpSerial(ctx, st); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var id store.Identity
+			obs, err := id.Observe(ctx, st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := id.Recheck(ctx, st, obs); err != nil {
+				t.Fatalf("recheck of an untouched store: %v", err)
+			}
+			if tc.after == nil {
+				err = st.Delete(ctx, store.SerialKey, "")
+			} else {
+				_, err = st.Put(ctx, store.SerialKey, tc.after(obs.Serial, obs.Epoch), store.Condition{})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = id.Recheck(ctx, st, obs)
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("recheck after a concurrent bump: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, store.ErrForeign) || !errors.Is(err, store.ErrUnavailable) || !id.Foreign() {
+				t.Fatalf("recheck: %v foreign=%v, want ErrForeign", err, id.Foreign())
+			}
+		})
+	}
+}
