@@ -150,32 +150,10 @@ func TestFlipFleetDerivesWithTheFlipHostOnItsOwnListeners(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st fleet.State
-	for k, v := range objs {
-		switch {
-		case strings.HasPrefix(k, fleet.PrefixApps):
-			var a fleet.App
-			if err := json.Unmarshal(v, &a); err != nil {
-				t.Fatal(err)
-			}
-			st.Apps = append(st.Apps, a)
-		case strings.HasPrefix(k, fleet.PrefixDomains):
-			var c fleet.Claim
-			if err := json.Unmarshal(v, &c); err != nil {
-				t.Fatal(err)
-			}
-			st.Claims = append(st.Claims, c)
-		case strings.HasPrefix(k, fleet.PrefixNodes):
-			var n fleet.NodeRecord
-			if err := json.Unmarshal(v, &n); err != nil {
-				t.Fatal(err)
-			}
-			if !n.Seen.After(now.Add(time.Hour)) {
-				t.Errorf("%s: seen %s, want well after %s (never stale during a run)", n.Name, n.Seen, now)
-			}
-			st.Nodes = append(st.Nodes, n)
-		default:
-			t.Errorf("unexpected key %s", k)
+	st := decodeFleetObjects(t, objs)
+	for _, n := range st.Nodes {
+		if !n.Seen.After(now.Add(time.Hour)) {
+			t.Errorf("%s: seen %s, want well after %s (never stale during a run)", n.Name, n.Seen, now)
 		}
 	}
 	doc, skipped := fleet.Derive(st, fleet.Options{PlatformDomains: []string{platformDomain}, APIPublic: true, NodeTTL: time.Minute, Now: now})
@@ -302,29 +280,7 @@ func TestGroupsHarnessSplitsTheFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st fleet.State
-	for k, v := range objs {
-		switch {
-		case strings.HasPrefix(k, fleet.PrefixApps):
-			var a fleet.App
-			if err := json.Unmarshal(v, &a); err != nil {
-				t.Fatal(err)
-			}
-			st.Apps = append(st.Apps, a)
-		case strings.HasPrefix(k, fleet.PrefixDomains):
-			var c fleet.Claim
-			if err := json.Unmarshal(v, &c); err != nil {
-				t.Fatal(err)
-			}
-			st.Claims = append(st.Claims, c)
-		case strings.HasPrefix(k, fleet.PrefixNodes):
-			var n fleet.NodeRecord
-			if err := json.Unmarshal(v, &n); err != nil {
-				t.Fatal(err)
-			}
-			st.Nodes = append(st.Nodes, n)
-		}
-	}
+	st := decodeFleetObjects(t, objs)
 	opt := fleet.Options{APIPublic: true, NodeTTL: time.Minute, Now: now, DomainGroups: map[string]string{}}
 	args := groupNodeArgs([]string{"--listen=x", "--platform.domains=" + platformDomain}, 10)
 	if args[0] != "--listen=x" || len(args) != 3 {
@@ -366,4 +322,34 @@ func TestGroupsHarnessSplitsTheFleet(t *testing.T) {
 	if len(perGroup) != 10 {
 		t.Errorf("routes in %d groups (%v), want 10", len(perGroup), perGroup)
 	}
+}
+
+// decodeFleetObjects decodes the generated store objects into the fleet state Derive
+// takes; a key outside apps/, domains/ and nodes/ is an error.
+func decodeFleetObjects(t *testing.T, objs map[string][]byte) fleet.State {
+	t.Helper()
+	var st fleet.State
+	for k, v := range objs {
+		var err error
+		switch {
+		case strings.HasPrefix(k, fleet.PrefixApps):
+			var a fleet.App
+			err = json.Unmarshal(v, &a)
+			st.Apps = append(st.Apps, a)
+		case strings.HasPrefix(k, fleet.PrefixDomains):
+			var c fleet.Claim
+			err = json.Unmarshal(v, &c)
+			st.Claims = append(st.Claims, c)
+		case strings.HasPrefix(k, fleet.PrefixNodes):
+			var n fleet.NodeRecord
+			err = json.Unmarshal(v, &n)
+			st.Nodes = append(st.Nodes, n)
+		default:
+			t.Errorf("unexpected key %s", k)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+	}
+	return st
 }
