@@ -19,26 +19,8 @@ import (
 
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
-	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 )
-
-// startNodeOn is startNodeWithStore on a listener the test opened (its port is known
-// before the node starts: Pebble validates on it).
-func startNodeOn(t *testing.T, cfg *Config, st store.Store, ln net.Listener) *testNode {
-	t.Helper()
-	logs := newSyncBuffer()
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv, err := NewWithStore(cfg, log, st, cfg.Ingress.Token, cfg.Admin.Token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	n := &testNode{t: t, srv: srv, url: "http://" + ln.Addr().String(), st: st, cfg: cfg, cancel: cancel, done: make(chan error, 1), logs: logs}
-	go func() { n.done <- srv.Run(ctx, ln) }()
-	t.Cleanup(n.stop)
-	return n
-}
 
 func acmeStatus(t *testing.T, n *testNode) map[string]fleetcerts.NameStatus {
 	t.Helper()

@@ -94,13 +94,20 @@ func startNode(t *testing.T, cfg *Config) *testNode {
 
 func startNodeWithStore(t *testing.T, cfg *Config, st store.Store) *testNode {
 	t.Helper()
-	logs := newSyncBuffer()
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv, err := NewWithStore(cfg, log, st, cfg.Ingress.Token, cfg.Admin.Token)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return startNodeOn(t, cfg, st, ln)
+}
+
+// startNodeOn runs a node on a listener the test opened (its port is known
+// before the node starts: Pebble validates on it).
+func startNodeOn(t *testing.T, cfg *Config, st store.Store, ln net.Listener) *testNode {
+	t.Helper()
+	logs := newSyncBuffer()
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv, err := NewWithStore(cfg, log, st, cfg.Ingress.Token, cfg.Admin.Token)
 	if err != nil {
 		t.Fatal(err)
 	}
