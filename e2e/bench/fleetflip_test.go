@@ -248,17 +248,7 @@ func measureFleetFlips(t *testing.T, c flipCase, flips int) flipRun {
 
 	for i := range flips {
 		next := 1 - current
-		etag := mustNodePoll(t, nd, query, "").etag
-		nodeDone := make(chan time.Time, 1)
-		go func() {
-			// A long-poll parked on the current bytes: answered when the node publishes.
-			p, err := nd.pollQuery(query, etag, "60s")
-			if err != nil || p.status != http.StatusOK {
-				nodeDone <- time.Time{}
-				return
-			}
-			nodeDone <- time.Now()
-		}()
+		nodeDone := parkPoll(t, nd, query)
 		// De-phase from the HTTP provider's 1 s poll (the plugin has no phase).
 		time.Sleep(time.Duration(rand.Int64N(int64(time.Second))))
 		cpuBefore, at := cpuTime(tr.proc), time.Now()
@@ -719,4 +709,20 @@ func apiChainHas(n *benchNode, node string) error {
 		names = append(names, u.Node)
 	}
 	return fmt.Errorf("api upstreams %v", names)
+}
+
+// parkPoll parks a long-poll of query on the node's current bytes; the channel gets the
+// time the node answered it with new bytes (the zero time if it failed).
+func parkPoll(t *testing.T, nd *benchNode, query string) <-chan time.Time {
+	etag := mustNodePoll(t, nd, query, "").etag
+	done := make(chan time.Time, 1)
+	go func() {
+		p, err := nd.pollQuery(query, etag, "60s")
+		if err != nil || p.status != http.StatusOK {
+			done <- time.Time{}
+			return
+		}
+		done <- time.Now()
+	}()
+	return done
 }

@@ -327,16 +327,7 @@ func TestGroupFlips(t *testing.T) {
 	// query), and the CPU of every Traefik in tracked (measured first) over the flip.
 	flip := func(i int, measured *groupTraefik, query string, tracked []*groupTraefik) flipSample {
 		next := 1 - current
-		etag := mustNodePoll(t, nd, query, "").etag
-		nodeDone := make(chan time.Time, 1)
-		go func() {
-			p, err := nd.pollQuery(query, etag, "60s")
-			if err != nil || p.status != http.StatusOK {
-				nodeDone <- time.Time{}
-				return
-			}
-			nodeDone <- time.Now()
-		}()
+		nodeDone := parkPoll(t, nd, query)
 		time.Sleep(time.Duration(rand.Int64N(int64(time.Second))))
 		before := make([]time.Duration, len(tracked))
 		for j, g := range tracked {
