@@ -64,6 +64,7 @@ type Incremental struct {
 	scan    map[string][]string // byTarget scratch of routeRouters
 	nextBuf []int32
 	appsBuf []appIn
+	missBuf []int
 	mixed   []*appSlot // this render's slots holding more than the variant it used
 	// prev is the last assembled order of each output, for the linear merge.
 	prev  map[string]*assembled
@@ -162,6 +163,7 @@ type appIn struct {
 	slot   *appSlot
 	ups    []routing.Upstream
 	health string
+	group  string
 	first  int // index of its first route
 	last   int
 	svc    string // what routers point at
@@ -200,8 +202,12 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 		return nil, errors.New("rendering Traefik configuration: nil document")
 	}
 	doc = routesInHostOrder(doc)
-	if err := doc.Validate(); err != nil {
-		return nil, fmt.Errorf("rendering Traefik configuration: %w", err)
+	// Validation is incremental too (see refuse): the frame (version, order, api) and
+	// the agreement of each application's routes are checked on every render, each
+	// route's own rules only for the applications whose fragment is rendered again. A
+	// reused fragment's inputs are equal to those of a render whose document passed.
+	if !doc.FrameOK() {
+		return nil, refuse(doc)
 	}
 	inc.mu.Lock()
 	defer inc.mu.Unlock()
@@ -216,6 +222,7 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 		clear(apps) // drop the references to this document
 		inc.nextBuf, inc.appsBuf = next, apps[:0]
 	}()
+	var portErr error
 	for i := range routes {
 		rt := &routes[i]
 		next[i] = -1
@@ -226,6 +233,9 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 		}
 		if slot.pass == inc.pass {
 			a := &apps[slot.idx]
+			if rt.Group != a.group || rt.HealthPath != a.health || !slices.Equal(rt.Upstreams, a.ups) {
+				return nil, refuse(doc) // the routes of one application disagree
+			}
 			next[a.last] = int32(i)
 			a.last = i
 			if keep == nil || keep(rt) {
@@ -233,14 +243,16 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 			}
 			continue
 		}
-		if rt.HealthPath == "" {
-			if err := requireAPIPorts("routes["+strconv.Itoa(i)+"].upstreams", rt.Upstreams); err != nil {
-				return nil, fmt.Errorf("rendering Traefik configuration: %w", err)
-			}
+		if !routing.GroupOK(rt.Group) {
+			return nil, refuse(doc) // not part of a fragment's inputs: checked here
+		}
+		if rt.HealthPath == "" && portErr == nil {
+			// Reported once the document is known to be valid, as the full render does.
+			portErr = requireAPIPorts("routes["+strconv.Itoa(i)+"].upstreams", rt.Upstreams)
 		}
 		slot.pass, slot.idx = inc.pass, len(apps)
 		in := keep == nil || keep(rt)
-		apps = append(apps, appIn{name: rt.Application, slot: slot, ups: rt.Upstreams, health: rt.HealthPath,
+		apps = append(apps, appIn{name: rt.Application, slot: slot, ups: rt.Upstreams, health: rt.HealthPath, group: rt.Group,
 			first: i, last: i, svc: serviceRef(slot.base, rt.Upstreams),
 			withRouters: in, withService: in})
 	}
@@ -288,6 +300,36 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 		interval, fragInterval = AutoHealthCheckInterval(checks).String(), ivMark
 	}
 
+	// Each application's fragment is looked up; the routes of those that need one
+	// rendered (and of those not in this output) are validated, all before any fragment
+	// is made: a refused document leaves nothing in the cache.
+	misses := inc.missBuf[:0]
+	for j := range apps {
+		a := &apps[j]
+		if a.withService {
+			a.frag = inc.lookup(a, routes, next, fragInterval, svcOf, fc)
+		}
+		if a.frag == nil {
+			for i := a.first; i >= 0; i = int(next[i]) {
+				if !doc.RouteOK(i) {
+					return nil, refuse(doc)
+				}
+			}
+			if a.withService {
+				misses = append(misses, j)
+			}
+		}
+	}
+	inc.missBuf = misses[:0]
+	if portErr != nil {
+		return nil, fmt.Errorf("rendering Traefik configuration: %w", portErr)
+	}
+	for _, j := range misses {
+		a := &apps[j]
+		a.frag = inc.renderApp(a, routes, next, fragInterval, svcOf, fc)
+		a.slot.variants = append(a.slot.variants, a.frag)
+	}
+
 	// A slot whose only variant this pass used has nothing to sweep; the others are
 	// listed for sweep.
 	clean := 0
@@ -297,13 +339,7 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 		if !a.withService {
 			continue
 		}
-		f := inc.lookup(a, routes, next, fragInterval, svcOf, fc)
-		if f == nil {
-			f = inc.renderApp(a, routes, next, fragInterval, svcOf, fc)
-			a.slot.variants = append(a.slot.variants, f)
-		}
-		f.used = inc.pass
-		a.frag = f
+		a.frag.used = inc.pass
 		if len(a.slot.variants) == 1 {
 			clean++
 		} else {
@@ -324,6 +360,17 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 	body := inc.assemble(output, apps, apiFrag, interval, certs)
 	inc.sweep(clean+len(inc.mixed) == len(inc.apps))
 	return body, nil
+}
+
+// refuse returns the error Validate gives doc, which a check of the incremental render
+// refused: the errors are the full render's, naming the first offending field.
+func refuse(doc *routing.Document) error {
+	if err := doc.Validate(); err != nil {
+		return fmt.Errorf("rendering Traefik configuration: %w", err)
+	}
+	// The checks accept exactly what Validate accepts (routing.FrameOK); a document
+	// refused anyway is refused rather than rendered unchecked.
+	return errors.New("rendering Traefik configuration: the document failed an incremental check that Validate passes (a defect)")
 }
 
 // serviceRef is the service the routers of an application with ups point at, as chain
