@@ -214,8 +214,11 @@ type deriver struct {
 	unowned     []string  // exact hosts claimed without a holder that can be named, sorted
 	// held holds the claimed hosts (claims, and claims without a holder); platform
 	// hosts are not entered, holderOf computes theirs from the name.
-	held   map[string]*holder
-	routes []routing.Route
+	held map[string]*holder
+	// targets caches holderOf for path-map targets (buildPaths runs once every host
+	// is held).
+	targets map[string]*holder
+	routes  []routing.Route
 	// routeHolders[i] is the holder of routes[i] (set once routes are sorted).
 	routeHolders []*holder
 	skipped      []Skipped
@@ -895,7 +898,15 @@ func (dv *deriver) pathEntryProblem(host string, h *holder, prefix, target strin
 	if routing.ValidatePrefix("prefix", prefix) != nil {
 		return "invalid prefix (must match [a-z0-9][a-z0-9._~-]*, at most 63 bytes)"
 	}
-	t := dv.holderOf(target)
+	t, seen := dv.targets[target]
+	if !seen {
+		// Maps of thousands of prefixes name a few targets: each is resolved once.
+		if dv.targets == nil {
+			dv.targets = map[string]*holder{}
+		}
+		t = dv.holderOf(target)
+		dv.targets[target] = t
+	}
 	// Held names are validated already; only a miss (or a wildcard) needs the full check.
 	if t == nil || routing.IsWildcard(target) {
 		if routing.ValidateHost("target", target) != nil {
