@@ -240,3 +240,30 @@ func TestTraefikRoutesEveryRequestLikeTheDocumentBetweenHostileTenants(t *testin
 		}
 	}
 }
+
+// hostileCase is hostileState(seed)'s full render, and a probe for every request
+// TestTraefikRoutesEveryRequestLikeTheDocumentBetweenHostileTenants makes with the
+// router our rule evaluator picks, for TestTraefikDecodesTheRender to replay through
+// Traefik's own muxer.
+func hostileCase(t *testing.T, seed uint64) ([]byte, []probe) {
+	t.Helper()
+	st, opt := hostileState(rand.New(rand.NewPCG(seed, 3)))
+	doc, _ := fleet.Derive(st, opt)
+	body, err := Traefik(doc, Options{PathGroupThreshold: int(seed % 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := decodeStrict(t, body)
+	if cfg.HTTP == nil {
+		return body, nil
+	}
+	routers := compileRouters(t, cfg)
+	var probes []probe
+	for _, r := range doc.Routes {
+		host := strings.Replace(r.Host, "*", "r", 1)
+		for _, p := range []string{"/", "/p0", "/p0/x", "/p1", "/p2/y", "/zz"} {
+			probes = append(probes, probe{host, p, route(t, routers, request{host: host, routingPath: p})})
+		}
+	}
+	return body, probes
+}
