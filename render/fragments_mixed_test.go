@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/scafo/ingress/render/fleet"
@@ -245,6 +246,194 @@ func TestIncrementalRenderEqualsFullRenderForEveryOutputOfANode(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// docGen builds valid routing documents that Derive would never write but a document
+// may hold (the render's input is any valid document): applications named like the
+// render's own services (api, deny) or the unowned holder, a prefix targeting its own
+// host or a host of another group, a wildcard covering an API apex, several apexes,
+// upstream lists in any order. Each step changes one thing, so fragments are reused
+// across documents as in a node.
+type docGen struct {
+	rng   *rand.Rand
+	defs  map[string]docApp
+	roles map[string]int // host → 0 absent, 1 API apex, 2 route
+	owner map[string]string
+	paths map[string]map[string]string
+}
+
+type docApp struct {
+	ups    []routing.Upstream
+	health string
+	group  string
+}
+
+var (
+	docHosts = []string{"a.example.org", "b.example.org", "*.example.org", "c.d.example.org", "*.d.example.org",
+		"apps.example.com", "eu.example.com", "*.example.com", "x.apps.example.com", "ti.to", "*.ti.to", "go.ti.to"}
+	docApps  = []string{"shop", "blog", "api", routing.UnownedApplication, "deny"}
+	docNodes = []string{"n1", "n2", "n3"}
+)
+
+func newDocGen(seed uint64) *docGen {
+	g := &docGen{rng: rand.New(rand.NewPCG(seed, 5)), defs: map[string]docApp{}, roles: map[string]int{},
+		owner: map[string]string{}, paths: map[string]map[string]string{}}
+	for _, a := range docApps {
+		g.app(a)
+	}
+	for _, h := range docHosts {
+		g.host(h)
+	}
+	return g
+}
+
+func (g *docGen) app(a string) {
+	var d docApp
+	for j, n := range docNodes {
+		if g.rng.IntN(2) == 0 {
+			d.ups = append(d.ups, routing.Upstream{Node: n, Address: fmt.Sprintf("10.0.0.%d:%d", j+1, 2000+g.rng.IntN(3)), APIPort: 7400})
+		}
+	}
+	g.rng.Shuffle(len(d.ups), func(x, y int) { d.ups[x], d.ups[y] = d.ups[y], d.ups[x] })
+	if d.ups == nil {
+		d.ups = []routing.Upstream{}
+	}
+	if g.rng.IntN(3) == 0 {
+		d.health = "/h"
+	}
+	if g.rng.IntN(2) == 0 {
+		d.group = "eu-1"
+	}
+	g.defs[a] = d
+}
+
+func (g *docGen) host(h string) {
+	g.roles[h] = g.rng.IntN(3)
+	if routing.IsWildcard(h) && g.roles[h] == 1 {
+		g.roles[h] = 2
+	}
+	g.owner[h] = docApps[g.rng.IntN(len(docApps))]
+	g.paths[h] = nil
+	if g.rng.IntN(2) == 0 {
+		g.paths[h] = map[string]string{}
+		for k := range 1 + g.rng.IntN(4) {
+			if t := docHosts[g.rng.IntN(len(docHosts))]; !routing.IsWildcard(t) {
+				g.paths[h][fmt.Sprintf("p%d", k)] = t
+			}
+		}
+	}
+}
+
+// step changes one application or one host.
+func (g *docGen) step() {
+	if g.rng.IntN(2) == 0 {
+		g.app(docApps[g.rng.IntN(len(docApps))])
+	} else {
+		g.host(docHosts[g.rng.IntN(len(docHosts))])
+	}
+}
+
+// doc is the current document, or nil when it is not valid.
+func (g *docGen) doc() *routing.Document {
+	doc := &routing.Document{V: routing.Version, Routes: []routing.Route{}}
+	var apexes []string
+	for _, h := range docHosts {
+		switch g.roles[h] {
+		case 1:
+			apexes = append(apexes, h)
+		case 2:
+			d := g.defs[g.owner[h]]
+			doc.Routes = append(doc.Routes, routing.Route{Host: h, Application: g.owner[h], Upstreams: d.ups, HealthPath: d.health, Group: d.group, Paths: g.paths[h]})
+		}
+	}
+	slices.SortFunc(doc.Routes, func(a, b routing.Route) int { return strings.Compare(a.Host, b.Host) })
+	for i := range doc.Routes {
+		// Prefixes to hosts that are no route are left out (the document's rule).
+		var kept map[string]string
+		for p, t := range doc.Routes[i].Paths {
+			if g.roles[t] == 2 {
+				if kept == nil {
+					kept = map[string]string{}
+				}
+				kept[p] = t
+			}
+		}
+		doc.Routes[i].Paths = kept
+	}
+	if len(apexes) > 0 {
+		slices.Sort(apexes)
+		doc.API = &routing.API{Hosts: apexes, Upstreams: g.defs["api"].ups, Denied: slices.Clone(routing.DeniedAPIPrefixes)}
+	}
+	doc.Seal()
+	if doc.Validate() != nil {
+		return nil
+	}
+	return doc
+}
+
+// TestIncrementalRenderEqualsFullRenderOnAnyValidDocument: the fragment render's
+// equality with the full render rests on the document's rules, not on what Derive
+// happens to write: over a sequence of random valid documents (docGen), each one
+// change from the last, rendered in turn through one Incremental as every output a node serves, each
+// output equals the package-level render's bytes.
+func TestIncrementalRenderEqualsFullRenderOnAnyValidDocument(t *testing.T) {
+	n := 400
+	if testing.Short() {
+		n = 100
+	}
+	for oi, opt := range []Options{{}, {PathGroupThreshold: 1, CertResolver: "le", PlatformWildcardCerts: true, PlatformDomains: []string{"apps.example.com"}}} {
+		gen := newDocGen(uint64(oi))
+		inc, err := NewIncremental(opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fc := fleetCertsWith(nil, "a.example.org", true, 1)
+		rendered := 0
+		for i := range n {
+			gen.step()
+			doc := gen.doc()
+			if doc == nil {
+				continue
+			}
+			rendered++
+			var certs *FleetCerts
+			if i%3 == 0 {
+				certs = fc
+			}
+			for _, sel := range [][]string{nil, {"default"}, {"eu-1"}} {
+				for _, prefer := range []string{"", "n2", "n3"} {
+					gd := doc
+					if sel != nil {
+						gd = routing.ForGroups(doc, sel)
+					}
+					d, err := routing.Prefer(gd, prefer)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var want, got []byte
+					var werr, gerr error
+					if sel == nil {
+						want, werr = TraefikFleet(d, opt, certs)
+						got, gerr = inc.TraefikOutput(d, prefer, certs)
+					} else {
+						want, werr = TraefikGroups(d, opt, sel, certs)
+						got, gerr = inc.TraefikGroups(d, fmt.Sprint(prefer, sel), sel, certs)
+					}
+					if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
+						t.Fatalf("opt %d, document %d, groups %v, prefer %q: errors differ: full %v, incremental %v", oi, i, sel, prefer, werr, gerr)
+					}
+					if !bytes.Equal(got, want) {
+						at := firstDiff(got, want)
+						t.Fatalf("opt %d, document %d, groups %v, prefer %q: incremental render differs from the full render at byte %d\nfull: %s\nincr: %s",
+							oi, i, sel, prefer, at, excerpt(want, at), excerpt(got, at))
+					}
+				}
+			}
+		}
+		if rendered < n/2 {
+			t.Fatalf("only %d of %d random documents were valid", rendered, n)
 		}
 	}
 }
