@@ -538,16 +538,20 @@ func challengeAnswers(n *node, name string, distributed bool) int {
 
 // TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshake: Pebble
 // issues 45-second certificates, so CertMagic renews within seconds (Pebble's ARI
-// window) to 30 s (a third of the lifetime left). Two nodes, two Traefiks; the name is claimed once both Traefiks carry
-// the challenge router (so the first order succeeds) and validates through Traefik 2;
-// the API apex and the platform host point nowhere and never get a certificate (they
-// would only muddy the issuance count). Handshakes run against both Traefiks all along:
-// each renewal issues exactly one certificate (Pebble's count against the renewals the
-// nodes logged), both nodes and both Traefiks switch to the last one issued, and no
-// handshake fails.
+// window) to 30 s (a third of the lifetime left). Two nodes, three Traefiks: one per node
+// on the HTTP provider, and one on the provider plugin reading n1 (a renewal moves no
+// serial; the plugin applies it all the same, and its state file follows, so a restart
+// with every node down does not bring back the certificate renewed away from). The name
+// is claimed once every Traefik carries the challenge router (so the first order
+// succeeds) and validates through Traefik 2; the API apex and the platform host point
+// nowhere and never get a certificate (they would only muddy the issuance count).
+// Handshakes run against every Traefik all along: each renewal issues exactly one
+// certificate (Pebble's count against the renewals the nodes logged), both nodes and
+// every Traefik switch to the last one issued, no handshake fails, and the plugin's
+// state file ends holding the last one.
 func TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshake(t *testing.T) {
 	requireBinaries(t)
-	ips := []string{"127.0.0.31", "127.0.0.32"}
+	ips := []string{"127.0.0.31", "127.0.0.32", "127.0.0.33"}
 	web, websecure := commonFreePort(t, ips...), commonFreePort(t, ips...)
 	p := pebbletest.Start(t, pebbletest.Config{HTTPPort: web, Validity: 45 * time.Second})
 	const name = "renew.example.org"
@@ -560,18 +564,24 @@ func TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshak
 		"--acme.enabled", "--acme.caServer=" + p.Directory, "--acme.caRoots=" + p.CARootsFile,
 		"--acme.renewCheckInterval=1s",
 	}})
+	pluginDir := t.TempDir()
 	trs := []*acmeTraefik{
 		startACMETraefik(t, "traefik-1", ips[0], web, websecure, f.nodes[0]),
 		startACMETraefik(t, "traefik-2", ips[1], web, websecure, f.nodes[1]),
+		startACMEPluginTraefik(t, "traefik-plugin", ips[2], web, websecure, pluginDir, f.nodes[:1], ""),
 	}
-	for _, tr := range trs {
+	for i, tr := range trs {
+		provider := "http"
+		if i == 2 {
+			provider = pluginProvider
+		}
 		waitFor(t, tr.name+" loads the challenge router", 30*time.Second, func() error {
 			rd, err := tr.rawData()
 			if err != nil {
 				return err
 			}
-			if routers, _ := rd.fromProvider(); routers["acme-challenge@http"].Rule == "" {
-				return fmt.Errorf("no acme-challenge@http router yet")
+			if routers, _ := rd.fromProviderNamed(provider); routers["acme-challenge@"+provider].Rule == "" {
+				return fmt.Errorf("no acme-challenge@%s router yet", provider)
 			}
 			return nil
 		})
@@ -606,7 +616,7 @@ func TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshak
 		return err
 	})
 
-	// Handshakes against both Traefiks every 100 ms until the switch is complete.
+	// Handshakes against every Traefik every 100 ms until the switch is complete.
 	stop := make(chan struct{})
 	type result struct {
 		fails  []string
@@ -663,6 +673,14 @@ func TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshak
 	if renewals != len(issued)-1 {
 		t.Fatalf("%d renewals logged across the nodes for %d certificates issued: a renewal issued more than one", renewals, len(issued))
 	}
+	// The plugin's state file holds the renewed certificate, not the one it replaced.
+	waitFor(t, "the plugin's state file to hold the renewed certificate", 30*time.Second, func() error {
+		saved, err := savedCertificates(filepath.Join(pluginDir, "scafo.last.json"))
+		if err == nil && saved[name] != second {
+			err = fmt.Errorf("state file holds serial %q for %s, Traefik serves %s", saved[name], name, second)
+		}
+		return err
+	})
 	t.Logf("renewed %s → %s; handshakes during the switch: %v", first, second, r.served)
 }
 
@@ -880,33 +898,9 @@ func TestFleetCertificatesInlinePEMServedByAProviderPluginTraefik(t *testing.T) 
 	// keys, so mode 0600.
 	state := filepath.Join(dir, "scafo.last.json")
 	waitFor(t, "the state file to hold both certificates", 30*time.Second, func() error {
-		b, err := os.ReadFile(state)
+		saved, err := savedCertificates(state)
 		if err != nil {
 			return err
-		}
-		var st struct {
-			Config struct {
-				TLS struct {
-					Certificates []struct{ CertFile string } `json:"certificates"`
-				} `json:"tls"`
-			} `json:"config"`
-		}
-		if err := json.Unmarshal(b, &st); err != nil {
-			return err
-		}
-		saved := map[string]string{}
-		for _, c := range st.Config.TLS.Certificates {
-			blk, _ := pem.Decode([]byte(c.CertFile))
-			if blk == nil {
-				return fmt.Errorf("a saved certificate is not PEM: %.40q", c.CertFile)
-			}
-			leaf, err := x509.ParseCertificate(blk.Bytes)
-			if err != nil {
-				return err
-			}
-			for _, dn := range leaf.DNSNames {
-				saved[dn] = strings.ToLower(leaf.SerialNumber.Text(16))
-			}
 		}
 		for _, nm := range names {
 			if saved[nm] != c1[nm].Serial {
@@ -935,4 +929,38 @@ func TestFleetCertificatesInlinePEMServedByAProviderPluginTraefik(t *testing.T) 
 	}
 	t.Logf("deploy → valid on both nodes %s; valid → served by the plugin Traefik %v; restart with both nodes down → both served from the state file %s",
 		ms(valid.Sub(deployed)), roundAll(servedAfter), ms(fromState))
+}
+
+// savedCertificates reads a plugin state file and returns, per DNS name, the serial
+// (hex) of the certificate its configuration carries inline.
+func savedCertificates(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var st struct {
+		Config struct {
+			TLS struct {
+				Certificates []struct{ CertFile string } `json:"certificates"`
+			} `json:"tls"`
+		} `json:"config"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, err
+	}
+	saved := map[string]string{}
+	for _, c := range st.Config.TLS.Certificates {
+		blk, _ := pem.Decode([]byte(c.CertFile))
+		if blk == nil {
+			return nil, fmt.Errorf("a saved certificate is not PEM: %.40q", c.CertFile)
+		}
+		leaf, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			return nil, err
+		}
+		for _, dn := range leaf.DNSNames {
+			saved[dn] = strings.ToLower(leaf.SerialNumber.Text(16))
+		}
+	}
+	return saved, nil
 }
