@@ -65,8 +65,10 @@ const (
 	// ingressWriteRate/Burst bound this node's report writes, whatever the reports.
 	ingressWriteRate  = 20
 	ingressWriteBurst = 40
-	// ingressViewMaxAge: a fleet view younger than this is reused (status, waiters).
+	// ingressViewMaxAge: a fleet view younger than this is reused by waiters.
 	ingressViewMaxAge = 200 * time.Millisecond
+	// statusViewMaxAge: a fleet view younger than this is reused by /v1/status.
+	statusViewMaxAge = time.Second
 	// maxIngressObjects bounds the fleet view read from the store.
 	maxIngressObjects = 4096
 	// ingressViewTimeout bounds one read of the fleet's reports.

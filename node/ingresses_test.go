@@ -18,6 +18,8 @@ import (
 
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
+	"github.com/scafo/ingress/node/store/s3"
+	"github.com/scafo/ingress/node/store/s3/s3test"
 	"github.com/scafo/ingress/render/routing"
 )
 
@@ -116,6 +118,35 @@ func reportsConfig(t *testing.T, name, storeDir string) *Config {
 	return cfg
 }
 
+// reportBackend is a fleet store the ingress-report tests run on.
+type reportBackend struct {
+	name string
+	// open returns a new client of the one fleet store, as a node on its own machine
+	// holds (a new S3 client on the same bucket, or the same directory).
+	open func(t *testing.T) store.Store
+}
+
+// onReportBackends runs test on a directory store and on a bucket of a real MinIO
+// (package s3test: skipped without one outside CI, failed in CI).
+func onReportBackends(t *testing.T, test func(t *testing.T, be reportBackend)) {
+	t.Run("dir", func(t *testing.T) {
+		p := t.TempDir()
+		test(t, reportBackend{name: "dir", open: func(t *testing.T) store.Store { return openDir(t, p) }})
+	})
+	t.Run("s3", func(t *testing.T) {
+		bcfg := s3test.Shared(t).NewBucket(t)
+		test(t, reportBackend{name: "s3", open: func(t *testing.T) store.Store { return openS3(t, bcfg) }})
+	})
+}
+
+// startReportsNode starts a node named name with reportsConfig on its own client of be.
+func startReportsNode(t *testing.T, be reportBackend, name string) *testNode {
+	t.Helper()
+	n := startNodeWithStore(t, reportsConfig(t, name, t.TempDir()), be.open(t))
+	n.waitReady()
+	return n
+}
+
 func serialOf(t *testing.T, st store.Store) uint64 {
 	t.Helper()
 	n, _, err := store.ReadSerial(context.Background(), st)
@@ -137,11 +168,12 @@ func ingressesOf(t *testing.T, n *testNode) map[string]ingressStatus {
 // A report is stored by the node its ingress polls, read by every other node, and never
 // moves the serial or the revision (else applying a serial would make a new one).
 func TestIngressReportsAreSharedAndNeverMoveTheSerialOrTheRevision(t *testing.T) {
-	storeDir := t.TempDir()
-	a := startNode(t, reportsConfig(t, "vps-a", storeDir))
-	a.waitReady()
-	b := startNode(t, reportsConfig(t, "vps-b", storeDir))
-	b.waitReady()
+	onReportBackends(t, testIngressReportsAreShared)
+}
+
+func testIngressReportsAreShared(t *testing.T, be reportBackend) {
+	a := startReportsNode(t, be, "vps-a")
+	b := startReportsNode(t, be, "vps-b")
 	waitFor(t, 5*time.Second, "a and b on one revision", func() bool {
 		ra, _ := a.srv.publishedMark()
 		rb, _ := b.srv.publishedMark()
@@ -184,11 +216,12 @@ func TestIngressReportsAreSharedAndNeverMoveTheSerialOrTheRevision(t *testing.T)
 // The write answers only once every live ingress reports its serial; a stuck ingress
 // makes it answer 202 at its timeout naming that ingress; a lost one is not waited for.
 func TestWaitAppliedWaitsForEveryLiveIngress(t *testing.T) {
-	storeDir := t.TempDir()
-	a := startNode(t, reportsConfig(t, "vps-a", storeDir))
-	a.waitReady()
-	b := startNode(t, reportsConfig(t, "vps-b", storeDir))
-	b.waitReady()
+	onReportBackends(t, testWaitAppliedWaitsForEveryLiveIngress)
+}
+
+func testWaitAppliedWaitsForEveryLiveIngress(t *testing.T, be reportBackend) {
+	a := startReportsNode(t, be, "vps-a")
+	b := startReportsNode(t, be, "vps-b")
 	p1 := startFakePlugin(t, a, "edge-1")
 	p2 := startFakePlugin(t, b, "edge-2")
 	waitFor(t, 5*time.Second, "both ingresses current", func() bool {
@@ -585,16 +618,61 @@ func (c *reportCost) counts() map[string]int {
 	return maps.Clone(c.n)
 }
 
+// prefixRoute sends the calls on keys under prefix to another client of the same
+// store, so that client's counters (HTTP requests on S3) are those keys' alone.
+type prefixRoute struct {
+	store.Store
+	prefix string
+	to     store.Store
+}
+
+func (r prefixRoute) on(key string) store.Store {
+	if strings.HasPrefix(key, r.prefix) {
+		return r.to
+	}
+	return r.Store
+}
+
+func (r prefixRoute) Get(ctx context.Context, key string) (store.Object, error) {
+	return r.on(key).Get(ctx, key)
+}
+
+func (r prefixRoute) GetIfChanged(ctx context.Context, key, etag string) (store.Object, bool, error) {
+	return r.on(key).GetIfChanged(ctx, key, etag)
+}
+
+func (r prefixRoute) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	return r.on(prefix).List(ctx, prefix)
+}
+
+func (r prefixRoute) Put(ctx context.Context, key string, v []byte, cond store.Condition) (string, error) {
+	return r.on(key).Put(ctx, key, v, cond)
+}
+
+func (r prefixRoute) Delete(ctx context.Context, key, ifMatch string) error {
+	return r.on(key).Delete(ctx, key, ifMatch)
+}
+
 // What an idle ingress costs the store: the node it long-polls refreshes its report
 // once per lostAfter/4 (a held long-poll counts as heard from), and nothing is read
-// until someone asks (status, metrics, a waiting write).
+// until someone asks (status, metrics, a waiting write). On S3 every store call is one
+// HTTP request (a conditional PUT that loses would show as a GET more: write rereads
+// the object), and a later read of unchanged reports costs one LIST and no GET (the
+// etag listed is the etag read and written).
 func TestAnIdleIngressCostsOneWritePerRefreshAndNoRead(t *testing.T) {
+	onReportBackends(t, testAnIdleIngressCosts)
+}
+
+func testAnIdleIngressCosts(t *testing.T, be reportBackend) {
 	cfg := reportsConfig(t, "vps-a", t.TempDir()) // lostAfter 2s: a refresh every 500ms
-	st, err := dir.New(cfg.Store.Dir.Path)
-	if err != nil {
-		t.Fatal(err)
+	// ingresses/ goes through a client of its own: on S3 its HTTP counters are the
+	// reports' requests alone (the reconcile ticks use the other client).
+	reports := be.open(t)
+	rc := &reportCost{Store: prefixRoute{Store: be.open(t), prefix: prefixIngresses, to: reports}, n: map[string]int{}}
+	httpOf := func() s3.Stats { return s3.Stats{} }
+	if s, ok := reports.(*s3.Store); ok {
+		httpOf = s.Stats
 	}
-	rc := &reportCost{Store: st, n: map[string]int{}}
 	n := startNodeWithStore(t, cfg, rc)
 	n.waitReady()
 	resp, _ := n.get("/v1/ingress/traefik", testIngressToken, headerIngress, "edge-1", headerIngressKind, kindPlugin)
@@ -626,9 +704,10 @@ func TestAnIdleIngressCostsOneWritePerRefreshAndNoRead(t *testing.T) {
 	}
 	elapsed := time.Since(start)
 	time.Sleep(2 * ingressMinWriteGap)
-	c := rc.counts()
+	c, h := rc.counts(), httpOf()
 	refreshes := int(elapsed / (time.Duration(cfg.Ingresses.LostAfter) / 4))
-	t.Logf("held %s: %v (refresh every %s)", elapsed.Round(time.Millisecond), c, time.Duration(cfg.Ingresses.LostAfter)/4)
+	t.Logf("%s: held %s: store calls on ingresses/ %v, HTTP %+v (refresh every %s)",
+		be.name, elapsed.Round(time.Millisecond), c, h, time.Duration(cfg.Ingresses.LostAfter)/4)
 	if c["put"] < 2 || c["put"] > refreshes+2 {
 		t.Errorf("%d report writes in %s, want about one per refresh (%d) plus the first", c["put"], elapsed, refreshes)
 	}
@@ -636,6 +715,41 @@ func TestAnIdleIngressCostsOneWritePerRefreshAndNoRead(t *testing.T) {
 	// to this node's view.
 	if c["list"] != 1 || c["get"] != 1 {
 		t.Errorf("reads of ingresses/ with one status asked for: %v, want one LIST and one GET", c)
+	}
+	if be.name == "s3" {
+		// One HTTP request per call: a PUT per write, a GET for the LIST (one page) and
+		// one for the report; nothing retried, nothing else.
+		want := s3.Stats{Requests: int64(c["put"] + 2), ByMethod: map[string]int64{"PUT": int64(c["put"]), "GET": 2}}
+		if h.Requests != want.Requests || !maps.Equal(h.ByMethod, want.ByMethod) || h.Failed != 0 || h.NotModified != 0 {
+			t.Errorf("HTTP requests on ingresses/: %+v, want %+v", h, want)
+		}
+	}
+
+	// The report is still now (its last write is done): once the views read above have
+	// aged, a status costs one LIST and no GET.
+	statusCost := func() (map[string]int, s3.Stats) {
+		time.Sleep(statusViewMaxAge + 100*time.Millisecond)
+		before, hb := rc.counts(), httpOf()
+		if in := ingressesOf(t, n)["edge-1"]; in.Applied == nil {
+			t.Fatalf("edge-1 %+v, want listed", in)
+		}
+		d := rc.counts()
+		for k := range d {
+			if d[k] -= before[k]; d[k] == 0 {
+				delete(d, k)
+			}
+		}
+		return d, httpOf().Sub(hb)
+	}
+	d, hd := statusCost() // reads the report as last written
+	t.Logf("%s: a status after the last write: store calls %v, HTTP %+v", be.name, d, hd)
+	d, hd = statusCost()
+	t.Logf("%s: the next status: store calls %v, HTTP %+v", be.name, d, hd)
+	if want := map[string]int{"list": 1}; !maps.Equal(d, want) {
+		t.Errorf("a status with no report changed since the last: store calls on ingresses/ %v, want %v", d, want)
+	}
+	if be.name == "s3" && (hd.Requests != 1 || hd.ByMethod["GET"] != 1 || hd.Failed != 0) {
+		t.Errorf("a status with no report changed since the last: HTTP %+v, want one GET (the LIST)", hd)
 	}
 }
 
