@@ -213,6 +213,97 @@ func testIngressReportsAreShared(t *testing.T, be reportBackend) {
 	})
 }
 
+// storedReport reads an ingress's object from the store.
+func storedReport(t *testing.T, st store.Store, name string) ingressReport {
+	t.Helper()
+	obj, err := st.Get(context.Background(), prefixIngresses+name+".json")
+	if err != nil {
+		t.Fatalf("reading %s's report: %v", name, err)
+	}
+	var rep ingressReport
+	if err := json.Unmarshal(obj.Value, &rep); err != nil {
+		t.Fatalf("%s's report %s: %v", name, obj.Value, err)
+	}
+	return rep
+}
+
+// An ingress that moves to another node is reported by that node: its first write is
+// create-only and loses to the object the first node wrote, so it rereads it and takes
+// it over (If-Match); the first node's next write loses in turn and it lets the
+// ingress go. The object then stays with the new node, refreshed, never lost, never
+// written back by the old one.
+func TestAnIngressThatMovesIsTakenOverByItsNewNode(t *testing.T) {
+	onReportBackends(t, testAnIngressThatMovesIsTakenOver)
+}
+
+func testAnIngressThatMovesIsTakenOver(t *testing.T, be reportBackend) {
+	a := startReportsNode(t, be, "vps-a")
+	b := startReportsNode(t, be, "vps-b")
+	p := startFakePlugin(t, a, "edge-1")
+	waitFor(t, 5*time.Second, "b lists edge-1 on vps-a", func() bool {
+		in := ingressesOf(t, b)["edge-1"]
+		return in.Node == "vps-a" && in.State == "current"
+	})
+	p.stop()
+	startFakePlugin(t, b, "edge-1")
+	waitFor(t, 5*time.Second, "edge-1's object written by vps-b", func() bool {
+		return storedReport(t, a.st, "edge-1").Node == "vps-b"
+	})
+	// Past lostAfter (2s) since edge-1 left vps-a: vps-a has let it go; vps-b keeps it.
+	first := storedReport(t, a.st, "edge-1")
+	deadline := time.Now().Add(time.Duration(a.cfg.Ingresses.LostAfter) + 500*time.Millisecond)
+	for time.Now().Before(deadline) {
+		if rep := storedReport(t, a.st, "edge-1"); rep.Node != "vps-b" {
+			t.Fatalf("edge-1's object written back by %s after vps-b took it over: %+v", rep.Node, rep)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if last := storedReport(t, a.st, "edge-1"); !last.Seen.After(first.Seen) {
+		t.Errorf("edge-1's object not refreshed by vps-b: seen %s, then %s", first.Seen, last.Seen)
+	}
+	for _, n := range []*testNode{a, b} {
+		if in := ingressesOf(t, n)["edge-1"]; in.Node != "vps-b" || in.State != "current" {
+			t.Errorf("%s lists edge-1 as %+v, want current on vps-b", n.cfg.Node.Name, in)
+		}
+	}
+}
+
+// A restarted node knows no etag of the reports it wrote before: its create-only write
+// loses to its own object, and it takes the object over, so the report keeps being
+// refreshed (else the ingress would be shown lost while it polls).
+func TestARestartedNodeTakesOverItsIngressReports(t *testing.T) {
+	onReportBackends(t, testARestartedNodeTakesOverItsReports)
+}
+
+func testARestartedNodeTakesOverItsReports(t *testing.T, be reportBackend) {
+	cfg := reportsConfig(t, "vps-a", t.TempDir())
+	a := startNodeWithStore(t, cfg, be.open(t))
+	a.waitReady()
+	b := startReportsNode(t, be, "vps-b")
+	p := startFakePlugin(t, a, "edge-1")
+	waitFor(t, 5*time.Second, "b lists edge-1 current on vps-a", func() bool {
+		in := ingressesOf(t, b)["edge-1"]
+		return in.Node == "vps-a" && in.State == "current"
+	})
+	p.stop()
+	a.stop()
+	before := storedReport(t, b.st, "edge-1")
+
+	a = startNodeWithStore(t, cfg, be.open(t))
+	a.waitReady()
+	startFakePlugin(t, a, "edge-1")
+	// Refreshed by the restarted node past lostAfter (2s) after its last write before
+	// the restart: else vps-b would list edge-1 lost while it polls.
+	lostAfter := time.Duration(cfg.Ingresses.LostAfter)
+	waitFor(t, 3*lostAfter, "edge-1's object refreshed past lostAfter", func() bool {
+		after := storedReport(t, b.st, "edge-1")
+		return after.Node == "vps-a" && after.Seen.Sub(before.Seen) > lostAfter
+	})
+	if in := ingressesOf(t, b)["edge-1"]; in.State != "current" || in.Node != "vps-a" {
+		t.Errorf("vps-b lists edge-1 as %+v, want current on vps-a", in)
+	}
+}
+
 // The write answers only once every live ingress reports its serial; a stuck ingress
 // makes it answer 202 at its timeout naming that ingress; a lost one is not waited for.
 func TestWaitAppliedWaitsForEveryLiveIngress(t *testing.T) {
@@ -442,8 +533,11 @@ func TestHostileIngressReports(t *testing.T) {
 
 // A corrupt report object is skipped with its reason; the rest are listed.
 func TestCorruptIngressObjectIsSkippedWithAReason(t *testing.T) {
-	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	onReportBackends(t, testCorruptIngressObjectIsSkipped)
+}
+
+func testCorruptIngressObjectIsSkipped(t *testing.T, be reportBackend) {
+	n := startReportsNode(t, be, "vps-a")
 	ctx := context.Background()
 	good, _ := json.Marshal(ingressReport{Name: "edge-1", Kind: kindHTTP, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
 	for k, v := range map[string]string{
@@ -756,8 +850,11 @@ func testAnIdleIngressCosts(t *testing.T, be reportBackend) {
 // An ingress not heard from for ingresses.forgetAfter is forgotten: its object is
 // deleted by the next node that reads the reports.
 func TestIngressNotSeenForForgetAfterIsForgotten(t *testing.T) {
-	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir())) // forgetAfter 1h
-	n.waitReady()
+	onReportBackends(t, testIngressNotSeenForForgetAfterIsForgotten)
+}
+
+func testIngressNotSeenForForgetAfterIsForgotten(t *testing.T, be reportBackend) {
+	n := startReportsNode(t, be, "vps-a") // forgetAfter 1h
 	ctx := context.Background()
 	for name, age := range map[string]time.Duration{"old": 2 * time.Hour, "recent": 30 * time.Minute} {
 		b, _ := json.Marshal(ingressReport{Name: name, Kind: kindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().Add(-age).UTC()})
