@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -844,6 +846,122 @@ func testAnIdleIngressCosts(t *testing.T, be reportBackend) {
 	}
 	if be.name == "s3" && (hd.Requests != 1 || hd.ByMethod["GET"] != 1 || hd.Failed != 0) {
 		t.Errorf("a status with no report changed since the last: HTTP %+v, want one GET (the LIST)", hd)
+	}
+}
+
+// slowLink relays TCP connections from a loopback port to addr, holding every chunk a
+// client sends for delay before passing it on: a real MinIO behind a round trip of an
+// object store a region away. It returns the relay's address.
+func slowLink(t *testing.T, addr string, delay time.Duration) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		wg    sync.WaitGroup
+	)
+	track := func(c net.Conn) {
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+	}
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", addr)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			track(c)
+			track(up)
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				io.Copy(c, up)
+			}()
+			go func() {
+				defer wg.Done()
+				defer up.Close()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := c.Read(buf)
+					if n > 0 {
+						time.Sleep(delay)
+						if _, werr := up.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// A node reads the fleet's reports in time from an object store a region away. With
+// 120 reports at 25 ms a request, one GET after another took 3 s, beyond the 2 s a read
+// of the reports may take (ingressViewTimeout); and a read that timed out kept nothing,
+// so every later one started over and failed the same way: the node never listed the
+// fleet's ingresses, and every write with ?wait=applied answered 202 ("could not be
+// read") whatever the ingresses held.
+func TestReportsAreReadInTimeFromAStoreARegionAway(t *testing.T) {
+	const (
+		reports = 120
+		rtt     = 25 * time.Millisecond
+	)
+	bcfg := s3test.Shared(t).NewBucket(t)
+	writer := openS3(t, bcfg)
+	for i := range reports {
+		b, _ := json.Marshal(ingressReport{Name: fmt.Sprintf("edge-%03d", i), Kind: kindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
+		if _, err := writer.Put(t.Context(), fmt.Sprintf("%sedge-%03d.json", prefixIngresses, i), b, store.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	far := bcfg
+	far.Endpoint = slowLink(t, bcfg.Endpoint, rtt)
+	farReports := openS3(t, far)
+	cfg := reportsConfig(t, "vps-a", t.TempDir())
+	cfg.Ingresses.LostAfter = ptypes.Duration(time.Minute) // every report live
+	// Only ingresses/ goes the long way: the reconcile pass is not what is measured.
+	n := startNodeWithStore(t, cfg, prefixRoute{Store: openS3(t, bcfg), prefix: prefixIngresses, to: farReports})
+	n.waitReady()
+	start, before := time.Now(), farReports.Stats()
+	var s statusBody
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the last status: %d ingresses, error %q", len(s.Ingresses), s.IngressesError)
+		}
+	})
+	waitFor(t, 10*time.Second, fmt.Sprintf("status listing the %d reports", reports), func() bool {
+		s = statusOf(t, n)
+		return s.IngressesError == "" && len(s.Ingresses) == reports
+	})
+	d := farReports.Stats().Sub(before)
+	t.Logf("%d reports at %s a request: listed in %s, %d HTTP requests %v", reports, rtt, time.Since(start).Round(time.Millisecond), d.Requests, d.ByMethod)
+	if d.Failed != 0 || d.ByMethod["GET"] != reports+1 {
+		t.Errorf("reading %d reports: HTTP %+v, want one LIST and one GET per report", reports, d)
 	}
 }
 
