@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net"
 	"net/http"
@@ -947,22 +948,72 @@ func TestReportsAreReadInTimeFromAStoreARegionAway(t *testing.T) {
 	// Only ingresses/ goes the long way: the reconcile pass is not what is measured.
 	n := startNodeWithStore(t, cfg, prefixRoute{Store: openS3(t, bcfg), prefix: prefixIngresses, to: farReports})
 	n.waitReady()
+	// The first status reads them all, within the one read's ingressViewTimeout.
 	start, before := time.Now(), farReports.Stats()
-	var s statusBody
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("the last status: %d ingresses, error %q", len(s.Ingresses), s.IngressesError)
-		}
-	})
-	waitFor(t, 10*time.Second, fmt.Sprintf("status listing the %d reports", reports), func() bool {
-		s = statusOf(t, n)
-		return s.IngressesError == "" && len(s.Ingresses) == reports
-	})
+	s := statusOf(t, n)
+	if s.IngressesError != "" || len(s.Ingresses) != reports {
+		t.Errorf("the first status: %d ingresses, error %q; want the %d reports", len(s.Ingresses), s.IngressesError, reports)
+	}
 	d := farReports.Stats().Sub(before)
 	t.Logf("%d reports at %s a request: listed in %s, %d HTTP requests %v", reports, rtt, time.Since(start).Round(time.Millisecond), d.Requests, d.ByMethod)
 	if d.Failed != 0 || d.ByMethod["GET"] != reports+1 {
 		t.Errorf("reading %d reports: HTTP %+v, want one LIST and one GET per report", reports, d)
 	}
+}
+
+// getFails fails the GET of one key once, and counts the GETs of ingresses/ that
+// returned an object.
+type getFails struct {
+	store.Store
+	key  string
+	once atomic.Bool
+	read atomic.Int32
+}
+
+func (g *getFails) Get(ctx context.Context, key string) (store.Object, error) {
+	if key == g.key && g.once.CompareAndSwap(false, true) {
+		return store.Object{}, fmt.Errorf("reading: %w", store.ErrUnavailable)
+	}
+	obj, err := g.Store.Get(ctx, key)
+	if err == nil && strings.HasPrefix(key, prefixIngresses) {
+		g.read.Add(1)
+	}
+	return obj, err
+}
+
+// A read of the fleet's reports that fails midway keeps what it read: the next read
+// GETs only the reports still missing (else a cold view too slow to finish within
+// ingressViewTimeout would start over, and fail, every time).
+func TestAFailedReadOfTheReportsKeepsWhatItRead(t *testing.T) {
+	onReportBackends(t, testAFailedReadKeepsWhatItRead)
+}
+
+func testAFailedReadKeepsWhatItRead(t *testing.T, be reportBackend) {
+	const reports = 60
+	st := be.open(t)
+	for i := range reports {
+		b, _ := json.Marshal(ingressReport{Name: fmt.Sprintf("edge-%03d", i), Kind: kindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
+		if _, err := st.Put(t.Context(), fmt.Sprintf("%sedge-%03d.json", prefixIngresses, i), b, store.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gf := &getFails{Store: st, key: prefixIngresses + "edge-030.json"}
+	book := newIngressBook(gf, slog.New(slog.DiscardHandler), "vps-a",
+		IngressesConfig{LostAfter: ptypes.Duration(time.Minute), ForgetAfter: ptypes.Duration(time.Hour), MaxTracked: 8},
+		func() (uint64, string) { return 1, "" }, func() (string, uint64) { return "", 1 })
+	reps, _, err := book.readView(t.Context(), 0)
+	first := int(gf.read.Load())
+	if err == nil || !strings.Contains(err.Error(), "edge-030") || len(reps) != first || first >= reports {
+		t.Fatalf("a read with edge-030 failing: %d reports, error %v (%d read); want the error and the ones read", len(reps), err, first)
+	}
+	reps, _, err = book.readView(t.Context(), 0)
+	if err != nil || len(reps) != reports {
+		t.Fatalf("the next read: %d reports, error %v; want all %d", len(reps), err, reports)
+	}
+	if again := int(gf.read.Load()) - first; again != reports-first {
+		t.Errorf("the next read GET %d reports, want the %d still missing (the first read got %d)", again, reports-first, first)
+	}
+	t.Logf("%s: the failed read got %d of %d reports; the next one GET the %d others", be.name, first, reports, reports-first)
 }
 
 // An ingress not heard from for ingresses.forgetAfter is forgotten: its object is
