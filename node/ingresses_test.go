@@ -927,7 +927,7 @@ func slowLink(t *testing.T, addr string, delay time.Duration) string {
 // so every later one started over and failed the same way: the node never listed the
 // fleet's ingresses, and every write with ?wait=applied answered 202 ("could not be
 // read") whatever the ingresses held.
-func TestReportsAreReadInTimeFromAStoreARegionAway(t *testing.T) {
+func TestIngressReportsAreReadInTimeFromAStoreARegionAway(t *testing.T) {
 	const (
 		reports = 120
 		rtt     = 25 * time.Millisecond
@@ -984,7 +984,7 @@ func (g *getFails) Get(ctx context.Context, key string) (store.Object, error) {
 // A read of the fleet's reports that fails midway keeps what it read: the next read
 // GETs only the reports still missing (else a cold view too slow to finish within
 // ingressViewTimeout would start over, and fail, every time).
-func TestAFailedReadOfTheReportsKeepsWhatItRead(t *testing.T) {
+func TestAFailedReadOfTheIngressReportsKeepsWhatItRead(t *testing.T) {
 	onReportBackends(t, testAFailedReadKeepsWhatItRead)
 }
 
