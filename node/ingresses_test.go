@@ -750,6 +750,32 @@ func (r prefixRoute) Delete(ctx context.Context, key, ifMatch string) error {
 	return r.on(key).Delete(ctx, key, ifMatch)
 }
 
+// countedReports is a node's store on be that counts the calls on ingresses/; those go
+// through a client of their own, whose HTTP requests httpOf counts on S3 (the reports'
+// alone: the reconcile ticks use the other client; zero on a directory).
+func countedReports(t *testing.T, be reportBackend) (rc *reportCost, httpOf func() s3.Stats) {
+	reports := be.open(t)
+	rc = &reportCost{Store: prefixRoute{Store: be.open(t), prefix: prefixIngresses, to: reports}, n: map[string]int{}}
+	httpOf = func() s3.Stats { return s3.Stats{ByMethod: map[string]int64{}} }
+	if s, ok := reports.(*s3.Store); ok {
+		httpOf = s.Stats
+	}
+	return rc, httpOf
+}
+
+// costOf runs f and returns the calls on ingresses/ and HTTP requests it cost.
+func costOf(rc *reportCost, httpOf func() s3.Stats, f func()) (map[string]int, s3.Stats) {
+	before, hb := rc.counts(), httpOf()
+	f()
+	d := rc.counts()
+	for k := range d {
+		if d[k] -= before[k]; d[k] == 0 {
+			delete(d, k)
+		}
+	}
+	return d, httpOf().Sub(hb)
+}
+
 // What an idle ingress costs the store: the node it long-polls refreshes its report
 // once per lostAfter/4 (a held long-poll counts as heard from), and nothing is read
 // until someone asks (status, metrics, a waiting write). On S3 every store call is one
@@ -762,14 +788,7 @@ func TestAnIdleIngressCostsOneWritePerRefreshAndNoRead(t *testing.T) {
 
 func testAnIdleIngressCosts(t *testing.T, be reportBackend) {
 	cfg := reportsConfig(t, "vps-a", t.TempDir()) // lostAfter 2s: a refresh every 500ms
-	// ingresses/ goes through a client of its own: on S3 its HTTP counters are the
-	// reports' requests alone (the reconcile ticks use the other client).
-	reports := be.open(t)
-	rc := &reportCost{Store: prefixRoute{Store: be.open(t), prefix: prefixIngresses, to: reports}, n: map[string]int{}}
-	httpOf := func() s3.Stats { return s3.Stats{} }
-	if s, ok := reports.(*s3.Store); ok {
-		httpOf = s.Stats
-	}
+	rc, httpOf := countedReports(t, be)
 	n := startNodeWithStore(t, cfg, rc)
 	n.waitReady()
 	resp, _ := n.get("/v1/ingress/traefik", testIngressToken, headerIngress, "edge-1", headerIngressKind, kindPlugin)
@@ -826,17 +845,11 @@ func testAnIdleIngressCosts(t *testing.T, be reportBackend) {
 	// aged, a status costs one LIST and no GET.
 	statusCost := func() (map[string]int, s3.Stats) {
 		time.Sleep(statusViewMaxAge + 100*time.Millisecond)
-		before, hb := rc.counts(), httpOf()
-		if in := ingressesOf(t, n)["edge-1"]; in.Applied == nil {
-			t.Fatalf("edge-1 %+v, want listed", in)
-		}
-		d := rc.counts()
-		for k := range d {
-			if d[k] -= before[k]; d[k] == 0 {
-				delete(d, k)
+		return costOf(rc, httpOf, func() {
+			if in := ingressesOf(t, n)["edge-1"]; in.Applied == nil {
+				t.Fatalf("edge-1 %+v, want listed", in)
 			}
-		}
-		return d, httpOf().Sub(hb)
+		})
 	}
 	d, hd := statusCost() // reads the report as last written
 	t.Logf("%s: a status after the last write: store calls %v, HTTP %+v", be.name, d, hd)
@@ -847,6 +860,47 @@ func testAnIdleIngressCosts(t *testing.T, be reportBackend) {
 	}
 	if be.name == "s3" && (hd.Requests != 1 || hd.ByMethod["GET"] != 1 || hd.Failed != 0) {
 		t.Errorf("a status with no report changed since the last: HTTP %+v, want one GET (the LIST)", hd)
+	}
+}
+
+// More reports than one LIST answers (S3 pages at 1 000 keys) are all read, once: a
+// later status lists every page and GETs none of them.
+func TestIngressReportsPastOneListPage(t *testing.T) {
+	onReportBackends(t, testIngressReportsPastOneListPage)
+}
+
+func testIngressReportsPastOneListPage(t *testing.T, be reportBackend) {
+	const reports = 1001
+	st := be.open(t)
+	seen := time.Now().UTC()
+	for i := range reports {
+		b, _ := json.Marshal(ingressReport{Name: fmt.Sprintf("edge-%04d", i), Kind: kindPlugin, Node: "vps-b", Serial: 1, Seen: seen})
+		if _, err := st.Put(t.Context(), fmt.Sprintf("%sedge-%04d.json", prefixIngresses, i), b, store.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc, httpOf := countedReports(t, be)
+	cfg := reportsConfig(t, "vps-a", t.TempDir())
+	cfg.Ingresses.LostAfter = ptypes.Duration(time.Minute)
+	n := startNodeWithStore(t, cfg, rc)
+	n.waitReady()
+	for i, want := range []map[string]int{{"list": 1, "get": reports}, {"list": 1}} {
+		if i > 0 {
+			time.Sleep(statusViewMaxAge + 100*time.Millisecond)
+		}
+		var s statusBody
+		d, h := costOf(rc, httpOf, func() { s = statusOf(t, n) })
+		if s.IngressesError != "" || len(s.Ingresses) != reports || s.Ingresses[reports-1].Name != fmt.Sprintf("edge-%04d", reports-1) {
+			t.Fatalf("status %d: %d ingresses, error %q; want the %d reports", i, len(s.Ingresses), s.IngressesError, reports)
+		}
+		if !maps.Equal(d, want) {
+			t.Errorf("status %d: store calls on ingresses/ %v, want %v", i, d, want)
+		}
+		// On S3 a LIST of 1 001 keys is two requests (pages of 1 000).
+		if be.name == "s3" && (h.ByMethod["GET"] != int64(2+want["get"]) || h.Requests != h.ByMethod["GET"] || h.Failed != 0) {
+			t.Errorf("status %d: HTTP %+v, want 2 LIST pages and %d GETs", i, h, want["get"])
+		}
+		t.Logf("%s: status %d of %d reports: store calls %v, HTTP %d requests", be.name, i, reports, d, h.Requests)
 	}
 }
 
