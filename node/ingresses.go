@@ -37,7 +37,8 @@ import (
 // (a heartbeat per ingress); never more often than ingressMinWriteGap per ingress nor
 // ingressWriteRate per node. Any node lists ingresses/ to answer for the fleet, only
 // when asked (status, a write waiting with ?wait=applied), at most once per
-// ingressViewMaxAge.
+// ingressViewMaxAge (statusViewMaxAge for status), and GETs the reports whose etag
+// moved, viewReadConcurrency at once; a read cut short keeps what it got.
 //
 // Names are not authenticated beyond the ingress token, which every ingress shares: a
 // holder can report under any name (another ingress's included) and invent names. So
