@@ -403,7 +403,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 			AgeSeconds: age.Round(time.Second).Seconds(), Stale: age > ttl,
 		})
 	}
-	iv := s.ingresses.fleet(r.Context(), time.Second)
+	iv := s.ingresses.fleet(r.Context(), statusViewMaxAge)
 	body.Ingresses, body.IngressesSkipped, body.IngressesError = iv.Ingresses, iv.Skipped, iv.Error
 	body.Certificates = s.certsStatus()
 	writeJSON(w, http.StatusOK, body)

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -18,6 +21,8 @@ import (
 
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
+	"github.com/scafo/ingress/node/store/s3"
+	"github.com/scafo/ingress/node/store/s3/s3test"
 	"github.com/scafo/ingress/render/routing"
 )
 
@@ -116,6 +121,35 @@ func reportsConfig(t *testing.T, name, storeDir string) *Config {
 	return cfg
 }
 
+// reportBackend is a fleet store the ingress-report tests run on.
+type reportBackend struct {
+	name string
+	// open returns a new client of the one fleet store, as a node on its own machine
+	// holds (a new S3 client on the same bucket, or the same directory).
+	open func(t *testing.T) store.Store
+}
+
+// onReportBackends runs test on a directory store and on a bucket of a real MinIO
+// (package s3test: skipped without one outside CI, failed in CI).
+func onReportBackends(t *testing.T, test func(t *testing.T, be reportBackend)) {
+	t.Run("dir", func(t *testing.T) {
+		p := t.TempDir()
+		test(t, reportBackend{name: "dir", open: func(t *testing.T) store.Store { return openDir(t, p) }})
+	})
+	t.Run("s3", func(t *testing.T) {
+		bcfg := s3test.Shared(t).NewBucket(t)
+		test(t, reportBackend{name: "s3", open: func(t *testing.T) store.Store { return openS3(t, bcfg) }})
+	})
+}
+
+// startReportsNode starts a node named name with reportsConfig on its own client of be.
+func startReportsNode(t *testing.T, be reportBackend, name string) *testNode {
+	t.Helper()
+	n := startNodeWithStore(t, reportsConfig(t, name, t.TempDir()), be.open(t))
+	n.waitReady()
+	return n
+}
+
 func serialOf(t *testing.T, st store.Store) uint64 {
 	t.Helper()
 	n, _, err := store.ReadSerial(context.Background(), st)
@@ -137,11 +171,12 @@ func ingressesOf(t *testing.T, n *testNode) map[string]ingressStatus {
 // A report is stored by the node its ingress polls, read by every other node, and never
 // moves the serial or the revision (else applying a serial would make a new one).
 func TestIngressReportsAreSharedAndNeverMoveTheSerialOrTheRevision(t *testing.T) {
-	storeDir := t.TempDir()
-	a := startNode(t, reportsConfig(t, "vps-a", storeDir))
-	a.waitReady()
-	b := startNode(t, reportsConfig(t, "vps-b", storeDir))
-	b.waitReady()
+	onReportBackends(t, testIngressReportsAreShared)
+}
+
+func testIngressReportsAreShared(t *testing.T, be reportBackend) {
+	a := startReportsNode(t, be, "vps-a")
+	b := startReportsNode(t, be, "vps-b")
 	waitFor(t, 5*time.Second, "a and b on one revision", func() bool {
 		ra, _ := a.srv.publishedMark()
 		rb, _ := b.srv.publishedMark()
@@ -181,14 +216,106 @@ func TestIngressReportsAreSharedAndNeverMoveTheSerialOrTheRevision(t *testing.T)
 	})
 }
 
+// storedReport reads an ingress's object from the store.
+func storedReport(t *testing.T, st store.Store, name string) ingressReport {
+	t.Helper()
+	obj, err := st.Get(context.Background(), prefixIngresses+name+".json")
+	if err != nil {
+		t.Fatalf("reading %s's report: %v", name, err)
+	}
+	var rep ingressReport
+	if err := json.Unmarshal(obj.Value, &rep); err != nil {
+		t.Fatalf("%s's report %s: %v", name, obj.Value, err)
+	}
+	return rep
+}
+
+// An ingress that moves to another node is reported by that node: its first write is
+// create-only and loses to the object the first node wrote, so it rereads it and takes
+// it over (If-Match); the first node's next write loses in turn and it lets the
+// ingress go. The object then stays with the new node, refreshed, never lost, never
+// written back by the old one.
+func TestAnIngressThatMovesIsTakenOverByItsNewNode(t *testing.T) {
+	onReportBackends(t, testAnIngressThatMovesIsTakenOver)
+}
+
+func testAnIngressThatMovesIsTakenOver(t *testing.T, be reportBackend) {
+	a := startReportsNode(t, be, "vps-a")
+	b := startReportsNode(t, be, "vps-b")
+	p := startFakePlugin(t, a, "edge-1")
+	waitFor(t, 5*time.Second, "b lists edge-1 on vps-a", func() bool {
+		in := ingressesOf(t, b)["edge-1"]
+		return in.Node == "vps-a" && in.State == "current"
+	})
+	p.stop()
+	startFakePlugin(t, b, "edge-1")
+	waitFor(t, 5*time.Second, "edge-1's object written by vps-b", func() bool {
+		return storedReport(t, a.st, "edge-1").Node == "vps-b"
+	})
+	// Past lostAfter (2s) since edge-1 left vps-a: vps-a has let it go; vps-b keeps it.
+	first := storedReport(t, a.st, "edge-1")
+	deadline := time.Now().Add(time.Duration(a.cfg.Ingresses.LostAfter) + 500*time.Millisecond)
+	for time.Now().Before(deadline) {
+		if rep := storedReport(t, a.st, "edge-1"); rep.Node != "vps-b" {
+			t.Fatalf("edge-1's object written back by %s after vps-b took it over: %+v", rep.Node, rep)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if last := storedReport(t, a.st, "edge-1"); !last.Seen.After(first.Seen) {
+		t.Errorf("edge-1's object not refreshed by vps-b: seen %s, then %s", first.Seen, last.Seen)
+	}
+	for _, n := range []*testNode{a, b} {
+		if in := ingressesOf(t, n)["edge-1"]; in.Node != "vps-b" || in.State != "current" {
+			t.Errorf("%s lists edge-1 as %+v, want current on vps-b", n.cfg.Node.Name, in)
+		}
+	}
+}
+
+// A restarted node knows no etag of the reports it wrote before: its create-only write
+// loses to its own object, and it takes the object over, so the report keeps being
+// refreshed (else the ingress would be shown lost while it polls).
+func TestARestartedNodeTakesOverItsIngressReports(t *testing.T) {
+	onReportBackends(t, testARestartedNodeTakesOverItsReports)
+}
+
+func testARestartedNodeTakesOverItsReports(t *testing.T, be reportBackend) {
+	cfg := reportsConfig(t, "vps-a", t.TempDir())
+	a := startNodeWithStore(t, cfg, be.open(t))
+	a.waitReady()
+	b := startReportsNode(t, be, "vps-b")
+	p := startFakePlugin(t, a, "edge-1")
+	waitFor(t, 5*time.Second, "b lists edge-1 current on vps-a", func() bool {
+		in := ingressesOf(t, b)["edge-1"]
+		return in.Node == "vps-a" && in.State == "current"
+	})
+	p.stop()
+	a.stop()
+	before := storedReport(t, b.st, "edge-1")
+
+	a = startNodeWithStore(t, cfg, be.open(t))
+	a.waitReady()
+	startFakePlugin(t, a, "edge-1")
+	// Refreshed by the restarted node past lostAfter (2s) after its last write before
+	// the restart: else vps-b would list edge-1 lost while it polls.
+	lostAfter := time.Duration(cfg.Ingresses.LostAfter)
+	waitFor(t, 3*lostAfter, "edge-1's object refreshed past lostAfter", func() bool {
+		after := storedReport(t, b.st, "edge-1")
+		return after.Node == "vps-a" && after.Seen.Sub(before.Seen) > lostAfter
+	})
+	if in := ingressesOf(t, b)["edge-1"]; in.State != "current" || in.Node != "vps-a" {
+		t.Errorf("vps-b lists edge-1 as %+v, want current on vps-a", in)
+	}
+}
+
 // The write answers only once every live ingress reports its serial; a stuck ingress
 // makes it answer 202 at its timeout naming that ingress; a lost one is not waited for.
 func TestWaitAppliedWaitsForEveryLiveIngress(t *testing.T) {
-	storeDir := t.TempDir()
-	a := startNode(t, reportsConfig(t, "vps-a", storeDir))
-	a.waitReady()
-	b := startNode(t, reportsConfig(t, "vps-b", storeDir))
-	b.waitReady()
+	onReportBackends(t, testWaitAppliedWaitsForEveryLiveIngress)
+}
+
+func testWaitAppliedWaitsForEveryLiveIngress(t *testing.T, be reportBackend) {
+	a := startReportsNode(t, be, "vps-a")
+	b := startReportsNode(t, be, "vps-b")
 	p1 := startFakePlugin(t, a, "edge-1")
 	p2 := startFakePlugin(t, b, "edge-2")
 	waitFor(t, 5*time.Second, "both ingresses current", func() bool {
@@ -409,8 +536,11 @@ func TestHostileIngressReports(t *testing.T) {
 
 // A corrupt report object is skipped with its reason; the rest are listed.
 func TestCorruptIngressObjectIsSkippedWithAReason(t *testing.T) {
-	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	onReportBackends(t, testCorruptIngressObjectIsSkipped)
+}
+
+func testCorruptIngressObjectIsSkipped(t *testing.T, be reportBackend) {
+	n := startReportsNode(t, be, "vps-a")
 	ctx := context.Background()
 	good, _ := json.Marshal(ingressReport{Name: "edge-1", Kind: kindHTTP, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
 	for k, v := range map[string]string{
@@ -585,16 +715,80 @@ func (c *reportCost) counts() map[string]int {
 	return maps.Clone(c.n)
 }
 
+// prefixRoute sends the calls on keys under prefix to another client of the same
+// store, so that client's counters (HTTP requests on S3) are those keys' alone.
+type prefixRoute struct {
+	store.Store
+	prefix string
+	to     store.Store
+}
+
+func (r prefixRoute) on(key string) store.Store {
+	if strings.HasPrefix(key, r.prefix) {
+		return r.to
+	}
+	return r.Store
+}
+
+func (r prefixRoute) Get(ctx context.Context, key string) (store.Object, error) {
+	return r.on(key).Get(ctx, key)
+}
+
+func (r prefixRoute) GetIfChanged(ctx context.Context, key, etag string) (store.Object, bool, error) {
+	return r.on(key).GetIfChanged(ctx, key, etag)
+}
+
+func (r prefixRoute) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	return r.on(prefix).List(ctx, prefix)
+}
+
+func (r prefixRoute) Put(ctx context.Context, key string, v []byte, cond store.Condition) (string, error) {
+	return r.on(key).Put(ctx, key, v, cond)
+}
+
+func (r prefixRoute) Delete(ctx context.Context, key, ifMatch string) error {
+	return r.on(key).Delete(ctx, key, ifMatch)
+}
+
+// countedReports is a node's store on be that counts the calls on ingresses/; those go
+// through a client of their own, whose HTTP requests httpOf counts on S3 (the reports'
+// alone: the reconcile ticks use the other client; zero on a directory).
+func countedReports(t *testing.T, be reportBackend) (rc *reportCost, httpOf func() s3.Stats) {
+	reports := be.open(t)
+	rc = &reportCost{Store: prefixRoute{Store: be.open(t), prefix: prefixIngresses, to: reports}, n: map[string]int{}}
+	httpOf = func() s3.Stats { return s3.Stats{ByMethod: map[string]int64{}} }
+	if s, ok := reports.(*s3.Store); ok {
+		httpOf = s.Stats
+	}
+	return rc, httpOf
+}
+
+// costOf runs f and returns the calls on ingresses/ and HTTP requests it cost.
+func costOf(rc *reportCost, httpOf func() s3.Stats, f func()) (map[string]int, s3.Stats) {
+	before, hb := rc.counts(), httpOf()
+	f()
+	d := rc.counts()
+	for k := range d {
+		if d[k] -= before[k]; d[k] == 0 {
+			delete(d, k)
+		}
+	}
+	return d, httpOf().Sub(hb)
+}
+
 // What an idle ingress costs the store: the node it long-polls refreshes its report
 // once per lostAfter/4 (a held long-poll counts as heard from), and nothing is read
-// until someone asks (status, metrics, a waiting write).
+// until someone asks (status, metrics, a waiting write). On S3 every store call is one
+// HTTP request (a conditional PUT that loses would show as a GET more: write rereads
+// the object), and a later read of unchanged reports costs one LIST and no GET (the
+// etag listed is the etag read and written).
 func TestAnIdleIngressCostsOneWritePerRefreshAndNoRead(t *testing.T) {
+	onReportBackends(t, testAnIdleIngressCosts)
+}
+
+func testAnIdleIngressCosts(t *testing.T, be reportBackend) {
 	cfg := reportsConfig(t, "vps-a", t.TempDir()) // lostAfter 2s: a refresh every 500ms
-	st, err := dir.New(cfg.Store.Dir.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := &reportCost{Store: st, n: map[string]int{}}
+	rc, httpOf := countedReports(t, be)
 	n := startNodeWithStore(t, cfg, rc)
 	n.waitReady()
 	resp, _ := n.get("/v1/ingress/traefik", testIngressToken, headerIngress, "edge-1", headerIngressKind, kindPlugin)
@@ -626,9 +820,10 @@ func TestAnIdleIngressCostsOneWritePerRefreshAndNoRead(t *testing.T) {
 	}
 	elapsed := time.Since(start)
 	time.Sleep(2 * ingressMinWriteGap)
-	c := rc.counts()
+	c, h := rc.counts(), httpOf()
 	refreshes := int(elapsed / (time.Duration(cfg.Ingresses.LostAfter) / 4))
-	t.Logf("held %s: %v (refresh every %s)", elapsed.Round(time.Millisecond), c, time.Duration(cfg.Ingresses.LostAfter)/4)
+	t.Logf("%s: held %s: store calls on ingresses/ %v, HTTP %+v (refresh every %s)",
+		be.name, elapsed.Round(time.Millisecond), c, h, time.Duration(cfg.Ingresses.LostAfter)/4)
 	if c["put"] < 2 || c["put"] > refreshes+2 {
 		t.Errorf("%d report writes in %s, want about one per refresh (%d) plus the first", c["put"], elapsed, refreshes)
 	}
@@ -637,13 +832,252 @@ func TestAnIdleIngressCostsOneWritePerRefreshAndNoRead(t *testing.T) {
 	if c["list"] != 1 || c["get"] != 1 {
 		t.Errorf("reads of ingresses/ with one status asked for: %v, want one LIST and one GET", c)
 	}
+	if be.name == "s3" {
+		// One HTTP request per call: a PUT per write, a GET for the LIST (one page) and
+		// one for the report; nothing retried, nothing else.
+		want := s3.Stats{Requests: int64(c["put"] + 2), ByMethod: map[string]int64{"PUT": int64(c["put"]), "GET": 2}}
+		if h.Requests != want.Requests || !maps.Equal(h.ByMethod, want.ByMethod) || h.Failed != 0 || h.NotModified != 0 {
+			t.Errorf("HTTP requests on ingresses/: %+v, want %+v", h, want)
+		}
+	}
+
+	// The report is still now (its last write is done): once the views read above have
+	// aged, a status costs one LIST and no GET.
+	statusCost := func() (map[string]int, s3.Stats) {
+		time.Sleep(statusViewMaxAge + 100*time.Millisecond)
+		return costOf(rc, httpOf, func() {
+			if in := ingressesOf(t, n)["edge-1"]; in.Applied == nil {
+				t.Fatalf("edge-1 %+v, want listed", in)
+			}
+		})
+	}
+	d, hd := statusCost() // reads the report as last written
+	t.Logf("%s: a status after the last write: store calls %v, HTTP %+v", be.name, d, hd)
+	d, hd = statusCost()
+	t.Logf("%s: the next status: store calls %v, HTTP %+v", be.name, d, hd)
+	if want := map[string]int{"list": 1}; !maps.Equal(d, want) {
+		t.Errorf("a status with no report changed since the last: store calls on ingresses/ %v, want %v", d, want)
+	}
+	if be.name == "s3" && (hd.Requests != 1 || hd.ByMethod["GET"] != 1 || hd.Failed != 0) {
+		t.Errorf("a status with no report changed since the last: HTTP %+v, want one GET (the LIST)", hd)
+	}
+}
+
+// More reports than one LIST answers (S3 pages at 1 000 keys) are all read, once: a
+// later status lists every page and GETs none of them.
+func TestIngressReportsPastOneListPage(t *testing.T) {
+	onReportBackends(t, testIngressReportsPastOneListPage)
+}
+
+func testIngressReportsPastOneListPage(t *testing.T, be reportBackend) {
+	const reports = 1001
+	st := be.open(t)
+	seen := time.Now().UTC()
+	for i := range reports {
+		b, _ := json.Marshal(ingressReport{Name: fmt.Sprintf("edge-%04d", i), Kind: kindPlugin, Node: "vps-b", Serial: 1, Seen: seen})
+		if _, err := st.Put(t.Context(), fmt.Sprintf("%sedge-%04d.json", prefixIngresses, i), b, store.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc, httpOf := countedReports(t, be)
+	cfg := reportsConfig(t, "vps-a", t.TempDir())
+	cfg.Ingresses.LostAfter = ptypes.Duration(time.Minute)
+	n := startNodeWithStore(t, cfg, rc)
+	n.waitReady()
+	for i, want := range []map[string]int{{"list": 1, "get": reports}, {"list": 1}} {
+		if i > 0 {
+			time.Sleep(statusViewMaxAge + 100*time.Millisecond)
+		}
+		var s statusBody
+		d, h := costOf(rc, httpOf, func() { s = statusOf(t, n) })
+		if s.IngressesError != "" || len(s.Ingresses) != reports || s.Ingresses[reports-1].Name != fmt.Sprintf("edge-%04d", reports-1) {
+			t.Fatalf("status %d: %d ingresses, error %q; want the %d reports", i, len(s.Ingresses), s.IngressesError, reports)
+		}
+		if !maps.Equal(d, want) {
+			t.Errorf("status %d: store calls on ingresses/ %v, want %v", i, d, want)
+		}
+		// On S3 a LIST of 1 001 keys is two requests (pages of 1 000).
+		if be.name == "s3" && (h.ByMethod["GET"] != int64(2+want["get"]) || h.Requests != h.ByMethod["GET"] || h.Failed != 0) {
+			t.Errorf("status %d: HTTP %+v, want 2 LIST pages and %d GETs", i, h, want["get"])
+		}
+		t.Logf("%s: status %d of %d reports: store calls %v, HTTP %d requests", be.name, i, reports, d, h.Requests)
+	}
+}
+
+// slowLink relays TCP connections from a loopback port to addr, holding every chunk a
+// client sends for delay before passing it on: a real MinIO behind a round trip of an
+// object store a region away. It returns the relay's address.
+func slowLink(t *testing.T, addr string, delay time.Duration) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		wg    sync.WaitGroup
+	)
+	track := func(c net.Conn) {
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+	}
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", addr)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			track(c)
+			track(up)
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				io.Copy(c, up)
+			}()
+			go func() {
+				defer wg.Done()
+				defer up.Close()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := c.Read(buf)
+					if n > 0 {
+						time.Sleep(delay)
+						if _, werr := up.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// A node reads the fleet's reports in time from an object store a region away. With
+// 120 reports at 25 ms a request, one GET after another took 3 s, beyond the 2 s a read
+// of the reports may take (ingressViewTimeout); and a read that timed out kept nothing,
+// so every later one started over and failed the same way: the node never listed the
+// fleet's ingresses, and every write with ?wait=applied answered 202 ("could not be
+// read") whatever the ingresses held.
+func TestIngressReportsAreReadInTimeFromAStoreARegionAway(t *testing.T) {
+	const (
+		reports = 120
+		rtt     = 25 * time.Millisecond
+	)
+	bcfg := s3test.Shared(t).NewBucket(t)
+	writer := openS3(t, bcfg)
+	for i := range reports {
+		b, _ := json.Marshal(ingressReport{Name: fmt.Sprintf("edge-%03d", i), Kind: kindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
+		if _, err := writer.Put(t.Context(), fmt.Sprintf("%sedge-%03d.json", prefixIngresses, i), b, store.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	far := bcfg
+	far.Endpoint = slowLink(t, bcfg.Endpoint, rtt)
+	farReports := openS3(t, far)
+	cfg := reportsConfig(t, "vps-a", t.TempDir())
+	cfg.Ingresses.LostAfter = ptypes.Duration(time.Minute) // every report live
+	// Only ingresses/ goes the long way: the reconcile pass is not what is measured.
+	n := startNodeWithStore(t, cfg, prefixRoute{Store: openS3(t, bcfg), prefix: prefixIngresses, to: farReports})
+	n.waitReady()
+	// The first status reads them all, within the one read's ingressViewTimeout.
+	start, before := time.Now(), farReports.Stats()
+	s := statusOf(t, n)
+	if s.IngressesError != "" || len(s.Ingresses) != reports {
+		t.Errorf("the first status: %d ingresses, error %q; want the %d reports", len(s.Ingresses), s.IngressesError, reports)
+	}
+	d := farReports.Stats().Sub(before)
+	t.Logf("%d reports at %s a request: listed in %s, %d HTTP requests %v", reports, rtt, time.Since(start).Round(time.Millisecond), d.Requests, d.ByMethod)
+	if d.Failed != 0 || d.ByMethod["GET"] != reports+1 {
+		t.Errorf("reading %d reports: HTTP %+v, want one LIST and one GET per report", reports, d)
+	}
+}
+
+// getFails fails the GET of one key once, and counts the GETs of ingresses/ that
+// returned an object.
+type getFails struct {
+	store.Store
+	key  string
+	once atomic.Bool
+	read atomic.Int32
+}
+
+func (g *getFails) Get(ctx context.Context, key string) (store.Object, error) {
+	if key == g.key && g.once.CompareAndSwap(false, true) {
+		return store.Object{}, fmt.Errorf("reading: %w", store.ErrUnavailable)
+	}
+	obj, err := g.Store.Get(ctx, key)
+	if err == nil && strings.HasPrefix(key, prefixIngresses) {
+		g.read.Add(1)
+	}
+	return obj, err
+}
+
+// A read of the fleet's reports that fails midway keeps what it read: the next read
+// GETs only the reports still missing (else a cold view too slow to finish within
+// ingressViewTimeout would start over, and fail, every time).
+func TestAFailedReadOfTheIngressReportsKeepsWhatItRead(t *testing.T) {
+	onReportBackends(t, testAFailedReadKeepsWhatItRead)
+}
+
+func testAFailedReadKeepsWhatItRead(t *testing.T, be reportBackend) {
+	const reports = 60
+	st := be.open(t)
+	for i := range reports {
+		b, _ := json.Marshal(ingressReport{Name: fmt.Sprintf("edge-%03d", i), Kind: kindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
+		if _, err := st.Put(t.Context(), fmt.Sprintf("%sedge-%03d.json", prefixIngresses, i), b, store.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gf := &getFails{Store: st, key: prefixIngresses + "edge-030.json"}
+	book := newIngressBook(gf, slog.New(slog.DiscardHandler), "vps-a",
+		IngressesConfig{LostAfter: ptypes.Duration(time.Minute), ForgetAfter: ptypes.Duration(time.Hour), MaxTracked: 8},
+		func() (uint64, string) { return 1, "" }, func() (string, uint64) { return "", 1 })
+	reps, _, err := book.readView(t.Context(), 0)
+	first := int(gf.read.Load())
+	if err == nil || !strings.Contains(err.Error(), "edge-030") || len(reps) != first || first >= reports {
+		t.Fatalf("a read with edge-030 failing: %d reports, error %v (%d read); want the error and the ones read", len(reps), err, first)
+	}
+	reps, _, err = book.readView(t.Context(), 0)
+	if err != nil || len(reps) != reports {
+		t.Fatalf("the next read: %d reports, error %v; want all %d", len(reps), err, reports)
+	}
+	if again := int(gf.read.Load()) - first; again != reports-first {
+		t.Errorf("the next read GET %d reports, want the %d still missing (the first read got %d)", again, reports-first, first)
+	}
+	t.Logf("%s: the failed read got %d of %d reports; the next one GET the %d others", be.name, first, reports, reports-first)
 }
 
 // An ingress not heard from for ingresses.forgetAfter is forgotten: its object is
 // deleted by the next node that reads the reports.
 func TestIngressNotSeenForForgetAfterIsForgotten(t *testing.T) {
-	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir())) // forgetAfter 1h
-	n.waitReady()
+	onReportBackends(t, testIngressNotSeenForForgetAfterIsForgotten)
+}
+
+func testIngressNotSeenForForgetAfterIsForgotten(t *testing.T, be reportBackend) {
+	n := startReportsNode(t, be, "vps-a") // forgetAfter 1h
 	ctx := context.Background()
 	for name, age := range map[string]time.Duration{"old": 2 * time.Hour, "recent": 30 * time.Minute} {
 		b, _ := json.Marshal(ingressReport{Name: name, Kind: kindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().Add(-age).UTC()})
