@@ -45,6 +45,25 @@ func TestATenantCannotQuarantineEveryPortByMovingItsInstance(t *testing.T) {
 	if refused == 0 {
 		t.Errorf("a tenant moved its instance across all %d ports of the range, each move quarantining the port it left", cfg.Ports.Max-cfg.Ports.Min+1)
 	}
+	// Releasing the instance and setting it on a new port is a move too.
+	free := 0
+	for p := cfg.Ports.Min; p <= cfg.Ports.Max; p++ {
+		n.must(200, "DELETE", "/v1/node/instances/evil", evilTok, "")
+		resp, b := n.do("PUT", "/v1/node/instances/evil", evilTok, fmt.Sprintf(`{"port":%d,"ready":true}`, p))
+		switch {
+		case resp.StatusCode == 200:
+		case resp.StatusCode == 409:
+			free++
+			if _, b := n.do("PUT", "/v1/node/instances/evil", evilTok, fmt.Sprintf(`{"port":%d,"ready":true}`, first.Port)); !strings.Contains(string(b), `"port"`) {
+				t.Fatalf("back to port %d after a release: %s", first.Port, b)
+			}
+		default:
+			t.Fatalf("release, then port %d: %d %s", p, resp.StatusCode, b)
+		}
+	}
+	if free == 0 {
+		t.Error("a tenant quarantined every port of the range by releasing its instance and setting it on the next port")
+	}
 	// Another account still gets a port on this node.
 	resp, b := n.do("POST", "/v1/node/instances/shop", testAdminToken, `{}`)
 	if resp.StatusCode != 201 {

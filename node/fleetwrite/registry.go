@@ -180,10 +180,15 @@ func (r *Registry) Set(app, appID string, port *int, ready bool) (fleet.Instance
 	if had && cur == next {
 		return cur, false, nil
 	}
-	if had && cur.Port != p {
-		if n, first := r.quarantinedBy(app, appID, p); n >= MaxQuarantinedPorts {
-			return fleet.Instance{}, false, fmt.Errorf("%w: moving %s from port %d to %d would quarantine a %d-th port (at most %d; the first frees at %s); move back to a port it left, or wait",
-				ErrPortChurn, app, cur.Port, p, n+1, MaxQuarantinedPorts, first.Format(time.RFC3339))
+	if !had || cur.Port != p {
+		// A new port: the one left (now, or by a release before) stays quarantined.
+		left := 0
+		if had {
+			left = 1
+		}
+		if n, first := r.quarantinedBy(app, appID, p); n+left > MaxQuarantinedPorts {
+			return fleet.Instance{}, false, fmt.Errorf("%w: %s already leaves %d ports quarantined (at most %d; the first frees at %s); use one of them or the port it holds, or wait",
+				ErrPortChurn, app, n, MaxQuarantinedPorts, first.Format(time.RFC3339))
 		}
 	}
 	prev := r.clone()
