@@ -71,8 +71,10 @@ type Server struct {
 	badTokens *expirable.LRU[string, struct{}] // hashes of recently rejected application tokens
 	goodIDs   *expirable.LRU[string, struct{}] // ids of application tokens found valid lately
 	lookups   *writeLimiter                    // the budget for store reads of other tokens
-	// sourceLookups is that budget per remote address.
+	// sourceLookups is that budget per remote address; knownLookups is the budget of
+	// each token seen valid lately (keyed by its hash).
 	sourceLookups *writeLimiter
+	knownLookups  *writeLimiter
 
 	kick     chan struct{} // run a reconcile pass now
 	beat     chan struct{} // rewrite this node's record now
@@ -153,6 +155,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		lookups:   newWriteLimiter(unknownLookupRate, unknownLookupBurst),
 
 		sourceLookups: newWriteLimiter(sourceUnknownLookupRate, sourceUnknownLookupBurst),
+		knownLookups:  newWriteLimiter(max(knownTokenRate, 4*cfg.Writes.Rate), max(knownTokenBurst, 2*cfg.Writes.Burst)),
 		kick:          make(chan struct{}, 1),
 		beat:          make(chan struct{}, 1),
 		shutdown:      make(chan struct{}),
