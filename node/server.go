@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -172,6 +173,13 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		func() (uint64, string) { return s.identity.Serial(), s.identity.Epoch() },
 		s.publishedMark)
 	s.ingresses.foreign = s.identity.Foreign
+	s.ingresses.groupRevision = func(groups string) string {
+		snap := s.pub.cur.Load()
+		if snap == nil {
+			return ""
+		}
+		return snap.forGroups(strings.Split(groups, ",")).Revision
+	}
 	s.metrics.reg.MustRegister(ingressCollector{s})
 	if err := s.setupACME(); err != nil {
 		return nil, err

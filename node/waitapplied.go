@@ -213,7 +213,7 @@ func (s *Server) awaitApplied(ctx context.Context, serial uint64, d time.Duratio
 				continue
 			}
 			body.Ingresses++
-			if !holds(in.held, serial, epoch, rev, mark) {
+			if !holds(in.held, serial, epoch, b.revisionFor(in.held, rev), mark) {
 				body.Behind = append(body.Behind, in)
 			}
 		}
@@ -250,8 +250,9 @@ func (s *Server) awaitApplied(ctx context.Context, serial uint64, d time.Duratio
 
 // holds reports whether an ingress's report shows it holds the state of serial: it
 // reports that serial or a later one (same epoch), or the revision this node publishes
-// from a serial at or after it (a write that did not move the revision, or that a later
-// one superseded, is held by an ingress on the same content).
+// to it (rev: its group selection's) from a serial at or after it (a write that did not
+// move that revision, one in another group, or one a later write superseded, is held by
+// an ingress on the same content).
 func holds(rep ingressReport, serial uint64, epoch, rev string, mark uint64) bool {
 	sameEpoch := rep.Epoch == "" || epoch == "" || rep.Epoch == epoch
 	if !sameEpoch {
