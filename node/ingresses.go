@@ -540,9 +540,14 @@ func (b *ingressBook) fleet(ctx context.Context, maxAge time.Duration) ingressVi
 	}
 	knownSerial, knownEpoch := b.known()
 	full, _ := b.current()
+	revs := map[string]string{} // by selection: reports share a few
 	for _, name := range slices.Sorted(mapKeys(reps)) {
 		rep := reps[name]
-		rev := b.revisionFor(rep, full)
+		rev, ok := revs[rep.Groups]
+		if !ok {
+			rev = b.revisionFor(rep, full)
+			revs[rep.Groups] = rev
+		}
 		st := ingressStatus{Name: name, Kind: rep.Kind, Node: rep.Node, Groups: rep.Groups, Seen: rep.Seen.UTC(), held: rep,
 			Age: now.Sub(rep.Seen).Round(time.Second).Seconds()}
 		held := &heldConfig{Serial: rep.Serial, Revision: rep.Revision}

@@ -208,12 +208,19 @@ func (s *Server) awaitApplied(ctx context.Context, serial uint64, d time.Duratio
 		rev, mark := b.current()
 		_, epoch := b.known()
 		body := appliedBody{Serial: serial, Behind: []ingressStatus{}}
+		// Group revisions are read after mark, so from a snapshot at least as new.
+		revs := map[string]string{}
 		for _, in := range v.Ingresses {
 			if in.State == "lost" {
 				continue
 			}
 			body.Ingresses++
-			if !holds(in.held, serial, epoch, b.revisionFor(in.held, rev), mark) {
+			r, ok := revs[in.held.Groups]
+			if !ok {
+				r = b.revisionFor(in.held, rev)
+				revs[in.held.Groups] = r
+			}
+			if !holds(in.held, serial, epoch, r, mark) {
 				body.Behind = append(body.Behind, in)
 			}
 		}
