@@ -314,3 +314,27 @@ func TestWaitAppliedCountsAGroupIngressOnItsGroupsContent(t *testing.T) {
 		t.Fatalf("a write in eu-1 with wait=applied: %d %s (edge-eu at serial %s)", resp.StatusCode, body, got)
 	}
 }
+
+// TestAMalformedQueryIsRefusedNotDropped: net/url drops a query pair it cannot parse (a
+// ';' in it) from r.URL.Query() without a word. Before, ?group=eu-1;x on a routing
+// endpoint lost the group and served every group's routes (an ingress of eu-1 loading
+// the whole fleet), and ?wait=applied;timeout=1s on a write lost the wait (answered at
+// once, "applied" never checked). A query that does not parse is now 400, and a write
+// carrying one is not made.
+func TestAMalformedQueryIsRefusedNotDropped(t *testing.T) {
+	n := groupNode(t)
+	for _, q := range []string{"?group=eu-1;x", "?group=eu-1&wait=1s;x", "?prefer=vps-b;x", "?group=%zz"} {
+		resp, b := n.get("/v1/ingress/routes"+q, testIngressToken)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"error":"invalid query"`) {
+			t.Errorf("routes%s: %d %s, want 400 invalid query", q, resp.StatusCode, b)
+		}
+	}
+	before := serialOf(t, n.st)
+	resp, b := n.do("PUT", "/v1/apps/cart?wait=applied;timeout=1s", testAdminToken, `{"account":"acme","placement":["vps-b"]}`)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"error":"invalid query"`) {
+		t.Errorf("a write with ?wait=applied;timeout=1s: %d %s, want 400 invalid query", resp.StatusCode, b)
+	}
+	if after := serialOf(t, n.st); after != before {
+		t.Errorf("the refused write was made: serial %d → %d", before, after)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -43,7 +44,12 @@ type appliedBody struct {
 
 // applyWait parses ?wait= and ?timeout= of a write. ok false: no wait asked.
 func applyWait(r *http.Request) (d time.Duration, ok bool, what string, err error) {
-	q := r.URL.Query()
+	// r.URL.Query() drops a pair it cannot parse: ?wait=applied;timeout=1s would write
+	// without waiting. A write's query must parse.
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return 0, false, "invalid query", err
+	}
 	wait, hasWait := q["wait"]
 	timeout, hasTimeout := q["timeout"]
 	if !hasWait && !hasTimeout {
