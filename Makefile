@@ -38,7 +38,7 @@ E2E_PKGS = ./e2e/...
 test: deps vet
 	@left=$$($(GO) list ./... | grep -vxF "$$($(GO) list $(UNIT_PKGS) $(E2E_PKGS))"); \
 	if [ -n "$$left" ]; then echo "make test: packages in neither UNIT_PKGS nor E2E_PKGS:"; echo "$$left"; exit 1; fi
-	$(GO) test -race -count=1 -timeout 60m $(UNIT_PKGS)
+	SCAFO_TRAEFIK_DECODE=1 $(GO) test -race -count=1 -timeout 60m $(UNIT_PKGS)
 	TRAEFIK_BIN="$$(./e2e/build-traefik.sh)" $(GO) test -count=1 -timeout 60m $(E2E_PKGS)
 
 bench:

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
 	"github.com/scafo/ingress/node/store/s3/s3test"
+	"github.com/scafo/ingress/traefikprovider/localplugin"
 )
 
 // Fleet certificates (DESIGN §10) against a real ACME server: Pebble with validation
@@ -41,22 +43,57 @@ type acmeTraefik struct {
 // websecure.
 func startACMETraefik(t *testing.T, name, ip string, web, websecure int, n *node) *acmeTraefik {
 	t.Helper()
-	api := freePort(t, "127.0.0.1")
-	cfgBytes, err := staticConfig(renderShipped(t, testIngressToken), overrides{
-		ports:        traefikPorts{web: web, websecure: websecure, api: api},
+	ports := traefikPorts{web: web, websecure: websecure, api: freePort(t, "127.0.0.1")}
+	cfg, err := staticConfig(renderShipped(t, testIngressToken), overrides{
+		ports:        ports,
 		endpointHost: hostPort(n.ip, n.port),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runACMETraefik(t, name, ip, ports, cfg, t.TempDir(), nil)
+}
+
+// startACMEPluginTraefik is startACMETraefik on the shipped plugin configuration
+// (traefik-plugin.yml): the scafo provider plugin, installed from this tree into
+// dir/plugins-local, reads endpoints (in order, prefer as given) with the token from
+// its environment and keeps its state file in dir (scafo.last.json). A second start
+// with the same dir is a restart.
+func startACMEPluginTraefik(t *testing.T, name, ip string, web, websecure int, dir string, endpoints []*node, prefer string) *acmeTraefik {
+	t.Helper()
+	shipped, err := os.ReadFile(shippedPluginConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bases []string
+	for _, n := range endpoints {
+		bases = append(bases, nodeBase(n))
+	}
+	ports := traefikPorts{web: web, websecure: websecure, api: freePort(t, "127.0.0.1")}
+	cfg, err := pluginStaticConfig(shipped, pluginOverrides{ports: ports, endpoints: bases, prefer: prefer, name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := localplugin.Install(filepath.Join(bins.root, "traefikprovider"), filepath.Join(dir, "plugins-local")); err != nil {
+		t.Fatalf("installing the plugin: %v", err)
+	}
+	return runACMETraefik(t, name, ip, ports, cfg, dir, []string{"SCAFO_INGRESS_TOKEN=" + testIngressToken})
+}
+
+// runACMETraefik runs Traefik on a test's static configuration cfg in dir, its web and
+// websecure entry points moved to ip (same ports on every Traefik of a test: Pebble
+// validates HTTP-01 on one port), the shipped redirection on web turned on, and waits
+// for its API.
+func runACMETraefik(t *testing.T, name, ip string, ports traefikPorts, cfgBytes []byte, dir string, env []string) *acmeTraefik {
+	t.Helper()
 	var cfg map[string]any
 	if err := yaml.Unmarshal(cfgBytes, &cfg); err != nil {
 		t.Fatal(err)
 	}
 	eps := cfg["entryPoints"].(map[string]any)
 	webEP := eps["web"].(map[string]any)
-	webEP["address"] = hostPort(ip, web)
-	eps["websecure"].(map[string]any)["address"] = hostPort(ip, websecure)
+	webEP["address"] = hostPort(ip, ports.web)
+	eps["websecure"].(map[string]any)["address"] = hostPort(ip, ports.websecure)
 	if webEP["allowACMEByPass"] != true {
 		t.Fatalf("the shipped web entry point lacks allowACMEByPass: true")
 	}
@@ -68,17 +105,18 @@ func startACMETraefik(t *testing.T, name, ip string, web, websecure int, n *node
 	if err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(t.TempDir(), "traefik.yml")
+	file := filepath.Join(dir, "traefik.yml")
 	if err := os.WriteFile(file, out, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	tr := &traefik{
 		name:  name,
-		ports: traefikPorts{web: web, websecure: websecure, api: api},
-		proc:  newProc(t, name, bins.traefik, []string{"--configFile=" + file}, nil),
+		ports: ports,
+		proc:  newProc(t, name, bins.traefik, []string{"--configFile=" + file}, env),
 		http: &http.Client{Timeout: 5 * time.Second,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 	}
+	tr.proc.Dir = dir // a plugin Traefik loads ./plugins-local and writes its state file here
 	tr.proc.MustStart(t)
 	if err := tr.proc.WaitUntil(20*time.Second, func() error { _, err := tr.rawData(); return err }); err != nil {
 		t.Fatalf("waiting for %s API: %v", name, err)
@@ -138,13 +176,23 @@ func (n *node) certs(t *testing.T) map[string]certStatus {
 // handshake connects to addr with SNI name, verifies the chain against roots and
 // returns the leaf's serial (hex).
 func handshake(addr, name string, roots *x509.CertPool) (string, error) {
-	d := &net.Dialer{Timeout: 5 * time.Second}
-	conn, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{ServerName: name, RootCAs: roots})
+	leaf, err := servedLeaf(addr, name, roots)
 	if err != nil {
 		return "", err
 	}
+	return strings.ToLower(leaf.SerialNumber.Text(16)), nil
+}
+
+// servedLeaf connects to addr with SNI name, verifies the chain (and the name) against
+// roots and returns the leaf certificate served.
+func servedLeaf(addr, name string, roots *x509.CertPool) (*x509.Certificate, error) {
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	conn, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{ServerName: name, RootCAs: roots})
+	if err != nil {
+		return nil, err
+	}
 	defer conn.Close()
-	return strings.ToLower(conn.ConnectionState().PeerCertificates[0].SerialNumber.Text(16)), nil
+	return conn.ConnectionState().PeerCertificates[0], nil
 }
 
 // TestFleetCertificatesOneNameIssuedOnceAndServedByEveryTraefik is the smallest
@@ -490,16 +538,20 @@ func challengeAnswers(n *node, name string, distributed bool) int {
 
 // TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshake: Pebble
 // issues 45-second certificates, so CertMagic renews within seconds (Pebble's ARI
-// window) to 30 s (a third of the lifetime left). Two nodes, two Traefiks; the name is claimed once both Traefiks carry
-// the challenge router (so the first order succeeds) and validates through Traefik 2;
-// the API apex and the platform host point nowhere and never get a certificate (they
-// would only muddy the issuance count). Handshakes run against both Traefiks all along:
-// each renewal issues exactly one certificate (Pebble's count against the renewals the
-// nodes logged), both nodes and both Traefiks switch to the last one issued, and no
-// handshake fails.
+// window) to 30 s (a third of the lifetime left). Two nodes, three Traefiks: one per node
+// on the HTTP provider, and one on the provider plugin reading n1 (a renewal moves no
+// serial; the plugin applies it all the same, and its state file follows, so a restart
+// with every node down does not bring back the certificate renewed away from). The name
+// is claimed once every Traefik carries the challenge router (so the first order
+// succeeds) and validates through Traefik 2; the API apex and the platform host point
+// nowhere and never get a certificate (they would only muddy the issuance count).
+// Handshakes run against every Traefik all along: each renewal issues exactly one
+// certificate (Pebble's count against the renewals the nodes logged), both nodes and
+// every Traefik switch to the last one issued, no handshake fails, and the plugin's
+// state file ends holding the last one.
 func TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshake(t *testing.T) {
 	requireBinaries(t)
-	ips := []string{"127.0.0.31", "127.0.0.32"}
+	ips := []string{"127.0.0.31", "127.0.0.32", "127.0.0.33"}
 	web, websecure := commonFreePort(t, ips...), commonFreePort(t, ips...)
 	p := pebbletest.Start(t, pebbletest.Config{HTTPPort: web, Validity: 45 * time.Second})
 	const name = "renew.example.org"
@@ -512,18 +564,24 @@ func TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshak
 		"--acme.enabled", "--acme.caServer=" + p.Directory, "--acme.caRoots=" + p.CARootsFile,
 		"--acme.renewCheckInterval=1s",
 	}})
+	pluginDir := t.TempDir()
 	trs := []*acmeTraefik{
 		startACMETraefik(t, "traefik-1", ips[0], web, websecure, f.nodes[0]),
 		startACMETraefik(t, "traefik-2", ips[1], web, websecure, f.nodes[1]),
+		startACMEPluginTraefik(t, "traefik-plugin", ips[2], web, websecure, pluginDir, f.nodes[:1], ""),
 	}
-	for _, tr := range trs {
+	for i, tr := range trs {
+		provider := "http"
+		if i == 2 {
+			provider = pluginProvider
+		}
 		waitFor(t, tr.name+" loads the challenge router", 30*time.Second, func() error {
 			rd, err := tr.rawData()
 			if err != nil {
 				return err
 			}
-			if routers, _ := rd.fromProvider(); routers["acme-challenge@http"].Rule == "" {
-				return fmt.Errorf("no acme-challenge@http router yet")
+			if routers, _ := rd.fromProviderNamed(provider); routers["acme-challenge@"+provider].Rule == "" {
+				return fmt.Errorf("no acme-challenge@%s router yet", provider)
 			}
 			return nil
 		})
@@ -558,7 +616,7 @@ func TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshak
 		return err
 	})
 
-	// Handshakes against both Traefiks every 100 ms until the switch is complete.
+	// Handshakes against every Traefik every 100 ms until the switch is complete.
 	stop := make(chan struct{})
 	type result struct {
 		fails  []string
@@ -615,6 +673,14 @@ func TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshak
 	if renewals != len(issued)-1 {
 		t.Fatalf("%d renewals logged across the nodes for %d certificates issued: a renewal issued more than one", renewals, len(issued))
 	}
+	// The plugin's state file holds the renewed certificate, not the one it replaced.
+	waitFor(t, "the plugin's state file to hold the renewed certificate", 30*time.Second, func() error {
+		saved, err := savedCertificates(filepath.Join(pluginDir, "scafo.last.json"))
+		if err == nil && saved[name] != second {
+			err = fmt.Errorf("state file holds serial %q for %s, Traefik serves %s", saved[name], name, second)
+		}
+		return err
+	})
 	t.Logf("renewed %s → %s; handshakes during the switch: %v", first, second, r.served)
 }
 
@@ -699,4 +765,202 @@ func testTakeover(t *testing.T, storeArgs, ips []string) {
 		}
 		return err
 	})
+}
+
+// TestFleetCertificatesInlinePEMServedByAProviderPluginTraefik: the fleet's
+// certificates reach a Traefik that runs the scafo provider plugin
+// (traefik-plugin.yml), not the HTTP provider, delivered inline (the default). Traefik
+// v3.6.12 runs a plugin provider's configuration through json.Unmarshal into its
+// dynamic.Configuration, tls included (pkg/plugins/providers.go, Provider.Provide),
+// and merges every provider's tls.certificates (pkg/server/aggregator.go,
+// mergeConfiguration); the plugin passes the node's body through unchanged. This proves
+// it in a real Traefik: two nodes on one store, one plugin Traefik on 127.0.0.51
+// reading [n1, n2] with prefer=n1; both names resolve to it, so Pebble validates
+// through the challenge router the plugin delivered. n2 orders the platform host (n1's
+// platform budget is 0), so that validation reaches n1, which answers from the store.
+// Then: each name issued once, the plugin Traefik serves each name's fleet certificate
+// (the serial and the name of the node's /v1/status, chained to Pebble's root) over a
+// real TLS handshake, the plugin's state file holds the certificates (mode 0600), and
+// the Traefik restarted with both nodes down serves them from that file.
+func TestFleetCertificatesInlinePEMServedByAProviderPluginTraefik(t *testing.T) {
+	requireBinaries(t)
+	const ip = "127.0.0.51"
+	web, websecure := commonFreePort(t, ip), commonFreePort(t, ip)
+	p := pebbletest.Start(t, pebbletest.Config{HTTPPort: web})
+	const name = "shop." + acmePlatform
+	names := []string{acmePlatform, name}
+	for _, nm := range names {
+		p.AddA(t, nm, ip) // every validation lands on the plugin Traefik
+	}
+	f := startFleet(t, 2, nodeOptions{
+		args: []string{
+			"--platform.domains=" + acmePlatform,
+			"--traefik.entryPoints=websecure",
+			"--acme.enabled", "--acme.caServer=" + p.Directory, "--acme.caRoots=" + p.CARootsFile,
+			"--acme.email=ops@example.com",
+		},
+		each: func(i int) []string {
+			return []string{"--acme.platformBudget=" + strconv.Itoa(i)} // n1: 0, n2: 1
+		},
+	})
+	n1, n2 := f.nodes[0], f.nodes[1]
+	dir := t.TempDir()
+	tr := startACMEPluginTraefik(t, "traefik-plugin", ip, web, websecure, dir, f.nodes, n1.name)
+	waitFor(t, tr.name+" loads the challenge router from the plugin", 30*time.Second, func() error {
+		rd, err := tr.rawData()
+		if err != nil {
+			return err
+		}
+		if routers, _ := rd.fromProviderNamed(pluginProvider); routers["acme-challenge@"+pluginProvider].Rule == "" {
+			return fmt.Errorf("no acme-challenge@%s router yet", pluginProvider)
+		}
+		return nil
+	})
+	deployed := time.Now()
+	f.deploy(t, "shop", "acme", f.nodes, "/healthz")
+
+	waitFor(t, "every node holds a valid certificate for every name", 90*time.Second, func() error {
+		for _, n := range f.nodes {
+			cs := n.certs(t)
+			for _, nm := range names {
+				if c := cs[nm]; c.State != "valid" {
+					return fmt.Errorf("%s %s: %+v", n.name, nm, c)
+				}
+			}
+		}
+		return nil
+	})
+	valid := time.Now()
+	logIssuance(t, f)
+	c1, c2 := n1.certs(t), n2.certs(t)
+	for _, nm := range names {
+		if c1[nm].Serial == "" || c1[nm].Serial != c2[nm].Serial {
+			t.Fatalf("%s: node serials %q and %q", nm, c1[nm].Serial, c2[nm].Serial)
+		}
+	}
+	if !c2[name].ObtainedHere || c1[name].ObtainedHere {
+		t.Fatalf("%s: want it obtained by n2 only: n1 %+v, n2 %+v", name, c1[name], c2[name])
+	}
+	if issued := p.Issued(); len(issued) != len(names) {
+		t.Fatalf("Pebble issued %d certificates %v for %d names", len(issued), issued, len(names))
+	}
+	// Validated through the plugin Traefik's challenge router, to n1 (prefer), which
+	// answered n2's challenge from the store.
+	if challengeAnswers(n1, name, true) == 0 {
+		t.Fatalf("n1 did not answer %s's challenge from the store; its log:\n%s", name, n1.proc.Tail(40))
+	}
+	if got := challengeAnswers(n2, name, false); got != 0 {
+		t.Fatalf("n2 answered %s's challenge %d times: the validation did not go through the plugin Traefik to n1", name, got)
+	}
+
+	// What the plugin reads: inline PEM, certificate and key.
+	var rendered struct {
+		TLS struct {
+			Certificates []struct{ CertFile, KeyFile string } `json:"certificates"`
+		} `json:"tls"`
+	}
+	if err := json.Unmarshal(n1.ingress(t, "", "identity").body, &rendered); err != nil {
+		t.Fatal(err)
+	}
+	if len(rendered.TLS.Certificates) != len(names) {
+		t.Fatalf("n1 renders %d certificates, want %d", len(rendered.TLS.Certificates), len(names))
+	}
+	for _, c := range rendered.TLS.Certificates {
+		if !strings.HasPrefix(c.CertFile, "-----BEGIN CERTIFICATE-----") || !strings.Contains(c.KeyFile, "PRIVATE KEY-----") {
+			t.Fatalf("n1 does not render inline PEM: certFile %.40q keyFile %.20q…", c.CertFile, c.KeyFile)
+		}
+	}
+
+	// The plugin Traefik serves each name's fleet certificate: the node's serial, the
+	// name, chained to Pebble's root.
+	roots := p.IssuerRoot(t)
+	serves := func(tr *acmeTraefik, nm string) error {
+		leaf, err := servedLeaf(hostPort(tr.ip, websecure), nm, roots)
+		if err != nil {
+			return err
+		}
+		if s := strings.ToLower(leaf.SerialNumber.Text(16)); s != c1[nm].Serial {
+			return fmt.Errorf("serial %s, the fleet holds %s", s, c1[nm].Serial)
+		}
+		if len(leaf.DNSNames) != 1 || leaf.DNSNames[0] != nm {
+			return fmt.Errorf("names %v, want [%s]", leaf.DNSNames, nm)
+		}
+		return nil
+	}
+	var servedAfter []time.Duration
+	for _, nm := range names {
+		waitFor(t, tr.name+" serves the fleet certificate for "+nm, 30*time.Second, func() error { return serves(tr, nm) })
+		servedAfter = append(servedAfter, time.Since(valid))
+	}
+	tr.requireProviderCleanNamed(t, pluginProvider)
+
+	// The plugin's state file holds what Traefik serves: both certificates, with their
+	// keys, so mode 0600.
+	state := filepath.Join(dir, "scafo.last.json")
+	waitFor(t, "the state file to hold both certificates", 30*time.Second, func() error {
+		saved, err := savedCertificates(state)
+		if err != nil {
+			return err
+		}
+		for _, nm := range names {
+			if saved[nm] != c1[nm].Serial {
+				return fmt.Errorf("%s: state file holds serial %q, the fleet %s", nm, saved[nm], c1[nm].Serial)
+			}
+		}
+		return nil
+	})
+	if fi, err := os.Stat(state); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("state file %s: %v, mode %v; it holds private keys: want 0600", state, err, fi.Mode().Perm())
+	}
+
+	// Traefik restarted with both nodes down serves both certificates from its state
+	// file.
+	tr.proc.Stop(10 * time.Second)
+	n1.stop(t)
+	n2.stop(t)
+	restarted := time.Now()
+	tr2 := startACMEPluginTraefik(t, "traefik-plugin-restarted", ip, web, websecure, dir, f.nodes, n1.name)
+	for _, nm := range names {
+		waitFor(t, tr2.name+" serves the fleet certificate for "+nm+" from its state file", 30*time.Second, func() error { return serves(tr2, nm) })
+	}
+	fromState := time.Since(restarted)
+	if !strings.Contains(tr2.proc.Output(), "emitting the configuration saved in") {
+		t.Fatalf("the restarted plugin did not log that it emitted its saved configuration:\n%s", tr2.proc.Tail(40))
+	}
+	t.Logf("deploy → valid on both nodes %s; valid → served by the plugin Traefik %v; restart with both nodes down → both served from the state file %s",
+		ms(valid.Sub(deployed)), roundAll(servedAfter), ms(fromState))
+}
+
+// savedCertificates reads a plugin state file and returns, per DNS name, the serial
+// (hex) of the certificate its configuration carries inline.
+func savedCertificates(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var st struct {
+		Config struct {
+			TLS struct {
+				Certificates []struct{ CertFile string } `json:"certificates"`
+			} `json:"tls"`
+		} `json:"config"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, err
+	}
+	saved := map[string]string{}
+	for _, c := range st.Config.TLS.Certificates {
+		blk, _ := pem.Decode([]byte(c.CertFile))
+		if blk == nil {
+			return nil, fmt.Errorf("a saved certificate is not PEM: %.40q", c.CertFile)
+		}
+		leaf, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			return nil, err
+		}
+		for _, dn := range leaf.DNSNames {
+			saved[dn] = strings.ToLower(leaf.SerialNumber.Text(16))
+		}
+	}
+	return saved, nil
 }

@@ -64,6 +64,7 @@ type Incremental struct {
 	scan    map[string][]string // byTarget scratch of routeRouters
 	nextBuf []int32
 	appsBuf []appIn
+	missBuf []int
 	mixed   []*appSlot // this render's slots holding more than the variant it used
 	// prev is the last assembled order of each output, for the linear merge.
 	prev  map[string]*assembled
@@ -162,6 +163,7 @@ type appIn struct {
 	slot   *appSlot
 	ups    []routing.Upstream
 	health string
+	group  string
 	first  int // index of its first route
 	last   int
 	svc    string // what routers point at
@@ -200,8 +202,12 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 		return nil, errors.New("rendering Traefik configuration: nil document")
 	}
 	doc = routesInHostOrder(doc)
-	if err := doc.Validate(); err != nil {
-		return nil, fmt.Errorf("rendering Traefik configuration: %w", err)
+	// Validation is incremental too (see refuse): the frame (version, order, api) and
+	// the agreement of each application's routes are checked on every render, each
+	// route's own rules only for the applications whose fragment is rendered again. A
+	// reused fragment's inputs are equal to those of a render whose document passed.
+	if !doc.FrameOK() {
+		return nil, refuse(doc)
 	}
 	inc.mu.Lock()
 	defer inc.mu.Unlock()
@@ -216,6 +222,7 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 		clear(apps) // drop the references to this document
 		inc.nextBuf, inc.appsBuf = next, apps[:0]
 	}()
+	var portErr error
 	for i := range routes {
 		rt := &routes[i]
 		next[i] = -1
@@ -226,6 +233,9 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 		}
 		if slot.pass == inc.pass {
 			a := &apps[slot.idx]
+			if rt.Group != a.group || rt.HealthPath != a.health || !slices.Equal(rt.Upstreams, a.ups) {
+				return nil, refuse(doc) // the routes of one application disagree
+			}
 			next[a.last] = int32(i)
 			a.last = i
 			if keep == nil || keep(rt) {
@@ -233,14 +243,16 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 			}
 			continue
 		}
-		if rt.HealthPath == "" {
-			if err := requireAPIPorts("routes["+strconv.Itoa(i)+"].upstreams", rt.Upstreams); err != nil {
-				return nil, fmt.Errorf("rendering Traefik configuration: %w", err)
-			}
+		if !routing.GroupOK(rt.Group) {
+			return nil, refuse(doc) // not part of a fragment's inputs: checked here
+		}
+		if rt.HealthPath == "" && portErr == nil {
+			// Reported once the document is known to be valid, as the full render does.
+			portErr = requireAPIPorts("routes["+strconv.Itoa(i)+"].upstreams", rt.Upstreams)
 		}
 		slot.pass, slot.idx = inc.pass, len(apps)
 		in := keep == nil || keep(rt)
-		apps = append(apps, appIn{name: rt.Application, slot: slot, ups: rt.Upstreams, health: rt.HealthPath,
+		apps = append(apps, appIn{name: rt.Application, slot: slot, ups: rt.Upstreams, health: rt.HealthPath, group: rt.Group,
 			first: i, last: i, svc: serviceRef(slot.base, rt.Upstreams),
 			withRouters: in, withService: in})
 	}
@@ -288,6 +300,36 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 		interval, fragInterval = AutoHealthCheckInterval(checks).String(), ivMark
 	}
 
+	// Each application's fragment is looked up; the routes of those that need one
+	// rendered (and of those not in this output) are validated, all before any fragment
+	// is made: a refused document leaves nothing in the cache.
+	misses := inc.missBuf[:0]
+	for j := range apps {
+		a := &apps[j]
+		if a.withService {
+			a.frag = inc.lookup(a, routes, next, fragInterval, svcOf, fc)
+		}
+		if a.frag == nil {
+			for i := a.first; i >= 0; i = int(next[i]) {
+				if !doc.RouteOK(i) {
+					return nil, refuse(doc)
+				}
+			}
+			if a.withService {
+				misses = append(misses, j)
+			}
+		}
+	}
+	inc.missBuf = misses[:0]
+	if portErr != nil {
+		return nil, fmt.Errorf("rendering Traefik configuration: %w", portErr)
+	}
+	for _, j := range misses {
+		a := &apps[j]
+		a.frag = inc.renderApp(a, routes, next, fragInterval, svcOf, fc)
+		a.slot.variants = append(a.slot.variants, a.frag)
+	}
+
 	// A slot whose only variant this pass used has nothing to sweep; the others are
 	// listed for sweep.
 	clean := 0
@@ -297,13 +339,7 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 		if !a.withService {
 			continue
 		}
-		f := inc.lookup(a, routes, next, fragInterval, svcOf, fc)
-		if f == nil {
-			f = inc.renderApp(a, routes, next, fragInterval, svcOf, fc)
-			a.slot.variants = append(a.slot.variants, f)
-		}
-		f.used = inc.pass
-		a.frag = f
+		a.frag.used = inc.pass
 		if len(a.slot.variants) == 1 {
 			clean++
 		} else {
@@ -324,6 +360,17 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 	body := inc.assemble(output, apps, apiFrag, interval, certs)
 	inc.sweep(clean+len(inc.mixed) == len(inc.apps))
 	return body, nil
+}
+
+// refuse returns the error Validate gives doc, which a check of the incremental render
+// refused: the errors are the full render's, naming the first offending field.
+func refuse(doc *routing.Document) error {
+	if err := doc.Validate(); err != nil {
+		return fmt.Errorf("rendering Traefik configuration: %w", err)
+	}
+	// The checks accept exactly what Validate accepts (routing.FrameOK); a document
+	// refused anyway is refused rather than rendered unchecked.
+	return errors.New("rendering Traefik configuration: the document failed an incremental check that Validate passes (a defect)")
 }
 
 // serviceRef is the service the routers of an application with ups point at, as chain
@@ -526,10 +573,22 @@ var denyEntry = func() entry {
 }()
 
 // assembled is one output's sorted entries and the fragments they came from, kept so
-// that the next render of the same output merges instead of sorting.
+// that the next render of the same output merges instead of sorting, and copies from
+// this output's body instead of from every entry.
 type assembled struct {
-	routers, services []*entry
+	routers, services []placed
 	withR, withS      []*fragment
+	// body is the output written, with interval in its services: a run of entries
+	// that are still neighbours in the next output is copied from it in one piece, so
+	// the copy reads one buffer front to back instead of every fragment's.
+	body     []byte
+	interval string
+}
+
+// placed is an entry and where its bytes are in the body of the assembly holding it.
+type placed struct {
+	e        *entry
+	off, end int
 }
 
 // maxOutputs bounds the assembled orders kept (one per output: ?prefer= × groups).
@@ -543,7 +602,7 @@ const maxOutputs = 32
 func (inc *Incremental) assemble(key string, apps []appIn, apiFrag *fragment, interval string, certs []byte) []byte {
 	inc.stamp++
 	stamp := inc.stamp
-	cur := &assembled{}
+	cur := &assembled{interval: interval}
 	deny := false
 	size := 64
 	include := func(f *fragment, withRouters bool) {
@@ -569,9 +628,9 @@ func (inc *Incremental) assemble(key string, apps []appIn, apiFrag *fragment, in
 		include(inc.deny, false)
 	}
 	prev := inc.prev[key]
-	cur.routers = mergeEntries(prev, cur.withR, stamp, func(a *assembled) ([]*entry, []*fragment) { return a.routers, a.withR },
+	cur.routers = mergeEntries(prev, cur.withR, stamp, func(a *assembled) ([]placed, []*fragment) { return a.routers, a.withR },
 		func(f *fragment) []entry { return f.routers }, func(f *fragment) uint64 { return f.rmark }, func(f *fragment) *uint64 { return &f.rseen })
-	cur.services = mergeEntries(prev, cur.withS, stamp, func(a *assembled) ([]*entry, []*fragment) { return a.services, a.withS },
+	cur.services = mergeEntries(prev, cur.withS, stamp, func(a *assembled) ([]placed, []*fragment) { return a.services, a.withS },
 		func(f *fragment) []entry { return f.services }, func(f *fragment) uint64 { return f.smark }, func(f *fragment) *uint64 { return &f.sseen })
 	if _, ok := inc.prev[key]; !ok && len(inc.prev) >= maxOutputs {
 		clear(inc.prev) // rare: more outputs than any node serves; they start over
@@ -584,31 +643,20 @@ func (inc *Incremental) assemble(key string, apps []appIn, apiFrag *fragment, in
 		}
 		return []byte("{}")
 	}
+	var from []byte // the body runs are copied from
+	if prev != nil {
+		from = prev.body
+	}
 	buf := make([]byte, 0, size+len(certs)+1)
 	buf = append(buf, `{"http":{"routers":{`...)
-	for i, e := range cur.routers {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = append(buf, e.b...)
-	}
+	buf = writeEntries(buf, cur.routers, from, "")
 	buf = append(buf, '}')
 	if len(cur.services) > 0 {
 		buf = append(buf, `,"services":{`...)
-		for i, e := range cur.services {
-			if i > 0 {
-				buf = append(buf, ',')
-			}
-			last := 0
-			for _, j := range e.ivAt {
-				buf = append(buf, e.b[last:j]...)
-				buf = append(buf, `"interval":"`...)
-				buf = append(buf, interval...)
-				buf = append(buf, '"')
-				last = j + len(ivToken)
-			}
-			buf = append(buf, e.b[last:]...)
+		if prev != nil && prev.interval != interval {
+			from = nil // its services carry another interval
 		}
+		buf = writeEntries(buf, cur.services, from, interval)
 		buf = append(buf, '}')
 	}
 	buf = append(buf, '}')
@@ -617,16 +665,69 @@ func (inc *Incremental) assemble(key string, apps []appIn, apiFrag *fragment, in
 		buf = append(buf, certs...)
 	}
 	buf = append(buf, '}')
+	cur.body = buf
+	return buf
+}
+
+// writeEntries appends the entries of list, comma-separated, to buf and records where
+// each one landed. An entry placed in from (the previous body of the output: off ≥ 0)
+// is copied from there, and so is every following entry that was its neighbour there,
+// in the same copy (the commas between them come along); the others are written from
+// their fragment, with interval in place of the automatic-interval tokens.
+func writeEntries(buf []byte, list []placed, from []byte, interval string) []byte {
+	runFrom, runTo, runAt := -1, -1, 0 // the span of from not yet copied, and where it goes
+	flush := func() {
+		if runFrom >= 0 {
+			buf = append(buf, from[runFrom:runTo]...)
+			runFrom = -1
+		}
+	}
+	for i := range list {
+		p := &list[i]
+		n := p.end - p.off
+		if from != nil && p.off >= 0 {
+			if runFrom >= 0 && p.off == runTo+1 {
+				runTo = p.end // the previous entry's neighbour: the run grows
+				p.off = runAt + (p.off - runFrom)
+				p.end = p.off + n
+				continue
+			}
+			flush()
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			runFrom, runTo, runAt = p.off, p.end, len(buf)
+			p.off, p.end = len(buf), len(buf)+n
+			continue
+		}
+		flush()
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		p.off = len(buf)
+		e := p.e
+		last := 0
+		for _, j := range e.ivAt {
+			buf = append(buf, e.b[last:j]...)
+			buf = append(buf, `"interval":"`...)
+			buf = append(buf, interval...)
+			buf = append(buf, '"')
+			last = j + len(ivToken)
+		}
+		buf = append(buf, e.b[last:]...)
+		p.end = len(buf)
+	}
+	flush()
 	return buf
 }
 
 // mergeEntries returns the sorted entries (routers or services, as the accessors say)
 // of the fragments in now, all marked with stamp: prev's order without the entries of
-// fragments not in now, merged with the sorted entries of the fragments prev did not
-// have.
-func mergeEntries(prev *assembled, now []*fragment, stamp uint64, list func(*assembled) ([]*entry, []*fragment),
-	entries func(*fragment) []entry, mark func(*fragment) uint64, seen func(*fragment) *uint64) []*entry {
-	var old []*entry
+// fragments not in now (each keeping its place in prev's body), merged with the sorted
+// entries of the fragments prev did not have (placed nowhere: off -1).
+func mergeEntries(prev *assembled, now []*fragment, stamp uint64, list func(*assembled) ([]placed, []*fragment),
+	entries func(*fragment) []entry, mark func(*fragment) uint64, seen func(*fragment) *uint64) []placed {
+	var old []placed
 	if prev != nil {
 		var had []*fragment
 		old, had = list(prev)
@@ -634,7 +735,7 @@ func mergeEntries(prev *assembled, now []*fragment, stamp uint64, list func(*ass
 			*seen(f) = stamp
 		}
 	}
-	var added []*entry
+	var added []placed
 	total := 0
 	for _, f := range now {
 		es := entries(f)
@@ -643,34 +744,40 @@ func mergeEntries(prev *assembled, now []*fragment, stamp uint64, list func(*ass
 			continue
 		}
 		for i := range es {
-			added = append(added, &es[i])
+			added = append(added, placed{e: &es[i], off: -1, end: -1})
 		}
 	}
-	byName := func(a, b *entry) int { return strings.Compare(a.name, b.name) }
+	byName := func(a, b placed) int { return strings.Compare(a.e.name, b.e.name) }
 	if prev == nil || len(added) > total/4 {
 		// Mostly new: one sort of everything.
-		all := make([]*entry, 0, total)
+		all := make([]placed, 0, total)
 		for _, f := range now {
 			es := entries(f)
 			for i := range es {
-				all = append(all, &es[i])
+				all = append(all, placed{e: &es[i], off: -1, end: -1})
 			}
 		}
 		slices.SortFunc(all, byName)
 		return all
 	}
 	slices.SortFunc(added, byName)
-	out := make([]*entry, 0, total)
+	out := make([]placed, 0, total)
 	j := 0
-	for _, e := range old {
-		if mark(e.owner) != stamp {
+	var owner *fragment // consecutive entries mostly share their fragment: one look each
+	kept := false
+	for _, p := range old {
+		if p.e.owner != owner {
+			owner = p.e.owner
+			kept = mark(owner) == stamp
+		}
+		if !kept {
 			continue // its fragment left this output
 		}
-		for j < len(added) && added[j].name < e.name {
+		for j < len(added) && added[j].e.name < p.e.name {
 			out = append(out, added[j])
 			j++
 		}
-		out = append(out, e)
+		out = append(out, p)
 	}
 	return append(out, added[j:]...)
 }

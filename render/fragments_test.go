@@ -3,6 +3,7 @@ package render
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -486,5 +487,187 @@ func TestIncrementalCacheKeepsOnlyRecentVariants(t *testing.T) {
 		if want := pass < keepPasses; held != want {
 			t.Fatalf("pass %d after removal: slot held %v, want %v", pass, held, want)
 		}
+	}
+}
+
+// corruptDoc returns a copy of doc (a valid derived document) with one random defect a
+// hand-written or damaged document could carry, and names it. doc is not modified.
+func corruptDoc(r *rand.Rand, doc *routing.Document) (*routing.Document, string) {
+	d := *doc
+	d.Routes = slices.Clone(doc.Routes)
+	i := r.IntN(len(d.Routes))
+	rt := &d.Routes[i]
+	// sibling is another route of rt's application, or -1.
+	sibling := -1
+	for j := range d.Routes {
+		if j != i && d.Routes[j].Application == rt.Application {
+			sibling = j
+			break
+		}
+	}
+	withPaths := -1
+	for j := range d.Routes {
+		if len(d.Routes[j].Paths) > 0 {
+			withPaths = j
+			break
+		}
+	}
+	switch k := r.IntN(16); k {
+	case 0:
+		d.V = 2
+		return &d, "version 2"
+	case 1:
+		rt.Host = strings.ToUpper(rt.Host)
+		return &d, "upper-case host " + rt.Host
+	case 2:
+		if i == 0 {
+			return &d, "noop"
+		}
+		rt.Host = d.Routes[i-1].Host
+		return &d, "duplicate host " + rt.Host
+	case 3:
+		rt.Application = "Bad_App"
+		return &d, "invalid application on " + rt.Host
+	case 4:
+		rt.HealthPath = "no-slash"
+		return &d, "invalid health path on " + rt.Host
+	case 5:
+		rt.Group = []string{routing.DefaultGroup, "Bad_G", "eu-1"}[r.IntN(3)]
+		return &d, "group " + rt.Group + " on " + rt.Host
+	case 6:
+		if len(rt.Upstreams) == 0 {
+			return &d, "noop"
+		}
+		rt.Upstreams = slices.Clone(rt.Upstreams)
+		u := &rt.Upstreams[r.IntN(len(rt.Upstreams))]
+		switch r.IntN(4) {
+		case 0:
+			u.Address = "10.0.0.1"
+		case 1:
+			u.Node = "Bad Node"
+		case 2:
+			u.APIPort = 70000
+		default:
+			u.APIPort = 0 // valid, but needed without a health path
+		}
+		return &d, "upstream of " + rt.Host
+	case 7:
+		if sibling < 0 {
+			return &d, "noop"
+		}
+		rt.Upstreams = append(slices.Clone(rt.Upstreams), routing.Upstream{Node: "vps-z", Address: "10.0.0.9:9", APIPort: 7400})
+		return &d, "upstreams of " + rt.Host + " differ from its sibling's"
+	case 8:
+		if sibling < 0 {
+			return &d, "noop"
+		}
+		rt.HealthPath = "/other"
+		return &d, "health path of " + rt.Host + " differs from its sibling's"
+	case 9, 10, 11:
+		if withPaths < 0 {
+			return &d, "noop"
+		}
+		p := &d.Routes[withPaths]
+		m := maps.Clone(p.Paths)
+		p.Paths = m
+		switch k {
+		case 9:
+			m["Bad Prefix"] = p.Host
+			return &d, "invalid prefix on " + p.Host
+		case 10:
+			for _, t := range m {
+				// Remove a target's route: the map now points at nothing.
+				j, _ := slices.BinarySearchFunc(d.Routes, t, func(r routing.Route, h string) int { return strings.Compare(r.Host, h) })
+				d.Routes = slices.Delete(d.Routes, j, j+1)
+				return &d, "target " + t + " of " + p.Host + " removed"
+			}
+		default:
+			m["zz"] = "*.example.net"
+			return &d, "wildcard target on " + p.Host
+		}
+		return &d, "noop"
+	case 12:
+		if d.API == nil || len(d.API.Hosts) == 0 {
+			return &d, "noop"
+		}
+		api := *d.API
+		api.Hosts = append(slices.Clone(api.Hosts), api.Hosts[0])
+		d.API = &api
+		return &d, "duplicate api host"
+	case 13:
+		if d.API == nil {
+			return &d, "noop"
+		}
+		api := *d.API
+		api.Hosts = append(slices.Clone(api.Hosts), rt.Host)
+		slices.Sort(api.Hosts)
+		d.API = &api
+		return &d, "api host " + rt.Host + " is a route's"
+	case 14:
+		if d.API == nil {
+			return &d, "noop"
+		}
+		api := *d.API
+		api.Denied = []string{"relative"}
+		d.API = &api
+		return &d, "invalid denied prefix"
+	default:
+		rt.Host = "bad..host.example.com"
+		return &d, "invalid host"
+	}
+}
+
+// TestIncrementalRenderRefusesCorruptDocuments: the incremental render validates only
+// the applications whose fragments it renders again (a reused fragment's inputs were
+// those of a valid document) plus what relates routes to each other. A document with
+// one defect, rendered by an Incremental whose cache holds every fragment of the valid
+// one, is refused with the full render's error, for all outputs, and the next valid
+// document still renders the full render's bytes.
+func TestIncrementalRenderRefusesCorruptDocuments(t *testing.T) {
+	fe := newFleetEditor(7, 200, 300)
+	inc, err := NewIncremental(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(7, 18))
+	refused := 0
+	for step := range 400 {
+		doc := fe.doc()
+		groups := []string{routing.DefaultGroup}
+		for _, render := range []func(*routing.Document) ([]byte, []byte, error, error){
+			func(d *routing.Document) ([]byte, []byte, error, error) {
+				want, werr := Traefik(d, Options{})
+				got, gerr := inc.Traefik(d)
+				return want, got, werr, gerr
+			},
+			func(d *routing.Document) ([]byte, []byte, error, error) {
+				// What the node renders for ?group=default (a corrupt group value
+				// is filtered here as the node would filter it).
+				d = routing.ForGroups(d, groups)
+				want, werr := TraefikGroups(d, Options{}, groups, nil)
+				got, gerr := inc.TraefikGroups(d, "g", groups, nil)
+				return want, got, werr, gerr
+			},
+		} {
+			want, got, werr, gerr := render(doc)
+			if werr != nil || gerr != nil || !bytes.Equal(got, want) {
+				t.Fatalf("step %d: valid document: full %v, incremental %v, equal %v", step, werr, gerr, bytes.Equal(got, want))
+			}
+			bad, what := corruptDoc(r, doc)
+			want, got, werr, gerr = render(bad)
+			if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
+				t.Fatalf("step %d (%s): errors differ: full %v, incremental %v", step, what, werr, gerr)
+			}
+			if werr == nil && !bytes.Equal(got, want) {
+				t.Fatalf("step %d (%s): accepted by both, bytes differ at %d\nfull: %s\nincr: %s", step, what, firstDiff(got, want), excerpt(want, firstDiff(got, want)), excerpt(got, firstDiff(got, want)))
+			}
+			if werr != nil {
+				refused++
+			}
+		}
+		fe.edit()
+	}
+	if refused < 400 {
+		t.Errorf("only %d of 800 corrupt renders were refused: the corruptions are too weak to test anything", refused)
 	}
 }

@@ -57,6 +57,10 @@ func TestTraefikDecodesTheRender(t *testing.T) {
 		}
 		inputs = append(inputs, input{Name: "flip/threshold=" + strconv.Itoa(threshold), Config: out, Probes: probes})
 	}
+	for seed := range uint64(40) {
+		body, probes := hostileCase(t, seed)
+		inputs = append(inputs, input{Name: "hostile/seed=" + strconv.FormatUint(seed, 10), Config: body, Probes: probes})
+	}
 	gen, err := Traefik(generatedDoc(t, 1000, 10000), Options{})
 	if err != nil {
 		t.Fatal(err)

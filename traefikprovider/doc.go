@@ -51,7 +51,9 @@
 // ?wait=applied answers once every live ingress reports its serial.
 //
 // The state file (StateFile): the last configuration applied is kept on disk (temp
-// file, fsync, rename), replaced only by a newer one in serial order. At start its
+// file, fsync, rename, mode 0600: with inline fleet certificates it holds private
+// keys), replaced by every configuration applied, none of which is older in serial
+// order (a new body at the same serial, a fleet certificate, replaces it). At start its
 // serial seeds the order; its configuration is emitted only when the first round of
 // polls fails, or when the first node that answers serves an older configuration: a
 // Traefik restarted while no node answers routes from it instead of nothing.

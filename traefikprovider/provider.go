@@ -294,7 +294,7 @@ func (p *Provider) run(ctx context.Context, cfgChan chan<- json.Marshaler, done 
 				pending.epoch = res.epoch
 				pending.revision = res.revision
 				pendingAt = time.Now()
-				if p.s.stateFile != "" && newerThanSaved(saved, res.hasSerial, res.serial, res.epoch) {
+				if p.s.stateFile != "" && notOlderThanSaved(saved, res.hasSerial, res.serial, res.epoch) {
 					st := &savedState{V: 1, Key: res.key, ETag: res.etag, HasSerial: res.hasSerial, Serial: res.serial,
 						Epoch: res.epoch, Revision: res.revision, Config: msg}
 					if err := saveState(p.s.stateFile, st); err != nil {

@@ -95,7 +95,8 @@ func readSaved(t *testing.T, path string) savedState {
 }
 
 // The state file: written on apply, loaded when no node answers at start, preferred to
-// an older configuration a node serves, replaced only by a newer one.
+// an older configuration a node serves, replaced by a newer one, and by a new body at
+// the same serial (a fleet certificate).
 func TestPluginKeepsTheLastConfigurationInItsStateFile(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, start starter) {
 		const epoch = "0123456789abcdef"
@@ -154,7 +155,41 @@ func TestPluginKeepsTheLastConfigurationInItsStateFile(t *testing.T) {
 			t.Fatalf("emitted %s, want the newer configuration", got)
 		}
 		waitUntil(t, "the file at serial 6", func() bool { return readSaved(t, path).Serial == 6 })
+
+		// A fleet certificate is issued (or renewed) without a serial bump: the body
+		// changes at serial 6. It is applied and replaces the file, so a Traefik
+		// restarted with every node down serves the certificate, not the configuration
+		// from before it. The file then holds a private key: mode 0600.
+		cert := withCertificate(t, c, "-----BEGIN CERTIFICATE-----\nMIIBfleet\n-----END CERTIFICATE-----\n",
+			"-----BEGIN EC PRIVATE KEY-----\nMHcfleet\n-----END EC PRIVATE KEY-----\n")
+		behind.setBodySerial(cert, 6, epoch)
+		if got := h3.next(t, wait); got != cert {
+			t.Fatalf("emitted %s, want the configuration with the certificate", got)
+		}
+		waitUntil(t, "the file to hold the certificate", func() bool { return string(readSaved(t, path).Config) == cert })
+		if st := readSaved(t, path); st.Serial != 6 || st.Key != etagOf(cert) {
+			t.Errorf("state file serial %d key %s, want 6 and %s", st.Serial, st.Key, etagOf(cert))
+		}
+		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("state file holding a private key: %v, mode %v; want 0600", err, fi.Mode().Perm())
+		}
 	})
+}
+
+// withCertificate is body with a tls section carrying one certificate, inline PEM, the
+// way the node renders fleet certificates.
+func withCertificate(t *testing.T, body, certPEM, keyPEM string) string {
+	t.Helper()
+	var cfg map[string]any
+	if err := json.Unmarshal([]byte(body), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["tls"] = map[string]any{"certificates": []any{map[string]any{"certFile": certPEM, "keyFile": keyPEM}}}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // A corrupt state file is ignored with a warning, never emitted.

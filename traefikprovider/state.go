@@ -12,11 +12,16 @@ import (
 // a Traefik restarted while no node answers routes from it instead of from nothing
 // (Traefik alone starts with no routes and a healthy /ping). It is read at start and
 // used only when the first round of polls fails (or nodes answer with a configuration
-// older than it), and replaced only by a configuration newer than it in the store's
-// serial order (X-Scafo-Serial; another epoch, or an answer without the header, counts
-// as newer: its place in the order is unknown). Written to a temporary file in the
-// same directory, synced, then renamed over the old one: a crash leaves the old file
-// or the new one, never a mix.
+// older than it), and replaced by every configuration the plugin applies, which is
+// never older than it in the store's serial order (X-Scafo-Serial; another epoch, or an
+// answer without the header, counts as newer: its place in the order is unknown). A
+// body that changes at the same serial replaces it too: fleet certificates (DESIGN §10)
+// are issued and renewed without a serial bump, so a file kept to strictly newer serials
+// would keep a configuration without the certificate, or with the one it renewed, for
+// as long as routing does not change. Written to a temporary file in the same
+// directory, synced, then renamed over the old one: a crash leaves the old file or the
+// new one, never a mix. With fleet certificates delivered inline the file holds private
+// keys: it is created mode 0600 (os.CreateTemp) and its directory 0700.
 
 // savedState is the state file's content.
 type savedState struct {
@@ -86,16 +91,17 @@ func saveState(path string, st *savedState) error {
 	return nil
 }
 
-// newerThanSaved reports whether a configuration (hasSerial, serial, epoch) may replace
-// the saved one: a later serial of the same epoch, or one whose place in the order is
-// unknown (no serial on either side, another epoch).
+// notOlderThanSaved reports whether a configuration (hasSerial, serial, epoch) may
+// replace the saved one: the same or a later serial of the same epoch (the same serial:
+// a new or renewed certificate, which moves no serial), or one whose place in the order
+// is unknown (no serial on either side, another epoch).
 // A plain function, not a method on a possibly nil pointer: plain constructs for Yaegi.
-func newerThanSaved(st *savedState, hasSerial bool, serial uint64, epoch string) bool {
+func notOlderThanSaved(st *savedState, hasSerial bool, serial uint64, epoch string) bool {
 	if st == nil {
 		return true
 	}
 	if !hasSerial || !st.HasSerial || epoch != st.Epoch {
 		return true
 	}
-	return serial > st.Serial
+	return serial >= st.Serial
 }

@@ -186,6 +186,8 @@ type appInfo struct {
 	healthPath string
 	upstreams  []routing.Upstream
 	ok         bool // valid: routed
+	// platform is the holder of the application's platform hosts (holderOf).
+	platform holder
 }
 
 // holder is who holds a host name: an application (ready or not) of an account, or
@@ -210,8 +212,13 @@ type deriver struct {
 	nApps       int       // how many of appList are valid
 	claims      []*Claim  // the valid claims, in input order
 	unowned     []string  // exact hosts claimed without a holder that can be named, sorted
-	held        map[string]*holder
-	routes      []routing.Route
+	// held holds the claimed hosts (claims, and claims without a holder); platform
+	// hosts are not entered, holderOf computes theirs from the name.
+	held map[string]*holder
+	// targets caches holderOf for path-map targets (buildPaths runs once every host
+	// is held).
+	targets map[string]*holder
+	routes  []routing.Route
 	// routeHolders[i] is the holder of routes[i] (set once routes are sorted).
 	routeHolders []*holder
 	skipped      []Skipped
@@ -420,6 +427,7 @@ func (dv *deriver) indexApp(app *App, ai *appInfo, count int) bool {
 		ai.upstreams = []routing.Upstream{} // written as [], never null
 		dv.skip(AppKey(app.Name), "no ready instance on any placed node; its hosts are routed to no upstream (503, fail closed)")
 	}
+	ai.platform = holder{account: app.Account, app: app.Name, routed: len(ai.upstreams) > 0, ai: ai}
 	return true
 }
 
@@ -565,14 +573,16 @@ func (dv *deriver) buildRoutes() {
 	// Order does not matter here: routes are sorted at the end, and no two objects can
 	// compete for one host (see below).
 	n := dv.nApps*len(dv.domains) + len(dv.claims) + len(dv.unowned)
-	dv.held = make(map[string]*holder, n)
+	dv.held = make(map[string]*holder, len(dv.claims)+len(dv.unowned))
 	// The routes are made once they are in host order: until then, order[i] is a held
 	// host and holders[i] its holder (ai set for an application's).
 	order := make([]hostAt, 0, n)
 	holders := make([]holder, 0, n) // one allocation; never grows, so pointers stay valid
 	add := func(host string, ai *appInfo, claim *Claim) {
 		holders = append(holders, holder{account: ai.app.Account, app: ai.app.Name, routed: len(ai.upstreams) > 0, claim: claim, ai: ai})
-		dv.held[host] = &holders[len(holders)-1]
+		if claim != nil {
+			dv.held[host] = &holders[len(holders)-1]
+		}
 		order = append(order, hostAt{host, int32(len(order))})
 	}
 	// Platform hosts never collide: an application name is one label, so
@@ -603,7 +613,7 @@ func (dv *deriver) buildRoutes() {
 			wildcards = append(wildcards, c) // once every exact name is held
 			continue
 		}
-		if prev := dv.held[c.Host]; prev != nil {
+		if prev := dv.holderOf(c.Host); prev != nil {
 			dv.skip(ClaimKey(c.Host), "host is also held by application %q; claim ignored", prev.app)
 			continue
 		}
@@ -615,7 +625,7 @@ func (dv *deriver) buildRoutes() {
 	}
 	runs = append(runs, len(order))
 	for _, h := range dv.unowned {
-		if prev := dv.held[h]; prev != nil {
+		if prev := dv.holderOf(h); prev != nil {
 			continue // cannot happen (counted with the claims); the holder keeps it
 		}
 		holders = append(holders, holder{app: routing.UnownedApplication})
@@ -653,6 +663,28 @@ func (dv *deriver) buildRoutes() {
 			Group:       h.ai.group,
 		}
 	}
+}
+
+// holderOf returns the holder of host in this document, or nil: a claim's (or a claim
+// without a holder's), or an application's platform host. Platform hosts are not
+// entered in a fleet-sized map: "<name>.<domain>" is held exactly when name is a valid
+// application of the domain's group and the host is not too long (buildRoutes).
+func (dv *deriver) holderOf(host string) *holder {
+	if h := dv.held[host]; h != nil {
+		return h
+	}
+	name, d, ok := strings.Cut(host, ".")
+	if !ok {
+		return nil
+	}
+	g, ok := dv.domainGroup[d]
+	if !ok || len(host) > routing.MaxHostLen {
+		return nil
+	}
+	if ai := dv.appByName(name); ai != nil && ai.group == g {
+		return &ai.platform
+	}
+	return nil
 }
 
 // hostAt is a held host and the index of its holder.
@@ -762,7 +794,7 @@ func (dv *deriver) coverFree(wildcards []*Claim, held []hostAt, holders []holder
 			out = append(out, c)
 			continue
 		}
-		h := dv.held[cf.first]
+		h := dv.holderOf(cf.first)
 		who := fmt.Sprintf("application %q of another account", h.app)
 		if h.app == routing.UnownedApplication {
 			who = "no application (its claim has no holder that can be named)"
@@ -866,7 +898,15 @@ func (dv *deriver) pathEntryProblem(host string, h *holder, prefix, target strin
 	if routing.ValidatePrefix("prefix", prefix) != nil {
 		return "invalid prefix (must match [a-z0-9][a-z0-9._~-]*, at most 63 bytes)"
 	}
-	t := dv.held[target]
+	t, seen := dv.targets[target]
+	if !seen {
+		// Maps of thousands of prefixes name a few targets: each is resolved once.
+		if dv.targets == nil {
+			dv.targets = map[string]*holder{}
+		}
+		t = dv.holderOf(target)
+		dv.targets[target] = t
+	}
 	// Held names are validated already; only a miss (or a wildcard) needs the full check.
 	if t == nil || routing.IsWildcard(target) {
 		if routing.ValidateHost("target", target) != nil {
@@ -894,7 +934,7 @@ func (dv *deriver) buildAPI() *routing.API {
 	}
 	var hosts []string
 	for _, d := range dv.domains {
-		if dv.held[d] == nil {
+		if dv.holderOf(d) == nil {
 			hosts = append(hosts, d)
 		}
 	}

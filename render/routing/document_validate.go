@@ -114,6 +114,12 @@ func (d *Document) Validate() error {
 			return err
 		}
 	}
+	return d.validateAPI()
+}
+
+// validateAPI checks the api section: hosts canonical, sorted, unique and none the
+// host of a route (routes must be sorted); upstreams and denied prefixes valid.
+func (d *Document) validateAPI() error {
 	if a := d.API; a != nil {
 		for i, h := range a.Hosts {
 			f := "api.hosts[" + strconv.Itoa(i) + "]"
@@ -144,6 +150,45 @@ func (d *Document) Validate() error {
 		}
 	}
 	return nil
+}
+
+// FrameOK reports whether d passes the rules of Validate that are not about one route
+// on its own: the version, routes strictly sorted by host, and the api section. With
+// RouteOK for every route, and every route of an application agreeing with its first
+// on upstreams, health path and group, it accepts exactly what Validate accepts.
+func (d *Document) FrameOK() bool {
+	if d == nil || d.V != Version {
+		return false
+	}
+	for i := 1; i < len(d.Routes); i++ {
+		if d.Routes[i].Host <= d.Routes[i-1].Host {
+			return false
+		}
+	}
+	return d.validateAPI() == nil
+}
+
+// RouteOK reports whether routes[i] passes every rule Validate applies to one route on
+// its own: its host, application, health path, group, upstream list, and path map (whose
+// targets are looked up in d's routes, which must be sorted by host). It names nothing
+// and allocates nothing for a valid route. It does not check what relates routes to one
+// another (order, duplicate hosts, and that the routes of one application agree): a
+// caller that skips Validate checks those itself, and calls Validate for the error when
+// anything fails (render.Incremental, which re-checks only the applications whose inputs
+// changed).
+func (d *Document) RouteOK(i int) bool {
+	r := &d.Routes[i]
+	if ValidateCustomHost("", r.Host) != nil || ValidateLabel("", r.Application) != nil ||
+		(r.HealthPath != "" && ValidateHealthPath("", r.HealthPath) != nil) || !GroupOK(r.Group) || !upstreamsOK(r.Upstreams) {
+		return false
+	}
+	return d.validatePaths(i) == nil
+}
+
+// GroupOK reports whether g is a valid value of Route.Group: absent (""), or a valid
+// group name other than DefaultGroup (the default group is written absent).
+func GroupOK(g string) bool {
+	return g == "" || (g != DefaultGroup && ValidateGroup("", g) == nil)
 }
 
 // validatePaths checks the path map of route i. It makes one pass over the map without

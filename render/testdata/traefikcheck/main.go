@@ -135,8 +135,11 @@ func check(in input) (errs []string) {
 		j := fromJSON.HTTP.Services[name]
 		switch {
 		case s.Failover != nil:
-			if s.Failover.HealthCheck == nil || j.Failover.HealthCheck == nil {
-				bad("service %s: failover healthCheck lost in decoding (file %v, json %v)", name, s.Failover.HealthCheck != nil, j.Failover.HealthCheck != nil)
+			// The render writes no failover healthCheck (render/traefik.go, chain: with
+			// one, Traefik requires the fallback to report status, which the unchecked
+			// last leaf cannot); neither decoder may invent one.
+			if s.Failover.HealthCheck != nil || j.Failover.HealthCheck != nil {
+				bad("service %s: failover healthCheck present after decoding (file %v, json %v)", name, s.Failover.HealthCheck != nil, j.Failover.HealthCheck != nil)
 			}
 		case s.LoadBalancer != nil:
 			for which, lb := range map[string]*dynamic.ServersLoadBalancer{"file": s.LoadBalancer, "json": j.LoadBalancer} {

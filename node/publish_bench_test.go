@@ -1,0 +1,57 @@
+package node
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/scafo/ingress/render"
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// BenchmarkPublishOneChange is the node's whole part of one change, past the store:
+// derive the fleet with one application's port moved, publish the document, and serve
+// the first poll of the rendered configuration (incremental render, gzip, ETag hash,
+// spill to disk for sendfile). render.BenchmarkDeriveRender measures derive + render
+// alone on the same fleets; the difference is what the node adds per body.
+func BenchmarkPublishOneChange(b *testing.B) {
+	for _, apps := range []int{1000, 10000, 100000} {
+		st := fleet.GenerateState(apps, 0)
+		opt := fleet.GenerateOptions()
+		b.Run(fmt.Sprintf("apps=%d", apps), func(b *testing.B) {
+			p := newPublisher(render.Options{}, b.TempDir())
+			edited := &st.Nodes[1]
+			app := st.Apps[4].Name // placed on vps-b and vps-c
+			orig := edited.Instances[app]
+			defer func() { edited.Instances[app] = orig }()
+			// The first render is cold (every fragment); the loop measures the steady state.
+			d0, _ := fleet.Derive(st, opt)
+			p.publish(d0, time.Now())
+			if _, err := p.get(p.cur.Load(), "", formatTraefik); err != nil {
+				b.Fatal(err)
+			}
+			n, routes, size, gz := 0, 0, 0, 0
+			var deriving, publishing time.Duration
+			for b.Loop() {
+				n++
+				edited.Instances[app] = fleet.Instance{Port: 1 + n%60000, Ready: true}
+				t0 := time.Now()
+				doc, _ := fleet.Derive(st, opt)
+				t1 := time.Now()
+				if !p.publish(doc, t1) {
+					b.Fatal("the revision did not move")
+				}
+				r, err := p.get(p.cur.Load(), "", formatTraefik)
+				if err != nil {
+					b.Fatal(err)
+				}
+				deriving, publishing = deriving+t1.Sub(t0), publishing+time.Since(t1)
+				routes, size, gz = len(doc.Routes), len(r.body), len(r.gz)
+			}
+			b.ReportMetric(float64(deriving.Nanoseconds())/float64(b.N)/float64(routes), "derive-ns/route")
+			b.ReportMetric(float64(publishing.Nanoseconds())/float64(b.N)/float64(routes), "publish-ns/route")
+			b.ReportMetric(float64(size)/1e6, "body-MB")
+			b.ReportMetric(float64(gz)/1e6, "gzip-MB")
+		})
+	}
+}
