@@ -329,6 +329,13 @@ func TestAMalformedQueryIsRefusedNotDropped(t *testing.T) {
 			t.Errorf("routes%s: %d %s, want 400 invalid query", q, resp.StatusCode, b)
 		}
 	}
+	// A parameter given twice is refused too, never the first one taken silently.
+	for q, what := range map[string]string{"?prefer=vps-b&prefer=self": "invalid prefer", "?wait=1s&wait=30s": "invalid wait"} {
+		resp, b := n.get("/v1/ingress/routes"+q, testIngressToken)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"error":"`+what+`"`) {
+			t.Errorf("routes%s: %d %s, want 400 %s", q, resp.StatusCode, b, what)
+		}
+	}
 	before := serialOf(t, n.st)
 	resp, b := n.do("PUT", "/v1/apps/cart?wait=applied;timeout=1s", testAdminToken, `{"account":"acme","placement":["vps-b"]}`)
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"error":"invalid query"`) {

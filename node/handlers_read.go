@@ -102,6 +102,13 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 		writeError(w, http.StatusBadRequest, "invalid query", err.Error())
 		return http.StatusBadRequest
 	}
+	// A parameter given twice is refused, never the first one taken silently.
+	for _, k := range []string{"wait", "prefer"} {
+		if len(q[k]) > 1 {
+			writeError(w, http.StatusBadRequest, "invalid "+k, fmt.Sprintf("%s: given %d times", k, len(q[k])))
+			return http.StatusBadRequest
+		}
+	}
 	wait := time.Duration(0)
 	if v := q.Get("wait"); v != "" {
 		d, err := time.ParseDuration(v)
