@@ -105,24 +105,28 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				s.reject(w, r, "rejected request: bad token", "invalid token")
 				return
 			}
-			// A token not seen valid lately costs a store read that a flood of random
-			// well-formed tokens would multiply: such lookups have a budget per source
-			// address and one shared by all (429 past either, so a real new token retries
-			// instead of being called invalid). Seen-valid is keyed by the whole token's
-			// hash: the id alone is public (audit rows, URLs).
-			if !s.goodIDs.Contains(hash) {
-				ok, retry := s.sourceLookups.take(sourceOf(r))
-				if ok {
-					ok, retry = s.lookups.take("")
-				}
-				if !ok {
-					s.rejectRequest(r, "rejected request: unknown-token lookup budget spent")
-					cutBody(w, r)
-					w.Header().Set("Retry-After", strconv.Itoa(max(1, int(retry.Seconds()+0.999))))
-					writeError(w, http.StatusTooManyRequests, "too many token lookups",
-						"tokens not seen lately are checked against the store at a bounded rate; retry")
-					return
-				}
+			// Every lookup is a store read. A token not seen valid lately costs one that a
+			// flood of random well-formed tokens would multiply: such lookups have a budget
+			// per source address and one shared by all (429 past either, so a real new
+			// token retries instead of being called invalid). Seen-valid is keyed by the
+			// whole token's hash: the id alone is public (audit rows, URLs). A token seen
+			// valid has a budget of its own, so a tenant cannot make the node read the
+			// store at the rate it sends (reads are not writes.rate's, and writes past it
+			// are refused only after the lookup).
+			var ok bool
+			var retry time.Duration
+			if s.goodIDs.Contains(hash) {
+				ok, retry = s.knownLookups.take(hash)
+			} else if ok, retry = s.sourceLookups.take(sourceOf(r)); ok {
+				ok, retry = s.lookups.take("")
+			}
+			if !ok {
+				s.rejectRequest(r, "rejected request: token lookup budget spent")
+				cutBody(w, r)
+				w.Header().Set("Retry-After", strconv.Itoa(max(1, int(retry.Seconds()+0.999))))
+				writeError(w, http.StatusTooManyRequests, "too many token lookups",
+					"tokens are checked against the store at a bounded rate (per token, and for tokens not seen lately, per source and in all); retry")
+				return
 			}
 			rec, err := s.writer.LookupToken(r.Context(), tok)
 			if errors.Is(err, store.ErrUnavailable) {
@@ -175,6 +179,11 @@ const (
 	unknownLookupBurst       = 100
 	sourceUnknownLookupRate  = 10
 	sourceUnknownLookupBurst = 20
+	// knownTokenRate/Burst: the requests one token seen valid lately may make (each
+	// is a store read of its record), whatever they are; raised to 4×writes.rate and
+	// 2×writes.burst when those are larger (its writes are among its requests).
+	knownTokenRate  = 20
+	knownTokenBurst = 40
 )
 
 // isIngressToken accepts the ingress token and, during a rotation, the previous ones.

@@ -1,9 +1,12 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -226,5 +229,119 @@ func TestAppIngressGroupIsValidated(t *testing.T) {
 	b := n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":[],"ingress":{"group":"eu-1"}}`)
 	if !strings.Contains(string(b), `"ingress":{"group":"eu-1"}`) {
 		t.Errorf("stored application: %s", b)
+	}
+}
+
+// TestWaitAppliedCountsAGroupIngressOnItsGroupsContent: an ingress polling ?group=eu-1
+// holds eu-1's content, with eu-1's revision; a write elsewhere moves the serial but not
+// a byte of eu-1, so its long-poll stays parked (up to the plugin's watchWait, 30 s) and
+// it keeps reporting the serial and the group revision it applied. Before, a node
+// compared that revision with the whole document's, never equal: every write made with
+// ?wait=applied on a fleet with groups waited for every other group's ingresses and
+// answered 202 naming them, though nothing they serve had changed. The node now records
+// the group selection a report's poll asked for and compares the revision with that
+// selection's.
+func TestWaitAppliedCountsAGroupIngressOnItsGroupsContent(t *testing.T) {
+	n := groupNode(t)
+	// A plugin of group eu-1: long-polls, reports what its last 200 (or 304) carried.
+	var mu sync.Mutex
+	var serial, rev, etag string
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			req, _ := http.NewRequest("GET", n.url+"/v1/ingress/traefik?group=eu-1&wait=30s", nil)
+			req.Header.Set("Authorization", "Bearer "+testIngressToken)
+			req.Header.Set(headerIngress, "edge-eu")
+			req.Header.Set(headerIngressKind, kindPlugin)
+			mu.Lock()
+			if serial != "" {
+				req.Header.Set(headerAppliedSerial, serial)
+				req.Header.Set(headerAppliedRevision, rev)
+				req.Header.Set("If-None-Match", etag)
+			}
+			mu.Unlock()
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() {
+				select {
+				case <-stop:
+				case <-ctx.Done():
+				}
+				cancel()
+			}()
+			resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+			if err != nil {
+				cancel()
+				continue
+			}
+			resp.Body.Close()
+			cancel()
+			mu.Lock()
+			switch resp.StatusCode {
+			case http.StatusOK:
+				serial, rev, etag = resp.Header.Get("X-Scafo-Serial"), resp.Header.Get("X-Scafo-Revision"), resp.Header.Get("ETag")
+			case http.StatusNotModified:
+				serial = resp.Header.Get("X-Scafo-Serial")
+			}
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
+	waitFor(t, 5*time.Second, "edge-eu current", func() bool {
+		in, ok := ingressesOf(t, n)["edge-eu"]
+		return ok && in.State == "current" && in.Applied != nil && in.Applied.Serial > 0
+	})
+
+	// A new application in the default group: eu-1's bytes do not move.
+	resp, body := n.do("PUT", "/v1/apps/cart?wait=applied&timeout=2s", testAdminToken, `{"account":"acme","placement":["vps-b"]}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a write in group default with wait=applied: %d %s, want 200 (edge-eu serves eu-1, which did not change)", resp.StatusCode, body)
+	}
+	// A change in eu-1 is still waited for: edge-eu takes it on its next 200.
+	resp, body = n.do("PUT", "/v1/apps/post?wait=applied&timeout=5s", testAdminToken, `{"account":"acme","placement":["vps-b"],"ingress":{"group":"eu-1"}}`)
+	var ab appliedBody
+	json.Unmarshal(body, &ab)
+	mu.Lock()
+	got := serial
+	mu.Unlock()
+	if at, _ := strconv.ParseUint(got, 10, 64); resp.StatusCode != http.StatusOK || !ab.Applied || at < ab.Serial {
+		t.Fatalf("a write in eu-1 with wait=applied: %d %s (edge-eu at serial %s)", resp.StatusCode, body, got)
+	}
+}
+
+// TestAMalformedQueryIsRefusedNotDropped: net/url drops a query pair it cannot parse (a
+// ';' in it) from r.URL.Query() without a word. Before, ?group=eu-1;x on a routing
+// endpoint lost the group and served every group's routes (an ingress of eu-1 loading
+// the whole fleet), and ?wait=applied;timeout=1s on a write lost the wait (answered at
+// once, "applied" never checked). A query that does not parse is now 400, and a write
+// carrying one is not made.
+func TestAMalformedQueryIsRefusedNotDropped(t *testing.T) {
+	n := groupNode(t)
+	for _, q := range []string{"?group=eu-1;x", "?group=eu-1&wait=1s;x", "?prefer=vps-b;x", "?group=%zz"} {
+		resp, b := n.get("/v1/ingress/routes"+q, testIngressToken)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"error":"invalid query"`) {
+			t.Errorf("routes%s: %d %s, want 400 invalid query", q, resp.StatusCode, b)
+		}
+	}
+	// A parameter given twice is refused too, never the first one taken silently.
+	for q, what := range map[string]string{"?prefer=vps-b&prefer=self": "invalid prefer", "?wait=1s&wait=30s": "invalid wait"} {
+		resp, b := n.get("/v1/ingress/routes"+q, testIngressToken)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"error":"`+what+`"`) {
+			t.Errorf("routes%s: %d %s, want 400 %s", q, resp.StatusCode, b, what)
+		}
+	}
+	before := serialOf(t, n.st)
+	resp, b := n.do("PUT", "/v1/apps/cart?wait=applied;timeout=1s", testAdminToken, `{"account":"acme","placement":["vps-b"]}`)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"error":"invalid query"`) {
+		t.Errorf("a write with ?wait=applied;timeout=1s: %d %s, want 400 invalid query", resp.StatusCode, b)
+	}
+	if after := serialOf(t, n.st); after != before {
+		t.Errorf("the refused write was made: serial %d → %d", before, after)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -95,7 +96,19 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 		writeError(w, http.StatusNotFound, "unknown format", fmt.Sprintf("format %q is not registered; only %q", format, formatTraefik))
 		return http.StatusNotFound
 	}
-	q := r.URL.Query()
+	// r.URL.Query() drops a pair it cannot parse: ?group=eu-1;x would serve every group.
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid query", err.Error())
+		return http.StatusBadRequest
+	}
+	// A parameter given twice is refused, never the first one taken silently.
+	for _, k := range []string{"wait", "prefer"} {
+		if len(q[k]) > 1 {
+			writeError(w, http.StatusBadRequest, "invalid "+k, fmt.Sprintf("%s: given %d times", k, len(q[k])))
+			return http.StatusBadRequest
+		}
+	}
 	wait := time.Duration(0)
 	if v := q.Get("wait"); v != "" {
 		d, err := time.ParseDuration(v)

@@ -112,6 +112,8 @@ func (s *Server) writeDomainError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusPreconditionFailed, "precondition failed", err.Error()+"; re-read it and retry")
 	case errors.Is(err, fleetwrite.ErrPortTaken):
 		writeError(w, http.StatusConflict, "port taken", err.Error())
+	case errors.Is(err, fleetwrite.ErrPortChurn):
+		writeError(w, http.StatusConflict, "port churn", err.Error())
 	case errors.Is(err, fleetwrite.ErrNoInstance):
 		writeError(w, http.StatusNotFound, "no instance", err.Error()+" (POST allocates one)")
 	case errors.Is(err, fleetwrite.ErrNoFreePort):

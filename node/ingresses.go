@@ -18,6 +18,7 @@ import (
 
 	"github.com/scafo/ingress/node/internal/jsonx"
 	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/render/routing"
 )
 
 // Ingress reports (DESIGN §11): every ingress says, on its polls, what it holds.
@@ -122,13 +123,16 @@ type ingressReport struct {
 	Serial   uint64 `json:"serial"`
 	Epoch    string `json:"epoch,omitempty"`
 	Revision string `json:"revision,omitempty"`
+	// Groups is the ?group= selection its polls ask for, canonical (sorted,
+	// comma-separated; "" for every group): Revision is that selection's.
+	Groups string `json:"groups,omitempty"`
 	// Seen is when that node last heard from it.
 	Seen time.Time `json:"seen"`
 }
 
 func (r ingressReport) sameState(o ingressReport) bool {
 	return r.Name == o.Name && r.Kind == o.Kind && r.Node == o.Node && r.Serial == o.Serial &&
-		r.Epoch == o.Epoch && r.Revision == o.Revision
+		r.Epoch == o.Epoch && r.Revision == o.Revision && r.Groups == o.Groups
 }
 
 // localIngress is an ingress whose polls reach this node.
@@ -154,9 +158,11 @@ type ingressBook struct {
 	maxTracked  int
 	// known returns the store serial and epoch this node has (reported serials above
 	// it are clamped); current returns the published revision and the serial it is
-	// known to be derived from ("" before the first pass).
-	known   func() (uint64, string)
-	current func() (revision string, serial uint64)
+	// known to be derived from ("" before the first pass); groupRevision the revision
+	// published to a ?group= selection (nil: the whole document's).
+	known         func() (uint64, string)
+	current       func() (revision string, serial uint64)
+	groupRevision func(groups string) string
 	// foreign: the store is not the one this node served; nothing is written to it.
 	foreign func() bool
 	now     func() time.Time
@@ -218,6 +224,12 @@ func (b *ingressBook) begin(w http.ResponseWriter, r *http.Request) *pollReport 
 	if err != nil {
 		b.refuse(w, r, err.Error())
 		return nil
+	}
+	// Its revision is its selection's: a write elsewhere moves no byte it serves.
+	if vals := r.URL.Query()["group"]; len(vals) == 1 {
+		if gs, err := routing.ParseGroups(vals[0]); err == nil {
+			rep.Groups = strings.Join(gs, ",")
+		}
 	}
 	now := b.now()
 	b.mu.Lock()
@@ -473,8 +485,10 @@ type ingressStatus struct {
 	Name string `json:"name"`
 	// Kind: "plugin" (the provider plugin: Applied) or "http" (Traefik's HTTP provider:
 	// Served, what the node answered it; Traefik applies it after its throttle).
-	Kind    string        `json:"kind"`
-	Node    string        `json:"node"`
+	Kind string `json:"kind"`
+	Node string `json:"node"`
+	// Groups is the ?group= selection it polls ("" for every group).
+	Groups  string        `json:"groups,omitempty"`
 	Applied *heldConfig   `json:"applied,omitempty"`
 	Served  *heldConfig   `json:"served,omitempty"`
 	Behind  uint64        `json:"behind"`
@@ -531,10 +545,16 @@ func (b *ingressBook) fleet(ctx context.Context, maxAge time.Duration) ingressVi
 		v.Error = verr.Error()
 	}
 	knownSerial, knownEpoch := b.known()
-	rev, _ := b.current()
+	full, _ := b.current()
+	revs := map[string]string{} // by selection: reports share a few
 	for _, name := range slices.Sorted(mapKeys(reps)) {
 		rep := reps[name]
-		st := ingressStatus{Name: name, Kind: rep.Kind, Node: rep.Node, Seen: rep.Seen.UTC(), held: rep,
+		rev, ok := revs[rep.Groups]
+		if !ok {
+			rev = b.revisionFor(rep, full)
+			revs[rep.Groups] = rev
+		}
+		st := ingressStatus{Name: name, Kind: rep.Kind, Node: rep.Node, Groups: rep.Groups, Seen: rep.Seen.UTC(), held: rep,
 			Age: now.Sub(rep.Seen).Round(time.Second).Seconds()}
 		held := &heldConfig{Serial: rep.Serial, Revision: rep.Revision}
 		if rep.Kind == kindPlugin {
@@ -562,6 +582,15 @@ func (b *ingressBook) fleet(ctx context.Context, maxAge time.Duration) ingressVi
 		v.Ingresses = append(v.Ingresses, st)
 	}
 	return v
+}
+
+// revisionFor is the revision published to what rep's ingress polls: full (the whole
+// document's) or its group selection's.
+func (b *ingressBook) revisionFor(rep ingressReport, full string) string {
+	if rep.Groups == "" || b.groupRevision == nil {
+		return full
+	}
+	return b.groupRevision(rep.Groups)
 }
 
 // readView lists ingresses/ and reads the objects whose etag moved, at most once per
@@ -714,8 +743,16 @@ func decodeIngress(o store.Object, horizon time.Time) viewObject {
 		bad = fmt.Sprintf("seen %s, in the future (beyond this node's clock plus ingresses.lostAfter)", rep.Seen.UTC().Format(time.RFC3339))
 	case rep.Revision != "" && !isHex(rep.Revision, 32):
 		bad = "malformed revision"
+	case rep.Groups != "" && !canonicalGroups(rep.Groups):
+		bad = fmt.Sprintf("groups %.70q: want a ?group= selection, sorted", rep.Groups)
 	}
 	return viewObject{etag: o.ETag, rep: rep, bad: bad}
+}
+
+// canonicalGroups reports whether s is a valid group selection in its canonical spelling.
+func canonicalGroups(s string) bool {
+	gs, err := routing.ParseGroups(s)
+	return err == nil && strings.Join(gs, ",") == s
 }
 
 // publishedMark is the published revision and the store serial it is known to be

@@ -191,6 +191,11 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 				absent = true
 				continue
 			}
+			if errors.Is(err, store.ErrTooLarge) {
+				c := r.skip(k, "", err)
+				read[k] = &c
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("reading %s: %w", k, err)
 			}
@@ -242,6 +247,10 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 			continue
 		}
 		o, err := r.st.Get(ctx, e.Key)
+		if errors.Is(err, store.ErrTooLarge) {
+			next[e.Key] = r.skip(e.Key, e.ETag, err)
+			continue
+		}
 		if errors.Is(err, store.ErrNotFound) {
 			// Deleted between list and get, or a store whose reads lag its listings: keep
 			// what we had; a real delete also moved the serial, so the next pass
@@ -414,6 +423,14 @@ func (r *reconciler) decode(o store.Object) cachedObject {
 	}
 	r.log.Warn("skipping malformed store object", "object", o.Key, "reason", reason)
 	return cachedObject{etag: o.ETag, bad: reason}
+}
+
+// skip is an object that could not be read as an object (store.ErrTooLarge): skipped
+// and reported like a malformed one; the rest of the fleet is derived without it.
+func (r *reconciler) skip(key, etag string, err error) cachedObject {
+	reason := fmt.Sprintf("not read: larger than %d bytes", store.MaxObjectSize)
+	r.log.Warn("skipping malformed store object", "object", key, "reason", reason, "err", err)
+	return cachedObject{etag: etag, bad: reason}
 }
 
 // passTimeout bounds one reconcile pass, so a hung store cannot stall shutdown.

@@ -166,3 +166,37 @@ func TestATrailingCloserAfterTheBodyIsRefused(t *testing.T) {
 		t.Fatalf("a body with trailing data after the object: %d %s, want 400", resp.StatusCode, b)
 	}
 }
+
+// TestAValidTokenCannotMakeTheNodeReadTheStoreAtLineRate: an application token is
+// looked up in the store on every request (a revocation takes effect at once), and
+// only writes were rate-limited, after that lookup. A tenant sending reads of its own
+// path map (or writes past writes.rate, each answered 429 after the lookup) made the
+// node read the store once per request (three GETs for a read), as fast as it could
+// send: every one a billed S3 GET, on a store the whole fleet shares. Requests of a
+// token seen valid lately now have a budget per token before the lookup.
+func TestAValidTokenCannotMakeTheNodeReadTheStoreAtLineRate(t *testing.T) {
+	n, st := attackNode(t)
+	n.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	_, tok := issueToken(t, n, "evil", "evil", `"publish"`)
+	n.must(404, "GET", "/v1/apps/evil/domains/x.evil.example/paths", tok, "") // seen valid
+
+	before := st.reads.Load()
+	start := time.Now()
+	const flood = 300
+	codes := map[int]int{}
+	for i := 0; i < flood; i++ {
+		resp, _ := n.do("GET", "/v1/apps/evil/domains/x.evil.example/paths", tok, "")
+		codes[resp.StatusCode]++
+	}
+	reads := st.reads.Load() - before
+	rate, burst := max(knownTokenRate, 4*n.cfg.Writes.Rate), max(knownTokenBurst, 2*n.cfg.Writes.Burst)
+	limit := int64(float64(burst) + rate*time.Since(start).Seconds() + 1)
+	t.Logf("answers %v, token-record reads %d (budget %d)", codes, reads, limit)
+	if reads > limit {
+		t.Fatalf("%d requests of one valid token cost %d token-record reads, want at most %d (burst %d, %v/s)",
+			flood, reads, limit, burst, rate)
+	}
+	if codes[429] == 0 {
+		t.Fatalf("no request was refused 429: %v", codes)
+	}
+}

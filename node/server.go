@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,8 +72,10 @@ type Server struct {
 	badTokens *expirable.LRU[string, struct{}] // hashes of recently rejected application tokens
 	goodIDs   *expirable.LRU[string, struct{}] // ids of application tokens found valid lately
 	lookups   *writeLimiter                    // the budget for store reads of other tokens
-	// sourceLookups is that budget per remote address.
+	// sourceLookups is that budget per remote address; knownLookups is the budget of
+	// each token seen valid lately (keyed by its hash).
 	sourceLookups *writeLimiter
+	knownLookups  *writeLimiter
 
 	kick     chan struct{} // run a reconcile pass now
 	beat     chan struct{} // rewrite this node's record now
@@ -153,6 +156,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		lookups:   newWriteLimiter(unknownLookupRate, unknownLookupBurst),
 
 		sourceLookups: newWriteLimiter(sourceUnknownLookupRate, sourceUnknownLookupBurst),
+		knownLookups:  newWriteLimiter(max(knownTokenRate, 4*cfg.Writes.Rate), max(knownTokenBurst, 2*cfg.Writes.Burst)),
 		kick:          make(chan struct{}, 1),
 		beat:          make(chan struct{}, 1),
 		shutdown:      make(chan struct{}),
@@ -169,6 +173,13 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		func() (uint64, string) { return s.identity.Serial(), s.identity.Epoch() },
 		s.publishedMark)
 	s.ingresses.foreign = s.identity.Foreign
+	s.ingresses.groupRevision = func(groups string) string {
+		snap := s.pub.cur.Load()
+		if snap == nil {
+			return ""
+		}
+		return snap.forGroups(strings.Split(groups, ",")).Revision
+	}
 	s.metrics.reg.MustRegister(ingressCollector{s})
 	if err := s.setupACME(); err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -43,7 +44,12 @@ type appliedBody struct {
 
 // applyWait parses ?wait= and ?timeout= of a write. ok false: no wait asked.
 func applyWait(r *http.Request) (d time.Duration, ok bool, what string, err error) {
-	q := r.URL.Query()
+	// r.URL.Query() drops a pair it cannot parse: ?wait=applied;timeout=1s would write
+	// without waiting. A write's query must parse.
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return 0, false, "invalid query", err
+	}
 	wait, hasWait := q["wait"]
 	timeout, hasTimeout := q["timeout"]
 	if !hasWait && !hasTimeout {
@@ -208,12 +214,19 @@ func (s *Server) awaitApplied(ctx context.Context, serial uint64, d time.Duratio
 		rev, mark := b.current()
 		_, epoch := b.known()
 		body := appliedBody{Serial: serial, Behind: []ingressStatus{}}
+		// Group revisions are read after mark, so from a snapshot at least as new.
+		revs := map[string]string{}
 		for _, in := range v.Ingresses {
 			if in.State == "lost" {
 				continue
 			}
 			body.Ingresses++
-			if !holds(in.held, serial, epoch, rev, mark) {
+			r, ok := revs[in.held.Groups]
+			if !ok {
+				r = b.revisionFor(in.held, rev)
+				revs[in.held.Groups] = r
+			}
+			if !holds(in.held, serial, epoch, r, mark) {
 				body.Behind = append(body.Behind, in)
 			}
 		}
@@ -250,8 +263,9 @@ func (s *Server) awaitApplied(ctx context.Context, serial uint64, d time.Duratio
 
 // holds reports whether an ingress's report shows it holds the state of serial: it
 // reports that serial or a later one (same epoch), or the revision this node publishes
-// from a serial at or after it (a write that did not move the revision, or that a later
-// one superseded, is held by an ingress on the same content).
+// to it (rev: its group selection's) from a serial at or after it (a write that did not
+// move that revision, one in another group, or one a later write superseded, is held by
+// an ingress on the same content).
 func holds(rep ingressReport, serial uint64, epoch, rev string, mark uint64) bool {
 	sameEpoch := rep.Epoch == "" || epoch == "" || rep.Epoch == epoch
 	if !sameEpoch {

@@ -22,108 +22,113 @@ import (
 // fleet. Instead:
 //
 //   - a challenge this process started is answered from memory (no store read);
-//   - otherwise the store is read once per host at a time: the challenge object is per
-//     host (CertMagic keeps one pending challenge per name), so every request that
-//     arrives while a read of its host is in flight waits for the next read, which
-//     starts after it arrived (the object it reads is at least as new as the request:
-//     the CA validates only after the ordering node stored the challenge);
-//   - a read waits for the bucket rather than being refused (at most challengeWait),
-//     so the bound on store reads holds, junk for one host costs one read per round,
-//     and the CA's request is answered by the first read after it arrived.
+//   - otherwise the store is read in rounds, one at a time: every request that arrives
+//     while a round is in flight waits for the next round, which starts after it arrived
+//     (what it reads is at least as new as the request: the CA validates only after the
+//     ordering node stored the challenge);
+//   - a round lists the pending challenges once (CertMagic keeps one object per name,
+//     under one prefix) and reads only the objects of the names its requests ask about
+//     that are listed: junk for any number of names costs one listing per round, so
+//     the names a flood spreads over do not compete with the CA's name for the bucket
+//     (one store read per name and request did: junk across a thousand public names
+//     left the CA's read a token within challengeWait about one time in four);
+//   - a round waits for the bucket rather than being refused (at most challengeWait),
+//     so the bound on store reads holds, and the CA's request is answered by the first
+//     round after it arrived.
 
-// challengeWait bounds how long a challenge request waits for its host's store read.
+// challengeWait bounds how long a challenge request waits for its round.
 const challengeWait = 5 * time.Second
 
-// chalRead is one store read of a host's pending challenge, shared by the requests
-// that wait for it.
-type chalRead struct {
-	done chan struct{}
-	chal *acme.Challenge // nil: none pending (or unreadable)
+// chalRound is one round of store reads, shared by the requests that wait for it.
+type chalRound struct {
+	done  chan struct{}
+	hosts map[string]bool            // the names its requests ask about (fixed once it runs)
+	chals map[string]*acme.Challenge // the challenges pending for them (absent: none, or unreadable)
 }
 
-// chalHost is a host's reads: the one running and the one queued behind it.
-type chalHost struct {
-	running, queued *chalRead
-}
-
-// challengeLookups coalesces the store reads of challenge requests per host.
+// challengeLookups runs the rounds: the one running and the one queued behind it.
 type challengeLookups struct {
-	mu    sync.Mutex
-	hosts map[string]*chalHost
+	mu              sync.Mutex
+	running, queued *chalRound
 }
 
-// lookupChallenge returns the challenge pending for host, from a store read that
-// started after this call, or nil (none, or ctx ended first).
+// lookupChallenge returns the challenge pending for host, from a round that started
+// after this call, or nil (none, or ctx ended first).
 func (m *Manager) lookupChallenge(ctx context.Context, host string) *acme.Challenge {
 	c := &m.chal
 	c.mu.Lock()
-	if c.hosts == nil {
-		c.hosts = map[string]*chalHost{}
-	}
-	h := c.hosts[host]
-	if h == nil {
-		h = &chalHost{}
-		c.hosts[host] = h
-	}
-	var rd *chalRead
+	var rd *chalRound
 	switch {
-	case h.running == nil:
-		rd = &chalRead{done: make(chan struct{})}
-		h.running = rd
-		go m.readChallenge(host, h, rd)
-	case h.queued == nil:
-		rd = &chalRead{done: make(chan struct{})}
-		h.queued = rd
+	case c.running == nil:
+		rd = &chalRound{done: make(chan struct{}), hosts: map[string]bool{host: true}}
+		c.running = rd
+		go m.runRounds(rd)
+	case c.queued == nil:
+		rd = &chalRound{done: make(chan struct{}), hosts: map[string]bool{host: true}}
+		c.queued = rd
 	default:
-		rd = h.queued
+		rd = c.queued
+		rd.hosts[host] = true
 	}
 	c.mu.Unlock()
 	select {
 	case <-rd.done:
-		return rd.chal
+		return rd.chals[host]
 	case <-ctx.Done():
 		return nil
 	}
 }
 
-// readChallenge runs rd for host, then the read queued behind it, if any.
-func (m *Manager) readChallenge(host string, h *chalHost, rd *chalRead) {
+// runRounds runs rd, then the round queued behind it, if any.
+func (m *Manager) runRounds(rd *chalRound) {
 	for rd != nil {
-		rd.chal = m.loadChallenge(host)
+		rd.chals = m.loadChallenges(rd.hosts) // rd.hosts no longer changes: rd runs
 		close(rd.done)
 		c := &m.chal
 		c.mu.Lock()
-		rd, h.queued = h.queued, nil
-		h.running = rd
-		if rd == nil {
-			delete(c.hosts, host)
-		}
+		rd, c.queued = c.queued, nil
+		c.running = rd
 		c.mu.Unlock()
 	}
 }
 
-// loadChallenge reads host's pending challenge from the store, waiting for the bucket
-// for at most challengeWait. nil when there is none (or it cannot be read: CertMagic's
-// own handler would answer nothing either).
-func (m *Manager) loadChallenge(host string) *acme.Challenge {
+// loadChallenges reads the challenges pending for hosts from the store: one listing,
+// then one read per host listed, each waiting for the bucket, all within challengeWait.
+// A host absent from the result has none (or it cannot be read: CertMagic's own handler
+// would answer nothing either).
+func (m *Manager) loadChallenges(hosts map[string]bool) map[string]*acme.Challenge {
 	ctx, cancel := context.WithTimeout(context.Background(), challengeWait)
 	defer cancel()
+	out := map[string]*acme.Challenge{}
 	if !m.lookups.wait(ctx) {
-		return nil
+		return out
 	}
-	// CertMagic's distributed solver's key (solvers.go, challengeTokensKey): one object
+	// CertMagic's distributed solver's keys (solvers.go, challengeTokensKey): one object
 	// per name, under the issuer's prefix.
-	key := path.Join("acme", certmagic.StorageKeys.Safe(m.issuer.IssuerKey()), "challenge_tokens",
-		certmagic.StorageKeys.Safe(host)+".json")
-	b, err := m.store.Load(ctx, key)
-	if err != nil || len(b) == 0 {
-		return nil
+	dir := path.Join("acme", certmagic.StorageKeys.Safe(m.issuer.IssuerKey()), "challenge_tokens")
+	keys, err := m.store.List(ctx, dir, false)
+	if err != nil {
+		return out // none pending (fs.ErrNotExist), or the store cannot say
 	}
-	var ch acme.Challenge
-	if json.Unmarshal(b, &ch) != nil {
-		return nil
+	listed := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		listed[path.Base(k)] = true
 	}
-	return &ch
+	for host := range hosts {
+		name := certmagic.StorageKeys.Safe(host) + ".json"
+		if !listed[name] || !m.lookups.wait(ctx) {
+			continue
+		}
+		b, err := m.store.Load(ctx, path.Join(dir, name))
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		var ch acme.Challenge
+		if json.Unmarshal(b, &ch) == nil {
+			out[host] = &ch
+		}
+	}
+	return out
 }
 
 // answerChallenge answers r with ch's key authorization when ch is r's challenge (its

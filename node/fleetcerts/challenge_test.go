@@ -16,6 +16,9 @@ import (
 
 	"github.com/caddyserver/certmagic"
 	"github.com/mholt/acmez/v3/acme"
+
+	"github.com/scafo/ingress/node/certstore"
+	"github.com/scafo/ingress/node/store/dir"
 )
 
 // countingStorage counts every storage operation.
@@ -212,5 +215,84 @@ func TestChallengeIsAnsweredDuringAnAnonymousFlood(t *testing.T) {
 	limit := int64(100 + 50*time.Since(start).Seconds() + 1)
 	if got := cs.ops.Load() - before; got > limit {
 		t.Errorf("the flood caused %d storage operations, want at most %d (the bucket)", got, limit)
+	}
+}
+
+// TestChallengeIsAnsweredDuringAFloodAcrossManyNames: the per-name coalescing above
+// bounds what junk for one name costs, but the store-read bucket (50/s) is shared by
+// every name. Before the fix, an anonymous client that sent junk tokens for a thousand
+// of the fleet's names (they are public: DNS, CT logs) had a thousand reads waiting for
+// the bucket at once; the read the CA's request needed got a token within
+// challengeWait about one time in four, so validations failed on every node and
+// issuance and renewals stopped. One listing of the pending challenges now serves
+// every name a round asks about, and only names with a pending challenge are read.
+func TestChallengeIsAnsweredDuringAFloodAcrossManyNames(t *testing.T) {
+	// The fleet's own certificate namespace over a real store (a listing there is one
+	// store LIST).
+	st, err := dir.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := &countingStorage{Storage: certstore.New(st, certstore.Options{Owner: "test"})}
+	m, err := New(Options{Storage: cs, CA: "https://127.0.0.1:1/dir", PlatformDomains: []string{"apps.example.com"},
+		PlatformBudget: 0, Log: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1})
+	t.Cleanup(m.Close)
+	const names = 1000
+	hosts := make([]string, names)
+	for i := range hosts {
+		hosts[i] = "app" + strconv.Itoa(i) + ".apps.example.com"
+	}
+	m.Sync(docWith(hosts...))
+	try := func(host, token string) string {
+		req := httptest.NewRequest("GET", "/.well-known/acme-challenge/"+token, nil)
+		req.Host = host
+		rec := httptest.NewRecorder()
+		if !m.HandleChallenge(rec, req) {
+			return ""
+		}
+		return rec.Body.String()
+	}
+	before := cs.ops.Load()
+	start := time.Now()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, h := range hosts[1:] {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					try(h, "junkJUNKjunk")
+				}
+			}
+		})
+	}
+	time.Sleep(500 * time.Millisecond) // the bucket's burst is spent by now
+	host := hosts[0]
+	key := path.Join("acme", certmagic.StorageKeys.Safe(m.issuer.IssuerKey()), "challenge_tokens", certmagic.StorageKeys.Safe(host)+".json")
+	b, _ := json.Marshal(acme.Challenge{Type: "http-01", Token: "GENUINEtoken", KeyAuthorization: "GENUINEtoken.thumbprint",
+		Identifier: acme.Identifier{Type: "dns", Value: host}})
+	if err := cs.Store(t.Context(), key, b); err != nil {
+		t.Fatal(err)
+	}
+	answered := 0
+	for range 4 {
+		if got := try(host, "GENUINEtoken"); got == "GENUINEtoken.thumbprint" {
+			answered++
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if answered != 4 {
+		t.Errorf("the CA's request during a flood of junk for %d other names was answered %d times of 4, want every time", names-1, answered)
+	}
+	limit := int64(2 * (100 + 50*time.Since(start).Seconds() + 1)) // a round may list and read
+	if got := cs.ops.Load() - before; got > limit {
+		t.Errorf("the flood caused %d storage operations, want at most %d", got, limit)
 	}
 }

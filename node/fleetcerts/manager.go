@@ -20,6 +20,7 @@ package fleetcerts
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/x509"
@@ -418,7 +419,12 @@ func (m *Manager) reconcile() {
 	for n := range m.wanted {
 		wanted = append(wanted, n)
 	}
-	slices.Sort(wanted)
+	// Names never held off first, then by fewer hold-offs, then by name: names that keep
+	// failing (a DNS pointing elsewhere) must not take the budget first each time their
+	// hold-off ends, ahead of every other account's new names.
+	slices.SortFunc(wanted, func(a, b string) int {
+		return cmp.Or(cmp.Compare(m.holdsOf(a), m.holdsOf(b)), strings.Compare(a, b))
+	})
 	for _, n := range wanted {
 		if _, ok := m.managed[n]; ok {
 			continue
@@ -472,6 +478,14 @@ func (m *Manager) reconcile() {
 		m.cache.RemoveManaged(gone)
 	}
 	m.refresh()
+}
+
+// holdsOf is how many hold-offs in a row name has had (caller holds mu).
+func (m *Manager) holdsOf(name string) int {
+	if st := m.names[name]; st != nil {
+		return st.holds
+	}
+	return 0
 }
 
 func (m *Manager) loop() {

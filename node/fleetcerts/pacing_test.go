@@ -183,3 +183,34 @@ func TestRetriesCountAgainstTheBudget(t *testing.T) {
 		t.Fatalf("after 3 attempts each: custom slots %d, platform slots %d; want 2 and 2 (the retries of c and s only)", custom, platform)
 	}
 }
+
+// TestNamesThatFailedBeforeDoNotTakeTheBudgetFirst: names were taken on in sorted
+// order, so names that had failed (a tenant's custom domains whose DNS points elsewhere)
+// and sort first took the custom budget again every time their hold-off ended, and the
+// other accounts' new names waited behind them: 1 000 such names cost a 50-an-hour
+// budget 20 hours of every day. A name never held off is now taken on before one that
+// was, fewer hold-offs first.
+func TestNamesThatFailedBeforeDoNotTakeTheBudgetFirst(t *testing.T) {
+	m, err := New(Options{Storage: &certmagic.FileStorage{Path: t.TempDir()}, CA: "https://127.0.0.1:1/dir",
+		PlatformDomains: []string{"apps.example.com"}, CustomBudget: 2, Log: testLogger(t), Poll: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1})
+	t.Cleanup(m.Close)
+	failed := []string{"a1.example.org", "a2.example.org", "a3.example.org"}
+	m.mu.Lock()
+	for i, n := range failed {
+		m.names[n] = &nameState{holds: 1 + i, heldUntil: time.Now().Add(-time.Second)} // hold-offs over
+	}
+	m.mu.Unlock()
+	m.Sync(docWith(append(failed, "z.example.org")...))
+	m.mu.Lock()
+	_, fresh := m.managed["z.example.org"]
+	_, once := m.managed["a1.example.org"]
+	_, twice := m.managed["a2.example.org"]
+	m.mu.Unlock()
+	if !fresh || !once || twice {
+		t.Fatalf("budget 2: z (never failed) taken on %v, a1 (held once) %v, a2 (held twice) %v; want z and a1", fresh, once, twice)
+	}
+}

@@ -16,14 +16,24 @@ import (
 	"github.com/scafo/ingress/render/fleet"
 )
 
-// Errors of the instance registry (ErrPortTaken 409, ErrNoInstance 404, ErrNoFreePort 503,
-// ErrPortOutOfRange 400).
+// Errors of the instance registry (ErrPortTaken 409, ErrPortChurn 409, ErrNoInstance 404,
+// ErrNoFreePort 503, ErrPortOutOfRange 400).
 var (
 	ErrPortTaken      = errors.New("port is held or quarantined by another application")
 	ErrNoFreePort     = errors.New("no free port in ports.min..ports.max")
 	ErrNoInstance     = errors.New("no instance of that application on this node")
 	ErrPortOutOfRange = errors.New("port outside ports.min..ports.max")
+	// ErrPortChurn: a move to a new port would leave more than MaxQuarantinedPorts of
+	// the application's ports quarantined (409).
+	ErrPortChurn = errors.New("too many of this application's ports are quarantined")
 )
+
+// MaxQuarantinedPorts bounds the ports one incarnation's moves leave quarantined at
+// once. Every move to a new port quarantines the port left, for ports.quarantine, and an
+// application token may name any free port of the range: unbounded, one token at
+// writes.rate would quarantine thousands of ports within one quarantine and leave none
+// for the other applications of the node. Moving back to a port it left costs nothing.
+const MaxQuarantinedPorts = 8
 
 // Registry is this node's port allocations, persisted in
 // <stateDir>/instances.json so a port survives restarts. Safe for concurrent use.
@@ -170,6 +180,17 @@ func (r *Registry) Set(app, appID string, port *int, ready bool) (fleet.Instance
 	if had && cur == next {
 		return cur, false, nil
 	}
+	if !had || cur.Port != p {
+		// A new port: the one left (now, or by a release before) stays quarantined.
+		left := 0
+		if had {
+			left = 1
+		}
+		if n, first := r.quarantinedBy(app, appID, p); n+left > MaxQuarantinedPorts {
+			return fleet.Instance{}, false, fmt.Errorf("%w: %s already leaves %d ports quarantined (at most %d; the first frees at %s); use one of them or the port it holds, or wait",
+				ErrPortChurn, app, n, MaxQuarantinedPorts, first.Format(time.RFC3339))
+		}
+	}
 	prev := r.clone()
 	r.retire(app, appID)
 	if had && cur.Port != p {
@@ -227,6 +248,19 @@ func (r *Registry) holder(p int) (app, appID, why string) {
 		}
 	}
 	return "", "", ""
+}
+
+// quarantinedBy counts the quarantined ports released by app's incarnation appID, port
+// except, and returns when the first of them frees (caller holds mu).
+func (r *Registry) quarantinedBy(app, appID string, except int) (n int, first time.Time) {
+	for _, q := range r.state.Quarantine {
+		if q.App == app && q.AppID == appID && q.Port != except {
+			if n++; first.IsZero() || q.Until.Before(first) {
+				first = q.Until
+			}
+		}
+	}
+	return n, first
 }
 
 // retire quarantines app's instance when it belongs to an incarnation other than

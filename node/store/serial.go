@@ -98,7 +98,9 @@ const wsDigits = " \t\v\f"
 
 // ParseSerialNames decodes a serial object with the keys its bump named. names is nil
 // when the bump named none (an old node's bump, a bare or epoch-only serial, too many
-// keys) or the trailer does not decode: the reader must then read everything.
+// keys), the trailer does not decode, or it names more than MaxSerialNames (no bump
+// writes that: a hand-edited serial must not make every node read what it lists): the
+// reader must then read everything.
 func ParseSerialNames(value []byte) (n uint64, epoch string, names []string, err error) {
 	n, epoch, err = ParseSerialEpoch(value)
 	if err != nil {
@@ -109,7 +111,11 @@ func ParseSerialNames(value []byte) (n uint64, epoch string, names []string, err
 	if i < 0 {
 		return n, epoch, nil, nil
 	}
-	for _, line := range strings.Split(s[i+1:], "\n") {
+	lines := strings.Split(s[i+1:], "\n")
+	if len(lines) > MaxSerialNames {
+		return n, epoch, nil, nil
+	}
+	for _, line := range lines {
 		if line == "" || len(line)%4 != 0 {
 			return n, epoch, nil, nil
 		}

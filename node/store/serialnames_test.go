@@ -156,3 +156,24 @@ func TestConcurrentBumpsNameTheirOwnKeys(t *testing.T) {
 		t.Fatalf("%d bumps written, want %d", len(seen), writers)
 	}
 }
+
+// A serial object that names more keys than any bump writes (MaxSerialNames) is not a
+// bump this code made: a hand-edited or hostile serial. Before, ParseSerialNames
+// returned every name it held, and a node one step behind read each one (a million
+// names: a million store GETs per node, on every node of the fleet). Now it names
+// none, and readers fall back to one full read.
+func TestASerialNamingMoreKeysThanABumpWritesNamesNone(t *testing.T) {
+	const epoch = "3f9a0c1e5b7d2a64"
+	names := make([]string, 4*store.MaxSerialNames)
+	for i := range names {
+		names[i] = fmt.Sprintf("apps/a%d.json", i)
+	}
+	v := store.FormatSerialNames(7, epoch, names[:store.MaxSerialNames])
+	for i := store.MaxSerialNames; i < len(names); i += store.MaxSerialNames {
+		more := store.FormatSerialNames(7, epoch, names[i:i+store.MaxSerialNames])
+		v = append(v, more[len(store.FormatSerial(7, epoch)):]...) // its trailer only
+	}
+	if n, e, got, err := store.ParseSerialNames(v); err != nil || n != 7 || e != epoch || got != nil {
+		t.Fatalf("ParseSerialNames of a serial naming %d keys = %d, %q, %d names, %v; want 7, the epoch and no names (a full read)", len(names), n, e, len(got), err)
+	}
+}

@@ -23,7 +23,15 @@ var (
 	// ErrUnavailable: the backend could not be reached or failed; nothing was changed
 	// that the caller can observe (writes are atomic).
 	ErrUnavailable = errors.New("store: unavailable")
+	// ErrTooLarge: the object is larger than MaxObjectSize. A read does not load it
+	// (a corrupt or hostile object must not exhaust every node's memory); a write of
+	// one is refused.
+	ErrTooLarge = errors.New("store: object larger than MaxObjectSize")
 )
+
+// MaxObjectSize bounds the objects a backend reads and writes. The largest the fleet
+// writes is a claim with routing.MaxPaths prefixes (about 3 MiB).
+const MaxObjectSize = 16 << 20
 
 // Object is one stored value and its etag.
 type Object struct {
@@ -54,7 +62,8 @@ type Condition struct {
 
 // Store is the fleet-state store.
 type Store interface {
-	// Get reads one object. ErrNotFound if absent.
+	// Get reads one object. ErrNotFound if absent; ErrTooLarge, without reading it,
+	// above MaxObjectSize.
 	Get(ctx context.Context, key string) (Object, error)
 	// GetIfChanged reads key unless its etag is still etag (a conditional read: a 304
 	// on S3). changed is false, with a zero Object, when the etag still matches.
@@ -62,7 +71,8 @@ type Store interface {
 	GetIfChanged(ctx context.Context, key, etag string) (obj Object, changed bool, err error)
 	// List returns every key under prefix with its etag, sorted by key.
 	List(ctx context.Context, prefix string) ([]Entry, error)
-	// Put writes value at key under cond and returns the new etag.
+	// Put writes value at key under cond and returns the new etag. ErrTooLarge above
+	// MaxObjectSize.
 	Put(ctx context.Context, key string, value []byte, cond Condition) (etag string, err error)
 	// Delete removes key; with a non-empty ifMatch only if the etag matches.
 	// ErrNotFound if absent.

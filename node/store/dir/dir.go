@@ -41,6 +41,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -224,9 +225,9 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Entry, error) 
 		if !ok || !strings.HasPrefix(key, prefix) {
 			return nil
 		}
-		b, err := os.ReadFile(p)
+		etag, err := s.etagOf(key) // hashed as read: a huge file costs no memory
 		if err != nil {
-			if isNotFound(err) {
+			if errors.Is(err, store.ErrNotFound) {
 				return nil // deleted between the walk and the read
 			}
 			return unavailable(err)
@@ -235,7 +236,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Entry, error) 
 		if fi, err := os.Stat(p); err == nil {
 			mtime = fi.ModTime()
 		}
-		out = append(out, store.Entry{Key: key, ETag: ETag(b), ModTime: mtime})
+		out = append(out, store.Entry{Key: key, ETag: etag, ModTime: mtime})
 		return nil
 	})
 	if err != nil {
@@ -252,6 +253,9 @@ func (s *Store) Put(ctx context.Context, key string, value []byte, cond store.Co
 	}
 	if cond.IfMatch != "" && cond.IfNoneMatch {
 		return "", fmt.Errorf("dir store: put %q: IfMatch and IfNoneMatch are exclusive", key)
+	}
+	if len(value) > store.MaxObjectSize {
+		return "", fmt.Errorf("dir store: put %q: %w: %d bytes", key, store.ErrTooLarge, len(value))
 	}
 	unlock, err := s.acquire(ctx)
 	if err != nil {
@@ -280,11 +284,11 @@ func (s *Store) Delete(ctx context.Context, key, ifMatch string) error {
 	}
 	defer unlock()
 
-	cur, err := s.read(key)
+	cur, err := s.etagOf(key)
 	if err != nil {
 		return fmt.Errorf("dir store: delete %q: %w", key, err)
 	}
-	if ifMatch != "" && ETag(cur) != ifMatch {
+	if ifMatch != "" && cur != ifMatch {
 		return fmt.Errorf("dir store: delete %q: %w", key, store.ErrPreconditionFailed)
 	}
 	p := s.path(key)
@@ -400,9 +404,9 @@ func isChunk(name string) bool {
 // error wrapping store.ErrUnavailable for any other failure, including a root that has
 // vanished (a missing root is a broken store, not an empty one).
 func (s *Store) read(key string) ([]byte, error) {
-	b, err := os.ReadFile(s.path(key))
-	if err == nil {
-		return b, nil
+	b, err := readBounded(s.path(key))
+	if err == nil || errors.Is(err, store.ErrTooLarge) {
+		return b, err
 	}
 	if isNotFound(err) {
 		if rerr := s.rootPresent(); rerr != nil {
@@ -411,6 +415,53 @@ func (s *Store) read(key string) ([]byte, error) {
 		return nil, store.ErrNotFound
 	}
 	return nil, unavailable(err)
+}
+
+// readBounded reads the file at p, or answers store.ErrTooLarge without reading it
+// when it is larger than store.MaxObjectSize.
+func readBounded(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return nil, &fs.PathError{Op: "read", Path: p, Err: syscall.EISDIR}
+	} else if err == nil && fi.Size() > store.MaxObjectSize {
+		return nil, fmt.Errorf("%w: %d bytes", store.ErrTooLarge, fi.Size())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, store.MaxObjectSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > store.MaxObjectSize {
+		return nil, fmt.Errorf("%w: more than %d bytes", store.ErrTooLarge, store.MaxObjectSize)
+	}
+	return b, nil
+}
+
+// etagOf is the etag of key's content, hashed as it is read (an object too large to
+// read has one too: a write or delete conditional on it works). Errors as read's.
+func (s *Store) etagOf(key string) (string, error) {
+	f, err := os.Open(s.path(key))
+	if err != nil {
+		if isNotFound(err) {
+			if rerr := s.rootPresent(); rerr != nil {
+				return "", rerr
+			}
+			return "", store.ErrNotFound
+		}
+		return "", unavailable(err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return "", store.ErrNotFound
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", unavailable(err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func (s *Store) rootPresent() error {
@@ -430,13 +481,13 @@ func (s *Store) checkCondition(key, ifMatch string, ifNoneMatch bool) error {
 	if ifMatch == "" && !ifNoneMatch {
 		return nil
 	}
-	cur, err := s.read(key)
+	cur, err := s.etagOf(key)
 	switch {
 	case err == nil:
 		if ifNoneMatch {
 			return fmt.Errorf("%w: create-only, but the key exists", store.ErrPreconditionFailed)
 		}
-		if ETag(cur) != ifMatch {
+		if cur != ifMatch {
 			return fmt.Errorf("%w: etag moved", store.ErrPreconditionFailed)
 		}
 		return nil

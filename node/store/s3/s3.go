@@ -281,9 +281,16 @@ func (s *Store) get(ctx context.Context, key, etag string) (store.Object, bool, 
 		return store.Object{}, false, fmt.Errorf("s3 store: get %q: %w", key, classify(err))
 	}
 	defer body.Close()
-	b, err := io.ReadAll(body)
+	if info.Size > store.MaxObjectSize {
+		// Not read: a corrupt or hostile object must not exhaust every node's memory.
+		return store.Object{}, false, fmt.Errorf("s3 store: get %q: %w: %d bytes", key, store.ErrTooLarge, info.Size)
+	}
+	b, err := io.ReadAll(io.LimitReader(body, store.MaxObjectSize+1))
 	if err != nil {
 		return store.Object{}, false, fmt.Errorf("s3 store: get %q: reading body: %w", key, classify(err))
+	}
+	if len(b) > store.MaxObjectSize {
+		return store.Object{}, false, fmt.Errorf("s3 store: get %q: %w: more than %d bytes", key, store.ErrTooLarge, store.MaxObjectSize)
 	}
 	if info.Size >= 0 && int64(len(b)) != info.Size {
 		return store.Object{}, false, fmt.Errorf("s3 store: get %q: %w: short body (%d of %d bytes)", key, store.ErrUnavailable, len(b), info.Size)
@@ -328,6 +335,9 @@ func (s *Store) Put(ctx context.Context, key string, value []byte, cond store.Co
 	}
 	if cond.IfMatch != "" && cond.IfNoneMatch {
 		return "", fmt.Errorf("s3 store: put %q: IfMatch and IfNoneMatch are exclusive", key)
+	}
+	if len(value) > store.MaxObjectSize {
+		return "", fmt.Errorf("s3 store: put %q: %w: %d bytes", key, store.ErrTooLarge, len(value))
 	}
 	opts := minio.PutObjectOptions{ContentType: "application/octet-stream", DisableMultipart: true}
 	switch {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -373,5 +374,37 @@ func TestListPages(t *testing.T) {
 	}
 	if d.Requests != 2 || d.ByMethod["GET"] != 2 {
 		t.Fatalf("listing %d keys cost %+v, want two pages (2 GETs)", n, d)
+	}
+}
+
+// An object larger than store.MaxObjectSize (corrupt or hostile: nothing the fleet
+// writes comes near) is not loaded: Get answers ErrTooLarge from its size, without
+// reading the body. Before, Get read it whole: a 1 GiB object under apps/ exhausted
+// the memory of every node on its next pass.
+func TestAnObjectAboveMaxObjectSizeIsNotLoaded(t *testing.T) {
+	srv := s3test.Shared(t)
+	cfg := srv.NewBucket(t)
+	st := newStore(t, cfg)
+	client, err := srv.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("x"), store.MaxObjectSize+1)
+	if _, err := client.PutObject(t.Context(), cfg.Bucket, "apps/huge.json", bytes.NewReader(big), int64(len(big)), minio.PutObjectOptions{}); err != nil {
+		t.Fatalf("raw put: %v", err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err = st.Get(t.Context(), "apps/huge.json")
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, store.ErrTooLarge) {
+		t.Fatalf("Get of a %d-byte object: %v, want ErrTooLarge", len(big), err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4<<20 {
+		t.Errorf("Get of a %d-byte object allocated %d bytes, want its body left unread", len(big), alloc)
+	}
+	if es, err := st.List(t.Context(), "apps/"); err != nil || len(es) != 1 {
+		t.Fatalf("List: %v %+v, want apps/huge.json listed", err, es)
 	}
 }

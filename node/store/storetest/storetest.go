@@ -78,6 +78,7 @@ func RunOptions(t *testing.T, newStore func(t *testing.T) store.Store, opts Opti
 		{"ListByPrefixSortedAndScoped", testList},
 		{"LongKeysAndSegments", func(t *testing.T, s store.Store) { testLongKeys(t, s, opts) }},
 		{"DeleteHonoursIfMatch", testDelete},
+		{"PutAboveMaxObjectSizeIsRefused", testPutTooLarge},
 		{"InvalidKeysRefused", testInvalidKeys},
 		{"CanceledContextWritesNothing", testCanceled},
 		{"ConcurrentCASIncrementsLoseNoUpdate", func(t *testing.T, s store.Store) { testConcurrentCAS(t, s, opts) }},
@@ -455,6 +456,16 @@ func testLongKeys(t *testing.T, s store.Store, opts Options) {
 			t.Errorf("recreated %.40q… = %q, want %q", k, got, "back")
 		}
 	}
+}
+
+// testPutTooLarge: a value above store.MaxObjectSize is refused (ErrTooLarge) and
+// nothing is written: a store never holds what its readers refuse to load.
+func testPutTooLarge(t *testing.T, s store.Store) {
+	_, err := s.Put(ctxT(t), "big.json", make([]byte, store.MaxObjectSize+1), store.Condition{})
+	wantErr(t, "Put above MaxObjectSize", err, store.ErrTooLarge)
+	_, err = s.Get(ctxT(t), "big.json")
+	wantErr(t, "Get after a refused Put", err, store.ErrNotFound)
+	mustPut(t, s, "fits.json", make([]byte, store.MaxObjectSize), store.Condition{})
 }
 
 func testDelete(t *testing.T, s store.Store) {
