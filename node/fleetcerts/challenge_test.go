@@ -159,6 +159,27 @@ func TestBacklogLookupsAreBatched(t *testing.T) {
 // arrived, and the reads stay within the bucket.
 func TestChallengeIsAnsweredDuringAnAnonymousFlood(t *testing.T) {
 	cs := &countingStorage{Storage: &certmagic.FileStorage{Path: t.TempDir()}}
+	const host = "shop.apps.example.com"
+	flood := make([]string, 20) // 20 clients, all on the one name
+	for i := range flood {
+		flood[i] = host
+	}
+	answered, ops, elapsed := challengeFlood(t, cs, []string{host}, flood, 300*time.Millisecond, 5)
+	if answered != 5 {
+		t.Errorf("the CA's request during a flood of junk tokens was answered %d times of 5, want every time", answered)
+	}
+	if limit := int64(100 + 50*elapsed.Seconds() + 1); ops > limit {
+		t.Errorf("the flood caused %d storage operations, want at most %d (the bucket)", ops, limit)
+	}
+}
+
+// challengeFlood runs a manager over cs for hosts, with one client per entry of flood
+// sending junk tokens for that name as fast as it can. After settle (the store-read
+// bucket's burst spent), the ordering node (here: the test) stores a challenge for
+// hosts[0] and the CA asks for it tries times. It returns how many were answered, and
+// the storage operations and time the flood took.
+func challengeFlood(t *testing.T, cs *countingStorage, hosts, flood []string, settle time.Duration, tries int) (answered int, ops int64, elapsed time.Duration) {
+	t.Helper()
 	m, err := New(Options{Storage: cs, CA: "https://127.0.0.1:1/dir", PlatformDomains: []string{"apps.example.com"},
 		PlatformBudget: 0, Log: testLogger(t)})
 	if err != nil {
@@ -166,9 +187,8 @@ func TestChallengeIsAnsweredDuringAnAnonymousFlood(t *testing.T) {
 	}
 	m.Start(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1})
 	t.Cleanup(m.Close)
-	const host = "shop.apps.example.com"
-	m.Sync(docWith(host))
-	try := func(token string) string {
+	m.Sync(docWith(hosts...))
+	try := func(host, token string) string {
 		req := httptest.NewRequest("GET", "/.well-known/acme-challenge/"+token, nil)
 		req.Host = host
 		rec := httptest.NewRecorder()
@@ -181,41 +201,34 @@ func TestChallengeIsAnsweredDuringAnAnonymousFlood(t *testing.T) {
 	start := time.Now()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for range 20 {
+	for _, h := range flood {
 		wg.Go(func() {
 			for {
 				select {
 				case <-stop:
 					return
 				default:
-					try("junkJUNKjunk")
+					try(h, "junkJUNKjunk")
 				}
 			}
 		})
 	}
-	time.Sleep(300 * time.Millisecond) // the bucket's burst is spent by now
-	// The ordering node (here: the test) stores the challenge, then the CA asks.
+	time.Sleep(settle)
+	host := hosts[0]
 	key := path.Join("acme", certmagic.StorageKeys.Safe(m.issuer.IssuerKey()), "challenge_tokens", certmagic.StorageKeys.Safe(host)+".json")
 	b, _ := json.Marshal(acme.Challenge{Type: "http-01", Token: "GENUINEtoken", KeyAuthorization: "GENUINEtoken.thumbprint",
 		Identifier: acme.Identifier{Type: "dns", Value: host}})
 	if err := cs.Store(t.Context(), key, b); err != nil {
 		t.Fatal(err)
 	}
-	answered := 0
-	for range 5 {
-		if got := try("GENUINEtoken"); got == "GENUINEtoken.thumbprint" {
+	for range tries {
+		if got := try(host, "GENUINEtoken"); got == "GENUINEtoken.thumbprint" {
 			answered++
 		}
 	}
 	close(stop)
 	wg.Wait()
-	if answered != 5 {
-		t.Errorf("the CA's request during a flood of junk tokens was answered %d times of 5, want every time", answered)
-	}
-	limit := int64(100 + 50*time.Since(start).Seconds() + 1)
-	if got := cs.ops.Load() - before; got > limit {
-		t.Errorf("the flood caused %d storage operations, want at most %d (the bucket)", got, limit)
-	}
+	return answered, cs.ops.Load() - before, time.Since(start)
 }
 
 // TestChallengeIsAnsweredDuringAFloodAcrossManyNames: the per-name coalescing above
@@ -234,65 +247,16 @@ func TestChallengeIsAnsweredDuringAFloodAcrossManyNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := &countingStorage{Storage: certstore.New(st, certstore.Options{Owner: "test"})}
-	m, err := New(Options{Storage: cs, CA: "https://127.0.0.1:1/dir", PlatformDomains: []string{"apps.example.com"},
-		PlatformBudget: 0, Log: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Start(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1})
-	t.Cleanup(m.Close)
 	const names = 1000
 	hosts := make([]string, names)
 	for i := range hosts {
 		hosts[i] = "app" + strconv.Itoa(i) + ".apps.example.com"
 	}
-	m.Sync(docWith(hosts...))
-	try := func(host, token string) string {
-		req := httptest.NewRequest("GET", "/.well-known/acme-challenge/"+token, nil)
-		req.Host = host
-		rec := httptest.NewRecorder()
-		if !m.HandleChallenge(rec, req) {
-			return ""
-		}
-		return rec.Body.String()
-	}
-	before := cs.ops.Load()
-	start := time.Now()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for _, h := range hosts[1:] {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-					try(h, "junkJUNKjunk")
-				}
-			}
-		})
-	}
-	time.Sleep(500 * time.Millisecond) // the bucket's burst is spent by now
-	host := hosts[0]
-	key := path.Join("acme", certmagic.StorageKeys.Safe(m.issuer.IssuerKey()), "challenge_tokens", certmagic.StorageKeys.Safe(host)+".json")
-	b, _ := json.Marshal(acme.Challenge{Type: "http-01", Token: "GENUINEtoken", KeyAuthorization: "GENUINEtoken.thumbprint",
-		Identifier: acme.Identifier{Type: "dns", Value: host}})
-	if err := cs.Store(t.Context(), key, b); err != nil {
-		t.Fatal(err)
-	}
-	answered := 0
-	for range 4 {
-		if got := try(host, "GENUINEtoken"); got == "GENUINEtoken.thumbprint" {
-			answered++
-		}
-	}
-	close(stop)
-	wg.Wait()
+	answered, ops, elapsed := challengeFlood(t, cs, hosts, hosts[1:], 500*time.Millisecond, 4)
 	if answered != 4 {
 		t.Errorf("the CA's request during a flood of junk for %d other names was answered %d times of 4, want every time", names-1, answered)
 	}
-	limit := int64(2 * (100 + 50*time.Since(start).Seconds() + 1)) // a round may list and read
-	if got := cs.ops.Load() - before; got > limit {
-		t.Errorf("the flood caused %d storage operations, want at most %d", got, limit)
+	if limit := int64(2 * (100 + 50*elapsed.Seconds() + 1)); ops > limit { // a round may list and read
+		t.Errorf("the flood caused %d storage operations, want at most %d", ops, limit)
 	}
 }
