@@ -237,17 +237,7 @@ func TestFleetCertificatesOneNameIssuedOnceAndServedByEveryTraefik(t *testing.T)
 
 	// Both nodes hold a valid certificate for both names, with one serial per name.
 	names := []string{acmePlatform, name}
-	waitFor(t, "every node holds a valid certificate for every name", 90*time.Second, func() error {
-		for _, n := range f.nodes {
-			cs := n.certs(t)
-			for _, nm := range names {
-				if c := cs[nm]; c.State != "valid" {
-					return fmt.Errorf("%s %s: %+v", n.name, nm, c)
-				}
-			}
-		}
-		return nil
-	})
+	waitAllValid(t, f, names, 90*time.Second)
 	logIssuance(t, f)
 	c1, c2 := f.nodes[0].certs(t), f.nodes[1].certs(t)
 	for _, nm := range names {
@@ -341,6 +331,22 @@ func TestFleetCertificatesOneNameIssuedOnceAndServedByEveryTraefik(t *testing.T)
 	}
 }
 
+// waitAllValid waits until every node of f lists every name of names as valid.
+func waitAllValid(t *testing.T, f *fleet, names []string, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, "every node holds a valid certificate for every name", timeout, func() error {
+		for _, n := range f.nodes {
+			cs := n.certs(t)
+			for _, nm := range names {
+				if c := cs[nm]; c.State != "valid" {
+					return fmt.Errorf("%s %s: %+v", n.name, nm, c)
+				}
+			}
+		}
+		return nil
+	})
+}
+
 // logIssuance logs the issuance lines of every node (for -v runs).
 func logIssuance(t *testing.T, f *fleet) {
 	for _, n := range f.nodes {
@@ -431,17 +437,7 @@ func testThreeNodes(t *testing.T, storeArgs, ips []string) {
 		t.Logf("%s: held by %s, validated through %s", nm, f.nodes[holder[nm]].name, trs[via[nm]].name)
 	}
 
-	waitFor(t, "every node holds a valid certificate for every name", 150*time.Second, func() error {
-		for _, n := range f.nodes {
-			cs := n.certs(t)
-			for _, nm := range names {
-				if c := cs[nm]; c.State != "valid" {
-					return fmt.Errorf("%s %s: %+v", n.name, nm, c)
-				}
-			}
-		}
-		return nil
-	})
+	waitAllValid(t, f, names, 150*time.Second)
 	logIssuance(t, f)
 	serial := map[string]string{}
 	for _, nm := range names {
@@ -819,17 +815,7 @@ func TestFleetCertificatesInlinePEMServedByAProviderPluginTraefik(t *testing.T) 
 	deployed := time.Now()
 	f.deploy(t, "shop", "acme", f.nodes, "/healthz")
 
-	waitFor(t, "every node holds a valid certificate for every name", 90*time.Second, func() error {
-		for _, n := range f.nodes {
-			cs := n.certs(t)
-			for _, nm := range names {
-				if c := cs[nm]; c.State != "valid" {
-					return fmt.Errorf("%s %s: %+v", n.name, nm, c)
-				}
-			}
-		}
-		return nil
-	})
+	waitAllValid(t, f, names, 90*time.Second)
 	valid := time.Now()
 	logIssuance(t, f)
 	c1, c2 := n1.certs(t), n2.certs(t)
