@@ -194,13 +194,8 @@ func testIngressReportsAreShared(t *testing.T, be reportBackend) {
 	if in.Kind != kindPlugin || in.Node != "vps-a" || in.Served != nil || in.Applied.Revision != rev || in.Behind != 0 {
 		t.Errorf("b's view of edge-1 = %+v, want a plugin polling vps-a, applied serial %d revision %s, behind 0", in, serial, rev)
 	}
-	obj, err := a.st.Get(context.Background(), "ingresses/edge-1.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stored ingressReport
-	if err := json.Unmarshal(obj.Value, &stored); err != nil || stored.Serial != serial || stored.Node != "vps-a" {
-		t.Errorf("stored report %s (%v), want serial %d from vps-a", obj.Value, err, serial)
+	if stored := storedReport(t, a.st, "edge-1"); stored.Serial != serial || stored.Node != "vps-a" {
+		t.Errorf("stored report %+v, want serial %d from vps-a", stored, serial)
 	}
 	// Polls keep coming (every 20 ms) for a while: no serial bump, no new revision.
 	time.Sleep(600 * time.Millisecond)
