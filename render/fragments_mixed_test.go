@@ -189,28 +189,10 @@ func TestIncrementalRenderEqualsFullRenderForEveryOutputOfANode(t *testing.T) {
 					doc := fe.doc()
 					for _, sel := range selections {
 						for _, prefer := range []string{"", "vps-b", "vps-c"} {
-							gd := doc
-							if sel != nil {
-								gd = routing.ForGroups(doc, sel)
-							}
-							d, err := routing.Prefer(gd, prefer)
-							if err != nil {
-								t.Fatal(err)
-							}
-							var want, got []byte
-							var werr, gerr error
-							if sel == nil {
-								want, werr = TraefikFleet(d, opt, fe.fc)
-								got, gerr = inc.TraefikOutput(d, prefer, fe.fc)
-							} else {
-								want, werr = TraefikGroups(d, opt, sel, fe.fc)
-								got, gerr = inc.TraefikGroups(d, fmt.Sprint(prefer, "|", sel), sel, fe.fc)
-							}
-							if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
-								t.Fatalf("step %d (%s), groups %v, prefer %q: errors differ: full %v, incremental %v", step, what, sel, prefer, werr, gerr)
-							}
+							at := fmt.Sprintf("step %d (%s), groups %v, prefer %q", step, what, sel, prefer)
+							d, want, werr := compareRenders(t, at, inc, opt, doc, sel, prefer, fe.fc)
 							if werr != nil {
-								t.Fatalf("step %d (%s), groups %v, prefer %q: a derived document does not render: %v", step, what, sel, prefer, werr)
+								t.Fatalf("%s: a derived document does not render: %v", at, werr)
 							}
 							for k, m := range marks {
 								if bytes.Contains(want, []byte(m)) {
@@ -226,11 +208,6 @@ func TestIncrementalRenderEqualsFullRenderForEveryOutputOfANode(t *testing.T) {
 										seen["cross-group target"] = true
 									}
 								}
-							}
-							if !bytes.Equal(got, want) {
-								at := firstDiff(got, want)
-								t.Fatalf("step %d (%s), groups %v, prefer %q: incremental render differs from the full render at byte %d\nfull: %s\nincr: %s",
-									step, what, sel, prefer, at, excerpt(want, at), excerpt(got, at))
 							}
 						}
 					}
@@ -404,31 +381,7 @@ func TestIncrementalRenderEqualsFullRenderOnAnyValidDocument(t *testing.T) {
 			}
 			for _, sel := range [][]string{nil, {"default"}, {"eu-1"}} {
 				for _, prefer := range []string{"", "n2", "n3"} {
-					gd := doc
-					if sel != nil {
-						gd = routing.ForGroups(doc, sel)
-					}
-					d, err := routing.Prefer(gd, prefer)
-					if err != nil {
-						t.Fatal(err)
-					}
-					var want, got []byte
-					var werr, gerr error
-					if sel == nil {
-						want, werr = TraefikFleet(d, opt, certs)
-						got, gerr = inc.TraefikOutput(d, prefer, certs)
-					} else {
-						want, werr = TraefikGroups(d, opt, sel, certs)
-						got, gerr = inc.TraefikGroups(d, fmt.Sprint(prefer, sel), sel, certs)
-					}
-					if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
-						t.Fatalf("opt %d, document %d, groups %v, prefer %q: errors differ: full %v, incremental %v", oi, i, sel, prefer, werr, gerr)
-					}
-					if !bytes.Equal(got, want) {
-						at := firstDiff(got, want)
-						t.Fatalf("opt %d, document %d, groups %v, prefer %q: incremental render differs from the full render at byte %d\nfull: %s\nincr: %s",
-							oi, i, sel, prefer, at, excerpt(want, at), excerpt(got, at))
-					}
+					compareRenders(t, fmt.Sprintf("opt %d, document %d, groups %v, prefer %q", oi, i, sel, prefer), inc, opt, doc, sel, prefer, certs)
 				}
 			}
 		}
@@ -436,4 +389,37 @@ func TestIncrementalRenderEqualsFullRenderOnAnyValidDocument(t *testing.T) {
 			t.Fatalf("only %d of %d random documents were valid", rendered, n)
 		}
 	}
+}
+
+// compareRenders renders doc as a node serves it for the group selection sel (nil:
+// every group) and prefer, through the full render (TraefikFleet or TraefikGroups) and
+// through inc (one output per selection and prefer), and fails t, naming at, when the
+// errors or the bytes differ. It returns the document rendered, the full render's bytes
+// and its error.
+func compareRenders(t *testing.T, at string, inc *Incremental, opt Options, doc *routing.Document, sel []string, prefer string, fc *FleetCerts) (*routing.Document, []byte, error) {
+	t.Helper()
+	if sel != nil {
+		doc = routing.ForGroups(doc, sel)
+	}
+	d, err := routing.Prefer(doc, prefer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want, got []byte
+	var werr, gerr error
+	if sel == nil {
+		want, werr = TraefikFleet(d, opt, fc)
+		got, gerr = inc.TraefikOutput(d, prefer, fc)
+	} else {
+		want, werr = TraefikGroups(d, opt, sel, fc)
+		got, gerr = inc.TraefikGroups(d, fmt.Sprint(prefer, "|", sel), sel, fc)
+	}
+	if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
+		t.Fatalf("%s: errors differ: full %v, incremental %v", at, werr, gerr)
+	}
+	if !bytes.Equal(got, want) {
+		i := firstDiff(got, want)
+		t.Fatalf("%s: incremental render differs from the full render at byte %d\nfull: %s\nincr: %s", at, i, excerpt(want, i), excerpt(got, i))
+	}
+	return d, want, werr
 }
