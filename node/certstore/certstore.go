@@ -94,9 +94,6 @@ func (o Options) withDefaults() Options {
 	if o.LockLease <= 0 {
 		o.LockLease = DefaultLockLease
 	}
-	if o.RenewInterval <= 0 {
-		o.RenewInterval = o.LockLease / 3
-	}
 	if o.Owner == "" {
 		o.Owner = "node"
 	}
@@ -109,15 +106,7 @@ func (o Options) withDefaults() Options {
 	if o.MaxLockLease < o.LockLease {
 		o.MaxLockLease = o.LockLease
 	}
-	if o.PollMin <= 0 {
-		o.PollMin = 100 * time.Millisecond
-	}
-	if o.PollMax <= 0 {
-		o.PollMax = 2 * time.Second
-	}
-	if o.PollMax < o.PollMin {
-		o.PollMax = o.PollMin
-	}
+	// RenewInterval, PollMin and PollMax are the LockManager's: it defaults them.
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
