@@ -202,19 +202,7 @@ func measureFleetFlips(t *testing.T, c flipCase, flips int) flipRun {
 	})
 	current := 0 // the target flipPrefix points at
 	want := func(k int) string { return identityName(flipTargets[k], placementOf(k + 1)[0]) }
-	if err := tr.proc.WaitUntil(5*time.Minute, func() error {
-		status, body, err := tr.get(flipHost, "/"+flipPrefix+"/x")
-		if err != nil {
-			return err
-		}
-		if status != 200 || body != want(current) {
-			return fmt.Errorf("%d %q, want %q", status, body, want(current))
-		}
-		return nil
-	}); err != nil {
-		t.Fatalf("waiting 5 min for Traefik (%s) to route %s/%s: %v", c.kind, flipHost, flipPrefix, err)
-	}
-	run.startup = time.Since(tr.proc.Started())
+	run.startup = waitFirstRoute(t, tr, want(current), "Traefik ("+string(c.kind)+")")
 	// The host's own application answers what the map does not hold: the route is real.
 	if status, body, err := tr.get(flipHost, "/nothere"); err != nil || status != 200 || body != identityName(flipOwner, placementOf(0)[0]) {
 		t.Fatalf("%s/nothere: %d %q %v, want %s", flipHost, status, body, err, identityName(flipOwner, placementOf(0)[0]))
@@ -300,6 +288,26 @@ func newNodeBin(t *testing.T, bin, name, storeRoot string, extra ...string) *ben
 
 // settleIdle waits until Traefik's CPU over the last second is within its idle rate
 // (plus 30 ms of slack: the clock ticks in 10 ms), or limit passes, and returns when.
+// waitFirstRoute waits until tr routes flipHost's flipPrefix to the application want (5
+// min at most: a cold Traefik loading a large fleet) and returns how long after its
+// start that was; what names tr in the failure.
+func waitFirstRoute(t *testing.T, tr *providerTraefik, want, what string) time.Duration {
+	t.Helper()
+	if err := tr.proc.WaitUntil(5*time.Minute, func() error {
+		status, body, err := tr.get(flipHost, "/"+flipPrefix+"/x")
+		if err != nil {
+			return err
+		}
+		if status != 200 || body != want {
+			return fmt.Errorf("%d %q, want %q", status, body, want)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("waiting 5 min for %s to route %s/%s: %v", what, flipHost, flipPrefix, err)
+	}
+	return time.Since(tr.proc.Started())
+}
+
 func settleIdle(tr *providerTraefik, idleCores float64, limit time.Duration) time.Time {
 	const step, window = 250 * time.Millisecond, time.Second
 	type at struct {

@@ -232,19 +232,7 @@ func TestGroupFlips(t *testing.T) {
 	current := 0
 	want := func(k int) string { return identityName(flipTargets[k], placementOf(k + 1)[0]) }
 	flipped := startGroupTraefik(0, false)
-	if err := flipped.tr.proc.WaitUntil(5*time.Minute, func() error {
-		status, body, err := flipped.tr.get(flipHost, "/"+flipPrefix+"/x")
-		if err != nil {
-			return err
-		}
-		if status != 200 || body != want(current) {
-			return fmt.Errorf("%d %q, want %q", status, body, want(current))
-		}
-		return nil
-	}); err != nil {
-		t.Fatalf("waiting 5 min for g0's Traefik to route %s/%s: %v", flipHost, flipPrefix, err)
-	}
-	flipped.startup = time.Since(flipped.tr.proc.Started())
+	flipped.startup = waitFirstRoute(t, flipped.tr, want(current), "g0's Traefik")
 	checkHolds(flipped)
 	// It holds g0's hosts and no other group's.
 	if err := routes(flipped, firstHost(1), ""); err != nil {
