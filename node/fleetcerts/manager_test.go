@@ -96,18 +96,7 @@ func TestTwoManagersOnOneStoreIssueANameOnceAndEitherAnswersTheChallenge(t *test
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if m.HandleChallenge(w, r) {
-				served[i].Add(1)
-				return
-			}
-			http.NotFound(w, r)
-		}))
-		srv.Listener = ln
-		srv.Start()
-		t.Cleanup(srv.Close)
-		m.Start(ln.Addr())
-		t.Cleanup(m.Close)
+		startServing(t, m, ln, &served[i])
 		return m
 	}
 	a := mk(0, lnA, 10)
@@ -192,4 +181,22 @@ func TestTwoManagersOnOneStoreIssueANameOnceAndEitherAnswersTheChallenge(t *test
 		body, _ := io.ReadAll(rec.Body)
 		t.Fatalf("a removed name's challenge was answered: %q", body)
 	}
+}
+
+// startServing answers m's HTTP-01 challenges on ln (404 for anything else), counting
+// the answers in served, and starts m with ln's address as its challenge endpoint.
+func startServing(t *testing.T, m *Manager, ln net.Listener, served *atomic.Int64) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if m.HandleChallenge(w, r) {
+			served.Add(1)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	m.Start(ln.Addr())
+	t.Cleanup(m.Close)
 }

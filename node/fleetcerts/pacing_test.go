@@ -3,8 +3,7 @@ package fleetcerts
 import (
 	"fmt"
 	"net"
-	"net/http"
-	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,16 +32,7 @@ func pacedManager(t *testing.T, opt Options) (*Manager, *pebbletest.Pebble) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !m.HandleChallenge(w, r) {
-			http.NotFound(w, r)
-		}
-	}))
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
-	m.Start(ln.Addr())
-	t.Cleanup(m.Close)
+	startServing(t, m, ln, new(atomic.Int64))
 	return m, p
 }
 
