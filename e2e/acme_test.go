@@ -331,6 +331,22 @@ func TestFleetCertificatesOneNameIssuedOnceAndServedByEveryTraefik(t *testing.T)
 	}
 }
 
+// waitChallengeRouter waits until tr has loaded the ACME challenge router from provider
+// ("http", or the plugin's).
+func waitChallengeRouter(t *testing.T, tr *acmeTraefik, provider string) {
+	t.Helper()
+	waitFor(t, tr.name+" loads the challenge router from "+provider, 30*time.Second, func() error {
+		rd, err := tr.rawData()
+		if err != nil {
+			return err
+		}
+		if routers, _ := rd.fromProviderNamed(provider); routers["acme-challenge@"+provider].Rule == "" {
+			return fmt.Errorf("no acme-challenge@%s router yet", provider)
+		}
+		return nil
+	})
+}
+
 // waitAllValid waits until every node of f lists every name of names as valid.
 func waitAllValid(t *testing.T, f *fleet, names []string, timeout time.Duration) {
 	t.Helper()
@@ -571,16 +587,7 @@ func TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshak
 		if i == 2 {
 			provider = pluginProvider
 		}
-		waitFor(t, tr.name+" loads the challenge router", 30*time.Second, func() error {
-			rd, err := tr.rawData()
-			if err != nil {
-				return err
-			}
-			if routers, _ := rd.fromProviderNamed(provider); routers["acme-challenge@"+provider].Rule == "" {
-				return fmt.Errorf("no acme-challenge@%s router yet", provider)
-			}
-			return nil
-		})
+		waitChallengeRouter(t, tr, provider)
 	}
 	f.deploy(t, "shop", "acme", f.nodes, "/healthz")
 	f.nodes[0].claim(t, "shop", name)
@@ -802,16 +809,7 @@ func TestFleetCertificatesInlinePEMServedByAProviderPluginTraefik(t *testing.T) 
 	n1, n2 := f.nodes[0], f.nodes[1]
 	dir := t.TempDir()
 	tr := startACMEPluginTraefik(t, "traefik-plugin", ip, web, websecure, dir, f.nodes, n1.name)
-	waitFor(t, tr.name+" loads the challenge router from the plugin", 30*time.Second, func() error {
-		rd, err := tr.rawData()
-		if err != nil {
-			return err
-		}
-		if routers, _ := rd.fromProviderNamed(pluginProvider); routers["acme-challenge@"+pluginProvider].Rule == "" {
-			return fmt.Errorf("no acme-challenge@%s router yet", pluginProvider)
-		}
-		return nil
-	})
+	waitChallengeRouter(t, tr, pluginProvider)
 	deployed := time.Now()
 	f.deploy(t, "shop", "acme", f.nodes, "/healthz")
 
