@@ -141,16 +141,27 @@ type Skipped struct {
 // every route from every ingress. That is the caller's job, as is keeping the last
 // good document when the store fails.
 func Derive(st State, opt Options) (*routing.Document, []Skipped) {
-	dv := deriver{opt: opt}
+	dv := derive(st, opt)
+	doc := dv.document()
+	doc.Seal()
+	return doc, dv.skippedSorted()
+}
+
+// derive runs every rule over st; document assembles what it found.
+func derive(st State, opt Options) *deriver {
+	dv := &deriver{opt: opt}
 	dv.indexDomains()
 	dv.indexNodes(st.Nodes)
 	dv.indexApps(st.Apps)
 	dv.indexClaims(st.Claims, st.UnreadableClaims)
 	dv.buildRoutes()
 	dv.buildPaths()
-	doc := &routing.Document{V: routing.Version, Routes: dv.routes, API: dv.buildAPI()}
-	doc.Seal()
-	return doc, dv.skippedSorted()
+	return dv
+}
+
+// document is the unsealed document of a derivation.
+func (dv *deriver) document() *routing.Document {
+	return &routing.Document{V: routing.Version, Routes: dv.routes, API: dv.buildAPI()}
 }
 
 // PlatformOwner reports whether host (a canonical host or one-label wildcard) lies

@@ -23,32 +23,71 @@ const RevisionLen = 32
 // the revision is the revision of the document Marshal would write. Compute it on the
 // document as derived, before any Prefer reordering: upstream order is content.
 //
+// Routes are hashed in blocks of RevisionBlock (in host order): the document hash
+// covers each block's own SHA-256, not the routes' bytes, so that a change to a few
+// routes re-hashes their blocks alone (UpdateBlockDigests) and the revision of a
+// fleet-sized document does not cost a pass over every route for every change. The
+// blocks are a function of the document alone, so every node computes the same
+// revision for the same content, whatever it derived before.
+//
 // A nil and an empty list (or map) hash alike, as they marshal alike where it matters.
 func ComputeRevision(d *Document) string {
+	routes := sortedRoutes(d.Routes)
+	return revisionOf(d, len(routes), BlockDigests(routes))
+}
+
+// RevisionBlock is how many routes (in host order) one block digest covers.
+const RevisionBlock = 64
+
+// BlockDigests returns the digest of each block of routes, which must be in host order
+// (a sealed document's are).
+func BlockDigests(routes []Route) [][32]byte {
+	out := make([][32]byte, (len(routes)+RevisionBlock-1)/RevisionBlock)
+	e := revEncoder{h: sha256.New(), buf: make([]byte, 0, 4096)}
+	for b := range out {
+		out[b] = e.block(routes[b*RevisionBlock : min((b+1)*RevisionBlock, len(routes))])
+	}
+	return out
+}
+
+// UpdateBlockDigests returns the block digests of routes given prev, the digests of
+// routes that differ from these only at the indices in changed (ascending): the blocks
+// holding a changed route are hashed again, the others are prev's. The host set, and so
+// the number of routes, must be the same. prev is not modified.
+func UpdateBlockDigests(routes []Route, prev [][32]byte, changed []int) [][32]byte {
+	out := slices.Clone(prev)
+	e := revEncoder{h: sha256.New(), buf: make([]byte, 0, 4096)}
+	last := -1
+	for _, i := range changed {
+		b := i / RevisionBlock
+		if b == last {
+			continue
+		}
+		last = b
+		out[b] = e.block(routes[b*RevisionBlock : min((b+1)*RevisionBlock, len(routes))])
+	}
+	return out
+}
+
+// RevisionWithBlocks is ComputeRevision for a document whose routes are in host order
+// and whose block digests are blocks (BlockDigests, UpdateBlockDigests).
+func RevisionWithBlocks(d *Document, blocks [][32]byte) string {
+	return revisionOf(d, len(d.Routes), blocks)
+}
+
+func revisionOf(d *Document, nRoutes int, blocks [][32]byte) string {
 	e := revEncoder{h: sha256.New(), buf: make([]byte, 0, 4096)}
 	e.marker("scafo-routing-document")
 	e.marker("v")
 	e.int(d.V)
 
 	e.marker("routes")
-	e.int(len(d.Routes))
-	for _, r := range sortedRoutes(d.Routes) {
-		e.marker("route")
-		e.str(r.Host)
-		e.str(r.Application)
-		e.str(r.HealthPath)
-		if r.Group != "" {
-			// Only when set, so that documents without groups keep their revisions.
-			e.marker("group")
-			e.str(r.Group)
-		}
-		e.upstreams(r.Upstreams)
-		e.marker("paths")
-		e.int(len(r.Paths))
-		for _, k := range sortedKeys(r.Paths) {
-			e.str(k)
-			e.str(r.Paths[k])
-		}
+	e.int(nRoutes)
+	e.marker("route-blocks")
+	e.int(len(blocks))
+	for i := range blocks {
+		e.buf = append(e.buf, blocks[i][:]...)
+		e.flushIfFull()
 	}
 
 	e.marker("api")
@@ -66,6 +105,35 @@ func ComputeRevision(d *Document) string {
 
 	sum := e.sum()
 	return hex.EncodeToString(sum[:RevisionLen/2])
+}
+
+// block returns the digest of one block of routes, resetting e's hash.
+func (e *revEncoder) block(routes []Route) [32]byte {
+	e.h.Reset()
+	e.buf = e.buf[:0]
+	e.marker("block")
+	e.int(len(routes))
+	for _, r := range routes {
+		e.marker("route")
+		e.str(r.Host)
+		e.str(r.Application)
+		e.str(r.HealthPath)
+		if r.Group != "" {
+			// Only when set, so that documents without groups keep their revisions.
+			e.marker("group")
+			e.str(r.Group)
+		}
+		e.upstreams(r.Upstreams)
+		e.marker("paths")
+		e.int(len(r.Paths))
+		for _, k := range sortedKeys(r.Paths) {
+			e.str(k)
+			e.str(r.Paths[k])
+		}
+	}
+	var out [32]byte
+	copy(out[:], e.sum())
+	return out
 }
 
 // Seal sets d.V to Version and d.Revision to ComputeRevision(d). Seal the document as

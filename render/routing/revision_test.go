@@ -1,7 +1,10 @@
 package routing
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -108,10 +111,49 @@ func TestSealSetsVersionAndRevision(t *testing.T) {
 
 // TestRevisionEncodingIsPinned guards the encoding: a change to it moves every
 // revision, so every ingress of a fleet mixing old and new nodes would see two
-// revisions for one state. Change the constant only on purpose.
+// revisions for one state. Change the constant only on purpose (last: the route
+// blocks of RevisionBlock, issue 13).
 func TestRevisionEncodingIsPinned(t *testing.T) {
-	const want = "a69fd4c6d0274a5f832527e7de9a17de"
+	const want = "e7aa79a5107984fadb1f091e99bb2a43"
 	if got := sampleDocument().Revision; got != want {
 		t.Fatalf("revision of the sample document = %s, want %s", got, want)
+	}
+}
+
+// TestUpdatedBlockDigestsGiveTheRevisionOfTheDocument edits random routes of documents
+// spanning several blocks: the revision from updated digests is ComputeRevision's, and
+// a change to any route, in any block, moves it.
+func TestUpdatedBlockDigestsGiveTheRevisionOfTheDocument(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(13, 4))
+	for _, n := range []int{1, RevisionBlock - 1, RevisionBlock, RevisionBlock + 1, 5*RevisionBlock + 7} {
+		d := &Document{V: Version, Routes: make([]Route, n)}
+		for i := range d.Routes {
+			d.Routes[i] = Route{Host: fmt.Sprintf("h%05d.example.com", i), Application: fmt.Sprintf("a%d", i%7),
+				Upstreams: []Upstream{{Node: "vps-a", Address: "10.0.0.1:" + strconv.Itoa(1000+i), APIPort: 8443}}}
+		}
+		blocks := BlockDigests(d.Routes)
+		rev := RevisionWithBlocks(d, blocks)
+		if rev != ComputeRevision(d) {
+			t.Fatalf("%d routes: RevisionWithBlocks %s != ComputeRevision %s", n, rev, ComputeRevision(d))
+		}
+		for step := 0; step < 20; step++ {
+			next := &Document{V: Version, Routes: slices.Clone(d.Routes)}
+			var changed []int
+			for i := range next.Routes {
+				if rnd.IntN(n) < 2 {
+					changed = append(changed, i)
+					next.Routes[i].Upstreams = []Upstream{{Node: "vps-b", Address: "10.0.0.2:" + strconv.Itoa(rnd.IntN(60000)+1), APIPort: 8443}}
+				}
+			}
+			nb := UpdateBlockDigests(next.Routes, blocks, changed)
+			got, want := RevisionWithBlocks(next, nb), ComputeRevision(next)
+			if got != want {
+				t.Fatalf("%d routes, changed %v: updated revision %s != %s", n, changed, got, want)
+			}
+			if len(changed) > 0 && got == rev {
+				t.Fatalf("%d routes, changed %v: the revision did not move", n, changed)
+			}
+			d, blocks, rev = next, nb, got
+		}
 	}
 }
