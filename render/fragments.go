@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"strconv"
@@ -307,7 +308,7 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 	for j := range apps {
 		a := &apps[j]
 		if a.withService {
-			a.frag = inc.lookup(a, routes, next, fragInterval, svcOf, fc)
+			a.frag = inc.lookup(a, routes, chained(a.first, next), fragInterval, svcOf, fc)
 		}
 		if a.frag == nil {
 			for i := a.first; i >= 0; i = int(next[i]) {
@@ -326,7 +327,7 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 	}
 	for _, j := range misses {
 		a := &apps[j]
-		a.frag = inc.renderApp(a, routes, next, fragInterval, svcOf, fc)
+		a.frag = inc.renderApp(a, routes, chained(a.first, next), fragInterval, svcOf, fc)
 		a.slot.variants = append(a.slot.variants, a.frag)
 	}
 
@@ -358,8 +359,29 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 		certs = e.buf
 	}
 	body := inc.assemble(output, apps, apiFrag, interval, certs)
+	a := inc.prev[output]
+	a.fc, a.checks, a.fragInterval = fc, checks, fragInterval
+	a.targets = map[string]bool{}
+	for j := range apps {
+		if f := apps[j].frag; f != nil && apps[j].withRouters {
+			for _, t := range f.targets {
+				a.targets[t.host] = true
+			}
+		}
+	}
 	inc.sweep(clean+len(inc.mixed) == len(inc.apps))
 	return body, nil
+}
+
+// chained is the route indices of the chain from first in next (-1 ends it).
+func chained(first int, next []int32) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for i := first; i >= 0; i = int(next[i]) {
+			if !yield(i) {
+				return
+			}
+		}
+	}
 }
 
 // refuse returns the error Validate gives doc, which a check of the incremental render
@@ -383,14 +405,14 @@ func serviceRef(base string, ups []routing.Upstream) string {
 }
 
 // lookup returns the cached fragment of a whose inputs equal a's in this document.
-func (inc *Incremental) lookup(a *appIn, routes []routing.Route, next []int32, interval string, svcOf func(string) (string, bool), fc *FleetCerts) *fragment {
+func (inc *Incremental) lookup(a *appIn, routes []routing.Route, seq iter.Seq[int], interval string, svcOf func(string) (string, bool), fc *FleetCerts) *fragment {
 variants:
 	for _, f := range a.slot.variants {
 		if f.interval != interval || f.health != a.health || !slices.Equal(f.ups, a.ups) {
 			continue
 		}
 		k := 0
-		for i := a.first; i >= 0; i = int(next[i]) {
+		for i := range seq {
 			if k >= len(f.routes) || f.routes[k].host != routes[i].Host || !maps.Equal(f.routes[k].paths, routes[i].Paths) ||
 				f.fleet[k] != fleetManaged(fc, routes[i].Host) {
 				continue variants
@@ -438,7 +460,7 @@ func (inc *Incremental) reset(interval string, fc *FleetCerts) *renderer {
 }
 
 // renderApp renders a's fragment with the full render's own code (chain, routeRouters).
-func (inc *Incremental) renderApp(a *appIn, routes []routing.Route, next []int32, interval string, svcOf func(string) (string, bool), fc *FleetCerts) *fragment {
+func (inc *Incremental) renderApp(a *appIn, routes []routing.Route, seq iter.Seq[int], interval string, svcOf func(string) (string, bool), fc *FleetCerts) *fragment {
 	r := inc.reset(interval, fc)
 	f := &fragment{app: a.name, ups: a.ups, health: a.health, interval: interval}
 	name, health := a.name, a.health
@@ -449,7 +471,7 @@ func (inc *Incremental) renderApp(a *appIn, routes []routing.Route, next []int32
 		return r.healthCheck(InstanceHealthPath+name, u.APIPort)
 	})
 	f.checks = len(r.checks)
-	for i := a.first; i >= 0; i = int(next[i]) {
+	for i := range seq {
 		rt := &routes[i]
 		f.routes = append(f.routes, fragRoute{host: rt.Host, paths: rt.Paths})
 		f.fleet = append(f.fleet, fleetManaged(fc, rt.Host))
@@ -576,14 +598,43 @@ var denyEntry = func() entry {
 // that the next render of the same output merges instead of sorting, and copies from
 // this output's body instead of from every entry.
 type assembled struct {
+	// The flat form, written by a full render: every entry in order and where it is in
+	// body, the output written, with interval in its services. A run of entries that
+	// are still neighbours in the next output is copied from body in one piece, so the
+	// copy reads one buffer front to back instead of every fragment's. A delta render
+	// leaves it nil (flatten makes it again when a full render needs it).
 	routers, services []placed
-	withR, withS      []*fragment
-	// body is the output written, with interval in its services: a run of entries
-	// that are still neighbours in the next output is copied from it in one piece, so
-	// the copy reads one buffer front to back instead of every fragment's.
-	body     []byte
-	interval string
+	body              []byte
+	// The chunked form: the same entries in runs of chunkEntries, each with its bytes
+	// (slices of body after a full render). A delta render replaces the chunks holding
+	// the entries it changed and shares the others.
+	rchunks, schunks []*chunk
+	certs            []byte // tls, written after http ("" when none)
+	interval         string
+	// What a delta render (TraefikDelta) builds on: the document rendered (kept only
+	// for TraefikDelta's outputs), its fleet certificates, the output's check count and
+	// the interval its fragments were rendered with.
+	doc          *routing.Document
+	fc           *FleetCerts
+	checks       int
+	fragInterval string
+	// targets are the hosts path maps of the output point at: their applications'
+	// service names are part of other fragments.
+	targets map[string]bool
 }
+
+// chunk is a run of consecutive entries of one section and their bytes, comma-separated:
+// entry k is body[entries[k].off-base : entries[k].end-base].
+type chunk struct {
+	entries []placed
+	base    int
+	body    []byte
+}
+
+// chunkEntries is how many entries a chunk holds: a delta render copies the chunks of
+// the entries it changed (tens of KiB) and the list of chunks (one pointer per
+// chunkEntries entries).
+const chunkEntries = 128
 
 // placed is an entry and where its bytes are in the body of the assembly holding it.
 type placed struct {
@@ -602,18 +653,19 @@ const maxOutputs = 32
 func (inc *Incremental) assemble(key string, apps []appIn, apiFrag *fragment, interval string, certs []byte) []byte {
 	inc.stamp++
 	stamp := inc.stamp
-	cur := &assembled{interval: interval}
+	cur := &assembled{interval: interval, certs: certs}
+	var withR, withS []*fragment
 	deny := false
 	size := 64
 	include := func(f *fragment, withRouters bool) {
 		if withRouters {
 			f.rmark = stamp
-			cur.withR = append(cur.withR, f)
+			withR = append(withR, f)
 			deny = deny || f.deny
 			size += f.rsize
 		}
 		f.smark = stamp
-		cur.withS = append(cur.withS, f)
+		withS = append(withS, f)
 		size += f.ssize + f.ivs*len(interval)
 	}
 	for j := range apps {
@@ -628,9 +680,16 @@ func (inc *Incremental) assemble(key string, apps []appIn, apiFrag *fragment, in
 		include(inc.deny, false)
 	}
 	prev := inc.prev[key]
-	cur.routers = mergeEntries(prev, cur.withR, stamp, func(a *assembled) ([]placed, []*fragment) { return a.routers, a.withR },
+	if prev != nil && prev.body == nil && prev.rchunks != nil {
+		prev.flatten() // a delta render's: made flat again, once
+	}
+	var oldR, oldS []placed
+	if prev != nil {
+		oldR, oldS = prev.routers, prev.services
+	}
+	cur.routers = mergeEntries(prev != nil, oldR, withR, stamp,
 		func(f *fragment) []entry { return f.routers }, func(f *fragment) uint64 { return f.rmark }, func(f *fragment) *uint64 { return &f.rseen })
-	cur.services = mergeEntries(prev, cur.withS, stamp, func(a *assembled) ([]placed, []*fragment) { return a.services, a.withS },
+	cur.services = mergeEntries(prev != nil, oldS, withS, stamp,
 		func(f *fragment) []entry { return f.services }, func(f *fragment) uint64 { return f.smark }, func(f *fragment) *uint64 { return &f.sseen })
 	if _, ok := inc.prev[key]; !ok && len(inc.prev) >= maxOutputs {
 		clear(inc.prev) // rare: more outputs than any node serves; they start over
@@ -666,6 +725,7 @@ func (inc *Incremental) assemble(key string, apps []appIn, apiFrag *fragment, in
 	}
 	buf = append(buf, '}')
 	cur.body = buf
+	cur.rchunks, cur.schunks = chunked(cur.routers, buf), chunked(cur.services, buf)
 	return buf
 }
 
@@ -705,34 +765,40 @@ func writeEntries(buf []byte, list []placed, from []byte, interval string) []byt
 			buf = append(buf, ',')
 		}
 		p.off = len(buf)
-		e := p.e
-		last := 0
-		for _, j := range e.ivAt {
-			buf = append(buf, e.b[last:j]...)
-			buf = append(buf, `"interval":"`...)
-			buf = append(buf, interval...)
-			buf = append(buf, '"')
-			last = j + len(ivToken)
-		}
-		buf = append(buf, e.b[last:]...)
+		buf = appendEntry(buf, p.e, interval)
 		p.end = len(buf)
 	}
 	flush()
 	return buf
 }
 
+// appendEntry appends e's bytes to buf with interval in place of its automatic-interval
+// tokens.
+func appendEntry(buf []byte, e *entry, interval string) []byte {
+	last := 0
+	for _, j := range e.ivAt {
+		buf = append(buf, e.b[last:j]...)
+		buf = append(buf, `"interval":"`...)
+		buf = append(buf, interval...)
+		buf = append(buf, '"')
+		last = j + len(ivToken)
+	}
+	return append(buf, e.b[last:]...)
+}
+
 // mergeEntries returns the sorted entries (routers or services, as the accessors say)
-// of the fragments in now, all marked with stamp: prev's order without the entries of
-// fragments not in now (each keeping its place in prev's body), merged with the sorted
-// entries of the fragments prev did not have (placed nowhere: off -1).
-func mergeEntries(prev *assembled, now []*fragment, stamp uint64, list func(*assembled) ([]placed, []*fragment),
+// of the fragments in now, all marked with stamp: old (the previous order of the
+// output, if there was one) without the entries of fragments not in now (each keeping
+// its place in the previous body), merged with the sorted entries of the fragments old
+// did not have (placed nowhere: off -1).
+func mergeEntries(hadPrev bool, old []placed, now []*fragment, stamp uint64,
 	entries func(*fragment) []entry, mark func(*fragment) uint64, seen func(*fragment) *uint64) []placed {
-	var old []placed
-	if prev != nil {
-		var had []*fragment
-		old, had = list(prev)
-		for _, f := range had {
-			*seen(f) = stamp
+	prev := hadPrev
+	var owner *fragment
+	for _, p := range old {
+		if p.e.owner != owner {
+			owner = p.e.owner
+			*seen(owner) = stamp
 		}
 	}
 	var added []placed
@@ -748,7 +814,7 @@ func mergeEntries(prev *assembled, now []*fragment, stamp uint64, list func(*ass
 		}
 	}
 	byName := func(a, b placed) int { return strings.Compare(a.e.name, b.e.name) }
-	if prev == nil || len(added) > total/4 {
+	if !prev || len(added) > total/4 {
 		// Mostly new: one sort of everything.
 		all := make([]placed, 0, total)
 		for _, f := range now {
@@ -763,7 +829,7 @@ func mergeEntries(prev *assembled, now []*fragment, stamp uint64, list func(*ass
 	slices.SortFunc(added, byName)
 	out := make([]placed, 0, total)
 	j := 0
-	var owner *fragment // consecutive entries mostly share their fragment: one look each
+	owner = nil // consecutive entries mostly share their fragment: one look each
 	kept := false
 	for _, p := range old {
 		if p.e.owner != owner {

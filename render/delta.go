@@ -1,0 +1,365 @@
+package render
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/scafo/ingress/render/routing"
+)
+
+// Body is a rendered configuration in pieces: its bytes are the pieces' in order. The
+// pieces are shared with other bodies of the same output and must not be modified.
+type Body [][]byte
+
+// Len is the body's length in bytes.
+func (b Body) Len() int {
+	n := 0
+	for _, p := range b {
+		n += len(p)
+	}
+	return n
+}
+
+// Bytes returns the body in one slice (the piece itself when there is one).
+func (b Body) Bytes() []byte {
+	if len(b) == 1 {
+		return b[0]
+	}
+	out := make([]byte, 0, b.Len())
+	for _, p := range b {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// TraefikDelta is TraefikOutput for a document made from an earlier one (delta, from
+// fleet.Deriver; nil when there is none), returning the same bytes in pieces.
+//
+// When output's last render was TraefikDelta's render of delta.Base with the same fleet
+// certificates, only the applications of the changed routes are rendered again, and
+// the body shares every chunk of entries that holds none of theirs with the last body:
+// the work follows the change, not the fleet. That needs the change to leave every
+// entry name and the output's health-check interval as they were (new upstream
+// addresses and health paths do; a new upstream node or count, which renames chain
+// leaves or moves the interval, does not), and the applications' old fragments to be
+// those of the last body. Otherwise, and for a document without delta, it renders in
+// full, as TraefikOutput does.
+//
+// The changed routes are validated as a full render validates them (each route's own
+// rules, and that the routes of each application agree); the others are delta.Base's,
+// which passed. Bytes are checked against the full render by
+// TestDeltaRenderEqualsFullRender.
+func (inc *Incremental) TraefikDelta(doc *routing.Document, delta *routing.Delta, output string, fc *FleetCerts) (Body, error) {
+	inc.mu.Lock()
+	prev := inc.prev[output]
+	if delta != nil && prev != nil && prev.doc != nil && prev.doc == delta.Base && prev.fc == fc && doc != nil {
+		body, ok, err := inc.patch(prev, doc, delta, output)
+		if ok || err != nil {
+			inc.mu.Unlock()
+			return body, err
+		}
+	}
+	inc.mu.Unlock()
+	b, err := inc.render(doc, output, nil, fc)
+	if err != nil {
+		return nil, err
+	}
+	inc.mu.Lock()
+	if a := inc.prev[output]; a != nil && a.body != nil && &a.body[0] == &b[0] {
+		a.doc = doc // the render of doc itself, not of a later one that raced it
+	}
+	inc.mu.Unlock()
+	return Body{b}, nil
+}
+
+// patch renders doc from prev, the output's last render of delta.Base (see
+// TraefikDelta). ok false, err nil: it cannot, render in full (nothing was changed).
+func (inc *Incremental) patch(prev *assembled, doc *routing.Document, delta *routing.Delta, output string) (body Body, ok bool, err error) {
+	base := delta.Base
+	if doc.V != routing.Version || len(doc.Routes) != len(base.Routes) || doc.API != base.API || prev.rchunks == nil {
+		return nil, false, nil
+	}
+	// The changed routes, by application, each checked as the full render checks it.
+	var names []string
+	byApp := map[string][]int{}
+	for j, i := range delta.Changed {
+		if i < 0 || i >= len(doc.Routes) || (j > 0 && i <= delta.Changed[j-1]) {
+			return nil, false, nil
+		}
+		r, b := &doc.Routes[i], &base.Routes[i]
+		if r.Host != b.Host || r.Application != b.Application || r.Group != b.Group || !maps.Equal(r.Paths, b.Paths) {
+			return nil, false, nil
+		}
+		if !doc.RouteOK(i) {
+			return nil, false, refuse(doc)
+		}
+		if _, seen := byApp[r.Application]; !seen {
+			names = append(names, r.Application)
+		}
+		byApp[r.Application] = append(byApp[r.Application], i)
+	}
+	type swap struct{ old, now *fragment }
+	var swaps []swap
+	checks := prev.checks
+	for _, name := range names {
+		idx := byApp[name]
+		first := &doc.Routes[idx[0]]
+		for _, i := range idx[1:] {
+			r := &doc.Routes[i]
+			if r.HealthPath != first.HealthPath || !slices.Equal(r.Upstreams, first.Upstreams) {
+				return nil, false, refuse(doc) // the routes of one application disagree
+			}
+		}
+		if first.HealthPath == "" {
+			if err := requireAPIPorts("routes["+strconv.Itoa(idx[0])+"].upstreams", first.Upstreams); err != nil {
+				return nil, false, nil // the full render reports it in its own order
+			}
+		}
+		slot := inc.apps[name]
+		if slot == nil {
+			return nil, false, nil
+		}
+		seq := slices.Values(idx)
+		was := &appIn{name: name, slot: slot, ups: base.Routes[idx[0]].Upstreams, health: base.Routes[idx[0]].HealthPath}
+		old := inc.lookup(was, base.Routes, seq, prev.fragInterval, svcIn(base), prev.fc)
+		if old == nil || len(old.routes) != len(idx) || !prev.holds(old) {
+			return nil, false, nil // not all of its routes changed, or not this body's
+		}
+		a := &appIn{name: name, slot: slot, ups: first.Upstreams, health: first.HealthPath}
+		svcOf := svcIn(doc)
+		now := inc.lookup(a, doc.Routes, seq, prev.fragInterval, svcOf, prev.fc)
+		if now == nil {
+			now = inc.renderApp(a, doc.Routes, seq, prev.fragInterval, svcOf, prev.fc)
+			slot.variants = append(slot.variants, now)
+			if n := len(slot.variants) - keepPasses; n > 0 {
+				slot.variants = slices.Delete(slot.variants, 0, n) // the oldest; the cache is not correctness
+			}
+		}
+		// Path routers of other applications point at this one's service by name: it
+		// may move only when no path map of the output targets the application's hosts.
+		if old.deny != now.deny {
+			return nil, false, nil // the shared deny service would come or go
+		}
+		if serviceRef(slot.base, old.ups) != serviceRef(slot.base, now.ups) {
+			for _, i := range idx {
+				if prev.targets[doc.Routes[i].Host] {
+					return nil, false, nil
+				}
+			}
+		}
+		checks += max(len(now.ups)-1, 0) - max(len(old.ups)-1, 0)
+		swaps = append(swaps, swap{old, now})
+	}
+	if inc.opt.interval == "" && AutoHealthCheckInterval(checks).String() != prev.interval {
+		return nil, false, nil // every service's interval moves
+	}
+	cur := *prev
+	cur.routers, cur.services, cur.body = nil, nil, nil
+	for _, sw := range swaps {
+		var okR, okS bool
+		cur.rchunks, okR = replaceEntries(cur.rchunks, sw.old.routers, sw.now.routers, "")
+		cur.schunks, okS = replaceEntries(cur.schunks, sw.old.services, sw.now.services, prev.interval)
+		if !okR || !okS {
+			return nil, false, nil
+		}
+		sw.now.used = inc.pass
+	}
+	cur.doc, cur.checks = doc, checks
+	inc.prev[output] = &cur
+	return cur.pieces(), true, nil
+}
+
+// svcIn is the service a path target resolves to in d, as the full render's svcOf
+// resolves it (the routes of one application agree, so its first route says).
+func svcIn(d *routing.Document) func(string) (string, bool) {
+	return func(target string) (string, bool) {
+		i, ok := slices.BinarySearchFunc(d.Routes, target, func(r routing.Route, h string) int { return strings.Compare(r.Host, h) })
+		if !ok || routing.IsWildcard(target) {
+			return "", false
+		}
+		r := &d.Routes[i]
+		return serviceRef(appServiceName(r.Application), r.Upstreams), true
+	}
+}
+
+// holds reports whether f's entries are the ones in this output.
+func (a *assembled) holds(f *fragment) bool {
+	if len(f.routers) == 0 {
+		return false
+	}
+	c, k, ok := find(a.rchunks, f.routers[0].name)
+	return ok && a.rchunks[c].entries[k].e == &f.routers[0]
+}
+
+// find locates the entry called name in chunks (sorted by name, as the section is).
+func find(chunks []*chunk, name string) (c, k int, ok bool) {
+	c, _ = slices.BinarySearchFunc(chunks, name, func(ch *chunk, n string) int { return strings.Compare(ch.entries[0].e.name, n) })
+	if c == len(chunks) || chunks[c].entries[0].e.name != name {
+		c-- // in the chunk before the first one starting after name
+	}
+	if c < 0 {
+		return 0, 0, false
+	}
+	k, ok = slices.BinarySearchFunc(chunks[c].entries, name, func(p placed, n string) int { return strings.Compare(p.e.name, n) })
+	return c, k, ok
+}
+
+// replaceEntries replaces the entries old with the entries now (names sorted within
+// each list, and unique in the section) in chunks, a copy of from: each chunk that
+// loses or gains an entry is copied with its bytes rewritten; one left empty is
+// dropped, and one grown past twice chunkEntries is split. It reports false when an
+// entry of old is not where from says it is, or a name of now is taken by another
+// entry.
+func replaceEntries(chunks []*chunk, old, now []entry, interval string) ([]*chunk, bool) {
+	gone := make(map[*entry]bool, len(old))
+	touched := map[int][]*entry{} // chunk → the entries it gains
+	for i := range old {
+		c, k, ok := find(chunks, old[i].name)
+		if !ok || chunks[c].entries[k].e != &old[i] {
+			return nil, false
+		}
+		gone[&old[i]] = true
+		if _, ok := touched[c]; !ok {
+			touched[c] = nil
+		}
+	}
+	for i := range now {
+		c, k, ok := find(chunks, now[i].name)
+		if ok && !gone[chunks[c].entries[k].e] {
+			return nil, false
+		}
+		c = max(c, 0) // a name before every other goes to the first chunk
+		if len(chunks) == 0 {
+			return nil, false
+		}
+		touched[c] = append(touched[c], &now[i])
+	}
+	var out []*chunk
+	last := 0
+	for _, c := range slices.Sorted(maps.Keys(touched)) {
+		out = append(out, chunks[last:c]...)
+		last = c + 1
+		was := chunks[c]
+		es := make([]placed, 0, len(was.entries)+len(touched[c]))
+		add := touched[c]
+		for _, p := range was.entries {
+			for len(add) > 0 && add[0].name < p.e.name {
+				es = append(es, placed{e: add[0], off: -1, end: -1})
+				add = add[1:]
+			}
+			if !gone[p.e] {
+				es = append(es, p)
+			}
+		}
+		for _, e := range add {
+			es = append(es, placed{e: e, off: -1, end: -1})
+		}
+		for len(es) > 0 {
+			n := len(es)
+			if n > 2*chunkEntries {
+				n = chunkEntries
+			}
+			nc := &chunk{entries: es[:n:n], base: was.base, body: was.body}
+			nc.rewrite(interval)
+			out = append(out, nc)
+			es = es[n:]
+		}
+	}
+	return append(out, chunks[last:]...), true
+}
+
+// rewrite writes the chunk's bytes again: entries placed (off ≥ 0) are copied from its
+// body, the others written from their fragment with interval.
+func (c *chunk) rewrite(interval string) {
+	buf := make([]byte, 0, len(c.body)+len(c.body)/8)
+	for k := range c.entries {
+		p := &c.entries[k]
+		if k > 0 {
+			buf = append(buf, ',')
+		}
+		off := len(buf)
+		if p.off >= 0 {
+			buf = append(buf, c.body[p.off-c.base:p.end-c.base]...)
+		} else {
+			buf = appendEntry(buf, p.e, interval)
+		}
+		p.off, p.end = off, len(buf)
+	}
+	c.body, c.base = buf, 0
+}
+
+// chunked cuts a section's entries, placed in body, into chunks sharing body's bytes.
+func chunked(list []placed, body []byte) []*chunk {
+	out := make([]*chunk, 0, (len(list)+chunkEntries-1)/chunkEntries)
+	for i := 0; i < len(list); i += chunkEntries {
+		es := list[i:min(i+chunkEntries, len(list)):min(i+chunkEntries, len(list))]
+		base := es[0].off
+		out = append(out, &chunk{entries: es, base: base, body: body[base:es[len(es)-1].end]})
+	}
+	return out
+}
+
+var (
+	pieceHead     = []byte(`{"http":{"routers":{`)
+	pieceComma    = []byte(`,`)
+	pieceClose    = []byte(`}`)
+	pieceServices = []byte(`,"services":{`)
+)
+
+// pieces is the body of the chunked form: what assemble writes from the same entries.
+func (a *assembled) pieces() Body {
+	out := make(Body, 0, 2*(len(a.rchunks)+len(a.schunks))+8)
+	out = append(out, pieceHead)
+	for i, c := range a.rchunks {
+		if i > 0 {
+			out = append(out, pieceComma)
+		}
+		out = append(out, c.body)
+	}
+	out = append(out, pieceClose)
+	if len(a.schunks) > 0 {
+		out = append(out, pieceServices)
+		for i, c := range a.schunks {
+			if i > 0 {
+				out = append(out, pieceComma)
+			}
+			out = append(out, c.body)
+		}
+		out = append(out, pieceClose)
+	}
+	out = append(out, pieceClose)
+	if a.certs != nil {
+		out = append(out, pieceComma, a.certs)
+	}
+	return append(out, pieceClose)
+}
+
+// flatten makes the flat form of a delta render's output again: body, and every
+// entry placed in it.
+func (a *assembled) flatten() {
+	pieces := a.pieces()
+	a.body = pieces.Bytes()
+	place := func(chunks []*chunk, at int) []placed {
+		var out []placed
+		for _, c := range chunks {
+			for _, p := range c.entries {
+				out = append(out, placed{e: p.e, off: at + p.off - c.base, end: at + p.end - c.base})
+			}
+			at += len(c.body) + 1
+		}
+		return out
+	}
+	a.routers = place(a.rchunks, len(pieceHead))
+	a.services = place(a.schunks, len(pieceHead)+sectionLen(a.rchunks)+len(pieceClose)+len(pieceServices))
+}
+
+// sectionLen is the length of a section's entries, comma-separated.
+func sectionLen(chunks []*chunk) int {
+	n := max(len(chunks)-1, 0)
+	for _, c := range chunks {
+		n += len(c.body)
+	}
+	return n
+}
