@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -147,5 +148,49 @@ func TestPublisherFleetCertsPerGroup(t *testing.T) {
 	}
 	if n := p.renders.Load() - renders; n != 2 {
 		t.Errorf("%d renders for a certificate of eu-1, want 2 (every group, and eu-1)", n)
+	}
+}
+
+// TestAOneStepChangeIsPatchedAndServedLikeAFullRender: a node that reads one changed
+// object (its own record, after an instance moved) patches the last document
+// (fleet.Deriver) and renders the default output from its last body
+// (render.Incremental.TraefikDelta); what it serves is byte for byte the full render of
+// the document it publishes.
+func TestAOneStepChangeIsPatchedAndServedLikeAFullRender(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	for i, app := range []string{"shop", "blog", "wiki"} {
+		n.must(201, "PUT", "/v1/apps/"+app, testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+		n.must(200, "PUT", "/v1/node/instances/"+app, testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, 25000+i))
+	}
+	served := func(want string) []byte {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, body := n.get("/v1/ingress/traefik", testIngressToken)
+			if bytes.Contains(body, []byte(want)) {
+				return body
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the configuration never held %q: %s", want, body)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	served("127.0.0.1:25002")
+	for step, port := range []int{26001, 27001, 28001} {
+		n.must(200, "PUT", "/v1/node/instances/blog", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, port))
+		body := served(fmt.Sprintf("127.0.0.1:%d", port))
+		s := n.srv.pub.cur.Load()
+		if s.delta == nil {
+			t.Fatalf("step %d: the document was derived whole, not patched", step)
+		}
+		want, err := render.Traefik(s.doc, n.srv.pub.render)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(body, want) {
+			t.Fatalf("step %d: served bytes differ from the full render\nserved: %s\nfull:   %s", step, body, want)
+		}
 	}
 }

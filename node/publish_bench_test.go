@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,7 +11,8 @@ import (
 )
 
 // BenchmarkPublishOneChange is the node's whole part of one change, past the store:
-// derive the fleet with one application's port moved, publish the document, and serve
+// derive the fleet with one application's port moved (fleet.Deriver, as the reconciler
+// does after a one-step store read), publish the document, and serve
 // the first poll of the rendered configuration (incremental render, gzip, ETag hash,
 // spill to disk for sendfile). render.BenchmarkDeriveRender measures derive + render
 // alone on the same fleets; the difference is what the node adds per body.
@@ -19,13 +21,13 @@ func BenchmarkPublishOneChange(b *testing.B) {
 		st := fleet.GenerateState(apps, 0)
 		opt := fleet.GenerateOptions()
 		b.Run(fmt.Sprintf("apps=%d", apps), func(b *testing.B) {
+			st := st
+			st.Nodes = slices.Clone(st.Nodes)
 			p := newPublisher(render.Options{}, b.TempDir())
-			edited := &st.Nodes[1]
 			app := st.Apps[4].Name // placed on vps-b and vps-c
-			orig := edited.Instances[app]
-			defer func() { edited.Instances[app] = orig }()
 			// The first render is cold (every fragment); the loop measures the steady state.
-			d0, _ := fleet.Derive(st, opt)
+			var x fleet.Deriver
+			d0, _, _ := x.Derive(st, opt, nil)
 			p.publish(d0, time.Now())
 			if _, err := p.get(p.cur.Load(), "", formatTraefik); err != nil {
 				b.Fatal(err)
@@ -34,11 +36,21 @@ func BenchmarkPublishOneChange(b *testing.B) {
 			var deriving, publishing time.Duration
 			for b.Loop() {
 				n++
-				edited.Instances[app] = fleet.Instance{Port: 1 + n%60000, Ready: true}
+				// vps-b's record as a new value, as a store read makes it (untimed).
+				st.Nodes = slices.Clone(st.Nodes)
+				was := st.Nodes[1].Instances
+				st.Nodes[1].Instances = make(map[string]fleet.Instance, len(was))
+				for k, v := range was {
+					st.Nodes[1].Instances[k] = v
+				}
+				st.Nodes[1].Instances[app] = fleet.Instance{Port: 1 + n%60000, Ready: true}
 				t0 := time.Now()
-				doc, _ := fleet.Derive(st, opt)
+				doc, _, delta := x.Derive(st, opt, []string{fleet.NodeKey("vps-b")})
 				t1 := time.Now()
-				if !p.publish(doc, t1) {
+				if delta == nil {
+					b.Fatal("the change was not patched")
+				}
+				if !p.publishDelta(doc, delta, t1) {
 					b.Fatal("the revision did not move")
 				}
 				r, err := p.get(p.cur.Load(), "", formatTraefik)

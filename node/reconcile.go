@@ -63,6 +63,9 @@ type reconciler struct {
 
 	objects  map[string]cachedObject
 	lastFull time.Time
+	// deriver derives from objects, patching its last document when a pass names what
+	// changed (fleet.Deriver).
+	deriver fleet.Deriver
 	// heartbeat is how often nodes rewrite their records, and how often the pass lists
 	// nodes/ for liveness (0: never, apart from full reads); live is that list, by key,
 	// from lastLive.
@@ -170,7 +173,7 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 		if stale := r.staleKey(now); stale == r.lastStale && !listed {
 			return nil
 		}
-		skippedCount = r.derive(now)
+		skippedCount = r.derive(now, []string{}) // no object changed: only time and heartbeats moved
 		return nil
 	}
 
@@ -225,7 +228,11 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 			}
 		}
 		r.id.Commit(obs)
-		skippedCount = r.derive(now)
+		changed := make([]string, 0, len(read))
+		for k := range read {
+			changed = append(changed, k)
+		}
+		skippedCount = r.derive(now, changed)
 		return nil
 	}
 
@@ -284,7 +291,7 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 			r.onAccepted()
 		}
 	}
-	skippedCount = r.derive(now)
+	skippedCount = r.derive(now, nil) // a full read: what changed is not known
 	if r.adopting {
 		r.adopting = false
 		os.Remove(filepath.Join(r.stateDir, adoptFile))

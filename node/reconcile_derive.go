@@ -32,8 +32,10 @@ func (r *reconciler) staleKey(now time.Time) string {
 	return b.String()
 }
 
-// derive folds the cached objects into a document and publishes it.
-func (r *reconciler) derive(now time.Time) int {
+// derive folds the cached objects into a document and publishes it. changed names the
+// keys of the objects that changed since the last derivation (nil: unknown, after a
+// full read), so that the Deriver patches the last document when it can.
+func (r *reconciler) derive(now time.Time, changed []string) int {
 	var st fleet.State
 	var skipped []fleet.Skipped
 	keys := make([]string, 0, len(r.objects))
@@ -72,7 +74,7 @@ func (r *reconciler) derive(now time.Time) int {
 	}
 	opt := r.opts()
 	opt.Now = now
-	doc, dskipped := fleet.Derive(st, opt)
+	doc, dskipped, delta := r.deriver.Derive(st, opt, changed)
 	if r.groups != nil {
 		named := map[string]bool{}
 		for _, a := range st.Apps {
@@ -83,7 +85,7 @@ func (r *reconciler) derive(now time.Time) int {
 		r.groups.setApps(named)
 	}
 	skipped = append(skipped, dskipped...)
-	if r.pub.publish(doc, now) {
+	if r.pub.publishDelta(doc, delta, now) {
 		r.lastPublish = time.Now()
 		r.log.Info("published routing document", "revision", doc.Revision, "routes", len(doc.Routes), "skipped", len(skipped))
 	}

@@ -42,6 +42,9 @@ type snapshot struct {
 	// documents of the selections asked for with ?group= (groups.go).
 	groupRoutes map[string]int
 	groups      groupDocs
+	// delta says how doc was made from the previous snapshot's document (nil when it
+	// was derived whole): the render of the default output builds on its last body.
+	delta *routing.Delta
 }
 
 // storeMark is one store serial in its epoch.
@@ -151,14 +154,21 @@ func (p *publisher) spill(b []byte) string {
 // publish swaps in a new document and wakes long-polls if the revision moved. It
 // returns true when the revision changed.
 func (p *publisher) publish(doc *routing.Document, now time.Time) bool {
-	changed := p.swapDoc(doc, now)
+	return p.publishDelta(doc, nil, now)
+}
+
+// publishDelta is publish for a document the Deriver made from the last one (delta,
+// nil when it did not): the Traefik render of the new snapshot then re-renders the
+// changed applications alone (render.Incremental.TraefikDelta).
+func (p *publisher) publishDelta(doc *routing.Document, delta *routing.Delta, now time.Time) bool {
+	changed := p.swapDoc(doc, delta, now)
 	if changed && p.onPublish != nil {
 		p.onPublish(doc)
 	}
 	return changed
 }
 
-func (p *publisher) swapDoc(doc *routing.Document, now time.Time) bool {
+func (p *publisher) swapDoc(doc *routing.Document, delta *routing.Delta, now time.Time) bool {
 	p.swap.Lock()
 	defer p.swap.Unlock()
 	prev := p.cur.Load()
@@ -188,6 +198,9 @@ func (p *publisher) swapDoc(doc *routing.Document, now time.Time) bool {
 	}
 	_, groupRoutes := doc.Groups()
 	next := &snapshot{doc: doc, since: now, nodes: nodes, certs: p.certs.Load(), superseded: make(chan struct{}), groupRoutes: groupRoutes}
+	if delta != nil && prev != nil && delta.Base == prev.doc {
+		next.delta = delta
+	}
 	if mark != nil {
 		next.mark.Store(mark)
 	}
@@ -268,6 +281,13 @@ func (p *publisher) renderNow(s *snapshot, k renderKey, groups []string) (*rende
 		if groups != nil {
 			// One output per (prefer, selection): each merges with its own last order.
 			body, err = p.frags.TraefikGroups(doc, prefer+"|"+k.groups, groups, fc)
+		} else if prefer == "" {
+			// The document as derived: a patch of the last one re-renders the changed
+			// applications alone. The body is joined here; gzip and the ETag read it
+			// whole anyway.
+			var b render.Body
+			b, err = p.frags.TraefikDelta(doc, s.delta, "", fc)
+			body = b.Bytes()
 		} else {
 			body, err = p.frags.TraefikOutput(doc, prefer, fc)
 		}

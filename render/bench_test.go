@@ -2,6 +2,7 @@ package render
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -96,8 +97,13 @@ func TestRenderOfAGeneratedFleetIsValid(t *testing.T) {
 // hosts of acct-000's applications ("app-NNN00.example.org"), each targeting that
 // account's platform hosts round-robin.
 func scaleState(routes int) fleet.State {
+	return scaleFleet(routes, 3)
+}
+
+// scaleFleet is scaleState on nodes nodes (fleet.GenerateFleet).
+func scaleFleet(routes, nodes int) fleet.State {
 	apps := routes * 100 / 112
-	st := fleet.GenerateState(apps, min(routes, routing.MaxPaths))
+	st := fleet.GenerateFleet(apps, min(routes, routing.MaxPaths), nodes)
 	left := routes - routing.MaxPaths
 	var targets []string
 	for i := 0; i < apps; i += 100 {
@@ -197,6 +203,89 @@ func BenchmarkDeriveRender(b *testing.B) {
 			// are spread thin enough to get one router each): per output byte is the
 			// other measure of linearity.
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(body)/1024), "ns/KiB")
+		})
+		// What the node does since the Deriver: the change names the object it moved,
+		// Deriver.Derive patches the last document, TraefikDelta splices the changed
+		// application's entries into the last body's chunks. The timed part is that
+		// alone (ns/route); making the changed object (a new value, as a store read
+		// makes it) is not timed. join-ns/route is what one copy of the body in one
+		// piece costs on top (the node's gzip and hash read the whole body anyway).
+		deltaBench := func(b *testing.B, st fleet.State, edit func(st *fleet.State, n int) []string) {
+			st.Apps, st.Nodes = slices.Clone(st.Apps), slices.Clone(st.Nodes)
+			var x fleet.Deriver
+			inc, err := NewIncremental(Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			doc, _, _ := x.Derive(st, opt, nil)
+			if _, err := inc.TraefikDelta(doc, nil, "", nil); err != nil {
+				b.Fatal(err)
+			}
+			var deriving, rendering, joining time.Duration
+			n, patched := 0, 0
+			for b.Loop() {
+				n++
+				changed := edit(&st, n)
+				t0 := time.Now()
+				doc, _, delta := x.Derive(st, opt, changed)
+				t1 := time.Now()
+				body, err := inc.TraefikDelta(doc, delta, "", nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				t2 := time.Now()
+				_ = body.Bytes()
+				deriving, rendering, joining = deriving+t1.Sub(t0), rendering+t2.Sub(t1), joining+time.Since(t2)
+				if delta != nil && len(body) > 1 {
+					patched++
+				}
+			}
+			if patched != n {
+				b.Fatalf("%d of %d changes were patched: not the path measured", patched, n)
+			}
+			perRoute := func(d time.Duration) float64 {
+				return float64(d.Nanoseconds()) / float64(b.N) / float64(len(d0.Routes))
+			}
+			b.ReportMetric(perRoute(deriving+rendering), "ns/route")
+			b.ReportMetric(perRoute(deriving), "derive-ns/route")
+			b.ReportMetric(perRoute(rendering), "render-ns/route")
+			b.ReportMetric(perRoute(joining), "join-ns/route")
+		}
+		app := st.Apps[4].Name
+		instanceEdit := func(st *fleet.State, n int) []string {
+			st.Nodes = slices.Clone(st.Nodes)
+			placed := st.Apps[4].Placement[0]
+			rec := &st.Nodes[slices.IndexFunc(st.Nodes, func(r fleet.NodeRecord) bool { return r.Name == placed })]
+			// A map of its own, as decoding the record makes one (maps.Clone would
+			// keep the old map's layout, and the Deriver's comparison would walk
+			// both in step).
+			was := rec.Instances
+			rec.Instances = make(map[string]fleet.Instance, len(was))
+			for k, v := range was {
+				rec.Instances[k] = v
+			}
+			rec.Instances[app] = fleet.Instance{Port: 1 + n%60000, Ready: true}
+			return []string{fleet.NodeKey(rec.Name)}
+		}
+		b.Run(fmt.Sprintf("routes=%d/prefixes=%d/delta-instance-edit", len(d.Routes), nPaths), func(b *testing.B) {
+			// The instance's port moves: its node record is a new value (every instance
+			// of the node copied, untimed), whose instances the Deriver compares. The
+			// fleet has three nodes: a record holds two thirds of the fleet's instances.
+			deltaBench(b, st, instanceEdit)
+		})
+		b.Run(fmt.Sprintf("routes=%d/prefixes=%d/delta-instance-edit-667-per-node", len(d.Routes), nPaths), func(b *testing.B) {
+			// The same on a fleet that grows by nodes: about 667 instances a node at
+			// every size (3 nodes at 1k routes, 300 at 100k).
+			deltaBench(b, scaleFleet(routes, max(3, routes*2*100/112/667)), instanceEdit)
+		})
+		b.Run(fmt.Sprintf("routes=%d/prefixes=%d/delta-app-edit", len(d.Routes), nPaths), func(b *testing.B) {
+			// The application's record moves its health path, back and forth.
+			i := slices.IndexFunc(st.Apps, func(a fleet.App) bool { return a.Name == app })
+			deltaBench(b, st, func(st *fleet.State, n int) []string {
+				st.Apps = slices.Clone(st.Apps) // untimed: a new value, as a store read makes it
+				st.Apps[i].Health = &fleet.Health{Path: fmt.Sprintf("/h%d", n%2)}
+				return []string{fleet.AppKey(app)}
+			})
 		})
 	}
 }

@@ -254,13 +254,21 @@ func (l *derivation) routesOf(ai *appInfo) ([]int, bool) {
 // instance is ready with an invalid port (the report names it).
 func instancesTouched(was, now map[string]Instance, touched map[string]bool) bool {
 	bad := func(in Instance) bool { return in.Ready && (in.Port < 1 || in.Port > 65535) }
+	found := 0
 	for app, in := range now {
-		if old, ok := was[app]; !ok || old != in {
+		old, ok := was[app]
+		if ok {
+			found++
+		}
+		if !ok || old != in {
 			if bad(in) || (ok && bad(old)) {
 				return false
 			}
 			touched[app] = true
 		}
+	}
+	if found == len(was) {
+		return true // every old instance is still there: none was removed
 	}
 	for app, old := range was {
 		if _, ok := now[app]; !ok {

@@ -23,21 +23,28 @@ var generatedAt = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 //
 // With GenerateOptions (one platform domain) it derives to about 1.12 × nApps routes.
 func GenerateState(nApps, nPrefixes int) State {
-	nodes := []NodeRecord{
-		{Name: "vps-a", Address: "10.83.0.1", APIPort: 7400},
-		{Name: "vps-b", Address: "10.83.0.2", APIPort: 7400},
-		{Name: "vps-c", Address: "10.83.0.3", APIPort: 7400},
-	}
+	return GenerateFleet(nApps, nPrefixes, 3)
+}
+
+// GenerateFleet is GenerateState on nNodes nodes (at least 3): vps-a, vps-b, vps-c, then
+// vps-0003…, at 10.83.0.1…; each application is placed on two consecutive nodes in
+// rotation, so a node holds about 2 × nApps / nNodes instances.
+func GenerateFleet(nApps, nPrefixes, nNodes int) State {
+	nodes := make([]NodeRecord, max(nNodes, 3))
 	for i := range nodes {
-		nodes[i].Seen = generatedAt
-		nodes[i].Instances = make(map[string]Instance, nApps*2/3+1)
+		name := fmt.Sprintf("vps-%04d", i)
+		if i < 3 {
+			name = "vps-" + string(rune('a'+i))
+		}
+		nodes[i] = NodeRecord{Name: name, Address: fmt.Sprintf("10.83.%d.%d", (i+1)/256, (i+1)%256), APIPort: 7400,
+			Seen: generatedAt, Instances: make(map[string]Instance, nApps*2/len(nodes)+1)}
 	}
 	st := State{Apps: make([]App, 0, nApps), Claims: make([]Claim, 0, nApps/10+nApps/50+1)}
 	var sameAccount []string
 	for i := range nApps {
 		name := fmt.Sprintf("app-%05d", i)
 		account := fmt.Sprintf("acct-%03d", i%100)
-		first, second := &nodes[i%3], &nodes[(i+1)%3]
+		first, second := &nodes[i%len(nodes)], &nodes[(i+1)%len(nodes)]
 		app := App{Name: name, Account: account, Placement: []string{first.Name, second.Name}}
 		if i%2 == 0 {
 			app.Health = &Health{Path: "/healthz"}
