@@ -77,7 +77,12 @@ func loadServed(stateDir string) (*servedMemory, *routing.Document, error) {
 		return nil, nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	if got := routing.ComputeRevision(doc); got != doc.Revision || got != m.Revision {
-		return nil, nil, fmt.Errorf("reading %s: the document hashes to revision %s, the file says %s (%s)", path, got, m.Revision, doc.Revision)
+		// Written by a version before route blocks (routing.LegacyRevision): the content
+		// is checked by that encoding, and the document gets this version's revision.
+		if old := routing.LegacyRevision(doc); old != doc.Revision || old != m.Revision {
+			return nil, nil, fmt.Errorf("reading %s: the document hashes to revision %s, the file says %s (%s)", path, got, m.Revision, doc.Revision)
+		}
+		doc.Revision, m.Revision = got, got
 	}
 	m.Document = nil
 	return &m, doc, nil

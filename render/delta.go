@@ -139,7 +139,7 @@ func (inc *Incremental) patch(prev *assembled, doc *routing.Document, delta *rou
 		}
 		// Path routers of other applications point at this one's service by name: it
 		// may move only when no path map of the output targets the application's hosts.
-		if old.deny != now.deny {
+		if old.deny != now.deny || len(now.routers) == 0 {
 			return nil, false, nil // the shared deny service would come or go
 		}
 		if serviceRef(slot.base, old.ups) != serviceRef(slot.base, now.ups) {

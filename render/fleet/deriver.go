@@ -61,7 +61,9 @@ type derivation struct {
 //
 // changed names the store keys ("apps/web.json", "nodes/vps-a.json") of the objects of
 // st that differ from the State of the previous call: added, rewritten or removed, in
-// any order; nil when the caller does not know (the first call, a full store read).
+// any order; nil when the caller does not know (the first call, a full store read). A
+// key names the object whose name field it holds (the node skips an object whose name
+// does not match its key).
 // Every object it does not name must be equal to the previous call's, apart from node
 // records' Seen. The objects of st are read, never modified, and must not be modified
 // by the caller afterwards (a changed object is a new value); the returned documents

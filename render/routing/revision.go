@@ -36,6 +36,25 @@ func ComputeRevision(d *Document) string {
 	return revisionOf(d, len(routes), BlockDigests(routes))
 }
 
+// LegacyRevision is the revision as versions before route blocks computed it (every
+// route hashed in line, in host order): a reader of what such a version wrote (the
+// node's state dir) accepts a document that hashes to it. Never published.
+func LegacyRevision(d *Document) string {
+	e := revEncoder{h: sha256.New(), buf: make([]byte, 0, 4096)}
+	e.marker("scafo-routing-document")
+	e.marker("v")
+	e.int(d.V)
+
+	e.marker("routes")
+	e.int(len(d.Routes))
+	for _, r := range sortedRoutes(d.Routes) {
+		e.route(r)
+	}
+	e.api(d.API)
+	sum := e.sum()
+	return hex.EncodeToString(sum[:RevisionLen/2])
+}
+
 // RevisionBlock is how many routes (in host order) one block digest covers.
 const RevisionBlock = 64
 
@@ -90,21 +109,25 @@ func revisionOf(d *Document, nRoutes int, blocks [][32]byte) string {
 		e.flushIfFull()
 	}
 
+	e.api(d.API)
+	sum := e.sum()
+	return hex.EncodeToString(sum[:RevisionLen/2])
+}
+
+// api writes the API section and the end marker.
+func (e *revEncoder) api(api *API) {
 	e.marker("api")
-	if d.API == nil {
+	if api == nil {
 		e.int(0)
 	} else {
 		e.int(1)
 		e.marker("api.hosts")
-		e.strs(d.API.Hosts)
-		e.upstreams(d.API.Upstreams)
+		e.strs(api.Hosts)
+		e.upstreams(api.Upstreams)
 		e.marker("api.denied")
-		e.strs(d.API.Denied)
+		e.strs(api.Denied)
 	}
 	e.marker("end")
-
-	sum := e.sum()
-	return hex.EncodeToString(sum[:RevisionLen/2])
 }
 
 // block returns the digest of one block of routes, resetting e's hash.
@@ -114,26 +137,31 @@ func (e *revEncoder) block(routes []Route) [32]byte {
 	e.marker("block")
 	e.int(len(routes))
 	for _, r := range routes {
-		e.marker("route")
-		e.str(r.Host)
-		e.str(r.Application)
-		e.str(r.HealthPath)
-		if r.Group != "" {
-			// Only when set, so that documents without groups keep their revisions.
-			e.marker("group")
-			e.str(r.Group)
-		}
-		e.upstreams(r.Upstreams)
-		e.marker("paths")
-		e.int(len(r.Paths))
-		for _, k := range sortedKeys(r.Paths) {
-			e.str(k)
-			e.str(r.Paths[k])
-		}
+		e.route(r)
 	}
 	var out [32]byte
 	copy(out[:], e.sum())
 	return out
+}
+
+// route writes one route.
+func (e *revEncoder) route(r Route) {
+	e.marker("route")
+	e.str(r.Host)
+	e.str(r.Application)
+	e.str(r.HealthPath)
+	if r.Group != "" {
+		// Only when set, so that documents without groups keep their revisions.
+		e.marker("group")
+		e.str(r.Group)
+	}
+	e.upstreams(r.Upstreams)
+	e.marker("paths")
+	e.int(len(r.Paths))
+	for _, k := range sortedKeys(r.Paths) {
+		e.str(k)
+		e.str(r.Paths[k])
+	}
 }
 
 // Seal sets d.V to Version and d.Revision to ComputeRevision(d). Seal the document as
