@@ -40,12 +40,14 @@ func (b Body) Bytes() []byte {
 // When output's last render was TraefikDelta's render of delta.Base with the same fleet
 // certificates, only the applications of the changed routes are rendered again, and
 // the body shares every chunk of entries that holds none of theirs with the last body:
-// the work follows the change, not the fleet. That needs the change to leave every
-// entry name and the output's health-check interval as they were (new upstream
-// addresses and health paths do; a new upstream node or count, which renames chain
-// leaves or moves the interval, does not), and the applications' old fragments to be
-// those of the last body. Otherwise, and for a document without delta, it renders in
-// full, as TraefikOutput does.
+// the work follows the change, not the fleet. An entry the change renames (a new
+// primary renames the chain's leaves) is removed and inserted by name. That needs the
+// change to leave the output's automatic health-check interval and the shared deny
+// service as they were, and the application's service name too when a path map of the
+// output targets one of its hosts; and the applications' old fragments to be those of
+// the last body. Otherwise, and for a document without delta, it renders in full, as
+// TraefikOutput does. The delta is trusted for the routes it does not name: they must
+// be delta.Base's (fleet.Deriver guarantees it).
 //
 // The changed routes are validated as a full render validates them (each route's own
 // rules, and that the routes of each application agree); the others are delta.Base's,
@@ -75,7 +77,8 @@ func (inc *Incremental) TraefikDelta(doc *routing.Document, delta *routing.Delta
 }
 
 // patch renders doc from prev, the output's last render of delta.Base (see
-// TraefikDelta). ok false, err nil: it cannot, render in full (nothing was changed).
+// TraefikDelta). ok false, err nil: it cannot, render in full (the output is as it was;
+// a fragment rendered on the way stays cached).
 func (inc *Incremental) patch(prev *assembled, doc *routing.Document, delta *routing.Delta, output string) (body Body, ok bool, err error) {
 	base := delta.Base
 	if doc.V != routing.Version || len(doc.Routes) != len(base.Routes) || doc.API != base.API || prev.rchunks == nil {
@@ -311,23 +314,20 @@ var (
 // pieces is the body of the chunked form: what assemble writes from the same entries.
 func (a *assembled) pieces() Body {
 	out := make(Body, 0, 2*(len(a.rchunks)+len(a.schunks))+8)
-	out = append(out, pieceHead)
-	for i, c := range a.rchunks {
-		if i > 0 {
-			out = append(out, pieceComma)
-		}
-		out = append(out, c.body)
-	}
-	out = append(out, pieceClose)
-	if len(a.schunks) > 0 {
-		out = append(out, pieceServices)
-		for i, c := range a.schunks {
+	section := func(chunks []*chunk) {
+		for i, c := range chunks {
 			if i > 0 {
 				out = append(out, pieceComma)
 			}
 			out = append(out, c.body)
 		}
 		out = append(out, pieceClose)
+	}
+	out = append(out, pieceHead)
+	section(a.rchunks)
+	if len(a.schunks) > 0 {
+		out = append(out, pieceServices)
+		section(a.schunks)
 	}
 	out = append(out, pieceClose)
 	if a.certs != nil {
