@@ -112,6 +112,16 @@ func TestDeltaRenderOfHostileDeltasEqualsFullRender(t *testing.T) {
 				case 2:
 					compareRenders(t, at, inc, opt, doc, []string{"default"}, "vps-a", fc)
 				}
+				switch r.IntN(12) {
+				case 0: // fleet certificates come or go
+					if fc == nil {
+						fc = fleetCertsWith(&FleetCerts{Managed: map[string]bool{}}, "app-00020.apps.example.com", true, step)
+					} else {
+						fc = nil
+					}
+				case 1: // a new set: a certificate renewed, another name managed
+					fc = fleetCertsWith(fc, fmt.Sprintf("app-%05d.apps.example.com", r.IntN(40)), r.IntN(2) == 0, step)
+				}
 				base := doc
 				if werr != nil {
 					// The node keeps serving the last good document; the next delta
