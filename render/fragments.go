@@ -360,7 +360,7 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 	}
 	body := inc.assemble(output, apps, apiFrag, interval, certs)
 	a := inc.prev[output]
-	a.fc, a.checks, a.fragInterval = fc, checks, fragInterval
+	a.fc, a.checks, a.fragInterval, a.refreshed = fc, checks, fragInterval, inc.pass
 	a.targets = map[string]bool{}
 	for j := range apps {
 		if f := apps[j].frag; f != nil && apps[j].withRouters {
@@ -621,6 +621,9 @@ type assembled struct {
 	// targets are the hosts path maps of the output point at: their applications'
 	// service names are part of other fragments.
 	targets map[string]bool
+	// refreshed is the last pass that marked every fragment of this output used: its
+	// full render, then sweep (a delta render marks only the fragments it swaps in).
+	refreshed uint64
 }
 
 // chunk is a run of consecutive entries of one section and their bytes, comma-separated:
@@ -857,6 +860,16 @@ func (inc *Incremental) sweep(onlyMixed bool) {
 		return
 	}
 	old := inc.pass - keepPasses
+	// The fragments of an output that delta renders build on (TraefikDelta) stay while
+	// its body holds them, however many renders of other outputs run in between: else
+	// its next change finds its old fragments gone and renders it all again from
+	// nothing. Its chunks hold them anyway; marking them every keepPasses/2 passes
+	// costs one walk of its entries.
+	for _, a := range inc.prev {
+		if a.doc != nil && inc.pass-a.refreshed >= keepPasses/2 {
+			a.markUsed(inc.pass)
+		}
+	}
 	inc.api = slices.DeleteFunc(inc.api, func(f *fragment) bool { return f.used <= old })
 	if onlyMixed {
 		for _, slot := range inc.mixed {
@@ -871,6 +884,21 @@ func (inc *Incremental) sweep(onlyMixed bool) {
 			delete(inc.apps, name)
 		}
 	}
+}
+
+// markUsed marks every fragment with an entry in the output used by pass.
+func (a *assembled) markUsed(pass uint64) {
+	var owner *fragment
+	for _, chunks := range [][]*chunk{a.rchunks, a.schunks} {
+		for _, c := range chunks {
+			for k := range c.entries {
+				if o := c.entries[k].e.owner; o != nil && o != owner {
+					owner, o.used = o, pass
+				}
+			}
+		}
+	}
+	a.refreshed = pass
 }
 
 // cached is how many fragments are cached (tests: the bound).

@@ -1,0 +1,59 @@
+package render
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// BenchmarkDeltaRenderBesideGroupOutputs is a node serving the default output (delta
+// renders of one-application changes) and two ?group= outputs of a small group (full
+// renders of each document) from one Incremental, at 10 000 applications. delta-ns is
+// the default output's render alone: it stays the cost of one application's fragment
+// only while the group outputs' renders leave the default output's fragments cached
+// (TestDeltaRenderSurvivesOtherOutputsRenders).
+func BenchmarkDeltaRenderBesideGroupOutputs(b *testing.B) {
+	st := fleet.GenerateState(10000, 0)
+	fopt := fleet.GenerateOptions()
+	fopt.PlatformDomains = append(fopt.PlatformDomains, "eu.example.com")
+	fopt.DomainGroups = map[string]string{"eu.example.com": "eu"}
+	for i := range 100 {
+		st.Apps[i*100].Ingress = &fleet.Ingress{Group: "eu"}
+	}
+	inc, err := NewIncremental(Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var x fleet.Deriver
+	var changed []string
+	var delta time.Duration
+	n := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		doc, _, d := x.Derive(st, fopt, changed)
+		for _, sel := range []string{"|eu", "vps-a|eu"} {
+			if _, err := inc.TraefikGroups(doc, sel, []string{"eu"}, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		t0 := time.Now()
+		if _, err := inc.TraefikDelta(doc, d, "", nil); err != nil {
+			b.Fatal(err)
+		}
+		delta += time.Since(t0)
+		n++
+		i := (n*7919)%10000 | 1 // never in group eu
+		st.Nodes = slices.Clone(st.Nodes)
+		node := &st.Nodes[i%3]
+		node.Instances = maps.Clone(node.Instances)
+		in := node.Instances[fmt.Sprintf("app-%05d", i)]
+		in.Port = 1 + (in.Port+n)%60000
+		node.Instances[fmt.Sprintf("app-%05d", i)] = in
+		changed = []string{fleet.NodeKey(node.Name)}
+	}
+	b.ReportMetric(float64(delta.Nanoseconds())/float64(b.N), "delta-ns")
+}
