@@ -178,19 +178,31 @@ func TestAOneStepChangeIsPatchedAndServedLikeAFullRender(t *testing.T) {
 		}
 	}
 	served("127.0.0.1:25002")
+	p := n.srv.pub
+	for _, prefer := range []string{"", "vps-a"} { // the bodies the next revisions build on
+		if _, err := p.get(p.cur.Load(), prefer, formatTraefik); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for step, port := range []int{26001, 27001, 28001} {
 		n.must(200, "PUT", "/v1/node/instances/blog", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, port))
-		body := served(fmt.Sprintf("127.0.0.1:%d", port))
-		s := n.srv.pub.cur.Load()
+		served(fmt.Sprintf("127.0.0.1:%d", port))
+		s := p.cur.Load() // the snapshot a later pass may replace: its own bytes are compared
 		if s.delta == nil {
 			t.Fatalf("step %d: the document was derived whole, not patched", step)
 		}
-		want, err := render.Traefik(s.doc, n.srv.pub.render)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(body, want) {
-			t.Fatalf("step %d: served bytes differ from the full render\nserved: %s\nfull:   %s", step, body, want)
+		for _, prefer := range []string{"", "vps-a"} {
+			got, err := p.get(s, prefer, formatTraefik)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := render.Traefik(mustPrefer(t, s.doc, prefer), p.render)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got.body, want) {
+				t.Fatalf("step %d prefer %q: served bytes differ from the full render\nserved: %s\nfull:   %s", step, prefer, got.body, want)
+			}
 		}
 	}
 }

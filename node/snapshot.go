@@ -262,35 +262,37 @@ func (p *publisher) renderNow(s *snapshot, k renderKey, groups []string) (*rende
 		doc = s.forGroups(groups) // its own revision, before any prefer
 	}
 	revision := doc.Revision
-	if prefer != "" {
-		var err error
-		if doc, err = routing.Prefer(doc, prefer); err != nil {
-			return nil, err
+	var fc *render.FleetCerts
+	if s.certs != nil {
+		fc = s.certs.FleetCerts
+	}
+	preferred := func() (*routing.Document, error) {
+		if prefer == "" {
+			return doc, nil
 		}
+		return routing.Prefer(doc, prefer)
 	}
 	var body []byte
 	var err error
 	switch format {
 	case formatRoutes:
-		body, err = routing.Marshal(doc)
-	case formatTraefik:
-		var fc *render.FleetCerts
-		if s.certs != nil {
-			fc = s.certs.FleetCerts
+		if doc, err = preferred(); err == nil {
+			body, err = routing.Marshal(doc)
 		}
+	case formatTraefik:
 		if groups != nil {
 			// One output per (prefer, selection): each merges with its own last order.
-			body, err = p.frags.TraefikGroups(doc, prefer+"|"+k.groups, groups, fc)
-		} else if prefer == "" {
-			// The document as derived: a patch of the last one re-renders the changed
-			// applications alone. The body is joined here; gzip and the ETag read it
-			// whole anyway.
-			var b render.Body
-			b, err = p.frags.TraefikDelta(doc, s.delta, "", fc)
-			body = b.Bytes()
-		} else {
-			body, err = p.frags.TraefikOutput(doc, prefer, fc)
+			if doc, err = preferred(); err == nil {
+				body, err = p.frags.TraefikGroups(doc, prefer+"|"+k.groups, groups, fc)
+			}
+			break
 		}
+		// One output per prefer. A document the Deriver patched re-renders the changed
+		// applications alone, whatever the prefer (render.Incremental.TraefikPreferDelta).
+		// The body is joined here: gzip and the ETag read it whole anyway.
+		var b render.Body
+		b, err = p.frags.TraefikPreferDelta(doc, s.delta, prefer, prefer, fc)
+		body = b.Bytes()
 	default:
 		return nil, fmt.Errorf("unknown format %q", format)
 	}

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -54,26 +55,64 @@ func (b Body) Bytes() []byte {
 // which passed. Bytes are checked against the full render by
 // TestDeltaRenderEqualsFullRender.
 func (inc *Incremental) TraefikDelta(doc *routing.Document, delta *routing.Delta, output string, fc *FleetCerts) (Body, error) {
+	return inc.TraefikPreferDelta(doc, delta, "", output, fc)
+}
+
+// TraefikPreferDelta is TraefikDelta for routing.Prefer(doc, prefer) ("" renders doc
+// itself): the ?prefer= outputs of a node. When output's last render was of
+// Prefer(delta.Base, prefer), the new document is that one with the changed routes
+// preferred again (routing.PreferDelta: a copy of the route list, no fleet-wide
+// reordering), and is rendered from the last body as TraefikDelta renders.
+func (inc *Incremental) TraefikPreferDelta(doc *routing.Document, delta *routing.Delta, prefer, output string, fc *FleetCerts) (Body, error) {
 	inc.mu.Lock()
 	prev := inc.prev[output]
-	if delta != nil && prev != nil && prev.doc != nil && prev.doc == delta.Base && prev.fc == fc && doc != nil {
-		body, ok, err := inc.patch(prev, doc, delta, output)
+	if delta != nil && prev != nil && prev.doc != nil && prev.base == delta.Base && prev.prefer == prefer && prev.fc == fc &&
+		doc != nil && doc.API == delta.Base.API && fits(delta, len(doc.Routes)) && len(prev.doc.Routes) == len(doc.Routes) {
+		pdoc, pdelta := doc, delta
+		if prefer != "" {
+			pdoc, pdelta = routing.PreferDelta(doc, prefer, prev.doc, delta)
+		}
+		body, ok, err := inc.patch(prev, pdoc, pdelta, output)
+		if ok {
+			inc.prev[output].base = doc
+		}
 		if ok || err != nil {
 			inc.mu.Unlock()
 			return body, err
 		}
 	}
 	inc.mu.Unlock()
-	b, err := inc.render(doc, output, nil, fc)
+	pdoc := doc
+	if prefer != "" && doc != nil {
+		var err error
+		if pdoc, err = routing.Prefer(doc, prefer); err != nil {
+			return nil, fmt.Errorf("rendering Traefik configuration: %w", err)
+		}
+	}
+	b, err := inc.render(pdoc, output, nil, fc)
 	if err != nil {
 		return nil, err
 	}
 	inc.mu.Lock()
 	if a := inc.prev[output]; a != nil && a.body != nil && &a.body[0] == &b[0] {
-		a.doc = doc // the render of doc itself, not of a later one that raced it
+		// The render of this document itself, not of a later one that raced it.
+		a.doc, a.base, a.prefer = pdoc, doc, prefer
 	}
 	inc.mu.Unlock()
 	return Body{b}, nil
+}
+
+// fits reports whether delta's base and changed routes fit a document of n routes.
+func fits(delta *routing.Delta, n int) bool {
+	if len(delta.Base.Routes) != n {
+		return false
+	}
+	for _, i := range delta.Changed {
+		if i < 0 || i >= n {
+			return false
+		}
+	}
+	return true
 }
 
 // patch renders doc from prev, the output's last render of delta.Base (see

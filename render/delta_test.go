@@ -94,7 +94,7 @@ func TestDeltaRenderEqualsFullRender(t *testing.T) {
 			}
 			var x fleet.Deriver
 			var changed []string
-			patched, steps := 0, 120
+			patched, preferPatched, steps := 0, 0, 120
 			for step := range steps {
 				doc, _, delta := x.Derive(st, fopt, changed)
 				at := fmt.Sprintf("opt %+v seed %d step %d (changed %v)", opt, seed, step, changed)
@@ -113,6 +113,22 @@ func TestDeltaRenderEqualsFullRender(t *testing.T) {
 				if len(body) > 1 {
 					patched++
 				}
+				// The ?prefer= output of a node, patched from its own last body.
+				pbody, err := inc.TraefikPreferDelta(doc, delta, "vps-b", "prefer|vps-b", fc)
+				if err != nil {
+					t.Fatalf("%s: prefer: %v", at, err)
+				}
+				pwant, err := TraefikFleet(mustPreferDoc(t, doc, "vps-b"), opt, fc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := pbody.Bytes(); string(got) != string(pwant) {
+					i := firstDiff(got, pwant)
+					t.Fatalf("%s: prefer delta render differs from the full render at byte %d\nfull:  %s\ndelta: %s", at, i, excerpt(pwant, i), excerpt(got, i))
+				}
+				if len(pbody) > 1 {
+					preferPatched++
+				}
 				switch r.IntN(10) {
 				case 0: // another output of the same Incremental, from a full render
 					compareRenders(t, at, inc, opt, doc, nil, "vps-b", fc)
@@ -121,9 +137,9 @@ func TestDeltaRenderEqualsFullRender(t *testing.T) {
 				}
 				changed = deltaEdit(r, &st, step)
 			}
-			t.Logf("opt %+v seed %d: %d of %d renders were delta renders", opt, seed, patched, steps)
-			if patched < steps/3 {
-				t.Fatalf("opt %+v seed %d: %d of %d renders were delta renders", opt, seed, patched, steps)
+			t.Logf("seed %d: %d of %d renders were delta renders, %d of the prefer output's", seed, patched, steps, preferPatched)
+			if patched < steps/3 || preferPatched < steps/3 {
+				t.Fatalf("opt %+v seed %d: %d of %d renders were delta renders, %d of the prefer output's", opt, seed, patched, steps, preferPatched)
 			}
 		}
 	}
@@ -163,4 +179,13 @@ func TestDeltaRenderRefusesWhatTheFullRenderRefuses(t *testing.T) {
 	if err != nil || string(body.Bytes()) != string(want) {
 		t.Fatalf("after refusals the output renders wrong: %v", err)
 	}
+}
+
+func mustPreferDoc(t *testing.T, doc *routing.Document, node string) *routing.Document {
+	t.Helper()
+	d, err := routing.Prefer(doc, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

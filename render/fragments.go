@@ -615,6 +615,8 @@ type assembled struct {
 	// for TraefikDelta's outputs), its fleet certificates, the output's check count and
 	// the interval its fragments were rendered with.
 	doc          *routing.Document
+	base         *routing.Document // the document doc is the Prefer of (doc itself without prefer)
+	prefer       string
 	fc           *FleetCerts
 	checks       int
 	fragInterval string

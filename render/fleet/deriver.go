@@ -56,8 +56,8 @@ type derivation struct {
 }
 
 // Derive returns Derive(st, opt) and, when it patched the last document, how the new
-// one differs from it (nil when it derived the whole state, or when nothing moved and
-// the document returned is the last one itself).
+// one differs from it (nil when it derived the whole state, or when nothing moved: the
+// document returned is then the last one itself, whichever way it was derived).
 //
 // changed names the store keys ("apps/web.json", "nodes/vps-a.json") of the objects of
 // st that differ from the State of the previous call: added, rewritten or removed, in
@@ -78,6 +78,12 @@ func (x *Deriver) Derive(st State, opt Options, changed []string) (*routing.Docu
 	doc := dv.document()
 	blocks := routing.BlockDigests(doc.Routes)
 	doc.Revision = routing.RevisionWithBlocks(doc, blocks)
+	if x.last != nil && x.last.doc.Revision == doc.Revision {
+		// The same content (a full read that found nothing new): the last document
+		// itself, so that what the caller published and rendered stays the base of the
+		// next patch.
+		doc = x.last.doc
+	}
 	l := &derivation{opt: opt, st: st, doc: doc, skipped: dv.skippedSorted(), blocks: blocks, nodes: dv.nodes,
 		domains: dv.domains, domainGrp: dv.domainGroup, ascending: dv.apps == nil, claimRoutes: map[string][]int32{}}
 	for j, h := range dv.routeHolders {

@@ -222,3 +222,23 @@ func checkDelta(t *testing.T, doc *routing.Document, delta *routing.Delta) {
 		}
 	}
 }
+
+// TestDeriverKeepsItsDocumentWhenAFullReadFindsNothingNew: a whole derivation of the
+// same content returns the last document itself, which the caller published and
+// rendered, so the next change is still patched from it (and renders from its body).
+func TestDeriverKeepsItsDocumentWhenAFullReadFindsNothingNew(t *testing.T) {
+	st, opt := GenerateState(50, 10), GenerateOptions()
+	var x Deriver
+	first, _, _ := x.Derive(st, opt, nil)
+	again, _, delta := x.Derive(st, opt, nil) // a full read: nothing known
+	if again != first || delta != nil {
+		t.Fatalf("a full derivation of the same state made a new document (%p, was %p)", again, first)
+	}
+	st.Nodes = slices.Clone(st.Nodes)
+	st.Nodes[1].Instances = maps.Clone(st.Nodes[1].Instances)
+	st.Nodes[1].Instances[st.Apps[4].Name] = Instance{Port: 40404, Ready: true}
+	next, _, delta := x.Derive(st, opt, []string{NodeKey(st.Nodes[1].Name)})
+	if delta == nil || delta.Base != first || next == first {
+		t.Fatalf("the next change was not patched from the published document: delta %v", delta)
+	}
+}

@@ -73,3 +73,21 @@ func preferUpstreams(us []Upstream, node string) []Upstream {
 	}
 	return out
 }
+
+// PreferDelta returns Prefer(d, node) and how it differs from prev, for d made from a
+// base document by delta and prev = Prefer(delta.Base, node): prev's routes with the
+// changed ones taken from d and preferred again. It reads the changed routes alone
+// (and copies the route list), where Prefer reorders every list of the fleet. node
+// must be a valid label, and d.API must be delta.Base's (the delta does not move it);
+// prev is not modified.
+func PreferDelta(d *Document, node string, prev *Document, delta *Delta) (*Document, *Delta) {
+	out := *d
+	out.Routes = make([]Route, len(prev.Routes))
+	copy(out.Routes, prev.Routes)
+	out.API = prev.API
+	for _, i := range delta.Changed {
+		out.Routes[i] = d.Routes[i]
+		out.Routes[i].Upstreams = preferUpstreams(d.Routes[i].Upstreams, node)
+	}
+	return &out, &Delta{Base: prev, Changed: delta.Changed}
+}
