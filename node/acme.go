@@ -125,7 +125,7 @@ func (p *publisher) publishCerts(set *fleetcerts.Set) {
 		return
 	}
 	next := &snapshot{doc: prev.doc, since: prev.since, nodes: prev.nodes, certs: set, superseded: make(chan struct{}),
-		groupRoutes: prev.groupRoutes}
+		groupRoutes: prev.groupRoutes, lineage: prev.lineage}
 	if m := prev.mark.Load(); m != nil {
 		next.mark.Store(m)
 	}

@@ -154,8 +154,9 @@ func TestPublisherFleetCertsPerGroup(t *testing.T) {
 // TestAOneStepChangeIsPatchedAndServedLikeAFullRender: a node that reads one changed
 // object (its own record, after an instance moved) patches the last document
 // (fleet.Deriver) and renders the default output from its last body
-// (render.Incremental.TraefikDelta); what it serves is byte for byte the full render of
-// the document it publishes.
+// (render.Incremental.TraefikDelta), for every prefer and group selection it serves
+// (the selection's document patched with routing.ForGroupsDelta); what it serves is byte
+// for byte the full render of the document it publishes.
 func TestAOneStepChangeIsPatchedAndServedLikeAFullRender(t *testing.T) {
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
@@ -179,8 +180,12 @@ func TestAOneStepChangeIsPatchedAndServedLikeAFullRender(t *testing.T) {
 	}
 	served("127.0.0.1:25002")
 	p := n.srv.pub
+	sel := []string{routing.DefaultGroup}
 	for _, prefer := range []string{"", "vps-a"} { // the bodies the next revisions build on
 		if _, err := p.get(p.cur.Load(), prefer, formatTraefik); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.getGroups(p.cur.Load(), prefer, formatTraefik, sel); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -203,6 +208,21 @@ func TestAOneStepChangeIsPatchedAndServedLikeAFullRender(t *testing.T) {
 			if !bytes.Equal(got.body, want) {
 				t.Fatalf("step %d prefer %q: served bytes differ from the full render\nserved: %s\nfull:   %s", step, prefer, got.body, want)
 			}
+			// The ?group= output: its selection is patched too, and served as rendered whole.
+			got, err = p.getGroups(s, prefer, formatTraefik, sel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err = render.TraefikGroups(mustPrefer(t, routing.ForGroups(s.doc, sel), prefer), p.render, sel, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got.body, want) {
+				t.Fatalf("step %d prefer %q: served group bytes differ from the full render\nserved: %s\nfull:   %s", step, prefer, got.body, want)
+			}
+		}
+		if _, gd := s.forGroupsDelta(sel); gd == nil {
+			t.Fatalf("step %d: the group selection was made whole, not patched", step)
 		}
 	}
 }

@@ -100,37 +100,116 @@ func parseGroupQuery(w http.ResponseWriter, r *http.Request) (groups []string, o
 	return groups, true
 }
 
-// groupDocs caches, per snapshot, the documents of the group selections asked for, and
-// the fingerprints of their fleet certificates.
+// groupDocs caches, per snapshot, the documents of the group selections asked for (with
+// how each was patched from the last snapshot's, nil when made whole), and the
+// fingerprints of their fleet certificates.
 type groupDocs struct {
-	mu   sync.Mutex
-	docs map[string]*routing.Document
-	fps  map[string]string
+	mu     sync.Mutex
+	docs   map[string]*routing.Document
+	deltas map[string]*routing.Delta
+	fps    map[string]string
 }
 
 // maxGroupDocs bounds the selections cached per snapshot (a selection is a sorted set
 // of known groups: distinct sets beyond this are computed per request).
 const maxGroupDocs = 64
 
+// groupLineage keeps, per selection, the last selection document made, with its block
+// digests and the full document it was made from: when the Deriver patched the next
+// full document from that one, the selection is patched too (routing.ForGroupsDelta,
+// the changed routes alone) and its render builds on the last body
+// (render.Incremental.TraefikGroupsDelta). Only entries made from the document being
+// superseded can serve the next snapshot: swapDoc drops the others.
+type groupLineage struct {
+	mu   sync.Mutex
+	last map[string]groupMade
+}
+
+type groupMade struct {
+	base, doc *routing.Document
+	blocks    [][32]byte
+}
+
+// made returns how the selection key was made from base, if it was.
+func (l *groupLineage) made(key string, base *routing.Document) (groupMade, bool) {
+	if l == nil {
+		return groupMade{}, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m, ok := l.last[key]
+	return m, ok && m.base == base
+}
+
+func (l *groupLineage) keep(key string, m groupMade) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last == nil {
+		l.last = map[string]groupMade{}
+	}
+	if _, ok := l.last[key]; ok || len(l.last) < maxGroupDocs {
+		l.last[key] = m
+	}
+}
+
+// superseded drops what was not made from doc, the document of the snapshot being
+// replaced: the next snapshot's delta, if any, is from doc.
+func (l *groupLineage) superseded(doc *routing.Document) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	maps.DeleteFunc(l.last, func(_ string, m groupMade) bool { return m.base != doc })
+}
+
 // forGroups returns routing.ForGroups(snap.doc, groups), cached.
 func (s *snapshot) forGroups(groups []string) *routing.Document {
+	d, _ := s.forGroupsDelta(groups)
+	return d
+}
+
+// forGroupsDelta is forGroups with how the selection's document was patched from the
+// last snapshot's (nil: made whole).
+func (s *snapshot) forGroupsDelta(groups []string) (*routing.Document, *routing.Delta) {
 	key := strings.Join(groups, ",")
 	s.groups.mu.Lock()
 	d, ok := s.groups.docs[key]
+	delta := s.groups.deltas[key]
 	s.groups.mu.Unlock()
 	if ok {
-		return d
+		return d, delta
 	}
-	d = routing.ForGroups(s.doc, groups)
+	var blocks [][32]byte
+	if m, ok := s.lineage.made(key, s.deltaBase()); ok {
+		d, blocks, delta = routing.ForGroupsDelta(s.doc, groups, m.doc, m.blocks, s.delta)
+	} else {
+		d, blocks = routing.ForGroupsBlocks(s.doc, groups)
+	}
 	s.groups.mu.Lock()
+	defer s.groups.mu.Unlock()
+	if d0, ok := s.groups.docs[key]; ok {
+		return d0, s.groups.deltas[key] // made meanwhile by another request: one document per selection
+	}
 	if s.groups.docs == nil {
-		s.groups.docs = map[string]*routing.Document{}
+		s.groups.docs, s.groups.deltas = map[string]*routing.Document{}, map[string]*routing.Delta{}
 	}
 	if len(s.groups.docs) < maxGroupDocs {
-		s.groups.docs[key] = d
+		s.groups.docs[key], s.groups.deltas[key] = d, delta
+		s.lineage.keep(key, groupMade{base: s.doc, doc: d, blocks: blocks})
 	}
-	s.groups.mu.Unlock()
-	return d
+	return d, delta
+}
+
+// deltaBase is the document s.doc was patched from, or nil.
+func (s *snapshot) deltaBase() *routing.Document {
+	if s.delta == nil {
+		return nil
+	}
+	return s.delta.Base
 }
 
 // emptyGroups returns those of groups without a route in snap, comma-separated.

@@ -43,8 +43,10 @@ type snapshot struct {
 	groupRoutes map[string]int
 	groups      groupDocs
 	// delta says how doc was made from the previous snapshot's document (nil when it
-	// was derived whole): the render of the default output builds on its last body.
+	// was derived whole): the renders of the Traefik format build on their last bodies.
 	delta *routing.Delta
+	// lineage is the publisher's: how the last selections of groups were made.
+	lineage *groupLineage
 }
 
 // storeMark is one store serial in its epoch.
@@ -76,6 +78,7 @@ type publisher struct {
 
 	mu       sync.Mutex
 	inflight map[renderKey]*renderCall
+	lineage  groupLineage
 	renders  atomic.Int64 // bodies rendered (cache misses that did the work)
 	spillDir string
 }
@@ -201,6 +204,10 @@ func (p *publisher) swapDoc(doc *routing.Document, delta *routing.Delta, now tim
 	if delta != nil && prev != nil && delta.Base == prev.doc {
 		next.delta = delta
 	}
+	next.lineage = &p.lineage
+	if prev != nil {
+		p.lineage.superseded(prev.doc)
+	}
 	if mark != nil {
 		next.mark.Store(mark)
 	}
@@ -257,9 +264,9 @@ type renderCall struct {
 func (p *publisher) renderNow(s *snapshot, k renderKey, groups []string) (*rendered, error) {
 	p.renders.Add(1)
 	prefer, format := k.prefer, k.format
-	doc := s.doc
+	doc, delta := s.doc, s.delta
 	if groups != nil {
-		doc = s.forGroups(groups) // its own revision, before any prefer
+		doc, delta = s.forGroupsDelta(groups) // its own revision, before any prefer
 	}
 	revision := doc.Revision
 	var fc *render.FleetCerts
@@ -280,18 +287,17 @@ func (p *publisher) renderNow(s *snapshot, k renderKey, groups []string) (*rende
 			body, err = routing.Marshal(doc)
 		}
 	case formatTraefik:
-		if groups != nil {
-			// One output per (prefer, selection): each merges with its own last order.
-			if doc, err = preferred(); err == nil {
-				body, err = p.frags.TraefikGroups(doc, prefer+"|"+k.groups, groups, fc)
-			}
-			break
-		}
-		// One output per prefer. A document the Deriver patched re-renders the changed
-		// applications alone, whatever the prefer (render.Incremental.TraefikPreferDelta).
-		// The body is joined here: gzip and the ETag read it whole anyway.
+		// One output per (prefer, selection), each merging with its own last order. A
+		// document the Deriver patched re-renders the changed applications alone,
+		// whatever the prefer and selection (render.Incremental.TraefikPreferDelta,
+		// TraefikGroupsDelta). The body is joined here: gzip and the ETag read it whole
+		// anyway.
 		var b render.Body
-		b, err = p.frags.TraefikPreferDelta(doc, s.delta, prefer, prefer, fc)
+		if groups != nil {
+			b, err = p.frags.TraefikGroupsDelta(doc, delta, prefer, prefer+"|"+k.groups, groups, fc)
+		} else {
+			b, err = p.frags.TraefikPreferDelta(doc, delta, prefer, prefer, fc)
+		}
 		body = b.Bytes()
 	default:
 		return nil, fmt.Errorf("unknown format %q", format)

@@ -64,10 +64,29 @@ func (inc *Incremental) TraefikDelta(doc *routing.Document, delta *routing.Delta
 // preferred again (routing.PreferDelta: a copy of the route list, no fleet-wide
 // reordering), and is rendered from the last body as TraefikDelta renders.
 func (inc *Incremental) TraefikPreferDelta(doc *routing.Document, delta *routing.Delta, prefer, output string, fc *FleetCerts) (Body, error) {
+	return inc.deltaRender(doc, delta, prefer, output, nil, fc)
+}
+
+// TraefikGroupsDelta is TraefikGroups for doc = routing.ForGroups(full, groups) made
+// from an earlier selection by delta (routing.ForGroupsDelta), preferred to prefer (""
+// for none) as TraefikPreferDelta prefers, rendered from output's last body when it can
+// as TraefikDelta renders: an application of the selection is patched; one that is only
+// a path target of it (its routers are another group's) renders the output in full.
+func (inc *Incremental) TraefikGroupsDelta(doc *routing.Document, delta *routing.Delta, prefer, output string, groups []string, fc *FleetCerts) (Body, error) {
+	return inc.deltaRender(doc, delta, prefer, output, groups, fc)
+}
+
+// deltaRender renders Prefer(doc, prefer) for output, whose routers are those of the
+// routes of groups (nil: every route), from output's last body when delta allows it.
+func (inc *Incremental) deltaRender(doc *routing.Document, delta *routing.Delta, prefer, output string, groups []string, fc *FleetCerts) (Body, error) {
+	sel := strings.Join(groups, ",")
+	if groups == nil {
+		sel = "\x00all" // no group name is empty
+	}
 	inc.mu.Lock()
 	prev := inc.prev[output]
-	if delta != nil && prev != nil && prev.doc != nil && prev.base == delta.Base && prev.prefer == prefer && prev.fc == fc &&
-		doc != nil && doc.API == delta.Base.API && fits(delta, len(doc.Routes)) && len(prev.doc.Routes) == len(doc.Routes) {
+	if delta != nil && prev != nil && prev.doc != nil && prev.base == delta.Base && prev.prefer == prefer && prev.sel == sel &&
+		prev.fc == fc && doc != nil && doc.API == delta.Base.API && fits(delta, len(doc.Routes)) && len(prev.doc.Routes) == len(doc.Routes) {
 		pdoc, pdelta := doc, delta
 		if prefer != "" {
 			pdoc, pdelta = routing.PreferDelta(doc, prefer, prev.doc, delta)
@@ -89,14 +108,18 @@ func (inc *Incremental) TraefikPreferDelta(doc *routing.Document, delta *routing
 			return nil, fmt.Errorf("rendering Traefik configuration: %w", err)
 		}
 	}
-	b, err := inc.render(pdoc, output, nil, fc)
+	var keep func(*routing.Route) bool
+	if groups != nil {
+		keep = groupFilter(groups)
+	}
+	b, err := inc.render(pdoc, output, keep, fc)
 	if err != nil {
 		return nil, err
 	}
 	inc.mu.Lock()
 	if a := inc.prev[output]; a != nil && a.body != nil && &a.body[0] == &b[0] {
 		// The render of this document itself, not of a later one that raced it.
-		a.doc, a.base, a.prefer = pdoc, doc, prefer
+		a.doc, a.base, a.prefer, a.sel = pdoc, doc, prefer, sel
 	}
 	inc.mu.Unlock()
 	return Body{b}, nil

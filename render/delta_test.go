@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/scafo/ingress/render/fleet"
@@ -188,4 +189,100 @@ func mustPreferDoc(t *testing.T, doc *routing.Document, node string) *routing.Do
 		t.Fatal(err)
 	}
 	return d
+}
+
+// TestGroupDeltaRenderEqualsFullRender: ingress groups, as a node serves ?group=. The
+// selection's document is patched with routing.ForGroupsDelta from the last one (held
+// to routing.ForGroups byte for byte, revision included), and rendered with
+// TraefikGroupsDelta, with and without prefer, every body held to TraefikGroups'. A
+// third of the applications are in group eu (platform domain eu.example.com); ti.to's
+// prefixes point at hosts of both groups, so a selection carries another group's
+// targets.
+func TestGroupDeltaRenderEqualsFullRender(t *testing.T) {
+	opt := Options{}
+	r := rand.New(rand.NewPCG(5, 13))
+	st := fleet.GenerateState(900, 300)
+	for i := range st.Apps {
+		if i%3 == 1 {
+			st.Apps[i].Ingress = &fleet.Ingress{Group: "eu"}
+		}
+	}
+	for i := range st.Claims {
+		if c := &st.Claims[i]; c.Host == "ti.to" {
+			for k := range 40 { // targets in eu: app-00100 is group eu (100 % 3 == 1)
+				c.Paths[fmt.Sprintf("p%05d", k)] = fmt.Sprintf("app-%05d.eu.example.com", 100*(1+3*(k%3)))
+			}
+		}
+	}
+	fopt := fleet.GenerateOptions()
+	fopt.PlatformDomains = []string{"apps.example.com", "eu.example.com"}
+	fopt.DomainGroups = map[string]string{"eu.example.com": "eu"}
+	inc, err := NewIncremental(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type lineage struct {
+		base, doc *routing.Document
+		blocks    [][32]byte
+	}
+	selections := [][]string{{"default"}, {"eu"}, {"default", "eu"}}
+	last := map[string]lineage{}
+	var x fleet.Deriver
+	var changed []string
+	patched := map[string]int{}
+	for step := range 100 {
+		doc, _, delta := x.Derive(st, fopt, changed)
+		for _, sel := range selections {
+			key := strings.Join(sel, ",")
+			var gdoc *routing.Document
+			var blocks [][32]byte
+			var gdelta *routing.Delta
+			if l, ok := last[key]; ok && delta != nil && l.base == delta.Base {
+				gdoc, blocks, gdelta = routing.ForGroupsDelta(doc, sel, l.doc, l.blocks, delta)
+				want := routing.ForGroups(doc, sel)
+				if string(mustMarshalDoc(t, gdoc)) != string(mustMarshalDoc(t, want)) || gdoc.Revision != want.Revision {
+					t.Fatalf("step %d %v: ForGroupsDelta differs from ForGroups", step, sel)
+				}
+			} else {
+				gdoc, blocks = routing.ForGroupsBlocks(doc, sel)
+			}
+			last[key] = lineage{doc, gdoc, blocks}
+			for _, prefer := range []string{"", "vps-a"} {
+				at := fmt.Sprintf("step %d %v prefer %q (changed %v)", step, sel, prefer, changed)
+				body, err := inc.TraefikGroupsDelta(gdoc, gdelta, prefer, prefer+"|"+key, sel, nil)
+				if err != nil {
+					t.Fatalf("%s: %v", at, err)
+				}
+				want, err := TraefikGroups(mustPreferDoc(t, gdoc, prefer), opt, sel, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := body.Bytes(); string(got) != string(want) {
+					i := firstDiff(got, want)
+					t.Fatalf("%s: group delta render differs from the full render at byte %d\nfull:  %s\ndelta: %s", at, i, excerpt(want, i), excerpt(got, i))
+				}
+				if len(body) > 1 {
+					patched[key+"|"+prefer]++
+				}
+			}
+		}
+		changed = deltaEdit(r, &st, step)
+	}
+	for _, sel := range selections {
+		for _, prefer := range []string{"", "vps-a"} {
+			if n := patched[strings.Join(sel, ",")+"|"+prefer]; n < 10 {
+				t.Errorf("selection %v prefer %q: %d of 100 renders were delta renders", sel, prefer, n)
+			}
+		}
+	}
+	t.Logf("delta renders per output: %v", patched)
+}
+
+func mustMarshalDoc(t *testing.T, d *routing.Document) []byte {
+	t.Helper()
+	b, err := routing.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -617,6 +617,7 @@ type assembled struct {
 	doc          *routing.Document
 	base         *routing.Document // the document doc is the Prefer of (doc itself without prefer)
 	prefer       string
+	sel          string // the groups whose routers it holds, comma-separated ("\x00all": every route)
 	fc           *FleetCerts
 	checks       int
 	fragInterval string
