@@ -226,3 +226,48 @@ func TestAOneStepChangeIsPatchedAndServedLikeAFullRender(t *testing.T) {
 		}
 	}
 }
+
+// TestAPatchedSnapshotCountsNodesAndGroupsLikeAWholeOne: the node names a ?prefer= may
+// name (those with an upstream) and the routes of each group are counted from the last
+// snapshot for a patched document; they must be what counting the whole document gives,
+// also when a node loses its last upstream or gains its first.
+func TestAPatchedSnapshotCountsNodesAndGroupsLikeAWholeOne(t *testing.T) {
+	p := newPublisher(render.Options{}, "")
+	st := fleet.State{
+		Apps: []fleet.App{
+			{Name: "blog", Account: "acme", Placement: []string{"vps-a"}},
+			{Name: "shop", Account: "acme", Placement: []string{"vps-b", "vps-a"}, Ingress: &fleet.Ingress{Group: "eu-1"}},
+		},
+		Nodes: []fleet.NodeRecord{
+			{Name: "vps-a", Address: "10.83.0.1", APIPort: 7400, Instances: map[string]fleet.Instance{"blog": {Port: 24001, Ready: true}, "shop": {Port: 24002, Ready: true}}},
+			{Name: "vps-b", Address: "10.83.0.2", APIPort: 7400, Instances: map[string]fleet.Instance{"shop": {Port: 24003, Ready: true}}},
+		},
+	}
+	opt := fleet.Options{PlatformDomains: []string{"apps.example.com", "eu1.example.com"}, DomainGroups: map[string]string{"eu1.example.com": "eu-1"}}
+	var x fleet.Deriver
+	doc, _, _ := x.Derive(st, opt, nil)
+	p.publish(doc, time.Now())
+	for step, placement := range [][]string{{"vps-a"}, {"vps-a", "vps-b"}, {"vps-b"}, {"vps-b", "vps-a"}} {
+		st.Apps = slices.Clone(st.Apps)
+		st.Apps[1].Placement = placement
+		doc, _, delta := x.Derive(st, opt, []string{fleet.AppKey("shop")})
+		if delta == nil {
+			t.Fatalf("step %d: the placement change was not patched", step)
+		}
+		p.publishDelta(doc, delta, time.Now())
+		s := p.cur.Load()
+		if s.delta == nil {
+			t.Fatalf("step %d: the snapshot is not a patch", step)
+		}
+		want := map[string]bool{}
+		for _, r := range doc.Routes {
+			for _, u := range r.Upstreams {
+				want[u.Node] = true
+			}
+		}
+		_, groups := doc.Groups()
+		if !maps.Equal(s.nodes, want) || !maps.Equal(s.groupRoutes, groups) {
+			t.Fatalf("step %d: nodes %v groups %v, counting the whole document gives %v and %v", step, s.nodes, s.groupRoutes, want, groups)
+		}
+	}
+}

@@ -54,8 +54,8 @@ func (s *Server) sweepOrphans(ctx context.Context) {
 		return // no view yet, or a store that is not ours: release nothing on its word
 	}
 	known := make(map[string]string, len(apps))
-	for name, a := range apps {
-		known[name] = a.ID
+	for _, a := range apps {
+		known[a.Name] = a.ID
 	}
 	if _, err := s.writer.SweepOrphans(ctx, known); err != nil && ctx.Err() == nil {
 		s.log.Warn("sweeping orphaned instances", "err", err)

@@ -618,8 +618,8 @@ func cloneInstances(m map[string]fleet.Instance) map[string]fleet.Instance {
 // appHealthPath is app's health path from the last derivation's applications, for the
 // incarnation appID ("" when none is declared, the application is unknown yet, or the
 // path is invalid: such an instance is probed over TCP).
-func appHealthPath(apps map[string]fleet.App, app, appID string) string {
-	a, ok := apps[app]
+func appHealthPath(apps appView, app, appID string) string {
+	a, ok := apps.get(app)
 	if !ok || a.Health == nil || a.Health.Path == "" || (appID != "" && a.ID != "" && a.ID != appID) {
 		return ""
 	}

@@ -63,8 +63,9 @@ type reconciler struct {
 
 	objects  map[string]cachedObject
 	lastFull time.Time
-	// deriver derives from objects, patching its last document when a pass names what
-	// changed (fleet.Deriver).
+	// fold is objects as the fleet state, kept across passes; deriver derives from it,
+	// patching its last document when a pass names what changed (fleet.Deriver).
+	fold    *fold
 	deriver fleet.Deriver
 	// heartbeat is how often nodes rewrite their records, and how often the pass lists
 	// nodes/ for liveness (0: never, apart from full reads); live is that list, by key,
@@ -80,7 +81,7 @@ type reconciler struct {
 
 	mu     sync.Mutex
 	status reconcileStatus
-	apps   map[string]fleet.App // the applications of the last derivation, by name
+	apps   appView // the applications of the last derivation (nil before one)
 	// onPass observes every pass (metrics); may be nil.
 	onPass func(d time.Duration, err error, skipped int)
 
@@ -480,7 +481,7 @@ func (r *reconciler) run(ctx context.Context, interval, fullInterval, window tim
 
 // knownApps maps application name → application, from the last derivation (nil
 // before one). Read-only: a derivation replaces the map, never changes it.
-func (r *reconciler) knownApps() map[string]fleet.App {
+func (r *reconciler) knownApps() appView {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.apps

@@ -15,14 +15,18 @@ import (
 // staleKey names the set of stale nodes, so a TTL crossing triggers a re-derive.
 func (r *reconciler) staleKey(now time.Time) string {
 	ttl := r.opts().NodeTTL
-	var b strings.Builder
-	keys := make([]string, 0, len(r.objects))
-	for k := range r.objects {
-		if strings.HasPrefix(k, fleet.PrefixNodes) {
-			keys = append(keys, k)
+	var keys []string
+	if r.fold != nil {
+		keys = r.fold.nodeKeys // what the last derivation read: sorted
+	} else {
+		for k := range r.objects {
+			if strings.HasPrefix(k, fleet.PrefixNodes) {
+				keys = append(keys, k)
+			}
 		}
+		sort.Strings(keys)
 	}
-	sort.Strings(keys)
+	var b strings.Builder
 	for _, k := range keys {
 		if n, ok := r.objects[k].value.(fleet.NodeRecord); ok && now.Sub(r.seen(k, n)) > ttl {
 			b.WriteString(k)
@@ -34,55 +38,38 @@ func (r *reconciler) staleKey(now time.Time) string {
 
 // derive folds the cached objects into a document and publishes it. changed names the
 // keys of the objects that changed since the last derivation (nil: unknown, after a
-// full read), so that the Deriver patches the last document when it can.
+// full read): the fold changes those entries alone, and the Deriver patches the last
+// document when it can.
 func (r *reconciler) derive(now time.Time, changed []string) int {
-	var st fleet.State
-	var skipped []fleet.Skipped
-	keys := make([]string, 0, len(r.objects))
-	for k := range r.objects {
-		keys = append(keys, k)
+	var f *fold
+	if changed != nil && r.fold != nil {
+		f = r.fold.patched(r.objects, changed)
 	}
-	sort.Strings(keys)
+	if f == nil {
+		f = buildFold(r.objects)
+	}
+	r.fold = f
+	st := fleet.State{Apps: f.apps, Claims: f.claims, UnreadableClaims: f.unreadableClaims}
+	skipped := slices.Clone(f.bad)
 	var nodes []fleet.NodeRecord
 	var mismatched []string
-	apps := map[string]fleet.App{}
-	for _, k := range keys {
-		o := r.objects[k]
-		if o.bad != "" {
-			if h, ok := strings.CutPrefix(k, fleet.PrefixDomains); ok && strings.HasSuffix(h, ".json") {
-				// A claimed name whose object is unreadable keeps a router of its own
-				// (503), so nobody inherits its traffic; Derive reports it.
-				st.UnreadableClaims = append(st.UnreadableClaims, strings.TrimSuffix(h, ".json"))
-				continue
-			}
-			skipped = append(skipped, fleet.Skipped{Object: k, Reason: o.bad})
+	for _, k := range f.nodeKeys {
+		v, ok := r.objects[k].value.(fleet.NodeRecord)
+		if !ok {
+			continue // malformed: in f.bad
 		}
-		switch v := o.value.(type) {
-		case fleet.App:
-			st.Apps = append(st.Apps, v)
-			apps[v.Name] = v
-		case fleet.Claim:
-			st.Claims = append(st.Claims, v)
-		case fleet.NodeRecord:
-			v.Seen = r.seen(k, v)
-			st.Nodes = append(st.Nodes, v)
-			nodes = append(nodes, v)
-			if v.Settings != nil && !sameSettings(*v.Settings, r.self) {
-				mismatched = append(mismatched, v.Name)
-			}
+		v.Seen = r.seen(k, v)
+		nodes = append(nodes, v)
+		if v.Settings != nil && !sameSettings(*v.Settings, r.self) {
+			mismatched = append(mismatched, v.Name)
 		}
 	}
+	st.Nodes = nodes
 	opt := r.opts()
 	opt.Now = now
 	doc, dskipped, delta := r.deriver.Derive(st, opt, changed)
 	if r.groups != nil {
-		named := map[string]bool{}
-		for _, a := range st.Apps {
-			if routing.ValidateGroup("", a.GroupOf()) == nil {
-				named[a.GroupOf()] = true
-			}
-		}
-		r.groups.setApps(named)
+		r.groups.setApps(f.namedGroups())
 	}
 	skipped = append(skipped, dskipped...)
 	if r.pub.publishDelta(doc, delta, now) {
@@ -108,7 +95,10 @@ func (r *reconciler) derive(now time.Time, changed []string) int {
 	r.status.Nodes = nodes
 	r.status.Mismatched = mismatched
 	r.status.Remembered = false
-	r.apps = apps
+	r.apps = appView(f.apps)
+	if r.apps == nil {
+		r.apps = appView{} // a view of no application, which is not no view
+	}
 	r.mu.Unlock()
 	if r.onOwnRecord != nil {
 		for _, n := range nodes {

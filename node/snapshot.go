@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -25,8 +26,10 @@ type snapshot struct {
 	doc *routing.Document
 	// since is when this revision was first published (for the revision-age metric).
 	since time.Time
-	// nodes are the fleet's node names, to tell a known prefer target from a retired one.
+	// nodes are the fleet's node names, to tell a known prefer target from a retired one:
+	// those with an upstream in doc (ups counts them).
 	nodes map[string]bool
+	ups   map[string]int
 	// certs are the fleet certificates rendered with doc (nil without --acme.enabled):
 	// a new certificate replaces the snapshot with the same doc (acme.go).
 	certs *fleetcerts.Set
@@ -188,22 +191,35 @@ func (p *publisher) swapDoc(doc *routing.Document, delta *routing.Delta, now tim
 		}
 		return false
 	}
-	nodes := map[string]bool{}
-	for _, r := range doc.Routes {
-		for _, u := range r.Upstreams {
-			nodes[u.Node] = true
+	if delta != nil && (prev == nil || delta.Base != prev.doc) {
+		delta = nil // not a patch of what is published
+	}
+	// How many upstreams each node has, and the routes of each group: for a patch, the
+	// last counts with the changed routes' upstreams swapped (hosts and groups do not
+	// move), not a walk of every route.
+	var ups, groupRoutes map[string]int
+	if delta != nil {
+		ups, groupRoutes = maps.Clone(prev.ups), prev.groupRoutes
+		for _, i := range delta.Changed {
+			countUpstreams(ups, delta.Base.Routes[i].Upstreams, -1)
+			countUpstreams(ups, doc.Routes[i].Upstreams, 1)
 		}
-	}
-	if doc.API != nil {
-		for _, u := range doc.API.Upstreams {
-			nodes[u.Node] = true
+	} else {
+		ups = map[string]int{}
+		for i := range doc.Routes {
+			countUpstreams(ups, doc.Routes[i].Upstreams, 1)
 		}
+		if doc.API != nil {
+			countUpstreams(ups, doc.API.Upstreams, 1)
+		}
+		_, groupRoutes = doc.Groups()
 	}
-	_, groupRoutes := doc.Groups()
-	next := &snapshot{doc: doc, since: now, nodes: nodes, certs: p.certs.Load(), superseded: make(chan struct{}), groupRoutes: groupRoutes}
-	if delta != nil && prev != nil && delta.Base == prev.doc {
-		next.delta = delta
+	nodes := make(map[string]bool, len(ups))
+	for n := range ups {
+		nodes[n] = true
 	}
+	next := &snapshot{doc: doc, since: now, nodes: nodes, ups: ups, certs: p.certs.Load(), superseded: make(chan struct{}),
+		groupRoutes: groupRoutes, delta: delta}
 	next.lineage = &p.lineage
 	if prev != nil {
 		p.lineage.superseded(prev.doc)
@@ -314,4 +330,15 @@ func (p *publisher) renderNow(s *snapshot, k renderKey, groups []string) (*rende
 	r := &rendered{body: body, gz: zb.Bytes(), etag: `"` + h + `"`, etagGzip: `"` + h + `-gzip"`, revision: revision}
 	r.file, r.gzFile = p.spill(r.body), p.spill(r.gz)
 	return r, nil
+}
+
+// countUpstreams adds n to the count of each upstream's node, dropping nodes counted to
+// zero.
+func countUpstreams(counts map[string]int, us []routing.Upstream, n int) {
+	for _, u := range us {
+		counts[u.Node] += n
+		if counts[u.Node] == 0 {
+			delete(counts, u.Node)
+		}
+	}
 }

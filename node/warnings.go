@@ -28,11 +28,17 @@ func (s *Server) pathWarnings(c fleet.Claim) []string {
 		switch {
 		case t == c.Host:
 			warn = append(warn, fmt.Sprintf("%s: target %s is this host itself", k, t))
-		case !ok || apps[rt.Application].Account != c.Account || len(rt.Upstreams) == 0:
+		case !ok || appAccount(apps, rt.Application) != c.Account || len(rt.Upstreams) == 0:
 			// One message whatever the reason: whether a name is another account's, or
 			// exists at all, is not this publisher's business.
 			warn = append(warn, fmt.Sprintf("%s: target %s is not a ready route of this account; it routes nothing until it is", k, t))
 		}
 	}
 	return warn
+}
+
+// appAccount is the account of the application called name ("" when there is none).
+func appAccount(apps appView, name string) string {
+	a, _ := apps.get(name)
+	return a.Account
 }

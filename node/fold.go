@@ -1,0 +1,171 @@
+package node
+
+import (
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/scafo/ingress/render/fleet"
+	"github.com/scafo/ingress/render/routing"
+)
+
+// fold is the fleet state the reconciler derives from, in store-key order, kept across
+// passes: a pass that read a few objects changes their entries (copies of the lists,
+// which the Deriver and handlers may still hold) instead of sorting and folding every
+// cached object again. Immutable once made.
+type fold struct {
+	apps   []fleet.App   // the valid application objects, in key order
+	claims []fleet.Claim // the valid claim objects, in key order
+	// nodeKeys are the keys of node records (valid or not), sorted: their records are
+	// read every pass (their seen times move without a change).
+	nodeKeys []string
+	// unreadableClaims are the hosts of claim objects that could not be read; bad is
+	// every other malformed object, by key. A change to or from a malformed object
+	// folds everything again (they are rare).
+	unreadableClaims []string
+	bad              []fleet.Skipped
+	badKeys          map[string]bool
+	// groups counts the applications of each valid group name.
+	groups map[string]int
+}
+
+// buildFold folds every cached object.
+func buildFold(objects map[string]cachedObject) *fold {
+	keys := make([]string, 0, len(objects))
+	for k := range objects {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	f := &fold{badKeys: map[string]bool{}, groups: map[string]int{}}
+	for _, k := range keys {
+		o := objects[k]
+		if strings.HasPrefix(k, fleet.PrefixNodes) {
+			f.nodeKeys = append(f.nodeKeys, k)
+		}
+		if o.bad != "" {
+			f.badKeys[k] = true
+			if h, ok := strings.CutPrefix(k, fleet.PrefixDomains); ok && strings.HasSuffix(h, ".json") {
+				// A claimed name whose object is unreadable keeps a router of its own
+				// (503), so nobody inherits its traffic; Derive reports it.
+				f.unreadableClaims = append(f.unreadableClaims, strings.TrimSuffix(h, ".json"))
+				continue
+			}
+			f.bad = append(f.bad, fleet.Skipped{Object: k, Reason: o.bad})
+		}
+		switch v := o.value.(type) {
+		case fleet.App:
+			f.apps = append(f.apps, v)
+			f.count(v, 1)
+		case fleet.Claim:
+			f.claims = append(f.claims, v)
+		}
+	}
+	return f
+}
+
+// count adds n to the count of a's group, when its group is valid.
+func (f *fold) count(a fleet.App, n int) {
+	if g := a.GroupOf(); routing.ValidateGroup("", g) == nil {
+		f.groups[g] += n
+		if f.groups[g] == 0 {
+			delete(f.groups, g)
+		}
+	}
+}
+
+// patched returns f with the objects at the changed keys as objects now holds them
+// (absent: deleted), or nil when a change touches a malformed object (then fold
+// everything: buildFold).
+func (f *fold) patched(objects map[string]cachedObject, changed []string) *fold {
+	for _, k := range changed {
+		if f.badKeys[k] || objects[k].bad != "" {
+			return nil
+		}
+	}
+	out := *f
+	cloned := map[string]bool{}
+	for _, k := range slices.Sorted(slices.Values(changed)) {
+		o, present := objects[k]
+		switch {
+		case strings.HasPrefix(k, fleet.PrefixApps):
+			if !cloned["apps"] {
+				out.apps, out.groups, cloned["apps"] = slices.Clone(out.apps), maps.Clone(out.groups), true
+			}
+			i, found := slices.BinarySearchFunc(out.apps, k, func(a fleet.App, k string) int { return compareKey(fleet.PrefixApps, a.Name, k) })
+			if found {
+				out.count(out.apps[i], -1)
+				out.apps = slices.Delete(out.apps, i, i+1)
+			}
+			if a, ok := o.value.(fleet.App); present && ok {
+				out.apps = slices.Insert(out.apps, i, a)
+				out.count(a, 1)
+			}
+		case strings.HasPrefix(k, fleet.PrefixDomains):
+			if !cloned["claims"] {
+				out.claims, cloned["claims"] = slices.Clone(out.claims), true
+			}
+			i, found := slices.BinarySearchFunc(out.claims, k, func(c fleet.Claim, k string) int { return compareKey(fleet.PrefixDomains, c.Host, k) })
+			if found {
+				out.claims = slices.Delete(out.claims, i, i+1)
+			}
+			if c, ok := o.value.(fleet.Claim); present && ok {
+				out.claims = slices.Insert(out.claims, i, c)
+			}
+		case strings.HasPrefix(k, fleet.PrefixNodes):
+			i, found := slices.BinarySearch(out.nodeKeys, k)
+			if found != present {
+				if !cloned["nodes"] {
+					out.nodeKeys, cloned["nodes"] = slices.Clone(out.nodeKeys), true
+				}
+				if present {
+					out.nodeKeys = slices.Insert(out.nodeKeys, i, k)
+				} else {
+					out.nodeKeys = slices.Delete(out.nodeKeys, i, i+1)
+				}
+			}
+		}
+	}
+	return &out
+}
+
+// namedGroups are the valid groups applications name.
+func (f *fold) namedGroups() map[string]bool {
+	named := make(map[string]bool, len(f.groups))
+	for g := range f.groups {
+		named[g] = true
+	}
+	return named
+}
+
+// appView is the applications of the last derivation, in key order: found by name
+// without a fleet-sized map made every pass.
+type appView []fleet.App
+
+// get returns the application called name.
+func (v appView) get(name string) (fleet.App, bool) {
+	i, ok := slices.BinarySearchFunc(v, fleet.AppKey(name), func(a fleet.App, k string) int { return compareKey(fleet.PrefixApps, a.Name, k) })
+	if !ok {
+		return fleet.App{}, false
+	}
+	return v[i], true
+}
+
+// compareKey compares prefix+name+".json" (an object's key: decode checks the name
+// matches it) with key, without building the former.
+func compareKey(prefix, name, key string) int {
+	for _, part := range [...]string{prefix, name, ".json"} {
+		n := min(len(part), len(key))
+		if c := strings.Compare(part[:n], key[:n]); c != 0 {
+			return c
+		}
+		if n < len(part) {
+			return 1 // key is a proper prefix
+		}
+		key = key[n:]
+	}
+	if key != "" {
+		return -1
+	}
+	return 0
+}
