@@ -191,7 +191,7 @@ func (p *publisher) swapDoc(doc *routing.Document, delta *routing.Delta, now tim
 		}
 		return false
 	}
-	if delta != nil && (prev == nil || delta.Base != prev.doc) {
+	if delta != nil && (prev == nil || delta.Base != prev.doc || prev.ups == nil) {
 		delta = nil // not a patch of what is published
 	}
 	// How many upstreams each node has, and the routes of each group: for a patch, the
