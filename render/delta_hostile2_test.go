@@ -1,0 +1,131 @@
+package render
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/scafo/ingress/render/fleet"
+	"github.com/scafo/ingress/render/routing"
+)
+
+// TestPreferAndGroupDeltaRendersOfHostileDeltasEqualFullRender is the hostile delta
+// test for the ?prefer= and ?group= outputs: every step renders the default output, two
+// prefer outputs and three selections (with and without prefer) through
+// TraefikPreferDelta / TraefikGroupsDelta, the selections patched with
+// routing.ForGroupsDelta from their last document as the node patches them, on deltas
+// the Deriver would not make (hostileDelta: refusals, renamed chains, moved intervals,
+// the deny service, partial applications), with fleet certificates coming and going.
+// Every body and every error is the full render's of routing.Prefer(routing.ForGroups(
+// doc, sel), prefer).
+func TestPreferAndGroupDeltaRendersOfHostileDeltasEqualFullRender(t *testing.T) {
+	type lineage struct {
+		base, doc *routing.Document
+		blocks    [][32]byte
+	}
+	type out struct {
+		sel    []string
+		prefer string
+	}
+	outs := []out{{nil, ""}, {nil, "vps-b"}, {nil, "vps-d"}, {[]string{"eu"}, ""}, {[]string{"eu"}, "vps-a"}, {[]string{"default"}, "vps-c"}, {[]string{"default", "eu"}, "vps-b"}}
+	for _, opt := range []Options{{}, {HealthCheckInterval: "7s", PathGroupThreshold: 3}} {
+		for seed := range uint64(3) {
+			r := rand.New(rand.NewPCG(seed, 71))
+			st := fleet.GenerateState(400, 100)
+			fopt := fleet.GenerateOptions()
+			fopt.PlatformDomains = append(fopt.PlatformDomains, "eu.example.com")
+			fopt.DomainGroups = map[string]string{"eu.example.com": "eu"}
+			for i := range st.Apps {
+				if i%7 == 3 || i%100 == 0 { // app-00100, app-00200: ti.to's targets in eu
+					st.Apps[i].Ingress = &fleet.Ingress{Group: "eu"}
+				}
+			}
+			doc, _ := fleet.Derive(st, fopt)
+			var fc *FleetCerts
+			inc, err := NewIncremental(opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			last := map[string]lineage{}
+			var delta *routing.Delta
+			patched := map[string]int{}
+			for step := range 120 {
+				failed := false
+				for _, o := range r.Perm(len(outs)) {
+					sel, prefer := outs[o].sel, outs[o].prefer
+					key := strings.Join(sel, ",")
+					at := fmt.Sprintf("opt %+v seed %d step %d sel %v prefer %q", opt, seed, step, sel, prefer)
+					gdoc, gdelta := doc, delta
+					if sel != nil {
+						var blocks [][32]byte
+						if l, ok := last[key]; ok && delta != nil && l.base == delta.Base {
+							gdoc, blocks, gdelta = routing.ForGroupsDelta(doc, sel, l.doc, l.blocks, delta)
+						} else {
+							gdoc, blocks = routing.ForGroupsBlocks(doc, sel)
+							gdelta = nil
+						}
+						if want := routing.ForGroups(doc, sel); gdoc.Revision != want.Revision {
+							t.Fatalf("%s: ForGroupsDelta's revision %s, ForGroups' %s", at, gdoc.Revision, want.Revision)
+						}
+						last[key] = lineage{doc, gdoc, blocks}
+					}
+					var body Body
+					var gerr error
+					if sel == nil {
+						body, gerr = inc.TraefikPreferDelta(gdoc, gdelta, prefer, prefer, fc)
+					} else {
+						body, gerr = inc.TraefikGroupsDelta(gdoc, gdelta, prefer, prefer+"|"+key, sel, fc)
+					}
+					pdoc, perr := routing.Prefer(routing.ForGroups(doc, sel), prefer)
+					if sel == nil {
+						pdoc, perr = routing.Prefer(doc, prefer)
+					}
+					if perr != nil {
+						t.Fatal(perr)
+					}
+					var want []byte
+					var werr error
+					if sel == nil {
+						want, werr = TraefikFleet(pdoc, opt, fc)
+					} else {
+						want, werr = TraefikGroups(pdoc, opt, sel, fc)
+					}
+					if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
+						t.Fatalf("%s: errors differ: full %v, delta %v", at, werr, gerr)
+					}
+					failed = failed || werr != nil
+					if werr == nil && string(body.Bytes()) != string(want) {
+						got := body.Bytes()
+						i := firstDiff(got, want)
+						t.Fatalf("%s: delta render differs from the full render at byte %d\nfull:  %s\ndelta: %s", at, i, excerpt(want, i), excerpt(got, i))
+					}
+					if len(body) > 1 {
+						patched[key+"|"+prefer]++
+					}
+				}
+				switch r.IntN(14) {
+				case 0:
+					if fc == nil {
+						fc = fleetCertsWith(&FleetCerts{Managed: map[string]bool{}}, "app-00020.apps.example.com", true, step)
+					} else {
+						fc = nil
+					}
+				case 1:
+					fc = fleetCertsWith(fc, fmt.Sprintf("app-%05d.apps.example.com", r.IntN(40)), r.IntN(2) == 0, step)
+				}
+				base := doc
+				if failed && delta != nil {
+					base = delta.Base // the node keeps serving the last good document
+				}
+				doc, delta = hostileDelta(r, base)
+			}
+			t.Logf("opt %+v seed %d: patched renders per output %v", opt, seed, patched)
+			for _, o := range outs {
+				if n := patched[strings.Join(o.sel, ",")+"|"+o.prefer]; n < 3 {
+					t.Errorf("opt %+v seed %d: output %v %q patched %d times: the test does not exercise it", opt, seed, o.sel, o.prefer, n)
+				}
+			}
+		}
+	}
+}
