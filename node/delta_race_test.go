@@ -6,7 +6,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -77,7 +76,7 @@ func TestRacingRendersOfPatchedSnapshotsServeTheFullRender(t *testing.T) {
 			if step%9 == 4 {
 				p.publishCerts(sets[(step/9)%2])
 			}
-			time.Sleep(time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // readers render in between
 		}
 	})
 	for g := range 3 {
@@ -157,5 +156,4 @@ func TestRacingRendersOfPatchedSnapshotsServeTheFullRender(t *testing.T) {
 	if n := len(p.lineage.last); n > len(sels) {
 		t.Errorf("the lineage holds %d selections, more than the %d asked for", n, len(sels)-1)
 	}
-	_ = strings.Join
 }

@@ -29,6 +29,7 @@ func TestPreferAndGroupDeltaRendersOfHostileDeltasEqualFullRender(t *testing.T) 
 		prefer string
 	}
 	outs := []out{{nil, ""}, {nil, "vps-b"}, {nil, "vps-d"}, {[]string{"eu"}, ""}, {[]string{"eu"}, "vps-a"}, {[]string{"default"}, "vps-c"}, {[]string{"default", "eu"}, "vps-b"}}
+	total := map[string]int{}
 	for _, opt := range []Options{{}, {HealthCheckInterval: "7s", PathGroupThreshold: 3}} {
 		for seed := range uint64(3) {
 			r := rand.New(rand.NewPCG(seed, 71))
@@ -37,11 +38,21 @@ func TestPreferAndGroupDeltaRendersOfHostileDeltasEqualFullRender(t *testing.T) 
 			fopt.PlatformDomains = append(fopt.PlatformDomains, "eu.example.com")
 			fopt.DomainGroups = map[string]string{"eu.example.com": "eu"}
 			for i := range st.Apps {
-				if i%7 == 3 || i%100 == 0 { // app-00100, app-00200: ti.to's targets in eu
+				if i%7 == 3 || (i%100 == 0 && i > 0) { // app-00100, app-00200: ti.to's targets in eu
 					st.Apps[i].Ingress = &fleet.Ingress{Group: "eu"}
 				}
 			}
+			for i := range st.Claims {
+				if c := &st.Claims[i]; c.Host == "ti.to" { // app-00000's (default): prefixes into eu
+					for k := range 30 {
+						c.Paths[fmt.Sprintf("eu%05d", k)] = fmt.Sprintf("app-%05d.eu.example.com", 100*(1+k%2))
+					}
+				}
+			}
 			doc, _ := fleet.Derive(st, fopt)
+			if n := len(routing.ForGroups(doc, []string{"default"}).Routes) - len(routing.ForGroups(doc, []string{"default", "eu"}).Routes) + len(routing.ForGroups(doc, []string{"eu"}).Routes); n < 2 {
+				t.Fatalf("selection default carries %d targets of eu: the test does not exercise path targets of another group", n)
+			}
 			var fc *FleetCerts
 			inc, err := NewIncremental(opt)
 			if err != nil {
@@ -121,11 +132,14 @@ func TestPreferAndGroupDeltaRendersOfHostileDeltasEqualFullRender(t *testing.T) 
 				doc, delta = hostileDelta(r, base)
 			}
 			t.Logf("opt %+v seed %d: patched renders per output %v", opt, seed, patched)
-			for _, o := range outs {
-				if n := patched[strings.Join(o.sel, ",")+"|"+o.prefer]; n < 3 {
-					t.Errorf("opt %+v seed %d: output %v %q patched %d times: the test does not exercise it", opt, seed, o.sel, o.prefer, n)
-				}
+			for k, n := range patched {
+				total[k] += n
 			}
+		}
+	}
+	for _, o := range outs {
+		if n := total[strings.Join(o.sel, ",")+"|"+o.prefer]; n < 15 {
+			t.Errorf("output %v %q patched %d times in all: the test does not exercise it", o.sel, o.prefer, n)
 		}
 	}
 }
