@@ -85,6 +85,16 @@ func (inc *Incremental) deltaRender(doc *routing.Document, delta *routing.Delta,
 	}
 	inc.mu.Lock()
 	prev := inc.prev[output]
+	if prev != nil && prev.doc != nil && doc != nil && prev.base == doc && prev.prefer == prefer && prev.sel == sel && prev.fc == fc {
+		// The very document the output last rendered (a selection no change reached:
+		// routing.ForGroupsDelta returned it as it was): its body, as it is.
+		body := Body{prev.body}
+		if prev.body == nil {
+			body = prev.pieces()
+		}
+		inc.mu.Unlock()
+		return body, nil
+	}
 	if delta != nil && prev != nil && prev.doc != nil && prev.base == delta.Base && prev.prefer == prefer && prev.sel == sel &&
 		prev.fc == fc && doc != nil && doc.API == delta.Base.API && fits(delta, len(doc.Routes)) && len(prev.doc.Routes) == len(doc.Routes) {
 		pdoc, pdelta := doc, delta

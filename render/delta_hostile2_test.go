@@ -2,7 +2,9 @@ package render
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -142,4 +144,99 @@ func TestPreferAndGroupDeltaRendersOfHostileDeltasEqualFullRender(t *testing.T) 
 			t.Errorf("output %v %q patched %d times in all: the test does not exercise it", o.sel, o.prefer, n)
 		}
 	}
+}
+
+// TestAnUntouchedSelectionServesItsLastBody: a change in group eu leaves the selection
+// default as it was (routing.ForGroupsDelta returns its last document itself, with no
+// delta); its outputs, with and without prefer, are then the last bodies as they are,
+// not a render of every application of the selection again (no render pass), and still
+// the full render's bytes. A change inside the selection, new fleet certificates, or
+// another prefer on the output render as before.
+func TestAnUntouchedSelectionServesItsLastBody(t *testing.T) {
+	st := fleet.GenerateState(300, 20)
+	fopt := fleet.GenerateOptions()
+	fopt.PlatformDomains = append(fopt.PlatformDomains, "eu.example.com")
+	fopt.DomainGroups = map[string]string{"eu.example.com": "eu"}
+	for i := range st.Apps {
+		if i%10 == 5 {
+			st.Apps[i].Ingress = &fleet.Ingress{Group: "eu"}
+		}
+	}
+	inc, err := NewIncremental(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := []string{routing.DefaultGroup}
+	var x fleet.Deriver
+	doc, _, _ := x.Derive(st, fopt, nil)
+	gdoc, blocks := routing.ForGroupsBlocks(doc, sel)
+	render := func(at string, gdoc *routing.Document, gdelta *routing.Delta, prefer string, fc *FleetCerts) Body {
+		t.Helper()
+		body, err := inc.TraefikGroupsDelta(gdoc, gdelta, prefer, prefer+"|default", sel, fc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := TraefikGroups(mustPreferDoc(t, gdoc, prefer), Options{}, sel, fc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := body.Bytes(); string(got) != string(want) {
+			i := firstDiff(got, want)
+			t.Fatalf("%s: differs from the full render at byte %d\nfull:  %s\ndelta: %s", at, i, excerpt(want, i), excerpt(got, i))
+		}
+		return body
+	}
+	for _, prefer := range []string{"", "vps-b"} {
+		render("first", gdoc, nil, prefer, nil)
+	}
+	move := func(app string) []string { // one instance of app moves
+		st.Nodes = slices.Clone(st.Nodes)
+		for i := range st.Nodes {
+			if in, ok := st.Nodes[i].Instances[app]; ok {
+				st.Nodes[i].Instances = maps.Clone(st.Nodes[i].Instances)
+				in.Port++
+				st.Nodes[i].Instances[app] = in
+				return []string{fleet.NodeKey(st.Nodes[i].Name)}
+			}
+		}
+		t.Fatalf("no instance of %s", app)
+		return nil
+	}
+	for step := range 6 {
+		app := fmt.Sprintf("app-%05d", 10*step+5) // group eu
+		next, _, delta := x.Derive(st, fopt, move(app))
+		if delta == nil {
+			t.Fatalf("step %d: the change was not patched", step)
+		}
+		var gdelta *routing.Delta
+		same := gdoc
+		gdoc, blocks, gdelta = routing.ForGroupsDelta(next, sel, gdoc, blocks, delta)
+		if gdoc != same || gdelta != nil {
+			t.Fatalf("step %d: a change in eu moved the selection default", step)
+		}
+		for _, prefer := range []string{"", "vps-b"} {
+			pass := inc.pass
+			render(fmt.Sprintf("step %d prefer %q", step, prefer), gdoc, gdelta, prefer, nil)
+			if inc.pass != pass {
+				t.Fatalf("step %d prefer %q: the untouched selection was rendered again (%d render passes)", step, prefer, inc.pass-pass)
+			}
+		}
+		doc = next
+	}
+	// A change inside the selection is patched; new certificates render in full.
+	next, _, delta := x.Derive(st, fopt, move("app-00002"))
+	gdoc2, _, gdelta := routing.ForGroupsDelta(next, sel, gdoc, blocks, delta)
+	if gdelta == nil {
+		t.Fatal("a change in default did not move the selection")
+	}
+	if body := render("inside", gdoc2, gdelta, "", nil); len(body) < 2 {
+		t.Fatal("a change inside the selection was not patched")
+	}
+	fc := fleetCertsWith(&FleetCerts{Managed: map[string]bool{}}, "app-00002.apps.example.com", true, 1)
+	pass := inc.pass
+	render("certificates", gdoc2, nil, "", fc)
+	if inc.pass == pass {
+		t.Fatal("new fleet certificates did not render the output again")
+	}
+	_ = doc
 }
