@@ -157,3 +157,91 @@ func TestRacingRendersOfPatchedSnapshotsServeTheFullRender(t *testing.T) {
 		t.Errorf("the lineage holds %d selections, more than the %d asked for", n, len(sels)-1)
 	}
 }
+
+// TestAChangeInOneGroupLeavesAnotherGroupsBodiesAlone: every long-poll of ?group=
+// wakes at every new snapshot and asks for its body again. A change in group eu leaves
+// the selection default's document as it was (its revision is its own), so what the
+// node serves to default is the body it cached, not a render, gzip, hash and spill of
+// the whole selection per change anywhere in the fleet; a change inside default renders
+// it again, and what is served is the full render.
+func TestAChangeInOneGroupLeavesAnotherGroupsBodiesAlone(t *testing.T) {
+	p := newPublisher(render.Options{}, t.TempDir())
+	st := fleet.GenerateState(200, 10)
+	for i := range st.Apps {
+		if i%10 == 5 {
+			st.Apps[i].Ingress = &fleet.Ingress{Group: "eu"}
+		}
+	}
+	fo := fleet.GenerateOptions()
+	fo.PlatformDomains = []string{"apps.example.com", "eu.example.com"}
+	fo.DomainGroups = map[string]string{"eu.example.com": "eu"}
+	var x fleet.Deriver
+	doc, _, _ := x.Derive(st, fo, nil)
+	p.publish(doc, time.Now())
+	sel := []string{routing.DefaultGroup}
+	serve := func(at string) map[string]*rendered {
+		t.Helper()
+		s := p.cur.Load()
+		out := map[string]*rendered{}
+		for _, prefer := range []string{"", "vps-a"} {
+			for _, format := range []string{formatTraefik, formatRoutes} {
+				got, err := p.getGroups(s, prefer, format, sel)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := mustPrefer(t, routing.ForGroups(s.doc, sel), prefer)
+				want, err := routing.Marshal(d)
+				if format == formatTraefik {
+					want, err = render.TraefikGroups(d, render.Options{}, sel, nil)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got.body, want) || got.revision != routing.ForGroups(s.doc, sel).Revision {
+					t.Fatalf("%s prefer %q %s: served bytes (or revision %s) differ from the full render's", at, prefer, format, got.revision)
+				}
+				out[prefer+"|"+format] = got
+			}
+		}
+		return out
+	}
+	move := func(app string) {
+		st.Nodes = slices.Clone(st.Nodes)
+		for i := range st.Nodes {
+			if in, ok := st.Nodes[i].Instances[app]; ok {
+				st.Nodes[i].Instances = maps.Clone(st.Nodes[i].Instances)
+				in.Port++
+				st.Nodes[i].Instances[app] = in
+				d, _, delta := x.Derive(st, fo, []string{fleet.NodeKey(st.Nodes[i].Name)})
+				if !p.publishDelta(d, delta, time.Now()) {
+					t.Fatalf("moving %s did not move the revision", app)
+				}
+				return
+			}
+		}
+		t.Fatalf("no instance of %s", app)
+	}
+	last := serve("first")
+	for step := range 4 {
+		move(fmt.Sprintf("app-%05d", 10*step+5)) // group eu
+		renders := p.renders.Load()
+		now := serve(fmt.Sprintf("step %d", step))
+		if n := p.renders.Load() - renders; n != 0 {
+			t.Fatalf("step %d: a change in eu rendered the selection default %d times again", step, n)
+		}
+		for k, r := range now {
+			if r != last[k] {
+				t.Fatalf("step %d %s: not the cached body", step, k)
+			}
+		}
+	}
+	move("app-00002") // group default
+	renders := p.renders.Load()
+	now := serve("inside")
+	if n := p.renders.Load() - renders; n != 4 {
+		t.Fatalf("a change inside default rendered %d of its 4 outputs", n)
+	}
+	if now["|traefik"].etag == last["|traefik"].etag {
+		t.Fatal("a change inside default kept its ETag")
+	}
+}

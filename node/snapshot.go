@@ -87,7 +87,7 @@ type publisher struct {
 }
 
 type renderKey struct {
-	revision string
+	revision string // the document's; with ?group=, the selection's (routing.ForGroups)
 	prefer   string
 	format   string
 	certs    string // the fleet certificates' fingerprint (traefik format only; of the selection's names with ?group=)
@@ -244,7 +244,14 @@ func (p *publisher) get(s *snapshot, prefer, format string) (*rendered, error) {
 
 // getGroups is get for the group selection groups (sorted; nil: every group).
 func (p *publisher) getGroups(s *snapshot, prefer, format string, groups []string) (*rendered, error) {
-	k := renderKey{revision: s.doc.Revision, prefer: prefer, format: format, groups: strings.Join(groups, ",")}
+	revision := s.doc.Revision
+	if groups != nil {
+		// A selection's body is a function of its own document (its revision), not of
+		// the whole fleet's: a change in another group, which wakes its long-polls too,
+		// finds it cached instead of rendering, compressing and hashing it again.
+		revision = s.forGroups(groups).Revision
+	}
+	k := renderKey{revision: revision, prefer: prefer, format: format, groups: strings.Join(groups, ",")}
 	if format == formatTraefik && s.certs != nil {
 		k.certs = s.certsFingerprint(groups)
 	}
