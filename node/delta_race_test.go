@@ -26,15 +26,7 @@ import (
 func TestRacingRendersOfPatchedSnapshotsServeTheFullRender(t *testing.T) {
 	opts := render.Options{}
 	p := newPublisher(opts, "")
-	st := fleet.GenerateState(240, 40)
-	for i := range st.Apps {
-		if i%3 == 1 {
-			st.Apps[i].Ingress = &fleet.Ingress{Group: "eu"}
-		}
-	}
-	fo := fleet.GenerateOptions()
-	fo.PlatformDomains = []string{"apps.example.com", "eu.example.com"}
-	fo.DomainGroups = map[string]string{"eu.example.com": "eu"}
+	st, fo := euFleet(240, 40, 3, 1)
 	var x fleet.Deriver
 	doc, _, _ := x.Derive(st, fo, nil)
 	p.publish(doc, time.Now())
@@ -166,15 +158,7 @@ func TestRacingRendersOfPatchedSnapshotsServeTheFullRender(t *testing.T) {
 // it again, and what is served is the full render.
 func TestAChangeInOneGroupLeavesAnotherGroupsBodiesAlone(t *testing.T) {
 	p := newPublisher(render.Options{}, t.TempDir())
-	st := fleet.GenerateState(200, 10)
-	for i := range st.Apps {
-		if i%10 == 5 {
-			st.Apps[i].Ingress = &fleet.Ingress{Group: "eu"}
-		}
-	}
-	fo := fleet.GenerateOptions()
-	fo.PlatformDomains = []string{"apps.example.com", "eu.example.com"}
-	fo.DomainGroups = map[string]string{"eu.example.com": "eu"}
+	st, fo := euFleet(200, 10, 10, 5)
 	var x fleet.Deriver
 	doc, _, _ := x.Derive(st, fo, nil)
 	p.publish(doc, time.Now())
@@ -244,4 +228,19 @@ func TestAChangeInOneGroupLeavesAnotherGroupsBodiesAlone(t *testing.T) {
 	if now["|traefik"].etag == last["|traefik"].etag {
 		t.Fatal("a change inside default kept its ETag")
 	}
+}
+
+// euFleet is fleet.GenerateState(apps, prefixes) with the applications i (i%every ==
+// at) in group eu, whose platform domain is eu.example.com, and its options.
+func euFleet(apps, prefixes, every, at int) (fleet.State, fleet.Options) {
+	st := fleet.GenerateState(apps, prefixes)
+	for i := range st.Apps {
+		if i%every == at {
+			st.Apps[i].Ingress = &fleet.Ingress{Group: "eu"}
+		}
+	}
+	fo := fleet.GenerateOptions()
+	fo.PlatformDomains = []string{"apps.example.com", "eu.example.com"}
+	fo.DomainGroups = map[string]string{"eu.example.com": "eu"}
+	return st, fo
 }

@@ -18,13 +18,7 @@ import (
 // (derive, publish) is outside the timed part.
 func BenchmarkGroupPollAfterAChangeElsewhere(b *testing.B) {
 	p := newPublisher(render.Options{}, b.TempDir())
-	st := fleet.GenerateState(10000, 0)
-	for i := range 100 {
-		st.Apps[i*100].Ingress = &fleet.Ingress{Group: "eu"}
-	}
-	fo := fleet.GenerateOptions()
-	fo.PlatformDomains = append(fo.PlatformDomains, "eu.example.com")
-	fo.DomainGroups = map[string]string{"eu.example.com": "eu"}
+	st, fo := euFleet(10000, 0, 100, 0)
 	var x fleet.Deriver
 	doc, _, _ := x.Derive(st, fo, nil)
 	p.publish(doc, time.Now())

@@ -17,17 +17,7 @@ import (
 // only while the group outputs' renders leave the default output's fragments cached
 // (TestDeltaRenderSurvivesOtherOutputsRenders).
 func BenchmarkDeltaRenderBesideGroupOutputs(b *testing.B) {
-	st := fleet.GenerateState(10000, 0)
-	fopt := fleet.GenerateOptions()
-	fopt.PlatformDomains = append(fopt.PlatformDomains, "eu.example.com")
-	fopt.DomainGroups = map[string]string{"eu.example.com": "eu"}
-	for i := range 100 {
-		st.Apps[i*100].Ingress = &fleet.Ingress{Group: "eu"}
-	}
-	inc, err := NewIncremental(Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	st, fopt, inc := twoGroupFleet(b)
 	var x fleet.Deriver
 	var changed []string
 	var delta time.Duration
@@ -56,4 +46,21 @@ func BenchmarkDeltaRenderBesideGroupOutputs(b *testing.B) {
 		changed = []string{fleet.NodeKey(node.Name)}
 	}
 	b.ReportMetric(float64(delta.Nanoseconds())/float64(b.N), "delta-ns")
+}
+
+// twoGroupFleet is a generated fleet of 10 000 applications of which 100 are in group
+// eu (platform domain eu.example.com), its options, and an Incremental.
+func twoGroupFleet(b *testing.B) (fleet.State, fleet.Options, *Incremental) {
+	st := fleet.GenerateState(10000, 0)
+	fopt := fleet.GenerateOptions()
+	fopt.PlatformDomains = append(fopt.PlatformDomains, "eu.example.com")
+	fopt.DomainGroups = map[string]string{"eu.example.com": "eu"}
+	for i := range 100 {
+		st.Apps[i*100].Ingress = &fleet.Ingress{Group: "eu"}
+	}
+	inc, err := NewIncremental(Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return st, fopt, inc
 }

@@ -16,17 +16,7 @@ import (
 // delta), and TraefikGroupsDelta renders it again for the new revision.
 // Compare with BenchmarkDeltaRenderBesideGroupOutputs' delta-ns (a change inside).
 func BenchmarkGroupOutputAfterAChangeElsewhere(b *testing.B) {
-	st := fleet.GenerateState(10000, 0)
-	fopt := fleet.GenerateOptions()
-	fopt.PlatformDomains = append(fopt.PlatformDomains, "eu.example.com")
-	fopt.DomainGroups = map[string]string{"eu.example.com": "eu"}
-	for i := range 100 {
-		st.Apps[i*100].Ingress = &fleet.Ingress{Group: "eu"}
-	}
-	inc, err := NewIncremental(Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	st, fopt, inc := twoGroupFleet(b)
 	sel := []string{routing.DefaultGroup}
 	var x fleet.Deriver
 	doc, _, _ := x.Derive(st, fopt, nil)

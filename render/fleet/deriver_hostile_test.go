@@ -1,11 +1,9 @@
 package fleet
 
 import (
-	"bytes"
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -119,32 +117,5 @@ func hostileChange(rnd *rand.Rand, st State, opt *Options) (State, []string) {
 // TestDeriverEqualsDeriveAfterHostileChanges is TestDeriverEqualsDeriveAfterRandomChanges
 // over hostileFleet and hostileChange.
 func TestDeriverEqualsDeriveAfterHostileChanges(t *testing.T) {
-	patched, steps := 0, 0
-	for seed := range uint64(80) {
-		rnd := rand.New(rand.NewPCG(seed, 31))
-		st, opt := hostileFleet(rnd)
-		var x Deriver
-		var changed []string
-		for step := range 80 {
-			steps++
-			doc, sk, delta := x.Derive(st, opt, changed)
-			want, wantSk := Derive(st, opt)
-			if !bytes.Equal(mustMarshal(t, doc), mustMarshal(t, want)) || doc.Revision != want.Revision {
-				t.Fatalf("seed %d step %d (changed %v): the Deriver's document differs from Derive's:\n%s\n%s",
-					seed, step, changed, mustMarshal(t, doc), mustMarshal(t, want))
-			}
-			if !reflect.DeepEqual(sk, wantSk) {
-				t.Fatalf("seed %d step %d (changed %v): report %v, Derive's %v", seed, step, changed, sk, wantSk)
-			}
-			if delta != nil {
-				patched++
-				checkDelta(t, doc, delta)
-			}
-			st, changed = hostileChange(rnd, st, &opt)
-		}
-	}
-	if patched < steps/14 {
-		t.Fatalf("the patch served %d of %d changes: the test does not exercise it", patched, steps)
-	}
-	t.Logf("%d of %d changes patched", patched, steps)
+	deriveAlongside(t, 80, 31, hostileFleet, hostileChange, 14)
 }

@@ -167,10 +167,20 @@ func change(rnd *rand.Rand, st State, opt *Options) (State, []string) {
 // patch; most others are kinds it leaves to a full derivation), or this test would prove
 // nothing about it.
 func TestDeriverEqualsDeriveAfterRandomChanges(t *testing.T) {
+	deriveAlongside(t, 60, 13, randomFleet, change, 6)
+}
+
+// deriveAlongside runs seeds fleets of 80 changes each (made by fleet and next) through
+// a Deriver and Derive side by side: documents, revisions and reports must be equal
+// after every change, and each delta must name exactly the routes that moved. At least
+// one change in share must be patched, or the patch is not what was tested.
+func deriveAlongside(t *testing.T, seeds, stream uint64, fleet func(*rand.Rand) (State, Options),
+	next func(*rand.Rand, State, *Options) (State, []string), share int) {
+	t.Helper()
 	patched, steps := 0, 0
-	for seed := range uint64(60) {
-		rnd := rand.New(rand.NewPCG(seed, 13))
-		st, opt := randomFleet(rnd)
+	for seed := range seeds {
+		rnd := rand.New(rand.NewPCG(seed, stream))
+		st, opt := fleet(rnd)
 		var x Deriver
 		var changed []string
 		for step := range 80 {
@@ -188,10 +198,10 @@ func TestDeriverEqualsDeriveAfterRandomChanges(t *testing.T) {
 				patched++
 				checkDelta(t, doc, delta)
 			}
-			st, changed = change(rnd, st, &opt)
+			st, changed = next(rnd, st, &opt)
 		}
 	}
-	if patched < steps/6 {
+	if patched < steps/share {
 		t.Fatalf("the patch served %d of %d changes: the test does not exercise it", patched, steps)
 	}
 	t.Logf("%d of %d changes patched", patched, steps)
