@@ -271,3 +271,33 @@ func TestAPatchedSnapshotCountsNodesAndGroupsLikeAWholeOne(t *testing.T) {
 		}
 	}
 }
+
+// TestALateSelectionOfAnOlderSnapshotKeepsTheLineage: a request still holding an older
+// snapshot (a long-poll that woke late) makes its selection after a newer snapshot made
+// the same one; the newer one stays what the next change is patched from.
+func TestALateSelectionOfAnOlderSnapshotKeepsTheLineage(t *testing.T) {
+	p := newPublisher(render.Options{}, "")
+	st, opt := fleet.GenerateState(50, 5), fleet.GenerateOptions()
+	sel := []string{routing.DefaultGroup}
+	var x fleet.Deriver
+	move := func(port int) (*routing.Document, *routing.Delta) {
+		st.Nodes = slices.Clone(st.Nodes)
+		st.Nodes[1].Instances = maps.Clone(st.Nodes[1].Instances)
+		st.Nodes[1].Instances[st.Apps[4].Name] = fleet.Instance{Port: port, Ready: true}
+		doc, _, delta := x.Derive(st, opt, []string{fleet.NodeKey(st.Nodes[1].Name)})
+		return doc, delta
+	}
+	doc, _, _ := x.Derive(st, opt, nil)
+	p.publish(doc, time.Now())
+	s1 := p.cur.Load()
+	d, dl := move(41001)
+	p.publishDelta(d, dl, time.Now())
+	s2 := p.cur.Load()
+	s2.forGroupsDelta(sel)
+	s1.forGroupsDelta(sel) // late
+	d, dl = move(41002)
+	p.publishDelta(d, dl, time.Now())
+	if _, delta := p.cur.Load().forGroupsDelta(sel); delta == nil {
+		t.Fatal("the selection was made whole: a late request for an older snapshot replaced its lineage")
+	}
+}

@@ -128,6 +128,7 @@ type groupLineage struct {
 type groupMade struct {
 	base, doc *routing.Document
 	blocks    [][32]byte
+	seq       uint64 // of the snapshot it was made for: a late request for an older one does not replace it
 }
 
 // made returns how the selection key was made from base, if it was.
@@ -150,7 +151,9 @@ func (l *groupLineage) keep(key string, m groupMade) {
 	if l.last == nil {
 		l.last = map[string]groupMade{}
 	}
-	if _, ok := l.last[key]; ok || len(l.last) < maxGroupDocs {
+	if was, ok := l.last[key]; ok && was.seq > m.seq {
+		return // made for a newer snapshot
+	} else if ok || len(l.last) < maxGroupDocs {
 		l.last[key] = m
 	}
 }
@@ -199,7 +202,7 @@ func (s *snapshot) forGroupsDelta(groups []string) (*routing.Document, *routing.
 	}
 	if len(s.groups.docs) < maxGroupDocs {
 		s.groups.docs[key], s.groups.deltas[key] = d, delta
-		s.lineage.keep(key, groupMade{base: s.doc, doc: d, blocks: blocks})
+		s.lineage.keep(key, groupMade{base: s.doc, doc: d, blocks: blocks, seq: s.seq})
 	}
 	return d, delta
 }

@@ -48,8 +48,10 @@ type snapshot struct {
 	// delta says how doc was made from the previous snapshot's document (nil when it
 	// was derived whole): the renders of the Traefik format build on their last bodies.
 	delta *routing.Delta
-	// lineage is the publisher's: how the last selections of groups were made.
+	// lineage is the publisher's: how the last selections of groups were made; seq
+	// counts the publisher's documents (a newer snapshot has a larger one).
 	lineage *groupLineage
+	seq     uint64
 }
 
 // storeMark is one store serial in its epoch.
@@ -82,6 +84,7 @@ type publisher struct {
 	mu       sync.Mutex
 	inflight map[renderKey]*renderCall
 	lineage  groupLineage
+	seq      uint64       // documents published (under swap)
 	renders  atomic.Int64 // bodies rendered (cache misses that did the work)
 	spillDir string
 }
@@ -220,7 +223,8 @@ func (p *publisher) swapDoc(doc *routing.Document, delta *routing.Delta, now tim
 	}
 	next := &snapshot{doc: doc, since: now, nodes: nodes, ups: ups, certs: p.certs.Load(), superseded: make(chan struct{}),
 		groupRoutes: groupRoutes, delta: delta}
-	next.lineage = &p.lineage
+	p.seq++
+	next.lineage, next.seq = &p.lineage, p.seq
 	if prev != nil {
 		p.lineage.superseded(prev.doc)
 	}

@@ -363,24 +363,38 @@ func namesAscending(apps []App) bool {
 	return true
 }
 
-// compareAsKeys orders names as a+"." against b+".": a total order on strings that is
-// the order of their store keys ("apps/<name>.json": "app-2" before "app") for names
-// without a dot, which every valid name is.
+// compareAsKeys orders names as their store keys ("apps/<name>.json") order them:
+// "app-2" before "app", and "app.a" before "app" (a name with a dot is invalid, but a
+// corrupt store may hold one, and binary search must still find every name).
 func compareAsKeys(a, b string) int {
 	n := min(len(a), len(b))
 	if c := strings.Compare(a[:n], b[:n]); c != 0 || len(a) == len(b) {
 		return c
 	}
-	if len(a) < len(b) { // a+"." against b[n:]...
-		if b[n] < '.' {
+	if len(a) < len(b) {
+		return -compareTail(b[n:])
+	}
+	return compareTail(a[n:])
+}
+
+// compareTail compares rest+".json" with ".json", rest not empty.
+func compareTail(rest string) int {
+	const sfx = ".json"
+	for i := range len(sfx) {
+		c := byte(0)
+		if i < len(rest) {
+			c = rest[i]
+		} else {
+			c = sfx[i-len(rest)]
+		}
+		if c != sfx[i] {
+			if c < sfx[i] {
+				return -1
+			}
 			return 1
 		}
-		return -1
 	}
-	if a[n] < '.' {
-		return -1
-	}
-	return 1
+	return 1 // ".json" is a proper prefix of rest+".json"
 }
 
 // appByName returns the valid application called name, or nil.
