@@ -306,7 +306,9 @@ func (m *Manager) Close() {
 		<-m.done
 	}
 	m.cache.Stop()
-	// Obtains cancelled above release their locks on their own goroutines.
+	// Obtains cancelled above release their locks on their own goroutines; one that
+	// only now reaches the store writes nothing (tracked.close).
+	m.store.close()
 	if !m.store.idle(10 * time.Second) {
 		m.log.Warn("fleet certificates: CertMagic still busy with the store 10s after close")
 	}

@@ -2,6 +2,7 @@ package fleetcerts
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -16,6 +17,28 @@ type tracked struct {
 	mu       sync.Mutex
 	inflight int
 	held     int
+	// closed: Close began. A goroutine CertMagic started before Close may only now reach
+	// the store; what it would write (a lock, a certificate) is refused, so that nothing
+	// is written after Close returns. Reads, deletes and unlocks still go through: they
+	// release what is held.
+	closed bool
+}
+
+// errClosed is what a write after Close gets.
+var errClosed = errors.New("fleet certificates: the manager is closed")
+
+// close refuses the writes that come after it.
+func (t *tracked) close() { t.mu.Lock(); t.closed = true; t.mu.Unlock() }
+
+// enterWrite is enter for a call that writes, refused once closed.
+func (t *tracked) enterWrite() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return errClosed
+	}
+	t.inflight++
+	return nil
 }
 
 var (
@@ -27,7 +50,9 @@ func (t *tracked) enter() { t.mu.Lock(); t.inflight++; t.mu.Unlock() }
 func (t *tracked) leave() { t.mu.Lock(); t.inflight--; t.mu.Unlock() }
 
 func (t *tracked) Store(ctx context.Context, k string, v []byte) error {
-	t.enter()
+	if err := t.enterWrite(); err != nil {
+		return err
+	}
 	defer t.leave()
 	return t.Storage.Store(ctx, k, v)
 }
@@ -45,7 +70,9 @@ func (t *tracked) Delete(ctx context.Context, k string) error {
 }
 
 func (t *tracked) Lock(ctx context.Context, name string) error {
-	t.enter()
+	if err := t.enterWrite(); err != nil {
+		return err
+	}
 	defer t.leave()
 	err := t.Storage.Lock(ctx, name)
 	if err == nil {
@@ -57,7 +84,9 @@ func (t *tracked) Lock(ctx context.Context, name string) error {
 }
 
 func (t *tracked) TryLock(ctx context.Context, name string) (bool, error) {
-	t.enter()
+	if err := t.enterWrite(); err != nil {
+		return false, err
+	}
 	defer t.leave()
 	tl, ok := t.Storage.(certmagic.TryLocker)
 	if !ok {
