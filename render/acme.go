@@ -129,7 +129,7 @@ func routedName(doc *routing.Document, keep func(*routing.Route) bool, name stri
 	if doc.API != nil && slices.Contains(doc.API.Hosts, name) {
 		return true
 	}
-	i, ok := slices.BinarySearchFunc(doc.Routes, name, func(r routing.Route, h string) int { return cmp.Compare(r.Host, h) })
+	i, ok := routing.RouteIndex(doc.Routes, name)
 	return ok && keep(&doc.Routes[i])
 }
 

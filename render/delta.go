@@ -250,7 +250,7 @@ func (inc *Incremental) patch(prev *assembled, doc *routing.Document, delta *rou
 // resolves it (the routes of one application agree, so its first route says).
 func svcIn(d *routing.Document) func(string) (string, bool) {
 	return func(target string) (string, bool) {
-		i, ok := slices.BinarySearchFunc(d.Routes, target, func(r routing.Route, h string) int { return strings.Compare(r.Host, h) })
+		i, ok := routing.RouteIndex(d.Routes, target)
 		if !ok || routing.IsWildcard(target) {
 			return "", false
 		}

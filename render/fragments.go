@@ -258,7 +258,7 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 			withRouters: in, withService: in})
 	}
 	svcOf := func(target string) (string, bool) {
-		i, ok := slices.BinarySearchFunc(routes, target, func(r routing.Route, h string) int { return strings.Compare(r.Host, h) })
+		i, ok := routing.RouteIndex(routes, target)
 		if !ok || routing.IsWildcard(target) {
 			return "", false
 		}
@@ -273,7 +273,7 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 			}
 			for i := a.first; i >= 0; i = int(next[i]) {
 				for _, t := range routes[i].Paths {
-					if k, ok := slices.BinarySearchFunc(routes, t, func(r routing.Route, h string) int { return strings.Compare(r.Host, h) }); ok {
+					if k, ok := routing.RouteIndex(routes, t); ok {
 						apps[inc.apps[routes[k].Application].idx].withService = true
 					}
 				}
@@ -499,7 +499,7 @@ func (inc *Incremental) apiFragment(api *routing.API, routes []routing.Route, ke
 			continue
 		}
 		w := "*." + parent
-		if i, ok := slices.BinarySearchFunc(routes, w, func(r routing.Route, h string) int { return strings.Compare(r.Host, h) }); ok {
+		if i, ok := routing.RouteIndex(routes, w); ok {
 			if (keep == nil || keep(&routes[i])) && !slices.Contains(covered, w) {
 				covered = append(covered, w)
 			}

@@ -245,7 +245,7 @@ func (l *derivation) routesOf(ai *appInfo) ([]int, bool) {
 			continue
 		}
 		host := name + "." + d
-		i, ok := slices.BinarySearchFunc(l.doc.Routes, host, func(r routing.Route, h string) int { return strings.Compare(r.Host, h) })
+		i, ok := routing.RouteIndex(l.doc.Routes, host)
 		if !ok || l.doc.Routes[i].Application != name {
 			return nil, false
 		}

@@ -241,8 +241,12 @@ func (d *Document) pathEntryError(i int, k, t string) error {
 }
 
 // routeIndex finds the route of host in d's routes, which must be sorted by host.
-func (d *Document) routeIndex(host string) (int, bool) {
-	return slices.BinarySearchFunc(d.Routes, host, func(r Route, h string) int { return cmp.Compare(r.Host, h) })
+func (d *Document) routeIndex(host string) (int, bool) { return RouteIndex(d.Routes, host) }
+
+// RouteIndex finds the route of host in routes, which must be sorted by host (a sealed
+// document's are).
+func RouteIndex(routes []Route, host string) (int, bool) {
+	return slices.BinarySearchFunc(routes, host, func(r Route, h string) int { return cmp.Compare(r.Host, h) })
 }
 
 func validateVersion(v int) error {
