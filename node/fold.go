@@ -88,11 +88,14 @@ func (f *fold) patched(objects map[string]cachedObject, changed []string) *fold 
 	for _, k := range slices.Sorted(slices.Values(changed)) {
 		o, present := objects[k]
 		switch {
+		case !strings.HasSuffix(k, ".json"):
+			// Never valid (decode refuses it), so never in the lists; nor was it
+			// malformed here, or the fold would be made again: nothing to do.
 		case strings.HasPrefix(k, fleet.PrefixApps):
 			if !cloned["apps"] {
 				out.apps, out.groups, cloned["apps"] = slices.Clone(out.apps), maps.Clone(out.groups), true
 			}
-			i, found := slices.BinarySearchFunc(out.apps, k, func(a fleet.App, k string) int { return compareKey(fleet.PrefixApps, a.Name, k) })
+			i, found := slices.BinarySearchFunc(out.apps, keyName(k), func(a fleet.App, n string) int { return fleet.CompareAsKeys(a.Name, n) })
 			if found {
 				out.count(out.apps[i], -1)
 				out.apps = slices.Delete(out.apps, i, i+1)
@@ -105,7 +108,7 @@ func (f *fold) patched(objects map[string]cachedObject, changed []string) *fold 
 			if !cloned["claims"] {
 				out.claims, cloned["claims"] = slices.Clone(out.claims), true
 			}
-			i, found := slices.BinarySearchFunc(out.claims, k, func(c fleet.Claim, k string) int { return compareKey(fleet.PrefixDomains, c.Host, k) })
+			i, found := slices.BinarySearchFunc(out.claims, keyName(k), func(c fleet.Claim, n string) int { return fleet.CompareAsKeys(c.Host, n) })
 			if found {
 				out.claims = slices.Delete(out.claims, i, i+1)
 			}
@@ -144,28 +147,15 @@ type appView []fleet.App
 
 // get returns the application called name.
 func (v appView) get(name string) (fleet.App, bool) {
-	i, ok := slices.BinarySearchFunc(v, fleet.AppKey(name), func(a fleet.App, k string) int { return compareKey(fleet.PrefixApps, a.Name, k) })
+	i, ok := slices.BinarySearchFunc(v, name, func(a fleet.App, n string) int { return fleet.CompareAsKeys(a.Name, n) })
 	if !ok {
 		return fleet.App{}, false
 	}
 	return v[i], true
 }
 
-// compareKey compares prefix+name+".json" (an object's key: decode checks the name
-// matches it) with key, without building the former.
-func compareKey(prefix, name, key string) int {
-	for _, part := range [...]string{prefix, name, ".json"} {
-		n := min(len(part), len(key))
-		if c := strings.Compare(part[:n], key[:n]); c != 0 {
-			return c
-		}
-		if n < len(part) {
-			return 1 // key is a proper prefix
-		}
-		key = key[n:]
-	}
-	if key != "" {
-		return -1
-	}
-	return 0
+// keyName is the name a key "<prefix>/<name>.json" gives its object (decode checks the
+// object's own name field is that).
+func keyName(key string) string {
+	return strings.TrimSuffix(key[strings.IndexByte(key, '/')+1:], ".json")
 }

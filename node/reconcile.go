@@ -390,7 +390,7 @@ func tracked(key string) bool {
 // treated as absent, not as its last good version, so that every node (a restarted one
 // included) derives the same document from the same store.
 func (r *reconciler) decode(o store.Object) cachedObject {
-	name := strings.TrimSuffix(o.Key[strings.IndexByte(o.Key, '/')+1:], ".json")
+	name := keyName(o.Key)
 	var (
 		v      any
 		reason string

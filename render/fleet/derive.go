@@ -353,20 +353,21 @@ func (dv *deriver) indexApps(apps []App) {
 }
 
 // namesAscending reports whether the applications are in strictly ascending order of
-// compareAsKeys: the order of their store keys, which is how the node lists them.
+// CompareAsKeys: the order of their store keys, which is how the node lists them.
 func namesAscending(apps []App) bool {
 	for i := 1; i < len(apps); i++ {
-		if compareAsKeys(apps[i-1].Name, apps[i].Name) >= 0 {
+		if CompareAsKeys(apps[i-1].Name, apps[i].Name) >= 0 {
 			return false
 		}
 	}
 	return true
 }
 
-// compareAsKeys orders names as their store keys ("apps/<name>.json") order them:
-// "app-2" before "app", and "app.a" before "app" (a name with a dot is invalid, but a
-// corrupt store may hold one, and binary search must still find every name).
-func compareAsKeys(a, b string) int {
+// CompareAsKeys orders names as their store keys under one prefix ("apps/<name>.json",
+// "domains/<host>.json") order them: "app-2" before "app", and "app.a" before "app" (a
+// name with a dot is invalid, but a corrupt store may hold one, and binary search must
+// still find every name). The node keeps its objects in that order too.
+func CompareAsKeys(a, b string) int {
 	n := min(len(a), len(b))
 	if c := strings.Compare(a[:n], b[:n]); c != 0 || len(a) == len(b) {
 		return c
@@ -402,7 +403,7 @@ func (dv *deriver) appByName(name string) *appInfo {
 	if dv.apps != nil {
 		return dv.apps[name]
 	}
-	i, ok := slices.BinarySearchFunc(dv.appIn, name, func(a App, name string) int { return compareAsKeys(a.Name, name) })
+	i, ok := slices.BinarySearchFunc(dv.appIn, name, func(a App, name string) int { return CompareAsKeys(a.Name, name) })
 	if !ok || !dv.appList[i].ok {
 		return nil
 	}

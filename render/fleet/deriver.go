@@ -221,7 +221,7 @@ func (l *derivation) patch(st State, opt Options, changed []string) (doc *routin
 // state at the same indices (checked by the caller: the same length, the names named
 // as changed looked up in both).
 func (l *derivation) appIndex(apps []App, name string) (int, bool) {
-	i, ok := slices.BinarySearchFunc(apps, name, func(a App, name string) int { return compareAsKeys(a.Name, name) })
+	i, ok := slices.BinarySearchFunc(apps, name, func(a App, name string) int { return CompareAsKeys(a.Name, name) })
 	if !ok || l.st.Apps[i].Name != name {
 		return 0, false
 	}

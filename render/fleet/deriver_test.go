@@ -144,11 +144,11 @@ func change(rnd *rand.Rand, st State, opt *Options) (State, []string) {
 			return st, []string{key}
 		}
 		a := App{Name: fmt.Sprintf("app-%02dx", rnd.IntN(40)), Account: "acct-1", Placement: []string{"vps-a"}}
-		if _, found := slices.BinarySearchFunc(st.Apps, a.Name, func(x App, n string) int { return compareAsKeys(x.Name, n) }); found {
+		if _, found := slices.BinarySearchFunc(st.Apps, a.Name, func(x App, n string) int { return CompareAsKeys(x.Name, n) }); found {
 			return st, []string{}
 		}
 		st.Apps = append(st.Apps, a)
-		slices.SortFunc(st.Apps, func(x, y App) int { return compareAsKeys(x.Name, y.Name) })
+		slices.SortFunc(st.Apps, func(x, y App) int { return CompareAsKeys(x.Name, y.Name) })
 		return st, []string{AppKey(a.Name)}
 	case k < 78: // nothing known
 		return st, nil

@@ -44,7 +44,7 @@ func TestSortRunsEqualsSort(t *testing.T) {
 	}
 }
 
-// TestCompareAsKeysIsKeyOrder checks compareAsKeys against the store key order on
+// TestCompareAsKeysIsKeyOrder checks CompareAsKeys against the store key order on
 // random label-alphabet names, and on names with dots and other bytes around '.' as
 // well (invalid names a corrupt store may hold: the order must still be the listing's,
 // or a fleet holding one is never found in order).
@@ -60,12 +60,12 @@ func TestCompareAsKeysIsKeyOrder(t *testing.T) {
 	sign := func(c int) int { return min(max(c, -1), 1) }
 	for range 20000 {
 		a, b := name("ab-0z"), name("ab-0z")
-		if got, want := sign(compareAsKeys(a, b)), sign(strings.Compare(AppKey(a), AppKey(b))); got != want {
-			t.Fatalf("compareAsKeys(%q, %q) = %d, key order says %d", a, b, got, want)
+		if got, want := sign(CompareAsKeys(a, b)), sign(strings.Compare(AppKey(a), AppKey(b))); got != want {
+			t.Fatalf("CompareAsKeys(%q, %q) = %d, key order says %d", a, b, got, want)
 		}
 		a, b = name("a-.,/jsonz"), name("a-.,/jsonz")
-		if got, want := sign(compareAsKeys(a, b)), sign(strings.Compare(AppKey(a), AppKey(b))); got != want {
-			t.Fatalf("compareAsKeys(%q, %q) = %d, want %d", a, b, got, want)
+		if got, want := sign(CompareAsKeys(a, b)), sign(strings.Compare(AppKey(a), AppKey(b))); got != want {
+			t.Fatalf("CompareAsKeys(%q, %q) = %d, want %d", a, b, got, want)
 		}
 	}
 }
