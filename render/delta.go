@@ -85,7 +85,10 @@ func (inc *Incremental) deltaRender(doc *routing.Document, delta *routing.Delta,
 	}
 	inc.mu.Lock()
 	prev := inc.prev[output]
-	if prev != nil && prev.doc != nil && doc != nil && prev.base == doc && prev.prefer == prefer && prev.sel == sel && prev.fc == fc {
+	if !prev.madeLike(prefer, sel, fc) || doc == nil {
+		prev = nil // no render of this output to build on
+	}
+	if prev != nil && prev.base == doc {
 		// The very document the output last rendered (a selection no change reached:
 		// routing.ForGroupsDelta returned it as it was): its body, as it is.
 		body := Body{prev.body}
@@ -95,8 +98,8 @@ func (inc *Incremental) deltaRender(doc *routing.Document, delta *routing.Delta,
 		inc.mu.Unlock()
 		return body, nil
 	}
-	if delta != nil && prev != nil && prev.doc != nil && prev.base == delta.Base && prev.prefer == prefer && prev.sel == sel &&
-		prev.fc == fc && doc != nil && doc.API == delta.Base.API && fits(delta, len(doc.Routes)) && len(prev.doc.Routes) == len(doc.Routes) {
+	if delta != nil && prev != nil && prev.base == delta.Base && doc.API == delta.Base.API && fits(delta, len(doc.Routes)) &&
+		len(prev.doc.Routes) == len(doc.Routes) {
 		pdoc, pdelta := doc, delta
 		if prefer != "" {
 			pdoc, pdelta = routing.PreferDelta(doc, prefer, prev.doc, delta)
@@ -133,6 +136,12 @@ func (inc *Incremental) deltaRender(doc *routing.Document, delta *routing.Delta,
 	}
 	inc.mu.Unlock()
 	return Body{b}, nil
+}
+
+// madeLike reports whether a is a render deltaRender can build on for prefer, the
+// selection sel and the fleet certificates fc.
+func (a *assembled) madeLike(prefer, sel string, fc *FleetCerts) bool {
+	return a != nil && a.doc != nil && a.prefer == prefer && a.sel == sel && a.fc == fc
 }
 
 // fits reports whether delta's base and changed routes fit a document of n routes.

@@ -49,6 +49,11 @@ type Options struct {
 	DomainGroups map[string]string
 }
 
+// stale reports whether a heartbeat at seen is older than NodeTTL at Now.
+func (o Options) stale(seen time.Time) bool {
+	return o.NodeTTL > 0 && o.Now.Sub(seen) > o.NodeTTL
+}
+
 // Skipped is something Derive left out of the document, and why. The caller logs it
 // and exposes it (GET /v1/status); nothing is dropped silently.
 type Skipped struct {
@@ -310,7 +315,7 @@ func (dv *deriver) indexNodes(recs []NodeRecord) {
 				dv.skip(key, "instance %q: port %d is not 1..65535; instance ignored", app, inst.Port)
 			}
 		}
-		stale := dv.opt.NodeTTL > 0 && dv.opt.Now.Sub(rec.Seen) > dv.opt.NodeTTL
+		stale := dv.opt.stale(rec.Seen)
 		if stale {
 			dv.skip(key, "heartbeat older than the node TTL %s (seen %s); dropped from upstream lists, except lists whose every ready upstream is stale (fail static)",
 				dv.opt.NodeTTL, rec.Seen.UTC().Format(time.RFC3339))

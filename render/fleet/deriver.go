@@ -127,7 +127,7 @@ func (l *derivation) patch(st State, opt Options, changed []string) (doc *routin
 		if old == nil {
 			continue // skipped (invalid name, duplicate, address): still, it is the same name
 		}
-		stale := opt.NodeTTL > 0 && opt.Now.Sub(rec.Seen) > opt.NodeTTL
+		stale := opt.stale(rec.Seen)
 		if stale != old.stale || (stale && !rec.Seen.Equal(was.Seen)) {
 			return nil, nil, false
 		}
