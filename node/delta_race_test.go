@@ -233,14 +233,7 @@ func TestAChangeInOneGroupLeavesAnotherGroupsBodiesAlone(t *testing.T) {
 // euFleet is fleet.GenerateState(apps, prefixes) with the applications i (i%every ==
 // at) in group eu, whose platform domain is eu.example.com, and its options.
 func euFleet(apps, prefixes, every, at int) (fleet.State, fleet.Options) {
-	st := fleet.GenerateState(apps, prefixes)
-	for i := range st.Apps {
-		if i%every == at {
-			st.Apps[i].Ingress = &fleet.Ingress{Group: "eu"}
-		}
-	}
-	fo := fleet.GenerateOptions()
-	fo.PlatformDomains = []string{"apps.example.com", "eu.example.com"}
-	fo.DomainGroups = map[string]string{"eu.example.com": "eu"}
+	st, fo := fleet.GenerateState(apps, prefixes), fleet.GenerateOptions()
+	fleet.GenerateGroup(&st, &fo, "eu", "eu.example.com", func(i int) bool { return i%every == at })
 	return st, fo
 }

@@ -51,13 +51,8 @@ func BenchmarkDeltaRenderBesideGroupOutputs(b *testing.B) {
 // twoGroupFleet is a generated fleet of 10 000 applications of which 100 are in group
 // eu (platform domain eu.example.com), its options, and an Incremental.
 func twoGroupFleet(b *testing.B) (fleet.State, fleet.Options, *Incremental) {
-	st := fleet.GenerateState(10000, 0)
-	fopt := fleet.GenerateOptions()
-	fopt.PlatformDomains = append(fopt.PlatformDomains, "eu.example.com")
-	fopt.DomainGroups = map[string]string{"eu.example.com": "eu"}
-	for i := range 100 {
-		st.Apps[i*100].Ingress = &fleet.Ingress{Group: "eu"}
-	}
+	st, fopt := fleet.GenerateState(10000, 0), fleet.GenerateOptions()
+	fleet.GenerateGroup(&st, &fopt, "eu", "eu.example.com", func(i int) bool { return i%100 == 0 })
 	inc, err := NewIncremental(Options{})
 	if err != nil {
 		b.Fatal(err)

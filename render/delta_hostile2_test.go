@@ -35,15 +35,10 @@ func TestPreferAndGroupDeltaRendersOfHostileDeltasEqualFullRender(t *testing.T) 
 	for _, opt := range []Options{{}, {HealthCheckInterval: "7s", PathGroupThreshold: 3}} {
 		for seed := range uint64(3) {
 			r := rand.New(rand.NewPCG(seed, 71))
-			st := fleet.GenerateState(400, 100)
-			fopt := fleet.GenerateOptions()
-			fopt.PlatformDomains = append(fopt.PlatformDomains, "eu.example.com")
-			fopt.DomainGroups = map[string]string{"eu.example.com": "eu"}
-			for i := range st.Apps {
-				if i%7 == 3 || (i%100 == 0 && i > 0) { // app-00100, app-00200: ti.to's targets in eu
-					st.Apps[i].Ingress = &fleet.Ingress{Group: "eu"}
-				}
-			}
+			st, fopt := fleet.GenerateState(400, 100), fleet.GenerateOptions()
+			fleet.GenerateGroup(&st, &fopt, "eu", "eu.example.com", func(i int) bool {
+				return i%7 == 3 || (i%100 == 0 && i > 0) // app-00100, app-00200: ti.to's targets in eu
+			})
 			for i := range st.Claims {
 				if c := &st.Claims[i]; c.Host == "ti.to" { // app-00000's (default): prefixes into eu
 					for k := range 30 {
@@ -153,15 +148,8 @@ func TestPreferAndGroupDeltaRendersOfHostileDeltasEqualFullRender(t *testing.T) 
 // the full render's bytes. A change inside the selection, new fleet certificates, or
 // another prefer on the output render as before.
 func TestAnUntouchedSelectionServesItsLastBody(t *testing.T) {
-	st := fleet.GenerateState(300, 20)
-	fopt := fleet.GenerateOptions()
-	fopt.PlatformDomains = append(fopt.PlatformDomains, "eu.example.com")
-	fopt.DomainGroups = map[string]string{"eu.example.com": "eu"}
-	for i := range st.Apps {
-		if i%10 == 5 {
-			st.Apps[i].Ingress = &fleet.Ingress{Group: "eu"}
-		}
-	}
+	st, fopt := fleet.GenerateState(300, 20), fleet.GenerateOptions()
+	fleet.GenerateGroup(&st, &fopt, "eu", "eu.example.com", func(i int) bool { return i%10 == 5 })
 	inc, err := NewIncremental(Options{})
 	if err != nil {
 		t.Fatal(err)

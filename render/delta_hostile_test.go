@@ -69,15 +69,8 @@ func TestDeltaRenderOfHostileDeltasEqualsFullRender(t *testing.T) {
 	for _, opt := range []Options{{}, {HealthCheckInterval: "7s", PathGroupThreshold: 3}} {
 		for seed := range uint64(4) {
 			r := rand.New(rand.NewPCG(seed, 7))
-			st := fleet.GenerateState(500, 120)
-			fopt := fleet.GenerateOptions()
-			fopt.PlatformDomains = append(fopt.PlatformDomains, "eu.example.com")
-			fopt.DomainGroups = map[string]string{"eu.example.com": "eu"}
-			for i := range st.Apps {
-				if i%7 == 3 {
-					st.Apps[i].Ingress = &fleet.Ingress{Group: "eu"}
-				}
-			}
+			st, fopt := fleet.GenerateState(500, 120), fleet.GenerateOptions()
+			fleet.GenerateGroup(&st, &fopt, "eu", "eu.example.com", func(i int) bool { return i%7 == 3 })
 			doc, _ := fleet.Derive(st, fopt)
 			var fc *FleetCerts
 			if seed%2 == 1 {
@@ -212,13 +205,8 @@ func TestConcurrentDeltaRendersEqualFullRenders(t *testing.T) {
 // full render of the default output that renders those fragments again from nothing
 // (the cost of a cold render, at every change).
 func TestDeltaRenderSurvivesOtherOutputsRenders(t *testing.T) {
-	st := fleet.GenerateState(300, 0)
-	fopt := fleet.GenerateOptions()
-	fopt.PlatformDomains = append(fopt.PlatformDomains, "eu.example.com")
-	fopt.DomainGroups = map[string]string{"eu.example.com": "eu"}
-	for i := range 30 {
-		st.Apps[i*10].Ingress = &fleet.Ingress{Group: "eu"}
-	}
+	st, fopt := fleet.GenerateState(300, 0), fleet.GenerateOptions()
+	fleet.GenerateGroup(&st, &fopt, "eu", "eu.example.com", func(i int) bool { return i%10 == 0 })
 	inc, err := NewIncremental(Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -201,12 +201,8 @@ func mustPreferDoc(t *testing.T, doc *routing.Document, node string) *routing.Do
 func TestGroupDeltaRenderEqualsFullRender(t *testing.T) {
 	opt := Options{}
 	r := rand.New(rand.NewPCG(5, 13))
-	st := fleet.GenerateState(900, 300)
-	for i := range st.Apps {
-		if i%3 == 1 {
-			st.Apps[i].Ingress = &fleet.Ingress{Group: "eu"}
-		}
-	}
+	st, fopt := fleet.GenerateState(900, 300), fleet.GenerateOptions()
+	fleet.GenerateGroup(&st, &fopt, "eu", "eu.example.com", func(i int) bool { return i%3 == 1 })
 	for i := range st.Claims {
 		if c := &st.Claims[i]; c.Host == "ti.to" {
 			for k := range 40 { // targets in eu: app-00100 is group eu (100 % 3 == 1)
@@ -214,9 +210,6 @@ func TestGroupDeltaRenderEqualsFullRender(t *testing.T) {
 			}
 		}
 	}
-	fopt := fleet.GenerateOptions()
-	fopt.PlatformDomains = []string{"apps.example.com", "eu.example.com"}
-	fopt.DomainGroups = map[string]string{"eu.example.com": "eu"}
 	inc, err := NewIncremental(opt)
 	if err != nil {
 		t.Fatal(err)

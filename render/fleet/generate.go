@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -85,4 +86,20 @@ func GenerateOptions() Options {
 		NodeTTL:         60 * time.Second,
 		Now:             generatedAt,
 	}
+}
+
+// GenerateGroup puts the applications i of st for which in(i) holds in group, whose
+// platform domain (added to opt) is domain: a generated fleet split across ingress
+// groups.
+func GenerateGroup(st *State, opt *Options, group, domain string, in func(i int) bool) {
+	for i := range st.Apps {
+		if in(i) {
+			st.Apps[i].Ingress = &Ingress{Group: group}
+		}
+	}
+	opt.PlatformDomains = append(slices.Clone(opt.PlatformDomains), domain)
+	if opt.DomainGroups == nil {
+		opt.DomainGroups = map[string]string{}
+	}
+	opt.DomainGroups[domain] = group
 }
