@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -19,8 +20,9 @@ import (
 // derive through random one-step changes of its cached objects (applications deleted
 // and recreated with a new incarnation, moved between groups, malformed objects coming
 // and going, unreadable claims, node records, names that sort oddly: "app", "app-2",
-// "app.x", "app0"), and after every pass holds it to a reconciler that folds every
-// object from nothing: the same published revision, the same skipped report, the same
+// "app.x", "app0"), and after every pass holds its kept fold to buildFold of every
+// object, entry for entry (a fold patched wrong would derive from a state the store
+// does not hold), and itself to a reconciler that folds every object from nothing: the same published revision, the same skipped report, the same
 // stale key; and its application view (appView) answers every name, present or not
 // (prefixes and extensions of present names among them), as the map of the old code
 // did: sweepOrphans' "no view yet" is nil only before the first derivation, an empty
@@ -80,6 +82,9 @@ func TestKeptFoldDerivesAsAFreshReconcilerAndKnowsTheSameApps(t *testing.T) {
 				}
 				if strings.Contains(n, "-") != (r.IntN(8) == 0) {
 					a.Ingress = &fleet.Ingress{Group: "eu-1"}
+				}
+				if r.IntN(10) == 0 { // another group, or one no ingress can name (not counted)
+					a.Ingress = &fleet.Ingress{Group: []string{"us", "Bad Group"}[r.IntN(2)]}
 				}
 				rec.objects[k] = cachedObject{etag: fmt.Sprint(incarnation), value: a}
 			}
@@ -162,6 +167,9 @@ func TestKeptFoldDerivesAsAFreshReconcilerAndKnowsTheSameApps(t *testing.T) {
 		}
 		was := rec.fold
 		rec.derive(now, changed)
+		if got, want := normFold(rec.fold), normFold(buildFold(rec.objects)); !reflect.DeepEqual(got, want) {
+			t.Fatalf("step %d (changed %v): the kept fold\n%+v\nis not the fold of every object\n%+v", step, changed, got, want)
+		}
 		if changed != nil && was != nil && was.patched(rec.objects, changed) != nil {
 			foldPatched++
 		}
@@ -248,4 +256,20 @@ func oldAppHealthPath(apps map[string]fleet.App, app, appID string) string {
 		return ""
 	}
 	return appHealthPath(appView{a}, a.Name, appID)
+}
+
+// normFold is f with empty lists as nil (an emptied list and a never-filled one are
+// the same fold).
+func normFold(f *fold) fold {
+	out := *f
+	if len(out.apps) == 0 {
+		out.apps = nil
+	}
+	if len(out.claims) == 0 {
+		out.claims = nil
+	}
+	if len(out.nodeKeys) == 0 {
+		out.nodeKeys = nil
+	}
+	return out
 }
