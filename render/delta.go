@@ -149,9 +149,9 @@ func fits(delta *routing.Delta, n int) bool {
 	if len(delta.Base.Routes) != n {
 		return false
 	}
-	for _, i := range delta.Changed {
-		if i < 0 || i >= n {
-			return false
+	for j, i := range delta.Changed {
+		if i < 0 || i >= n || (j > 0 && i <= delta.Changed[j-1]) {
+			return false // out of range, or not ascending
 		}
 	}
 	return true
@@ -161,17 +161,14 @@ func fits(delta *routing.Delta, n int) bool {
 // TraefikDelta). ok false, err nil: it cannot, render in full (the output is as it was;
 // a fragment rendered on the way stays cached).
 func (inc *Incremental) patch(prev *assembled, doc *routing.Document, delta *routing.Delta, output string) (body Body, ok bool, err error) {
-	base := delta.Base
-	if doc.V != routing.Version || len(doc.Routes) != len(base.Routes) || doc.API != base.API || prev.rchunks == nil {
+	base := delta.Base // its route count and API are doc's, and delta fits (deltaRender)
+	if doc.V != routing.Version || prev.rchunks == nil {
 		return nil, false, nil
 	}
 	// The changed routes, by application, each checked as the full render checks it.
 	var names []string
 	byApp := map[string][]int{}
-	for j, i := range delta.Changed {
-		if i < 0 || i >= len(doc.Routes) || (j > 0 && i <= delta.Changed[j-1]) {
-			return nil, false, nil
-		}
+	for _, i := range delta.Changed {
 		r, b := &doc.Routes[i], &base.Routes[i]
 		if r.Host != b.Host || r.Application != b.Application || r.Group != b.Group || !maps.Equal(r.Paths, b.Paths) {
 			return nil, false, nil
