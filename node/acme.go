@@ -124,7 +124,7 @@ func (p *publisher) publishCerts(set *fleetcerts.Set) {
 	if prev == nil || (prev.certs != nil && prev.certs.Fingerprint == set.Fingerprint) {
 		return
 	}
-	next := &snapshot{doc: prev.doc, since: prev.since, nodes: prev.nodes, ups: prev.ups, certs: set, superseded: make(chan struct{}),
+	next := &snapshot{doc: prev.doc, since: prev.since, ups: prev.ups, certs: set, superseded: make(chan struct{}),
 		groupRoutes: prev.groupRoutes, lineage: prev.lineage, seq: prev.seq}
 	if m := prev.mark.Load(); m != nil {
 		next.mark.Store(m)

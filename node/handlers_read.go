@@ -154,7 +154,7 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 	}
 	for {
 		prefer := preferArg
-		if !snap.nodes[prefer] {
+		if snap.ups[prefer] == 0 {
 			prefer = "" // a valid name not in the fleet changes nothing
 		}
 		rend, err := s.pub.getGroups(snap, prefer, format, groups)

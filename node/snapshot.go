@@ -26,10 +26,9 @@ type snapshot struct {
 	doc *routing.Document
 	// since is when this revision was first published (for the revision-age metric).
 	since time.Time
-	// nodes are the fleet's node names, to tell a known prefer target from a retired one:
-	// those with an upstream in doc (ups counts them).
-	nodes map[string]bool
-	ups   map[string]int
+	// ups counts the upstreams of each node in doc (the API's included): a prefer target
+	// without any is a retired node, and changes nothing.
+	ups map[string]int
 	// certs are the fleet certificates rendered with doc (nil without --acme.enabled):
 	// a new certificate replaces the snapshot with the same doc (acme.go).
 	certs *fleetcerts.Set
@@ -217,11 +216,7 @@ func (p *publisher) swapDoc(doc *routing.Document, delta *routing.Delta, now tim
 		}
 		_, groupRoutes = doc.Groups()
 	}
-	nodes := make(map[string]bool, len(ups))
-	for n := range ups {
-		nodes[n] = true
-	}
-	next := &snapshot{doc: doc, since: now, nodes: nodes, ups: ups, certs: p.certs.Load(), superseded: make(chan struct{}),
+	next := &snapshot{doc: doc, since: now, ups: ups, certs: p.certs.Load(), superseded: make(chan struct{}),
 		groupRoutes: groupRoutes, delta: delta}
 	p.seq++
 	next.lineage, next.seq = &p.lineage, p.seq
