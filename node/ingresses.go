@@ -166,6 +166,9 @@ type ingressBook struct {
 	// foreign: the store is not the one this node served; nothing is written to it.
 	foreign func() bool
 	now     func() time.Time
+	// viewTimeout bounds one read of the fleet's reports (ingressViewTimeout; a test on
+	// a loaded machine that counts requests, not time, lengthens it).
+	viewTimeout time.Duration
 
 	mu    sync.Mutex
 	local map[string]*localIngress
@@ -198,7 +201,7 @@ func newIngressBook(st store.Store, log *slog.Logger, self string, cfg Ingresses
 	return &ingressBook{
 		st: st, log: log, self: self,
 		lostAfter: time.Duration(cfg.LostAfter), forgetAfter: time.Duration(cfg.ForgetAfter), maxTracked: cfg.MaxTracked,
-		known: known, current: current, now: time.Now,
+		known: known, current: current, now: time.Now, viewTimeout: ingressViewTimeout,
 		local: map[string]*localIngress{}, gone: map[string]ingressReport{}, changed: make(chan struct{}),
 		tokens: ingressWriteBurst, refused: map[string]time.Time{},
 		view:    map[string]viewObject{},
@@ -603,7 +606,7 @@ func (b *ingressBook) readView(ctx context.Context, maxAge time.Duration) ([]ing
 	}
 	// A hung store delays a status answer (and whoever shares this read) by this much
 	// at most; the answer then says the reports could not be read.
-	ctx, cancel := context.WithTimeout(ctx, ingressViewTimeout)
+	ctx, cancel := context.WithTimeout(ctx, b.viewTimeout)
 	defer cancel()
 	entries, err := b.st.List(ctx, prefixIngresses)
 	if err != nil {

@@ -92,24 +92,27 @@ func startNode(t *testing.T, cfg *Config) *testNode {
 	return startNodeWithStore(t, cfg, st)
 }
 
-func startNodeWithStore(t *testing.T, cfg *Config, st store.Store) *testNode {
+func startNodeWithStore(t *testing.T, cfg *Config, st store.Store, before ...func(*Server)) *testNode {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startNodeOn(t, cfg, st, ln)
+	return startNodeOn(t, cfg, st, ln, before...)
 }
 
 // startNodeOn runs a node on a listener the test opened (its port is known
 // before the node starts: Pebble validates on it).
-func startNodeOn(t *testing.T, cfg *Config, st store.Store, ln net.Listener) *testNode {
+func startNodeOn(t *testing.T, cfg *Config, st store.Store, ln net.Listener, before ...func(*Server)) *testNode {
 	t.Helper()
 	logs := newSyncBuffer()
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv, err := NewWithStore(cfg, log, st, cfg.Ingress.Token, cfg.Admin.Token)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range before {
+		f(srv) // before Run: nothing reads the server yet
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &testNode{t: t, srv: srv, url: "http://" + ln.Addr().String(), st: st, cfg: cfg, cancel: cancel, done: make(chan error, 1), logs: logs}
