@@ -73,8 +73,10 @@ func (s *Server) writeOwnRecord(ctx context.Context) {
 		// Never into a store this node does not recognise (a wrong bucket is another
 		// fleet's); the record is written as soon as the store is accepted.
 		s.log.Debug("not writing own node record: the store is foreign", "reason", s.identity.ForeignReason())
+		s.announce.fail("the store is foreign: " + s.identity.ForeignReason())
 		return
 	}
+	gen := s.announce.current() // before the registry is read: the record holds every change up to gen
 	set := s.settings()
 	rec := fleet.NodeRecord{
 		Name:      s.cfg.Node.Name,
@@ -97,17 +99,21 @@ func (s *Server) writeOwnRecord(ctx context.Context) {
 	bump := err == nil && (replaced || string(content) != s.announced)
 	if bump {
 		s.announced = "" // until the bump succeeds
-		if _, err = s.identity.Bump(ctx, s.st, key); err == nil {
-			s.announced = string(content)
+		var n uint64
+		if n, err = s.identity.Bump(ctx, s.st, key); err == nil {
+			s.announced, s.announcedSerial = string(content), n
 		}
 	}
 	s.heartbeatErr.Store(errText(err))
 	if err != nil {
+		s.announce.fail(err.Error())
 		if ctx.Err() == nil {
 			s.log.Warn("writing own node record", "err", err)
 		}
 		return
 	}
+	// The content is announced: by this bump, or by the earlier one of the same content.
+	s.announce.done(gen, s.announcedSerial, rec.Instances)
 	if bump {
 		s.kickReconcile()
 	}

@@ -38,6 +38,7 @@ type fakePlugin struct {
 	serial uint64
 	rev    string
 	epoch  string
+	held   []byte // the configuration it took last
 	// reported are the serials it sent, in order, and when.
 	reported []uint64
 	sentAt   []time.Time
@@ -91,13 +92,15 @@ func (p *fakePlugin) poll() {
 	if err != nil {
 		return
 	}
+	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || p.frozen.Load() {
+	if err != nil || resp.StatusCode != http.StatusOK || p.frozen.Load() {
 		return
 	}
 	n, _ := strconv.ParseUint(resp.Header.Get("X-Scafo-Serial"), 10, 64)
 	p.mu.Lock()
 	p.serial, p.rev, p.epoch = n, resp.Header.Get("X-Scafo-Revision"), resp.Header.Get("X-Scafo-Epoch")
+	p.held = body
 	p.mu.Unlock()
 }
 
@@ -390,9 +393,12 @@ func TestWaitAppliedRefusesBadParametersWithoutWriting(t *testing.T) {
 			t.Errorf("%s ?%s: %d %s, want 400 %q with a detail", c.method, c.query, resp.StatusCode, body, c.want)
 		}
 	}
-	resp, body := n.do(http.MethodPut, "/v1/node/instances/shop?wait=applied", testAdminToken, `{"ready":true}`)
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "instance") {
-		t.Errorf("instance write with wait: %d %s, want 400", resp.StatusCode, body)
+	resp, body := n.do(http.MethodPost, "/v1/node/instances/shop?wait=live", testAdminToken, "")
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "invalid wait") {
+		t.Errorf("instance write with a bad wait: %d %s, want 400", resp.StatusCode, body)
+	}
+	if insts := n.srv.instances.Records(); len(insts) != 0 {
+		t.Errorf("instances %v: a refused instance write allocated", insts)
 	}
 	if got := serialOf(t, n.st); got != before {
 		t.Errorf("serial moved from %d to %d: a refused request wrote", before, got)

@@ -43,9 +43,14 @@ type Server struct {
 	// announced is this node's record, `seen` left out, as of the last serial bump that
 	// named it ("" before one); only the heartbeat loop touches it.
 	announced string
-	cfg       *Config
-	log       *slog.Logger
-	st        store.Store
+	// announcedSerial is the serial of the bump that announced `announced`.
+	announcedSerial uint64
+	// announce tracks which instance changes the record has announced, for instance
+	// writes with ?wait=applied (announce.go).
+	announce *announcements
+	cfg      *Config
+	log      *slog.Logger
+	st       store.Store
 
 	ingressToken string
 	adminToken   string
@@ -158,6 +163,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		sourceLookups: newWriteLimiter(sourceUnknownLookupRate, sourceUnknownLookupBurst),
 		knownLookups:  newWriteLimiter(max(knownTokenRate, 4*cfg.Writes.Rate), max(knownTokenBurst, 2*cfg.Writes.Burst)),
 		kick:          make(chan struct{}, 1),
+		announce:      newAnnouncements(),
 		beat:          make(chan struct{}, 1),
 		shutdown:      make(chan struct{}),
 	}
@@ -192,7 +198,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 			s.metrics.storeWrites.WithLabelValues(action, "ok").Inc()
 			s.kickReconcile()
 		},
-		OnInstances:    s.kickHeartbeat,
+		OnInstances:    s.instancesChanged,
 		AuditRetention: time.Duration(cfg.Audit.Retention),
 	}, st, s.identity, inst, log)
 	s.probes = s.newProber()
@@ -304,6 +310,13 @@ func (s *Server) kickReconcile() {
 	case s.kick <- struct{}{}:
 	default:
 	}
+}
+
+// instancesChanged notes a change of this node's instances (a new generation for
+// waiters, announce.go) and asks for the record to be rewritten now.
+func (s *Server) instancesChanged() {
+	s.announce.changed()
+	s.kickHeartbeat()
 }
 
 // kickHeartbeat asks for this node's record to be rewritten now (instances changed).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/render/fleet"
 )
 
 // ?wait=applied&timeout=<duration> on a write (DESIGN §11): the write is made as
@@ -64,9 +65,6 @@ func applyWait(r *http.Request) (d time.Duration, ok bool, what string, err erro
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		return 0, false, "invalid wait", fmt.Errorf("wait=applied: only on a write (PUT, POST, DELETE)")
 	}
-	if strings.HasPrefix(r.URL.Path, "/v1/node/instances") {
-		return 0, false, "invalid wait", fmt.Errorf("wait=applied: not on instance writes (this node announces its instances with its own record, after answering)")
-	}
 	d = defaultApplyWait
 	if hasTimeout {
 		if len(timeout) != 1 {
@@ -114,6 +112,10 @@ func (s *Server) waitApplied(next http.Handler) http.Handler {
 			return
 		}
 		defer s.ingresses.releaseWaiter(account)
+		if app, ok := strings.CutPrefix(r.URL.Path, instancesPath); ok {
+			s.waitInstanceApplied(w, r, next, app, d)
+			return
+		}
 		sink := &fleetwrite.SerialSink{}
 		rec := &recorder{w: w, h: http.Header{}}
 		next.ServeHTTP(rec, r.WithContext(fleetwrite.WithSerialSink(r.Context(), sink)))
@@ -137,18 +139,81 @@ func (s *Server) waitApplied(next http.Handler) http.Handler {
 		if !done {
 			return // the client went away
 		}
-		s.armWrite(w) // the answer's time starts after the wait
-		body.Result = json.RawMessage(bytes.TrimSpace(rec.body.Bytes()))
-		if len(body.Result) == 0 {
-			body.Result = json.RawMessage("null")
-		}
-		for k, v := range rec.h {
-			if k != "Content-Length" && k != "Content-Type" {
-				w.Header()[k] = v
-			}
-		}
-		writeJSON(w, code, body)
+		s.answerApplied(w, rec, body, code)
 	})
+}
+
+// answerApplied wraps a write's recorded answer in the wait's envelope.
+func (s *Server) answerApplied(w http.ResponseWriter, rec *recorder, body appliedBody, code int) {
+	s.armWrite(w) // the answer's time starts after the wait
+	body.Result = json.RawMessage(bytes.TrimSpace(rec.body.Bytes()))
+	if len(body.Result) == 0 {
+		body.Result = json.RawMessage("null")
+	}
+	for k, v := range rec.h {
+		if k != "Content-Length" && k != "Content-Type" {
+			w.Header()[k] = v
+		}
+	}
+	writeJSON(w, code, body)
+}
+
+// instancesPath prefixes the instance writes (/v1/node/instances/{app}).
+const instancesPath = "/v1/node/instances/"
+
+// waitInstanceApplied serves an instance write (allocate, set, release) with
+// ?wait=applied (DESIGN §13). An instance is not announced by the write itself but by
+// this node's record, which the heartbeat loop rewrites at once after the change: the
+// wait has two legs within the one timeout. First, this node's record announces the
+// write (the instance with the port and readiness it declares, or none after a
+// release; an instance declared ready that the probe finds down is waited past: traffic
+// would not reach it), at some serial; then awaitApplied waits until this node publishes
+// that serial and every live ingress holds it. 202 when either leg times out, saying which.
+func (s *Server) waitInstanceApplied(w http.ResponseWriter, r *http.Request, next http.Handler, app string, d time.Duration) {
+	deadline := time.Now().Add(d)
+	rec := &recorder{w: w, h: http.Header{}}
+	next.ServeHTTP(rec, r)
+	if rec.code < 200 || rec.code > 299 {
+		rec.replay()
+		return
+	}
+	gen := s.announce.current() // the write's change (if it changed anything) is at or before it
+	declared, held := s.instances.Get(app)
+	s.kickHeartbeat()
+	serial, ok, why := s.announce.await(r.Context(), gen, deadline, func(pub map[string]fleet.Instance) string {
+		got, has := pub[app]
+		switch {
+		case !held && has:
+			return fmt.Sprintf("this node's record still names an instance of %s (port %d)", app, got.Port)
+		case !held:
+			return ""
+		case !has || got.Port != declared.Port:
+			return fmt.Sprintf("this node's record does not yet name %s on port %d", app, declared.Port)
+		case declared.Ready && !got.Ready:
+			why := "probe failed"
+			if s.probes != nil {
+				if _, w := s.probes.ready(app, declared); w != "" {
+					why = w
+				}
+			}
+			return fmt.Sprintf("the instance of %s on port %d is declared ready but this node's probe finds it down (%s): no traffic reaches it", app, declared.Port, why)
+		case got.Ready != declared.Ready:
+			return fmt.Sprintf("this node's record does not yet name %s's readiness %v", app, declared.Ready)
+		}
+		return ""
+	})
+	if r.Context().Err() != nil {
+		return // the client went away
+	}
+	if !ok {
+		s.answerApplied(w, rec, appliedBody{Behind: []ingressStatus{}, Detail: fmt.Sprintf("after %s, %s", d, why)}, http.StatusAccepted)
+		return
+	}
+	body, code, done := s.awaitApplied(r.Context(), serial, max(time.Until(deadline), time.Millisecond))
+	if !done {
+		return
+	}
+	s.answerApplied(w, rec, body, code)
 }
 
 // maxWaitersPerAccount bounds one account's waiting writes on a node.
