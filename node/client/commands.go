@@ -14,7 +14,7 @@ import (
 )
 
 // Commands are the verbs that talk to a running node, for the root command's
-// AddCommand: routes, ingresses, certs, domains paths|claim|release, apps put|get|rm. They print to
+// AddCommand: routes, ingresses, certs, domains paths|claim|release, apps put|get|rm, instances allocate|move|release. They print to
 // stdout.
 func Commands() []*cli.Command {
 	return []*cli.Command{
@@ -25,6 +25,7 @@ func Commands() []*cli.Command {
 			domainPathsCommand(), domainClaimCommand(), domainReleaseCommand()),
 		group("apps", "Applications: create or replace, show, delete.",
 			appPutCommand(), appGetCommand(), appRmCommand()),
+		instancesCommand(),
 	}
 }
 

@@ -111,6 +111,9 @@ func TestVerbHelpMatchesWhatItAccepts(t *testing.T) {
 		{"certs", nil, `"enabled": false`},
 		{"domains paths", []string{"shop.example.org"}, `"shop.example.org"`},
 		{"domains release", []string{"shop", "shop.example.org"}, "released by shop"},
+		{"instances allocate", []string{"shop"}, `"app": "shop"`},
+		{"instances move", []string{"shop"}, `"port": 17999`},
+		{"instances release", []string{"shop"}, "released shop"},
 		{"apps rm", []string{"shop"}, "deleted shop"},
 		{"store adopt", nil, "store adopt requested"},
 		{"version", nil, "scafo-node dev"},
@@ -127,6 +130,7 @@ func TestVerbHelpMatchesWhatItAccepts(t *testing.T) {
 	values := map[string]string{
 		"url": n.url, "token": n.admin, "statedir": n.stateDir, "json": "",
 		"account": "acme", "placement": "vps-a", "health": "/healthz", "wait": "10s",
+		"port": "17999", "notready": "",
 	}
 	every := map[string]bool{}
 	for _, p := range pages {
