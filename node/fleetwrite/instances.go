@@ -10,14 +10,21 @@ import (
 
 // Instance is one of this node's instances as the API answers it.
 type Instance struct {
-	App   string `json:"app"`
-	Node  string `json:"node"`
-	Port  int    `json:"port"`
-	Ready bool   `json:"ready"`
+	App  string `json:"app"`
+	Node string `json:"node"`
+	// Port is the port the instance is routed to now.
+	Port  int  `json:"port"`
+	Ready bool `json:"ready"`
+	// Ports is the pair of ports the application owns on this node, ascending, one of
+	// them Port (DESIGN §13). A deploy starts the new release on the member that is not
+	// Port, then PUTs the instance with that port: a move within the pair quarantines
+	// nothing and can repeat forever. Both members are Port while the node had no
+	// second port free (the pair is completed at the next allocation or PUT).
+	Ports [2]int `json:"ports"`
 }
 
-func (w *Writer) answer(app string, i fleet.Instance) Instance {
-	return Instance{App: app, Node: w.cfg.Node, Port: i.Port, Ready: i.Ready}
+func (w *Writer) answer(app string, i fleet.Instance, ports [2]int) Instance {
+	return Instance{App: app, Node: w.cfg.Node, Port: i.Port, Ports: ports, Ready: i.Ready}
 }
 
 func (w *Writer) instancesChanged() {
@@ -63,10 +70,10 @@ func (w *Writer) SweepOrphans(ctx context.Context, known map[string]string) ([]s
 
 // Instances lists this node's instances, sorted by application.
 func (w *Writer) Instances() []Instance {
-	recs := w.inst.Records()
+	recs, ports := w.inst.RecordsAndPorts()
 	out := make([]Instance, 0, len(recs))
 	for _, app := range sortedKeys(recs) {
-		out = append(out, w.answer(app, recs[app]))
+		out = append(out, w.answer(app, recs[app], ports[app]))
 	}
 	return out
 }
@@ -78,14 +85,14 @@ func (w *Writer) AllocateInstance(ctx context.Context, who Actor, app string) (I
 	if err != nil {
 		return Instance{}, false, err
 	}
-	inst, created, err := w.inst.Allocate(app, a.ID)
+	inst, ports, created, err := w.inst.Allocate(app, a.ID)
 	if err != nil {
 		return Instance{}, false, err
 	}
 	if created {
 		w.instancesChanged()
 	}
-	return w.answer(app, inst), created, nil
+	return w.answer(app, inst, ports), created, nil
 }
 
 // SetInstance records app's port (nil: the allocated one) and readiness on this node.
@@ -107,17 +114,18 @@ func (w *Writer) SetInstance(ctx context.Context, who Actor, app string, port *i
 				Detail: fmt.Sprintf("port %d: application tokens may only use ports %d..%d (POST allocates one)", *p, lo, hi)}
 		}
 	}
-	inst, changed, err := w.inst.Set(app, a.ID, port, ready)
+	inst, ports, changed, err := w.inst.Set(app, a.ID, port, ready)
 	if err != nil {
 		return Instance{}, err
 	}
 	if changed {
 		w.instancesChanged()
 	}
-	return w.answer(app, inst), nil
+	return w.answer(app, inst, ports), nil
 }
 
-// ReleaseInstance drops app's instance on this node; its port is quarantined. The admin
+// ReleaseInstance drops app's instance on this node; both ports of its pair are
+// quarantined. The admin
 // may also release an orphan: the instance of an application that no longer exists.
 func (w *Writer) ReleaseInstance(ctx context.Context, who Actor, app string) error {
 	if _, err := w.authorizedApp(ctx, who, app, fleet.RoleInstance); err != nil && !(who.Admin && errors.Is(err, ErrNotFound)) {

@@ -29,10 +29,11 @@ var (
 )
 
 // MaxQuarantinedPorts bounds the ports one incarnation's moves leave quarantined at
-// once. Every move to a new port quarantines the port left, for ports.quarantine, and an
-// application token may name any free port of the range: unbounded, one token at
-// writes.rate would quarantine thousands of ports within one quarantine and leave none
-// for the other applications of the node. Moving back to a port it left costs nothing.
+// once. Every move to a port outside the application's pair quarantines the port left,
+// for ports.quarantine, and an application token may name any free port of the range:
+// unbounded, one token at writes.rate would quarantine thousands of ports within one
+// quarantine and leave none for the other applications of the node. A move between the
+// two ports of the pair, or back to a port it left, costs nothing.
 const MaxQuarantinedPorts = 8
 
 // Registry is this node's port allocations, persisted in
@@ -42,6 +43,26 @@ const MaxQuarantinedPorts = 8
 // Host it names, and ingresses re-read the document on their own timers, so a port that
 // changed hands would serve the old application's traffic with the new one. A released
 // port is therefore quarantined (not reassigned) for ports.quarantine.
+//
+// Pairs (DESIGN §13): each application incarnation owns two ports, its instance's port
+// and an idle one, both held by it (no other application may take either), so a deploy
+// starts the new release on the idle port and moves the instance there, and back at the
+// next deploy, with no quarantine. The rules:
+//
+//   - First allocation (Allocate): the lowest two ports of the range that are free or
+//     were left by this incarnation, never the node's API port. Set of an application
+//     without an instance: the port named and, as second, the lowest port this
+//     incarnation left (so a release then a Set takes its pair back whole), else the
+//     lowest free one. When no second port is left the instance is unpaired (answered
+//     as ports [p, p]) and gets its second port at its next Allocate or Set.
+//   - Instances of files written before pairs are unpaired on load, and paired the same
+//     way (the lowest free port) at their next Allocate or Set.
+//   - Set to either port of the pair: no quarantine, no churn counted, the pair kept.
+//   - Set to a port outside the pair: the port left is quarantined and counted against
+//     MaxQuarantinedPorts (as before pairs), and the pair becomes {the new port, the
+//     idle member}.
+//   - Release quarantines both ports; a recreated application (another incarnation)
+//     never inherits the old one's pair: both its ports stay quarantined.
 type Registry struct {
 	mu         sync.Mutex
 	path       string
@@ -53,8 +74,31 @@ type Registry struct {
 }
 
 type registryState struct {
-	Instances  map[string]fleet.Instance `json:"instances"`
-	Quarantine []quarantined             `json:"quarantine,omitempty"`
+	Instances map[string]fleet.Instance `json:"instances"`
+	// Pairs are the two ports of each instance's incarnation (one of them the
+	// instance's port). Absent from files written before pairs.
+	Pairs      map[string]pair `json:"pairs,omitempty"`
+	Quarantine []quarantined   `json:"quarantine,omitempty"`
+}
+
+// pair is the two ports an application incarnation owns on this node, ascending.
+type pair struct {
+	AppID string `json:"appId,omitempty"`
+	Ports [2]int `json:"ports"`
+}
+
+func newPair(appID string, a, b int) pair {
+	return pair{AppID: appID, Ports: [2]int{min(a, b), max(a, b)}}
+}
+
+func (p pair) has(port int) bool { return port != 0 && (p.Ports[0] == port || p.Ports[1] == port) }
+
+// other is the member of p that is not port.
+func (p pair) other(port int) int {
+	if p.Ports[0] == port {
+		return p.Ports[1]
+	}
+	return p.Ports[0]
 }
 
 type quarantined struct {
@@ -73,7 +117,7 @@ func OpenRegistry(path string, min, max int, quarantine time.Duration) (*Registr
 		max:        max,
 		quarantine: quarantine,
 		now:        time.Now,
-		state:      registryState{Instances: map[string]fleet.Instance{}},
+		state:      registryState{Instances: map[string]fleet.Instance{}, Pairs: map[string]pair{}},
 	}
 	b, err := os.ReadFile(reg.path)
 	switch {
@@ -87,6 +131,19 @@ func OpenRegistry(path string, min, max int, quarantine time.Duration) (*Registr
 	}
 	if reg.state.Instances == nil {
 		reg.state.Instances = map[string]fleet.Instance{}
+	}
+	if reg.state.Pairs == nil {
+		reg.state.Pairs = map[string]pair{}
+	}
+	// A pair that does not fit its instance (hand-edited, or its instance gone) is
+	// dropped: the instance is then unpaired and paired again at its next write.
+	for app, pr := range reg.state.Pairs {
+		i, ok := reg.state.Instances[app]
+		if !ok || i.AppID != pr.AppID || pr.Ports[0] == pr.Ports[1] || !pr.has(i.Port) {
+			delete(reg.state.Pairs, app)
+			continue
+		}
+		reg.state.Pairs[app] = newPair(pr.AppID, pr.Ports[0], pr.Ports[1])
 	}
 	return reg, nil
 }
@@ -112,6 +169,20 @@ func (r *Registry) Records() map[string]fleet.Instance {
 	return out
 }
 
+// RecordsAndPorts is Records with each instance's pair (ascending; [p, p] for an
+// unpaired instance), read at once.
+func (r *Registry) RecordsAndPorts() (map[string]fleet.Instance, map[string][2]int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]fleet.Instance, len(r.state.Instances))
+	ports := make(map[string][2]int, len(r.state.Instances))
+	for k, v := range r.state.Instances {
+		out[k] = v
+		ports[k] = r.portsOf(k)
+	}
+	return out, ports
+}
+
 func (r *Registry) Get(app string) (fleet.Instance, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -119,40 +190,86 @@ func (r *Registry) Get(app string) (fleet.Instance, bool) {
 	return i, ok
 }
 
-// Allocate returns the port of app's incarnation appID, choosing the lowest free one on
-// first use. An instance left by another incarnation of the name (the application was
-// deleted and recreated) is released first: its port stays quarantined, so the new
-// incarnation never inherits the old owner's process.
-func (r *Registry) Allocate(app, appID string) (inst fleet.Instance, created bool, err error) {
+// Ports is app's pair (ascending; [p, p] while unpaired; zero without an instance).
+func (r *Registry) Ports(app string) [2]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if i, ok := r.state.Instances[app]; ok && i.AppID == appID {
-		return i, false, nil
+	return r.portsOf(app)
+}
+
+// pairOf is app's pair, when its instance has one (caller holds mu).
+func (r *Registry) pairOf(app string) (pair, bool) {
+	i, ok := r.state.Instances[app]
+	if !ok {
+		return pair{}, false
 	}
+	pr, ok := r.state.Pairs[app]
+	if !ok || pr.AppID != i.AppID || !pr.has(i.Port) {
+		return pair{}, false
+	}
+	return pr, true
+}
+
+// portsOf is what Ports answers (caller holds mu).
+func (r *Registry) portsOf(app string) [2]int {
+	if pr, ok := r.pairOf(app); ok {
+		return pr.Ports
+	}
+	i, ok := r.state.Instances[app]
+	if !ok {
+		return [2]int{}
+	}
+	return [2]int{i.Port, i.Port}
+}
+
+// Allocate returns the port of app's incarnation appID and its pair, choosing the lowest
+// two free ports on first use. An instance left by another incarnation of the name (the
+// application was deleted and recreated) is released first: its ports stay
+// quarantined, so the new incarnation never inherits the old owner's process. An
+// unpaired instance (a file written before pairs, or a node that had no second port
+// free) gets its second port now, when one is free.
+func (r *Registry) Allocate(app, appID string) (inst fleet.Instance, ports [2]int, created bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.expire()
-	for p := r.min; p <= r.max; p++ {
-		if p == r.reserved {
-			continue
+	if i, ok := r.state.Instances[app]; ok && i.AppID == appID {
+		if _, paired := r.pairOf(app); !paired {
+			if second := r.lowestFree(app, appID, i.Port); second != 0 {
+				prev := r.clone()
+				r.state.Pairs[app] = newPair(appID, i.Port, second)
+				r.dropQuarantine(second)
+				if err := r.save(); err != nil {
+					r.state = prev
+					return fleet.Instance{}, [2]int{}, false, err
+				}
+			}
 		}
-		if h, hid, _ := r.holder(p); h != "" && (h != app || hid != appID) {
-			continue
-		}
-		prev := r.clone()
-		r.retire(app, appID)
-		r.state.Instances[app] = fleet.Instance{Port: p, AppID: appID}
-		r.dropQuarantine(p)
-		if err := r.save(); err != nil {
-			r.state = prev
-			return fleet.Instance{}, false, err
-		}
-		return r.state.Instances[app], true, nil
+		return i, r.portsOf(app), false, nil
 	}
-	return fleet.Instance{}, false, ErrNoFreePort
+	p := r.lowestFree(app, appID)
+	if p == 0 {
+		return fleet.Instance{}, [2]int{}, false, ErrNoFreePort
+	}
+	second := r.lowestFree(app, appID, p)
+	prev := r.clone()
+	r.retire(app, appID)
+	r.state.Instances[app] = fleet.Instance{Port: p, AppID: appID}
+	r.dropQuarantine(p)
+	if second != 0 {
+		r.state.Pairs[app] = newPair(appID, p, second)
+		r.dropQuarantine(second)
+	}
+	if err := r.save(); err != nil {
+		r.state = prev
+		return fleet.Instance{}, [2]int{}, false, err
+	}
+	return r.state.Instances[app], r.portsOf(app), true, nil
 }
 
 // Set records the port (explicit, or the allocated one when port is nil) and readiness
-// of app's incarnation appID.
-func (r *Registry) Set(app, appID string, port *int, ready bool) (fleet.Instance, bool, error) {
+// of app's incarnation appID; changed reports a change of the instance (its port or
+// readiness: what the node's record publishes). See Registry for the rules of pairs.
+func (r *Registry) Set(app, appID string, port *int, ready bool) (inst fleet.Instance, ports [2]int, changed bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.expire()
@@ -160,52 +277,100 @@ func (r *Registry) Set(app, appID string, port *int, ready bool) (fleet.Instance
 	if had && cur.AppID != appID {
 		cur, had = fleet.Instance{}, false // another incarnation's: never inherited
 	}
+	pr, paired := pair{}, false
+	if had {
+		pr, paired = r.pairOf(app)
+	}
 	p := cur.Port
 	if port != nil {
 		p = *port
 	}
 	if p == 0 {
-		return fleet.Instance{}, false, ErrNoInstance
+		return fleet.Instance{}, [2]int{}, false, ErrNoInstance
 	}
 	if p < 1 || p > 65535 {
-		return fleet.Instance{}, false, ErrPortOutOfRange
+		return fleet.Instance{}, [2]int{}, false, ErrPortOutOfRange
 	}
 	if h, hid, why := r.holder(p); h != "" && (h != app || hid != appID) {
 		if h == app {
 			why += " an earlier incarnation of"
 		}
-		return fleet.Instance{}, false, fmt.Errorf("%w: port %d %s %s", ErrPortTaken, p, why, h)
+		return fleet.Instance{}, [2]int{}, false, fmt.Errorf("%w: port %d %s %s", ErrPortTaken, p, why, h)
 	}
 	next := fleet.Instance{Port: p, Ready: ready, AppID: appID}
-	if had && cur == next {
-		return cur, false, nil
+	if had && paired && cur == next {
+		return cur, pr.Ports, false, nil
 	}
-	if !had || cur.Port != p {
-		// A new port: the one left (now, or by a release before) stays quarantined.
-		left := 0
-		if had {
-			left = 1
+	if had && !paired {
+		// Unpaired (a file written before pairs): the lowest free port becomes the
+		// second; then the move, if any, is judged against that pair.
+		if second := r.lowestFree(app, appID, cur.Port); second != 0 {
+			pr, paired = newPair(appID, cur.Port, second), true
+		} else if cur == next {
+			return cur, r.portsOf(app), false, nil // no second port free yet
 		}
-		if n, first := r.quarantinedBy(app, appID, p); n+left > MaxQuarantinedPorts {
-			return fleet.Instance{}, false, fmt.Errorf("%w: %s already leaves %d ports quarantined (at most %d; the first frees at %s); use one of them or the port it holds, or wait",
-				ErrPortChurn, app, n, MaxQuarantinedPorts, first.Format(time.RFC3339))
+	}
+	var newPr pair // the pair after this write (zero: unpaired)
+	left := 0      // the port this write leaves (quarantined)
+	switch {
+	case had && (cur.Port == p || paired && pr.has(p)):
+		if paired {
+			newPr = pr // within the pair: costs nothing
+		}
+	case had:
+		left = cur.Port
+		if paired {
+			newPr = newPair(appID, p, pr.other(cur.Port))
+		} else if second := r.lowestFree(app, appID, p, cur.Port); second != 0 {
+			newPr = newPair(appID, p, second)
+		}
+	default: // a new instance: its second port, one it left before if any
+		second := r.ownQuarantined(app, appID, p)
+		if second == 0 {
+			second = r.lowestFree(app, appID, p)
+		}
+		if second != 0 {
+			newPr = newPair(appID, p, second)
+		}
+	}
+	if !had || left != 0 {
+		// A new port outside the pair: the one left (now, or by a release before) stays
+		// quarantined; the ports of the new pair leave the quarantine.
+		n, first := r.quarantinedBy(app, appID, newPr.Ports[0], newPr.Ports[1], p)
+		if left != 0 {
+			n++
+		}
+		if n > MaxQuarantinedPorts {
+			held := n
+			if left != 0 {
+				held--
+			}
+			return fleet.Instance{}, [2]int{}, false, fmt.Errorf("%w: %s already leaves %d ports quarantined (at most %d; the first frees at %s); use one of them or the ports it holds, or wait",
+				ErrPortChurn, app, held, MaxQuarantinedPorts, first.Format(time.RFC3339))
 		}
 	}
 	prev := r.clone()
 	r.retire(app, appID)
-	if had && cur.Port != p {
-		r.state.Quarantine = append(r.state.Quarantine, quarantined{Port: cur.Port, App: app, AppID: appID, Until: r.now().Add(r.quarantine).UTC()})
+	if left != 0 {
+		r.state.Quarantine = append(r.state.Quarantine, quarantined{Port: left, App: app, AppID: appID, Until: r.now().Add(r.quarantine).UTC()})
 	}
 	r.state.Instances[app] = next
 	r.dropQuarantine(p)
+	if newPr.Ports[0] != 0 {
+		r.state.Pairs[app] = newPr
+		r.dropQuarantine(newPr.Ports[0])
+		r.dropQuarantine(newPr.Ports[1])
+	} else {
+		delete(r.state.Pairs, app)
+	}
 	if err := r.save(); err != nil {
 		r.state = prev
-		return fleet.Instance{}, false, err
+		return fleet.Instance{}, [2]int{}, false, err
 	}
-	return next, true, nil
+	return next, r.portsOf(app), !had || cur != next, nil
 }
 
-// Release removes app's instance and quarantines its port.
+// Release removes app's instance and quarantines both ports of its pair.
 func (r *Registry) Release(app string) error {
 	return r.release(app, func(fleet.Instance) bool { return true })
 }
@@ -225,8 +390,7 @@ func (r *Registry) release(app string, match func(fleet.Instance) bool) error {
 		return ErrNoInstance
 	}
 	prev := r.clone()
-	delete(r.state.Instances, app)
-	r.state.Quarantine = append(r.state.Quarantine, quarantined{Port: cur.Port, App: app, AppID: cur.AppID, Until: r.now().Add(r.quarantine).UTC()})
+	r.drop(app)
 	if err := r.save(); err != nil {
 		r.state = prev
 		return err
@@ -234,12 +398,37 @@ func (r *Registry) release(app string, match func(fleet.Instance) bool) error {
 	return nil
 }
 
-// holder names who holds port p: an app (and incarnation) with an instance on it, or
-// one whose released port is still quarantined.
+// drop removes app's instance and pair, quarantining their ports for the instance's
+// incarnation (caller holds mu and saves).
+func (r *Registry) drop(app string) {
+	cur, ok := r.state.Instances[app]
+	if !ok {
+		return
+	}
+	ports := r.portsOf(app)
+	delete(r.state.Instances, app)
+	delete(r.state.Pairs, app)
+	until := r.now().Add(r.quarantine).UTC()
+	for i, p := range ports {
+		if i == 1 && p == ports[0] {
+			break // unpaired: one port
+		}
+		r.dropQuarantine(p) // one entry per port
+		r.state.Quarantine = append(r.state.Quarantine, quarantined{Port: p, App: app, AppID: cur.AppID, Until: until})
+	}
+}
+
+// holder names who holds port p: an app (and incarnation) with an instance on it or
+// the idle port of its pair there, or one whose released port is still quarantined.
 func (r *Registry) holder(p int) (app, appID, why string) {
 	for a, i := range r.state.Instances {
 		if i.Port == p {
 			return a, i.AppID, "is held by"
+		}
+	}
+	for a, pr := range r.state.Pairs {
+		if pr.has(p) {
+			return a, pr.AppID, "is the idle port of the pair of"
 		}
 	}
 	for _, q := range r.state.Quarantine {
@@ -250,11 +439,42 @@ func (r *Registry) holder(p int) (app, appID, why string) {
 	return "", "", ""
 }
 
-// quarantinedBy counts the quarantined ports released by app's incarnation appID, port
-// except, and returns when the first of them frees (caller holds mu).
-func (r *Registry) quarantinedBy(app, appID string, except int) (n int, first time.Time) {
+// lowestFree is the lowest port of the range, other than except and the API port,
+// that nobody holds or that app's incarnation appID holds or left (0: none; caller
+// holds mu).
+func (r *Registry) lowestFree(app, appID string, except ...int) int {
+	for p := r.min; p <= r.max; p++ {
+		if p == r.reserved || slices.Contains(except, p) {
+			continue
+		}
+		if h, hid, _ := r.holder(p); h != "" && (h != app || hid != appID) {
+			continue
+		}
+		return p
+	}
+	return 0
+}
+
+// ownQuarantined is the lowest port of the range (not the API port, not except) that
+// app's incarnation appID left and is still quarantined (0: none; caller holds mu).
+func (r *Registry) ownQuarantined(app, appID string, except int) int {
+	best := 0
 	for _, q := range r.state.Quarantine {
-		if q.App == app && q.AppID == appID && q.Port != except {
+		if q.App == app && q.AppID == appID && q.Port != except && q.Port != r.reserved &&
+			q.Port >= r.min && q.Port <= r.max && (best == 0 || q.Port < best) {
+			if h, hid, _ := r.holder(q.Port); h == app && hid == appID {
+				best = q.Port
+			}
+		}
+	}
+	return best
+}
+
+// quarantinedBy counts the quarantined ports released by app's incarnation appID, but
+// the ports except, and returns when the first of them frees (caller holds mu).
+func (r *Registry) quarantinedBy(app, appID string, except ...int) (n int, first time.Time) {
+	for _, q := range r.state.Quarantine {
+		if q.App == app && q.AppID == appID && !slices.Contains(except, q.Port) {
 			if n++; first.IsZero() || q.Until.Before(first) {
 				first = q.Until
 			}
@@ -263,12 +483,11 @@ func (r *Registry) quarantinedBy(app, appID string, except int) (n int, first ti
 	return n, first
 }
 
-// retire quarantines app's instance when it belongs to an incarnation other than
-// appID (caller holds mu and saves).
+// retire quarantines app's instance (both ports of its pair) when it belongs to an
+// incarnation other than appID (caller holds mu and saves).
 func (r *Registry) retire(app, appID string) {
 	if cur, ok := r.state.Instances[app]; ok && cur.AppID != appID {
-		delete(r.state.Instances, app)
-		r.state.Quarantine = append(r.state.Quarantine, quarantined{Port: cur.Port, App: app, AppID: cur.AppID, Until: r.now().Add(r.quarantine).UTC()})
+		r.drop(app)
 	}
 }
 
@@ -294,10 +513,7 @@ func (r *Registry) dropQuarantine(p int) {
 }
 
 func (r *Registry) clone() registryState {
-	c := registryState{Instances: make(map[string]fleet.Instance, len(r.state.Instances))}
-	for k, v := range r.state.Instances {
-		c.Instances[k] = v
-	}
+	c := registryState{Instances: maps.Clone(r.state.Instances), Pairs: maps.Clone(r.state.Pairs)}
 	c.Quarantine = append([]quarantined(nil), r.state.Quarantine...)
 	return c
 }
