@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -52,9 +53,20 @@ import (
 //     holdDown. Going down is never delayed (a dead instance never stays in the
 //     document), and a lone death and recovery is published up after upAfter successes
 //     as before.
-//   - A new instance (or a new port, or a node restart) starts up: the declaration is
-//     trusted until probes say otherwise, so a node restart never withdraws every
-//     instance for a round.
+//   - A new instance (or a new incarnation, or a node restart) starts up: the
+//     declaration is trusted until probes say otherwise, so a node restart never
+//     withdraws every instance for a round.
+//   - Damping belongs to the application's instance on this node (its incarnation),
+//     whatever its port or declared readiness (issue 25 item 3): a deploy alternates
+//     between the two ports of the pair, and a tenant alternating ports must not reset
+//     its flap history. A port change (or the instance set again after a release,
+//     within the damping's memory) keeps the recoveries and the hold-down; the new port
+//     is probed afresh (its consecutive counts start at 0) and starts from the
+//     instance's verdict: up stays up (trusted, as a deploy needs), and a down
+//     instance put on a new port is a recovery, subject to damping like one found by
+//     the probes (trusted up unless that makes it a flap, held down otherwise). The
+//     change is taken at its first sight (a round, or the record's publication), so
+//     the record and the prober never disagree.
 //   - Bounded: at most probe.concurrency probes in flight, each bounded by probe.timeout
 //     (≤ interval). An instance whose probe is still running at the next tick is skipped
 //     for that tick (counted), so a slow or hanging instance never delays the others.
@@ -85,6 +97,9 @@ type probeState struct {
 	recoveries []time.Time
 	penalty    time.Duration
 	heldUntil  time.Time
+	// counted: the recovery of this down spell was already counted (a port change
+	// held down); the probes' own run of successes does not count it again.
+	counted bool
 }
 
 // heldLocked reports whether st is held down at now (caller holds mu).
@@ -173,7 +188,10 @@ type prober struct {
 
 	mu     sync.Mutex
 	states map[string]*probeState // by app
-	shared map[int]bool           // ports held by more than one instance (last round)
+	// gone are the states of instances released while their damping still counts (by
+	// app): the same incarnation set again takes its damping back.
+	gone   map[string]*probeState
+	shared map[int]bool // ports held by more than one instance (last round)
 }
 
 // errProbeAddress is the dialler refusing any address but the instance's own.
@@ -187,6 +205,7 @@ func newProber(cfg ProbeConfig, addr netip.Addr, log *slog.Logger) *prober {
 		sem:     make(chan struct{}, cfg.Concurrency-cfg.Concurrency/4),
 		slowSem: make(chan struct{}, max(1, cfg.Concurrency/4)),
 		states:  map[string]*probeState{},
+		gone:    map[string]*probeState{},
 	}
 	p.client = &http.Client{
 		Transport: &http.Transport{
@@ -242,21 +261,28 @@ func (p *prober) round(ctx context.Context) {
 	}
 	p.mu.Lock()
 	p.shared = shared
-	for app := range p.states {
+	for app, st := range p.states {
 		if _, ok := insts[app]; !ok {
 			delete(p.states, app)
+			if p.dampedLocked(st, now) {
+				p.gone[app] = st
+			}
+		}
+	}
+	for app, st := range p.gone {
+		if !p.dampedLocked(st, now) {
+			delete(p.gone, app)
 		}
 	}
 	for app, inst := range insts {
 		tgt := targets[app]
-		st := p.states[app]
-		switch {
-		case st == nil || st.target.port != tgt.port || st.target.appID != tgt.appID:
-			// A new instance, port or incarnation: trusted until probed.
-			st = &probeState{target: tgt, up: true, since: now}
-			p.states[app] = st
-		case st.target.path != tgt.path:
-			// The admin changed the health path: keep the verdict, count afresh.
+		st := p.stateLocked(app, inst, now)
+		if st == nil || st.target.port != tgt.port || st.target.appID != tgt.appID {
+			continue // this round's view is older than the registry: the next round probes
+		}
+		if st.target.path != tgt.path {
+			// A new health path (the admin's, or the instance first seen by the
+			// record's publication): keep the verdict, count afresh.
 			st.target, st.fails, st.oks = tgt, 0, 0
 		}
 		if p.refusal(app, inst, shared) != "" {
@@ -358,16 +384,17 @@ func (p *prober) record(st *probeState, tgt probeTarget, err error, d time.Durat
 		st.lastErr = ""
 		st.oks++
 		st.fails = 0
-		if !st.up && st.oks == p.cfg.UpAfter {
+		if !st.up && st.oks == p.cfg.UpAfter && !st.counted {
 			heldFor, held = p.recoveredLocked(st, now)
 		}
 		if !st.up && st.oks >= p.cfg.UpAfter && !now.Before(st.heldUntil) {
-			st.up, st.since, changed = true, now, true
+			st.up, st.since, changed, st.counted = true, now, true, false
 		}
 	} else {
 		st.lastErr = probeErrText(err)
 		st.fails++
 		st.oks = 0
+		st.counted = false
 		if st.up && st.fails >= p.cfg.DownAfter {
 			st.up, st.since, changed = false, now, true
 		}
@@ -429,6 +456,74 @@ func (p *prober) recoveredLocked(st *probeState, now time.Time) (time.Duration, 
 	return st.penalty, began
 }
 
+// stateLocked is app's probe state for its instance inst (caller holds mu), made at the
+// first sight of the instance, of its new port or of its new incarnation. Damping
+// belongs to the instance of the incarnation, not to its port: a new port (or the
+// instance set again after a release, see gone) keeps the recoveries and the hold-down,
+// is probed afresh, and starts from the instance's verdict; a down instance put on a
+// new port is a recovery (recoveredLocked), trusted up unless damping holds it down.
+//
+// A change is taken only when it is the registry's current instance: a caller's view
+// read before a later write (a round's or a heartbeat's snapshot) must not move the
+// state back to the port left, which would count a recovery per stale view. Then the
+// current state is returned as it is (nil when there is none).
+func (p *prober) stateLocked(app string, inst fleet.Instance, now time.Time) *probeState {
+	st := p.states[app]
+	if st != nil && st.target.appID == inst.AppID && st.target.port == inst.Port {
+		return st
+	}
+	if cur, ok := p.declared(app); !ok || cur.Port != inst.Port || cur.AppID != inst.AppID {
+		return st // a stale view
+	}
+	prev := st
+	if prev == nil {
+		prev = p.gone[app]
+	}
+	delete(p.gone, app)
+	tgt := probeTarget{app: app, appID: inst.AppID, port: inst.Port}
+	st = &probeState{target: tgt, up: true, since: now}
+	p.states[app] = st
+	if prev == nil || prev.target.appID != inst.AppID {
+		return st // a new instance or incarnation: trusted until probed
+	}
+	st.target.path = prev.target.path
+	st.recoveries, st.penalty, st.heldUntil = slices.Clone(prev.recoveries), prev.penalty, prev.heldUntil
+	if !prev.up {
+		if d, began := p.recoveredLocked(st, now); now.Before(st.heldUntil) {
+			st.up, st.counted = false, true
+			if began {
+				p.log.Warn("instance probe: flapping across ports, held down", "app", app, "port", inst.Port, "holdDown", d.String())
+			}
+		}
+	}
+	return st
+}
+
+// dampedLocked reports whether st's damping still counts at now: a hold-down in force,
+// a recovery within probe.flapWindow, or a penalty not yet decayed (caller holds mu).
+func (p *prober) dampedLocked(st *probeState, now time.Time) bool {
+	window := time.Duration(p.cfg.FlapWindow)
+	if window <= 0 {
+		return false
+	}
+	if now.Before(st.heldUntil) {
+		return true
+	}
+	n := len(st.recoveries)
+	if n == 0 {
+		return false
+	}
+	quiet := now.Sub(st.recoveries[n-1])
+	if quiet < window {
+		return true
+	}
+	pen := st.penalty
+	for ; quiet >= window && pen > 0; quiet -= window {
+		pen /= 2
+	}
+	return pen >= time.Duration(p.cfg.HoldDown) && pen > 0
+}
+
 // probeErrText is a probe failure for status and logs: the error class, never anything
 // the instance sent.
 func probeErrText(err error) string {
@@ -467,16 +562,16 @@ func sharedPorts(insts map[string]fleet.Instance) map[int]bool {
 }
 
 // verdictLocked is the probe's verdict on app's instance inst (caller holds mu): up
-// until probes say otherwise.
+// until probes say otherwise. A new port (or incarnation) is taken here when the
+// record's publication sees it before a round does (stateLocked).
 func (p *prober) verdictLocked(app string, inst fleet.Instance, shared map[int]bool) bool {
 	if p.refusal(app, inst, shared) != "" {
 		return false
 	}
-	st := p.states[app]
-	if st == nil || st.target.port != inst.Port || st.target.appID != inst.AppID {
-		return true // not probed yet: the declaration is trusted
+	if st := p.stateLocked(app, inst, time.Now()); st != nil {
+		return st.up
 	}
-	return st.up
+	return true // not probed yet: the declaration is trusted
 }
 
 // publish is the instances map for this node's record: each instance's readiness is

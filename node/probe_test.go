@@ -864,3 +864,143 @@ func TestProbeFlapDampingBoundsAPatientFlapper(t *testing.T) {
 		t.Errorf("after 6 quiet windows: hold-down %s, penalty %s, want none", d, st.penalty)
 	}
 }
+
+// movableInstances is a hand-driven prober's instances that a test moves between
+// rounds (the registry's view: instances and declared read the same map).
+type movableInstances struct {
+	mu sync.Mutex
+	m  map[string]fleet.Instance
+}
+
+func (l *movableInstances) all() map[string]fleet.Instance {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return cloneInstances(l.m)
+}
+
+func (l *movableInstances) get(app string) (fleet.Instance, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i, ok := l.m[app]
+	return i, ok
+}
+
+func (l *movableInstances) set(app string, i *fleet.Instance) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if i == nil {
+		delete(l.m, app)
+	} else {
+		l.m[app] = *i
+	}
+}
+
+func newMovableProber(t *testing.T, cfg ProbeConfig, insts map[string]fleet.Instance) (*prober, *movableInstances, *prometheus.Registry, *atomic.Int64) {
+	t.Helper()
+	p, reg, changes := newTestProber(t, cfg, nil, nil)
+	l := &movableInstances{m: insts}
+	p.instances, p.declared = l.all, l.get // before any round: nothing reads them yet
+	return p, l, reg, changes
+}
+
+// Issue 25 item 3: damping belongs to the application's instance on this node, whatever
+// its port. Before the fix a port change started a fresh state (trusted up, no
+// recoveries, no hold-down), so a tenant alternating its instance between two ports
+// (the pair a deploy uses, DESIGN §13) reset flap damping at every move: each move to a
+// dead port was published ready, then down (a serial bump, a re-render and a reload of
+// every Traefik), without end. Now the moves are damped like a flapping port: at most
+// probe.flapUps-1 trusted recoveries, then held down; a published change per move is
+// gone.
+func TestProbeAlternatingPortsDoesNotResetFlapDamping(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		liveFirst bool // the first port listens (a live and a dead port), or neither does
+	}{
+		{"two dead ports", false},
+		{"a live and a dead port", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := startTCPInstance(t), startTCPInstance(t)
+			b.close()
+			if !tc.liveFirst {
+				a.close()
+			}
+			cfg := dampedConfig()
+			p, insts, reg, changes := newMovableProber(t, cfg, map[string]fleet.Instance{"shop": {Port: a.port, Ready: true, AppID: "id-shop"}})
+			probeRound(t, p)
+			probeRound(t, p)
+			const moves = 20
+			deadReady := 0 // moves after which the record would publish a dead port ready
+			for i := range moves {
+				to := b.port
+				if i%2 == 1 {
+					to = a.port
+				}
+				inst := fleet.Instance{Port: to, Ready: true, AppID: "id-shop"}
+				insts.set("shop", &inst)
+				dead := to == b.port || !tc.liveFirst
+				if p.publish(insts.all())["shop"].Ready && dead {
+					deadReady++
+				}
+				probeRound(t, p)
+				probeRound(t, p)
+				if dead && p.isUp("shop") {
+					t.Fatalf("move %d: up after %d refused probes of port %d", i, cfg.DownAfter, to)
+				}
+			}
+			bumps := changes.Load()
+			t.Logf("%d moves: %d serial bumps from the probes, a dead port published ready after %d moves, %v hold-downs",
+				moves, bumps, deadReady, counterValue(t, reg, "scafo_instance_probe_hold_downs_total"))
+			if max := int64(2*cfg.FlapUps - 1); bumps > max {
+				t.Errorf("%d serial bumps from the probes for %d moves between two ports, want at most %d (damped like a flapping port)", bumps, moves, max)
+			}
+			if deadReady > cfg.FlapUps {
+				t.Errorf("a dead port was published ready after %d of %d moves, want at most %d (then held down)", deadReady, moves, cfg.FlapUps)
+			}
+			cur, _ := insts.get("shop") // back on the first port (live in the second case)
+			if ok, why := p.ready("shop", cur); ok || !strings.Contains(why, "held down") {
+				t.Errorf("after alternating: ready=%v %q, want held down", ok, why)
+			}
+
+			// Released and set again by the same incarnation: the damping is kept.
+			insts.set("shop", nil)
+			probeRound(t, p)
+			insts.set("shop", &cur)
+			if p.publish(insts.all())["shop"].Ready {
+				t.Error("released and set again: published ready, the hold-down was forgotten")
+			}
+			// A new incarnation of the name is another instance: trusted, undamped.
+			fresh := fleet.Instance{Port: a.port, Ready: true, AppID: "id-new"}
+			insts.set("shop", &fresh)
+			if !p.publish(insts.all())["shop"].Ready {
+				t.Error("a new incarnation inherited the old one's hold-down")
+			}
+		})
+	}
+}
+
+// The deploy the pairs are for (DESIGN §13): an instance that is up moves between two
+// live ports; every move is published ready at once (trusted, never waiting for
+// probes), counts no recovery and publishes no probe change.
+func TestProbeAMoveOfAnUpInstanceIsPublishedReadyAtOnce(t *testing.T) {
+	a, b := startTCPInstance(t), startTCPInstance(t)
+	p, insts, reg, changes := newMovableProber(t, dampedConfig(), map[string]fleet.Instance{"shop": {Port: a.port, Ready: true, AppID: "id-shop"}})
+	probeRound(t, p)
+	for i := range 20 {
+		to := []int{b.port, a.port}[i%2]
+		insts.set("shop", &fleet.Instance{Port: to, Ready: true, AppID: "id-shop"})
+		if !p.publish(insts.all())["shop"].Ready {
+			t.Fatalf("move %d to live port %d: not published ready before its probes", i, to)
+		}
+		probeRound(t, p)
+		if !p.isUp("shop") {
+			t.Fatalf("move %d: down on a live port", i)
+		}
+	}
+	if n := changes.Load(); n != 0 {
+		t.Errorf("%d probe changes published for moves between live ports, want 0", n)
+	}
+	if n := counterValue(t, reg, "scafo_instance_probe_hold_downs_total"); n != 0 {
+		t.Errorf("%v hold-downs for moves of an up instance", n)
+	}
+}
