@@ -17,8 +17,12 @@ import (
 	"github.com/traefik/paerser/parser"
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/routing"
 )
+
+// defaultRetryInitialInterval is render.DefaultRetryInitialInterval as a duration.
+var defaultRetryInitialInterval, _ = time.ParseDuration(render.DefaultRetryInitialInterval)
 
 // EnvPrefix is the prefix of every environment variable the node reads.
 const EnvPrefix = "SCAFO_"
@@ -149,6 +153,17 @@ type TraefikConfig struct {
 	PlatformWildcardCerts bool              `description:"Ask for one wildcard certificate per platform domain." json:"platformWildcardCerts,omitempty"`
 	HealthCheck           HealthCheckConfig `description:"Active health checks of upstream leaves." json:"healthCheck"`
 	PathGroupThreshold    int               `description:"Above this many prefixes per (host, target), one PathRegexp router replaces per-prefix routers." json:"pathGroupThreshold,omitempty"`
+	Retry                 RetryConfig       `description:"Traefik's retry middleware on every application and API router: a request whose connection the upstream refused (an in-place restart, a dead instance not yet taken out) is tried again; one whose headers reached an upstream never is." json:"retry"`
+}
+
+// RetryConfig is Traefik's retry middleware on application routers (render.Options
+// RetryAttempts, RetryInitialInterval). Attempts counts tries, the first included, as
+// Traefik's attempts does: 1 turns retries off. The defaults, 12 tries from 200ms,
+// wait 3.1s in all (1.5s at the least, by Traefik's randomized backoff:
+// render.RetryWaits), enough for a process that restarts in about a second.
+type RetryConfig struct {
+	Attempts        int             `description:"Tries per request, the first included (Traefik's retry attempts); 1 turns retries off." json:"attempts,omitempty"`
+	InitialInterval ptypes.Duration `description:"First wait between tries; Traefik grows the waits to just under twice this by the last, each randomized by 50%." json:"initialInterval,omitempty"`
 }
 
 // HealthCheckConfig times active health checks. An Interval of 0 (the default) is
@@ -245,6 +260,7 @@ func (c *Config) SetDefaults() {
 		EntryPoints:        []string{"web"},
 		HealthCheck:        HealthCheckConfig{Timeout: ptypes.Duration(2 * time.Second)}, // Interval 0: automatic
 		PathGroupThreshold: 64,
+		Retry:              RetryConfig{Attempts: render.DefaultRetryAttempts, InitialInterval: ptypes.Duration(defaultRetryInitialInterval)},
 	}
 	c.ACME.setDefaults()
 	c.Reconcile = ReconcileConfig{
@@ -508,6 +524,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Ingresses.MaxTracked < 1 || c.Ingresses.MaxTracked > maxIngressObjects {
 		errs = append(errs, fmt.Errorf("ingresses.maxTracked %d: 1..%d", c.Ingresses.MaxTracked, maxIngressObjects))
+	}
+	// The render reads 0 as its default; here the defaults are already set, so a 0 is
+	// someone's explicit value, and it means nothing (1 is off). The other bounds are
+	// the render's (render.Options.Validate, at startup).
+	if c.Traefik.Retry.Attempts < 1 {
+		errs = append(errs, fmt.Errorf("traefik.retry.attempts %d: at least 1 (1 turns retries off)", c.Traefik.Retry.Attempts))
 	}
 	errs = append(errs, c.ACME.validate(c)...)
 	return errors.Join(errs...)

@@ -124,6 +124,8 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		HealthCheckInterval:   healthCheckInterval(cfg.Traefik.HealthCheck.Interval),
 		HealthCheckTimeout:    time.Duration(cfg.Traefik.HealthCheck.Timeout).String(),
 		PathGroupThreshold:    cfg.Traefik.PathGroupThreshold,
+		RetryAttempts:         cfg.Traefik.Retry.Attempts,
+		RetryInitialInterval:  time.Duration(cfg.Traefik.Retry.InitialInterval).String(),
 	}
 	if err := ropts.Validate(); err != nil {
 		return nil, fmt.Errorf("traefik render options: %w", err)

@@ -407,6 +407,9 @@ func (a *assembled) pieces() Body {
 		out = append(out, pieceServices)
 		section(a.schunks)
 	}
+	if a.mw != nil {
+		out = append(out, a.mw)
+	}
 	out = append(out, pieceClose)
 	if a.certs != nil {
 		out = append(out, pieceComma, a.certs)

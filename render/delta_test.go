@@ -75,12 +75,13 @@ func deltaEdit(r *rand.Rand, st *fleet.State, n int) []string {
 
 // TestDeltaRenderEqualsFullRender renders a generated fleet through fleet.Deriver and
 // TraefikDelta change after change, and holds every body to the full render's bytes,
-// with automatic and fixed intervals, with and without fleet certificates, and with a
-// second output (a ?prefer=) and full renders of the same output interleaved. Most
+// with automatic and fixed intervals (retries on, and off), with and without fleet
+// certificates, and with a second output (a ?prefer=) and full renders of the same
+// output interleaved. Most
 // changes must be served by the delta render (bodies in more than one piece), or this
 // would test only the fallback.
 func TestDeltaRenderEqualsFullRender(t *testing.T) {
-	for _, opt := range []Options{{}, {HealthCheckInterval: "7s", PathGroupThreshold: 3}} {
+	for _, opt := range []Options{{}, {HealthCheckInterval: "7s", PathGroupThreshold: 3, RetryAttempts: 1}} {
 		for seed := range uint64(4) {
 			r := rand.New(rand.NewPCG(seed, 99))
 			st := fleet.GenerateState(600+int(seed)*300, 300)

@@ -103,6 +103,24 @@
 // domain, and of the apex itself, ask for main=apex, sans=[*.apex], which Traefik
 // obtains once. The certificate never broadens routing.
 //
+// # Retries
+//
+// Every router to an application (exact host, custom wildcard, path prefix, grouped
+// prefixes) and the API apex's list one middleware, RetryMiddleware ("scafo-retry",
+// Traefik's retry, in http.middlewares whenever there are routers), so that a request
+// whose connection was refused is tried again instead of answering 502: an in-place
+// restart of an application process, and the first request to a dead instance before
+// the passive check takes it out (after which the retry walks the failover chain).
+// Traefik v3.6 (pkg/middlewares/retry/retry.go) retries only while no try has written
+// the request's headers to a backend: retry.WrapHandler, around each server's proxy,
+// turns retrying off at httptrace WroteHeaders (or WroteRequest), so a request that
+// reached an application, a POST included, is never sent twice, and a backend that
+// answers, whatever the status, ends it. The path guards, the apex's deny routers (a
+// service without servers: nothing to retry) and the ACME challenge router have none.
+// Options.RetryAttempts counts tries, the first included; the waits follow RetryWaits
+// (defaults: 12 tries from 200ms, 1.5 s to 4.6 s in all); one attempt renders no
+// middleware at all.
+//
 // # The flip invariant
 //
 // The application an account was flipped away from (the host's own application) must

@@ -37,14 +37,23 @@ func encodeConfiguration(cfg *Configuration) ([]byte, error) {
 	e.raw("{")
 	if cfg.HTTP != nil {
 		e.raw(`"http":{`)
+		hf := true
 		if len(cfg.HTTP.Routers) > 0 {
+			hf = false
 			encodeMap(&e, "routers", cfg.HTTP.Routers, e.router)
 		}
 		if len(cfg.HTTP.Services) > 0 {
-			if len(cfg.HTTP.Routers) > 0 {
+			if !hf {
 				e.raw(",")
 			}
+			hf = false
 			encodeMap(&e, "services", cfg.HTTP.Services, e.service)
+		}
+		if len(cfg.HTTP.Middlewares) > 0 {
+			if !hf {
+				e.raw(",")
+			}
+			encodeMap(&e, "middlewares", cfg.HTTP.Middlewares, e.middleware)
 		}
 		e.raw("}")
 	}
@@ -118,7 +127,12 @@ func fastEncodable(cfg *Configuration) bool {
 		return true
 	}
 	for _, r := range cfg.HTTP.Routers {
-		if r == nil || len(r.Middlewares) > 0 || (r.TLS != nil && r.TLS.Options != "") {
+		if r == nil || (r.TLS != nil && r.TLS.Options != "") {
+			return false
+		}
+	}
+	for _, m := range cfg.HTTP.Middlewares {
+		if m == nil {
 			return false
 		}
 	}
@@ -165,9 +179,11 @@ var encoderFields = map[string]map[string]fieldUse{
 	"render.TLSConfiguration":  {"certificates": written},
 	"tls.CertAndStores":        {"stores": delegated},
 	"tls.Certificate":          {"certFile": written, "keyFile": written},
-	"render.HTTPConfiguration": {"routers": written, "services": written},
+	"render.HTTPConfiguration": {"routers": written, "services": written, "middlewares": written},
+	"render.Middleware":        {"retry": written},
+	"dynamic.Retry":            {"attempts": written, "initialInterval": written},
 	"dynamic.Router": {
-		"entryPoints": written, "middlewares": delegated, "service": written,
+		"entryPoints": written, "middlewares": written, "service": written,
 		"rule": written, "priority": written, "tls": written,
 	},
 	"dynamic.RouterTLSConfig": {"options": delegated, "certResolver": written, "domains": written},
@@ -247,6 +263,10 @@ func (e *encoder) router(r *dynamic.Router) {
 		e.field(&first, "entryPoints")
 		e.strings(r.EntryPoints)
 	}
+	if len(r.Middlewares) > 0 {
+		e.field(&first, "middlewares")
+		e.strings(r.Middlewares)
+	}
 	if r.Service != "" {
 		e.field(&first, "service")
 		e.str(r.Service)
@@ -287,6 +307,24 @@ func (e *encoder) router(r *dynamic.Router) {
 				e.buf = append(e.buf, '}')
 			}
 			e.buf = append(e.buf, ']')
+		}
+		e.buf = append(e.buf, '}')
+	}
+	e.buf = append(e.buf, '}')
+}
+
+func (e *encoder) middleware(m *Middleware) {
+	e.buf = append(e.buf, '{')
+	if rt := m.Retry; rt != nil {
+		e.raw(`"retry":{`)
+		rf := true
+		if rt.Attempts != 0 {
+			e.field(&rf, "attempts")
+			e.buf = strconv.AppendInt(e.buf, int64(rt.Attempts), 10)
+		}
+		if rt.InitialInterval != "" {
+			e.field(&rf, "initialInterval")
+			e.str(rt.InitialInterval)
 		}
 		e.buf = append(e.buf, '}')
 	}

@@ -315,8 +315,8 @@ func TestFieldInventoryFailsOnAnUndeclaredField(t *testing.T) {
 	}{
 		{"written field declared delegated", alter(func(m map[string]map[string]fieldUse) { m["dynamic.Server"]["url"] = delegated }),
 			`dynamic.Server.url (at "http.services[k].loadBalancer.servers[0].url") is declared delegated, but fastEncodable keeps it on the fast path`},
-		{"delegated field declared written", alter(func(m map[string]map[string]fieldUse) { m["dynamic.Router"]["middlewares"] = written }),
-			`dynamic.Router.middlewares (at "http.routers[k].middlewares") is declared written, but fastEncodable sends it to encoding/json`},
+		{"delegated field declared written", alter(func(m map[string]map[string]fieldUse) { m["dynamic.RouterTLSConfig"]["options"] = written }),
+			`dynamic.RouterTLSConfig.options (at "http.routers[k].tls.options") is declared written, but fastEncodable sends it to encoding/json`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			probes, _ := fieldInventory(tc.table)

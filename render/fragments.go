@@ -72,6 +72,9 @@ type Incremental struct {
 	stamp uint64
 	// deny holds the shared deny service as a fragment of its own.
 	deny *fragment
+	// mw is the http.middlewares section of every output with routers,
+	// `,"middlewares":{…}` (middlewaresOf: a constant of the options), nil when none.
+	mw []byte
 }
 
 // keepPasses is how many renders an unused fragment survives: the variants one
@@ -87,6 +90,12 @@ func NewIncremental(opt Options) (*Incremental, error) {
 	inc := &Incremental{opt: o, apps: map[string]*appSlot{}, prev: map[string]*assembled{}, deny: &fragment{}}
 	inc.deny.services = []entry{{name: denyEntry.name, b: denyEntry.b, owner: inc.deny}}
 	inc.deny.ssize = len(denyEntry.b) + 1
+	if m := middlewaresOf(o); m != nil {
+		e := encoder{}
+		e.raw(",")
+		encodeMap(&e, "middlewares", m, e.middleware)
+		inc.mw = e.buf
+	}
 	return inc, nil
 }
 
@@ -610,6 +619,7 @@ type assembled struct {
 	// the entries it changed and shares the others.
 	rchunks, schunks []*chunk
 	certs            []byte // tls, written after http ("" when none)
+	mw               []byte // the middlewares section, after services (Incremental.mw)
 	interval         string
 	// What a delta render (TraefikDelta) builds on: the document rendered (kept only
 	// for TraefikDelta's outputs), its fleet certificates, the output's check count and
@@ -659,7 +669,7 @@ const maxOutputs = 32
 func (inc *Incremental) assemble(key string, apps []appIn, apiFrag *fragment, interval string, certs []byte) []byte {
 	inc.stamp++
 	stamp := inc.stamp
-	cur := &assembled{interval: interval, certs: certs}
+	cur := &assembled{interval: interval, certs: certs, mw: inc.mw}
 	var withR, withS []*fragment
 	deny := false
 	size := 64
@@ -712,7 +722,7 @@ func (inc *Incremental) assemble(key string, apps []appIn, apiFrag *fragment, in
 	if prev != nil {
 		from = prev.body
 	}
-	buf := make([]byte, 0, size+len(certs)+1)
+	buf := make([]byte, 0, size+len(inc.mw)+len(certs)+1)
 	buf = append(buf, `{"http":{"routers":{`...)
 	buf = writeEntries(buf, cur.routers, from, "")
 	buf = append(buf, '}')
@@ -724,6 +734,7 @@ func (inc *Incremental) assemble(key string, apps []appIn, apiFrag *fragment, in
 		buf = writeEntries(buf, cur.services, from, interval)
 		buf = append(buf, '}')
 	}
+	buf = append(buf, cur.mw...)
 	buf = append(buf, '}')
 	if certs != nil {
 		buf = append(buf, ',')

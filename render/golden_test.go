@@ -33,6 +33,8 @@ type caseOptions struct {
 	HealthCheckInterval   string   `json:"healthCheckInterval"`
 	HealthCheckTimeout    string   `json:"healthCheckTimeout"`
 	PathGroupThreshold    int      `json:"pathGroupThreshold"`
+	RetryAttempts         int      `json:"retryAttempts"`
+	RetryInitialInterval  string   `json:"retryInitialInterval"`
 }
 
 func (c caseOptions) options() Options {
@@ -44,6 +46,8 @@ func (c caseOptions) options() Options {
 		HealthCheckInterval:   c.HealthCheckInterval,
 		HealthCheckTimeout:    c.HealthCheckTimeout,
 		PathGroupThreshold:    c.PathGroupThreshold,
+		RetryAttempts:         c.RetryAttempts,
+		RetryInitialInterval:  c.RetryInitialInterval,
 	}
 }
 

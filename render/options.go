@@ -3,9 +3,12 @@ package render
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/traefik/genconf/dynamic"
 
 	"github.com/scafo/ingress/render/routing"
 )
@@ -18,7 +21,25 @@ const (
 	DefaultHealthCheckInterval = "5s"
 	DefaultHealthCheckTimeout  = "2s"
 	DefaultPathGroupThreshold  = 64
+
+	// DefaultRetryAttempts and DefaultRetryInitialInterval are the retry middleware's
+	// defaults (see Options.RetryAttempts): 12 tries (11 retries) starting at 200ms. By
+	// RetryWaits, Traefik waits 3.08s in all between the first try and the last,
+	// 1.54s at the least (every wait at the low end of its randomization), so a
+	// process that refuses connections for a one-second restart is always tried again
+	// after it is back; 4.61s at the most, the longest a request to an instance that
+	// stays dead is held before its 502.
+	DefaultRetryAttempts        = 12
+	DefaultRetryInitialInterval = "200ms"
+	// MaxRetryAttempts and MaxRetryInitialInterval bound the settings: each try of a
+	// refused request is a new dial, and each wait holds the request.
+	MaxRetryAttempts        = 50
+	MaxRetryInitialInterval = 10 * time.Second
 )
+
+// RetryMiddleware names the one retry middleware of the render, referenced by every
+// application router (no '@': it resolves in the provider of the routers).
+const RetryMiddleware = "scafo-retry"
 
 // ErrOptions matches every error Options.Validate returns: a misconfigured node, not a
 // bad document.
@@ -50,6 +71,21 @@ type Options struct {
 	// router per prefix; above it the pair gets one router with an anchored PathRegexp
 	// alternation. Default 64.
 	PathGroupThreshold int
+	// RetryAttempts and RetryInitialInterval configure Traefik's retry middleware
+	// (RetryMiddleware), on every application router (exact hosts, custom wildcards,
+	// path prefixes) and on the API apex's: a request whose connection the upstream
+	// refused (an in-place restart, a dead instance the passive check has not yet taken
+	// out) is tried again instead of answering 502. Traefik retries only a request
+	// whose headers were never written to a backend, so nothing is sent twice.
+	//
+	// RetryAttempts is Traefik's attempts: tries per request, the first one included.
+	// 0 means DefaultRetryAttempts; 1 turns retries off (no middleware is rendered: a
+	// one-try retry is a pass-through in Traefik); at most MaxRetryAttempts.
+	// RetryInitialInterval (a Go duration, default DefaultRetryInitialInterval, at most
+	// MaxRetryInitialInterval) is the first wait; Traefik grows each wait so that the
+	// last is just under twice the first, and randomizes each by ±50% (RetryWaits).
+	RetryAttempts        int
+	RetryInitialInterval string
 }
 
 // resolved is Options after defaults and validation, in the form the render emits.
@@ -61,6 +97,10 @@ type resolved struct {
 	interval        string // "" when automatic
 	timeout         string
 	groupThreshold  int
+	// retry is the retry middleware, nil when retries are off; middlewares is what
+	// every application router lists (nil when off).
+	retry       *dynamic.Retry
+	middlewares []string
 }
 
 // Validate reports the first invalid setting, naming it. The node calls it at startup
@@ -129,7 +169,68 @@ func (o Options) resolve() (resolved, error) {
 	case r.groupThreshold < 0:
 		return r, optErr("pathGroupThreshold", "%d must not be negative", r.groupThreshold)
 	}
+	if err := o.resolveRetry(&r); err != nil {
+		return r, err
+	}
 	return r, nil
+}
+
+// resolveRetry fills r.retry and r.middlewares from the retry settings.
+func (o Options) resolveRetry(r *resolved) error {
+	attempts := o.RetryAttempts
+	switch {
+	case attempts == 0:
+		attempts = DefaultRetryAttempts
+	case attempts < 0:
+		return optErr("retry.attempts", "%d must not be negative (1 turns retries off)", attempts)
+	case attempts > MaxRetryAttempts:
+		return optErr("retry.attempts", "%d is more than %d (every try of a refused request is a new connection)", attempts, MaxRetryAttempts)
+	}
+	iv := o.RetryInitialInterval
+	if iv == "" {
+		iv = DefaultRetryInitialInterval
+	}
+	d, err := time.ParseDuration(iv)
+	switch {
+	case err != nil:
+		return optErr("retry.initialInterval", "%q is not a duration (\"200ms\", \"1s\")", iv)
+	case d <= 0:
+		// Traefik then retries at once: every attempt is spent within microseconds of a
+		// refused connection, long before a restarting process listens again.
+		return optErr("retry.initialInterval", "%q must be positive (Traefik retries without waiting otherwise)", iv)
+	case d > MaxRetryInitialInterval:
+		return optErr("retry.initialInterval", "%q is more than %s (each wait holds the request)", iv, MaxRetryInitialInterval)
+	}
+	if attempts == 1 {
+		return nil // retries off
+	}
+	r.retry = &dynamic.Retry{Attempts: attempts, InitialInterval: d.String()}
+	r.middlewares = []string{RetryMiddleware}
+	return nil
+}
+
+// RetryWaits is what Traefik v3.6 waits in all, between the first try of a request
+// and its last, with a retry middleware of attempts and initialInterval, when every try
+// fails before the request reached the backend: at the least, nominally and at the
+// most. From pkg/middlewares/retry/retry.go (newBackOff): a cenkalti/backoff/v4
+// ExponentialBackOff with InitialInterval = initialInterval, Multiplier =
+// 2^(1/(attempts-1)), the library's RandomizationFactor 0.5 and MaxInterval 60s; one
+// wait before each of the attempts-1 retries. Wait k is initialInterval·m^k, drawn
+// from ±50% of it, so the nominal sum is the geometric series
+// initialInterval·(m^(attempts-1) - 1)/(m - 1) = initialInterval/(m - 1), the least is
+// half of it and the most one and a half times it. One attempt, or a non-positive
+// interval (Traefik's ZeroBackOff: retries at once), waits nothing.
+func RetryWaits(attempts int, initialInterval time.Duration) (least, nominal, most time.Duration) {
+	if attempts < 2 || initialInterval <= 0 {
+		return 0, 0, 0
+	}
+	m := math.Pow(2, 1/float64(attempts-1))
+	sum, cur := 0.0, float64(initialInterval)
+	for range attempts - 1 {
+		sum += math.Min(cur, float64(60*time.Second))
+		cur *= m
+	}
+	return time.Duration(sum / 2), time.Duration(sum), time.Duration(sum * 3 / 2)
 }
 
 // duration parses s (def when empty) and returns it in Go's canonical spelling, which

@@ -113,13 +113,25 @@ func traefik(doc *routing.Document, opt Options, keep func(*routing.Route) bool,
 	r.acme(doc)
 	cfg.TLS = fleetCertificates(fc, doc, keep)
 	if len(r.routers) > 0 {
-		cfg.HTTP = &HTTPConfiguration{Routers: r.routers, Services: r.services}
+		cfg.HTTP = &HTTPConfiguration{Routers: r.routers, Services: r.services, Middlewares: middlewaresOf(r.opt)}
 	}
 	out, err := encodeConfiguration(&cfg)
 	if err != nil {
 		return nil, fmt.Errorf("encoding Traefik configuration: %w", err)
 	}
 	return out, nil
+}
+
+// middlewaresOf is the http.middlewares of every configuration with routers: the
+// retry middleware, or nil when retries are off. It is written whenever there are
+// routers (every output with routers has an application or API router, which
+// references it; an unreferenced middleware would be harmless anyway), so that it is
+// a constant of the options and the incremental render writes it without looking.
+func middlewaresOf(o resolved) map[string]*Middleware {
+	if o.retry == nil {
+		return nil
+	}
+	return map[string]*Middleware{RetryMiddleware: {Retry: o.retry}}
 }
 
 // routesInHostOrder returns doc, or when its routes are not sorted by host a shallow
@@ -218,7 +230,7 @@ func (r *renderer) routeRouters(rt *routing.Route, svc string, svcOf func(target
 		hostPrio, guardPrio, pathPrio = PriorityWildcard, PriorityWildcardPathGuard, PriorityWildcardPath
 	}
 	tls := r.tlsFor(rt.Host)
-	r.router(hostRouterName(rt.Host), hostMatch, hostPrio, svc, tls)
+	r.router(hostRouterName(rt.Host), hostMatch, hostPrio, svc, tls, r.opt.middlewares)
 
 	if len(rt.Paths) == 0 {
 		return byTarget
@@ -241,16 +253,16 @@ func (r *renderer) routeRouters(rt *routing.Route, svc string, svcOf func(target
 		}
 		if !guarded {
 			r.services[svcDeny] = emptyService()
-			r.router(guardRouterName(rt.Host), guardRule(hostMatch), guardPrio, svcDeny, tls)
+			r.router(guardRouterName(rt.Host), guardRule(hostMatch), guardPrio, svcDeny, tls, nil)
 			guarded = true
 		}
 		slices.Sort(prefixes)
 		if len(prefixes) <= r.opt.groupThreshold {
 			for _, p := range prefixes {
-				r.router(pathRouterName(rt.Host, p), prefixRule(hostMatch, p), pathPrio, tsvc, tls)
+				r.router(pathRouterName(rt.Host, p), prefixRule(hostMatch, p), pathPrio, tsvc, tls, r.opt.middlewares)
 			}
 		} else {
-			r.router(pathsRouterName(rt.Host, t), groupRule(hostMatch, prefixes), pathPrio, tsvc, tls)
+			r.router(pathsRouterName(rt.Host, t), groupRule(hostMatch, prefixes), pathPrio, tsvc, tls, r.opt.middlewares)
 		}
 	}
 	return byTarget
@@ -268,14 +280,19 @@ func (r *renderer) api(doc *routing.Document) error {
 	})
 	for _, apex := range a.Hosts {
 		tls := r.tlsFor(apex)
-		r.router(apiRouterName(apex), apiRule(apex, a.Denied), PriorityAPI, svc, tls)
+		// The apex gets the retry middleware too: a node's API process restarts in
+		// place on every node upgrade, and a refused connection there is retried (on
+		// the next node of the chain once the passive check has taken the first out)
+		// instead of failing a deploy's PUT with 502. Writes are safe to retry this
+		// way: Traefik retries only what never reached a backend's headers.
+		r.router(apiRouterName(apex), apiRule(apex, a.Denied), PriorityAPI, svc, tls, r.opt.middlewares)
 		// A denied request falls through to whatever else matches the apex. Normally
 		// nothing does and Traefik answers 404; but a customer's wildcard covering the
 		// apex would receive /v1/ingress/routes with the caller's token. Pin the denied
 		// prefixes to a service without servers (503) in that case.
 		if len(a.Denied) > 0 && r.wildcardCovers(doc, apex) {
 			r.services[svcDeny] = emptyService()
-			r.router(denyRouterName(apex), denyRule(apex, a.Denied), PriorityAPI, svcDeny, tls)
+			r.router(denyRouterName(apex), denyRule(apex, a.Denied), PriorityAPI, svcDeny, tls, nil)
 		}
 	}
 	return nil
@@ -385,9 +402,13 @@ func (r *renderer) healthCheck(path string, port int) *dynamic.ServerHealthCheck
 	}
 }
 
-func (r *renderer) router(name, rule string, priority int, service string, tls *dynamic.RouterTLSConfig) {
+// router adds a router; mw is its middlewares: r.opt.middlewares (the retry
+// middleware, or nil when retries are off) on the routers to an application or to the
+// API, nil on those to the deny service (no servers: nothing to retry).
+func (r *renderer) router(name, rule string, priority int, service string, tls *dynamic.RouterTLSConfig, mw []string) {
 	r.routers[name] = &dynamic.Router{
 		EntryPoints: r.opt.entryPoints,
+		Middlewares: mw,
 		Service:     service,
 		Rule:        rule,
 		Priority:    priority,

@@ -15,7 +15,10 @@ import (
 // (testdata/traefikcheck): its HTTP provider decoder, a strict encoding/json decode
 // into its types, its service manager building every router's service (the failover
 // health-check wiring fails there if wrong), and its HTTP muxer parsing every rule and
-// routing probe requests. The probes are the golden probes, flipProbes, and every
+// routing probe requests; every router's middlewares resolving and the retry
+// middleware built by Traefik's retry.New, and once run through a real service (a POST
+// during a one-second restart answered; one whose headers reached the server never sent
+// twice). The probes are the golden probes, flipProbes, and every
 // adversarial path of TestFlipInvariantHoldsForAdversarialSpellings with the router our
 // rule evaluator picked, so the flip-invariant result is shown to hold in Traefik's
 // muxer and not only in the evaluator.
@@ -28,9 +31,10 @@ func TestTraefikDecodesTheRender(t *testing.T) {
 		t.Skip("set SCAFO_TRAEFIK_DECODE=1 to run Traefik v3.6.12's decoders and muxer on the render")
 	}
 	type input struct {
-		Name   string          `json:"name"`
-		Config json.RawMessage `json:"config"`
-		Probes []probe         `json:"probes"`
+		Name       string          `json:"name"`
+		Config     json.RawMessage `json:"config"`
+		Probes     []probe         `json:"probes"`
+		RetryCheck bool            `json:"retryCheck"`
 	}
 	var inputs []input
 	for _, c := range loadCases(t) {
@@ -65,7 +69,10 @@ func TestTraefikDecodesTheRender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inputs = append(inputs, input{Name: "generated-1000-apps", Config: gen})
+	// The default retry middleware through Traefik's retry and service code: a POST
+	// during a one-second restart is answered, one whose headers reached the server is
+	// never sent twice.
+	inputs = append(inputs, input{Name: "generated-1000-apps", Config: gen, RetryCheck: true})
 
 	dir := t.TempDir()
 	data, err := json.Marshal(inputs)

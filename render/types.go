@@ -7,7 +7,8 @@ import (
 
 // The rendered configuration is built from github.com/traefik/genconf/dynamic types
 // (v0.5.2) except where genconf lacks a field Traefik v3.6 has: the load balancer's
-// passiveHealthCheck. The types below add exactly that and nothing else, so everything
+// passiveHealthCheck. (genconf's dynamic.Retry has both fields of Traefik v3.6's
+// dynamic.Retry, attempts and initialInterval, and is used as it is.) The types below add exactly that and nothing else, so everything
 // else the render emits is, field for field, what genconf (generated from Traefik's own
 // structs) declares.
 
@@ -24,11 +25,18 @@ type TLSConfiguration struct {
 	Certificates []*tls.CertAndStores `json:"certificates,omitempty"`
 }
 
-// HTTPConfiguration is genconf's dynamic.HTTPConfiguration restricted to routers and
-// services, with services of the local Service type.
+// HTTPConfiguration is genconf's dynamic.HTTPConfiguration restricted to routers,
+// services and middlewares, with services and middlewares of the local types.
 type HTTPConfiguration struct {
-	Routers  map[string]*dynamic.Router `json:"routers,omitempty"`
-	Services map[string]*Service        `json:"services,omitempty"`
+	Routers     map[string]*dynamic.Router `json:"routers,omitempty"`
+	Services    map[string]*Service        `json:"services,omitempty"`
+	Middlewares map[string]*Middleware     `json:"middlewares,omitempty"`
+}
+
+// Middleware is genconf's dynamic.Middleware restricted to the one kind the render
+// uses: retry.
+type Middleware struct {
+	Retry *dynamic.Retry `json:"retry,omitempty"`
 }
 
 // Service is genconf's dynamic.Service restricted to the two kinds the render uses.

@@ -15,6 +15,8 @@ func TestCheckConfiguration(t *testing.T) {
 		{name: "routers and services", in: `{"http":{"routers":{"a":{}},"services":{"s":{}}}}`},
 		{name: "services only", in: `{"http":{"services":{"s":{}}}}`},
 		{name: "tcp only", in: `{"tcp":{"routers":{}}}`},
+		{name: "middlewares and router references kept", in: `{"http":{"routers":{"a":{"middlewares":["scafo-retry"],"service":"s"}},"services":{"s":{}},"middlewares":{"scafo-retry":{"retry":{"attempts":12,"initialInterval":"200ms"}}}}}`},
+		{name: "middlewares only", in: `{"http":{"middlewares":{"m":{"retry":{"attempts":2}}}}}`},
 		{name: "tls options only", in: ` {"tls":{"options":{"default":{}}}}` + "\n"},
 		{name: "explicitly empty maps stay as they are", in: `{"http":{"routers":{},"services":{}}}`},
 		{name: "empty object", in: `{}`, want: `{"http":{"routers":{},"services":{}}}`},

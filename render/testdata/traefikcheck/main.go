@@ -3,7 +3,9 @@
 // refused (the plugin provider's decoder, made strict), the service manager building
 // every service a router uses (failover health-check wiring included), and the HTTP
 // muxer parsing every rule and routing probe requests after the entry point's path
-// normalisation. It is built in a throwaway module by TestTraefikDecodesTheRender
+// normalisation, every router's middlewares resolving, the retry middleware built by
+// Traefik's retry.New and, once, its behaviour through a real service (retryBehaviour).
+// It is built in a throwaway module by TestTraefikDecodesTheRender
 // (render/traefik_check_test.go, SCAFO_TRAEFIK_DECODE=1); it is not part of the
 // scafo module.
 package main
@@ -14,16 +16,21 @@ import (
 	stdtls "crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"sort"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/traefik/paerser/file"
 	"github.com/traefik/traefik/v3/pkg/config/dynamic"
 	"github.com/traefik/traefik/v3/pkg/config/runtime"
 	"github.com/traefik/traefik/v3/pkg/middlewares/requestdecorator"
+	"github.com/traefik/traefik/v3/pkg/middlewares/retry"
 	httpmuxer "github.com/traefik/traefik/v3/pkg/muxer/http"
 	"github.com/traefik/traefik/v3/pkg/proxy/httputil"
 	"github.com/traefik/traefik/v3/pkg/server/service"
@@ -34,6 +41,8 @@ type input struct {
 	Name   string          `json:"name"`
 	Config json.RawMessage `json:"config"`
 	Probes []probe         `json:"probes"`
+	// RetryCheck asks for retryBehaviour with the input's retry middleware.
+	RetryCheck bool `json:"retryCheck"`
 }
 
 type probe struct {
@@ -127,9 +136,45 @@ func check(in input) (errs []string) {
 	if fromJSON.HTTP == nil {
 		return errs
 	}
-	if len(fromFile.HTTP.Routers) != len(fromJSON.HTTP.Routers) || len(fromFile.HTTP.Services) != len(fromJSON.HTTP.Services) {
-		bad("decoders disagree: %d/%d routers, %d/%d services", len(fromFile.HTTP.Routers), len(fromJSON.HTTP.Routers),
-			len(fromFile.HTTP.Services), len(fromJSON.HTTP.Services))
+	if len(fromFile.HTTP.Routers) != len(fromJSON.HTTP.Routers) || len(fromFile.HTTP.Services) != len(fromJSON.HTTP.Services) ||
+		len(fromFile.HTTP.Middlewares) != len(fromJSON.HTTP.Middlewares) {
+		bad("decoders disagree: %d/%d routers, %d/%d services, %d/%d middlewares", len(fromFile.HTTP.Routers), len(fromJSON.HTTP.Routers),
+			len(fromFile.HTTP.Services), len(fromJSON.HTTP.Services), len(fromFile.HTTP.Middlewares), len(fromJSON.HTTP.Middlewares))
+	}
+	// Middlewares: every one a router names exists (in the routers' own provider: no
+	// '@'), and a retry decodes the same from both decoders and is one Traefik builds.
+	for name, r := range fromFile.HTTP.Routers {
+		j := fromJSON.HTTP.Routers[name]
+		if j == nil || strings.Join(j.Middlewares, ",") != strings.Join(r.Middlewares, ",") {
+			bad("router %s: decoders disagree on middlewares", name)
+		}
+		for _, m := range r.Middlewares {
+			if _, ok := fromFile.HTTP.Middlewares[m]; !ok || strings.Contains(m, "@") {
+				bad("router %s: middleware %q is not in http.middlewares", name, m)
+			}
+		}
+	}
+	var retryCfg *dynamic.Retry
+	for name, m := range fromFile.HTTP.Middlewares {
+		j := fromJSON.HTTP.Middlewares[name]
+		if m.Retry == nil || j == nil || j.Retry == nil {
+			bad("middleware %s: not a retry in both decoders", name)
+			continue
+		}
+		if *m.Retry != *j.Retry || m.Retry.Attempts < 2 || m.Retry.InitialInterval <= 0 {
+			bad("middleware %s: retry decoded as %+v (file) and %+v (json)", name, *m.Retry, *j.Retry)
+		}
+		if _, err := retry.New(context.Background(), http.NotFoundHandler(), *m.Retry, retries{}, name); err != nil {
+			bad("middleware %s: retry.New: %v", name, err)
+		}
+		retryCfg = m.Retry
+	}
+	if in.RetryCheck {
+		if retryCfg == nil {
+			bad("retry check asked for, but the configuration has no retry middleware")
+		} else {
+			errs = append(errs, retryBehaviour(*retryCfg)...)
+		}
 	}
 	for name, s := range fromFile.HTTP.Services {
 		j := fromJSON.HTTP.Services[name]
@@ -212,6 +257,134 @@ func check(in input) (errs []string) {
 		if got := rec.Header().Get("X-Router"); got != p.Want {
 			bad("%s%s → %q, want %q", p.Host, p.Target, got, p.Want)
 		}
+	}
+	return errs
+}
+
+type retries struct{ n *atomic.Int32 }
+
+func (r retries) Retried(*http.Request, int) {
+	if r.n != nil {
+		r.n.Add(1)
+	}
+}
+
+// retryBehaviour sends POSTs through Traefik's retry middleware with cfg in front of a
+// service Traefik's manager built for one server (a lone leaf, as the render writes
+// it), the way a router chains them:
+//
+//   - the server's port refuses connections for one second (an in-place restart), then
+//     answers: the POST gets the answer, with its body, and the server sees it once;
+//   - the server reads the request's headers and drops the connection without an
+//     answer: the POST gets 502 and the server saw it exactly once. Traefik's
+//     retry.WrapHandler turns retrying off at httptrace WroteHeaders, so a request
+//     whose headers were written is never sent again.
+func retryBehaviour(cfg dynamic.Retry) (errs []string) {
+	bad := func(format string, args ...any) {
+		errs = append(errs, "retry behaviour: "+fmt.Sprintf(format, args...))
+	}
+	handlerFor := func(addr string) (http.Handler, *atomic.Int32, error) {
+		pass := true
+		conf := dynamic.Configuration{HTTP: &dynamic.HTTPConfiguration{Services: map[string]*dynamic.Service{
+			"leaf@http": {LoadBalancer: &dynamic.ServersLoadBalancer{
+				Servers:        []dynamic.Server{{URL: "http://" + addr}},
+				PassHostHeader: &pass,
+			}},
+		}}}
+		rt := runtime.NewConfig(conf)
+		tm := transports{}
+		svc, err := service.NewManager(rt.Services, nil, nil, tm, httputil.NewProxyBuilder(tm, nil)).BuildHTTP(context.Background(), "leaf@http")
+		if err != nil {
+			return nil, nil, err
+		}
+		n := &atomic.Int32{}
+		h, err := retry.New(context.Background(), svc, cfg, retries{n: n}, "scafo-retry@http")
+		return h, n, err
+	}
+	post := func(h http.Handler) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "http://app.example.com/orders", strings.NewReader("order=1"))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+
+	// An in-place restart: nothing listens for one second.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		bad("%v", err)
+		return errs
+	}
+	addr := l.Addr().String()
+	l.Close()
+	h, retried, err := handlerFor(addr)
+	if err != nil {
+		bad("building: %v", err)
+		return errs
+	}
+	var seen atomic.Int32
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Add(1)
+		b, _ := io.ReadAll(r.Body)
+		w.Write(b)
+	})}
+	defer srv.Close()
+	go func() {
+		time.Sleep(time.Second)
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return // the check below reports the failed request
+		}
+		srv.Serve(l)
+	}()
+	start := time.Now()
+	rec := post(h)
+	took := time.Since(start).Round(time.Millisecond)
+	if rec.Code != http.StatusOK || rec.Body.String() != "order=1" || seen.Load() != 1 {
+		bad("restart: %d %q after %s and %d retries, the server saw %d requests; want 200 \"order=1\", seen once",
+			rec.Code, rec.Body.String(), took, retried.Load(), seen.Load())
+	} else {
+		fmt.Printf("retry behaviour: a POST during a 1s restart answered 200 after %s and %d retries (attempts %d, initialInterval %s)\n",
+			took, retried.Load(), cfg.Attempts, time.Duration(cfg.InitialInterval))
+	}
+
+	// Headers written, then the connection dropped: never sent twice.
+	dl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		bad("%v", err)
+		return errs
+	}
+	defer dl.Close()
+	var got atomic.Int32
+	go func() {
+		for {
+			c, err := dl.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var buf []byte
+				tmp := make([]byte, 4096)
+				for !strings.Contains(string(buf), "\r\n\r\n") {
+					n, err := c.Read(tmp)
+					if err != nil {
+						return
+					}
+					buf = append(buf, tmp[:n]...)
+				}
+				got.Add(1)
+			}()
+		}
+	}()
+	h, retried, err = handlerFor(dl.Addr().String())
+	if err != nil {
+		bad("building: %v", err)
+		return errs
+	}
+	rec = post(h)
+	time.Sleep(100 * time.Millisecond) // a second send, were there one, is counted by now
+	if rec.Code != http.StatusBadGateway || got.Load() != 1 || retried.Load() != 0 {
+		bad("dropped after headers: %d, the server saw %d requests and %d retries; want 502, once, no retry", rec.Code, got.Load(), retried.Load())
 	}
 	return errs
 }

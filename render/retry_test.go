@@ -1,0 +1,249 @@
+package render
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/traefik/genconf/dynamic"
+
+	"github.com/scafo/ingress/render/routing"
+)
+
+// retryRouterKinds says, by router kind (names.go), whether a router must carry the
+// retry middleware: every router to an application or to the API does; the routers
+// to the deny service (no servers: nothing to retry) and the ACME challenge router do
+// not.
+var retryRouterKinds = map[string]bool{
+	kindHost: true, kindPath: true, kindPaths: true, kindAPI: true,
+	kindGuard: false, kindDeny: false, "acme-": false,
+}
+
+// checkRetry holds cfg, rendered with opt, to the retry rules: the one middleware in
+// http.middlewares with the resolved settings (none when retries are off), and on
+// exactly the application and API routers.
+func checkRetry(t *testing.T, opt Options, cfg Configuration) {
+	t.Helper()
+	o, err := opt.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTP == nil {
+		return
+	}
+	if o.retry == nil {
+		if cfg.HTTP.Middlewares != nil {
+			t.Errorf("retries off, but http.middlewares is %+v", cfg.HTTP.Middlewares)
+		}
+	} else {
+		m := cfg.HTTP.Middlewares
+		if len(m) != 1 || m[RetryMiddleware] == nil || m[RetryMiddleware].Retry == nil || *m[RetryMiddleware].Retry != *o.retry {
+			t.Errorf("http.middlewares %+v, want only %s: %+v", m, RetryMiddleware, *o.retry)
+		}
+	}
+	referenced := false
+	for name, r := range cfg.HTTP.Routers {
+		kind, _, _ := strings.Cut(name, "-")
+		want, known := retryRouterKinds[kind+"-"]
+		if !known {
+			t.Errorf("router %s: kind %q unknown to the retry rules", name, kind)
+			continue
+		}
+		var wantMW []string
+		if want {
+			wantMW = o.middlewares
+		}
+		if !slices.Equal(r.Middlewares, wantMW) {
+			t.Errorf("router %s: middlewares %v, want %v", name, r.Middlewares, wantMW)
+		}
+		referenced = referenced || len(r.Middlewares) > 0
+	}
+	if o.retry != nil && len(cfg.HTTP.Routers) > 0 && !referenced {
+		t.Error("the retry middleware is written but no router references it")
+	}
+}
+
+// TestRetryIsOnEveryApplicationRouterAndNotOnTheChallengeRouter: every golden case, a
+// fleet-certificate render (ACME challenge router, deny and guard routers), a group's
+// share, and the same through the incremental render, with retries on by default, with
+// other settings and off.
+func TestRetryIsOnEveryApplicationRouterAndNotOnTheChallengeRouter(t *testing.T) {
+	type render struct {
+		name string
+		doc  *routing.Document
+		opt  Options
+		fc   *FleetCerts
+	}
+	var cases []render
+	for _, c := range loadCases(t) {
+		cases = append(cases, render{name: c.name, doc: c.doc, opt: c.opt})
+	}
+	for _, opt := range []Options{{}, {RetryAttempts: 3, RetryInitialInterval: "1s"}, {RetryAttempts: 1}} {
+		cases = append(cases,
+			render{name: "acme", doc: acmeDoc(), opt: opt, fc: acmeCerts()},
+			render{name: "paths", doc: sampleDoc(5), opt: opt},
+			render{name: "grouped paths", doc: sampleDoc(5), opt: Options{PathGroupThreshold: 1, RetryAttempts: opt.RetryAttempts, RetryInitialInterval: opt.RetryInitialInterval}},
+		)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := TraefikFleet(c.doc, c.opt, c.fc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := decodeStrict(t, out)
+			checkRetry(t, c.opt, cfg)
+			if c.fc != nil {
+				if r := cfg.HTTP.Routers[routerACMEChallenge]; r == nil || len(r.Middlewares) != 0 {
+					t.Errorf("challenge router %+v: want one, without middlewares", r)
+				}
+			}
+			inc, err := NewIncremental(c.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // a fresh render, then one from cached fragments
+				got, err := inc.TraefikOutput(c.doc, "", c.fc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, out) {
+					t.Fatalf("incremental render differs from the full render:\nfull: %s\ninc:  %s", out, got)
+				}
+			}
+		})
+	}
+}
+
+// TestRetryDefaultsCoverAOneSecondRestart: the zero Options render Traefik's retry with
+// the defaults, and by Traefik's backoff those wait at least 1.5 s in all even when
+// every wait is drawn at the low end of its randomization.
+func TestRetryDefaultsCoverAOneSecondRestart(t *testing.T) {
+	o, err := Options{}.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := dynamic.Retry{Attempts: DefaultRetryAttempts, InitialInterval: DefaultRetryInitialInterval}
+	if o.retry == nil || *o.retry != want || !slices.Equal(o.middlewares, []string{RetryMiddleware}) {
+		t.Fatalf("zero Options resolve to retry %+v, middlewares %v; want %+v on %s", o.retry, o.middlewares, want, RetryMiddleware)
+	}
+	iv, _ := time.ParseDuration(DefaultRetryInitialInterval)
+	least, nominal, most := RetryWaits(DefaultRetryAttempts, iv)
+	t.Logf("defaults %d × %s: waits %s at the least, %s nominal, %s at the most", DefaultRetryAttempts, iv, least, nominal, most)
+	if least < 1500*time.Millisecond {
+		t.Errorf("the defaults wait %s at the least: a one-second restart needs 1.5s", least)
+	}
+	if most > 5*time.Second {
+		t.Errorf("the defaults hold a request to a dead instance up to %s", most)
+	}
+	out, err := Traefik(sampleDoc(1), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(out, []byte(`"middlewares":{"scafo-retry":{"retry":{"attempts":12,"initialInterval":"200ms"}}}`)) {
+		t.Errorf("the default render has no retry middleware with the defaults: %s", out)
+	}
+}
+
+// TestRetryWaitsFollowTraefiksBackoff: the sums of Traefik's backoff (retry.go,
+// newBackOff: multiplier 2^(1/(attempts-1)), ±50%), computed by hand.
+func TestRetryWaitsFollowTraefiksBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		attempts int
+		initial  time.Duration
+		nominal  time.Duration // initial / (2^(1/(attempts-1)) - 1)
+	}{
+		{1, time.Second, 0}, // one try: no wait
+		{2, 100 * time.Millisecond, 100 * time.Millisecond}, // one retry: the initial wait
+		{3, 100 * time.Millisecond, 241421356 * time.Nanosecond},
+		{5, 100 * time.Millisecond, 528482 * time.Microsecond}, // not 1.5s: the waits do not double
+		{12, 200 * time.Millisecond, 3074999 * time.Microsecond},
+	} {
+		least, nominal, most := RetryWaits(tc.attempts, tc.initial)
+		if d := nominal - tc.nominal; d < -time.Millisecond || d > time.Millisecond {
+			t.Errorf("%d × %s: nominal %s, want %s", tc.attempts, tc.initial, nominal, tc.nominal)
+		}
+		if near := func(a, b time.Duration) bool { return a-b <= 1 && b-a <= 1 }; !near(least, nominal/2) || !near(most, nominal*3/2) {
+			t.Errorf("%d × %s: least %s, most %s, want half and one and a half of %s", tc.attempts, tc.initial, least, most, nominal)
+		}
+	}
+	if _, n, _ := RetryWaits(5, 0); n != 0 {
+		t.Errorf("a zero interval (Traefik: no wait) waits %s", n)
+	}
+}
+
+// TestRetryOffRendersWithoutMiddlewares: one attempt is no retry, and nothing of the
+// middleware is written, in the full and the incremental render.
+func TestRetryOffRendersWithoutMiddlewares(t *testing.T) {
+	opt := Options{RetryAttempts: 1, RetryInitialInterval: "1s"}
+	for _, doc := range []*routing.Document{sampleDoc(5), acmeDoc()} {
+		out, err := TraefikFleet(doc, opt, acmeCerts())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(out, []byte("middlewares")) || bytes.Contains(out, []byte(RetryMiddleware)) {
+			t.Errorf("retries off, but the render mentions middlewares: %s", out)
+		}
+		inc, err := NewIncremental(opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := inc.TraefikOutput(doc, "", acmeCerts())
+		if err != nil || !bytes.Equal(got, out) {
+			t.Errorf("incremental render (err %v) differs from the full render", err)
+		}
+	}
+	if out, _ := Traefik(&routing.Document{V: 1}, Options{}); string(out) != "{}" {
+		t.Errorf("a document with nothing to route renders %s with retries on, want {}", out)
+	}
+}
+
+func TestRetryOptionsValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		opt     Options
+		wantErr string // "" valid
+	}{
+		{"defaults", Options{}, ""},
+		{"off", Options{RetryAttempts: 1}, ""},
+		{"two tries", Options{RetryAttempts: 2, RetryInitialInterval: "50ms"}, ""},
+		{"most tries", Options{RetryAttempts: MaxRetryAttempts}, ""},
+		{"longest interval", Options{RetryInitialInterval: "10s"}, ""},
+		{"negative attempts", Options{RetryAttempts: -1}, "retry.attempts"},
+		{"too many attempts", Options{RetryAttempts: MaxRetryAttempts + 1}, "retry.attempts"},
+		{"interval no duration", Options{RetryInitialInterval: "200"}, "retry.initialInterval"},
+		{"zero interval", Options{RetryInitialInterval: "0s"}, "retry.initialInterval"},
+		{"negative interval", Options{RetryInitialInterval: "-1s"}, "retry.initialInterval"},
+		{"interval too long", Options{RetryInitialInterval: "11s"}, "retry.initialInterval"},
+		{"bad interval while off", Options{RetryAttempts: 1, RetryInitialInterval: "x"}, "retry.initialInterval"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.opt.Validate()
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, ErrOptions) {
+				t.Fatalf("error %v: want ErrOptions naming %q", err, tc.wantErr)
+			}
+			if _, err := NewIncremental(tc.opt); !errors.Is(err, ErrOptions) {
+				t.Errorf("NewIncremental accepted options Validate refuses: %v", err)
+			}
+		})
+	}
+}
+
+func TestRetryIntervalIsWrittenInCanonicalForm(t *testing.T) {
+	out, err := Traefik(sampleDoc(1), Options{RetryAttempts: 4, RetryInitialInterval: "1500ms"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(out, []byte(`"retry":{"attempts":4,"initialInterval":"1.5s"}`)) {
+		t.Errorf("retry not written as attempts 4, 1.5s: %s", out)
+	}
+}
