@@ -158,6 +158,15 @@ func (s *Server) answerApplied(w http.ResponseWriter, rec *recorder, body applie
 	writeJSON(w, code, body)
 }
 
+// probeUp is the prober's verdict on app's declared instance (true without a prober).
+func (s *Server) probeUp(app string, inst fleet.Instance) bool {
+	if s.probes == nil {
+		return true
+	}
+	up, _ := s.probes.ready(app, inst)
+	return up
+}
+
 // instancesPath prefixes the instance writes (/v1/node/instances/{app}).
 const instancesPath = "/v1/node/instances/"
 
@@ -189,7 +198,9 @@ func (s *Server) waitInstanceApplied(w http.ResponseWriter, r *http.Request, nex
 			return ""
 		case !has || got.Port != declared.Port:
 			return fmt.Sprintf("this node's record does not yet name %s on port %d", app, declared.Port)
-		case declared.Ready && !got.Ready:
+		case declared.Ready && !got.Ready, declared.Ready && !s.probeUp(app, declared):
+			// The second: the probe has turned it down and the record saying so is being
+			// written (the announcement read above is the one before it).
 			why := "probe failed"
 			if s.probes != nil {
 				if _, w := s.probes.ready(app, declared); w != "" {

@@ -1,0 +1,36 @@
+#!/bin/sh
+# deploy.sh <app> <release-dir>: a deploy of <app> on this node that drops no request
+# (README "Deploys that lose nothing").
+#
+#  1. the new release starts on the other port of the application's pair;
+#  2. the instance moves there, and the move waits until every live ingress applied it;
+#  3. the old release keeps serving for a drain window, then stops (SIGTERM: it finishes
+#     the requests in flight).
+#
+# Needs: scafo-node (the CLI; SCAFO_URL and SCAFO_TOKEN, an application token with the
+# `instance` role, or the admin token from the state dir), jq, curl, systemd units
+# <app>@<port>.service (deploy/app/app@.service). Without systemd, replace the three
+# systemctl lines by the supervisor's start and stop.
+set -eu
+APP=$1
+RELEASE=$2
+DRAIN=${DRAIN:-2}          # seconds; see the README for what it covers
+HEALTH=${HEALTH:-/healthz} # the application's health path ("" for a TCP check)
+WAIT=${WAIT:-30s}
+
+inst=$(scafo-node instances allocate "$APP" --json)
+OLD=$(echo "$inst" | jq -r .port)
+NEW=$(echo "$inst" | jq -r '.port as $p | .ports[] | select(. != $p)')
+
+ln -sfn "$RELEASE" "/srv/$APP/slot-$NEW"
+systemctl start "$APP@$NEW.service"
+# The new release answers before anything points at it.
+curl -fsS --retry 30 --retry-connrefused --retry-delay 1 -o /dev/null "http://127.0.0.1:$NEW$HEALTH"
+
+# Fails (non-zero) naming the ingresses behind if not every live one applied it in time:
+# the old release then keeps serving, and the deploy stops here for an operator.
+scafo-node instances move "$APP" --port "$NEW" --wait "$WAIT"
+
+sleep "$DRAIN"
+systemctl stop "$APP@$OLD.service"
+echo "deployed $RELEASE: $APP on port $NEW (was $OLD)"

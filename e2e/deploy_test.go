@@ -1,0 +1,431 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Deploys and deaths lose nothing (DESIGN §13, issue 24): through a real Traefik on the
+// shipped configuration (the HTTP provider, and the provider plugin), under steady load,
+// 20 deploys by a move to the other port of the application's pair (with ?wait=applied,
+// then a drain), 20 in-place restarts, and the death of every primary instance of ten
+// applications at once. Every POST carries an id; the application counts deliveries, so
+// a request delivered twice (a retried POST) fails the test as surely as a 502.
+
+// deployCounts are the application's deliveries, by request id, across its releases.
+type deployCounts struct {
+	mu  sync.Mutex
+	got map[string]int
+}
+
+func (c *deployCounts) seen(id string) {
+	c.mu.Lock()
+	c.got[id]++
+	c.mu.Unlock()
+}
+
+func (c *deployCounts) of(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.got[id]
+}
+
+// release is one running release of an application: a process listening on one port,
+// answering like the echo upstreams (its name in a JSON body), counting POST deliveries.
+type release struct {
+	name   string
+	addr   string
+	counts *deployCounts
+	mu     sync.Mutex
+	srv    *http.Server
+}
+
+func startRelease(t *testing.T, name, addr string, counts *deployCounts) *release {
+	t.Helper()
+	r := &release{name: name, addr: addr, counts: counts}
+	r.start(t)
+	t.Cleanup(r.kill)
+	return r
+}
+
+func (r *release) start(t *testing.T) {
+	t.Helper()
+	var ln net.Listener
+	if err := poll(5*time.Second, 20*time.Millisecond, func() error {
+		var err error
+		ln, err = net.Listen("tcp", r.addr)
+		return err
+	}); err != nil {
+		t.Fatalf("release %s: listening on %s: %v", r.name, r.addr, err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodPost {
+			r.counts.seen(req.Header.Get("X-Scafo-Test-Id"))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(echoReply{Name: r.name, Path: req.URL.Path, RawPath: req.RequestURI, Host: req.Host})
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	r.mu.Lock()
+	r.srv = srv
+	r.mu.Unlock()
+}
+
+// kill closes the listener and every connection at once: a process that died.
+func (r *release) kill() {
+	r.mu.Lock()
+	srv := r.srv
+	r.srv = nil
+	r.mu.Unlock()
+	if srv != nil {
+		_ = srv.Close()
+	}
+}
+
+// stop stops a release gracefully at once: it stops accepting (the port refuses) and
+// lets the requests in flight finish, as a process does on SIGTERM.
+func (r *release) stop() { r.drain(0) }
+
+// drain stops a release as a deploy does: it keeps serving for grace (an ingress that
+// fetched the new configuration is still applying it), then stops accepting and lets
+// the requests in flight finish.
+func (r *release) drain(grace time.Duration) {
+	time.Sleep(grace)
+	r.mu.Lock()
+	srv := r.srv
+	r.srv = nil
+	r.mu.Unlock()
+	if srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}
+}
+
+// shot is one request of the load.
+type shot struct {
+	at      time.Time
+	took    time.Duration
+	method  string
+	id      string
+	status  int
+	err     string
+	from    string
+	phase   string
+	retried bool // sent while the phase's disturbance was on
+}
+
+// load sends GETs and POSTs (alternately) to hosts through a Traefik from workers
+// concurrent clients, each one request at a time, until stopped.
+type load struct {
+	mu      sync.Mutex
+	shots   []shot
+	phase   string
+	unquiet atomic.Bool
+	stopc   chan struct{}
+	wg      sync.WaitGroup
+}
+
+// shotSeq numbers every request of every load (ids are unique across loads).
+var shotSeq atomic.Int64
+
+func startLoad(t *testing.T, tr *traefik, hosts []string, workers int) *load {
+	t.Helper()
+	l := &load{stopc: make(chan struct{}), phase: "calm"}
+	client := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
+	for w := range workers {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-l.stopc:
+					return
+				default:
+				}
+				host := hosts[(w+i)%len(hosts)]
+				method := http.MethodGet
+				if i%2 == 1 {
+					method = http.MethodPost
+				}
+				id := strconv.FormatInt(shotSeq.Add(1), 10)
+				req, _ := http.NewRequest(method, "http://"+tr.webAddr()+"/deploy", strings.NewReader("x"))
+				req.Host = host
+				req.Header.Set("X-Scafo-Test-Id", id)
+				l.mu.Lock()
+				phase := l.phase
+				l.mu.Unlock()
+				s := shot{at: time.Now(), method: method, id: id, phase: phase, retried: l.unquiet.Load()}
+				resp, err := client.Do(req)
+				s.took = time.Since(s.at)
+				if err != nil {
+					s.err = err.Error()
+				} else {
+					r, rerr := readResponse(resp)
+					resp.Body.Close()
+					s.status = r.status
+					if rerr != nil {
+						s.err = rerr.Error()
+					}
+					if r.echo != nil {
+						s.from = r.echo.Name
+					}
+				}
+				l.mu.Lock()
+				l.shots = append(l.shots, s)
+				l.mu.Unlock()
+				time.Sleep(2 * time.Millisecond)
+			}
+		}()
+	}
+	t.Cleanup(l.stop)
+	return l
+}
+
+func (l *load) stop() {
+	select {
+	case <-l.stopc:
+	default:
+		close(l.stopc)
+	}
+	l.wg.Wait()
+}
+
+func (l *load) setPhase(p string) {
+	l.mu.Lock()
+	l.phase = p
+	l.mu.Unlock()
+}
+
+func (l *load) of(phase string) []shot {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []shot
+	for _, s := range l.shots {
+		if s.phase == phase {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (s shot) failed() bool { return s.err != "" || s.status != http.StatusOK || s.from == "" }
+
+// shotPercentile is the p-th percentile of the durations of shots (p in 0..100).
+func shotPercentile(shots []shot, p int) time.Duration {
+	if len(shots) == 0 {
+		return 0
+	}
+	ds := make([]time.Duration, len(shots))
+	for i, s := range shots {
+		ds[i] = s.took
+	}
+	slices.Sort(ds)
+	return ds[min(len(ds)-1, len(ds)*p/100)]
+}
+
+// instancePair allocates (or reads) app's port pair on n.
+func (n *node) instancePair(t *testing.T, app string) (port int, pair [2]int) {
+	t.Helper()
+	var got struct {
+		Port  int    `json:"port"`
+		Ports [2]int `json:"ports"`
+	}
+	n.call(t, http.MethodPost, "/v1/node/instances/"+app, map[string]any{}, &got)
+	if got.Ports[0] == 0 || got.Ports[1] == 0 || got.Ports[0] == got.Ports[1] || (got.Port != got.Ports[0] && got.Port != got.Ports[1]) {
+		t.Fatalf("allocating %s on %s: port %d, pair %v: want a pair holding the port", app, n.name, got.Port, got.Ports)
+	}
+	return got.Port, got.Ports
+}
+
+// moveAndWait moves app's instance on n to port and waits until every live ingress
+// applied it (?wait=applied); anything but 200 fails the test.
+func (n *node) moveAndWait(t *testing.T, app string, port int) time.Duration {
+	t.Helper()
+	start := time.Now()
+	status, b := n.do(t, http.MethodPut, "/v1/node/instances/"+app+"?wait=applied&timeout=30s", map[string]any{"port": port, "ready": true}, testAdminToken)
+	if status != http.StatusOK || !strings.Contains(string(b), `"applied":true`) {
+		t.Fatalf("moving %s to port %d on %s: %d %s, want 200 applied", app, port, n.name, status, b)
+	}
+	return time.Since(start)
+}
+
+type deployRow struct {
+	provider, phase string
+	requests        int
+	failed          int
+	inFlight        int // failed requests that were in flight on a process as it died (no proxy can save them)
+	duplicates      int
+	p50, p99        time.Duration
+	failures        []string
+}
+
+func TestDeploysAndDeathsLoseNothing(t *testing.T) {
+	var rows []deployRow
+	for _, provider := range []string{"http", "plugin"} {
+		t.Run(provider, func(t *testing.T) { rows = append(rows, testDeploysAndDeaths(t, provider)...) })
+	}
+	lines := []string{
+		"One or two nodes, one Traefik v3.6.12 on the shipped configuration (HTTP provider at 1 s, or the plugin), " +
+			"4 clients sending GET and POST alternately as fast as answers come; every POST carries an id the application counts.",
+		"",
+		"| provider | what happened | requests | failed | in flight on a dying process | POSTs not delivered exactly once | p50 | p99 |",
+		"|---|---|---:|---:|---:|---:|---:|---:|",
+	}
+	for _, r := range rows {
+		lines = append(lines, fmt.Sprintf("| %s | %s | %d | %d | %d | %d | %s | %s |", r.provider, r.phase, r.requests, r.failed, r.inFlight, r.duplicates, ms(r.p50), ms(r.p99)))
+	}
+	results.add("Scenario 24: deploys and deaths", lines...)
+}
+
+func testDeploysAndDeaths(t *testing.T, provider string) []deployRow {
+	const (
+		deploys  = 20
+		restarts = 20
+		down     = 700 * time.Millisecond // an in-place restart: the port refuses for this long
+		grace    = time.Second            // a deploy's drain: the old release serves this long after applied
+	)
+	f := startFleet(t, 2, nodeOptions{})
+	n1, n2 := f.nodes[0], f.nodes[1]
+	var tr *traefik
+	if provider == "http" {
+		tr = startTraefik(t, "traefik-"+provider, traefikOptions{node: n1})
+	} else {
+		tr = startPluginTraefik(t, "traefik-"+provider, pluginTraefikOptions{endpoints: []*node{n1, n2}, prefer: n1.name})
+	}
+	counts := &deployCounts{got: map[string]int{}}
+
+	// shop: one placement, on n1.
+	n1.putApp(t, appSpec{Name: "shop", Account: "acme", Placement: []string{n1.name}})
+	port, pair := n1.instancePair(t, "shop")
+	cur := startRelease(t, "shop@r0", hostPort(n1.ip, port), counts)
+	n1.setInstance(t, "shop", port, true)
+	// ten two-placement applications, primaries on n1.
+	var hosts []string
+	primaries := map[string]*release{}
+	for i := range 10 {
+		app := fmt.Sprintf("d%d", i)
+		n1.putApp(t, appSpec{Name: app, Account: "acme", Placement: []string{n1.name, n2.name}})
+		for _, n := range []*node{n1, n2} {
+			p, _ := n.instancePair(t, app)
+			r := startRelease(t, app+"@"+n.name, hostPort(n.ip, p), counts)
+			n.setInstance(t, app, p, true)
+			if n == n1 {
+				primaries[app] = r
+			}
+		}
+		hosts = append(hosts, app+".apps.localhost")
+	}
+	const shopHost = "shop.apps.localhost"
+	tr.waitServedBy(t, shopHost, "/", "shop@r0", routeTimeout)
+	for i := range 10 {
+		tr.waitServedBy(t, hosts[i], "/", fmt.Sprintf("d%d@n1", i), routeTimeout)
+	}
+
+	ld := startLoad(t, tr, []string{shopHost}, 4)
+	time.Sleep(2 * time.Second) // a calm baseline
+	ld.setPhase("deploys")
+	var applied []time.Duration
+	for i := 1; i <= deploys; i++ {
+		next := pair[0]
+		if port == pair[0] {
+			next = pair[1]
+		}
+		nr := startRelease(t, fmt.Sprintf("shop@r%d", i), hostPort(n1.ip, next), counts)
+		ld.unquiet.Store(true)
+		applied = append(applied, n1.moveAndWait(t, "shop", next))
+		cur.drain(grace)
+		ld.unquiet.Store(false)
+		cur, port = nr, next
+	}
+	ld.setPhase("restarts")
+	for range restarts {
+		ld.unquiet.Store(true)
+		cur.stop()
+		time.Sleep(down)
+		cur.start(t)
+		ld.unquiet.Store(false)
+		// Up for longer than two probe intervals: the node's probe (1 s, down after 2
+		// failures in a row) never sees the restart twice, so the instance stays in
+		// the document and the retries carry the requests across. (Restarts every
+		// second would be flapping, which the node damps by taking the instance out.)
+		time.Sleep(1500 * time.Millisecond)
+	}
+	ld.stop()
+
+	// The deaths: load over the ten applications, then every primary dies at once.
+	ld2 := startLoad(t, tr, hosts, 4)
+	time.Sleep(time.Second)
+	ld2.setPhase("deaths")
+	ld2.unquiet.Store(true)
+	killedAt := time.Now()
+	for _, r := range primaries {
+		r.kill()
+	}
+	killed := time.Now()
+	for i := range 10 {
+		tr.waitServedBy(t, hosts[i], "/", fmt.Sprintf("d%d@n2", i), routeTimeout)
+	}
+	time.Sleep(3 * time.Second) // the probes, the republish and Traefik's reload settle under load
+	ld2.stop()
+
+	slices.Sort(applied)
+	t.Logf("%s: deploys answered applied in p50 %s, max %s", provider, ms(applied[len(applied)/2]), ms(applied[len(applied)-1]))
+	var rows []deployRow
+	phases := []struct {
+		l          *load
+		phase, say string
+	}{
+		{ld, "calm", "undisturbed"},
+		{ld, "deploys", fmt.Sprintf("%d deploys by a move within the port pair (wait=applied, %s drain)", deploys, grace)},
+		{ld, "restarts", fmt.Sprintf("%d in-place restarts (the port refuses for %s)", restarts, down)},
+		{ld2, "deaths", "every primary of 10 two-placement applications killed at once"},
+	}
+	for _, ph := range phases {
+		shots := ph.l.of(ph.phase)
+		row := deployRow{provider: provider, phase: ph.say, requests: len(shots)}
+		var ok []shot
+		for _, s := range shots {
+			if s.failed() && ph.phase == "deaths" && s.at.Before(killed) && s.at.Add(s.took).After(killedAt) {
+				row.inFlight++
+			} else if s.failed() {
+				row.failed++
+				if len(row.failures) < 5 {
+					row.failures = append(row.failures, fmt.Sprintf("%s %s at %s: %d %s", s.method, s.id, s.at.Format("15:04:05.000"), s.status, s.err))
+				}
+			} else {
+				ok = append(ok, s)
+			}
+			if s.method == http.MethodPost {
+				n := counts.of(s.id)
+				if n > 1 || (n == 0 && !s.failed()) {
+					row.duplicates++
+				}
+			}
+		}
+		row.p50, row.p99 = shotPercentile(ok, 50), shotPercentile(ok, 99)
+		t.Logf("%s, %s: %d requests, %d failed %v, %d in flight on a dying process, %d POSTs delivered twice (or answered and never delivered), latency p50 %s p99 %s",
+			provider, ph.say, row.requests, row.failed, row.failures, row.inFlight, row.duplicates, ms(row.p50), ms(row.p99))
+		if row.requests < 50 {
+			t.Errorf("%s, %s: %d requests: the load did not run", provider, ph.say, row.requests)
+		}
+		if row.failed != 0 {
+			t.Errorf("%s, %s: %d failed requests (%v), want none", provider, ph.say, row.failed, row.failures)
+		}
+		if row.duplicates != 0 {
+			t.Errorf("%s, %s: %d POSTs delivered other than once, want every POST exactly once", provider, ph.say, row.duplicates)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
