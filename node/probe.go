@@ -60,8 +60,9 @@ import (
 //     whatever its port or declared readiness (issue 25 item 3): a deploy alternates
 //     between the two ports of the pair, and a tenant alternating ports must not reset
 //     its flap history. A port change (or the instance set again after a release,
-//     within the damping's memory) keeps the recoveries and the hold-down; the new port
-//     is probed afresh (its consecutive counts start at 0) and starts from the
+//     within the damping's memory, which keeps an instance down when released for
+//     probe.flapWindow) keeps the recoveries and the hold-down; the new port is
+//     probed afresh (its consecutive counts start at 0) and starts from the
 //     instance's verdict: up stays up (trusted, as a deploy needs), and a down
 //     instance put on a new port is a recovery, subject to damping like one found by
 //     the probes (trusted up unless that makes it a flap, held down otherwise). The
@@ -100,6 +101,10 @@ type probeState struct {
 	// counted: the recovery of this down spell was already counted (a port change
 	// held down); the probes' own run of successes does not count it again.
 	counted bool
+	// released: when the instance was released (zero while it is set). A state down
+	// when released is kept (gone) for probe.flapWindow from then, as a recovery
+	// would be: setting it again is a recovery, damped like any other.
+	released time.Time
 }
 
 // heldLocked reports whether st is held down at now (caller holds mu).
@@ -264,6 +269,7 @@ func (p *prober) round(ctx context.Context) {
 	for app, st := range p.states {
 		if _, ok := insts[app]; !ok {
 			delete(p.states, app)
+			st.released = now
 			if p.dampedLocked(st, now) {
 				p.gone[app] = st
 			}
@@ -500,13 +506,19 @@ func (p *prober) stateLocked(app string, inst fleet.Instance, now time.Time) *pr
 }
 
 // dampedLocked reports whether st's damping still counts at now: a hold-down in force,
-// a recovery within probe.flapWindow, or a penalty not yet decayed (caller holds mu).
+// a recovery within probe.flapWindow, a penalty not yet decayed, or an instance down
+// when released within probe.flapWindow (setting it again is a recovery: without this
+// a dead instance released and set again, over and over, would start trusted up every
+// time, one published up and down per cycle) (caller holds mu).
 func (p *prober) dampedLocked(st *probeState, now time.Time) bool {
 	window := time.Duration(p.cfg.FlapWindow)
 	if window <= 0 {
 		return false
 	}
 	if now.Before(st.heldUntil) {
+		return true
+	}
+	if !st.up && !st.released.IsZero() && now.Sub(st.released) < window {
 		return true
 	}
 	n := len(st.recoveries)

@@ -135,17 +135,75 @@ func OpenRegistry(path string, min, max int, quarantine time.Duration) (*Registr
 	if reg.state.Pairs == nil {
 		reg.state.Pairs = map[string]pair{}
 	}
-	// A pair that does not fit its instance (hand-edited, or its instance gone) is
-	// dropped: the instance is then unpaired and paired again at its next write.
-	for app, pr := range reg.state.Pairs {
-		i, ok := reg.state.Instances[app]
-		if !ok || i.AppID != pr.AppID || pr.Ports[0] == pr.Ports[1] || !pr.has(i.Port) {
-			delete(reg.state.Pairs, app)
-			continue
-		}
-		reg.state.Pairs[app] = newPair(pr.AppID, pr.Ports[0], pr.Ports[1])
+	if err := reg.checkLoaded(); err != nil {
+		return nil, fmt.Errorf("%s: %w", reg.path, err)
 	}
 	return reg, nil
+}
+
+// checkLoaded checks a registry just read from its file (hand-edited or corrupt) for
+// what the registry itself never writes (caller is OpenRegistry):
+//
+//   - Two applications' instances on one port: an error naming the port and both
+//     applications. The node refuses to start, as for an undecodable file: two
+//     tenants' hostnames must never dial one process, and which one owns the port is
+//     the operator's call, not a guess.
+//   - A pair that does not fit is dropped (its instance stays, unpaired, and is
+//     paired again at its next Allocate or Set, as for files written before pairs):
+//     its instance gone or of another incarnation, both members one port, the
+//     instance's port not a member, its idle member outside ports.min..ports.max
+//     (the instance's own port may be outside: the admin may set any port), a member
+//     that is another application's instance's port or quarantined for another
+//     application (or incarnation), and a member of another application's pair (both
+//     pairs that share it are dropped: neither is known to own it).
+func (r *Registry) checkLoaded() error {
+	byPort := map[int]string{}
+	for _, app := range sortedKeys(r.state.Instances) {
+		p := r.state.Instances[app].Port
+		if other, ok := byPort[p]; ok {
+			return fmt.Errorf("corrupt instances: port %d is the instance of both %s and %s (two applications' hostnames would dial one process); fix or remove the file", p, other, app)
+		}
+		byPort[p] = app
+	}
+	now := r.now()
+	for app, pr := range r.state.Pairs {
+		i, ok := r.state.Instances[app]
+		keep := ok && i.AppID == pr.AppID && pr.Ports[0] != pr.Ports[1] && pr.has(i.Port)
+		if keep {
+			if idle := pr.other(i.Port); idle < r.min || idle > r.max {
+				keep = false
+			}
+		}
+		for _, m := range pr.Ports {
+			if h, ok := byPort[m]; keep && ok && h != app {
+				keep = false
+			}
+			for _, q := range r.state.Quarantine {
+				if keep && q.Port == m && now.Before(q.Until) && (q.App != app || q.AppID != pr.AppID) {
+					keep = false
+				}
+			}
+		}
+		if !keep {
+			delete(r.state.Pairs, app)
+			continue
+		}
+		r.state.Pairs[app] = newPair(pr.AppID, pr.Ports[0], pr.Ports[1])
+	}
+	members := map[int][]string{}
+	for app, pr := range r.state.Pairs {
+		for _, m := range pr.Ports {
+			members[m] = append(members[m], app)
+		}
+	}
+	for _, apps := range members {
+		if len(apps) > 1 {
+			for _, app := range apps {
+				delete(r.state.Pairs, app)
+			}
+		}
+	}
+	return nil
 }
 
 // Reserve keeps port out of every allocation (the node's own API port).
@@ -418,22 +476,25 @@ func (r *Registry) drop(app string) {
 	}
 }
 
-// holder names who holds port p: an app (and incarnation) with an instance on it or
-// the idle port of its pair there, or one whose released port is still quarantined.
+// holder names who holds port p: an app (and incarnation) with an instance on it, one
+// whose released port is still quarantined, or one with the idle port of its pair
+// there. Pairs come last: a pair never overrides an instance or a quarantine (the
+// registry never writes a pair over either; a corrupt file could, and then the
+// application left by the port must keep it).
 func (r *Registry) holder(p int) (app, appID, why string) {
 	for a, i := range r.state.Instances {
 		if i.Port == p {
 			return a, i.AppID, "is held by"
 		}
 	}
-	for a, pr := range r.state.Pairs {
-		if pr.has(p) {
-			return a, pr.AppID, "is the idle port of the pair of"
-		}
-	}
 	for _, q := range r.state.Quarantine {
 		if q.Port == p {
 			return q.App, q.AppID, "is quarantined until " + q.Until.Format(time.RFC3339) + ", released by"
+		}
+	}
+	for a, pr := range r.state.Pairs {
+		if pr.has(p) {
+			return a, pr.AppID, "is the idle port of the pair of"
 		}
 	}
 	return "", "", ""
