@@ -65,7 +65,7 @@ func TestPluginConfigSharesTheShippedTextWithTraefikYml(t *testing.T) {
 		return topLevelBlocks(string(b))
 	}
 	httpBlocks, pluginBlocks := read(shippedConfig), read(shippedPluginConfig)
-	for _, key := range []string{"global", "log", "entryPoints", "certificatesResolvers", "api"} {
+	for _, key := range []string{"global", "log", "entryPoints", "serversTransport", "certificatesResolvers", "api"} {
 		if httpBlocks[key] == "" {
 			t.Errorf("%s has no top-level %s", shippedConfig, key)
 			continue
@@ -77,7 +77,7 @@ func TestPluginConfigSharesTheShippedTextWithTraefikYml(t *testing.T) {
 	}
 	for key := range pluginBlocks {
 		switch key {
-		case "global", "log", "entryPoints", "certificatesResolvers", "api", "providers", "experimental":
+		case "global", "log", "entryPoints", "serversTransport", "certificatesResolvers", "api", "providers", "experimental":
 		default:
 			t.Errorf("%s has a top-level %s that the suite does not compare with %s", shippedPluginConfig, key, shippedConfig)
 		}
