@@ -57,10 +57,16 @@ func traefikStatic(shipped []byte, web, websecure int, dynFile string, idlePerHo
 	prov["file"] = map[string]any{"filename": dynFile, "watch": true}
 	delete(cfg, "certificatesResolvers")
 	if idlePerHost > 0 {
-		if _, ok := cfg["serversTransport"]; ok {
-			return nil, fmt.Errorf("shipped configuration sets serversTransport; the bench would override it")
+		// Added to the shipped serversTransport (its dial timeout stays as shipped).
+		st, _ := cfg["serversTransport"].(map[string]any)
+		if st == nil {
+			st = map[string]any{}
 		}
-		cfg["serversTransport"] = map[string]any{"maxIdleConnsPerHost": idlePerHost}
+		if _, ok := st["maxIdleConnsPerHost"]; ok {
+			return nil, fmt.Errorf("shipped configuration sets serversTransport.maxIdleConnsPerHost; the bench would override it")
+		}
+		st["maxIdleConnsPerHost"] = idlePerHost
+		cfg["serversTransport"] = st
 	}
 	return yaml.Marshal(cfg)
 }
@@ -640,8 +646,8 @@ func TestTraefikStaticSwapsOnlyAddressesAndTheProvider(t *testing.T) {
 	if _, ok := got["certificatesResolvers"]; ok {
 		t.Error("certificatesResolvers kept: the bench must not reach ACME")
 	}
-	if _, ok := got["serversTransport"]; ok {
-		t.Error("serversTransport set without being asked for")
+	if g, o := fmt.Sprint(got["serversTransport"]), fmt.Sprint(orig["serversTransport"]); g != o {
+		t.Errorf("serversTransport changed without being asked for: %s, shipped %s", g, o)
 	}
 	out, err = traefikStatic(shipped, 1111, 2222, "/x/dynamic.yaml", 500)
 	if err != nil {
@@ -653,5 +659,8 @@ func TestTraefikStaticSwapsOnlyAddressesAndTheProvider(t *testing.T) {
 	}
 	if n := dig(got, "serversTransport", "maxIdleConnsPerHost"); n != 500 {
 		t.Errorf("serversTransport.maxIdleConnsPerHost = %v, want 500", n)
+	}
+	if g, o := fmt.Sprint(dig(got, "serversTransport", "forwardingTimeouts")), fmt.Sprint(dig(orig, "serversTransport", "forwardingTimeouts")); g != o {
+		t.Errorf("serversTransport.forwardingTimeouts = %s, want the shipped %s", g, o)
 	}
 }
