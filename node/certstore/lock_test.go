@@ -118,13 +118,17 @@ func TestLiveHolderKeepsItsLockPastTheLease(t *testing.T) {
 	eachBackend(t, func(t *testing.T, st store.Store, open func(t *testing.T) store.Store) {
 		ctx := t.Context()
 		opts := fastLocks("a")
-		opts.LockLease, opts.RenewInterval = time.Second, 250*time.Millisecond
+		// Renewal every 250ms of a 2s lease: a renewal may be slow for 1.75s on a loaded
+		// machine (a MinIO write under -race took longer than the 750ms a 1s lease left,
+		// and the lock changed hands). The watch lasts 2.5 leases, so it still proves the
+		// renewal: without it the lease would have run out twice.
+		opts.LockLease, opts.RenewInterval = 2*time.Second, 250*time.Millisecond
 		a := New(st, opts)
 		b := New(open(t), fastLocks("b"))
 		if err := a.Lock(ctx, "l"); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(3500 * time.Millisecond)
+		deadline := time.Now().Add(5 * time.Second)
 		for time.Now().Before(deadline) {
 			if ok, err := b.TryLock(ctx, "l"); ok || err != nil {
 				t.Fatalf("another node took a renewed lock: %v, %v", ok, err)
