@@ -69,6 +69,16 @@ type Config struct {
 	// waits that long after a configuration is handed over. Default 500ms; raise it
 	// for configurations that take Traefik longer to build.
 	AppliedDelay string `json:"appliedDelay,omitempty"`
+	// AppliedProbe, when set, makes "applied" an observation instead of a delay: the
+	// URL of one of this Traefik's own HTTP entrypoints as the Traefik process reaches
+	// it ("http://127.0.0.1:80"), answered by Traefik without a redirection or an
+	// entrypoint middleware in the way. Every configuration handed over carries one
+	// more router (scafo-applied-probe: Host scafo-applied.invalid and a path unique
+	// to that configuration and this start, to Traefik's noop@internal service), and
+	// the plugin reports a configuration applied once this Traefik answers that path
+	// with noop's 418: the routers of that configuration are then the ones serving.
+	// AppliedDelay is then unused. Empty (the default): AppliedDelay.
+	AppliedProbe string `json:"appliedProbe,omitempty"`
 	// StateFile keeps the last configuration applied, so a Traefik that starts while
 	// no node answers routes from it. Default "<provider name>.last.json" in Traefik's
 	// working directory (plugin-scafo.last.json for providers.plugin.scafo); "off"
@@ -99,6 +109,7 @@ type settings struct {
 	watchWait    time.Duration
 	name         string
 	appliedDelay time.Duration
+	appliedProbe string // base URL of an entrypoint of this Traefik, "" for none
 	stateFile    string // "" keeps none
 	// defaultStateFile: StateFile was left empty; New names the file after the
 	// provider.
@@ -152,6 +163,10 @@ func parseConfig(c *Config) (settings, error) {
 	}
 	s.watch = c.Watch
 	if s.appliedDelay, err = parseNonNegative("appliedDelay", c.AppliedDelay, DefaultAppliedDelay); err != nil {
+		return s, err
+	}
+
+	if s.appliedProbe, err = parseProbe(c.AppliedProbe); err != nil {
 		return s, err
 	}
 

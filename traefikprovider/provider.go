@@ -36,6 +36,9 @@ type Provider struct {
 	// variadic: Yaegi v0.16.1 mis-compiles calls to variadic func-typed fields.
 	logLine func(warn bool, line string)
 
+	// probe observes what this Traefik serves (Config.AppliedProbe); nil when off.
+	probe *prober
+
 	mu      sync.Mutex
 	started bool
 	cancel  context.CancelFunc
@@ -71,6 +74,11 @@ func New(ctx context.Context, config *Config, name string) (*Provider, error) {
 		s:         s,
 		endpoints: endpoints,
 		client:    &http.Client{Transport: transport},
+	}
+	if s.appliedProbe != "" {
+		if p.probe, err = newProber(s.appliedProbe); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
 	}
 	// Traefik hands the plugin's stderr (the log package) to its logger at ERROR
 	// level and its stdout (fmt.Print*) at DEBUG level.
@@ -163,9 +171,29 @@ func (p *Provider) run(ctx context.Context, cfgChan chan<- json.Marshaler, done 
 	behind := ""
 
 	// What the nodes are told this Traefik applied (see report): a configuration
-	// counts once AppliedDelay has passed since it was handed to Traefik (pending).
+	// counts once AppliedDelay has passed since it was handed to Traefik (pending), or,
+	// with the applied probe, once this Traefik is seen serving it (probe.go).
 	var applied, pending appliedState
 	pendingAt := time.Time{}
+	var gen, pendingGen uint64 // configurations handed over; the pending one's (0: no probe router)
+	probeWarned := false
+	// hand adds the probe router for the next generation (when the probe is on) to a
+	// configuration about to be handed over.
+	hand := func(body []byte) json.RawMessage {
+		pendingGen = 0
+		if p.probe == nil {
+			return json.RawMessage(body)
+		}
+		gen++
+		out, err := p.probe.withRouter(body, gen)
+		if err != nil {
+			p.warnf("appliedProbe: %v; handing it over without the probe router (reported applied after appliedDelay)", err)
+			return json.RawMessage(body)
+		}
+		pendingGen = gen
+		probeWarned = false
+		return json.RawMessage(out)
+	}
 	revision := "" // of the configuration sent
 
 	// The state file: the last configuration applied before this start. Its serial
@@ -176,7 +204,7 @@ func (p *Provider) run(ctx context.Context, cfgChan chan<- json.Marshaler, done 
 		ordered, serial, epoch = true, saved.Serial, saved.Epoch
 	}
 	emitSaved := func() bool {
-		msg := json.RawMessage(saved.Config)
+		msg := hand(saved.Config)
 		p.warnf("emitting the configuration saved in %s (%s, serial %d): no node has a newer one", p.s.stateFile, saved.Key, saved.Serial)
 		select {
 		case cfgChan <- msg:
@@ -207,7 +235,7 @@ func (p *Provider) run(ctx context.Context, cfgChan chan<- json.Marshaler, done 
 		if behind != "" && wait > behindWait {
 			wait = behindWait
 		}
-		if pending.ok && time.Since(pendingAt) >= p.s.appliedDelay {
+		if pending.ok && p.pendingApplied(ctx, pendingGen, pendingAt, &probeWarned) {
 			// Field by field, one statement each: plain constructs for Yaegi.
 			applied.ok = true
 			applied.serial = pending.serial
@@ -218,7 +246,14 @@ func (p *Provider) run(ctx context.Context, cfgChan chan<- json.Marshaler, done 
 		// A configuration handed over but not yet counted applied: this long-poll ends
 		// when it will be, so the next one reports it (a change still arrives at once).
 		shortWait := false
-		if pending.ok {
+		if pending.ok && pendingGen != 0 {
+			// The probe did not see it serving within probeWarnAfter: look again
+			// every second, on the way to each poll.
+			if wait > time.Second {
+				wait = time.Second
+				shortWait = true
+			}
+		} else if pending.ok {
 			if rem := p.s.appliedDelay - time.Since(pendingAt); rem < wait {
 				wait = rem
 				if wait < time.Millisecond { // no max builtin in Yaegi v0.16.1
@@ -278,9 +313,10 @@ func (p *Provider) run(ctx context.Context, cfgChan chan<- json.Marshaler, done 
 				// Converted outside the select: Yaegi v0.16.1 sends nil for
 				// "case ch <- json.RawMessage(res.body):".
 				msg := json.RawMessage(res.body)
+				out := hand(res.body)
 				p.debugf("emitting configuration %s from %s (%d bytes, serial %s)", res.key, p.endpoints[cur], len(res.body), serialText(res))
 				select {
-				case cfgChan <- msg:
+				case cfgChan <- out:
 				case <-ctx.Done():
 					return
 				}
@@ -339,6 +375,39 @@ func (p *Provider) run(ctx context.Context, cfgChan chan<- json.Marshaler, done 
 
 		if pause > 0 && !sleep(ctx, pause) {
 			return
+		}
+	}
+}
+
+// pendingApplied tells whether the configuration handed over at pendingAt counts as
+// applied. Without the probe (gen 0): once AppliedDelay has passed. With it: once this
+// Traefik serves the probe router of gen, watched every probeEvery for up to
+// probeWarnAfter after the hand-over (the loop polls no node meanwhile: Traefik is
+// building, a newer configuration would wait behind it in Traefik anyway), then once
+// per call, with one warning.
+func (p *Provider) pendingApplied(ctx context.Context, gen uint64, pendingAt time.Time, warned *bool) bool {
+	if gen == 0 {
+		return time.Since(pendingAt) >= p.s.appliedDelay
+	}
+	for {
+		ok, why := p.probe.serving(ctx, gen)
+		if ok {
+			if *warned {
+				p.warnf("appliedProbe: %s now serves the configuration handed over %s ago", p.probe.base, time.Since(pendingAt).Round(time.Millisecond))
+			}
+			return true
+		}
+		if ctx.Err() != nil || *warned {
+			return false
+		}
+		if time.Since(pendingAt) >= probeWarnAfter {
+			*warned = true
+			p.warnf("appliedProbe: %s does not serve the configuration handed over %s ago (last answer: %s); it is not reported applied until it does (is the URL one of this Traefik's HTTP entrypoints, without a redirection or an entrypoint middleware?)",
+				p.probe.base, probeWarnAfter, why)
+			return false
+		}
+		if !sleep(ctx, probeEvery) {
+			return false
 		}
 	}
 }

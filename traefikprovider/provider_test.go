@@ -78,6 +78,8 @@ func startYaegi(t *testing.T, cfg *Config) *harness {
 		"watchWait":    cfg.WatchWait,
 		"name":         cfg.Name,
 		"appliedDelay": cfg.AppliedDelay,
+		"appliedProbe": cfg.AppliedProbe,
+		"group":        cfg.Group,
 		"stateFile":    cfg.StateFile,
 	}, localplugin.YaegiOptions{
 		Stdout: &lineWriter{logs: h.logs, warn: false},
