@@ -240,6 +240,26 @@ type deriver struct {
 	skipped      []Skipped
 }
 
+// skipGroupsWithoutDomain reports each application whose ingress group no platform
+// domain belongs to (--platform.groups maps none to it): it gets no platform host, and
+// without this line nothing would say why. Its custom domains still route. Nothing is
+// said when there is no platform domain at all (a fleet of custom domains only).
+func (dv *deriver) skipGroupsWithoutDomain() {
+	if len(dv.domains) == 0 {
+		return
+	}
+	served := make(map[string]bool, len(dv.domains))
+	for _, d := range dv.domains {
+		served[dv.domainGroup[d]] = true
+	}
+	for i := range dv.appList {
+		ai := &dv.appList[i]
+		if ai.ok && !served[ai.group] {
+			dv.skip(AppKey(ai.app.Name), "ingress group %q has no platform domain (--platform.groups maps none to it): no platform host; its custom domains still route", ai.group)
+		}
+	}
+}
+
 func (dv *deriver) skip(object, format string, args ...any) {
 	dv.skipped = append(dv.skipped, Skipped{Object: object, Reason: fmt.Sprintf(format, args...)})
 }
@@ -636,6 +656,7 @@ func (dv *deriver) buildRoutes() {
 		}
 		runs = append(runs, len(order))
 	}
+	dv.skipGroupsWithoutDomain()
 	// Nor do claims: hosts are unique among claims (and claims without a holder), and a
 	// claim the platform owns was refused. The checks below are defence in depth.
 	var wildcards []*Claim
