@@ -43,6 +43,10 @@ type pluginOverrides struct {
 	// name, when set, adds providers.plugin.scafo.name (the shipped file leaves it to
 	// the host name); stateFile replaces the shipped absolute path.
 	name, stateFile string
+	// noProbe removes appliedProbe: the plugin reports applied after appliedDelay.
+	noProbe bool
+	// throttle, when set, replaces providers.providersThrottleDuration.
+	throttle string
 }
 
 // pluginStaticConfig turns the shipped plugin configuration into the one a test
@@ -64,6 +68,7 @@ func pluginStaticConfig(shipped []byte, o pluginOverrides) ([]byte, error) {
 	if err := yaml.Unmarshal(shipped, &cfg); err != nil {
 		return nil, fmt.Errorf("parsing the shipped plugin configuration: %w", err)
 	}
+	shippedWeb, _ := dig(cfg, "entryPoints", "web", "address").(string)
 	for _, ep := range []struct {
 		name string
 		port int
@@ -107,6 +112,18 @@ func pluginStaticConfig(shipped []byte, o pluginOverrides) ([]byte, error) {
 	}
 	if o.name != "" {
 		plug["name"] = o.name
+	}
+	// The applied probe reaches the web entry point, on its loopback address.
+	if probe, _ := plug["appliedProbe"].(string); probe != "http://127.0.0.1"+shippedWeb {
+		return nil, fmt.Errorf("shipped plugin configuration: providers.plugin.%s.appliedProbe is %q, want the web entry point (%q) on loopback", pluginName, probe, shippedWeb)
+	}
+	if o.noProbe {
+		delete(plug, "appliedProbe")
+	} else {
+		plug["appliedProbe"] = fmt.Sprintf("http://127.0.0.1:%d", o.ports.web)
+	}
+	if o.throttle != "" {
+		dig(cfg, "providers").(map[string]any)["providersThrottleDuration"] = o.throttle
 	}
 	plug["stateFile"] = o.stateFile
 	if o.stateFile == "" {
@@ -160,6 +177,9 @@ type pluginTraefikOptions struct {
 	// dir is Traefik's working directory (plugins-local, the state file); "" makes a
 	// new one. A restart passes the first run's dir.
 	dir string
+	// noProbe and throttle: see pluginOverrides.
+	noProbe  bool
+	throttle string
 }
 
 // nodeBase is a node's base URL, as the plugin's endpoints take it.
@@ -183,7 +203,8 @@ func startPluginTraefik(t *testing.T, name string, opts pluginTraefikOptions) *t
 	}
 	endpoints = append(endpoints, opts.urls...)
 	return launchTraefik(t, name, func(ports traefikPorts) *traefik {
-		cfg, err := pluginStaticConfig(shipped, pluginOverrides{ports: ports, endpoints: endpoints, prefer: opts.prefer, name: opts.name})
+		cfg, err := pluginStaticConfig(shipped, pluginOverrides{ports: ports, endpoints: endpoints, prefer: opts.prefer, name: opts.name,
+			noProbe: opts.noProbe, throttle: opts.throttle})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -222,6 +222,7 @@ func TestPluginStaticConfigKeepsTheShippedSettings(t *testing.T) {
 		{[]string{"entryPoints", "traefik", "address"}, "127.0.0.1:1003"},
 		{append(plug, "endpoints"), []any{"http://127.0.0.2:7001", "http://127.0.0.3:7002"}},
 		{append(plug, "prefer"), "n1"},
+		{append(plug, "appliedProbe"), "http://127.0.0.1:1001"},
 		{append(plug, "token"), nil},
 		{[]string{"api", "insecure"}, true},
 		{[]string{"certificatesResolvers"}, nil},
@@ -250,6 +251,8 @@ func TestPluginStaticConfigKeepsTheShippedSettings(t *testing.T) {
 		{"no prefer to replace", "      prefer:", "      preferx:", "providers.plugin.scafo.prefer"},
 		{"another module", "moduleName: github.com/scafo/ingress/traefikprovider", "moduleName: example.com/other", "moduleName"},
 		{"no resolver", "certificatesResolvers:", "certificatesResolverx:", "certificatesResolvers"},
+		{"a probe off the web entry point", `appliedProbe: "http://127.0.0.1:80"`, `appliedProbe: "http://127.0.0.1:443"`, "appliedProbe"},
+		{"no probe", `appliedProbe: "http://127.0.0.1:80"`, `appliedDelay: 500ms`, "appliedProbe"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			changed := strings.Replace(string(shippedBytes), tc.from, tc.to, 1)

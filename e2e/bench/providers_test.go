@@ -103,6 +103,9 @@ func providerStatic(shipped []byte, l providerLaunch, web, websecure, api int) (
 			return nil, fmt.Errorf("shipped configuration has no providers.http.headers.Authorization")
 		}
 		headers["Authorization"] = "Bearer " + benchIngressToken
+		if _, ok := headers["X-Scafo-Ingress"]; ok {
+			headers["X-Scafo-Ingress"] = "bench-http" // render-config.sh's part: a report name
+		}
 	case providerPlugin:
 		plug, ok := dig(cfg, "providers", "plugin", pluginKey).(map[string]any)
 		if !ok {
@@ -120,7 +123,15 @@ func providerStatic(shipped []byte, l providerLaunch, web, websecure, api int) (
 		}
 		plug["endpoints"] = eps
 		delete(plug, "prefer") // the shipped value is a placeholder node name
+		// The applied probe reaches this Traefik's web entry point.
+		if _, ok := plug["appliedProbe"]; ok {
+			plug["appliedProbe"] = "http://" + addr(web)
+		}
 		for k, v := range l.plugin {
+			if v == nil {
+				delete(plug, k) // a shipped setting taken away (the probe's control)
+				continue
+			}
 			plug[k] = v
 		}
 	default:

@@ -1,0 +1,82 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// Issue 24 item 1: "applied" is true, not hopeful. Traefik does not apply a
+// configuration when a provider hands it over: it throttles each provider
+// (providersThrottleDuration: after passing one configuration on it sleeps that long,
+// and the next waits), then builds every router and service. A plugin that reports
+// applied a fixed appliedDelay after the hand-over is early whenever the build or the
+// throttle takes longer: here Traefik runs with its default throttle (2 s, what an
+// operator who did not copy the shipped 100ms gets), and each round makes two flips in
+// a row, so the second waits in Traefik's throttle for most of 2 s.
+//
+// With the shipped appliedProbe, the plugin reports a configuration once this Traefik
+// serves it, so a write with ?wait=applied answers 200 only when every request sent
+// after the answer is routed by it: never early. The same rounds on appliedDelay alone
+// are the control (logged, not asserted: they show the scenario can see an early
+// answer).
+func TestWaitAppliedIsNeverEarlyWithTheAppliedProbe(t *testing.T) {
+	const host, target = "early.example.org", "next.apps.localhost"
+	const rounds = 4
+	run := func(t *testing.T, noProbe bool) (early, checked int, took []time.Duration) {
+		f := startFleet(t, 1, nodeOptions{args: ownPorts()})
+		n1 := f.nodes[0]
+		f.deploy(t, "classic", "acme", []*node{n1}, "")
+		f.deploy(t, "next", "acme", []*node{n1}, "")
+		n1.claim(t, "classic", host)
+		tr := startPluginTraefik(t, "traefik-plugin", pluginTraefikOptions{
+			endpoints: []*node{n1}, prefer: "n1", name: "edge-early", noProbe: noProbe, throttle: "2s",
+		})
+		tr.waitServedBy(t, host, "/paulca/x", "classic@n1", routeTimeout)
+		waitFor(t, "edge-early applied on n1", routeTimeout, func() error {
+			status, a, _ := n1.putPathsWaiting(t, "classic", host, map[string]string{}, 5*time.Second)
+			if status != http.StatusOK || a.Ingresses != 1 {
+				return fmt.Errorf("wait=applied: %d %+v", status, a)
+			}
+			return nil
+		})
+		for i := range rounds {
+			for _, flip := range []struct {
+				paths map[string]string
+				want  string
+			}{
+				{map[string]string{"paulca": target}, "next@n1"},
+				{map[string]string{}, "classic@n1"},
+			} {
+				t0 := time.Now()
+				status, a, _ := n1.putPathsWaiting(t, "classic", host, flip.paths, 15*time.Second)
+				took = append(took, time.Since(t0))
+				if status != http.StatusOK || !a.Applied || a.Ingresses != 1 {
+					t.Fatalf("round %d: %d %+v, want 200 applied by edge-early", i, status, a)
+				}
+				// Right after the answer: every request is routed by the new configuration.
+				checked++
+				for range 3 {
+					r, err := tr.get(host, "/paulca/x")
+					if err != nil || r.from() != flip.want {
+						early++
+						if !noProbe {
+							t.Errorf("round %d: right after wait=applied answered 200, Traefik routed %q (%v), want %s", i, r.from(), err, flip.want)
+						}
+						break
+					}
+				}
+			}
+		}
+		return early, checked, took
+	}
+	t.Run("appliedProbe", func(t *testing.T) {
+		early, checked, took := run(t, false)
+		t.Logf("appliedProbe (shipped), throttle 2s: %d of %d answers early; PUT → 200 %v", early, checked, roundAll(took))
+	})
+	t.Run("appliedDelay", func(t *testing.T) {
+		early, checked, took := run(t, true)
+		t.Logf("control, appliedDelay 500ms and no probe, throttle 2s: %d of %d answers early; PUT → 200 %v", early, checked, roundAll(took))
+	})
+}
