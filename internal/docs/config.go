@@ -48,50 +48,50 @@ var dynamicDefaults = map[string]string{
 // Validate enforces, and where the behaviour is explained. Every key must be a setting
 // (the generator fails otherwise).
 var notes = map[string]string{
-	"configFile":                     "No search path: no file named, none read.",
-	"listen":                         "",
-	"node.name":                      "Two live nodes with one name: refused at start, reported while running ([operating.md](operating.md#one-name-one-node)).",
-	"node.address":                   "An IP address; instances are published, dialled and probed at `node.address:port`.",
-	"node.apiPort":                   "Must lie outside `ports.min..ports.max`.",
-	"ingress.token":                  "Flag alias: `--ingress-token`. See [security.md](security.md#tokens).",
-	"ingress.previous":               "Each at least 16 characters ([operating.md](operating.md#rotating-the-ingress-and-admin-tokens)).",
-	"admin.previous":                 "Each at least 16 characters.",
-	"platform.domains":               "At least one; ASCII case is folded, then each must be a canonical host name.",
-	"platform.groups":                "A list rather than a map: a paerser map key cannot hold a domain's dots. Each domain one of `platform.domains`, at most once ([fleet.md](fleet.md#ingress-groups)). Every node must run with the same map.",
-	"store.s3.endpoint":              "S3 when set, else the directory store.",
-	"store.s3.bucket":                "Required with `store.s3.endpoint`.",
-	"traefik.certResolver":           "See [certificates.md](certificates.md#the-platform-apexs-certificate).",
-	"traefik.platformWildcardCerts":  "Needs a resolver with `dnsChallenge` ([certificates.md](certificates.md#the-platform-apexs-certificate)).",
-	"traefik.healthCheck.interval":   "Automatic: `max(5s, ⌈checked leaves / 200⌉ s)` ([performance.md](performance.md#health-checks-sized-for-the-fleet)).",
-	"traefik.retry.attempts":         "At least 1. The defaults (12 tries from 200ms) wait 1.5 to 4.6 s in all, which carries a refused connection across a restart of about a second ([operating.md](operating.md#deploys-that-lose-nothing)).",
-	"reconcile.nodeTTL":              "Must be longer than `reconcile.heartbeat` (4× is typical): live nodes flapping stale would reload every Traefik each time.",
-	"reconcile.publishWindow":        "Not negative.",
-	"ports.min":                      "`ports.min..ports.max` must be a valid range within 1..65535.",
-	"ports.quarantine":               "At least 5 × `reconcile.interval` + 5s: refused below, never silently raised.",
-	"probe.interval":                 "See [operating.md](operating.md#instance-probes).",
-	"probe.timeout":                  "At most `probe.interval`.",
-	"probe.downAfter":                "At least 1, like `probe.upAfter`.",
-	"probe.concurrency":              "2 to 1024.",
-	"probe.flapUps":                  "At least 2.",
-	"probe.holdDown":                 "Positive, and at most `probe.holdDownMax`.",
-	"writes.rate":                    "Per application token; the admin token is not limited. Positive, like `writes.burst`.",
-	"audit.retention":                "At least 1h; records are kept in day segments, swept daily.",
-	"limits.maxConns":                "Files the process already holds at start are counted out of the open-file limit ([security.md](security.md#hostile-clients)).",
-	"ingresses.lostAfter":            "At least 2s ([traefik.md](traefik.md#ingress-reports-which-configuration-each-traefik-holds)).",
-	"ingresses.forgetAfter":          "Longer than `ingresses.lostAfter`.",
-	"acme.enabled":                   "Needs `api.public` ([certificates.md](certificates.md)).",
-	"acme.caServer":                  "An `https://` URL.",
-	"acme.renewalWindow":             "0, or in (0, 1).",
-	"acme.customBudget":              "0 to 10000.",
-	"acme.httpEntryPoints":           "At least one entry point name.",
-	"acme.lockLease":                 "1s to 1h.",
-	"acme.delivery":                  "`inline` or `files` ([certificates.md](certificates.md#delivery-inline-or-files)).",
-	"log.level":                      "",
-	"limits.reservedConns":           "",
-	"traefik.pathGroupThreshold":     "See [design.md](design.md#routers).",
-	"traefik.retry.initialInterval":  "",
-	"reconcile.fullInterval":         "The safety net: an object written around the API is read within it.",
-	"ingresses.maxTracked":           "",
+	"configFile":                    "No search path: no file named, none read.",
+	"listen":                        "",
+	"node.name":                     "Two live nodes with one name: refused at start, reported while running ([operating.md](operating.md#one-name-one-node)).",
+	"node.address":                  "An IP address; instances are published, dialled and probed at `node.address:port`.",
+	"node.apiPort":                  "Must lie outside `ports.min..ports.max`.",
+	"ingress.token":                 "Flag alias: `--ingress-token`. See [security.md](security.md#tokens).",
+	"ingress.previous":              "Each at least 16 characters ([operating.md](operating.md#rotating-the-ingress-and-admin-tokens)).",
+	"admin.previous":                "Each at least 16 characters.",
+	"platform.domains":              "At least one; ASCII case is folded, then each must be a canonical host name.",
+	"platform.groups":               "A list rather than a map: a paerser map key cannot hold a domain's dots. Each domain one of `platform.domains`, at most once ([fleet.md](fleet.md#ingress-groups)). Every node must run with the same map.",
+	"store.s3.endpoint":             "S3 when set, else the directory store.",
+	"store.s3.bucket":               "Required with `store.s3.endpoint`.",
+	"traefik.certResolver":          "See [certificates.md](certificates.md#the-platform-apexs-certificate).",
+	"traefik.platformWildcardCerts": "Needs a resolver with `dnsChallenge` ([certificates.md](certificates.md#the-platform-apexs-certificate)).",
+	"traefik.healthCheck.interval":  "Automatic: `max(5s, ⌈checked leaves / 200⌉ s)` ([performance.md](performance.md#health-checks-sized-for-the-fleet)).",
+	"traefik.retry.attempts":        "At least 1. The defaults (12 tries from 200ms) wait 1.5 to 4.6 s in all, which carries a refused connection across a restart of about a second ([operating.md](operating.md#deploys-that-lose-nothing)).",
+	"reconcile.nodeTTL":             "Must be longer than `reconcile.heartbeat` (4× is typical): live nodes flapping stale would reload every Traefik each time.",
+	"reconcile.publishWindow":       "Not negative.",
+	"ports.min":                     "`ports.min..ports.max` must be a valid range within 1..65535.",
+	"ports.quarantine":              "At least 5 × `reconcile.interval` + 5s: refused below, never silently raised.",
+	"probe.interval":                "See [operating.md](operating.md#instance-probes).",
+	"probe.timeout":                 "At most `probe.interval`.",
+	"probe.downAfter":               "At least 1, like `probe.upAfter`.",
+	"probe.concurrency":             "2 to 1024.",
+	"probe.flapUps":                 "At least 2.",
+	"probe.holdDown":                "Positive, and at most `probe.holdDownMax`.",
+	"writes.rate":                   "Per application token; the admin token is not limited. Positive, like `writes.burst`.",
+	"audit.retention":               "At least 1h; records are kept in day segments, swept daily.",
+	"limits.maxConns":               "Files the process already holds at start are counted out of the open-file limit ([security.md](security.md#hostile-clients)).",
+	"ingresses.lostAfter":           "At least 2s ([traefik.md](traefik.md#ingress-reports-which-configuration-each-traefik-holds)).",
+	"ingresses.forgetAfter":         "Longer than `ingresses.lostAfter`.",
+	"acme.enabled":                  "Needs `api.public` ([certificates.md](certificates.md)).",
+	"acme.caServer":                 "An `https://` URL.",
+	"acme.renewalWindow":            "0, or in (0, 1).",
+	"acme.customBudget":             "0 to 10000.",
+	"acme.httpEntryPoints":          "At least one entry point name.",
+	"acme.lockLease":                "1s to 1h.",
+	"acme.delivery":                 "`inline` or `files` ([certificates.md](certificates.md#delivery)).",
+	"log.level":                     "",
+	"limits.reservedConns":          "",
+	"traefik.pathGroupThreshold":    "See [design.md](design.md#routers).",
+	"traefik.retry.initialInterval": "",
+	"reconcile.fullInterval":        "The safety net: an object written around the API is read within it.",
+	"ingresses.maxTracked":          "",
 }
 
 // Settings lists every leaf of node.Config in declaration order, checked against
@@ -129,10 +129,10 @@ func Settings() ([]Setting, error) {
 	slices.Sort(wantEnv)
 	slices.Sort(gotEnv)
 	if !slices.Equal(want, gotFlags) {
-		return nil, fmt.Errorf("settings %v differ from paerser's flags %v", gotFlags, want)
+		return nil, fmt.Errorf("the json tags of node.Config name settings paerser does not parse as flags (%v), and paerser parses flags they do not name (%v)", minus(gotFlags, want), minus(want, gotFlags))
 	}
 	if !slices.Equal(wantEnv, gotEnv) {
-		return nil, fmt.Errorf("settings %v differ from paerser's environment %v", gotEnv, wantEnv)
+		return nil, fmt.Errorf("the json tags of node.Config name variables paerser does not read (%v), and paerser reads variables they do not name (%v)", minus(gotEnv, wantEnv), minus(wantEnv, gotEnv))
 	}
 	known := map[string]bool{}
 	for _, s := range out {
@@ -146,6 +146,17 @@ func Settings() ([]Setting, error) {
 		}
 	}
 	return out, nil
+}
+
+// minus is a without the elements of b.
+func minus(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // leaves drops every name that is another's section (a prefix of it up to sep).
