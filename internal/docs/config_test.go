@@ -13,7 +13,7 @@ import (
 	"github.com/scafo/ingress/node"
 )
 
-var update = flag.Bool("update", false, "rewrite docs/configuration.md from node.Config")
+var update = flag.Bool("update", false, "rewrite the generated docs: docs/configuration.md, the metrics table of docs/operating.md, docs/img/*.svg")
 
 const configurationPage = "../../docs/configuration.md"
 
