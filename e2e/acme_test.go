@@ -24,7 +24,7 @@ import (
 	"github.com/scafo/ingress/traefikprovider/localplugin"
 )
 
-// Fleet certificates (DESIGN §10) against a real ACME server: Pebble with validation
+// Fleet certificates (docs/design.md §10) against a real ACME server: Pebble with validation
 // on, pebble-challtestsrv as its DNS. Every Traefik runs the shipped configuration on
 // its own loopback address with the same ports (Pebble validates HTTP-01 on one port,
 // at whatever address DNS gives), with the HTTPS redirection on web turned on, as an

@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// Deploys and deaths lose nothing (DESIGN §13, issue 24): through a real Traefik on the
+// Deploys and deaths lose nothing (docs/design.md §13, issue 24): through a real Traefik on the
 // shipped configuration (the HTTP provider, and the provider plugin), under steady load,
 // 20 deploys by a move to the other port of the application's pair (with ?wait=applied,
 // then a drain), 20 in-place restarts, and the death of every primary instance of ten

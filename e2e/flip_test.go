@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// The flip invariant (DESIGN §4): the app an account was flipped away from must never
+// The flip invariant (docs/design.md §4): the app an account was flipped away from must never
 // answer for that account, whatever spelling a client sends. The oracle: the legacy app
 // never receives a path whose first segment is a flipped prefix, raw or normalised
 // (percent-decoded, then dot segments and repeated slashes resolved).
@@ -89,7 +89,7 @@ var flipCorpus = []flipCase{
 	// Semicolons. Encoded: refused (allowEncodedSemicolon: false). Literal: legal path
 	// parameters; Traefik routes "/paulca;x" on the segment "paulca;x", so the legacy app
 	// receives it. That satisfies the oracle; a servlet container that strips ";params"
-	// would read it as paulca (README: residuals).
+	// would read it as paulca (deploy/traefik/README.md: residuals).
 	{"semicolon", "/paulca%3Bx/y", "400"},
 	{"semicolon", "/paulca%3b/y", "400"},
 	{"semicolon", "/paulca;x/y", "new|legacy"},
@@ -118,7 +118,7 @@ var flipCorpus = []flipCase{
 	{"absolute form", "http://ti.example.org/bob/x", "legacy"},
 
 	// Spellings that are different names to the oracle (and to Traefik): the legacy app
-	// receives them. Each is a residual for a backend that folds names (README).
+	// receives them. Each is a residual for a backend that folds names (deploy/traefik/README.md).
 	{"case", "/PAULCA/x", "legacy"},
 	{"case", "/Paulca", "legacy"},
 	{"case", "/%50AULCA/x", "legacy"},

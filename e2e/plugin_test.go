@@ -432,7 +432,7 @@ func TestPluginFlipLatencyBeatsTheHTTPProvider(t *testing.T) {
 
 	// 20 flips (about 25 s): medians that hold on a noisy 2-core machine, where the HTTP
 	// provider's latency is spread over its whole poll interval. The documented figures
-	// (README.md, deploy/traefik/README.md) are 20-flip runs of this test.
+	// (docs/traefik.md, deploy/traefik/README.md) are 20-flip runs of this test.
 	const flips = 20
 	var viaPlugin, viaHTTP []time.Duration
 	for i := range flips {

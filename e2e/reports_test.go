@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// Scenarios 19 and 20: ingress reports (DESIGN §11) through real Traefiks.
+// Scenarios 19 and 20: ingress reports (docs/design.md §11) through real Traefiks.
 
 // ownPorts gives a fleet its own slice of the suite's instance-port range, so these
 // scenarios do not collide with another suite run on the same machine (the echo

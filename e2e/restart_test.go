@@ -82,7 +82,7 @@ func TestNodeRestartKeepsTraefikRouting(t *testing.T) {
 	n1 := f.nodes[0]
 	f.deploy(t, "shop", "acme", []*node{n1}, "/healthz")
 	f.deploy(t, "blog", "acme", []*node{n1}, "/healthz")
-	// No health path: before DESIGN §4's "which leaves are checked", its lone leaf was
+	// No health path: before docs/design.md §4's "which leaves are checked", its lone leaf was
 	// checked through the node, so stopping the node took it offline (503).
 	f.deploy(t, "quiet", "acme", []*node{n1}, "")
 	tr := startTraefik(t, "traefik", traefikOptions{node: n1})

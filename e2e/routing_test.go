@@ -165,7 +165,7 @@ func TestPlatformAPIApexReachesANodeButNeverItsPrivatePaths(t *testing.T) {
 	tr.requireProviderClean(t)
 }
 
-// Scenario 7b: every path api.denied lists (DESIGN §3: /v1/storage, /v1/ingress/ in every
+// Scenario 7b: every path api.denied lists (docs/design.md §3: /v1/storage, /v1/ingress/ in every
 // format, /metrics, /v1/health/, /v1/status) is refused on the public apex by Traefik
 // itself, however it is spelled, while the paths a remote CLI needs still reach the node.
 // Each request carries the admin token (the ingress token for /v1/ingress/): a node

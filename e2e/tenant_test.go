@@ -15,7 +15,7 @@ import (
 )
 
 // Scenario 16: claims are exclusive across accounts by coverage, and a host that exists
-// in the fleet fails closed (DESIGN §3). Account bank holds www.bank.example; account
+// in the fleet fails closed (docs/design.md §3). Account bank holds www.bank.example; account
 // evil is hostile. Whatever evil does through the API, and whatever sits in the store
 // (a covering wildcard written around the API, bank's own claim object corrupted), a
 // request for one of bank's names never reaches evil's upstream: it is bank's, or 503

@@ -11,7 +11,7 @@ import (
 	"github.com/scafo/ingress/render/routing"
 )
 
-// Fleet certificates (DESIGN §10): what fleet ACME issuance adds to the render. The
+// Fleet certificates (docs/design.md §10): what fleet ACME issuance adds to the render. The
 // render stays a pure function: FleetCerts is an input, built by the node from the
 // certificates in the fleet store, identical on every node once they have read the
 // same store.

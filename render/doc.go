@@ -1,5 +1,5 @@
 // Package render turns a routing document into a Traefik v3.6 dynamic configuration
-// (DESIGN §4). Traefik is a pure function: the document (already reordered by
+// (docs/design.md §4). Traefik is a pure function: the document (already reordered by
 // routing.Prefer when the poll asked for ?prefer=) and Options in, JSON bytes out,
 // byte-identical for identical input whatever order maps iterate in, because Traefik
 // hashes the body and any byte change is a full reload that also resets health state.
@@ -32,7 +32,7 @@
 // itself down, and a load balancer reports status only when it has an active health
 // check; so every leaf that has a fallback has one, and it is not optional. The last
 // leaf of a chain and a lone leaf have nothing to fail over to and get no check at all,
-// active or passive (DESIGN §4, "Which leaves are checked"): a check there can only
+// active or passive (docs/design.md §4, "Which leaves are checked"): a check there can only
 // take the application offline while its instance works, which is what a node restart
 // did to every single-placement application through the node-delegated check. No
 // failover carries healthCheck {}: with it Traefik requires the fallback to report

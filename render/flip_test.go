@@ -12,7 +12,7 @@ import (
 	"github.com/scafo/ingress/render/routing"
 )
 
-// The flip invariant (DESIGN §4): the application an account was flipped away from must
+// The flip invariant (docs/design.md §4): the application an account was flipped away from must
 // never receive a path whose first segment is the flipped prefix, in its raw spelling
 // or its normalised one (percent-decoded, then dot segments and repeated slashes
 // resolved). These tests route adversarial spellings through the rendered rules the way

@@ -45,7 +45,7 @@ const RetryMiddleware = "scafo-retry"
 // bad document.
 var ErrOptions = errors.New("invalid render options")
 
-// Options are the node-config choices of the Traefik render (DESIGN §7, the
+// Options are the node-config choices of the Traefik render (docs/design.md §7, the
 // --traefik.* settings). The zero value is valid and means every default.
 type Options struct {
 	// EntryPoints every router is attached to. Default ["web"].

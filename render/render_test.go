@@ -105,7 +105,7 @@ func checkInvariants(t *testing.T, opt Options, cfg Configuration) {
 			t.Errorf("leaf %s: want exactly one http:// server, got %+v", name, lb.Servers)
 		}
 		// A leaf with a fallback has an active and a passive check; the last
-		// fallback, or a lone leaf, has neither (DESIGN §4, "Which leaves are checked").
+		// fallback, or a lone leaf, has neither (docs/design.md §4, "Which leaves are checked").
 		hc := lb.HealthCheck
 		if !isMain[name] {
 			if hc != nil {

@@ -98,7 +98,7 @@ func hostileState(rng *rand.Rand) (fleet.State, fleet.Options) {
 	return st, opt
 }
 
-// lookup is the document's own answer for a request (DESIGN §2): the exact host, else
+// lookup is the document's own answer for a request (docs/design.md §2): the exact host, else
 // the one-label wildcard; within the route, a prefix selects its target's route. It
 // returns the application that answers, nodeAPI for the API apex, or "" for none.
 func lookup(d *routing.Document, host, path string) string {

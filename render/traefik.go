@@ -25,7 +25,7 @@ const (
 
 	// Passive checks (Traefik's PassiveServerHealthCheck). One failed request (no
 	// response, or 5xx) marks the server down: that is Traefik's default and what the
-	// DESIGN measurement "active+passive lose one request when a primary dies" was
+	// docs/design.md §4 measurement "active+passive lose one request when a primary dies" was
 	// taken with; a larger count loses that many requests on every node death. The
 	// window is Traefik's default too; with an active check on the same load balancer
 	// it only bounds the counting, because the active check, not a timer, marks the
@@ -331,7 +331,7 @@ func requireAPIPorts(field string, us []routing.Upstream) error {
 // load balancer without servers, which answers 503: a host that has nothing ready must
 // not fall through to another router), the leaf itself for one upstream.
 //
-// Which leaves are checked (DESIGN §4): a failover switches to its fallback only when
+// Which leaves are checked (docs/design.md §4): a failover switches to its fallback only when
 // its main service reports down, which needs an active health check on the main; so
 // every leaf with a fallback has one, and a passive one. The last leaf of a chain and a
 // lone leaf have nothing to fail over to: they get neither. An active check there could

@@ -15,7 +15,7 @@ import (
 // older than it), and replaced by every configuration the plugin applies, which is
 // never older than it in the store's serial order (X-Scafo-Serial; another epoch, or an
 // answer without the header, counts as newer: its place in the order is unknown). A
-// body that changes at the same serial replaces it too: fleet certificates (DESIGN §10)
+// body that changes at the same serial replaces it too: fleet certificates (docs/design.md §10)
 // are issued and renewed without a serial bump, so a file kept to strictly newer serials
 // would keep a configuration without the certificate, or with the one it renewed, for
 // as long as routing does not change. Written to a temporary file in the same

@@ -10,7 +10,7 @@ import (
 	"github.com/traefik/paerser/cli"
 )
 
-// The instance verbs a deploy script calls on the node that runs the process (DESIGN
+// The instance verbs a deploy script calls on the node that runs the process (docs/design.md
 // §13): allocate (the application's port pair on this node), move (the instance to the
 // other port of the pair, or a given one, and wait until every live ingress dials it),
 // release.

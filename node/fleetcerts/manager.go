@@ -1,4 +1,4 @@
-// Package fleetcerts issues the fleet's certificates (DESIGN §10): every node runs
+// Package fleetcerts issues the fleet's certificates (docs/design.md §10): every node runs
 // CertMagic over the fleet store, CertMagic's storage locks make one node issue a name
 // while the others wait and load the result, HTTP-01 challenges are kept in the store
 // (CertMagic's distributed solver) so any node answers any challenge, and the

@@ -16,7 +16,7 @@ type Instance struct {
 	Port  int  `json:"port"`
 	Ready bool `json:"ready"`
 	// Ports is the pair of ports the application owns on this node, ascending, one of
-	// them Port (DESIGN §13). A deploy starts the new release on the member that is not
+	// them Port (docs/design.md §13). A deploy starts the new release on the member that is not
 	// Port, then PUTs the instance with that port: a move within the pair quarantines
 	// nothing and can repeat forever. Both members are Port while the node had no
 	// second port free (the pair is completed at the next allocation or PUT).

@@ -1,6 +1,6 @@
 package fleetwrite
 
-// Port pairs (DESIGN §13, issue 24 item 2): each application incarnation owns two ports
+// Port pairs (docs/design.md §13, issue 24 item 2): each application incarnation owns two ports
 // per node, chosen once and kept, so a deploy alternates between them with no quarantine.
 
 import (

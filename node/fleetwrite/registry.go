@@ -44,7 +44,7 @@ const MaxQuarantinedPorts = 8
 // changed hands would serve the old application's traffic with the new one. A released
 // port is therefore quarantined (not reassigned) for ports.quarantine.
 //
-// Pairs (DESIGN §13): each application incarnation owns two ports, its instance's port
+// Pairs (docs/design.md §13): each application incarnation owns two ports, its instance's port
 // and an idle one, both held by it (no other application may take either), so a deploy
 // starts the new release on the idle port and moves the instance there, and back at the
 // next deploy, with no quarantine. The rules:

@@ -66,7 +66,7 @@ func platformConflict(host string, platformDomains []string) (domain, why string
 
 // ClaimConflict decides whether account may claim host (canonical, validated), given
 // every claim in the store and the platform domains. It returns nil when the claim
-// breaks no exclusivity rule (DESIGN §3, "Claims are exclusive across accounts by
+// breaks no exclusivity rule (docs/design.md §3, "Claims are exclusive across accounts by
 // coverage"); otherwise holder and an error:
 //
 //   - errors.Is(err, ErrPlatformName): PlatformConflict refuses host; holder is the

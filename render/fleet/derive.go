@@ -70,7 +70,7 @@ type Skipped struct {
 // randomness; the same State and Options give the same document bytes whatever the
 // order of the slices and maps in them, on every node.
 //
-// The rules (DESIGN §3), and why:
+// The rules (docs/design.md §3), and why:
 //
 //   - Names are taken as stored, never rewritten. The API folds ASCII case and
 //     validates before it writes, so a stored name that is not canonical (upper case, a

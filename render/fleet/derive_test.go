@@ -20,7 +20,7 @@ func opts() Options {
 	return Options{PlatformDomains: []string{"apps.example.com"}, APIPublic: true, NodeTTL: time.Minute, Now: now}
 }
 
-// sampleState is DESIGN §2's fleet: shop on vps-a then vps-b (with a custom
+// sampleState is docs/design.md §2's fleet: shop on vps-a then vps-b (with a custom
 // wildcard), tito-classic holding ti.to with a path map to tito-go's go.tito.io.
 func sampleState() State {
 	return State{
@@ -121,7 +121,7 @@ func TestDeriveBuildsTheDesignExample(t *testing.T) {
 		API: &routing.API{
 			Hosts:     []string{"apps.example.com"},
 			Upstreams: ups("vps-a", "10.83.0.1:7400", "vps-b", "10.83.0.2:7400"),
-			// DESIGN §3: the public apex serves what a remote CLI or CI needs and nothing
+			// docs/design.md §3: the public apex serves what a remote CLI or CI needs and nothing
 			// else (the seed's two entries are a subset).
 			Denied: []string{"/metrics", "/v1/health/", "/v1/ingress/", "/v1/status", "/v1/storage"},
 		},

@@ -54,7 +54,7 @@ func FuzzDerive(f *testing.F) {
 }
 
 // checkNoCrossAccountCover fails when a wildcard route of d covers an exact route of
-// another account or of no holder (DESIGN §3: claims are exclusive by coverage).
+// another account or of no holder (docs/design.md §3: claims are exclusive by coverage).
 func checkNoCrossAccountCover(t *testing.T, st State, d *routing.Document) {
 	t.Helper()
 	account := map[string]string{}

@@ -106,7 +106,7 @@ type API struct {
 	Denied []string `json:"denied"`
 }
 
-// DeniedAPIPrefixes are the node API paths never exposed on the public apex (DESIGN
+// DeniedAPIPrefixes are the node API paths never exposed on the public apex (docs/design.md
 // §3): the apex serves what a remote CLI or CI needs and nothing else. Each stays on a
 // node's own listener behind the ingress token (or, for metrics and instance health,
 // on the private network).

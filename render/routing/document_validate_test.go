@@ -26,7 +26,7 @@ func TestDocumentValidate(t *testing.T) {
 		wantErr   string // substring of the error; "" means valid
 	}{
 		// Valid documents.
-		{name: "the DESIGN sample", mutate: func(*Document) {}},
+		{name: "the docs/design.md §2 sample", mutate: func(*Document) {}},
 		{name: "nothing to route", doc: &Document{V: 1}},
 		{name: "api only", doc: &Document{V: 1, API: &API{Hosts: []string{"apps.example.com"},
 			Upstreams: up("vps-a", "10.83.0.1:7400")}}},

@@ -1,6 +1,6 @@
 package routing
 
-// sampleDocument is the document of DESIGN §2, sealed.
+// sampleDocument is the document of docs/design.md §2, sealed.
 func sampleDocument() *Document {
 	d := &Document{
 		Routes: []Route{
@@ -28,7 +28,7 @@ func sampleDocument() *Document {
 				{Node: "vps-b", Address: "10.83.0.2:7400", APIPort: 7400},
 				{Node: "vps-c", Address: "10.83.0.3:7400", APIPort: 7400},
 			},
-			Denied: []string{"/v1/storage", "/v1/ingress/routes"}, // as DESIGN §2 shows it
+			Denied: []string{"/v1/storage", "/v1/ingress/routes"}, // the first design's two (docs/design.md §2 now shows all five)
 		},
 	}
 	d.Seal()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,60 +19,57 @@ import (
 	"time"
 )
 
-// The README's walkthrough, run as written (issue 16, item 1).
+// The walkthroughs of README.md and docs/api.md, run as written (issue 16, item 1;
+// issue 28 moved the long one into docs/api.md).
 //
-// The sh blocks of README.md from "## Quick start" to "## Pointing Traefik at it" run
-// in order, in one bash (set -e -o pipefail), in a fresh directory beside a freshly
-// started node, so variables carry from block to block as they do in a terminal. A
-// text block right after a sh block is what that block prints: each line is matched
-// whole, "…" standing for any run of characters and "<word>" for one run of non-space
-// characters.
+// In each file, the sh blocks between a line starting "<!-- walkthrough:" and the line
+// "<!-- walkthrough end -->" run in order, in one bash (set -e -o pipefail), in a fresh
+// directory beside a freshly started node, so variables carry from block to block as
+// they do in a terminal. A text block right after a sh block is what that block prints:
+// each line is matched whole, "…" standing for any run of characters and "<word>" for
+// one run of non-space characters. The two files are two independent runs, each on its
+// own node: the README's is the smallest path to a routed host and a flip, docs/api.md's
+// is the whole API tour.
 //
-// The first block is the quick start's two commands. It is not run (it would start a
-// node with `go run` and recurse into `make test`): the test checks it is those two
-// commands, starts the built binary in their place, and matches the node's first log
-// line against the text block after it. What else the test substitutes, and why:
+// The first block starts the node. It is not run (it would start a node with `go run`,
+// and the README's also recurses into `make test`): the test checks it is the file's
+// start commands (walkthroughs below), starts the built binary in their place, and
+// matches the node's first log line against the text block after it. What else the test
+// substitutes, and why:
 //
-//   - The port. The README's node listens on :7400; the test's on a free port, written
+//   - The port. The docs' node listens on :7400; the test's on a free port, written
 //     for "7400" in the blocks and the expected outputs, and given to the CLI as
 //     SCAFO_URL (the CLI's documented fallback for --url).
+//   - The instance ports. The docs' node allocates from ports.min (24000): 24000 to
+//     24003 are the two applications' pairs. The test's node gets --ports.min and
+//     --ports.max around four free ports below the ephemeral range, written for 24000 to
+//     24003 in the blocks and outputs, so a walkthrough never contends for a port another
+//     test on the machine holds.
 //   - `make build` and `make echo`: a shell function copies the binaries the test built
 //     (scafo-node, the demo's echo application) to ./scafo-node and ./echo-app and prints
 //     what the Makefile's recipes print (checked with `make -n build`, `make -n echo`).
 //   - The state dir, as root: a test must not use the machine's /var/lib/scafo, so the
 //     root run sets SCAFO_STATEDIR=./scafo-state (relative: the log line and every path are
-//     then the README's). The non-root run uses the real default, ./scafo-state.
+//     then the docs'). The non-root run uses the real default, ./scafo-state.
 //
-// The walkthrough starts the two applications in the background (as a supervisor would:
+// A walkthrough starts the two applications in the background (as a supervisor would:
 // the node probes its instances) and stops them at its end. The shell runs in its own
 // process group: the test checks that the group is empty once the walkthrough is done
-// (the README stops what it starts), and kills the group whatever happens.
+// (the docs stop what they start), and kills the group whatever happens.
 //
-// It runs twice: as the current user and, when that is root, as the unprivileged user
+// Each runs twice: as the current user and, when that is root, as the unprivileged user
 // nobody (setuid in the child; no account is created).
 func TestREADMEWalkthrough(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: the walkthrough waits for reconcile passes (~15 s)")
+		t.Skip("-short: the walkthroughs wait for reconcile passes (~15 s each)")
 	}
 	for _, tool := range []string{"bash", "curl", "jq", "make"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			if os.Getenv("CI") != "" {
-				t.Fatalf("%s not found: the README walkthrough needs it", tool)
+				t.Fatalf("%s not found: the walkthroughs need it", tool)
 			}
-			t.Skipf("%s not found: the README walkthrough needs it", tool)
+			t.Skipf("%s not found: the walkthroughs need it", tool)
 		}
-	}
-	b, err := os.ReadFile("../../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := walkthroughBlocks(t, string(b))
-	start := blocks[0]
-	if got := shellCommands(start.code); strings.Join(got, "\n") != "go run ./node/cmd/scafo-node\nmake test" {
-		t.Fatalf("the quick start's first block is not the two commands (go run ./node/cmd/scafo-node, make test): %q", got)
-	}
-	if start.want == "" {
-		t.Fatal("the quick start's first block has no text block after it (the node's first log line)")
 	}
 	stub := makeStub{
 		buildLine: makeRecipe(t, "build", "go build -o scafo-node ./node/cmd/scafo-node"),
@@ -84,22 +82,47 @@ func TestREADMEWalkthrough(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./deploy/demo/echo: %v\n%s", err, out)
 	}
+	for _, w := range walkthroughs {
+		t.Run(strings.ReplaceAll(w.path, "/", "_"), func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join("../../..", w.path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			blocks := walkthroughBlocks(t, w.path, string(b))
+			start := blocks[0]
+			if got := shellCommands(start.code); strings.Join(got, "\n") != strings.Join(w.start, "\n") {
+				t.Fatalf("%s line %d: the walkthrough's first block is not %q: %q", w.path, start.line, w.start, got)
+			}
+			if start.want == "" {
+				t.Fatalf("%s line %d: the first block has no text block after it (the node's first log line)", w.path, start.line)
+			}
+			t.Run("current-user", func(t *testing.T) {
+				runWalkthrough(t, stub, w.path, blocks, nil)
+			})
+			t.Run("non-root", func(t *testing.T) {
+				if os.Geteuid() != 0 {
+					t.Skip("the current user is not root: the current-user run was the non-root one")
+				}
+				u, err := user.Lookup("nobody")
+				if err != nil {
+					t.Skipf("no user nobody to run as (%v); the current-user run covered root only", err)
+				}
+				uid, _ := strconv.Atoi(u.Uid)
+				gid, _ := strconv.Atoi(u.Gid)
+				runWalkthrough(t, stub, w.path, blocks, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)})
+			})
+		})
+	}
+}
 
-	t.Run("current-user", func(t *testing.T) {
-		runWalkthrough(t, stub, blocks, nil)
-	})
-	t.Run("non-root", func(t *testing.T) {
-		if os.Geteuid() != 0 {
-			t.Skip("the current user is not root: the current-user run was the non-root one")
-		}
-		u, err := user.Lookup("nobody")
-		if err != nil {
-			t.Skipf("no user nobody to run as (%v); the current-user run covered root only", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		runWalkthrough(t, stub, blocks, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)})
-	})
+// walkthroughs are the files whose walkthrough runs, and the commands of each one's
+// first block (the start of the node, which the test does itself).
+var walkthroughs = []struct {
+	path  string // from the repository root
+	start []string
+}{
+	{"README.md", []string{"go run ./node/cmd/scafo-node", "make test"}},
+	{"docs/api.md", []string{"go run ./node/cmd/scafo-node"}},
 }
 
 // makeStub is what the walkthrough's `make` does: the Makefile's recipes (the lines
@@ -139,16 +162,16 @@ type readmeBlock struct {
 
 var fenceRE = regexp.MustCompile("^```([a-z]*)\\s*$")
 
-func walkthroughBlocks(t *testing.T, readme string) []readmeBlock {
+func walkthroughBlocks(t *testing.T, path, text string) []readmeBlock {
 	t.Helper()
-	lines := strings.Split(readme, "\n")
+	lines := strings.Split(text, "\n")
 	var blocks []readmeBlock
 	in, done := false, false
 	for i := 0; i < len(lines) && !done; i++ {
 		switch {
-		case lines[i] == "## Quick start":
+		case strings.HasPrefix(lines[i], "<!-- walkthrough:"):
 			in = true
-		case strings.HasPrefix(lines[i], "## Pointing Traefik at it"):
+		case lines[i] == "<!-- walkthrough end -->":
 			done = true
 		case in && fenceRE.MatchString(lines[i]):
 			lang := fenceRE.FindStringSubmatch(lines[i])[1]
@@ -162,14 +185,17 @@ func walkthroughBlocks(t *testing.T, readme string) []readmeBlock {
 				blocks = append(blocks, readmeBlock{line: i + 1, code: body})
 			case lang == "text" && len(blocks) > 0 && blocks[len(blocks)-1].want == "" &&
 				(len(blocks) == 1 || onlyBlank(lines, blocks[len(blocks)-1].end(lines), i)):
-				// Right after its block; the quick start's (the log line) may follow prose.
+				// Right after its block; the first block's (the log line) may follow prose.
 				blocks[len(blocks)-1].want = body
 			}
 			i = j
 		}
 	}
+	if !done {
+		t.Fatalf("%s: no walkthrough (a line starting \"<!-- walkthrough:\", then \"<!-- walkthrough end -->\")", path)
+	}
 	if len(blocks) < 2 {
-		t.Fatalf("README: found %d sh blocks in the walkthrough", len(blocks))
+		t.Fatalf("%s: found %d sh blocks in the walkthrough", path, len(blocks))
 	}
 	return blocks
 }
@@ -261,7 +287,7 @@ const blockEnd = "@@scafo-readme-block-end@@"
 
 // runWalkthrough starts a node in a fresh directory and runs the blocks after the first
 // in one bash beside it, as cred (nil: the current user).
-func runWalkthrough(t *testing.T, stub makeStub, blocks []readmeBlock, cred *syscall.Credential) {
+func runWalkthrough(t *testing.T, stub makeStub, path string, blocks []readmeBlock, cred *syscall.Credential) {
 	work, err := os.MkdirTemp("", "scafo-readme-")
 	if err != nil {
 		t.Fatal(err)
@@ -291,10 +317,14 @@ func runWalkthrough(t *testing.T, stub makeStub, blocks []readmeBlock, cred *sys
 	if cred == nil && os.Geteuid() == 0 {
 		env = append(env, "SCAFO_STATEDIR=./scafo-state")
 	}
-	sub := func(s string) string { return strings.ReplaceAll(s, "7400", port) }
+	inst := instancePorts(t)
+	sub := strings.NewReplacer("7400", port,
+		"24000", strconv.Itoa(inst), "24001", strconv.Itoa(inst+1),
+		"24002", strconv.Itoa(inst+2), "24003", strconv.Itoa(inst+3)).Replace
 
-	// The quick start: the node with no configuration but the port.
-	node := exec.Command(nodeBin, "--listen=:"+port)
+	// The quick start: the node with no configuration but the ports.
+	node := exec.Command(nodeBin, "--listen=:"+port,
+		"--ports.min="+strconv.Itoa(inst), "--ports.max="+strconv.Itoa(inst+instanceRange-1))
 	node.Dir, node.Env = work, env
 	if cred != nil {
 		node.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
@@ -325,7 +355,7 @@ func runWalkthrough(t *testing.T, stub makeStub, blocks []readmeBlock, cred *sys
 	select {
 	case line := <-first:
 		if !matchLines(sub(blocks[0].want), line) {
-			t.Errorf("README line %d: the node's first line\n  got  %s\n  want %s", blocks[0].line, line, sub(blocks[0].want))
+			t.Errorf("%s line %d: the node's first line\n  got  %s\n  want %s", path, blocks[0].line, line, sub(blocks[0].want))
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the node logged no \"scafo-node serving\" line in 30 s")
@@ -377,7 +407,7 @@ func runWalkthrough(t *testing.T, stub makeStub, blocks []readmeBlock, cred *sys
 			// The README stops what it starts: nothing of the group outlives the walkthrough.
 			for deadline := time.Now().Add(5 * time.Second); syscall.Kill(-pgid, 0) == nil; time.Sleep(50 * time.Millisecond) {
 				if time.Now().After(deadline) {
-					t.Errorf("the walkthrough left processes running (process group %d): the README must stop what it starts", pgid)
+					t.Errorf("the walkthrough of %s left processes running (process group %d): it must stop what it starts", path, pgid)
 					break
 				}
 			}
@@ -387,7 +417,7 @@ func runWalkthrough(t *testing.T, stub makeStub, blocks []readmeBlock, cred *sys
 	if err != nil {
 		n := len(outs) - 1 // blocks that finished
 		at := blocks[min(n+1, len(blocks)-1)]
-		t.Fatalf("README line %d: the block failed: %v\nits output:\n%s\nstderr:\n%s\nthe block:\n%s", at.line, err, outs[len(outs)-1], stderr.String(), at.code)
+		t.Fatalf("%s line %d: the block failed: %v\nits output:\n%s\nstderr:\n%s\nthe block:\n%s", path, at.line, err, outs[len(outs)-1], stderr.String(), at.code)
 	}
 	for i, b := range blocks[1:] {
 		if b.want == "" {
@@ -396,12 +426,43 @@ func runWalkthrough(t *testing.T, stub makeStub, blocks []readmeBlock, cred *sys
 		got := strings.TrimSuffix(outs[i], "\n")
 		got = strings.TrimSuffix(got, "\n") // the echo after the block
 		if !matchLines(sub(b.want), got) {
-			t.Errorf("README line %d: the block's output differs from the text block after it\n--- got\n%s\n--- want\n%s", b.line, got, sub(b.want))
+			t.Errorf("%s line %d: the block's output differs from the text block after it\n--- got\n%s\n--- want\n%s", path, b.line, got, sub(b.want))
 		}
 	}
 	if t.Failed() {
 		t.Logf("stderr of the walkthrough:\n%s", stderr.String())
 	}
+}
+
+// instanceRange is how many ports the walkthrough's node may allocate (ports.min to
+// ports.max): the two pairs, and room for a third application.
+const instanceRange = 8
+
+// instancePorts is the first of instanceRange consecutive ports, all free when looked
+// at, below Linux's ephemeral range (32768 on) so no listener of the node's own API
+// (an ephemeral port) lands inside it, and outside 24000-25999, which other test
+// suites on the machine use.
+func instancePorts(t *testing.T) int {
+	t.Helper()
+	rnd := uint32(time.Now().UnixNano())
+	for try := 0; try < 200; try++ {
+		rnd = rnd*1664525 + 1013904223
+		base := 30000 + int(rnd%2500)
+		ok := true
+		for p := base; p < base+instanceRange && ok; p++ {
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				ok = false
+				continue
+			}
+			ln.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no run of free ports in 30000-32507 for the walkthrough's instances")
+	return 0
 }
 
 func copyFile(from, to string) error {
