@@ -1,10 +1,10 @@
 # make run     run a node on the embedded default (dir store under ./scafo-state)
 # make test    every test: installs MinIO and Pebble and builds Traefik v3.6.12 once (cached), runs the unit
 #              packages under the race detector, then the end-to-end packages (without it)
-# make echo    the demo's echo application into ./echo-app (the README walkthrough runs two)
+# make echo    the demo's echo application into ./echo-app (the README and docs/api.md walkthroughs run two)
 # make demo    two nodes, two echo applications and one Traefik on loopback: a flip and a failover
 #              through Traefik (deploy/demo/demo.sh; DEMO_FLAGS=--once stops at the end)
-# make bench   the Go benchmarks; make report: the side-by-side performance report (README "Performance")
+# make bench   the Go benchmarks; make report: the side-by-side performance report (docs/performance.md)
 
 GO ?= go
 
@@ -16,7 +16,7 @@ run:
 build:
 	$(GO) build -o scafo-node ./node/cmd/scafo-node
 
-# The demo's echo application (deploy/demo/echo), for the README walkthrough's instances.
+# The demo's echo application (deploy/demo/echo), for the walkthroughs' instances (README.md, docs/api.md).
 echo:
 	$(GO) build -o echo-app ./deploy/demo/echo
 
@@ -49,3 +49,4 @@ bench:
 # e2e/bench/REPORT.md.
 report:
 	./e2e/bench/run.sh
+	$(GO) run ./internal/docs/cmd/plots e2e/bench/REPORT.md docs/img

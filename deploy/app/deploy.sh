@@ -1,6 +1,6 @@
 #!/bin/sh
 # deploy.sh <app> <release-dir>: a deploy of <app> on this node that drops no request
-# (README "Deploys that lose nothing").
+# (docs/operating.md, "Deploys that lose nothing").
 #
 #  1. the new release starts on the other port of the application's pair;
 #  2. the instance moves there, and the move waits until every live ingress applied it;
@@ -14,7 +14,7 @@
 set -eu
 APP=$1
 RELEASE=$2
-DRAIN=${DRAIN:-2}          # seconds; see the README for what it covers
+DRAIN=${DRAIN:-2}          # seconds; see docs/operating.md for what it covers
 HEALTH=${HEALTH:-/healthz} # the application's health path ("" for a TCP check)
 WAIT=${WAIT:-30s}
 
