@@ -37,6 +37,11 @@ type Config struct {
 	// Records are extra zone-file lines (absolute names), e.g.
 	// "_acme-challenge.shop.customer.test. 60 IN CNAME x.acme.fleet.test.".
 	Records []string
+	// Resolver makes named also answer as a resolver would (recursion on for
+	// loopback), so a CNAME into another of its zones is followed in one answer, as a
+	// CA's resolver follows a delegation CNAME. It serves the root zone itself (empty,
+	// no hints): it never sends a query off this machine.
+	Resolver bool
 }
 
 // Key is a TSIG key as BIND and miekg/dns name it.
@@ -97,7 +102,7 @@ func Start(t testing.TB, cfg Config) *Server {
 			t.Fatal(err)
 		}
 		s.Addr = net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
-		conf := s.writeConfig(t, dir, port, cfg.Records)
+		conf := s.writeConfig(t, dir, port, cfg.Records, cfg.Resolver)
 		s.proc = proc.New(t, "named", bin, "-g", "-c", conf, "-n", "1")
 		s.proc.Grace = 5 * time.Second
 		s.proc.MustStart(t)
@@ -133,8 +138,12 @@ func (s *Server) ready() error {
 	return nil
 }
 
-func (s *Server) writeConfig(t testing.TB, dir string, port int, records []string) string {
+func (s *Server) writeConfig(t testing.TB, dir string, port int, records []string, resolver bool) string {
 	t.Helper()
+	recursion := "recursion no;"
+	if resolver {
+		recursion = "recursion yes; allow-recursion { 127.0.0.1; }; forwarders { }; forward only; qname-minimization off;"
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `options {
 	directory %q;
@@ -143,7 +152,7 @@ func (s *Server) writeConfig(t testing.TB, dir string, port int, records []strin
 	managed-keys-directory %q;
 	listen-on port %d { 127.0.0.1; };
 	listen-on-v6 { none; };
-	recursion no;
+	%s
 	allow-query { any; };
 	allow-transfer { none; };
 	dnssec-validation no;
@@ -152,7 +161,15 @@ func (s *Server) writeConfig(t testing.TB, dir string, port int, records []strin
 };
 controls { };
 logging { category default { default_stderr; }; category update { default_stderr; }; category update-security { default_stderr; }; };
-`, dir, filepath.Join(dir, "named.pid"), filepath.Join(dir, "session.key"), dir, port)
+`, dir, filepath.Join(dir, "named.pid"), filepath.Join(dir, "session.key"), dir, port, recursion)
+	if resolver {
+		// The root zone, served here: recursion never looks beyond this server.
+		root := filepath.Join(dir, "root.zone")
+		if err := os.WriteFile(root, []byte("$TTL 60\n. IN SOA ns.root. hostmaster.root. 1 60 60 600 1\n. IN NS ns.root.\nns.root. IN A 127.0.0.1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "zone \".\" { type primary; file %q; };\n", root)
+	}
 	for _, k := range []Key{s.Key, s.Other} {
 		fmt.Fprintf(&b, "key %q { algorithm %s; secret %q; };\n", strings.TrimSuffix(k.Name, "."), strings.TrimSuffix(k.Algorithm, "."), k.Secret)
 	}
