@@ -311,6 +311,17 @@ func TestCustomWildcardIsOrderedOnlyWithItsDelegationInPlace(t *testing.T) {
 		t.Fatal("BIND did not log the TXT at the delegated target")
 	}
 	waitFor(t, 30*time.Second, "no TXT left in the fleet's zone", func() bool { return len(e.bind.ZoneTXT(t, "fleet.test")) == 0 })
+
+	// The customer removes the CNAME: CertMagic's next order or renewal of the name is
+	// aborted before it reaches the CA (cert_obtaining looks the CNAME up again).
+	e.bind.Update(t, "customer.test", nil, []string{"_acme-challenge.shop.customer.test. 60 IN CNAME x."})
+	err := m.onEvent(context.Background(), "cert_obtaining", map[string]any{"identifier": wild, "renewal": true})
+	if err == nil || !strings.Contains(err.Error(), "no CNAME at _acme-challenge.shop.customer.test") {
+		t.Fatalf("renewal without the delegation: %v", err)
+	}
+	if s := stateOf(m, wild); s.Delegation.InPlace || !strings.Contains(s.LastError, "no CNAME") || s.State != StateValid {
+		t.Fatalf("after the CNAME went: %+v (the held certificate stays valid until it expires)", s)
+	}
 	assertNoSecret(t, e, m)
 }
 
@@ -351,5 +362,69 @@ func TestDNS01OptionsAreChecked(t *testing.T) {
 	}
 	if _, err := New(Options{Storage: &certmagic.FileStorage{Path: t.TempDir()}, DNS01: &DNS01{Provider: prov, DelegationZone: "acme.fleet.test."}}); err != nil {
 		t.Fatal(errors.Join(errors.New("a valid DNS-01 configuration"), err))
+	}
+}
+
+// TestDNS01FailuresAreHeldOffAndPropagationWaitsAreBoundedAndVisible: DNS-01 orders
+// share HTTP-01's hold-offs. A provider whose TSIG secret BIND does not know fails its
+// first order (BIND refuses the signed update: the status says so, without the
+// secret) and, with a fail limit of 1, is held off: no second order over many polls.
+// A propagation check against a server that never gets the record (a secondary that
+// lags: a second BIND serving the same zone) shows the wait in the status, with its
+// bound, and fails when the bound passes; that name is held off too.
+func TestDNS01FailuresAreHeldOffAndPropagationWaitsAreBoundedAndVisible(t *testing.T) {
+	e := newDNSEnv(t, []string{"example.test"}, []string{"example.test"})
+	const pd = "apps.example.test"
+	doc := &routing.Document{V: routing.Version, API: &routing.API{Hosts: []string{pd}}}
+
+	// A wrong secret.
+	badSecret := bindtest.NewKey("x").Secret
+	m := e.manager(t, 0, Options{PlatformDomains: []string{pd}, FailLimit: 1, FailHold: time.Hour, DNS01: &DNS01{Platform: true}})
+	m.opt.DNS01.Provider = &rfc2136.Provider{Server: e.bind.Addr, Zones: []string{"example.test"}, KeyName: e.bind.Key.Name, Secret: badSecret}
+	m.Sync(doc)
+	waitFor(t, 60*time.Second, "the apex failed", func() bool { return stateOf(m, pd).State == StateFailed })
+	s := stateOf(m, pd)
+	if !strings.Contains(s.LastError, "NOTAUTH (TSIG BADSIG)") || s.NextAttempt == nil || time.Until(*s.NextAttempt) < 50*time.Minute {
+		t.Fatalf("status %+v: want the refusal and a hold-off of an hour", s)
+	}
+	orders := e.peb.Orders()
+	waitPolls(t, m, 30)
+	if n := e.peb.Orders(); n != orders || stateOf(m, pd).Attempts != 1 {
+		t.Fatalf("held off, yet %d orders (was %d), status %+v", n, orders, stateOf(m, pd))
+	}
+	if strings.Contains(e.logs.String(), badSecret) || strings.Contains(e.logs.String(), e.bind.Key.Secret) {
+		t.Fatal("a TSIG secret is in the logs")
+	}
+	if txt := e.bind.ZoneTXT(t, "example.test"); len(txt) != 0 {
+		t.Fatalf("a refused update wrote %q", txt)
+	}
+
+	// A propagation check that never sees the record: a lagging server.
+	lagging := bindtest.Start(t, bindtest.Config{Zones: []string{"example.test"}})
+	m2 := e.manager(t, 1, Options{PlatformDomains: []string{pd}, PlatformBudget: 1, FailLimit: 1, FailHold: time.Hour, DNS01: &DNS01{Platform: true}})
+	m2.opt.DNS01.Resolvers = []string{lagging.Addr}
+	m2.opt.DNS01.PropagationTimeout = 5 * time.Second
+	m2.Sync(&routing.Document{V: routing.Version, API: &routing.API{Hosts: []string{pd}}, Routes: []routing.Route{{Host: "a." + pd, Application: "app"}}})
+	var phase string
+	waitFor(t, 60*time.Second, "the propagation wait in the status", func() bool {
+		phase = stateOf(m2, "*."+pd).Phase + stateOf(m2, pd).Phase
+		return strings.Contains(phase, "to propagate")
+	})
+	if !strings.Contains(phase, "_acme-challenge."+pd) || !strings.Contains(phase, "at most 5s") {
+		t.Fatalf("phase %q", phase)
+	}
+	waitFor(t, 60*time.Second, "the propagation timeout", func() bool {
+		a, w := stateOf(m2, pd), stateOf(m2, "*."+pd)
+		return a.State == StateFailed && w.State == StateFailed
+	})
+	for _, n := range []string{pd, "*." + pd} {
+		if s := stateOf(m2, n); !strings.Contains(s.LastError, "propagate") || s.Phase != "" {
+			t.Fatalf("%s: %+v", n, s)
+		}
+	}
+	// The written record is cleaned up after the failed wait, on the primary.
+	waitFor(t, 30*time.Second, "the TXT records removed after the failure", func() bool { return len(e.bind.ZoneTXT(t, "example.test")) == 0 })
+	if n := len(e.peb.Issued()); n != 0 {
+		t.Fatalf("Pebble issued %d", n)
 	}
 }
