@@ -14,6 +14,11 @@
 // FailHoldMax), so a name whose DNS points elsewhere costs a few orders a day. A name that leaves the document stops being managed (its pending obtain
 // is cancelled, CertMagic stops renewing it) and leaves the Set.
 //
+// With Options.DNS01 (dns01.go), the wildcards are issued by DNS-01 on the same store
+// and locks: each platform domain's wildcard and apex (the platform hosts one label
+// under it take the wildcard), and custom wildcard claims by delegation, never ordered
+// before the delegation CNAME is in place. They share the budgets and hold-offs above.
+//
 // Private keys live only in the store and in the Set handed to the render; nothing here
 // logs them or puts them in a Status.
 package fleetcerts
