@@ -56,10 +56,15 @@ type dnsEnv struct {
 
 func newDNSEnv(t *testing.T, zones []string, providerZones []string) *dnsEnv {
 	t.Helper()
+	return newDNSEnvValidity(t, zones, providerZones, 0)
+}
+
+func newDNSEnvValidity(t *testing.T, zones []string, providerZones []string, validity time.Duration) *dnsEnv {
+	t.Helper()
 	// Resolver: Pebble asks this BIND as a CA asks its resolver (following a delegation
 	// CNAME into the fleet's zone).
 	b := bindtest.Start(t, bindtest.Config{Zones: zones, Resolver: true})
-	p := pebbletest.Start(t, pebbletest.Config{DNSServer: b.Addr})
+	p := pebbletest.Start(t, pebbletest.Config{DNSServer: b.Addr, Validity: validity})
 	return &dnsEnv{
 		bind: b, peb: p,
 		prov:  &rfc2136.Provider{Server: b.Addr, Zones: providerZones, KeyName: b.Key.Name, Secret: b.Key.Secret, Timeout: 5 * time.Second},
@@ -72,7 +77,9 @@ func (e *dnsEnv) manager(t *testing.T, i int, opt Options) *Manager {
 	t.Helper()
 	opt.Storage = e.store
 	opt.CA, opt.Roots, opt.Email = e.peb.Directory, e.peb.CARoots, "ops@example.com"
-	opt.RenewCheckInterval = time.Minute
+	if opt.RenewCheckInterval == 0 {
+		opt.RenewCheckInterval = time.Minute
+	}
 	opt.Poll = 100 * time.Millisecond
 	opt.Log = slog.New(slog.NewTextHandler(io.MultiWriter(testWriter{t}, e.logs), &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", i)
 	if opt.DNS01 != nil {
@@ -427,4 +434,56 @@ func TestDNS01FailuresAreHeldOffAndPropagationWaitsAreBoundedAndVisible(t *testi
 	if n := len(e.peb.Issued()); n != 0 {
 		t.Fatalf("Pebble issued %d", n)
 	}
+}
+
+// TestPlatformWildcardRenewsOnceByDNS01AndEveryManagerRolls: certificates valid for 45 s
+// (renewed with a third of that left), two managers on one store. CertMagic's
+// maintenance renews the wildcard and the apex by DNS-01 (the configuration it picks
+// for a cached wildcard must be the DNS one: HTTP-01 cannot renew a wildcard), each
+// once for the fleet (Pebble issues exactly 2 more), both managers roll to the new
+// serials, and the renewal's TXT records are removed too.
+func TestPlatformWildcardRenewsOnceByDNS01AndEveryManagerRolls(t *testing.T) {
+	e := newDNSEnvValidity(t, []string{"example.test"}, []string{"example.test"}, 45*time.Second)
+	const pd = "apps.example.test"
+	doc := &routing.Document{V: routing.Version, API: &routing.API{Hosts: []string{pd}},
+		Routes: []routing.Route{{Host: "a." + pd, Application: "app"}}}
+	var ms []*Manager
+	for i := range 2 {
+		m := e.manager(t, i, Options{PlatformDomains: []string{pd}, PlatformBudget: 1, RenewCheckInterval: time.Second,
+			DNS01: &DNS01{Platform: true}})
+		m.Sync(doc)
+		ms = append(ms, m)
+	}
+	serials := func() (wild, apex string, ok bool) {
+		for _, m := range ms {
+			w, a := stateOf(m, "*."+pd), stateOf(m, pd)
+			if w.State != StateValid || a.State != StateValid || (wild != "" && (w.Serial != wild || a.Serial != apex)) {
+				return "", "", false
+			}
+			wild, apex = w.Serial, a.Serial
+		}
+		return wild, apex, true
+	}
+	var w1, a1 string
+	waitFor(t, 90*time.Second, "both managers hold the first certificates", func() bool {
+		var ok bool
+		w1, a1, ok = serials()
+		return ok
+	})
+	if n := len(e.peb.Issued()); n != 2 {
+		t.Fatalf("Pebble issued %d first, want 2", n)
+	}
+	waitFor(t, 90*time.Second, "both managers hold renewed certificates", func() bool {
+		w, a, ok := serials()
+		return ok && w != w1 && a != a1
+	})
+	if n := len(e.peb.Issued()); n != 4 {
+		t.Fatalf("Pebble issued %d after one renewal of each, want 4 (%v)", n, e.peb.Issued())
+	}
+	if !strings.Contains(e.logs.String(), "renewal=true") {
+		t.Fatal("no renewal logged")
+	}
+	waitFor(t, 30*time.Second, "no TXT record left after the renewals", func() bool {
+		return len(e.bind.ZoneTXT(t, "example.test")) == 0
+	})
 }
