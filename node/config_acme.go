@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caddyserver/certmagic"
+
 	"github.com/scafo/ingress/node/certstore"
 	"github.com/scafo/ingress/node/rfc2136"
 
@@ -97,11 +99,21 @@ type RFC2136Config struct {
 // enabled reports whether any name is issued by DNS-01.
 func (c *DNS01Config) enabled() bool { return c.Platform || c.DelegationZone != "" }
 
-// provider builds the DNS provider, reading the secret (never putting it in an error).
-func (c *DNS01Config) provider() (*rfc2136.Provider, error) {
-	if c.Provider != "rfc2136" {
+// provider builds the DNS provider named by acme.dns01.provider: any libdns provider
+// (certmagic.DNSProvider) plugs in here, with its own settings section beside
+// RFC2136 (docs/certificates-dns01.md).
+func (c *DNS01Config) provider() (certmagic.DNSProvider, error) {
+	switch c.Provider {
+	case "rfc2136":
+		return c.rfc2136()
+	default:
 		return nil, fmt.Errorf("acme.dns01.provider %q: rfc2136 is the one built in (docs/certificates-dns01.md: adding a libdns provider)", c.Provider)
 	}
+}
+
+// rfc2136 builds the rfc2136 provider, reading the secret (never putting it in an
+// error).
+func (c *DNS01Config) rfc2136() (*rfc2136.Provider, error) {
 	r := c.RFC2136
 	secret := r.TSIGSecret
 	switch {

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/libdns/libdns"
+	"github.com/miekg/dns"
 
 	"github.com/scafo/ingress/node/rfc2136/bindtest"
 )
@@ -172,5 +174,39 @@ func TestProviderNeverPrintsItsSecret(t *testing.T) {
 	err := bad.Validate()
 	if err == nil || strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "not base64") || !strings.Contains(err.Error(), "md5") {
 		t.Fatalf("Validate: %v", err)
+	}
+}
+
+// TestTheDocumentedNarrowUpdatePolicyLetsTheKeyWriteOnlyChallengeTXT: with the
+// update-policy docs/certificates-dns01.md recommends, the key may write the platform
+// challenge TXT and TXT under the delegation zone, and BIND refuses anything else (an
+// A record, a TXT elsewhere) even signed with the right key: a second fence behind the
+// node's own checks.
+func TestTheDocumentedNarrowUpdatePolicyLetsTheKeyWriteOnlyChallengeTXT(t *testing.T) {
+	b := bindtest.Start(t, bindtest.Config{Zones: []string{"example.test"}, UpdatePolicy: "grant <key> name _acme-challenge.apps.example.test. TXT; grant <key> subdomain acme.example.test. TXT;"})
+	p := provider(b, "example.test")
+	for _, rec := range []libdns.Record{
+		libdns.TXT{Name: "_acme-challenge.apps", Text: "platform"},
+		libdns.TXT{Name: "k7x.acme", Text: "delegated"},
+	} {
+		if _, err := p.AppendRecords(ctx(t), "example.test", []libdns.Record{rec}); err != nil {
+			t.Fatalf("%v: %v", rec, err)
+		}
+	}
+	for _, rec := range []libdns.Record{
+		libdns.Address{Name: "www", IP: netip.MustParseAddr("127.0.0.9")},
+		libdns.TXT{Name: "www", Text: "not a challenge"},
+		libdns.TXT{Name: "_acme-challenge.other", Text: "not ours"},
+		libdns.RR{Name: "k7x.acme", Type: "CNAME", Data: "elsewhere.test."},
+	} {
+		if _, err := p.AppendRecords(ctx(t), "example.test", []libdns.Record{rec}); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "REFUSED") {
+			t.Fatalf("%v: %v, want REFUSED", rec, err)
+		}
+	}
+	if got := b.ZoneTXT(t, "example.test"); !slices.Equal(got, []string{"_acme-challenge.apps.example.test. platform", "k7x.acme.example.test. delegated"}) {
+		t.Fatalf("zone TXT %q", got)
+	}
+	if rrs := b.Query(t, "www.example.test", dns.TypeA); len(rrs) != 0 {
+		t.Fatalf("www written: %v", rrs)
 	}
 }

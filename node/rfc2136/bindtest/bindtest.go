@@ -42,6 +42,9 @@ type Config struct {
 	// CA's resolver follows a delegation CNAME. It serves the root zone itself (empty,
 	// no hints): it never sends a query off this machine.
 	Resolver bool
+	// UpdatePolicy replaces every zone's update-policy rules (default: Key may update
+	// any name: "grant <key> zonesub ANY;"); <key> is replaced by Key's name.
+	UpdatePolicy string
 }
 
 // Key is a TSIG key as BIND and miekg/dns name it.
@@ -102,7 +105,7 @@ func Start(t testing.TB, cfg Config) *Server {
 			t.Fatal(err)
 		}
 		s.Addr = net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
-		conf := s.writeConfig(t, dir, port, cfg.Records, cfg.Resolver)
+		conf := s.writeConfig(t, dir, port, cfg)
 		s.proc = proc.New(t, "named", bin, "-g", "-c", conf, "-n", "1")
 		s.proc.Grace = 5 * time.Second
 		s.proc.MustStart(t)
@@ -138,8 +141,9 @@ func (s *Server) ready() error {
 	return nil
 }
 
-func (s *Server) writeConfig(t testing.TB, dir string, port int, records []string, resolver bool) string {
+func (s *Server) writeConfig(t testing.TB, dir string, port int, cfg Config) string {
 	t.Helper()
+	records, resolver := cfg.Records, cfg.Resolver
 	recursion := "recursion no;"
 	if resolver {
 		recursion = "recursion yes; allow-recursion { 127.0.0.1; }; forwarders { }; forward only; qname-minimization off;"
@@ -174,6 +178,10 @@ logging { category default { default_stderr; }; category update { default_stderr
 		fmt.Fprintf(&b, "key %q { algorithm %s; secret %q; };\n", strings.TrimSuffix(k.Name, "."), strings.TrimSuffix(k.Algorithm, "."), k.Secret)
 	}
 	key := strings.TrimSuffix(s.Key.Name, ".")
+	policy := "grant " + key + " zonesub ANY;"
+	if cfg.UpdatePolicy != "" {
+		policy = strings.ReplaceAll(cfg.UpdatePolicy, "<key>", key)
+	}
 	for _, z := range s.Zones {
 		file := filepath.Join(dir, strings.TrimSuffix(z, ".")+".zone")
 		var zb strings.Builder
@@ -187,8 +195,8 @@ logging { category default { default_stderr; }; category update { default_stderr
 		if err := os.WriteFile(file, []byte(zb.String()), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(&b, "zone %q { type primary; file %q; update-policy { grant %s zonesub ANY; }; allow-transfer { key %s; }; };\n",
-			strings.TrimSuffix(z, "."), file, key, key)
+		fmt.Fprintf(&b, "zone %q { type primary; file %q; update-policy { %s }; allow-transfer { key %s; }; };\n",
+			strings.TrimSuffix(z, "."), file, policy, key)
 	}
 	conf := filepath.Join(dir, "named.conf")
 	if err := os.WriteFile(conf, []byte(b.String()), 0o644); err != nil {
