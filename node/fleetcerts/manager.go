@@ -163,14 +163,20 @@ type Manager struct {
 
 	mu       sync.Mutex
 	started  bool
-	wanted   map[string]bool               // the names policy's names (the document's)
-	since    map[string]time.Time          // when each wanted name entered the document
-	platform map[string]bool               // of those, platform hosts (paced)
-	api      map[string]bool               // of those, API hosts (never paced)
-	dns      map[string]dnsName            // of those, the names issued by DNS-01
-	covered  map[string]bool               // platform hosts a platform wildcard covers (Managed, no certificate of their own)
-	managed  map[string]context.CancelFunc // names CertMagic manages here
-	admitted []time.Time                   // when platform hosts were taken on (last hour)
+	wanted   map[string]bool      // the names policy's names (the document's)
+	since    map[string]time.Time // when each wanted name entered the document
+	platform map[string]bool      // of those, platform hosts (paced)
+	api      map[string]bool      // of those, API hosts (never paced)
+	dns      map[string]dnsName   // of those, the names issued by DNS-01
+	covered  map[string]bool      // platform hosts a platform wildcard covers (Managed, no certificate of their own)
+	// bridge: covered hosts whose own certificate (issued by HTTP-01 before DNS-01 was
+	// turned on, loaded from the store, never ordered) is delivered until their
+	// wildcard is held, so turning DNS-01 on leaves no host without a certificate.
+	bridge map[string]*heldCert
+	// bridgeDue: the covered hosts changed; the loop's next tick runs loadBridges.
+	bridgeDue bool
+	managed   map[string]context.CancelFunc // names CertMagic manages here
+	admitted  []time.Time                   // when platform hosts were taken on (last hour)
 	// customAdmitted: when custom domains were taken on (last hour).
 	customAdmitted []time.Time
 	names          map[string]*nameState
@@ -188,8 +194,9 @@ type Manager struct {
 	mgmtMu   sync.Mutex
 	mgmtErrs map[string]string
 
-	stop chan struct{}
-	done chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
 }
 
 type nameState struct {
@@ -264,7 +271,7 @@ func New(opt Options) (*Manager, error) {
 		log:     opt.Log,
 		lookups: newTokenBucket(50, 100),
 		wanted:  map[string]bool{}, platform: map[string]bool{}, api: map[string]bool{}, since: map[string]time.Time{},
-		dns: map[string]dnsName{}, covered: map[string]bool{},
+		dns: map[string]dnsName{}, covered: map[string]bool{}, bridge: map[string]*heldCert{},
 		managed: map[string]context.CancelFunc{},
 		names:   map[string]*nameState{},
 		set:     &Set{FleetCerts: &render.FleetCerts{HTTPEntryPoints: opt.HTTPEntryPoints, Managed: map[string]bool{}}},
@@ -366,8 +373,10 @@ func (m *Manager) SetOnChange(f func()) {
 	m.mu.Unlock()
 }
 
-// Close stops issuance and CertMagic's maintenance.
-func (m *Manager) Close() {
+// Close stops issuance and CertMagic's maintenance. Calls after the first do nothing.
+func (m *Manager) Close() { m.closeOnce.Do(m.close) }
+
+func (m *Manager) close() {
 	m.mu.Lock()
 	started := m.started
 	for n, cancel := range m.managed {
@@ -524,6 +533,9 @@ func (m *Manager) Sync(doc *routing.Document) {
 			}
 		}
 	}
+	if !sameKeys(m.covered, pol.covered) {
+		m.bridgeDue = true
+	}
 	coveredSame := sameKeys(m.covered, pol.covered) && len(m.dns) == len(pol.dns)
 	for n, d := range pol.dns {
 		if m.dns[n] != d {
@@ -675,13 +687,19 @@ func (m *Manager) loop() {
 			lookup := m.polls%20 == 0
 			settling := m.settling
 			recheck := m.polls%delegationEvery == 0
+			bridge := m.bridgeDue && !lookup
+			m.bridgeDue = false
 			m.mu.Unlock()
+			if bridge {
+				m.loadBridges()
+			}
 			if m.opt.DNS01 != nil && m.opt.DNS01.DelegationZone != "" && m.checkDelegations(recheck) {
 				settling = true // a delegation appeared or went: reconcile now
 			}
 			switch {
 			case lookup:
 				m.loadBacklog()
+				m.loadBridges()
 				m.reconcile() // the hour's budget moves on
 			case settling:
 				m.reconcile()
@@ -729,6 +747,28 @@ func (m *Manager) loadBacklog() {
 	}
 }
 
+// loadBridges loads from the store (never orders) the own certificates of covered
+// hosts whose wildcard is not held yet, at most backlogBatch per pass: a fleet that
+// turns DNS-01 on keeps serving the certificates HTTP-01 issued until the wildcard
+// arrives.
+func (m *Manager) loadBridges() {
+	m.mu.Lock()
+	var load []string
+	for h := range m.covered {
+		_, parent, _ := strings.Cut(h, ".")
+		if w := m.names["*."+parent]; (w == nil || w.cert == nil) && m.bridge[h] == nil && len(load) < backlogBatch {
+			load = append(load, h)
+		}
+	}
+	m.mu.Unlock()
+	for _, h := range load {
+		m.cfg.CacheManagedCertificate(context.Background(), h) // absent: nothing to bridge
+	}
+	if len(load) > 0 {
+		m.refresh()
+	}
+}
+
 // refresh compares the held certificates with CertMagic's cache and publishes a new
 // Set when anything the render reads moved.
 func (m *Manager) refresh() {
@@ -757,6 +797,42 @@ func (m *Manager) refresh() {
 			st.cert, changed = hc, true
 		}
 	}
+	var unbridge []certmagic.SubjectIssuer
+	for h := range m.covered {
+		_, parent, _ := strings.Cut(h, ".")
+		if w := m.names["*."+parent]; w != nil && w.cert != nil {
+			if _, ok := m.bridge[h]; ok {
+				// The wildcard is held: the host's own certificate is no longer delivered
+				// nor renewed.
+				delete(m.bridge, h)
+				unbridge = append(unbridge, certmagic.SubjectIssuer{Subject: h})
+				changed = true
+			}
+			continue
+		}
+		best := m.bestCert(h, now)
+		switch {
+		case best == nil && m.bridge[h] != nil:
+			delete(m.bridge, h)
+			changed = true
+		case best != nil && (m.bridge[h] == nil || m.bridge[h].serial != serialOf(best)):
+			if hc, err := encode(best); err == nil {
+				m.bridge[h], changed = hc, true
+			}
+		}
+	}
+	for h := range m.bridge {
+		if !m.covered[h] {
+			delete(m.bridge, h)
+			changed = true
+			if !m.wanted[h] {
+				unbridge = append(unbridge, certmagic.SubjectIssuer{Subject: h})
+			}
+		}
+	}
+	if len(unbridge) > 0 {
+		defer m.cache.RemoveManaged(unbridge) // after m.mu is released (deferred calls run last-in first-out)
+	}
 	rendered := make(map[string]bool, len(managedNames)+len(m.covered))
 	for n := range managedNames {
 		rendered[n] = true
@@ -768,6 +844,11 @@ func (m *Manager) refresh() {
 		m.mu.Unlock()
 		return
 	}
+	bridged := make([]string, 0, len(m.bridge))
+	for h := range m.bridge {
+		bridged = append(bridged, h)
+	}
+	slices.Sort(bridged)
 	fc := &render.FleetCerts{HTTPEntryPoints: m.opt.HTTPEntryPoints, Managed: rendered}
 	keep := map[string]bool{} // files of this set (file delivery)
 	h := sha256.New()
@@ -802,6 +883,20 @@ func (m *Manager) refresh() {
 	slices.Sort(covered)
 	for _, n := range covered {
 		h.Write([]byte(n + "\x00\x03"))
+	}
+	for _, n := range bridged {
+		c := m.bridge[n]
+		cert, key := c.certPEM, c.keyPEM
+		if m.opt.CertDir != "" {
+			var err error
+			if cert, key, err = certFiles(m.opt.CertDir, n, c); err != nil {
+				m.log.Error("fleet certificate: writing its files", "name", n, "err", err)
+				continue
+			}
+			keep[cert], keep[key] = true, true
+		}
+		fc.Certificates = append(fc.Certificates, render.Certificate{Names: []string{n}, CertFile: cert, KeyFile: key})
+		h.Write([]byte(n + "\x00\x04" + c.serial))
 	}
 	fp := ""
 	if len(names) > 0 || len(covered) > 0 {
