@@ -267,7 +267,10 @@ func TestCustomWildcardIsOrderedOnlyWithItsDelegationInPlace(t *testing.T) {
 		s := stateOf(m, wild)
 		return s.State == StateNeedsDelegation && s.Delegation != nil && s.Delegation.CheckedAt != nil
 	})
-	s := stateOf(m, wild)
+	s, ok := m.NameStatus(wild)
+	if _, other := m.NameStatus("x.shop.customer.test"); !ok || other {
+		t.Fatalf("NameStatus: %v for the claim, %v for a name the fleet does not issue", ok, other)
+	}
 	if s.Delegation.CNAME != "_acme-challenge.shop.customer.test" || s.Delegation.Target != target || s.Delegation.InPlace ||
 		!strings.Contains(s.LastError, "no CNAME at _acme-challenge.shop.customer.test") || !strings.Contains(s.LastError, target) {
 		t.Fatalf("status %+v", s)

@@ -611,7 +611,7 @@ func (m *Manager) reconcile() {
 		if _, ok := m.managed[n]; ok {
 			continue
 		}
-		if now.Sub(m.since[n]) < m.opt.Settle {
+		if now.Sub(m.since[n]) < m.settleOf(n) {
 			m.settling = true // the poll loop comes back for it
 			continue
 		}
@@ -663,6 +663,16 @@ func (m *Manager) reconcile() {
 		m.cache.RemoveManaged(gone)
 	}
 	m.refresh()
+}
+
+// settleOf is how long name waits in the document before it is ordered: Settle for
+// HTTP-01 (every node must answer its challenge), nothing for DNS-01 (the CA asks the
+// DNS, not the nodes).
+func (m *Manager) settleOf(name string) time.Duration {
+	if _, ok := m.dns[name]; ok {
+		return 0
+	}
+	return m.opt.Settle
 }
 
 // holdsOf is how many hold-offs in a row name has had (caller holds mu).
@@ -1091,6 +1101,17 @@ func (m *Manager) onEvent(ctx context.Context, event string, data map[string]any
 	return nil
 }
 
+// NameStatus is Status for one name (false when the policy gives the fleet no such
+// name): what a claim's owner is shown, e.g. the delegation CNAME of a custom wildcard.
+func (m *Manager) NameStatus(name string) (NameStatus, bool) {
+	for _, s := range m.Status() {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return NameStatus{}, false
+}
+
 // Status lists every name the policy gives the fleet, sorted, with its state.
 func (m *Manager) Status() []NameStatus {
 	m.mu.Lock()
@@ -1122,7 +1143,7 @@ func (m *Manager) Status() []NameStatus {
 			ns.State = StateNeedsDelegation
 		case st.mgmtFailed, !managed && now.Before(st.heldUntil):
 			ns.State = StateFailed
-		case !managed && now.Sub(m.since[n]) < m.opt.Settle:
+		case !managed && now.Sub(m.since[n]) < m.settleOf(n):
 			ns.State = StatePending // settling: the other nodes are learning the name
 		case !managed:
 			ns.State = StateBacklog
