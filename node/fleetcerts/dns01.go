@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/certmagic"
+	"github.com/libdns/libdns"
 	"github.com/mholt/acmez/v3"
 	"github.com/mholt/acmez/v3/acme"
 	"github.com/miekg/dns"
@@ -85,6 +86,45 @@ type delegationState struct {
 	checked time.Time
 	ok      bool
 	reason  string
+}
+
+// checkProviderZones refuses, when the provider lists its zones (libdns.ZoneLister),
+// a configuration whose TXT records would fall outside all of them: every order would
+// be placed and then fail.
+func checkProviderZones(d *DNS01, platformDomains []string) error {
+	zl, ok := d.Provider.(libdns.ZoneLister)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	zones, err := zl.ListZones(ctx)
+	if err != nil || len(zones) == 0 {
+		return nil // the provider cannot say: the first order will
+	}
+	var names []string
+	in := func(name string) bool {
+		for _, z := range zones {
+			if dns.IsSubDomain(dns.CanonicalName(z.Name), dns.CanonicalName(name)) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, z := range zones {
+		names = append(names, strings.TrimSuffix(z.Name, "."))
+	}
+	if d.DelegationZone != "" && !in("x."+d.DelegationZone) {
+		return fmt.Errorf("fleetcerts: the delegation zone %s is in none of the DNS provider's zones (%s)", d.DelegationZone, strings.Join(names, ", "))
+	}
+	if d.Platform {
+		for _, pd := range platformDomains {
+			if !in(ChallengeCNAME(pd)) {
+				return fmt.Errorf("fleetcerts: %s (the platform wildcard's challenge) is in none of the DNS provider's zones (%s)", ChallengeCNAME(pd), strings.Join(names, ", "))
+			}
+		}
+	}
+	return nil
 }
 
 // DelegationTarget is the name a custom wildcard's _acme-challenge CNAME must point at:

@@ -360,6 +360,8 @@ func TestDNS01OptionsAreChecked(t *testing.T) {
 		{"both platform wildcard paths", Options{PlatformWildcard: true, DNS01: &DNS01{Provider: prov, Platform: true}}, "exclude each other"},
 		{"bad delegation zone", Options{DNS01: &DNS01{Provider: prov, DelegationZone: "not a zone"}}, "not a domain name"},
 		{"one-label delegation zone", Options{DNS01: &DNS01{Provider: prov, DelegationZone: "test"}}, "not a domain name"},
+		{"delegation zone outside the provider's zones", Options{DNS01: &DNS01{Provider: prov, DelegationZone: "acme.other.test"}}, "delegation zone acme.other.test is in none of the DNS provider's zones (fleet.test)"},
+		{"platform domain outside the provider's zones", Options{PlatformDomains: []string{"apps.example.com"}, DNS01: &DNS01{Provider: prov, Platform: true}}, "_acme-challenge.apps.example.com (the platform wildcard's challenge) is in none"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

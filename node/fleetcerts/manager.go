@@ -265,6 +265,9 @@ func New(opt Options) (*Manager, error) {
 			}
 			d.DelegationZone = strings.ToLower(strings.TrimSuffix(d.DelegationZone, "."))
 		}
+		if err := checkProviderZones(d, opt.PlatformDomains); err != nil {
+			return nil, err
+		}
 	}
 	m := &Manager{
 		opt:     opt,
