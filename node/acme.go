@@ -60,7 +60,17 @@ func (s *Server) setupACME() error {
 			certDir = abs // Traefik resolves a relative path against its own directory
 		}
 	}
+	var dns01 *fleetcerts.DNS01
+	if d := c.DNS01; d.enabled() {
+		prov, err := d.provider()
+		if err != nil {
+			return err
+		}
+		dns01 = &fleetcerts.DNS01{Provider: prov, Platform: d.Platform, DelegationZone: d.DelegationZone,
+			Resolvers: d.Resolvers, PropagationTimeout: time.Duration(d.PropagationTimeout)}
+	}
 	m, err := fleetcerts.New(fleetcerts.Options{
+		DNS01:   dns01,
 		CertDir: certDir,
 		Storage: storage, CA: c.CAServer, Email: c.Email, Roots: roots,
 		RenewalWindow:      c.RenewalWindow,
@@ -156,7 +166,7 @@ type certCollector struct{ m *fleetcerts.Manager }
 
 var (
 	certStateDesc = prometheus.NewDesc("scafo_certificate_state",
-		"Fleet certificate state per name: 1 for the current state (pending, valid, failed, backlog).",
+		"Fleet certificate state per name: 1 for the current state (pending, valid, failed, backlog, needs-delegation).",
 		[]string{"name", "state"}, nil)
 	certNotAfterDesc = prometheus.NewDesc("scafo_certificate_not_after_seconds",
 		"Expiry (Unix seconds) of the certificate this node holds for a name.", []string{"name"}, nil)

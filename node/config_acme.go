@@ -4,13 +4,17 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/mail"
 	"net/url"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/caddyserver/certmagic"
+
 	"github.com/scafo/ingress/node/certstore"
+	"github.com/scafo/ingress/node/rfc2136"
 
 	ptypes "github.com/traefik/paerser/types"
 )
@@ -65,6 +69,68 @@ type ACMEConfig struct {
 	// or "files" (written under <stateDir>/certs, the render naming them: only for a
 	// Traefik on the same machine, reading the node's state dir).
 	Delivery string `description:"inline: the PEM in the rendered configuration; files: written under <stateDir>/certs and named by the render (a Traefik on the node's machine only)." json:"delivery,omitempty"`
+	// DNS01 issues the wildcards by DNS-01 from the nodes (docs/certificates-dns01.md).
+	DNS01 DNS01Config `description:"DNS-01 from the nodes: the platform wildcard and apex, custom wildcards by delegation (docs/certificates-dns01.md)." json:"dns01"`
+}
+
+// DNS01Config is DNS-01 issuance (issue 27): on when Platform or DelegationZone is set.
+type DNS01Config struct {
+	Platform       bool   `description:"Issue each platform domain's wildcard (*.<domain>) and apex once for the fleet by DNS-01 (replaces traefik.platformWildcardCerts, where every Traefik orders its own)." json:"platform,omitempty"`
+	DelegationZone string `description:"Zone the fleet's DNS provider edits for custom wildcard claims: the customer points _acme-challenge.<name> by CNAME at <label>.<zone> (named in /v1/status); empty: custom wildcards get no fleet certificate." json:"delegationZone,omitempty"`
+	Provider       string `description:"DNS provider: rfc2136 (RFC 2136 dynamic updates with TSIG; the one built in)." json:"provider,omitempty"`
+	// Resolvers answer the zone lookup, the propagation check and the delegation
+	// check.
+	Resolvers          []string        `description:"DNS servers (host:port) for the zone lookup, the propagation check and delegation CNAMEs (default: the system's; propagation then asks the zone's authoritative servers)." json:"resolvers,omitempty"`
+	PropagationTimeout ptypes.Duration `description:"Longest wait for a TXT record to be visible before the CA is asked to validate." json:"propagationTimeout,omitempty"`
+	RFC2136            RFC2136Config   `description:"The rfc2136 provider." json:"rfc2136"`
+}
+
+// RFC2136Config is the rfc2136 provider's settings. The secret comes from a file or
+// SCAFO_ACME_DNS01_RFC2136_TSIGSECRET; it is never logged nor shown in the status.
+type RFC2136Config struct {
+	Server         string   `description:"Primary DNS server taking the updates (host:port; port 53 by default)." json:"server,omitempty"`
+	Zones          []string `description:"Zones the key may edit (the platform domains' zones and the delegation zone)." json:"zones,omitempty"`
+	KeyName        string   `description:"TSIG key name." json:"keyName,omitempty"`
+	KeyAlgorithm   string   `description:"TSIG algorithm (hmac-sha256, hmac-sha384, hmac-sha512, hmac-sha224, hmac-sha1)." json:"keyAlgorithm,omitempty"`
+	TSIGSecretFile string   `description:"File holding the TSIG secret (base64), e.g. the secret line of a tsig-keygen key." json:"tsigSecretFile,omitempty"`
+	TSIGSecret     string   `description:"The TSIG secret (base64): set it through SCAFO_ACME_DNS01_RFC2136_TSIGSECRET or tsigSecretFile, not as a flag (a flag shows in the process list)." json:"tsigSecret,omitempty" loggable:"false"`
+}
+
+// enabled reports whether any name is issued by DNS-01.
+func (c *DNS01Config) enabled() bool { return c.Platform || c.DelegationZone != "" }
+
+// provider builds the DNS provider named by acme.dns01.provider: any libdns provider
+// (certmagic.DNSProvider) plugs in here, with its own settings section beside
+// RFC2136 (docs/certificates-dns01.md).
+func (c *DNS01Config) provider() (certmagic.DNSProvider, error) {
+	switch c.Provider {
+	case "rfc2136":
+		return c.rfc2136()
+	default:
+		return nil, fmt.Errorf("acme.dns01.provider %q: rfc2136 is the one built in (docs/certificates-dns01.md: adding a libdns provider)", c.Provider)
+	}
+}
+
+// rfc2136 builds the rfc2136 provider, reading the secret (never putting it in an
+// error).
+func (c *DNS01Config) rfc2136() (*rfc2136.Provider, error) {
+	r := c.RFC2136
+	secret := r.TSIGSecret
+	switch {
+	case r.TSIGSecretFile != "" && r.TSIGSecret != "":
+		return nil, errors.New("acme.dns01.rfc2136: tsigSecretFile and tsigSecret both set: one of them")
+	case r.TSIGSecretFile != "":
+		b, err := os.ReadFile(r.TSIGSecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("acme.dns01.rfc2136.tsigSecretFile: %w", err)
+		}
+		secret = strings.TrimSpace(string(b))
+	}
+	p := &rfc2136.Provider{Server: r.Server, Zones: r.Zones, KeyName: r.KeyName, KeyAlgorithm: r.KeyAlgorithm, Secret: secret}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("acme.dns01.%w", err)
+	}
+	return p, nil
 }
 
 func (c *ACMEConfig) setDefaults() {
@@ -76,6 +142,7 @@ func (c *ACMEConfig) setDefaults() {
 		RenewCheckInterval: ptypes.Duration(10 * time.Minute),
 		LockLease:          ptypes.Duration(2 * time.Minute),
 		Delivery:           DeliveryInline,
+		DNS01:              DNS01Config{Provider: "rfc2136", PropagationTimeout: ptypes.Duration(2 * time.Minute)},
 	}
 }
 
@@ -130,6 +197,25 @@ func (c *ACMEConfig) validate(cfg *Config) []error {
 	}
 	if c.RenewCheckInterval <= 0 {
 		errs = append(errs, errors.New("acme.renewCheckInterval: must be positive"))
+	}
+	if d := &c.DNS01; d.enabled() {
+		if d.Platform && cfg.Traefik.PlatformWildcardCerts {
+			errs = append(errs, errors.New("acme.dns01.platform and traefik.platformWildcardCerts: one of them (the fleet issues the platform wildcard once, or every Traefik orders its own)"))
+		}
+		if d.Platform && len(cfg.Platform.Domains) == 0 {
+			errs = append(errs, errors.New("acme.dns01.platform: needs at least one platform domain"))
+		}
+		if d.PropagationTimeout <= 0 || d.PropagationTimeout > ptypes.Duration(30*time.Minute) {
+			errs = append(errs, fmt.Errorf("acme.dns01.propagationTimeout %s: from 1s to 30m", time.Duration(d.PropagationTimeout)))
+		}
+		for i, r := range d.Resolvers {
+			if _, _, err := net.SplitHostPort(r); err != nil {
+				errs = append(errs, fmt.Errorf("acme.dns01.resolvers[%d] %q: host:port", i, r))
+			}
+		}
+		if _, err := d.provider(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errs
 }

@@ -14,6 +14,11 @@
 // FailHoldMax), so a name whose DNS points elsewhere costs a few orders a day. A name that leaves the document stops being managed (its pending obtain
 // is cancelled, CertMagic stops renewing it) and leaves the Set.
 //
+// With Options.DNS01 (dns01.go), the wildcards are issued by DNS-01 on the same store
+// and locks: each platform domain's wildcard and apex (the platform hosts one label
+// under it take the wildcard), and custom wildcard claims by delegation, never ordered
+// before the delegation CNAME is in place. They share the budgets and hold-offs above.
+//
 // Private keys live only in the store and in the Set handed to the render; nothing here
 // logs them or puts them in a Status.
 package fleetcerts
@@ -38,6 +43,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/certmagic"
+	"github.com/miekg/dns"
 
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/fleet"
@@ -100,6 +106,9 @@ type Options struct {
 	// CertDir, when set, delivers certificates as files under it (files.go) instead of
 	// inline PEM.
 	CertDir string
+	// DNS01, when set, issues the wildcards (and, with DNS01.Platform, the platform
+	// apexes) by DNS-01 (dns01.go); nil: exact names only, by HTTP-01.
+	DNS01 *DNS01
 }
 
 // Set is one immutable view of the fleet certificates, for the render.
@@ -123,6 +132,14 @@ type NameStatus struct {
 	Attempts int `json:"attempts,omitempty"`
 	// ObtainedHere: this node obtained the certificate it holds.
 	ObtainedHere bool `json:"obtainedHere,omitempty"`
+	// Challenge is "dns-01" for a name issued by DNS-01 ("" for HTTP-01), and Phase
+	// where its challenge stands while one is in progress (the TXT record written,
+	// waiting for it to propagate, with the bound).
+	Challenge string `json:"challenge,omitempty"`
+	Phase     string `json:"phase,omitempty"`
+	// Delegation is a custom wildcard's delegation: the CNAME its customer creates and
+	// whether it is in place.
+	Delegation *Delegation `json:"delegation,omitempty"`
 }
 
 // Manager runs fleet issuance on one node.
@@ -133,6 +150,11 @@ type Manager struct {
 	cache  *certmagic.Cache
 	cfg    *certmagic.Config
 	issuer *certmagic.ACMEIssuer
+	// dnsCfg and dnsIssuer issue the DNS-01 names (Options.DNS01; nil without): an
+	// ACME issuer with a DNS-01 solver offers no other challenge, so the exact names
+	// keep cfg.
+	dnsCfg    *certmagic.Config
+	dnsIssuer *certmagic.ACMEIssuer
 
 	// lookups bounds the store reads anonymous challenge requests can cause; chal
 	// coalesces them per host (challenge.go).
@@ -141,12 +163,20 @@ type Manager struct {
 
 	mu       sync.Mutex
 	started  bool
-	wanted   map[string]bool               // the names policy's names (the document's)
-	since    map[string]time.Time          // when each wanted name entered the document
-	platform map[string]bool               // of those, platform hosts (paced)
-	api      map[string]bool               // of those, API hosts (never paced)
-	managed  map[string]context.CancelFunc // names CertMagic manages here
-	admitted []time.Time                   // when platform hosts were taken on (last hour)
+	wanted   map[string]bool      // the names policy's names (the document's)
+	since    map[string]time.Time // when each wanted name entered the document
+	platform map[string]bool      // of those, platform hosts (paced)
+	api      map[string]bool      // of those, API hosts (never paced)
+	dns      map[string]dnsName   // of those, the names issued by DNS-01
+	covered  map[string]bool      // platform hosts a platform wildcard covers (Managed, no certificate of their own)
+	// bridge: covered hosts whose own certificate (issued by HTTP-01 before DNS-01 was
+	// turned on, loaded from the store, never ordered) is delivered until their
+	// wildcard is held, so turning DNS-01 on leaves no host without a certificate.
+	bridge map[string]*heldCert
+	// bridgeDue: the covered hosts changed; the loop's next tick runs loadBridges.
+	bridgeDue bool
+	managed   map[string]context.CancelFunc // names CertMagic manages here
+	admitted  []time.Time                   // when platform hosts were taken on (last hour)
 	// customAdmitted: when custom domains were taken on (last hour).
 	customAdmitted []time.Time
 	names          map[string]*nameState
@@ -164,8 +194,9 @@ type Manager struct {
 	mgmtMu   sync.Mutex
 	mgmtErrs map[string]string
 
-	stop chan struct{}
-	done chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
 }
 
 type nameState struct {
@@ -187,6 +218,10 @@ type nameState struct {
 	runAttempts  int
 	obtaining    bool
 	obtainedHere bool
+	// deleg is the last check of a delegated name's CNAME (nil: not checked yet);
+	// phase its DNS-01 challenge's progress.
+	deleg *delegationState
+	phase string
 }
 
 // heldCert is a certificate taken from CertMagic's cache, encoded for the render.
@@ -217,11 +252,29 @@ func New(opt Options) (*Manager, error) {
 	if opt.FailHoldMax <= 0 {
 		opt.FailHoldMax = DefaultFailHoldMax
 	}
+	if d := opt.DNS01; d != nil {
+		if d.Provider == nil {
+			return nil, errors.New("fleetcerts: DNS-01 without a DNS provider")
+		}
+		if d.Platform && opt.PlatformWildcard {
+			return nil, errors.New("fleetcerts: the platform wildcard by DNS-01 and by Traefik's resolver (PlatformWildcard) exclude each other")
+		}
+		if d.DelegationZone != "" {
+			if _, ok := dns.IsDomainName(d.DelegationZone); !ok || !strings.Contains(strings.Trim(d.DelegationZone, "."), ".") {
+				return nil, fmt.Errorf("fleetcerts: delegation zone %q is not a domain name", d.DelegationZone)
+			}
+			d.DelegationZone = strings.ToLower(strings.TrimSuffix(d.DelegationZone, "."))
+		}
+		if err := checkProviderZones(d, opt.PlatformDomains); err != nil {
+			return nil, err
+		}
+	}
 	m := &Manager{
 		opt:     opt,
 		log:     opt.Log,
 		lookups: newTokenBucket(50, 100),
 		wanted:  map[string]bool{}, platform: map[string]bool{}, api: map[string]bool{}, since: map[string]time.Time{},
+		dns: map[string]dnsName{}, covered: map[string]bool{}, bridge: map[string]*heldCert{},
 		managed: map[string]context.CancelFunc{},
 		names:   map[string]*nameState{},
 		set:     &Set{FleetCerts: &render.FleetCerts{HTTPEntryPoints: opt.HTTPEntryPoints, Managed: map[string]bool{}}},
@@ -230,9 +283,14 @@ func New(opt Options) (*Manager, error) {
 	}
 	m.store = &tracked{Storage: opt.Storage}
 	zl := zapToSlog(opt.Log.With("component", "certmagic"), m.noteError)
-	var cfg *certmagic.Config
+	var cfg, dnsCfg *certmagic.Config
 	m.cache = certmagic.NewCache(certmagic.CacheOptions{
-		GetConfigForCert:   func(certmagic.Certificate) (*certmagic.Config, error) { return cfg, nil },
+		GetConfigForCert: func(c certmagic.Certificate) (*certmagic.Config, error) {
+			if dnsCfg != nil && len(c.Names) > 0 && opt.isDNSName(c.Names[0]) {
+				return dnsCfg, nil
+			}
+			return cfg, nil
+		},
 		RenewCheckInterval: opt.RenewCheckInterval,
 		Logger:             zl,
 	})
@@ -246,7 +304,25 @@ func New(opt Options) (*Manager, error) {
 		OCSP: certmagic.OCSPConfig{DisableStapling: true},
 	})
 	m.cfg = cfg
+	if opt.DNS01 != nil {
+		dnsCfg = certmagic.New(m.cache, certmagic.Config{
+			Storage:            m.store,
+			RenewalWindowRatio: opt.RenewalWindow,
+			OnEvent:            m.onEvent,
+			Logger:             zl,
+			OCSP:               certmagic.OCSPConfig{DisableStapling: true},
+		})
+		m.dnsCfg = dnsCfg
+	}
 	return m, nil
+}
+
+// cfgFor is the CertMagic configuration that issues name.
+func (m *Manager) cfgFor(name string) *certmagic.Config {
+	if m.dnsCfg != nil && m.opt.isDNSName(name) {
+		return m.dnsCfg
+	}
+	return m.cfg
 }
 
 // Start begins issuance. listen is the node API's listener address: CertMagic's
@@ -274,6 +350,18 @@ func (m *Manager) Start(listen net.Addr) {
 		Logger:                  m.cfg.Logger,
 	})
 	m.cfg.Issuers = []certmagic.Issuer{m.issuer}
+	if m.dnsCfg != nil {
+		m.dnsIssuer = certmagic.NewACMEIssuer(m.dnsCfg, certmagic.ACMEIssuer{
+			CA:           m.opt.CA,
+			TestCA:       m.opt.CA,
+			Email:        m.opt.Email,
+			Agreed:       true,
+			TrustedRoots: m.opt.Roots,
+			DNS01Solver:  &dnsSolver{m: m},
+			Logger:       m.cfg.Logger,
+		})
+		m.dnsCfg.Issuers = []certmagic.Issuer{m.dnsIssuer}
+	}
 	m.mu.Lock()
 	m.started = true
 	m.mu.Unlock()
@@ -288,8 +376,10 @@ func (m *Manager) SetOnChange(f func()) {
 	m.mu.Unlock()
 }
 
-// Close stops issuance and CertMagic's maintenance.
-func (m *Manager) Close() {
+// Close stops issuance and CertMagic's maintenance. Calls after the first do nothing.
+func (m *Manager) Close() { m.closeOnce.Do(m.close) }
+
+func (m *Manager) close() {
 	m.mu.Lock()
 	started := m.started
 	for n, cancel := range m.managed {
@@ -349,20 +439,113 @@ func Names(doc *routing.Document, platformDomains []string, platformWildcard boo
 	return names, isPlatform
 }
 
-// Sync sets the names from a published document.
-func (m *Manager) Sync(doc *routing.Document) {
-	names, platform := Names(doc, m.opt.PlatformDomains, m.opt.PlatformWildcard)
-	wanted := make(map[string]bool, len(names))
-	for _, n := range names {
-		wanted[n] = true
+// namePolicy is what Sync derives from a document: the names the fleet issues (sorted),
+// which are paced platform hosts, API hosts, and issued by DNS-01, and the platform
+// hosts a platform wildcard covers.
+type namePolicy struct {
+	names    []string
+	platform map[string]bool
+	api      map[string]bool
+	dns      map[string]dnsName
+	covered  map[string]bool
+}
+
+// policy is Names with DNS-01 (dns01.go): with DNS01.Platform, a platform host one
+// label under a platform domain is covered by that domain's wildcard (ordered once, on
+// the platform budget) and the platform apex is issued by DNS-01; with a delegation
+// zone, a custom wildcard is issued by delegation (on the custom budget). Without
+// DNS01 it is exactly Names.
+func (m *Manager) policy(doc *routing.Document) namePolicy {
+	p := namePolicy{platform: map[string]bool{}, api: map[string]bool{}, dns: map[string]dnsName{}, covered: map[string]bool{}}
+	if doc == nil {
+		return p
 	}
-	api := map[string]bool{}
-	if doc != nil && doc.API != nil {
-		for _, h := range doc.API.Hosts {
-			api[h] = true
+	d := m.opt.DNS01
+	platformDNS := d != nil && d.Platform
+	isPD := func(h string) bool { return slices.Contains(m.opt.PlatformDomains, h) }
+	seen := map[string]bool{}
+	add := func(n string, platform bool) {
+		if seen[n] {
+			return
+		}
+		seen[n] = true
+		p.names = append(p.names, n)
+		if platform {
+			p.platform[n] = true
 		}
 	}
+	for _, r := range doc.Routes {
+		h := r.Host
+		if routing.IsWildcard(h) {
+			switch {
+			case d == nil:
+			case platformDNS && isPD(strings.TrimPrefix(h, "*.")):
+				p.dns[h] = dnsName{owner: ChallengeCNAME(h)}
+				add(h, true)
+			case d.DelegationZone != "":
+				p.dns[h] = dnsName{owner: ChallengeCNAME(h), target: DelegationTarget(d.DelegationZone, r.Application, h)}
+				add(h, false)
+			}
+			continue
+		}
+		if _, under := fleet.PlatformOwner(h, m.opt.PlatformDomains); under {
+			if m.opt.PlatformWildcard {
+				continue // Traefik's resolver issues the platform wildcard
+			}
+			if _, parent, _ := strings.Cut(h, "."); platformDNS && isPD(parent) {
+				w := "*." + parent
+				p.covered[h] = true
+				p.dns[w] = dnsName{owner: ChallengeCNAME(w)}
+				add(w, true)
+				continue
+			}
+			add(h, true)
+			continue
+		}
+		if platformDNS && isPD(h) {
+			p.dns[h] = dnsName{owner: ChallengeCNAME(h)}
+		}
+		add(h, false)
+	}
+	if doc.API != nil {
+		for _, h := range doc.API.Hosts {
+			p.api[h] = true
+			if platformDNS && isPD(h) {
+				p.dns[h] = dnsName{owner: ChallengeCNAME(h)}
+			}
+			add(h, false)
+		}
+	}
+	slices.Sort(p.names)
+	return p
+}
+
+// Sync sets the names from a published document.
+func (m *Manager) Sync(doc *routing.Document) {
+	pol := m.policy(doc)
+	wanted := make(map[string]bool, len(pol.names))
+	for _, n := range pol.names {
+		wanted[n] = true
+	}
+	platform, api := pol.platform, pol.api
 	m.mu.Lock()
+	for n, d := range m.dns {
+		if pol.dns[n] != d {
+			if st := m.names[n]; st != nil {
+				st.deleg = nil // another claim of the name: checked anew
+			}
+		}
+	}
+	if !sameKeys(m.covered, pol.covered) {
+		m.bridgeDue = true
+	}
+	coveredSame := sameKeys(m.covered, pol.covered) && len(m.dns) == len(pol.dns)
+	for n, d := range pol.dns {
+		if m.dns[n] != d {
+			coveredSame = false
+		}
+	}
+	m.dns, m.covered = pol.dns, pol.covered
 	now := time.Now()
 	for n := range wanted {
 		if _, ok := m.since[n]; !ok {
@@ -374,7 +557,7 @@ func (m *Manager) Sync(doc *routing.Document) {
 			delete(m.since, n)
 		}
 	}
-	same := len(wanted) == len(m.wanted)
+	same := len(wanted) == len(m.wanted) && coveredSame
 	for n := range wanted {
 		if !m.wanted[n] {
 			same = false
@@ -431,7 +614,7 @@ func (m *Manager) reconcile() {
 		if _, ok := m.managed[n]; ok {
 			continue
 		}
-		if now.Sub(m.since[n]) < m.opt.Settle {
+		if now.Sub(m.since[n]) < m.settleOf(n) {
 			m.settling = true // the poll loop comes back for it
 			continue
 		}
@@ -448,6 +631,9 @@ func (m *Manager) reconcile() {
 		}
 		if now.Before(st.heldUntil) {
 			continue // held off after failing; the poll loop loads it if another node issued it
+		}
+		if d := m.dns[n]; d.delegated() && st.cert == nil && (st.deleg == nil || !st.deleg.ok) {
+			continue // no order without the delegation (checkDelegations looks again)
 		}
 		switch {
 		case st.cert != nil || m.api[n]:
@@ -471,7 +657,7 @@ func (m *Manager) reconcile() {
 		m.names[n].runAttempts = 0
 		// ManageAsync loads the certificate from the store, or obtains it under the
 		// store lock (retrying with CertMagic's backoff until ctx is cancelled).
-		if err := m.cfg.ManageAsync(ctx, []string{n}); err != nil {
+		if err := m.cfgFor(n).ManageAsync(ctx, []string{n}); err != nil {
 			m.names[n].lastErr = err.Error()
 		}
 	}
@@ -480,6 +666,16 @@ func (m *Manager) reconcile() {
 		m.cache.RemoveManaged(gone)
 	}
 	m.refresh()
+}
+
+// settleOf is how long name waits in the document before it is ordered: Settle for
+// HTTP-01 (every node must answer its challenge), nothing for DNS-01 (the CA asks the
+// DNS, not the nodes).
+func (m *Manager) settleOf(name string) time.Duration {
+	if _, ok := m.dns[name]; ok {
+		return 0
+	}
+	return m.opt.Settle
 }
 
 // holdsOf is how many hold-offs in a row name has had (caller holds mu).
@@ -503,10 +699,20 @@ func (m *Manager) loop() {
 			m.polls++
 			lookup := m.polls%20 == 0
 			settling := m.settling
+			recheck := m.polls%delegationEvery == 0
+			bridge := m.bridgeDue && !lookup
+			m.bridgeDue = false
 			m.mu.Unlock()
+			if bridge {
+				m.loadBridges()
+			}
+			if m.opt.DNS01 != nil && m.opt.DNS01.DelegationZone != "" && m.checkDelegations(recheck) {
+				settling = true // a delegation appeared or went: reconcile now
+			}
 			switch {
 			case lookup:
 				m.loadBacklog()
+				m.loadBridges()
 				m.reconcile() // the hour's budget moves on
 			case settling:
 				m.reconcile()
@@ -541,7 +747,7 @@ func (m *Manager) loadBacklog() {
 	}
 	m.mu.Unlock()
 	for _, n := range missing {
-		if _, err := m.cfg.CacheManagedCertificate(context.Background(), n); err == nil {
+		if _, err := m.cfgFor(n).CacheManagedCertificate(context.Background(), n); err == nil {
 			m.mu.Lock()
 			if m.wanted[n] {
 				if _, ok := m.managed[n]; !ok {
@@ -551,6 +757,28 @@ func (m *Manager) loadBacklog() {
 			}
 			m.mu.Unlock()
 		}
+	}
+}
+
+// loadBridges loads from the store (never orders) the own certificates of covered
+// hosts whose wildcard is not held yet, at most backlogBatch per pass: a fleet that
+// turns DNS-01 on keeps serving the certificates HTTP-01 issued until the wildcard
+// arrives.
+func (m *Manager) loadBridges() {
+	m.mu.Lock()
+	var load []string
+	for h := range m.covered {
+		_, parent, _ := strings.Cut(h, ".")
+		if w := m.names["*."+parent]; (w == nil || w.cert == nil) && m.bridge[h] == nil && len(load) < backlogBatch {
+			load = append(load, h)
+		}
+	}
+	m.mu.Unlock()
+	for _, h := range load {
+		m.cfg.CacheManagedCertificate(context.Background(), h) // absent: nothing to bridge
+	}
+	if len(load) > 0 {
+		m.refresh()
 	}
 }
 
@@ -582,11 +810,59 @@ func (m *Manager) refresh() {
 			st.cert, changed = hc, true
 		}
 	}
-	if !changed && sameKeys(managedNames, m.set.FleetCerts.Managed) {
+	var unbridge []certmagic.SubjectIssuer
+	for h := range m.covered {
+		_, parent, _ := strings.Cut(h, ".")
+		if w := m.names["*."+parent]; w != nil && w.cert != nil {
+			if _, ok := m.bridge[h]; ok {
+				// The wildcard is held: the host's own certificate is no longer delivered
+				// nor renewed.
+				delete(m.bridge, h)
+				unbridge = append(unbridge, certmagic.SubjectIssuer{Subject: h})
+				changed = true
+			}
+			continue
+		}
+		best := m.bestCert(h, now)
+		switch {
+		case best == nil && m.bridge[h] != nil:
+			delete(m.bridge, h)
+			changed = true
+		case best != nil && (m.bridge[h] == nil || m.bridge[h].serial != serialOf(best)):
+			if hc, err := encode(best); err == nil {
+				m.bridge[h], changed = hc, true
+			}
+		}
+	}
+	for h := range m.bridge {
+		if !m.covered[h] {
+			delete(m.bridge, h)
+			changed = true
+			if !m.wanted[h] {
+				unbridge = append(unbridge, certmagic.SubjectIssuer{Subject: h})
+			}
+		}
+	}
+	if len(unbridge) > 0 {
+		defer m.cache.RemoveManaged(unbridge) // after m.mu is released (deferred calls run last-in first-out)
+	}
+	rendered := make(map[string]bool, len(managedNames)+len(m.covered))
+	for n := range managedNames {
+		rendered[n] = true
+	}
+	for n := range m.covered {
+		rendered[n] = true
+	}
+	if !changed && sameKeys(rendered, m.set.FleetCerts.Managed) {
 		m.mu.Unlock()
 		return
 	}
-	fc := &render.FleetCerts{HTTPEntryPoints: m.opt.HTTPEntryPoints, Managed: managedNames}
+	bridged := make([]string, 0, len(m.bridge))
+	for h := range m.bridge {
+		bridged = append(bridged, h)
+	}
+	slices.Sort(bridged)
+	fc := &render.FleetCerts{HTTPEntryPoints: m.opt.HTTPEntryPoints, Managed: rendered}
 	keep := map[string]bool{} // files of this set (file delivery)
 	h := sha256.New()
 	names := make([]string, 0, len(managedNames))
@@ -613,8 +889,30 @@ func (m *Manager) refresh() {
 		}
 		h.Write([]byte{1})
 	}
+	covered := make([]string, 0, len(m.covered))
+	for n := range m.covered {
+		covered = append(covered, n)
+	}
+	slices.Sort(covered)
+	for _, n := range covered {
+		h.Write([]byte(n + "\x00\x03"))
+	}
+	for _, n := range bridged {
+		c := m.bridge[n]
+		cert, key := c.certPEM, c.keyPEM
+		if m.opt.CertDir != "" {
+			var err error
+			if cert, key, err = certFiles(m.opt.CertDir, n, c); err != nil {
+				m.log.Error("fleet certificate: writing its files", "name", n, "err", err)
+				continue
+			}
+			keep[cert], keep[key] = true, true
+		}
+		fc.Certificates = append(fc.Certificates, render.Certificate{Names: []string{n}, CertFile: cert, KeyFile: key})
+		h.Write([]byte(n + "\x00\x04" + c.serial))
+	}
 	fp := ""
-	if len(names) > 0 {
+	if len(names) > 0 || len(covered) > 0 {
 		fp = hex.EncodeToString(h.Sum(nil)[:12])
 	}
 	if m.opt.CertDir != "" {
@@ -735,10 +1033,16 @@ func (m *Manager) takeMgmtErrs(now time.Time) {
 }
 
 // onEvent records CertMagic's issuance events per name.
-func (m *Manager) onEvent(_ context.Context, event string, data map[string]any) error {
+func (m *Manager) onEvent(ctx context.Context, event string, data map[string]any) error {
 	name, _ := data["identifier"].(string)
 	if name == "" {
 		return nil
+	}
+	if event == "cert_obtaining" {
+		// A delegated name is ordered (or renewed) only with its CNAME in place.
+		if err := m.gateDelegation(ctx, name); err != nil {
+			return err
+		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -800,6 +1104,17 @@ func (m *Manager) onEvent(_ context.Context, event string, data map[string]any) 
 	return nil
 }
 
+// NameStatus is Status for one name (false when the policy gives the fleet no such
+// name): what a claim's owner is shown, e.g. the delegation CNAME of a custom wildcard.
+func (m *Manager) NameStatus(name string) (NameStatus, bool) {
+	for _, s := range m.Status() {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return NameStatus{}, false
+}
+
 // Status lists every name the policy gives the fleet, sorted, with its state.
 func (m *Manager) Status() []NameStatus {
 	m.mu.Lock()
@@ -813,12 +1128,25 @@ func (m *Manager) Status() []NameStatus {
 		}
 		ns := NameStatus{Name: n, LastError: st.lastErr, Attempts: st.attempts, ObtainedHere: st.obtainedHere && st.cert != nil}
 		_, managed := m.managed[n]
+		d, isDNS := m.dns[n]
+		if isDNS {
+			ns.Challenge, ns.Phase = "dns-01", st.phase
+		}
+		if d.delegated() {
+			ns.Delegation = &Delegation{CNAME: d.owner, Target: d.target}
+			if st.deleg != nil {
+				t := st.deleg.checked.UTC()
+				ns.Delegation.InPlace, ns.Delegation.CheckedAt = st.deleg.ok, &t
+			}
+		}
 		switch {
 		case st.cert != nil && now.Before(st.cert.notAfter):
 			ns.State = StateValid
+		case d.delegated() && !managed && (st.deleg == nil || !st.deleg.ok):
+			ns.State = StateNeedsDelegation
 		case st.mgmtFailed, !managed && now.Before(st.heldUntil):
 			ns.State = StateFailed
-		case !managed && now.Sub(m.since[n]) < m.opt.Settle:
+		case !managed && now.Sub(m.since[n]) < m.settleOf(n):
 			ns.State = StatePending // settling: the other nodes are learning the name
 		case !managed:
 			ns.State = StateBacklog

@@ -48,6 +48,10 @@ type Config struct {
 	// VASleep keeps Pebble's random 0–5 s sleep before each validation (default off:
 	// PEBBLE_VA_NOSLEEP=1; validation itself stays on).
 	VASleep bool
+	// DNSServer, when set (host:port), is the DNS server Pebble's VA asks (a real BIND
+	// for DNS-01, node/rfc2136/bindtest) instead of a challtestsrv; AddA is then not
+	// available. HTTPPort may be 0 (only DNS-01 is validated).
+	DNSServer string
 }
 
 // Pebble is a running Pebble and challtestsrv.
@@ -99,8 +103,11 @@ func Start(t testing.TB, cfg Config) *Pebble {
 		}
 		t.Skip(msg)
 	}
-	if cfg.HTTPPort == 0 {
+	if cfg.HTTPPort == 0 && cfg.DNSServer == "" {
 		t.Fatal("pebbletest: Config.HTTPPort is required")
+	}
+	if cfg.HTTPPort == 0 {
+		cfg.HTTPPort = 80 // Pebble wants one; nothing validates by HTTP-01
 	}
 	dir := t.TempDir()
 	ports := freePorts(t, 5)
@@ -111,15 +118,19 @@ func Start(t testing.TB, cfg Config) *Pebble {
 		dnsMgmt:   fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
 	}
 
-	// challtestsrv: DNS only. No default AAAA answer (Pebble asks AAAA first and would
-	// dial ::1), unknown names resolve to 127.0.0.1 unless a test adds an A record.
-	p.chall = proc.New(t, "challtestsrv", challBin,
-		"-dnsserver", dnsAddr, "-management", p.dnsMgmt[len("http://"):],
-		"-http01", "", "-https01", "", "-tlsalpn01", "", "-doh", "",
-		"-defaultIPv4", "127.0.0.1", "-defaultIPv6", "")
-	p.chall.MustStart(t)
-	if err := p.chall.WaitPort(30*time.Second, p.dnsMgmt[len("http://"):]); err != nil {
-		t.Fatalf("challtestsrv: %v", err)
+	if cfg.DNSServer != "" {
+		dnsAddr, p.dnsMgmt = cfg.DNSServer, ""
+	} else {
+		// challtestsrv: DNS only. No default AAAA answer (Pebble asks AAAA first and would
+		// dial ::1), unknown names resolve to 127.0.0.1 unless a test adds an A record.
+		p.chall = proc.New(t, "challtestsrv", challBin,
+			"-dnsserver", dnsAddr, "-management", p.dnsMgmt[len("http://"):],
+			"-http01", "", "-https01", "", "-tlsalpn01", "", "-doh", "",
+			"-defaultIPv4", "127.0.0.1", "-defaultIPv6", "")
+		p.chall.MustStart(t)
+		if err := p.chall.WaitPort(30*time.Second, p.dnsMgmt[len("http://"):]); err != nil {
+			t.Fatalf("challtestsrv: %v", err)
+		}
 	}
 
 	// Pebble's own HTTPS listener: a certificate from a CA made here.
@@ -169,6 +180,9 @@ func Start(t testing.TB, cfg Config) *Pebble {
 // AddA makes host resolve (for Pebble's VA) to addr; an earlier answer is replaced.
 func (p *Pebble) AddA(t testing.TB, host, addr string) {
 	t.Helper()
+	if p.dnsMgmt == "" {
+		t.Fatal("pebbletest: AddA with Config.DNSServer (edit that server's zones instead)")
+	}
 	p.post(t, "/clear-a", map[string]any{"host": host})
 	p.post(t, "/add-a", map[string]any{"host": host, "addresses": []string{addr}})
 }
@@ -217,6 +231,12 @@ func (p *Pebble) Issued() []string {
 		serials = append(serials, serial)
 	}
 	return serials
+}
+
+// Orders counts the orders Pebble has accepted (its log's "Added order" lines): an
+// order is what a CA's rate limits count, whether or not it ends in a certificate.
+func (p *Pebble) Orders() int {
+	return strings.Count(p.pebble.Output(), "Added order ")
 }
 
 // Log is Pebble's output so far.
