@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/traefik/genconf/dynamic"
 	"github.com/traefik/genconf/dynamic/tls"
@@ -124,13 +125,24 @@ func fleetCertificates(fc *FleetCerts, doc *routing.Document, keep func(*routing
 }
 
 // routedName reports whether name is an API apex of doc or the host of a route keep
-// keeps (doc's routes in host order).
+// keeps (doc's routes in host order). A wildcard name "*.d" is also routed when keep
+// keeps a host one label under d: the fleet's platform wildcard serves those hosts,
+// which carry no certificate of their own.
 func routedName(doc *routing.Document, keep func(*routing.Route) bool, name string) bool {
 	if doc.API != nil && slices.Contains(doc.API.Hosts, name) {
 		return true
 	}
-	i, ok := routing.RouteIndex(doc.Routes, name)
-	return ok && keep(&doc.Routes[i])
+	if i, ok := routing.RouteIndex(doc.Routes, name); ok && keep(&doc.Routes[i]) {
+		return true
+	}
+	if base, ok := strings.CutPrefix(name, "*."); ok {
+		for i := range doc.Routes {
+			if _, parent, _ := strings.Cut(doc.Routes[i].Host, "."); parent == base && keep(&doc.Routes[i]) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func firstName(c Certificate) string {
