@@ -41,8 +41,15 @@ type runningCaddy struct {
 // operator would set, on free ports, against the given node endpoints.
 func startShippedCaddy(t *testing.T, endpoints string) *runningCaddy {
 	t.Helper()
-	httpPort, httpsPort := freePort(t), freePort(t)
-	home := t.TempDir()
+	return startShippedCaddyOn(t, endpoints, freePort(t), t.TempDir(), nil)
+}
+
+// startShippedCaddyOn is startShippedCaddy on a given HTTP port, with its data and
+// config directories under home (a restart reuses it), and a test's change to the
+// adapted JSON (nil for none). A running Caddy is replaced.
+func startShippedCaddyOn(t *testing.T, endpoints string, httpPort int, home string, tweak func(map[string]any)) *runningCaddy {
+	t.Helper()
+	httpsPort := freePort(t)
 	t.Setenv("CADDY_HTTP_PORT", strconv.Itoa(httpPort))
 	t.Setenv("CADDY_HTTPS_PORT", strconv.Itoa(httpsPort))
 	t.Setenv("CADDY_ADMIN", "off")
@@ -62,7 +69,7 @@ func startShippedCaddy(t *testing.T, endpoints string) *runningCaddy {
 	for _, w := range warnings {
 		t.Logf("Caddyfile warning: %s", w.String())
 	}
-	if err := caddy.Load(noAutosave(t, cfg), true); err != nil {
+	if err := caddy.Load(noAutosave(t, cfg, tweak), true); err != nil {
 		t.Fatalf("loading the shipped Caddyfile: %v", err)
 	}
 	t.Cleanup(func() {
@@ -240,7 +247,7 @@ func TestShippedCaddyfileFailsOverInUpstreamOrder(t *testing.T) {
 
 // noAutosave turns off Caddy's config autosave (its path is fixed when the caddy package
 // initialises, outside the test's directories); nothing else changes.
-func noAutosave(t testing.TB, cfg []byte) []byte {
+func noAutosave(t testing.TB, cfg []byte, tweak func(map[string]any)) []byte {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(cfg, &m); err != nil {
@@ -252,6 +259,9 @@ func noAutosave(t testing.TB, cfg []byte) []byte {
 	}
 	admin["config"] = map[string]any{"persist": false}
 	m["admin"] = admin
+	if tweak != nil {
+		tweak(m)
+	}
 	out, err := json.Marshal(m)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/certmagic"
 
 	"github.com/scafo/ingress/node/storageclient"
+	"github.com/scafo/ingress/node/store"
 )
 
 func init() {
@@ -29,6 +30,11 @@ func init() {
 //
 // The ACME account (every key under "acme/") stays on this ingress's disk, in
 // account_dir: it names no domain and belongs to no fleet.
+//
+// Every value read from or written to the nodes is also kept in cache_dir (mode 0600
+// files, like Caddy's own file storage), and read from there when no node can be
+// reached: a Caddy restarted while its nodes are down still serves the certificates it
+// held. The cache is never read while a node answers (a node's "not found" is final).
 type Storage struct {
 	Nodes
 	// AccountDir holds the ACME account (default: Caddy's data directory, where the
@@ -36,6 +42,9 @@ type Storage struct {
 	AccountDir string `json:"account_dir,omitempty"`
 	// LockLease is each lock's lease on the node (default 2m).
 	LockLease caddy.Duration `json:"lock_lease,omitempty"`
+	// CacheDir keeps what was read from the nodes, for when none answers (default
+	// <Caddy data dir>/scafo/storage-cache).
+	CacheDir string `json:"cache_dir,omitempty"`
 
 	tok string
 }
@@ -71,7 +80,11 @@ func (s *Storage) CertMagicStorage() (certmagic.Storage, error) {
 	if dir == "" {
 		dir = caddy.AppDataDir()
 	}
-	return NewSplitStorage(c, &certmagic.FileStorage{Path: filepath.Clean(dir)}), nil
+	cache := s.CacheDir
+	if cache == "" {
+		cache = filepath.Join(caddy.AppDataDir(), "scafo", "storage-cache")
+	}
+	return NewSplitStorage(c, &certmagic.FileStorage{Path: filepath.Clean(dir)}).WithCache(&certmagic.FileStorage{Path: filepath.Clean(cache)}), nil
 }
 
 // UnmarshalCaddyfile reads
@@ -80,6 +93,7 @@ func (s *Storage) CertMagicStorage() (certmagic.Storage, error) {
 //		endpoints <url>...
 //		token_env <VAR> | token <value>
 //		account_dir <dir>
+//		cache_dir <dir>
 //		lock_lease <duration>
 //	}
 func (s *Storage) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -97,6 +111,10 @@ func (s *Storage) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		switch d.Val() {
 		case "account_dir":
 			if !d.AllArgs(&s.AccountDir) {
+				return d.ArgErr()
+			}
+		case "cache_dir":
+			if !d.AllArgs(&s.CacheDir) {
 				return d.ArgErr()
 			}
 		case "lock_lease":
@@ -124,11 +142,23 @@ type NodeStorage interface {
 }
 
 // SplitStorage is a certmagic.Storage that keeps the ACME account (keys under "acme/")
-// in local and everything else, locks included, in node.
+// in local and everything else, locks included, in node; with a cache (WithCache), the
+// node's values are copied there and read from it only while node is unavailable.
 type SplitStorage struct {
 	node  NodeStorage
 	local certmagic.Storage
+	cache certmagic.Storage
 }
+
+// WithCache sets the cache of node values and returns s.
+func (s *SplitStorage) WithCache(c certmagic.Storage) *SplitStorage {
+	s.cache = c
+	return s
+}
+
+// unavailable reports whether err says no node could be reached (a transport error or
+// a 503 from every endpoint): the only case the cache answers.
+func unavailable(err error) bool { return errors.Is(err, store.ErrUnavailable) }
 
 // NewSplitStorage returns the storage over node and local.
 func NewSplitStorage(node NodeStorage, local certmagic.Storage) *SplitStorage {
@@ -153,29 +183,66 @@ func (s *SplitStorage) pick(key string) certmagic.Storage {
 // String names the storage in logs.
 func (s *SplitStorage) String() string { return fmt.Sprintf("scafo(%v, accounts %v)", s.node, s.local) }
 
+func (s *SplitStorage) cached(key string) bool { return s.cache != nil && !isAccountKey(key) }
+
 // Store implements certmagic.Storage.
 func (s *SplitStorage) Store(ctx context.Context, key string, value []byte) error {
-	return s.pick(key).Store(ctx, key, value)
+	if err := s.pick(key).Store(ctx, key, value); err != nil {
+		return err
+	}
+	if s.cached(key) {
+		s.cache.Store(ctx, key, value) // best effort: the node holds it
+	}
+	return nil
 }
 
 // Load implements certmagic.Storage.
 func (s *SplitStorage) Load(ctx context.Context, key string) ([]byte, error) {
-	return s.pick(key).Load(ctx, key)
+	v, err := s.pick(key).Load(ctx, key)
+	switch {
+	case !s.cached(key):
+	case err == nil:
+		if old, cerr := s.cache.Load(ctx, key); cerr != nil || string(old) != string(v) {
+			s.cache.Store(ctx, key, v)
+		}
+	case unavailable(err):
+		if cv, cerr := s.cache.Load(ctx, key); cerr == nil {
+			return cv, nil
+		}
+	}
+	return v, err
 }
 
 // Delete implements certmagic.Storage.
 func (s *SplitStorage) Delete(ctx context.Context, key string) error {
-	return s.pick(key).Delete(ctx, key)
+	if err := s.pick(key).Delete(ctx, key); err != nil {
+		return err
+	}
+	if s.cached(key) {
+		s.cache.Delete(ctx, key)
+	}
+	return nil
 }
 
 // Exists implements certmagic.Storage.
 func (s *SplitStorage) Exists(ctx context.Context, key string) bool {
-	return s.pick(key).Exists(ctx, key)
+	if !s.cached(key) {
+		return s.pick(key).Exists(ctx, key)
+	}
+	// Exists hides errors: ask Stat, which says whether the node was reached.
+	_, err := s.Stat(ctx, key)
+	return err == nil
 }
 
 // Stat implements certmagic.Storage.
 func (s *SplitStorage) Stat(ctx context.Context, key string) (certmagic.KeyInfo, error) {
-	return s.pick(key).Stat(ctx, key)
+	ki, err := s.pick(key).Stat(ctx, key)
+	if s.cached(key) && unavailable(err) {
+		if cki, cerr := s.cache.Stat(ctx, key); cerr == nil {
+			return cki, nil
+		}
+	}
+	return ki, err
 }
 
 // List implements certmagic.Storage, in FileStorage's order. The root ("") lists both

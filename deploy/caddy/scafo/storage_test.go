@@ -49,8 +49,9 @@ func TestSplitStorageMatchesFileStorage(t *testing.T) {
 	ctx := t.Context()
 	ref := &certmagic.FileStorage{Path: t.TempDir()}
 	accounts := t.TempDir()
-	writer := NewSplitStorage(nodeClient(t, na), &certmagic.FileStorage{Path: accounts})
-	reader := NewSplitStorage(nodeClient(t, nb), &certmagic.FileStorage{Path: accounts})
+	// Each with its own cache, which must change nothing while the nodes answer.
+	writer := NewSplitStorage(nodeClient(t, na), &certmagic.FileStorage{Path: accounts}).WithCache(&certmagic.FileStorage{Path: t.TempDir()})
+	reader := NewSplitStorage(nodeClient(t, nb), &certmagic.FileStorage{Path: accounts}).WithCache(&certmagic.FileStorage{Path: t.TempDir()})
 	tops := []string{"acme", "certificates", "ocsp"}
 	segs := []string{"a", "b", "a.b", "*", "x@y:z", "ü", "users"}
 	rng := rand.New(rand.NewPCG(26, 9))
