@@ -220,6 +220,20 @@ func TestShippedCaddyfileRoutesByTheDocument(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Errorf("API apex /v1/healthz: %d, want 200 from the node", resp.StatusCode)
 	}
+
+	// A flip (bob's prefix to go.tito.io) is routed once Caddy's table has it.
+	if status, up := rawGet(t, c.httpAddr, "ti.to", "/bob/x"); status != 200 || up != "tito-legacy" {
+		t.Fatalf("before the flip: /bob/x %d from %q", status, up)
+	}
+	flipped := time.Now()
+	f.fs.claim("ti.to", "tito", "tito-classic", map[string]string{"paulca": "go.tito.io", "bob": "go.tito.io"})
+	waitTable(t, activePoller(t), "bob flipped", func(tab *Table) bool { return tab.Lookup("ti.to", "/bob").Target == "go.tito.io" })
+	t.Logf("flip latency through Caddy (store write → table): %s", time.Since(flipped))
+	for _, target := range []string{"/bob", "/bob/x", "/%62ob", "//bob/"} {
+		if status, up := rawGet(t, c.httpAddr, "ti.to", target); status != 200 || up != "tito-go" {
+			t.Errorf("after the flip: %s %d from %q, want tito-go", target, status, up)
+		}
+	}
 }
 
 // Upstream order is failover order (lb_policy first): while the first upstream answers,

@@ -250,3 +250,46 @@ func TestStorageModuleFailsOverBetweenEndpoints(t *testing.T) {
 		t.Fatalf("no token: %v, want an error naming SCAFO_INGRESS_TOKEN", err)
 	}
 }
+
+// The cache answers only while no node can be reached: with the node up, a key deleted
+// behind this storage's back is gone (the node's "not found" is final); with the node
+// down, what was read or written before is served from the cache, and what never was is
+// an error.
+func TestSplitStorageCacheServesOnlyWhileNodesAreUnreachable(t *testing.T) {
+	root := t.TempDir()
+	n := startNode(t, "vps-a", root)
+	n.waitFirstPass()
+	ctx := t.Context()
+	s := NewSplitStorage(nodeClient(t, n), &certmagic.FileStorage{Path: t.TempDir()}).WithCache(&certmagic.FileStorage{Path: t.TempDir()})
+	kept, gone := "certificates/x/a.example.org/a.example.org.crt", "certificates/x/b.example.org/b.example.org.crt"
+	for _, k := range []string{kept, gone} {
+		if err := s.Store(ctx, k, []byte("pem:"+k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nodeClient(t, n).Delete(ctx, gone); err != nil { // another Caddy deletes it
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, gone); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a key the node no longer has, node up: Load = %v, want not exist (the cache must not answer)", err)
+	}
+	if s.Exists(ctx, gone) {
+		t.Fatal("a key the node no longer has, node up: Exists = true")
+	}
+	n.stop()
+	if v, err := s.Load(ctx, kept); err != nil || string(v) != "pem:"+kept {
+		t.Fatalf("node down: Load(%q) = %q, %v; want the cached value", kept, v, err)
+	}
+	if !s.Exists(ctx, kept) {
+		t.Fatal("node down: Exists of a cached key = false")
+	}
+	if ki, err := s.Stat(ctx, kept); err != nil || !ki.IsTerminal || ki.Size != int64(len("pem:"+kept)) {
+		t.Fatalf("node down: Stat = %+v, %v", ki, err)
+	}
+	if _, err := s.Load(ctx, "certificates/x/never/never.crt"); err == nil {
+		t.Fatal("node down: a key never seen loaded without error")
+	}
+	if err := s.Store(ctx, "certificates/x/c/c.crt", []byte("x")); err == nil {
+		t.Fatal("node down: Store succeeded (it must fail: the fleet store is the truth)")
+	}
+}
