@@ -25,7 +25,10 @@ func BenchmarkProxy(b *testing.B) {
 	fs := fleetStore{b, n.st}
 	fs.app("shop", "acme", "vps-b")
 	fs.peer("vps-b", map[string]fleet.Instance{"shop": up.instance()})
-	doc := n.waitDocument("shop", func(d *routing.Document) bool { return routeOf(d, "shop.apps.example.com") != nil })
+	doc := n.waitDocument("shop, ready", func(d *routing.Document) bool {
+		r := routeOf(d, "shop.apps.example.com")
+		return r != nil && len(r.Upstreams) == 1
+	})
 
 	scafoPort, staticPort := freePort(b), freePort(b)
 	b.Setenv("SCAFO_INGRESS_TOKEN", testIngressToken)
@@ -39,7 +42,8 @@ func BenchmarkProxy(b *testing.B) {
 		return h
 	}
 	cfg := map[string]any{
-		"admin": map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
+		"admin":   map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
+		"storage": map[string]any{"module": "file_system", "root": b.TempDir()},
 		"apps": map[string]any{
 			"scafo": map[string]any{"endpoints": []string{n.url}},
 			"http": map[string]any{"servers": map[string]any{

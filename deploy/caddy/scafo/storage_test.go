@@ -208,13 +208,14 @@ func TestStorageModuleFailsOverBetweenEndpoints(t *testing.T) {
 	n.waitFirstPass()
 	dead := "http://127.0.0.1:" + strconv.Itoa(freePort(t))
 	t.Setenv("SCAFO_TEST_TOKEN", testIngressToken)
-	accounts := t.TempDir()
-	d := caddyfile.NewTestDispenser("scafo {\n endpoints " + dead + " " + n.url + "\n token_env SCAFO_TEST_TOKEN\n account_dir " + accounts + "\n lock_lease 5s\n}")
+	accounts, cache := t.TempDir(), t.TempDir()
+	d := caddyfile.NewTestDispenser("scafo {\n endpoints " + dead + " " + n.url + "\n token_env SCAFO_TEST_TOKEN\n account_dir " + accounts +
+		"\n cache_dir " + cache + "\n lock_lease 5s\n}")
 	var mod Storage
 	if err := mod.UnmarshalCaddyfile(d); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(mod.Endpoints, []string{dead, n.url}) || mod.TokenEnv != "SCAFO_TEST_TOKEN" || mod.AccountDir != accounts || time.Duration(mod.LockLease) != 5*time.Second {
+	if !slices.Equal(mod.Endpoints, []string{dead, n.url}) || mod.TokenEnv != "SCAFO_TEST_TOKEN" || mod.AccountDir != accounts || mod.CacheDir != cache || time.Duration(mod.LockLease) != 5*time.Second {
 		t.Fatalf("parsed %+v", mod)
 	}
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
@@ -232,6 +233,9 @@ func TestStorageModuleFailsOverBetweenEndpoints(t *testing.T) {
 	}
 	if b, err := nodeClient(t, n).Load(ctx, k); err != nil || string(b) != "pem" {
 		t.Fatalf("the fleet store has %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(cache, filepath.FromSlash(k))); err != nil || string(b) != "pem" {
+		t.Fatalf("the storage cache has %q, %v", b, err)
 	}
 	if err := st.(certmagic.Locker).Lock(ctx, "issue_cert_shop.example.org"); err != nil {
 		t.Fatalf("Lock: %v", err)
