@@ -90,41 +90,61 @@ func (n *testNode) stop() {
 	})
 }
 
-// document GETs the node's routing document (no prefer); nil while it is draining.
-func (n *testNode) document() *routing.Document {
+// routes GETs the node's routing document (no prefer). With etag, it long-polls: the
+// node answers when its revision moves past etag, or 304 after wait.
+func (n *testNode) routes(etag string, wait time.Duration) (status int, newETag string, d *routing.Document) {
 	n.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, n.url+"/v1/ingress/routes", nil)
+	u := n.url + "/v1/ingress/routes"
+	if etag != "" {
+		u += "?wait=" + wait.String()
+	}
+	req, _ := http.NewRequest(http.MethodGet, u, nil)
 	req.Header.Set("Authorization", "Bearer "+testIngressToken)
+	if etag != "" {
+		req.Header.Set("If-None-Match", etag)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil
+		n.t.Fatalf("node %s: %v", n.name, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return nil
+		return resp.StatusCode, etag, nil
 	}
-	d, err := routing.Decode(b)
+	d, err = routing.Decode(b)
 	if err != nil {
 		n.t.Fatalf("node %s served a document that does not decode: %v", n.name, err)
 	}
-	return d
+	return http.StatusOK, resp.Header.Get("ETag"), d
 }
 
-// waitDocument waits until the node serves a document for which ok holds (polling the
-// node: the node publishes within a reconcile tick).
+// waitDocument waits until the node serves a document for which ok holds: long-polls
+// (the node answers when its revision moves), after the node's first pass. Before it,
+// a node has no document and nothing to wait on (503 draining): that phase alone is
+// polled, every 20 ms.
 func (n *testNode) waitDocument(what string, ok func(*routing.Document) bool) *routing.Document {
 	n.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if d := n.document(); d != nil && ok(d) {
-			return d
+	etag := ""
+	var last *routing.Document
+	for time.Now().Before(deadline) {
+		status, tag, d := n.routes(etag, time.Until(deadline))
+		switch status {
+		case http.StatusOK:
+			if ok(d) {
+				return d
+			}
+			etag, last = tag, d
+		case http.StatusNotModified:
+		case http.StatusServiceUnavailable:
+			time.Sleep(20 * time.Millisecond) // draining: no document to wait on yet
+		default:
+			n.t.Fatalf("node %s: routes answered %d", n.name, status)
 		}
-		if time.Now().After(deadline) {
-			n.t.Fatalf("node %s: no document with %s within 30s (last: %+v)", n.name, what, n.document())
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
+	n.t.Fatalf("node %s: no document with %s within 30s (last: %+v)", n.name, what, last)
+	return nil
 }
 
 // fleetStore writes fleet objects the way a node's write API does (object, then a
