@@ -2,12 +2,14 @@ package scafo
 
 import (
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -281,4 +283,38 @@ func noAutosave(t testing.TB, cfg []byte, tweak func(map[string]any)) []byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// A write made with ?wait=applied answers 200 only once this Caddy routes by it: the
+// poller reports what it applied (X-Scafo-Applied-Serial), and it applies a document
+// the moment it swaps it in, so the flip is live when the write returns.
+func TestAWriteWaitingForAppliedIsLiveInCaddyWhenItAnswers(t *testing.T) {
+	f := startRoutingFleet(t)
+	c := startShippedCaddy(t, f.node.url)
+	p := activePoller(t)
+	waitTable(t, p, "the node's revision", func(tab *Table) bool { return tab.Doc.Revision == f.doc.Revision })
+	body := strings.NewReader(`{"paths": {"paulca": "go.tito.io", "bob": "go.tito.io"}}`)
+	req, _ := http.NewRequest(http.MethodPut, f.node.url+"/v1/apps/tito-classic/domains/ti.to/paths?wait=applied&timeout=20s", body)
+	req.Header.Set("Authorization", "Bearer "+testAdminToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ans struct {
+		Applied   bool `json:"applied"`
+		Ingresses int  `json:"ingresses"`
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err := json.Unmarshal(b, &ans); err != nil || resp.StatusCode != 200 || !ans.Applied || ans.Ingresses != 1 {
+		t.Fatalf("PUT paths ?wait=applied: %d %s, want 200 applied by the one ingress (this Caddy)", resp.StatusCode, b)
+	}
+	// No wait here: applied means routed.
+	if got := p.Table().Lookup("ti.to", "/bob"); got.Target != "go.tito.io" {
+		t.Fatalf("the write answered applied, but Caddy routes /bob by %+v", got)
+	}
+	if status, up := rawGet(t, c.httpAddr, "ti.to", "/bob/now"); status != 200 || up != "tito-go" {
+		t.Fatalf("right after the applied write: /bob/now %d from %q, want tito-go", status, up)
+	}
 }
