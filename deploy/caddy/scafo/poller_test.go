@@ -3,6 +3,7 @@ package scafo
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -26,7 +27,9 @@ import (
 type faultProxy struct {
 	url      string
 	draining atomic.Bool
-	srv      *http.Server
+	// replay, when set, is answered instead of forwarding: a node's earlier answer.
+	replay atomic.Pointer[recordedAnswer]
+	srv    *http.Server
 
 	mu       sync.Mutex
 	requests []*http.Request
@@ -48,6 +51,15 @@ func startFaultProxy(t *testing.T, n *testNode) *faultProxy {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			w.Write([]byte(`{"error":"draining","detail":"no complete reconcile pass yet"}`))
 			p.note("503")
+			return
+		}
+		if old := p.replay.Load(); old != nil {
+			for k, v := range old.header {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(http.StatusOK)
+			w.Write(old.body)
+			p.note("replayed")
 			return
 		}
 		rec := &statusWriter{ResponseWriter: w}
@@ -75,6 +87,32 @@ func (p *faultProxy) seen() []*http.Request {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]*http.Request(nil), p.requests...)
+}
+
+// recordedAnswer is one 200 of a node, as it was sent.
+type recordedAnswer struct {
+	header http.Header
+	body   []byte
+}
+
+// record fetches the node's current document answer (prefer=self, as the poller asks).
+func record(t *testing.T, n *testNode) *recordedAnswer {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, n.url+"/v1/ingress/routes?prefer=self", nil)
+	req.Header.Set("Authorization", "Bearer "+testIngressToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || resp.Header.Get("X-Scafo-Serial") == "" {
+		t.Fatalf("recording the node's answer: %d, serial %q", resp.StatusCode, resp.Header.Get("X-Scafo-Serial"))
+	}
+	h := resp.Header.Clone()
+	h.Del("Content-Length")
+	h.Del("Content-Encoding")
+	return &recordedAnswer{header: h, body: b}
 }
 
 type statusWriter struct {
@@ -257,5 +295,35 @@ func TestPermissionFollowsTheCurrentDocumentExactly(t *testing.T) {
 	waitTable(t, p, "the claim gone", func(tab *Table) bool { return !tab.Allowed("shop.example.org") })
 	if err := perm.CertificateAllowed(ctx, "shop.example.org"); !errors.Is(err, caddytls.ErrPermissionDenied) {
 		t.Fatalf("a name whose claim was removed: CertificateAllowed = %v, want ErrPermissionDenied", err)
+	}
+}
+
+// A node behind the one already read (it serves a document derived from an older store
+// serial: here, its earlier answer, replayed byte for byte) never takes Caddy back.
+func TestPollerNeverAppliesAnOlderSerial(t *testing.T) {
+	root := t.TempDir()
+	n := startNode(t, "vps-a", root)
+	fs := fleetStore{t, n.st}
+	seedShop(t, fs, startUpstream(t, "shop"))
+	n.waitDocument("shop", func(d *routing.Document) bool { return routeOf(d, "shop.apps.example.com") != nil })
+	old := record(t, n)
+	fs.app("bob", "acme", "vps-b")
+	fs.peer("vps-b", map[string]fleet.Instance{"shop": {Port: 1, Ready: true}, "bob": {Port: 2, Ready: true}})
+	n.waitDocument("bob", func(d *routing.Document) bool { return routeOf(d, "bob.apps.example.com") != nil })
+
+	px := startFaultProxy(t, n)
+	p, logs := newTestPoller(t, PollerConfig{Endpoints: []string{px.url}, Wait: 200 * time.Millisecond, Interval: 20 * time.Millisecond})
+	p.Start()
+	t.Cleanup(p.Stop)
+	held := waitTable(t, p, "bob", func(tab *Table) bool { return tab.Lookup("bob.apps.example.com", "/").Kind == KindRoute })
+
+	px.replay.Store(old)
+	px.waitAnswer(t, "replayed")
+	px.waitAnswer(t, "replayed") // a second poll: the first answer was handled
+	if p.Table() != held {
+		t.Fatalf("a document of an older serial replaced the held one: %+v", p.Table())
+	}
+	if logs.FilterMessageSnippet("older than the one held").Len() == 0 {
+		t.Fatal("no log line says the node serves an older document")
 	}
 }
