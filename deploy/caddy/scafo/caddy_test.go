@@ -142,10 +142,14 @@ func startRoutingFleet(t *testing.T) *routingFleet {
 	f.fs.claim("go.tito.io", "tito", "tito-go", nil)
 	f.fs.claim("ti.to", "tito", "tito-classic", map[string]string{"paulca": "go.tito.io"})
 	f.fs.claim("*.shop.example.org", "acme", "shop", nil)
-	f.doc = n.waitDocument("the test fleet", func(d *routing.Document) bool {
+	apiAddr := strings.TrimPrefix(n.url, "http://")
+	f.doc = n.waitDocument("the test fleet, settled", func(d *routing.Document) bool {
 		ti, shop := routeOf(d, "ti.to"), routeOf(d, "shop.apps.example.com")
+		// The node's own API upstream at its real address: the last thing to settle
+		// (the node writes its record with the port it listens on once it runs).
 		return ti != nil && ti.Paths["paulca"] == "go.tito.io" && shop != nil && len(shop.Upstreams) == 2 &&
-			routeOf(d, "*.shop.example.org") != nil && routeOf(d, "closed.apps.example.com") != nil
+			routeOf(d, "*.shop.example.org") != nil && routeOf(d, "closed.apps.example.com") != nil &&
+			d.API != nil && len(d.API.Upstreams) > 0 && d.API.Upstreams[0].Node == "vps-a" && d.API.Upstreams[0].Address == apiAddr
 	})
 	return f
 }

@@ -106,8 +106,8 @@ func record(t *testing.T, n *testNode) *recordedAnswer {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 || resp.Header.Get("X-Scafo-Serial") == "" {
-		t.Fatalf("recording the node's answer: %d, serial %q", resp.StatusCode, resp.Header.Get("X-Scafo-Serial"))
+	if resp.StatusCode != 200 || resp.Header.Get("X-Scafo-Serial") == "" || resp.Header.Get("X-Scafo-Epoch") == "" {
+		t.Fatalf("recording the node's answer: %d, serial %q, epoch %q", resp.StatusCode, resp.Header.Get("X-Scafo-Serial"), resp.Header.Get("X-Scafo-Epoch"))
 	}
 	h := resp.Header.Clone()
 	h.Del("Content-Length")
@@ -305,7 +305,8 @@ func TestPollerNeverAppliesAnOlderSerial(t *testing.T) {
 	n := startNode(t, "vps-a", root)
 	fs := fleetStore{t, n.st}
 	seedShop(t, fs, startUpstream(t, "shop"))
-	n.waitDocument("shop", func(d *routing.Document) bool { return routeOf(d, "shop.apps.example.com") != nil })
+	fs.app("carol", "acme", "vps-b") // a document published at a serial of the store's epoch
+	n.waitDocument("carol", func(d *routing.Document) bool { return routeOf(d, "carol.apps.example.com") != nil })
 	old := record(t, n)
 	fs.app("bob", "acme", "vps-b")
 	fs.peer("vps-b", map[string]fleet.Instance{"shop": {Port: 1, Ready: true}, "bob": {Port: 2, Ready: true}})
