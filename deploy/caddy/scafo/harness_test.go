@@ -1,0 +1,271 @@
+package scafo
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	ptypes "github.com/traefik/paerser/types"
+
+	"github.com/scafo/ingress/node"
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/node/store/dir"
+	"github.com/scafo/ingress/render/fleet"
+	"github.com/scafo/ingress/render/routing"
+)
+
+const (
+	testIngressToken = "caddy-test-ingress-token-0123456789abcdef"
+	testAdminToken   = "caddy-test-admin-token-0123456789abcdef"
+)
+
+// testNode is a real scafo node, in process, on a loopback port from :0.
+type testNode struct {
+	t      testing.TB
+	name   string
+	url    string
+	st     store.Store
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+}
+
+// startNode runs node name over the fleet store at root (a dir store: several nodes
+// may share one root, as nodes share a bucket).
+func startNode(t testing.TB, name, root string) *testNode {
+	t.Helper()
+	cfg := node.NewConfig()
+	cfg.StateDir = t.TempDir()
+	cfg.Node.Name = name
+	cfg.Node.Address = "127.0.0.1"
+	cfg.Ingress.Token = testIngressToken
+	cfg.Admin.Token = testAdminToken
+	cfg.Platform.Domains = []string{"apps.example.com"}
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Store.Dir.Path = root
+	cfg.Reconcile.Interval = ptypes.Duration(40 * time.Millisecond)
+	cfg.Reconcile.Heartbeat = ptypes.Duration(time.Hour)
+	cfg.Reconcile.NodeTTL = ptypes.Duration(4 * time.Hour)
+	cfg.Probe.Interval = 0 // the test declares readiness itself
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := dir.New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := node.NewWithStore(cfg, slog.New(slog.DiscardHandler), st, testIngressToken, testAdminToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &testNode{t: t, name: name, url: "http://" + ln.Addr().String(), st: st, cancel: cancel, done: make(chan error, 1)}
+	go func() { n.done <- srv.Run(ctx, ln) }()
+	t.Cleanup(n.stop)
+	return n
+}
+
+func (n *testNode) stop() {
+	n.once.Do(func() {
+		n.cancel()
+		select {
+		case <-n.done:
+		case <-time.After(20 * time.Second):
+			n.t.Error("node did not stop within 20s")
+		}
+	})
+}
+
+// routes GETs the node's routing document (no prefer). With etag, it long-polls: the
+// node answers when its revision moves past etag, or 304 after wait.
+func (n *testNode) routes(etag string, wait time.Duration) (status int, newETag string, d *routing.Document) {
+	n.t.Helper()
+	u := n.url + "/v1/ingress/routes"
+	if etag != "" {
+		u += "?wait=" + wait.String()
+	}
+	req, _ := http.NewRequest(http.MethodGet, u, nil)
+	req.Header.Set("Authorization", "Bearer "+testIngressToken)
+	if etag != "" {
+		req.Header.Set("If-None-Match", etag)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		n.t.Fatalf("node %s: %v", n.name, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, etag, nil
+	}
+	d, err = routing.Decode(b)
+	if err != nil {
+		n.t.Fatalf("node %s served a document that does not decode: %v", n.name, err)
+	}
+	return http.StatusOK, resp.Header.Get("ETag"), d
+}
+
+// waitDocument waits until the node serves a document for which ok holds: long-polls
+// (the node answers when its revision moves), after the node's first pass. Before it,
+// a node has no document and nothing to wait on (503 draining): that phase alone is
+// polled, every 20 ms.
+func (n *testNode) waitDocument(what string, ok func(*routing.Document) bool) *routing.Document {
+	n.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	etag := ""
+	var last *routing.Document
+	for time.Now().Before(deadline) {
+		status, tag, d := n.routes(etag, time.Until(deadline))
+		switch status {
+		case http.StatusOK:
+			if ok(d) {
+				return d
+			}
+			etag, last = tag, d
+		case http.StatusNotModified:
+		case http.StatusServiceUnavailable:
+			time.Sleep(20 * time.Millisecond) // draining: no document to wait on yet
+		default:
+			n.t.Fatalf("node %s: routes answered %d", n.name, status)
+		}
+	}
+	n.t.Fatalf("node %s: no document with %s within 30s (last: %+v)", n.name, what, last)
+	return nil
+}
+
+// fleetStore writes fleet objects the way a node's write API does (object, then a
+// serial bump naming it).
+type fleetStore struct {
+	t  testing.TB
+	st store.Store
+}
+
+func (f fleetStore) put(key string, v any) {
+	f.t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := f.st.Put(ctx, key, b, store.Condition{}); err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := store.BumpSerial(ctx, f.st); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f fleetStore) app(name, account string, placement ...string) {
+	f.put(fleet.AppKey(name), fleet.App{Name: name, Account: account, Placement: placement})
+}
+
+func (f fleetStore) claim(host, account, app string, paths map[string]string) {
+	f.put(fleet.ClaimKey(host), fleet.Claim{Host: host, Account: account, App: app, Paths: paths})
+}
+
+// peer writes the record of a node that runs instances at 127.0.0.1 (the test's
+// upstream servers), seen now.
+func (f fleetStore) peer(name string, instances map[string]fleet.Instance) {
+	f.put(fleet.NodeKey(name), fleet.NodeRecord{Name: name, Address: "127.0.0.1", APIPort: 1, Instances: instances, Seen: time.Now().UTC()})
+}
+
+// upstream is a real HTTP server on 127.0.0.1 that names itself and records the
+// request targets it received, exactly as they arrived.
+type upstream struct {
+	name string
+	ln   net.Listener
+	srv  *http.Server
+	port int
+
+	mu      sync.Mutex
+	targets []string
+	hits    atomic.Int64
+}
+
+func startUpstream(t testing.TB, name string) *upstream {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &upstream{name: name, ln: ln, port: ln.Addr().(*net.TCPAddr).Port}
+	u.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.mu.Lock()
+		u.targets = append(u.targets, r.RequestURI)
+		u.mu.Unlock()
+		u.hits.Add(1)
+		w.Header().Set("X-Upstream", u.name)
+		fmt.Fprintf(w, "%s %s %s", u.name, r.Host, r.RequestURI)
+	})}
+	go u.srv.Serve(ln)
+	t.Cleanup(func() { u.srv.Close() })
+	return u
+}
+
+func (u *upstream) instance() fleet.Instance { return fleet.Instance{Port: u.port, Ready: true} }
+
+func (u *upstream) received() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.targets...)
+}
+
+// rawGet sends one HTTP/1.1 request with the request target written byte for byte
+// (no client-side cleaning or escaping) and returns the status and the answering
+// upstream's name ("" when no upstream answered).
+func rawGet(t *testing.T, addr, host, target string) (int, string) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", target, host)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("GET %s %s: %v", host, target, err)
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, resp.Header.Get("X-Upstream")
+}
+
+// hostsOf lists a document's route hosts.
+func hostsOf(d *routing.Document) string {
+	var hs []string
+	for _, r := range d.Routes {
+		hs = append(hs, r.Host+fmt.Sprint(len(r.Upstreams)))
+	}
+	return strings.Join(hs, ",")
+}
+
+// routeOf returns the document's route for host (nil when absent).
+func routeOf(d *routing.Document, host string) *routing.Route {
+	for i := range d.Routes {
+		if d.Routes[i].Host == host {
+			return &d.Routes[i]
+		}
+	}
+	return nil
+}
+
+// waitFirstPass waits until the node serves a document (its first reconcile pass).
+func (n *testNode) waitFirstPass() {
+	n.t.Helper()
+	n.waitDocument("a first pass", func(*routing.Document) bool { return true })
+}

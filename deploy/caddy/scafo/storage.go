@@ -1,0 +1,305 @@
+package scafo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/certmagic"
+
+	"github.com/scafo/ingress/node/storageclient"
+	"github.com/scafo/ingress/node/store"
+)
+
+func init() {
+	caddy.RegisterModule(Storage{})
+}
+
+// Storage (caddy.storage.scafo) keeps Caddy's certificates, private keys and locks in
+// the fleet store through the nodes' /v1/storage with the ingress token: every Caddy of
+// the fleet serves from one certificate store, and the ingress holds no bucket
+// credential. Endpoints are tried in order (node/storageclient sticks to the last one
+// that answered and moves on at a transport error or a 503).
+//
+// The ACME account (every key under "acme/") stays on this ingress's disk, in
+// account_dir: it names no domain and belongs to no fleet.
+//
+// Every value read from or written to the nodes is also kept in cache_dir (mode 0600
+// files, like Caddy's own file storage), and read from there when no node can be
+// reached: a Caddy restarted while its nodes are down still serves the certificates it
+// held. The cache is never read while a node answers (a node's "not found" is final).
+type Storage struct {
+	Nodes
+	// AccountDir holds the ACME account (default: Caddy's data directory, where the
+	// default file storage keeps it, so an existing account is found).
+	AccountDir string `json:"account_dir,omitempty"`
+	// LockLease is each lock's lease on the node (default 2m).
+	LockLease caddy.Duration `json:"lock_lease,omitempty"`
+	// CacheDir keeps what was read from the nodes, for when none answers (default
+	// <Caddy data dir>/scafo/storage-cache).
+	CacheDir string `json:"cache_dir,omitempty"`
+
+	tok string
+}
+
+// CaddyModule returns the Caddy module information.
+func (Storage) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "caddy.storage.scafo", New: func() caddy.Module { return new(Storage) }}
+}
+
+// Provision resolves the token.
+func (s *Storage) Provision(caddy.Context) error {
+	if len(s.Endpoints) == 0 {
+		return fmt.Errorf("scafo storage: no node endpoints")
+	}
+	tok, err := s.token()
+	if err != nil {
+		return fmt.Errorf("scafo storage: %w", err)
+	}
+	s.tok = tok
+	return nil
+}
+
+// CertMagicStorage implements caddy.StorageConverter.
+func (s *Storage) CertMagicStorage() (certmagic.Storage, error) {
+	c, err := storageclient.New(s.Endpoints[0], s.tok, storageclient.Options{
+		Fallbacks: s.Endpoints[1:],
+		LockLease: time.Duration(s.LockLease),
+	})
+	if err != nil {
+		return nil, err
+	}
+	dir := s.AccountDir
+	if dir == "" {
+		dir = caddy.AppDataDir()
+	}
+	cache := s.CacheDir
+	if cache == "" {
+		cache = filepath.Join(caddy.AppDataDir(), "scafo", "storage-cache")
+	}
+	return NewSplitStorage(c, &certmagic.FileStorage{Path: filepath.Clean(dir)}).WithCache(&certmagic.FileStorage{Path: filepath.Clean(cache)}), nil
+}
+
+// UnmarshalCaddyfile reads
+//
+//	storage scafo {
+//		endpoints <url>...
+//		token_env <VAR> | token <value>
+//		account_dir <dir>
+//		cache_dir <dir>
+//		lock_lease <duration>
+//	}
+func (s *Storage) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		if ok, err := s.unmarshal(d); ok {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		switch d.Val() {
+		case "account_dir":
+			if !d.AllArgs(&s.AccountDir) {
+				return d.ArgErr()
+			}
+		case "cache_dir":
+			if !d.AllArgs(&s.CacheDir) {
+				return d.ArgErr()
+			}
+		case "lock_lease":
+			var v string
+			if !d.AllArgs(&v) {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(v)
+			if err != nil {
+				return d.Errf("lock_lease: %v", err)
+			}
+			s.LockLease = caddy.Duration(dur)
+		default:
+			return d.Errf("scafo storage: unknown option %q", d.Val())
+		}
+	}
+	return nil
+}
+
+// NodeStorage is what SplitStorage needs of the fleet side (node/storageclient.Client).
+type NodeStorage interface {
+	certmagic.Storage
+	certmagic.TryLocker
+	certmagic.LockLeaseRenewer
+}
+
+// SplitStorage is a certmagic.Storage that keeps the ACME account (keys under "acme/")
+// in local and everything else, locks included, in node; with a cache (WithCache), the
+// node's values are copied there and read from it only while node is unavailable.
+type SplitStorage struct {
+	node  NodeStorage
+	local certmagic.Storage
+	cache certmagic.Storage
+}
+
+// WithCache sets the cache of node values and returns s.
+func (s *SplitStorage) WithCache(c certmagic.Storage) *SplitStorage {
+	s.cache = c
+	return s
+}
+
+// unavailable reports whether err says no node could be reached (a transport error or
+// a 503 from every endpoint): the only case the cache answers.
+func unavailable(err error) bool { return errors.Is(err, store.ErrUnavailable) }
+
+// NewSplitStorage returns the storage over node and local.
+func NewSplitStorage(node NodeStorage, local certmagic.Storage) *SplitStorage {
+	return &SplitStorage{node: node, local: local}
+}
+
+// accountPrefix is the root of CertMagic's ACME account keys
+// (acme/<issuer>/users/<email>/…).
+const accountPrefix = "acme"
+
+func isAccountKey(key string) bool {
+	return key == accountPrefix || strings.HasPrefix(key, accountPrefix+"/")
+}
+
+func (s *SplitStorage) pick(key string) certmagic.Storage {
+	if isAccountKey(key) {
+		return s.local
+	}
+	return s.node
+}
+
+// String names the storage in logs.
+func (s *SplitStorage) String() string { return fmt.Sprintf("scafo(%v, accounts %v)", s.node, s.local) }
+
+func (s *SplitStorage) cached(key string) bool { return s.cache != nil && !isAccountKey(key) }
+
+// Store implements certmagic.Storage.
+func (s *SplitStorage) Store(ctx context.Context, key string, value []byte) error {
+	if err := s.pick(key).Store(ctx, key, value); err != nil {
+		return err
+	}
+	if s.cached(key) {
+		s.cache.Store(ctx, key, value) // best effort: the node holds it
+	}
+	return nil
+}
+
+// Load implements certmagic.Storage.
+func (s *SplitStorage) Load(ctx context.Context, key string) ([]byte, error) {
+	v, err := s.pick(key).Load(ctx, key)
+	switch {
+	case !s.cached(key):
+	case err == nil:
+		if old, cerr := s.cache.Load(ctx, key); cerr != nil || string(old) != string(v) {
+			s.cache.Store(ctx, key, v)
+		}
+	case unavailable(err):
+		if cv, cerr := s.cache.Load(ctx, key); cerr == nil {
+			return cv, nil
+		}
+	}
+	return v, err
+}
+
+// Delete implements certmagic.Storage.
+func (s *SplitStorage) Delete(ctx context.Context, key string) error {
+	if err := s.pick(key).Delete(ctx, key); err != nil {
+		return err
+	}
+	if s.cached(key) {
+		s.cache.Delete(ctx, key)
+	}
+	return nil
+}
+
+// Exists implements certmagic.Storage.
+func (s *SplitStorage) Exists(ctx context.Context, key string) bool {
+	if !s.cached(key) {
+		return s.pick(key).Exists(ctx, key)
+	}
+	// Exists hides errors: ask Stat, which says whether the node was reached.
+	_, err := s.Stat(ctx, key)
+	return err == nil
+}
+
+// Stat implements certmagic.Storage.
+func (s *SplitStorage) Stat(ctx context.Context, key string) (certmagic.KeyInfo, error) {
+	ki, err := s.pick(key).Stat(ctx, key)
+	if s.cached(key) && unavailable(err) {
+		if cki, cerr := s.cache.Stat(ctx, key); cerr == nil {
+			return cki, nil
+		}
+	}
+	return ki, err
+}
+
+// List implements certmagic.Storage, in FileStorage's order. The root ("") lists both
+// sides: the node's keys and the local account keys.
+func (s *SplitStorage) List(ctx context.Context, prefix string, recursive bool) ([]string, error) {
+	if prefix != "" {
+		return s.pick(prefix).List(ctx, prefix, recursive)
+	}
+	keys, err := s.node.List(ctx, "", recursive)
+	if err != nil {
+		return nil, err
+	}
+	var local []string
+	if recursive {
+		local, err = s.local.List(ctx, accountPrefix, true)
+		if err == nil {
+			local = append(local, accountPrefix)
+		}
+	} else if s.local.Exists(ctx, accountPrefix) {
+		local = []string{accountPrefix}
+	}
+	if err != nil && !isNotExist(err) {
+		return nil, err
+	}
+	keys = slices.DeleteFunc(keys, isAccountKey) // the node side never holds the account
+	keys = append(keys, local...)
+	// FileStorage's order (a directory walk): segment by segment.
+	slices.SortFunc(keys, func(a, b string) int { return slices.Compare(strings.Split(a, "/"), strings.Split(b, "/")) })
+	return keys, nil
+}
+
+func isNotExist(err error) bool { return err != nil && errors.Is(err, fs.ErrNotExist) }
+
+// Lock implements certmagic.Locker (on the node: the fleet issues each name once).
+func (s *SplitStorage) Lock(ctx context.Context, name string) error { return s.node.Lock(ctx, name) }
+
+// Unlock implements certmagic.Locker.
+func (s *SplitStorage) Unlock(ctx context.Context, name string) error {
+	return s.node.Unlock(ctx, name)
+}
+
+// TryLock implements certmagic.TryLocker.
+func (s *SplitStorage) TryLock(ctx context.Context, name string) (bool, error) {
+	return s.node.TryLock(ctx, name)
+}
+
+// RenewLockLease implements certmagic.LockLeaseRenewer.
+func (s *SplitStorage) RenewLockLease(ctx context.Context, name string, d time.Duration) error {
+	return s.node.RenewLockLease(ctx, name, d)
+}
+
+var (
+	_ caddy.StorageConverter     = (*Storage)(nil)
+	_ caddy.Provisioner          = (*Storage)(nil)
+	_ caddyfile.Unmarshaler      = (*Storage)(nil)
+	_ certmagic.Storage          = (*SplitStorage)(nil)
+	_ certmagic.TryLocker        = (*SplitStorage)(nil)
+	_ certmagic.LockLeaseRenewer = (*SplitStorage)(nil)
+	_ NodeStorage                = (*storageclient.Client)(nil)
+)

@@ -1,0 +1,299 @@
+package scafo
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/certmagic"
+
+	"github.com/scafo/ingress/node/storageclient"
+)
+
+func nodeClient(t *testing.T, n *testNode) *storageclient.Client {
+	t.Helper()
+	c, err := storageclient.New(n.url, testIngressToken, storageclient.Options{LockLease: 2 * time.Second, PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// twoStorageNodes starts two nodes over one fleet store.
+func twoStorageNodes(t *testing.T) (*testNode, *testNode) {
+	root := t.TempDir()
+	a, b := startNode(t, "vps-a", root), startNode(t, "vps-b", root)
+	for _, n := range []*testNode{a, b} {
+		n.waitFirstPass()
+	}
+	return a, b
+}
+
+// The storage behaves as CertMagic's FileStorage, its reference, over one random
+// sequence of operations mixing account keys (local) and everything else (the node),
+// written through one node and read through another, the root listing included.
+func TestSplitStorageMatchesFileStorage(t *testing.T) {
+	na, nb := twoStorageNodes(t)
+	ctx := t.Context()
+	ref := &certmagic.FileStorage{Path: t.TempDir()}
+	accounts := t.TempDir()
+	// Each with its own cache, which must change nothing while the nodes answer.
+	writer := NewSplitStorage(nodeClient(t, na), &certmagic.FileStorage{Path: accounts}).WithCache(&certmagic.FileStorage{Path: t.TempDir()})
+	reader := NewSplitStorage(nodeClient(t, nb), &certmagic.FileStorage{Path: accounts}).WithCache(&certmagic.FileStorage{Path: t.TempDir()})
+	tops := []string{"acme", "certificates", "ocsp"}
+	segs := []string{"a", "b", "a.b", "*", "x@y:z", "ü", "users"}
+	rng := rand.New(rand.NewPCG(26, 9))
+	randKey := func() string {
+		parts := []string{tops[rng.IntN(len(tops))]}
+		for range 1 + rng.IntN(3) {
+			parts = append(parts, segs[rng.IntN(len(segs))])
+		}
+		return strings.Join(parts, "/")
+	}
+	compared := 0
+	for i := range 200 {
+		key := randKey()
+		switch op := rng.IntN(10); {
+		case op < 4:
+			if err := ref.Store(ctx, key, []byte(key)); err != nil {
+				continue // a file where a directory is wanted: FileStorage refuses, so skip it
+			}
+			if err := writer.Store(ctx, key, []byte(key)); err != nil {
+				t.Fatalf("op %d Store(%q): %v", i, key, err)
+			}
+		case op < 5:
+			if err := ref.Delete(ctx, key); err != nil {
+				continue
+			}
+			if err := writer.Delete(ctx, key); err != nil {
+				t.Fatalf("op %d Delete(%q): %v", i, key, err)
+			}
+		case op < 7:
+			fv, ferr := ref.Load(ctx, key)
+			ov, oerr := reader.Load(ctx, key)
+			compared++
+			if (ferr == nil) != (oerr == nil) || string(fv) != string(ov) || errors.Is(ferr, fs.ErrNotExist) && !errors.Is(oerr, fs.ErrNotExist) {
+				t.Fatalf("op %d Load(%q): FileStorage %q, %v; split %q, %v", i, key, fv, ferr, ov, oerr)
+			}
+			// FileStorage.Exists is true on any error but not-exist (a path under a
+			// file): compare where its answer means something.
+			if ex := reader.Exists(ctx, key); ferr == nil && !ex || errors.Is(ferr, fs.ErrNotExist) && ex {
+				t.Fatalf("op %d Exists(%q) = %v after Load: %v", i, key, ex, ferr)
+			}
+		default:
+			prefix := key[:strings.LastIndexByte(key, '/')]
+			if rng.IntN(3) == 0 {
+				prefix = ""
+			}
+			rec := rng.IntN(2) == 0
+			fl, ferr := ref.List(ctx, prefix, rec)
+			ol, oerr := reader.List(ctx, prefix, rec)
+			compared++
+			if (ferr == nil) != (oerr == nil) && !(len(fl) == 0 && len(ol) == 0) || !slices.Equal(fl, ol) && !(len(fl) == 0 && len(ol) == 0) {
+				t.Fatalf("op %d List(%q, %v):\nFileStorage %q, %v\nsplit       %q, %v", i, prefix, rec, fl, ferr, ol, oerr)
+			}
+		}
+	}
+	fl, _ := ref.List(ctx, "", true)
+	ol, err := reader.List(ctx, "", true)
+	if err != nil || !slices.Equal(fl, ol) || len(ol) < 5 || compared < 60 {
+		t.Fatalf("final: FileStorage %q; split %q, %v; %d compared", fl, ol, err, compared)
+	}
+}
+
+// The ACME account never leaves this machine: keys under acme/ are files in the
+// account directory and absent from the fleet store; certificates are in the fleet
+// store (another node serves them) and absent from the account directory.
+func TestSplitStorageKeepsTheAccountLocal(t *testing.T) {
+	na, nb := twoStorageNodes(t)
+	ctx := t.Context()
+	accounts := t.TempDir()
+	s := NewSplitStorage(nodeClient(t, na), &certmagic.FileStorage{Path: accounts})
+	acct := "acme/acme-v02.api.letsencrypt.org-directory/users/ops@example.com/ops.key"
+	cert := "certificates/acme-v02.api.letsencrypt.org-directory/shop.example.org/shop.example.org.crt"
+	for _, k := range []string{acct, cert} {
+		if err := s.Store(ctx, k, []byte("v:"+k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := nodeClient(t, nb)
+	if other.Exists(ctx, acct) || other.Exists(ctx, "acme") {
+		t.Fatal("the ACME account reached the fleet store")
+	}
+	if b, err := other.Load(ctx, cert); err != nil || string(b) != "v:"+cert {
+		t.Fatalf("the certificate through the other node: %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(accounts, filepath.FromSlash(acct))); err != nil || string(b) != "v:"+acct {
+		t.Fatalf("the account key on local disk: %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(accounts, "certificates")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a certificate was written to the account directory: %v", err)
+	}
+}
+
+// Locks are the fleet's: goroutines behind two Caddys' storages, each on its own node,
+// increment one counter under one lock; no update is lost, no critical sections overlap.
+func TestSplitStorageLocksAcrossNodes(t *testing.T) {
+	na, nb := twoStorageNodes(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	ss := []*SplitStorage{
+		NewSplitStorage(nodeClient(t, na), &certmagic.FileStorage{Path: t.TempDir()}),
+		NewSplitStorage(nodeClient(t, nb), &certmagic.FileStorage{Path: t.TempDir()}),
+	}
+	const key, lock = "certificates/counter", "issue_cert_counter.example.org"
+	if err := ss[0].Store(ctx, key, []byte("0")); err != nil {
+		t.Fatal(err)
+	}
+	const workers, rounds = 2, 4
+	var inside, overlaps atomic.Int32
+	var wg sync.WaitGroup
+	errc := make(chan error, 2*workers)
+	for _, s := range ss {
+		for range workers {
+			wg.Go(func() {
+				for range rounds {
+					if err := s.Lock(ctx, lock); err != nil {
+						errc <- err
+						return
+					}
+					if inside.Add(1) > 1 {
+						overlaps.Add(1)
+					}
+					v, err := s.Load(ctx, key)
+					if err == nil {
+						n, _ := strconv.Atoi(string(v))
+						err = s.Store(ctx, key, []byte(strconv.Itoa(n+1)))
+					}
+					inside.Add(-1)
+					if uerr := s.Unlock(ctx, lock); err == nil {
+						err = uerr
+					}
+					if err != nil {
+						errc <- err
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+	v, err := ss[1].Load(ctx, key)
+	if want := strconv.Itoa(2 * workers * rounds); err != nil || string(v) != want || overlaps.Load() != 0 {
+		t.Fatalf("counter = %s (%v), want %s; %d overlapping critical sections", v, err, want, overlaps.Load())
+	}
+}
+
+// `storage scafo { … }` as an operator writes it: the first endpoint is dead, the module
+// moves to the next one, and what it stores is in the fleet store.
+func TestStorageModuleFailsOverBetweenEndpoints(t *testing.T) {
+	root := t.TempDir()
+	n := startNode(t, "vps-a", root)
+	n.waitFirstPass()
+	dead := "http://127.0.0.1:" + strconv.Itoa(freePort(t))
+	t.Setenv("SCAFO_TEST_TOKEN", testIngressToken)
+	accounts, cache := t.TempDir(), t.TempDir()
+	d := caddyfile.NewTestDispenser("scafo {\n endpoints " + dead + " " + n.url + "\n token_env SCAFO_TEST_TOKEN\n account_dir " + accounts +
+		"\n cache_dir " + cache + "\n lock_lease 5s\n}")
+	var mod Storage
+	if err := mod.UnmarshalCaddyfile(d); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(mod.Endpoints, []string{dead, n.url}) || mod.TokenEnv != "SCAFO_TEST_TOKEN" || mod.AccountDir != accounts || mod.CacheDir != cache || time.Duration(mod.LockLease) != 5*time.Second {
+		t.Fatalf("parsed %+v", mod)
+	}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	if err := mod.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := mod.CertMagicStorage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := "certificates/x/shop.example.org/shop.example.org.crt"
+	if err := st.Store(ctx, k, []byte("pem")); err != nil {
+		t.Fatalf("Store with the first endpoint dead: %v", err)
+	}
+	if b, err := nodeClient(t, n).Load(ctx, k); err != nil || string(b) != "pem" {
+		t.Fatalf("the fleet store has %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(cache, filepath.FromSlash(k))); err != nil || string(b) != "pem" {
+		t.Fatalf("the storage cache has %q, %v", b, err)
+	}
+	if err := st.(certmagic.Locker).Lock(ctx, "issue_cert_shop.example.org"); err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	if err := st.(certmagic.Locker).Unlock(ctx, "issue_cert_shop.example.org"); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+
+	var bad Storage
+	if err := bad.UnmarshalCaddyfile(caddyfile.NewTestDispenser("scafo {\n bucket x\n}")); err == nil || !strings.Contains(err.Error(), "bucket") {
+		t.Fatalf("an unknown option: %v, want an error naming it", err)
+	}
+	t.Setenv("SCAFO_INGRESS_TOKEN", "")
+	none := Storage{Nodes: Nodes{Endpoints: []string{n.url}}}
+	if err := none.Provision(ctx); err == nil || !strings.Contains(err.Error(), "SCAFO_INGRESS_TOKEN") {
+		t.Fatalf("no token: %v, want an error naming SCAFO_INGRESS_TOKEN", err)
+	}
+}
+
+// The cache answers only while no node can be reached: with the node up, a key deleted
+// behind this storage's back is gone (the node's "not found" is final); with the node
+// down, what was read or written before is served from the cache, and what never was is
+// an error.
+func TestSplitStorageCacheServesOnlyWhileNodesAreUnreachable(t *testing.T) {
+	root := t.TempDir()
+	n := startNode(t, "vps-a", root)
+	n.waitFirstPass()
+	ctx := t.Context()
+	s := NewSplitStorage(nodeClient(t, n), &certmagic.FileStorage{Path: t.TempDir()}).WithCache(&certmagic.FileStorage{Path: t.TempDir()})
+	kept, gone := "certificates/x/a.example.org/a.example.org.crt", "certificates/x/b.example.org/b.example.org.crt"
+	for _, k := range []string{kept, gone} {
+		if err := s.Store(ctx, k, []byte("pem:"+k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nodeClient(t, n).Delete(ctx, gone); err != nil { // another Caddy deletes it
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, gone); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a key the node no longer has, node up: Load = %v, want not exist (the cache must not answer)", err)
+	}
+	if s.Exists(ctx, gone) {
+		t.Fatal("a key the node no longer has, node up: Exists = true")
+	}
+	n.stop()
+	if v, err := s.Load(ctx, kept); err != nil || string(v) != "pem:"+kept {
+		t.Fatalf("node down: Load(%q) = %q, %v; want the cached value", kept, v, err)
+	}
+	if !s.Exists(ctx, kept) {
+		t.Fatal("node down: Exists of a cached key = false")
+	}
+	if ki, err := s.Stat(ctx, kept); err != nil || !ki.IsTerminal || ki.Size != int64(len("pem:"+kept)) {
+		t.Fatalf("node down: Stat = %+v, %v", ki, err)
+	}
+	if _, err := s.Load(ctx, "certificates/x/never/never.crt"); err == nil {
+		t.Fatal("node down: a key never seen loaded without error")
+	}
+	if err := s.Store(ctx, "certificates/x/c/c.crt", []byte("x")); err == nil {
+		t.Fatal("node down: Store succeeded (it must fail: the fleet store is the truth)")
+	}
+}
