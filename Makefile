@@ -4,11 +4,18 @@
 # make echo    the demo's echo application into ./echo-app (the README and docs/api.md walkthroughs run two)
 # make demo    two nodes, two echo applications and one Traefik on loopback: a flip and a failover
 #              through Traefik (deploy/demo/demo.sh; DEMO_FLAGS=--once stops at the end)
+# make caddy   Caddy v2.11.9 with scafo's modules into deploy/caddy/caddy (deploy/caddy/README.md)
 # make bench   the Go benchmarks; make report: the side-by-side performance report (docs/performance.md)
 
 GO ?= go
 
-.PHONY: run test deps build echo bench report vet demo
+.PHONY: run test deps build echo bench report vet demo caddy
+
+# deploy/caddy is a Go module of its own (Caddy's dependency tree stays out of the node's).
+CADDY_MOD = deploy/caddy
+
+caddy:
+	cd $(CADDY_MOD) && $(GO) build -o caddy .
 
 run:
 	$(GO) run ./node/cmd/scafo-node
@@ -31,6 +38,7 @@ deps:
 
 vet:
 	$(GO) vet ./...
+	cd $(CADDY_MOD) && $(GO) vet ./...
 
 # Every package must be in one of the two lists (make test refuses to run otherwise).
 UNIT_PKGS = ./render/... ./node/... ./traefikprovider/... ./internal/... ./deploy/...
@@ -40,6 +48,7 @@ test: deps vet
 	@left=$$($(GO) list ./... | grep -vxF "$$($(GO) list $(UNIT_PKGS) $(E2E_PKGS))"); \
 	if [ -n "$$left" ]; then echo "make test: packages in neither UNIT_PKGS nor E2E_PKGS:"; echo "$$left"; exit 1; fi
 	SCAFO_TRAEFIK_DECODE=1 $(GO) test -race -count=1 -timeout 60m $(UNIT_PKGS)
+	cd $(CADDY_MOD) && CI="$$CI" $(GO) test -race -count=1 -timeout 30m ./...
 	TRAEFIK_BIN="$$(./e2e/build-traefik.sh)" $(GO) test -count=1 -timeout 60m $(E2E_PKGS)
 
 bench:
