@@ -94,15 +94,23 @@ var uidRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,40}$`)
 // 24-column grid without overlaps; every query panel on the data-source variable, with targets
 // of unique refIds and non-empty expressions.
 func TestDashboardImportsIntoGrafana(t *testing.T) {
-	d := readDashboard(t)
+	for _, p := range importProblems(readDashboard(t)) {
+		t.Error(p)
+	}
+}
+
+// importProblems lists what keeps d from importing cleanly (see TestDashboardImportsIntoGrafana).
+func importProblems(d dashboard) []string {
+	var out []string
+	errorf := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
 	if d.Title == "" || !uidRE.MatchString(d.UID) {
-		t.Errorf("title %q, uid %q: want a title and a uid of 1 to 40 [a-zA-Z0-9_-]", d.Title, d.UID)
+		errorf("title %q, uid %q: want a title and a uid of 1 to 40 [a-zA-Z0-9_-]", d.Title, d.UID)
 	}
 	if d.SchemaVersion < 36 {
-		t.Errorf("schemaVersion %d: want at least 36 (Grafana 9.1: data-source references by uid)", d.SchemaVersion)
+		errorf("schemaVersion %d: want at least 36 (Grafana 9.1: data-source references by uid)", d.SchemaVersion)
 	}
 	if d.Time.From == "" || d.Time.To == "" {
-		t.Errorf("time %+v: want a default range", d.Time)
+		errorf("time %+v: want a default range", d.Time)
 	}
 
 	vars := map[string]bool{}
@@ -111,95 +119,134 @@ func TestDashboardImportsIntoGrafana(t *testing.T) {
 		switch v.Name {
 		case "datasource":
 			if v.Type != "datasource" || v.Query != "prometheus" {
-				t.Errorf("variable datasource: type %q query %v, want datasource / prometheus", v.Type, v.Query)
+				errorf("variable datasource: type %q query %v, want datasource / prometheus", v.Type, v.Query)
 			}
 		case "job", "instance":
 			if v.Type != "query" || v.Datasource == nil || v.Datasource.UID != "${datasource}" {
-				t.Errorf("variable %s: type %q datasource %+v, want a query on ${datasource}", v.Name, v.Type, v.Datasource)
+				errorf("variable %s: type %q datasource %+v, want a query on ${datasource}", v.Name, v.Type, v.Datasource)
 			}
 			if !v.Multi || !v.IncludeAll || v.AllValue != ".+" {
-				t.Errorf("variable %s: want multi, includeAll with allValue .+ (the queries match it with =~)", v.Name)
+				errorf("variable %s: want multi, includeAll with allValue .+ (the queries match it with =~)", v.Name)
 			}
 		default:
-			t.Errorf("variable %s: unexpected", v.Name)
+			errorf("variable %s: unexpected", v.Name)
 		}
 	}
 	for _, v := range []string{"datasource", "job", "instance"} {
 		if !vars[v] {
-			t.Errorf("no %s variable", v)
+			errorf("no %s variable", v)
 		}
 	}
 
 	if len(d.Panels) == 0 {
-		t.Fatal("no panels")
+		return append(out, "no panels")
 	}
 	ids := map[int]string{}
 	var placed []panel
 	queries := 0
 	for _, p := range d.Panels {
 		if len(p.Panels) > 0 {
-			t.Errorf("panel %d %q: a collapsed row (panels inside it are hidden from a first look); keep rows open", p.ID, p.Title)
+			errorf("panel %d %q: a collapsed row (panels inside it are hidden from a first look); keep rows open", p.ID, p.Title)
 		}
 		where := fmt.Sprintf("panel %d %q", p.ID, p.Title)
 		if p.ID <= 0 {
-			t.Errorf("%s: id must be positive", where)
+			errorf("%s: id must be positive", where)
 		}
 		if prev, dup := ids[p.ID]; dup {
-			t.Errorf("%s: id also used by %q", where, prev)
+			errorf("%s: id also used by %q", where, prev)
 		}
 		ids[p.ID] = p.Title
 		if !panelTypes[p.Type] {
-			t.Errorf("%s: type %q is not a built-in panel type", where, p.Type)
+			errorf("%s: type %q is not a built-in panel type", where, p.Type)
 		}
 		if p.Title == "" {
-			t.Errorf("%s: no title", where)
+			errorf("%s: no title", where)
 		}
 		g := p.GridPos
 		if g.W < 1 || g.H < 1 || g.X < 0 || g.Y < 0 || g.X+g.W > 24 {
-			t.Errorf("%s: gridPos %+v is off Grafana's 24-column grid", where, g)
+			errorf("%s: gridPos %+v is off Grafana's 24-column grid", where, g)
 		}
 		for _, q := range placed {
 			o := q.GridPos
 			if g.X < o.X+o.W && o.X < g.X+g.W && g.Y < o.Y+o.H && o.Y < g.Y+g.H {
-				t.Errorf("%s overlaps panel %d %q (%+v, %+v)", where, q.ID, q.Title, g, o)
+				errorf("%s overlaps panel %d %q (%+v, %+v)", where, q.ID, q.Title, g, o)
 			}
 		}
 		placed = append(placed, p)
 		if p.Type == "row" {
 			if g.W != 24 || g.H != 1 || g.X != 0 {
-				t.Errorf("%s: a row spans the grid (w 24, h 1, x 0), has %+v", where, g)
+				errorf("%s: a row spans the grid (w 24, h 1, x 0), has %+v", where, g)
 			}
 			continue
 		}
 		if strings.TrimSpace(p.Description) == "" {
-			t.Errorf("%s: no description (what it shows, which metric)", where)
+			errorf("%s: no description (what it shows, which metric)", where)
 		}
 		if p.Datasource == nil || p.Datasource.Type != "prometheus" || p.Datasource.UID != "${datasource}" {
-			t.Errorf("%s: datasource %+v, want prometheus ${datasource}", where, p.Datasource)
+			errorf("%s: datasource %+v, want prometheus ${datasource}", where, p.Datasource)
 		}
 		if p.FieldConfig.Defaults.Unit == "" && p.Type != "stat" {
-			t.Errorf("%s: no unit", where)
+			errorf("%s: no unit", where)
 		}
 		if len(p.Targets) == 0 {
-			t.Errorf("%s: no query", where)
+			errorf("%s: no query", where)
 		}
 		refs := map[string]bool{}
 		for _, tg := range p.Targets {
 			queries++
 			if tg.RefID == "" || refs[tg.RefID] {
-				t.Errorf("%s: refId %q empty or repeated", where, tg.RefID)
+				errorf("%s: refId %q empty or repeated", where, tg.RefID)
 			}
 			refs[tg.RefID] = true
 			if strings.TrimSpace(tg.Expr) == "" {
-				t.Errorf("%s %s: empty expression", where, tg.RefID)
+				errorf("%s %s: empty expression", where, tg.RefID)
 			}
 			if tg.Datasource == nil || tg.Datasource.UID != "${datasource}" {
-				t.Errorf("%s %s: datasource %+v, want ${datasource}", where, tg.RefID, tg.Datasource)
+				errorf("%s %s: datasource %+v, want ${datasource}", where, tg.RefID, tg.Datasource)
 			}
 		}
 	}
 	if queries == 0 {
-		t.Fatal("no queries")
+		errorf("no queries")
+	}
+	return out
+}
+
+// TestImportChecksCatchWhatGrafanaWouldRefuse: each check of importProblems fails on the shipped
+// dashboard with one defect put in (the controls of the test above).
+func TestImportChecksCatchWhatGrafanaWouldRefuse(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		mutate func(d *dashboard)
+		want   string
+	}{
+		{"no uid", func(d *dashboard) { d.UID = "" }, "uid"},
+		{"old schema", func(d *dashboard) { d.SchemaVersion = 27 }, "schemaVersion 27"},
+		{"duplicate id", func(d *dashboard) { d.Panels[2].ID = d.Panels[1].ID }, "id also used by"},
+		{"overlap", func(d *dashboard) { d.Panels[2].GridPos = d.Panels[1].GridPos }, "overlaps"},
+		{"off the grid", func(d *dashboard) { d.Panels[1].GridPos.X = 20 }, "off Grafana's 24-column grid"},
+		{"plugin panel", func(d *dashboard) { d.Panels[1].Type = "grafana-piechart-panel" }, "not a built-in panel type"},
+		{"fixed data source", func(d *dashboard) {
+			d.Panels[1].Datasource = &datasourceRef{Type: "prometheus", UID: "P1809F7CD0C75ACF3"}
+		}, "want prometheus ${datasource}"},
+		{"no description", func(d *dashboard) { d.Panels[1].Description = "" }, "no description"},
+		{"repeated refId", func(d *dashboard) { d.Panels[2].Targets[1].RefID = d.Panels[2].Targets[0].RefID }, "empty or repeated"},
+		{"no job variable", func(d *dashboard) { d.Templating.List = d.Templating.List[:1] }, "no job variable"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := readDashboard(t)
+			if len(d.Panels) < 3 || len(d.Panels[2].Targets) < 2 {
+				t.Fatal("the controls need panel 2 with two queries")
+			}
+			c.mutate(&d)
+			problems := importProblems(d)
+			for _, p := range problems {
+				if strings.Contains(p, c.want) {
+					return
+				}
+			}
+			t.Fatalf("want a problem with %q, got %q", c.want, problems)
+		})
 	}
 }
 
