@@ -264,46 +264,38 @@ func TestAlertRuleUnitTestsPass(t *testing.T) {
 // alert's expression replaced by one that never fires (everything else as shipped), `promtool
 // test rules` fails and names that alert, for every alert in turn.
 func TestUnitTestsFailWhenAnAlertCannotFire(t *testing.T) {
-	f, rules := readRules(t, rulesFile)
+	_, rules := readRules(t, rulesFile)
 	tests, err := os.ReadFile(unitTestsFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range rules {
-		dir := t.TempDir()
-		for gi := range f.Groups {
-			for ri := range f.Groups[gi].Rules {
-				if f.Groups[gi].Rules[ri].Alert == r.Alert {
-					f.Groups[gi].Rules[ri].Expr = "vector(0) > 1"
-				} else if orig := ruleByName(rules, f.Groups[gi].Rules[ri].Alert); orig != nil {
-					f.Groups[gi].Rules[ri].Expr = orig.Expr
+		t.Run(r.Alert, func(t *testing.T) {
+			t.Parallel()
+			f, _ := readRules(t, rulesFile)
+			for gi := range f.Groups {
+				for ri := range f.Groups[gi].Rules {
+					if f.Groups[gi].Rules[ri].Alert == r.Alert {
+						f.Groups[gi].Rules[ri].Expr = "vector(0) > 1"
+					}
 				}
 			}
-		}
-		b, err := yaml.Marshal(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, filepath.Join(dir, rulesFile), b)
-		writeFile(t, filepath.Join(dir, unitTestsFile), tests)
-		out, err := runPromtool(t, dir, "test", "rules", unitTestsFile)
-		if err == nil {
-			t.Errorf("%s never firing: promtool test rules still passes:\n%s", r.Alert, out)
-			continue
-		}
-		if !strings.Contains(out, "alertname: "+r.Alert) {
-			t.Errorf("%s never firing: promtool test rules fails without naming it:\n%s", r.Alert, out)
-		}
+			b, err := yaml.Marshal(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, rulesFile), b)
+			writeFile(t, filepath.Join(dir, unitTestsFile), tests)
+			out, err := runPromtool(t, dir, "test", "rules", unitTestsFile)
+			if err == nil {
+				t.Fatalf("%s never firing: promtool test rules still passes:\n%s", r.Alert, out)
+			}
+			if !strings.Contains(out, "alertname: "+r.Alert) {
+				t.Fatalf("%s never firing: promtool test rules fails without naming it:\n%s", r.Alert, out)
+			}
+		})
 	}
-}
-
-func ruleByName(rules []rule, alert string) *rule {
-	for i := range rules {
-		if rules[i].Alert == alert {
-			return &rules[i]
-		}
-	}
-	return nil
 }
 
 // dashboardQueries are the PromQL queries of the dashboard (each panel target, and each query
