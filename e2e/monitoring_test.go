@@ -192,8 +192,14 @@ func TestDashboardAndAlertsQueryOnlyWhatANodeExports(t *testing.T) {
 	// Every name resolves (for Pebble's VA) to 127.0.0.1, where the node listens, on the port
 	// Pebble validates.
 	const ip = "127.0.0.1"
-	port := freePort(t, ip)
+	// The node's port is held while Pebble and challtestsrv take theirs, so none of them gets it.
+	hold, err := net.Listen("tcp", hostPort(ip, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := hold.Addr().(*net.TCPAddr).Port
 	p := pebbletest.Start(t, pebbletest.Config{HTTPPort: port})
+	hold.Close()
 	n := &node{name: "mon1", ip: ip, port: port}
 	n.proc = newProc(t, n.name, bins.node, []string{
 		"--listen=" + hostPort(ip, port),
@@ -293,15 +299,13 @@ func TestDashboardAndAlertsQueryOnlyWhatANodeExports(t *testing.T) {
 	})
 	inst.Close()
 
-	var last []string
 	err = proc.Poll(120*time.Second, 250*time.Millisecond, func() error {
 		s, err := scrapeNode()
 		if err != nil {
 			return err
 		}
-		last = want.missing(s)
-		if len(last) > 0 {
-			return fmt.Errorf("not exported: %s", strings.Join(last, "; "))
+		if m := want.missing(s); len(m) > 0 {
+			return fmt.Errorf("not exported: %s", strings.Join(m, "; "))
 		}
 		return nil
 	})
