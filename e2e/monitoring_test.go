@@ -240,7 +240,7 @@ func TestDashboardAndAlertsQueryOnlyWhatANodeExports(t *testing.T) {
 	n.setInstance(t, "shop", inst.Addr().(*net.TCPAddr).Port, true)
 
 	// An HTTP-provider Traefik of group eu, reporting as edge-eu; a /v1/storage request.
-	get := func(path string, h map[string]string) int {
+	get := func(path string, h map[string]string) (int, http.Header) {
 		req, err := http.NewRequest(http.MethodGet, n.url(path), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -255,10 +255,11 @@ func TestDashboardAndAlertsQueryOnlyWhatANodeExports(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		io.Copy(io.Discard, resp.Body)
-		return resp.StatusCode
+		return resp.StatusCode, resp.Header
 	}
-	if code := get("/v1/ingress/traefik?group=eu", map[string]string{"X-Scafo-Ingress": "edge-eu"}); code != http.StatusOK {
-		t.Fatalf("poll of group eu: %d", code)
+	code, h := get("/v1/ingress/traefik?group=eu", map[string]string{"X-Scafo-Ingress": "edge-eu"})
+	if code != http.StatusOK || h.Get("X-Scafo-Ingress-Report") != "recorded" {
+		t.Fatalf("poll of group eu: %d, report %q", code, h.Get("X-Scafo-Ingress-Report"))
 	}
 	get("/v1/storage/keys", nil)
 
