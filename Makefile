@@ -1,5 +1,5 @@
 # make run     run a node on the embedded default (dir store under ./scafo-state)
-# make test    every test: installs MinIO, Pebble and BIND 9 (apt) and builds Traefik v3.6.12 once (cached), runs the unit
+# make test    every test: installs MinIO, Pebble, promtool (v0.316.0) and BIND 9 (apt) and builds Traefik v3.6.12 once (cached), runs the unit
 #              packages under the race detector, then the end-to-end packages (without it)
 # make echo    the demo's echo application into ./echo-app (the README and docs/api.md walkthroughs run two)
 # make demo    two nodes, two echo applications and one Traefik on loopback: a flip and a failover
@@ -34,6 +34,7 @@ deps:
 	./.ci/minio.sh install
 	./.ci/pebble.sh install
 	./.ci/bind.sh install
+	./deploy/prometheus/promtool.sh install
 	./e2e/build-traefik.sh >/dev/null
 
 vet:
