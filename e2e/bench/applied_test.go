@@ -76,10 +76,10 @@ func TestWaitAppliedIsNeverEarlyByFleetSize(t *testing.T) {
 	for _, r := range runs {
 		late := "—"
 		if len(r.lateBy) > 0 {
-			late = secs(pct(r.lateBy, 1)) + " s"
+			late = secs(pct(r.lateBy, 100)) + " s"
 		}
 		rows = append(rows, fmt.Sprintf("| %s | %d of %d | %s s | %s s | %s |", r.c.name(), r.early, r.flips,
-			secs(pct(r.answers, 0.5)), secs(pct(r.answers, 0.95)), late))
+			secs(pct(r.answers, 50)), secs(pct(r.answers, 95)), late))
 	}
 	report.add(secApplied, append(rows, "")...)
 }

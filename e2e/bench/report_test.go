@@ -21,7 +21,7 @@ const (
 	secFleetFlip = "6. Flip latency by fleet size, both providers, Traefik's CPU per change (issue 13)"
 	secStoreCost = "7. Store requests per node per tick on a real MinIO, before and after (issue 13)"
 	secGroups    = "8. Ingress groups: 10 000 applications in 10 groups, a Traefik per group (issue 17)"
-	secApplied   = "9. Is ?wait=applied ever early? By fleet size and provider (issue 24)"
+	secApplied   = "10. Is ?wait=applied ever early? By fleet size and provider (issue 24)"
 )
 
 var sectionOrder = []string{secPoll, secDerive, secStability, secTraefik, secFlip, secFleetFlip, secStoreCost, secGroups, secApplied}
