@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/certmagic"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/certstore"
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/store"
@@ -133,19 +134,17 @@ func (p *publisher) publishCerts(set *fleetcerts.Set) {
 	close(prev.superseded)
 }
 
-// certsStatus is /v1/status's certificates section: per name, never key material.
-type certsStatus struct {
-	Counts map[string]int          `json:"counts"`
-	Names  []fleetcerts.NameStatus `json:"names"`
-}
-
-func (s *Server) certsStatus() *certsStatus {
+func (s *Server) certsStatus() *api.Certificates {
 	if s.certs == nil {
 		return nil
 	}
 	names := s.certs.Status()
-	out := &certsStatus{Counts: map[string]int{}, Names: names}
-	for _, n := range names {
+	out := &api.Certificates{Counts: map[string]int{}}
+	if names != nil {
+		out.Names = make([]api.CertName, len(names))
+	}
+	for i, n := range names {
+		out.Names[i] = api.CertName(n) // the same fields: one shape on the wire
 		out.Counts[n.State]++
 	}
 	return out

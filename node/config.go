@@ -17,6 +17,7 @@ import (
 	"github.com/traefik/paerser/parser"
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/node/internal/statedir"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/routing"
 )
@@ -293,12 +294,7 @@ func (c *Config) SetDefaults() {
 
 // DefaultStateDir is the state directory when none is configured: /var/lib/scafo as
 // root, else ./scafo-state.
-func DefaultStateDir() string {
-	if os.Geteuid() == 0 {
-		return "/var/lib/scafo"
-	}
-	return "./scafo-state"
-}
+func DefaultStateDir() string { return statedir.Default() }
 
 // NewConfig returns a Config with every default set.
 func NewConfig() *Config {

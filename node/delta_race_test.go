@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/fleet"
@@ -87,9 +88,9 @@ func TestRacingRendersOfPatchedSnapshotsServeTheFullRender(t *testing.T) {
 				}
 				old = s
 				sel, prefer := sels[r.IntN(len(sels))], prefers[r.IntN(len(prefers))]
-				format := formatTraefik
+				format := api.FormatTraefik
 				if r.IntN(5) == 0 {
-					format = formatRoutes
+					format = api.FormatRoutes
 				}
 				if sel != nil && r.IntN(3) == 0 {
 					gd := s.forGroups(sel)
@@ -118,7 +119,7 @@ func TestRacingRendersOfPatchedSnapshotsServeTheFullRender(t *testing.T) {
 				}
 				var want []byte
 				switch {
-				case format == formatRoutes:
+				case format == api.FormatRoutes:
 					want, err = routing.Marshal(d)
 				case sel == nil:
 					want, err = render.TraefikFleet(d, opts, fc)
@@ -168,14 +169,14 @@ func TestAChangeInOneGroupLeavesAnotherGroupsBodiesAlone(t *testing.T) {
 		s := p.cur.Load()
 		out := map[string]*rendered{}
 		for _, prefer := range []string{"", "vps-a"} {
-			for _, format := range []string{formatTraefik, formatRoutes} {
+			for _, format := range []string{api.FormatTraefik, api.FormatRoutes} {
 				got, err := p.getGroups(s, prefer, format, sel)
 				if err != nil {
 					t.Fatal(err)
 				}
 				d := mustPrefer(t, routing.ForGroups(s.doc, sel), prefer)
 				want, err := routing.Marshal(d)
-				if format == formatTraefik {
+				if format == api.FormatTraefik {
 					want, err = render.TraefikGroups(d, render.Options{}, sel, nil)
 				}
 				if err != nil {

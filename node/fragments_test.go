@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/fleet"
@@ -33,7 +34,7 @@ func TestPublisherServesTheFullRenderAcrossRevisions(t *testing.T) {
 		}
 		s := p.cur.Load()
 		for _, prefer := range []string{"", "vps-a", "vps-c"} {
-			got, err := p.get(s, prefer, formatTraefik)
+			got, err := p.get(s, prefer, api.FormatTraefik)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +109,7 @@ func TestPublisherFleetCertsPerGroup(t *testing.T) {
 		}
 		out := map[string]*rendered{}
 		for _, sel := range [][]string{nil, {"default"}, {"eu-1"}} {
-			got, err := p.getGroups(s, "", formatTraefik, sel)
+			got, err := p.getGroups(s, "", api.FormatTraefik, sel)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -182,10 +183,10 @@ func TestAOneStepChangeIsPatchedAndServedLikeAFullRender(t *testing.T) {
 	p := n.srv.pub
 	sel := []string{routing.DefaultGroup}
 	for _, prefer := range []string{"", "vps-a"} { // the bodies the next revisions build on
-		if _, err := p.get(p.cur.Load(), prefer, formatTraefik); err != nil {
+		if _, err := p.get(p.cur.Load(), prefer, api.FormatTraefik); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.getGroups(p.cur.Load(), prefer, formatTraefik, sel); err != nil {
+		if _, err := p.getGroups(p.cur.Load(), prefer, api.FormatTraefik, sel); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -197,7 +198,7 @@ func TestAOneStepChangeIsPatchedAndServedLikeAFullRender(t *testing.T) {
 			t.Fatalf("step %d: the document was derived whole, not patched", step)
 		}
 		for _, prefer := range []string{"", "vps-a"} {
-			got, err := p.get(s, prefer, formatTraefik)
+			got, err := p.get(s, prefer, api.FormatTraefik)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -209,7 +210,7 @@ func TestAOneStepChangeIsPatchedAndServedLikeAFullRender(t *testing.T) {
 				t.Fatalf("step %d prefer %q: served bytes differ from the full render\nserved: %s\nfull:   %s", step, prefer, got.body, want)
 			}
 			// The ?group= output: its selection is patched too, and served as rendered whole.
-			got, err = p.getGroups(s, prefer, formatTraefik, sel)
+			got, err = p.getGroups(s, prefer, api.FormatTraefik, sel)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/fleet"
 	"github.com/scafo/ingress/render/routing"
@@ -23,7 +24,7 @@ func BenchmarkGroupPollAfterAChangeElsewhere(b *testing.B) {
 	doc, _, _ := x.Derive(st, fo, nil)
 	p.publish(doc, time.Now())
 	sel := []string{routing.DefaultGroup}
-	if _, err := p.getGroups(p.cur.Load(), "vps-a", formatTraefik, sel); err != nil {
+	if _, err := p.getGroups(p.cur.Load(), "vps-a", api.FormatTraefik, sel); err != nil {
 		b.Fatal(err)
 	}
 	n := 0
@@ -43,7 +44,7 @@ func BenchmarkGroupPollAfterAChangeElsewhere(b *testing.B) {
 			}
 		}
 		b.StartTimer()
-		if _, err := p.getGroups(p.cur.Load(), "vps-a", formatTraefik, sel); err != nil {
+		if _, err := p.getGroups(p.cur.Load(), "vps-a", api.FormatTraefik, sel); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/render/routing"
 )
 
@@ -226,20 +227,10 @@ func (s *snapshot) emptyGroups(groups []string) string {
 	return strings.Join(empty, ",")
 }
 
-// groupStatus is one entry of /v1/status groups.
-type groupStatus struct {
-	Name string `json:"name"`
-	// Routes counts the group's own routes (not the cross-group targets its prefixes
-	// bring along).
-	Routes int `json:"routes"`
-	// Revision is the revision served to ?group=<name>.
-	Revision string `json:"revision"`
-}
-
-func (s *Server) groupsStatus(snap *snapshot) []groupStatus {
-	out := []groupStatus{}
+func (s *Server) groupsStatus(snap *snapshot) []api.Group {
+	out := []api.Group{}
 	for _, g := range s.groups.known(snap) {
-		out = append(out, groupStatus{Name: g, Routes: snap.groupRoutes[g], Revision: snap.forGroups([]string{g}).Revision})
+		out = append(out, api.Group{Name: g, Routes: snap.groupRoutes[g], Revision: snap.forGroups([]string{g}).Revision})
 	}
 	return out
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/render/routing"
 )
 
@@ -85,15 +86,15 @@ func (s *Server) handleIngress(w http.ResponseWriter, r *http.Request) {
 }
 
 func metricFormat(f string) string {
-	if f == formatRoutes || f == formatTraefik {
+	if f == api.FormatRoutes || f == api.FormatTraefik {
 		return f
 	}
 	return "other"
 }
 
 func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format string) int {
-	if format != formatRoutes && format != formatTraefik {
-		writeError(w, http.StatusNotFound, "unknown format", fmt.Sprintf("format %q is not registered; only %q", format, formatTraefik))
+	if format != api.FormatRoutes && format != api.FormatTraefik {
+		writeError(w, http.StatusNotFound, "unknown format", fmt.Sprintf("format %q is not registered; only %q", format, api.FormatTraefik))
 		return http.StatusNotFound
 	}
 	// r.URL.Query() drops a pair it cannot parse: ?group=eu-1;x would serve every group.
@@ -194,12 +195,12 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 		}
 		h.Set("ETag", etag)
 		h.Set("Content-Type", "application/json")
-		h.Set("X-Scafo-Revision", rend.revision)
+		h.Set(api.HeaderRevision, rend.revision)
 		if groups != nil {
 			if empty := snap.emptyGroups(groups); empty != "" {
-				h.Set("X-Scafo-Group-Empty", empty)
+				h.Set(api.HeaderGroupEmpty, empty)
 			} else {
-				h.Del("X-Scafo-Group-Empty")
+				h.Del(api.HeaderGroupEmpty)
 			}
 		}
 		setStoreMark(h, snap)
@@ -226,9 +227,9 @@ func setStoreMark(h http.Header, snap *snapshot) {
 	if m == nil {
 		return
 	}
-	h.Set("X-Scafo-Serial", strconv.FormatUint(m.serial, 10))
+	h.Set(api.HeaderSerial, strconv.FormatUint(m.serial, 10))
 	if m.epoch != "" {
-		h.Set("X-Scafo-Epoch", m.epoch)
+		h.Set(api.HeaderEpoch, m.epoch)
 	}
 }
 
@@ -283,87 +284,14 @@ func etagMatches(header string, rend *rendered) bool {
 	return false
 }
 
-// statusBody is GET /v1/status.
-type statusBody struct {
-	Node             string          `json:"node"`
-	Ready            bool            `json:"ready"`
-	Revision         string          `json:"revision,omitempty"`
-	RevisionSince    *time.Time      `json:"revisionSince,omitempty"`
-	LastPass         *time.Time      `json:"lastPass,omitempty"`
-	Store            storeStatus     `json:"store"`
-	Skipped          []skippedStatus `json:"skipped"`
-	Nodes            []nodeStatus    `json:"nodes"`
-	MismatchedConfig []string        `json:"mismatchedSettings,omitempty"`
-	// Remembered: the document served is the one remembered in the state dir, because
-	// the store is foreign (store.foreign) and nothing was derived from it.
-	Remembered bool `json:"servingRemembered,omitempty"`
-	// Groups are the known ingress groups with their route counts and the revision
-	// ?group=<name> serves.
-	Groups []groupStatus `json:"groups,omitempty"`
-	// DuplicateName: another live node writes this node's record (the same node.name).
-	DuplicateName *duplicateNameStatus `json:"duplicateName,omitempty"`
-	// Instances are this node's instances: declared readiness, published readiness and
-	// the probe's state (probe.go).
-	Instances []instanceStatus `json:"instances"`
-	// Ingresses: every ingress of the fleet and what it holds (ingresses.go).
-	Ingresses []ingressStatus `json:"ingresses"`
-	// IngressesSkipped: report objects that could not be read, and why.
-	IngressesSkipped []skippedStatus `json:"ingressesSkipped,omitempty"`
-	// IngressesError: the reports could not be read from the store; the list holds
-	// only the ingresses polling this node.
-	IngressesError string `json:"ingressesError,omitempty"`
-	// Certificates: fleet certificates per name (--acme.enabled only; acme.go).
-	Certificates *certsStatus `json:"certificates,omitempty"`
-}
-
-type duplicateNameStatus struct {
-	// Address is the other writer's address:apiPort.
-	Address string `json:"address"`
-	// NodeID and Boot are its boot identity ("" for a node that predates them).
-	NodeID     string    `json:"nodeId,omitempty"`
-	Boot       string    `json:"boot,omitempty"`
-	Seen       time.Time `json:"seen"`
-	AgeSeconds float64   `json:"ageSeconds"`
-	Detail     string    `json:"detail"`
-}
-
-type storeStatus struct {
-	Reachable bool   `json:"reachable"`
-	Error     string `json:"error,omitempty"`
-	// HeartbeatError: this node's own record could not be written (the store refuses
-	// writes, a full disk, a lost permission): peers will drop this node's upstreams
-	// once its record is older than the TTL. Reachable is false while it is set.
-	HeartbeatError   string     `json:"heartbeatError,omitempty"`
-	UnreachableSince *time.Time `json:"unreachableSince,omitempty"`
-	// Foreign: the store is not the one this node served (its serial is missing,
-	// behind, or of another epoch), or not yet checked against it after a restart:
-	// nothing is published from it nor written to it until an operator adopts it.
-	Foreign       bool   `json:"foreign"`
-	ForeignReason string `json:"foreignReason,omitempty"`
-	Adopt         string `json:"adopt,omitempty"`
-}
-
-type skippedStatus struct {
-	Object string `json:"object"`
-	Reason string `json:"reason"`
-}
-
-type nodeStatus struct {
-	Name       string    `json:"name"`
-	Address    string    `json:"address"`
-	Seen       time.Time `json:"seen"`
-	AgeSeconds float64   `json:"ageSeconds"`
-	Stale      bool      `json:"stale"`
-}
-
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	st := s.rec.snapshotStatus()
 	now := time.Now()
-	body := statusBody{
+	body := api.Status{
 		Node:             s.cfg.Node.Name,
-		Store:            storeStatus{Reachable: st.LastError == ""},
-		Skipped:          []skippedStatus{},
-		Nodes:            []nodeStatus{},
+		Store:            api.Store{Reachable: st.LastError == ""},
+		Skipped:          []api.Skipped{},
+		Nodes:            []api.Node{},
 		MismatchedConfig: st.Mismatched,
 		Remembered:       st.Remembered,
 		Instances:        s.probes.status(s.instances.Records()),
@@ -373,7 +301,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		body.Store.HeartbeatError = *e
 	}
 	if c := s.nameConflict(now); c != nil {
-		d := &duplicateNameStatus{
+		d := &api.DuplicateName{
 			Address: recordAddress(c.rec), Seen: c.lastSeen.UTC(),
 			AgeSeconds: now.Sub(c.lastSeen).Round(time.Second).Seconds(),
 			Detail: "another live node writes this node's record: two nodes run with the name " + s.cfg.Node.Name +
@@ -406,12 +334,12 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		body.Store.UnreachableSince = &t
 	}
 	for _, sk := range st.Skipped {
-		body.Skipped = append(body.Skipped, skippedStatus{Object: sk.Object, Reason: sk.Reason})
+		body.Skipped = append(body.Skipped, api.Skipped{Object: sk.Object, Reason: sk.Reason})
 	}
 	ttl := time.Duration(s.cfg.Reconcile.NodeTTL)
 	for _, n := range st.Nodes {
 		age := now.Sub(n.Seen)
-		body.Nodes = append(body.Nodes, nodeStatus{
+		body.Nodes = append(body.Nodes, api.Node{
 			Name: n.Name, Address: n.Address, Seen: n.Seen.UTC(),
 			AgeSeconds: age.Round(time.Second).Seconds(), Stale: age > ttl,
 		})

@@ -45,6 +45,8 @@ import (
 	"time"
 
 	ptypes "github.com/traefik/paerser/types"
+
+	"github.com/scafo/ingress/node/api"
 )
 
 // Bounds of the derived connection cap.
@@ -272,7 +274,7 @@ func (s *Server) guardReserve(next http.Handler) http.Handler {
 func (s *Server) reserveAdmits(r *http.Request) bool {
 	p := r.URL.Path
 	read := (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.ContentLength == 0
-	if read && (p == "/v1/healthz" || p == "/v1/readyz" || strings.HasPrefix(p, "/v1/health/instances/")) {
+	if read && (p == api.PathHealthz || p == api.PathReadyz || strings.HasPrefix(p, api.PathInstanceHealth)) {
 		return true
 	}
 	tok := bearer(r.Header.Get("Authorization"))
@@ -282,7 +284,7 @@ func (s *Server) reserveAdmits(r *http.Request) bool {
 	if s.isAdminToken(tok) {
 		return true
 	}
-	return read && (strings.HasPrefix(p, "/v1/ingress/") || p == "/v1/status") && s.isIngressToken(tok)
+	return read && (strings.HasPrefix(p, api.PathIngress) || p == api.PathStatus) && s.isIngressToken(tok)
 }
 
 // ---- time ----

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/render/fleet"
 	"github.com/scafo/ingress/render/routing"
 )
@@ -639,40 +640,10 @@ func (p *prober) down() float64 {
 	return float64(n)
 }
 
-// instanceStatus is one of this node's instances in /v1/status.
-type instanceStatus struct {
-	App  string `json:"app"`
-	Port int    `json:"port"`
-	// Declared is the readiness set through the API; Ready is what this node publishes
-	// (declared AND probe up).
-	Declared bool         `json:"declared"`
-	Ready    bool         `json:"ready"`
-	Probe    *probeStatus `json:"probe,omitempty"`
-}
-
-type probeStatus struct {
-	Kind string `json:"kind"` // tcp or http
-	Path string `json:"path,omitempty"`
-	Up   bool   `json:"up"`
-	// Refused: down without a probe, and why.
-	Refused             string     `json:"refused,omitempty"`
-	Probes              int        `json:"probes"`
-	ConsecutiveFailures int        `json:"consecutiveFailures,omitempty"`
-	LastProbe           *time.Time `json:"lastProbe,omitempty"`
-	LastDurationMs      float64    `json:"lastDurationMs,omitempty"`
-	LastError           string     `json:"lastError,omitempty"`
-	Since               time.Time  `json:"since"`
-	// Flap damping: recoveries within probe.flapWindow, the hold-down penalty in force
-	// (it grows with further flaps), and while held down, when the hold ends.
-	Recoveries    int        `json:"recoveries,omitempty"`
-	HoldDownMs    float64    `json:"holdDownMs,omitempty"`
-	HeldDownUntil *time.Time `json:"heldDownUntil,omitempty"`
-}
-
 // status lists insts (this node's instances) with their probe state, sorted by app.
-func (p *prober) status(insts map[string]fleet.Instance) []instanceStatus {
+func (p *prober) status(insts map[string]fleet.Instance) []api.Instance {
 	published := p.publish(cloneInstances(insts))
-	out := make([]instanceStatus, 0, len(insts))
+	out := make([]api.Instance, 0, len(insts))
 	var shared map[int]bool
 	if p != nil {
 		shared = sharedPorts(insts)
@@ -680,9 +651,9 @@ func (p *prober) status(insts map[string]fleet.Instance) []instanceStatus {
 		defer p.mu.Unlock()
 	}
 	for app, inst := range insts {
-		is := instanceStatus{App: app, Port: inst.Port, Declared: inst.Ready, Ready: published[app].Ready}
+		is := api.Instance{App: app, Port: inst.Port, Declared: inst.Ready, Ready: published[app].Ready}
 		if p != nil {
-			ps := &probeStatus{Kind: "tcp", Up: true, Refused: p.refusal(app, inst, shared)}
+			ps := &api.Probe{Kind: "tcp", Up: true, Refused: p.refusal(app, inst, shared)}
 			if st := p.states[app]; st != nil && st.target.port == inst.Port && st.target.appID == inst.AppID {
 				ps.Kind, ps.Path, ps.Up, ps.Probes = st.target.kind(), st.target.path, st.up, st.probes
 				ps.ConsecutiveFailures, ps.LastError, ps.Since = st.fails, st.lastErr, st.since.UTC()

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
 )
@@ -118,10 +119,10 @@ func upstreamsOf(t *testing.T, n *testNode, host string) []string {
 	return out
 }
 
-func instanceStatusOf(t *testing.T, n *testNode, app string) instanceStatus {
+func instanceStatusOf(t *testing.T, n *testNode, app string) api.Instance {
 	t.Helper()
 	_, b := n.get("/v1/status", testAdminToken)
-	var st statusBody
+	var st api.Status
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatalf("status %s: %v", b, err)
 	}
@@ -131,7 +132,7 @@ func instanceStatusOf(t *testing.T, n *testNode, app string) instanceStatus {
 		}
 	}
 	t.Fatalf("status lists no instance of %s: %s", app, b)
-	return instanceStatus{}
+	return api.Instance{}
 }
 
 // The guarantee of issue 13 item 2: an instance that stops accepting connections leaves

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/fleet"
 )
@@ -31,7 +32,7 @@ func BenchmarkPublishOneChange(b *testing.B) {
 			var x fleet.Deriver
 			d0, _, _ := x.Derive(st, opt, nil)
 			p.publish(d0, time.Now())
-			if _, err := p.get(p.cur.Load(), "", formatTraefik); err != nil {
+			if _, err := p.get(p.cur.Load(), "", api.FormatTraefik); err != nil {
 				b.Fatal(err)
 			}
 			n, routes, size, gz := 0, 0, 0, 0
@@ -55,7 +56,7 @@ func BenchmarkPublishOneChange(b *testing.B) {
 				if !p.publishDelta(doc, delta, t1) {
 					b.Fatal("the revision did not move")
 				}
-				r, err := p.get(p.cur.Load(), "", formatTraefik)
+				r, err := p.get(p.cur.Load(), "", api.FormatTraefik)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -15,6 +15,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/routing"
@@ -110,11 +111,6 @@ type rendered struct {
 	// when spilling failed (the in-memory bytes are served then).
 	file, gzFile string
 }
-
-const (
-	formatRoutes  = "routes"
-	formatTraefik = "traefik"
-)
 
 // newPublisher builds a publisher; spillDir, when not empty, is a private directory
 // where rendered bodies are also written for sendfile (files are removed when their
@@ -251,7 +247,7 @@ func (p *publisher) getGroups(s *snapshot, prefer, format string, groups []strin
 		revision = s.forGroups(groups).Revision
 	}
 	k := renderKey{revision: revision, prefer: prefer, format: format, groups: strings.Join(groups, ",")}
-	if format == formatTraefik && s.certs != nil {
+	if format == api.FormatTraefik && s.certs != nil {
 		k.certs = s.certsFingerprint(groups)
 	}
 	if r, ok := p.cache.Get(k); ok {
@@ -304,11 +300,11 @@ func (p *publisher) renderNow(s *snapshot, k renderKey, groups []string) (*rende
 	var body []byte
 	var err error
 	switch format {
-	case formatRoutes:
+	case api.FormatRoutes:
 		if doc, err = preferred(); err == nil {
 			body, err = routing.Marshal(doc)
 		}
-	case formatTraefik:
+	case api.FormatTraefik:
 		// One output per (prefer, selection), each merging with its own last order. A
 		// document the Deriver patched re-renders the changed applications alone,
 		// whatever the prefer and selection (render.Incremental.TraefikPreferDelta,

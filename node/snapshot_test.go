@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/fleet"
 )
@@ -31,7 +32,7 @@ func TestConcurrentPollsOfANewRevisionRenderOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := p.get(s, "", formatTraefik)
+			r, err := p.get(s, "", api.FormatTraefik)
 			if err != nil {
 				t.Error(err)
 				return
@@ -65,7 +66,7 @@ func TestLargeBodiesServedFromSpillFilesMatchMemory(t *testing.T) {
 
 	resp, body := n.get("/v1/ingress/traefik", testIngressToken)
 	snap := n.srv.pub.cur.Load()
-	rend, err := n.srv.pub.get(snap, "", formatTraefik)
+	rend, err := n.srv.pub.get(snap, "", api.FormatTraefik)
 	if err != nil {
 		t.Fatal(err)
 	}

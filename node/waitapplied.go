@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
@@ -26,22 +27,6 @@ import (
 // waiter polls the book (a shared store read at most every ingressViewMaxAge) in the
 // request's own goroutine, and ends with the request. At most maxWaiters writes wait at
 // once on a node; beyond, a write asking to wait is refused (503) before it is made.
-
-// appliedBody is the answer of a write made with ?wait=applied.
-type appliedBody struct {
-	// Serial is the store serial that announced the write (for a write that changed
-	// nothing: the store's serial when it answered).
-	Serial uint64 `json:"serial"`
-	// Applied: every live ingress holds it (200); false at the timeout (202).
-	Applied bool `json:"applied"`
-	// Ingresses is how many live ingresses were waited for.
-	Ingresses int `json:"ingresses"`
-	// Behind are the live ingresses that did not report it in time.
-	Behind []ingressStatus `json:"behind"`
-	Detail string          `json:"detail,omitempty"`
-	// Result is the write's own answer.
-	Result json.RawMessage `json:"result"`
-}
 
 // applyWait parses ?wait= and ?timeout= of a write. ok false: no wait asked.
 func applyWait(r *http.Request) (d time.Duration, ok bool, what string, err error) {
@@ -144,7 +129,7 @@ func (s *Server) waitApplied(next http.Handler) http.Handler {
 }
 
 // answerApplied wraps a write's recorded answer in the wait's envelope.
-func (s *Server) answerApplied(w http.ResponseWriter, rec *recorder, body appliedBody, code int) {
+func (s *Server) answerApplied(w http.ResponseWriter, rec *recorder, body api.Applied, code int) {
 	s.armWrite(w) // the answer's time starts after the wait
 	body.Result = json.RawMessage(bytes.TrimSpace(rec.body.Bytes()))
 	if len(body.Result) == 0 {
@@ -168,7 +153,7 @@ func (s *Server) probeUp(app string, inst fleet.Instance) bool {
 }
 
 // instancesPath prefixes the instance writes (/v1/node/instances/{app}).
-const instancesPath = "/v1/node/instances/"
+const instancesPath = api.PathNodeInstances + "/"
 
 // waitInstanceApplied serves an instance write (allocate, set, release) with
 // ?wait=applied (DESIGN §13). An instance is not announced by the write itself but by
@@ -217,7 +202,7 @@ func (s *Server) waitInstanceApplied(w http.ResponseWriter, r *http.Request, nex
 		return // the client went away
 	}
 	if !ok {
-		s.answerApplied(w, rec, appliedBody{Behind: []ingressStatus{}, Detail: fmt.Sprintf("after %s, %s", d, why)}, http.StatusAccepted)
+		s.answerApplied(w, rec, api.Applied{Behind: []api.Ingress{}, Detail: fmt.Sprintf("after %s, %s", d, why)}, http.StatusAccepted)
 		return
 	}
 	body, code, done := s.awaitApplied(r.Context(), serial, max(time.Until(deadline), time.Millisecond))
@@ -276,7 +261,7 @@ func (b *ingressBook) releaseWaiter(account string) {
 
 // awaitApplied waits until every live ingress holds serial, or d passes. done is false
 // when ctx ended first.
-func (s *Server) awaitApplied(ctx context.Context, serial uint64, d time.Duration) (appliedBody, int, bool) {
+func (s *Server) awaitApplied(ctx context.Context, serial uint64, d time.Duration) (api.Applied, int, bool) {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	poll := time.NewTicker(ingressViewMaxAge / 2)
@@ -289,20 +274,21 @@ func (s *Server) awaitApplied(ctx context.Context, serial uint64, d time.Duratio
 		v := b.fleet(ctx, ingressViewMaxAge)
 		rev, mark := b.current()
 		_, epoch := b.known()
-		body := appliedBody{Serial: serial, Behind: []ingressStatus{}}
+		body := api.Applied{Serial: serial, Behind: []api.Ingress{}}
 		// Group revisions are read after mark, so from a snapshot at least as new.
 		revs := map[string]string{}
-		for _, in := range v.Ingresses {
+		for i, in := range v.Ingresses {
+			held := v.held[i]
 			if in.State == "lost" {
 				continue
 			}
 			body.Ingresses++
-			r, ok := revs[in.held.Groups]
+			r, ok := revs[held.Groups]
 			if !ok {
-				r = b.revisionFor(in.held, rev)
-				revs[in.held.Groups] = r
+				r = b.revisionFor(held, rev)
+				revs[held.Groups] = r
 			}
-			if !holds(in.held, serial, epoch, r, mark) {
+			if !holds(held, serial, epoch, r, mark) {
 				body.Behind = append(body.Behind, in)
 			}
 		}
