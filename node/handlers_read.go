@@ -59,7 +59,7 @@ func (s *Server) handleInstanceHealth(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.probes != nil {
-		if up, why := s.probes.ready(app, inst); !up {
+		if up, why := s.probes.Ready(app, inst); !up {
 			writeError(w, http.StatusServiceUnavailable, "not accepting", "instance of "+app+": "+why)
 			return
 		}
@@ -294,7 +294,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		Nodes:            []api.Node{},
 		MismatchedConfig: st.Mismatched,
 		Remembered:       st.Remembered,
-		Instances:        s.probes.status(s.instances.Records()),
+		Instances:        s.probes.Status(s.instances.Records()),
 	}
 	if e := s.heartbeatErr.Load(); e != nil {
 		body.Store.Reachable = false

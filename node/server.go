@@ -24,6 +24,7 @@ import (
 
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetwrite"
+	"github.com/scafo/ingress/node/probe"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/node/store/s3"
@@ -64,7 +65,7 @@ type Server struct {
 	writer    *fleetwrite.Writer   // every fleet write
 	ingresses *ingressBook         // ingress reports (ingresses.go)
 	instances *fleetwrite.Registry // this node's instances (ports, readiness)
-	probes    *prober              // probes of those instances; nil when probe.interval is 0
+	probes    *probe.Prober        // probes of those instances; nil when probe.interval is 0
 
 	// nodeID (<stateDir>/node-id) and bootID (minted per process) go into this node's
 	// record; name tracks that record and any other writer of it (nodename.go).
@@ -286,7 +287,7 @@ func (s *Server) Handler() http.Handler {
 }
 
 // newProber builds the prober of this node's instances (nil when probe.interval is 0).
-func (s *Server) newProber() *prober {
+func (s *Server) newProber() *probe.Prober {
 	cfg := s.cfg.Probe
 	if cfg.Interval <= 0 {
 		return nil
@@ -296,14 +297,15 @@ func (s *Server) newProber() *prober {
 		s.log.Warn("not probing instances: node.address is not an IP", "address", s.cfg.Node.Address)
 		return nil
 	}
-	p := newProber(cfg, addr, s.log)
-	p.apiPort = func() int { return s.cfg.Node.APIPort }
-	p.instances = s.instances.Records
-	p.declared = s.instances.Get
-	p.healthPath = func(app, appID string) string { return appHealthPath(s.rec.knownApps(), app, appID) }
-	p.onChange = s.kickHeartbeat
-	p.m = newProbeMetrics(s.metrics.reg, p.down)
-	return p
+	return probe.New(probe.Options{
+		Config: cfg, Addr: addr, Log: s.log,
+		APIPort:    func() int { return s.cfg.Node.APIPort },
+		Instances:  s.instances.Records,
+		Declared:   s.instances.Get,
+		HealthPath: func(app, appID string) string { return appHealthPath(s.rec.knownApps(), app, appID) },
+		OnChange:   s.kickHeartbeat,
+		Metrics:    s.metrics.reg,
+	})
 }
 
 // kickReconcile asks for a pass now (after a write through this node).
@@ -358,7 +360,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.probes.run(loopCtx)
+			s.probes.Run(loopCtx)
 		}()
 	}
 	wg.Add(4)

@@ -148,7 +148,7 @@ func (s *Server) probeUp(app string, inst fleet.Instance) bool {
 	if s.probes == nil {
 		return true
 	}
-	up, _ := s.probes.ready(app, inst)
+	up, _ := s.probes.Ready(app, inst)
 	return up
 }
 
@@ -188,7 +188,7 @@ func (s *Server) waitInstanceApplied(w http.ResponseWriter, r *http.Request, nex
 			// written (the announcement read above is the one before it).
 			why := "probe failed"
 			if s.probes != nil {
-				if _, w := s.probes.ready(app, declared); w != "" {
+				if _, w := s.probes.Ready(app, declared); w != "" {
 					why = w
 				}
 			}
