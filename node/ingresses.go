@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/scafo/ingress/internal/bucket"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/internal/jsonx"
 	"github.com/scafo/ingress/node/store"
@@ -165,9 +166,8 @@ type ingressBook struct {
 	// for lostAfter), so this node keeps showing them lost between store reads; at
 	// most maxTracked, the oldest dropped first.
 	gone    map[string]ingressReport
-	changed chan struct{} // closed and replaced when a local report changes
-	tokens  float64       // write budget (a token bucket)
-	tokenAt time.Time
+	changed chan struct{}        // closed and replaced when a local report changes
+	budget  bucket.Bucket        // this node's report writes
 	refused map[string]time.Time // reasons logged lately, to log each once a minute
 
 	viewMu  sync.Mutex // one store read at a time; waiters share it
@@ -192,7 +192,7 @@ func newIngressBook(st store.Store, log *slog.Logger, self string, cfg Ingresses
 		lostAfter: time.Duration(cfg.LostAfter), forgetAfter: time.Duration(cfg.ForgetAfter), maxTracked: cfg.MaxTracked,
 		known: known, current: current, now: time.Now, viewTimeout: ingressViewTimeout,
 		local: map[string]*localIngress{}, gone: map[string]ingressReport{}, changed: make(chan struct{}),
-		tokens: ingressWriteBurst, refused: map[string]time.Time{},
+		budget: bucket.New(ingressWriteRate, ingressWriteBurst), refused: map[string]time.Time{},
 		view:    map[string]viewObject{},
 		waiters: make(chan struct{}, maxWaiters),
 		waiting: map[string]int{},
@@ -378,8 +378,6 @@ func (b *ingressBook) flush(ctx context.Context) {
 	}
 	var jobs []job
 	b.mu.Lock()
-	b.tokens = min(float64(ingressWriteBurst), b.tokens+now.Sub(b.tokenAt).Seconds()*ingressWriteRate)
-	b.tokenAt = now
 	for _, name := range slices.Sorted(mapKeys(b.local)) {
 		li := b.local[name]
 		if li.inflight > 0 {
@@ -393,10 +391,12 @@ func (b *ingressBook) flush(ctx context.Context) {
 			}
 			continue
 		}
-		if now.Sub(li.lastWrite) < ingressMinWriteGap || b.tokens < 1 {
+		if now.Sub(li.lastWrite) < ingressMinWriteGap {
 			continue
 		}
-		b.tokens--
+		if ok, _ := b.budget.Take(now); !ok {
+			continue
+		}
 		li.lastWrite = now
 		jobs = append(jobs, job{rep: li.rep, etag: li.etag})
 	}
