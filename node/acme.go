@@ -80,7 +80,7 @@ func (s *Server) setupACME() error {
 		return fmt.Errorf("fleet certificates: %w", err)
 	}
 	s.certs = m
-	s.pub.certs.Store(m.Current())
+	s.pub.setCerts(m.Current())
 	m.SetOnChange(func() { s.pub.publishCerts(m.Current()) })
 	s.pub.onPublish = m.Sync
 	s.metrics.reg.MustRegister(&certCollector{m: m})
@@ -94,7 +94,7 @@ func (s *Server) startACME(addr net.Addr) {
 		return
 	}
 	s.certs.Start(addr)
-	if snap := s.pub.cur.Load(); snap != nil {
+	if snap := s.pub.current(); snap != nil {
 		s.certs.Sync(snap.doc)
 	}
 }
@@ -113,25 +113,6 @@ func (s *Server) handleACMEChallenge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeError(w, http.StatusNotFound, "not found", "no ACME challenge pending for this host and token")
-}
-
-// publishCerts swaps in a snapshot with the current document and the new certificate
-// set, waking long-polls: the Traefik rendering changed, the document did not.
-func (p *publisher) publishCerts(set *fleetcerts.Set) {
-	p.swap.Lock()
-	defer p.swap.Unlock()
-	p.certs.Store(set)
-	prev := p.cur.Load()
-	if prev == nil || (prev.certs != nil && prev.certs.Fingerprint == set.Fingerprint) {
-		return
-	}
-	next := &snapshot{doc: prev.doc, since: prev.since, ups: prev.ups, certs: set, superseded: make(chan struct{}),
-		groupRoutes: prev.groupRoutes, lineage: prev.lineage, seq: prev.seq}
-	if m := prev.mark.Load(); m != nil {
-		next.mark.Store(m)
-	}
-	p.cur.Store(next)
-	close(prev.superseded)
 }
 
 func (s *Server) certsStatus() *api.Certificates {

@@ -173,10 +173,10 @@ func TestKeptFoldDerivesAsAFreshReconcilerAndKnowsTheSameApps(t *testing.T) {
 		if changed != nil && was != nil && was.patched(rec.objects, changed) != nil {
 			foldPatched++
 		}
-		if s := rec.pub.cur.Load(); s.delta != nil {
+		if s := rec.pub.current(); s.delta != nil {
 			docPatched++
 		}
-		if len(rec.pub.cur.Load().doc.Routes) > 0 {
+		if len(rec.pub.current().doc.Routes) > 0 {
 			routed++
 		}
 
@@ -184,7 +184,7 @@ func TestKeptFoldDerivesAsAFreshReconcilerAndKnowsTheSameApps(t *testing.T) {
 		fresh.objects = maps.Clone(rec.objects)
 		fresh.derive(now, nil)
 		at := fmt.Sprintf("step %d (changed %v)", step, changed)
-		if got, want := rec.pub.cur.Load().doc.Revision, fresh.pub.cur.Load().doc.Revision; got != want {
+		if got, want := rec.pub.current().doc.Revision, fresh.pub.current().doc.Revision; got != want {
 			t.Fatalf("%s: the kept fold published %s, a fold of everything %s", at, got, want)
 		}
 		if got, want := skippedKey(rec.status.Skipped), skippedKey(fresh.status.Skipped); got != want {

@@ -26,7 +26,7 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
-	if s.pub.cur.Load() == nil {
+	if s.pub.current() == nil {
 		w.Header().Set("Retry-After", "2")
 		writeError(w, http.StatusServiceUnavailable, "draining", "no complete reconcile pass yet")
 		return
@@ -134,7 +134,7 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 		}
 	}
 
-	snap := s.pub.cur.Load()
+	snap := s.pub.current()
 	if snap == nil {
 		w.Header().Set("Retry-After", "2")
 		writeError(w, http.StatusServiceUnavailable, "draining", "no complete reconcile pass yet")
@@ -176,7 +176,7 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 			if deadline != nil {
 				select {
 				case <-snap.superseded:
-					snap = s.pub.cur.Load()
+					snap = s.pub.current()
 					continue
 				case <-deadline:
 				case <-s.shutdown:
@@ -317,7 +317,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		body.Store.ForeignReason = s.identity.ForeignReason()
 		body.Store.Adopt = adoptHint(s.cfg.StateDir)
 	}
-	if snap := s.pub.cur.Load(); snap != nil {
+	if snap := s.pub.current(); snap != nil {
 		body.Ready = true
 		body.Revision = snap.doc.Revision
 		since := snap.since.UTC()

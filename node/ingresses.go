@@ -729,7 +729,7 @@ func canonicalGroups(s string) bool {
 // publishedMark is the published revision and the store serial it is known to be
 // derived from ("", 0 before the first pass).
 func (s *Server) publishedMark() (string, uint64) {
-	snap := s.pub.cur.Load()
+	snap := s.pub.current()
 	if snap == nil {
 		return "", 0
 	}

@@ -63,7 +63,7 @@ func newMetrics(pub *publisher, probes metricProbes) *metrics {
 		Name: "scafo_revision_age_seconds",
 		Help: "Seconds since the published revision first appeared (-1 before the first pass).",
 	}, func() float64 {
-		s := pub.cur.Load()
+		s := pub.current()
 		if s == nil {
 			return -1
 		}

@@ -95,7 +95,7 @@ func BenchmarkReconcileDeriveOneChange(b *testing.B) {
 			now := opt.Now
 			r.derive(now, nil)
 			key, app := fleet.NodeKey("vps-b"), st.Apps[4].Name
-			routes := len(r.pub.cur.Load().doc.Routes)
+			routes := len(r.pub.current().doc.Routes)
 			var deriving time.Duration
 			n := 0
 			for b.Loop() {
@@ -113,7 +113,7 @@ func BenchmarkReconcileDeriveOneChange(b *testing.B) {
 				t0 := time.Now()
 				r.derive(now, []string{key})
 				deriving += time.Since(t0)
-				if r.pub.cur.Load().delta == nil {
+				if r.pub.current().delta == nil {
 					b.Fatal("the change was not patched")
 				}
 			}

@@ -118,7 +118,7 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 	r.checkAdopt()
 	defer func() {
 		foreign := errors.Is(err, store.ErrForeign)
-		if foreign && r.remembered != nil && r.pub.cur.Load() == nil {
+		if foreign && r.remembered != nil && r.pub.current() == nil {
 			// A restart on a foreign store: serve what this node served, not nothing
 			// (503 forever) and never what that store holds.
 			r.pub.publish(r.remembered, now)

@@ -183,7 +183,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		s.publishedMark)
 	s.ingresses.foreign = s.identity.Foreign
 	s.ingresses.groupRevision = func(groups string) string {
-		snap := s.pub.cur.Load()
+		snap := s.pub.current()
 		if snap == nil {
 			return ""
 		}
@@ -422,7 +422,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	wg.Wait()
 	stopSaver()
 	<-saverDone
-	s.removeSpill()
+	s.pub.removeSpill()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
@@ -449,13 +449,6 @@ func openSpillDir(stateDir string, log *slog.Logger) string {
 		return ""
 	}
 	return dir
-}
-
-// removeSpill deletes the spilled bodies (after the HTTP server has stopped).
-func (s *Server) removeSpill() {
-	if s.pub.spillDir != "" {
-		os.RemoveAll(s.pub.spillDir)
-	}
 }
 
 // healthCheckInterval is the render's interval setting: "" (automatic, sized for the

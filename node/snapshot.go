@@ -212,21 +212,61 @@ func (p *publisher) swapDoc(doc *routing.Document, delta *routing.Delta, now tim
 		}
 		_, groupRoutes = doc.Groups()
 	}
-	next := &snapshot{doc: doc, since: now, ups: ups, certs: p.certs.Load(), superseded: make(chan struct{}),
-		groupRoutes: groupRoutes, delta: delta}
 	p.seq++
-	next.lineage, next.seq = &p.lineage, p.seq
+	next := p.newSnapshot(doc, now, ups, groupRoutes, delta, p.certs.Load(), p.seq, mark)
 	if prev != nil {
 		p.lineage.superseded(prev.doc)
 	}
+	p.replace(prev, next)
+	return true
+}
+
+// publishCerts swaps in a snapshot with the current document and the new certificate
+// set, waking long-polls: the Traefik rendering changed, the document did not.
+func (p *publisher) publishCerts(set *fleetcerts.Set) {
+	p.swap.Lock()
+	defer p.swap.Unlock()
+	p.certs.Store(set)
+	prev := p.cur.Load()
+	if prev == nil || (prev.certs != nil && prev.certs.Fingerprint == set.Fingerprint) {
+		return
+	}
+	// The same document: no delta (the render of the new certificates is whole).
+	p.replace(prev, p.newSnapshot(prev.doc, prev.since, prev.ups, prev.groupRoutes, nil, set, prev.seq, prev.mark.Load()))
+}
+
+// newSnapshot is the one constructor of a snapshot (under swap): every field a
+// snapshot carries is set here, for a new document and for new certificates alike.
+func (p *publisher) newSnapshot(doc *routing.Document, since time.Time, ups, groupRoutes map[string]int,
+	delta *routing.Delta, certs *fleetcerts.Set, seq uint64, mark *storeMark) *snapshot {
+	next := &snapshot{doc: doc, since: since, ups: ups, certs: certs, superseded: make(chan struct{}),
+		groupRoutes: groupRoutes, delta: delta, lineage: &p.lineage, seq: seq}
 	if mark != nil {
 		next.mark.Store(mark)
 	}
+	return next
+}
+
+// replace makes next current and wakes the long-polls parked on prev (under swap).
+func (p *publisher) replace(prev, next *snapshot) {
 	p.cur.Store(next)
 	if prev != nil {
 		close(prev.superseded)
 	}
-	return true
+}
+
+// current is the published snapshot (nil before the first publish).
+func (p *publisher) current() *snapshot { return p.cur.Load() }
+
+// setCerts sets the fleet certificates the next snapshot carries (before the first
+// publish; publishCerts afterwards).
+func (p *publisher) setCerts(set *fleetcerts.Set) { p.certs.Store(set) }
+
+// removeSpill deletes the spilled bodies (after the HTTP server has stopped).
+func (p *publisher) removeSpill() {
+	if p.spillDir != "" {
+		os.RemoveAll(p.spillDir)
+	}
 }
 
 // get returns the rendered body for (snapshot, prefer, format), from the cache when it

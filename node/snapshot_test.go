@@ -65,7 +65,7 @@ func TestLargeBodiesServedFromSpillFilesMatchMemory(t *testing.T) {
 	waitFor(t, 10*time.Second, "400 apps routed", func() bool { return len(hostsOf(routesDoc(t, n))) == 400 })
 
 	resp, body := n.get("/v1/ingress/traefik", testIngressToken)
-	snap := n.srv.pub.cur.Load()
+	snap := n.srv.pub.current()
 	rend, err := n.srv.pub.get(snap, "", api.FormatTraefik)
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 // message: a warning must not tell a tenant what another tenant holds.
 func (s *Server) pathWarnings(c fleet.Claim) []string {
 	routes := map[string]routing.Route{}
-	if snap := s.pub.cur.Load(); snap != nil {
+	if snap := s.pub.current(); snap != nil {
 		for _, rt := range snap.doc.Routes {
 			routes[rt.Host] = rt
 		}
