@@ -80,9 +80,9 @@ func (s *Server) setupACME() error {
 		return fmt.Errorf("fleet certificates: %w", err)
 	}
 	s.certs = m
-	s.pub.setCerts(m.Current())
-	m.SetOnChange(func() { s.pub.publishCerts(m.Current()) })
-	s.pub.onPublish = m.Sync
+	s.pub.SetCerts(m.Current())
+	m.SetOnChange(func() { s.pub.PublishCerts(m.Current()) })
+	s.pub.SetOnPublish(m.Sync)
 	s.metrics.reg.MustRegister(&certCollector{m: m})
 	return nil
 }
@@ -94,8 +94,8 @@ func (s *Server) startACME(addr net.Addr) {
 		return
 	}
 	s.certs.Start(addr)
-	if snap := s.pub.current(); snap != nil {
-		s.certs.Sync(snap.doc)
+	if snap := s.pub.Current(); snap != nil {
+		s.certs.Sync(snap.Doc())
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/node/publish"
 	"github.com/scafo/ingress/render/routing"
 )
 
@@ -26,7 +27,7 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
-	if s.pub.current() == nil {
+	if s.pub.Current() == nil {
 		w.Header().Set("Retry-After", "2")
 		writeError(w, http.StatusServiceUnavailable, "draining", "no complete reconcile pass yet")
 		return
@@ -134,7 +135,7 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 		}
 	}
 
-	snap := s.pub.current()
+	snap := s.pub.Current()
 	if snap == nil {
 		w.Header().Set("Retry-After", "2")
 		writeError(w, http.StatusServiceUnavailable, "draining", "no complete reconcile pass yet")
@@ -155,19 +156,19 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 	}
 	for {
 		prefer := preferArg
-		if snap.ups[prefer] == 0 {
+		if snap.Upstreams(prefer) == 0 {
 			prefer = "" // a valid name not in the fleet changes nothing
 		}
-		rend, err := s.pub.getGroups(snap, prefer, format, groups)
+		rend, err := s.pub.GetGroups(snap, prefer, format, groups)
 		if err != nil {
 			// prefer was validated above: anything here is the node's own fault.
 			s.log.Error("rendering", "format", format, "err", err)
 			writeError(w, http.StatusInternalServerError, "render failed", err.Error())
 			return http.StatusInternalServerError
 		}
-		etag := rend.etag
+		etag := rend.ETag()
 		if gz {
-			etag = rend.etagGzip
+			etag = rend.ETagGzip()
 		}
 		h := w.Header()
 		h.Set("Vary", "Accept-Encoding")
@@ -175,8 +176,8 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 		if inm != "" && etagMatches(inm, rend) {
 			if deadline != nil {
 				select {
-				case <-snap.superseded:
-					snap = s.pub.current()
+				case <-snap.Superseded():
+					snap = s.pub.Current()
 					continue
 				case <-deadline:
 				case <-s.shutdown:
@@ -195,19 +196,19 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 		}
 		h.Set("ETag", etag)
 		h.Set("Content-Type", "application/json")
-		h.Set(api.HeaderRevision, rend.revision)
+		h.Set(api.HeaderRevision, rend.Revision())
 		if groups != nil {
-			if empty := snap.emptyGroups(groups); empty != "" {
+			if empty := snap.EmptyGroups(groups); empty != "" {
 				h.Set(api.HeaderGroupEmpty, empty)
 			} else {
 				h.Del(api.HeaderGroupEmpty)
 			}
 		}
 		setStoreMark(h, snap)
-		body, file := rend.body, rend.file
+		body, file := rend.Body(), rend.File()
 		if gz {
 			h.Set("Content-Encoding", "gzip")
-			body, file = rend.gz, rend.gzFile
+			body, file = rend.Gzip(), rend.GzFile()
 		}
 		h.Set("Content-Length", strconv.Itoa(len(body)))
 		w.WriteHeader(http.StatusOK)
@@ -222,14 +223,14 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 // and 304 of the routing endpoints: headers, so bodies stay byte-identical across
 // nodes. The provider plugin never applies a configuration of an older serial than one
 // it applied (DESIGN §6).
-func setStoreMark(h http.Header, snap *snapshot) {
-	m := snap.mark.Load()
-	if m == nil {
+func setStoreMark(h http.Header, snap *publish.Snapshot) {
+	serial, epoch, ok := snap.Mark()
+	if !ok {
 		return
 	}
-	h.Set(api.HeaderSerial, strconv.FormatUint(m.serial, 10))
-	if m.epoch != "" {
-		h.Set(api.HeaderEpoch, m.epoch)
+	h.Set(api.HeaderSerial, strconv.FormatUint(serial, 10))
+	if epoch != "" {
+		h.Set(api.HeaderEpoch, epoch)
 	}
 }
 
@@ -270,14 +271,14 @@ func acceptsGzip(r *http.Request) bool {
 
 // etagMatches implements If-None-Match (weak comparison, as RFC 9110 asks for it): any
 // listed tag naming either representation of this body matches.
-func etagMatches(header string, rend *rendered) bool {
+func etagMatches(header string, rend *publish.Rendered) bool {
 	for _, t := range strings.Split(header, ",") {
 		t = strings.TrimSpace(t)
 		if t == "*" {
 			return true
 		}
 		t = strings.TrimPrefix(t, "W/")
-		if t == rend.etag || t == rend.etagGzip {
+		if t == rend.ETag() || t == rend.ETagGzip() {
 			return true
 		}
 	}
@@ -317,10 +318,10 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		body.Store.ForeignReason = s.identity.ForeignReason()
 		body.Store.Adopt = adoptHint(s.cfg.StateDir)
 	}
-	if snap := s.pub.current(); snap != nil {
+	if snap := s.pub.Current(); snap != nil {
 		body.Ready = true
-		body.Revision = snap.doc.Revision
-		since := snap.since.UTC()
+		body.Revision = snap.Doc().Revision
+		since := snap.Since().UTC()
 		body.RevisionSince = &since
 		body.Groups = s.groupsStatus(snap)
 	}

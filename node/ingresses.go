@@ -729,15 +729,12 @@ func canonicalGroups(s string) bool {
 // publishedMark is the published revision and the store serial it is known to be
 // derived from ("", 0 before the first pass).
 func (s *Server) publishedMark() (string, uint64) {
-	snap := s.pub.current()
+	snap := s.pub.Current()
 	if snap == nil {
 		return "", 0
 	}
-	var n uint64
-	if m := snap.mark.Load(); m != nil {
-		n = m.serial
-	}
-	return snap.doc.Revision, n
+	n, _, _ := snap.Mark()
+	return snap.Doc().Revision, n
 }
 
 // ingressCollector exports the fleet's ingresses at scrape time, from a view read at

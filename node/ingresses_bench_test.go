@@ -45,7 +45,7 @@ func BenchmarkPoll(b *testing.B) {
 	go func() { done <- srv.Run(ctx, ln) }()
 	defer func() { cancel(); <-done }()
 	// Ready, with this node's own record published (the revision then stays put).
-	for s := srv.pub.current(); s == nil || s.ups["vps-a"] == 0; s = srv.pub.current() {
+	for s := srv.pub.Current(); s == nil || s.Upstreams("vps-a") == 0; s = srv.pub.Current() {
 		time.Sleep(10 * time.Millisecond)
 	}
 	h := srv.Handler()

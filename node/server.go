@@ -25,6 +25,7 @@ import (
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/probe"
+	"github.com/scafo/ingress/node/publish"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/node/store/s3"
@@ -56,7 +57,7 @@ type Server struct {
 	ingressToken string
 	adminToken   string
 
-	pub       *publisher
+	pub       *publish.Publisher
 	certs     *fleetcerts.Manager // fleet certificates; nil without --acme.enabled (acme.go)
 	rec       *reconciler
 	metrics   *metrics
@@ -147,7 +148,11 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	cfg.Limits.fillDefaults()
 	storeRequests := newStoreRequests()
 	st = newRequestCounter(st, storeRequests)
-	pub := newPublisher(ropts, openSpillDir(cfg.StateDir, log))
+	// The reconcile loop publishes right after committing the serial it read (or, on a
+	// foreign store at start, the remembered document under the seeded serial).
+	identity := &store.Identity{}
+	pub := publish.New(ropts, openSpillDir(cfg.StateDir, log),
+		func() (uint64, string) { return identity.Serial(), identity.Epoch() })
 	groups := &groupKnowledge{configured: map[string]bool{}}
 	for _, g := range cfg.Platform.DomainGroups() {
 		groups.configured[g] = true
@@ -155,7 +160,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	s := &Server{
 		cfg: cfg, log: log, st: st, groups: groups,
 		ingressToken: ingressTok, adminToken: adminTok,
-		pub: pub, instances: inst, identity: &store.Identity{}, storeRequests: storeRequests,
+		pub: pub, instances: inst, identity: identity, storeRequests: storeRequests,
 		writes: newWriteLimiter(cfg.Writes.Rate, cfg.Writes.Burst),
 		nodeID: nodeID, bootID: randomHex(8), started: time.Now(),
 		rejects:   newRejectLogger(log, time.Duration(cfg.Limits.RejectLog)),
@@ -170,9 +175,6 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		beat:          make(chan struct{}, 1),
 		shutdown:      make(chan struct{}),
 	}
-	// The reconcile loop publishes right after committing the serial it read (or, on a
-	// foreign store at start, the remembered document under the seeded serial).
-	pub.serialOf = func() (uint64, string) { return s.identity.Serial(), s.identity.Epoch() }
 	s.metrics = newMetrics(pub, metricProbes{
 		storeForeign:  s.identity.Foreign,
 		storeRequests: storeRequests,
@@ -183,11 +185,11 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		s.publishedMark)
 	s.ingresses.foreign = s.identity.Foreign
 	s.ingresses.groupRevision = func(groups string) string {
-		snap := s.pub.current()
+		snap := s.pub.Current()
 		if snap == nil {
 			return ""
 		}
-		return snap.forGroups(strings.Split(groups, ",")).Revision
+		return snap.ForGroups(strings.Split(groups, ",")).Revision
 	}
 	s.metrics.reg.MustRegister(ingressCollector{s})
 	if err := s.setupACME(); err != nil {
@@ -422,7 +424,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	wg.Wait()
 	stopSaver()
 	<-saverDone
-	s.pub.removeSpill()
+	s.pub.RemoveSpill()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
