@@ -80,9 +80,10 @@ func (s *Server) handleInstanceHealth(w http.ResponseWriter, r *http.Request) {
 // handleIngress serves /v1/ingress/routes and /v1/ingress/{format}.
 func (s *Server) handleIngress(w http.ResponseWriter, r *http.Request) {
 	format := chi.URLParam(r, "format")
-	rep := s.ingresses.begin(w, r)
-	code := s.serveIngress(w, r, format)
-	s.ingresses.end(rep, code, w.Header())
+	rep := s.ingresses.readReport(w, r)
+	var served servedMark
+	code := s.serveIngress(w, r, format, &served)
+	s.ingresses.end(rep, code, served)
 	s.metrics.polls.WithLabelValues(metricFormat(format), strconv.Itoa(code)).Inc()
 }
 
@@ -93,7 +94,8 @@ func metricFormat(f string) string {
 	return "other"
 }
 
-func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format string) int {
+// serveIngress answers a poll; on a 200 it sets served to what the answer carries.
+func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format string, served *servedMark) int {
 	if format != api.FormatRoutes && format != api.FormatTraefik {
 		writeError(w, http.StatusNotFound, "unknown format", fmt.Sprintf("format %q is not registered; only %q", format, api.FormatTraefik))
 		return http.StatusNotFound
@@ -211,6 +213,8 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 			body, file = rend.Gzip(), rend.GzFile()
 		}
 		h.Set("Content-Length", strconv.Itoa(len(body)))
+		serial, epoch, _ := snap.Mark()
+		*served = servedMark{serial: serial, epoch: epoch, revision: rend.Revision()}
 		w.WriteHeader(http.StatusOK)
 		if r.Method != http.MethodHead {
 			writeBody(w, body, file)

@@ -205,11 +205,10 @@ type pollReport struct {
 	kind string
 }
 
-// begin reads the report a poll carries (nil when it carries none, or a refused one)
-// and marks the ingress as polling. The answer says whether it was recorded.
-func (b *ingressBook) begin(w http.ResponseWriter, r *http.Request) *pollReport {
-	name := r.Header.Get(api.HeaderIngress)
-	if name == "" {
+// readReport reads the report a poll carries (nil when it carries none, or a refused
+// one), begins it and says in the answer whether it was recorded.
+func (b *ingressBook) readReport(w http.ResponseWriter, r *http.Request) *pollReport {
+	if r.Header.Get(api.HeaderIngress) == "" {
 		return nil
 	}
 	rep, err := b.parse(r.Header)
@@ -223,14 +222,25 @@ func (b *ingressBook) begin(w http.ResponseWriter, r *http.Request) *pollReport 
 			rep.Groups = strings.Join(gs, ",")
 		}
 	}
+	p, why := b.begin(rep)
+	if why != "" {
+		b.refuse(w, r, why)
+		return nil
+	}
+	w.Header().Set(api.HeaderIngressReport, "recorded")
+	return p
+}
+
+// begin marks the ingress of a parsed report as polling; why says why it was not
+// recorded ("" when it was).
+func (b *ingressBook) begin(rep ingressReport) (p *pollReport, why string) {
 	now := b.now()
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	li, ok := b.local[rep.Name]
 	if !ok {
 		if len(b.local) >= b.maxTracked {
-			b.mu.Unlock()
-			b.refuse(w, r, fmt.Sprintf("this node tracks %d ingresses already (ingresses.maxTracked); a name frees its place once not seen for ingresses.lostAfter", b.maxTracked))
-			return nil
+			return nil, fmt.Sprintf("this node tracks %d ingresses already (ingresses.maxTracked); a name frees its place once not seen for ingresses.lostAfter", b.maxTracked)
 		}
 		li = &localIngress{}
 		b.local[rep.Name] = li
@@ -251,14 +261,20 @@ func (b *ingressBook) begin(w http.ResponseWriter, r *http.Request) *pollReport 
 	if !prev.sameState(rep) {
 		b.notifyLocked()
 	}
-	b.mu.Unlock()
-	w.Header().Set(api.HeaderIngressReport, "recorded")
-	return &pollReport{name: rep.Name, kind: rep.Kind}
+	return &pollReport{name: rep.Name, kind: rep.Kind}, ""
+}
+
+// servedMark is what a 200 of the routing endpoints served: the store serial and epoch
+// of its snapshot and the revision of its body.
+type servedMark struct {
+	serial   uint64
+	epoch    string
+	revision string
 }
 
 // end closes a poll begun with a report: for an HTTP-provider Traefik, a 200 is what
-// it is served now (its X-Scafo-Serial and X-Scafo-Revision).
-func (b *ingressBook) end(p *pollReport, code int, h http.Header) {
+// it is served now (served: what the answer carried).
+func (b *ingressBook) end(p *pollReport, code int, served servedMark) {
 	if p == nil {
 		return
 	}
@@ -271,8 +287,7 @@ func (b *ingressBook) end(p *pollReport, code int, h http.Header) {
 	li.inflight--
 	li.rep.Seen = b.now()
 	if p.kind == api.KindHTTP && code == http.StatusOK {
-		n, _ := strconv.ParseUint(h.Get(api.HeaderSerial), 10, 64)
-		li.served = &ingressReport{Serial: n, Epoch: h.Get(api.HeaderEpoch), Revision: h.Get(api.HeaderRevision)}
+		li.served = &ingressReport{Serial: served.serial, Epoch: served.epoch, Revision: served.revision}
 	}
 }
 
