@@ -88,12 +88,10 @@ func (s *Server) waitApplied(next http.Handler) http.Handler {
 		if a := actorOf(r); !a.Admin {
 			account = a.Token.Account
 		}
-		if !s.ingresses.takeWaiter(account) {
+		if ok, why := s.ingresses.takeWaiter(account); !ok {
 			cutBody(w, r)
 			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusServiceUnavailable, "too many waiters",
-				fmt.Sprintf("%d writes are waiting with wait=applied on this node (at most %d, %d per account, %d for application tokens together); nothing was written; retry, or write without wait",
-					len(s.ingresses.waiters), cap(s.ingresses.waiters), maxWaitersPerAccount, cap(s.ingresses.waiters)-cap(s.ingresses.waiters)/adminWaiterShare))
+			writeError(w, http.StatusServiceUnavailable, "too many waiters", why)
 			return
 		}
 		defer s.ingresses.releaseWaiter(account)
@@ -212,53 +210,6 @@ func (s *Server) waitInstanceApplied(w http.ResponseWriter, r *http.Request, nex
 	s.answerApplied(w, rec, body, code)
 }
 
-// maxWaitersPerAccount bounds one account's waiting writes on a node.
-const maxWaitersPerAccount = 8
-
-// adminWaiterShare: application tokens together hold at most all but 1/adminWaiterShare
-// of a node's waiter slots (56 of 64): the rest are the admin's, so tenants of several
-// accounts, each within its own share, cannot make the control plane's waits fail.
-const adminWaiterShare = 8
-
-// takeWaiter takes a waiter slot for account ("" for the admin), or reports that none
-// is free.
-func (b *ingressBook) takeWaiter(account string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if account != "" {
-		if b.waiting[account] >= maxWaitersPerAccount {
-			return false
-		}
-		tenants := 0
-		for _, n := range b.waiting {
-			tenants += n
-		}
-		if tenants >= cap(b.waiters)-cap(b.waiters)/adminWaiterShare {
-			return false
-		}
-	}
-	select {
-	case b.waiters <- struct{}{}:
-	default:
-		return false
-	}
-	if account != "" {
-		b.waiting[account]++
-	}
-	return true
-}
-
-func (b *ingressBook) releaseWaiter(account string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	<-b.waiters
-	if account != "" {
-		if b.waiting[account]--; b.waiting[account] <= 0 {
-			delete(b.waiting, account)
-		}
-	}
-}
-
 // awaitApplied waits until every live ingress holds serial, or d passes. done is false
 // when ctx ended first.
 func (s *Server) awaitApplied(ctx context.Context, serial uint64, d time.Duration) (api.Applied, int, bool) {
@@ -268,9 +219,7 @@ func (s *Server) awaitApplied(ctx context.Context, serial uint64, d time.Duratio
 	defer poll.Stop()
 	for {
 		b := s.ingresses
-		b.mu.Lock()
-		changed := b.changed
-		b.mu.Unlock()
+		changed := b.changes()
 		v := b.fleet(ctx, ingressViewMaxAge)
 		rev, mark := b.current()
 		_, epoch := b.known()
