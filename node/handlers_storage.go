@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/scafo/ingress/node/api"
@@ -51,9 +50,9 @@ type storageAPI struct {
 	dur   *prometheus.HistogramVec
 }
 
-// mountStorage registers /v1/storage.
-func (s *Server) mountStorage(r chi.Router) {
-	a := &storageAPI{
+// newStorageAPI builds /v1/storage's handlers (routes.go mounts them).
+func (s *Server) newStorageAPI() *storageAPI {
+	return &storageAPI{
 		s:     s,
 		certs: certstore.New(s.st, certstore.Options{Owner: s.cfg.Node.Name, Logger: s.log}),
 		reqs: registerOrReuse(s.metrics.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -66,19 +65,6 @@ func (s *Server) mountStorage(r chi.Router) {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
 		}, []string{"op"})),
 	}
-	r.Route(api.PathStorage, func(r chi.Router) {
-		r.Use(a.measure, s.requireStorageToken)
-		r.Get("/keys", a.get)
-		r.Get("/keys/*", a.get)
-		r.Head("/keys/*", a.head)
-		r.Group(func(r chi.Router) {
-			r.Use(s.refuseWritesToAForeignStore)
-			r.Put("/keys/*", a.put)
-			r.Delete("/keys/*", a.delete)
-			r.Post("/locks/*", a.lock)
-			r.Delete("/locks/*", a.unlock)
-		})
-	})
 }
 
 // registerOrReuse registers c, or returns the collector already registered under its

@@ -39,14 +39,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	ptypes "github.com/traefik/paerser/types"
-
-	"github.com/scafo/ingress/node/api"
 )
 
 // Bounds of the derived connection cap.
@@ -272,9 +269,9 @@ func (s *Server) guardReserve(next http.Handler) http.Handler {
 // health probes, none with a body (a body could hold the slot for a body timeout), and
 // anything with the admin token. Tokens are compared in constant time; no store is read.
 func (s *Server) reserveAdmits(r *http.Request) bool {
-	p := r.URL.Path
+	kind := reserveRoute(r.URL.Path) // the routes' reserve attribute (routes.go)
 	read := (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.ContentLength == 0
-	if read && (p == api.PathHealthz || p == api.PathReadyz || strings.HasPrefix(p, api.PathInstanceHealth)) {
+	if read && kind == reserveAnyone {
 		return true
 	}
 	tok := bearer(r.Header.Get("Authorization"))
@@ -284,7 +281,7 @@ func (s *Server) reserveAdmits(r *http.Request) bool {
 	if s.isAdminToken(tok) {
 		return true
 	}
-	return read && (strings.HasPrefix(p, api.PathIngress) || p == api.PathStatus) && s.isIngressToken(tok)
+	return read && kind == reserveIngress && s.isIngressToken(tok)
 }
 
 // ---- time ----

@@ -17,8 +17,6 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
-	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -261,31 +259,6 @@ func openStore(ctx context.Context, cfg *Config) (store.Store, error) {
 
 func (s *Server) settings() fleet.NodeSettings {
 	return fleet.NodeSettings{PlatformDomains: s.cfg.Platform.Domains, APIPublic: s.cfg.API.Public, DomainGroups: s.cfg.Platform.DomainGroups()}
-}
-
-// Handler is the node's HTTP API.
-func (s *Server) Handler() http.Handler {
-	r := chi.NewRouter()
-	r.Use(s.guardReserve, s.boundRequest, middleware.GetHead)
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not found", r.URL.Path)
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, "method not allowed", r.Method+" "+r.URL.Path)
-	})
-	r.Get("/v1/healthz", s.handleHealthz)
-	r.Get("/v1/readyz", s.handleReadyz)
-	r.Get("/v1/health/instances/{app}", s.handleInstanceHealth)
-	r.Get(render.ACMEChallengePath+"{token}", s.handleACMEChallenge)
-	r.Method(http.MethodGet, "/metrics", s.metricsHandler())
-	r.Group(func(r chi.Router) {
-		r.Use(s.requireIngress) // the ingress token, or the admin's
-		r.Get("/v1/status", s.handleStatus)
-		r.Get("/v1/ingress/{format}", s.handleIngress)
-	})
-	s.mountWrite(r)
-	s.mountStorage(r)
-	return r
 }
 
 // newProber builds the prober of this node's instances (nil when probe.interval is 0).

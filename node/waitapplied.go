@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/store"
@@ -95,8 +97,8 @@ func (s *Server) waitApplied(next http.Handler) http.Handler {
 			return
 		}
 		defer s.ingresses.releaseWaiter(account)
-		if app, ok := strings.CutPrefix(r.URL.Path, instancesPath); ok {
-			s.waitInstanceApplied(w, r, next, app, d)
+		if isInstanceWrite(r) { // the route's attribute (routes.go)
+			s.waitInstanceApplied(w, r, next, chi.URLParam(r, "app"), d)
 			return
 		}
 		sink := &fleetwrite.SerialSink{}
@@ -149,9 +151,6 @@ func (s *Server) probeUp(app string, inst fleet.Instance) bool {
 	up, _ := s.probes.Ready(app, inst)
 	return up
 }
-
-// instancesPath prefixes the instance writes (/v1/node/instances/{app}).
-const instancesPath = api.PathNodeInstances + "/"
 
 // waitInstanceApplied serves an instance write (allocate, set, release) with
 // ?wait=applied (DESIGN §13). An instance is not announced by the write itself but by
