@@ -57,11 +57,11 @@ func (s *Server) newStorageAPI() *storageAPI {
 		certs: certstore.New(s.st, certstore.Options{Owner: s.cfg.Node.Name, Logger: s.log}),
 		reqs: registerOrReuse(s.metrics.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scafo_storage_requests_total",
-			Help: "/v1/storage requests by operation (load, stat, list, store, delete, lock, unlock) and HTTP status.",
+			Help: api.PathStorage + " requests by operation (load, stat, list, store, delete, lock, unlock) and HTTP status.",
 		}, []string{"op", "code"})),
 		dur: registerOrReuse(s.metrics.reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "scafo_storage_request_duration_seconds",
-			Help:    "/v1/storage request duration by operation.",
+			Help:    api.PathStorage + " request duration by operation.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
 		}, []string{"op"})),
 	}
@@ -98,7 +98,7 @@ func (s *Server) requireStorageToken(next http.Handler) http.Handler {
 			s.rejectRequest(r, "rejected storage request: admin token")
 			cutBody(w, r)
 			writeError(w, http.StatusForbidden, "forbidden",
-				"/v1/storage takes the ingress token only: it holds the fleet's private keys, which the admin token does not need")
+				api.PathStorage + " takes the ingress token only: it holds the fleet's private keys, which the admin token does not need")
 		default:
 			s.reject(w, r, "rejected storage request: bad token", "invalid token")
 		}
