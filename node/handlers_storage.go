@@ -98,7 +98,7 @@ func (s *Server) requireStorageToken(next http.Handler) http.Handler {
 			s.rejectRequest(r, "rejected storage request: admin token")
 			cutBody(w, r)
 			writeError(w, http.StatusForbidden, "forbidden",
-				api.PathStorage + " takes the ingress token only: it holds the fleet's private keys, which the admin token does not need")
+				api.PathStorage+" takes the ingress token only: it holds the fleet's private keys, which the admin token does not need")
 		default:
 			s.reject(w, r, "rejected storage request: bad token", "invalid token")
 		}
