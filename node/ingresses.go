@@ -185,12 +185,15 @@ type viewObject struct {
 	bad  string // why the object was skipped
 }
 
+// newIngressBook builds the book; foreign and groupRevision may be nil (never foreign;
+// every selection is served the whole document's revision).
 func newIngressBook(st store.Store, log *slog.Logger, self string, cfg IngressesConfig,
-	known func() (uint64, string), current func() (string, uint64)) *ingressBook {
+	known func() (uint64, string), current func() (string, uint64),
+	foreign func() bool, groupRevision func(groups string) string) *ingressBook {
 	return &ingressBook{
 		st: st, log: log, self: self,
 		lostAfter: time.Duration(cfg.LostAfter), forgetAfter: time.Duration(cfg.ForgetAfter), maxTracked: cfg.MaxTracked,
-		known: known, current: current, now: time.Now, viewTimeout: ingressViewTimeout,
+		known: known, current: current, foreign: foreign, groupRevision: groupRevision, now: time.Now, viewTimeout: ingressViewTimeout,
 		local: map[string]*localIngress{}, gone: map[string]ingressReport{}, changed: make(chan struct{}),
 		budget: bucket.New(ingressWriteRate, ingressWriteBurst), refused: map[string]time.Time{},
 		view:    map[string]viewObject{},

@@ -1063,7 +1063,7 @@ func testAFailedReadKeepsWhatItRead(t *testing.T, be reportBackend) {
 	gf := &getFails{Store: st, key: prefixIngresses + "edge-030.json"}
 	book := newIngressBook(gf, slog.New(slog.DiscardHandler), "vps-a",
 		IngressesConfig{LostAfter: ptypes.Duration(time.Minute), ForgetAfter: ptypes.Duration(time.Hour), MaxTracked: 8},
-		func() (uint64, string) { return 1, "" }, func() (string, uint64) { return "", 1 })
+		func() (uint64, string) { return 1, "" }, func() (string, uint64) { return "", 1 }, nil, nil)
 	reps, _, err := book.readView(t.Context(), 0)
 	first := int(gf.read.Load())
 	if err == nil || !strings.Contains(err.Error(), "edge-030") || len(reps) != first || first >= reports {

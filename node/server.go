@@ -180,15 +180,14 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	})
 	s.ingresses = newIngressBook(st, log, cfg.Node.Name, cfg.Ingresses,
 		func() (uint64, string) { return s.identity.Serial(), s.identity.Epoch() },
-		s.publishedMark)
-	s.ingresses.foreign = s.identity.Foreign
-	s.ingresses.groupRevision = func(groups string) string {
-		snap := s.pub.Current()
-		if snap == nil {
-			return ""
-		}
-		return snap.ForGroups(strings.Split(groups, ",")).Revision
-	}
+		s.publishedMark, s.identity.Foreign,
+		func(groups string) string {
+			snap := s.pub.Current()
+			if snap == nil {
+				return ""
+			}
+			return snap.ForGroups(strings.Split(groups, ",")).Revision
+		})
 	s.metrics.reg.MustRegister(ingressCollector{s})
 	if err := s.setupACME(); err != nil {
 		return nil, err
