@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/certmagic"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/certstore"
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/store"
@@ -89,9 +90,9 @@ func (s *Server) setupACME() error {
 		return fmt.Errorf("fleet certificates: %w", err)
 	}
 	s.certs = m
-	s.pub.certs.Store(m.Current())
-	m.SetOnChange(func() { s.pub.publishCerts(m.Current()) })
-	s.pub.onPublish = m.Sync
+	s.pub.SetCerts(m.Current())
+	m.SetOnChange(func() { s.pub.PublishCerts(m.Current()) })
+	s.pub.SetOnPublish(m.Sync)
 	s.metrics.reg.MustRegister(&certCollector{m: m})
 	return nil
 }
@@ -103,8 +104,8 @@ func (s *Server) startACME(addr net.Addr) {
 		return
 	}
 	s.certs.Start(addr)
-	if snap := s.pub.cur.Load(); snap != nil {
-		s.certs.Sync(snap.doc)
+	if snap := s.pub.Current(); snap != nil {
+		s.certs.Sync(snap.Doc())
 	}
 }
 
@@ -124,38 +125,17 @@ func (s *Server) handleACMEChallenge(w http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusNotFound, "not found", "no ACME challenge pending for this host and token")
 }
 
-// publishCerts swaps in a snapshot with the current document and the new certificate
-// set, waking long-polls: the Traefik rendering changed, the document did not.
-func (p *publisher) publishCerts(set *fleetcerts.Set) {
-	p.swap.Lock()
-	defer p.swap.Unlock()
-	p.certs.Store(set)
-	prev := p.cur.Load()
-	if prev == nil || (prev.certs != nil && prev.certs.Fingerprint == set.Fingerprint) {
-		return
-	}
-	next := &snapshot{doc: prev.doc, since: prev.since, ups: prev.ups, certs: set, superseded: make(chan struct{}),
-		groupRoutes: prev.groupRoutes, lineage: prev.lineage, seq: prev.seq}
-	if m := prev.mark.Load(); m != nil {
-		next.mark.Store(m)
-	}
-	p.cur.Store(next)
-	close(prev.superseded)
-}
-
-// certsStatus is /v1/status's certificates section: per name, never key material.
-type certsStatus struct {
-	Counts map[string]int          `json:"counts"`
-	Names  []fleetcerts.NameStatus `json:"names"`
-}
-
-func (s *Server) certsStatus() *certsStatus {
+func (s *Server) certsStatus() *api.Certificates {
 	if s.certs == nil {
 		return nil
 	}
 	names := s.certs.Status()
-	out := &certsStatus{Counts: map[string]int{}, Names: names}
-	for _, n := range names {
+	out := &api.Certificates{Counts: map[string]int{}}
+	if names != nil {
+		out.Names = make([]api.CertName, len(names))
+	}
+	for i, n := range names {
+		out.Names[i] = api.CertName(n) // the same fields: one shape on the wire
 		out.Counts[n.State]++
 	}
 	return out

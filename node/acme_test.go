@@ -17,6 +17,7 @@ import (
 	"github.com/caddyserver/certmagic"
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
 	"github.com/scafo/ingress/node/store/dir"
@@ -29,7 +30,7 @@ func acmeStatus(t *testing.T, n *testNode) map[string]fleetcerts.NameStatus {
 		t.Fatalf("status: %d %s", resp.StatusCode, b)
 	}
 	var body struct {
-		Certificates *certsStatus `json:"certificates"`
+		Certificates *api.Certificates `json:"certificates"`
 	}
 	if err := json.Unmarshal(b, &body); err != nil {
 		t.Fatal(err)
@@ -37,7 +38,7 @@ func acmeStatus(t *testing.T, n *testNode) map[string]fleetcerts.NameStatus {
 	out := map[string]fleetcerts.NameStatus{}
 	if body.Certificates != nil {
 		for _, c := range body.Certificates.Names {
-			out[c.Name] = c
+			out[c.Name] = fleetcerts.NameStatus(c)
 		}
 	}
 	return out

@@ -22,6 +22,7 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/node/store/s3"
@@ -206,13 +207,13 @@ func fleetConfig(t *testing.T, name, address string, interval, heartbeat, ttl ti
 	return cfg
 }
 
-func statusOf(t *testing.T, n *testNode) statusBody {
+func statusOf(t *testing.T, n *testNode) api.Status {
 	t.Helper()
 	resp, b := n.get("/v1/status", testAdminToken)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("%s status: %d %s", n.cfg.Node.Name, resp.StatusCode, b)
 	}
-	var s statusBody
+	var s api.Status
 	if err := json.Unmarshal(b, &s); err != nil {
 		t.Fatalf("%s status: %v: %s", n.cfg.Node.Name, err, b)
 	}
@@ -650,7 +651,7 @@ func TestFleetStaleNodeLeavesUpstreamsExceptTheLast(t *testing.T) {
 		if !slices.Equal(stale, []string{"vps-c"}) {
 			t.Errorf("%s status: stale nodes %v, want [vps-c]", n.cfg.Node.Name, stale)
 		}
-		if !slices.ContainsFunc(st.Skipped, func(s skippedStatus) bool {
+		if !slices.ContainsFunc(st.Skipped, func(s api.Skipped) bool {
 			return s.Object == "nodes/vps-c.json" && strings.Contains(s.Reason, "TTL")
 		}) {
 			t.Errorf("%s status: stale vps-c not reported in skipped: %+v", n.cfg.Node.Name, st.Skipped)
@@ -789,7 +790,7 @@ func TestStoreOutageKeepsServingLastDocument(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range nodes {
-		var st statusBody
+		var st api.Status
 		waitFor(t, 5*interval+5*time.Second, n.cfg.Node.Name+" reports the store unreachable", func() bool {
 			st = statusOf(t, n)
 			return !st.Store.Reachable
@@ -842,7 +843,7 @@ func TestStoreOutageKeepsServingLastDocument(t *testing.T) {
 			deadline := time.Now().Add(30 * time.Second)
 			for time.Now().Before(deadline) {
 				resp, b := n.get("/v1/status", testAdminToken)
-				var st statusBody
+				var st api.Status
 				// A successful pass started after the stop can only have read the
 				// restarted store.
 				if resp.StatusCode == 200 && json.Unmarshal(b, &st) == nil && st.Store.Reachable &&

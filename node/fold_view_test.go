@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node/publish"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/fleet"
 )
@@ -33,7 +34,7 @@ func TestKeptFoldDerivesAsAFreshReconcilerAndKnowsTheSameApps(t *testing.T) {
 	opt := fleet.Options{PlatformDomains: []string{"apps.example.com"}, NodeTTL: 10 * time.Minute}
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	newRec := func() *reconciler {
-		return &reconciler{pub: newPublisher(render.Options{}, ""), log: slog.New(slog.DiscardHandler),
+		return &reconciler{pub: publish.New(render.Options{}, "", nil), log: slog.New(slog.DiscardHandler),
 			opts: func() fleet.Options { return opt }, objects: map[string]cachedObject{}}
 	}
 	rec := newRec()
@@ -173,10 +174,10 @@ func TestKeptFoldDerivesAsAFreshReconcilerAndKnowsTheSameApps(t *testing.T) {
 		if changed != nil && was != nil && was.patched(rec.objects, changed) != nil {
 			foldPatched++
 		}
-		if s := rec.pub.cur.Load(); s.delta != nil {
+		if s := rec.pub.Current(); s.Patched() {
 			docPatched++
 		}
-		if len(rec.pub.cur.Load().doc.Routes) > 0 {
+		if len(rec.pub.Current().Doc().Routes) > 0 {
 			routed++
 		}
 
@@ -184,7 +185,7 @@ func TestKeptFoldDerivesAsAFreshReconcilerAndKnowsTheSameApps(t *testing.T) {
 		fresh.objects = maps.Clone(rec.objects)
 		fresh.derive(now, nil)
 		at := fmt.Sprintf("step %d (changed %v)", step, changed)
-		if got, want := rec.pub.cur.Load().doc.Revision, fresh.pub.cur.Load().doc.Revision; got != want {
+		if got, want := rec.pub.Current().Doc().Revision, fresh.pub.Current().Doc().Revision; got != want {
 			t.Fatalf("%s: the kept fold published %s, a fold of everything %s", at, got, want)
 		}
 		if got, want := skippedKey(rec.status.Skipped), skippedKey(fresh.status.Skipped); got != want {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/render/fleet"
 )
 
@@ -189,11 +190,11 @@ func TestGroupValidation(t *testing.T) {
 	}
 
 	_, b = n.get("/v1/status", testIngressToken)
-	var st statusBody
+	var st api.Status
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]groupStatus{}
+	got := map[string]api.Group{}
 	for _, g := range st.Groups {
 		got[g.Name] = g
 	}
@@ -258,12 +259,12 @@ func TestWaitAppliedCountsAGroupIngressOnItsGroupsContent(t *testing.T) {
 			}
 			req, _ := http.NewRequest("GET", n.url+"/v1/ingress/traefik?group=eu-1&wait=30s", nil)
 			req.Header.Set("Authorization", "Bearer "+testIngressToken)
-			req.Header.Set(headerIngress, "edge-eu")
-			req.Header.Set(headerIngressKind, kindPlugin)
+			req.Header.Set(api.HeaderIngress, "edge-eu")
+			req.Header.Set(api.HeaderIngressKind, api.KindPlugin)
 			mu.Lock()
 			if serial != "" {
-				req.Header.Set(headerAppliedSerial, serial)
-				req.Header.Set(headerAppliedRevision, rev)
+				req.Header.Set(api.HeaderAppliedSerial, serial)
+				req.Header.Set(api.HeaderAppliedRevision, rev)
 				req.Header.Set("If-None-Match", etag)
 			}
 			mu.Unlock()
@@ -305,7 +306,7 @@ func TestWaitAppliedCountsAGroupIngressOnItsGroupsContent(t *testing.T) {
 	}
 	// A change in eu-1 is still waited for: edge-eu takes it on its next 200.
 	resp, body = n.do("PUT", "/v1/apps/post?wait=applied&timeout=5s", testAdminToken, `{"account":"acme","placement":["vps-b"],"ingress":{"group":"eu-1"}}`)
-	var ab appliedBody
+	var ab api.Applied
 	json.Unmarshal(body, &ab)
 	mu.Lock()
 	got := serial

@@ -14,6 +14,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/node/publish"
 	"github.com/scafo/ingress/render/routing"
 )
 
@@ -25,7 +27,7 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
-	if s.pub.cur.Load() == nil {
+	if s.pub.Current() == nil {
 		w.Header().Set("Retry-After", "2")
 		writeError(w, http.StatusServiceUnavailable, "draining", "no complete reconcile pass yet")
 		return
@@ -58,7 +60,7 @@ func (s *Server) handleInstanceHealth(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.probes != nil {
-		if up, why := s.probes.ready(app, inst); !up {
+		if up, why := s.probes.Ready(app, inst); !up {
 			writeError(w, http.StatusServiceUnavailable, "not accepting", "instance of "+app+": "+why)
 			return
 		}
@@ -78,22 +80,24 @@ func (s *Server) handleInstanceHealth(w http.ResponseWriter, r *http.Request) {
 // handleIngress serves /v1/ingress/routes and /v1/ingress/{format}.
 func (s *Server) handleIngress(w http.ResponseWriter, r *http.Request) {
 	format := chi.URLParam(r, "format")
-	rep := s.ingresses.begin(w, r)
-	code := s.serveIngress(w, r, format)
-	s.ingresses.end(rep, code, w.Header())
+	rep := s.ingresses.readReport(w, r)
+	var served servedMark
+	code := s.serveIngress(w, r, format, &served)
+	s.ingresses.end(rep, code, served)
 	s.metrics.polls.WithLabelValues(metricFormat(format), strconv.Itoa(code)).Inc()
 }
 
 func metricFormat(f string) string {
-	if f == formatRoutes || f == formatTraefik {
+	if f == api.FormatRoutes || f == api.FormatTraefik {
 		return f
 	}
 	return "other"
 }
 
-func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format string) int {
-	if format != formatRoutes && format != formatTraefik {
-		writeError(w, http.StatusNotFound, "unknown format", fmt.Sprintf("format %q is not registered; only %q", format, formatTraefik))
+// serveIngress answers a poll; on a 200 it sets served to what the answer carries.
+func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format string, served *servedMark) int {
+	if format != api.FormatRoutes && format != api.FormatTraefik {
+		writeError(w, http.StatusNotFound, "unknown format", fmt.Sprintf("format %q is not registered; only %q", format, api.FormatTraefik))
 		return http.StatusNotFound
 	}
 	// r.URL.Query() drops a pair it cannot parse: ?group=eu-1;x would serve every group.
@@ -133,7 +137,7 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 		}
 	}
 
-	snap := s.pub.cur.Load()
+	snap := s.pub.Current()
 	if snap == nil {
 		w.Header().Set("Retry-After", "2")
 		writeError(w, http.StatusServiceUnavailable, "draining", "no complete reconcile pass yet")
@@ -154,19 +158,19 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 	}
 	for {
 		prefer := preferArg
-		if snap.ups[prefer] == 0 {
+		if snap.Upstreams(prefer) == 0 {
 			prefer = "" // a valid name not in the fleet changes nothing
 		}
-		rend, err := s.pub.getGroups(snap, prefer, format, groups)
+		rend, err := s.pub.GetGroups(snap, prefer, format, groups)
 		if err != nil {
 			// prefer was validated above: anything here is the node's own fault.
 			s.log.Error("rendering", "format", format, "err", err)
 			writeError(w, http.StatusInternalServerError, "render failed", err.Error())
 			return http.StatusInternalServerError
 		}
-		etag := rend.etag
+		etag := rend.ETag()
 		if gz {
-			etag = rend.etagGzip
+			etag = rend.ETagGzip()
 		}
 		h := w.Header()
 		h.Set("Vary", "Accept-Encoding")
@@ -174,8 +178,8 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 		if inm != "" && etagMatches(inm, rend) {
 			if deadline != nil {
 				select {
-				case <-snap.superseded:
-					snap = s.pub.cur.Load()
+				case <-snap.Superseded():
+					snap = s.pub.Current()
 					continue
 				case <-deadline:
 				case <-s.shutdown:
@@ -194,21 +198,23 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 		}
 		h.Set("ETag", etag)
 		h.Set("Content-Type", "application/json")
-		h.Set("X-Scafo-Revision", rend.revision)
+		h.Set(api.HeaderRevision, rend.Revision())
 		if groups != nil {
-			if empty := snap.emptyGroups(groups); empty != "" {
-				h.Set("X-Scafo-Group-Empty", empty)
+			if empty := snap.EmptyGroups(groups); empty != "" {
+				h.Set(api.HeaderGroupEmpty, empty)
 			} else {
-				h.Del("X-Scafo-Group-Empty")
+				h.Del(api.HeaderGroupEmpty)
 			}
 		}
 		setStoreMark(h, snap)
-		body, file := rend.body, rend.file
+		body, file := rend.Body(), rend.File()
 		if gz {
 			h.Set("Content-Encoding", "gzip")
-			body, file = rend.gz, rend.gzFile
+			body, file = rend.Gzip(), rend.GzFile()
 		}
 		h.Set("Content-Length", strconv.Itoa(len(body)))
+		serial, epoch, _ := snap.Mark()
+		*served = servedMark{serial: serial, epoch: epoch, revision: rend.Revision()}
 		w.WriteHeader(http.StatusOK)
 		if r.Method != http.MethodHead {
 			writeBody(w, body, file)
@@ -221,14 +227,14 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 // and 304 of the routing endpoints: headers, so bodies stay byte-identical across
 // nodes. The provider plugin never applies a configuration of an older serial than one
 // it applied (DESIGN §6).
-func setStoreMark(h http.Header, snap *snapshot) {
-	m := snap.mark.Load()
-	if m == nil {
+func setStoreMark(h http.Header, snap *publish.Snapshot) {
+	serial, epoch, ok := snap.Mark()
+	if !ok {
 		return
 	}
-	h.Set("X-Scafo-Serial", strconv.FormatUint(m.serial, 10))
-	if m.epoch != "" {
-		h.Set("X-Scafo-Epoch", m.epoch)
+	h.Set(api.HeaderSerial, strconv.FormatUint(serial, 10))
+	if epoch != "" {
+		h.Set(api.HeaderEpoch, epoch)
 	}
 }
 
@@ -269,111 +275,38 @@ func acceptsGzip(r *http.Request) bool {
 
 // etagMatches implements If-None-Match (weak comparison, as RFC 9110 asks for it): any
 // listed tag naming either representation of this body matches.
-func etagMatches(header string, rend *rendered) bool {
+func etagMatches(header string, rend *publish.Rendered) bool {
 	for _, t := range strings.Split(header, ",") {
 		t = strings.TrimSpace(t)
 		if t == "*" {
 			return true
 		}
 		t = strings.TrimPrefix(t, "W/")
-		if t == rend.etag || t == rend.etagGzip {
+		if t == rend.ETag() || t == rend.ETagGzip() {
 			return true
 		}
 	}
 	return false
 }
 
-// statusBody is GET /v1/status.
-type statusBody struct {
-	Node             string          `json:"node"`
-	Ready            bool            `json:"ready"`
-	Revision         string          `json:"revision,omitempty"`
-	RevisionSince    *time.Time      `json:"revisionSince,omitempty"`
-	LastPass         *time.Time      `json:"lastPass,omitempty"`
-	Store            storeStatus     `json:"store"`
-	Skipped          []skippedStatus `json:"skipped"`
-	Nodes            []nodeStatus    `json:"nodes"`
-	MismatchedConfig []string        `json:"mismatchedSettings,omitempty"`
-	// Remembered: the document served is the one remembered in the state dir, because
-	// the store is foreign (store.foreign) and nothing was derived from it.
-	Remembered bool `json:"servingRemembered,omitempty"`
-	// Groups are the known ingress groups with their route counts and the revision
-	// ?group=<name> serves.
-	Groups []groupStatus `json:"groups,omitempty"`
-	// DuplicateName: another live node writes this node's record (the same node.name).
-	DuplicateName *duplicateNameStatus `json:"duplicateName,omitempty"`
-	// Instances are this node's instances: declared readiness, published readiness and
-	// the probe's state (probe.go).
-	Instances []instanceStatus `json:"instances"`
-	// Ingresses: every ingress of the fleet and what it holds (ingresses.go).
-	Ingresses []ingressStatus `json:"ingresses"`
-	// IngressesSkipped: report objects that could not be read, and why.
-	IngressesSkipped []skippedStatus `json:"ingressesSkipped,omitempty"`
-	// IngressesError: the reports could not be read from the store; the list holds
-	// only the ingresses polling this node.
-	IngressesError string `json:"ingressesError,omitempty"`
-	// Certificates: fleet certificates per name (--acme.enabled only; acme.go).
-	Certificates *certsStatus `json:"certificates,omitempty"`
-}
-
-type duplicateNameStatus struct {
-	// Address is the other writer's address:apiPort.
-	Address string `json:"address"`
-	// NodeID and Boot are its boot identity ("" for a node that predates them).
-	NodeID     string    `json:"nodeId,omitempty"`
-	Boot       string    `json:"boot,omitempty"`
-	Seen       time.Time `json:"seen"`
-	AgeSeconds float64   `json:"ageSeconds"`
-	Detail     string    `json:"detail"`
-}
-
-type storeStatus struct {
-	Reachable bool   `json:"reachable"`
-	Error     string `json:"error,omitempty"`
-	// HeartbeatError: this node's own record could not be written (the store refuses
-	// writes, a full disk, a lost permission): peers will drop this node's upstreams
-	// once its record is older than the TTL. Reachable is false while it is set.
-	HeartbeatError   string     `json:"heartbeatError,omitempty"`
-	UnreachableSince *time.Time `json:"unreachableSince,omitempty"`
-	// Foreign: the store is not the one this node served (its serial is missing,
-	// behind, or of another epoch), or not yet checked against it after a restart:
-	// nothing is published from it nor written to it until an operator adopts it.
-	Foreign       bool   `json:"foreign"`
-	ForeignReason string `json:"foreignReason,omitempty"`
-	Adopt         string `json:"adopt,omitempty"`
-}
-
-type skippedStatus struct {
-	Object string `json:"object"`
-	Reason string `json:"reason"`
-}
-
-type nodeStatus struct {
-	Name       string    `json:"name"`
-	Address    string    `json:"address"`
-	Seen       time.Time `json:"seen"`
-	AgeSeconds float64   `json:"ageSeconds"`
-	Stale      bool      `json:"stale"`
-}
-
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	st := s.rec.snapshotStatus()
 	now := time.Now()
-	body := statusBody{
+	body := api.Status{
 		Node:             s.cfg.Node.Name,
-		Store:            storeStatus{Reachable: st.LastError == ""},
-		Skipped:          []skippedStatus{},
-		Nodes:            []nodeStatus{},
+		Store:            api.Store{Reachable: st.LastError == ""},
+		Skipped:          []api.Skipped{},
+		Nodes:            []api.Node{},
 		MismatchedConfig: st.Mismatched,
 		Remembered:       st.Remembered,
-		Instances:        s.probes.status(s.instances.Records()),
+		Instances:        s.probes.Status(s.instances.Records()),
 	}
 	if e := s.heartbeatErr.Load(); e != nil {
 		body.Store.Reachable = false
 		body.Store.HeartbeatError = *e
 	}
 	if c := s.nameConflict(now); c != nil {
-		d := &duplicateNameStatus{
+		d := &api.DuplicateName{
 			Address: recordAddress(c.rec), Seen: c.lastSeen.UTC(),
 			AgeSeconds: now.Sub(c.lastSeen).Round(time.Second).Seconds(),
 			Detail: "another live node writes this node's record: two nodes run with the name " + s.cfg.Node.Name +
@@ -389,10 +322,10 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		body.Store.ForeignReason = s.identity.ForeignReason()
 		body.Store.Adopt = adoptHint(s.cfg.StateDir)
 	}
-	if snap := s.pub.cur.Load(); snap != nil {
+	if snap := s.pub.Current(); snap != nil {
 		body.Ready = true
-		body.Revision = snap.doc.Revision
-		since := snap.since.UTC()
+		body.Revision = snap.Doc().Revision
+		since := snap.Since().UTC()
 		body.RevisionSince = &since
 		body.Groups = s.groupsStatus(snap)
 	}
@@ -406,12 +339,12 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		body.Store.UnreachableSince = &t
 	}
 	for _, sk := range st.Skipped {
-		body.Skipped = append(body.Skipped, skippedStatus{Object: sk.Object, Reason: sk.Reason})
+		body.Skipped = append(body.Skipped, api.Skipped{Object: sk.Object, Reason: sk.Reason})
 	}
 	ttl := time.Duration(s.cfg.Reconcile.NodeTTL)
 	for _, n := range st.Nodes {
 		age := now.Sub(n.Seen)
-		body.Nodes = append(body.Nodes, nodeStatus{
+		body.Nodes = append(body.Nodes, api.Node{
 			Name: n.Name, Address: n.Address, Seen: n.Seen.UTC(),
 			AgeSeconds: age.Round(time.Second).Seconds(), Stale: age > ttl,
 		})

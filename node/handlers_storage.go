@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/certstore"
 	"github.com/scafo/ingress/node/internal/jsonx"
 	"github.com/scafo/ingress/node/store"
@@ -39,18 +39,8 @@ import (
 // escaped by the client. Credential: the ingress token only (requireStorageToken). Not
 // routed on the public apex (render's DeniedAPIPrefixes lists "/v1/storage").
 const (
-	storageKeysPath  = "/v1/storage/keys"
-	storageLocksPath = "/v1/storage/locks"
 	// maxLockBody bounds a lock request body (an owner token and a lease).
 	maxLockBody = 4 << 10
-)
-
-// Storage response headers.
-const (
-	headerStorageModified = "X-Scafo-Modified"
-	headerStorageSize     = "X-Scafo-Size"
-	headerStorageTerminal = "X-Scafo-Terminal"
-	headerLockExpires     = "X-Scafo-Lock-Expires"
 )
 
 type storageAPI struct {
@@ -60,34 +50,21 @@ type storageAPI struct {
 	dur   *prometheus.HistogramVec
 }
 
-// mountStorage registers /v1/storage.
-func (s *Server) mountStorage(r chi.Router) {
-	a := &storageAPI{
+// newStorageAPI builds /v1/storage's handlers (routes.go mounts them).
+func (s *Server) newStorageAPI() *storageAPI {
+	return &storageAPI{
 		s:     s,
 		certs: certstore.New(s.st, certstore.Options{Owner: s.cfg.Node.Name, Logger: s.log}),
 		reqs: registerOrReuse(s.metrics.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scafo_storage_requests_total",
-			Help: "/v1/storage requests by operation (load, stat, list, store, delete, lock, unlock) and HTTP status.",
+			Help: api.PathStorage + " requests by operation (load, stat, list, store, delete, lock, unlock) and HTTP status.",
 		}, []string{"op", "code"})),
 		dur: registerOrReuse(s.metrics.reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "scafo_storage_request_duration_seconds",
-			Help:    "/v1/storage request duration by operation.",
+			Help:    api.PathStorage + " request duration by operation.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
 		}, []string{"op"})),
 	}
-	r.Route("/v1/storage", func(r chi.Router) {
-		r.Use(a.measure, s.requireStorageToken)
-		r.Get("/keys", a.get)
-		r.Get("/keys/*", a.get)
-		r.Head("/keys/*", a.head)
-		r.Group(func(r chi.Router) {
-			r.Use(s.refuseWritesToAForeignStore)
-			r.Put("/keys/*", a.put)
-			r.Delete("/keys/*", a.delete)
-			r.Post("/locks/*", a.lock)
-			r.Delete("/locks/*", a.unlock)
-		})
-	})
 }
 
 // registerOrReuse registers c, or returns the collector already registered under its
@@ -121,7 +98,7 @@ func (s *Server) requireStorageToken(next http.Handler) http.Handler {
 			s.rejectRequest(r, "rejected storage request: admin token")
 			cutBody(w, r)
 			writeError(w, http.StatusForbidden, "forbidden",
-				"/v1/storage takes the ingress token only: it holds the fleet's private keys, which the admin token does not need")
+				api.PathStorage+" takes the ingress token only: it holds the fleet's private keys, which the admin token does not need")
 		default:
 			s.reject(w, r, "rejected storage request: bad token", "invalid token")
 		}
@@ -130,7 +107,7 @@ func (s *Server) requireStorageToken(next http.Handler) http.Handler {
 
 // storageOp names a request's operation for the metrics.
 func storageOp(r *http.Request) string {
-	locks := strings.HasPrefix(r.URL.Path, storageLocksPath)
+	locks := strings.HasPrefix(r.URL.Path, api.PathStorageLocks)
 	q := r.URL.Query()
 	switch {
 	case locks && r.Method == http.MethodPost:
@@ -255,7 +232,7 @@ func (a *storageAPI) storageError(w http.ResponseWriter, r *http.Request, err er
 	switch {
 	case errors.Is(err, certstore.ErrInvalidKey):
 		what := "invalid key"
-		if strings.HasPrefix(r.URL.Path, storageLocksPath) {
+		if strings.HasPrefix(r.URL.Path, api.PathStorageLocks) {
 			what = "invalid lock name"
 		}
 		writeError(w, http.StatusBadRequest, what, err.Error())
@@ -267,7 +244,7 @@ func (a *storageAPI) storageError(w http.ResponseWriter, r *http.Request, err er
 		writeError(w, http.StatusRequestEntityTooLarge, "value too large", err.Error())
 	case errors.As(err, &held):
 		if !held.Expires.IsZero() {
-			w.Header().Set(headerLockExpires, held.Expires.UTC().Format(time.RFC3339Nano))
+			w.Header().Set(api.HeaderLockExpires, held.Expires.UTC().Format(time.RFC3339Nano))
 			secs := int(time.Until(held.Expires).Seconds() + 0.999)
 			w.Header().Set("Retry-After", strconv.Itoa(min(max(1, secs), 60)))
 		} else {
@@ -303,7 +280,7 @@ type storageList struct {
 }
 
 func (a *storageAPI) get(w http.ResponseWriter, r *http.Request) {
-	key, err := pathRest(r, storageKeysPath)
+	key, err := pathRest(r, api.PathStorageKeys)
 	if err != nil {
 		a.storageError(w, r, err)
 		return
@@ -343,7 +320,7 @@ func (a *storageAPI) get(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *storageAPI) head(w http.ResponseWriter, r *http.Request) {
-	key, err := pathRest(r, storageKeysPath)
+	key, err := pathRest(r, api.PathStorageKeys)
 	if err == nil {
 		_, err = storageQuery(r)
 	}
@@ -363,15 +340,15 @@ func (a *storageAPI) head(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		w.WriteHeader(http.StatusInternalServerError)
 	default:
-		w.Header().Set(headerStorageModified, ki.Modified.UTC().Format(time.RFC3339Nano))
-		w.Header().Set(headerStorageSize, strconv.FormatInt(ki.Size, 10))
-		w.Header().Set(headerStorageTerminal, strconv.FormatBool(ki.IsTerminal))
+		w.Header().Set(api.HeaderStorageModified, ki.Modified.UTC().Format(time.RFC3339Nano))
+		w.Header().Set(api.HeaderStorageSize, strconv.FormatInt(ki.Size, 10))
+		w.Header().Set(api.HeaderStorageTerminal, strconv.FormatBool(ki.IsTerminal))
 		w.WriteHeader(http.StatusOK)
 	}
 }
 
 func (a *storageAPI) put(w http.ResponseWriter, r *http.Request) {
-	key, err := pathRest(r, storageKeysPath)
+	key, err := pathRest(r, api.PathStorageKeys)
 	if err == nil {
 		err = certstore.CheckKey(key)
 	}
@@ -410,7 +387,7 @@ func (a *storageAPI) put(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *storageAPI) delete(w http.ResponseWriter, r *http.Request) {
-	key, err := pathRest(r, storageKeysPath)
+	key, err := pathRest(r, api.PathStorageKeys)
 	if err != nil {
 		a.storageError(w, r, err)
 		return
@@ -439,7 +416,7 @@ type lockRequest struct {
 }
 
 func (a *storageAPI) lockBody(w http.ResponseWriter, r *http.Request) (string, lockRequest, bool) {
-	name, err := pathRest(r, storageLocksPath)
+	name, err := pathRest(r, api.PathStorageLocks)
 	if err == nil {
 		err = certstore.CheckLockName(name)
 	}

@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/internal/jsonx"
 	"github.com/scafo/ingress/node/store"
@@ -19,35 +17,6 @@ import (
 
 // maxBody bounds every request body.
 const maxBody = 2 << 20
-
-// mountWrite registers the write API. Admin-only routes are one group.
-func (s *Server) mountWrite(r chi.Router) {
-	r.Group(func(r chi.Router) {
-		r.Use(s.refuseWritesToAForeignStore)
-		r.Use(s.authenticate)
-		r.Use(s.limitWrites)
-		r.Use(s.waitApplied)
-		r.Get("/v1/apps/{app}/domains/{host}/paths", s.handleGetPaths)
-		r.Put("/v1/apps/{app}/domains/{host}/paths", s.handlePutPaths)
-		r.Post("/v1/node/instances/{app}", s.handleAllocateInstance)
-		r.Put("/v1/node/instances/{app}", s.handlePutInstance)
-		r.Delete("/v1/node/instances/{app}", s.handleDeleteInstance)
-		r.Group(func(r chi.Router) {
-			r.Use(adminOnly)
-			r.Get("/v1/apps", s.handleListApps)
-			r.Get("/v1/apps/{app}", s.handleGetApp)
-			r.Put("/v1/apps/{app}", s.handlePutApp)
-			r.Delete("/v1/apps/{app}", s.handleDeleteApp)
-			r.Get("/v1/apps/{app}/domains/{host}", s.handleGetClaim)
-			r.Put("/v1/apps/{app}/domains/{host}", s.handlePutClaim)
-			r.Delete("/v1/apps/{app}/domains/{host}", s.handleDeleteClaim)
-			r.Get("/v1/node/instances", s.handleListInstances)
-			r.Post("/v1/tokens", s.handleCreateToken)
-			r.Delete("/v1/tokens/{id}", s.handleDeleteToken)
-			r.Get("/v1/audit", s.handleAudit)
-		})
-	})
-}
 
 // refuseWritesToAForeignStore answers 503 to every write-API request while the store
 // does not look like the one this node served (store.Identity.Foreign): a write there

@@ -82,7 +82,7 @@ func (s *Server) writeOwnRecord(ctx context.Context) {
 		Name:      s.cfg.Node.Name,
 		Address:   s.cfg.Node.Address,
 		APIPort:   s.cfg.Node.APIPort,
-		Instances: s.probes.publish(s.instances.Records()), // declared AND probe up (probe.go)
+		Instances: s.probes.Publish(s.instances.Records()), // declared AND probe up (probe.go)
 		Seen:      time.Now().UTC().Truncate(time.Millisecond),
 		Settings:  &set,
 		Boot:      s.boot(),

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 )
@@ -37,7 +38,7 @@ func TestStatusSaysSoWhenHeartbeatsFail(t *testing.T) {
 		resp, _ := n.get("/v1/readyz", "")
 		return resp.StatusCode == 200
 	})
-	var st statusBody
+	var st api.Status
 	waitFor(t, 5*time.Second, "status reports the failing heartbeat", func() bool {
 		_, b := n.get("/v1/status", testIngressToken)
 		json.Unmarshal(b, &st)

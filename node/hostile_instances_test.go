@@ -171,7 +171,7 @@ func TestHostileNoOpWriteOnAProbeDownInstanceIsNotApplied(t *testing.T) {
 	body := fmt.Sprintf(`{"port":%d,"ready":true}`, shop.Port) // nothing listens there
 	n.must(200, "PUT", "/v1/node/instances/shop", tok, body)
 	waitFor(t, 5*time.Second, "the probe finds shop down", func() bool {
-		ok, _ := n.srv.probes.ready("shop", fleet.Instance{Port: shop.Port, Ready: true, AppID: mustInstance(t, n, "shop").AppID})
+		ok, _ := n.srv.probes.Ready("shop", fleet.Instance{Port: shop.Port, Ready: true, AppID: mustInstance(t, n, "shop").AppID})
 		if ok || recordReady(t, n.st, "vps-a", "shop") {
 			return false
 		}

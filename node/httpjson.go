@@ -3,17 +3,12 @@ package node
 import (
 	"net/http"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/internal/jsonx"
 )
 
-// apiError is every error body: {"error": "...", "detail": "..."}.
-type apiError struct {
-	Error  string `json:"error"`
-	Detail string `json:"detail,omitempty"`
-}
-
 func writeError(w http.ResponseWriter, code int, msg, detail string) {
-	writeJSON(w, code, apiError{Error: msg, Detail: detail})
+	writeJSON(w, code, api.Error{Error: msg, Detail: detail})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/scafo/ingress/internal/bucket"
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/internal/jsonx"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/routing"
@@ -49,19 +51,7 @@ import (
 // to it, and a report never changes what is served.
 
 const (
-	headerIngress         = "X-Scafo-Ingress"
-	headerIngressKind     = "X-Scafo-Ingress-Kind"
-	headerAppliedSerial   = "X-Scafo-Applied-Serial"
-	headerAppliedEpoch    = "X-Scafo-Applied-Epoch"
-	headerAppliedRevision = "X-Scafo-Applied-Revision"
-	// headerIngressReport answers a poll that carried a report: "recorded", or
-	// "refused: <reason>" (the poll is served either way).
-	headerIngressReport = "X-Scafo-Ingress-Report"
-
 	prefixIngresses = "ingresses/"
-
-	kindPlugin = "plugin"
-	kindHTTP   = "http"
 
 	// ingressMinWriteGap: an ingress's object is rewritten at most this often.
 	ingressMinWriteGap = 250 * time.Millisecond
@@ -176,9 +166,8 @@ type ingressBook struct {
 	// for lostAfter), so this node keeps showing them lost between store reads; at
 	// most maxTracked, the oldest dropped first.
 	gone    map[string]ingressReport
-	changed chan struct{} // closed and replaced when a local report changes
-	tokens  float64       // write budget (a token bucket)
-	tokenAt time.Time
+	changed chan struct{}        // closed and replaced when a local report changes
+	budget  bucket.Bucket        // this node's report writes
 	refused map[string]time.Time // reasons logged lately, to log each once a minute
 
 	viewMu  sync.Mutex // one store read at a time; waiters share it
@@ -196,14 +185,17 @@ type viewObject struct {
 	bad  string // why the object was skipped
 }
 
+// newIngressBook builds the book; foreign and groupRevision may be nil (never foreign;
+// every selection is served the whole document's revision).
 func newIngressBook(st store.Store, log *slog.Logger, self string, cfg IngressesConfig,
-	known func() (uint64, string), current func() (string, uint64)) *ingressBook {
+	known func() (uint64, string), current func() (string, uint64),
+	foreign func() bool, groupRevision func(groups string) string) *ingressBook {
 	return &ingressBook{
 		st: st, log: log, self: self,
 		lostAfter: time.Duration(cfg.LostAfter), forgetAfter: time.Duration(cfg.ForgetAfter), maxTracked: cfg.MaxTracked,
-		known: known, current: current, now: time.Now, viewTimeout: ingressViewTimeout,
+		known: known, current: current, foreign: foreign, groupRevision: groupRevision, now: time.Now, viewTimeout: ingressViewTimeout,
 		local: map[string]*localIngress{}, gone: map[string]ingressReport{}, changed: make(chan struct{}),
-		tokens: ingressWriteBurst, refused: map[string]time.Time{},
+		budget: bucket.New(ingressWriteRate, ingressWriteBurst), refused: map[string]time.Time{},
 		view:    map[string]viewObject{},
 		waiters: make(chan struct{}, maxWaiters),
 		waiting: map[string]int{},
@@ -216,11 +208,10 @@ type pollReport struct {
 	kind string
 }
 
-// begin reads the report a poll carries (nil when it carries none, or a refused one)
-// and marks the ingress as polling. The answer says whether it was recorded.
-func (b *ingressBook) begin(w http.ResponseWriter, r *http.Request) *pollReport {
-	name := r.Header.Get(headerIngress)
-	if name == "" {
+// readReport reads the report a poll carries (nil when it carries none, or a refused
+// one), begins it and says in the answer whether it was recorded.
+func (b *ingressBook) readReport(w http.ResponseWriter, r *http.Request) *pollReport {
+	if r.Header.Get(api.HeaderIngress) == "" {
 		return nil
 	}
 	rep, err := b.parse(r.Header)
@@ -234,25 +225,36 @@ func (b *ingressBook) begin(w http.ResponseWriter, r *http.Request) *pollReport 
 			rep.Groups = strings.Join(gs, ",")
 		}
 	}
+	p, why := b.begin(rep)
+	if why != "" {
+		b.refuse(w, r, why)
+		return nil
+	}
+	w.Header().Set(api.HeaderIngressReport, "recorded")
+	return p
+}
+
+// begin marks the ingress of a parsed report as polling; why says why it was not
+// recorded ("" when it was).
+func (b *ingressBook) begin(rep ingressReport) (p *pollReport, why string) {
 	now := b.now()
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	li, ok := b.local[rep.Name]
 	if !ok {
 		if len(b.local) >= b.maxTracked {
-			b.mu.Unlock()
-			b.refuse(w, r, fmt.Sprintf("this node tracks %d ingresses already (ingresses.maxTracked); a name frees its place once not seen for ingresses.lostAfter", b.maxTracked))
-			return nil
+			return nil, fmt.Sprintf("this node tracks %d ingresses already (ingresses.maxTracked); a name frees its place once not seen for ingresses.lostAfter", b.maxTracked)
 		}
 		li = &localIngress{}
 		b.local[rep.Name] = li
 		delete(b.gone, rep.Name)
 	}
 	prev := li.rep
-	if rep.Kind == kindHTTP {
+	if rep.Kind == api.KindHTTP {
 		// What it was served before this poll, it has taken.
 		if li.served != nil {
 			rep.Serial, rep.Epoch, rep.Revision = li.served.Serial, li.served.Epoch, li.served.Revision
-		} else if prev.Kind == kindHTTP {
+		} else if prev.Kind == api.KindHTTP {
 			rep.Serial, rep.Epoch, rep.Revision = prev.Serial, prev.Epoch, prev.Revision
 		}
 	}
@@ -262,14 +264,20 @@ func (b *ingressBook) begin(w http.ResponseWriter, r *http.Request) *pollReport 
 	if !prev.sameState(rep) {
 		b.notifyLocked()
 	}
-	b.mu.Unlock()
-	w.Header().Set(headerIngressReport, "recorded")
-	return &pollReport{name: rep.Name, kind: rep.Kind}
+	return &pollReport{name: rep.Name, kind: rep.Kind}, ""
+}
+
+// servedMark is what a 200 of the routing endpoints served: the store serial and epoch
+// of its snapshot and the revision of its body.
+type servedMark struct {
+	serial   uint64
+	epoch    string
+	revision string
 }
 
 // end closes a poll begun with a report: for an HTTP-provider Traefik, a 200 is what
-// it is served now (its X-Scafo-Serial and X-Scafo-Revision).
-func (b *ingressBook) end(p *pollReport, code int, h http.Header) {
+// it is served now (served: what the answer carried).
+func (b *ingressBook) end(p *pollReport, code int, served servedMark) {
 	if p == nil {
 		return
 	}
@@ -281,51 +289,50 @@ func (b *ingressBook) end(p *pollReport, code int, h http.Header) {
 	}
 	li.inflight--
 	li.rep.Seen = b.now()
-	if p.kind == kindHTTP && code == http.StatusOK {
-		n, _ := strconv.ParseUint(h.Get("X-Scafo-Serial"), 10, 64)
-		li.served = &ingressReport{Serial: n, Epoch: h.Get("X-Scafo-Epoch"), Revision: h.Get("X-Scafo-Revision")}
+	if p.kind == api.KindHTTP && code == http.StatusOK {
+		li.served = &ingressReport{Serial: served.serial, Epoch: served.epoch, Revision: served.revision}
 	}
 }
 
 // parse validates a poll's report headers; every error names the header.
 func (b *ingressBook) parse(h http.Header) (ingressReport, error) {
-	rep := ingressReport{Name: h.Get(headerIngress), Node: b.self}
+	rep := ingressReport{Name: h.Get(api.HeaderIngress), Node: b.self}
 	if err := validIngressName(rep.Name); err != nil {
-		return rep, fmt.Errorf("%s: %v", headerIngress, err)
+		return rep, fmt.Errorf("%s: %v", api.HeaderIngress, err)
 	}
-	switch k := h.Get(headerIngressKind); k {
-	case "", kindHTTP:
-		rep.Kind = kindHTTP
-	case kindPlugin:
-		rep.Kind = kindPlugin
+	switch k := h.Get(api.HeaderIngressKind); k {
+	case "", api.KindHTTP:
+		rep.Kind = api.KindHTTP
+	case api.KindPlugin:
+		rep.Kind = api.KindPlugin
 	default:
-		return rep, fmt.Errorf("%s: %.20q: want plugin or http", headerIngressKind, k)
+		return rep, fmt.Errorf("%s: %.20q: want plugin or http", api.HeaderIngressKind, k)
 	}
-	if rep.Kind == kindHTTP {
-		if h.Get(headerAppliedSerial) != "" || h.Get(headerAppliedRevision) != "" {
-			return rep, fmt.Errorf("%s/%s: only a plugin reports what it applied (send %s: plugin)", headerAppliedSerial, headerAppliedRevision, headerIngressKind)
+	if rep.Kind == api.KindHTTP {
+		if h.Get(api.HeaderAppliedSerial) != "" || h.Get(api.HeaderAppliedRevision) != "" {
+			return rep, fmt.Errorf("%s/%s: only a plugin reports what it applied (send %s: plugin)", api.HeaderAppliedSerial, api.HeaderAppliedRevision, api.HeaderIngressKind)
 		}
 		return rep, nil
 	}
-	if v := h.Get(headerAppliedSerial); v != "" {
+	if v := h.Get(api.HeaderAppliedSerial); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			return rep, fmt.Errorf("%s: %.24q: want a decimal serial", headerAppliedSerial, v)
+			return rep, fmt.Errorf("%s: %.24q: want a decimal serial", api.HeaderAppliedSerial, v)
 		}
 		// A serial this node has not reached is believed only up to its own: it may
 		// have been applied from a node a tick ahead, or be made up.
 		known, _ := b.known()
 		rep.Serial = min(n, known)
 	}
-	if v := h.Get(headerAppliedEpoch); v != "" {
+	if v := h.Get(api.HeaderAppliedEpoch); v != "" {
 		if !isHex(v, 16) {
-			return rep, fmt.Errorf("%s: %.24q: want 16 lowercase hex characters", headerAppliedEpoch, v)
+			return rep, fmt.Errorf("%s: %.24q: want 16 lowercase hex characters", api.HeaderAppliedEpoch, v)
 		}
 		rep.Epoch = v
 	}
-	if v := h.Get(headerAppliedRevision); v != "" {
+	if v := h.Get(api.HeaderAppliedRevision); v != "" {
 		if !isHex(v, 32) {
-			return rep, fmt.Errorf("%s: %.40q: want 32 lowercase hex characters", headerAppliedRevision, v)
+			return rep, fmt.Errorf("%s: %.40q: want 32 lowercase hex characters", api.HeaderAppliedRevision, v)
 		}
 		rep.Revision = v
 	}
@@ -335,7 +342,7 @@ func (b *ingressBook) parse(h http.Header) (ingressReport, error) {
 // refuse answers that a report was not recorded (the poll is still served: a report
 // never changes routing) and logs the reason once a minute.
 func (b *ingressBook) refuse(w http.ResponseWriter, r *http.Request, why string) {
-	w.Header().Set(headerIngressReport, "refused: "+why)
+	w.Header().Set(api.HeaderIngressReport, "refused: "+why)
 	now := b.now()
 	// One line a minute per header at fault (the reason may quote what was sent: a
 	// flood of made-up names must not become a flood of lines).
@@ -389,8 +396,6 @@ func (b *ingressBook) flush(ctx context.Context) {
 	}
 	var jobs []job
 	b.mu.Lock()
-	b.tokens = min(float64(ingressWriteBurst), b.tokens+now.Sub(b.tokenAt).Seconds()*ingressWriteRate)
-	b.tokenAt = now
 	for _, name := range slices.Sorted(mapKeys(b.local)) {
 		li := b.local[name]
 		if li.inflight > 0 {
@@ -404,10 +409,12 @@ func (b *ingressBook) flush(ctx context.Context) {
 			}
 			continue
 		}
-		if now.Sub(li.lastWrite) < ingressMinWriteGap || b.tokens < 1 {
+		if now.Sub(li.lastWrite) < ingressMinWriteGap {
 			continue
 		}
-		b.tokens--
+		if ok, _ := b.budget.Take(now); !ok {
+			continue
+		}
 		li.lastWrite = now
 		jobs = append(jobs, job{rep: li.rep, etag: li.etag})
 	}
@@ -483,36 +490,14 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 	}
 }
 
-// ingressStatus is one ingress in /v1/status and `scafo-node ingresses`.
-type ingressStatus struct {
-	Name string `json:"name"`
-	// Kind: "plugin" (the provider plugin: Applied) or "http" (Traefik's HTTP provider:
-	// Served, what the node answered it; Traefik applies it after its throttle).
-	Kind string `json:"kind"`
-	Node string `json:"node"`
-	// Groups is the ?group= selection it polls ("" for every group).
-	Groups  string        `json:"groups,omitempty"`
-	Applied *heldConfig   `json:"applied,omitempty"`
-	Served  *heldConfig   `json:"served,omitempty"`
-	Behind  uint64        `json:"behind"`
-	State   string        `json:"state"` // current, behind, lost
-	Seen    time.Time     `json:"seen"`
-	Age     float64       `json:"ageSeconds"`
-	held    ingressReport // for waiters
-}
-
-// heldConfig is the configuration an ingress holds.
-type heldConfig struct {
-	Serial   uint64 `json:"serial"`
-	Revision string `json:"revision,omitempty"`
-}
-
 // ingressView is the fleet's ingresses as one node sees them.
 type ingressView struct {
-	Ingresses []ingressStatus `json:"ingresses"`
-	Skipped   []skippedStatus `json:"skipped,omitempty"`
+	Ingresses []api.Ingress `json:"ingresses"`
+	Skipped   []api.Skipped `json:"skipped,omitempty"`
 	// Error: the store could not be listed; only this node's own ingresses are shown.
 	Error string `json:"error,omitempty"`
+	// held is each ingress's report (held[i] is Ingresses[i]'s), for waiters.
+	held []ingressReport
 }
 
 // fleet returns every ingress: the store's objects (read at most every maxAge),
@@ -543,7 +528,7 @@ func (b *ingressBook) fleet(ctx context.Context, maxAge time.Duration) ingressVi
 		}
 	}
 	b.mu.Unlock()
-	v := ingressView{Ingresses: []ingressStatus{}, Skipped: skipped}
+	v := ingressView{Ingresses: []api.Ingress{}, Skipped: skipped}
 	if verr != nil {
 		v.Error = verr.Error()
 	}
@@ -557,10 +542,10 @@ func (b *ingressBook) fleet(ctx context.Context, maxAge time.Duration) ingressVi
 			rev = b.revisionFor(rep, full)
 			revs[rep.Groups] = rev
 		}
-		st := ingressStatus{Name: name, Kind: rep.Kind, Node: rep.Node, Groups: rep.Groups, Seen: rep.Seen.UTC(), held: rep,
+		st := api.Ingress{Name: name, Kind: rep.Kind, Node: rep.Node, Groups: rep.Groups, Seen: rep.Seen.UTC(),
 			Age: now.Sub(rep.Seen).Round(time.Second).Seconds()}
-		held := &heldConfig{Serial: rep.Serial, Revision: rep.Revision}
-		if rep.Kind == kindPlugin {
+		held := &api.Held{Serial: rep.Serial, Revision: rep.Revision}
+		if rep.Kind == api.KindPlugin {
 			st.Applied = held
 		} else {
 			st.Served = held
@@ -583,6 +568,7 @@ func (b *ingressBook) fleet(ctx context.Context, maxAge time.Duration) ingressVi
 			st.State = "current"
 		}
 		v.Ingresses = append(v.Ingresses, st)
+		v.held = append(v.held, rep)
 	}
 	return v
 }
@@ -598,7 +584,7 @@ func (b *ingressBook) revisionFor(rep ingressReport, full string) string {
 
 // readView lists ingresses/ and reads the objects whose etag moved, at most once per
 // maxAge (callers share a read); objects not seen for forgetAfter are deleted.
-func (b *ingressBook) readView(ctx context.Context, maxAge time.Duration) ([]ingressReport, []skippedStatus, error) {
+func (b *ingressBook) readView(ctx context.Context, maxAge time.Duration) ([]ingressReport, []api.Skipped, error) {
 	b.viewMu.Lock()
 	defer b.viewMu.Unlock()
 	if !b.viewAt.IsZero() && b.now().Sub(b.viewAt) < maxAge {
@@ -707,13 +693,13 @@ func (b *ingressBook) readReports(ctx context.Context, entries []store.Entry, ho
 	return read, firstErr
 }
 
-func (b *ingressBook) viewList() ([]ingressReport, []skippedStatus, error) {
+func (b *ingressBook) viewList() ([]ingressReport, []api.Skipped, error) {
 	var reps []ingressReport
-	var skipped []skippedStatus
+	var skipped []api.Skipped
 	for _, k := range slices.Sorted(mapKeys(b.view)) {
 		o := b.view[k]
 		if o.bad != "" {
-			skipped = append(skipped, skippedStatus{Object: k, Reason: o.bad})
+			skipped = append(skipped, api.Skipped{Object: k, Reason: o.bad})
 			continue
 		}
 		reps = append(reps, o.rep)
@@ -738,7 +724,7 @@ func decodeIngress(o store.Object, horizon time.Time) viewObject {
 		bad = fmt.Sprintf("name %.70q does not match key", rep.Name)
 	case validIngressName(rep.Name) != nil:
 		bad = "invalid name"
-	case rep.Kind != kindPlugin && rep.Kind != kindHTTP:
+	case rep.Kind != api.KindPlugin && rep.Kind != api.KindHTTP:
 		bad = fmt.Sprintf("kind %.20q: want plugin or http", rep.Kind)
 	case rep.Seen.IsZero():
 		bad = "no seen time"
@@ -761,15 +747,12 @@ func canonicalGroups(s string) bool {
 // publishedMark is the published revision and the store serial it is known to be
 // derived from ("", 0 before the first pass).
 func (s *Server) publishedMark() (string, uint64) {
-	snap := s.pub.cur.Load()
+	snap := s.pub.Current()
 	if snap == nil {
 		return "", 0
 	}
-	var n uint64
-	if m := snap.mark.Load(); m != nil {
-		n = m.serial
-	}
-	return snap.doc.Revision, n
+	n, _, _ := snap.Mark()
+	return snap.Doc().Revision, n
 }
 
 // ingressCollector exports the fleet's ingresses at scrape time, from a view read at

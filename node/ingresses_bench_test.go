@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store/dir"
 	ptypes "github.com/traefik/paerser/types"
 )
@@ -44,7 +45,7 @@ func BenchmarkPoll(b *testing.B) {
 	go func() { done <- srv.Run(ctx, ln) }()
 	defer func() { cancel(); <-done }()
 	// Ready, with this node's own record published (the revision then stays put).
-	for s := srv.pub.cur.Load(); s == nil || s.ups["vps-a"] == 0; s = srv.pub.cur.Load() {
+	for s := srv.pub.Current(); s == nil || s.Upstreams("vps-a") == 0; s = srv.pub.Current() {
 		time.Sleep(10 * time.Millisecond)
 	}
 	h := srv.Handler()
@@ -64,10 +65,10 @@ func BenchmarkPoll(b *testing.B) {
 			req.Header.Set("Authorization", "Bearer "+testIngressToken)
 			req.Header.Set("If-None-Match", etag)
 			if bc.report {
-				req.Header.Set(headerIngress, "edge-1")
-				req.Header.Set(headerIngressKind, kindPlugin)
-				req.Header.Set(headerAppliedSerial, serial)
-				req.Header.Set(headerAppliedRevision, rev)
+				req.Header.Set(api.HeaderIngress, "edge-1")
+				req.Header.Set(api.HeaderIngressKind, api.KindPlugin)
+				req.Header.Set(api.HeaderAppliedSerial, serial)
+				req.Header.Set(api.HeaderAppliedRevision, rev)
 			}
 			b.ReportAllocs()
 			for b.Loop() {

@@ -19,6 +19,7 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/node/store/s3"
@@ -75,14 +76,14 @@ func (p *fakePlugin) stop() {
 func (p *fakePlugin) poll() {
 	req, _ := http.NewRequest(http.MethodGet, p.n.url+"/v1/ingress/traefik", nil)
 	req.Header.Set("Authorization", "Bearer "+testIngressToken)
-	req.Header.Set(headerIngress, p.name)
-	req.Header.Set(headerIngressKind, kindPlugin)
+	req.Header.Set(api.HeaderIngress, p.name)
+	req.Header.Set(api.HeaderIngressKind, api.KindPlugin)
 	p.mu.Lock()
 	if p.serial > 0 {
-		req.Header.Set(headerAppliedSerial, strconv.FormatUint(p.serial, 10))
-		req.Header.Set(headerAppliedRevision, p.rev)
+		req.Header.Set(api.HeaderAppliedSerial, strconv.FormatUint(p.serial, 10))
+		req.Header.Set(api.HeaderAppliedRevision, p.rev)
 		if p.epoch != "" {
-			req.Header.Set(headerAppliedEpoch, p.epoch)
+			req.Header.Set(api.HeaderAppliedEpoch, p.epoch)
 		}
 	}
 	p.reported = append(p.reported, p.serial)
@@ -162,9 +163,9 @@ func serialOf(t *testing.T, st store.Store) uint64 {
 	return n
 }
 
-func ingressesOf(t *testing.T, n *testNode) map[string]ingressStatus {
+func ingressesOf(t *testing.T, n *testNode) map[string]api.Ingress {
 	t.Helper()
-	out := map[string]ingressStatus{}
+	out := map[string]api.Ingress{}
 	for _, in := range statusOf(t, n).Ingresses {
 		out[in.Name] = in
 	}
@@ -194,7 +195,7 @@ func testIngressReportsAreShared(t *testing.T, be reportBackend) {
 		return ok && in.State == "current" && in.Applied != nil && in.Applied.Serial == serial
 	})
 	in := ingressesOf(t, b)["edge-1"]
-	if in.Kind != kindPlugin || in.Node != "vps-a" || in.Served != nil || in.Applied.Revision != rev || in.Behind != 0 {
+	if in.Kind != api.KindPlugin || in.Node != "vps-a" || in.Served != nil || in.Applied.Revision != rev || in.Behind != 0 {
 		t.Errorf("b's view of edge-1 = %+v, want a plugin polling vps-a, applied serial %d revision %s, behind 0", in, serial, rev)
 	}
 	if stored := storedReport(t, a.st, "edge-1"); stored.Serial != serial || stored.Node != "vps-a" {
@@ -327,7 +328,7 @@ func testWaitAppliedWaitsForEveryLiveIngress(t *testing.T, be reportBackend) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("PUT with wait=applied: %d %s", resp.StatusCode, body)
 	}
-	var ab appliedBody
+	var ab api.Applied
 	if err := json.Unmarshal(body, &ab); err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +352,7 @@ func testWaitAppliedWaitsForEveryLiveIngress(t *testing.T, be reportBackend) {
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("PUT with a stuck ingress: %d %s, want 202", resp.StatusCode, body)
 	}
-	ab = appliedBody{}
+	ab = api.Applied{}
 	json.Unmarshal(body, &ab)
 	if ab.Applied || len(ab.Behind) != 1 || ab.Behind[0].Name != "edge-2" || !strings.Contains(ab.Detail, "edge-2") {
 		t.Errorf("202 body %s: want edge-2 named behind", body)
@@ -487,40 +488,40 @@ func TestHostileIngressReports(t *testing.T) {
 		return resp
 	}
 	for _, hdr := range [][]string{
-		{headerIngress, strings.Repeat("a", 64)},
-		{headerIngress, "Edge"},
-		{headerIngress, "edge/../x"},
-		{headerIngress, "-edge"},
-		{headerIngress, "edge", headerIngressKind, "nginx"},
-		{headerIngress, "edge", headerAppliedSerial, "5"},
-		{headerIngress, "edge", headerIngressKind, kindPlugin, headerAppliedSerial, "-5"},
-		{headerIngress, "edge", headerIngressKind, kindPlugin, headerAppliedRevision, "nothex"},
-		{headerIngress, "edge", headerIngressKind, kindPlugin, headerAppliedEpoch, "x"},
+		{api.HeaderIngress, strings.Repeat("a", 64)},
+		{api.HeaderIngress, "Edge"},
+		{api.HeaderIngress, "edge/../x"},
+		{api.HeaderIngress, "-edge"},
+		{api.HeaderIngress, "edge", api.HeaderIngressKind, "nginx"},
+		{api.HeaderIngress, "edge", api.HeaderAppliedSerial, "5"},
+		{api.HeaderIngress, "edge", api.HeaderIngressKind, api.KindPlugin, api.HeaderAppliedSerial, "-5"},
+		{api.HeaderIngress, "edge", api.HeaderIngressKind, api.KindPlugin, api.HeaderAppliedRevision, "nothex"},
+		{api.HeaderIngress, "edge", api.HeaderIngressKind, api.KindPlugin, api.HeaderAppliedEpoch, "x"},
 	} {
-		if got := poll(hdr...).Header.Get(headerIngressReport); !strings.HasPrefix(got, "refused: ") {
-			t.Errorf("report %v: %s %q, want refused", hdr, headerIngressReport, got)
+		if got := poll(hdr...).Header.Get(api.HeaderIngressReport); !strings.HasPrefix(got, "refused: ") {
+			t.Errorf("report %v: %s %q, want refused", hdr, api.HeaderIngressReport, got)
 		}
 	}
 	known := n.srv.identity.Serial()
-	poll(headerIngress, "liar", headerIngressKind, kindPlugin, headerAppliedSerial, "999999999")
+	poll(api.HeaderIngress, "liar", api.HeaderIngressKind, api.KindPlugin, api.HeaderAppliedSerial, "999999999")
 	if in := ingressesOf(t, n)["liar"]; in.Applied == nil || in.Applied.Serial != known {
 		t.Errorf("a serial from the future: %+v, want clamped to %d", in.Applied, known)
 	}
 
 	base := cs.snapshot()["Put"]
 	for i := range 200 {
-		poll(headerIngress, fmt.Sprintf("spam-%d", i))
+		poll(api.HeaderIngress, fmt.Sprintf("spam-%d", i))
 	}
 	// A report flood: many polls of one name.
 	for range 200 {
-		poll(headerIngress, "spam-0")
+		poll(api.HeaderIngress, "spam-0")
 	}
 	time.Sleep(time.Second)
 	ins := ingressesOf(t, n)
 	if len(ins) > cfg.Ingresses.MaxTracked {
 		t.Errorf("%d ingresses tracked, want at most %d", len(ins), cfg.Ingresses.MaxTracked)
 	}
-	if got := poll(headerIngress, "spam-199").Header.Get(headerIngressReport); !strings.Contains(got, "maxTracked") {
+	if got := poll(api.HeaderIngress, "spam-199").Header.Get(api.HeaderIngressReport); !strings.Contains(got, "maxTracked") {
 		t.Errorf("a name beyond maxTracked: %q, want refused naming ingresses.maxTracked", got)
 	}
 	if puts := cs.snapshot()["Put"] - base; puts > cfg.Ingresses.MaxTracked+2 {
@@ -528,7 +529,7 @@ func TestHostileIngressReports(t *testing.T) {
 	}
 	// Made-up names, each different: still a line a minute per header at fault.
 	for i := range 100 {
-		poll(headerIngress, fmt.Sprintf("Bad-%d", i))
+		poll(api.HeaderIngress, fmt.Sprintf("Bad-%d", i))
 	}
 	if l := n.logs.String(); strings.Count(l, "ingress report refused") > 12 {
 		t.Errorf("refusals logged %d times, want each reason once a minute", strings.Count(l, "ingress report refused"))
@@ -543,7 +544,7 @@ func TestCorruptIngressObjectIsSkippedWithAReason(t *testing.T) {
 func testCorruptIngressObjectIsSkipped(t *testing.T, be reportBackend) {
 	n := startReportsNode(t, be, "vps-a")
 	ctx := context.Background()
-	good, _ := json.Marshal(ingressReport{Name: "edge-1", Kind: kindHTTP, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
+	good, _ := json.Marshal(ingressReport{Name: "edge-1", Kind: api.KindHTTP, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
 	for k, v := range map[string]string{
 		"ingresses/edge-1.json": string(good),
 		"ingresses/bad.json":    "{",
@@ -572,12 +573,12 @@ func testCorruptIngressObjectIsSkipped(t *testing.T, be reportBackend) {
 func TestHTTPProviderIngressIsServedNotApplied(t *testing.T) {
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
-	resp, _ := n.get("/v1/ingress/traefik?prefer=self", testIngressToken, headerIngress, "edge-h")
+	resp, _ := n.get("/v1/ingress/traefik?prefer=self", testIngressToken, api.HeaderIngress, "edge-h")
 	serial, _ := strconv.ParseUint(resp.Header.Get("X-Scafo-Serial"), 10, 64)
-	if in := ingressesOf(t, n)["edge-h"]; in.Kind != kindHTTP || in.Served == nil || in.Served.Serial != 0 || in.Applied != nil {
+	if in := ingressesOf(t, n)["edge-h"]; in.Kind != api.KindHTTP || in.Served == nil || in.Served.Serial != 0 || in.Applied != nil {
 		t.Errorf("after one poll: %+v, want kind http, nothing counted yet", in)
 	}
-	n.get("/v1/ingress/traefik?prefer=self", testIngressToken, headerIngress, "edge-h")
+	n.get("/v1/ingress/traefik?prefer=self", testIngressToken, api.HeaderIngress, "edge-h")
 	if in := ingressesOf(t, n)["edge-h"]; in.Served == nil || in.Served.Serial != serial || in.Served.Revision != resp.Header.Get("X-Scafo-Revision") || in.State != "current" {
 		t.Errorf("after a second poll: %+v, want served serial %d, current", in, serial)
 	}
@@ -602,7 +603,7 @@ func TestIngressMetricsAndAWaitWithNoIngress(t *testing.T) {
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	resp, body := n.do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=10s", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	var ab appliedBody
+	var ab api.Applied
 	json.Unmarshal(body, &ab)
 	if resp.StatusCode != http.StatusOK || ab.Ingresses != 0 {
 		t.Fatalf("wait with no ingress: %d %s", resp.StatusCode, body)
@@ -792,7 +793,7 @@ func testAnIdleIngressCosts(t *testing.T, be reportBackend) {
 	rc, httpOf := countedReports(t, be)
 	n := startNodeWithStore(t, cfg, rc)
 	n.waitReady()
-	resp, _ := n.get("/v1/ingress/traefik", testIngressToken, headerIngress, "edge-1", headerIngressKind, kindPlugin)
+	resp, _ := n.get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, "edge-1", api.HeaderIngressKind, api.KindPlugin)
 	etag := resp.Header.Get("ETag")
 	start := time.Now()
 	const held = 3 * time.Second
@@ -802,8 +803,8 @@ func testAnIdleIngressCosts(t *testing.T, be reportBackend) {
 		req, _ := http.NewRequest(http.MethodGet, n.url+"/v1/ingress/traefik?wait="+held.String(), nil)
 		req.Header.Set("Authorization", "Bearer "+testIngressToken)
 		req.Header.Set("If-None-Match", etag)
-		req.Header.Set(headerIngress, "edge-1")
-		req.Header.Set(headerIngressKind, kindPlugin)
+		req.Header.Set(api.HeaderIngress, "edge-1")
+		req.Header.Set(api.HeaderIngressKind, api.KindPlugin)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			codes <- 0
@@ -875,7 +876,7 @@ func testIngressReportsPastOneListPage(t *testing.T, be reportBackend) {
 	st := be.open(t)
 	seen := time.Now().UTC()
 	for i := range reports {
-		b, _ := json.Marshal(ingressReport{Name: fmt.Sprintf("edge-%04d", i), Kind: kindPlugin, Node: "vps-b", Serial: 1, Seen: seen})
+		b, _ := json.Marshal(ingressReport{Name: fmt.Sprintf("edge-%04d", i), Kind: api.KindPlugin, Node: "vps-b", Serial: 1, Seen: seen})
 		if _, err := st.Put(t.Context(), fmt.Sprintf("%sedge-%04d.json", prefixIngresses, i), b, store.Condition{}); err != nil {
 			t.Fatal(err)
 		}
@@ -896,7 +897,7 @@ func testIngressReportsPastOneListPage(t *testing.T, be reportBackend) {
 		if i > 0 {
 			ahead.Add(int64(statusViewMaxAge + time.Millisecond)) // the view is now too old to reuse
 		}
-		var s statusBody
+		var s api.Status
 		d, h := costOf(rc, httpOf, func() { s = statusOf(t, n) })
 		if s.IngressesError != "" || len(s.Ingresses) != reports || s.Ingresses[reports-1].Name != fmt.Sprintf("edge-%04d", reports-1) {
 			t.Fatalf("status %d: %d ingresses, error %q; want the %d reports", i, len(s.Ingresses), s.IngressesError, reports)
@@ -997,7 +998,7 @@ func TestIngressReportsAreReadInTimeFromAStoreARegionAway(t *testing.T) {
 	bcfg := s3test.Shared(t).NewBucket(t)
 	writer := openS3(t, bcfg)
 	for i := range reports {
-		b, _ := json.Marshal(ingressReport{Name: fmt.Sprintf("edge-%03d", i), Kind: kindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
+		b, _ := json.Marshal(ingressReport{Name: fmt.Sprintf("edge-%03d", i), Kind: api.KindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
 		if _, err := writer.Put(t.Context(), fmt.Sprintf("%sedge-%03d.json", prefixIngresses, i), b, store.Condition{}); err != nil {
 			t.Fatal(err)
 		}
@@ -1054,7 +1055,7 @@ func testAFailedReadKeepsWhatItRead(t *testing.T, be reportBackend) {
 	const reports = 60
 	st := be.open(t)
 	for i := range reports {
-		b, _ := json.Marshal(ingressReport{Name: fmt.Sprintf("edge-%03d", i), Kind: kindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
+		b, _ := json.Marshal(ingressReport{Name: fmt.Sprintf("edge-%03d", i), Kind: api.KindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
 		if _, err := st.Put(t.Context(), fmt.Sprintf("%sedge-%03d.json", prefixIngresses, i), b, store.Condition{}); err != nil {
 			t.Fatal(err)
 		}
@@ -1062,7 +1063,7 @@ func testAFailedReadKeepsWhatItRead(t *testing.T, be reportBackend) {
 	gf := &getFails{Store: st, key: prefixIngresses + "edge-030.json"}
 	book := newIngressBook(gf, slog.New(slog.DiscardHandler), "vps-a",
 		IngressesConfig{LostAfter: ptypes.Duration(time.Minute), ForgetAfter: ptypes.Duration(time.Hour), MaxTracked: 8},
-		func() (uint64, string) { return 1, "" }, func() (string, uint64) { return "", 1 })
+		func() (uint64, string) { return 1, "" }, func() (string, uint64) { return "", 1 }, nil, nil)
 	reps, _, err := book.readView(t.Context(), 0)
 	first := int(gf.read.Load())
 	if err == nil || !strings.Contains(err.Error(), "edge-030") || len(reps) != first || first >= reports {
@@ -1088,7 +1089,7 @@ func testIngressNotSeenForForgetAfterIsForgotten(t *testing.T, be reportBackend)
 	n := startReportsNode(t, be, "vps-a") // forgetAfter 1h
 	ctx := context.Background()
 	for name, age := range map[string]time.Duration{"old": 2 * time.Hour, "recent": 30 * time.Minute} {
-		b, _ := json.Marshal(ingressReport{Name: name, Kind: kindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().Add(-age).UTC()})
+		b, _ := json.Marshal(ingressReport{Name: name, Kind: api.KindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().Add(-age).UTC()})
 		if _, err := n.st.Put(ctx, prefixIngresses+name+".json", b, store.Condition{}); err != nil {
 			t.Fatal(err)
 		}
@@ -1153,7 +1154,7 @@ func TestIngressReportSeenInTheFutureIsSkippedNotWaitedForForever(t *testing.T) 
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir())) // lostAfter 2s
 	n.waitReady()
 	ctx := context.Background()
-	ghost, _ := json.Marshal(ingressReport{Name: "ghost", Kind: kindPlugin, Node: "vps-z", Serial: 1, Seen: time.Now().Add(365 * 24 * time.Hour).UTC()})
+	ghost, _ := json.Marshal(ingressReport{Name: "ghost", Kind: api.KindPlugin, Node: "vps-z", Serial: 1, Seen: time.Now().Add(365 * 24 * time.Hour).UTC()})
 	if _, err := n.st.Put(ctx, prefixIngresses+"ghost.json", ghost, store.Condition{}); err != nil {
 		t.Fatal(err)
 	}

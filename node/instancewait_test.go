@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
 )
 
@@ -69,7 +70,7 @@ func testAnInstanceMoveAnswersApplied(t *testing.T, be reportBackend) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("instance move with wait=applied: %d %s, want 200", resp.StatusCode, body)
 	}
-	var ab appliedBody
+	var ab api.Applied
 	if err := json.Unmarshal(body, &ab); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func testAnInstanceMoveAnswersApplied(t *testing.T, be reportBackend) {
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("move with a stuck ingress: %d %s, want 202", resp.StatusCode, body)
 	}
-	ab = appliedBody{}
+	ab = api.Applied{}
 	json.Unmarshal(body, &ab)
 	if ab.Applied || len(ab.Behind) != 1 || ab.Behind[0].Name != "edge-2" || !strings.Contains(ab.Detail, "edge-2") {
 		t.Errorf("202 body %s: want edge-2 named behind", body)

@@ -39,7 +39,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -270,9 +269,9 @@ func (s *Server) guardReserve(next http.Handler) http.Handler {
 // health probes, none with a body (a body could hold the slot for a body timeout), and
 // anything with the admin token. Tokens are compared in constant time; no store is read.
 func (s *Server) reserveAdmits(r *http.Request) bool {
-	p := r.URL.Path
+	kind := reserveRoute(r.URL.Path) // the routes' reserve attribute (routes.go)
 	read := (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.ContentLength == 0
-	if read && (p == "/v1/healthz" || p == "/v1/readyz" || strings.HasPrefix(p, "/v1/health/instances/")) {
+	if read && kind == reserveAnyone {
 		return true
 	}
 	tok := bearer(r.Header.Get("Authorization"))
@@ -282,7 +281,7 @@ func (s *Server) reserveAdmits(r *http.Request) bool {
 	if s.isAdminToken(tok) {
 		return true
 	}
-	return read && (strings.HasPrefix(p, "/v1/ingress/") || p == "/v1/status") && s.isIngressToken(tok)
+	return read && kind == reserveIngress && s.isIngressToken(tok)
 }
 
 // ---- time ----

@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/scafo/ingress/node/publish"
 )
 
 // metrics are the node's Prometheus metrics, on a private registry.
@@ -34,7 +36,7 @@ func boolGauge(f func() bool) func() float64 {
 	}
 }
 
-func newMetrics(pub *publisher, probes metricProbes) *metrics {
+func newMetrics(pub *publish.Publisher, probes metricProbes) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		polls: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -63,11 +65,11 @@ func newMetrics(pub *publisher, probes metricProbes) *metrics {
 		Name: "scafo_revision_age_seconds",
 		Help: "Seconds since the published revision first appeared (-1 before the first pass).",
 	}, func() float64 {
-		s := pub.cur.Load()
+		s := pub.Current()
 		if s == nil {
 			return -1
 		}
-		return time.Since(s.since).Seconds()
+		return time.Since(s.Since()).Seconds()
 	})
 	storeForeign := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "scafo_store_foreign",

@@ -3,72 +3,14 @@ package node
 import (
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node/publish"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/fleet"
 )
-
-// BenchmarkPublishOneChange is the node's whole part of one change, past the store:
-// derive the fleet with one application's port moved (fleet.Deriver, as the reconciler
-// does after a one-step store read), publish the document, and serve
-// the first poll of the rendered configuration (incremental render, gzip, ETag hash,
-// spill to disk for sendfile). render.BenchmarkDeriveRender measures derive + render
-// alone on the same fleets; the difference is what the node adds per body.
-func BenchmarkPublishOneChange(b *testing.B) {
-	for _, apps := range []int{1000, 10000, 100000} {
-		st := fleet.GenerateState(apps, 0)
-		opt := fleet.GenerateOptions()
-		b.Run(fmt.Sprintf("apps=%d", apps), func(b *testing.B) {
-			st := st
-			st.Nodes = slices.Clone(st.Nodes)
-			p := newPublisher(render.Options{}, b.TempDir())
-			app := st.Apps[4].Name // placed on vps-b and vps-c
-			// The first render is cold (every fragment); the loop measures the steady state.
-			var x fleet.Deriver
-			d0, _, _ := x.Derive(st, opt, nil)
-			p.publish(d0, time.Now())
-			if _, err := p.get(p.cur.Load(), "", formatTraefik); err != nil {
-				b.Fatal(err)
-			}
-			n, routes, size, gz := 0, 0, 0, 0
-			var deriving, publishing time.Duration
-			for b.Loop() {
-				n++
-				// vps-b's record as a new value, as a store read makes it (untimed).
-				st.Nodes = slices.Clone(st.Nodes)
-				was := st.Nodes[1].Instances
-				st.Nodes[1].Instances = make(map[string]fleet.Instance, len(was))
-				for k, v := range was {
-					st.Nodes[1].Instances[k] = v
-				}
-				st.Nodes[1].Instances[app] = fleet.Instance{Port: 1 + n%60000, Ready: true}
-				t0 := time.Now()
-				doc, _, delta := x.Derive(st, opt, []string{fleet.NodeKey("vps-b")})
-				t1 := time.Now()
-				if delta == nil {
-					b.Fatal("the change was not patched")
-				}
-				if !p.publishDelta(doc, delta, t1) {
-					b.Fatal("the revision did not move")
-				}
-				r, err := p.get(p.cur.Load(), "", formatTraefik)
-				if err != nil {
-					b.Fatal(err)
-				}
-				deriving, publishing = deriving+t1.Sub(t0), publishing+time.Since(t1)
-				routes, size, gz = len(doc.Routes), len(r.body), len(r.gz)
-			}
-			b.ReportMetric(float64(deriving.Nanoseconds())/float64(b.N)/float64(routes), "derive-ns/route")
-			b.ReportMetric(float64(publishing.Nanoseconds())/float64(b.N)/float64(routes), "publish-ns/route")
-			b.ReportMetric(float64(size)/1e6, "body-MB")
-			b.ReportMetric(float64(gz)/1e6, "gzip-MB")
-		})
-	}
-}
 
 // BenchmarkReconcileDeriveOneChange is the reconcile pass's own part of one change, past
 // the store reads: reconciler.derive folds the cached objects into the fleet state,
@@ -80,7 +22,7 @@ func BenchmarkReconcileDeriveOneChange(b *testing.B) {
 		st := fleet.GenerateState(apps, 0)
 		b.Run(fmt.Sprintf("apps=%d", apps), func(b *testing.B) {
 			opt := fleet.GenerateOptions()
-			r := &reconciler{pub: newPublisher(render.Options{}, ""), log: slog.New(slog.DiscardHandler),
+			r := &reconciler{pub: publish.New(render.Options{}, "", nil), log: slog.New(slog.DiscardHandler),
 				opts: func() fleet.Options { o := opt; o.Now = time.Time{}; return o }, objects: map[string]cachedObject{}}
 			for _, a := range st.Apps {
 				r.objects[fleet.AppKey(a.Name)] = cachedObject{etag: "1", value: a}
@@ -94,7 +36,7 @@ func BenchmarkReconcileDeriveOneChange(b *testing.B) {
 			now := opt.Now
 			r.derive(now, nil)
 			key, app := fleet.NodeKey("vps-b"), st.Apps[4].Name
-			routes := len(r.pub.cur.Load().doc.Routes)
+			routes := len(r.pub.Current().Doc().Routes)
 			var deriving time.Duration
 			n := 0
 			for b.Loop() {
@@ -112,7 +54,7 @@ func BenchmarkReconcileDeriveOneChange(b *testing.B) {
 				t0 := time.Now()
 				r.derive(now, []string{key})
 				deriving += time.Since(t0)
-				if r.pub.cur.Load().delta == nil {
+				if !r.pub.Current().Patched() {
 					b.Fatal("the change was not patched")
 				}
 			}

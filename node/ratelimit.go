@@ -8,6 +8,8 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/scafo/ingress/internal/bucket"
 )
 
 // writeLimiter is a token bucket per application token: a tenant's CI or router may
@@ -20,16 +22,11 @@ type writeLimiter struct {
 	now   func() time.Time
 
 	mu      sync.Mutex
-	buckets *lru.Cache[string, *bucket]
-}
-
-type bucket struct {
-	tokens float64
-	last   time.Time
+	buckets *lru.Cache[string, *bucket.Bucket]
 }
 
 func newWriteLimiter(rate float64, burst int) *writeLimiter {
-	c, _ := lru.New[string, *bucket](16384)
+	c, _ := lru.New[string, *bucket.Bucket](16384)
 	return &writeLimiter{rate: rate, burst: float64(burst), now: time.Now, buckets: c}
 }
 
@@ -37,19 +34,13 @@ func newWriteLimiter(rate float64, burst int) *writeLimiter {
 func (l *writeLimiter) take(key string) (ok bool, retry time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now()
 	b, found := l.buckets.Get(key)
 	if !found {
-		b = &bucket{tokens: l.burst, last: now}
+		nb := bucket.New(l.rate, l.burst)
+		b = &nb
 		l.buckets.Add(key, b)
 	}
-	b.tokens = math.Min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate)
-	b.last = now
-	if b.tokens >= 1 {
-		b.tokens--
-		return true, 0
-	}
-	return false, time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
+	return b.Take(l.now())
 }
 
 // limitWrites answers 429 with Retry-After to an application token past its write

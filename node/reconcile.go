@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/scafo/ingress/node/publish"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
 	"github.com/scafo/ingress/render/routing"
@@ -34,7 +35,7 @@ import (
 // times say which records were rewritten (see liveness).
 type reconciler struct {
 	st   store.Store
-	pub  *publisher
+	pub  *publish.Publisher
 	log  *slog.Logger
 	opts func() fleet.Options // Now is filled per pass
 	self fleet.NodeSettings
@@ -118,10 +119,10 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 	r.checkAdopt()
 	defer func() {
 		foreign := errors.Is(err, store.ErrForeign)
-		if foreign && r.remembered != nil && r.pub.cur.Load() == nil {
+		if foreign && r.remembered != nil && r.pub.Current() == nil {
 			// A restart on a foreign store: serve what this node served, not nothing
 			// (503 forever) and never what that store holds.
-			r.pub.publish(r.remembered, now)
+			r.pub.Publish(r.remembered, now)
 			r.mu.Lock()
 			r.status.Remembered = true
 			r.mu.Unlock()

@@ -72,7 +72,7 @@ func (r *reconciler) derive(now time.Time, changed []string) int {
 		r.groups.setApps(f.namedGroups())
 	}
 	skipped = append(skipped, dskipped...)
-	if r.pub.publishDelta(doc, delta, now) {
+	if r.pub.PublishDelta(doc, delta, now) {
 		r.lastPublish = time.Now()
 		r.log.Info("published routing document", "revision", doc.Revision, "routes", len(doc.Routes), "skipped", len(skipped))
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render/fleet"
@@ -132,7 +133,7 @@ func TestRestartOnAForeignStoreServesTheRememberedDocument(t *testing.T) {
 			}
 			// Ingress reports are not written there either.
 			for range 3 {
-				n.get("/v1/ingress/traefik", testIngressToken, headerIngress, "edge-1", headerIngressKind, kindPlugin)
+				n.get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, "edge-1", api.HeaderIngressKind, api.KindPlugin)
 				time.Sleep(2 * ingressMinWriteGap)
 			}
 			if after := storeBytes(t, storeDir); !equalMaps(swapped, after) {

@@ -17,13 +17,13 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
-	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetwrite"
+	"github.com/scafo/ingress/node/probe"
+	"github.com/scafo/ingress/node/publish"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/node/store/s3"
@@ -55,7 +55,7 @@ type Server struct {
 	ingressToken string
 	adminToken   string
 
-	pub       *publisher
+	pub       *publish.Publisher
 	certs     *fleetcerts.Manager // fleet certificates; nil without --acme.enabled (acme.go)
 	rec       *reconciler
 	metrics   *metrics
@@ -64,7 +64,7 @@ type Server struct {
 	writer    *fleetwrite.Writer   // every fleet write
 	ingresses *ingressBook         // ingress reports (ingresses.go)
 	instances *fleetwrite.Registry // this node's instances (ports, readiness)
-	probes    *prober              // probes of those instances; nil when probe.interval is 0
+	probes    *probe.Prober        // probes of those instances; nil when probe.interval is 0
 
 	// nodeID (<stateDir>/node-id) and bootID (minted per process) go into this node's
 	// record; name tracks that record and any other writer of it (nodename.go).
@@ -146,7 +146,11 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	cfg.Limits.fillDefaults()
 	storeRequests := newStoreRequests()
 	st = newRequestCounter(st, storeRequests)
-	pub := newPublisher(ropts, openSpillDir(cfg.StateDir, log))
+	// The reconcile loop publishes right after committing the serial it read (or, on a
+	// foreign store at start, the remembered document under the seeded serial).
+	identity := &store.Identity{}
+	pub := publish.New(ropts, openSpillDir(cfg.StateDir, log),
+		func() (uint64, string) { return identity.Serial(), identity.Epoch() })
 	groups := &groupKnowledge{configured: map[string]bool{}}
 	for _, g := range cfg.Platform.DomainGroups() {
 		groups.configured[g] = true
@@ -154,7 +158,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	s := &Server{
 		cfg: cfg, log: log, st: st, groups: groups,
 		ingressToken: ingressTok, adminToken: adminTok,
-		pub: pub, instances: inst, identity: &store.Identity{}, storeRequests: storeRequests,
+		pub: pub, instances: inst, identity: identity, storeRequests: storeRequests,
 		writes: newWriteLimiter(cfg.Writes.Rate, cfg.Writes.Burst),
 		nodeID: nodeID, bootID: randomHex(8), started: time.Now(),
 		rejects:   newRejectLogger(log, time.Duration(cfg.Limits.RejectLog)),
@@ -169,9 +173,6 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		beat:          make(chan struct{}, 1),
 		shutdown:      make(chan struct{}),
 	}
-	// The reconcile loop publishes right after committing the serial it read (or, on a
-	// foreign store at start, the remembered document under the seeded serial).
-	pub.serialOf = func() (uint64, string) { return s.identity.Serial(), s.identity.Epoch() }
 	s.metrics = newMetrics(pub, metricProbes{
 		storeForeign:  s.identity.Foreign,
 		storeRequests: storeRequests,
@@ -179,15 +180,14 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	})
 	s.ingresses = newIngressBook(st, log, cfg.Node.Name, cfg.Ingresses,
 		func() (uint64, string) { return s.identity.Serial(), s.identity.Epoch() },
-		s.publishedMark)
-	s.ingresses.foreign = s.identity.Foreign
-	s.ingresses.groupRevision = func(groups string) string {
-		snap := s.pub.cur.Load()
-		if snap == nil {
-			return ""
-		}
-		return snap.forGroups(strings.Split(groups, ",")).Revision
-	}
+		s.publishedMark, s.identity.Foreign,
+		func(groups string) string {
+			snap := s.pub.Current()
+			if snap == nil {
+				return ""
+			}
+			return snap.ForGroups(strings.Split(groups, ",")).Revision
+		})
 	s.metrics.reg.MustRegister(ingressCollector{s})
 	if err := s.setupACME(); err != nil {
 		return nil, err
@@ -260,33 +260,8 @@ func (s *Server) settings() fleet.NodeSettings {
 	return fleet.NodeSettings{PlatformDomains: s.cfg.Platform.Domains, APIPublic: s.cfg.API.Public, DomainGroups: s.cfg.Platform.DomainGroups()}
 }
 
-// Handler is the node's HTTP API.
-func (s *Server) Handler() http.Handler {
-	r := chi.NewRouter()
-	r.Use(s.guardReserve, s.boundRequest, middleware.GetHead)
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not found", r.URL.Path)
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, "method not allowed", r.Method+" "+r.URL.Path)
-	})
-	r.Get("/v1/healthz", s.handleHealthz)
-	r.Get("/v1/readyz", s.handleReadyz)
-	r.Get("/v1/health/instances/{app}", s.handleInstanceHealth)
-	r.Get(render.ACMEChallengePath+"{token}", s.handleACMEChallenge)
-	r.Method(http.MethodGet, "/metrics", s.metricsHandler())
-	r.Group(func(r chi.Router) {
-		r.Use(s.requireIngress) // the ingress token, or the admin's
-		r.Get("/v1/status", s.handleStatus)
-		r.Get("/v1/ingress/{format}", s.handleIngress)
-	})
-	s.mountWrite(r)
-	s.mountStorage(r)
-	return r
-}
-
 // newProber builds the prober of this node's instances (nil when probe.interval is 0).
-func (s *Server) newProber() *prober {
+func (s *Server) newProber() *probe.Prober {
 	cfg := s.cfg.Probe
 	if cfg.Interval <= 0 {
 		return nil
@@ -296,14 +271,15 @@ func (s *Server) newProber() *prober {
 		s.log.Warn("not probing instances: node.address is not an IP", "address", s.cfg.Node.Address)
 		return nil
 	}
-	p := newProber(cfg, addr, s.log)
-	p.apiPort = func() int { return s.cfg.Node.APIPort }
-	p.instances = s.instances.Records
-	p.declared = s.instances.Get
-	p.healthPath = func(app, appID string) string { return appHealthPath(s.rec.knownApps(), app, appID) }
-	p.onChange = s.kickHeartbeat
-	p.m = newProbeMetrics(s.metrics.reg, p.down)
-	return p
+	return probe.New(probe.Options{
+		Config: cfg, Addr: addr, Log: s.log,
+		APIPort:    func() int { return s.cfg.Node.APIPort },
+		Instances:  s.instances.Records,
+		Declared:   s.instances.Get,
+		HealthPath: func(app, appID string) string { return appHealthPath(s.rec.knownApps(), app, appID) },
+		OnChange:   s.kickHeartbeat,
+		Metrics:    s.metrics.reg,
+	})
 }
 
 // kickReconcile asks for a pass now (after a write through this node).
@@ -358,7 +334,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.probes.run(loopCtx)
+			s.probes.Run(loopCtx)
 		}()
 	}
 	wg.Add(4)
@@ -420,7 +396,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	wg.Wait()
 	stopSaver()
 	<-saverDone
-	s.removeSpill()
+	s.pub.RemoveSpill()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
@@ -447,13 +423,6 @@ func openSpillDir(stateDir string, log *slog.Logger) string {
 		return ""
 	}
 	return dir
-}
-
-// removeSpill deletes the spilled bodies (after the HTTP server has stopped).
-func (s *Server) removeSpill() {
-	if s.pub.spillDir != "" {
-		os.RemoveAll(s.pub.spillDir)
-	}
 }
 
 // healthCheckInterval is the render's interval setting: "" (automatic, sized for the

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
@@ -26,22 +29,6 @@ import (
 // waiter polls the book (a shared store read at most every ingressViewMaxAge) in the
 // request's own goroutine, and ends with the request. At most maxWaiters writes wait at
 // once on a node; beyond, a write asking to wait is refused (503) before it is made.
-
-// appliedBody is the answer of a write made with ?wait=applied.
-type appliedBody struct {
-	// Serial is the store serial that announced the write (for a write that changed
-	// nothing: the store's serial when it answered).
-	Serial uint64 `json:"serial"`
-	// Applied: every live ingress holds it (200); false at the timeout (202).
-	Applied bool `json:"applied"`
-	// Ingresses is how many live ingresses were waited for.
-	Ingresses int `json:"ingresses"`
-	// Behind are the live ingresses that did not report it in time.
-	Behind []ingressStatus `json:"behind"`
-	Detail string          `json:"detail,omitempty"`
-	// Result is the write's own answer.
-	Result json.RawMessage `json:"result"`
-}
 
 // applyWait parses ?wait= and ?timeout= of a write. ok false: no wait asked.
 func applyWait(r *http.Request) (d time.Duration, ok bool, what string, err error) {
@@ -103,17 +90,15 @@ func (s *Server) waitApplied(next http.Handler) http.Handler {
 		if a := actorOf(r); !a.Admin {
 			account = a.Token.Account
 		}
-		if !s.ingresses.takeWaiter(account) {
+		if ok, why := s.ingresses.takeWaiter(account); !ok {
 			cutBody(w, r)
 			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusServiceUnavailable, "too many waiters",
-				fmt.Sprintf("%d writes are waiting with wait=applied on this node (at most %d, %d per account, %d for application tokens together); nothing was written; retry, or write without wait",
-					len(s.ingresses.waiters), cap(s.ingresses.waiters), maxWaitersPerAccount, cap(s.ingresses.waiters)-cap(s.ingresses.waiters)/adminWaiterShare))
+			writeError(w, http.StatusServiceUnavailable, "too many waiters", why)
 			return
 		}
 		defer s.ingresses.releaseWaiter(account)
-		if app, ok := strings.CutPrefix(r.URL.Path, instancesPath); ok {
-			s.waitInstanceApplied(w, r, next, app, d)
+		if isInstanceWrite(r) { // the route's attribute (routes.go)
+			s.waitInstanceApplied(w, r, next, chi.URLParam(r, "app"), d)
 			return
 		}
 		sink := &fleetwrite.SerialSink{}
@@ -144,7 +129,7 @@ func (s *Server) waitApplied(next http.Handler) http.Handler {
 }
 
 // answerApplied wraps a write's recorded answer in the wait's envelope.
-func (s *Server) answerApplied(w http.ResponseWriter, rec *recorder, body appliedBody, code int) {
+func (s *Server) answerApplied(w http.ResponseWriter, rec *recorder, body api.Applied, code int) {
 	s.armWrite(w) // the answer's time starts after the wait
 	body.Result = json.RawMessage(bytes.TrimSpace(rec.body.Bytes()))
 	if len(body.Result) == 0 {
@@ -163,12 +148,9 @@ func (s *Server) probeUp(app string, inst fleet.Instance) bool {
 	if s.probes == nil {
 		return true
 	}
-	up, _ := s.probes.ready(app, inst)
+	up, _ := s.probes.Ready(app, inst)
 	return up
 }
-
-// instancesPath prefixes the instance writes (/v1/node/instances/{app}).
-const instancesPath = "/v1/node/instances/"
 
 // waitInstanceApplied serves an instance write (allocate, set, release) with
 // ?wait=applied (DESIGN §13). An instance is not announced by the write itself but by
@@ -203,7 +185,7 @@ func (s *Server) waitInstanceApplied(w http.ResponseWriter, r *http.Request, nex
 			// written (the announcement read above is the one before it).
 			why := "probe failed"
 			if s.probes != nil {
-				if _, w := s.probes.ready(app, declared); w != "" {
+				if _, w := s.probes.Ready(app, declared); w != "" {
 					why = w
 				}
 			}
@@ -217,7 +199,7 @@ func (s *Server) waitInstanceApplied(w http.ResponseWriter, r *http.Request, nex
 		return // the client went away
 	}
 	if !ok {
-		s.answerApplied(w, rec, appliedBody{Behind: []ingressStatus{}, Detail: fmt.Sprintf("after %s, %s", d, why)}, http.StatusAccepted)
+		s.answerApplied(w, rec, api.Applied{Behind: []api.Ingress{}, Detail: fmt.Sprintf("after %s, %s", d, why)}, http.StatusAccepted)
 		return
 	}
 	body, code, done := s.awaitApplied(r.Context(), serial, max(time.Until(deadline), time.Millisecond))
@@ -227,82 +209,34 @@ func (s *Server) waitInstanceApplied(w http.ResponseWriter, r *http.Request, nex
 	s.answerApplied(w, rec, body, code)
 }
 
-// maxWaitersPerAccount bounds one account's waiting writes on a node.
-const maxWaitersPerAccount = 8
-
-// adminWaiterShare: application tokens together hold at most all but 1/adminWaiterShare
-// of a node's waiter slots (56 of 64): the rest are the admin's, so tenants of several
-// accounts, each within its own share, cannot make the control plane's waits fail.
-const adminWaiterShare = 8
-
-// takeWaiter takes a waiter slot for account ("" for the admin), or reports that none
-// is free.
-func (b *ingressBook) takeWaiter(account string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if account != "" {
-		if b.waiting[account] >= maxWaitersPerAccount {
-			return false
-		}
-		tenants := 0
-		for _, n := range b.waiting {
-			tenants += n
-		}
-		if tenants >= cap(b.waiters)-cap(b.waiters)/adminWaiterShare {
-			return false
-		}
-	}
-	select {
-	case b.waiters <- struct{}{}:
-	default:
-		return false
-	}
-	if account != "" {
-		b.waiting[account]++
-	}
-	return true
-}
-
-func (b *ingressBook) releaseWaiter(account string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	<-b.waiters
-	if account != "" {
-		if b.waiting[account]--; b.waiting[account] <= 0 {
-			delete(b.waiting, account)
-		}
-	}
-}
-
 // awaitApplied waits until every live ingress holds serial, or d passes. done is false
 // when ctx ended first.
-func (s *Server) awaitApplied(ctx context.Context, serial uint64, d time.Duration) (appliedBody, int, bool) {
+func (s *Server) awaitApplied(ctx context.Context, serial uint64, d time.Duration) (api.Applied, int, bool) {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	poll := time.NewTicker(ingressViewMaxAge / 2)
 	defer poll.Stop()
 	for {
 		b := s.ingresses
-		b.mu.Lock()
-		changed := b.changed
-		b.mu.Unlock()
+		changed := b.changes()
 		v := b.fleet(ctx, ingressViewMaxAge)
 		rev, mark := b.current()
 		_, epoch := b.known()
-		body := appliedBody{Serial: serial, Behind: []ingressStatus{}}
+		body := api.Applied{Serial: serial, Behind: []api.Ingress{}}
 		// Group revisions are read after mark, so from a snapshot at least as new.
 		revs := map[string]string{}
-		for _, in := range v.Ingresses {
+		for i, in := range v.Ingresses {
+			held := v.held[i]
 			if in.State == "lost" {
 				continue
 			}
 			body.Ingresses++
-			r, ok := revs[in.held.Groups]
+			r, ok := revs[held.Groups]
 			if !ok {
-				r = b.revisionFor(in.held, rev)
-				revs[in.held.Groups] = r
+				r = b.revisionFor(held, rev)
+				revs[held.Groups] = r
 			}
-			if !holds(in.held, serial, epoch, r, mark) {
+			if !holds(held, serial, epoch, r, mark) {
 				body.Behind = append(body.Behind, in)
 			}
 		}

@@ -15,8 +15,8 @@ import (
 // message: a warning must not tell a tenant what another tenant holds.
 func (s *Server) pathWarnings(c fleet.Claim) []string {
 	routes := map[string]routing.Route{}
-	if snap := s.pub.cur.Load(); snap != nil {
-		for _, rt := range snap.doc.Routes {
+	if snap := s.pub.Current(); snap != nil {
+		for _, rt := range snap.Doc().Routes {
 			routes[rt.Host] = rt
 		}
 	}

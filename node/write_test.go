@@ -18,6 +18,7 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetwrite"
 )
 
@@ -176,7 +177,7 @@ func TestPathsBodyWithoutWrapperRefused(t *testing.T) {
 		{"duplicate key", `{"paths":{"paulca":"tito-go.apps.example.com"},"paths":{}}`, "duplicate key"},
 	} {
 		resp, b := n.do("PUT", pathsURL, testAdminToken, tc.body)
-		var e apiError
+		var e api.Error
 		json.Unmarshal(b, &e)
 		if resp.StatusCode != 400 || !strings.Contains(e.Error+" "+e.Detail, tc.want) {
 			t.Errorf("%s: %d %s, want 400 naming %s", tc.name, resp.StatusCode, b, tc.want)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/traefik/paerser/cli"
+
+	"github.com/scafo/ingress/node/api"
 )
 
 // certsCommand is `scafo-node certs`: the fleet certificates of /v1/status, one row per
@@ -22,7 +24,8 @@ func certsCommand() *cli.Command {
 		func(c *client, _ []string) error { return cmdCerts(c, cfg.JSON) })
 }
 
-// certName is one name of /v1/status's certificates section.
+// certName is one name as `certs --json` prints it (the CLI's output; the wire is
+// api.CertName).
 type certName struct {
 	Name         string     `json:"name"`
 	State        string     `json:"state"`
@@ -34,14 +37,9 @@ type certName struct {
 }
 
 func cmdCerts(c *client, asJSON bool) error {
-	var status struct {
-		Certificates *struct {
-			Counts map[string]int `json:"counts"`
-			Names  []certName     `json:"names"`
-		} `json:"certificates"`
-	}
+	var status api.Status
 	var raw json.RawMessage
-	if err := c.do(http.MethodGet, "/v1/status", nil, &raw); err != nil {
+	if err := c.do(http.MethodGet, api.PathStatus, nil, &raw); err != nil {
 		return err
 	}
 	if err := json.Unmarshal(raw, &status); err != nil {
@@ -50,7 +48,15 @@ func cmdCerts(c *client, asJSON bool) error {
 	if asJSON {
 		out := map[string]any{"enabled": status.Certificates != nil}
 		if cs := status.Certificates; cs != nil {
-			out["counts"], out["names"] = cs.Counts, cs.Names
+			var names []certName
+			if cs.Names != nil {
+				names = make([]certName, len(cs.Names))
+			}
+			for i, n := range cs.Names {
+				names[i] = certName{Name: n.Name, State: n.State, NotAfter: n.NotAfter, Serial: n.Serial,
+					LastError: n.LastError, NextAttempt: n.NextAttempt, ObtainedHere: n.ObtainedHere}
+			}
+			out["counts"], out["names"] = cs.Counts, names
 		}
 		b, _ := json.Marshal(out)
 		return c.printJSON(b)

@@ -13,7 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/scafo/ingress/node"
+	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/node/internal/statedir"
 )
 
 // Conn says which node to talk to and with which token; every verb takes it.
@@ -30,7 +31,7 @@ func (c *Conn) SetDefaults() {
 	if u := os.Getenv("SCAFO_URL"); u != "" {
 		c.URL = u
 	}
-	c.StateDir = node.DefaultStateDir()
+	c.StateDir = statedir.Default()
 	if d := os.Getenv("SCAFO_STATEDIR"); d != "" {
 		c.StateDir = d
 	}
@@ -69,12 +70,6 @@ func dial(conn Conn, out io.Writer) (*client, error) {
 	return &client{conn: conn, http: &http.Client{Timeout: 30 * time.Second}, out: out}, nil
 }
 
-// apiError is the node's error body: {"error": "...", "detail": "..."}.
-type apiError struct {
-	Error  string `json:"error"`
-	Detail string `json:"detail,omitempty"`
-}
-
 // do sends a request and decodes a JSON answer into out (when non-nil). Error bodies
 // become errors carrying the server's message.
 func (c *client) do(method, path string, body io.Reader, out any) error {
@@ -96,7 +91,7 @@ func (c *client) do(method, path string, body io.Reader, out any) error {
 		return fmt.Errorf("%s %s: reading answer: %w", method, path, err)
 	}
 	if resp.StatusCode >= 300 {
-		var e apiError
+		var e api.Error
 		if json.Unmarshal(b, &e) == nil && e.Error != "" {
 			return fmt.Errorf("%s %s: %s: %s %s", method, path, resp.Status, e.Error, e.Detail)
 		}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/traefik/paerser/cli"
+
+	"github.com/scafo/ingress/node/api"
 )
 
 func ingressesCommand() *cli.Command {
@@ -21,7 +23,8 @@ func ingressesCommand() *cli.Command {
 		func(c *client, _ []string) error { return cmdIngresses(c, cfg.JSON) })
 }
 
-// ingressRow is one ingress of /v1/status.
+// ingressRow is one ingress as `ingresses --json` prints it (the CLI's output, which
+// predates the wire's omitempty fields and groups; the wire is api.Ingress).
 type ingressRow struct {
 	Name    string    `json:"name"`
 	Kind    string    `json:"kind"`
@@ -39,25 +42,32 @@ type heldRow struct {
 	Revision string `json:"revision"`
 }
 
-type skippedRow struct {
-	Object string `json:"object"`
-	Reason string `json:"reason"`
+// ingressRowOf is in as `ingresses --json` prints it.
+func ingressRowOf(in api.Ingress) ingressRow {
+	row := ingressRow{Name: in.Name, Kind: in.Kind, Node: in.Node, Behind: in.Behind, State: in.State, Seen: in.Seen, Age: in.Age}
+	if h := in.Applied; h != nil {
+		row.Applied = &heldRow{Serial: h.Serial, Revision: h.Revision}
+	}
+	if h := in.Served; h != nil {
+		row.Served = &heldRow{Serial: h.Serial, Revision: h.Revision}
+	}
+	return row
 }
 
 func cmdIngresses(c *client, asJSON bool) error {
-	var st struct {
-		Ingresses        []ingressRow `json:"ingresses"`
-		IngressesSkipped []skippedRow `json:"ingressesSkipped"`
-		IngressesError   string       `json:"ingressesError"`
-	}
-	if err := c.do(http.MethodGet, "/v1/status", nil, &st); err != nil {
+	var st api.Status
+	if err := c.do(http.MethodGet, api.PathStatus, nil, &st); err != nil {
 		return err
 	}
 	if st.Ingresses == nil {
-		st.Ingresses = []ingressRow{}
+		st.Ingresses = []api.Ingress{}
 	}
 	if asJSON {
-		b, err := json.Marshal(map[string]any{"ingresses": st.Ingresses, "skipped": st.IngressesSkipped, "error": st.IngressesError})
+		rows := make([]ingressRow, len(st.Ingresses))
+		for i, in := range st.Ingresses {
+			rows[i] = ingressRowOf(in)
+		}
+		b, err := json.Marshal(map[string]any{"ingresses": rows, "skipped": st.IngressesSkipped, "error": st.IngressesError})
 		if err != nil {
 			return err
 		}

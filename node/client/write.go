@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/traefik/paerser/cli"
+
+	"github.com/scafo/ingress/node/api"
 )
 
 // The write verbs: apps put|get|rm, domains claim|release. No verb writes a path map:
@@ -191,14 +193,7 @@ func (c *client) write(method, path string, body io.Reader, wait string) (json.R
 		err := c.do(method, path, body, &raw)
 		return raw, none, err
 	}
-	var env struct {
-		Serial    uint64          `json:"serial"`
-		Applied   bool            `json:"applied"`
-		Ingresses int             `json:"ingresses"`
-		Behind    []ingressRow    `json:"behind"`
-		Detail    string          `json:"detail"`
-		Result    json.RawMessage `json:"result"`
-	}
+	var env api.Applied
 	if err := c.do(method, path+"?wait=applied&timeout="+url.QueryEscape(wait), body, &env); err != nil {
 		return nil, none, err
 	}

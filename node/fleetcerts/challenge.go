@@ -153,7 +153,7 @@ func (b *tokenBucket) wait(ctx context.Context) bool {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-time.After(time.Duration(float64(time.Second) / b.rate)):
+		case <-time.After(time.Duration(float64(time.Second) / b.b.Rate())):
 		}
 	}
 }

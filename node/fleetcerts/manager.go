@@ -45,6 +45,7 @@ import (
 	"github.com/caddyserver/certmagic"
 	"github.com/miekg/dns"
 
+	"github.com/scafo/ingress/internal/bucket"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/fleet"
 	"github.com/scafo/ingress/render/routing"
@@ -1212,31 +1213,21 @@ func base64URL(s string) bool {
 	return true
 }
 
-// tokenBucket is a small rate limiter (rate per second, burst).
+// tokenBucket is a small rate limiter (rate per second, burst), safe for concurrent use.
 type tokenBucket struct {
-	mu     sync.Mutex
-	rate   float64
-	burst  float64
-	tokens float64
-	last   time.Time
+	mu sync.Mutex
+	b  bucket.Bucket
 }
 
 func newTokenBucket(rate, burst float64) *tokenBucket {
-	return &tokenBucket{rate: rate, burst: burst, tokens: burst}
+	return &tokenBucket{b: bucket.New(rate, burst)}
 }
 
 func (b *tokenBucket) take(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.last.IsZero() {
-		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
-	}
-	b.last = now
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
+	ok, _ := b.b.Take(now)
+	return ok
 }
 
 // String is for logs: counts only.

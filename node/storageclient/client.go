@@ -30,6 +30,7 @@ import (
 
 	"github.com/caddyserver/certmagic"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/certstore"
 	"github.com/scafo/ingress/node/store"
 )
@@ -145,7 +146,7 @@ func escapeKey(key string) string {
 }
 
 func (c *Client) keyURL(key, query string) string {
-	u := "/v1/storage/keys"
+	u := api.PathStorageKeys
 	if key != "" {
 		u += "/" + escapeKey(key)
 	}
@@ -157,7 +158,7 @@ func (c *Client) keyURL(key, query string) string {
 
 func (c *Client) lockURL(name string) string {
 	// A lock name is one opaque string: every "/" is escaped too.
-	return "/v1/storage/locks/" + url.PathEscape(name)
+	return api.PathStorageLocks + "/" + url.PathEscape(name)
 }
 
 // maxAnswer bounds what the client reads of an answer (a value is at most 1 MiB by
@@ -333,7 +334,7 @@ func (c *Client) lockCall(ctx context.Context, name string, body lockBody) (cert
 	var e *Error
 	if errors.As(err, &e) && e.Status == http.StatusConflict && e.Code == "lock held" {
 		held := &certstore.HeldError{Name: name}
-		if t, perr := time.Parse(time.RFC3339Nano, resp.Header.Get("X-Scafo-Lock-Expires")); perr == nil {
+		if t, perr := time.Parse(time.RFC3339Nano, resp.Header.Get(api.HeaderLockExpires)); perr == nil {
 			held.Expires = t
 		}
 		return certstore.Lease{}, held

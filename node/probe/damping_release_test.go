@@ -1,4 +1,4 @@
-package node
+package probe
 
 // Hostile review of flap damping whatever the port (e2b349c): a dead instance released
 // and set again on the same port.
@@ -25,7 +25,7 @@ func TestHostileReleaseAndSetAgainOfADeadInstanceIsDamped(t *testing.T) {
 	deadReady := 0
 	for i := range cycles {
 		insts.set("shop", &inst)
-		if p.publish(insts.all())["shop"].Ready {
+		if p.Publish(insts.all())["shop"].Ready {
 			deadReady++
 		}
 		for range cfg.DownAfter {

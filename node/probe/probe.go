@@ -1,26 +1,4 @@
-package node
-
-import (
-	"context"
-	"errors"
-	"fmt"
-	"log/slog"
-	"net"
-	"net/http"
-	"net/netip"
-	"slices"
-	"sort"
-	"strconv"
-	"sync"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/scafo/ingress/render/fleet"
-	"github.com/scafo/ingress/render/routing"
-)
-
-// The prober: this node checks its own instances every probe.interval, and the readiness
+// Package probe is the prober: this node checks its own instances every probe.interval, and the readiness
 // it publishes in its record (nodes/<node>.json) is the instance's declared readiness
 // AND the probe's verdict. A change of that verdict rewrites the record at once (a named
 // serial bump, heartbeat.go), so within one reconcile tick every node derives a document
@@ -77,6 +55,27 @@ import (
 //     registry forbids it; a hand-edited instances.json could not).
 //   - /v1/health/instances/{app} (anonymous: Traefik's node-delegated check) answers from
 //     the prober's last verdict and never dials, so hammering it costs a map lookup.
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/render/fleet"
+)
 
 // probeState is what the prober knows of one instance.
 type probeState struct {
@@ -167,10 +166,10 @@ func newProbeMetrics(reg prometheus.Registerer, down func() float64) *probeMetri
 	return m
 }
 
-// prober probes this node's instances. A nil *prober is "probing disabled": every
+// Prober probes this node's instances. A nil *Prober is "probing disabled": every
 // method then answers from the declaration alone.
-type prober struct {
-	cfg     ProbeConfig
+type Prober struct {
+	cfg     Config
 	addr    netip.Addr
 	apiPort func() int
 	// instances are this node's instances (the registry); declared looks one up.
@@ -199,11 +198,40 @@ type prober struct {
 	shared map[int]bool // ports held by more than one instance (last round)
 }
 
+// Options are what a prober needs from the node.
+type Options struct {
+	Config Config
+	// Addr is node.address: the only address ever dialled.
+	Addr netip.Addr
+	Log  *slog.Logger
+	// APIPort is the node API's port (an instance on it is refused, never dialled).
+	APIPort func() int
+	// Instances are this node's instances (the registry); Declared looks one up.
+	Instances func() map[string]fleet.Instance
+	Declared  func(app string) (fleet.Instance, bool)
+	// HealthPath is app's declared health path for incarnation appID ("" for none, or
+	// while the application is unknown).
+	HealthPath func(app, appID string) string
+	// OnChange is called when an instance declared ready changes verdict.
+	OnChange func()
+	// Metrics registers the prober's metrics.
+	Metrics prometheus.Registerer
+}
+
+// New builds the prober of this node's instances; it probes once Run is called.
+func New(o Options) *Prober {
+	p := newProber(o.Config, o.Addr, o.Log)
+	p.apiPort, p.instances, p.declared = o.APIPort, o.Instances, o.Declared
+	p.healthPath, p.onChange = o.HealthPath, o.OnChange
+	p.m = newProbeMetrics(o.Metrics, p.down)
+	return p
+}
+
 // errProbeAddress is the dialler refusing any address but the instance's own.
 var errProbeAddress = errors.New("probe: refusing to dial an address other than the node's own")
 
-func newProber(cfg ProbeConfig, addr netip.Addr, log *slog.Logger) *prober {
-	p := &prober{
+func newProber(cfg Config, addr netip.Addr, log *slog.Logger) *Prober {
+	p := &Prober{
 		cfg:     cfg,
 		addr:    addr,
 		log:     log,
@@ -219,7 +247,7 @@ func newProber(cfg ProbeConfig, addr netip.Addr, log *slog.Logger) *prober {
 			DisableKeepAlives:      true,
 			DisableCompression:     true,
 			MaxResponseHeaderBytes: 16 << 10,
-			ResponseHeaderTimeout:  cfg.timeout(),
+			ResponseHeaderTimeout:  cfg.EffectiveTimeout(),
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
@@ -227,7 +255,7 @@ func newProber(cfg ProbeConfig, addr netip.Addr, log *slog.Logger) *prober {
 }
 
 // dialOwn dials only the node's own address (the HTTP client's dialler).
-func (p *prober) dialOwn(ctx context.Context, network, address string) (net.Conn, error) {
+func (p *Prober) dialOwn(ctx context.Context, network, address string) (net.Conn, error) {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil || ap.Addr().Unmap() != p.addr.Unmap() {
 		return nil, fmt.Errorf("%w: %s", errProbeAddress, address)
@@ -235,8 +263,8 @@ func (p *prober) dialOwn(ctx context.Context, network, address string) (net.Conn
 	return p.dialer.DialContext(ctx, "tcp", address)
 }
 
-// run probes every interval until ctx ends.
-func (p *prober) run(ctx context.Context) {
+// Run probes every interval until ctx ends.
+func (p *Prober) Run(ctx context.Context) {
 	t := time.NewTicker(time.Duration(p.cfg.Interval))
 	defer t.Stop()
 	for {
@@ -250,7 +278,7 @@ func (p *prober) run(ctx context.Context) {
 }
 
 // round starts one probe of every instance whose previous probe has finished.
-func (p *prober) round(ctx context.Context) {
+func (p *Prober) round(ctx context.Context) {
 	insts := p.instances()
 	shared := sharedPorts(insts)
 	now := time.Now()
@@ -308,7 +336,7 @@ func (p *prober) round(ctx context.Context) {
 }
 
 // probe runs one probe (once a slot is free) and records it.
-func (p *prober) probe(ctx context.Context, st *probeState, tgt probeTarget, slow bool) {
+func (p *Prober) probe(ctx context.Context, st *probeState, tgt probeTarget, slow bool) {
 	sem := p.sem
 	if slow {
 		sem = p.slowSem
@@ -322,7 +350,7 @@ func (p *prober) probe(ctx context.Context, st *probeState, tgt probeTarget, slo
 		return
 	}
 	start := time.Now()
-	pctx, cancel := context.WithTimeout(ctx, p.cfg.timeout())
+	pctx, cancel := context.WithTimeout(ctx, p.cfg.EffectiveTimeout())
 	err := p.check(pctx, tgt)
 	cancel()
 	<-sem
@@ -336,7 +364,7 @@ func (p *prober) probe(ctx context.Context, st *probeState, tgt probeTarget, slo
 }
 
 // check probes tgt once: nil is up.
-func (p *prober) check(ctx context.Context, tgt probeTarget) error {
+func (p *Prober) check(ctx context.Context, tgt probeTarget) error {
 	addr := netip.AddrPortFrom(p.addr, uint16(tgt.port)).String()
 	if tgt.path == "" {
 		c, err := p.dialer.DialContext(ctx, "tcp", addr)
@@ -365,7 +393,7 @@ func (p *prober) check(ctx context.Context, tgt probeTarget) error {
 }
 
 // record applies one probe's result with hysteresis.
-func (p *prober) record(st *probeState, tgt probeTarget, err error, d time.Duration) {
+func (p *Prober) record(st *probeState, tgt probeTarget, err error, d time.Duration) {
 	result := "up"
 	if err != nil {
 		result = "down"
@@ -427,7 +455,7 @@ func (p *prober) record(st *probeState, tgt probeTarget, err error, d time.Durat
 // recoveredLocked applies flap damping to a recovery of st at now (upAfter successes
 // after being down; caller holds mu): it reports the hold-down begun or extended (0 when
 // none), and whether one began (rather than extended one in force).
-func (p *prober) recoveredLocked(st *probeState, now time.Time) (time.Duration, bool) {
+func (p *Prober) recoveredLocked(st *probeState, now time.Time) (time.Duration, bool) {
 	window := time.Duration(p.cfg.FlapWindow)
 	if window <= 0 {
 		return 0, false
@@ -473,7 +501,7 @@ func (p *prober) recoveredLocked(st *probeState, now time.Time) (time.Duration, 
 // read before a later write (a round's or a heartbeat's snapshot) must not move the
 // state back to the port left, which would count a recovery per stale view. Then the
 // current state is returned as it is (nil when there is none).
-func (p *prober) stateLocked(app string, inst fleet.Instance, now time.Time) *probeState {
+func (p *Prober) stateLocked(app string, inst fleet.Instance, now time.Time) *probeState {
 	st := p.states[app]
 	if st != nil && st.target.appID == inst.AppID && st.target.port == inst.Port {
 		return st
@@ -510,7 +538,7 @@ func (p *prober) stateLocked(app string, inst fleet.Instance, now time.Time) *pr
 // when released within probe.flapWindow (setting it again is a recovery: without this
 // a dead instance released and set again, over and over, would start trusted up every
 // time, one published up and down per cycle) (caller holds mu).
-func (p *prober) dampedLocked(st *probeState, now time.Time) bool {
+func (p *Prober) dampedLocked(st *probeState, now time.Time) bool {
 	window := time.Duration(p.cfg.FlapWindow)
 	if window <= 0 {
 		return false
@@ -549,7 +577,7 @@ func probeErrText(err error) string {
 }
 
 // refusal is why inst is down without a probe ("" when it is probed).
-func (p *prober) refusal(app string, inst fleet.Instance, shared map[int]bool) string {
+func (p *Prober) refusal(app string, inst fleet.Instance, shared map[int]bool) string {
 	switch {
 	case inst.Port == p.apiPort():
 		return "port " + strconv.Itoa(inst.Port) + " is this node's API port"
@@ -576,7 +604,7 @@ func sharedPorts(insts map[string]fleet.Instance) map[int]bool {
 // verdictLocked is the probe's verdict on app's instance inst (caller holds mu): up
 // until probes say otherwise. A new port (or incarnation) is taken here when the
 // record's publication sees it before a round does (stateLocked).
-func (p *prober) verdictLocked(app string, inst fleet.Instance, shared map[int]bool) bool {
+func (p *Prober) verdictLocked(app string, inst fleet.Instance, shared map[int]bool) bool {
 	if p.refusal(app, inst, shared) != "" {
 		return false
 	}
@@ -586,9 +614,9 @@ func (p *prober) verdictLocked(app string, inst fleet.Instance, shared map[int]b
 	return true // not probed yet: the declaration is trusted
 }
 
-// publish is the instances map for this node's record: each instance's readiness is
+// Publish is the instances map for this node's record: each instance's readiness is
 // its declared readiness AND the probe's verdict.
-func (p *prober) publish(insts map[string]fleet.Instance) map[string]fleet.Instance {
+func (p *Prober) Publish(insts map[string]fleet.Instance) map[string]fleet.Instance {
 	if p == nil {
 		return insts
 	}
@@ -604,10 +632,10 @@ func (p *prober) publish(insts map[string]fleet.Instance) map[string]fleet.Insta
 	return insts
 }
 
-// ready is the readiness /v1/health/instances/{app} answers for app's instance inst
+// Ready is the readiness /v1/health/instances/{app} answers for app's instance inst
 // (declared ready): the prober's last verdict, without dialling anything. An anonymous
 // caller hammering it costs a map lookup.
-func (p *prober) ready(app string, inst fleet.Instance) (bool, string) {
+func (p *Prober) Ready(app string, inst fleet.Instance) (bool, string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if why := p.refusal(app, inst, p.shared); why != "" {
@@ -627,7 +655,7 @@ func (p *prober) ready(app string, inst fleet.Instance) (bool, string) {
 
 // down counts instances held down by their probes or refused a probe (the
 // scafo_instance_probe_down gauge).
-func (p *prober) down() float64 {
+func (p *Prober) down() float64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
@@ -639,40 +667,10 @@ func (p *prober) down() float64 {
 	return float64(n)
 }
 
-// instanceStatus is one of this node's instances in /v1/status.
-type instanceStatus struct {
-	App  string `json:"app"`
-	Port int    `json:"port"`
-	// Declared is the readiness set through the API; Ready is what this node publishes
-	// (declared AND probe up).
-	Declared bool         `json:"declared"`
-	Ready    bool         `json:"ready"`
-	Probe    *probeStatus `json:"probe,omitempty"`
-}
-
-type probeStatus struct {
-	Kind string `json:"kind"` // tcp or http
-	Path string `json:"path,omitempty"`
-	Up   bool   `json:"up"`
-	// Refused: down without a probe, and why.
-	Refused             string     `json:"refused,omitempty"`
-	Probes              int        `json:"probes"`
-	ConsecutiveFailures int        `json:"consecutiveFailures,omitempty"`
-	LastProbe           *time.Time `json:"lastProbe,omitempty"`
-	LastDurationMs      float64    `json:"lastDurationMs,omitempty"`
-	LastError           string     `json:"lastError,omitempty"`
-	Since               time.Time  `json:"since"`
-	// Flap damping: recoveries within probe.flapWindow, the hold-down penalty in force
-	// (it grows with further flaps), and while held down, when the hold ends.
-	Recoveries    int        `json:"recoveries,omitempty"`
-	HoldDownMs    float64    `json:"holdDownMs,omitempty"`
-	HeldDownUntil *time.Time `json:"heldDownUntil,omitempty"`
-}
-
-// status lists insts (this node's instances) with their probe state, sorted by app.
-func (p *prober) status(insts map[string]fleet.Instance) []instanceStatus {
-	published := p.publish(cloneInstances(insts))
-	out := make([]instanceStatus, 0, len(insts))
+// Status lists insts (this node's instances) with their probe state, sorted by app.
+func (p *Prober) Status(insts map[string]fleet.Instance) []api.Instance {
+	published := p.Publish(cloneInstances(insts))
+	out := make([]api.Instance, 0, len(insts))
 	var shared map[int]bool
 	if p != nil {
 		shared = sharedPorts(insts)
@@ -680,9 +678,9 @@ func (p *prober) status(insts map[string]fleet.Instance) []instanceStatus {
 		defer p.mu.Unlock()
 	}
 	for app, inst := range insts {
-		is := instanceStatus{App: app, Port: inst.Port, Declared: inst.Ready, Ready: published[app].Ready}
+		is := api.Instance{App: app, Port: inst.Port, Declared: inst.Ready, Ready: published[app].Ready}
 		if p != nil {
-			ps := &probeStatus{Kind: "tcp", Up: true, Refused: p.refusal(app, inst, shared)}
+			ps := &api.Probe{Kind: "tcp", Up: true, Refused: p.refusal(app, inst, shared)}
 			if st := p.states[app]; st != nil && st.target.port == inst.Port && st.target.appID == inst.AppID {
 				ps.Kind, ps.Path, ps.Up, ps.Probes = st.target.kind(), st.target.path, st.up, st.probes
 				ps.ConsecutiveFailures, ps.LastError, ps.Since = st.fails, st.lastErr, st.since.UTC()
@@ -720,18 +718,4 @@ func cloneInstances(m map[string]fleet.Instance) map[string]fleet.Instance {
 		out[k] = v
 	}
 	return out
-}
-
-// appHealthPath is app's health path from the last derivation's applications, for the
-// incarnation appID ("" when none is declared, the application is unknown yet, or the
-// path is invalid: such an instance is probed over TCP).
-func appHealthPath(apps appView, app, appID string) string {
-	a, ok := apps.get(app)
-	if !ok || a.Health == nil || a.Health.Path == "" || (appID != "" && a.ID != "" && a.ID != appID) {
-		return ""
-	}
-	if routing.ValidateHealthPath("health.path", a.Health.Path) != nil {
-		return ""
-	}
-	return a.Health.Path
 }

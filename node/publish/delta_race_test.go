@@ -1,4 +1,4 @@
-package node
+package publish
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/fleet"
@@ -29,7 +30,7 @@ func TestRacingRendersOfPatchedSnapshotsServeTheFullRender(t *testing.T) {
 	st, fo := euFleet(240, 40, 3, 1)
 	var x fleet.Deriver
 	doc, _, _ := x.Derive(st, fo, nil)
-	p.publish(doc, time.Now())
+	p.Publish(doc, time.Now())
 	sets := []*fleetcerts.Set{
 		{Fingerprint: "one", FleetCerts: &render.FleetCerts{Managed: map[string]bool{"app-00003.apps.example.com": true},
 			Certificates: []render.Certificate{{Names: []string{"app-00003.apps.example.com"}, CertFile: "C3", KeyFile: "K3"}}}},
@@ -64,9 +65,9 @@ func TestRacingRendersOfPatchedSnapshotsServeTheFullRender(t *testing.T) {
 			if delta != nil {
 				patched++
 			}
-			p.publishDelta(d, delta, time.Now())
+			p.PublishDelta(d, delta, time.Now())
 			if step%9 == 4 {
-				p.publishCerts(sets[(step/9)%2])
+				p.PublishCerts(sets[(step/9)%2])
 			}
 			time.Sleep(5 * time.Millisecond) // readers render in between
 		}
@@ -74,7 +75,7 @@ func TestRacingRendersOfPatchedSnapshotsServeTheFullRender(t *testing.T) {
 	for g := range 3 {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(g), 17))
-			var old *snapshot
+			var old *Snapshot
 			for {
 				select {
 				case <-done:
@@ -87,18 +88,18 @@ func TestRacingRendersOfPatchedSnapshotsServeTheFullRender(t *testing.T) {
 				}
 				old = s
 				sel, prefer := sels[r.IntN(len(sels))], prefers[r.IntN(len(prefers))]
-				format := formatTraefik
+				format := api.FormatTraefik
 				if r.IntN(5) == 0 {
-					format = formatRoutes
+					format = api.FormatRoutes
 				}
 				if sel != nil && r.IntN(3) == 0 {
-					gd := s.forGroups(sel)
+					gd := s.ForGroups(sel)
 					if want := routing.ForGroups(s.doc, sel); gd.Revision != want.Revision {
 						errs <- fmt.Errorf("selection %v of revision %s: revision %s, ForGroups gives %s", sel, s.doc.Revision, gd.Revision, want.Revision)
 						return
 					}
 				}
-				got, err := p.getGroups(s, prefer, format, sel)
+				got, err := p.GetGroups(s, prefer, format, sel)
 				if err != nil {
 					errs <- err
 					return
@@ -118,7 +119,7 @@ func TestRacingRendersOfPatchedSnapshotsServeTheFullRender(t *testing.T) {
 				}
 				var want []byte
 				switch {
-				case format == formatRoutes:
+				case format == api.FormatRoutes:
 					want, err = routing.Marshal(d)
 				case sel == nil:
 					want, err = render.TraefikFleet(d, opts, fc)
@@ -161,21 +162,21 @@ func TestAChangeInOneGroupLeavesAnotherGroupsBodiesAlone(t *testing.T) {
 	st, fo := euFleet(200, 10, 10, 5)
 	var x fleet.Deriver
 	doc, _, _ := x.Derive(st, fo, nil)
-	p.publish(doc, time.Now())
+	p.Publish(doc, time.Now())
 	sel := []string{routing.DefaultGroup}
-	serve := func(at string) map[string]*rendered {
+	serve := func(at string) map[string]*Rendered {
 		t.Helper()
 		s := p.cur.Load()
-		out := map[string]*rendered{}
+		out := map[string]*Rendered{}
 		for _, prefer := range []string{"", "vps-a"} {
-			for _, format := range []string{formatTraefik, formatRoutes} {
-				got, err := p.getGroups(s, prefer, format, sel)
+			for _, format := range []string{api.FormatTraefik, api.FormatRoutes} {
+				got, err := p.GetGroups(s, prefer, format, sel)
 				if err != nil {
 					t.Fatal(err)
 				}
 				d := mustPrefer(t, routing.ForGroups(s.doc, sel), prefer)
 				want, err := routing.Marshal(d)
-				if format == formatTraefik {
+				if format == api.FormatTraefik {
 					want, err = render.TraefikGroups(d, render.Options{}, sel, nil)
 				}
 				if err != nil {
@@ -197,7 +198,7 @@ func TestAChangeInOneGroupLeavesAnotherGroupsBodiesAlone(t *testing.T) {
 				in.Port++
 				st.Nodes[i].Instances[app] = in
 				d, _, delta := x.Derive(st, fo, []string{fleet.NodeKey(st.Nodes[i].Name)})
-				if !p.publishDelta(d, delta, time.Now()) {
+				if !p.PublishDelta(d, delta, time.Now()) {
 					t.Fatalf("moving %s did not move the revision", app)
 				}
 				return

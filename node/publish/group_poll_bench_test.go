@@ -1,4 +1,4 @@
-package node
+package publish
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/fleet"
 	"github.com/scafo/ingress/render/routing"
@@ -21,9 +22,9 @@ func BenchmarkGroupPollAfterAChangeElsewhere(b *testing.B) {
 	st, fo := euFleet(10000, 0, 100, 0)
 	var x fleet.Deriver
 	doc, _, _ := x.Derive(st, fo, nil)
-	p.publish(doc, time.Now())
+	p.Publish(doc, time.Now())
 	sel := []string{routing.DefaultGroup}
-	if _, err := p.getGroups(p.cur.Load(), "vps-a", formatTraefik, sel); err != nil {
+	if _, err := p.GetGroups(p.cur.Load(), "vps-a", api.FormatTraefik, sel); err != nil {
 		b.Fatal(err)
 	}
 	n := 0
@@ -38,12 +39,12 @@ func BenchmarkGroupPollAfterAChangeElsewhere(b *testing.B) {
 				in.Port = 1 + (in.Port+1)%60000
 				st.Nodes[i].Instances[app] = in
 				d, _, delta := x.Derive(st, fo, []string{fleet.NodeKey(st.Nodes[i].Name)})
-				p.publishDelta(d, delta, time.Now())
+				p.PublishDelta(d, delta, time.Now())
 				break
 			}
 		}
 		b.StartTimer()
-		if _, err := p.getGroups(p.cur.Load(), "vps-a", formatTraefik, sel); err != nil {
+		if _, err := p.GetGroups(p.cur.Load(), "vps-a", api.FormatTraefik, sel); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,4 +1,8 @@
-package node
+// Package publish is the publisher: the current snapshot (one immutable published
+// state, replaced whole), the render cache of its bodies, and the lineage of group
+// selections. Publish (the reconciler's) and PublishCerts (the certificate manager's)
+// are the only ways a snapshot is made, through one constructor.
+package publish
 
 import (
 	"bytes"
@@ -15,14 +19,15 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/routing"
 )
 
-// snapshot is one published state: immutable once stored, replaced whole. Handlers
+// Snapshot is one published state: immutable once stored, replaced whole. Handlers
 // load it atomically and never see a half-built document.
-type snapshot struct {
+type Snapshot struct {
 	doc *routing.Document
 	// since is when this revision was first published (for the revision-age metric).
 	since time.Time
@@ -59,12 +64,12 @@ type storeMark struct {
 	epoch  string
 }
 
-// publisher holds the current snapshot and the cache of rendered bodies.
-type publisher struct {
-	cur atomic.Pointer[snapshot]
+// Publisher holds the current Snapshot and the cache of Rendered bodies.
+type Publisher struct {
+	cur atomic.Pointer[Snapshot]
 	// certs is the latest fleet-certificate set; every new snapshot carries it.
 	certs  atomic.Pointer[fleetcerts.Set]
-	cache  *lru.Cache[renderKey, *rendered]
+	cache  *lru.Cache[renderKey, *Rendered]
 	render render.Options
 	// frags renders the Traefik format incrementally: per-application fragments kept
 	// across revisions, so a new revision re-renders what changed (render.Incremental).
@@ -84,7 +89,7 @@ type publisher struct {
 	inflight map[renderKey]*renderCall
 	lineage  groupLineage
 	seq      uint64       // documents published (under swap)
-	renders  atomic.Int64 // bodies rendered (cache misses that did the work)
+	renders  atomic.Int64 // bodies Rendered (cache misses that did the work)
 	spillDir string
 }
 
@@ -96,8 +101,8 @@ type renderKey struct {
 	groups   string // the ?group= selection, sorted, comma-separated; "" for every group
 }
 
-// rendered is one cached body, identity and gzip, with its strong ETag.
-type rendered struct {
+// Rendered is one cached body, identity and gzip, with its strong ETag.
+type Rendered struct {
 	body     []byte
 	gz       []byte
 	etag     string // `"<hash>"`
@@ -111,16 +116,28 @@ type rendered struct {
 	file, gzFile string
 }
 
-const (
-	formatRoutes  = "routes"
-	formatTraefik = "traefik"
-)
+// New builds a publisher (see newPublisher). serialOf returns the store serial and
+// epoch the document being published was derived from (nil: no serial is sent).
+func New(opts render.Options, spillDir string, serialOf func() (uint64, string)) *Publisher {
+	p := newPublisher(opts, spillDir)
+	p.serialOf = serialOf
+	return p
+}
+
+// SetOnPublish makes f told every new document (before the first publish).
+func (p *Publisher) SetOnPublish(f func(*routing.Document)) { p.onPublish = f }
+
+// SpillDir is the directory bodies are spilled to ("": served from memory).
+func (p *Publisher) SpillDir() string { return p.spillDir }
+
+// Renders counts the bodies rendered (cache misses that did the work).
+func (p *Publisher) Renders() int64 { return p.renders.Load() }
 
 // newPublisher builds a publisher; spillDir, when not empty, is a private directory
 // where rendered bodies are also written for sendfile (files are removed when their
 // entry leaves the cache).
-func newPublisher(opts render.Options, spillDir string) *publisher {
-	c, err := lru.NewWithEvict[renderKey, *rendered](256, func(_ renderKey, r *rendered) {
+func newPublisher(opts render.Options, spillDir string) *Publisher {
+	c, err := lru.NewWithEvict[renderKey, *Rendered](256, func(_ renderKey, r *Rendered) {
 		// Unlinking while a poll still has the file open is fine: the open file stays
 		// readable until closed.
 		if r.file != "" {
@@ -138,12 +155,12 @@ func newPublisher(opts render.Options, spillDir string) *publisher {
 		// The node validates its render options at startup (render.Options.Validate).
 		panic(fmt.Sprintf("render options: %v", err))
 	}
-	return &publisher{cache: c, render: opts, frags: inc, inflight: map[renderKey]*renderCall{}, spillDir: spillDir}
+	return &Publisher{cache: c, render: opts, frags: inc, inflight: map[renderKey]*renderCall{}, spillDir: spillDir}
 }
 
 // spill writes b to a new file in the spill directory and returns its path ("" on any
 // error: serving from memory is always possible).
-func (p *publisher) spill(b []byte) string {
+func (p *Publisher) spill(b []byte) string {
 	if p.spillDir == "" {
 		return ""
 	}
@@ -159,16 +176,16 @@ func (p *publisher) spill(b []byte) string {
 	return f.Name()
 }
 
-// publish swaps in a new document and wakes long-polls if the revision moved. It
+// Publish swaps in a new document and wakes long-polls if the revision moved. It
 // returns true when the revision changed.
-func (p *publisher) publish(doc *routing.Document, now time.Time) bool {
-	return p.publishDelta(doc, nil, now)
+func (p *Publisher) Publish(doc *routing.Document, now time.Time) bool {
+	return p.PublishDelta(doc, nil, now)
 }
 
-// publishDelta is publish for a document the Deriver made from the last one (delta,
+// PublishDelta is Publish for a document the Deriver made from the last one (delta,
 // nil when it did not): the Traefik render of the new snapshot then re-renders the
 // changed applications alone (render.Incremental.TraefikDelta).
-func (p *publisher) publishDelta(doc *routing.Document, delta *routing.Delta, now time.Time) bool {
+func (p *Publisher) PublishDelta(doc *routing.Document, delta *routing.Delta, now time.Time) bool {
 	changed := p.swapDoc(doc, delta, now)
 	if changed && p.onPublish != nil {
 		p.onPublish(doc)
@@ -176,7 +193,7 @@ func (p *publisher) publishDelta(doc *routing.Document, delta *routing.Delta, no
 	return changed
 }
 
-func (p *publisher) swapDoc(doc *routing.Document, delta *routing.Delta, now time.Time) bool {
+func (p *Publisher) swapDoc(doc *routing.Document, delta *routing.Delta, now time.Time) bool {
 	p.swap.Lock()
 	defer p.swap.Unlock()
 	prev := p.cur.Load()
@@ -216,42 +233,82 @@ func (p *publisher) swapDoc(doc *routing.Document, delta *routing.Delta, now tim
 		}
 		_, groupRoutes = doc.Groups()
 	}
-	next := &snapshot{doc: doc, since: now, ups: ups, certs: p.certs.Load(), superseded: make(chan struct{}),
-		groupRoutes: groupRoutes, delta: delta}
 	p.seq++
-	next.lineage, next.seq = &p.lineage, p.seq
+	next := p.newSnapshot(doc, now, ups, groupRoutes, delta, p.certs.Load(), p.seq, mark)
 	if prev != nil {
 		p.lineage.superseded(prev.doc)
 	}
+	p.replace(prev, next)
+	return true
+}
+
+// PublishCerts swaps in a snapshot with the current document and the new certificate
+// set, waking long-polls: the Traefik rendering changed, the document did not.
+func (p *Publisher) PublishCerts(set *fleetcerts.Set) {
+	p.swap.Lock()
+	defer p.swap.Unlock()
+	p.certs.Store(set)
+	prev := p.cur.Load()
+	if prev == nil || (prev.certs != nil && prev.certs.Fingerprint == set.Fingerprint) {
+		return
+	}
+	// The same document: no delta (the render of the new certificates is whole).
+	p.replace(prev, p.newSnapshot(prev.doc, prev.since, prev.ups, prev.groupRoutes, nil, set, prev.seq, prev.mark.Load()))
+}
+
+// newSnapshot is the one constructor of a snapshot (under swap): every field a
+// snapshot carries is set here, for a new document and for new certificates alike.
+func (p *Publisher) newSnapshot(doc *routing.Document, since time.Time, ups, groupRoutes map[string]int,
+	delta *routing.Delta, certs *fleetcerts.Set, seq uint64, mark *storeMark) *Snapshot {
+	next := &Snapshot{doc: doc, since: since, ups: ups, certs: certs, superseded: make(chan struct{}),
+		groupRoutes: groupRoutes, delta: delta, lineage: &p.lineage, seq: seq}
 	if mark != nil {
 		next.mark.Store(mark)
 	}
+	return next
+}
+
+// replace makes next current and wakes the long-polls parked on prev (under swap).
+func (p *Publisher) replace(prev, next *Snapshot) {
 	p.cur.Store(next)
 	if prev != nil {
 		close(prev.superseded)
 	}
-	return true
 }
 
-// get returns the rendered body for (snapshot, prefer, format), from the cache when it
+// Current is the published snapshot (nil before the first publish).
+func (p *Publisher) Current() *Snapshot { return p.cur.Load() }
+
+// SetCerts sets the fleet certificates the next snapshot carries (before the first
+// publish; publishCerts afterwards).
+func (p *Publisher) SetCerts(set *fleetcerts.Set) { p.certs.Store(set) }
+
+// RemoveSpill deletes the spilled bodies (after the HTTP server has stopped).
+func (p *Publisher) RemoveSpill() {
+	if p.spillDir != "" {
+		os.RemoveAll(p.spillDir)
+	}
+}
+
+// Get returns the rendered body for (snapshot, prefer, format), from the cache when it
 // can. prefer is already resolved ("" or a node name present in the fleet). When a
 // revision moves, every parked long-poll wakes at once and asks for the same key: one
 // of them renders, the others wait for its result (no thundering herd of renders).
-func (p *publisher) get(s *snapshot, prefer, format string) (*rendered, error) {
-	return p.getGroups(s, prefer, format, nil)
+func (p *Publisher) Get(s *Snapshot, prefer, format string) (*Rendered, error) {
+	return p.GetGroups(s, prefer, format, nil)
 }
 
-// getGroups is get for the group selection groups (sorted; nil: every group).
-func (p *publisher) getGroups(s *snapshot, prefer, format string, groups []string) (*rendered, error) {
+// GetGroups is Get for the group selection groups (sorted; nil: every group).
+func (p *Publisher) GetGroups(s *Snapshot, prefer, format string, groups []string) (*Rendered, error) {
 	revision := s.doc.Revision
 	if groups != nil {
 		// A selection's body is a function of its own document (its revision), not of
 		// the whole fleet's: a change in another group, which wakes its long-polls too,
 		// finds it cached instead of rendering, compressing and hashing it again.
-		revision = s.forGroups(groups).Revision
+		revision = s.ForGroups(groups).Revision
 	}
 	k := renderKey{revision: revision, prefer: prefer, format: format, groups: strings.Join(groups, ",")}
-	if format == formatTraefik && s.certs != nil {
+	if format == api.FormatTraefik && s.certs != nil {
 		k.certs = s.certsFingerprint(groups)
 	}
 	if r, ok := p.cache.Get(k); ok {
@@ -279,11 +336,11 @@ func (p *publisher) getGroups(s *snapshot, prefer, format string, groups []strin
 
 type renderCall struct {
 	done chan struct{}
-	r    *rendered
+	r    *Rendered
 	err  error
 }
 
-func (p *publisher) renderNow(s *snapshot, k renderKey, groups []string) (*rendered, error) {
+func (p *Publisher) renderNow(s *Snapshot, k renderKey, groups []string) (*Rendered, error) {
 	p.renders.Add(1)
 	prefer, format := k.prefer, k.format
 	doc, delta := s.doc, s.delta
@@ -304,11 +361,11 @@ func (p *publisher) renderNow(s *snapshot, k renderKey, groups []string) (*rende
 	var body []byte
 	var err error
 	switch format {
-	case formatRoutes:
+	case api.FormatRoutes:
 		if doc, err = preferred(); err == nil {
 			body, err = routing.Marshal(doc)
 		}
-	case formatTraefik:
+	case api.FormatTraefik:
 		// One output per (prefer, selection), each merging with its own last order. A
 		// document the Deriver patched re-renders the changed applications alone,
 		// whatever the prefer and selection (render.Incremental.TraefikPreferDelta,
@@ -333,7 +390,7 @@ func (p *publisher) renderNow(s *snapshot, k renderKey, groups []string) (*rende
 	zw.Close()
 	sum := sha256.Sum256(body)
 	h := hex.EncodeToString(sum[:16])
-	r := &rendered{body: body, gz: zb.Bytes(), etag: `"` + h + `"`, etagGzip: `"` + h + `-gzip"`, revision: revision}
+	r := &Rendered{body: body, gz: zb.Bytes(), etag: `"` + h + `"`, etagGzip: `"` + h + `-gzip"`, revision: revision}
 	r.file, r.gzFile = p.spill(r.body), p.spill(r.gz)
 	return r, nil
 }

@@ -1,0 +1,111 @@
+package layering
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const mod = "github.com/scafo/ingress/"
+
+// The import direction: cmd → node → httpapi → {publish, reconcile, ingress, probe, self,
+// fleetwrite, certstore, fleetcerts, …} → {store, render/…}. node/api imports no node
+// package; no subsystem imports httpapi or the root; node/client depends on none of the
+// server's heavy dependencies. A package listed here that does not exist yet is
+// skipped, so the rules hold as packages appear.
+var (
+	// subsystems own the node's state; they sit below httpapi and the root.
+	subsystems = []string{
+		"node/publish", "node/reconcile", "node/ingress", "node/probe", "node/self",
+		"node/fleetwrite", "node/certstore", "node/fleetcerts", "node/storageclient",
+		"node/store", "internal/bucket", "node/api",
+	}
+	// above are the packages no subsystem may depend on.
+	above = []string{"node", "node/httpapi", "node/cmd/scafo-node", "node/client"}
+	// clientForbidden are what the command-line client must not pull in.
+	clientForbidden = []string{
+		"github.com/go-chi/chi", "github.com/prometheus/", "github.com/caddyserver/certmagic",
+		"github.com/minio/minio-go", mod + "node/store", mod + "node/fleetcerts",
+	}
+)
+
+// deps maps every package of the module to its transitive dependencies.
+func deps(t *testing.T) map[string][]string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps=false", "-f", `{{.ImportPath}} {{join .Deps " "}}`, mod+"...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	m := map[string][]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) > 0 {
+			m[f[0]] = f[1:]
+		}
+	}
+	return m
+}
+
+// under reports whether pkg is p or a package below it.
+func under(pkg, p string) bool {
+	return pkg == p || strings.HasPrefix(pkg, p+"/")
+}
+
+func TestImportDirection(t *testing.T) {
+	all := deps(t)
+	var pkgs []string
+	for p := range all {
+		pkgs = append(pkgs, p)
+	}
+	sort.Strings(pkgs)
+	for _, p := range pkgs {
+		rel := strings.TrimPrefix(p, mod)
+		for _, sub := range subsystems {
+			if !under(rel, sub) {
+				continue
+			}
+			for _, d := range all[p] {
+				drel, ok := strings.CutPrefix(d, mod)
+				if !ok {
+					continue
+				}
+				for _, a := range above {
+					if drel == a || (a != "node" && under(drel, a)) {
+						t.Errorf("%s depends on %s: a subsystem never imports the layers above it", rel, drel)
+					}
+				}
+			}
+		}
+		if under(rel, "node/api") {
+			for _, d := range all[p] {
+				if drel, ok := strings.CutPrefix(d, mod); ok && drel != "render/routing" && !under(drel, "node/api") {
+					t.Errorf("%s depends on %s: node/api imports only render/routing and the standard library", rel, drel)
+				}
+			}
+		}
+		if under(rel, "node/client") {
+			for _, d := range all[p] {
+				for _, f := range clientForbidden {
+					if strings.HasPrefix(d, f) || d == mod+"node" {
+						t.Errorf("%s depends on %s: the command-line client depends on none of the server's packages", rel, d)
+					}
+				}
+			}
+		}
+		if rel == "node/httpapi" || under(rel, "node/httpapi") {
+			for _, d := range all[p] {
+				if d == mod+"node" {
+					t.Errorf("%s depends on the root node package: httpapi sits below the composition root", rel)
+				}
+			}
+		}
+	}
+}

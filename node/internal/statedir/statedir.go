@@ -1,0 +1,15 @@
+// Package statedir names the node's default state directory, for the node and for the
+// command-line client (which reads the admin token there) without the client
+// importing the server.
+package statedir
+
+import "os"
+
+// Default is the state directory when none is configured: /var/lib/scafo as root,
+// else ./scafo-state.
+func Default() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/scafo"
+	}
+	return "./scafo-state"
+}

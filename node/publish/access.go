@@ -1,0 +1,78 @@
+package publish
+
+import (
+	"time"
+
+	"github.com/scafo/ingress/node/fleetcerts"
+	"github.com/scafo/ingress/render"
+	"github.com/scafo/ingress/render/routing"
+)
+
+// Doc is the snapshot's routing document.
+func (s *Snapshot) Doc() *routing.Document { return s.doc }
+
+// Since is when this revision was first published.
+func (s *Snapshot) Since() time.Time { return s.since }
+
+// Upstreams counts node's upstreams in the document (the API's included): a prefer
+// target without any is a retired node, and changes nothing.
+func (s *Snapshot) Upstreams(node string) int { return s.ups[node] }
+
+// GroupRoutes counts the routes of group.
+func (s *Snapshot) GroupRoutes(group string) int { return s.groupRoutes[group] }
+
+// Groups lists the groups with routes (unsorted).
+func (s *Snapshot) Groups() []string {
+	out := make([]string, 0, len(s.groupRoutes))
+	for g := range s.groupRoutes {
+		out = append(out, g)
+	}
+	return out
+}
+
+// Certs are the fleet certificates rendered with the document (nil without ACME).
+func (s *Snapshot) Certs() *fleetcerts.Set { return s.certs }
+
+// Superseded is closed when a newer snapshot replaces this one: long-polls wait on it.
+func (s *Snapshot) Superseded() <-chan struct{} { return s.superseded }
+
+// Mark is the store serial and epoch the document is known to be derived from; ok is
+// false when the publisher has no serial source.
+func (s *Snapshot) Mark() (serial uint64, epoch string, ok bool) {
+	m := s.mark.Load()
+	if m == nil {
+		return 0, "", false
+	}
+	return m.serial, m.epoch, true
+}
+
+// Patched reports whether the document was patched from the previous snapshot's
+// (a delta) rather than derived whole.
+func (s *Snapshot) Patched() bool { return s.delta != nil }
+
+// Body is the identity body.
+func (r *Rendered) Body() []byte { return r.body }
+
+// Gzip is the gzip body.
+func (r *Rendered) Gzip() []byte { return r.gz }
+
+// ETag is the identity body's strong ETag; ETagGzip the gzip body's.
+func (r *Rendered) ETag() string     { return r.etag }
+func (r *Rendered) ETagGzip() string { return r.etagGzip }
+
+// Revision is the revision of what was rendered (the selection's with ?group=).
+func (r *Rendered) Revision() string { return r.revision }
+
+// File and GzFile hold the same bytes on disk ("" when spilling failed).
+func (r *Rendered) File() string   { return r.file }
+func (r *Rendered) GzFile() string { return r.gzFile }
+
+// GroupsPatched reports whether the document of the selection groups was patched from
+// the last snapshot's selection (routing.ForGroupsDelta) rather than made whole.
+func (s *Snapshot) GroupsPatched(groups []string) bool {
+	_, d := s.forGroupsDelta(groups)
+	return d != nil
+}
+
+// RenderOptions are the options the publisher renders the Traefik format with.
+func (p *Publisher) RenderOptions() render.Options { return p.render }

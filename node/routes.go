@@ -1,0 +1,208 @@
+package node
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/render"
+)
+
+// The route table: every route of the node's HTTP API, once, with its attributes. The
+// guards read the attributes (the connection reserve, ?wait=applied on instance
+// writes) instead of matching path literals of their own.
+
+// routeGroup is the middleware a route sits behind.
+type routeGroup int
+
+const (
+	// groupPublic: anonymous (health probes, the ACME challenge, metrics).
+	groupPublic routeGroup = iota
+	// groupIngress: the ingress token, or the admin's (requireIngress).
+	groupIngress
+	// groupWrite: the write API (a foreign store refused, authenticated, rate-limited,
+	// ?wait=applied).
+	groupWrite
+	// groupAdmin: the write API, admin only.
+	groupAdmin
+	// groupStorage and groupStorageWrite: /v1/storage (the ingress token only), its
+	// patterns relative to it; writes refused on a foreign store.
+	groupStorage
+	groupStorageWrite
+)
+
+// reserveKind says whether a request may use the connection reserve (limits.go).
+type reserveKind int
+
+const (
+	reserveNo reserveKind = iota
+	// reserveAnyone: a health probe, without a token.
+	reserveAnyone
+	// reserveIngress: with the ingress (or admin) token.
+	reserveIngress
+)
+
+// route is one route of the table.
+type route struct {
+	group           routeGroup
+	method, pattern string
+	handle          func(*Server, http.ResponseWriter, *http.Request)
+	build           func(*Server) http.Handler // instead of handle: built once per Handler
+	storage         func(*storageAPI, http.ResponseWriter, *http.Request)
+	// reserve: a GET or HEAD without a body on this route is admitted from the
+	// connection reserve (the admin token always is). A pattern ending in a {param}
+	// admits its whole prefix.
+	reserve reserveKind
+	// instanceWrite: a write of this node's instance {app}: with ?wait=applied it waits
+	// for this node's record to announce it too (waitapplied.go).
+	instanceWrite bool
+}
+
+// routes is the node's HTTP API.
+var routes = []route{
+	{group: groupPublic, method: http.MethodGet, pattern: api.PathHealthz, handle: (*Server).handleHealthz, reserve: reserveAnyone},
+	{group: groupPublic, method: http.MethodGet, pattern: api.PathReadyz, handle: (*Server).handleReadyz, reserve: reserveAnyone},
+	{group: groupPublic, method: http.MethodGet, pattern: api.PathInstanceHealth + "{app}", handle: (*Server).handleInstanceHealth, reserve: reserveAnyone},
+	{group: groupPublic, method: http.MethodGet, pattern: render.ACMEChallengePath + "{token}", handle: (*Server).handleACMEChallenge},
+	{group: groupPublic, method: http.MethodGet, pattern: api.PathMetrics, build: (*Server).metricsHandler},
+
+	{group: groupIngress, method: http.MethodGet, pattern: api.PathStatus, handle: (*Server).handleStatus, reserve: reserveIngress},
+	{group: groupIngress, method: http.MethodGet, pattern: api.PathIngress + "{format}", handle: (*Server).handleIngress, reserve: reserveIngress},
+
+	{group: groupWrite, method: http.MethodGet, pattern: api.PathApps + "/{app}/domains/{host}/paths", handle: (*Server).handleGetPaths},
+	{group: groupWrite, method: http.MethodPut, pattern: api.PathApps + "/{app}/domains/{host}/paths", handle: (*Server).handlePutPaths},
+	{group: groupWrite, method: http.MethodPost, pattern: api.PathNodeInstances + "/{app}", handle: (*Server).handleAllocateInstance, instanceWrite: true},
+	{group: groupWrite, method: http.MethodPut, pattern: api.PathNodeInstances + "/{app}", handle: (*Server).handlePutInstance, instanceWrite: true},
+	{group: groupWrite, method: http.MethodDelete, pattern: api.PathNodeInstances + "/{app}", handle: (*Server).handleDeleteInstance, instanceWrite: true},
+
+	{group: groupAdmin, method: http.MethodGet, pattern: api.PathApps, handle: (*Server).handleListApps},
+	{group: groupAdmin, method: http.MethodGet, pattern: api.PathApps + "/{app}", handle: (*Server).handleGetApp},
+	{group: groupAdmin, method: http.MethodPut, pattern: api.PathApps + "/{app}", handle: (*Server).handlePutApp},
+	{group: groupAdmin, method: http.MethodDelete, pattern: api.PathApps + "/{app}", handle: (*Server).handleDeleteApp},
+	{group: groupAdmin, method: http.MethodGet, pattern: api.PathApps + "/{app}/domains/{host}", handle: (*Server).handleGetClaim},
+	{group: groupAdmin, method: http.MethodPut, pattern: api.PathApps + "/{app}/domains/{host}", handle: (*Server).handlePutClaim},
+	{group: groupAdmin, method: http.MethodDelete, pattern: api.PathApps + "/{app}/domains/{host}", handle: (*Server).handleDeleteClaim},
+	{group: groupAdmin, method: http.MethodGet, pattern: api.PathNodeInstances, handle: (*Server).handleListInstances},
+	{group: groupAdmin, method: http.MethodPost, pattern: api.PathTokens, handle: (*Server).handleCreateToken},
+	{group: groupAdmin, method: http.MethodDelete, pattern: api.PathTokens + "/{id}", handle: (*Server).handleDeleteToken},
+	{group: groupAdmin, method: http.MethodGet, pattern: api.PathAudit, handle: (*Server).handleAudit},
+
+	{group: groupStorage, method: http.MethodGet, pattern: "/keys", storage: (*storageAPI).get},
+	{group: groupStorage, method: http.MethodGet, pattern: "/keys/*", storage: (*storageAPI).get},
+	{group: groupStorage, method: http.MethodHead, pattern: "/keys/*", storage: (*storageAPI).head},
+	{group: groupStorageWrite, method: http.MethodPut, pattern: "/keys/*", storage: (*storageAPI).put},
+	{group: groupStorageWrite, method: http.MethodDelete, pattern: "/keys/*", storage: (*storageAPI).delete},
+	{group: groupStorageWrite, method: http.MethodPost, pattern: "/locks/*", storage: (*storageAPI).lock},
+	{group: groupStorageWrite, method: http.MethodDelete, pattern: "/locks/*", storage: (*storageAPI).unlock},
+}
+
+// Handler is the node's HTTP API.
+func (s *Server) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Use(s.guardReserve, s.boundRequest, middleware.GetHead)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not found", r.URL.Path)
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, "method not allowed", r.Method+" "+r.URL.Path)
+	})
+	s.mount(r, groupPublic)
+	r.Group(func(r chi.Router) {
+		r.Use(s.requireIngress) // the ingress token, or the admin's
+		s.mount(r, groupIngress)
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(s.refuseWritesToAForeignStore)
+		r.Use(s.authenticate)
+		r.Use(s.limitWrites)
+		r.Use(s.waitApplied)
+		s.mount(r, groupWrite)
+		r.Group(func(r chi.Router) {
+			r.Use(adminOnly)
+			s.mount(r, groupAdmin)
+		})
+	})
+	a := s.newStorageAPI()
+	r.Route(api.PathStorage, func(r chi.Router) {
+		r.Use(a.measure, s.requireStorageToken)
+		a.mount(r, groupStorage)
+		r.Group(func(r chi.Router) {
+			r.Use(s.refuseWritesToAForeignStore)
+			a.mount(r, groupStorageWrite)
+		})
+	})
+	return r
+}
+
+// mount registers the routes of group g.
+func (s *Server) mount(r chi.Router, g routeGroup) {
+	for _, rt := range routes {
+		switch {
+		case rt.group != g:
+		case rt.build != nil:
+			r.Method(rt.method, rt.pattern, rt.build(s))
+		default:
+			h := rt.handle
+			r.MethodFunc(rt.method, rt.pattern, func(w http.ResponseWriter, r *http.Request) { h(s, w, r) })
+		}
+	}
+}
+
+// mount registers the storage routes of group g.
+func (a *storageAPI) mount(r chi.Router, g routeGroup) {
+	for _, rt := range routes {
+		if rt.group == g {
+			h := rt.storage
+			r.MethodFunc(rt.method, rt.pattern, func(w http.ResponseWriter, r *http.Request) { h(a, w, r) })
+		}
+	}
+}
+
+// reserveRoute reports what of the connection reserve path may use (the routes'
+// reserve attribute: an exact path, or the prefix of a pattern ending in a {param}).
+func reserveRoute(path string) reserveKind {
+	for _, rt := range routes {
+		if rt.reserve == reserveNo {
+			continue
+		}
+		if prefix, ok := strings.CutSuffix(rt.pattern, "{"+paramOf(rt.pattern)+"}"); ok && paramOf(rt.pattern) != "" {
+			if strings.HasPrefix(path, prefix) {
+				return rt.reserve
+			}
+		} else if path == rt.pattern {
+			return rt.reserve
+		}
+	}
+	return reserveNo
+}
+
+// paramOf is the name of the {param} a pattern ends with ("" for none).
+func paramOf(pattern string) string {
+	if !strings.HasSuffix(pattern, "}") {
+		return ""
+	}
+	i := strings.LastIndex(pattern, "{")
+	if i < 0 {
+		return ""
+	}
+	return pattern[i+1 : len(pattern)-1]
+}
+
+// isInstanceWrite reports whether the matched route of r is an instance write (its
+// instanceWrite attribute; r has been routed).
+func isInstanceWrite(r *http.Request) bool {
+	rctx := chi.RouteContext(r.Context())
+	if rctx == nil {
+		return false
+	}
+	pattern := rctx.RoutePattern()
+	for _, rt := range routes {
+		if rt.instanceWrite && rt.method == r.Method && rt.pattern == pattern {
+			return true
+		}
+	}
+	return false
+}
