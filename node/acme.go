@@ -17,7 +17,7 @@ import (
 	"github.com/scafo/ingress/node/store"
 )
 
-// Fleet certificates (DESIGN §10, --acme.*): the node's side. fleetcerts runs
+// Fleet certificates (docs/design.md §10, --acme.*): the node's side. fleetcerts runs
 // CertMagic; this file connects it to the store, the publisher (a new certificate
 // republishes the rendered configuration), the challenge route, /v1/status and the
 // metrics.
@@ -135,10 +135,22 @@ func (s *Server) certsStatus() *api.Certificates {
 		out.Names = make([]api.CertName, len(names))
 	}
 	for i, n := range names {
-		out.Names[i] = api.CertName(n) // the same fields: one shape on the wire
+		out.Names[i] = certNameOf(n)
 		out.Counts[n.State]++
 	}
 	return out
+}
+
+// certNameOf is one name of the manager's status on the wire, field by field
+// (TestCertNameOnTheWireCarriesEveryManagerField holds it to every field).
+func certNameOf(n fleetcerts.NameStatus) api.CertName {
+	c := api.CertName{Name: n.Name, State: n.State, NotAfter: n.NotAfter, Serial: n.Serial,
+		LastError: n.LastError, NextAttempt: n.NextAttempt, Attempts: n.Attempts, ObtainedHere: n.ObtainedHere,
+		Challenge: n.Challenge, Phase: n.Phase}
+	if d := n.Delegation; d != nil {
+		c.Delegation = &api.CertDelegation{CNAME: d.CNAME, Target: d.Target, InPlace: d.InPlace, CheckedAt: d.CheckedAt}
+	}
+	return c
 }
 
 // certCollector exports, per name, the state and the certificate's expiry.

@@ -17,7 +17,6 @@ import (
 	"github.com/caddyserver/certmagic"
 	ptypes "github.com/traefik/paerser/types"
 
-	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
 	"github.com/scafo/ingress/node/store/dir"
@@ -29,8 +28,11 @@ func acmeStatus(t *testing.T, n *testNode) map[string]fleetcerts.NameStatus {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status: %d %s", resp.StatusCode, b)
 	}
+	// Decoded as the manager's own type: the wire (api.CertName) has its shape.
 	var body struct {
-		Certificates *api.Certificates `json:"certificates"`
+		Certificates *struct {
+			Names []fleetcerts.NameStatus `json:"names"`
+		} `json:"certificates"`
 	}
 	if err := json.Unmarshal(b, &body); err != nil {
 		t.Fatal(err)
@@ -38,7 +40,7 @@ func acmeStatus(t *testing.T, n *testNode) map[string]fleetcerts.NameStatus {
 	out := map[string]fleetcerts.NameStatus{}
 	if body.Certificates != nil {
 		for _, c := range body.Certificates.Names {
-			out[c.Name] = fleetcerts.NameStatus(c)
+			out[c.Name] = c
 		}
 	}
 	return out

@@ -10,7 +10,7 @@ import (
 
 // announcements tracks which of this node's instance changes its record has announced,
 // and under which store serial, so that an instance write can wait until it is live
-// (?wait=applied on /v1/node/instances, DESIGN §13).
+// (?wait=applied on /v1/node/instances, docs/design.md §13).
 //
 // An instance write changes the registry, then calls changed (a generation counter moves).
 // writeOwnRecord reads the generation *before* it reads the registry, so the record it

@@ -208,7 +208,7 @@ type PortsConfig struct {
 	Quarantine ptypes.Duration `description:"How long a released port is not reassigned." json:"quarantine,omitempty"`
 }
 
-// LimitsConfig bounds what clients can hold (DESIGN §5, "Hostile clients"). The node
+// LimitsConfig bounds what clients can hold (docs/design.md §5, "Hostile clients"). The node
 // API may face the internet: a connection that sends headers and never its body, or
 // never finishes its headers, or never reads its answer, is cut after a bounded time,
 // and connections beyond a cap are refused, with a reserve kept for ingress polls and

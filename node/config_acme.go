@@ -35,7 +35,7 @@ const (
 	DeliveryFiles  = "files"
 )
 
-// ACMEConfig is fleet certificate issuance (DESIGN §10): every node runs CertMagic on
+// ACMEConfig is fleet certificate issuance (docs/design.md §10): every node runs CertMagic on
 // the fleet store, issues each non-wildcard name of the document once (HTTP-01 through
 // any Traefik), and renders the certificates into tls.certificates.
 type ACMEConfig struct {

@@ -226,7 +226,7 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 // setStoreMark sends the store serial (and epoch) snap was derived from, on every 200
 // and 304 of the routing endpoints: headers, so bodies stay byte-identical across
 // nodes. The provider plugin never applies a configuration of an older serial than one
-// it applied (DESIGN §6).
+// it applied (docs/design.md §6).
 func setStoreMark(h http.Header, snap *publish.Snapshot) {
 	serial, epoch, ok := snap.Mark()
 	if !ok {

@@ -1,6 +1,6 @@
 package node
 
-// Hostile clients (DESIGN §5): connections held without a token, floods of rejected
+// Hostile clients (docs/design.md §5): connections held without a token, floods of rejected
 // credentials, refusals that read the same whatever the request's shape.
 
 import (

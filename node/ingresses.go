@@ -23,7 +23,7 @@ import (
 	"github.com/scafo/ingress/render/routing"
 )
 
-// Ingress reports (DESIGN §11): every ingress says, on its polls, what it holds.
+// Ingress reports (docs/design.md §11): every ingress says, on its polls, what it holds.
 //
 //   - The provider plugin sends X-Scafo-Ingress (its name), X-Scafo-Ingress-Kind:
 //     plugin, and the serial, epoch and revision of the configuration it applied

@@ -42,7 +42,7 @@ func (p *fakePlugin) holds() []byte {
 	return p.held
 }
 
-// A deploy moves an instance with ?wait=applied (DESIGN §13): the answer is 200 only once
+// A deploy moves an instance with ?wait=applied (docs/design.md §13): the answer is 200 only once
 // every live ingress holds a configuration that dials the new port, and the old process
 // can then stop. An ingress that cannot apply makes it 202 naming that ingress; a release
 // waits the same way until no ingress dials the instance.

@@ -1,6 +1,6 @@
 package node
 
-// Hostile clients (DESIGN §5): what one client can hold is bounded.
+// Hostile clients (docs/design.md §5): what one client can hold is bounded.
 //
 //   - Time. Headers must arrive within limits.headerTimeout (http.Server), a request's
 //     body within limits.bodyTimeout of its headers (a per-request read deadline, set

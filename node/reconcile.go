@@ -276,7 +276,7 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 	}
 	// A store swapped (wiped, unmounted, replaced) between the serial read and the
 	// listing answered with its own, possibly empty, contents under the old serial:
-	// discard the pass, never derive from it (DESIGN §5/§6).
+	// discard the pass, never derive from it (docs/design.md §5/§6).
 	if err := r.id.Recheck(ctx, r.st, obs); err != nil {
 		return err
 	}

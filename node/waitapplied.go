@@ -18,7 +18,7 @@ import (
 	"github.com/scafo/ingress/render/fleet"
 )
 
-// ?wait=applied&timeout=<duration> on a write (DESIGN §11): the write is made as
+// ?wait=applied&timeout=<duration> on a write (docs/design.md §11): the write is made as
 // without it; then the answer waits until this node publishes a document derived from
 // the write's serial or a later one, and every live ingress (not lost) reports that
 // serial or later (or the same revision this node publishes from that serial on), and
@@ -153,7 +153,7 @@ func (s *Server) probeUp(app string, inst fleet.Instance) bool {
 }
 
 // waitInstanceApplied serves an instance write (allocate, set, release) with
-// ?wait=applied (DESIGN §13). An instance is not announced by the write itself but by
+// ?wait=applied (docs/design.md §13). An instance is not announced by the write itself but by
 // this node's record, which the heartbeat loop rewrites at once after the change: the
 // wait has two legs within the one timeout. First, this node's record announces the
 // write (the instance with the port and readiness it declares, or none after a

@@ -3,6 +3,7 @@ package docs
 import (
 	"bytes"
 	"fmt"
+	"github.com/scafo/ingress/node/api"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -18,8 +19,11 @@ type Metric struct {
 }
 
 var (
-	metricOptsRE = regexp.MustCompile(`Name:\s*"(scafo_[a-z_]+)",\s*Help:\s*("(?:[^"\\]|\\.)*")`)
-	metricDescRE = regexp.MustCompile(`NewDesc\(\s*"(scafo_[a-z_]+)",\s*("(?:[^"\\]|\\.)*")`)
+	// A help text may start with a route path constant of node/api (api.PathStorage + "…").
+	metricOptsRE = regexp.MustCompile(`Name:\s*"(scafo_[a-z_]+)",\s*Help:\s*(?:api\.(Path[A-Za-z]+)\s*\+\s*)?("(?:[^"\\]|\\.)*")`)
+	metricDescRE = regexp.MustCompile(`NewDesc\(\s*"(scafo_[a-z_]+)",\s*()("(?:[^"\\]|\\.)*")`)
+	// helpPaths are the node/api constants a help text may start with.
+	helpPaths = map[string]string{"PathStorage": api.PathStorage}
 )
 
 // Metrics reads every metric the node's non-test sources under dir define
@@ -37,9 +41,16 @@ func Metrics(dir string) ([]Metric, error) {
 		rel, _ := filepath.Rel(dir, p)
 		for _, re := range []*regexp.Regexp{metricOptsRE, metricDescRE} {
 			for _, m := range re.FindAllSubmatch(b, -1) {
-				help, err := strconv.Unquote(string(m[2]))
+				help, err := strconv.Unquote(string(m[3]))
 				if err != nil {
 					return fmt.Errorf("%s: %s: %w", p, m[1], err)
+				}
+				if c := string(m[2]); c != "" {
+					v, ok := helpPaths[c]
+					if !ok {
+						return fmt.Errorf("%s: %s: help starts with api.%s, which helpPaths does not know", p, m[1], c)
+					}
+					help = v + help
 				}
 				out = append(out, Metric{Name: string(m[1]), Help: help, File: filepath.ToSlash(rel)})
 			}

@@ -159,4 +159,23 @@ type CertName struct {
 	Attempts int `json:"attempts,omitempty"`
 	// ObtainedHere: this node obtained the certificate it holds.
 	ObtainedHere bool `json:"obtainedHere,omitempty"`
+	// Challenge is "dns-01" for a name issued by DNS-01 ("" for HTTP-01), and Phase
+	// where its challenge stands while one is in progress (the TXT record written,
+	// waiting for it to propagate, with the bound).
+	Challenge string `json:"challenge,omitempty"`
+	Phase     string `json:"phase,omitempty"`
+	// Delegation is a custom wildcard's delegation: the CNAME its customer creates and
+	// whether it is in place.
+	Delegation *CertDelegation `json:"delegation,omitempty"`
+}
+
+// CertDelegation is a custom wildcard's DNS-01 delegation (docs/certificates-dns01.md).
+type CertDelegation struct {
+	// CNAME is the name the customer creates (_acme-challenge.<name>), Target what it
+	// must point at.
+	CNAME  string `json:"cname"`
+	Target string `json:"target"`
+	// InPlace: the CNAME was found pointing at Target when last checked (CheckedAt).
+	InPlace   bool       `json:"inPlace"`
+	CheckedAt *time.Time `json:"checkedAt,omitempty"`
 }
