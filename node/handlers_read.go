@@ -80,9 +80,26 @@ func (s *Server) handleInstanceHealth(w http.ResponseWriter, r *http.Request) {
 // handleIngress serves /v1/ingress/routes and /v1/ingress/{format}.
 func (s *Server) handleIngress(w http.ResponseWriter, r *http.Request) {
 	format := chi.URLParam(r, "format")
-	rep := s.ingresses.readReport(w, r)
+	admin := s.isAdminToken(bearer(r.Header.Get("Authorization")))
+	if admin && format == api.FormatTraefik && s.keysInline() {
+		s.rejectRequest(r, "rejected ingress request: admin token on a body with private keys")
+		writeError(w, http.StatusForbidden, "forbidden",
+			"this node delivers fleet certificates inline (acme.delivery inline): its Traefik configuration carries private keys, which only the ingress token reads; "+
+				api.PathIngress+api.FormatRoutes+" is the routing document, without keys")
+		s.metrics.polls.WithLabelValues(metricFormat(format), strconv.Itoa(http.StatusForbidden)).Inc()
+		return
+	}
+	// A report is recorded only for a poll that was valid (known format, query and
+	// groups): serveIngress calls begin once it has checked them, before it serves or
+	// holds the poll. The admin token's polls are never reports: it is not an ingress.
+	var rep *pollReport
+	begin := func() {
+		if !admin {
+			rep = s.ingresses.readReport(w, r)
+		}
+	}
 	var served servedMark
-	code := s.serveIngress(w, r, format, &served)
+	code := s.serveIngress(w, r, format, &served, begin)
 	s.ingresses.end(rep, code, served)
 	s.metrics.polls.WithLabelValues(metricFormat(format), strconv.Itoa(code)).Inc()
 }
@@ -94,8 +111,16 @@ func metricFormat(f string) string {
 	return "other"
 }
 
+// keysInline: the Traefik configuration this node renders can carry private keys
+// (fleet certificates delivered inline).
+func (s *Server) keysInline() bool {
+	return s.cfg.ACME.Enabled && s.cfg.ACME.Delivery == DeliveryInline
+}
+
 // serveIngress answers a poll; on a 200 it sets served to what the answer carries.
-func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format string, served *servedMark) int {
+// begin is called once the poll is known valid (format, query, groups), before it is
+// served or held.
+func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format string, served *servedMark, begin func()) int {
 	if format != api.FormatRoutes && format != api.FormatTraefik {
 		writeError(w, http.StatusNotFound, "unknown format", fmt.Sprintf("format %q is not registered; only %q", format, api.FormatTraefik))
 		return http.StatusNotFound
@@ -148,6 +173,7 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 			fmt.Sprintf("group %q: no application, platform domain or default names it (an ingress pointed at a typo must not receive an empty configuration)", g))
 		return http.StatusNotFound
 	}
+	begin()
 	inm := r.Header.Get("If-None-Match")
 	gz := acceptsGzip(r)
 	var deadline <-chan time.Time

@@ -17,7 +17,7 @@ package node
 //     the general part is full serves one request (it is answered "Connection: close")
 //     and only if that request is an ingress poll or /v1/status with the ingress or
 //     admin token, or a health probe (/v1/healthz, /v1/readyz, /v1/health/instances/…),
-//     without a body, or carries the admin token; anything else is a 503 at once. Beyond
+//     without a body; anything else (the admin's writes included) is a 503 at once. Beyond
 //     maxConns a new connection waits in the kernel's queue for acceptWait at most, then
 //     gets a bare 503 and is closed.
 //   - Log lines. Rejections are logged once per remote address per limits.rejectLog,
@@ -266,8 +266,7 @@ func (s *Server) guardReserve(next http.Handler) http.Handler {
 }
 
 // reserveAdmits: ingress polls and /v1/status with the ingress (or admin) token and
-// health probes, none with a body (a body could hold the slot for a body timeout), and
-// anything with the admin token. Tokens are compared in constant time; no store is read.
+// health probes, none with a body (a body could hold the slot for a body timeout). Tokens are compared in constant time; no store is read.
 func (s *Server) reserveAdmits(r *http.Request) bool {
 	kind := reserveRoute(r.URL.Path) // the routes' reserve attribute (routes.go)
 	read := (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.ContentLength == 0
@@ -278,10 +277,9 @@ func (s *Server) reserveAdmits(r *http.Request) bool {
 	if tok == "" {
 		return false
 	}
-	if s.isAdminToken(tok) {
-		return true
-	}
-	return read && kind == reserveIngress && s.isIngressToken(tok)
+	// The admin token gets what the ingress token gets, no more: the reserve is for
+	// ingress polls and health, not for whoever holds a strong token.
+	return read && kind == reserveIngress && (s.isIngressToken(tok) || s.isAdminToken(tok))
 }
 
 // ---- time ----

@@ -53,7 +53,7 @@ type route struct {
 	build           func(*Server) http.Handler // instead of handle: built once per Handler
 	storage         func(*storageAPI, http.ResponseWriter, *http.Request)
 	// reserve: a GET or HEAD without a body on this route is admitted from the
-	// connection reserve (the admin token always is). A pattern ending in a {param}
+	// connection reserve (with the ingress or admin token for reserveIngress). A pattern ending in a {param}
 	// admits its whole prefix.
 	reserve reserveKind
 	// instanceWrite: a write of this node's instance {app}: with ?wait=applied it waits
