@@ -48,6 +48,55 @@ func (n *node) dnsCerts(t *testing.T) map[string]dnsCertStatus {
 	return out
 }
 
+// dns01Env is a DNS-01 fleet: BIND, Pebble on it, three nodes, one Traefik per node.
+type dns01Env struct {
+	bind      *bindtest.Server
+	peb       *pebbletest.Pebble
+	fleet     *fleet
+	trs       []*acmeTraefik
+	websecure int
+}
+
+// dns01FleetZone is the zone the fleet's key edits (the platform domain's).
+const dns01FleetZone = "example.com"
+
+// startDNS01Fleet starts a BIND serving example.com (the fleet's zone, its TSIG key on
+// the nodes, read from a 0600 file) and customer.test (a customer's zone), a Pebble
+// (pcfg, DNSServer set here) validating against it, three nodes with
+// --acme.dns01.platform (plus extra flags) and one Traefik per node on ips, and deploys
+// the application shop on every node.
+func startDNS01Fleet(t *testing.T, ips []string, pcfg pebbletest.Config, extra ...string) *dns01Env {
+	t.Helper()
+	requireBinaries(t)
+	b := bindtest.Start(t, bindtest.Config{Zones: []string{dns01FleetZone, "customer.test"}, Resolver: true})
+	pcfg.DNSServer = b.Addr
+	p := pebbletest.Start(t, pcfg)
+	secretFile := filepath.Join(t.TempDir(), "tsig.secret")
+	if err := os.WriteFile(secretFile, []byte(b.Key.Secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	web, websecure := commonFreePort(t, ips...), commonFreePort(t, ips...)
+	f := startFleet(t, len(ips), nodeOptions{args: append([]string{
+		"--platform.domains=" + acmePlatform,
+		"--traefik.entryPoints=websecure",
+		"--acme.enabled", "--acme.caServer=" + p.Directory, "--acme.caRoots=" + p.CARootsFile,
+		"--acme.email=ops@example.com",
+		"--acme.dns01.platform",
+		"--acme.dns01.resolvers=" + b.Addr,
+		"--acme.dns01.propagationTimeout=30s",
+		"--acme.dns01.rfc2136.server=" + b.Addr,
+		"--acme.dns01.rfc2136.zones=" + dns01FleetZone,
+		"--acme.dns01.rfc2136.keyName=" + b.Key.Name,
+		"--acme.dns01.rfc2136.tsigSecretFile=" + secretFile,
+	}, extra...)})
+	trs := make([]*acmeTraefik, len(ips))
+	for i, n := range f.nodes {
+		trs[i] = startACMETraefik(t, "traefik-"+n.name, ips[i], web, websecure, n)
+	}
+	f.deploy(t, "shop", "acme", f.nodes, "/healthz")
+	return &dns01Env{bind: b, peb: p, fleet: f, trs: trs, websecure: websecure}
+}
+
 // TestDNS01WildcardIssuedOnceForTheFleetAndServedByEveryTraefik: three nodes on one
 // store, three Traefiks (one per node, prefer=self) on 127.0.0.61-63, a BIND serving
 // example.com (the fleet's zone, TSIG key on the nodes, read from a 0600 file) and
@@ -69,43 +118,16 @@ func (n *node) dnsCerts(t *testing.T) map[string]dnsCertStatus {
 //
 // The TSIG secret is in no node's output, status or rendered configuration.
 func TestDNS01WildcardIssuedOnceForTheFleetAndServedByEveryTraefik(t *testing.T) {
-	requireBinaries(t)
 	start := time.Now()
 	const (
-		fleetZone  = "example.com"
+		fleetZone  = dns01FleetZone
 		delegZone  = "acme." + fleetZone
 		wild       = "*." + acmePlatform
 		customWild = "*.shop.customer.test"
 	)
-	b := bindtest.Start(t, bindtest.Config{Zones: []string{fleetZone, "customer.test"}, Resolver: true})
-	p := pebbletest.Start(t, pebbletest.Config{DNSServer: b.Addr})
-	secretFile := filepath.Join(t.TempDir(), "tsig.secret")
-	if err := os.WriteFile(secretFile, []byte(b.Key.Secret+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ips := []string{"127.0.0.61", "127.0.0.62", "127.0.0.63"}
-	web, websecure := commonFreePort(t, ips...), commonFreePort(t, ips...)
-
-	f := startFleet(t, 3, nodeOptions{args: []string{
-		"--platform.domains=" + acmePlatform,
-		"--traefik.entryPoints=websecure",
-		"--acme.enabled", "--acme.caServer=" + p.Directory, "--acme.caRoots=" + p.CARootsFile,
-		"--acme.email=ops@example.com",
-		"--acme.dns01.platform",
-		"--acme.dns01.delegationZone=" + delegZone,
-		"--acme.dns01.resolvers=" + b.Addr,
-		"--acme.dns01.propagationTimeout=30s",
-		"--acme.dns01.rfc2136.server=" + b.Addr,
-		"--acme.dns01.rfc2136.zones=" + fleetZone,
-		"--acme.dns01.rfc2136.keyName=" + b.Key.Name,
-		"--acme.dns01.rfc2136.tsigSecretFile=" + secretFile,
-	}})
-	trs := make([]*acmeTraefik, 3)
-	for i, n := range f.nodes {
-		trs[i] = startACMETraefik(t, "traefik-"+n.name, ips[i], web, websecure, n)
-	}
+	e := startDNS01Fleet(t, []string{"127.0.0.61", "127.0.0.62", "127.0.0.63"}, pebbletest.Config{}, "--acme.dns01.delegationZone="+delegZone)
+	b, p, f, trs, websecure := e.bind, e.peb, e.fleet, e.trs, e.websecure
 	up := time.Now()
-	f.deploy(t, "shop", "acme", f.nodes, "/healthz")
 
 	// 1. The platform wildcard and the apex, once for the fleet.
 	names := []string{wild, acmePlatform}
@@ -170,7 +192,7 @@ func TestDNS01WildcardIssuedOnceForTheFleetAndServedByEveryTraefik(t *testing.T)
 		}
 		return nil
 	})
-	t.Logf("platform: Traefiks up → deploy → wildcard and apex valid on 3 nodes %s; → served by 3 Traefiks %s; Pebble %d orders, %d certificates",
+	t.Logf("platform: deployed → wildcard and apex valid on 3 nodes %s; → served by 3 Traefiks %s; Pebble %d orders, %d certificates",
 		ms(valid.Sub(up)), ms(servedAll.Sub(valid)), orders, len(issued))
 
 	// 2. A custom wildcard: nothing is ordered until its delegation is in place.
@@ -267,4 +289,129 @@ func TestDNS01WildcardIssuedOnceForTheFleetAndServedByEveryTraefik(t *testing.T)
 		}
 	}
 	t.Logf("total %s", ms(time.Since(start)))
+}
+
+// TestDNS01WildcardRenewsOnceAndEveryTraefikSwitchesWithoutAFailedHandshake: the fleet
+// of the test above (three nodes, three Traefiks on 127.0.0.64-66, BIND, Pebble on it)
+// with Pebble issuing 45-second certificates, so CertMagic renews the wildcard and the
+// apex by DNS-01 within seconds to 30 s. Handshakes for anything.apps.example.com run
+// against every Traefik every 100 ms from the first wildcard served everywhere until a
+// renewed one is: no handshake fails, the switch goes from one wildcard Pebble issued to
+// the next one it issued for *.apps.example.com (Pebble's certificates read back by
+// serial: nothing issued for the name in between, so the renewal was ordered once for
+// the fleet), the wildcard renewals the nodes logged match Pebble's wildcard count, and
+// no TXT is left in the zone.
+func TestDNS01WildcardRenewsOnceAndEveryTraefikSwitchesWithoutAFailedHandshake(t *testing.T) {
+	const wild = "*." + acmePlatform
+	e := startDNS01Fleet(t, []string{"127.0.0.64", "127.0.0.65", "127.0.0.66"},
+		pebbletest.Config{Validity: 45 * time.Second}, "--acme.renewCheckInterval=1s")
+	p, f, trs := e.peb, e.fleet, e.trs
+	host := "anything." + acmePlatform
+	roots := p.IssuerRoot(t)
+
+	current := func() (string, error) {
+		var s string
+		for _, n := range f.nodes {
+			c := n.certs(t)[wild]
+			if c.State != "valid" || (s != "" && c.Serial != s) {
+				return "", fmt.Errorf("%s: %+v", n.name, c)
+			}
+			s = c.Serial
+		}
+		for _, tr := range trs {
+			got, err := handshake(hostPort(tr.ip, e.websecure), host, roots)
+			if err != nil {
+				return "", err
+			}
+			if got != s {
+				return "", fmt.Errorf("%s serves %s, the nodes hold %s", tr.name, got, s)
+			}
+		}
+		return s, nil
+	}
+	var first string
+	waitFor(t, "the first wildcard everywhere", 90*time.Second, func() (err error) {
+		first, err = current()
+		return err
+	})
+
+	stop := make(chan struct{})
+	type result struct {
+		fails  []string
+		served map[string]int
+		total  int
+	}
+	done := make(chan result)
+	go func() {
+		r := result{served: map[string]int{}}
+		for {
+			select {
+			case <-stop:
+				done <- r
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			for _, tr := range trs {
+				r.total++
+				s, err := handshake(hostPort(tr.ip, e.websecure), host, roots)
+				if err != nil {
+					r.fails = append(r.fails, tr.name+": "+err.Error())
+					continue
+				}
+				r.served[s]++
+			}
+		}
+	}()
+	switchFrom := time.Now()
+	var second string
+	waitFor(t, "the renewed wildcard everywhere", 90*time.Second, func() (err error) {
+		s, err := current()
+		if err == nil && s == first {
+			err = fmt.Errorf("still %s", s)
+		}
+		second = s
+		return err
+	})
+	took := time.Since(switchFrom)
+	close(stop)
+	r := <-done
+	if len(r.fails) > 0 {
+		t.Fatalf("%d of %d handshakes failed during the switch, first: %s", len(r.fails), r.total, r.fails[0])
+	}
+
+	norm := func(s string) string { return strings.TrimLeft(strings.ToLower(s), "0") }
+	serials, names := p.Issued(), p.IssuedNames(t)
+	var wildSerials []string
+	for i, dn := range names {
+		if len(dn) == 1 && dn[0] == wild {
+			wildSerials = append(wildSerials, norm(serials[i]))
+		}
+	}
+	at := func(s string) int {
+		for i, w := range wildSerials {
+			if w == norm(s) {
+				return i
+			}
+		}
+		return -1
+	}
+	if i, j := at(first), at(second); i < 0 || j != i+1 {
+		t.Fatalf("Pebble issued %v for %s; the switch went %s (#%d) → %s (#%d): want consecutive", wildSerials, wild, first, i, second, j)
+	}
+	renewals := 0
+	for _, n := range f.nodes {
+		renewals += countLines(n.proc.Output(), "fleet certificate obtained", "name="+wild, "renewal=true")
+	}
+	// Pebble may have issued one more since (a 45-second certificate renews again).
+	if renewals != len(wildSerials)-1 && renewals != len(wildSerials) {
+		t.Fatalf("%d wildcard renewals logged across the nodes, Pebble issued %d wildcard certificates", renewals, len(wildSerials))
+	}
+	waitFor(t, "no TXT left in "+dns01FleetZone, 30*time.Second, func() error {
+		if txt := e.bind.ZoneTXT(t, dns01FleetZone); len(txt) != 0 {
+			return fmt.Errorf("TXT in the zone: %q", txt)
+		}
+		return nil
+	})
+	t.Logf("renewed %s → %s, on 3 nodes and 3 Traefiks %s after the first was everywhere; %d handshakes, none failed, per serial %v; Pebble: %d certificates (%d for %s), %d orders",
+		first, second, ms(took), r.total, r.served, len(serials), len(wildSerials), wild, p.Orders())
 }
