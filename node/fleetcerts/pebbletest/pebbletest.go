@@ -233,14 +233,21 @@ func (p *Pebble) Issued() []string {
 	return serials
 }
 
-// IssuedNames is, for every certificate Pebble has issued (Issued's serials, in
-// order), the DNS names it covers, read from Pebble's management API
-// (/cert-status-by-serial/): Pebble logs no names, and a test counting issuances per
-// name (a renewal issued once among several names renewing) needs them.
-func (p *Pebble) IssuedNames(t testing.TB) [][]string {
+// IssuedCert is one certificate Pebble issued: its serial (as Issued gives it) and the
+// DNS names it covers.
+type IssuedCert struct {
+	Serial string
+	Names  []string
+}
+
+// IssuedNames is every certificate Pebble has issued (Issued's serials, in order) with
+// the DNS names it covers, read from Pebble's management API (/cert-status-by-serial/):
+// Pebble logs no names, and a test counting issuances per name (a renewal issued once
+// among several names renewing) needs them.
+func (p *Pebble) IssuedNames(t testing.TB) []IssuedCert {
 	t.Helper()
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.CARoots}}}
-	var out [][]string
+	var out []IssuedCert
 	for _, serial := range p.Issued() {
 		resp, err := c.Get(p.mgmt + "/cert-status-by-serial/" + serial)
 		if err != nil {
@@ -260,7 +267,7 @@ func (p *Pebble) IssuedNames(t testing.TB) [][]string {
 		if err != nil {
 			t.Fatalf("pebble certificate %s: %v", serial, err)
 		}
-		out = append(out, leaf.DNSNames)
+		out = append(out, IssuedCert{Serial: serial, Names: leaf.DNSNames})
 	}
 	return out
 }
