@@ -233,6 +233,45 @@ func (p *Pebble) Issued() []string {
 	return serials
 }
 
+// IssuedCert is one certificate Pebble issued: its serial (as Issued gives it) and the
+// DNS names it covers.
+type IssuedCert struct {
+	Serial string
+	Names  []string
+}
+
+// IssuedNames is every certificate Pebble has issued (Issued's serials, in order) with
+// the DNS names it covers, read from Pebble's management API (/cert-status-by-serial/):
+// Pebble logs no names, and a test counting issuances per name (a renewal issued once
+// among several names renewing) needs them.
+func (p *Pebble) IssuedNames(t testing.TB) []IssuedCert {
+	t.Helper()
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.CARoots}}}
+	var out []IssuedCert
+	for _, serial := range p.Issued() {
+		resp, err := c.Get(p.mgmt + "/cert-status-by-serial/" + serial)
+		if err != nil {
+			t.Fatalf("pebble certificate %s: %v", serial, err)
+		}
+		var st struct{ Certificate string }
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("pebble certificate %s: %s %v", serial, resp.Status, err)
+		}
+		blk, _ := pem.Decode([]byte(st.Certificate))
+		if blk == nil {
+			t.Fatalf("pebble certificate %s: not PEM", serial)
+		}
+		leaf, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			t.Fatalf("pebble certificate %s: %v", serial, err)
+		}
+		out = append(out, IssuedCert{Serial: serial, Names: leaf.DNSNames})
+	}
+	return out
+}
+
 // Orders counts the orders Pebble has accepted (its log's "Added order" lines): an
 // order is what a CA's rate limits count, whether or not it ends in a certificate.
 func (p *Pebble) Orders() int {
