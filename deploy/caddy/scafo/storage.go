@@ -241,8 +241,19 @@ func (s *SplitStorage) Load(ctx context.Context, key string) ([]byte, error) {
 		if cv, cerr := s.cache.Load(ctx, key); cerr == nil {
 			return cv, nil
 		}
+	case isNotExist(err):
+		s.forget(ctx, key)
 	}
 	return v, err
+}
+
+// forget drops a cached value the node answered "not found" for (that answer is
+// final: the value must not come back from the cache once no node answers). Only a
+// value: a cached directory is left alone (FileStorage deletes one recursively).
+func (s *SplitStorage) forget(ctx context.Context, key string) {
+	if ki, err := s.cache.Stat(ctx, key); err == nil && ki.IsTerminal {
+		s.cache.Delete(ctx, key)
+	}
 }
 
 // Delete implements certmagic.Storage.
@@ -278,10 +289,14 @@ func (s *SplitStorage) Stat(ctx context.Context, key string) (certmagic.KeyInfo,
 		return certmagic.KeyInfo{}, err
 	}
 	ki, err := s.pick(key).Stat(ctx, key)
-	if s.cached(key) && unavailable(err) {
+	switch {
+	case !s.cached(key):
+	case unavailable(err):
 		if cki, cerr := s.cache.Stat(ctx, key); cerr == nil {
 			return cki, nil
 		}
+	case isNotExist(err):
+		s.forget(ctx, key)
 	}
 	return ki, err
 }
