@@ -238,6 +238,12 @@ func (p *Poller) run(ctx context.Context) {
 			if got == nil && time.Since(start) < min(p.cfg.Wait/2, time.Second) {
 				pause = p.cfg.Interval
 			}
+			// A node that sends no ETag cannot be long-polled (there is nothing to send
+			// in If-None-Match): it is asked again after Interval, not as fast as it
+			// answers.
+			if got != nil && got.ETag == "" {
+				pause = p.cfg.Interval
+			}
 		}
 		if pause > 0 {
 			tm := time.NewTimer(pause)
