@@ -32,9 +32,10 @@ import (
 // answers, the application routers of that configuration are the ones serving (the
 // other entrypoints are switched in the same loop, microseconds apart).
 //
-// The router's host is under .invalid (RFC 6761: never a real name, so no tenant can
-// claim it) and its path holds the nonce, so an outside client cannot find it; it
-// only ever answers 418 with no body.
+// The router's host is under .invalid (RFC 6761: never a real name; a claim under it
+// is refused by routing.ValidateCustomHost in the write, the derivation and the decode,
+// so no tenant route answers for it) and its path holds the nonce, so an outside client
+// cannot find it; it only ever answers 418 with no body.
 
 const (
 	probeRouter = "scafo-applied-probe"

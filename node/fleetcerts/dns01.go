@@ -201,8 +201,8 @@ func (m *Manager) checkDelegation(ctx context.Context, owner, target string) (bo
 const delegationEvery = 20
 
 // checkDelegations looks up the CNAMEs of the delegated names due a check (never
-// checked, or delegationEvery polls ago), at most 50 per pass, and reports whether any
-// changed.
+// checked, or delegationEvery polls ago), at most 50 per pass and all at once (a pass
+// takes one lookup's timeout at most), and reports whether any changed.
 func (m *Manager) checkDelegations(all bool) bool {
 	type job struct {
 		name string
@@ -227,9 +227,28 @@ func (m *Manager) checkDelegations(all bool) bool {
 		}
 	}
 	m.mu.Unlock()
+	// The lookups run at once: each may take its whole timeout (a customer's DNS that
+	// never answers), and this runs on the manager's loop, so one after the other a
+	// tenant's 50 black-holed claims would hold every name's issuance and renewal for
+	// minutes per pass.
+	type result struct {
+		ok     bool
+		reason string
+	}
+	results := make([]result, len(jobs))
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok, reason := m.checkDelegation(context.Background(), j.d.owner, j.d.target)
+			results[i] = result{ok, reason}
+		}()
+	}
+	wg.Wait()
 	changed := false
-	for _, j := range jobs {
-		ok, reason := m.checkDelegation(context.Background(), j.d.owner, j.d.target)
+	for i, j := range jobs {
+		ok, reason := results[i].ok, results[i].reason
 		m.mu.Lock()
 		if st := m.names[j.name]; st != nil && m.dns[j.name] == j.d {
 			if st.deleg == nil || st.deleg.ok != ok || st.deleg.reason != reason {

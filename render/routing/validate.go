@@ -107,7 +107,22 @@ func ValidateHost(field, s string) error {
 // ValidateCustomHost accepts what a custom-domain claim may name: a host (see
 // ValidateHost), or a one-label wildcard "*." + host, where host has at least two
 // labels ("*.shop.example.org", never "*.org", "*.*.example.org" or "a.*.example.org").
+//
+// A name under the reserved top-level domain .invalid (RFC 6761) is refused: it is
+// never a customer's, and the Traefik plugin's applied probe routes
+// scafo-applied.invalid to noop@internal and takes its 418 as "applied"; a tenant's
+// route for that host would answer in its place.
 func ValidateCustomHost(field, s string) error {
+	if err := validateCustomHost(field, s); err != nil {
+		return err
+	}
+	if strings.HasSuffix(s, "."+reservedTLD) {
+		return fieldErr(field, s, ruleReservedTLD)
+	}
+	return nil
+}
+
+func validateCustomHost(field, s string) error {
 	rest, wild := strings.CutPrefix(s, "*.")
 	if !wild {
 		return ValidateHost(field, s)
@@ -127,6 +142,11 @@ func ValidateCustomHost(field, s string) error {
 	}
 	return fieldErr(field, s, rule)
 }
+
+const (
+	reservedTLD     = "invalid"
+	ruleReservedTLD = "must not be under .invalid (RFC 6761 reserves it; the plugin's applied probe uses scafo-applied.invalid)"
+)
 
 // IsWildcard reports whether host is a one-label wildcard ("*.example.org").
 func IsWildcard(host string) bool { return strings.HasPrefix(host, "*.") }

@@ -48,8 +48,9 @@ type PollerConfig struct {
 // (draining), and keeps the last good document on every failure, in memory and in the
 // state file. It never replaces a document with one derived from an older store serial.
 type Poller struct {
-	cfg PollerConfig
-	log *zap.Logger
+	cfg    PollerConfig
+	groups []string // cfg.Group parsed (nil: every route)
+	log    *zap.Logger
 
 	cur     atomic.Pointer[Table]
 	mu      sync.Mutex
@@ -80,10 +81,13 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 	if cfg.Name == "" {
 		cfg.Name = defaultName()
 	}
+	var groups []string
 	if cfg.Group != "" {
-		if _, err := routing.ParseGroups(cfg.Group); err != nil {
+		g, err := routing.ParseGroups(cfg.Group)
+		if err != nil {
 			return nil, fmt.Errorf("scafo: group: %w", err)
 		}
+		groups = g
 	}
 	if cfg.Wait <= 0 {
 		cfg.Wait = 30 * time.Second
@@ -102,9 +106,9 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 		tr.MaxIdleConnsPerHost = 2
 		cfg.HTTPClient = &http.Client{Transport: tr}
 	}
-	p := &Poller{cfg: cfg, log: cfg.Logger, changed: make(chan struct{})}
+	p := &Poller{cfg: cfg, groups: groups, log: cfg.Logger, changed: make(chan struct{})}
 	if cfg.StateFile != "" {
-		t, err := loadStateFile(cfg.StateFile)
+		t, err := loadStateFile(cfg.StateFile, groups)
 		switch {
 		case err != nil:
 			p.log.Warn("ignoring the routing state file", zap.String("file", cfg.StateFile), zap.Error(err))
@@ -234,6 +238,12 @@ func (p *Poller) run(ctx context.Context) {
 			if got == nil && time.Since(start) < min(p.cfg.Wait/2, time.Second) {
 				pause = p.cfg.Interval
 			}
+			// A node that sends no ETag cannot be long-polled (there is nothing to send
+			// in If-None-Match): it is asked again after Interval, not as fast as it
+			// answers.
+			if got != nil && got.ETag == "" {
+				pause = p.cfg.Interval
+			}
 		}
 		if pause > 0 {
 			tm := time.NewTimer(pause)
@@ -320,7 +330,7 @@ func (p *Poller) fetch(ctx context.Context, endpoint string, held *Table) (*Tabl
 	if err != nil {
 		return nil, fmt.Errorf("document refused: %w", err)
 	}
-	t := NewTable(doc)
+	t := NewGroupTable(doc, p.groups)
 	t.ETag = resp.Header.Get("ETag")
 	if v := resp.Header.Get("X-Scafo-Serial"); v != "" {
 		if s, err := strconv.ParseUint(v, 10, 64); err == nil {
@@ -367,7 +377,7 @@ type stateFile struct {
 	Document  json.RawMessage `json:"document"`
 }
 
-func loadStateFile(path string) (*Table, error) {
+func loadStateFile(path string, groups []string) (*Table, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -383,7 +393,7 @@ func loadStateFile(path string) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := NewTable(doc)
+	t := NewGroupTable(doc, groups)
 	t.ETag, t.HasSerial, t.Serial, t.Epoch = st.ETag, st.HasSerial, st.Serial, st.Epoch
 	return t, nil
 }

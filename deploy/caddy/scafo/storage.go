@@ -173,6 +173,32 @@ func isAccountKey(key string) bool {
 	return key == accountPrefix || strings.HasPrefix(key, accountPrefix+"/")
 }
 
+// ErrBadKey is the answer for a key that is not a clean relative path: empty, absolute,
+// with an empty, "." or ".." segment, a backslash or a NUL. Such a key would name a
+// file outside the account or cache directory (certmagic.FileStorage joins keys to its
+// path as given); CertMagic never makes one, so it can only come from a node's answer.
+var ErrBadKey = errors.New("scafo storage: not a clean relative key")
+
+// validKey reports whether key is a clean relative path of non-empty segments.
+func validKey(key string) bool {
+	if key == "" || strings.ContainsAny(key, "\\\x00") {
+		return false
+	}
+	for seg := range strings.SplitSeq(key, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
+}
+
+func checkKey(key string) error {
+	if !validKey(key) {
+		return fmt.Errorf("%q: %w", key, ErrBadKey)
+	}
+	return nil
+}
+
 func (s *SplitStorage) pick(key string) certmagic.Storage {
 	if isAccountKey(key) {
 		return s.local
@@ -187,6 +213,9 @@ func (s *SplitStorage) cached(key string) bool { return s.cache != nil && !isAcc
 
 // Store implements certmagic.Storage.
 func (s *SplitStorage) Store(ctx context.Context, key string, value []byte) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
 	if err := s.pick(key).Store(ctx, key, value); err != nil {
 		return err
 	}
@@ -198,6 +227,9 @@ func (s *SplitStorage) Store(ctx context.Context, key string, value []byte) erro
 
 // Load implements certmagic.Storage.
 func (s *SplitStorage) Load(ctx context.Context, key string) ([]byte, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
 	v, err := s.pick(key).Load(ctx, key)
 	switch {
 	case !s.cached(key):
@@ -209,12 +241,26 @@ func (s *SplitStorage) Load(ctx context.Context, key string) ([]byte, error) {
 		if cv, cerr := s.cache.Load(ctx, key); cerr == nil {
 			return cv, nil
 		}
+	case isNotExist(err):
+		s.forget(ctx, key)
 	}
 	return v, err
 }
 
+// forget drops a cached value the node answered "not found" for (that answer is
+// final: the value must not come back from the cache once no node answers). Only a
+// value: a cached directory is left alone (FileStorage deletes one recursively).
+func (s *SplitStorage) forget(ctx context.Context, key string) {
+	if ki, err := s.cache.Stat(ctx, key); err == nil && ki.IsTerminal {
+		s.cache.Delete(ctx, key)
+	}
+}
+
 // Delete implements certmagic.Storage.
 func (s *SplitStorage) Delete(ctx context.Context, key string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
 	if err := s.pick(key).Delete(ctx, key); err != nil {
 		return err
 	}
@@ -226,6 +272,9 @@ func (s *SplitStorage) Delete(ctx context.Context, key string) error {
 
 // Exists implements certmagic.Storage.
 func (s *SplitStorage) Exists(ctx context.Context, key string) bool {
+	if !validKey(key) {
+		return false
+	}
 	if !s.cached(key) {
 		return s.pick(key).Exists(ctx, key)
 	}
@@ -236,20 +285,33 @@ func (s *SplitStorage) Exists(ctx context.Context, key string) bool {
 
 // Stat implements certmagic.Storage.
 func (s *SplitStorage) Stat(ctx context.Context, key string) (certmagic.KeyInfo, error) {
+	if err := checkKey(key); err != nil {
+		return certmagic.KeyInfo{}, err
+	}
 	ki, err := s.pick(key).Stat(ctx, key)
-	if s.cached(key) && unavailable(err) {
+	switch {
+	case !s.cached(key):
+	case unavailable(err):
 		if cki, cerr := s.cache.Stat(ctx, key); cerr == nil {
 			return cki, nil
 		}
+	case isNotExist(err):
+		s.forget(ctx, key)
 	}
 	return ki, err
 }
 
 // List implements certmagic.Storage, in FileStorage's order. The root ("") lists both
-// sides: the node's keys and the local account keys.
+// sides: the node's keys and the local account keys. A listed key that is not a clean
+// relative path, or not under prefix, is dropped: CertMagic loads and deletes what it
+// lists (storage cleaning), so a node must not be able to name a file through a listing.
 func (s *SplitStorage) List(ctx context.Context, prefix string, recursive bool) ([]string, error) {
 	if prefix != "" {
-		return s.pick(prefix).List(ctx, prefix, recursive)
+		if err := checkKey(prefix); err != nil {
+			return nil, err
+		}
+		keys, err := s.pick(prefix).List(ctx, prefix, recursive)
+		return slices.DeleteFunc(keys, func(k string) bool { return !validKey(k) || !strings.HasPrefix(k, prefix+"/") }), err
 	}
 	keys, err := s.node.List(ctx, "", recursive)
 	if err != nil {
@@ -267,7 +329,7 @@ func (s *SplitStorage) List(ctx context.Context, prefix string, recursive bool) 
 	if err != nil && !isNotExist(err) {
 		return nil, err
 	}
-	keys = slices.DeleteFunc(keys, isAccountKey) // the node side never holds the account
+	keys = slices.DeleteFunc(keys, func(k string) bool { return !validKey(k) || isAccountKey(k) }) // the node side never holds the account
 	keys = append(keys, local...)
 	// FileStorage's order (a directory walk): segment by segment.
 	slices.SortFunc(keys, func(a, b string) int { return slices.Compare(strings.Split(a, "/"), strings.Split(b, "/")) })

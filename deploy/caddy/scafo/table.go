@@ -3,6 +3,7 @@ package scafo
 import (
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/scafo/ingress/render/routing"
@@ -64,25 +65,39 @@ type Selection struct {
 	Dials []string
 }
 
-// NewTable compiles a document (already validated: routing.Decode).
-func NewTable(doc *routing.Document) *Table {
+// NewTable compiles a document (already validated: routing.Decode) that routes every
+// host it carries: the whole fleet's.
+func NewTable(doc *routing.Document) *Table { return NewGroupTable(doc, nil) }
+
+// NewGroupTable compiles the document of the ingress groups groups (?group=; nil: the
+// whole fleet's document, every route routed). A route of another group is in such a
+// document only as a path map's target (routing.ForGroups): it serves the prefixes
+// that select it, never its own host (another group's ingresses route it), and
+// on-demand TLS is not approved for it, as the Traefik render gives it no router.
+func NewGroupTable(doc *routing.Document, groups []string) *Table {
 	t := &Table{Doc: doc, routes: make(map[string]*routeEntry, len(doc.Routes)), api: map[string]bool{}, names: map[string]bool{}}
+	all := make(map[string]*routeEntry, len(doc.Routes)) // path targets, any group
 	for i := range doc.Routes {
 		r := &doc.Routes[i]
-		t.routes[r.Host] = &routeEntry{host: r.Host, app: r.Application, dials: dials(r.Upstreams)}
+		e := &routeEntry{host: r.Host, app: r.Application, dials: dials(r.Upstreams)}
+		all[r.Host] = e
+		if groups != nil && !slices.Contains(groups, r.GroupOf()) {
+			continue
+		}
+		t.routes[r.Host] = e
 		if !routing.IsWildcard(r.Host) {
 			t.names[r.Host] = true
 		}
 	}
 	for i := range doc.Routes {
 		r := &doc.Routes[i]
-		if len(r.Paths) == 0 {
+		e := t.routes[r.Host]
+		if len(r.Paths) == 0 || e == nil {
 			continue
 		}
-		e := t.routes[r.Host]
 		e.paths = make(map[string]*routeEntry, len(r.Paths))
 		for prefix, target := range r.Paths {
-			if te, ok := t.routes[target]; ok {
+			if te, ok := all[target]; ok {
 				e.paths[prefix] = te
 			}
 		}
