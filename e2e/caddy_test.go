@@ -45,7 +45,7 @@ func caddyBinary(t *testing.T) string {
 	return caddyBuild.bin
 }
 
-// startCaddy runs Caddy on deploy/caddy/Caddyfile as shipped, reading n, and waits until
+// startCaddy runs Caddy on deploy/caddy/Caddyfile as shipped (no admin API), reading n, and waits until
 // it routes host to want. It is a *traefik for the requests' sake (get, expectServedBy):
 // only its web port is used.
 func startCaddy(t *testing.T, name string, n *node, host, path, want string) *traefik {
@@ -53,21 +53,20 @@ func startCaddy(t *testing.T, name string, n *node, host, path, want string) *tr
 	requireBinaries(t)
 	bin := caddyBinary(t)
 	for attempt := 1; ; attempt++ {
-		web, tls, admin := freePort(t, "127.0.0.1"), freePort(t, "127.0.0.1"), freePort(t, "127.0.0.1")
+		web, tls := freePort(t, "127.0.0.1"), freePort(t, "127.0.0.1")
 		dir := t.TempDir()
 		p := newProc(t, name, bin, []string{"run", "--config", filepath.Join(bins.root, "deploy", "caddy", "Caddyfile"), "--adapter", "caddyfile"}, []string{
 			"SCAFO_INGRESS_TOKEN=" + testIngressToken,
 			"SCAFO_ENDPOINTS=" + nodeBase(n),
 			"CADDY_HTTP_PORT=" + strconv.Itoa(web),
 			"CADDY_HTTPS_PORT=" + strconv.Itoa(tls),
-			"CADDY_ADMIN=127.0.0.1:" + strconv.Itoa(admin),
 			"ACME_CA=https://127.0.0.1:1/directory", // never reached: no TLS handshake here
 			"XDG_DATA_HOME=" + filepath.Join(dir, "data"),
 			"XDG_CONFIG_HOME=" + filepath.Join(dir, "config"),
 			"HOME=" + dir,
 		})
 		p.Dir = dir
-		c := &traefik{name: name, ports: traefikPorts{web: web, websecure: tls, api: admin}, proc: p,
+		c := &traefik{name: name, ports: traefikPorts{web: web, websecure: tls}, proc: p,
 			http: &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 		p.MustStart(t)
 		err := p.WaitUntil(routeTimeout, func() error {
