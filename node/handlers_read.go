@@ -152,6 +152,11 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 		return http.StatusBadRequest
 	}
 	preferArg := q.Get("prefer")
+	if _, given := q["prefer"]; given && preferArg == "" {
+		// "?prefer=" is malformed, not "no preference" (that is leaving it out).
+		writeError(w, http.StatusBadRequest, "invalid prefer", "prefer: empty (a node name or self; leave the parameter out for none)")
+		return http.StatusBadRequest
+	}
 	if preferArg == "self" {
 		preferArg = s.cfg.Node.Name
 	}

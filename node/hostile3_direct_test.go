@@ -1,0 +1,73 @@
+package node
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/scafo/ingress/node/api"
+)
+
+// Issue 25 items 9 and 10: rules each given a direct test.
+
+// "?prefer=" (empty) is malformed: 400 naming prefer, never the same as leaving it out.
+func TestEmptyPreferIsRefused(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	for _, path := range []string{"/v1/ingress/traefik?prefer=", "/v1/ingress/routes?prefer=", "/v1/ingress/traefik?prefer"} {
+		resp, b := n.get(path, testIngressToken)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "prefer") {
+			t.Errorf("%s: %d %s, want 400 naming prefer", path, resp.StatusCode, b)
+		}
+	}
+	if resp, b := n.get("/v1/ingress/traefik", testIngressToken); resp.StatusCode != http.StatusOK {
+		t.Errorf("no prefer: %d %s", resp.StatusCode, b)
+	}
+}
+
+// An ingress name must start and end with a letter or digit: a name ending in "-" or
+// "." is refused like one starting so (the edge test sent "-edge" only), and so are
+// the other malformed names; the poll is served either way.
+func TestIngressNamesAreCheckedAtBothEnds(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	for _, name := range []string{"edge-", "edge.", "-edge", ".edge", "Edge", "ed_ge", strings.Repeat("a", 64), "-"} {
+		resp, b := n.get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, name)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%q: the poll answered %d %s, want it served", name, resp.StatusCode, b)
+		}
+		if h := resp.Header.Get(api.HeaderIngressReport); !strings.HasPrefix(h, "refused") || !strings.Contains(h, api.HeaderIngress) {
+			t.Errorf("%q: %s %q, want refused naming %s", name, api.HeaderIngressReport, h, api.HeaderIngress)
+		}
+	}
+	for _, name := range []string{"e", "edge-1", "edge.a-b.c", strings.Repeat("a", 63)} {
+		resp, _ := n.get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, name)
+		if h := resp.Header.Get(api.HeaderIngressReport); h != "recorded" {
+			t.Errorf("%q: %s %q, want recorded", name, api.HeaderIngressReport, h)
+		}
+	}
+}
+
+// A path map with a key given twice is refused with a 400 naming it, over HTTP (the
+// decoder's own test is not enough: a handler could decode another way), and the map
+// in the store is unchanged.
+func TestAPathMapWithADuplicateKeyIsRefusedOverHTTP(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	fleetOf(t, n, "tito-classic", "tito-go")
+	n.must(200, "PUT", pathsURL, testAdminToken, `{"paths":{"paulca":"tito-go.apps.example.com"}}`)
+	before := n.must(200, "GET", pathsURL, testAdminToken, "")
+	for _, body := range []string{
+		`{"paths":{"bob":"tito-go.apps.example.com","bob":"tito-go.apps.example.com"}}`,
+		`{"paths":{"bob":"tito-go.apps.example.com","alice":"tito-go.apps.example.com","bob":"ti.to"}}`,
+		`{"paths":{"bob":"tito-go.apps.example.com"},"paths":{}}`,
+	} {
+		resp, b := n.do("PUT", pathsURL, testAdminToken, body)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "duplicate") {
+			t.Errorf("%s: %d %s, want 400 naming the duplicate", body, resp.StatusCode, b)
+		}
+	}
+	if after := n.must(200, "GET", pathsURL, testAdminToken, ""); string(after) != string(before) {
+		t.Errorf("the map changed: %s, was %s", after, before)
+	}
+}
