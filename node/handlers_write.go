@@ -69,8 +69,14 @@ func (s *Server) writeDomainError(w http.ResponseWriter, err error) {
 		inv  *fleetwrite.ErrInvalid
 		conf *fleetwrite.ErrConflict
 		forb *fleetwrite.ErrForbidden
+		bad  *fleetwrite.ErrCorrupt
 	)
 	switch {
+	case errors.As(err, &bad):
+		// The store holds bytes that are not an object: the node's data, not the
+		// request, is at fault, and the answer says what can be done.
+		writeError(w, http.StatusConflict, "corrupt object",
+			bad.Error()+"; the object in the store does not decode: DELETE it (admin) and write it again")
 	case errors.As(err, &inv):
 		writeError(w, http.StatusBadRequest, inv.What, inv.Error())
 	case errors.As(err, &conf):

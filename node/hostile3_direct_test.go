@@ -1,11 +1,14 @@
 package node
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/node/store/dir"
 )
 
 // Issue 25 items 9 and 10: rules each given a direct test.
@@ -69,5 +72,35 @@ func TestAPathMapWithADuplicateKeyIsRefusedOverHTTP(t *testing.T) {
 	}
 	if after := n.must(200, "GET", pathsURL, testAdminToken, ""); string(after) != string(before) {
 		t.Errorf("the map changed: %s, was %s", after, before)
+	}
+}
+
+// Issue 25 item 9: a corrupt application object (bytes that do not decode) answers the
+// admin's GET with 409 "corrupt object", saying what to do, instead of 500; the admin
+// can DELETE it (conditionally on the bytes there); then it is gone.
+func TestACorruptApplicationObjectCanBeSeenAndDeleted(t *testing.T) {
+	storeDir := t.TempDir()
+	cfg := testConfig(t, "vps-a", storeDir)
+	st, err := dir.New(storeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Put(context.Background(), "apps/broken.json", []byte(`{"name":"broken","account":`), store.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	n := startNodeWithStore(t, cfg, st)
+	n.waitReady()
+	resp, b := n.do("GET", "/v1/apps/broken", testAdminToken, "")
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(b), "corrupt object") || !strings.Contains(string(b), "apps/broken.json") {
+		t.Errorf("GET of a corrupt application: %d %s, want 409 corrupt object naming the key", resp.StatusCode, b)
+	}
+	if resp, b := n.do("DELETE", "/v1/apps/broken", testAdminToken, "", "If-Match", `"not-its-etag"`); resp.StatusCode != http.StatusPreconditionFailed {
+		t.Errorf("DELETE with another etag: %d %s, want 412 (the delete stays conditional)", resp.StatusCode, b)
+	}
+	if resp, b := n.do("DELETE", "/v1/apps/broken", testAdminToken, ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("DELETE of a corrupt application: %d %s, want 200", resp.StatusCode, b)
+	}
+	if resp, b := n.do("GET", "/v1/apps/broken", testAdminToken, ""); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("after the delete: %d %s, want 404", resp.StatusCode, b)
 	}
 }

@@ -73,10 +73,21 @@ func load[T any](ctx context.Context, st store.Store, key string) (T, string, er
 		return v, "", err
 	}
 	if err := json.Unmarshal(obj.Value, &v); err != nil {
-		return v, "", fmt.Errorf("decoding %s: %w", key, err)
+		return v, "", &ErrCorrupt{Key: key, ETag: obj.ETag, Err: err}
 	}
 	return v, obj.ETag, nil
 }
+
+// ErrCorrupt is a store object that exists but does not decode (a hand edit, a bad
+// restore, another program's write). It carries the object's etag, so the one thing
+// that can be done with it, deleting it, is still a conditional write.
+type ErrCorrupt struct {
+	Key, ETag string
+	Err       error
+}
+
+func (e *ErrCorrupt) Error() string { return fmt.Sprintf("decoding %s: %v", e.Key, e.Err) }
+func (e *ErrCorrupt) Unwrap() error { return e.Err }
 
 // prefixAudit is where audit records live in the store, one segment per UTC day:
 // audit/<YYYYMMDD>/<HHMMSS.nnnnnnnnn>Z-<random>.json. Reading newest first lists
