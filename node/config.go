@@ -215,7 +215,7 @@ type PortsConfig struct {
 // probes.
 type LimitsConfig struct {
 	MaxConns      int             `description:"Most concurrent connections on the API listener; beyond it new connections are refused with 503 (0: derived from the open-file limit, 3/4 of it, at most 4096)." json:"maxConns,omitempty"`
-	ReservedConns int             `description:"Of maxConns, how many are kept for ingress polls, health probes and the admin token: a connection accepted beyond maxConns - reservedConns serves one such request and closes (0: maxConns/8)." json:"reservedConns,omitempty"`
+	ReservedConns int             `description:"Of maxConns, how many are kept for ingress polls and status (ingress or admin token) and health probes: a connection accepted beyond maxConns - reservedConns serves one such request and closes (0: maxConns/8)." json:"reservedConns,omitempty"`
 	HeaderTimeout ptypes.Duration `description:"Time a client has to send a request's headers." json:"headerTimeout,omitempty"`
 	BodyTimeout   ptypes.Duration `description:"Time a client has to send a request's body, counted from the end of its headers (requests without a body, such as long-polls, are not bounded by it)." json:"bodyTimeout,omitempty"`
 	WriteTimeout  ptypes.Duration `description:"Time a client has to take an answer (a long-poll's wait is not counted)." json:"writeTimeout,omitempty"`
