@@ -159,6 +159,8 @@ type ingressBook struct {
 	// viewTimeout bounds one read of the fleet's reports (ingressViewTimeout; a test on
 	// a loaded machine that counts requests, not time, lengthens it).
 	viewTimeout time.Duration
+	// viewMax bounds the reports one view reads (maxIngressObjects; a test lowers it).
+	viewMax int
 
 	mu    sync.Mutex
 	local map[string]*localIngress
@@ -193,7 +195,7 @@ func newIngressBook(st store.Store, log *slog.Logger, self string, cfg Ingresses
 	return &ingressBook{
 		st: st, log: log, self: self,
 		lostAfter: time.Duration(cfg.LostAfter), forgetAfter: time.Duration(cfg.ForgetAfter), maxTracked: cfg.MaxTracked,
-		known: known, current: current, foreign: foreign, groupRevision: groupRevision, now: time.Now, viewTimeout: ingressViewTimeout,
+		known: known, current: current, foreign: foreign, groupRevision: groupRevision, now: time.Now, viewTimeout: ingressViewTimeout, viewMax: maxIngressObjects,
 		local: map[string]*localIngress{}, gone: map[string]ingressReport{}, changed: make(chan struct{}),
 		budget: bucket.New(ingressWriteRate, ingressWriteBurst), refused: map[string]time.Time{},
 		view:    map[string]viewObject{},
@@ -600,10 +602,29 @@ func (b *ingressBook) readView(ctx context.Context, maxAge time.Duration) ([]ing
 		b.viewAt = b.now()
 		return b.viewList()
 	}
-	if len(entries) > maxIngressObjects {
-		entries = entries[:maxIngressObjects]
-	}
 	now := b.now()
+	foreign := b.foreign != nil && b.foreign()
+	// More reports than a view reads (a flood of made-up names, or a fleet past the
+	// bound): the most recently written are read (a live ingress's report is rewritten
+	// at least every lostAfter/4; key order would let names such as "0000" push every
+	// real one out), the view is marked partial, so ?wait=applied never answers
+	// "applied" on it and status says so, and the reports left out that no one has
+	// written for forgetAfter are deleted by their LIST time, without a read.
+	var cutErr error
+	if len(entries) > b.viewMax {
+		slices.SortStableFunc(entries, func(x, y store.Entry) int { return y.ModTime.Compare(x.ModTime) })
+		rest := entries[b.viewMax:]
+		entries = entries[:b.viewMax]
+		cutErr = fmt.Errorf("partial view: the store holds %d ingress reports, more than the %d a view reads; the %d written least recently are not known",
+			len(entries)+len(rest), b.viewMax, len(rest))
+		for _, e := range rest {
+			if !foreign && !e.ModTime.IsZero() && now.Sub(e.ModTime) > b.forgetAfter {
+				if err := b.st.Delete(ctx, e.Key, e.ETag); err == nil || errors.Is(err, store.ErrNotFound) {
+					b.log.Info("forgot an ingress report past the view's bound", "key", e.Key, "written", e.ModTime)
+				}
+			}
+		}
+	}
 	next := make(map[string]viewObject, len(entries))
 	var changed []store.Entry
 	for _, e := range entries {
@@ -627,10 +648,9 @@ func (b *ingressBook) readView(ctx context.Context, maxAge time.Duration) ([]ing
 				}
 			}
 		}
-		b.view, b.viewAt, b.viewErr = next, now, err
+		b.view, b.viewAt, b.viewErr = next, now, errors.Join(err, cutErr)
 		return b.viewList()
 	}
-	foreign := b.foreign != nil && b.foreign()
 	for k, o := range next {
 		if o.bad == "" && now.Sub(o.rep.Seen) > b.forgetAfter && !foreign {
 			if err := b.st.Delete(ctx, k, o.etag); err == nil || errors.Is(err, store.ErrNotFound) {
@@ -639,7 +659,7 @@ func (b *ingressBook) readView(ctx context.Context, maxAge time.Duration) ([]ing
 			delete(next, k)
 		}
 	}
-	b.view, b.viewAt, b.viewErr = next, now, nil
+	b.view, b.viewAt, b.viewErr = next, now, cutErr
 	return b.viewList()
 }
 
