@@ -221,6 +221,10 @@ type LimitsConfig struct {
 	WriteTimeout  ptypes.Duration `description:"Time a client has to take an answer (a long-poll's wait is not counted)." json:"writeTimeout,omitempty"`
 	IdleTimeout   ptypes.Duration `description:"A keep-alive connection idle this long is closed." json:"idleTimeout,omitempty"`
 	RejectLog     ptypes.Duration `description:"Rejected requests are logged at most once per remote address per this interval, with the count of those not logged." json:"rejectLog,omitempty"`
+	// MaxConnsPerSource and ConnMaxAge: one client cannot hold the general connections
+	// with idle keep-alives (issue 25 item 6).
+	MaxConnsPerSource int             `description:"Most general connections one remote address holds at once; a further connection from it is served like a reserved one (one ingress poll, status or health probe, then closed; anything else 503) (0: a quarter of the general connections, at least 16)." json:"maxConnsPerSource,omitempty"`
+	ConnMaxAge        ptypes.Duration `description:"A connection older than this is closed after its next answer (Connection: close), however busy: a keep-alive cannot hold a slot for as long as its client likes." json:"connMaxAge,omitempty"`
 }
 
 // IngressesConfig times ingress reports (ingresses.go).
@@ -269,6 +273,7 @@ func (c *Config) SetDefaults() {
 		WriteTimeout:  ptypes.Duration(60 * time.Second),
 		IdleTimeout:   ptypes.Duration(30 * time.Second),
 		RejectLog:     ptypes.Duration(10 * time.Second),
+		ConnMaxAge:    ptypes.Duration(5 * time.Minute),
 	}
 	c.Log = LogConfig{Level: "info", Format: "text"}
 	c.Ingresses = IngressesConfig{

@@ -59,6 +59,9 @@ func (l LimitsConfig) validate() []error {
 	} else if l.MaxConns > 0 && l.MaxConns < 2 {
 		errs = append(errs, fmt.Errorf("limits.maxConns %d: at least 2 (one general connection, one reserved)", l.MaxConns))
 	}
+	if l.MaxConnsPerSource < 0 {
+		errs = append(errs, fmt.Errorf("limits.maxConnsPerSource %d: must be 0 (derived) or positive", l.MaxConnsPerSource))
+	}
 	if l.ReservedConns < 0 {
 		errs = append(errs, fmt.Errorf("limits.reservedConns %d: must be 0 (maxConns/8) or positive", l.ReservedConns))
 	} else if l.MaxConns > 0 && l.ReservedConns >= l.MaxConns {
@@ -73,6 +76,7 @@ func (l LimitsConfig) validate() []error {
 		{"limits.writeTimeout", time.Duration(l.WriteTimeout)},
 		{"limits.idleTimeout", time.Duration(l.IdleTimeout)},
 		{"limits.rejectLog", time.Duration(l.RejectLog)},
+		{"limits.connMaxAge", time.Duration(l.ConnMaxAge)},
 	} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be positive", d.name))
@@ -88,7 +92,7 @@ func (l *LimitsConfig) fillDefaults() {
 	for _, p := range []struct{ v, d *ptypes.Duration }{
 		{&l.HeaderTimeout, &def.HeaderTimeout}, {&l.BodyTimeout, &def.BodyTimeout},
 		{&l.WriteTimeout, &def.WriteTimeout}, {&l.IdleTimeout, &def.IdleTimeout},
-		{&l.RejectLog, &def.RejectLog},
+		{&l.RejectLog, &def.RejectLog}, {&l.ConnMaxAge, &def.ConnMaxAge},
 	} {
 		if *p.v <= 0 {
 			*p.v = *p.d
@@ -115,6 +119,14 @@ func (l LimitsConfig) conns() (total, reserved int) {
 	return total, reserved
 }
 
+// perSource is the general connections one remote address may hold.
+func (l LimitsConfig) perSource(general int) int {
+	if l.MaxConnsPerSource > 0 {
+		return l.MaxConnsPerSource
+	}
+	return max(16, general/4)
+}
+
 // ---- the listener ----
 
 // connLimiter caps the connections of a listener (see the file comment). While the cap
@@ -130,6 +142,12 @@ type connLimiter struct {
 	general  int
 	onRefuse func(remote string)
 
+	// perSource caps the general connections of one remote address; a connection
+	// beyond it is marked reserved (one admissible request, then closed).
+	perSource int
+	mu        sync.Mutex
+	bySource  map[string]int
+
 	fullSince time.Time   // when the cap was last found reached (Accept's goroutine only)
 	accepting atomic.Bool // a slot is taken for the connection Accept waits for
 	closeOnce sync.Once
@@ -139,9 +157,35 @@ type connLimiter struct {
 // acceptWait is how long a connection waits for a slot before the cap counts as held.
 const acceptWait = 500 * time.Millisecond
 
-func newConnLimiter(ln net.Listener, total, reserved int, onRefuse func(string)) *connLimiter {
+func newConnLimiter(ln net.Listener, total, reserved, perSource int, onRefuse func(string)) *connLimiter {
 	return &connLimiter{Listener: ln, slots: make(chan struct{}, total), general: total - reserved,
-		onRefuse: onRefuse, closed: make(chan struct{})}
+		perSource: perSource, bySource: map[string]int{}, onRefuse: onRefuse, closed: make(chan struct{})}
+}
+
+// wrap makes c a connection of the limiter (its slot taken): reserved when the general
+// part is full or its source holds perSource general connections already.
+func (l *connLimiter) wrap(c net.Conn) *limitedConn {
+	lc := &limitedConn{Conn: c, l: l, accepted: time.Now(), reserved: len(l.slots) > l.general}
+	if lc.reserved {
+		return lc
+	}
+	src := hostOf(c.RemoteAddr().String())
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.bySource[src] >= l.perSource {
+		lc.reserved, lc.sourceFull = true, true
+		return lc
+	}
+	l.bySource[src]++
+	lc.source = src
+	return lc
+}
+
+func hostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
 }
 
 // refusedAnswer is written, unasked, to a connection beyond the cap before it is closed.
@@ -162,7 +206,7 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 				<-l.slots
 				return nil, err
 			}
-			return &limitedConn{Conn: c, l: l, reserved: len(l.slots) > l.general}, nil
+			return l.wrap(c), nil
 		default:
 		}
 		now := time.Now()
@@ -189,7 +233,7 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		select {
 		case l.slots <- struct{}{}: // freed while Accept waited
 			l.fullSince = time.Time{}
-			return &limitedConn{Conn: c, l: l, reserved: len(l.slots) > l.general}, nil
+			return l.wrap(c), nil
 		default:
 		}
 		c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
@@ -220,11 +264,22 @@ type limitedConn struct {
 	net.Conn
 	l        *connLimiter
 	reserved bool
+	accepted time.Time
+	source   string // counted in l.bySource ("" when not: a reserved connection)
+	// sourceFull: reserved because its source held perSource connections already.
+	sourceFull bool
 	closed   atomic.Bool
 }
 
 func (c *limitedConn) Close() error {
 	if c.closed.CompareAndSwap(false, true) {
+		if c.source != "" {
+			c.l.mu.Lock()
+			if c.l.bySource[c.source]--; c.l.bySource[c.source] <= 0 {
+				delete(c.l.bySource, c.source)
+			}
+			c.l.mu.Unlock()
+		}
 		<-c.l.slots
 	}
 	return c.Conn.Close()
@@ -232,12 +287,28 @@ func (c *limitedConn) Close() error {
 
 type reservedConnKey struct{}
 
-// connContext marks the requests of a reserved connection (http.Server.ConnContext).
+type connKey struct{}
+
+// connContext marks the requests of a reserved connection, and carries the connection
+// (its age) to every request (http.Server.ConnContext).
 func connContext(ctx context.Context, c net.Conn) context.Context {
-	if lc, ok := c.(*limitedConn); ok && lc.reserved {
+	lc, ok := c.(*limitedConn)
+	if !ok {
+		return ctx
+	}
+	ctx = context.WithValue(ctx, connKey{}, lc)
+	if lc.reserved {
 		return context.WithValue(ctx, reservedConnKey{}, true)
 	}
 	return ctx
+}
+
+// connAge is how long ago r's connection was accepted (0 when unknown).
+func connAge(r *http.Request) time.Duration {
+	if lc, ok := r.Context().Value(connKey{}).(*limitedConn); ok {
+		return time.Since(lc.accepted)
+	}
+	return 0
 }
 
 func onReservedConn(r *http.Request) bool {
@@ -250,6 +321,11 @@ func onReservedConn(r *http.Request) bool {
 func (s *Server) guardReserve(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !onReservedConn(r) {
+			// A connection past limits.connMaxAge ends with this answer, however busy
+			// its client keeps it.
+			if connAge(r) > time.Duration(s.cfg.Limits.ConnMaxAge) {
+				w.Header().Set("Connection", "close")
+			}
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -260,8 +336,11 @@ func (s *Server) guardReserve(next http.Handler) http.Handler {
 		}
 		cutBody(w, r)
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "overloaded",
-			"the node is at its connection limit; the connections left are kept for ingress polls and health probes")
+		why := "the node is at its connection limit; the connections left are kept for ingress polls and health probes"
+		if lc, ok := r.Context().Value(connKey{}).(*limitedConn); ok && lc.sourceFull {
+			why = "this address holds limits.maxConnsPerSource connections already; a further one serves only ingress polls, status and health probes"
+		}
+		writeError(w, http.StatusServiceUnavailable, "overloaded", why)
 	})
 }
 

@@ -360,7 +360,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	// answer are bounded per request instead (boundRequest, limits.go).
 	lim := s.cfg.Limits
 	total, reserved := lim.conns()
-	limiter := newConnLimiter(ln, total, reserved, func(remote string) {
+	limiter := newConnLimiter(ln, total, reserved, lim.perSource(total-reserved), func(remote string) {
 		s.rejects.reject(remote, "refused connection: at the connection limit", "maxConns", total)
 	})
 	s.conns.Store(limiter)
