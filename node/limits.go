@@ -268,7 +268,7 @@ type limitedConn struct {
 	source   string // counted in l.bySource ("" when not: a reserved connection)
 	// sourceFull: reserved because its source held perSource connections already.
 	sourceFull bool
-	closed   atomic.Bool
+	closed     atomic.Bool
 }
 
 func (c *limitedConn) Close() error {
