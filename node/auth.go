@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -159,13 +158,7 @@ func adminOnly(next http.Handler) http.Handler {
 }
 
 // sourceOf is the remote address of r without its port.
-func sourceOf(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
+func sourceOf(r *http.Request) string { return hostOf(r.RemoteAddr) }
 
 // The budget for store reads of application tokens not seen valid lately, per source
 // address and in all: a flood of random well-formed tokens costs at most this many
