@@ -4,12 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/scafo/ingress/node/internal/testinst"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,55 +30,6 @@ func probeConfig(t *testing.T, name, storeDir string) *Config {
 		t.Fatal(err)
 	}
 	return cfg
-}
-
-// tcpInstance is a real listener on 127.0.0.1 that accepts and closes connections,
-// counting them; it can be closed and reopened on its port.
-type tcpInstance struct {
-	t       *testing.T
-	port    int
-	mu      sync.Mutex
-	ln      net.Listener
-	accepts atomic.Int64
-}
-
-func startTCPInstance(t *testing.T) *tcpInstance {
-	t.Helper()
-	i := &tcpInstance{t: t}
-	i.open()
-	t.Cleanup(i.close)
-	return i
-}
-
-func (i *tcpInstance) open() {
-	i.t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(i.port)))
-	if err != nil {
-		i.t.Fatal(err)
-	}
-	i.port = ln.Addr().(*net.TCPAddr).Port
-	i.mu.Lock()
-	i.ln = ln
-	i.mu.Unlock()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			i.accepts.Add(1)
-			c.Close()
-		}
-	}()
-}
-
-func (i *tcpInstance) close() {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.ln != nil {
-		i.ln.Close()
-		i.ln = nil
-	}
 }
 
 // recordReady reads whether node's stored record publishes app's instance ready.
@@ -140,11 +90,11 @@ func TestDeadInstanceLeavesTheDocumentOnEveryNodeWithinATick(t *testing.T) {
 	b := startNode(t, testConfig(t, "vps-b", storeDir))
 	b.waitReady()
 
-	inst := startTCPInstance(t)
+	inst := testinst.StartTCP(t)
 	a.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	a.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, inst.port))
+	a.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, inst.Port))
 	const host = "shop.apps.example.com"
-	addr := "127.0.0.1:" + strconv.Itoa(inst.port)
+	addr := "127.0.0.1:" + strconv.Itoa(inst.Port)
 	for _, n := range []*testNode{a, b} {
 		waitFor(t, 5*time.Second, n.cfg.Node.Name+" routes the live instance", func() bool {
 			u := upstreamsOf(t, n, host)
@@ -160,7 +110,7 @@ func TestDeadInstanceLeavesTheDocumentOnEveryNodeWithinATick(t *testing.T) {
 	}
 
 	before := serialOf(t, a.st)
-	inst.close()
+	inst.Close()
 	t0 := time.Now()
 	waitFor(t, 5*time.Second, "vps-a's record says not ready", func() bool { return !recordReady(t, a.st, "vps-a", "shop") })
 	recorded := time.Since(t0)
@@ -183,7 +133,7 @@ func TestDeadInstanceLeavesTheDocumentOnEveryNodeWithinATick(t *testing.T) {
 		t.Errorf("no down transition counted:\n%s", grepLines(string(m), "scafo_instance_probe"))
 	}
 
-	inst.open()
+	inst.Open()
 	for _, n := range []*testNode{a, b} {
 		waitFor(t, 5*time.Second, n.cfg.Node.Name+" routes the instance again", func() bool {
 			return len(upstreamsOf(t, n, host)) == 1
@@ -199,9 +149,9 @@ func TestDeadInstanceLeavesTheDocumentOnEveryNodeWithinATick(t *testing.T) {
 func TestProbeNeverPublishesAnInstanceDeclaredNotReady(t *testing.T) {
 	a := startNode(t, probeConfig(t, "vps-a", t.TempDir()))
 	a.waitReady()
-	inst := startTCPInstance(t)
+	inst := testinst.StartTCP(t)
 	a.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	a.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":false}`, inst.port))
+	a.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":false}`, inst.Port))
 	waitFor(t, 5*time.Second, "probes of the instance", func() bool {
 		s := instanceStatusOf(t, a, "shop")
 		return s.Probe != nil && s.Probe.Probes >= 3
@@ -214,72 +164,35 @@ func TestProbeNeverPublishesAnInstanceDeclaredNotReady(t *testing.T) {
 	}
 }
 
-// healthInstance is an HTTP instance on 127.0.0.1 whose health path answers code.
-type healthInstance struct {
-	code   atomic.Int64
-	hits   atomic.Int64
-	header atomic.Pointer[http.Header]
-	srv    *http.Server
-	port   int
-}
-
-func startHealthInstance(t *testing.T, path string, code int, redirect string) *healthInstance {
-	t.Helper()
-	h := &healthInstance{}
-	h.code.Store(int64(code))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.port = ln.Addr().(*net.TCPAddr).Port
-	h.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != path {
-			http.NotFound(w, r)
-			return
-		}
-		h.hits.Add(1)
-		hdr := r.Header.Clone()
-		h.header.Store(&hdr)
-		if redirect != "" {
-			http.Redirect(w, r, redirect, http.StatusFound)
-			return
-		}
-		w.WriteHeader(int(h.code.Load()))
-	})}
-	go h.srv.Serve(ln)
-	t.Cleanup(func() { h.srv.Close() })
-	return h
-}
-
 // An application's health path decides: 500 is down although the port accepts, 200
 // up again; a 3xx is up and is never followed (the redirect's target, another
 // listener, gets nothing); the probe sends no credential.
 func TestProbeOfAHealthPathFollowsItsStatusNotItsRedirects(t *testing.T) {
 	a := startNode(t, probeConfig(t, "vps-a", t.TempDir()))
 	a.waitReady()
-	app := startHealthInstance(t, "/healthz", http.StatusOK, "")
+	app := testinst.StartHealth(t, "/healthz", http.StatusOK, "")
 	a.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/healthz"}}`)
-	a.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, app.port))
+	a.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, app.Port))
 	waitFor(t, 5*time.Second, "HTTP probes of the health path", func() bool {
 		s := instanceStatusOf(t, a, "shop")
-		return s.Probe.Kind == "http" && s.Probe.Probes >= 2 && app.hits.Load() >= 2
+		return s.Probe.Kind == "http" && s.Probe.Probes >= 2 && app.Hits.Load() >= 2
 	})
-	if h := app.header.Load(); h == nil || h.Get("Authorization") != "" || h.Get("User-Agent") != "scafo-node-probe" {
+	if h := app.Header.Load(); h == nil || h.Get("Authorization") != "" || h.Get("User-Agent") != "scafo-node-probe" {
 		t.Errorf("probe request headers %v: want no Authorization, User-Agent scafo-node-probe", h)
 	}
-	app.code.Store(http.StatusInternalServerError)
+	app.Code.Store(http.StatusInternalServerError)
 	waitFor(t, 5*time.Second, "500 marks it down", func() bool { return !recordReady(t, a.st, "vps-a", "shop") })
 	if s := instanceStatusOf(t, a, "shop"); !strings.Contains(s.Probe.LastError, "500") {
 		t.Errorf("lastError %q: want the status named", s.Probe.LastError)
 	}
-	app.code.Store(http.StatusOK)
+	app.Code.Store(http.StatusOK)
 	waitFor(t, 5*time.Second, "200 marks it up", func() bool { return recordReady(t, a.st, "vps-a", "shop") })
 
 	// A redirect to another listener: up (3xx), and the target never hears of it.
-	elsewhere := startHealthInstance(t, "/healthz", http.StatusOK, "")
-	redir := startHealthInstance(t, "/healthz", 0, fmt.Sprintf("http://127.0.0.1:%d/healthz", elsewhere.port))
+	elsewhere := testinst.StartHealth(t, "/healthz", http.StatusOK, "")
+	redir := testinst.StartHealth(t, "/healthz", 0, fmt.Sprintf("http://127.0.0.1:%d/healthz", elsewhere.Port))
 	a.must(201, "PUT", "/v1/apps/hop", testAdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/healthz"}}`)
-	a.must(200, "PUT", "/v1/node/instances/hop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, redir.port))
+	a.must(200, "PUT", "/v1/node/instances/hop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, redir.Port))
 	waitFor(t, 5*time.Second, "probes of the redirecting instance", func() bool {
 		s := instanceStatusOf(t, a, "hop")
 		return s.Probe.Kind == "http" && s.Probe.Probes >= 4
@@ -287,7 +200,7 @@ func TestProbeOfAHealthPathFollowsItsStatusNotItsRedirects(t *testing.T) {
 	if s := instanceStatusOf(t, a, "hop"); !s.Ready {
 		t.Errorf("a 302 health answer: %+v %+v, want up", s, s.Probe)
 	}
-	if n := elsewhere.hits.Load(); n != 0 {
+	if n := elsewhere.Hits.Load(); n != 0 {
 		t.Errorf("the redirect's target got %d probe requests, want 0 (redirects are never followed)", n)
 	}
 }
@@ -300,11 +213,11 @@ func TestInstanceHealthEndpointDoesNotDialPerRequest(t *testing.T) {
 	cfg.Probe.Timeout = 0
 	a := startNode(t, cfg)
 	a.waitReady()
-	inst := startTCPInstance(t)
+	inst := testinst.StartTCP(t)
 	a.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	a.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, inst.port))
-	waitFor(t, 5*time.Second, "a first probe", func() bool { return inst.accepts.Load() >= 1 })
-	start := inst.accepts.Load()
+	a.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, inst.Port))
+	waitFor(t, 5*time.Second, "a first probe", func() bool { return inst.Accepts.Load() >= 1 })
+	start := inst.Accepts.Load()
 	t0 := time.Now()
 	const burst = 200
 	for range burst {
@@ -313,7 +226,7 @@ func TestInstanceHealthEndpointDoesNotDialPerRequest(t *testing.T) {
 		}
 	}
 	elapsed := time.Since(t0)
-	got := inst.accepts.Load() - start
+	got := inst.Accepts.Load() - start
 	// The prober connects once a second; allow one extra for a round at the edge.
 	if limit := int64(elapsed/time.Second) + 2; got > limit {
 		t.Errorf("%d health requests in %s made %d connections to the instance, want at most %d (the prober's own)", burst, elapsed.Round(time.Millisecond), got, limit)

@@ -4,6 +4,7 @@ package probe
 // and set again on the same port.
 
 import (
+	"github.com/scafo/ingress/node/internal/testinst"
 	"testing"
 
 	"github.com/scafo/ingress/render/fleet"
@@ -16,10 +17,10 @@ import (
 // afresh, trusted up, and is published ready, then down, every cycle, without end.
 // Each cycle is a record rewrite and a serial bump: a reload of every Traefik.
 func TestHostileReleaseAndSetAgainOfADeadInstanceIsDamped(t *testing.T) {
-	dead := startTCPInstance(t)
-	dead.close()
+	dead := testinst.StartTCP(t)
+	dead.Close()
 	cfg := dampedConfig()
-	inst := fleet.Instance{Port: dead.port, Ready: true, AppID: "id-shop"}
+	inst := fleet.Instance{Port: dead.Port, Ready: true, AppID: "id-shop"}
 	p, insts, _, changes := newMovableProber(t, cfg, map[string]fleet.Instance{"shop": inst})
 	const cycles = 20
 	deadReady := 0

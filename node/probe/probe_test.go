@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/scafo/ingress/node/internal/testinst"
 	"io"
 	"log/slog"
 	"net"
@@ -33,92 +34,6 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// tcpInstance is a real listener on 127.0.0.1 that accepts and closes connections,
-// counting them; it can be closed and reopened on its port.
-type tcpInstance struct {
-	t       *testing.T
-	port    int
-	mu      sync.Mutex
-	ln      net.Listener
-	accepts atomic.Int64
-}
-
-func startTCPInstance(t *testing.T) *tcpInstance {
-	t.Helper()
-	i := &tcpInstance{t: t}
-	i.open()
-	t.Cleanup(i.close)
-	return i
-}
-
-func (i *tcpInstance) open() {
-	i.t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(i.port)))
-	if err != nil {
-		i.t.Fatal(err)
-	}
-	i.port = ln.Addr().(*net.TCPAddr).Port
-	i.mu.Lock()
-	i.ln = ln
-	i.mu.Unlock()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			i.accepts.Add(1)
-			c.Close()
-		}
-	}()
-}
-
-func (i *tcpInstance) close() {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.ln != nil {
-		i.ln.Close()
-		i.ln = nil
-	}
-}
-
-// healthInstance is an HTTP instance on 127.0.0.1 whose health path answers code.
-type healthInstance struct {
-	code   atomic.Int64
-	hits   atomic.Int64
-	header atomic.Pointer[http.Header]
-	srv    *http.Server
-	port   int
-}
-
-func startHealthInstance(t *testing.T, path string, code int, redirect string) *healthInstance {
-	t.Helper()
-	h := &healthInstance{}
-	h.code.Store(int64(code))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.port = ln.Addr().(*net.TCPAddr).Port
-	h.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != path {
-			http.NotFound(w, r)
-			return
-		}
-		h.hits.Add(1)
-		hdr := r.Header.Clone()
-		h.header.Store(&hdr)
-		if redirect != "" {
-			http.Redirect(w, r, redirect, http.StatusFound)
-			return
-		}
-		w.WriteHeader(int(h.code.Load()))
-	})}
-	go h.srv.Serve(ln)
-	t.Cleanup(func() { h.srv.Close() })
-	return h
 }
 
 // newTestProber is a prober over a fixed set of instances on 127.0.0.1, driven by hand
@@ -178,12 +93,12 @@ func (p *Prober) isUp(app string) bool {
 // Hysteresis: one failure between successes flaps nothing; downAfter failures in a row
 // mark the instance down; one success does not bring it back, upAfter do.
 func TestProbeHysteresisNeedsConsecutiveResults(t *testing.T) {
-	app := startHealthInstance(t, "/up", http.StatusOK, "")
+	app := testinst.StartHealth(t, "/up", http.StatusOK, "")
 	cfg := Config{Interval: ptypes.Duration(time.Second), Timeout: ptypes.Duration(time.Second), DownAfter: 2, UpAfter: 2, Concurrency: 4}
-	p, _, changes := newTestProber(t, cfg, map[string]fleet.Instance{"shop": {Port: app.port, Ready: true}}, map[string]string{"shop": "/up"})
+	p, _, changes := newTestProber(t, cfg, map[string]fleet.Instance{"shop": {Port: app.Port, Ready: true}}, map[string]string{"shop": "/up"})
 	step := func(code int, wantUp bool, what string) {
 		t.Helper()
-		app.code.Store(int64(code))
+		app.Code.Store(int64(code))
 		probeRound(t, p)
 		if got := p.isUp("shop"); got != wantUp {
 			t.Fatalf("%s: up=%v, want %v", what, got, wantUp)
@@ -268,9 +183,9 @@ func TestSlowInstancesNeitherStallOthersNorOpenUnboundedSockets(t *testing.T) {
 		insts[app] = fleet.Instance{Port: port, Ready: true}
 		paths[app] = "/healthz"
 	}
-	dead := startTCPInstance(t)
-	dead.close() // refuses
-	insts["dead"] = fleet.Instance{Port: dead.port, Ready: true}
+	dead := testinst.StartTCP(t)
+	dead.Close() // refuses
+	insts["dead"] = fleet.Instance{Port: dead.Port, Ready: true}
 	cfg := Config{Interval: ptypes.Duration(time.Second), Timeout: ptypes.Duration(timeout), DownAfter: 2, UpAfter: 2, Concurrency: 4}
 	p, reg, _ := newTestProber(t, cfg, insts, paths)
 
@@ -341,19 +256,19 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 
 // The probe's HTTP client dials the node's own address only, whatever URL it is given.
 func TestProbeClientDialsOnlyTheNodesOwnAddress(t *testing.T) {
-	other := startHealthInstance(t, "/healthz", http.StatusOK, "")
+	other := testinst.StartHealth(t, "/healthz", http.StatusOK, "")
 	p, _, _ := newTestProber(t, Config{Interval: ptypes.Duration(time.Second), Timeout: ptypes.Duration(time.Second), DownAfter: 1, UpAfter: 1, Concurrency: 2}, nil, nil)
 	for _, target := range []string{
-		fmt.Sprintf("http://127.0.0.2:%d/healthz", other.port), // another loopback address
-		"http://localhost:" + strconv.Itoa(other.port) + "/healthz",
-		"http://[::1]:" + strconv.Itoa(other.port) + "/healthz",
+		fmt.Sprintf("http://127.0.0.2:%d/healthz", other.Port), // another loopback address
+		"http://localhost:" + strconv.Itoa(other.Port) + "/healthz",
+		"http://[::1]:" + strconv.Itoa(other.Port) + "/healthz",
 	} {
 		_, err := p.client.Get(target)
 		if !errors.Is(err, errProbeAddress) {
 			t.Errorf("GET %s: %v, want the dialler's refusal", target, err)
 		}
 	}
-	if other.hits.Load() != 0 {
+	if other.Hits.Load() != 0 {
 		t.Error("a refused dial reached the listener")
 	}
 }
@@ -432,18 +347,18 @@ func dampedConfig() Config {
 // for the hold-down after; it comes back up once the hold ends, and going down is
 // published at once even while it carries a penalty.
 func TestProbeFlappingInstanceIsDamped(t *testing.T) {
-	inst := startTCPInstance(t)
+	inst := testinst.StartTCP(t)
 	cfg := dampedConfig()
-	p, reg, changes := newTestProber(t, cfg, map[string]fleet.Instance{"shop": {Port: inst.port, Ready: true}}, nil)
+	p, reg, changes := newTestProber(t, cfg, map[string]fleet.Instance{"shop": {Port: inst.Port, Ready: true}}, nil)
 	const flaps = 20
 	for i := range flaps {
-		inst.close()
+		inst.Close()
 		probeRound(t, p)
 		probeRound(t, p)
 		if p.isUp("shop") {
 			t.Fatalf("flap %d: still up after %d refused probes: going down was delayed", i, cfg.DownAfter)
 		}
-		inst.open()
+		inst.Open()
 		probeRound(t, p)
 		probeRound(t, p)
 	}
@@ -458,7 +373,7 @@ func TestProbeFlappingInstanceIsDamped(t *testing.T) {
 	if got, want := counterValue(t, reg, "scafo_instance_probe_hold_downs_total"), float64(flaps-2); got != want {
 		t.Errorf("scafo_instance_probe_hold_downs_total %v, want %v (every recovery from the third)", got, want)
 	}
-	insts := map[string]fleet.Instance{"shop": {Port: inst.port, Ready: true}}
+	insts := map[string]fleet.Instance{"shop": {Port: inst.Port, Ready: true}}
 	if pub := p.Publish(cloneInstances(insts)); pub["shop"].Ready {
 		t.Error("the record publishes the held-down instance ready")
 	}
@@ -489,7 +404,7 @@ func TestProbeFlappingInstanceIsDamped(t *testing.T) {
 		t.Errorf("status after the hold-down: %+v", ps)
 	}
 	// Down is never delayed, penalty or not.
-	inst.close()
+	inst.Close()
 	probeRound(t, p)
 	probeRound(t, p)
 	if p.isUp("shop") || changes.Load() != bumps+2 {
@@ -501,10 +416,10 @@ func TestProbeFlappingInstanceIsDamped(t *testing.T) {
 // after upAfter successes, as without damping; so is the first recovery of a new
 // instance on another port.
 func TestProbeLoneRecoveryIsNotDelayed(t *testing.T) {
-	inst := startTCPInstance(t)
-	p, reg, changes := newTestProber(t, dampedConfig(), map[string]fleet.Instance{"shop": {Port: inst.port, Ready: true}}, nil)
+	inst := testinst.StartTCP(t)
+	p, reg, changes := newTestProber(t, dampedConfig(), map[string]fleet.Instance{"shop": {Port: inst.Port, Ready: true}}, nil)
 	for i := range 2 {
-		inst.close()
+		inst.Close()
 		probeRound(t, p)
 		if !p.isUp("shop") {
 			t.Fatalf("death %d: down after one failure", i)
@@ -513,7 +428,7 @@ func TestProbeLoneRecoveryIsNotDelayed(t *testing.T) {
 		if p.isUp("shop") {
 			t.Fatalf("death %d: up after two failures", i)
 		}
-		inst.open()
+		inst.Open()
 		probeRound(t, p)
 		if p.isUp("shop") {
 			t.Fatalf("recovery %d: up after one success", i)
@@ -625,25 +540,25 @@ func TestProbeAlternatingPortsDoesNotResetFlapDamping(t *testing.T) {
 		{"a live and a dead port", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, b := startTCPInstance(t), startTCPInstance(t)
-			b.close()
+			a, b := testinst.StartTCP(t), testinst.StartTCP(t)
+			b.Close()
 			if !tc.liveFirst {
-				a.close()
+				a.Close()
 			}
 			cfg := dampedConfig()
-			p, insts, reg, changes := newMovableProber(t, cfg, map[string]fleet.Instance{"shop": {Port: a.port, Ready: true, AppID: "id-shop"}})
+			p, insts, reg, changes := newMovableProber(t, cfg, map[string]fleet.Instance{"shop": {Port: a.Port, Ready: true, AppID: "id-shop"}})
 			probeRound(t, p)
 			probeRound(t, p)
 			const moves = 20
 			deadReady := 0 // moves after which the record would publish a dead port ready
 			for i := range moves {
-				to := b.port
+				to := b.Port
 				if i%2 == 1 {
-					to = a.port
+					to = a.Port
 				}
 				inst := fleet.Instance{Port: to, Ready: true, AppID: "id-shop"}
 				insts.set("shop", &inst)
-				dead := to == b.port || !tc.liveFirst
+				dead := to == b.Port || !tc.liveFirst
 				if p.Publish(insts.all())["shop"].Ready && dead {
 					deadReady++
 				}
@@ -675,7 +590,7 @@ func TestProbeAlternatingPortsDoesNotResetFlapDamping(t *testing.T) {
 				t.Error("released and set again: published ready, the hold-down was forgotten")
 			}
 			// A new incarnation of the name is another instance: trusted, undamped.
-			fresh := fleet.Instance{Port: a.port, Ready: true, AppID: "id-new"}
+			fresh := fleet.Instance{Port: a.Port, Ready: true, AppID: "id-new"}
 			insts.set("shop", &fresh)
 			if !p.Publish(insts.all())["shop"].Ready {
 				t.Error("a new incarnation inherited the old one's hold-down")
@@ -688,11 +603,11 @@ func TestProbeAlternatingPortsDoesNotResetFlapDamping(t *testing.T) {
 // live ports; every move is published ready at once (trusted, never waiting for
 // probes), counts no recovery and publishes no probe change.
 func TestProbeAMoveOfAnUpInstanceIsPublishedReadyAtOnce(t *testing.T) {
-	a, b := startTCPInstance(t), startTCPInstance(t)
-	p, insts, reg, changes := newMovableProber(t, dampedConfig(), map[string]fleet.Instance{"shop": {Port: a.port, Ready: true, AppID: "id-shop"}})
+	a, b := testinst.StartTCP(t), testinst.StartTCP(t)
+	p, insts, reg, changes := newMovableProber(t, dampedConfig(), map[string]fleet.Instance{"shop": {Port: a.Port, Ready: true, AppID: "id-shop"}})
 	probeRound(t, p)
 	for i := range 20 {
-		to := []int{b.port, a.port}[i%2]
+		to := []int{b.Port, a.Port}[i%2]
 		insts.set("shop", &fleet.Instance{Port: to, Ready: true, AppID: "id-shop"})
 		if !p.Publish(insts.all())["shop"].Ready {
 			t.Fatalf("move %d to live port %d: not published ready before its probes", i, to)
