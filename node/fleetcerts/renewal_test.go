@@ -1,7 +1,14 @@
 package fleetcerts
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
+	"math/big"
 	"slices"
 	"testing"
 	"time"
@@ -13,7 +20,7 @@ import (
 // fails (CertMagic's cert_failed with renewal true, which it emits only inside the
 // renewal window) is listed by Renewals as failing, with the error, while Status still
 // lists the name valid; a renewal that succeeds clears it, and so does another node's
-// renewal taken from the store (another serial held). A failed first obtain of a name
+// renewal taken from the store (another serial held), and the certificate leaving. A failed first obtain of a name
 // without a certificate is not a failing renewal, and a name without a certificate is
 // not listed. Before, nothing told a held certificate failing to renew from one that
 // renews: the alert guessed from the days left.
@@ -70,21 +77,57 @@ func TestAFailingRenewalIsReportedWhileTheNameStaysValid(t *testing.T) {
 		t.Fatalf("after a renewal that succeeded: %+v, want %+v", got, quiet)
 	}
 
-	// Failing again; then a peer's renewal arrives: refresh takes another certificate (the
-	// cache holds none here, so the held one is dropped, as an expired one would be, and
-	// the name is no longer listed at all).
+	// Failing again; then a peer's renewal arrives: the store holds a newer certificate,
+	// which refresh takes from CertMagic's cache (another serial), and the failure is over.
 	ev("cert_failed", "held.example.org", true)
 	if got := renewals(); !slices.Equal(got, failing) {
 		t.Fatalf("after a second failed renewal: %+v, want %+v", got, failing)
 	}
+	if _, err := m.cfg.CacheUnmanagedTLSCertificate(t.Context(), selfSigned(t, "held.example.org", 90*24*time.Hour), nil); err != nil {
+		t.Fatal(err)
+	}
+	m.refresh()
+	if got := renewals(); !slices.Equal(got, quiet) {
+		t.Fatalf("after a peer's renewal was taken: %+v, want %+v", got, quiet)
+	}
+	if s := stateOf(m, "held.example.org"); s.Serial == "aa" || s.State != StateValid {
+		t.Fatalf("the peer's certificate was not taken: %+v", s)
+	}
+
+	// Failing once more; the certificate then leaves the cache (expired): no longer listed,
+	// and its failure not kept for a later certificate.
+	ev("cert_failed", "held.example.org", true)
+	for _, c := range m.cache.AllMatchingCertificates("held.example.org") {
+		m.cache.Remove([]string{c.Hash()})
+	}
 	m.refresh()
 	if got := renewals(); len(got) != 0 {
-		t.Fatalf("after the held certificate was replaced: %+v, want none listed", got)
+		t.Fatalf("after the held certificate was dropped: %+v, want none listed", got)
 	}
 	m.mu.Lock()
 	left := m.names["held.example.org"].renewErr
 	m.mu.Unlock()
 	if left != "" {
-		t.Fatalf("the replaced certificate's renewal error stays: %q", left)
+		t.Fatalf("the dropped certificate's renewal error stays: %q", left)
 	}
+}
+
+// selfSigned is a certificate for name valid for d from now.
+func selfSigned(t *testing.T, name string, d time.Duration) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(0xbb), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(d)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
 }
