@@ -13,13 +13,13 @@ import (
 // metrics are the node's Prometheus metrics, on a private registry.
 type metrics struct {
 	reg             *prometheus.Registry
+	refused         *prometheus.CounterVec // reason: one of refusalReasons
+	longPolls       prometheus.Gauge
 	polls           *prometheus.CounterVec
 	reconcileDur    prometheus.Histogram
 	reconcileErrors prometheus.Counter
 	skipped         prometheus.Gauge
 	storeWrites     *prometheus.CounterVec
-	refused         *prometheus.CounterVec // reason: one of refusalReasons
-	longPolls       prometheus.Gauge
 }
 
 // Why a request or connection was refused (scafo_requests_refused_total's reason label;

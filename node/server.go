@@ -174,10 +174,10 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		shutdown:      make(chan struct{}),
 	}
 	s.metrics = newMetrics(pub, metricProbes{
+		certRenewals:  s.certRenewals,
 		storeForeign:  s.identity.Foreign,
 		storeRequests: storeRequests,
 		nameConflict:  func() bool { return s.nameConflict(time.Now()) != nil },
-		certRenewals:  s.certRenewals,
 	})
 	s.ingresses = newIngressBook(st, log, cfg.Node.Name, cfg.Ingresses,
 		func() (uint64, string) { return s.identity.Serial(), s.identity.Epoch() },
