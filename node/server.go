@@ -174,6 +174,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		shutdown:      make(chan struct{}),
 	}
 	s.metrics = newMetrics(pub, metricProbes{
+		certRenewals:  s.certRenewals,
 		storeForeign:  s.identity.Foreign,
 		storeRequests: storeRequests,
 		nameConflict:  func() bool { return s.nameConflict(time.Now()) != nil },
@@ -361,7 +362,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	lim := s.cfg.Limits
 	total, reserved := lim.conns()
 	limiter := newConnLimiter(ln, total, reserved, lim.perSource(total-reserved), func(remote string) {
-		s.rejects.reject(remote, "refused connection: at the connection limit", "maxConns", total)
+		s.refuseConn(remote, total)
 	})
 	s.conns.Store(limiter)
 	ln = limiter
