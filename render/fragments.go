@@ -706,14 +706,15 @@ func (inc *Incremental) asked(output string) {
 }
 
 // keepOutput stores a as output's last assembly (under mu), unless that makes more
-// than maxOutputs and output is asked for less often than every other output kept:
-// then a is not kept (the output's next render sorts again, as its first did).
+// than maxOutputs and output is asked for no more often than every other output kept
+// (at equal rates the state kept stays): then a is not kept (the output's next render
+// sorts again, as its first did).
 // Otherwise the state of the output asked for least recently (popularity, the least
 // recently assembled of those) goes. A one-off selection therefore never takes the
 // place of an output real ingresses poll every round, more often than it; a thrasher
 // cycling many selections, each asked for a few times, holds the slots it filled while
 // they were free and no more, and a new real ingress's output gets a slot once it has
-// been asked for as often as the least-asked one kept. Unpolled outputs fade (the
+// been asked for more often than the least-asked one kept. Unpolled outputs fade (the
 // estimates halve over time) and give way.
 func (inc *Incremental) keepOutput(output string, a *assembled) {
 	a.at = inc.stamp
@@ -732,7 +733,7 @@ func (inc *Incremental) keepOutput(output string, a *assembled) {
 			victim, vn, vat = k, n, p.at
 		}
 	}
-	if est(output) < vn {
+	if est(output) <= vn {
 		return
 	}
 	delete(inc.prev, victim)

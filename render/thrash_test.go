@@ -63,7 +63,7 @@ func TestThrasherKeepsPolledOutputState(t *testing.T) {
 }
 
 // TestNewOutputGetsASlot: an output asked for from now on (a new real ingress) takes
-// the place of the least-asked one once asked for as often, and then keeps it against
+// the place of the least-asked one once asked for more often, and then keeps it against
 // one-offs.
 func TestNewOutputGetsASlot(t *testing.T) {
 	st, fopt := fleet.GenerateState(50, 0), fleet.GenerateOptions()
@@ -87,8 +87,12 @@ func TestNewOutputGetsASlot(t *testing.T) {
 	for range 3 {
 		render("new")
 	}
+	if _, ok := inc.prev["new"]; ok {
+		t.Fatal("a new output asked for no more often than the others took one's place")
+	}
+	render("new")
 	if _, ok := inc.prev["new"]; !ok {
-		t.Fatal("a new output asked for as often as the others was not kept")
+		t.Fatal("a new output asked for more often than the others was not kept")
 	}
 	for i := range 50 {
 		render("new")
