@@ -35,7 +35,8 @@ type bodyEntry struct {
 	r          *Rendered
 	output     string
 	used       uint64 // tick of the last Get or Add
-	superseded bool   // a newer body of the same output was added
+	seq        uint64 // of the snapshot it was rendered for
+	superseded bool   // a body of the same output for a newer snapshot was added
 }
 
 func newBodyCache(size int, polls *freq.Sketch, evicted func(*Rendered)) *bodyCache {
@@ -91,10 +92,10 @@ func (c *bodyCache) Admits(k renderKey) bool {
 	return vn < 0 || c.polls.Estimate(outputOf(k)) > vn
 }
 
-// Add keeps r as the body of k, unless the cache is full and k's output is polled no
+// Add keeps r, rendered for the snapshot numbered seq, as the body of k, unless the cache is full and k's output is polled no
 // more than the victim's (then evicted is told r, as if it came and went). It returns
 // whether r was kept.
-func (c *bodyCache) Add(k renderKey, r *Rendered) bool {
+func (c *bodyCache) Add(k renderKey, r *Rendered, seq uint64) bool {
 	c.mu.Lock()
 	var gone []*Rendered
 	defer func() {
@@ -112,6 +113,17 @@ func (c *bodyCache) Add(k renderKey, r *Rendered) bool {
 		e.r, e.used = r, c.tick
 		return true
 	}
+	// The output's body kept until now is superseded by this one, whatever comes of it,
+	// unless it is of a newer snapshot (a poll that loaded the older one, rendered late).
+	older := false
+	if lk, ok := c.latest[out]; ok {
+		if l := c.entries[lk]; l.seq <= seq {
+			l.superseded = true
+			delete(c.latest, out)
+		} else {
+			older = true
+		}
+	}
 	if len(c.entries) >= c.size {
 		vk, vn := c.victim()
 		if vn >= 0 && c.polls.Estimate(out) <= vn {
@@ -121,11 +133,10 @@ func (c *bodyCache) Add(k renderKey, r *Rendered) bool {
 		gone = append(gone, c.entries[vk].r)
 		c.remove(vk)
 	}
-	if lk, ok := c.latest[out]; ok {
-		c.entries[lk].superseded = true
+	if !older {
+		c.latest[out] = k
 	}
-	c.latest[out] = k
-	c.entries[k] = &bodyEntry{r: r, output: out, used: c.tick}
+	c.entries[k] = &bodyEntry{r: r, output: out, used: c.tick, seq: seq, superseded: older}
 	return true
 }
 

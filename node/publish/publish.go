@@ -335,7 +335,7 @@ func (p *Publisher) GetGroups(s *Snapshot, prefer, format string, groups []strin
 	p.mu.Unlock()
 	c.r, c.err = p.renderNow(s, k, groups, p.cache.Admits(k))
 	if c.err == nil {
-		p.cache.Add(k, c.r)
+		p.cache.Add(k, c.r, s.seq)
 	}
 	p.mu.Lock()
 	delete(p.inflight, k)
