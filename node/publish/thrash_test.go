@@ -2,7 +2,6 @@ package publish
 
 import (
 	"bytes"
-	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -11,48 +10,7 @@ import (
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/fleet"
-	"github.com/scafo/ingress/render/routing"
 )
-
-// thrashFleet is a small generated fleet with eight ingress groups g0…g7 (an eighth of
-// the applications each, a ninth of them in none), its options and a deriver that
-// derived it.
-func thrashFleet(apps int) (fleet.State, fleet.Options, *fleet.Deriver, *routing.Document) {
-	st, fo := fleet.GenerateState(apps, 0), fleet.GenerateOptions()
-	for g := range 8 {
-		fleet.GenerateGroup(&st, &fo, fmt.Sprintf("g%d", g), fmt.Sprintf("g%d.example.com", g), func(i int) bool { return i%9 == g })
-	}
-	x := &fleet.Deriver{}
-	doc, _, _ := x.Derive(st, fo, nil)
-	return st, fo, x, doc
-}
-
-// thrashSelections are n distinct (prefer, groups) selections: every prefer × every
-// non-empty subset of g0…g7, sorted as the handler sorts them.
-func thrashSelections(n int) []struct {
-	prefer string
-	groups []string
-} {
-	var out []struct {
-		prefer string
-		groups []string
-	}
-	for _, prefer := range []string{"", "vps-a", "vps-b", "vps-c"} {
-		for set := 1; set < 256 && len(out) < n; set++ {
-			var gs []string
-			for g := range 8 {
-				if set&(1<<g) != 0 {
-					gs = append(gs, fmt.Sprintf("g%d", g))
-				}
-			}
-			out = append(out, struct {
-				prefer string
-				groups []string
-			}{prefer, gs})
-		}
-	}
-	return out
-}
 
 // TestThrasherKeepsPolledBodiesCached is issue 25 item 8 at the node: two real
 // ingresses (every group, and ?prefer=vps-a&group=g1) poll every round; from round 10
