@@ -161,7 +161,8 @@ func newPublisher(opts render.Options, spillDir string) *Publisher {
 		prefer, groups, _ := strings.Cut(output, "|") // a node name holds no '|'
 		return polls.Estimate(outputOf(renderKey{format: api.FormatTraefik, prefer: prefer, groups: groups}))
 	})
-	return &Publisher{cache: c, polls: polls, render: opts, frags: inc, inflight: map[renderKey]*renderCall{}, spillDir: spillDir}
+	return &Publisher{cache: c, polls: polls, render: opts, frags: inc, inflight: map[renderKey]*renderCall{}, spillDir: spillDir,
+		lineage: groupLineage{polls: polls}}
 }
 
 // maxBodies bounds the rendered bodies kept (bodyCache).
@@ -311,6 +312,7 @@ func (p *Publisher) Get(s *Snapshot, prefer, format string) (*Rendered, error) {
 func (p *Publisher) GetGroups(s *Snapshot, prefer, format string, groups []string) (*Rendered, error) {
 	revision := s.doc.Revision
 	if groups != nil {
+		p.polls.Add(selectionOf(strings.Join(groups, ",")))
 		// A selection's body is a function of its own document (its revision), not of
 		// the whole fleet's: a change in another group, which wakes its long-polls too,
 		// finds it cached instead of rendering, compressing and hashing it again.

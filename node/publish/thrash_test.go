@@ -106,3 +106,64 @@ func TestThrasherKeepsPolledBodiesCached(t *testing.T) {
 		}
 	}
 }
+
+// TestThrasherKeepsPolledSelections: the per-snapshot cache of selection documents and
+// the lineage their delta renders build on hold 64 selections each. A thrasher that
+// asks for 100 selections (twice each) first, and again right after each revision
+// moves before the real ingress's poll, used to take every place (first come, first
+// kept, and a kept selection stays while it is asked for): the real selection's
+// document was then computed again on every poll, and every revision of it rendered
+// whole. Now the selection polled more often gets its place, and keeps it.
+func TestThrasherKeepsPolledSelections(t *testing.T) {
+	st, fo, x, doc := thrashFleet(40)
+	p := newPublisher(render.Options{}, "")
+	p.Publish(doc, time.Now())
+	legit := []string{"g1"}
+	get := func(prefer string, groups []string) {
+		t.Helper()
+		if _, err := p.GetGroups(p.cur.Load(), prefer, api.FormatTraefik, groups); err != nil {
+			t.Fatal(err)
+		}
+	}
+	thrash := thrashSelections(100) // those of g1 alone are skipped: the real one
+	flood := func() {
+		for _, q := range thrash {
+			if !slices.Equal(q.groups, legit) {
+				get(q.prefer, q.groups)
+				get(q.prefer, q.groups)
+			}
+		}
+	}
+	flood() // the thrasher came first: every place is taken
+	for range 10 {
+		get("vps-a", legit)
+	}
+	for step := range 3 {
+		st.Nodes = slices.Clone(st.Nodes)
+		st.Nodes[1].Instances = maps.Clone(st.Nodes[1].Instances)
+		app := st.Apps[1].Name // in group g1
+		in := st.Nodes[1].Instances[app]
+		in.Port++
+		st.Nodes[1].Instances[app] = in
+		next, _, delta := x.Derive(st, fo, []string{fleet.NodeKey(st.Nodes[1].Name)})
+		if !p.PublishDelta(next, delta, time.Now()) {
+			t.Fatal("the revision did not move")
+		}
+		flood()
+		get("vps-a", legit)
+		s := p.cur.Load()
+		s.groups.mu.Lock()
+		_, cached := s.groups.docs["g1"]
+		n := len(s.groups.docs)
+		s.groups.mu.Unlock()
+		if !cached || n > maxGroupDocs {
+			t.Fatalf("step %d: the polled selection's document cached: %v (%d cached, bound %d)", step, cached, n, maxGroupDocs)
+		}
+		p.lineage.mu.Lock()
+		m, kept := p.lineage.last["g1"]
+		p.lineage.mu.Unlock()
+		if !kept || m.base != next {
+			t.Fatalf("step %d: the polled selection's lineage was not kept", step)
+		}
+	}
+}
