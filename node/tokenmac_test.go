@@ -343,6 +343,11 @@ func TestTheFleetWideLookupBudgetHoldsAcrossSources(t *testing.T) {
 	if got > limit || codes[http.StatusTooManyRequests] == 0 {
 		t.Fatalf("%d lookups from %d client addresses read the store %d times, want at most %d (the fleet-wide budget)", flood, flood, got, limit)
 	}
+	// And each client had a budget of its own: more were looked up than one source's
+	// budget allows (X-Forwarded-For from the trusted proxy named them).
+	if one := int64(sourceUnknownLookupBurst + sourceUnknownLookupRate*time.Since(start).Seconds() + 1); got <= one {
+		t.Fatalf("%d lookups from %d client addresses behind a trusted proxy read the store %d times, no more than one source's budget (%d): X-Forwarded-For was not believed", flood, flood, got, one)
+	}
 }
 
 // TestForwardedForIsBelievedOnlyFromTrustedProxies: the per-client budget is kept for
@@ -350,7 +355,7 @@ func TestTheFleetWideLookupBudgetHoldsAcrossSources(t *testing.T) {
 // anyone else buys no budget of its own.
 func TestForwardedForIsBelievedOnlyFromTrustedProxies(t *testing.T) {
 	t.Run("untrusted peer", func(t *testing.T) {
-		n, st := macNode(t) // limits.trustedProxies empty
+		n, st := macNode(t, func(c *Config) { c.Limits.TrustedProxies = []string{"10.0.0.0/8"} }) // not the test's 127.0.0.1
 		n.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 		id, old := legacyToken(t, st, "evil")
 		n.must(404, "GET", macPathsURL, old, "")
