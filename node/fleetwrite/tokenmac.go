@@ -230,6 +230,9 @@ func (w *Writer) loadTokenMAC(ctx context.Context) (*tokenMAC, error) {
 		if err == nil {
 			return parseTokenMAC(obj)
 		}
+		if errors.Is(err, store.ErrTooLarge) {
+			return nil, fmt.Errorf("%w: %v", errMACCorrupt, err)
+		}
 		if !errors.Is(err, store.ErrNotFound) {
 			return nil, err
 		}
