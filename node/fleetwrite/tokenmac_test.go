@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/node/store/dir"
 )
 
 // keyReads counts reads of the MAC key object.
@@ -172,5 +173,24 @@ func TestACorruptTokenMACKeyFallsBack(t *testing.T) {
 	now = now.Add(macRetry)
 	if got := w.CheckToken(ctx, it.Token); got != TokenLegacy {
 		t.Errorf("after the corrupt key was deleted: %v, want TokenLegacy (the new key lists it)", got)
+	}
+}
+
+// BenchmarkCheckForgedToken: what refusing a made-up token costs once the key is cached
+// (one HMAC-SHA256, no store request).
+func BenchmarkCheckForgedToken(b *testing.B) {
+	st, err := dir.New(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := New(Config{Node: "vps-a"}, st, &store.Identity{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx := context.Background()
+	w.CheckToken(ctx, forged())
+	tok := forged()
+	b.ReportAllocs()
+	for b.Loop() {
+		if w.CheckToken(ctx, tok) != TokenForged {
+			b.Fatal("not forged")
+		}
 	}
 }
