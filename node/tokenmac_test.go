@@ -411,8 +411,14 @@ func TestForwardedForIsBelievedOnlyFromTrustedProxies(t *testing.T) {
 				t.Errorf("trustedProxies %q: %v, want an error naming limits.trustedProxies[1]", bad, err)
 			}
 		}
-		cfg := NewConfig()
-		cfg.Limits.TrustedProxies = []string{"127.0.0.1", "10.0.0.0/8", "::1"}
+		cfg, err := loadConfig(t, []string{"--limits.trustedProxies=127.0.0.1,10.0.0.0/8"}, []string{"SCAFO_NODE_NAME=vps-a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(cfg.Limits.TrustedProxies, " "); got != "127.0.0.1 10.0.0.0/8" {
+			t.Errorf("--limits.trustedProxies=127.0.0.1,10.0.0.0/8 loaded as %q", got)
+		}
+		cfg.Limits.TrustedProxies = append(cfg.Limits.TrustedProxies, "::1")
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("valid trustedProxies: %v", err)
 		}
