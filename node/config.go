@@ -225,6 +225,8 @@ type LimitsConfig struct {
 	// with idle keep-alives (issue 25 item 6).
 	MaxConnsPerSource int             `description:"Most general connections one remote address holds at once; a further connection from it is served like a reserved one (one ingress poll, status or health probe, then closed; anything else 503) (0: a quarter of the general connections, at least 16)." json:"maxConnsPerSource,omitempty"`
 	ConnMaxAge        ptypes.Duration `description:"A connection older than this is closed after its next answer (Connection: close), however busy: a keep-alive cannot hold a slot for as long as its client likes." json:"connMaxAge,omitempty"`
+	// TrustedProxies: whose X-Forwarded-For names the client (issue 25 item 4).
+	TrustedProxies []string `description:"Peers (CIDRs or addresses) whose X-Forwarded-For is believed: for a request from one, the per-source token-lookup budget is kept for the right-most X-Forwarded-For address that is not itself trusted (list the Traefiks in front of the node API). From any other peer X-Forwarded-For is ignored. Empty: never believed." json:"trustedProxies,omitempty"`
 }
 
 // IngressesConfig times ingress reports (ingresses.go).
@@ -503,6 +505,9 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.Probe.Validate()...)
 	errs = append(errs, c.Limits.validate()...)
+	if _, err := parseTrustedProxies(c.Limits.TrustedProxies); err != nil {
+		errs = append(errs, err)
+	}
 	if c.Ingresses.LostAfter < ptypes.Duration(2*time.Second) {
 		errs = append(errs, fmt.Errorf("ingresses.lostAfter %s: at least 2s (an ingress is heard from at every poll; a long-poll counts while it is held)", time.Duration(c.Ingresses.LostAfter)))
 	}

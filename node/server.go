@@ -81,6 +81,7 @@ type Server struct {
 	// each token seen valid lately (keyed by its hash).
 	sourceLookups *writeLimiter
 	knownLookups  *writeLimiter
+	trusted       trustedProxies // limits.trustedProxies (clientaddr.go)
 
 	kick     chan struct{} // run a reconcile pass now
 	beat     chan struct{} // rewrite this node's record now
@@ -144,6 +145,10 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		mem, memDoc = nil, nil
 	}
 	cfg.Limits.fillDefaults()
+	trusted, err := parseTrustedProxies(cfg.Limits.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
 	storeRequests := newStoreRequests()
 	st = newRequestCounter(st, storeRequests)
 	// The reconcile loop publishes right after committing the serial it read (or, on a
@@ -167,6 +172,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		lookups:   newWriteLimiter(unknownLookupRate, unknownLookupBurst),
 
 		sourceLookups: newWriteLimiter(sourceUnknownLookupRate, sourceUnknownLookupBurst),
+		trusted:       trusted,
 		knownLookups:  newWriteLimiter(max(knownTokenRate, 4*cfg.Writes.Rate), max(knownTokenBurst, 2*cfg.Writes.Burst)),
 		kick:          make(chan struct{}, 1),
 		announce:      newAnnouncements(),

@@ -57,6 +57,7 @@ type Writer struct {
 	// has not succeeded); see settle. The bump names them.
 	pendingMu sync.Mutex
 	pending   map[string]struct{}
+	mac       macCache // the token MAC key (tokenmac.go)
 }
 
 // New builds the write domain. id is the store identity the reconcile loop maintains
