@@ -12,10 +12,14 @@
 //     pid: descriptor 3) instead of listening on -listen. systemd keeps that socket open
 //     while the service restarts, so connections queue in its backlog and the next
 //     release accepts them. See listener.
-//   - Graceful stop: on SIGTERM (or SIGINT) it turns keep-alives off for -lame-duck (its
-//     answers carry Connection: close, so a proxy stops reusing idle connections to it),
-//     then stops accepting and finishes the requests in flight (http.Server.Shutdown),
-//     and exits 0. Shutdown closes only this process's descriptor of the socket.
+//   - Graceful stop: on SIGTERM (or SIGINT) it is a lame duck for -lame-duck: it still
+//     serves, but every answer carries Connection: close, so a proxy stops reusing its
+//     keep-alive connections to it (each closes after its next answer); then it stops
+//     accepting, closes the connections left idle and finishes the requests in flight
+//     (http.Server.Shutdown), and exits 0. Not http.Server.SetKeepAlivesEnabled(false)
+//     for the lame duck: that closes every idle connection at once, and a request a proxy
+//     writes on one as it closes is lost (the proxy rightly never resends it). Shutdown
+//     closes only this process's descriptor of the socket.
 package main
 
 import (
@@ -29,6 +33,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -47,13 +52,19 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	var lame atomic.Bool
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if lame.Load() {
+			w.Header().Set("Connection", "close") // net/http closes the connection after this answer
+		}
+		mux.ServeHTTP(w, r)
+	})}
 	stopped := make(chan struct{})
 	go func() {
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
 		<-sig
-		srv.SetKeepAlivesEnabled(false)
+		lame.Store(true)
 		time.Sleep(*lameDuck)
 		ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 		defer cancel()

@@ -199,3 +199,84 @@ func TestListenerTakesOnlyItsOwnSocket(t *testing.T) {
 		t.Errorf("LISTEN_PID left set after taking the sockets: a child would take them too")
 	}
 }
+
+// get sends a GET of path on c (a keep-alive connection) and reads the answer.
+func get(t *testing.T, c net.Conn, br *bufio.Reader, path string) (*http.Response, string, error) {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: echo\r\n\r\n", path); err != nil {
+		return nil, "", err
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp, string(b), err
+}
+
+// On SIGTERM the lame duck keeps serving, and an idle keep-alive connection is not closed
+// under a proxy that may be writing a request on it: its next request is answered, with
+// Connection: close. Then echo stops and exits 0.
+func TestLameDuckAnswersIdleConnectionsWithClose(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	sock, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	addr := ln.Addr().String()
+	p := startActivated(t, sock, "-name lame -listen 192.0.2.1:1 -lame-duck 4s") // the checks below take well under that
+
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	idleR := bufio.NewReader(idle)
+	if resp, body, err := get(t, idle, idleR, "/before"); err != nil || body != "lame /before\n" || resp.Close {
+		t.Fatalf("before SIGTERM: %v %q (close %v), want a keep-alive answer", err, body, resp != nil && resp.Close)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// The lame duck has begun once a fresh connection's answer carries Connection: close.
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, _, err := get(t, c, bufio.NewReader(c), "/probe")
+		c.Close()
+		if err != nil {
+			t.Fatalf("a fresh connection after SIGTERM: %v, want an answer (lame duck)", err)
+		}
+		if resp.Close {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no answer with Connection: close within 2 s of SIGTERM")
+		}
+	}
+	resp, body, err := get(t, idle, idleR, "/after")
+	if err != nil {
+		t.Fatalf("the idle keep-alive connection after SIGTERM: %v, want it answered (closed only after its next answer)", err)
+	}
+	if body != "lame /after\n" || !resp.Close {
+		t.Fatalf("the idle connection's answer in the lame duck: %q, close %v, want %q with Connection: close", body, resp.Close, "lame /after\n")
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("still running 30 s after SIGTERM: %q", p.out.String())
+	}
+	if p.err != nil {
+		t.Fatalf("on SIGTERM: %v, want exit 0 (output %q)", p.err, p.out.String())
+	}
+}
