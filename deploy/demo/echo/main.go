@@ -15,8 +15,8 @@
 //   - Graceful stop: on SIGTERM (or SIGINT) it is a lame duck for -lame-duck: it still
 //     serves, but every answer carries Connection: close, so a proxy stops reusing its
 //     keep-alive connections to it (each closes after its next answer); then it stops
-//     accepting, closes the connections left idle and finishes the requests in flight
-//     (http.Server.Shutdown), and exits 0. Not http.Server.SetKeepAlivesEnabled(false)
+//     accepting, waits (up to a second) for the connections it accepted to send their
+//     requests, finishes the requests in flight (http.Server.Shutdown), and exits 0. Not http.Server.SetKeepAlivesEnabled(false)
 //     for the lame duck: that closes every idle connection at once, and a request a proxy
 //     writes on one as it closes is lost (the proxy rightly never resends it). Shutdown
 //     closes only this process's descriptor of the socket.
@@ -33,6 +33,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -52,20 +53,41 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	var lame atomic.Bool
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var lame, stopping atomic.Bool
+	var waiting sync.Map // connections waiting for a request: new or idle
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, ConnState: func(c net.Conn, st http.ConnState) {
+		if st == http.StateNew || st == http.StateIdle {
+			waiting.Store(c, true)
+		} else {
+			waiting.Delete(c)
+		}
+	}, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if lame.Load() {
 			w.Header().Set("Connection", "close") // net/http closes the connection after this answer
 		}
 		mux.ServeHTTP(w, r)
 	})}
-	stopped := make(chan struct{})
+	stopped, served := make(chan struct{}), make(chan struct{})
 	go func() {
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
 		<-sig
 		lame.Store(true)
 		time.Sleep(*lameDuck)
+		// Stop accepting first (on a passed socket this closes only our descriptor:
+		// connections keep queuing for the next release), and let every connection
+		// accepted so far send its request: Shutdown would drop a first request it reads
+		// after it began (net/http), and close an idle one under a writing client.
+		stopping.Store(true)
+		_ = ln.Close()
+		<-served
+		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			n := 0
+			waiting.Range(func(any, any) bool { n++; return false })
+			if n == 0 {
+				break
+			}
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 		defer cancel()
 		if err := srv.Shutdown(ctx); err != nil {
@@ -73,9 +95,10 @@ func main() {
 		}
 		close(stopped)
 	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(ln); !stopping.Load() && !errors.Is(err, http.ErrServerClosed) {
 		log.Fatal(err)
 	}
+	close(served)
 	<-stopped
 }
 
