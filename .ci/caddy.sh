@@ -60,7 +60,7 @@ if [[ -x "$BIN" ]]; then
 	exit 0
 fi
 mkdir -p "$CACHE"
-echo "building deploy/caddy into $BIN (cold, empty Go build cache: ~4 minutes on 2 cores)..." >&2
+echo "building deploy/caddy into $BIN (cold, empty Go build cache: ~10 minutes on 2 busy cores, 5 CPU-minutes)..." >&2
 (cd "$MOD" && go build -trimpath -o "$BIN.tmp.$$" .) >&2
 mv "$BIN.tmp.$$" "$BIN"
 echo "$BIN"
