@@ -122,6 +122,8 @@ func TestTwoCaddysAtOnceOrderANameOnce(t *testing.T) {
 	f.deploy(t, "site", "acme", []*node{n1, n2}, "/healthz")
 	const name = "tls.example.org"
 	n1.claim(t, "site", name)
+	const second = "tls2.example.org" // ordered by caddy-b alone
+	n1.claim(t, "site", second)
 
 	web1 := freePort(t, "127.0.0.1")
 	peb := pebbletest.Start(t, pebbletest.Config{HTTPPort: web1}) // unknown names resolve to 127.0.0.1
@@ -190,6 +192,24 @@ func TestTwoCaddysAtOnceOrderANameOnce(t *testing.T) {
 	}
 	if obtained != 1 {
 		t.Fatalf("%d Caddys logged obtaining the certificate, want 1", obtained)
+	}
+
+	// A name only caddy-b is asked for: caddy-b orders it, and Pebble validates HTTP-01
+	// at caddy-a's port (the only one it knows), which answers from the fleet store.
+	// caddy-a then serves the same serial, loaded through its node.
+	bLeaf, err := leaf(b, second)
+	if err != nil {
+		t.Fatalf("caddy-b: %s: %v\n%s\nPebble:\n%s", second, err, b.proc.Output(), peb.Log())
+	}
+	aLeaf, err := leaf(a, second)
+	if err != nil || aLeaf.SerialNumber.Cmp(bLeaf.SerialNumber) != 0 {
+		t.Fatalf("caddy-a: %s: %v; want caddy-b's serial %x", second, err, bLeaf.SerialNumber)
+	}
+	if o, i := peb.Orders(), len(peb.Issued()); o != 2 || i != 2 {
+		t.Fatalf("Pebble: %d orders, %d certificates issued; want 2 and 2 after %s\n%s", o, i, second, peb.Log())
+	}
+	if !strings.Contains(b.proc.Output(), "certificate obtained successfully") {
+		t.Fatalf("caddy-b never logged obtaining %s", second)
 	}
 
 	// The fleet's store, read through each node, holds the certificate served.

@@ -169,8 +169,19 @@ func NewSplitStorage(node NodeStorage, local certmagic.Storage) *SplitStorage {
 // (acme/<issuer>/users/<email>/…).
 const accountPrefix = "acme"
 
+// challengeTokens is the directory under acme/<issuer>/ where CertMagic's distributed
+// solving keeps the challenges in flight (acme/<issuer>/challenge_tokens/<name>.json):
+// not the account, and every Caddy of the fleet must read them, since the CA validates
+// HTTP-01 at whichever Caddy the name's DNS reaches, not necessarily the one that
+// ordered. They go to the node like everything else but the account.
+const challengeTokens = "challenge_tokens"
+
 func isAccountKey(key string) bool {
-	return key == accountPrefix || strings.HasPrefix(key, accountPrefix+"/")
+	if key != accountPrefix && !strings.HasPrefix(key, accountPrefix+"/") {
+		return false
+	}
+	parts := strings.SplitN(key, "/", 4)
+	return len(parts) < 3 || parts[2] != challengeTokens
 }
 
 // ErrBadKey is the answer for a key that is not a clean relative path: empty, absolute,
