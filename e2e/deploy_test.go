@@ -370,11 +370,27 @@ func (n *node) moveAndWait(t *testing.T, app string, port int) time.Duration {
 	return time.Since(start)
 }
 
+// deathNotice bounds the moment after a process dies in which Traefik can still write
+// a request on a keep-alive connection the process held: its transport learns of the
+// close from that connection's read loop, a goroutine, so on a loaded machine a request
+// may pick the connection after the kill (observed: 2 POSTs of ~3 600, 1 ms after it, in
+// 3 of 4 runs at load 6–10). Such a POST is lost like one in flight: its headers went
+// out, so no proxy may send it again (Traefik's retry stops at WroteHeaders,
+// pkg/middlewares/retry; Go's transport replays only GET-like requests on a connection
+// that closed under it, which is why no GET is ever excused).
+const deathNotice = 250 * time.Millisecond
+
+// writtenToTheDead reports a POST answered 502 that began within deathNotice of the
+// kill: one Traefik wrote on a dying process's connection.
+func writtenToTheDead(s shot, killed time.Time) bool {
+	return s.method == http.MethodPost && s.status == http.StatusBadGateway && s.at.Before(killed.Add(deathNotice))
+}
+
 type deployRow struct {
 	provider, phase string
 	requests        int
 	failed          int
-	inFlight        int // failed requests that were in flight on a process as it died (no proxy can save them)
+	inFlight        int // failed requests in flight on a process as it died, or written to its connections (no proxy can save them)
 	duplicates      int
 	p50, p99        time.Duration
 	failures        []string
@@ -389,7 +405,7 @@ func TestDeploysAndDeathsLoseNothing(t *testing.T) {
 		"One or two nodes, one Traefik v3.6.12 on the shipped configuration (HTTP provider at 1 s, or the plugin), " +
 			"4 clients sending GET and POST alternately as fast as answers come; every POST carries an id the application counts.",
 		"",
-		"| provider | what happened | requests | failed | in flight on a dying process | POSTs not delivered exactly once | p50 | p99 |",
+		"| provider | what happened | requests | failed | in flight on a dying process (or written to its connection) | POSTs not delivered exactly once | p50 | p99 |",
 		"|---|---|---:|---:|---:|---:|---:|---:|",
 	}
 	for _, r := range rows {
@@ -533,7 +549,7 @@ func testDeploysAndDeaths(t *testing.T, provider string) []deployRow {
 		row := deployRow{provider: provider, phase: ph.say, requests: len(shots)}
 		var ok []shot
 		for _, s := range shots {
-			if s.failed() && ph.phase == "deaths" && s.at.Before(killed) && s.at.Add(s.took).After(killedAt) {
+			if s.failed() && ph.phase == "deaths" && (s.at.Before(killed) && s.at.Add(s.took).After(killedAt) || writtenToTheDead(s, killed)) {
 				row.inFlight++
 			} else if s.failed() {
 				row.failed++
@@ -557,7 +573,7 @@ func testDeploysAndDeaths(t *testing.T, provider string) []deployRow {
 				disturbed = append(disturbed, s)
 			}
 		}
-		t.Logf("%s, %s: %d requests, %d failed %v, %d in flight on a dying process, %d POSTs delivered twice (or answered and never delivered), latency p50 %s p99 %s; the %d sent while disturbed: p50 %s p99 %s max %s",
+		t.Logf("%s, %s: %d requests, %d failed %v, %d in flight on a dying process or written to its connections, %d POSTs delivered twice (or answered and never delivered), latency p50 %s p99 %s; the %d sent while disturbed: p50 %s p99 %s max %s",
 			provider, ph.say, row.requests, row.failed, row.failures, row.inFlight, row.duplicates, ms(row.p50), ms(row.p99),
 			len(disturbed), ms(shotPercentile(disturbed, 50)), ms(shotPercentile(disturbed, 99)), ms(shotPercentile(disturbed, 100)))
 		if row.requests < 50 {
