@@ -17,6 +17,7 @@ type metrics struct {
 	reconcileErrors prometheus.Counter
 	skipped         prometheus.Gauge
 	storeWrites     *prometheus.CounterVec
+	routeRefused    *prometheus.CounterVec
 }
 
 // metricProbes read the node's state for gauges evaluated at scrape time.
@@ -60,6 +61,10 @@ func newMetrics(pub *publish.Publisher, probes metricProbes) *metrics {
 			Name: "scafo_store_writes_total",
 			Help: "Writes through this node's API by kind and result.",
 		}, []string{"kind", "result"}),
+		routeRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "scafo_routing_changes_refused_total",
+			Help: "Routing changes this node refused (429) because the account's fleet-wide budget (writes.routeBurst, writes.routePerMinute) was spent, by kind of change (instance, paths, app, claim).",
+		}, []string{"change"}),
 	}
 	revAge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "scafo_revision_age_seconds",
@@ -79,7 +84,7 @@ func newMetrics(pub *publish.Publisher, probes metricProbes) *metrics {
 		Name: "scafo_node_name_conflict",
 		Help: "1 while another live node writes this node's record (two nodes with one node.name; /v1/status duplicateName names it).",
 	}, boolGauge(probes.nameConflict))
-	m.reg.MustRegister(m.polls, m.reconcileDur, m.reconcileErrors, m.skipped, m.storeWrites, revAge, storeForeign, nameConflict,
+	m.reg.MustRegister(m.polls, m.reconcileDur, m.reconcileErrors, m.skipped, m.storeWrites, m.routeRefused, revAge, storeForeign, nameConflict,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if probes.storeRequests != nil {
 		m.reg.MustRegister(probes.storeRequests)
