@@ -194,11 +194,12 @@ type ProbeConfig = probe.Config
 //
 // RouteBurst and RoutePerMinute are each account's fleet-wide budget of routing changes
 // (a ready instance's port or readiness, a path map; docs/security.md): every change
-// reloads every Traefik of the fleet, and Rate is per token per node. The defaults, 40
-// at once and 6 a minute: a deploy of a 10-placement application costs 10 (one move
-// within the port pair per node), 20 with a readiness flip per node, so a deploy and
-// its rollback pass at once; a spent budget is whole again in under 7 minutes, and a
-// tenant past it reloads the fleet at most once every 10 s.
+// reloads every Traefik of the fleet, and Rate is per token per node. The defaults, 60
+// at once and 6 a minute: a 10-placement application's first rollout costs 10 (one
+// instance made ready per node), a deploy 10 (one move within the port pair per node)
+// or 20 with a drain (not ready, then the move), so a first rollout, a deploy and its
+// rollback, both drained, pass at once (50); a spent budget is whole again in 10
+// minutes, and a tenant past it reloads the fleet at most once every 10 s.
 type WritesConfig struct {
 	Rate  float64 `description:"Writes per second one application token may sustain (429 beyond)." json:"rate,omitempty"`
 	Burst int     `description:"Writes one application token may make at once." json:"burst,omitempty"`
@@ -276,7 +277,7 @@ func (c *Config) SetDefaults() {
 		PublishWindow: ptypes.Duration(250 * time.Millisecond),
 	}
 	c.Probe = probe.Defaults()
-	c.Writes = WritesConfig{Rate: 5, Burst: 20, RouteBurst: 40, RoutePerMinute: 6}
+	c.Writes = WritesConfig{Rate: 5, Burst: 20, RouteBurst: 60, RoutePerMinute: 6}
 	c.Audit = AuditConfig{Retention: ptypes.Duration(30 * 24 * time.Hour)}
 	c.Ports = PortsConfig{Min: 24000, Max: 28999, Quarantine: ptypes.Duration(10 * time.Minute)}
 	c.Limits = LimitsConfig{
