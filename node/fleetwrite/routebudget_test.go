@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +21,7 @@ type budgetFixture struct {
 	st      store.Store
 	ws      []*Writer
 	clock   time.Time
+	mu      sync.Mutex
 	refused []string
 }
 
@@ -36,7 +39,11 @@ func newBudgetFixture(t *testing.T, nodes, burst int, perMinute float64) *budget
 			PlatformDomains: []string{"apps.example.com"},
 			APIPort:         func() int { return 7400 },
 			RouteBudget:     RouteBudget{Burst: burst, PerMinute: perMinute},
-			OnRouteRefused:  func(c string) { bf.refused = append(bf.refused, c) },
+			OnRouteRefused: func(c string) {
+				bf.mu.Lock()
+				bf.refused = append(bf.refused, c)
+				bf.mu.Unlock()
+			},
 		}, f0.st, &store.Identity{}, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		w.now = func() time.Time { return bf.clock }
 		bf.ws = append(bf.ws, w)
@@ -251,5 +258,66 @@ func TestCorruptRouteBudgetIsTreatedAsFullAndRewritten(t *testing.T) {
 	bf.clock = bf.clock.Add(10 * time.Second)
 	if _, err := w.SetInstance(ctx, tok, "evil", nil, !ready); err != nil {
 		t.Fatalf("an empty bucket dated in the year 9999, 10 s later: %v (locked out until then)", err)
+	}
+}
+
+// budgetOutage fails every read of a routing budget, as an unreachable store would.
+type budgetOutage struct{ store.Store }
+
+func (s budgetOutage) Get(ctx context.Context, key string) (store.Object, error) {
+	if strings.HasPrefix(key, prefixRouteBudgets) {
+		return store.Object{}, store.ErrUnavailable
+	}
+	return s.Store.Get(ctx, key)
+}
+
+// A budget that cannot be read charges nothing: while the store is unreachable no node
+// publishes, and this node's own instances must keep working.
+func TestAnUnreadableRouteBudgetLetsTheChangeThrough(t *testing.T) {
+	ctx := context.Background()
+	bf := newBudgetFixture(t, 1, 1, 6)
+	w := bf.ws[0]
+	evil, _, _, _ := w.PutApp(ctx, admin, "evil", fleet.App{Account: "mallory", Placement: []string{"vps-a"}}, "")
+	tok := tokenFor(evil, fleet.RoleInstance)
+	if _, _, err := w.AllocateInstance(ctx, tok, "evil"); err != nil {
+		t.Fatal(err)
+	}
+	w.st = budgetOutage{w.st}
+	for i := range 3 {
+		if _, err := w.SetInstance(ctx, tok, "evil", nil, i%2 == 0); err != nil {
+			t.Fatalf("change %d with the budget unreadable: %v", i+1, err)
+		}
+	}
+}
+
+// Concurrent changes of one account through two nodes never spend more than the
+// budget: every charge is a compare-and-swap on the bucket, so no update is lost.
+func TestConcurrentRoutingChangesNeverOverspendTheBudget(t *testing.T) {
+	ctx := context.Background()
+	bf := newBudgetFixture(t, 2, 10, 0.001)
+	tok := Actor{Token: fleet.TokenRecord{ID: "t", Account: "mallory"}}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	passed, refused := 0, 0
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := bf.ws[i%2].chargeRoute(ctx, tok, "mallory", "instance")
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				passed++
+			case isBudget(err):
+				refused++
+			default:
+				t.Errorf("charge: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if passed > 10 || passed == 0 || passed+refused != 40 {
+		t.Errorf("40 concurrent charges of a budget of 10: %d passed, %d refused", passed, refused)
 	}
 }
