@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render/fleet"
@@ -134,7 +135,7 @@ func TestRestartOnAForeignStoreServesTheRememberedDocument(t *testing.T) {
 			// Ingress reports are not written there either.
 			for range 3 {
 				n.get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, "edge-1", api.HeaderIngressKind, api.KindPlugin)
-				time.Sleep(2 * ingressMinWriteGap)
+				time.Sleep(2 * ingress.MinWriteGap)
 			}
 			if after := storeBytes(t, storeDir); !equalMaps(swapped, after) {
 				t.Fatalf("the node wrote into the foreign store:\nbefore %v\nafter  %v", keysOf(swapped), keysOf(after))

@@ -22,6 +22,7 @@ import (
 
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetwrite"
+	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/probe"
 	"github.com/scafo/ingress/node/publish"
 	"github.com/scafo/ingress/node/store"
@@ -62,7 +63,7 @@ type Server struct {
 	writes    *writeLimiter
 	identity  *store.Identity      // the store's serial and epoch: one owner
 	writer    *fleetwrite.Writer   // every fleet write
-	ingresses *ingressBook         // ingress reports (ingresses.go)
+	ingresses *ingress.Book        // ingress reports (node/ingress)
 	instances *fleetwrite.Registry // this node's instances (ports, readiness)
 	probes    *probe.Prober        // probes of those instances; nil when probe.interval is 0
 
@@ -178,16 +179,23 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		storeRequests: storeRequests,
 		nameConflict:  func() bool { return s.nameConflict(time.Now()) != nil },
 	})
-	s.ingresses = newIngressBook(st, log, cfg.Node.Name, cfg.Ingresses,
-		func() (uint64, string) { return s.identity.Serial(), s.identity.Epoch() },
-		s.publishedMark, s.identity.Foreign,
-		func(groups string) string {
+	s.ingresses = ingress.New(ingress.Options{
+		Store: st, Log: log, Self: cfg.Node.Name,
+		Config: ingress.Config{
+			LostAfter:   time.Duration(cfg.Ingresses.LostAfter),
+			ForgetAfter: time.Duration(cfg.Ingresses.ForgetAfter),
+			MaxTracked:  cfg.Ingresses.MaxTracked,
+		},
+		Known:   func() (uint64, string) { return s.identity.Serial(), s.identity.Epoch() },
+		Current: s.publishedMark, Foreign: s.identity.Foreign,
+		GroupRevision: func(groups string) string {
 			snap := s.pub.Current()
 			if snap == nil {
 				return ""
 			}
 			return snap.ForGroups(strings.Split(groups, ",")).Revision
-		})
+		},
+	})
 	s.metrics.reg.MustRegister(ingressCollector{s})
 	if err := s.setupACME(); err != nil {
 		return nil, err
@@ -340,7 +348,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	wg.Add(4)
 	go func() {
 		defer wg.Done()
-		s.ingresses.run(loopCtx)
+		s.ingresses.Run(loopCtx)
 	}()
 	go func() {
 		defer wg.Done()
