@@ -17,6 +17,7 @@ import (
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/publish"
+	"github.com/scafo/ingress/node/reconcile"
 	"github.com/scafo/ingress/render/routing"
 )
 
@@ -322,7 +323,7 @@ func etagMatches(header string, rend *publish.Rendered) bool {
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
-	st := s.rec.snapshotStatus()
+	st := s.rec.Status()
 	now := time.Now()
 	body := api.Status{
 		Node:             s.cfg.Node.Name,
@@ -352,7 +353,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if s.identity.Foreign() {
 		body.Store.Foreign = true
 		body.Store.ForeignReason = s.identity.ForeignReason()
-		body.Store.Adopt = adoptHint(s.cfg.StateDir)
+		body.Store.Adopt = reconcile.AdoptHint(s.cfg.StateDir)
 	}
 	if snap := s.pub.Current(); snap != nil {
 		body.Ready = true

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/scafo/ingress/node/internal/jsonx"
+	"github.com/scafo/ingress/node/reconcile"
 	"github.com/scafo/ingress/render/fleet"
 )
 
@@ -15,7 +16,7 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 	for {
 		// The first write happens at once (asynchronously to serving, so a hung store
 		// never delays /v1/healthz or SIGTERM), then every heartbeat and on change.
-		wctx, cancel := context.WithTimeout(ctx, passTimeout)
+		wctx, cancel := context.WithTimeout(ctx, reconcile.PassTimeout)
 		s.sweepOrphans(wctx)
 		s.writeOwnRecord(wctx)
 		cancel()
@@ -49,7 +50,7 @@ func (s *Server) auditSweepLoop(ctx context.Context) {
 // sweepOrphans releases this node's instances of deleted or recreated applications
 // (once the reconcile loop has a view of the applications to compare with).
 func (s *Server) sweepOrphans(ctx context.Context) {
-	apps := s.rec.knownApps()
+	apps := s.rec.KnownApps()
 	if apps == nil || s.identity.Foreign() {
 		return // no view yet, or a store that is not ours: release nothing on its word
 	}

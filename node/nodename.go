@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/scafo/ingress/node/reconcile"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
 )
@@ -123,7 +124,7 @@ func recordAddress(r fleet.NodeRecord) string {
 // record is live and carries another node id. A store that cannot be read does not
 // stop the node (the running checks still apply).
 func (s *Server) checkName(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, passTimeout)
+	ctx, cancel := context.WithTimeout(ctx, reconcile.PassTimeout)
 	defer cancel()
 	key := fleet.NodeKey(s.cfg.Node.Name)
 	obj, err := s.st.Get(ctx, key)

@@ -25,6 +25,7 @@ import (
 	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/probe"
 	"github.com/scafo/ingress/node/publish"
+	"github.com/scafo/ingress/node/reconcile"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/node/store/s3"
@@ -58,7 +59,7 @@ type Server struct {
 
 	pub       *publish.Publisher
 	certs     *fleetcerts.Manager // fleet certificates; nil without --acme.enabled (acme.go)
-	rec       *reconciler
+	rec       *reconcile.Reconciler
 	metrics   *metrics
 	writes    *writeLimiter
 	identity  *store.Identity      // the store's serial and epoch: one owner
@@ -135,9 +136,9 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	if err != nil {
 		return nil, err
 	}
-	mem, memDoc, err := loadServed(cfg.StateDir)
+	mem, memDoc, err := reconcile.LoadServed(cfg.StateDir)
 	if err != nil {
-		if !adoptRequested(cfg.StateDir) {
+		if !reconcile.AdoptRequested(cfg.StateDir) {
 			return nil, fmt.Errorf("%w: the state dir's memory of the store is unreadable; "+
 				"if the store this node finds is the fleet's, run `scafo-node store adopt --stateDir=%s` and start it again", err, cfg.StateDir)
 		}
@@ -212,10 +213,10 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		AuditRetention: time.Duration(cfg.Audit.Retention),
 	}, st, s.identity, inst, log)
 	s.probes = s.newProber()
-	s.rec = &reconciler{
-		st: st, pub: pub, log: log, id: s.identity,
-		self: s.settings(),
-		opts: func() fleet.Options {
+	s.rec = reconcile.New(reconcile.Options{
+		Store: st, Publisher: pub, Log: log, Identity: s.identity,
+		Self: s.settings(), SelfName: cfg.Node.Name,
+		FleetOptions: func() fleet.Options {
 			return fleet.Options{
 				PlatformDomains: cfg.Platform.Domains,
 				APIPublic:       cfg.API.Public,
@@ -223,22 +224,20 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 				DomainGroups:    cfg.Platform.DomainGroups(),
 			}
 		},
-		onPass:     s.metrics.observePass,
-		heartbeat:  time.Duration(cfg.Reconcile.Heartbeat),
-		stateDir:   cfg.StateDir,
-		saver:      newServedSaver(cfg.StateDir, log),
-		onAccepted: s.kickHeartbeat,
-		selfName:   cfg.Node.Name,
-		groups:     groups,
-		onOwnRecord: func(rec fleet.NodeRecord) {
+		OnPass:     s.metrics.observePass,
+		Heartbeat:  time.Duration(cfg.Reconcile.Heartbeat),
+		StateDir:   cfg.StateDir,
+		Memory:     mem,
+		MemoryDoc:  memDoc,
+		OnAccepted: s.kickHeartbeat,
+		OnGroups:   groups.setApps,
+		OnOwnRecord: func(rec fleet.NodeRecord) {
 			s.seeOwnRecord(rec, false, time.Now())
 		},
-	}
+	})
 	if mem != nil {
-		// A restart: the store must be the one this node served (see served.go).
-		s.rec.remembered = memDoc
-		s.rec.saved.epoch, s.rec.saved.revision = mem.Epoch, mem.Revision
-		if mem.seeds() {
+		// A restart: the store must be the one this node served (node/reconcile/served.go).
+		if mem.Seeds() {
 			s.identity.Seed(mem.Serial, mem.Epoch)
 		}
 		log.Info("remembered store", "epoch", mem.Epoch, "serial", mem.Serial, "revision", mem.Revision, "savedAt", mem.SavedAt)
@@ -284,7 +283,7 @@ func (s *Server) newProber() *probe.Prober {
 		APIPort:    func() int { return s.cfg.Node.APIPort },
 		Instances:  s.instances.Records,
 		Declared:   s.instances.Get,
-		HealthPath: func(app, appID string) string { return appHealthPath(s.rec.knownApps(), app, appID) },
+		HealthPath: func(app, appID string) string { return s.rec.KnownApps().HealthPath(app, appID) },
 		OnChange:   s.kickHeartbeat,
 		Metrics:    s.metrics.reg,
 	})
@@ -335,7 +334,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	saverDone := make(chan struct{})
 	go func() {
 		defer close(saverDone)
-		s.rec.saver.run(saverCtx)
+		s.rec.RunSaver(saverCtx)
 	}()
 	var wg sync.WaitGroup
 	if s.probes != nil {
@@ -356,7 +355,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}()
 	go func() {
 		defer wg.Done()
-		s.rec.run(loopCtx, time.Duration(s.cfg.Reconcile.Interval), time.Duration(s.cfg.Reconcile.FullInterval),
+		s.rec.Run(loopCtx, time.Duration(s.cfg.Reconcile.Interval), time.Duration(s.cfg.Reconcile.FullInterval),
 			time.Duration(s.cfg.Reconcile.PublishWindow), s.kick)
 	}()
 	go func() {
