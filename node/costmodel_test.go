@@ -198,7 +198,7 @@ func runCostModel(t *testing.T, n int, before bool) []costRow {
 		t.Fatalf("reading the request counter made store requests: %v, then %v", a, b)
 	}
 	heartbeat := func(c *cmNode) {
-		c.srv.writeOwnRecord(ctx)
+		c.srv.self.Write(ctx)
 		if before {
 			// main: every heartbeat bumped the serial, naming nothing.
 			if _, err := store.BumpSerial(ctx, c.srv.st); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/publish"
 	"github.com/scafo/ingress/node/reconcile"
+	"github.com/scafo/ingress/node/self"
 	"github.com/scafo/ingress/render/routing"
 )
 
@@ -334,18 +335,18 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		Remembered:       st.Remembered,
 		Instances:        s.probes.Status(s.instances.Records()),
 	}
-	if e := s.heartbeatErr.Load(); e != nil {
+	if e := s.self.Err(); e != nil {
 		body.Store.Reachable = false
 		body.Store.HeartbeatError = *e
 	}
-	if c := s.nameConflict(now); c != nil {
+	if c := s.self.Conflict(now); c != nil {
 		d := &api.DuplicateName{
-			Address: recordAddress(c.rec), Seen: c.lastSeen.UTC(),
-			AgeSeconds: now.Sub(c.lastSeen).Round(time.Second).Seconds(),
+			Address: self.Address(c.Record), Seen: c.LastSeen.UTC(),
+			AgeSeconds: now.Sub(c.LastSeen).Round(time.Second).Seconds(),
 			Detail: "another live node writes this node's record: two nodes run with the name " + s.cfg.Node.Name +
 				" and routes flap between them; rename (--node.name) or stop one",
 		}
-		if b := c.rec.Boot; b != nil {
+		if b := c.Record.Boot; b != nil {
 			d.NodeID, d.Boot = b.Node, b.ID
 		}
 		body.DuplicateName = d

@@ -174,10 +174,9 @@ func TestHostileNoOpWriteOnAProbeDownInstanceIsNotApplied(t *testing.T) {
 		if ok || recordReady(t, n.st, "vps-a", "shop") {
 			return false
 		}
-		a := n.srv.announce // the down record announced (see the report: a no-op before that is 200)
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return !a.insts["shop"].Ready
+		// The down record announced (see the report: a no-op before that is 200).
+		inst, _ := n.srv.self.Announced("shop")
+		return !inst.Ready
 	})
 	for _, port := range []int{shop.Port, shop.Port} { // a no-op, twice
 		resp, b := n.do("PUT", "/v1/node/instances/shop?wait=applied&timeout=600ms", tok, fmt.Sprintf(`{"port":%d,"ready":true}`, port))

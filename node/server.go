@@ -26,6 +26,7 @@ import (
 	"github.com/scafo/ingress/node/probe"
 	"github.com/scafo/ingress/node/publish"
 	"github.com/scafo/ingress/node/reconcile"
+	"github.com/scafo/ingress/node/self"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/node/store/s3"
@@ -37,22 +38,14 @@ import (
 type Server struct {
 	// groups knows the ingress groups beyond the document's routes (groups.go).
 	groups *groupKnowledge
-	// heartbeatErr is the last failure to write this node's record (nil after a
-	// success): peers drop a node whose heartbeats fail, so status says so.
-	heartbeatErr atomic.Pointer[string]
 	// storeRequests counts this node's store requests by op (a metric).
 	storeRequests *prometheus.CounterVec
-	// announced is this node's record, `seen` left out, as of the last serial bump that
-	// named it ("" before one); only the heartbeat loop touches it.
-	announced string
-	// announcedSerial is the serial of the bump that announced `announced`.
-	announcedSerial uint64
-	// announce tracks which instance changes the record has announced, for instance
-	// writes with ?wait=applied (announce.go).
-	announce *announcements
-	cfg      *Config
-	log      *slog.Logger
-	st       store.Store
+	// self is this node's own record: heartbeat, name guard, boot id, and the
+	// announcements instance writes with ?wait=applied wait for (node/self).
+	self *self.Record
+	cfg  *Config
+	log  *slog.Logger
+	st   store.Store
 
 	ingressToken string
 	adminToken   string
@@ -67,12 +60,6 @@ type Server struct {
 	ingresses *ingress.Book        // ingress reports (node/ingress)
 	instances *fleetwrite.Registry // this node's instances (ports, readiness)
 	probes    *probe.Prober        // probes of those instances; nil when probe.interval is 0
-
-	// nodeID (<stateDir>/node-id) and bootID (minted per process) go into this node's
-	// record; name tracks that record and any other writer of it (nodename.go).
-	nodeID, bootID string
-	started        time.Time
-	name           nameGuard
 
 	conns     atomic.Pointer[connLimiter]      // the API listener's cap (set by Run)
 	rejects   *rejectLogger                    // rejection log lines, rate-limited per source
@@ -132,7 +119,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	if err := ropts.Validate(); err != nil {
 		return nil, fmt.Errorf("traefik render options: %w", err)
 	}
-	nodeID, err := loadOrMintNodeID(cfg.StateDir)
+	nodeID, err := self.LoadOrMintNodeID(cfg.StateDir)
 	if err != nil {
 		return nil, err
 	}
@@ -161,8 +148,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		cfg: cfg, log: log, st: st, groups: groups,
 		ingressToken: ingressTok, adminToken: adminTok,
 		pub: pub, instances: inst, identity: identity, storeRequests: storeRequests,
-		writes: newWriteLimiter(cfg.Writes.Rate, cfg.Writes.Burst),
-		nodeID: nodeID, bootID: randomHex(8), started: time.Now(),
+		writes:    newWriteLimiter(cfg.Writes.Rate, cfg.Writes.Burst),
 		rejects:   newRejectLogger(log, time.Duration(cfg.Limits.RejectLog)),
 		badTokens: expirable.NewLRU[string, struct{}](badTokenCacheSize, nil, badTokenTTL),
 		goodIDs:   expirable.NewLRU[string, struct{}](16384, nil, 10*time.Minute),
@@ -171,14 +157,23 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		sourceLookups: newWriteLimiter(sourceUnknownLookupRate, sourceUnknownLookupBurst),
 		knownLookups:  newWriteLimiter(max(knownTokenRate, 4*cfg.Writes.Rate), max(knownTokenBurst, 2*cfg.Writes.Burst)),
 		kick:          make(chan struct{}, 1),
-		announce:      newAnnouncements(),
 		beat:          make(chan struct{}, 1),
 		shutdown:      make(chan struct{}),
 	}
+	s.self = self.New(self.Options{
+		Store: st, Identity: identity, Log: log, NodeID: nodeID,
+		Name: cfg.Node.Name, Address: cfg.Node.Address,
+		APIPort:  func() int { return cfg.Node.APIPort },
+		NodeTTL:  time.Duration(cfg.Reconcile.NodeTTL),
+		Settings: s.settings,
+		// Declared AND probe up (node/probe).
+		Instances:   func() map[string]fleet.Instance { return s.probes.Publish(s.instances.Records()) },
+		OnAnnounced: s.kickReconcile,
+	})
 	s.metrics = newMetrics(pub, metricProbes{
 		storeForeign:  s.identity.Foreign,
 		storeRequests: storeRequests,
-		nameConflict:  func() bool { return s.nameConflict(time.Now()) != nil },
+		nameConflict:  func() bool { return s.self.Conflict(time.Now()) != nil },
 	})
 	s.ingresses = ingress.New(ingress.Options{
 		Store: st, Log: log, Self: cfg.Node.Name,
@@ -232,7 +227,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		OnAccepted: s.kickHeartbeat,
 		OnGroups:   groups.setApps,
 		OnOwnRecord: func(rec fleet.NodeRecord) {
-			s.seeOwnRecord(rec, false, time.Now())
+			s.self.See(rec, false, time.Now())
 		},
 	})
 	if mem != nil {
@@ -298,9 +293,9 @@ func (s *Server) kickReconcile() {
 }
 
 // instancesChanged notes a change of this node's instances (a new generation for
-// waiters, announce.go) and asks for the record to be rewritten now.
+// waiters, node/self) and asks for the record to be rewritten now.
 func (s *Server) instancesChanged() {
-	s.announce.changed()
+	s.self.Changed()
 	s.kickHeartbeat()
 }
 
@@ -314,10 +309,9 @@ func (s *Server) kickHeartbeat() {
 
 // Run serves on ln until ctx ends, then shuts down gracefully: long-polls are released
 // (they answer 304), in-flight requests finish within a grace period. It refuses to
-// start (closing ln) when another live node holds this node's name (nodename.go).
+// start (closing ln) when another live node holds this node's name (node/self).
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
-	s.started = time.Now()
-	if err := s.checkName(ctx); err != nil {
+	if err := s.self.Start(ctx); err != nil {
 		ln.Close()
 		return err
 	}

@@ -173,10 +173,10 @@ func (s *Server) waitInstanceApplied(w http.ResponseWriter, r *http.Request, nex
 		rec.replay()
 		return
 	}
-	gen := s.announce.current() // the write's change (if it changed anything) is at or before it
+	gen := s.self.Generation() // the write's change (if it changed anything) is at or before it
 	declared, held := s.instances.Get(app)
 	s.kickHeartbeat()
-	serial, ok, why := s.announce.await(r.Context(), gen, deadline, func(pub map[string]fleet.Instance) string {
+	serial, ok, why := s.self.Await(r.Context(), gen, deadline, func(pub map[string]fleet.Instance) string {
 		got, has := pub[app]
 		switch {
 		case !held && has:
