@@ -18,6 +18,8 @@
 set -euo pipefail
 
 log() { printf 'bind.sh: %s\n' "$*" >&2; }
+# shellcheck source=lib.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 
 named_bin() { command -v named 2>/dev/null || { [[ -x /usr/sbin/named ]] && echo /usr/sbin/named; }; }
 
@@ -35,9 +37,9 @@ install() {
 	log "installed $("$(named_bin)" -v) in $((SECONDS - t0))s"
 }
 
-# free PORT: nothing accepts TCP connections on 127.0.0.1:PORT.
-port_free() {
-	! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+# loaded DIR PORT: named logged its zones loaded and answers on 127.0.0.1:PORT.
+loaded() {
+	grep -q 'all zones loaded' "$1/named.log" && ! port_free "$2"
 }
 
 start() {
@@ -72,29 +74,28 @@ CONF
 		chmod 600 "$dir/named.conf"
 		"$bin" -g -c "$dir/named.conf" -n 1 </dev/null >>"$dir/named.log" 2>&1 &
 		pid=$!
-		for _ in $(seq 1 300); do # up to 30 s
-			if ! kill -0 "$pid" 2>/dev/null; then
-				log "named exited on port $port; log: $dir/named.log"
-				tail -n 5 "$dir/named.log" >&2 || true
-				pid=
-				break
-			fi
-			if grep -q 'all zones loaded' "$dir/named.log" && ! port_free "$port"; then
-				log "named pid $pid answering on 127.0.0.1:$port (zone $zone, dir $dir)"
-				# The secret goes to a 0600 file, never to the terminal.
-				printf '%s\n' "$secret" >"$dir/tsig.secret"
-				chmod 600 "$dir/tsig.secret"
-				printf 'export SCAFO_TEST_BIND_ADDR=127.0.0.1:%s SCAFO_TEST_BIND_PORT=%s SCAFO_TEST_BIND_ZONE=%s SCAFO_TEST_BIND_KEY=%s SCAFO_TEST_BIND_SECRET_FILE=%s BIND_PID=%s BIND_DIR=%s\n' \
-					"$port" "$port" "$zone" "$keyname" "$dir/tsig.secret" "$pid" "$dir"
-				return
-			fi
-			sleep 0.1
-		done
-		if [[ -n $pid ]]; then
+		local rc=0
+		wait_ready "$pid" 300 loaded "$dir" "$port" || rc=$? # up to 30 s
+		case $rc in
+		0)
+			log "named pid $pid answering on 127.0.0.1:$port (zone $zone, dir $dir)"
+			# The secret goes to a 0600 file, never to the terminal.
+			printf '%s\n' "$secret" >"$dir/tsig.secret"
+			chmod 600 "$dir/tsig.secret"
+			printf 'export SCAFO_TEST_BIND_ADDR=127.0.0.1:%s SCAFO_TEST_BIND_PORT=%s SCAFO_TEST_BIND_ZONE=%s SCAFO_TEST_BIND_KEY=%s SCAFO_TEST_BIND_SECRET_FILE=%s BIND_PID=%s BIND_DIR=%s\n' \
+				"$port" "$port" "$zone" "$keyname" "$dir/tsig.secret" "$pid" "$dir"
+			return
+			;;
+		1)
+			log "named exited on port $port; log: $dir/named.log"
+			tail -n 5 "$dir/named.log" >&2 || true
+			;;
+		*)
 			log "named on port $port did not load its zones in 30s; log: $dir/named.log"
 			kill "$pid" 2>/dev/null || true
 			exit 1
-		fi
+			;;
+		esac
 	done
 	log "could not start named (see $dir/named.log)"
 	exit 1
@@ -102,10 +103,7 @@ CONF
 
 stop() {
 	[[ -n ${BIND_PID:-} ]] || { log "BIND_PID is not set"; exit 1; }
-	if kill "$BIND_PID" 2>/dev/null; then
-		for _ in $(seq 1 100); do kill -0 "$BIND_PID" 2>/dev/null || break; sleep 0.1; done
-		kill -9 "$BIND_PID" 2>/dev/null || true
-	fi
+	stop_pid "$BIND_PID"
 	if [[ -n ${BIND_DIR:-} && $BIND_DIR == */scafo-bind.* ]]; then
 		rm -rf "$BIND_DIR"
 	fi

@@ -19,6 +19,8 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bin="$repo/.bin/minio"
 
 log() { printf 'minio.sh: %s\n' "$*" >&2; }
+# shellcheck source=lib.sh
+. "$repo/.ci/lib.sh"
 
 installed() {
 	[[ -x "$bin" ]] && go version -m "$bin" 2>/dev/null | grep -q "github.com/minio/minio[[:space:]]*$version"
@@ -34,11 +36,6 @@ install() {
 	mkdir -p "$repo/.bin"
 	(cd "$repo" && GOBIN="$repo/.bin" GOFLAGS=-buildvcs=false go install "github.com/minio/minio@$version")
 	log "installed in $((SECONDS - t0))s"
-}
-
-# port_free PORT: nothing accepts connections on 127.0.0.1:PORT.
-port_free() {
-	! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
 # live PORT: /minio/health/live answers 200.
@@ -67,26 +64,25 @@ start() {
 			"$bin" server --quiet --address "127.0.0.1:$port" --console-address "127.0.0.1:$console" "$data" \
 			</dev/null >>"$logf" 2>&1 &
 		pid=$!
-		for _ in $(seq 1 600); do # up to 60 s
-			if ! kill -0 "$pid" 2>/dev/null; then
-				log "minio exited on port $port; log: $logf"
-				tail -n 20 "$logf" >&2 || true
-				pid=
-				break
-			fi
-			if live "$port"; then
-				log "minio pid $pid live on 127.0.0.1:$port (data $data, log $logf)"
-				printf 'export SCAFO_TEST_S3_ENDPOINT=127.0.0.1:%s SCAFO_TEST_S3_ACCESS_KEY=%s SCAFO_TEST_S3_SECRET_KEY=%s MINIO_PID=%s MINIO_DATA_DIR=%s\n' \
-					"$port" "$user" "$password" "$pid" "$data"
-				return
-			fi
-			sleep 0.1
-		done
-		if [[ -n $pid ]]; then
+		local rc=0
+		wait_ready "$pid" 600 live "$port" || rc=$? # up to 60 s
+		case $rc in
+		0)
+			log "minio pid $pid live on 127.0.0.1:$port (data $data, log $logf)"
+			printf 'export SCAFO_TEST_S3_ENDPOINT=127.0.0.1:%s SCAFO_TEST_S3_ACCESS_KEY=%s SCAFO_TEST_S3_SECRET_KEY=%s MINIO_PID=%s MINIO_DATA_DIR=%s\n' \
+				"$port" "$user" "$password" "$pid" "$data"
+			return
+			;;
+		1)
+			log "minio exited on port $port; log: $logf"
+			tail -n 20 "$logf" >&2 || true
+			;;
+		*)
 			log "minio on port $port not live after 60s; log: $logf"
 			kill "$pid" 2>/dev/null || true
 			exit 1
-		fi
+			;;
+		esac
 	done
 	log "could not start minio (see $logf)"
 	exit 1
@@ -94,10 +90,7 @@ start() {
 
 stop() {
 	[[ -n ${MINIO_PID:-} ]] || { log "MINIO_PID is not set"; exit 1; }
-	if kill "$MINIO_PID" 2>/dev/null; then
-		for _ in $(seq 1 100); do kill -0 "$MINIO_PID" 2>/dev/null || break; sleep 0.1; done
-		kill -9 "$MINIO_PID" 2>/dev/null || true
-	fi
+	stop_pid "$MINIO_PID"
 	if [[ -n ${MINIO_DATA_DIR:-} && $MINIO_DATA_DIR == */scafo-minio.* ]]; then
 		rm -rf "$MINIO_DATA_DIR" "$MINIO_DATA_DIR.log"
 	fi

@@ -183,6 +183,87 @@ func handshake(addr, name string, roots *x509.CertPool) (string, error) {
 	return strings.ToLower(leaf.SerialNumber.Text(16)), nil
 }
 
+// certSwitch is what watchCertSwitch saw: the serial held and served everywhere first,
+// the one after it, the handshakes made in between (per serial served) and those that
+// failed.
+type certSwitch struct {
+	first, second string
+	took          time.Duration // from first everywhere to second everywhere
+	fails         []string
+	served        map[string]int
+	total         int
+}
+
+// watchCertSwitch waits (up to firstWithin) until every node holds certName valid with
+// one serial and every Traefik serves that serial for sni over a handshake verified
+// against roots; then it makes handshakes against every Traefik every 100 ms until
+// (within secondWithin) a different serial is held and served everywhere.
+func watchCertSwitch(t *testing.T, f *fleet, trs []*acmeTraefik, websecure int, certName, sni string, roots *x509.CertPool, firstWithin, secondWithin time.Duration) certSwitch {
+	t.Helper()
+	current := func() (string, error) {
+		var s string
+		for _, n := range f.nodes {
+			c := n.certs(t)[certName]
+			if c.State != "valid" || (s != "" && c.Serial != s) {
+				return "", fmt.Errorf("%s: %+v", n.name, c)
+			}
+			s = c.Serial
+		}
+		for _, tr := range trs {
+			got, err := handshake(hostPort(tr.ip, websecure), sni, roots)
+			if err != nil {
+				return "", err
+			}
+			if got != s {
+				return "", fmt.Errorf("%s serves %s, the nodes hold %s", tr.name, got, s)
+			}
+		}
+		return s, nil
+	}
+	var sw certSwitch
+	waitFor(t, "the first "+certName+" everywhere", firstWithin, func() (err error) {
+		sw.first, err = current()
+		return err
+	})
+
+	stop := make(chan struct{})
+	done := make(chan certSwitch)
+	go func() {
+		r := certSwitch{served: map[string]int{}}
+		for {
+			select {
+			case <-stop:
+				done <- r
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			for _, tr := range trs {
+				r.total++
+				s, err := handshake(hostPort(tr.ip, websecure), sni, roots)
+				if err != nil {
+					r.fails = append(r.fails, tr.name+": "+err.Error())
+					continue
+				}
+				r.served[s]++
+			}
+		}
+	}()
+	from := time.Now()
+	waitFor(t, "the renewed "+certName+" everywhere", secondWithin, func() (err error) {
+		s, err := current()
+		if err == nil && s == sw.first {
+			err = fmt.Errorf("still %s", s)
+		}
+		sw.second = s
+		return err
+	})
+	sw.took = time.Since(from)
+	close(stop)
+	r := <-done
+	sw.fails, sw.served, sw.total = r.fails, r.served, r.total
+	return sw
+}
+
 // servedLeaf connects to addr with SNI name, verifies the chain (and the name) against
 // roots and returns the leaf certificate served.
 func servedLeaf(addr, name string, roots *x509.CertPool) (*x509.Certificate, error) {
@@ -593,69 +674,9 @@ func TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshak
 	f.nodes[0].claim(t, "shop", name)
 	roots := p.IssuerRoot(t)
 
-	current := func() (string, error) {
-		var s string
-		for _, n := range f.nodes {
-			c := n.certs(t)[name]
-			if c.State != "valid" || (s != "" && c.Serial != s) {
-				return "", fmt.Errorf("%s: %+v", n.name, c)
-			}
-			s = c.Serial
-		}
-		for _, tr := range trs {
-			got, err := handshake(hostPort(tr.ip, websecure), name, roots)
-			if err != nil {
-				return "", err
-			}
-			if got != s {
-				return "", fmt.Errorf("%s serves %s, the nodes hold %s", tr.name, got, s)
-			}
-		}
-		return s, nil
-	}
-	var first string
-	waitFor(t, "the first certificate everywhere", 60*time.Second, func() (err error) {
-		first, err = current()
-		return err
-	})
-
 	// Handshakes against every Traefik every 100 ms until the switch is complete.
-	stop := make(chan struct{})
-	type result struct {
-		fails  []string
-		served map[string]int
-	}
-	done := make(chan result)
-	go func() {
-		r := result{served: map[string]int{}}
-		for {
-			select {
-			case <-stop:
-				done <- r
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			for _, tr := range trs {
-				s, err := handshake(hostPort(tr.ip, websecure), name, roots)
-				if err != nil {
-					r.fails = append(r.fails, tr.name+": "+err.Error())
-					continue
-				}
-				r.served[s]++
-			}
-		}
-	}()
-	var second string
-	waitFor(t, "the renewed certificate everywhere", 60*time.Second, func() (err error) {
-		s, err := current()
-		if err == nil && s == first {
-			err = fmt.Errorf("still %s", s)
-		}
-		second = s
-		return err
-	})
-	close(stop)
-	r := <-done
+	r := watchCertSwitch(t, f, trs, websecure, name, name, roots, 60*time.Second, 60*time.Second)
+	first, second := r.first, r.second
 	if len(r.fails) > 0 {
 		t.Fatalf("%d handshakes failed during the switch, first: %s", len(r.fails), r.fails[0])
 	}

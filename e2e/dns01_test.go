@@ -313,72 +313,8 @@ func TestDNS01WildcardRenewsOnceAndEveryTraefikSwitchesWithoutAFailedHandshake(t
 	host := "anything." + acmePlatform
 	roots := p.IssuerRoot(t)
 
-	current := func() (string, error) {
-		var s string
-		for _, n := range f.nodes {
-			c := n.certs(t)[wild]
-			if c.State != "valid" || (s != "" && c.Serial != s) {
-				return "", fmt.Errorf("%s: %+v", n.name, c)
-			}
-			s = c.Serial
-		}
-		for _, tr := range trs {
-			got, err := handshake(hostPort(tr.ip, e.websecure), host, roots)
-			if err != nil {
-				return "", err
-			}
-			if got != s {
-				return "", fmt.Errorf("%s serves %s, the nodes hold %s", tr.name, got, s)
-			}
-		}
-		return s, nil
-	}
-	var first string
-	waitFor(t, "the first wildcard everywhere", 90*time.Second, func() (err error) {
-		first, err = current()
-		return err
-	})
-
-	stop := make(chan struct{})
-	type result struct {
-		fails  []string
-		served map[string]int
-		total  int
-	}
-	done := make(chan result)
-	go func() {
-		r := result{served: map[string]int{}}
-		for {
-			select {
-			case <-stop:
-				done <- r
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			for _, tr := range trs {
-				r.total++
-				s, err := handshake(hostPort(tr.ip, e.websecure), host, roots)
-				if err != nil {
-					r.fails = append(r.fails, tr.name+": "+err.Error())
-					continue
-				}
-				r.served[s]++
-			}
-		}
-	}()
-	switchFrom := time.Now()
-	var second string
-	waitFor(t, "the renewed wildcard everywhere", 90*time.Second, func() (err error) {
-		s, err := current()
-		if err == nil && s == first {
-			err = fmt.Errorf("still %s", s)
-		}
-		second = s
-		return err
-	})
-	took := time.Since(switchFrom)
-	close(stop)
-	r := <-done
+	r := watchCertSwitch(t, f, trs, e.websecure, wild, host, roots, 90*time.Second, 90*time.Second)
+	first, second, took := r.first, r.second, r.took
 	if len(r.fails) > 0 {
 		t.Fatalf("%d of %d handshakes failed during the switch, first: %s", len(r.fails), r.total, r.fails[0])
 	}

@@ -673,6 +673,9 @@ func TestWaitAppliedIsNeverAppliedOnAPartialView(t *testing.T) {
 	startFakePlugin(t, n, "edge-1")
 	waitFor(t, 5*time.Second, "edge-1 current", func() bool { return ingressesOf(t, n)["edge-1"].State == "current" })
 	lf.on.Store(true)
+	// The view read before the switch may still be cached: wait until the node's view
+	// is the failing one, so the write below meets it (and not a view read earlier).
+	waitFor(t, 10*time.Second, "the reports unreadable", func() bool { return statusOf(t, n).IngressesError != "" })
 	resp, body := n.do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=1500ms", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "could not be read") {
 		t.Errorf("with the reports unreadable: %d %s, want 202 saying so", resp.StatusCode, body)

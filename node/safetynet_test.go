@@ -301,8 +301,14 @@ func replacedStoreScenario(t *testing.T, replace func(t *testing.T, st store.Sto
 	n := startNodeWithStore(t, cfg, fs)
 	seedFleet(t, fs, "shop")
 	n.waitReady()
-	waitFor(t, 5*time.Second, "shop routed", func() bool {
-		return strings.Join(hostsOf(routesDoc(t, n)), ",") == "shop.apps.example.com"
+	// The document settled: shop routed and both nodes' records read (this node's own
+	// record can be read a pass after shop's; a "before" taken earlier differs from any
+	// later document for that reason alone).
+	waitFor(t, 5*time.Second, "shop routed and both nodes in the api section", func() bool {
+		d := routesDoc(t, n)
+		api, _ := d["api"].(map[string]any)
+		ups, _ := api["upstreams"].([]any)
+		return strings.Join(hostsOf(d), ",") == "shop.apps.example.com" && len(ups) == 2
 	})
 	_, before := n.get("/v1/ingress/routes", testIngressToken)
 
