@@ -33,7 +33,15 @@ func servedBeforeRestart(t *testing.T, cfg *Config) (routes, traefik, serial []b
 	n := startNode(t, cfg)
 	seedFleet(t, n.st, "shop")
 	n.waitReady()
-	waitFor(t, 5*time.Second, "shop routed", func() bool { return len(hostsOf(routesDoc(t, n))) == 1 })
+	// The document settled: shop routed and both nodes' records read (a document
+	// remembered before vps-b's record was read is one of serial 1, which the restored
+	// copy below also has: it would not be foreign).
+	waitFor(t, 5*time.Second, "shop routed and both nodes in the api section", func() bool {
+		d := routesDoc(t, n)
+		api, _ := d["api"].(map[string]any)
+		ups, _ := api["upstreams"].([]any)
+		return len(hostsOf(d)) == 1 && len(ups) == 2
+	})
 	_, routes = n.get("/v1/ingress/routes", testIngressToken)
 	_, traefik = n.get("/v1/ingress/traefik", testIngressToken)
 	o, err := n.st.Get(context.Background(), store.SerialKey)
