@@ -7,7 +7,6 @@ package reconcile
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -365,64 +364,6 @@ func (r *Reconciler) Pass(ctx context.Context, now time.Time, full bool) (err er
 	return nil
 }
 
-// liveness lists nodes/ when a heartbeat interval has passed since the last list (a
-// full read lists it too), and reports whether it did; the caller keeps the listing
-// (mergeLive). A record rewritten since this
-// node read it (its etag moved: a heartbeat, which bumps no serial) counts as seen at
-// its modification time; see seen.
-func (r *Reconciler) liveness(ctx context.Context, now time.Time) ([]store.Entry, bool, error) {
-	if r.heartbeat <= 0 || now.Sub(r.lastLive) < r.heartbeat {
-		return nil, false, nil
-	}
-	es, err := r.st.List(ctx, fleet.PrefixNodes)
-	if err != nil {
-		return nil, false, fmt.Errorf("listing %s: %w", fleet.PrefixNodes, err)
-	}
-	return es, true, nil
-}
-
-// mergeLive keeps a liveness listing taken without a full read. A record this node
-// holds that the listing lacks keeps its previous entry: the listing may come from a
-// store swapped (wiped, unmounted) since the serial read, and an empty listing must
-// not make every peer fall back to its record's old `seen` and turn stale (withdrawing
-// its routes) for a pass. A record really deleted moved the serial, and the full read
-// that follows replaces the whole set (setLive). Costs no request (no serial re-read
-// per heartbeat interval).
-func (r *Reconciler) mergeLive(entries []store.Entry, now time.Time) {
-	prev := r.live
-	r.setLive(entries, now)
-	for k, e := range prev {
-		if _, ok := r.live[k]; ok {
-			continue
-		}
-		if _, held := r.objects[k]; held {
-			r.live[k] = e
-		}
-	}
-}
-
-func (r *Reconciler) setLive(entries []store.Entry, now time.Time) {
-	live := make(map[string]store.Entry)
-	for _, e := range entries {
-		if strings.HasPrefix(e.Key, fleet.PrefixNodes) {
-			live[e.Key] = e
-		}
-	}
-	r.live, r.lastLive = live, now
-}
-
-// seen is when node record n (at key) was last written as far as this node knows: the
-// newest of its `seen` and, when the last LIST found the record rewritten since it was
-// read, that LIST's modification time. A record whose listed version is the one read
-// keeps its own `seen` (a record planted with an old time stays stale).
-func (r *Reconciler) seen(key string, n fleet.NodeRecord) time.Time {
-	e, ok := r.live[key]
-	if !ok || e.ETag == r.objects[key].etag || !e.ModTime.After(n.Seen) {
-		return n.Seen
-	}
-	return e.ModTime
-}
-
 // checkAdopt acts on the operator's adopt request (<stateDir>/store-adopt): while the
 // store is foreign (or not yet checked against what this node remembers), forget the
 // remembered identity, so this pass accepts the store as it is; otherwise there is
@@ -442,67 +383,6 @@ func (r *Reconciler) checkAdopt() {
 	r.id.Reset()
 	r.objects, r.lastFull = nil, time.Time{} // read everything
 	r.adopting = true
-}
-
-func tracked(key string) bool {
-	return strings.HasPrefix(key, fleet.PrefixApps) || strings.HasPrefix(key, fleet.PrefixDomains) ||
-		strings.HasPrefix(key, fleet.PrefixNodes)
-}
-
-// decode parses one object, tolerating unknown fields (a newer node may have written
-// them). A malformed object is skipped and reported; it withdraws nothing else. It is
-// treated as absent, not as its last good version, so that every node (a restarted one
-// included) derives the same document from the same store.
-func (r *Reconciler) decode(o store.Object) cachedObject {
-	name := keyName(o.Key)
-	var (
-		v      any
-		reason string
-	)
-	switch {
-	case !strings.HasSuffix(o.Key, ".json"):
-		reason = "not a .json object"
-	case strings.HasPrefix(o.Key, fleet.PrefixApps):
-		var a fleet.App
-		if err := json.Unmarshal(o.Value, &a); err != nil {
-			reason = "malformed JSON: " + err.Error()
-		} else if a.Name != name {
-			reason = fmt.Sprintf("name %q does not match key", a.Name)
-		} else {
-			v = a
-		}
-	case strings.HasPrefix(o.Key, fleet.PrefixDomains):
-		var c fleet.Claim
-		if err := json.Unmarshal(o.Value, &c); err != nil {
-			reason = "malformed JSON: " + err.Error()
-		} else if c.Host != name {
-			reason = fmt.Sprintf("host %q does not match key", c.Host)
-		} else {
-			v = c
-		}
-	case strings.HasPrefix(o.Key, fleet.PrefixNodes):
-		var n fleet.NodeRecord
-		if err := json.Unmarshal(o.Value, &n); err != nil {
-			reason = "malformed JSON: " + err.Error()
-		} else if n.Name != name {
-			reason = fmt.Sprintf("name %q does not match key", n.Name)
-		} else {
-			v = n
-		}
-	}
-	if reason == "" {
-		return cachedObject{etag: o.ETag, value: v}
-	}
-	r.log.Warn("skipping malformed store object", "object", o.Key, "reason", reason)
-	return cachedObject{etag: o.ETag, bad: reason}
-}
-
-// skip is an object that could not be read as an object (store.ErrTooLarge): skipped
-// and reported like a malformed one; the rest of the fleet is derived without it.
-func (r *Reconciler) skip(key, etag string, err error) cachedObject {
-	reason := fmt.Sprintf("not read: larger than %d bytes", store.MaxObjectSize)
-	r.log.Warn("skipping malformed store object", "object", key, "reason", reason, "err", err)
-	return cachedObject{etag: etag, bad: reason}
 }
 
 // PassTimeout bounds one reconcile pass, so a hung store cannot stall shutdown.
