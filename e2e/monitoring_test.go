@@ -26,6 +26,10 @@ import (
 
 const queriedMetricsFile = "deploy/prometheus/queried-metrics.txt"
 
+// refusalReasons are scafo_requests_refused_total's reasons (node/metrics.go), as
+// deploy/grafana/README.md and docs/operating.md name them.
+var refusalReasons = []string{"write_rate", "token", "token_lookups", "conn_reserve", "conn_per_source", "conn_limit"}
+
 // queriedMetrics is queried-metrics.txt: metric → the labels its matchers name, and grouping
 // label → the metrics of the queries grouping by it (one of which must carry it).
 type queriedMetrics struct {
@@ -182,7 +186,8 @@ func TestMissingNamesWhatAScrapeLacks(t *testing.T) {
 // Pebble, validation on: the name resolves to the node's own listener, which answers the
 // challenge), ingress groups, ingress reports (an HTTP-provider poll naming itself, of one
 // group), instance probes (an instance that answers, then dies), writes and a /v1/storage
-// request exports every metric and label the dashboard and the alert rules query. The check
+// request exports every metric and label the dashboard and the alert rules query, and every
+// reason of scafo_requests_refused_total (initialised at 0, not provoked). The check
 // waits until the node has exported them all (certificates are valid, the probe verdict has
 // changed), and names whatever is still missing when it gives up.
 func TestDashboardAndAlertsQueryOnlyWhatANodeExports(t *testing.T) {
@@ -312,6 +317,18 @@ func TestDashboardAndAlertsQueryOnlyWhatANodeExports(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("the dashboard and the alert rules query what the node does not export (%s lists them; the node's names are in node/metrics.go and its collectors): %v", queriedMetricsFile, err)
+	}
+	// The refusal reasons the dashboard and the runbooks name: each series is exported from
+	// the node's start, at 0 before any refusal (none of them is provoked here), so a rate
+	// over it reads 0, not no data.
+	b, err := metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, reason := range refusalReasons {
+		if series := `scafo_requests_refused_total{reason="` + reason + `"}`; !strings.Contains(b, series+" ") {
+			t.Errorf("%s is not exported", series)
+		}
 	}
 	t.Logf("all %d metrics and %d grouping labels of %s exported", len(want.metrics), len(want.grouping), queriedMetricsFile)
 }

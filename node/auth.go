@@ -83,7 +83,8 @@ func plausibleAppToken(tok string) bool {
 // takes effect at once) and records who is calling. Authorization is the write
 // domain's (per operation) and adminOnly's. A rejection is cheap: a token not shaped
 // like an application token, or one rejected lately (badTokens), is refused without a
-// store read, and rejections are logged at most once per source per interval.
+// store read, and so is one whose MAC does not verify (fleetwrite.CheckToken); rejections
+// are logged at most once per source per interval.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok := bearer(r.Header.Get("Authorization"))
@@ -104,19 +105,27 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				s.reject(w, r, "rejected request: bad token", "invalid token")
 				return
 			}
-			// Every lookup is a store read. A token not seen valid lately costs one that a
-			// flood of random well-formed tokens would multiply: such lookups have a budget
-			// per source address and one shared by all (429 past either, so a real new
-			// token retries instead of being called invalid). Seen-valid is keyed by the
-			// whole token's hash: the id alone is public (audit rows, URLs). A token seen
-			// valid has a budget of its own, so a tenant cannot make the node read the
-			// store at the rate it sends (reads are not writes.rate's, and writes past it
-			// are refused only after the lookup).
+			// Every lookup is a store read. A token the fleet issued carries a MAC of
+			// the fleet's key (fleetwrite.CheckToken): a made-up one is refused here,
+			// without a store read and without spending any budget. A token that
+			// verifies, or one seen valid lately, has a budget of its own, keyed by the
+			// whole token's hash (the id alone is public: audit rows, URLs), so a tenant
+			// cannot make the node read the store at the rate it sends (reads are not
+			// writes.rate's, and writes past it are refused only after the lookup), and
+			// nobody else can spend it. What is left (tokens minted before the key,
+			// and every token while no key is usable) is looked up on a budget per
+			// client address and one shared by all (429 past either, so a real token
+			// retries instead of being called invalid).
+			check := s.writer.CheckToken(r.Context(), tok)
+			if check == fleetwrite.TokenForged {
+				s.reject(w, r, "rejected request: bad token", "invalid token")
+				return
+			}
 			var ok bool
 			var retry time.Duration
-			if s.goodIDs.Contains(hash) {
+			if check == fleetwrite.TokenSigned || s.goodIDs.Contains(hash) {
 				ok, retry = s.knownLookups.take(hash)
-			} else if ok, retry = s.sourceLookups.take(sourceOf(r)); ok {
+			} else if ok, retry = s.sourceLookups.take(s.clientOf(r)); ok {
 				ok, retry = s.lookups.take("")
 			}
 			if !ok {
@@ -160,13 +169,14 @@ func adminOnly(next http.Handler) http.Handler {
 // sourceOf is the remote address of r without its port.
 func sourceOf(r *http.Request) string { return hostOf(r.RemoteAddr) }
 
-// The budget for store reads of application tokens not seen valid lately, per source
-// address and in all: a flood of random well-formed tokens costs at most this many
-// store requests a second, and one source cannot spend everyone's budget.
+// The budget for store reads of application tokens without a MAC (minted before the
+// fleet's key) and not seen valid lately, per client address (clientOf) and in all: a
+// flood of such tokens with a known legacy id costs at most this many store requests a
+// second, and one client cannot spend everyone's budget. Made-up tokens never reach it
+// (they fail the MAC), and neither does a token that carries a MAC or was seen valid.
 //
-// Behind Traefik every client shares the Traefik's address: the per-source budget then
-// bounds what the public apex as a whole can cost, and a token seen valid lately is
-// never held back by either.
+// Behind Traefik every client shares the Traefik's address unless limits.trustedProxies
+// lists it (then X-Forwarded-For names the client).
 const (
 	unknownLookupRate        = 50
 	unknownLookupBurst       = 100

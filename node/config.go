@@ -193,9 +193,22 @@ type ReconcileConfig struct {
 type ProbeConfig = probe.Config
 
 // WritesConfig rate-limits writes per application token (the admin is not limited).
+//
+// RouteBurst and RoutePerMinute are each account's fleet-wide budget of routing changes
+// (a ready instance's port or readiness, a path map; docs/security.md): every change
+// reloads every Traefik of the fleet, and Rate is per token per node. The defaults, 60
+// at once and 6 a minute: a 10-placement application's first rollout costs 10 (one
+// instance made ready per node), a deploy 10 (one move within the port pair per node)
+// or 20 with a drain (not ready, then the move), so a first rollout, a deploy and its
+// rollback, both drained, pass at once (50); a spent budget is whole again in 10
+// minutes, and a tenant past it reloads the fleet at most once every 10 s.
 type WritesConfig struct {
 	Rate  float64 `description:"Writes per second one application token may sustain (429 beyond)." json:"rate,omitempty"`
 	Burst int     `description:"Writes one application token may make at once." json:"burst,omitempty"`
+	// RouteBurst is the routing changes one account may make at once, fleet-wide.
+	RouteBurst int `description:"Routing changes (ready instance port or readiness, path maps) one account may make at once, fleet-wide (429 beyond; the admin is exempt)." json:"routeBurst,omitempty"`
+	// RoutePerMinute refills an account's routing changes.
+	RoutePerMinute float64 `description:"Routing changes a minute one account may sustain, fleet-wide." json:"routePerMinute,omitempty"`
 }
 
 // AuditConfig bounds the audit log.
@@ -227,6 +240,8 @@ type LimitsConfig struct {
 	// with idle keep-alives (issue 25 item 6).
 	MaxConnsPerSource int             `description:"Most general connections one remote address holds at once; a further connection from it is served like a reserved one (one ingress poll, status or health probe, then closed; anything else 503) (0: a quarter of the general connections, at least 16)." json:"maxConnsPerSource,omitempty"`
 	ConnMaxAge        ptypes.Duration `description:"A connection older than this is closed after its next answer (Connection: close), however busy: a keep-alive cannot hold a slot for as long as its client likes." json:"connMaxAge,omitempty"`
+	// TrustedProxies: whose X-Forwarded-For names the client (issue 25 item 4).
+	TrustedProxies []string `description:"Peers (CIDRs or addresses) whose X-Forwarded-For is believed: for a request from one, the per-source token-lookup budget is kept for the right-most X-Forwarded-For address that is not itself trusted (list the Traefiks in front of the node API). From any other peer X-Forwarded-For is ignored. Empty: never believed." json:"trustedProxies,omitempty"`
 }
 
 // IngressesConfig times ingress reports (node/ingress).
@@ -266,7 +281,7 @@ func (c *Config) SetDefaults() {
 		PublishWindow: ptypes.Duration(250 * time.Millisecond),
 	}
 	c.Probe = probe.Defaults()
-	c.Writes = WritesConfig{Rate: 5, Burst: 20}
+	c.Writes = WritesConfig{Rate: 5, Burst: 20, RouteBurst: 60, RoutePerMinute: 6}
 	c.Audit = AuditConfig{Retention: ptypes.Duration(30 * 24 * time.Hour)}
 	c.Ports = PortsConfig{Min: 24000, Max: 28999, Quarantine: ptypes.Duration(10 * time.Minute)}
 	c.Limits = LimitsConfig{
@@ -474,6 +489,9 @@ func (c *Config) Validate() error {
 	if c.Writes.Rate <= 0 || c.Writes.Burst < 1 {
 		errs = append(errs, fmt.Errorf("writes.rate %v, writes.burst %d: both must be positive", c.Writes.Rate, c.Writes.Burst))
 	}
+	if c.Writes.RouteBurst < 1 || !(c.Writes.RoutePerMinute > 0) {
+		errs = append(errs, fmt.Errorf("writes.routeBurst %d, writes.routePerMinute %v: both must be positive", c.Writes.RouteBurst, c.Writes.RoutePerMinute))
+	}
 	if c.Audit.Retention < ptypes.Duration(time.Hour) {
 		errs = append(errs, fmt.Errorf("audit.retention %s: at least 1h", time.Duration(c.Audit.Retention)))
 	}
@@ -505,6 +523,9 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.Probe.Validate()...)
 	errs = append(errs, c.Limits.validate()...)
+	if _, err := parseTrustedProxies(c.Limits.TrustedProxies); err != nil {
+		errs = append(errs, err)
+	}
 	if c.Ingresses.LostAfter < ptypes.Duration(2*time.Second) {
 		errs = append(errs, fmt.Errorf("ingresses.lostAfter %s: at least 2s (an ingress is heard from at every poll; a long-poll counts while it is held)", time.Duration(c.Ingresses.LostAfter)))
 	}

@@ -211,13 +211,11 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 		h.Set("Cache-Control", "no-cache")
 		if inm != "" && etagMatches(inm, rend) {
 			if deadline != nil {
-				select {
-				case <-snap.Superseded():
+				switch s.park(r, snap, deadline) {
+				case parkSuperseded:
 					snap = s.pub.Current()
 					continue
-				case <-deadline:
-				case <-s.shutdown:
-				case <-r.Context().Done():
+				case parkGone:
 					return 499
 				}
 				s.armWrite(w) // the answer's time starts after the wait
@@ -255,6 +253,29 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 		}
 		return http.StatusOK
 	}
+}
+
+// How a parked long-poll's wait ended.
+const (
+	parkEnded      = iota // its wait is over, or the node shuts down: answer 304
+	parkSuperseded        // a new revision: serve it
+	parkGone              // the client went away
+)
+
+// park holds a long-poll until snap is superseded, its deadline, shutdown or the
+// client leaving, counted in scafo_longpolls_parked meanwhile.
+func (s *Server) park(r *http.Request, snap *publish.Snapshot, deadline <-chan time.Time) int {
+	s.metrics.longPolls.Inc()
+	defer s.metrics.longPolls.Dec()
+	select {
+	case <-snap.Superseded():
+		return parkSuperseded
+	case <-deadline:
+	case <-s.shutdown:
+	case <-r.Context().Done():
+		return parkGone
+	}
+	return parkEnded
 }
 
 // setStoreMark sends the store serial (and epoch) snap was derived from, on every 200

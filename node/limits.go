@@ -336,10 +336,11 @@ func (s *Server) guardReserve(next http.Handler) http.Handler {
 		}
 		cutBody(w, r)
 		w.Header().Set("Retry-After", "1")
-		why := "the node is at its connection limit; the connections left are kept for ingress polls and health probes"
+		why, reason := "the node is at its connection limit; the connections left are kept for ingress polls and health probes", refusedConnReserve
 		if lc, ok := r.Context().Value(connKey{}).(*limitedConn); ok && lc.sourceFull {
-			why = "this address holds limits.maxConnsPerSource connections already; a further one serves only ingress polls, status and health probes"
+			why, reason = "this address holds limits.maxConnsPerSource connections already; a further one serves only ingress polls, status and health probes", refusedConnPerSource
 		}
+		s.refusal(reason)
 		writeError(w, http.StatusServiceUnavailable, "overloaded", why)
 	})
 }

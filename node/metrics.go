@@ -6,18 +6,35 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/publish"
 )
 
 // metrics are the node's Prometheus metrics, on a private registry.
 type metrics struct {
 	reg             *prometheus.Registry
+	refused         *prometheus.CounterVec // reason: one of refusalReasons
+	longPolls       prometheus.Gauge
 	polls           *prometheus.CounterVec
 	reconcileDur    prometheus.Histogram
 	reconcileErrors prometheus.Counter
 	skipped         prometheus.Gauge
 	storeWrites     *prometheus.CounterVec
+	routeRefused    *prometheus.CounterVec
 }
+
+// Why a request or connection was refused (scafo_requests_refused_total's reason label;
+// a fixed set, every one exported from the start at 0).
+const (
+	refusedWriteRate     = "write_rate"      // 429: the token is past writes.rate (ratelimit.go)
+	refusedToken         = "token"           // 401 no or bad token, 403 a token the endpoint refuses (rejectRequest)
+	refusedTokenLookups  = "token_lookups"   // 429: the token-lookup budget is spent (auth.go, through rejectRequest)
+	refusedConnReserve   = "conn_reserve"    // 503 on a reserved connection: the general part is full (limits.go)
+	refusedConnPerSource = "conn_per_source" // 503: the address holds limits.maxConnsPerSource (limits.go)
+	refusedConnLimit     = "conn_limit"      // bare 503 and close: at limits.maxConns (limits.go)
+)
+
+var refusalReasons = []string{refusedWriteRate, refusedToken, refusedTokenLookups, refusedConnReserve, refusedConnPerSource, refusedConnLimit}
 
 // metricProbes read the node's state for gauges evaluated at scrape time.
 type metricProbes struct {
@@ -25,6 +42,9 @@ type metricProbes struct {
 	nameConflict func() bool
 	// storeRequests counts store requests (see countingStore); registered when set.
 	storeRequests *prometheus.CounterVec
+	// certRenewals lists the certificates held and whether their renewal fails (nil, or
+	// nil answers, without acme.enabled).
+	certRenewals func() []fleetcerts.Renewal
 }
 
 func boolGauge(f func() bool) func() float64 {
@@ -60,6 +80,10 @@ func newMetrics(pub *publish.Publisher, probes metricProbes) *metrics {
 			Name: "scafo_store_writes_total",
 			Help: "Writes through this node's API by kind and result.",
 		}, []string{"kind", "result"}),
+		routeRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "scafo_routing_changes_refused_total",
+			Help: "Routing changes this node refused (429) because the account's fleet-wide budget (writes.routeBurst, writes.routePerMinute) was spent, by kind of change (instance, paths, app, claim).",
+		}, []string{"change"}),
 	}
 	revAge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "scafo_revision_age_seconds",
@@ -79,8 +103,20 @@ func newMetrics(pub *publish.Publisher, probes metricProbes) *metrics {
 		Name: "scafo_node_name_conflict",
 		Help: "1 while another live node writes this node's record (two nodes with one node.name; /v1/status duplicateName names it).",
 	}, boolGauge(probes.nameConflict))
-	m.reg.MustRegister(m.polls, m.reconcileDur, m.reconcileErrors, m.skipped, m.storeWrites, revAge, storeForeign, nameConflict,
+	m.reg.MustRegister(m.polls, m.reconcileDur, m.reconcileErrors, m.skipped, m.storeWrites, m.routeRefused, revAge, storeForeign, nameConflict,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "scafo_requests_refused_total",
+		Help: "Requests and connections refused by reason: write_rate (429, past writes.rate), token (401 no or bad token, 403 a token the endpoint refuses), token_lookups (429, the token-lookup budget spent), conn_reserve (503, the general connections full), conn_per_source (503, the address at limits.maxConnsPerSource), conn_limit (503 and closed, at limits.maxConns).",
+	}, []string{"reason"})
+	for _, r := range refusalReasons {
+		m.refused.WithLabelValues(r) // every reason exported from the start
+	}
+	m.longPolls = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "scafo_longpolls_parked",
+		Help: "Ingress polls (?wait= with If-None-Match) held open now, waiting for a new revision.",
+	})
+	m.reg.MustRegister(m.refused, m.longPolls, certRenewalCollector{probes.certRenewals})
 	if probes.storeRequests != nil {
 		m.reg.MustRegister(probes.storeRequests)
 	}
@@ -98,4 +134,40 @@ func (m *metrics) observePass(d time.Duration, err error, skipped int) {
 	if skipped >= 0 {
 		m.skipped.Set(float64(skipped))
 	}
+}
+
+// certRenewalCollector exports, per certificate held, whether its renewal is failing.
+type certRenewalCollector struct{ renewals func() []fleetcerts.Renewal }
+
+var certRenewalFailingDesc = prometheus.NewDesc("scafo_certificate_renewal_failing",
+	"1 while the last renewal of the certificate this node holds for a name failed (it is inside its renewal window; /v1/status certificates lastError says why), 0 for every other certificate held.",
+	[]string{"name"}, nil)
+
+func (c certRenewalCollector) Describe(ch chan<- *prometheus.Desc) { ch <- certRenewalFailingDesc }
+
+func (c certRenewalCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.renewals == nil {
+		return
+	}
+	for _, r := range c.renewals() {
+		v := 0.0
+		if r.Failing {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(certRenewalFailingDesc, prometheus.GaugeValue, v, r.Name)
+	}
+}
+
+// certRenewals is the fleet certificates' renewals (none without acme.enabled). s.certs
+// is set in New, before anything scrapes.
+func (s *Server) certRenewals() []fleetcerts.Renewal {
+	if s.certs == nil {
+		return nil
+	}
+	return s.certs.Renewals()
+}
+
+// refusal counts one refusal for reason (one of refusalReasons).
+func (s *Server) refusal(reason string) {
+	s.metrics.refused.WithLabelValues(reason).Inc()
 }

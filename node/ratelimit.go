@@ -53,6 +53,7 @@ func (s *Server) limitWrites(next http.Handler) http.Handler {
 			return
 		}
 		if ok, retry := s.writes.take(a.Token.ID); !ok {
+			s.refusal(refusedWriteRate)
 			secs := int(math.Ceil(retry.Seconds()))
 			w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
 			writeError(w, http.StatusTooManyRequests, "too many writes",

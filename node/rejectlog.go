@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,7 +63,25 @@ func (l *rejectLogger) reject(remote, msg string, attrs ...any) {
 	l.log.Warn(msg, attrs...)
 }
 
-// rejectRequest logs a rejected request (rate-limited).
+// rejectRequest logs a rejected request (rate-limited) and counts it
+// (scafo_requests_refused_total): every refusal for a token, 401 or 403, comes through
+// here, and so does the token-lookup budget's 429, told apart by its message.
 func (s *Server) rejectRequest(r *http.Request, msg string) {
+	reason := refusedToken
+	if strings.Contains(msg, lookupBudgetMsg) {
+		reason = refusedTokenLookups
+	}
+	s.refusal(reason)
 	s.rejects.reject(r.RemoteAddr, msg, "path", r.URL.Path)
+}
+
+// lookupBudgetMsg is in the log message of the token-lookup budget's 429 (auth.go);
+// TestRefusalsAreCountedByReason holds the two together.
+const lookupBudgetMsg = "token lookup budget"
+
+// refuseConn logs and counts a connection refused at limits.maxConns (the listener's
+// bare 503, limits.go).
+func (s *Server) refuseConn(remote string, maxConns int) {
+	s.refusal(refusedConnLimit)
+	s.rejects.reject(remote, "refused connection: at the connection limit", "maxConns", maxConns)
 }

@@ -70,6 +70,7 @@ type Server struct {
 	// each token seen valid lately (keyed by its hash).
 	sourceLookups *writeLimiter
 	knownLookups  *writeLimiter
+	trusted       trustedProxies // limits.trustedProxies (clientaddr.go)
 
 	kick     chan struct{} // run a reconcile pass now
 	beat     chan struct{} // rewrite this node's record now
@@ -133,6 +134,10 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		mem, memDoc = nil, nil
 	}
 	cfg.Limits.fillDefaults()
+	trusted, err := parseTrustedProxies(cfg.Limits.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
 	storeRequests := newStoreRequests()
 	st = newRequestCounter(st, storeRequests)
 	// The reconcile loop publishes right after committing the serial it read (or, on a
@@ -155,6 +160,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		lookups:   newWriteLimiter(unknownLookupRate, unknownLookupBurst),
 
 		sourceLookups: newWriteLimiter(sourceUnknownLookupRate, sourceUnknownLookupBurst),
+		trusted:       trusted,
 		knownLookups:  newWriteLimiter(max(knownTokenRate, 4*cfg.Writes.Rate), max(knownTokenBurst, 2*cfg.Writes.Burst)),
 		kick:          make(chan struct{}, 1),
 		beat:          make(chan struct{}, 1),
@@ -171,6 +177,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		OnAnnounced: s.kickReconcile,
 	})
 	s.metrics = newMetrics(pub, metricProbes{
+		certRenewals:  s.certRenewals,
 		storeForeign:  s.identity.Foreign,
 		storeRequests: storeRequests,
 		nameConflict:  func() bool { return s.self.Conflict(time.Now()) != nil },
@@ -206,6 +213,9 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		},
 		OnInstances:    s.instancesChanged,
 		AuditRetention: time.Duration(cfg.Audit.Retention),
+		RouteBudget:    fleetwrite.RouteBudget{Burst: cfg.Writes.RouteBurst, PerMinute: cfg.Writes.RoutePerMinute},
+		OnRouteRefused: func(change string) { s.metrics.routeRefused.WithLabelValues(change).Inc() },
+		DomainGroups:   cfg.Platform.DomainGroups(),
 	}, st, s.identity, inst, log)
 	s.probes = s.newProber()
 	s.rec = reconcile.New(reconcile.Options{
@@ -362,7 +372,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	lim := s.cfg.Limits
 	total, reserved := lim.conns()
 	limiter := newConnLimiter(ln, total, reserved, lim.perSource(total-reserved), func(remote string) {
-		s.rejects.reject(remote, "refused connection: at the connection limit", "maxConns", total)
+		s.refuseConn(remote, total)
 	})
 	s.conns.Store(limiter)
 	ln = limiter

@@ -83,6 +83,7 @@ func (inc *Incremental) deltaRender(doc *routing.Document, delta *routing.Delta,
 	if groups == nil {
 		sel = "\x00all" // no group name is empty
 	}
+	inc.asked(output)
 	inc.mu.Lock()
 	prev := inc.prev[output]
 	if !prev.madeLike(prefer, sel, fc) || doc == nil {
@@ -248,7 +249,8 @@ func (inc *Incremental) patch(prev *assembled, doc *routing.Document, delta *rou
 		sw.now.used = inc.pass
 	}
 	cur.doc, cur.checks = doc, checks
-	inc.prev[output] = &cur
+	inc.stamp++
+	inc.keepOutput(output, &cur)
 	return cur.pieces(), true, nil
 }
 

@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+
+	"github.com/scafo/ingress/internal/freq"
 
 	"github.com/traefik/genconf/dynamic"
 
@@ -67,9 +70,16 @@ type Incremental struct {
 	appsBuf []appIn
 	missBuf []int
 	mixed   []*appSlot // this render's slots holding more than the variant it used
-	// prev is the last assembled order of each output, for the linear merge.
+	// prev is the last assembled order of each output, for the linear merge; at most
+	// maxOutputs of them (keepOutput says which go).
 	prev  map[string]*assembled
 	stamp uint64
+	// popularity estimates how often an output is asked for recently (SetPopularity;
+	// without it, own counts this Incremental's renders of each output).
+	popularity func(output string) int
+	own        *freq.Sketch
+	// cold counts the assemblies that found no last order of their output (Cold).
+	cold atomic.Uint64
 	// deny holds the shared deny service as a fragment of its own.
 	deny *fragment
 	// mw is the http.middlewares section of every output with routers,
@@ -87,7 +97,8 @@ func NewIncremental(opt Options) (*Incremental, error) {
 	if err != nil {
 		return nil, err
 	}
-	inc := &Incremental{opt: o, apps: map[string]*appSlot{}, prev: map[string]*assembled{}, deny: &fragment{}}
+	inc := &Incremental{opt: o, apps: map[string]*appSlot{}, prev: map[string]*assembled{}, deny: &fragment{},
+		own: freq.New(maxOutputs)}
 	inc.deny.services = []entry{{name: denyEntry.name, b: denyEntry.b, owner: inc.deny}}
 	inc.deny.ssize = len(denyEntry.b) + 1
 	if m := middlewaresOf(o); m != nil {
@@ -195,12 +206,14 @@ func (inc *Incremental) Traefik(doc *routing.Document) ([]byte, error) {
 // each output's next render merges with its own last order. Any name gives the same
 // bytes.
 func (inc *Incremental) TraefikOutput(doc *routing.Document, output string, fc *FleetCerts) ([]byte, error) {
+	inc.asked(output)
 	return inc.render(doc, output, nil, fc)
 }
 
 // TraefikGroups renders as the package-level TraefikGroups does (doc is
 // routing.ForGroups(full, groups)), for output.
 func (inc *Incremental) TraefikGroups(doc *routing.Document, output string, groups []string, fc *FleetCerts) ([]byte, error) {
+	inc.asked(output)
 	return inc.render(doc, output, groupFilter(groups), fc)
 }
 
@@ -367,14 +380,16 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 		e.tlsConfiguration(t)
 		certs = e.buf
 	}
-	body := inc.assemble(output, apps, apiFrag, interval, certs)
-	a := inc.prev[output]
-	a.fc, a.checks, a.fragInterval, a.refreshed = fc, checks, fragInterval, inc.pass
-	a.targets = map[string]bool{}
-	for j := range apps {
-		if f := apps[j].frag; f != nil && apps[j].withRouters {
-			for _, t := range f.targets {
-				a.targets[t.host] = true
+	body, cur := inc.assemble(output, apps, apiFrag, interval, certs)
+	if a := inc.prev[output]; a == cur {
+		// This output's state, kept (keepOutput).
+		a.fc, a.checks, a.fragInterval, a.refreshed = fc, checks, fragInterval, inc.pass
+		a.targets = map[string]bool{}
+		for j := range apps {
+			if f := apps[j].frag; f != nil && apps[j].withRouters {
+				for _, t := range f.targets {
+					a.targets[t.host] = true
+				}
 			}
 		}
 	}
@@ -637,6 +652,9 @@ type assembled struct {
 	// refreshed is the last pass that marked every fragment of this output used: its
 	// full render, then sweep (a delta render marks only the fragments it swaps in).
 	refreshed uint64
+	// at is the stamp of the output's last assembly (keepOutput: the older of two
+	// outputs asked for as often goes first).
+	at uint64
 }
 
 // chunk is a run of consecutive entries of one section and their bytes, comma-separated:
@@ -661,12 +679,74 @@ type placed struct {
 // maxOutputs bounds the assembled orders kept (one per output: ?prefer= × groups).
 const maxOutputs = 32
 
+// SetPopularity makes estimate say how often each output has been asked for recently,
+// cached answers included (the node: its polls, node/publish). When more than
+// maxOutputs outputs are rendered, the state of the one asked for least goes. Without
+// it, an Incremental counts its own renders of each output. Call it before the first
+// render. Which state is kept never changes a body's bytes, only what it costs.
+func (inc *Incremental) SetPopularity(estimate func(output string) int) {
+	inc.mu.Lock()
+	defer inc.mu.Unlock()
+	inc.popularity = estimate
+}
+
+// Cold is how many renders found no last order of their output to merge with (an
+// output's first render, or one whose state keepOutput let go): each such render sorts
+// the whole output. Tests count it to see which state a cache kept.
+func (inc *Incremental) Cold() uint64 { return inc.cold.Load() }
+
+// asked counts one request for output when no popularity was set.
+func (inc *Incremental) asked(output string) {
+	inc.mu.Lock()
+	counts := inc.popularity == nil
+	inc.mu.Unlock()
+	if counts {
+		inc.own.Add(output)
+	}
+}
+
+// keepOutput stores a as output's last assembly (under mu), unless that makes more
+// than maxOutputs and output is asked for no more often than every other output kept
+// (at equal rates the state kept stays): then a is not kept (the output's next render
+// sorts again, as its first did).
+// Otherwise the state of the output asked for least recently (popularity, the least
+// recently assembled of those) goes. A one-off selection therefore never takes the
+// place of an output real ingresses poll every round, more often than it; a thrasher
+// cycling many selections, each asked for a few times, holds the slots it filled while
+// they were free and no more, and a new real ingress's output gets a slot once it has
+// been asked for more often than the least-asked one kept. Unpolled outputs fade (the
+// estimates halve over time) and give way.
+func (inc *Incremental) keepOutput(output string, a *assembled) {
+	a.at = inc.stamp
+	if _, ok := inc.prev[output]; ok || len(inc.prev) < maxOutputs {
+		inc.prev[output] = a
+		return
+	}
+	est := inc.popularity
+	if est == nil {
+		est = inc.own.Estimate
+	}
+	victim, vn, vat := "", 0, uint64(0)
+	for k, p := range inc.prev {
+		n := est(k)
+		if victim == "" || n < vn || (n == vn && p.at < vat) {
+			victim, vn, vat = k, n, p.at
+		}
+	}
+	if est(output) <= vn {
+		return
+	}
+	delete(inc.prev, victim)
+	inc.prev[output] = a
+}
+
 // assemble writes the configuration: every selected fragment's entries in sorted name
 // order, exactly as encodeConfiguration writes a configuration. The order is the last
 // order of the same output (key) with the entries of fragments no longer in it
 // filtered out and those of new fragments merged in: linear in the output, where a
 // sort of every name would not be. When most of the output is new it sorts instead.
-func (inc *Incremental) assemble(key string, apps []appIn, apiFrag *fragment, interval string, certs []byte) []byte {
+// It returns the body and the assembly, kept as key's state unless keepOutput refused.
+func (inc *Incremental) assemble(key string, apps []appIn, apiFrag *fragment, interval string, certs []byte) ([]byte, *assembled) {
 	inc.stamp++
 	stamp := inc.stamp
 	cur := &assembled{interval: interval, certs: certs, mw: inc.mw}
@@ -696,6 +776,9 @@ func (inc *Incremental) assemble(key string, apps []appIn, apiFrag *fragment, in
 		include(inc.deny, false)
 	}
 	prev := inc.prev[key]
+	if prev == nil {
+		inc.cold.Add(1)
+	}
 	if prev != nil && prev.body == nil && prev.rchunks != nil {
 		prev.flatten() // a delta render's: made flat again, once
 	}
@@ -707,16 +790,13 @@ func (inc *Incremental) assemble(key string, apps []appIn, apiFrag *fragment, in
 		func(f *fragment) []entry { return f.routers }, func(f *fragment) uint64 { return f.rmark }, func(f *fragment) *uint64 { return &f.rseen })
 	cur.services = mergeEntries(prev != nil, oldS, withS, stamp,
 		func(f *fragment) []entry { return f.services }, func(f *fragment) uint64 { return f.smark }, func(f *fragment) *uint64 { return &f.sseen })
-	if _, ok := inc.prev[key]; !ok && len(inc.prev) >= maxOutputs {
-		clear(inc.prev) // rare: more outputs than any node serves; they start over
-	}
-	inc.prev[key] = cur
+	inc.keepOutput(key, cur)
 
 	if len(cur.routers) == 0 {
 		if certs != nil {
-			return append(append([]byte("{"), certs...), '}')
+			return append(append([]byte("{"), certs...), '}'), cur
 		}
-		return []byte("{}")
+		return []byte("{}"), cur
 	}
 	var from []byte // the body runs are copied from
 	if prev != nil {
@@ -743,7 +823,7 @@ func (inc *Incremental) assemble(key string, apps []appIn, apiFrag *fragment, in
 	buf = append(buf, '}')
 	cur.body = buf
 	cur.rchunks, cur.schunks = chunked(cur.routers, buf), chunked(cur.services, buf)
-	return buf
+	return buf, cur
 }
 
 // writeEntries appends the entries of list, comma-separated, to buf and records where

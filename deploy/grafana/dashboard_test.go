@@ -299,6 +299,7 @@ func TestDashboardCoversTheOperatorsQuestions(t *testing.T) {
 		"sum by (op) (rate(scafo_store_requests_total", "max by (state) (scafo_ingresses",
 		"scafo_ingress_oldest_report_seconds", "scafo_certificate_state", "scafo_certificate_not_after_seconds",
 		"scafo_instance_probe_down", `code!~"2..|304"`, "scafo_store_foreign", "scafo_node_name_conflict",
+		"sum by (reason) (rate(scafo_requests_refused_total", "scafo_longpolls_parked", "scafo_certificate_renewal_failing",
 	} {
 		if !strings.Contains(all.String(), want) {
 			t.Errorf("no query with %s", want)

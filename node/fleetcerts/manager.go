@@ -219,6 +219,11 @@ type nameState struct {
 	runAttempts  int
 	obtaining    bool
 	obtainedHere bool
+	// renewErr is why the last renewal of the certificate held failed ("" when it did
+	// not, or none was tried): CertMagic renews only inside the renewal window, so a
+	// held certificate with renewErr set is inside it and not being replaced. Cleared
+	// when a renewal succeeds here or another certificate is taken (a peer renewed).
+	renewErr string
 	// deleg is the last check of a delegated name's CNAME (nil: not checked yet);
 	// phase its DNS-01 challenge's progress.
 	deleg *delegationState
@@ -809,6 +814,10 @@ func (m *Manager) refresh() {
 				continue
 			}
 			st.cert, changed = hc, true
+			st.renewErr = "" // another certificate: whatever failed to renew is replaced
+		}
+		if st.cert == nil {
+			st.renewErr = ""
 		}
 	}
 	var unbridge []certmagic.SubjectIssuer
@@ -1074,6 +1083,9 @@ func (m *Manager) onEvent(ctx context.Context, event string, data map[string]any
 		} else {
 			st.lastErr = "failed"
 		}
+		if renewal, _ := data["renewal"].(bool); renewal && st.cert != nil {
+			st.renewErr = st.lastErr
+		}
 		now := time.Now()
 		st.nextAttempt = now.Add(retryIntervals[min(st.fails, len(retryIntervals))-1])
 		if st.fails >= m.opt.FailLimit && st.cert == nil {
@@ -1099,6 +1111,7 @@ func (m *Manager) onEvent(ctx context.Context, event string, data map[string]any
 		st.obtainedHere = true
 		st.lastErr, st.fails, st.nextAttempt = "", 0, time.Time{}
 		st.heldUntil, st.holds = time.Time{}, 0
+		st.renewErr = ""
 		renewal, _ := data["renewal"].(bool)
 		m.log.Info("fleet certificate obtained", "name", name, "renewal", renewal)
 	}
@@ -1167,6 +1180,36 @@ func (m *Manager) Status() []NameStatus {
 		out = append(out, ns)
 	}
 	slices.SortFunc(out, func(a, b NameStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Renewal is one certificate this node holds, unexpired, and whether its renewal is
+// failing.
+type Renewal struct {
+	Name string
+	// Failing: the last renewal of this certificate failed here (with Error), and no
+	// renewal has replaced it since. CertMagic renews only inside the renewal window
+	// (Options.RenewalWindow of the lifetime left), so a failing certificate is inside
+	// it; Status still lists the name valid (it is, until NotAfter).
+	Failing bool
+	Error   string
+}
+
+// Renewals lists, sorted by name, the names holding an unexpired certificate, each
+// with whether its renewal is failing (the scafo_certificate_renewal_failing gauge).
+func (m *Manager) Renewals() []Renewal {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	out := []Renewal{}
+	for n := range m.wanted {
+		st := m.names[n]
+		if st == nil || st.cert == nil || !now.Before(st.cert.notAfter) {
+			continue
+		}
+		out = append(out, Renewal{Name: n, Failing: st.renewErr != "", Error: st.renewErr})
+	}
+	slices.SortFunc(out, func(a, b Renewal) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 

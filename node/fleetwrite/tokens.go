@@ -46,7 +46,8 @@ type IssuedToken struct {
 }
 
 // IssueToken mints an application token for app in account with roles (admin only;
-// the caller checks). Only its hash is stored.
+// the caller checks). Only its hash is stored. Its secret carries the fleet's MAC
+// (tokenmac.go), so a node refuses made-up tokens without a store read.
 func (w *Writer) IssueToken(ctx context.Context, who Actor, account, app string, roles []string) (IssuedToken, error) {
 	if err := routing.ValidateLabel("account", account); err != nil {
 		return IssuedToken{}, invalid("invalid account", "account", err)
@@ -75,12 +76,15 @@ func (w *Writer) IssueToken(ctx context.Context, who Actor, account, app string,
 	if a.ControlPlane {
 		return IssuedToken{}, &ErrForbidden{What: "control plane", Detail: "application tokens are refused on the control-plane application"}
 	}
+	mac, err := w.issueKey(ctx)
+	if err != nil {
+		return IssuedToken{}, err
+	}
 	idb := make([]byte, 8)
-	secret := make([]byte, 32)
 	rand.Read(idb)
-	rand.Read(secret)
 	id := hex.EncodeToString(idb)
-	tok := "scafo_" + id + "_" + hex.EncodeToString(secret)
+	random := randomHexN(macRandomHex / 2)
+	tok := "scafo_" + id + "_" + random + mac.sum(id, random) // the secret carries a MAC (tokenmac.go)
 	rec := fleet.TokenRecord{ID: id, Account: account, App: app, AppID: a.ID, Roles: roles, SHA256: HashToken(tok)}
 	b, _ := jsonx.Marshal(rec)
 	if _, err := w.st.Put(ctx, fleet.TokenKey(id), b, store.Condition{IfNoneMatch: true}); err != nil {

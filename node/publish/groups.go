@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/scafo/ingress/internal/freq"
 	"github.com/scafo/ingress/render/routing"
 )
 
@@ -34,6 +35,48 @@ const maxGroupDocs = 64
 type groupLineage struct {
 	mu   sync.Mutex
 	last map[string]groupMade
+	// polls counts the polls of each selection (the publisher's, under selectionOf):
+	// when a map of selections is full, the one polled least gives way to one polled
+	// more (makeRoom), so selections asked for once cannot take every place from
+	// those real ingresses poll. nil: first come, first kept.
+	polls *freq.Sketch
+}
+
+// selectionOf is the key a selection's polls count under in the publisher's sketch.
+func selectionOf(key string) string { return "sel\x00" + key }
+
+// makeRoom says whether key may be added to m (len(m) bounded by maxGroupDocs): there
+// is room, or the selection polled least is polled less often than key and is deleted
+// (drop is told it). The caller holds m's lock.
+func makeRoom[V any](m map[string]V, key string, polls *freq.Sketch, drop func(string)) bool {
+	if len(m) < maxGroupDocs {
+		return true
+	}
+	if polls == nil {
+		return false
+	}
+	victim, vn := "", 0
+	for k := range m {
+		if n := polls.Estimate(selectionOf(k)); victim == "" || n < vn || (n == vn && k < victim) {
+			victim, vn = k, n
+		}
+	}
+	if polls.Estimate(selectionOf(key)) <= vn {
+		return false
+	}
+	delete(m, victim)
+	if drop != nil {
+		drop(victim)
+	}
+	return true
+}
+
+// sketch is the lineage's poll counts (nil without a lineage).
+func (l *groupLineage) sketch() *freq.Sketch {
+	if l == nil {
+		return nil
+	}
+	return l.polls
 }
 
 type groupMade struct {
@@ -64,7 +107,7 @@ func (l *groupLineage) keep(key string, m groupMade) {
 	}
 	if was, ok := l.last[key]; ok && was.seq > m.seq {
 		return // made for a newer Snapshot
-	} else if ok || len(l.last) < maxGroupDocs {
+	} else if ok || makeRoom(l.last, key, l.polls, nil) {
 		l.last[key] = m
 	}
 }
@@ -111,7 +154,7 @@ func (s *Snapshot) forGroupsDelta(groups []string) (*routing.Document, *routing.
 	if s.groups.docs == nil {
 		s.groups.docs, s.groups.deltas = map[string]*routing.Document{}, map[string]*routing.Delta{}
 	}
-	if len(s.groups.docs) < maxGroupDocs {
+	if makeRoom(s.groups.docs, key, s.lineage.sketch(), func(k string) { delete(s.groups.deltas, k) }) {
 		s.groups.docs[key], s.groups.deltas[key] = d, delta
 		s.lineage.keep(key, groupMade{base: s.doc, doc: d, blocks: blocks, seq: s.seq})
 	}
@@ -194,7 +237,7 @@ func (s *Snapshot) certsFingerprint(groups []string) string {
 	if s.groups.fps == nil {
 		s.groups.fps = map[string]string{}
 	}
-	if len(s.groups.fps) < maxGroupDocs {
+	if makeRoom(s.groups.fps, key, s.lineage.sketch(), nil) {
 		s.groups.fps[key] = fp
 	}
 	s.groups.mu.Unlock()

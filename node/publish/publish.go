@@ -17,8 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
-
+	"github.com/scafo/ingress/internal/freq"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/render"
@@ -68,8 +67,11 @@ type storeMark struct {
 type Publisher struct {
 	cur atomic.Pointer[Snapshot]
 	// certs is the latest fleet-certificate set; every new snapshot carries it.
-	certs  atomic.Pointer[fleetcerts.Set]
-	cache  *lru.Cache[renderKey, *Rendered]
+	certs atomic.Pointer[fleetcerts.Set]
+	// cache holds the rendered bodies, kept by how often their outputs are polled
+	// (polls: every GetGroups, cached answers included; bodyCache).
+	cache  *bodyCache
+	polls  *freq.Sketch
 	render render.Options
 	// frags renders the Traefik format incrementally: per-application fragments kept
 	// across revisions, so a new revision re-renders what changed (render.Incremental).
@@ -137,9 +139,10 @@ func (p *Publisher) Renders() int64 { return p.renders.Load() }
 // where rendered bodies are also written for sendfile (files are removed when their
 // entry leaves the cache).
 func newPublisher(opts render.Options, spillDir string) *Publisher {
-	c, err := lru.NewWithEvict[renderKey, *Rendered](256, func(_ renderKey, r *Rendered) {
+	polls := freq.New(maxBodies)
+	c := newBodyCache(maxBodies, polls, func(r *Rendered) {
 		// Unlinking while a poll still has the file open is fine: the open file stays
-		// readable until closed.
+		// readable until closed (and a poll that finds it gone sends the bytes in memory).
 		if r.file != "" {
 			os.Remove(r.file)
 		}
@@ -147,16 +150,23 @@ func newPublisher(opts render.Options, spillDir string) *Publisher {
 			os.Remove(r.gzFile)
 		}
 	})
-	if err != nil {
-		panic(err) // only for a non-positive size
-	}
 	inc, err := render.NewIncremental(opts)
 	if err != nil {
 		// The node validates its render options at startup (render.Options.Validate).
 		panic(fmt.Sprintf("render options: %v", err))
 	}
-	return &Publisher{cache: c, render: opts, frags: inc, inflight: map[renderKey]*renderCall{}, spillDir: spillDir}
+	// The Incremental keeps the per-output state of the Traefik outputs polled most
+	// (its output names are the render keys' prefer and selection, as renderNow names them).
+	inc.SetPopularity(func(output string) int {
+		prefer, groups, _ := strings.Cut(output, "|") // a node name holds no '|'
+		return polls.Estimate(outputOf(renderKey{format: api.FormatTraefik, prefer: prefer, groups: groups}))
+	})
+	return &Publisher{cache: c, polls: polls, render: opts, frags: inc, inflight: map[renderKey]*renderCall{}, spillDir: spillDir,
+		lineage: groupLineage{polls: polls}}
 }
+
+// maxBodies bounds the rendered bodies kept (bodyCache).
+const maxBodies = 256
 
 // spill writes b to a new file in the spill directory and returns its path ("" on any
 // error: serving from memory is always possible).
@@ -302,6 +312,7 @@ func (p *Publisher) Get(s *Snapshot, prefer, format string) (*Rendered, error) {
 func (p *Publisher) GetGroups(s *Snapshot, prefer, format string, groups []string) (*Rendered, error) {
 	revision := s.doc.Revision
 	if groups != nil {
+		p.polls.Add(selectionOf(strings.Join(groups, ",")))
 		// A selection's body is a function of its own document (its revision), not of
 		// the whole fleet's: a change in another group, which wakes its long-polls too,
 		// finds it cached instead of rendering, compressing and hashing it again.
@@ -311,6 +322,7 @@ func (p *Publisher) GetGroups(s *Snapshot, prefer, format string, groups []strin
 	if format == api.FormatTraefik && s.certs != nil {
 		k.certs = s.certsFingerprint(groups)
 	}
+	p.polls.Add(outputOf(k))
 	if r, ok := p.cache.Get(k); ok {
 		return r, nil
 	}
@@ -323,9 +335,9 @@ func (p *Publisher) GetGroups(s *Snapshot, prefer, format string, groups []strin
 	c := &renderCall{done: make(chan struct{})}
 	p.inflight[k] = c
 	p.mu.Unlock()
-	c.r, c.err = p.renderNow(s, k, groups)
+	c.r, c.err = p.renderNow(s, k, groups, p.cache.Admits(k))
 	if c.err == nil {
-		p.cache.Add(k, c.r)
+		p.cache.Add(k, c.r, s.seq)
 	}
 	p.mu.Lock()
 	delete(p.inflight, k)
@@ -340,7 +352,9 @@ type renderCall struct {
 	err  error
 }
 
-func (p *Publisher) renderNow(s *Snapshot, k renderKey, groups []string) (*Rendered, error) {
+// renderNow renders the body of k; spill says whether to write it to the spill
+// directory too (not for a body the cache will not keep).
+func (p *Publisher) renderNow(s *Snapshot, k renderKey, groups []string, spill bool) (*Rendered, error) {
 	p.renders.Add(1)
 	prefer, format := k.prefer, k.format
 	doc, delta := s.doc, s.delta
@@ -391,7 +405,9 @@ func (p *Publisher) renderNow(s *Snapshot, k renderKey, groups []string) (*Rende
 	sum := sha256.Sum256(body)
 	h := hex.EncodeToString(sum[:16])
 	r := &Rendered{body: body, gz: zb.Bytes(), etag: `"` + h + `"`, etagGzip: `"` + h + `-gzip"`, revision: revision}
-	r.file, r.gzFile = p.spill(r.body), p.spill(r.gz)
+	if spill {
+		r.file, r.gzFile = p.spill(r.body), p.spill(r.gz)
+	}
 	return r, nil
 }
 

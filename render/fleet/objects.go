@@ -7,6 +7,7 @@
 //	domains/<host>.json   Claim        admin (claim); admin or app token (paths)
 //	nodes/<node>.json     NodeRecord   that node only
 //	tokens/<id>.json      TokenRecord  admin; never the token itself
+//	tokenkey              the fleet's token MAC key (node/fleetwrite), created once by a node
 //	serial                a counter bumped after every write that changed something
 //
 // Unknown fields are rejected on write (the API decodes strictly) and tolerated on read

@@ -1,0 +1,252 @@
+package node
+
+// The refusal counters (scafo_requests_refused_total) and the parked long-poll gauge
+// (scafo_longpolls_parked), read from /metrics as Prometheus scrapes them.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	ptypes "github.com/traefik/paerser/types"
+)
+
+// metricValue is the value of the sample series (name{labels} as exposed) on n's
+// /metrics; ok is false when it is not there.
+func metricValue(t *testing.T, n *testNode, series string) (v float64, ok bool) {
+	t.Helper()
+	_, b := n.get("/metrics", "")
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindSubmatch(b)
+	if m == nil {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		t.Fatalf("%s: %v", series, err)
+	}
+	return v, true
+}
+
+func refusedSeries(reason string) string {
+	return `scafo_requests_refused_total{reason="` + reason + `"}`
+}
+
+// refusedCounts is every reason's count on n's /metrics (each must be exported).
+func refusedCounts(t *testing.T, n *testNode) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, r := range refusalReasons {
+		v, ok := metricValue(t, n, refusedSeries(r))
+		if !ok {
+			t.Fatalf("%s is not exported", refusedSeries(r))
+		}
+		out[r] = v
+	}
+	return out
+}
+
+// spendAll makes l refuse every take from now on (its buckets forgotten, none refilled).
+func spendAll(l *writeLimiter) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rate, l.burst = 1e-6, 0
+	l.buckets.Purge()
+}
+
+// TestRefusalsAreCountedByReason: every reason is exported at 0 from the start (so the
+// dashboard and the alerts see the series before the first refusal), and each refusal
+// counts one under its own reason and no other: a request without a token and one with
+// a bad token (token), a write past writes.rate (write_rate), a token whose lookup budget
+// is spent (token_lookups). The connection refusals are TestConnectionRefusalsAreCounted's.
+// Before, none of these was counted anywhere but in the (rate-limited) log.
+func TestRefusalsAreCountedByReason(t *testing.T) {
+	cfg := testConfig(t, "vps-a", t.TempDir())
+	cfg.Writes.Rate, cfg.Writes.Burst = 0.001, 1 // one write, then 429 for the test's life
+	n := startNode(t, cfg)
+	n.waitReady()
+	for r, v := range refusedCounts(t, n) {
+		if v != 0 {
+			t.Fatalf("reason %s starts at %v, want 0", r, v)
+		}
+	}
+	want := map[string]float64{}
+	step := func(what string, reason string, code int, method, path, token, body string) {
+		t.Helper()
+		if resp, b := n.do(method, path, token, body); resp.StatusCode != code {
+			t.Fatalf("%s: %d %s, want %d", what, resp.StatusCode, b, code)
+		}
+		want[reason]++
+		if got := refusedCounts(t, n); fmt.Sprint(got) != fmt.Sprint(fillReasons(want)) {
+			t.Fatalf("after %s: counts %v, want %v", what, got, fillReasons(want))
+		}
+	}
+	step("a write without a token", refusedToken, 401, "PUT", "/v1/apps/shop", "", `{"account":"acme"}`)
+	step("a poll with a bad token", refusedToken, 401, "GET", "/v1/ingress/routes", "not-the-ingress-token", "")
+	step("a write with a made-up application token", refusedToken, 401, "PUT", "/v1/apps/shop", "hunter2", `{"account":"acme"}`)
+
+	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	_, tok := issueToken(t, n, "acme", "shop", `"instance"`)
+	n.must(200, "PUT", "/v1/node/instances/shop", tok, `{"port":25000,"ready":true}`) // the one write of the budget
+	step("a write past writes.rate", refusedWriteRate, 429, "PUT", "/v1/node/instances/shop", tok, `{"port":25001,"ready":true}`)
+
+	// Every token-lookup budget spent: the valid token is refused before its lookup.
+	for _, l := range []*writeLimiter{n.srv.lookups, n.srv.sourceLookups, n.srv.knownLookups} {
+		spendAll(l)
+	}
+	step("a token whose lookup budget is spent", refusedTokenLookups, 429, "GET", "/v1/apps/shop", tok, "")
+}
+
+// fillReasons is want with every other reason at 0.
+func fillReasons(want map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for _, r := range refusalReasons {
+		out[r] = want[r]
+	}
+	return out
+}
+
+// TestConnectionRefusalsAreCounted: with 2 general connections and 2 reserved, and one
+// general connection per address, a second connection of an address holding one is
+// refused a write under conn_per_source; with the general part full, a write on a
+// reserved connection under conn_reserve; with every slot held, the listener's bare 503
+// under conn_limit. Each counts once, under its own reason.
+func TestConnectionRefusalsAreCounted(t *testing.T) {
+	cfg := testConfig(t, "vps-a", t.TempDir())
+	cfg.Limits.MaxConns = 4
+	cfg.Limits.ReservedConns = 2
+	cfg.Limits.MaxConnsPerSource = 1
+	cfg.Limits.IdleTimeout = ptypes.Duration(200 * time.Millisecond)
+	n := startNode(t, cfg)
+	n.waitReady()
+	cl := n.srv.conns.Load()
+	// The test's own keep-alive connections (127.0.0.1) close when idle; the metrics are
+	// read on connections of their own, answered from the reserve when it comes to that.
+	waitFor(t, 2*time.Second, "idle test connections closed", func() bool { return cl.open() == 0 })
+	const write = "PUT /v1/apps/shop HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " + testAdminToken + "\r\nContent-Length: 18\r\n\r\n{\"account\":\"acme\"}"
+	// Read from the registry: a scrape would need a connection, and with the general
+	// part full it would be refused too.
+	counts := func() map[string]float64 {
+		mfs, err := n.srv.metrics.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, mf := range mfs {
+			if mf.GetName() != "scafo_requests_refused_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				out[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+			}
+		}
+		if len(out) != len(refusalReasons) {
+			t.Fatalf("exported reasons %v, want each of %v", out, refusalReasons)
+		}
+		return out
+	}
+
+	held := dialFrom(t, n, "127.0.0.2", slowAdminPut) // 127.0.0.2's one general connection
+	waitFor(t, time.Second, "127.0.0.2 holds a general connection", func() bool { return cl.open() == 1 })
+	resp, body := readAnswer(t, dialFrom(t, n, "127.0.0.2", write), 2*time.Second)
+	if resp.StatusCode != 503 || !strings.Contains(body, "maxConnsPerSource") {
+		t.Fatalf("a second connection's write from 127.0.0.2: %d %s", resp.StatusCode, body)
+	}
+	if got := counts(); fmt.Sprint(got) != fmt.Sprint(fillReasons(map[string]float64{refusedConnPerSource: 1})) {
+		t.Fatalf("after a write past the per-source cap: %v", got)
+	}
+
+	held3 := dialFrom(t, n, "127.0.0.3", slowAdminPut) // the general part full
+	waitFor(t, time.Second, "the general connections held", func() bool { return cl.open() == 2 })
+	resp, body = readAnswer(t, dialFrom(t, n, "127.0.0.4", write), 2*time.Second)
+	if resp.StatusCode != 503 || !strings.Contains(body, "kept for ingress polls") {
+		t.Fatalf("a write on a reserved connection: %d %s", resp.StatusCode, body)
+	}
+	if got := counts(); fmt.Sprint(got) != fmt.Sprint(fillReasons(map[string]float64{refusedConnPerSource: 1, refusedConnReserve: 1})) {
+		t.Fatalf("after a write on a reserved connection: %v", got)
+	}
+
+	// Every slot held (the reserved ones by headers that never end).
+	const slowHeaders = "GET /v1/healthz HTTP/1.1\r\nHost: node\r\n"
+	dialFrom(t, n, "127.0.0.5", slowHeaders)
+	dialFrom(t, n, "127.0.0.6", slowHeaders)
+	waitFor(t, time.Second, "every slot held", func() bool { return cl.open() == 4 })
+	resp, body = readAnswer(t, dialFrom(t, n, "127.0.0.7", write), 3*time.Second)
+	if resp.StatusCode != 503 || !strings.Contains(body, "connection limit") {
+		t.Fatalf("beyond the cap: %d %s", resp.StatusCode, body)
+	}
+	held.Close()
+	held3.Close() // slots for the scrapes
+	want := fillReasons(map[string]float64{refusedConnPerSource: 1, refusedConnReserve: 1, refusedConnLimit: 1})
+	var got map[string]float64
+	// The listener counts its refusal after closing the connection: poll for it.
+	waitFor(t, 5*time.Second, "the refusal at the cap counted", func() bool {
+		got = counts()
+		return fmt.Sprint(got) == fmt.Sprint(want)
+	})
+}
+
+// TestParkedLongPollsAreCounted: a long-poll (?wait= with a matching If-None-Match)
+// counts in scafo_longpolls_parked while it waits, and not once it is answered (a new
+// revision) or its client goes away; a poll that is answered at once never counts.
+func TestParkedLongPollsAreCounted(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	seedFleet(t, n.st, "shop")
+	n.waitReady()
+	waitFor(t, 5*time.Second, "shop routed", func() bool { return len(hostsOf(routesDoc(t, n))) > 0 })
+	parked := func() float64 {
+		v, ok := metricValue(t, n, "scafo_longpolls_parked")
+		if !ok {
+			t.Fatal("scafo_longpolls_parked is not exported")
+		}
+		return v
+	}
+	if p := parked(); p != 0 {
+		t.Fatalf("parked before any long-poll: %v", p)
+	}
+	r1, _ := n.get("/v1/ingress/traefik", testIngressToken)
+	etag := r1.Header.Get("ETag")
+	if r, _ := n.get("/v1/ingress/traefik?wait=20s", testIngressToken, "If-None-Match", `"other"`); r.StatusCode != 200 || parked() != 0 {
+		t.Fatalf("a long-poll answered at once: %d, parked %v", r.StatusCode, parked())
+	}
+
+	// One poll answered by a change, one whose client leaves.
+	answered := make(chan int, 1)
+	go func() {
+		resp, _ := n.get("/v1/ingress/traefik?wait=20s", testIngressToken, "If-None-Match", etag)
+		answered <- resp.StatusCode
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	left := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.url+"/v1/ingress/traefik?wait=20s", nil)
+		req.Header.Set("Authorization", "Bearer "+testIngressToken)
+		req.Header.Set("If-None-Match", etag)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		left <- err
+	}()
+	waitFor(t, 5*time.Second, "two long-polls parked", func() bool { return parked() == 2 })
+	cancel()
+	if err := <-left; err == nil {
+		t.Fatal("the cancelled long-poll was answered")
+	}
+	waitFor(t, 5*time.Second, "the poll whose client left no longer parked", func() bool { return parked() == 1 })
+	seedFleet(t, n.st, "shop", "blog")
+	select {
+	case code := <-answered:
+		if code != 200 {
+			t.Fatalf("the long-poll after a change: %d", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the long-poll was not answered after a change")
+	}
+	waitFor(t, 5*time.Second, "no long-poll parked", func() bool { return parked() == 0 })
+}
