@@ -8,7 +8,12 @@ import (
 )
 
 // heartbeatLoop rewrites this node's record every heartbeat and whenever instances change.
-func (s *Server) heartbeatLoop(ctx context.Context) {
+//
+// first is closed once the first write has been tried (written or failed): the
+// reconciler's first pass waits for it (up to ownRecordWait), so the first document a node serves after
+// ready already has this node's own record (its API upstream) in it, even on a
+// brand-new store.
+func (s *Server) heartbeatLoop(ctx context.Context, first chan<- struct{}) {
 	t := time.NewTicker(time.Duration(s.cfg.Reconcile.Heartbeat))
 	defer t.Stop()
 	for {
@@ -18,6 +23,10 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 		s.sweepOrphans(wctx)
 		s.self.Write(wctx)
 		cancel()
+		if first != nil {
+			close(first)
+			first = nil
+		}
 		select {
 		case <-ctx.Done():
 			return

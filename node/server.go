@@ -317,6 +317,10 @@ func (s *Server) kickHeartbeat() {
 	}
 }
 
+// ownRecordWait bounds how long the reconciler's first pass waits for this node's
+// first record write, so the first document served has the node in it.
+const ownRecordWait = 5 * time.Second
+
 // Run serves on ln until ctx ends, then shuts down gracefully: long-polls are released
 // (they answer 304), in-flight requests finish within a grace period. It refuses to
 // start (closing ln) when another live node holds this node's name (node/self).
@@ -357,14 +361,23 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		defer wg.Done()
 		s.auditSweepLoop(loopCtx)
 	}()
+	firstBeat := make(chan struct{})
 	go func() {
 		defer wg.Done()
+		// This node's own record first (heartbeatLoop), for at most ownRecordWait: a
+		// store that does not answer a write in that time delays nothing longer.
+		select {
+		case <-firstBeat:
+		case <-time.After(ownRecordWait):
+		case <-loopCtx.Done():
+			return
+		}
 		s.rec.Run(loopCtx, time.Duration(s.cfg.Reconcile.Interval), time.Duration(s.cfg.Reconcile.FullInterval),
 			time.Duration(s.cfg.Reconcile.PublishWindow), s.kick)
 	}()
 	go func() {
 		defer wg.Done()
-		s.heartbeatLoop(loopCtx)
+		s.heartbeatLoop(loopCtx, firstBeat)
 	}()
 
 	// No ReadTimeout or WriteTimeout: they would cut long-polls. A request's body and its

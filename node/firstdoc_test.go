@@ -1,0 +1,89 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/node/store/dir"
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// heldOwnRecord holds the first write of one node's record until released.
+type heldOwnRecord struct {
+	store.Store
+	key     string
+	release chan struct{}
+	once    sync.Once
+}
+
+func (h *heldOwnRecord) Put(ctx context.Context, key string, v []byte, cond store.Condition) (string, error) {
+	if key == h.key {
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	return h.Store.Put(ctx, key, v, cond)
+}
+
+// apiNodes is the node names of a routing document's API upstreams.
+func apiNodes(t *testing.T, body []byte) []string {
+	t.Helper()
+	var d struct {
+		API *struct {
+			Upstreams []struct {
+				Node string `json:"node"`
+			} `json:"upstreams"`
+		} `json:"api"`
+	}
+	if err := json.Unmarshal(body, &d); err != nil {
+		t.Fatalf("document: %v: %s", err, body)
+	}
+	var names []string
+	if d.API != nil {
+		for _, u := range d.API.Upstreams {
+			names = append(names, u.Node)
+		}
+	}
+	return names
+}
+
+// On a brand-new store, the first document a node serves after ready already carries
+// the node's own record (its API upstream): the reconciler's first pass waits for the
+// node's first record write (written or failed). Before, the first pass raced that
+// write and a node could serve a document without itself (issue 25 item 9).
+func TestTheFirstDocumentOnAFreshStoreHasThisNodesOwnRecord(t *testing.T) {
+	cfg := testConfig(t, "vps-a", t.TempDir())
+	st, err := dir.New(cfg.Store.Dir.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := &heldOwnRecord{Store: st, key: fleet.NodeKey("vps-a"), release: make(chan struct{})}
+	n := startNodeWithStore(t, cfg, held)
+
+	// While the record's write is held, the node must not serve a document without
+	// itself: it answers 503 draining, or (the defect) a document missing vps-a.
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		resp, body := n.get("/v1/ingress/routes", testIngressToken)
+		if resp.StatusCode == http.StatusOK {
+			t.Fatalf("served a document while its own record was unwritten (api nodes %v): %s", apiNodes(t, body), body)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a state the test holds; the release below ends it
+	}
+	close(held.release)
+	n.waitReady()
+	resp, body := n.get("/v1/ingress/routes", testIngressToken)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("routes after ready: %d %s", resp.StatusCode, body)
+	}
+	if got := apiNodes(t, body); len(got) != 1 || got[0] != "vps-a" {
+		t.Fatalf("the first document after ready: api upstreams %v, want [vps-a]", got)
+	}
+}
