@@ -1,5 +1,5 @@
 # make run     run a node on the embedded default (dir store under ./scafo-state)
-# make test    every test: installs MinIO, Pebble, promtool (v0.316.0) and BIND 9 (apt) and builds Traefik v3.6.12 once (cached), runs the unit
+# make test    every test: installs MinIO, Pebble, promtool (v0.316.0) and BIND 9 (apt) and builds Traefik v3.6.12 once (cached) and Caddy when deploy/caddy's inputs changed (.ci/caddy.sh, cached by their hash), runs the unit
 #              packages under the race detector, then the end-to-end packages (without it)
 # make echo    the demo's echo application into ./echo-app (the README and docs/api.md walkthroughs run two)
 # make demo    two nodes, two echo applications and one Traefik on loopback: a flip and a failover
@@ -36,6 +36,7 @@ deps:
 	./.ci/bind.sh install
 	./deploy/prometheus/promtool.sh install
 	./e2e/build-traefik.sh >/dev/null
+	./.ci/caddy.sh >/dev/null
 
 vet:
 	$(GO) vet ./...
@@ -50,7 +51,7 @@ test: deps vet
 	if [ -n "$$left" ]; then echo "make test: packages in neither UNIT_PKGS nor E2E_PKGS:"; echo "$$left"; exit 1; fi
 	SCAFO_TRAEFIK_DECODE=1 $(GO) test -race -count=1 -timeout 60m $(UNIT_PKGS)
 	cd $(CADDY_MOD) && CI="$$CI" $(GO) test -race -count=1 -timeout 30m ./...
-	TRAEFIK_BIN="$$(./e2e/build-traefik.sh)" $(GO) test -count=1 -timeout 60m $(E2E_PKGS)
+	TRAEFIK_BIN="$$(./e2e/build-traefik.sh)" CADDY_BIN="$$(./.ci/caddy.sh)" $(GO) test -count=1 -timeout 60m $(E2E_PKGS)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./render/...

@@ -18,7 +18,8 @@ import (
 // Deploys and deaths lose nothing (docs/design.md §13, issue 24): through a real Traefik on the
 // shipped configuration (the HTTP provider, and the provider plugin), under steady load,
 // 20 deploys by a move to the other port of the application's pair (with ?wait=applied,
-// then a drain), 20 in-place restarts, and the death of every primary instance of ten
+// then a drain), 20 in-place restarts, 20 in-place restarts with the listening socket held
+// across them (systemd socket activation), and the death of every primary instance of ten
 // applications at once. Every POST carries an id; the application counts deliveries, so
 // a request delivered twice (a retried POST) fails the test as surely as a 502.
 
@@ -46,8 +47,104 @@ type release struct {
 	name   string
 	addr   string
 	counts *deployCounts
+	held   *heldSocket // nil: each start listens anew on addr
 	mu     sync.Mutex
-	srv    *http.Server
+	srv    *serving
+}
+
+// serving is one release's server, with what its graceful stop needs.
+type serving struct {
+	*http.Server
+	ln     net.Listener
+	served chan struct{} // closed when Serve returned
+	lame   atomic.Bool   // the lame duck: answers carry Connection: close
+	mu     sync.Mutex
+	idle   map[net.Conn]bool // connections waiting for a request (new or idle)
+}
+
+func (s *serving) connState(c net.Conn, st http.ConnState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st == http.StateNew || st == http.StateIdle {
+		s.idle[c] = true
+	} else {
+		delete(s.idle, c)
+	}
+}
+
+func (s *serving) waiting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.idle)
+}
+
+// stop is a graceful stop that loses nothing it accepted (net/http's Shutdown alone drops
+// a request read after it began on a connection that had not sent one yet, and closes
+// idle keep-alive connections under a client that may be writing on them):
+//  1. the lame duck: for lameDuck every answer carries Connection: close, so clients stop
+//     reusing their keep-alive connections (each closes after its next answer; an idle
+//     pool hands out its connections before dialing);
+//  2. stop accepting: close the listener (on a held socket, only this release's dup:
+//     connections keep queuing in the backlog for the next release) and wait for Serve to
+//     return, so every accepted connection is tracked;
+//  3. wait (up to a second) until no accepted connection still waits for a request;
+//  4. Shutdown: finish what is in flight.
+func (s *serving) stop() {
+	s.lame.Store(true)
+	time.Sleep(lameDuck)
+	_ = s.ln.Close()
+	<-s.served
+	_ = poll(time.Second, 5*time.Millisecond, func() error {
+		if n := s.waiting(); n > 0 {
+			return fmt.Errorf("%d connections wait for a request", n)
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = s.Shutdown(ctx)
+}
+
+// heldSocket is what systemd socket activation does for an application: it owns the
+// listening socket of the application's port across the releases that serve it. Each
+// release serves on a dup of it (as a socket-activated process gets fd 3), and its
+// Shutdown closes only that dup: the socket itself never closes, so the kernel keeps
+// completing handshakes into its backlog while no release serves, and the next release
+// accepts them. Nothing refuses, nothing is reset.
+type heldSocket struct{ ln *net.TCPListener }
+
+func holdSocket(t *testing.T, addr string) *heldSocket {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("holding a socket on %s: %v", addr, err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	return &heldSocket{ln: ln.(*net.TCPListener)}
+}
+
+// dup is a listener on a new descriptor of the held socket (the holder never accepts).
+func (h *heldSocket) dup(t *testing.T) net.Listener {
+	t.Helper()
+	f, err := h.ln.File()
+	if err != nil {
+		t.Fatalf("dup of the held socket: %v", err)
+	}
+	defer f.Close() // FileListener dups it again
+	ln, err := net.FileListener(f)
+	if err != nil {
+		t.Fatalf("listener on the held socket: %v", err)
+	}
+	return ln
+}
+
+// startHeldRelease starts a release serving on a dup of held (see heldSocket).
+func startHeldRelease(t *testing.T, name string, held *heldSocket, counts *deployCounts) *release {
+	t.Helper()
+	r := &release{name: name, addr: held.ln.Addr().String(), counts: counts, held: held}
+	r.start(t)
+	t.Cleanup(r.kill)
+	return r
 }
 
 func startRelease(t *testing.T, name, addr string, counts *deployCounts) *release {
@@ -61,21 +158,27 @@ func startRelease(t *testing.T, name, addr string, counts *deployCounts) *releas
 func (r *release) start(t *testing.T) {
 	t.Helper()
 	var ln net.Listener
-	if err := poll(5*time.Second, 20*time.Millisecond, func() error {
+	if r.held != nil {
+		ln = r.held.dup(t)
+	} else if err := poll(5*time.Second, 20*time.Millisecond, func() error {
 		var err error
 		ln, err = net.Listen("tcp", r.addr)
 		return err
 	}); err != nil {
 		t.Fatalf("release %s: listening on %s: %v", r.name, r.addr, err)
 	}
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	srv := &serving{ln: ln, served: make(chan struct{}), idle: map[net.Conn]bool{}}
+	srv.Server = &http.Server{ReadHeaderTimeout: 5 * time.Second, ConnState: srv.connState, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if srv.lame.Load() {
+			w.Header().Set("Connection", "close")
+		}
 		if req.Method == http.MethodPost {
 			r.counts.seen(req.Header.Get("X-Scafo-Test-Id"))
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(echoReply{Name: r.name, Path: req.URL.Path, RawPath: req.RequestURI, Host: req.Host})
 	})}
-	go func() { _ = srv.Serve(ln) }()
+	go func() { _ = srv.Serve(ln); close(srv.served) }()
 	r.mu.Lock()
 	r.srv = srv
 	r.mu.Unlock()
@@ -106,16 +209,13 @@ func (r *release) drain(grace time.Duration) {
 	r.srv = nil
 	r.mu.Unlock()
 	if srv != nil {
-		// A lame-duck moment first: answers carry Connection: close, so Traefik stops
-		// reusing the release's keep-alive connections before they close. Without it,
-		// a request Traefik writes on an idle connection as Shutdown closes it is lost
-		// (its headers were written: Traefik rightly never retries it); measured: one
-		// 502 per restart at this load.
-		srv.SetKeepAlivesEnabled(false)
-		time.Sleep(lameDuck)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
+		// Without the lame duck and the wait (serving.stop), a request Traefik writes
+		// on a connection as Shutdown closes or drops it is lost: its headers were
+		// written, and Traefik rightly never retries it. Measured on a held socket, 20
+		// restarts: 31 of 14 585 failed with srv.SetKeepAlivesEnabled(false) for the
+		// lame duck (it closes every idle connection at once), 12 of 14 331 with the
+		// lame duck and a bare Shutdown after it.
+		srv.stop()
 	}
 }
 
@@ -270,11 +370,27 @@ func (n *node) moveAndWait(t *testing.T, app string, port int) time.Duration {
 	return time.Since(start)
 }
 
+// deathNotice bounds the moment after a process dies in which Traefik can still write
+// a request on a keep-alive connection the process held: its transport learns of the
+// close from that connection's read loop, a goroutine, so on a loaded machine a request
+// may pick the connection after the kill (observed: 2 POSTs of ~3 600, 1 ms after it, in
+// 3 of 4 runs at load 6–10). Such a POST is lost like one in flight: its headers went
+// out, so no proxy may send it again (Traefik's retry stops at WroteHeaders,
+// pkg/middlewares/retry; Go's transport replays only GET-like requests on a connection
+// that closed under it, which is why no GET is ever excused).
+const deathNotice = 250 * time.Millisecond
+
+// writtenToTheDead reports a POST answered 502 that began within deathNotice of the
+// kill: one Traefik wrote on a dying process's connection.
+func writtenToTheDead(s shot, killed time.Time) bool {
+	return s.method == http.MethodPost && s.status == http.StatusBadGateway && s.at.Before(killed.Add(deathNotice))
+}
+
 type deployRow struct {
 	provider, phase string
 	requests        int
 	failed          int
-	inFlight        int // failed requests that were in flight on a process as it died (no proxy can save them)
+	inFlight        int // failed requests in flight on a process as it died, or written to its connections (no proxy can save them)
 	duplicates      int
 	p50, p99        time.Duration
 	failures        []string
@@ -289,7 +405,7 @@ func TestDeploysAndDeathsLoseNothing(t *testing.T) {
 		"One or two nodes, one Traefik v3.6.12 on the shipped configuration (HTTP provider at 1 s, or the plugin), " +
 			"4 clients sending GET and POST alternately as fast as answers come; every POST carries an id the application counts.",
 		"",
-		"| provider | what happened | requests | failed | in flight on a dying process | POSTs not delivered exactly once | p50 | p99 |",
+		"| provider | what happened | requests | failed | in flight on a dying process (or written to its connection) | POSTs not delivered exactly once | p50 | p99 |",
 		"|---|---|---:|---:|---:|---:|---:|---:|",
 	}
 	for _, r := range rows {
@@ -336,8 +452,15 @@ func testDeploysAndDeaths(t *testing.T, provider string) []deployRow {
 		}
 		hosts = append(hosts, app+".apps.localhost")
 	}
-	const shopHost = "shop.apps.localhost"
+	// inplace: one placement on n1, restarted in place on a listening socket held across
+	// its releases (heldSocket), as systemd socket activation holds it.
+	n1.putApp(t, appSpec{Name: "inplace", Account: "acme", Placement: []string{n1.name}})
+	hport, _ := n1.instancePair(t, "inplace")
+	held := startHeldRelease(t, "inplace@r0", holdSocket(t, hostPort(n1.ip, hport)), counts)
+	n1.setInstance(t, "inplace", hport, true)
+	const shopHost, heldHost = "shop.apps.localhost", "inplace.apps.localhost"
 	tr.waitServedBy(t, shopHost, "/", "shop@r0", routeTimeout)
+	tr.waitServedBy(t, heldHost, "/", "inplace@r0", routeTimeout)
 	for i := range 10 {
 		tr.waitServedBy(t, hosts[i], "/", fmt.Sprintf("d%d@n1", i), routeTimeout)
 	}
@@ -374,6 +497,24 @@ func testDeploysAndDeaths(t *testing.T, provider string) []deployRow {
 	}
 	ld.stop()
 
+	// The same in-place restarts, the listening socket held across them: each release
+	// stops gracefully (lame duck, then Shutdown closes its dup of the socket), nothing
+	// serves for the same window, and the next release accepts what queued meanwhile.
+	// Up for less time than the plain restarts: the node's TCP probe is answered by the
+	// kernel on the held socket, so it never sees a restart (no flapping to stay under).
+	ld3 := startLoad(t, tr, []string{heldHost}, 4)
+	ld3.setPhase("held")
+	time.Sleep(500 * time.Millisecond) // the clients' keep-alive connections are up
+	for range restarts {
+		ld3.unquiet.Store(true)
+		held.stop()
+		time.Sleep(down)
+		held.start(t)
+		ld3.unquiet.Store(false)
+		time.Sleep(500 * time.Millisecond)
+	}
+	ld3.stop()
+
 	// The deaths: load over the ten applications, then every primary dies at once.
 	ld2 := startLoad(t, tr, hosts, 4)
 	time.Sleep(time.Second)
@@ -400,6 +541,7 @@ func testDeploysAndDeaths(t *testing.T, provider string) []deployRow {
 		{ld, "calm", "undisturbed"},
 		{ld, "deploys", fmt.Sprintf("%d deploys by a move within the port pair (wait=applied, %s drain)", deploys, grace)},
 		{ld, "restarts", fmt.Sprintf("%d in-place restarts (the port refuses for %s)", restarts, down)},
+		{ld3, "held", fmt.Sprintf("%d in-place restarts, listening socket held (nothing serves for %s)", restarts, down)},
 		{ld2, "deaths", "every primary of 10 two-placement applications killed at once"},
 	}
 	for _, ph := range phases {
@@ -407,7 +549,7 @@ func testDeploysAndDeaths(t *testing.T, provider string) []deployRow {
 		row := deployRow{provider: provider, phase: ph.say, requests: len(shots)}
 		var ok []shot
 		for _, s := range shots {
-			if s.failed() && ph.phase == "deaths" && s.at.Before(killed) && s.at.Add(s.took).After(killedAt) {
+			if s.failed() && ph.phase == "deaths" && (s.at.Before(killed) && s.at.Add(s.took).After(killedAt) || writtenToTheDead(s, killed)) {
 				row.inFlight++
 			} else if s.failed() {
 				row.failed++
@@ -425,16 +567,25 @@ func testDeploysAndDeaths(t *testing.T, provider string) []deployRow {
 			}
 		}
 		row.p50, row.p99 = shotPercentile(ok, 50), shotPercentile(ok, 99)
-		t.Logf("%s, %s: %d requests, %d failed %v, %d in flight on a dying process, %d POSTs delivered twice (or answered and never delivered), latency p50 %s p99 %s",
-			provider, ph.say, row.requests, row.failed, row.failures, row.inFlight, row.duplicates, ms(row.p50), ms(row.p99))
+		var disturbed []shot // answered requests sent while the disturbance was on
+		for _, s := range ok {
+			if s.retried {
+				disturbed = append(disturbed, s)
+			}
+		}
+		t.Logf("%s, %s: %d requests, %d failed %v, %d in flight on a dying process or written to its connections, %d POSTs delivered twice (or answered and never delivered), latency p50 %s p99 %s; the %d sent while disturbed: p50 %s p99 %s max %s",
+			provider, ph.say, row.requests, row.failed, row.failures, row.inFlight, row.duplicates, ms(row.p50), ms(row.p99),
+			len(disturbed), ms(shotPercentile(disturbed, 50)), ms(shotPercentile(disturbed, 99)), ms(shotPercentile(disturbed, 100)))
 		if row.requests < 50 {
 			t.Errorf("%s, %s: %d requests: the load did not run", provider, ph.say, row.requests)
 		}
 		// An in-place restart closes a listening socket under load: a connection the
 		// kernel had already accepted into its backlog is reset after Traefik wrote the
-		// request, which Traefik rightly never retries (measured: about one per restart
-		// at ~1 500 requests/s). Every other failure is a refused connection the retries
-		// must carry. The other phases lose nothing.
+		// request, which Traefik rightly never retries (measured: 0 and 4 of ~36 000
+		// over 20 restarts with serving.stop; about one per client per restart before it,
+		// most of them the stop's own). Every other failure is a refused connection the
+		// retries must carry. The other phases lose nothing, the in-place restarts on a held
+		// socket included: it never closes, so nothing is refused and nothing reset.
 		allowed := 0
 		if ph.phase == "restarts" {
 			allowed = restarts * 4 // one per client (4) per restart

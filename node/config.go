@@ -191,9 +191,22 @@ type ReconcileConfig struct {
 type ProbeConfig = probe.Config
 
 // WritesConfig rate-limits writes per application token (the admin is not limited).
+//
+// RouteBurst and RoutePerMinute are each account's fleet-wide budget of routing changes
+// (a ready instance's port or readiness, a path map; docs/security.md): every change
+// reloads every Traefik of the fleet, and Rate is per token per node. The defaults, 60
+// at once and 6 a minute: a 10-placement application's first rollout costs 10 (one
+// instance made ready per node), a deploy 10 (one move within the port pair per node)
+// or 20 with a drain (not ready, then the move), so a first rollout, a deploy and its
+// rollback, both drained, pass at once (50); a spent budget is whole again in 10
+// minutes, and a tenant past it reloads the fleet at most once every 10 s.
 type WritesConfig struct {
 	Rate  float64 `description:"Writes per second one application token may sustain (429 beyond)." json:"rate,omitempty"`
 	Burst int     `description:"Writes one application token may make at once." json:"burst,omitempty"`
+	// RouteBurst is the routing changes one account may make at once, fleet-wide.
+	RouteBurst int `description:"Routing changes (ready instance port or readiness, path maps) one account may make at once, fleet-wide (429 beyond; the admin is exempt)." json:"routeBurst,omitempty"`
+	// RoutePerMinute refills an account's routing changes.
+	RoutePerMinute float64 `description:"Routing changes a minute one account may sustain, fleet-wide." json:"routePerMinute,omitempty"`
 }
 
 // AuditConfig bounds the audit log.
@@ -266,7 +279,7 @@ func (c *Config) SetDefaults() {
 		PublishWindow: ptypes.Duration(250 * time.Millisecond),
 	}
 	c.Probe = probe.Defaults()
-	c.Writes = WritesConfig{Rate: 5, Burst: 20}
+	c.Writes = WritesConfig{Rate: 5, Burst: 20, RouteBurst: 60, RoutePerMinute: 6}
 	c.Audit = AuditConfig{Retention: ptypes.Duration(30 * 24 * time.Hour)}
 	c.Ports = PortsConfig{Min: 24000, Max: 28999, Quarantine: ptypes.Duration(10 * time.Minute)}
 	c.Limits = LimitsConfig{
@@ -473,6 +486,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Writes.Rate <= 0 || c.Writes.Burst < 1 {
 		errs = append(errs, fmt.Errorf("writes.rate %v, writes.burst %d: both must be positive", c.Writes.Rate, c.Writes.Burst))
+	}
+	if c.Writes.RouteBurst < 1 || !(c.Writes.RoutePerMinute > 0) {
+		errs = append(errs, fmt.Errorf("writes.routeBurst %d, writes.routePerMinute %v: both must be positive", c.Writes.RouteBurst, c.Writes.RoutePerMinute))
 	}
 	if c.Audit.Retention < ptypes.Duration(time.Hour) {
 		errs = append(errs, fmt.Errorf("audit.retention %s: at least 1h", time.Duration(c.Audit.Retention)))

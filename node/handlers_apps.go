@@ -50,7 +50,15 @@ func (s *Server) handlePutApp(w http.ResponseWriter, r *http.Request) {
 		s.writeConditionalError(w, r, err)
 		return
 	}
-	writeObject(w, created(isNew), etag, a)
+	writeObject(w, created(isNew), etag, appAnswer{App: a, Warnings: s.writer.AppWarnings(a)})
+}
+
+// appAnswer is a written application, with what its writer should know (an ingress
+// group no platform domain is in: no platform host). Warnings is absent when there are
+// none, so the answer is the application's object as before.
+type appAnswer struct {
+	fleet.App
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 func (s *Server) handleDeleteApp(w http.ResponseWriter, r *http.Request) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/scafo/ingress/node/fleetwrite"
@@ -70,8 +71,12 @@ func (s *Server) writeDomainError(w http.ResponseWriter, err error) {
 		conf *fleetwrite.ErrConflict
 		forb *fleetwrite.ErrForbidden
 		bad  *fleetwrite.ErrCorrupt
+		rb   *fleetwrite.ErrRouteBudget
 	)
 	switch {
+	case errors.As(err, &rb):
+		w.Header().Set("Retry-After", strconv.Itoa(fleetwrite.RetrySeconds(rb.RetryAfter)))
+		writeError(w, http.StatusTooManyRequests, "routing change budget", rb.Error())
 	case errors.As(err, &bad):
 		// The store holds bytes that are not an object: the node's data, not the
 		// request, is at fault, and the answer says what can be done.

@@ -20,6 +20,7 @@ type metrics struct {
 	reconcileErrors prometheus.Counter
 	skipped         prometheus.Gauge
 	storeWrites     *prometheus.CounterVec
+	routeRefused    *prometheus.CounterVec
 }
 
 // Why a request or connection was refused (scafo_requests_refused_total's reason label;
@@ -79,6 +80,10 @@ func newMetrics(pub *publish.Publisher, probes metricProbes) *metrics {
 			Name: "scafo_store_writes_total",
 			Help: "Writes through this node's API by kind and result.",
 		}, []string{"kind", "result"}),
+		routeRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "scafo_routing_changes_refused_total",
+			Help: "Routing changes this node refused (429) because the account's fleet-wide budget (writes.routeBurst, writes.routePerMinute) was spent, by kind of change (instance, paths, app, claim).",
+		}, []string{"change"}),
 	}
 	revAge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "scafo_revision_age_seconds",
@@ -98,7 +103,7 @@ func newMetrics(pub *publish.Publisher, probes metricProbes) *metrics {
 		Name: "scafo_node_name_conflict",
 		Help: "1 while another live node writes this node's record (two nodes with one node.name; /v1/status duplicateName names it).",
 	}, boolGauge(probes.nameConflict))
-	m.reg.MustRegister(m.polls, m.reconcileDur, m.reconcileErrors, m.skipped, m.storeWrites, revAge, storeForeign, nameConflict,
+	m.reg.MustRegister(m.polls, m.reconcileDur, m.reconcileErrors, m.skipped, m.storeWrites, m.routeRefused, revAge, storeForeign, nameConflict,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "scafo_requests_refused_total",

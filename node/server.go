@@ -209,6 +209,9 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		},
 		OnInstances:    s.instancesChanged,
 		AuditRetention: time.Duration(cfg.Audit.Retention),
+		RouteBudget:    fleetwrite.RouteBudget{Burst: cfg.Writes.RouteBurst, PerMinute: cfg.Writes.RoutePerMinute},
+		OnRouteRefused: func(change string) { s.metrics.routeRefused.WithLabelValues(change).Inc() },
+		DomainGroups:   cfg.Platform.DomainGroups(),
 	}, st, s.identity, inst, log)
 	s.probes = s.newProber()
 	s.rec = &reconciler{

@@ -22,6 +22,13 @@ inst=$(scafo-node instances allocate "$APP" --json)
 OLD=$(echo "$inst" | jq -r .port)
 NEW=$(echo "$inst" | jq -r '.port as $p | .ports[] | select(. != $p)')
 
+# An application on a held socket (app@.socket) restarts in place; stopping its old slot
+# here would only have the socket start it again.
+if systemctl is-active --quiet "$APP@$OLD.socket"; then
+	echo "deploy.sh: $APP@$OLD.socket is active: $APP restarts in place (systemctl restart $APP@$OLD.service), see deploy/app/app@.socket" >&2
+	exit 1
+fi
+
 ln -sfn "$RELEASE" "/srv/$APP/slot-$NEW"
 systemctl start "$APP@$NEW.service"
 # The new release answers before anything points at it.

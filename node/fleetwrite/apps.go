@@ -138,8 +138,15 @@ func (w *Writer) PutApp(ctx context.Context, who Actor, name string, a fleet.App
 	if exists && string(cur.Value) == string(body) {
 		return a, cur.ETag, false, w.settle(ctx) // no-op: no write, no serial bump
 	}
+	// Routes follow an application's hosts (admin-only today, and the admin spends no
+	// routing changes: the charge is for any other writer).
+	refund, err := w.chargeRoute(ctx, who, a.Account, "app")
+	if err != nil {
+		return fleet.App{}, "", false, err
+	}
 	etag, err := w.st.Put(ctx, key, body, store.Condition{IfNoneMatch: !exists, IfMatch: cur.ETag})
 	if err != nil {
+		refund()
 		return fleet.App{}, "", false, fmt.Errorf("writing application %s: %w", name, err)
 	}
 	if err := w.committed(ctx, who, AuditRecord{Action: "app.put", Account: a.Account, App: name}, key); err != nil {
@@ -176,7 +183,12 @@ func (w *Writer) DeleteApp(ctx context.Context, who Actor, name, ifMatch string)
 	if len(claims) > 0 {
 		return &ErrConflict{What: "application holds domains", Holder: name, Detail: fmt.Sprintf("release %s first", strings.Join(claims, ", "))}
 	}
+	refund, err := w.chargeRoute(ctx, who, a.Account, "app")
+	if err != nil {
+		return err
+	}
 	if err := w.st.Delete(ctx, fleet.AppKey(name), etag); err != nil {
+		refund()
 		return fmt.Errorf("deleting application %s: %w", name, err)
 	}
 	// This node's instance goes at once; every other node's on its next sweep.
@@ -204,4 +216,26 @@ func sameETag(storeETag, ifMatch string) bool {
 		}
 	}
 	return false
+}
+
+// AppWarnings are what an application's write should tell its writer though nothing is
+// wrong with it: an ingress group that no platform domain is in (--platform.groups maps
+// none to it, and it is not the group of the unmapped ones) gets no platform host, only
+// its custom domains route (the derivation lists it in /v1/status skipped, too).
+// Nothing is said when the fleet has no platform domain at all.
+func (w *Writer) AppWarnings(a fleet.App) []string {
+	if len(w.cfg.PlatformDomains) == 0 {
+		return nil
+	}
+	group := a.GroupOf()
+	for _, d := range w.cfg.PlatformDomains {
+		g, ok := w.cfg.DomainGroups[routing.FoldHost(d)]
+		if !ok || g == "" {
+			g = routing.DefaultGroup
+		}
+		if g == group {
+			return nil
+		}
+	}
+	return []string{fmt.Sprintf("ingress group %q has no platform domain (--platform.groups maps none to it): application %s gets no platform host; its custom domains still route", group, a.Name)}
 }

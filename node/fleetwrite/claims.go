@@ -119,7 +119,14 @@ func (w *Writer) Claim(ctx context.Context, who Actor, app, host string) (c flee
 	}
 	c = fleet.Claim{Host: host, Account: a.Account, App: app}
 	body, _ := jsonx.Marshal(c)
+	refund, err := w.chargeRoute(ctx, who, a.Account, "claim")
+	if err != nil {
+		return fleet.Claim{}, "", false, err
+	}
 	etag, err = w.st.Put(ctx, fleet.ClaimKey(host), body, store.Condition{IfNoneMatch: true})
+	if err != nil {
+		refund() // already held (ours or not), or not written
+	}
 	if errors.Is(err, store.ErrPreconditionFailed) {
 		held, hetag, gerr := w.loadClaim(ctx, host)
 		if gerr != nil {
@@ -140,6 +147,8 @@ func (w *Writer) Claim(ctx context.Context, who Actor, app, host string) (c flee
 	if cerr := w.coverageConflict(ctx, host, a.Account); cerr != nil {
 		if derr := w.st.Delete(context.WithoutCancel(ctx), fleet.ClaimKey(host), etag); derr != nil {
 			w.log.Error("withdrawing a claim that raced an overlapping one", "host", host, "err", derr)
+		} else {
+			refund()
 		}
 		return fleet.Claim{}, "", false, cerr
 	}
@@ -166,7 +175,12 @@ func (w *Writer) Release(ctx context.Context, who Actor, app, host, ifMatch stri
 	if ifMatch != "" && !sameETag(etag, ifMatch) {
 		return fmt.Errorf("%w: If-Match does not match the current claim", ErrPrecondition)
 	}
+	refund, err := w.chargeRoute(ctx, who, c.Account, "claim")
+	if err != nil {
+		return err
+	}
 	if err := w.st.Delete(ctx, fleet.ClaimKey(host), etag); err != nil {
+		refund()
 		return fmt.Errorf("releasing %s: %w", host, err)
 	}
 	return w.committed(ctx, who, AuditRecord{Action: "domain.release", Account: c.Account, App: app, Host: host, Prefixes: len(c.Paths)}, fleet.ClaimKey(host))

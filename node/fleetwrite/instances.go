@@ -114,7 +114,26 @@ func (w *Writer) SetInstance(ctx context.Context, who Actor, app string, port *i
 				Detail: fmt.Sprintf("port %d: application tokens may only use ports %d..%d (POST allocates one)", *p, lo, hi)}
 		}
 	}
+	// A change of what is routed (a ready instance's port, or its readiness) spends
+	// one of the account's routing changes before it is made; anything else is free.
+	cur, had := w.inst.Get(app)
+	if !had || cur.AppID != a.ID {
+		cur, had = fleet.Instance{}, false // none, or another incarnation's: not inherited
+	}
+	next := fleet.Instance{Port: cur.Port, Ready: ready}
+	if port != nil {
+		next.Port = *port
+	}
+	refund := func() {}
+	if routed(cur, had) != routed(next, next.Port != 0) {
+		if refund, err = w.chargeRoute(ctx, who, a.Account, "instance"); err != nil {
+			return Instance{}, err
+		}
+	}
 	inst, ports, changed, err := w.inst.Set(app, a.ID, port, ready)
+	if err != nil || !changed {
+		refund() // nothing was written after all
+	}
 	if err != nil {
 		return Instance{}, err
 	}
@@ -128,10 +147,19 @@ func (w *Writer) SetInstance(ctx context.Context, who Actor, app string, port *i
 // quarantined. The admin
 // may also release an orphan: the instance of an application that no longer exists.
 func (w *Writer) ReleaseInstance(ctx context.Context, who Actor, app string) error {
-	if _, err := w.authorizedApp(ctx, who, app, fleet.RoleInstance); err != nil && !(who.Admin && errors.Is(err, ErrNotFound)) {
+	a, err := w.authorizedApp(ctx, who, app, fleet.RoleInstance)
+	if err != nil && !(who.Admin && errors.Is(err, ErrNotFound)) {
 		return err
 	}
+	// Releasing a ready instance withdraws its route: one routing change.
+	refund := func() {}
+	if cur, had := w.inst.Get(app); routed(cur, had && cur.AppID == a.ID) != 0 {
+		if refund, err = w.chargeRoute(ctx, who, a.Account, "instance"); err != nil {
+			return err
+		}
+	}
 	if err := w.inst.Release(app); err != nil {
+		refund()
 		return err
 	}
 	w.instancesChanged()

@@ -81,6 +81,15 @@ func (w *Writer) PublishPaths(ctx context.Context, who Actor, app, host string, 
 	if err != nil {
 		return fleet.Claim{}, "", err
 	}
+	// A path map that changes spends one of the account's routing changes, once
+	// whatever the retries below; refunded when nothing is written after all.
+	var refund func()
+	charged := false
+	defer func() {
+		if charged && refund != nil {
+			refund()
+		}
+	}()
 	for attempt := 0; ; attempt++ {
 		if ifMatch != "" && !sameETag(etag, ifMatch) {
 			return fleet.Claim{}, "", fmt.Errorf("%w: If-Match does not match the current path map of %s", ErrPrecondition, host)
@@ -95,6 +104,12 @@ func (w *Writer) PublishPaths(ctx context.Context, who Actor, app, host string, 
 		if string(newBody) == string(oldBody) {
 			return next, etag, w.settle(ctx) // no-op republish: no write, no audit, no serial
 		}
+		if !charged {
+			if refund, err = w.chargeRoute(ctx, who, c.Account, "paths"); err != nil {
+				return fleet.Claim{}, "", err
+			}
+			charged = true
+		}
 		newETag, err := w.st.Put(ctx, fleet.ClaimKey(host), newBody, store.Condition{IfMatch: etag})
 		if errors.Is(err, store.ErrPreconditionFailed) && ifMatch == "" && attempt < 20 {
 			// Someone else wrote the claim between our read and write; without a client
@@ -108,6 +123,7 @@ func (w *Writer) PublishPaths(ctx context.Context, who Actor, app, host string, 
 		if err != nil {
 			return fleet.Claim{}, "", fmt.Errorf("publishing paths of %s: %w", host, err)
 		}
+		charged = false // written: spent
 		if err := w.committed(ctx, who, AuditRecord{Action: "paths.put", Account: c.Account, App: app, Host: host, Prefixes: len(paths)}, fleet.ClaimKey(host)); err != nil {
 			return fleet.Claim{}, "", err
 		}

@@ -43,6 +43,15 @@ type Config struct {
 	OnInstances func()
 	// AuditRetention is how long audit records are kept (and how far back Audit reads).
 	AuditRetention time.Duration
+	// RouteBudget is each account's fleet-wide budget of routing changes (zero:
+	// unlimited); OnRouteRefused, when set, runs for each change it refuses, with the
+	// kind of change (instance, paths, app, claim).
+	RouteBudget    RouteBudget
+	OnRouteRefused func(change string)
+	// DomainGroups maps platform domains to ingress groups (--platform.groups; an
+	// unmapped domain is in routing.DefaultGroup): an application whose group no
+	// platform domain is in is warned at its write (AppWarnings).
+	DomainGroups map[string]string
 }
 
 // Writer is the write domain over one store.

@@ -2,16 +2,33 @@ package scafo
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"path"
+	"strconv"
+	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
+	"github.com/caddyserver/certmagic"
+	"go.uber.org/zap"
 )
 
 func init() {
-	caddy.RegisterModule(Permission{})
+	caddy.RegisterModule(new(Permission))
 }
+
+// The default issuance budget: 100 approvals of certificate-less names per hour, which
+// is Let's Encrypt's "new orders per account" limit (300 per 3 hours) spread evenly.
+// The ACME account is this Caddy's own (it stays on its disk), so the budget is per
+// Caddy, like the CA's limit.
+const (
+	DefaultIssuanceBudget         = 100
+	DefaultIssuanceBudgetInterval = time.Hour
+)
 
 // Permission (tls.permission.scafo) lets on-demand TLS obtain or load a certificate
 // only for a name some current routing document names exactly, as a route host or an
@@ -20,38 +37,172 @@ func init() {
 // and so is any non-canonical spelling (upper case, a trailing dot, a port, an IP
 // literal, a wildcard). With no document yet (no node answered, no state file), every
 // name is refused.
+//
+// The issuance budget: CertMagic asks this module before it loads a certificate from
+// storage or orders one, and an approved name with no certificate in the storage is
+// an order at the CA. A document may claim hundreds of names whose DNS points
+// elsewhere; every handshake for one would be an order (and a failed validation).
+// So at most Budget approvals of names that hold no certificate in the storage are
+// given per BudgetInterval (a sliding window); a further one is refused with
+// ErrPermissionDenied and logged with the reason. A name that holds a certificate in
+// the storage (any issuer's: loading or renewing it) is never held back, and is
+// not counted.
 type Permission struct {
-	app *App
+	// Budget is how many approvals of certificate-less names one BudgetInterval
+	// allows (default 100; -1: no budget).
+	Budget int `json:"budget,omitempty"`
+	// BudgetInterval is the budget's window (default 1h).
+	BudgetInterval caddy.Duration `json:"budget_interval,omitempty"`
+
+	app     *App
+	storage certmagic.Storage
+	logger  *zap.Logger
+	now     func() time.Time
+
+	mu    sync.Mutex
+	spent []time.Time // approvals of certificate-less names in the window, oldest first
 }
 
 // CaddyModule returns the Caddy module information.
-func (Permission) CaddyModule() caddy.ModuleInfo {
+func (*Permission) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "tls.permission.scafo", New: func() caddy.Module { return new(Permission) }}
 }
 
-// Provision finds the scafo app.
+// Provision finds the scafo app and the storage.
 func (p *Permission) Provision(ctx caddy.Context) error {
+	if err := p.validate(); err != nil {
+		return err
+	}
 	a, err := scafoApp(ctx)
 	if err != nil {
 		return err
 	}
 	p.app = a
+	p.storage = ctx.Storage()
+	p.logger = ctx.Logger()
 	return nil
 }
 
-// CertificateAllowed implements caddytls.OnDemandPermission.
-func (p *Permission) CertificateAllowed(_ context.Context, name string) error {
-	if p.app.poller.Table().Allowed(name) {
-		return nil
+func (p *Permission) validate() error {
+	if p.Budget < -1 {
+		return fmt.Errorf("tls.permission.scafo: budget %d: want a count of approvals, or -1 for none", p.Budget)
 	}
-	return fmt.Errorf("%q: %w: the routing document does not name it exactly", name, caddytls.ErrPermissionDenied)
+	if p.BudgetInterval < 0 {
+		return fmt.Errorf("tls.permission.scafo: budget_interval %s: want a positive duration", time.Duration(p.BudgetInterval))
+	}
+	return nil
 }
 
-// UnmarshalCaddyfile reads `permission scafo`.
+func (p *Permission) budget() (int, time.Duration) {
+	n, iv := p.Budget, time.Duration(p.BudgetInterval)
+	if n == 0 {
+		n = DefaultIssuanceBudget
+	}
+	if iv == 0 {
+		iv = DefaultIssuanceBudgetInterval
+	}
+	return n, iv
+}
+
+// CertificateAllowed implements caddytls.OnDemandPermission.
+func (p *Permission) CertificateAllowed(ctx context.Context, name string) error {
+	if !p.app.poller.Table().Allowed(name) {
+		return fmt.Errorf("%q: %w: the routing document does not name it exactly", name, caddytls.ErrPermissionDenied)
+	}
+	n, iv := p.budget()
+	if n < 0 {
+		return nil
+	}
+	held, err := p.holdsCertificate(ctx, name)
+	if held {
+		return nil
+	}
+	now := time.Now
+	if p.now != nil {
+		now = p.now
+	}
+	t := now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.spent) > 0 && !p.spent[0].After(t.Add(-iv)) {
+		p.spent = p.spent[1:]
+	}
+	if len(p.spent) >= n {
+		next := p.spent[0].Add(iv).Sub(t)
+		reason := fmt.Sprintf("the issuance budget is spent: %d approvals of names with no certificate in the storage in the last %s; the next one in %s",
+			len(p.spent), iv, next.Round(time.Second))
+		if p.logger != nil {
+			fields := []zap.Field{zap.String("server_name", name), zap.String("reason", reason), zap.Int("budget", n), zap.Duration("interval", iv)}
+			if err != nil {
+				fields = append(fields, zap.NamedError("storage_error", err))
+			}
+			p.logger.Warn("on-demand certificate refused", fields...)
+		}
+		return fmt.Errorf("%q: %w: %s", name, caddytls.ErrPermissionDenied, reason)
+	}
+	p.spent = append(p.spent, t)
+	return nil
+}
+
+// holdsCertificate is whether the storage holds a certificate for name from any
+// issuer (certificates/<issuer>/<name>/<name>.crt, CertMagic's layout). A name is
+// already canonical here (the document named it exactly). An error reading the storage
+// counts as holding none (the approval is then counted), and is returned for the log.
+func (p *Permission) holdsCertificate(ctx context.Context, name string) (bool, error) {
+	if p.storage == nil {
+		return false, nil
+	}
+	issuers, err := p.storage.List(ctx, "certificates", false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, dir := range issuers {
+		if p.storage.Exists(ctx, path.Join(dir, name, name+".crt")) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// UnmarshalCaddyfile reads
+//
+//	permission scafo {
+//		budget <approvals> [<interval>]   # or: budget off
+//	}
 func (p *Permission) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next()
 	if d.NextArg() {
 		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "budget":
+			args := d.RemainingArgs()
+			if len(args) == 1 && args[0] == "off" {
+				p.Budget = -1
+				continue
+			}
+			if len(args) < 1 || len(args) > 2 {
+				return d.ArgErr()
+			}
+			n, err := strconv.Atoi(args[0])
+			if err != nil || n < 1 {
+				return d.Errf("budget %q: want a positive count of approvals, or off", args[0])
+			}
+			p.Budget = n
+			if len(args) == 2 {
+				iv, err := caddy.ParseDuration(args[1])
+				if err != nil || iv <= 0 {
+					return d.Errf("budget interval %q: want a positive duration", args[1])
+				}
+				p.BudgetInterval = caddy.Duration(iv)
+			}
+		default:
+			return d.Errf("unknown option %q", d.Val())
+		}
 	}
 	return nil
 }

@@ -28,8 +28,9 @@ func init() {
 // credential. Endpoints are tried in order (node/storageclient sticks to the last one
 // that answered and moves on at a transport error or a 503).
 //
-// The ACME account (every key under "acme/") stays on this ingress's disk, in
-// account_dir: it names no domain and belongs to no fleet.
+// The ACME account (every key under "acme/" but the challenge tokens in flight,
+// acme/<issuer>/challenge_tokens/, which every Caddy of the fleet must read) stays on
+// this ingress's disk, in account_dir: it names no domain and belongs to no fleet.
 //
 // Every value read from or written to the nodes is also kept in cache_dir (mode 0600
 // files, like Caddy's own file storage), and read from there when no node can be
@@ -141,8 +142,8 @@ type NodeStorage interface {
 	certmagic.LockLeaseRenewer
 }
 
-// SplitStorage is a certmagic.Storage that keeps the ACME account (keys under "acme/")
-// in local and everything else, locks included, in node; with a cache (WithCache), the
+// SplitStorage is a certmagic.Storage that keeps the ACME account (keys under "acme/"
+// but the challenge tokens) in local and everything else, locks included, in node; with a cache (WithCache), the
 // node's values are copied there and read from it only while node is unavailable.
 type SplitStorage struct {
 	node  NodeStorage
@@ -169,8 +170,19 @@ func NewSplitStorage(node NodeStorage, local certmagic.Storage) *SplitStorage {
 // (acme/<issuer>/users/<email>/…).
 const accountPrefix = "acme"
 
+// challengeTokens is the directory under acme/<issuer>/ where CertMagic's distributed
+// solving keeps the challenges in flight (acme/<issuer>/challenge_tokens/<name>.json):
+// not the account, and every Caddy of the fleet must read them, since the CA validates
+// HTTP-01 at whichever Caddy the name's DNS reaches, not necessarily the one that
+// ordered. They go to the node like everything else but the account.
+const challengeTokens = "challenge_tokens"
+
 func isAccountKey(key string) bool {
-	return key == accountPrefix || strings.HasPrefix(key, accountPrefix+"/")
+	if key != accountPrefix && !strings.HasPrefix(key, accountPrefix+"/") {
+		return false
+	}
+	parts := strings.SplitN(key, "/", 4)
+	return len(parts) < 3 || parts[2] != challengeTokens
 }
 
 // ErrBadKey is the answer for a key that is not a clean relative path: empty, absolute,

@@ -143,6 +143,46 @@ func TestSplitStorageKeepsTheAccountLocal(t *testing.T) {
 	}
 }
 
+// CertMagic's distributed HTTP-01 solving keeps a challenge in flight under
+// acme/<issuer>/challenge_tokens/: the Caddy that ordered writes it, and the Caddy the
+// CA's validation reaches (another machine of the fleet) must read it. So those keys go
+// to the fleet store, while the account beside them stays local.
+func TestSplitStorageSharesChallengeTokensNotTheAccount(t *testing.T) {
+	na, nb := twoStorageNodes(t)
+	ctx := t.Context()
+	acctA, acctB := t.TempDir(), t.TempDir()
+	a := NewSplitStorage(nodeClient(t, na), &certmagic.FileStorage{Path: acctA})
+	b := NewSplitStorage(nodeClient(t, nb), &certmagic.FileStorage{Path: acctB})
+	tok := "acme/127.0.0.1-14000-dir/challenge_tokens/tls2.example.org.json"
+	acct := "acme/127.0.0.1-14000-dir/users/default/default.key"
+	for _, k := range []string{tok, acct} {
+		if err := a.Store(ctx, k, []byte("v:"+k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, err := b.Load(ctx, tok); err != nil || string(v) != "v:"+tok {
+		t.Fatalf("the challenge token through the other Caddy's storage: %q, %v", v, err)
+	}
+	if b.Exists(ctx, acct) || nodeClient(t, nb).Exists(ctx, acct) {
+		t.Fatal("the ACME account reached the other Caddy or the fleet store")
+	}
+	if _, err := os.Stat(filepath.Join(acctA, filepath.FromSlash(tok))); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the challenge token was written to the account directory: %v", err)
+	}
+	if err := b.Delete(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	if a.Exists(ctx, tok) {
+		t.Fatal("the challenge token deleted through one Caddy is still there through the other")
+	}
+	for k, want := range map[string]bool{"acme": true, "acme/x": true, "acme/x/users": true, "acme/x/users/u/k.key": true,
+		"acme/x/challenge_tokens": false, "acme/x/challenge_tokens/n.json": false, "certificates/x/challenge_tokens/n": false, "acmex/y": false} {
+		if got := isAccountKey(k); got != want {
+			t.Errorf("isAccountKey(%q) = %v, want %v", k, got, want)
+		}
+	}
+}
+
 // Locks are the fleet's: goroutines behind two Caddys' storages, each on its own node,
 // increment one counter under one lock; no update is lost, no critical sections overlap.
 func TestSplitStorageLocksAcrossNodes(t *testing.T) {

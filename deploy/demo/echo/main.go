@@ -3,23 +3,127 @@
 // Traefik shows which application, on which node, served it. GET /healthz answers "ok".
 //
 //	echo -name tito-go@a -listen 127.0.0.2:24001
+//
+// It is also the example of an application that restarts in place without losing a
+// request (docs/operating.md, "Deploys that lose nothing"):
+//
+//   - Socket activation: started by systemd with a socket unit (deploy/app/app@.socket),
+//     it serves the listening socket systemd passed (LISTEN_FDS=1, LISTEN_PID its own
+//     pid: descriptor 3) instead of listening on -listen. systemd keeps that socket open
+//     while the service restarts, so connections queue in its backlog and the next
+//     release accepts them. See listener.
+//   - Graceful stop: on SIGTERM (or SIGINT) it is a lame duck for -lame-duck: it still
+//     serves, but every answer carries Connection: close, so a proxy stops reusing its
+//     keep-alive connections to it (each closes after its next answer); then it stops
+//     accepting, waits (up to a second) for the connections it accepted to send their
+//     requests, finishes the requests in flight (http.Server.Shutdown), and exits 0. Not http.Server.SetKeepAlivesEnabled(false)
+//     for the lame duck: that closes every idle connection at once, and a request a proxy
+//     writes on one as it closes is lost (the proxy rightly never resends it). Shutdown
+//     closes only this process's descriptor of the socket.
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
 )
 
 func main() {
 	name := flag.String("name", "echo", "the name every answer starts with")
-	listen := flag.String("listen", "127.0.0.1:8080", "address to listen on")
+	listen := flag.String("listen", "127.0.0.1:8080", "address to listen on (ignored when systemd passes a socket: LISTEN_FDS)")
+	lameDuck := flag.Duration("lame-duck", 200*time.Millisecond, "on SIGTERM, how long to answer with keep-alives off before closing")
 	flag.Parse()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "%s %s\n", *name, r.URL.Path)
 	})
-	log.Fatal(http.ListenAndServe(*listen, mux))
+	ln, err := listener(*listen)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var lame, stopping atomic.Bool
+	var waiting sync.Map // connections waiting for a request: new or idle
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, ConnState: func(c net.Conn, st http.ConnState) {
+		if st == http.StateNew || st == http.StateIdle {
+			waiting.Store(c, true)
+		} else {
+			waiting.Delete(c)
+		}
+	}, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if lame.Load() {
+			w.Header().Set("Connection", "close") // net/http closes the connection after this answer
+		}
+		mux.ServeHTTP(w, r)
+	})}
+	stopped, served := make(chan struct{}), make(chan struct{})
+	go func() {
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+		<-sig
+		lame.Store(true)
+		time.Sleep(*lameDuck)
+		// Stop accepting first (on a passed socket this closes only our descriptor:
+		// connections keep queuing for the next release), and let every connection
+		// accepted so far send its request: Shutdown would drop a first request it reads
+		// after it began (net/http), and close an idle one under a writing client.
+		stopping.Store(true)
+		_ = ln.Close()
+		<-served
+		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			n := 0
+			waiting.Range(func(any, any) bool { n++; return false })
+			if n == 0 {
+				break
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			log.Printf("echo: stopping: %v", err)
+		}
+		close(stopped)
+	}()
+	if err := srv.Serve(ln); !stopping.Load() && !errors.Is(err, http.ErrServerClosed) {
+		log.Fatal(err)
+	}
+	close(served)
+	<-stopped
+}
+
+// listener is the socket to serve: the one systemd passed, or a new one on listen.
+//
+// systemd's protocol (sd_listen_fds(3)): LISTEN_PID is the pid the sockets are meant for
+// (a child that inherited the variables is not it) and LISTEN_FDS how many there are, from
+// descriptor 3 on. This application takes exactly one. It unsets the variables, so a
+// process it starts does not take the socket too.
+func listener(listen string) (net.Listener, error) {
+	fds, pid := os.Getenv("LISTEN_FDS"), os.Getenv("LISTEN_PID")
+	if fds == "" || pid != strconv.Itoa(os.Getpid()) {
+		return net.Listen("tcp", listen)
+	}
+	os.Unsetenv("LISTEN_FDS")
+	os.Unsetenv("LISTEN_PID")
+	os.Unsetenv("LISTEN_FDNAMES")
+	if fds != "1" {
+		return nil, fmt.Errorf("LISTEN_FDS=%s: want exactly one socket (one ListenStream= in the socket unit)", fds)
+	}
+	f := os.NewFile(3, "LISTEN_FDS")
+	defer f.Close() // FileListener holds its own descriptor of the socket
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("LISTEN_FDS: descriptor 3 is not a listening socket: %w", err)
+	}
+	return ln, nil
 }

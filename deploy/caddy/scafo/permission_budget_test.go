@@ -1,0 +1,189 @@
+package scafo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddytls"
+	"github.com/caddyserver/certmagic"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/scafo/ingress/render/routing"
+)
+
+// budgetPermission is a tls.permission.scafo over a document naming new1…new9 and
+// held.example.org, a storage (CertMagic's file storage, its key layout) holding a
+// certificate for held.example.org only, the clock at *now.
+func budgetPermission(t *testing.T, budget int, interval time.Duration, now *time.Time) (*Permission, *observer.ObservedLogs) {
+	t.Helper()
+	d := &routing.Document{V: 1}
+	for i := 1; i <= 9; i++ {
+		d.Routes = append(d.Routes, routing.Route{Host: fmt.Sprintf("new%d.example.org", i), Application: "a", Upstreams: ups("10.0.0.1:1")})
+	}
+	d.Routes = append(d.Routes, routing.Route{Host: "held.example.org", Application: "a", Upstreams: ups("10.0.0.1:1")})
+	d.Seal()
+	p := &Poller{}
+	p.cur.Store(NewTable(d))
+	st := &certmagic.FileStorage{Path: t.TempDir()}
+	ctx := context.Background()
+	for _, k := range []string{
+		"certificates/acme-v02.api.letsencrypt.org-directory/held.example.org/held.example.org.crt",
+		"certificates/acme-v02.api.letsencrypt.org-directory/held.example.org/held.example.org.key",
+		// Another name's key alone, or a name's directory with no .crt, holds nothing.
+		"certificates/acme-v02.api.letsencrypt.org-directory/new8.example.org/new8.example.org.key",
+	} {
+		if err := st.Store(ctx, k, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	core, logs := observer.New(zap.DebugLevel)
+	return &Permission{Budget: budget, BudgetInterval: caddy.Duration(interval), app: &App{poller: p}, storage: st,
+		logger: zap.New(core), now: func() time.Time { return *now }}, logs
+}
+
+// An approved name with no certificate in the storage is an order at the CA. At most
+// Budget such approvals per interval (a sliding window); a further one is refused with
+// ErrPermissionDenied and logged with the reason; a name holding a certificate is
+// approved whatever the budget and never counted; a name the document does not name
+// is refused by the document and not counted either; the window slides with the clock.
+func TestPermissionBudgetsApprovalsOfNamesWithNoCertificate(t *testing.T) {
+	now := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
+	perm, logs := budgetPermission(t, 3, time.Hour, &now)
+	ctx := context.Background()
+	allow := func(name string) {
+		t.Helper()
+		if err := perm.CertificateAllowed(ctx, name); err != nil {
+			t.Fatalf("%s at %s: %v, want approved", name, now.Format(time.TimeOnly), err)
+		}
+	}
+	refuse := func(name, why string) {
+		t.Helper()
+		err := perm.CertificateAllowed(ctx, name)
+		if !errors.Is(err, caddytls.ErrPermissionDenied) || !strings.Contains(err.Error(), why) {
+			t.Fatalf("%s at %s: %v, want ErrPermissionDenied saying %q", name, now.Format(time.TimeOnly), err, why)
+		}
+	}
+
+	allow("new1.example.org")
+	refuse("nope.example.org", "does not name it")   // not counted
+	refuse("x.new1.example.org", "does not name it") // not counted
+	now = now.Add(10 * time.Minute)
+	allow("new2.example.org")
+	allow("held.example.org") // holds a certificate: not counted
+	now = now.Add(10 * time.Minute)
+	allow("new8.example.org") // a key alone is no certificate: counted
+	refuse("new3.example.org", "issuance budget is spent")
+	refuse("new1.example.org", "issuance budget is spent") // approved before, still no certificate: another order
+	for range 20 {
+		allow("held.example.org") // never held back
+	}
+
+	// The refusal is logged with the name and the reason.
+	entries := logs.FilterMessage("on-demand certificate refused").All()
+	if len(entries) != 2 {
+		t.Fatalf("%d refusals logged, want 2: %+v", len(entries), logs.All())
+	}
+	f := entries[0].ContextMap()
+	if f["server_name"] != "new3.example.org" || !strings.Contains(fmt.Sprint(f["reason"]), "3 approvals of names with no certificate in the storage in the last 1h0m0s") ||
+		!strings.Contains(fmt.Sprint(f["reason"]), "the next one in 40m0s") {
+		t.Fatalf("the refusal's log: %v", f)
+	}
+
+	// The window slides: new1's approval (04:00) leaves it at 05:00, new2's at 05:10.
+	now = time.Date(2026, 12, 2, 4, 59, 59, 0, time.UTC)
+	refuse("new3.example.org", "issuance budget is spent")
+	now = time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC)
+	allow("new3.example.org")
+	refuse("new4.example.org", "issuance budget is spent")
+	now = time.Date(2026, 12, 2, 5, 10, 0, 0, time.UTC)
+	allow("new4.example.org")
+	refuse("new5.example.org", "issuance budget is spent")
+	now = now.Add(2 * time.Hour)
+	for _, n := range []string{"new5.example.org", "new6.example.org", "new7.example.org"} {
+		allow(n)
+	}
+	refuse("new9.example.org", "issuance budget is spent")
+}
+
+// The default is 100 per hour; `budget off` (-1) is no budget at all.
+func TestPermissionBudgetDefaultAndOff(t *testing.T) {
+	now := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
+	perm, _ := budgetPermission(t, 0, 0, &now)
+	ctx := context.Background()
+	for i := range DefaultIssuanceBudget {
+		if err := perm.CertificateAllowed(ctx, fmt.Sprintf("new%d.example.org", i%9+1)); err != nil {
+			t.Fatalf("approval %d of the default budget: %v", i+1, err)
+		}
+	}
+	if err := perm.CertificateAllowed(ctx, "new1.example.org"); !errors.Is(err, caddytls.ErrPermissionDenied) {
+		t.Fatalf("approval %d with the default budget: %v, want refused", DefaultIssuanceBudget+1, err)
+	}
+	now = now.Add(DefaultIssuanceBudgetInterval)
+	if err := perm.CertificateAllowed(ctx, "new1.example.org"); err != nil {
+		t.Fatalf("an interval later: %v", err)
+	}
+
+	off, _ := budgetPermission(t, -1, 0, &now)
+	for i := range 3 * DefaultIssuanceBudget {
+		if err := off.CertificateAllowed(ctx, "new1.example.org"); err != nil {
+			t.Fatalf("budget off, approval %d: %v", i+1, err)
+		}
+	}
+	if err := off.CertificateAllowed(ctx, "nope.example.org"); !errors.Is(err, caddytls.ErrPermissionDenied) {
+		t.Fatalf("budget off still asks the document: %v", err)
+	}
+}
+
+// `permission scafo { budget … }` in the Caddyfile, as the global on_demand_tls
+// option adapts it to JSON; bad values refused.
+func TestPermissionBudgetCaddyfile(t *testing.T) {
+	for _, c := range []struct{ in, json string }{
+		{"{\n on_demand_tls {\n  permission scafo {\n   budget 5 10m\n  }\n }\n}\n", `{"budget":5,"budget_interval":600000000000,"module":"scafo"}`},
+		{"{\n on_demand_tls {\n  permission scafo {\n   budget 7\n  }\n }\n}\n", `{"budget":7,"module":"scafo"}`},
+		{"{\n on_demand_tls {\n  permission scafo {\n   budget off\n  }\n }\n}\n", `{"budget":-1,"module":"scafo"}`},
+		{"{\n on_demand_tls {\n  permission scafo\n }\n}\n", `{"module":"scafo"}`},
+	} {
+		out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(c.in+"example.org {\n respond 200\n}\n"), map[string]any{"filename": "Caddyfile"})
+		if err != nil {
+			t.Fatalf("%q: %v", c.in, err)
+		}
+		var m struct {
+			Apps struct {
+				TLS struct {
+					Automation struct {
+						OnDemand struct {
+							Permission json.RawMessage `json:"permission"`
+						} `json:"on_demand"`
+					} `json:"automation"`
+				} `json:"tls"`
+			} `json:"apps"`
+		}
+		if err := json.Unmarshal(out, &m); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(m.Apps.TLS.Automation.OnDemand.Permission); got != c.json {
+			t.Errorf("%q adapts to %s, want %s", c.in, got, c.json)
+		}
+	}
+	for _, bad := range []string{"scafo {\n budget 0\n}", "scafo {\n budget -3\n}", "scafo {\n budget lots\n}", "scafo {\n budget 5 soon\n}",
+		"scafo {\n budget 5 -1m\n}", "scafo {\n budget 1 2 3\n}", "scafo {\n budget\n}", "scafo {\n limit 5\n}", "scafo extra"} {
+		p := new(Permission)
+		if err := p.UnmarshalCaddyfile(caddyfile.NewTestDispenser(bad)); err == nil {
+			t.Errorf("%q: accepted (budget %d, interval %s)", bad, p.Budget, time.Duration(p.BudgetInterval))
+		}
+	}
+	for _, bad := range []*Permission{{Budget: -2}, {BudgetInterval: -1}} {
+		if err := bad.validate(); err == nil {
+			t.Errorf("budget %d, interval %d: accepted", bad.Budget, bad.BudgetInterval)
+		}
+	}
+}

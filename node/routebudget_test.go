@@ -1,0 +1,190 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/node/fleetwrite"
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/node/store/dir"
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// TestATenantsRoutingChangesAreBudgetedFleetWide (issue 25 item 5): every readiness or
+// port change of a tenant's instance makes every Traefik of the fleet reload, and
+// writes.rate is per token per node, so a tenant alternating readiness through the
+// nodes of its placement reloaded the fleet several times a second. The account now
+// has one budget of routing changes for the whole fleet: past it, both nodes answer 429
+// naming the budget, with Retry-After, and count the refusal; a no-op costs nothing;
+// the admin is never refused.
+func TestATenantsRoutingChangesAreBudgetedFleetWide(t *testing.T) {
+	storeDir := t.TempDir()
+	var nodes []*testNode
+	for _, name := range []string{"vps-a", "vps-b"} {
+		cfg := testConfig(t, name, storeDir)
+		cfg.Writes.Rate, cfg.Writes.Burst = 1000, 1000 // not the per-token limit
+		cfg.Writes.RouteBurst, cfg.Writes.RoutePerMinute = 6, 0.01
+		nodes = append(nodes, startNode(t, cfg))
+	}
+	a, b := nodes[0], nodes[1]
+	a.waitReady()
+	b.waitReady()
+	a.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"mallory","placement":["vps-a","vps-b"]}`)
+	_, tok := issueToken(t, a, "mallory", "evil", `"instance"`)
+	for _, n := range nodes {
+		n.must(201, "POST", "/v1/node/instances/evil", tok, `{}`)
+	}
+	ready := map[*testNode]bool{}
+	changes := 0
+	for i := 0; ; i++ {
+		n := nodes[i%2]
+		body := fmt.Sprintf(`{"ready":%v}`, !ready[n])
+		resp, rb := n.do("PUT", "/v1/node/instances/evil", tok, body)
+		if resp.StatusCode == 429 {
+			break
+		}
+		if resp.StatusCode != 200 {
+			t.Fatalf("change %d on %s: %d %s", i+1, n.cfg.Node.Name, resp.StatusCode, rb)
+		}
+		ready[n] = !ready[n]
+		changes++
+		// The same state again: nothing routed changes, so it costs nothing.
+		n.must(200, "PUT", "/v1/node/instances/evil", tok, fmt.Sprintf(`{"ready":%v}`, ready[n]))
+		if changes > 30 {
+			t.Fatalf("%d readiness flips through two nodes, none refused (budget of 6 for the fleet)", changes)
+		}
+	}
+	if changes != 6 {
+		t.Errorf("%d routing changes passed through two nodes, want the account's budget of 6 (fleet-wide, not per node)", changes)
+	}
+	for _, n := range nodes {
+		resp, rb := n.do("PUT", "/v1/node/instances/evil", tok, fmt.Sprintf(`{"ready":%v}`, !ready[n]))
+		var e api.Error
+		json.Unmarshal(rb, &e)
+		if resp.StatusCode != 429 || e.Error != "routing change budget" ||
+			!strings.Contains(e.Detail, "writes.routeBurst") || !strings.Contains(e.Detail, "mallory") {
+			t.Errorf("%s past the budget: %d %s, want 429 naming the routing change budget", n.cfg.Node.Name, resp.StatusCode, rb)
+		}
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 1 {
+			t.Errorf("%s: Retry-After %q", n.cfg.Node.Name, resp.Header.Get("Retry-After"))
+		}
+		// A no-op is still free past the budget.
+		n.must(200, "PUT", "/v1/node/instances/evil", tok, fmt.Sprintf(`{"ready":%v}`, ready[n]))
+		_, m := n.get("/metrics", "")
+		if !strings.Contains(string(m), `scafo_routing_changes_refused_total{change="instance"}`) {
+			t.Errorf("%s: no scafo_routing_changes_refused_total{change=\"instance\"} in /metrics", n.cfg.Node.Name)
+		}
+	}
+	// The admin is never refused.
+	for i := range 8 {
+		nodes[i%2].must(200, "PUT", "/v1/node/instances/evil", testAdminToken, fmt.Sprintf(`{"ready":%v}`, i%4 < 2))
+	}
+}
+
+// TestADeployOfATenPlacementAppPassesTheDefaultRouteBudget: the defaults must never
+// refuse an ordinary tenant. A 10-placement application's first rollout (an instance
+// made ready on each node), a deploy that drains each node then moves it to the idle
+// port of its pair, and the same drained rollback (50 routing changes, back to back,
+// through 10 nodes of one store) all pass at NewConfig's writes.routeBurst and
+// writes.routePerMinute.
+func TestADeployOfATenPlacementAppPassesTheDefaultRouteBudget(t *testing.T) {
+	ctx := context.Background()
+	def := NewConfig().Writes
+	st, err := dir.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var ws []*fleetwrite.Writer
+	var placement []string
+	for i := range 10 {
+		reg, err := fleetwrite.OpenRegistry(filepath.Join(t.TempDir(), "instances.json"), 24000, 24099, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("vps-%d", i)
+		placement = append(placement, name)
+		ws = append(ws, fleetwrite.New(fleetwrite.Config{
+			Node:        name,
+			RouteBudget: fleetwrite.RouteBudget{Burst: def.RouteBurst, PerMinute: def.RoutePerMinute},
+		}, st, &store.Identity{}, reg, log))
+	}
+	app, _, _, err := ws[0].PutApp(ctx, fleetwrite.Actor{Admin: true}, "shop", fleet.App{Account: "acme", Placement: placement}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := fleetwrite.Actor{Token: fleet.TokenRecord{ID: "ci", Account: "acme", App: "shop", AppID: app.ID, Roles: []string{fleet.RoleInstance}}}
+	pairs := make([][2]int, len(ws))
+	for i, w := range ws {
+		inst, _, err := w.AllocateInstance(ctx, tok, "shop")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pairs[i] = inst.Ports
+		if _, err := w.SetInstance(ctx, tok, "shop", &inst.Port, true); err != nil {
+			t.Fatalf("first rollout on %s: %v", w.Instances()[0].Node, err)
+		}
+	}
+	for step, to := range []int{1, 0} { // deploy to the idle member, then roll back
+		for i, w := range ws {
+			if _, err := w.SetInstance(ctx, tok, "shop", nil, false); err != nil {
+				t.Fatalf("step %d, draining node %d: %v", step, i, err)
+			}
+			if _, err := w.SetInstance(ctx, tok, "shop", &pairs[i][to], true); err != nil {
+				t.Fatalf("step %d, moving node %d within its pair: %v", step, i, err)
+			}
+		}
+	}
+}
+
+// TestAnAppInAGroupWithoutAPlatformDomainIsWarnedAtItsWrite (issue 25 item 9): an
+// application whose ingress group no platform domain is in gets no platform host; the
+// derivation says so in /v1/status skipped, and now its write says so too, in
+// "warnings". An application that does get a platform host answers without the field.
+func TestAnAppInAGroupWithoutAPlatformDomainIsWarnedAtItsWrite(t *testing.T) {
+	cfg := testConfig(t, "vps-a", t.TempDir())
+	cfg.Platform.Groups = []string{"apps.example.com=eu-1"}
+	n := startNode(t, cfg)
+	n.waitReady()
+	type answer struct {
+		fleet.App
+		Warnings []string `json:"warnings"`
+	}
+	put := func(code int, app, body string) answer {
+		var a answer
+		raw := n.must(code, "PUT", "/v1/apps/"+app, testAdminToken, body)
+		if err := json.Unmarshal(raw, &a); err != nil {
+			t.Fatal(err)
+		}
+		if a.Name != app || a.ID == "" {
+			t.Fatalf("PUT %s answered %s, not the application", app, raw)
+		}
+		if a.Warnings == nil && strings.Contains(string(raw), "warnings") {
+			t.Errorf("PUT %s: %s", app, raw)
+		}
+		return a
+	}
+	eu := put(201, "shop", `{"account":"acme","placement":["vps-a"],"ingress":{"group":"eu-1"}}`)
+	if len(eu.Warnings) != 0 {
+		t.Errorf("an application of eu-1, the group of apps.example.com: warnings %q", eu.Warnings)
+	}
+	for _, code := range []int{201, 200} { // create, then the identical (no-op) update
+		d := put(code, "blog", `{"account":"acme","placement":["vps-a"]}`)
+		if len(d.Warnings) != 1 || !strings.Contains(d.Warnings[0], `"default"`) || !strings.Contains(d.Warnings[0], "no platform host") {
+			t.Errorf("an application of group default, which no platform domain is in (%d): warnings %q", code, d.Warnings)
+		}
+	}
+	other := put(201, "docs", `{"account":"acme","placement":["vps-a"],"ingress":{"group":"us-2"}}`)
+	if len(other.Warnings) != 1 || !strings.Contains(other.Warnings[0], `"us-2"`) {
+		t.Errorf("an application of an unmapped group us-2: warnings %q", other.Warnings)
+	}
+}
