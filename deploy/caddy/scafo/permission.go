@@ -130,6 +130,18 @@ func (p *Permission) CertificateAllowed(ctx context.Context, name string) error 
 	if held {
 		return nil
 	}
+	if err != nil {
+		// The storage (the node) cannot say whether name holds a certificate. Refusing
+		// or counting would hold back the names that do (a Caddy restarted during a
+		// node outage loads them all through here, from cache_dir), and an approval
+		// now orders nothing: CertMagic orders only under the storage's lock, which is
+		// the node's too. Approved, not counted.
+		if p.logger != nil {
+			p.logger.Warn("on-demand certificate approved unbudgeted: the storage cannot say whether the name holds a certificate",
+				zap.String("server_name", name), zap.Error(err))
+		}
+		return nil
+	}
 	now := time.Now
 	if p.now != nil {
 		now = p.now
@@ -161,9 +173,6 @@ func (p *Permission) CertificateAllowed(ctx context.Context, name string) error 
 			len(p.spent), iv, next.Round(time.Second))
 		if p.logger != nil {
 			fields := []zap.Field{zap.String("server_name", name), zap.String("reason", reason), zap.Int("budget", n), zap.Duration("interval", iv)}
-			if err != nil {
-				fields = append(fields, zap.NamedError("storage_error", err))
-			}
 			p.logger.Warn("on-demand certificate refused", fields...)
 		}
 		return fmt.Errorf("%q: %w: %s", name, caddytls.ErrPermissionDenied, reason)
@@ -179,7 +188,7 @@ func (p *Permission) CertificateAllowed(ctx context.Context, name string) error 
 // holdsCertificate is whether the storage holds a certificate for name from any
 // issuer (certificates/<issuer>/<name>/<name>.crt, CertMagic's layout). A name is
 // already canonical here (the document named it exactly). An error reading the storage
-// counts as holding none (the approval is then counted), and is returned for the log.
+// is returned (the caller approves without counting).
 func (p *Permission) holdsCertificate(ctx context.Context, name string) (bool, error) {
 	if p.storage == nil {
 		return false, nil

@@ -229,3 +229,40 @@ func TestOneFailingNameCannotSpendEveryonesBudget(t *testing.T) {
 		}
 	}
 }
+
+// listFails is a storage whose List fails (the node unreachable; SplitStorage lists
+// through the node only).
+type listFails struct{ certmagic.Storage }
+
+func (listFails) List(context.Context, string, bool) ([]string, error) {
+	return nil, errors.New("node unavailable")
+}
+
+// TestNamesHoldingCertificatesAreNotHeldBackInANodeOutage (hostile review, round
+// four): while the storage could not be listed every name counted as certificate-less,
+// so a Caddy restarted during a node outage spent its budget loading the first names
+// from cache_dir and refused every further name, certificates held or not. Now a
+// storage error approves without counting (nothing can be ordered meanwhile: CertMagic
+// orders under the storage's lock, the node's).
+func TestNamesHoldingCertificatesAreNotHeldBackInANodeOutage(t *testing.T) {
+	now := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
+	perm, logs := budgetPermission(t, 1, time.Hour, &now)
+	perm.storage = listFails{perm.storage}
+	ctx := context.Background()
+	for _, name := range []string{"new1.example.org", "new2.example.org", "held.example.org", "new3.example.org"} {
+		if err := perm.CertificateAllowed(ctx, name); err != nil {
+			t.Fatalf("%s with the storage unreachable: %v, want approved", name, err)
+		}
+	}
+	if len(logs.FilterMessage("on-demand certificate approved unbudgeted: the storage cannot say whether the name holds a certificate").All()) != 4 {
+		t.Errorf("the unbudgeted approvals are not logged: %v", logs.All())
+	}
+	if err := perm.CertificateAllowed(ctx, "nope.example.org"); !errors.Is(err, caddytls.ErrPermissionDenied) {
+		t.Errorf("a name the document does not name, storage unreachable: %v, want refused", err)
+	}
+	// The storage back: the budget is whole (nothing was counted).
+	perm.storage = perm.storage.(listFails).Storage
+	if err := perm.CertificateAllowed(ctx, "new4.example.org"); err != nil {
+		t.Errorf("the first certificate-less name once the storage answers: %v", err)
+	}
+}
