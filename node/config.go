@@ -17,6 +17,8 @@ import (
 	"github.com/traefik/paerser/parser"
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/node/ingress"
+
 	"github.com/scafo/ingress/node/internal/statedir"
 	"github.com/scafo/ingress/node/probe"
 	"github.com/scafo/ingress/render"
@@ -242,7 +244,7 @@ type LimitsConfig struct {
 	TrustedProxies []string `description:"Peers (CIDRs or addresses) whose X-Forwarded-For is believed: for a request from one, the per-source token-lookup budget is kept for the right-most X-Forwarded-For address that is not itself trusted (list the Traefiks in front of the node API). From any other peer X-Forwarded-For is ignored. Empty: never believed." json:"trustedProxies,omitempty"`
 }
 
-// IngressesConfig times ingress reports (ingresses.go).
+// IngressesConfig times ingress reports (node/ingress).
 type IngressesConfig struct {
 	LostAfter   ptypes.Duration `description:"An ingress not heard from for this long is reported lost (and no longer waited for by wait=applied)." json:"lostAfter,omitempty"`
 	ForgetAfter ptypes.Duration `description:"An ingress not heard from for this long is forgotten (its report deleted from the store)." json:"forgetAfter,omitempty"`
@@ -530,8 +532,8 @@ func (c *Config) Validate() error {
 	if c.Ingresses.ForgetAfter <= c.Ingresses.LostAfter {
 		errs = append(errs, fmt.Errorf("ingresses.forgetAfter %s: must be longer than ingresses.lostAfter %s", time.Duration(c.Ingresses.ForgetAfter), time.Duration(c.Ingresses.LostAfter)))
 	}
-	if c.Ingresses.MaxTracked < 1 || c.Ingresses.MaxTracked > maxIngressObjects {
-		errs = append(errs, fmt.Errorf("ingresses.maxTracked %d: 1..%d", c.Ingresses.MaxTracked, maxIngressObjects))
+	if c.Ingresses.MaxTracked < 1 || c.Ingresses.MaxTracked > ingress.MaxObjects {
+		errs = append(errs, fmt.Errorf("ingresses.maxTracked %d: 1..%d", c.Ingresses.MaxTracked, ingress.MaxObjects))
 	}
 	// The render reads 0 as its default; here the defaults are already set, so a 0 is
 	// someone's explicit value, and it means nothing (1 is off). The other bounds are

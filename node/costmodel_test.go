@@ -198,7 +198,7 @@ func runCostModel(t *testing.T, n int, before bool) []costRow {
 		t.Fatalf("reading the request counter made store requests: %v, then %v", a, b)
 	}
 	heartbeat := func(c *cmNode) {
-		c.srv.writeOwnRecord(ctx)
+		c.srv.self.Write(ctx)
 		if before {
 			// main: every heartbeat bumped the serial, naming nothing.
 			if _, err := store.BumpSerial(ctx, c.srv.st); err != nil {
@@ -211,7 +211,7 @@ func runCostModel(t *testing.T, n int, before bool) []costRow {
 		heartbeat(c)
 	}
 	for _, c := range nodes {
-		if err := c.srv.rec.pass(ctx, t0, true); err != nil {
+		if err := c.srv.rec.Pass(ctx, t0, true); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -228,7 +228,7 @@ func runCostModel(t *testing.T, n int, before bool) []costRow {
 			write()
 		}
 		for _, c := range nodes {
-			if err := c.srv.rec.pass(ctx, now, false); err != nil {
+			if err := c.srv.rec.Pass(ctx, now, false); err != nil {
 				t.Fatalf("%s: pass: %v", c.srv.cfg.Node.Name, err)
 			}
 		}

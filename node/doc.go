@@ -6,6 +6,11 @@
 // atomically; handlers are thin and read the current snapshot; rendered bodies are
 // cached per (revision, prefer, format), so a poll is a map lookup and a write.
 //
+// The subsystems are packages of their own, wired here: node/reconcile (the loop, the
+// only caller of Publish), node/publish (snapshots and rendered bodies), node/ingress
+// (the ingress report book), node/self (this node's own record), node/probe, and the
+// write domain node/fleetwrite. The HTTP handlers that adapt them still live here.
+//
 // Until the first complete reconcile pass there is no document: the routing endpoints
 // answer 503 "draining" with Retry-After, never an empty document, because an empty 200
 // tells every ingress to withdraw every route. After that, a failed or partial store

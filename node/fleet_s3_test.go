@@ -531,6 +531,9 @@ func threeNodes(t *testing.T, bcfg s3.Config, interval, heartbeat, ttl time.Dura
 func seedThreeNodeFleet(t *testing.T, nodes []*testNode) {
 	t.Helper()
 	a, b, c := nodes[0], nodes[1], nodes[2]
+	for _, n := range nodes {
+		n.waitReady() // a node answers 503 draining until its first pass; the waits below read documents
+	}
 	a.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a","vps-c"]}`)
 	a.must(201, "PUT", "/v1/apps/solo", testAdminToken, `{"account":"acme","placement":["vps-c"]}`)
 	a.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, `{"port":24001,"ready":true}`)

@@ -39,7 +39,15 @@ func groupNode(t *testing.T) *testNode {
 	putObject(t, n.st, "nodes/vps-b.json", fleet.NodeRecord{Name: "vps-b", Address: "10.83.0.2", APIPort: 7400, Seen: time.Now().UTC(),
 		Instances: map[string]fleet.Instance{"shop": {Port: 24001, Ready: true}, "blog": {Port: 24002, Ready: true}, "back": {Port: 24003, Ready: true}}})
 	n.waitReady()
-	waitFor(t, 5*time.Second, "the fleet routed", func() bool { return len(hostsOf(routesDoc(t, n))) == 4 })
+	// Settled: the four hosts routed and both nodes' records read (this node's own record
+	// can land a pass after the rest; a document taken earlier differs from later ones
+	// for that reason alone).
+	waitFor(t, 5*time.Second, "the fleet routed and both nodes in the api section", func() bool {
+		d := routesDoc(t, n)
+		api, _ := d["api"].(map[string]any)
+		ups, _ := api["upstreams"].([]any)
+		return len(hostsOf(d)) == 4 && len(ups) == 2
+	})
 	return n
 }
 

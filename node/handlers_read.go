@@ -15,7 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/publish"
+	"github.com/scafo/ingress/node/reconcile"
+	"github.com/scafo/ingress/node/self"
 	"github.com/scafo/ingress/render/routing"
 )
 
@@ -92,15 +95,15 @@ func (s *Server) handleIngress(w http.ResponseWriter, r *http.Request) {
 	// A report is recorded only for a poll that was valid (known format, query and
 	// groups): serveIngress calls begin once it has checked them, before it serves or
 	// holds the poll. The admin token's polls are never reports: it is not an ingress.
-	var rep *pollReport
+	var rep *ingress.Poll
 	begin := func() {
 		if !admin {
-			rep = s.ingresses.readReport(w, r)
+			rep = readReport(s.ingresses, w, r)
 		}
 	}
-	var served servedMark
+	var served ingress.Mark
 	code := s.serveIngress(w, r, format, &served, begin)
-	s.ingresses.end(rep, code, served)
+	s.ingresses.End(rep, code, served)
 	s.metrics.polls.WithLabelValues(metricFormat(format), strconv.Itoa(code)).Inc()
 }
 
@@ -120,7 +123,7 @@ func (s *Server) keysInline() bool {
 // serveIngress answers a poll; on a 200 it sets served to what the answer carries.
 // begin is called once the poll is known valid (format, query, groups), before it is
 // served or held.
-func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format string, served *servedMark, begin func()) int {
+func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format string, served *ingress.Mark, begin func()) int {
 	if format != api.FormatRoutes && format != api.FormatTraefik {
 		writeError(w, http.StatusNotFound, "unknown format", fmt.Sprintf("format %q is not registered; only %q", format, api.FormatTraefik))
 		return http.StatusNotFound
@@ -243,7 +246,7 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 		}
 		h.Set("Content-Length", strconv.Itoa(len(body)))
 		serial, epoch, _ := snap.Mark()
-		*served = servedMark{serial: serial, epoch: epoch, revision: rend.Revision()}
+		*served = ingress.Mark{Serial: serial, Epoch: epoch, Revision: rend.Revision()}
 		w.WriteHeader(http.StatusOK)
 		if r.Method != http.MethodHead {
 			writeBody(w, body, file)
@@ -342,7 +345,7 @@ func etagMatches(header string, rend *publish.Rendered) bool {
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
-	st := s.rec.snapshotStatus()
+	st := s.rec.Status()
 	now := time.Now()
 	body := api.Status{
 		Node:             s.cfg.Node.Name,
@@ -353,18 +356,18 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		Remembered:       st.Remembered,
 		Instances:        s.probes.Status(s.instances.Records()),
 	}
-	if e := s.heartbeatErr.Load(); e != nil {
+	if e := s.self.Err(); e != nil {
 		body.Store.Reachable = false
 		body.Store.HeartbeatError = *e
 	}
-	if c := s.nameConflict(now); c != nil {
+	if c := s.self.Conflict(now); c != nil {
 		d := &api.DuplicateName{
-			Address: recordAddress(c.rec), Seen: c.lastSeen.UTC(),
-			AgeSeconds: now.Sub(c.lastSeen).Round(time.Second).Seconds(),
+			Address: self.Address(c.Record), Seen: c.LastSeen.UTC(),
+			AgeSeconds: now.Sub(c.LastSeen).Round(time.Second).Seconds(),
 			Detail: "another live node writes this node's record: two nodes run with the name " + s.cfg.Node.Name +
 				" and routes flap between them; rename (--node.name) or stop one",
 		}
-		if b := c.rec.Boot; b != nil {
+		if b := c.Record.Boot; b != nil {
 			d.NodeID, d.Boot = b.Node, b.ID
 		}
 		body.DuplicateName = d
@@ -372,7 +375,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if s.identity.Foreign() {
 		body.Store.Foreign = true
 		body.Store.ForeignReason = s.identity.ForeignReason()
-		body.Store.Adopt = adoptHint(s.cfg.StateDir)
+		body.Store.Adopt = reconcile.AdoptHint(s.cfg.StateDir)
 	}
 	if snap := s.pub.Current(); snap != nil {
 		body.Ready = true
@@ -401,7 +404,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 			AgeSeconds: age.Round(time.Second).Seconds(), Stale: age > ttl,
 		})
 	}
-	iv := s.ingresses.fleet(r.Context(), statusViewMaxAge)
+	iv := s.ingresses.Fleet(r.Context(), ingress.StatusViewMaxAge)
 	body.Ingresses, body.IngressesSkipped, body.IngressesError = iv.Ingresses, iv.Skipped, iv.Error
 	body.Certificates = s.certsStatus()
 	writeJSON(w, http.StatusOK, body)

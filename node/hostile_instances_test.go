@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/render/fleet"
 )
 
@@ -33,8 +34,8 @@ func TestHostileInstanceTokenCannotWriteOrWaitOnAnotherAccountsApp(t *testing.T)
 	json.Unmarshal(n.must(201, "POST", "/v1/node/instances/shop", testAdminToken, ""), &shop)
 	_, tok := issueToken(t, n, "evil", "rival", `"instance"`)
 	var wg sync.WaitGroup
-	codes := make(chan int, 3*(maxWaitersPerAccount+4))
-	for i := 0; i < maxWaitersPerAccount+4; i++ {
+	codes := make(chan int, 3*(ingress.MaxWaitersPerAccount+4))
+	for i := 0; i < ingress.MaxWaitersPerAccount+4; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -62,9 +63,7 @@ func TestHostileInstanceTokenCannotWriteOrWaitOnAnotherAccountsApp(t *testing.T)
 	if got, _ := n.srv.instances.Get("shop"); got.Port != shop.Port {
 		t.Errorf("shop's instance moved to %d by another account's token", got.Port)
 	}
-	n.srv.ingresses.mu.Lock()
-	held := len(n.srv.ingresses.waiters)
-	n.srv.ingresses.mu.Unlock()
+	held, _ := n.srv.ingresses.Waiters()
 	if held != 0 {
 		t.Errorf("%d waiter slots still held after refused writes", held)
 	}
@@ -175,10 +174,9 @@ func TestHostileNoOpWriteOnAProbeDownInstanceIsNotApplied(t *testing.T) {
 		if ok || recordReady(t, n.st, "vps-a", "shop") {
 			return false
 		}
-		a := n.srv.announce // the down record announced (see the report: a no-op before that is 200)
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return !a.insts["shop"].Ready
+		// The down record announced (see the report: a no-op before that is 200).
+		inst, _ := n.srv.self.Announced("shop")
+		return !inst.Ready
 	})
 	for _, port := range []int{shop.Port, shop.Port} { // a no-op, twice
 		resp, b := n.do("PUT", "/v1/node/instances/shop?wait=applied&timeout=600ms", tok, fmt.Sprintf(`{"port":%d,"ready":true}`, port))

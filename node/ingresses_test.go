@@ -20,6 +20,7 @@ import (
 	ptypes "github.com/traefik/paerser/types"
 
 	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/node/store/s3"
@@ -216,13 +217,13 @@ func testIngressReportsAreShared(t *testing.T, be reportBackend) {
 }
 
 // storedReport reads an ingress's object from the store.
-func storedReport(t *testing.T, st store.Store, name string) ingressReport {
+func storedReport(t *testing.T, st store.Store, name string) ingress.Report {
 	t.Helper()
-	obj, err := st.Get(context.Background(), prefixIngresses+name+".json")
+	obj, err := st.Get(context.Background(), ingress.Prefix+name+".json")
 	if err != nil {
 		t.Fatalf("reading %s's report: %v", name, err)
 	}
-	var rep ingressReport
+	var rep ingress.Report
 	if err := json.Unmarshal(obj.Value, &rep); err != nil {
 		t.Fatalf("%s's report %s: %v", name, obj.Value, err)
 	}
@@ -433,7 +434,7 @@ func TestWaitAppliedOnAnApplicationTokensOwnWrite(t *testing.T) {
 func TestWaitAppliedWaitersAreBounded(t *testing.T) {
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
-	n.srv.ingresses.waiters = make(chan struct{}, 1)
+	n.srv.ingresses.SetWaiterSlots(1)
 	p := startFakePlugin(t, n, "edge-1")
 	waitFor(t, 5*time.Second, "edge-1 current", func() bool { return ingressesOf(t, n)["edge-1"].State == "current" })
 	p.frozen.Store(true)
@@ -451,7 +452,7 @@ func TestWaitAppliedWaitersAreBounded(t *testing.T) {
 		resp.Body.Close()
 		first <- resp.StatusCode
 	}()
-	waitFor(t, 5*time.Second, "the first write waiting", func() bool { return len(n.srv.ingresses.waiters) == 1 })
+	waitFor(t, 5*time.Second, "the first write waiting", func() bool { return waiting(n) == 1 })
 	before := serialOf(t, n.st)
 	resp, body := n.do(http.MethodPut, "/v1/apps/a2?wait=applied", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "too many waiters") {
@@ -464,7 +465,7 @@ func TestWaitAppliedWaitersAreBounded(t *testing.T) {
 	if code := <-first; code != 0 {
 		t.Errorf("first waiter answered %d after its client left", code)
 	}
-	waitFor(t, 5*time.Second, "the slot freed", func() bool { return len(n.srv.ingresses.waiters) == 0 })
+	waitFor(t, 5*time.Second, "the slot freed", func() bool { return waiting(n) == 0 })
 }
 
 // Reports are refused (the poll is served) for bad names and kinds; names beyond
@@ -544,7 +545,7 @@ func TestCorruptIngressObjectIsSkippedWithAReason(t *testing.T) {
 func testCorruptIngressObjectIsSkipped(t *testing.T, be reportBackend) {
 	n := startReportsNode(t, be, "vps-a")
 	ctx := context.Background()
-	good, _ := json.Marshal(ingressReport{Name: "edge-1", Kind: api.KindHTTP, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
+	good, _ := json.Marshal(ingress.Report{Name: "edge-1", Kind: api.KindHTTP, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
 	for k, v := range map[string]string{
 		"ingresses/edge-1.json": string(good),
 		"ingresses/bad.json":    "{",
@@ -652,7 +653,7 @@ type listFails struct {
 }
 
 func (l *listFails) List(ctx context.Context, prefix string) ([]store.Entry, error) {
-	if l.on.Load() && prefix == prefixIngresses {
+	if l.on.Load() && prefix == ingress.Prefix {
 		return nil, fmt.Errorf("listing: %w", store.ErrUnavailable)
 	}
 	return l.Store.List(ctx, prefix)
@@ -692,7 +693,7 @@ type reportCost struct {
 }
 
 func (c *reportCost) count(method, key string) {
-	if strings.HasPrefix(key, prefixIngresses) {
+	if strings.HasPrefix(key, ingress.Prefix) {
 		c.mu.Lock()
 		c.n[method]++
 		c.mu.Unlock()
@@ -760,7 +761,7 @@ func (r prefixRoute) Delete(ctx context.Context, key, ifMatch string) error {
 // alone: the reconcile ticks use the other client; zero on a directory).
 func countedReports(t *testing.T, be reportBackend) (rc *reportCost, httpOf func() s3.Stats) {
 	reports := be.open(t)
-	rc = &reportCost{Store: prefixRoute{Store: be.open(t), prefix: prefixIngresses, to: reports}, n: map[string]int{}}
+	rc = &reportCost{Store: prefixRoute{Store: be.open(t), prefix: ingress.Prefix, to: reports}, n: map[string]int{}}
 	httpOf = func() s3.Stats { return s3.Stats{ByMethod: map[string]int64{}} }
 	if s, ok := reports.(*s3.Store); ok {
 		httpOf = s.Stats
@@ -824,7 +825,7 @@ func testAnIdleIngressCosts(t *testing.T, be reportBackend) {
 		t.Fatalf("long-poll: %d", code)
 	}
 	elapsed := time.Since(start)
-	time.Sleep(2 * ingressMinWriteGap)
+	time.Sleep(2 * ingress.MinWriteGap)
 	c, h := rc.counts(), httpOf()
 	refreshes := int(elapsed / (time.Duration(cfg.Ingresses.LostAfter) / 4))
 	t.Logf("%s: held %s: store calls on ingresses/ %v, HTTP %+v (refresh every %s)",
@@ -849,7 +850,7 @@ func testAnIdleIngressCosts(t *testing.T, be reportBackend) {
 	// The report is still now (its last write is done): once the views read above have
 	// aged, a status costs one LIST and no GET.
 	statusCost := func() (map[string]int, s3.Stats) {
-		time.Sleep(statusViewMaxAge + 100*time.Millisecond)
+		time.Sleep(ingress.StatusViewMaxAge + 100*time.Millisecond)
 		return costOf(rc, httpOf, func() {
 			if in := ingressesOf(t, n)["edge-1"]; in.Applied == nil {
 				t.Fatalf("edge-1 %+v, want listed", in)
@@ -879,8 +880,8 @@ func testIngressReportsPastOneListPage(t *testing.T, be reportBackend) {
 	st := be.open(t)
 	seen := time.Now().UTC()
 	for i := range reports {
-		b, _ := json.Marshal(ingressReport{Name: fmt.Sprintf("edge-%04d", i), Kind: api.KindPlugin, Node: "vps-b", Serial: 1, Seen: seen})
-		if _, err := st.Put(t.Context(), fmt.Sprintf("%sedge-%04d.json", prefixIngresses, i), b, store.Condition{}); err != nil {
+		b, _ := json.Marshal(ingress.Report{Name: fmt.Sprintf("edge-%04d", i), Kind: api.KindPlugin, Node: "vps-b", Serial: 1, Seen: seen})
+		if _, err := st.Put(t.Context(), fmt.Sprintf("%sedge-%04d.json", ingress.Prefix, i), b, store.Condition{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -892,13 +893,13 @@ func testIngressReportsPastOneListPage(t *testing.T, be reportBackend) {
 	// partial), and the view's age is the test's to move, not a sleep's.
 	var ahead atomic.Int64
 	n := startNodeWithStore(t, cfg, rc, func(s *Server) {
-		s.ingresses.viewTimeout = 2 * time.Minute
-		s.ingresses.now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+		s.ingresses.ViewTimeout = 2 * time.Minute
+		s.ingresses.Now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
 	})
 	n.waitReady()
 	for i, want := range []map[string]int{{"list": 1, "get": reports}, {"list": 1}} {
 		if i > 0 {
-			ahead.Add(int64(statusViewMaxAge + time.Millisecond)) // the view is now too old to reuse
+			ahead.Add(int64(ingress.StatusViewMaxAge + time.Millisecond)) // the view is now too old to reuse
 		}
 		var s api.Status
 		d, h := costOf(rc, httpOf, func() { s = statusOf(t, n) })
@@ -1001,8 +1002,8 @@ func TestIngressReportsAreReadInTimeFromAStoreARegionAway(t *testing.T) {
 	bcfg := s3test.Shared(t).NewBucket(t)
 	writer := openS3(t, bcfg)
 	for i := range reports {
-		b, _ := json.Marshal(ingressReport{Name: fmt.Sprintf("edge-%03d", i), Kind: api.KindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
-		if _, err := writer.Put(t.Context(), fmt.Sprintf("%sedge-%03d.json", prefixIngresses, i), b, store.Condition{}); err != nil {
+		b, _ := json.Marshal(ingress.Report{Name: fmt.Sprintf("edge-%03d", i), Kind: api.KindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
+		if _, err := writer.Put(t.Context(), fmt.Sprintf("%sedge-%03d.json", ingress.Prefix, i), b, store.Condition{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -1012,7 +1013,7 @@ func TestIngressReportsAreReadInTimeFromAStoreARegionAway(t *testing.T) {
 	cfg := reportsConfig(t, "vps-a", t.TempDir())
 	cfg.Ingresses.LostAfter = ptypes.Duration(time.Minute) // every report live
 	// Only ingresses/ goes the long way: the reconcile pass is not what is measured.
-	n := startNodeWithStore(t, cfg, prefixRoute{Store: openS3(t, bcfg), prefix: prefixIngresses, to: farReports})
+	n := startNodeWithStore(t, cfg, prefixRoute{Store: openS3(t, bcfg), prefix: ingress.Prefix, to: farReports})
 	n.waitReady()
 	// The first status reads them all, within the one read's ingressViewTimeout.
 	start, before := time.Now(), farReports.Stats()
@@ -1041,7 +1042,7 @@ func (g *getFails) Get(ctx context.Context, key string) (store.Object, error) {
 		return store.Object{}, fmt.Errorf("reading: %w", store.ErrUnavailable)
 	}
 	obj, err := g.Store.Get(ctx, key)
-	if err == nil && strings.HasPrefix(key, prefixIngresses) {
+	if err == nil && strings.HasPrefix(key, ingress.Prefix) {
 		g.read.Add(1)
 	}
 	return obj, err
@@ -1058,23 +1059,25 @@ func testAFailedReadKeepsWhatItRead(t *testing.T, be reportBackend) {
 	const reports = 60
 	st := be.open(t)
 	for i := range reports {
-		b, _ := json.Marshal(ingressReport{Name: fmt.Sprintf("edge-%03d", i), Kind: api.KindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
-		if _, err := st.Put(t.Context(), fmt.Sprintf("%sedge-%03d.json", prefixIngresses, i), b, store.Condition{}); err != nil {
+		b, _ := json.Marshal(ingress.Report{Name: fmt.Sprintf("edge-%03d", i), Kind: api.KindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
+		if _, err := st.Put(t.Context(), fmt.Sprintf("%sedge-%03d.json", ingress.Prefix, i), b, store.Condition{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	gf := &getFails{Store: st, key: prefixIngresses + "edge-030.json"}
-	book := newIngressBook(gf, slog.New(slog.DiscardHandler), "vps-a",
-		IngressesConfig{LostAfter: ptypes.Duration(time.Minute), ForgetAfter: ptypes.Duration(time.Hour), MaxTracked: 8},
-		func() (uint64, string) { return 1, "" }, func() (string, uint64) { return "", 1 }, nil, nil)
-	reps, _, err := book.readView(t.Context(), 0)
+	gf := &getFails{Store: st, key: ingress.Prefix + "edge-030.json"}
+	book := ingress.New(ingress.Options{Store: gf, Log: slog.New(slog.DiscardHandler), Self: "vps-a",
+		Config: ingress.Config{LostAfter: time.Minute, ForgetAfter: time.Hour, MaxTracked: 8},
+		Known:  func() (uint64, string) { return 1, "" }, Current: func() (string, uint64) { return "", 1 }})
+	// A view of age 0 reads the store every time; this book has no local report, so
+	// the view is the reports read.
+	v := book.Fleet(t.Context(), 0)
 	first := int(gf.read.Load())
-	if err == nil || !strings.Contains(err.Error(), "edge-030") || len(reps) != first || first >= reports {
-		t.Fatalf("a read with edge-030 failing: %d reports, error %v (%d read); want the error and the ones read", len(reps), err, first)
+	if v.Error == "" || !strings.Contains(v.Error, "edge-030") || len(v.Ingresses) != first || first >= reports {
+		t.Fatalf("a read with edge-030 failing: %d reports, error %q (%d read); want the error and the ones read", len(v.Ingresses), v.Error, first)
 	}
-	reps, _, err = book.readView(t.Context(), 0)
-	if err != nil || len(reps) != reports {
-		t.Fatalf("the next read: %d reports, error %v; want all %d", len(reps), err, reports)
+	v = book.Fleet(t.Context(), 0)
+	if v.Error != "" || len(v.Ingresses) != reports {
+		t.Fatalf("the next read: %d reports, error %q; want all %d", len(v.Ingresses), v.Error, reports)
 	}
 	if again := int(gf.read.Load()) - first; again != reports-first {
 		t.Errorf("the next read GET %d reports, want the %d still missing (the first read got %d)", again, reports-first, first)
@@ -1092,8 +1095,8 @@ func testIngressNotSeenForForgetAfterIsForgotten(t *testing.T, be reportBackend)
 	n := startReportsNode(t, be, "vps-a") // forgetAfter 1h
 	ctx := context.Background()
 	for name, age := range map[string]time.Duration{"old": 2 * time.Hour, "recent": 30 * time.Minute} {
-		b, _ := json.Marshal(ingressReport{Name: name, Kind: api.KindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().Add(-age).UTC()})
-		if _, err := n.st.Put(ctx, prefixIngresses+name+".json", b, store.Condition{}); err != nil {
+		b, _ := json.Marshal(ingress.Report{Name: name, Kind: api.KindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().Add(-age).UTC()})
+		if _, err := n.st.Put(ctx, ingress.Prefix+name+".json", b, store.Condition{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -1104,13 +1107,13 @@ func testIngressNotSeenForForgetAfterIsForgotten(t *testing.T, be reportBackend)
 	if ins["recent"].State != "lost" {
 		t.Errorf("an ingress not seen for 30m: %+v, want listed lost", ins["recent"])
 	}
-	if _, err := n.st.Get(ctx, prefixIngresses+"old.json"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := n.st.Get(ctx, ingress.Prefix+"old.json"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the forgotten ingress's object: %v, want deleted", err)
 	}
 }
 
 // One account cannot take every waiter slot: its application tokens hold at most
-// maxWaitersPerAccount; another account's writes, and the admin's, still wait.
+// ingress.MaxWaitersPerAccount; another account's writes, and the admin's, still wait.
 func TestWaitAppliedSlotsAreSharedBetweenAccounts(t *testing.T) {
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
@@ -1123,7 +1126,7 @@ func TestWaitAppliedSlotsAreSharedBetweenAccounts(t *testing.T) {
 	p.frozen.Store(true)
 
 	var wg sync.WaitGroup
-	for i := range maxWaitersPerAccount {
+	for i := range ingress.MaxWaitersPerAccount {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -1136,7 +1139,7 @@ func TestWaitAppliedSlotsAreSharedBetweenAccounts(t *testing.T) {
 		}()
 	}
 	defer wg.Wait()
-	waitFor(t, 5*time.Second, "tito's writes waiting", func() bool { return len(n.srv.ingresses.waiters) == maxWaitersPerAccount })
+	waitFor(t, 5*time.Second, "tito's writes waiting", func() bool { return waiting(n) == ingress.MaxWaitersPerAccount })
 	resp, body := n.do(http.MethodPut, "/v1/apps/tito-classic/domains/ti.to/paths?wait=applied&timeout=4s", tito, `{"paths":{"x":"tito-go.apps.example.com"}}`)
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "too many waiters") {
 		t.Errorf("tito's write beyond its share: %d %s, want 503", resp.StatusCode, body)
@@ -1157,8 +1160,8 @@ func TestIngressReportSeenInTheFutureIsSkippedNotWaitedForForever(t *testing.T) 
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir())) // lostAfter 2s
 	n.waitReady()
 	ctx := context.Background()
-	ghost, _ := json.Marshal(ingressReport{Name: "ghost", Kind: api.KindPlugin, Node: "vps-z", Serial: 1, Seen: time.Now().Add(365 * 24 * time.Hour).UTC()})
-	if _, err := n.st.Put(ctx, prefixIngresses+"ghost.json", ghost, store.Condition{}); err != nil {
+	ghost, _ := json.Marshal(ingress.Report{Name: "ghost", Kind: api.KindPlugin, Node: "vps-z", Serial: 1, Seen: time.Now().Add(365 * 24 * time.Hour).UTC()})
+	if _, err := n.st.Put(ctx, ingress.Prefix+"ghost.json", ghost, store.Condition{}); err != nil {
 		t.Fatal(err)
 	}
 	resp, body := n.do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=1s", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
@@ -1186,7 +1189,7 @@ func TestIngressReportSeenInTheFutureIsSkippedNotWaitedForForever(t *testing.T) 
 func TestWaitAppliedKeepsSlotsForTheAdmin(t *testing.T) {
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
-	n.srv.ingresses.waiters = make(chan struct{}, 2*maxWaitersPerAccount) // two accounts' shares
+	n.srv.ingresses.SetWaiterSlots(2 * ingress.MaxWaitersPerAccount) // two accounts' shares
 	fleetOf(t, n, "tito-classic@tito", "tito-go@tito", "shop")
 	n.must(http.StatusCreated, http.MethodPut, "/v1/apps/shop/domains/shop.example.org", testAdminToken, "")
 	_, tito := issueToken(t, n, "tito", "tito-classic", `"publish"`)
@@ -1212,18 +1215,24 @@ func TestWaitAppliedKeepsSlotsForTheAdmin(t *testing.T) {
 			}
 		}()
 	}
-	for i := range maxWaitersPerAccount {
+	for i := range ingress.MaxWaitersPerAccount {
 		wait(tito, "/v1/apps/tito-classic/domains/ti.to/paths", fmt.Sprintf(`{"paths":{"p%d":"tito-go.apps.example.com"}}`, i))
 		wait(acme, "/v1/apps/shop/domains/shop.example.org/paths", fmt.Sprintf(`{"paths":{"p%d":"shop.apps.example.com"}}`, i))
 	}
 	waitFor(t, 5*time.Second, "every tenant write waiting or refused", func() bool {
-		return len(n.srv.ingresses.waiters)+int(refused.Load()) == 2*maxWaitersPerAccount
+		return waiting(n)+int(refused.Load()) == 2*ingress.MaxWaitersPerAccount
 	})
-	if got, limit := len(n.srv.ingresses.waiters), cap(n.srv.ingresses.waiters); got >= limit {
+	if got, limit := n.srv.ingresses.Waiters(); got >= limit {
 		t.Errorf("application tokens hold %d of %d waiter slots, want some kept for the admin", got, limit)
 	}
 	resp, body := n.do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=300ms", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	if resp.StatusCode != http.StatusAccepted {
 		t.Errorf("the admin's write while tenants wait: %d %s, want 202 (edge-1 is behind)", resp.StatusCode, body)
 	}
+}
+
+// waiting is the waiter slots n's writes hold.
+func waiting(n *testNode) int {
+	held, _ := n.srv.ingresses.Waiters()
+	return held
 }

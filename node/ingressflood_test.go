@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 )
@@ -31,8 +32,8 @@ func TestAFloodOfMadeUpIngressNamesHidesNoRealOne(t *testing.T) {
 	}
 	seed := func(name string, at time.Time) {
 		t.Helper()
-		b, _ := json.Marshal(ingressReport{Name: name, Kind: "plugin", Node: "vps-b", Seen: at.UTC()})
-		key := prefixIngresses + name + ".json"
+		b, _ := json.Marshal(ingress.Report{Name: name, Kind: "plugin", Node: "vps-b", Seen: at.UTC()})
+		key := ingress.Prefix + name + ".json"
 		if _, err := st.Put(context.Background(), key, b, store.Condition{}); err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +48,7 @@ func TestAFloodOfMadeUpIngressNamesHidesNoRealOne(t *testing.T) {
 	for i := 100; i < 104; i++ {
 		seed(fmt.Sprintf("%04d", i), time.Now().Add(-48*time.Hour))
 	}
-	n := startNodeWithStore(t, cfg, st, func(s *Server) { s.ingresses.viewMax = 4 })
+	n := startNodeWithStore(t, cfg, st, func(s *Server) { s.ingresses.ViewMax = 4 })
 	n.waitReady()
 	// The real ingress polls another node: n knows it only through the store's view.
 	stB, err := dir.New(cfg.Store.Dir.Path)
@@ -75,13 +76,13 @@ func TestAFloodOfMadeUpIngressNamesHidesNoRealOne(t *testing.T) {
 	// The junk nobody has written for forgetAfter is deleted, past the cut by its LIST
 	// time (never read); the live flood stays (it is younger than forgetAfter).
 	waitFor(t, 10*time.Second, "the two-day-old reports deleted", func() bool {
-		entries, err := st.List(context.Background(), prefixIngresses)
+		entries, err := st.List(context.Background(), ingress.Prefix)
 		if err != nil {
 			return false
 		}
 		for _, e := range entries {
 			var i int
-			if _, err := fmt.Sscanf(e.Key, prefixIngresses+"%04d.json", &i); err == nil && i >= 100 {
+			if _, err := fmt.Sscanf(e.Key, ingress.Prefix+"%04d.json", &i); err == nil && i >= 100 {
 				return false
 			}
 		}

@@ -39,7 +39,7 @@ func TestRoutingAnswersCarryTheStoreSerial(t *testing.T) {
 	check := func(what string, want uint64, epoch string) map[string]string {
 		t.Helper()
 		etags := map[string]string{}
-		waitFor(t, 5*time.Second, what, func() bool {
+		waitFor(t, 20*time.Second, what, func() bool { // a deadline, not a pace: a loaded machine's passes are slow
 			for _, p := range paths {
 				r, _ := n.get(p, testIngressToken)
 				if r.StatusCode != http.StatusOK || r.Header.Get("X-Scafo-Serial") != strconv.FormatUint(want, 10) {

@@ -22,8 +22,11 @@ import (
 
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetwrite"
+	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/probe"
 	"github.com/scafo/ingress/node/publish"
+	"github.com/scafo/ingress/node/reconcile"
+	"github.com/scafo/ingress/node/self"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/node/store/s3"
@@ -35,42 +38,28 @@ import (
 type Server struct {
 	// groups knows the ingress groups beyond the document's routes (groups.go).
 	groups *groupKnowledge
-	// heartbeatErr is the last failure to write this node's record (nil after a
-	// success): peers drop a node whose heartbeats fail, so status says so.
-	heartbeatErr atomic.Pointer[string]
 	// storeRequests counts this node's store requests by op (a metric).
 	storeRequests *prometheus.CounterVec
-	// announced is this node's record, `seen` left out, as of the last serial bump that
-	// named it ("" before one); only the heartbeat loop touches it.
-	announced string
-	// announcedSerial is the serial of the bump that announced `announced`.
-	announcedSerial uint64
-	// announce tracks which instance changes the record has announced, for instance
-	// writes with ?wait=applied (announce.go).
-	announce *announcements
-	cfg      *Config
-	log      *slog.Logger
-	st       store.Store
+	// self is this node's own record: heartbeat, name guard, boot id, and the
+	// announcements instance writes with ?wait=applied wait for (node/self).
+	self *self.Record
+	cfg  *Config
+	log  *slog.Logger
+	st   store.Store
 
 	ingressToken string
 	adminToken   string
 
 	pub       *publish.Publisher
 	certs     *fleetcerts.Manager // fleet certificates; nil without --acme.enabled (acme.go)
-	rec       *reconciler
+	rec       *reconcile.Reconciler
 	metrics   *metrics
 	writes    *writeLimiter
 	identity  *store.Identity      // the store's serial and epoch: one owner
 	writer    *fleetwrite.Writer   // every fleet write
-	ingresses *ingressBook         // ingress reports (ingresses.go)
+	ingresses *ingress.Book        // ingress reports (node/ingress)
 	instances *fleetwrite.Registry // this node's instances (ports, readiness)
 	probes    *probe.Prober        // probes of those instances; nil when probe.interval is 0
-
-	// nodeID (<stateDir>/node-id) and bootID (minted per process) go into this node's
-	// record; name tracks that record and any other writer of it (nodename.go).
-	nodeID, bootID string
-	started        time.Time
-	name           nameGuard
 
 	conns     atomic.Pointer[connLimiter]      // the API listener's cap (set by Run)
 	rejects   *rejectLogger                    // rejection log lines, rate-limited per source
@@ -131,13 +120,13 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	if err := ropts.Validate(); err != nil {
 		return nil, fmt.Errorf("traefik render options: %w", err)
 	}
-	nodeID, err := loadOrMintNodeID(cfg.StateDir)
+	nodeID, err := self.LoadOrMintNodeID(cfg.StateDir)
 	if err != nil {
 		return nil, err
 	}
-	mem, memDoc, err := loadServed(cfg.StateDir)
+	mem, memDoc, err := reconcile.LoadServed(cfg.StateDir)
 	if err != nil {
-		if !adoptRequested(cfg.StateDir) {
+		if !reconcile.AdoptRequested(cfg.StateDir) {
 			return nil, fmt.Errorf("%w: the state dir's memory of the store is unreadable; "+
 				"if the store this node finds is the fleet's, run `scafo-node store adopt --stateDir=%s` and start it again", err, cfg.StateDir)
 		}
@@ -164,8 +153,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		cfg: cfg, log: log, st: st, groups: groups,
 		ingressToken: ingressTok, adminToken: adminTok,
 		pub: pub, instances: inst, identity: identity, storeRequests: storeRequests,
-		writes: newWriteLimiter(cfg.Writes.Rate, cfg.Writes.Burst),
-		nodeID: nodeID, bootID: randomHex(8), started: time.Now(),
+		writes:    newWriteLimiter(cfg.Writes.Rate, cfg.Writes.Burst),
 		rejects:   newRejectLogger(log, time.Duration(cfg.Limits.RejectLog)),
 		badTokens: expirable.NewLRU[string, struct{}](badTokenCacheSize, nil, badTokenTTL),
 		goodIDs:   expirable.NewLRU[string, struct{}](16384, nil, 10*time.Minute),
@@ -175,26 +163,42 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		trusted:       trusted,
 		knownLookups:  newWriteLimiter(max(knownTokenRate, 4*cfg.Writes.Rate), max(knownTokenBurst, 2*cfg.Writes.Burst)),
 		kick:          make(chan struct{}, 1),
-		announce:      newAnnouncements(),
 		beat:          make(chan struct{}, 1),
 		shutdown:      make(chan struct{}),
 	}
+	s.self = self.New(self.Options{
+		Store: st, Identity: identity, Log: log, NodeID: nodeID,
+		Name: cfg.Node.Name, Address: cfg.Node.Address,
+		APIPort:  func() int { return cfg.Node.APIPort },
+		NodeTTL:  time.Duration(cfg.Reconcile.NodeTTL),
+		Settings: s.settings,
+		// Declared AND probe up (node/probe).
+		Instances:   func() map[string]fleet.Instance { return s.probes.Publish(s.instances.Records()) },
+		OnAnnounced: s.kickReconcile,
+	})
 	s.metrics = newMetrics(pub, metricProbes{
 		certRenewals:  s.certRenewals,
 		storeForeign:  s.identity.Foreign,
 		storeRequests: storeRequests,
-		nameConflict:  func() bool { return s.nameConflict(time.Now()) != nil },
+		nameConflict:  func() bool { return s.self.Conflict(time.Now()) != nil },
 	})
-	s.ingresses = newIngressBook(st, log, cfg.Node.Name, cfg.Ingresses,
-		func() (uint64, string) { return s.identity.Serial(), s.identity.Epoch() },
-		s.publishedMark, s.identity.Foreign,
-		func(groups string) string {
+	s.ingresses = ingress.New(ingress.Options{
+		Store: st, Log: log, Self: cfg.Node.Name,
+		Config: ingress.Config{
+			LostAfter:   time.Duration(cfg.Ingresses.LostAfter),
+			ForgetAfter: time.Duration(cfg.Ingresses.ForgetAfter),
+			MaxTracked:  cfg.Ingresses.MaxTracked,
+		},
+		Known:   func() (uint64, string) { return s.identity.Serial(), s.identity.Epoch() },
+		Current: s.publishedMark, Foreign: s.identity.Foreign,
+		GroupRevision: func(groups string) string {
 			snap := s.pub.Current()
 			if snap == nil {
 				return ""
 			}
 			return snap.ForGroups(strings.Split(groups, ",")).Revision
-		})
+		},
+	})
 	s.metrics.reg.MustRegister(ingressCollector{s})
 	if err := s.setupACME(); err != nil {
 		return nil, err
@@ -214,10 +218,10 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		DomainGroups:   cfg.Platform.DomainGroups(),
 	}, st, s.identity, inst, log)
 	s.probes = s.newProber()
-	s.rec = &reconciler{
-		st: st, pub: pub, log: log, id: s.identity,
-		self: s.settings(),
-		opts: func() fleet.Options {
+	s.rec = reconcile.New(reconcile.Options{
+		Store: st, Publisher: pub, Log: log, Identity: s.identity,
+		Self: s.settings(), SelfName: cfg.Node.Name,
+		FleetOptions: func() fleet.Options {
 			return fleet.Options{
 				PlatformDomains: cfg.Platform.Domains,
 				APIPublic:       cfg.API.Public,
@@ -225,22 +229,20 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 				DomainGroups:    cfg.Platform.DomainGroups(),
 			}
 		},
-		onPass:     s.metrics.observePass,
-		heartbeat:  time.Duration(cfg.Reconcile.Heartbeat),
-		stateDir:   cfg.StateDir,
-		saver:      newServedSaver(cfg.StateDir, log),
-		onAccepted: s.kickHeartbeat,
-		selfName:   cfg.Node.Name,
-		groups:     groups,
-		onOwnRecord: func(rec fleet.NodeRecord) {
-			s.seeOwnRecord(rec, false, time.Now())
+		OnPass:     s.metrics.observePass,
+		Heartbeat:  time.Duration(cfg.Reconcile.Heartbeat),
+		StateDir:   cfg.StateDir,
+		Memory:     mem,
+		MemoryDoc:  memDoc,
+		OnAccepted: s.kickHeartbeat,
+		OnGroups:   groups.setApps,
+		OnOwnRecord: func(rec fleet.NodeRecord) {
+			s.self.See(rec, false, time.Now())
 		},
-	}
+	})
 	if mem != nil {
-		// A restart: the store must be the one this node served (see served.go).
-		s.rec.remembered = memDoc
-		s.rec.saved.epoch, s.rec.saved.revision = mem.Epoch, mem.Revision
-		if mem.seeds() {
+		// A restart: the store must be the one this node served (node/reconcile/served.go).
+		if mem.Seeds() {
 			s.identity.Seed(mem.Serial, mem.Epoch)
 		}
 		log.Info("remembered store", "epoch", mem.Epoch, "serial", mem.Serial, "revision", mem.Revision, "savedAt", mem.SavedAt)
@@ -286,7 +288,7 @@ func (s *Server) newProber() *probe.Prober {
 		APIPort:    func() int { return s.cfg.Node.APIPort },
 		Instances:  s.instances.Records,
 		Declared:   s.instances.Get,
-		HealthPath: func(app, appID string) string { return appHealthPath(s.rec.knownApps(), app, appID) },
+		HealthPath: func(app, appID string) string { return s.rec.KnownApps().HealthPath(app, appID) },
 		OnChange:   s.kickHeartbeat,
 		Metrics:    s.metrics.reg,
 	})
@@ -301,9 +303,9 @@ func (s *Server) kickReconcile() {
 }
 
 // instancesChanged notes a change of this node's instances (a new generation for
-// waiters, announce.go) and asks for the record to be rewritten now.
+// waiters, node/self) and asks for the record to be rewritten now.
 func (s *Server) instancesChanged() {
-	s.announce.changed()
+	s.self.Changed()
 	s.kickHeartbeat()
 }
 
@@ -317,10 +319,9 @@ func (s *Server) kickHeartbeat() {
 
 // Run serves on ln until ctx ends, then shuts down gracefully: long-polls are released
 // (they answer 304), in-flight requests finish within a grace period. It refuses to
-// start (closing ln) when another live node holds this node's name (nodename.go).
+// start (closing ln) when another live node holds this node's name (node/self).
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
-	s.started = time.Now()
-	if err := s.checkName(ctx); err != nil {
+	if err := s.self.Start(ctx); err != nil {
 		ln.Close()
 		return err
 	}
@@ -337,7 +338,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	saverDone := make(chan struct{})
 	go func() {
 		defer close(saverDone)
-		s.rec.saver.run(saverCtx)
+		s.rec.RunSaver(saverCtx)
 	}()
 	var wg sync.WaitGroup
 	if s.probes != nil {
@@ -350,7 +351,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	wg.Add(4)
 	go func() {
 		defer wg.Done()
-		s.ingresses.run(loopCtx)
+		s.ingresses.Run(loopCtx)
 	}()
 	go func() {
 		defer wg.Done()
@@ -358,7 +359,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}()
 	go func() {
 		defer wg.Done()
-		s.rec.run(loopCtx, time.Duration(s.cfg.Reconcile.Interval), time.Duration(s.cfg.Reconcile.FullInterval),
+		s.rec.Run(loopCtx, time.Duration(s.cfg.Reconcile.Interval), time.Duration(s.cfg.Reconcile.FullInterval),
 			time.Duration(s.cfg.Reconcile.PublishWindow), s.kick)
 	}()
 	go func() {

@@ -2,7 +2,6 @@ package node
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -18,6 +17,12 @@ import (
 	"github.com/scafo/ingress/render/fleet"
 )
 
+// maxApplyWait caps ?timeout= of wait=applied; defaultApplyWait is its default.
+const (
+	maxApplyWait     = 60 * time.Second
+	defaultApplyWait = 10 * time.Second
+)
+
 // ?wait=applied&timeout=<duration> on a write (docs/design.md §11): the write is made as
 // without it; then the answer waits until this node publishes a document derived from
 // the write's serial or a later one, and every live ingress (not lost) reports that
@@ -26,8 +31,8 @@ import (
 // The write's own answer is the envelope's "result".
 //
 // Waiting holds no lock and no store slot: the write is complete before it starts; the
-// waiter polls the book (a shared store read at most every ingressViewMaxAge) in the
-// request's own goroutine, and ends with the request. At most maxWaiters writes wait at
+// waiter polls the book (a shared store read at most every ingress.ViewMaxAge) in the
+// request's own goroutine, and ends with the request. At most 64 writes wait at
 // once on a node; beyond, a write asking to wait is refused (503) before it is made.
 
 // applyWait parses ?wait= and ?timeout= of a write. ok false: no wait asked.
@@ -84,19 +89,19 @@ func (s *Server) waitApplied(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		// An account's writes hold at most maxWaitersPerAccount of the node's slots, so
+		// An account's writes hold at most ingress.MaxWaitersPerAccount of the node's slots, so
 		// one tenant cannot take every slot from the others (the admin is not limited).
 		account := ""
 		if a := actorOf(r); !a.Admin {
 			account = a.Token.Account
 		}
-		if ok, why := s.ingresses.takeWaiter(account); !ok {
+		if ok, why := s.ingresses.TakeWaiter(account); !ok {
 			cutBody(w, r)
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusServiceUnavailable, "too many waiters", why)
 			return
 		}
-		defer s.ingresses.releaseWaiter(account)
+		defer s.ingresses.ReleaseWaiter(account)
 		if isInstanceWrite(r) { // the route's attribute (routes.go)
 			s.waitInstanceApplied(w, r, next, chi.URLParam(r, "app"), d)
 			return
@@ -120,7 +125,7 @@ func (s *Server) waitApplied(next http.Handler) http.Handler {
 			}
 			serial = n
 		}
-		body, code, done := s.awaitApplied(r.Context(), serial, d)
+		body, code, done := s.ingresses.Await(r.Context(), serial, d)
 		if !done {
 			return // the client went away
 		}
@@ -158,7 +163,7 @@ func (s *Server) probeUp(app string, inst fleet.Instance) bool {
 // wait has two legs within the one timeout. First, this node's record announces the
 // write (the instance with the port and readiness it declares, or none after a
 // release; an instance declared ready that the probe finds down is waited past: traffic
-// would not reach it), at some serial; then awaitApplied waits until this node publishes
+// would not reach it), at some serial; then s.ingresses.Await waits until this node publishes
 // that serial and every live ingress holds it. 202 when either leg times out, saying which.
 func (s *Server) waitInstanceApplied(w http.ResponseWriter, r *http.Request, next http.Handler, app string, d time.Duration) {
 	deadline := time.Now().Add(d)
@@ -168,10 +173,10 @@ func (s *Server) waitInstanceApplied(w http.ResponseWriter, r *http.Request, nex
 		rec.replay()
 		return
 	}
-	gen := s.announce.current() // the write's change (if it changed anything) is at or before it
+	gen := s.self.Generation() // the write's change (if it changed anything) is at or before it
 	declared, held := s.instances.Get(app)
 	s.kickHeartbeat()
-	serial, ok, why := s.announce.await(r.Context(), gen, deadline, func(pub map[string]fleet.Instance) string {
+	serial, ok, why := s.self.Await(r.Context(), gen, deadline, func(pub map[string]fleet.Instance) string {
 		got, has := pub[app]
 		switch {
 		case !held && has:
@@ -202,89 +207,11 @@ func (s *Server) waitInstanceApplied(w http.ResponseWriter, r *http.Request, nex
 		s.answerApplied(w, rec, api.Applied{Behind: []api.Ingress{}, Detail: fmt.Sprintf("after %s, %s", d, why)}, http.StatusAccepted)
 		return
 	}
-	body, code, done := s.awaitApplied(r.Context(), serial, max(time.Until(deadline), time.Millisecond))
+	body, code, done := s.ingresses.Await(r.Context(), serial, max(time.Until(deadline), time.Millisecond))
 	if !done {
 		return
 	}
 	s.answerApplied(w, rec, body, code)
-}
-
-// awaitApplied waits until every live ingress holds serial, or d passes. done is false
-// when ctx ended first.
-func (s *Server) awaitApplied(ctx context.Context, serial uint64, d time.Duration) (api.Applied, int, bool) {
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	poll := time.NewTicker(ingressViewMaxAge / 2)
-	defer poll.Stop()
-	for {
-		b := s.ingresses
-		changed := b.changes()
-		v := b.fleet(ctx, ingressViewMaxAge)
-		rev, mark := b.current()
-		_, epoch := b.known()
-		body := api.Applied{Serial: serial, Behind: []api.Ingress{}}
-		// Group revisions are read after mark, so from a snapshot at least as new.
-		revs := map[string]string{}
-		for i, in := range v.Ingresses {
-			held := v.held[i]
-			if in.State == "lost" {
-				continue
-			}
-			body.Ingresses++
-			r, ok := revs[held.Groups]
-			if !ok {
-				r = b.revisionFor(held, rev)
-				revs[held.Groups] = r
-			}
-			if !holds(held, serial, epoch, r, mark) {
-				body.Behind = append(body.Behind, in)
-			}
-		}
-		// This node publishes it too: with no ingress at all, the answer still means
-		// "published" (every ingress that polls from now on gets it).
-		// Reports that could not be read may be of ingresses behind: never "applied"
-		// on a partial view.
-		if len(body.Behind) == 0 && mark >= serial && v.Error == "" {
-			body.Applied = true
-			return body, http.StatusOK, true
-		}
-		select {
-		case <-ctx.Done():
-			return body, 0, false
-		case <-deadline.C:
-			names := make([]string, len(body.Behind))
-			for i, in := range body.Behind {
-				names[i] = in.Name
-			}
-			body.Detail = fmt.Sprintf("written at serial %d; after %s, %d of %d live ingresses do not report it: %s",
-				serial, d, len(body.Behind), body.Ingresses, strings.Join(names, ", "))
-			if v.Error != "" {
-				body.Detail += "; the fleet's reports could not be read (" + v.Error + "): only this node's ingresses are known"
-			}
-			if mark < serial {
-				body.Detail += fmt.Sprintf("; this node has not published it yet (it publishes serial %d)", mark)
-			}
-			return body, http.StatusAccepted, true
-		case <-changed:
-		case <-poll.C:
-		}
-	}
-}
-
-// holds reports whether an ingress's report shows it holds the state of serial: it
-// reports that serial or a later one (same epoch), or the revision this node publishes
-// to it (rev: its group selection's) from a serial at or after it (a write that did not
-// move that revision, one in another group, or one a later write superseded, is held by
-// an ingress on the same content).
-func holds(rep ingressReport, serial uint64, epoch, rev string, mark uint64) bool {
-	sameEpoch := rep.Epoch == "" || epoch == "" || rep.Epoch == epoch
-	if !sameEpoch {
-		return false
-	}
-	if rep.Serial >= serial && rep.Serial > 0 {
-		return true
-	}
-	return rep.Revision != "" && rep.Revision == rev && mark >= serial
 }
 
 // recorder keeps a write's answer so it can be wrapped after the wait.

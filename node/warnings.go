@@ -20,7 +20,7 @@ func (s *Server) pathWarnings(c fleet.Claim) []string {
 			routes[rt.Host] = rt
 		}
 	}
-	apps := s.rec.knownApps()
+	apps := s.rec.KnownApps()
 	var warn []string
 	for _, k := range slices.Sorted(maps.Keys(c.Paths)) {
 		t := c.Paths[k]
@@ -28,17 +28,11 @@ func (s *Server) pathWarnings(c fleet.Claim) []string {
 		switch {
 		case t == c.Host:
 			warn = append(warn, fmt.Sprintf("%s: target %s is this host itself", k, t))
-		case !ok || appAccount(apps, rt.Application) != c.Account || len(rt.Upstreams) == 0:
+		case !ok || apps.Account(rt.Application) != c.Account || len(rt.Upstreams) == 0:
 			// One message whatever the reason: whether a name is another account's, or
 			// exists at all, is not this publisher's business.
 			warn = append(warn, fmt.Sprintf("%s: target %s is not a ready route of this account; it routes nothing until it is", k, t))
 		}
 	}
 	return warn
-}
-
-// appAccount is the account of the application called name ("" when there is none).
-func appAccount(apps appView, name string) string {
-	a, _ := apps.get(name)
-	return a.Account
 }

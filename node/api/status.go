@@ -26,7 +26,7 @@ type Status struct {
 	// Instances are this node's instances: declared readiness, published readiness and
 	// the probe's state (probe.go).
 	Instances []Instance `json:"instances"`
-	// Ingresses: every ingress of the fleet and what it holds (ingresses.go).
+	// Ingresses: every ingress of the fleet and what it holds (node/ingress).
 	Ingresses []Ingress `json:"ingresses"`
 	// IngressesSkipped: report objects that could not be read, and why.
 	IngressesSkipped []Skipped `json:"ingressesSkipped,omitempty"`

@@ -1,7 +1,7 @@
 // Package probe is the prober: this node checks its own instances every probe.interval, and the readiness
 // it publishes in its record (nodes/<node>.json) is the instance's declared readiness
 // AND the probe's verdict. A change of that verdict rewrites the record at once (a named
-// serial bump, heartbeat.go), so within one reconcile tick every node derives a document
+// serial bump, node/self), so within one reconcile tick every node derives a document
 // without a dead upstream, and a Traefik reload (which resets its health state) can no
 // longer send traffic back to it.
 //

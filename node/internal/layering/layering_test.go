@@ -23,6 +23,12 @@ var (
 		"node/fleetwrite", "node/certstore", "node/fleetcerts", "node/storageclient",
 		"node/store", "internal/bucket", "node/api",
 	}
+	// present are the packages the node is split into so far: each must exist, so a
+	// rename or a merge back cannot make the rules above skip it silently.
+	present = []string{
+		"node/api", "node/probe", "node/publish", "node/ingress", "node/reconcile", "node/self",
+		"internal/bucket",
+	}
 	// above are the packages no subsystem may depend on.
 	above = []string{"node", "node/httpapi", "node/cmd/scafo-node", "node/client"}
 	// clientForbidden are what the command-line client must not pull in.
@@ -61,6 +67,11 @@ func under(pkg, p string) bool {
 
 func TestImportDirection(t *testing.T) {
 	all := deps(t)
+	for _, p := range present {
+		if _, ok := all[mod+p]; !ok {
+			t.Errorf("%s does not exist: the node's subsystem packages are %v", p, present)
+		}
+	}
 	var pkgs []string
 	for p := range all {
 		pkgs = append(pkgs, p)

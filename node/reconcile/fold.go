@@ -1,4 +1,4 @@
-package node
+package reconcile
 
 import (
 	"maps"
@@ -10,7 +10,7 @@ import (
 	"github.com/scafo/ingress/render/routing"
 )
 
-// fold is the fleet state the reconciler derives from, in store-key order, kept across
+// fold is the fleet state the Reconciler derives from, in store-key order, kept across
 // passes: a pass that read a few objects changes their entries (copies of the lists,
 // which the Deriver and handlers may still hold) instead of sorting and folding every
 // cached object again. Immutable once made.
@@ -141,12 +141,12 @@ func (f *fold) namedGroups() map[string]bool {
 	return named
 }
 
-// appView is the applications of the last derivation, in key order: found by name
+// AppView is the applications of the last derivation, in key order: found by name
 // without a fleet-sized map made every pass.
-type appView []fleet.App
+type AppView []fleet.App
 
-// get returns the application called name.
-func (v appView) get(name string) (fleet.App, bool) {
+// Get returns the application called name.
+func (v AppView) Get(name string) (fleet.App, bool) {
 	i, ok := slices.BinarySearchFunc(v, name, func(a fleet.App, n string) int { return fleet.CompareAsKeys(a.Name, n) })
 	if !ok {
 		return fleet.App{}, false
@@ -158,4 +158,24 @@ func (v appView) get(name string) (fleet.App, bool) {
 // object's own name field is that).
 func keyName(key string) string {
 	return strings.TrimSuffix(key[strings.IndexByte(key, '/')+1:], ".json")
+}
+
+// HealthPath is app's health path from the view, for the incarnation appID ("" when
+// none is declared, the application is unknown yet, or the path is invalid: such an
+// instance is probed over TCP).
+func (v AppView) HealthPath(app, appID string) string {
+	a, ok := v.Get(app)
+	if !ok || a.Health == nil || a.Health.Path == "" || (appID != "" && a.ID != "" && a.ID != appID) {
+		return ""
+	}
+	if routing.ValidateHealthPath("health.path", a.Health.Path) != nil {
+		return ""
+	}
+	return a.Health.Path
+}
+
+// Account is the account of the application called name ("" when there is none).
+func (v AppView) Account(name string) string {
+	a, _ := v.Get(name)
+	return a.Account
 }

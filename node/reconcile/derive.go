@@ -1,4 +1,4 @@
-package node
+package reconcile
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 )
 
 // staleKey names the set of stale nodes, so a TTL crossing triggers a re-derive.
-func (r *reconciler) staleKey(now time.Time) string {
+func (r *Reconciler) staleKey(now time.Time) string {
 	ttl := r.opts().NodeTTL
 	var keys []string
 	if r.fold != nil {
@@ -40,7 +40,7 @@ func (r *reconciler) staleKey(now time.Time) string {
 // keys of the objects that changed since the last derivation (nil: unknown, after a
 // full read): the fold changes those entries alone, and the Deriver patches the last
 // document when it can.
-func (r *reconciler) derive(now time.Time, changed []string) int {
+func (r *Reconciler) derive(now time.Time, changed []string) int {
 	var f *fold
 	if changed != nil && r.fold != nil {
 		f = r.fold.patched(r.objects, changed)
@@ -68,8 +68,8 @@ func (r *reconciler) derive(now time.Time, changed []string) int {
 	opt := r.opts()
 	opt.Now = now
 	doc, dskipped, delta := r.deriver.Derive(st, opt, changed)
-	if r.groups != nil {
-		r.groups.setApps(f.namedGroups())
+	if r.onGroups != nil {
+		r.onGroups(f.namedGroups())
 	}
 	skipped = append(skipped, dskipped...)
 	if r.pub.PublishDelta(doc, delta, now) {
@@ -95,9 +95,9 @@ func (r *reconciler) derive(now time.Time, changed []string) int {
 	r.status.Nodes = nodes
 	r.status.Mismatched = mismatched
 	r.status.Remembered = false
-	r.apps = appView(f.apps)
+	r.apps = AppView(f.apps)
 	if r.apps == nil {
-		r.apps = appView{} // a view of no application, which is not no view
+		r.apps = AppView{} // a view of no application, which is not no view
 	}
 	r.mu.Unlock()
 	if r.onOwnRecord != nil {
@@ -112,7 +112,7 @@ func (r *reconciler) derive(now time.Time, changed []string) int {
 
 // remember keeps the published document and the store's identity in the state dir
 // when either changed (not every pass): the revision moves with routing content only.
-func (r *reconciler) remember(doc *routing.Document, now time.Time) {
+func (r *Reconciler) remember(doc *routing.Document, now time.Time) {
 	r.remembered = nil
 	if r.saver == nil {
 		return
@@ -121,7 +121,7 @@ func (r *reconciler) remember(doc *routing.Document, now time.Time) {
 	if r.saved.epoch == epoch && r.saved.revision == doc.Revision {
 		return
 	}
-	r.saver.save(servedMemory{Epoch: epoch, Serial: r.id.Serial(), SavedAt: now.UTC()}, doc)
+	r.saver.save(Memory{Epoch: epoch, Serial: r.id.Serial(), SavedAt: now.UTC()}, doc)
 	r.saved.epoch, r.saved.revision = epoch, doc.Revision
 }
 
@@ -131,7 +131,8 @@ func sameSettings(a, b fleet.NodeSettings) bool {
 	return bytes.Equal(x, y)
 }
 
-func (r *reconciler) snapshotStatus() reconcileStatus {
+// Status is the reconciler's state as of its last pass.
+func (r *Reconciler) Status() Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.status

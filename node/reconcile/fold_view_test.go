@@ -1,4 +1,4 @@
-package node
+package reconcile
 
 import (
 	"fmt"
@@ -17,29 +17,29 @@ import (
 	"github.com/scafo/ingress/render/fleet"
 )
 
-// TestKeptFoldDerivesAsAFreshReconcilerAndKnowsTheSameApps drives one reconciler's
+// TestKeptFoldDerivesAsAFreshReconcilerAndKnowsTheSameApps drives one Reconciler's
 // derive through random one-step changes of its cached objects (applications deleted
 // and recreated with a new incarnation, moved between groups, malformed objects coming
 // and going, unreadable claims, node records, names that sort oddly: "app", "app-2",
 // "app.x", "app0"), and after every pass holds its kept fold to buildFold of every
 // object, entry for entry (a fold patched wrong would derive from a state the store
-// does not hold), and itself to a reconciler that folds every object from nothing: the same published revision, the same skipped report, the same
-// stale key; and its application view (appView) answers every name, present or not
+// does not hold), and itself to a Reconciler that folds every object from nothing: the same published revision, the same skipped report, the same
+// stale key; and its application view (AppView) answers every name, present or not
 // (prefixes and extensions of present names among them), as the map of the old code
 // did: sweepOrphans' "no view yet" is nil only before the first derivation, an empty
-// fleet is a view of no application, and appHealthPath and pathWarnings' account
+// fleet is a view of no application, and HealthPath and Account (pathWarnings')
 // lookup never find another application.
 func TestKeptFoldDerivesAsAFreshReconcilerAndKnowsTheSameApps(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 4))
 	opt := fleet.Options{PlatformDomains: []string{"apps.example.com"}, NodeTTL: 10 * time.Minute}
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	newRec := func() *reconciler {
-		return &reconciler{pub: publish.New(render.Options{}, "", nil), log: slog.New(slog.DiscardHandler),
+	newRec := func() *Reconciler {
+		return &Reconciler{pub: publish.New(render.Options{}, "", nil), log: slog.New(slog.DiscardHandler),
 			opts: func() fleet.Options { return opt }, objects: map[string]cachedObject{}}
 	}
 	rec := newRec()
-	if rec.knownApps() != nil {
-		t.Fatal("a reconciler that never derived has a view of the applications")
+	if rec.KnownApps() != nil {
+		t.Fatal("a Reconciler that never derived has a view of the applications")
 	}
 	names := []string{"app", "app-2", "app.x", "app0", "ap", "b", "b-", "z.z"}
 	probe := append(slices.Clone(names), "", "a", "app-", "app.", "app-2x", "apps", "zz", "app.x.json", "app/x")
@@ -201,7 +201,7 @@ func TestKeptFoldDerivesAsAFreshReconcilerAndKnowsTheSameApps(t *testing.T) {
 				old[a.Name] = a
 			}
 		}
-		view := rec.knownApps()
+		view := rec.KnownApps()
 		if view == nil {
 			t.Fatalf("%s: no view after a derivation (sweepOrphans would release nothing)", at)
 		}
@@ -209,17 +209,17 @@ func TestKeptFoldDerivesAsAFreshReconcilerAndKnowsTheSameApps(t *testing.T) {
 			t.Fatalf("%s: the view holds %d applications, the store %d", at, len(view), len(old))
 		}
 		for _, n := range probe {
-			got, ok := view.get(n)
+			got, ok := view.Get(n)
 			want, wok := old[n]
 			if ok != wok || got.Name != want.Name || got.ID != want.ID || got.Account != want.Account {
 				t.Fatalf("%s: get(%q) = %+v %v, the map gives %+v %v", at, n, got, ok, want, wok)
 			}
-			if appAccount(view, n) != want.Account {
-				t.Fatalf("%s: appAccount(%q) = %q, want %q", at, n, appAccount(view, n), want.Account)
+			if view.Account(n) != want.Account {
+				t.Fatalf("%s: Account(%q) = %q, want %q", at, n, view.Account(n), want.Account)
 			}
 			for _, id := range []string{"", want.ID, "id-other"} {
-				if g, w := appHealthPath(view, n, id), oldAppHealthPath(old, n, id); g != w {
-					t.Fatalf("%s: appHealthPath(%q, %q) = %q, the map gives %q", at, n, id, g, w)
+				if g, w := view.HealthPath(n, id), oldAppHealthPath(old, n, id); g != w {
+					t.Fatalf("%s: HealthPath(%q, %q) = %q, the map gives %q", at, n, id, g, w)
 				}
 			}
 		}
@@ -232,7 +232,7 @@ func TestKeptFoldDerivesAsAFreshReconcilerAndKnowsTheSameApps(t *testing.T) {
 }
 
 // staleKeyOfEverything is staleKey as it was before the fold: every cached node key.
-func staleKeyOfEverything(r *reconciler, now time.Time) string {
+func staleKeyOfEverything(r *Reconciler, now time.Time) string {
 	var keys []string
 	for k := range r.objects {
 		if strings.HasPrefix(k, fleet.PrefixNodes) {
@@ -250,13 +250,13 @@ func staleKeyOfEverything(r *reconciler, now time.Time) string {
 	return b.String()
 }
 
-// oldAppHealthPath is appHealthPath over the map the reconciler kept before appView.
+// oldAppHealthPath is AppView.HealthPath over the map the Reconciler kept before AppView.
 func oldAppHealthPath(apps map[string]fleet.App, app, appID string) string {
 	a, ok := apps[app]
 	if !ok {
 		return ""
 	}
-	return appHealthPath(appView{a}, a.Name, appID)
+	return AppView{a}.HealthPath(a.Name, appID)
 }
 
 // normFold is f with empty lists as nil (an emptied list and a never-filled one are

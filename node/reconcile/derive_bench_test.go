@@ -1,4 +1,4 @@
-package node
+package reconcile
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkReconcileDeriveOneChange is the reconcile pass's own part of one change, past
-// the store reads: reconciler.derive folds the cached objects into the fleet state,
+// the store reads: Reconciler.derive folds the cached objects into the fleet state,
 // derives (fleet.Deriver, patching: one instance moved in a node record read by a
 // one-step pass) and publishes; the Traefik render waits for a poll and is not part of
 // it.
@@ -22,7 +22,7 @@ func BenchmarkReconcileDeriveOneChange(b *testing.B) {
 		st := fleet.GenerateState(apps, 0)
 		b.Run(fmt.Sprintf("apps=%d", apps), func(b *testing.B) {
 			opt := fleet.GenerateOptions()
-			r := &reconciler{pub: publish.New(render.Options{}, "", nil), log: slog.New(slog.DiscardHandler),
+			r := &Reconciler{pub: publish.New(render.Options{}, "", nil), log: slog.New(slog.DiscardHandler),
 				opts: func() fleet.Options { o := opt; o.Now = time.Time{}; return o }, objects: map[string]cachedObject{}}
 			for _, a := range st.Apps {
 				r.objects[fleet.AppKey(a.Name)] = cachedObject{etag: "1", value: a}

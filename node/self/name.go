@@ -1,4 +1,4 @@
-package node
+package self
 
 import (
 	"context"
@@ -28,7 +28,7 @@ import (
 // identity (fleet.Boot): the node's instance id, minted once into <stateDir>/node-id,
 // and an id minted at each process start.
 //
-//   - At start (Run, before serving) a node reads its record. If it was written by
+//   - At start (Start, before serving) a node reads its record. If it was written by
 //     another installation (another node id) and is live (seen within
 //     reconcile.nodeTTL), the node refuses to start, naming that record's address and
 //     age. A record of its own node id is its previous run (a crash and a quick
@@ -47,10 +47,10 @@ import (
 // reported like any duplicate once running (their boot ids differ).
 const nodeIDFile = "node-id"
 
-// loadOrMintNodeID returns the node's instance id from <stateDir>/node-id, minting it
+// LoadOrMintNodeID returns the node's instance id from <stateDir>/node-id, minting it
 // (16 random bytes, hex) on first use. Not a secret; O_EXCL makes two processes starting
 // on one state dir agree on it.
-func loadOrMintNodeID(stateDir string) (string, error) {
+func LoadOrMintNodeID(stateDir string) (string, error) {
 	path := filepath.Join(stateDir, nodeIDFile)
 	if b, err := os.ReadFile(path); err == nil {
 		id := strings.TrimSpace(string(b))
@@ -67,7 +67,7 @@ func loadOrMintNodeID(stateDir string) (string, error) {
 	id := randomHex(16)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		return loadOrMintNodeID(stateDir)
+		return LoadOrMintNodeID(stateDir)
 	}
 	if err != nil {
 		return "", fmt.Errorf("writing node id: %w", err)
@@ -105,62 +105,63 @@ type nameGuard struct {
 	lastSeen time.Time
 }
 
-// nameConflict is a live duplicate: another writer of this node's record.
-type nameConflict struct {
-	rec      fleet.NodeRecord
-	lastSeen time.Time
+// Conflict is a live duplicate: another writer of this node's record, as last seen,
+// and when it was last known live.
+type Conflict struct {
+	Record   fleet.NodeRecord
+	LastSeen time.Time
 }
 
 // boot is this process's identity, carried in its record.
-func (s *Server) boot() *fleet.Boot { return &fleet.Boot{Node: s.nodeID, ID: s.bootID} }
+func (s *Record) boot() *fleet.Boot { return &fleet.Boot{Node: s.nodeID, ID: s.bootID} }
 
-// recordAddress is host:apiPort of a record.
-func recordAddress(r fleet.NodeRecord) string {
+// Address is host:apiPort of a record.
+func Address(r fleet.NodeRecord) string {
 	return net.JoinHostPort(r.Address, strconv.Itoa(r.APIPort))
 }
 
 // checkName refuses to start when another installation holds this node's name: its
 // record is live and carries another node id. A store that cannot be read does not
 // stop the node (the running checks still apply).
-func (s *Server) checkName(ctx context.Context) error {
+func (s *Record) checkName(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, passTimeout)
 	defer cancel()
-	key := fleet.NodeKey(s.cfg.Node.Name)
-	obj, err := s.st.Get(ctx, key)
+	key := fleet.NodeKey(s.o.Name)
+	obj, err := s.o.Store.Get(ctx, key)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		s.setOwnETag("")
 		return nil
 	case err != nil:
-		s.log.Warn("cannot check whether another live node holds this node's name; starting", "record", key, "err", err)
+		s.o.Log.Warn("cannot check whether another live node holds this node's name; starting", "record", key, "err", err)
 		return nil
 	}
 	s.setOwnETag(obj.ETag)
 	var rec fleet.NodeRecord
 	if err := json.Unmarshal(obj.Value, &rec); err != nil {
-		s.log.Warn("this node's record is malformed; overwriting it", "record", key, "err", err)
+		s.o.Log.Warn("this node's record is malformed; overwriting it", "record", key, "err", err)
 		return nil
 	}
-	ttl := time.Duration(s.cfg.Reconcile.NodeTTL)
+	ttl := s.o.NodeTTL
 	age := s.started.Sub(rec.Seen)
 	switch {
 	case age > ttl:
 		return nil // stale: a node gone (or this one, long ago)
 	case rec.Boot == nil:
-		s.log.Warn("this node's record is live and carries no boot identity (a node that predates it, maybe this one before an upgrade): cannot tell whether another node holds the name",
-			"record", key, "address", recordAddress(rec), "age", age.Round(time.Millisecond))
+		s.o.Log.Warn("this node's record is live and carries no boot identity (a node that predates it, maybe this one before an upgrade): cannot tell whether another node holds the name",
+			"record", key, "address", Address(rec), "age", age.Round(time.Millisecond))
 		return nil
 	case rec.Boot.Node == s.nodeID:
-		s.log.Info("this node's previous run wrote its record", "age", age.Round(time.Millisecond), "boot", rec.Boot.ID)
+		s.o.Log.Info("this node's previous run wrote its record", "age", age.Round(time.Millisecond), "boot", rec.Boot.ID)
 		return nil
 	}
 	return fmt.Errorf("node name %q is taken by another live node: %s was written %s ago by the node at %s "+
 		"(node id %s, boot %s; this state dir's node id is %s); two nodes with one name overwrite each other's record and routes flap: "+
 		"give this node its own --node.name, or, if that node is gone for good, start this one once its record is older than reconcile.nodeTTL (%s)",
-		s.cfg.Node.Name, key, age.Round(time.Millisecond), recordAddress(rec), rec.Boot.Node, rec.Boot.ID, s.nodeID, ttl)
+		s.o.Name, key, age.Round(time.Millisecond), Address(rec), rec.Boot.Node, rec.Boot.ID, s.nodeID, ttl)
 }
 
-func (s *Server) setOwnETag(etag string) {
+func (s *Record) setOwnETag(etag string) {
 	s.name.mu.Lock()
 	s.name.etag, s.name.known = etag, true
 	s.name.mu.Unlock()
@@ -171,7 +172,7 @@ func (s *Server) setOwnETag(etag string) {
 // when another boot wrote it, and overwritten (once). replaced reports that the write
 // did not follow this node's own last write (the first one of this run, one after a
 // failure, or one over someone else's): peers may hold anything there.
-func (s *Server) putOwnRecord(ctx context.Context, key string, body []byte) (replaced bool, err error) {
+func (s *Record) putOwnRecord(ctx context.Context, key string, body []byte) (replaced bool, err error) {
 	for attempt := 0; ; attempt++ {
 		s.name.mu.Lock()
 		known, cur := s.name.known, s.name.etag
@@ -180,7 +181,7 @@ func (s *Server) putOwnRecord(ctx context.Context, key string, body []byte) (rep
 			replaced = true
 		}
 		if !known {
-			obj, err := s.st.Get(ctx, key)
+			obj, err := s.o.Store.Get(ctx, key)
 			switch {
 			case errors.Is(err, store.ErrNotFound):
 				cur = ""
@@ -190,7 +191,7 @@ func (s *Server) putOwnRecord(ctx context.Context, key string, body []byte) (rep
 				cur = obj.ETag
 				var rec fleet.NodeRecord
 				if json.Unmarshal(obj.Value, &rec) == nil {
-					s.seeOwnRecord(rec, attempt > 0, time.Now())
+					s.See(rec, attempt > 0, time.Now())
 				}
 			}
 		}
@@ -198,7 +199,7 @@ func (s *Server) putOwnRecord(ctx context.Context, key string, body []byte) (rep
 		if cur == "" {
 			cond = store.Condition{IfNoneMatch: true}
 		}
-		etag, err := s.st.Put(ctx, key, body, cond)
+		etag, err := s.o.Store.Put(ctx, key, body, cond)
 		s.name.mu.Lock()
 		s.name.etag, s.name.known = etag, err == nil
 		s.name.mu.Unlock()
@@ -208,11 +209,11 @@ func (s *Server) putOwnRecord(ctx context.Context, key string, body []byte) (rep
 	}
 }
 
-// seeOwnRecord notes a record found at this node's key. overwritten: this node found
+// See notes a record found at this node's key. overwritten: this node found
 // it in place of its own last write (so it was written since, whatever its Seen says).
 // Otherwise it counts only when written after this process started (an earlier run's
 // record is not a duplicate) and live.
-func (s *Server) seeOwnRecord(rec fleet.NodeRecord, overwritten bool, now time.Time) {
+func (s *Record) See(rec fleet.NodeRecord, overwritten bool, now time.Time) {
 	if rec.Boot != nil && rec.Boot.ID == s.bootID {
 		return
 	}
@@ -225,25 +226,25 @@ func (s *Server) seeOwnRecord(rec fleet.NodeRecord, overwritten bool, now time.T
 	if seen.After(now) {
 		seen = now
 	}
-	if now.Sub(seen) > time.Duration(s.cfg.Reconcile.NodeTTL) {
+	if now.Sub(seen) > s.o.NodeTTL {
 		return
 	}
 	s.name.mu.Lock()
-	prev := s.nameConflictLocked(now)
+	prev := s.conflictLocked(now)
 	if prev == nil || seen.After(s.name.lastSeen) {
 		s.name.lastSeen = seen
 	}
 	r := rec
 	s.name.other = &r
 	s.name.mu.Unlock()
-	if prev == nil || overwritten || !sameBoot(prev.rec.Boot, rec.Boot) {
+	if prev == nil || overwritten || !sameBoot(prev.Record.Boot, rec.Boot) {
 		boot := "none (a node that predates boot identities)"
 		if rec.Boot != nil {
 			boot = rec.Boot.Node + "/" + rec.Boot.ID
 		}
-		s.log.Error("another live node writes this node's record: two nodes run with one name, and routes flap between them; rename or stop one",
-			"name", s.cfg.Node.Name, "other", recordAddress(rec), "otherBoot", boot, "otherSeen", rec.Seen,
-			"self", net.JoinHostPort(s.cfg.Node.Address, strconv.Itoa(s.cfg.Node.APIPort)), "selfBoot", s.nodeID+"/"+s.bootID)
+		s.o.Log.Error("another live node writes this node's record: two nodes run with one name, and routes flap between them; rename or stop one",
+			"name", s.o.Name, "other", Address(rec), "otherBoot", boot, "otherSeen", rec.Seen,
+			"self", net.JoinHostPort(s.o.Address, strconv.Itoa(s.o.APIPort())), "selfBoot", s.nodeID+"/"+s.bootID)
 	}
 }
 
@@ -254,16 +255,16 @@ func sameBoot(a, b *fleet.Boot) bool {
 	return *a == *b
 }
 
-// nameConflict is the live duplicate, if any: another writer seen within the TTL.
-func (s *Server) nameConflict(now time.Time) *nameConflict {
+// Conflict is the live duplicate, if any: another writer seen within the TTL.
+func (s *Record) Conflict(now time.Time) *Conflict {
 	s.name.mu.Lock()
 	defer s.name.mu.Unlock()
-	return s.nameConflictLocked(now)
+	return s.conflictLocked(now)
 }
 
-func (s *Server) nameConflictLocked(now time.Time) *nameConflict {
-	if s.name.other == nil || now.Sub(s.name.lastSeen) > time.Duration(s.cfg.Reconcile.NodeTTL) {
+func (s *Record) conflictLocked(now time.Time) *Conflict {
+	if s.name.other == nil || now.Sub(s.name.lastSeen) > s.o.NodeTTL {
 		return nil
 	}
-	return &nameConflict{rec: *s.name.other, lastSeen: s.name.lastSeen}
+	return &Conflict{Record: *s.name.other, LastSeen: s.name.lastSeen}
 }

@@ -1,4 +1,4 @@
-package node
+package reconcile
 
 import (
 	"context"
@@ -30,11 +30,11 @@ import (
 // by forgetting the remembered identity and accepting the store as it is.
 const (
 	servedFile = "served.json"
-	adoptFile  = "store-adopt"
+	AdoptFile  = "store-adopt"
 )
 
-// servedMemory is <stateDir>/served.json.
-type servedMemory struct {
+// Memory is <stateDir>/served.json.
+type Memory struct {
 	V int `json:"v"`
 	// Epoch and Serial name the store the document was derived from (the serial is the
 	// one of the last revision change: a later serial of the same epoch is the same
@@ -52,11 +52,11 @@ const servedVersion = 1
 
 // seeds reports whether the memory names a store that had a serial (a node that only
 // ever saw a store without one has nothing to compare with).
-func (m *servedMemory) seeds() bool { return m.Epoch != "" || m.Serial > 0 }
+func (m *Memory) Seeds() bool { return m.Epoch != "" || m.Serial > 0 }
 
-// loadServed reads <stateDir>/served.json (nil, nil when absent) and its document,
+// LoadServed reads <stateDir>/served.json (nil, nil when absent) and its document,
 // checked: a document whose bytes do not hash to its revision is refused.
-func loadServed(stateDir string) (*servedMemory, *routing.Document, error) {
+func LoadServed(stateDir string) (*Memory, *routing.Document, error) {
 	path := filepath.Join(stateDir, servedFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -65,7 +65,7 @@ func loadServed(stateDir string) (*servedMemory, *routing.Document, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading %s: %w", path, err)
 	}
-	var m servedMemory
+	var m Memory
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, nil, fmt.Errorf("reading %s: %w", path, err)
 	}
@@ -90,7 +90,7 @@ func loadServed(stateDir string) (*servedMemory, *routing.Document, error) {
 
 // saveServed writes <stateDir>/served.json atomically (temp file, fsync, rename, fsync
 // of the directory): a crash leaves the old memory or the new one, never a torn file.
-func saveServed(stateDir string, m servedMemory, doc *routing.Document) error {
+func saveServed(stateDir string, m Memory, doc *routing.Document) error {
 	body, err := routing.Marshal(doc)
 	if err != nil {
 		return err
@@ -117,7 +117,7 @@ type servedSaver struct {
 }
 
 type servedJob struct {
-	mem servedMemory
+	mem Memory
 	doc *routing.Document
 }
 
@@ -125,7 +125,7 @@ func newServedSaver(dir string, log *slog.Logger) *servedSaver {
 	return &servedSaver{dir: dir, log: log, wake: make(chan struct{}, 1)}
 }
 
-func (s *servedSaver) save(m servedMemory, doc *routing.Document) {
+func (s *servedSaver) save(m Memory, doc *routing.Document) {
 	s.mu.Lock()
 	s.pending = &servedJob{mem: m, doc: doc}
 	s.mu.Unlock()
@@ -202,7 +202,7 @@ type StoreMemory struct {
 // RememberedStore reads what the node whose state dir is stateDir remembers of its
 // store; ok is false when it remembers nothing.
 func RememberedStore(stateDir string) (m StoreMemory, ok bool, err error) {
-	mem, _, err := loadServed(stateDir)
+	mem, _, err := LoadServed(stateDir)
 	if err != nil || mem == nil {
 		return StoreMemory{}, false, err
 	}
@@ -221,17 +221,17 @@ func RequestStoreAdopt(stateDir string) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("state dir %s is not a directory", stateDir)
 	}
-	return writeFileAtomic(stateDir, adoptFile, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"))
+	return writeFileAtomic(stateDir, AdoptFile, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"))
 }
 
-// adoptRequested reports whether an adopt request waits in stateDir.
-func adoptRequested(stateDir string) bool {
-	_, err := os.Stat(filepath.Join(stateDir, adoptFile))
+// AdoptRequested reports whether an adopt request waits in stateDir.
+func AdoptRequested(stateDir string) bool {
+	_, err := os.Stat(filepath.Join(stateDir, AdoptFile))
 	return err == nil
 }
 
-// adoptHint is the way out of a foreign store, for status and the write API.
-func adoptHint(stateDir string) string {
+// AdoptHint is the way out of a foreign store, for status and the write API.
+func AdoptHint(stateDir string) string {
 	return "if this store is meant to be the fleet's, run `scafo-node store adopt --stateDir=" + stateDir +
 		"` on this node: it then accepts the store as it is"
 }

@@ -1,8 +1,12 @@
-package node
+// Package reconcile is the node's reconcile loop (docs/design.md §5/§6): it reads the
+// store (one conditional read of the serial a tick, the keys a bump names, a full read
+// when due), folds what it read into the fleet state, derives the routing document and
+// publishes it: the only caller of Publish. It remembers what it served in the state
+// dir (served.json), so a restart on a foreign store serves that document instead.
+package reconcile
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,7 +22,7 @@ import (
 	"github.com/scafo/ingress/render/routing"
 )
 
-// reconciler folds the store into published snapshots. One goroutine runs it; the
+// Reconciler folds the store into published snapshots. One goroutine runs it; the
 // status fields are read by handlers under mu.
 //
 // Cost, flat in the fleet's size: every tick is one conditional read of the serial.
@@ -33,7 +37,7 @@ import (
 // the store and GETs the keys whose etag moved. Heartbeats do not move the serial:
 // liveness comes from one LIST of nodes/ per heartbeat interval, whose modification
 // times say which records were rewritten (see liveness).
-type reconciler struct {
+type Reconciler struct {
 	st   store.Store
 	pub  *publish.Publisher
 	log  *slog.Logger
@@ -81,14 +85,71 @@ type reconciler struct {
 	lastPublish time.Time
 
 	mu     sync.Mutex
-	status reconcileStatus
-	apps   appView // the applications of the last derivation (nil before one)
+	status Status
+	apps   AppView // the applications of the last derivation (nil before one)
 	// onPass observes every pass (metrics); may be nil.
 	onPass func(d time.Duration, err error, skipped int)
 
-	// groups learns the ingress groups applications name (nil in tests).
-	groups *groupKnowledge
+	// onGroups learns the ingress groups applications name, after each derivation
+	// (nil in tests).
+	onGroups func(named map[string]bool)
 }
+
+// Options is what a reconciler is built from.
+type Options struct {
+	Store     store.Store
+	Publisher *publish.Publisher
+	Log       *slog.Logger
+	// Identity owns the store's serial and epoch (read here, bumped by writers).
+	Identity *store.Identity
+	// Self is this node's fleet settings (records naming others are reported);
+	// SelfName its name, whose record OnOwnRecord sees at every derivation.
+	Self     fleet.NodeSettings
+	SelfName string
+	// FleetOptions are the derivation's options (Now is filled per pass).
+	FleetOptions func() fleet.Options
+	// Heartbeat is how often nodes rewrite their records, and how often a pass lists
+	// nodes/ for liveness.
+	Heartbeat time.Duration
+	// StateDir holds served.json and the operator's adopt request ("": nothing kept);
+	// Memory and MemoryDoc are what it held at start (LoadServed; nil: nothing).
+	StateDir  string
+	Memory    *Memory
+	MemoryDoc *routing.Document
+	// OnPass observes every pass (metrics); OnAccepted runs when a store that was
+	// foreign (or not yet checked) is accepted; OnOwnRecord sees this node's own
+	// record; OnGroups the groups applications name. Each may be nil.
+	OnPass      func(d time.Duration, err error, skipped int)
+	OnAccepted  func()
+	OnOwnRecord func(fleet.NodeRecord)
+	OnGroups    func(named map[string]bool)
+}
+
+// New builds a reconciler; nothing runs until Run (and RunSaver).
+func New(o Options) *Reconciler {
+	r := &Reconciler{
+		st: o.Store, pub: o.Publisher, log: o.Log, id: o.Identity,
+		self: o.Self, opts: o.FleetOptions,
+		onPass:      o.OnPass,
+		heartbeat:   o.Heartbeat,
+		stateDir:    o.StateDir,
+		saver:       newServedSaver(o.StateDir, o.Log),
+		onAccepted:  o.OnAccepted,
+		selfName:    o.SelfName,
+		onGroups:    o.OnGroups,
+		onOwnRecord: o.OnOwnRecord,
+	}
+	if o.Memory != nil {
+		// A restart: the store must be the one this node served (see served.go).
+		r.remembered = o.MemoryDoc
+		r.saved.epoch, r.saved.revision = o.Memory.Epoch, o.Memory.Revision
+	}
+	return r
+}
+
+// RunSaver writes served.json as passes hand it over, until ctx ends, and then what is
+// pending: run it beside Run and stop it after Run returned.
+func (r *Reconciler) RunSaver(ctx context.Context) { r.saver.run(ctx) }
 
 type cachedObject struct {
 	etag  string
@@ -97,7 +158,7 @@ type cachedObject struct {
 	bad string
 }
 
-type reconcileStatus struct {
+type Status struct {
 	LastPass         time.Time
 	LastError        string
 	UnreachableSince time.Time
@@ -110,8 +171,9 @@ type reconcileStatus struct {
 	Remembered bool
 }
 
-// pass runs one reconcile step. full forces a re-list of every object.
-func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err error) {
+// Pass runs one reconcile step at now (Run calls it every tick; a test drives it with
+// its own clock). full forces a re-list of every object.
+func (r *Reconciler) Pass(ctx context.Context, now time.Time, full bool) (err error) {
 	start := time.Now()
 	skippedCount := -1 // no derivation this pass
 	// Read before an adoption clears it.
@@ -296,68 +358,10 @@ func (r *reconciler) pass(ctx context.Context, now time.Time, full bool) (err er
 	skippedCount = r.derive(now, nil) // a full read: what changed is not known
 	if r.adopting {
 		r.adopting = false
-		os.Remove(filepath.Join(r.stateDir, adoptFile))
+		os.Remove(filepath.Join(r.stateDir, AdoptFile))
 		r.log.Warn("adopted the store as it is (operator request)", "epoch", obs.Epoch, "serial", obs.Serial)
 	}
 	return nil
-}
-
-// liveness lists nodes/ when a heartbeat interval has passed since the last list (a
-// full read lists it too), and reports whether it did; the caller keeps the listing
-// (mergeLive). A record rewritten since this
-// node read it (its etag moved: a heartbeat, which bumps no serial) counts as seen at
-// its modification time; see seen.
-func (r *reconciler) liveness(ctx context.Context, now time.Time) ([]store.Entry, bool, error) {
-	if r.heartbeat <= 0 || now.Sub(r.lastLive) < r.heartbeat {
-		return nil, false, nil
-	}
-	es, err := r.st.List(ctx, fleet.PrefixNodes)
-	if err != nil {
-		return nil, false, fmt.Errorf("listing %s: %w", fleet.PrefixNodes, err)
-	}
-	return es, true, nil
-}
-
-// mergeLive keeps a liveness listing taken without a full read. A record this node
-// holds that the listing lacks keeps its previous entry: the listing may come from a
-// store swapped (wiped, unmounted) since the serial read, and an empty listing must
-// not make every peer fall back to its record's old `seen` and turn stale (withdrawing
-// its routes) for a pass. A record really deleted moved the serial, and the full read
-// that follows replaces the whole set (setLive). Costs no request (no serial re-read
-// per heartbeat interval).
-func (r *reconciler) mergeLive(entries []store.Entry, now time.Time) {
-	prev := r.live
-	r.setLive(entries, now)
-	for k, e := range prev {
-		if _, ok := r.live[k]; ok {
-			continue
-		}
-		if _, held := r.objects[k]; held {
-			r.live[k] = e
-		}
-	}
-}
-
-func (r *reconciler) setLive(entries []store.Entry, now time.Time) {
-	live := make(map[string]store.Entry)
-	for _, e := range entries {
-		if strings.HasPrefix(e.Key, fleet.PrefixNodes) {
-			live[e.Key] = e
-		}
-	}
-	r.live, r.lastLive = live, now
-}
-
-// seen is when node record n (at key) was last written as far as this node knows: the
-// newest of its `seen` and, when the last LIST found the record rewritten since it was
-// read, that LIST's modification time. A record whose listed version is the one read
-// keeps its own `seen` (a record planted with an old time stays stale).
-func (r *reconciler) seen(key string, n fleet.NodeRecord) time.Time {
-	e, ok := r.live[key]
-	if !ok || e.ETag == r.objects[key].etag || !e.ModTime.After(n.Seen) {
-		return n.Seen
-	}
-	return e.ModTime
 }
 
 // checkAdopt acts on the operator's adopt request (<stateDir>/store-adopt): while the
@@ -365,12 +369,12 @@ func (r *reconciler) seen(key string, n fleet.NodeRecord) time.Time {
 // remembered identity, so this pass accepts the store as it is; otherwise there is
 // nothing to adopt and the request is dropped. A request is never left lying around to
 // adopt some later, unrelated store silently.
-func (r *reconciler) checkAdopt() {
-	if r.stateDir == "" || r.adopting || !adoptRequested(r.stateDir) {
+func (r *Reconciler) checkAdopt() {
+	if r.stateDir == "" || r.adopting || !AdoptRequested(r.stateDir) {
 		return
 	}
 	if !r.id.Foreign() {
-		os.Remove(filepath.Join(r.stateDir, adoptFile))
+		os.Remove(filepath.Join(r.stateDir, AdoptFile))
 		r.log.Info("store adopt requested, but the store is the one this node serves: nothing to adopt")
 		return
 	}
@@ -381,83 +385,22 @@ func (r *reconciler) checkAdopt() {
 	r.adopting = true
 }
 
-func tracked(key string) bool {
-	return strings.HasPrefix(key, fleet.PrefixApps) || strings.HasPrefix(key, fleet.PrefixDomains) ||
-		strings.HasPrefix(key, fleet.PrefixNodes)
-}
+// PassTimeout bounds one reconcile pass, so a hung store cannot stall shutdown.
+const PassTimeout = 20 * time.Second
 
-// decode parses one object, tolerating unknown fields (a newer node may have written
-// them). A malformed object is skipped and reported; it withdraws nothing else. It is
-// treated as absent, not as its last good version, so that every node (a restarted one
-// included) derives the same document from the same store.
-func (r *reconciler) decode(o store.Object) cachedObject {
-	name := keyName(o.Key)
-	var (
-		v      any
-		reason string
-	)
-	switch {
-	case !strings.HasSuffix(o.Key, ".json"):
-		reason = "not a .json object"
-	case strings.HasPrefix(o.Key, fleet.PrefixApps):
-		var a fleet.App
-		if err := json.Unmarshal(o.Value, &a); err != nil {
-			reason = "malformed JSON: " + err.Error()
-		} else if a.Name != name {
-			reason = fmt.Sprintf("name %q does not match key", a.Name)
-		} else {
-			v = a
-		}
-	case strings.HasPrefix(o.Key, fleet.PrefixDomains):
-		var c fleet.Claim
-		if err := json.Unmarshal(o.Value, &c); err != nil {
-			reason = "malformed JSON: " + err.Error()
-		} else if c.Host != name {
-			reason = fmt.Sprintf("host %q does not match key", c.Host)
-		} else {
-			v = c
-		}
-	case strings.HasPrefix(o.Key, fleet.PrefixNodes):
-		var n fleet.NodeRecord
-		if err := json.Unmarshal(o.Value, &n); err != nil {
-			reason = "malformed JSON: " + err.Error()
-		} else if n.Name != name {
-			reason = fmt.Sprintf("name %q does not match key", n.Name)
-		} else {
-			v = n
-		}
-	}
-	if reason == "" {
-		return cachedObject{etag: o.ETag, value: v}
-	}
-	r.log.Warn("skipping malformed store object", "object", o.Key, "reason", reason)
-	return cachedObject{etag: o.ETag, bad: reason}
-}
-
-// skip is an object that could not be read as an object (store.ErrTooLarge): skipped
-// and reported like a malformed one; the rest of the fleet is derived without it.
-func (r *reconciler) skip(key, etag string, err error) cachedObject {
-	reason := fmt.Sprintf("not read: larger than %d bytes", store.MaxObjectSize)
-	r.log.Warn("skipping malformed store object", "object", key, "reason", reason, "err", err)
-	return cachedObject{etag: etag, bad: reason}
-}
-
-// passTimeout bounds one reconcile pass, so a hung store cannot stall shutdown.
-const passTimeout = 20 * time.Second
-
-// run ticks until ctx ends. kick forces an immediate (non-full) pass, e.g. after a write
+// Run ticks until ctx ends. kick forces an immediate (non-full) pass, e.g. after a write
 // through this node's own API. Publishing is leading-edge and bounded: a kick after a
 // quiet spell runs at once (a lone flip stays fast), while a kick within window of the
 // last publish waits for the window's end, so a burst of changes (readiness churn)
 // reloads every Traefik at most once per window; kicks that arrive meanwhile coalesce.
-func (r *reconciler) run(ctx context.Context, interval, fullInterval, window time.Duration, kick <-chan struct{}) {
+func (r *Reconciler) Run(ctx context.Context, interval, fullInterval, window time.Duration, kick <-chan struct{}) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		now := time.Now()
 		full := r.lastFull.IsZero() || now.Sub(r.lastFull) >= fullInterval
-		pctx, cancel := context.WithTimeout(ctx, passTimeout)
-		err := r.pass(pctx, now, full)
+		pctx, cancel := context.WithTimeout(ctx, PassTimeout)
+		err := r.Pass(pctx, now, full)
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			r.log.Debug("reconcile pass failed", "err", err)
@@ -480,9 +423,9 @@ func (r *reconciler) run(ctx context.Context, interval, fullInterval, window tim
 	}
 }
 
-// knownApps maps application name → application, from the last derivation (nil
+// KnownApps maps application name → application, from the last derivation (nil
 // before one). Read-only: a derivation replaces the map, never changes it.
-func (r *reconciler) knownApps() appView {
+func (r *Reconciler) KnownApps() AppView {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.apps

@@ -1,4 +1,4 @@
-package node
+package self
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // (?wait=applied on /v1/node/instances, docs/design.md §13).
 //
 // An instance write changes the registry, then calls changed (a generation counter moves).
-// writeOwnRecord reads the generation *before* it reads the registry, so the record it
+// Record.Write reads the generation *before* it reads the registry, so the record it
 // writes holds every change up to that generation; once the record is in the store and
 // its content announced (the bump that names it, or an earlier bump of the same content)
 // it calls done(gen, serial). A waiter takes the generation after its write and waits
