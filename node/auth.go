@@ -166,8 +166,9 @@ func adminOnly(next http.Handler) http.Handler {
 	})
 }
 
-// sourceOf is the remote address of r without its port.
-func sourceOf(r *http.Request) string { return hostOf(r.RemoteAddr) }
+// sourceOf is the per-source key of r's remote address (sourceKey: the address
+// without its port, an IPv6 one's /64).
+func sourceOf(r *http.Request) string { return sourceKey(hostOf(r.RemoteAddr)) }
 
 // The budget for store reads of application tokens without a MAC (minted before the
 // fleet's key) and not seen valid lately, per client address (clientOf) and in all: a

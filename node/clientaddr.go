@@ -40,21 +40,20 @@ func (t trustedProxies) contains(a netip.Addr) bool {
 	return false
 }
 
-// clientOf is the address a request's token-lookup budget is kept for: the remote
-// address (sourceOf), unless that is a trusted proxy, and then the right-most
+// clientOf is the address a request's token-lookup budget is kept for (as a
+// sourceKey: an IPv6 address's /64): the remote address (sourceOf), unless that is a trusted proxy, and then the right-most
 // X-Forwarded-For address that is not itself one (each trusted proxy appends the
 // address it got the request from; anything to the left of the first untrusted one
 // is whatever that client chose to send). X-Forwarded-For from a peer that is not
 // trusted is never read. An entry that does not parse ends the walk at the proxy that
 // passed it on.
 func (s *Server) clientOf(r *http.Request) string {
-	src := sourceOf(r)
 	if len(s.trusted) == 0 {
-		return src
+		return sourceOf(r)
 	}
-	a, err := netip.ParseAddr(src)
+	a, err := netip.ParseAddr(hostOf(r.RemoteAddr))
 	if err != nil || !s.trusted.contains(a) {
-		return src
+		return sourceOf(r)
 	}
 	vals := r.Header.Values("X-Forwarded-For")
 	for i := len(vals) - 1; i >= 0; i-- {
@@ -62,13 +61,13 @@ func (s *Server) clientOf(r *http.Request) string {
 		for j := len(parts) - 1; j >= 0; j-- {
 			hop, err := netip.ParseAddr(strings.TrimSpace(parts[j]))
 			if err != nil {
-				return a.Unmap().String()
+				return sourceKey(a.String())
 			}
 			if !s.trusted.contains(hop) {
-				return hop.Unmap().String()
+				return sourceKey(hop.String())
 			}
 			a = hop
 		}
 	}
-	return a.Unmap().String()
+	return sourceKey(a.String())
 }

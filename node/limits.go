@@ -38,6 +38,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -169,7 +170,7 @@ func (l *connLimiter) wrap(c net.Conn) *limitedConn {
 	if lc.reserved {
 		return lc
 	}
-	src := hostOf(c.RemoteAddr().String())
+	src := sourceKey(hostOf(c.RemoteAddr().String()))
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.bySource[src] >= l.perSource {
@@ -186,6 +187,20 @@ func hostOf(addr string) string {
 		return h
 	}
 	return addr
+}
+
+// sourceKey is the key a per-source limit counts host under: an IPv4 address itself,
+// an IPv6 address its /64 (one subscriber, one LAN: whoever holds one address holds
+// the 2^64 of its /64, so a limit per IPv6 address is none); anything else as it is.
+func sourceKey(host string) string {
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	if a = a.Unmap(); a.Is4() {
+		return a.String()
+	}
+	return netip.PrefixFrom(a.WithZone(""), 64).Masked().String()
 }
 
 // refusedAnswer is written, unasked, to a connection beyond the cap before it is closed.

@@ -2,7 +2,6 @@ package node
 
 import (
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -38,10 +37,7 @@ func newRejectLogger(log *slog.Logger, every time.Duration) *rejectLogger {
 // reject logs msg for remote (host:port or host) unless that host was logged within the
 // interval.
 func (l *rejectLogger) reject(remote, msg string, attrs ...any) {
-	host := remote
-	if h, _, err := net.SplitHostPort(remote); err == nil {
-		host = h
-	}
+	host := sourceKey(hostOf(remote)) // an IPv6 client's /64 is one source
 	now := l.now()
 	l.mu.Lock()
 	src, ok := l.sources.Get(host)

@@ -388,7 +388,7 @@ func TestForwardedForIsBelievedOnlyFromTrustedProxies(t *testing.T) {
 			{"10.1.2.3:5000", []string{"6.6.6.6", "1.2.3.4, 192.0.2.7"}, "1.2.3.4"},
 			{"10.1.2.3:5000", []string{"10.0.0.1, 10.0.0.2"}, "10.0.0.1"}, // all trusted
 			{"10.1.2.3:5000", []string{"1.2.3.4, garbage"}, "10.1.2.3"},   // unparsable: stop at the proxy
-			{"[fd00::1]:5000", []string{"2001:db8::5"}, "2001:db8::5"},
+			{"[fd00::1]:5000", []string{"2001:db8::5"}, "2001:db8::/64"},  // an IPv6 client is its /64
 			{"[::ffff:10.0.0.5]:5000", []string{"::ffff:1.2.3.4"}, "1.2.3.4"},
 			{"192.0.2.8:5000", []string{"1.2.3.4"}, "192.0.2.8"},
 		} {

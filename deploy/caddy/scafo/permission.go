@@ -61,7 +61,20 @@ type Permission struct {
 
 	mu    sync.Mutex
 	spent []time.Time // approvals of certificate-less names in the window, oldest first
+	// tried is when each certificate-less name was last approved, for the names
+	// approved within nameRetry (see CertificateAllowed).
+	tried map[string]time.Time
 }
+
+// nameRetry is how soon at most a name approved with no certificate in the storage is
+// approved again while it still holds none (its order failed, or is in flight:
+// CertMagic's on-demand order holds its handshake up to 3 minutes, retrying). Without
+// it every handshake after a failed order was an approval: an anonymous client
+// handshaking again and again for one document name whose DNS points elsewhere spent
+// the whole budget, and every other name with no certificate was refused for the
+// interval. A name is so worth at most interval/nameRetry approvals (6 an hour at the
+// defaults). Never longer than the budget's interval.
+const nameRetry = 10 * time.Minute
 
 // CaddyModule returns the Caddy module information.
 func (*Permission) CaddyModule() caddy.ModuleInfo {
@@ -117,6 +130,18 @@ func (p *Permission) CertificateAllowed(ctx context.Context, name string) error 
 	if held {
 		return nil
 	}
+	if err != nil {
+		// The storage (the node) cannot say whether name holds a certificate. Refusing
+		// or counting would hold back the names that do (a Caddy restarted during a
+		// node outage loads them all through here, from cache_dir), and an approval
+		// now orders nothing: CertMagic orders only under the storage's lock, which is
+		// the node's too. Approved, not counted.
+		if p.logger != nil {
+			p.logger.Warn("on-demand certificate approved unbudgeted: the storage cannot say whether the name holds a certificate",
+				zap.String("server_name", name), zap.Error(err))
+		}
+		return nil
+	}
 	now := time.Now
 	if p.now != nil {
 		now = p.now
@@ -127,27 +152,43 @@ func (p *Permission) CertificateAllowed(ctx context.Context, name string) error 
 	for len(p.spent) > 0 && !p.spent[0].After(t.Add(-iv)) {
 		p.spent = p.spent[1:]
 	}
+	retry := min(nameRetry, iv)
+	for k, at := range p.tried {
+		if !at.After(t.Add(-retry)) {
+			delete(p.tried, k)
+		}
+	}
+	if at, ok := p.tried[name]; ok {
+		next := at.Add(retry).Sub(t)
+		reason := fmt.Sprintf("approved %s ago and still no certificate in the storage (its order failed or is in flight); the next approval for this name in %s",
+			t.Sub(at).Round(time.Second), next.Round(time.Second))
+		if p.logger != nil {
+			p.logger.Warn("on-demand certificate refused", zap.String("server_name", name), zap.String("reason", reason))
+		}
+		return fmt.Errorf("%q: %w: %s", name, caddytls.ErrPermissionDenied, reason)
+	}
 	if len(p.spent) >= n {
 		next := p.spent[0].Add(iv).Sub(t)
 		reason := fmt.Sprintf("the issuance budget is spent: %d approvals of names with no certificate in the storage in the last %s; the next one in %s",
 			len(p.spent), iv, next.Round(time.Second))
 		if p.logger != nil {
 			fields := []zap.Field{zap.String("server_name", name), zap.String("reason", reason), zap.Int("budget", n), zap.Duration("interval", iv)}
-			if err != nil {
-				fields = append(fields, zap.NamedError("storage_error", err))
-			}
 			p.logger.Warn("on-demand certificate refused", fields...)
 		}
 		return fmt.Errorf("%q: %w: %s", name, caddytls.ErrPermissionDenied, reason)
 	}
 	p.spent = append(p.spent, t)
+	if p.tried == nil {
+		p.tried = map[string]time.Time{}
+	}
+	p.tried[name] = t
 	return nil
 }
 
 // holdsCertificate is whether the storage holds a certificate for name from any
 // issuer (certificates/<issuer>/<name>/<name>.crt, CertMagic's layout). A name is
 // already canonical here (the document named it exactly). An error reading the storage
-// counts as holding none (the approval is then counted), and is returned for the log.
+// is returned (the caller approves without counting).
 func (p *Permission) holdsCertificate(ctx context.Context, name string) (bool, error) {
 	if p.storage == nil {
 		return false, nil

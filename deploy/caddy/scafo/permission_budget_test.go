@@ -20,14 +20,17 @@ import (
 	"github.com/scafo/ingress/render/routing"
 )
 
-// budgetPermission is a tls.permission.scafo over a document naming new1…new9 and
-// held.example.org, a storage (CertMagic's file storage, its key layout) holding a
+// budgetPermission is a tls.permission.scafo over a document naming new1…new9,
+// bulk1…bulk100 and held.example.org, a storage (CertMagic's file storage, its key layout) holding a
 // certificate for held.example.org only, the clock at *now.
 func budgetPermission(t *testing.T, budget int, interval time.Duration, now *time.Time) (*Permission, *observer.ObservedLogs) {
 	t.Helper()
 	d := &routing.Document{V: 1}
 	for i := 1; i <= 9; i++ {
 		d.Routes = append(d.Routes, routing.Route{Host: fmt.Sprintf("new%d.example.org", i), Application: "a", Upstreams: ups("10.0.0.1:1")})
+	}
+	for i := 1; i <= DefaultIssuanceBudget; i++ { // distinct names for the default budget
+		d.Routes = append(d.Routes, routing.Route{Host: fmt.Sprintf("bulk%d.example.org", i), Application: "a", Upstreams: ups("10.0.0.1:1")})
 	}
 	d.Routes = append(d.Routes, routing.Route{Host: "held.example.org", Application: "a", Upstreams: ups("10.0.0.1:1")})
 	d.Seal()
@@ -120,7 +123,7 @@ func TestPermissionBudgetDefaultAndOff(t *testing.T) {
 	perm, _ := budgetPermission(t, 0, 0, &now)
 	ctx := context.Background()
 	for i := range DefaultIssuanceBudget {
-		if err := perm.CertificateAllowed(ctx, fmt.Sprintf("new%d.example.org", i%9+1)); err != nil {
+		if err := perm.CertificateAllowed(ctx, fmt.Sprintf("bulk%d.example.org", i+1)); err != nil {
 			t.Fatalf("approval %d of the default budget: %v", i+1, err)
 		}
 	}
@@ -185,5 +188,81 @@ func TestPermissionBudgetCaddyfile(t *testing.T) {
 		if err := bad.validate(); err == nil {
 			t.Errorf("budget %d, interval %d: accepted", bad.Budget, bad.BudgetInterval)
 		}
+	}
+}
+
+// TestOneFailingNameCannotSpendEveryonesBudget (hostile review, round four): one
+// document name whose orders keep failing (its DNS points elsewhere), handshaked again
+// after each failure by an anonymous client, spent the whole budget (100 approvals in
+// 50 minutes), and every other name with no certificate was refused for the rest of
+// the hour. Now a name is approved again at most every nameRetry while it holds no
+// certificate, refused without spending in between.
+func TestOneFailingNameCannotSpendEveryonesBudget(t *testing.T) {
+	now := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
+	perm, logs := budgetPermission(t, 100, time.Hour, &now)
+	ctx := context.Background()
+	approved := 0
+	for range 100 {
+		now = now.Add(30 * time.Second) // a handshake after each failed order
+		if perm.CertificateAllowed(ctx, "new1.example.org") == nil {
+			approved++
+		}
+	}
+	if want := 5; approved != want { // at 04:00:30, 04:10:30, … 04:40:30 (50 min)
+		t.Errorf("one certificate-less name handshaked every 30 s for 50 min: %d approvals, want %d (one per %s)", approved, want, nameRetry)
+	}
+	for i := 2; i <= 9; i++ {
+		if err := perm.CertificateAllowed(ctx, fmt.Sprintf("new%d.example.org", i)); err != nil {
+			t.Fatalf("another name after one name's 100 handshakes: %v", err)
+		}
+	}
+	err := perm.CertificateAllowed(ctx, "new2.example.org")
+	if !errors.Is(err, caddytls.ErrPermissionDenied) || !strings.Contains(err.Error(), "still no certificate") {
+		t.Fatalf("new2 again at once: %v, want refused naming its last approval", err)
+	}
+	if len(logs.FilterMessage("on-demand certificate refused").All()) == 0 {
+		t.Error("the repeat refusals are not logged")
+	}
+	for range 20 {
+		if err := perm.CertificateAllowed(ctx, "held.example.org"); err != nil {
+			t.Fatalf("a name holding a certificate: %v", err) // never held back
+		}
+	}
+}
+
+// listFails is a storage whose List fails (the node unreachable; SplitStorage lists
+// through the node only).
+type listFails struct{ certmagic.Storage }
+
+func (listFails) List(context.Context, string, bool) ([]string, error) {
+	return nil, errors.New("node unavailable")
+}
+
+// TestNamesHoldingCertificatesAreNotHeldBackInANodeOutage (hostile review, round
+// four): while the storage could not be listed every name counted as certificate-less,
+// so a Caddy restarted during a node outage spent its budget loading the first names
+// from cache_dir and refused every further name, certificates held or not. Now a
+// storage error approves without counting (nothing can be ordered meanwhile: CertMagic
+// orders under the storage's lock, the node's).
+func TestNamesHoldingCertificatesAreNotHeldBackInANodeOutage(t *testing.T) {
+	now := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
+	perm, logs := budgetPermission(t, 1, time.Hour, &now)
+	perm.storage = listFails{perm.storage}
+	ctx := context.Background()
+	for _, name := range []string{"new1.example.org", "new2.example.org", "held.example.org", "new3.example.org"} {
+		if err := perm.CertificateAllowed(ctx, name); err != nil {
+			t.Fatalf("%s with the storage unreachable: %v, want approved", name, err)
+		}
+	}
+	if len(logs.FilterMessage("on-demand certificate approved unbudgeted: the storage cannot say whether the name holds a certificate").All()) != 4 {
+		t.Errorf("the unbudgeted approvals are not logged: %v", logs.All())
+	}
+	if err := perm.CertificateAllowed(ctx, "nope.example.org"); !errors.Is(err, caddytls.ErrPermissionDenied) {
+		t.Errorf("a name the document does not name, storage unreachable: %v, want refused", err)
+	}
+	// The storage back: the budget is whole (nothing was counted).
+	perm.storage = perm.storage.(listFails).Storage
+	if err := perm.CertificateAllowed(ctx, "new4.example.org"); err != nil {
+		t.Errorf("the first certificate-less name once the storage answers: %v", err)
 	}
 }

@@ -1,0 +1,79 @@
+package node
+
+// Hostile review (round four) of the token MACs (issue 25 item 4): spellings of a real
+// token that are not it, and a revoked token replayed. Each is refused 401, and none
+// costs more than the rules say: a respelled or cut token reads nothing; a revoked one
+// reads its record once, then is refused from the negative cache.
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestRespelledTokensAreRefusedWithoutAStoreRead(t *testing.T) {
+	n, st := macNode(t)
+	n.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	_, tok := issueToken(t, n, "evil", "evil", `"publish"`)
+	n.must(404, "GET", macPathsURL, tok, "")
+	rest := strings.TrimPrefix(tok, "scafo_")
+	id, secret, _ := strings.Cut(rest, "_")
+	flip := func(s string, i int) string { // another hex digit at i
+		c := byte('0')
+		if s[i] == '0' {
+			c = '1'
+		}
+		return s[:i] + string(c) + s[i+1:]
+	}
+	variants := map[string]string{
+		"upper case":          strings.ToUpper(tok),
+		"upper-case secret":   "scafo_" + id + "_" + strings.ToUpper(secret),
+		"upper-case MAC":      "scafo_" + id + "_" + secret[:48] + strings.ToUpper(secret[48:]),
+		"upper-case prefix":   "SCAFO_" + rest,
+		"truncated secret":    tok[:len(tok)-1],
+		"extended secret":     tok + "0",
+		"truncated MAC":       "scafo_" + id + "_" + secret[:48] + secret[48:63] + "0",
+		"MAC flipped":         "scafo_" + id + "_" + flip(secret, 63),
+		"random part flipped": "scafo_" + id + "_" + flip(secret, 0),
+		"id flipped":          "scafo_" + flip(id, 15) + "_" + secret,
+		"MAC moved":           "scafo_" + id + "_" + secret[48:] + secret[:48],
+		"tab inside":          tok[:20] + "\t" + tok[21:],
+		"dash for underscore": "scafo_" + id + "-" + secret,
+		"doubled":             tok + tok,
+	}
+	reads := st.tokenReads.Load()
+	for name, v := range variants {
+		if v == tok {
+			continue // bearer() trims what the header spelling allows
+		}
+		resp, _ := n.do("GET", macPathsURL, v, "")
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s (%q): %d, want 401", name, v, resp.StatusCode)
+		}
+	}
+	if r := st.tokenReads.Load() - reads; r != 0 {
+		t.Errorf("%d respellings of a real token read %d token records, want none", len(variants), r)
+	}
+	n.must(404, "GET", macPathsURL, tok, "") // and the real one still works
+}
+
+// TestARevokedTokenReplayedReadsItsRecordOnce: a revoked token keeps its valid MAC (it
+// was issued), so it is looked up; once found revoked it is refused from the negative
+// cache, whatever the rate of replays, and never answered as valid.
+func TestARevokedTokenReplayedReadsItsRecordOnce(t *testing.T) {
+	n, st := macNode(t)
+	n.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	id, tok := issueToken(t, n, "evil", "evil", `"publish"`)
+	n.must(404, "GET", macPathsURL, tok, "")
+	n.must(200, "DELETE", "/v1/tokens/"+id, testAdminToken, "")
+	reads := st.tokenReads.Load()
+	for range 200 {
+		resp, _ := n.do("GET", macPathsURL, tok, "")
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("a revoked token replayed: %d, want 401", resp.StatusCode)
+		}
+	}
+	if r := st.tokenReads.Load() - reads; r > 1 {
+		t.Errorf("200 replays of a revoked token read its record %d times, want 1 (then the negative cache)", r)
+	}
+}
