@@ -41,10 +41,10 @@ func (t trustedProxies) contains(a netip.Addr) bool {
 }
 
 // clientOf is the address a request's token-lookup budget is kept for (as a
-// sourceKey: an IPv6 address's /64): the remote address (sourceOf), unless that is a trusted proxy, and then the right-most
-// X-Forwarded-For address that is not itself one (each trusted proxy appends the
-// address it got the request from; anything to the left of the first untrusted one
-// is whatever that client chose to send). X-Forwarded-For from a peer that is not
+// sourceKey: an IPv6 address's /64): the remote address (sourceOf), unless that is a
+// trusted proxy, and then the right-most X-Forwarded-For address that is not itself
+// one (each trusted proxy appends the address it got the request from; anything to
+// the left of the first untrusted one is whatever that client chose to send). X-Forwarded-For from a peer that is not
 // trusted is never read. An entry that does not parse ends the walk at the proxy that
 // passed it on.
 func (s *Server) clientOf(r *http.Request) string {
