@@ -224,6 +224,27 @@ func routesDoc(t *testing.T, n *testNode) map[string]any {
 	return m
 }
 
+// waitSeeded waits until n's document holds what seedFleet(…, "shop") wrote, settled:
+// shop routed with its upstream on vps-b, and both vps-a (this node) and vps-b in the
+// api section. A document read earlier can still change for the order a pass read the
+// objects in (this node's own record, vps-b's), which a test comparing documents
+// before and after must not mistake for its own effect.
+func waitSeeded(t *testing.T, n *testNode) {
+	t.Helper()
+	waitFor(t, 5*time.Second, "shop routed, settled", func() bool {
+		d := routesDoc(t, n)
+		api, _ := d["api"].(map[string]any)
+		ups, _ := api["upstreams"].([]any)
+		rs, _ := d["routes"].([]any)
+		if len(rs) != 1 || len(ups) != 2 {
+			return false
+		}
+		r, _ := rs[0].(map[string]any)
+		rup, _ := r["upstreams"].([]any)
+		return r["host"] == "shop.apps.example.com" && len(rup) == 1
+	})
+}
+
 func hostsOf(doc map[string]any) []string {
 	var out []string
 	rs, _ := doc["routes"].([]any)
@@ -303,9 +324,7 @@ func TestETagAnd304OnlyWhenAsked(t *testing.T) {
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	seedFleet(t, n.st, "shop")
 	n.waitReady()
-	waitFor(t, 5*time.Second, "shop routed", func() bool {
-		return strings.Contains(strings.Join(hostsOf(routesDoc(t, n)), ","), "shop.apps.example.com")
-	})
+	waitSeeded(t, n)
 	for _, p := range []string{"/v1/ingress/routes", "/v1/ingress/traefik", "/v1/ingress/traefik?prefer=self"} {
 		r1, b1 := n.get(p, testIngressToken)
 		etag := r1.Header.Get("ETag")
@@ -333,7 +352,7 @@ func TestGzipWhenAccepted(t *testing.T) {
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	seedFleet(t, n.st, "shop")
 	n.waitReady()
-	waitFor(t, 5*time.Second, "shop routed", func() bool { return len(hostsOf(routesDoc(t, n))) == 1 })
+	waitSeeded(t, n)
 	for _, p := range []string{"/v1/ingress/traefik", "/v1/ingress/routes"} {
 		// gzip, identity, gzip: when both gzip bodies are identical, all three are one
 		// revision (it never goes back), so the identity body is the one to compare.
@@ -398,7 +417,7 @@ func TestLongPollReturnsOnChangeAndOnTimeout(t *testing.T) {
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	seedFleet(t, n.st, "shop")
 	n.waitReady()
-	waitFor(t, 5*time.Second, "shop routed", func() bool { return len(hostsOf(routesDoc(t, n))) > 0 })
+	waitSeeded(t, n)
 	r1, _ := n.get("/v1/ingress/traefik", testIngressToken)
 	etag := r1.Header.Get("ETag")
 
@@ -444,7 +463,7 @@ func TestLastDocumentServedWhileStoreUnreadable(t *testing.T) {
 	n := startNode(t, testConfig(t, "vps-a", storeDir))
 	seedFleet(t, n.st, "shop")
 	n.waitReady()
-	waitFor(t, 5*time.Second, "shop routed", func() bool { return len(hostsOf(routesDoc(t, n))) > 0 })
+	waitSeeded(t, n)
 	_, before := n.get("/v1/ingress/traefik", testIngressToken)
 
 	// Make the store unreadable: as root permission bits are ignored, so move the
@@ -518,7 +537,7 @@ func TestWipedStoreIsAnOutageNotAnEmptyFleet(t *testing.T) {
 	n := startNode(t, cfg)
 	seedFleet(t, n.st, "shop")
 	n.waitReady()
-	waitFor(t, 5*time.Second, "shop routed", func() bool { return len(hostsOf(routesDoc(t, n))) == 1 })
+	waitSeeded(t, n)
 	// The store's identity is what tells a wiped store from a new one: wait until the
 	// served document was derived from a committed serial (the node's first heartbeat
 	// creates it). Before that, the store this node reads has no identity at all.

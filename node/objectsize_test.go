@@ -20,7 +20,7 @@ func TestAnObjectTooLargeToReadIsSkippedNotFatal(t *testing.T) {
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	seedFleet(t, n.st, "shop")
 	n.waitReady()
-	waitFor(t, 5*time.Second, "shop routed", func() bool { return len(hostsOf(routesDoc(t, n))) == 1 })
+	waitSeeded(t, n)
 
 	// A valid application padded past the limit, written behind the store's back (its
 	// Put refuses it), then announced so the pass reads apps/.

@@ -160,6 +160,9 @@ func TestConnectionRefusalsAreCounted(t *testing.T) {
 		t.Fatalf("after a write past the per-source cap: %v", got)
 	}
 
+	// The refused connection closes (idle timeout) before the next is dialled: counted
+	// open meanwhile, it would make 127.0.0.3's connection a reserved one too.
+	waitFor(t, 5*time.Second, "the refused connection closed", func() bool { return cl.open() == 1 })
 	held3 := dialFrom(t, n, "127.0.0.3", slowAdminPut) // the general part full
 	waitFor(t, time.Second, "the general connections held", func() bool { return cl.open() == 2 })
 	resp, body = readAnswer(t, dialFrom(t, n, "127.0.0.4", write), 2*time.Second)
@@ -197,7 +200,7 @@ func TestParkedLongPollsAreCounted(t *testing.T) {
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	seedFleet(t, n.st, "shop")
 	n.waitReady()
-	waitFor(t, 5*time.Second, "shop routed", func() bool { return len(hostsOf(routesDoc(t, n))) > 0 })
+	waitSeeded(t, n)
 	parked := func() float64 {
 		v, ok := metricValue(t, n, "scafo_longpolls_parked")
 		if !ok {

@@ -264,9 +264,7 @@ func TestLastDocumentServedWhenStoreListFails(t *testing.T) {
 	n := startNodeWithStore(t, cfg, fs)
 	seedFleet(t, fs, "shop")
 	n.waitReady()
-	waitFor(t, 5*time.Second, "shop routed", func() bool {
-		return strings.Join(hostsOf(routesDoc(t, n)), ",") == "shop.apps.example.com"
-	})
+	waitSeeded(t, n)
 	_, before := n.get("/v1/ingress/routes", testIngressToken)
 
 	fs.failList.Store(true)
@@ -385,9 +383,7 @@ func TestWriteNeverBumpsAForeignSerial(t *testing.T) {
 	n := startNodeWithStore(t, cfg, fs)
 	seedFleet(t, fs, "shop")
 	n.waitReady()
-	waitFor(t, 5*time.Second, "shop routed", func() bool {
-		return strings.Join(hostsOf(routesDoc(t, n)), ",") == "shop.apps.example.com"
-	})
+	waitSeeded(t, n)
 	_, before := n.get("/v1/ingress/routes", testIngressToken)
 
 	// Hold the reconciler in a pass that found the serial unchanged: it has committed
@@ -578,9 +574,7 @@ func TestWipedStoreMidPassIsDiscarded(t *testing.T) {
 			}
 			n := startNodeWithStore(t, cfg, fs)
 			n.waitReady()
-			waitFor(t, 5*time.Second, "shop routed", func() bool {
-				return strings.Join(hostsOf(routesDoc(t, n)), ",") == "shop.apps.example.com"
-			})
+			waitSeeded(t, n)
 			_, before := n.get("/v1/ingress/routes", testIngressToken)
 
 			reads, stopParking := fs.park(t)

@@ -32,9 +32,7 @@ func TestRoutingAnswersCarryTheStoreSerial(t *testing.T) {
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	seedFleet(t, n.st, "shop")
 	n.waitReady()
-	waitFor(t, 5*time.Second, "shop routed", func() bool {
-		return strings.Contains(strings.Join(hostsOf(routesDoc(t, n)), ","), "shop.apps.example.com")
-	})
+	waitSeeded(t, n)
 	paths := []string{"/v1/ingress/routes", "/v1/ingress/traefik", "/v1/ingress/traefik?prefer=self"}
 	check := func(what string, want uint64, epoch string) map[string]string {
 		t.Helper()

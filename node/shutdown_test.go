@@ -12,7 +12,7 @@ func TestShutdownReleasesLongPolls(t *testing.T) {
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	seedFleet(t, n.st, "shop")
 	n.waitReady()
-	waitFor(t, 5*time.Second, "shop routed", func() bool { return len(hostsOf(routesDoc(t, n))) == 1 })
+	waitSeeded(t, n)
 	r1, _ := n.get("/v1/ingress/traefik", testIngressToken)
 	etag := r1.Header.Get("ETag")
 	done := make(chan int, 1)
@@ -49,7 +49,7 @@ func TestMetricsExposePollsAndReconcile(t *testing.T) {
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	seedFleet(t, n.st, "shop")
 	n.waitReady()
-	waitFor(t, 5*time.Second, "shop routed", func() bool { return len(hostsOf(routesDoc(t, n))) == 1 })
+	waitSeeded(t, n)
 	// Passes that find nothing new keep the gauge: it counts what the last derivation
 	// skipped. A malformed object must show up in it and stay there.
 	putRaw(t, n.st, "apps/broken.json", []byte("{"))
