@@ -375,7 +375,7 @@ func (tr *traefik) wildcardRouters(t *testing.T, parent string) []string {
 		t.Fatalf("%s: reading the API: %v", tr.name, err)
 	}
 	routers, _ := rd.fromProvider()
-	match := "HostRegexp(`^[a-z0-9-]+\\." + regexp.QuoteMeta(parent) + "$`)"
+	match := "HostRegexp(`^[a-z0-9-]+\\." + regexp.QuoteMeta(parent) + "\\.?$`)"
 	var rules []string
 	for _, name := range sortedKeys(routers) {
 		if rule := routers[name].Rule; strings.Contains(rule, match) {

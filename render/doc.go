@@ -72,7 +72,7 @@
 // request for an exact host it also matches.
 //
 //   - Exact host: Host(`h`). Custom wildcard "*.shop.example.org":
-//     HostRegexp(`^[a-z0-9-]+\.shop\.example\.org$`), one label, quoted.
+//     HostRegexp(`^[a-z0-9-]+\.shop\.example\.org\.?$`), one label, quoted.
 //   - Path prefixes are segment-exact (PathPrefix alone is a string prefix: /paulca
 //     would take /paulcarson). While a (host, target) pair has at most
 //     Options.PathGroupThreshold prefixes (64), one router per prefix, readable in the

@@ -17,7 +17,7 @@ import (
 //	30000  platform API apex (and its deny)   Host(`apex`) && !PathPrefix(…)
 //	20000  path prefixes on a custom wildcard HostRegexp(…) && (…)
 //	15000  path guard on a custom wildcard    HostRegexp(…) && PathRegexp(guard)
-//	10000  custom wildcard                    HostRegexp(`^[a-z0-9-]+\.…$`)
+//	10000  custom wildcard                    HostRegexp(`^[a-z0-9-]+\.…\.?$`)
 //
 // Why this order. The document's lookup is host first (exact, then the one-label
 // wildcard), then the first path segment within the host found. So a path router may
@@ -49,10 +49,14 @@ const (
 
 // hostMatcher returns the host part of every rule for host: Host(`h`) for an exact
 // name, a one-label HostRegexp for "*.rest". Traefik lowercases the request host
-// before matching either (requestdecorator), and hosts here are lowercase.
+// before matching either (requestdecorator), and hosts here are lowercase. The
+// regexp takes one trailing dot, as Traefik's Host matcher does (pkg/muxer/http:
+// Host drops a request's trailing dot, HostRegexp sees the host with it), so
+// "a.shop.example.org." reaches the wildcard's application like the exact names'
+// dotted spellings reach theirs, and like Caddy's lookup does (deploy/caddy).
 func hostMatcher(host string) string {
 	if rest, ok := strings.CutPrefix(host, "*."); ok {
-		return "HostRegexp(`^[a-z0-9-]+\\." + regexp.QuoteMeta(rest) + "$`)"
+		return "HostRegexp(`^[a-z0-9-]+\\." + regexp.QuoteMeta(rest) + "\\.?$`)"
 	}
 	return "Host(`" + host + "`)"
 }

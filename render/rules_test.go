@@ -126,6 +126,13 @@ func TestWildcardHostRegexpMatchesExactlyOneLabel(t *testing.T) {
 		"a.shop.example.org.evil.com":    false,
 		"a.shop.example.orgx":            false,
 		".shop.example.org":              false,
+		// One trailing dot, as Traefik's Host matcher takes it for an exact name (its
+		// HostRegexp sees the request host with the dot kept); never two, never the
+		// apex's.
+		"a.shop.example.org.":   true,
+		"a.shop.example.org..":  false,
+		"shop.example.org.":     false,
+		"a.b.shop.example.org.": false,
 	} {
 		if got := re.MatchString(host); got != want {
 			t.Errorf("%s matches %q: %v, want %v", m, host, got, want)
