@@ -68,9 +68,11 @@ func main() {
 		mux.ServeHTTP(w, r)
 	})}
 	stopped, served := make(chan struct{}), make(chan struct{})
+	// Before serving: a SIGTERM that arrives once the first answer went out must find
+	// the handler in place (in the goroutine below, it could still kill the process).
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
 	go func() {
-		sig := make(chan os.Signal, 1)
-		signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
 		<-sig
 		lame.Store(true)
 		time.Sleep(*lameDuck)
