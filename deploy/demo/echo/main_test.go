@@ -129,22 +129,29 @@ func send(t *testing.T, addr, path string) net.Conn {
 	return c
 }
 
+// heldSocket is a listening socket on 127.0.0.1 held the way systemd's socket unit
+// holds one, and the descriptor to pass to a release; both close with the test.
+func heldSocket(t *testing.T) (*os.File, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	sock, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sock.Close() })
+	return sock, ln.Addr().String()
+}
+
 // An in-place restart on a socket the service manager holds: the first release serves
 // the socket it was passed (it cannot listen on -listen, an address no one can bind),
 // stops gracefully on SIGTERM and exits 0; a request sent while no release runs queues
 // in the socket's backlog and the next release answers it.
 func TestServesTheSocketSystemdPassed(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0") // the holder: systemd's socket unit
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	sock, err := ln.(*net.TCPListener).File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sock.Close()
-	addr := ln.Addr().String()
+	sock, addr := heldSocket(t)
 	const unbindable = "-listen 192.0.2.1:1 -lame-duck 0s" // TEST-NET-1: not an address of this machine
 
 	r1 := startActivated(t, sock, "-name r1 "+unbindable)
@@ -220,17 +227,7 @@ func get(t *testing.T, c net.Conn, br *bufio.Reader, path string) (*http.Respons
 // under a proxy that may be writing a request on it: its next request is answered, with
 // Connection: close. Then echo stops and exits 0.
 func TestLameDuckAnswersIdleConnectionsWithClose(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	sock, err := ln.(*net.TCPListener).File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sock.Close()
-	addr := ln.Addr().String()
+	sock, addr := heldSocket(t)
 	p := startActivated(t, sock, "-name lame -listen 192.0.2.1:1 -lame-duck 4s") // the checks below take well under that
 
 	idle, err := net.Dial("tcp", addr)
