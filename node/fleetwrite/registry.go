@@ -328,6 +328,30 @@ func (r *Registry) Allocate(app, appID string) (inst fleet.Instance, ports [2]in
 // of app's incarnation appID; changed reports a change of the instance (its port or
 // readiness: what the node's record publishes). See Registry for the rules of pairs.
 func (r *Registry) Set(app, appID string, port *int, ready bool) (inst fleet.Instance, ports [2]int, changed bool, err error) {
+	inst, ports, ch, err := r.set(app, appID, port, ready, true)
+	return inst, ports, ch != unchanged, err
+}
+
+// change is what a write did to an instance.
+type change int
+
+const (
+	unchanged change = iota
+	// changedUnrouted: the instance changed, what it routes did not (a move of a
+	// not-ready instance).
+	changedUnrouted
+	// rerouted: what the instance routes changed (a ready instance's port, its
+	// readiness, its release while ready): a routing change.
+	rerouted
+)
+
+// errUncharged is a write that would change what an instance routes, made as one that
+// would not (uncharged): nothing was written. The writer charges it and writes again.
+var errUncharged = errors.New("instance write would change a route and was not charged")
+
+// set is Set deciding, under the lock and with the write, whether it is a routing
+// change: one that is, when not charged, writes nothing and answers errUncharged.
+func (r *Registry) set(app, appID string, port *int, ready, charged bool) (inst fleet.Instance, ports [2]int, ch change, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.expire()
@@ -344,20 +368,20 @@ func (r *Registry) Set(app, appID string, port *int, ready bool) (inst fleet.Ins
 		p = *port
 	}
 	if p == 0 {
-		return fleet.Instance{}, [2]int{}, false, ErrNoInstance
+		return fleet.Instance{}, [2]int{}, unchanged, ErrNoInstance
 	}
 	if p < 1 || p > 65535 {
-		return fleet.Instance{}, [2]int{}, false, ErrPortOutOfRange
+		return fleet.Instance{}, [2]int{}, unchanged, ErrPortOutOfRange
 	}
 	if h, hid, why := r.holder(p); h != "" && (h != app || hid != appID) {
 		if h == app {
 			why += " an earlier incarnation of"
 		}
-		return fleet.Instance{}, [2]int{}, false, fmt.Errorf("%w: port %d %s %s", ErrPortTaken, p, why, h)
+		return fleet.Instance{}, [2]int{}, unchanged, fmt.Errorf("%w: port %d %s %s", ErrPortTaken, p, why, h)
 	}
 	next := fleet.Instance{Port: p, Ready: ready, AppID: appID}
 	if had && paired && cur == next {
-		return cur, pr.Ports, false, nil
+		return cur, pr.Ports, unchanged, nil
 	}
 	if had && !paired {
 		// Unpaired (a file written before pairs): the lowest free port becomes the
@@ -365,7 +389,7 @@ func (r *Registry) Set(app, appID string, port *int, ready bool) (inst fleet.Ins
 		if second := r.lowestFree(app, appID, cur.Port); second != 0 {
 			pr, paired = newPair(appID, cur.Port, second), true
 		} else if cur == next {
-			return cur, r.portsOf(app), false, nil // no second port free yet
+			return cur, r.portsOf(app), unchanged, nil // no second port free yet
 		}
 	}
 	var newPr pair // the pair after this write (zero: unpaired)
@@ -403,9 +427,13 @@ func (r *Registry) Set(app, appID string, port *int, ready bool) (inst fleet.Ins
 			if left != 0 {
 				held--
 			}
-			return fleet.Instance{}, [2]int{}, false, fmt.Errorf("%w: %s already leaves %d ports quarantined (at most %d; the first frees at %s); use one of them or the ports it holds, or wait",
+			return fleet.Instance{}, [2]int{}, unchanged, fmt.Errorf("%w: %s already leaves %d ports quarantined (at most %d; the first frees at %s); use one of them or the ports it holds, or wait",
 				ErrPortChurn, app, held, MaxQuarantinedPorts, first.Format(time.RFC3339))
 		}
+	}
+	reroutes := routed(cur, had) != routed(next, true)
+	if reroutes && !charged {
+		return fleet.Instance{}, [2]int{}, unchanged, errUncharged
 	}
 	prev := r.clone()
 	r.retire(app, appID)
@@ -423,9 +451,15 @@ func (r *Registry) Set(app, appID string, port *int, ready bool) (inst fleet.Ins
 	}
 	if err := r.save(); err != nil {
 		r.state = prev
-		return fleet.Instance{}, [2]int{}, false, err
+		return fleet.Instance{}, [2]int{}, unchanged, err
 	}
-	return next, r.portsOf(app), !had || cur != next, nil
+	switch {
+	case reroutes:
+		ch = rerouted
+	case !had || cur != next:
+		ch = changedUnrouted
+	}
+	return next, r.portsOf(app), ch, nil
 }
 
 // Release removes app's instance and quarantines both ports of its pair.
@@ -441,19 +475,31 @@ func (r *Registry) ReleaseIf(app, appID string) error {
 }
 
 func (r *Registry) release(app string, match func(fleet.Instance) bool) error {
+	_, err := r.releaseCharged(app, match, "", true)
+	return err
+}
+
+// releaseCharged is release deciding, under the lock and with the write, whether it is
+// a routing change (the instance is incarnation appID's and ready): one that is, when
+// not charged, writes nothing and answers errUncharged. rerouted reports one.
+func (r *Registry) releaseCharged(app string, match func(fleet.Instance) bool, appID string, charged bool) (rerouted bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cur, ok := r.state.Instances[app]
 	if !ok || !match(cur) {
-		return ErrNoInstance
+		return false, ErrNoInstance
+	}
+	rerouted = routed(cur, cur.AppID == appID) != 0
+	if rerouted && !charged {
+		return false, errUncharged
 	}
 	prev := r.clone()
 	r.drop(app)
 	if err := r.save(); err != nil {
 		r.state = prev
-		return err
+		return false, err
 	}
-	return nil
+	return rerouted, nil
 }
 
 // drop removes app's instance and pair, quarantining their ports for the instance's
