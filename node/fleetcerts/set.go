@@ -38,8 +38,36 @@ func (m *Manager) refresh() {
 	m.mu.Lock()
 	now := time.Now()
 	m.takeMgmtErrs(now)
-	changed := false
-	managedNames := make(map[string]bool, len(m.wanted))
+	managedNames, changed := m.refreshHeld(now)
+	unbridge, bridgesChanged := m.refreshBridges(now)
+	changed = changed || bridgesChanged
+	if len(unbridge) > 0 {
+		defer m.cache.RemoveManaged(unbridge) // after m.mu is released (deferred calls run last-in first-out)
+	}
+	rendered := make(map[string]bool, len(managedNames)+len(m.covered))
+	for n := range managedNames {
+		rendered[n] = true
+	}
+	for n := range m.covered {
+		rendered[n] = true
+	}
+	if !changed && sameKeys(rendered, m.set.FleetCerts.Managed) {
+		m.mu.Unlock()
+		return
+	}
+	m.set = m.buildSet(managedNames, rendered)
+	onChange := m.onChange
+	m.mu.Unlock()
+	if onChange != nil {
+		onChange()
+	}
+}
+
+// refreshHeld takes, for every wanted name, the best certificate CertMagic's cache
+// holds (m.mu held). It returns the managed names and whether a held certificate
+// moved.
+func (m *Manager) refreshHeld(now time.Time) (managedNames map[string]bool, changed bool) {
+	managedNames = make(map[string]bool, len(m.wanted))
 	for n := range m.wanted {
 		managedNames[n] = true
 		st := m.names[n]
@@ -64,7 +92,14 @@ func (m *Manager) refresh() {
 			st.renewErr = ""
 		}
 	}
-	var unbridge []certmagic.SubjectIssuer
+	return managedNames, changed
+}
+
+// refreshBridges takes the bridged certificates of covered hosts (their own
+// certificate, until their wildcard is held) and drops the ones no longer needed
+// (m.mu held). It returns the hosts CertMagic stops managing (to remove once m.mu is
+// released) and whether a bridge moved.
+func (m *Manager) refreshBridges(now time.Time) (unbridge []certmagic.SubjectIssuer, changed bool) {
 	for h := range m.covered {
 		_, parent, _ := strings.Cut(h, ".")
 		if w := m.names["*."+parent]; w != nil && w.cert != nil {
@@ -97,20 +132,12 @@ func (m *Manager) refresh() {
 			}
 		}
 	}
-	if len(unbridge) > 0 {
-		defer m.cache.RemoveManaged(unbridge) // after m.mu is released (deferred calls run last-in first-out)
-	}
-	rendered := make(map[string]bool, len(managedNames)+len(m.covered))
-	for n := range managedNames {
-		rendered[n] = true
-	}
-	for n := range m.covered {
-		rendered[n] = true
-	}
-	if !changed && sameKeys(rendered, m.set.FleetCerts.Managed) {
-		m.mu.Unlock()
-		return
-	}
+	return unbridge, changed
+}
+
+// buildSet builds the Set of the held and bridged certificates (m.mu held), writing
+// their files with file delivery.
+func (m *Manager) buildSet(managedNames, rendered map[string]bool) *Set {
 	bridged := make([]string, 0, len(m.bridge))
 	for h := range m.bridge {
 		bridged = append(bridged, h)
@@ -176,12 +203,7 @@ func (m *Manager) refresh() {
 		}
 		pruneCertFiles(m.opt.CertDir, keep)
 	}
-	m.set = &Set{Fingerprint: fp, FleetCerts: fc}
-	onChange := m.onChange
-	m.mu.Unlock()
-	if onChange != nil {
-		onChange()
-	}
+	return &Set{Fingerprint: fp, FleetCerts: fc}
 }
 
 // bestCert is the unexpired certificate in CertMagic's cache for exactly name with the
