@@ -3,6 +3,7 @@ package fleetcerts
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"path"
 	"strings"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/caddyserver/certmagic"
 	"github.com/mholt/acmez/v3/acme"
+	"github.com/scafo/ingress/internal/bucket"
+	"github.com/scafo/ingress/render"
 )
 
 // Answering HTTP-01 challenges from the store, under an anonymous flood.
@@ -156,4 +159,64 @@ func (b *tokenBucket) wait(ctx context.Context) bool {
 		case <-time.After(time.Duration(float64(time.Second) / b.b.Rate())):
 		}
 	}
+}
+
+// HandleChallenge answers GET /.well-known/acme-challenge/<token> for a name the fleet
+// issues, from memory when this process started the challenge, else from the store
+// (any node answers any node's challenge). Anonymous and bounded: the token must be
+// base64url, the Host a name this node knows the fleet issues (no store read for any
+// other), and store reads are one per host at a time within a rate limit, waited for
+// rather than refused, so a flood of junk tokens cannot crowd the CA out
+// (challenge.go); everything else is 404. It reports whether it answered.
+func (m *Manager) HandleChallenge(w http.ResponseWriter, r *http.Request) bool {
+	token, ok := strings.CutPrefix(r.URL.Path, render.ACMEChallengePath)
+	if !ok || token == "" || len(token) > 256 || !base64URL(token) || r.Method != http.MethodGet || m.issuer == nil {
+		return false
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(host)
+	m.mu.Lock()
+	known := m.wanted[host]
+	m.mu.Unlock()
+	if !known {
+		return false
+	}
+	if _, mine := certmagic.GetACMEChallenge(host); mine {
+		// Started by this process: CertMagic answers from memory, no store read.
+		return m.issuer.HandleHTTPChallenge(w, r)
+	}
+	// From the store, one read per host at a time, bounded by the bucket (challenge.go).
+	ctx, cancel := context.WithTimeout(r.Context(), challengeWait)
+	defer cancel()
+	return m.answerChallenge(w, r, host, m.lookupChallenge(ctx, host))
+}
+
+func base64URL(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// tokenBucket is a small rate limiter (rate per second, burst), safe for concurrent use.
+type tokenBucket struct {
+	mu sync.Mutex
+	b  bucket.Bucket
+}
+
+func newTokenBucket(rate, burst float64) *tokenBucket {
+	return &tokenBucket{b: bucket.New(rate, burst)}
+}
+
+func (b *tokenBucket) take(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ok, _ := b.b.Take(now)
+	return ok
 }

@@ -115,29 +115,44 @@ func (w *Writer) SetInstance(ctx context.Context, who Actor, app string, port *i
 		}
 	}
 	// A change of what is routed (a ready instance's port, or its readiness) spends
-	// one of the account's routing changes before it is made; anything else is free.
+	// one of the account's routing changes; anything else is free. Whether a write is
+	// one is decided by the registry under its lock, with the write: the read here
+	// only charges up front what looks like one. A write read as free that the
+	// registry finds is a routing change after all (another write changed the instance
+	// meanwhile) writes nothing: it is charged then and written again, charged. A
+	// charge whose write changes nothing routed is refunded.
 	cur, had := w.inst.Get(app)
 	if !had || cur.AppID != a.ID {
 		cur, had = fleet.Instance{}, false // none, or another incarnation's: not inherited
+	}
+	if w.afterInstanceRead != nil {
+		w.afterInstanceRead()
 	}
 	next := fleet.Instance{Port: cur.Port, Ready: ready}
 	if port != nil {
 		next.Port = *port
 	}
-	refund := func() {}
+	charged, refund := false, func() {}
 	if routed(cur, had) != routed(next, next.Port != 0) {
 		if refund, err = w.chargeRoute(ctx, who, a.Account, "instance"); err != nil {
 			return Instance{}, err
 		}
+		charged = true
 	}
-	inst, ports, changed, err := w.inst.Set(app, a.ID, port, ready)
-	if err != nil || !changed {
-		refund() // nothing was written after all
+	inst, ports, ch, err := w.inst.set(app, a.ID, port, ready, charged)
+	if errors.Is(err, errUncharged) {
+		if refund, err = w.chargeRoute(ctx, who, a.Account, "instance"); err != nil {
+			return Instance{}, err
+		}
+		inst, ports, ch, err = w.inst.set(app, a.ID, port, ready, true)
+	}
+	if err != nil || ch != rerouted {
+		refund() // no routing change was written after all
 	}
 	if err != nil {
 		return Instance{}, err
 	}
-	if changed {
+	if ch != unchanged {
 		w.instancesChanged()
 	}
 	return w.answer(app, inst, ports), nil
@@ -151,15 +166,31 @@ func (w *Writer) ReleaseInstance(ctx context.Context, who Actor, app string) err
 	if err != nil && !(who.Admin && errors.Is(err, ErrNotFound)) {
 		return err
 	}
-	// Releasing a ready instance withdraws its route: one routing change.
-	refund := func() {}
-	if cur, had := w.inst.Get(app); routed(cur, had && cur.AppID == a.ID) != 0 {
+	// Releasing a ready instance withdraws its route: one routing change, decided by
+	// the registry with the write (as for SetInstance).
+	charged, refund := false, func() {}
+	cur, had := w.inst.Get(app)
+	if w.afterInstanceRead != nil {
+		w.afterInstanceRead()
+	}
+	if routed(cur, had && cur.AppID == a.ID) != 0 {
 		if refund, err = w.chargeRoute(ctx, who, a.Account, "instance"); err != nil {
 			return err
 		}
+		charged = true
 	}
-	if err := w.inst.Release(app); err != nil {
-		refund()
+	anyIncarnation := func(fleet.Instance) bool { return true }
+	rerouted, err := w.inst.releaseCharged(app, anyIncarnation, a.ID, charged)
+	if errors.Is(err, errUncharged) {
+		if refund, err = w.chargeRoute(ctx, who, a.Account, "instance"); err != nil {
+			return err
+		}
+		rerouted, err = w.inst.releaseCharged(app, anyIncarnation, a.ID, true)
+	}
+	if err != nil || !rerouted {
+		refund() // no routing change was written after all
+	}
+	if err != nil {
 		return err
 	}
 	w.instancesChanged()

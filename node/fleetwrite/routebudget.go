@@ -22,6 +22,11 @@ import (
 // admin spends nothing. Without it one tenant token at writes.rate (per token, per
 // node) could make every Traefik of the fleet reload several times a second.
 //
+// Whether a write of this node's instances is a routing change is decided by the
+// instance registry under its lock, with the write (Registry.set, releaseCharged): a
+// write read as free that another write made a routing change meanwhile is charged
+// before it is written, never let through on a stale read.
+//
 // A zero Burst disables the budget.
 type RouteBudget struct {
 	Burst     int

@@ -67,6 +67,10 @@ type Writer struct {
 	pendingMu sync.Mutex
 	pending   map[string]struct{}
 	mac       macCache // the token MAC key (tokenmac.go)
+	// afterInstanceRead, when set (tests only), runs when SetInstance or
+	// ReleaseInstance has read the instance to decide whether the write is a routing
+	// change, before anything is charged or written: a test widens that window with it.
+	afterInstanceRead func()
 }
 
 // New builds the write domain. id is the store identity the reconcile loop maintains

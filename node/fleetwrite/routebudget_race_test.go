@@ -1,0 +1,161 @@
+package fleetwrite
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// pauseFirstRead makes the first SetInstance or ReleaseInstance of w that reads the
+// instance wait, between that read and its charge and write, until release is closed;
+// read is closed when it got there. Later calls pass through.
+func pauseFirstRead(w *Writer) (read, release chan struct{}) {
+	read, release = make(chan struct{}), make(chan struct{})
+	armed := make(chan struct{}, 1)
+	armed <- struct{}{}
+	w.afterInstanceRead = func() {
+		select {
+		case <-armed:
+			close(read)
+			<-release
+		default:
+		}
+	}
+	return read, release
+}
+
+// A write that read the instance, found nothing routed would change, and only then
+// writes, after a paid change landed meanwhile, changes the route: it is a routing
+// change and is charged like one, whatever it read (issue 25, the residual of the
+// fourth hostile round: whether a write is paid was decided on a read made before the
+// registry's lock, so the second of two interleaved changes went uncharged).
+//
+// Each case: a budget of burst changes; the instance is allocated (not ready, free);
+// the write under test reads it, waits; a paid change makes it ready; then the write
+// under test goes on. With a budget of one it must be refused and write nothing; with
+// two it passes and the budget is spent.
+func TestAWriteRacingAPaidChangeIsChargedForWhatItChanges(t *testing.T) {
+	writes := map[string]func(ctx context.Context, w *Writer, tok Actor) error{
+		"set not ready": func(ctx context.Context, w *Writer, tok Actor) error {
+			_, err := w.SetInstance(ctx, tok, "evil", nil, false)
+			return err
+		},
+		"release": func(ctx context.Context, w *Writer, tok Actor) error {
+			return w.ReleaseInstance(ctx, tok, "evil")
+		},
+	}
+	for name, write := range writes {
+		for _, burst := range []int{1, 2} {
+			t.Run(name+"/budget "+strconv.Itoa(burst), func(t *testing.T) {
+				ctx := context.Background()
+				bf := newBudgetFixture(t, 1, burst, 0.001)
+				w := bf.ws[0]
+				evil, _, _, err := w.PutApp(ctx, admin, "evil", fleet.App{Account: "mallory", Placement: []string{"vps-a"}}, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				tok := tokenFor(evil, fleet.RoleInstance)
+				if _, _, err := w.AllocateInstance(ctx, tok, "evil"); err != nil {
+					t.Fatal(err)
+				}
+				read, release := pauseFirstRead(w)
+				done := make(chan error, 1)
+				go func() { done <- write(ctx, w, tok) }()
+				<-read // it read "not ready": by that read, nothing routed changes
+				if _, err := w.SetInstance(ctx, tok, "evil", nil, true); err != nil {
+					t.Fatalf("the paid change (not ready to ready): %v", err)
+				}
+				close(release)
+				err = <-done
+				inst, had := w.inst.Get("evil")
+				switch burst {
+				case 1:
+					if !isBudget(err) {
+						t.Fatalf("a second routing change against a budget of 1 answered %v (instance now %+v, present %v), want ErrRouteBudget: it went uncharged", err, inst, had)
+					}
+					if !had || !inst.Ready {
+						t.Fatalf("the refused write changed the instance: %+v, present %v; want it ready as the paid change left it", inst, had)
+					}
+				case 2:
+					if err != nil {
+						t.Fatalf("a second routing change within a budget of 2: %v", err)
+					}
+					if had && inst.Ready {
+						t.Fatalf("instance %+v: the write made nothing", inst)
+					}
+					// Both changes were charged: the budget is spent.
+					if _, _, err := w.AllocateInstance(ctx, tok, "evil"); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := w.SetInstance(ctx, tok, "evil", nil, true); !isBudget(err) {
+						t.Fatalf("a third routing change against a budget of 2 answered %v, want ErrRouteBudget: the second went uncharged", err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// Many concurrent writers flipping one instance's readiness through one registry make
+// at most burst routing changes: every change of the route the registry writes was
+// charged, and no charge pays for two. The routing changes are counted from inside the
+// registry's lock (its clock is read there, at the start of every write).
+func TestConcurrentFlipsThroughOneRegistryMakeAtMostTheBudget(t *testing.T) {
+	ctx := context.Background()
+	const burst = 10
+	bf := newBudgetFixture(t, 1, burst, 0.001)
+	w := bf.ws[0]
+	evil, _, _, err := w.PutApp(ctx, admin, "evil", fleet.App{Account: "mallory", Placement: []string{"vps-a"}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := tokenFor(evil, fleet.RoleInstance)
+	if _, _, err := w.AllocateInstance(ctx, tok, "evil"); err != nil {
+		t.Fatal(err)
+	}
+	var states []bool // the instance's readiness at the start of every registry write
+	now := w.inst.now
+	w.inst.now = func() time.Time {
+		states = append(states, w.inst.state.Instances["evil"].Ready) // under the registry's lock
+		return now()
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	passed := 0
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 40 {
+				_, err := w.SetInstance(ctx, tok, "evil", nil, (g+i)%2 == 0)
+				switch {
+				case err == nil:
+					mu.Lock()
+					passed++
+					mu.Unlock()
+				case !isBudget(err):
+					t.Errorf("flip: %v", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	final, _ := w.inst.Get("evil")
+	states = append(states, final.Ready)
+	changes := 0
+	for i := 1; i < len(states); i++ {
+		if states[i] != states[i-1] {
+			changes++
+		}
+	}
+	if changes > burst {
+		t.Fatalf("%d routing changes written against a budget of %d", changes, burst)
+	}
+	if changes == 0 || passed == 0 {
+		t.Fatalf("nothing changed: %d changes, %d writes passed", changes, passed)
+	}
+}
