@@ -1,0 +1,57 @@
+package freq
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestDoorkeeperCountsAKeyOncePerWindow: a key is first once per window however often
+// it is seen, again in the next window; distinct keys are each first (false positives
+// stay rare at the sized count); a clock stepped back stays in the current window.
+func TestDoorkeeperCountsAKeyOncePerWindow(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 16, 0, 0, 0, time.UTC)
+	d := NewDoorkeeper(1000, 2*time.Minute)
+	if !d.First("a", t0) {
+		t.Fatal("a: not first at its first sighting")
+	}
+	for i := range 1000 {
+		if d.First("a", t0.Add(time.Duration(i)*100*time.Millisecond)) {
+			t.Fatalf("a: first again %d sightings later, in the same window", i+1)
+		}
+	}
+	if d.First("a", t0.Add(-time.Hour)) {
+		t.Fatal("a: first again at a clock stepped back")
+	}
+	if !d.First("a", t0.Add(2*time.Minute)) {
+		t.Fatal("a: not first in the next window")
+	}
+	t1 := t0.Add(time.Hour)
+	missed := 0
+	for i := range 1000 {
+		if !d.First(fmt.Sprint("k", i), t1) {
+			missed++
+		}
+	}
+	if missed > 20 {
+		t.Fatalf("%d of 1 000 distinct keys taken for seen (false positives)", missed)
+	}
+}
+
+// TestDoorkeeperMemoryIsFixed: a million distinct keys in one window grow nothing; the
+// filter saturates (keys taken for seen: under-counted, never over-counted), and the
+// next window is clean.
+func TestDoorkeeperMemoryIsFixed(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 16, 0, 0, 0, time.UTC)
+	d := NewDoorkeeper(1000, time.Minute)
+	n := len(d.bits)
+	for i := range 1_000_000 {
+		d.First(fmt.Sprint("flood", i), t0)
+	}
+	if len(d.bits) != n || cap(d.bits) != n {
+		t.Fatalf("the filter grew from %d to %d words", n, len(d.bits))
+	}
+	if !d.First("fresh", t0.Add(time.Minute)) {
+		t.Fatal("the next window is not clean")
+	}
+}
