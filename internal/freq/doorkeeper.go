@@ -25,6 +25,7 @@ type Doorkeeper struct {
 	bits   []uint64
 	window time.Duration
 	start  time.Time // of the current window
+	turned func()    // told each new window (SetOnWindow)
 }
 
 // doorHashes is the number of bits a key sets.
@@ -46,11 +47,14 @@ func (d *Doorkeeper) First(key string, now time.Time) bool {
 	h := maphash.String(d.seed, key)
 	h1, h2 := h, (h>>32)|1
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.start.IsZero() || !now.Before(d.start.Add(d.window)) {
 		clear(d.bits)
+		if !d.start.IsZero() && d.turned != nil {
+			defer d.turned() // after the unlock (deferred calls run last in, first out)
+		}
 		d.start = now
 	}
+	defer d.mu.Unlock()
 	first := false
 	for i := range uint64(doorHashes) {
 		b := (h1 + i*h2*0x9e3779b97f4a7c15) & d.mask
@@ -62,6 +66,10 @@ func (d *Doorkeeper) First(key string, now time.Time) bool {
 	}
 	return first
 }
+
+// SetOnWindow makes f told each time a window ends and a new one starts (on the
+// first sighting after it), outside the doorkeeper's lock. Set it before use.
+func (d *Doorkeeper) SetOnWindow(f func()) { d.turned = f }
 
 // Window is how long a window lasts.
 func (d *Doorkeeper) Window() time.Duration { return d.window }

@@ -55,3 +55,38 @@ func TestDoorkeeperMemoryIsFixed(t *testing.T) {
 		t.Fatal("the next window is not clean")
 	}
 }
+
+// TestDoorkeeperTellsEachNewWindow: SetOnWindow's function is told once per window
+// that ends (not at the first window's start), and may use the doorkeeper.
+func TestDoorkeeperTellsEachNewWindow(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 16, 0, 0, 0, time.UTC)
+	d := NewDoorkeeper(100, time.Minute)
+	turned := 0
+	d.SetOnWindow(func() {
+		turned++
+		d.First("from the callback", t0) // no deadlock: told outside the lock
+	})
+	d.First("a", t0)
+	d.First("a", t0.Add(30*time.Second))
+	if turned != 0 {
+		t.Fatalf("told %d new windows within the first", turned)
+	}
+	d.First("a", t0.Add(time.Minute))
+	d.First("b", t0.Add(90*time.Second))
+	d.First("a", t0.Add(5*time.Minute))
+	if turned != 2 {
+		t.Fatalf("told %d new windows, want 2", turned)
+	}
+}
+
+// TestSketchHalve: Halve halves every count at once.
+func TestSketchHalve(t *testing.T) {
+	s := New(16)
+	for range 9 {
+		s.Add("k")
+	}
+	s.Halve()
+	if n := s.Estimate("k"); n != 4 {
+		t.Fatalf("9 halved: %d, want 4", n)
+	}
+}

@@ -163,7 +163,7 @@ func newPublisher(opts render.Options, spillDir string) *Publisher {
 		prefer, groups, _ := strings.Cut(output, "|") // a node name holds no '|'
 		return polls.Estimate(outputOf(renderKey{format: api.FormatTraefik, prefer: prefer, groups: groups}))
 	})
-	return &Publisher{cache: c, polls: polls, door: freq.NewDoorkeeper(doorPairs, PopularityWindow), render: opts, frags: inc, inflight: map[renderKey]*renderCall{}, spillDir: spillDir,
+	return &Publisher{cache: c, polls: polls, door: newDoor(polls), render: opts, frags: inc, inflight: map[renderKey]*renderCall{}, spillDir: spillDir,
 		lineage: groupLineage{polls: polls}}
 }
 

@@ -120,3 +120,45 @@ func TestAnOutputOfSeveralSourcesDisplacesAOneSourceThrasher(t *testing.T) {
 		t.Fatalf("the pair's output, polled from two addresses, still rendered %d times in its last 8 rounds", rendered)
 	}
 }
+
+// TestAnOutputNobodyPollsFadesInBoundedTime: with one count per source and window the
+// sketch's own halving (by additions) comes rarely, so the counts are also halved every
+// agingWindows windows. A thrasher that held the caches for 70 windows (2 h 20 min)
+// and left gives way to a new output one ingress polls within 20 windows (40 min; 8
+// measured); without the aging its selections held their places for 31 windows.
+func TestAnOutputNobodyPollsFadesInBoundedTime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("30 000 polls")
+	}
+	_, _, _, doc := thrashFleet(40)
+	p := newPublisher(render.Options{}, "")
+	p.Publish(doc, time.Now())
+	now := time.Date(2026, 12, 2, 16, 0, 0, 0, time.UTC)
+	p.clock = func() time.Time { return now }
+	s := p.cur.Load()
+	get := func(q sourcedPoll) {
+		t.Helper()
+		if _, err := p.GetGroupsFrom(s, q.source, q.prefer, api.FormatRoutes, q.groups); err != nil {
+			t.Fatal(err)
+		}
+	}
+	thrash := thrashSelections(300)
+	for range 70 {
+		now = now.Add(PopularityWindow)
+		for _, q := range thrash {
+			get(sourcedPoll{"10.9.0.9", q.prefer, q.groups})
+		}
+	}
+	real := sourcedPoll{"10.1.0.1", "vps-c", []string{"g3"}} // no selection of the thrasher's
+	for w := range 20 {
+		now = now.Add(PopularityWindow)
+		before := p.Renders()
+		get(real)
+		get(real)
+		if p.Renders() == before {
+			t.Logf("the new output cached after %d windows", w)
+			return
+		}
+	}
+	t.Fatal("20 windows after the thrasher left, a new output polled every window still renders at each poll")
+}
