@@ -44,7 +44,21 @@ func NewDoorkeeper(keys int, window time.Duration) *Doorkeeper {
 // unseen again); a now before the window's start (a clock stepped back) counts in the
 // current window.
 func (d *Doorkeeper) First(key string, now time.Time) bool {
-	h := maphash.String(d.seed, key)
+	return d.first(maphash.String(d.seed, key), now)
+}
+
+// FirstPair is First of the key (a, b), without building it: the pair ("ab", "c") is
+// not ("a", "bc").
+func (d *Doorkeeper) FirstPair(a, b string, now time.Time) bool {
+	var h maphash.Hash
+	h.SetSeed(d.seed)
+	h.WriteString(a)
+	h.WriteByte(0)
+	h.WriteString(b)
+	return d.first(h.Sum64(), now)
+}
+
+func (d *Doorkeeper) first(h uint64, now time.Time) bool {
 	h1, h2 := h, (h>>32)|1
 	d.mu.Lock()
 	if d.start.IsZero() || !now.Before(d.start.Add(d.window)) {

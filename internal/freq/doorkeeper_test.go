@@ -90,3 +90,16 @@ func TestSketchHalve(t *testing.T) {
 		t.Fatalf("9 halved: %d, want 4", n)
 	}
 }
+
+// TestDoorkeeperPairs: a pair is first once per window, and its two parts are not
+// run together.
+func TestDoorkeeperPairs(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 16, 0, 0, 0, time.UTC)
+	d := NewDoorkeeper(100, time.Minute)
+	if !d.FirstPair("10.0.0.1", "out", t0) || d.FirstPair("10.0.0.1", "out", t0) {
+		t.Fatal("a pair is not first exactly once in a window")
+	}
+	if !d.FirstPair("10.0.0.1o", "ut", t0) || !d.FirstPair("10.0.0.2", "out", t0) || !d.FirstPair("10.0.0.1", "out2", t0) {
+		t.Fatal("another pair taken for seen")
+	}
+}

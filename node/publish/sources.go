@@ -57,7 +57,7 @@ func (p *Publisher) count(source, key string) {
 	if p.clock != nil {
 		now = p.clock
 	}
-	if p.door.First(source+"\x00"+key, now()) {
+	if p.door.FirstPair(source, key, now()) {
 		p.polls.Add(key)
 	}
 }
