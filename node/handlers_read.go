@@ -195,7 +195,7 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 		if snap.Upstreams(prefer) == 0 {
 			prefer = "" // a valid name not in the fleet changes nothing
 		}
-		rend, err := s.pub.GetGroups(snap, prefer, format, groups)
+		rend, err := s.pub.GetGroupsFrom(snap, sourceOf(r), prefer, format, groups) // popularity counts sources, not polls
 		if err != nil {
 			// prefer was validated above: anything here is the node's own fault.
 			s.log.Error("rendering", "format", format, "err", err)

@@ -55,11 +55,24 @@ func (s *Sketch) Add(key string) {
 		}
 	}
 	if s.added++; s.added >= s.period {
-		s.added = 0
-		for i := range s.rows {
-			for j := range s.rows[i] {
-				s.rows[i][j] >>= 1
-			}
+		s.halve()
+	}
+}
+
+// Halve halves every count now, as every 10 × width additions do: a caller whose
+// additions are few (one per source and window: Doorkeeper) ages the counts by time
+// too, so an output nobody polls any more fades in a bounded time.
+func (s *Sketch) Halve() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.halve()
+}
+
+func (s *Sketch) halve() {
+	s.added = 0
+	for i := range s.rows {
+		for j := range s.rows[i] {
+			s.rows[i][j] >>= 1
 		}
 	}
 }

@@ -72,6 +72,8 @@ type Publisher struct {
 	// (polls: every GetGroups, cached answers included; bodyCache).
 	cache  *bodyCache
 	polls  *freq.Sketch
+	door   *freq.Doorkeeper // counts a (source, output) once per window (sources.go)
+	clock  func() time.Time // the door's clock (nil: time.Now)
 	render render.Options
 	// frags renders the Traefik format incrementally: per-application fragments kept
 	// across revisions, so a new revision re-renders what changed (render.Incremental).
@@ -161,7 +163,7 @@ func newPublisher(opts render.Options, spillDir string) *Publisher {
 		prefer, groups, _ := strings.Cut(output, "|") // a node name holds no '|'
 		return polls.Estimate(outputOf(renderKey{format: api.FormatTraefik, prefer: prefer, groups: groups}))
 	})
-	return &Publisher{cache: c, polls: polls, render: opts, frags: inc, inflight: map[renderKey]*renderCall{}, spillDir: spillDir,
+	return &Publisher{cache: c, polls: polls, door: newDoor(polls), render: opts, frags: inc, inflight: map[renderKey]*renderCall{}, spillDir: spillDir,
 		lineage: groupLineage{polls: polls}}
 }
 
@@ -308,11 +310,18 @@ func (p *Publisher) Get(s *Snapshot, prefer, format string) (*Rendered, error) {
 	return p.GetGroups(s, prefer, format, nil)
 }
 
-// GetGroups is Get for the group selection groups (sorted; nil: every group).
+// GetGroups is Get for the group selection groups (sorted; nil: every group), polled
+// from no known source (GetGroupsFrom).
 func (p *Publisher) GetGroups(s *Snapshot, prefer, format string, groups []string) (*Rendered, error) {
+	return p.GetGroupsFrom(s, "", prefer, format, groups)
+}
+
+// GetGroupsFrom is GetGroups for a poll from source (the client's address key: see
+// count, which is how the caches rank what is polled).
+func (p *Publisher) GetGroupsFrom(s *Snapshot, source, prefer, format string, groups []string) (*Rendered, error) {
 	revision := s.doc.Revision
 	if groups != nil {
-		p.polls.Add(selectionOf(strings.Join(groups, ",")))
+		p.count(source, selectionOf(strings.Join(groups, ",")))
 		// A selection's body is a function of its own document (its revision), not of
 		// the whole fleet's: a change in another group, which wakes its long-polls too,
 		// finds it cached instead of rendering, compressing and hashing it again.
@@ -322,7 +331,7 @@ func (p *Publisher) GetGroups(s *Snapshot, prefer, format string, groups []strin
 	if format == api.FormatTraefik && s.certs != nil {
 		k.certs = s.certsFingerprint(groups)
 	}
-	p.polls.Add(outputOf(k))
+	p.count(source, outputOf(k))
 	if r, ok := p.cache.Get(k); ok {
 		return r, nil
 	}

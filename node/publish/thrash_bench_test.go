@@ -95,3 +95,55 @@ func thrashSelections(n int) []struct {
 	}
 	return out
 }
+
+// BenchmarkPollUnderBusierThrash is BenchmarkPollUnderThrash with each poll's source:
+// the real ingress on its address, polling once a long-poll wait (the clock moves 60 s
+// between two real polls), and the thrasher on one other address polling 300
+// selections three times each between two real polls (the busier thrasher the hostile
+// round measured). poll-ns is the real poll alone; renders/poll how many real polls
+// rendered. It runs on the code before the source counting with GetGroupsFrom dropping
+// the source (every poll counted), which is how the old numbers were taken.
+func BenchmarkPollUnderBusierThrash(b *testing.B) {
+	for _, thrasher := range []bool{false, true} {
+		b.Run(fmt.Sprintf("thrasher=%v", thrasher), func(b *testing.B) {
+			_, _, _, doc := thrashFleet(1000)
+			p := newPublisher(render.Options{}, b.TempDir())
+			p.Publish(doc, time.Now())
+			now := time.Now()
+			p.clock = func() time.Time { return now }
+			s := p.cur.Load()
+			poll := func(source, prefer string, groups []string) {
+				if _, err := p.GetGroupsFrom(s, source, prefer, api.FormatTraefik, groups); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for range 10 { // the real ingress polled before the thrasher came
+				now = now.Add(60 * time.Second)
+				poll("10.1.0.1", "", nil)
+			}
+			sel := thrashSelections(300)
+			var polling time.Duration
+			renders, n := int64(0), 0
+			for b.Loop() {
+				r0, t0 := p.Renders(), time.Now()
+				poll("10.1.0.1", "", nil)
+				polling += time.Since(t0)
+				renders += p.Renders() - r0
+				if thrasher {
+					// The next long-poll wait; the window's turn (clearing the
+					// doorkeeper, once in 2 minutes for real) falls on the thrasher's
+					// first poll, not on the timed one. Alone, the clock stays.
+					now = now.Add(60 * time.Second)
+					for range 3 {
+						for _, q := range sel {
+							poll("10.9.0.9", q.prefer, q.groups)
+						}
+					}
+				}
+				n++
+			}
+			b.ReportMetric(float64(polling.Nanoseconds())/float64(n), "poll-ns")
+			b.ReportMetric(float64(renders)/float64(n), "renders/poll")
+		})
+	}
+}

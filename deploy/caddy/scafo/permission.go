@@ -47,12 +47,23 @@ const (
 // ErrPermissionDenied and logged with the reason. A name that holds a certificate in
 // the storage (any issuer's: loading or renewing it) is never held back, and is
 // not counted.
+//
+// Each application has a share of the budget: at most PerApp of those approvals in
+// the window go to the names of one application (the Application of the document's
+// routes that name it exactly; the API hosts are one bucket of their own, APIBucket).
+// The names of one application whose orders keep failing, however many, so spend its
+// share and never the whole budget: every other application's new names still get
+// theirs.
 type Permission struct {
 	// Budget is how many approvals of certificate-less names one BudgetInterval
 	// allows (default 100; -1: no budget).
 	Budget int `json:"budget,omitempty"`
 	// BudgetInterval is the budget's window (default 1h).
 	BudgetInterval caddy.Duration `json:"budget_interval,omitempty"`
+	// PerApp is how many of those approvals the names of one application may have in
+	// one BudgetInterval (default max(budget/10, 1); -1: no share, only the budget).
+	// At most the budget.
+	PerApp int `json:"per_app,omitempty"`
 
 	app     *App
 	storage certmagic.Storage
@@ -61,6 +72,9 @@ type Permission struct {
 
 	mu    sync.Mutex
 	spent []time.Time // approvals of certificate-less names in the window, oldest first
+	// byApp are the same approvals by application (APIBucket for the API hosts),
+	// oldest first; an application with none in the window has no entry.
+	byApp map[string][]time.Time
 	// tried is when each certificate-less name was last approved, for the names
 	// approved within nameRetry (see CertificateAllowed).
 	tried map[string]time.Time
@@ -103,26 +117,49 @@ func (p *Permission) validate() error {
 	if p.BudgetInterval < 0 {
 		return fmt.Errorf("tls.permission.scafo: budget_interval %s: want a positive duration", time.Duration(p.BudgetInterval))
 	}
+	if p.PerApp < -1 {
+		return fmt.Errorf("tls.permission.scafo: per_app %d: want a count of approvals, or -1 for no share", p.PerApp)
+	}
+	if p.Budget == -1 && p.PerApp != 0 {
+		return fmt.Errorf("tls.permission.scafo: per_app %d with the budget off: a share of no budget means nothing (remove per_app, or set a budget)", p.PerApp)
+	}
+	if n, _, _ := p.budget(); p.PerApp > 0 && p.PerApp > n {
+		return fmt.Errorf("tls.permission.scafo: per_app %d is more than the budget %d: one application's share is at most the whole budget", p.PerApp, n)
+	}
 	return nil
 }
 
-func (p *Permission) budget() (int, time.Duration) {
-	n, iv := p.Budget, time.Duration(p.BudgetInterval)
+// budget is the budget (-1: none), its window, and one application's share (-1:
+// none).
+func (p *Permission) budget() (int, time.Duration, int) {
+	n, iv, share := p.Budget, time.Duration(p.BudgetInterval), p.PerApp
 	if n == 0 {
 		n = DefaultIssuanceBudget
 	}
 	if iv == 0 {
 		iv = DefaultIssuanceBudgetInterval
 	}
-	return n, iv
+	if share == 0 {
+		share = DefaultShare(n)
+	}
+	return n, iv, share
 }
+
+// DefaultShare is one application's share of a budget of n approvals when per_app is
+// not set: a tenth of it, at least one (10 an hour of the default 100). One
+// application's failing names then spend a tenth of the budget, and the whole of it
+// takes ten applications with names whose orders fail; ten new names of one
+// application an hour is more than a tenant adds at once (a name refused now is
+// approved at a later handshake, once the window slides).
+func DefaultShare(n int) int { return max(n/10, 1) }
 
 // CertificateAllowed implements caddytls.OnDemandPermission.
 func (p *Permission) CertificateAllowed(ctx context.Context, name string) error {
-	if !p.app.poller.Table().Allowed(name) {
+	app, ok := p.app.poller.Table().ApplicationOf(name)
+	if !ok {
 		return fmt.Errorf("%q: %w: the routing document does not name it exactly", name, caddytls.ErrPermissionDenied)
 	}
-	n, iv := p.budget()
+	n, iv, share := p.budget()
 	if n < 0 {
 		return nil
 	}
@@ -152,6 +189,16 @@ func (p *Permission) CertificateAllowed(ctx context.Context, name string) error 
 	for len(p.spent) > 0 && !p.spent[0].After(t.Add(-iv)) {
 		p.spent = p.spent[1:]
 	}
+	for a, ts := range p.byApp { // as many as p.spent in all: at most the budget
+		for len(ts) > 0 && !ts[0].After(t.Add(-iv)) {
+			ts = ts[1:]
+		}
+		if len(ts) == 0 {
+			delete(p.byApp, a)
+		} else {
+			p.byApp[a] = ts
+		}
+	}
 	retry := min(nameRetry, iv)
 	for k, at := range p.tried {
 		if !at.After(t.Add(-retry)) {
@@ -163,7 +210,17 @@ func (p *Permission) CertificateAllowed(ctx context.Context, name string) error 
 		reason := fmt.Sprintf("approved %s ago and still no certificate in the storage (its order failed or is in flight); the next approval for this name in %s",
 			t.Sub(at).Round(time.Second), next.Round(time.Second))
 		if p.logger != nil {
-			p.logger.Warn("on-demand certificate refused", zap.String("server_name", name), zap.String("reason", reason))
+			p.logger.Warn("on-demand certificate refused", zap.String("server_name", name), zap.String("application", app), zap.String("reason", reason))
+		}
+		return fmt.Errorf("%q: %w: %s", name, caddytls.ErrPermissionDenied, reason)
+	}
+	if mine := p.byApp[app]; share >= 0 && len(mine) >= share {
+		next := mine[0].Add(iv).Sub(t)
+		reason := fmt.Sprintf("%s's share of the issuance budget is spent: %d approvals of its names with no certificate in the storage in the last %s (its share is %d of %d); the next one in %s",
+			bucketName(app), len(mine), iv, share, n, next.Round(time.Second))
+		if p.logger != nil {
+			p.logger.Warn("on-demand certificate refused", zap.String("server_name", name), zap.String("application", app), zap.String("reason", reason),
+				zap.Int("per_app", share), zap.Int("budget", n), zap.Duration("interval", iv))
 		}
 		return fmt.Errorf("%q: %w: %s", name, caddytls.ErrPermissionDenied, reason)
 	}
@@ -172,17 +229,29 @@ func (p *Permission) CertificateAllowed(ctx context.Context, name string) error 
 		reason := fmt.Sprintf("the issuance budget is spent: %d approvals of names with no certificate in the storage in the last %s; the next one in %s",
 			len(p.spent), iv, next.Round(time.Second))
 		if p.logger != nil {
-			fields := []zap.Field{zap.String("server_name", name), zap.String("reason", reason), zap.Int("budget", n), zap.Duration("interval", iv)}
+			fields := []zap.Field{zap.String("server_name", name), zap.String("application", app), zap.String("reason", reason), zap.Int("budget", n), zap.Duration("interval", iv)}
 			p.logger.Warn("on-demand certificate refused", fields...)
 		}
 		return fmt.Errorf("%q: %w: %s", name, caddytls.ErrPermissionDenied, reason)
 	}
 	p.spent = append(p.spent, t)
+	if p.byApp == nil {
+		p.byApp = map[string][]time.Time{}
+	}
+	p.byApp[app] = append(p.byApp[app], t)
 	if p.tried == nil {
 		p.tried = map[string]time.Time{}
 	}
 	p.tried[name] = t
 	return nil
+}
+
+// bucketName is how a refusal names a share.
+func bucketName(app string) string {
+	if app == APIBucket {
+		return "the API hosts"
+	}
+	return fmt.Sprintf("application %q", app)
 }
 
 // holdsCertificate is whether the storage holds a certificate for name from any
@@ -212,6 +281,7 @@ func (p *Permission) holdsCertificate(ctx context.Context, name string) (bool, e
 //
 //	permission scafo {
 //		budget <approvals> [<interval>]   # or: budget off
+//		per_app <approvals>               # or: per_app off
 //	}
 func (p *Permission) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next()
@@ -241,9 +311,26 @@ func (p *Permission) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 				p.BudgetInterval = caddy.Duration(iv)
 			}
+		case "per_app":
+			args := d.RemainingArgs()
+			if len(args) != 1 {
+				return d.ArgErr()
+			}
+			if args[0] == "off" {
+				p.PerApp = -1
+				continue
+			}
+			n, err := strconv.Atoi(args[0])
+			if err != nil || n < 1 {
+				return d.Errf("per_app %q: want a positive count of approvals (one application's share of the budget), or off", args[0])
+			}
+			p.PerApp = n
 		default:
 			return d.Errf("unknown option %q", d.Val())
 		}
+	}
+	if err := p.validate(); err != nil {
+		return d.Err(err.Error())
 	}
 	return nil
 }

@@ -21,19 +21,28 @@ import (
 )
 
 // budgetPermission is a tls.permission.scafo over a document naming new1…new9,
-// bulk1…bulk100 and held.example.org, a storage (CertMagic's file storage, its key layout) holding a
-// certificate for held.example.org only, the clock at *now.
+// bulk1…bulk100 and held.example.org, each its own application's (so no application's
+// share of the budget binds: these tests are of the budget itself), a storage
+// (CertMagic's file storage, its key layout) holding a certificate for
+// held.example.org only, the clock at *now.
 func budgetPermission(t *testing.T, budget int, interval time.Duration, now *time.Time) (*Permission, *observer.ObservedLogs) {
 	t.Helper()
 	d := &routing.Document{V: 1}
 	for i := 1; i <= 9; i++ {
-		d.Routes = append(d.Routes, routing.Route{Host: fmt.Sprintf("new%d.example.org", i), Application: "a", Upstreams: ups("10.0.0.1:1")})
+		d.Routes = append(d.Routes, routing.Route{Host: fmt.Sprintf("new%d.example.org", i), Application: fmt.Sprintf("new%d", i), Upstreams: ups("10.0.0.1:1")})
 	}
 	for i := 1; i <= DefaultIssuanceBudget; i++ { // distinct names for the default budget
-		d.Routes = append(d.Routes, routing.Route{Host: fmt.Sprintf("bulk%d.example.org", i), Application: "a", Upstreams: ups("10.0.0.1:1")})
+		d.Routes = append(d.Routes, routing.Route{Host: fmt.Sprintf("bulk%d.example.org", i), Application: fmt.Sprintf("bulk%d", i), Upstreams: ups("10.0.0.1:1")})
 	}
-	d.Routes = append(d.Routes, routing.Route{Host: "held.example.org", Application: "a", Upstreams: ups("10.0.0.1:1")})
+	d.Routes = append(d.Routes, routing.Route{Host: "held.example.org", Application: "held", Upstreams: ups("10.0.0.1:1")})
 	d.Seal()
+	return docPermission(t, d, budget, interval, now)
+}
+
+// docPermission is a tls.permission.scafo over d, with budgetPermission's storage and
+// clock.
+func docPermission(t *testing.T, d *routing.Document, budget int, interval time.Duration, now *time.Time) (*Permission, *observer.ObservedLogs) {
+	t.Helper()
 	p := &Poller{}
 	p.cur.Store(NewTable(d))
 	st := &certmagic.FileStorage{Path: t.TempDir()}

@@ -130,6 +130,24 @@ func (t *Table) Allowed(name string) bool {
 	return t != nil && t.names[name]
 }
 
+// APIBucket is what ApplicationOf answers for an API host: the platform apexes are no
+// application's, and share their own part of the issuance budget. No application can
+// be named so (an application's name is a DNS label).
+const APIBucket = "(api)"
+
+// ApplicationOf is the application whose route names name exactly (the names Allowed
+// approves), or APIBucket for an API host; ok is false for a name Allowed refuses. A
+// name's share of the issuance budget is its application's (Permission).
+func (t *Table) ApplicationOf(name string) (app string, ok bool) {
+	if t == nil || !t.names[name] {
+		return "", false
+	}
+	if e := t.routes[name]; e != nil {
+		return e.app, true
+	}
+	return APIBucket, true
+}
+
 // Lookup finds where a request for host (as the client sent it: any case, maybe a
 // port, maybe one trailing dot) and escapedPath (the request target's path as sent,
 // still percent-encoded) goes.
