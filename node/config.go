@@ -17,6 +17,7 @@ import (
 	"github.com/traefik/paerser/parser"
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/node/httpapi"
 	"github.com/scafo/ingress/node/ingress"
 
 	"github.com/scafo/ingress/node/internal/statedir"
@@ -523,7 +524,7 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.Probe.Validate()...)
 	errs = append(errs, c.Limits.validate()...)
-	if _, err := parseTrustedProxies(c.Limits.TrustedProxies); err != nil {
+	if err := httpapi.ValidateTrustedProxies(c.Limits.TrustedProxies); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Ingresses.LostAfter < ptypes.Duration(2*time.Second) {

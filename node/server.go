@@ -12,16 +12,15 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	ptypes "github.com/traefik/paerser/types"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetwrite"
+	"github.com/scafo/ingress/node/httpapi"
 	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/probe"
 	"github.com/scafo/ingress/node/publish"
@@ -32,50 +31,29 @@ import (
 	"github.com/scafo/ingress/node/store/s3"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/fleet"
+	"github.com/scafo/ingress/render/routing"
 )
 
-// Server is one scafo node.
+// Server is one scafo node: the composition root. It builds the subsystems (each owns
+// its state) and the HTTP API over them, and owns their lifetimes: the start and stop
+// order, the spill directory, shutdown.
 type Server struct {
-	// groups knows the ingress groups beyond the document's routes (groups.go).
-	groups *groupKnowledge
-	// storeRequests counts this node's store requests by op (a metric).
-	storeRequests *prometheus.CounterVec
-	// self is this node's own record: heartbeat, name guard, boot id, and the
-	// announcements instance writes with ?wait=applied wait for (node/self).
-	self *self.Record
-	cfg  *Config
-	log  *slog.Logger
-	st   store.Store
+	cfg *Config
+	log *slog.Logger
+	st  store.Store // the store, its requests counted
 
-	ingressToken string
-	adminToken   string
-
-	pub       *publish.Publisher
-	certs     *fleetcerts.Manager // fleet certificates; nil without --acme.enabled (acme.go)
+	identity  *store.Identity    // the store's serial and epoch: one owner
+	pub       *publish.Publisher // the published snapshot (node/publish)
 	rec       *reconcile.Reconciler
-	metrics   *metrics
-	writes    *writeLimiter
-	identity  *store.Identity      // the store's serial and epoch: one owner
-	writer    *fleetwrite.Writer   // every fleet write
+	self      *self.Record         // this node's own record (node/self)
 	ingresses *ingress.Book        // ingress reports (node/ingress)
 	instances *fleetwrite.Registry // this node's instances (ports, readiness)
 	probes    *probe.Prober        // probes of those instances; nil when probe.interval is 0
-
-	conns     atomic.Pointer[connLimiter]      // the API listener's cap (set by Run)
-	rejects   *rejectLogger                    // rejection log lines, rate-limited per source
-	badTokens *expirable.LRU[string, struct{}] // hashes of recently rejected application tokens
-	goodIDs   *expirable.LRU[string, struct{}] // ids of application tokens found valid lately
-	lookups   *writeLimiter                    // the budget for store reads of other tokens
-	// sourceLookups is that budget per remote address; knownLookups is the budget of
-	// each token seen valid lately (keyed by its hash).
-	sourceLookups *writeLimiter
-	knownLookups  *writeLimiter
-	trusted       trustedProxies // limits.trustedProxies (clientaddr.go)
-
-	kick     chan struct{} // run a reconcile pass now
-	beat     chan struct{} // rewrite this node's record now
-	shutdown chan struct{} // closed on shutdown: releases long-polls
-	once     sync.Once
+	writer    *fleetwrite.Writer   // every fleet write
+	certs     *fleetcerts.Manager  // fleet certificates; nil without --acme.enabled (acme.go)
+	metrics   *metrics
+	http      *httpapi.API // the HTTP API (node/httpapi)
+	kicks     *kicks       // "reconcile now", "rewrite the record now"
 }
 
 // New builds a node from cfg. It mints tokens if needed and opens the store; it does
@@ -106,6 +84,58 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	if err != nil {
 		return nil, fmt.Errorf("instance registry: %w", err)
 	}
+	ropts, err := renderOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	nodeID, err := self.LoadOrMintNodeID(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	mem, memDoc, err := loadServed(cfg.StateDir, log)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Limits.fillDefaults()
+	if err := httpapi.ValidateTrustedProxies(cfg.Limits.TrustedProxies); err != nil {
+		return nil, err
+	}
+	storeRequests := newStoreRequests()
+	st = newRequestCounter(st, storeRequests)
+	// The reconcile loop publishes right after committing the serial it read (or, on a
+	// foreign store at start, the remembered document under the seeded serial).
+	identity := &store.Identity{}
+	pub := publish.New(ropts, openSpillDir(cfg.StateDir, log),
+		func() (uint64, string) { return identity.Serial(), identity.Epoch() })
+	s := &Server{
+		cfg: cfg, log: log, st: st,
+		pub: pub, instances: inst, identity: identity,
+		kicks: newKicks(),
+	}
+	if err := newSubsystems(s, nodeID, storeRequests); err != nil {
+		return nil, err
+	}
+	groups := httpapi.NewGroups(cfg.Platform.DomainGroups())
+	s.rec = newReconciler(s, groups, mem, memDoc)
+	if s.http, err = httpapi.New(apiConfig(cfg, ingressTok, adminTok), log, s.metrics.api(), httpapi.Deps{
+		Store: st, Identity: identity, Publisher: pub, Reconcile: s.rec, Self: s.self,
+		Ingresses: s.ingresses, Instances: inst, Writer: s.writer, Certs: s.certs, Probes: s.probes,
+		Groups: groups, KickHeartbeat: s.kicks.Heartbeat,
+	}); err != nil {
+		return nil, err
+	}
+	if mem != nil {
+		// A restart: the store must be the one this node served (node/reconcile/served.go).
+		if mem.Seeds() {
+			s.identity.Seed(mem.Serial, mem.Epoch)
+		}
+		log.Info("remembered store", "epoch", mem.Epoch, "serial", mem.Serial, "revision", mem.Revision, "savedAt", mem.SavedAt)
+	}
+	return s, nil
+}
+
+// renderOptions are the render's settings (traefik.*, platform.domains), checked.
+func renderOptions(cfg *Config) (render.Options, error) {
 	ropts := render.Options{
 		EntryPoints:           cfg.Traefik.EntryPoints,
 		CertResolver:          cfg.Traefik.CertResolver,
@@ -118,70 +148,55 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		RetryInitialInterval:  time.Duration(cfg.Traefik.Retry.InitialInterval).String(),
 	}
 	if err := ropts.Validate(); err != nil {
-		return nil, fmt.Errorf("traefik render options: %w", err)
+		return render.Options{}, fmt.Errorf("traefik render options: %w", err)
 	}
-	nodeID, err := self.LoadOrMintNodeID(cfg.StateDir)
+	return ropts, nil
+}
+
+// loadServed reads the state dir's memory of the store (node/reconcile/served.go); an
+// unreadable one is an error unless the operator asked to adopt the store.
+func loadServed(stateDir string, log *slog.Logger) (*reconcile.Memory, *routing.Document, error) {
+	mem, memDoc, err := reconcile.LoadServed(stateDir)
 	if err != nil {
-		return nil, err
-	}
-	mem, memDoc, err := reconcile.LoadServed(cfg.StateDir)
-	if err != nil {
-		if !reconcile.AdoptRequested(cfg.StateDir) {
-			return nil, fmt.Errorf("%w: the state dir's memory of the store is unreadable; "+
-				"if the store this node finds is the fleet's, run `scafo-node store adopt --stateDir=%s` and start it again", err, cfg.StateDir)
+		if !reconcile.AdoptRequested(stateDir) {
+			return nil, nil, fmt.Errorf("%w: the state dir's memory of the store is unreadable; "+
+				"if the store this node finds is the fleet's, run `scafo-node store adopt --stateDir=%s` and start it again", err, stateDir)
 		}
 		log.Warn("the state dir's memory of the store is unreadable; adopting the store as it is (operator request)", "err", err)
-		mem, memDoc = nil, nil
+		return nil, nil, nil
 	}
-	cfg.Limits.fillDefaults()
-	trusted, err := parseTrustedProxies(cfg.Limits.TrustedProxies)
-	if err != nil {
-		return nil, err
-	}
-	storeRequests := newStoreRequests()
-	st = newRequestCounter(st, storeRequests)
-	// The reconcile loop publishes right after committing the serial it read (or, on a
-	// foreign store at start, the remembered document under the seeded serial).
-	identity := &store.Identity{}
-	pub := publish.New(ropts, openSpillDir(cfg.StateDir, log),
-		func() (uint64, string) { return identity.Serial(), identity.Epoch() })
-	groups := &groupKnowledge{configured: map[string]bool{}}
-	for _, g := range cfg.Platform.DomainGroups() {
-		groups.configured[g] = true
-	}
-	s := &Server{
-		cfg: cfg, log: log, st: st, groups: groups,
-		ingressToken: ingressTok, adminToken: adminTok,
-		pub: pub, instances: inst, identity: identity, storeRequests: storeRequests,
-		writes:    newWriteLimiter(cfg.Writes.Rate, cfg.Writes.Burst),
-		rejects:   newRejectLogger(log, time.Duration(cfg.Limits.RejectLog)),
-		badTokens: expirable.NewLRU[string, struct{}](badTokenCacheSize, nil, badTokenTTL),
-		goodIDs:   expirable.NewLRU[string, struct{}](16384, nil, 10*time.Minute),
-		lookups:   newWriteLimiter(unknownLookupRate, unknownLookupBurst),
+	return mem, memDoc, nil
+}
 
-		sourceLookups: newWriteLimiter(sourceUnknownLookupRate, sourceUnknownLookupBurst),
-		trusted:       trusted,
-		knownLookups:  newWriteLimiter(max(knownTokenRate, 4*cfg.Writes.Rate), max(knownTokenBurst, 2*cfg.Writes.Burst)),
-		kick:          make(chan struct{}, 1),
-		beat:          make(chan struct{}, 1),
-		shutdown:      make(chan struct{}),
-	}
-	s.self = self.New(self.Options{
-		Store: st, Identity: identity, Log: log, NodeID: nodeID,
-		Name: cfg.Node.Name, Address: cfg.Node.Address,
-		APIPort:  func() int { return cfg.Node.APIPort },
-		NodeTTL:  time.Duration(cfg.Reconcile.NodeTTL),
-		Settings: s.settings,
-		// Declared AND probe up (node/probe).
-		Instances:   func() map[string]fleet.Instance { return s.probes.Publish(s.instances.Records()) },
-		OnAnnounced: s.kickReconcile,
-	})
-	s.metrics = newMetrics(pub, metricProbes{
-		certRenewals:  s.certRenewals,
+// newSubsystems builds, over s's store, publisher and registry of instances, the
+// metrics, the prober, this node's record, the ingress-report book, the fleet
+// certificates and the fleet writer.
+func newSubsystems(s *Server, nodeID string, storeRequests *prometheus.CounterVec) error {
+	cfg, log, st := s.cfg, s.log, s.st
+	s.metrics = newMetrics(s.pub, metricProbes{
+		certRenewals: func() []fleetcerts.Renewal {
+			if s.certs == nil { // set below, before anything scrapes
+				return nil
+			}
+			return s.certs.Renewals()
+		},
 		storeForeign:  s.identity.Foreign,
 		storeRequests: storeRequests,
 		nameConflict:  func() bool { return s.self.Conflict(time.Now()) != nil },
 	})
+	s.probes = newProber(cfg, log, s.instances, s.kicks.Heartbeat, s.metrics.reg,
+		func(app, appID string) string { return s.rec.KnownApps().HealthPath(app, appID) })
+	s.self = self.New(self.Options{
+		Store: st, Identity: s.identity, Log: log, NodeID: nodeID,
+		Name: cfg.Node.Name, Address: cfg.Node.Address,
+		APIPort:  func() int { return cfg.Node.APIPort },
+		NodeTTL:  time.Duration(cfg.Reconcile.NodeTTL),
+		Settings: func() fleet.NodeSettings { return nodeSettings(cfg) },
+		// Declared AND probe up (node/probe).
+		Instances:   func() map[string]fleet.Instance { return s.probes.Publish(s.instances.Records()) },
+		OnAnnounced: s.kicks.Reconcile,
+	})
+	pub := s.pub
 	s.ingresses = ingress.New(ingress.Options{
 		Store: st, Log: log, Self: cfg.Node.Name,
 		Config: ingress.Config{
@@ -190,18 +205,24 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 			MaxTracked:  cfg.Ingresses.MaxTracked,
 		},
 		Known:   func() (uint64, string) { return s.identity.Serial(), s.identity.Epoch() },
-		Current: s.publishedMark, Foreign: s.identity.Foreign,
+		Current: func() (string, uint64) { return publishedMark(pub) },
+		Foreign: s.identity.Foreign,
 		GroupRevision: func(groups string) string {
-			snap := s.pub.Current()
+			snap := pub.Current()
 			if snap == nil {
 				return ""
 			}
 			return snap.ForGroups(strings.Split(groups, ",")).Revision
 		},
 	})
-	s.metrics.reg.MustRegister(ingressCollector{s})
-	if err := s.setupACME(); err != nil {
-		return nil, err
+	s.metrics.reg.MustRegister(ingressCollector{book: s.ingresses, heartbeat: time.Duration(cfg.Reconcile.Heartbeat)})
+	certs, err := newCertManager(cfg, st, log, pub)
+	if err != nil {
+		return err
+	}
+	if certs != nil {
+		s.certs = certs
+		s.metrics.reg.MustRegister(&certCollector{m: certs})
 	}
 	s.writer = fleetwrite.New(fleetwrite.Config{
 		Node:            cfg.Node.Name,
@@ -209,18 +230,28 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		APIPort:         func() int { return cfg.Node.APIPort },
 		OnCommit: func(action string) {
 			s.metrics.storeWrites.WithLabelValues(action, "ok").Inc()
-			s.kickReconcile()
+			s.kicks.Reconcile()
 		},
-		OnInstances:    s.instancesChanged,
+		// A change of this node's instances: a new generation for waiters (node/self),
+		// and the record rewritten now.
+		OnInstances: func() {
+			s.self.Changed()
+			s.kicks.Heartbeat()
+		},
 		AuditRetention: time.Duration(cfg.Audit.Retention),
 		RouteBudget:    fleetwrite.RouteBudget{Burst: cfg.Writes.RouteBurst, PerMinute: cfg.Writes.RoutePerMinute},
 		OnRouteRefused: func(change string) { s.metrics.routeRefused.WithLabelValues(change).Inc() },
 		DomainGroups:   cfg.Platform.DomainGroups(),
-	}, st, s.identity, inst, log)
-	s.probes = s.newProber()
-	s.rec = reconcile.New(reconcile.Options{
-		Store: st, Publisher: pub, Log: log, Identity: s.identity,
-		Self: s.settings(), SelfName: cfg.Node.Name,
+	}, st, s.identity, s.instances, log)
+	return nil
+}
+
+// newReconciler builds the reconcile loop (the only publisher, node/reconcile).
+func newReconciler(s *Server, groups *httpapi.Groups, mem *reconcile.Memory, memDoc *routing.Document) *reconcile.Reconciler {
+	cfg := s.cfg
+	return reconcile.New(reconcile.Options{
+		Store: s.st, Publisher: s.pub, Log: s.log, Identity: s.identity,
+		Self: nodeSettings(cfg), SelfName: cfg.Node.Name,
 		FleetOptions: func() fleet.Options {
 			return fleet.Options{
 				PlatformDomains: cfg.Platform.Domains,
@@ -234,20 +265,31 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		StateDir:   cfg.StateDir,
 		Memory:     mem,
 		MemoryDoc:  memDoc,
-		OnAccepted: s.kickHeartbeat,
-		OnGroups:   groups.setApps,
+		OnAccepted: s.kicks.Heartbeat,
+		OnGroups:   groups.SetApps,
 		OnOwnRecord: func(rec fleet.NodeRecord) {
 			s.self.See(rec, false, time.Now())
 		},
 	})
-	if mem != nil {
-		// A restart: the store must be the one this node served (node/reconcile/served.go).
-		if mem.Seeds() {
-			s.identity.Seed(mem.Serial, mem.Epoch)
-		}
-		log.Info("remembered store", "epoch", mem.Epoch, "serial", mem.Serial, "revision", mem.Revision, "savedAt", mem.SavedAt)
+}
+
+// apiConfig is what the HTTP API reads of cfg (limits filled in).
+func apiConfig(cfg *Config, ingressTok, adminTok string) httpapi.Config {
+	return httpapi.Config{
+		NodeName: cfg.Node.Name, NodeAddress: cfg.Node.Address, StateDir: cfg.StateDir,
+		Heartbeat:       time.Duration(cfg.Reconcile.Heartbeat),
+		NodeTTL:         time.Duration(cfg.Reconcile.NodeTTL),
+		PortsQuarantine: time.Duration(cfg.Ports.Quarantine),
+		BodyTimeout:     time.Duration(cfg.Limits.BodyTimeout),
+		WriteTimeout:    time.Duration(cfg.Limits.WriteTimeout),
+		ConnMaxAge:      time.Duration(cfg.Limits.ConnMaxAge),
+		RejectLog:       time.Duration(cfg.Limits.RejectLog),
+		TrustedProxies:  cfg.Limits.TrustedProxies,
+		WriteRate:       cfg.Writes.Rate, WriteBurst: cfg.Writes.Burst,
+		IngressToken: ingressTok, AdminToken: adminTok,
+		IngressPrevious: cfg.Ingress.Previous, AdminPrevious: cfg.Admin.Previous,
+		ACMEInline: cfg.ACME.Enabled && cfg.ACME.Delivery == DeliveryInline,
 	}
-	return s, nil
 }
 
 func openStore(ctx context.Context, cfg *Config) (store.Store, error) {
@@ -268,53 +310,32 @@ func openStore(ctx context.Context, cfg *Config) (store.Store, error) {
 	return st, nil
 }
 
-func (s *Server) settings() fleet.NodeSettings {
-	return fleet.NodeSettings{PlatformDomains: s.cfg.Platform.Domains, APIPublic: s.cfg.API.Public, DomainGroups: s.cfg.Platform.DomainGroups()}
+// nodeSettings are this node's settings as its record announces them.
+func nodeSettings(cfg *Config) fleet.NodeSettings {
+	return fleet.NodeSettings{PlatformDomains: cfg.Platform.Domains, APIPublic: cfg.API.Public, DomainGroups: cfg.Platform.DomainGroups()}
 }
 
 // newProber builds the prober of this node's instances (nil when probe.interval is 0).
-func (s *Server) newProber() *probe.Prober {
-	cfg := s.cfg.Probe
+func newProber(c *Config, log *slog.Logger, inst *fleetwrite.Registry, onChange func(), reg prometheus.Registerer,
+	healthPath func(app, appID string) string) *probe.Prober {
+	cfg := c.Probe
 	if cfg.Interval <= 0 {
 		return nil
 	}
-	addr, err := netip.ParseAddr(s.cfg.Node.Address)
+	addr, err := netip.ParseAddr(c.Node.Address)
 	if err != nil {
-		s.log.Warn("not probing instances: node.address is not an IP", "address", s.cfg.Node.Address)
+		log.Warn("not probing instances: node.address is not an IP", "address", c.Node.Address)
 		return nil
 	}
 	return probe.New(probe.Options{
-		Config: cfg, Addr: addr, Log: s.log,
-		APIPort:    func() int { return s.cfg.Node.APIPort },
-		Instances:  s.instances.Records,
-		Declared:   s.instances.Get,
-		HealthPath: func(app, appID string) string { return s.rec.KnownApps().HealthPath(app, appID) },
-		OnChange:   s.kickHeartbeat,
-		Metrics:    s.metrics.reg,
+		Config: cfg, Addr: addr, Log: log,
+		APIPort:    func() int { return c.Node.APIPort },
+		Instances:  inst.Records,
+		Declared:   inst.Get,
+		HealthPath: healthPath,
+		OnChange:   onChange,
+		Metrics:    reg,
 	})
-}
-
-// kickReconcile asks for a pass now (after a write through this node).
-func (s *Server) kickReconcile() {
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
-}
-
-// instancesChanged notes a change of this node's instances (a new generation for
-// waiters, node/self) and asks for the record to be rewritten now.
-func (s *Server) instancesChanged() {
-	s.self.Changed()
-	s.kickHeartbeat()
-}
-
-// kickHeartbeat asks for this node's record to be rewritten now (instances changed).
-func (s *Server) kickHeartbeat() {
-	select {
-	case s.beat <- struct{}{}:
-	default:
-	}
 }
 
 // ownRecordWait bounds how long the reconciler's first pass waits for this node's
@@ -344,58 +365,20 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		defer close(saverDone)
 		s.rec.RunSaver(saverCtx)
 	}()
-	var wg sync.WaitGroup
-	if s.probes != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.probes.Run(loopCtx)
-		}()
-	}
-	wg.Add(4)
-	go func() {
-		defer wg.Done()
-		s.ingresses.Run(loopCtx)
-	}()
-	go func() {
-		defer wg.Done()
-		s.auditSweepLoop(loopCtx)
-	}()
-	firstBeat := make(chan struct{})
-	go func() {
-		defer wg.Done()
-		// This node's own record first (heartbeatLoop), for at most ownRecordWait: a
-		// store that does not answer a write in that time delays nothing longer.
-		select {
-		case <-firstBeat:
-		case <-time.After(ownRecordWait):
-		case <-loopCtx.Done():
-			return
-		}
-		s.rec.Run(loopCtx, time.Duration(s.cfg.Reconcile.Interval), time.Duration(s.cfg.Reconcile.FullInterval),
-			time.Duration(s.cfg.Reconcile.PublishWindow), s.kick)
-	}()
-	go func() {
-		defer wg.Done()
-		s.heartbeatLoop(loopCtx, firstBeat)
-	}()
+	loops := startLoops(loopCtx, s)
 
 	// No ReadTimeout or WriteTimeout: they would cut long-polls. A request's body and its
-	// answer are bounded per request instead (boundRequest, limits.go).
+	// answer are bounded per request instead (node/httpapi, limits.go).
 	lim := s.cfg.Limits
 	total, reserved := lim.conns()
-	limiter := newConnLimiter(ln, total, reserved, lim.perSource(total-reserved), func(remote string) {
-		s.refuseConn(remote, total)
-	})
-	s.conns.Store(limiter)
-	ln = limiter
-	s.startACME(ln.Addr())
-	defer s.stopACME()
+	ln = s.http.Listen(ln, total, reserved, lim.perSource(total-reserved))
+	startCerts(s.certs, s.pub, ln.Addr())
+	defer stopCerts(s.certs)
 	srv := &http.Server{
-		Handler:           s.Handler(),
+		Handler:           s.http.Handler(),
 		ReadHeaderTimeout: time.Duration(lim.HeaderTimeout),
 		IdleTimeout:       time.Duration(lim.IdleTimeout),
-		ConnContext:       connContext,
+		ConnContext:       httpapi.ConnContext,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
@@ -417,7 +400,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		err = serr
 	}
 	cancel()
-	wg.Wait()
+	loops.Wait()
 	stopSaver()
 	<-saverDone
 	s.pub.RemoveSpill()
@@ -428,10 +411,40 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// Close releases long-polls. Safe to call more than once.
-func (s *Server) Close() {
-	s.once.Do(func() { close(s.shutdown) })
+// startLoops starts the node's loops under ctx: the prober, the ingress book, the audit
+// sweep, the heartbeat and the reconcile loop (whose first pass waits for the first
+// heartbeat, ownRecordWait at most). Wait on the group after ctx ends.
+func startLoops(ctx context.Context, s *Server) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	if s.probes != nil {
+		wg.Go(func() { s.probes.Run(ctx) })
+	}
+	wg.Go(func() { s.ingresses.Run(ctx) })
+	wg.Go(func() { auditSweepLoop(ctx, s.writer, s.log, time.Duration(s.cfg.Audit.Retention)) })
+	firstBeat := make(chan struct{})
+	wg.Go(func() {
+		// This node's own record first (the heartbeat), for at most ownRecordWait: a
+		// store that does not answer a write in that time delays nothing longer.
+		select {
+		case <-firstBeat:
+		case <-time.After(ownRecordWait):
+		case <-ctx.Done():
+			return
+		}
+		s.rec.Run(ctx, time.Duration(s.cfg.Reconcile.Interval), time.Duration(s.cfg.Reconcile.FullInterval),
+			time.Duration(s.cfg.Reconcile.PublishWindow), s.kicks.reconcile)
+	})
+	hb := &heartbeat{self: s.self, rec: s.rec, identity: s.identity, writer: s.writer, log: s.log,
+		every: time.Duration(s.cfg.Reconcile.Heartbeat), now: s.kicks.heartbeat}
+	wg.Go(func() { hb.run(ctx, firstBeat) })
+	return &wg
 }
+
+// Handler is the node's HTTP API (node/httpapi), without the connection guard of Run.
+func (s *Server) Handler() http.Handler { return s.http.Handler() }
+
+// Close releases long-polls. Safe to call more than once.
+func (s *Server) Close() { s.http.Close() }
 
 // openSpillDir empties and returns <stateDir>/bodies, the private directory where
 // rendered bodies are spilled for sendfile; "" (serve from memory) when it cannot.

@@ -1,4 +1,4 @@
-package node
+package httpapi
 
 import (
 	"context"
@@ -44,22 +44,22 @@ const (
 )
 
 type storageAPI struct {
-	s     *Server
+	s     *API
 	certs *certstore.Storage
 	reqs  *prometheus.CounterVec
 	dur   *prometheus.HistogramVec
 }
 
 // newStorageAPI builds /v1/storage's handlers (routes.go mounts them).
-func (s *Server) newStorageAPI() *storageAPI {
+func (s *API) newStorageAPI() *storageAPI {
 	return &storageAPI{
 		s:     s,
-		certs: certstore.New(s.st, certstore.Options{Owner: s.cfg.Node.Name, Logger: s.log}),
-		reqs: registerOrReuse(s.metrics.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		certs: certstore.New(s.st, certstore.Options{Owner: s.cfg.NodeName, Logger: s.log}),
+		reqs: registerOrReuse(s.metrics.Registry, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scafo_storage_requests_total",
 			Help: api.PathStorage + " requests by operation (load, stat, list, store, delete, lock, unlock) and HTTP status.",
 		}, []string{"op", "code"})),
-		dur: registerOrReuse(s.metrics.reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		dur: registerOrReuse(s.metrics.Registry, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "scafo_storage_request_duration_seconds",
 			Help:    api.PathStorage + " request duration by operation.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
@@ -86,7 +86,7 @@ func registerOrReuse[C prometheus.Collector](reg *prometheus.Registry, c C) C {
 // the namespace holds the fleet's private keys, which no administrative task needs, and
 // the admin token travels further (CLI, CI, the public apex). Application tokens are
 // refused like any unknown token, without a store read.
-func (s *Server) requireStorageToken(next http.Handler) http.Handler {
+func (s *API) requireStorageToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok := bearer(r.Header.Get("Authorization"))
 		switch {

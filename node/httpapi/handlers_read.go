@@ -1,4 +1,4 @@
-package node
+package httpapi
 
 import (
 	"fmt"
@@ -25,11 +25,11 @@ import (
 // maxWait caps ?wait= long-polls.
 const maxWait = 60 * time.Second
 
-func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleHealthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	if s.pub.Current() == nil {
 		w.Header().Set("Retry-After", "2")
 		writeError(w, http.StatusServiceUnavailable, "draining", "no complete reconcile pass yet")
@@ -38,8 +38,8 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-func (s *Server) metricsHandler() http.Handler {
-	return promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
+func (s *API) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{})
 }
 
 // handleInstanceHealth answers 200 while this node's instance of app is ready and
@@ -47,7 +47,7 @@ func (s *Server) metricsHandler() http.Handler {
 // health checks ask here. With probes on (the default) the answer is the prober's last
 // verdict, the one this node publishes, and nothing is dialled per request; with
 // probe.interval 0 the instance's port is dialled per request.
-func (s *Server) handleInstanceHealth(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleInstanceHealth(w http.ResponseWriter, r *http.Request) {
 	app := chi.URLParam(r, "app")
 	if err := routing.ValidateLabel("app", app); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid app", err.Error())
@@ -70,7 +70,7 @@ func (s *Server) handleInstanceHealth(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 		return
 	}
-	addr := net.JoinHostPort(s.cfg.Node.Address, strconv.Itoa(inst.Port))
+	addr := net.JoinHostPort(s.cfg.NodeAddress, strconv.Itoa(inst.Port))
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "not accepting", "instance of "+app+" does not accept connections")
@@ -81,7 +81,7 @@ func (s *Server) handleInstanceHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleIngress serves /v1/ingress/routes and /v1/ingress/{format}.
-func (s *Server) handleIngress(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleIngress(w http.ResponseWriter, r *http.Request) {
 	format := chi.URLParam(r, "format")
 	admin := s.isAdminToken(bearer(r.Header.Get("Authorization")))
 	if admin && format == api.FormatTraefik && s.keysInline() {
@@ -89,7 +89,7 @@ func (s *Server) handleIngress(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "forbidden",
 			"this node delivers fleet certificates inline (acme.delivery inline): its Traefik configuration carries private keys, which only the ingress token reads; "+
 				api.PathIngress+api.FormatRoutes+" is the routing document, without keys")
-		s.metrics.polls.WithLabelValues(metricFormat(format), strconv.Itoa(http.StatusForbidden)).Inc()
+		s.metrics.Polls.WithLabelValues(metricFormat(format), strconv.Itoa(http.StatusForbidden)).Inc()
 		return
 	}
 	// A report is recorded only for a poll that was valid (known format, query and
@@ -104,7 +104,7 @@ func (s *Server) handleIngress(w http.ResponseWriter, r *http.Request) {
 	var served ingress.Mark
 	code := s.serveIngress(w, r, format, &served, begin)
 	s.ingresses.End(rep, code, served)
-	s.metrics.polls.WithLabelValues(metricFormat(format), strconv.Itoa(code)).Inc()
+	s.metrics.Polls.WithLabelValues(metricFormat(format), strconv.Itoa(code)).Inc()
 }
 
 func metricFormat(f string) string {
@@ -116,14 +116,14 @@ func metricFormat(f string) string {
 
 // keysInline: the Traefik configuration this node renders can carry private keys
 // (fleet certificates delivered inline).
-func (s *Server) keysInline() bool {
-	return s.cfg.ACME.Enabled && s.cfg.ACME.Delivery == DeliveryInline
+func (s *API) keysInline() bool {
+	return s.cfg.ACMEInline
 }
 
 // serveIngress answers a poll; on a 200 it sets served to what the answer carries.
 // begin is called once the poll is known valid (format, query, groups), before it is
 // served or held.
-func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format string, served *ingress.Mark, begin func()) int {
+func (s *API) serveIngress(w http.ResponseWriter, r *http.Request, format string, served *ingress.Mark, begin func()) int {
 	if format != api.FormatRoutes && format != api.FormatTraefik {
 		writeError(w, http.StatusNotFound, "unknown format", fmt.Sprintf("format %q is not registered; only %q", format, api.FormatTraefik))
 		return http.StatusNotFound
@@ -161,7 +161,7 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 		return http.StatusBadRequest
 	}
 	if preferArg == "self" {
-		preferArg = s.cfg.Node.Name
+		preferArg = s.cfg.NodeName
 	}
 	if preferArg != "" {
 		if err := routing.ValidateLabel("prefer", preferArg); err != nil {
@@ -264,9 +264,9 @@ const (
 
 // park holds a long-poll until snap is superseded, its deadline, shutdown or the
 // client leaving, counted in scafo_longpolls_parked meanwhile.
-func (s *Server) park(r *http.Request, snap *publish.Snapshot, deadline <-chan time.Time) int {
-	s.metrics.longPolls.Inc()
-	defer s.metrics.longPolls.Dec()
+func (s *API) park(r *http.Request, snap *publish.Snapshot, deadline <-chan time.Time) int {
+	s.metrics.LongPolls.Inc()
+	defer s.metrics.LongPolls.Dec()
 	select {
 	case <-snap.Superseded():
 		return parkSuperseded
@@ -298,7 +298,7 @@ func setStoreMark(h http.Header, snap *publish.Snapshot) {
 // through user space that dominates a poll of a 10 000-route configuration; the
 // in-memory bytes are the fallback. Both hold the same bytes.
 func writeBody(w http.ResponseWriter, body []byte, file string) {
-	if file != "" && len(body) >= sendfileMin {
+	if file != "" && len(body) >= SendfileMin {
 		if f, err := os.Open(file); err == nil {
 			defer f.Close()
 			if n, err := io.Copy(w, f); err == nil || n > 0 {
@@ -309,9 +309,9 @@ func writeBody(w http.ResponseWriter, body []byte, file string) {
 	w.Write(body)
 }
 
-// sendfileMin is the body size from which sendfile beats a write from memory (the open
+// SendfileMin is the body size from which sendfile beats a write from memory (the open
 // and close cost two syscalls).
-const sendfileMin = 64 << 10
+const SendfileMin = 64 << 10
 
 func acceptsGzip(r *http.Request) bool {
 	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
@@ -344,11 +344,11 @@ func etagMatches(header string, rend *publish.Rendered) bool {
 	return false
 }
 
-func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleStatus(w http.ResponseWriter, r *http.Request) {
 	st := s.rec.Status()
 	now := time.Now()
 	body := api.Status{
-		Node:             s.cfg.Node.Name,
+		Node:             s.cfg.NodeName,
 		Store:            api.Store{Reachable: st.LastError == ""},
 		Skipped:          []api.Skipped{},
 		Nodes:            []api.Node{},
@@ -364,7 +364,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		d := &api.DuplicateName{
 			Address: self.Address(c.Record), Seen: c.LastSeen.UTC(),
 			AgeSeconds: now.Sub(c.LastSeen).Round(time.Second).Seconds(),
-			Detail: "another live node writes this node's record: two nodes run with the name " + s.cfg.Node.Name +
+			Detail: "another live node writes this node's record: two nodes run with the name " + s.cfg.NodeName +
 				" and routes flap between them; rename (--node.name) or stop one",
 		}
 		if b := c.Record.Boot; b != nil {
@@ -396,7 +396,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	for _, sk := range st.Skipped {
 		body.Skipped = append(body.Skipped, api.Skipped{Object: sk.Object, Reason: sk.Reason})
 	}
-	ttl := time.Duration(s.cfg.Reconcile.NodeTTL)
+	ttl := s.cfg.NodeTTL
 	for _, n := range st.Nodes {
 		age := now.Sub(n.Seen)
 		body.Nodes = append(body.Nodes, api.Node{
