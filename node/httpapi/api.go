@@ -10,6 +10,7 @@
 package httpapi
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,7 @@ import (
 	"github.com/scafo/ingress/node/reconcile"
 	"github.com/scafo/ingress/node/self"
 	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/render/fleet"
 )
 
 // Config is what the API reads of the node's configuration (node.Config's values, set
@@ -82,12 +84,12 @@ var RefusalReasons = []string{RefusedWriteRate, RefusedToken, RefusedTokenLookup
 // acme.enabled, probe.interval 0).
 type Deps struct {
 	Store     store.Store
-	Identity  *store.Identity
-	Publisher *publish.Publisher
+	Identity  StoreIdentity
+	Publisher Publisher
 	Reconcile Reconciler
-	Self      *self.Record
+	Self      SelfRecord
 	Ingresses *ingress.Book
-	Instances *fleetwrite.Registry
+	Instances Instances
 	Writer    *fleetwrite.Writer
 	Certs     *fleetcerts.Manager
 	Probes    *probe.Prober
@@ -97,11 +99,46 @@ type Deps struct {
 	KickHeartbeat func()
 }
 
-// Reconciler is what the API reads of the reconcile loop.
+// Reconciler is what the API reads of the reconcile loop (*reconcile.Reconciler).
 type Reconciler interface {
 	Status() reconcile.Status
 	KnownApps() reconcile.AppView
 }
+
+// Publisher is what the API reads of the published snapshot (*publish.Publisher).
+type Publisher interface {
+	Current() *publish.Snapshot
+	GetGroups(s *publish.Snapshot, prefer, format string, groups []string) (*publish.Rendered, error)
+}
+
+// StoreIdentity is whether the store is the one this node served (*store.Identity).
+type StoreIdentity interface {
+	Foreign() bool
+	ForeignReason() string
+}
+
+// SelfRecord is what the API reads of this node's own record (*self.Record): its
+// heartbeat's health, a name conflict, and the announcements ?wait=applied waits for.
+type SelfRecord interface {
+	Err() *string
+	Conflict(now time.Time) *self.Conflict
+	Generation() uint64
+	Await(ctx context.Context, gen uint64, deadline time.Time, want func(map[string]fleet.Instance) string) (serial uint64, ok bool, why string)
+}
+
+// Instances are this node's declared instances (*fleetwrite.Registry).
+type Instances interface {
+	Get(app string) (fleet.Instance, bool)
+	Records() map[string]fleet.Instance
+}
+
+var (
+	_ Reconciler    = (*reconcile.Reconciler)(nil)
+	_ Publisher     = (*publish.Publisher)(nil)
+	_ StoreIdentity = (*store.Identity)(nil)
+	_ SelfRecord    = (*self.Record)(nil)
+	_ Instances     = (*fleetwrite.Registry)(nil)
+)
 
 // API is the node's HTTP API. Handler serves it; Listen wraps the listener it is served
 // on; Close releases long-polls.
@@ -111,12 +148,12 @@ type API struct {
 	metrics Metrics
 
 	st        store.Store
-	identity  *store.Identity
-	pub       *publish.Publisher
+	identity  StoreIdentity
+	pub       Publisher
 	rec       Reconciler
-	self      *self.Record
+	self      SelfRecord
 	ingresses *ingress.Book
-	instances *fleetwrite.Registry
+	instances Instances
 	writer    *fleetwrite.Writer
 	certs     *fleetcerts.Manager
 	probes    *probe.Prober

@@ -21,6 +21,9 @@ import (
 	"github.com/scafo/ingress/render/routing"
 )
 
+// maxWait caps ?wait= long-polls.
+const maxWait = 60 * time.Second
+
 // handleIngress serves /v1/ingress/routes and /v1/ingress/{format}.
 func (s *API) handleIngress(w http.ResponseWriter, r *http.Request) {
 	format := chi.URLParam(r, "format")
