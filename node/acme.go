@@ -4,16 +4,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"path/filepath"
 	"time"
 
 	"github.com/caddyserver/certmagic"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/certstore"
 	"github.com/scafo/ingress/node/fleetcerts"
+	"github.com/scafo/ingress/node/publish"
 	"github.com/scafo/ingress/node/store"
 )
 
@@ -43,20 +42,22 @@ func certStorage(cfg *Config, st store.Store, log *slog.Logger) certmagic.Storag
 // lockPollMax bounds the wait between a blocked node's lock attempts (certStorage).
 const lockPollMax = 10 * time.Second
 
-// setupACME builds the fleet-certificate manager when --acme.enabled (nil otherwise).
-func (s *Server) setupACME() error {
-	c := s.cfg.ACME
+// newCertManager builds the fleet-certificate manager when --acme.enabled (nil
+// otherwise) and connects it to the publisher: a new certificate republishes, a
+// publication syncs the names to issue.
+func newCertManager(cfg *Config, st store.Store, log *slog.Logger, pub *publish.Publisher) (*fleetcerts.Manager, error) {
+	c := cfg.ACME
 	if !c.Enabled {
-		return nil
+		return nil, nil
 	}
-	storage := certStorage(s.cfg, s.st, s.log.With("component", "certstore"))
+	storage := certStorage(cfg, st, log.With("component", "certstore"))
 	roots, err := c.roots()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	certDir := ""
 	if c.Delivery == DeliveryFiles {
-		certDir = filepath.Join(s.cfg.StateDir, "certs")
+		certDir = filepath.Join(cfg.StateDir, "certs")
 		if abs, err := filepath.Abs(certDir); err == nil {
 			certDir = abs // Traefik resolves a relative path against its own directory
 		}
@@ -65,7 +66,7 @@ func (s *Server) setupACME() error {
 	if d := c.DNS01; d.enabled() {
 		prov, err := d.provider()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		dns01 = &fleetcerts.DNS01{Provider: prov, Platform: d.Platform, DelegationZone: d.DelegationZone,
 			Resolvers: d.Resolvers, PropagationTimeout: time.Duration(d.PropagationTimeout)}
@@ -76,81 +77,42 @@ func (s *Server) setupACME() error {
 		Storage: storage, CA: c.CAServer, Email: c.Email, Roots: roots,
 		RenewalWindow:      c.RenewalWindow,
 		RenewCheckInterval: time.Duration(c.RenewCheckInterval),
-		PlatformDomains:    s.cfg.Platform.Domains,
-		PlatformWildcard:   s.cfg.Traefik.PlatformWildcardCerts,
+		PlatformDomains:    cfg.Platform.Domains,
+		PlatformWildcard:   cfg.Traefik.PlatformWildcardCerts,
 		PlatformBudget:     c.PlatformBudget,
 		CustomBudget:       c.CustomBudget,
 		HTTPEntryPoints:    c.HTTPEntryPoints,
 		// Peers learn a new name on their next reconcile pass; an order started before
 		// would send the CA to nodes that do not answer for the name yet.
-		Settle: 2*time.Duration(s.cfg.Reconcile.Interval) + time.Second,
-		Log:    s.log.With("component", "fleetcerts"),
+		Settle: 2*time.Duration(cfg.Reconcile.Interval) + time.Second,
+		Log:    log.With("component", "fleetcerts"),
 	})
 	if err != nil {
-		return fmt.Errorf("fleet certificates: %w", err)
+		return nil, fmt.Errorf("fleet certificates: %w", err)
 	}
-	s.certs = m
-	s.pub.SetCerts(m.Current())
-	m.SetOnChange(func() { s.pub.PublishCerts(m.Current()) })
-	s.pub.SetOnPublish(m.Sync)
-	s.metrics.reg.MustRegister(&certCollector{m: m})
-	return nil
+	pub.SetCerts(m.Current())
+	m.SetOnChange(func() { pub.PublishCerts(m.Current()) })
+	pub.SetOnPublish(m.Sync)
+	return m, nil
 }
 
-// startACME begins issuance once the API listens (CertMagic's HTTP-01 solver finds the
-// API's port taken and leaves the answering to handleACMEChallenge).
-func (s *Server) startACME(addr net.Addr) {
-	if s.certs == nil {
+// startCerts begins issuance once the API listens (CertMagic's HTTP-01 solver finds the
+// API's port taken and leaves the answering to the API's challenge route); a nil m is
+// no ACME.
+func startCerts(m *fleetcerts.Manager, pub *publish.Publisher, addr net.Addr) {
+	if m == nil {
 		return
 	}
-	s.certs.Start(addr)
-	if snap := s.pub.Current(); snap != nil {
-		s.certs.Sync(snap.Doc())
+	m.Start(addr)
+	if snap := pub.Current(); snap != nil {
+		m.Sync(snap.Doc())
 	}
 }
 
-func (s *Server) stopACME() {
-	if s.certs != nil {
-		s.certs.Close()
+func stopCerts(m *fleetcerts.Manager) {
+	if m != nil {
+		m.Close()
 	}
-}
-
-// handleACMEChallenge answers GET /.well-known/acme-challenge/{token}: anonymous (the CA
-// asks), only for a name the fleet issues and a token CertMagic stored; everything else
-// is 404 without a store read.
-func (s *Server) handleACMEChallenge(w http.ResponseWriter, r *http.Request) {
-	if s.certs != nil && s.certs.HandleChallenge(w, r) {
-		return
-	}
-	writeError(w, http.StatusNotFound, "not found", "no ACME challenge pending for this host and token")
-}
-
-func (s *Server) certsStatus() *api.Certificates {
-	if s.certs == nil {
-		return nil
-	}
-	names := s.certs.Status()
-	out := &api.Certificates{Counts: map[string]int{}}
-	if names != nil {
-		out.Names = make([]api.CertName, len(names))
-	}
-	for i, n := range names {
-		out.Names[i] = certNameOf(n)
-		out.Counts[n.State]++
-	}
-	return out
-}
-
-// certNameOf is one name of the manager's status on the wire, field by field
-// (TestCertNameOnTheWireCarriesEveryManagerField holds it to every field).
-func certNameOf(n fleetcerts.NameStatus) api.CertName {
-	c := api.CertName{Name: n.Name, State: n.State, NotAfter: n.NotAfter, Serial: n.Serial,
-		LastError: n.LastError, NextAttempt: n.NextAttempt, Attempts: n.Attempts, ObtainedHere: n.ObtainedHere,
-		Challenge: n.Challenge, Phase: n.Phase}
-	if d := n.Delegation; d != nil {
-		c.Delegation = &api.CertDelegation{CNAME: d.CNAME, Target: d.Target, InPlace: d.InPlace, CheckedAt: d.CheckedAt}
-	}
-	return c
 }
 
 // certCollector exports, per name, the state and the certificate's expiry.

@@ -42,13 +42,11 @@ func TestOneAddressCannotHoldTheGeneralConnections(t *testing.T) {
 	cfg.Limits.MaxConnsPerSource = 2
 	n := startNode(t, cfg)
 	n.waitReady()
-	cl := n.srv.conns.Load()
 	// The test's own client (waitReady) keeps connections from 127.0.0.1: the address
 	// under test is 127.0.0.3.
 	held3 := func() int {
-		cl.mu.Lock()
-		defer cl.mu.Unlock()
-		return cl.bySource["127.0.0.3"]
+		_, _, held, _ := n.srv.http.ConnsHeld("127.0.0.3")
+		return held
 	}
 
 	var held []net.Conn

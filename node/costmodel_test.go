@@ -130,7 +130,7 @@ type cmNode struct {
 func (c *cmNode) counts() map[string]float64 {
 	out := map[string]float64{}
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c.srv.storeRequests)
+	reg.MustRegister(c.srv.metrics.storeRequests)
 	mfs, err := reg.Gather()
 	if err != nil {
 		panic(err)

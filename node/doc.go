@@ -6,10 +6,15 @@
 // atomically; handlers are thin and read the current snapshot; rendered bodies are
 // cached per (revision, prefer, format), so a poll is a map lookup and a write.
 //
-// The subsystems are packages of their own, wired here: node/reconcile (the loop, the
-// only caller of Publish), node/publish (snapshots and rendered bodies), node/ingress
-// (the ingress report book), node/self (this node's own record), node/probe, and the
-// write domain node/fleetwrite. The HTTP handlers that adapt them still live here.
+// This package is the composition root. The subsystems are packages of their own, each
+// owning its state: node/reconcile (the loop, the only caller of Publish), node/publish
+// (snapshots and rendered bodies), node/ingress (the ingress report book), node/self
+// (this node's own record), node/probe, node/fleetcerts and the write domain
+// node/fleetwrite. node/httpapi is the HTTP API over them (its one route table,
+// handlers, guards); node/api is its wire. Here: the configuration (config.go,
+// load.go), the object graph (wire.go), the lifetimes (server.go: start and stop
+// order, the spill directory, shutdown), the metrics registry and the store's request
+// counter.
 //
 // Until the first complete reconcile pass there is no document: the routing endpoints
 // answer 503 "draining" with Retry-After, never an empty document, because an empty 200

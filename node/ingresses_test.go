@@ -183,12 +183,12 @@ func testIngressReportsAreShared(t *testing.T, be reportBackend) {
 	a := startReportsNode(t, be, "vps-a")
 	b := startReportsNode(t, be, "vps-b")
 	waitFor(t, 5*time.Second, "a and b on one revision", func() bool {
-		ra, _ := a.srv.publishedMark()
-		rb, _ := b.srv.publishedMark()
+		ra, _ := publishedMark(a.srv.pub)
+		rb, _ := publishedMark(b.srv.pub)
 		return ra == rb
 	})
 	serial := serialOf(t, a.st)
-	rev, _ := a.srv.publishedMark()
+	rev, _ := publishedMark(a.srv.pub)
 
 	p := startFakePlugin(t, a, "edge-1")
 	waitFor(t, 5*time.Second, "b lists edge-1 as current", func() bool {
@@ -207,7 +207,7 @@ func testIngressReportsAreShared(t *testing.T, be reportBackend) {
 	if got := serialOf(t, a.st); got != serial {
 		t.Errorf("serial moved from %d to %d with reports alone", serial, got)
 	}
-	if r, _ := a.srv.publishedMark(); r != rev {
+	if r, _ := publishedMark(a.srv.pub); r != rev {
 		t.Errorf("revision moved from %s to %s with reports alone", rev, r)
 	}
 	p.stop()
@@ -609,7 +609,7 @@ func TestIngressMetricsAndAWaitWithNoIngress(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || ab.Ingresses != 0 {
 		t.Fatalf("wait with no ingress: %d %s", resp.StatusCode, body)
 	}
-	if _, mark := n.srv.publishedMark(); mark < ab.Serial {
+	if _, mark := publishedMark(n.srv.pub); mark < ab.Serial {
 		t.Errorf("answered applied at serial %d while this node publishes serial %d", ab.Serial, mark)
 	}
 	if !strings.Contains(string(routesDocBytes(t, n)), `"shop.apps.example.com"`) {

@@ -7,13 +7,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/scafo/ingress/node/fleetcerts"
+	"github.com/scafo/ingress/node/httpapi"
 	"github.com/scafo/ingress/node/publish"
 )
 
 // metrics are the node's Prometheus metrics, on a private registry.
 type metrics struct {
 	reg             *prometheus.Registry
-	refused         *prometheus.CounterVec // reason: one of refusalReasons
+	refused         *prometheus.CounterVec // reason: one of httpapi.RefusalReasons
 	longPolls       prometheus.Gauge
 	polls           *prometheus.CounterVec
 	reconcileDur    prometheus.Histogram
@@ -21,20 +22,8 @@ type metrics struct {
 	skipped         prometheus.Gauge
 	storeWrites     *prometheus.CounterVec
 	routeRefused    *prometheus.CounterVec
+	storeRequests   *prometheus.CounterVec // the store's requests by op (storecount.go)
 }
-
-// Why a request or connection was refused (scafo_requests_refused_total's reason label;
-// a fixed set, every one exported from the start at 0).
-const (
-	refusedWriteRate     = "write_rate"      // 429: the token is past writes.rate (ratelimit.go)
-	refusedToken         = "token"           // 401 no or bad token, 403 a token the endpoint refuses (rejectRequest)
-	refusedTokenLookups  = "token_lookups"   // 429: the token-lookup budget is spent (auth.go, through rejectRequest)
-	refusedConnReserve   = "conn_reserve"    // 503 on a reserved connection: the general part is full (limits.go)
-	refusedConnPerSource = "conn_per_source" // 503: the address holds limits.maxConnsPerSource (limits.go)
-	refusedConnLimit     = "conn_limit"      // bare 503 and close: at limits.maxConns (limits.go)
-)
-
-var refusalReasons = []string{refusedWriteRate, refusedToken, refusedTokenLookups, refusedConnReserve, refusedConnPerSource, refusedConnLimit}
 
 // metricProbes read the node's state for gauges evaluated at scrape time.
 type metricProbes struct {
@@ -109,7 +98,7 @@ func newMetrics(pub *publish.Publisher, probes metricProbes) *metrics {
 		Name: "scafo_requests_refused_total",
 		Help: "Requests and connections refused by reason: write_rate (429, past writes.rate), token (401 no or bad token, 403 a token the endpoint refuses), token_lookups (429, the token-lookup budget spent), conn_reserve (503, the general connections full), conn_per_source (503, the address at limits.maxConnsPerSource), conn_limit (503 and closed, at limits.maxConns).",
 	}, []string{"reason"})
-	for _, r := range refusalReasons {
+	for _, r := range httpapi.RefusalReasons {
 		m.refused.WithLabelValues(r) // every reason exported from the start
 	}
 	m.longPolls = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -117,6 +106,7 @@ func newMetrics(pub *publish.Publisher, probes metricProbes) *metrics {
 		Help: "Ingress polls (?wait= with If-None-Match) held open now, waiting for a new revision.",
 	})
 	m.reg.MustRegister(m.refused, m.longPolls, certRenewalCollector{probes.certRenewals})
+	m.storeRequests = probes.storeRequests
 	if probes.storeRequests != nil {
 		m.reg.MustRegister(probes.storeRequests)
 	}
@@ -158,16 +148,7 @@ func (c certRenewalCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// certRenewals is the fleet certificates' renewals (none without acme.enabled). s.certs
-// is set in New, before anything scrapes.
-func (s *Server) certRenewals() []fleetcerts.Renewal {
-	if s.certs == nil {
-		return nil
-	}
-	return s.certs.Renewals()
-}
-
-// refusal counts one refusal for reason (one of refusalReasons).
-func (s *Server) refusal(reason string) {
-	s.metrics.refused.WithLabelValues(reason).Inc()
+// api is the series the HTTP API counts (node/httpapi).
+func (m *metrics) api() httpapi.Metrics {
+	return httpapi.Metrics{Registry: m.reg, Refused: m.refused, LongPolls: m.longPolls, Polls: m.polls}
 }

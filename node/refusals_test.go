@@ -50,14 +50,6 @@ func refusedCounts(t *testing.T, n *testNode) map[string]float64 {
 	return out
 }
 
-// spendAll makes l refuse every take from now on (its buckets forgotten, none refilled).
-func spendAll(l *writeLimiter) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.rate, l.burst = 1e-6, 0
-	l.buckets.Purge()
-}
-
 // TestRefusalsAreCountedByReason: every reason is exported at 0 from the start (so the
 // dashboard and the alerts see the series before the first refusal), and each refusal
 // counts one under its own reason and no other: a request without a token and one with
@@ -95,9 +87,7 @@ func TestRefusalsAreCountedByReason(t *testing.T) {
 	step("a write past writes.rate", refusedWriteRate, 429, "PUT", "/v1/node/instances/shop", tok, `{"port":25001,"ready":true}`)
 
 	// Every token-lookup budget spent: the valid token is refused before its lookup.
-	for _, l := range []*writeLimiter{n.srv.lookups, n.srv.sourceLookups, n.srv.knownLookups} {
-		spendAll(l)
-	}
+	n.srv.http.SpendLookupBudgets()
 	step("a token whose lookup budget is spent", refusedTokenLookups, 429, "GET", "/v1/apps/shop", tok, "")
 }
 
@@ -123,7 +113,7 @@ func TestConnectionRefusalsAreCounted(t *testing.T) {
 	cfg.Limits.IdleTimeout = ptypes.Duration(200 * time.Millisecond)
 	n := startNode(t, cfg)
 	n.waitReady()
-	cl := n.srv.conns.Load()
+	cl := connsOf(n)
 	// The test's own keep-alive connections (127.0.0.1) close when idle; the metrics are
 	// read on connections of their own, answered from the reserve when it comes to that.
 	waitFor(t, 2*time.Second, "idle test connections closed", func() bool { return cl.open() == 0 })

@@ -7,21 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
-
-	ptypes "github.com/traefik/paerser/types"
-
-	"github.com/hashicorp/golang-lru/v2/expirable"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetwrite"
+	"github.com/scafo/ingress/node/httpapi"
 	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/probe"
 	"github.com/scafo/ingress/node/publish"
@@ -30,52 +23,28 @@ import (
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/node/store/s3"
-	"github.com/scafo/ingress/render"
-	"github.com/scafo/ingress/render/fleet"
 )
 
-// Server is one scafo node.
+// Server is one scafo node: the composition root. It builds the subsystems (each owns
+// its state) and the HTTP API over them, and owns their lifetimes: the start and stop
+// order, the spill directory, shutdown.
 type Server struct {
-	// groups knows the ingress groups beyond the document's routes (groups.go).
-	groups *groupKnowledge
-	// storeRequests counts this node's store requests by op (a metric).
-	storeRequests *prometheus.CounterVec
-	// self is this node's own record: heartbeat, name guard, boot id, and the
-	// announcements instance writes with ?wait=applied wait for (node/self).
-	self *self.Record
-	cfg  *Config
-	log  *slog.Logger
-	st   store.Store
+	cfg *Config
+	log *slog.Logger
+	st  store.Store // the store, its requests counted
 
-	ingressToken string
-	adminToken   string
-
-	pub       *publish.Publisher
-	certs     *fleetcerts.Manager // fleet certificates; nil without --acme.enabled (acme.go)
+	identity  *store.Identity    // the store's serial and epoch: one owner
+	pub       *publish.Publisher // the published snapshot (node/publish)
 	rec       *reconcile.Reconciler
-	metrics   *metrics
-	writes    *writeLimiter
-	identity  *store.Identity      // the store's serial and epoch: one owner
-	writer    *fleetwrite.Writer   // every fleet write
+	self      *self.Record         // this node's own record (node/self)
 	ingresses *ingress.Book        // ingress reports (node/ingress)
 	instances *fleetwrite.Registry // this node's instances (ports, readiness)
 	probes    *probe.Prober        // probes of those instances; nil when probe.interval is 0
-
-	conns     atomic.Pointer[connLimiter]      // the API listener's cap (set by Run)
-	rejects   *rejectLogger                    // rejection log lines, rate-limited per source
-	badTokens *expirable.LRU[string, struct{}] // hashes of recently rejected application tokens
-	goodIDs   *expirable.LRU[string, struct{}] // ids of application tokens found valid lately
-	lookups   *writeLimiter                    // the budget for store reads of other tokens
-	// sourceLookups is that budget per remote address; knownLookups is the budget of
-	// each token seen valid lately (keyed by its hash).
-	sourceLookups *writeLimiter
-	knownLookups  *writeLimiter
-	trusted       trustedProxies // limits.trustedProxies (clientaddr.go)
-
-	kick     chan struct{} // run a reconcile pass now
-	beat     chan struct{} // rewrite this node's record now
-	shutdown chan struct{} // closed on shutdown: releases long-polls
-	once     sync.Once
+	writer    *fleetwrite.Writer   // every fleet write
+	certs     *fleetcerts.Manager  // fleet certificates; nil without --acme.enabled (acme.go)
+	metrics   *metrics
+	http      *httpapi.API // the HTTP API (node/httpapi)
+	kicks     *kicks       // "reconcile now", "rewrite the record now"
 }
 
 // New builds a node from cfg. It mints tokens if needed and opens the store; it does
@@ -106,36 +75,20 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	if err != nil {
 		return nil, fmt.Errorf("instance registry: %w", err)
 	}
-	ropts := render.Options{
-		EntryPoints:           cfg.Traefik.EntryPoints,
-		CertResolver:          cfg.Traefik.CertResolver,
-		PlatformWildcardCerts: cfg.Traefik.PlatformWildcardCerts,
-		PlatformDomains:       cfg.Platform.Domains,
-		HealthCheckInterval:   healthCheckInterval(cfg.Traefik.HealthCheck.Interval),
-		HealthCheckTimeout:    time.Duration(cfg.Traefik.HealthCheck.Timeout).String(),
-		PathGroupThreshold:    cfg.Traefik.PathGroupThreshold,
-		RetryAttempts:         cfg.Traefik.Retry.Attempts,
-		RetryInitialInterval:  time.Duration(cfg.Traefik.Retry.InitialInterval).String(),
-	}
-	if err := ropts.Validate(); err != nil {
-		return nil, fmt.Errorf("traefik render options: %w", err)
+	ropts, err := renderOptions(cfg)
+	if err != nil {
+		return nil, err
 	}
 	nodeID, err := self.LoadOrMintNodeID(cfg.StateDir)
 	if err != nil {
 		return nil, err
 	}
-	mem, memDoc, err := reconcile.LoadServed(cfg.StateDir)
+	mem, memDoc, err := loadServed(cfg.StateDir, log)
 	if err != nil {
-		if !reconcile.AdoptRequested(cfg.StateDir) {
-			return nil, fmt.Errorf("%w: the state dir's memory of the store is unreadable; "+
-				"if the store this node finds is the fleet's, run `scafo-node store adopt --stateDir=%s` and start it again", err, cfg.StateDir)
-		}
-		log.Warn("the state dir's memory of the store is unreadable; adopting the store as it is (operator request)", "err", err)
-		mem, memDoc = nil, nil
+		return nil, err
 	}
 	cfg.Limits.fillDefaults()
-	trusted, err := parseTrustedProxies(cfg.Limits.TrustedProxies)
-	if err != nil {
+	if err := httpapi.ValidateTrustedProxies(cfg.Limits.TrustedProxies); err != nil {
 		return nil, err
 	}
 	storeRequests := newStoreRequests()
@@ -145,101 +98,23 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	identity := &store.Identity{}
 	pub := publish.New(ropts, openSpillDir(cfg.StateDir, log),
 		func() (uint64, string) { return identity.Serial(), identity.Epoch() })
-	groups := &groupKnowledge{configured: map[string]bool{}}
-	for _, g := range cfg.Platform.DomainGroups() {
-		groups.configured[g] = true
-	}
 	s := &Server{
-		cfg: cfg, log: log, st: st, groups: groups,
-		ingressToken: ingressTok, adminToken: adminTok,
-		pub: pub, instances: inst, identity: identity, storeRequests: storeRequests,
-		writes:    newWriteLimiter(cfg.Writes.Rate, cfg.Writes.Burst),
-		rejects:   newRejectLogger(log, time.Duration(cfg.Limits.RejectLog)),
-		badTokens: expirable.NewLRU[string, struct{}](badTokenCacheSize, nil, badTokenTTL),
-		goodIDs:   expirable.NewLRU[string, struct{}](16384, nil, 10*time.Minute),
-		lookups:   newWriteLimiter(unknownLookupRate, unknownLookupBurst),
-
-		sourceLookups: newWriteLimiter(sourceUnknownLookupRate, sourceUnknownLookupBurst),
-		trusted:       trusted,
-		knownLookups:  newWriteLimiter(max(knownTokenRate, 4*cfg.Writes.Rate), max(knownTokenBurst, 2*cfg.Writes.Burst)),
-		kick:          make(chan struct{}, 1),
-		beat:          make(chan struct{}, 1),
-		shutdown:      make(chan struct{}),
+		cfg: cfg, log: log, st: st,
+		pub: pub, instances: inst, identity: identity,
+		kicks: newKicks(),
 	}
-	s.self = self.New(self.Options{
-		Store: st, Identity: identity, Log: log, NodeID: nodeID,
-		Name: cfg.Node.Name, Address: cfg.Node.Address,
-		APIPort:  func() int { return cfg.Node.APIPort },
-		NodeTTL:  time.Duration(cfg.Reconcile.NodeTTL),
-		Settings: s.settings,
-		// Declared AND probe up (node/probe).
-		Instances:   func() map[string]fleet.Instance { return s.probes.Publish(s.instances.Records()) },
-		OnAnnounced: s.kickReconcile,
-	})
-	s.metrics = newMetrics(pub, metricProbes{
-		certRenewals:  s.certRenewals,
-		storeForeign:  s.identity.Foreign,
-		storeRequests: storeRequests,
-		nameConflict:  func() bool { return s.self.Conflict(time.Now()) != nil },
-	})
-	s.ingresses = ingress.New(ingress.Options{
-		Store: st, Log: log, Self: cfg.Node.Name,
-		Config: ingress.Config{
-			LostAfter:   time.Duration(cfg.Ingresses.LostAfter),
-			ForgetAfter: time.Duration(cfg.Ingresses.ForgetAfter),
-			MaxTracked:  cfg.Ingresses.MaxTracked,
-		},
-		Known:   func() (uint64, string) { return s.identity.Serial(), s.identity.Epoch() },
-		Current: s.publishedMark, Foreign: s.identity.Foreign,
-		GroupRevision: func(groups string) string {
-			snap := s.pub.Current()
-			if snap == nil {
-				return ""
-			}
-			return snap.ForGroups(strings.Split(groups, ",")).Revision
-		},
-	})
-	s.metrics.reg.MustRegister(ingressCollector{s})
-	if err := s.setupACME(); err != nil {
+	if err := newSubsystems(s, nodeID, storeRequests); err != nil {
 		return nil, err
 	}
-	s.writer = fleetwrite.New(fleetwrite.Config{
-		Node:            cfg.Node.Name,
-		PlatformDomains: cfg.Platform.Domains,
-		APIPort:         func() int { return cfg.Node.APIPort },
-		OnCommit: func(action string) {
-			s.metrics.storeWrites.WithLabelValues(action, "ok").Inc()
-			s.kickReconcile()
-		},
-		OnInstances:    s.instancesChanged,
-		AuditRetention: time.Duration(cfg.Audit.Retention),
-		RouteBudget:    fleetwrite.RouteBudget{Burst: cfg.Writes.RouteBurst, PerMinute: cfg.Writes.RoutePerMinute},
-		OnRouteRefused: func(change string) { s.metrics.routeRefused.WithLabelValues(change).Inc() },
-		DomainGroups:   cfg.Platform.DomainGroups(),
-	}, st, s.identity, inst, log)
-	s.probes = s.newProber()
-	s.rec = reconcile.New(reconcile.Options{
-		Store: st, Publisher: pub, Log: log, Identity: s.identity,
-		Self: s.settings(), SelfName: cfg.Node.Name,
-		FleetOptions: func() fleet.Options {
-			return fleet.Options{
-				PlatformDomains: cfg.Platform.Domains,
-				APIPublic:       cfg.API.Public,
-				NodeTTL:         time.Duration(cfg.Reconcile.NodeTTL),
-				DomainGroups:    cfg.Platform.DomainGroups(),
-			}
-		},
-		OnPass:     s.metrics.observePass,
-		Heartbeat:  time.Duration(cfg.Reconcile.Heartbeat),
-		StateDir:   cfg.StateDir,
-		Memory:     mem,
-		MemoryDoc:  memDoc,
-		OnAccepted: s.kickHeartbeat,
-		OnGroups:   groups.setApps,
-		OnOwnRecord: func(rec fleet.NodeRecord) {
-			s.self.See(rec, false, time.Now())
-		},
-	})
+	groups := httpapi.NewGroups(cfg.Platform.DomainGroups())
+	s.rec = newReconciler(s, groups, mem, memDoc)
+	if s.http, err = httpapi.New(apiConfig(cfg, ingressTok, adminTok), log, s.metrics.api(), httpapi.Deps{
+		Store: st, Identity: identity, Publisher: pub, Reconcile: s.rec, Self: s.self,
+		Ingresses: s.ingresses, Instances: inst, Writer: s.writer, Certs: s.certs, Probes: s.probes,
+		Groups: groups, KickHeartbeat: s.kicks.Heartbeat,
+	}); err != nil {
+		return nil, err
+	}
 	if mem != nil {
 		// A restart: the store must be the one this node served (node/reconcile/served.go).
 		if mem.Seeds() {
@@ -266,55 +141,6 @@ func openStore(ctx context.Context, cfg *Config) (store.Store, error) {
 		return nil, fmt.Errorf("opening dir store: %w", err)
 	}
 	return st, nil
-}
-
-func (s *Server) settings() fleet.NodeSettings {
-	return fleet.NodeSettings{PlatformDomains: s.cfg.Platform.Domains, APIPublic: s.cfg.API.Public, DomainGroups: s.cfg.Platform.DomainGroups()}
-}
-
-// newProber builds the prober of this node's instances (nil when probe.interval is 0).
-func (s *Server) newProber() *probe.Prober {
-	cfg := s.cfg.Probe
-	if cfg.Interval <= 0 {
-		return nil
-	}
-	addr, err := netip.ParseAddr(s.cfg.Node.Address)
-	if err != nil {
-		s.log.Warn("not probing instances: node.address is not an IP", "address", s.cfg.Node.Address)
-		return nil
-	}
-	return probe.New(probe.Options{
-		Config: cfg, Addr: addr, Log: s.log,
-		APIPort:    func() int { return s.cfg.Node.APIPort },
-		Instances:  s.instances.Records,
-		Declared:   s.instances.Get,
-		HealthPath: func(app, appID string) string { return s.rec.KnownApps().HealthPath(app, appID) },
-		OnChange:   s.kickHeartbeat,
-		Metrics:    s.metrics.reg,
-	})
-}
-
-// kickReconcile asks for a pass now (after a write through this node).
-func (s *Server) kickReconcile() {
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
-}
-
-// instancesChanged notes a change of this node's instances (a new generation for
-// waiters, node/self) and asks for the record to be rewritten now.
-func (s *Server) instancesChanged() {
-	s.self.Changed()
-	s.kickHeartbeat()
-}
-
-// kickHeartbeat asks for this node's record to be rewritten now (instances changed).
-func (s *Server) kickHeartbeat() {
-	select {
-	case s.beat <- struct{}{}:
-	default:
-	}
 }
 
 // ownRecordWait bounds how long the reconciler's first pass waits for this node's
@@ -344,58 +170,20 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		defer close(saverDone)
 		s.rec.RunSaver(saverCtx)
 	}()
-	var wg sync.WaitGroup
-	if s.probes != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.probes.Run(loopCtx)
-		}()
-	}
-	wg.Add(4)
-	go func() {
-		defer wg.Done()
-		s.ingresses.Run(loopCtx)
-	}()
-	go func() {
-		defer wg.Done()
-		s.auditSweepLoop(loopCtx)
-	}()
-	firstBeat := make(chan struct{})
-	go func() {
-		defer wg.Done()
-		// This node's own record first (heartbeatLoop), for at most ownRecordWait: a
-		// store that does not answer a write in that time delays nothing longer.
-		select {
-		case <-firstBeat:
-		case <-time.After(ownRecordWait):
-		case <-loopCtx.Done():
-			return
-		}
-		s.rec.Run(loopCtx, time.Duration(s.cfg.Reconcile.Interval), time.Duration(s.cfg.Reconcile.FullInterval),
-			time.Duration(s.cfg.Reconcile.PublishWindow), s.kick)
-	}()
-	go func() {
-		defer wg.Done()
-		s.heartbeatLoop(loopCtx, firstBeat)
-	}()
+	loops := startLoops(loopCtx, s)
 
 	// No ReadTimeout or WriteTimeout: they would cut long-polls. A request's body and its
-	// answer are bounded per request instead (boundRequest, limits.go).
+	// answer are bounded per request instead (node/httpapi, limits.go).
 	lim := s.cfg.Limits
 	total, reserved := lim.conns()
-	limiter := newConnLimiter(ln, total, reserved, lim.perSource(total-reserved), func(remote string) {
-		s.refuseConn(remote, total)
-	})
-	s.conns.Store(limiter)
-	ln = limiter
-	s.startACME(ln.Addr())
-	defer s.stopACME()
+	ln = s.http.Listen(ln, total, reserved, lim.perSource(total-reserved))
+	startCerts(s.certs, s.pub, ln.Addr())
+	defer stopCerts(s.certs)
 	srv := &http.Server{
-		Handler:           s.Handler(),
+		Handler:           s.http.Handler(),
 		ReadHeaderTimeout: time.Duration(lim.HeaderTimeout),
 		IdleTimeout:       time.Duration(lim.IdleTimeout),
-		ConnContext:       connContext,
+		ConnContext:       httpapi.ConnContext,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
@@ -417,7 +205,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		err = serr
 	}
 	cancel()
-	wg.Wait()
+	loops.Wait()
 	stopSaver()
 	<-saverDone
 	s.pub.RemoveSpill()
@@ -428,10 +216,40 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// Close releases long-polls. Safe to call more than once.
-func (s *Server) Close() {
-	s.once.Do(func() { close(s.shutdown) })
+// startLoops starts the node's loops under ctx: the prober, the ingress book, the audit
+// sweep, the heartbeat and the reconcile loop (whose first pass waits for the first
+// heartbeat, ownRecordWait at most). Wait on the group after ctx ends.
+func startLoops(ctx context.Context, s *Server) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	if s.probes != nil {
+		wg.Go(func() { s.probes.Run(ctx) })
+	}
+	wg.Go(func() { s.ingresses.Run(ctx) })
+	wg.Go(func() { auditSweepLoop(ctx, s.writer, s.log, time.Duration(s.cfg.Audit.Retention)) })
+	firstBeat := make(chan struct{})
+	wg.Go(func() {
+		// This node's own record first (the heartbeat), for at most ownRecordWait: a
+		// store that does not answer a write in that time delays nothing longer.
+		select {
+		case <-firstBeat:
+		case <-time.After(ownRecordWait):
+		case <-ctx.Done():
+			return
+		}
+		s.rec.Run(ctx, time.Duration(s.cfg.Reconcile.Interval), time.Duration(s.cfg.Reconcile.FullInterval),
+			time.Duration(s.cfg.Reconcile.PublishWindow), s.kicks.reconcile)
+	})
+	hb := &heartbeat{self: s.self, rec: s.rec, identity: s.identity, writer: s.writer, log: s.log,
+		every: time.Duration(s.cfg.Reconcile.Heartbeat), now: s.kicks.heartbeat}
+	wg.Go(func() { hb.run(ctx, firstBeat) })
+	return &wg
 }
+
+// Handler is the node's HTTP API (node/httpapi), without the connection guard of Run.
+func (s *Server) Handler() http.Handler { return s.http.Handler() }
+
+// Close releases long-polls. Safe to call more than once.
+func (s *Server) Close() { s.http.Close() }
 
 // openSpillDir empties and returns <stateDir>/bodies, the private directory where
 // rendered bodies are spilled for sendfile; "" (serve from memory) when it cannot.
@@ -447,13 +265,4 @@ func openSpillDir(stateDir string, log *slog.Logger) string {
 		return ""
 	}
 	return dir
-}
-
-// healthCheckInterval is the render's interval setting: "" (automatic, sized for the
-// fleet) for the default 0, the configured duration otherwise.
-func healthCheckInterval(d ptypes.Duration) string {
-	if d == 0 {
-		return ""
-	}
-	return time.Duration(d).String()
 }

@@ -1,4 +1,4 @@
-package node
+package httpapi
 
 import (
 	"fmt"
@@ -47,7 +47,7 @@ func (t trustedProxies) contains(a netip.Addr) bool {
 // the left of the first untrusted one is whatever that client chose to send). X-Forwarded-For from a peer that is not
 // trusted is never read. An entry that does not parse ends the walk at the proxy that
 // passed it on.
-func (s *Server) clientOf(r *http.Request) string {
+func (s *API) clientOf(r *http.Request) string {
 	if len(s.trusted) == 0 {
 		return sourceOf(r)
 	}
@@ -70,4 +70,11 @@ func (s *Server) clientOf(r *http.Request) string {
 		}
 	}
 	return sourceKey(a.String())
+}
+
+// ValidateTrustedProxies checks limits.trustedProxies (the configuration's check at
+// load); the error names the key and the entry.
+func ValidateTrustedProxies(list []string) error {
+	_, err := parseTrustedProxies(list)
+	return err
 }

@@ -1,4 +1,4 @@
-package node
+package httpapi
 
 import (
 	"math"
@@ -45,7 +45,7 @@ func (l *writeLimiter) take(key string) (ok bool, retry time.Duration) {
 
 // limitWrites answers 429 with Retry-After to an application token past its write
 // budget. Reads are not counted.
-func (s *Server) limitWrites(next http.Handler) http.Handler {
+func (s *API) limitWrites(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a := actorOf(r)
 		if r.Method == http.MethodGet || r.Method == http.MethodHead || a.Admin {
@@ -53,7 +53,7 @@ func (s *Server) limitWrites(next http.Handler) http.Handler {
 			return
 		}
 		if ok, retry := s.writes.take(a.Token.ID); !ok {
-			s.refusal(refusedWriteRate)
+			s.refusal(RefusedWriteRate)
 			secs := int(math.Ceil(retry.Seconds()))
 			w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
 			writeError(w, http.StatusTooManyRequests, "too many writes",

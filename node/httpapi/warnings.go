@@ -1,4 +1,4 @@
-package node
+package httpapi
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 // route of the same account in the published document; the reconcile pass is the gate,
 // so they are accepted but the publisher is told. Every such target gets the same
 // message: a warning must not tell a tenant what another tenant holds.
-func (s *Server) pathWarnings(c fleet.Claim) []string {
+func (s *API) pathWarnings(c fleet.Claim) []string {
 	routes := map[string]routing.Route{}
 	if snap := s.pub.Current(); snap != nil {
 		for _, rt := range snap.Doc().Routes {

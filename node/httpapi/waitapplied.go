@@ -1,4 +1,4 @@
-package node
+package httpapi
 
 import (
 	"bytes"
@@ -77,7 +77,7 @@ func applyWait(r *http.Request) (d time.Duration, ok bool, what string, err erro
 }
 
 // waitApplied is the write API's middleware for ?wait=applied.
-func (s *Server) waitApplied(next http.Handler) http.Handler {
+func (s *API) waitApplied(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d, ok, what, err := applyWait(r)
 		if err != nil {
@@ -134,7 +134,7 @@ func (s *Server) waitApplied(next http.Handler) http.Handler {
 }
 
 // answerApplied wraps a write's recorded answer in the wait's envelope.
-func (s *Server) answerApplied(w http.ResponseWriter, rec *recorder, body api.Applied, code int) {
+func (s *API) answerApplied(w http.ResponseWriter, rec *recorder, body api.Applied, code int) {
 	s.armWrite(w) // the answer's time starts after the wait
 	body.Result = json.RawMessage(bytes.TrimSpace(rec.body.Bytes()))
 	if len(body.Result) == 0 {
@@ -149,7 +149,7 @@ func (s *Server) answerApplied(w http.ResponseWriter, rec *recorder, body api.Ap
 }
 
 // probeUp is the prober's verdict on app's declared instance (true without a prober).
-func (s *Server) probeUp(app string, inst fleet.Instance) bool {
+func (s *API) probeUp(app string, inst fleet.Instance) bool {
 	if s.probes == nil {
 		return true
 	}
@@ -165,7 +165,7 @@ func (s *Server) probeUp(app string, inst fleet.Instance) bool {
 // release; an instance declared ready that the probe finds down is waited past: traffic
 // would not reach it), at some serial; then s.ingresses.Await waits until this node publishes
 // that serial and every live ingress holds it. 202 when either leg times out, saying which.
-func (s *Server) waitInstanceApplied(w http.ResponseWriter, r *http.Request, next http.Handler, app string, d time.Duration) {
+func (s *API) waitInstanceApplied(w http.ResponseWriter, r *http.Request, next http.Handler, app string, d time.Duration) {
 	deadline := time.Now().Add(d)
 	rec := &recorder{w: w, h: http.Header{}}
 	next.ServeHTTP(rec, r)

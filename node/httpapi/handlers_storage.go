@@ -1,4 +1,4 @@
-package node
+package httpapi
 
 import (
 	"context"
@@ -16,7 +16,6 @@ import (
 
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/certstore"
-	"github.com/scafo/ingress/node/internal/jsonx"
 	"github.com/scafo/ingress/node/store"
 )
 
@@ -37,29 +36,29 @@ import (
 // The key is the rest of the path, percent-decoded ("%2F" is a "/": one key has one
 // meaning whatever its spelling); each segment of a key with odd characters is
 // escaped by the client. Credential: the ingress token only (requireStorageToken). Not
-// routed on the public apex (render's DeniedAPIPrefixes lists "/v1/storage").
+// routed on the public apex (render's DeniedAPIPrefixes lists api.PathStorage).
 const (
 	// maxLockBody bounds a lock request body (an owner token and a lease).
 	maxLockBody = 4 << 10
 )
 
 type storageAPI struct {
-	s     *Server
+	s     *API
 	certs *certstore.Storage
 	reqs  *prometheus.CounterVec
 	dur   *prometheus.HistogramVec
 }
 
 // newStorageAPI builds /v1/storage's handlers (routes.go mounts them).
-func (s *Server) newStorageAPI() *storageAPI {
+func (s *API) newStorageAPI() *storageAPI {
 	return &storageAPI{
 		s:     s,
-		certs: certstore.New(s.st, certstore.Options{Owner: s.cfg.Node.Name, Logger: s.log}),
-		reqs: registerOrReuse(s.metrics.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		certs: certstore.New(s.st, certstore.Options{Owner: s.cfg.NodeName, Logger: s.log}),
+		reqs: registerOrReuse(s.metrics.Registry, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scafo_storage_requests_total",
 			Help: api.PathStorage + " requests by operation (load, stat, list, store, delete, lock, unlock) and HTTP status.",
 		}, []string{"op", "code"})),
-		dur: registerOrReuse(s.metrics.reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		dur: registerOrReuse(s.metrics.Registry, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "scafo_storage_request_duration_seconds",
 			Help:    api.PathStorage + " request duration by operation.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
@@ -86,7 +85,7 @@ func registerOrReuse[C prometheus.Collector](reg *prometheus.Registry, c C) C {
 // the namespace holds the fleet's private keys, which no administrative task needs, and
 // the admin token travels further (CLI, CI, the public apex). Application tokens are
 // refused like any unknown token, without a store read.
-func (s *Server) requireStorageToken(next http.Handler) http.Handler {
+func (s *API) requireStorageToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok := bearer(r.Header.Get("Authorization"))
 		switch {
@@ -401,98 +400,4 @@ func (a *storageAPI) delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"deleted": key})
-}
-
-// lockRequest is the body of POST and DELETE /v1/storage/locks/{name}.
-type lockRequest struct {
-	// Owner is the caller's secret token for this acquisition (printable ASCII, at
-	// most 256 bytes): only it renews or releases the lock. Required.
-	Owner string `json:"owner"`
-	// Lease is a Go duration ("2m"), between 1s and 1h; default 2m. POST only.
-	Lease string `json:"lease,omitempty"`
-	// Renew, on POST, extends a lock the owner holds and never takes a free one
-	// (409 "lock lost" if it is gone or another owner's).
-	Renew bool `json:"renew,omitempty"`
-}
-
-func (a *storageAPI) lockBody(w http.ResponseWriter, r *http.Request) (string, lockRequest, bool) {
-	name, err := pathRest(r, api.PathStorageLocks)
-	if err == nil {
-		err = certstore.CheckLockName(name)
-	}
-	if err != nil {
-		cutBody(w, r)
-		a.storageError(w, r, err)
-		return "", lockRequest{}, false
-	}
-	if len(r.URL.RawQuery) > 0 {
-		cutBody(w, r)
-		badRequest(w, "invalid query", errors.New("lock requests take no query parameters"))
-		return "", lockRequest{}, false
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxLockBody+1))
-	if err != nil {
-		badRequest(w, "invalid body", fmt.Errorf("reading body: %w", err))
-		return "", lockRequest{}, false
-	}
-	if len(body) > maxLockBody {
-		cutBody(w, r)
-		writeError(w, http.StatusRequestEntityTooLarge, "body too large", fmt.Sprintf("a lock request body is at most %d bytes", maxLockBody))
-		return "", lockRequest{}, false
-	}
-	var req lockRequest
-	if err := jsonx.DecodeStrict(body, &req); err != nil {
-		badRequest(w, "invalid body", err)
-		return "", lockRequest{}, false
-	}
-	if req.Owner == "" {
-		badRequest(w, "invalid lock request", errors.New(`field "owner" is required`))
-		return "", lockRequest{}, false
-	}
-	return name, req, true
-}
-
-func (a *storageAPI) lock(w http.ResponseWriter, r *http.Request) {
-	name, req, ok := a.lockBody(w, r)
-	if !ok {
-		return
-	}
-	lease := a.certs.Options().LockLease
-	if req.Lease != "" {
-		d, err := time.ParseDuration(req.Lease)
-		if err != nil {
-			badRequest(w, "invalid lock request", fmt.Errorf(`field "lease": %v`, err))
-			return
-		}
-		lease = d
-	}
-	var l certstore.Lease
-	var err error
-	if req.Renew {
-		l, err = a.certs.RenewLock(r.Context(), name, req.Owner, lease)
-	} else {
-		l, err = a.certs.AcquireLock(r.Context(), name, req.Owner, lease)
-	}
-	if err != nil {
-		a.storageError(w, r, err)
-		return
-	}
-	l.Acquired, l.Expires = l.Acquired.UTC(), l.Expires.UTC()
-	writeJSON(w, http.StatusOK, l)
-}
-
-func (a *storageAPI) unlock(w http.ResponseWriter, r *http.Request) {
-	name, req, ok := a.lockBody(w, r)
-	if !ok {
-		return
-	}
-	if req.Lease != "" || req.Renew {
-		badRequest(w, "invalid lock request", errors.New(`an unlock takes only "owner"`))
-		return
-	}
-	if err := a.certs.ReleaseLock(r.Context(), name, req.Owner); err != nil {
-		a.storageError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"released": name})
 }

@@ -1,4 +1,4 @@
-package node
+package httpapi
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 
 // ---- applications ----
 
-func (s *Server) handleListApps(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleListApps(w http.ResponseWriter, r *http.Request) {
 	apps, err := s.writer.Apps(r.Context())
 	if err != nil {
 		s.writeDomainError(w, err)
@@ -25,7 +25,7 @@ func (s *Server) handleListApps(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"apps": apps})
 }
 
-func (s *Server) handleGetApp(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleGetApp(w http.ResponseWriter, r *http.Request) {
 	a, etag, err := s.writer.App(r.Context(), chi.URLParam(r, "app"))
 	if err != nil {
 		s.writeDomainError(w, err)
@@ -34,7 +34,7 @@ func (s *Server) handleGetApp(w http.ResponseWriter, r *http.Request) {
 	writeObject(w, http.StatusOK, etag, a)
 }
 
-func (s *Server) handlePutApp(w http.ResponseWriter, r *http.Request) {
+func (s *API) handlePutApp(w http.ResponseWriter, r *http.Request) {
 	app := chi.URLParam(r, "app")
 	if err := fleetwrite.ValidateAppName(app); err != nil {
 		s.writeDomainError(w, err)
@@ -61,7 +61,7 @@ type appAnswer struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-func (s *Server) handleDeleteApp(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleDeleteApp(w http.ResponseWriter, r *http.Request) {
 	app := chi.URLParam(r, "app")
 	if err := s.writer.DeleteApp(r.Context(), actorOf(r), app, ifMatch(r)); err != nil {
 		s.writeConditionalError(w, r, err)
@@ -73,7 +73,7 @@ func (s *Server) handleDeleteApp(w http.ResponseWriter, r *http.Request) {
 // ---- claims ----
 
 // claimParams validates the {app} and {host} of a claim URL.
-func (s *Server) claimParams(w http.ResponseWriter, r *http.Request) (app, host string, ok bool) {
+func (s *API) claimParams(w http.ResponseWriter, r *http.Request) (app, host string, ok bool) {
 	app = chi.URLParam(r, "app")
 	err := fleetwrite.ValidateAppName(app)
 	if err == nil {
@@ -86,7 +86,7 @@ func (s *Server) claimParams(w http.ResponseWriter, r *http.Request) (app, host 
 	return app, host, true
 }
 
-func (s *Server) handleGetClaim(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleGetClaim(w http.ResponseWriter, r *http.Request) {
 	app, host, ok := s.claimParams(w, r)
 	if !ok {
 		return
@@ -99,7 +99,7 @@ func (s *Server) handleGetClaim(w http.ResponseWriter, r *http.Request) {
 	writeObject(w, http.StatusOK, etag, c)
 }
 
-func (s *Server) handlePutClaim(w http.ResponseWriter, r *http.Request) {
+func (s *API) handlePutClaim(w http.ResponseWriter, r *http.Request) {
 	app, host, ok := s.claimParams(w, r)
 	if !ok {
 		return
@@ -124,7 +124,7 @@ func (s *Server) handlePutClaim(w http.ResponseWriter, r *http.Request) {
 	writeObject(w, created(isNew), etag, c)
 }
 
-func (s *Server) handleDeleteClaim(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleDeleteClaim(w http.ResponseWriter, r *http.Request) {
 	app, host, ok := s.claimParams(w, r)
 	if !ok {
 		return
@@ -166,7 +166,7 @@ func answerPaths(c fleet.Claim, warnings []string) pathsAnswer {
 // instead, so a refusal (an application token on the control-plane application, or on
 // another application) reads the same whatever the request's host or body. The admin
 // is never refused; a well-formed request is authorized by the operation itself.
-func (s *Server) refusePathsFirst(w http.ResponseWriter, r *http.Request, answer func()) {
+func (s *API) refusePathsFirst(w http.ResponseWriter, r *http.Request, answer func()) {
 	if who := actorOf(r); !who.Admin {
 		app := chi.URLParam(r, "app")
 		if fleetwrite.ValidateAppName(app) == nil {
@@ -180,7 +180,7 @@ func (s *Server) refusePathsFirst(w http.ResponseWriter, r *http.Request, answer
 }
 
 // pathsParams is claimParams for the path-map door (refusePathsFirst).
-func (s *Server) pathsParams(w http.ResponseWriter, r *http.Request) (app, host string, ok bool) {
+func (s *API) pathsParams(w http.ResponseWriter, r *http.Request) (app, host string, ok bool) {
 	app = chi.URLParam(r, "app")
 	err := fleetwrite.ValidateAppName(app)
 	if err == nil {
@@ -193,7 +193,7 @@ func (s *Server) pathsParams(w http.ResponseWriter, r *http.Request) (app, host 
 	return app, host, true
 }
 
-func (s *Server) handleGetPaths(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleGetPaths(w http.ResponseWriter, r *http.Request) {
 	app, host, ok := s.pathsParams(w, r)
 	if !ok {
 		return
@@ -206,7 +206,7 @@ func (s *Server) handleGetPaths(w http.ResponseWriter, r *http.Request) {
 	writeObject(w, http.StatusOK, etag, answerPaths(c, nil))
 }
 
-func (s *Server) handlePutPaths(w http.ResponseWriter, r *http.Request) {
+func (s *API) handlePutPaths(w http.ResponseWriter, r *http.Request) {
 	var body pathsBody
 	if err := decodeStrict(r, &body); err != nil {
 		s.refusePathsFirst(w, r, func() {

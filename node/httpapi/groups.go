@@ -1,4 +1,4 @@
-package node
+package httpapi
 
 import (
 	"net/http"
@@ -25,8 +25,8 @@ import (
 // group without routes yet answers the API apex alone and says so in
 // X-Scafo-Group-Empty.
 
-// groupKnowledge is what the node knows of groups beyond the document's routes.
-type groupKnowledge struct {
+// Groups is what the node knows of groups beyond the document's routes.
+type Groups struct {
 	// configured are the groups of platform.groups (fixed at start).
 	configured map[string]bool
 
@@ -36,15 +36,25 @@ type groupKnowledge struct {
 	apps map[string]bool
 }
 
-// setApps replaces the application groups (the reconciler, after each derivation).
-func (k *groupKnowledge) setApps(groups map[string]bool) {
+// NewGroups is the group knowledge of a node whose platform.groups maps domains to the
+// groups of domainGroups (domain → group).
+func NewGroups(domainGroups map[string]string) *Groups {
+	k := &Groups{configured: map[string]bool{}}
+	for _, g := range domainGroups {
+		k.configured[g] = true
+	}
+	return k
+}
+
+// SetApps replaces the application groups (the reconciler, after each derivation).
+func (k *Groups) SetApps(groups map[string]bool) {
 	k.mu.Lock()
 	k.apps = groups
 	k.mu.Unlock()
 }
 
 // known returns every known group of snap, sorted.
-func (k *groupKnowledge) known(snap *publish.Snapshot) []string {
+func (k *Groups) known(snap *publish.Snapshot) []string {
 	set := map[string]bool{routing.DefaultGroup: true}
 	for g := range k.configured {
 		set[g] = true
@@ -66,7 +76,7 @@ func (k *groupKnowledge) known(snap *publish.Snapshot) []string {
 }
 
 // unknown returns the first of groups that is not known, or "".
-func (k *groupKnowledge) unknown(snap *publish.Snapshot, groups []string) string {
+func (k *Groups) unknown(snap *publish.Snapshot, groups []string) string {
 	k.mu.Lock()
 	apps := k.apps
 	k.mu.Unlock()
@@ -98,7 +108,7 @@ func parseGroupQuery(w http.ResponseWriter, r *http.Request) (groups []string, o
 	return groups, true
 }
 
-func (s *Server) groupsStatus(snap *publish.Snapshot) []api.Group {
+func (s *API) groupsStatus(snap *publish.Snapshot) []api.Group {
 	out := []api.Group{}
 	for _, g := range s.groups.known(snap) {
 		out = append(out, api.Group{Name: g, Routes: snap.GroupRoutes(g), Revision: snap.ForGroups([]string{g}).Revision})

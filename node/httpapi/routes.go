@@ -1,4 +1,4 @@
-package node
+package httpapi
 
 import (
 	"net/http"
@@ -49,8 +49,8 @@ const (
 type route struct {
 	group           routeGroup
 	method, pattern string
-	handle          func(*Server, http.ResponseWriter, *http.Request)
-	build           func(*Server) http.Handler // instead of handle: built once per Handler
+	handle          func(*API, http.ResponseWriter, *http.Request)
+	build           func(*API) http.Handler // instead of handle: built once per Handler
 	storage         func(*storageAPI, http.ResponseWriter, *http.Request)
 	// reserve: a GET or HEAD without a body on this route is admitted from the
 	// connection reserve (with the ingress or admin token for reserveIngress). A pattern ending in a {param}
@@ -63,32 +63,32 @@ type route struct {
 
 // routes is the node's HTTP API.
 var routes = []route{
-	{group: groupPublic, method: http.MethodGet, pattern: api.PathHealthz, handle: (*Server).handleHealthz, reserve: reserveAnyone},
-	{group: groupPublic, method: http.MethodGet, pattern: api.PathReadyz, handle: (*Server).handleReadyz, reserve: reserveAnyone},
-	{group: groupPublic, method: http.MethodGet, pattern: api.PathInstanceHealth + "{app}", handle: (*Server).handleInstanceHealth, reserve: reserveAnyone},
-	{group: groupPublic, method: http.MethodGet, pattern: render.ACMEChallengePath + "{token}", handle: (*Server).handleACMEChallenge},
-	{group: groupPublic, method: http.MethodGet, pattern: api.PathMetrics, build: (*Server).metricsHandler},
+	{group: groupPublic, method: http.MethodGet, pattern: api.PathHealthz, handle: (*API).handleHealthz, reserve: reserveAnyone},
+	{group: groupPublic, method: http.MethodGet, pattern: api.PathReadyz, handle: (*API).handleReadyz, reserve: reserveAnyone},
+	{group: groupPublic, method: http.MethodGet, pattern: api.PathInstanceHealth + "{app}", handle: (*API).handleInstanceHealth, reserve: reserveAnyone},
+	{group: groupPublic, method: http.MethodGet, pattern: render.ACMEChallengePath + "{token}", handle: (*API).handleACMEChallenge},
+	{group: groupPublic, method: http.MethodGet, pattern: api.PathMetrics, build: (*API).metricsHandler},
 
-	{group: groupIngress, method: http.MethodGet, pattern: api.PathStatus, handle: (*Server).handleStatus, reserve: reserveIngress},
-	{group: groupIngress, method: http.MethodGet, pattern: api.PathIngress + "{format}", handle: (*Server).handleIngress, reserve: reserveIngress},
+	{group: groupIngress, method: http.MethodGet, pattern: api.PathStatus, handle: (*API).handleStatus, reserve: reserveIngress},
+	{group: groupIngress, method: http.MethodGet, pattern: api.PathIngress + "{format}", handle: (*API).handleIngress, reserve: reserveIngress},
 
-	{group: groupWrite, method: http.MethodGet, pattern: api.PathApps + "/{app}/domains/{host}/paths", handle: (*Server).handleGetPaths},
-	{group: groupWrite, method: http.MethodPut, pattern: api.PathApps + "/{app}/domains/{host}/paths", handle: (*Server).handlePutPaths},
-	{group: groupWrite, method: http.MethodPost, pattern: api.PathNodeInstances + "/{app}", handle: (*Server).handleAllocateInstance, instanceWrite: true},
-	{group: groupWrite, method: http.MethodPut, pattern: api.PathNodeInstances + "/{app}", handle: (*Server).handlePutInstance, instanceWrite: true},
-	{group: groupWrite, method: http.MethodDelete, pattern: api.PathNodeInstances + "/{app}", handle: (*Server).handleDeleteInstance, instanceWrite: true},
+	{group: groupWrite, method: http.MethodGet, pattern: api.PathApps + "/{app}/domains/{host}/paths", handle: (*API).handleGetPaths},
+	{group: groupWrite, method: http.MethodPut, pattern: api.PathApps + "/{app}/domains/{host}/paths", handle: (*API).handlePutPaths},
+	{group: groupWrite, method: http.MethodPost, pattern: api.PathNodeInstances + "/{app}", handle: (*API).handleAllocateInstance, instanceWrite: true},
+	{group: groupWrite, method: http.MethodPut, pattern: api.PathNodeInstances + "/{app}", handle: (*API).handlePutInstance, instanceWrite: true},
+	{group: groupWrite, method: http.MethodDelete, pattern: api.PathNodeInstances + "/{app}", handle: (*API).handleDeleteInstance, instanceWrite: true},
 
-	{group: groupAdmin, method: http.MethodGet, pattern: api.PathApps, handle: (*Server).handleListApps},
-	{group: groupAdmin, method: http.MethodGet, pattern: api.PathApps + "/{app}", handle: (*Server).handleGetApp},
-	{group: groupAdmin, method: http.MethodPut, pattern: api.PathApps + "/{app}", handle: (*Server).handlePutApp},
-	{group: groupAdmin, method: http.MethodDelete, pattern: api.PathApps + "/{app}", handle: (*Server).handleDeleteApp},
-	{group: groupAdmin, method: http.MethodGet, pattern: api.PathApps + "/{app}/domains/{host}", handle: (*Server).handleGetClaim},
-	{group: groupAdmin, method: http.MethodPut, pattern: api.PathApps + "/{app}/domains/{host}", handle: (*Server).handlePutClaim},
-	{group: groupAdmin, method: http.MethodDelete, pattern: api.PathApps + "/{app}/domains/{host}", handle: (*Server).handleDeleteClaim},
-	{group: groupAdmin, method: http.MethodGet, pattern: api.PathNodeInstances, handle: (*Server).handleListInstances},
-	{group: groupAdmin, method: http.MethodPost, pattern: api.PathTokens, handle: (*Server).handleCreateToken},
-	{group: groupAdmin, method: http.MethodDelete, pattern: api.PathTokens + "/{id}", handle: (*Server).handleDeleteToken},
-	{group: groupAdmin, method: http.MethodGet, pattern: api.PathAudit, handle: (*Server).handleAudit},
+	{group: groupAdmin, method: http.MethodGet, pattern: api.PathApps, handle: (*API).handleListApps},
+	{group: groupAdmin, method: http.MethodGet, pattern: api.PathApps + "/{app}", handle: (*API).handleGetApp},
+	{group: groupAdmin, method: http.MethodPut, pattern: api.PathApps + "/{app}", handle: (*API).handlePutApp},
+	{group: groupAdmin, method: http.MethodDelete, pattern: api.PathApps + "/{app}", handle: (*API).handleDeleteApp},
+	{group: groupAdmin, method: http.MethodGet, pattern: api.PathApps + "/{app}/domains/{host}", handle: (*API).handleGetClaim},
+	{group: groupAdmin, method: http.MethodPut, pattern: api.PathApps + "/{app}/domains/{host}", handle: (*API).handlePutClaim},
+	{group: groupAdmin, method: http.MethodDelete, pattern: api.PathApps + "/{app}/domains/{host}", handle: (*API).handleDeleteClaim},
+	{group: groupAdmin, method: http.MethodGet, pattern: api.PathNodeInstances, handle: (*API).handleListInstances},
+	{group: groupAdmin, method: http.MethodPost, pattern: api.PathTokens, handle: (*API).handleCreateToken},
+	{group: groupAdmin, method: http.MethodDelete, pattern: api.PathTokens + "/{id}", handle: (*API).handleDeleteToken},
+	{group: groupAdmin, method: http.MethodGet, pattern: api.PathAudit, handle: (*API).handleAudit},
 
 	{group: groupStorage, method: http.MethodGet, pattern: "/keys", storage: (*storageAPI).get},
 	{group: groupStorage, method: http.MethodGet, pattern: "/keys/*", storage: (*storageAPI).get},
@@ -99,8 +99,8 @@ var routes = []route{
 	{group: groupStorageWrite, method: http.MethodDelete, pattern: "/locks/*", storage: (*storageAPI).unlock},
 }
 
-// Handler is the node's HTTP API.
-func (s *Server) Handler() http.Handler {
+// Handler is the node's HTTP API: every route of the table, behind its guards.
+func (s *API) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.guardReserve, s.boundRequest, middleware.GetHead)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
@@ -138,7 +138,7 @@ func (s *Server) Handler() http.Handler {
 }
 
 // mount registers the routes of group g.
-func (s *Server) mount(r chi.Router, g routeGroup) {
+func (s *API) mount(r chi.Router, g routeGroup) {
 	for _, rt := range routes {
 		switch {
 		case rt.group != g:

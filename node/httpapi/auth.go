@@ -1,4 +1,4 @@
-package node
+package httpapi
 
 import (
 	"context"
@@ -20,14 +20,14 @@ func unauthorized(w http.ResponseWriter, detail string) {
 // reject answers 401 to a request without a valid credential, cheaply: the log line
 // is rate-limited per source (rejectRequest), and an unread body is not waited for
 // (cutBody).
-func (s *Server) reject(w http.ResponseWriter, r *http.Request, msg, detail string) {
+func (s *API) reject(w http.ResponseWriter, r *http.Request, msg, detail string) {
 	s.rejectRequest(r, msg)
 	cutBody(w, r)
 	unauthorized(w, detail)
 }
 
 // requireIngress admits the ingress token (and the admin token, which can do anything).
-func (s *Server) requireIngress(next http.Handler) http.Handler {
+func (s *API) requireIngress(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok := bearer(r.Header.Get("Authorization"))
 		if tok == "" {
@@ -85,7 +85,7 @@ func plausibleAppToken(tok string) bool {
 // like an application token, or one rejected lately (badTokens), is refused without a
 // store read, and so is one whose MAC does not verify (fleetwrite.CheckToken); rejections
 // are logged at most once per source per interval.
-func (s *Server) authenticate(next http.Handler) http.Handler {
+func (s *API) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok := bearer(r.Header.Get("Authorization"))
 		if tok == "" {
@@ -179,25 +179,25 @@ func sourceOf(r *http.Request) string { return sourceKey(hostOf(r.RemoteAddr)) }
 // Behind Traefik every client shares the Traefik's address unless limits.trustedProxies
 // lists it (then X-Forwarded-For names the client).
 const (
-	unknownLookupRate        = 50
-	unknownLookupBurst       = 100
-	sourceUnknownLookupRate  = 10
-	sourceUnknownLookupBurst = 20
-	// knownTokenRate/Burst: the requests one token seen valid lately may make (each
+	UnknownLookupRate        = 50
+	UnknownLookupBurst       = 100
+	SourceUnknownLookupRate  = 10
+	SourceUnknownLookupBurst = 20
+	// KnownTokenRate/Burst: the requests one token seen valid lately may make (each
 	// is a store read of its record), whatever they are; raised to 4×writes.rate and
 	// 2×writes.burst when those are larger (its writes are among its requests).
-	knownTokenRate  = 20
-	knownTokenBurst = 40
+	KnownTokenRate  = 20
+	KnownTokenBurst = 40
 )
 
 // isIngressToken accepts the ingress token and, during a rotation, the previous ones.
-func (s *Server) isIngressToken(tok string) bool {
-	return tokenEqual(tok, s.ingressToken) || anyTokenEqual(tok, s.cfg.Ingress.Previous)
+func (s *API) isIngressToken(tok string) bool {
+	return tokenEqual(tok, s.cfg.IngressToken) || anyTokenEqual(tok, s.cfg.IngressPrevious)
 }
 
 // isAdminToken accepts the admin token and, during a rotation, the previous ones.
-func (s *Server) isAdminToken(tok string) bool {
-	return tokenEqual(tok, s.adminToken) || anyTokenEqual(tok, s.cfg.Admin.Previous)
+func (s *API) isAdminToken(tok string) bool {
+	return tokenEqual(tok, s.cfg.AdminToken) || anyTokenEqual(tok, s.cfg.AdminPrevious)
 }
 
 func anyTokenEqual(tok string, accepted []string) bool {

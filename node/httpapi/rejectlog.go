@@ -1,4 +1,4 @@
-package node
+package httpapi
 
 import (
 	"log/slog"
@@ -62,10 +62,10 @@ func (l *rejectLogger) reject(remote, msg string, attrs ...any) {
 // rejectRequest logs a rejected request (rate-limited) and counts it
 // (scafo_requests_refused_total): every refusal for a token, 401 or 403, comes through
 // here, and so does the token-lookup budget's 429, told apart by its message.
-func (s *Server) rejectRequest(r *http.Request, msg string) {
-	reason := refusedToken
+func (s *API) rejectRequest(r *http.Request, msg string) {
+	reason := RefusedToken
 	if strings.Contains(msg, lookupBudgetMsg) {
-		reason = refusedTokenLookups
+		reason = RefusedTokenLookups
 	}
 	s.refusal(reason)
 	s.rejects.reject(r.RemoteAddr, msg, "path", r.URL.Path)
@@ -77,7 +77,7 @@ const lookupBudgetMsg = "token lookup budget"
 
 // refuseConn logs and counts a connection refused at limits.maxConns (the listener's
 // bare 503, limits.go).
-func (s *Server) refuseConn(remote string, maxConns int) {
-	s.refusal(refusedConnLimit)
+func (s *API) refuseConn(remote string, maxConns int) {
+	s.refusal(RefusedConnLimit)
 	s.rejects.reject(remote, "refused connection: at the connection limit", "maxConns", maxConns)
 }

@@ -1,4 +1,4 @@
-package node
+package httpapi
 
 import (
 	"errors"
@@ -22,7 +22,7 @@ const maxBody = 2 << 20
 // refuseWritesToAForeignStore answers 503 to every write-API request while the store
 // does not look like the one this node served (store.Identity.Foreign): a write there
 // would land in a store no node publishes from.
-func (s *Server) refuseWritesToAForeignStore(next http.Handler) http.Handler {
+func (s *API) refuseWritesToAForeignStore(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.identity.Foreign() {
 			w.Header().Set("Retry-After", "30")
@@ -65,7 +65,7 @@ func badRequest(w http.ResponseWriter, what string, err error) {
 
 // writeDomainError maps an error of the write domain (or the store under it) to its
 // one status.
-func (s *Server) writeDomainError(w http.ResponseWriter, err error) {
+func (s *API) writeDomainError(w http.ResponseWriter, err error) {
 	var (
 		inv  *fleetwrite.ErrInvalid
 		conf *fleetwrite.ErrConflict
@@ -137,7 +137,7 @@ func ifMatch(r *http.Request) string {
 // writeConditionalError is writeDomainError for a write that may carry If-Match: when
 // the object it names does not exist, no If-Match can match ("*" included), so the
 // answer is 412, not 404 (RFC 9110 §13.1.1).
-func (s *Server) writeConditionalError(w http.ResponseWriter, r *http.Request, err error) {
+func (s *API) writeConditionalError(w http.ResponseWriter, r *http.Request, err error) {
 	if ifMatch(r) != "" && errors.Is(err, store.ErrNotFound) {
 		writeError(w, http.StatusPreconditionFailed, "precondition failed",
 			"If-Match, but "+err.Error()+"; re-read it and retry")

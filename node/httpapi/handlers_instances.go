@@ -1,9 +1,8 @@
-package node
+package httpapi
 
 import (
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 )
@@ -12,11 +11,11 @@ import (
 
 // ---- instances ----
 
-func (s *Server) handleListInstances(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleListInstances(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"instances": s.writer.Instances()})
 }
 
-func (s *Server) handleAllocateInstance(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleAllocateInstance(w http.ResponseWriter, r *http.Request) {
 	inst, isNew, err := s.writer.AllocateInstance(r.Context(), actorOf(r), chi.URLParam(r, "app"))
 	if err != nil {
 		s.writeDomainError(w, err)
@@ -25,7 +24,7 @@ func (s *Server) handleAllocateInstance(w http.ResponseWriter, r *http.Request) 
 	writeJSON(w, created(isNew), inst)
 }
 
-func (s *Server) handlePutInstance(w http.ResponseWriter, r *http.Request) {
+func (s *API) handlePutInstance(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Port  *int  `json:"port"`
 		Ready *bool `json:"ready"`
@@ -46,18 +45,18 @@ func (s *Server) handlePutInstance(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, inst)
 }
 
-func (s *Server) handleDeleteInstance(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleDeleteInstance(w http.ResponseWriter, r *http.Request) {
 	app := chi.URLParam(r, "app")
 	if err := s.writer.ReleaseInstance(r.Context(), actorOf(r), app); err != nil {
 		s.writeDomainError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"released": app, "quarantine": time.Duration(s.cfg.Ports.Quarantine).String()})
+	writeJSON(w, http.StatusOK, map[string]any{"released": app, "quarantine": s.cfg.PortsQuarantine.String()})
 }
 
 // ---- tokens ----
 
-func (s *Server) handleCreateToken(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleCreateToken(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Account string   `json:"account"`
 		App     string   `json:"app"`
@@ -75,7 +74,7 @@ func (s *Server) handleCreateToken(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, tok)
 }
 
-func (s *Server) handleDeleteToken(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleDeleteToken(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
 	if err := s.writer.RevokeToken(r.Context(), actorOf(r), id); err != nil {
 		s.writeDomainError(w, err)
@@ -86,7 +85,7 @@ func (s *Server) handleDeleteToken(w http.ResponseWriter, r *http.Request) {
 
 // ---- audit ----
 
-func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleAudit(w http.ResponseWriter, r *http.Request) {
 	limit := 100
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)

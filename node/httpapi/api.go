@@ -1,0 +1,213 @@
+// Package httpapi is the node's HTTP API: the handlers, as adapters over the subsystems
+// (node/publish, node/reconcile, node/ingress, node/probe, node/self, node/fleetwrite,
+// node/fleetcerts), and the guards in front of them (authentication and its token
+// caches and lookup budgets, the connection guard, the write rate limit, the reject
+// log). routes.go is the one route table: every path, method and attribute of the API.
+//
+// The root package (node) builds the subsystems, hands them to New and owns the
+// lifetimes; nothing here starts a goroutine that outlives a request, and nothing here
+// imports the root.
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/scafo/ingress/node/fleetcerts"
+	"github.com/scafo/ingress/node/fleetwrite"
+	"github.com/scafo/ingress/node/ingress"
+	"github.com/scafo/ingress/node/probe"
+	"github.com/scafo/ingress/node/publish"
+	"github.com/scafo/ingress/node/reconcile"
+	"github.com/scafo/ingress/node/self"
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// Config is what the API reads of the node's configuration (node.Config's values, set
+// once at construction).
+type Config struct {
+	NodeName    string // node.name
+	NodeAddress string // node.address: where this node's instances listen
+	StateDir    string // for the adopt hint of /v1/status
+
+	Heartbeat       time.Duration // reconcile.heartbeat: the ingress fleet view's age
+	NodeTTL         time.Duration // reconcile.nodeTTL
+	PortsQuarantine time.Duration // ports.quarantine (an instance release's answer)
+
+	// The request bounds (limits.*, limits.go).
+	BodyTimeout, WriteTimeout, ConnMaxAge time.Duration
+	RejectLog                             time.Duration // limits.rejectLog
+	TrustedProxies                        []string      // limits.trustedProxies
+
+	WriteRate  float64 // writes.rate
+	WriteBurst int     // writes.burst
+
+	// The tokens: the current ones and those still accepted during a rotation.
+	IngressToken, AdminToken       string
+	IngressPrevious, AdminPrevious []string
+
+	// ACMEInline: fleet certificates are delivered inside the rendered configuration
+	// (acme.enabled with acme.delivery inline).
+	ACMEInline bool
+}
+
+// Metrics are the API's series, registered by the root on its registry.
+type Metrics struct {
+	Registry  *prometheus.Registry   // served on /metrics; the storage API registers its own here
+	Refused   *prometheus.CounterVec // reason: one of RefusalReasons
+	LongPolls prometheus.Gauge
+	Polls     *prometheus.CounterVec // format, code
+}
+
+// Why a request or connection was refused (scafo_requests_refused_total's reason label;
+// a fixed set, every one exported from the start at 0).
+const (
+	RefusedWriteRate     = "write_rate"      // 429: the token is past writes.rate (ratelimit.go)
+	RefusedToken         = "token"           // 401 no or bad token, 403 a token the endpoint refuses (rejectRequest)
+	RefusedTokenLookups  = "token_lookups"   // 429: the token-lookup budget is spent (auth.go, through rejectRequest)
+	RefusedConnReserve   = "conn_reserve"    // 503 on a reserved connection: the general part is full (limits.go)
+	RefusedConnPerSource = "conn_per_source" // 503: the address holds limits.maxConnsPerSource (limits.go)
+	RefusedConnLimit     = "conn_limit"      // bare 503 and close: at limits.maxConns (limits.go)
+)
+
+// RefusalReasons are every reason label.
+var RefusalReasons = []string{RefusedWriteRate, RefusedToken, RefusedTokenLookups, RefusedConnReserve, RefusedConnPerSource, RefusedConnLimit}
+
+// Deps are the subsystems the handlers adapt. Certs and Probes may be nil (no
+// acme.enabled, probe.interval 0).
+type Deps struct {
+	Store     store.Store
+	Identity  StoreIdentity
+	Publisher Publisher
+	Reconcile Reconciler
+	Self      SelfRecord
+	Ingresses *ingress.Book
+	Instances Instances
+	Writer    *fleetwrite.Writer
+	Certs     *fleetcerts.Manager
+	Probes    *probe.Prober
+	Groups    *Groups
+	// KickHeartbeat asks for this node's record to be rewritten now (a write with
+	// ?wait=applied waits for it).
+	KickHeartbeat func()
+}
+
+// Reconciler is what the API reads of the reconcile loop (*reconcile.Reconciler).
+type Reconciler interface {
+	Status() reconcile.Status
+	KnownApps() reconcile.AppView
+}
+
+// Publisher is what the API reads of the published snapshot (*publish.Publisher).
+type Publisher interface {
+	Current() *publish.Snapshot
+	GetGroupsFrom(s *publish.Snapshot, source, prefer, format string, groups []string) (*publish.Rendered, error)
+}
+
+// StoreIdentity is whether the store is the one this node served (*store.Identity).
+type StoreIdentity interface {
+	Foreign() bool
+	ForeignReason() string
+}
+
+// SelfRecord is what the API reads of this node's own record (*self.Record): its
+// heartbeat's health, a name conflict, and the announcements ?wait=applied waits for.
+type SelfRecord interface {
+	Err() *string
+	Conflict(now time.Time) *self.Conflict
+	Generation() uint64
+	Await(ctx context.Context, gen uint64, deadline time.Time, want func(map[string]fleet.Instance) string) (serial uint64, ok bool, why string)
+}
+
+// Instances are this node's declared instances (*fleetwrite.Registry).
+type Instances interface {
+	Get(app string) (fleet.Instance, bool)
+	Records() map[string]fleet.Instance
+}
+
+var (
+	_ Reconciler    = (*reconcile.Reconciler)(nil)
+	_ Publisher     = (*publish.Publisher)(nil)
+	_ StoreIdentity = (*store.Identity)(nil)
+	_ SelfRecord    = (*self.Record)(nil)
+	_ Instances     = (*fleetwrite.Registry)(nil)
+)
+
+// API is the node's HTTP API. Handler serves it; Listen wraps the listener it is served
+// on; Close releases long-polls.
+type API struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics Metrics
+
+	st        store.Store
+	identity  StoreIdentity
+	pub       Publisher
+	rec       Reconciler
+	self      SelfRecord
+	ingresses *ingress.Book
+	instances Instances
+	writer    *fleetwrite.Writer
+	certs     *fleetcerts.Manager
+	probes    *probe.Prober
+	groups    *Groups
+
+	kickHeartbeat func()
+
+	writes    *writeLimiter
+	conns     atomic.Pointer[connLimiter]      // the API listener's cap (set by Listen)
+	rejects   *rejectLogger                    // rejection log lines, rate-limited per source
+	badTokens *expirable.LRU[string, struct{}] // hashes of recently rejected application tokens
+	goodIDs   *expirable.LRU[string, struct{}] // ids of application tokens found valid lately
+	lookups   *writeLimiter                    // the budget for store reads of other tokens
+	// sourceLookups is that budget per remote address; knownLookups is the budget of
+	// each token seen valid lately (keyed by its hash).
+	sourceLookups *writeLimiter
+	knownLookups  *writeLimiter
+	trusted       trustedProxies // limits.trustedProxies (clientaddr.go)
+
+	shutdown chan struct{} // closed on shutdown: releases long-polls
+	once     sync.Once
+}
+
+// New builds the API over d. It fails only on a malformed limits.trustedProxies.
+func New(cfg Config, log *slog.Logger, m Metrics, d Deps) (*API, error) {
+	trusted, err := parseTrustedProxies(cfg.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
+	return &API{
+		cfg: cfg, log: log, metrics: m,
+		st: d.Store, identity: d.Identity, pub: d.Publisher, rec: d.Reconcile, self: d.Self,
+		ingresses: d.Ingresses, instances: d.Instances, writer: d.Writer, certs: d.Certs,
+		probes: d.Probes, groups: d.Groups, kickHeartbeat: d.KickHeartbeat,
+
+		writes:    newWriteLimiter(cfg.WriteRate, cfg.WriteBurst),
+		rejects:   newRejectLogger(log, cfg.RejectLog),
+		badTokens: expirable.NewLRU[string, struct{}](badTokenCacheSize, nil, badTokenTTL),
+		goodIDs:   expirable.NewLRU[string, struct{}](16384, nil, 10*time.Minute),
+		lookups:   newWriteLimiter(UnknownLookupRate, UnknownLookupBurst),
+
+		sourceLookups: newWriteLimiter(SourceUnknownLookupRate, SourceUnknownLookupBurst),
+		trusted:       trusted,
+		knownLookups:  newWriteLimiter(max(KnownTokenRate, 4*cfg.WriteRate), max(KnownTokenBurst, 2*cfg.WriteBurst)),
+		shutdown:      make(chan struct{}),
+	}, nil
+}
+
+// Close releases long-polls (they answer 304). Safe to call more than once.
+func (s *API) Close() {
+	s.once.Do(func() { close(s.shutdown) })
+}
+
+// refusal counts one refusal for reason (one of RefusalReasons).
+func (s *API) refusal(reason string) {
+	s.metrics.Refused.WithLabelValues(reason).Inc()
+}

@@ -1,0 +1,125 @@
+package node
+
+// The token-lookup budget: a token id the node has seen, or a valid token, buys no
+// store reads beyond its budget (regressions of the second hostile-tenant review: each
+// failed before its fix).
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/node/store/dir"
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// tokenReadCounter counts store reads of application-token records.
+type tokenReadCounter struct {
+	store.Store
+	reads atomic.Int64
+}
+
+func (c *tokenReadCounter) Get(ctx context.Context, key string) (store.Object, error) {
+	if strings.HasPrefix(key, fleet.PrefixTokens) {
+		c.reads.Add(1)
+	}
+	return c.Store.Get(ctx, key)
+}
+
+func attackNode(t *testing.T) (*testNode, *tokenReadCounter) {
+	t.Helper()
+	cfg := testConfig(t, "vps-a", t.TempDir())
+	inner, err := dir.New(cfg.Store.Dir.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &tokenReadCounter{Store: inner}
+	n := startNodeWithStore(t, cfg, st)
+	n.waitReady()
+	return n, st
+}
+
+func issueToken(t *testing.T, n *testNode, account, app, roles string) (id, tok string) {
+	t.Helper()
+	var it struct{ ID, Token string }
+	json.Unmarshal(n.must(201, "POST", "/v1/tokens", testAdminToken,
+		fmt.Sprintf(`{"account":%q,"app":%q,"roles":[%s]}`, account, app, roles)), &it)
+	return it.ID, it.Token
+}
+
+func randHex(n int) string {
+	b := make([]byte, n/2)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// TestAKnownTokenIDDoesNotBypassTheLookupBudget: goodIDs is keyed by the token *id*,
+// the public half of a token (printed in every 429 "token <id> is past writes.rate", in
+// the audit log, in revocation commands). Once an id has been seen valid, any token
+// "scafo_<that id>_<any secret>" skips the shared lookup budget, and each new secret
+// misses badTokens too, so every request is a store read: the flood the budget was
+// added to bound, unbounded again, by any tenant with its own token (or anyone who
+// learns any token's id). On S3 every one is a billed GET.
+// Expected: after the budget (burst 40) wrong-secret tokens get 429 and stop reading
+// the store. Actual: every one reads the store.
+func TestAKnownTokenIDDoesNotBypassTheLookupBudget(t *testing.T) {
+	n, st := attackNode(t)
+	n.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	id, tok := issueToken(t, n, "evil", "evil", `"publish"`)
+	n.must(404, "GET", "/v1/apps/evil/domains/x.evil.example/paths", tok, "") // id now in goodIDs
+
+	before := st.reads.Load()
+	const flood = 200
+	codes := map[int]int{}
+	for i := 0; i < flood; i++ {
+		resp, _ := n.do("GET", "/v1/apps/evil/domains/x.evil.example/paths", "scafo_"+id+"_"+randHex(64), "")
+		codes[resp.StatusCode]++
+	}
+	reads := st.reads.Load() - before
+	t.Logf("answers %v, token-record reads %d", codes, reads)
+	if reads > unknownLookupBurst+unknownLookupRate*5 {
+		t.Fatalf("%d wrong-secret tokens on a known id cost %d store reads (budget: burst %d, %d/s): goodIDs keyed by id bypasses it",
+			flood, reads, unknownLookupBurst, unknownLookupRate)
+	}
+}
+
+// TestAValidTokenCannotMakeTheNodeReadTheStoreAtLineRate: an application token is
+// looked up in the store on every request (a revocation takes effect at once), and
+// only writes were rate-limited, after that lookup. A tenant sending reads of its own
+// path map (or writes past writes.rate, each answered 429 after the lookup) made the
+// node read the store once per request (three GETs for a read), as fast as it could
+// send: every one a billed S3 GET, on a store the whole fleet shares. Requests of a
+// token seen valid lately now have a budget per token before the lookup.
+func TestAValidTokenCannotMakeTheNodeReadTheStoreAtLineRate(t *testing.T) {
+	n, st := attackNode(t)
+	n.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	_, tok := issueToken(t, n, "evil", "evil", `"publish"`)
+	n.must(404, "GET", "/v1/apps/evil/domains/x.evil.example/paths", tok, "") // seen valid
+
+	before := st.reads.Load()
+	start := time.Now()
+	const flood = 300
+	codes := map[int]int{}
+	for i := 0; i < flood; i++ {
+		resp, _ := n.do("GET", "/v1/apps/evil/domains/x.evil.example/paths", tok, "")
+		codes[resp.StatusCode]++
+	}
+	reads := st.reads.Load() - before
+	rate, burst := max(knownTokenRate, 4*n.cfg.Writes.Rate), max(knownTokenBurst, 2*n.cfg.Writes.Burst)
+	limit := int64(float64(burst) + rate*time.Since(start).Seconds() + 1)
+	t.Logf("answers %v, token-record reads %d (budget %d)", codes, reads, limit)
+	if reads > limit {
+		t.Fatalf("%d requests of one valid token cost %d token-record reads, want at most %d (burst %d, %v/s)",
+			flood, reads, limit, burst, rate)
+	}
+	if codes[429] == 0 {
+		t.Fatalf("no request was refused 429: %v", codes)
+	}
+}
