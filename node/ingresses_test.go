@@ -439,6 +439,7 @@ func TestWaitAppliedWaitersAreBounded(t *testing.T) {
 	waitFor(t, 5*time.Second, "edge-1 current", func() bool { return ingressesOf(t, n)["edge-1"].State == "current" })
 	p.frozen.Store(true)
 
+	initial := serialOf(t, n.st)
 	ctx, cancel := context.WithCancel(context.Background())
 	first := make(chan int, 1)
 	go func() {
@@ -452,7 +453,11 @@ func TestWaitAppliedWaitersAreBounded(t *testing.T) {
 		resp.Body.Close()
 		first <- resp.StatusCode
 	}()
-	waitFor(t, 5*time.Second, "the first write waiting", func() bool { return waiting(n) == 1 })
+	// The waiter's slot is taken before its write commits: wait for both, or the serial
+	// read below can come before the first write's bump (seen under load).
+	waitFor(t, 20*time.Second, "the first write committed and waiting", func() bool {
+		return waiting(n) == 1 && serialOf(t, n.st) != initial
+	})
 	before := serialOf(t, n.st)
 	resp, body := n.do(http.MethodPut, "/v1/apps/a2?wait=applied", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "too many waiters") {
@@ -1125,12 +1130,18 @@ func TestWaitAppliedSlotsAreSharedBetweenAccounts(t *testing.T) {
 	waitFor(t, 5*time.Second, "edge-1 current", func() bool { return ingressesOf(t, n)["edge-1"].State == "current" })
 	p.frozen.Store(true)
 
+	// tito's waiters hold their slots until the test ends (a short timeout expired before
+	// the checks below on a loaded machine), then leave with their client.
+	initial := serialOf(t, n.st)
+	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
 	for i := range ingress.MaxWaitersPerAccount {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req, _ := http.NewRequest(http.MethodPut, n.url+"/v1/apps/tito-classic/domains/ti.to/paths?wait=applied&timeout=4s",
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPut, n.url+"/v1/apps/tito-classic/domains/ti.to/paths?wait=applied&timeout=60s",
 				strings.NewReader(fmt.Sprintf(`{"paths":{"p%d":"tito-go.apps.example.com"}}`, i)))
 			req.Header.Set("Authorization", "Bearer "+tito)
 			if resp, err := http.DefaultClient.Do(req); err == nil {
@@ -1138,8 +1149,11 @@ func TestWaitAppliedSlotsAreSharedBetweenAccounts(t *testing.T) {
 			}
 		}()
 	}
-	defer wg.Wait()
-	waitFor(t, 5*time.Second, "tito's writes waiting", func() bool { return waiting(n) == ingress.MaxWaitersPerAccount })
+	// A waiter's slot is taken before its write commits: wait for every write's serial
+	// bump too, or edge-1 may still hold the serial a no-op write below answers at.
+	waitFor(t, 20*time.Second, "tito's writes committed and waiting", func() bool {
+		return waiting(n) == ingress.MaxWaitersPerAccount && serialOf(t, n.st) >= initial+uint64(ingress.MaxWaitersPerAccount)
+	})
 	resp, body := n.do(http.MethodPut, "/v1/apps/tito-classic/domains/ti.to/paths?wait=applied&timeout=4s", tito, `{"paths":{"x":"tito-go.apps.example.com"}}`)
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "too many waiters") {
 		t.Errorf("tito's write beyond its share: %d %s, want 503", resp.StatusCode, body)
