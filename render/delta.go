@@ -35,50 +35,66 @@ func (b Body) Bytes() []byte {
 	return out
 }
 
-// TraefikDelta is TraefikOutput for a document made from an earlier one (delta, from
-// fleet.Deriver; nil when there is none), returning the same bytes in pieces.
+// Request is one render of an Incremental: which document, for which output, built on
+// what.
+type Request struct {
+	// Doc is the document to render; with Groups, routing.ForGroups(full, Groups). A
+	// rendered document must not be modified afterwards: the output's next Render of the
+	// very same document (same pointer, Prefer, Groups and Certs) returns its last body as
+	// it is, and a later Delta may name it as its base.
+	Doc *routing.Document
+	// Delta says how Doc was made from an earlier document (fleet.Deriver;
+	// routing.ForGroupsDelta for a selection), nil when it was not. When Output's last
+	// render was of Delta.Base (with the same Prefer, Groups and Certs), only the
+	// applications of the changed routes are rendered again; see Render. The delta is
+	// trusted for the routes it does not name: they must be Delta.Base's (fleet.Deriver
+	// guarantees it).
+	Delta *routing.Delta
+	// Prefer names the node whose upstreams lead every chain: the render is of
+	// routing.Prefer(Doc, Prefer) (the ?prefer= outputs of a node). "" renders Doc itself.
+	Prefer string
+	// Output names one of several outputs the caller serves from one Incremental (the
+	// node: one per ?prefer= and group selection): each output's next render merges with
+	// its own last order and builds on its own last body. Any name gives the same bytes.
+	Output string
+	// Groups, when not nil, selects the routes whose routers are part of the output, as
+	// the package-level TraefikGroups does: the routes of these groups (their
+	// applications' services, and those of their path targets, come along; an empty
+	// non-nil list selects none). Nil renders every route's routers, as Traefik does.
+	Groups []string
+	// Certs are the fleet certificates (nil: none), as TraefikFleet takes them: the
+	// routers of fleet-issued names get `tls: {}` and the output carries the certificates
+	// of the names it routes.
+	Certs *FleetCerts
+}
+
+// Render renders req.Doc, preferred to req.Prefer and selected by req.Groups, for
+// req.Output: the bytes the package-level render (Traefik, TraefikFleet,
+// TraefikGroups of routing.Prefer(req.Doc, req.Prefer)) writes, and the same errors,
+// returned in pieces.
 //
-// When output's last render was TraefikDelta's render of delta.Base with the same fleet
-// certificates, only the applications of the changed routes are rendered again, and
-// the body shares every chunk of entries that holds none of theirs with the last body:
-// the work follows the change, not the fleet. An entry the change renames (a new
-// primary renames the chain's leaves) is removed and inserted by name. That needs the
-// change to leave the output's automatic health-check interval and the shared deny
-// service as they were, and the application's service name too when a path map of the
-// output targets one of its hosts; and the applications' old fragments to be those of
-// the last body. Otherwise, and for a document without delta, it renders in full, as
-// TraefikOutput does. The delta is trusted for the routes it does not name: they must
-// be delta.Base's (fleet.Deriver guarantees it).
+// Every render reuses the cached fragments of the applications whose inputs did not
+// change and merges with the output's last order. When the output's last render was of
+// req.Delta.Base with the same Prefer, Groups and Certs, only the applications of the
+// changed routes are rendered again, and the body shares every chunk of entries that
+// holds none of theirs with the last body: the work follows the change, not the fleet.
+// For a Prefer, the new document is the last one with the changed routes preferred
+// again (routing.PreferDelta: a copy of the route list, no fleet-wide reordering). An
+// entry the change renames (a new primary renames the chain's leaves) is removed and
+// inserted by name. That needs the change to leave the output's automatic health-check
+// interval and the shared deny service as they were, and the application's service
+// name too when a path map of the output targets one of its hosts; the applications'
+// old fragments to be those of the last body; and, with Groups, every changed
+// application to be one of the selection (one that is only a path target of it, its
+// routers another group's, renders the output in full). Otherwise, and without Delta,
+// it renders in full.
 //
 // The changed routes are validated as a full render validates them (each route's own
-// rules, and that the routes of each application agree); the others are delta.Base's,
+// rules, and that the routes of each application agree); the others are Delta.Base's,
 // which passed. Bytes are checked against the full render by
 // TestDeltaRenderEqualsFullRender.
-func (inc *Incremental) TraefikDelta(doc *routing.Document, delta *routing.Delta, output string, fc *FleetCerts) (Body, error) {
-	return inc.TraefikPreferDelta(doc, delta, "", output, fc)
-}
-
-// TraefikPreferDelta is TraefikDelta for routing.Prefer(doc, prefer) ("" renders doc
-// itself): the ?prefer= outputs of a node. When output's last render was of
-// Prefer(delta.Base, prefer), the new document is that one with the changed routes
-// preferred again (routing.PreferDelta: a copy of the route list, no fleet-wide
-// reordering), and is rendered from the last body as TraefikDelta renders.
-func (inc *Incremental) TraefikPreferDelta(doc *routing.Document, delta *routing.Delta, prefer, output string, fc *FleetCerts) (Body, error) {
-	return inc.deltaRender(doc, delta, prefer, output, nil, fc)
-}
-
-// TraefikGroupsDelta is TraefikGroups for doc = routing.ForGroups(full, groups) made
-// from an earlier selection by delta (routing.ForGroupsDelta), preferred to prefer (""
-// for none) as TraefikPreferDelta prefers, rendered from output's last body when it can
-// as TraefikDelta renders: an application of the selection is patched; one that is only
-// a path target of it (its routers are another group's) renders the output in full.
-func (inc *Incremental) TraefikGroupsDelta(doc *routing.Document, delta *routing.Delta, prefer, output string, groups []string, fc *FleetCerts) (Body, error) {
-	return inc.deltaRender(doc, delta, prefer, output, groups, fc)
-}
-
-// deltaRender renders Prefer(doc, prefer) for output, whose routers are those of the
-// routes of groups (nil: every route), from output's last body when delta allows it.
-func (inc *Incremental) deltaRender(doc *routing.Document, delta *routing.Delta, prefer, output string, groups []string, fc *FleetCerts) (Body, error) {
+func (inc *Incremental) Render(req Request) (Body, error) {
+	doc, delta, prefer, output, groups, fc := req.Doc, req.Delta, req.Prefer, req.Output, req.Groups, req.Certs
 	sel := strings.Join(groups, ",")
 	if groups == nil {
 		sel = "\x00all" // no group name is empty
@@ -139,7 +155,7 @@ func (inc *Incremental) deltaRender(doc *routing.Document, delta *routing.Delta,
 	return Body{b}, nil
 }
 
-// madeLike reports whether a is a render deltaRender can build on for prefer, the
+// madeLike reports whether a is a render Render can build on for prefer, the
 // selection sel and the fleet certificates fc.
 func (a *assembled) madeLike(prefer, sel string, fc *FleetCerts) bool {
 	return a != nil && a.doc != nil && a.prefer == prefer && a.sel == sel && a.fc == fc
@@ -159,10 +175,10 @@ func fits(delta *routing.Delta, n int) bool {
 }
 
 // patch renders doc from prev, the output's last render of delta.Base (see
-// TraefikDelta). ok false, err nil: it cannot, render in full (the output is as it was;
+// Render). ok false, err nil: it cannot, render in full (the output is as it was;
 // a fragment rendered on the way stays cached).
 func (inc *Incremental) patch(prev *assembled, doc *routing.Document, delta *routing.Delta, output string) (body Body, ok bool, err error) {
-	base := delta.Base // its route count and API are doc's, and delta fits (deltaRender)
+	base := delta.Base // its route count and API are doc's, and delta fits (Render)
 	if doc.V != routing.Version || prev.rchunks == nil {
 		return nil, false, nil
 	}

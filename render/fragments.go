@@ -195,28 +195,6 @@ type appIn struct {
 	withService bool
 }
 
-// Traefik renders doc as the package-level Traefik does with the Options this
-// Incremental was made with: the same bytes, the same errors.
-func (inc *Incremental) Traefik(doc *routing.Document) ([]byte, error) {
-	return inc.TraefikOutput(doc, "", nil)
-}
-
-// TraefikOutput is TraefikFleet (fc nil: Traefik) for one of several outputs the caller
-// serves from one Incremental (the node: one per ?prefer=): output names it, so that
-// each output's next render merges with its own last order. Any name gives the same
-// bytes.
-func (inc *Incremental) TraefikOutput(doc *routing.Document, output string, fc *FleetCerts) ([]byte, error) {
-	inc.asked(output)
-	return inc.render(doc, output, nil, fc)
-}
-
-// TraefikGroups renders as the package-level TraefikGroups does (doc is
-// routing.ForGroups(full, groups)), for output.
-func (inc *Incremental) TraefikGroups(doc *routing.Document, output string, groups []string, fc *FleetCerts) ([]byte, error) {
-	inc.asked(output)
-	return inc.render(doc, output, groupFilter(groups), fc)
-}
-
 // render renders doc; keep, when not nil, selects the routes whose routers are part of
 // the output (their applications' services, and those of their path targets, come
 // along); nil keeps every route. fc are the fleet certificates (nil: none).
@@ -636,9 +614,9 @@ type assembled struct {
 	certs            []byte // tls, written after http ("" when none)
 	mw               []byte // the middlewares section, after services (Incremental.mw)
 	interval         string
-	// What a delta render (TraefikDelta) builds on: the document rendered (kept only
-	// for TraefikDelta's outputs), its fleet certificates, the output's check count and
-	// the interval its fragments were rendered with.
+	// What a delta render (Render with a Delta) builds on: the document rendered (set
+	// by Render), its fleet certificates, the output's check count and the interval its
+	// fragments were rendered with.
 	doc          *routing.Document
 	base         *routing.Document // the document doc is the Prefer of (doc itself without prefer)
 	prefer       string
@@ -954,7 +932,7 @@ func (inc *Incremental) sweep(onlyMixed bool) {
 		return
 	}
 	old := inc.pass - keepPasses
-	// The fragments of an output that delta renders build on (TraefikDelta) stay while
+	// The fragments of an output that delta renders build on (Render) stay while
 	// its body holds them, however many renders of other outputs run in between: else
 	// its next change finds its old fragments gone and renders it all again from
 	// nothing. Its chunks hold them anyway; marking them every keepPasses/2 passes
