@@ -163,8 +163,8 @@ type Request struct {
 
 // Render renders req.Doc, preferred to req.Prefer and selected by req.Groups, for
 // req.Output: the bytes the package-level render (Traefik, TraefikFleet,
-// TraefikGroups of routing.Prefer(req.Doc, req.Prefer)) writes, and the same errors,
-// returned in pieces.
+// TraefikGroups of routing.Prefer(req.Doc, req.Prefer), with the Options this
+// Incremental was made with) writes, and the same errors, returned in pieces.
 //
 // Every render reuses the cached fragments of the applications whose inputs did not
 // change and merges with the output's last order. When the output's last render was of
