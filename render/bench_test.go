@@ -158,7 +158,7 @@ func BenchmarkDeriveRender(b *testing.B) {
 					b.Fatal(err)
 				}
 				d, _ := fleet.Derive(st, opt)
-				if _, err := inc.Traefik(d); err != nil {
+				if _, err := rendered(inc, Request{Doc: d}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -171,7 +171,7 @@ func BenchmarkDeriveRender(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			body, err := inc.Traefik(d)
+			body, err := rendered(inc, Request{Doc: d})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -188,7 +188,7 @@ func BenchmarkDeriveRender(b *testing.B) {
 				t0 := time.Now()
 				d, _ := fleet.Derive(st, opt)
 				t1 := time.Now()
-				if _, err := inc.Traefik(d); err != nil {
+				if _, err := rendered(inc, Request{Doc: d}); err != nil {
 					b.Fatal(err)
 				}
 				deriving, rendering = deriving+t1.Sub(t0), rendering+time.Since(t1)
@@ -205,7 +205,7 @@ func BenchmarkDeriveRender(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(body)/1024), "ns/KiB")
 		})
 		// What the node does since the Deriver: the change names the object it moved,
-		// Deriver.Derive patches the last document, TraefikDelta splices the changed
+		// Deriver.Derive patches the last document, Render splices the changed
 		// application's entries into the last body's chunks. The timed part is that
 		// alone (ns/route); making the changed object (a new value, as a store read
 		// makes it) is not timed. join-ns/route is what one copy of the body in one
@@ -218,7 +218,7 @@ func BenchmarkDeriveRender(b *testing.B) {
 				b.Fatal(err)
 			}
 			doc, _, _ := x.Derive(st, opt, nil)
-			if _, err := inc.TraefikDelta(doc, nil, "", nil); err != nil {
+			if _, err := inc.Render(Request{Doc: doc}); err != nil {
 				b.Fatal(err)
 			}
 			var deriving, rendering, joining time.Duration
@@ -229,7 +229,7 @@ func BenchmarkDeriveRender(b *testing.B) {
 				t0 := time.Now()
 				doc, _, delta := x.Derive(st, opt, changed)
 				t1 := time.Now()
-				body, err := inc.TraefikDelta(doc, delta, "", nil)
+				body, err := inc.Render(Request{Doc: doc, Delta: delta})
 				if err != nil {
 					b.Fatal(err)
 				}

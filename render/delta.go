@@ -1,7 +1,6 @@
 package render
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -10,159 +9,11 @@ import (
 	"github.com/scafo/ingress/render/routing"
 )
 
-// Body is a rendered configuration in pieces: its bytes are the pieces' in order. The
-// pieces are shared with other bodies of the same output and must not be modified.
-type Body [][]byte
-
-// Len is the body's length in bytes.
-func (b Body) Len() int {
-	n := 0
-	for _, p := range b {
-		n += len(p)
-	}
-	return n
-}
-
-// Bytes returns the body in one slice (the piece itself when there is one).
-func (b Body) Bytes() []byte {
-	if len(b) == 1 {
-		return b[0]
-	}
-	out := make([]byte, 0, b.Len())
-	for _, p := range b {
-		out = append(out, p...)
-	}
-	return out
-}
-
-// TraefikDelta is TraefikOutput for a document made from an earlier one (delta, from
-// fleet.Deriver; nil when there is none), returning the same bytes in pieces.
-//
-// When output's last render was TraefikDelta's render of delta.Base with the same fleet
-// certificates, only the applications of the changed routes are rendered again, and
-// the body shares every chunk of entries that holds none of theirs with the last body:
-// the work follows the change, not the fleet. An entry the change renames (a new
-// primary renames the chain's leaves) is removed and inserted by name. That needs the
-// change to leave the output's automatic health-check interval and the shared deny
-// service as they were, and the application's service name too when a path map of the
-// output targets one of its hosts; and the applications' old fragments to be those of
-// the last body. Otherwise, and for a document without delta, it renders in full, as
-// TraefikOutput does. The delta is trusted for the routes it does not name: they must
-// be delta.Base's (fleet.Deriver guarantees it).
-//
-// The changed routes are validated as a full render validates them (each route's own
-// rules, and that the routes of each application agree); the others are delta.Base's,
-// which passed. Bytes are checked against the full render by
-// TestDeltaRenderEqualsFullRender.
-func (inc *Incremental) TraefikDelta(doc *routing.Document, delta *routing.Delta, output string, fc *FleetCerts) (Body, error) {
-	return inc.TraefikPreferDelta(doc, delta, "", output, fc)
-}
-
-// TraefikPreferDelta is TraefikDelta for routing.Prefer(doc, prefer) ("" renders doc
-// itself): the ?prefer= outputs of a node. When output's last render was of
-// Prefer(delta.Base, prefer), the new document is that one with the changed routes
-// preferred again (routing.PreferDelta: a copy of the route list, no fleet-wide
-// reordering), and is rendered from the last body as TraefikDelta renders.
-func (inc *Incremental) TraefikPreferDelta(doc *routing.Document, delta *routing.Delta, prefer, output string, fc *FleetCerts) (Body, error) {
-	return inc.deltaRender(doc, delta, prefer, output, nil, fc)
-}
-
-// TraefikGroupsDelta is TraefikGroups for doc = routing.ForGroups(full, groups) made
-// from an earlier selection by delta (routing.ForGroupsDelta), preferred to prefer (""
-// for none) as TraefikPreferDelta prefers, rendered from output's last body when it can
-// as TraefikDelta renders: an application of the selection is patched; one that is only
-// a path target of it (its routers are another group's) renders the output in full.
-func (inc *Incremental) TraefikGroupsDelta(doc *routing.Document, delta *routing.Delta, prefer, output string, groups []string, fc *FleetCerts) (Body, error) {
-	return inc.deltaRender(doc, delta, prefer, output, groups, fc)
-}
-
-// deltaRender renders Prefer(doc, prefer) for output, whose routers are those of the
-// routes of groups (nil: every route), from output's last body when delta allows it.
-func (inc *Incremental) deltaRender(doc *routing.Document, delta *routing.Delta, prefer, output string, groups []string, fc *FleetCerts) (Body, error) {
-	sel := strings.Join(groups, ",")
-	if groups == nil {
-		sel = "\x00all" // no group name is empty
-	}
-	inc.asked(output)
-	inc.mu.Lock()
-	prev := inc.prev[output]
-	if !prev.madeLike(prefer, sel, fc) || doc == nil {
-		prev = nil // no render of this output to build on
-	}
-	if prev != nil && prev.base == doc {
-		// The very document the output last rendered (a selection no change reached:
-		// routing.ForGroupsDelta returned it as it was): its body, as it is.
-		body := Body{prev.body}
-		if prev.body == nil {
-			body = prev.pieces()
-		}
-		inc.mu.Unlock()
-		return body, nil
-	}
-	if delta != nil && prev != nil && prev.base == delta.Base && doc.API == delta.Base.API && fits(delta, len(doc.Routes)) &&
-		len(prev.doc.Routes) == len(doc.Routes) {
-		pdoc, pdelta := doc, delta
-		if prefer != "" {
-			pdoc, pdelta = routing.PreferDelta(doc, prefer, prev.doc, delta)
-		}
-		body, ok, err := inc.patch(prev, pdoc, pdelta, output)
-		if ok {
-			inc.prev[output].base = doc
-		}
-		if ok || err != nil {
-			inc.mu.Unlock()
-			return body, err
-		}
-	}
-	inc.mu.Unlock()
-	pdoc := doc
-	if prefer != "" && doc != nil {
-		var err error
-		if pdoc, err = routing.Prefer(doc, prefer); err != nil {
-			return nil, fmt.Errorf("rendering Traefik configuration: %w", err)
-		}
-	}
-	var keep func(*routing.Route) bool
-	if groups != nil {
-		keep = groupFilter(groups)
-	}
-	b, err := inc.render(pdoc, output, keep, fc)
-	if err != nil {
-		return nil, err
-	}
-	inc.mu.Lock()
-	if a := inc.prev[output]; a != nil && a.body != nil && &a.body[0] == &b[0] {
-		// The render of this document itself, not of a later one that raced it.
-		a.doc, a.base, a.prefer, a.sel = pdoc, doc, prefer, sel
-	}
-	inc.mu.Unlock()
-	return Body{b}, nil
-}
-
-// madeLike reports whether a is a render deltaRender can build on for prefer, the
-// selection sel and the fleet certificates fc.
-func (a *assembled) madeLike(prefer, sel string, fc *FleetCerts) bool {
-	return a != nil && a.doc != nil && a.prefer == prefer && a.sel == sel && a.fc == fc
-}
-
-// fits reports whether delta's base and changed routes fit a document of n routes.
-func fits(delta *routing.Delta, n int) bool {
-	if len(delta.Base.Routes) != n {
-		return false
-	}
-	for j, i := range delta.Changed {
-		if i < 0 || i >= n || (j > 0 && i <= delta.Changed[j-1]) {
-			return false // out of range, or not ascending
-		}
-	}
-	return true
-}
-
 // patch renders doc from prev, the output's last render of delta.Base (see
-// TraefikDelta). ok false, err nil: it cannot, render in full (the output is as it was;
+// Render). ok false, err nil: it cannot, render in full (the output is as it was;
 // a fragment rendered on the way stays cached).
 func (inc *Incremental) patch(prev *assembled, doc *routing.Document, delta *routing.Delta, output string) (body Body, ok bool, err error) {
-	base := delta.Base // its route count and API are doc's, and delta fits (deltaRender)
+	base := delta.Base // its route count and API are doc's, and delta fits (Render)
 	if doc.V != routing.Version || prev.rchunks == nil {
 		return nil, false, nil
 	}

@@ -26,12 +26,12 @@ func BenchmarkDeltaRenderBesideGroupOutputs(b *testing.B) {
 	for b.Loop() {
 		doc, _, d := x.Derive(st, fopt, changed)
 		for _, sel := range []string{"|eu", "vps-a|eu"} {
-			if _, err := inc.TraefikGroups(doc, sel, []string{"eu"}, nil); err != nil {
+			if _, err := rendered(inc, Request{Doc: doc, Output: sel, Groups: []string{"eu"}}); err != nil {
 				b.Fatal(err)
 			}
 		}
 		t0 := time.Now()
-		if _, err := inc.TraefikDelta(doc, d, "", nil); err != nil {
+		if _, err := inc.Render(Request{Doc: doc, Delta: d}); err != nil {
 			b.Fatal(err)
 		}
 		delta += time.Since(t0)

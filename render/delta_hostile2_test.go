@@ -15,7 +15,7 @@ import (
 // TestPreferAndGroupDeltaRendersOfHostileDeltasEqualFullRender is the hostile delta
 // test for the ?prefer= and ?group= outputs: every step renders the default output, two
 // prefer outputs and three selections (with and without prefer) through
-// TraefikPreferDelta / TraefikGroupsDelta, the selections patched with
+// Render (Prefer, Groups), the selections patched with
 // routing.ForGroupsDelta from their last document as the node patches them, on deltas
 // the Deriver would not make (hostileDelta: refusals, renamed chains, moved intervals,
 // the deny service, partial applications), with fleet certificates coming and going.
@@ -81,9 +81,9 @@ func TestPreferAndGroupDeltaRendersOfHostileDeltasEqualFullRender(t *testing.T) 
 					var body Body
 					var gerr error
 					if sel == nil {
-						body, gerr = inc.TraefikPreferDelta(gdoc, gdelta, prefer, prefer, fc)
+						body, gerr = inc.Render(Request{Doc: gdoc, Delta: gdelta, Prefer: prefer, Output: prefer, Certs: fc})
 					} else {
-						body, gerr = inc.TraefikGroupsDelta(gdoc, gdelta, prefer, prefer+"|"+key, sel, fc)
+						body, gerr = inc.Render(Request{Doc: gdoc, Delta: gdelta, Prefer: prefer, Output: prefer + "|" + key, Groups: sel, Certs: fc})
 					}
 					pdoc, perr := routing.Prefer(routing.ForGroups(doc, sel), prefer)
 					if sel == nil {
@@ -160,7 +160,7 @@ func TestAnUntouchedSelectionServesItsLastBody(t *testing.T) {
 	gdoc, blocks := routing.ForGroupsBlocks(doc, sel)
 	render := func(at string, gdoc *routing.Document, gdelta *routing.Delta, prefer string, fc *FleetCerts) Body {
 		t.Helper()
-		body, err := inc.TraefikGroupsDelta(gdoc, gdelta, prefer, prefer+"|default", sel, fc)
+		body, err := inc.Render(Request{Doc: gdoc, Delta: gdelta, Prefer: prefer, Output: prefer + "|default", Groups: sel, Certs: fc})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -62,7 +62,7 @@ func hostileDelta(r *rand.Rand, base *routing.Document) (*routing.Document, *rou
 	return doc, &routing.Delta{Base: base, Changed: changed}
 }
 
-// TestDeltaRenderOfHostileDeltasEqualsFullRender feeds TraefikDelta deltas the Deriver
+// TestDeltaRenderOfHostileDeltasEqualsFullRender feeds Render deltas the Deriver
 // would not make (see hostileDelta), with prefer and group outputs of the same
 // Incremental interleaved: every body and every error is the full render's.
 func TestDeltaRenderOfHostileDeltasEqualsFullRender(t *testing.T) {
@@ -84,7 +84,7 @@ func TestDeltaRenderOfHostileDeltasEqualsFullRender(t *testing.T) {
 			patched := 0
 			for step := range 150 {
 				at := fmt.Sprintf("opt %+v seed %d step %d", opt, seed, step)
-				body, gerr := inc.TraefikDelta(doc, delta, "", fc)
+				body, gerr := inc.Render(Request{Doc: doc, Delta: delta, Certs: fc})
 				want, werr := TraefikFleet(doc, opt, fc)
 				if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
 					t.Fatalf("%s: errors differ: full %v, delta %v", at, werr, gerr)
@@ -171,13 +171,13 @@ func TestConcurrentDeltaRendersEqualFullRenders(t *testing.T) {
 				}
 				s := chain[i]
 				if g == 3 {
-					if _, err := inc.TraefikOutput(s.doc, "vps-b", nil); err != nil {
+					if _, err := rendered(inc, Request{Doc: s.doc, Output: "vps-b"}); err != nil {
 						done <- err
 						return
 					}
 					continue
 				}
-				body, err := inc.TraefikDelta(s.doc, s.delta, "", nil)
+				body, err := inc.Render(Request{Doc: s.doc, Delta: s.delta})
 				if err != nil {
 					done <- err
 					return
@@ -220,7 +220,7 @@ func TestDeltaRenderSurvivesOtherOutputsRenders(t *testing.T) {
 		for range 3 { // the group outputs' renders of this document (e.g. two prefers)
 			compareRenders(t, at, inc, Options{}, doc, []string{"eu"}, "", nil)
 		}
-		body, err := inc.TraefikDelta(doc, delta, "", nil)
+		body, err := inc.Render(Request{Doc: doc, Delta: delta})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -74,7 +74,7 @@ func deltaEdit(r *rand.Rand, st *fleet.State, n int) []string {
 }
 
 // TestDeltaRenderEqualsFullRender renders a generated fleet through fleet.Deriver and
-// TraefikDelta change after change, and holds every body to the full render's bytes,
+// Render (with its delta) change after change, and holds every body to the full render's bytes,
 // with automatic and fixed intervals (retries on, and off), with and without fleet
 // certificates, and with a second output (a ?prefer=) and full renders of the same
 // output interleaved. Most
@@ -100,7 +100,7 @@ func TestDeltaRenderEqualsFullRender(t *testing.T) {
 			for step := range steps {
 				doc, _, delta := x.Derive(st, fopt, changed)
 				at := fmt.Sprintf("opt %+v seed %d step %d (changed %v)", opt, seed, step, changed)
-				body, err := inc.TraefikDelta(doc, delta, "", fc)
+				body, err := inc.Render(Request{Doc: doc, Delta: delta, Certs: fc})
 				if err != nil {
 					t.Fatalf("%s: %v", at, err)
 				}
@@ -116,7 +116,7 @@ func TestDeltaRenderEqualsFullRender(t *testing.T) {
 					patched++
 				}
 				// The ?prefer= output of a node, patched from its own last body.
-				pbody, err := inc.TraefikPreferDelta(doc, delta, "vps-b", "prefer|vps-b", fc)
+				pbody, err := inc.Render(Request{Doc: doc, Delta: delta, Prefer: "vps-b", Output: "prefer|vps-b", Certs: fc})
 				if err != nil {
 					t.Fatalf("%s: prefer: %v", at, err)
 				}
@@ -154,7 +154,7 @@ func TestDeltaRenderRefusesWhatTheFullRenderRefuses(t *testing.T) {
 	var x fleet.Deriver
 	doc, _, _ := x.Derive(st, fleet.GenerateOptions(), nil)
 	inc, _ := NewIncremental(Options{})
-	if _, err := inc.TraefikDelta(doc, nil, "", nil); err != nil {
+	if _, err := inc.Render(Request{Doc: doc}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -171,12 +171,12 @@ func TestDeltaRenderRefusesWhatTheFullRenderRefuses(t *testing.T) {
 		tc.edit(&bad.Routes[i])
 		bad.Seal()
 		_, want := TraefikFleet(bad, Options{}, nil)
-		_, got := inc.TraefikDelta(bad, &routing.Delta{Base: doc, Changed: []int{i}}, "", nil)
+		_, got := inc.Render(Request{Doc: bad, Delta: &routing.Delta{Base: doc, Changed: []int{i}}})
 		if want == nil || got == nil || got.Error() != want.Error() {
 			t.Fatalf("%s: delta render error %v, full render's %v", tc.name, got, want)
 		}
 	}
-	body, err := inc.TraefikDelta(doc, nil, "", nil)
+	body, err := inc.Render(Request{Doc: doc})
 	want, _ := Traefik(doc, Options{})
 	if err != nil || string(body.Bytes()) != string(want) {
 		t.Fatalf("after refusals the output renders wrong: %v", err)
@@ -195,7 +195,7 @@ func mustPreferDoc(t *testing.T, doc *routing.Document, node string) *routing.Do
 // TestGroupDeltaRenderEqualsFullRender: ingress groups, as a node serves ?group=. The
 // selection's document is patched with routing.ForGroupsDelta from the last one (held
 // to routing.ForGroups byte for byte, revision included), and rendered with
-// TraefikGroupsDelta, with and without prefer, every body held to TraefikGroups'. A
+// Render (Groups), with and without prefer, every body held to TraefikGroups'. A
 // third of the applications are in group eu (platform domain eu.example.com); ti.to's
 // prefixes point at hosts of both groups, so a selection carries another group's
 // targets.
@@ -243,7 +243,7 @@ func TestGroupDeltaRenderEqualsFullRender(t *testing.T) {
 			last[key] = lineage{doc, gdoc, blocks}
 			for _, prefer := range []string{"", "vps-a"} {
 				at := fmt.Sprintf("step %d %v prefer %q (changed %v)", step, sel, prefer, changed)
-				body, err := inc.TraefikGroupsDelta(gdoc, gdelta, prefer, prefer+"|"+key, sel, nil)
+				body, err := inc.Render(Request{Doc: gdoc, Delta: gdelta, Prefer: prefer, Output: prefer + "|" + key, Groups: sel})
 				if err != nil {
 					t.Fatalf("%s: %v", at, err)
 				}

@@ -13,7 +13,7 @@ import (
 // BenchmarkGroupOutputAfterAChangeElsewhere is a node serving ?group=default (9 900
 // applications) of a 10 000-application fleet while the changes are in group eu: the
 // selection's document is the last one itself (routing.ForGroupsDelta returns prev, no
-// delta), and TraefikGroupsDelta renders it again for the new revision.
+// delta), and Render renders it again for the new revision.
 // Compare with BenchmarkDeltaRenderBesideGroupOutputs' delta-ns (a change inside).
 func BenchmarkGroupOutputAfterAChangeElsewhere(b *testing.B) {
 	st, fopt, inc := twoGroupFleet(b)
@@ -21,7 +21,7 @@ func BenchmarkGroupOutputAfterAChangeElsewhere(b *testing.B) {
 	var x fleet.Deriver
 	doc, _, _ := x.Derive(st, fopt, nil)
 	gdoc, blocks := routing.ForGroupsBlocks(doc, sel)
-	if _, err := inc.TraefikGroupsDelta(gdoc, nil, "", "|default", sel, nil); err != nil {
+	if _, err := inc.Render(Request{Doc: gdoc, Output: "|default", Groups: sel}); err != nil {
 		b.Fatal(err)
 	}
 	n := 0
@@ -52,7 +52,7 @@ func BenchmarkGroupOutputAfterAChangeElsewhere(b *testing.B) {
 			b.Fatal("a change in eu moved the default selection")
 		}
 		b.StartTimer()
-		if _, err := inc.TraefikGroupsDelta(gdoc, gdelta, "", "|default", sel, nil); err != nil {
+		if _, err := inc.Render(Request{Doc: gdoc, Delta: gdelta, Output: "|default", Groups: sel}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -7,11 +7,16 @@
 // genconf lacks (the load balancer's passiveHealthCheck) has a minimal local type
 // (types.go). testdata/ holds document → configuration golden pairs.
 //
-// Incremental (fragments.go) writes the same bytes from per-application fragments kept
-// across calls: a document that differs from the last in one application re-renders
-// that application's routers and services and merges the rest. TraefikGroups renders
-// one ingress group's share (routing.ForGroups): routers for the group's hosts only,
-// services for its applications and for those its path maps target in other groups.
+// Incremental writes the same bytes from per-application fragments kept across calls,
+// through one entry point, Render(Request): a document that differs from the last in
+// one application re-renders that application's routers and services and merges the
+// rest; a document patched from the last one (Request.Delta) splices the changed
+// applications into the output's last body. incremental.go holds the type, Render and
+// the cache bounds; fragments.go what a fragment is and how one is made or reused;
+// renderpass.go a render of a whole document; assemble.go the merge of fragments into
+// one body; delta.go the patch of a body. TraefikGroups renders one ingress group's
+// share (routing.ForGroups): routers for the group's hosts only, services for its
+// applications and for those its path maps target in other groups.
 //
 // # Services: one failover chain per application
 //

@@ -409,10 +409,10 @@ func compareRenders(t *testing.T, at string, inc *Incremental, opt Options, doc 
 	var werr, gerr error
 	if sel == nil {
 		want, werr = TraefikFleet(d, opt, fc)
-		got, gerr = inc.TraefikOutput(d, prefer, fc)
+		got, gerr = rendered(inc, Request{Doc: d, Output: prefer, Certs: fc})
 	} else {
 		want, werr = TraefikGroups(d, opt, sel, fc)
-		got, gerr = inc.TraefikGroups(d, fmt.Sprint(prefer, "|", sel), sel, fc)
+		got, gerr = rendered(inc, Request{Doc: d, Output: fmt.Sprint(prefer, "|", sel), Groups: sel, Certs: fc})
 	}
 	if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
 		t.Fatalf("%s: errors differ: full %v, incremental %v", at, werr, gerr)

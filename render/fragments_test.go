@@ -287,7 +287,7 @@ func TestIncrementalRenderEqualsFullRender(t *testing.T) {
 						if seed%2 == 0 {
 							output = prefer
 						}
-						got, gerr := inc.TraefikOutput(d, output, fe.fc)
+						got, gerr := rendered(inc, Request{Doc: d, Output: output, Certs: fe.fc})
 						if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
 							t.Fatalf("step %d (%s), prefer %q: errors differ: full %v, incremental %v", step, what, prefer, werr, gerr)
 						}
@@ -338,7 +338,7 @@ func TestIncrementalRenderReusesUnchangedFragments(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc, _ := fleet.Derive(st, opt)
-	if _, err := inc.Traefik(doc); err != nil {
+	if _, err := rendered(inc, Request{Doc: doc}); err != nil {
 		t.Fatal(err)
 	}
 	before := inc.cached()
@@ -347,7 +347,7 @@ func TestIncrementalRenderReusesUnchangedFragments(t *testing.T) {
 	}
 	st.Nodes[1].Instances["app-00004"] = fleet.Instance{Port: 12345, Ready: true}
 	doc, _ = fleet.Derive(st, opt)
-	got, err := inc.Traefik(doc)
+	got, err := rendered(inc, Request{Doc: doc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +366,7 @@ func TestIncrementalRenderRefusesWhatTheFullRenderRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := inc.Traefik(nil); err == nil {
+	if _, err := rendered(inc, Request{}); err == nil {
 		t.Error("nil document accepted")
 	}
 	up := []routing.Upstream{{Node: "n1", Address: "10.0.0.1:1"}} // no APIPort, no health path
@@ -376,7 +376,7 @@ func TestIncrementalRenderRefusesWhatTheFullRenderRefuses(t *testing.T) {
 		{Host: "a.example.com", Application: "a", Upstreams: []routing.Upstream{}, Paths: map[string]string{"x": "nowhere.example.com"}}}}
 	for _, d := range []*routing.Document{bad, unsorted} {
 		_, werr := Traefik(d, Options{})
-		_, gerr := inc.Traefik(d)
+		_, gerr := rendered(inc, Request{Doc: d})
 		if werr == nil || gerr == nil || werr.Error() != gerr.Error() {
 			t.Errorf("full render: %v; incremental: %v", werr, gerr)
 		}
@@ -386,7 +386,7 @@ func TestIncrementalRenderRefusesWhatTheFullRenderRefuses(t *testing.T) {
 	}
 	good, _ := fleet.Derive(fleet.GenerateState(20, 10), fleet.GenerateOptions())
 	want, _ := Traefik(good, Options{})
-	if got, err := inc.Traefik(good); err != nil || !bytes.Equal(got, want) {
+	if got, err := rendered(inc, Request{Doc: good}); err != nil || !bytes.Equal(got, want) {
 		t.Errorf("after refusals: %v, equal %v", err, bytes.Equal(got, want))
 	}
 }
@@ -410,7 +410,7 @@ func TestAutomaticIntervalStepRendersNoFragmentAgain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := inc.Traefik(doc)
+		got, err := rendered(inc, Request{Doc: doc})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -457,7 +457,7 @@ func TestIncrementalCacheKeepsOnlyRecentVariants(t *testing.T) {
 	render := func() {
 		t.Helper()
 		doc, _ := fleet.Derive(st, opt)
-		got, err := inc.Traefik(doc)
+		got, err := rendered(inc, Request{Doc: doc})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -649,4 +649,13 @@ func TestIncrementalRenderRefusesCorruptDocuments(t *testing.T) {
 	if refused < 400 {
 		t.Errorf("only %d of 800 corrupt renders were refused: the corruptions are too weak to test anything", refused)
 	}
+}
+
+// rendered is inc.Render(req) in one slice, as the full render returns it.
+func rendered(inc *Incremental, req Request) ([]byte, error) {
+	b, err := inc.Render(req)
+	if err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }

@@ -47,7 +47,7 @@ func groupOutputs(t *testing.T, doc *routing.Document, inc *Incremental, fc *Fle
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := inc.TraefikGroups(gd, g, sel, fc)
+		got, err := rendered(inc, Request{Doc: gd, Output: g, Groups: sel, Certs: fc})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -106,7 +106,7 @@ func TestRetryIsOnEveryApplicationRouterAndNotOnTheChallengeRouter(t *testing.T)
 				t.Fatal(err)
 			}
 			for range 2 { // a fresh render, then one from cached fragments
-				got, err := inc.TraefikOutput(c.doc, "", c.fc)
+				got, err := rendered(inc, Request{Doc: c.doc, Certs: c.fc})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -191,7 +191,7 @@ func TestRetryOffRendersWithoutMiddlewares(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := inc.TraefikOutput(doc, "", acmeCerts())
+		got, err := rendered(inc, Request{Doc: doc, Certs: acmeCerts()})
 		if err != nil || !bytes.Equal(got, out) {
 			t.Errorf("incremental render (err %v) differs from the full render", err)
 		}

@@ -28,7 +28,11 @@ func TestThrasherKeepsPolledOutputState(t *testing.T) {
 	}
 	poll := func(output string) {
 		t.Helper()
-		b, err := inc.TraefikOutput(doc, output, nil)
+		// A copy of doc each time: Render answers an output's next render of the very
+		// document it last rendered with its last body, and every poll here must render
+		// and assemble (as one of a new revision does).
+		d := *doc
+		b, err := rendered(inc, Request{Doc: &d, Output: output})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +79,7 @@ func TestNewOutputGetsASlot(t *testing.T) {
 	}
 	render := func(output string) {
 		t.Helper()
-		if _, err := inc.TraefikOutput(doc, output, nil); err != nil {
+		if _, err := rendered(inc, Request{Doc: doc, Output: output}); err != nil {
 			t.Fatal(err)
 		}
 	}

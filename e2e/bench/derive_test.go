@@ -29,7 +29,7 @@ type deriveResult struct {
 	ColdNs                 int64 // first derive+render in a fresh process
 	DeriveNs, RenderNs     int64 // per op, testing.Benchmark
 	TotalNs                int64 // derive+render per op
-	// EditNs is fleet.Deriver + render.Incremental.TraefikDelta after one application's
+	// EditNs is fleet.Deriver + render.Incremental.Render after one application's
 	// instance moved (a new port each op), the node's steady state: best of three runs.
 	EditNs int64
 	// AppEditNs is the same for a change of the application's own record (its health
@@ -123,14 +123,14 @@ func runChild(kind string) int {
 		}
 	}
 	// The node's path: fleet.Deriver patches the last document for the record the store
-	// read names, render.Incremental.TraefikDelta re-renders the changed application and
+	// read names, render.Incremental.Render re-renders the changed application and
 	// splices it into the last body. One application's port moves per op; the new node
 	// record (a new value, as a store read makes it) is made with the timer stopped.
 	var x fleet.Deriver
 	inc, err := render.NewIncremental(render.Options{})
 	if err == nil {
 		d0, _, _ := x.Derive(st, opt, nil)
-		_, err = inc.TraefikDelta(d0, nil, "", nil)
+		_, err = inc.Render(render.Request{Doc: d0})
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench child: incremental render: %v\n", err)
@@ -153,7 +153,7 @@ func runChild(kind string) int {
 					rec.Instances[app] = fleet.Instance{Port: 1 + n%60000, Ready: true}
 					b.StartTimer()
 					d, _, delta := x.Derive(st, opt, []string{fleet.NodeKey(rec.Name)})
-					if _, err := inc.TraefikDelta(d, delta, "", nil); err != nil {
+					if _, err := inc.Render(render.Request{Doc: d, Delta: delta}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -170,7 +170,7 @@ func runChild(kind string) int {
 					st.Apps[4].Health = &fleet.Health{Path: "/h" + strconv.Itoa(n%2)}
 					b.StartTimer()
 					d, _, delta := x.Derive(st, opt, []string{fleet.AppKey(app)})
-					if _, err := inc.TraefikDelta(d, delta, "", nil); err != nil {
+					if _, err := inc.Render(render.Request{Doc: d, Delta: delta}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -268,7 +268,7 @@ func TestDeriveAndRenderGrowLinearly(t *testing.T) {
 	growthEdit := perRouteEdit[size{100000, 0}] / perRouteEdit[size{1000, 0}]
 	report.goal("derive + incremental render, one application changed, 10k routes + 10k prefixes", "< 50 ms",
 		msNs(goalRes.EditNs)+" ms", goalRes.EditNs < (50*time.Millisecond).Nanoseconds(),
-		"the node's steady state: fleet.Deriver patches the document, render.Incremental.TraefikDelta splices one application")
+		"the node's steady state: fleet.Deriver patches the document, render.Incremental.Render splices one application")
 	report.goal("derive + incremental render grows linearly", "per-route cost at 100k within 1.3× of 1k",
 		fmt.Sprintf("%.2f×", growthEdit), growthEdit <= 1.3,
 		"one instance moved per pass, no prefixes: its node record holds 2/3 of the fleet's instances, which the Deriver compares")

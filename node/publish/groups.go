@@ -30,7 +30,7 @@ const maxGroupDocs = 64
 // digests and the full document it was made from: when the Deriver patched the next
 // full document from that one, the selection is patched too (routing.ForGroupsDelta,
 // the changed routes alone) and its render builds on the last body
-// (render.Incremental.TraefikGroupsDelta). Only entries made from the document being
+// (render.Incremental.Render). Only entries made from the document being
 // superseded can serve the next snapshot: swapDoc drops the others.
 type groupLineage struct {
 	mu   sync.Mutex

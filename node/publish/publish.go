@@ -196,7 +196,7 @@ func (p *Publisher) Publish(doc *routing.Document, now time.Time) bool {
 
 // PublishDelta is Publish for a document the Deriver made from the last one (delta,
 // nil when it did not): the Traefik render of the new snapshot then re-renders the
-// changed applications alone (render.Incremental.TraefikDelta).
+// changed applications alone (render.Incremental.Render).
 func (p *Publisher) PublishDelta(doc *routing.Document, delta *routing.Delta, now time.Time) bool {
 	changed := p.swapDoc(doc, delta, now)
 	if changed && p.onPublish != nil {
@@ -391,15 +391,14 @@ func (p *Publisher) renderNow(s *Snapshot, k renderKey, groups []string, spill b
 	case api.FormatTraefik:
 		// One output per (prefer, selection), each merging with its own last order. A
 		// document the Deriver patched re-renders the changed applications alone,
-		// whatever the prefer and selection (render.Incremental.TraefikPreferDelta,
-		// TraefikGroupsDelta). The body is joined here: gzip and the ETag read it whole
-		// anyway.
-		var b render.Body
+		// whatever the prefer and selection (render.Incremental.Render). The body is
+		// joined here: gzip and the ETag read it whole anyway.
+		output := prefer
 		if groups != nil {
-			b, err = p.frags.TraefikGroupsDelta(doc, delta, prefer, prefer+"|"+k.groups, groups, fc)
-		} else {
-			b, err = p.frags.TraefikPreferDelta(doc, delta, prefer, prefer, fc)
+			output = prefer + "|" + k.groups
 		}
+		var b render.Body
+		b, err = p.frags.Render(render.Request{Doc: doc, Delta: delta, Prefer: prefer, Output: output, Groups: groups, Certs: fc})
 		body = b.Bytes()
 	default:
 		return nil, fmt.Errorf("unknown format %q", format)
