@@ -14,7 +14,7 @@ import (
 // TestAOneStepChangeIsPatchedAndServedLikeAFullRender: a node that reads one changed
 // object (its own record, after an instance moved) patches the last document
 // (fleet.Deriver) and renders the default output from its last body
-// (render.Incremental.TraefikDelta), for every prefer and group selection it serves
+// (render.Incremental.Render with a Delta), for every prefer and group selection it serves
 // (the selection's document patched with routing.ForGroupsDelta); what it serves is byte
 // for byte the full render of the document it publishes.
 func TestAOneStepChangeIsPatchedAndServedLikeAFullRender(t *testing.T) {
