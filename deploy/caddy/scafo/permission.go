@@ -98,9 +98,13 @@ type triedName struct {
 func retryAfter(n int, iv time.Duration) time.Duration {
 	d := min(nameRetry, iv)
 	for i := 1; i < n && d < iv; i++ {
-		d *= 2
+		if d > iv/2 { // never past iv: no overflow whatever the interval
+			d = iv
+		} else {
+			d *= 2
+		}
 	}
-	return min(d, iv)
+	return d
 }
 
 // nameRetry is how soon at most a name approved with no certificate in the storage is

@@ -111,3 +111,22 @@ func TestConcurrentHandshakesNeverOverspendAShare(t *testing.T) {
 		t.Fatalf("%d approvals of shop's names at once, want its share %d", total, DefaultShare(DefaultIssuanceBudget))
 	}
 }
+
+// TestRetryAfterDoublesUpToTheInterval: 10, 20, 40 minutes, then the interval; an
+// interval shorter than nameRetry is the delay; a huge one never overflows.
+func TestRetryAfterDoublesUpToTheInterval(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		iv   time.Duration
+		want time.Duration
+	}{
+		{1, time.Hour, 10 * time.Minute}, {2, time.Hour, 20 * time.Minute}, {3, time.Hour, 40 * time.Minute},
+		{4, time.Hour, time.Hour}, {1000, time.Hour, time.Hour},
+		{1, time.Minute, time.Minute}, {5, time.Minute, time.Minute},
+		{200, time.Duration(1<<63 - 1), time.Duration(1<<63 - 1)},
+	} {
+		if got := retryAfter(c.n, c.iv); got != c.want {
+			t.Errorf("retryAfter(%d, %s) = %s, want %s", c.n, c.iv, got, c.want)
+		}
+	}
+}
