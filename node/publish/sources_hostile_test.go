@@ -1,6 +1,7 @@
 package publish
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -14,17 +15,23 @@ import (
 // the real ingress's first poll of the window. With equal counts (one source each,
 // one count a window), its outputs lead the real one by one for the part of the
 // window before the real poll: enough to evict it, and then the real output, tied,
-// is never admitted back, so every real poll of the window renders.
+// is never admitted back, so every real poll of the window renders (the output of
+// every group; the two selections held before the fix too, and are kept as cover).
 func TestAThrasherPollingFirstInEachWindowRendersNoRealPoll(t *testing.T) {
 	if testing.Short() {
 		t.Skip("renders thousands of selections")
 	}
+	for _, real := range []sourcedPoll{{"10.1.0.1", "", nil}, {"10.1.0.2", "vps-a", []string{"g1"}}, {"fd00:1:2:3::/64", "", []string{"g2", "g5"}}} {
+		t.Run(real.prefer+"/"+strings.Join(real.groups, ","), func(t *testing.T) { thrashFirstInEachWindow(t, real) })
+	}
+}
+
+func thrashFirstInEachWindow(t *testing.T, real sourcedPoll) {
 	_, _, _, doc := thrashFleet(40)
 	p := newPublisher(render.Options{}, "")
 	p.Publish(doc, time.Now())
 	now := time.Date(2026, 12, 2, 16, 0, 0, 0, time.UTC)
 	p.clock = func() time.Time { return now }
-	real := sourcedPoll{"10.1.0.1", "", nil}
 	thrash := thrashSelections(300)
 	s := p.cur.Load()
 	get := func(q sourcedPoll) {
