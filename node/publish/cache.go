@@ -89,7 +89,7 @@ func (c *bodyCache) Admits(k renderKey) bool {
 		return true
 	}
 	_, vn := c.victim()
-	return vn < 0 || c.polls.Estimate(outputOf(k)) > vn
+	return vn < 0 || c.polls.Estimate(outputOf(k)) > vn+admitLead
 }
 
 // Add keeps r, rendered for the snapshot numbered seq, as the body of k, unless the cache is full and k's output is polled no
@@ -126,7 +126,7 @@ func (c *bodyCache) Add(k renderKey, r *Rendered, seq uint64) bool {
 	}
 	if len(c.entries) >= c.size {
 		vk, vn := c.victim()
-		if vn >= 0 && c.polls.Estimate(out) <= vn {
+		if vn >= 0 && c.polls.Estimate(out) <= vn+admitLead {
 			gone = append(gone, r)
 			return false
 		}

@@ -61,7 +61,7 @@ func makeRoom[V any](m map[string]V, key string, polls *freq.Sketch, drop func(s
 			victim, vn = k, n
 		}
 	}
-	if polls.Estimate(selectionOf(key)) <= vn {
+	if polls.Estimate(selectionOf(key)) <= vn+admitLead {
 		return false
 	}
 	delete(m, victim)

@@ -141,7 +141,11 @@ func (p *Publisher) Renders() int64 { return p.renders.Load() }
 // where rendered bodies are also written for sendfile (files are removed when their
 // entry leaves the cache).
 func newPublisher(opts render.Options, spillDir string) *Publisher {
-	polls := freq.New(maxBodies)
+	// The sketch is as wide as the distinct keys a window may bring (doorPairs, 512 KiB):
+	// sized for the 256 bodies, a thrasher's few hundred selections collided in every
+	// row, some counted twice as often as they are polled, and those evicted a real
+	// ingress's output (TestAThrasherPollingFirstInEachWindowRendersNoRealPoll).
+	polls := freq.New(doorPairs)
 	c := newBodyCache(maxBodies, polls, func(r *Rendered) {
 		// Unlinking while a poll still has the file open is fine: the open file stays
 		// readable until closed (and a poll that finds it gone sends the bytes in memory).

@@ -23,6 +23,16 @@ const doorPairs = 16384
 // no longer polled fades to nothing in about 80 minutes.
 const agingWindows = 8
 
+// admitLead is how much more than its victim a newcomer must be polled to take its
+// place in a full cache (bodyCache, the group documents). Counts rise at a source's
+// first poll of a window, so within a window a one-address thrasher that polls right
+// after the window turns leads, by one, a real ingress that has not polled yet; with
+// ties alone keeping the incumbent, that lead evicted the real output, which, tied
+// again at its own poll, was never admitted back: every real poll rendered (hostile
+// round five, TestAThrasherPollingFirstInEachWindowRendersNoRealPoll). One source's
+// lead within a window is at most one, and halving never turns a lead into a deficit.
+const admitLead = 1
+
 // newDoor is the doorkeeper of the publisher's sketch polls: a (source, key) once per
 // PopularityWindow, polls halved every agingWindows windows.
 func newDoor(polls *freq.Sketch) *freq.Doorkeeper {

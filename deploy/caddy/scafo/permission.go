@@ -75,9 +75,36 @@ type Permission struct {
 	// byApp are the same approvals by application (APIBucket for the API hosts),
 	// oldest first; an application with none in the window has no entry.
 	byApp map[string][]time.Time
-	// tried is when each certificate-less name was last approved, for the names
-	// approved within nameRetry (see CertificateAllowed).
-	tried map[string]time.Time
+	// tried is when each certificate-less name was last approved and how many times in
+	// a row, for the names approved within their retry delay and an interval past it
+	// (see CertificateAllowed): at most as many as two intervals of approvals.
+	tried map[string]triedName
+}
+
+// triedName is a certificate-less name's last approval and how many approvals in a row
+// it has had without a certificate landing.
+type triedName struct {
+	at time.Time
+	n  int
+}
+
+// retryAfter is how soon a name approved n times in a row with no certificate landing
+// is approved again: nameRetry after the first, doubling after each (10, 20, 40 min),
+// never longer than the budget's interval. With a fixed delay two names whose orders
+// fail (12 approvals an hour) kept an application's share (10) spent for as long as an
+// anonymous client handshaked them, and its new name was never approved
+// (TestTwoFailingNamesCannotLockAnApplicationsNewNameOut); doubling, a failing name
+// is worth 3 approvals in its first hour and 1 an hour after.
+func retryAfter(n int, iv time.Duration) time.Duration {
+	d := min(nameRetry, iv)
+	for i := 1; i < n && d < iv; i++ {
+		if d > iv/2 { // never past iv: no overflow whatever the interval
+			d = iv
+		} else {
+			d *= 2
+		}
+	}
+	return d
 }
 
 // nameRetry is how soon at most a name approved with no certificate in the storage is
@@ -199,14 +226,14 @@ func (p *Permission) CertificateAllowed(ctx context.Context, name string) error 
 			p.byApp[a] = ts
 		}
 	}
-	retry := min(nameRetry, iv)
-	for k, at := range p.tried {
-		if !at.After(t.Add(-retry)) {
+	for k, tn := range p.tried { // forgotten an interval after its next approval was due
+		if !tn.at.Add(retryAfter(tn.n, iv) + iv).After(t) {
 			delete(p.tried, k)
 		}
 	}
-	if at, ok := p.tried[name]; ok {
-		next := at.Add(retry).Sub(t)
+	tn, ok := p.tried[name]
+	if at := tn.at; ok && at.Add(retryAfter(tn.n, iv)).After(t) {
+		next := at.Add(retryAfter(tn.n, iv)).Sub(t)
 		reason := fmt.Sprintf("approved %s ago and still no certificate in the storage (its order failed or is in flight); the next approval for this name in %s",
 			t.Sub(at).Round(time.Second), next.Round(time.Second))
 		if p.logger != nil {
@@ -240,9 +267,9 @@ func (p *Permission) CertificateAllowed(ctx context.Context, name string) error 
 	}
 	p.byApp[app] = append(p.byApp[app], t)
 	if p.tried == nil {
-		p.tried = map[string]time.Time{}
+		p.tried = map[string]triedName{}
 	}
-	p.tried[name] = t
+	p.tried[name] = triedName{at: t, n: tn.n + 1}
 	return nil
 }
 
