@@ -92,6 +92,12 @@ func (s *Server) handleIngress(w http.ResponseWriter, r *http.Request) {
 		s.metrics.polls.WithLabelValues(metricFormat(format), strconv.Itoa(http.StatusForbidden)).Inc()
 		return
 	}
+	probe, err := s.appliedProbe(r, format, admin)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid applied probe", err.Error())
+		s.metrics.polls.WithLabelValues(metricFormat(format), strconv.Itoa(http.StatusBadRequest)).Inc()
+		return
+	}
 	// A report is recorded only for a poll that was valid (known format, query and
 	// groups): serveIngress calls begin once it has checked them, before it serves or
 	// holds the poll. The admin token's polls are never reports: it is not an ingress.
@@ -102,7 +108,7 @@ func (s *Server) handleIngress(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var served ingress.Mark
-	code := s.serveIngress(w, r, format, &served, begin)
+	code := s.serveIngress(w, r, format, &served, begin, probe)
 	s.ingresses.End(rep, code, served)
 	s.metrics.polls.WithLabelValues(metricFormat(format), strconv.Itoa(code)).Inc()
 }
@@ -121,9 +127,10 @@ func (s *Server) keysInline() bool {
 }
 
 // serveIngress answers a poll; on a 200 it sets served to what the answer carries.
+// probe (nil: none) adds the poll's applied probe to a Traefik body (applied.go).
 // begin is called once the poll is known valid (format, query, groups), before it is
 // served or held.
-func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format string, served *ingress.Mark, begin func()) int {
+func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format string, served *ingress.Mark, begin func(), probe *publish.Probe) int {
 	if format != api.FormatRoutes && format != api.FormatTraefik {
 		writeError(w, http.StatusNotFound, "unknown format", fmt.Sprintf("format %q is not registered; only %q", format, api.FormatTraefik))
 		return http.StatusNotFound
@@ -195,7 +202,7 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 		if snap.Upstreams(prefer) == 0 {
 			prefer = "" // a valid name not in the fleet changes nothing
 		}
-		rend, err := s.pub.GetGroups(snap, prefer, format, groups)
+		rend, probed, err := s.pub.GetApplied(snap, prefer, format, groups, probe)
 		if err != nil {
 			// prefer was validated above: anything here is the node's own fault.
 			s.log.Error("rendering", "format", format, "err", err)
@@ -246,7 +253,7 @@ func (s *Server) serveIngress(w http.ResponseWriter, r *http.Request, format str
 		}
 		h.Set("Content-Length", strconv.Itoa(len(body)))
 		serial, epoch, _ := snap.Mark()
-		*served = ingress.Mark{Serial: serial, Epoch: epoch, Revision: rend.Revision()}
+		*served = ingress.Mark{Serial: serial, Epoch: epoch, Revision: rend.Revision(), Probed: probed}
 		w.WriteHeader(http.StatusOK)
 		if r.Method != http.MethodHead {
 			writeBody(w, body, file)

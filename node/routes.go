@@ -68,6 +68,7 @@ var routes = []route{
 	{group: groupPublic, method: http.MethodGet, pattern: api.PathInstanceHealth + "{app}", handle: (*Server).handleInstanceHealth, reserve: reserveAnyone},
 	{group: groupPublic, method: http.MethodGet, pattern: render.ACMEChallengePath + "{token}", handle: (*Server).handleACMEChallenge},
 	{group: groupPublic, method: http.MethodGet, pattern: api.PathMetrics, build: (*Server).metricsHandler},
+	{group: groupPublic, method: http.MethodGet, pattern: api.PathIngressApplied + "{ingress}/{revision}/{mac}", handle: (*Server).handleApplied},
 
 	{group: groupIngress, method: http.MethodGet, pattern: api.PathStatus, handle: (*Server).handleStatus, reserve: reserveIngress},
 	{group: groupIngress, method: http.MethodGet, pattern: api.PathIngress + "{format}", handle: (*Server).handleIngress, reserve: reserveIngress},
