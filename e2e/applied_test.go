@@ -80,3 +80,72 @@ func TestWaitAppliedIsNeverEarlyWithTheAppliedProbe(t *testing.T) {
 		t.Logf("control, appliedDelay 500ms and no probe, throttle 2s: %d of %d answers early; PUT → 200 %v", early, checked, roundAll(took))
 	})
 }
+
+// The HTTP-provider twin of TestWaitAppliedIsNeverEarlyWithTheAppliedProbe (issue 24):
+// Traefik's HTTP provider reports nothing, so the node counted what it served, early
+// by up to 3.4 s at 10 000 applications. With the shipped X-Scafo-Applied-Probe, the
+// body carries a health-checked service at this Traefik's web entry point whose check
+// reaches the node only through a router of that body (render.WithAppliedProbe), so a
+// write with ?wait=applied answers 200 only once Traefik serves it. Traefik runs with
+// its default 2 s throttle and each round makes two flips in a row. The control, the
+// same rounds without the probe header ("served"), is logged, not asserted.
+func TestWaitAppliedIsNeverEarlyWithTheHTTPProviderProbe(t *testing.T) {
+	const host, target = "early.example.org", "next.apps.localhost"
+	const rounds = 4
+	run := func(t *testing.T, noProbe bool) (early, checked int, took []time.Duration) {
+		f := startFleet(t, 1, nodeOptions{args: ownPorts()})
+		n1 := f.nodes[0]
+		f.deploy(t, "classic", "acme", []*node{n1}, "")
+		f.deploy(t, "next", "acme", []*node{n1}, "")
+		n1.claim(t, "classic", host)
+		tr := startTraefik(t, "traefik-http", traefikOptions{node: n1, ingressName: "edge-early", noProbe: noProbe, throttle: "2s"})
+		tr.waitServedBy(t, host, "/paulca/x", "classic@n1", routeTimeout)
+		waitFor(t, "edge-early applied on n1", routeTimeout, func() error {
+			status, a, _ := n1.putPathsWaiting(t, "classic", host, map[string]string{}, 5*time.Second)
+			if status != http.StatusOK || a.Ingresses != 1 {
+				return fmt.Errorf("wait=applied: %d %+v", status, a)
+			}
+			return nil
+		})
+		if in := n1.ingresses(t)["edge-early"]; noProbe == (in.Applied != nil) {
+			t.Fatalf("edge-early in status: %+v (probe %v): want applied with the probe, served without", in, !noProbe)
+		}
+		for i := range rounds {
+			for _, flip := range []struct {
+				paths map[string]string
+				want  string
+			}{
+				{map[string]string{"paulca": target}, "next@n1"},
+				{map[string]string{}, "classic@n1"},
+			} {
+				t0 := time.Now()
+				status, a, _ := n1.putPathsWaiting(t, "classic", host, flip.paths, 15*time.Second)
+				took = append(took, time.Since(t0))
+				if status != http.StatusOK || !a.Applied || a.Ingresses != 1 {
+					t.Fatalf("round %d: %d %+v, want 200 applied by edge-early", i, status, a)
+				}
+				// Right after the answer: every request is routed by the new configuration.
+				checked++
+				for range 3 {
+					r, err := tr.get(host, "/paulca/x")
+					if err != nil || r.from() != flip.want {
+						early++
+						if !noProbe {
+							t.Errorf("round %d: right after wait=applied answered 200, Traefik routed %q (%v), want %s", i, r.from(), err, flip.want)
+						}
+						break
+					}
+				}
+			}
+		}
+		return early, checked, took
+	}
+	t.Run("probe", func(t *testing.T) {
+		early, checked, took := run(t, false)
+		t.Logf("HTTP provider with X-Scafo-Applied-Probe (shipped), throttle 2s: %d of %d answers early; PUT → 200 %v", early, checked, roundAll(took))
+	})
+	t.Run("served", func(t *testing.T) {
+		early, checked, took := run(t, true)
+		t.Logf("control, HTTP provider without the probe (served), throttle 2s: %d of %d answers early; PUT → 200 %v", early, checked, roundAll(took))
+	})
+}

@@ -191,13 +191,28 @@ func TestStaticConfigKeepsTheShippedSettings(t *testing.T) {
 		{"providers", "providersThrottleDuration"},
 		{"providers", "http", "pollInterval"},
 		{"providers", "http", "pollTimeout"},
-		{"providers", "http", "headers"},
 		{"global"},
 		{"api", "dashboard"},
 	} {
 		if !reflect.DeepEqual(dig(got, keys...), dig(shipped, keys...)) {
 			t.Errorf("%s changed: %v, shipped %v", strings.Join(keys, "."), dig(got, keys...), dig(shipped, keys...))
 		}
+	}
+	// The headers are the shipped ones, the applied probe's port aside (the web entry
+	// point's, on loopback).
+	gotHeaders, _ := dig(got, "providers", "http", "headers").(map[string]any)
+	shippedHeaders, _ := dig(shipped, "providers", "http", "headers").(map[string]any)
+	if gotHeaders[appliedProbeHeader] != "http://127.0.0.1:1001" || shippedHeaders[appliedProbeHeader] != shippedAppliedProbe {
+		t.Errorf("%s: shipped %v, run %v; want %s rewritten to the web entry point", appliedProbeHeader,
+			shippedHeaders[appliedProbeHeader], gotHeaders[appliedProbeHeader], shippedAppliedProbe)
+	}
+	for k, v := range shippedHeaders {
+		if k != appliedProbeHeader && gotHeaders[k] != v {
+			t.Errorf("providers.http.headers.%s changed: %v, shipped %v", k, gotHeaders[k], v)
+		}
+	}
+	if len(gotHeaders) != len(shippedHeaders) {
+		t.Errorf("providers.http.headers: %v, shipped %v", gotHeaders, shippedHeaders)
 	}
 	for _, tc := range []struct {
 		keys []string

@@ -48,6 +48,9 @@ type traefikOptions struct {
 	// encodedCharacters option on every entry point back to Traefik's default (allowed),
 	// to show what the render alone holds (scenario 5). Never used for anything else.
 	traefikDefaultEncodedCharacters bool
+	// noProbe and throttle: see overrides.
+	noProbe  bool
+	throttle string
 }
 
 // overrides are what staticConfig changes in the shipped file.
@@ -58,7 +61,20 @@ type overrides struct {
 	noAuthHeader bool
 	// allowEncoded sets every entryPoints.*.http.encodedCharacters option to true.
 	allowEncoded bool
+	// noProbe drops the shipped X-Scafo-Applied-Probe header (the node then counts
+	// what it served: the control of the applied-probe tests); else it is rewritten to
+	// the web entry point's loopback port.
+	noProbe bool
+	// throttle replaces providers.providersThrottleDuration when set.
+	throttle string
 }
+
+// shippedAppliedProbe is the shipped X-Scafo-Applied-Probe: the web entry point on
+// loopback, the one part of it the suite replaces (its port).
+const (
+	shippedAppliedProbe = "http://127.0.0.1:80"
+	appliedProbeHeader  = "X-Scafo-Applied-Probe"
+)
 
 // traefikPorts are the loopback ports one Traefik listens on.
 type traefikPorts struct {
@@ -163,6 +179,25 @@ func staticConfig(rendered []byte, o overrides) ([]byte, error) {
 		u.RawQuery = query
 	}
 	httpProv["endpoint"] = u.String()
+	if headers, ok := httpProv["headers"].(map[string]any); ok {
+		if v, ok := headers[appliedProbeHeader]; ok {
+			if v != shippedAppliedProbe {
+				return nil, fmt.Errorf("shipped providers.http.headers.%s = %v: want %s (the web entry point on loopback)", appliedProbeHeader, v, shippedAppliedProbe)
+			}
+			if o.noProbe {
+				delete(headers, appliedProbeHeader)
+			} else {
+				headers[appliedProbeHeader] = fmt.Sprintf("http://127.0.0.1:%d", ports.web)
+			}
+		} else if !o.noProbe {
+			return nil, fmt.Errorf("shipped providers.http.headers has no %s", appliedProbeHeader)
+		}
+	}
+	if o.throttle != "" {
+		if err := set(o.throttle, "providers", "providersThrottleDuration"); err != nil {
+			return nil, err
+		}
+	}
 	if noAuthHeader {
 		headers, ok := httpProv["headers"].(map[string]any)
 		if !ok {
@@ -235,6 +270,8 @@ func startTraefik(t *testing.T, name string, opts traefikOptions) *traefik {
 			query:        opts.query,
 			noAuthHeader: opts.noAuthHeader,
 			allowEncoded: opts.traefikDefaultEncodedCharacters,
+			noProbe:      opts.noProbe,
+			throttle:     opts.throttle,
 		})
 		if err != nil {
 			t.Fatal(err)

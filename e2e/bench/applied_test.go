@@ -20,8 +20,10 @@ import (
 //   - plugin, appliedProbe (shipped): applied once Traefik serves the probe router;
 //   - plugin, appliedDelay only: applied a fixed 500 ms after the hand-over (the
 //     control: what the plugin did before the probe);
-//   - HTTP provider: "served", counted when Traefik polls again after taking the
-//     answer (Traefik does not report what it applied).
+//   - HTTP provider, X-Scafo-Applied-Probe (shipped): applied once Traefik's own health
+//     check reaches the node through the callback router of the body it serves;
+//   - HTTP provider without the probe: "served", counted when Traefik polls again after
+//     taking the answer (the control: Traefik's HTTP provider reports nothing).
 //
 // An early answer is one whose first request after it reached the old target.
 
@@ -33,8 +35,10 @@ type appliedCase struct {
 
 func (c appliedCase) name() string {
 	switch {
+	case c.kind == providerHTTP && c.probe:
+		return thousands(c.apps) + " apps, HTTP provider, X-Scafo-Applied-Probe (shipped)"
 	case c.kind == providerHTTP:
-		return thousands(c.apps) + " apps, HTTP provider (served)"
+		return thousands(c.apps) + " apps, HTTP provider, served (control)"
 	case c.probe:
 		return thousands(c.apps) + " apps, plugin, appliedProbe (shipped)"
 	default:
@@ -56,7 +60,7 @@ func TestWaitAppliedIsNeverEarlyByFleetSize(t *testing.T) {
 	flips := envInt(t, "SCAFO_BENCH_APPLIED_FLIPS", 10)
 	var runs []appliedRun
 	for _, n := range sizes {
-		for _, c := range []appliedCase{{n, providerPlugin, true}, {n, providerPlugin, false}, {n, providerHTTP, false}} {
+		for _, c := range []appliedCase{{n, providerPlugin, true}, {n, providerPlugin, false}, {n, providerHTTP, true}, {n, providerHTTP, false}} {
 			t.Run(c.name(), func(t *testing.T) {
 				r := measureApplied(t, c, flips)
 				runs = append(runs, r)
@@ -94,7 +98,7 @@ func measureApplied(t *testing.T, c appliedCase, flips int) appliedRun {
 	if err := nd.proc.WaitUntil(time.Minute, func() error { return apiChainHas(nd, nd.name) }); err != nil {
 		t.Fatalf("waiting for %s in its own document's API chain: %v", nd.name, err)
 	}
-	l := providerLaunch{kind: c.kind, endpoints: []string{nodeBaseURL(nd)}}
+	l := providerLaunch{kind: c.kind, endpoints: []string{nodeBaseURL(nd)}, noProbe: c.kind == providerHTTP && !c.probe}
 	if c.kind == providerPlugin {
 		l.plugin = map[string]any{"name": "bench-plugin"}
 		if !c.probe {

@@ -50,6 +50,9 @@ type providerLaunch struct {
 	// pluginSrc is the plugin's source directory (default: this tree's traefikprovider;
 	// another for an older build of the plugin).
 	pluginSrc string
+	// noProbe drops the HTTP provider's shipped X-Scafo-Applied-Probe header (the node
+	// then counts what it served; the control of the applied rows).
+	noProbe bool
 	// logLevel replaces the shipped log.level when set (DEBUG: Traefik logs every
 	// configuration it receives, and the plugin every configuration it emits).
 	logLevel string
@@ -105,6 +108,13 @@ func providerStatic(shipped []byte, l providerLaunch, web, websecure, api int) (
 		headers["Authorization"] = "Bearer " + benchIngressToken
 		if _, ok := headers["X-Scafo-Ingress"]; ok {
 			headers["X-Scafo-Ingress"] = "bench-http" // render-config.sh's part: a report name
+		}
+		// The applied probe reaches this Traefik's web entry point.
+		if _, ok := headers["X-Scafo-Applied-Probe"]; ok {
+			headers["X-Scafo-Applied-Probe"] = "http://" + addr(web)
+			if l.noProbe {
+				delete(headers, "X-Scafo-Applied-Probe")
+			}
 		}
 	case providerPlugin:
 		plug, ok := dig(cfg, "providers", "plugin", pluginKey).(map[string]any)

@@ -108,7 +108,7 @@ type Reconciler interface {
 // Publisher is what the API reads of the published snapshot (*publish.Publisher).
 type Publisher interface {
 	Current() *publish.Snapshot
-	GetGroupsFrom(s *publish.Snapshot, source, prefer, format string, groups []string) (*publish.Rendered, error)
+	GetApplied(s *publish.Snapshot, source, prefer, format string, groups []string, probe *publish.Probe) (*publish.Rendered, bool, error)
 }
 
 // StoreIdentity is whether the store is the one this node served (*store.Identity).

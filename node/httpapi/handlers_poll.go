@@ -36,6 +36,12 @@ func (s *API) handleIngress(w http.ResponseWriter, r *http.Request) {
 		s.metrics.Polls.WithLabelValues(metricFormat(format), strconv.Itoa(http.StatusForbidden)).Inc()
 		return
 	}
+	probe, err := s.appliedProbe(r, format, admin)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid applied probe", err.Error())
+		s.metrics.Polls.WithLabelValues(metricFormat(format), strconv.Itoa(http.StatusBadRequest)).Inc()
+		return
+	}
 	// A report is recorded only for a poll that was valid (known format, query and
 	// groups): serveIngress calls begin once it has checked them, before it serves or
 	// holds the poll. The admin token's polls are never reports: it is not an ingress.
@@ -46,7 +52,7 @@ func (s *API) handleIngress(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var served ingress.Mark
-	code := s.serveIngress(w, r, format, &served, begin)
+	code := s.serveIngress(w, r, format, &served, begin, probe)
 	s.ingresses.End(rep, code, served)
 	s.metrics.Polls.WithLabelValues(metricFormat(format), strconv.Itoa(code)).Inc()
 }
@@ -65,9 +71,10 @@ func (s *API) keysInline() bool {
 }
 
 // serveIngress answers a poll; on a 200 it sets served to what the answer carries.
+// probe (nil: none) adds the poll's applied probe to a Traefik body (applied.go).
 // begin is called once the poll is known valid (format, query, groups), before it is
 // served or held.
-func (s *API) serveIngress(w http.ResponseWriter, r *http.Request, format string, served *ingress.Mark, begin func()) int {
+func (s *API) serveIngress(w http.ResponseWriter, r *http.Request, format string, served *ingress.Mark, begin func(), probe *publish.Probe) int {
 	q, code := s.parsePoll(w, r, format)
 	if code != 0 {
 		return code
@@ -97,7 +104,8 @@ func (s *API) serveIngress(w http.ResponseWriter, r *http.Request, format string
 		if snap.Upstreams(prefer) == 0 {
 			prefer = "" // a valid name not in the fleet changes nothing
 		}
-		rend, err := s.pub.GetGroupsFrom(snap, sourceOf(r), prefer, format, q.groups) // popularity counts sources, not polls
+		// popularity counts sources, not polls; probe (nil: none) adds the poll's applied probe
+		rend, probed, err := s.pub.GetApplied(snap, sourceOf(r), prefer, format, q.groups, probe)
 		if err != nil {
 			// prefer was validated above: anything here is the node's own fault.
 			s.log.Error("rendering", "format", format, "err", err)
@@ -132,6 +140,7 @@ func (s *API) serveIngress(w http.ResponseWriter, r *http.Request, format string
 		}
 		h.Set("ETag", etag)
 		*served = writeRendered(w, r, snap, rend, q.groups, gz)
+		served.Probed = probed
 		return http.StatusOK
 	}
 }

@@ -68,6 +68,7 @@ var routes = []route{
 	{group: groupPublic, method: http.MethodGet, pattern: api.PathInstanceHealth + "{app}", handle: (*API).handleInstanceHealth, reserve: reserveAnyone},
 	{group: groupPublic, method: http.MethodGet, pattern: render.ACMEChallengePath + "{token}", handle: (*API).handleACMEChallenge},
 	{group: groupPublic, method: http.MethodGet, pattern: api.PathMetrics, build: (*API).metricsHandler},
+	{group: groupPublic, method: http.MethodGet, pattern: api.PathIngressApplied + "{ingress}/{revision}/{mac}", handle: (*API).handleApplied},
 
 	{group: groupIngress, method: http.MethodGet, pattern: api.PathStatus, handle: (*API).handleStatus, reserve: reserveIngress},
 	{group: groupIngress, method: http.MethodGet, pattern: api.PathIngress + "{format}", handle: (*API).handleIngress, reserve: reserveIngress},

@@ -29,6 +29,8 @@ type localIngress struct {
 	written   Report // as last written to the store (zero: never)
 	etag      string
 	lastWrite time.Time
+	// probe is what its applied probe told (applied.go).
+	probe probeState
 }
 
 // Book is a node's view of ingress reports: the ones it receives (local) and,
@@ -150,7 +152,10 @@ func (b *Book) Begin(rep Report) (p *Poll, why string) {
 		delete(b.gone, rep.Name)
 	}
 	prev := li.rep
-	if rep.Kind == api.KindHTTP {
+	if rep.Kind == api.KindHTTP && rep.Probe {
+		// It declares an applied probe: it holds what its callback said it serves.
+		rep.Serial, rep.Epoch, rep.Revision = li.probe.held()
+	} else if rep.Kind == api.KindHTTP {
 		// What it was served before this poll, it has taken.
 		if li.served != nil {
 			rep.Serial, rep.Epoch, rep.Revision = li.served.Serial, li.served.Epoch, li.served.Revision
@@ -173,6 +178,8 @@ type Mark struct {
 	Serial   uint64
 	Epoch    string
 	Revision string
+	// Probed: the body carried the applied probe (render.WithAppliedProbe).
+	Probed bool
 }
 
 // End closes a poll begun with a report: for an HTTP-provider Traefik, a 200 is what
@@ -191,6 +198,9 @@ func (b *Book) End(p *Poll, code int, served Mark) {
 	li.rep.Seen = b.Now()
 	if p.kind == api.KindHTTP && code == http.StatusOK {
 		li.served = &Report{Serial: served.Serial, Epoch: served.Epoch, Revision: served.Revision}
+		if served.Probed {
+			li.probe.served(served)
+		}
 	}
 }
 
@@ -209,6 +219,8 @@ func (b *Book) Parse(h http.Header) (Report, error) {
 		return rep, fmt.Errorf("%s: %.20q: want plugin or http", api.HeaderIngressKind, k)
 	}
 	if rep.Kind == api.KindHTTP {
+		// The node's handler validated the probe's URL before (a malformed one is 400).
+		rep.Probe = h.Get(api.HeaderAppliedProbe) != ""
 		if h.Get(api.HeaderAppliedSerial) != "" || h.Get(api.HeaderAppliedRevision) != "" {
 			return rep, fmt.Errorf("%s/%s: only a plugin reports what it applied (send %s: plugin)", api.HeaderAppliedSerial, api.HeaderAppliedRevision, api.HeaderIngressKind)
 		}

@@ -8,6 +8,9 @@
 //     and nothing else: the node records what it served it (the serial and revision of
 //     a 200), and counts it once that Traefik polls again (its next poll comes a
 //     pollInterval later, after it took the answer): "served", never "applied".
+//     Unless it also sends X-Scafo-Applied-Probe (one of its entry points): its body
+//     then makes it call the node back once it serves it (applied.go), and it holds
+//     what its last callback confirmed, nothing before the first.
 //
 // A report is not routing state: it is kept in ingresses/<name>.json, a key the
 // reconcile pass never reads, written without a serial bump, so no report ever moves

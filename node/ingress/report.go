@@ -52,13 +52,17 @@ type Report struct {
 	// Groups is the ?group= selection its polls ask for, canonical (sorted,
 	// comma-separated; "" for every group): Revision is that selection's.
 	Groups string `json:"groups,omitempty"`
+	// Probe: an HTTP-provider Traefik that declares an applied probe
+	// (api.HeaderAppliedProbe): Serial and Revision are what its callback said it
+	// serves, not what it was served.
+	Probe bool `json:"probe,omitempty"`
 	// Seen is when that node last heard from it.
 	Seen time.Time `json:"seen"`
 }
 
 func (r Report) sameState(o Report) bool {
 	return r.Name == o.Name && r.Kind == o.Kind && r.Node == o.Node && r.Serial == o.Serial &&
-		r.Epoch == o.Epoch && r.Revision == o.Revision && r.Groups == o.Groups
+		r.Epoch == o.Epoch && r.Revision == o.Revision && r.Groups == o.Groups && r.Probe == o.Probe
 }
 
 // decode checks one stored report; a malformed one is skipped with the reason

@@ -46,7 +46,13 @@ func newBodyCache(size int, polls *freq.Sketch, evicted func(*Rendered)) *bodyCa
 
 // outputOf is the key's output: what polls of it count under.
 func outputOf(k renderKey) string {
-	return k.format + "\x00" + k.prefer + "\x00" + k.groups
+	out := k.format + "\x00" + k.prefer + "\x00" + k.groups
+	if k.probe != "" {
+		// Each ingress's probe body is its own output: a made-up name is counted (and
+		// admitted) as one.
+		out += "\x00" + k.probe
+	}
+	return out
 }
 
 // Get returns the body of k, if kept.

@@ -103,6 +103,7 @@ type renderKey struct {
 	format   string
 	certs    string // the fleet certificates' fingerprint (traefik format only; of the selection's names with ?group=)
 	groups   string // the ?group= selection, sorted, comma-separated; "" for every group
+	probe    string // the applied probe's inputs (applied.go); "" for none
 }
 
 // Rendered is one cached body, identity and gzip, with its strong ETag.

@@ -1,0 +1,244 @@
+package render
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func testProbe() AppliedProbe {
+	return AppliedProbe{Ingress: "edge-1.eu", Revision: strings.Repeat("ab", 16), MAC: strings.Repeat("c3", 16),
+		EntryPoint: "http://127.0.0.1:80", Node: "http://127.0.0.1:7400"}
+}
+
+// TestAppliedProbeAddsItsObjectsToEveryRender: on every golden case, the body with the
+// probe decodes strictly into the render's types and Traefik's schema, holds every
+// router and service of the render unchanged plus the probe's two of each, and routes
+// the probe's request (host scafo-applied.invalid, the callback path) to the callback
+// router and nothing to the check router.
+func TestAppliedProbeAddsItsObjectsToEveryRender(t *testing.T) {
+	schema := loadTraefikSchemaOrNil(t)
+	p := testProbe()
+	cases := loadCases(t)
+	if len(cases) == 0 {
+		t.Fatal("no golden cases")
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			body, err := Traefik(c.doc, c.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			orig := bytes.Clone(body)
+			out, err := WithAppliedProbe(body, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(body, orig) {
+				t.Fatal("the render's body was modified")
+			}
+			if !json.Valid(out) {
+				t.Fatalf("not JSON: %s", out)
+			}
+			if schema != nil {
+				if errs := schema.validate(out); len(errs) > 0 {
+					t.Fatalf("Traefik's schema refuses it: %v", errs)
+				}
+			}
+			before, after := decodeStrict(t, body), decodeStrict(t, out)
+			checkAppliedObjects(t, before, after, p)
+			routers := compileRouters(t, after)
+			if got := route(t, routers, request{host: AppliedHost, routingPath: AppliedPath(p.Ingress, p.Revision, p.MAC)}); got != routerAppliedCallback {
+				t.Fatalf("the callback request routes to %q", got)
+			}
+			if got := route(t, routers, request{host: AppliedHost, routingPath: appliedNever}); got == routerAppliedCheck {
+				t.Fatal("the check router matched a request")
+			}
+			// Another revision's callback path is not routed by this body.
+			other := AppliedPath(p.Ingress, strings.Repeat("0", 32), p.MAC)
+			if got := route(t, routers, request{host: AppliedHost, routingPath: other}); got == routerAppliedCallback {
+				t.Fatal("another revision's callback routes to the callback router")
+			}
+		})
+	}
+}
+
+func checkAppliedObjects(t *testing.T, before, after Configuration, p AppliedProbe) {
+	t.Helper()
+	if before.HTTP == nil {
+		before.HTTP = &HTTPConfiguration{}
+	}
+	for name, r := range before.HTTP.Routers {
+		if !reflect.DeepEqual(after.HTTP.Routers[name], r) {
+			t.Fatalf("router %s changed", name)
+		}
+	}
+	for name, s := range before.HTTP.Services {
+		if !reflect.DeepEqual(after.HTTP.Services[name], s) {
+			t.Fatalf("service %s changed", name)
+		}
+	}
+	if !reflect.DeepEqual(after.HTTP.Middlewares, before.HTTP.Middlewares) || !reflect.DeepEqual(after.TLS, before.TLS) {
+		t.Fatal("middlewares or tls changed")
+	}
+	if len(after.HTTP.Routers) != len(before.HTTP.Routers)+2 || len(after.HTTP.Services) != len(before.HTTP.Services)+2 {
+		t.Fatalf("want 2 routers and 2 services more: %d→%d, %d→%d", len(before.HTTP.Routers), len(after.HTTP.Routers),
+			len(before.HTTP.Services), len(after.HTTP.Services))
+	}
+	cb := after.HTTP.Routers[routerAppliedCallback]
+	if cb == nil || cb.Service != svcAppliedCallback || cb.Priority != PriorityACMEChallenge {
+		t.Fatalf("callback router: %+v", cb)
+	}
+	ck := after.HTTP.Routers[routerAppliedCheck]
+	if ck == nil || ck.Service != svcAppliedCheck {
+		t.Fatalf("check router: %+v", ck)
+	}
+	svc := after.HTTP.Services[svcAppliedCheck]
+	if svc == nil || svc.LoadBalancer == nil || len(svc.LoadBalancer.Servers) != 1 || svc.LoadBalancer.Servers[0].URL != p.EntryPoint {
+		t.Fatalf("check service: %+v", svc)
+	}
+	hc := svc.LoadBalancer.HealthCheck
+	if hc == nil || hc.Path != AppliedPath(p.Ingress, p.Revision, p.MAC) || hc.Hostname != AppliedHost || hc.Interval != AppliedInterval {
+		t.Fatalf("check: %+v", hc)
+	}
+	if lb := svc.LoadBalancer; lb.PassHostHeader == nil || *lb.PassHostHeader {
+		t.Fatal("the check service passes the host header: a request matching its router could loop")
+	}
+	back := after.HTTP.Services[svcAppliedCallback]
+	if back == nil || back.LoadBalancer == nil || len(back.LoadBalancer.Servers) != 1 || back.LoadBalancer.Servers[0].URL != p.Node {
+		t.Fatalf("callback service: %+v", back)
+	}
+}
+
+// TestAppliedProbeIsByteStable: the same body and probe give the same bytes every time;
+// a new revision, ingress, entry point or node moves them; the base body's bytes are the
+// prefix-and-suffix frame of the result (nothing of the render is rewritten).
+func TestAppliedProbeIsByteStable(t *testing.T) {
+	c := loadCases(t)[0]
+	body, err := Traefik(c.doc, c.opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testProbe()
+	a, err := WithAppliedProbe(body, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		b, err := WithAppliedProbe(bytes.Clone(body), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a, b) {
+			t.Fatal("two renders of the same probe differ")
+		}
+	}
+	seen := map[string]string{string(a): "base"}
+	for name, q := range map[string]AppliedProbe{
+		"revision":   {p.Ingress, strings.Repeat("cd", 16), p.MAC, p.EntryPoint, p.Node},
+		"ingress":    {"edge-2", p.Revision, p.MAC, p.EntryPoint, p.Node},
+		"mac":        {p.Ingress, p.Revision, strings.Repeat("d4", 16), p.EntryPoint, p.Node},
+		"entrypoint": {p.Ingress, p.Revision, p.MAC, "http://127.0.0.1:8080", p.Node},
+		"node":       {p.Ingress, p.Revision, p.MAC, p.EntryPoint, "http://10.0.0.2:7400"},
+	} {
+		b, err := WithAppliedProbe(body, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prev, dup := seen[string(b)]; dup {
+			t.Fatalf("%s and %s give the same bytes", name, prev)
+		}
+		seen[string(b)] = name
+	}
+}
+
+// TestAppliedProbeShapes: the bodies a render can be: empty, routers without services,
+// other top-level keys; and the refusals.
+func TestAppliedProbeShapes(t *testing.T) {
+	p := testProbe()
+	for _, body := range []string{
+		`{}`,
+		` { } `,
+		`{"tls":{"certificates":[]}}`,
+		`{"http":{}}`,
+		`{"http":{"routers":{}}}`,
+		`{"http":{"services":{"x":{"loadBalancer":{"servers":[{"url":"http://a:1"}],"passHostHeader":true}}}}}`,
+		`{"http":{"routers":{"host-a":{"service":"x","rule":"Host(` + "`a`" + `) && Path(` + "`/\\\"}{`" + `)","priority":1}},"services":{"x":{"loadBalancer":{"servers":[{"url":"http://a:1"}],"passHostHeader":true}}}},"tls":{}}`,
+	} {
+		out, err := WithAppliedProbe([]byte(body), p)
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		var before, after Configuration
+		if err := json.Unmarshal([]byte(body), &before); err != nil {
+			t.Fatal(err)
+		}
+		after = decodeStrict(t, out)
+		checkAppliedObjects(t, before, after, p)
+	}
+	for _, body := range []string{``, `[]`, `{"http":[]}`, `{"http":{"routers":[]}}`, `{"http":{"routers":{"a":{}`,
+		`{"http":{"routers":{"applied-callback":{}}}}`, `{"http":{"services":{"applied-check":{}}}}`} {
+		if _, err := WithAppliedProbe([]byte(body), p); err == nil {
+			t.Errorf("%q: accepted", body)
+		}
+	}
+	for _, q := range []AppliedProbe{
+		{"", p.Revision, p.MAC, p.EntryPoint, p.Node},
+		{"Edge", p.Revision, p.MAC, p.EntryPoint, p.Node},
+		{"a/b", p.Revision, p.MAC, p.EntryPoint, p.Node},
+		{p.Ingress, "XYZ", p.MAC, p.EntryPoint, p.Node},
+		{p.Ingress, p.Revision, "", p.EntryPoint, p.Node},
+		{p.Ingress, p.Revision, p.MAC, "ftp://x:1", p.Node},
+		{p.Ingress, p.Revision, p.MAC, "http://x:1/path", p.Node},
+		{p.Ingress, p.Revision, p.MAC, p.EntryPoint, "http://x:1/"},
+		{p.Ingress, p.Revision, p.MAC, p.EntryPoint, "http://u@x:1"},
+	} {
+		if _, err := WithAppliedProbe([]byte(`{}`), q); err == nil {
+			t.Errorf("%+v: accepted", q)
+		}
+	}
+}
+
+// TestAppliedProbeNamesNeverMeetTheRendersNames: no router or service the render writes,
+// for any golden case or for applications named like the probe's objects, is named
+// like one of the probe's: kind "applied-" is the probe's alone.
+func TestAppliedProbeNamesNeverMeetTheRendersNames(t *testing.T) {
+	probeNames := []string{routerAppliedCheck, routerAppliedCallback, svcAppliedCheck, svcAppliedCallback}
+	check := func(name string, cfg Configuration) {
+		if cfg.HTTP == nil {
+			return
+		}
+		for _, n := range append(appliedKeys(maps.Keys(cfg.HTTP.Routers)), appliedKeys(maps.Keys(cfg.HTTP.Services))...) {
+			if strings.HasPrefix(n, "applied-") {
+				t.Errorf("%s: the render names %s like the probe's objects", name, n)
+			}
+		}
+	}
+	for _, c := range loadCases(t) {
+		out, err := Traefik(c.doc, c.opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(c.name, decodeStrict(t, out))
+	}
+	// Every kind the render writes is fixed, and each escaped component follows it.
+	for _, n := range []string{hostRouterName("applied-check"), pathRouterName("applied-check", "x"),
+		pathsRouterName("applied-callback", "applied-callback"), guardRouterName("applied-check"),
+		apiRouterName("applied-check"), denyRouterName("applied-check"), appServiceName("applied-check"),
+		appServiceName("plied-check"), leafName(svcAPI, 0, "applied-check")} {
+		for _, p := range probeNames {
+			if n == p || strings.HasPrefix(n, "applied-") {
+				t.Errorf("%s meets the probe's %s", n, p)
+			}
+		}
+	}
+}
+
+func appliedKeys[K comparable](seq func(func(K) bool)) []K {
+	var out []K
+	seq(func(k K) bool { out = append(out, k); return true })
+	return out
+}
