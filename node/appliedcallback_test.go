@@ -1,6 +1,7 @@
 package node
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -69,4 +70,141 @@ func TestAppliedCallbackIsServedFromTheConnectionReserve(t *testing.T) {
 		t.Errorf("a callback with a body past the per-source cap: %d %s, want 503", resp.StatusCode, body)
 	}
 	_ = api.PathIngressApplied
+}
+
+// Hostile round six: respellings of a real callback are no callback. The MAC is
+// lowercase hex of one length over the ingress and revision exactly as served: an
+// upper-case MAC, name or revision, a percent-encoded segment (chi routes on the raw
+// path), the full 64-hex HMAC, a longer or shorter MAC, a trailing slash, an extra or a
+// doubled segment are 404 and record nothing; a query string is not part of the path
+// (the same callback). Then the real one is recorded, and a replay is "already".
+func TestAppliedCallbackRespellingsAreRefused(t *testing.T) {
+	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	_, _, cb := probePoll(t, n, "edge-p")
+	parts := strings.Split(strings.TrimPrefix(cb, api.PathIngressApplied), "/")
+	if len(parts) != 3 {
+		t.Fatalf("callback %q", cb)
+	}
+	name, rev, mac := parts[0], parts[1], parts[2]
+	p := func(n, r, m string) string { return api.PathIngressApplied + n + "/" + r + "/" + m }
+	for _, path := range []string{
+		p(name, rev, strings.ToUpper(mac)),
+		p(strings.ToUpper(name), rev, mac),
+		p(name, strings.ToUpper(rev), mac),
+		p("%65"+name[1:], rev, mac),
+		p(name, "%"+strings.ToUpper(hexOf(rev[0]))+rev[1:], mac),
+		p(name, rev, "%"+strings.ToUpper(hexOf(mac[0]))+mac[1:]),
+		p(name, rev, mac+mac),
+		p(name, rev, mac+"0"),
+		p(name, rev, mac[:len(mac)-1]),
+		p(name, rev, mac) + "/",
+		p(name, rev, mac) + "/x",
+		p(name+"/"+name, rev, mac),
+		api.PathIngressApplied + name + "//" + rev + "/" + mac,
+		p(name, rev, " "+mac[1:]),
+		p(name, rev, "+"+mac[1:]),
+	} {
+		resp, b := n.get(path, "")
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("respelled callback %s: %d %s, want 404", path, resp.StatusCode, b)
+		}
+	}
+	if in := ingressesOf(t, n)["edge-p"]; in.Applied == nil || in.Applied.Serial != 0 {
+		t.Fatalf("after respelled callbacks: %+v, want nothing applied", in)
+	}
+	if resp, b := n.get(cb+"?x=1", ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "recorded") {
+		t.Fatalf("the callback with a query: %d %s, want 200 recorded", resp.StatusCode, b)
+	}
+	if resp, b := n.get(cb, ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "already") {
+		t.Fatalf("the callback replayed: %d %s, want 200 already", resp.StatusCode, b)
+	}
+	// HEAD (chi serves it as GET): the same answer, no body.
+	resp, _ := n.do(http.MethodHead, cb, "", "")
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("HEAD callback: %d", resp.StatusCode)
+	}
+}
+
+func hexOf(c byte) string { return string("0123456789abcdef"[c>>4]) + string("0123456789abcdef"[c&15]) }
+
+// Hostile round six: the callback service's URL is the poll's Host. Whatever Host a
+// poller sends, the answer is a 400 naming Host (or net/http's own 400 for a Host it
+// cannot parse), or a body that is valid JSON whose callback service is that one URL
+// and whose routers are the plain body's plus the probe's two, the rule unchanged: no
+// quote, backtick, slash, @ or escape in a Host reaches the body.
+func TestAppliedProbeHostCannotInjectIntoTheBody(t *testing.T) {
+	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	_, plain := n.get("/v1/ingress/traefik", testIngressToken)
+	var pc struct {
+		HTTP struct {
+			Routers map[string]json.RawMessage `json:"routers"`
+		} `json:"http"`
+	}
+	if err := json.Unmarshal(plain, &pc); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		host string
+		url  string // "" : refused
+	}{
+		{"node.example:7400", "http://node.example:7400"},
+		{"[::1]:7400", "http://[::1]:7400"},
+		{"NODE.example", "http://NODE.example"},
+		{"node.example:", "http://node.example:"},
+		{"node.example:0", ""},
+		{"node.example:65536", ""},
+		{"node.example:7400:1", ""},
+		{"a_b.example", ""},
+		{"a%2Fb.example", ""},
+		{"u@node.example", ""},
+		{"node.example/x", ""},
+		{"node.example`", ""},
+		{`node.example"`, ""},
+		{`node.example\`, ""},
+		{"node.example,evil", ""},
+		{"node.example;x", ""},
+		{"node.example'", ""},
+		{"node.example)", ""},
+		{"[::1%25lo]:7400", ""},
+		{":7400", ""},
+	} {
+		req := "GET /v1/ingress/traefik HTTP/1.1\r\nHost: " + tc.host + "\r\nAuthorization: Bearer " + testIngressToken +
+			"\r\n" + api.HeaderIngress + ": edge-h\r\n" + api.HeaderAppliedProbe + ": " + testProbeURL + "\r\nConnection: close\r\n\r\n"
+		resp, body := readAnswer(t, dialFrom(t, n, "127.0.0.1", req), 3*time.Second)
+		if tc.url == "" {
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Errorf("Host %q: %d %.300s, want 400", tc.host, resp.StatusCode, body)
+			}
+			continue
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("Host %q: %d %.300s, want 200", tc.host, resp.StatusCode, body)
+			continue
+		}
+		var cfg struct {
+			HTTP struct {
+				Routers  map[string]json.RawMessage `json:"routers"`
+				Services map[string]struct {
+					LoadBalancer struct {
+						Servers []struct{ URL string } `json:"servers"`
+					} `json:"loadBalancer"`
+				} `json:"services"`
+			} `json:"http"`
+		}
+		if err := json.Unmarshal([]byte(body), &cfg); err != nil {
+			t.Errorf("Host %q: the body is not JSON: %v", tc.host, err)
+			continue
+		}
+		if got := cfg.HTTP.Services["applied-callback"].LoadBalancer.Servers; len(got) != 1 || got[0].URL != tc.url {
+			t.Errorf("Host %q: callback servers %+v, want %s", tc.host, got, tc.url)
+		}
+		if len(cfg.HTTP.Routers) != len(pc.HTTP.Routers)+2 {
+			t.Errorf("Host %q: %d routers, want the plain %d and the probe's 2", tc.host, len(cfg.HTTP.Routers), len(pc.HTTP.Routers))
+		}
+		if m := callbackRule.FindStringSubmatch(ruleOf([]byte(body))); m == nil || !strings.HasPrefix(m[1], api.PathIngressApplied+"edge-h/") {
+			t.Errorf("Host %q: callback rule %q", tc.host, ruleOf([]byte(body)))
+		}
+	}
 }
