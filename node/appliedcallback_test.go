@@ -208,3 +208,69 @@ func TestAppliedProbeHostCannotInjectIntoTheBody(t *testing.T) {
 		}
 	}
 }
+
+// Hostile round six: the probe on a ?group= poll. The callback names the group's
+// revision; once it comes the ingress is current. A write elsewhere (another group)
+// leaves that group's revision, which the ingress holds, so ?wait=applied answers 200
+// without a callback; a write to its group waits for a callback of the new body (202
+// naming it while it is only served), and another ingress's callback never stands in.
+func TestAppliedProbeOnAGroupPoll(t *testing.T) {
+	n := groupNode(t)
+	poll := func(name, group string) (rev, cb string) {
+		t.Helper()
+		resp, body := n.get("/v1/ingress/traefik?group="+group, testIngressToken, api.HeaderIngress, name, api.HeaderAppliedProbe, testProbeURL)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("probe poll ?group=%s: %d %s", group, resp.StatusCode, body)
+		}
+		return resp.Header.Get(api.HeaderRevision), callbackOf(t, body)
+	}
+	rev, cb := poll("edge-eu", "eu-1")
+	if !strings.Contains(cb, "/"+rev+"/") {
+		t.Fatalf("callback %s does not name the group's revision %s", cb, rev)
+	}
+	_, cbDef := poll("edge-def", "default")
+	if resp, _ := n.get(strings.Replace(cbDef, "/edge-def/", "/edge-eu/", 1), ""); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("edge-def's callback under edge-eu's name: %d, want 404", resp.StatusCode)
+	}
+	if resp, b := n.get(cb, ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "recorded") {
+		t.Fatalf("callback: %d %s", resp.StatusCode, b)
+	}
+	// edge-def has not called back: a write to default waits for it alone.
+	resp, body := n.do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=1500ms", testAdminToken, `{"account":"acme","placement":["vps-b"]}`)
+	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "edge-def") || strings.Contains(string(body), "edge-eu") {
+		t.Fatalf("a write to default: %d %s, want 202 naming edge-def alone", resp.StatusCode, body)
+	}
+	// A write to eu-1, edge-eu served it but not calling back: 202 naming edge-eu.
+	stop := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			req, _ := http.NewRequest("GET", n.url+"/v1/ingress/traefik?group=eu-1", nil)
+			req.Header.Set("Authorization", "Bearer "+testIngressToken)
+			req.Header.Set(api.HeaderIngress, "edge-eu")
+			req.Header.Set(api.HeaderAppliedProbe, testProbeURL)
+			if r, err := http.DefaultClient.Do(req); err == nil {
+				r.Body.Close()
+			}
+		}
+	}()
+	resp, body = n.do(http.MethodPut, "/v1/apps/news?wait=applied&timeout=1500ms", testAdminToken, `{"account":"acme","placement":["vps-b"],"ingress":{"group":"eu-1"}}`)
+	close(stop)
+	<-exited
+	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "edge-eu") {
+		t.Fatalf("a write to eu-1 served but not called back: %d %s, want 202 naming edge-eu", resp.StatusCode, body)
+	}
+	// The old callback replayed does not count for the new body.
+	if resp, b := n.get(cb, ""); resp.StatusCode != http.StatusOK || strings.Contains(string(b), "recorded") {
+		t.Errorf("old callback replayed: %d %s, want not recorded", resp.StatusCode, b)
+	}
+	if in := ingressesOf(t, n)["edge-eu"]; in.State == "current" {
+		t.Errorf("edge-eu after the eu-1 write without its callback: %+v, want behind", in)
+	}
+}
