@@ -16,8 +16,8 @@ package httpapi
 //     The last limits.reservedConns of them are a reserve: a connection accepted while
 //     the general part is full serves one request (it is answered "Connection: close")
 //     and only if that request is an ingress poll or /v1/status with the ingress or
-//     admin token, or a health probe (/v1/healthz, /v1/readyz, /v1/health/instances/…),
-//     without a body; anything else (the admin's writes included) is a 503 at once. Beyond
+//     admin token, or a health probe (/v1/healthz, /v1/readyz, /v1/health/instances/…)
+//     or an applied probe's callback (/v1/ingress/applied/…), without a body; anything else (the admin's writes included) is a 503 at once. Beyond
 //     maxConns a new connection waits in the kernel's queue for acceptWait at most, then
 //     gets a bare 503 and is closed.
 //   - Log lines. Rejections are logged once per remote address per limits.rejectLog,
@@ -275,8 +275,8 @@ func (s *API) guardReserve(next http.Handler) http.Handler {
 	})
 }
 
-// reserveAdmits: ingress polls and /v1/status with the ingress (or admin) token and
-// health probes, none with a body (a body could hold the slot for a body timeout). Tokens are compared in constant time; no store is read.
+// reserveAdmits: ingress polls and /v1/status with the ingress (or admin) token, health
+// probes and applied callbacks, none with a body (a body could hold the slot for a body timeout). Tokens are compared in constant time; no store is read.
 func (s *API) reserveAdmits(r *http.Request) bool {
 	kind := reserveRoute(r.URL.Path) // the routes' reserve attribute (routes.go)
 	read := (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.ContentLength == 0

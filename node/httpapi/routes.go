@@ -39,7 +39,7 @@ type reserveKind int
 
 const (
 	reserveNo reserveKind = iota
-	// reserveAnyone: a health probe, without a token.
+	// reserveAnyone: a health probe or the applied probe's callback, without a token.
 	reserveAnyone
 	// reserveIngress: with the ingress (or admin) token.
 	reserveIngress
@@ -53,8 +53,8 @@ type route struct {
 	build           func(*API) http.Handler // instead of handle: built once per Handler
 	storage         func(*storageAPI, http.ResponseWriter, *http.Request)
 	// reserve: a GET or HEAD without a body on this route is admitted from the
-	// connection reserve (with the ingress or admin token for reserveIngress). A pattern ending in a {param}
-	// admits its whole prefix.
+	// connection reserve (with the ingress or admin token for reserveIngress). A pattern
+	// with {params} admits everything under its literal prefix (reserveRoute).
 	reserve reserveKind
 	// instanceWrite: a write of this node's instance {app}: with ?wait=applied it waits
 	// for this node's record to announce it too (waitapplied.go).
@@ -68,7 +68,9 @@ var routes = []route{
 	{group: groupPublic, method: http.MethodGet, pattern: api.PathInstanceHealth + "{app}", handle: (*API).handleInstanceHealth, reserve: reserveAnyone},
 	{group: groupPublic, method: http.MethodGet, pattern: render.ACMEChallengePath + "{token}", handle: (*API).handleACMEChallenge},
 	{group: groupPublic, method: http.MethodGet, pattern: api.PathMetrics, build: (*API).metricsHandler},
-	{group: groupPublic, method: http.MethodGet, pattern: api.PathIngressApplied + "{ingress}/{revision}/{mac}", handle: (*API).handleApplied},
+	// The applied probe's callback: Traefik's own traffic (from the address its apex
+	// clients share), a GET without a body verified by its MAC: admitted like a health probe.
+	{group: groupPublic, method: http.MethodGet, pattern: api.PathIngressApplied + "{ingress}/{revision}/{mac}", handle: (*API).handleApplied, reserve: reserveAnyone},
 
 	{group: groupIngress, method: http.MethodGet, pattern: api.PathStatus, handle: (*API).handleStatus, reserve: reserveIngress},
 	{group: groupIngress, method: http.MethodGet, pattern: api.PathIngress + "{format}", handle: (*API).handleIngress, reserve: reserveIngress},
@@ -163,33 +165,24 @@ func (a *storageAPI) mount(r chi.Router, g routeGroup) {
 }
 
 // reserveRoute reports what of the connection reserve path may use (the routes'
-// reserve attribute: an exact path, or the prefix of a pattern ending in a {param}).
+// reserve attribute: an exact path, or, for a pattern with {params}, everything under
+// the literal prefix before its first one; the longest such prefix decides, so
+// /v1/ingress/applied/… is the callback's, not the polls' /v1/ingress/{format}).
 func reserveRoute(path string) reserveKind {
+	kind, longest := reserveNo, -1
 	for _, rt := range routes {
 		if rt.reserve == reserveNo {
 			continue
 		}
-		if prefix, ok := strings.CutSuffix(rt.pattern, "{"+paramOf(rt.pattern)+"}"); ok && paramOf(rt.pattern) != "" {
-			if strings.HasPrefix(path, prefix) {
-				return rt.reserve
+		if i := strings.Index(rt.pattern, "{"); i >= 0 {
+			if prefix := rt.pattern[:i]; strings.HasPrefix(path, prefix) && len(prefix) > longest {
+				kind, longest = rt.reserve, len(prefix)
 			}
 		} else if path == rt.pattern {
 			return rt.reserve
 		}
 	}
-	return reserveNo
-}
-
-// paramOf is the name of the {param} a pattern ends with ("" for none).
-func paramOf(pattern string) string {
-	if !strings.HasSuffix(pattern, "}") {
-		return ""
-	}
-	i := strings.LastIndex(pattern, "{")
-	if i < 0 {
-		return ""
-	}
-	return pattern[i+1 : len(pattern)-1]
+	return kind
 }
 
 // isInstanceWrite reports whether the matched route of r is an instance write (its

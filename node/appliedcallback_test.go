@@ -1,0 +1,276 @@
+package node
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scafo/ingress/node/api"
+)
+
+// Hostile round six: the applied probe's callback comes from the Traefik that serves
+// the body, through the same address as everything that Traefik forwards to the node
+// (the public apex's internet clients included). An anonymous flood through the apex
+// that holds that address's general connections (limits.maxConnsPerSource), or the
+// node's whole general part, must not refuse the callback: it is Traefik's own traffic,
+// a GET without a body, verified by its MAC without a store read, like a health probe.
+// Refused, ?wait=applied never answered 200 for that ingress while the flood lasted
+// (202 at its timeout, every write). A forged callback on the reserve is a 404 (and the
+// connection closes), like any other request the reserve serves.
+func TestAppliedCallbackIsServedFromTheConnectionReserve(t *testing.T) {
+	cfg := reportsConfig(t, "vps-a", t.TempDir())
+	cfg.Limits.MaxConns = 40
+	cfg.Limits.ReservedConns = 4
+	cfg.Limits.MaxConnsPerSource = 2
+	n := startNode(t, cfg)
+	n.waitReady()
+	_, _, cb := probePoll(t, n, "edge-p")
+	if cb == "" {
+		t.Fatal("no callback in the probe body")
+	}
+	// 127.0.0.3 is the Traefik: the flood it forwards holds its general connections.
+	for range 2 {
+		c := dialFrom(t, n, "127.0.0.3", healthzKeepAlive)
+		if resp, body := readAnswer(t, c, 2*time.Second); resp.StatusCode != 200 || resp.Close {
+			t.Fatalf("keep-alive healthz: %d close=%v %s", resp.StatusCode, resp.Close, body)
+		}
+	}
+	// A write from that address is refused (the reserve is not for it)...
+	write := "PUT /v1/apps/shop HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " + testAdminToken + "\r\nContent-Length: 18\r\n\r\n{\"account\":\"acme\"}"
+	if resp, body := readAnswer(t, dialFrom(t, n, "127.0.0.3", write), 2*time.Second); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a write past the per-source cap: %d %s, want 503", resp.StatusCode, body)
+	}
+	// ...and so is a forged callback's neighbour that is no route of the reserve.
+	other := "GET /v1/ingress/appliedx/a/b/c HTTP/1.1\r\nHost: node\r\n\r\n"
+	if resp, body := readAnswer(t, dialFrom(t, n, "127.0.0.3", other), 2*time.Second); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("an anonymous non-callback path past the per-source cap: %d %s, want 503", resp.StatusCode, body)
+	}
+	// A forged callback: 404, closed.
+	forged := strings.TrimSuffix(cb, cb[len(cb)-4:]) + "0000"
+	if forged == cb {
+		forged = strings.TrimSuffix(cb, cb[len(cb)-4:]) + "1111"
+	}
+	resp, body := readAnswer(t, dialFrom(t, n, "127.0.0.3", "GET "+forged+" HTTP/1.1\r\nHost: node\r\n\r\n"), 2*time.Second)
+	if resp.StatusCode != http.StatusNotFound || !resp.Close {
+		t.Errorf("a forged callback past the per-source cap: %d close=%v %s, want 404 and closed", resp.StatusCode, resp.Close, body)
+	}
+	// The real callback: recorded, and the ingress is current.
+	resp, body = readAnswer(t, dialFrom(t, n, "127.0.0.3", "GET "+cb+" HTTP/1.1\r\nHost: node\r\n\r\n"), 2*time.Second)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "recorded") || !resp.Close {
+		t.Fatalf("the callback past the per-source cap: %d close=%v %s, want 200 recorded (closed)", resp.StatusCode, resp.Close, body)
+	}
+	waitFor(t, 2*time.Second, "edge-p current after its callback", func() bool {
+		return ingressesOf(t, n)["edge-p"].State == "current"
+	})
+	// With a body, a callback is no callback: refused on the reserve.
+	withBody := "GET " + cb + " HTTP/1.1\r\nHost: node\r\nContent-Length: 2\r\n\r\n{}"
+	if resp, body := readAnswer(t, dialFrom(t, n, "127.0.0.3", withBody), 2*time.Second); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a callback with a body past the per-source cap: %d %s, want 503", resp.StatusCode, body)
+	}
+	_ = api.PathIngressApplied
+}
+
+// Hostile round six: respellings of a real callback are no callback. The MAC is
+// lowercase hex of one length over the ingress and revision exactly as served: an
+// upper-case MAC, name or revision, a percent-encoded segment (chi routes on the raw
+// path), the full 64-hex HMAC, a longer or shorter MAC, a trailing slash, an extra or a
+// doubled segment are 404 and record nothing; a query string is not part of the path
+// (the same callback). Then the real one is recorded, and a replay is "already".
+func TestAppliedCallbackRespellingsAreRefused(t *testing.T) {
+	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	_, _, cb := probePoll(t, n, "edge-p")
+	parts := strings.Split(strings.TrimPrefix(cb, api.PathIngressApplied), "/")
+	if len(parts) != 3 {
+		t.Fatalf("callback %q", cb)
+	}
+	name, rev, mac := parts[0], parts[1], parts[2]
+	p := func(n, r, m string) string { return api.PathIngressApplied + n + "/" + r + "/" + m }
+	for _, path := range []string{
+		p(name, rev, strings.ToUpper(mac)),
+		p(strings.ToUpper(name), rev, mac),
+		p(name, strings.ToUpper(rev), mac),
+		p("%65"+name[1:], rev, mac),
+		p(name, "%"+strings.ToUpper(hexOf(rev[0]))+rev[1:], mac),
+		p(name, rev, "%"+strings.ToUpper(hexOf(mac[0]))+mac[1:]),
+		p(name, rev, mac+mac),
+		p(name, rev, mac+"0"),
+		p(name, rev, mac[:len(mac)-1]),
+		p(name, rev, mac) + "/",
+		p(name, rev, mac) + "/x",
+		p(name+"/"+name, rev, mac),
+		api.PathIngressApplied + name + "//" + rev + "/" + mac,
+		p(name, rev, " "+mac[1:]),
+		p(name, rev, "+"+mac[1:]),
+	} {
+		resp, b := n.get(path, "")
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("respelled callback %s: %d %s, want 404", path, resp.StatusCode, b)
+		}
+	}
+	if in := ingressesOf(t, n)["edge-p"]; in.Applied == nil || in.Applied.Serial != 0 {
+		t.Fatalf("after respelled callbacks: %+v, want nothing applied", in)
+	}
+	if resp, b := n.get(cb+"?x=1", ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "recorded") {
+		t.Fatalf("the callback with a query: %d %s, want 200 recorded", resp.StatusCode, b)
+	}
+	if resp, b := n.get(cb, ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "already") {
+		t.Fatalf("the callback replayed: %d %s, want 200 already", resp.StatusCode, b)
+	}
+	// HEAD (chi serves it as GET): the same answer, no body.
+	resp, _ := n.do(http.MethodHead, cb, "", "")
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("HEAD callback: %d", resp.StatusCode)
+	}
+}
+
+func hexOf(c byte) string { return string("0123456789abcdef"[c>>4]) + string("0123456789abcdef"[c&15]) }
+
+// Hostile round six: the callback service's URL is the poll's Host. Whatever Host a
+// poller sends, the answer is a 400 naming Host (or net/http's own 400 for a Host it
+// cannot parse), or a body that is valid JSON whose callback service is that one URL
+// and whose routers are the plain body's plus the probe's two, the rule unchanged: no
+// quote, backtick, slash, @ or escape in a Host reaches the body.
+func TestAppliedProbeHostCannotInjectIntoTheBody(t *testing.T) {
+	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	_, plain := n.get("/v1/ingress/traefik", testIngressToken)
+	var pc struct {
+		HTTP struct {
+			Routers map[string]json.RawMessage `json:"routers"`
+		} `json:"http"`
+	}
+	if err := json.Unmarshal(plain, &pc); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		host string
+		url  string // "" : refused
+	}{
+		{"node.example:7400", "http://node.example:7400"},
+		{"[::1]:7400", "http://[::1]:7400"},
+		{"NODE.example", "http://NODE.example"},
+		{"node.example:", "http://node.example:"},
+		{"node.example:0", ""},
+		{"node.example:65536", ""},
+		{"node.example:7400:1", ""},
+		{"a_b.example", ""},
+		{"a%2Fb.example", ""},
+		{"u@node.example", ""},
+		{"node.example/x", ""},
+		{"node.example`", ""},
+		{`node.example"`, ""},
+		{`node.example\`, ""},
+		{"node.example,evil", ""},
+		{"node.example;x", ""},
+		{"node.example'", ""},
+		{"node.example)", ""},
+		{"[::1%25lo]:7400", ""},
+		{":7400", ""},
+	} {
+		req := "GET /v1/ingress/traefik HTTP/1.1\r\nHost: " + tc.host + "\r\nAuthorization: Bearer " + testIngressToken +
+			"\r\n" + api.HeaderIngress + ": edge-h\r\n" + api.HeaderAppliedProbe + ": " + testProbeURL + "\r\nConnection: close\r\n\r\n"
+		resp, body := readAnswer(t, dialFrom(t, n, "127.0.0.1", req), 3*time.Second)
+		if tc.url == "" {
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Errorf("Host %q: %d %.300s, want 400", tc.host, resp.StatusCode, body)
+			}
+			continue
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("Host %q: %d %.300s, want 200", tc.host, resp.StatusCode, body)
+			continue
+		}
+		var cfg struct {
+			HTTP struct {
+				Routers  map[string]json.RawMessage `json:"routers"`
+				Services map[string]struct {
+					LoadBalancer struct {
+						Servers []struct{ URL string } `json:"servers"`
+					} `json:"loadBalancer"`
+				} `json:"services"`
+			} `json:"http"`
+		}
+		if err := json.Unmarshal([]byte(body), &cfg); err != nil {
+			t.Errorf("Host %q: the body is not JSON: %v", tc.host, err)
+			continue
+		}
+		if got := cfg.HTTP.Services["applied-callback"].LoadBalancer.Servers; len(got) != 1 || got[0].URL != tc.url {
+			t.Errorf("Host %q: callback servers %+v, want %s", tc.host, got, tc.url)
+		}
+		if len(cfg.HTTP.Routers) != len(pc.HTTP.Routers)+2 {
+			t.Errorf("Host %q: %d routers, want the plain %d and the probe's 2", tc.host, len(cfg.HTTP.Routers), len(pc.HTTP.Routers))
+		}
+		if m := callbackRule.FindStringSubmatch(ruleOf([]byte(body))); m == nil || !strings.HasPrefix(m[1], api.PathIngressApplied+"edge-h/") {
+			t.Errorf("Host %q: callback rule %q", tc.host, ruleOf([]byte(body)))
+		}
+	}
+}
+
+// Hostile round six: the probe on a ?group= poll. The callback names the group's
+// revision; once it comes the ingress is current. A write elsewhere (another group)
+// leaves that group's revision, which the ingress holds, so ?wait=applied answers 200
+// without a callback; a write to its group waits for a callback of the new body (202
+// naming it while it is only served), and another ingress's callback never stands in.
+func TestAppliedProbeOnAGroupPoll(t *testing.T) {
+	n := groupNode(t)
+	poll := func(name, group string) (rev, cb string) {
+		t.Helper()
+		resp, body := n.get("/v1/ingress/traefik?group="+group, testIngressToken, api.HeaderIngress, name, api.HeaderAppliedProbe, testProbeURL)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("probe poll ?group=%s: %d %s", group, resp.StatusCode, body)
+		}
+		return resp.Header.Get(api.HeaderRevision), callbackOf(t, body)
+	}
+	rev, cb := poll("edge-eu", "eu-1")
+	if !strings.Contains(cb, "/"+rev+"/") {
+		t.Fatalf("callback %s does not name the group's revision %s", cb, rev)
+	}
+	_, cbDef := poll("edge-def", "default")
+	if resp, _ := n.get(strings.Replace(cbDef, "/edge-def/", "/edge-eu/", 1), ""); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("edge-def's callback under edge-eu's name: %d, want 404", resp.StatusCode)
+	}
+	if resp, b := n.get(cb, ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "recorded") {
+		t.Fatalf("callback: %d %s", resp.StatusCode, b)
+	}
+	// edge-def has not called back: a write to default waits for it alone.
+	resp, body := n.do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=1500ms", testAdminToken, `{"account":"acme","placement":["vps-b"]}`)
+	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "edge-def") || strings.Contains(string(body), "edge-eu") {
+		t.Fatalf("a write to default: %d %s, want 202 naming edge-def alone", resp.StatusCode, body)
+	}
+	// A write to eu-1, edge-eu served it but not calling back: 202 naming edge-eu.
+	stop := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			req, _ := http.NewRequest("GET", n.url+"/v1/ingress/traefik?group=eu-1", nil)
+			req.Header.Set("Authorization", "Bearer "+testIngressToken)
+			req.Header.Set(api.HeaderIngress, "edge-eu")
+			req.Header.Set(api.HeaderAppliedProbe, testProbeURL)
+			if r, err := http.DefaultClient.Do(req); err == nil {
+				r.Body.Close()
+			}
+		}
+	}()
+	resp, body = n.do(http.MethodPut, "/v1/apps/news?wait=applied&timeout=1500ms", testAdminToken, `{"account":"acme","placement":["vps-b"],"ingress":{"group":"eu-1"}}`)
+	close(stop)
+	<-exited
+	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "edge-eu") {
+		t.Fatalf("a write to eu-1 served but not called back: %d %s, want 202 naming edge-eu", resp.StatusCode, body)
+	}
+	// The old callback replayed does not count for the new body.
+	if resp, b := n.get(cb, ""); resp.StatusCode != http.StatusOK || strings.Contains(string(b), "recorded") {
+		t.Errorf("old callback replayed: %d %s, want not recorded", resp.StatusCode, b)
+	}
+	if in := ingressesOf(t, n)["edge-eu"]; in.State == "current" {
+		t.Errorf("edge-eu after the eu-1 write without its callback: %+v, want behind", in)
+	}
+}
