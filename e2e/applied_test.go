@@ -41,35 +41,7 @@ func TestWaitAppliedIsNeverEarlyWithTheAppliedProbe(t *testing.T) {
 			}
 			return nil
 		})
-		for i := range rounds {
-			for _, flip := range []struct {
-				paths map[string]string
-				want  string
-			}{
-				{map[string]string{"paulca": target}, "next@n1"},
-				{map[string]string{}, "classic@n1"},
-			} {
-				t0 := time.Now()
-				status, a, _ := n1.putPathsWaiting(t, "classic", host, flip.paths, 15*time.Second)
-				took = append(took, time.Since(t0))
-				if status != http.StatusOK || !a.Applied || a.Ingresses != 1 {
-					t.Fatalf("round %d: %d %+v, want 200 applied by edge-early", i, status, a)
-				}
-				// Right after the answer: every request is routed by the new configuration.
-				checked++
-				for range 3 {
-					r, err := tr.get(host, "/paulca/x")
-					if err != nil || r.from() != flip.want {
-						early++
-						if !noProbe {
-							t.Errorf("round %d: right after wait=applied answered 200, Traefik routed %q (%v), want %s", i, r.from(), err, flip.want)
-						}
-						break
-					}
-				}
-			}
-		}
-		return early, checked, took
+		return flipsEarly(t, n1, tr, host, target, rounds, noProbe)
 	}
 	t.Run("appliedProbe", func(t *testing.T) {
 		early, checked, took := run(t, false)
@@ -110,35 +82,7 @@ func TestWaitAppliedIsNeverEarlyWithTheHTTPProviderProbe(t *testing.T) {
 		if in := n1.ingresses(t)["edge-early"]; noProbe == (in.Applied != nil) {
 			t.Fatalf("edge-early in status: %+v (probe %v): want applied with the probe, served without", in, !noProbe)
 		}
-		for i := range rounds {
-			for _, flip := range []struct {
-				paths map[string]string
-				want  string
-			}{
-				{map[string]string{"paulca": target}, "next@n1"},
-				{map[string]string{}, "classic@n1"},
-			} {
-				t0 := time.Now()
-				status, a, _ := n1.putPathsWaiting(t, "classic", host, flip.paths, 15*time.Second)
-				took = append(took, time.Since(t0))
-				if status != http.StatusOK || !a.Applied || a.Ingresses != 1 {
-					t.Fatalf("round %d: %d %+v, want 200 applied by edge-early", i, status, a)
-				}
-				// Right after the answer: every request is routed by the new configuration.
-				checked++
-				for range 3 {
-					r, err := tr.get(host, "/paulca/x")
-					if err != nil || r.from() != flip.want {
-						early++
-						if !noProbe {
-							t.Errorf("round %d: right after wait=applied answered 200, Traefik routed %q (%v), want %s", i, r.from(), err, flip.want)
-						}
-						break
-					}
-				}
-			}
-		}
-		return early, checked, took
+		return flipsEarly(t, n1, tr, host, target, rounds, noProbe)
 	}
 	t.Run("probe", func(t *testing.T) {
 		early, checked, took := run(t, false)
@@ -148,4 +92,41 @@ func TestWaitAppliedIsNeverEarlyWithTheHTTPProviderProbe(t *testing.T) {
 		early, checked, took := run(t, true)
 		t.Logf("control, HTTP provider without the probe (served), throttle 2s: %d of %d answers early; PUT → 200 %v", early, checked, roundAll(took))
 	})
+}
+
+// flipsEarly flips host's path map rounds times (to target's application, then back),
+// each PUT with ?wait=applied, and right after each 200 sends requests through tr: an
+// answer is early when one of them is routed by the old configuration. With the probe
+// (noProbe false), an early answer is an error; without it (the control), it is counted.
+func flipsEarly(t *testing.T, n1 *node, tr *traefik, host, target string, rounds int, noProbe bool) (early, checked int, took []time.Duration) {
+	t.Helper()
+	for i := range rounds {
+		for _, flip := range []struct {
+			paths map[string]string
+			want  string
+		}{
+			{map[string]string{"paulca": target}, "next@n1"},
+			{map[string]string{}, "classic@n1"},
+		} {
+			t0 := time.Now()
+			status, a, _ := n1.putPathsWaiting(t, "classic", host, flip.paths, 15*time.Second)
+			took = append(took, time.Since(t0))
+			if status != http.StatusOK || !a.Applied || a.Ingresses != 1 {
+				t.Fatalf("round %d: %d %+v, want 200 applied by edge-early", i, status, a)
+			}
+			// Right after the answer: every request is routed by the new configuration.
+			checked++
+			for range 3 {
+				r, err := tr.get(host, "/paulca/x")
+				if err != nil || r.from() != flip.want {
+					early++
+					if !noProbe {
+						t.Errorf("round %d: right after wait=applied answered 200, Traefik routed %q (%v), want %s", i, r.from(), err, flip.want)
+					}
+					break
+				}
+			}
+		}
+	}
+	return early, checked, took
 }

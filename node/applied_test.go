@@ -186,39 +186,16 @@ func TestHTTPProviderWithAProbeIsAppliedOnlyByItsCallback(t *testing.T) {
 
 	// A write waits while the ingress is served it (a poller every 50 ms) but does not
 	// call back: 202 naming it.
-	stop := make(chan struct{})
-	exited := make(chan struct{})
 	polled := make(chan string, 1000)
-	go func() {
-		defer close(exited)
-		for {
+	stopPolling := probePoller(t, n, "prefer=self", "edge-p", func(b []byte) {
+		if m := callbackRule.FindStringSubmatch(ruleOf(b)); m != nil {
 			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			req, _ := http.NewRequest("GET", n.url+"/v1/ingress/traefik?prefer=self", nil)
-			req.Header.Set("Authorization", "Bearer "+testIngressToken)
-			req.Header.Set(api.HeaderIngress, "edge-p")
-			req.Header.Set(api.HeaderAppliedProbe, testProbeURL)
-			r, err := http.DefaultClient.Do(req)
-			if err != nil {
-				continue
-			}
-			b, _ := io.ReadAll(r.Body)
-			r.Body.Close()
-			if r.StatusCode != http.StatusOK {
-				continue
-			}
-			if m := callbackRule.FindStringSubmatch(ruleOf(b)); m != nil {
-				select {
-				case polled <- m[1]:
-				default:
-				}
+			case polled <- m[1]:
+			default:
 			}
 		}
-	}()
-	defer func() { close(stop); <-exited }()
+	})
+	defer stopPolling()
 	resp, body := n.do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=1500ms", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "edge-p") {
 		t.Fatalf("served but not applied: %d %s, want 202 naming edge-p", resp.StatusCode, body)
@@ -407,4 +384,37 @@ func TestAppliedProbeBodiesAreStableAndCached(t *testing.T) {
 	if callbackOf(t, plain) != "" || len(plain) >= len(first) {
 		t.Error("the plain body carries the probe")
 	}
+}
+
+// probePoller polls n's Traefik render as ingress with the applied probe every 50 ms
+// (query: the poll's query string), handing each 200's body to onBody (nil: ignored)
+// and never calling back, until the returned stop, which waits for the poller to end.
+func probePoller(t *testing.T, n *testNode, query, ingress string, onBody func([]byte)) (stop func()) {
+	t.Helper()
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			req, _ := http.NewRequest("GET", n.url+"/v1/ingress/traefik?"+query, nil)
+			req.Header.Set("Authorization", "Bearer "+testIngressToken)
+			req.Header.Set(api.HeaderIngress, ingress)
+			req.Header.Set(api.HeaderAppliedProbe, testProbeURL)
+			r, err := http.DefaultClient.Do(req)
+			if err != nil {
+				continue
+			}
+			b, _ := io.ReadAll(r.Body)
+			r.Body.Close()
+			if r.StatusCode == http.StatusOK && onBody != nil {
+				onBody(b)
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
 }

@@ -241,28 +241,9 @@ func TestAppliedProbeOnAGroupPoll(t *testing.T) {
 		t.Fatalf("a write to default: %d %s, want 202 naming edge-def alone", resp.StatusCode, body)
 	}
 	// A write to eu-1, edge-eu served it but not calling back: 202 naming edge-eu.
-	stop := make(chan struct{})
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			req, _ := http.NewRequest("GET", n.url+"/v1/ingress/traefik?group=eu-1", nil)
-			req.Header.Set("Authorization", "Bearer "+testIngressToken)
-			req.Header.Set(api.HeaderIngress, "edge-eu")
-			req.Header.Set(api.HeaderAppliedProbe, testProbeURL)
-			if r, err := http.DefaultClient.Do(req); err == nil {
-				r.Body.Close()
-			}
-		}
-	}()
+	stopPolling := probePoller(t, n, "group=eu-1", "edge-eu", nil)
 	resp, body = n.do(http.MethodPut, "/v1/apps/news?wait=applied&timeout=1500ms", testAdminToken, `{"account":"acme","placement":["vps-b"],"ingress":{"group":"eu-1"}}`)
-	close(stop)
-	<-exited
+	stopPolling()
 	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "edge-eu") {
 		t.Fatalf("a write to eu-1 served but not called back: %d %s, want 202 naming edge-eu", resp.StatusCode, body)
 	}
