@@ -14,12 +14,19 @@
 //     release accepts them. See listener.
 //   - Graceful stop: on SIGTERM (or SIGINT) it is a lame duck for -lame-duck: it still
 //     serves, but every answer carries Connection: close, so a proxy stops reusing its
-//     keep-alive connections to it (each closes after its next answer); then it stops
-//     accepting, waits (up to a second) for the connections it accepted to send their
-//     requests, finishes the requests in flight (http.Server.Shutdown), and exits 0. Not http.Server.SetKeepAlivesEnabled(false)
-//     for the lame duck: that closes every idle connection at once, and a request a proxy
-//     writes on one as it closes is lost (the proxy rightly never resends it). Shutdown
-//     closes only this process's descriptor of the socket.
+//     keep-alive connections to it (each closes after its next answer). Then, on a socket
+//     it listened itself, it gates and drains it (internal/listengate: the kernel drops
+//     new connection attempts, which the client sends again about a second later, to the
+//     next release or to a refusal a proxy retries, while echo still accepts until its
+//     accept queue is empty, up to a second), so closing the socket resets no connection
+//     a proxy already wrote a request on. A socket systemd passed is never gated: it stays
+//     open, and what queues on it is for the next release. Then it stops accepting,
+//     waits (up to a second) for the connections it accepted to send their requests,
+//     finishes the requests in flight (http.Server.Shutdown), and exits 0. Not
+//     http.Server.SetKeepAlivesEnabled(false) for the lame duck: that closes every idle
+//     connection at once, and a request a proxy writes on one as it closes is lost (the
+//     proxy rightly never resends it). Shutdown closes only this process's descriptor of
+//     the socket.
 package main
 
 import (
@@ -37,6 +44,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/scafo/ingress/internal/listengate"
 )
 
 func main() {
@@ -49,10 +58,11 @@ func main() {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "%s %s\n", *name, r.URL.Path)
 	})
-	ln, err := listener(*listen)
+	ln, passed, err := listener(*listen)
 	if err != nil {
 		log.Fatal(err)
 	}
+	log.Printf("echo: %s serving on %s", *name, ln.Addr())
 	var lame, stopping atomic.Bool
 	var waiting sync.Map // connections waiting for a request: new or idle
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, ConnState: func(c net.Conn, st http.ConnState) {
@@ -76,6 +86,16 @@ func main() {
 		<-sig
 		lame.Store(true)
 		time.Sleep(*lameDuck)
+		if !passed {
+			// Our own socket: let nothing wait in its accept queue when it closes (a
+			// connection waiting there is reset at close, after the proxy wrote its
+			// request). Serve keeps accepting meanwhile.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			if err := listengate.Drain(ctx, ln); err != nil {
+				log.Printf("echo: draining the accept queue: %v", err)
+			}
+			cancel()
+		}
 		// Stop accepting first (on a passed socket this closes only our descriptor:
 		// connections keep queuing for the next release), and let every connection
 		// accepted so far send its request: Shutdown would drop a first request it reads
@@ -104,28 +124,30 @@ func main() {
 	<-stopped
 }
 
-// listener is the socket to serve: the one systemd passed, or a new one on listen.
+// listener is the socket to serve: the one systemd passed (passed), or a new one on
+// listen (listengate.Listen: a socket the gate works on).
 //
 // systemd's protocol (sd_listen_fds(3)): LISTEN_PID is the pid the sockets are meant for
 // (a child that inherited the variables is not it) and LISTEN_FDS how many there are, from
 // descriptor 3 on. This application takes exactly one. It unsets the variables, so a
 // process it starts does not take the socket too.
-func listener(listen string) (net.Listener, error) {
+func listener(listen string) (ln net.Listener, passed bool, err error) {
 	fds, pid := os.Getenv("LISTEN_FDS"), os.Getenv("LISTEN_PID")
 	if fds == "" || pid != strconv.Itoa(os.Getpid()) {
-		return net.Listen("tcp", listen)
+		ln, err := listengate.Listen("tcp", listen)
+		return ln, false, err
 	}
 	os.Unsetenv("LISTEN_FDS")
 	os.Unsetenv("LISTEN_PID")
 	os.Unsetenv("LISTEN_FDNAMES")
 	if fds != "1" {
-		return nil, fmt.Errorf("LISTEN_FDS=%s: want exactly one socket (one ListenStream= in the socket unit)", fds)
+		return nil, false, fmt.Errorf("LISTEN_FDS=%s: want exactly one socket (one ListenStream= in the socket unit)", fds)
 	}
 	f := os.NewFile(3, "LISTEN_FDS")
 	defer f.Close() // FileListener holds its own descriptor of the socket
-	ln, err := net.FileListener(f)
+	ln, err = net.FileListener(f)
 	if err != nil {
-		return nil, fmt.Errorf("LISTEN_FDS: descriptor 3 is not a listening socket: %w", err)
+		return nil, false, fmt.Errorf("LISTEN_FDS: descriptor 3 is not a listening socket: %w", err)
 	}
-	return ln, nil
+	return ln, true, nil
 }

@@ -182,9 +182,9 @@ func TestServesTheSocketSystemdPassed(t *testing.T) {
 func TestListenerTakesOnlyItsOwnSocket(t *testing.T) {
 	t.Setenv("LISTEN_FDS", "1")
 	t.Setenv("LISTEN_PID", strconv.Itoa(os.Getppid()))
-	ln, err := listener("127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("LISTEN_PID of another process: %v, want a new listener on -listen", err)
+	ln, passed, err := listener("127.0.0.1:0")
+	if err != nil || passed {
+		t.Fatalf("LISTEN_PID of another process: %v (passed %v), want a new listener on -listen", err, passed)
 	}
 	if a := ln.Addr().(*net.TCPAddr); !a.IP.IsLoopback() || a.Port == 0 {
 		t.Errorf("listening on %s, want a new port on 127.0.0.1", a)
@@ -196,7 +196,7 @@ func TestListenerTakesOnlyItsOwnSocket(t *testing.T) {
 
 	t.Setenv("LISTEN_FDS", "2")
 	t.Setenv("LISTEN_PID", strconv.Itoa(os.Getpid()))
-	if ln, err := listener("127.0.0.1:0"); err == nil || !strings.Contains(err.Error(), "LISTEN_FDS=2") {
+	if ln, _, err := listener("127.0.0.1:0"); err == nil || !strings.Contains(err.Error(), "LISTEN_FDS=2") {
 		if ln != nil {
 			ln.Close()
 		}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startOwn starts echo listening itself on -listen (no socket passed) and returns it
+// with the address it serves, read from its start line.
+func startOwn(t *testing.T, args string) (*echoProc, string) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &echoProc{out: &syncBuffer{}, exited: make(chan struct{})}
+	p.cmd = exec.Command(self)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LISTEN_") {
+			p.cmd.Env = append(p.cmd.Env, kv)
+		}
+	}
+	p.cmd.Env = append(p.cmd.Env, "ECHO_MAIN=1", "ECHO_ARGS="+args)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		select {
+		case <-p.exited:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	serving := regexp.MustCompile(`serving on (\S+)`)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if m := serving.FindStringSubmatch(p.out.String()); m != nil {
+			return p, m[1]
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("echo exited before serving: %v, output %q", p.err, p.out.String())
+		default:
+		}
+	}
+	t.Fatalf("echo did not say where it serves within 30 s: %q", p.out.String())
+	return nil, ""
+}
+
+// waitStopped waits until the process is stopped (SIGSTOP: state T in /proc/pid/stat).
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := strings.LastIndexByte(string(b), ')'); i > 0 && strings.HasPrefix(string(b[i:]), ") T") {
+			return
+		}
+	}
+	t.Fatalf("process %d not stopped 30 s after SIGSTOP", pid)
+}
+
+// A plain in-place restart's stop, on a socket echo listened itself: connections that
+// wait in its accept queue when SIGTERM comes (echo was frozen while they connected and
+// wrote their requests, and stops with no lame duck, so the stop races the accepts) are
+// all answered, none reset: echo gates and drains its socket before closing it.
+func TestStopsItsOwnSocketThroughTheGate(t *testing.T) {
+	p, addr := startOwn(t, "-name own -listen 127.0.0.1:0 -lame-duck 0s")
+	if got := p.answer(t, send(t, addr, "/first")); got != "own /first\n" {
+		t.Fatalf("answered %q, want %q", got, "own /first\n")
+	}
+	pid := p.cmd.Process.Pid
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitStopped(t, pid)
+	const n = 32
+	var conns []*bufio.Reader
+	for i := range n {
+		c := send(t, addr, fmt.Sprintf("/queued/%d", i)) // the kernel queues it
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		conns = append(conns, bufio.NewReader(c))
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range conns {
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Errorf("request %d, queued at the stop: %v, want it answered (echo's output: %q)", i, err, p.out.String())
+			continue
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := fmt.Sprintf("own /queued/%d\n", i); err != nil || string(b) != want {
+			t.Errorf("request %d: %q, %v, want %q", i, b, err, want)
+		}
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("still running 30 s after SIGTERM: %q", p.out.String())
+	}
+	if p.err != nil {
+		t.Fatalf("on SIGTERM: %v, want exit 0 (output %q)", p.err, p.out.String())
+	}
+}
