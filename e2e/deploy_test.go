@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/scafo/ingress/internal/listengate"
 )
 
 // Deploys and deaths lose nothing (docs/design.md §13, issue 24): through a real Traefik on the
@@ -56,6 +58,7 @@ type release struct {
 type serving struct {
 	*http.Server
 	ln     net.Listener
+	own    bool          // ln is this release's own socket (not a held one): gate it on stop
 	served chan struct{} // closed when Serve returned
 	lame   atomic.Bool   // the lame duck: answers carry Connection: close
 	mu     sync.Mutex
@@ -84,14 +87,25 @@ func (s *serving) waiting() int {
 //  1. the lame duck: for lameDuck every answer carries Connection: close, so clients stop
 //     reusing their keep-alive connections (each closes after its next answer; an idle
 //     pool hands out its connections before dialing);
-//  2. stop accepting: close the listener (on a held socket, only this release's dup:
+//  2. on its own socket, gate and drain it (listengate.Drain, up to a second, while Serve
+//     still accepts): new connection attempts are dropped (the client sends its SYN
+//     again about a second later, to the next release or to a refusal Traefik retries)
+//     and the accept queue empties, so closing the socket resets no connection Traefik
+//     already wrote a request on. Never on a held socket: it stays open, and what queues
+//     on it is for the next release;
+//  3. stop accepting: close the listener (on a held socket, only this release's dup:
 //     connections keep queuing in the backlog for the next release) and wait for Serve to
 //     return, so every accepted connection is tracked;
-//  3. wait (up to a second) until no accepted connection still waits for a request;
-//  4. Shutdown: finish what is in flight.
+//  4. wait (up to a second) until no accepted connection still waits for a request;
+//  5. Shutdown: finish what is in flight.
 func (s *serving) stop() {
 	s.lame.Store(true)
 	time.Sleep(lameDuck)
+	if s.own {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = listengate.Drain(ctx, s.ln) // on failure, closing resets what still queues, as without it
+		cancel()
+	}
 	_ = s.ln.Close()
 	<-s.served
 	_ = poll(time.Second, 5*time.Millisecond, func() error {
@@ -162,12 +176,12 @@ func (r *release) start(t *testing.T) {
 		ln = r.held.dup(t)
 	} else if err := poll(5*time.Second, 20*time.Millisecond, func() error {
 		var err error
-		ln, err = net.Listen("tcp", r.addr)
+		ln, err = listengate.Listen("tcp", r.addr)
 		return err
 	}); err != nil {
 		t.Fatalf("release %s: listening on %s: %v", r.name, r.addr, err)
 	}
-	srv := &serving{ln: ln, served: make(chan struct{}), idle: map[net.Conn]bool{}}
+	srv := &serving{ln: ln, own: r.held == nil, served: make(chan struct{}), idle: map[net.Conn]bool{}}
 	srv.Server = &http.Server{ReadHeaderTimeout: 5 * time.Second, ConnState: srv.connState, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if srv.lame.Load() {
 			w.Header().Set("Connection", "close")
@@ -579,19 +593,19 @@ func testDeploysAndDeaths(t *testing.T, provider string) []deployRow {
 		if row.requests < 50 {
 			t.Errorf("%s, %s: %d requests: the load did not run", provider, ph.say, row.requests)
 		}
-		// An in-place restart closes a listening socket under load: a connection the
-		// kernel had already accepted into its backlog is reset after Traefik wrote the
-		// request, which Traefik rightly never retries (measured: 0 and 4 of ~36 000
-		// over 20 restarts with serving.stop; about one per client per restart before it,
-		// most of them the stop's own). Every other failure is a refused connection the
-		// retries must carry. The other phases lose nothing, the in-place restarts on a held
-		// socket included: it never closes, so nothing is refused and nothing reset.
-		allowed := 0
-		if ph.phase == "restarts" {
-			allowed = restarts * 4 // one per client (4) per restart
-		}
-		if row.failed > allowed {
-			t.Errorf("%s, %s: %d failed requests (%v), want at most %d", provider, ph.say, row.failed, row.failures, allowed)
+		// No phase loses a request. An in-place restart closes a listening socket under
+		// load, which resets the connections the kernel had completed into its accept
+		// queue, after Traefik wrote the request (it rightly never resends one): so a
+		// release gates and drains its own socket before closing it (serving.stop), and
+		// a connection attempt meanwhile is dropped, retried by its SYN about a second
+		// later and served or refused (the retries carry a refusal), never reset.
+		// Measured 2026-12-03, 20 restarts: 0 failed of ~39 000 per provider in each of
+		// 3 runs, the requests sent during a restart at p99 1.01–1.02 s (the SYN
+		// retransmit; 0.81–0.92 s with refusals alone); without the gate, one control run
+		// lost 1 (HTTP provider, a 502) and 0 (plugin), at p99 0.79–0.82 s.
+		// On a held socket nothing closes: nothing is refused, nothing reset.
+		if row.failed > 0 {
+			t.Errorf("%s, %s: %d failed requests (%v), want none", provider, ph.say, row.failed, row.failures)
 		}
 		if row.duplicates != 0 {
 			t.Errorf("%s, %s: %d POSTs delivered other than once, want every POST exactly once", provider, ph.say, row.duplicates)
