@@ -18,6 +18,7 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/internal/listengate"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render/fleet"
@@ -94,7 +95,7 @@ func startNode(t *testing.T, cfg *Config) *testNode {
 
 func startNodeWithStore(t *testing.T, cfg *Config, st store.Store, before ...func(*Server)) *testNode {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := listengate.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

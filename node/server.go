@@ -148,8 +148,10 @@ func openStore(ctx context.Context, cfg *Config) (store.Store, error) {
 const ownRecordWait = 5 * time.Second
 
 // Run serves on ln until ctx ends, then shuts down gracefully: long-polls are released
-// (they answer 304), in-flight requests finish within a grace period. It refuses to
-// start (closing ln) when another live node holds this node's name (node/self).
+// (they answer 304), the connections queued on ln are accepted and answered rather than
+// reset (drainSocket: ln from listengate.Listen), in-flight requests finish within a
+// grace period. It refuses to start (closing ln) when another live node holds this
+// node's name (node/self).
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	if err := s.self.Start(ctx); err != nil {
 		ln.Close()
@@ -176,14 +178,17 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	// answer are bounded per request instead (node/httpapi, limits.go).
 	lim := s.cfg.Limits
 	total, reserved := lim.conns()
+	raw := ln // the socket itself, for drainSocket
 	ln = s.http.Listen(ln, total, reserved, lim.perSource(total-reserved))
 	startCerts(s.certs, s.pub, ln.Addr())
 	defer stopCerts(s.certs)
+	var fresh freshConns
 	srv := &http.Server{
 		Handler:           s.http.Handler(),
 		ReadHeaderTimeout: time.Duration(lim.HeaderTimeout),
 		IdleTimeout:       time.Duration(lim.IdleTimeout),
 		ConnContext:       httpapi.ConnContext,
+		ConnState:         fresh.track,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
@@ -199,6 +204,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	case err = <-errc:
 	}
 	s.Close()
+	if err == nil { // still serving: accepting what queued
+		s.drainSocket(raw, &fresh)
+	}
 	shCtx, shCancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer shCancel()
 	if serr := srv.Shutdown(shCtx); serr != nil && err == nil {

@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/traefik/paerser/cli"
 
+	"github.com/scafo/ingress/internal/listengate"
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/client"
 )
@@ -76,7 +76,7 @@ func serve(cfg *node.Config) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := listengate.Listen("tcp", cfg.Listen) // not multipath TCP: the stop gates it
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// waitStopped waits until the process is stopped (SIGSTOP: state T in /proc/pid/stat).
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := strings.LastIndexByte(string(b), ')'); i > 0 && strings.HasPrefix(string(b[i:]), ") T") {
+			return
+		}
+	}
+	t.Fatalf("process %d not stopped 30 s after SIGSTOP", pid)
+}
+
+// A node stopped (SIGTERM) with connections waiting in its API socket's accept queue
+// (the node was frozen while they connected and wrote their requests, so the stop races
+// their accepts) answers every one of them, resets none: Run gates and drains its socket
+// and waits for their requests before Shutdown.
+func TestShutdownAnswersTheRequestsQueuedOnItsSocket(t *testing.T) {
+	bin := buildBinary(t)
+	work := t.TempDir()
+	addr := freePort(t)
+	logPath := filepath.Join(work, "node.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	output := func() string { b, _ := os.ReadFile(logPath); return string(b) }
+	cmd := exec.Command(bin)
+	cmd.Dir = work
+	cmd.Env = append(envWithoutScafo(), "SCAFO_LISTEN="+addr, "SCAFO_STATEDIR="+filepath.Join(work, "scafo-state"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get("http://" + addr + "/v1/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("readyz never 200 (last err %v): %s", err, output())
+		}
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitStopped(t, cmd.Process.Pid)
+	const n = 32
+	var answers []*bufio.Reader
+	for i := range n {
+		c, err := net.DialTimeout("tcp", addr, 10*time.Second) // the kernel queues it
+		if err != nil {
+			t.Fatalf("connecting %d: %v", i, err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		if _, err := fmt.Fprintf(c, "GET /v1/readyz HTTP/1.1\r\nHost: node\r\nConnection: close\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		answers = append(answers, bufio.NewReader(c))
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range answers {
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Errorf("request %d, queued at the stop: %v, want an answer", i, err)
+			continue
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v: %s", err, output())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no exit within 30 s of SIGTERM: %s", output())
+	}
+	if t.Failed() {
+		t.Logf("the node's output: %s", output())
+	}
+}

@@ -1,0 +1,71 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/scafo/ingress/internal/listengate"
+)
+
+// drainBudget bounds what a stop gives, before Shutdown, to the connections queued on
+// the API's socket and to the first request of each connection accepted (drainSocket).
+const drainBudget = time.Second
+
+// freshConns are the API's accepted connections that have not sent their first request
+// yet (http.StateNew): Shutdown drops a request it reads after it began (net/http answers
+// nothing and closes), so a stop waits for them first.
+type freshConns struct {
+	mu sync.Mutex
+	m  map[net.Conn]struct{}
+}
+
+// track is the http.Server's ConnState.
+func (f *freshConns) track(c net.Conn, st http.ConnState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st == http.StateNew {
+		if f.m == nil {
+			f.m = map[net.Conn]struct{}{}
+		}
+		f.m[c] = struct{}{}
+	} else {
+		delete(f.m, c)
+	}
+}
+
+func (f *freshConns) len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.m)
+}
+
+// drainSocket is the stop's first step, while Serve still accepts: gate raw, the API's
+// listening socket, and let Serve accept everything its accept queue holds
+// (listengate.Drain: a connection left there is reset when the socket closes, after its
+// client wrote a request), then wait until every accepted connection sent its first
+// request; drainBudget in all. New connection attempts are dropped meanwhile (their SYN:
+// the client sends it again about a second later and is refused, or reaches the next
+// run). A listener the gate cannot work on (not from listengate.Listen) is only waited on.
+func (s *Server) drainSocket(raw net.Listener, fresh *freshConns) {
+	ctx, cancel := context.WithTimeout(context.Background(), drainBudget)
+	defer cancel()
+	if err := listengate.Drain(ctx, raw); errors.Is(err, listengate.ErrUnsupported) {
+		s.log.Debug("not draining the API's socket", "err", err)
+	} else if err != nil {
+		s.log.Warn("draining the API's socket", "err", err)
+	}
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for fresh.len() > 0 {
+		select {
+		case <-ctx.Done():
+			s.log.Warn("stopping with connections that sent no request yet", "conns", fresh.len())
+			return
+		case <-t.C:
+		}
+	}
+}
