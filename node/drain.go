@@ -64,13 +64,17 @@ func (s *Server) drainSocket(raw, ln net.Listener, served <-chan error, fresh *f
 	} else if err != nil {
 		s.log.Warn("draining the API's socket", "err", err)
 	}
+	// Not bounded by ctx, which a drain that timed out used up: Shutdown would close the
+	// listener again under a Serve not yet returned, and fail on that. Serve returns at
+	// once on a closed listener; the bound is only a safeguard.
 	ln.Close()
 	select {
 	case err := <-served:
 		if !errors.Is(err, net.ErrClosed) {
 			s.log.Warn("serving the API", "err", err)
 		}
-	case <-ctx.Done():
+	case <-time.After(drainBudget):
+		s.log.Warn("the API's server still accepts after its listener closed")
 	}
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
