@@ -46,17 +46,35 @@ func (f *freshConns) len() int {
 // drainSocket is the stop's first step, while Serve still accepts: gate raw, the API's
 // listening socket, and let Serve accept everything its accept queue holds
 // (listengate.Drain: a connection left there is reset when the socket closes, after its
-// client wrote a request), then wait until every accepted connection sent its first
-// request; drainBudget in all. New connection attempts are dropped meanwhile (their SYN:
-// the client sends it again about a second later and is refused, or reaches the next
-// run). A listener the gate cannot work on (not from listengate.Listen) is only waited on.
-func (s *Server) drainSocket(raw net.Listener, fresh *freshConns) {
+// client wrote a request), then close ln (what Serve accepts from) and wait for Serve to
+// return (served), then wait until every accepted connection sent its first request;
+// drainBudget in all. New connection attempts are dropped meanwhile (their SYN: the
+// client sends it again about a second later and is refused, or reaches the next run).
+// A listener the gate cannot work on (not from listengate.Listen) is only waited on.
+//
+// Why wait for Serve: a connection Serve took from the socket is in fresh only once
+// Serve ran its StateNew hook, just before it accepts again. An empty accept queue and
+// an empty fresh do not tell that none is in between; a returned Serve does, and a
+// request read on such a connection after Shutdown began is dropped unanswered.
+func (s *Server) drainSocket(raw, ln net.Listener, served <-chan error, fresh *freshConns) {
 	ctx, cancel := context.WithTimeout(context.Background(), drainBudget)
 	defer cancel()
 	if err := listengate.Drain(ctx, raw); errors.Is(err, listengate.ErrUnsupported) {
 		s.log.Debug("not draining the API's socket", "err", err)
 	} else if err != nil {
 		s.log.Warn("draining the API's socket", "err", err)
+	}
+	// Not bounded by ctx, which a drain that timed out used up: Shutdown would close the
+	// listener again under a Serve not yet returned, and fail on that. Serve returns at
+	// once on a closed listener; the bound is only a safeguard.
+	ln.Close()
+	select {
+	case err := <-served:
+		if !errors.Is(err, net.ErrClosed) {
+			s.log.Warn("serving the API", "err", err)
+		}
+	case <-time.After(drainBudget):
+		s.log.Warn("the API's server still accepts after its listener closed")
 	}
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()

@@ -204,8 +204,8 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	case err = <-errc:
 	}
 	s.Close()
-	if err == nil { // still serving: accepting what queued
-		s.drainSocket(raw, &fresh)
+	if err == nil { // still serving: accepting what queued, then closing ln
+		s.drainSocket(raw, ln, errc, &fresh)
 	}
 	shCtx, shCancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer shCancel()

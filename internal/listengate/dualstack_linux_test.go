@@ -1,0 +1,68 @@
+package listengate
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// The node's default listen address, ":7400", is one dual-stack IPv6 socket that IPv4
+// clients reach too (as v4-mapped addresses): the gate and the drain work on it for both
+// families.
+func TestDrainOnADualStackSocket(t *testing.T) {
+	ln, err := Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	hosts := []string{"127.0.0.1"}
+	if probe, err := net.Listen("tcp", "[::1]:0"); err == nil {
+		probe.Close()
+		hosts = append(hosts, "::1")
+	}
+	var conns []net.Conn
+	for i, h := range hosts {
+		for j := range 4 {
+			c, err := net.DialTimeout("tcp", net.JoinHostPort(h, port), 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "request %d\n", i*4+j)
+			conns = append(conns, c)
+		}
+	}
+	waitQueued(t, ln, len(conns))
+	drained := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		drained <- Drain(ctx, ln)
+	}()
+	served := serve(ln)
+	if err := <-drained; err != nil {
+		t.Fatalf("Drain: %v", err)
+	}
+	for _, h := range hosts {
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(h, port), 300*time.Millisecond)
+		if err == nil {
+			c.Close()
+			t.Errorf("%s: connected through the gate, want the SYN dropped", h)
+		} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+			t.Errorf("%s: dialing the gated socket: %v, want a timeout", h, err)
+		}
+	}
+	ln.Close()
+	if n := <-served; n != len(conns) {
+		t.Errorf("accepted %d, want %d", n, len(conns))
+	}
+	for i, c := range conns {
+		if got, err := answer(c); err != nil || got != fmt.Sprintf("answer to request %d\n", i) {
+			t.Errorf("connection %d: %q, %v, want its answer", i, got, err)
+		}
+	}
+}

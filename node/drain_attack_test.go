@@ -1,0 +1,106 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	ptypes "github.com/traefik/paerser/types"
+)
+
+// An anonymous client cannot hold a node's stop beyond drainBudget plus the header
+// timeout (itself under Shutdown's 10 s): it fills the connection cap with connections
+// that send nothing, dribbles a request a byte at a time, and floods connection attempts
+// while the node stops. The stop still ends in time, and the requests already queued on
+// the socket behind the full cap are answered (the limiter's 503), none reset or left
+// unanswered.
+func TestAnAttackerCannotHoldTheStop(t *testing.T) {
+	cfg := testConfig(t, "vps-a", t.TempDir())
+	cfg.Limits.MaxConns = 16
+	cfg.Limits.ReservedConns = 4
+	cfg.Limits.HeaderTimeout = ptypes.Duration(3 * time.Second)
+	n := startNode(t, cfg)
+	n.waitReady()
+	http.DefaultClient.CloseIdleConnections()
+	addr := strings.TrimPrefix(n.url, "http://")
+	dial := func() net.Conn {
+		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	// The cap, filled with silent connections and one that dribbles.
+	for range 15 {
+		dial()
+	}
+	slow := dial()
+	ctx, stopAttack := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stopAttack()
+	wg.Go(func() {
+		req := "GET /v1/healthz HTTP/1.1\r\nHost: node\r\n"
+		for i := 0; ctx.Err() == nil; i = (i + 1) % len(req) {
+			if _, err := slow.Write([]byte{req[i]}); err != nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	time.Sleep(700 * time.Millisecond) // the limiter finds the cap held (acceptWait)
+	// Requests queued behind the full cap.
+	var queued []net.Conn
+	for i := range 8 {
+		c := dial()
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		if _, err := fmt.Fprintf(c, "GET /v1/healthz HTTP/1.1\r\nHost: node\r\nConnection: close\r\n\r\n"); err != nil {
+			t.Fatal(i, err)
+		}
+		queued = append(queued, c)
+	}
+	// The flood: connection attempts through the stop.
+	for range 8 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+					c.Close()
+				}
+			}
+		})
+	}
+	start := time.Now()
+	n.once.Do(n.cancel)
+	select {
+	case err := <-n.done:
+		if err != nil {
+			t.Logf("Run: %v", err)
+		}
+	case <-time.After(drainBudget + 10*time.Second + 2*time.Second):
+		t.Fatalf("the stop still runs %s after it began", time.Since(start))
+	}
+	took := time.Since(start)
+	stopAttack()
+	if limit := drainBudget + time.Duration(cfg.Limits.HeaderTimeout) + time.Second; took > limit {
+		t.Errorf("the stop took %s, want at most %s", took, limit)
+	}
+	for i, c := range queued {
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Errorf("request %d, queued behind the full cap at the stop: %v, want an answer", i, err)
+			continue
+		}
+		resp.Body.Close()
+		if i == 0 {
+			t.Logf("queued request %d: %s", i, resp.Status)
+		}
+	}
+	t.Logf("the stop took %s; its log: %s", took, n.logs.String())
+}

@@ -1,0 +1,138 @@
+package node
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/scafo/ingress/internal/listengate"
+	"github.com/scafo/ingress/node/store/dir"
+)
+
+// slowHandOff is a listener whose Accept, once armed, holds the connection it took from
+// the socket for hold before handing it over: the Serve goroutine descheduled between
+// accept(2) and the StateNew hook (a busy machine), made deterministic.
+type slowHandOff struct {
+	net.Listener
+	armed    atomic.Bool
+	hold     time.Duration
+	accepted chan struct{}
+}
+
+func (l *slowHandOff) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil && l.armed.Load() {
+		l.accepted <- struct{}{}
+		time.Sleep(l.hold)
+	}
+	return c, err
+}
+
+// A connection the node took from its socket just before the stop, but had not yet handed
+// to the HTTP server (no StateNew yet, so not among the fresh connections), is answered,
+// not closed unanswered: the stop closes the listener and waits for Serve to return
+// before it counts the connections still waiting for their first request. Before, the
+// stop saw no fresh connection, began Shutdown at once, and net/http dropped the request
+// it then read on that connection (EOF for the client).
+func TestStopAnswersAConnectionAcceptedAsItBegins(t *testing.T) {
+	cfg := testConfig(t, "vps-a", t.TempDir())
+	st, err := dir.New(cfg.Store.Dir.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp, err := listengate.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &slowHandOff{Listener: tcp, hold: 300 * time.Millisecond, accepted: make(chan struct{}, 1)}
+	n := startNodeOn(t, cfg, st, ln)
+	n.waitReady()
+	http.DefaultClient.CloseIdleConnections()
+
+	ln.armed.Store(true)
+	c, err := net.DialTimeout("tcp", tcp.Addr().String(), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(15 * time.Second))
+	if _, err := fmt.Fprintf(c, "GET /v1/healthz HTTP/1.1\r\nHost: node\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ln.accepted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node did not accept the connection")
+	}
+	n.once.Do(n.cancel) // the stop; n.stop at cleanup then does nothing
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Errorf("the request on a connection accepted as the stop began: %v, want an answer", err)
+	} else {
+		resp.Body.Close()
+	}
+	select {
+	case err := <-n.done:
+		if err != nil {
+			t.Errorf("Run: %v, want nil (the stop's own close of the listener is no error)", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the node did not stop within 15 s")
+	}
+	if logs := n.logs.String(); strings.Contains(logs, "serving the API") || strings.Contains(logs, "sent no request yet") {
+		t.Errorf("the stop warned: %s", logs)
+	}
+}
+
+// closeSignal is a listener that reports its Close.
+type closeSignal struct {
+	net.Listener
+	closed chan struct{}
+}
+
+func (l *closeSignal) Close() error {
+	close(l.closed)
+	return l.Listener.Close()
+}
+
+// drainSocket waits for Serve to return even when the drain used up its budget (nobody
+// accepted what queued): otherwise Shutdown could close the listener a second time while
+// Serve still holds it, and Run would return that close's error ("use of closed network
+// connection") for a clean stop.
+func TestDrainSocketWaitsForServeAfterAnExpiredDrain(t *testing.T) {
+	tcp, err := listengate.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.DialTimeout("tcp", tcp.Addr().String(), 10*time.Second) // queued, never accepted
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ln := &closeSignal{Listener: tcp, closed: make(chan struct{})}
+	served := make(chan error) // unbuffered: taken only by a drainSocket that waits
+	taken := make(chan struct{})
+	go func() { // a Serve that returns a moment after its listener closed
+		<-ln.closed
+		time.Sleep(100 * time.Millisecond)
+		select {
+		case served <- net.ErrClosed:
+			close(taken)
+		case <-time.After(5 * time.Second):
+		}
+	}()
+	s := &Server{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s.drainSocket(tcp, ln, served, &freshConns{})
+	select {
+	case <-taken:
+	case <-time.After(2 * time.Second):
+		t.Fatal("drainSocket returned without waiting for Serve to return")
+	}
+}
