@@ -48,21 +48,9 @@ func TestDrainOnADualStackSocket(t *testing.T) {
 		t.Fatalf("Drain: %v", err)
 	}
 	for _, h := range hosts {
-		c, err := net.DialTimeout("tcp", net.JoinHostPort(h, port), 300*time.Millisecond)
-		if err == nil {
-			c.Close()
-			t.Errorf("%s: connected through the gate, want the SYN dropped", h)
-		} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
-			t.Errorf("%s: dialing the gated socket: %v, want a timeout", h, err)
+		if err := dialDropped(net.JoinHostPort(h, port)); err != nil {
+			t.Errorf("%s: %v", h, err)
 		}
 	}
-	ln.Close()
-	if n := <-served; n != len(conns) {
-		t.Errorf("accepted %d, want %d", n, len(conns))
-	}
-	for i, c := range conns {
-		if got, err := answer(c); err != nil || got != fmt.Sprintf("answer to request %d\n", i) {
-			t.Errorf("connection %d: %q, %v, want its answer", i, got, err)
-		}
-	}
+	closeAndCheckAnswered(t, ln, served, conns)
 }

@@ -125,6 +125,35 @@ func serve(ln net.Listener) <-chan int {
 	return done
 }
 
+// closeAndCheckAnswered closes ln, whose accept loop is served, and checks that it
+// accepted every one of conns and answered each.
+func closeAndCheckAnswered(t *testing.T, ln net.Listener, served <-chan int, conns []net.Conn) {
+	t.Helper()
+	ln.Close()
+	if n := <-served; n != len(conns) {
+		t.Errorf("accepted %d connections, want the %d queued", n, len(conns))
+	}
+	for i, c := range conns {
+		if got, err := answer(c); err != nil || got != fmt.Sprintf("answer to request %d\n", i) {
+			t.Errorf("connection %d: %q, %v, want its answer", i, got, err)
+		}
+	}
+}
+
+// dialDropped dials a gated socket at addr and says what is wrong unless the dial timed
+// out: however slow the machine, a dropped SYN is never answered.
+func dialDropped(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond)
+	if err == nil {
+		c.Close()
+		return errors.New("connected through the gate, want the SYN dropped")
+	}
+	if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+		return fmt.Errorf("dialing the gated socket: %w, want a timeout (SYN dropped)", err)
+	}
+	return nil
+}
+
 // The fix: Drain while accepting, then close: every connection queued at the stop is
 // accepted and answered, none is reset.
 func TestDrainAnswersEveryQueuedConnection(t *testing.T) {
@@ -144,15 +173,7 @@ func TestDrainAnswersEveryQueuedConnection(t *testing.T) {
 		if n, err := Queued(ln); err != nil || n != 0 {
 			t.Fatalf("after Drain: %d queued (%v), want 0", n, err)
 		}
-		ln.Close()
-		if n := <-served; n != len(conns) {
-			t.Errorf("accepted %d connections, want the %d queued", n, len(conns))
-		}
-		for i, c := range conns {
-			if got, err := answer(c); err != nil || got != fmt.Sprintf("answer to request %d\n", i) {
-				t.Errorf("connection %d: %q, %v, want its answer", i, got, err)
-			}
-		}
+		closeAndCheckAnswered(t, ln, served, conns)
 	})
 }
 
@@ -178,14 +199,8 @@ func TestAGatedSocketDropsNewConnectionsWithoutResetting(t *testing.T) {
 		if err := Gate(ln); err != nil {
 			t.Fatal(err)
 		}
-		// However slow the machine, a dropped SYN is never answered: the dial times out.
-		c, err := net.DialTimeout("tcp", ln.Addr().String(), 300*time.Millisecond)
-		if err == nil {
-			c.Close()
-			t.Fatal("connected through the gate, want the SYN dropped")
-		}
-		if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
-			t.Fatalf("dialing the gated socket: %v, want a timeout (SYN dropped)", err)
+		if err := dialDropped(ln.Addr().String()); err != nil {
+			t.Fatal(err)
 		}
 		if n, err := Queued(ln); err != nil || n != 0 {
 			t.Fatalf("gated: %d queued (%v), want 0", n, err)
