@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scafo/ingress/internal/proc"
 )
 
 // startOwn starts echo listening itself on -listen (no socket passed) and returns it
@@ -22,28 +24,15 @@ func startOwn(t *testing.T, args string) (*echoProc, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &echoProc{out: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(self)
+	cmd := exec.Command(self)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "LISTEN_") {
-			p.cmd.Env = append(p.cmd.Env, kv)
+			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	p.cmd.Env = append(p.cmd.Env, "ECHO_MAIN=1", "ECHO_ARGS="+args)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGCONT)
-		select {
-		case <-p.exited:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
-	})
+	cmd.Env = append(cmd.Env, "ECHO_MAIN=1", "ECHO_ARGS="+args)
+	p := run(t, cmd)
+	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGCONT) }) // before run's kill: a test may have frozen it
 	serving := regexp.MustCompile(`serving on (\S+)`)
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if m := serving.FindStringSubmatch(p.out.String()); m != nil {
@@ -59,21 +48,6 @@ func startOwn(t *testing.T, args string) (*echoProc, string) {
 	return nil, ""
 }
 
-// waitStopped waits until the process is stopped (SIGSTOP: state T in /proc/pid/stat).
-func waitStopped(t *testing.T, pid int) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i := strings.LastIndexByte(string(b), ')'); i > 0 && strings.HasPrefix(string(b[i:]), ") T") {
-			return
-		}
-	}
-	t.Fatalf("process %d not stopped 30 s after SIGSTOP", pid)
-}
-
 // A plain in-place restart's stop, on a socket echo listened itself: connections that
 // wait in its accept queue when SIGTERM comes (echo was frozen while they connected and
 // wrote their requests, and stops with no lame duck, so the stop races the accepts) are
@@ -87,7 +61,7 @@ func TestStopsItsOwnSocketThroughTheGate(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	waitStopped(t, pid)
+	proc.WaitStopped(t, pid)
 	const n = 32
 	var conns []*bufio.Reader
 	for i := range n {
@@ -113,12 +87,5 @@ func TestStopsItsOwnSocketThroughTheGate(t *testing.T) {
 			t.Errorf("request %d: %q, %v, want %q", i, b, err, want)
 		}
 	}
-	select {
-	case <-p.exited:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("still running 30 s after SIGTERM: %q", p.out.String())
-	}
-	if p.err != nil {
-		t.Fatalf("on SIGTERM: %v, want exit 0 (output %q)", p.err, p.out.String())
-	}
+	p.waitExitZero(t, "echo")
 }

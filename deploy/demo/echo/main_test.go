@@ -61,24 +61,45 @@ func startActivated(t *testing.T, sock *os.File, args string) *echoProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &echoProc{out: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command("sh", "-c", `LISTEN_PID=$$; export LISTEN_PID; exec "$0"`, self)
-	p.cmd.Env = append(os.Environ(), "ECHO_MAIN=1", "ECHO_ARGS="+args, "LISTEN_FDS=1")
-	p.cmd.ExtraFiles = []*os.File{sock} // descriptor 3
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
+	cmd := exec.Command("sh", "-c", `LISTEN_PID=$$; export LISTEN_PID; exec "$0"`, self)
+	cmd.Env = append(os.Environ(), "ECHO_MAIN=1", "ECHO_ARGS="+args, "LISTEN_FDS=1")
+	cmd.ExtraFiles = []*os.File{sock} // descriptor 3
+	return run(t, cmd)
+}
+
+// run starts cmd, an echo process, keeping its output and awaiting its exit; at the end
+// of the test it is killed if still running.
+func run(t *testing.T, cmd *exec.Cmd) *echoProc {
+	t.Helper()
+	p := &echoProc{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	go func() { p.err = cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() {
 		select {
 		case <-p.exited:
 		default:
-			_ = p.cmd.Process.Kill()
+			_ = cmd.Process.Kill()
 			<-p.exited
 		}
 	})
 	return p
+}
+
+// waitExitZero waits, up to 30 s, for who (the process) to exit after its SIGTERM, and
+// wants it to exit 0.
+func (p *echoProc) waitExitZero(t *testing.T, who string) {
+	t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s still running 30 s after SIGTERM: %q", who, p.out.String())
+	}
+	if p.err != nil {
+		t.Fatalf("%s on SIGTERM: %v, want exit 0 (output %q)", who, p.err, p.out.String())
+	}
 }
 
 // answer reads the answer to the request written on c, failing the test if the process
@@ -161,14 +182,7 @@ func TestServesTheSocketSystemdPassed(t *testing.T) {
 	if err := r1.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-r1.exited:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("first release still running 30 s after SIGTERM: %q", r1.out.String())
-	}
-	if r1.err != nil {
-		t.Fatalf("first release on SIGTERM: %v, want exit 0 (output %q)", r1.err, r1.out.String())
-	}
+	r1.waitExitZero(t, "the first release")
 
 	queued := send(t, addr, "/queued") // no release runs: the backlog holds it
 	r2 := startActivated(t, sock, "-name r2 "+unbindable)
@@ -268,12 +282,5 @@ func TestLameDuckAnswersIdleConnectionsWithClose(t *testing.T) {
 	if body != "lame /after\n" || !resp.Close {
 		t.Fatalf("the idle connection's answer in the lame duck: %q, close %v, want %q with Connection: close", body, resp.Close, "lame /after\n")
 	}
-	select {
-	case <-p.exited:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("still running 30 s after SIGTERM: %q", p.out.String())
-	}
-	if p.err != nil {
-		t.Fatalf("on SIGTERM: %v, want exit 0 (output %q)", p.err, p.out.String())
-	}
+	p.waitExitZero(t, "echo")
 }

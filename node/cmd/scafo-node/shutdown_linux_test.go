@@ -9,26 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
-)
 
-// waitStopped waits until the process is stopped (SIGSTOP: state T in /proc/pid/stat).
-func waitStopped(t *testing.T, pid int) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i := strings.LastIndexByte(string(b), ')'); i > 0 && strings.HasPrefix(string(b[i:]), ") T") {
-			return
-		}
-	}
-	t.Fatalf("process %d not stopped 30 s after SIGSTOP", pid)
-}
+	"github.com/scafo/ingress/internal/proc"
+)
 
 // A node stopped (SIGTERM) with connections waiting in its API socket's accept queue
 // (the node was frozen while they connected and wrote their requests, so the stop races
@@ -74,7 +60,7 @@ func TestShutdownAnswersTheRequestsQueuedOnItsSocket(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	waitStopped(t, cmd.Process.Pid)
+	proc.WaitStopped(t, cmd.Process.Pid)
 	const n = 32
 	var answers []*bufio.Reader
 	for i := range n {

@@ -1,0 +1,26 @@
+package proc
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// WaitStopped waits (up to 30 s) until the process pid is stopped: SIGSTOP, state T in
+// /proc/pid/stat (Linux). The tests that freeze a server to queue connections on its
+// socket use it.
+func WaitStopped(t testing.TB, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := strings.LastIndexByte(string(b), ')'); i > 0 && strings.HasPrefix(string(b[i:]), ") T") {
+			return
+		}
+	}
+	t.Fatalf("process %d not stopped 30 s after SIGSTOP", pid)
+}
