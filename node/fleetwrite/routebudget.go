@@ -93,6 +93,12 @@ func (w *Writer) chargeRoute(ctx context.Context, who Actor, account, change str
 		retry, err = time.Second, nil
 	}
 	switch {
+	case err != nil && (ctx.Err() != nil || errors.Is(err, context.Canceled)):
+		// The caller left (or its deadline passed) while the charge was being made:
+		// that is not an outage the node observed, and letting it through would let a
+		// tenant past its budget flip at will by half-closing each request one store
+		// round trip after sending it. Nothing is written (TestACancelledChargeRefusesTheChange).
+		return nil, fmt.Errorf("charging routing change budget of account %q: %w", account, errors.Join(err, context.Cause(ctx)))
 	case err != nil:
 		w.log.Warn("routing change budget unavailable; change let through", "account", account, "change", change, "err", err)
 		return nothing, nil

@@ -42,6 +42,8 @@ const (
 const (
 	macRetry   = 30 * time.Second
 	macRecheck = 10 * time.Second
+	// macLoadTimeout bounds one load of the key, which no caller can cancel.
+	macLoadTimeout = 10 * time.Second
 )
 
 // tokenMACObject is the stored form of the key. Legacy lists the ids of the tokens
@@ -164,7 +166,13 @@ func (w *Writer) macKey(ctx context.Context, force bool) *tokenMAC {
 	if !force && !c.lastTry.IsZero() && w.now().Sub(c.lastTry) < macRetry {
 		return nil
 	}
-	m, err := w.loadTokenMAC(ctx)
+	// The key is the node's, not the caller's: it is read on a context of the node's
+	// own, so a client that gives up on its request (a made-up token, half-closed right
+	// after it is sent) cannot fail the load and switch the MAC check off for everyone
+	// until macRetry (TestAClientsCancellationDoesNotFailTheTokenKeyLoad).
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), macLoadTimeout)
+	defer cancel()
+	m, err := w.loadTokenMAC(lctx)
 	switch {
 	case err == nil:
 		c.cur, c.broken, c.lastTry = m, false, time.Time{}

@@ -257,7 +257,9 @@ func (a *storageAPI) storageError(w http.ResponseWriter, r *http.Request, err er
 	case errors.Is(err, certstore.ErrCorrupt):
 		a.s.log.Error("storage: corrupt object in the certificate namespace", "err", err)
 		writeError(w, http.StatusInternalServerError, "corrupt store object", err.Error())
-	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+	case errors.Is(err, context.Canceled):
+		writeError(w, StatusClientClosedRequest, "cancelled", "the request was cancelled by its client")
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, "store unavailable", err.Error())
 	default:

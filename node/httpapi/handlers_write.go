@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -63,6 +64,11 @@ func badRequest(w http.ResponseWriter, what string, err error) {
 	writeError(w, http.StatusBadRequest, what, err.Error())
 }
 
+// StatusClientClosedRequest answers (and counts, in metrics) a request its client
+// cancelled while the node was working on it: nginx's 499. The client is gone; the
+// code is for logs and metrics, where it is not an error of the node or its store.
+const StatusClientClosedRequest = 499
+
 // writeDomainError maps an error of the write domain (or the store under it) to its
 // one status.
 func (s *API) writeDomainError(w http.ResponseWriter, err error) {
@@ -102,6 +108,11 @@ func (s *API) writeDomainError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadRequest, "invalid port", err.Error())
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not found", err.Error())
+	case errors.Is(err, context.Canceled):
+		// The client cancelled its own request during a store call: not a store
+		// problem, and not logged as one (TestACancelledWriteIsNotAStoreError).
+		s.log.Debug("request cancelled by its client", "err", err)
+		writeError(w, StatusClientClosedRequest, "cancelled", "the request was cancelled by its client; nothing was written")
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, store.ErrForeign):
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, "store unavailable", err.Error()+": the store is unreachable; nothing was written")
