@@ -5,11 +5,13 @@
 # make demo    two nodes, two echo applications and one Traefik on loopback: a flip and a failover
 #              through Traefik (deploy/demo/demo.sh; DEMO_FLAGS=--once stops at the end)
 # make caddy   Caddy v2.11.9 with scafo's modules into deploy/caddy/caddy (deploy/caddy/README.md)
+# make package .deb packages scafo-node and scafo-caddy for amd64 and arm64 into dist/ (nfpm,
+#              deploy/package; VERSION from deploy/package/version.sh, the binaries' -ldflags too)
 # make bench   the Go benchmarks; make report: the side-by-side performance report (docs/performance.md)
 
 GO ?= go
 
-.PHONY: run test deps build echo bench report vet demo caddy
+.PHONY: run test deps build echo bench report vet demo caddy package
 
 # deploy/caddy is a Go module of its own (Caddy's dependency tree stays out of the node's).
 CADDY_MOD = deploy/caddy
@@ -41,6 +43,26 @@ deps:
 vet:
 	$(GO) vet ./...
 	cd $(CADDY_MOD) && $(GO) vet ./...
+	cd $(PKG_MOD) && $(GO) vet ./...
+
+# The packages (docs/install.md). The version is the binaries' and the packages' alike:
+# `git describe` made a Debian version (deploy/package/version.sh); override with VERSION=.
+# Static binaries (CGO_ENABLED=0), Caddy through .ci/caddy.sh (cached by its inputs and
+# target, so a second run builds nothing). deploy/package is a Go module of its own (nfpm).
+PKG_MOD = deploy/package
+VERSION ?= $(shell ./deploy/package/version.sh)
+COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+LDFLAGS = -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+ARCHES ?= amd64 arm64
+DIST ?= dist
+
+package:
+	cd $(PKG_MOD) && $(GO) build -o $(CURDIR)/$(DIST)/pkgbuild .
+	set -e; for arch in $(ARCHES); do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(DIST)/$$arch/scafo-node ./node/cmd/scafo-node; \
+		cp "$$(env -u CADDY_BIN CGO_ENABLED=0 GOOS=linux GOARCH=$$arch ./.ci/caddy.sh)" $(DIST)/$$arch/caddy; \
+		./$(DIST)/pkgbuild -version "$(VERSION)" -arch $$arch -bin $(DIST)/$$arch -out $(DIST); \
+	done
 
 # Every package must be in one of the two lists (make test refuses to run otherwise).
 UNIT_PKGS = ./render/... ./node/... ./traefikprovider/... ./internal/... ./deploy/...

@@ -7,6 +7,12 @@
 #  3. the old release keeps serving for a drain window, then stops (SIGTERM: it finishes
 #     the requests in flight).
 #
+# <release-dir> is a directory holding bin/<app>, the executable app@.service runs
+# (ExecStart=/srv/<app>/slot-<port>/bin/<app>); deploy.sh points /srv/<app>/slot-<port> at
+# it, creating /srv/<app> on the first deploy. The unit is <app>@.service, a copy of
+# app@.service (/usr/share/scafo/app/app@.service in the scafo-node package) in
+# /etc/systemd/system.
+#
 # Needs: scafo-node (the CLI; SCAFO_URL and SCAFO_TOKEN, an application token with the
 # `instance` role, or the admin token from the state dir), jq, curl, systemd units
 # <app>@<port>.service (deploy/app/app@.service). Without systemd, replace the three
@@ -29,6 +35,11 @@ if systemctl is-active --quiet "$APP@$OLD.socket"; then
 	exit 1
 fi
 
+if [ ! -x "$RELEASE/bin/$APP" ]; then
+	echo "deploy.sh: $RELEASE/bin/$APP is not an executable: a release holds bin/$APP" >&2
+	exit 1
+fi
+install -d -m 0755 "/srv/$APP"
 ln -sfn "$RELEASE" "/srv/$APP/slot-$NEW"
 systemctl start "$APP@$NEW.service"
 # The new release answers before anything points at it.

@@ -161,7 +161,7 @@ func TestSystemdUnitVerifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "scafo-node.service")
-	os.WriteFile(path, []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/scafo-node", bin)), 0o644)
+	os.WriteFile(path, []byte(strings.ReplaceAll(string(unit), "/usr/bin/scafo-node", bin)), 0o644)
 	out, err := exec.Command(sa, "verify", path).CombinedOutput()
 	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
