@@ -30,8 +30,10 @@ func storeCommand() *cli.Command {
 			return fmt.Errorf("unknown flag %s: usage: %s", args[0], usage)
 		},
 	}
-	if err := g.AddCommand(adopt); err != nil {
-		panic(err)
+	for _, c := range []*cli.Command{adopt, storeInitCommand()} {
+		if err := g.AddCommand(c); err != nil {
+			panic(err)
+		}
 	}
 	return g
 }
