@@ -78,7 +78,7 @@ func validateApp(a *fleet.App) error {
 			return invalid("invalid application", "ingress.group", err)
 		}
 	}
-	return nil
+	return validatePassthrough(a)
 }
 
 // PutApp creates or replaces application name with a (admin only; the caller
@@ -137,6 +137,11 @@ func (w *Writer) PutApp(ctx context.Context, who Actor, name string, a fleet.App
 	body, _ := jsonx.Marshal(a)
 	if exists && string(cur.Value) == string(body) {
 		return a, cur.ETag, false, w.settle(ctx) // no-op: no write, no serial bump
+	}
+	if a.Passthrough {
+		if err := w.passthroughClaimConflict(ctx, &a); err != nil {
+			return fleet.App{}, "", false, err
+		}
 	}
 	// Routes follow an application's hosts (admin-only today, and the admin spends no
 	// routing changes: the charge is for any other writer).

@@ -111,6 +111,9 @@ func (w *Writer) Claim(ctx context.Context, who Actor, app, host string) (c flee
 	if err != nil {
 		return fleet.Claim{}, "", false, err
 	}
+	if a.Passthrough && routing.IsWildcard(host) {
+		return fleet.Claim{}, "", false, errWildcardPassthrough(host, app)
+	}
 	// Two claims racing from different accounts (a wildcard and a name under it) can
 	// both pass this check: the check after the write settles that, and Derive drops a
 	// covering wildcard whatever is stored.

@@ -81,6 +81,9 @@ func (w *Writer) PublishPaths(ctx context.Context, who Actor, app, host string, 
 	if err != nil {
 		return fleet.Claim{}, "", err
 	}
+	if err := w.passthroughPaths(ctx, app, paths); err != nil {
+		return fleet.Claim{}, "", err
+	}
 	// A path map that changes spends one of the account's routing changes, once
 	// whatever the retries below; refunded when nothing is written after all.
 	var refund func()

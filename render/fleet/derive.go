@@ -202,8 +202,11 @@ type appInfo struct {
 	group      string // "" for routing.DefaultGroup (the document's spelling)
 	placement  []string
 	healthPath string
-	upstreams  []routing.Upstream
-	ok         bool // valid: routed
+	// passthrough and proxyProtocol are the application's (App.Passthrough), valid.
+	passthrough   bool
+	proxyProtocol int
+	upstreams     []routing.Upstream
+	ok            bool // valid: routed
 	// platform is the holder of the application's platform hosts (holderOf).
 	platform holder
 }

@@ -13,8 +13,8 @@ import (
 // fleet when the change is of the common kind.
 //
 // A change patches the last document when it can only move upstream lists and health
-// paths: the objects it names are application records whose account and group did not
-// move, and node records whose name, address and API port did not move, while no
+// paths: the objects it names are application records whose account, group and
+// passthrough fields did not move, and node records whose name, address and API port did not move, while no
 // node's staleness did either. Each application such a change touches is derived
 // again on its own (its placement, health path, instances); its routes get the new
 // upstreams and health path, and the revision re-hashes their blocks alone
@@ -144,7 +144,7 @@ func (l *derivation) patch(st State, opt Options, changed []string) (doc *routin
 				return nil, nil, false // added or removed
 			}
 			a, b := &l.st.Apps[i], &st.Apps[i]
-			if a.Account != b.Account || a.GroupOf() != b.GroupOf() {
+			if a.Account != b.Account || a.GroupOf() != b.GroupOf() || a.Passthrough != b.Passthrough || a.ProxyProtocol != b.ProxyProtocol {
 				return nil, nil, false
 			}
 			touched[name] = true

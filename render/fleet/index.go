@@ -211,9 +211,18 @@ func (dv *deriver) indexApp(app *App, ai *appInfo, count int) bool {
 	if group == routing.DefaultGroup {
 		group = ""
 	}
-	*ai = appInfo{app: app, group: group, placement: dv.placement(app.Name, app.Placement), ok: true}
+	if app.ProxyProtocol != 0 && (!app.Passthrough || app.ProxyProtocol != routing.ProxyProtocolV2) {
+		// A PROXY header the instance does not expect, or none where it expects one,
+		// breaks every connection: guessing is worse than leaving it out.
+		dv.skip(AppKey(app.Name), "proxyProtocol %d: must be absent or 2, and only with passthrough; application ignored", app.ProxyProtocol)
+		return false
+	}
+	*ai = appInfo{app: app, group: group, placement: dv.placement(app.Name, app.Placement), ok: true,
+		passthrough: app.Passthrough, proxyProtocol: app.ProxyProtocol}
 	dv.nApps++
-	if app.Health != nil && app.Health.Path != "" {
+	if app.Passthrough && app.Health != nil && app.Health.Path != "" {
+		dv.skip(AppKey(app.Name), "health.path on a passthrough application (it speaks TLS, not HTTP, to the ingress); ignored")
+	} else if app.Health != nil && app.Health.Path != "" {
 		if err := routing.ValidateHealthPath("health.path", app.Health.Path); err != nil {
 			dv.skip(AppKey(app.Name), "%v; node-delegated health check used instead", err)
 		} else {

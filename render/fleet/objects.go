@@ -66,6 +66,15 @@ type App struct {
 	// Ingress places the application in an ingress group (admin-set). Absent: the
 	// group routing.DefaultGroup.
 	Ingress *Ingress `json:"ingress,omitempty"`
+	// Passthrough marks an application that terminates TLS itself (docs/design.md §2):
+	// its hosts are routed at layer 4 by their exact TLS server name, the client's
+	// handshake reaching the instance unchanged, never as HTTP. Its hosts are exact
+	// names only (no wildcard claim), none has a path map or is a path map's target,
+	// and it declares no HTTP health path (the node probes it by TCP connect).
+	Passthrough bool `json:"passthrough,omitempty"`
+	// ProxyProtocol, with Passthrough, is the PROXY protocol version an ingress sends
+	// the instance before the client's bytes: absent (0) none, 2 a v2 header.
+	ProxyProtocol int `json:"proxyProtocol,omitempty"`
 }
 
 // Ingress is an application's ingress placement.

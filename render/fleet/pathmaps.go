@@ -25,6 +25,10 @@ func (dv *deriver) buildPaths() {
 		if h.claim == nil || len(h.claim.Paths) == 0 {
 			continue
 		}
+		if h.ai != nil && h.ai.passthrough {
+			dv.skip(ClaimKey(r.Host)+"#paths", "a passthrough application's host has no path map (a path is invisible at layer 4); %d prefixes ignored", len(h.claim.Paths))
+			continue
+		}
 		r.Paths = dv.pathMap(r.Host, h)
 	}
 }
@@ -123,6 +127,8 @@ func (dv *deriver) pathEntryProblem(host string, h *holder, prefix, target strin
 		return "target is a claimed host without a holder (its claim object is unreadable or inconsistent)"
 	case t.account != h.account:
 		return "target belongs to another account"
+	case t.ai != nil && t.ai.passthrough:
+		return "target's application terminates TLS itself (passthrough): a path is invisible at layer 4"
 	case !t.routed:
 		return "target's application has no ready instance"
 	}

@@ -49,6 +49,13 @@ func (dv *deriver) buildRoutes() {
 	var wildcards []*Claim
 	for _, c := range dv.claims {
 		if routing.IsWildcard(c.Host) {
+			if ai := dv.appByName(c.App); ai != nil && ai.passthrough {
+				// A TLS server name selects one server by its exact name: a wildcard
+				// would give the application names it never listed (the API refuses
+				// the claim; this is the store written by hand or a race).
+				dv.skip(ClaimKey(c.Host), "wildcard claim of passthrough application %q; not routed (passthrough hosts are exact names)", c.App)
+				continue
+			}
 			wildcards = append(wildcards, c) // once every exact name is held
 			continue
 		}
@@ -100,6 +107,9 @@ func (dv *deriver) buildRoutes() {
 			Upstreams:   h.ai.upstreams, // shared by every host of the app; read-only; [] when nothing is ready
 			HealthPath:  h.ai.healthPath,
 			Group:       h.ai.group,
+			// Passthrough and ProxyProtocol: the application's, on every host of it.
+			Passthrough:   h.ai.passthrough,
+			ProxyProtocol: h.ai.proxyProtocol,
 		}
 	}
 }

@@ -5,6 +5,8 @@
 // Protocol versions (the "v" field):
 //
 //	1: hosts → ordered upstreams, path maps, the platform API apex (2026-11).
+//	   Additive since: apiPort, healthPath, group, passthrough and proxyProtocol
+//	   (TLS passthrough by exact SNI, docs/design.md §2).
 //
 // Additive fields keep v1; a breaking change bumps Version. Decoders of v1 must
 // tolerate unknown fields; writers never emit a field this package does not declare.
@@ -69,7 +71,24 @@ type Route struct {
 	// DefaultGroup, which is never written out; every route of one application has
 	// the same group.
 	Group string `json:"group,omitempty"`
+	// Passthrough marks the host of an application that terminates TLS itself
+	// (additive field). An ingress routes it at layer 4 by the exact TLS server name
+	// (SNI), forwarding the client's handshake unchanged to the first upstream, and
+	// never as HTTP: no HTTP router, no certificate of the ingress, no path map. Such
+	// a route is never a wildcard, has no Paths, and is no path map's target; every
+	// route of its application is one. A reader that ignores the field serves the host
+	// as HTTP: its plaintext requests reach a server that expects a ClientHello, which
+	// refuses them, and no other route takes the host (docs/design.md §2).
+	Passthrough bool `json:"passthrough,omitempty"`
+	// ProxyProtocol is the PROXY protocol version an ingress sends the upstream before
+	// the client's bytes, on a passthrough route only (additive field): absent (0)
+	// sends none, 2 sends a v2 header carrying the client's address. Every route of one
+	// application has the same value.
+	ProxyProtocol int `json:"proxyProtocol,omitempty"`
 }
+
+// ProxyProtocolV2 is the one PROXY protocol version a route may ask for.
+const ProxyProtocolV2 = 2
 
 // UnownedApplication is the Application of a route whose host is claimed in the fleet
 // but by no application that can be named: its claim object could not be read, names a

@@ -20,8 +20,12 @@ import (
 //   - each upstream names a node (a DNS label), a canonical "ip:port" address and an
 //     API port of 0..65535 (0: unknown);
 //   - a health path, when present, is valid (ValidateHealthPath);
+//   - a passthrough route is an exact host without a path map, its proxyProtocol 0 or
+//     2; proxyProtocol is 0 on any other route; every route of one application agrees
+//     on both (passthroughRule);
 //   - a path map has at most MaxPaths prefixes; each prefix is valid (ValidatePrefix)
-//     and each target is the exact host of a route of d (never a wildcard);
+//     and each target is the exact host of a route of d (never a wildcard, never a
+//     passthrough route: a path is invisible at layer 4);
 //   - api.hosts are canonical hosts, sorted and unique, none of them the host of a route
 //     (an apex an application claims is left out: application routes win); its
 //     upstreams follow the upstream rules; each denied prefix is an absolute path.
@@ -64,11 +68,19 @@ func (d *Document) Validate() error {
 		if r.HealthPath != "" && ValidateHealthPath("", r.HealthPath) != nil {
 			return ValidateHealthPath(routeField(i, ".healthPath"), r.HealthPath)
 		}
+		if (r.Passthrough || r.ProxyProtocol != 0) && passthroughRule(r) != "" {
+			f, rule := ".proxyProtocol", passthroughRule(r)
+			if rule == ruleWildcardPassthrough {
+				f = ".passthrough"
+			}
+			return &FieldError{Field: routeField(i, f), Value: r.Host, Rule: rule}
+		}
 		if r.Group == "" {
 			// The common case, checked without naming the route; the rest below.
 			if j, ok := firstOfApp[r.Application]; ok {
 				first := &d.Routes[j]
-				if first.Group == "" && first.HealthPath == r.HealthPath && slices.Equal(first.Upstreams, r.Upstreams) {
+				if first.Group == "" && first.HealthPath == r.HealthPath && first.Passthrough == r.Passthrough &&
+					first.ProxyProtocol == r.ProxyProtocol && slices.Equal(first.Upstreams, r.Upstreams) {
 					continue
 				}
 			} else if upstreamsOK(r.Upstreams) {
@@ -100,6 +112,14 @@ func (d *Document) Validate() error {
 			if first.HealthPath != r.HealthPath {
 				return &FieldError{Field: f + ".healthPath", Value: r.HealthPath,
 					Rule: "differs from routes[" + strconv.Itoa(j) + "].healthPath of the same application"}
+			}
+			if first.Passthrough != r.Passthrough {
+				return &FieldError{Field: f + ".passthrough", Value: strconv.FormatBool(r.Passthrough),
+					Rule: "differs from routes[" + strconv.Itoa(j) + "].passthrough of the same application"}
+			}
+			if first.ProxyProtocol != r.ProxyProtocol {
+				return &FieldError{Field: f + ".proxyProtocol", Value: strconv.Itoa(r.ProxyProtocol),
+					Rule: "differs from routes[" + strconv.Itoa(j) + "].proxyProtocol of the same application"}
 			}
 			continue
 		}
@@ -179,10 +199,26 @@ func (d *Document) FrameOK() bool {
 func (d *Document) RouteOK(i int) bool {
 	r := &d.Routes[i]
 	if ValidateCustomHost("", r.Host) != nil || ValidateLabel("", r.Application) != nil ||
-		(r.HealthPath != "" && ValidateHealthPath("", r.HealthPath) != nil) || !GroupOK(r.Group) || !upstreamsOK(r.Upstreams) {
+		(r.HealthPath != "" && ValidateHealthPath("", r.HealthPath) != nil) || !GroupOK(r.Group) || !upstreamsOK(r.Upstreams) ||
+		((r.Passthrough || r.ProxyProtocol != 0) && passthroughRule(r) != "") {
 		return false
 	}
 	return d.validatePaths(i) == nil
+}
+
+const ruleWildcardPassthrough = "a passthrough route is an exact host, never a wildcard (a TLS server name selects one server)"
+
+// passthroughRule is the rule route r's passthrough fields break on their own, or "".
+func passthroughRule(r *Route) string {
+	switch {
+	case !r.Passthrough:
+		return "proxyProtocol is only for a passthrough route (must be absent)"
+	case r.ProxyProtocol != 0 && r.ProxyProtocol != ProxyProtocolV2:
+		return "must be absent or 2 (PROXY protocol v2)"
+	case IsWildcard(r.Host):
+		return ruleWildcardPassthrough
+	}
+	return ""
 }
 
 // GroupOK reports whether g is a valid value of Route.Group: absent (""), or a valid
@@ -196,6 +232,10 @@ func GroupOK(g string) bool {
 // map iteration order.
 func (d *Document) validatePaths(i int) error {
 	r := &d.Routes[i]
+	if r.Passthrough && len(r.Paths) > 0 {
+		return &FieldError{Field: "routes[" + strconv.Itoa(i) + "].paths", Value: r.Host,
+			Rule: "a passthrough route has no path map (a path is invisible at layer 4)"}
+	}
 	if len(r.Paths) > MaxPaths {
 		return &FieldError{Field: "routes[" + strconv.Itoa(i) + "].paths", Value: r.Host,
 			Rule: fmt.Sprintf("has %d prefixes, more than %d", len(r.Paths), MaxPaths)}
@@ -234,8 +274,12 @@ func (d *Document) pathEntryError(i int, k, t string) error {
 	if err := ValidateHost(f, t); err != nil {
 		return err
 	}
-	if _, ok := d.routeIndex(t); !ok {
+	j, ok := d.routeIndex(t)
+	if !ok {
 		return &FieldError{Field: f, Value: t, Rule: "target must be the host of a route in this document"}
+	}
+	if d.Routes[j].Passthrough {
+		return &FieldError{Field: f, Value: t, Rule: "target is a passthrough route (a path is invisible at layer 4)"}
 	}
 	return nil
 }

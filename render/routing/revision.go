@@ -155,6 +155,12 @@ func (e *revEncoder) route(r Route) {
 		e.marker("group")
 		e.str(r.Group)
 	}
+	if r.Passthrough || r.ProxyProtocol != 0 {
+		// Only when set, so that documents without passthrough keep their revisions.
+		e.marker("passthrough")
+		e.int(boolInt(r.Passthrough))
+		e.int(r.ProxyProtocol)
+	}
 	e.upstreams(r.Upstreams)
 	e.marker("paths")
 	e.int(len(r.Paths))
@@ -261,4 +267,11 @@ func (e *revEncoder) sum() []byte {
 	e.h.Write(e.buf)
 	e.buf = e.buf[:0]
 	return e.h.Sum(nil)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -1,0 +1,104 @@
+package fleetwrite
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// wantInvalid fails unless err is an *ErrInvalid naming field, and the store's serial
+// did not move (bad input changes nothing).
+func wantInvalid(t *testing.T, f *fixture, serial string, err error, field string) {
+	t.Helper()
+	var inv *ErrInvalid
+	if !errors.As(err, &inv) || inv.Field != field {
+		t.Fatalf("got %v, want a 400 naming %s", err, field)
+	}
+	if got := f.serial(t); got != serial {
+		t.Fatalf("a refused write moved the serial %q -> %q", serial, got)
+	}
+}
+
+// TestPassthroughApplicationFieldsAreValidated: proxyProtocol is absent or 2 and only
+// with passthrough, and a passthrough application declares no HTTP health path; each
+// refusal is a 400 naming the field.
+func TestPassthroughApplicationFieldsAreValidated(t *testing.T) {
+	for _, tc := range []struct {
+		app   fleet.App
+		field string
+	}{
+		{fleet.App{Account: "acme", Passthrough: true}, ""},
+		{fleet.App{Account: "acme", Passthrough: true, ProxyProtocol: 2}, ""},
+		{fleet.App{Account: "acme", Passthrough: true, ProxyProtocol: 1}, "proxyProtocol"},
+		{fleet.App{Account: "acme", ProxyProtocol: 2}, "proxyProtocol"},
+		{fleet.App{Account: "acme", Passthrough: true, Health: &fleet.Health{Path: "/healthz"}}, "health.path"},
+	} {
+		f := newFixture(t)
+		serial := f.serial(t)
+		_, _, _, err := f.w.PutApp(context.Background(), admin, "db", tc.app, "")
+		if tc.field == "" {
+			if err != nil {
+				t.Fatalf("%+v refused: %v", tc.app, err)
+			}
+			continue
+		}
+		wantInvalid(t, f, serial, err, tc.field)
+	}
+}
+
+// TestPassthroughHostsAreExactAndPathless: a wildcard claim of a passthrough
+// application is a 400 naming host; a path map on its host is a 400 naming paths; a
+// prefix of another claim targeting its claim or its platform host is a 400 naming that
+// prefix; turning passthrough on for an application that holds a wildcard, has a path
+// map, or is a path map's target is a 400 naming passthrough.
+func TestPassthroughHostsAreExactAndPathless(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	if _, _, _, err := f.w.PutApp(ctx, admin, "db", fleet.App{Account: "acme", Passthrough: true}, ""); err != nil {
+		t.Fatal(err)
+	}
+	f.app(t, "web", "acme")
+	serial := f.serial(t)
+	_, _, _, err := f.w.Claim(ctx, admin, "db", "*.db.example.org")
+	wantInvalid(t, f, serial, err, "host")
+
+	for _, h := range []string{"db.example.org", "www.example.org"} {
+		app := map[string]string{"db.example.org": "db", "www.example.org": "web"}[h]
+		if _, _, _, err := f.w.Claim(ctx, admin, app, h); err != nil {
+			t.Fatalf("exact claim %s: %v", h, err)
+		}
+	}
+	serial = f.serial(t)
+	_, _, err = f.w.PublishPaths(ctx, admin, "db", "db.example.org", map[string]string{"x": "www.example.org"}, "")
+	wantInvalid(t, f, serial, err, "paths")
+	_, _, err = f.w.PublishPaths(ctx, admin, "web", "www.example.org", map[string]string{"a": "web.apps.example.com", "db": "db.example.org"}, "")
+	wantInvalid(t, f, serial, err, `paths["db"]`)
+	_, _, err = f.w.PublishPaths(ctx, admin, "web", "www.example.org", map[string]string{"db": "db.apps.example.com"}, "")
+	wantInvalid(t, f, serial, err, `paths["db"]`)
+	if _, _, err := f.w.PublishPaths(ctx, admin, "db", "db.example.org", nil, ""); err != nil {
+		t.Fatalf("clearing a passthrough host's (empty) path map: %v", err)
+	}
+
+	// Turning passthrough on: web is a path target, then has a path map, then a wildcard.
+	f.app(t, "api", "acme")
+	if _, _, _, err := f.w.Claim(ctx, admin, "api", "api.example.org"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.w.PublishPaths(ctx, admin, "web", "www.example.org", map[string]string{"v1": "api.example.org"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	serial = f.serial(t)
+	_, _, _, err = f.w.PutApp(ctx, admin, "api", fleet.App{Account: "acme", Passthrough: true}, "")
+	wantInvalid(t, f, serial, err, "passthrough")
+	_, _, _, err = f.w.PutApp(ctx, admin, "web", fleet.App{Account: "acme", Passthrough: true}, "")
+	wantInvalid(t, f, serial, err, "passthrough")
+	f.app(t, "shop", "acme")
+	if _, _, _, err := f.w.Claim(ctx, admin, "shop", "*.shop.example.org"); err != nil {
+		t.Fatal(err)
+	}
+	serial = f.serial(t)
+	_, _, _, err = f.w.PutApp(ctx, admin, "shop", fleet.App{Account: "acme", Passthrough: true}, "")
+	wantInvalid(t, f, serial, err, "passthrough")
+}
