@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -130,6 +131,48 @@ type StoreConfig struct {
 	S3  S3StoreConfig  `description:"S3-compatible store." json:"s3"`
 }
 
+// validate refuses an S3 setting without store.s3.endpoint: the node would otherwise
+// run on its directory store, a fleet node that has silently left the fleet.
+func (c StoreConfig) validate() []error {
+	s3 := c.S3
+	if s3.Endpoint == "" {
+		var set []string
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{
+			{"bucket", s3.Bucket != ""}, {"prefix", s3.Prefix != ""}, {"region", s3.Region != ""},
+			{"accessKeyID", s3.AccessKeyID != ""}, {"secretAccessKey", s3.SecretAccessKey != ""}, {"insecure", s3.Insecure},
+		} {
+			if f.set {
+				set = append(set, "store.s3."+f.name)
+			}
+		}
+		if len(set) > 0 {
+			return []error{fmt.Errorf("%s set without store.s3.endpoint: the node would run on its directory store (%s); set the endpoint, or remove them",
+				strings.Join(set, ", "), c.Dir.Path)}
+		}
+		return nil
+	}
+	if s3.Bucket == "" {
+		return []error{errors.New("store.s3.bucket: required with store.s3.endpoint")}
+	}
+	return nil
+}
+
+// String names the store: "dir:<path>" or "s3://<endpoint>/<bucket>[/<prefix>]" (the
+// start line's store=).
+func (c StoreConfig) String() string {
+	if c.S3.Endpoint == "" {
+		return "dir:" + c.Dir.Path
+	}
+	s := "s3://" + c.S3.Endpoint + "/" + c.S3.Bucket
+	if p := strings.Trim(c.S3.Prefix, "/"); p != "" {
+		s += "/" + p
+	}
+	return s
+}
+
 // DirStoreConfig is the directory store.
 type DirStoreConfig struct {
 	Path string `description:"Store directory (default <stateDir>/store)." json:"path,omitempty"`
@@ -253,6 +296,34 @@ type LogConfig struct {
 	Format string `description:"text or json." json:"format,omitempty"`
 }
 
+// logLevels are log.level's values (any case), logFormats log.format's.
+var (
+	logLevels  = []string{"debug", "info", "warn", "error"}
+	logFormats = []string{"text", "json"}
+)
+
+func (l LogConfig) validate() []error {
+	var errs []error
+	if !slices.Contains(logLevels, strings.ToLower(l.Level)) {
+		errs = append(errs, fmt.Errorf("log.level %q: one of %s", l.Level, strings.Join(logLevels, ", ")))
+	}
+	if !slices.Contains(logFormats, l.Format) {
+		errs = append(errs, fmt.Errorf("log.format %q: one of %s", l.Format, strings.Join(logFormats, ", ")))
+	}
+	return errs
+}
+
+// SlogLevel is log.level as a slog.Level (Validate has checked it).
+func (l LogConfig) SlogLevel() slog.Level {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(strings.ToUpper(l.Level)))
+	return lvl
+}
+
+// MinTokenLength is the shortest ingress or admin token the node accepts, configured
+// or previous.
+const MinTokenLength = 16
+
 // SetDefaults fills every default (paerser calls it, and so does NewConfig).
 func (c *Config) SetDefaults() {
 	c.Listen = ":7400"
@@ -345,17 +416,29 @@ func (c *Config) Validate() error {
 	if c.Store.Dir.Path == "" {
 		c.Store.Dir.Path = filepath.Join(c.StateDir, "store")
 	}
-	if c.Store.S3.Endpoint != "" && c.Store.S3.Bucket == "" {
-		errs = append(errs, errors.New("store.s3.bucket: required with store.s3.endpoint"))
-	}
+	errs = append(errs, c.Store.validate()...)
 	for _, t := range []struct {
 		name string
-		list []string
-	}{{"ingress.previous", c.Ingress.Previous}, {"admin.previous", c.Admin.Previous}} {
-		for i, tok := range t.list {
-			if len(strings.TrimSpace(tok)) < 16 {
-				errs = append(errs, fmt.Errorf("%s[%d]: a token of at least 16 characters", t.name, i))
+		tok  TokenConfig
+	}{{"ingress", c.Ingress}, {"admin", c.Admin}} {
+		// A configured token (a minted one is 64 hex characters) is held to the
+		// previous tokens' minimum: "short" is not a secret.
+		if tok := t.tok.Token; tok != "" && len(strings.TrimSpace(tok)) < MinTokenLength {
+			errs = append(errs, fmt.Errorf("%s.token: a token of at least %d characters (leave it empty and the node mints one)", t.name, MinTokenLength))
+		}
+		for i, tok := range t.tok.Previous {
+			if len(strings.TrimSpace(tok)) < MinTokenLength {
+				errs = append(errs, fmt.Errorf("%s.previous[%d]: a token of at least %d characters", t.name, i, MinTokenLength))
 			}
+		}
+	}
+	errs = append(errs, c.Log.validate()...)
+	if len(c.Traefik.EntryPoints) == 0 {
+		errs = append(errs, errors.New("traefik.entryPoints: at least one entry point (every router listens on them)"))
+	}
+	for i, ep := range c.Traefik.EntryPoints {
+		if strings.TrimSpace(ep) == "" {
+			errs = append(errs, fmt.Errorf("traefik.entryPoints[%d]: empty", i))
 		}
 	}
 	if c.Reconcile.PublishWindow < 0 {

@@ -42,13 +42,13 @@ func loadConfig(t *testing.T, args, environ []string) (*Config, error) {
 func TestConfigLayering(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "scafo.yaml")
 	os.WriteFile(file, []byte("listen: \":7500\"\nplatform:\n  domains: [\"apps.example.com\"]\nnode:\n  name: from-file\n"), 0o600)
-	cfg, err := loadConfig(t, []string{"--configFile=" + file, "--node.name=from-flag", "--ingress-token=tok"},
-		[]string{"SCAFO_ADMIN_TOKEN=adm", "SCAFO_STATEDIR=/tmp/x"})
+	cfg, err := loadConfig(t, []string{"--configFile=" + file, "--node.name=from-flag", "--ingress-token=tok-0123456789abcdef"},
+		[]string{"SCAFO_ADMIN_TOKEN=adm-0123456789abcdef", "SCAFO_STATEDIR=/tmp/x"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := fmt.Sprintf("%s %s %v %s %s %s %d", cfg.Listen, cfg.Node.Name, cfg.Platform.Domains, cfg.Ingress.Token, cfg.Admin.Token, cfg.StateDir, cfg.Node.APIPort)
-	want := ":7500 from-flag [apps.example.com] tok adm /tmp/x 7500"
+	want := ":7500 from-flag [apps.example.com] tok-0123456789abcdef adm-0123456789abcdef /tmp/x 7500"
 	if got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
@@ -84,11 +84,12 @@ func TestConfigSources(t *testing.T) {
 		t.Fatalf("layering: got %q", got)
 	}
 
+	const tok = "tok-0123456789abcdef"
 	for _, args := range [][]string{
-		{"--ingress-token", "tok"}, {"-ingress-token=tok"}, {"--ingress-token=tok"}, {"--ingress.token=tok"},
+		{"--ingress-token", tok}, {"-ingress-token=" + tok}, {"--ingress-token=" + tok}, {"--ingress.token=" + tok},
 	} {
-		cfg, err := loadConfig(t, args, []string{"SCAFO_INGRESS_TOKEN=env"})
-		if err != nil || cfg.Ingress.Token != "tok" {
+		cfg, err := loadConfig(t, args, []string{"SCAFO_INGRESS_TOKEN=env-0123456789abcdef"})
+		if err != nil || cfg.Ingress.Token != tok {
 			t.Errorf("%v: token %v, %v", args, cfg, err)
 		}
 	}
@@ -116,9 +117,9 @@ func TestConfigErrors(t *testing.T) {
 		args, environ []string
 		want          string
 	}{
-		{nil, []string{"SCAFO_NODE_NAEM=vps-a"}, "naem"},
-		{nil, []string{"SCAFO_STORE_S3_BUKET=b"}, "buket"},
-		{[]string{"--node.naem=vps-a"}, nil, "naem"},
+		{nil, []string{"SCAFO_NODE_NAEM=vps-a"}, "SCAFO_NODE_NAEM in the environment: not a setting (did you mean SCAFO_NODE_NAME?)"},
+		{nil, []string{"SCAFO_STORE_S3_BUKET=b"}, "SCAFO_STORE_S3_BUKET in the environment: not a setting (did you mean SCAFO_STORE_S3_BUCKET?)"},
+		{[]string{"--node.naem=vps-a"}, nil, "unknown flag --node.naem (did you mean --node.name?)"},
 		{[]string{"--configFile=/nonexistent/scafo.yaml"}, nil, "/nonexistent/scafo.yaml"},
 		{nil, []string{"SCAFO_CONFIGFILE=/nonexistent/scafo.yaml"}, "/nonexistent/scafo.yaml"},
 	} {
@@ -156,7 +157,8 @@ func TestConfigEveryAdvertisedFlagLoads(t *testing.T) {
 }
 
 // TestConfigShippedFileLoads: deploy/node/scafo-node.yaml, which lists every setting,
-// loads through the chain.
+// loads through the chain (every key known, every value parsed), and leaves the store
+// in the state dir.
 func TestConfigShippedFileLoads(t *testing.T) {
 	cfg, err := loadConfig(t, []string{"--configFile=../deploy/node/scafo-node.yaml"}, nil)
 	if err != nil {
@@ -164,6 +166,15 @@ func TestConfigShippedFileLoads(t *testing.T) {
 	}
 	if cfg.Listen == "" || len(cfg.Platform.Domains) == 0 {
 		t.Fatalf("loaded %+v", cfg)
+	}
+	// The store's path is not pinned: --stateDir moves it with the state (a second node
+	// started with another state dir must not write into the first one's store).
+	moved, err := loadConfig(t, []string{"--configFile=../deploy/node/scafo-node.yaml", "--stateDir=/elsewhere"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moved.Store.Dir.Path != "/elsewhere/store" || moved.Store.String() != "dir:/elsewhere/store" {
+		t.Errorf("with --stateDir=/elsewhere the shipped file's store is %s, want dir:/elsewhere/store", moved.Store)
 	}
 	if p := cfg.Probe; p.FlapWindow != ptypes.Duration(time.Minute) || p.FlapUps != 3 || p.HoldDown != ptypes.Duration(10*time.Second) || p.HoldDownMax != ptypes.Duration(5*time.Minute) {
 		t.Errorf("shipped flap damping settings %+v", p)
@@ -176,6 +187,15 @@ func TestConfigProbeFlapDamping(t *testing.T) {
 	cfg, err := loadConfig(t, []string{"--probe.flapWindow=30s", "--probe.flapUps=4", "--probe.holdDown=2s"}, []string{"SCAFO_PROBE_HOLDDOWNMAX=1m"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The store's path is not pinned: --stateDir moves it with the state (a second node
+	// started with another state dir must not write into the first one's store).
+	moved, err := loadConfig(t, []string{"--configFile=../deploy/node/scafo-node.yaml", "--stateDir=/elsewhere"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moved.Store.Dir.Path != "/elsewhere/store" || moved.Store.String() != "dir:/elsewhere/store" {
+		t.Errorf("with --stateDir=/elsewhere the shipped file's store is %s, want dir:/elsewhere/store", moved.Store)
 	}
 	if p := cfg.Probe; p.FlapWindow != ptypes.Duration(30*time.Second) || p.FlapUps != 4 || p.HoldDown != ptypes.Duration(2*time.Second) || p.HoldDownMax != ptypes.Duration(time.Minute) {
 		t.Errorf("loaded %+v", p)

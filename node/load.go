@@ -1,10 +1,13 @@
 package node
 
-// The configuration's paerser loaders: the file, the environment, the flags, in
-// that order, each overriding the last field by field, then Validate.
+// The configuration's paerser loaders: a strict check of every source, then the
+// file, the environment, the flags, in that order, each overriding the last field by
+// field, then Validate.
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/traefik/paerser/cli"
@@ -12,6 +15,8 @@ import (
 	"github.com/traefik/paerser/file"
 	"github.com/traefik/paerser/flag"
 	"github.com/traefik/paerser/parser"
+
+	"github.com/scafo/ingress/internal/settings"
 )
 
 // Loaders is the node configuration's paerser resource chain, for the root
@@ -20,8 +25,12 @@ import (
 // the first source found wins, every loader answers "not done", so paerser runs them all
 // and each source overrides the earlier ones field by field: a secret can come from the
 // environment while everything else is in the file.
+//
+// The chain starts with Strict: paerser ignores a file key it does not know and reads
+// a value's error without the setting's name, so every source is checked first.
 func Loaders(environ []string) []cli.ResourceLoader {
 	return []cli.ResourceLoader{
+		&Strict{Environ: environ},
 		&FileLoader{Environ: environ},
 		&EnvLoader{Environ: environ},
 		&FlagLoader{},
@@ -38,9 +47,21 @@ type FileLoader struct {
 
 // Load implements cli.ResourceLoader.
 func (l *FileLoader) Load(args []string, cmd *cli.Command) (bool, error) {
-	ref, err := flag.Parse(aliasArgs(args), cmd.Configuration)
+	path, err := configFilePath(args, l.Environ, cmd.Configuration)
+	if err != nil || path == "" {
+		return false, err
+	}
+	if err := file.Decode(path, cmd.Configuration); err != nil {
+		return false, fmt.Errorf("reading config file %s: %w", path, err)
+	}
+	return false, nil
+}
+
+// configFilePath is --configFile, else SCAFO_CONFIGFILE in environ ("" for neither).
+func configFilePath(args, environ []string, cfg any) (string, error) {
+	ref, err := flag.Parse(aliasArgs(args), cfg)
 	if err != nil {
-		return false, fmt.Errorf("parsing flags: %w", err)
+		return "", fmt.Errorf("parsing flags: %w", err)
 	}
 	var path string
 	for k, v := range ref { // paerser keeps the spelling given: --configFile or --configfile
@@ -49,30 +70,90 @@ func (l *FileLoader) Load(args []string, cmd *cli.Command) (bool, error) {
 		}
 	}
 	if path == "" {
-		for _, kv := range l.Environ {
+		for _, kv := range environ {
 			if v, ok := strings.CutPrefix(kv, EnvPrefix+"CONFIGFILE="); ok {
 				path = v
 			}
 		}
 	}
-	if path == "" {
-		return false, nil
+	return path, nil
+}
+
+// Strict checks the three sources before paerser reads them: every flag, every
+// SCAFO_* variable (but those of NotSettings) and every key of the file must name a
+// setting, and every value must parse. Each error names the setting and its source,
+// with the closest known name when there is one: "unknown flag --listne (did you mean
+// --listen?)", "SCAFO_API_PUBLIC: \"yes\" is not a boolean (true or false)",
+// "stores in /etc/scafo/scafo-node.yaml: unknown key (did you mean store?)". All the
+// problems are reported at once.
+type Strict struct {
+	Environ []string
+}
+
+// Load implements cli.ResourceLoader.
+func (l *Strict) Load(args []string, cmd *cli.Command) (bool, error) {
+	known := settings.NewKnown(cmd.Configuration, EnvPrefix)
+	var errs []error
+	flagsErr := known.CheckFlags(args, flagAliases)
+	errs = append(errs, flagsErr, known.CheckEnv(l.Environ, EnvPrefix, NotSetting))
+	if flagsErr == nil {
+		path, err := configFilePath(args, l.Environ, cmd.Configuration)
+		if err != nil {
+			return false, err
+		}
+		if path != "" {
+			content, err := os.ReadFile(path)
+			if err != nil {
+				return false, fmt.Errorf("reading config file: %w", err)
+			}
+			errs = append(errs, known.CheckFile(path, content))
+		}
 	}
-	if err := file.Decode(path, cmd.Configuration); err != nil {
-		return false, fmt.Errorf("reading config file %s: %w", path, err)
+	return false, errors.Join(errs...)
+}
+
+// notSettings are the SCAFO_* variables other programs of the project read: the
+// command-line verbs (SCAFO_URL, SCAFO_TOKEN), the Traefik integration
+// (SCAFO_INGRESS_NAME), the Caddy module (SCAFO_ENDPOINTS). A node started from a shell
+// that set them for those programs starts.
+var notSettings = map[string]bool{
+	"SCAFO_URL": true, "SCAFO_TOKEN": true, "SCAFO_INGRESS_NAME": true, "SCAFO_ENDPOINTS": true,
+}
+
+// notSettingPrefixes are the test suite's and the build's variables (go test, e2e,
+// benchmarks, CI scripts), which a node the tests start inherits.
+var notSettingPrefixes = []string{"SCAFO_TEST_", "SCAFO_E2E_", "SCAFO_BENCH", "SCAFO_TRAEFIK_DECODE",
+	"SCAFO_ROOT", "SCAFO_DEBIAN_", "SCAFO_NODE_BIN", "SCAFO_COSTMODEL_"}
+
+// NotSetting says whether a SCAFO_* variable belongs to another program (notSettings,
+// notSettingPrefixes): the node ignores it rather than refusing it as a mistyped setting.
+func NotSetting(name string) bool {
+	if notSettings[name] {
+		return true
 	}
-	return false, nil
+	for _, p := range notSettingPrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // EnvLoader decodes the SCAFO_* variables of Environ into the command's configuration.
-// A variable under a known section that names no setting (SCAFO_NODE_NAEM) is an error.
 type EnvLoader struct {
 	Environ []string
 }
 
 // Load implements cli.ResourceLoader.
 func (l *EnvLoader) Load(_ []string, cmd *cli.Command) (bool, error) {
-	vars := env.FindPrefixedEnvVars(l.Environ, EnvPrefix, cmd.Configuration)
+	// Strict has refused a variable naming no setting, but those of NotSetting: they
+	// are left out, where paerser would read SCAFO_INGRESS_NAME as under ingress.
+	var vars []string
+	for _, kv := range env.FindPrefixedEnvVars(l.Environ, EnvPrefix, cmd.Configuration) {
+		if name, _, _ := strings.Cut(kv, "="); !NotSetting(name) {
+			vars = append(vars, kv)
+		}
+	}
 	if len(vars) == 0 {
 		return false, nil
 	}

@@ -25,8 +25,8 @@ import (
 )
 
 const (
-	testIngressToken = "ingress-secret"
-	testAdminToken   = "admin-secret"
+	testIngressToken = "ingress-secret-0123456789"
+	testAdminToken   = "admin-secret-0123456789"
 )
 
 // testNode is a node running on loopback over a dir store.

@@ -16,6 +16,7 @@ import (
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/httpapi"
 	"github.com/scafo/ingress/node/ingress"
+	"github.com/scafo/ingress/node/internal/statedir"
 	"github.com/scafo/ingress/node/probe"
 	"github.com/scafo/ingress/node/publish"
 	"github.com/scafo/ingress/node/reconcile"
@@ -43,8 +44,9 @@ type Server struct {
 	writer    *fleetwrite.Writer   // every fleet write
 	certs     *fleetcerts.Manager  // fleet certificates; nil without --acme.enabled (acme.go)
 	metrics   *metrics
-	http      *httpapi.API // the HTTP API (node/httpapi)
-	kicks     *kicks       // "reconcile now", "rewrite the record now"
+	http      *httpapi.API   // the HTTP API (node/httpapi)
+	kicks     *kicks         // "reconcile now", "rewrite the record now"
+	lock      *statedir.Lock // the state dir, held from New to the end of Run (nil from NewWithStore)
 }
 
 // New builds a node from cfg. It mints tokens if needed and opens the store; it does
@@ -53,6 +55,22 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating state dir: %w", err)
 	}
+	// One node per state dir, before anything in it is read or written (a second node
+	// would empty the first one's spill directory and allocate its ports again).
+	lock, err := statedir.Acquire(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	s, err := newLocked(ctx, cfg, log)
+	if err != nil {
+		lock.Release()
+		return nil, err
+	}
+	s.lock = lock
+	return s, nil
+}
+
+func newLocked(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 	ingressTok, err := loadOrMintToken(cfg.Ingress.Token, cfg.StateDir, "ingress-token")
 	if err != nil {
 		return nil, fmt.Errorf("ingress token: %w", err)
@@ -153,6 +171,7 @@ const ownRecordWait = 5 * time.Second
 // grace period. It refuses to start (closing ln) when another live node holds this
 // node's name (node/self).
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	defer s.lock.Release()
 	if err := s.self.Start(ctx); err != nil {
 		ln.Close()
 		return err
@@ -194,6 +213,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("scafo-node serving", "addr", ln.Addr().String(), "node", s.cfg.Node.Name, "stateDir", s.cfg.StateDir,
+		"store", s.cfg.Store.String(),
 		"ingressToken", tokenSource(s.cfg.Ingress.Token, s.cfg.StateDir, "ingress-token"),
 		"adminToken", tokenSource(s.cfg.Admin.Token, s.cfg.StateDir, "admin-token"),
 		"maxConns", total, "reservedConns", reserved)

@@ -17,6 +17,7 @@ import (
 	"github.com/traefik/paerser/flag"
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/internal/settings"
 	"github.com/scafo/ingress/node"
 )
 
@@ -53,12 +54,15 @@ var notes = map[string]string{
 	"node.name":                     "Two live nodes with one name: refused at start, reported while running ([operating.md](operating.md#one-name-one-node)).",
 	"node.address":                  "An IP address; instances are published, dialled and probed at `node.address:port`.",
 	"node.apiPort":                  "Must lie outside `ports.min..ports.max`.",
-	"ingress.token":                 "Flag alias: `--ingress-token`. See [security.md](security.md#tokens).",
+	"ingress.token":                 "At least 16 characters when set. Flag alias: `--ingress-token`. See [security.md](security.md#tokens).",
 	"ingress.previous":              "Each at least 16 characters ([operating.md](operating.md#rotating-the-ingress-and-admin-tokens)).",
 	"admin.previous":                "Each at least 16 characters.",
 	"platform.domains":              "At least one; ASCII case is folded, then each must be a canonical host name.",
 	"platform.groups":               "A list rather than a map: a paerser map key cannot hold a domain's dots. Each domain one of `platform.domains`, at most once ([fleet.md](fleet.md#ingress-groups)). Every node must run with the same map.",
-	"store.s3.endpoint":             "S3 when set, else the directory store.",
+	"store.s3.endpoint":             "S3 when set, else the directory store. Any other `store.s3` setting without it is refused (the node would run on its directory store).",
+	"traefik.entryPoints":           "At least one.",
+	"admin.token":                   "At least 16 characters when set.",
+	"log.format":                    "Anything else is refused.",
 	"store.s3.bucket":               "Required with `store.s3.endpoint`.",
 	"traefik.certResolver":          "See [certificates.md](certificates.md#the-platform-apexs-certificate).",
 	"traefik.platformWildcardCerts": "Needs a resolver with `dnsChallenge` ([certificates.md](certificates.md#the-platform-apexs-certificate)).",
@@ -86,7 +90,7 @@ var notes = map[string]string{
 	"acme.httpEntryPoints":          "At least one entry point name.",
 	"acme.lockLease":                "1s to 1h.",
 	"acme.delivery":                 "`inline` or `files` ([certificates.md](certificates.md#delivery)).",
-	"log.level":                     "",
+	"log.level":                     "Anything else is refused.",
 	"limits.reservedConns":          "",
 	"traefik.pathGroupThreshold":    "See [design.md](design.md#routers).",
 	"traefik.retry.initialInterval": "",
@@ -225,7 +229,7 @@ func formatDefault(v reflect.Value) (def, typ string) {
 		if d == 0 {
 			return "`0`", "duration"
 		}
-		return "`" + shortDuration(d) + "`", "duration"
+		return "`" + settings.FormatDuration(d) + "`", "duration"
 	}
 	switch v.Kind() {
 	case reflect.Bool:
@@ -250,20 +254,6 @@ func formatDefault(v reflect.Value) (def, typ string) {
 		return "`" + v.String() + "`", "string"
 	}
 	return "`" + fmt.Sprint(v.Interface()) + "`", v.Kind().String()
-}
-
-// shortDuration is time.Duration's String without the zero units it appends ("2m0s"
-// is "2m", "720h0m0s" is "720h").
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	for _, z := range []string{"0s", "0m"} {
-		if strings.HasSuffix(s, z) && len(s) > len(z) && !strings.HasSuffix(s, "ms") {
-			if c := s[len(s)-len(z)-1]; c >= 'a' && c <= 'z' {
-				s = strings.TrimSuffix(s, z)
-			}
-		}
-	}
-	return s
 }
 
 // sections name the settings' first components in the order of node.Config, with a
@@ -328,10 +318,18 @@ the path in capitals, ` + "`.`" + ` as ` + "`_`" + `), and flags (` + "`--`" + `
 flags and file keys without regard to case). Unlike Traefik, the sources are layered:
 defaults < file < environment < flags, field by field, so a secret can come from the
 environment while the rest is in the file (one paerser resource-loader chain,
-` + "`node.Loaders`" + `, in which no source stops the others). A ` + "`SCAFO_*`" + ` variable under a known
-section but naming no setting (` + "`SCAFO_NODE_NAEM`" + `) is an error, not ignored. A list is
+` + "`node.Loaders`" + `, in which no source stops the others). Every flag, ` + "`SCAFO_*`" + ` variable and
+file key must name a setting: an unknown one stops the node, naming it, its source and the
+closest setting (` + "`stores in /etc/scafo/scafo-node.yaml: unknown key (did you mean store?)`" + `,
+` + "`unknown flag --listne (did you mean --listen?)`" + `), and so does a value that does not parse
+(` + "`--probe.interval: invalid duration \"fast\"`" + `, ` + "`SCAFO_API_PUBLIC: \"yes\" is not a boolean`" + `). The
+variables of the project's other programs are not settings and are left alone: ` + "`SCAFO_URL`" + `
+and ` + "`SCAFO_TOKEN`" + ` (the command-line verbs), ` + "`SCAFO_INGRESS_NAME`" + ` (the Traefik integration),
+` + "`SCAFO_ENDPOINTS`" + ` (the Caddy module), and the test suite's ` + "`SCAFO_TEST_*`" + `, ` + "`SCAFO_E2E_*`" + `,
+` + "`SCAFO_BENCH*`" + `. A list is
 comma-separated in a flag or a variable (` + "`--platform.domains=a.example,b.example`" + `) and a
-sequence in the file. A duration is Go's (` + "`250ms`" + `, ` + "`2s`" + `, ` + "`1h`" + `); a bare number is seconds.
+sequence in the file (an empty one is refused where the default is not empty: paerser would
+keep the default). A duration is Go's (` + "`250ms`" + `, ` + "`2s`" + `, ` + "`1h`" + `); a bare number is seconds.
 ` + "`scafo-node --help`" + ` lists the same flags; ` + "`deploy/node/scafo-node.yaml`" + ` is a commented file
 with every section.
 

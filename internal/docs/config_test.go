@@ -6,7 +6,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/traefik/paerser/cli"
 
@@ -76,20 +75,6 @@ func TestEverySettingHasAFlagAVariableAndADescription(t *testing.T) {
 		}
 	}
 }
-
-func TestShortDuration(t *testing.T) {
-	for in, want := range map[string]string{"2m0s": "2m", "720h0m0s": "720h", "1h0m0s": "1h", "250ms": "250ms", "1m30s": "1m30s", "10s": "10s", "1h30m0s": "1h30m"} {
-		d, err := parseDuration(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := shortDuration(d); got != want {
-			t.Errorf("shortDuration(%s) = %s, want %s", in, got, want)
-		}
-	}
-}
-
-var parseDuration = time.ParseDuration
 
 // The reference names one flag alias (--ingress-token for --ingress.token): the node
 // accepts it.

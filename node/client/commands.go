@@ -11,6 +11,8 @@ import (
 
 	"github.com/traefik/paerser/cli"
 	"github.com/traefik/paerser/flag"
+
+	"github.com/scafo/ingress/internal/settings"
 )
 
 // Commands are the verbs that talk to a running node, for the root command's
@@ -30,9 +32,15 @@ func Commands() []*cli.Command {
 }
 
 // Help returns a cli.Command CustomHelpFunc: the description, the usage line, the
-// subcommands (cmds), and every flag paerser decodes into the command's Configuration
-// (sections, which are not flags, left out).
+// subcommands (cmds), and every setting of the command's Configuration as a flag, with
+// its default as the configuration reference writes it (250ms, 10m, 720h).
 func Help(usage string, cmds []*cli.Command) func(io.Writer, *cli.Command) error {
+	return HelpWithEnv(usage, cmds, "")
+}
+
+// HelpWithEnv is Help naming each flag's environment variable too (envPrefix + the
+// path in capitals, "." as "_"): the node's own configuration.
+func HelpWithEnv(usage string, cmds []*cli.Command, envPrefix string) func(io.Writer, *cli.Command) error {
 	return func(w io.Writer, cmd *cli.Command) error {
 		tw := tabwriter.NewWriter(w, 4, 0, 4, ' ', 0)
 		fmt.Fprintf(tw, "%s\t%s\n\nUsage: %s\n", cmd.Name, cmd.Description, usage)
@@ -45,20 +53,22 @@ func Help(usage string, cmds []*cli.Command) func(io.Writer, *cli.Command) error
 			}
 		}
 		if cmd.Configuration != nil {
-			flats, err := flag.Encode(cmd.Configuration)
-			if err != nil {
-				return err
-			}
-			if len(flats) > 0 {
+			list := settings.List(cmd.Configuration, envPrefix)
+			if len(list) > 0 {
 				fmt.Fprintf(tw, "\nFlags:\n")
 			}
-			for i, f := range flats {
-				if i+1 < len(flats) && strings.HasPrefix(flats[i+1].Name, f.Name+".") {
-					continue // a section: --node is not a flag, --node.name is
+			for _, s := range list {
+				def := s.Default
+				if def == "" || s.Secret {
+					def = "none"
 				}
-				fmt.Fprintf(tw, "\t--%s  (Default: %q)\n", f.Name, f.Default)
-				if f.Description != "" {
-					fmt.Fprintf(tw, "\t\t%s\n", f.Description)
+				line := fmt.Sprintf("\t%s  (Default: %s)", s.Flag(), def)
+				if s.Env != "" {
+					line += "  [" + s.Env + "]"
+				}
+				fmt.Fprintln(tw, line)
+				if s.Description != "" {
+					fmt.Fprintf(tw, "\t\t%s\n", s.Description)
 				}
 			}
 		}
@@ -73,17 +83,35 @@ func group(name, desc string, verbs ...*cli.Command) *cli.Command {
 		Name:           name,
 		Description:    desc,
 		CustomHelpFunc: Help(usage, verbs),
-		Run: func(args []string) error {
-			if len(args) == 0 {
-				return errors.New("usage: " + usage + " (--help lists the commands)")
-			}
-			return fmt.Errorf("unknown flag %s: usage: %s", args[0], usage)
-		},
+		AllowArg:       true,
+		Run:            GroupRun(name, usage, verbs),
 	}
 	for _, v := range verbs {
 		_ = g.AddCommand(v)
 	}
 	return g
+}
+
+// GroupRun is the Run of a command that only holds verbs (reached when no verb is
+// named, or an unknown one): a usage error naming the closest verb.
+func GroupRun(name, usage string, verbs []*cli.Command) func([]string) error {
+	return func(args []string) error {
+		if len(args) == 0 {
+			return errors.New("usage: " + usage + " (--help lists the commands)")
+		}
+		var names []string
+		for _, v := range verbs {
+			names = append(names, v.Name)
+		}
+		hint := ""
+		if best := settings.Closest(args[0], names); best != "" {
+			hint = " (did you mean " + best + "?)"
+		}
+		if strings.HasPrefix(args[0], "-") {
+			return fmt.Errorf("unknown flag %s: usage: %s", args[0], usage)
+		}
+		return fmt.Errorf("unknown command \"%s %s\"%s: usage: %s", name, args[0], hint, usage)
+	}
 }
 
 // conner is a verb's configuration: it embeds Conn.
@@ -137,6 +165,9 @@ type argsLoader struct {
 func (l *argsLoader) Load(args []string, cmd *cli.Command) (bool, error) {
 	pos, flags := splitArgs(args, boolFlags(cmd.Configuration))
 	l.pos = pos
+	if err := settings.NewKnown(cmd.Configuration, "").CheckFlags(flags, nil); err != nil {
+		return false, err
+	}
 	if len(flags) > 0 {
 		if err := flag.Decode(flags, cmd.Configuration); err != nil {
 			return false, fmt.Errorf("parsing flags: %w", err)

@@ -31,11 +31,11 @@ type helpPage struct {
 }
 
 var (
-	helpFlagRE  = regexp.MustCompile(`^\s+--([a-z0-9.]+)\s+\(Default: `)
+	helpFlagRE  = regexp.MustCompile(`^\s+--([A-Za-z0-9.]+)\s+\(Default: `)
 	helpCmdRE   = regexp.MustCompile(`^\s+([a-z]+)\s{2,}\S`)
 	mentionRE   = regexp.MustCompile(`--([A-Za-z][A-Za-z0-9.-]*)`)
 	positionRE  = regexp.MustCompile(`(^|\s)<[a-z]+>`)
-	rootAliases = map[string]bool{"ingress-token": true} // accepted: see node.TestConfigSources
+	rootAliases = map[string]bool{"ingress-token": true, "version": true} // accepted: see node.TestConfigSources
 )
 
 func readHelp(t *testing.T, bin string, path ...string) helpPage {
@@ -57,7 +57,7 @@ func readHelp(t *testing.T, bin string, path ...string) helpPage {
 		case section == "Commands:" && helpCmdRE.MatchString(line):
 			p.commands = append(p.commands, helpCmdRE.FindStringSubmatch(line)[1])
 		case section == "Flags:" && helpFlagRE.MatchString(line):
-			p.flags[helpFlagRE.FindStringSubmatch(line)[1]] = true
+			p.flags[strings.ToLower(helpFlagRE.FindStringSubmatch(line)[1])] = true
 		}
 	}
 	if want := "scafo-node " + strings.Join(path, " "); !strings.HasPrefix(p.usage+" ", strings.TrimSpace(want)+" ") {
@@ -73,6 +73,10 @@ func readHelp(t *testing.T, bin string, path ...string) helpPage {
 	return p
 }
 
+// elsewhere are the verbs TestVerbHelpMatchesWhatItAccepts leaves to their own tests:
+// store init takes the node's whole configuration (storeinit_test.go).
+var elsewhere = map[string]bool{"store init": true}
+
 // TestVerbHelpMatchesWhatItAccepts walks every verb through --help (the command tree
 // is read from the help pages), then calls each one against a running node with every
 // flag its help lists and the positional arguments its usage line names: each call
@@ -86,7 +90,7 @@ func TestVerbHelpMatchesWhatItAccepts(t *testing.T) {
 	var walk func(path []string)
 	walk = func(path []string) {
 		p := readHelp(t, bin, path...)
-		if len(path) > 0 && len(p.commands) == 0 {
+		if len(path) > 0 && len(p.commands) == 0 && !elsewhere[strings.Join(path, " ")] {
 			leaves = append(leaves, strings.Join(path, " "))
 			pages[strings.Join(path, " ")] = p
 		}
@@ -116,7 +120,8 @@ func TestVerbHelpMatchesWhatItAccepts(t *testing.T) {
 		{"instances release", []string{"shop"}, "released shop"},
 		{"apps rm", []string{"shop"}, "deleted shop"},
 		{"store adopt", nil, "store adopt requested"},
-		{"version", nil, "scafo-node dev"},
+		{"version", nil, "scafo-node dev (commit "},
+		{"help", nil, "Usage: scafo-node [flags]"},
 	}
 	var called []string
 	for _, c := range calls {

@@ -1,50 +1,127 @@
 // Command scafo-node runs a scafo node (the default command, configured by paerser from
-// file, SCAFO_* environment and flags) and, with a verb (routes, ingresses, domains, apps, version),
-// talks to a running one; `scafo-node store adopt` acts on a node's state dir (it makes
-// the node accept a store that is not the one it served). `scafo-node [verb] --help`
-// lists what each accepts.
+// file, SCAFO_* environment and flags) and, with a verb (routes, ingresses, domains, apps,
+// help, version), talks to a running one; `scafo-node store adopt` acts on a node's state
+// dir (it makes the node accept a store that is not the one it served). `scafo-node
+// [verb] --help` (or `scafo-node help [verb]`) lists what each accepts.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/traefik/paerser/cli"
 
 	"github.com/scafo/ingress/internal/listengate"
+	"github.com/scafo/ingress/internal/settings"
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/client"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
+// version and commit are set at build time:
+// -ldflags "-X main.version=v0.3.0 -X main.commit=abc1234". Without commit, the
+// binary's VCS stamp (debug.ReadBuildInfo's vcs.revision) names it.
+var (
+	version = "dev"
+	commit  = ""
+)
 
 func main() {
-	if err := cli.Execute(rootCommand()); err != nil {
-		fmt.Fprintln(os.Stderr, "scafo-node:", err)
+	if err := run(os.Args[1:]); err != nil {
+		// One prefix, on every line of a multi-line error (every unknown key at once).
+		for line := range strings.SplitSeq(err.Error(), "\n") {
+			fmt.Fprintln(os.Stderr, "scafo-node:", line)
+		}
 		os.Exit(1)
 	}
+}
+
+// run executes scafo-node with args (os.Args without the program name). Before
+// paerser's cli.Execute: --version is the version command, `help [verb…]` is the verb's
+// --help, and a first argument that is neither a flag nor a verb is an unknown command.
+// After: paerser's "command X error:" wrapping is taken off, so an error reads
+// "scafo-node: <what>".
+func run(args []string) error {
+	root := rootCommand()
+	switch {
+	case len(args) > 0 && (args[0] == "--version" || args[0] == "-version"):
+		args = append([]string{"version"}, args[1:]...)
+	case len(args) > 0 && args[0] == "help" && !slices.ContainsFunc(args[1:], isHelpFlag):
+		for _, a := range args[1:] {
+			if strings.HasPrefix(a, "-") {
+				return fmt.Errorf("unknown flag %s: usage: scafo-node help [command…]", a)
+			}
+		}
+		args = append(slices.Clone(args[1:]), "--help")
+	}
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		names := verbNames()
+		if !slices.Contains(names, args[0]) {
+			msg := fmt.Sprintf("unknown command %q", args[0])
+			if best := settings.Closest(args[0], names); best != "" {
+				msg += fmt.Sprintf(" (did you mean %s?)", best)
+			}
+			return errors.New(msg + "; scafo-node --help lists the commands")
+		}
+	}
+	saved := os.Args
+	os.Args = append([]string{"scafo-node"}, args...)
+	defer func() { os.Args = saved }()
+	return unwrapCommandError(cli.Execute(root))
+}
+
+func isHelpFlag(a string) bool { return a == "--help" || a == "-help" || a == "-h" }
+
+// unwrapCommandError takes off paerser's "command <name> error: " (cli.Execute wraps
+// every error of a command's loaders and Run in it).
+func unwrapCommandError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if inner := errors.Unwrap(err); inner != nil && strings.HasPrefix(err.Error(), "command ") &&
+		strings.HasSuffix(err.Error(), " error: "+inner.Error()) {
+		return inner
+	}
+	return err
+}
+
+// verbs are the root's commands.
+func verbs() []*cli.Command {
+	return append(client.Commands(), storeCommand(), helpCommand(), versionCommand())
+}
+
+func verbNames() []string {
+	var names []string
+	for _, v := range verbs() {
+		names = append(names, v.Name)
+	}
+	return names
 }
 
 // rootCommand is scafo-node: serve, configured by node.Loaders, plus the verbs.
 func rootCommand() *cli.Command {
 	cfg := node.NewConfig()
-	verbs := append(client.Commands(), storeCommand(), versionCommand())
+	vs := verbs()
 	root := &cli.Command{
 		Name:          "scafo-node",
 		Description:   "scafo-node publishes the fleet's routing document and its Traefik rendering.",
 		Configuration: cfg,
 		Resources:     node.Loaders(os.Environ()),
 		Run:           func([]string) error { return serve(cfg) },
-		CustomHelpFunc: client.Help("scafo-node [flags]    serve (--ingress-token is an alias of --ingress.token)\n"+
-			"       scafo-node <command> [arguments] [flags]", verbs),
+		CustomHelpFunc: client.HelpWithEnv("scafo-node [flags]    serve (--ingress-token is an alias of --ingress.token)\n"+
+			"       scafo-node <command> [arguments] [flags]\n"+
+			"       scafo-node --version    the version command", vs, node.EnvPrefix),
 	}
-	for _, c := range verbs {
+	for _, c := range vs {
 		if err := root.AddCommand(c); err != nil {
 			panic(err) // a programming error: a verb named scafo-node
 		}
@@ -52,24 +129,65 @@ func rootCommand() *cli.Command {
 	return root
 }
 
+// helpCommand is listed among the commands; run rewrites `help [verb…]` to the verb's
+// --help before paerser sees it, so its Run is reached only through paerser directly.
+func helpCommand() *cli.Command {
+	return &cli.Command{
+		Name:           "help",
+		Description:    "Print the help of scafo-node or of a command (scafo-node help apps put).",
+		CustomHelpFunc: client.Help("scafo-node help [command…]", nil),
+		AllowArg:       true,
+		Run: func([]string) error {
+			return rootCommand().PrintHelp(os.Stdout)
+		},
+	}
+}
+
 func versionCommand() *cli.Command {
 	return &cli.Command{
 		Name:           "version",
-		Description:    "Print the version.",
+		Description:    "Print the version, the commit and the Go version.",
 		CustomHelpFunc: client.Help("scafo-node version", nil),
+		AllowArg:       true,
 		Run: func(args []string) error {
 			if len(args) > 0 {
 				return fmt.Errorf("unexpected %s: usage: scafo-node version", args[0])
 			}
-			fmt.Println("scafo-node", version)
+			fmt.Println(versionLine())
 			return nil
 		},
 	}
 }
 
+// versionLine is "scafo-node v0.3.0 (commit abc1234, go1.26.8)".
+func versionLine() string {
+	c := commit
+	if c == "" {
+		c = "unknown"
+		if bi, ok := debug.ReadBuildInfo(); ok {
+			var rev, modified string
+			for _, s := range bi.Settings {
+				switch s.Key {
+				case "vcs.revision":
+					rev = s.Value
+				case "vcs.modified":
+					modified = s.Value
+				}
+			}
+			if rev != "" {
+				c = rev[:min(len(rev), 12)]
+				if modified == "true" {
+					c += "+dirty"
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("scafo-node %s (commit %s, %s)", version, c, runtime.Version())
+}
+
 // serve runs the node on cfg, which paerser has loaded and node.Loaders validated.
 func serve(cfg *node.Config) error {
-	log := newLogger(cfg.Log)
+	log := newLogger(cfg.Log, os.Stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	srv, err := node.New(ctx, cfg, log)
@@ -83,14 +201,11 @@ func serve(cfg *node.Config) error {
 	return srv.Run(ctx, ln)
 }
 
-func newLogger(c node.LogConfig) *slog.Logger {
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(strings.ToUpper(c.Level))); err != nil {
-		lvl = slog.LevelInfo
-	}
-	opts := &slog.HandlerOptions{Level: lvl}
+// newLogger logs to w as log.level and log.format say (Validate has checked both).
+func newLogger(c node.LogConfig, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.SlogLevel()}
 	if c.Format == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		return slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	return slog.New(slog.NewTextHandler(w, opts))
 }

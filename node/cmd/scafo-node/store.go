@@ -1,15 +1,14 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/traefik/paerser/cli"
 	"github.com/traefik/paerser/flag"
 
+	"github.com/scafo/ingress/internal/settings"
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/client"
 )
@@ -19,18 +18,15 @@ import (
 func storeCommand() *cli.Command {
 	adopt := storeAdoptCommand()
 	usage := "scafo-node store <command> [flags]"
+	verbs := []*cli.Command{adopt, storeInitCommand()}
 	g := &cli.Command{
 		Name:           "store",
-		Description:    "The node's store: adopt a store that is not the one the node served.",
-		CustomHelpFunc: client.Help(usage, []*cli.Command{adopt}),
-		Run: func(args []string) error {
-			if len(args) == 0 {
-				return errors.New("usage: " + usage + " (--help lists the commands)")
-			}
-			return fmt.Errorf("unknown flag %s: usage: %s", args[0], usage)
-		},
+		Description:    "The node's store: create it, or adopt a store that is not the one the node served.",
+		CustomHelpFunc: client.Help(usage, verbs),
+		AllowArg:       true,
+		Run:            client.GroupRun("store", usage, verbs),
 	}
-	for _, c := range []*cli.Command{adopt, storeInitCommand()} {
+	for _, c := range verbs {
 		if err := g.AddCommand(c); err != nil {
 			panic(err)
 		}
@@ -43,33 +39,16 @@ type adoptConfig struct {
 	StateDir string `description:"The node's state directory (default: SCAFO_STATEDIR, then the node's default)." json:"stateDir,omitempty"`
 }
 
-// flagsLoader decodes a verb's flags into its Configuration and refuses anything else,
-// naming every flag the verb does not take.
+// flagsLoader decodes a verb's flags into its Configuration and refuses anything else:
+// each flag the verb does not take is named, with the closest one it does.
 type flagsLoader struct{}
 
 func (flagsLoader) Load(args []string, cmd *cli.Command) (bool, error) {
 	if len(args) == 0 {
 		return true, nil
 	}
-	flats, err := flag.Encode(cmd.Configuration)
-	if err != nil {
+	if err := settings.NewKnown(cmd.Configuration, "").CheckFlags(args, nil); err != nil {
 		return false, err
-	}
-	known := map[string]bool{}
-	for _, f := range flats {
-		known[strings.ToLower(f.Name)] = true
-	}
-	var unknown []string
-	for _, a := range args {
-		if name, ok := strings.CutPrefix(a, "-"); ok {
-			name, _, _ = strings.Cut(strings.TrimPrefix(name, "-"), "=")
-			if !known[strings.ToLower(name)] {
-				unknown = append(unknown, "--"+name)
-			}
-		}
-	}
-	if len(unknown) > 0 {
-		return false, fmt.Errorf("unknown flag %s (--help lists the flags)", strings.Join(unknown, ", "))
 	}
 	if err := flag.Decode(args, cmd.Configuration); err != nil {
 		return false, fmt.Errorf("parsing flags: %w", err)

@@ -1,0 +1,325 @@
+package settings
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+	"go.yaml.in/yaml/v3"
+)
+
+// Known indexes one configuration's settings and sections for the strict reading of
+// its sources. Names are matched without regard to case, as paerser does.
+type Known struct {
+	list     []Setting
+	byPath   map[string]Setting // lowercase path
+	byEnv    map[string]Setting // upper-case variable name
+	sections map[string]string  // lowercase path → as spelled
+}
+
+// NewKnown indexes cfg (a pointer to a configuration struct, defaults set); envPrefix
+// is its variables' prefix ("" when it reads none).
+func NewKnown(cfg any, envPrefix string) *Known {
+	k := &Known{list: List(cfg, envPrefix), byPath: map[string]Setting{}, byEnv: map[string]Setting{}, sections: map[string]string{}}
+	for _, s := range k.list {
+		k.byPath[strings.ToLower(s.Path)] = s
+		if s.Env != "" {
+			k.byEnv[s.Env] = s
+		}
+	}
+	for _, sec := range Sections(cfg) {
+		k.sections[strings.ToLower(sec)] = sec
+	}
+	return k
+}
+
+// Settings lists the settings in declaration order.
+func (k *Known) Settings() []Setting { return k.list }
+
+// Lookup finds a setting by path, without regard to case.
+func (k *Known) Lookup(path string) (Setting, bool) {
+	s, ok := k.byPath[strings.ToLower(path)]
+	return s, ok
+}
+
+// sectionHint names a section's first setting, for "a section, not a setting".
+func (k *Known) sectionHint(sec string) string {
+	for _, s := range k.list {
+		if strings.HasPrefix(strings.ToLower(s.Path), strings.ToLower(sec)+".") {
+			return s.Path
+		}
+	}
+	return sec
+}
+
+// CheckFlags reads args the way paerser's flag parser does (-name, --name, =value or
+// the next argument, a bool without a value is true, "--" ends the flags) and returns
+// every problem, each naming its flag: an unknown flag (with the closest known one), a
+// value that does not parse, a section given as a flag, a missing value, an argument
+// that is not a flag. aliases maps other spellings to a setting's path.
+func (k *Known) CheckFlags(args []string, aliases map[string]string) error {
+	var errs []error
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			if rest := args[i+1:]; len(rest) > 0 {
+				errs = append(errs, fmt.Errorf("unexpected argument %q", rest[0]))
+			}
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			errs = append(errs, fmt.Errorf("unexpected argument %q (flags are --name=value)", a))
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
+		if to, ok := aliases[name]; ok {
+			name = to
+		}
+		s, ok := k.Lookup(name)
+		if !ok {
+			if sec, isSection := k.sections[strings.ToLower(name)]; isSection {
+				errs = append(errs, fmt.Errorf("--%s is a section, not a setting (e.g. --%s)", sec, k.sectionHint(sec)))
+			} else {
+				errs = append(errs, fmt.Errorf("unknown flag --%s%s", name, didYouMean(name, k.flagNames(), "--")))
+			}
+			if !hasValue && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+				i++ // its value, most likely
+			}
+			continue
+		}
+		if !hasValue {
+			if s.Kind == Bool {
+				continue
+			}
+			if i+1 >= len(args) {
+				errs = append(errs, fmt.Errorf("%s needs a value", s.Flag()))
+				continue
+			}
+			i++
+			value = args[i]
+		}
+		if err := s.CheckValue(value); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.Flag(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (k *Known) flagNames() []string {
+	names := make([]string, len(k.list))
+	for i, s := range k.list {
+		names[i] = s.Path
+	}
+	return names
+}
+
+// CheckEnv checks every variable of environ that starts with prefix: it must name a
+// setting and its value must parse. ignore names the prefixed variables that belong
+// to other programs (nil: none).
+func (k *Known) CheckEnv(environ []string, prefix string, ignore func(name string) bool) error {
+	var errs []error
+	var names []string
+	for _, s := range k.list {
+		names = append(names, s.Env)
+	}
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(strings.ToUpper(name), prefix) {
+			continue
+		}
+		s, ok := k.byEnv[name]
+		if !ok {
+			if ignore != nil && ignore(name) {
+				continue
+			}
+			errs = append(errs, fmt.Errorf("%s in the environment: not a setting%s", name, didYouMean(strings.ToUpper(name), names, "")))
+			continue
+		}
+		if err := s.CheckValue(value); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CheckFile checks a configuration file's content (YAML, or TOML by a .toml path):
+// every key must name a section or a setting, a section must hold keys, a setting a
+// value (a list a sequence or one value) that parses. Errors name the key's path and
+// the file: `probe.interval in /etc/scafo/scafo-node.yaml: invalid duration "fast"`.
+func (k *Known) CheckFile(path string, content []byte) error {
+	data := map[string]any{}
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".toml":
+		if err := toml.Unmarshal(content, &data); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	default: // paerser reads .yml, .yaml and .json as YAML and refuses the rest itself
+		if err := yaml.Unmarshal(content, &data); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	var errs []error
+	k.checkTree(path, "", data, &errs)
+	return errors.Join(errs...)
+}
+
+func (k *Known) checkTree(file, prefix string, m map[string]any, errs *[]error) {
+	keys := make([]string, 0, len(m))
+	for key := range m {
+		keys = append(keys, key)
+	}
+	slices.Sort(keys)
+	var candidates []string
+	for _, key := range keys {
+		p := join(prefix, key)
+		v := m[key]
+		if sec, ok := k.sections[strings.ToLower(p)]; ok {
+			switch sub := asMap(v); {
+			case sub != nil:
+				k.checkTree(file, sec, sub, errs)
+			case v != nil:
+				*errs = append(*errs, fmt.Errorf("%s in %s: a section, not a value (its keys are like %s)", sec, file, k.sectionHint(sec)))
+			}
+			continue
+		}
+		s, ok := k.Lookup(p)
+		if !ok {
+			if candidates == nil {
+				candidates = k.allKeys()
+			}
+			*errs = append(*errs, fmt.Errorf("%s in %s: unknown key%s", p, file, didYouMean(p, candidates, "")))
+			continue
+		}
+		if v == nil {
+			continue // "key:" with no value: paerser leaves the default
+		}
+		if err := checkFileValue(s, v); err != nil {
+			*errs = append(*errs, fmt.Errorf("%s in %s: %w", s.Path, file, err))
+		}
+	}
+}
+
+// allKeys lists the paths of every section and setting (a key may be misplaced as
+// well as misspelled).
+func (k *Known) allKeys() []string {
+	var out []string
+	for _, sec := range k.sections {
+		out = append(out, sec)
+	}
+	for _, s := range k.list {
+		out = append(out, s.Path)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func asMap(v any) map[string]any {
+	switch m := v.(type) {
+	case map[string]any:
+		return m
+	case map[any]any:
+		out := make(map[string]any, len(m))
+		for k, v := range m {
+			out[fmt.Sprint(k)] = v
+		}
+		return out
+	}
+	return nil
+}
+
+func checkFileValue(s Setting, v any) error {
+	if asMap(v) != nil {
+		return errors.New("a value is expected, not a section")
+	}
+	if items, ok := v.([]any); ok {
+		if s.Kind != Strings {
+			return fmt.Errorf("a single %s is expected, not a list", s.Kind)
+		}
+		if len(items) == 0 {
+			return s.CheckValue("")
+		}
+		for _, it := range items {
+			if _, ok := scalar(it); !ok {
+				return errors.New("a list of values is expected")
+			}
+		}
+		return nil
+	}
+	raw, ok := scalar(v)
+	if !ok {
+		return fmt.Errorf("a %s is expected", s.Kind)
+	}
+	return s.CheckValue(raw)
+}
+
+// scalar spells a file value as paerser does before parsing it.
+func scalar(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case bool:
+		return strconv.FormatBool(x), true
+	case int:
+		return strconv.Itoa(x), true
+	case int64:
+		return strconv.FormatInt(x, 10), true
+	case uint64:
+		return strconv.FormatUint(x, 10), true
+	case float64:
+		return strings.TrimSuffix(strconv.FormatFloat(x, 'f', 6, 64), ".000000"), true
+	}
+	return "", false
+}
+
+// didYouMean is " (did you mean <dash><closest>?)", or "" when no candidate is close.
+func didYouMean(name string, candidates []string, dash string) string {
+	if best := Closest(name, candidates); best != "" {
+		return " (did you mean " + dash + best + "?)"
+	}
+	return ""
+}
+
+// Closest returns the candidate nearest name (case ignored; a transposition counts as
+// one edit) when it is close enough to be a typo: at most 2 edits, and at most half
+// of name's length. "" when none is.
+func Closest(name string, candidates []string) string {
+	best, bestD := "", 3
+	n := strings.ToLower(name)
+	for _, c := range candidates {
+		d := editDistance(n, strings.ToLower(c))
+		if d < bestD && 2*d <= len(n) {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance between a and b.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(ra)][len(rb)]
+}
