@@ -83,7 +83,7 @@ func (r *renderer) acme(doc *routing.Document) {
 		r.routers[routerACMEChallenge] = &dynamic.Router{
 			EntryPoints: challengeEntryPoints(fc),
 			Service:     serviceRef(svcAPI, doc.API.Upstreams), // the API routers' service: the leaf itself when there is one upstream
-			Rule:        "PathPrefix(`" + ACMEChallengePath + "`)",
+			Rule:        challengeRule(passthroughHosts(doc)),
 			Priority:    PriorityACMEChallenge,
 		}
 	}

@@ -116,6 +116,9 @@ func (w *appendWriter) Write(p []byte) (int, error) { *w.b = append(*w.b, p...);
 // fastEncodable reports whether every value set in cfg is one encodeConfiguration
 // writes; anything else goes to encoding/json.
 func fastEncodable(cfg *Configuration) bool {
+	if cfg.TCP != nil {
+		return false // passthrough routes: few, and encoding/json's business
+	}
 	if cfg.TLS != nil {
 		for _, c := range cfg.TLS.Certificates {
 			if c == nil || len(c.Stores) > 0 {
@@ -175,7 +178,7 @@ const (
 //
 // Changing the encoder means changing this table, and the other way round.
 var encoderFields = map[string]map[string]fieldUse{
-	"render.Configuration":     {"http": written, "tls": written},
+	"render.Configuration":     {"http": written, "tcp": delegated, "tls": written},
 	"render.TLSConfiguration":  {"certificates": written},
 	"tls.CertAndStores":        {"stores": delegated},
 	"tls.Certificate":          {"certFile": written, "keyFile": written},

@@ -75,6 +75,9 @@ type Incremental struct {
 	cold atomic.Uint64
 	// deny holds the shared deny service as a fragment of its own.
 	deny *fragment
+	// ptDoc is the last document passthrough scanned, ptHas its answer.
+	ptDoc *routing.Document
+	ptHas bool
 	// mw is the http.middlewares section of every output with routers,
 	// `,"middlewares":{…}` (middlewaresOf: a constant of the options), nil when none.
 	mw []byte
@@ -193,6 +196,9 @@ func (inc *Incremental) Render(req Request) (Body, error) {
 		sel = "\x00all" // no group name is empty
 	}
 	inc.asked(output)
+	if doc != nil && inc.passthrough(doc) {
+		return inc.renderWhole(doc, prefer, output, groups, fc)
+	}
 	inc.mu.Lock()
 	prev := inc.prev[output]
 	if !prev.madeLike(prefer, sel, fc) || doc == nil {
@@ -390,4 +396,42 @@ func (inc *Incremental) cached() int {
 		n += len(slot.variants)
 	}
 	return n
+}
+
+// passthrough reports whether doc has a passthrough route, remembering the answer for
+// the last document asked about (one scan per document, not per output).
+func (inc *Incremental) passthrough(doc *routing.Document) bool {
+	inc.mu.Lock()
+	defer inc.mu.Unlock()
+	if inc.ptDoc != doc {
+		inc.ptDoc, inc.ptHas = doc, HasPassthrough(doc)
+	}
+	return inc.ptHas
+}
+
+// renderWhole renders a document with passthrough routes the way the package-level
+// render does, from scratch: fragments hold HTTP routers and services only, so such a
+// document is not split into them (passthrough applications are few, and a fleet that
+// has one pays a full render per change). The output's last order is forgotten, so its
+// next render builds on nothing it did not make.
+func (inc *Incremental) renderWhole(doc *routing.Document, prefer, output string, groups []string, fc *FleetCerts) (Body, error) {
+	inc.mu.Lock()
+	delete(inc.prev, output)
+	inc.mu.Unlock()
+	pdoc := doc
+	if prefer != "" {
+		var err error
+		if pdoc, err = routing.Prefer(doc, prefer); err != nil {
+			return nil, fmt.Errorf("rendering Traefik configuration: %w", err)
+		}
+	}
+	var keep func(*routing.Route) bool
+	if groups != nil {
+		keep = groupFilter(groups)
+	}
+	b, err := traefikResolved(routesInHostOrder(pdoc), inc.opt, keep, fc)
+	if err != nil {
+		return nil, err
+	}
+	return Body{b}, nil
 }

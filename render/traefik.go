@@ -88,6 +88,11 @@ func traefik(doc *routing.Document, opt Options, keep func(*routing.Route) bool,
 		return nil, errors.New("rendering Traefik configuration: nil document")
 	}
 	doc = routesInHostOrder(doc)
+	return traefikResolved(doc, o, keep, fc)
+}
+
+// traefikResolved is traefik with resolved options; doc is in host order.
+func traefikResolved(doc *routing.Document, o resolved, keep func(*routing.Route) bool, fc *FleetCerts) ([]byte, error) {
 	if err := doc.Validate(); err != nil {
 		return nil, fmt.Errorf("rendering Traefik configuration: %w", err)
 	}
@@ -109,7 +114,7 @@ func traefik(doc *routing.Document, opt Options, keep func(*routing.Route) bool,
 			hc.Interval = iv
 		}
 	}
-	cfg := Configuration{}
+	cfg := Configuration{TCP: r.tcpConfiguration()}
 	r.acme(doc)
 	cfg.TLS = fleetCertificates(fc, doc, keep)
 	if len(r.routers) > 0 {
@@ -158,6 +163,11 @@ type renderer struct {
 	checks []*dynamic.ServerHealthCheck
 	// fleet is the fleet-certificate input (acme.go); nil without fleet certificates.
 	fleet *FleetCerts
+	// tcp* are the tcp section: the passthrough routes (passthrough.go), nil until one
+	// is rendered.
+	tcpRouters    map[string]*dynamic.TCPRouter
+	tcpServices   map[string]*TCPService
+	tcpTransports map[string]*TCPServersTransport
 }
 
 // app is one application's chain, shared by all its hosts and by every prefix that
@@ -166,6 +176,9 @@ type app struct {
 	upstreams []routing.Upstream
 	health    string
 	service   string // what routers point at
+	// passthrough: the application terminates TLS itself; service is its TCP service.
+	passthrough   bool
+	proxyProtocol int
 }
 
 // render renders doc, which routing.Document.Validate has accepted: every host, name,
@@ -182,6 +195,11 @@ func (r *renderer) render(doc *routing.Document) error {
 		if _, ok := apps[rt.Application]; ok {
 			continue // the same chain (Validate: the hosts of an application agree)
 		}
+		if rt.Passthrough {
+			// No HTTP health check asks anything of a passthrough application.
+			apps[rt.Application] = &app{upstreams: rt.Upstreams, passthrough: true, proxyProtocol: rt.ProxyProtocol}
+			continue
+		}
 		if rt.HealthPath == "" {
 			if err := requireAPIPorts("routes["+strconv.Itoa(i)+"].upstreams", rt.Upstreams); err != nil {
 				return err
@@ -191,6 +209,9 @@ func (r *renderer) render(doc *routing.Document) error {
 	}
 
 	for name, a := range apps {
+		if a.passthrough {
+			continue // its TCP service, made with its first kept route
+		}
 		a.service = r.chain(appServiceName(name), a.upstreams, func(u routing.Upstream) *dynamic.ServerHealthCheck {
 			if a.health != "" {
 				return r.healthCheck(a.health, 0)
@@ -211,6 +232,13 @@ func (r *renderer) render(doc *routing.Document) error {
 		rt := &doc.Routes[i]
 		if r.keep != nil && !r.keep(rt) {
 			continue // a path target of another group: its service only
+		}
+		if a := apps[rt.Application]; a.passthrough {
+			if a.service == "" {
+				a.service = r.tcpService(rt.Application, a.upstreams, a.proxyProtocol)
+			}
+			r.tcpRouter(rt.Host, a.service)
+			continue
 		}
 		byTarget = r.routeRouters(rt, apps[rt.Application].service, svcOf, byTarget)
 	}

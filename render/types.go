@@ -16,7 +16,53 @@ import (
 // http section.
 type Configuration struct {
 	HTTP *HTTPConfiguration `json:"http,omitempty"`
+	TCP  *TCPConfiguration  `json:"tcp,omitempty"`
 	TLS  *TLSConfiguration  `json:"tls,omitempty"`
+}
+
+// TCPConfiguration is genconf's dynamic.TCPConfiguration restricted to routers and
+// services, plus serversTransports, which genconf v0.5.2 lacks (Traefik v3.6
+// pkg/config/dynamic TCPConfiguration.ServersTransports): the passthrough routes
+// (passthrough.go).
+type TCPConfiguration struct {
+	Routers           map[string]*dynamic.TCPRouter   `json:"routers,omitempty"`
+	Services          map[string]*TCPService          `json:"services,omitempty"`
+	ServersTransports map[string]*TCPServersTransport `json:"serversTransports,omitempty"`
+}
+
+// TCPService is genconf's dynamic.TCPService with the local load balancer and
+// weighted types.
+type TCPService struct {
+	LoadBalancer *TCPLoadBalancer `json:"loadBalancer,omitempty"`
+	Weighted     *TCPWeighted     `json:"weighted,omitempty"`
+}
+
+// TCPWeighted is genconf's dynamic.TCPWeightedRoundRobin plus healthCheck, which
+// genconf v0.5.2 lacks (Traefik v3.6 TCPWeightedRoundRobin.HealthCheck, tagged
+// allowEmpty). The render writes one only without services (tcpNoServers).
+type TCPWeighted struct {
+	Services    []dynamic.TCPWRRService `json:"services,omitempty"`
+	HealthCheck *dynamic.HealthCheck    `json:"healthCheck,omitempty"`
+}
+
+// TCPLoadBalancer is genconf's dynamic.TCPServersLoadBalancer without the deprecated
+// proxyProtocol and terminationDelay (Traefik v3.6 logs a warning for each on every
+// reload) and with serversTransport, which genconf v0.5.2 lacks (Traefik v3.6
+// TCPServersLoadBalancer.ServersTransport).
+type TCPLoadBalancer struct {
+	Servers          []dynamic.TCPServer `json:"servers,omitempty"`
+	ServersTransport string              `json:"serversTransport,omitempty"`
+}
+
+// TCPServersTransport mirrors the fields of Traefik v3.6's dynamic.TCPServersTransport
+// the render sets. The HTTP and plugin providers decode without applying defaults, so
+// every timing is written out (Traefik's SetDefaults values, the dial timeout the
+// shipped static configuration gives HTTP upstreams).
+type TCPServersTransport struct {
+	DialKeepAlive    string                 `json:"dialKeepAlive,omitempty"`
+	DialTimeout      string                 `json:"dialTimeout,omitempty"`
+	ProxyProtocol    *dynamic.ProxyProtocol `json:"proxyProtocol,omitempty"`
+	TerminationDelay string                 `json:"terminationDelay,omitempty"`
 }
 
 // TLSConfiguration is genconf's dynamic.TLSConfiguration restricted to certificates

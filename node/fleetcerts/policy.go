@@ -10,8 +10,9 @@ import (
 )
 
 // Names returns the names the policy gives the fleet, from doc: every non-wildcard
-// route host and API host, less platform hosts when platformWildcard. isPlatform tells
-// the paced ones.
+// route host and API host, less platform hosts when platformWildcard, and never the host
+// of a passthrough route (its application holds its own certificate; docs/design.md
+// §10). isPlatform tells the paced ones.
 func Names(doc *routing.Document, platformDomains []string, platformWildcard bool) (names []string, isPlatform map[string]bool) {
 	isPlatform = map[string]bool{}
 	seen := map[string]bool{}
@@ -32,6 +33,9 @@ func Names(doc *routing.Document, platformDomains []string, platformWildcard boo
 		return nil, isPlatform
 	}
 	for _, r := range doc.Routes {
+		if r.Passthrough {
+			continue
+		}
 		_, under := fleet.PlatformOwner(r.Host, platformDomains)
 		add(r.Host, under)
 	}
@@ -81,6 +85,9 @@ func (m *Manager) policy(doc *routing.Document) namePolicy {
 	}
 	for _, r := range doc.Routes {
 		h := r.Host
+		if r.Passthrough {
+			continue // the application's own certificate; a platform wildcard ordered for it alone would be waste
+		}
 		if routing.IsWildcard(h) {
 			switch {
 			case d == nil:

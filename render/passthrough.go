@@ -1,0 +1,160 @@
+package render
+
+import (
+	"strings"
+
+	"github.com/traefik/genconf/dynamic"
+
+	"github.com/scafo/ingress/render/routing"
+)
+
+// Passthrough routes (routing.Route.Passthrough, docs/design.md §4 "Passthrough"): an
+// application that terminates TLS itself gets, for each of its hosts, a TCP router
+//
+//	tcp.routers.host-<host>   HostSNI(`<host>`), tls.passthrough true, on the render's
+//	                          entry points, priority PriorityHost
+//	tcp.services.app-<app>    loadBalancer: one server, the first upstream's address;
+//	                          when nothing is ready, weighted: {healthCheck: {}}, a
+//	                          service of no services, which closes the connection
+//	                          (Traefik's HTTP provider refuses an empty loadBalancer,
+//	                          and a host without a router would fall through to the
+//	                          HTTPS routers, where a covering wildcard could take it)
+//
+// and nothing in http: no HTTP router ever matches a passthrough host, so a request for
+// it over HTTP (plain, or TLS that Traefik terminates because the server name was not
+// the exact one) finds no router and gets Traefik's 404.
+//
+// Upstream order: Traefik v3.6's TCP services have no failover service, and its
+// weighted round robin only spreads by weight, so no TCP configuration sends every new
+// connection to the first healthy of an ordered list. The render expresses the order
+// the node's own probes know instead: the document lists ready instances only, in
+// priority order, and the service holds the first. When that instance stops accepting
+// connections, its node's prober marks it unready, the document moves the next
+// upstream first, and the next poll points new connections at it (docs/passthrough.md
+// measures what that costs). Open connections are never moved; they last until their
+// instance closes them.
+//
+// PROXY protocol v2 (routing.Route.ProxyProtocol 2) goes through one servers transport,
+// tcpTransportProxyV2, written only when an application asks for it; the others use the
+// entry point's default TCP transport (the static tcpServersTransport).
+
+// tcpTransportProxyV2 names the servers transport of the applications that take a
+// PROXY protocol v2 header (no '@': it resolves in the provider of the services).
+const tcpTransportProxyV2 = "scafo-proxy-v2"
+
+// proxyV2Transport is that transport. The providers decode without defaults, so every
+// timing is written: Traefik's defaults (15 s keep-alive, 100 ms termination delay),
+// and the 2 s dial timeout the shipped static configuration gives HTTP upstreams (an
+// instance on the mesh connects in milliseconds; one that never answers a SYN must not
+// hold a client for Traefik's 30 s).
+func proxyV2Transport() *TCPServersTransport {
+	return &TCPServersTransport{
+		DialKeepAlive:    "15s",
+		DialTimeout:      "2s",
+		ProxyProtocol:    &dynamic.ProxyProtocol{Version: routing.ProxyProtocolV2},
+		TerminationDelay: "100ms",
+	}
+}
+
+// sniRule is the rule of a passthrough host's TCP router: its exact name. Traefik
+// compares it with the ClientHello's server name after strings.ToLower and
+// strings.TrimSpace (pkg/muxer/tcp NewConnData); what that lets through is in
+// docs/passthrough.md.
+func sniRule(host string) string { return "HostSNI(`" + host + "`)" }
+
+// tcpService adds the TCP service of passthrough application app: one server, its
+// first upstream, or none.
+func (r *renderer) tcpService(app string, ups []routing.Upstream, proxyProtocol int) string {
+	name := appServiceName(app)
+	if r.tcpServices == nil {
+		r.tcpServices = make(map[string]*TCPService)
+	}
+	if len(ups) == 0 {
+		r.tcpServices[name] = tcpNoServers()
+		return name
+	}
+	lb := &TCPLoadBalancer{Servers: []dynamic.TCPServer{{Address: ups[0].Address}}}
+	if proxyProtocol == routing.ProxyProtocolV2 {
+		lb.ServersTransport = tcpTransportProxyV2
+		if r.tcpTransports == nil {
+			r.tcpTransports = make(map[string]*TCPServersTransport)
+		}
+		r.tcpTransports[tcpTransportProxyV2] = proxyV2Transport()
+	}
+	r.tcpServices[name] = &TCPService{LoadBalancer: lb}
+	return name
+}
+
+// tcpNoServers is the TCP service of an application with nothing ready: a weighted
+// service of no services (healthCheck {} is what makes the object non-empty; Traefik
+// launches no check for a weighted service, it only listens to its children, and it
+// has none). Traefik closes every connection it gets: the host fails closed.
+func tcpNoServers() *TCPService {
+	return &TCPService{Weighted: &TCPWeighted{HealthCheck: &dynamic.HealthCheck{}}}
+}
+
+// tcpRouter adds the TCP router of passthrough host to svc.
+func (r *renderer) tcpRouter(host, svc string) {
+	if r.tcpRouters == nil {
+		r.tcpRouters = make(map[string]*dynamic.TCPRouter)
+	}
+	r.tcpRouters[hostRouterName(host)] = &dynamic.TCPRouter{
+		EntryPoints: r.opt.entryPoints,
+		Service:     svc,
+		Rule:        sniRule(host),
+		Priority:    PriorityHost,
+		TLS:         &dynamic.RouterTCPTLSConfig{Passthrough: true},
+	}
+}
+
+// tcpConfiguration is the tcp section of the render, nil without passthrough routes.
+func (r *renderer) tcpConfiguration() *TCPConfiguration {
+	if len(r.tcpRouters) == 0 {
+		return nil
+	}
+	t := &TCPConfiguration{Routers: r.tcpRouters, Services: r.tcpServices}
+	if len(r.tcpTransports) > 0 {
+		t.ServersTransports = r.tcpTransports
+	}
+	return t
+}
+
+// passthroughHosts lists doc's passthrough hosts (in host order), which the fleet-wide
+// ACME challenge router must not answer for: their applications hold their own
+// certificates, and no HTTP request for their names reaches anyone.
+func passthroughHosts(doc *routing.Document) []string {
+	var out []string
+	for i := range doc.Routes {
+		if doc.Routes[i].Passthrough {
+			out = append(out, doc.Routes[i].Host)
+		}
+	}
+	return out
+}
+
+// challengeRule is the ACME challenge router's rule: the challenge path, on any host
+// but a passthrough one.
+func challengeRule(passthrough []string) string {
+	rule := "PathPrefix(`" + ACMEChallengePath + "`)"
+	if len(passthrough) == 0 {
+		return rule
+	}
+	var b strings.Builder
+	b.WriteString(rule)
+	for _, h := range passthrough {
+		b.WriteString(" && !Host(`")
+		b.WriteString(h)
+		b.WriteString("`)")
+	}
+	return b.String()
+}
+
+// HasPassthrough reports whether doc has a passthrough route.
+func HasPassthrough(doc *routing.Document) bool {
+	for i := range doc.Routes {
+		if doc.Routes[i].Passthrough {
+			return true
+		}
+	}
+	return false
+}

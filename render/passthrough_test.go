@@ -1,0 +1,219 @@
+package render
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/scafo/ingress/render/routing"
+)
+
+// passthroughCase is testdata/passthrough.json's document and options.
+func passthroughCase(t *testing.T) loadedCase {
+	t.Helper()
+	for _, c := range loadCases(t) {
+		if c.name == "passthrough" {
+			return c
+		}
+	}
+	t.Fatal("no testdata/passthrough.json")
+	return loadedCase{}
+}
+
+// TestPassthroughHostsHaveATCPRouterAndNoHTTPRouter: every passthrough host has
+// exactly one TCP router, HostSNI of its exact name with tls.passthrough on the
+// render's entry points, to a service holding its first upstream (none when nothing is
+// ready); no HTTP router's rule names a passthrough host, and no HTTP service points
+// at a passthrough application's instance.
+func TestPassthroughHostsHaveATCPRouterAndNoHTTPRouter(t *testing.T) {
+	for _, prefer := range []string{"", "vps-a", "vps-b"} {
+		c := passthroughCase(t)
+		doc := c.doc
+		if prefer != "" {
+			var err error
+			if doc, err = routing.Prefer(doc, prefer); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out, err := Traefik(doc, c.opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := decodeStrict(t, out)
+		if cfg.TCP == nil {
+			t.Fatal("no tcp section")
+		}
+		n := 0
+		for _, rt := range doc.Routes {
+			if !rt.Passthrough {
+				continue
+			}
+			n++
+			r := cfg.TCP.Routers[hostRouterName(rt.Host)]
+			if r == nil || r.Rule != "HostSNI(`"+rt.Host+"`)" || r.TLS == nil || !r.TLS.Passthrough ||
+				!slices.Equal(r.EntryPoints, c.opt.EntryPoints) || r.Priority != PriorityHost {
+				t.Fatalf("%s: TCP router %+v", rt.Host, r)
+			}
+			svc := cfg.TCP.Services[r.Service]
+			if svc == nil || (svc.LoadBalancer == nil) == (len(rt.Upstreams) > 0) {
+				t.Fatalf("%s: TCP service %q missing", rt.Host, r.Service)
+			}
+			var want []string
+			if len(rt.Upstreams) > 0 {
+				want = []string{rt.Upstreams[0].Address}
+			}
+			if svc.LoadBalancer == nil {
+				if w := svc.Weighted; w == nil || len(w.Services) != 0 || w.HealthCheck == nil {
+					t.Fatalf("%s: nothing ready, service %+v, want a weighted service of none", rt.Host, svc)
+				}
+			} else {
+				var got []string
+				for _, s := range svc.LoadBalancer.Servers {
+					got = append(got, s.Address)
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("prefer=%q %s: servers %v, want the first upstream %v", prefer, rt.Host, got, want)
+				}
+				if pp := svc.LoadBalancer.ServersTransport == tcpTransportProxyV2; pp != (rt.ProxyProtocol == 2) {
+					t.Fatalf("%s: serversTransport %q with proxyProtocol %d", rt.Host, svc.LoadBalancer.ServersTransport, rt.ProxyProtocol)
+				}
+			}
+			for name, hr := range cfg.HTTP.Routers {
+				if strings.Contains(hr.Rule, "`"+rt.Host+"`") {
+					t.Fatalf("HTTP router %s routes passthrough host %s: %s", name, rt.Host, hr.Rule)
+				}
+			}
+			for name, s := range cfg.HTTP.Services {
+				if s.LoadBalancer == nil {
+					continue
+				}
+				for _, u := range rt.Upstreams {
+					for _, srv := range s.LoadBalancer.Servers {
+						if strings.Contains(srv.URL, u.Address) {
+							t.Fatalf("HTTP service %s points at passthrough instance %s", name, u.Address)
+						}
+					}
+				}
+			}
+		}
+		if len(cfg.TCP.Routers) != n || n == 0 {
+			t.Fatalf("%d TCP routers for %d passthrough hosts", len(cfg.TCP.Routers), n)
+		}
+	}
+}
+
+// TestPassthroughRenderIsByteStable: the same document in any route order, rendered
+// by Traefik, by TraefikGroups of every group, and by an Incremental before and after
+// documents without passthrough, gives the same bytes as the full render.
+func TestPassthroughRenderIsByteStable(t *testing.T) {
+	c := passthroughCase(t)
+	want, err := Traefik(c.doc, c.opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20 {
+		d := *c.doc
+		d.Routes = slices.Clone(c.doc.Routes)
+		rng.Shuffle(len(d.Routes), func(i, j int) { d.Routes[i], d.Routes[j] = d.Routes[j], d.Routes[i] })
+		got, err := Traefik(&d, c.opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Fatal("route order changed the bytes")
+		}
+	}
+	plain := *c.doc
+	plain.Routes = slices.DeleteFunc(slices.Clone(c.doc.Routes), func(r routing.Route) bool { return r.Passthrough })
+	inc, err := NewIncremental(c.opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range []*routing.Document{&plain, c.doc, &plain, c.doc, c.doc} {
+		for _, prefer := range []string{"", "vps-a"} {
+			for _, groups := range [][]string{nil, {"default"}, {}} {
+				sd := d // the document a node renders for a selection
+				if groups != nil {
+					sd = routing.ForGroups(d, groups)
+				}
+				pd := sd
+				if prefer != "" {
+					pd, _ = routing.Prefer(sd, prefer)
+				}
+				var want []byte
+				if groups == nil {
+					want, err = Traefik(pd, c.opt)
+				} else {
+					want, err = TraefikGroups(pd, c.opt, groups, nil)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, err := inc.Render(Request{Doc: sd, Prefer: prefer, Groups: groups, Output: prefer + strings.Join(groups, ",")})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(body.Bytes()) != string(want) {
+					t.Fatalf("step %d prefer=%q groups=%v: the incremental render differs from the full one:\n%s\n%s", i, prefer, groups, body.Bytes(), want)
+				}
+			}
+		}
+	}
+}
+
+// TestTheChallengeRouterNeverAnswersForAPassthroughHost: the fleet-wide HTTP-01
+// router excludes every passthrough host (the application holds its own certificate;
+// a challenge for its name must not reach the node API), and fleet certificates never
+// put `tls: {}` on a passthrough host (it has no HTTP router at all).
+func TestTheChallengeRouterNeverAnswersForAPassthroughHost(t *testing.T) {
+	c := passthroughCase(t)
+	fc := &FleetCerts{HTTPEntryPoints: []string{"web"}, Managed: map[string]bool{"db.example.org": true, "shop.apps.example.com": true}}
+	out, err := TraefikFleet(c.doc, c.opt, fc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := decodeStrict(t, out)
+	r := cfg.HTTP.Routers[routerACMEChallenge]
+	if r == nil {
+		t.Fatal("no challenge router")
+	}
+	want := "PathPrefix(`/.well-known/acme-challenge/`) && !Host(`cache.apps.example.com`) && !Host(`db.apps.example.com`) && !Host(`db.example.org`) && !Host(`mq.apps.example.com`)"
+	if r.Rule != want {
+		t.Fatalf("challenge rule = %s\nwant %s", r.Rule, want)
+	}
+	if cfg.TCP.Routers[hostRouterName("db.example.org")].TLS.CertResolver != "" {
+		t.Fatal("a passthrough router asks for a certificate")
+	}
+	// Without passthrough routes the rule is as it always was.
+	plain := *c.doc
+	plain.Routes = slices.DeleteFunc(slices.Clone(c.doc.Routes), func(r routing.Route) bool { return r.Passthrough })
+	out, err = TraefikFleet(&plain, c.opt, fc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := decodeStrict(t, out).HTTP.Routers[routerACMEChallenge].Rule; got != "PathPrefix(`/.well-known/acme-challenge/`)" {
+		t.Fatalf("challenge rule without passthrough = %s", got)
+	}
+}
+
+// TestAppliedProbeKeepsTheTCPSection: the applied probe's edit of a body with a tcp
+// section adds its HTTP objects and leaves the tcp section byte for byte.
+func TestAppliedProbeKeepsTheTCPSection(t *testing.T) {
+	c := passthroughCase(t)
+	out, err := Traefik(c.doc, c.opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := WithAppliedProbe(out, testProbe())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := decodeStrict(t, out), decodeStrict(t, got)
+	ta, _ := marshalStd(&Configuration{TCP: a.TCP})
+	tb, _ := marshalStd(&Configuration{TCP: b.TCP})
+	if string(ta) != string(tb) || len(b.HTTP.Routers) <= len(a.HTTP.Routers) {
+		t.Fatalf("applied probe changed the tcp section or added nothing:\n%s\n%s", ta, tb)
+	}
+}
