@@ -28,6 +28,12 @@ type Table struct {
 	apiUps []string
 	denied []string
 	names  map[string]bool // names on-demand TLS may obtain: exact route hosts and API hosts
+	// passthrough are the hosts of passthrough routes (routing.Route.Passthrough): an
+	// application that terminates TLS itself needs layer-4 routing by server name,
+	// which this Caddy does not have (no layer-4 module). Such a host is never routed
+	// over HTTP (not even by a covering wildcard: its own route fails closed) and never
+	// approved for a certificate; docs/passthrough.md says to put a Traefik in front.
+	passthrough map[string]bool
 }
 
 // routeEntry is one route of the document.
@@ -84,6 +90,13 @@ func NewGroupTable(doc *routing.Document, groups []string) *Table {
 		if groups != nil && !slices.Contains(groups, r.GroupOf()) {
 			continue
 		}
+		if r.Passthrough {
+			if t.passthrough == nil {
+				t.passthrough = map[string]bool{}
+			}
+			t.passthrough[r.Host] = true
+			continue
+		}
 		t.routes[r.Host] = e
 		if !routing.IsWildcard(r.Host) {
 			t.names[r.Host] = true
@@ -122,7 +135,8 @@ func dials(us []routing.Upstream) []string {
 }
 
 // Allowed reports whether on-demand TLS may obtain or load a certificate for name: the
-// document names it exactly as a route host or an API host. A name only a wildcard
+// document names it exactly as a route host or an API host, and not as a passthrough
+// route's (that application holds its own certificate). A name only a wildcard
 // route covers is refused (the document names "*.shop.example.org", not
 // "a.shop.example.org"), and so is any spelling that is not the canonical one: upper
 // case, a trailing dot, a port, an IP literal, a wildcard.
@@ -166,7 +180,7 @@ func (t *Table) Lookup(host, escapedPath string) Selection {
 		return Selection{}
 	}
 	h := requestHost(host)
-	if h == "" || strings.Contains(h, "*") {
+	if h == "" || strings.Contains(h, "*") || t.passthrough[h] {
 		return Selection{}
 	}
 	e := t.routes[h]
