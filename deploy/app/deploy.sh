@@ -23,6 +23,7 @@ RELEASE=$2
 DRAIN=${DRAIN:-2}          # seconds; see docs/operating.md for what it covers
 HEALTH=${HEALTH:-/healthz} # the application's health path ("" for a TCP check)
 WAIT=${WAIT:-30s}
+HOST=${HOST:-127.0.0.1}    # the address the release listens on (node.address in a fleet)
 
 inst=$(scafo-node instances allocate "$APP" --json)
 OLD=$(echo "$inst" | jq -r .port)
@@ -43,7 +44,7 @@ install -d -m 0755 "/srv/$APP"
 ln -sfn "$RELEASE" "/srv/$APP/slot-$NEW"
 systemctl start "$APP@$NEW.service"
 # The new release answers before anything points at it.
-curl -fsS --retry 30 --retry-connrefused --retry-delay 1 -o /dev/null "http://127.0.0.1:$NEW$HEALTH"
+curl -fsS --retry 30 --retry-connrefused --retry-delay 1 -o /dev/null "http://$HOST:$NEW$HEALTH"
 
 # Fails (non-zero) naming the ingresses behind if not every live one applied it in time:
 # the old release then keeps serving, and the deploy stops here for an operator.
