@@ -1,6 +1,7 @@
 package render
 
 import (
+	"regexp"
 	"strings"
 
 	"github.com/traefik/genconf/dynamic"
@@ -22,7 +23,15 @@ import (
 //
 // and nothing in http: no HTTP router ever matches a passthrough host, so a request for
 // it over HTTP (plain, or TLS that Traefik terminates because the server name was not
-// the exact one) finds no router and gets Traefik's 404.
+// the exact one) finds no router and gets Traefik's 404. A custom wildcard covering a
+// passthrough host would otherwise take those requests (a host with no HTTP router of
+// its own is exactly what a wildcard catches): every router of such a wildcard carries
+// `&& !HostRegexp(`^(?:<covered passthrough hosts>)\.?$`)` (passthroughExclusion). Not
+// `!Host(...)`: Traefik collects every Host value of a TLS router's rule, negated ones
+// included (pkg/rules Tree.ParseMatchers ignores Not), as server names of the HTTPS
+// muxer, which is matched before the TCP routers: a negated Host would hand the
+// passthrough host's handshakes to Traefik's own TLS. HostRegexp values are not
+// collected.
 //
 // Upstream order: Traefik v3.6's TCP services have no failover service, and its
 // weighted round robin only spreads by weight, so no TCP configuration sends every new
@@ -139,14 +148,48 @@ func challengeRule(passthrough []string) string {
 	if len(passthrough) == 0 {
 		return rule
 	}
+	return rule + " && " + passthroughExclusion(passthrough)
+}
+
+// passthroughExclusion is the rule term no request for one of hosts (passthrough hosts,
+// exact, sorted) matches, in the spellings Host would match: Traefik's canonized host
+// (lowercased, no port), with one trailing dot or none.
+func passthroughExclusion(hosts []string) string {
 	var b strings.Builder
-	b.WriteString(rule)
-	for _, h := range passthrough {
-		b.WriteString(" && !Host(`")
-		b.WriteString(h)
-		b.WriteString("`)")
+	b.WriteString("!HostRegexp(`^(?:")
+	for i, h := range hosts {
+		if i > 0 {
+			b.WriteByte('|')
+		}
+		b.WriteString(regexp.QuoteMeta(h))
 	}
+	b.WriteString(")\\.?$`)")
 	return b.String()
+}
+
+// passthroughUnder maps each custom wildcard route of doc to the passthrough hosts it
+// covers (one label below it), sorted; nil when there are none.
+func passthroughUnder(doc *routing.Document) map[string][]string {
+	var out map[string][]string
+	for i := range doc.Routes {
+		rt := &doc.Routes[i]
+		if !rt.Passthrough {
+			continue
+		}
+		_, parent, ok := strings.Cut(rt.Host, ".")
+		if !ok {
+			continue
+		}
+		w := "*." + parent
+		if _, ok := routing.RouteIndex(doc.Routes, w); !ok {
+			continue
+		}
+		if out == nil {
+			out = map[string][]string{}
+		}
+		out[w] = append(out[w], rt.Host) // routes are in host order
+	}
+	return out
 }
 
 // HasPassthrough reports whether doc has a passthrough route.

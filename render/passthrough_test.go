@@ -179,7 +179,7 @@ func TestTheChallengeRouterNeverAnswersForAPassthroughHost(t *testing.T) {
 	if r == nil {
 		t.Fatal("no challenge router")
 	}
-	want := "PathPrefix(`/.well-known/acme-challenge/`) && !Host(`cache.apps.example.com`) && !Host(`db.apps.example.com`) && !Host(`db.example.org`) && !Host(`mq.apps.example.com`)"
+	want := "PathPrefix(`/.well-known/acme-challenge/`) && !HostRegexp(`^(?:cache\\.apps\\.example\\.com|db\\.apps\\.example\\.com|db\\.example\\.org|mq\\.apps\\.example\\.com)\\.?$`)"
 	if r.Rule != want {
 		t.Fatalf("challenge rule = %s\nwant %s", r.Rule, want)
 	}
@@ -215,5 +215,35 @@ func TestAppliedProbeKeepsTheTCPSection(t *testing.T) {
 	tb, _ := marshalStd(&Configuration{TCP: b.TCP})
 	if string(ta) != string(tb) || len(b.HTTP.Routers) <= len(a.HTTP.Routers) {
 		t.Fatalf("applied probe changed the tcp section or added nothing:\n%s\n%s", ta, tb)
+	}
+}
+
+// TestACoveringWildcardNeverTakesAPassthroughHost: shop's custom wildcard *.example.org
+// covers the passthrough host db.example.org, which has no HTTP router of its own; the
+// wildcard's routers exclude it (a request for it over HTTP, in any spelling Host
+// matches, finds no router: Traefik's 404) and still take the names they cover. The
+// exclusion is a HostRegexp, never a negated Host: Traefik would take a negated Host of
+// a TLS router for a server name of its HTTPS muxer, which is matched before the TCP
+// routers.
+func TestACoveringWildcardNeverTakesAPassthroughHost(t *testing.T) {
+	c := passthroughCase(t)
+	out, err := Traefik(c.doc, c.opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := decodeStrict(t, out)
+	routers := compileRouters(t, cfg)
+	for _, h := range []string{"db.example.org", "db.example.org.", "db.apps.example.com"} {
+		if got := route(t, routers, request{host: h, routingPath: "/"}); got != "" {
+			t.Fatalf("HTTP request for passthrough host %s routed by %s", h, got)
+		}
+	}
+	if got := route(t, routers, request{host: "other.example.org", routingPath: "/"}); got != hostRouterName("*.example.org") {
+		t.Fatalf("other.example.org routed by %q, want the wildcard", got)
+	}
+	for name, r := range cfg.HTTP.Routers {
+		if r.TLS != nil && strings.Contains(r.Rule, "!Host(") {
+			t.Fatalf("TLS router %s negates a Host (Traefik would claim that server name): %s", name, r.Rule)
+		}
 	}
 }

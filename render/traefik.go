@@ -168,6 +168,9 @@ type renderer struct {
 	tcpRouters    map[string]*dynamic.TCPRouter
 	tcpServices   map[string]*TCPService
 	tcpTransports map[string]*TCPServersTransport
+	// excluded are the passthrough hosts each custom wildcard covers (passthroughUnder):
+	// its routers never match them.
+	excluded map[string][]string
 }
 
 // app is one application's chain, shared by all its hosts and by every prefix that
@@ -227,6 +230,7 @@ func (r *renderer) render(doc *routing.Document) error {
 		}
 		return apps[t.Application].service, true
 	}
+	r.excluded = passthroughUnder(doc)
 	var byTarget map[string][]string
 	for i := range doc.Routes {
 		rt := &doc.Routes[i]
@@ -253,6 +257,9 @@ func (r *renderer) render(doc *routing.Document) error {
 // both call it, so the two write the same routers.
 func (r *renderer) routeRouters(rt *routing.Route, svc string, svcOf func(target string) (string, bool), byTarget map[string][]string) map[string][]string {
 	hostMatch := hostMatcher(rt.Host)
+	if ex := r.excluded[rt.Host]; len(ex) > 0 {
+		hostMatch += " && " + passthroughExclusion(ex) // a wildcard covering passthrough hosts
+	}
 	hostPrio, guardPrio, pathPrio := PriorityHost, PriorityPathGuard, PriorityPath
 	if routing.IsWildcard(rt.Host) {
 		hostPrio, guardPrio, pathPrio = PriorityWildcard, PriorityWildcardPathGuard, PriorityWildcardPath

@@ -1,0 +1,596 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Applications that terminate TLS themselves (issue 37, docs/passthrough.md): a real
+// TLS server behind a real Traefik, through the HTTP provider and the provider plugin.
+
+// passthroughArgs are the node flags of the passthrough scenarios: every router on the
+// websecure entry point, where the TCP routers go beside the HTTP ones.
+var passthroughArgs = []string{"--traefik.entryPoints=websecure"}
+
+// testCA is a certificate authority of the test's own: the applications' certificates
+// are signed by it, and the clients trust it alone, so a handshake that verifies was
+// answered by the application, never by Traefik (whose default certificate is
+// self-signed).
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "scafo e2e passthrough CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &testCA{cert: cert, key: key, pool: pool}
+}
+
+// leaf issues a certificate for exactly name.
+func (ca *testCA) leaf(t *testing.T, name string) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// tlsReply is what tlsApp answers once a handshake completes: who it is, the server
+// name and ALPN protocol it got, and the client address a PROXY v2 header carried.
+type tlsReply struct {
+	Name  string `json:"name"`
+	SNI   string `json:"sni"`
+	ALPN  string `json:"alpn"`
+	Proxy string `json:"proxy,omitempty"`
+}
+
+// tlsApp is an application that terminates TLS itself, with the rules of issue 37:
+// the server name selects a certificate by exact canonical name (ASCII case folded,
+// nothing else rewritten), and there is no default: any other name fails the
+// handshake. It counts every connection it accepts and records every ClientHello's
+// server name, so a test can tell whether a connection reached it at all. After a
+// handshake it writes one JSON line (tlsReply), then echoes what it reads.
+type tlsApp struct {
+	name  string
+	certs map[string]*tls.Certificate // exact names
+	proxy bool                        // expects a PROXY protocol v2 header
+
+	log *helloLog // shared by the instances of one test, in arrival order
+
+	l       net.Listener
+	conns   atomic.Int64
+	mu      sync.Mutex
+	hellos  []string
+	open    map[net.Conn]bool
+	stopped bool
+}
+
+// helloLog lists "<instance> <server name>" of every ClientHello any instance of a test
+// saw, in arrival order.
+type helloLog struct {
+	mu  sync.Mutex
+	all []string
+}
+
+func (h *helloLog) add(s string) {
+	h.mu.Lock()
+	h.all = append(h.all, s)
+	h.mu.Unlock()
+}
+
+func (h *helloLog) list() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.all...)
+}
+
+func startTLSApp(t *testing.T, name, addr string, certs map[string]*tls.Certificate, proxy bool, log *helloLog) *tlsApp {
+	t.Helper()
+	var l net.Listener
+	if err := poll(5*time.Second, 50*time.Millisecond, func() error {
+		var err error
+		l, err = net.Listen("tcp", addr)
+		return err
+	}); err != nil {
+		t.Fatalf("tls app %s: %v", name, err)
+	}
+	a := &tlsApp{name: name, certs: certs, proxy: proxy, log: log, l: l, open: map[net.Conn]bool{}}
+	go a.serve()
+	t.Cleanup(a.stop)
+	return a
+}
+
+func (a *tlsApp) port() int { return a.l.Addr().(*net.TCPAddr).Port }
+
+// stop closes the listener and every open connection, as a dying process does.
+func (a *tlsApp) stop() {
+	a.mu.Lock()
+	a.stopped = true
+	conns := a.open
+	a.open = map[net.Conn]bool{}
+	a.mu.Unlock()
+	_ = a.l.Close()
+	for c := range conns {
+		_ = c.Close()
+	}
+}
+
+// closeListener stops accepting and leaves the open connections alone: a release
+// draining after a deploy.
+func (a *tlsApp) closeListener() { _ = a.l.Close() }
+
+func (a *tlsApp) seen() (conns int, hellos []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return int(a.conns.Load()), append([]string(nil), a.hellos...)
+}
+
+func (a *tlsApp) serve() {
+	for {
+		c, err := a.l.Accept()
+		if err != nil {
+			return
+		}
+		a.conns.Add(1)
+		a.mu.Lock()
+		if a.stopped {
+			a.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		a.open[c] = true
+		a.mu.Unlock()
+		go a.handle(c)
+	}
+}
+
+func (a *tlsApp) handle(c net.Conn) {
+	defer func() {
+		_ = c.Close()
+		a.mu.Lock()
+		delete(a.open, c)
+		a.mu.Unlock()
+	}()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	rd := bufio.NewReader(c)
+	var proxySrc string
+	if a.proxy {
+		src, err := readProxyV2(rd)
+		if err != nil {
+			return
+		}
+		proxySrc = src
+	}
+	cfg := &tls.Config{
+		NextProtos: []string{"x-scafo", "h2", "http/1.1"},
+		GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+			a.mu.Lock()
+			a.hellos = append(a.hellos, h.ServerName)
+			a.mu.Unlock()
+			if a.log != nil {
+				a.log.add(fmt.Sprintf("%s %q", a.name, h.ServerName))
+			}
+			return nil, nil
+		},
+		GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if cert := a.certs[asciiLower(h.ServerName)]; cert != nil {
+				return cert, nil
+			}
+			return nil, fmt.Errorf("no certificate for %q (exact names only, no default)", h.ServerName)
+		},
+	}
+	tc := tls.Server(&bufConn{Conn: c, r: rd}, cfg)
+	if err := tc.Handshake(); err != nil {
+		return
+	}
+	st := tc.ConnectionState()
+	b, _ := json.Marshal(tlsReply{Name: a.name, SNI: st.ServerName, ALPN: st.NegotiatedProtocol, Proxy: proxySrc})
+	if _, err := tc.Write(append(b, '\n')); err != nil {
+		return
+	}
+	_ = c.SetDeadline(time.Time{})
+	_, _ = io.Copy(tc, tc)
+}
+
+// asciiLower folds A-Z only: the issue's rule (no Unicode case mapping).
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+type bufConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// proxyV2Sig is the PROXY protocol v2 signature.
+var proxyV2Sig = []byte("\r\n\r\n\x00\r\nQUIT\n")
+
+// readProxyV2 reads a PROXY protocol v2 header and returns its source address.
+func readProxyV2(r *bufio.Reader) (string, error) {
+	hdr := make([]byte, 16)
+	if _, err := io.ReadFull(r, hdr); err != nil {
+		return "", err
+	}
+	if !bytes.Equal(hdr[:12], proxyV2Sig) || hdr[12]>>4 != 2 {
+		return "", errors.New("not a PROXY v2 header")
+	}
+	body := make([]byte, binary.BigEndian.Uint16(hdr[14:16]))
+	if _, err := io.ReadFull(r, body); err != nil {
+		return "", err
+	}
+	if hdr[13]>>4 != 1 || len(body) < 12 { // AF_INET
+		return "", fmt.Errorf("PROXY v2 family %#x", hdr[13])
+	}
+	ip := net.IP(body[0:4])
+	return fmt.Sprintf("%s:%d", ip, binary.BigEndian.Uint16(body[8:10])), nil
+}
+
+// dialTLS opens a verified TLS connection to addr for sni offering alpn, trusting the
+// test CA alone, and reads the application's reply.
+func dialTLS(addr, sni string, alpn []string, roots *x509.CertPool) (tlsReply, *tls.Conn, error) {
+	d := &net.Dialer{Timeout: 3 * time.Second}
+	c, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{ServerName: sni, RootCAs: roots, NextProtos: alpn})
+	if err != nil {
+		return tlsReply{}, nil, err
+	}
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	line, err := bufio.NewReader(c).ReadBytes('\n')
+	if err != nil {
+		c.Close()
+		return tlsReply{}, nil, fmt.Errorf("reading the reply: %w", err)
+	}
+	var rep tlsReply
+	if err := json.Unmarshal(line, &rep); err != nil {
+		c.Close()
+		return tlsReply{}, nil, fmt.Errorf("reply %q: %w", line, err)
+	}
+	if got := c.ConnectionState().NegotiatedProtocol; got != rep.ALPN {
+		c.Close()
+		return tlsReply{}, nil, fmt.Errorf("client negotiated %q, the application %q", got, rep.ALPN)
+	}
+	return rep, c, nil
+}
+
+// rawSNIConn rewrites the first write (the ClientHello) replacing placeholder with raw:
+// how a client sends a server name Go's client would not (a trailing dot, an IP
+// literal, a space), byte for byte the same length.
+type rawSNIConn struct {
+	net.Conn
+	placeholder, raw []byte
+	done             bool
+}
+
+func (c *rawSNIConn) Write(p []byte) (int, error) {
+	if !c.done {
+		c.done = true
+		if i := bytes.Index(p, c.placeholder); i >= 0 {
+			q := append([]byte(nil), p...)
+			copy(q[i:], c.raw)
+			if _, err := c.Conn.Write(q); err != nil {
+				return 0, err
+			}
+			return len(p), nil
+		}
+	}
+	return c.Conn.Write(p)
+}
+
+// oddOutcome is what one odd ClientHello got through Traefik.
+type oddOutcome struct {
+	handshake bool   // a TLS session was established (with anyone)
+	issuer    string // the certificate's issuer when it was
+	reply     string // the application's reply line, if any
+	err       string
+}
+
+// dialRawSNI sends a ClientHello whose server_name is raw exactly ("" sends none),
+// offering alpn, verifying nothing, and reports who answered.
+func dialRawSNI(addr, raw string, alpn []string) oddOutcome {
+	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	if err != nil {
+		return oddOutcome{err: err.Error()}
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	cfg := &tls.Config{InsecureSkipVerify: true, NextProtos: alpn}
+	var conn net.Conn = c
+	if raw != "" {
+		ph := strings.Repeat("q", len(raw))
+		cfg.ServerName = ph
+		conn = &rawSNIConn{Conn: c, placeholder: []byte(ph), raw: []byte(raw)}
+	}
+	tc := tls.Client(conn, cfg)
+	if err := tc.Handshake(); err != nil {
+		return oddOutcome{err: err.Error()}
+	}
+	out := oddOutcome{handshake: true}
+	if pc := tc.ConnectionState().PeerCertificates; len(pc) > 0 {
+		out.issuer = pc[0].Issuer.CommonName
+	}
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond)) // an application writes at once; Traefik's TLS waits for a request
+	line, _ := bufio.NewReader(tc).ReadString('\n')
+	out.reply = strings.TrimSpace(line)
+	return out
+}
+
+// passthroughFleet is the scenario's fleet: two nodes; acme's HTTP application web on
+// n1 holding the wildcard *.example.org; acme's passthrough application db on [n1, n2]
+// holding db.example.org and kv.example.org (both under web's wildcard); acme's
+// passthrough application mq on n1 with PROXY protocol v2; another account's HTTP
+// application evil holding evil.example.net.
+type passthroughFleet struct {
+	f      *fleet
+	ca     *testCA
+	web    *deployment
+	evil   *deployment
+	db     map[string]*tlsApp // by node name
+	log    *helloLog
+	mq     *tlsApp
+	dbCert map[string]*tls.Certificate
+}
+
+var dbNames = []string{"db.apps.localhost", "db.example.org", "kv.example.org"}
+
+func startPassthroughFleet(t *testing.T) *passthroughFleet {
+	t.Helper()
+	f := startFleet(t, 2, nodeOptions{args: passthroughArgs})
+	n1, n2 := f.nodes[0], f.nodes[1]
+	p := &passthroughFleet{f: f, ca: newTestCA(t), db: map[string]*tlsApp{}, dbCert: map[string]*tls.Certificate{}, log: &helloLog{}}
+	p.web = f.deploy(t, "web", "acme", []*node{n1}, "/healthz")
+	n1.claim(t, "web", "*.example.org")
+	p.evil = f.deploy(t, "evil", "evil", []*node{n1}, "/healthz")
+	n1.claim(t, "evil", "evil.example.net")
+	for _, n := range dbNames {
+		c := p.ca.leaf(t, n)
+		p.dbCert[n] = &c
+	}
+	n1.call(t, http.MethodPut, "/v1/apps/db", map[string]any{"account": "acme", "placement": []string{"n1", "n2"}, "passthrough": true}, nil)
+	n1.claim(t, "db", "db.example.org")
+	n1.claim(t, "db", "kv.example.org")
+	for _, n := range []*node{n1, n2} {
+		port := n.allocatePort(t, "db")
+		p.db[n.name] = startTLSApp(t, "db@"+n.name, hostPort(n.ip, port), p.dbCert, false, p.log)
+		n.setInstance(t, "db", port, true)
+	}
+	mqCert := p.ca.leaf(t, "mq.apps.localhost")
+	n1.call(t, http.MethodPut, "/v1/apps/mq", map[string]any{"account": "acme", "placement": []string{"n1"}, "passthrough": true, "proxyProtocol": 2}, nil)
+	port := n1.allocatePort(t, "mq")
+	p.mq = startTLSApp(t, "mq@n1", hostPort(n1.ip, port), map[string]*tls.Certificate{"mq.apps.localhost": &mqCert}, true, p.log)
+	n1.setInstance(t, "mq", port, true)
+	for _, n := range f.nodes {
+		waitFor(t, n.name+" routes db on both nodes", routeTimeout, func() error { return n.hasUpstreams("db", 2) })
+		waitFor(t, n.name+" routes mq", routeTimeout, func() error { return n.hasUpstreams("mq", 1) })
+	}
+	return p
+}
+
+// passthroughTraefik starts the provider's Traefik polling n1 with n1 preferred.
+func (p *passthroughFleet) traefik(t *testing.T, provider string) *traefik {
+	t.Helper()
+	n1 := p.f.nodes[0]
+	if provider == "plugin" {
+		return startPluginTraefik(t, "traefik-plugin", pluginTraefikOptions{endpoints: []*node{n1}, prefer: "n1"})
+	}
+	return startTraefik(t, "traefik", traefikOptions{node: n1})
+}
+
+func (tr *traefik) secureAddr() string { return fmt.Sprintf("127.0.0.1:%d", tr.ports.websecure) }
+
+// hellos lists the server names of every ClientHello any passthrough instance saw: a
+// connection Traefik forwards always starts with one (it forwards after reading it),
+// while the nodes' TCP-connect probes send none, so this counts what reached an
+// application and nothing else.
+func (p *passthroughFleet) hellos() []string { return p.log.list() }
+
+// TestPassthroughRoutesExactServerNamesToTheApplicationsOwnTLS is scenario 26.
+func TestPassthroughRoutesExactServerNamesToTheApplicationsOwnTLS(t *testing.T) {
+	for _, provider := range []string{"http", "plugin"} {
+		t.Run(provider, func(t *testing.T) { testPassthroughRouting(t, provider) })
+	}
+}
+
+func testPassthroughRouting(t *testing.T, provider string) {
+	p := startPassthroughFleet(t)
+	tr := p.traefik(t, provider)
+	addr := tr.secureAddr()
+	alpn := []string{"x-scafo", "h2"}
+	waitFor(t, "db through Traefik", routeTimeout, func() error {
+		_, c, err := dialTLS(addr, "db.apps.localhost", alpn, p.ca.pool)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+
+	// Each exact name: the client verifies the application's own certificate for that
+	// name (the test CA alone is trusted), and the application got the server name and
+	// the ALPN offer unchanged. ASCII case is folded on the way (Traefik lowercases for
+	// its match; the application folds for its lookup) and the name arrives as sent.
+	for _, sni := range append(dbNames, "DB.Apps.LocalHost") {
+		rep, c, err := dialTLS(addr, sni, alpn, p.ca.pool)
+		if err != nil {
+			t.Fatalf("%s: %v", sni, err)
+		}
+		c.Close()
+		if rep.Name != "db@n1" || rep.SNI != sni || rep.ALPN != "x-scafo" {
+			t.Fatalf("%s: reply %+v, want db@n1 with the server name as sent and ALPN x-scafo", sni, rep)
+		}
+	}
+	// PROXY protocol v2 on mq carries the client's own address; db gets none (its
+	// first bytes are the ClientHello, or its handshake would have failed above).
+	rep, c, err := dialTLS(addr, "mq.apps.localhost", alpn, p.ca.pool)
+	if err != nil {
+		t.Fatalf("mq: %v", err)
+	}
+	if local := c.LocalAddr().String(); rep.Proxy != local {
+		t.Fatalf("mq saw PROXY source %q, want the client's %s", rep.Proxy, local)
+	}
+	c.Close()
+
+	// Odd spellings: none reaches any passthrough instance.
+	never := []struct{ name, raw string }{
+		{"trailing dot", "db.apps.localhost."},
+		{"port", "db.apps.localhost:443"},
+		{"Unicode (U+00E4)", "db.\u00e4pps.localhost"},
+		{"Unicode (Cyrillic a)", "db.\u0430pps.localhost"},
+		{"IPv4 literal", "127.0.0.1"},
+		{"IPv6 literal", "::1"},
+		{"no server name", ""},
+		{"wildcard", "*.example.org"},
+		{"wildcard of a platform domain", "*.apps.localhost"},
+		{"unknown name", "nope.apps.localhost"},
+		{"a name below an exact one", "a.db.example.org"},
+		{"another account's custom domain", "evil.example.net"},
+		{"a name only web's wildcard covers", "other.example.org"},
+		{"the HTTP application's name", "web.apps.localhost"},
+		{"trailing dot and upper case", "DB.example.org."},
+		{"percent-encoded", "db%2Eexample.org"},
+	}
+	for _, tc := range never {
+		before := len(p.hellos())
+		out := dialRawSNI(addr, tc.raw, alpn)
+		if hellos := p.hellos(); len(hellos) != before {
+			t.Errorf("%s (%q) reached a passthrough instance (server names %q); outcome %+v", tc.name, tc.raw, hellos[before:], out)
+		}
+		if out.handshake && out.issuer == p.ca.cert.Subject.CommonName {
+			t.Errorf("%s (%q): a session with an application's certificate: %+v", tc.name, tc.raw, out)
+		}
+		t.Logf("%-36s %-28q handshake=%v issuer=%q err=%q", tc.name, tc.raw, out.handshake, out.issuer, out.err)
+	}
+	// The exact name with ALPN acme-tls/1 reaches the application: no certificate
+	// resolver of the shipped file uses the TLS-ALPN challenge, so Traefik passes
+	// acme-tls/1 to the routers (pkg/server/routerfactory.go: allowACMEByPass ||
+	// !handlesTLSChallenge), and an application can answer its own TLS-ALPN-01 (ours
+	// offers no acme-tls/1: no application protocol).
+	before := len(p.hellos())
+	out := dialRawSNI(addr, "db.example.org", []string{"acme-tls/1"})
+	if hellos := p.hellos(); len(hellos) != before+1 || !strings.HasSuffix(hellos[before], `"db.example.org"`) {
+		t.Errorf("acme-tls/1 for db.example.org: server names seen %q, want the application's one; %+v", hellos[before:], out)
+	}
+	// What Traefik v3.6.12 folds beyond ASCII case (NewConnData: strings.TrimSpace and
+	// strings.ToLower, Unicode's): these reach the application (measured: every run so
+	// far), whose own exact lookup must refuse them; ours does, so no session is ever
+	// established for them. No HostSNI rule can tell them apart: Traefik matches the
+	// folded name. docs/passthrough.md.
+	for _, tc := range []struct{ name, raw string }{
+		{"leading space", " db.example.org"},
+		{"trailing tab", "db.example.org\t"},
+		{"Kelvin sign (U+212A lowercases to k)", "\u212av.example.org"},
+	} {
+		before := len(p.hellos())
+		out := dialRawSNI(addr, tc.raw, alpn)
+		hellos := p.hellos()
+		if out.handshake && out.issuer == p.ca.cert.Subject.CommonName {
+			t.Errorf("%s (%q): a session with an application's certificate: %+v", tc.name, tc.raw, out)
+		}
+		t.Logf("Traefik folds %-30s %q: reached an application %v (server names %q), session %v, err %q", tc.name, tc.raw, len(hellos) != before, hellos[before:], out.handshake, out.err)
+	}
+
+	// HTTP on the same port keeps working, and never routes a passthrough host: not
+	// even web's wildcard, which covers db.example.org, takes it.
+	sec := &traefik{name: tr.name, ports: traefikPorts{web: tr.ports.websecure}, http: tr.http}
+	sec.expectServedBy(t, "web.apps.localhost", "/", "web@n1")
+	sec.expectServedBy(t, "a.example.org", "/", "web@n1")
+	sec.expectServedBy(t, "evil.example.net", "/", "evil@n1")
+	for _, h := range []string{"db.example.org", "DB.example.org", "db.example.org.", "db.apps.localhost", "kv.example.org:443", "mq.apps.localhost"} {
+		sec.expectTraefik404(t, h, "/")
+		tr.expectTraefik404(t, h, "/") // and on web
+	}
+	prov := "http"
+	if provider == "plugin" {
+		tr.requireProviderCleanNamed(t, pluginProvider)
+		prov = pluginProvider
+	} else {
+		tr.requireProviderClean(t)
+	}
+	tr.requireTCPClean(t, prov, 4, 2) // db.apps.localhost, db.example.org, kv.example.org, mq.apps.localhost; db and mq
+}
+
+// requireTCPClean asserts that Traefik holds routers TCP routers and services TCP
+// services from provider, every one enabled and without an error.
+func (tr *traefik) requireTCPClean(t *testing.T, provider string, routers, services int) {
+	t.Helper()
+	resp, err := tr.http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/rawdata", tr.ports.api))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rd struct {
+		TCPRouters  map[string]routerInfo  `json:"tcpRouters"`
+		TCPServices map[string]serviceInfo `json:"tcpServices"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&rd); err != nil {
+		t.Fatal(err)
+	}
+	nr, ns := 0, 0
+	for name, r := range rd.TCPRouters {
+		if strings.HasSuffix(name, "@"+provider) {
+			nr++
+			if r.Status != "enabled" || len(r.Err) > 0 {
+				t.Errorf("TCP router %s: %s %v", name, r.Status, r.Err)
+			}
+		}
+	}
+	for name, s := range rd.TCPServices {
+		if strings.HasSuffix(name, "@"+provider) {
+			ns++
+			if s.Status != "enabled" || len(s.Err) > 0 {
+				t.Errorf("TCP service %s: %s %v", name, s.Status, s.Err)
+			}
+		}
+	}
+	if nr != routers || ns != services {
+		t.Errorf("%d TCP routers and %d TCP services from %s, want %d and %d", nr, ns, provider, routers, services)
+	}
+}
