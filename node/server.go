@@ -47,6 +47,7 @@ type Server struct {
 	http      *httpapi.API   // the HTTP API (node/httpapi)
 	kicks     *kicks         // "reconcile now", "rewrite the record now"
 	lock      *statedir.Lock // the state dir, held from New to the end of Run (nil from NewWithStore)
+	bucket    bucketChecker  // the S3 store's check at the start of Run (nil: a directory store, or NewWithStore)
 }
 
 // New builds a node from cfg. It mints tokens if needed and opens the store; it does
@@ -70,6 +71,14 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 	return s, nil
 }
 
+// storeChecker is the S3 store's check (nil for a directory store).
+func storeChecker(st store.Store) bucketChecker {
+	if b, ok := st.(bucketChecker); ok {
+		return b
+	}
+	return nil
+}
+
 func newLocked(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 	ingressTok, err := loadOrMintToken(cfg.Ingress.Token, cfg.StateDir, "ingress-token")
 	if err != nil {
@@ -83,7 +92,12 @@ func newLocked(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, err
 	if err != nil {
 		return nil, err
 	}
-	return NewWithStore(cfg, log, st, ingressTok, adminTok)
+	s, err := NewWithStore(cfg, log, st, ingressTok, adminTok)
+	if err != nil {
+		return nil, err
+	}
+	s.bucket = storeChecker(st)
+	return s, nil
 }
 
 // NewWithStore builds a node over an already opened store (tests use it).
@@ -172,6 +186,9 @@ const ownRecordWait = 5 * time.Second
 // node's name (node/self).
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	defer s.lock.Release()
+	if s.bucket != nil {
+		_ = checkStoreAtStart(ctx, s.cfg.Store.S3, s.bucket, s.log) // logged; the node starts unready
+	}
 	if err := s.self.Start(ctx); err != nil {
 		ln.Close()
 		return err

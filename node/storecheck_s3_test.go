@@ -1,0 +1,113 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scafo/ingress/internal/listengate"
+	"github.com/scafo/ingress/node/store/s3"
+	"github.com/scafo/ingress/node/store/s3/s3test"
+)
+
+// TestStoreMisconfigurationNamesTheSetting: against a real S3 server (MinIO), a node
+// whose bucket does not exist, whose TLS setting does not match the endpoint, or whose
+// credentials are refused logs an ERROR at start naming store.s3.bucket,
+// store.s3.insecure or the credentials (it logged only WARN lines naming no setting),
+// and does not report ready on a store it has never read.
+func TestStoreMisconfigurationNamesTheSetting(t *testing.T) {
+	srv := s3test.Shared(t)
+	good := srv.NewBucket(t)
+	for _, tc := range []struct {
+		name    string
+		edit    func(c *S3StoreConfig)
+		setting string
+		want    string
+	}{
+		{"no such bucket", func(c *S3StoreConfig) { c.Bucket = "scafo-no-such-bucket" }, "store.s3.bucket", `scafo-no-such-bucket\": no such bucket at`},
+		{"TLS against plain HTTP", func(c *S3StoreConfig) { c.Insecure = false }, "store.s3.insecure", "store.s3.insecure is false but"},
+		{"wrong secret", func(c *S3StoreConfig) { c.SecretAccessKey = "not-the-secret" }, "store.s3.accessKeyID", "store.s3.secretAccessKey"},
+		{"wrong key id", func(c *S3StoreConfig) { c.AccessKeyID = "nobody" }, "store.s3.accessKeyID", "store.s3.accessKeyID"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if strings.HasPrefix(srv.Endpoint, "https://") && tc.setting == "store.s3.insecure" {
+				t.Skip("the server speaks TLS")
+			}
+			cfg := testConfig(t, "vps-a", t.TempDir())
+			cfg.Store.S3 = S3StoreConfig{Endpoint: strings.TrimPrefix(srv.Endpoint, "http://"), Bucket: good.Bucket, Region: good.Region,
+				AccessKeyID: good.AccessKeyID, SecretAccessKey: good.SecretAccessKey, Insecure: good.Insecure}
+			tc.edit(&cfg.Store.S3)
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			logs := newSyncBuffer()
+			log := slog.New(slog.NewTextHandler(logs, nil))
+			srvNode, err := New(t.Context(), cfg, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln, err := listengate.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- srvNode.Run(ctx, ln) }()
+			defer func() { cancel(); <-done }()
+			base := "http://" + ln.Addr().String()
+			waitFor(t, 15*time.Second, "the start line", func() bool { return strings.Contains(logs.String(), "scafo-node serving") })
+			line := ""
+			for l := range strings.SplitSeq(logs.String(), "\n") {
+				if strings.Contains(l, "level=ERROR") && strings.Contains(l, "setting="+tc.setting) {
+					line = l
+				}
+			}
+			if line == "" || !strings.Contains(line, tc.want) {
+				t.Fatalf("no ERROR naming %s (%q) at start:\n%s", tc.setting, tc.want, logs.String())
+			}
+			for range 3 {
+				resp, err := http.Get(base + "/v1/readyz")
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					t.Fatalf("readyz 200 on a store the node has never read")
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+	}
+	// The right settings: no error, and the check passes.
+	st, err := s3.New(t.Context(), good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := S3StoreConfig{Endpoint: good.Endpoint, Bucket: good.Bucket}
+	if err := checkStoreAtStart(t.Context(), c, st, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatalf("a reachable bucket: %v", err)
+	}
+}
+
+// TestExplainS3ErrorNamesTheEndpoint: a refused connection and a name that does not
+// resolve name store.s3.endpoint.
+func TestExplainS3ErrorNamesTheEndpoint(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	st, err := s3.New(t.Context(), s3.Config{Endpoint: addr, Bucket: "scafo", Insecure: true, MaxRetries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setting, err := ExplainS3Error(S3StoreConfig{Endpoint: addr, Bucket: "scafo"}, st.CheckBucket(t.Context()))
+	if setting != "store.s3.endpoint" || !strings.Contains(err.Error(), "store.s3.endpoint "+addr) {
+		t.Fatalf("a refused connection: %s, %v", setting, err)
+	}
+}
