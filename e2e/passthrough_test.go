@@ -594,3 +594,192 @@ func (tr *traefik) requireTCPClean(t *testing.T, provider string, routers, servi
 		t.Errorf("%d TCP routers and %d TCP services from %s, want %d and %d", nr, ns, provider, routers, services)
 	}
 }
+
+// connShot is one new connection of the passthrough load: when it was opened, which
+// instance answered ("" when it failed), and the error.
+type connShot struct {
+	at   time.Time
+	took time.Duration
+	from string
+	err  string
+}
+
+// connLoad opens a new verified TLS connection to host through addr every interval,
+// reads the application's reply and closes it.
+type connLoad struct {
+	mu    sync.Mutex
+	shots []connShot
+	stopc chan struct{}
+	done  chan struct{}
+}
+
+func startConnLoad(addr, host string, roots *x509.CertPool, every time.Duration) *connLoad {
+	l := &connLoad{stopc: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-l.stopc:
+				return
+			case <-tick.C:
+			}
+			s := connShot{at: time.Now()}
+			rep, c, err := dialTLS(addr, host, []string{"x-scafo"}, roots)
+			s.took = time.Since(s.at)
+			if err != nil {
+				s.err = err.Error()
+			} else {
+				s.from = rep.Name
+				c.Close()
+			}
+			l.mu.Lock()
+			l.shots = append(l.shots, s)
+			l.mu.Unlock()
+		}
+	}()
+	return l
+}
+
+func (l *connLoad) stop() {
+	close(l.stopc)
+	<-l.done
+}
+
+// between returns the shots opened in [from, to).
+func (l *connLoad) between(from, to time.Time) []connShot {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []connShot
+	for _, s := range l.shots {
+		if !s.at.Before(from) && s.at.Before(to) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestPassthroughDeploysAndDeathsCountedThroughTraefik is scenario 27: db (passthrough)
+// on [n1, n2], Traefik preferring n1, a new verified connection every 20 ms. A deploy
+// across n1's port pair with ?wait=applied fails no new connection and sends every new
+// connection opened after the answer to the new release; a connection open on the old
+// release keeps working until that release exits, then closes. An instance death costs
+// the new connections opened until the node's probe takes the instance out of the
+// document and Traefik applies it: counted and timed for each provider (there is no
+// TCP failover in Traefik v3.6; docs/passthrough.md).
+func TestPassthroughDeploysAndDeathsCountedThroughTraefik(t *testing.T) {
+	for _, provider := range []string{"http", "plugin"} {
+		t.Run(provider, func(t *testing.T) { testPassthroughDeployAndDeath(t, provider) })
+	}
+}
+
+func testPassthroughDeployAndDeath(t *testing.T, provider string) {
+	f := startFleet(t, 2, nodeOptions{args: passthroughArgs})
+	n1, n2 := f.nodes[0], f.nodes[1]
+	p := &passthroughFleet{f: f, ca: newTestCA(t), db: map[string]*tlsApp{}, dbCert: map[string]*tls.Certificate{}, log: &helloLog{}}
+	c := p.ca.leaf(t, "db.apps.localhost")
+	p.dbCert["db.apps.localhost"] = &c
+	n1.call(t, http.MethodPut, "/v1/apps/db", map[string]any{"account": "acme", "placement": []string{"n1", "n2"}, "passthrough": true}, nil)
+	port, pair := n1.instancePair(t, "db")
+	r1 := startTLSApp(t, "db@n1", hostPort(n1.ip, port), p.dbCert, false, p.log)
+	n1.setInstance(t, "db", port, true)
+	port2 := n2.allocatePort(t, "db")
+	p.db["n2"] = startTLSApp(t, "db@n2", hostPort(n2.ip, port2), p.dbCert, false, p.log)
+	n2.setInstance(t, "db", port2, true)
+	for _, n := range f.nodes {
+		waitFor(t, n.name+" routes db on both nodes", routeTimeout, func() error { return n.hasUpstreams("db", 2) })
+	}
+	tr := p.traefik(t, provider)
+	addr := tr.secureAddr()
+	waitFor(t, "db@n1 through Traefik", routeTimeout, func() error {
+		rep, c, err := dialTLS(addr, "db.apps.localhost", nil, p.ca.pool)
+		if err != nil {
+			return err
+		}
+		c.Close()
+		if rep.Name != "db@n1" {
+			return fmt.Errorf("answered by %s", rep.Name)
+		}
+		return nil
+	})
+
+	const every = 20 * time.Millisecond
+	load := startConnLoad(addr, "db.apps.localhost", p.ca.pool, every)
+	defer load.stop()
+	time.Sleep(500 * time.Millisecond)
+
+	// A deploy across the pair: the new release on the other port, then the move.
+	_, old, err := dialTLS(addr, "db.apps.localhost", nil, p.ca.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	next := pair[0]
+	if port == pair[0] {
+		next = pair[1]
+	}
+	r2 := startTLSApp(t, "db@n1-r2", hostPort(n1.ip, next), p.dbCert, false, p.log)
+	t0 := time.Now()
+	took := n1.moveAndWait(t, "db", next)
+	applied := time.Now()
+	time.Sleep(time.Second)
+	// The old release drains: its open connection still answers...
+	_ = old.SetDeadline(time.Now().Add(5 * time.Second))
+	rd := bufio.NewReader(old)
+	if _, err := old.Write([]byte("still here\n")); err != nil {
+		t.Fatalf("the connection open on the old release failed after the deploy: %v", err)
+	}
+	if line, err := rd.ReadString('\n'); err != nil || line != "still here\n" {
+		t.Fatalf("the old release's open connection: %q %v", line, err)
+	}
+	// ...until the release exits.
+	r1.stop()
+	if _, err := rd.ReadString('\n'); err == nil {
+		t.Fatal("the old release exited and its connection stayed open")
+	}
+	deploy := load.between(t0.Add(-500*time.Millisecond), time.Now())
+	var failed, lateOld int
+	for _, s := range deploy {
+		if s.err != "" {
+			failed++
+			t.Logf("deploy: failed new connection at %s: %s", s.at.Sub(t0), s.err)
+		}
+		if s.from == "db@n1" && !s.at.Before(applied) {
+			lateOld++
+		}
+	}
+	if failed > 0 || lateOld > 0 {
+		t.Errorf("deploy: %d of %d new connections failed, %d opened after wait=applied answered reached the old release", failed, len(deploy), lateOld)
+	}
+	t.Logf("%s deploy: wait=applied answered in %s; %d new connections across it, %d failed, %d reached the old release after the answer", provider, ms(took), len(deploy), failed, lateOld)
+
+	// A death: the primary (the new release) dies; its node's probe takes it out.
+	time.Sleep(500 * time.Millisecond)
+	killed := time.Now()
+	r2.stop()
+	var recovered time.Time
+	waitFor(t, "new connections reach db@n2 after the death", routeTimeout, func() error {
+		for _, s := range load.between(killed, time.Now()) {
+			if s.from == "db@n2" {
+				recovered = s.at
+				return nil
+			}
+		}
+		return errors.New("not yet")
+	})
+	time.Sleep(time.Second)
+	var lost, after int
+	for _, s := range load.between(killed, time.Now()) {
+		if s.err != "" {
+			lost++
+			if s.at.After(recovered) {
+				after++
+			}
+		}
+	}
+	if after > 0 {
+		t.Errorf("death: %d new connections failed after the first one reached db@n2", after)
+	}
+	t.Logf("%s death: %d new connections failed (one every %s), the first reached db@n2 %s after the kill", provider, lost, every, ms(recovered.Sub(killed)))
+}
