@@ -1,0 +1,438 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/scafo/ingress/internal/proc"
+	"github.com/scafo/ingress/node/store/s3/s3test"
+)
+
+// The fleet of docs/install.md: its S3 key (MinIO is started with it) and the two
+// package versions the test builds (the second upgrades the first).
+const (
+	installS3Key    = "scafo-fleet"
+	installS3Secret = "scafo-fleet-secret-change-me"
+	pkgV1           = "1.0.0+e2e.1"
+	pkgV2           = "1.0.0+e2e.2"
+)
+
+// TestInstallGuideUnderSystemd installs the packages the way docs/install.md says, on
+// three Debian machines booted under a real systemd (systemd-nspawn), runs that page's
+// blocks as written (a three-node fleet on MinIO, a Traefik from the installed unit on
+// two of them, an application deployed with the installed deploy.sh and app@.service),
+// then checks what the page promises of the packages under systemd:
+//
+//   - the node runs as its service user, which reads its configuration and nothing of
+//     another service's (the Traefik's rendered configuration and token file), and
+//     another service's dynamic user reads nothing of the node's state;
+//   - `systemctl restart scafo-node` keeps its tokens and its routes;
+//   - two deploys with deploy.sh, a node restart and an upgrade to a newer package
+//     (dpkg, under systemd: the postinst restarts the node) lose no request of a load
+//     through both Traefiks;
+//   - `apt-get remove` keeps the state and the configuration, `purge` deletes them.
+func TestInstallGuideUnderSystemd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: boots three machines")
+	}
+	requireBinaries(t)
+	requireNspawn(t)
+	minio, err := s3test.MinIOBinary()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("MinIO: %v", err)
+		}
+		t.Skipf("MinIO: %v", err)
+	}
+	start := time.Now()
+	rootfs := cachedRootfs(t)
+	timed := map[string]time.Duration{"rootfs": time.Since(start)}
+
+	mark := time.Now()
+	dist := t.TempDir()
+	v1 := buildNodePackage(t, dist, pkgV1)
+	v2 := buildNodePackage(t, dist, pkgV2)
+	echo := filepath.Join(dist, "echo-app")
+	goBuild(t, echo, "./deploy/demo/echo")
+	timed["packages"] = time.Since(mark)
+
+	mark = time.Now()
+	fleet := newFleetNet(t)
+	startHubMinIO(t, fleet, minio)
+	addrs := map[string]string{"vps-a": "10.83.0.1", "vps-b": "10.83.0.2", "vps-c": "10.83.0.3"}
+	machines := map[string]*machine{}
+	for _, name := range []string{"vps-a", "vps-b", "vps-c"} {
+		m := bootMachine(t, rootfs, name, fleet.join(t, name, addrs[name]))
+		m.put(t, v1, "/root/"+filepath.Base(v1), 0o644)
+		if name != "vps-c" { // the two with a Traefik and the application
+			m.put(t, bins.traefik, "/usr/local/bin/traefik", 0o755)
+			m.put(t, echo, "/root/echo-app", 0o755)
+		}
+		machines[name] = m
+	}
+	timed["boot"] = time.Since(mark)
+
+	mark = time.Now()
+	for _, b := range installWalkthrough(t) {
+		for _, name := range b.on {
+			m := machines[name]
+			if m == nil {
+				t.Fatalf("docs/install.md line %d: no machine %q", b.line, name)
+			}
+			got := m.sh(t, b.code)
+			if b.want != "" && !matchOutput(b.want, got) {
+				t.Fatalf("docs/install.md line %d on %s printed:\n%s\nwant:\n%s", b.line, name, got, b.want)
+			}
+		}
+	}
+	timed["walkthrough"] = time.Since(mark)
+	a, b, c := machines["vps-a"], machines["vps-b"], machines["vps-c"]
+
+	mark = time.Now()
+	// The node runs as its user; it reads its configuration, nobody else unprivileged
+	// does; it cannot read the Traefik's files, nor can the Traefik's user read its state.
+	if got := strings.TrimSpace(a.sh(t, `ps -o user= -p "$(systemctl show -p MainPID --value scafo-node)"`)); got != "scafo" {
+		t.Fatalf("scafo-node runs as %q, want scafo", got)
+	}
+	a.sh(t, `runuser -u scafo -- head -c1 /etc/scafo/scafo-node.yaml >/dev/null`)
+	for who, path := range map[string]string{
+		"nobody": "/etc/scafo/scafo-node.yaml",
+		"scafo":  "/run/traefik/traefik.yml", // the rendered Traefik configuration, with the token
+	} {
+		if out, err := a.exec(fmt.Sprintf("runuser -u %s -- cat %s", who, path)); err == nil || !strings.Contains(err.Error(), "Permission denied") {
+			t.Errorf("user %s reading %s: %v (read %d bytes), want Permission denied", who, path, err, len(out))
+		}
+	}
+	a.sh(t, `test -s /run/traefik/traefik.yml`) // it exists: the refusal above is a refusal
+	for _, path := range []string{"/etc/scafo/ingress.env", "/var/lib/scafo/admin-token"} {
+		// The Traefik unit's dynamic user, as its unit runs it (same name: same uid).
+		script := "systemd-run --quiet --wait --pipe -p DynamicUser=yes -p User=traefik cat " + path
+		if out, err := a.exec(script); err == nil || !strings.Contains(err.Error(), "Permission denied") {
+			t.Errorf("Traefik's dynamic user reading %s: %v (read %d bytes), want Permission denied", path, err, len(out))
+		}
+	}
+
+	client := fleet.client(5 * time.Second)
+	ingresses := []string{"http://10.83.0.1/", "http://10.83.0.2/"}
+	state := func(m *machine) string {
+		return m.sh(t, `sha256sum /var/lib/scafo/ingress-token /var/lib/scafo/admin-token; scafo-node routes`)
+	}
+
+	// A restart keeps the tokens and the routes (and the Traefiks keep routing).
+	load := startHubLoad(t, client, ingresses, "echo.apps.example.com", 4)
+	before := state(a)
+	pid := a.sh(t, `systemctl show -p MainPID --value scafo-node`)
+	a.sh(t, `systemctl restart scafo-node
+curl -fsS --retry 30 --retry-connrefused --retry-delay 1 -o /dev/null 127.0.0.1:7400/v1/readyz`)
+	if after := a.sh(t, `systemctl show -p MainPID --value scafo-node`); after == pid {
+		t.Fatalf("systemctl restart scafo-node: the same process %s still runs", pid)
+	}
+	waitSame(t, "vps-a's tokens and routes after a restart", before, func() string { return state(a) })
+	load.finish(t, "a node restart")
+
+	// Two deploys with the installed deploy.sh and echo@.service, under load.
+	load = startHubLoad(t, client, ingresses, "echo.apps.example.com", 4)
+	for _, rel := range []string{"r2", "r3"} {
+		out := a.sh(t, fmt.Sprintf(`install -D -m 0755 echo-app /opt/echo/%[1]s/bin/echo
+HOST=10.83.0.1 /usr/share/scafo/app/deploy.sh echo /opt/echo/%[1]s`, rel))
+		if !strings.Contains(out, "\ndeployed /opt/echo/"+rel+": echo on port ") {
+			t.Fatalf("deploy.sh echo /opt/echo/%s: %q", rel, out)
+		}
+	}
+	load.finish(t, "two deploys on vps-a")
+
+	// An upgrade to a newer package, under load: the postinst restarts the node on the
+	// new binary; the state is the same.
+	a.put(t, v2, "/root/"+filepath.Base(v2), 0o644)
+	load = startHubLoad(t, client, ingresses, "echo.apps.example.com", 4)
+	before = state(a)
+	pid = a.sh(t, `systemctl show -p MainPID --value scafo-node`)
+	a.sh(t, `apt-get install -y ./`+filepath.Base(v2)+` >/dev/null`)
+	if got := a.sh(t, `dpkg-query -W -f '${Version}' scafo-node`); got != pkgV2 {
+		t.Fatalf("after the upgrade dpkg says scafo-node %s, want %s", got, pkgV2)
+	}
+	a.sh(t, `curl -fsS --retry 30 --retry-connrefused --retry-delay 1 -o /dev/null 127.0.0.1:7400/v1/readyz
+systemctl is-active scafo-node`)
+	if got := a.sh(t, `systemctl show -p MainPID --value scafo-node`); got == pid {
+		t.Fatalf("the upgrade did not restart the node (pid %s)", pid)
+	}
+	if got := a.sh(t, `scafo-node version`); !strings.Contains(got, pkgV2) {
+		t.Fatalf("scafo-node version after the upgrade: %q, want %s", got, pkgV2)
+	}
+	if got := a.sh(t, `tr -d '\n' </proc/"$(systemctl show -p MainPID --value scafo-node)"/cmdline | head -c 64; readlink /proc/"$(systemctl show -p MainPID --value scafo-node)"/exe`); strings.Contains(got, "(deleted)") {
+		t.Fatalf("the node still runs the replaced binary: %s", got)
+	}
+	waitSame(t, "vps-a's tokens and routes after the upgrade", before, func() string { return state(a) })
+	load.finish(t, "an upgrade of vps-a's package")
+	_ = b
+
+	// remove keeps the state and the configuration; purge deletes them.
+	tokens := c.sh(t, `sha256sum /var/lib/scafo/ingress-token /var/lib/scafo/admin-token`)
+	c.sh(t, `apt-get remove -y scafo-node >/dev/null
+! systemctl is-active --quiet scafo-node
+! test -e /usr/bin/scafo-node
+test -f /etc/scafo/scafo-node.yaml && test -f /etc/scafo/scafo-node.env`)
+	if got := c.sh(t, `sha256sum /var/lib/scafo/ingress-token /var/lib/scafo/admin-token`); got != tokens {
+		t.Fatalf("apt-get remove changed the tokens:\n%s\nwas\n%s", got, tokens)
+	}
+	c.sh(t, `apt-get purge -y scafo-node >/dev/null
+! test -e /var/lib/scafo
+! test -e /etc/scafo
+! dpkg -s scafo-node >/dev/null 2>&1`)
+	timed["checks"] = time.Since(mark)
+	t.Logf("timings: rootfs %s, packages (two scafo-node builds, pkgbuild) %s, MinIO and three boots %s, docs/install.md %s, checks %s",
+		timed["rootfs"].Round(time.Second), timed["packages"].Round(time.Second), timed["boot"].Round(time.Second),
+		timed["walkthrough"].Round(time.Second), timed["checks"].Round(time.Second))
+}
+
+// waitSame waits until get returns want (a restarted node re-publishes within a
+// reconcile pass), failing with the difference at the deadline.
+func waitSame(t *testing.T, what, want string, get func() string) {
+	t.Helper()
+	var got string
+	if err := poll(30*time.Second, 200*time.Millisecond, func() error {
+		if got = get(); got != want {
+			return fmt.Errorf("differs")
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("%s:\n%s\nwas:\n%s", what, got, want)
+	}
+}
+
+// goBuild builds pkg of this module into out.
+func goBuild(t *testing.T, out, pkg string, flags ...string) {
+	t.Helper()
+	args := append(append([]string{"build", "-trimpath"}, flags...), "-o", out, pkg)
+	cmd := exec.Command("go", args...)
+	cmd.Dir = bins.root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+}
+
+var pkgbuildOnce struct {
+	sync.Mutex
+	path string
+}
+
+// buildNodePackage builds the scafo-node package at version for this machine's
+// architecture as `make package` does (static binary, version in its -ldflags,
+// deploy/package), and returns its path.
+func buildNodePackage(t *testing.T, dist, version string) string {
+	t.Helper()
+	pkgbuildOnce.Lock()
+	if pkgbuildOnce.path == "" {
+		p := filepath.Join(os.TempDir(), fmt.Sprintf("scafo-e2e-pkgbuild-%d", os.Getpid()))
+		cmd := exec.Command("go", "build", "-o", p, ".")
+		cmd.Dir = filepath.Join(bins.root, "deploy", "package")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			pkgbuildOnce.Unlock()
+			t.Fatalf("building deploy/package: %v\n%s", err, b)
+		}
+		pkgbuildOnce.path = p
+	}
+	pkgbuild := pkgbuildOnce.path
+	pkgbuildOnce.Unlock()
+	t.Cleanup(func() { os.Remove(pkgbuild) })
+
+	dir := filepath.Join(dist, version)
+	goBuild(t, filepath.Join(dir, "scafo-node"), "./node/cmd/scafo-node",
+		"-ldflags", "-X main.version="+version+" -X main.commit=e2e")
+	cmd := exec.Command(pkgbuild, "-root", bins.root, "-version", version, "-arch", runtime.GOARCH,
+		"-bin", dir, "-out", dist, "scafo-node")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("pkgbuild: %v\n%s", err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// startHubMinIO runs MinIO in the fleet's hub namespace, at 10.83.0.9:9000, with the
+// key docs/install.md names.
+func startHubMinIO(t *testing.T, fleet *fleetNet, bin string) {
+	t.Helper()
+	p := newProc(t, "minio", "ip", []string{"netns", "exec", fleet.hub, bin, "server", "--quiet",
+		"--address", "10.83.0.9:9000", "--console-address", "10.83.0.9:9001", t.TempDir()},
+		[]string{"MINIO_ROOT_USER=" + installS3Key, "MINIO_ROOT_PASSWORD=" + installS3Secret, "MINIO_BROWSER=off"})
+	p.Grace = 5 * time.Second
+	p.MustStart(t)
+	c := fleet.client(2 * time.Second)
+	if err := p.WaitUntil(60*time.Second, func() error { return proc.HTTPOK(c, "http://10.83.0.9:9000/minio/health/live") }); err != nil {
+		t.Fatalf("MinIO in %s: %v", fleet.hub, err)
+	}
+}
+
+// hubLoad sends GETs for host to every ingress in turn from the hub, counting failures.
+type hubLoad struct {
+	stop       chan struct{}
+	wg         sync.WaitGroup
+	ok, failed atomic.Int64
+	mu         sync.Mutex
+	firsts     []string
+}
+
+func startHubLoad(t *testing.T, c *http.Client, ingresses []string, host string, workers int) *hubLoad {
+	t.Helper()
+	l := &hubLoad{stop: make(chan struct{})}
+	for w := 0; w < workers; w++ {
+		l.wg.Add(1)
+		go func(w int) {
+			defer l.wg.Done()
+			for i := w; ; i++ {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				url := ingresses[i%len(ingresses)] + fmt.Sprintf("load/%d", i)
+				req, _ := http.NewRequest(http.MethodGet, url, nil)
+				req.Host = host
+				resp, err := c.Do(req)
+				var why string
+				if err != nil {
+					why = err.Error()
+				} else {
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(body), "echo /load/") {
+						why = fmt.Sprintf("%d %q", resp.StatusCode, body)
+					}
+				}
+				if why == "" {
+					l.ok.Add(1)
+					continue
+				}
+				l.failed.Add(1)
+				l.mu.Lock()
+				if len(l.firsts) < 10 {
+					l.firsts = append(l.firsts, time.Now().Format("15:04:05.000")+" "+url+": "+why)
+				}
+				l.mu.Unlock()
+			}
+		}(w)
+	}
+	// The load is running before the change it measures.
+	waitFor(t, "the first answers through the Traefiks", 30*time.Second, func() error {
+		if l.ok.Load() < int64(2*workers) {
+			return fmt.Errorf("%d answered", l.ok.Load())
+		}
+		return nil
+	})
+	return l
+}
+
+// finish stops the load and fails the test if any request failed.
+func (l *hubLoad) finish(t *testing.T, during string) {
+	t.Helper()
+	close(l.stop)
+	l.wg.Wait()
+	t.Logf("%s: %d requests through two Traefiks, %d failed", during, l.ok.Load()+l.failed.Load(), l.failed.Load())
+	if l.failed.Load() > 0 {
+		t.Errorf("%s: %d of %d requests failed; the first:\n%s", during, l.failed.Load(),
+			l.ok.Load()+l.failed.Load(), strings.Join(l.firsts, "\n"))
+	}
+}
+
+// installBlock is one sh block of docs/install.md's walkthrough, the machines it runs
+// on and the text block after it.
+type installBlock struct {
+	line int
+	on   []string
+	code string
+	want string
+}
+
+var onRE = regexp.MustCompile(`^<!-- on: ([a-z0-9 -]+) -->$`)
+
+// installWalkthrough parses docs/install.md: between "<!-- walkthrough:" and
+// "<!-- walkthrough end -->", every sh block is preceded by an "<!-- on: … -->" line
+// naming its machines, and may be followed by a text block (its output on each).
+func installWalkthrough(t *testing.T) []installBlock {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(bins.root, "docs", "install.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	var blocks []installBlock
+	var on []string
+	in, done := false, false
+	for i := 0; i < len(lines) && !done; i++ {
+		l := lines[i]
+		switch {
+		case strings.HasPrefix(l, "<!-- walkthrough:"):
+			in = true
+		case l == "<!-- walkthrough end -->":
+			done = true
+		case !in:
+		case onRE.MatchString(l):
+			on = strings.Fields(onRE.FindStringSubmatch(l)[1])
+		case l == "```sh" || l == "```text":
+			j := i + 1
+			for j < len(lines) && lines[j] != "```" {
+				j++
+			}
+			body := strings.Join(lines[i+1:j], "\n")
+			if l == "```sh" {
+				if on == nil {
+					t.Fatalf("docs/install.md line %d: a sh block without an \"<!-- on: … -->\" line before it", i+1)
+				}
+				blocks = append(blocks, installBlock{line: i + 1, on: on, code: body})
+				on = nil
+			} else if len(blocks) > 0 && blocks[len(blocks)-1].want == "" {
+				blocks[len(blocks)-1].want = body
+			}
+			i = j
+		}
+	}
+	if !done || len(blocks) < 5 {
+		t.Fatalf("docs/install.md: found %d blocks (walkthrough end seen: %v)", len(blocks), done)
+	}
+	return blocks
+}
+
+// matchOutput matches got against want line by line: "…" is any run of characters (a
+// line of only "…" any lines), "<word>" one run of non-space characters (as the
+// README's walkthrough test does, node/cmd/scafo-node/readme_test.go).
+func matchOutput(want, got string) bool {
+	var pat strings.Builder
+	pat.WriteString(`\A`)
+	placeholder := regexp.MustCompile(`<[a-z][a-z-]*>`)
+	for _, l := range strings.Split(strings.TrimRight(want, "\n"), "\n") {
+		if strings.TrimSpace(l) == "…" {
+			pat.WriteString(`(?:.*\n)*?`)
+			continue
+		}
+		last := 0
+		for _, m := range placeholder.FindAllStringIndex(l, -1) {
+			pat.WriteString(quoteDots(l[last:m[0]]))
+			pat.WriteString(`\S+?`)
+			last = m[1]
+		}
+		pat.WriteString(quoteDots(l[last:]))
+		pat.WriteString(`\n`)
+	}
+	pat.WriteString(`\s*\z`)
+	return regexp.MustCompile(pat.String()).MatchString(strings.ReplaceAll(strings.TrimRight(got, "\n"), "\r", "") + "\n")
+}
+
+func quoteDots(s string) string {
+	parts := strings.Split(s, "…")
+	for i := range parts {
+		parts[i] = regexp.QuoteMeta(parts[i])
+	}
+	return strings.Join(parts, ".*?")
+}
