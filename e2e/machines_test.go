@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
 )
 
 // requireNspawn skips (under CI: fails) when machines cannot be booted here.
