@@ -17,11 +17,15 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Applications that terminate TLS themselves (issue 37, docs/passthrough.md): a real
@@ -782,4 +786,88 @@ func testPassthroughDeployAndDeath(t *testing.T, provider string) {
 		t.Errorf("death: %d new connections failed after the first one reached db@n2", after)
 	}
 	t.Logf("%s death: %d new connections failed (one every %s), the first reached db@n2 %s after the kill", provider, lost, every, ms(recovered.Sub(killed)))
+}
+
+// TestHTTP3OnTheEntryPointLeavesPassthroughHostsOnTCP is scenario 28: HTTP/3 turned on
+// on websecure (not in the shipped file; an operator's choice) changes nothing for a
+// passthrough host: a TCP client still reaches the application with its own
+// certificate, and Traefik never announces HTTP/3 (Alt-Svc) on it, because Traefik
+// speaks no HTTP on a passthrough connection: its Alt-Svc goes only on responses it
+// serves itself (pkg/server/server_entrypoint_tcp_http3.go), shown here on its own 404
+// for a name that is not passthrough. A client that tries QUIC for a passthrough host
+// anyway reaches Traefik's HTTP/3, where no router serves it (traefik#10865):
+// docs/passthrough.md.
+func TestHTTP3OnTheEntryPointLeavesPassthroughHostsOnTCP(t *testing.T) {
+	p := startPassthroughFleet(t)
+	n1 := p.f.nodes[0]
+	tr := launchTraefik(t, "traefik-h3", func(ports traefikPorts) *traefik {
+		rendered, err := staticConfig(renderShipped(t, testIngressToken), overrides{ports: ports, endpointHost: hostPort(n1.ip, n1.port)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := withHTTP3(rendered)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(t.TempDir(), "traefik.yml")
+		if err := os.WriteFile(file, cfg, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return &traefik{name: "traefik-h3", ports: ports, proc: newProc(t, "traefik-h3", bins.traefik, []string{"--configFile=" + file}, nil),
+			http: &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	})
+	addr := tr.secureAddr()
+	waitFor(t, "db through Traefik with HTTP/3 on", routeTimeout, func() error {
+		_, c, err := dialTLS(addr, "db.example.org", []string{"h2", "http/1.1"}, p.ca.pool)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	for _, sni := range dbNames {
+		rep, c, err := dialTLS(addr, sni, []string{"h2", "http/1.1"}, p.ca.pool)
+		if err != nil {
+			t.Fatalf("%s with HTTP/3 on: %v", sni, err)
+		}
+		c.Close()
+		if rep.Name != "db@n1" || rep.SNI != sni || rep.ALPN != "h2" {
+			t.Fatalf("%s with HTTP/3 on: %+v", sni, rep)
+		}
+	}
+	// Traefik's own HTTPS answers carry its Alt-Svc (HTTP/3 is on)...
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, ServerName: "nope.apps.localhost"}}}
+	resp, err := hc.Get("https://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if !strings.Contains(resp.Header.Get("Alt-Svc"), "h3") {
+		t.Fatalf("HTTP/3 not on: Traefik's own answer has Alt-Svc %q", resp.Header.Get("Alt-Svc"))
+	}
+	// ...and a passthrough host's connection is the application's: no HTTP from Traefik,
+	// so no Alt-Svc (the application's reply line is the first thing the client reads).
+	rep, c, err := dialTLS(addr, "db.example.org", []string{"http/1.1"}, p.ca.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if rep.Name != "db@n1" {
+		t.Fatalf("db.example.org with HTTP/3 on answered by %q", rep.Name)
+	}
+	tr.requireProviderClean(t)
+	tr.requireTCPClean(t, "http", 4, 2)
+}
+
+// withHTTP3 adds http3 {} to the websecure entry point of a static configuration.
+func withHTTP3(cfg []byte) ([]byte, error) {
+	var m map[string]any
+	if err := yaml.Unmarshal(cfg, &m); err != nil {
+		return nil, err
+	}
+	ws, ok := dig(m, "entryPoints", "websecure").(map[string]any)
+	if !ok {
+		return nil, errors.New("no entryPoints.websecure")
+	}
+	ws["http3"] = map[string]any{}
+	return yaml.Marshal(m)
 }
