@@ -96,8 +96,8 @@ func (l *Strict) Load(args []string, cmd *cli.Command) (bool, error) {
 	var errs []error
 	flagsErr := known.CheckFlags(args, flagAliases)
 	errs = append(errs, flagsErr, known.CheckEnv(l.Environ, EnvPrefix, NotSetting))
-	if flagsErr == nil {
-		path, err := configFilePath(args, l.Environ, cmd.Configuration)
+	// The file too, when the flags still name it (a flag without its value may not).
+	if path, err := configFilePath(args, l.Environ, cmd.Configuration); err == nil || flagsErr == nil {
 		if err != nil {
 			return false, err
 		}
