@@ -437,7 +437,7 @@ func (tr *traefik) secureAddr() string { return fmt.Sprintf("127.0.0.1:%d", tr.p
 // application and nothing else.
 func (p *passthroughFleet) hellos() []string { return p.log.list() }
 
-// TestPassthroughRoutesExactServerNamesToTheApplicationsOwnTLS is scenario 26.
+// TestPassthroughRoutesExactServerNamesToTheApplicationsOwnTLS is scenario 27.
 func TestPassthroughRoutesExactServerNamesToTheApplicationsOwnTLS(t *testing.T) {
 	for _, provider := range []string{"http", "plugin"} {
 		t.Run(provider, func(t *testing.T) { testPassthroughRouting(t, provider) })
@@ -664,7 +664,7 @@ func (l *connLoad) between(from, to time.Time) []connShot {
 	return out
 }
 
-// TestPassthroughDeploysAndDeathsCountedThroughTraefik is scenario 27: db (passthrough)
+// TestPassthroughDeploysAndDeathsCountedThroughTraefik is scenario 28: db (passthrough)
 // on [n1, n2], Traefik preferring n1, a new verified connection every 20 ms. A deploy
 // across n1's port pair with ?wait=applied fails no new connection and sends every new
 // connection opened after the answer to the new release; a connection open on the old
@@ -788,7 +788,7 @@ func testPassthroughDeployAndDeath(t *testing.T, provider string) {
 	t.Logf("%s death: %d new connections failed (one every %s), the first reached db@n2 %s after the kill", provider, lost, every, ms(recovered.Sub(killed)))
 }
 
-// TestHTTP3OnTheEntryPointLeavesPassthroughHostsOnTCP is scenario 28: HTTP/3 turned on
+// TestHTTP3OnTheEntryPointLeavesPassthroughHostsOnTCP is scenario 29: HTTP/3 turned on
 // on websecure (not in the shipped file; an operator's choice) changes nothing for a
 // passthrough host: a TCP client still reaches the application with its own
 // certificate, and Traefik never announces HTTP/3 (Alt-Svc) on it, because Traefik
