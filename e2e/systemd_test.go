@@ -31,7 +31,8 @@ const (
 // TestInstallGuideUnderSystemd installs the packages the way docs/install.md says, on
 // three Debian machines booted under a real systemd (systemd-nspawn), runs that page's
 // blocks as written (a three-node fleet on MinIO, a Traefik from the installed unit on
-// two of them, an application deployed with the installed deploy.sh and app@.service),
+// two of them, an application deployed with the installed deploy.sh and app@.service,
+// the scafo-caddy package's Caddy on the third routing it),
 // then checks what the page promises of the packages under systemd:
 //
 //   - the node runs as its service user, which reads its configuration and nothing of
@@ -61,8 +62,9 @@ func TestInstallGuideUnderSystemd(t *testing.T) {
 
 	mark := time.Now()
 	dist := t.TempDir()
-	v1 := buildNodePackage(t, dist, pkgV1)
-	v2 := buildNodePackage(t, dist, pkgV2)
+	pkgs := buildPackages(t, dist, pkgV1, caddyBinary(t))
+	v1, caddyPkg := pkgs["scafo-node"], pkgs["scafo-caddy"]
+	v2 := buildPackages(t, dist, pkgV2, "")["scafo-node"]
 	echo := filepath.Join(dist, "echo-app")
 	goBuild(t, echo, "./deploy/demo/echo")
 	timed["packages"] = time.Since(mark)
@@ -78,6 +80,8 @@ func TestInstallGuideUnderSystemd(t *testing.T) {
 		if name != "vps-c" { // the two with a Traefik and the application
 			m.put(t, bins.traefik, "/usr/local/bin/traefik", 0o755)
 			m.put(t, echo, "/root/echo-app", 0o755)
+		} else { // the one with a Caddy
+			m.put(t, caddyPkg, "/root/"+filepath.Base(caddyPkg), 0o644)
 		}
 		machines[name] = m
 	}
@@ -228,10 +232,11 @@ var pkgbuildOnce struct {
 	path string
 }
 
-// buildNodePackage builds the scafo-node package at version for this machine's
+// buildPackages builds the scafo-node package at version for this machine's
 // architecture as `make package` does (static binary, version in its -ldflags,
-// deploy/package), and returns its path.
-func buildNodePackage(t *testing.T, dist, version string) string {
+// deploy/package), and the scafo-caddy package around the Caddy binary caddy unless it
+// is "", and returns their paths by name.
+func buildPackages(t *testing.T, dist, version, caddy string) map[string]string {
 	t.Helper()
 	pkgbuildOnce.Lock()
 	if pkgbuildOnce.path == "" {
@@ -251,13 +256,35 @@ func buildNodePackage(t *testing.T, dist, version string) string {
 	dir := filepath.Join(dist, version)
 	goBuild(t, filepath.Join(dir, "scafo-node"), "./node/cmd/scafo-node",
 		"-ldflags", "-X main.version="+version+" -X main.commit=e2e")
-	cmd := exec.Command(pkgbuild, "-root", bins.root, "-version", version, "-arch", runtime.GOARCH,
-		"-bin", dir, "-out", dist, "scafo-node")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("pkgbuild: %v\n%s", err, out)
+	names := []string{"scafo-node"}
+	if caddy != "" {
+		b, err := os.ReadFile(caddy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "caddy"), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, "scafo-caddy")
 	}
-	return strings.TrimSpace(string(out))
+	args := append([]string{"-root", bins.root, "-version", version, "-arch", runtime.GOARCH, "-bin", dir, "-out", dist}, names...)
+	cmd := exec.Command(pkgbuild, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("pkgbuild %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	paths := map[string]string{}
+	for _, p := range strings.Fields(string(out)) {
+		paths[strings.SplitN(filepath.Base(p), "_", 2)[0]] = p
+	}
+	for _, n := range names {
+		if paths[n] == "" {
+			t.Fatalf("pkgbuild printed no %s package: %q", n, out)
+		}
+	}
+	return paths
 }
 
 // startHubMinIO runs MinIO in the fleet's hub namespace, at 10.83.0.9:9000, with the
