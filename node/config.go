@@ -175,7 +175,7 @@ func (c StoreConfig) String() string {
 
 // DirStoreConfig is the directory store.
 type DirStoreConfig struct {
-	Path string `description:"Store directory (default <stateDir>/store)." json:"path,omitempty"`
+	Path string `description:"Store directory (default <stateDir>/store)." json:"path,omitempty" default:"<stateDir>/store"`
 }
 
 // S3StoreConfig is an S3-compatible bucket.

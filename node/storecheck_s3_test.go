@@ -60,6 +60,10 @@ func TestStoreMisconfigurationNamesTheSetting(t *testing.T) {
 			defer func() { cancel(); <-done }()
 			base := "http://" + ln.Addr().String()
 			waitFor(t, 15*time.Second, "the start line", func() bool { return strings.Contains(logs.String(), "scafo-node serving") })
+			// The start line names the store in use.
+			if want := "store=s3://" + cfg.Store.S3.Endpoint + "/" + cfg.Store.S3.Bucket + " "; !strings.Contains(logs.String(), want) {
+				t.Errorf("the start line does not say %q:\n%s", want, logs.String())
+			}
 			line := ""
 			for l := range strings.SplitSeq(logs.String(), "\n") {
 				if strings.Contains(l, "level=ERROR") && strings.Contains(l, "setting="+tc.setting) {

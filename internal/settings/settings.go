@@ -40,7 +40,8 @@ type Setting struct {
 	Path        string // the file key, as the json tag spells it: "node.apiPort"
 	Env         string // "SCAFO_NODE_APIPORT" ("" without an environment prefix)
 	Kind        Kind
-	Default     string // the default as documented ("250ms", "10m", "720h"); "" for none
+	Default     string // the default as documented ("250ms", "10m", "720h"); "" for none; a zero
+	// value's default tag when it has one (`default:"<stateDir>/store"`: computed at start)
 	Description string // the field's description tag
 	Secret      bool   // loggable:"false": never logged
 }
@@ -139,6 +140,11 @@ func walk(v reflect.Value, prefix, envPrefix string, out *[]Setting) {
 		}
 		if envPrefix != "" {
 			s.Env = envPrefix + strings.ToUpper(strings.ReplaceAll(path, ".", "_"))
+		}
+		if s.Default == "" || fv.IsZero() {
+			if d := f.Tag.Get("default"); d != "" {
+				s.Default = d // computed where the node starts: said as the reference says it
+			}
 		}
 		*out = append(*out, s)
 	}

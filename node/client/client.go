@@ -5,9 +5,11 @@ package client
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,7 +21,7 @@ import (
 
 // Conn says which node to talk to and with which token; every verb takes it.
 type Conn struct {
-	URL      string `description:"Node API base URL (default: SCAFO_URL, else the node on this machine)." json:"url,omitempty"`
+	URL      string `description:"Node API base URL; host:port alone is http://host:port (default: SCAFO_URL, else the node on this machine)." json:"url,omitempty"`
 	Token    string `description:"Bearer token (default: SCAFO_TOKEN, SCAFO_ADMIN_TOKEN, then <stateDir>/admin-token)." json:"token,omitempty" loggable:"false"`
 	StateDir string `description:"State directory to read the admin token from (default: SCAFO_STATEDIR, else the node's default)." json:"stateDir,omitempty"`
 }
@@ -46,14 +48,34 @@ type Output struct {
 
 // client talks to a node's API.
 type client struct {
+	verb string // "apps put": what its errors start with
 	conn Conn
 	http *http.Client
 	out  io.Writer
 }
 
+// baseURL is --url as a base URL: a bare host:port is taken as http://host:port;
+// anything but an http or https URL with a host is refused.
+func baseURL(raw string) (string, error) {
+	u := strings.TrimSpace(raw)
+	if !strings.Contains(u, "://") {
+		u = "http://" + u
+	}
+	pu, err := url.Parse(u)
+	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+		return "", fmt.Errorf("--url %q: want http://host:port or https://host:port (a bare host:port is taken as http)", raw)
+	}
+	return strings.TrimSuffix(u, "/"), nil
+}
+
 // dial finds the token (flag, SCAFO_TOKEN, SCAFO_ADMIN_TOKEN, then the state dir's
 // admin-token file) and returns a client writing to out.
-func dial(conn Conn, out io.Writer) (*client, error) {
+func dial(verb string, conn Conn, out io.Writer) (*client, error) {
+	base, err := baseURL(conn.URL)
+	if err != nil {
+		return nil, err
+	}
+	conn.URL = base
 	if conn.Token == "" {
 		conn.Token = os.Getenv("SCAFO_TOKEN")
 	}
@@ -67,7 +89,7 @@ func dial(conn Conn, out io.Writer) (*client, error) {
 		}
 		conn.Token = strings.TrimSpace(string(b))
 	}
-	return &client{conn: conn, http: &http.Client{Timeout: 30 * time.Second}, out: out}, nil
+	return &client{verb: verb, conn: conn, http: &http.Client{Timeout: 30 * time.Second}, out: out}, nil
 }
 
 // do sends a request and decodes a JSON answer into out (when non-nil). Error bodies
@@ -83,19 +105,25 @@ func (c *client) do(method, path string, body io.Reader, out any) error {
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		return fmt.Errorf("%s: cannot reach the node at %s (--url): %w", c.verb, c.conn.URL, unwrapURLError(err))
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("%s %s: reading answer: %w", method, path, err)
+		return fmt.Errorf("%s: reading the node's answer: %w", c.verb, err)
 	}
 	if resp.StatusCode >= 300 {
+		// "apps put: invalid app: the body must be … (400 Bad Request)": the verb, the
+		// node's words, the status; the API path is the node's business.
 		var e api.Error
 		if json.Unmarshal(b, &e) == nil && e.Error != "" {
-			return fmt.Errorf("%s %s: %s: %s %s", method, path, resp.Status, e.Error, e.Detail)
+			msg := e.Error
+			if e.Detail != "" {
+				msg += ": " + e.Detail
+			}
+			return fmt.Errorf("%s: %s (%s)", c.verb, msg, resp.Status)
 		}
-		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+		return fmt.Errorf("%s: the node answered %s (%s %s)", c.verb, resp.Status, method, path)
 	}
 	if out != nil {
 		if raw, ok := out.(*json.RawMessage); ok {
@@ -105,6 +133,15 @@ func (c *client) do(method, path string, body io.Reader, out any) error {
 		return json.Unmarshal(b, out)
 	}
 	return nil
+}
+
+// unwrapURLError drops net/http's `Get "http://…/v1/…":` before a transport error.
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 func (c *client) printJSON(raw []byte) error {

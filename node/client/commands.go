@@ -140,13 +140,25 @@ func verb(name, desc, usage string, nargs int, cfg conner, run func(c *client, a
 			if len(pos) != nargs {
 				return errors.New("usage: " + usage)
 			}
-			c, err := dial(*cfg.conn(), os.Stdout)
+			c, err := dial(verbName(usage), *cfg.conn(), os.Stdout)
 			if err != nil {
 				return err
 			}
 			return run(c, pos)
 		},
 	}
+}
+
+// verbName is the verb a usage line names: "scafo-node apps put <app> …" is "apps put".
+func verbName(usage string) string {
+	var words []string
+	for _, w := range strings.Fields(usage)[1:] {
+		if strings.ContainsAny(w[:1], "<[-(") {
+			break
+		}
+		words = append(words, w)
+	}
+	return strings.Join(words, " ")
 }
 
 // keyValuer is a configuration that also takes its settings as key=value arguments:

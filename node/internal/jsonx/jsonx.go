@@ -37,8 +37,13 @@ func DecodeStrict(body []byte, v any) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return fmt.Errorf("field %q: want %s, got %s", te.Field, te.Type, te.Value)
+		if errors.As(err, &te) {
+			// In JSON's words, never Go's ("cannot unmarshal array into Go value of
+			// type fleet.App" is not for a user).
+			if te.Field == "" {
+				return fmt.Errorf("the body must be %s, got %s", jsonKind(te.Type), article(te.Value))
+			}
+			return fmt.Errorf("field %q: want %s, got %s", te.Field, jsonKind(te.Type), article(te.Value))
 		}
 		if errors.Is(err, io.EOF) {
 			return errors.New("empty body: want a JSON object")
@@ -50,6 +55,46 @@ func DecodeStrict(body []byte, v any) error {
 		return errors.New("trailing data after the JSON object")
 	}
 	return nil
+}
+
+// jsonKind names what a Go type decodes from, in JSON's words.
+func jsonKind(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "a JSON value"
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "a JSON object"
+	case reflect.Slice, reflect.Array:
+		return "a JSON array"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "a JSON value"
+}
+
+// article puts "a" or "an" before encoding/json's name of a JSON value ("array",
+// "string", "number -1", "bool").
+func article(v string) string {
+	switch {
+	case v == "bool":
+		return "a boolean"
+	case strings.HasPrefix(v, "number"):
+		return "a number (" + strings.TrimSpace(strings.TrimPrefix(v, "number")) + ")"
+	case v != "" && strings.ContainsRune("aeiou", rune(v[0])):
+		return "an " + v
+	}
+	return "a " + v
 }
 
 // checkKeys walks body's tokens beside type t: every object key must be unique in its

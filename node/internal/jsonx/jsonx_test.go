@@ -95,3 +95,34 @@ func TestNothingButWhitespaceMayFollowTheBody(t *testing.T) {
 		t.Errorf("trailing whitespace: %v", err)
 	}
 }
+
+// TestDecodeStrictSpeaksJSON: a body or a field of the wrong JSON type is refused in
+// JSON's words, never with a Go type name.
+func TestDecodeStrictSpeaksJSON(t *testing.T) {
+	type health struct {
+		Path string `json:"path"`
+	}
+	type app struct {
+		Account   string   `json:"account"`
+		Placement []string `json:"placement"`
+		Health    *health  `json:"health"`
+		Port      int      `json:"port"`
+	}
+	for in, want := range map[string]string{
+		`[]`:                    "the body must be a JSON object, got an array",
+		`"x"`:                   "the body must be a JSON object, got a string",
+		`{"placement":"n1"}`:    `field "placement": want a JSON array, got a string`,
+		`{"health":"/healthz"}`: `field "health": want a JSON object, got a string`,
+		`{"port":"80"}`:         `field "port": want an integer, got a string`,
+		`{"account":true}`:      `field "account": want a string, got a boolean`,
+		`{"port":1.5}`:          `field "port": want an integer, got a number (1.5)`,
+	} {
+		err := DecodeStrict([]byte(in), &app{})
+		if err == nil || err.Error() != want {
+			t.Errorf("%s: %v, want %q", in, err, want)
+		}
+		if err != nil && (strings.Contains(err.Error(), "Go ") || strings.Contains(err.Error(), "jsonx.")) {
+			t.Errorf("%s: %v names a Go type", in, err)
+		}
+	}
+}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// runSplit runs the binary with no SCAFO_* variables and returns stdout, stderr and the
+// exit code.
+func runSplit(t *testing.T, bin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	// A command that should stop at once but serves (a second node the state dir does
+	// not refuse) is killed after a while: the test fails rather than hangs.
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = envWithoutScafo()
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("scafo-node %v: %v", args, err)
+	}
+	return o.String(), e.String(), code
+}
+
+// TestCLIReadsLikeAUnixTool is the command-line rows of issue 35's table: each mistake
+// is one line on stderr, "scafo-node: " and what is wrong (no paerser "command … error",
+// no help page dumped before it), with the closest right spelling; help and version are
+// commands, --version works.
+func TestCLIReadsLikeAUnixTool(t *testing.T) {
+	bin := buildBinary(t)
+	for _, tc := range []struct {
+		args   []string
+		stderr string // the whole of stderr
+	}{
+		{[]string{"--listne=:7401"}, "scafo-node: unknown flag --listne (did you mean --listen?)\n"},
+		{[]string{"--probe.interval=fast"}, "scafo-node: --probe.interval: invalid duration \"fast\" (Go's syntax: 250ms, 2s, 10m, 720h; a bare number is seconds)\n"},
+		{[]string{"--log.level=verbose"}, "scafo-node: log.level \"verbose\": one of debug, info, warn, error\n"},
+		{[]string{"routes", "--jsno"}, "scafo-node: unknown flag --jsno (did you mean --json?)\n"},
+		{[]string{"apps", "get", "shop", "--jsno"}, "scafo-node: unknown flag --jsno (did you mean --json?)\n"},
+		{[]string{"hepl"}, "scafo-node: unknown command \"hepl\" (did you mean help?); scafo-node --help lists the commands\n"},
+		{[]string{"apps", "pt"}, "scafo-node: unknown command \"apps pt\" (did you mean put?): usage: scafo-node apps <command> [arguments] [flags]\n"},
+		{[]string{"store", "adopt", "--statdir=/x"}, "scafo-node: unknown flag --statdir (did you mean --stateDir?)\n"},
+		{[]string{"routes", "--url=ftp://node:7400"}, "scafo-node: --url \"ftp://node:7400\": want http://host:port or https://host:port (a bare host:port is taken as http)\n"},
+		{[]string{"help", "--json"}, "scafo-node: unknown flag --json: usage: scafo-node help [command…]\n"},
+	} {
+		stdout, stderr, code := runSplit(t, bin, tc.args...)
+		if code != 1 || stderr != tc.stderr || stdout != "" {
+			t.Errorf("scafo-node %v: exit %d, stderr %q, stdout %q; want exit 1, stderr %q and no stdout", tc.args, code, stderr, stdout, tc.stderr)
+		}
+	}
+
+	versionRE := regexp.MustCompile(`^scafo-node dev \(commit [0-9a-z+]+, ` + regexp.QuoteMeta(runtime.Version()) + `\)\n$`)
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
+		stdout, stderr, code := runSplit(t, bin, args...)
+		if code != 0 || !versionRE.MatchString(stdout) || stderr != "" {
+			t.Errorf("scafo-node %v: exit %d, stdout %q, stderr %q; want %s", args, code, stdout, stderr, versionRE)
+		}
+	}
+	root, _, code := runSplit(t, bin, "--help")
+	for _, args := range [][]string{{"help"}, {"help", "apps", "put"}, {"apps", "put", "--help"}} {
+		stdout, stderr, c := runSplit(t, bin, args...)
+		if c != 0 || stderr != "" || !strings.Contains(stdout, "Usage: scafo-node") {
+			t.Errorf("scafo-node %v: exit %d, stderr %q, stdout %q", args, c, stderr, stdout)
+		}
+		if args[0] == "help" && len(args) == 1 && stdout != root {
+			t.Errorf("scafo-node help differs from scafo-node --help (exit %d)", code)
+		}
+		if len(args) > 1 && !strings.Contains(stdout, "replaced as a whole") {
+			t.Errorf("scafo-node %v does not say apps put replaces the application whole:\n%s", args, stdout)
+		}
+	}
+}
+
+// TestVersionLine: the version and commit come from -ldflags -X main.version, -X
+// main.commit; the Go version from the runtime.
+func TestVersionLine(t *testing.T) {
+	saved, savedCommit := version, commit
+	defer func() { version, commit = saved, savedCommit }()
+	version, commit = "v0.3.0", "abc1234"
+	if got, want := versionLine(), "scafo-node v0.3.0 (commit abc1234, "+runtime.Version()+")"; got != want {
+		t.Fatalf("%q, want %q", got, want)
+	}
+}
+
+// TestHelpPrintsDefaultsAsTheReference: every default --help prints is the one
+// docs/configuration.md writes (250ms, 10m, 720h: not 0, not bare seconds), with the
+// setting's environment variable.
+func TestHelpPrintsDefaultsAsTheReference(t *testing.T) {
+	bin := buildBinary(t)
+	help, _, code := runSplit(t, bin, "--help")
+	if code != 0 {
+		t.Fatalf("--help: exit %d", code)
+	}
+	ref, err := os.ReadFile("../../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rowRE := regexp.MustCompile("^\\| `[^`]+` \\| `(--[^`]+)` \\| `(SCAFO_[A-Z0-9_]+)` \\| `([^`]*)` \\|")
+	rows := 0
+	sc := bufio.NewScanner(bytes.NewReader(ref))
+	for sc.Scan() {
+		m := rowRE.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue // a computed default (prose), or not a row
+		}
+		rows++
+		if want := m[1] + "  (Default: " + m[3] + ")  [" + m[2] + "]"; !strings.Contains(help, want) {
+			t.Errorf("--help does not say %q", want)
+		}
+	}
+	if rows < 50 {
+		t.Fatalf("only %d rows with a literal default in docs/configuration.md", rows)
+	}
+	for _, want := range []string{"--reconcile.publishWindow  (Default: 250ms)", "--traefik.retry.initialInterval  (Default: 200ms)",
+		"--ports.quarantine  (Default: 10m)", "--audit.retention  (Default: 720h)"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("--help does not say %q", want)
+		}
+	}
+}
+
+// TestSecondNodeOnAStateDirIsRefused: a node started on a state dir another live node
+// holds stops at once, naming the holder's pid (it was not refused; the first node
+// noticed at its next heartbeat); the start line names the store.
+func TestSecondNodeOnAStateDirIsRefused(t *testing.T) {
+	bin := buildBinary(t)
+	state := filepath.Join(t.TempDir(), "state")
+	addr := freePort(t)
+	first := exec.Command(bin, "--listen="+addr, "--stateDir="+state, "--node.name=vps-a")
+	first.Env = envWithoutScafo()
+	var logs syncWriter
+	first.Stderr = &logs
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { first.Process.Signal(syscall.SIGTERM); first.Wait() }()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if resp, err := http.Get("http://" + addr + "/v1/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the first node is not ready:\n%s", logs.String())
+		}
+	}
+	if want := "store=dir:" + filepath.Join(state, "store"); !strings.Contains(logs.String(), want) {
+		t.Errorf("the start line does not name the store (%s):\n%s", want, logs.String())
+	}
+	_, stderr, code := runSplit(t, bin, "--listen="+freePort(t), "--stateDir="+state, "--node.name=vps-b")
+	want := "scafo-node: state dir " + state + " is held by another scafo-node (pid " + strconv.Itoa(first.Process.Pid) + ", "
+	if code != 1 || !strings.HasPrefix(stderr, want) {
+		t.Fatalf("a second node on the state dir: exit %d, stderr %q; want it refused with %q", code, stderr, want)
+	}
+}
+
+// syncWriter is a bytes.Buffer a process writes while the test reads it.
+type syncWriter struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
