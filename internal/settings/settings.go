@@ -37,10 +37,10 @@ func (k Kind) String() string {
 
 // Setting is one leaf of a configuration struct.
 type Setting struct {
-	Path        string // the file key, as the json tag spells it: "node.apiPort"
-	Env         string // "SCAFO_NODE_APIPORT" ("" without an environment prefix)
-	Kind        Kind
-	Default     string // the default as documented ("250ms", "10m", "720h"); "" for none; a zero
+	Path    string // the file key, as the json tag spells it: "node.apiPort"
+	Env     string // "SCAFO_NODE_APIPORT" ("" without an environment prefix)
+	Kind    Kind
+	Default string // the default as documented ("250ms", "10m", "720h"); "" for none; a zero
 	// value's default tag when it has one (`default:"<stateDir>/store"`: computed at start)
 	Description string // the field's description tag
 	Secret      bool   // loggable:"false": never logged
