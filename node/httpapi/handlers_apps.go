@@ -50,11 +50,13 @@ func (s *API) handlePutApp(w http.ResponseWriter, r *http.Request) {
 		s.writeConditionalError(w, r, err)
 		return
 	}
-	writeObject(w, created(isNew), etag, appAnswer{App: a, Warnings: s.writer.AppWarnings(a)})
+	warn := append(s.writer.AppWarnings(a), s.placementWarnings(a)...)
+	writeObject(w, created(isNew), etag, appAnswer{App: a, Warnings: warn})
 }
 
 // appAnswer is a written application, with what its writer should know (an ingress
-// group no platform domain is in: no platform host). Warnings is absent when there are
+// group no platform domain is in: no platform host; a placement on a node no record
+// names). Warnings is absent when there are
 // none, so the answer is the application's object as before.
 type appAnswer struct {
 	fleet.App

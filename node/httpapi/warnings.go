@@ -36,3 +36,27 @@ func (s *API) pathWarnings(c fleet.Claim) []string {
 	}
 	return warn
 }
+
+// placementWarnings name the nodes of a's placement that no node record names (a typo,
+// or a node that has not started yet): nothing runs the application there, and an
+// application none of whose nodes has a record routes nothing. Like a group without a
+// platform domain (fleetwrite.AppWarnings), the write is accepted and its writer told.
+// The records are those of the last reconcile pass, plus this node's own; before the
+// first pass nothing is said.
+func (s *API) placementWarnings(a fleet.App) []string {
+	st := s.rec.Status()
+	if st.LastPass.IsZero() {
+		return nil
+	}
+	known := map[string]bool{s.cfg.NodeName: true}
+	for _, n := range st.Nodes {
+		known[n.Name] = true
+	}
+	var warn []string
+	for _, n := range a.Placement {
+		if !known[n] {
+			warn = append(warn, fmt.Sprintf("placement names node %q, which no node record names (a typo, or a node not started yet): application %s runs on none there until a node of that name starts", n, a.Name))
+		}
+	}
+	return warn
+}

@@ -1,0 +1,39 @@
+package node
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestAPlacementOnANodeNoRecordNamesIsWarnedAtItsWrite: an application placed on a node
+// no node record names (a typo, or a node not started yet) is accepted, and its write
+// says so in "warnings", as a group without a platform domain does; a placement on
+// known nodes answers without the field.
+func TestAPlacementOnANodeNoRecordNamesIsWarnedAtItsWrite(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n.waitReady()
+	put := func(code int, app, body string) []string {
+		var a struct {
+			Name     string   `json:"name"`
+			Warnings []string `json:"warnings"`
+		}
+		raw := n.must(code, "PUT", "/v1/apps/"+app, testAdminToken, body)
+		if err := json.Unmarshal(raw, &a); err != nil || a.Name != app {
+			t.Fatalf("PUT %s answered %s (%v)", app, raw, err)
+		}
+		if a.Warnings == nil && strings.Contains(string(raw), "warnings") {
+			t.Errorf("PUT %s: %s", app, raw)
+		}
+		return a.Warnings
+	}
+	if w := put(201, "shop", `{"account":"acme","placement":["vps-a"]}`); len(w) != 0 {
+		t.Errorf("a placement on this node: warnings %q", w)
+	}
+	for _, code := range []int{201, 200} { // create, then the identical update
+		w := put(code, "blog", `{"account":"acme","placement":["vps-a","vsp-b"]}`)
+		if len(w) != 1 || !strings.Contains(w[0], `node "vsp-b"`) || !strings.Contains(w[0], "no node record names") {
+			t.Errorf("a placement on vsp-b, which no record names (%d): warnings %q", code, w)
+		}
+	}
+}
