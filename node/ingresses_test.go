@@ -135,13 +135,17 @@ type reportBackend struct {
 }
 
 // onReportBackends runs test on a directory store and on a bucket of a real MinIO
-// (package s3test: skipped without one outside CI, failed in CI).
+// (package s3test: skipped without one outside CI, failed in CI), the two at once: each
+// has its own store, nodes and counters, and most of either's time is waiting on
+// intervals (lostAfter, refreshes, view ages).
 func onReportBackends(t *testing.T, test func(t *testing.T, be reportBackend)) {
 	t.Run("dir", func(t *testing.T) {
+		t.Parallel()
 		p := t.TempDir()
 		test(t, reportBackend{name: "dir", open: func(t *testing.T) store.Store { return openDir(t, p) }})
 	})
 	t.Run("s3", func(t *testing.T) {
+		t.Parallel()
 		bcfg := s3test.Shared(t).NewBucket(t)
 		test(t, reportBackend{name: "s3", open: func(t *testing.T) store.Store { return openS3(t, bcfg) }})
 	})

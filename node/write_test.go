@@ -232,10 +232,9 @@ func TestConcurrentCASPublishesLoseNothing(t *testing.T) {
 	)
 	// 50 writers race on every version of the claim (the herd a lost update would show
 	// in); each lands 4 writes, so the chain checked below is 200 accepted writes long
-	// and several thousand 412s were retried on the way. Every write republishes the
-	// whole, growing map, so the cost grows with the square of the chain: at 20 each
-	// (1 000 writes) this one test ran over 6 minutes under -race on 2 cores, to repeat
-	// the same race on bigger bodies (the map's cap is TestPathMapAboveCapRefused's).
+	// and some 3 000 412s are retried on the way. Every write republishes the whole,
+	// growing map, so the cost grows with the square of the chain, and a longer chain
+	// repeats the same race on bigger bodies (the map's cap is TestPathMapAboveCapRefused's).
 	const workers, each = 50, 4
 	var wg sync.WaitGroup
 	for g := range workers {
