@@ -22,6 +22,7 @@ import (
 // Every body and every error is the full render's of routing.Prefer(routing.ForGroups(
 // doc, sel), prefer).
 func TestPreferAndGroupDeltaRendersOfHostileDeltasEqualFullRender(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained: runs beside the other long render tests
 	type lineage struct {
 		base, doc *routing.Document
 		blocks    [][32]byte

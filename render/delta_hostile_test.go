@@ -66,6 +66,7 @@ func hostileDelta(r *rand.Rand, base *routing.Document) (*routing.Document, *rou
 // would not make (see hostileDelta), with prefer and group outputs of the same
 // Incremental interleaved: every body and every error is the full render's.
 func TestDeltaRenderOfHostileDeltasEqualsFullRender(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained: runs beside the other long render tests
 	for _, opt := range []Options{{}, {HealthCheckInterval: "7s", PathGroupThreshold: 3}} {
 		for seed := range uint64(4) {
 			r := rand.New(rand.NewPCG(seed, 7))

@@ -81,6 +81,7 @@ func deltaEdit(r *rand.Rand, st *fleet.State, n int) []string {
 // changes must be served by the delta render (bodies in more than one piece), or this
 // would test only the fallback.
 func TestDeltaRenderEqualsFullRender(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained: runs beside the other long render tests
 	for _, opt := range []Options{{}, {HealthCheckInterval: "7s", PathGroupThreshold: 3, RetryAttempts: 1}} {
 		for seed := range uint64(4) {
 			r := rand.New(rand.NewPCG(seed, 99))
@@ -200,6 +201,7 @@ func mustPreferDoc(t *testing.T, doc *routing.Document, node string) *routing.Do
 // prefixes point at hosts of both groups, so a selection carries another group's
 // targets.
 func TestGroupDeltaRenderEqualsFullRender(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained: runs beside the other long render tests
 	opt := Options{}
 	r := rand.New(rand.NewPCG(5, 13))
 	st, fopt := fleet.GenerateState(900, 300), fleet.GenerateOptions()

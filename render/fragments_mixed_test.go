@@ -157,6 +157,7 @@ func (fe *fleetEditor) editMixed() string {
 // path maps, cross-group prefixes, unreadable claims, stale nodes). Every output must be
 // byte-identical to the package-level render of the same input at every step.
 func TestIncrementalRenderEqualsFullRenderForEveryOutputOfANode(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained: runs beside the other long render tests
 	optsList := []Options{
 		{},
 		{PathGroupThreshold: 1, HealthCheckInterval: "3s"},

@@ -252,6 +252,7 @@ func (fe *fleetEditor) edit() string {
 // certificates (switched on and off, names issued, renewed, pending, dropped): the
 // reference is then TraefikFleet.
 func TestIncrementalRenderEqualsFullRender(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained: runs beside the other long render tests
 	optsList := []Options{
 		{},
 		{PathGroupThreshold: 3},
@@ -624,6 +625,7 @@ func corruptDoc(r *rand.Rand, doc *routing.Document) (*routing.Document, string)
 // one, is refused with the full render's error, for all outputs, and the next valid
 // document still renders the full render's bytes.
 func TestIncrementalRenderRefusesCorruptDocuments(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained: runs beside the other long render tests
 	fe := newFleetEditor(7, 200, 300)
 	inc, err := NewIncremental(Options{})
 	if err != nil {
