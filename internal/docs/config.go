@@ -51,6 +51,7 @@ var dynamicDefaults = map[string]string{
 var notes = map[string]string{
 	"configFile":                    "No search path: no file named, none read.",
 	"listen":                        "",
+	"stateDir":                      "One node per state dir: a node holds `<stateDir>/lock` (flock) while it runs, and one started on a state dir a live node holds is refused, naming that node's pid.",
 	"node.name":                     "Two live nodes with one name: refused at start, reported while running ([operating.md](operating.md#one-name-one-node)).",
 	"node.address":                  "An IP address; instances are published, dialled and probed at `node.address:port`.",
 	"node.apiPort":                  "Must lie outside `ports.min..ports.max`.",
@@ -330,7 +331,8 @@ and ` + "`SCAFO_TOKEN`" + ` (the command-line verbs), ` + "`SCAFO_INGRESS_NAME`"
 comma-separated in a flag or a variable (` + "`--platform.domains=a.example,b.example`" + `) and a
 sequence in the file (an empty one is refused where the default is not empty: paerser would
 keep the default). A duration is Go's (` + "`250ms`" + `, ` + "`2s`" + `, ` + "`1h`" + `); a bare number is seconds.
-` + "`scafo-node --help`" + ` lists the same flags; ` + "`deploy/node/scafo-node.yaml`" + ` is a commented file
+` + "`scafo-node --help`" + ` lists the same flags, each with its default as written here and its
+variable; ` + "`deploy/node/scafo-node.yaml`" + ` is a commented file
 with every section.
 
 With no configuration at all the node runs on one machine: it listens on ` + "`:7400`" + `, keeps
