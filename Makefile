@@ -1,6 +1,7 @@
 # make run     run a node on the embedded default (dir store under ./scafo-state)
 # make test    every test: installs MinIO, Pebble, promtool (v0.316.0) and BIND 9 (apt) and builds Traefik v3.6.12 once (cached) and Caddy when deploy/caddy's inputs changed (.ci/caddy.sh, cached by their hash), runs the unit
-#              packages under the race detector, then the end-to-end packages (without it)
+#              packages under the race detector, then the end-to-end packages (without it); as root, the
+#              packages' test boots Debian under systemd-nspawn from a rootfs .ci/rootfs.sh debootstraps once (cached)
 # make echo    the demo's echo application into ./echo-app (the README and docs/api.md walkthroughs run two)
 # make demo    two nodes, two echo applications and one Traefik on loopback: a flip and a failover
 #              through Traefik (deploy/demo/demo.sh; DEMO_FLAGS=--once stops at the end)
