@@ -461,7 +461,7 @@ func testPassthroughRouting(t *testing.T, provider string) {
 	// name (the test CA alone is trusted), and the application got the server name and
 	// the ALPN offer unchanged. ASCII case is folded on the way (Traefik lowercases for
 	// its match; the application folds for its lookup) and the name arrives as sent.
-	for _, sni := range append(dbNames, "DB.Apps.LocalHost") {
+	for _, sni := range append(dbNames, "DB.Apps.LocalHost", "DB.EXAMPLE.ORG") {
 		rep, c, err := dialTLS(addr, sni, alpn, p.ca.pool)
 		if err != nil {
 			t.Fatalf("%s: %v", sni, err)
@@ -500,6 +500,12 @@ func testPassthroughRouting(t *testing.T, provider string) {
 		{"the HTTP application's name", "web.apps.localhost"},
 		{"trailing dot and upper case", "DB.example.org."},
 		{"percent-encoded", "db%2Eexample.org"},
+		{"two trailing dots", "db.example.org.."},
+		{"leading dot", ".db.example.org"},
+		{"NUL at the end", "db.example.org\x00"},
+		{"NUL inside", "db\x00.example.org"},
+		{"an A-label of another name", "xn--db-8ka.example.org"},
+		{"a Unicode upper case that lowercases to non-ASCII (U+0130)", "\u0130db.example.org"},
 	}
 	for _, tc := range never {
 		before := len(p.hellos())
@@ -530,6 +536,7 @@ func testPassthroughRouting(t *testing.T, provider string) {
 	for _, tc := range []struct{ name, raw string }{
 		{"leading space", " db.example.org"},
 		{"trailing tab", "db.example.org\t"},
+		{"leading no-break space (U+00A0)", "\u00a0db.example.org"},
 		{"Kelvin sign (U+212A lowercases to k)", "\u212av.example.org"},
 	} {
 		before := len(p.hellos())
