@@ -286,6 +286,7 @@ func TestIdleFleetCostsOneConditionalReadPerTick(t *testing.T) {
 	)
 	for _, backend := range []string{"dir", "s3"} {
 		t.Run(backend, func(t *testing.T) {
+			t.Parallel() // each backend its own store and node; the ticks are gated, not timed
 			var inner, writer store.Store
 			var httpStats func() s3.Stats
 			switch backend {

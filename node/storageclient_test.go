@@ -90,10 +90,12 @@ func fastClient() storageclient.Options {
 }
 
 // TestStorageClientAgainstRunningNodes runs the Go client against two running nodes over
-// one store, on the dir store and on MinIO.
+// one store, on the dir store and on MinIO, the two backends at once (each its own nodes
+// and store; their cases, which share the nodes, one after another).
 func TestStorageClientAgainstRunningNodes(t *testing.T) {
 	for _, backend := range []string{"dir", "s3"} {
 		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
 			na, nb := twoNodes(t, backend)
 			t.Run("MutualExclusionAcrossNodes", func(t *testing.T) { clientMutualExclusion(t, na, nb) })
 			t.Run("DeadHolderTakenOverAfterLease", func(t *testing.T) { clientDeadHolder(t, na, nb) })
