@@ -66,6 +66,14 @@
 // plugin provider decodes with encoding/json (no defaults applied), every value the
 // checks depend on is written out, including followRedirects: true.
 //
+// # Passthrough
+//
+// A route with Passthrough (an application that terminates TLS itself) gets a TCP router,
+// HostSNI of its exact name with tls.passthrough, to a TCP service holding its first
+// upstream, and no HTTP router; a custom wildcard covering it excludes it with a negated
+// HostRegexp. passthrough.go has the whole of it and why (docs/design.md §4,
+// docs/passthrough.md).
+//
 // # Routers
 //
 // Every router has an explicit priority from a fixed band (see PriorityPath and the
