@@ -105,6 +105,7 @@ func TestRestartOnAForeignStoreServesTheRememberedDocument(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each case its own state dir, store and node; it waits on passes
 			storeDir := filepath.Join(t.TempDir(), "store")
 			cfg := testConfig(t, "vps-a", storeDir)
 			routes, traefik, serial := servedBeforeRestart(t, cfg)
