@@ -878,3 +878,118 @@ func withHTTP3(cfg []byte) ([]byte, error) {
 	ws["http3"] = map[string]any{}
 	return yaml.Marshal(m)
 }
+
+// TestPassthroughBesideHTTPSRoutersOnOnePort is scenario 30: the websecure entry point
+// terminates TLS for every HTTP router (entryPoints.websecure.http.tls, Traefik's default
+// certificate), so HTTPS routers with Host rules, and web's wildcard with its
+// !HostRegexp exclusion, sit beside the TCP passthrough routers. Traefik matches its
+// HTTPS server names before the TCP routers: the passthrough names must not be among
+// them. Every passthrough name still reaches its application with the application's
+// own certificate; HTTPS names are Traefik's; a request whose server name is an HTTPS
+// one but whose Host is a passthrough name (domain fronting) reaches no application.
+func TestPassthroughBesideHTTPSRoutersOnOnePort(t *testing.T) {
+	p := startPassthroughFleet(t)
+	n1 := p.f.nodes[0]
+	tr := launchTraefik(t, "traefik-tls", func(ports traefikPorts) *traefik {
+		rendered, err := staticConfig(renderShipped(t, testIngressToken), overrides{ports: ports, endpointHost: hostPort(n1.ip, n1.port)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := withEntryPoint(rendered, func(ws map[string]any) {
+			h, _ := ws["http"].(map[string]any)
+			h["tls"] = map[string]any{}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(t.TempDir(), "traefik.yml")
+		if err := os.WriteFile(file, cfg, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return &traefik{name: "traefik-tls", ports: ports, proc: newProc(t, "traefik-tls", bins.traefik, []string{"--configFile=" + file}, nil),
+			http: &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	})
+	addr := tr.secureAddr()
+	https := func(sni, host string) (response, error) {
+		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, ServerName: sni}}}
+		req, err := http.NewRequest(http.MethodGet, "https://"+addr+"/", nil)
+		if err != nil {
+			return response{}, err
+		}
+		req.Host = host
+		resp, err := hc.Do(req)
+		if err != nil {
+			return response{}, err
+		}
+		defer resp.Body.Close()
+		return readResponse(resp)
+	}
+	waitFor(t, "web over HTTPS on websecure", routeTimeout, func() error {
+		r, err := https("web.apps.localhost", "web.apps.localhost")
+		if err != nil {
+			return err
+		}
+		if r.from() != "web@n1" {
+			return fmt.Errorf("served by %s", r.from())
+		}
+		return nil
+	})
+	waitFor(t, "db through Traefik beside HTTPS routers", routeTimeout, func() error {
+		_, c, err := dialTLS(addr, "db.example.org", nil, p.ca.pool)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	for _, sni := range dbNames {
+		rep, c, err := dialTLS(addr, sni, []string{"h2", "http/1.1"}, p.ca.pool)
+		if err != nil {
+			t.Fatalf("%s beside HTTPS routers: %v", sni, err)
+		}
+		c.Close()
+		if rep.Name != "db@n1" || rep.SNI != sni {
+			t.Fatalf("%s beside HTTPS routers: %+v", sni, rep)
+		}
+	}
+	for _, tc := range []struct{ sni, host, want string }{
+		{"web.apps.localhost", "web.apps.localhost", "web@n1"},
+		{"a.example.org", "a.example.org", "web@n1"}, // web's wildcard over HTTPS
+		{"evil.example.net", "evil.example.net", "evil@n1"},
+		{"web.apps.localhost", "db.example.org", "traefik:404"}, // fronting a passthrough name
+		{"a.example.org", "kv.example.org", "traefik:404"},
+		{"", "db.apps.localhost", "traefik:404"},
+	} {
+		before := len(p.hellos())
+		r, err := https(tc.sni, tc.host)
+		if err != nil {
+			t.Fatalf("HTTPS sni %q host %q: %v", tc.sni, tc.host, err)
+		}
+		got := r.from()
+		if tc.want == "traefik:404" {
+			if r.status != http.StatusNotFound || r.echo != nil {
+				t.Errorf("HTTPS sni %q host %q: %d from %s, want Traefik's 404", tc.sni, tc.host, r.status, got)
+			}
+		} else if got != tc.want {
+			t.Errorf("HTTPS sni %q host %q: served by %s, want %s", tc.sni, tc.host, got, tc.want)
+		}
+		if hellos := p.hellos(); len(hellos) != before {
+			t.Errorf("HTTPS sni %q host %q reached a passthrough application: %q", tc.sni, tc.host, hellos[before:])
+		}
+	}
+	tr.requireProviderClean(t)
+	tr.requireTCPClean(t, "http", 4, 2)
+}
+
+// withEntryPoint applies edit to the websecure entry point of a static configuration.
+func withEntryPoint(cfg []byte, edit func(map[string]any)) ([]byte, error) {
+	var m map[string]any
+	if err := yaml.Unmarshal(cfg, &m); err != nil {
+		return nil, err
+	}
+	ws, ok := dig(m, "entryPoints", "websecure").(map[string]any)
+	if !ok {
+		return nil, errors.New("no entryPoints.websecure")
+	}
+	edit(ws)
+	return yaml.Marshal(m)
+}
