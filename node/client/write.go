@@ -61,11 +61,11 @@ func (a *appPutConfig) keyValues(args []string) ([]string, error) {
 func appPutCommand() *cli.Command {
 	cfg := &appPutConfig{}
 	cfg.SetDefaults()
-	return verb("put", "Create or replace an application, whole: a setting not given is cleared, not kept "+
-		"(put --placement without --health removes the health check; apps get shows what is set).",
+	return verb("put", "Create or replace an application, whole: a setting not given is cleared, not kept.",
 		"scafo-node apps put <app> --account=<acct> [--placement=<n1,n2>] [--health=<path>] [flags]\n"+
 			"       (account=<acct> placement=<n1,n2> health=<path> arguments are also accepted)\n"+
-			"       The application is replaced as a whole: give every setting it keeps.",
+			"       The application is replaced as a whole: give every setting it keeps (a put without\n"+
+			"       --health removes the health check; apps get shows what is set).",
 		1, cfg, func(c *client, args []string) error { return cmdAppsPut(c, args[0], cfg) })
 }
 
