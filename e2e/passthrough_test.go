@@ -993,3 +993,37 @@ func withEntryPoint(cfg []byte, edit func(map[string]any)) ([]byte, error) {
 	edit(ws)
 	return yaml.Marshal(m)
 }
+
+// TestCaddyNeverServesAPassthroughHost is scenario 31: the shipped Caddy has no layer-4
+// routing, so a passthrough host is never routed over HTTP (404, even under web's
+// wildcard, which covers db.example.org and kv.example.org), a TLS handshake for it
+// establishes no session, and no connection reaches the application. Such an
+// application needs a Traefik ingress.
+func TestCaddyNeverServesAPassthroughHost(t *testing.T) {
+	p := startPassthroughFleet(t)
+	n1 := p.f.nodes[0]
+	cd := startCaddy(t, "caddy", n1, "a.example.org", "/", "web@n1")
+	for _, h := range []string{"db.example.org", "DB.example.org", "db.example.org.", "kv.example.org:80", "db.apps.localhost", "mq.apps.localhost"} {
+		r, err := cd.get(h, "/")
+		if err != nil {
+			t.Fatalf("GET %s via Caddy: %v", h, err)
+		}
+		if r.status != http.StatusNotFound || r.echo != nil {
+			t.Errorf("GET %s via Caddy: %d from %s, want 404", h, r.status, r.from())
+		}
+	}
+	before := len(p.hellos())
+	for _, sni := range dbNames {
+		_, c, err := dialTLS(cd.secureAddr(), sni, nil, p.ca.pool)
+		if err == nil {
+			c.Close()
+			t.Fatalf("%s: a TLS session through Caddy", sni)
+		}
+	}
+	if hellos := p.hellos(); len(hellos) != before {
+		t.Fatalf("through Caddy, a passthrough application saw %q", hellos[before:])
+	}
+	// (The refusal itself, tls.permission.scafo's ApplicationOf answering no, is
+	// TestPassthroughHostsAreNeverRoutedNorApproved in deploy/caddy/scafo: Caddy logs
+	// nothing for it at its default level.)
+}
