@@ -48,10 +48,11 @@ type Output struct {
 
 // client talks to a node's API.
 type client struct {
-	verb string // "apps put": what its errors start with
-	conn Conn
-	http *http.Client
-	out  io.Writer
+	verb   string // "apps put": what its errors start with
+	conn   Conn
+	http   *http.Client
+	out    io.Writer
+	errOut io.Writer // warnings
 }
 
 // baseURL is --url as a base URL: a bare host:port is taken as http://host:port;
@@ -89,7 +90,7 @@ func dial(verb string, conn Conn, out io.Writer) (*client, error) {
 		}
 		conn.Token = strings.TrimSpace(string(b))
 	}
-	return &client{verb: verb, conn: conn, http: &http.Client{Timeout: 30 * time.Second}, out: out}, nil
+	return &client{verb: verb, conn: conn, http: &http.Client{Timeout: 30 * time.Second}, out: out, errOut: os.Stderr}, nil
 }
 
 // do sends a request and decodes a JSON answer into out (when non-nil). Error bodies
@@ -118,8 +119,8 @@ func (c *client) do(method, path string, body io.Reader, out any) error {
 		var e api.Error
 		if json.Unmarshal(b, &e) == nil && e.Error != "" {
 			msg := e.Error
-			if e.Detail != "" {
-				msg += ": " + e.Detail
+			if d := withoutStoreDetail(e.Detail); d != "" {
+				msg += ": " + d
 			}
 			return fmt.Errorf("%s: %s (%s)", c.verb, msg, resp.Status)
 		}
@@ -133,6 +134,19 @@ func (c *client) do(method, path string, body io.Reader, out any) error {
 		return json.Unmarshal(b, out)
 	}
 	return nil
+}
+
+// withoutStoreDetail cuts a node's error detail where the store's own words begin
+// (`reading application shop: dir store: get "apps/shop.json": store: object not
+// found` is "reading application shop"): where the node keeps an object is not the
+// user's business.
+func withoutStoreDetail(d string) string {
+	for _, p := range []string{": dir store: ", ": s3 store: ", ": memory store: "} {
+		if i := strings.Index(d, p); i >= 0 {
+			return d[:i]
+		}
+	}
+	return d
 }
 
 // unwrapURLError drops net/http's `Get "http://…/v1/…":` before a transport error.

@@ -135,16 +135,23 @@ func (c *client) printApp(raw []byte, asJSON bool) error {
 		Name, Account string
 		Placement     []string
 		Health        *struct{ Path string }
+		Warnings      []string // a write's: accepted, but the writer should know
 	}
 	if err := json.Unmarshal(raw, &a); err != nil {
-		return err
+		return fmt.Errorf("%s: the node's answer is not an application: %w", c.verb, err)
 	}
 	tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "name\t%s\naccount\t%s\nplacement\t%s\n", a.Name, a.Account, strings.Join(a.Placement, " > "))
 	if a.Health != nil {
 		fmt.Fprintf(tw, "health\t%s\n", a.Health.Path)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, w := range a.Warnings {
+		fmt.Fprintf(c.errOut, "scafo-node: warning: %s\n", w)
+	}
+	return nil
 }
 
 func cmdAppsRm(c *client, app, wait string) error {

@@ -63,6 +63,7 @@ func run(args []string) error {
 		}
 		args = append(slices.Clone(args[1:]), "--help")
 	}
+	args = verbFirst(args)
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		names := verbNames()
 		if !slices.Contains(names, args[0]) {
@@ -77,6 +78,31 @@ func run(args []string) error {
 	os.Args = append([]string{"scafo-node"}, args...)
 	defer func() { os.Args = saved }()
 	return unwrapCommandError(cli.Execute(root))
+}
+
+// verbFirst moves a command given after flags to the front, as kubectl takes them:
+// "--url=x apps get shop" is "apps get shop --url=x" (the verbs take their flags
+// anywhere). An argument right after a flag without "=" is that flag's value, not a
+// command.
+func verbFirst(args []string) []string {
+	if len(args) == 0 || !strings.HasPrefix(args[0], "-") {
+		return args
+	}
+	names := verbNames()
+	for i := 1; i < len(args); i++ {
+		a, prev := args[i], args[i-1]
+		if a == "--" {
+			break
+		}
+		if strings.HasPrefix(a, "-") || (strings.HasPrefix(prev, "-") && !strings.Contains(prev, "=")) {
+			continue
+		}
+		if slices.Contains(names, a) {
+			return append(slices.Clone(args[i:]), args[:i]...)
+		}
+		break
+	}
+	return args
 }
 
 func isHelpFlag(a string) bool { return a == "--help" || a == "-help" || a == "-h" }

@@ -192,3 +192,38 @@ func (w *syncWriter) String() string {
 	defer w.mu.Unlock()
 	return w.b.String()
 }
+
+// TestCLIErrorsAndWarningsSpeakToTheUser: against a running node, an error names the
+// verb and says what the node said without where its store keeps the object, a write's
+// warnings reach stderr, a bare host:port is a --url, and flags may come before the
+// command.
+func TestCLIErrorsAndWarningsSpeakToTheUser(t *testing.T) {
+	bin := buildBinary(t)
+	n := startTestNode(t)
+	hostPort := strings.TrimPrefix(n.url, "http://")
+
+	_, stderr, code := runSplit(t, bin, "apps", "get", "nosuch", "--url="+hostPort, "--token="+n.admin)
+	if want := "scafo-node: apps get: not found: reading application nosuch (404 Not Found)\n"; code != 1 || stderr != want {
+		t.Errorf("apps get nosuch: exit %d, stderr %q; want %q", code, stderr, want)
+	}
+	if strings.Contains(stderr, "store") || strings.Contains(stderr, ".json") || strings.Contains(stderr, "/v1/") {
+		t.Errorf("apps get nosuch names the store or the API path: %q", stderr)
+	}
+	_, stderr, code = runSplit(t, bin, "apps", "put", "Bad_App", "--account=acme", "--url="+hostPort, "--token="+n.admin)
+	if want := "scafo-node: apps put: invalid app: "; code != 1 || !strings.HasPrefix(stderr, want) || !strings.HasSuffix(stderr, " (400 Bad Request)\n") {
+		t.Errorf("apps put Bad_App: exit %d, stderr %q", code, stderr)
+	}
+
+	// Flags before the command, as kubectl takes them; a warning on stderr.
+	var stdout string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		stdout, stderr, code = runSplit(t, bin, "--url", hostPort, "--token="+n.admin, "apps", "put", "shop", "--account=acme", "--placement=vps-a,vsp-b")
+		if code != 0 || strings.Contains(stderr, "warning") || time.Now().After(deadline) {
+			break // (no warning before the node's first pass has read the node records)
+		}
+	}
+	if code != 0 || !strings.Contains(stdout, "placement  vps-a > vsp-b") ||
+		!strings.HasPrefix(stderr, `scafo-node: warning: placement names node "vsp-b", which no node record names`) {
+		t.Errorf("apps put on a node no record names: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
