@@ -2,10 +2,8 @@ package scafo
 
 import (
 	"context"
-	"errors"
+	"crypto/tls"
 	"fmt"
-	"io/fs"
-	"path"
 	"strconv"
 	"sync"
 	"time"
@@ -44,9 +42,11 @@ const (
 // elsewhere; every handshake for one would be an order (and a failed validation).
 // So at most Budget approvals of names that hold no certificate in the storage are
 // given per BudgetInterval (a sliding window); a further one is refused with
-// ErrPermissionDenied and logged with the reason. A name that holds a certificate in
-// the storage (any issuer's: loading or renewing it) is never held back, and is
-// not counted.
+// ErrPermissionDenied and logged with the reason. A name that holds a valid
+// certificate in the storage (any issuer's) is never held back nor counted when
+// CertMagic loads it at a handshake; a renewal is counted like a name with no
+// certificate (see CertificateAllowed). What the storage holds is remembered for a
+// minute (heldCerts): no storage request per handshake.
 //
 // Each application has a share of the budget: at most PerApp of those approvals in
 // the window go to the names of one application (the Application of the document's
@@ -79,6 +79,8 @@ type Permission struct {
 	// a row, for the names approved within their retry delay and an interval past it
 	// (see CertificateAllowed): at most as many as two intervals of approvals.
 	tried map[string]triedName
+	// certs answers "does the name hold a certificate, until when" from memory.
+	certs heldCerts
 }
 
 // triedName is a certificate-less name's last approval and how many approvals in a row
@@ -86,6 +88,12 @@ type Permission struct {
 type triedName struct {
 	at time.Time
 	n  int
+	// notAfter is the expiry of the certificate the storage held at that approval
+	// (zero: none); another one there means a certificate landed since.
+	notAfter time.Time
+	// followUp: until then, the next call is approved without counting (an expired
+	// certificate's load and renewal, expiredFollowUp).
+	followUp time.Time
 }
 
 // retryAfter is how soon a name approved n times in a row with no certificate landing
@@ -181,6 +189,25 @@ func (p *Permission) budget() (int, time.Duration, int) {
 func DefaultShare(n int) int { return max(n/10, 1) }
 
 // CertificateAllowed implements caddytls.OnDemandPermission.
+//
+// CertMagic (v0.25) asks it in three places, all for on-demand names only (its
+// maintenance loop skips them): (1) at a handshake for a name it has no certificate for
+// in memory, before loading one from the storage or ordering one (the ClientHelloInfo
+// is in ctx, certmagic.ClientHelloInfoCtxKey); (2) before renewing a certificate it
+// holds that is due (its renewal window, or ARI), in the background with a context of
+// its own, no ClientHelloInfo; (3) before renewing an expired one, in the handshake.
+// A loaded certificate that is due is renewed at once (2 or 3), and a refused renewal
+// drops it from CertMagic's memory, so the next handshake asks (1) again.
+//
+// So: a name holding a certificate that has not expired is approved free at a
+// handshake (1: a load, which orders nothing; were it refused, a certificate still
+// valid would not be served). Every other approval can be an order and is counted
+// (retry delay, share, budget): a name with no certificate, a renewal (no
+// ClientHelloInfo), a name whose certificate has expired. An expired one is asked
+// twice in one handshake (to load, then to renew), so its approval also covers the one
+// call that follows it within expiredFollowUp. A renewal that lands (the stored
+// certificate's expiry changes) forgets the name's retry delay. Guarded by
+// TestARenewalThatDoesNotLandGetsTheRetryDelayAndTheShare.
 func (p *Permission) CertificateAllowed(ctx context.Context, name string) error {
 	app, ok := p.app.poller.Table().ApplicationOf(name)
 	if !ok {
@@ -190,27 +217,40 @@ func (p *Permission) CertificateAllowed(ctx context.Context, name string) error 
 	if n < 0 {
 		return nil
 	}
-	held, err := p.holdsCertificate(ctx, name)
-	if held {
-		return nil
-	}
-	if err != nil {
-		// The storage (the node) cannot say whether name holds a certificate. Refusing
-		// or counting would hold back the names that do (a Caddy restarted during a
-		// node outage loads them all through here, from cache_dir), and an approval
-		// now orders nothing: CertMagic orders only under the storage's lock, which is
-		// the node's too. Approved, not counted.
-		if p.logger != nil {
-			p.logger.Warn("on-demand certificate approved unbudgeted: the storage cannot say whether the name holds a certificate",
-				zap.String("server_name", name), zap.Error(err))
-		}
-		return nil
-	}
 	now := time.Now
 	if p.now != nil {
 		now = p.now
 	}
 	t := now()
+	cert := p.certs.lookup(ctx, p.storage, name, t)
+	hello, _ := ctx.Value(certmagic.ClientHelloInfoCtxKey).(*tls.ClientHelloInfo)
+	inHandshake := hello != nil
+	expired := cert.held && !t.Before(cert.notAfter)
+	if cert.held && inHandshake && !expired {
+		return nil
+	}
+	if cert.err != nil {
+		// The storage (the node) cannot say whether name holds a certificate. Refused,
+		// not counted: CertMagic loads from that same storage, so it could load nothing
+		// for name now either, and an approval would be an order no budget counts
+		// whenever the node answers the lock but not this (a node refusing some of this
+		// address's requests, issue 39). A Caddy restarted during a node outage still
+		// loads what it held: the storage's cache answers the certificate's Load while no
+		// node can be reached (heldCerts). Guarded by
+		// TestTheStorageThatCannotSayRefusesAndCountsNothing.
+		reason := "the storage cannot say whether the name holds a certificate: " + cert.err.Error()
+		if p.logger != nil {
+			p.logger.Warn("on-demand certificate refused", zap.String("server_name", name), zap.String("application", app), zap.String("reason", reason))
+		}
+		return fmt.Errorf("%q: %w: %s", name, caddytls.ErrPermissionDenied, reason)
+	}
+	what := "no certificate in the storage"
+	switch {
+	case expired:
+		what = "an expired certificate in the storage"
+	case cert.held:
+		what = "a renewal"
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for len(p.spent) > 0 && !p.spent[0].After(t.Add(-iv)) {
@@ -232,10 +272,21 @@ func (p *Permission) CertificateAllowed(ctx context.Context, name string) error 
 		}
 	}
 	tn, ok := p.tried[name]
+	if ok && cert.held && !cert.notAfter.Equal(tn.notAfter) {
+		// A certificate landed since the last approval (first one or renewal): the
+		// name starts over.
+		delete(p.tried, name)
+		tn, ok = triedName{}, false
+	}
+	if ok && tn.followUp.After(t) {
+		tn.followUp = time.Time{} // once
+		p.tried[name] = tn
+		return nil
+	}
 	if at := tn.at; ok && at.Add(retryAfter(tn.n, iv)).After(t) {
 		next := at.Add(retryAfter(tn.n, iv)).Sub(t)
-		reason := fmt.Sprintf("approved %s ago and still no certificate in the storage (its order failed or is in flight); the next approval for this name in %s",
-			t.Sub(at).Round(time.Second), next.Round(time.Second))
+		reason := fmt.Sprintf("approved %s ago and still %s (its order failed or is in flight); the next approval for this name in %s",
+			t.Sub(at).Round(time.Second), stillWhat(cert, expired), next.Round(time.Second))
 		if p.logger != nil {
 			p.logger.Warn("on-demand certificate refused", zap.String("server_name", name), zap.String("application", app), zap.String("reason", reason))
 		}
@@ -243,20 +294,21 @@ func (p *Permission) CertificateAllowed(ctx context.Context, name string) error 
 	}
 	if mine := p.byApp[app]; share >= 0 && len(mine) >= share {
 		next := mine[0].Add(iv).Sub(t)
-		reason := fmt.Sprintf("%s's share of the issuance budget is spent: %d approvals of its names with no certificate in the storage in the last %s (its share is %d of %d); the next one in %s",
+		reason := fmt.Sprintf("%s's share of the issuance budget is spent: %d approvals of its names with no certificate in the storage in the last %s (its share is %d of %d); the next one in %s (renewals count)",
 			bucketName(app), len(mine), iv, share, n, next.Round(time.Second))
 		if p.logger != nil {
 			p.logger.Warn("on-demand certificate refused", zap.String("server_name", name), zap.String("application", app), zap.String("reason", reason),
-				zap.Int("per_app", share), zap.Int("budget", n), zap.Duration("interval", iv))
+				zap.String("asked_for", what), zap.Int("per_app", share), zap.Int("budget", n), zap.Duration("interval", iv))
 		}
 		return fmt.Errorf("%q: %w: %s", name, caddytls.ErrPermissionDenied, reason)
 	}
 	if len(p.spent) >= n {
 		next := p.spent[0].Add(iv).Sub(t)
-		reason := fmt.Sprintf("the issuance budget is spent: %d approvals of names with no certificate in the storage in the last %s; the next one in %s",
+		reason := fmt.Sprintf("the issuance budget is spent: %d approvals of names with no certificate in the storage in the last %s; the next one in %s (renewals count)",
 			len(p.spent), iv, next.Round(time.Second))
 		if p.logger != nil {
-			fields := []zap.Field{zap.String("server_name", name), zap.String("application", app), zap.String("reason", reason), zap.Int("budget", n), zap.Duration("interval", iv)}
+			fields := []zap.Field{zap.String("server_name", name), zap.String("application", app), zap.String("reason", reason),
+				zap.String("asked_for", what), zap.Int("budget", n), zap.Duration("interval", iv)}
 			p.logger.Warn("on-demand certificate refused", fields...)
 		}
 		return fmt.Errorf("%q: %w: %s", name, caddytls.ErrPermissionDenied, reason)
@@ -269,8 +321,33 @@ func (p *Permission) CertificateAllowed(ctx context.Context, name string) error 
 	if p.tried == nil {
 		p.tried = map[string]triedName{}
 	}
-	p.tried[name] = triedName{at: t, n: tn.n + 1}
+	next := triedName{at: t, n: tn.n + 1, notAfter: cert.notAfter}
+	if expired {
+		next.followUp = t.Add(expiredFollowUp)
+	}
+	p.tried[name] = next
+	// An order may land now: the next call reads the storage again (one read per
+	// approval), so a certificate obtained is not taken for none for heldFor.
+	p.certs.forget(name)
 	return nil
+}
+
+// expiredFollowUp is how long an approval for a name whose certificate has expired
+// also covers the next call for it: CertMagic loads an expired certificate (one call)
+// and renews it at once in the same handshake (a second call); without it the load
+// took the approval and the renewal was refused, so an expired certificate was never
+// renewed.
+const expiredFollowUp = time.Minute
+
+// stillWhat says what a name in its retry delay still holds.
+func stillWhat(c heldCert, expired bool) string {
+	switch {
+	case expired:
+		return "its certificate in the storage is expired"
+	case c.held:
+		return "no renewed certificate in the storage"
+	}
+	return "no certificate in the storage"
 }
 
 // bucketName is how a refusal names a share.
@@ -279,29 +356,6 @@ func bucketName(app string) string {
 		return "the API hosts"
 	}
 	return fmt.Sprintf("application %q", app)
-}
-
-// holdsCertificate is whether the storage holds a certificate for name from any
-// issuer (certificates/<issuer>/<name>/<name>.crt, CertMagic's layout). A name is
-// already canonical here (the document named it exactly). An error reading the storage
-// is returned (the caller approves without counting).
-func (p *Permission) holdsCertificate(ctx context.Context, name string) (bool, error) {
-	if p.storage == nil {
-		return false, nil
-	}
-	issuers, err := p.storage.List(ctx, "certificates", false)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	for _, dir := range issuers {
-		if p.storage.Exists(ctx, path.Join(dir, name, name+".crt")) {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // UnmarshalCaddyfile reads

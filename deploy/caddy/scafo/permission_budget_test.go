@@ -47,8 +47,9 @@ func docPermission(t *testing.T, d *routing.Document, budget int, interval time.
 	p.cur.Store(NewTable(d))
 	st := &certmagic.FileStorage{Path: t.TempDir()}
 	ctx := context.Background()
+	// held.example.org holds a certificate 1 day into its 90 (not due for renewal).
+	storeCert(t, st, "held.example.org", now.Add(-24*time.Hour), now.Add(89*24*time.Hour))
 	for _, k := range []string{
-		"certificates/acme-v02.api.letsencrypt.org-directory/held.example.org/held.example.org.crt",
 		"certificates/acme-v02.api.letsencrypt.org-directory/held.example.org/held.example.org.key",
 		// Another name's key alone, or a name's directory with no .crt, holds nothing.
 		"certificates/acme-v02.api.letsencrypt.org-directory/new8.example.org/new8.example.org.key",
@@ -70,7 +71,7 @@ func docPermission(t *testing.T, d *routing.Document, budget int, interval time.
 func TestPermissionBudgetsApprovalsOfNamesWithNoCertificate(t *testing.T) {
 	now := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
 	perm, logs := budgetPermission(t, 3, time.Hour, &now)
-	ctx := context.Background()
+	ctx := inHandshake(context.Background()) // CertMagic asks at a handshake
 	allow := func(name string) {
 		t.Helper()
 		if err := perm.CertificateAllowed(ctx, name); err != nil {
@@ -90,7 +91,7 @@ func TestPermissionBudgetsApprovalsOfNamesWithNoCertificate(t *testing.T) {
 	refuse("x.new1.example.org", "does not name it") // not counted
 	now = now.Add(10 * time.Minute)
 	allow("new2.example.org")
-	allow("held.example.org") // holds a certificate: not counted
+	allow("held.example.org") // holds a valid certificate, at a handshake: a load, not counted
 	now = now.Add(10 * time.Minute)
 	allow("new8.example.org") // a key alone is no certificate: counted
 	refuse("new3.example.org", "issuance budget is spent")
@@ -210,7 +211,7 @@ func TestPermissionBudgetCaddyfile(t *testing.T) {
 func TestOneFailingNameCannotSpendEveryonesBudget(t *testing.T) {
 	now := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
 	perm, logs := budgetPermission(t, 100, time.Hour, &now)
-	ctx := context.Background()
+	ctx := inHandshake(context.Background())
 	approved := 0
 	for range 100 {
 		now = now.Add(30 * time.Second) // a handshake after each failed order
@@ -237,42 +238,5 @@ func TestOneFailingNameCannotSpendEveryonesBudget(t *testing.T) {
 		if err := perm.CertificateAllowed(ctx, "held.example.org"); err != nil {
 			t.Fatalf("a name holding a certificate: %v", err) // never held back
 		}
-	}
-}
-
-// listFails is a storage whose List fails (the node unreachable; SplitStorage lists
-// through the node only).
-type listFails struct{ certmagic.Storage }
-
-func (listFails) List(context.Context, string, bool) ([]string, error) {
-	return nil, errors.New("node unavailable")
-}
-
-// TestNamesHoldingCertificatesAreNotHeldBackInANodeOutage (hostile review, round
-// four): while the storage could not be listed every name counted as certificate-less,
-// so a Caddy restarted during a node outage spent its budget loading the first names
-// from cache_dir and refused every further name, certificates held or not. Now a
-// storage error approves without counting (nothing can be ordered meanwhile: CertMagic
-// orders under the storage's lock, the node's).
-func TestNamesHoldingCertificatesAreNotHeldBackInANodeOutage(t *testing.T) {
-	now := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
-	perm, logs := budgetPermission(t, 1, time.Hour, &now)
-	perm.storage = listFails{perm.storage}
-	ctx := context.Background()
-	for _, name := range []string{"new1.example.org", "new2.example.org", "held.example.org", "new3.example.org"} {
-		if err := perm.CertificateAllowed(ctx, name); err != nil {
-			t.Fatalf("%s with the storage unreachable: %v, want approved", name, err)
-		}
-	}
-	if len(logs.FilterMessage("on-demand certificate approved unbudgeted: the storage cannot say whether the name holds a certificate").All()) != 4 {
-		t.Errorf("the unbudgeted approvals are not logged: %v", logs.All())
-	}
-	if err := perm.CertificateAllowed(ctx, "nope.example.org"); !errors.Is(err, caddytls.ErrPermissionDenied) {
-		t.Errorf("a name the document does not name, storage unreachable: %v, want refused", err)
-	}
-	// The storage back: the budget is whole (nothing was counted).
-	perm.storage = perm.storage.(listFails).Storage
-	if err := perm.CertificateAllowed(ctx, "new4.example.org"); err != nil {
-		t.Errorf("the first certificate-less name once the storage answers: %v", err)
 	}
 }

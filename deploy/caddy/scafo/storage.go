@@ -314,7 +314,8 @@ func (s *SplitStorage) Stat(ctx context.Context, key string) (certmagic.KeyInfo,
 }
 
 // List implements certmagic.Storage, in FileStorage's order. The root ("") lists both
-// sides: the node's keys and the local account keys. A listed key that is not a clean
+// sides: the node's keys and the local account keys. A prefix of the node's is listed
+// from the cache while no node can be reached. A listed key that is not a clean
 // relative path, or not under prefix, is dropped: CertMagic loads and deletes what it
 // lists (storage cleaning), so a node must not be able to name a file through a listing.
 func (s *SplitStorage) List(ctx context.Context, prefix string, recursive bool) ([]string, error) {
@@ -323,6 +324,13 @@ func (s *SplitStorage) List(ctx context.Context, prefix string, recursive bool) 
 			return nil, err
 		}
 		keys, err := s.pick(prefix).List(ctx, prefix, recursive)
+		if unavailable(err) && s.cached(prefix) {
+			// No node answers: what this Caddy held (tls.permission.scafo lists the
+			// issuers under certificates/ to find a name's certificate).
+			if ck, cerr := s.cache.List(ctx, prefix, recursive); cerr == nil {
+				keys, err = ck, nil
+			}
+		}
 		return slices.DeleteFunc(keys, func(k string) bool { return !validKey(k) || !strings.HasPrefix(k, prefix+"/") }), err
 	}
 	keys, err := s.node.List(ctx, "", recursive)
