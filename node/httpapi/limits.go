@@ -17,7 +17,10 @@ package httpapi
 //     the general part is full serves one request (it is answered "Connection: close")
 //     and only if that request is an ingress poll or /v1/status with the ingress or
 //     admin token, or a health probe (/v1/healthz, /v1/readyz, /v1/health/instances/…)
-//     or an applied probe's callback (/v1/ingress/applied/…), without a body; anything else (the admin's writes included) is a 503 at once. Beyond
+//     or an applied probe's callback (/v1/ingress/applied/…), without a body; anything else (the admin's writes included) is a 503 at once. A
+//     connection past limits.maxConnsPerSource while the general part is not full
+//     serves one request too, that and any request with the ingress or admin token
+//     (sourceCapAdmits: the address may be 127.0.0.1, shared with tenants). Beyond
 //     maxConns a new connection waits in the kernel's queue for acceptWait at most, then
 //     gets a bare 503 and is closed.
 //   - Log lines. Rejections are logged once per remote address per limits.rejectLog,
@@ -260,7 +263,7 @@ func (s *API) guardReserve(next http.Handler) http.Handler {
 			return
 		}
 		w.Header().Set("Connection", "close")
-		if s.reserveAdmits(r) {
+		if s.reserveAdmits(r) || s.sourceCapAdmits(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -268,7 +271,7 @@ func (s *API) guardReserve(next http.Handler) http.Handler {
 		w.Header().Set("Retry-After", "1")
 		why, reason := "the node is at its connection limit; the connections left are kept for ingress polls and health probes", RefusedConnReserve
 		if lc, ok := r.Context().Value(connKey{}).(*limitedConn); ok && lc.sourceFull {
-			why, reason = "this address holds limits.maxConnsPerSource connections already; a further one serves only ingress polls, status and health probes", RefusedConnPerSource
+			why, reason = "this address holds limits.maxConnsPerSource connections already; a further one serves only ingress polls, status, health probes and requests with the ingress or admin token", RefusedConnPerSource
 		}
 		s.refusal(reason)
 		writeError(w, http.StatusServiceUnavailable, "overloaded", why)
@@ -290,6 +293,25 @@ func (s *API) reserveAdmits(r *http.Request) bool {
 	// The admin token gets what the ingress token gets, no more: the reserve is for
 	// ingress polls and health, not for whoever holds a strong token.
 	return read && kind == reserveIngress && (s.isIngressToken(tok) || s.isAdminToken(tok))
+}
+
+// sourceCapAdmits: on a connection past limits.maxConnsPerSource (the general part not
+// full), any request with the ingress or admin token, body included. One address is
+// not one client: on the node's machine 127.0.0.1 is the ingress beside the node, the
+// operators' CLI and every tenant's release at once, and a tenant process holding the
+// cap of idle connections made the local Caddy's /v1/storage (every certificate load,
+// store and lock) and the operators' writes answer 503 (issue 39). The node's own
+// tokens are compared in constant time and read no store; the connection still closes
+// after its one request. A connection that is reserved because the general part is
+// full gets the reserve's rule only (reserveAdmits). Guarded by
+// TestTheNodesTokensPassTheCapOfAnAddressTheyShare.
+func (s *API) sourceCapAdmits(r *http.Request) bool {
+	lc, ok := r.Context().Value(connKey{}).(*limitedConn)
+	if !ok || !lc.sourceFull {
+		return false
+	}
+	tok := bearer(r.Header.Get("Authorization"))
+	return tok != "" && (s.isIngressToken(tok) || s.isAdminToken(tok))
 }
 
 // ---- time ----
