@@ -162,7 +162,11 @@ HOST=10.83.0.1 /usr/share/scafo/app/deploy.sh echo /opt/echo/%[1]s`, rel))
 	load = startHubLoad(t, client, ingresses, "echo.apps.example.com", 4)
 	before = state(a)
 	pid = a.sh(t, `systemctl show -p MainPID --value scafo-node`)
+	// An operator's edit of the conffile survives the upgrade.
+	a.sh(t, `echo '# edited by the operator' >>/etc/scafo/scafo-node.yaml`)
 	a.sh(t, `apt-get install -y ./`+filepath.Base(v2)+` >/dev/null`)
+	a.sh(t, `tail -1 /etc/scafo/scafo-node.yaml | grep -qx '# edited by the operator'
+test "$(stat -c '%a %U %G' /etc/scafo/scafo-node.yaml)" = "640 root scafo"`)
 	if got := a.sh(t, `dpkg-query -W -f '${Version}' scafo-node`); got != pkgV2 {
 		t.Fatalf("after the upgrade dpkg says scafo-node %s, want %s", got, pkgV2)
 	}
