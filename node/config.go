@@ -166,7 +166,8 @@ func (c StoreConfig) String() string {
 	if c.S3.Endpoint == "" {
 		return "dir:" + c.Dir.Path
 	}
-	s := "s3://" + c.S3.Endpoint + "/" + c.S3.Bucket
+	host := strings.TrimPrefix(strings.TrimPrefix(c.S3.Endpoint, "https://"), "http://")
+	s := "s3://" + strings.TrimSuffix(host, "/") + "/" + c.S3.Bucket
 	if p := strings.Trim(c.S3.Prefix, "/"); p != "" {
 		s += "/" + p
 	}

@@ -109,3 +109,19 @@ func TestConfigAcceptsWhatItDocuments(t *testing.T) {
 		t.Fatalf("loaded %+v", cfg)
 	}
 }
+
+// TestStoreNamesItself: the start line's store= (StoreConfig.String).
+func TestStoreNamesItself(t *testing.T) {
+	for _, tc := range []struct {
+		c    StoreConfig
+		want string
+	}{
+		{StoreConfig{Dir: DirStoreConfig{Path: "/var/lib/scafo/store"}}, "dir:/var/lib/scafo/store"},
+		{StoreConfig{S3: S3StoreConfig{Endpoint: "10.83.0.9:9000", Bucket: "scafo"}}, "s3://10.83.0.9:9000/scafo"},
+		{StoreConfig{S3: S3StoreConfig{Endpoint: "https://s3.eu-west-1.amazonaws.com", Bucket: "scafo", Prefix: "/fleet-a/"}}, "s3://s3.eu-west-1.amazonaws.com/scafo/fleet-a"},
+	} {
+		if got := tc.c.String(); got != tc.want {
+			t.Errorf("%+v: %s, want %s", tc.c, got, tc.want)
+		}
+	}
+}
