@@ -43,26 +43,31 @@ import (
 // measures what that costs). Open connections are never moved; they last until their
 // instance closes them.
 //
-// PROXY protocol v2 (routing.Route.ProxyProtocol 2) goes through one servers transport,
-// tcpTransportProxyV2, written only when an application asks for it; the others use the
-// entry point's default TCP transport (the static tcpServersTransport).
+// Every passthrough service names a servers transport of the render's: tcpTransport, or
+// tcpTransportProxyV2 for an application that takes a PROXY protocol v2 header
+// (routing.Route.ProxyProtocol 2); each is written only when a service uses it.
 
-// tcpTransportProxyV2 names the servers transport of the applications that take a
-// PROXY protocol v2 header (no '@': it resolves in the provider of the services).
-const tcpTransportProxyV2 = "scafo-proxy-v2"
+// The servers transports of passthrough services (no '@': they resolve in the provider
+// of the services).
+const (
+	tcpTransport        = "scafo-tcp"
+	tcpTransportProxyV2 = "scafo-proxy-v2"
+)
 
-// proxyV2Transport is that transport. The providers decode without defaults, so every
-// timing is written: Traefik's defaults (15 s keep-alive, 100 ms termination delay),
-// and the 2 s dial timeout the shipped static configuration gives HTTP upstreams (an
-// instance on the mesh connects in milliseconds; one that never answers a SYN must not
-// hold a client for Traefik's 30 s).
-func proxyV2Transport() *TCPServersTransport {
-	return &TCPServersTransport{
-		DialKeepAlive:    "15s",
-		DialTimeout:      "2s",
-		ProxyProtocol:    &dynamic.ProxyProtocol{Version: routing.ProxyProtocolV2},
-		TerminationDelay: "100ms",
+// tcpTransportFor is the servers transport of a passthrough service with proxyProtocol.
+// The providers decode without defaults, so every timing is written: Traefik's defaults
+// (15 s keep-alive, 100 ms termination delay), and the 2 s dial timeout the shipped
+// static configuration gives HTTP upstreams, where Traefik's TCP default is 30 s: an
+// instance on the mesh connects in milliseconds, and a node that stops answering SYNs
+// (powered off, partitioned) must not hold each new client connection for 30 s before
+// it fails.
+func tcpTransportFor(proxyProtocol int) (string, *TCPServersTransport) {
+	t := &TCPServersTransport{DialKeepAlive: "15s", DialTimeout: "2s", TerminationDelay: "100ms"}
+	if proxyProtocol == routing.ProxyProtocolV2 {
+		t.ProxyProtocol = &dynamic.ProxyProtocol{Version: routing.ProxyProtocolV2}
+		return tcpTransportProxyV2, t
 	}
+	return tcpTransport, t
 }
 
 // sniRule is the rule of a passthrough host's TCP router: its exact name. Traefik
@@ -82,14 +87,12 @@ func (r *renderer) tcpService(app string, ups []routing.Upstream, proxyProtocol 
 		r.tcpServices[name] = tcpNoServers()
 		return name
 	}
-	lb := &TCPLoadBalancer{Servers: []dynamic.TCPServer{{Address: ups[0].Address}}}
-	if proxyProtocol == routing.ProxyProtocolV2 {
-		lb.ServersTransport = tcpTransportProxyV2
-		if r.tcpTransports == nil {
-			r.tcpTransports = make(map[string]*TCPServersTransport)
-		}
-		r.tcpTransports[tcpTransportProxyV2] = proxyV2Transport()
+	tname, transport := tcpTransportFor(proxyProtocol)
+	lb := &TCPLoadBalancer{Servers: []dynamic.TCPServer{{Address: ups[0].Address}}, ServersTransport: tname}
+	if r.tcpTransports == nil {
+		r.tcpTransports = make(map[string]*TCPServersTransport)
 	}
+	r.tcpTransports[tname] = transport
 	r.tcpServices[name] = &TCPService{LoadBalancer: lb}
 	return name
 }

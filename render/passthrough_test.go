@@ -75,8 +75,13 @@ func TestPassthroughHostsHaveATCPRouterAndNoHTTPRouter(t *testing.T) {
 				if !slices.Equal(got, want) {
 					t.Fatalf("prefer=%q %s: servers %v, want the first upstream %v", prefer, rt.Host, got, want)
 				}
-				if pp := svc.LoadBalancer.ServersTransport == tcpTransportProxyV2; pp != (rt.ProxyProtocol == 2) {
-					t.Fatalf("%s: serversTransport %q with proxyProtocol %d", rt.Host, svc.LoadBalancer.ServersTransport, rt.ProxyProtocol)
+				want, tp := tcpTransport, cfg.TCP.ServersTransports[svc.LoadBalancer.ServersTransport]
+				if rt.ProxyProtocol == 2 {
+					want = tcpTransportProxyV2
+				}
+				if svc.LoadBalancer.ServersTransport != want || tp == nil || tp.DialTimeout != "2s" ||
+					(tp.ProxyProtocol != nil) != (rt.ProxyProtocol == 2) {
+					t.Fatalf("%s: serversTransport %q (%+v) with proxyProtocol %d", rt.Host, svc.LoadBalancer.ServersTransport, tp, rt.ProxyProtocol)
 				}
 			}
 			for name, hr := range cfg.HTTP.Routers {
