@@ -404,7 +404,7 @@ func (inc *Incremental) passthrough(doc *routing.Document) bool {
 	inc.mu.Lock()
 	defer inc.mu.Unlock()
 	if inc.ptDoc != doc {
-		inc.ptDoc, inc.ptHas = doc, HasPassthrough(doc)
+		inc.ptDoc, inc.ptHas = doc, hasPassthrough(doc)
 	}
 	return inc.ptHas
 }

@@ -195,8 +195,8 @@ func passthroughUnder(doc *routing.Document) map[string][]string {
 	return out
 }
 
-// HasPassthrough reports whether doc has a passthrough route.
-func HasPassthrough(doc *routing.Document) bool {
+// hasPassthrough reports whether doc has a passthrough route.
+func hasPassthrough(doc *routing.Document) bool {
 	for i := range doc.Routes {
 		if doc.Routes[i].Passthrough {
 			return true
