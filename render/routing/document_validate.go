@@ -20,8 +20,8 @@ import (
 //   - each upstream names a node (a DNS label), a canonical "ip:port" address and an
 //     API port of 0..65535 (0: unknown);
 //   - a health path, when present, is valid (ValidateHealthPath);
-//   - a passthrough route is an exact host without a path map, its proxyProtocol 0 or
-//     2; proxyProtocol is 0 on any other route; every route of one application agrees
+//   - a passthrough route is an exact host without a path map or health path, its
+//     proxyProtocol 0 or 2; proxyProtocol is 0 on any other route; every route of one application agrees
 //     on both (passthroughRule);
 //   - a path map has at most MaxPaths prefixes; each prefix is valid (ValidatePrefix)
 //     and each target is the exact host of a route of d (never a wildcard, never a
@@ -69,11 +69,7 @@ func (d *Document) Validate() error {
 			return ValidateHealthPath(routeField(i, ".healthPath"), r.HealthPath)
 		}
 		if (r.Passthrough || r.ProxyProtocol != 0) && passthroughRule(r) != "" {
-			f, rule := ".proxyProtocol", passthroughRule(r)
-			if rule == ruleWildcardPassthrough {
-				f = ".passthrough"
-			}
-			return &FieldError{Field: routeField(i, f), Value: r.Host, Rule: rule}
+			return &FieldError{Field: routeField(i, passthroughField(r)), Value: r.Host, Rule: passthroughRule(r)}
 		}
 		if r.Group == "" {
 			// The common case, checked without naming the route; the rest below.
@@ -206,9 +202,8 @@ func (d *Document) RouteOK(i int) bool {
 	return d.validatePaths(i) == nil
 }
 
-const ruleWildcardPassthrough = "a passthrough route is an exact host, never a wildcard (a TLS server name selects one server)"
-
-// passthroughRule is the rule route r's passthrough fields break on their own, or "".
+// passthroughRule is the rule route r's passthrough fields break on their own, or "";
+// passthroughField names the field it is about.
 func passthroughRule(r *Route) string {
 	switch {
 	case !r.Passthrough:
@@ -216,9 +211,21 @@ func passthroughRule(r *Route) string {
 	case r.ProxyProtocol != 0 && r.ProxyProtocol != ProxyProtocolV2:
 		return "must be absent or 2 (PROXY protocol v2)"
 	case IsWildcard(r.Host):
-		return ruleWildcardPassthrough
+		return "a passthrough route is an exact host, never a wildcard (a TLS server name selects one server)"
+	case r.HealthPath != "":
+		return "a passthrough route has no healthPath (its application speaks TLS, not HTTP, to the ingress)"
 	}
 	return ""
+}
+
+func passthroughField(r *Route) string {
+	switch {
+	case !r.Passthrough || r.ProxyProtocol != 0 && r.ProxyProtocol != ProxyProtocolV2:
+		return ".proxyProtocol"
+	case IsWildcard(r.Host):
+		return ".passthrough"
+	}
+	return ".healthPath"
 }
 
 // GroupOK reports whether g is a valid value of Route.Group: absent (""), or a valid

@@ -42,6 +42,7 @@ func TestPassthroughRoutesFollowTheirRules(t *testing.T) {
 		{"path map targeting a passthrough route", func(d *Document) {
 			d.Routes[3].Paths = map[string]string{"paulca": "go.tito.io"}
 		}, `routes[3].paths["paulca"]`},
+		{"health path on a passthrough route", func(d *Document) { d.Routes[1].HealthPath = "/healthz" }, "routes[1].healthPath"},
 		{"an application's routes disagree", func(d *Document) { d.Routes[2].Passthrough = true }, "routes[2].passthrough"},
 		{"an application's routes disagree on proxy protocol", func(d *Document) {
 			d.Routes[0].Passthrough, d.Routes[2].Passthrough = false, false
