@@ -278,10 +278,10 @@ type LimitsConfig struct {
 	RejectLog     ptypes.Duration `description:"Rejected requests are logged at most once per remote address per this interval, with the count of those not logged." json:"rejectLog,omitempty"`
 	// MaxConnsPerSource and ConnMaxAge: one client cannot hold the general connections
 	// with idle keep-alives (issue 25 item 6).
-	MaxConnsPerSource int             `description:"Most general connections one remote address (an IPv6 address: its /64) holds at once; a further connection from it is served like a reserved one (one ingress poll, status or health probe, then closed; anything else 503) (0: a quarter of the general connections, at least 16)." json:"maxConnsPerSource,omitempty"`
+	MaxConnsPerSource int             `description:"Most general connections one remote address (an IPv6 address: its /64) holds at once; a further connection from it is served like a reserved one (one ingress poll, status or health probe, or any request with the ingress or admin token, then closed; anything else 503) (0: a quarter of the general connections, at least 16)." json:"maxConnsPerSource,omitempty"`
 	ConnMaxAge        ptypes.Duration `description:"A connection older than this is closed after its next answer (Connection: close), however busy: a keep-alive cannot hold a slot for as long as its client likes." json:"connMaxAge,omitempty"`
 	// TrustedProxies: whose X-Forwarded-For names the client (issue 25 item 4).
-	TrustedProxies []string `description:"Peers (CIDRs or addresses) whose X-Forwarded-For is believed: for a request from one, the per-source token-lookup budget is kept for the right-most X-Forwarded-For address that is not itself trusted (list the Traefiks in front of the node API). From any other peer X-Forwarded-For is ignored. Empty: never believed." json:"trustedProxies,omitempty"`
+	TrustedProxies []string `description:"Peers (CIDRs or addresses) whose X-Forwarded-For is believed: for a request from one, the per-source token-lookup budget is kept for the right-most X-Forwarded-For address that is not itself trusted (list the Traefiks in front of the node API). From any other peer X-Forwarded-For is ignored. Empty: never believed. A trusted address that local tenant processes share (127.0.0.1 on a node's machine) lets them choose their X-Forwarded-For; 0.0.0.0/0 and ::/0 are refused." json:"trustedProxies,omitempty"`
 }
 
 // IngressesConfig times ingress reports (node/ingress).
@@ -501,5 +501,6 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("traefik.retry.attempts %d: at least 1 (1 turns retries off)", c.Traefik.Retry.Attempts))
 	}
 	errs = append(errs, c.ACME.validate(c)...)
+	errs = append(errs, c.validateBounds(portOf(c.Listen))...)
 	return errors.Join(errs...)
 }
