@@ -42,7 +42,9 @@ const (
 //   - two deploys with deploy.sh, a node restart and an upgrade to a newer package
 //     (dpkg, under systemd: the postinst restarts the node) lose no request of a load
 //     through both Traefiks;
-//   - `apt-get remove` keeps the state and the configuration, `purge` deletes them.
+//   - `apt-get remove` keeps the state and the configuration, `purge` deletes them;
+//   - on a fourth machine, without the package, the install lines of the node unit's own
+//     comment (from a checkout) give a running node as the package does.
 func TestInstallGuideUnderSystemd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: boots three machines")
@@ -85,6 +87,13 @@ func TestInstallGuideUnderSystemd(t *testing.T) {
 		}
 		machines[name] = m
 	}
+	// A fourth machine gets the node from a checkout, by the unit file's own comment.
+	d := bootMachine(t, rootfs, "vps-d", fleet.join(t, "vps-d", "10.83.0.4"))
+	checkout := filepath.Join(dist, pkgV1)
+	d.put(t, filepath.Join(checkout, "scafo-node"), "/root/checkout/scafo-node", 0o755)
+	for _, f := range []string{"deploy/node/scafo-node.service", "deploy/node/scafo-node.yaml"} {
+		d.put(t, filepath.Join(bins.root, f), "/root/checkout/"+f, 0o644)
+	}
 	timed["boot"] = time.Since(mark)
 
 	mark = time.Now()
@@ -101,6 +110,14 @@ func TestInstallGuideUnderSystemd(t *testing.T) {
 		}
 	}
 	timed["walkthrough"] = time.Since(mark)
+
+	// The unit's install lines, as written, on a machine without the package.
+	d.sh(t, "cd /root/checkout\n"+unitInstallLines(t)+`
+curl -fsS --retry 30 --retry-connrefused --retry-delay 1 -o /dev/null 127.0.0.1:7400/v1/readyz
+test "$(ps -o user= -p "$(systemctl show -p MainPID --value scafo-node)")" = scafo
+test "$(stat -c '%a %U %G' /etc/scafo/scafo-node.yaml /etc/scafo/scafo-node.env | tr '\n' ' ')" = "640 root scafo 600 root root "
+# the node took its admin token from the env file the lines wrote
+curl -fsS -o /dev/null -H "Authorization: Bearer $(sed -n 's/^SCAFO_ADMIN_TOKEN=//p' /etc/scafo/scafo-node.env)" 127.0.0.1:7400/v1/status`)
 	a, b, c := machines["vps-a"], machines["vps-b"], machines["vps-c"]
 
 	mark = time.Now()
@@ -199,9 +216,35 @@ test -f /etc/scafo/scafo-node.yaml && test -f /etc/scafo/scafo-node.env`)
 ! test -e /etc/scafo
 ! dpkg -s scafo-node >/dev/null 2>&1`)
 	timed["checks"] = time.Since(mark)
-	t.Logf("timings: rootfs %s, packages (two scafo-node builds, pkgbuild) %s, MinIO and three boots %s, docs/install.md %s, checks %s",
+	t.Logf("timings: rootfs %s, packages (two scafo-node builds, pkgbuild) %s, MinIO and four boots %s, docs/install.md %s, checks %s",
 		timed["rootfs"].Round(time.Second), timed["packages"].Round(time.Second), timed["boot"].Round(time.Second),
 		timed["walkthrough"].Round(time.Second), timed["checks"].Round(time.Second))
+}
+
+// unitInstallLines are the commands deploy/node/scafo-node.service's comment gives for
+// an install from a checkout: the "#   " lines after "From a checkout instead".
+func unitInstallLines(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(bins.root, "deploy", "node", "scafo-node.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	in := false
+	for _, l := range strings.Split(string(b), "\n") {
+		switch {
+		case strings.Contains(l, "From a checkout instead"):
+			in = true
+		case in && strings.HasPrefix(l, "#   "):
+			lines = append(lines, strings.TrimPrefix(l, "#   "))
+		case in:
+			in = false
+		}
+	}
+	if len(lines) < 4 {
+		t.Fatalf("deploy/node/scafo-node.service: found %d install lines after \"From a checkout instead\"", len(lines))
+	}
+	return strings.Join(lines, "\n")
 }
 
 // waitSame waits until get returns want (a restarted node re-publishes within a
