@@ -74,6 +74,7 @@ test: deps vet
 	if [ -n "$$left" ]; then echo "make test: packages in neither UNIT_PKGS nor E2E_PKGS:"; echo "$$left"; exit 1; fi
 	SCAFO_TRAEFIK_DECODE=1 $(GO) test -race -count=1 -timeout 60m $(UNIT_PKGS)
 	cd $(CADDY_MOD) && CI="$$CI" $(GO) test -race -count=1 -timeout 30m ./...
+	cd $(PKG_MOD) && CI="$$CI" $(GO) test -count=1 ./...
 	TRAEFIK_BIN="$$(./e2e/build-traefik.sh)" CADDY_BIN="$$(./.ci/caddy.sh)" $(GO) test -count=1 -timeout 60m $(E2E_PKGS)
 
 bench:
