@@ -63,7 +63,9 @@ func TestVersionsUpgradeInCommitOrder(t *testing.T) {
 	}{
 		{"first commit", func() {}, "0.0.0+1.g"},
 		{"second commit", commit, "0.0.0+2.g"},
-		{"uncommitted change", func() { os.WriteFile(filepath.Join(repo, "deploy", "package", "version.sh"), append(script, '\n'), 0o755) }, "0.0.0+2.g"},
+		{"uncommitted change", func() {
+			os.WriteFile(filepath.Join(repo, "deploy", "package", "version.sh"), append(script, '\n'), 0o755)
+		}, "0.0.0+2.g"},
 		{"tag v1.2.3", func() { git("commit", "-q", "-am", "c"); git("tag", "v1.2.3") }, "1.2.3"},
 		{"a commit after it", commit, "1.2.3+1.g"},
 		{"ten commits after it", func() {
