@@ -40,6 +40,9 @@ if [ ! -x "$RELEASE/bin/$APP" ]; then
 	echo "deploy.sh: $RELEASE/bin/$APP is not an executable: a release holds bin/$APP" >&2
 	exit 1
 fi
+# The slot's link is read from /srv/<app>: a relative <release-dir> (./r2) would point
+# it at /srv/<app>/r2, not at the release just checked.
+RELEASE=$(cd -- "$RELEASE" && pwd)
 install -d -m 0755 "/srv/$APP"
 ln -sfn "$RELEASE" "/srv/$APP/slot-$NEW"
 systemctl start "$APP@$NEW.service"
