@@ -48,9 +48,13 @@ func ExplainS3Error(c S3StoreConfig, err error) (string, error) {
 	switch {
 	case strings.Contains(msg, "no such bucket") || (hasResp && er.Code == "NoSuchBucket"):
 		return "store.s3.bucket", fmt.Errorf("store.s3.bucket %q: no such bucket at %s (create it with scafo-node store init, or name the right one)", c.Bucket, c.Endpoint)
+	case hasResp && er.Code == "InvalidBucketName":
+		return "store.s3.bucket", fmt.Errorf("store.s3.bucket %q is not a valid bucket name: %s", c.Bucket, er.Message)
+	case hasResp && er.Code == "BucketAlreadyExists":
+		return "store.s3.bucket", fmt.Errorf("store.s3.bucket %q belongs to another account: choose another name", c.Bucket)
 	case hasResp && (er.Code == "InvalidAccessKeyId" || er.Code == "SignatureDoesNotMatch" || er.Code == "AccessDenied" ||
 		er.Code == "InvalidToken" || er.Code == "ExpiredToken" || er.StatusCode == 403):
-		return "store.s3.accessKeyID", fmt.Errorf("store.s3.accessKeyID and store.s3.secretAccessKey (SCAFO_STORE_S3_ACCESSKEYID, SCAFO_STORE_S3_SECRETACCESSKEY): %s refused them (%s)", c.Endpoint, er.Code)
+		return "store.s3.accessKeyID", fmt.Errorf("store.s3.accessKeyID and store.s3.secretAccessKey (SCAFO_STORE_S3_ACCESSKEYID, SCAFO_STORE_S3_SECRETACCESSKEY): %s refused the credentials (%s)", c.Endpoint, er.Code)
 	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
 		return "store.s3.insecure", fmt.Errorf("store.s3.insecure is false but %s speaks plain HTTP: set store.s3.insecure=true, or give the endpoint TLS", c.Endpoint)
 	case c.Insecure && (strings.Contains(msg, "HTTP request to an HTTPS server") || strings.Contains(msg, "malformed HTTP") ||

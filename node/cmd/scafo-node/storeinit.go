@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,43 +81,11 @@ func storeInit(ctx context.Context, cfg *node.Config, out io.Writer) error {
 	return nil
 }
 
-// explainS3 turns a failed bucket request into an error that names the setting to fix.
+// explainS3 turns a failed bucket request into an error that names the setting to
+// fix: the node's own explanation (node.ExplainS3Error), one for both.
 func explainS3(err error, c node.S3StoreConfig) error {
-	var er minio.ErrorResponse
-	if errors.As(err, &er) {
-		switch er.Code {
-		case "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken", "ExpiredToken":
-			return fmt.Errorf("the S3 endpoint %s refused the credentials (store.s3.accessKeyID and store.s3.secretAccessKey, "+
-				"or SCAFO_STORE_S3_ACCESSKEYID and SCAFO_STORE_S3_SECRETACCESSKEY): %s", c.Endpoint, er.Code)
-		case "InvalidBucketName":
-			return fmt.Errorf("store.s3.bucket %q is not a valid bucket name: %s", c.Bucket, er.Message)
-		case "BucketAlreadyExists":
-			return fmt.Errorf("store.s3.bucket %q belongs to another account: choose another name", c.Bucket)
-		}
-		if er.StatusCode == 403 {
-			return fmt.Errorf("the S3 endpoint %s refused the credentials (store.s3.accessKeyID and store.s3.secretAccessKey, "+
-				"or SCAFO_STORE_S3_ACCESSKEYID and SCAFO_STORE_S3_SECRETACCESSKEY): %d %s", c.Endpoint, er.StatusCode, er.Code)
-		}
-	}
-	msg := err.Error()
-	switch {
-	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
-		return fmt.Errorf("the S3 endpoint %s speaks plain HTTP and store.s3.insecure is false: set store.s3.insecure: true "+
-			"(SCAFO_STORE_S3_INSECURE=true), or give the endpoint TLS", c.Endpoint)
-	case c.Insecure && (strings.Contains(msg, "HTTP request to an HTTPS server") || strings.Contains(msg, "malformed HTTP") ||
-		(errors.As(err, &er) && er.StatusCode == 400)):
-		return fmt.Errorf("the S3 endpoint %s answers plain HTTP as an HTTPS server does (store.s3.insecure is true): "+
-			"set store.s3.insecure: false: %v", c.Endpoint, err)
-	case strings.Contains(msg, "tls:") || strings.Contains(msg, "x509:"):
-		return fmt.Errorf("TLS to the S3 endpoint %s failed (store.s3.insecure is false; true for a plain-HTTP endpoint): %v", c.Endpoint, err)
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return fmt.Errorf("the S3 endpoint %s refused the connection (store.s3.endpoint): %v", c.Endpoint, err)
-	}
-	var dnsErr *net.DNSError
-	if errors.As(err, &dnsErr) {
-		return fmt.Errorf("the S3 endpoint %s does not resolve (store.s3.endpoint): %v", c.Endpoint, err)
-	}
-	return fmt.Errorf("store.s3 (endpoint %s, bucket %q): %v", c.Endpoint, c.Bucket, err)
+	_, e := node.ExplainS3Error(c, err)
+	return e
 }
 
 // dirStoreInit creates the directory store, owned like the state dir that holds it (a
