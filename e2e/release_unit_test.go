@@ -7,24 +7,31 @@ import (
 	"testing"
 )
 
-// TestAReleaseNeverRunsAsTheStaticUserOfItsName: app@.service runs a release as
-// DynamicUser=yes with User=%p, and systemd uses an existing user of that name
-// instead of allocating one (systemd.exec(5)). An application named after a system
-// user (scafo, caddy, traefik, www-data, backup, mail, proxy, list, news, root…: all DNS
-// labels an application may have) ran as that user: as scafo it shared the node's uid,
-// and /proc/<node>/environ or /proc/<node>/root/var/lib/scafo handed it the admin and
-// ingress tokens past InaccessiblePaths. The unit now refuses to start a release whose
-// user is not one systemd allocated (a uid outside 61184-65519); an application without
-// such a user still runs as its dynamic user. One machine under systemd (the cached
+// TestAReleaseNeverRunsAsAnotherServicesUser: app@.service ran a release as
+// DynamicUser=yes with User=%p and StateDirectory=%p. systemd takes an existing user
+// of that name instead of allocating one, gives units naming one dynamic user the same
+// uid, and adopts an existing state directory of that name (systemd.exec(5)). An
+// application is a DNS label, and its name was enough: one named scafo ran as the
+// node's static user (uid 997 here; the node's SCAFO_ADMIN_TOKEN read from
+// /proc/<node>/environ) and its first start moved /var/lib/scafo to
+// /var/lib/private/scafo, out of the node's reach; one named traefik shared the
+// Traefik unit's dynamic uid. The release's user and state are app-<name> now, and a
+// uid systemd did not allocate is refused. One machine under systemd (the cached
 // rootfs), no node needed.
-func TestAReleaseNeverRunsAsTheStaticUserOfItsName(t *testing.T) {
+func TestAReleaseNeverRunsAsAnotherServicesUser(t *testing.T) {
 	requireNspawn(t)
 	rootfs := cachedRootfs(t)
 	fleet := newFleetNet(t)
 	m := bootMachine(t, rootfs, "units", fleet.join(t, "units", "10.83.0.21"))
 	m.put(t, filepath.Join(bins.root, "deploy", "app", "app@.service"), "/usr/share/scafo/app/app@.service", 0o644)
+	// The node's user and state as the package makes them; a Traefik-like unit with a
+	// dynamic user of its unit's name, as deploy/traefik/traefik.service.
 	m.sh(t, `useradd --system --no-create-home --shell /usr/sbin/nologin scafo
-for app in scafo shop; do
+install -d -m 0700 -o scafo -g scafo /var/lib/scafo
+echo token >/var/lib/scafo/admin-token
+systemd-run --quiet --unit traefik -p DynamicUser=yes sleep 600
+useradd --system --no-create-home --shell /usr/sbin/nologin app-squat
+for app in scafo traefik shop squat; do
 	install -D -m 0644 /usr/share/scafo/app/app@.service /etc/systemd/system/$app@.service
 	install -d /opt/rel/bin /srv/$app
 	printf '#!/bin/sh\nexec sleep 600\n' >/opt/rel/bin/$app
@@ -33,28 +40,45 @@ for app in scafo shop; do
 done
 systemctl daemon-reload`)
 
-	staticUID := strings.TrimSpace(m.sh(t, "id -u scafo"))
-	out, err := m.exec("systemctl start scafo@24000.service")
-	if err == nil {
-		uid := strings.TrimSpace(m.sh(t, "sleep 1; ps -o uid= -p $(systemctl show -p MainPID --value scafo@24000.service)"))
-		t.Errorf("scafo@24000 (an application named scafo) started, running as uid %s (the static user scafo is %s): want it refused", uid, staticUID)
-	} else {
-		journal, _ := m.exec("journalctl -u scafo@24000.service --no-pager -o cat | tail -n 5")
-		if !strings.Contains(journal, "static user") {
-			t.Errorf("scafo@24000 refused without saying why (%v %s); journal:\n%s", err, out, journal)
-		}
-	}
-
-	// Type=simple: the start returns before the release's exec; its uid once it is sleep.
-	uidOut := m.sh(t, `systemctl start shop@24000.service
+	// uid is the uid of the running release of unit (Type=simple: the start returns
+	// before the exec), or "" with the start's error.
+	uid := func(unit string) (int, error) {
+		out, err := m.exec(`systemctl start ` + unit + `
 for i in $(seq 50); do
-	pid=$(systemctl show -p MainPID --value shop@24000.service)
+	pid=$(systemctl show -p MainPID --value ` + unit + `)
 	[ "$(ps -o comm= -p "$pid")" = sleep ] && break
 	sleep 0.1
 done
 ps -o uid= -p "$pid"`)
-	uid, err := strconv.Atoi(strings.TrimSpace(uidOut))
-	if err != nil || uid < 61184 || uid > 65519 {
-		t.Errorf("shop@24000 runs as uid %d (%v): want a dynamic user (61184-65519)", uid, err)
+		if err != nil {
+			return 0, err
+		}
+		return strconv.Atoi(strings.TrimSpace(out))
+	}
+	dynamic := func(u int) bool { return u >= 61184 && u <= 65519 }
+
+	traefikUID, err := uid("traefik.service")
+	if err != nil || !dynamic(traefikUID) {
+		t.Fatalf("the Traefik-like unit: uid %d, %v", traefikUID, err)
+	}
+	scafoUID := strings.TrimSpace(m.sh(t, "id -u scafo"))
+	for _, app := range []string{"scafo", "traefik", "shop"} {
+		u, err := uid(app + "@24000.service")
+		switch {
+		case err != nil:
+			t.Errorf("%s@24000: %v", app, err)
+		case !dynamic(u):
+			t.Errorf("%s@24000 runs as uid %d (the node's user scafo is %s): want a dynamic user of its own", app, u, scafoUID)
+		case u == traefikUID:
+			t.Errorf("%s@24000 runs as uid %d, the Traefik unit's dynamic user", app, u)
+		}
+	}
+	if got := m.sh(t, `stat -c '%F %U %a' /var/lib/scafo; cat /var/lib/scafo/admin-token`); got != "directory scafo 700\ntoken\n" {
+		t.Errorf("the node's state dir after a release named scafo started: %q, want the node's directory, untouched", got)
+	}
+	if u, err := uid("squat@24000.service"); err == nil {
+		t.Errorf("squat@24000 started as uid %d, the static user app-squat: want it refused", u)
+	} else if j, _ := m.exec("journalctl -u squat@24000.service --no-pager -o cat"); !strings.Contains(j, "not a dynamic one") {
+		t.Errorf("squat@24000 refused without saying why (%v); journal:\n%s", err, j)
 	}
 }
