@@ -24,9 +24,16 @@ type Lock struct{ f *os.File }
 // process's pid). Held by another live process, it fails naming that process's pid.
 func Acquire(dir string) (*Lock, error) {
 	path := filepath.Join(dir, LockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	// O_NOFOLLOW, and a regular file only: the lock is truncated and written, and a
+	// node run as root on a state dir another user could write must not truncate the
+	// file a planted link names (TestTheLockNeverWritesThroughALink).
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("state dir lock: %w", err)
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("state dir lock %s: not a regular file", path)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
