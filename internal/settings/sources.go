@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 	"go.yaml.in/yaml/v3"
@@ -289,7 +290,11 @@ func didYouMean(name string, candidates []string, dash string) string {
 func Closest(name string, candidates []string) string {
 	best, bestD := "", 3
 	n := strings.ToLower(name)
+	rn := utf8.RuneCountInString(n)
 	for _, c := range candidates {
+		if lc := utf8.RuneCountInString(c); lc < rn-2 || lc > rn+2 {
+			continue // at least 3 edits apart (and a megabyte name costs no megabyte matrices)
+		}
 		d := editDistance(n, strings.ToLower(c))
 		if d < bestD && 2*d <= len(n) {
 			best, bestD = c, d
