@@ -154,10 +154,28 @@ func (c StoreConfig) validate() []error {
 		}
 		return nil
 	}
-	if s3.Bucket == "" {
-		return []error{errors.New("store.s3.bucket: required with store.s3.endpoint")}
+	var errs []error
+	if !endpointIsHostPort(s3.Endpoint) {
+		// The value is not repeated: what makes it wrong is most often a credential
+		// written into it (https://KEY:SECRET@host), and the error goes to the journal.
+		errs = append(errs, errors.New("store.s3.endpoint: want host[:port], optionally after http:// or https://, with no user, password, path, query or fragment (credentials go in store.s3.accessKeyID and store.s3.secretAccessKey); the value is not repeated here"))
 	}
-	return nil
+	if s3.Bucket == "" {
+		errs = append(errs, errors.New("store.s3.bucket: required with store.s3.endpoint"))
+	}
+	return errs
+}
+
+// endpointIsHostPort reports whether ep is host[:port], bare or after http:// or
+// https:// (a trailing slash allowed), as the S3 store takes it.
+func endpointIsHostPort(ep string) bool {
+	if rest, ok := strings.CutPrefix(ep, "https://"); ok {
+		ep = rest
+	} else if rest, ok := strings.CutPrefix(ep, "http://"); ok {
+		ep = rest
+	}
+	ep = strings.TrimSuffix(ep, "/")
+	return ep != "" && !strings.ContainsAny(ep, "/?#@ \t\n\\")
 }
 
 // String names the store: "dir:<path>" or "s3://<endpoint>/<bucket>[/<prefix>]" (the

@@ -1,11 +1,14 @@
 package node
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	s3store "github.com/scafo/ingress/node/store/s3"
 )
 
 // TestConfigLoaderSurvivesHostileInput: whatever a configuration file, the environment
@@ -75,6 +78,37 @@ func TestConfigLoaderSurvivesHostileInput(t *testing.T) {
 			t.Errorf("%s: the loader took %s", c.name, d.Round(time.Millisecond))
 		} else {
 			t.Logf("%s: %s", c.name, d.Round(time.Millisecond))
+		}
+	}
+}
+
+// TestAnEndpointHoldingACredentialIsRefusedWithoutRepeatingIt: store.s3.endpoint
+// https://KEY:SECRET@host (or KEY:SECRET@host, or a path or query) was accepted by the
+// loader; the start line then logged store=s3://KEY:SECRET@host/… and the store's
+// open failed quoting it again, both into the journal. The loader refuses such an
+// endpoint now, and neither its error nor the S3 store's repeats the secret.
+func TestAnEndpointHoldingACredentialIsRefusedWithoutRepeatingIt(t *testing.T) {
+	base := []string{"--store.s3.bucket=b", "--node.address=10.0.0.1", "--platform.domains=apps.example.com"}
+	for _, ep := range []string{"https://AKIA:s3cr3t@s3.example.com", "http://AKIA:s3cr3t@10.0.0.9:9000/", "AKIA:s3cr3t@s3.example.com:9000",
+		"s3.example.com/bucket?X-Amz-Signature=s3cr3t", "s3.example.com#s3cr3t"} {
+		_, err := loadConfig(t, append([]string{"--store.s3.endpoint=" + ep}, base...), nil)
+		if err == nil {
+			t.Errorf("store.s3.endpoint=%s accepted", ep)
+			continue
+		}
+		if !strings.Contains(err.Error(), "store.s3.endpoint") || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("store.s3.endpoint=%s: %v: want the setting named and the secret not repeated", ep, err)
+		}
+	}
+	for _, ep := range []string{"s3.eu-west-1.amazonaws.com", "https://s3.eu-west-1.amazonaws.com/", "http://10.83.0.9:9000", "[::1]:9000"} {
+		if _, err := loadConfig(t, append([]string{"--store.s3.endpoint=" + ep}, base...), nil); err != nil {
+			t.Errorf("store.s3.endpoint=%s: %v", ep, err)
+		}
+	}
+	for _, ep := range []string{"https://AKIA:s3cr3t@s3.example.com", "AKIA:s3cr3t@s3.example.com", "https://AKIA:s3cr3t@s3.example.com/x?y"} {
+		_, err := s3store.New(context.Background(), s3store.Config{Endpoint: ep, Bucket: "b"})
+		if err == nil || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("the S3 store opened on %s: %v, want an error that does not repeat the secret", ep, err)
 		}
 	}
 }

@@ -192,7 +192,7 @@ func parseEndpoint(ep string, insecure bool) (hostport string, secure bool, err 
 	if strings.Contains(ep, "://") {
 		u, err := url.Parse(ep)
 		if err != nil {
-			return "", false, err
+			return "", false, fmt.Errorf("%q: not a URL", redactEndpoint(ep))
 		}
 		switch u.Scheme {
 		case "http":
@@ -205,14 +205,28 @@ func parseEndpoint(ep string, insecure bool) (hostport string, secure bool, err 
 			return "", false, fmt.Errorf("%q: scheme must be http or https", ep)
 		}
 		if u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.User != nil {
-			return "", false, fmt.Errorf("%q: want host[:port] only, no path, query or user", ep)
+			return "", false, fmt.Errorf("%q: want host[:port] only, no path, query or user", redactEndpoint(ep))
 		}
 		ep = u.Host
 	}
 	if ep == "" || strings.ContainsAny(ep, "/?#@ ") {
-		return "", false, fmt.Errorf("%q: want host[:port]", ep)
+		return "", false, fmt.Errorf("%q: want host[:port]", redactEndpoint(ep))
 	}
 	return ep, secure, nil
+}
+
+// redactEndpoint is ep for an error message: whatever precedes its last '@' after the
+// scheme (a user and password written into the endpoint) is replaced by "…".
+func redactEndpoint(ep string) string {
+	i := strings.LastIndex(ep, "@")
+	if i < 0 {
+		return ep
+	}
+	start := 0
+	if j := strings.Index(ep, "://"); j >= 0 && j < i {
+		start = j + 3
+	}
+	return ep[:start] + "…" + ep[i:]
 }
 
 // Bucket returns the bucket name.
