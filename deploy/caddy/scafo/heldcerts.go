@@ -34,6 +34,10 @@ type heldCerts struct {
 	names     map[string]heldCert
 	issuers   []string
 	issuersAt time.Time // zero: never listed
+	// forgets counts forget calls: a read that began before one is answered but not
+	// remembered (its "no certificate" may predate the order the approval made;
+	// TestAReadOlderThanAForgetIsNotRemembered).
+	forgets uint64
 }
 
 // heldCert is what the storage said of one name at a moment.
@@ -56,6 +60,7 @@ const (
 func (h *heldCerts) lookup(ctx context.Context, st certmagic.Storage, name string, now time.Time) heldCert {
 	h.mu.Lock()
 	c, ok := h.names[name]
+	gen := h.forgets
 	h.mu.Unlock()
 	ttl := heldFor
 	if c.err != nil {
@@ -70,6 +75,9 @@ func (h *heldCerts) lookup(ctx context.Context, st certmagic.Storage, name strin
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.forgets != gen {
+		return c
+	}
 	if h.names == nil {
 		h.names = map[string]heldCert{}
 	}
@@ -97,6 +105,7 @@ func (h *heldCerts) forget(name string) {
 	h.mu.Lock()
 	delete(h.names, name)
 	h.issuersAt = time.Time{}
+	h.forgets++
 	h.mu.Unlock()
 }
 
@@ -138,7 +147,7 @@ func (h *heldCerts) read(ctx context.Context, st certmagic.Storage, name string,
 // when a listing fails.
 func (h *heldCerts) issuerDirs(ctx context.Context, st certmagic.Storage, now time.Time) ([]string, error) {
 	h.mu.Lock()
-	dirs, at := h.issuers, h.issuersAt
+	dirs, at, gen := h.issuers, h.issuersAt, h.forgets
 	h.mu.Unlock()
 	if !at.IsZero() && now.Sub(at) < issuersFor && !at.After(now) {
 		return dirs, nil
@@ -154,7 +163,9 @@ func (h *heldCerts) issuerDirs(ctx context.Context, st certmagic.Storage, now ti
 		return nil, err
 	}
 	h.mu.Lock()
-	h.issuers, h.issuersAt = listed, now
+	if h.forgets == gen { // a listing older than a forget may lack the issuer of its order
+		h.issuers, h.issuersAt = listed, now
+	}
 	h.mu.Unlock()
 	return listed, nil
 }
