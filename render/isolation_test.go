@@ -38,6 +38,8 @@ var (
 		"/v1/health%2Finstances%2Fshop",
 		"/v1/status", "/v1/status/", "/v1/status?x", "//v1/status", "/v1/%73tatus", "/v1/stat%75s",
 		"/v1/./status", "/v1/status/.", "/v1/status%2F",
+		"/ui", "/ui/", "/ui/app.js", "/ui/style.css", "/ui?x", "/%75i/", "/u%69/app.js", "//ui/", "/x/../ui/", "/./ui/",
+		"/ui%2Fapp.js", "/ui/./app.js", "/uix",
 	}
 	apexAllowedPaths = []string{"/", "/v1/healthz", "/v1/readyz", "/v1/apps/shop", "/v1/apps/shop/domains/ti.to/paths",
 		"/v1/tokens", "/v1/node/instances/shop", "/v1/healthz?x", "/v1/statusx/../healthz"}
@@ -54,7 +56,8 @@ func init() {
 
 // TestPublicApexDeniesTheTokenAndOperatorEndpointsWhateverTheSpelling: the apex puts
 // the node API on the internet; what a remote CLI or CI needs goes through, and the
-// storage, every ingress format, metrics, instance health and status never do, for
+// storage, every ingress format, metrics, instance health, status and the status page
+// (/ui) never do, for
 // every spelling Traefik routes on (its entry point resolves dot segments and repeated
 // slashes and decodes unreserved escapes before matching; matching is case-sensitive,
 // and so is the node's chi router, so "/V1/status" reaches the node and is a 404).

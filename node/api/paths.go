@@ -11,6 +11,10 @@ const (
 	// PathIngress + {format}: the routing document or a rendered configuration.
 	PathIngress = "/v1/ingress/"
 	PathMetrics = "/metrics"
+	// PathUI is the status page (its assets are under it); PathUIRoot redirects to it.
+	// Never routed on the public apex (routing.DeniedAPIPrefixes lists "/ui").
+	PathUI     = "/ui/"
+	PathUIRoot = "/ui"
 
 	PathApps = "/v1/apps"
 	// PathNodeInstances (+ "/" + {app}): this node's instances.

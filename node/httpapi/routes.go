@@ -68,6 +68,10 @@ var routes = []route{
 	{group: groupPublic, method: http.MethodGet, pattern: api.PathInstanceHealth + "{app}", handle: (*API).handleInstanceHealth, reserve: reserveAnyone},
 	{group: groupPublic, method: http.MethodGet, pattern: render.ACMEChallengePath + "{token}", handle: (*API).handleACMEChallenge},
 	{group: groupPublic, method: http.MethodGet, pattern: api.PathMetrics, build: (*API).metricsHandler},
+	// The status page: static assets holding no data (its script calls the API with the
+	// operator's token), on the node's own listener only (ui.go).
+	{group: groupPublic, method: http.MethodGet, pattern: api.PathUIRoot, handle: (*API).handleUIRoot},
+	{group: groupPublic, method: http.MethodGet, pattern: api.PathUI + "*", handle: (*API).handleUI},
 	// The applied probe's callback: Traefik's own traffic (from the address its apex
 	// clients share), a GET without a body verified by its MAC: admitted like a health probe.
 	{group: groupPublic, method: http.MethodGet, pattern: api.PathIngressApplied + "{ingress}/{revision}/{mac}", handle: (*API).handleApplied, reserve: reserveAnyone},

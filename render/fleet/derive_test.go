@@ -123,7 +123,7 @@ func TestDeriveBuildsTheDesignExample(t *testing.T) {
 			Upstreams: ups("vps-a", "10.83.0.1:7400", "vps-b", "10.83.0.2:7400"),
 			// docs/design.md §3: the public apex serves what a remote CLI or CI needs and nothing
 			// else (the seed's two entries are a subset).
-			Denied: []string{"/metrics", "/v1/health/", "/v1/ingress/", "/v1/status", "/v1/storage"},
+			Denied: []string{"/metrics", "/ui", "/v1/health/", "/v1/ingress/", "/v1/status", "/v1/storage"},
 		},
 	}
 	want.Seal()

@@ -131,6 +131,8 @@ type API struct {
 // on the private network).
 //
 //   - "/metrics": Prometheus; fleet internals.
+//   - "/ui": the status page (docs/operating.md): an operator's page, on a node's own
+//     listener only.
 //   - "/v1/health/": instance health; probes the fleet's private addresses.
 //   - "/v1/ingress/": every format (routes, traefik, …): the rendered configuration
 //     carries every node's address and, with fleet certificates, private keys.
@@ -140,4 +142,4 @@ type API struct {
 // An entry ending in "/" denies that segment and everything under it ("/v1/health/"
 // denies "/v1/health" and "/v1/health/…" but not "/v1/healthz"); any other entry is a
 // plain string prefix ("/metrics" also denies "/metricsx", which is harmless). Sorted.
-var DeniedAPIPrefixes = []string{"/metrics", "/v1/health/", "/v1/ingress/", "/v1/status", "/v1/storage"}
+var DeniedAPIPrefixes = []string{"/metrics", "/ui", "/v1/health/", "/v1/ingress/", "/v1/status", "/v1/storage"}
