@@ -163,7 +163,9 @@ const (
 // an instance going unready and the Traefik dying show on the page within seconds
 // (waited on in the DOM); markup planted in the store (an unreadable claim's key, an
 // audit record's fields) is shown as text and never runs; the token stays in the tab's
-// sessionStorage (no cookie, no URL); and the public apex does not route /ui.
+// sessionStorage (no cookie, no URL) until "Forget the token"; with the ingress token
+// the page shows the fleet and says the audit log needs the admin token; and the
+// public apex does not route /ui.
 func TestStatusPageShowsTheFleetLiveAndItsTextNeverRuns(t *testing.T) {
 	requireBinaries(t)
 	chromiumPath(t)
@@ -265,6 +267,18 @@ func TestStatusPageShowsTheFleetLiveAndItsTextNeverRuns(t *testing.T) {
 	if v := b.eval(t, `document.cookie + '|' + location.href + '|' + localStorage.length`); v != "|"+n1.url("/ui/")+"|0" {
 		t.Errorf("cookie|url|localStorage = %q, want no cookie, the bare page URL, nothing stored", v)
 	}
+
+	// "Forget the token" clears it; the ingress token reads the fleet, routes and
+	// ingresses, and the page says what only the admin token reads.
+	b.do(t, "forgetting the token", chromedp.Click(chromedp.ID("forget")), chromedp.WaitVisible(chromedp.ID("token")))
+	if v := b.eval(t, `String(sessionStorage.getItem('scafo.token'))`); v != "null" {
+		t.Errorf("after Forget, sessionStorage holds %q", v)
+	}
+	b.do(t, "typing the ingress token", chromedp.SendKeys(chromedp.ID("token"), testIngressToken), chromedp.Click(chromedp.CSS(`#login button[type="submit"]`)))
+	b.waitDOM(t, "the fleet with the ingress token, audit refused", `document.querySelector('#apps tr[data-app="classic"]') && document.querySelector('#ingresses tr[data-ingress="edge-ui"]')
+		&& document.getElementById('audit').textContent === 'needs the admin token'`, 10*time.Second)
+	b.screenshot(t, shots, "5-ingress-token")
+
 	b.mu.Lock()
 	if len(b.exceptions) > 0 {
 		t.Errorf("uncaught script errors: %q", b.exceptions)

@@ -62,7 +62,10 @@ async function get(path) {
   return { status: resp.status, body };
 }
 
-class Unauthorized extends Error {}
+// adminOnly: the answer of an admin route to a token that is not the admin's. The
+// ingress token is no credential of the write API at all: 401 there (403 for an
+// application token).
+const adminOnly = (status) => status === 401 || status === 403;
 
 function showLogin(message) {
   $('main').hidden = true;
@@ -179,7 +182,7 @@ function renderApps(st, routes, apps, warnings) {
         if (!live.has(n)) warnings.push('application ' + a.name + ': placement names node ' + n + ', which has no live record');
       }
     }
-  } else if (apps.status === 403) {
+  } else if (adminOnly(apps.status)) {
     warnings.push('placement and the audit log need the admin token; this token reads status and routes only');
   }
   const rows = [...byApp.values()].sort((x, y) => x.name.localeCompare(y.name)).map((a) => {
@@ -242,7 +245,7 @@ function renderCertificates(st, warnings) {
 
 function renderAudit(audit) {
   if (audit.status !== 200 || !audit.body) {
-    $('audit').replaceChildren(el('tr', {}, el('td', { class: 'muted' }, audit.status === 403 ? 'needs the admin token' : 'could not be read (' + audit.status + ')')));
+    $('audit').replaceChildren(el('tr', {}, el('td', { class: 'muted' }, adminOnly(audit.status) ? 'needs the admin token' : 'could not be read (' + audit.status + ')')));
     return;
   }
   $('audit').replaceChildren(...(audit.body.records || []).map((r) => el('tr', { class: 'audit' },
