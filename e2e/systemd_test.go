@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/scafo/ingress/internal/proc"
+	"github.com/scafo/ingress/internal/walkthrough"
 	"github.com/scafo/ingress/node/store/s3/s3test"
 )
 
@@ -104,7 +105,7 @@ func TestInstallGuideUnderSystemd(t *testing.T) {
 				t.Fatalf("docs/install.md line %d: no machine %q", b.line, name)
 			}
 			got := m.sh(t, b.code)
-			if b.want != "" && !matchOutput(b.want, got) {
+			if b.want != "" && !walkthrough.Match(b.want, got) {
 				t.Fatalf("docs/install.md line %d on %s printed:\n%s\nwant:\n%s", b.line, name, got, b.want)
 			}
 		}
@@ -476,37 +477,4 @@ func installWalkthrough(t *testing.T) []installBlock {
 		t.Fatalf("docs/install.md: found %d blocks (walkthrough end seen: %v)", len(blocks), done)
 	}
 	return blocks
-}
-
-// matchOutput matches got against want line by line: "…" is any run of characters (a
-// line of only "…" any lines), "<word>" one run of non-space characters (as the
-// README's walkthrough test does, node/cmd/scafo-node/readme_test.go).
-func matchOutput(want, got string) bool {
-	var pat strings.Builder
-	pat.WriteString(`\A`)
-	placeholder := regexp.MustCompile(`<[a-z][a-z-]*>`)
-	for _, l := range strings.Split(strings.TrimRight(want, "\n"), "\n") {
-		if strings.TrimSpace(l) == "…" {
-			pat.WriteString(`(?:.*\n)*?`)
-			continue
-		}
-		last := 0
-		for _, m := range placeholder.FindAllStringIndex(l, -1) {
-			pat.WriteString(quoteDots(l[last:m[0]]))
-			pat.WriteString(`\S+?`)
-			last = m[1]
-		}
-		pat.WriteString(quoteDots(l[last:]))
-		pat.WriteString(`\n`)
-	}
-	pat.WriteString(`\s*\z`)
-	return regexp.MustCompile(pat.String()).MatchString(strings.ReplaceAll(strings.TrimRight(got, "\n"), "\r", "") + "\n")
-}
-
-func quoteDots(s string) string {
-	parts := strings.Split(s, "…")
-	for i := range parts {
-		parts[i] = regexp.QuoteMeta(parts[i])
-	}
-	return strings.Join(parts, ".*?")
 }

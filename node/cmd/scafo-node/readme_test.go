@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scafo/ingress/internal/walkthrough"
 )
 
 // The walkthroughs of README.md and docs/api.md, run as written (issue 16, item 1;
@@ -230,59 +232,6 @@ func shellCommands(code string) []string {
 	return out
 }
 
-// matchLines matches got against want line by line: "…" is any run of characters, and
-// a line that is only "…" any number of lines; "<word>" is one run of non-space
-// characters. Trailing blank lines and carriage returns do not count.
-func matchLines(want, got string) bool {
-	var pat strings.Builder
-	pat.WriteString(`\A`)
-	placeholder := regexp.MustCompile(`<[a-z][a-z-]*>`)
-	for _, l := range strings.Split(strings.TrimRight(want, "\n"), "\n") {
-		if strings.TrimSpace(l) == "…" {
-			pat.WriteString(`(?:.*\n)*?`)
-			continue
-		}
-		last := 0
-		for _, m := range placeholder.FindAllStringIndex(l, -1) {
-			pat.WriteString(quoteEllipsis(l[last:m[0]]))
-			pat.WriteString(`\S+?`)
-			last = m[1]
-		}
-		pat.WriteString(quoteEllipsis(l[last:]) + `\n`)
-	}
-	pat.WriteString(`\z`)
-	got = strings.ReplaceAll(got, "\r", "") // curl -i prints the HTTP status line with its CR
-	return regexp.MustCompile(pat.String()).MatchString(strings.TrimRight(got, "\n") + "\n")
-}
-
-func quoteEllipsis(s string) string {
-	parts := strings.Split(s, "…")
-	for i := range parts {
-		parts[i] = regexp.QuoteMeta(parts[i])
-	}
-	return strings.Join(parts, `.*?`)
-}
-
-func TestMatchLines(t *testing.T) {
-	for _, c := range []struct {
-		want, got string
-		ok        bool
-	}{
-		{"a <x> c", "a bb c", true},
-		{"a <x> c", "a b b c", false},
-		{"t=… x", "t=1 2 x", true},
-		{"a\n…\nz", "a\nb\nc\nz", true},
-		{"a\n…\nz", "a\nz", true},
-		{"a", "a\nb", false},
-		{`{"id":"<id>","n":1}`, `{"id":"f00","n":1}`, true},
-		{`["api.0.<hostname>"]`, `["api.0.vm"]`, true},
-	} {
-		if got := matchLines(c.want, c.got); got != c.ok {
-			t.Errorf("matchLines(%q, %q) = %v", c.want, c.got, got)
-		}
-	}
-}
-
 const blockEnd = "@@scafo-readme-block-end@@"
 
 // runWalkthrough starts a node in a fresh directory and runs the blocks after the first
@@ -354,7 +303,7 @@ func runWalkthrough(t *testing.T, stub makeStub, path string, blocks []readmeBlo
 	}()
 	select {
 	case line := <-first:
-		if !matchLines(sub(blocks[0].want), line) {
+		if !walkthrough.Match(sub(blocks[0].want), line) {
 			t.Errorf("%s line %d: the node's first line\n  got  %s\n  want %s", path, blocks[0].line, line, sub(blocks[0].want))
 		}
 	case <-time.After(30 * time.Second):
@@ -425,7 +374,7 @@ func runWalkthrough(t *testing.T, stub makeStub, path string, blocks []readmeBlo
 		}
 		got := strings.TrimSuffix(outs[i], "\n")
 		got = strings.TrimSuffix(got, "\n") // the echo after the block
-		if !matchLines(sub(b.want), got) {
+		if !walkthrough.Match(sub(b.want), got) {
 			t.Errorf("%s line %d: the block's output differs from the text block after it\n--- got\n%s\n--- want\n%s", path, b.line, got, sub(b.want))
 		}
 	}
