@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -11,10 +10,11 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scafo/ingress/internal/proc"
 )
 
 // The test binary is also the echo command: run with ECHO_MAIN=1 it is main, with the
@@ -33,26 +33,9 @@ func TestMain(m *testing.M) {
 // then execs the binary, which keeps the pid).
 type echoProc struct {
 	cmd    *exec.Cmd
-	out    *syncBuffer
+	out    *proc.Buffer
 	exited chan struct{}
 	err    error // of Wait, once exited is closed
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func startActivated(t *testing.T, sock *os.File, args string) *echoProc {
@@ -71,7 +54,7 @@ func startActivated(t *testing.T, sock *os.File, args string) *echoProc {
 // of the test it is killed if still running.
 func run(t *testing.T, cmd *exec.Cmd) *echoProc {
 	t.Helper()
-	p := &echoProc{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
+	p := &echoProc{cmd: cmd, out: &proc.Buffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

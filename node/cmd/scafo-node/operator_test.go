@@ -13,10 +13,11 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scafo/ingress/internal/proc"
 )
 
 // runSplit runs the binary with no SCAFO_* variables and returns stdout, stderr and the
@@ -148,7 +149,7 @@ func TestSecondNodeOnAStateDirIsRefused(t *testing.T) {
 	addr := freePort(t)
 	first := exec.Command(bin, "--listen="+addr, "--stateDir="+state, "--node.name=vps-a")
 	first.Env = envWithoutScafo()
-	var logs syncWriter
+	var logs proc.Buffer
 	first.Stderr = &logs
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
@@ -173,24 +174,6 @@ func TestSecondNodeOnAStateDirIsRefused(t *testing.T) {
 	if code != 1 || !strings.HasPrefix(stderr, want) {
 		t.Fatalf("a second node on the state dir: exit %d, stderr %q; want it refused with %q", code, stderr, want)
 	}
-}
-
-// syncWriter is a bytes.Buffer a process writes while the test reads it.
-type syncWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
 
 // TestCLIErrorsAndWarningsSpeakToTheUser: against a running node, an error names the
