@@ -819,23 +819,7 @@ func testPassthroughDeployAndDeath(t *testing.T, provider string) {
 // docs/passthrough.md.
 func TestHTTP3OnTheEntryPointLeavesPassthroughHostsOnTCP(t *testing.T) {
 	p := startPassthroughFleet(t)
-	n1 := p.f.nodes[0]
-	tr := launchTraefik(t, "traefik-h3", func(ports traefikPorts) *traefik {
-		rendered, err := staticConfig(renderShipped(t, testIngressToken), overrides{ports: ports, endpointHost: hostPort(n1.ip, n1.port)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := withHTTP3(rendered)
-		if err != nil {
-			t.Fatal(err)
-		}
-		file := filepath.Join(t.TempDir(), "traefik.yml")
-		if err := os.WriteFile(file, cfg, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return &traefik{name: "traefik-h3", ports: ports, proc: newProc(t, "traefik-h3", bins.traefik, []string{"--configFile=" + file}, nil),
-			http: &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-	})
+	tr := launchEditedTraefik(t, p, "traefik-h3", withHTTP3)
 	addr := tr.secureAddr()
 	waitFor(t, "db through Traefik with HTTP/3 on", routeTimeout, func() error {
 		_, c, err := dialTLS(addr, "db.example.org", []string{"h2", "http/1.1"}, p.ca.pool)
@@ -902,25 +886,11 @@ func withHTTP3(cfg []byte) ([]byte, error) {
 // one but whose Host is a passthrough name (domain fronting) reaches no application.
 func TestPassthroughBesideHTTPSRoutersOnOnePort(t *testing.T) {
 	p := startPassthroughFleet(t)
-	n1 := p.f.nodes[0]
-	tr := launchTraefik(t, "traefik-tls", func(ports traefikPorts) *traefik {
-		rendered, err := staticConfig(renderShipped(t, testIngressToken), overrides{ports: ports, endpointHost: hostPort(n1.ip, n1.port)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := withEntryPoint(rendered, func(ws map[string]any) {
+	tr := launchEditedTraefik(t, p, "traefik-tls", func(rendered []byte) ([]byte, error) {
+		return withEntryPoint(rendered, func(ws map[string]any) {
 			h, _ := ws["http"].(map[string]any)
 			h["tls"] = map[string]any{}
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		file := filepath.Join(t.TempDir(), "traefik.yml")
-		if err := os.WriteFile(file, cfg, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return &traefik{name: "traefik-tls", ports: ports, proc: newProc(t, "traefik-tls", bins.traefik, []string{"--configFile=" + file}, nil),
-			http: &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	})
 	addr := tr.secureAddr()
 	https := func(sni, host string) (response, error) {
@@ -1039,4 +1009,28 @@ func TestCaddyNeverServesAPassthroughHost(t *testing.T) {
 	// (The refusal itself, tls.permission.scafo's ApplicationOf answering no, is
 	// TestPassthroughHostsAreNeverRoutedNorApproved in deploy/caddy/scafo: Caddy logs
 	// nothing for it at its default level.)
+}
+
+// launchEditedTraefik starts a Traefik on the shipped static file, rendered for the
+// first node of p and then changed by edit (an entry point's options), with its HTTP
+// provider polling that node.
+func launchEditedTraefik(t *testing.T, p *passthroughFleet, name string, edit func([]byte) ([]byte, error)) *traefik {
+	t.Helper()
+	n1 := p.f.nodes[0]
+	return launchTraefik(t, name, func(ports traefikPorts) *traefik {
+		rendered, err := staticConfig(renderShipped(t, testIngressToken), overrides{ports: ports, endpointHost: hostPort(n1.ip, n1.port)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := edit(rendered)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(t.TempDir(), "traefik.yml")
+		if err := os.WriteFile(file, cfg, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return &traefik{name: name, ports: ports, proc: newProc(t, name, bins.traefik, []string{"--configFile=" + file}, nil),
+			http: &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	})
 }
