@@ -14,7 +14,7 @@
 # /etc/systemd/system.
 #
 # Needs: scafo-node (the CLI; SCAFO_URL and SCAFO_TOKEN, an application token with the
-# `instance` role, or the admin token from the state dir), jq, curl, systemd units
+# `instance` role, or the admin token from the state dir), jq, curl, ss, systemd units
 # <app>@<port>.service (deploy/app/app@.service). Without systemd, replace the three
 # systemctl lines by the supervisor's start and stop.
 set -eu
@@ -48,6 +48,25 @@ ln -sfn "$RELEASE" "/srv/$APP/slot-$NEW"
 systemctl start "$APP@$NEW.service"
 # The new release answers before anything points at it.
 curl -fsS --retry 30 --retry-connrefused --retry-delay 1 -o /dev/null "http://$HOST:$NEW$HEALTH"
+# ... and it is the one answering: every release on the node shares the address, and
+# another application's release may have bound this port first (app@.service). Every
+# listener on the port must be in this unit (or be systemd's own, a socket unit), and
+# one at least; otherwise nothing moves.
+owned=
+for pid in $(ss -Htlnp "sport = :$NEW" | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u); do
+	[ "$pid" = 1 ] && continue
+	if ! grep -q "/$APP@$NEW\.service\$" "/proc/$pid/cgroup" 2>/dev/null; then
+		echo "deploy.sh: port $NEW is held by pid $pid ($(sed -n 's|^0::||p' "/proc/$pid/cgroup" 2>/dev/null)), not by $APP@$NEW.service: another release listens there; nothing was moved" >&2
+		systemctl stop "$APP@$NEW.service"
+		exit 1
+	fi
+	owned=1
+done
+if [ -z "$owned" ]; then
+	echo "deploy.sh: no process of $APP@$NEW.service listens on port $NEW (systemctl status $APP@$NEW.service); nothing was moved" >&2
+	systemctl stop "$APP@$NEW.service"
+	exit 1
+fi
 
 # Fails (non-zero) naming the ingresses behind if not every live one applied it in time:
 # the old release then keeps serving, and the deploy stops here for an operator.
