@@ -54,7 +54,10 @@ type Store struct {
 	// HeartbeatError: this node's own record could not be written (the store refuses
 	// writes, a full disk, a lost permission): peers will drop this node's upstreams
 	// once its record is older than the TTL. Reachable is false while it is set.
-	HeartbeatError   string     `json:"heartbeatError,omitempty"`
+	HeartbeatError string `json:"heartbeatError,omitempty"`
+	// UnreachableSince: when the store became unreachable, set whenever Reachable is
+	// false for a failed reconcile pass or a failed heartbeat (the earliest failure of
+	// the run of failures).
 	UnreachableSince *time.Time `json:"unreachableSince,omitempty"`
 	// Foreign: the store is not the one this node served (its serial is missing,
 	// behind, or of another epoch), or not yet checked against it after a restart:

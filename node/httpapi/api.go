@@ -121,6 +121,7 @@ type StoreIdentity interface {
 // heartbeat's health, a name conflict, and the announcements ?wait=applied waits for.
 type SelfRecord interface {
 	Err() *string
+	FailingSince() time.Time
 	Conflict(now time.Time) *self.Conflict
 	Generation() uint64
 	Await(ctx context.Context, gen uint64, deadline time.Time, want func(map[string]fleet.Instance) string) (serial uint64, ok bool, why string)

@@ -61,6 +61,14 @@ func (s *API) handleStatus(w http.ResponseWriter, r *http.Request) {
 		t := st.UnreachableSince.UTC()
 		body.Store.UnreachableSince = &t
 	}
+	// Unreachable through the heartbeat (its write can fail before a reconcile pass
+	// does): since the earlier of the two failures (TestStoreOutageKeepsServingLastDocument;
+	// self.TestAFailingHeartbeatSaysSinceWhen).
+	if since := s.self.FailingSince(); body.Store.HeartbeatError != "" && !since.IsZero() &&
+		(body.Store.UnreachableSince == nil || since.Before(*body.Store.UnreachableSince)) {
+		t := since.UTC()
+		body.Store.UnreachableSince = &t
+	}
 	for _, sk := range st.Skipped {
 		body.Skipped = append(body.Skipped, api.Skipped{Object: sk.Object, Reason: sk.Reason})
 	}

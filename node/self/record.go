@@ -49,8 +49,9 @@ type Record struct {
 	nodeID  string
 	started time.Time
 	name    nameGuard
-	// heartbeatErr is the last failure to write the record (nil after a success).
-	heartbeatErr atomic.Pointer[string]
+	// heartbeatErr is the last failure to write the record (nil after a success), and
+	// since when writes have been failing.
+	heartbeatErr atomic.Pointer[heartbeatFailure]
 	// announced is the record, `seen` left out, as of the last serial bump that named
 	// it ("" before one); only the heartbeat (Write) touches it. announcedSerial is
 	// the serial of that bump.
@@ -72,8 +73,28 @@ func (s *Record) Start(ctx context.Context) error {
 	return s.checkName(ctx)
 }
 
+// heartbeatFailure is the last failure to write the record, and since when writes
+// have failed without a success between.
+type heartbeatFailure struct {
+	text  string
+	since time.Time
+}
+
 // Err is the last failure to write the record (nil after a success).
-func (s *Record) Err() *string { return s.heartbeatErr.Load() }
+func (s *Record) Err() *string {
+	if f := s.heartbeatErr.Load(); f != nil {
+		return &f.text
+	}
+	return nil
+}
+
+// FailingSince is when the record's writes began to fail (zero while they succeed).
+func (s *Record) FailingSince() time.Time {
+	if f := s.heartbeatErr.Load(); f != nil {
+		return f.since
+	}
+	return time.Time{}
+}
 
 // Changed notes a change of this node's instances (a new generation for waiters).
 func (s *Record) Changed() uint64 { return s.announce.changed() }
@@ -138,7 +159,15 @@ func (s *Record) Write(ctx context.Context) {
 			s.announced, s.announcedSerial = string(content), n
 		}
 	}
-	s.heartbeatErr.Store(errText(err))
+	if err == nil {
+		s.heartbeatErr.Store(nil)
+	} else {
+		since := time.Now()
+		if prev := s.heartbeatErr.Load(); prev != nil {
+			since = prev.since
+		}
+		s.heartbeatErr.Store(&heartbeatFailure{text: err.Error(), since: since})
+	}
 	if err != nil {
 		s.announce.fail(err.Error())
 		if ctx.Err() == nil {
@@ -151,12 +180,4 @@ func (s *Record) Write(ctx context.Context) {
 	if bump {
 		s.o.OnAnnounced()
 	}
-}
-
-func errText(err error) *string {
-	if err == nil {
-		return nil
-	}
-	t := err.Error()
-	return &t
 }
