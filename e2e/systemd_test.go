@@ -208,13 +208,21 @@ systemctl is-active scafo-node`)
 	c.sh(t, `apt-get remove -y scafo-node >/dev/null
 ! systemctl is-active --quiet scafo-node
 ! test -e /usr/bin/scafo-node
-test -f /etc/scafo/scafo-node.yaml && test -f /etc/scafo/scafo-node.env`)
+test -f /etc/scafo/scafo-node.yaml
+test -f /etc/scafo/scafo-node.env`)
 	if got := c.sh(t, `sha256sum /var/lib/scafo/ingress-token /var/lib/scafo/admin-token`); got != tokens {
 		t.Fatalf("apt-get remove changed the tokens:\n%s\nwas\n%s", got, tokens)
 	}
+	// vps-c runs scafo-caddy, whose Caddy reads /etc/scafo/ingress.env and caddy.env:
+	// those stay (a purge that took them left Caddy unable to start), the rest goes.
 	c.sh(t, `apt-get purge -y scafo-node >/dev/null
 ! test -e /var/lib/scafo
-! test -e /etc/scafo
+! test -e /etc/scafo/scafo-node.env
+! test -e /etc/scafo/scafo-node.yaml
+test -f /etc/scafo/ingress.env
+test -f /etc/scafo/caddy.env
+systemctl restart caddy
+systemctl is-active --quiet caddy
 ! dpkg -s scafo-node >/dev/null 2>&1`)
 	timed["checks"] = time.Since(mark)
 	t.Logf("timings: rootfs %s, packages (two scafo-node builds, pkgbuild) %s, MinIO and four boots %s, docs/install.md %s, checks %s",
