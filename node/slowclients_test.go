@@ -175,7 +175,7 @@ func TestSlowBodiesDoNotStarvePolls(t *testing.T) {
 	// The slow clients fill the general part of the connection cap: what follows is
 	// served from the reserve.
 	if _, _, ok := connsHeld(n); ok {
-		waitFor(t, 5*time.Second, "the slow clients to fill the general connections", func() bool {
+		waitFor(t, 30*time.Second, "the slow clients to fill the general connections", func() bool {
 			open, general, _ := connsHeld(n)
 			return open >= general
 		})
