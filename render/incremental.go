@@ -230,16 +230,9 @@ func (inc *Incremental) Render(req Request) (Body, error) {
 		}
 	}
 	inc.mu.Unlock()
-	pdoc := doc
-	if prefer != "" && doc != nil {
-		var err error
-		if pdoc, err = routing.Prefer(doc, prefer); err != nil {
-			return nil, fmt.Errorf("rendering Traefik configuration: %w", err)
-		}
-	}
-	var keep func(*routing.Route) bool
-	if groups != nil {
-		keep = groupFilter(groups)
+	pdoc, keep, err := selection(doc, prefer, groups)
+	if err != nil {
+		return nil, err
 	}
 	b, err := inc.render(pdoc, output, keep, fc)
 	if err != nil {
@@ -418,20 +411,30 @@ func (inc *Incremental) renderWhole(doc *routing.Document, prefer, output string
 	inc.mu.Lock()
 	delete(inc.prev, output)
 	inc.mu.Unlock()
-	pdoc := doc
-	if prefer != "" {
-		var err error
-		if pdoc, err = routing.Prefer(doc, prefer); err != nil {
-			return nil, fmt.Errorf("rendering Traefik configuration: %w", err)
-		}
-	}
-	var keep func(*routing.Route) bool
-	if groups != nil {
-		keep = groupFilter(groups)
+	pdoc, keep, err := selection(doc, prefer, groups)
+	if err != nil {
+		return nil, err
 	}
 	b, err := traefikResolved(routesInHostOrder(pdoc), inc.opt, keep, fc)
 	if err != nil {
 		return nil, err
 	}
 	return Body{b}, nil
+}
+
+// selection is what one output renders of doc: its ?prefer= order (doc itself without
+// one) and the filter of its ?group= selection (nil: every route).
+func selection(doc *routing.Document, prefer string, groups []string) (*routing.Document, func(*routing.Route) bool, error) {
+	pdoc := doc
+	if prefer != "" && doc != nil {
+		var err error
+		if pdoc, err = routing.Prefer(doc, prefer); err != nil {
+			return nil, nil, fmt.Errorf("rendering Traefik configuration: %w", err)
+		}
+	}
+	var keep func(*routing.Route) bool
+	if groups != nil {
+		keep = groupFilter(groups)
+	}
+	return pdoc, keep, nil
 }
