@@ -821,23 +821,7 @@ func TestHTTP3OnTheEntryPointLeavesPassthroughHostsOnTCP(t *testing.T) {
 	p := startPassthroughFleet(t)
 	tr := launchEditedTraefik(t, p, "traefik-h3", withHTTP3)
 	addr := tr.secureAddr()
-	waitFor(t, "db through Traefik with HTTP/3 on", routeTimeout, func() error {
-		_, c, err := dialTLS(addr, "db.example.org", []string{"h2", "http/1.1"}, p.ca.pool)
-		if err == nil {
-			c.Close()
-		}
-		return err
-	})
-	for _, sni := range dbNames {
-		rep, c, err := dialTLS(addr, sni, []string{"h2", "http/1.1"}, p.ca.pool)
-		if err != nil {
-			t.Fatalf("%s with HTTP/3 on: %v", sni, err)
-		}
-		c.Close()
-		if rep.Name != "db@n1" || rep.SNI != sni || rep.ALPN != "h2" {
-			t.Fatalf("%s with HTTP/3 on: %+v", sni, rep)
-		}
-	}
+	p.dbNamesReachDB(t, addr, "with HTTP/3 on")
 	// Traefik's own HTTPS answers carry its Alt-Svc (HTTP/3 is on)...
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, ServerName: "nope.apps.localhost"}}}
 	resp, err := hc.Get("https://" + addr + "/")
@@ -917,23 +901,7 @@ func TestPassthroughBesideHTTPSRoutersOnOnePort(t *testing.T) {
 		}
 		return nil
 	})
-	waitFor(t, "db through Traefik beside HTTPS routers", routeTimeout, func() error {
-		_, c, err := dialTLS(addr, "db.example.org", nil, p.ca.pool)
-		if err == nil {
-			c.Close()
-		}
-		return err
-	})
-	for _, sni := range dbNames {
-		rep, c, err := dialTLS(addr, sni, []string{"h2", "http/1.1"}, p.ca.pool)
-		if err != nil {
-			t.Fatalf("%s beside HTTPS routers: %v", sni, err)
-		}
-		c.Close()
-		if rep.Name != "db@n1" || rep.SNI != sni {
-			t.Fatalf("%s beside HTTPS routers: %+v", sni, rep)
-		}
-	}
+	p.dbNamesReachDB(t, addr, "beside HTTPS routers")
 	for _, tc := range []struct{ sni, host, want string }{
 		{"web.apps.localhost", "web.apps.localhost", "web@n1"},
 		{"a.example.org", "a.example.org", "web@n1"}, // web's wildcard over HTTPS
@@ -1033,4 +1001,29 @@ func launchEditedTraefik(t *testing.T, p *passthroughFleet, name string, edit fu
 		return &traefik{name: name, ports: ports, proc: newProc(t, name, bins.traefik, []string{"--configFile=" + file}, nil),
 			http: &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	})
+}
+
+// dbNamesReachDB waits until the Traefik at addr routes db.example.org, then checks that
+// every exact name of the db application reaches it on its own TLS: the application's
+// certificate verifies, its server name and ALPN arrive as sent.
+func (p *passthroughFleet) dbNamesReachDB(t *testing.T, addr, when string) {
+	t.Helper()
+	alpn := []string{"h2", "http/1.1"}
+	waitFor(t, "db through Traefik "+when, routeTimeout, func() error {
+		_, c, err := dialTLS(addr, "db.example.org", alpn, p.ca.pool)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	for _, sni := range dbNames {
+		rep, c, err := dialTLS(addr, sni, alpn, p.ca.pool)
+		if err != nil {
+			t.Fatalf("%s %s: %v", sni, when, err)
+		}
+		c.Close()
+		if rep.Name != "db@n1" || rep.SNI != sni || rep.ALPN != "h2" {
+			t.Fatalf("%s %s: %+v", sni, when, rep)
+		}
+	}
 }

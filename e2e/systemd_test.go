@@ -307,7 +307,17 @@ func buildPackages(t *testing.T, dist, version, caddy string) map[string]string 
 	}
 	pkgbuild := pkgbuildOnce.path
 	pkgbuildOnce.Unlock()
-	t.Cleanup(func() { os.Remove(pkgbuild) })
+	// Removed when the test that built it ends, and forgotten with it: the next test to
+	// need it builds it again (a build-cache hit), rather than finding a path to nothing
+	// (the second of two package tests in one run did).
+	t.Cleanup(func() {
+		pkgbuildOnce.Lock()
+		defer pkgbuildOnce.Unlock()
+		if pkgbuildOnce.path == pkgbuild {
+			os.Remove(pkgbuild)
+			pkgbuildOnce.path = ""
+		}
+	})
 
 	dir := filepath.Join(dist, version)
 	goBuild(t, filepath.Join(dir, "scafo-node"), "./node/cmd/scafo-node",
