@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/scafo/ingress/render"
 )
 
 // The dashboard as Grafana reads it: the fields the checks below look at.
@@ -60,6 +62,7 @@ type templating struct {
 		Multi      bool           `json:"multi"`
 		IncludeAll bool           `json:"includeAll"`
 		AllValue   string         `json:"allValue"`
+		Regex      string         `json:"regex"`
 	} `json:"list"`
 }
 
@@ -89,7 +92,9 @@ var uidRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,40}$`)
 
 // TestDashboardImportsIntoGrafana: the dashboard is one JSON object with the fields Grafana's
 // import needs (title, a stable uid, a schema version Grafana 10 and later read, a time range);
-// a data-source variable of type prometheus, and job and instance variables read from it; every
+// a data-source variable of type prometheus, and job and instance variables read from it (the
+// nodes'), traefik_job and application (the Traefiks', application read from their service
+// label with the render's mapping, render.ServiceApplicationRegex); every
 // panel a built-in type with a unique id, a title and a description, laid out on Grafana's
 // 24-column grid without overlaps; every query panel on the data-source variable, with targets
 // of unique refIds and non-empty expressions.
@@ -128,11 +133,26 @@ func importProblems(d dashboard) []string {
 			if !v.Multi || !v.IncludeAll || v.AllValue != ".+" {
 				errorf("variable %s: want multi, includeAll with allValue .+ (the queries match it with =~)", v.Name)
 			}
+		case "traefik_job", "application":
+			if v.Type != "query" || v.Datasource == nil || v.Datasource.UID != "${datasource}" {
+				errorf("variable %s: type %q datasource %+v, want a query on ${datasource}", v.Name, v.Type, v.Datasource)
+			}
+			if !v.Multi || !v.IncludeAll {
+				errorf("variable %s: want multi and includeAll (the queries match it with =~)", v.Name)
+			}
+			if v.Name == "traefik_job" && v.AllValue != ".+" {
+				errorf("variable traefik_job: allValue %q, want .+", v.AllValue)
+			}
+			// Grafana keeps the first capture of the regex: the application, as the panels'
+			// label_replace names it.
+			if want := "/^" + render.ServiceApplicationRegex + "$/"; v.Name == "application" && (v.Regex != want || v.AllValue != applicationAllValue) {
+				errorf("variable application: regex %q allValue %q, want %q and %q (the render's mapping; any application name)", v.Regex, v.AllValue, want, applicationAllValue)
+			}
 		default:
 			errorf("variable %s: unexpected", v.Name)
 		}
 	}
-	for _, v := range []string{"datasource", "job", "instance"} {
+	for _, v := range []string{"datasource", "job", "instance", "traefik_job", "application"} {
 		if !vars[v] {
 			errorf("no %s variable", v)
 		}
@@ -232,6 +252,13 @@ func TestImportChecksCatchWhatGrafanaWouldRefuse(t *testing.T) {
 		{"no description", func(d *dashboard) { d.Panels[1].Description = "" }, "no description"},
 		{"repeated refId", func(d *dashboard) { d.Panels[2].Targets[1].RefID = d.Panels[2].Targets[0].RefID }, "empty or repeated"},
 		{"no job variable", func(d *dashboard) { d.Templating.List = d.Templating.List[:1] }, "no job variable"},
+		{"application read with another mapping", func(d *dashboard) {
+			for i := range d.Templating.List {
+				if d.Templating.List[i].Name == "application" {
+					d.Templating.List[i].Regex = "/^app-(.+)@.+$/"
+				}
+			}
+		}, "variable application: regex"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := readDashboard(t)
@@ -251,11 +278,23 @@ func TestImportChecksCatchWhatGrafanaWouldRefuse(t *testing.T) {
 }
 
 // selectorRE finds a metric selector: a metric name and its matchers, if any.
-var selectorRE = regexp.MustCompile(`\b((?:scafo|go|process)_[a-zA-Z0-9_]+)\b(\{[^{}]*\})?`)
+var selectorRE = regexp.MustCompile(`\b((?:scafo|go|process|traefik)_[a-zA-Z0-9_]+)\b(\{[^{}]*\})?`)
+
+// applicationAllValue is the application variable's All: any application name (a DNS label).
+const applicationAllValue = "[a-z0-9-]+"
+
+// The matchers every Traefik selector carries: the Traefik job, and the leaves of the picked
+// applications (the selection; label_replace then names the application).
+const (
+	traefikJobMatcher  = `job=~"$traefik_job"`
+	applicationMatcher = `service=~"app-$application\\.[0-9]+\\..+"`
+)
 
 // TestDashboardQueriesFollowTheVariables: every metric selector of every query is filtered by
 // the job variable, and by the instance variable unless the panel is fleet-wide by design (the
-// ingress view every node exports whole), so picking a job or a node narrows every panel.
+// ingress view every node exports whole), so picking a job or a node narrows every panel. A
+// Traefik metric's selector is filtered by the traefik_job and application variables instead
+// (never by a Traefik's instance: the panels sum over every Traefik).
 func TestDashboardQueriesFollowTheVariables(t *testing.T) {
 	d := readDashboard(t)
 	fleetWide := map[string]bool{"scafo_ingresses": true, "scafo_ingress_oldest_report_seconds": true}
@@ -268,6 +307,12 @@ func TestDashboardQueriesFollowTheVariables(t *testing.T) {
 			}
 			for _, s := range sels {
 				n++
+				if strings.HasPrefix(s[1], "traefik_") {
+					if !strings.Contains(s[2], traefikJobMatcher) || !strings.Contains(s[2], applicationMatcher) || strings.Contains(s[2], "instance") {
+						t.Errorf("panel %d %q %s: %s is not filtered by %s and %s alone", p.ID, p.Title, tg.RefID, s[0], traefikJobMatcher, applicationMatcher)
+					}
+					continue
+				}
 				if !strings.Contains(s[2], `job=~"$job"`) {
 					t.Errorf("panel %d %q %s: %s is not filtered by job=~\"$job\"", p.ID, p.Title, tg.RefID, s[0])
 				}
@@ -300,9 +345,58 @@ func TestDashboardCoversTheOperatorsQuestions(t *testing.T) {
 		"scafo_ingress_oldest_report_seconds", "scafo_certificate_state", "scafo_certificate_not_after_seconds",
 		"scafo_instance_probe_down", `code!~"2..|304"`, "scafo_store_foreign", "scafo_node_name_conflict",
 		"sum by (reason) (rate(scafo_requests_refused_total", "scafo_longpolls_parked", "scafo_certificate_renewal_failing",
+		"sum by (application) (label_replace(rate(traefik_service_requests_total", `code=~"5.."`,
+		"histogram_quantile(0.99, sum by (application, le) (label_replace(rate(traefik_service_request_duration_seconds_bucket",
 	} {
 		if !strings.Contains(all.String(), want) {
 			t.Errorf("no query with %s", want)
 		}
+	}
+}
+
+// applicationLabel is the label_replace of every Traefik selector: the application from the
+// service label, by the render's own mapping (render.ServiceApplication applies the same
+// expression), as a PromQL string literal.
+var applicationLabel = `"application", "$1", "service", ` + strconvQuote(render.ServiceApplicationRegex) + `)`
+
+// strconvQuote writes s as a PromQL double-quoted string (backslashes and quotes escaped).
+func strconvQuote(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+}
+
+// TestApplicationPanelsMapServicesWithTheRendersRegex: every query over a Traefik metric
+// wraps each of its selectors in label_replace(rate(<selector>[…]), "application", "$1",
+// "service", render.ServiceApplicationRegex) and aggregates by application, so the panels name
+// applications exactly as render.ServiceApplication does (e2e's
+// TestDashboardCountsEachApplicationsTrafficThroughTraefik evaluates them on a real Traefik's
+// metrics).
+func TestApplicationPanelsMapServicesWithTheRendersRegex(t *testing.T) {
+	d := readDashboard(t)
+	queries := 0
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			sels := 0
+			for _, s := range selectorRE.FindAllStringSubmatch(tg.Expr, -1) {
+				if strings.HasPrefix(s[1], "traefik_") {
+					sels++
+				}
+			}
+			if sels == 0 {
+				continue
+			}
+			queries++
+			if got := strings.Count(tg.Expr, "label_replace(rate(traefik_"); got != sels {
+				t.Errorf("panel %d %q %s: %d of %d Traefik selectors in label_replace(rate(…)): %s", p.ID, p.Title, tg.RefID, got, sels, tg.Expr)
+			}
+			if got := strings.Count(tg.Expr, applicationLabel); got != sels {
+				t.Errorf("panel %d %q %s: %d of %d label_replaces end with %s", p.ID, p.Title, tg.RefID, got, sels, applicationLabel)
+			}
+			if got := strings.Count(tg.Expr, "sum by (application"); got != sels {
+				t.Errorf("panel %d %q %s: %d of %d Traefik selectors summed by application (over every Traefik)", p.ID, p.Title, tg.RefID, got, sels)
+			}
+		}
+	}
+	if queries < 5 {
+		t.Fatalf("%d queries over Traefik metrics, want the request rate, the error ratio and three percentiles", queries)
 	}
 }

@@ -30,7 +30,9 @@ const (
 	unitTestsFile = "scafo-rules.test.yml"
 	dashboardFile = "../grafana/scafo.json"
 	queriedFile   = "queried-metrics.txt"
-	readmeFile    = "README.md"
+	// queriedTraefikFile is the Traefik metrics the per-application panels query.
+	queriedTraefikFile = "queried-traefik-metrics.txt"
+	readmeFile         = "README.md"
 )
 
 // promtool returns the promtool binary the tests run.
@@ -418,7 +420,10 @@ const probeLabel = `scafo_probe="1"`
 var (
 	selectorRE = regexp.MustCompile(`([a-zA-Z_:][a-zA-Z0-9_:]*)?\{([^{}]*` + regexp.QuoteMeta(probeLabel) + `[^{}]*)\}`)
 	matcherRE  = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"`)
-	groupingRE = regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^()]*)\)`)
+	// labelReplaceRE finds the label a label_replace writes: its last four arguments (dst,
+	// replacement, src, regex), as promtool prints them.
+	labelReplaceRE = regexp.MustCompile(`"([a-zA-Z_][a-zA-Z0-9_]*)",\s*"(?:[^"\\]|\\.)*",\s*"[a-zA-Z_][a-zA-Z0-9_]*",\s*"(?:[^"\\]|\\.)*"\s*\)`)
+	groupingRE     = regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^()]*)\)`)
 )
 
 // targetLabels are the labels Prometheus attaches to every scraped series (not exported by the
@@ -462,10 +467,14 @@ func parseQueries(t *testing.T, exprs map[string]string) queried {
 				}
 			}
 		}
+		made := map[string]bool{}
+		for _, m := range labelReplaceRE.FindAllStringSubmatch(out, -1) {
+			made[m[1]] = true
+		}
 		for _, g := range groupingRE.FindAllStringSubmatch(out, -1) {
 			for _, l := range strings.Split(g[1], ",") {
 				l = strings.TrimSpace(l)
-				if l == "" || targetLabels[l] {
+				if l == "" || targetLabels[l] || made[l] {
 					continue
 				}
 				if q.grouping[l] == nil {
@@ -480,15 +489,10 @@ func parseQueries(t *testing.T, exprs map[string]string) queried {
 	return q
 }
 
-// render writes q as queried-metrics.txt.
-func (q queried) render() []byte {
+// render writes q as a queried-metrics file: header, then its metrics and grouping labels.
+func (q queried) render(header string) []byte {
 	var b bytes.Buffer
-	b.WriteString("# Every metric deploy/prometheus/scafo-rules.yml and deploy/grafana/scafo.json query, with the\n" +
-		"# labels their matchers name; then every label they group or match by (by, without, on, …),\n" +
-		"# with the metrics of the queries doing so (one of which must carry it). Written by\n" +
-		"# `go test ./deploy/prometheus -run QueriedMetrics -update` from Prometheus's parse of each query\n" +
-		"# (job and instance, the labels Prometheus adds, are left out); e2e's\n" +
-		"# TestDashboardAndAlertsQueryOnlyWhatANodeExports checks it against a running node's /metrics.\n")
+	b.WriteString(header)
 	for _, m := range sortedKeys(q.metrics) {
 		fmt.Fprintf(&b, "metric %s", m)
 		for _, l := range sortedKeys(q.metrics[m]) {
@@ -502,6 +506,45 @@ func (q queried) render() []byte {
 	return b.Bytes()
 }
 
+// byExporter splits q into the metrics whose names keep returns true for, with the grouping
+// labels of those metrics.
+func (q queried) byExporter(keep func(metric string) bool) queried {
+	out := queried{metrics: map[string]map[string]bool{}, grouping: map[string]map[string]bool{}}
+	for m, labels := range q.metrics {
+		if keep(m) {
+			out.metrics[m] = labels
+		}
+	}
+	for l, ms := range q.grouping {
+		for m := range ms {
+			if keep(m) {
+				if out.grouping[l] == nil {
+					out.grouping[l] = map[string]bool{}
+				}
+				out.grouping[l][m] = true
+			}
+		}
+	}
+	return out
+}
+
+// The headers of the two lists: the node's metrics, and the Traefiks' the per-application
+// panels query.
+const (
+	queriedHeader = "# Every metric deploy/prometheus/scafo-rules.yml and deploy/grafana/scafo.json query, with the\n" +
+		"# labels their matchers name; then every label they group or match by (by, without, on, …),\n" +
+		"# with the metrics of the queries doing so (one of which must carry it). Written by\n" +
+		"# `go test ./deploy/prometheus -run QueriedMetrics -update` from Prometheus's parse of each query\n" +
+		"# (job and instance, the labels Prometheus adds, are left out); e2e's\n" +
+		"# TestDashboardAndAlertsQueryOnlyWhatANodeExports checks it against a running node's /metrics.\n" +
+		"# Traefik's metrics are in queried-traefik-metrics.txt.\n"
+	queriedTraefikHeader = "# Every Traefik metric deploy/grafana/scafo.json queries (the per-application panels), with the\n" +
+		"# labels their matchers name; then every label they group or match by, with the metrics of\n" +
+		"# the queries doing so (labels a label_replace makes, application, are left out). Written by\n" +
+		"# `go test ./deploy/prometheus -run QueriedMetrics -update`; e2e's\n" +
+		"# TestDashboardCountsEachApplicationsTrafficThroughTraefik checks it against a Traefik's /metrics.\n"
+)
+
 func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
@@ -511,11 +554,12 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// TestQueriedMetricsListIsCurrent: queried-metrics.txt is what the rules and the dashboard
-// query, as Prometheus's parser reads them (so the running-node check in e2e checks all of
-// it): -update rewrites it. Every name in it is the node's (scafo_, or its Go and process
-// collectors' go_ and process_), and the list holds the
-// metrics of each area the dashboard covers (the control against a vacuous list).
+// TestQueriedMetricsListIsCurrent: queried-metrics.txt (the node's metrics: scafo_, and its
+// Go and process collectors' go_ and process_) and queried-traefik-metrics.txt (Traefik's,
+// traefik_) are what the rules and the dashboard query, as Prometheus's parser reads them (so
+// the running-node and running-Traefik checks in e2e check all of it): -update rewrites them.
+// No other exporter's name is queried, and the lists hold the metrics of each area the
+// dashboard covers (the control against a vacuous list).
 func TestQueriedMetricsListIsCurrent(t *testing.T) {
 	_, rules := readRules(t, rulesFile)
 	exprs := map[string]string{}
@@ -527,26 +571,39 @@ func TestQueriedMetricsListIsCurrent(t *testing.T) {
 		exprs[k] = e
 	}
 	q := parseQueries(t, exprs)
-	got := q.render()
-	if *update {
-		writeFile(t, queriedFile, got)
-	}
-	want, err := os.ReadFile(queriedFile)
-	if err != nil {
-		t.Fatalf("%v (go test ./deploy/prometheus -run QueriedMetrics -update writes it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s is stale (go test ./deploy/prometheus -run QueriedMetrics -update):\n--- want\n%s\n--- got\n%s", queriedFile, want, got)
-	}
-	for m := range q.metrics {
+	isNode := func(m string) bool {
 		// The node's registry: its own metrics, and client_golang's Go and process collectors.
-		if !strings.HasPrefix(m, "scafo_") && !strings.HasPrefix(m, "go_") && !strings.HasPrefix(m, "process_") {
-			t.Errorf("%s is not a scafo-node metric (scafo_, go_ or process_)", m)
+		return strings.HasPrefix(m, "scafo_") || strings.HasPrefix(m, "go_") || strings.HasPrefix(m, "process_")
+	}
+	isTraefik := func(m string) bool { return strings.HasPrefix(m, "traefik_") }
+	for m := range q.metrics {
+		if !isNode(m) && !isTraefik(m) {
+			t.Errorf("%s is neither a scafo-node metric (scafo_, go_ or process_) nor Traefik's (traefik_)", m)
+		}
+	}
+	for _, f := range []struct {
+		file, header string
+		q            queried
+	}{
+		{queriedFile, queriedHeader, q.byExporter(isNode)},
+		{queriedTraefikFile, queriedTraefikHeader, q.byExporter(isTraefik)},
+	} {
+		got := f.q.render(f.header)
+		if *update {
+			writeFile(t, f.file, got)
+		}
+		want, err := os.ReadFile(f.file)
+		if err != nil {
+			t.Fatalf("%v (go test ./deploy/prometheus -run QueriedMetrics -update writes it)", err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s is stale (go test ./deploy/prometheus -run QueriedMetrics -update):\n--- want\n%s\n--- got\n%s", f.file, want, got)
 		}
 	}
 	for _, m := range []string{"scafo_revision_age_seconds", "scafo_reconcile_errors_total", "scafo_store_requests_total",
 		"scafo_ingresses", "scafo_certificate_state", "scafo_certificate_not_after_seconds", "scafo_instance_probe_down",
-		"scafo_store_foreign", "scafo_node_name_conflict", "scafo_instance_probe_transitions_total"} {
+		"scafo_store_foreign", "scafo_node_name_conflict", "scafo_instance_probe_transitions_total",
+		"traefik_service_requests_total", "traefik_service_request_duration_seconds_bucket"} {
 		if q.metrics[m] == nil {
 			t.Errorf("the rules and the dashboard query no %s", m)
 		}
