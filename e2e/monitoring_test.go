@@ -26,6 +26,10 @@ import (
 
 const queriedMetricsFile = "deploy/prometheus/queried-metrics.txt"
 
+// queriedTraefikMetricsFile is the Traefik metrics the dashboard's per-application panels
+// query (TestDashboardCountsEachApplicationsTrafficThroughTraefik checks it).
+const queriedTraefikMetricsFile = "deploy/prometheus/queried-traefik-metrics.txt"
+
 // refusalReasons are scafo_requests_refused_total's reasons (node/metrics.go), as
 // deploy/grafana/README.md and docs/operating.md name them.
 var refusalReasons = []string{"write_rate", "token", "token_lookups", "conn_reserve", "conn_per_source", "conn_limit"}
@@ -37,9 +41,11 @@ type queriedMetrics struct {
 	grouping map[string][]string
 }
 
-func readQueriedMetrics(t *testing.T) queriedMetrics {
+// readQueriedMetrics reads file (queriedMetricsFile or queriedTraefikMetricsFile), which
+// must list at least atLeast metrics (the control against a list emptied by mistake).
+func readQueriedMetrics(t *testing.T, file string, atLeast int) queriedMetrics {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(bins.root, queriedMetricsFile))
+	b, err := os.ReadFile(filepath.Join(bins.root, file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,11 +61,11 @@ func readQueriedMetrics(t *testing.T) queriedMetrics {
 		case f[0] == "label" && len(f) >= 3:
 			q.grouping[f[1]] = f[2:]
 		default:
-			t.Fatalf("%s:%d: %q is neither `metric <name> [label…]` nor `label <name> <metric…>`", queriedMetricsFile, i+1, l)
+			t.Fatalf("%s:%d: %q is neither `metric <name> [label…]` nor `label <name> <metric…>`", file, i+1, l)
 		}
 	}
-	if len(q.metrics) < 10 {
-		t.Fatalf("%s lists %d metrics: not the list the dashboard and the rules query", queriedMetricsFile, len(q.metrics))
+	if len(q.metrics) < atLeast {
+		t.Fatalf("%s lists %d metrics: not the list the dashboard and the rules query", file, len(q.metrics))
 	}
 	return q
 }
@@ -192,7 +198,7 @@ func TestMissingNamesWhatAScrapeLacks(t *testing.T) {
 // changed), and names whatever is still missing when it gives up.
 func TestDashboardAndAlertsQueryOnlyWhatANodeExports(t *testing.T) {
 	requireBinaries(t)
-	want := readQueriedMetrics(t)
+	want := readQueriedMetrics(t, queriedMetricsFile, 10)
 
 	// Every name resolves (for Pebble's VA) to 127.0.0.1, where the node listens, on the port
 	// Pebble validates.

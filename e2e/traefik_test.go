@@ -48,9 +48,10 @@ type traefikOptions struct {
 	// encodedCharacters option on every entry point back to Traefik's default (allowed),
 	// to show what the render alone holds (scenario 5). Never used for anything else.
 	traefikDefaultEncodedCharacters bool
-	// noProbe and throttle: see overrides.
+	// noProbe, throttle and metrics: see overrides.
 	noProbe  bool
 	throttle string
+	metrics  bool
 }
 
 // overrides are what staticConfig changes in the shipped file.
@@ -67,6 +68,9 @@ type overrides struct {
 	noProbe bool
 	// throttle replaces providers.providersThrottleDuration when set.
 	throttle string
+	// metrics adds Traefik's Prometheus metrics with entry point and service labels, on the
+	// suite's API entry point (GET /metrics there), which the shipped file leaves off.
+	metrics bool
 }
 
 // shippedAppliedProbe is the shipped X-Scafo-Applied-Probe: the web entry point on
@@ -117,7 +121,8 @@ func renderShippedNamed(t *testing.T, token, name string) []byte {
 //   - certificatesResolvers: removed (nothing here may reach the internet);
 //   - added: an entry point "traefik" on loopback with api.insecure, so the suite can
 //     read router and service status; log.noColor, and log.level from
-//     SCAFO_E2E_TRAEFIK_LOG.
+//     SCAFO_E2E_TRAEFIK_LOG;
+//   - with o.metrics, Prometheus metrics on that entry point (the shipped file has none).
 //
 // Every entryPoints.*.http setting, the provider throttle, pollInterval and the globals
 // are the shipped ones (TestStaticConfigKeepsTheShippedSettings holds that).
@@ -223,6 +228,14 @@ func staticConfig(rendered []byte, o overrides) ([]byte, error) {
 		return nil, fmt.Errorf("shipped configuration has no api section")
 	}
 	api["insecure"] = true
+	if o.metrics {
+		if _, clash := cfg["metrics"]; clash {
+			return nil, fmt.Errorf("shipped configuration has a metrics section, which the suite would replace")
+		}
+		cfg["metrics"] = map[string]any{"prometheus": map[string]any{
+			"entryPoint": "traefik", "addEntryPointsLabels": true, "addServicesLabels": true,
+		}}
+	}
 	logCfg, ok := cfg["log"].(map[string]any)
 	if !ok {
 		return nil, fmt.Errorf("shipped configuration has no log section")
@@ -272,6 +285,7 @@ func startTraefik(t *testing.T, name string, opts traefikOptions) *traefik {
 			allowEncoded: opts.traefikDefaultEncodedCharacters,
 			noProbe:      opts.noProbe,
 			throttle:     opts.throttle,
+			metrics:      opts.metrics,
 		})
 		if err != nil {
 			t.Fatal(err)
