@@ -71,7 +71,7 @@ func TestStopAnswersAConnectionAcceptedAsItBegins(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the node did not accept the connection")
 	}
-	n.once.Do(n.cancel) // the stop; n.stop at cleanup then does nothing
+	n.Cancel() // the stop; n.stop at cleanup then only waits for what has returned
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		t.Errorf("the request on a connection accepted as the stop began: %v, want an answer", err)
@@ -79,8 +79,8 @@ func TestStopAnswersAConnectionAcceptedAsItBegins(t *testing.T) {
 		resp.Body.Close()
 	}
 	select {
-	case err := <-n.done:
-		if err != nil {
+	case <-n.Exited():
+		if err := n.Err(); err != nil {
 			t.Errorf("Run: %v, want nil (the stop's own close of the listener is no error)", err)
 		}
 	case <-time.After(15 * time.Second):

@@ -12,13 +12,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	ptypes "github.com/traefik/paerser/types"
 
 	"github.com/scafo/ingress/internal/listengate"
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/proc"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render/fleet"
@@ -29,35 +30,23 @@ const (
 	testAdminToken   = "admin-secret-0123456789"
 )
 
-// testNode is a node running on loopback over a dir store.
+// testNode is a node running on loopback over a dir store (or the store a test gave).
 type testNode struct {
-	t      *testing.T
-	srv    *Server
-	url    string
-	st     store.Store
-	cfg    *Config
-	cancel context.CancelFunc
-	done   chan error
-	logs   *syncBuffer
-	once   sync.Once
+	*nodetest.Node
+	t    *testing.T
+	srv  *Server
+	url  string
+	st   store.Store
+	cfg  *Config
+	logs *proc.Buffer
 }
 
-type syncBuffer struct {
-	mu chan struct{}
-	b  bytes.Buffer
-}
-
-func newSyncBuffer() *syncBuffer { return &syncBuffer{mu: make(chan struct{}, 1)} }
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu <- struct{}{}
-	defer func() { <-s.mu }()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string {
-	s.mu <- struct{}{}
-	defer func() { <-s.mu }()
-	return s.b.String()
-}
+// The shared harness's helpers, under the names this package's tests use.
+var (
+	waitFor   = nodetest.WaitFor
+	putObject = nodetest.Put
+	putRaw    = nodetest.PutRaw
+)
 
 func testConfig(t *testing.T, name, storeDir string) *Config {
 	t.Helper()
@@ -106,8 +95,7 @@ func startNodeWithStore(t *testing.T, cfg *Config, st store.Store, before ...fun
 // before the node starts: Pebble validates on it).
 func startNodeOn(t *testing.T, cfg *Config, st store.Store, ln net.Listener, before ...func(*Server)) *testNode {
 	t.Helper()
-	logs := newSyncBuffer()
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log, logs := nodetest.Logger()
 	srv, err := NewWithStore(cfg, log, st, cfg.Ingress.Token, cfg.Admin.Token)
 	if err != nil {
 		t.Fatal(err)
@@ -115,53 +103,18 @@ func startNodeOn(t *testing.T, cfg *Config, st store.Store, ln net.Listener, bef
 	for _, f := range before {
 		f(srv) // before Run: nothing reads the server yet
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	n := &testNode{t: t, srv: srv, url: "http://" + ln.Addr().String(), st: st, cfg: cfg, cancel: cancel, done: make(chan error, 1), logs: logs}
-	go func() { n.done <- srv.Run(ctx, ln) }()
-	t.Cleanup(n.stop)
+	n := &testNode{Node: nodetest.Start(t, srv, ln), t: t, srv: srv, st: st, cfg: cfg, logs: logs}
+	n.url = n.URL
 	return n
 }
 
-func (n *testNode) stop() {
-	n.once.Do(func() {
-		n.cancel()
-		select {
-		case <-n.done:
-		case <-time.After(15 * time.Second):
-			n.t.Error("node did not stop within 15s")
-		}
-	})
-}
+// stop stops the node and waits for it (once; the cleanup's stop then does nothing).
+func (n *testNode) stop() { n.Stop() }
 
 // get sends a GET with the given token and headers.
 func (n *testNode) get(path, token string, hdr ...string) (*http.Response, []byte) {
 	n.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, n.url+path, nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := (&http.Client{Transport: &http.Transport{DisableCompression: true}}).Do(req)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, b
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return nodetest.Get(n.t, n.url+path, token, hdr...)
 }
 
 // waitReady waits for readyz and for this node's own record to be in the document (the
@@ -176,28 +129,6 @@ func (n *testNode) waitReady() {
 		_, b := n.get("/v1/ingress/routes", testIngressToken)
 		return strings.Contains(string(b), `"node":"`+n.cfg.Node.Name+`"`)
 	})
-}
-
-// putObject writes a fleet object straight into the store and bumps the serial, the
-// way any node's write API does.
-func putObject(t *testing.T, st store.Store, key string, v any) {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	putRaw(t, st, key, b)
-}
-
-func putRaw(t *testing.T, st store.Store, key string, b []byte) {
-	t.Helper()
-	ctx := context.Background()
-	if _, err := st.Put(ctx, key, b, store.Condition{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.BumpSerial(ctx, st); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // seedFleet writes one app "shop" running on peer node "vps-b".
@@ -267,7 +198,7 @@ func TestRoutingEndpointsDrainBeforeFirstPass(t *testing.T) {
 	hs := &http.Server{Handler: srv.Handler()}
 	go hs.Serve(ln)
 	defer hs.Close()
-	n := &testNode{t: t, url: "http://" + ln.Addr().String()}
+	n := &testNode{t: t, url: "http://" + ln.Addr().String()} // no Node: the server is not run
 	for _, p := range []string{"/v1/ingress/routes", "/v1/ingress/traefik", "/v1/readyz"} {
 		tok := testIngressToken
 		resp, b := n.get(p, tok)

@@ -97,8 +97,8 @@ func TestDuplicateNodeNameRefusedAtStart(t *testing.T) {
 	a2 := startNode(t, cfgA)
 	a2.waitReady()
 	select {
-	case err := <-a2.done:
-		t.Fatalf("the restarted node stopped: %v", err)
+	case <-a2.Exited():
+		t.Fatalf("the restarted node stopped: %v", a2.Err())
 	default:
 	}
 	if d := duplicateOf(t, a2); d != "" {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/scafo/ingress/internal/listengate"
+	"github.com/scafo/ingress/internal/proc"
 	"github.com/scafo/ingress/node/store/s3"
 	"github.com/scafo/ingress/node/store/s3/s3test"
 )
@@ -44,7 +45,7 @@ func TestStoreMisconfigurationNamesTheSetting(t *testing.T) {
 			if err := cfg.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			logs := newSyncBuffer()
+			logs := &proc.Buffer{}
 			log := slog.New(slog.NewTextHandler(logs, nil))
 			srvNode, err := New(t.Context(), cfg, log)
 			if err != nil {

@@ -1,7 +1,6 @@
 package fleetcerts
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/json"
@@ -19,29 +18,13 @@ import (
 	"github.com/caddyserver/certmagic"
 	"github.com/mholt/acmez/v3/acme"
 
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/proc"
 	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
 	"github.com/scafo/ingress/node/rfc2136"
 	"github.com/scafo/ingress/node/rfc2136/bindtest"
 	"github.com/scafo/ingress/render/routing"
 )
-
-// syncBuf is a buffer several loggers write to at once.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // dnsEnv is a real BIND serving zones, a Pebble whose VA asks that BIND, and the
 // provider and DNS01 options the managers share. Every log line of every manager (at
@@ -51,7 +34,7 @@ type dnsEnv struct {
 	peb   *pebbletest.Pebble
 	prov  *rfc2136.Provider
 	store certmagic.Storage
-	logs  *syncBuf
+	logs  *proc.Buffer
 }
 
 func newDNSEnv(t *testing.T, zones []string, providerZones []string) *dnsEnv {
@@ -69,7 +52,7 @@ func newDNSEnvValidity(t *testing.T, zones []string, providerZones []string, val
 		bind: b, peb: p,
 		prov:  &rfc2136.Provider{Server: b.Addr, Zones: providerZones, KeyName: b.Key.Name, Secret: b.Key.Secret, Timeout: 5 * time.Second},
 		store: &certmagic.FileStorage{Path: t.TempDir()},
-		logs:  &syncBuf{},
+		logs:  &proc.Buffer{},
 	}
 }
 
@@ -166,7 +149,7 @@ func TestPlatformWildcardAndApexAreIssuedOnceByDNS01ForEveryManager(t *testing.T
 	ms[0].Sync(doc)
 	ms[1].Sync(doc)
 
-	waitFor(t, 120*time.Second, "every manager holds the wildcard and the apex", func() bool {
+	nodetest.WaitFor(t, 120*time.Second, "every manager holds the wildcard and the apex", func() bool {
 		for _, m := range ms {
 			if stateOf(m, "*."+pd).State != StateValid || stateOf(m, pd).State != StateValid {
 				return false
@@ -216,7 +199,7 @@ func TestPlatformWildcardAndApexAreIssuedOnceByDNS01ForEveryManager(t *testing.T
 	if s := stateOf(ms[0], "deep.x."+pd); s.State != StateBacklog || s.Challenge != "" {
 		t.Fatalf("deep.x: %+v, want backlog by HTTP-01", s)
 	}
-	waitFor(t, 30*time.Second, "no TXT record left in the zone", func() bool {
+	nodetest.WaitFor(t, 30*time.Second, "no TXT record left in the zone", func() bool {
 		return len(e.bind.ZoneTXT(t, "example.test")) == 0
 	})
 	if n := strings.Count(e.bind.Log(), "adding an RR at '_acme-challenge."+pd+"' TXT"); n < 1 || n > 2 {
@@ -263,7 +246,7 @@ func TestCustomWildcardIsOrderedOnlyWithItsDelegationInPlace(t *testing.T) {
 	if !strings.HasSuffix(target, ".acme.fleet.test") || DelegationTarget("acme.fleet.test", "other-app", wild) == target {
 		t.Fatalf("target %q: not under the zone, or not bound to the application", target)
 	}
-	waitFor(t, 30*time.Second, "the missing delegation reported", func() bool {
+	nodetest.WaitFor(t, 30*time.Second, "the missing delegation reported", func() bool {
 		s := stateOf(m, wild)
 		return s.State == StateNeedsDelegation && s.Delegation != nil && s.Delegation.CheckedAt != nil
 	})
@@ -284,7 +267,7 @@ func TestCustomWildcardIsOrderedOnlyWithItsDelegationInPlace(t *testing.T) {
 	// A CNAME at another claim's target (another application's) is not this claim's.
 	wrong := DelegationTarget("acme.fleet.test", "other-app", wild)
 	e.bind.Update(t, "customer.test", []string{"_acme-challenge.shop.customer.test. 60 IN CNAME " + wrong + "."}, nil)
-	waitFor(t, 30*time.Second, "the wrong CNAME reported", func() bool {
+	nodetest.WaitFor(t, 30*time.Second, "the wrong CNAME reported", func() bool {
 		return strings.Contains(stateOf(m, wild).LastError, "CNAME to "+wrong+", not to "+target)
 	})
 	waitPolls(t, m, delegationEvery+2)
@@ -308,7 +291,7 @@ func TestCustomWildcardIsOrderedOnlyWithItsDelegationInPlace(t *testing.T) {
 	// The right CNAME: issued.
 	e.bind.Update(t, "customer.test", []string{"_acme-challenge.shop.customer.test. 60 IN CNAME " + target + "."},
 		[]string{"_acme-challenge.shop.customer.test. 60 IN CNAME x."})
-	waitFor(t, 120*time.Second, "the custom wildcard issued", func() bool { return stateOf(m, wild).State == StateValid })
+	nodetest.WaitFor(t, 120*time.Second, "the custom wildcard issued", func() bool { return stateOf(m, wild).State == StateValid })
 	s = stateOf(m, wild)
 	if !s.Delegation.InPlace || s.LastError != "" || s.Challenge != "dns-01" {
 		t.Fatalf("issued, but status %+v", s)
@@ -320,7 +303,7 @@ func TestCustomWildcardIsOrderedOnlyWithItsDelegationInPlace(t *testing.T) {
 	if !strings.Contains(e.bind.Log(), "adding an RR at '"+target+"' TXT") {
 		t.Fatal("BIND did not log the TXT at the delegated target")
 	}
-	waitFor(t, 30*time.Second, "no TXT left in the fleet's zone", func() bool { return len(e.bind.ZoneTXT(t, "fleet.test")) == 0 })
+	nodetest.WaitFor(t, 30*time.Second, "no TXT left in the fleet's zone", func() bool { return len(e.bind.ZoneTXT(t, "fleet.test")) == 0 })
 
 	// The customer removes the CNAME: CertMagic's next order or renewal of the name is
 	// aborted before it reaches the CA (cert_obtaining looks the CNAME up again).
@@ -341,7 +324,7 @@ func waitPolls(t *testing.T, m *Manager, n int) {
 	m.mu.Lock()
 	from := m.polls
 	m.mu.Unlock()
-	waitFor(t, time.Duration(n)*m.opt.Poll*20, "polls", func() bool {
+	nodetest.WaitFor(t, time.Duration(n)*m.opt.Poll*20, "polls", func() bool {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		return m.polls >= from+n
@@ -394,7 +377,7 @@ func TestDNS01FailuresAreHeldOffAndPropagationWaitsAreBoundedAndVisible(t *testi
 	m := e.manager(t, 0, Options{PlatformDomains: []string{pd}, FailLimit: 1, FailHold: time.Hour, DNS01: &DNS01{Platform: true}})
 	m.opt.DNS01.Provider = &rfc2136.Provider{Server: e.bind.Addr, Zones: []string{"example.test"}, KeyName: e.bind.Key.Name, Secret: badSecret}
 	m.Sync(doc)
-	waitFor(t, 60*time.Second, "the apex failed", func() bool { return stateOf(m, pd).State == StateFailed })
+	nodetest.WaitFor(t, 60*time.Second, "the apex failed", func() bool { return stateOf(m, pd).State == StateFailed })
 	s := stateOf(m, pd)
 	if !strings.Contains(s.LastError, "NOTAUTH (TSIG BADSIG)") || s.NextAttempt == nil || time.Until(*s.NextAttempt) < 50*time.Minute {
 		t.Fatalf("status %+v: want the refusal and a hold-off of an hour", s)
@@ -418,14 +401,14 @@ func TestDNS01FailuresAreHeldOffAndPropagationWaitsAreBoundedAndVisible(t *testi
 	m2.opt.DNS01.PropagationTimeout = 5 * time.Second
 	m2.Sync(&routing.Document{V: routing.Version, API: &routing.API{Hosts: []string{pd}}, Routes: []routing.Route{{Host: "a." + pd, Application: "app"}}})
 	var phase string
-	waitFor(t, 60*time.Second, "the propagation wait in the status", func() bool {
+	nodetest.WaitFor(t, 60*time.Second, "the propagation wait in the status", func() bool {
 		phase = stateOf(m2, "*."+pd).Phase + stateOf(m2, pd).Phase
 		return strings.Contains(phase, "to propagate")
 	})
 	if !strings.Contains(phase, "_acme-challenge."+pd) || !strings.Contains(phase, "at most 5s") {
 		t.Fatalf("phase %q", phase)
 	}
-	waitFor(t, 60*time.Second, "the propagation timeout", func() bool {
+	nodetest.WaitFor(t, 60*time.Second, "the propagation timeout", func() bool {
 		a, w := stateOf(m2, pd), stateOf(m2, "*."+pd)
 		return a.State == StateFailed && w.State == StateFailed
 	})
@@ -435,7 +418,7 @@ func TestDNS01FailuresAreHeldOffAndPropagationWaitsAreBoundedAndVisible(t *testi
 		}
 	}
 	// The written record is cleaned up after the failed wait, on the primary.
-	waitFor(t, 30*time.Second, "the TXT records removed after the failure", func() bool { return len(e.bind.ZoneTXT(t, "example.test")) == 0 })
+	nodetest.WaitFor(t, 30*time.Second, "the TXT records removed after the failure", func() bool { return len(e.bind.ZoneTXT(t, "example.test")) == 0 })
 	if n := len(e.peb.Issued()); n != 0 {
 		t.Fatalf("Pebble issued %d", n)
 	}
@@ -461,7 +444,7 @@ func TestPlatformWildcardRenewsOnceByDNS01AndEveryManagerRolls(t *testing.T) {
 		ms = append(ms, m)
 	}
 	first := map[string]string{}
-	waitFor(t, 90*time.Second, "the first certificates", func() bool {
+	nodetest.WaitFor(t, 90*time.Second, "the first certificates", func() bool {
 		for _, n := range []string{"*." + pd, pd} {
 			if s := stateOf(ms[0], n); s.State == StateValid && first[n] == "" {
 				first[n] = s.Serial
@@ -469,7 +452,7 @@ func TestPlatformWildcardRenewsOnceByDNS01AndEveryManagerRolls(t *testing.T) {
 		}
 		return first["*."+pd] != "" && first[pd] != ""
 	})
-	waitFor(t, 90*time.Second, "both managers on the same renewed certificates", func() bool {
+	nodetest.WaitFor(t, 90*time.Second, "both managers on the same renewed certificates", func() bool {
 		for _, n := range []string{"*." + pd, pd} {
 			a, b := stateOf(ms[0], n), stateOf(ms[1], n)
 			if a.State != StateValid || a.Serial != b.Serial || a.Serial == first[n] {
@@ -480,7 +463,7 @@ func TestPlatformWildcardRenewsOnceByDNS01AndEveryManagerRolls(t *testing.T) {
 	})
 	// Every certificate issued is one obtain or renewal of one manager.
 	obtained := func() int { return strings.Count(e.logs.String(), `msg="fleet certificate obtained"`) }
-	waitFor(t, 30*time.Second, "Pebble's count to match the obtains logged", func() bool {
+	nodetest.WaitFor(t, 30*time.Second, "Pebble's count to match the obtains logged", func() bool {
 		return len(e.peb.Issued()) == obtained()
 	})
 	renewals := strings.Count(e.logs.String(), "renewal=true")
@@ -488,7 +471,7 @@ func TestPlatformWildcardRenewsOnceByDNS01AndEveryManagerRolls(t *testing.T) {
 		t.Fatalf("%d renewals logged, want one of each name at least", renewals)
 	}
 	t.Logf("Pebble issued %d certificates: %d first obtains, %d renewals", len(e.peb.Issued()), obtained()-renewals, renewals)
-	waitFor(t, 30*time.Second, "no TXT record left after the renewals", func() bool {
+	nodetest.WaitFor(t, 30*time.Second, "no TXT record left after the renewals", func() bool {
 		return len(e.bind.ZoneTXT(t, "example.test")) == 0
 	})
 }
@@ -510,7 +493,7 @@ func TestTurningDNS01OnKeepsEachHostsCertificateUntilTheWildcardArrives(t *testi
 		Records: []string{pd + ". 60 IN A 127.0.0.1", host + ". 60 IN A 127.0.0.1"}})
 	e := &dnsEnv{bind: b, peb: pebbletest.Start(t, pebbletest.Config{DNSServer: b.Addr, HTTPPort: ln.Addr().(*net.TCPAddr).Port}),
 		prov:  &rfc2136.Provider{Server: b.Addr, Zones: []string{"example.test"}, KeyName: b.Key.Name, Secret: b.Key.Secret},
-		store: &certmagic.FileStorage{Path: t.TempDir()}, logs: &syncBuf{}}
+		store: &certmagic.FileStorage{Path: t.TempDir()}, logs: &proc.Buffer{}}
 	doc := &routing.Document{V: routing.Version, API: &routing.API{Hosts: []string{pd}}, Routes: []routing.Route{{Host: host, Application: "app"}}}
 
 	// Before: HTTP-01 for the host and the apex.
@@ -521,7 +504,7 @@ func TestTurningDNS01OnKeepsEachHostsCertificateUntilTheWildcardArrives(t *testi
 	}
 	startServing(t, m1, ln, new(atomic.Int64))
 	m1.Sync(doc)
-	waitFor(t, 90*time.Second, "the host and the apex by HTTP-01", func() bool {
+	nodetest.WaitFor(t, 90*time.Second, "the host and the apex by HTTP-01", func() bool {
 		return stateOf(m1, host).State == StateValid && stateOf(m1, pd).State == StateValid
 	})
 	own := stateOf(m1, host).Serial
@@ -554,8 +537,8 @@ func TestTurningDNS01OnKeepsEachHostsCertificateUntilTheWildcardArrives(t *testi
 		covered = covered || has
 	})
 	m2.Sync(doc)
-	waitFor(t, 90*time.Second, "the wildcard", func() bool { return stateOf(m2, "*."+pd).State == StateValid })
-	waitFor(t, 10*time.Second, "the host's own certificate no longer delivered", func() bool {
+	nodetest.WaitFor(t, 90*time.Second, "the wildcard", func() bool { return stateOf(m2, "*."+pd).State == StateValid })
+	nodetest.WaitFor(t, 10*time.Second, "the host's own certificate no longer delivered", func() bool {
 		for _, c := range m2.Current().FleetCerts.Certificates {
 			if c.Names[0] == host {
 				return false

@@ -16,6 +16,7 @@ import (
 
 	"github.com/caddyserver/certmagic"
 
+	"github.com/scafo/ingress/internal/nodetest"
 	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
 	"github.com/scafo/ingress/render/routing"
 )
@@ -37,18 +38,6 @@ func docWith(hosts ...string) *routing.Document {
 		d.Routes = append(d.Routes, routing.Route{Host: h, Application: "app"})
 	}
 	return d
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 func stateOf(m *Manager, name string) NameStatus {
@@ -109,7 +98,7 @@ func TestTwoManagersOnOneStoreIssueANameOnceAndEitherAnswersTheChallenge(t *test
 	}
 	a.Sync(docWith(name))
 
-	waitFor(t, 90*time.Second, "both managers hold a valid certificate", func() bool {
+	nodetest.WaitFor(t, 90*time.Second, "both managers hold a valid certificate", func() bool {
 		return stateOf(a, name).State == StateValid && stateOf(b, name).State == StateValid
 	})
 	sa, sb := stateOf(a, name), stateOf(b, name)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/caddyserver/certmagic"
 
+	"github.com/scafo/ingress/internal/nodetest"
 	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
 	"github.com/scafo/ingress/render/routing"
 )
@@ -57,7 +58,7 @@ func TestCustomDomainsArePacedByTheCustomBudget(t *testing.T) {
 		doc.Routes = append(doc.Routes, routing.Route{Host: fmt.Sprintf("c%d.example.org", i), Application: "app"})
 	}
 	m.Sync(doc)
-	waitFor(t, 90*time.Second, "the budget's names and the API apex valid", func() bool {
+	nodetest.WaitFor(t, 90*time.Second, "the budget's names and the API apex valid", func() bool {
 		return len(states(m)[StateValid]) == budget+1
 	})
 	// Several more reconcile passes: nothing else starts within the hour.
@@ -93,7 +94,7 @@ func TestAFailingNameIsHeldOffAndNotReordered(t *testing.T) {
 	m.Sync(docWith(name))
 
 	var s NameStatus
-	waitFor(t, 60*time.Second, "the first failure", func() bool {
+	nodetest.WaitFor(t, 60*time.Second, "the first failure", func() bool {
 		s = stateOf(m, name)
 		return s.State == StateFailed && s.Attempts == 1
 	})
@@ -115,7 +116,7 @@ func TestAFailingNameIsHeldOffAndNotReordered(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	// After it: one more order, which fails and holds it off twice as long (capped).
-	waitFor(t, 60*time.Second, "the attempt after the hold-off", func() bool {
+	nodetest.WaitFor(t, 60*time.Second, "the attempt after the hold-off", func() bool {
 		s = stateOf(m, name)
 		return s.State == StateFailed && s.Attempts == 2
 	})

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/scafo/ingress/node/internal/testinst"
 	"io"
 	"log/slog"
 	"net"
@@ -21,20 +20,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/node/internal/testinst"
 	"github.com/scafo/ingress/render/fleet"
 )
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // newTestProber is a prober over a fixed set of instances on 127.0.0.1, driven by hand
 // (round) rather than by its ticker.
@@ -72,7 +61,7 @@ func probeRound(t *testing.T, p *Prober) {
 // waitIdle waits until no probe is in flight.
 func waitIdle(t *testing.T, p *Prober) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "the round's probes", func() bool {
+	nodetest.WaitFor(t, 10*time.Second, "the round's probes", func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		for _, st := range p.states {
@@ -221,7 +210,7 @@ func TestSlowInstancesNeitherStallOthersNorOpenUnboundedSockets(t *testing.T) {
 	p.mu.Unlock()
 	t0 := time.Now()
 	p.round(context.Background())
-	waitFor(t, 10*time.Second, "the refusing instance's next probe", func() bool {
+	nodetest.WaitFor(t, 10*time.Second, "the refusing instance's next probe", func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return p.states["dead"].probes > before

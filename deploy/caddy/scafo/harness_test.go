@@ -2,8 +2,6 @@ package scafo
 
 import (
 	"bufio"
-	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +15,7 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/internal/nodetest"
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
@@ -29,15 +28,14 @@ const (
 	testAdminToken   = "caddy-test-admin-token-0123456789abcdef"
 )
 
-// testNode is a real scafo node, in process, on a loopback port from :0.
+// testNode is a real scafo node, in process, on a loopback port from :0, run by the
+// node's shared test harness.
 type testNode struct {
-	t      testing.TB
-	name   string
-	url    string
-	st     store.Store
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
+	*nodetest.Node
+	t    testing.TB
+	name string
+	url  string
+	st   store.Store
 }
 
 // startNode runs node name over the fleet store at root (a dir store: several nodes
@@ -72,23 +70,13 @@ func startNode(t testing.TB, name, root string) *testNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	n := &testNode{t: t, name: name, url: "http://" + ln.Addr().String(), st: st, cancel: cancel, done: make(chan error, 1)}
-	go func() { n.done <- srv.Run(ctx, ln) }()
-	t.Cleanup(n.stop)
+	n := &testNode{Node: nodetest.Start(t, srv, ln), t: t, name: name, st: st}
+	n.url = n.URL
 	return n
 }
 
-func (n *testNode) stop() {
-	n.once.Do(func() {
-		n.cancel()
-		select {
-		case <-n.done:
-		case <-time.After(20 * time.Second):
-			n.t.Error("node did not stop within 20s")
-		}
-	})
-}
+// stop stops the node and waits for it (once; the cleanup's stop then does nothing).
+func (n *testNode) stop() { n.Stop() }
 
 // routes GETs the node's routing document (no prefer). With etag, it long-polls: the
 // node answers when its revision moves past etag, or 304 after wait.
@@ -156,17 +144,7 @@ type fleetStore struct {
 
 func (f fleetStore) put(key string, v any) {
 	f.t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	ctx := context.Background()
-	if _, err := f.st.Put(ctx, key, b, store.Condition{}); err != nil {
-		f.t.Fatal(err)
-	}
-	if _, err := store.BumpSerial(ctx, f.st); err != nil {
-		f.t.Fatal(err)
-	}
+	nodetest.Put(f.t, f.st, key, v)
 }
 
 func (f fleetStore) app(name, account string, placement ...string) {

@@ -77,10 +77,10 @@ func TestAnAttackerCannotHoldTheStop(t *testing.T) {
 		})
 	}
 	start := time.Now()
-	n.once.Do(n.cancel)
+	n.Cancel()
 	select {
-	case err := <-n.done:
-		if err != nil {
+	case <-n.Exited():
+		if err := n.Err(); err != nil {
 			t.Logf("Run: %v", err)
 		}
 	case <-time.After(drainBudget + 10*time.Second + 2*time.Second):
