@@ -2,7 +2,6 @@ package node
 
 import (
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	crand "crypto/rand"
@@ -14,14 +13,9 @@ import (
 	"io/fs"
 	"log/slog"
 	"math/big"
-	"math/rand/v2"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,6 +23,7 @@ import (
 	"github.com/caddyserver/certmagic"
 
 	"github.com/scafo/ingress/node/certstore"
+	"github.com/scafo/ingress/node/certstore/certstoretest"
 	"github.com/scafo/ingress/node/storageclient"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/s3/s3test"
@@ -108,60 +103,10 @@ func TestStorageClientAgainstRunningNodes(t *testing.T) {
 }
 
 // Goroutines behind two clients, each client on its own node, increment one counter
-// under one lock: no update is lost.
+// under one lock: no update is lost (certstoretest.Locks).
 func clientMutualExclusion(t *testing.T, na, nb *testNode) {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	clients := []*storageclient.Client{newClient(t, na, fastClient()), newClient(t, nb, fastClient())}
-	const key, lock = "mutex/counter", "issue_cert_counter.example.com"
-	if err := clients[0].Store(ctx, key, []byte("0")); err != nil {
-		t.Fatal(err)
-	}
-	const workers, rounds = 3, 5 // per client
-	var inside atomic.Int32
-	var overlaps atomic.Int32
-	var wg sync.WaitGroup
-	errc := make(chan error, 2*workers)
-	for _, c := range clients {
-		for range workers {
-			wg.Go(func() {
-				for range rounds {
-					if err := c.Lock(ctx, lock); err != nil {
-						errc <- err
-						return
-					}
-					if inside.Add(1) > 1 {
-						overlaps.Add(1)
-					}
-					v, err := c.Load(ctx, key)
-					if err == nil {
-						n, _ := strconv.Atoi(string(v))
-						err = c.Store(ctx, key, []byte(strconv.Itoa(n+1)))
-					}
-					inside.Add(-1)
-					if uerr := c.Unlock(ctx, lock); err == nil {
-						err = uerr
-					}
-					if err != nil {
-						errc <- err
-						return
-					}
-				}
-			})
-		}
-	}
-	wg.Wait()
-	close(errc)
-	for err := range errc {
-		t.Fatal(err)
-	}
-	v, err := clients[1].Load(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := strconv.Itoa(2 * workers * rounds); string(v) != want || overlaps.Load() != 0 {
-		t.Fatalf("counter = %s, want %s; %d overlapping critical sections", v, want, overlaps.Load())
-	}
+	certstoretest.Locks(t, "mutex/counter", "issue_cert_counter.example.com", 3, 5,
+		newClient(t, na, fastClient()), newClient(t, nb, fastClient()))
 }
 
 // A holder whose process dies (its transport cut) stops renewing; a client on the other
@@ -268,88 +213,14 @@ func clientOddKeysLargeValues(t *testing.T, na, nb *testNode) {
 	}
 }
 
-// The client on one node and certmagic.FileStorage run one random sequence; every answer
-// matches (the adapter's own oracle test covers more operations; this one proves the
-// HTTP layer keeps the semantics).
+// The client on one node and certmagic.FileStorage run the CertMagic storage suite's
+// random sequence (certstoretest.MatchesFileStorage), written through one node and read
+// through the other: every answer matches (certstore's own run of the suite covers more
+// operations; this one proves the HTTP layer keeps the semantics).
 func clientMatchesFileStorage(t *testing.T, na, nb *testNode) {
-	ctx := t.Context()
-	root := t.TempDir()
-	fsx := &certmagic.FileStorage{Path: root}
-	writer, reader := newClient(t, na, storageclient.Options{}), newClient(t, nb, storageclient.Options{})
-	segs := []string{"a", "b", "a.b", "*", "x@y:z", "%2F", "ü", "c d", "?#"}
-	rng := rand.New(rand.NewPCG(14, 2))
-	const top = "oracle"
-	randKey := func() string {
-		parts := []string{top}
-		for range 1 + rng.IntN(3) {
-			parts = append(parts, segs[rng.IntN(len(segs))])
-		}
-		return strings.Join(parts, "/")
-	}
-	compared := 0
-	for i := range 150 {
-		key := randKey()
-		switch op := rng.IntN(10); {
-		case op < 4:
-			if err := fsx.Store(ctx, key, []byte(key)); err != nil {
-				pruneEmpty(t, root)
-				continue
-			}
-			if err := writer.Store(ctx, key, []byte(key)); err != nil {
-				t.Fatalf("op %d Store(%q): %v", i, key, err)
-			}
-		case op < 5:
-			if err := fsx.Delete(ctx, key); err != nil {
-				continue
-			}
-			pruneEmpty(t, root)
-			if err := writer.Delete(ctx, key); err != nil {
-				t.Fatalf("op %d Delete(%q): %v", i, key, err)
-			}
-		case op < 7:
-			fi, ferr := fsx.Stat(ctx, key)
-			oi, oerr := reader.Stat(ctx, key)
-			compared++
-			if (ferr == nil) != (oerr == nil) || fi.IsTerminal != oi.IsTerminal || fi.Key != oi.Key || fi.IsTerminal && fi.Size != oi.Size ||
-				errors.Is(ferr, fs.ErrNotExist) && !errors.Is(oerr, fs.ErrNotExist) {
-				t.Fatalf("op %d Stat(%q): FileStorage %+v, %v; client %+v, %v", i, key, fi, ferr, oi, oerr)
-			}
-		default:
-			prefix := key
-			if j := strings.LastIndexByte(key, '/'); rng.IntN(2) == 0 {
-				prefix = key[:j]
-			}
-			rec := rng.IntN(2) == 0
-			fl, ferr := fsx.List(ctx, prefix, rec)
-			ol, oerr := reader.List(ctx, prefix, rec)
-			compared++
-			if (ferr == nil) != (oerr == nil) || !slices.Equal(fl, ol) && !(len(fl) == 0 && len(ol) == 0) ||
-				errors.Is(ferr, fs.ErrNotExist) && !errors.Is(oerr, fs.ErrNotExist) {
-				t.Fatalf("op %d List(%q, %v):\nFileStorage %q, %v\nclient      %q, %v", i, prefix, rec, fl, ferr, ol, oerr)
-			}
-		}
-	}
-	fl, _ := fsx.List(ctx, top, true)
-	ol, err := reader.List(ctx, top, true)
-	if err != nil || !slices.Equal(fl, ol) || len(ol) < 5 || compared < 40 {
-		t.Fatalf("final: FileStorage %q; client %q, %v; %d compared", fl, ol, err, compared)
-	}
-}
-
-func pruneEmpty(t *testing.T, root string) {
-	t.Helper()
-	var dirs []string
-	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() && p != root {
-			dirs = append(dirs, p)
-		}
-		return nil
-	})
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if es, err := os.ReadDir(dirs[i]); err == nil && len(es) == 0 {
-			os.Remove(dirs[i])
-		}
-	}
+	certstoretest.MatchesFileStorage(t, newClient(t, na, storageclient.Options{}), newClient(t, nb, storageclient.Options{}),
+		certstoretest.Oracle{Seed1: 14, Seed2: 2, Ops: 160, Tops: []string{"oracle"},
+			Segs: []string{"a", "b", "a.b", "*", "x@y:z", "%2F", "ü", "c d", "?#"}})
 }
 
 // A lock taken through one node is not released, renewed or taken by another owner
@@ -384,18 +255,6 @@ func clientOnlyOwnerReleases(t *testing.T, na, nb *testNode) {
 	}
 	if err := cb.Unlock(ctx, "mine"); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestStorageClientRefusesBadEndpoints: the client refuses what it cannot use.
-func TestStorageClientRefusesBadEndpoints(t *testing.T) {
-	for _, ep := range []string{"", "127.0.0.1:7400", "ftp://h", "http://", "http://h?x=1", "http://u:p@h"} {
-		if _, err := storageclient.New(ep, "tok", storageclient.Options{}); err == nil {
-			t.Errorf("New(%q) accepted", ep)
-		}
-	}
-	if _, err := storageclient.New("http://127.0.0.1:7400", "", storageclient.Options{}); err == nil {
-		t.Error("New with no token accepted")
 	}
 }
 

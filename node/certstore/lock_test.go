@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node/certstore/certstoretest"
 	"github.com/scafo/ingress/node/store"
 )
 
@@ -18,56 +17,11 @@ func fastLocks(owner string) Options {
 }
 
 // TestLockMutualExclusion: goroutines on two nodes (two store clients on one store)
-// increment one counter under one lock; no increment is lost.
+// increment one counter under one lock; no increment is lost (certstoretest.Locks).
 func TestLockMutualExclusion(t *testing.T) {
 	eachBackend(t, func(t *testing.T, st store.Store, open func(t *testing.T) store.Store) {
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-		defer cancel()
-		nodes := []*Storage{New(st, fastLocks("a")), New(open(t), fastLocks("b"))}
-		if err := nodes[0].Store(ctx, "counter", []byte("0")); err != nil {
-			t.Fatal(err)
-		}
-		const perWorker, workers = 5, 4 // per node
-		var wg sync.WaitGroup
-		errs := make(chan error, 2*workers)
-		for _, n := range nodes {
-			for range workers {
-				wg.Go(func() {
-					for range perWorker {
-						if err := n.Lock(ctx, "issue_cert_example.com"); err != nil {
-							errs <- err
-							return
-						}
-						v, err := n.Load(ctx, "counter")
-						if err == nil {
-							c, _ := strconv.Atoi(string(v))
-							// Widen the window a lost update needs.
-							time.Sleep(2 * time.Millisecond)
-							err = n.Store(ctx, "counter", []byte(strconv.Itoa(c+1)))
-						}
-						if uerr := n.Unlock(ctx, "issue_cert_example.com"); err == nil {
-							err = uerr
-						}
-						if err != nil {
-							errs <- err
-							return
-						}
-					}
-				})
-			}
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
-		v, err := nodes[1].Load(ctx, "counter")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := strconv.Itoa(2 * workers * perWorker); string(v) != want {
-			t.Fatalf("counter = %s, want %s: an update was lost, so two holders overlapped", v, want)
-		}
+		ctx := t.Context()
+		certstoretest.Locks(t, "counter", "issue_cert_example.com", 4, 5, New(st, fastLocks("a")), New(open(t), fastLocks("b")))
 		// Every lock was released: the namespace holds no lock object.
 		es, err := st.List(ctx, LockPrefix)
 		if err != nil || len(es) != 0 {

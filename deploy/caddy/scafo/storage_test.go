@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/certmagic"
 
+	"github.com/scafo/ingress/node/certstore/certstoretest"
 	"github.com/scafo/ingress/node/storageclient"
 )
 
@@ -41,76 +39,19 @@ func twoStorageNodes(t *testing.T) (*testNode, *testNode) {
 	return a, b
 }
 
-// The storage behaves as CertMagic's FileStorage, its reference, over one random
-// sequence of operations mixing account keys (local) and everything else (the node),
-// written through one node and read through another, the root listing included.
+// The storage behaves as CertMagic's FileStorage, its reference, over the CertMagic
+// storage suite's random sequence (certstoretest.MatchesFileStorage) mixing account
+// keys (local) and everything else (the node), written through one node and read
+// through another, the root listing included.
 func TestSplitStorageMatchesFileStorage(t *testing.T) {
 	na, nb := twoStorageNodes(t)
-	ctx := t.Context()
-	ref := &certmagic.FileStorage{Path: t.TempDir()}
 	accounts := t.TempDir()
 	// Each with its own cache, which must change nothing while the nodes answer.
 	writer := NewSplitStorage(nodeClient(t, na), &certmagic.FileStorage{Path: accounts}).WithCache(&certmagic.FileStorage{Path: t.TempDir()})
 	reader := NewSplitStorage(nodeClient(t, nb), &certmagic.FileStorage{Path: accounts}).WithCache(&certmagic.FileStorage{Path: t.TempDir()})
-	tops := []string{"acme", "certificates", "ocsp"}
-	segs := []string{"a", "b", "a.b", "*", "x@y:z", "ü", "users"}
-	rng := rand.New(rand.NewPCG(26, 9))
-	randKey := func() string {
-		parts := []string{tops[rng.IntN(len(tops))]}
-		for range 1 + rng.IntN(3) {
-			parts = append(parts, segs[rng.IntN(len(segs))])
-		}
-		return strings.Join(parts, "/")
-	}
-	compared := 0
-	for i := range 200 {
-		key := randKey()
-		switch op := rng.IntN(10); {
-		case op < 4:
-			if err := ref.Store(ctx, key, []byte(key)); err != nil {
-				continue // a file where a directory is wanted: FileStorage refuses, so skip it
-			}
-			if err := writer.Store(ctx, key, []byte(key)); err != nil {
-				t.Fatalf("op %d Store(%q): %v", i, key, err)
-			}
-		case op < 5:
-			if err := ref.Delete(ctx, key); err != nil {
-				continue
-			}
-			if err := writer.Delete(ctx, key); err != nil {
-				t.Fatalf("op %d Delete(%q): %v", i, key, err)
-			}
-		case op < 7:
-			fv, ferr := ref.Load(ctx, key)
-			ov, oerr := reader.Load(ctx, key)
-			compared++
-			if (ferr == nil) != (oerr == nil) || string(fv) != string(ov) || errors.Is(ferr, fs.ErrNotExist) && !errors.Is(oerr, fs.ErrNotExist) {
-				t.Fatalf("op %d Load(%q): FileStorage %q, %v; split %q, %v", i, key, fv, ferr, ov, oerr)
-			}
-			// FileStorage.Exists is true on any error but not-exist (a path under a
-			// file): compare where its answer means something.
-			if ex := reader.Exists(ctx, key); ferr == nil && !ex || errors.Is(ferr, fs.ErrNotExist) && ex {
-				t.Fatalf("op %d Exists(%q) = %v after Load: %v", i, key, ex, ferr)
-			}
-		default:
-			prefix := key[:strings.LastIndexByte(key, '/')]
-			if rng.IntN(3) == 0 {
-				prefix = ""
-			}
-			rec := rng.IntN(2) == 0
-			fl, ferr := ref.List(ctx, prefix, rec)
-			ol, oerr := reader.List(ctx, prefix, rec)
-			compared++
-			if (ferr == nil) != (oerr == nil) && !(len(fl) == 0 && len(ol) == 0) || !slices.Equal(fl, ol) && !(len(fl) == 0 && len(ol) == 0) {
-				t.Fatalf("op %d List(%q, %v):\nFileStorage %q, %v\nsplit       %q, %v", i, prefix, rec, fl, ferr, ol, oerr)
-			}
-		}
-	}
-	fl, _ := ref.List(ctx, "", true)
-	ol, err := reader.List(ctx, "", true)
-	if err != nil || !slices.Equal(fl, ol) || len(ol) < 5 || compared < 60 {
-		t.Fatalf("final: FileStorage %q; split %q, %v; %d compared", fl, ol, err, compared)
-	}
+	certstoretest.MatchesFileStorage(t, writer, reader, certstoretest.Oracle{Seed1: 26, Seed2: 9, Ops: 240,
+		Tops: []string{"acme", "certificates", "ocsp"}, Segs: []string{"a", "b", "a.b", "*", "x@y:z", "ü", "users"},
+		RootList: true, EmptyListsAgree: true, KeepsEmptyDir: isAccountKey})
 }
 
 // The ACME account never leaves this machine: keys under acme/ are files in the
@@ -184,60 +125,13 @@ func TestSplitStorageSharesChallengeTokensNotTheAccount(t *testing.T) {
 }
 
 // Locks are the fleet's: goroutines behind two Caddys' storages, each on its own node,
-// increment one counter under one lock; no update is lost, no critical sections overlap.
+// increment one counter under one lock; no update is lost, no critical sections overlap
+// (certstoretest.Locks).
 func TestSplitStorageLocksAcrossNodes(t *testing.T) {
 	na, nb := twoStorageNodes(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	ss := []*SplitStorage{
+	certstoretest.Locks(t, "certificates/counter", "issue_cert_counter.example.org", 2, 4,
 		NewSplitStorage(nodeClient(t, na), &certmagic.FileStorage{Path: t.TempDir()}),
-		NewSplitStorage(nodeClient(t, nb), &certmagic.FileStorage{Path: t.TempDir()}),
-	}
-	const key, lock = "certificates/counter", "issue_cert_counter.example.org"
-	if err := ss[0].Store(ctx, key, []byte("0")); err != nil {
-		t.Fatal(err)
-	}
-	const workers, rounds = 2, 4
-	var inside, overlaps atomic.Int32
-	var wg sync.WaitGroup
-	errc := make(chan error, 2*workers)
-	for _, s := range ss {
-		for range workers {
-			wg.Go(func() {
-				for range rounds {
-					if err := s.Lock(ctx, lock); err != nil {
-						errc <- err
-						return
-					}
-					if inside.Add(1) > 1 {
-						overlaps.Add(1)
-					}
-					v, err := s.Load(ctx, key)
-					if err == nil {
-						n, _ := strconv.Atoi(string(v))
-						err = s.Store(ctx, key, []byte(strconv.Itoa(n+1)))
-					}
-					inside.Add(-1)
-					if uerr := s.Unlock(ctx, lock); err == nil {
-						err = uerr
-					}
-					if err != nil {
-						errc <- err
-						return
-					}
-				}
-			})
-		}
-	}
-	wg.Wait()
-	close(errc)
-	for err := range errc {
-		t.Fatal(err)
-	}
-	v, err := ss[1].Load(ctx, key)
-	if want := strconv.Itoa(2 * workers * rounds); err != nil || string(v) != want || overlaps.Load() != 0 {
-		t.Fatalf("counter = %s (%v), want %s; %d overlapping critical sections", v, err, want, overlaps.Load())
-	}
+		NewSplitStorage(nodeClient(t, nb), &certmagic.FileStorage{Path: t.TempDir()}))
 }
 
 // `storage scafo { … }` as an operator writes it: the first endpoint is dead, the module
