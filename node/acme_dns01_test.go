@@ -27,6 +27,7 @@ import (
 // verifies for the platform host. The TSIG secret is in no status, metrics, routing
 // document, rendered configuration or log line.
 func TestACMEDNS01PlatformWildcardIsRenderedForTheCoveredHosts(t *testing.T) {
+	t.Parallel()
 	b := bindtest.Start(t, bindtest.Config{Zones: []string{"example.com"}, Resolver: true})
 	p := pebbletest.Start(t, pebbletest.Config{DNSServer: b.Addr})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -52,6 +52,7 @@ func acmeStatus(t *testing.T, n *testNode) map[string]fleetcerts.NameStatus {
 // Traefik's default certificate answers until a certificate arrives), with the
 // challenge router and no certificates.
 func TestACMEFailuresBackOffAndNeverBlockRouting(t *testing.T) {
+	t.Parallel()
 	storeDir := t.TempDir()
 	cfg := testConfig(t, "vps-a", storeDir)
 	cfg.ACME.Enabled = true
@@ -127,6 +128,7 @@ func grepLines(s, sub string) string {
 // not in /v1/status, /v1/ingress/routes, the metrics, the node's log (at debug), or
 // the audit rows.
 func TestACMEPrivateKeysOnlyInTheRenderedConfiguration(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -245,6 +247,7 @@ func TestACMEPrivateKeysOnlyInTheRenderedConfiguration(t *testing.T) {
 // document: the node reports the name failed with the reason, delivers no certificate
 // for it, and keeps routing every host.
 func TestACMECorruptCertificateInTheStoreIsReportedNotFatal(t *testing.T) {
+	t.Parallel()
 	storeDir := t.TempDir()
 	cfg := testConfig(t, "vps-a", storeDir)
 	cfg.ACME.Enabled = true

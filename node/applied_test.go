@@ -111,6 +111,7 @@ func callbackOf(t *testing.T, body []byte) string {
 // apply, is 400 naming the field, never ignored (an ingress that asked for a true
 // "applied" and silently got "served" would let deploys stop old processes early).
 func TestAppliedProbeIsValidated(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	for _, tc := range []struct {
@@ -169,6 +170,7 @@ func TestAppliedProbeIsValidated(t *testing.T) {
 // waiting write. Before, the node counted what it served (early by seconds at 10 000
 // applications, issue 24).
 func TestHTTPProviderWithAProbeIsAppliedOnlyByItsCallback(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	_, _, cb0 := probePoll(t, n, "edge-p")
@@ -290,6 +292,7 @@ func TestHTTPProviderWithAProbeIsAppliedOnlyByItsCallback(t *testing.T) {
 // (made up, another ingress's, another revision's) is 404, records nothing and costs no
 // store request; the callback path is never routed by the public apex.
 func TestForgedAppliedCallbacksAreRefusedForNothing(t *testing.T) {
+	t.Parallel()
 	cfg := reportsConfig(t, "vps-a", t.TempDir())
 	st := &readCountingStore{Store: openDir(t, cfg.Store.Dir.Path)}
 	n := startNodeWithStore(t, cfg, st)
@@ -349,6 +352,7 @@ func TestForgedAppliedCallbacksAreRefusedForNothing(t *testing.T) {
 // the same bytes on every poll and from a second node of the fleet, is rendered once
 // per revision, and only its probe's objects differ from the plain body.
 func TestAppliedProbeBodiesAreStableAndCached(t *testing.T) {
+	t.Parallel()
 	storeDir := t.TempDir()
 	a := startNode(t, reportsConfig(t, "vps-a", storeDir))
 	a.waitReady()

@@ -20,6 +20,7 @@ import (
 // (202 at its timeout, every write). A forged callback on the reserve is a 404 (and the
 // connection closes), like any other request the reserve serves.
 func TestAppliedCallbackIsServedFromTheConnectionReserve(t *testing.T) {
+	t.Parallel()
 	cfg := reportsConfig(t, "vps-a", t.TempDir())
 	cfg.Limits.MaxConns = 40
 	cfg.Limits.ReservedConns = 4
@@ -81,6 +82,7 @@ func TestAppliedCallbackIsServedFromTheConnectionReserve(t *testing.T) {
 // doubled segment are 404 and record nothing; a query string is not part of the path
 // (the same callback). Then the real one is recorded, and a replay is "already".
 func TestAppliedCallbackRespellingsAreRefused(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	_, _, cb := probePoll(t, n, "edge-p")
@@ -136,6 +138,7 @@ func hexOf(c byte) string { return string("0123456789abcdef"[c>>4]) + string("01
 // and whose routers are the plain body's plus the probe's two, the rule unchanged: no
 // quote, backtick, slash, @ or escape in a Host reaches the body.
 func TestAppliedProbeHostCannotInjectIntoTheBody(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	_, plain := n.get("/v1/ingress/traefik", testIngressToken)
@@ -217,6 +220,7 @@ func TestAppliedProbeHostCannotInjectIntoTheBody(t *testing.T) {
 // without a callback; a write to its group waits for a callback of the new body (202
 // naming it while it is only served), and another ingress's callback never stands in.
 func TestAppliedProbeOnAGroupPoll(t *testing.T) {
+	t.Parallel()
 	n := groupNode(t)
 	poll := func(name, group string) (rev, cb string) {
 		t.Helper()

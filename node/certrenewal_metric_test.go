@@ -16,6 +16,7 @@ import (
 // others, and none at all without fleet certificates (no acme.enabled). Before, no
 // metric said a renewal failed: the alert guessed from the days left.
 func TestCertificateRenewalFailingIsExportedPerHeldName(t *testing.T) {
+	t.Parallel()
 	scrape := func(renewals func() []fleetcerts.Renewal) string {
 		t.Helper()
 		m := newMetrics(publish.New(render.Options{}, t.TempDir(), nil), metricProbes{certRenewals: renewals})

@@ -36,6 +36,7 @@ const healthzKeepAlive = "GET /v1/healthz HTTP/1.1\r\nHost: node\r\n\r\n"
 // connection for its write; once one of the first two closes, the address gets a
 // general connection again.
 func TestOneAddressCannotHoldTheGeneralConnections(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	cfg.Limits.MaxConns = 40
 	cfg.Limits.ReservedConns = 4
@@ -82,6 +83,7 @@ func TestOneAddressCannotHoldTheGeneralConnections(t *testing.T) {
 // Issue 25 item 6: a connection older than limits.connMaxAge ends with its next answer
 // (Connection: close), however busy its client keeps it; under the age it stays open.
 func TestAConnectionPastItsMaxAgeIsClosedAfterItsAnswer(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		age   time.Duration
 		close bool

@@ -41,6 +41,7 @@ import (
 // per tick, at most two requests per node (the serial read and one GET) besides those
 // LISTs.
 func TestCostModel(t *testing.T) {
+	t.Parallel()
 	sizes := []int{10, 100}
 	if testing.Short() {
 		sizes = []int{10}

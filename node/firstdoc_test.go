@@ -59,6 +59,7 @@ func apiNodes(t *testing.T, body []byte) []string {
 // node's first record write (written or failed). Before, the first pass raced that
 // write and a node could serve a document without itself (issue 25 item 9).
 func TestTheFirstDocumentOnAFreshStoreHasThisNodesOwnRecord(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	st, err := dir.New(cfg.Store.Dir.Path)
 	if err != nil {

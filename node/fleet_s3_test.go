@@ -280,6 +280,7 @@ func identical(nodes []*testNode, path string) (served, bool) {
 // interval, which this test moves out of the way (1h; see TestFleetIdleCostWithHeartbeats
 // and TestCostModel).
 func TestIdleFleetCostsOneConditionalReadPerTick(t *testing.T) {
+	t.Parallel()
 	const (
 		apps      = 20
 		idleTicks = 20
@@ -460,6 +461,7 @@ func putObjectNoBump(t *testing.T, st store.Store, key string, v any) {
 // 15s heartbeat) keeping their ratio, 7.5 ticks per heartbeat; the per-tick figures
 // carry over.
 func TestFleetIdleCostWithHeartbeats(t *testing.T) {
+	t.Parallel()
 	const (
 		interval  = 200 * time.Millisecond
 		heartbeat = 1500 * time.Millisecond
@@ -579,6 +581,7 @@ func equalUpstreams(got, want map[string][]string) bool {
 // byte-identical bodies and the same ETag for the same prefer, and ?prefer=self on a
 // node is ?prefer=<that node> anywhere.
 func TestFleetNodesOnOneBucketServeIdenticalBytes(t *testing.T) {
+	t.Parallel()
 	bcfg := s3test.Shared(t).NewBucket(t)
 	nodes := threeNodes(t, bcfg, 100*time.Millisecond, 15*time.Second, time.Minute)
 	seedThreeNodeFleet(t, nodes)
@@ -622,6 +625,7 @@ func TestFleetNodesOnOneBucketServeIdenticalBytes(t *testing.T) {
 // The TTL is 2s with a 200ms heartbeat: a record's seen time is the heartbeat's time,
 // so a live node's record is at most one heartbeat plus a write and a tick old.
 func TestFleetStaleNodeLeavesUpstreamsExceptTheLast(t *testing.T) {
+	t.Parallel()
 	const ttl = 2 * time.Second
 	bcfg := s3test.Shared(t).NewBucket(t)
 	nodes := threeNodes(t, bcfg, 100*time.Millisecond, 200*time.Millisecond, ttl)
@@ -670,6 +674,7 @@ func TestFleetStaleNodeLeavesUpstreamsExceptTheLast(t *testing.T) {
 // A node started with different platform domains is named in every node's
 // /v1/status (mismatchedSettings) and logged.
 func TestFleetNodeWithDifferentSettingsIsReported(t *testing.T) {
+	t.Parallel()
 	bcfg := s3test.Shared(t).NewBucket(t)
 	a := startNodeWithStore(t, fleetConfig(t, "vps-a", "127.0.0.2", 100*time.Millisecond, time.Hour, 4*time.Hour), openS3(t, bcfg))
 	b := startNodeWithStore(t, fleetConfig(t, "vps-b", "127.0.0.3", 100*time.Millisecond, time.Hour, 4*time.Hour), openS3(t, bcfg))
@@ -701,6 +706,7 @@ func TestFleetNodeWithDifferentSettingsIsReported(t *testing.T) {
 // A malformed object in the bucket is skipped (counted as absent) and reported in
 // /v1/status and the log; every other route stays.
 func TestFleetBucketMalformedObjectSkippedAndReported(t *testing.T) {
+	t.Parallel()
 	bcfg := s3test.Shared(t).NewBucket(t)
 	n := startNodeWithStore(t, fleetConfig(t, "vps-a", "127.0.0.2", 100*time.Millisecond, time.Hour, 4*time.Hour), openS3(t, bcfg))
 	writer := openS3(t, bcfg)

@@ -18,6 +18,7 @@ import (
 // (the selection's document patched with routing.ForGroupsDelta); what it serves is byte
 // for byte the full render of the document it publishes.
 func TestAOneStepChangeIsPatchedAndServedLikeAFullRender(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	for i, app := range []string{"shop", "blog", "wiki"} {

@@ -56,6 +56,7 @@ func groupNode(t *testing.T) *testNode {
 // blog; its Traefik configuration has no router for back's host; ?group=eu-1 serves
 // blog and back; no group serves all; each group has its own revision.
 func TestGroupQueryServesOnlyThatGroupsHostsPlusWhatTheyNeed(t *testing.T) {
+	t.Parallel()
 	n := groupNode(t)
 	hosts := func(q string) ([]string, *http.Response) {
 		resp, b := n.get("/v1/ingress/routes"+q, testIngressToken)
@@ -119,6 +120,7 @@ func TestGroupQueryServesOnlyThatGroupsHostsPlusWhatTheyNeed(t *testing.T) {
 // moves eu-1's ETag and revision and leaves default's, and a long-poll of default
 // parked on its ETag does not wake for it.
 func TestAChangeInOneGroupLeavesAnotherGroupsPollIdentical(t *testing.T) {
+	t.Parallel()
 	n := groupNode(t)
 	rDef, bDef := n.get("/v1/ingress/traefik?group=default", testIngressToken)
 	rEU, _ := n.get("/v1/ingress/traefik?group=eu-1", testIngressToken)
@@ -150,6 +152,7 @@ func TestAChangeInOneGroupLeavesAnotherGroupsPollIdentical(t *testing.T) {
 // group without routes answers the API apex and says so; hostile ?group= values are
 // 400 naming group; status lists the groups.
 func TestGroupValidation(t *testing.T) {
+	t.Parallel()
 	n := groupNode(t)
 	for _, path := range []string{"/v1/ingress/routes", "/v1/ingress/traefik"} {
 		resp, b := n.get(path+"?group=eu-2", testIngressToken)
@@ -217,6 +220,7 @@ func TestGroupValidation(t *testing.T) {
 // TestAppIngressGroupIsValidated: the admin sets ingress.group; a malformed group is
 // 400 naming ingress.group and writes nothing.
 func TestAppIngressGroupIsValidated(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	for _, body := range []string{
@@ -251,6 +255,7 @@ func TestAppIngressGroupIsValidated(t *testing.T) {
 // the group selection a report's poll asked for and compares the revision with that
 // selection's.
 func TestWaitAppliedCountsAGroupIngressOnItsGroupsContent(t *testing.T) {
+	t.Parallel()
 	n := groupNode(t)
 	// A plugin of group eu-1: long-polls, reports what its last 200 (or 304) carried.
 	var mu sync.Mutex
@@ -331,6 +336,7 @@ func TestWaitAppliedCountsAGroupIngressOnItsGroupsContent(t *testing.T) {
 // once, "applied" never checked). A query that does not parse is now 400, and a write
 // carrying one is not made.
 func TestAMalformedQueryIsRefusedNotDropped(t *testing.T) {
+	t.Parallel()
 	n := groupNode(t)
 	for _, q := range []string{"?group=eu-1;x", "?group=eu-1&wait=1s;x", "?prefer=vps-b;x", "?group=%zz"} {
 		resp, b := n.get("/v1/ingress/routes"+q, testIngressToken)

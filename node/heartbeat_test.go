@@ -28,6 +28,7 @@ func (s nodeWritesFail) Put(ctx context.Context, key string, v []byte, c store.C
 // this node's record cannot be written and peers will drop it at the TTL; /v1/status
 // must not call that store reachable.
 func TestStatusSaysSoWhenHeartbeatsFail(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	d, err := dir.New(cfg.Store.Dir.Path)
 	if err != nil {

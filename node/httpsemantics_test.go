@@ -13,6 +13,7 @@ import (
 // TestHeadOnReadEndpoints: HEAD answers what GET answers (status and headers), with no
 // body.
 func TestHeadOnReadEndpoints(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	fleetOf(t, n, "tito-classic")
@@ -58,6 +59,7 @@ func TestHeadOnReadEndpoints(t *testing.T) {
 // TestIfMatchStar: "If-Match: *" proceeds when the object exists and is 412 when it
 // does not, for applications, claims and path maps.
 func TestIfMatchStar(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")
@@ -79,6 +81,7 @@ func TestIfMatchStar(t *testing.T) {
 // TestIfMatchWeakTagNeverMatches: If-Match uses the strong comparison, so W/"<current
 // etag>" is 412 and writes nothing; a list matches when any strong member does.
 func TestIfMatchWeakTagNeverMatches(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")

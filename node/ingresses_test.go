@@ -180,6 +180,7 @@ func ingressesOf(t *testing.T, n *testNode) map[string]api.Ingress {
 // A report is stored by the node its ingress polls, read by every other node, and never
 // moves the serial or the revision (else applying a serial would make a new one).
 func TestIngressReportsAreSharedAndNeverMoveTheSerialOrTheRevision(t *testing.T) {
+	t.Parallel()
 	onReportBackends(t, testIngressReportsAreShared)
 }
 
@@ -240,6 +241,7 @@ func storedReport(t *testing.T, st store.Store, name string) ingress.Report {
 // ingress go. The object then stays with the new node, refreshed, never lost, never
 // written back by the old one.
 func TestAnIngressThatMovesIsTakenOverByItsNewNode(t *testing.T) {
+	t.Parallel()
 	onReportBackends(t, testAnIngressThatMovesIsTakenOver)
 }
 
@@ -279,6 +281,7 @@ func testAnIngressThatMovesIsTakenOver(t *testing.T, be reportBackend) {
 // loses to its own object, and it takes the object over, so the report keeps being
 // refreshed (else the ingress would be shown lost while it polls).
 func TestARestartedNodeTakesOverItsIngressReports(t *testing.T) {
+	t.Parallel()
 	onReportBackends(t, testARestartedNodeTakesOverItsReports)
 }
 
@@ -314,6 +317,7 @@ func testARestartedNodeTakesOverItsReports(t *testing.T, be reportBackend) {
 // The write answers only once every live ingress reports its serial; a stuck ingress
 // makes it answer 202 at its timeout naming that ingress; a lost one is not waited for.
 func TestWaitAppliedWaitsForEveryLiveIngress(t *testing.T) {
+	t.Parallel()
 	onReportBackends(t, testWaitAppliedWaitsForEveryLiveIngress)
 }
 
@@ -377,6 +381,7 @@ func testWaitAppliedWaitsForEveryLiveIngress(t *testing.T, be reportBackend) {
 
 // Bad wait parameters are 400 naming the parameter, and nothing is written.
 func TestWaitAppliedRefusesBadParametersWithoutWriting(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	before := serialOf(t, n.st)
@@ -417,6 +422,7 @@ func TestWaitAppliedRefusesBadParametersWithoutWriting(t *testing.T) {
 // An application token may wait on its own writes; its refused writes are refused as
 // without wait (403), never waited on.
 func TestWaitAppliedOnAnApplicationTokensOwnWrite(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")
@@ -436,6 +442,7 @@ func TestWaitAppliedOnAnApplicationTokensOwnWrite(t *testing.T) {
 // Waiters are bounded: beyond the cap a write asking to wait is refused before it is
 // made; a waiter whose client goes away frees its slot.
 func TestWaitAppliedWaitersAreBounded(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	n.srv.ingresses.SetWaiterSlots(1)
@@ -481,6 +488,7 @@ func TestWaitAppliedWaitersAreBounded(t *testing.T) {
 // ingresses.maxTracked are refused; a serial beyond the node's is clamped; a flood of
 // reports does not multiply store writes.
 func TestHostileIngressReports(t *testing.T) {
+	t.Parallel()
 	cfg := reportsConfig(t, "vps-a", t.TempDir())
 	cfg.Ingresses.MaxTracked = 8
 	st, err := dir.New(cfg.Store.Dir.Path)
@@ -548,6 +556,7 @@ func TestHostileIngressReports(t *testing.T) {
 
 // A corrupt report object is skipped with its reason; the rest are listed.
 func TestCorruptIngressObjectIsSkippedWithAReason(t *testing.T) {
+	t.Parallel()
 	onReportBackends(t, testCorruptIngressObjectIsSkipped)
 }
 
@@ -581,6 +590,7 @@ func testCorruptIngressObjectIsSkipped(t *testing.T, be reportBackend) {
 
 // A Traefik on the HTTP provider is counted at what it was served, once it polls again.
 func TestHTTPProviderIngressIsServedNotApplied(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	resp, _ := n.get("/v1/ingress/traefik?prefer=self", testIngressToken, api.HeaderIngress, "edge-h")
@@ -596,6 +606,7 @@ func TestHTTPProviderIngressIsServedNotApplied(t *testing.T) {
 
 // Reports ride the routing endpoints, which the public apex never routes.
 func TestReportsAreNotReachableThroughTheApex(t *testing.T) {
+	t.Parallel()
 	for _, p := range []string{"/v1/ingress/", "/v1/status"} {
 		found := false
 		for _, d := range routing.DeniedAPIPrefixes {
@@ -610,6 +621,7 @@ func TestReportsAreNotReachableThroughTheApex(t *testing.T) {
 // Metrics count the fleet's ingresses by state and the oldest live report's age; a
 // write with wait=applied and no ingress at all answers once this node publishes it.
 func TestIngressMetricsAndAWaitWithNoIngress(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	resp, body := n.do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=10s", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
@@ -671,6 +683,7 @@ func (l *listFails) List(ctx context.Context, prefix string) ([]store.Entry, err
 // When the fleet's reports cannot be read, a write never answers "applied": the
 // ingresses it cannot see may be behind.
 func TestWaitAppliedIsNeverAppliedOnAPartialView(t *testing.T) {
+	t.Parallel()
 	cfg := reportsConfig(t, "vps-a", t.TempDir())
 	st, err := dir.New(cfg.Store.Dir.Path)
 	if err != nil {
@@ -798,6 +811,7 @@ func costOf(rc *reportCost, httpOf func() s3.Stats, f func()) (map[string]int, s
 // the object), and a later read of unchanged reports costs one LIST and no GET (the
 // etag listed is the etag read and written).
 func TestAnIdleIngressCostsOneWritePerRefreshAndNoRead(t *testing.T) {
+	t.Parallel()
 	onReportBackends(t, testAnIdleIngressCosts)
 }
 
@@ -881,6 +895,7 @@ func testAnIdleIngressCosts(t *testing.T, be reportBackend) {
 // More reports than one LIST answers (S3 pages at 1 000 keys) are all read, once: a
 // later status lists every page and GETs none of them.
 func TestIngressReportsPastOneListPage(t *testing.T) {
+	t.Parallel()
 	onReportBackends(t, testIngressReportsPastOneListPage)
 }
 
@@ -1004,6 +1019,7 @@ func slowLink(t *testing.T, addr string, delay time.Duration) string {
 // fleet's ingresses, and every write with ?wait=applied answered 202 ("could not be
 // read") whatever the ingresses held.
 func TestIngressReportsAreReadInTimeFromAStoreARegionAway(t *testing.T) {
+	t.Parallel()
 	const (
 		reports = 120
 		rtt     = 25 * time.Millisecond
@@ -1061,6 +1077,7 @@ func (g *getFails) Get(ctx context.Context, key string) (store.Object, error) {
 // GETs only the reports still missing (else a cold view too slow to finish within
 // ingressViewTimeout would start over, and fail, every time).
 func TestAFailedReadOfTheIngressReportsKeepsWhatItRead(t *testing.T) {
+	t.Parallel()
 	onReportBackends(t, testAFailedReadKeepsWhatItRead)
 }
 
@@ -1097,6 +1114,7 @@ func testAFailedReadKeepsWhatItRead(t *testing.T, be reportBackend) {
 // An ingress not heard from for ingresses.forgetAfter is forgotten: its object is
 // deleted by the next node that reads the reports.
 func TestIngressNotSeenForForgetAfterIsForgotten(t *testing.T) {
+	t.Parallel()
 	onReportBackends(t, testIngressNotSeenForForgetAfterIsForgotten)
 }
 
@@ -1124,6 +1142,7 @@ func testIngressNotSeenForForgetAfterIsForgotten(t *testing.T, be reportBackend)
 // One account cannot take every waiter slot: its application tokens hold at most
 // ingress.MaxWaitersPerAccount; another account's writes, and the admin's, still wait.
 func TestWaitAppliedSlotsAreSharedBetweenAccounts(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	fleetOf(t, n, "tito-classic@tito", "tito-go@tito", "shop")
@@ -1175,6 +1194,7 @@ func TestWaitAppliedSlotsAreSharedBetweenAccounts(t *testing.T) {
 // ?wait=applied waits for, answering 202 forever. Seen more than lostAfter ahead of
 // this node's clock, it is skipped with the reason, like any other malformed report.
 func TestIngressReportSeenInTheFutureIsSkippedNotWaitedForForever(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir())) // lostAfter 2s
 	n.waitReady()
 	ctx := context.Background()
@@ -1205,6 +1225,7 @@ func TestIngressReportSeenInTheFutureIsSkippedNotWaitedForForever(t *testing.T) 
 // admin, so tenants (several accounts, each within its own share) cannot make the
 // control plane's writes with ?wait=applied fail with 503 before they are made.
 func TestWaitAppliedKeepsSlotsForTheAdmin(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	n.srv.ingresses.SetWaiterSlots(2 * ingress.MaxWaitersPerAccount) // two accounts' shares

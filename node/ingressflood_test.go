@@ -25,6 +25,7 @@ import (
 // made-up reports nobody has written for forgetAfter are deleted (those past the cut
 // by their LIST time, without a read), after which the view is whole again.
 func TestAFloodOfMadeUpIngressNamesHidesNoRealOne(t *testing.T) {
+	t.Parallel()
 	cfg := reportsConfig(t, "vps-a", t.TempDir())
 	st, err := dir.New(cfg.Store.Dir.Path)
 	if err != nil {

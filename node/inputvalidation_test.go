@@ -15,6 +15,7 @@ import (
 
 // "?prefer=" (empty) is malformed: 400 naming prefer, never the same as leaving it out.
 func TestEmptyPreferIsRefused(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	for _, path := range []string{"/v1/ingress/traefik?prefer=", "/v1/ingress/routes?prefer=", "/v1/ingress/traefik?prefer"} {
@@ -32,6 +33,7 @@ func TestEmptyPreferIsRefused(t *testing.T) {
 // "." is refused like one starting so (the edge test sent "-edge" only), and so are
 // the other malformed names; the poll is served either way.
 func TestIngressNamesAreCheckedAtBothEnds(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	for _, name := range []string{"edge-", "edge.", "-edge", ".edge", "Edge", "ed_ge", strings.Repeat("a", 64), "-"} {
@@ -55,6 +57,7 @@ func TestIngressNamesAreCheckedAtBothEnds(t *testing.T) {
 // decoder's own test is not enough: a handler could decode another way), and the map
 // in the store is unchanged.
 func TestAPathMapWithADuplicateKeyIsRefusedOverHTTP(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")
@@ -79,6 +82,7 @@ func TestAPathMapWithADuplicateKeyIsRefusedOverHTTP(t *testing.T) {
 // admin's GET with 409 "corrupt object", saying what to do, instead of 500; the admin
 // can DELETE it (conditionally on the bytes there); then it is gone.
 func TestACorruptApplicationObjectCanBeSeenAndDeleted(t *testing.T) {
+	t.Parallel()
 	storeDir := t.TempDir()
 	cfg := testConfig(t, "vps-a", storeDir)
 	st, err := dir.New(storeDir)

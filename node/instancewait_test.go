@@ -47,6 +47,7 @@ func (p *fakePlugin) holds() []byte {
 // can then stop. An ingress that cannot apply makes it 202 naming that ingress; a release
 // waits the same way until no ingress dials the instance.
 func TestAnInstanceMoveAnswersAppliedOnceEveryIngressDialsTheNewPort(t *testing.T) {
+	t.Parallel()
 	onReportBackends(t, testAnInstanceMoveAnswersApplied)
 }
 
@@ -136,6 +137,7 @@ func (f *recordPutFails) Put(ctx context.Context, key string, v []byte, cond sto
 // An instance write waits for this node's own record, which a store that refuses it
 // never carries: the wait answers 202 at its timeout and says why, never 200.
 func TestAnInstanceWriteThatIsNeverAnnouncedIsNotApplied(t *testing.T) {
+	t.Parallel()
 	cfg := reportsConfig(t, "vps-a", t.TempDir())
 	st := &recordPutFails{Store: openDir(t, t.TempDir())}
 	n := startNodeWithStore(t, cfg, st)

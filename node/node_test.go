@@ -187,6 +187,7 @@ func hostsOf(doc map[string]any) []string {
 }
 
 func TestRoutingEndpointsDrainBeforeFirstPass(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	st, _ := dir.New(cfg.Store.Dir.Path)
 	srv, err := NewWithStore(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, testIngressToken, testAdminToken)
@@ -218,6 +219,7 @@ func TestRoutingEndpointsDrainBeforeFirstPass(t *testing.T) {
 }
 
 func TestIngressRequiresToken(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	for _, tc := range []struct{ name, token string }{{"absent", ""}, {"wrong", "nope"}, {"almost", testIngressToken + "x"}} {
@@ -240,6 +242,7 @@ func TestIngressRequiresToken(t *testing.T) {
 }
 
 func TestOnlyTraefikFormatIsRegistered(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	resp, b := n.get("/v1/ingress/nginx", testIngressToken)
@@ -253,6 +256,7 @@ func TestOnlyTraefikFormatIsRegistered(t *testing.T) {
 }
 
 func TestETagAnd304OnlyWhenAsked(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	seedFleet(t, n.st, "shop")
 	n.waitReady()
@@ -281,6 +285,7 @@ func TestETagAnd304OnlyWhenAsked(t *testing.T) {
 }
 
 func TestGzipWhenAccepted(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	seedFleet(t, n.st, "shop")
 	n.waitReady()
@@ -324,6 +329,7 @@ func TestGzipWhenAccepted(t *testing.T) {
 }
 
 func TestPreferValidation(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	seedFleet(t, n.st, "shop")
 	n.waitReady()
@@ -391,6 +397,7 @@ func TestLongPollReturnsOnChangeAndOnTimeout(t *testing.T) {
 }
 
 func TestLastDocumentServedWhileStoreUnreadable(t *testing.T) {
+	t.Parallel()
 	storeDir := filepath.Join(t.TempDir(), "store")
 	n := startNode(t, testConfig(t, "vps-a", storeDir))
 	seedFleet(t, n.st, "shop")
@@ -428,6 +435,7 @@ func TestLastDocumentServedWhileStoreUnreadable(t *testing.T) {
 }
 
 func TestMalformedObjectSkippedNotWithdrawn(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	seedFleet(t, n.st, "shop", "blog")
 	n.waitReady()
@@ -462,6 +470,7 @@ func TestMalformedObjectSkippedNotWithdrawn(t *testing.T) {
 // (an unmounted volume, a wiped bucket) must not withdraw every route, even though this
 // node's heartbeat keeps writing into it.
 func TestWipedStoreIsAnOutageNotAnEmptyFleet(t *testing.T) {
+	t.Parallel()
 	storeDir := filepath.Join(t.TempDir(), "store")
 	cfg := testConfig(t, "vps-a", storeDir)
 	cfg.Reconcile.Heartbeat = ptypes.Duration(100 * time.Millisecond)
@@ -528,6 +537,7 @@ func TestWipedStoreIsAnOutageNotAnEmptyFleet(t *testing.T) {
 }
 
 func TestMintedTokenIsPrivateAndSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	dirPath := t.TempDir()
 	tok, err := loadOrMintToken("", dirPath, "ingress-token")
 	if err != nil {
@@ -553,6 +563,7 @@ func TestMintedTokenIsPrivateAndSurvivesRestart(t *testing.T) {
 }
 
 func TestTwoNodesOnOneStoreServeIdenticalBytes(t *testing.T) {
+	t.Parallel()
 	storeDir := t.TempDir()
 	a := startNode(t, testConfig(t, "vps-a", storeDir))
 	b := startNode(t, testConfig(t, "vps-c", storeDir))

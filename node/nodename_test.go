@@ -62,6 +62,7 @@ func storedRecord(t *testing.T, st store.Store, name string) map[string]any {
 // the other record's address and age, and writes nothing; the same node restarted on its
 // own state dir right away is not refused by its previous run's record.
 func TestDuplicateNodeNameRefusedAtStart(t *testing.T) {
+	t.Parallel()
 	storeDir := t.TempDir()
 	cfgA := testConfig(t, "vps-a", storeDir)
 	cfgA.Node.Address = "127.0.0.11"
@@ -129,6 +130,7 @@ func (h *hidingStore) Get(ctx context.Context, key string) (store.Object, error)
 // duplicateName, scafo_node_name_conflict 1), and the report clears once the other's
 // record is older than the TTL.
 func TestDuplicateNodeNameAtRuntimeIsReported(t *testing.T) {
+	t.Parallel()
 	storeDir := t.TempDir()
 	cfg := func(addr string) *Config {
 		c := testConfig(t, "vps-a", storeDir)
@@ -168,6 +170,7 @@ func TestDuplicateNodeNameAtRuntimeIsReported(t *testing.T) {
 // caught at the next heartbeat even when that node's clock is far behind (its record
 // looks older than this process and the reconcile pass alone would not count it).
 func TestOverwrittenOwnRecordIsReportedWhateverItsClock(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	cfg.Reconcile.Heartbeat = ptypes.Duration(100 * time.Millisecond)
 	cfg.Reconcile.NodeTTL = ptypes.Duration(time.Minute)

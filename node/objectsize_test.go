@@ -17,6 +17,7 @@ import (
 // Before, the pass read it whole (a 1 GiB object exhausted every node's memory) and,
 // below that, routed it.
 func TestAnObjectTooLargeToReadIsSkippedNotFatal(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	seedFleet(t, n.st, "shop")
 	n.waitReady()

@@ -11,6 +11,7 @@ import (
 // says so in "warnings", as a group without a platform domain does; a placement on
 // known nodes answers without the field.
 func TestAPlacementOnANodeNoRecordNamesIsWarnedAtItsWrite(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	put := func(code int, app, body string) []string {

@@ -17,6 +17,7 @@ import (
 // port" on that node. The moves a tenant's incarnation may leave quarantined are now
 // bounded (409 past the bound); moving back to a port it left stays allowed.
 func TestATenantCannotQuarantineEveryPortByMovingItsInstance(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	cfg.Ports.Min, cfg.Ports.Max = 24000, 24000+3*fleetwrite.MaxQuarantinedPorts
 	cfg.Writes.Rate, cfg.Writes.Burst = 1000, 1000

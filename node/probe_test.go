@@ -84,6 +84,7 @@ func instanceStatusOf(t *testing.T, n *testNode, app string) api.Instance {
 // here) and, within a reconcile tick, the document of every node; it comes back when
 // it listens again. The peer has no probes of its own: it learns only from the record.
 func TestDeadInstanceLeavesTheDocumentOnEveryNodeWithinATick(t *testing.T) {
+	t.Parallel()
 	storeDir := t.TempDir()
 	a := startNode(t, probeConfig(t, "vps-a", storeDir))
 	a.waitReady()
@@ -147,6 +148,7 @@ func TestDeadInstanceLeavesTheDocumentOnEveryNodeWithinATick(t *testing.T) {
 // A declared-not-ready instance stays out whatever its probe says, and a probe never
 // publishes an instance its owner did not declare ready.
 func TestProbeNeverPublishesAnInstanceDeclaredNotReady(t *testing.T) {
+	t.Parallel()
 	a := startNode(t, probeConfig(t, "vps-a", t.TempDir()))
 	a.waitReady()
 	inst := testinst.StartTCP(t)
@@ -168,6 +170,7 @@ func TestProbeNeverPublishesAnInstanceDeclaredNotReady(t *testing.T) {
 // up again; a 3xx is up and is never followed (the redirect's target, another
 // listener, gets nothing); the probe sends no credential.
 func TestProbeOfAHealthPathFollowsItsStatusNotItsRedirects(t *testing.T) {
+	t.Parallel()
 	a := startNode(t, probeConfig(t, "vps-a", t.TempDir()))
 	a.waitReady()
 	app := testinst.StartHealth(t, "/healthz", http.StatusOK, "")
@@ -208,6 +211,7 @@ func TestProbeOfAHealthPathFollowsItsStatusNotItsRedirects(t *testing.T) {
 // The anonymous health endpoint answers from the prober and never dials: a burst of
 // requests costs the instance nothing beyond the prober's own connections.
 func TestInstanceHealthEndpointDoesNotDialPerRequest(t *testing.T) {
+	t.Parallel()
 	cfg := probeConfig(t, "vps-a", t.TempDir())
 	cfg.Probe.Interval = ptypes.Duration(time.Second) // few probes during the burst
 	cfg.Probe.Timeout = 0
@@ -239,6 +243,7 @@ func TestInstanceHealthEndpointDoesNotDialPerRequest(t *testing.T) {
 // then holds it down without dialling: a public hostname must never reach the node API
 // around the apex's denied paths.
 func TestProbeNeverVouchesForAnInstanceOnTheAPIPortOrAnotherTenantsPort(t *testing.T) {
+	t.Parallel()
 	a := startNode(t, probeConfig(t, "vps-a", t.TempDir()))
 	a.waitReady()
 	a.must(201, "PUT", "/v1/apps/bank", testAdminToken, `{"account":"bank","placement":["vps-a"]}`)
@@ -284,6 +289,7 @@ func TestProbeNeverVouchesForAnInstanceOnTheAPIPortOrAnotherTenantsPort(t *testi
 
 // The prober's settings: defaults, and every invalid combination named.
 func TestProbeSettings(t *testing.T) {
+	t.Parallel()
 	def := NewConfig().Probe
 	if def.Interval != ptypes.Duration(time.Second) || def.EffectiveTimeout() != 500*time.Millisecond || def.DownAfter != 2 || def.UpAfter != 2 || def.Concurrency != 32 ||
 		def.FlapWindow != ptypes.Duration(time.Minute) || def.FlapUps != 3 || def.HoldDown != ptypes.Duration(10*time.Second) || def.HoldDownMax != ptypes.Duration(5*time.Minute) {

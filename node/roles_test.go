@@ -18,6 +18,7 @@ import (
 // admin still reads the routing document. With delivery "files" the body carries paths,
 // and the admin reads it.
 func TestAdminTokenNeverReadsABodyWithPrivateKeys(t *testing.T) {
+	t.Parallel()
 	for _, delivery := range []string{DeliveryInline, DeliveryFiles} {
 		t.Run(delivery, func(t *testing.T) {
 			storeDir := t.TempDir()
@@ -62,6 +63,7 @@ func TestAdminTokenNeverReadsABodyWithPrivateKeys(t *testing.T) {
 // nothing, so made-up groups cost nothing later; the same report on a valid poll is
 // recorded, and only it is listed.
 func TestOnlyValidIngressPollsAreRecordedAsReports(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	for _, tc := range []struct {

@@ -12,6 +12,7 @@ import (
 )
 
 func TestATenantCannotSpendAnotherAccountsRoutingBudget(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	cfg.Writes.Rate, cfg.Writes.Burst = 1000, 1000
 	cfg.Writes.RouteBurst, cfg.Writes.RoutePerMinute = 3, 0.01

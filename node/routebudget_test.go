@@ -27,6 +27,7 @@ import (
 // naming the budget, with Retry-After, and count the refusal; a no-op costs nothing;
 // the admin is never refused.
 func TestATenantsRoutingChangesAreBudgetedFleetWide(t *testing.T) {
+	t.Parallel()
 	storeDir := t.TempDir()
 	var nodes []*testNode
 	for _, name := range []string{"vps-a", "vps-b"} {
@@ -97,6 +98,7 @@ func TestATenantsRoutingChangesAreBudgetedFleetWide(t *testing.T) {
 // through 10 nodes of one store) all pass at NewConfig's writes.routeBurst and
 // writes.routePerMinute.
 func TestADeployOfATenPlacementAppPassesTheDefaultRouteBudget(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	def := NewConfig().Writes
 	st, err := dir.New(t.TempDir())
@@ -151,6 +153,7 @@ func TestADeployOfATenPlacementAppPassesTheDefaultRouteBudget(t *testing.T) {
 // derivation says so in /v1/status skipped, and now its write says so too, in
 // "warnings". An application that does get a platform host answers without the field.
 func TestAnAppInAGroupWithoutAPlatformDomainIsWarnedAtItsWrite(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	cfg.Platform.Groups = []string{"apps.example.com=eu-1"}
 	n := startNode(t, cfg)

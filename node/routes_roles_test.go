@@ -17,6 +17,7 @@ import (
 // token, and application tokens of account acme's app shop (publish; instance) and of
 // account evil's app cart (instance).
 func TestEveryRouteAnswersEachCredentialAsTheDesignSays(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)

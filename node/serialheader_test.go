@@ -29,6 +29,7 @@ func storeSerial(t *testing.T, st store.Store) (uint64, string) {
 // names the store serial (and epoch) its document was derived from, in headers; a pass
 // that derives the same revision at a later serial moves the header, not the body.
 func TestRoutingAnswersCarryTheStoreSerial(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	seedFleet(t, n.st, "shop")
 	n.waitReady()

@@ -59,6 +59,7 @@ func servedBeforeRestart(t *testing.T, cfg *Config) (routes, traefik, serial []b
 // foreign in /v1/status, answers writes 503 and writes nothing into that store, its own
 // heartbeat included.
 func TestRestartOnAForeignStoreServesTheRememberedDocument(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		swap func(t *testing.T, storeDir string, oldSerial []byte)
@@ -180,6 +181,7 @@ func blogRouted(t *testing.T, n *testNode) bool {
 // dir on an empty store starts as before: nothing foreign, writes accepted, and the
 // restart on the store it wrote is not foreign either.
 func TestFirstStartOnAnEmptyStoreRemembersNothing(t *testing.T) {
+	t.Parallel()
 	storeDir := filepath.Join(t.TempDir(), "store")
 	cfg := testConfig(t, "vps-a", storeDir)
 	n := startNode(t, cfg)
@@ -211,6 +213,7 @@ func TestFirstStartOnAnEmptyStoreRemembersNothing(t *testing.T) {
 // go through, and a restart after that remembers the adopted store. A request made
 // while the node is stopped is acted on at start.
 func TestStoreAdoptAcceptsTheStoreAsItIs(t *testing.T) {
+	t.Parallel()
 	for _, running := range []bool{true, false} {
 		name := map[bool]string{true: "running node", false: "stopped node"}[running]
 		t.Run(name, func(t *testing.T) {

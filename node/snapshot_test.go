@@ -20,6 +20,7 @@ import (
 // sendfile from their spill file; what arrives must be exactly the rendered bytes, for
 // both representations, and the spill files must go when the node stops.
 func TestLargeBodiesServedFromSpillFilesMatchMemory(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	apps := make([]string, 400)
 	for i := range apps {
@@ -63,6 +64,7 @@ func TestLargeBodiesServedFromSpillFilesMatchMemory(t *testing.T) {
 // TestSpillFilesLiveUnderTheStateDirAndStartEmpty: rendered bodies spill to
 // <stateDir>/bodies, which a start empties (a crashed run's files) and a stop removes.
 func TestSpillFilesLiveUnderTheStateDirAndStartEmpty(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	bodies := filepath.Join(cfg.StateDir, "bodies")
 	if err := os.MkdirAll(bodies, 0o700); err != nil {

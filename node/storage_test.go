@@ -115,6 +115,7 @@ func outsideNamespace(t *testing.T, st store.Store) map[string]string {
 // a tenant's real application token and the admin token are all refused, and none of
 // them costs a store call in the namespace; the ingress token is served.
 func TestStorageNeedsTheIngressTokenAndReadsNothingBefore(t *testing.T) {
+	t.Parallel()
 	n, st := storageNode(t)
 	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	_, appTok := issueToken(t, n, "acme", "shop", `"publish","instance"`)
@@ -170,6 +171,7 @@ func TestStorageNeedsTheIngressTokenAndReadsNothingBefore(t *testing.T) {
 // node, with keys whose characters need escaping, including an escaped slash that must
 // stay inside its key.
 func TestStorageKeysRoundTripOverHTTP(t *testing.T) {
+	t.Parallel()
 	n, _ := storageNode(t)
 	tok := testIngressToken
 	// "*.example.com" and "@:" spelled raw and escaped; %2F is a "/" (one meaning).
@@ -226,6 +228,7 @@ func TestStorageKeysRoundTripOverHTTP(t *testing.T) {
 // TestStorageRefusesTraversalInEverySpelling: no spelling of a key reaches outside the
 // namespace; each bad one is a 400 naming the key, and nothing outside certs/ moves.
 func TestStorageRefusesTraversalInEverySpelling(t *testing.T) {
+	t.Parallel()
 	n, st := storageNode(t)
 	before := outsideNamespace(t, n.st)
 	tok := testIngressToken
@@ -294,6 +297,7 @@ func TestStorageRefusesTraversalInEverySpelling(t *testing.T) {
 // nothing is written; unknown query parameters and bad lock bodies are 400 naming the
 // field.
 func TestStorageBoundsBodiesAndQueries(t *testing.T) {
+	t.Parallel()
 	n, _ := storageNode(t)
 	tok := testIngressToken
 	limit := certstore.DefaultMaxValueSize
@@ -346,6 +350,7 @@ func TestStorageBoundsBodiesAndQueries(t *testing.T) {
 // TestStorageLocksOverHTTP: take, conflict (409 with when it frees), renew, release only
 // by the owner, and a corrupt lock object taken over.
 func TestStorageLocksOverHTTP(t *testing.T) {
+	t.Parallel()
 	n, st := storageNode(t)
 	tok := testIngressToken
 	var l struct {
@@ -398,6 +403,7 @@ func TestStorageLocksOverHTTP(t *testing.T) {
 // TestStorageServesACorruptObjectAsAnError: an object edited in the store is a 500
 // naming the problem, never bytes served as a certificate.
 func TestStorageServesACorruptObjectAsAnError(t *testing.T) {
+	t.Parallel()
 	n, st := storageNode(t)
 	if _, err := st.Put(context.Background(), "certs/a/b.key!", []byte("-----BEGIN PRIVATE KEY-----"), store.Condition{}); err != nil {
 		t.Fatal(err)

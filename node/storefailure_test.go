@@ -228,6 +228,7 @@ func assertDraining(t *testing.T, n *testNode, when string) {
 // completes a pass, so it must keep answering 503 draining, pass after pass, never a
 // (necessarily empty) 200 that would withdraw every route from every ingress.
 func TestNoDocumentWhileEveryPassFails(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		arm    func(*faultStore)
@@ -259,6 +260,7 @@ func TestNoDocumentWhileEveryPassFails(t *testing.T) {
 // LIST fails (the serial moved, so the pass must re-list) changes nothing: the last good
 // document keeps being served, routes included, not an empty listing's document.
 func TestLastDocumentServedWhenStoreListFails(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	fs := newFaultStore(t, cfg.Store.Dir.Path)
 	n := startNodeWithStore(t, cfg, fs)
@@ -353,6 +355,7 @@ func replacedStoreScenario(t *testing.T, replace func(t *testing.T, st store.Sto
 // TestForeignEpochWithHigherSerialKeepsDocumentAndRefusesWrites: a serial with another
 // epoch names another store even when its counter is ahead of the one this node saw.
 func TestForeignEpochWithHigherSerialKeepsDocumentAndRefusesWrites(t *testing.T) {
+	t.Parallel()
 	replacedStoreScenario(t, func(t *testing.T, st store.Store, n uint64, epoch string) []byte {
 		v := store.FormatSerial(n+10, otherEpoch(epoch))
 		writeSerial(t, st, v)
@@ -363,6 +366,7 @@ func TestForeignEpochWithHigherSerialKeepsDocumentAndRefusesWrites(t *testing.T)
 // TestSerialGoingBackwardsKeepsDocumentAndRefusesWrites: the same epoch with a lower
 // counter is this store restored from an old copy.
 func TestSerialGoingBackwardsKeepsDocumentAndRefusesWrites(t *testing.T) {
+	t.Parallel()
 	replacedStoreScenario(t, func(t *testing.T, st store.Store, n uint64, epoch string) []byte {
 		if n < 2 {
 			t.Fatalf("serial %d: the scenario needs at least 2", n)
@@ -378,6 +382,7 @@ func TestSerialGoingBackwardsKeepsDocumentAndRefusesWrites(t *testing.T) {
 // write arrives before the next pass has seen it. The write must not bump that serial:
 // doing so would help another store's serial look like this one's to every node.
 func TestWriteNeverBumpsAForeignSerial(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	fs := newFaultStore(t, cfg.Store.Dir.Path)
 	n := startNodeWithStore(t, cfg, fs)
@@ -430,6 +435,7 @@ func auditCount(t *testing.T, n *testNode) int {
 // TestIdenticalAppPutChangesNothing: re-sending the same application is a no-op: no
 // store write, no audit record, no serial bump (which would make every node re-read).
 func TestIdenticalAppPutChangesNothing(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	const body = `{"account":"acme","placement":["vps-a"],"health":{"path":"/healthz"}}`
@@ -467,6 +473,7 @@ func TestIdenticalAppPutChangesNothing(t *testing.T) {
 // reconciler run passes (each changing the status it reports). Run under -race: the
 // status snapshot must be taken under the reconciler's lock.
 func TestStatusReadableWhilePassesRun(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 
@@ -542,6 +549,7 @@ func changedRead(t *testing.T, reads <-chan parkedRead) parkedRead {
 // not derive from what the empty store answers under the serial it already read: the
 // document keeps its routes and the store is reported unreachable (foreign).
 func TestWipedStoreMidPassIsDiscarded(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		bump func(t *testing.T, st store.Store) // moves the serial

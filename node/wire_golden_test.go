@@ -27,6 +27,7 @@ var updateWire = flag.Bool("update-wire", false, "rewrite node/testdata/wire/*.g
 // replaced by a placeholder; everything else (status codes, header names and values,
 // JSON field names and order, omitempty) must be byte-identical.
 func TestWireGoldens(t *testing.T) {
+	t.Parallel()
 	n := startReportsNode(t, reportBackend{name: "dir", open: func(t *testing.T) store.Store { return openDir(t, t.TempDir()) }}, "vps-a")
 	p := startFakePlugin(t, n, "edge-1")
 	port := listenOn(t)

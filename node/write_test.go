@@ -117,6 +117,7 @@ func equalMaps(a, b map[string]string) bool {
 const pathsURL = "/v1/apps/tito-classic/domains/ti.to/paths"
 
 func TestPathMapEndToEndWithinOneInterval(t *testing.T) {
+	t.Parallel()
 	// Set the fleet up on the suite's short interval, then run the same node (same
 	// store, same state) again with an interval far longer than the bound below: only
 	// the pass the write kicks (publish-on-write) can publish the map in time.
@@ -152,6 +153,7 @@ func TestPathMapEndToEndWithinOneInterval(t *testing.T) {
 }
 
 func TestPathsBodyWithoutWrapperRefused(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")
@@ -192,6 +194,7 @@ func TestPathsBodyWithoutWrapperRefused(t *testing.T) {
 }
 
 func TestPathMapAboveCapRefused(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")
@@ -207,6 +210,7 @@ func TestPathMapAboveCapRefused(t *testing.T) {
 }
 
 func TestStaleIfMatchIs412AndWritesNothing(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")
@@ -221,6 +225,7 @@ func TestStaleIfMatchIs412AndWritesNothing(t *testing.T) {
 }
 
 func TestConcurrentCASPublishesLoseNothing(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")
@@ -292,6 +297,7 @@ func TestConcurrentCASPublishesLoseNothing(t *testing.T) {
 }
 
 func TestNoOpRepublishWritesNothing(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")
@@ -319,6 +325,7 @@ func TestNoOpRepublishWritesNothing(t *testing.T) {
 }
 
 func TestAppTokenScopedToItsApplication(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")
@@ -361,6 +368,7 @@ func TestAppTokenScopedToItsApplication(t *testing.T) {
 }
 
 func TestCrossAccountTargetRoutesNothing(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	fleetOf(t, n, "tito-classic", "tito-go", "evil@other")
@@ -384,6 +392,7 @@ func TestCrossAccountTargetRoutesNothing(t *testing.T) {
 }
 
 func TestClaimsCreateOnlyAndPlatformHostsRefused(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")
@@ -408,6 +417,7 @@ func TestClaimsCreateOnlyAndPlatformHostsRefused(t *testing.T) {
 }
 
 func TestPortsAreStickyAndQuarantined(t *testing.T) {
+	t.Parallel()
 	storeDir := t.TempDir()
 	cfg := testConfig(t, "vps-a", storeDir)
 	n := startNode(t, cfg)
@@ -449,6 +459,7 @@ func TestPortsAreStickyAndQuarantined(t *testing.T) {
 }
 
 func TestAuditNewestFirst(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")

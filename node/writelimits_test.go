@@ -14,6 +14,7 @@ import (
 )
 
 func TestAppTokenWritesAreRateLimited(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	cfg.Writes.Rate, cfg.Writes.Burst = 0.5, 3
 	n := startNode(t, cfg)
@@ -75,6 +76,7 @@ func TestABurstOfChangesPublishesAtMostOncePerWindow(t *testing.T) {
 // token file, and every later start failed. Minting now never leaves one (temp file,
 // sync, link), and an empty one is replaced; concurrent minters agree on one token.
 func TestAnEmptyTokenFileIsReplacedNotFatal(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "admin-token"), nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -118,6 +120,7 @@ func TestAnEmptyTokenFileIsReplacedNotFatal(t *testing.T) {
 // old one under *.previous, clients on either work, so a rotation has no window in
 // which a Traefik or an operator holds a refused token.
 func TestPreviousTokensAreAcceptedDuringARotation(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	cfg.Ingress.Previous = []string{"old-ingress-token-0001"}
 	cfg.Admin.Previous = []string{"old-admin-token-00001"}
