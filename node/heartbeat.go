@@ -64,6 +64,9 @@ func (h *heartbeat) run(ctx context.Context, first chan<- struct{}) {
 		h.sweepOrphans(wctx)
 		h.self.Write(wctx)
 		cancel()
+		// The last pass's view of the fleet: another live node on this node's address,
+		// or a loopback address among several nodes (node/self/address.go).
+		h.self.ObserveFleet(h.rec.Status().Nodes, time.Now())
 		if first != nil {
 			close(first)
 			first = nil

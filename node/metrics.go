@@ -29,6 +29,8 @@ type metrics struct {
 type metricProbes struct {
 	storeForeign func() bool
 	nameConflict func() bool
+	// addressConflict and addressLoopback: node/self AddressReport.
+	addressConflict, addressLoopback func() bool
 	// storeRequests counts store requests (see countingStore); registered when set.
 	storeRequests *prometheus.CounterVec
 	// certRenewals lists the certificates held and whether their renewal fails (nil, or
@@ -106,6 +108,13 @@ func newMetrics(pub *publish.Publisher, probes metricProbes) *metrics {
 		Help: "Ingress polls (?wait= with If-None-Match) held open now, waiting for a new revision.",
 	})
 	m.reg.MustRegister(m.refused, m.longPolls, certRenewalCollector{probes.certRenewals})
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "scafo_node_address_conflict",
+		Help: "1 while another live node publishes this node's node.address (/v1/status addressWarning names it).",
+	}, boolGauge(probes.addressConflict)), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "scafo_node_address_loopback",
+		Help: "1 while this node's node.address is a loopback or unspecified address in a fleet of more than one live node (/v1/status addressWarning).",
+	}, boolGauge(probes.addressLoopback)))
 	m.storeRequests = probes.storeRequests
 	if probes.storeRequests != nil {
 		m.reg.MustRegister(probes.storeRequests)

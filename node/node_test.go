@@ -53,7 +53,7 @@ func testConfig(t *testing.T, name, storeDir string) *Config {
 	cfg := NewConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.Node.Name = name
-	cfg.Node.Address = "127.0.0.1"
+	cfg.Node.Address = testAddress(name) // two live nodes never share one (nodeaddress_test.go)
 	cfg.Ingress.Token = testIngressToken
 	cfg.Admin.Token = testAdminToken
 	cfg.Platform.Domains = []string{"apps.example.com"}

@@ -73,9 +73,11 @@ func newSubsystems(s *Server, nodeID string, storeRequests *prometheus.CounterVe
 			}
 			return s.certs.Renewals()
 		},
-		storeForeign:  s.identity.Foreign,
-		storeRequests: storeRequests,
-		nameConflict:  func() bool { return s.self.Conflict(time.Now()) != nil },
+		storeForeign:    s.identity.Foreign,
+		storeRequests:   storeRequests,
+		nameConflict:    func() bool { return s.self.Conflict(time.Now()) != nil },
+		addressConflict: func() bool { a := s.self.AddressReport(); return a != nil && len(a.SharedWith) > 0 },
+		addressLoopback: func() bool { a := s.self.AddressReport(); return a != nil && a.Local },
 	})
 	s.probes = newProber(cfg, log, s.instances, s.kicks.Heartbeat, s.metrics.reg,
 		func(app, appID string) string { return s.rec.KnownApps().HealthPath(app, appID) })

@@ -23,6 +23,9 @@ type Status struct {
 	Groups []Group `json:"groups,omitempty"`
 	// DuplicateName: another live node writes this node's record (the same node.name).
 	DuplicateName *DuplicateName `json:"duplicateName,omitempty"`
+	// AddressWarning: another live node publishes this node's node.address, or it is a
+	// loopback or unspecified address in a fleet of more than one live node.
+	AddressWarning *AddressWarning `json:"addressWarning,omitempty"`
 	// Instances are this node's instances: declared readiness, published readiness and
 	// the probe's state (probe.go).
 	Instances []Instance `json:"instances"`
@@ -46,6 +49,17 @@ type DuplicateName struct {
 	Seen       time.Time `json:"seen"`
 	AgeSeconds float64   `json:"ageSeconds"`
 	Detail     string    `json:"detail"`
+}
+
+type AddressWarning struct {
+	// Address is this node's node.address.
+	Address string `json:"address"`
+	// SharedWith are the other live nodes (names) that publish the same address.
+	SharedWith []string `json:"sharedWith,omitempty"`
+	// Loopback: the address is loopback or unspecified and the fleet has LiveNodes > 1.
+	Loopback  bool   `json:"loopback,omitempty"`
+	LiveNodes int    `json:"liveNodes"`
+	Detail    string `json:"detail"`
 }
 
 type Store struct {

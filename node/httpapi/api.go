@@ -118,11 +118,12 @@ type StoreIdentity interface {
 }
 
 // SelfRecord is what the API reads of this node's own record (*self.Record): its
-// heartbeat's health, a name conflict, and the announcements ?wait=applied waits for.
+// heartbeat's health, a name conflict, a shared or loopback address, and the announcements ?wait=applied waits for.
 type SelfRecord interface {
 	Err() *string
 	FailingSince() time.Time
 	Conflict(now time.Time) *self.Conflict
+	AddressReport() *self.AddressReport
 	Generation() uint64
 	Await(ctx context.Context, gen uint64, deadline time.Time, want func(map[string]fleet.Instance) string) (serial uint64, ok bool, why string)
 }

@@ -40,6 +40,10 @@ func (s *API) handleStatus(w http.ResponseWriter, r *http.Request) {
 		}
 		body.DuplicateName = d
 	}
+	if a := s.self.AddressReport(); a != nil {
+		body.AddressWarning = &api.AddressWarning{Address: a.Address, SharedWith: a.SharedWith, Loopback: a.Local, LiveNodes: a.LiveNodes,
+			Detail: "node.address must be this node's own address on the fleet's private network: instances are published at node.address:port"}
+	}
 	if s.identity.Foreign() {
 		body.Store.Foreign = true
 		body.Store.ForeignReason = s.identity.ForeignReason()

@@ -1,7 +1,7 @@
 // Package self is the node's own record (nodes/<name>.json): the heartbeat that
-// rewrites it, the guard that one name is one node (name.go), the node and boot ids it
-// carries, and the announcements of its instance changes that ?wait=applied on an
-// instance write waits for (announce.go).
+// rewrites it, the guards that one name is one node (name.go) and one address one node
+// (address.go), the node and boot ids it carries, and the announcements of its instance
+// changes that ?wait=applied on an instance write waits for (announce.go).
 package self
 
 import (
@@ -49,6 +49,7 @@ type Record struct {
 	nodeID  string
 	started time.Time
 	name    nameGuard
+	address addressGuard
 	// heartbeatErr is the last failure to write the record (nil after a success), and
 	// since when writes have been failing.
 	heartbeatErr atomic.Pointer[heartbeatFailure]
@@ -67,10 +68,14 @@ func New(o Options) *Record {
 }
 
 // Start notes the process start and refuses to start when another installation holds
-// this node's name (name.go); call it once, before serving.
+// this node's name (name.go) or another live node its address (address.go); call it
+// once, before serving.
 func (s *Record) Start(ctx context.Context) error {
 	s.started = time.Now()
-	return s.checkName(ctx)
+	if err := s.checkName(ctx); err != nil {
+		return err
+	}
+	return s.checkAddress(ctx)
 }
 
 // heartbeatFailure is the last failure to write the record, and since when writes

@@ -1,0 +1,258 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	ptypes "github.com/traefik/paerser/types"
+
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/node/store/dir"
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// testAddresses gives every node name a test starts its own loopback address, so two
+// live nodes over one store never share a node.address (node/self/address.go refuses
+// the second). vps-a, the node of most tests, is 127.0.0.1: the tests that probe a real
+// listener run it there.
+var testAddresses = struct {
+	sync.Mutex
+	byName map[string]string
+}{byName: map[string]string{"vps-a": "127.0.0.1"}}
+
+// testAddress is name's node.address in tests: the same for every node of that name,
+// distinct across names (127.0.1.1 onwards, clear of the 127.0.0.x tests pick by hand).
+func testAddress(name string) string {
+	testAddresses.Lock()
+	defer testAddresses.Unlock()
+	if a, ok := testAddresses.byName[name]; ok {
+		return a
+	}
+	n := len(testAddresses.byName) // 1 onwards: vps-a is in the map
+	a := fmt.Sprintf("127.%d.%d.%d", 1+n/(250*250), 1+n/250%250, 1+n%250)
+	testAddresses.byName[name] = a
+	return a
+}
+
+// runToRefusal runs a node built from cfg over st and returns why it stopped: its
+// refusal, or nil when it started and ran until the test's deadline.
+func runToRefusal(t *testing.T, cfg *Config, st store.Store) error {
+	t.Helper()
+	srv, err := NewWithStore(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, testIngressToken, testAdminToken)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	return srv.Run(ctx, ln)
+}
+
+// addressWarningOf is status.addressWarning decoded loosely (nil when none is reported).
+func addressWarningOf(t *testing.T, n *testNode) map[string]any {
+	t.Helper()
+	w, _ := statusMap(t, n)["addressWarning"].(map[string]any)
+	return w
+}
+
+// TestSecondNodeOnALiveNodesAddressIsRefusedAtStart: a node whose node.address a live
+// node of another name publishes refuses to start, naming the setting, that node and its
+// age, and writes no record; once that record is older than reconcile.nodeTTL the
+// address is free.
+func TestSecondNodeOnALiveNodesAddressIsRefusedAtStart(t *testing.T) {
+	storeDir := t.TempDir()
+	cfgA := testConfig(t, "vps-a", storeDir)
+	cfgA.Node.Address = "127.0.0.21"
+	a := startNode(t, cfgA)
+	a.waitReady()
+
+	cfgB := testConfig(t, "vps-b", storeDir)
+	cfgB.Node.Address = "127.0.0.21"
+	err := runToRefusal(t, cfgB, a.st)
+	if err == nil {
+		t.Fatal("a second node on a live node's address started")
+	}
+	for _, want := range []string{`node.address "127.0.0.21"`, `"vps-a"`, " ago"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not name %s: %v", want, err)
+		}
+	}
+	if _, gerr := a.st.Get(context.Background(), fleet.NodeKey("vps-b")); !errors.Is(gerr, store.ErrNotFound) {
+		t.Fatalf("the refused node wrote its record (err %v)", gerr)
+	}
+
+	// The same address written as an IPv4-mapped IPv6 address is the same socket.
+	cfgB.Node.Address = "::ffff:127.0.0.21"
+	if err := runToRefusal(t, cfgB, a.st); err == nil || !strings.Contains(err.Error(), `"vps-a"`) {
+		t.Fatalf("a mapped spelling of a live node's address was not refused: %v", err)
+	}
+}
+
+// TestAStaleRecordDoesNotHoldItsAddress: a record older than reconcile.nodeTTL (a node
+// gone) does not keep its address from a new node.
+func TestAStaleRecordDoesNotHoldItsAddress(t *testing.T) {
+	storeDir := t.TempDir()
+	cfg := testConfig(t, "vps-b", storeDir)
+	cfg.Node.Address = "127.0.0.22"
+	cfg.Reconcile.Heartbeat = ptypes.Duration(100 * time.Millisecond)
+	cfg.Reconcile.NodeTTL = ptypes.Duration(time.Minute)
+	st, err := dir.New(storeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := fmt.Sprintf(`{"name":"vps-old","address":"127.0.0.22","apiPort":7400,"seen":%q,"boot":{"node":"elsewhere","id":"b00b"}}`,
+		time.Now().Add(-2*time.Minute).UTC().Format(time.RFC3339Nano))
+	putRaw(t, st, fleet.NodeKey("vps-old"), []byte(gone))
+
+	n := startNode(t, cfg)
+	n.waitReady()
+	select {
+	case err := <-n.done:
+		t.Fatalf("the node stopped: %v", err)
+	default:
+	}
+	// Its view of the fleet holds the stale record; nothing is reported.
+	waitHeartbeatsAfterView(t, n, "vps-old")
+	if w := addressWarningOf(t, n); w != nil {
+		t.Fatalf("a stale record's address is reported: %v", w)
+	}
+	if !metricLine(t, n, "scafo_node_address_conflict 0") {
+		t.Fatal("scafo_node_address_conflict is not 0")
+	}
+}
+
+// waitHeartbeatsAfterView waits until n's status lists node (the reconcile pass read
+// its record), then for two more writes of n's own record: the heartbeat checks the
+// fleet after each write, so the second one follows a check that saw node.
+func waitHeartbeatsAfterView(t *testing.T, n *testNode, node string) {
+	t.Helper()
+	waitFor(t, 5*time.Second, n.cfg.Node.Name+" lists "+node, func() bool {
+		for _, s := range statusOf(t, n).Nodes {
+			if s.Name == node {
+				return true
+			}
+		}
+		return false
+	})
+	for i := 0; i < 2; i++ {
+		before := storedRecord(t, n.st, n.cfg.Node.Name)["seen"]
+		waitFor(t, 5*time.Second, "a heartbeat of "+n.cfg.Node.Name, func() bool {
+			return storedRecord(t, n.st, n.cfg.Node.Name)["seen"] != before
+		})
+	}
+}
+
+// listHidingStore answers the first LIST of nodes/ with nothing: a node started at the
+// same moment as another one (both checked the address before either wrote its record).
+type listHidingStore struct {
+	store.Store
+	hidden atomic.Bool
+}
+
+func (h *listHidingStore) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	if prefix == fleet.PrefixNodes && h.hidden.CompareAndSwap(false, true) {
+		return nil, nil
+	}
+	return h.Store.List(ctx, prefix)
+}
+
+// TestSharedAddressAtRuntimeIsReported: two live nodes of different names on one
+// address, both past the start check, each report the other (an error log,
+// /v1/status addressWarning.sharedWith, scafo_node_address_conflict 1), and the report
+// clears once the other's record is stale.
+func TestSharedAddressAtRuntimeIsReported(t *testing.T) {
+	storeDir := t.TempDir()
+	cfg := func(name string) *Config {
+		c := testConfig(t, name, storeDir)
+		c.Node.Address = "127.0.0.23"
+		c.Reconcile.Heartbeat = ptypes.Duration(100 * time.Millisecond)
+		c.Reconcile.NodeTTL = ptypes.Duration(time.Second)
+		return c
+	}
+	a := startNode(t, cfg("vps-a"))
+	a.waitReady()
+	b := startNodeWithStore(t, cfg("vps-b"), &listHidingStore{Store: a.st})
+	b.waitReady()
+
+	for _, c := range []struct {
+		n     *testNode
+		other string
+	}{{a, "vps-b"}, {b, "vps-a"}} {
+		waitFor(t, 5*time.Second, c.n.cfg.Node.Name+" reports "+c.other, func() bool {
+			w := addressWarningOf(t, c.n)
+			return w != nil && fmt.Sprint(w["sharedWith"]) == "["+c.other+"]"
+		})
+		if !metricLine(t, c.n, "scafo_node_address_conflict 1") {
+			t.Errorf("%s: scafo_node_address_conflict is not 1", c.n.cfg.Node.Name)
+		}
+		if logs := c.n.logs.String(); !strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "node.address") || !strings.Contains(logs, c.other) {
+			t.Errorf("%s: no error logged naming node.address and %s:\n%s", c.n.cfg.Node.Name, c.other, logs)
+		}
+	}
+
+	b.stop()
+	waitFor(t, 5*time.Second, "the report to clear", func() bool {
+		return addressWarningOf(t, a) == nil && metricLine(t, a, "scafo_node_address_conflict 0")
+	})
+}
+
+// TestLoopbackAddressInAFleetIsReported: a single node on 127.0.0.1 reports nothing;
+// once a second live node joins, a loopback node.address is reported (a warning naming
+// node.address, /v1/status addressWarning.loopback, scafo_node_address_loopback 1)
+// until the fleet is one node again.
+func TestLoopbackAddressInAFleetIsReported(t *testing.T) {
+	storeDir := t.TempDir()
+	cfg := func(name string) *Config {
+		c := testConfig(t, name, storeDir)
+		c.Reconcile.Heartbeat = ptypes.Duration(100 * time.Millisecond)
+		c.Reconcile.NodeTTL = ptypes.Duration(time.Second)
+		return c
+	}
+	a := startNode(t, cfg("vps-a")) // 127.0.0.1
+	a.waitReady()
+	waitHeartbeatsAfterView(t, a, "vps-a")
+	if w := addressWarningOf(t, a); w != nil {
+		t.Fatalf("a single node on 127.0.0.1 is reported: %v", w)
+	}
+	if !metricLine(t, a, "scafo_node_address_loopback 0") {
+		t.Fatal("scafo_node_address_loopback is not 0 on a single node")
+	}
+	if strings.Contains(a.logs.String(), "node.address") {
+		t.Fatalf("a single node on 127.0.0.1 logs about node.address:\n%s", a.logs.String())
+	}
+
+	b := startNode(t, cfg("vps-b"))
+	b.waitReady()
+	for _, n := range []*testNode{a, b} {
+		waitFor(t, 5*time.Second, n.cfg.Node.Name+" reports its loopback address", func() bool {
+			w := addressWarningOf(t, n)
+			return w != nil && w["loopback"] == true && w["liveNodes"] == float64(2) && w["address"] == n.cfg.Node.Address
+		})
+		if !metricLine(t, n, "scafo_node_address_loopback 1") {
+			t.Errorf("%s: scafo_node_address_loopback is not 1", n.cfg.Node.Name)
+		}
+		if !metricLine(t, n, "scafo_node_address_conflict 0") {
+			t.Errorf("%s: scafo_node_address_conflict is not 0 (distinct addresses)", n.cfg.Node.Name)
+		}
+		if logs := n.logs.String(); !strings.Contains(logs, "level=WARN") || !strings.Contains(logs, "node.address") {
+			t.Errorf("%s: no warning naming node.address:\n%s", n.cfg.Node.Name, logs)
+		}
+	}
+
+	b.stop()
+	waitFor(t, 5*time.Second, "the report to clear once vps-b is stale", func() bool {
+		return addressWarningOf(t, a) == nil && metricLine(t, a, "scafo_node_address_loopback 0")
+	})
+}
