@@ -256,3 +256,34 @@ func TestLoopbackAddressInAFleetIsReported(t *testing.T) {
 		return addressWarningOf(t, a) == nil && metricLine(t, a, "scafo_node_address_loopback 0")
 	})
 }
+
+// TestABootlessRecordOnTheAddressIsReportedNotRefused: a live record without a boot
+// identity (a node that predates it, a record planted by hand) on this node's address
+// does not stop the node, as with the name rule; it is warned about at start and
+// reported while it stays live.
+func TestABootlessRecordOnTheAddressIsReportedNotRefused(t *testing.T) {
+	storeDir := t.TempDir()
+	cfg := testConfig(t, "vps-b", storeDir)
+	cfg.Node.Address = "127.0.0.24"
+	cfg.Reconcile.Heartbeat = ptypes.Duration(100 * time.Millisecond)
+	cfg.Reconcile.NodeTTL = ptypes.Duration(time.Minute)
+	st, err := dir.New(storeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := fmt.Sprintf(`{"name":"vps-old","address":"127.0.0.24","apiPort":7400,"seen":%q}`, time.Now().UTC().Format(time.RFC3339Nano))
+	putRaw(t, st, fleet.NodeKey("vps-old"), []byte(old))
+
+	n := startNode(t, cfg)
+	n.waitReady()
+	waitFor(t, 5*time.Second, "vps-old reported", func() bool {
+		w := addressWarningOf(t, n)
+		return w != nil && fmt.Sprint(w["sharedWith"]) == "[vps-old]"
+	})
+	if logs := n.logs.String(); !strings.Contains(logs, "level=WARN") || !strings.Contains(logs, "without a boot identity") {
+		t.Fatalf("no warning at start:\n%s", logs)
+	}
+	if !metricLine(t, n, "scafo_node_address_conflict 1") {
+		t.Fatal("scafo_node_address_conflict is not 1")
+	}
+}

@@ -82,11 +82,17 @@ type benchNode struct {
 func newNode(t *testing.T, name, storeRoot string, extra ...string) *benchNode {
 	t.Helper()
 	n := &benchNode{name: name, port: freePort(t)}
+	// Two live nodes never share a node.address (a second one is refused at start):
+	// bench-b, the second node of a two-node fleet, is 127.0.0.2.
+	address := "127.0.0.1"
+	if name == "bench-b" {
+		address = "127.0.0.2"
+	}
 	args := []string{
 		"--listen=" + addr(n.port),
 		"--stateDir=" + t.TempDir(),
 		"--node.name=" + name,
-		"--node.address=127.0.0.1",
+		"--node.address=" + address,
 		"--ingress.token=" + benchIngressToken,
 		"--admin.token=" + benchAdminToken,
 		"--store.dir.path=" + storeRoot,

@@ -23,8 +23,10 @@ import (
 //   - At start (Start, after the name check) a node lists nodes/ and refuses to start
 //     when a live record (seen within reconcile.nodeTTL) of another name carries its
 //     node.address, naming that node and its age; it writes nothing. A record of its
-//     own node id is this installation under an earlier name, not another node. A store
-//     that cannot be read does not stop the node.
+//     own node id is this installation under an earlier name, not another node; a live
+//     record without a boot identity (a node that predates it, a record planted by
+//     hand) is accepted with a warning and reported below, as the name rule accepts
+//     one. A store that cannot be read does not stop the node.
 //   - While it runs (two nodes started at once both pass that check; a peer restarted
 //     with an edited address), the heartbeat hands ObserveFleet the reconcile pass's
 //     view of nodes/: a live node of another name on this node's address is reported (an
@@ -83,6 +85,11 @@ func (s *Record) checkAddress(ctx context.Context) error {
 		}
 		age := s.started.Sub(rec.Seen)
 		if age > s.o.NodeTTL || !s.otherHolder(rec) {
+			continue
+		}
+		if rec.Boot == nil {
+			s.o.Log.Warn("a live record without a boot identity (a node that predates it, or one written by hand) publishes this node's node.address; starting, and reporting it while it stays live",
+				"address", s.o.Address, "record", e.Key, "age", age.Round(time.Millisecond))
 			continue
 		}
 		return fmt.Errorf("node.address %q is taken by another live node: %s (node %q, written %s ago) publishes it; "+

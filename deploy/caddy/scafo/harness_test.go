@@ -45,7 +45,12 @@ func startNode(t testing.TB, name, root string) *testNode {
 	cfg := node.NewConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.Node.Name = name
-	cfg.Node.Address = "127.0.0.1"
+	// Two live nodes never share a node.address (a second one is refused at start).
+	addr, ok := map[string]string{"vps-a": "127.0.0.1", "vps-c": "127.0.0.3"}[name]
+	if !ok {
+		t.Fatalf("no test node.address for node %q", name)
+	}
+	cfg.Node.Address = addr
 	cfg.Ingress.Token = testIngressToken
 	cfg.Admin.Token = testAdminToken
 	cfg.Platform.Domains = []string{"apps.example.com"}
