@@ -127,19 +127,19 @@ type AddressReport struct {
 func (s *Record) ObserveFleet(nodes []fleet.NodeRecord, now time.Time) {
 	var holders []string
 	live := 0
-	self := false
+	seenSelf := false
 	for _, n := range nodes {
 		if now.Sub(n.Seen) > s.o.NodeTTL {
 			continue
 		}
 		live++
 		if n.Name == s.o.Name {
-			self = true
+			seenSelf = true
 		} else if s.otherHolder(n) {
 			holders = append(holders, n.Name)
 		}
 	}
-	if !self {
+	if !seenSelf {
 		live++ // this node is live whether or not the pass has read its record yet
 	}
 	slices.Sort(holders)
