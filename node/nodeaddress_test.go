@@ -119,8 +119,8 @@ func TestAStaleRecordDoesNotHoldItsAddress(t *testing.T) {
 	n := startNode(t, cfg)
 	n.waitReady()
 	select {
-	case err := <-n.done:
-		t.Fatalf("the node stopped: %v", err)
+	case <-n.Exited():
+		t.Fatalf("the node stopped: %v", n.Err())
 	default:
 	}
 	// Its view of the fleet holds the stale record; nothing is reported.
