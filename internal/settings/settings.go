@@ -139,7 +139,7 @@ func walk(v reflect.Value, prefix, envPrefix string, out *[]Setting) {
 			Secret:      f.Tag.Get("loggable") == "false",
 		}
 		if envPrefix != "" {
-			s.Env = envPrefix + strings.ToUpper(strings.ReplaceAll(path, ".", "_"))
+			s.Env = envName(envPrefix, path)
 		}
 		if s.Default == "" || fv.IsZero() {
 			if d := f.Tag.Get("default"); d != "" {
@@ -148,6 +148,11 @@ func walk(v reflect.Value, prefix, envPrefix string, out *[]Setting) {
 		}
 		*out = append(*out, s)
 	}
+}
+
+// envName is the variable of the setting at path: "SCAFO_" + "NODE_APIPORT".
+func envName(envPrefix, path string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(path, ".", "_"))
 }
 
 func kindOf(t reflect.Type) Kind {

@@ -125,3 +125,30 @@ func TestKnownEnv(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// TestARemovedSettingIsNamedAsRemoved: a flag, variable or file key naming a removed
+// setting is refused with the setting's path and why, not as an unknown name; its
+// neighbours are still checked as before.
+func TestARemovedSettingIsNamedAsRemoved(t *testing.T) {
+	k := NewKnown(&sample{}, "X_")
+	k.Removed("sub.proxies", "X-Forwarded-For is no longer read")
+	for _, tc := range []struct {
+		what string
+		err  error
+		want string
+	}{
+		{"flag", k.CheckFlags([]string{"--sub.proxies=10.0.0.0/8", "--url=u"}, nil), "--sub.proxies: removed setting: X-Forwarded-For is no longer read"},
+		{"flag, other case, value apart", k.CheckFlags([]string{"--Sub.Proxies", "10.0.0.0/8"}, nil), "--Sub.Proxies: removed setting: X-Forwarded-For is no longer read"},
+		{"variable", k.CheckEnv([]string{"X_SUB_PROXIES=10.0.0.0/8"}, "X_", nil), "X_SUB_PROXIES in the environment: removed setting sub.proxies: X-Forwarded-For is no longer read"},
+		{"file", k.CheckFile("c.yaml", []byte("sub:\n  proxies: [10.0.0.0/8]\n  count: 2\n")), "sub.proxies in c.yaml: removed setting: X-Forwarded-For is no longer read"},
+		{"toml file", k.CheckFile("c.toml", []byte("[sub]\nproxies = [\"10.0.0.0/8\"]\n")), "sub.proxies in c.toml: removed setting: X-Forwarded-For is no longer read"},
+	} {
+		if tc.err == nil || tc.err.Error() != tc.want {
+			t.Errorf("%s: %v, want %q (and nothing else)", tc.what, tc.err, tc.want)
+		}
+	}
+	// Not a removed one: unknown, as before.
+	if err := k.CheckFlags([]string{"--sub.proxy=1"}, nil); err == nil || !strings.Contains(err.Error(), "unknown flag --sub.proxy") {
+		t.Errorf("a misspelling of nothing known: %v", err)
+	}
+}

@@ -16,16 +16,24 @@ import (
 // Known indexes one configuration's settings and sections for the strict reading of
 // its sources. Names are matched without regard to case, as paerser does.
 type Known struct {
-	list     []Setting
-	byPath   map[string]Setting // lowercase path
-	byEnv    map[string]Setting // upper-case variable name
-	sections map[string]string  // lowercase path → as spelled
+	list      []Setting
+	envPrefix string
+	byPath    map[string]Setting // lowercase path
+	byEnv     map[string]Setting // upper-case variable name
+	sections  map[string]string  // lowercase path → as spelled
+	removed   map[string]removed // lowercase path, and variable name → a removed setting
+}
+
+// removed is a setting a past version had: naming it is an error that says so (not
+// "unknown key"), with why.
+type removed struct {
+	path, why string
 }
 
 // NewKnown indexes cfg (a pointer to a configuration struct, defaults set); envPrefix
 // is its variables' prefix ("" when it reads none).
 func NewKnown(cfg any, envPrefix string) *Known {
-	k := &Known{list: List(cfg, envPrefix), byPath: map[string]Setting{}, byEnv: map[string]Setting{}, sections: map[string]string{}}
+	k := &Known{list: List(cfg, envPrefix), envPrefix: envPrefix, byPath: map[string]Setting{}, byEnv: map[string]Setting{}, sections: map[string]string{}}
 	for _, s := range k.list {
 		k.byPath[strings.ToLower(s.Path)] = s
 		if s.Env != "" {
@@ -36,6 +44,36 @@ func NewKnown(cfg any, envPrefix string) *Known {
 		k.sections[strings.ToLower(sec)] = sec
 	}
 	return k
+}
+
+// Removed registers a setting that no longer exists: a flag, variable or file key
+// naming it is refused with "<path>: removed setting: <why>" (why says what replaces
+// it, or that nothing does), never as an unknown one.
+func (k *Known) Removed(path, why string) {
+	if k.removed == nil {
+		k.removed = map[string]removed{}
+	}
+	r := removed{path: path, why: why}
+	k.removed[strings.ToLower(path)] = r
+	if k.envPrefix != "" {
+		k.removed[envName(k.envPrefix, path)] = r
+	}
+}
+
+// removedErr is the error for a source (its spelling: a flag, a variable, a file key)
+// naming a removed setting, nil when name is not one.
+func (k *Known) removedErr(name, where string) error {
+	r, ok := k.removed[strings.ToLower(name)]
+	if !ok {
+		r, ok = k.removed[name] // a variable, spelled in upper case
+	}
+	if !ok {
+		return nil
+	}
+	if strings.EqualFold(name, r.path) {
+		return fmt.Errorf("%s%s: removed setting: %s", name, where, r.why)
+	}
+	return fmt.Errorf("%s%s: removed setting %s: %s", name, where, r.path, r.why)
 }
 
 // Settings lists the settings in declaration order.
@@ -82,7 +120,9 @@ func (k *Known) CheckFlags(args []string, aliases map[string]string) error {
 		}
 		s, ok := k.Lookup(name)
 		if !ok {
-			if sec, isSection := k.sections[strings.ToLower(name)]; isSection {
+			if err := k.removedErr(name, ""); err != nil {
+				errs = append(errs, fmt.Errorf("--%w", err))
+			} else if sec, isSection := k.sections[strings.ToLower(name)]; isSection {
 				errs = append(errs, fmt.Errorf("--%s is a section, not a setting (e.g. --%s)", sec, k.sectionHint(sec)))
 			} else {
 				errs = append(errs, fmt.Errorf("unknown flag --%s%s", name, didYouMean(name, k.flagNames(), "--")))
@@ -137,6 +177,10 @@ func (k *Known) CheckEnv(environ []string, prefix string, ignore func(name strin
 			if ignore != nil && ignore(name) {
 				continue
 			}
+			if err := k.removedErr(name, " in the environment"); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 			errs = append(errs, fmt.Errorf("%s in the environment: not a setting%s", name, didYouMean(strings.ToUpper(name), names, "")))
 			continue
 		}
@@ -189,6 +233,10 @@ func (k *Known) checkTree(file, prefix string, m map[string]any, errs *[]error) 
 		}
 		s, ok := k.Lookup(p)
 		if !ok {
+			if err := k.removedErr(p, " in "+file); err != nil {
+				*errs = append(*errs, err)
+				continue
+			}
 			if candidates == nil {
 				candidates = k.allKeys()
 			}
