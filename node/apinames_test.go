@@ -5,13 +5,9 @@ import "github.com/scafo/ingress/node/httpapi"
 // The HTTP API's budgets, sizes and refusal reasons (node/httpapi), under the names
 // the node's tests use.
 const (
-	unknownLookupRate        = httpapi.UnknownLookupRate
-	unknownLookupBurst       = httpapi.UnknownLookupBurst
-	sourceUnknownLookupRate  = httpapi.SourceUnknownLookupRate
-	sourceUnknownLookupBurst = httpapi.SourceUnknownLookupBurst
-	knownTokenRate           = httpapi.KnownTokenRate
-	knownTokenBurst          = httpapi.KnownTokenBurst
-	sendfileMin              = httpapi.SendfileMin
+	knownTokenRate  = httpapi.KnownTokenRate
+	knownTokenBurst = httpapi.KnownTokenBurst
+	sendfileMin     = httpapi.SendfileMin
 
 	refusedWriteRate     = httpapi.RefusedWriteRate
 	refusedToken         = httpapi.RefusedToken

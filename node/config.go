@@ -13,7 +13,6 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
-	"github.com/scafo/ingress/node/httpapi"
 	"github.com/scafo/ingress/node/ingress"
 
 	"github.com/scafo/ingress/node/internal/statedir"
@@ -298,8 +297,6 @@ type LimitsConfig struct {
 	// with idle keep-alives (issue 25 item 6).
 	MaxConnsPerSource int             `description:"Most general connections one remote address (an IPv6 address: its /64) holds at once; a further connection from it is served like a reserved one (one ingress poll, status or health probe, or any request with the ingress or admin token, then closed; anything else 503) (0: a quarter of the general connections, at least 16)." json:"maxConnsPerSource,omitempty"`
 	ConnMaxAge        ptypes.Duration `description:"A connection older than this is closed after its next answer (Connection: close), however busy: a keep-alive cannot hold a slot for as long as its client likes." json:"connMaxAge,omitempty"`
-	// TrustedProxies: whose X-Forwarded-For names the client (issue 25 item 4).
-	TrustedProxies []string `description:"Peers (CIDRs or addresses) whose X-Forwarded-For is believed: for a request from one, the per-source token-lookup budget is kept for the right-most X-Forwarded-For address that is not itself trusted (list the Traefiks in front of the node API). From any other peer X-Forwarded-For is ignored. Empty: never believed. A trusted address that local tenant processes share (127.0.0.1 on a node's machine) lets them choose their X-Forwarded-For; 0.0.0.0/0 and ::/0 are refused." json:"trustedProxies,omitempty"`
 }
 
 // IngressesConfig times ingress reports (node/ingress).
@@ -500,9 +497,6 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.Probe.Validate()...)
 	errs = append(errs, c.Limits.validate()...)
-	if err := httpapi.ValidateTrustedProxies(c.Limits.TrustedProxies); err != nil {
-		errs = append(errs, err)
-	}
 	if c.Ingresses.LostAfter < ptypes.Duration(2*time.Second) {
 		errs = append(errs, fmt.Errorf("ingresses.lostAfter %s: at least 2s (an ingress is heard from at every poll; a long-poll counts while it is held)", time.Duration(c.Ingresses.LostAfter)))
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -43,11 +42,6 @@ func (c *Config) validateBounds(listenPort int) []error {
 	}{{"writes.rate", c.Writes.Rate}, {"writes.routePerMinute", c.Writes.RoutePerMinute}} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
 			errs = append(errs, fmt.Errorf("%s %v: must be a finite number", f.name, f.v))
-		}
-	}
-	for i, s := range c.Limits.TrustedProxies {
-		if p, err := netip.ParsePrefix(strings.TrimSpace(s)); err == nil && p.Bits() == 0 {
-			errs = append(errs, fmt.Errorf("limits.trustedProxies[%d] %q: trusts every address: anyone could choose the address its requests are counted for (list the proxies in front of the node)", i, s))
 		}
 	}
 	if iv := time.Duration(c.Reconcile.Interval); iv > 0 && iv < minReconcileInterval {

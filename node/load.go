@@ -93,6 +93,9 @@ type Strict struct {
 // Load implements cli.ResourceLoader.
 func (l *Strict) Load(args []string, cmd *cli.Command) (bool, error) {
 	known := settings.NewKnown(cmd.Configuration, EnvPrefix)
+	for path, why := range removedSettings {
+		known.Removed(path, why)
+	}
 	var errs []error
 	flagsErr := known.CheckFlags(args, flagAliases)
 	errs = append(errs, flagsErr, known.CheckEnv(l.Environ, EnvPrefix, NotSetting))
@@ -110,6 +113,12 @@ func (l *Strict) Load(args []string, cmd *cli.Command) (bool, error) {
 		}
 	}
 	return false, errors.Join(errs...)
+}
+
+// removedSettings are the settings a past version had (path → what to do instead):
+// naming one is refused as removed, not as unknown (TestARemovedSettingIsRefusedByName).
+var removedSettings = map[string]string{
+	"limits.trustedProxies": "X-Forwarded-For is no longer read: application tokens carry the fleet's MAC and are looked up on a budget of their own, not one per client address (docs/security.md); delete the setting",
 }
 
 // notSettings are the SCAFO_* variables other programs of the project read: the

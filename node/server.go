@@ -120,9 +120,6 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		return nil, err
 	}
 	cfg.Limits.fillDefaults()
-	if err := httpapi.ValidateTrustedProxies(cfg.Limits.TrustedProxies); err != nil {
-		return nil, err
-	}
 	storeRequests := newStoreRequests()
 	st = newRequestCounter(st, storeRequests)
 	// The reconcile loop publishes right after committing the serial it read (or, on a

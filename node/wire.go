@@ -179,7 +179,6 @@ func apiConfig(cfg *Config, ingressTok, adminTok string) httpapi.Config {
 		WriteTimeout:    time.Duration(cfg.Limits.WriteTimeout),
 		ConnMaxAge:      time.Duration(cfg.Limits.ConnMaxAge),
 		RejectLog:       time.Duration(cfg.Limits.RejectLog),
-		TrustedProxies:  cfg.Limits.TrustedProxies,
 		WriteRate:       cfg.Writes.Rate, WriteBurst: cfg.Writes.Burst,
 		IngressToken: ingressTok, AdminToken: adminTok,
 		IngressPrevious: cfg.Ingress.Previous, AdminPrevious: cfg.Admin.Previous,

@@ -9,14 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/scafo/ingress/node/internal/jsonx"
 	"github.com/scafo/ingress/node/store"
-	"github.com/scafo/ingress/render/fleet"
 )
 
 // TokenMACKey is the store key of the fleet's token MAC key (docs/security.md,
@@ -46,18 +44,16 @@ const (
 	macLoadTimeout = 10 * time.Second
 )
 
-// tokenMACObject is the stored form of the key. Legacy lists the ids of the tokens
-// that existed when the key was created: minted without a MAC, they keep working
-// through the budgeted store lookup.
+// tokenMACObject is the stored form of the key. A token is good only with the key it
+// was minted with: losing the key object means reissuing every application token
+// (docs/security.md).
 type tokenMACObject struct {
-	Key    string   `json:"key"`
-	Legacy []string `json:"legacy"`
+	Key string `json:"key"`
 }
 
 type tokenMAC struct {
-	key    []byte
-	legacy map[string]bool
-	etag   string
+	key  []byte
+	etag string
 }
 
 // errMACCorrupt: the key object exists but is not a key (wrong size, garbage).
@@ -72,14 +68,7 @@ func parseTokenMAC(obj store.Object) (*tokenMAC, error) {
 	if err != nil || len(key) != 32 || strings.ToLower(o.Key) != o.Key {
 		return nil, fmt.Errorf("%w: key: want 64 lowercase hex characters", errMACCorrupt)
 	}
-	m := &tokenMAC{key: key, legacy: make(map[string]bool, len(o.Legacy)), etag: obj.ETag}
-	for _, id := range o.Legacy {
-		if !IsTokenID(id) {
-			return nil, fmt.Errorf("%w: legacy id %q: want 16 hex characters", errMACCorrupt, id)
-		}
-		m.legacy[id] = true
-	}
-	return m, nil
+	return &tokenMAC{key: key, etag: obj.ETag}, nil
 }
 
 func (m *tokenMAC) sum(id, random string) string {
@@ -112,15 +101,11 @@ type TokenCheck int
 
 const (
 	// TokenNoKey: no usable key (the store was unreachable, or the key object is
-	// corrupt): check the token as before the key existed, a lookup on the anonymous
-	// budget.
+	// corrupt): the token cannot be told from a made-up one; refuse it as unavailable.
 	TokenNoKey TokenCheck = iota
 	// TokenSigned: its MAC verifies: the fleet issued it; look it up on its own budget.
 	TokenSigned
-	// TokenLegacy: no MAC, but its id is one of the tokens that existed before the key:
-	// look it up on the anonymous budget, as before.
-	TokenLegacy
-	// TokenForged: neither: refuse it without a store read.
+	// TokenForged: it does not verify: refuse it without a store read.
 	TokenForged
 )
 
@@ -138,18 +123,10 @@ func (w *Writer) CheckToken(ctx context.Context, tok string) TokenCheck {
 	if m.verifies(id, secret) {
 		return TokenSigned
 	}
-	if m.legacy[id] {
-		return TokenLegacy
-	}
 	// The key object may have been replaced since it was cached (deleted, then created
 	// anew): look, at most once per macRecheck, whoever asks.
-	if m2 := w.recheckMAC(ctx, m); m2 != nil && m2 != m {
-		switch {
-		case m2.verifies(id, secret):
-			return TokenSigned
-		case m2.legacy[id]:
-			return TokenLegacy
-		}
+	if m2 := w.recheckMAC(ctx, m); m2 != nil && m2 != m && m2.verifies(id, secret) {
+		return TokenSigned
 	}
 	return TokenForged
 }
@@ -179,13 +156,13 @@ func (w *Writer) macKey(ctx context.Context, force bool) *tokenMAC {
 		return m
 	case errors.Is(err, errMACCorrupt):
 		if !c.logged {
-			w.log.Error("the token MAC key object is corrupt: every application token is checked by a budgeted store lookup, and no token is issued, until it is deleted (the next node that needs one creates a new key; every existing token keeps working)",
+			w.log.Error("the token MAC key object is corrupt: every application token is refused (503), and no token is issued, until it is deleted (the next node that needs one creates a new key; every application token must then be reissued)",
 				"key", TokenMACKey, "err", err)
 			c.logged = true
 		}
 		c.broken = true
 	default:
-		w.log.Warn("reading the token MAC key; tokens are checked by a budgeted store lookup meanwhile", "err", err)
+		w.log.Warn("reading the token MAC key; application tokens are refused (503) meanwhile", "err", err)
 	}
 	c.lastTry = w.now()
 	return nil
@@ -230,8 +207,7 @@ func (w *Writer) recheckMAC(ctx context.Context, m *tokenMAC) *tokenMAC {
 	return m2
 }
 
-// loadTokenMAC reads the key object, creating it (create-only) when absent. A new key
-// records the tokens that exist at that moment as legacy.
+// loadTokenMAC reads the key object, creating it (create-only) when absent.
 func (w *Writer) loadTokenMAC(ctx context.Context) (*tokenMAC, error) {
 	for range 3 {
 		obj, err := w.st.Get(ctx, TokenMACKey)
@@ -247,19 +223,7 @@ func (w *Writer) loadTokenMAC(ctx context.Context) (*tokenMAC, error) {
 		if w.id != nil && w.id.Foreign() {
 			return nil, fmt.Errorf("not creating the token MAC key: %w", store.ErrForeign)
 		}
-		entries, err := w.st.List(ctx, fleet.PrefixTokens)
-		if err != nil {
-			return nil, err
-		}
-		o := tokenMACObject{Key: randomHexN(32), Legacy: []string{}}
-		for _, e := range entries {
-			id, ok := strings.CutSuffix(strings.TrimPrefix(e.Key, fleet.PrefixTokens), ".json")
-			if ok && IsTokenID(id) {
-				o.Legacy = append(o.Legacy, id)
-			}
-		}
-		slices.Sort(o.Legacy)
-		b, _ := jsonx.Marshal(o)
+		b, _ := jsonx.Marshal(tokenMACObject{Key: randomHexN(32)})
 		etag, err := w.st.Put(ctx, TokenMACKey, b, store.Condition{IfNoneMatch: true})
 		if errors.Is(err, store.ErrPreconditionFailed) {
 			continue // another node created it first: read theirs
@@ -267,7 +231,7 @@ func (w *Writer) loadTokenMAC(ctx context.Context) (*tokenMAC, error) {
 		if err != nil {
 			return nil, err
 		}
-		w.log.Info("created the token MAC key", "key", TokenMACKey, "legacyTokens", len(o.Legacy))
+		w.log.Info("created the token MAC key", "key", TokenMACKey)
 		return parseTokenMAC(store.Object{Key: TokenMACKey, Value: b, ETag: etag})
 	}
 	return nil, fmt.Errorf("creating the token MAC key: lost the create race three times: %w", store.ErrUnavailable)
@@ -305,7 +269,7 @@ func (w *Writer) issueKey(ctx context.Context) (*tokenMAC, error) {
 		}
 	}
 	if w.TokenMACBroken() {
-		return nil, fmt.Errorf("the token MAC key object %s is corrupt; delete it (a node creates a new one, every existing token keeps working): %w", TokenMACKey, store.ErrUnavailable)
+		return nil, fmt.Errorf("the token MAC key object %s is corrupt; delete it (a node creates a new one; every application token must then be reissued): %w", TokenMACKey, store.ErrUnavailable)
 	}
 	return nil, fmt.Errorf("reading the token MAC key: %w", store.ErrUnavailable)
 }

@@ -78,8 +78,8 @@ func TestTokenMACKeyIsCreatedOnce(t *testing.T) {
 
 // TestTokenMACKeyReplacedIsFollowed: a key deleted and created anew by another node is
 // picked up by a node holding the old one at its next recheck (at most once per
-// macRecheck, driven here by the writer's clock), and the old key's tokens keep working
-// everywhere (listed as legacy by the new key).
+// macRecheck, driven here by the writer's clock); the old key's tokens are refused
+// everywhere from then on (losing the key means reissuing tokens).
 func TestTokenMACKeyReplacedIsFollowed(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -121,8 +121,8 @@ func TestTokenMACKeyReplacedIsFollowed(t *testing.T) {
 		t.Fatalf("t2 on a after macRecheck: %v, want TokenSigned (the new key followed)", got)
 	}
 	for name, w := range map[string]*Writer{"a": a, "b": b} {
-		if got := w.CheckToken(ctx, t1.Token); got != TokenLegacy {
-			t.Errorf("t1 (the old key's) on %s: %v, want TokenLegacy", name, got)
+		if got := w.CheckToken(ctx, t1.Token); got != TokenForged {
+			t.Errorf("t1 (the old key's) on %s: %v, want TokenForged", name, got)
 		}
 	}
 	// a issues with the new key (issueKey checks the cached key is the stored one).
@@ -171,8 +171,15 @@ func TestACorruptTokenMACKeyFallsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	now = now.Add(macRetry)
-	if got := w.CheckToken(ctx, it.Token); got != TokenLegacy {
-		t.Errorf("after the corrupt key was deleted: %v, want TokenLegacy (the new key lists it)", got)
+	if got := w.CheckToken(ctx, it.Token); got != TokenForged {
+		t.Errorf("after the corrupt key was deleted: %v, want TokenForged (a new key; the token must be reissued)", got)
+	}
+	re, err := w.IssueToken(ctx, admin, "acme", "shop", []string{"publish"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := w.CheckToken(ctx, re.Token); got != TokenSigned {
+		t.Errorf("a token reissued with the new key: %v, want TokenSigned", got)
 	}
 }
 

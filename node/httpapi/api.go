@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/scafo/ingress/node/fleetcerts"
@@ -44,7 +43,6 @@ type Config struct {
 	// The request bounds (limits.*, limits.go).
 	BodyTimeout, WriteTimeout, ConnMaxAge time.Duration
 	RejectLog                             time.Duration // limits.rejectLog
-	TrustedProxies                        []string      // limits.trustedProxies
 
 	WriteRate  float64 // writes.rate
 	WriteBurst int     // writes.burst
@@ -71,7 +69,7 @@ type Metrics struct {
 const (
 	RefusedWriteRate     = "write_rate"      // 429: the token is past writes.rate (ratelimit.go)
 	RefusedToken         = "token"           // 401 no or bad token, 403 a token the endpoint refuses (rejectRequest)
-	RefusedTokenLookups  = "token_lookups"   // 429: the token-lookup budget is spent (auth.go, through rejectRequest)
+	RefusedTokenLookups  = "token_lookups"   // 429: the token's lookup budget is spent (auth.go, through rejectRequest)
 	RefusedConnReserve   = "conn_reserve"    // 503 on a reserved connection: the general part is full (limits.go)
 	RefusedConnPerSource = "conn_per_source" // 503: the address holds limits.maxConnsPerSource (limits.go)
 	RefusedConnLimit     = "conn_limit"      // bare 503 and close: at limits.maxConns (limits.go)
@@ -164,27 +162,18 @@ type API struct {
 	kickHeartbeat func()
 
 	writes    *writeLimiter
-	conns     atomic.Pointer[connLimiter]      // the API listener's cap (set by Listen)
-	rejects   *rejectLogger                    // rejection log lines, rate-limited per source
-	badTokens *expirable.LRU[string, struct{}] // hashes of recently rejected application tokens
-	goodIDs   *expirable.LRU[string, struct{}] // ids of application tokens found valid lately
-	lookups   *writeLimiter                    // the budget for store reads of other tokens
-	// sourceLookups is that budget per remote address; knownLookups is the budget of
-	// each token seen valid lately (keyed by its hash).
-	sourceLookups *writeLimiter
-	knownLookups  *writeLimiter
-	trusted       trustedProxies // limits.trustedProxies (clientaddr.go)
+	conns     atomic.Pointer[connLimiter] // the API listener's cap (set by Listen)
+	rejects   *rejectLogger               // rejection log lines, rate-limited per source
+	badTokens *expiringSet                // hashes of recently rejected application tokens
+	// knownLookups is the lookup budget of each token the fleet issued (keyed by its hash).
+	knownLookups *writeLimiter
 
 	shutdown chan struct{} // closed on shutdown: releases long-polls
 	once     sync.Once
 }
 
-// New builds the API over d. It fails only on a malformed limits.trustedProxies.
+// New builds the API over d. It starts no goroutine.
 func New(cfg Config, log *slog.Logger, m Metrics, d Deps) (*API, error) {
-	trusted, err := parseTrustedProxies(cfg.TrustedProxies)
-	if err != nil {
-		return nil, err
-	}
 	return &API{
 		cfg: cfg, log: log, metrics: m,
 		st: d.Store, identity: d.Identity, pub: d.Publisher, rec: d.Reconcile, self: d.Self,
@@ -193,14 +182,10 @@ func New(cfg Config, log *slog.Logger, m Metrics, d Deps) (*API, error) {
 
 		writes:    newWriteLimiter(cfg.WriteRate, cfg.WriteBurst),
 		rejects:   newRejectLogger(log, cfg.RejectLog),
-		badTokens: expirable.NewLRU[string, struct{}](badTokenCacheSize, nil, badTokenTTL),
-		goodIDs:   expirable.NewLRU[string, struct{}](16384, nil, 10*time.Minute),
-		lookups:   newWriteLimiter(UnknownLookupRate, UnknownLookupBurst),
+		badTokens: newExpiringSet(badTokenCacheSize, badTokenTTL, time.Now),
 
-		sourceLookups: newWriteLimiter(SourceUnknownLookupRate, SourceUnknownLookupBurst),
-		trusted:       trusted,
-		knownLookups:  newWriteLimiter(max(KnownTokenRate, 4*cfg.WriteRate), max(KnownTokenBurst, 2*cfg.WriteBurst)),
-		shutdown:      make(chan struct{}),
+		knownLookups: newWriteLimiter(max(KnownTokenRate, 4*cfg.WriteRate), max(KnownTokenBurst, 2*cfg.WriteBurst)),
+		shutdown:     make(chan struct{}),
 	}, nil
 }
 

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -107,33 +108,28 @@ func (s *API) authenticate(next http.Handler) http.Handler {
 			}
 			// Every lookup is a store read. A token the fleet issued carries a MAC of
 			// the fleet's key (fleetwrite.CheckToken): a made-up one is refused here,
-			// without a store read and without spending any budget. A token that
-			// verifies, or one seen valid lately, has a budget of its own, keyed by the
-			// whole token's hash (the id alone is public: audit rows, URLs), so a tenant
-			// cannot make the node read the store at the rate it sends (reads are not
-			// writes.rate's, and writes past it are refused only after the lookup), and
-			// nobody else can spend it. What is left (tokens minted before the key,
-			// and every token while no key is usable) is looked up on a budget per
-			// client address and one shared by all (429 past either, so a real token
-			// retries instead of being called invalid).
-			check := s.writer.CheckToken(r.Context(), tok)
-			if check == fleetwrite.TokenForged {
+			// without a store read and without spending any budget. One that verifies
+			// has a budget of its own, keyed by the whole token's hash (the id alone is
+			// public: audit rows, URLs), so a tenant cannot make the node read the store
+			// at the rate it sends (reads are not writes.rate's, and writes past it are
+			// refused only after the lookup), and nobody else can spend it. While no
+			// key is usable (the store unreachable, the key object corrupt) no token
+			// can be told from a made-up one: 503, retry.
+			switch s.writer.CheckToken(r.Context(), tok) {
+			case fleetwrite.TokenForged:
 				s.reject(w, r, "rejected request: bad token", "invalid token")
 				return
+			case fleetwrite.TokenNoKey:
+				cutBody(w, r)
+				s.writeDomainError(w, errNoTokenKey)
+				return
 			}
-			var ok bool
-			var retry time.Duration
-			if check == fleetwrite.TokenSigned || s.goodIDs.Contains(hash) {
-				ok, retry = s.knownLookups.take(hash)
-			} else if ok, retry = s.sourceLookups.take(s.clientOf(r)); ok {
-				ok, retry = s.lookups.take("")
-			}
-			if !ok {
+			if ok, retry := s.knownLookups.take(hash); !ok {
 				s.rejectRequest(r, "rejected request: token lookup budget spent")
 				cutBody(w, r)
 				w.Header().Set("Retry-After", strconv.Itoa(max(1, int(retry.Seconds()+0.999))))
 				writeError(w, http.StatusTooManyRequests, "too many token lookups",
-					"tokens are checked against the store at a bounded rate (per token, and for tokens not seen lately, per source and in all); retry")
+					"a token is checked against the store at a bounded rate; retry")
 				return
 			}
 			rec, err := s.writer.LookupToken(r.Context(), tok)
@@ -143,12 +139,11 @@ func (s *API) authenticate(next http.Handler) http.Handler {
 			}
 			if err != nil {
 				if errors.Is(err, fleetwrite.ErrBadToken) {
-					s.badTokens.Add(hash, struct{}{})
+					s.badTokens.Add(hash)
 				}
 				s.reject(w, r, "rejected request: bad token", "invalid token")
 				return
 			}
-			s.goodIDs.Add(hash, struct{}{})
 			a.Token = rec
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, a)))
@@ -170,22 +165,14 @@ func adminOnly(next http.Handler) http.Handler {
 // without its port, an IPv6 one's /64).
 func sourceOf(r *http.Request) string { return sourceKey(hostOf(r.RemoteAddr)) }
 
-// The budget for store reads of application tokens without a MAC (minted before the
-// fleet's key) and not seen valid lately, per client address (clientOf) and in all: a
-// flood of such tokens with a known legacy id costs at most this many store requests a
-// second, and one client cannot spend everyone's budget. Made-up tokens never reach it
-// (they fail the MAC), and neither does a token that carries a MAC or was seen valid.
-//
-// Behind Traefik every client shares the Traefik's address unless limits.trustedProxies
-// lists it (then X-Forwarded-For names the client).
+// errNoTokenKey: no token MAC key is usable, so no application token can be told from
+// a made-up one (whose lookups would be unbounded store reads): 503, retry.
+var errNoTokenKey = fmt.Errorf("the fleet's token key (store object %s) cannot be read or is corrupt; application tokens are refused until it is: %w", fleetwrite.TokenMACKey, store.ErrUnavailable)
+
+// KnownTokenRate/Burst: the requests one token the fleet issued may make (each is a
+// store read of its record), whatever they are; raised to 4×writes.rate and
+// 2×writes.burst when those are larger (its writes are among its requests).
 const (
-	UnknownLookupRate        = 50
-	UnknownLookupBurst       = 100
-	SourceUnknownLookupRate  = 10
-	SourceUnknownLookupBurst = 20
-	// KnownTokenRate/Burst: the requests one token seen valid lately may make (each
-	// is a store read of its record), whatever they are; raised to 4×writes.rate and
-	// 2×writes.burst when those are larger (its writes are among its requests).
 	KnownTokenRate  = 20
 	KnownTokenBurst = 40
 )

@@ -1,0 +1,52 @@
+package httpapi
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// TestExpiringSetForgetsAfterItsTTL: a member reads as present until ttl after it was
+// added (the clock driven by the test), and the least recently added one is dropped
+// beyond the size.
+func TestExpiringSetForgetsAfterItsTTL(t *testing.T) {
+	now := time.Date(2026, 12, 5, 7, 0, 0, 0, time.UTC)
+	s := newExpiringSet(2, time.Minute, func() time.Time { return now })
+	s.Add("a")
+	now = now.Add(59 * time.Second)
+	if !s.Contains("a") {
+		t.Fatal("a member 59s old of a 1m set is absent")
+	}
+	now = now.Add(time.Second)
+	if s.Contains("a") {
+		t.Fatal("a member 1m old of a 1m set is present")
+	}
+	s.Add("b")
+	s.Add("c")
+	s.Add("d")
+	if s.Contains("b") || !s.Contains("c") || !s.Contains("d") {
+		t.Fatalf("beyond size 2: b %v c %v d %v, want the oldest dropped", s.Contains("b"), s.Contains("c"), s.Contains("d"))
+	}
+}
+
+// TestAPIStartsNoGoroutine: building an API starts no goroutine (golang-lru's
+// expirable.LRU, which the bad-token cache used, starts a cleaner per cache that never
+// stops: a node started and stopped in a process left two behind, each test node too).
+func TestAPIStartsNoGoroutine(t *testing.T) {
+	before := runtime.NumGoroutine()
+	apis := make([]*API, 50)
+	for i := range apis {
+		a, err := New(Config{NodeName: fmt.Sprint("vps-", i), WriteRate: 1, WriteBurst: 1}, nil, Metrics{}, Deps{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		apis[i] = a
+	}
+	// Goroutines of other tests' leftovers may end meanwhile, never start: more than
+	// before is this package's doing.
+	if after := runtime.NumGoroutine(); after > before {
+		t.Fatalf("50 APIs built: %d goroutines, %d before", after, before)
+	}
+	runtime.KeepAlive(apis)
+}
