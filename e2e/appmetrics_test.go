@@ -82,55 +82,71 @@ func promtoolBin(t *testing.T) string {
 	return strings.TrimSpace(lines[len(lines)-1])
 }
 
-// scrapeSeries reads one Traefik's /metrics: every sample of the service metrics the
-// dashboard queries, keyed by its series as promtool reads it (job and instance added), with
-// its labels.
+// scrapedSample is one sample of a scrape, with its labels (job and instance included).
 type scrapedSample struct {
 	labels map[string]string
 	value  float64
 }
 
+// scrapeTraefikServices reads one Traefik's /metrics: its text, and every sample of the service
+// metrics the dashboard queries, keyed by its series as promtool reads it.
 func scrapeTraefikServices(t *testing.T, tr *traefik) (text string, samples map[string]scrapedSample) {
 	t.Helper()
-	resp, err := tr.http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", tr.ports.api))
+	return scrapeSamples(t, tr.http, fmt.Sprintf("http://127.0.0.1:%d/metrics", tr.ports.api), appMetricsJob, tr.name,
+		"traefik_service_requests_total", "traefik_service_request_duration_seconds")
+}
+
+// scrapeSamples GETs url (Prometheus's text format) and returns its text and the samples of
+// the families named (counters and gauges as they are, a histogram as its _bucket series, le
+// included, and _count), each with the labels job and instance, keyed by its series in
+// PromQL's notation.
+func scrapeSamples(t *testing.T, client *http.Client, url, job, instance string, families ...string) (text string, samples map[string]scrapedSample) {
+	t.Helper()
+	resp, err := client.Get(url)
 	if err != nil {
-		t.Fatalf("%s /metrics: %v", tr.name, err)
+		t.Fatalf("%s: %v", url, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s /metrics: %d %v", tr.name, resp.StatusCode, err)
+		t.Fatalf("%s: %d %v", url, resp.StatusCode, err)
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	mfs, err := p.TextToMetricFamilies(bytes.NewReader(b))
 	if err != nil {
-		t.Fatalf("%s /metrics: %v", tr.name, err)
+		t.Fatalf("%s: %v", url, err)
 	}
 	samples = map[string]scrapedSample{}
 	add := func(name string, metricLabels, extra map[string]string, v float64) {
-		labels := map[string]string{"job": appMetricsJob, "instance": tr.name}
+		labels := map[string]string{"job": job, "instance": instance}
 		maps.Copy(labels, metricLabels)
-		for k, v := range extra {
-			labels[k] = v
-		}
+		maps.Copy(labels, extra)
 		var parts []string
 		for _, k := range slices.Sorted(maps.Keys(labels)) {
 			parts = append(parts, k+"="+strconv.Quote(labels[k]))
 		}
 		samples[name+"{"+strings.Join(parts, ",")+"}"] = scrapedSample{labels: labels, value: v}
 	}
-	if mf := mfs["traefik_service_requests_total"]; mf != nil {
-		for _, m := range mf.GetMetric() {
-			add(mf.GetName(), labelPairs(m.GetLabel()), nil, m.GetCounter().GetValue())
+	for _, name := range families {
+		mf := mfs[name]
+		if mf == nil {
+			continue
 		}
-	}
-	if mf := mfs["traefik_service_request_duration_seconds"]; mf != nil {
 		for _, m := range mf.GetMetric() {
-			h := m.GetHistogram()
-			for _, bk := range h.GetBucket() {
-				add(mf.GetName()+"_bucket", labelPairs(m.GetLabel()), map[string]string{"le": strconv.FormatFloat(bk.GetUpperBound(), 'g', -1, 64)}, float64(bk.GetCumulativeCount()))
+			labels := labelPairs(m.GetLabel())
+			switch {
+			case m.GetHistogram() != nil:
+				h := m.GetHistogram()
+				for _, bk := range h.GetBucket() {
+					add(name+"_bucket", labels, map[string]string{"le": strconv.FormatFloat(bk.GetUpperBound(), 'g', -1, 64)}, float64(bk.GetCumulativeCount()))
+				}
+				add(name+"_bucket", labels, map[string]string{"le": "+Inf"}, float64(h.GetSampleCount()))
+				add(name+"_count", labels, nil, float64(h.GetSampleCount()))
+			case m.GetCounter() != nil:
+				add(name, labels, nil, m.GetCounter().GetValue())
+			case m.GetGauge() != nil:
+				add(name, labels, nil, m.GetGauge().GetValue())
 			}
-			add(mf.GetName()+"_bucket", labelPairs(m.GetLabel()), map[string]string{"le": "+Inf"}, float64(h.GetSampleCount()))
 		}
 	}
 	return string(b), samples

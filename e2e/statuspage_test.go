@@ -217,6 +217,8 @@ func TestStatusPageShowsTheFleetLiveAndItsTextNeverRuns(t *testing.T) {
 	b.do(t, "typing the token", chromedp.SendKeys(chromedp.ID("token"), testAdminToken), chromedp.Click(chromedp.CSS(`#login button[type="submit"]`)))
 	// Any policy violation from here on is recorded (nothing on the page should trip one).
 	b.eval(t, `window.__csp = []; document.addEventListener('securitypolicyviolation', (e) => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI)); ''`)
+	// The page's requests to the API from here on are counted (resource timing): item 4.
+	b.eval(t, `window.__polls0 = performance.now(); performance.setResourceTimingBufferSize(10000); ''`)
 
 	t0 := time.Now()
 	b.waitDOM(t, "the fleet", `document.querySelectorAll('#nodes tr[data-live="true"]').length === 2`, 10*time.Second)
@@ -268,6 +270,8 @@ func TestStatusPageShowsTheFleetLiveAndItsTextNeverRuns(t *testing.T) {
 		t.Errorf("cookie|url|localStorage = %q, want no cookie, the bare page URL, nothing stored", v)
 	}
 
+	polls := pagePolls(t, b)
+
 	// "Forget the token" clears it; the ingress token reads the fleet, routes and
 	// ingresses, and the page says what only the admin token reads.
 	b.do(t, "forgetting the token", chromedp.Click(chromedp.ID("forget")), chromedp.WaitVisible(chromedp.ID("token")))
@@ -284,6 +288,42 @@ func TestStatusPageShowsTheFleetLiveAndItsTextNeverRuns(t *testing.T) {
 		t.Errorf("uncaught script errors: %q", b.exceptions)
 	}
 	b.mu.Unlock()
-	t.Logf("page loaded the fleet %s after the token; flip shown after %s, unready after %s, lost after %s (lostAfter 3s); screenshots in %s",
-		ms(loaded), ms(flip), ms(unready), ms(lost), shots)
+	t.Logf("page loaded the fleet %s after the token; flip shown after %s, unready after %s, lost after %s (lostAfter 3s); screenshots in %s; %s",
+		ms(loaded), ms(flip), ms(unready), ms(lost), shots, polls)
+}
+
+// pagePolls counts the API requests the page made since window.__polls0 (the browser's
+// resource timing), checks them against the page's schedule (readPageSchedule: it polls on
+// its own, never more often than REFRESH_MS and SLOW_REFRESH_MS say) and describes them as
+// requests per minute.
+func pagePolls(t *testing.T, b *browser) string {
+	t.Helper()
+	s := readPageSchedule(t)
+	var got struct {
+		Elapsed float64        `json:"elapsed"` // ms
+		Paths   map[string]int `json:"paths"`
+	}
+	raw := b.eval(t, `JSON.stringify({elapsed: performance.now() - window.__polls0, paths: performance.getEntriesByType('resource')
+		.filter((e) => e.startTime >= window.__polls0 && new URL(e.name).pathname.startsWith('/v1/'))
+		.reduce((m, e) => { const p = new URL(e.name).pathname; m[p] = (m[p] || 0) + 1; return m; }, {})})`)
+	if err := json.Unmarshal([]byte(raw), &got); err != nil {
+		t.Fatalf("resource timing %q: %v", raw, err)
+	}
+	elapsed := time.Duration(got.Elapsed * float64(time.Millisecond))
+	total := 0
+	for p, n := range got.Paths {
+		total += n
+		every := s.refresh
+		if p == "/v1/apps" || p == "/v1/audit" {
+			every = s.slow
+		}
+		if max := int(elapsed/every) + 1; n > max {
+			t.Errorf("the page asked %s %d times in %s: more than once every %s", p, n, ms(elapsed), every)
+		}
+	}
+	if got.Paths["/v1/status"] < 2 {
+		t.Errorf("the page asked /v1/status %d times in %s: it does not poll on its own", got.Paths["/v1/status"], ms(elapsed))
+	}
+	return fmt.Sprintf("the page made %d API requests in %s (%.0f a minute; %v; its schedule: %.0f a minute)",
+		total, ms(elapsed), float64(total)*float64(time.Minute)/float64(elapsed), got.Paths, s.perMinute())
 }
