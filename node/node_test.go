@@ -378,7 +378,10 @@ func TestLongPollReturnsOnChangeAndOnTimeout(t *testing.T) {
 		resp, _ := n.get("/v1/ingress/traefik?wait=20s", testIngressToken, "If-None-Match", etag)
 		res <- result{resp.StatusCode, resp.Header.Get("ETag"), time.Since(changedAt)}
 	}()
-	time.Sleep(200 * time.Millisecond) // let the poll park; not a synchronisation of the result
+	waitFor(t, 5*time.Second, "the poll parked", func() bool {
+		_, b := n.get("/metrics", "")
+		return strings.Contains(string(b), "\nscafo_longpolls_parked 1\n")
+	})
 	changedAt = time.Now()
 	seedFleet(t, n.st, "shop", "blog")
 	select {
