@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"net"
 	"net/http"
@@ -1051,64 +1050,6 @@ func TestIngressReportsAreReadInTimeFromAStoreARegionAway(t *testing.T) {
 	if d.Failed != 0 || d.ByMethod["GET"] != reports+1 {
 		t.Errorf("reading %d reports: HTTP %+v, want one LIST and one GET per report", reports, d)
 	}
-}
-
-// getFails fails the GET of one key once, and counts the GETs of ingresses/ that
-// returned an object.
-type getFails struct {
-	store.Store
-	key  string
-	once atomic.Bool
-	read atomic.Int32
-}
-
-func (g *getFails) Get(ctx context.Context, key string) (store.Object, error) {
-	if key == g.key && g.once.CompareAndSwap(false, true) {
-		return store.Object{}, fmt.Errorf("reading: %w", store.ErrUnavailable)
-	}
-	obj, err := g.Store.Get(ctx, key)
-	if err == nil && strings.HasPrefix(key, ingress.Prefix) {
-		g.read.Add(1)
-	}
-	return obj, err
-}
-
-// A read of the fleet's reports that fails midway keeps what it read: the next read
-// GETs only the reports still missing (else a cold view too slow to finish within
-// ingressViewTimeout would start over, and fail, every time).
-func TestAFailedReadOfTheIngressReportsKeepsWhatItRead(t *testing.T) {
-	t.Parallel()
-	onReportBackends(t, testAFailedReadKeepsWhatItRead)
-}
-
-func testAFailedReadKeepsWhatItRead(t *testing.T, be reportBackend) {
-	const reports = 60
-	st := be.open(t)
-	for i := range reports {
-		b, _ := json.Marshal(ingress.Report{Name: fmt.Sprintf("edge-%03d", i), Kind: api.KindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
-		if _, err := st.Put(t.Context(), fmt.Sprintf("%sedge-%03d.json", ingress.Prefix, i), b, store.Condition{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	gf := &getFails{Store: st, key: ingress.Prefix + "edge-030.json"}
-	book := ingress.New(ingress.Options{Store: gf, Log: slog.New(slog.DiscardHandler), Self: "vps-a",
-		Config: ingress.Config{LostAfter: time.Minute, ForgetAfter: time.Hour, MaxTracked: 8},
-		Known:  func() (uint64, string) { return 1, "" }, Current: func() (string, uint64) { return "", 1 }})
-	// A view of age 0 reads the store every time; this book has no local report, so
-	// the view is the reports read.
-	v := book.Fleet(t.Context(), 0)
-	first := int(gf.read.Load())
-	if v.Error == "" || !strings.Contains(v.Error, "edge-030") || len(v.Ingresses) != first || first >= reports {
-		t.Fatalf("a read with edge-030 failing: %d reports, error %q (%d read); want the error and the ones read", len(v.Ingresses), v.Error, first)
-	}
-	v = book.Fleet(t.Context(), 0)
-	if v.Error != "" || len(v.Ingresses) != reports {
-		t.Fatalf("the next read: %d reports, error %q; want all %d", len(v.Ingresses), v.Error, reports)
-	}
-	if again := int(gf.read.Load()) - first; again != reports-first {
-		t.Errorf("the next read GET %d reports, want the %d still missing (the first read got %d)", again, reports-first, first)
-	}
-	t.Logf("%s: the failed read got %d of %d reports; the next one GET the %d others", be.name, first, reports, reports-first)
 }
 
 // An ingress not heard from for ingresses.forgetAfter is forgotten: its object is
