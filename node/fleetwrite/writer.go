@@ -66,7 +66,8 @@ type Writer struct {
 	// has not succeeded); see settle. The bump names them.
 	pendingMu sync.Mutex
 	pending   map[string]struct{}
-	mac       macCache // the token MAC key (tokenmac.go)
+	mac       macCache   // the token MAC key (tokenmac.go)
+	audit     *auditMemo // what Audit remembers between reads (auditread.go)
 	// afterInstanceRead, when set (tests only), runs when SetInstance or
 	// ReleaseInstance has read the instance to decide whether the write is a routing
 	// change, before anything is charged or written: a test widens that window with it.
@@ -76,7 +77,7 @@ type Writer struct {
 // New builds the write domain. id is the store identity the reconcile loop maintains
 // (writes bump the serial through it); inst is this node's instance registry.
 func New(cfg Config, st store.Store, id *store.Identity, inst *Registry, log *slog.Logger) *Writer {
-	return &Writer{cfg: cfg, st: st, id: id, inst: inst, log: log, now: time.Now}
+	return &Writer{cfg: cfg, st: st, id: id, inst: inst, log: log, now: time.Now, audit: newAuditMemo()}
 }
 
 // load reads one stored object and decodes it (unknown fields tolerated on read).
@@ -231,29 +232,6 @@ func newID() string {
 	b := make([]byte, 8)
 	rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// Audit returns up to limit audit records, newest first: it lists one day's segment at
-// a time, from today back to the retention horizon, and stops once it has limit.
-func (w *Writer) Audit(ctx context.Context, limit int) ([]AuditRecord, error) {
-	if limit < 1 || limit > 10000 {
-		return nil, invalid("invalid limit", "limit", fmt.Errorf("limit: 1..10000"))
-	}
-	out := []AuditRecord{}
-	now := w.now()
-	for day := now; len(out) < limit && now.Sub(day) <= w.cfg.AuditRetention+24*time.Hour; day = day.Add(-24 * time.Hour) {
-		entries, err := w.st.List(ctx, auditSegment(day))
-		if err != nil {
-			return nil, fmt.Errorf("listing audit: %w", err)
-		}
-		for i := len(entries) - 1; i >= 0 && len(out) < limit; i-- {
-			rec, _, err := load[AuditRecord](ctx, w.st, entries[i].Key)
-			if err == nil {
-				out = append(out, rec)
-			}
-		}
-	}
-	return out, nil
 }
 
 // SweepAudit deletes audit records older than the retention: whole day segments, and

@@ -1,0 +1,113 @@
+package fleetwrite
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// countingReads counts the store's lists and gets.
+type countingReads struct {
+	store.Store
+	lists, gets atomic.Int64
+}
+
+func (c *countingReads) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	c.lists.Add(1)
+	return c.Store.List(ctx, prefix)
+}
+
+func (c *countingReads) Get(ctx context.Context, key string) (store.Object, error) {
+	c.gets.Add(1)
+	return c.Store.Get(ctx, key)
+}
+
+// Issue 38 item 4: a status page asks for the audit log every 30 s. With fewer records
+// than the limit, every read listed each day back to the retention horizon (31 lists at
+// 30 days) and read every record again. A second read now lists today and yesterday
+// only, reads no record it has read, and still sees a record written since, one on a
+// day it had listed empty once that knowledge expires, and never a swept one.
+func TestAuditRereadsListTheRecentDaysOnly(t *testing.T) {
+	f := newFixture(t)
+	f.w.cfg.AuditRetention = 30 * 24 * time.Hour
+	ctx := context.Background()
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	at := func(ts time.Time) { f.w.now = func() time.Time { return ts } }
+	put := func(app string) {
+		t.Helper()
+		if _, _, _, err := f.w.PutApp(ctx, admin, app, fleet.App{Account: "acme"}, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at(now.Add(-10 * 24 * time.Hour))
+	put("old")
+	at(now)
+	put("today")
+
+	cs := &countingReads{Store: f.w.st}
+	f.w.st = cs
+	read := func() []string {
+		t.Helper()
+		recs, err := f.w.Audit(ctx, 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var apps []string
+		for _, r := range recs {
+			apps = append(apps, r.App)
+		}
+		return apps
+	}
+	reads := func() (int64, int64) { return cs.lists.Swap(0), cs.gets.Swap(0) }
+
+	if got := read(); len(got) != 2 || got[0] != "today" || got[1] != "old" {
+		t.Fatalf("first read: %v, want [today old]", got)
+	}
+	if l, g := reads(); l != 32 || g != 2 {
+		t.Fatalf("first read: %d lists, %d gets; want 32 (today back to the horizon) and 2", l, g)
+	}
+	if got := read(); len(got) != 2 {
+		t.Fatalf("second read: %v", got)
+	}
+	// today, yesterday, and the one day that held a record.
+	if l, g := reads(); l != 3 || g != 0 {
+		t.Fatalf("second read: %d lists, %d gets; want 3 and 0", l, g)
+	}
+
+	// A record written today since is read; the others come from memory.
+	at(now.Add(time.Minute))
+	put("later")
+	reads() // the write's own reads
+	if got := read(); len(got) != 3 || got[0] != "later" {
+		t.Fatalf("after a write: %v, want later first", got)
+	}
+	if l, g := reads(); l != 3 || g != 1 {
+		t.Fatalf("after a write: %d lists, %d gets; want 3 and 1", l, g)
+	}
+
+	// A record lands on a day listed empty (a restored store, a clock a day off): it is
+	// seen once the empty day's knowledge expires.
+	at(now.Add(-5 * 24 * time.Hour))
+	f.w.st = cs.Store
+	put("restored")
+	f.w.st = cs
+	at(now.Add(auditEmptyFor))
+	if got := read(); len(got) != 4 || got[2] != "restored" {
+		t.Fatalf("an hour later: %v, want the restored record third", got)
+	}
+
+	// A swept record is not answered from memory.
+	at(now.Add(26 * 24 * time.Hour))
+	if _, err := f.w.SweepAudit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, app := range read() {
+		if app == "old" || app == "restored" {
+			t.Fatalf("swept record %q answered after the sweep", app)
+		}
+	}
+}
