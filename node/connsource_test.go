@@ -46,7 +46,7 @@ func TestOneAddressCannotHoldTheGeneralConnections(t *testing.T) {
 	// The test's own client (waitReady) keeps connections from 127.0.0.1: the address
 	// under test is 127.0.0.3.
 	held3 := func() int {
-		_, _, held, _ := n.srv.http.ConnsHeld("127.0.0.3")
+		_, held := n.conns.held("127.0.0.3")
 		return held
 	}
 

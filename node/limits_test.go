@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,12 +17,22 @@ import (
 	ptypes "github.com/traefik/paerser/types"
 )
 
-// connsHeld is how many connections hold a slot of n's connection cap, and how many
-// of the slots are general (not reserved); ok is false before n serves.
+// connsHeld is how many connections hold a slot of n's connection cap (its listener
+// counts them), and how many of the slots are general (not reserved: the cap and the
+// reserve its start line logs); ok is false before n logged them.
 func connsHeld(n *testNode) (open, general int, ok bool) {
-	open, general, _, ok = n.srv.http.ConnsHeld("")
-	return open, general, ok
+	open, _ = n.conns.held("")
+	m := capLine.FindStringSubmatch(n.logs.String())
+	if m == nil {
+		return open, 0, false
+	}
+	total, _ := strconv.Atoi(m[1])
+	reserved, _ := strconv.Atoi(m[2])
+	return open, total - reserved, true
 }
+
+// capLine is the connection cap in the node's start line.
+var capLine = regexp.MustCompile(`maxConns=(\d+) reservedConns=(\d+)`)
 
 // connsOf reads n's connection cap (connsHeld) as it changes.
 func connsOf(n *testNode) heldConns { return heldConns{n} }

@@ -39,6 +39,8 @@ type testNode struct {
 	st   store.Store
 	cfg  *Config
 	logs *proc.Buffer
+	// conns counts the connections the node's listener holds (conncount_test.go).
+	conns *connCount
 }
 
 // The shared harness's helpers, under the names this package's tests use.
@@ -103,7 +105,8 @@ func startNodeOn(t *testing.T, cfg *Config, st store.Store, ln net.Listener, bef
 	for _, f := range before {
 		f(srv) // before Run: nothing reads the server yet
 	}
-	n := &testNode{Node: nodetest.Start(t, srv, ln), t: t, srv: srv, st: st, cfg: cfg, logs: logs}
+	conns := countConns(ln)
+	n := &testNode{Node: nodetest.Start(t, srv, conns), t: t, srv: srv, st: st, cfg: cfg, logs: logs, conns: conns}
 	n.url = n.URL
 	return n
 }

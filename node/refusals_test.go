@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,9 +88,29 @@ func TestRefusalsAreCountedByReason(t *testing.T) {
 	n.must(200, "PUT", "/v1/node/instances/shop", tok, `{"port":25000,"ready":true}`) // the one write of the budget
 	step("a write past writes.rate", refusedWriteRate, 429, "PUT", "/v1/node/instances/shop", tok, `{"port":25001,"ready":true}`)
 
-	// Every token-lookup budget spent: the valid token is refused before its lookup.
-	n.srv.http.SpendLookupBudgets()
-	step("a token whose lookup budget is spent", refusedTokenLookups, 429, "GET", "/v1/apps/shop", tok, "")
+	// The token's lookup budget spent (reads, from 8 clients at once, past its burst
+	// and rate): each 429 is refused before its lookup, counted under token_lookups.
+	var limited atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 4*knownTokenBurst && limited.Load() < 3; i++ {
+				if resp, _ := n.do("GET", "/v1/apps/shop", tok, ""); resp.StatusCode == http.StatusTooManyRequests {
+					limited.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if limited.Load() == 0 {
+		t.Fatalf("%d reads of one token answered no 429: its lookup budget was never spent", 32*knownTokenBurst)
+	}
+	want[refusedTokenLookups] += float64(limited.Load())
+	if got := refusedCounts(t, n); fmt.Sprint(got) != fmt.Sprint(fillReasons(want)) {
+		t.Fatalf("after %d token lookups refused: counts %v, want %v", limited.Load(), got, fillReasons(want))
+	}
 }
 
 // fillReasons is want with every other reason at 0.

@@ -13,18 +13,23 @@ import (
 // handleACMEChallenge answers GET /.well-known/acme-challenge/{token}: anonymous (the CA
 // asks), only for a name the fleet issues and a token CertMagic stored; everything else
 // is 404 without a store read.
-func (s *API) handleACMEChallenge(w http.ResponseWriter, r *http.Request) {
-	if s.certs != nil && s.certs.HandleChallenge(w, r) {
+type challengeHandler struct {
+	certs *fleetcerts.Manager // nil: acme.enabled is off
+}
+
+func (h challengeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.certs != nil && h.certs.HandleChallenge(w, r) {
 		return
 	}
 	writeError(w, http.StatusNotFound, "not found", "no ACME challenge pending for this host and token")
 }
 
-func (s *API) certsStatus() *api.Certificates {
-	if s.certs == nil {
+// certsStatus is /v1/status's certificates (nil without a manager).
+func certsStatus(certs *fleetcerts.Manager) *api.Certificates {
+	if certs == nil {
 		return nil
 	}
-	names := s.certs.Status()
+	names := certs.Status()
 	out := &api.Certificates{Counts: map[string]int{}}
 	if names != nil {
 		out.Names = make([]api.CertName, len(names))

@@ -1,8 +1,10 @@
-// Package httpapi is the node's HTTP API: the handlers, as adapters over the subsystems
-// (node/publish, node/reconcile, node/ingress, node/probe, node/self, node/fleetwrite,
-// node/fleetcerts), and the guards in front of them (authentication and its token
-// caches and lookup budgets, the connection guard, the write rate limit, the reject
-// log). routes.go is the one route table: every path, method and attribute of the API.
+// Package httpapi is the node's HTTP API, by resource: a handler type per resource with
+// its own small dependencies, adapters over the subsystems (pollHandler, statusHandler,
+// appsHandler, instancesHandler, tokensHandler, auditHandler, healthHandler,
+// appliedHandler, challengeHandler, storageAPI), and the guards in front of them, types
+// too (authenticator, connGuard, deadlines, writeGuard, appliedWaiter, refusals).
+// routes.go is the one route table: every path, method, handler and attribute of the
+// API. A poll's inputs are parsed once, in poll_parse.go.
 //
 // The root package (node) builds the subsystems, hands them to New and owns the
 // lifetimes; nothing here starts a goroutine that outlives a request, and nothing here
@@ -12,8 +14,8 @@ package httpapi
 import (
 	"context"
 	"log/slog"
+	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -140,61 +142,70 @@ var (
 	_ Instances     = (*fleetwrite.Registry)(nil)
 )
 
-// API is the node's HTTP API. Handler serves it; Listen wraps the listener it is served
-// on; Close releases long-polls.
+// API is the node's HTTP API: the route table, with the handlers by resource, and the
+// guards in front of them. Handler serves it; Listen wraps the listener it is served on;
+// Close releases long-polls.
 type API struct {
-	cfg     Config
-	log     *slog.Logger
-	metrics Metrics
+	table routeTable
 
-	st        store.Store
-	identity  StoreIdentity
-	pub       Publisher
-	rec       Reconciler
-	self      SelfRecord
-	ingresses *ingress.Book
-	instances Instances
-	writer    *fleetwrite.Writer
-	certs     *fleetcerts.Manager
-	probes    *probe.Prober
-	groups    *Groups
-
-	kickHeartbeat func()
-
-	writes    *writeLimiter
-	conns     atomic.Pointer[connLimiter] // the API listener's cap (set by Listen)
-	rejects   *rejectLogger               // rejection log lines, rate-limited per source
-	badTokens *expiringSet                // hashes of recently rejected application tokens
-	// knownLookups is the lookup budget of each token the fleet issued (keyed by its hash).
-	knownLookups *writeLimiter
+	conns     *connGuard
+	deadlines *deadlines
+	auth      *authenticator
+	writes    *writeGuard
+	waiter    *appliedWaiter
+	identity  StoreIdentity // writes are refused on a foreign store
+	storage   *storageAPI   // /v1/storage, its metrics around its routes
 
 	shutdown chan struct{} // closed on shutdown: releases long-polls
 	once     sync.Once
 }
 
-// New builds the API over d. It starts no goroutine.
+// New builds the API over d. It starts no goroutine (TestAPIStartsNoGoroutine).
 func New(cfg Config, log *slog.Logger, m Metrics, d Deps) (*API, error) {
-	return &API{
-		cfg: cfg, log: log, metrics: m,
-		st: d.Store, identity: d.Identity, pub: d.Publisher, rec: d.Reconcile, self: d.Self,
-		ingresses: d.Ingresses, instances: d.Instances, writer: d.Writer, certs: d.Certs,
-		probes: d.Probes, groups: d.Groups, kickHeartbeat: d.KickHeartbeat,
+	tokens := &nodeTokens{ingress: cfg.IngressToken, admin: cfg.AdminToken,
+		ingressPrevious: cfg.IngressPrevious, adminPrevious: cfg.AdminPrevious}
+	refused := &refusals{counter: m.Refused, log: newRejectLogger(log, cfg.RejectLog)}
+	dl := &deadlines{body: cfg.BodyTimeout, write: cfg.WriteTimeout}
+	s := &API{
+		deadlines: dl,
+		auth:      newAuthenticator(cfg, tokens, d.Writer, refused, log),
+		writes:    &writeGuard{writes: newWriteLimiter(cfg.WriteRate, cfg.WriteBurst), refused: refused},
+		identity:  d.Identity,
+		storage:   newStorageAPI(d.Store, cfg.NodeName, log, m.Registry),
+		shutdown:  make(chan struct{}),
+	}
+	s.table = newRouteTable(handlers{
+		health: &healthHandler{pub: d.Publisher, instances: d.Instances, probes: d.Probes, nodeAddress: cfg.NodeAddress},
+		poll: &pollHandler{nodeName: cfg.NodeName, keysInline: cfg.ACMEInline, tokens: tokens, refused: refused,
+			pub: d.Publisher, ingresses: d.Ingresses, groups: d.Groups, writer: d.Writer, deadlines: dl, log: log,
+			polls: m.Polls, longPolls: m.LongPolls, shutdown: s.shutdown},
+		status: &statusHandler{nodeName: cfg.NodeName, stateDir: cfg.StateDir, nodeTTL: cfg.NodeTTL,
+			rec: d.Reconcile, self: d.Self, identity: d.Identity, pub: d.Publisher, probes: d.Probes,
+			instances: d.Instances, ingresses: d.Ingresses, certs: d.Certs, groups: d.Groups},
+		apps:      &appsHandler{writer: d.Writer, log: log, pub: d.Publisher, rec: d.Reconcile, nodeName: cfg.NodeName},
+		instances: &instancesHandler{writer: d.Writer, log: log, quarantine: cfg.PortsQuarantine},
+		tokens:    &tokensHandler{writer: d.Writer, log: log},
+		audit:     &auditHandler{writer: d.Writer, log: log},
+		applied:   &appliedHandler{writer: d.Writer, ingresses: d.Ingresses},
+		challenge: challengeHandler{certs: d.Certs},
+		metrics:   m.Registry,
+		storage:   s.storage,
+	})
+	s.conns = &connGuard{maxAge: cfg.ConnMaxAge, tokens: tokens, refused: refused, reserve: s.table.reserve}
+	s.waiter = &appliedWaiter{st: d.Store, ingresses: d.Ingresses, self: d.Self, instances: d.Instances,
+		probes: d.Probes, deadlines: dl, instanceWrite: s.table.instanceWrite, kickHeartbeat: d.KickHeartbeat}
+	return s, nil
+}
 
-		writes:    newWriteLimiter(cfg.WriteRate, cfg.WriteBurst),
-		rejects:   newRejectLogger(log, cfg.RejectLog),
-		badTokens: newExpiringSet(badTokenCacheSize, badTokenTTL, time.Now),
-
-		knownLookups: newWriteLimiter(max(KnownTokenRate, 4*cfg.WriteRate), max(KnownTokenBurst, 2*cfg.WriteBurst)),
-		shutdown:     make(chan struct{}),
-	}, nil
+// Listen caps the connections of ln (the connection guard: total, of which reserved
+// are the reserve, perSource general ones per remote address) and serves the
+// requests' guards from it. Serve the API on the listener it returns, with
+// ConnContext as the http.Server's ConnContext.
+func (s *API) Listen(ln net.Listener, total, reserved, perSource int) net.Listener {
+	return s.conns.listen(ln, total, reserved, perSource)
 }
 
 // Close releases long-polls (they answer 304). Safe to call more than once.
 func (s *API) Close() {
 	s.once.Do(func() { close(s.shutdown) })
-}
-
-// refusal counts one refusal for reason (one of RefusalReasons).
-func (s *API) refusal(reason string) {
-	s.metrics.Refused.WithLabelValues(reason).Inc()
 }

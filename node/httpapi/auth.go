@@ -4,51 +4,29 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/render/fleet"
 )
 
-func unauthorized(w http.ResponseWriter, detail string) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="scafo"`)
-	writeError(w, http.StatusUnauthorized, "unauthorized", detail)
-}
-
-// reject answers 401 to a request without a valid credential, cheaply: the log line
-// is rate-limited per source (rejectRequest), and an unread body is not waited for
-// (cutBody).
-func (s *API) reject(w http.ResponseWriter, r *http.Request, msg, detail string) {
-	s.rejectRequest(r, msg)
-	cutBody(w, r)
-	unauthorized(w, detail)
-}
-
-// requireIngress admits the ingress token (and the admin token, which can do anything).
-func (s *API) requireIngress(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok := bearer(r.Header.Get("Authorization"))
-		if tok == "" {
-			s.reject(w, r, "rejected ingress request: no bearer token", "missing bearer token")
-			return
-		}
-		if !s.isIngressToken(tok) && !s.isAdminToken(tok) {
-			s.reject(w, r, "rejected ingress request: bad token", "invalid token")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-type actorKey struct{}
-
-// actorOf is who made a request (set by authenticate).
-func actorOf(r *http.Request) fleetwrite.Actor {
-	a, _ := r.Context().Value(actorKey{}).(fleetwrite.Actor)
-	return a
+// authenticator is the API's credentials check: the node's own tokens (the ingress and
+// admin tokens) and application tokens (looked up in the store, on a budget per token,
+// behind the fleet's MAC). Its middleware guard the route groups (routes.go).
+type authenticator struct {
+	tokens    *nodeTokens
+	writer    *fleetwrite.Writer
+	refused   *refusals
+	log       *slog.Logger
+	badTokens *expiringSet // hashes of recently rejected application tokens
+	// lookups is the lookup budget of each token the fleet issued (keyed by its hash).
+	lookups *writeLimiter
 }
 
 // The negative cache of application tokens: a rejected token is refused again without a
@@ -60,6 +38,73 @@ const (
 	badTokenCacheSize = 1024
 	badTokenTTL       = time.Minute
 )
+
+// KnownTokenRate/Burst: the requests one token the fleet issued may make (each is a
+// store read of its record), whatever they are; raised to 4×writes.rate and
+// 2×writes.burst when those are larger (its writes are among its requests).
+const (
+	KnownTokenRate  = 20
+	KnownTokenBurst = 40
+)
+
+// errNoTokenKey: no token MAC key is usable, so no application token can be told from
+// a made-up one (whose lookups would be unbounded store reads): 503, retry.
+var errNoTokenKey = fmt.Errorf("the fleet's token key (store object %s) cannot be read or is corrupt; application tokens are refused until it is: %w", fleetwrite.TokenMACKey, store.ErrUnavailable)
+
+func newAuthenticator(cfg Config, tokens *nodeTokens, writer *fleetwrite.Writer, refused *refusals, log *slog.Logger) *authenticator {
+	return &authenticator{
+		tokens: tokens, writer: writer, refused: refused, log: log,
+		badTokens: newExpiringSet(badTokenCacheSize, badTokenTTL, time.Now),
+		lookups:   newWriteLimiter(max(KnownTokenRate, 4*cfg.WriteRate), max(KnownTokenBurst, 2*cfg.WriteBurst)),
+	}
+}
+
+// requireIngress admits the ingress token (and the admin token, which can do anything).
+func (a *authenticator) requireIngress(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok := bearer(r.Header.Get("Authorization"))
+		if tok == "" {
+			a.refused.unauthorized(w, r, "rejected ingress request: no bearer token", "missing bearer token")
+			return
+		}
+		if !a.tokens.isIngress(tok) && !a.tokens.isAdmin(tok) {
+			a.refused.unauthorized(w, r, "rejected ingress request: bad token", "invalid token")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// requireStorageToken admits the ingress token only. The admin token is refused (403):
+// the namespace holds the fleet's private keys, which no administrative task needs, and
+// the admin token travels further (CLI, CI, the public apex). Application tokens are
+// refused like any unknown token, without a store read.
+func (a *authenticator) requireStorageToken(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok := bearer(r.Header.Get("Authorization"))
+		switch {
+		case tok == "":
+			a.refused.unauthorized(w, r, "rejected storage request: no bearer token", "missing bearer token")
+		case a.tokens.isIngress(tok):
+			next.ServeHTTP(w, r)
+		case a.tokens.isAdmin(tok):
+			a.refused.request(r, "rejected storage request: admin token")
+			cutBody(w, r)
+			writeError(w, http.StatusForbidden, "forbidden",
+				api.PathStorage+" takes the ingress token only: it holds the fleet's private keys, which the admin token does not need")
+		default:
+			a.refused.unauthorized(w, r, "rejected storage request: bad token", "invalid token")
+		}
+	})
+}
+
+type actorKey struct{}
+
+// actorOf is who made a request (set by authenticate).
+func actorOf(r *http.Request) fleetwrite.Actor {
+	a, _ := r.Context().Value(actorKey{}).(fleetwrite.Actor)
+	return a
+}
 
 // plausibleAppToken reports whether tok has the shape of an application token, as
 // IssueToken mints them: "scafo_" + 16 lowercase hex (the id) + "_" + 64 lowercase hex
@@ -86,68 +131,76 @@ func plausibleAppToken(tok string) bool {
 // like an application token, or one rejected lately (badTokens), is refused without a
 // store read, and so is one whose MAC does not verify (fleetwrite.CheckToken); rejections
 // are logged at most once per source per interval.
-func (s *API) authenticate(next http.Handler) http.Handler {
+func (a *authenticator) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok := bearer(r.Header.Get("Authorization"))
 		if tok == "" {
-			s.reject(w, r, "rejected request: no bearer token", "missing bearer token")
+			a.refused.unauthorized(w, r, "rejected request: no bearer token", "missing bearer token")
 			return
 		}
-		var a fleetwrite.Actor
+		var who fleetwrite.Actor
 		switch {
-		case s.isAdminToken(tok):
-			a.Admin = true
+		case a.tokens.isAdmin(tok):
+			who.Admin = true
 		case !plausibleAppToken(tok):
-			s.reject(w, r, "rejected request: bad token", "invalid token")
+			a.refused.unauthorized(w, r, "rejected request: bad token", "invalid token")
 			return
 		default:
-			hash := fleetwrite.HashToken(tok)
-			if s.badTokens.Contains(hash) {
-				s.reject(w, r, "rejected request: bad token", "invalid token")
+			rec, ok := a.appToken(w, r, tok)
+			if !ok {
 				return
 			}
-			// Every lookup is a store read. A token the fleet issued carries a MAC of
-			// the fleet's key (fleetwrite.CheckToken): a made-up one is refused here,
-			// without a store read and without spending any budget. One that verifies
-			// has a budget of its own, keyed by the whole token's hash (the id alone is
-			// public: audit rows, URLs), so a tenant cannot make the node read the store
-			// at the rate it sends (reads are not writes.rate's, and writes past it are
-			// refused only after the lookup), and nobody else can spend it. While no
-			// key is usable (the store unreachable, the key object corrupt) no token
-			// can be told from a made-up one: 503, retry.
-			switch s.writer.CheckToken(r.Context(), tok) {
-			case fleetwrite.TokenForged:
-				s.reject(w, r, "rejected request: bad token", "invalid token")
-				return
-			case fleetwrite.TokenNoKey:
-				cutBody(w, r)
-				s.writeDomainError(w, errNoTokenKey)
-				return
-			}
-			if ok, retry := s.knownLookups.take(hash); !ok {
-				s.rejectRequest(r, "rejected request: token lookup budget spent")
-				cutBody(w, r)
-				w.Header().Set("Retry-After", strconv.Itoa(max(1, int(retry.Seconds()+0.999))))
-				writeError(w, http.StatusTooManyRequests, "too many token lookups",
-					"a token is checked against the store at a bounded rate; retry")
-				return
-			}
-			rec, err := s.writer.LookupToken(r.Context(), tok)
-			if errors.Is(err, store.ErrUnavailable) {
-				s.writeDomainError(w, err)
-				return
-			}
-			if err != nil {
-				if errors.Is(err, fleetwrite.ErrBadToken) {
-					s.badTokens.Add(hash)
-				}
-				s.reject(w, r, "rejected request: bad token", "invalid token")
-				return
-			}
-			a.Token = rec
+			who.Token = rec
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, a)))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, who)))
 	})
+}
+
+// appToken checks an application token (shaped like one); ok false after it answered.
+func (a *authenticator) appToken(w http.ResponseWriter, r *http.Request, tok string) (rec fleet.TokenRecord, ok bool) {
+	hash := fleetwrite.HashToken(tok)
+	if a.badTokens.Contains(hash) {
+		a.refused.unauthorized(w, r, "rejected request: bad token", "invalid token")
+		return rec, false
+	}
+	// Every lookup is a store read. A token the fleet issued carries a MAC of the
+	// fleet's key (fleetwrite.CheckToken): a made-up one is refused here, without a
+	// store read and without spending any budget. One that verifies has a budget of its
+	// own, keyed by the whole token's hash (the id alone is public: audit rows, URLs),
+	// so a tenant cannot make the node read the store at the rate it sends (reads are
+	// not writes.rate's, and writes past it are refused only after the lookup), and
+	// nobody else can spend it. While no key is usable (the store unreachable, the key
+	// object corrupt) no token can be told from a made-up one: 503, retry.
+	switch a.writer.CheckToken(r.Context(), tok) {
+	case fleetwrite.TokenForged:
+		a.refused.unauthorized(w, r, "rejected request: bad token", "invalid token")
+		return rec, false
+	case fleetwrite.TokenNoKey:
+		cutBody(w, r)
+		writeDomainError(w, a.log, errNoTokenKey)
+		return rec, false
+	}
+	if ok, retry := a.lookups.take(hash); !ok {
+		a.refused.request(r, "rejected request: token lookup budget spent")
+		cutBody(w, r)
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(retry.Seconds()+0.999))))
+		writeError(w, http.StatusTooManyRequests, "too many token lookups",
+			"a token is checked against the store at a bounded rate; retry")
+		return rec, false
+	}
+	rec, err := a.writer.LookupToken(r.Context(), tok)
+	if errors.Is(err, store.ErrUnavailable) {
+		writeDomainError(w, a.log, err)
+		return rec, false
+	}
+	if err != nil {
+		if errors.Is(err, fleetwrite.ErrBadToken) {
+			a.badTokens.Add(hash)
+		}
+		a.refused.unauthorized(w, r, "rejected request: bad token", "invalid token")
+		return rec, false
+	}
+	return rec, true
 }
 
 // adminOnly refuses application tokens.
@@ -164,33 +217,3 @@ func adminOnly(next http.Handler) http.Handler {
 // sourceOf is the per-source key of r's remote address (sourceKey: the address
 // without its port, an IPv6 one's /64).
 func sourceOf(r *http.Request) string { return sourceKey(hostOf(r.RemoteAddr)) }
-
-// errNoTokenKey: no token MAC key is usable, so no application token can be told from
-// a made-up one (whose lookups would be unbounded store reads): 503, retry.
-var errNoTokenKey = fmt.Errorf("the fleet's token key (store object %s) cannot be read or is corrupt; application tokens are refused until it is: %w", fleetwrite.TokenMACKey, store.ErrUnavailable)
-
-// KnownTokenRate/Burst: the requests one token the fleet issued may make (each is a
-// store read of its record), whatever they are; raised to 4×writes.rate and
-// 2×writes.burst when those are larger (its writes are among its requests).
-const (
-	KnownTokenRate  = 20
-	KnownTokenBurst = 40
-)
-
-// isIngressToken accepts the ingress token and, during a rotation, the previous ones.
-func (s *API) isIngressToken(tok string) bool {
-	return tokenEqual(tok, s.cfg.IngressToken) || anyTokenEqual(tok, s.cfg.IngressPrevious)
-}
-
-// isAdminToken accepts the admin token and, during a rotation, the previous ones.
-func (s *API) isAdminToken(tok string) bool {
-	return tokenEqual(tok, s.cfg.AdminToken) || anyTokenEqual(tok, s.cfg.AdminPrevious)
-}
-
-func anyTokenEqual(tok string, accepted []string) bool {
-	ok := false
-	for _, a := range accepted {
-		ok = tokenEqual(tok, a) || ok // every one compared: no early exit to time
-	}
-	return ok
-}

@@ -19,7 +19,7 @@ import (
 // internal error (500), and logs no error; a real outage is still 503.
 func TestACancelledWriteIsNotAStoreError(t *testing.T) {
 	var logs bytes.Buffer
-	a := &API{log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	for _, tc := range []struct {
 		err  error
 		code int
@@ -29,7 +29,7 @@ func TestACancelledWriteIsNotAStoreError(t *testing.T) {
 		{fmt.Errorf("s3 store: get %q: %w: connection refused", "apps/shop.json", store.ErrUnavailable), http.StatusServiceUnavailable},
 	} {
 		rec := httptest.NewRecorder()
-		a.writeDomainError(rec, tc.err)
+		writeDomainError(rec, log, tc.err)
 		if rec.Code != tc.code {
 			t.Errorf("%v: %d, want %d", tc.err, rec.Code, tc.code)
 		}

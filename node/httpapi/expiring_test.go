@@ -37,11 +37,7 @@ func TestAPIStartsNoGoroutine(t *testing.T) {
 	before := runtime.NumGoroutine()
 	apis := make([]*API, 50)
 	for i := range apis {
-		a, err := New(Config{NodeName: fmt.Sprint("vps-", i), WriteRate: 1, WriteBurst: 1}, nil, Metrics{}, Deps{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		apis[i] = a
+		apis[i] = testAPI(t, Config{NodeName: fmt.Sprint("vps-", i), WriteRate: 1, WriteBurst: 1}, Deps{})
 	}
 	// Goroutines of other tests' leftovers may end meanwhile, never start: more than
 	// before is this package's doing.

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"net/http"
 	"slices"
 	"sync"
 
@@ -88,29 +87,10 @@ func (k *Groups) unknown(snap *publish.Snapshot, groups []string) string {
 	return ""
 }
 
-// parseGroupQuery reads ?group=. ok is false after a 400 was written. A request
-// without the parameter selects every group (nil).
-func parseGroupQuery(w http.ResponseWriter, r *http.Request) (groups []string, ok bool) {
-	vals, present := r.URL.Query()["group"]
-	if !present {
-		return nil, true
-	}
-	if len(vals) != 1 {
-		writeError(w, http.StatusBadRequest, "invalid group",
-			"group: give one group parameter, its names separated by commas (group=eu-1,eu-2)")
-		return nil, false
-	}
-	groups, err := routing.ParseGroups(vals[0])
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid group", err.Error())
-		return nil, false
-	}
-	return groups, true
-}
-
-func (s *API) groupsStatus(snap *publish.Snapshot) []api.Group {
+// status is /v1/status's groups: every known group of snap, with its routes and revision.
+func (k *Groups) status(snap *publish.Snapshot) []api.Group {
 	out := []api.Group{}
-	for _, g := range s.groups.known(snap) {
+	for _, g := range k.known(snap) {
 		out = append(out, api.Group{Name: g, Routes: snap.GroupRoutes(g), Revision: snap.ForGroups([]string{g}).Revision})
 	}
 	return out

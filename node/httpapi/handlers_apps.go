@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -14,30 +15,39 @@ import (
 
 // Adapters of the application, claim and path-map operations of the write domain.
 
+// appsHandler serves /v1/apps: applications, their claims and their path maps.
+type appsHandler struct {
+	writer   *fleetwrite.Writer
+	log      *slog.Logger
+	pub      Publisher  // the published document, for path warnings
+	rec      Reconciler // the applications and node records known, for warnings
+	nodeName string
+}
+
 // ---- applications ----
 
-func (s *API) handleListApps(w http.ResponseWriter, r *http.Request) {
-	apps, err := s.writer.Apps(r.Context())
+func (h *appsHandler) listApps(w http.ResponseWriter, r *http.Request) {
+	apps, err := h.writer.Apps(r.Context())
 	if err != nil {
-		s.writeDomainError(w, err)
+		writeDomainError(w, h.log, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"apps": apps})
 }
 
-func (s *API) handleGetApp(w http.ResponseWriter, r *http.Request) {
-	a, etag, err := s.writer.App(r.Context(), chi.URLParam(r, "app"))
+func (h *appsHandler) getApp(w http.ResponseWriter, r *http.Request) {
+	a, etag, err := h.writer.App(r.Context(), chi.URLParam(r, "app"))
 	if err != nil {
-		s.writeDomainError(w, err)
+		writeDomainError(w, h.log, err)
 		return
 	}
 	writeObject(w, http.StatusOK, etag, a)
 }
 
-func (s *API) handlePutApp(w http.ResponseWriter, r *http.Request) {
+func (h *appsHandler) putApp(w http.ResponseWriter, r *http.Request) {
 	app := chi.URLParam(r, "app")
 	if err := fleetwrite.ValidateAppName(app); err != nil {
-		s.writeDomainError(w, err)
+		writeDomainError(w, h.log, err)
 		return
 	}
 	var a fleet.App
@@ -45,12 +55,12 @@ func (s *API) handlePutApp(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, "invalid body", err)
 		return
 	}
-	a, etag, isNew, err := s.writer.PutApp(r.Context(), actorOf(r), app, a, ifMatch(r))
+	a, etag, isNew, err := h.writer.PutApp(r.Context(), actorOf(r), app, a, ifMatch(r))
 	if err != nil {
-		s.writeConditionalError(w, r, err)
+		writeConditionalError(w, r, h.log, err)
 		return
 	}
-	warn := append(s.writer.AppWarnings(a), s.placementWarnings(a)...)
+	warn := append(h.writer.AppWarnings(a), h.placementWarnings(a)...)
 	writeObject(w, created(isNew), etag, appAnswer{App: a, Warnings: warn})
 }
 
@@ -63,10 +73,10 @@ type appAnswer struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-func (s *API) handleDeleteApp(w http.ResponseWriter, r *http.Request) {
+func (h *appsHandler) deleteApp(w http.ResponseWriter, r *http.Request) {
 	app := chi.URLParam(r, "app")
-	if err := s.writer.DeleteApp(r.Context(), actorOf(r), app, ifMatch(r)); err != nil {
-		s.writeConditionalError(w, r, err)
+	if err := h.writer.DeleteApp(r.Context(), actorOf(r), app, ifMatch(r)); err != nil {
+		writeConditionalError(w, r, h.log, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"deleted": app})
@@ -75,34 +85,34 @@ func (s *API) handleDeleteApp(w http.ResponseWriter, r *http.Request) {
 // ---- claims ----
 
 // claimParams validates the {app} and {host} of a claim URL.
-func (s *API) claimParams(w http.ResponseWriter, r *http.Request) (app, host string, ok bool) {
+func (h *appsHandler) claimParams(w http.ResponseWriter, r *http.Request) (app, host string, ok bool) {
 	app = chi.URLParam(r, "app")
 	err := fleetwrite.ValidateAppName(app)
 	if err == nil {
 		host, err = fleetwrite.CanonicalHost(chi.URLParam(r, "host"))
 	}
 	if err != nil {
-		s.writeDomainError(w, err)
+		writeDomainError(w, h.log, err)
 		return "", "", false
 	}
 	return app, host, true
 }
 
-func (s *API) handleGetClaim(w http.ResponseWriter, r *http.Request) {
-	app, host, ok := s.claimParams(w, r)
+func (h *appsHandler) getClaim(w http.ResponseWriter, r *http.Request) {
+	app, host, ok := h.claimParams(w, r)
 	if !ok {
 		return
 	}
-	c, etag, err := s.writer.ClaimOf(r.Context(), app, host)
+	c, etag, err := h.writer.ClaimOf(r.Context(), app, host)
 	if err != nil {
-		s.writeDomainError(w, err)
+		writeDomainError(w, h.log, err)
 		return
 	}
 	writeObject(w, http.StatusOK, etag, c)
 }
 
-func (s *API) handlePutClaim(w http.ResponseWriter, r *http.Request) {
-	app, host, ok := s.claimParams(w, r)
+func (h *appsHandler) putClaim(w http.ResponseWriter, r *http.Request) {
+	app, host, ok := h.claimParams(w, r)
 	if !ok {
 		return
 	}
@@ -118,21 +128,21 @@ func (s *API) handlePutClaim(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	c, etag, isNew, err := s.writer.Claim(r.Context(), actorOf(r), app, host)
+	c, etag, isNew, err := h.writer.Claim(r.Context(), actorOf(r), app, host)
 	if err != nil {
-		s.writeDomainError(w, err)
+		writeDomainError(w, h.log, err)
 		return
 	}
 	writeObject(w, created(isNew), etag, c)
 }
 
-func (s *API) handleDeleteClaim(w http.ResponseWriter, r *http.Request) {
-	app, host, ok := s.claimParams(w, r)
+func (h *appsHandler) deleteClaim(w http.ResponseWriter, r *http.Request) {
+	app, host, ok := h.claimParams(w, r)
 	if !ok {
 		return
 	}
-	if err := s.writer.Release(r.Context(), actorOf(r), app, host, ifMatch(r)); err != nil {
-		s.writeConditionalError(w, r, err)
+	if err := h.writer.Release(r.Context(), actorOf(r), app, host, ifMatch(r)); err != nil {
+		writeConditionalError(w, r, h.log, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"released": host})
@@ -168,12 +178,12 @@ func answerPaths(c fleet.Claim, warnings []string) pathsAnswer {
 // instead, so a refusal (an application token on the control-plane application, or on
 // another application) reads the same whatever the request's host or body. The admin
 // is never refused; a well-formed request is authorized by the operation itself.
-func (s *API) refusePathsFirst(w http.ResponseWriter, r *http.Request, answer func()) {
+func (h *appsHandler) refusePathsFirst(w http.ResponseWriter, r *http.Request, answer func()) {
 	if who := actorOf(r); !who.Admin {
 		app := chi.URLParam(r, "app")
 		if fleetwrite.ValidateAppName(app) == nil {
-			if err := s.writer.AuthorizePaths(r.Context(), who, app); err != nil {
-				s.writeDomainError(w, err)
+			if err := h.writer.AuthorizePaths(r.Context(), who, app); err != nil {
+				writeDomainError(w, h.log, err)
 				return
 			}
 		}
@@ -182,58 +192,58 @@ func (s *API) refusePathsFirst(w http.ResponseWriter, r *http.Request, answer fu
 }
 
 // pathsParams is claimParams for the path-map door (refusePathsFirst).
-func (s *API) pathsParams(w http.ResponseWriter, r *http.Request) (app, host string, ok bool) {
+func (h *appsHandler) pathsParams(w http.ResponseWriter, r *http.Request) (app, host string, ok bool) {
 	app = chi.URLParam(r, "app")
 	err := fleetwrite.ValidateAppName(app)
 	if err == nil {
 		host, err = fleetwrite.CanonicalHost(chi.URLParam(r, "host"))
 	}
 	if err != nil {
-		s.refusePathsFirst(w, r, func() { s.writeDomainError(w, err) })
+		h.refusePathsFirst(w, r, func() { writeDomainError(w, h.log, err) })
 		return "", "", false
 	}
 	return app, host, true
 }
 
-func (s *API) handleGetPaths(w http.ResponseWriter, r *http.Request) {
-	app, host, ok := s.pathsParams(w, r)
+func (h *appsHandler) getPaths(w http.ResponseWriter, r *http.Request) {
+	app, host, ok := h.pathsParams(w, r)
 	if !ok {
 		return
 	}
-	c, etag, err := s.writer.Paths(r.Context(), actorOf(r), app, host)
+	c, etag, err := h.writer.Paths(r.Context(), actorOf(r), app, host)
 	if err != nil {
-		s.writeDomainError(w, err)
+		writeDomainError(w, h.log, err)
 		return
 	}
 	writeObject(w, http.StatusOK, etag, answerPaths(c, nil))
 }
 
-func (s *API) handlePutPaths(w http.ResponseWriter, r *http.Request) {
+func (h *appsHandler) putPaths(w http.ResponseWriter, r *http.Request) {
 	var body pathsBody
 	if err := decodeStrict(r, &body); err != nil {
-		s.refusePathsFirst(w, r, func() {
+		h.refusePathsFirst(w, r, func() {
 			badRequest(w, "invalid body", fmt.Errorf(`%w (want {"paths": {"<prefix>": "<host>"}})`, err))
 		})
 		return
 	}
 	if body.Paths == nil {
-		s.refusePathsFirst(w, r, func() {
+		h.refusePathsFirst(w, r, func() {
 			writeError(w, http.StatusBadRequest, "invalid body", `field "paths" is required: {"paths": {}} clears the map`)
 		})
 		return
 	}
 	if _, err := fleetwrite.ValidatePaths(*body.Paths); err != nil {
-		s.refusePathsFirst(w, r, func() { s.writeDomainError(w, err) })
+		h.refusePathsFirst(w, r, func() { writeDomainError(w, h.log, err) })
 		return
 	}
-	app, host, ok := s.pathsParams(w, r)
+	app, host, ok := h.pathsParams(w, r)
 	if !ok {
 		return
 	}
-	c, etag, err := s.writer.PublishPaths(r.Context(), actorOf(r), app, host, *body.Paths, ifMatch(r))
+	c, etag, err := h.writer.PublishPaths(r.Context(), actorOf(r), app, host, *body.Paths, ifMatch(r))
 	if err != nil {
-		s.writeConditionalError(w, r, err)
+		writeConditionalError(w, r, h.log, err)
 		return
 	}
-	writeObject(w, http.StatusOK, etag, answerPaths(c, s.pathWarnings(c)))
+	writeObject(w, http.StatusOK, etag, answerPaths(c, h.pathWarnings(c)))
 }

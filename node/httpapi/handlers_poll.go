@@ -6,55 +6,49 @@ package httpapi
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/publish"
-	"github.com/scafo/ingress/render/routing"
 )
 
 // maxWait caps ?wait= long-polls.
 const maxWait = 60 * time.Second
 
-// handleIngress serves /v1/ingress/routes and /v1/ingress/{format}.
-func (s *API) handleIngress(w http.ResponseWriter, r *http.Request) {
+// pollHandler serves the routing endpoints, /v1/ingress/{format}.
+type pollHandler struct {
+	nodeName string // what ?prefer=self names
+	// keysInline: the Traefik configuration this node renders can carry private keys
+	// (fleet certificates delivered inline), which only the ingress token reads.
+	keysInline bool
+
+	tokens    *nodeTokens
+	refused   *refusals
+	pub       Publisher
+	ingresses *ingress.Book
+	groups    *Groups
+	writer    *fleetwrite.Writer // the applied probe's MAC
+	deadlines *deadlines
+	log       *slog.Logger
+	polls     *prometheus.CounterVec // format, code
+	longPolls prometheus.Gauge
+	shutdown  <-chan struct{} // closed on shutdown: releases long-polls
+}
+
+func (h *pollHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	format := chi.URLParam(r, "format")
-	admin := s.isAdminToken(bearer(r.Header.Get("Authorization")))
-	if admin && format == api.FormatTraefik && s.keysInline() {
-		s.rejectRequest(r, "rejected ingress request: admin token on a body with private keys")
-		writeError(w, http.StatusForbidden, "forbidden",
-			"this node delivers fleet certificates inline (acme.delivery inline): its Traefik configuration carries private keys, which only the ingress token reads; "+
-				api.PathIngress+api.FormatRoutes+" is the routing document, without keys")
-		s.metrics.Polls.WithLabelValues(metricFormat(format), strconv.Itoa(http.StatusForbidden)).Inc()
-		return
-	}
-	probe, err := s.appliedProbe(r, format, admin)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid applied probe", err.Error())
-		s.metrics.Polls.WithLabelValues(metricFormat(format), strconv.Itoa(http.StatusBadRequest)).Inc()
-		return
-	}
-	// A report is recorded only for a poll that was valid (known format, query and
-	// groups): serveIngress calls begin once it has checked them, before it serves or
-	// holds the poll. The admin token's polls are never reports: it is not an ingress.
-	var rep *ingress.Poll
-	begin := func() {
-		if !admin {
-			rep = readReport(s.ingresses, w, r)
-		}
-	}
-	var served ingress.Mark
-	code := s.serveIngress(w, r, format, &served, begin, probe)
-	s.ingresses.End(rep, code, served)
-	s.metrics.Polls.WithLabelValues(metricFormat(format), strconv.Itoa(code)).Inc()
+	code := h.serve(w, r, format)
+	h.polls.WithLabelValues(metricFormat(format), strconv.Itoa(code)).Inc()
 }
 
 func metricFormat(f string) string {
@@ -64,145 +58,120 @@ func metricFormat(f string) string {
 	return "other"
 }
 
-// keysInline: the Traefik configuration this node renders can carry private keys
-// (fleet certificates delivered inline).
-func (s *API) keysInline() bool {
-	return s.cfg.ACMEInline
-}
-
-// serveIngress answers a poll; on a 200 it sets served to what the answer carries.
-// probe (nil: none) adds the poll's applied probe to a Traefik body (applied.go).
-// begin is called once the poll is known valid (format, query, groups), before it is
-// served or held.
-func (s *API) serveIngress(w http.ResponseWriter, r *http.Request, format string, served *ingress.Mark, begin func(), probe *publish.Probe) int {
-	q, code := s.parsePoll(w, r, format)
-	if code != 0 {
-		return code
+// serve answers a poll and returns its status. A report is recorded only for a poll
+// that was valid (known format, query and groups), begun before it is served or held;
+// the admin token's polls are never reports: it is not an ingress.
+func (h *pollHandler) serve(w http.ResponseWriter, r *http.Request, format string) int {
+	admin := h.tokens.isAdmin(bearer(r.Header.Get("Authorization")))
+	if admin && format == api.FormatTraefik && h.keysInline {
+		h.refused.request(r, "rejected ingress request: admin token on a body with private keys")
+		writeError(w, http.StatusForbidden, "forbidden",
+			"this node delivers fleet certificates inline (acme.delivery inline): its Traefik configuration carries private keys, which only the ingress token reads; "+
+				api.PathIngress+api.FormatRoutes+" is the routing document, without keys")
+		return http.StatusForbidden
 	}
-	snap := s.pub.Current()
+	p, perr := parsePoll(r, format, h.nodeName, admin)
+	if perr != nil {
+		writeError(w, perr.code, perr.error, perr.detail)
+		return perr.code
+	}
+	if p.probe != nil {
+		p.probe.MAC = h.appliedMAC
+	}
+	snap := h.pub.Current()
 	if snap == nil {
 		w.Header().Set("Retry-After", "2")
 		writeError(w, http.StatusServiceUnavailable, "draining", "no complete reconcile pass yet")
 		return http.StatusServiceUnavailable
 	}
-	if g := s.groups.unknown(snap, q.groups); g != "" {
+	if g := h.groups.unknown(snap, p.groups); g != "" {
 		writeError(w, http.StatusNotFound, "unknown group",
 			fmt.Sprintf("group %q: no application, platform domain or default names it (an ingress pointed at a typo must not receive an empty configuration)", g))
 		return http.StatusNotFound
 	}
-	begin()
+	rep := h.beginReport(w, r, p)
+	served, code := h.answer(w, r, snap, p)
+	h.ingresses.End(rep, served)
+	return code
+}
+
+// beginReport records the report a poll carries in the book (nil when it carries none,
+// or a refused one) and says in the answer whether it was recorded: a refused report
+// never changes the answer.
+func (h *pollHandler) beginReport(w http.ResponseWriter, r *http.Request, p pollRequest) *ingress.Poll {
+	why := ""
+	switch {
+	case p.report == nil && p.reportErr == nil:
+		return nil
+	case p.reportErr != nil:
+		why = p.reportErr.Error()
+	default:
+		var poll *ingress.Poll
+		if poll, why = h.ingresses.Begin(*p.report); why == "" {
+			w.Header().Set(api.HeaderIngressReport, "recorded")
+			return poll
+		}
+	}
+	w.Header().Set(api.HeaderIngressReport, "refused: "+why)
+	h.ingresses.Refuse(r.RemoteAddr, why)
+	return nil
+}
+
+// answer serves a valid poll from snap (holding a long-poll until a new revision, its
+// wait or shutdown): the status, and on a 200 what the answer carried.
+func (h *pollHandler) answer(w http.ResponseWriter, r *http.Request, snap *publish.Snapshot, p pollRequest) (*ingress.Mark, int) {
 	inm := r.Header.Get("If-None-Match")
 	gz := acceptsGzip(r)
 	var deadline <-chan time.Time
-	if q.wait > 0 && inm != "" {
-		t := time.NewTimer(q.wait)
+	if p.wait > 0 && inm != "" {
+		t := time.NewTimer(p.wait)
 		defer t.Stop()
 		deadline = t.C
 	}
 	for {
-		prefer := q.prefer
+		prefer := p.prefer
 		if snap.Upstreams(prefer) == 0 {
 			prefer = "" // a valid name not in the fleet changes nothing
 		}
-		// popularity counts sources, not polls; probe (nil: none) adds the poll's applied probe
-		rend, probed, err := s.pub.GetApplied(snap, sourceOf(r), prefer, format, q.groups, probe)
+		// popularity counts sources, not polls; p.probe (nil: none) adds the poll's applied probe
+		rend, probed, err := h.pub.GetApplied(snap, sourceOf(r), prefer, p.format, p.groups, p.probe)
 		if err != nil {
 			// prefer was validated above: anything here is the node's own fault.
-			s.log.Error("rendering", "format", format, "err", err)
+			h.log.Error("rendering", "format", p.format, "err", err)
 			writeError(w, http.StatusInternalServerError, "render failed", err.Error())
-			return http.StatusInternalServerError
+			return nil, http.StatusInternalServerError
 		}
 		etag := rend.ETag()
 		if gz {
 			etag = rend.ETagGzip()
 		}
-		h := w.Header()
-		h.Set("Vary", "Accept-Encoding")
-		h.Set("Cache-Control", "no-cache")
+		hd := w.Header()
+		hd.Set("Vary", "Accept-Encoding")
+		hd.Set("Cache-Control", "no-cache")
 		if inm != "" && etagMatches(inm, rend) {
 			if deadline != nil {
-				switch s.park(r, snap, deadline) {
+				switch h.park(r, snap, deadline) {
 				case parkSuperseded:
-					snap = s.pub.Current()
+					snap = h.pub.Current()
 					continue
 				case parkGone:
-					return 499
+					return nil, 499
 				}
-				s.armWrite(w) // the answer's time starts after the wait
+				h.deadlines.armWrite(w) // the answer's time starts after the wait
 			}
-			h.Set("ETag", etag)
-			setStoreMark(h, snap)
+			hd.Set("ETag", etag)
+			setStoreMark(hd, snap)
 			w.WriteHeader(http.StatusNotModified)
-			return http.StatusNotModified
+			return nil, http.StatusNotModified
 		}
 		if deadline != nil {
-			s.armWrite(w) // a long-poll that waited and saw a new revision
+			h.deadlines.armWrite(w) // a long-poll that waited and saw a new revision
 		}
-		h.Set("ETag", etag)
-		*served = writeRendered(w, r, snap, rend, q.groups, gz)
+		hd.Set("ETag", etag)
+		served := writeRendered(w, r, snap, rend, p.groups, gz)
 		served.Probed = probed
-		return http.StatusOK
+		return &served, http.StatusOK
 	}
-}
-
-// pollQuery is a poll's parameters, checked.
-type pollQuery struct {
-	wait   time.Duration // ?wait=, at most maxWait (0: answer at once)
-	groups []string      // ?group= (nil: every group)
-	prefer string        // ?prefer=, "self" resolved ("": none)
-}
-
-// parsePoll checks a poll's format and query; on a malformed one it answers and
-// returns the status (0: valid).
-func (s *API) parsePoll(w http.ResponseWriter, r *http.Request, format string) (pollQuery, int) {
-	if format != api.FormatRoutes && format != api.FormatTraefik {
-		writeError(w, http.StatusNotFound, "unknown format", fmt.Sprintf("format %q is not registered; only %q", format, api.FormatTraefik))
-		return pollQuery{}, http.StatusNotFound
-	}
-	// r.URL.Query() drops a pair it cannot parse: ?group=eu-1;x would serve every group.
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid query", err.Error())
-		return pollQuery{}, http.StatusBadRequest
-	}
-	// A parameter given twice is refused, never the first one taken silently.
-	for _, k := range []string{"wait", "prefer"} {
-		if len(q[k]) > 1 {
-			writeError(w, http.StatusBadRequest, "invalid "+k, fmt.Sprintf("%s: given %d times", k, len(q[k])))
-			return pollQuery{}, http.StatusBadRequest
-		}
-	}
-	var p pollQuery
-	if v := q.Get("wait"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			writeError(w, http.StatusBadRequest, "invalid wait", fmt.Sprintf("wait %q: must be a non-negative Go duration such as 30s", v))
-			return pollQuery{}, http.StatusBadRequest
-		}
-		p.wait = min(d, maxWait)
-	}
-	groups, ok := parseGroupQuery(w, r)
-	if !ok {
-		return pollQuery{}, http.StatusBadRequest
-	}
-	p.groups = groups
-	preferArg := q.Get("prefer")
-	if _, given := q["prefer"]; given && preferArg == "" {
-		// "?prefer=" is malformed, not "no preference" (that is leaving it out).
-		writeError(w, http.StatusBadRequest, "invalid prefer", "prefer: empty (a node name or self; leave the parameter out for none)")
-		return pollQuery{}, http.StatusBadRequest
-	}
-	if preferArg == "self" {
-		preferArg = s.cfg.NodeName
-	}
-	if preferArg != "" {
-		if err := routing.ValidateLabel("prefer", preferArg); err != nil {
-			writeError(w, http.StatusBadRequest, "invalid prefer", err.Error())
-			return pollQuery{}, http.StatusBadRequest
-		}
-	}
-	p.prefer = preferArg
-	return p, 0
 }
 
 // writeRendered answers a poll 200 with rend (its ETag already set) and returns the
@@ -242,14 +211,14 @@ const (
 
 // park holds a long-poll until snap is superseded, its deadline, shutdown or the
 // client leaving, counted in scafo_longpolls_parked meanwhile.
-func (s *API) park(r *http.Request, snap *publish.Snapshot, deadline <-chan time.Time) int {
-	s.metrics.LongPolls.Inc()
-	defer s.metrics.LongPolls.Dec()
+func (h *pollHandler) park(r *http.Request, snap *publish.Snapshot, deadline <-chan time.Time) int {
+	h.longPolls.Inc()
+	defer h.longPolls.Dec()
 	select {
 	case <-snap.Superseded():
 		return parkSuperseded
 	case <-deadline:
-	case <-s.shutdown:
+	case <-h.shutdown:
 	case <-r.Context().Done():
 		return parkGone
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -43,22 +44,23 @@ const (
 )
 
 type storageAPI struct {
-	s     *API
+	log   *slog.Logger
 	certs *certstore.Storage
 	reqs  *prometheus.CounterVec
 	dur   *prometheus.HistogramVec
 }
 
-// newStorageAPI builds /v1/storage's handlers (routes.go mounts them).
-func (s *API) newStorageAPI() *storageAPI {
+// newStorageAPI builds /v1/storage's handlers (routes.go mounts them); its series are
+// registered on reg.
+func newStorageAPI(st store.Store, nodeName string, log *slog.Logger, reg *prometheus.Registry) *storageAPI {
 	return &storageAPI{
-		s:     s,
-		certs: certstore.New(s.st, certstore.Options{Owner: s.cfg.NodeName, Logger: s.log}),
-		reqs: registerOrReuse(s.metrics.Registry, prometheus.NewCounterVec(prometheus.CounterOpts{
+		log:   log,
+		certs: certstore.New(st, certstore.Options{Owner: nodeName, Logger: log}),
+		reqs: registerOrReuse(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scafo_storage_requests_total",
 			Help: api.PathStorage + " requests by operation (load, stat, list, store, delete, lock, unlock) and HTTP status.",
 		}, []string{"op", "code"})),
-		dur: registerOrReuse(s.metrics.Registry, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		dur: registerOrReuse(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "scafo_storage_request_duration_seconds",
 			Help:    api.PathStorage + " request duration by operation.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
@@ -79,29 +81,6 @@ func registerOrReuse[C prometheus.Collector](reg *prometheus.Registry, c C) C {
 		panic(err)
 	}
 	return c
-}
-
-// requireStorageToken admits the ingress token only. The admin token is refused (403):
-// the namespace holds the fleet's private keys, which no administrative task needs, and
-// the admin token travels further (CLI, CI, the public apex). Application tokens are
-// refused like any unknown token, without a store read.
-func (s *API) requireStorageToken(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok := bearer(r.Header.Get("Authorization"))
-		switch {
-		case tok == "":
-			s.reject(w, r, "rejected storage request: no bearer token", "missing bearer token")
-		case s.isIngressToken(tok):
-			next.ServeHTTP(w, r)
-		case s.isAdminToken(tok):
-			s.rejectRequest(r, "rejected storage request: admin token")
-			cutBody(w, r)
-			writeError(w, http.StatusForbidden, "forbidden",
-				api.PathStorage+" takes the ingress token only: it holds the fleet's private keys, which the admin token does not need")
-		default:
-			s.reject(w, r, "rejected storage request: bad token", "invalid token")
-		}
-	})
 }
 
 // storageOp names a request's operation for the metrics.
@@ -255,7 +234,7 @@ func (a *storageAPI) storageError(w http.ResponseWriter, r *http.Request, err er
 	case errors.Is(err, certstore.ErrNotLockOwner):
 		writeError(w, http.StatusConflict, "not lock owner", err.Error())
 	case errors.Is(err, certstore.ErrCorrupt):
-		a.s.log.Error("storage: corrupt object in the certificate namespace", "err", err)
+		a.log.Error("storage: corrupt object in the certificate namespace", "err", err)
 		writeError(w, http.StatusInternalServerError, "corrupt store object", err.Error())
 	case errors.Is(err, context.Canceled):
 		writeError(w, StatusClientClosedRequest, "cancelled", "the request was cancelled by its client")
@@ -263,7 +242,7 @@ func (a *storageAPI) storageError(w http.ResponseWriter, r *http.Request, err er
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, "store unavailable", err.Error())
 	default:
-		a.s.log.Error("storage: request failed", "err", err)
+		a.log.Error("storage: request failed", "err", err)
 		writeError(w, http.StatusInternalServerError, "internal", err.Error())
 	}
 }

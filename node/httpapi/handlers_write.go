@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -23,17 +24,19 @@ const maxBody = 2 << 20
 // refuseWritesToAForeignStore answers 503 to every write-API request while the store
 // does not look like the one this node served (store.Identity.Foreign): a write there
 // would land in a store no node publishes from.
-func (s *API) refuseWritesToAForeignStore(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.identity.Foreign() {
-			w.Header().Set("Retry-After", "30")
-			writeError(w, http.StatusServiceUnavailable, "store unavailable",
-				"the store is not the one this node served ("+s.identity.ForeignReason()+"); nothing was written; "+
-					"if this store is meant to be the fleet's, run `scafo-node store adopt` on this node: it then accepts the store as it is")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+func refuseWritesToAForeignStore(identity StoreIdentity) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if identity.Foreign() {
+				w.Header().Set("Retry-After", "30")
+				writeError(w, http.StatusServiceUnavailable, "store unavailable",
+					"the store is not the one this node served ("+identity.ForeignReason()+"); nothing was written; "+
+						"if this store is meant to be the fleet's, run `scafo-node store adopt` on this node: it then accepts the store as it is")
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
 // ---- decoding and errors ----
@@ -71,7 +74,7 @@ const StatusClientClosedRequest = 499
 
 // writeDomainError maps an error of the write domain (or the store under it) to its
 // one status.
-func (s *API) writeDomainError(w http.ResponseWriter, err error) {
+func writeDomainError(w http.ResponseWriter, log *slog.Logger, err error) {
 	var (
 		inv  *fleetwrite.ErrInvalid
 		conf *fleetwrite.ErrConflict
@@ -111,13 +114,13 @@ func (s *API) writeDomainError(w http.ResponseWriter, err error) {
 	case errors.Is(err, context.Canceled):
 		// The client cancelled its own request during a store call: not a store
 		// problem, and not logged as one (TestACancelledWriteIsNotAStoreError).
-		s.log.Debug("request cancelled by its client", "err", err)
+		log.Debug("request cancelled by its client", "err", err)
 		writeError(w, StatusClientClosedRequest, "cancelled", "the request was cancelled by its client; nothing was written")
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, store.ErrForeign):
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, "store unavailable", err.Error()+": the store is unreachable; nothing was written")
 	default:
-		s.log.Error("write failed", "err", err)
+		log.Error("write failed", "err", err)
 		writeError(w, http.StatusInternalServerError, "internal", err.Error())
 	}
 }
@@ -148,13 +151,13 @@ func ifMatch(r *http.Request) string {
 // writeConditionalError is writeDomainError for a write that may carry If-Match: when
 // the object it names does not exist, no If-Match can match ("*" included), so the
 // answer is 412, not 404 (RFC 9110 §13.1.1).
-func (s *API) writeConditionalError(w http.ResponseWriter, r *http.Request, err error) {
+func writeConditionalError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	if ifMatch(r) != "" && errors.Is(err, store.ErrNotFound) {
 		writeError(w, http.StatusPreconditionFailed, "precondition failed",
 			"If-Match, but "+err.Error()+"; re-read it and retry")
 		return
 	}
-	s.writeDomainError(w, err)
+	writeDomainError(w, log, err)
 }
 
 func created(c bool) int {

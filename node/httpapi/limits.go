@@ -249,21 +249,32 @@ func onReservedConn(r *http.Request) bool {
 	return v
 }
 
-// guardReserve serves, on a reserved connection, only what the reserve is kept for, and
+// connGuard is the connection guard: the listener's cap (Listen), and on each request
+// the reserve's rule (guard).
+type connGuard struct {
+	maxAge  time.Duration // limits.connMaxAge
+	tokens  *nodeTokens
+	refused *refusals
+	// reserve is what of the reserve a path may use (the route table's attribute).
+	reserve func(path string) reserveKind
+	conns   atomic.Pointer[connLimiter] // the API listener's cap (set by listen)
+}
+
+// guard serves, on a reserved connection, only what the reserve is kept for, and
 // closes the connection after it.
-func (s *API) guardReserve(next http.Handler) http.Handler {
+func (g *connGuard) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !onReservedConn(r) {
 			// A connection past limits.connMaxAge ends with this answer, however busy
 			// its client keeps it.
-			if connAge(r) > s.cfg.ConnMaxAge {
+			if connAge(r) > g.maxAge {
 				w.Header().Set("Connection", "close")
 			}
 			next.ServeHTTP(w, r)
 			return
 		}
 		w.Header().Set("Connection", "close")
-		if s.reserveAdmits(r) || s.sourceCapAdmits(r) {
+		if g.reserveAdmits(r) || g.sourceCapAdmits(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -273,15 +284,15 @@ func (s *API) guardReserve(next http.Handler) http.Handler {
 		if lc, ok := r.Context().Value(connKey{}).(*limitedConn); ok && lc.sourceFull {
 			why, reason = "this address holds limits.maxConnsPerSource connections already; a further one serves only ingress polls, status, health probes and requests with the ingress or admin token", RefusedConnPerSource
 		}
-		s.refusal(reason)
+		g.refused.count(reason)
 		writeError(w, http.StatusServiceUnavailable, "overloaded", why)
 	})
 }
 
 // reserveAdmits: ingress polls and /v1/status with the ingress (or admin) token, health
 // probes and applied callbacks, none with a body (a body could hold the slot for a body timeout). Tokens are compared in constant time; no store is read.
-func (s *API) reserveAdmits(r *http.Request) bool {
-	kind := reserveRoute(r.URL.Path) // the routes' reserve attribute (routes.go)
+func (g *connGuard) reserveAdmits(r *http.Request) bool {
+	kind := g.reserve(r.URL.Path) // the routes' reserve attribute (routes.go)
 	read := (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.ContentLength == 0
 	if read && kind == reserveAnyone {
 		return true
@@ -292,7 +303,7 @@ func (s *API) reserveAdmits(r *http.Request) bool {
 	}
 	// The admin token gets what the ingress token gets, no more: the reserve is for
 	// ingress polls and health, not for whoever holds a strong token.
-	return read && kind == reserveIngress && (s.isIngressToken(tok) || s.isAdminToken(tok))
+	return read && kind == reserveIngress && (g.tokens.isIngress(tok) || g.tokens.isAdmin(tok))
 }
 
 // sourceCapAdmits: on a connection past limits.maxConnsPerSource (the general part not
@@ -305,26 +316,31 @@ func (s *API) reserveAdmits(r *http.Request) bool {
 // after its one request. A connection that is reserved because the general part is
 // full gets the reserve's rule only (reserveAdmits). Guarded by
 // TestTheNodesTokensPassTheCapOfAnAddressTheyShare.
-func (s *API) sourceCapAdmits(r *http.Request) bool {
+func (g *connGuard) sourceCapAdmits(r *http.Request) bool {
 	lc, ok := r.Context().Value(connKey{}).(*limitedConn)
 	if !ok || !lc.sourceFull {
 		return false
 	}
 	tok := bearer(r.Header.Get("Authorization"))
-	return tok != "" && (s.isIngressToken(tok) || s.isAdminToken(tok))
+	return tok != "" && (g.tokens.isIngress(tok) || g.tokens.isAdmin(tok))
 }
 
 // ---- time ----
 
-// boundRequest puts a request under the node's deadlines: its body, when it announces
-// one, must arrive within bodyTimeout (so must any part of it the handler leaves for
-// net/http to drain), and its answer be taken within writeTimeout.
-func (s *API) boundRequest(next http.Handler) http.Handler {
+// deadlines are the request deadlines: limits.bodyTimeout and limits.writeTimeout.
+type deadlines struct {
+	body, write time.Duration
+}
+
+// bound puts a request under the node's deadlines: its body, when it announces one,
+// must arrive within the body timeout (so must any part of it the handler leaves for
+// net/http to drain), and its answer be taken within the write timeout.
+func (d *deadlines) bound(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
-		write := s.cfg.WriteTimeout
+		write := d.write
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-			body := s.cfg.BodyTimeout
+			body := d.body
 			if rc.SetReadDeadline(time.Now().Add(body)) == nil {
 				db := &deadlineBody{ReadCloser: r.Body, rc: rc}
 				r.Body = db
@@ -357,10 +373,10 @@ func cutBody(w http.ResponseWriter, r *http.Request) {
 	http.NewResponseController(w).SetReadDeadline(time.Now().Add(rejectDrain))
 }
 
-// armWrite gives the answer writeTimeout from now: a long-poll calls it once its wait
-// ends.
-func (s *API) armWrite(w http.ResponseWriter) {
-	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+// armWrite gives the answer the write timeout from now: a long-poll calls it once its
+// wait ends.
+func (d *deadlines) armWrite(w http.ResponseWriter) {
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d.write))
 }
 
 // deadlineBody lifts the body deadline once the whole body has been read, so the rest
@@ -409,15 +425,12 @@ func (c *cutUnreadBody) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection.
 func (c *cutUnreadBody) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
-// Listen caps the connections of ln (the connection guard: total, of which reserved
-// are the reserve, perSource general ones per remote address) and serves the
-// requests' guards from it. Serve the API on the listener it returns, with
-// ConnContext as the http.Server's ConnContext.
-func (s *API) Listen(ln net.Listener, total, reserved, perSource int) net.Listener {
+// listen caps the connections of ln (API.Listen).
+func (g *connGuard) listen(ln net.Listener, total, reserved, perSource int) net.Listener {
 	l := newConnLimiter(ln, total, reserved, perSource, func(remote string) {
-		s.refuseConn(remote, total)
+		g.refused.conn(remote, total)
 	})
-	s.conns.Store(l)
+	g.conns.Store(l)
 	return l
 }
 

@@ -43,17 +43,23 @@ func (l *writeLimiter) take(key string) (ok bool, retry time.Duration) {
 	return b.Take(l.now())
 }
 
-// limitWrites answers 429 with Retry-After to an application token past its write
-// budget. Reads are not counted.
-func (s *API) limitWrites(next http.Handler) http.Handler {
+// writeGuard is writes.rate: the write budget of each application token.
+type writeGuard struct {
+	writes  *writeLimiter
+	refused *refusals
+}
+
+// limit answers 429 with Retry-After to an application token past its write budget.
+// Reads are not counted.
+func (g *writeGuard) limit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a := actorOf(r)
 		if r.Method == http.MethodGet || r.Method == http.MethodHead || a.Admin {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if ok, retry := s.writes.take(a.Token.ID); !ok {
-			s.refusal(RefusedWriteRate)
+		if ok, retry := g.writes.take(a.Token.ID); !ok {
+			g.refused.count(RefusedWriteRate)
 			secs := int(math.Ceil(retry.Seconds()))
 			w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
 			writeError(w, http.StatusTooManyRequests, "too many writes",

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // rejectLogger logs a rejection once per source per interval; the next line from that
@@ -59,25 +60,46 @@ func (l *rejectLogger) reject(remote, msg string, attrs ...any) {
 	l.log.Warn(msg, attrs...)
 }
 
-// rejectRequest logs a rejected request (rate-limited) and counts it
-// (scafo_requests_refused_total): every refusal for a token, 401 or 403, comes through
-// here, and so does the token-lookup budget's 429, told apart by its message.
-func (s *API) rejectRequest(r *http.Request, msg string) {
+// refusals count refused requests and connections (scafo_requests_refused_total, by
+// reason) and log them through the rate-limited reject log.
+type refusals struct {
+	counter *prometheus.CounterVec // reason: one of RefusalReasons
+	log     *rejectLogger
+}
+
+// count counts one refusal for reason (one of RefusalReasons).
+func (f *refusals) count(reason string) {
+	f.counter.WithLabelValues(reason).Inc()
+}
+
+// request logs a rejected request (rate-limited) and counts it: every refusal for a
+// token, 401 or 403, comes through here, and so does the token-lookup budget's 429,
+// told apart by its message.
+func (f *refusals) request(r *http.Request, msg string) {
 	reason := RefusedToken
 	if strings.Contains(msg, lookupBudgetMsg) {
 		reason = RefusedTokenLookups
 	}
-	s.refusal(reason)
-	s.rejects.reject(r.RemoteAddr, msg, "path", r.URL.Path)
+	f.count(reason)
+	f.log.reject(r.RemoteAddr, msg, "path", r.URL.Path)
+}
+
+// unauthorized answers 401 to a request without a valid credential, cheaply: the log
+// line is rate-limited per source, and an unread body is not waited for (cutBody).
+func (f *refusals) unauthorized(w http.ResponseWriter, r *http.Request, msg, detail string) {
+	f.request(r, msg)
+	cutBody(w, r)
+	w.Header().Set("WWW-Authenticate", `Bearer realm="scafo"`)
+	writeError(w, http.StatusUnauthorized, "unauthorized", detail)
 }
 
 // lookupBudgetMsg is in the log message of the token-lookup budget's 429 (auth.go);
 // TestRefusalsAreCountedByReason holds the two together.
 const lookupBudgetMsg = "token lookup budget"
 
-// refuseConn logs and counts a connection refused at limits.maxConns (the listener's
-// bare 503, limits.go).
-func (s *API) refuseConn(remote string, maxConns int) {
-	s.refusal(RefusedConnLimit)
-	s.rejects.reject(remote, "refused connection: at the connection limit", "maxConns", maxConns)
+// conn logs and counts a connection refused at limits.maxConns (the listener's bare
+// 503, limits.go).
+func (f *refusals) conn(remote string, maxConns int) {
+	f.count(RefusedConnLimit)
+	f.log.reject(remote, "refused connection: at the connection limit", "maxConns", maxConns)
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/render"
@@ -49,132 +51,137 @@ const (
 type route struct {
 	group           routeGroup
 	method, pattern string
-	handle          func(*API, http.ResponseWriter, *http.Request)
-	build           func(*API) http.Handler // instead of handle: built once per Handler
-	storage         func(*storageAPI, http.ResponseWriter, *http.Request)
+	h               http.Handler
 	// reserve: a GET or HEAD without a body on this route is admitted from the
 	// connection reserve (with the ingress or admin token for reserveIngress). A pattern
-	// with {params} admits everything under its literal prefix (reserveRoute).
+	// with {params} admits everything under its literal prefix (routeTable.reserve).
 	reserve reserveKind
 	// instanceWrite: a write of this node's instance {app}: with ?wait=applied it waits
 	// for this node's record to announce it too (waitapplied.go).
 	instanceWrite bool
 }
 
-// routes is the node's HTTP API.
-var routes = []route{
-	{group: groupPublic, method: http.MethodGet, pattern: api.PathHealthz, handle: (*API).handleHealthz, reserve: reserveAnyone},
-	{group: groupPublic, method: http.MethodGet, pattern: api.PathReadyz, handle: (*API).handleReadyz, reserve: reserveAnyone},
-	{group: groupPublic, method: http.MethodGet, pattern: api.PathInstanceHealth + "{app}", handle: (*API).handleInstanceHealth, reserve: reserveAnyone},
-	{group: groupPublic, method: http.MethodGet, pattern: render.ACMEChallengePath + "{token}", handle: (*API).handleACMEChallenge},
-	{group: groupPublic, method: http.MethodGet, pattern: api.PathMetrics, build: (*API).metricsHandler},
-	// The status page: static assets holding no data (its script calls the API with the
-	// operator's token), on the node's own listener only (ui.go).
-	{group: groupPublic, method: http.MethodGet, pattern: api.PathUIRoot, handle: (*API).handleUIRoot},
-	{group: groupPublic, method: http.MethodGet, pattern: api.PathUI + "*", handle: (*API).handleUI},
-	// The applied probe's callback: Traefik's own traffic (from the address its apex
-	// clients share), a GET without a body verified by its MAC: admitted like a health probe.
-	{group: groupPublic, method: http.MethodGet, pattern: api.PathIngressApplied + "{ingress}/{revision}/{mac}", handle: (*API).handleApplied, reserve: reserveAnyone},
+// handlers are the API's handlers by resource, which the route table routes to.
+type handlers struct {
+	health    *healthHandler
+	poll      *pollHandler
+	status    *statusHandler
+	apps      *appsHandler
+	instances *instancesHandler
+	tokens    *tokensHandler
+	audit     *auditHandler
+	applied   *appliedHandler
+	challenge challengeHandler
+	metrics   *prometheus.Registry // served on /metrics
+	storage   *storageAPI
+}
 
-	{group: groupIngress, method: http.MethodGet, pattern: api.PathStatus, handle: (*API).handleStatus, reserve: reserveIngress},
-	{group: groupIngress, method: http.MethodGet, pattern: api.PathIngress + "{format}", handle: (*API).handleIngress, reserve: reserveIngress},
+// routeTable is the node's HTTP API: every route, once, with its handler and attributes.
+type routeTable []route
 
-	{group: groupWrite, method: http.MethodGet, pattern: api.PathApps + "/{app}/domains/{host}/paths", handle: (*API).handleGetPaths},
-	{group: groupWrite, method: http.MethodPut, pattern: api.PathApps + "/{app}/domains/{host}/paths", handle: (*API).handlePutPaths},
-	{group: groupWrite, method: http.MethodPost, pattern: api.PathNodeInstances + "/{app}", handle: (*API).handleAllocateInstance, instanceWrite: true},
-	{group: groupWrite, method: http.MethodPut, pattern: api.PathNodeInstances + "/{app}", handle: (*API).handlePutInstance, instanceWrite: true},
-	{group: groupWrite, method: http.MethodDelete, pattern: api.PathNodeInstances + "/{app}", handle: (*API).handleDeleteInstance, instanceWrite: true},
+type hf = http.HandlerFunc
 
-	{group: groupAdmin, method: http.MethodGet, pattern: api.PathApps, handle: (*API).handleListApps},
-	{group: groupAdmin, method: http.MethodGet, pattern: api.PathApps + "/{app}", handle: (*API).handleGetApp},
-	{group: groupAdmin, method: http.MethodPut, pattern: api.PathApps + "/{app}", handle: (*API).handlePutApp},
-	{group: groupAdmin, method: http.MethodDelete, pattern: api.PathApps + "/{app}", handle: (*API).handleDeleteApp},
-	{group: groupAdmin, method: http.MethodGet, pattern: api.PathApps + "/{app}/domains/{host}", handle: (*API).handleGetClaim},
-	{group: groupAdmin, method: http.MethodPut, pattern: api.PathApps + "/{app}/domains/{host}", handle: (*API).handlePutClaim},
-	{group: groupAdmin, method: http.MethodDelete, pattern: api.PathApps + "/{app}/domains/{host}", handle: (*API).handleDeleteClaim},
-	{group: groupAdmin, method: http.MethodGet, pattern: api.PathNodeInstances, handle: (*API).handleListInstances},
-	{group: groupAdmin, method: http.MethodPost, pattern: api.PathTokens, handle: (*API).handleCreateToken},
-	{group: groupAdmin, method: http.MethodDelete, pattern: api.PathTokens + "/{id}", handle: (*API).handleDeleteToken},
-	{group: groupAdmin, method: http.MethodGet, pattern: api.PathAudit, handle: (*API).handleAudit},
+func newRouteTable(h handlers) routeTable {
+	return routeTable{
+		{group: groupPublic, method: http.MethodGet, pattern: api.PathHealthz, h: hf(healthz), reserve: reserveAnyone},
+		{group: groupPublic, method: http.MethodGet, pattern: api.PathReadyz, h: hf(h.health.readyz), reserve: reserveAnyone},
+		{group: groupPublic, method: http.MethodGet, pattern: api.PathInstanceHealth + "{app}", h: hf(h.health.instanceHealth), reserve: reserveAnyone},
+		{group: groupPublic, method: http.MethodGet, pattern: render.ACMEChallengePath + "{token}", h: h.challenge},
+		{group: groupPublic, method: http.MethodGet, pattern: api.PathMetrics, h: promhttp.HandlerFor(h.metrics, promhttp.HandlerOpts{})},
+		// The status page: static assets holding no data (its script calls the API with the
+		// operator's token), on the node's own listener only (ui.go).
+		{group: groupPublic, method: http.MethodGet, pattern: api.PathUIRoot, h: hf(handleUIRoot)},
+		{group: groupPublic, method: http.MethodGet, pattern: api.PathUI + "*", h: hf(handleUI)},
+		// The applied probe's callback: Traefik's own traffic (from the address its apex
+		// clients share), a GET without a body verified by its MAC: admitted like a health probe.
+		{group: groupPublic, method: http.MethodGet, pattern: api.PathIngressApplied + "{ingress}/{revision}/{mac}", h: h.applied, reserve: reserveAnyone},
 
-	{group: groupStorage, method: http.MethodGet, pattern: "/keys", storage: (*storageAPI).get},
-	{group: groupStorage, method: http.MethodGet, pattern: "/keys/*", storage: (*storageAPI).get},
-	{group: groupStorage, method: http.MethodHead, pattern: "/keys/*", storage: (*storageAPI).head},
-	{group: groupStorageWrite, method: http.MethodPut, pattern: "/keys/*", storage: (*storageAPI).put},
-	{group: groupStorageWrite, method: http.MethodDelete, pattern: "/keys/*", storage: (*storageAPI).delete},
-	{group: groupStorageWrite, method: http.MethodPost, pattern: "/locks/*", storage: (*storageAPI).lock},
-	{group: groupStorageWrite, method: http.MethodDelete, pattern: "/locks/*", storage: (*storageAPI).unlock},
+		{group: groupIngress, method: http.MethodGet, pattern: api.PathStatus, h: h.status, reserve: reserveIngress},
+		{group: groupIngress, method: http.MethodGet, pattern: api.PathIngress + "{format}", h: h.poll, reserve: reserveIngress},
+
+		{group: groupWrite, method: http.MethodGet, pattern: api.PathApps + "/{app}/domains/{host}/paths", h: hf(h.apps.getPaths)},
+		{group: groupWrite, method: http.MethodPut, pattern: api.PathApps + "/{app}/domains/{host}/paths", h: hf(h.apps.putPaths)},
+		{group: groupWrite, method: http.MethodPost, pattern: api.PathNodeInstances + "/{app}", h: hf(h.instances.allocate), instanceWrite: true},
+		{group: groupWrite, method: http.MethodPut, pattern: api.PathNodeInstances + "/{app}", h: hf(h.instances.put), instanceWrite: true},
+		{group: groupWrite, method: http.MethodDelete, pattern: api.PathNodeInstances + "/{app}", h: hf(h.instances.release), instanceWrite: true},
+
+		{group: groupAdmin, method: http.MethodGet, pattern: api.PathApps, h: hf(h.apps.listApps)},
+		{group: groupAdmin, method: http.MethodGet, pattern: api.PathApps + "/{app}", h: hf(h.apps.getApp)},
+		{group: groupAdmin, method: http.MethodPut, pattern: api.PathApps + "/{app}", h: hf(h.apps.putApp)},
+		{group: groupAdmin, method: http.MethodDelete, pattern: api.PathApps + "/{app}", h: hf(h.apps.deleteApp)},
+		{group: groupAdmin, method: http.MethodGet, pattern: api.PathApps + "/{app}/domains/{host}", h: hf(h.apps.getClaim)},
+		{group: groupAdmin, method: http.MethodPut, pattern: api.PathApps + "/{app}/domains/{host}", h: hf(h.apps.putClaim)},
+		{group: groupAdmin, method: http.MethodDelete, pattern: api.PathApps + "/{app}/domains/{host}", h: hf(h.apps.deleteClaim)},
+		{group: groupAdmin, method: http.MethodGet, pattern: api.PathNodeInstances, h: hf(h.instances.list)},
+		{group: groupAdmin, method: http.MethodPost, pattern: api.PathTokens, h: hf(h.tokens.create)},
+		{group: groupAdmin, method: http.MethodDelete, pattern: api.PathTokens + "/{id}", h: hf(h.tokens.revoke)},
+		{group: groupAdmin, method: http.MethodGet, pattern: api.PathAudit, h: h.audit},
+
+		// /v1/storage, its patterns relative to it (storage.measure and the storage token
+		// in front).
+		{group: groupStorage, method: http.MethodGet, pattern: "/keys", h: hf(h.storage.get)},
+		{group: groupStorage, method: http.MethodGet, pattern: "/keys/*", h: hf(h.storage.get)},
+		{group: groupStorage, method: http.MethodHead, pattern: "/keys/*", h: hf(h.storage.head)},
+		{group: groupStorageWrite, method: http.MethodPut, pattern: "/keys/*", h: hf(h.storage.put)},
+		{group: groupStorageWrite, method: http.MethodDelete, pattern: "/keys/*", h: hf(h.storage.delete)},
+		{group: groupStorageWrite, method: http.MethodPost, pattern: "/locks/*", h: hf(h.storage.lock)},
+		{group: groupStorageWrite, method: http.MethodDelete, pattern: "/locks/*", h: hf(h.storage.unlock)},
+	}
 }
 
 // Handler is the node's HTTP API: every route of the table, behind its guards.
 func (s *API) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.guardReserve, s.boundRequest, middleware.GetHead)
+	r.Use(s.conns.guard, s.deadlines.bound, middleware.GetHead)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not found", r.URL.Path)
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "method not allowed", r.Method+" "+r.URL.Path)
 	})
-	s.mount(r, groupPublic)
+	s.table.mount(r, groupPublic)
 	r.Group(func(r chi.Router) {
-		r.Use(s.requireIngress) // the ingress token, or the admin's
-		s.mount(r, groupIngress)
+		r.Use(s.auth.requireIngress) // the ingress token, or the admin's
+		s.table.mount(r, groupIngress)
 	})
 	r.Group(func(r chi.Router) {
-		r.Use(s.refuseWritesToAForeignStore)
-		r.Use(s.authenticate)
-		r.Use(s.limitWrites)
-		r.Use(s.waitApplied)
-		s.mount(r, groupWrite)
+		r.Use(refuseWritesToAForeignStore(s.identity))
+		r.Use(s.auth.authenticate)
+		r.Use(s.writes.limit)
+		r.Use(s.waiter.wait)
+		s.table.mount(r, groupWrite)
 		r.Group(func(r chi.Router) {
 			r.Use(adminOnly)
-			s.mount(r, groupAdmin)
+			s.table.mount(r, groupAdmin)
 		})
 	})
-	a := s.newStorageAPI()
 	r.Route(api.PathStorage, func(r chi.Router) {
-		r.Use(a.measure, s.requireStorageToken)
-		a.mount(r, groupStorage)
+		r.Use(s.storage.measure, s.auth.requireStorageToken)
+		s.table.mount(r, groupStorage)
 		r.Group(func(r chi.Router) {
-			r.Use(s.refuseWritesToAForeignStore)
-			a.mount(r, groupStorageWrite)
+			r.Use(refuseWritesToAForeignStore(s.identity))
+			s.table.mount(r, groupStorageWrite)
 		})
 	})
 	return r
 }
 
 // mount registers the routes of group g.
-func (s *API) mount(r chi.Router, g routeGroup) {
-	for _, rt := range routes {
-		switch {
-		case rt.group != g:
-		case rt.build != nil:
-			r.Method(rt.method, rt.pattern, rt.build(s))
-		default:
-			h := rt.handle
-			r.MethodFunc(rt.method, rt.pattern, func(w http.ResponseWriter, r *http.Request) { h(s, w, r) })
-		}
-	}
-}
-
-// mount registers the storage routes of group g.
-func (a *storageAPI) mount(r chi.Router, g routeGroup) {
-	for _, rt := range routes {
+func (t routeTable) mount(r chi.Router, g routeGroup) {
+	for _, rt := range t {
 		if rt.group == g {
-			h := rt.storage
-			r.MethodFunc(rt.method, rt.pattern, func(w http.ResponseWriter, r *http.Request) { h(a, w, r) })
+			r.Method(rt.method, rt.pattern, rt.h)
 		}
 	}
 }
 
-// reserveRoute reports what of the connection reserve path may use (the routes'
+// reserve reports what of the connection reserve path may use (the routes'
 // reserve attribute: an exact path, or, for a pattern with {params}, everything under
 // the literal prefix before its first one; the longest such prefix decides, so
 // /v1/ingress/applied/… is the callback's, not the polls' /v1/ingress/{format}).
-func reserveRoute(path string) reserveKind {
+func (t routeTable) reserve(path string) reserveKind {
 	kind, longest := reserveNo, -1
-	for _, rt := range routes {
+	for _, rt := range t {
 		if rt.reserve == reserveNo {
 			continue
 		}
@@ -189,15 +196,15 @@ func reserveRoute(path string) reserveKind {
 	return kind
 }
 
-// isInstanceWrite reports whether the matched route of r is an instance write (its
+// instanceWrite reports whether the matched route of r is an instance write (its
 // instanceWrite attribute; r has been routed).
-func isInstanceWrite(r *http.Request) bool {
+func (t routeTable) instanceWrite(r *http.Request) bool {
 	rctx := chi.RouteContext(r.Context())
 	if rctx == nil {
 		return false
 	}
 	pattern := rctx.RoutePattern()
-	for _, rt := range routes {
+	for _, rt := range t {
 		if rt.instanceWrite && rt.method == r.Method && rt.pattern == pattern {
 			return true
 		}

@@ -6,6 +6,7 @@ import "testing"
 // attribute): health probes and the applied callback without a token, polls and status
 // with one, nothing else; the callback's prefix wins over the polls' /v1/ingress/{format}.
 func TestReserveRouteByPath(t *testing.T) {
+	table := testAPI(t, Config{}, Deps{}).table
 	for path, want := range map[string]reserveKind{
 		"/v1/healthz":                           reserveAnyone,
 		"/v1/readyz":                            reserveAnyone,
@@ -26,8 +27,8 @@ func TestReserveRouteByPath(t *testing.T) {
 		"/v1/healthzx":                          reserveNo,
 		"/v1/apps/shop/domains/x.example/paths": reserveNo,
 	} {
-		if got := reserveRoute(path); got != want {
-			t.Errorf("reserveRoute(%q) = %d, want %d", path, got, want)
+		if got := table.reserve(path); got != want {
+			t.Errorf("reserve(%q) = %d, want %d", path, got, want)
 		}
 	}
 }

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TestTheNodesTokensPassTheCapOfAnAddressTheyShare (issue 39, item 4): on the node's
@@ -24,10 +22,7 @@ import (
 // ingress token is refused there. Through the real listener cap and guard.
 func TestTheNodesTokensPassTheCapOfAnAddressTheyShare(t *testing.T) {
 	const ingressTok, adminTok = "ingress-token-0123456789abcdef0123", "admin-token-0123456789abcdef01234"
-	s := &API{
-		cfg:     Config{IngressToken: ingressTok, AdminToken: adminTok, ConnMaxAge: time.Hour},
-		metrics: Metrics{Refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "refused"}, []string{"reason"})},
-	}
+	s := testAPI(t, Config{IngressToken: ingressTok, AdminToken: adminTok, ConnMaxAge: time.Hour}, Deps{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +30,7 @@ func TestTheNodesTokensPassTheCapOfAnAddressTheyShare(t *testing.T) {
 	const total, reserved, perSource = 6, 2, 1
 	l := newConnLimiter(ln, total, reserved, perSource, nil)
 	srv := &http.Server{
-		Handler: s.guardReserve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Handler: s.conns.guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			io.Copy(io.Discard, r.Body)
 			fmt.Fprint(w, "served")
 		})),

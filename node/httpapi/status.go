@@ -7,32 +7,51 @@ import (
 	"time"
 
 	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/ingress"
+	"github.com/scafo/ingress/node/probe"
 	"github.com/scafo/ingress/node/reconcile"
 	"github.com/scafo/ingress/node/self"
 )
 
-func (s *API) handleStatus(w http.ResponseWriter, r *http.Request) {
-	st := s.rec.Status()
+// statusHandler serves /v1/status.
+type statusHandler struct {
+	nodeName string
+	stateDir string        // for the adopt hint
+	nodeTTL  time.Duration // reconcile.nodeTTL: a node record older is stale
+
+	rec       Reconciler
+	self      SelfRecord
+	identity  StoreIdentity
+	pub       Publisher
+	probes    *probe.Prober
+	instances Instances
+	ingresses *ingress.Book
+	certs     *fleetcerts.Manager
+	groups    *Groups
+}
+
+func (h *statusHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	st := h.rec.Status()
 	now := time.Now()
 	body := api.Status{
-		Node:             s.cfg.NodeName,
+		Node:             h.nodeName,
 		Store:            api.Store{Reachable: st.LastError == ""},
 		Skipped:          []api.Skipped{},
 		Nodes:            []api.Node{},
 		MismatchedConfig: st.Mismatched,
 		Remembered:       st.Remembered,
-		Instances:        s.probes.Status(s.instances.Records()),
+		Instances:        h.probes.Status(h.instances.Records()),
 	}
-	if e := s.self.Err(); e != nil {
+	if e := h.self.Err(); e != nil {
 		body.Store.Reachable = false
 		body.Store.HeartbeatError = *e
 	}
-	if c := s.self.Conflict(now); c != nil {
+	if c := h.self.Conflict(now); c != nil {
 		d := &api.DuplicateName{
 			Address: self.Address(c.Record), Seen: c.LastSeen.UTC(),
 			AgeSeconds: now.Sub(c.LastSeen).Round(time.Second).Seconds(),
-			Detail: "another live node writes this node's record: two nodes run with the name " + s.cfg.NodeName +
+			Detail: "another live node writes this node's record: two nodes run with the name " + h.nodeName +
 				" and routes flap between them; rename (--node.name) or stop one",
 		}
 		if b := c.Record.Boot; b != nil {
@@ -40,21 +59,21 @@ func (s *API) handleStatus(w http.ResponseWriter, r *http.Request) {
 		}
 		body.DuplicateName = d
 	}
-	if a := s.self.AddressReport(); a != nil {
+	if a := h.self.AddressReport(); a != nil {
 		body.AddressWarning = &api.AddressWarning{Address: a.Address, SharedWith: a.SharedWith, Loopback: a.Local, LiveNodes: a.LiveNodes,
 			Detail: "node.address must be this node's own address on the fleet's private network: instances are published at node.address:port"}
 	}
-	if s.identity.Foreign() {
+	if h.identity.Foreign() {
 		body.Store.Foreign = true
-		body.Store.ForeignReason = s.identity.ForeignReason()
-		body.Store.Adopt = reconcile.AdoptHint(s.cfg.StateDir)
+		body.Store.ForeignReason = h.identity.ForeignReason()
+		body.Store.Adopt = reconcile.AdoptHint(h.stateDir)
 	}
-	if snap := s.pub.Current(); snap != nil {
+	if snap := h.pub.Current(); snap != nil {
 		body.Ready = true
 		body.Revision = snap.Doc().Revision
 		since := snap.Since().UTC()
 		body.RevisionSince = &since
-		body.Groups = s.groupsStatus(snap)
+		body.Groups = h.groups.status(snap)
 	}
 	if !st.LastPass.IsZero() {
 		t := st.LastPass.UTC()
@@ -68,7 +87,7 @@ func (s *API) handleStatus(w http.ResponseWriter, r *http.Request) {
 	// Unreachable through the heartbeat (its write can fail before a reconcile pass
 	// does): since the earlier of the two failures (TestStoreOutageKeepsServingLastDocument;
 	// self.TestAFailingHeartbeatSaysSinceWhen).
-	if since := s.self.FailingSince(); body.Store.HeartbeatError != "" && !since.IsZero() &&
+	if since := h.self.FailingSince(); body.Store.HeartbeatError != "" && !since.IsZero() &&
 		(body.Store.UnreachableSince == nil || since.Before(*body.Store.UnreachableSince)) {
 		t := since.UTC()
 		body.Store.UnreachableSince = &t
@@ -76,7 +95,7 @@ func (s *API) handleStatus(w http.ResponseWriter, r *http.Request) {
 	for _, sk := range st.Skipped {
 		body.Skipped = append(body.Skipped, api.Skipped{Object: sk.Object, Reason: sk.Reason})
 	}
-	ttl := s.cfg.NodeTTL
+	ttl := h.nodeTTL
 	for _, n := range st.Nodes {
 		age := now.Sub(n.Seen)
 		body.Nodes = append(body.Nodes, api.Node{
@@ -84,8 +103,8 @@ func (s *API) handleStatus(w http.ResponseWriter, r *http.Request) {
 			AgeSeconds: age.Round(time.Second).Seconds(), Stale: age > ttl,
 		})
 	}
-	iv := s.ingresses.Fleet(r.Context(), ingress.StatusViewMaxAge)
+	iv := h.ingresses.Fleet(r.Context(), ingress.StatusViewMaxAge)
 	body.Ingresses, body.IngressesSkipped, body.IngressesError = iv.Ingresses, iv.Skipped, iv.Error
-	body.Certificates = s.certsStatus()
+	body.Certificates = certsStatus(h.certs)
 	writeJSON(w, http.StatusOK, body)
 }

@@ -25,3 +25,28 @@ func bearer(h string) string {
 	}
 	return strings.TrimSpace(tok)
 }
+
+// nodeTokens are the node's own tokens: the ingress token and the admin token, and
+// during a rotation the previous ones. Compared in constant time; no store is read.
+type nodeTokens struct {
+	ingress, admin                 string
+	ingressPrevious, adminPrevious []string
+}
+
+// isIngress accepts the ingress token and, during a rotation, the previous ones.
+func (t *nodeTokens) isIngress(tok string) bool {
+	return tokenEqual(tok, t.ingress) || anyTokenEqual(tok, t.ingressPrevious)
+}
+
+// isAdmin accepts the admin token and, during a rotation, the previous ones.
+func (t *nodeTokens) isAdmin(tok string) bool {
+	return tokenEqual(tok, t.admin) || anyTokenEqual(tok, t.adminPrevious)
+}
+
+func anyTokenEqual(tok string, accepted []string) bool {
+	ok := false
+	for _, a := range accepted {
+		ok = tokenEqual(tok, a) || ok // every one compared: no early exit to time
+	}
+	return ok
+}

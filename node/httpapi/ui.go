@@ -40,13 +40,13 @@ func setUIHeaders(h http.Header) {
 }
 
 // handleUIRoot redirects /ui to the page, so its relative asset links resolve.
-func (s *API) handleUIRoot(w http.ResponseWriter, r *http.Request) {
+func handleUIRoot(w http.ResponseWriter, r *http.Request) {
 	setUIHeaders(w.Header())
 	http.Redirect(w, r, api.PathUI, http.StatusMovedPermanently)
 }
 
 // handleUI serves the page and its assets.
-func (s *API) handleUI(w http.ResponseWriter, r *http.Request) {
+func handleUI(w http.ResponseWriter, r *http.Request) {
 	setUIHeaders(w.Header())
 	name := strings.TrimPrefix(r.URL.Path, api.PathUI)
 	ctype, ok := uiAssets[name]

@@ -182,7 +182,7 @@ func TestStatusPageIsNeverRoutedOnThePublicApex(t *testing.T) {
 		return false
 	}
 	n := 0
-	for _, rt := range routes {
+	for _, rt := range testAPI(t, Config{}, Deps{}).table {
 		if strings.HasPrefix(rt.pattern, api.PathUIRoot) {
 			n++
 			if p := strings.TrimSuffix(rt.pattern, "*"); !denied(p) {

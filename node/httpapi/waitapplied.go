@@ -13,6 +13,8 @@ import (
 
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetwrite"
+	"github.com/scafo/ingress/node/ingress"
+	"github.com/scafo/ingress/node/probe"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
 )
@@ -76,8 +78,22 @@ func applyWait(r *http.Request) (d time.Duration, ok bool, what string, err erro
 	return d, true, "", nil
 }
 
-// waitApplied is the write API's middleware for ?wait=applied.
-func (s *API) waitApplied(next http.Handler) http.Handler {
+// appliedWaiter is ?wait=applied on the write API.
+type appliedWaiter struct {
+	st        store.Store
+	ingresses *ingress.Book
+	self      SelfRecord
+	instances Instances
+	probes    *probe.Prober // nil: probe.interval 0
+	deadlines *deadlines
+	// instanceWrite: the route r matched is an instance write (its attribute, routes.go).
+	instanceWrite func(r *http.Request) bool
+	// kickHeartbeat asks for this node's record to be rewritten now.
+	kickHeartbeat func()
+}
+
+// wait is the write API's middleware for ?wait=applied.
+func (a *appliedWaiter) wait(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d, ok, what, err := applyWait(r)
 		if err != nil {
@@ -92,18 +108,18 @@ func (s *API) waitApplied(next http.Handler) http.Handler {
 		// An account's writes hold at most ingress.MaxWaitersPerAccount of the node's slots, so
 		// one tenant cannot take every slot from the others (the admin is not limited).
 		account := ""
-		if a := actorOf(r); !a.Admin {
-			account = a.Token.Account
+		if who := actorOf(r); !who.Admin {
+			account = who.Token.Account
 		}
-		if ok, why := s.ingresses.TakeWaiter(account); !ok {
+		if ok, why := a.ingresses.TakeWaiter(account); !ok {
 			cutBody(w, r)
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusServiceUnavailable, "too many waiters", why)
 			return
 		}
-		defer s.ingresses.ReleaseWaiter(account)
-		if isInstanceWrite(r) { // the route's attribute (routes.go)
-			s.waitInstanceApplied(w, r, next, chi.URLParam(r, "app"), d)
+		defer a.ingresses.ReleaseWaiter(account)
+		if a.instanceWrite(r) {
+			a.waitInstance(w, r, next, chi.URLParam(r, "app"), d)
 			return
 		}
 		sink := &fleetwrite.SerialSink{}
@@ -117,7 +133,7 @@ func (s *API) waitApplied(next http.Handler) http.Handler {
 		if serial == 0 {
 			// Nothing changed: what the write asked for is in the store, announced at
 			// or before the store's serial now.
-			n, _, err := store.ReadSerial(r.Context(), s.st)
+			n, _, err := store.ReadSerial(r.Context(), a.st)
 			if err != nil {
 				w.Header().Set("Retry-After", "5")
 				writeError(w, http.StatusServiceUnavailable, "store unavailable", "the write changed nothing; reading the serial to wait for: "+err.Error())
@@ -125,17 +141,22 @@ func (s *API) waitApplied(next http.Handler) http.Handler {
 			}
 			serial = n
 		}
-		body, code, done := s.ingresses.Await(r.Context(), serial, d)
+		body, done := a.ingresses.Await(r.Context(), serial, d)
 		if !done {
 			return // the client went away
 		}
-		s.answerApplied(w, rec, body, code)
+		a.answer(w, rec, body)
 	})
 }
 
-// answerApplied wraps a write's recorded answer in the wait's envelope.
-func (s *API) answerApplied(w http.ResponseWriter, rec *recorder, body api.Applied, code int) {
-	s.armWrite(w) // the answer's time starts after the wait
+// answer wraps a write's recorded answer in the wait's envelope: 200 when applied, 202
+// when the wait ended first.
+func (a *appliedWaiter) answer(w http.ResponseWriter, rec *recorder, body api.Applied) {
+	code := http.StatusAccepted
+	if body.Applied {
+		code = http.StatusOK
+	}
+	a.deadlines.armWrite(w) // the answer's time starts after the wait
 	body.Result = json.RawMessage(bytes.TrimSpace(rec.body.Bytes()))
 	if len(body.Result) == 0 {
 		body.Result = json.RawMessage("null")
@@ -149,11 +170,11 @@ func (s *API) answerApplied(w http.ResponseWriter, rec *recorder, body api.Appli
 }
 
 // probeUp is the prober's verdict on app's declared instance (true without a prober).
-func (s *API) probeUp(app string, inst fleet.Instance) bool {
-	if s.probes == nil {
+func (a *appliedWaiter) probeUp(app string, inst fleet.Instance) bool {
+	if a.probes == nil {
 		return true
 	}
-	up, _ := s.probes.Ready(app, inst)
+	up, _ := a.probes.Ready(app, inst)
 	return up
 }
 
@@ -165,7 +186,7 @@ func (s *API) probeUp(app string, inst fleet.Instance) bool {
 // release; an instance declared ready that the probe finds down is waited past: traffic
 // would not reach it), at some serial; then s.ingresses.Await waits until this node publishes
 // that serial and every live ingress holds it. 202 when either leg times out, saying which.
-func (s *API) waitInstanceApplied(w http.ResponseWriter, r *http.Request, next http.Handler, app string, d time.Duration) {
+func (a *appliedWaiter) waitInstance(w http.ResponseWriter, r *http.Request, next http.Handler, app string, d time.Duration) {
 	deadline := time.Now().Add(d)
 	rec := &recorder{w: w, h: http.Header{}}
 	next.ServeHTTP(rec, r)
@@ -173,10 +194,10 @@ func (s *API) waitInstanceApplied(w http.ResponseWriter, r *http.Request, next h
 		rec.replay()
 		return
 	}
-	gen := s.self.Generation() // the write's change (if it changed anything) is at or before it
-	declared, held := s.instances.Get(app)
-	s.kickHeartbeat()
-	serial, ok, why := s.self.Await(r.Context(), gen, deadline, func(pub map[string]fleet.Instance) string {
+	gen := a.self.Generation() // the write's change (if it changed anything) is at or before it
+	declared, held := a.instances.Get(app)
+	a.kickHeartbeat()
+	serial, ok, why := a.self.Await(r.Context(), gen, deadline, func(pub map[string]fleet.Instance) string {
 		got, has := pub[app]
 		switch {
 		case !held && has:
@@ -185,12 +206,12 @@ func (s *API) waitInstanceApplied(w http.ResponseWriter, r *http.Request, next h
 			return ""
 		case !has || got.Port != declared.Port:
 			return fmt.Sprintf("this node's record does not yet name %s on port %d", app, declared.Port)
-		case declared.Ready && !got.Ready, declared.Ready && !s.probeUp(app, declared):
+		case declared.Ready && !got.Ready, declared.Ready && !a.probeUp(app, declared):
 			// The second: the probe has turned it down and the record saying so is being
 			// written (the announcement read above is the one before it).
 			why := "probe failed"
-			if s.probes != nil {
-				if _, w := s.probes.Ready(app, declared); w != "" {
+			if a.probes != nil {
+				if _, w := a.probes.Ready(app, declared); w != "" {
 					why = w
 				}
 			}
@@ -204,14 +225,14 @@ func (s *API) waitInstanceApplied(w http.ResponseWriter, r *http.Request, next h
 		return // the client went away
 	}
 	if !ok {
-		s.answerApplied(w, rec, api.Applied{Behind: []api.Ingress{}, Detail: fmt.Sprintf("after %s, %s", d, why)}, http.StatusAccepted)
+		a.answer(w, rec, api.Applied{Behind: []api.Ingress{}, Detail: fmt.Sprintf("after %s, %s", d, why)})
 		return
 	}
-	body, code, done := s.ingresses.Await(r.Context(), serial, max(time.Until(deadline), time.Millisecond))
+	body, done := a.ingresses.Await(r.Context(), serial, max(time.Until(deadline), time.Millisecond))
 	if !done {
 		return
 	}
-	s.answerApplied(w, rec, body, code)
+	a.answer(w, rec, body)
 }
 
 // recorder keeps a write's answer so it can be wrapped after the wait.

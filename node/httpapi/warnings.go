@@ -13,14 +13,14 @@ import (
 // route of the same account in the published document; the reconcile pass is the gate,
 // so they are accepted but the publisher is told. Every such target gets the same
 // message: a warning must not tell a tenant what another tenant holds.
-func (s *API) pathWarnings(c fleet.Claim) []string {
+func (h *appsHandler) pathWarnings(c fleet.Claim) []string {
 	routes := map[string]routing.Route{}
-	if snap := s.pub.Current(); snap != nil {
+	if snap := h.pub.Current(); snap != nil {
 		for _, rt := range snap.Doc().Routes {
 			routes[rt.Host] = rt
 		}
 	}
-	apps := s.rec.KnownApps()
+	apps := h.rec.KnownApps()
 	var warn []string
 	for _, k := range slices.Sorted(maps.Keys(c.Paths)) {
 		t := c.Paths[k]
@@ -43,12 +43,12 @@ func (s *API) pathWarnings(c fleet.Claim) []string {
 // platform domain (fleetwrite.AppWarnings), the write is accepted and its writer told.
 // The records are those of the last reconcile pass, plus this node's own; before the
 // first pass nothing is said.
-func (s *API) placementWarnings(a fleet.App) []string {
-	st := s.rec.Status()
+func (h *appsHandler) placementWarnings(a fleet.App) []string {
+	st := h.rec.Status()
 	if st.LastPass.IsZero() {
 		return nil
 	}
-	known := map[string]bool{s.cfg.NodeName: true}
+	known := map[string]bool{h.nodeName: true}
 	for _, n := range st.Nodes {
 		known[n.Name] = true
 	}

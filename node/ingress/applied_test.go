@@ -3,10 +3,7 @@ package ingress
 import (
 	"io"
 	"log/slog"
-	"net/http"
 	"testing"
-
-	"github.com/scafo/ingress/node/api"
 )
 
 func probeBook() *Book {
@@ -27,10 +24,7 @@ func rev(c byte) string {
 // serve is one poll of an HTTP-provider Traefik with the probe, answered 200 with m.
 func serve(t *testing.T, b *Book, name string, m Mark) {
 	t.Helper()
-	h := http.Header{}
-	h.Set(api.HeaderIngress, name)
-	h.Set(api.HeaderAppliedProbe, "http://127.0.0.1:80")
-	rep, err := b.Parse(h)
+	rep, err := ParseReport(ReportHeaders{Name: name, Probe: true})
 	if err != nil || !rep.Probe {
 		t.Fatalf("parse: %v, probe %v", err, rep.Probe)
 	}
@@ -39,7 +33,7 @@ func serve(t *testing.T, b *Book, name string, m Mark) {
 		t.Fatal(why)
 	}
 	m.Probed = true
-	b.End(p, http.StatusOK, m)
+	b.End(p, &m)
 }
 
 func held(b *Book, name string) Report {
@@ -100,9 +94,7 @@ func TestAppliedCallbacksMoveOnlyForwardInServingOrder(t *testing.T) {
 		t.Fatalf("%+v, want a at 10", r)
 	}
 	// Without the probe header the same name is counted as served, as before.
-	h := http.Header{}
-	h.Set(api.HeaderIngress, "plain")
-	rep, _ := b.Parse(h)
+	rep, _ := ParseReport(ReportHeaders{Name: "plain"})
 	if rep.Probe {
 		t.Fatal("no header, probe")
 	}

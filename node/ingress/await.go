@@ -3,7 +3,6 @@ package ingress
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -11,9 +10,9 @@ import (
 )
 
 // Await waits until this node publishes serial (or a later one) and every live
-// ingress holds it, or d passes: 200 and the answer's envelope, or 202 naming the
-// ingresses still behind. done is false when ctx ended first.
-func (b *Book) Await(ctx context.Context, serial uint64, d time.Duration) (body api.Applied, code int, done bool) {
+// ingress holds it, or d passes: the answer's envelope, Applied true, or false naming
+// the ingresses still behind. done is false when ctx ended first.
+func (b *Book) Await(ctx context.Context, serial uint64, d time.Duration) (body api.Applied, done bool) {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	poll := time.NewTicker(ViewMaxAge / 2)
@@ -47,11 +46,11 @@ func (b *Book) Await(ctx context.Context, serial uint64, d time.Duration) (body 
 		// on a partial view.
 		if len(body.Behind) == 0 && mark >= serial && v.Error == "" {
 			body.Applied = true
-			return body, http.StatusOK, true
+			return body, true
 		}
 		select {
 		case <-ctx.Done():
-			return body, 0, false
+			return body, false
 		case <-deadline.C:
 			names := make([]string, len(body.Behind))
 			for i, in := range body.Behind {
@@ -65,7 +64,7 @@ func (b *Book) Await(ctx context.Context, serial uint64, d time.Duration) (body 
 			if mark < serial {
 				body.Detail += fmt.Sprintf("; this node has not published it yet (it publishes serial %d)", mark)
 			}
-			return body, http.StatusAccepted, true
+			return body, true
 		case <-changed:
 		case <-poll.C:
 		}

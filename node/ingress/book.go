@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -140,6 +139,13 @@ type Poll struct {
 // recorded ("" when it was).
 func (b *Book) Begin(rep Report) (p *Poll, why string) {
 	now := b.Now()
+	rep.Node = b.self
+	if rep.Kind == api.KindPlugin {
+		// A serial this node has not reached is believed only up to its own: it may
+		// have been applied from a node a tick ahead, or be made up.
+		known, _ := b.known()
+		rep.Serial = min(rep.Serial, known)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	li, ok := b.local[rep.Name]
@@ -182,9 +188,9 @@ type Mark struct {
 	Probed bool
 }
 
-// End closes a poll begun with a report: for an HTTP-provider Traefik, a 200 is what
-// it is served now (served: what the answer carried).
-func (b *Book) End(p *Poll, code int, served Mark) {
+// End closes a poll begun with a report. served is what a 200 answer carried (nil for
+// any other answer): for an HTTP-provider Traefik, what it is served now.
+func (b *Book) End(p *Poll, served *Mark) {
 	if p == nil {
 		return
 	}
@@ -196,53 +202,61 @@ func (b *Book) End(p *Poll, code int, served Mark) {
 	}
 	li.inflight--
 	li.rep.Seen = b.Now()
-	if p.kind == api.KindHTTP && code == http.StatusOK {
+	if p.kind == api.KindHTTP && served != nil {
 		li.served = &Report{Serial: served.Serial, Epoch: served.Epoch, Revision: served.Revision}
 		if served.Probed {
-			li.probe.served(served)
+			li.probe.served(*served)
 		}
 	}
 }
 
-// Parse validates a poll's report headers; every error names the header.
-func (b *Book) Parse(h http.Header) (Report, error) {
-	rep := Report{Name: h.Get(api.HeaderIngress), Node: b.self}
+// ReportHeaders are the report headers of a poll, as sent ("" for one absent): the
+// HTTP layer reads them (node/httpapi), ParseReport validates them.
+type ReportHeaders struct {
+	Name            string // api.HeaderIngress
+	Kind            string // api.HeaderIngressKind
+	AppliedSerial   string // api.HeaderAppliedSerial
+	AppliedEpoch    string // api.HeaderAppliedEpoch
+	AppliedRevision string // api.HeaderAppliedRevision
+	Probe           bool   // api.HeaderAppliedProbe is present (its URL validated by the caller)
+}
+
+// ParseReport validates a poll's report headers; every error names the header. Begin
+// fills in this node's name and believes a plugin's serial only up to its own.
+func ParseReport(h ReportHeaders) (Report, error) {
+	rep := Report{Name: h.Name}
 	if err := validName(rep.Name); err != nil {
 		return rep, fmt.Errorf("%s: %v", api.HeaderIngress, err)
 	}
-	switch k := h.Get(api.HeaderIngressKind); k {
+	switch h.Kind {
 	case "", api.KindHTTP:
 		rep.Kind = api.KindHTTP
 	case api.KindPlugin:
 		rep.Kind = api.KindPlugin
 	default:
-		return rep, fmt.Errorf("%s: %.20q: want plugin or http", api.HeaderIngressKind, k)
+		return rep, fmt.Errorf("%s: %.20q: want plugin or http", api.HeaderIngressKind, h.Kind)
 	}
 	if rep.Kind == api.KindHTTP {
-		// The node's handler validated the probe's URL before (a malformed one is 400).
-		rep.Probe = h.Get(api.HeaderAppliedProbe) != ""
-		if h.Get(api.HeaderAppliedSerial) != "" || h.Get(api.HeaderAppliedRevision) != "" {
+		rep.Probe = h.Probe
+		if h.AppliedSerial != "" || h.AppliedRevision != "" {
 			return rep, fmt.Errorf("%s/%s: only a plugin reports what it applied (send %s: plugin)", api.HeaderAppliedSerial, api.HeaderAppliedRevision, api.HeaderIngressKind)
 		}
 		return rep, nil
 	}
-	if v := h.Get(api.HeaderAppliedSerial); v != "" {
+	if v := h.AppliedSerial; v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
 			return rep, fmt.Errorf("%s: %.24q: want a decimal serial", api.HeaderAppliedSerial, v)
 		}
-		// A serial this node has not reached is believed only up to its own: it may
-		// have been applied from a node a tick ahead, or be made up.
-		known, _ := b.known()
-		rep.Serial = min(n, known)
+		rep.Serial = n
 	}
-	if v := h.Get(api.HeaderAppliedEpoch); v != "" {
+	if v := h.AppliedEpoch; v != "" {
 		if !isHex(v, 16) {
 			return rep, fmt.Errorf("%s: %.24q: want 16 lowercase hex characters", api.HeaderAppliedEpoch, v)
 		}
 		rep.Epoch = v
 	}
-	if v := h.Get(api.HeaderAppliedRevision); v != "" {
+	if v := h.AppliedRevision; v != "" {
 		if !isHex(v, 32) {
 			return rep, fmt.Errorf("%s: %.40q: want 32 lowercase hex characters", api.HeaderAppliedRevision, v)
 		}

@@ -29,12 +29,13 @@
 // for lostAfter frees its place), a reported serial above the node's own is clamped
 // to it, and a report never changes what is served.
 //
-// The book's surface: [New] builds it; [Book.Parse] reads a poll's report headers,
-// [Book.Begin] records a parsed report as polling and [Book.End] closes the poll with
-// the [Mark] it was served; [Book.Run] writes the local reports to the store;
-// [Book.Fleet] is the fleet's view; [Book.TakeWaiter]/[Book.ReleaseWaiter] hold the
-// waiter slots of ?wait=applied and [Book.Await] waits for a serial to be held. The
-// HTTP handlers that call it live in the node package.
+// The book's surface: [New] builds it; [ParseReport] validates a poll's report headers
+// (read by node/httpapi: this package knows nothing of HTTP), [Book.Begin] records a
+// parsed report as polling and [Book.End] closes the poll with the [Mark] a 200 served;
+// [Book.Run] writes the local reports to the store; [Book.Fleet] is the fleet's view;
+// [Book.TakeWaiter]/[Book.ReleaseWaiter] hold the waiter slots of ?wait=applied and
+// [Book.Await] waits for a serial to be held. The HTTP handlers that call it live in
+// node/httpapi.
 package ingress
 
 import "time"

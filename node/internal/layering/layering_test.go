@@ -31,6 +31,9 @@ var (
 	}
 	// above are the packages no subsystem may depend on.
 	above = []string{"node", "node/httpapi", "node/cmd/scafo-node", "node/client"}
+	// httpFree are the subsystems that know nothing of HTTP (not net/http, even
+	// transitively).
+	httpFree = map[string]struct{}{"node/ingress": {}}
 	// clientForbidden are what the command-line client must not pull in.
 	clientForbidden = []string{
 		"github.com/go-chi/chi", "github.com/prometheus/", "github.com/caddyserver/certmagic",
@@ -108,6 +111,15 @@ func TestImportDirection(t *testing.T) {
 					if strings.HasPrefix(d, f) || d == mod+"node" {
 						t.Errorf("%s depends on %s: the command-line client depends on none of the server's packages", rel, d)
 					}
+				}
+			}
+		}
+		// The HTTP layer reads requests (a poll's report headers included) and hands
+		// the subsystems values: node/ingress never sees an http.Header.
+		if _, ok := httpFree[rel]; ok {
+			for _, d := range all[p] {
+				if d == "net/http" {
+					t.Errorf("%s depends on net/http: the HTTP layer (node/httpapi) parses what it hands it", rel)
 				}
 			}
 		}

@@ -1,0 +1,30 @@
+package httpapi
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// testMetrics are the API's series on a registry of their own.
+func testMetrics() Metrics {
+	return Metrics{
+		Registry:  prometheus.NewRegistry(),
+		Refused:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "refused"}, []string{"reason"}),
+		LongPolls: prometheus.NewGauge(prometheus.GaugeOpts{Name: "longpolls"}),
+		Polls:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "polls"}, []string{"format", "code"}),
+	}
+}
+
+// testAPI is an API over d (the subsystems a test needs; the others nil), logging
+// nowhere.
+func testAPI(t *testing.T, cfg Config, d Deps) *API {
+	t.Helper()
+	a, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), testMetrics(), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
