@@ -31,7 +31,9 @@ import (
 //     with an edited address), the heartbeat hands ObserveFleet the reconcile pass's
 //     view of nodes/: a live node of another name on this node's address is reported (an
 //     error log, /v1/status addressWarning, scafo_node_address_conflict) until it is
-//     gone or stale. Nothing tells which of the two is right: both keep running.
+//     gone or stale. A record of this node id counts too once written after this
+//     process started (a copied state dir running under another name). Nothing tells
+//     which of the two is right: both keep running.
 //   - A loopback or unspecified node.address in a fleet of more than one live node is
 //     reported (a warning log naming node.address, addressWarning,
 //     scafo_node_address_loopback): peers dial it and reach themselves. A single node
@@ -59,6 +61,16 @@ func localAddress(a string) bool {
 func (s *Record) otherHolder(rec fleet.NodeRecord) bool {
 	return rec.Name != s.o.Name && sameAddress(rec.Address, s.o.Address) &&
 		(rec.Boot == nil || rec.Boot.Node != s.nodeID)
+}
+
+// twinHolder reports whether rec, a live record of another name on this node's address,
+// carries this node's id but was written by another process since this one started: a
+// copy of this state dir (a cloned machine image) running as another node, not this
+// installation under an earlier name, whose last record predates this process
+// (TestATwinOfThisNodeIDOnItsAddressIsReported).
+func (s *Record) twinHolder(rec fleet.NodeRecord) bool {
+	return rec.Name != s.o.Name && sameAddress(rec.Address, s.o.Address) &&
+		rec.Boot != nil && rec.Boot.Node == s.nodeID && rec.Boot.ID != s.bootID && rec.Seen.After(s.started)
 }
 
 // checkAddress refuses to start when another live node publishes this node's address.
@@ -135,7 +147,7 @@ func (s *Record) ObserveFleet(nodes []fleet.NodeRecord, now time.Time) {
 		live++
 		if n.Name == s.o.Name {
 			seenSelf = true
-		} else if s.otherHolder(n) {
+		} else if s.otherHolder(n) || s.twinHolder(n) {
 			holders = append(holders, n.Name)
 		}
 	}
