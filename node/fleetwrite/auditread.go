@@ -2,6 +2,7 @@ package fleetwrite
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -19,10 +20,15 @@ import (
 //     time. Today and yesterday are always listed.
 //   - Records are immutable (a key is written once; the sweep only deletes), so their
 //     decoded form is kept in an LRU by key. A deleted record is no longer listed, so
-//     it is never answered from the cache.
+//     it is never answered from the cache. Only a record whose stored form is at most
+//     auditRecordCacheMax bytes is kept (a node writes well under 1 KiB): objects
+//     planted in audit/ can be up to store.MaxObjectSize each, and 512 of those held
+//     for the process's life would be 8 GiB
+//     (TestAuditKeepsNoOversizedRecordInMemory).
 const (
-	auditEmptyFor     = time.Hour
-	auditRecordsCache = 512
+	auditEmptyFor       = time.Hour
+	auditRecordsCache   = 512
+	auditRecordCacheMax = 4 << 10
 )
 
 type auditMemo struct {
@@ -84,11 +90,15 @@ func (w *Writer) Audit(ctx context.Context, limit int) ([]AuditRecord, error) {
 				out = append(out, rec)
 				continue
 			}
-			rec, _, err := load[AuditRecord](ctx, w.st, key)
-			if err == nil {
-				w.audit.recs.Add(key, rec)
-				out = append(out, rec)
+			obj, err := w.st.Get(ctx, key)
+			var rec AuditRecord
+			if err != nil || json.Unmarshal(obj.Value, &rec) != nil {
+				continue
 			}
+			if len(obj.Value) <= auditRecordCacheMax {
+				w.audit.recs.Add(key, rec)
+			}
+			out = append(out, rec)
 		}
 	}
 	return out, nil

@@ -2,6 +2,8 @@ package fleetwrite
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -109,5 +111,37 @@ func TestAuditRereadsListTheRecentDaysOnly(t *testing.T) {
 		if app == "old" || app == "restored" {
 			t.Fatalf("swept record %q answered after the sweep", app)
 		}
+	}
+}
+
+// TestAuditKeepsNoOversizedRecordInMemory: a record planted in audit/ far larger than any
+// a node writes is answered, but not kept between reads (each could be up to
+// store.MaxObjectSize, and the memory holds 512 of them for the process's life); the
+// node's own records are still read once.
+func TestAuditKeepsNoOversizedRecordInMemory(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if _, _, _, err := f.w.PutApp(ctx, admin, "shop", fleet.App{Account: "acme"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	now := f.w.now().UTC()
+	big, _ := json.Marshal(AuditRecord{Time: now, Actor: strings.Repeat("x", 256<<10), Node: "vps-z", Action: "planted"})
+	if _, err := f.w.st.Put(ctx, auditSegment(now)+"235959.999999999Z-planted.json", big, store.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	cs := &countingReads{Store: f.w.st}
+	f.w.st = cs
+	for i := range 2 {
+		recs, err := f.w.Audit(ctx, 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != 2 || recs[0].Action != "planted" || recs[1].App != "shop" {
+			t.Fatalf("read %d: %d records, want the planted one then shop's", i, len(recs))
+		}
+	}
+	// Read 1: both records; read 2: the planted one again, shop's from memory.
+	if g := cs.gets.Load(); g != 3 {
+		t.Fatalf("%d gets over two reads; want 3 (the oversized record read each time, shop's once)", g)
 	}
 }
