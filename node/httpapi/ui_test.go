@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -197,5 +198,34 @@ func TestStatusPageIsNeverRoutedOnThePublicApex(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("no /ui route in the table")
+	}
+}
+
+// TestStatusPageShowsEveryReportOfTheStatus: each optional report of GET /v1/status (a
+// pointer field of api.Status, present only when there is something to say: a duplicate
+// name, a shared or loopback node.address, the certificates, the revision's and the
+// last pass's times) is read by the page (st.<its JSON name> in app.js), so the page
+// never says "none" under Warnings while the API reports one. addressWarning was left
+// out (e2e's TestStatusPageShowsTheFleetLiveAndItsTextNeverRuns drives the page itself).
+func TestStatusPageShowsEveryReportOfTheStatus(t *testing.T) {
+	js, err := uiFiles.ReadFile("ui/app.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := reflect.TypeOf(api.Status{})
+	n := 0
+	for i := range st.NumField() {
+		f := st.Field(i)
+		if f.Type.Kind() != reflect.Pointer {
+			continue
+		}
+		n++
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !bytes.Contains(js, []byte("st."+name)) {
+			t.Errorf("api.Status.%s (%q): app.js never reads st.%s", f.Name, name, name)
+		}
+	}
+	if n < 5 {
+		t.Fatalf("%d pointer fields in api.Status; want at least 5 (revisionSince, lastPass, duplicateName, addressWarning, certificates)", n)
 	}
 }

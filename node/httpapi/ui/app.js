@@ -142,6 +142,9 @@ function renderFleet(st, warnings) {
   if (store.foreignReason) warnings.push('foreign store: ' + store.foreignReason + (store.adopt ? ' (' + store.adopt + ')' : ''));
   if (st.servingRemembered) warnings.push('serving the document remembered in the state dir, not one derived from the store');
   if (st.duplicateName) warnings.push('duplicate node name: another live node writes ' + st.node + '\'s record from ' + st.duplicateName.address + ': ' + st.duplicateName.detail);
+  const aw = st.addressWarning;
+  if (aw && (aw.sharedWith || []).length) warnings.push('shared node.address ' + aw.address + ': also published by ' + aw.sharedWith.join(', ') + ': ' + aw.detail);
+  if (aw && aw.loopback) warnings.push('node.address ' + aw.address + ' is a loopback or unspecified address in a fleet of ' + aw.liveNodes + ' live nodes: peers dialling it reach themselves');
   for (const m of st.mismatchedSettings || []) warnings.push('mismatched setting: ' + m);
   $('nodes').replaceChildren(...(st.nodes || []).map((n) => el('tr', { 'data-node': n.name, 'data-live': String(!n.stale) },
     el('td', {}, n.name), el('td', { class: 'mono' }, n.address),
