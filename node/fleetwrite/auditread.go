@@ -57,9 +57,17 @@ func (m *auditMemo) knownEmpty(seg string, now time.Time) bool {
 	return ok
 }
 
+// listedEmpty notes that seg listed empty at now, and forgets what has expired: a day
+// that moved past the retention horizon is never asked about again, and would otherwise
+// stay for the process's life (TestAuditForgetsExpiredEmptyDays).
 func (m *auditMemo) listedEmpty(seg string, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for k, at := range m.empty {
+		if now.Sub(at) >= auditEmptyFor {
+			delete(m.empty, k)
+		}
+	}
 	m.empty[seg] = now
 }
 

@@ -145,3 +145,26 @@ func TestAuditKeepsNoOversizedRecordInMemory(t *testing.T) {
 		t.Fatalf("%d gets over two reads; want 3 (the oversized record read each time, shop's once)", g)
 	}
 }
+
+// TestAuditForgetsExpiredEmptyDays: a page reading the audit log for months keeps at
+// most the days of one retention window in memory, not one more day per day of uptime
+// (the days that slid past the horizon are never read again).
+func TestAuditForgetsExpiredEmptyDays(t *testing.T) {
+	f := newFixture(t)
+	f.w.cfg.AuditRetention = 7 * 24 * time.Hour
+	ctx := context.Background()
+	start := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	for d := range 120 {
+		now := start.Add(time.Duration(d) * 24 * time.Hour)
+		f.w.now = func() time.Time { return now }
+		if _, err := f.w.Audit(ctx, 20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.w.audit.mu.Lock()
+	n := len(f.w.audit.empty)
+	f.w.audit.mu.Unlock()
+	if n > 8 {
+		t.Fatalf("after 120 days of reads at a 7-day retention the memory holds %d empty days; want at most 8", n)
+	}
+}
