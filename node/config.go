@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -329,6 +328,14 @@ func (l LogConfig) validate() []error {
 	return errs
 }
 
+// apiPort is node.apiPort, or the listen port where it is 0 (as normalize fills it).
+func (c *Config) apiPort() int {
+	if c.Node.APIPort != 0 {
+		return c.Node.APIPort
+	}
+	return portOf(c.Listen)
+}
+
 // SlogLevel is log.level as a slog.Level (Validate has checked it).
 func (l LogConfig) SlogLevel() slog.Level {
 	var lvl slog.Level
@@ -404,7 +411,8 @@ func sanitizeHostname(h string) string {
 	return h
 }
 
-// Validate checks the configuration and fills derived defaults; errors name the setting.
+// Validate lists what is wrong with the configuration, each error naming the setting.
+// It reports and changes nothing: the loader has normalised c first (normalize).
 func (c *Config) Validate() error {
 	var errs []error
 	if err := routing.ValidateLabel("node.name", c.Node.Name); err != nil {
@@ -416,21 +424,14 @@ func (c *Config) Validate() error {
 	if len(c.Platform.Domains) == 0 {
 		errs = append(errs, errors.New("platform.domains: at least one platform domain is required"))
 	}
-	for i, d := range c.Platform.Domains {
-		c.Platform.Domains[i] = routing.FoldHost(d)
-		if err := routing.ValidateHost("platform.domains", c.Platform.Domains[i]); err != nil {
+	for _, d := range c.Platform.Domains { // folded by the loader (normalize)
+		if err := routing.ValidateHost("platform.domains", d); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	errs = append(errs, c.Platform.validateGroups()...)
-	_, port, err := net.SplitHostPort(c.Listen)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		errs = append(errs, fmt.Errorf("listen %q: %w", c.Listen, err))
-	} else if c.Node.APIPort == 0 {
-		fmt.Sscanf(port, "%d", &c.Node.APIPort)
-	}
-	if c.Store.Dir.Path == "" {
-		c.Store.Dir.Path = filepath.Join(c.StateDir, "store")
 	}
 	errs = append(errs, c.Store.validate()...)
 	for _, t := range []struct {
@@ -487,7 +488,7 @@ func (c *Config) Validate() error {
 	if c.Ports.Min <= 0 || c.Ports.Max > 65535 || c.Ports.Min > c.Ports.Max {
 		errs = append(errs, fmt.Errorf("ports.min/ports.max: invalid range %d..%d", c.Ports.Min, c.Ports.Max))
 	}
-	if p := c.Node.APIPort; p >= c.Ports.Min && p <= c.Ports.Max {
+	if p := c.apiPort(); p >= c.Ports.Min && p <= c.Ports.Max {
 		errs = append(errs, fmt.Errorf("node.apiPort %d: inside ports.min..ports.max (%d..%d): an application could be given the API's port", p, c.Ports.Min, c.Ports.Max))
 	}
 	// A released port must outlive every ingress's copy of the old document: several

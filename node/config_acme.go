@@ -111,26 +111,34 @@ func (c *DNS01Config) provider() (certmagic.DNSProvider, error) {
 	}
 }
 
-// rfc2136 builds the rfc2136 provider, reading the secret (never putting it in an
-// error).
+// rfc2136 builds the rfc2136 provider from the secret (never putting it in an error).
+// A secret still in its file (a configuration the loader did not normalise) is read.
 func (c *DNS01Config) rfc2136() (*rfc2136.Provider, error) {
 	r := c.RFC2136
-	secret := r.TSIGSecret
-	switch {
-	case r.TSIGSecretFile != "" && r.TSIGSecret != "":
-		return nil, errors.New("acme.dns01.rfc2136: tsigSecretFile and tsigSecret both set: one of them")
-	case r.TSIGSecretFile != "":
-		b, err := os.ReadFile(r.TSIGSecretFile)
-		if err != nil {
-			return nil, fmt.Errorf("acme.dns01.rfc2136.tsigSecretFile: %w", err)
-		}
-		secret = strings.TrimSpace(string(b))
+	if err := r.readSecret(); err != nil {
+		return nil, err
 	}
-	p := &rfc2136.Provider{Server: r.Server, Zones: r.Zones, KeyName: r.KeyName, KeyAlgorithm: r.KeyAlgorithm, Secret: secret}
+	p := &rfc2136.Provider{Server: r.Server, Zones: r.Zones, KeyName: r.KeyName, KeyAlgorithm: r.KeyAlgorithm, Secret: r.TSIGSecret}
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("acme.dns01.%w", err)
 	}
 	return p, nil
+}
+
+// readSecret moves the secret of TSIGSecretFile into TSIGSecret (normalize): the file is
+// read once, and from then on the secret has one place whatever its source.
+func (r *RFC2136Config) readSecret() error {
+	switch {
+	case r.TSIGSecretFile != "" && r.TSIGSecret != "":
+		return errors.New("acme.dns01.rfc2136: tsigSecretFile and tsigSecret both set: one of them")
+	case r.TSIGSecretFile != "":
+		b, err := os.ReadFile(r.TSIGSecretFile)
+		if err != nil {
+			return fmt.Errorf("acme.dns01.rfc2136.tsigSecretFile: %w", err)
+		}
+		r.TSIGSecret, r.TSIGSecretFile = strings.TrimSpace(string(b)), ""
+	}
+	return nil
 }
 
 func (c *ACMEConfig) setDefaults() {
@@ -164,11 +172,6 @@ func (c *ACMEConfig) validate(cfg *Config) []error {
 	}
 	if u, err := url.Parse(c.CAServer); err != nil || u.Scheme != "https" || u.Host == "" {
 		errs = append(errs, fmt.Errorf("acme.caServer %q: must be an https:// URL", c.CAServer))
-	}
-	if c.CARoots != "" {
-		if _, err := c.roots(); err != nil {
-			errs = append(errs, err)
-		}
 	}
 	if c.RenewalWindow < 0 || c.RenewalWindow >= 1 {
 		errs = append(errs, fmt.Errorf("acme.renewalWindow %v: a share of the lifetime, 0 (default) or in (0, 1)", c.RenewalWindow))
@@ -220,7 +223,8 @@ func (c *ACMEConfig) validate(cfg *Config) []error {
 	return errs
 }
 
-// roots reads CARoots into a pool (nil when unset: the system roots).
+// roots reads CARoots into a pool (nil when unset: the system roots), once, in New
+// (newCertManager): a file that is not there or holds no certificate stops the start.
 func (c *ACMEConfig) roots() (*x509.CertPool, error) {
 	if c.CARoots == "" {
 		return nil, nil

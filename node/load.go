@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/traefik/paerser/cli"
@@ -17,6 +18,7 @@ import (
 	"github.com/traefik/paerser/parser"
 
 	"github.com/scafo/ingress/internal/settings"
+	"github.com/scafo/ingress/render/routing"
 )
 
 // Loaders is the node configuration's paerser resource chain, for the root
@@ -187,7 +189,7 @@ func (*FlagLoader) Load(args []string, cmd *cli.Command) (bool, error) {
 	return false, nil
 }
 
-// validator ends the chain: a *Config is checked and its derived defaults filled.
+// validator ends the chain: a *Config is normalised, then checked.
 type validator struct{}
 
 func (validator) Load(_ []string, cmd *cli.Command) (bool, error) {
@@ -195,7 +197,31 @@ func (validator) Load(_ []string, cmd *cli.Command) (bool, error) {
 	if !ok {
 		return false, fmt.Errorf("node configuration: got %T, want *Config", cmd.Configuration)
 	}
+	if err := cfg.normalize(); err != nil {
+		return false, err
+	}
 	return true, cfg.Validate()
+}
+
+// normalize is the configuration's one normalisation, between the sources and Validate:
+// the platform domains folded, the values derived from other settings filled
+// (store.dir.path from stateDir, node.apiPort from listen) and, with DNS-01 on, the TSIG
+// secret read from its file into acme.dns01.rfc2136.tsigSecret (the file read once: New
+// builds the provider from the secret). An error names the setting.
+func (c *Config) normalize() error {
+	for i, d := range c.Platform.Domains {
+		c.Platform.Domains[i] = routing.FoldHost(d)
+	}
+	if c.Store.Dir.Path == "" {
+		c.Store.Dir.Path = filepath.Join(c.StateDir, "store")
+	}
+	if c.Node.APIPort == 0 {
+		c.Node.APIPort = portOf(c.Listen)
+	}
+	if c.ACME.Enabled && c.ACME.DNS01.enabled() {
+		return c.ACME.DNS01.RFC2136.readSecret()
+	}
+	return nil
 }
 
 // flagAliases are the flag spellings kept beside the paerser path they stand for.
