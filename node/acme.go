@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -8,7 +9,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/certmagic"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/scafo/ingress/node/certstore"
 	"github.com/scafo/ingress/node/fleetcerts"
@@ -43,9 +43,10 @@ func certStorage(cfg *Config, st store.Store, log *slog.Logger) certmagic.Storag
 const lockPollMax = 10 * time.Second
 
 // newCertManager builds the fleet-certificate manager when --acme.enabled (nil
-// otherwise) and connects it to the publisher: a new certificate republishes, a
-// publication syncs the names to issue.
-func newCertManager(cfg *Config, st store.Store, log *slog.Logger, pub *publish.Publisher) (*fleetcerts.Manager, error) {
+// otherwise), reading the CA roots and building the DNS-01 provider (each once, here).
+// onChange is told every new certificate set: the root drains it into the publisher
+// (kicks.certs), which, built after, tells the manager every document (publishCerts).
+func newCertManager(cfg *Config, st store.Store, log *slog.Logger, onChange func()) (*fleetcerts.Manager, error) {
 	c := cfg.ACME
 	if !c.Enabled {
 		return nil, nil
@@ -72,9 +73,10 @@ func newCertManager(cfg *Config, st store.Store, log *slog.Logger, pub *publish.
 			Resolvers: d.Resolvers, PropagationTimeout: time.Duration(d.PropagationTimeout)}
 	}
 	m, err := fleetcerts.New(fleetcerts.Options{
-		DNS01:   dns01,
-		CertDir: certDir,
-		Storage: storage, CA: c.CAServer, Email: c.Email, Roots: roots,
+		DNS01:    dns01,
+		OnChange: onChange,
+		CertDir:  certDir,
+		Storage:  storage, CA: c.CAServer, Email: c.Email, Roots: roots,
 		RenewalWindow:      c.RenewalWindow,
 		RenewCheckInterval: time.Duration(c.RenewCheckInterval),
 		PlatformDomains:    cfg.Platform.Domains,
@@ -90,9 +92,6 @@ func newCertManager(cfg *Config, st store.Store, log *slog.Logger, pub *publish.
 	if err != nil {
 		return nil, fmt.Errorf("fleet certificates: %w", err)
 	}
-	pub.SetCerts(m.Current())
-	m.SetOnChange(func() { pub.PublishCerts(m.Current()) })
-	pub.SetOnPublish(m.Sync)
 	return m, nil
 }
 
@@ -115,27 +114,15 @@ func stopCerts(m *fleetcerts.Manager) {
 	}
 }
 
-// certCollector exports, per name, the state and the certificate's expiry.
-type certCollector struct{ m *fleetcerts.Manager }
-
-var (
-	certStateDesc = prometheus.NewDesc("scafo_certificate_state",
-		"Fleet certificate state per name: 1 for the current state (pending, valid, failed, backlog, needs-delegation).",
-		[]string{"name", "state"}, nil)
-	certNotAfterDesc = prometheus.NewDesc("scafo_certificate_not_after_seconds",
-		"Expiry (Unix seconds) of the certificate this node holds for a name.", []string{"name"}, nil)
-)
-
-func (c *certCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- certStateDesc
-	ch <- certNotAfterDesc
-}
-
-func (c *certCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, n := range c.m.Status() {
-		ch <- prometheus.MustNewConstMetric(certStateDesc, prometheus.GaugeValue, 1, n.Name, n.State)
-		if n.NotAfter != nil {
-			ch <- prometheus.MustNewConstMetric(certNotAfterDesc, prometheus.GaugeValue, float64(n.NotAfter.Unix()), n.Name)
+// republishCerts hands every new certificate set to the publisher until ctx ends
+// (changed: kicks.certs).
+func republishCerts(ctx context.Context, m *fleetcerts.Manager, pub *publish.Publisher, changed <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+			pub.PublishCerts(m.Current())
 		}
 	}
 }

@@ -142,6 +142,7 @@ func seedFleetB(b *testing.B, st store.Store, apps ...string) {
 // startBenchNode runs a node on ln; the returned func stops it.
 func startBenchNode(b *testing.B, cfg *Config, st store.Store, ln net.Listener) (*Server, func()) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.Node.APIPort = portOf(ln.Addr().String())
 	srv, err := NewWithStore(cfg, log, st, cfg.Ingress.Token, cfg.Admin.Token)
 	if err != nil {
 		b.Fatal(err)

@@ -11,17 +11,22 @@ import (
 	"github.com/scafo/ingress/node/store"
 )
 
-// kicks are the two "now" signals: a reconcile pass (after a write through this node)
-// and a rewrite of this node's record (its instances changed). Each holds at most one
-// pending kick.
+// kicks are the "now" signals: a reconcile pass (after a write through this node), a
+// rewrite of this node's record (its instances changed), and a republish of the fleet
+// certificates (their set changed: the root drains it into the publisher, built after
+// the certificate manager). Each holds at most one pending kick.
 type kicks struct {
 	reconcile chan struct{}
 	heartbeat chan struct{}
+	certs     chan struct{}
 }
 
 func newKicks() *kicks {
-	return &kicks{reconcile: make(chan struct{}, 1), heartbeat: make(chan struct{}, 1)}
+	return &kicks{reconcile: make(chan struct{}, 1), heartbeat: make(chan struct{}, 1), certs: make(chan struct{}, 1)}
 }
+
+// Certs says the fleet certificates' set changed.
+func (k *kicks) Certs() { kick(k.certs) }
 
 // Reconcile asks for a pass now.
 func (k *kicks) Reconcile() { kick(k.reconcile) }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -24,7 +25,13 @@ func BenchmarkPoll(b *testing.B) {
 	cfg.Node.Name = "vps-a"
 	cfg.Ingress.Token, cfg.Admin.Token = testIngressToken, testAdminToken
 	cfg.Listen = "127.0.0.1:0"
+	cfg.Store.Dir.Path = filepath.Join(cfg.StateDir, "store")
 	cfg.Reconcile.Interval = ptypes.Duration(40 * time.Millisecond)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.Node.APIPort = portOf(ln.Addr().String())
 	if err := cfg.Validate(); err != nil {
 		b.Fatal(err)
 	}
@@ -33,10 +40,6 @@ func BenchmarkPoll(b *testing.B) {
 		b.Fatal(err)
 	}
 	srv, err := NewWithStore(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, testIngressToken, testAdminToken)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -25,12 +25,10 @@ type metrics struct {
 	storeRequests   *prometheus.CounterVec // the store's requests by op (storecount.go)
 }
 
-// metricProbes read the node's state for gauges evaluated at scrape time.
+// metricProbes read the node's state for gauges evaluated at scrape time (the
+// subsystems register their own collectors: fleetcerts, ingress, self, probe).
 type metricProbes struct {
 	storeForeign func() bool
-	nameConflict func() bool
-	// addressConflict and addressLoopback: node/self AddressReport.
-	addressConflict, addressLoopback func() bool
 	// storeRequests counts store requests (see countingStore); registered when set.
 	storeRequests *prometheus.CounterVec
 	// certRenewals lists the certificates held and whether their renewal fails (nil, or
@@ -90,11 +88,7 @@ func newMetrics(pub *publish.Publisher, probes metricProbes) *metrics {
 		Name: "scafo_store_foreign",
 		Help: "1 while the store is not the one this node served (or not yet checked after a restart): the last good document is served, writes are refused until an operator runs `scafo-node store adopt`.",
 	}, boolGauge(probes.storeForeign))
-	nameConflict := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "scafo_node_name_conflict",
-		Help: "1 while another live node writes this node's record (two nodes with one node.name; /v1/status duplicateName names it).",
-	}, boolGauge(probes.nameConflict))
-	m.reg.MustRegister(m.polls, m.reconcileDur, m.reconcileErrors, m.skipped, m.storeWrites, m.routeRefused, revAge, storeForeign, nameConflict,
+	m.reg.MustRegister(m.polls, m.reconcileDur, m.reconcileErrors, m.skipped, m.storeWrites, m.routeRefused, revAge, storeForeign,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "scafo_requests_refused_total",
@@ -107,14 +101,7 @@ func newMetrics(pub *publish.Publisher, probes metricProbes) *metrics {
 		Name: "scafo_longpolls_parked",
 		Help: "Ingress polls (?wait= with If-None-Match) held open now, waiting for a new revision.",
 	})
-	m.reg.MustRegister(m.refused, m.longPolls, certRenewalCollector{probes.certRenewals})
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "scafo_node_address_conflict",
-		Help: "1 while another live node publishes this node's node.address (/v1/status addressWarning names it).",
-	}, boolGauge(probes.addressConflict)), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "scafo_node_address_loopback",
-		Help: "1 while this node's node.address is a loopback or unspecified address in a fleet of more than one live node (/v1/status addressWarning).",
-	}, boolGauge(probes.addressLoopback)))
+	m.reg.MustRegister(m.refused, m.longPolls, fleetcerts.RenewalCollector(probes.certRenewals))
 	m.storeRequests = probes.storeRequests
 	if probes.storeRequests != nil {
 		m.reg.MustRegister(probes.storeRequests)
@@ -132,28 +119,6 @@ func (m *metrics) observePass(d time.Duration, err error, skipped int) {
 	}
 	if skipped >= 0 {
 		m.skipped.Set(float64(skipped))
-	}
-}
-
-// certRenewalCollector exports, per certificate held, whether its renewal is failing.
-type certRenewalCollector struct{ renewals func() []fleetcerts.Renewal }
-
-var certRenewalFailingDesc = prometheus.NewDesc("scafo_certificate_renewal_failing",
-	"1 while the last renewal of the certificate this node holds for a name failed (it is inside its renewal window; /v1/status certificates lastError says why), 0 for every other certificate held.",
-	[]string{"name"}, nil)
-
-func (c certRenewalCollector) Describe(ch chan<- *prometheus.Desc) { ch <- certRenewalFailingDesc }
-
-func (c certRenewalCollector) Collect(ch chan<- prometheus.Metric) {
-	if c.renewals == nil {
-		return
-	}
-	for _, r := range c.renewals() {
-		v := 0.0
-		if r.Failing {
-			v = 1
-		}
-		ch <- prometheus.MustNewConstMetric(certRenewalFailingDesc, prometheus.GaugeValue, v, r.Name)
 	}
 }
 

@@ -98,6 +98,9 @@ func startNodeWithStore(t *testing.T, cfg *Config, st store.Store, before ...fun
 func startNodeOn(t *testing.T, cfg *Config, st store.Store, ln net.Listener, before ...func(*Server)) *testNode {
 	t.Helper()
 	log, logs := nodetest.Logger()
+	if cfg.Node.APIPort == 0 { // the port the node announces: the listener's
+		cfg.Node.APIPort = portOf(ln.Addr().String())
+	}
 	srv, err := NewWithStore(cfg, log, st, cfg.Ingress.Token, cfg.Admin.Token)
 	if err != nil {
 		t.Fatal(err)

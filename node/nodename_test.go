@@ -72,12 +72,13 @@ func TestDuplicateNodeNameRefusedAtStart(t *testing.T) {
 
 	cfgB := testConfig(t, "vps-a", storeDir)
 	cfgB.Node.Address = "127.0.0.12"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgB.Node.APIPort = portOf(ln.Addr().String())
 	b, err := NewWithStore(cfgB, slog.New(slog.NewTextHandler(io.Discard, nil)), a.st, testIngressToken, testAdminToken)
 	if err == nil {
-		ln, lerr := net.Listen("tcp", "127.0.0.1:0")
-		if lerr != nil {
-			t.Fatal(lerr)
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		err = b.Run(ctx, ln)
 		cancel()

@@ -120,23 +120,17 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		return nil, err
 	}
 	cfg.Limits.fillDefaults()
+	inst.Reserve(cfg.Node.APIPort) // an application never gets the API's port
 	storeRequests := newStoreRequests()
 	st = newRequestCounter(st, storeRequests)
-	// The reconcile loop publishes right after committing the serial it read (or, on a
-	// foreign store at start, the remembered document under the seeded serial).
 	identity := &store.Identity{}
-	pub := publish.New(ropts, openSpillDir(cfg.StateDir, log),
-		func() (uint64, string) { return identity.Serial(), identity.Epoch() })
-	s := &Server{
-		cfg: cfg, log: log, st: st,
-		pub: pub, instances: inst, identity: identity,
-		kicks: newKicks(),
-	}
-	if err := newSubsystems(s, nodeID, storeRequests); err != nil {
+	s := &Server{cfg: cfg, log: log, st: st, instances: inst, identity: identity, kicks: newKicks()}
+	groups := httpapi.NewGroups(cfg.Platform.DomainGroups())
+	mp := metricProbes{storeForeign: identity.Foreign, storeRequests: storeRequests}
+	if err := newSubsystems(s, ropts, nodeID, mp, groups, mem, memDoc); err != nil {
 		return nil, err
 	}
-	groups := httpapi.NewGroups(cfg.Platform.DomainGroups())
-	s.rec = newReconciler(s, groups, mem, memDoc)
+	pub := s.pub
 	if s.http, err = httpapi.New(apiConfig(cfg, ingressTok, adminTok), log, s.metrics.api(), httpapi.Deps{
 		Store: st, Identity: identity, Publisher: pub, Reconcile: s.rec, Self: s.self,
 		Ingresses: s.ingresses, Instances: inst, Writer: s.writer, Certs: s.certs, Probes: s.probes,
@@ -183,6 +177,10 @@ const ownRecordWait = 5 * time.Second
 // node's name (node/self).
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	defer s.lock.Release()
+	if s.cfg.Node.APIPort == 0 {
+		ln.Close()
+		return errors.New("node.apiPort: 0: the node was built without the port its API is reached on (open the listener before New, and set node.apiPort to its port)")
+	}
 	if s.bucket != nil {
 		_ = checkStoreAtStart(ctx, s.cfg.Store.S3, s.bucket, s.log) // logged; the node starts unready
 	}
@@ -190,12 +188,6 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		ln.Close()
 		return err
 	}
-	if s.cfg.Node.APIPort == 0 {
-		if a, ok := ln.Addr().(*net.TCPAddr); ok {
-			s.cfg.Node.APIPort = a.Port
-		}
-	}
-	s.instances.Reserve(s.cfg.Node.APIPort) // an application never gets the API's port
 	loopCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// The saver outlives the loops: it writes what the last pass handed it.
@@ -267,6 +259,9 @@ func startLoops(ctx context.Context, s *Server) *sync.WaitGroup {
 		wg.Go(func() { s.probes.Run(ctx) })
 	}
 	wg.Go(func() { s.ingresses.Run(ctx) })
+	if s.certs != nil {
+		wg.Go(func() { republishCerts(ctx, s.certs, s.pub, s.kicks.certs) })
+	}
 	wg.Go(func() { auditSweepLoop(ctx, s.writer, s.log, time.Duration(s.cfg.Audit.Retention)) })
 	firstBeat := make(chan struct{})
 	wg.Go(func() {

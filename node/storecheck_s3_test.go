@@ -47,11 +47,12 @@ func TestStoreMisconfigurationNamesTheSetting(t *testing.T) {
 			}
 			logs := &proc.Buffer{}
 			log := slog.New(slog.NewTextHandler(logs, nil))
-			srvNode, err := New(t.Context(), cfg, log)
+			ln, err := listengate.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
 			}
-			ln, err := listengate.Listen("tcp", "127.0.0.1:0")
+			cfg.Node.APIPort = portOf(ln.Addr().String())
+			srvNode, err := New(t.Context(), cfg, log)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,8 +1,10 @@
 package node
 
-// The object graph: NewWithStore's builders. Each subsystem gets, in its constructor,
-// what it reads of the others (small interfaces, functions over values built before
-// it); nothing is written into another object after construction.
+// The object graph: NewWithStore's builders, in dependency order. Each subsystem gets,
+// in its constructor, what it reads of those built before it (small interfaces, method
+// values); an event that flows back up goes through something built earlier
+// (reconcile.Apps, the kicks the root drains). Nothing is written into an object after
+// its construction.
 
 import (
 	"fmt"
@@ -11,17 +13,18 @@ import (
 	"strings"
 	"time"
 
-	ptypes "github.com/traefik/paerser/types"
-
 	"github.com/prometheus/client_golang/prometheus"
+	ptypes "github.com/traefik/paerser/types"
 
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/httpapi"
 	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/probe"
+	"github.com/scafo/ingress/node/publish"
 	"github.com/scafo/ingress/node/reconcile"
 	"github.com/scafo/ingress/node/self"
+	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/fleet"
 	"github.com/scafo/ingress/render/routing"
@@ -61,110 +64,138 @@ func loadServed(stateDir string, log *slog.Logger) (*reconcile.Memory, *routing.
 	return mem, memDoc, nil
 }
 
-// newSubsystems builds, over s's store, publisher and registry of instances, the
-// metrics, the prober, this node's record, the ingress-report book, the fleet
-// certificates and the fleet writer.
-func newSubsystems(s *Server, nodeID string, storeRequests *prometheus.CounterVec) error {
+// newSubsystems builds, over s's store, identity, registry of instances and kicks, in
+// this order: the fleet certificates, the publisher, the metrics, the prober, this
+// node's record, the ingress-report book, the fleet writer and the reconciler. Each
+// package registers its own collectors.
+func newSubsystems(s *Server, ropts render.Options, nodeID string, mp metricProbes, groups *httpapi.Groups,
+	mem *reconcile.Memory, memDoc *routing.Document) error {
 	cfg, log, st := s.cfg, s.log, s.st
-	s.metrics = newMetrics(s.pub, metricProbes{
-		certRenewals: func() []fleetcerts.Renewal {
-			if s.certs == nil { // set below, before anything scrapes
-				return nil
-			}
-			return s.certs.Renewals()
-		},
-		storeForeign:    s.identity.Foreign,
-		storeRequests:   storeRequests,
-		nameConflict:    func() bool { return s.self.Conflict(time.Now()) != nil },
-		addressConflict: func() bool { a := s.self.AddressReport(); return a != nil && len(a.SharedWith) > 0 },
-		addressLoopback: func() bool { a := s.self.AddressReport(); return a != nil && a.Local },
-	})
-	s.probes = newProber(cfg, log, s.instances, s.kicks.Heartbeat, s.metrics.reg,
-		func(app, appID string) string { return s.rec.KnownApps().HealthPath(app, appID) })
+	certs, err := newCertManager(cfg, st, log, s.kicks.Certs)
+	if err != nil {
+		return err
+	}
+	s.certs = certs
+	// The reconcile loop publishes right after committing the serial it read (or, on a
+	// foreign store at start, the remembered document under the seeded serial).
+	s.pub = publish.NewWithCerts(ropts, openSpillDir(cfg.StateDir, log), s.identity.Mark, publishCerts(certs))
+	if certs != nil {
+		mp.certRenewals = certs.Renewals
+	}
+	s.metrics = newMetrics(s.pub, mp)
+	if certs != nil {
+		certs.RegisterMetrics(s.metrics.reg)
+	}
+	apps := &reconcile.Apps{} // the reconciler's applications, for the prober built before it
+	s.probes = newProber(cfg, log, s.instances, s.kicks, s.metrics.reg, apps.HealthPath)
+	probes, instances := s.probes, s.instances
 	s.self = self.New(self.Options{
 		Store: st, Identity: s.identity, Log: log, NodeID: nodeID,
-		Name: cfg.Node.Name, Address: cfg.Node.Address,
-		APIPort:  func() int { return cfg.Node.APIPort },
+		Name: cfg.Node.Name, Address: cfg.Node.Address, APIPort: cfg.Node.APIPort,
 		NodeTTL:  time.Duration(cfg.Reconcile.NodeTTL),
-		Settings: func() fleet.NodeSettings { return nodeSettings(cfg) },
+		Settings: cfg.nodeSettings,
 		// Declared AND probe up (node/probe).
-		Instances:   func() map[string]fleet.Instance { return s.probes.Publish(s.instances.Records()) },
+		Instances:   func() map[string]fleet.Instance { return probes.Publish(instances.Records()) },
 		OnAnnounced: s.kicks.Reconcile,
 	})
-	pub := s.pub
-	s.ingresses = ingress.New(ingress.Options{
+	s.self.RegisterMetrics(s.metrics.reg)
+	s.ingresses = newIngressBook(cfg, st, log, s.identity, s.pub)
+	s.ingresses.RegisterMetrics(s.metrics.reg, time.Duration(cfg.Reconcile.Heartbeat))
+	s.writer = newWriter(cfg, s, log)
+	s.rec = newReconciler(s, groups, mem, memDoc, apps)
+	return nil
+}
+
+// publishCerts connects the publisher to the fleet certificates (none without m): the
+// set its first snapshot carries, and m told every new document.
+func publishCerts(m *fleetcerts.Manager) publish.Certs {
+	if m == nil {
+		return publish.Certs{}
+	}
+	return publish.Certs{Set: m.Current(), OnPublish: m.Sync}
+}
+
+// newIngressBook builds the book of ingress reports (node/ingress).
+func newIngressBook(cfg *Config, st store.Store, log *slog.Logger, id *store.Identity, pub *publish.Publisher) *ingress.Book {
+	return ingress.New(ingress.Options{
 		Store: st, Log: log, Self: cfg.Node.Name,
 		Config: ingress.Config{
 			LostAfter:   time.Duration(cfg.Ingresses.LostAfter),
 			ForgetAfter: time.Duration(cfg.Ingresses.ForgetAfter),
 			MaxTracked:  cfg.Ingresses.MaxTracked,
 		},
-		Known:   func() (uint64, string) { return s.identity.Serial(), s.identity.Epoch() },
-		Current: func() (string, uint64) { return publishedMark(pub) },
-		Foreign: s.identity.Foreign,
-		GroupRevision: func(groups string) string {
-			snap := pub.Current()
-			if snap == nil {
-				return ""
-			}
-			return snap.ForGroups(strings.Split(groups, ",")).Revision
-		},
+		Known:         id.Mark,
+		Current:       published{pub}.mark,
+		Foreign:       id.Foreign,
+		GroupRevision: published{pub}.groupRevision,
 	})
-	s.metrics.reg.MustRegister(ingressCollector{book: s.ingresses, heartbeat: time.Duration(cfg.Reconcile.Heartbeat)})
-	certs, err := newCertManager(cfg, st, log, pub)
-	if err != nil {
-		return err
+}
+
+// published reads the publisher's current snapshot for the ingress book.
+type published struct{ pub *publish.Publisher }
+
+func (p published) mark() (string, uint64) { return publishedMark(p.pub) }
+
+// publishedMark is the published revision and the store serial it is known to be
+// derived from ("", 0 before the first pass).
+func publishedMark(pub *publish.Publisher) (string, uint64) {
+	snap := pub.Current()
+	if snap == nil {
+		return "", 0
 	}
-	if certs != nil {
-		s.certs = certs
-		s.metrics.reg.MustRegister(&certCollector{m: certs})
+	n, _, _ := snap.Mark()
+	return snap.Doc().Revision, n
+}
+
+// groupRevision is the revision of the selection of groups (comma-separated).
+func (p published) groupRevision(groups string) string {
+	snap := p.pub.Current()
+	if snap == nil {
+		return ""
 	}
-	s.writer = fleetwrite.New(fleetwrite.Config{
+	return snap.ForGroups(strings.Split(groups, ",")).Revision
+}
+
+// newWriter builds every fleet write (node/fleetwrite) over what s built before it.
+func newWriter(cfg *Config, s *Server, log *slog.Logger) *fleetwrite.Writer {
+	m, k, rec := s.metrics, s.kicks, s.self
+	return fleetwrite.New(fleetwrite.Config{
 		Node:            cfg.Node.Name,
 		PlatformDomains: cfg.Platform.Domains,
-		APIPort:         func() int { return cfg.Node.APIPort },
+		APIPort:         cfg.Node.APIPort,
 		OnCommit: func(action string) {
-			s.metrics.storeWrites.WithLabelValues(action, "ok").Inc()
-			s.kicks.Reconcile()
+			m.storeWrites.WithLabelValues(action, "ok").Inc()
+			k.Reconcile()
 		},
 		// A change of this node's instances: a new generation for waiters (node/self),
 		// and the record rewritten now.
 		OnInstances: func() {
-			s.self.Changed()
-			s.kicks.Heartbeat()
+			rec.Changed()
+			k.Heartbeat()
 		},
 		AuditRetention: time.Duration(cfg.Audit.Retention),
 		RouteBudget:    fleetwrite.RouteBudget{Burst: cfg.Writes.RouteBurst, PerMinute: cfg.Writes.RoutePerMinute},
-		OnRouteRefused: func(change string) { s.metrics.routeRefused.WithLabelValues(change).Inc() },
+		OnRouteRefused: func(change string) { m.routeRefused.WithLabelValues(change).Inc() },
 		DomainGroups:   cfg.Platform.DomainGroups(),
-	}, st, s.identity, s.instances, log)
-	return nil
+	}, s.st, s.identity, s.instances, log)
 }
 
 // newReconciler builds the reconcile loop (the only publisher, node/reconcile).
-func newReconciler(s *Server, groups *httpapi.Groups, mem *reconcile.Memory, memDoc *routing.Document) *reconcile.Reconciler {
-	cfg := s.cfg
+func newReconciler(s *Server, groups *httpapi.Groups, mem *reconcile.Memory, memDoc *routing.Document, apps *reconcile.Apps) *reconcile.Reconciler {
+	cfg, rec := s.cfg, s.self
 	return reconcile.New(reconcile.Options{
 		Store: s.st, Publisher: s.pub, Log: s.log, Identity: s.identity,
-		Self: nodeSettings(cfg), SelfName: cfg.Node.Name,
-		FleetOptions: func() fleet.Options {
-			return fleet.Options{
-				PlatformDomains: cfg.Platform.Domains,
-				APIPublic:       cfg.API.Public,
-				NodeTTL:         time.Duration(cfg.Reconcile.NodeTTL),
-				DomainGroups:    cfg.Platform.DomainGroups(),
-			}
-		},
-		OnPass:     s.metrics.observePass,
-		Heartbeat:  time.Duration(cfg.Reconcile.Heartbeat),
-		StateDir:   cfg.StateDir,
-		Memory:     mem,
-		MemoryDoc:  memDoc,
-		OnAccepted: s.kicks.Heartbeat,
-		OnGroups:   groups.SetApps,
-		OnOwnRecord: func(rec fleet.NodeRecord) {
-			s.self.See(rec, false, time.Now())
-		},
+		Self: cfg.nodeSettings(), SelfName: cfg.Node.Name,
+		FleetOptions: cfg.fleetOptions,
+		OnPass:       s.metrics.observePass,
+		Heartbeat:    time.Duration(cfg.Reconcile.Heartbeat),
+		StateDir:     cfg.StateDir,
+		Memory:       mem,
+		MemoryDoc:    memDoc,
+		OnAccepted:   s.kicks.Heartbeat,
+		OnGroups:     groups.SetApps,
+		OnOwnRecord:  func(r fleet.NodeRecord) { rec.See(r, false, time.Now()) },
+		Apps:         apps,
 	})
 }
 
@@ -187,12 +218,22 @@ func apiConfig(cfg *Config, ingressTok, adminTok string) httpapi.Config {
 }
 
 // nodeSettings are this node's settings as its record announces them.
-func nodeSettings(cfg *Config) fleet.NodeSettings {
-	return fleet.NodeSettings{PlatformDomains: cfg.Platform.Domains, APIPublic: cfg.API.Public, DomainGroups: cfg.Platform.DomainGroups()}
+func (c *Config) nodeSettings() fleet.NodeSettings {
+	return fleet.NodeSettings{PlatformDomains: c.Platform.Domains, APIPublic: c.API.Public, DomainGroups: c.Platform.DomainGroups()}
+}
+
+// fleetOptions are the derivation's options (the reconciler fills Now per pass).
+func (c *Config) fleetOptions() fleet.Options {
+	return fleet.Options{
+		PlatformDomains: c.Platform.Domains,
+		APIPublic:       c.API.Public,
+		NodeTTL:         time.Duration(c.Reconcile.NodeTTL),
+		DomainGroups:    c.Platform.DomainGroups(),
+	}
 }
 
 // newProber builds the prober of this node's instances (nil when probe.interval is 0).
-func newProber(c *Config, log *slog.Logger, inst *fleetwrite.Registry, onChange func(), reg prometheus.Registerer,
+func newProber(c *Config, log *slog.Logger, inst *fleetwrite.Registry, k *kicks, reg prometheus.Registerer,
 	healthPath func(app, appID string) string) *probe.Prober {
 	cfg := c.Probe
 	if cfg.Interval <= 0 {
@@ -205,11 +246,11 @@ func newProber(c *Config, log *slog.Logger, inst *fleetwrite.Registry, onChange 
 	}
 	return probe.New(probe.Options{
 		Config: cfg, Addr: addr, Log: log,
-		APIPort:    func() int { return c.Node.APIPort },
+		APIPort:    c.Node.APIPort,
 		Instances:  inst.Records,
 		Declared:   inst.Get,
 		HealthPath: healthPath,
-		OnChange:   onChange,
+		OnChange:   k.Heartbeat,
 		Metrics:    reg,
 	})
 }

@@ -514,11 +514,11 @@ func TestTurningDNS01OnKeepsEachHostsCertificateUntilTheWildcardArrives(t *testi
 	}
 
 	// After: DNS-01 for the platform, on the same store.
-	m2 := e.manager(t, 1, Options{PlatformDomains: []string{pd}, PlatformBudget: 1, DNS01: &DNS01{Platform: true}})
+	var m2 *Manager
 	var mu sync.Mutex
 	var gaps []string
 	covered, sawOwn := false, false
-	m2.SetOnChange(func() {
+	onChange := func() {
 		set := m2.Current()
 		mu.Lock()
 		defer mu.Unlock()
@@ -535,7 +535,8 @@ func TestTurningDNS01OnKeepsEachHostsCertificateUntilTheWildcardArrives(t *testi
 			gaps = append(gaps, set.String())
 		}
 		covered = covered || has
-	})
+	}
+	m2 = e.manager(t, 1, Options{PlatformDomains: []string{pd}, PlatformBudget: 1, DNS01: &DNS01{Platform: true}, OnChange: onChange})
 	m2.Sync(doc)
 	nodetest.WaitFor(t, 90*time.Second, "the wildcard", func() bool { return stateOf(m2, "*."+pd).State == StateValid })
 	nodetest.WaitFor(t, 10*time.Second, "the host's own certificate no longer delivered", func() bool {

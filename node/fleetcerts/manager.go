@@ -91,7 +91,6 @@ type Manager struct {
 	settling       bool // a wanted name waits for Settle
 	// backlogCursor is where the next loadBacklog pass starts in the sorted backlog.
 	backlogCursor int
-	onChange      func()
 
 	// mgmtErrs are CertMagic's errors that no event reports (a certificate in the store
 	// that cannot be loaded fails "initiating certificate management" and is then
@@ -270,13 +269,6 @@ func (m *Manager) Start(listen net.Addr) {
 	m.mu.Unlock()
 	go m.loop()
 	m.reconcile()
-}
-
-// SetOnChange sets the function called (without locks held) after the Set changed.
-func (m *Manager) SetOnChange(f func()) {
-	m.mu.Lock()
-	m.onChange = f
-	m.mu.Unlock()
 }
 
 // Close stops issuance and CertMagic's maintenance. Calls after the first do nothing.

@@ -19,6 +19,9 @@ const (
 type Options struct {
 	// Storage is the fleet store's CertMagic storage (certstore.New).
 	Storage certmagic.Storage
+	// OnChange is called (without locks held) after the Set changed (nil: nobody is
+	// told). The node hands in a kick its root drains (Current is the Set then).
+	OnChange func()
 	// CA is the ACME directory URL; Email the account contact (may be empty).
 	CA, Email string
 	// Roots, when not nil, are the roots trusted for the connection to CA.

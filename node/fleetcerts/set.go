@@ -56,10 +56,9 @@ func (m *Manager) refresh() {
 		return
 	}
 	m.set = m.buildSet(managedNames, rendered)
-	onChange := m.onChange
 	m.mu.Unlock()
-	if onChange != nil {
-		onChange()
+	if m.opt.OnChange != nil {
+		m.opt.OnChange()
 	}
 }
 

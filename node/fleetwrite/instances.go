@@ -109,7 +109,7 @@ func (w *Writer) SetInstance(ctx context.Context, who Actor, app string, port *i
 	}
 	if p := port; p != nil && !who.Admin {
 		lo, hi := w.inst.Range()
-		if *p < lo || *p > hi || (w.cfg.APIPort != nil && *p == w.cfg.APIPort()) {
+		if *p < lo || *p > hi || (w.cfg.APIPort != 0 && *p == w.cfg.APIPort) {
 			return Instance{}, &ErrForbidden{What: "port outside the allocation range",
 				Detail: fmt.Sprintf("port %d: application tokens may only use ports %d..%d (POST allocates one)", *p, lo, hi)}
 		}

@@ -37,7 +37,7 @@ func newBudgetFixture(t *testing.T, nodes, burst int, perMinute float64) *budget
 		w := New(Config{
 			Node:            "vps-" + string(rune('a'+i)),
 			PlatformDomains: []string{"apps.example.com"},
-			APIPort:         func() int { return 7400 },
+			APIPort:         7400,
 			RouteBudget:     RouteBudget{Burst: burst, PerMinute: perMinute},
 			OnRouteRefused: func(c string) {
 				bf.mu.Lock()

@@ -42,7 +42,7 @@ func (f *fixture) peer(t *testing.T, st store.Store) *Writer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(Config{Node: "vps-b", APIPort: func() int { return 7400 }}, st, &store.Identity{}, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return New(Config{Node: "vps-b", APIPort: 7400}, st, &store.Identity{}, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 func forged() string { return "scafo_" + randomHexN(8) + "_" + randomHexN(32) }

@@ -32,9 +32,9 @@ type Config struct {
 	// PlatformDomains are the fleet's platform domains: names under them are never
 	// claimed.
 	PlatformDomains []string
-	// APIPort returns this node's API port; an application token may never point its
+	// APIPort is this node's API port (0: none); an application token may never point its
 	// instance at it.
-	APIPort func() int
+	APIPort int
 	// OnCommit runs after every change that bumped the serial (a reconcile kick,
 	// metrics); may be nil.
 	OnCommit func(action string)

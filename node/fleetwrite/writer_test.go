@@ -40,7 +40,7 @@ func newFixture(t *testing.T) *fixture {
 	f.w = New(Config{
 		Node:            "vps-a",
 		PlatformDomains: []string{"apps.example.com"},
-		APIPort:         func() int { return 7400 },
+		APIPort:         7400,
 		OnCommit:        func(a string) { f.commits = append(f.commits, a) },
 		OnInstances:     func() { f.beats++ },
 	}, st, f.id, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))

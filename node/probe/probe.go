@@ -78,7 +78,7 @@ import (
 type Prober struct {
 	cfg     Config
 	addr    netip.Addr
-	apiPort func() int
+	apiPort int
 	// instances are this node's instances (the registry); declared looks one up.
 	instances func() map[string]fleet.Instance
 	declared  func(app string) (fleet.Instance, bool)
@@ -112,7 +112,7 @@ type Options struct {
 	Addr netip.Addr
 	Log  *slog.Logger
 	// APIPort is the node API's port (an instance on it is refused, never dialled).
-	APIPort func() int
+	APIPort int
 	// Instances are this node's instances (the registry); Declared looks one up.
 	Instances func() map[string]fleet.Instance
 	Declared  func(app string) (fleet.Instance, bool)

@@ -31,7 +31,7 @@ func newTestProber(t *testing.T, cfg Config, insts map[string]fleet.Instance, pa
 	t.Helper()
 	p := newProber(cfg, netip.MustParseAddr("127.0.0.1"), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	var mu sync.Mutex
-	p.apiPort = func() int { return 1 }
+	p.apiPort = 1
 	p.instances = func() map[string]fleet.Instance {
 		mu.Lock()
 		defer mu.Unlock()

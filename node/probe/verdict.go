@@ -12,7 +12,7 @@ import (
 // refusal is why inst is down without a probe ("" when it is probed).
 func (p *Prober) refusal(app string, inst fleet.Instance, shared map[int]bool) string {
 	switch {
-	case inst.Port == p.apiPort():
+	case inst.Port == p.apiPort:
 		return "port " + strconv.Itoa(inst.Port) + " is this node's API port"
 	case shared[inst.Port]:
 		return "port " + strconv.Itoa(inst.Port) + " is held by more than one application"

@@ -124,13 +124,26 @@ type Rendered struct {
 // New builds a publisher (see newPublisher). serialOf returns the store serial and
 // epoch the document being published was derived from (nil: no serial is sent).
 func New(opts render.Options, spillDir string, serialOf func() (uint64, string)) *Publisher {
-	p := newPublisher(opts, spillDir)
-	p.serialOf = serialOf
-	return p
+	return NewWithCerts(opts, spillDir, serialOf, Certs{})
 }
 
-// SetOnPublish makes f told every new document (before the first publish).
-func (p *Publisher) SetOnPublish(f func(*routing.Document)) { p.onPublish = f }
+// Certs connects a publisher to the fleet certificates (the zero value: none).
+type Certs struct {
+	// Set is the certificate set the first snapshot carries; PublishCerts replaces it.
+	Set *fleetcerts.Set
+	// OnPublish is told every new document.
+	OnPublish func(*routing.Document)
+}
+
+// NewWithCerts is New with the fleet certificates connected.
+func NewWithCerts(opts render.Options, spillDir string, serialOf func() (uint64, string), c Certs) *Publisher {
+	p := newPublisher(opts, spillDir)
+	p.serialOf, p.onPublish = serialOf, c.OnPublish
+	if c.Set != nil {
+		p.certs.Store(c.Set)
+	}
+	return p
+}
 
 // SpillDir is the directory bodies are spilled to ("": served from memory).
 func (p *Publisher) SpillDir() string { return p.spillDir }
@@ -295,10 +308,6 @@ func (p *Publisher) replace(prev, next *Snapshot) {
 
 // Current is the published snapshot (nil before the first publish).
 func (p *Publisher) Current() *Snapshot { return p.cur.Load() }
-
-// SetCerts sets the fleet certificates the next snapshot carries (before the first
-// publish; publishCerts afterwards).
-func (p *Publisher) SetCerts(set *fleetcerts.Set) { p.certs.Store(set) }
 
 // RemoveSpill deletes the spilled bodies (after the HTTP server has stopped).
 func (p *Publisher) RemoveSpill() {

@@ -99,6 +99,7 @@ func (r *Reconciler) derive(now time.Time, changed []string) int {
 	if r.apps == nil {
 		r.apps = AppView{} // a view of no application, which is not no view
 	}
+	r.known.set(r.apps)
 	r.mu.Unlock()
 	if r.onOwnRecord != nil {
 		for _, n := range nodes {

@@ -61,6 +61,9 @@ type Reconciler struct {
 	// derivation, so a record written by another node of the same name is noticed.
 	selfName    string
 	onOwnRecord func(fleet.NodeRecord)
+	// known is where every derivation's apps are stored for readers built earlier (nil:
+	// none).
+	known *Apps
 
 	objects  map[string]cachedObject
 	lastFull time.Time
@@ -119,6 +122,8 @@ type Options struct {
 	OnAccepted  func()
 	OnOwnRecord func(fleet.NodeRecord)
 	OnGroups    func(named map[string]bool)
+	// Apps, when set, is told every derivation's applications (KnownApps).
+	Apps *Apps
 }
 
 // New builds a reconciler; nothing runs until Run (and RunSaver).
@@ -134,6 +139,7 @@ func New(o Options) *Reconciler {
 		selfName:    o.SelfName,
 		onGroups:    o.OnGroups,
 		onOwnRecord: o.OnOwnRecord,
+		known:       o.Apps,
 	}
 	if o.Memory != nil {
 		// A restart: the store must be the one this node served (see served.go).

@@ -244,7 +244,7 @@ func (s *Record) See(rec fleet.NodeRecord, overwritten bool, now time.Time) {
 		}
 		s.o.Log.Error("another live node writes this node's record: two nodes run with one name, and routes flap between them; rename or stop one",
 			"name", s.o.Name, "other", Address(rec), "otherBoot", boot, "otherSeen", rec.Seen,
-			"self", net.JoinHostPort(s.o.Address, strconv.Itoa(s.o.APIPort())), "selfBoot", s.nodeID+"/"+s.bootID)
+			"self", net.JoinHostPort(s.o.Address, strconv.Itoa(s.o.APIPort)), "selfBoot", s.nodeID+"/"+s.bootID)
 	}
 }
 

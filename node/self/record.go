@@ -26,10 +26,10 @@ type Options struct {
 	Log      *slog.Logger
 	// NodeID is the node's instance id (LoadOrMintNodeID).
 	NodeID string
-	// Name, Address and APIPort are the node's (APIPort is known once it listens).
+	// Name, Address and APIPort are the node's (APIPort: the port its API is reached on).
 	Name    string
 	Address string
-	APIPort func() int
+	APIPort int
 	// NodeTTL: a record not rewritten for this long is stale.
 	NodeTTL time.Duration
 	// Settings are the fleet settings the record carries.
@@ -141,7 +141,7 @@ func (s *Record) Write(ctx context.Context) {
 	rec := fleet.NodeRecord{
 		Name:      s.o.Name,
 		Address:   s.o.Address,
-		APIPort:   s.o.APIPort(),
+		APIPort:   s.o.APIPort,
 		Instances: s.o.Instances(), // declared AND probe up
 		Seen:      time.Now().UTC().Truncate(time.Millisecond),
 		Settings:  &set,

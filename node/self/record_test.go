@@ -39,7 +39,7 @@ func TestAFailingHeartbeatSaysSinceWhen(t *testing.T) {
 	st := &refusingStore{Store: d}
 	r := New(Options{
 		Store: st, Identity: &store.Identity{}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		NodeID: "n1", Name: "vps-a", Address: "10.83.0.1", APIPort: func() int { return 7400 }, NodeTTL: time.Minute,
+		NodeID: "n1", Name: "vps-a", Address: "10.83.0.1", APIPort: 7400, NodeTTL: time.Minute,
 		Settings: func() fleet.NodeSettings { return fleet.NodeSettings{} }, Instances: func() map[string]fleet.Instance { return nil },
 		OnAnnounced: func() {},
 	})

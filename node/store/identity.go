@@ -165,6 +165,13 @@ func (id *Identity) Serial() uint64 {
 	return id.serial
 }
 
+// Mark is the last committed serial and the epoch, read together.
+func (id *Identity) Mark() (uint64, string) {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return id.serial, id.epoch
+}
+
 // Bump increments the store's serial after a write that changed something and returns
 // the new value. Before any serial was committed it creates one (minting the epoch);
 // after, it never recreates a missing serial, never bumps another epoch and never

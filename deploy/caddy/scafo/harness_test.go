@@ -60,6 +60,11 @@ func startNode(t testing.TB, name, root string) *testNode {
 	cfg.Reconcile.Heartbeat = ptypes.Duration(time.Hour)
 	cfg.Reconcile.NodeTTL = ptypes.Duration(4 * time.Hour)
 	cfg.Probe.Interval = 0 // the test declares readiness itself
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Node.APIPort = ln.Addr().(*net.TCPAddr).Port // the port the node announces
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -68,10 +73,6 @@ func startNode(t testing.TB, name, root string) *testNode {
 		t.Fatal(err)
 	}
 	srv, err := node.NewWithStore(cfg, slog.New(slog.DiscardHandler), st, testIngressToken, testAdminToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

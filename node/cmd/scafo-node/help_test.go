@@ -220,7 +220,13 @@ func startTestNode(t *testing.T) *testNode {
 	cfg.Node.Name = "vps-a"
 	cfg.Platform.Domains = []string{"apps.example.com"}
 	cfg.Listen = "127.0.0.1:0"
+	cfg.Store.Dir.Path = filepath.Join(cfg.StateDir, "store")
 	cfg.Reconcile.Interval = ptypes.Duration(50 * time.Millisecond)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Node.APIPort = ln.Addr().(*net.TCPAddr).Port
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -234,10 +240,6 @@ func startTestNode(t *testing.T) *testNode {
 		t.Fatal(err)
 	}
 	srv, err := node.NewWithStore(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, "ingress-secret", n.admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -216,13 +217,17 @@ func serve(cfg *node.Config) error {
 	log := newLogger(cfg.Log, os.Stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	srv, err := node.New(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
 	ln, err := listengate.Listen("tcp", cfg.Listen) // not multipath TCP: the stop gates it
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+	}
+	if cfg.Node.APIPort == 0 { // listen on port 0: the port the kernel chose
+		cfg.Node.APIPort = ln.Addr().(*net.TCPAddr).Port
+	}
+	srv, err := node.New(ctx, cfg, log)
+	if err != nil {
+		ln.Close()
+		return err
 	}
 	return srv.Run(ctx, ln)
 }

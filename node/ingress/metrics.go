@@ -1,31 +1,21 @@
-package node
+package ingress
 
 import (
 	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/scafo/ingress/node/ingress"
-	"github.com/scafo/ingress/node/publish"
 )
 
-// publishedMark is the published revision and the store serial it is known to be
-// derived from ("", 0 before the first pass).
-func publishedMark(pub *publish.Publisher) (string, uint64) {
-	snap := pub.Current()
-	if snap == nil {
-		return "", 0
-	}
-	n, _, _ := snap.Mark()
-	return snap.Doc().Revision, n
+// RegisterMetrics registers the fleet's ingresses, exported at scrape time from a view
+// read at most once per heartbeat (a LIST of ingresses/, and a GET per changed report):
+// every node exports the whole fleet, so aggregate with max, not sum.
+func (b *Book) RegisterMetrics(reg prometheus.Registerer, heartbeat time.Duration) {
+	reg.MustRegister(collector{book: b, heartbeat: heartbeat})
 }
 
-// ingressCollector exports the fleet's ingresses at scrape time, from a view read at
-// most once per heartbeat interval (a LIST of ingresses/, and a GET per changed
-// report): every node exports the whole fleet, so aggregate with max, not sum.
-type ingressCollector struct {
-	book      *ingress.Book
+type collector struct {
+	book      *Book
 	heartbeat time.Duration
 }
 
@@ -37,12 +27,12 @@ var (
 		"Age of the oldest report of a live (not lost) ingress; 0 when there is none.", nil, nil)
 )
 
-func (c ingressCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- ingressesDesc
 	ch <- ingressAgeDesc
 }
 
-func (c ingressCollector) Collect(ch chan<- prometheus.Metric) {
+func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	v := c.book.Fleet(ctx, c.heartbeat)
