@@ -12,7 +12,10 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/ingress"
+	"github.com/scafo/ingress/node/reconcile"
+	"github.com/scafo/ingress/node/store"
 
 	"github.com/scafo/ingress/node/internal/statedir"
 	"github.com/scafo/ingress/node/probe"
@@ -30,25 +33,25 @@ const EnvPrefix = "SCAFO_"
 // --<path> (e.g. --platform.domains), environment variables SCAFO_<PATH> (e.g.
 // SCAFO_PLATFORM_DOMAINS), file keys the same paths in YAML or TOML.
 type Config struct {
-	ConfigFile string          `description:"Configuration file (YAML or TOML)." json:"configFile,omitempty"`
-	Listen     string          `description:"API listen address." json:"listen,omitempty"`
-	StateDir   string          `description:"State directory (tokens, port allocations, the default dir store)." json:"stateDir,omitempty"`
-	Node       NodeConfig      `description:"This node." json:"node"`
-	Ingress    TokenConfig     `description:"Ingress token (read access to routing)." json:"ingress"`
-	Admin      TokenConfig     `description:"Admin token (full access)." json:"admin"`
-	Platform   PlatformConfig  `description:"Platform domains." json:"platform"`
-	API        APIConfig       `description:"Platform API apex." json:"api"`
-	Store      StoreConfig     `description:"Fleet-state store." json:"store"`
-	Traefik    TraefikConfig   `description:"Traefik render options." json:"traefik"`
-	ACME       ACMEConfig      `description:"Fleet certificates: ACME issuance on the fleet store (config_acme.go)." json:"acme"`
-	Reconcile  ReconcileConfig `description:"Reconcile loop timings." json:"reconcile"`
-	Ports      PortsConfig     `description:"Instance port allocation." json:"ports"`
-	Probe      ProbeConfig     `description:"Probes of this node's instances (their readiness in the node's record)." json:"probe"`
-	Writes     WritesConfig    `description:"Limits on writes through the API." json:"writes"`
-	Audit      AuditConfig     `description:"The audit log in the store." json:"audit"`
-	Limits     LimitsConfig    `description:"What one client may hold: connections, time to send a request, log lines." json:"limits"`
-	Ingresses  IngressesConfig `description:"Ingress reports: what each Traefik applied (or was served)." json:"ingresses"`
-	Log        LogConfig       `description:"Logging." json:"log"`
+	ConfigFile string                  `description:"Configuration file (YAML or TOML)." json:"configFile,omitempty"`
+	Listen     string                  `description:"API listen address." json:"listen,omitempty"`
+	StateDir   string                  `description:"State directory (tokens, port allocations, the default dir store)." json:"stateDir,omitempty"`
+	Node       NodeConfig              `description:"This node." json:"node"`
+	Ingress    TokenConfig             `description:"Ingress token (read access to routing)." json:"ingress"`
+	Admin      TokenConfig             `description:"Admin token (full access)." json:"admin"`
+	Platform   PlatformConfig          `description:"Platform domains." json:"platform"`
+	API        APIConfig               `description:"Platform API apex." json:"api"`
+	Store      store.Config            `description:"Fleet-state store." json:"store"`
+	Traefik    TraefikConfig           `description:"Traefik render options." json:"traefik"`
+	ACME       ACMEConfig              `description:"Fleet certificates: ACME issuance on the fleet store (config_acme.go)." json:"acme"`
+	Reconcile  reconcile.Config        `description:"Reconcile loop timings." json:"reconcile"`
+	Ports      fleetwrite.PortsConfig  `description:"Instance port allocation." json:"ports"`
+	Probe      probe.Config            `description:"Probes of this node's instances (their readiness in the node's record)." json:"probe"`
+	Writes     fleetwrite.WritesConfig `description:"Limits on writes through the API." json:"writes"`
+	Audit      fleetwrite.AuditConfig  `description:"The audit log in the store." json:"audit"`
+	Limits     LimitsConfig            `description:"What one client may hold: connections, time to send a request, log lines." json:"limits"`
+	Ingresses  ingress.Config          `description:"Ingress reports: what each Traefik applied (or was served)." json:"ingresses"`
+	Log        LogConfig               `description:"Logging." json:"log"`
 }
 
 // NodeConfig names this node.
@@ -123,88 +126,12 @@ type APIConfig struct {
 	Public bool `description:"Route the bare platform apex to the node API." json:"public"`
 }
 
-// StoreConfig selects the store backend: S3 when an endpoint is set, else a directory.
-type StoreConfig struct {
-	Dir DirStoreConfig `description:"Directory store." json:"dir"`
-	S3  S3StoreConfig  `description:"S3-compatible store." json:"s3"`
-}
-
-// validate refuses an S3 setting without store.s3.endpoint: the node would otherwise
-// run on its directory store, a fleet node that has silently left the fleet.
-func (c StoreConfig) validate() []error {
-	s3 := c.S3
-	if s3.Endpoint == "" {
-		var set []string
-		for _, f := range []struct {
-			name string
-			set  bool
-		}{
-			{"bucket", s3.Bucket != ""}, {"prefix", s3.Prefix != ""}, {"region", s3.Region != ""},
-			{"accessKeyID", s3.AccessKeyID != ""}, {"secretAccessKey", s3.SecretAccessKey != ""}, {"insecure", s3.Insecure},
-		} {
-			if f.set {
-				set = append(set, "store.s3."+f.name)
-			}
-		}
-		if len(set) > 0 {
-			return []error{fmt.Errorf("%s set without store.s3.endpoint: the node would run on its directory store (%s); set the endpoint, or remove them",
-				strings.Join(set, ", "), c.Dir.Path)}
-		}
-		return nil
-	}
-	var errs []error
-	if !endpointIsHostPort(s3.Endpoint) {
-		// The value is not repeated: what makes it wrong is most often a credential
-		// written into it (https://KEY:SECRET@host), and the error goes to the journal.
-		errs = append(errs, errors.New("store.s3.endpoint: want host[:port], optionally after http:// or https://, with no user, password, path, query or fragment (credentials go in store.s3.accessKeyID and store.s3.secretAccessKey); the value is not repeated here"))
-	}
-	if s3.Bucket == "" {
-		errs = append(errs, errors.New("store.s3.bucket: required with store.s3.endpoint"))
-	}
-	return errs
-}
-
-// endpointIsHostPort reports whether ep is host[:port], bare or after http:// or
-// https:// (a trailing slash allowed), as the S3 store takes it.
-func endpointIsHostPort(ep string) bool {
-	if rest, ok := strings.CutPrefix(ep, "https://"); ok {
-		ep = rest
-	} else if rest, ok := strings.CutPrefix(ep, "http://"); ok {
-		ep = rest
-	}
-	ep = strings.TrimSuffix(ep, "/")
-	return ep != "" && !strings.ContainsAny(ep, "/?#@ \t\n\\")
-}
-
-// String names the store: "dir:<path>" or "s3://<endpoint>/<bucket>[/<prefix>]" (the
-// start line's store=).
-func (c StoreConfig) String() string {
-	if c.S3.Endpoint == "" {
-		return "dir:" + c.Dir.Path
-	}
-	host := strings.TrimPrefix(strings.TrimPrefix(c.S3.Endpoint, "https://"), "http://")
-	s := "s3://" + strings.TrimSuffix(host, "/") + "/" + c.S3.Bucket
-	if p := strings.Trim(c.S3.Prefix, "/"); p != "" {
-		s += "/" + p
-	}
-	return s
-}
-
-// DirStoreConfig is the directory store.
-type DirStoreConfig struct {
-	Path string `description:"Store directory (default <stateDir>/store)." json:"path,omitempty" default:"<stateDir>/store"`
-}
-
-// S3StoreConfig is an S3-compatible bucket.
-type S3StoreConfig struct {
-	Endpoint        string `description:"S3 endpoint host[:port]." json:"endpoint,omitempty"`
-	Bucket          string `description:"Bucket." json:"bucket,omitempty"`
-	Prefix          string `description:"Key prefix, so several fleets can share a bucket." json:"prefix,omitempty"`
-	Region          string `description:"Region." json:"region,omitempty"`
-	AccessKeyID     string `description:"Access key ID." json:"accessKeyID,omitempty" loggable:"false"`
-	SecretAccessKey string `description:"Secret access key." json:"secretAccessKey,omitempty" loggable:"false"`
-	Insecure        bool   `description:"Plain HTTP instead of HTTPS." json:"insecure,omitempty"`
-}
+// The store's settings (package store), by their names here.
+type (
+	StoreConfig    = store.Config
+	DirStoreConfig = store.DirConfig
+	S3StoreConfig  = store.S3Config
+)
 
 // TraefikConfig are the render options.
 type TraefikConfig struct {
@@ -234,50 +161,8 @@ type HealthCheckConfig struct {
 	Timeout  ptypes.Duration `description:"Health check timeout." json:"timeout,omitempty"`
 }
 
-// ReconcileConfig times the reconcile loop.
-type ReconcileConfig struct {
-	Interval     ptypes.Duration `description:"How often the store serial is checked." json:"interval,omitempty"`
-	FullInterval ptypes.Duration `description:"How often every object is re-read regardless." json:"fullInterval,omitempty"`
-	Heartbeat    ptypes.Duration `description:"How often this node rewrites its own record." json:"heartbeat,omitempty"`
-	NodeTTL      ptypes.Duration `description:"Node records older than this are stale." json:"nodeTTL,omitempty"`
-	// PublishWindow bounds how often a burst of changes republishes (each publish
-	// reloads every Traefik); a change after a quiet spell publishes at once.
-	PublishWindow ptypes.Duration `description:"At most one publish per window during a burst of changes (a lone change publishes at once)." json:"publishWindow,omitempty"`
-}
-
 // ProbeConfig times the probes of this node's own instances (package probe).
 type ProbeConfig = probe.Config
-
-// WritesConfig rate-limits writes per application token (the admin is not limited).
-//
-// RouteBurst and RoutePerMinute are each account's fleet-wide budget of routing changes
-// (a ready instance's port or readiness, a path map; docs/security.md): every change
-// reloads every Traefik of the fleet, and Rate is per token per node. The defaults, 60
-// at once and 6 a minute: a 10-placement application's first rollout costs 10 (one
-// instance made ready per node), a deploy 10 (one move within the port pair per node)
-// or 20 with a drain (not ready, then the move), so a first rollout, a deploy and its
-// rollback, both drained, pass at once (50); a spent budget is whole again in 10
-// minutes, and a tenant past it reloads the fleet at most once every 10 s.
-type WritesConfig struct {
-	Rate  float64 `description:"Writes per second one application token may sustain (429 beyond)." json:"rate,omitempty"`
-	Burst int     `description:"Writes one application token may make at once." json:"burst,omitempty"`
-	// RouteBurst is the routing changes one account may make at once, fleet-wide.
-	RouteBurst int `description:"Routing changes (ready instance port or readiness, path maps) one account may make at once, fleet-wide (429 beyond; the admin is exempt)." json:"routeBurst,omitempty"`
-	// RoutePerMinute refills an account's routing changes.
-	RoutePerMinute float64 `description:"Routing changes a minute one account may sustain, fleet-wide." json:"routePerMinute,omitempty"`
-}
-
-// AuditConfig bounds the audit log.
-type AuditConfig struct {
-	Retention ptypes.Duration `description:"Audit records older than this are deleted (daily sweep)." json:"retention,omitempty"`
-}
-
-// PortsConfig bounds instance port allocation.
-type PortsConfig struct {
-	Min        int             `description:"Lowest allocatable port." json:"min,omitempty"`
-	Max        int             `description:"Highest allocatable port." json:"max,omitempty"`
-	Quarantine ptypes.Duration `description:"How long a released port is not reassigned." json:"quarantine,omitempty"`
-}
 
 // LimitsConfig bounds what clients can hold (docs/design.md §5, "Hostile clients"). The node
 // API may face the internet: a connection that sends headers and never its body, or
@@ -296,13 +181,6 @@ type LimitsConfig struct {
 	// with idle keep-alives (issue 25 item 6).
 	MaxConnsPerSource int             `description:"Most general connections one remote address (an IPv6 address: its /64) holds at once; a further connection from it is served like a reserved one (one ingress poll, status or health probe, or any request with the ingress or admin token, then closed; anything else 503) (0: a quarter of the general connections, at least 16)." json:"maxConnsPerSource,omitempty"`
 	ConnMaxAge        ptypes.Duration `description:"A connection older than this is closed after its next answer (Connection: close), however busy: a keep-alive cannot hold a slot for as long as its client likes." json:"connMaxAge,omitempty"`
-}
-
-// IngressesConfig times ingress reports (node/ingress).
-type IngressesConfig struct {
-	LostAfter   ptypes.Duration `description:"An ingress not heard from for this long is reported lost (and no longer waited for by wait=applied)." json:"lostAfter,omitempty"`
-	ForgetAfter ptypes.Duration `description:"An ingress not heard from for this long is forgotten (its report deleted from the store)." json:"forgetAfter,omitempty"`
-	MaxTracked  int             `description:"Most ingress names this node tracks at once (reports under new names beyond are refused; the polls are served)." json:"maxTracked,omitempty"`
 }
 
 // LogConfig selects the log format and level.
@@ -362,18 +240,11 @@ func (c *Config) SetDefaults() {
 		Retry:              RetryConfig{Attempts: render.DefaultRetryAttempts, InitialInterval: ptypes.Duration(defaultRetryInitialInterval)},
 	}
 	c.ACME.setDefaults()
-	c.Reconcile = ReconcileConfig{
-		Interval:     ptypes.Duration(2 * time.Second),
-		FullInterval: ptypes.Duration(time.Hour),
-		Heartbeat:    ptypes.Duration(15 * time.Second),
-		NodeTTL:      ptypes.Duration(60 * time.Second),
-
-		PublishWindow: ptypes.Duration(250 * time.Millisecond),
-	}
+	c.Reconcile = reconcile.Defaults()
 	c.Probe = probe.Defaults()
-	c.Writes = WritesConfig{Rate: 5, Burst: 20, RouteBurst: 60, RoutePerMinute: 6}
-	c.Audit = AuditConfig{Retention: ptypes.Duration(30 * 24 * time.Hour)}
-	c.Ports = PortsConfig{Min: 24000, Max: 28999, Quarantine: ptypes.Duration(10 * time.Minute)}
+	c.Writes = fleetwrite.DefaultWrites()
+	c.Audit = fleetwrite.DefaultAudit()
+	c.Ports = fleetwrite.DefaultPorts()
 	c.Limits = LimitsConfig{
 		HeaderTimeout: ptypes.Duration(5 * time.Second),
 		BodyTimeout:   ptypes.Duration(10 * time.Second),
@@ -383,11 +254,7 @@ func (c *Config) SetDefaults() {
 		ConnMaxAge:    ptypes.Duration(5 * time.Minute),
 	}
 	c.Log = LogConfig{Level: "info", Format: "text"}
-	c.Ingresses = IngressesConfig{
-		LostAfter:   ptypes.Duration(60 * time.Second),
-		ForgetAfter: ptypes.Duration(24 * time.Hour),
-		MaxTracked:  256,
-	}
+	c.Ingresses = ingress.Defaults()
 }
 
 // DefaultStateDir is the state directory when none is configured: /var/lib/scafo as
@@ -433,7 +300,7 @@ func (c *Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		errs = append(errs, fmt.Errorf("listen %q: %w", c.Listen, err))
 	}
-	errs = append(errs, c.Store.validate()...)
+	errs = append(errs, c.Store.Validate()...)
 	for _, t := range []struct {
 		name string
 		tok  TokenConfig
@@ -458,36 +325,10 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("traefik.entryPoints[%d]: empty", i))
 		}
 	}
-	if c.Reconcile.PublishWindow < 0 {
-		errs = append(errs, errors.New("reconcile.publishWindow: must not be negative"))
-	}
-	if c.Writes.Rate <= 0 || c.Writes.Burst < 1 {
-		errs = append(errs, fmt.Errorf("writes.rate %v, writes.burst %d: both must be positive", c.Writes.Rate, c.Writes.Burst))
-	}
-	if c.Writes.RouteBurst < 1 || !(c.Writes.RoutePerMinute > 0) {
-		errs = append(errs, fmt.Errorf("writes.routeBurst %d, writes.routePerMinute %v: both must be positive", c.Writes.RouteBurst, c.Writes.RoutePerMinute))
-	}
-	if c.Audit.Retention < ptypes.Duration(time.Hour) {
-		errs = append(errs, fmt.Errorf("audit.retention %s: at least 1h", time.Duration(c.Audit.Retention)))
-	}
-	if c.Reconcile.Interval <= 0 {
-		errs = append(errs, errors.New("reconcile.interval: must be positive"))
-	}
-	if c.Reconcile.FullInterval <= 0 {
-		errs = append(errs, errors.New("reconcile.fullInterval: must be positive"))
-	}
-	if c.Reconcile.Heartbeat <= 0 {
-		errs = append(errs, errors.New("reconcile.heartbeat: must be positive"))
-	}
-	// A TTL at or below the heartbeat makes live nodes flap stale, and every flap is a
-	// new revision: a full reload on every ingress.
-	if c.Reconcile.NodeTTL <= c.Reconcile.Heartbeat {
-		errs = append(errs, fmt.Errorf("reconcile.nodeTTL %s: must be longer than reconcile.heartbeat %s (4x is typical)",
-			time.Duration(c.Reconcile.NodeTTL), time.Duration(c.Reconcile.Heartbeat)))
-	}
-	if c.Ports.Min <= 0 || c.Ports.Max > 65535 || c.Ports.Min > c.Ports.Max {
-		errs = append(errs, fmt.Errorf("ports.min/ports.max: invalid range %d..%d", c.Ports.Min, c.Ports.Max))
-	}
+	errs = append(errs, c.Writes.Validate()...)
+	errs = append(errs, c.Audit.Validate()...)
+	errs = append(errs, c.Reconcile.Validate()...)
+	errs = append(errs, c.Ports.Validate()...)
 	if p := c.apiPort(); p >= c.Ports.Min && p <= c.Ports.Max {
 		errs = append(errs, fmt.Errorf("node.apiPort %d: inside ports.min..ports.max (%d..%d): an application could be given the API's port", p, c.Ports.Min, c.Ports.Max))
 	}
@@ -498,15 +339,7 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.Probe.Validate()...)
 	errs = append(errs, c.Limits.validate()...)
-	if c.Ingresses.LostAfter < ptypes.Duration(2*time.Second) {
-		errs = append(errs, fmt.Errorf("ingresses.lostAfter %s: at least 2s (an ingress is heard from at every poll; a long-poll counts while it is held)", time.Duration(c.Ingresses.LostAfter)))
-	}
-	if c.Ingresses.ForgetAfter <= c.Ingresses.LostAfter {
-		errs = append(errs, fmt.Errorf("ingresses.forgetAfter %s: must be longer than ingresses.lostAfter %s", time.Duration(c.Ingresses.ForgetAfter), time.Duration(c.Ingresses.LostAfter)))
-	}
-	if c.Ingresses.MaxTracked < 1 || c.Ingresses.MaxTracked > ingress.MaxObjects {
-		errs = append(errs, fmt.Errorf("ingresses.maxTracked %d: 1..%d", c.Ingresses.MaxTracked, ingress.MaxObjects))
-	}
+	errs = append(errs, c.Ingresses.Validate()...)
 	// The render reads 0 as its default; here the defaults are already set, so a 0 is
 	// someone's explicit value, and it means nothing (1 is off). The other bounds are
 	// the render's (render.Options.Validate, at startup).

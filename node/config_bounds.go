@@ -2,7 +2,6 @@ package node
 
 import (
 	"fmt"
-	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -14,9 +13,6 @@ import (
 // Values that parse, and that the node used to accept, but that no fleet means
 // (issue 39 items 6 and 7): each is refused at start, naming the setting.
 const (
-	// minReconcileInterval: a shorter one reads the store's serial more than a hundred
-	// times a second per node.
-	minReconcileInterval = 10 * time.Millisecond
 	// minProbeInterval: a shorter one probes every instance more than a hundred times a
 	// second.
 	minProbeInterval = 10 * time.Millisecond
@@ -35,17 +31,6 @@ func (c *Config) validateBounds(listenPort int) []error {
 	// denied paths (node.apiPort is checked in Validate).
 	if p := listenPort; p != 0 && p >= c.Ports.Min && p <= c.Ports.Max {
 		errs = append(errs, fmt.Errorf("listen %q: port %d is inside ports.min..ports.max (%d..%d): an application could be given the node's own port", c.Listen, p, c.Ports.Min, c.Ports.Max))
-	}
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"writes.rate", c.Writes.Rate}, {"writes.routePerMinute", c.Writes.RoutePerMinute}} {
-		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
-			errs = append(errs, fmt.Errorf("%s %v: must be a finite number", f.name, f.v))
-		}
-	}
-	if iv := time.Duration(c.Reconcile.Interval); iv > 0 && iv < minReconcileInterval {
-		errs = append(errs, fmt.Errorf("reconcile.interval %s: at least %s", iv, minReconcileInterval))
 	}
 	if iv := time.Duration(c.Probe.Interval); iv > 0 && iv < minProbeInterval {
 		errs = append(errs, fmt.Errorf("probe.interval %s: at least %s (0 disables probing)", iv, minProbeInterval))

@@ -119,11 +119,7 @@ func publishCerts(m *fleetcerts.Manager) publish.Certs {
 func newIngressBook(cfg *Config, st store.Store, log *slog.Logger, id *store.Identity, pub *publish.Publisher) *ingress.Book {
 	return ingress.New(ingress.Options{
 		Store: st, Log: log, Self: cfg.Node.Name,
-		Config: ingress.Config{
-			LostAfter:   time.Duration(cfg.Ingresses.LostAfter),
-			ForgetAfter: time.Duration(cfg.Ingresses.ForgetAfter),
-			MaxTracked:  cfg.Ingresses.MaxTracked,
-		},
+		Config:        cfg.Ingresses,
 		Known:         id.Mark,
 		Current:       published{pub}.mark,
 		Foreign:       id.Foreign,
@@ -174,7 +170,7 @@ func newWriter(cfg *Config, s *Server, log *slog.Logger) *fleetwrite.Writer {
 			k.Heartbeat()
 		},
 		AuditRetention: time.Duration(cfg.Audit.Retention),
-		RouteBudget:    fleetwrite.RouteBudget{Burst: cfg.Writes.RouteBurst, PerMinute: cfg.Writes.RoutePerMinute},
+		RouteBudget:    cfg.Writes.RouteBudget(),
 		OnRouteRefused: func(change string) { m.routeRefused.WithLabelValues(change).Inc() },
 		DomainGroups:   cfg.Platform.DomainGroups(),
 	}, s.st, s.identity, s.instances, log)

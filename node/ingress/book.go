@@ -84,16 +84,6 @@ type viewObject struct {
 	bad  string // why the object was skipped
 }
 
-// Config bounds the book (the node's ingresses.* settings).
-type Config struct {
-	// LostAfter: a report not heard from for this long is lost.
-	LostAfter time.Duration
-	// ForgetAfter: a report not heard from for this long is deleted.
-	ForgetAfter time.Duration
-	// MaxTracked bounds the names whose polls this node tracks at once.
-	MaxTracked int
-}
-
 // Options is what the book is built from.
 type Options struct {
 	Store store.Store
@@ -118,7 +108,7 @@ type Options struct {
 func New(o Options) *Book {
 	return &Book{
 		st: o.Store, log: o.Log, self: o.Self,
-		lostAfter: o.Config.LostAfter, forgetAfter: o.Config.ForgetAfter, maxTracked: o.Config.MaxTracked,
+		lostAfter: time.Duration(o.Config.LostAfter), forgetAfter: time.Duration(o.Config.ForgetAfter), maxTracked: o.Config.MaxTracked,
 		known: o.Known, current: o.Current, foreign: o.Foreign, groupRevision: o.GroupRevision,
 		Now: time.Now, ViewTimeout: defaultViewTimeout, ViewMax: MaxObjects,
 		local: map[string]*localIngress{}, gone: map[string]Report{}, changed: make(chan struct{}),

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	ptypes "github.com/traefik/paerser/types"
+
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
@@ -80,7 +82,7 @@ func aFailedReadKeepsWhatItRead(t *testing.T, st store.Store) {
 	}
 	gf := &getFails{Store: st, key: Prefix + "edge-030.json"}
 	book := New(Options{Store: gf, Log: slog.New(slog.DiscardHandler), Self: "vps-a",
-		Config: Config{LostAfter: time.Minute, ForgetAfter: time.Hour, MaxTracked: 8},
+		Config: Config{LostAfter: ptypes.Duration(time.Minute), ForgetAfter: ptypes.Duration(time.Hour), MaxTracked: 8},
 		Known:  func() (uint64, string) { return 1, "" }, Current: func() (string, uint64) { return "", 1 }})
 	// A view of age 0 reads the store every time; this book has no local report, so
 	// the view is the reports read.
