@@ -13,16 +13,13 @@ import (
 
 // metrics are the node's Prometheus metrics, on a private registry.
 type metrics struct {
-	reg             *prometheus.Registry
-	refused         *prometheus.CounterVec // reason: one of httpapi.RefusalReasons
-	longPolls       prometheus.Gauge
-	polls           *prometheus.CounterVec
-	reconcileDur    prometheus.Histogram
-	reconcileErrors prometheus.Counter
-	skipped         prometheus.Gauge
-	storeWrites     *prometheus.CounterVec
-	routeRefused    *prometheus.CounterVec
-	storeRequests   *prometheus.CounterVec // the store's requests by op (storecount.go)
+	reg           *prometheus.Registry
+	refused       *prometheus.CounterVec // reason: one of httpapi.RefusalReasons
+	longPolls     prometheus.Gauge
+	polls         *prometheus.CounterVec
+	storeWrites   *prometheus.CounterVec
+	routeRefused  *prometheus.CounterVec
+	storeRequests *prometheus.CounterVec // the store's requests by op (storecount.go)
 }
 
 // metricProbes read the node's state for gauges evaluated at scrape time (the
@@ -52,19 +49,6 @@ func newMetrics(pub *publish.Publisher, probes metricProbes) *metrics {
 			Name: "scafo_ingress_polls_total",
 			Help: "Routing polls by format and HTTP status.",
 		}, []string{"format", "code"}),
-		reconcileDur: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "scafo_reconcile_duration_seconds",
-			Help:    "Duration of reconcile passes.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
-		}),
-		reconcileErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "scafo_reconcile_errors_total",
-			Help: "Reconcile passes that failed (the last good document stays published).",
-		}),
-		skipped: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "scafo_skipped_objects",
-			Help: "Store objects or entries skipped by the last pass, with reasons in /v1/status.",
-		}),
 		storeWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scafo_store_writes_total",
 			Help: "Writes through this node's API by kind and result.",
@@ -88,7 +72,7 @@ func newMetrics(pub *publish.Publisher, probes metricProbes) *metrics {
 		Name: "scafo_store_foreign",
 		Help: "1 while the store is not the one this node served (or not yet checked after a restart): the last good document is served, writes are refused until an operator runs `scafo-node store adopt`.",
 	}, boolGauge(probes.storeForeign))
-	m.reg.MustRegister(m.polls, m.reconcileDur, m.reconcileErrors, m.skipped, m.storeWrites, m.routeRefused, revAge, storeForeign,
+	m.reg.MustRegister(m.polls, m.storeWrites, m.routeRefused, revAge, storeForeign,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "scafo_requests_refused_total",
@@ -107,19 +91,6 @@ func newMetrics(pub *publish.Publisher, probes metricProbes) *metrics {
 		m.reg.MustRegister(probes.storeRequests)
 	}
 	return m
-}
-
-// observePass records one pass. skipped is -1 when the pass derived nothing (the
-// store had not changed), which leaves the gauge at the last derivation's count.
-func (m *metrics) observePass(d time.Duration, err error, skipped int) {
-	m.reconcileDur.Observe(d.Seconds())
-	if err != nil {
-		m.reconcileErrors.Inc()
-		return
-	}
-	if skipped >= 0 {
-		m.skipped.Set(float64(skipped))
-	}
 }
 
 // api is the series the HTTP API counts (node/httpapi).

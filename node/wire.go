@@ -183,7 +183,7 @@ func newReconciler(s *Server, groups *httpapi.Groups, mem *reconcile.Memory, mem
 		Store: s.st, Publisher: s.pub, Log: s.log, Identity: s.identity,
 		Self: cfg.nodeSettings(), SelfName: cfg.Node.Name,
 		FleetOptions: cfg.fleetOptions,
-		OnPass:       s.metrics.observePass,
+		Metrics:      s.metrics.reg,
 		Heartbeat:    time.Duration(cfg.Reconcile.Heartbeat),
 		StateDir:     cfg.StateDir,
 		Memory:       mem,

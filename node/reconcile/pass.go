@@ -47,7 +47,7 @@ func (r *Reconciler) Pass(ctx context.Context, now time.Time, full bool) (err er
 // recordOutcome records how a pass ended: the status (last pass, last error, since
 // when the store is unreachable), the logs of a change of reachability, the document
 // remembered in the state dir when the store is foreign and nothing is published yet,
-// and onPass. skippedCount is -1 when the pass derived nothing.
+// and the pass metrics. skippedCount is -1 when the pass derived nothing.
 func (r *Reconciler) recordOutcome(now, start time.Time, err error, skippedCount int) {
 	foreign := errors.Is(err, store.ErrForeign)
 	if foreign && r.remembered != nil && r.pub.Current() == nil {
@@ -81,9 +81,7 @@ func (r *Reconciler) recordOutcome(now, start time.Time, err error, skippedCount
 		r.status.LastPass = now
 	}
 	r.mu.Unlock()
-	if r.onPass != nil {
-		r.onPass(time.Since(start), err, skippedCount)
-	}
+	r.metrics.observe(time.Since(start), err, skippedCount)
 }
 
 // timeOnly is a pass that found nothing written. It returns the derivation's skipped

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/scafo/ingress/node/publish"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
@@ -86,8 +88,8 @@ type Reconciler struct {
 	mu     sync.Mutex
 	status Status
 	apps   AppView // the applications of the last derivation (nil before one)
-	// onPass observes every pass (metrics); may be nil.
-	onPass func(d time.Duration, err error, skipped int)
+	// metrics observe every pass (nil: none).
+	metrics *passMetrics
 
 	// onGroups learns the ingress groups applications name, after each derivation
 	// (nil in tests).
@@ -115,10 +117,11 @@ type Options struct {
 	StateDir  string
 	Memory    *Memory
 	MemoryDoc *routing.Document
-	// OnPass observes every pass (metrics); OnAccepted runs when a store that was
-	// foreign (or not yet checked) is accepted; OnOwnRecord sees this node's own
-	// record; OnGroups the groups applications name. Each may be nil.
-	OnPass      func(d time.Duration, err error, skipped int)
+	// Metrics, when set, is where the pass series are registered (metrics.go).
+	Metrics prometheus.Registerer
+	// OnAccepted runs when a store that was foreign (or not yet checked) is accepted;
+	// OnOwnRecord sees this node's own record; OnGroups the groups applications name.
+	// Each may be nil.
 	OnAccepted  func()
 	OnOwnRecord func(fleet.NodeRecord)
 	OnGroups    func(named map[string]bool)
@@ -131,7 +134,7 @@ func New(o Options) *Reconciler {
 	r := &Reconciler{
 		st: o.Store, pub: o.Publisher, log: o.Log, id: o.Identity,
 		self: o.Self, opts: o.FleetOptions,
-		onPass:      o.OnPass,
+		metrics:     newPassMetrics(o.Metrics),
 		heartbeat:   o.Heartbeat,
 		stateDir:    o.StateDir,
 		saver:       newServedSaver(o.StateDir, o.Log),
