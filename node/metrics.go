@@ -17,8 +17,6 @@ type metrics struct {
 	refused       *prometheus.CounterVec // reason: one of httpapi.RefusalReasons
 	longPolls     prometheus.Gauge
 	polls         *prometheus.CounterVec
-	storeWrites   *prometheus.CounterVec
-	routeRefused  *prometheus.CounterVec
 	storeRequests *prometheus.CounterVec // the store's requests by op (storecount.go)
 }
 
@@ -49,14 +47,6 @@ func newMetrics(pub *publish.Publisher, probes metricProbes) *metrics {
 			Name: "scafo_ingress_polls_total",
 			Help: "Routing polls by format and HTTP status.",
 		}, []string{"format", "code"}),
-		storeWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "scafo_store_writes_total",
-			Help: "Writes through this node's API by kind and result.",
-		}, []string{"kind", "result"}),
-		routeRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "scafo_routing_changes_refused_total",
-			Help: "Routing changes this node refused (429) because the account's fleet-wide budget (writes.routeBurst, writes.routePerMinute) was spent, by kind of change (instance, paths, app, claim).",
-		}, []string{"change"}),
 	}
 	revAge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "scafo_revision_age_seconds",
@@ -72,7 +62,7 @@ func newMetrics(pub *publish.Publisher, probes metricProbes) *metrics {
 		Name: "scafo_store_foreign",
 		Help: "1 while the store is not the one this node served (or not yet checked after a restart): the last good document is served, writes are refused until an operator runs `scafo-node store adopt`.",
 	}, boolGauge(probes.storeForeign))
-	m.reg.MustRegister(m.polls, m.storeWrites, m.routeRefused, revAge, storeForeign,
+	m.reg.MustRegister(m.polls, revAge, storeForeign,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "scafo_requests_refused_total",

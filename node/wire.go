@@ -159,10 +159,8 @@ func newWriter(cfg *Config, s *Server, log *slog.Logger) *fleetwrite.Writer {
 		Node:            cfg.Node.Name,
 		PlatformDomains: cfg.Platform.Domains,
 		APIPort:         cfg.Node.APIPort,
-		OnCommit: func(action string) {
-			m.storeWrites.WithLabelValues(action, "ok").Inc()
-			k.Reconcile()
-		},
+		Metrics:         m.reg,
+		OnCommit:        func(string) { k.Reconcile() },
 		// A change of this node's instances: a new generation for waiters (node/self),
 		// and the record rewritten now.
 		OnInstances: func() {
@@ -171,7 +169,6 @@ func newWriter(cfg *Config, s *Server, log *slog.Logger) *fleetwrite.Writer {
 		},
 		AuditRetention: time.Duration(cfg.Audit.Retention),
 		RouteBudget:    cfg.Writes.RouteBudget(),
-		OnRouteRefused: func(change string) { m.routeRefused.WithLabelValues(change).Inc() },
 		DomainGroups:   cfg.Platform.DomainGroups(),
 	}, s.st, s.identity, s.instances, log)
 }

@@ -103,6 +103,7 @@ func (w *Writer) chargeRoute(ctx context.Context, who Actor, account, change str
 		w.log.Warn("routing change budget unavailable; change let through", "account", account, "change", change, "err", err)
 		return nothing, nil
 	case retry > 0:
+		w.metrics.refused(change)
 		if w.cfg.OnRouteRefused != nil {
 			w.cfg.OnRouteRefused(change)
 		}

@@ -21,6 +21,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/scafo/ingress/node/internal/jsonx"
 	"github.com/scafo/ingress/node/store"
 )
@@ -35,8 +37,10 @@ type Config struct {
 	// APIPort is this node's API port (0: none); an application token may never point its
 	// instance at it.
 	APIPort int
-	// OnCommit runs after every change that bumped the serial (a reconcile kick,
-	// metrics); may be nil.
+	// Metrics, when set, is where the writer's series are registered (metrics.go).
+	Metrics prometheus.Registerer
+	// OnCommit runs after every change that bumped the serial (a reconcile kick); may
+	// be nil.
 	OnCommit func(action string)
 	// OnInstances runs after this node's instances changed (a heartbeat kick); may be
 	// nil.
@@ -56,12 +60,13 @@ type Config struct {
 
 // Writer is the write domain over one store.
 type Writer struct {
-	cfg  Config
-	st   store.Store
-	id   *store.Identity
-	inst *Registry
-	log  *slog.Logger
-	now  func() time.Time
+	cfg     Config
+	metrics *writeMetrics
+	st      store.Store
+	id      *store.Identity
+	inst    *Registry
+	log     *slog.Logger
+	now     func() time.Time
 	// pending holds the keys of stored changes not announced yet (their serial bump
 	// has not succeeded); see settle. The bump names them.
 	pendingMu sync.Mutex
@@ -77,7 +82,7 @@ type Writer struct {
 // New builds the write domain. id is the store identity the reconcile loop maintains
 // (writes bump the serial through it); inst is this node's instance registry.
 func New(cfg Config, st store.Store, id *store.Identity, inst *Registry, log *slog.Logger) *Writer {
-	return &Writer{cfg: cfg, st: st, id: id, inst: inst, log: log, now: time.Now, audit: newAuditMemo()}
+	return &Writer{cfg: cfg, st: st, id: id, inst: inst, log: log, now: time.Now, audit: newAuditMemo(), metrics: newWriteMetrics(cfg.Metrics)}
 }
 
 // load reads one stored object and decodes it (unknown fields tolerated on read).
@@ -160,6 +165,7 @@ func (w *Writer) committed(ctx context.Context, who Actor, rec AuditRecord, keys
 	if err := w.settle(ctx); err != nil {
 		return err
 	}
+	w.metrics.committed(rec.Action)
 	if w.cfg.OnCommit != nil {
 		w.cfg.OnCommit(rec.Action)
 	}
