@@ -47,13 +47,15 @@ func testAddress(name string) string {
 // refusal, or nil when it started and ran until the test's deadline.
 func runToRefusal(t *testing.T, cfg *Config, st store.Store) error {
 	t.Helper()
-	srv, err := NewWithStore(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, testIngressToken, testAdminToken)
-	if err != nil {
-		return err
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	cfg.Node.APIPort = portOf(ln.Addr().String())
+	srv, err := NewWithStore(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, testIngressToken, testAdminToken)
+	if err != nil {
+		ln.Close()
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
