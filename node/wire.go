@@ -20,6 +20,7 @@ import (
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/httpapi"
 	"github.com/scafo/ingress/node/ingress"
+	"github.com/scafo/ingress/node/ingress/ingressmetrics"
 	"github.com/scafo/ingress/node/probe"
 	"github.com/scafo/ingress/node/publish"
 	"github.com/scafo/ingress/node/reconcile"
@@ -100,7 +101,7 @@ func newSubsystems(s *Server, ropts render.Options, nodeID string, mp metricProb
 	})
 	s.self.RegisterMetrics(s.metrics.reg)
 	s.ingresses = newIngressBook(cfg, st, log, s.identity, s.pub)
-	s.ingresses.RegisterMetrics(s.metrics.reg, time.Duration(cfg.Reconcile.Heartbeat))
+	ingressmetrics.Register(s.metrics.reg, s.ingresses, time.Duration(cfg.Reconcile.Heartbeat))
 	s.writer = newWriter(cfg, s, log)
 	s.rec = newReconciler(s, groups, mem, memDoc, apps)
 	return nil

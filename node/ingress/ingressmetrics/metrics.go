@@ -1,21 +1,25 @@
-package ingress
+// Package ingressmetrics exports the ingress book (node/ingress) to Prometheus: a
+// package of its own, so node/ingress stays free of net/http (the layering test).
+package ingressmetrics
 
 import (
 	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/scafo/ingress/node/ingress"
 )
 
-// RegisterMetrics registers the fleet's ingresses, exported at scrape time from a view
+// Register registers the fleet's ingresses, exported at scrape time from a view of book
 // read at most once per heartbeat (a LIST of ingresses/, and a GET per changed report):
 // every node exports the whole fleet, so aggregate with max, not sum.
-func (b *Book) RegisterMetrics(reg prometheus.Registerer, heartbeat time.Duration) {
-	reg.MustRegister(collector{book: b, heartbeat: heartbeat})
+func Register(reg prometheus.Registerer, book *ingress.Book, heartbeat time.Duration) {
+	reg.MustRegister(collector{book: book, heartbeat: heartbeat})
 }
 
 type collector struct {
-	book      *Book
+	book      *ingress.Book
 	heartbeat time.Duration
 }
 
