@@ -50,7 +50,7 @@ func TestAddressComparisons(t *testing.T) {
 func TestATwinOfThisNodeIDOnItsAddressIsReported(t *testing.T) {
 	r := New(Options{
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), NodeID: "n1", Name: "vps-a", Address: "10.83.0.1",
-		APIPort: func() int { return 7400 }, NodeTTL: time.Minute,
+		APIPort: 7400, NodeTTL: time.Minute,
 	})
 	now := r.started.Add(5 * time.Second)
 	self := fleet.NodeRecord{Name: "vps-a", Address: "10.83.0.1", Seen: now, Boot: r.boot()}
