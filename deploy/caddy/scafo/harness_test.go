@@ -46,7 +46,7 @@ func startNode(t testing.TB, name, root string) *testNode {
 	cfg.StateDir = t.TempDir()
 	cfg.Node.Name = name
 	// Two live nodes never share a node.address (a second one is refused at start).
-	addr, ok := map[string]string{"vps-a": "127.0.0.1", "vps-c": "127.0.0.3"}[name]
+	addr, ok := map[string]string{"vps-a": "127.0.0.1", "vps-b": "127.0.0.2", "vps-c": "127.0.0.3"}[name]
 	if !ok {
 		t.Fatalf("no test node.address for node %q", name)
 	}
