@@ -816,9 +816,11 @@ func TestStoreOutageKeepsServingLastDocument(t *testing.T) {
 	}
 	for _, n := range nodes {
 		var st api.Status
-		waitFor(t, 5*interval+5*time.Second, n.cfg.Node.Name+" reports the store unreachable", func() bool {
+		// The heartbeat or the reconcile pass may notice first: the status says
+		// unreachable with the heartbeat's error alone until the pass's error is in too.
+		waitFor(t, 5*interval+5*time.Second, n.cfg.Node.Name+" reports the store unreachable, with the pass's error", func() bool {
 			st = statusOf(t, n)
-			return !st.Store.Reachable
+			return !st.Store.Reachable && st.Store.Error != ""
 		})
 		since := st.Store.UnreachableSince
 		switch {
