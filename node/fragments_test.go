@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/node/publish"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/routing"
 )
@@ -43,10 +44,10 @@ func TestAOneStepChangeIsPatchedAndServedLikeAFullRender(t *testing.T) {
 	p := n.srv.pub
 	sel := []string{routing.DefaultGroup}
 	for _, prefer := range []string{"", "vps-a"} { // the bodies the next revisions build on
-		if _, err := p.Get(p.Current(), prefer, api.FormatTraefik); err != nil {
+		if _, err := p.Body(p.Current(), publish.Request{Prefer: prefer, Format: api.FormatTraefik}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.GetGroups(p.Current(), prefer, api.FormatTraefik, sel); err != nil {
+		if _, err := p.Body(p.Current(), publish.Request{Prefer: prefer, Format: api.FormatTraefik, Groups: sel}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -58,7 +59,7 @@ func TestAOneStepChangeIsPatchedAndServedLikeAFullRender(t *testing.T) {
 			t.Fatalf("step %d: the document was derived whole, not patched", step)
 		}
 		for _, prefer := range []string{"", "vps-a"} {
-			got, err := p.Get(s, prefer, api.FormatTraefik)
+			got, err := p.Body(s, publish.Request{Prefer: prefer, Format: api.FormatTraefik})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +71,7 @@ func TestAOneStepChangeIsPatchedAndServedLikeAFullRender(t *testing.T) {
 				t.Fatalf("step %d prefer %q: served bytes differ from the full render\nserved: %s\nfull:   %s", step, prefer, got.Body(), want)
 			}
 			// The ?group= output: its selection is patched too, and served as rendered whole.
-			got, err = p.GetGroups(s, prefer, api.FormatTraefik, sel)
+			got, err = p.Body(s, publish.Request{Prefer: prefer, Format: api.FormatTraefik, Groups: sel})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -40,7 +40,7 @@ func TestLargeBodiesServedFromSpillFilesMatchMemory(t *testing.T) {
 	waitFor(t, 10*time.Second, "a GET and the current snapshot of one revision", func() bool {
 		resp, body = n.get("/v1/ingress/traefik", testIngressToken)
 		var err error
-		if rend, err = n.srv.pub.Get(n.srv.pub.Current(), "", api.FormatTraefik); err != nil {
+		if rend, err = n.srv.pub.Body(n.srv.pub.Current(), publish.Request{Format: api.FormatTraefik}); err != nil {
 			t.Fatal(err)
 		}
 		return resp.Header.Get("ETag") == rend.ETag()

@@ -2,6 +2,7 @@ package render
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -44,6 +45,23 @@ type FleetCerts struct {
 	// Certificates are delivered in tls.certificates, in any order (the render sorts
 	// them by their first name).
 	Certificates []Certificate
+}
+
+// CertSet is one immutable view of the fleet certificates (node/fleetcerts makes it;
+// node/publish renders with it).
+type CertSet struct {
+	// Fingerprint changes whenever anything the render reads changes ("" for an empty
+	// set with no managed names).
+	Fingerprint string
+	FleetCerts  *FleetCerts
+}
+
+// String is for logs: counts only.
+func (s *CertSet) String() string {
+	if s == nil || s.FleetCerts == nil {
+		return "fleet certificates: none"
+	}
+	return fmt.Sprintf("fleet certificates: %d names, %d certificates", len(s.FleetCerts.Managed), len(s.FleetCerts.Certificates))
 }
 
 // Certificate is one certificate and its key. CertFile and KeyFile are what Traefik's

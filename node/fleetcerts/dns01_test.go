@@ -23,6 +23,7 @@ import (
 	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
 	"github.com/scafo/ingress/node/rfc2136"
 	"github.com/scafo/ingress/node/rfc2136/bindtest"
+	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/routing"
 )
 
@@ -84,7 +85,7 @@ func (e *dnsEnv) manager(t *testing.T, i int, opt Options) *Manager {
 
 // verifyCert checks that set holds a certificate for certName that verifies for
 // dnsName against Pebble's root, and returns its serial.
-func verifyCert(t *testing.T, p *pebbletest.Pebble, set *Set, certName, dnsName string) string {
+func verifyCert(t *testing.T, p *pebbletest.Pebble, set *render.CertSet, certName, dnsName string) string {
 	t.Helper()
 	for _, c := range set.FleetCerts.Certificates {
 		if len(c.Names) != 1 || c.Names[0] != certName {

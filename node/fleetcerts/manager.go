@@ -86,7 +86,7 @@ type Manager struct {
 	// customAdmitted: when custom domains were taken on (last hour).
 	customAdmitted []time.Time
 	names          map[string]*nameState
-	set            *Set
+	set            *render.CertSet
 	polls          int
 	settling       bool // a wanted name waits for Settle
 	// backlogCursor is where the next loadBacklog pass starts in the sorted backlog.
@@ -179,7 +179,7 @@ func New(opt Options) (*Manager, error) {
 		dns: map[string]dnsName{}, covered: map[string]bool{}, bridge: map[string]*heldCert{},
 		managed: map[string]context.CancelFunc{},
 		names:   map[string]*nameState{},
-		set:     &Set{FleetCerts: &render.FleetCerts{HTTPEntryPoints: opt.HTTPEntryPoints, Managed: map[string]bool{}}},
+		set:     &render.CertSet{FleetCerts: &render.FleetCerts{HTTPEntryPoints: opt.HTTPEntryPoints, Managed: map[string]bool{}}},
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}

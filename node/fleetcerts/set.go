@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -15,14 +14,6 @@ import (
 
 	"github.com/scafo/ingress/render"
 )
-
-// Set is one immutable view of the fleet certificates, for the render.
-type Set struct {
-	// Fingerprint changes whenever anything the render reads changes ("" for an empty
-	// set with no managed names).
-	Fingerprint string
-	FleetCerts  *render.FleetCerts
-}
 
 // heldCert is a certificate taken from CertMagic's cache, encoded for the render.
 type heldCert struct {
@@ -136,7 +127,7 @@ func (m *Manager) refreshBridges(now time.Time) (unbridge []certmagic.SubjectIss
 
 // buildSet builds the Set of the held and bridged certificates (m.mu held), writing
 // their files with file delivery.
-func (m *Manager) buildSet(managedNames, rendered map[string]bool) *Set {
+func (m *Manager) buildSet(managedNames, rendered map[string]bool) *render.CertSet {
 	bridged := make([]string, 0, len(m.bridge))
 	for h := range m.bridge {
 		bridged = append(bridged, h)
@@ -202,7 +193,7 @@ func (m *Manager) buildSet(managedNames, rendered map[string]bool) *Set {
 		}
 		pruneCertFiles(m.opt.CertDir, keep)
 	}
-	return &Set{Fingerprint: fp, FleetCerts: fc}
+	return &render.CertSet{Fingerprint: fp, FleetCerts: fc}
 }
 
 // bestCert is the unexpired certificate in CertMagic's cache for exactly name with the
@@ -254,16 +245,8 @@ func sameKeys(a, b map[string]bool) bool {
 }
 
 // Current is the Set the render reads now.
-func (m *Manager) Current() *Set {
+func (m *Manager) Current() *render.CertSet {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.set
-}
-
-// String is for logs: counts only.
-func (s *Set) String() string {
-	if s == nil || s.FleetCerts == nil {
-		return "fleet certificates: none"
-	}
-	return fmt.Sprintf("fleet certificates: %d names, %d certificates", len(s.FleetCerts.Managed), len(s.FleetCerts.Certificates))
 }

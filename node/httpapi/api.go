@@ -108,7 +108,7 @@ type Reconciler interface {
 // Publisher is what the API reads of the published snapshot (*publish.Publisher).
 type Publisher interface {
 	Current() *publish.Snapshot
-	GetApplied(s *publish.Snapshot, source, prefer, format string, groups []string, probe *publish.Probe) (*publish.Rendered, bool, error)
+	Body(s *publish.Snapshot, req publish.Request) (*publish.Rendered, error)
 }
 
 // StoreIdentity is whether the store is the one this node served (*store.Identity).

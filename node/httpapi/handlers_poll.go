@@ -90,7 +90,11 @@ func (h *pollHandler) serve(w http.ResponseWriter, r *http.Request, format strin
 		return http.StatusNotFound
 	}
 	rep := h.beginReport(w, r, p)
-	served, code := h.answer(w, r, snap, p)
+	tracked := "" // the ingress the book tracks: its output is kept among the fleet's
+	if rep != nil {
+		tracked = p.report.Name
+	}
+	served, code := h.answer(w, r, snap, p, tracked)
 	h.ingresses.End(rep, served)
 	return code
 }
@@ -118,8 +122,9 @@ func (h *pollHandler) beginReport(w http.ResponseWriter, r *http.Request, p poll
 }
 
 // answer serves a valid poll from snap (holding a long-poll until a new revision, its
-// wait or shutdown): the status, and on a 200 what the answer carried.
-func (h *pollHandler) answer(w http.ResponseWriter, r *http.Request, snap *publish.Snapshot, p pollRequest) (*ingress.Mark, int) {
+// wait or shutdown) for the tracked ingress ("": none): the status, and on a 200 what
+// the answer carried.
+func (h *pollHandler) answer(w http.ResponseWriter, r *http.Request, snap *publish.Snapshot, p pollRequest, tracked string) (*ingress.Mark, int) {
 	inm := r.Header.Get("If-None-Match")
 	gz := acceptsGzip(r)
 	var deadline <-chan time.Time
@@ -129,12 +134,7 @@ func (h *pollHandler) answer(w http.ResponseWriter, r *http.Request, snap *publi
 		deadline = t.C
 	}
 	for {
-		prefer := p.prefer
-		if snap.Upstreams(prefer) == 0 {
-			prefer = "" // a valid name not in the fleet changes nothing
-		}
-		// popularity counts sources, not polls; p.probe (nil: none) adds the poll's applied probe
-		rend, probed, err := h.pub.GetApplied(snap, sourceOf(r), prefer, p.format, p.groups, p.probe)
+		rend, err := h.pub.Body(snap, publish.Request{Format: p.format, Prefer: p.prefer, Groups: p.groups, Probe: p.probe, Ingress: tracked})
 		if err != nil {
 			// prefer was validated above: anything here is the node's own fault.
 			h.log.Error("rendering", "format", p.format, "err", err)
@@ -169,7 +169,7 @@ func (h *pollHandler) answer(w http.ResponseWriter, r *http.Request, snap *publi
 		}
 		hd.Set("ETag", etag)
 		served := writeRendered(w, r, snap, rend, p.groups, gz)
-		served.Probed = probed
+		served.Probed = rend.Probed()
 		return &served, http.StatusOK
 	}
 }

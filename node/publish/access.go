@@ -3,7 +3,6 @@ package publish
 import (
 	"time"
 
-	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/routing"
 )
@@ -31,7 +30,7 @@ func (s *Snapshot) Groups() []string {
 }
 
 // Certs are the fleet certificates rendered with the document (nil without ACME).
-func (s *Snapshot) Certs() *fleetcerts.Set { return s.certs }
+func (s *Snapshot) Certs() *render.CertSet { return s.certs }
 
 // Superseded is closed when a newer snapshot replaces this one: long-polls wait on it.
 func (s *Snapshot) Superseded() <-chan struct{} { return s.superseded }
@@ -62,6 +61,9 @@ func (r *Rendered) ETagGzip() string { return r.etagGzip }
 
 // Revision is the revision of what was rendered (the selection's with ?group=).
 func (r *Rendered) Revision() string { return r.revision }
+
+// Probed says whether the body carries the poll's applied probe.
+func (r *Rendered) Probed() bool { return r.probed }
 
 // File and GzFile hold the same bytes on disk ("" when spilling failed).
 func (r *Rendered) File() string   { return r.file }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/render"
 )
 
@@ -21,50 +20,28 @@ type Probe struct {
 	MAC                       func(ingress, revision string) (mac string, ok bool)
 }
 
-// GetApplied is GetGroupsFrom for the Traefik format with probe's objects added (probe
-// nil: GetGroupsFrom). The body is a function of the selection's body and (ingress, revision,
-// mac, entry point, node) alone, cached like any other under its own output, so one
-// ingress's probe body is rendered once per revision and a made-up ingress name is
-// one more output, admitted by how often it is polled (bodyCache). probed says whether
-// the body carries the probe.
-func (p *Publisher) GetApplied(s *Snapshot, source, prefer, format string, groups []string, probe *Probe) (r *Rendered, probed bool, err error) {
-	base, err := p.GetGroupsFrom(s, source, prefer, format, groups)
-	if err != nil || probe == nil || format != api.FormatTraefik {
-		return base, false, err
-	}
+// applied is base with req.Probe's objects added (Body). The body is a function of
+// the selection's body and (ingress, revision, mac, entry point, node) alone, cached
+// under its own output, so one ingress's probe body is rendered once per revision and
+// kept while that ingress is tracked (bodyCache). Without a MAC key base is served.
+func (p *Publisher) applied(s *Snapshot, base *Rendered, req Request) (*Rendered, error) {
+	probe := req.Probe
 	mac, ok := probe.MAC(probe.Ingress, base.revision)
 	if !ok {
-		return base, false, nil
+		return base, nil
 	}
 	ap := render.AppliedProbe{Ingress: probe.Ingress, Revision: base.revision, MAC: mac, EntryPoint: probe.EntryPoint, Node: probe.Node}
-	k := renderKey{revision: base.revision, prefer: prefer, format: format, groups: strings.Join(groups, ","),
-		// The base body's identity (its certificates included) and every input of the probe's objects.
-		probe: strings.Join([]string{base.etag, ap.Ingress, ap.MAC, ap.EntryPoint, ap.Node}, "\x00")}
-	p.count(source, outputOf(k))
-	if r, ok := p.cache.Get(k); ok {
-		return r, true, nil
-	}
-	p.mu.Lock()
-	if c, ok := p.inflight[k]; ok {
-		p.mu.Unlock()
-		<-c.done
-		return c.r, c.err == nil, c.err
-	}
-	c := &renderCall{done: make(chan struct{})}
-	p.inflight[k] = c
-	p.mu.Unlock()
-	c.r, c.err = p.renderApplied(base, ap, p.cache.Admits(k))
-	if c.err == nil {
-		p.cache.Add(k, c.r, s.seq)
-	}
-	p.mu.Lock()
-	delete(p.inflight, k)
-	p.mu.Unlock()
-	close(c.done)
-	if c.err != nil {
-		return nil, false, c.err
-	}
-	return c.r, true, nil
+	k := probeKey(req)
+	k.revision, k.base = base.revision, base.etag+"\x00"+ap.MAC // the base body's identity (its certificates included)
+	return p.once(s, k, func(spill bool) (*Rendered, error) { return p.renderApplied(base, ap, spill) })
+}
+
+// probeKey is the render key of req's probe body without what a revision changes:
+// its output.
+func probeKey(req Request) renderKey {
+	pr := req.Probe
+	return renderKey{prefer: req.Prefer, format: req.Format, groups: strings.Join(req.Groups, ","),
+		probe: strings.Join([]string{pr.Ingress, pr.EntryPoint, pr.Node}, "\x00")}
 }
 
 // renderApplied is base with the probe's objects, gzipped, hashed (and spilled).
@@ -80,7 +57,7 @@ func (p *Publisher) renderApplied(base *Rendered, ap render.AppliedProbe, spill 
 	zw.Close()
 	sum := sha256.Sum256(body)
 	h := hex.EncodeToString(sum[:16])
-	r := &Rendered{body: body, gz: zb.Bytes(), etag: `"` + h + `"`, etagGzip: `"` + h + `-gzip"`, revision: base.revision}
+	r := &Rendered{body: body, gz: zb.Bytes(), etag: `"` + h + `"`, etagGzip: `"` + h + `-gzip"`, revision: base.revision, probed: true}
 	if spill {
 		r.file, r.gzFile = p.spill(r.body), p.spill(r.gz)
 	}

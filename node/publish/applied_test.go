@@ -18,20 +18,27 @@ func testProbe(ingress string) *Probe {
 
 // TestProbeBodiesAreCachedPerIngressAndBounded: a probe body is the plain body plus the
 // probe's objects, rendered once per (revision, ingress, probe) and served from the
-// cache after; a flood of made-up ingress names (one output each) never pushes out the
-// body of an ingress that keeps polling, and the cache stays bounded.
+// cache after; a flood of made-up ingress names (one output each, not tracked: the
+// ingress book refuses names past ingresses.maxTracked) never pushes out the body of a
+// tracked ingress, and the cache stays bounded.
 func TestProbeBodiesAreCachedPerIngressAndBounded(t *testing.T) {
 	_, _, _, doc := thrashFleet(10)
 	p := newPublisher(render.Options{}, "")
 	p.Publish(doc, time.Now())
 	s := p.cur.Load()
+	// edge-a is tracked (the ingress book recorded its report); a made-up name past
+	// ingresses.maxTracked is not, and its poll is served untracked.
 	get := func(pr *Probe) (*Rendered, bool) {
 		t.Helper()
-		r, probed, err := p.GetApplied(s, "", "", api.FormatTraefik, nil, pr)
+		req := Request{Format: api.FormatTraefik, Probe: pr}
+		if pr != nil && !strings.HasPrefix(pr.Ingress, "made-up-") {
+			req.Ingress = pr.Ingress
+		}
+		r, err := p.Body(s, req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return r, probed
+		return r, r.Probed()
 	}
 	plain, probed := get(nil)
 	if probed {

@@ -1,163 +1,185 @@
 package publish
 
 import (
+	"strings"
 	"sync"
 
-	"github.com/scafo/ingress/internal/freq"
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
-// bodyCache is the cache of rendered bodies: at most size of them, by render key. What
-// it keeps, when full, is decided by how often each output (format, prefer and
-// selection: a render key without its revision and certificates) is polled recently,
-// cached answers included, so that an ingress-token holder cycling hundreds of one-off
-// selections cannot make every poll of the outputs real ingresses keep polling pay a
-// render, gzip, hash and spill again (issue 25 item 8). An LRU could be: each one-off
-// pushed the oldest entry out, whatever it was.
+// The render cache keeps the bodies of outputs the fleet bounds, one body per output
+// (format, prefer, selection and applied probe; a newer revision replaces the older):
 //
-// When a body must go, it is, in this order: one superseded by a newer body of the same
-// output (an older revision: no poll asks for it once the snapshot moved), the least
-// recently used of those; else the body of the output polled least (the least recently
-// used of those). A new body whose output is polled no more than that victim's is not
-// kept at all (it is served, from memory, and rendered again if asked for again): a
-// selection never displaces an output polled more often than it, and at equal rates
-// the body kept stays.
+//   - the default outputs: every group, no probe, under no prefer or a live one (a node
+//     with upstreams in the snapshot): two formats × (1 + the fleet's nodes);
+//   - the outputs a tracked ingress polls (Request.Ingress: a poll whose report the
+//     ingress book recorded, at most ingresses.maxTracked names): each name's latest
+//     output, and the body its applied probe is made from.
+//
+// They are a plain LRU of at most maxFleetBodies. The bodies of any other output (the
+// admin token's polls, a poller that sends no report, in-process callers) share a
+// plain LRU of their own, of maxOtherBodies: an ingress-token holder cycling
+// selections, or one tracked name cycling them, cannot push out what the fleet polls
+// (TestThrasherKeepsPolledBodiesCached, TestThrashingSelectionsHoldBoundedMemory).
 type bodyCache struct {
 	mu      sync.Mutex
-	size    int
-	entries map[renderKey]*bodyEntry
-	latest  map[string]renderKey // each output's newest body kept
-	tick    uint64
-	polls   *freq.Sketch
-	evicted func(*Rendered)
+	lru     *simplelru.LRU[string, cached]      // the fleet's outputs
+	other   *simplelru.LRU[string, cached]      // any other output's
+	tracked *simplelru.LRU[string, trackedPoll] // by ingress name
+	// outputs and selections count the tracked names polling each (an output or
+	// selection no name polls any more is not kept).
+	outputs    map[string]int
+	selections map[string]int
+	evicted    func(*Rendered)
 }
 
-type bodyEntry struct {
-	r          *Rendered
-	output     string
-	used       uint64 // tick of the last Get or Add
-	seq        uint64 // of the snapshot it was rendered for
-	superseded bool   // a body of the same output for a newer snapshot was added
+// cached is one output's body: k names what it was rendered from, seq the snapshot.
+type cached struct {
+	k   renderKey
+	r   *Rendered
+	seq uint64
 }
 
-func newBodyCache(size int, polls *freq.Sketch, evicted func(*Rendered)) *bodyCache {
-	return &bodyCache{size: size, entries: map[renderKey]*bodyEntry{}, latest: map[string]renderKey{},
-		polls: polls, evicted: evicted}
+// trackedPoll is what one tracked ingress polls: its outputs (the probe body's and the
+// one it is made from; "" for none) and its selection ("" for every group).
+type trackedPoll struct {
+	outputs   [2]string
+	selection string
 }
 
-// outputOf is the key's output: what polls of it count under.
+// maxBodies bounds the bodies kept (maxFleetBodies of the fleet's outputs, the rest of
+// others); maxTracked the tracked ingress names remembered (ingresses.maxTracked's
+// default: beyond it, the name polled least recently loses its place here first).
+const (
+	maxBodies      = 256
+	maxOtherBodies = 32
+	maxFleetBodies = maxBodies - maxOtherBodies
+	maxTracked     = 256
+)
+
+func newBodyCache(evicted func(*Rendered)) *bodyCache {
+	c := &bodyCache{outputs: map[string]int{}, selections: map[string]int{}, evicted: evicted}
+	c.lru, _ = simplelru.NewLRU(maxFleetBodies, func(_ string, e cached) { c.evicted(e.r) })
+	c.other, _ = simplelru.NewLRU(maxOtherBodies, func(_ string, e cached) { c.evicted(e.r) })
+	c.tracked, _ = simplelru.NewLRU(maxTracked, func(_ string, t trackedPoll) { c.untrack(t) })
+	return c
+}
+
+// outputOf is the key's output: what the cache keeps one body of.
 func outputOf(k renderKey) string {
 	out := k.format + "\x00" + k.prefer + "\x00" + k.groups
 	if k.probe != "" {
-		// Each ingress's probe body is its own output: a made-up name is counted (and
-		// admitted) as one.
 		out += "\x00" + k.probe
 	}
 	return out
 }
 
-// Get returns the body of k, if kept.
-func (c *bodyCache) Get(k renderKey) (*Rendered, bool) {
+// track records that the tracked ingress name polls outputs (and selection): what it
+// polled before, if no other name polls it, is no longer kept.
+func (c *bodyCache) track(name string, t trackedPoll) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.entries[k]
+	if was, ok := c.tracked.Peek(name); ok {
+		if was == t {
+			c.tracked.Get(name)
+			return
+		}
+		c.tracked.Remove(name) // untrack(was)
+	}
+	for _, o := range t.outputs {
+		if o != "" {
+			c.outputs[o]++
+		}
+	}
+	if t.selection != "" {
+		c.selections[t.selection]++
+	}
+	c.tracked.Add(name, t)
+}
+
+// untrack forgets one name's poll (under mu), dropping the bodies no one polls any more.
+func (c *bodyCache) untrack(t trackedPoll) {
+	for _, o := range t.outputs {
+		if o == "" {
+			continue
+		}
+		if c.outputs[o]--; c.outputs[o] <= 0 {
+			delete(c.outputs, o)
+			if !isDefault(o) {
+				c.lru.Remove(o) // kept no longer before others'
+			}
+		}
+	}
+	if t.selection != "" {
+		if c.selections[t.selection]--; c.selections[t.selection] <= 0 {
+			delete(c.selections, t.selection)
+		}
+	}
+}
+
+// isDefault: out is a default output (every group, no probe); its prefer was resolved
+// by Body to "" or a live node.
+func isDefault(out string) bool {
+	return strings.Count(out, "\x00") == 2 && strings.HasSuffix(out, "\x00")
+}
+
+// admits says whether k's output is one of the fleet's (kept before any other).
+func (c *bodyCache) admits(k renderKey) bool {
+	out := outputOf(k)
+	if isDefault(out) {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.outputs[out] > 0
+}
+
+// polled says whether a tracked ingress polls the selection key (comma-separated groups).
+func (c *bodyCache) polled(selection string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.selections[selection] > 0
+}
+
+// get returns the body of k, if kept.
+func (c *bodyCache) get(k renderKey) (*Rendered, bool) {
+	out := outputOf(k)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.lru.Get(out)
 	if !ok {
+		e, ok = c.other.Get(out)
+	}
+	if !ok || e.k != k {
 		return nil, false
 	}
-	c.tick++
-	e.used = c.tick
 	return e.r, true
 }
 
-// victim is the entry that goes for a new one (under mu; the cache is full), and how
-// often its output is polled (-1: superseded).
-func (c *bodyCache) victim() (renderKey, int) {
-	var vk renderKey
-	var ve *bodyEntry
-	vn := 0
-	for k, e := range c.entries {
-		n := -1
-		if !e.superseded {
-			n = c.polls.Estimate(e.output)
-		}
-		if ve == nil || n < vn || (n == vn && e.used < ve.used) {
-			vk, ve, vn = k, e, n
-		}
-	}
-	return vk, vn
-}
-
-// Admits says whether a body of k would be kept now (the caller skips the spill of one
-// that would not).
-func (c *bodyCache) Admits(k renderKey) bool {
+// add keeps r, rendered for the snapshot numbered seq, as the body of k (a fresh
+// render), unless a body of a newer snapshot holds its output: then evicted is told r,
+// as if it came and went.
+func (c *bodyCache) add(k renderKey, r *Rendered, seq uint64) {
+	out := outputOf(k)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.entries[k]; ok || len(c.entries) < c.size {
-		return true
+	to, from := c.other, c.lru
+	if isDefault(out) || c.outputs[out] > 0 {
+		to, from = c.lru, c.other
 	}
-	_, vn := c.victim()
-	return vn < 0 || c.polls.Estimate(outputOf(k)) > vn+admitLead
-}
-
-// Add keeps r, rendered for the snapshot numbered seq, as the body of k, unless the cache is full and k's output is polled no
-// more than the victim's (then evicted is told r, as if it came and went). It returns
-// whether r was kept.
-func (c *bodyCache) Add(k renderKey, r *Rendered, seq uint64) bool {
-	c.mu.Lock()
-	var gone []*Rendered
-	defer func() {
-		c.mu.Unlock()
-		for _, g := range gone {
-			c.evicted(g)
-		}
-	}()
-	out := outputOf(k)
-	c.tick++
-	if e, ok := c.entries[k]; ok {
-		if e.r != r {
-			gone = append(gone, e.r)
-		}
-		e.r, e.used = r, c.tick
-		return true
+	from.Remove(out) // its output changed sides: the older body goes
+	if e, ok := to.Peek(out); ok && e.seq > seq {
+		c.evicted(r)
+		return
+	} else if ok {
+		c.evicted(e.r)
 	}
-	// The output's body kept until now is superseded by this one, whatever comes of it,
-	// unless it is of a newer snapshot (a poll that loaded the older one, rendered late).
-	older := false
-	if lk, ok := c.latest[out]; ok {
-		if l := c.entries[lk]; l.seq <= seq {
-			l.superseded = true
-			delete(c.latest, out)
-		} else {
-			older = true
-		}
-	}
-	if len(c.entries) >= c.size {
-		vk, vn := c.victim()
-		if vn >= 0 && c.polls.Estimate(out) <= vn+admitLead {
-			gone = append(gone, r)
-			return false
-		}
-		gone = append(gone, c.entries[vk].r)
-		c.remove(vk)
-	}
-	if !older {
-		c.latest[out] = k
-	}
-	c.entries[k] = &bodyEntry{r: r, output: out, used: c.tick, seq: seq, superseded: older}
-	return true
-}
-
-// remove drops k (under mu).
-func (c *bodyCache) remove(k renderKey) {
-	e := c.entries[k]
-	delete(c.entries, k)
-	if lk, ok := c.latest[e.output]; ok && lk == k {
-		delete(c.latest, e.output)
-	}
+	to.Add(out, cached{k: k, r: r, seq: seq})
 }
 
 // Len is how many bodies are kept.
 func (c *bodyCache) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.entries)
+	return c.lru.Len() + c.other.Len()
 }

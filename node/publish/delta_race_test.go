@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/scafo/ingress/node/api"
-	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/fleet"
 	"github.com/scafo/ingress/render/routing"
@@ -31,7 +30,7 @@ func TestRacingRendersOfPatchedSnapshotsServeTheFullRender(t *testing.T) {
 	var x fleet.Deriver
 	doc, _, _ := x.Derive(st, fo, nil)
 	p.Publish(doc, time.Now())
-	sets := []*fleetcerts.Set{
+	sets := []*render.CertSet{
 		{Fingerprint: "one", FleetCerts: &render.FleetCerts{Managed: map[string]bool{"app-00003.apps.example.com": true},
 			Certificates: []render.Certificate{{Names: []string{"app-00003.apps.example.com"}, CertFile: "C3", KeyFile: "K3"}}}},
 		{Fingerprint: "two", FleetCerts: &render.FleetCerts{Managed: map[string]bool{"app-00004.eu.example.com": true},
@@ -99,7 +98,7 @@ func TestRacingRendersOfPatchedSnapshotsServeTheFullRender(t *testing.T) {
 						return
 					}
 				}
-				got, err := p.GetGroups(s, prefer, format, sel)
+				got, err := p.Body(s, Request{Prefer: prefer, Format: format, Groups: sel})
 				if err != nil {
 					errs <- err
 					return
@@ -170,7 +169,7 @@ func TestAChangeInOneGroupLeavesAnotherGroupsBodiesAlone(t *testing.T) {
 		out := map[string]*Rendered{}
 		for _, prefer := range []string{"", "vps-a"} {
 			for _, format := range []string{api.FormatTraefik, api.FormatRoutes} {
-				got, err := p.GetGroups(s, prefer, format, sel)
+				got, err := p.Body(s, Request{Prefer: prefer, Format: format, Groups: sel})
 				if err != nil {
 					t.Fatal(err)
 				}

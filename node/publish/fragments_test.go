@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/scafo/ingress/node/api"
-	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/fleet"
 	"github.com/scafo/ingress/render/routing"
@@ -33,7 +32,7 @@ func TestPublisherServesTheFullRenderAcrossRevisions(t *testing.T) {
 		}
 		s := p.cur.Load()
 		for _, prefer := range []string{"", "vps-a", "vps-c"} {
-			got, err := p.Get(s, prefer, api.FormatTraefik)
+			got, err := p.Body(s, Request{Prefer: prefer, Format: api.FormatTraefik})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,7 +98,7 @@ func TestPublisherFleetCertsPerGroup(t *testing.T) {
 	fc2 := &render.FleetCerts{Managed: fc1.Managed,
 		Certificates: append(slices.Clone(fc1.Certificates), cert("blog.eu1.example.com"))}
 
-	serve := func(set *fleetcerts.Set) map[string]*Rendered {
+	serve := func(set *render.CertSet) map[string]*Rendered {
 		t.Helper()
 		p.PublishCerts(set)
 		s := p.cur.Load()
@@ -108,7 +107,7 @@ func TestPublisherFleetCertsPerGroup(t *testing.T) {
 		}
 		out := map[string]*Rendered{}
 		for _, sel := range [][]string{nil, {"default"}, {"eu-1"}} {
-			got, err := p.GetGroups(s, "", api.FormatTraefik, sel)
+			got, err := p.Body(s, Request{Prefer: "", Format: api.FormatTraefik, Groups: sel})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -126,7 +125,7 @@ func TestPublisherFleetCertsPerGroup(t *testing.T) {
 		}
 		return out
 	}
-	before := serve(&fleetcerts.Set{Fingerprint: "one", FleetCerts: fc1})
+	before := serve(&render.CertSet{Fingerprint: "one", FleetCerts: fc1})
 	for sel, r := range before {
 		if !bytes.Contains(r.body, []byte("CERT apps.example.com")) {
 			t.Errorf("selection %q lacks the API apex's certificate", sel)
@@ -136,7 +135,7 @@ func TestPublisherFleetCertsPerGroup(t *testing.T) {
 		t.Error("eu-1 carries the certificate of shop.apps.example.com, a name of group default")
 	}
 	renders := p.renders.Load()
-	after := serve(&fleetcerts.Set{Fingerprint: "two", FleetCerts: fc2})
+	after := serve(&render.CertSet{Fingerprint: "two", FleetCerts: fc2})
 	if r := after["eu-1"]; !bytes.Contains(r.body, []byte("CERT blog.eu1.example.com")) || r.etag == before["eu-1"].etag {
 		t.Errorf("eu-1 does not carry blog's new certificate: %s", r.body)
 	}

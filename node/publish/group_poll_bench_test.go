@@ -24,7 +24,7 @@ func BenchmarkGroupPollAfterAChangeElsewhere(b *testing.B) {
 	doc, _, _ := x.Derive(st, fo, nil)
 	p.Publish(doc, time.Now())
 	sel := []string{routing.DefaultGroup}
-	if _, err := p.GetGroups(p.cur.Load(), "vps-a", api.FormatTraefik, sel); err != nil {
+	if _, err := p.Body(p.cur.Load(), Request{Prefer: "vps-a", Format: api.FormatTraefik, Groups: sel}); err != nil {
 		b.Fatal(err)
 	}
 	n := 0
@@ -44,7 +44,7 @@ func BenchmarkGroupPollAfterAChangeElsewhere(b *testing.B) {
 			}
 		}
 		b.StartTimer()
-		if _, err := p.GetGroups(p.cur.Load(), "vps-a", api.FormatTraefik, sel); err != nil {
+		if _, err := p.Body(p.cur.Load(), Request{Prefer: "vps-a", Format: api.FormatTraefik, Groups: sel}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/scafo/ingress/internal/freq"
 	"github.com/scafo/ingress/render/routing"
 )
 
@@ -35,34 +34,32 @@ const maxGroupDocs = 64
 type groupLineage struct {
 	mu   sync.Mutex
 	last map[string]groupMade
-	// polls counts the polls of each selection (the publisher's, under selectionOf):
-	// when a map of selections is full, the one polled least gives way to one polled
-	// more (makeRoom), so selections asked for once cannot take every place from
+	// polled says whether a tracked ingress polls a selection (the publisher's cache):
+	// when a map of selections is full, one no tracked ingress polls gives way to one
+	// polled (makeRoom), so selections asked for once cannot take every place from
 	// those real ingresses poll. nil: first come, first kept.
-	polls *freq.Sketch
+	polled func(selection string) bool
 }
 
-// selectionOf is the key a selection's polls count under in the publisher's sketch.
-func selectionOf(key string) string { return "sel\x00" + key }
-
 // makeRoom says whether key may be added to m (len(m) bounded by maxGroupDocs): there
-// is room, or the selection polled least is polled less often than key and is deleted
-// (drop is told it). The caller holds m's lock.
-func makeRoom[V any](m map[string]V, key string, polls *freq.Sketch, drop func(string)) bool {
+// is room, or key is polled by a tracked ingress and a selection that is not is deleted
+// (drop is told it; the least of them in sort order, for a stable choice). The caller
+// holds m's lock.
+func makeRoom[V any](m map[string]V, key string, polled func(string) bool, drop func(string)) bool {
 	if len(m) < maxGroupDocs {
 		return true
 	}
-	if polls == nil {
+	if polled == nil || !polled(key) {
 		return false
 	}
-	victim, vn := "", 0
+	victim := ""
 	for k := range m {
-		if n := polls.Estimate(selectionOf(k)); victim == "" || n < vn || (n == vn && k < victim) {
-			victim, vn = k, n
+		if (victim == "" || k < victim) && !polled(k) {
+			victim = k
 		}
 	}
-	if polls.Estimate(selectionOf(key)) <= vn+admitLead {
-		return false
+	if victim == "" {
+		return false // every place is a polled selection's
 	}
 	delete(m, victim)
 	if drop != nil {
@@ -71,12 +68,12 @@ func makeRoom[V any](m map[string]V, key string, polls *freq.Sketch, drop func(s
 	return true
 }
 
-// sketch is the lineage's poll counts (nil without a lineage).
-func (l *groupLineage) sketch() *freq.Sketch {
+// polledBy is the lineage's test of a selection (nil without a lineage).
+func (l *groupLineage) polledBy() func(string) bool {
 	if l == nil {
 		return nil
 	}
-	return l.polls
+	return l.polled
 }
 
 type groupMade struct {
@@ -107,7 +104,7 @@ func (l *groupLineage) keep(key string, m groupMade) {
 	}
 	if was, ok := l.last[key]; ok && was.seq > m.seq {
 		return // made for a newer Snapshot
-	} else if ok || makeRoom(l.last, key, l.polls, nil) {
+	} else if ok || makeRoom(l.last, key, l.polled, nil) {
 		l.last[key] = m
 	}
 }
@@ -154,7 +151,7 @@ func (s *Snapshot) forGroupsDelta(groups []string) (*routing.Document, *routing.
 	if s.groups.docs == nil {
 		s.groups.docs, s.groups.deltas = map[string]*routing.Document{}, map[string]*routing.Delta{}
 	}
-	if makeRoom(s.groups.docs, key, s.lineage.sketch(), func(k string) { delete(s.groups.deltas, k) }) {
+	if makeRoom(s.groups.docs, key, s.lineage.polledBy(), func(k string) { delete(s.groups.deltas, k) }) {
 		s.groups.docs[key], s.groups.deltas[key] = d, delta
 		s.lineage.keep(key, groupMade{base: s.doc, doc: d, blocks: blocks, seq: s.seq})
 	}
@@ -237,7 +234,7 @@ func (s *Snapshot) certsFingerprint(groups []string) string {
 	if s.groups.fps == nil {
 		s.groups.fps = map[string]string{}
 	}
-	if makeRoom(s.groups.fps, key, s.lineage.sketch(), nil) {
+	if makeRoom(s.groups.fps, key, s.lineage.polledBy(), nil) {
 		s.groups.fps[key] = fp
 	}
 	s.groups.mu.Unlock()

@@ -17,9 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/scafo/ingress/internal/freq"
 	"github.com/scafo/ingress/node/api"
-	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/routing"
 )
@@ -35,7 +33,7 @@ type Snapshot struct {
 	ups map[string]int
 	// certs are the fleet certificates rendered with doc (nil without --acme.enabled):
 	// a new certificate replaces the snapshot with the same doc (acme.go).
-	certs *fleetcerts.Set
+	certs *render.CertSet
 	// superseded is closed when a newer snapshot replaces this one; long-polls wait on it.
 	superseded chan struct{}
 	// mark is the store serial (and epoch) the document was derived from, sent in
@@ -67,13 +65,9 @@ type storeMark struct {
 type Publisher struct {
 	cur atomic.Pointer[Snapshot]
 	// certs is the latest fleet-certificate set; every new snapshot carries it.
-	certs atomic.Pointer[fleetcerts.Set]
-	// cache holds the rendered bodies, kept by how often their outputs are polled
-	// (polls: every GetGroups, cached answers included; bodyCache).
+	certs atomic.Pointer[render.CertSet]
+	// cache holds the rendered bodies of the outputs the fleet bounds (bodyCache).
 	cache  *bodyCache
-	polls  *freq.Sketch
-	door   *freq.Doorkeeper // counts a (source, output) once per window (sources.go)
-	clock  func() time.Time // the door's clock (nil: time.Now)
 	render render.Options
 	// frags renders the Traefik format incrementally: per-application fragments kept
 	// across revisions, so a new revision re-renders what changed (render.Incremental).
@@ -103,7 +97,8 @@ type renderKey struct {
 	format   string
 	certs    string // the fleet certificates' fingerprint (traefik format only; of the selection's names with ?group=)
 	groups   string // the ?group= selection, sorted, comma-separated; "" for every group
-	probe    string // the applied probe's inputs (applied.go); "" for none
+	probe    string // the applied probe's ingress, entry point and node (applied.go); "" for none
+	base     string // with probe: the base body's ETag and the probe's MAC
 }
 
 // Rendered is one cached body, identity and gzip, with its strong ETag.
@@ -115,6 +110,8 @@ type Rendered struct {
 	// revision is the revision of what was rendered: the document's, or with ?group=
 	// that of the group selection's document.
 	revision string
+	// probed: the body carries an applied probe (render.WithAppliedProbe).
+	probed bool
 	// file and gzFile hold the same bytes on disk (page cache), so a poll can be
 	// answered with sendfile(2) instead of copying megabytes through user space; ""
 	// when spilling failed (the in-memory bytes are served then).
@@ -130,7 +127,7 @@ func New(opts render.Options, spillDir string, serialOf func() (uint64, string))
 // Certs connects a publisher to the fleet certificates (the zero value: none).
 type Certs struct {
 	// Set is the certificate set the first snapshot carries; PublishCerts replaces it.
-	Set *fleetcerts.Set
+	Set *render.CertSet
 	// OnPublish is told every new document.
 	OnPublish func(*routing.Document)
 }
@@ -155,12 +152,7 @@ func (p *Publisher) Renders() int64 { return p.renders.Load() }
 // where rendered bodies are also written for sendfile (files are removed when their
 // entry leaves the cache).
 func newPublisher(opts render.Options, spillDir string) *Publisher {
-	// The sketch is as wide as the distinct keys a window may bring (doorPairs, 512 KiB):
-	// sized for the 256 bodies, a thrasher's few hundred selections collided in every
-	// row, some counted twice as often as they are polled, and those evicted a real
-	// ingress's output (TestAThrasherPollingFirstInEachWindowRendersNoRealPoll).
-	polls := freq.New(doorPairs)
-	c := newBodyCache(maxBodies, polls, func(r *Rendered) {
+	c := newBodyCache(func(r *Rendered) {
 		// Unlinking while a poll still has the file open is fine: the open file stays
 		// readable until closed (and a poll that finds it gone sends the bytes in memory).
 		if r.file != "" {
@@ -175,18 +167,19 @@ func newPublisher(opts render.Options, spillDir string) *Publisher {
 		// The node validates its render options at startup (render.Options.Validate).
 		panic(fmt.Sprintf("render options: %v", err))
 	}
-	// The Incremental keeps the per-output state of the Traefik outputs polled most
-	// (its output names are the render keys' prefer and selection, as renderNow names them).
+	// The Incremental keeps the per-output state of the Traefik outputs the cache keeps
+	// before any other (its output names are the render keys' prefer and selection, as
+	// renderNow names them).
 	inc.SetPopularity(func(output string) int {
 		prefer, groups, _ := strings.Cut(output, "|") // a node name holds no '|'
-		return polls.Estimate(outputOf(renderKey{format: api.FormatTraefik, prefer: prefer, groups: groups}))
+		if c.admits(renderKey{format: api.FormatTraefik, prefer: prefer, groups: groups}) {
+			return 1
+		}
+		return 0
 	})
-	return &Publisher{cache: c, polls: polls, door: newDoor(polls), render: opts, frags: inc, inflight: map[renderKey]*renderCall{}, spillDir: spillDir,
-		lineage: groupLineage{polls: polls}}
+	return &Publisher{cache: c, render: opts, frags: inc, inflight: map[renderKey]*renderCall{}, spillDir: spillDir,
+		lineage: groupLineage{polled: c.polled}}
 }
-
-// maxBodies bounds the rendered bodies kept (bodyCache).
-const maxBodies = 256
 
 // spill writes b to a new file in the spill directory and returns its path ("" on any
 // error: serving from memory is always possible).
@@ -274,7 +267,7 @@ func (p *Publisher) swapDoc(doc *routing.Document, delta *routing.Delta, now tim
 
 // PublishCerts swaps in a snapshot with the current document and the new certificate
 // set, waking long-polls: the Traefik rendering changed, the document did not.
-func (p *Publisher) PublishCerts(set *fleetcerts.Set) {
+func (p *Publisher) PublishCerts(set *render.CertSet) {
 	p.swap.Lock()
 	defer p.swap.Unlock()
 	p.certs.Store(set)
@@ -289,7 +282,7 @@ func (p *Publisher) PublishCerts(set *fleetcerts.Set) {
 // newSnapshot is the one constructor of a snapshot (under swap): every field a
 // snapshot carries is set here, for a new document and for new certificates alike.
 func (p *Publisher) newSnapshot(doc *routing.Document, since time.Time, ups, groupRoutes map[string]int,
-	delta *routing.Delta, certs *fleetcerts.Set, seq uint64, mark *storeMark) *Snapshot {
+	delta *routing.Delta, certs *render.CertSet, seq uint64, mark *storeMark) *Snapshot {
 	next := &Snapshot{doc: doc, since: since, ups: ups, certs: certs, superseded: make(chan struct{}),
 		groupRoutes: groupRoutes, delta: delta, lineage: &p.lineage, seq: seq}
 	if mark != nil {
@@ -316,26 +309,50 @@ func (p *Publisher) RemoveSpill() {
 	}
 }
 
-// Get returns the rendered body for (snapshot, prefer, format), from the cache when it
-// can. prefer is already resolved ("" or a node name present in the fleet). When a
-// revision moves, every parked long-poll wakes at once and asks for the same key: one
-// of them renders, the others wait for its result (no thundering herd of renders).
-func (p *Publisher) Get(s *Snapshot, prefer, format string) (*Rendered, error) {
-	return p.GetGroups(s, prefer, format, nil)
+// Request is one poll's output and who polls it.
+type Request struct {
+	// Format is api.FormatRoutes or api.FormatTraefik.
+	Format string
+	// Prefer is a node name ("": none); a node without upstreams in the snapshot
+	// changes nothing (it is served as none).
+	Prefer string
+	// Groups is the ?group= selection, sorted (nil: every group).
+	Groups []string
+	// Probe adds an HTTP-provider Traefik's applied probe to a Traefik body (nil: none).
+	Probe *Probe
+	// Ingress names the tracked ingress polling (its report was recorded; "": none):
+	// its output is kept among the fleet's (bodyCache).
+	Ingress string
 }
 
-// GetGroups is Get for the group selection groups (sorted; nil: every group), polled
-// from no known source (GetGroupsFrom).
-func (p *Publisher) GetGroups(s *Snapshot, prefer, format string, groups []string) (*Rendered, error) {
-	return p.GetGroupsFrom(s, "", prefer, format, groups)
+// Body returns the rendered body of req for snapshot s, from the cache when it can.
+// When a revision moves, every parked long-poll wakes at once and asks for the same
+// key: one of them renders, the others wait for its result (no thundering herd of
+// renders). A body with the applied probe says so (Rendered.Probed).
+func (p *Publisher) Body(s *Snapshot, req Request) (*Rendered, error) {
+	if req.Prefer != "" && s.Upstreams(req.Prefer) == 0 {
+		req.Prefer = "" // a valid name not in the fleet changes nothing
+	}
+	sel := strings.Join(req.Groups, ",")
+	if req.Ingress != "" {
+		// What it polls is kept from its first poll on.
+		t := trackedPoll{outputs: [2]string{outputOf(renderKey{format: req.Format, prefer: req.Prefer, groups: sel})}, selection: sel}
+		if req.Probe != nil && req.Format == api.FormatTraefik {
+			t.outputs[1] = outputOf(probeKey(req))
+		}
+		p.cache.track(req.Ingress, t)
+	}
+	base, err := p.body(s, req.Prefer, req.Format, req.Groups)
+	if err != nil || req.Probe == nil || req.Format != api.FormatTraefik {
+		return base, err
+	}
+	return p.applied(s, base, req)
 }
 
-// GetGroupsFrom is GetGroups for a poll from source (the client's address key: see
-// count, which is how the caches rank what is polled).
-func (p *Publisher) GetGroupsFrom(s *Snapshot, source, prefer, format string, groups []string) (*Rendered, error) {
+// body is the body of (prefer, format, groups) without a probe.
+func (p *Publisher) body(s *Snapshot, prefer, format string, groups []string) (*Rendered, error) {
 	revision := s.doc.Revision
 	if groups != nil {
-		p.count(source, selectionOf(strings.Join(groups, ",")))
 		// A selection's body is a function of its own document (its revision), not of
 		// the whole fleet's: a change in another group, which wakes its long-polls too,
 		// finds it cached instead of rendering, compressing and hashing it again.
@@ -345,8 +362,13 @@ func (p *Publisher) GetGroupsFrom(s *Snapshot, source, prefer, format string, gr
 	if format == api.FormatTraefik && s.certs != nil {
 		k.certs = s.certsFingerprint(groups)
 	}
-	p.count(source, outputOf(k))
-	if r, ok := p.cache.Get(k); ok {
+	return p.once(s, k, func(spill bool) (*Rendered, error) { return p.renderNow(s, k, groups, spill) })
+}
+
+// once returns k's body from the cache, or renders it (one render per key at a time:
+// concurrent asks wait for it) and keeps it when the cache admits k.
+func (p *Publisher) once(s *Snapshot, k renderKey, render func(spill bool) (*Rendered, error)) (*Rendered, error) {
+	if r, ok := p.cache.get(k); ok {
 		return r, nil
 	}
 	p.mu.Lock()
@@ -358,9 +380,9 @@ func (p *Publisher) GetGroupsFrom(s *Snapshot, source, prefer, format string, gr
 	c := &renderCall{done: make(chan struct{})}
 	p.inflight[k] = c
 	p.mu.Unlock()
-	c.r, c.err = p.renderNow(s, k, groups, p.cache.Admits(k))
+	c.r, c.err = render(p.cache.admits(k))
 	if c.err == nil {
-		p.cache.Add(k, c.r, s.seq)
+		p.cache.add(k, c.r, s.seq)
 	}
 	p.mu.Lock()
 	delete(p.inflight, k)

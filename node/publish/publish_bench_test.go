@@ -30,7 +30,7 @@ func BenchmarkPublishOneChange(b *testing.B) {
 			var x fleet.Deriver
 			d0, _, _ := x.Derive(st, opt, nil)
 			p.Publish(d0, time.Now())
-			if _, err := p.Get(p.cur.Load(), "", api.FormatTraefik); err != nil {
+			if _, err := p.Body(p.cur.Load(), Request{Prefer: "", Format: api.FormatTraefik}); err != nil {
 				b.Fatal(err)
 			}
 			n, routes, size, gz := 0, 0, 0, 0
@@ -54,7 +54,7 @@ func BenchmarkPublishOneChange(b *testing.B) {
 				if !p.PublishDelta(doc, delta, t1) {
 					b.Fatal("the revision did not move")
 				}
-				r, err := p.Get(p.cur.Load(), "", api.FormatTraefik)
+				r, err := p.Body(p.cur.Load(), Request{Prefer: "", Format: api.FormatTraefik})
 				if err != nil {
 					b.Fatal(err)
 				}

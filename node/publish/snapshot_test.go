@@ -23,7 +23,7 @@ func TestConcurrentPollsOfANewRevisionRenderOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := p.Get(s, "", api.FormatTraefik)
+			r, err := p.Body(s, Request{Prefer: "", Format: api.FormatTraefik})
 			if err != nil {
 				t.Error(err)
 				return

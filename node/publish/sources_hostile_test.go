@@ -31,20 +31,19 @@ func thrashFirstInEachWindow(t *testing.T, real sourcedPoll) {
 	p := newPublisher(render.Options{}, "")
 	p.Publish(doc, time.Now())
 	now := time.Date(2026, 12, 2, 16, 0, 0, 0, time.UTC)
-	p.clock = func() time.Time { return now }
 	thrash := thrashSelections(300)
 	s := p.cur.Load()
 	get := func(q sourcedPoll) {
 		t.Helper()
-		if _, err := p.GetGroupsFrom(s, q.source, q.prefer, api.FormatTraefik, q.groups); err != nil {
+		if _, err := p.Body(s, Request{Ingress: q.source, Prefer: q.prefer, Format: api.FormatTraefik, Groups: q.groups}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	rendered, polls := 0, 0
 	start := now
 	for w := range 24 {
-		now = start.Add(time.Duration(w) * PopularityWindow) // the window turns at the thrasher's poll
-		if w == 0 {                                          // the real ingress was there first
+		now = start.Add(time.Duration(w) * (2 * time.Minute)) // the window turns at the thrasher's poll
+		if w == 0 {                                           // the real ingress was there first
 			get(real)
 		}
 		for _, q := range thrash {

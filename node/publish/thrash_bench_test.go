@@ -26,7 +26,7 @@ func BenchmarkPollUnderThrash(b *testing.B) {
 			p.Publish(doc, time.Now())
 			s := p.cur.Load()
 			poll := func(prefer string, groups []string) {
-				if _, err := p.GetGroups(s, prefer, api.FormatTraefik, groups); err != nil {
+				if _, err := p.Body(s, Request{Prefer: prefer, Format: api.FormatTraefik, Groups: groups}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -110,10 +110,9 @@ func BenchmarkPollUnderBusierThrash(b *testing.B) {
 			p := newPublisher(render.Options{}, b.TempDir())
 			p.Publish(doc, time.Now())
 			now := time.Now()
-			p.clock = func() time.Time { return now }
 			s := p.cur.Load()
 			poll := func(source, prefer string, groups []string) {
-				if _, err := p.GetGroupsFrom(s, source, prefer, api.FormatTraefik, groups); err != nil {
+				if _, err := p.Body(s, Request{Ingress: source, Prefer: prefer, Format: api.FormatTraefik, Groups: groups}); err != nil {
 					b.Fatal(err)
 				}
 			}

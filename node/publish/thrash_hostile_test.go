@@ -23,13 +23,13 @@ func TestThrashingSelectionsHoldBoundedMemory(t *testing.T) {
 	s := p.cur.Load()
 	for _, q := range thrashSelections(400) {
 		for _, prefer := range []string{"", "vps-a", "vps-b", q.prefer} {
-			if _, err := p.GetGroups(s, prefer, api.FormatTraefik, q.groups); err != nil {
+			if _, err := p.Body(s, Request{Prefer: prefer, Format: api.FormatTraefik, Groups: q.groups}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	p.cache.mu.Lock()
-	entries, latest := len(p.cache.entries), len(p.cache.latest)
+	entries, latest := p.cache.lru.Len(), len(p.cache.lru.Keys()) // one body per output: its newest
 	p.cache.mu.Unlock()
 	s.groups.mu.Lock()
 	docs, deltas, fps := len(s.groups.docs), len(s.groups.deltas), len(s.groups.fps)

@@ -32,13 +32,12 @@ func TestABusierThrasherFromOneSourceRendersNoRealPoll(t *testing.T) {
 	p := newPublisher(render.Options{}, "")
 	p.Publish(doc, time.Now())
 	now := time.Date(2026, 12, 2, 16, 0, 0, 0, time.UTC)
-	p.clock = func() time.Time { return now }
 	legit := []sourcedPoll{{"10.1.0.1", "", nil}, {"10.1.0.2", "vps-a", []string{"g1"}}}
 	thrash := thrashSelections(300)
 	s := p.cur.Load()
 	get := func(q sourcedPoll) {
 		t.Helper()
-		if _, err := p.GetGroupsFrom(s, q.source, q.prefer, api.FormatTraefik, q.groups); err != nil {
+		if _, err := p.Body(s, Request{Ingress: q.source, Prefer: q.prefer, Format: api.FormatTraefik, Groups: q.groups}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -79,12 +78,11 @@ func TestAnOutputOfSeveralSourcesDisplacesAOneSourceThrasher(t *testing.T) {
 	p := newPublisher(render.Options{}, "")
 	p.Publish(doc, time.Now())
 	now := time.Date(2026, 12, 2, 16, 0, 0, 0, time.UTC)
-	p.clock = func() time.Time { return now }
 	thrash := thrashSelections(300)
 	s := p.cur.Load()
 	get := func(q sourcedPoll) {
 		t.Helper()
-		if _, err := p.GetGroupsFrom(s, q.source, q.prefer, api.FormatTraefik, q.groups); err != nil {
+		if _, err := p.Body(s, Request{Ingress: q.source, Prefer: q.prefer, Format: api.FormatTraefik, Groups: q.groups}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -134,24 +132,23 @@ func TestAnOutputNobodyPollsFadesInBoundedTime(t *testing.T) {
 	p := newPublisher(render.Options{}, "")
 	p.Publish(doc, time.Now())
 	now := time.Date(2026, 12, 2, 16, 0, 0, 0, time.UTC)
-	p.clock = func() time.Time { return now }
 	s := p.cur.Load()
 	get := func(q sourcedPoll) {
 		t.Helper()
-		if _, err := p.GetGroupsFrom(s, q.source, q.prefer, api.FormatRoutes, q.groups); err != nil {
+		if _, err := p.Body(s, Request{Ingress: q.source, Prefer: q.prefer, Format: api.FormatRoutes, Groups: q.groups}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	thrash := thrashSelections(300)
 	for range 70 {
-		now = now.Add(PopularityWindow)
+		now = now.Add((2 * time.Minute))
 		for _, q := range thrash {
 			get(sourcedPoll{"10.9.0.9", q.prefer, q.groups})
 		}
 	}
 	real := sourcedPoll{"10.1.0.1", "vps-c", []string{"g3"}} // no selection of the thrasher's
 	for w := range 20 {
-		now = now.Add(PopularityWindow)
+		now = now.Add((2 * time.Minute))
 		before := p.Renders()
 		get(real)
 		get(real)

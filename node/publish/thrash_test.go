@@ -2,6 +2,7 @@ package publish
 
 import (
 	"bytes"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -35,9 +36,10 @@ func TestThrasherKeepsPolledBodiesCached(t *testing.T) {
 	}
 	legit := []poll{{"", nil}, {"vps-a", []string{"g1"}}}
 	thrash := thrashSelections(900)
-	get := func(s *Snapshot, q poll) *Rendered {
+	// The real ingresses report (tracked, each under its name); the thrasher does not.
+	get := func(s *Snapshot, ingress string, q poll) *Rendered {
 		t.Helper()
-		r, err := p.GetGroups(s, q.prefer, api.FormatTraefik, q.groups)
+		r, err := p.Body(s, Request{Ingress: ingress, Prefer: q.prefer, Format: api.FormatTraefik, Groups: q.groups})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,9 +47,9 @@ func TestThrasherKeepsPolledBodiesCached(t *testing.T) {
 	}
 	for round := range 14 {
 		s := p.cur.Load()
-		for _, q := range legit {
+		for i, q := range legit {
 			before := p.Renders()
-			get(s, q)
+			get(s, fmt.Sprint("edge-", i), q)
 			if n := p.Renders() - before; round > 0 && n != 0 {
 				t.Fatalf("round %d: the real poll %+v rendered its body again (%d renders)", round, q, n)
 			}
@@ -57,8 +59,8 @@ func TestThrasherKeepsPolledBodiesCached(t *testing.T) {
 		}
 		for i := range 300 {
 			q := thrash[((round-10)*300+i)%len(thrash)]
-			get(s, poll{q.prefer, q.groups})
-			get(s, poll{q.prefer, q.groups})
+			get(s, "", poll{q.prefer, q.groups})
+			get(s, "", poll{q.prefer, q.groups})
 		}
 	}
 	if n := p.cache.Len(); n > maxBodies {
@@ -78,9 +80,9 @@ func TestThrasherKeepsPolledBodiesCached(t *testing.T) {
 		t.Fatal("the revision did not move")
 	}
 	s := p.cur.Load()
-	for _, q := range legit {
+	for i, q := range legit {
 		cold := p.frags.Cold()
-		got := get(s, q)
+		got := get(s, fmt.Sprint("edge-", i), q)
 		if p.frags.Cold() != cold {
 			t.Fatalf("after the thrash, %+v found no state of its output to build on", q)
 		}
@@ -119,9 +121,10 @@ func TestThrasherKeepsPolledSelections(t *testing.T) {
 	p := newPublisher(render.Options{}, "")
 	p.Publish(doc, time.Now())
 	legit := []string{"g1"}
-	get := func(prefer string, groups []string) {
+	// The real ingress reports (tracked); the thrasher does not.
+	get := func(ingress, prefer string, groups []string) {
 		t.Helper()
-		if _, err := p.GetGroups(p.cur.Load(), prefer, api.FormatTraefik, groups); err != nil {
+		if _, err := p.Body(p.cur.Load(), Request{Ingress: ingress, Prefer: prefer, Format: api.FormatTraefik, Groups: groups}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -129,14 +132,14 @@ func TestThrasherKeepsPolledSelections(t *testing.T) {
 	flood := func() {
 		for _, q := range thrash {
 			if !slices.Equal(q.groups, legit) {
-				get(q.prefer, q.groups)
-				get(q.prefer, q.groups)
+				get("", q.prefer, q.groups)
+				get("", q.prefer, q.groups)
 			}
 		}
 	}
 	flood() // the thrasher came first: every place is taken
 	for range 10 {
-		get("vps-a", legit)
+		get("edge-a", "vps-a", legit)
 	}
 	for step := range 3 {
 		st.Nodes = slices.Clone(st.Nodes)
@@ -150,7 +153,7 @@ func TestThrasherKeepsPolledSelections(t *testing.T) {
 			t.Fatal("the revision did not move")
 		}
 		flood()
-		get("vps-a", legit)
+		get("edge-a", "vps-a", legit)
 		s := p.cur.Load()
 		s.groups.mu.Lock()
 		_, cached := s.groups.docs["g1"]
