@@ -17,12 +17,13 @@ import (
 	"github.com/caddyserver/certmagic"
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
 	"github.com/scafo/ingress/node/store/dir"
 )
 
-func acmeStatus(t *testing.T, n *testNode) map[string]fleetcerts.NameStatus {
+func acmeStatus(t *testing.T, n *testNode) map[string]api.CertName {
 	t.Helper()
 	resp, b := n.get("/v1/status", testIngressToken)
 	if resp.StatusCode != http.StatusOK {
@@ -31,13 +32,13 @@ func acmeStatus(t *testing.T, n *testNode) map[string]fleetcerts.NameStatus {
 	// Decoded as the manager's own type: the wire (api.CertName) has its shape.
 	var body struct {
 		Certificates *struct {
-			Names []fleetcerts.NameStatus `json:"names"`
+			Names []api.CertName `json:"names"`
 		} `json:"certificates"`
 	}
 	if err := json.Unmarshal(b, &body); err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]fleetcerts.NameStatus{}
+	out := map[string]api.CertName{}
 	if body.Certificates != nil {
 		for _, c := range body.Certificates.Names {
 			out[c.Name] = c

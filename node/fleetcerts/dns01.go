@@ -60,17 +60,6 @@ type DNS01 struct {
 	PropagationTimeout, PropagationDelay, TTL time.Duration
 }
 
-// Delegation is what a custom wildcard's customer must create, and whether it is.
-type Delegation struct {
-	// CNAME is the name the customer creates (_acme-challenge.<name>), Target what it
-	// must point at.
-	CNAME  string `json:"cname"`
-	Target string `json:"target"`
-	// InPlace: the CNAME was found pointing at Target when last checked (CheckedAt).
-	InPlace   bool       `json:"inPlace"`
-	CheckedAt *time.Time `json:"checkedAt,omitempty"`
-}
-
 // dnsName is how one wanted name is issued by DNS-01.
 type dnsName struct {
 	// owner is the CNAME the customer creates (delegated) or the TXT record's name.

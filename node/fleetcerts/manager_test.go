@@ -17,6 +17,7 @@ import (
 	"github.com/caddyserver/certmagic"
 
 	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
 	"github.com/scafo/ingress/render/routing"
 )
@@ -40,13 +41,13 @@ func docWith(hosts ...string) *routing.Document {
 	return d
 }
 
-func stateOf(m *Manager, name string) NameStatus {
+func stateOf(m *Manager, name string) api.CertName {
 	for _, s := range m.Status() {
 		if s.Name == name {
 			return s
 		}
 	}
-	return NameStatus{}
+	return api.CertName{}
 }
 
 // TestTwoManagersOnOneStoreIssueANameOnceAndEitherAnswersTheChallenge: two managers on
@@ -109,7 +110,7 @@ func TestTwoManagersOnOneStoreIssueANameOnceAndEitherAnswersTheChallenge(t *test
 		t.Fatalf("Pebble issued %d certificates (%v), want exactly 1", len(issued), issued)
 	}
 	issuers := 0
-	for _, s := range []NameStatus{sa, sb} {
+	for _, s := range []api.CertName{sa, sb} {
 		if s.ObtainedHere {
 			issuers++
 		}

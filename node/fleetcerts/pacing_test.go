@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/certmagic"
 
 	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
 	"github.com/scafo/ingress/render/routing"
 )
@@ -93,7 +94,7 @@ func TestAFailingNameIsHeldOffAndNotReordered(t *testing.T) {
 	p.AddA(t, name, "127.0.0.3") // nothing listens there
 	m.Sync(docWith(name))
 
-	var s NameStatus
+	var s api.CertName
 	nodetest.WaitFor(t, 60*time.Second, "the first failure", func() bool {
 		s = stateOf(m, name)
 		return s.State == StateFailed && s.Attempts == 1

@@ -4,61 +4,41 @@ import (
 	"slices"
 	"strings"
 	"time"
-)
 
-// NameStatus is the operator's view of one name. No key material.
-type NameStatus struct {
-	Name        string     `json:"name"`
-	State       string     `json:"state"`
-	NotAfter    *time.Time `json:"notAfter,omitempty"`
-	Serial      string     `json:"serial,omitempty"`
-	LastError   string     `json:"lastError,omitempty"`
-	NextAttempt *time.Time `json:"nextAttempt,omitempty"`
-	// Attempts counts this node's obtain attempts (0: another node issued it, or none
-	// was needed).
-	Attempts int `json:"attempts,omitempty"`
-	// ObtainedHere: this node obtained the certificate it holds.
-	ObtainedHere bool `json:"obtainedHere,omitempty"`
-	// Challenge is "dns-01" for a name issued by DNS-01 ("" for HTTP-01), and Phase
-	// where its challenge stands while one is in progress (the TXT record written,
-	// waiting for it to propagate, with the bound).
-	Challenge string `json:"challenge,omitempty"`
-	Phase     string `json:"phase,omitempty"`
-	// Delegation is a custom wildcard's delegation: the CNAME its customer creates and
-	// whether it is in place.
-	Delegation *Delegation `json:"delegation,omitempty"`
-}
+	"github.com/scafo/ingress/node/api"
+)
 
 // NameStatus is Status for one name (false when the policy gives the fleet no such
 // name): what a claim's owner is shown, e.g. the delegation CNAME of a custom wildcard.
-func (m *Manager) NameStatus(name string) (NameStatus, bool) {
+func (m *Manager) NameStatus(name string) (api.CertName, bool) {
 	for _, s := range m.Status() {
 		if s.Name == name {
 			return s, true
 		}
 	}
-	return NameStatus{}, false
+	return api.CertName{}, false
 }
 
-// Status lists every name the policy gives the fleet, sorted, with its state.
-func (m *Manager) Status() []NameStatus {
+// Status lists every name the policy gives the fleet, sorted, with its state: the
+// certificates section of /v1/status (no key material).
+func (m *Manager) Status() []api.CertName {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
-	out := make([]NameStatus, 0, len(m.wanted))
+	out := make([]api.CertName, 0, len(m.wanted))
 	for n := range m.wanted {
 		st := m.names[n]
 		if st == nil {
 			st = &nameState{}
 		}
-		ns := NameStatus{Name: n, LastError: st.lastErr, Attempts: st.attempts, ObtainedHere: st.obtainedHere && st.cert != nil}
+		ns := api.CertName{Name: n, LastError: st.lastErr, Attempts: st.attempts, ObtainedHere: st.obtainedHere && st.cert != nil}
 		_, managed := m.managed[n]
 		d, isDNS := m.dns[n]
 		if isDNS {
 			ns.Challenge, ns.Phase = "dns-01", st.phase
 		}
 		if d.delegated() {
-			ns.Delegation = &Delegation{CNAME: d.owner, Target: d.target}
+			ns.Delegation = &api.CertDelegation{CNAME: d.owner, Target: d.target}
 			if st.deleg != nil {
 				t := st.deleg.checked.UTC()
 				ns.Delegation.InPlace, ns.Delegation.CheckedAt = st.deleg.ok, &t
@@ -90,7 +70,7 @@ func (m *Manager) Status() []NameStatus {
 		}
 		out = append(out, ns)
 	}
-	slices.SortFunc(out, func(a, b NameStatus) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b api.CertName) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 

@@ -29,26 +29,9 @@ func certsStatus(certs *fleetcerts.Manager) *api.Certificates {
 	if certs == nil {
 		return nil
 	}
-	names := certs.Status()
-	out := &api.Certificates{Counts: map[string]int{}}
-	if names != nil {
-		out.Names = make([]api.CertName, len(names))
-	}
-	for i, n := range names {
-		out.Names[i] = certNameOf(n)
+	out := &api.Certificates{Counts: map[string]int{}, Names: certs.Status()}
+	for _, n := range out.Names {
 		out.Counts[n.State]++
 	}
 	return out
-}
-
-// certNameOf is one name of the manager's status on the wire, field by field
-// (TestCertNameOnTheWireCarriesEveryManagerField holds it to every field).
-func certNameOf(n fleetcerts.NameStatus) api.CertName {
-	c := api.CertName{Name: n.Name, State: n.State, NotAfter: n.NotAfter, Serial: n.Serial,
-		LastError: n.LastError, NextAttempt: n.NextAttempt, Attempts: n.Attempts, ObtainedHere: n.ObtainedHere,
-		Challenge: n.Challenge, Phase: n.Phase}
-	if d := n.Delegation; d != nil {
-		c.Delegation = &api.CertDelegation{CNAME: d.CNAME, Target: d.Target, InPlace: d.InPlace, CheckedAt: d.CheckedAt}
-	}
-	return c
 }
