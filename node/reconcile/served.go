@@ -77,12 +77,7 @@ func LoadServed(stateDir string) (*Memory, *routing.Document, error) {
 		return nil, nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	if got := routing.ComputeRevision(doc); got != doc.Revision || got != m.Revision {
-		// Written by a version before route blocks (routing.LegacyRevision): the content
-		// is checked by that encoding, and the document gets this version's revision.
-		if old := routing.LegacyRevision(doc); old != doc.Revision || old != m.Revision {
-			return nil, nil, fmt.Errorf("reading %s: the document hashes to revision %s, the file says %s (%s)", path, got, m.Revision, doc.Revision)
-		}
-		doc.Revision, m.Revision = got, got
+		return nil, nil, fmt.Errorf("reading %s: the document hashes to revision %s, the file says %s (%s)", path, got, m.Revision, doc.Revision)
 	}
 	m.Document = nil
 	return &m, doc, nil

@@ -36,25 +36,6 @@ func ComputeRevision(d *Document) string {
 	return revisionOf(d, len(routes), BlockDigests(routes))
 }
 
-// LegacyRevision is the revision as versions before route blocks computed it (every
-// route hashed in line, in host order): a reader of what such a version wrote (the
-// node's state dir) accepts a document that hashes to it. Never published.
-func LegacyRevision(d *Document) string {
-	e := revEncoder{h: sha256.New(), buf: make([]byte, 0, 4096)}
-	e.marker("scafo-routing-document")
-	e.marker("v")
-	e.int(d.V)
-
-	e.marker("routes")
-	e.int(len(d.Routes))
-	for _, r := range sortedRoutes(d.Routes) {
-		e.route(r)
-	}
-	e.api(d.API)
-	sum := e.sum()
-	return hex.EncodeToString(sum[:RevisionLen/2])
-}
-
 // RevisionBlock is how many routes (in host order) one block digest covers.
 const RevisionBlock = 64
 

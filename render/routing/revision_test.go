@@ -120,15 +120,6 @@ func TestRevisionEncodingIsPinned(t *testing.T) {
 	}
 }
 
-// TestLegacyRevisionIsTheEncodingBeforeBlocks pins the encoding versions before route
-// blocks published, which a node still accepts in its state dir (node/served.go).
-func TestLegacyRevisionIsTheEncodingBeforeBlocks(t *testing.T) {
-	const want = "a69fd4c6d0274a5f832527e7de9a17de" // TestRevisionEncodingIsPinned's before issue 13
-	if got := LegacyRevision(sampleDocument()); got != want {
-		t.Fatalf("legacy revision of the sample document = %s, want %s", got, want)
-	}
-}
-
 // TestUpdatedBlockDigestsGiveTheRevisionOfTheDocument edits random routes of documents
 // spanning several blocks: the revision from updated digests is ComputeRevision's, and
 // a change to any route, in any block, moves it.
