@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/render/routing"
 )
 
@@ -278,7 +279,7 @@ func (p *Poller) fetch(ctx context.Context, endpoint string, held *Table) (*Tabl
 	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodGet, endpoint+"/v1/ingress/routes?"+q.Encode(), nil)
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, endpoint+api.IngressPath(api.FormatRoutes)+"?"+q.Encode(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -286,16 +287,16 @@ func (p *Poller) fetch(ctx context.Context, endpoint string, held *Table) (*Tabl
 	h.Set("Authorization", "Bearer "+p.cfg.Token)
 	h.Set("Accept", "application/json")
 	h.Set("User-Agent", "scafo-caddy")
-	h.Set("X-Scafo-Ingress", p.cfg.Name)
-	h.Set("X-Scafo-Ingress-Kind", "plugin")
+	h.Set(api.HeaderIngress, p.cfg.Name)
+	h.Set(api.HeaderIngressKind, api.KindPlugin)
 	if held != nil && held.HasSerial {
 		// What Caddy routes by is applied the moment it is swapped in.
-		h.Set("X-Scafo-Applied-Serial", strconv.FormatUint(held.Serial, 10))
+		h.Set(api.HeaderAppliedSerial, strconv.FormatUint(held.Serial, 10))
 		if isHex(held.Epoch, 16) {
-			h.Set("X-Scafo-Applied-Epoch", held.Epoch)
+			h.Set(api.HeaderAppliedEpoch, held.Epoch)
 		}
 		if isHex(held.Doc.Revision, 32) {
-			h.Set("X-Scafo-Applied-Revision", held.Doc.Revision)
+			h.Set(api.HeaderAppliedRevision, held.Doc.Revision)
 		}
 	}
 	if longPoll {
@@ -332,9 +333,9 @@ func (p *Poller) fetch(ctx context.Context, endpoint string, held *Table) (*Tabl
 	}
 	t := NewGroupTable(doc, p.groups)
 	t.ETag = resp.Header.Get("ETag")
-	if v := resp.Header.Get("X-Scafo-Serial"); v != "" {
+	if v := resp.Header.Get(api.HeaderSerial); v != "" {
 		if s, err := strconv.ParseUint(v, 10, 64); err == nil {
-			t.HasSerial, t.Serial, t.Epoch = true, s, resp.Header.Get("X-Scafo-Epoch")
+			t.HasSerial, t.Serial, t.Epoch = true, s, resp.Header.Get(api.HeaderEpoch)
 		}
 	}
 	return t, nil
