@@ -66,7 +66,7 @@ package:
 	done
 
 # Every package must be in one of the two lists (make test refuses to run otherwise).
-UNIT_PKGS = ./render/... ./node/... ./traefikprovider/... ./internal/... ./deploy/...
+UNIT_PKGS = ./render/... ./node/... ./traefikprovider/... ./internal/... ./tools/... ./deploy/...
 E2E_PKGS = ./e2e/...
 
 test: deps vet
@@ -85,4 +85,4 @@ bench:
 # e2e/bench/REPORT.md.
 report:
 	./e2e/bench/run.sh
-	$(GO) run ./internal/docs/cmd/plots e2e/bench/REPORT.md docs/img
+	$(GO) run ./tools/docs/cmd/plots e2e/bench/REPORT.md docs/img

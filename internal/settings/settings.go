@@ -4,7 +4,7 @@
 // variable and file key must name a setting (with a "did you mean" when one is close),
 // and every value must parse, each error naming the setting and where it came from.
 // Paerser decodes only what this package has accepted. The node's configuration
-// (node/load.go), its help and its generated reference (internal/docs) and the
+// (node/load.go), its help and its generated reference (tools/docs) and the
 // command-line client's verbs read their settings here.
 package settings
 

@@ -36,7 +36,7 @@ func TestMetricsReferenceIsGeneratedFromTheCode(t *testing.T) {
 		page = want
 	}
 	if !bytes.Equal(page, want) {
-		t.Fatal("docs/operating.md's metrics table differs from the metrics node/ defines (go test ./internal/docs -run Metrics -update)")
+		t.Fatal("docs/operating.md's metrics table differs from the metrics node/ defines (go test ./tools/docs -run Metrics -update)")
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 
 // The performance plots of docs/performance.md, drawn from the tables of
 // e2e/bench/REPORT.md (what `make report` measures and writes): never by hand.
-// go run ./internal/docs/cmd/plots e2e/bench/REPORT.md docs/img writes them;
+// go run ./tools/docs/cmd/plots e2e/bench/REPORT.md docs/img writes them;
 // TestPlotsAreDrawnFromTheReport fails when the SVGs and the report differ.
 
 // Table is one markdown table of a report section: the header's cells and each row's.

@@ -44,7 +44,7 @@ func TestConfigurationReferenceIsGeneratedFromTheCode(t *testing.T) {
 				w = wl[i]
 			}
 			if g != w {
-				t.Fatalf("docs/configuration.md differs from node.Config at line %d (go test ./internal/docs -run Configuration -update):\n  page %q\n  code %q", i+1, g, w)
+				t.Fatalf("docs/configuration.md differs from node.Config at line %d (go test ./tools/docs -run Configuration -update):\n  page %q\n  code %q", i+1, g, w)
 			}
 		}
 	}

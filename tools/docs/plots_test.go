@@ -35,7 +35,7 @@ func TestPlotsAreDrawnFromTheReport(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("docs/img/%s is not what the plotter draws from e2e/bench/REPORT.md (go test ./internal/docs -run Plots -update)", name)
+			t.Errorf("docs/img/%s is not what the plotter draws from e2e/bench/REPORT.md (go test ./tools/docs -run Plots -update)", name)
 		}
 		if !strings.Contains(string(perf), "img/"+name) {
 			t.Errorf("docs/performance.md does not show img/%s", name)

@@ -1,5 +1,5 @@
 // Command plots draws the performance plots of docs/performance.md from the tables of
-// the performance report: go run ./internal/docs/cmd/plots e2e/bench/REPORT.md docs/img
+// the performance report: go run ./tools/docs/cmd/plots e2e/bench/REPORT.md docs/img
 // (what `make report` runs after writing the report).
 package main
 
@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 
-	"github.com/scafo/ingress/internal/docs"
+	"github.com/scafo/ingress/tools/docs"
 )
 
 func main() {
