@@ -125,16 +125,15 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	st = newRequestCounter(st, storeRequests)
 	identity := &store.Identity{}
 	s := &Server{cfg: cfg, log: log, st: st, instances: inst, identity: identity, kicks: newKicks()}
-	groups := httpapi.NewGroups(cfg.Platform.DomainGroups())
 	mp := metricProbes{storeForeign: identity.Foreign, storeRequests: storeRequests}
-	if err := newSubsystems(s, ropts, nodeID, mp, groups, mem, memDoc); err != nil {
+	if err := newSubsystems(s, ropts, nodeID, mp, mem, memDoc); err != nil {
 		return nil, err
 	}
 	pub := s.pub
 	if s.http, err = httpapi.New(apiConfig(cfg, ingressTok, adminTok), log, s.metrics.api(), httpapi.Deps{
 		Store: st, Identity: identity, Publisher: pub, Reconcile: s.rec, Self: s.self,
 		Ingresses: s.ingresses, Instances: inst, Writer: s.writer, Certs: s.certs, Probes: s.probes,
-		Groups: groups, KickHeartbeat: s.kicks.Heartbeat,
+		KickHeartbeat: s.kicks.Heartbeat,
 	}); err != nil {
 		return nil, err
 	}

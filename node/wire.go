@@ -69,7 +69,7 @@ func loadServed(stateDir string, log *slog.Logger) (*reconcile.Memory, *routing.
 // this order: the fleet certificates, the publisher, the metrics, the prober, this
 // node's record, the ingress-report book, the fleet writer and the reconciler. Each
 // package registers its own collectors.
-func newSubsystems(s *Server, ropts render.Options, nodeID string, mp metricProbes, groups *httpapi.Groups,
+func newSubsystems(s *Server, ropts render.Options, nodeID string, mp metricProbes,
 	mem *reconcile.Memory, memDoc *routing.Document) error {
 	cfg, log, st := s.cfg, s.log, s.st
 	certs, err := newCertManager(cfg, st, log, s.kicks.Certs)
@@ -103,7 +103,7 @@ func newSubsystems(s *Server, ropts render.Options, nodeID string, mp metricProb
 	s.ingresses = newIngressBook(cfg, st, log, s.identity, s.pub)
 	ingressmetrics.Register(s.metrics.reg, s.ingresses, time.Duration(cfg.Reconcile.Heartbeat))
 	s.writer = newWriter(cfg, s, log)
-	s.rec = newReconciler(s, groups, mem, memDoc, apps)
+	s.rec = newReconciler(s, mem, memDoc, apps)
 	return nil
 }
 
@@ -175,7 +175,7 @@ func newWriter(cfg *Config, s *Server, log *slog.Logger) *fleetwrite.Writer {
 }
 
 // newReconciler builds the reconcile loop (the only publisher, node/reconcile).
-func newReconciler(s *Server, groups *httpapi.Groups, mem *reconcile.Memory, memDoc *routing.Document, apps *reconcile.Apps) *reconcile.Reconciler {
+func newReconciler(s *Server, mem *reconcile.Memory, memDoc *routing.Document, apps *reconcile.Apps) *reconcile.Reconciler {
 	cfg, rec := s.cfg, s.self
 	return reconcile.New(reconcile.Options{
 		Store: s.st, Publisher: s.pub, Log: s.log, Identity: s.identity,
@@ -187,7 +187,6 @@ func newReconciler(s *Server, groups *httpapi.Groups, mem *reconcile.Memory, mem
 		Memory:       mem,
 		MemoryDoc:    memDoc,
 		OnAccepted:   s.kicks.Heartbeat,
-		OnGroups:     groups.SetApps,
 		OnOwnRecord:  func(r fleet.NodeRecord) { rec.See(r, false, time.Now()) },
 		Apps:         apps,
 	})

@@ -93,7 +93,6 @@ type Deps struct {
 	Writer    *fleetwrite.Writer
 	Certs     *fleetcerts.Manager
 	Probes    *probe.Prober
-	Groups    *Groups
 	// KickHeartbeat asks for this node's record to be rewritten now (a write with
 	// ?wait=applied waits for it).
 	KickHeartbeat func()
@@ -177,11 +176,11 @@ func New(cfg Config, log *slog.Logger, m Metrics, d Deps) (*API, error) {
 	s.table = newRouteTable(handlers{
 		health: &healthHandler{pub: d.Publisher, instances: d.Instances, probes: d.Probes, nodeAddress: cfg.NodeAddress},
 		poll: &pollHandler{nodeName: cfg.NodeName, keysInline: cfg.ACMEInline, tokens: tokens, refused: refused,
-			pub: d.Publisher, ingresses: d.Ingresses, groups: d.Groups, writer: d.Writer, deadlines: dl, log: log,
+			pub: d.Publisher, ingresses: d.Ingresses, writer: d.Writer, deadlines: dl, log: log,
 			polls: m.Polls, longPolls: m.LongPolls, shutdown: s.shutdown},
 		status: &statusHandler{nodeName: cfg.NodeName, stateDir: cfg.StateDir, nodeTTL: cfg.NodeTTL,
 			rec: d.Reconcile, self: d.Self, identity: d.Identity, pub: d.Publisher, probes: d.Probes,
-			instances: d.Instances, ingresses: d.Ingresses, certs: d.Certs, groups: d.Groups},
+			instances: d.Instances, ingresses: d.Ingresses, certs: d.Certs},
 		apps:      &appsHandler{writer: d.Writer, log: log, pub: d.Publisher, rec: d.Reconcile, nodeName: cfg.NodeName},
 		instances: &instancesHandler{writer: d.Writer, log: log, quarantine: cfg.PortsQuarantine},
 		tokens:    &tokensHandler{writer: d.Writer, log: log},

@@ -36,7 +36,6 @@ type pollHandler struct {
 	refused   *refusals
 	pub       Publisher
 	ingresses *ingress.Book
-	groups    *Groups
 	writer    *fleetwrite.Writer // the applied probe's MAC
 	deadlines *deadlines
 	log       *slog.Logger
@@ -84,7 +83,7 @@ func (h *pollHandler) serve(w http.ResponseWriter, r *http.Request, format strin
 		writeError(w, http.StatusServiceUnavailable, "draining", "no complete reconcile pass yet")
 		return http.StatusServiceUnavailable
 	}
-	if g := h.groups.unknown(snap, p.groups); g != "" {
+	if g := snap.UnknownGroup(p.groups); g != "" {
 		writeError(w, http.StatusNotFound, "unknown group",
 			fmt.Sprintf("group %q: no application, platform domain or default names it (an ingress pointed at a typo must not receive an empty configuration)", g))
 		return http.StatusNotFound

@@ -28,7 +28,6 @@ type statusHandler struct {
 	instances Instances
 	ingresses *ingress.Book
 	certs     *fleetcerts.Manager
-	groups    *Groups
 }
 
 func (h *statusHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -73,7 +72,7 @@ func (h *statusHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body.Revision = snap.Doc().Revision
 		since := snap.Since().UTC()
 		body.RevisionSince = &since
-		body.Groups = h.groups.status(snap)
+		body.Groups = groupsStatus(snap)
 	}
 	if !st.LastPass.IsZero() {
 		t := st.LastPass.UTC()

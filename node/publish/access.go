@@ -1,6 +1,8 @@
 package publish
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/scafo/ingress/render"
@@ -20,13 +22,29 @@ func (s *Snapshot) Upstreams(node string) int { return s.ups[node] }
 // GroupRoutes counts the routes of group.
 func (s *Snapshot) GroupRoutes(group string) int { return s.groupRoutes[group] }
 
-// Groups lists the groups with routes (unsorted).
-func (s *Snapshot) Groups() []string {
-	out := make([]string, 0, len(s.groupRoutes))
-	for g := range s.groupRoutes {
-		out = append(out, g)
+// KnownGroups lists, sorted, the groups a ?group= may select: routing.DefaultGroup,
+// the groups named beyond the document (platform.groups, and those applications name:
+// PublishNamed) and the groups with routes.
+func (s *Snapshot) KnownGroups() []string {
+	set := map[string]bool{routing.DefaultGroup: true}
+	for g := range *s.named.Load() {
+		set[g] = true
 	}
-	return out
+	for g := range s.groupRoutes {
+		set[g] = true
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// UnknownGroup returns the first of groups that is not known (KnownGroups), or "".
+func (s *Snapshot) UnknownGroup(groups []string) string {
+	named := *s.named.Load()
+	for _, g := range groups {
+		if g != routing.DefaultGroup && !named[g] && s.groupRoutes[g] == 0 {
+			return g
+		}
+	}
+	return ""
 }
 
 // Certs are the fleet certificates rendered with the document (nil without ACME).

@@ -42,6 +42,12 @@ type Snapshot struct {
 	// same revision (the document is derived from that serial too), without waking
 	// long-polls. nil when the publisher has no serial source (tests).
 	mark atomic.Pointer[storeMark]
+	// named are the groups known beyond the document's routes (platform.groups, and the
+	// groups applications name): with routing.DefaultGroup and the groups with routes,
+	// the groups a ?group= may select (KnownGroups). Like mark, it moves when a later
+	// pass derives the same revision (an application names a group with no route yet),
+	// without waking long-polls. Never modified once stored.
+	named atomic.Pointer[map[string]bool]
 	// groupRoutes counts the routes of each ingress group; groups caches the
 	// documents of the selections asked for with ?group= (groups.go).
 	groupRoutes map[string]int
@@ -200,7 +206,8 @@ func (p *Publisher) spill(b []byte) string {
 }
 
 // Publish swaps in a new document and wakes long-polls if the revision moved. It
-// returns true when the revision changed.
+// returns true when the revision changed. The groups known beyond its routes stay
+// those last published (PublishNamed).
 func (p *Publisher) Publish(doc *routing.Document, now time.Time) bool {
 	return p.PublishDelta(doc, nil, now)
 }
@@ -209,14 +216,26 @@ func (p *Publisher) Publish(doc *routing.Document, now time.Time) bool {
 // nil when it did not): the Traefik render of the new snapshot then re-renders the
 // changed applications alone (render.Incremental.Render).
 func (p *Publisher) PublishDelta(doc *routing.Document, delta *routing.Delta, now time.Time) bool {
-	changed := p.swapDoc(doc, delta, now)
+	var named map[string]bool
+	if prev := p.cur.Load(); prev != nil {
+		if n := prev.named.Load(); n != nil {
+			named = *n
+		}
+	}
+	return p.PublishNamed(doc, delta, named, now)
+}
+
+// PublishNamed is PublishDelta with the groups known beyond the document's routes
+// (named: platform.groups' and those applications name; not modified afterwards).
+func (p *Publisher) PublishNamed(doc *routing.Document, delta *routing.Delta, named map[string]bool, now time.Time) bool {
+	changed := p.swapDoc(doc, delta, named, now)
 	if changed && p.onPublish != nil {
 		p.onPublish(doc)
 	}
 	return changed
 }
 
-func (p *Publisher) swapDoc(doc *routing.Document, delta *routing.Delta, now time.Time) bool {
+func (p *Publisher) swapDoc(doc *routing.Document, delta *routing.Delta, named map[string]bool, now time.Time) bool {
 	p.swap.Lock()
 	defer p.swap.Unlock()
 	prev := p.cur.Load()
@@ -231,6 +250,7 @@ func (p *Publisher) swapDoc(doc *routing.Document, delta *routing.Delta, now tim
 		if old := prev.mark.Load(); mark != nil && (old == nil || old.epoch != mark.epoch || old.serial < mark.serial) {
 			prev.mark.Store(mark)
 		}
+		prev.named.Store(&named)
 		return false
 	}
 	if delta != nil && (prev == nil || delta.Base != prev.doc || prev.ups == nil) {
@@ -257,7 +277,7 @@ func (p *Publisher) swapDoc(doc *routing.Document, delta *routing.Delta, now tim
 		_, groupRoutes = doc.Groups()
 	}
 	p.seq++
-	next := p.newSnapshot(doc, now, ups, groupRoutes, delta, p.certs.Load(), p.seq, mark)
+	next := p.newSnapshot(doc, now, ups, groupRoutes, delta, p.certs.Load(), p.seq, mark, named)
 	if prev != nil {
 		p.lineage.superseded(prev.doc)
 	}
@@ -276,18 +296,23 @@ func (p *Publisher) PublishCerts(set *render.CertSet) {
 		return
 	}
 	// The same document: no delta (the render of the new certificates is whole).
-	p.replace(prev, p.newSnapshot(prev.doc, prev.since, prev.ups, prev.groupRoutes, nil, set, prev.seq, prev.mark.Load()))
+	var named map[string]bool
+	if n := prev.named.Load(); n != nil {
+		named = *n
+	}
+	p.replace(prev, p.newSnapshot(prev.doc, prev.since, prev.ups, prev.groupRoutes, nil, set, prev.seq, prev.mark.Load(), named))
 }
 
 // newSnapshot is the one constructor of a snapshot (under swap): every field a
 // snapshot carries is set here, for a new document and for new certificates alike.
 func (p *Publisher) newSnapshot(doc *routing.Document, since time.Time, ups, groupRoutes map[string]int,
-	delta *routing.Delta, certs *render.CertSet, seq uint64, mark *storeMark) *Snapshot {
+	delta *routing.Delta, certs *render.CertSet, seq uint64, mark *storeMark, named map[string]bool) *Snapshot {
 	next := &Snapshot{doc: doc, since: since, ups: ups, certs: certs, superseded: make(chan struct{}),
 		groupRoutes: groupRoutes, delta: delta, lineage: &p.lineage, seq: seq}
 	if mark != nil {
 		next.mark.Store(mark)
 	}
+	next.named.Store(&named)
 	return next
 }
 

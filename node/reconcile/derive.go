@@ -68,11 +68,8 @@ func (r *Reconciler) derive(now time.Time, changed []string) int {
 	opt := r.opts()
 	opt.Now = now
 	doc, dskipped, delta := r.deriver.Derive(st, opt, changed)
-	if r.onGroups != nil {
-		r.onGroups(f.namedGroups())
-	}
 	skipped = append(skipped, dskipped...)
-	if r.pub.PublishDelta(doc, delta, now) {
+	if r.pub.PublishNamed(doc, delta, namedGroups(opt, f.namedGroups()), now) {
 		r.lastPublish = time.Now()
 		r.log.Info("published routing document", "revision", doc.Revision, "routes", len(doc.Routes), "skipped", len(skipped))
 	}

@@ -141,6 +141,19 @@ func (f *fold) namedGroups() map[string]bool {
 	return named
 }
 
+// namedGroups are the groups known beyond a document's routes: those platform.groups
+// maps domains to (opt.DomainGroups), and apps, those applications name (the snapshot
+// carries them: publish.Snapshot.KnownGroups). apps is added to.
+func namedGroups(opt fleet.Options, apps map[string]bool) map[string]bool {
+	if apps == nil {
+		apps = make(map[string]bool, len(opt.DomainGroups))
+	}
+	for _, g := range opt.DomainGroups {
+		apps[g] = true
+	}
+	return apps
+}
+
 // AppView is the applications of the last derivation, in key order: found by name
 // without a fleet-sized map made every pass.
 type AppView []fleet.App

@@ -53,7 +53,7 @@ func (r *Reconciler) recordOutcome(now, start time.Time, err error, skippedCount
 	if foreign && r.remembered != nil && r.pub.Current() == nil {
 		// A restart on a foreign store: serve what this node served, not nothing
 		// (503 forever) and never what that store holds.
-		r.pub.Publish(r.remembered, now)
+		r.pub.PublishNamed(r.remembered, nil, namedGroups(r.opts(), nil), now)
 		r.mu.Lock()
 		r.status.Remembered = true
 		r.mu.Unlock()

@@ -90,10 +90,6 @@ type Reconciler struct {
 	apps   AppView // the applications of the last derivation (nil before one)
 	// metrics observe every pass (nil: none).
 	metrics *passMetrics
-
-	// onGroups learns the ingress groups applications name, after each derivation
-	// (nil in tests).
-	onGroups func(named map[string]bool)
 }
 
 // Options is what a reconciler is built from.
@@ -120,11 +116,9 @@ type Options struct {
 	// Metrics, when set, is where the pass series are registered (metrics.go).
 	Metrics prometheus.Registerer
 	// OnAccepted runs when a store that was foreign (or not yet checked) is accepted;
-	// OnOwnRecord sees this node's own record; OnGroups the groups applications name.
-	// Each may be nil.
+	// OnOwnRecord sees this node's own record. Each may be nil.
 	OnAccepted  func()
 	OnOwnRecord func(fleet.NodeRecord)
-	OnGroups    func(named map[string]bool)
 	// Apps, when set, is told every derivation's applications (KnownApps).
 	Apps *Apps
 }
@@ -140,7 +134,6 @@ func New(o Options) *Reconciler {
 		saver:       newServedSaver(o.StateDir, o.Log),
 		onAccepted:  o.OnAccepted,
 		selfName:    o.SelfName,
-		onGroups:    o.OnGroups,
 		onOwnRecord: o.OnOwnRecord,
 		known:       o.Apps,
 	}
