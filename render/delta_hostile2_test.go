@@ -25,7 +25,7 @@ func TestPreferAndGroupDeltaRendersOfHostileDeltasEqualFullRender(t *testing.T) 
 	t.Parallel() // CPU-bound and self-contained: runs beside the other long render tests
 	type lineage struct {
 		base, doc *routing.Document
-		blocks    [][32]byte
+		blocks    routing.Blocks
 	}
 	type out struct {
 		sel    []string
@@ -67,7 +67,7 @@ func TestPreferAndGroupDeltaRendersOfHostileDeltasEqualFullRender(t *testing.T) 
 					at := fmt.Sprintf("opt %+v seed %d step %d sel %v prefer %q", opt, seed, step, sel, prefer)
 					gdoc, gdelta := doc, delta
 					if sel != nil {
-						var blocks [][32]byte
+						var blocks routing.Blocks
 						if l, ok := last[key]; ok && delta != nil && l.base == delta.Base {
 							gdoc, blocks, gdelta = routing.ForGroupsDelta(doc, sel, l.doc, l.blocks, delta)
 						} else {

@@ -219,7 +219,7 @@ func TestGroupDeltaRenderEqualsFullRender(t *testing.T) {
 	}
 	type lineage struct {
 		base, doc *routing.Document
-		blocks    [][32]byte
+		blocks    routing.Blocks
 	}
 	selections := [][]string{{"default"}, {"eu"}, {"default", "eu"}}
 	last := map[string]lineage{}
@@ -231,7 +231,7 @@ func TestGroupDeltaRenderEqualsFullRender(t *testing.T) {
 		for _, sel := range selections {
 			key := strings.Join(sel, ",")
 			var gdoc *routing.Document
-			var blocks [][32]byte
+			var blocks routing.Blocks
 			var gdelta *routing.Delta
 			if l, ok := last[key]; ok && delta != nil && l.base == delta.Base {
 				gdoc, blocks, gdelta = routing.ForGroupsDelta(doc, sel, l.doc, l.blocks, delta)

@@ -78,7 +78,7 @@ func (l *groupLineage) polledBy() func(string) bool {
 
 type groupMade struct {
 	base, doc *routing.Document
-	blocks    [][32]byte
+	blocks    routing.Blocks
 	seq       uint64 // of the Snapshot it was made for: a late request for an older one does not replace it
 }
 
@@ -137,7 +137,7 @@ func (s *Snapshot) forGroupsDelta(groups []string) (*routing.Document, *routing.
 	if ok {
 		return d, delta
 	}
-	var blocks [][32]byte
+	var blocks routing.Blocks
 	if m, ok := s.lineage.made(key, s.deltaBase()); ok {
 		d, blocks, delta = routing.ForGroupsDelta(s.doc, groups, m.doc, m.blocks, s.delta)
 	} else {

@@ -18,7 +18,7 @@ import (
 // node's staleness did either. Each application such a change touches is derived
 // again on its own (its placement, health path, instances); its routes get the new
 // upstreams and health path, and the revision re-hashes their blocks alone
-// (routing.UpdateBlockDigests). Everything else is known to be as it was: the hosts
+// (routing.Blocks.Reseal). Everything else is known to be as it was: the hosts
 // (platform hosts depend on names and groups; claims and path maps on claims, accounts
 // and which applications are routed), the API section (node addresses and staleness),
 // and the report.
@@ -43,7 +43,7 @@ type derivation struct {
 	st        State
 	doc       *routing.Document
 	skipped   []Skipped
-	blocks    [][32]byte // routing.BlockDigests of doc
+	blocks    routing.Blocks // doc's
 	nodes     map[string]*nodeInfo
 	domains   []string
 	domainGrp map[string]string
@@ -76,8 +76,7 @@ func (x *Deriver) Derive(st State, opt Options, changed []string) (*routing.Docu
 	}
 	dv := derive(st, opt)
 	doc := dv.document()
-	blocks := routing.BlockDigests(doc.Routes)
-	doc.Revision = routing.RevisionWithBlocks(doc, blocks)
+	blocks := routing.SealBlocks(doc)
 	if x.last != nil && x.last.doc.Revision == doc.Revision {
 		// The same content (a full read that found nothing new): the last document
 		// itself, so that what the caller published and rendered stays the base of the
@@ -211,8 +210,7 @@ func (l *derivation) patch(st State, opt Options, changed []string) (doc *routin
 	slices.Sort(idx)
 	base := l.doc
 	doc = &routing.Document{V: routing.Version, Routes: routes, API: base.API}
-	l.blocks = routing.UpdateBlockDigests(routes, l.blocks, idx)
-	doc.Revision = routing.RevisionWithBlocks(doc, l.blocks)
+	l.blocks = l.blocks.Reseal(doc, idx)
 	l.doc = doc
 	return doc, &routing.Delta{Base: base, Changed: idx}, true
 }

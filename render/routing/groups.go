@@ -84,9 +84,8 @@ func ForGroups(d *Document, groups []string) *Document {
 	return out
 }
 
-// ForGroupsBlocks is ForGroups, also returning the block digests of the result's
-// revision (BlockDigests), for ForGroupsDelta.
-func ForGroupsBlocks(d *Document, groups []string) (*Document, [][32]byte) {
+// ForGroupsBlocks is ForGroups, also returning the result's Blocks, for ForGroupsDelta.
+func ForGroupsBlocks(d *Document, groups []string) (*Document, Blocks) {
 	in := func(g string) bool { return slices.Contains(groups, g) }
 	// Fleet-wide sections are copied whole: every group's ingresses serve them. A
 	// section added to Document for the whole fleet (an ACME challenge route) belongs
@@ -120,21 +119,19 @@ func ForGroupsBlocks(d *Document, groups []string) (*Document, [][32]byte) {
 		out.Routes = []Route{}
 	}
 	slices.SortFunc(out.Routes, compareRoutes)
-	blocks := BlockDigests(out.Routes)
-	out.Revision = RevisionWithBlocks(out, blocks)
-	return out, blocks
+	return out, SealBlocks(out)
 }
 
-// ForGroupsDelta returns ForGroups(d, groups), its block digests, and how it differs
-// from prev, for d made from a base document by delta and prev = ForGroups(delta.Base,
-// groups) with block digests prevBlocks: prev's routes with the changed ones' upstreams
+// ForGroupsDelta returns ForGroups(d, groups), its Blocks, and how it differs from
+// prev, for d made from a base document by delta and prev = ForGroups(delta.Base,
+// groups) with Blocks prevBlocks: prev's routes with the changed ones' upstreams
 // and health paths taken from d (a changed route is in the selection when its host is
 // in prev: its group's, or another group's path target), the revision re-hashing their
 // blocks. It reads the changed routes alone (and copies the route list); when none is in
 // the selection it returns prev itself and no delta (so that what was rendered from prev
 // stays the base of the next change). d.API must be delta.Base's (the delta does not
 // move it); prev is not modified.
-func ForGroupsDelta(d *Document, groups []string, prev *Document, prevBlocks [][32]byte, delta *Delta) (*Document, [][32]byte, *Delta) {
+func ForGroupsDelta(d *Document, groups []string, prev *Document, prevBlocks Blocks, delta *Delta) (*Document, Blocks, *Delta) {
 	var out *Document
 	var changed []int
 	for _, i := range delta.Changed {
@@ -153,9 +150,7 @@ func ForGroupsDelta(d *Document, groups []string, prev *Document, prevBlocks [][
 		return prev, prevBlocks, nil // the same content: the same document
 	}
 	slices.Sort(changed)
-	blocks := UpdateBlockDigests(out.Routes, prevBlocks, changed)
-	out.Revision = RevisionWithBlocks(out, blocks)
-	return out, blocks, &Delta{Base: prev, Changed: changed}
+	return out, prevBlocks.Reseal(out, changed), &Delta{Base: prev, Changed: changed}
 }
 
 // Groups returns the groups of d's routes with how many routes each has, sorted by name.

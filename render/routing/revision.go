@@ -23,9 +23,9 @@ const RevisionLen = 32
 // the revision is the revision of the document Marshal would write. Compute it on the
 // document as derived, before any Prefer reordering: upstream order is content.
 //
-// Routes are hashed in blocks of RevisionBlock (in host order): the document hash
-// covers each block's own SHA-256, not the routes' bytes, so that a change to a few
-// routes re-hashes their blocks alone (UpdateBlockDigests) and the revision of a
+// Routes are hashed in blocks of revisionBlock (in host order, blocks.go): the document
+// hash covers each block's own SHA-256, not the routes' bytes, so that a change to a few
+// routes re-hashes their blocks alone (Blocks.Reseal) and the revision of a
 // fleet-sized document does not cost a pass over every route for every change. The
 // blocks are a function of the document alone, so every node computes the same
 // revision for the same content, whatever it derived before.
@@ -33,46 +33,7 @@ const RevisionLen = 32
 // A nil and an empty list (or map) hash alike, as they marshal alike where it matters.
 func ComputeRevision(d *Document) string {
 	routes := sortedRoutes(d.Routes)
-	return revisionOf(d, len(routes), BlockDigests(routes))
-}
-
-// RevisionBlock is how many routes (in host order) one block digest covers.
-const RevisionBlock = 64
-
-// BlockDigests returns the digest of each block of routes, which must be in host order
-// (a sealed document's are).
-func BlockDigests(routes []Route) [][32]byte {
-	out := make([][32]byte, (len(routes)+RevisionBlock-1)/RevisionBlock)
-	e := revEncoder{h: sha256.New(), buf: make([]byte, 0, 4096)}
-	for b := range out {
-		out[b] = e.block(routes[b*RevisionBlock : min((b+1)*RevisionBlock, len(routes))])
-	}
-	return out
-}
-
-// UpdateBlockDigests returns the block digests of routes given prev, the digests of
-// routes that differ from these only at the indices in changed (ascending): the blocks
-// holding a changed route are hashed again, the others are prev's. The host set, and so
-// the number of routes, must be the same. prev is not modified.
-func UpdateBlockDigests(routes []Route, prev [][32]byte, changed []int) [][32]byte {
-	out := slices.Clone(prev)
-	e := revEncoder{h: sha256.New(), buf: make([]byte, 0, 4096)}
-	last := -1
-	for _, i := range changed {
-		b := i / RevisionBlock
-		if b == last {
-			continue
-		}
-		last = b
-		out[b] = e.block(routes[b*RevisionBlock : min((b+1)*RevisionBlock, len(routes))])
-	}
-	return out
-}
-
-// RevisionWithBlocks is ComputeRevision for a document whose routes are in host order
-// and whose block digests are blocks (BlockDigests, UpdateBlockDigests).
-func RevisionWithBlocks(d *Document, blocks [][32]byte) string {
-	return revisionOf(d, len(d.Routes), blocks)
+	return revisionOf(d, len(routes), blockDigests(routes))
 }
 
 func revisionOf(d *Document, nRoutes int, blocks [][32]byte) string {
@@ -109,20 +70,6 @@ func (e *revEncoder) api(api *API) {
 		e.strs(api.Denied)
 	}
 	e.marker("end")
-}
-
-// block returns the digest of one block of routes, resetting e's hash.
-func (e *revEncoder) block(routes []Route) [32]byte {
-	e.h.Reset()
-	e.buf = e.buf[:0]
-	e.marker("block")
-	e.int(len(routes))
-	for _, r := range routes {
-		e.route(r)
-	}
-	var out [32]byte
-	copy(out[:], e.sum())
-	return out
 }
 
 // route writes one route.

@@ -112,7 +112,7 @@ func TestSealSetsVersionAndRevision(t *testing.T) {
 // TestRevisionEncodingIsPinned guards the encoding: a change to it moves every
 // revision, so every ingress of a fleet mixing old and new nodes would see two
 // revisions for one state. Change the constant only on purpose (last: the route
-// blocks of RevisionBlock, issue 13).
+// blocks of revisionBlock, issue 13).
 func TestRevisionEncodingIsPinned(t *testing.T) {
 	const want = "e7aa79a5107984fadb1f091e99bb2a43"
 	if got := sampleDocument().Revision; got != want {
@@ -121,20 +121,20 @@ func TestRevisionEncodingIsPinned(t *testing.T) {
 }
 
 // TestUpdatedBlockDigestsGiveTheRevisionOfTheDocument edits random routes of documents
-// spanning several blocks: the revision from updated digests is ComputeRevision's, and
-// a change to any route, in any block, moves it.
+// spanning several blocks: the revision SealBlocks and Blocks.Reseal give is
+// ComputeRevision's, and a change to any route, in any block, moves it.
 func TestUpdatedBlockDigestsGiveTheRevisionOfTheDocument(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(13, 4))
-	for _, n := range []int{1, RevisionBlock - 1, RevisionBlock, RevisionBlock + 1, 5*RevisionBlock + 7} {
+	for _, n := range []int{1, revisionBlock - 1, revisionBlock, revisionBlock + 1, 5*revisionBlock + 7} {
 		d := &Document{V: Version, Routes: make([]Route, n)}
 		for i := range d.Routes {
 			d.Routes[i] = Route{Host: fmt.Sprintf("h%05d.example.com", i), Application: fmt.Sprintf("a%d", i%7),
 				Upstreams: []Upstream{{Node: "vps-a", Address: "10.0.0.1:" + strconv.Itoa(1000+i), APIPort: 8443}}}
 		}
-		blocks := BlockDigests(d.Routes)
-		rev := RevisionWithBlocks(d, blocks)
+		blocks := SealBlocks(d)
+		rev := d.Revision
 		if rev != ComputeRevision(d) {
-			t.Fatalf("%d routes: RevisionWithBlocks %s != ComputeRevision %s", n, rev, ComputeRevision(d))
+			t.Fatalf("%d routes: SealBlocks %s != ComputeRevision %s", n, rev, ComputeRevision(d))
 		}
 		for step := 0; step < 20; step++ {
 			next := &Document{V: Version, Routes: slices.Clone(d.Routes)}
@@ -145,8 +145,8 @@ func TestUpdatedBlockDigestsGiveTheRevisionOfTheDocument(t *testing.T) {
 					next.Routes[i].Upstreams = []Upstream{{Node: "vps-b", Address: "10.0.0.2:" + strconv.Itoa(rnd.IntN(60000)+1), APIPort: 8443}}
 				}
 			}
-			nb := UpdateBlockDigests(next.Routes, blocks, changed)
-			got, want := RevisionWithBlocks(next, nb), ComputeRevision(next)
+			nb := blocks.Reseal(next, changed)
+			got, want := next.Revision, ComputeRevision(next)
 			if got != want {
 				t.Fatalf("%d routes, changed %v: updated revision %s != %s", n, changed, got, want)
 			}
