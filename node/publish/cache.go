@@ -16,21 +16,25 @@ import (
 //     ingress book recorded, at most ingresses.maxTracked names): each name's latest
 //     output, and the body its applied probe is made from.
 //
-// They are a plain LRU of at most maxFleetBodies. The bodies of any other output (the
-// admin token's polls, a poller that sends no report, in-process callers) share a
-// plain LRU of their own, of maxOtherBodies: an ingress-token holder cycling
-// selections, or one tracked name cycling them, cannot push out what the fleet polls
-// (TestThrasherKeepsPolledBodiesCached, TestThrashingSelectionsHoldBoundedMemory).
+// They are a plain LRU of at most maxBodies. The bodies of any other output (the admin
+// token's polls, a poller that sends no report, in-process callers, what a tracked name
+// polled before) take the room the fleet's leave, and give it back to them first: one
+// of those takes another's place only when that one was rendered for an older snapshot
+// (the least recently used of those), else it is served and not kept. So an
+// ingress-token holder cycling selections, or one tracked name cycling them, never
+// pushes out what the fleet polls, and what it fills the room with stays until the
+// revision moves (TestThrasherKeepsPolledBodiesCached,
+// TestThrashingSelectionsHoldBoundedMemory).
 type bodyCache struct {
 	mu      sync.Mutex
 	lru     *simplelru.LRU[string, cached]      // the fleet's outputs
-	other   *simplelru.LRU[string, cached]      // any other output's
+	other   *simplelru.LRU[string, cached]      // any other output's, in the room left
 	tracked *simplelru.LRU[string, trackedPoll] // by ingress name
-	// outputs and selections count the tracked names polling each (an output or
-	// selection no name polls any more is not kept).
+	// outputs and selections count the tracked names polling each.
 	outputs    map[string]int
 	selections map[string]int
 	evicted    func(*Rendered)
+	moving     *Rendered // leaving lru for other: not evicted
 }
 
 // cached is one output's body: k names what it was rendered from, seq the snapshot.
@@ -47,20 +51,23 @@ type trackedPoll struct {
 	selection string
 }
 
-// maxBodies bounds the bodies kept (maxFleetBodies of the fleet's outputs, the rest of
-// others); maxTracked the tracked ingress names remembered (ingresses.maxTracked's
-// default: beyond it, the name polled least recently loses its place here first).
+// maxBodies bounds the bodies kept; maxTracked the tracked ingress names remembered
+// (ingresses.maxTracked's default: beyond it, the name polled least recently loses its
+// place here first).
 const (
-	maxBodies      = 256
-	maxOtherBodies = 32
-	maxFleetBodies = maxBodies - maxOtherBodies
-	maxTracked     = 256
+	maxBodies  = 256
+	maxTracked = 256
 )
 
 func newBodyCache(evicted func(*Rendered)) *bodyCache {
 	c := &bodyCache{outputs: map[string]int{}, selections: map[string]int{}, evicted: evicted}
-	c.lru, _ = simplelru.NewLRU(maxFleetBodies, func(_ string, e cached) { c.evicted(e.r) })
-	c.other, _ = simplelru.NewLRU(maxOtherBodies, func(_ string, e cached) { c.evicted(e.r) })
+	gone := func(_ string, e cached) {
+		if e.r != c.moving {
+			c.evicted(e.r)
+		}
+	}
+	c.lru, _ = simplelru.NewLRU(maxBodies, gone)
+	c.other, _ = simplelru.NewLRU(maxBodies, gone)
 	c.tracked, _ = simplelru.NewLRU(maxTracked, func(_ string, t trackedPoll) { c.untrack(t) })
 	return c
 }
@@ -75,7 +82,7 @@ func outputOf(k renderKey) string {
 }
 
 // track records that the tracked ingress name polls outputs (and selection): what it
-// polled before, if no other name polls it, is no longer kept.
+// polled before, if no other name polls it, becomes any other output's body.
 func (c *bodyCache) track(name string, t trackedPoll) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -88,7 +95,9 @@ func (c *bodyCache) track(name string, t trackedPoll) {
 	}
 	for _, o := range t.outputs {
 		if o != "" {
-			c.outputs[o]++
+			if c.outputs[o]++; c.outputs[o] == 1 {
+				c.promote(o)
+			}
 		}
 	}
 	if t.selection != "" {
@@ -97,7 +106,7 @@ func (c *bodyCache) track(name string, t trackedPoll) {
 	c.tracked.Add(name, t)
 }
 
-// untrack forgets one name's poll (under mu), dropping the bodies no one polls any more.
+// untrack forgets one name's poll (under mu).
 func (c *bodyCache) untrack(t trackedPoll) {
 	for _, o := range t.outputs {
 		if o == "" {
@@ -106,7 +115,7 @@ func (c *bodyCache) untrack(t trackedPoll) {
 		if c.outputs[o]--; c.outputs[o] <= 0 {
 			delete(c.outputs, o)
 			if !isDefault(o) {
-				c.lru.Remove(o) // kept no longer before others'
+				c.demote(o)
 			}
 		}
 	}
@@ -117,21 +126,71 @@ func (c *bodyCache) untrack(t trackedPoll) {
 	}
 }
 
+// promote moves out's body, if kept among the others, to the fleet's (under mu).
+func (c *bodyCache) promote(out string) {
+	if e, ok := c.other.Peek(out); ok {
+		c.moving = e.r
+		c.other.Remove(out)
+		c.moving = nil
+		c.keepFleet(out, e)
+	}
+}
+
+// demote moves out's body, if kept, from the fleet's to the others' (under mu).
+func (c *bodyCache) demote(out string) {
+	if e, ok := c.lru.Peek(out); ok {
+		c.moving = e.r
+		c.lru.Remove(out)
+		c.moving = nil
+		c.keepOther(out, e)
+	}
+}
+
+// keepFleet keeps e as the body of the fleet's output out (under mu): an other's body
+// gives it room first.
+func (c *bodyCache) keepFleet(out string, e cached) {
+	if c.lru.Len()+c.other.Len() >= maxBodies && !c.lru.Contains(out) {
+		c.other.RemoveOldest()
+	}
+	c.lru.Add(out, e)
+}
+
+// keepOther keeps e as the body of out, not the fleet's (under mu), in the room the
+// fleet's bodies leave, or in the place of the least recently used other body of an
+// older snapshot; else evicted is told it.
+func (c *bodyCache) keepOther(out string, e cached) {
+	if c.lru.Len()+c.other.Len() >= maxBodies && !c.other.Contains(out) {
+		stale := ""
+		for _, k := range c.other.Keys() { // oldest first
+			if o, _ := c.other.Peek(k); o.seq < e.seq {
+				stale = k
+				break
+			}
+		}
+		if stale == "" {
+			c.evicted(e.r)
+			return
+		}
+		c.other.Remove(stale)
+	}
+	c.other.Add(out, e)
+}
+
 // isDefault: out is a default output (every group, no probe); its prefer was resolved
 // by Body to "" or a live node.
 func isDefault(out string) bool {
 	return strings.Count(out, "\x00") == 2 && strings.HasSuffix(out, "\x00")
 }
 
-// admits says whether k's output is one of the fleet's (kept before any other).
+// fleet says whether out is one of the fleet's outputs (under mu).
+func (c *bodyCache) fleet(out string) bool { return isDefault(out) || c.outputs[out] > 0 }
+
+// admits says whether k's output is one of the fleet's (its body is spilled; the
+// Incremental keeps its state first).
 func (c *bodyCache) admits(k renderKey) bool {
-	out := outputOf(k)
-	if isDefault(out) {
-		return true
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.outputs[out] > 0
+	return c.fleet(outputOf(k))
 }
 
 // polled says whether a tracked ingress polls the selection key (comma-separated groups).
@@ -157,24 +216,27 @@ func (c *bodyCache) get(k renderKey) (*Rendered, bool) {
 }
 
 // add keeps r, rendered for the snapshot numbered seq, as the body of k (a fresh
-// render), unless a body of a newer snapshot holds its output: then evicted is told r,
-// as if it came and went.
+// render), unless a body of a newer snapshot holds its output or there is no room for
+// it (then evicted is told r, as if it came and went).
 func (c *bodyCache) add(k renderKey, r *Rendered, seq uint64) {
 	out := outputOf(k)
+	e := cached{k: k, r: r, seq: seq}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	to, from := c.other, c.lru
-	if isDefault(out) || c.outputs[out] > 0 {
-		to, from = c.lru, c.other
+	for _, l := range []*simplelru.LRU[string, cached]{c.lru, c.other} {
+		if was, ok := l.Peek(out); ok {
+			if was.seq > seq {
+				c.evicted(r)
+				return
+			}
+			l.Remove(out) // tells evicted: r replaces it
+		}
 	}
-	from.Remove(out) // its output changed sides: the older body goes
-	if e, ok := to.Peek(out); ok && e.seq > seq {
-		c.evicted(r)
-		return
-	} else if ok {
-		c.evicted(e.r)
+	if c.fleet(out) {
+		c.keepFleet(out, e)
+	} else {
+		c.keepOther(out, e)
 	}
-	to.Add(out, cached{k: k, r: r, seq: seq})
 }
 
 // Len is how many bodies are kept.

@@ -29,7 +29,7 @@ func TestThrashingSelectionsHoldBoundedMemory(t *testing.T) {
 		}
 	}
 	p.cache.mu.Lock()
-	entries, latest := p.cache.lru.Len(), len(p.cache.lru.Keys()) // one body per output: its newest
+	entries, latest := p.cache.lru.Len()+p.cache.other.Len(), len(p.cache.lru.Keys())+len(p.cache.other.Keys()) // one body per output: its newest
 	p.cache.mu.Unlock()
 	s.groups.mu.Lock()
 	docs, deltas, fps := len(s.groups.docs), len(s.groups.deltas), len(s.groups.fps)
