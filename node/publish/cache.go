@@ -18,9 +18,10 @@ import (
 //
 // They are a plain LRU of at most maxBodies. The bodies of any other output (the admin
 // token's polls, a poller that sends no report, in-process callers, what a tracked name
-// polled before) take the room the fleet's leave, and give it back to them first: one
-// of those takes another's place only when that one was rendered for an older snapshot
-// (the least recently used of those), else it is served and not kept. So an
+// polled before) take the room the fleet's leave, and give it back to them first (the
+// last come goes first); one of those takes another's place only when that one was
+// rendered for an older snapshot (the least recently used of those), else it is served
+// and not kept. So an
 // ingress-token holder cycling selections, or one tracked name cycling them, never
 // pushes out what the fleet polls, and what it fills the room with stays until the
 // revision moves (TestThrasherKeepsPolledBodiesCached,
@@ -146,13 +147,32 @@ func (c *bodyCache) demote(out string) {
 	}
 }
 
-// keepFleet keeps e as the body of the fleet's output out (under mu): an other's body
-// gives it room first.
+// keepFleet keeps e as the body of the fleet's output out (under mu). When the cache
+// is full another output's body gives it room: the least recently used of an older
+// snapshot, else the most recently used (the last come: what filled the room first
+// stays, so a client cycling more selections than the room holds still finds most of
+// them kept).
 func (c *bodyCache) keepFleet(out string, e cached) {
-	if c.lru.Len()+c.other.Len() >= maxBodies && !c.lru.Contains(out) {
-		c.other.RemoveOldest()
+	if c.lru.Len()+c.other.Len() >= maxBodies && !c.lru.Contains(out) && c.other.Len() > 0 {
+		victim := c.staleOther(e.seq)
+		if victim == "" {
+			keys := c.other.Keys()
+			victim = keys[len(keys)-1]
+		}
+		c.other.Remove(victim)
 	}
 	c.lru.Add(out, e)
+}
+
+// staleOther is the least recently used other body rendered for a snapshot older than
+// seq ("": none; under mu).
+func (c *bodyCache) staleOther(seq uint64) string {
+	for _, k := range c.other.Keys() { // oldest first
+		if o, _ := c.other.Peek(k); o.seq < seq {
+			return k
+		}
+	}
+	return ""
 }
 
 // keepOther keeps e as the body of out, not the fleet's (under mu), in the room the
@@ -160,13 +180,7 @@ func (c *bodyCache) keepFleet(out string, e cached) {
 // older snapshot; else evicted is told it.
 func (c *bodyCache) keepOther(out string, e cached) {
 	if c.lru.Len()+c.other.Len() >= maxBodies && !c.other.Contains(out) {
-		stale := ""
-		for _, k := range c.other.Keys() { // oldest first
-			if o, _ := c.other.Peek(k); o.seq < e.seq {
-				stale = k
-				break
-			}
-		}
+		stale := c.staleOther(e.seq)
 		if stale == "" {
 			c.evicted(e.r)
 			return
