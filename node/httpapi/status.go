@@ -12,13 +12,14 @@ import (
 	"github.com/scafo/ingress/node/probe"
 	"github.com/scafo/ingress/node/reconcile"
 	"github.com/scafo/ingress/node/self"
+	"github.com/scafo/ingress/render/fleet"
 )
 
 // statusHandler serves /v1/status.
 type statusHandler struct {
 	nodeName string
 	stateDir string        // for the adopt hint
-	nodeTTL  time.Duration // reconcile.nodeTTL: a node record older is stale
+	nodeTTL  time.Duration // reconcile.nodeTTL: a node record not fleet.NodeLive is stale
 
 	rec       Reconciler
 	self      SelfRecord
@@ -99,7 +100,7 @@ func (h *statusHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		age := now.Sub(n.Seen)
 		body.Nodes = append(body.Nodes, api.Node{
 			Name: n.Name, Address: n.Address, Seen: n.Seen.UTC(),
-			AgeSeconds: age.Round(time.Second).Seconds(), Stale: age > ttl,
+			AgeSeconds: age.Round(time.Second).Seconds(), Stale: !fleet.NodeLive(n.Seen, now, ttl),
 		})
 	}
 	iv := h.ingresses.Fleet(r.Context(), ingress.StatusViewMaxAge)

@@ -28,7 +28,7 @@ func (r *Reconciler) staleKey(now time.Time) string {
 	}
 	var b strings.Builder
 	for _, k := range keys {
-		if n, ok := r.objects[k].value.(fleet.NodeRecord); ok && now.Sub(r.seen(k, n)) > ttl {
+		if n, ok := r.objects[k].value.(fleet.NodeRecord); ok && !fleet.NodeLive(r.seen(k, n), now, ttl) {
 			b.WriteString(k)
 			b.WriteByte(',')
 		}
@@ -65,6 +65,7 @@ func (r *Reconciler) derive(now time.Time, changed []string) int {
 		}
 	}
 	st.Nodes = nodes
+	r.warnAhead(nodes, now)
 	opt := r.opts()
 	opt.Now = now
 	doc, dskipped, delta := r.deriver.Derive(st, opt, changed)
@@ -134,4 +135,26 @@ func (r *Reconciler) Status() Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.status
+}
+
+// warnAhead logs each node record dated more than reconcile.nodeTTL ahead of this node's
+// clock (not live: fleet.NodeLive), naming the record and the skew, when that set changes.
+func (r *Reconciler) warnAhead(nodes []fleet.NodeRecord, now time.Time) {
+	ttl := r.opts().NodeTTL
+	var b strings.Builder
+	for _, n := range nodes {
+		if ahead, _ := fleet.NodeAhead(n.Seen, now, ttl); ahead {
+			b.WriteString(n.Name + "\x00" + n.Seen.String() + "\x00")
+		}
+	}
+	if b.String() == r.lastAhead {
+		return
+	}
+	r.lastAhead = b.String()
+	for _, n := range nodes {
+		if ahead, skew := fleet.NodeAhead(n.Seen, now, ttl); ahead {
+			r.log.Warn("a node record is dated ahead of this node's clock by more than reconcile.nodeTTL: it is not live and not routed; fix the clock (NTP) of the node that writes it, or remove the record if no node does",
+				"record", fleet.NodeKey(n.Name), "seen", n.Seen.UTC(), "skew", skew.Round(time.Second), "nodeTTL", ttl)
+		}
+	}
 }

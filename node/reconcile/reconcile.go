@@ -80,6 +80,8 @@ type Reconciler struct {
 	live      map[string]store.Entry
 	lastLive  time.Time
 	lastStale string
+	// lastAhead fingerprints the last logged set of records dated beyond the TTL ahead.
+	lastAhead string
 	// lastSkipped fingerprints the last logged set of derivation drops.
 	lastSkipped string
 	// lastPublish is when the revision last moved (see run's publish window).

@@ -21,8 +21,10 @@ import (
 // one listener. The rule is the name rule's (name.go):
 //
 //   - At start (Start, after the name check) a node lists nodes/ and refuses to start
-//     when a live record (seen within reconcile.nodeTTL) of another name carries its
-//     node.address, naming that node and its age; it writes nothing. A record of its
+//     when a live record (fleet.NodeLive: seen within reconcile.nodeTTL of this node's
+//     clock, either side) of another name carries its node.address, naming that node
+//     and its age; it writes nothing. A record dated further ahead (a clock ahead, a
+//     planted record) holds nothing: it is logged and the node starts. A record of its
 //     own node id is this installation under an earlier name, not another node; a live
 //     record without a boot identity (a node that predates it, a record planted by
 //     hand) is accepted with a warning and reported below, as the name rule accepts
@@ -95,10 +97,18 @@ func (s *Record) checkAddress(ctx context.Context) error {
 		if json.Unmarshal(obj.Value, &rec) != nil {
 			continue
 		}
-		age := s.started.Sub(rec.Seen)
-		if age > s.o.NodeTTL || !s.otherHolder(rec) {
+		if !s.otherHolder(rec) {
 			continue
 		}
+		if ahead, skew := fleet.NodeAhead(rec.Seen, s.started, s.o.NodeTTL); ahead {
+			s.o.Log.Warn("a record dated more than reconcile.nodeTTL ahead of this node's clock publishes this node's node.address: not live (a clock ahead, or a planted record), so it holds nothing; starting",
+				"address", s.o.Address, "record", e.Key, "seen", rec.Seen.UTC(), "skew", skew.Round(time.Second), "nodeTTL", s.o.NodeTTL)
+			continue
+		}
+		if !fleet.NodeLive(rec.Seen, s.started, s.o.NodeTTL) {
+			continue
+		}
+		age := s.started.Sub(rec.Seen)
 		if rec.Boot == nil {
 			s.o.Log.Warn("a live record without a boot identity (a node that predates it, or one written by hand) publishes this node's node.address; starting, and reporting it while it stays live",
 				"address", s.o.Address, "record", e.Key, "age", age.Round(time.Millisecond))
@@ -141,7 +151,7 @@ func (s *Record) ObserveFleet(nodes []fleet.NodeRecord, now time.Time) {
 	live := 0
 	seenSelf := false
 	for _, n := range nodes {
-		if now.Sub(n.Seen) > s.o.NodeTTL {
+		if !fleet.NodeLive(n.Seen, now, s.o.NodeTTL) {
 			continue
 		}
 		live++

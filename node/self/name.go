@@ -29,9 +29,9 @@ import (
 // and an id minted at each process start.
 //
 //   - At start (Start, before serving) a node reads its record. If it was written by
-//     another installation (another node id) and is live (seen within
-//     reconcile.nodeTTL), the node refuses to start, naming that record's address and
-//     age. A record of its own node id is its previous run (a crash and a quick
+//     another installation (another node id) and is live (fleet.NodeLive: seen within
+//     reconcile.nodeTTL of this node's clock, either side), the node refuses to start,
+//     naming that record's address and age. A record of its own node id is its previous run (a crash and a quick
 //     restart): that is not a duplicate. A live record without a boot identity (a node
 //     that predates it, possibly this one before an upgrade) is accepted with a warning.
 //   - While it runs, a node writes its record conditionally (If-Match the etag of its
@@ -145,8 +145,12 @@ func (s *Record) checkName(ctx context.Context) error {
 	ttl := s.o.NodeTTL
 	age := s.started.Sub(rec.Seen)
 	switch {
-	case age > ttl:
-		return nil // stale: a node gone (or this one, long ago)
+	case !fleet.NodeLive(rec.Seen, s.started, ttl):
+		if ahead, skew := fleet.NodeAhead(rec.Seen, s.started, ttl); ahead {
+			s.o.Log.Warn("this node's record is dated more than reconcile.nodeTTL ahead of this node's clock: not live (a clock ahead, or a planted record), so it holds nothing; starting",
+				"record", key, "seen", rec.Seen.UTC(), "skew", skew.Round(time.Second), "nodeTTL", ttl)
+		}
+		return nil // stale: a node gone (or this one, long ago), or dated beyond the TTL ahead
 	case rec.Boot == nil:
 		s.o.Log.Warn("this node's record is live and carries no boot identity (a node that predates it, maybe this one before an upgrade): cannot tell whether another node holds the name",
 			"record", key, "address", Address(rec), "age", age.Round(time.Millisecond))
@@ -220,14 +224,11 @@ func (s *Record) See(rec fleet.NodeRecord, overwritten bool, now time.Time) {
 	seen := rec.Seen
 	if overwritten {
 		seen = now
-	} else if seen.Before(s.started) {
+	} else if seen.Before(s.started) || !fleet.NodeLive(seen, now, s.o.NodeTTL) {
 		return
 	}
 	if seen.After(now) {
 		seen = now
-	}
-	if now.Sub(seen) > s.o.NodeTTL {
-		return
 	}
 	s.name.mu.Lock()
 	prev := s.conflictLocked(now)
@@ -263,7 +264,7 @@ func (s *Record) Conflict(now time.Time) *Conflict {
 }
 
 func (s *Record) conflictLocked(now time.Time) *Conflict {
-	if s.name.other == nil || now.Sub(s.name.lastSeen) > s.o.NodeTTL {
+	if s.name.other == nil || !fleet.NodeLive(s.name.lastSeen, now, s.o.NodeTTL) {
 		return nil
 	}
 	return &Conflict{Record: *s.name.other, LastSeen: s.name.lastSeen}

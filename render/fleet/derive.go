@@ -34,11 +34,10 @@ type Options struct {
 	PlatformDomains []string
 	// APIPublic routes the bare apex of each platform domain to the node API.
 	APIPublic bool
-	// NodeTTL is how old a node's heartbeat may be before the node is stale. Zero or
-	// negative: no node is ever stale.
+	// NodeTTL is how far a node's heartbeat may be from Now, either side, before the
+	// node is stale (NodeLive). Zero or negative: no node is ever stale.
 	NodeTTL time.Duration
-	// Now is the time staleness is judged against (passed in, so Derive stays pure). A
-	// heartbeat after Now is fresh.
+	// Now is the time staleness is judged against (passed in, so Derive stays pure).
 	Now time.Time
 	// DomainGroups maps a platform domain to the ingress group it belongs to; a domain
 	// not in the map belongs to routing.DefaultGroup. An application gets a platform
@@ -47,9 +46,9 @@ type Options struct {
 	DomainGroups map[string]string
 }
 
-// stale reports whether a heartbeat at seen is older than NodeTTL at Now.
+// stale reports whether a heartbeat at seen is not live at Now (NodeLive).
 func (o Options) stale(seen time.Time) bool {
-	return o.NodeTTL > 0 && o.Now.Sub(seen) > o.NodeTTL
+	return !NodeLive(seen, o.Now, o.NodeTTL)
 }
 
 // Skipped is something Derive left out of the document, and why. The caller logs it
@@ -81,8 +80,8 @@ type Skipped struct {
 //     application with a valid port; the upstream is node.Address:instance.Port with the
 //     node's API port (for node-delegated health checks). Only ready instances are
 //     routed: readiness is the instance's own statement that it wants traffic.
-//   - Staleness (fail static): a node whose heartbeat is older than NodeTTL is dropped
-//     from upstream lists, unless every ready upstream of the list is stale; then the
+//   - Staleness (fail static): a node whose heartbeat is older than NodeTTL, or dated
+//     more than NodeTTL ahead of Now (NodeLive), is dropped from upstream lists, unless every ready upstream of the list is stale; then the
 //     list keeps them all, in order. A store outage or a partitioned fleet looks
 //     exactly like every node going stale at once, and stale routing beats no routing.
 //     Heartbeat times are not part of the document: a heartbeat within the TTL never

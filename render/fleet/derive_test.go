@@ -346,6 +346,12 @@ func TestNodeTTLDropsStaleUpstreamsButFailsStatic(t *testing.T) {
 			[]string{"n2", "n3"}, []string{"n2", "n3"}, []string{"n1"}},
 		{"zero TTL: nothing is stale", []time.Duration{time.Hour, time.Hour, time.Hour}, 0,
 			[]string{"n1", "n2", "n3"}, []string{"n1", "n2", "n3"}, nil},
+		// A negative age is a heartbeat dated ahead of this node's clock.
+		{"ahead within the TTL is live", []time.Duration{-ttl, 0, 0}, ttl, []string{"n1", "n2", "n3"}, []string{"n1", "n2", "n3"}, nil},
+		{"ahead beyond the TTL is stale", []time.Duration{-ttl - time.Nanosecond, 0, 0}, ttl,
+			[]string{"n2", "n3"}, []string{"n2", "n3"}, []string{"n1"}},
+		{"a year ahead is stale", []time.Duration{-8760 * time.Hour, 0, 0}, ttl,
+			[]string{"n2", "n3"}, []string{"n2", "n3"}, []string{"n1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := opts()
@@ -363,7 +369,8 @@ func TestNodeTTLDropsStaleUpstreamsButFailsStatic(t *testing.T) {
 			}
 			var stale []string
 			for _, s := range sk {
-				if strings.Contains(s.Reason, "heartbeat older than the node TTL") {
+				if strings.Contains(s.Reason, "heartbeat older than the node TTL") ||
+					strings.Contains(s.Reason, "more than the node TTL "+tc.ttl.String()+" ahead of this node's clock") {
 					stale = append(stale, strings.TrimSuffix(strings.TrimPrefix(s.Object, "nodes/"), ".json"))
 				}
 			}

@@ -83,7 +83,11 @@ func (dv *deriver) indexNodes(recs []NodeRecord) {
 			}
 		}
 		stale := dv.opt.stale(rec.Seen)
-		if stale {
+		if ahead, _ := NodeAhead(rec.Seen, dv.opt.Now, dv.opt.NodeTTL); ahead {
+			// The reason names seen, not the skew: it stays one string while time passes.
+			dv.skip(key, "heartbeat dated more than the node TTL %s ahead of this node's clock (seen %s: a clock ahead, or a planted record); dropped from upstream lists, except lists whose every ready upstream is stale (fail static)",
+				dv.opt.NodeTTL, rec.Seen.UTC().Format(time.RFC3339))
+		} else if stale {
 			dv.skip(key, "heartbeat older than the node TTL %s (seen %s); dropped from upstream lists, except lists whose every ready upstream is stale (fail static)",
 				dv.opt.NodeTTL, rec.Seen.UTC().Format(time.RFC3339))
 		}
