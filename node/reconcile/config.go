@@ -17,7 +17,7 @@ type Config struct {
 	Interval     ptypes.Duration `description:"How often the store serial is checked." json:"interval,omitempty"`
 	FullInterval ptypes.Duration `description:"How often every object is re-read regardless." json:"fullInterval,omitempty"`
 	Heartbeat    ptypes.Duration `description:"How often this node rewrites its own record." json:"heartbeat,omitempty"`
-	NodeTTL      ptypes.Duration `description:"Node records older than this are stale." json:"nodeTTL,omitempty"`
+	NodeTTL      ptypes.Duration `description:"Node records older than this, or dated further ahead of this node's clock, are stale." json:"nodeTTL,omitempty"`
 	// PublishWindow bounds how often a burst of changes republishes (each publish
 	// reloads every Traefik); a change after a quiet spell publishes at once.
 	PublishWindow ptypes.Duration `description:"At most one publish per window during a burst of changes (a lone change publishes at once)." json:"publishWindow,omitempty"`
