@@ -98,6 +98,7 @@ func newNode(t *testing.T, name, storeRoot string, extra ...string) *benchNode {
 		"--store.dir.path=" + storeRoot,
 		"--platform.domains=" + platformDomain,
 		"--log.level=warn",
+		"--reconcile.nodeTTL=" + benchNodeTTL.String(), // the generated records stay live (fleetObjects)
 	}
 	n.proc = newProc(t, name, bins.node, append(args, extra...)...)
 	return n

@@ -123,6 +123,12 @@ func serveText(t *testing.T, body string) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// benchNodeTTL is the bench nodes' reconcile.nodeTTL (newNode): the generated node
+// records never heartbeat, so they are dated when generated and stay live for a day. A
+// record dated ahead instead would not be: beyond the TTL ahead of a node's clock a
+// record is not live (fleet.NodeLive).
+const benchNodeTTL = 24 * time.Hour
+
 // fleetObjects builds the store objects of spec on backends: key → JSON.
 func fleetObjects(spec fleetSpec, b *fleetBackends, now time.Time) (map[string][]byte, error) {
 	if spec.apps < 3 {
@@ -134,7 +140,7 @@ func fleetObjects(spec fleetSpec, b *fleetBackends, now time.Time) (map[string][
 		nodes[name] = &fleet.NodeRecord{
 			Name: name, Address: "127.0.0.1", APIPort: b.pool[k%len(b.pool)],
 			Instances: map[string]fleet.Instance{},
-			Seen:      now.Add(24 * time.Hour),
+			Seen:      now,
 		}
 	}
 	for i := range spec.apps {

@@ -151,12 +151,14 @@ func TestFlipFleetDerivesWithTheFlipHostOnItsOwnListeners(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := decodeFleetObjects(t, objs)
+	// Live for the bench nodes' TTL from their generation (never stale during a run), and
+	// never dated ahead.
 	for _, n := range st.Nodes {
-		if !n.Seen.After(now.Add(time.Hour)) {
-			t.Errorf("%s: seen %s, want well after %s (never stale during a run)", n.Name, n.Seen, now)
+		if !fleet.NodeLive(n.Seen, now.Add(benchNodeTTL-time.Minute), benchNodeTTL) || n.Seen.After(now) {
+			t.Errorf("%s: seen %s, want live for %s from %s and not ahead", n.Name, n.Seen, benchNodeTTL, now)
 		}
 	}
-	doc, skipped := fleet.Derive(st, fleet.Options{PlatformDomains: []string{platformDomain}, APIPublic: true, NodeTTL: time.Minute, Now: now})
+	doc, skipped := fleet.Derive(st, fleet.Options{PlatformDomains: []string{platformDomain}, APIPublic: true, NodeTTL: benchNodeTTL, Now: now.Add(time.Hour)})
 	if len(skipped) > 0 {
 		t.Errorf("skipped: %v", skipped)
 	}
@@ -281,7 +283,7 @@ func TestGroupsHarnessSplitsTheFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := decodeFleetObjects(t, objs)
-	opt := fleet.Options{APIPublic: true, NodeTTL: time.Minute, Now: now, DomainGroups: map[string]string{}}
+	opt := fleet.Options{APIPublic: true, NodeTTL: benchNodeTTL, Now: now.Add(time.Hour), DomainGroups: map[string]string{}}
 	args := groupNodeArgs([]string{"--listen=x", "--platform.domains=" + platformDomain}, 10)
 	if args[0] != "--listen=x" || len(args) != 3 {
 		t.Errorf("groupNodeArgs: %q", args)
