@@ -16,7 +16,6 @@ import (
 	ptypes "github.com/traefik/paerser/types"
 
 	"github.com/scafo/ingress/node/store"
-	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render/fleet"
 )
 
@@ -105,28 +104,11 @@ func TestSecondNodeOnALiveNodesAddressIsRefusedAtStart(t *testing.T) {
 // TestAStaleRecordDoesNotHoldItsAddress: a record older than reconcile.nodeTTL (a node
 // gone) does not keep its address from a new node.
 func TestAStaleRecordDoesNotHoldItsAddress(t *testing.T) {
-	storeDir := t.TempDir()
-	cfg := testConfig(t, "vps-b", storeDir)
-	cfg.Node.Address = "127.0.0.22"
-	cfg.Reconcile.Heartbeat = ptypes.Duration(100 * time.Millisecond)
-	cfg.Reconcile.NodeTTL = ptypes.Duration(time.Minute)
-	st, err := dir.New(storeDir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	gone := fmt.Sprintf(`{"name":"vps-old","address":"127.0.0.22","apiPort":7400,"seen":%q,"boot":{"node":"elsewhere","id":"b00b"}}`,
 		time.Now().Add(-2*time.Minute).UTC().Format(time.RFC3339Nano))
-	putRaw(t, st, fleet.NodeKey("vps-old"), []byte(gone))
-
-	n := startNode(t, cfg)
-	n.waitReady()
-	select {
-	case <-n.Exited():
-		t.Fatalf("the node stopped: %v", n.Err())
-	default:
-	}
-	// Its view of the fleet holds the stale record; nothing is reported.
-	waitHeartbeatsAfterView(t, n, "vps-old")
+	// Its view of the fleet holds the stale record (startOverAPlantedRecord waits for
+	// that); nothing is reported.
+	n := startOverAPlantedRecord(t, "vps-b", "127.0.0.22", "vps-old", gone)
 	if w := addressWarningOf(t, n); w != nil {
 		t.Fatalf("a stale record's address is reported: %v", w)
 	}
@@ -264,20 +246,8 @@ func TestLoopbackAddressInAFleetIsReported(t *testing.T) {
 // does not stop the node, as with the name rule; it is warned about at start and
 // reported while it stays live.
 func TestABootlessRecordOnTheAddressIsReportedNotRefused(t *testing.T) {
-	storeDir := t.TempDir()
-	cfg := testConfig(t, "vps-b", storeDir)
-	cfg.Node.Address = "127.0.0.24"
-	cfg.Reconcile.Heartbeat = ptypes.Duration(100 * time.Millisecond)
-	cfg.Reconcile.NodeTTL = ptypes.Duration(time.Minute)
-	st, err := dir.New(storeDir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	old := fmt.Sprintf(`{"name":"vps-old","address":"127.0.0.24","apiPort":7400,"seen":%q}`, time.Now().UTC().Format(time.RFC3339Nano))
-	putRaw(t, st, fleet.NodeKey("vps-old"), []byte(old))
-
-	n := startNode(t, cfg)
-	n.waitReady()
+	n := startOverAPlantedRecord(t, "vps-b", "127.0.0.24", "vps-old", old)
 	waitFor(t, 5*time.Second, "vps-old reported", func() bool {
 		w := addressWarningOf(t, n)
 		return w != nil && fmt.Sprint(w["sharedWith"]) == "[vps-old]"
