@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
 	"github.com/scafo/ingress/node/store"
@@ -51,7 +52,7 @@ func BenchmarkIssueNames(b *testing.B) {
 				}
 				p := pebbletest.Start(b, pebbletest.Config{HTTPPort: ln.Addr().(*net.TCPAddr).Port})
 				storeDir := b.TempDir()
-				cfg := NewConfig()
+				cfg := node.NewConfig()
 				cfg.StateDir = b.TempDir()
 				cfg.Node.Name = "vps-a"
 				cfg.Ingress.Token, cfg.Admin.Token = testIngressToken, testAdminToken
@@ -80,7 +81,7 @@ func BenchmarkIssueNames(b *testing.B) {
 				t0 := time.Now()
 				for {
 					valid := 0
-					for _, s := range srv.certs.Status() {
+					for _, s := range srv.Certs().Status() {
 						if s.State == fleetcerts.StateValid {
 							valid++
 						}
@@ -96,7 +97,7 @@ func BenchmarkIssueNames(b *testing.B) {
 				el := time.Since(t0)
 				b.StopTimer()
 				var reqs float64
-				mfs, _ := srv.metrics.reg.Gather()
+				mfs, _ := srv.Metrics().Reg().Gather()
 				for _, mf := range mfs {
 					if mf.GetName() == "scafo_store_requests_total" {
 						for _, m := range mf.GetMetric() {
@@ -140,10 +141,10 @@ func seedFleetB(b *testing.B, st store.Store, apps ...string) {
 }
 
 // startBenchNode runs a node on ln; the returned func stops it.
-func startBenchNode(b *testing.B, cfg *Config, st store.Store, ln net.Listener) (*Server, func()) {
+func startBenchNode(b *testing.B, cfg *node.Config, st store.Store, ln net.Listener) (*node.Server, func()) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg.Node.APIPort = portOf(ln.Addr().String())
-	srv, err := NewWithStore(cfg, log, st, cfg.Ingress.Token, cfg.Admin.Token)
+	cfg.Node.APIPort = node.PortOf(ln.Addr().String())
+	srv, err := node.NewWithStore(cfg, log, st, cfg.Ingress.Token, cfg.Admin.Token)
 	if err != nil {
 		b.Fatal(err)
 	}

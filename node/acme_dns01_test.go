@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"crypto/tls"
@@ -12,6 +12,7 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
 	"github.com/scafo/ingress/node/rfc2136/bindtest"
@@ -45,7 +46,7 @@ func TestACMEDNS01PlatformWildcardIsRenderedForTheCoveredHosts(t *testing.T) {
 	cfg.ACME.DNS01.Platform = true
 	cfg.ACME.DNS01.Resolvers = []string{b.Addr}
 	cfg.ACME.DNS01.PropagationTimeout = ptypes.Duration(30 * time.Second)
-	cfg.ACME.DNS01.RFC2136 = RFC2136Config{Server: b.Addr, Zones: []string{"example.com"}, KeyName: b.Key.Name, TSIGSecret: b.Key.Secret}
+	cfg.ACME.DNS01.RFC2136 = node.RFC2136Config{Server: b.Addr, Zones: []string{"example.com"}, KeyName: b.Key.Name, TSIGSecret: b.Key.Secret}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/caddyserver/certmagic"
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
@@ -262,7 +263,7 @@ func TestACMECorruptCertificateInTheStoreIsReportedNotFatal(t *testing.T) {
 	}
 	seedFleet(t, st, "shop")
 	const name = "shop.apps.example.com"
-	cs := certStorage(cfg, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cs := node.CertStorage(cfg, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	issuer := (&certmagic.ACMEIssuer{CA: cfg.ACME.CAServer}).IssuerKey()
 	for key, v := range map[string]string{
 		certmagic.StorageKeys.SiteCert(issuer, name):       "-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n",

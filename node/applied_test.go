@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"context"
@@ -370,13 +370,13 @@ func TestAppliedProbeBodiesAreStableAndCached(t *testing.T) {
 		return body
 	}
 	first := poll(a)
-	renders := a.srv.pub.Renders()
+	renders := a.srv.Pub().Renders()
 	for range 5 {
 		if got := poll(a); string(got) != string(first) {
 			t.Fatal("two polls of one state got different probe bodies")
 		}
 	}
-	if r := a.srv.pub.Renders() - renders; r != 0 {
+	if r := a.srv.Pub().Renders() - renders; r != 0 {
 		t.Errorf("5 polls of one state rendered %d bodies, want 0 (cached)", r)
 	}
 	// From vps-b (another URL: its callback service differs in that one URL alone).

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"os"
@@ -25,7 +25,7 @@ func TestConfigACMEDNS01(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := cfg.ACME.DNS01.rfc2136()
+	p, err := cfg.ACME.DNS01.RFC2136Provider()
 	if err != nil || p.Secret != secret || p.Server != "127.0.0.1:5353" {
 		t.Fatalf("provider from the file: %v %v", p, err)
 	}
@@ -33,7 +33,7 @@ func TestConfigACMEDNS01(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, err := cfg.ACME.DNS01.rfc2136(); err != nil || p.Secret != secret {
+	if p, err := cfg.ACME.DNS01.RFC2136Provider(); err != nil || p.Secret != secret {
 		t.Fatalf("provider from the environment: %v %v", p, err)
 	}
 	// Off: nothing is checked (no server, no secret).

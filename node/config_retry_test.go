@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"io"
@@ -9,6 +9,7 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render"
 )
@@ -22,22 +23,22 @@ func TestConfigRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := RetryConfig{Attempts: render.DefaultRetryAttempts, InitialInterval: ptypes.Duration(200 * time.Millisecond)}
+	want := node.RetryConfig{Attempts: render.DefaultRetryAttempts, InitialInterval: ptypes.Duration(200 * time.Millisecond)}
 	if cfg.Traefik.Retry != want || time.Duration(want.InitialInterval).String() != render.DefaultRetryInitialInterval {
 		t.Errorf("default retry %+v, want %+v (render's %d × %s)", cfg.Traefik.Retry, want, render.DefaultRetryAttempts, render.DefaultRetryInitialInterval)
 	}
 	for _, tc := range []struct {
 		name          string
 		args, environ []string
-		want          RetryConfig
+		want          node.RetryConfig
 		wantErr       string
 	}{
 		{name: "flags", args: []string{"--traefik.retry.attempts=5", "--traefik.retry.initialInterval=1s"},
-			want: RetryConfig{Attempts: 5, InitialInterval: ptypes.Duration(time.Second)}},
+			want: node.RetryConfig{Attempts: 5, InitialInterval: ptypes.Duration(time.Second)}},
 		{name: "environment", environ: []string{"SCAFO_TRAEFIK_RETRY_ATTEMPTS=3", "SCAFO_TRAEFIK_RETRY_INITIALINTERVAL=300ms"},
-			want: RetryConfig{Attempts: 3, InitialInterval: ptypes.Duration(300 * time.Millisecond)}},
+			want: node.RetryConfig{Attempts: 3, InitialInterval: ptypes.Duration(300 * time.Millisecond)}},
 		{name: "off", args: []string{"--traefik.retry.attempts=1"},
-			want: RetryConfig{Attempts: 1, InitialInterval: ptypes.Duration(200 * time.Millisecond)}},
+			want: node.RetryConfig{Attempts: 1, InitialInterval: ptypes.Duration(200 * time.Millisecond)}},
 		{name: "zero attempts", args: []string{"--traefik.retry.attempts=0"}, wantErr: "traefik.retry.attempts"},
 		{name: "negative attempts", args: []string{"--traefik.retry.attempts=-2"}, wantErr: "traefik.retry.attempts"},
 	} {
@@ -60,12 +61,12 @@ func TestConfigRetry(t *testing.T) {
 	// The render's bounds, checked when the node is built.
 	for _, tc := range []struct {
 		name    string
-		retry   RetryConfig
+		retry   node.RetryConfig
 		wantErr string
 	}{
-		{"zero interval", RetryConfig{Attempts: 3}, "retry.initialInterval"},
-		{"interval too long", RetryConfig{Attempts: 3, InitialInterval: ptypes.Duration(time.Minute)}, "retry.initialInterval"},
-		{"too many attempts", RetryConfig{Attempts: render.MaxRetryAttempts + 1, InitialInterval: ptypes.Duration(time.Second)}, "retry.attempts"},
+		{"zero interval", node.RetryConfig{Attempts: 3}, "retry.initialInterval"},
+		{"interval too long", node.RetryConfig{Attempts: 3, InitialInterval: ptypes.Duration(time.Minute)}, "retry.initialInterval"},
+		{"too many attempts", node.RetryConfig{Attempts: render.MaxRetryAttempts + 1, InitialInterval: ptypes.Duration(time.Second)}, "retry.attempts"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t, "vps-a", t.TempDir())
@@ -74,7 +75,7 @@ func TestConfigRetry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = NewWithStore(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, testIngressToken, testAdminToken)
+			_, err = node.NewWithStore(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, testIngressToken, testAdminToken)
 			if err == nil || !strings.Contains(err.Error(), "traefik render options") || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("NewWithStore: %v, want the render options refused naming %s", err, tc.wantErr)
 			}

@@ -1,6 +1,7 @@
-package node
+package node_test
 
 import (
+	"github.com/scafo/ingress/node"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,12 +114,12 @@ func TestConfigAcceptsWhatItDocuments(t *testing.T) {
 // TestStoreNamesItself: the start line's store= (StoreConfig.String).
 func TestStoreNamesItself(t *testing.T) {
 	for _, tc := range []struct {
-		c    StoreConfig
+		c    node.StoreConfig
 		want string
 	}{
-		{StoreConfig{Dir: DirStoreConfig{Path: "/var/lib/scafo/store"}}, "dir:/var/lib/scafo/store"},
-		{StoreConfig{S3: S3StoreConfig{Endpoint: "10.83.0.9:9000", Bucket: "scafo"}}, "s3://10.83.0.9:9000/scafo"},
-		{StoreConfig{S3: S3StoreConfig{Endpoint: "https://s3.eu-west-1.amazonaws.com", Bucket: "scafo", Prefix: "/fleet-a/"}}, "s3://s3.eu-west-1.amazonaws.com/scafo/fleet-a"},
+		{node.StoreConfig{Dir: node.DirStoreConfig{Path: "/var/lib/scafo/store"}}, "dir:/var/lib/scafo/store"},
+		{node.StoreConfig{S3: node.S3StoreConfig{Endpoint: "10.83.0.9:9000", Bucket: "scafo"}}, "s3://10.83.0.9:9000/scafo"},
+		{node.StoreConfig{S3: node.S3StoreConfig{Endpoint: "https://s3.eu-west-1.amazonaws.com", Bucket: "scafo", Prefix: "/fleet-a/"}}, "s3://s3.eu-west-1.amazonaws.com/scafo/fleet-a"},
 	} {
 		if got := tc.c.String(); got != tc.want {
 			t.Errorf("%+v: %s, want %s", tc.c, got, tc.want)

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node"
 	"github.com/traefik/paerser/cli"
 	"github.com/traefik/paerser/flag"
 	ptypes "github.com/traefik/paerser/types"
@@ -15,16 +16,16 @@ import (
 
 // loadConfig runs args and environ through paerser the way scafo-node's root command
 // does (cli.Execute, Loaders as its Resources) and returns what Run received.
-func loadConfig(t *testing.T, args, environ []string) (*Config, error) {
+func loadConfig(t *testing.T, args, environ []string) (*node.Config, error) {
 	t.Helper()
-	var got *Config
+	var got *node.Config
 	cmd := &cli.Command{
 		Name:          "scafo-node",
-		Configuration: NewConfig(),
-		Resources:     Loaders(environ),
+		Configuration: node.NewConfig(),
+		Resources:     node.Loaders(environ),
 	}
 	cmd.Run = func([]string) error {
-		got = cmd.Configuration.(*Config)
+		got = cmd.Configuration.(*node.Config)
 		return nil
 	}
 	saved := os.Args
@@ -98,15 +99,15 @@ func TestConfigSources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	def := NewConfig()
-	if cfg.Listen != ":7400" || cfg.StateDir != DefaultStateDir() || cfg.Node.Name != def.Node.Name ||
+	def := node.NewConfig()
+	if cfg.Listen != ":7400" || cfg.StateDir != node.DefaultStateDir() || cfg.Node.Name != def.Node.Name ||
 		cfg.Node.Address != "127.0.0.1" || cfg.Node.APIPort != 7400 ||
-		cfg.Store.Dir.Path != filepath.Join(DefaultStateDir(), "store") || !cfg.API.Public ||
+		cfg.Store.Dir.Path != filepath.Join(node.DefaultStateDir(), "store") || !cfg.API.Public ||
 		fmt.Sprint(cfg.Platform.Domains) != "[apps.localhost]" {
 		t.Fatalf("defaults: %+v", cfg)
 	}
-	if want := map[bool]string{true: "/var/lib/scafo", false: "./scafo-state"}[os.Geteuid() == 0]; DefaultStateDir() != want {
-		t.Fatalf("default state dir %q, want %q", DefaultStateDir(), want)
+	if want := map[bool]string{true: "/var/lib/scafo", false: "./scafo-state"}[os.Geteuid() == 0]; node.DefaultStateDir() != want {
+		t.Fatalf("default state dir %q, want %q", node.DefaultStateDir(), want)
 	}
 }
 
@@ -133,7 +134,7 @@ func TestConfigErrors(t *testing.T) {
 // TestConfigEveryAdvertisedFlagLoads: every setting --help lists (paerser's encoding of
 // Config) is accepted as a flag with its default value.
 func TestConfigEveryAdvertisedFlagLoads(t *testing.T) {
-	flats, err := flag.Encode(NewConfig())
+	flats, err := flag.Encode(node.NewConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +179,7 @@ func TestConfigShippedFileLoads(t *testing.T) {
 	}
 	// Nor does it pin an example node's identity: a packaged node started before its
 	// operator set them takes its own machine's name (and 127.0.0.1), never "vps-a".
-	if def := NewConfig(); cfg.Node.Name != def.Node.Name || cfg.Node.Address != def.Node.Address {
+	if def := node.NewConfig(); cfg.Node.Name != def.Node.Name || cfg.Node.Address != def.Node.Address {
 		t.Errorf("the shipped file sets node %q at %q; want the defaults %q at %q", cfg.Node.Name, cfg.Node.Address, def.Node.Name, def.Node.Address)
 	}
 	if p := cfg.Probe; p.FlapWindow != ptypes.Duration(time.Minute) || p.FlapUps != 3 || p.HoldDown != ptypes.Duration(10*time.Second) || p.HoldDownMax != ptypes.Duration(5*time.Minute) {
@@ -208,21 +209,21 @@ func TestConfigHealthCheckIntervalAutomaticUnlessSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := healthCheckInterval(cfg.Traefik.HealthCheck.Interval); got != "" {
+	if got := node.HealthCheckInterval(cfg.Traefik.HealthCheck.Interval); got != "" {
 		t.Errorf("default interval renders as %q, want automatic (\"\")", got)
 	}
 	cfg, err = loadConfig(t, []string{"--traefik.healthCheck.interval=5s"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := healthCheckInterval(cfg.Traefik.HealthCheck.Interval); got != "5s" {
+	if got := node.HealthCheckInterval(cfg.Traefik.HealthCheck.Interval); got != "5s" {
 		t.Errorf("explicit 5s renders as %q", got)
 	}
 	cfg, err = loadConfig(t, []string{"--configFile=../deploy/node/scafo-node.yaml"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := healthCheckInterval(cfg.Traefik.HealthCheck.Interval); got != "" {
+	if got := node.HealthCheckInterval(cfg.Traefik.HealthCheck.Interval); got != "" {
 		t.Errorf("the shipped config's interval renders as %q, want automatic", got)
 	}
 }

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render/fleet"
@@ -123,7 +124,7 @@ func money(v float64) string {
 
 // cmNode is one modelled node.
 type cmNode struct {
-	srv  *Server
+	srv  *node.Server
 	next time.Time // its next heartbeat, on the virtual clock
 }
 
@@ -135,7 +136,7 @@ type cmNode struct {
 func (c *cmNode) counts() map[string]float64 {
 	out := map[string]float64{}
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c.srv.metrics.storeRequests)
+	reg.MustRegister(c.srv.Metrics().StoreRequests())
 	mfs, err := reg.Gather()
 	if err != nil {
 		panic(err)
@@ -191,7 +192,7 @@ func runCostModel(t *testing.T, n int, before bool) []costRow {
 		// Staleness is not modelled: records carry the real clock, the model runs on a
 		// virtual one.
 		cfg.Reconcile.NodeTTL = ptypes.Duration(1000 * time.Hour)
-		srv, err := NewWithStore(cfg, log, base, cfg.Ingress.Token, cfg.Admin.Token)
+		srv, err := node.NewWithStore(cfg, log, base, cfg.Ingress.Token, cfg.Admin.Token)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,10 +204,10 @@ func runCostModel(t *testing.T, n int, before bool) []costRow {
 		t.Fatalf("reading the request counter made store requests: %v, then %v", a, b)
 	}
 	heartbeat := func(c *cmNode) {
-		c.srv.self.Write(ctx)
+		c.srv.Self().Write(ctx)
 		if before {
 			// main: every heartbeat bumped the serial, naming nothing.
-			if _, err := store.BumpSerial(ctx, c.srv.st); err != nil {
+			if _, err := store.BumpSerial(ctx, c.srv.St()); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -216,7 +217,7 @@ func runCostModel(t *testing.T, n int, before bool) []costRow {
 		heartbeat(c)
 	}
 	for _, c := range nodes {
-		if err := c.srv.rec.Pass(ctx, t0, true); err != nil {
+		if err := c.srv.Rec().Pass(ctx, t0, true); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -233,8 +234,8 @@ func runCostModel(t *testing.T, n int, before bool) []costRow {
 			write()
 		}
 		for _, c := range nodes {
-			if err := c.srv.rec.Pass(ctx, now, false); err != nil {
-				t.Fatalf("%s: pass: %v", c.srv.cfg.Node.Name, err)
+			if err := c.srv.Rec().Pass(ctx, now, false); err != nil {
+				t.Fatalf("%s: pass: %v", c.srv.Cfg().Node.Name, err)
 			}
 		}
 	}

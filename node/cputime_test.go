@@ -1,6 +1,6 @@
 //go:build unix
 
-package node
+package node_test
 
 import (
 	"syscall"

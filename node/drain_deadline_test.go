@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"bufio"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node"
 	ptypes "github.com/traefik/paerser/types"
 )
 
@@ -83,7 +84,7 @@ func TestAnAttackerCannotHoldTheStop(t *testing.T) {
 		if err := n.Err(); err != nil {
 			t.Logf("Run: %v", err)
 		}
-	case <-time.After(drainBudget + 10*time.Second + 2*time.Second):
+	case <-time.After(node.DrainBudget + 10*time.Second + 2*time.Second):
 		t.Fatalf("the stop still runs %s after it began", time.Since(start))
 	}
 	// No tighter bound asserted: the stop's length beyond its budgets is the machine's

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 // Fleet tests: what a reconcile tick costs (dir and S3), several nodes on one bucket
 // serving one document, staleness and fail static, settings mismatches, and a store
@@ -23,6 +23,7 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
@@ -208,7 +209,7 @@ func openDir(t *testing.T, path string) *dir.Store {
 }
 
 // fleetConfig is a node config for fleet tests: name, its fleet address, timings.
-func fleetConfig(t *testing.T, name, address string, interval, heartbeat, ttl time.Duration) *Config {
+func fleetConfig(t *testing.T, name, address string, interval, heartbeat, ttl time.Duration) *node.Config {
 	t.Helper()
 	cfg := testConfig(t, name, t.TempDir())
 	cfg.Node.Address = address

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"bytes"
@@ -41,7 +41,7 @@ func TestAOneStepChangeIsPatchedAndServedLikeAFullRender(t *testing.T) {
 		}
 	}
 	served("127.0.0.1:25002")
-	p := n.srv.pub
+	p := n.srv.Pub()
 	sel := []string{routing.DefaultGroup}
 	for _, prefer := range []string{"", "vps-a"} { // the bodies the next revisions build on
 		if _, err := p.Body(p.Current(), publish.Request{Prefer: prefer, Format: api.FormatTraefik}); err != nil {

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 // HTTP semantics (issue 12 item 13): HEAD on the read endpoints; If-Match as RFC 9110
 // has it ("*" matches any current representation; strong comparison, so a weak tag

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store/dir"
 	ptypes "github.com/traefik/paerser/types"
@@ -20,7 +21,7 @@ import (
 // configuration, 304 to If-None-Match, with and without a plugin's report headers).
 // Compare the two as a ratio within one run.
 func BenchmarkPoll(b *testing.B) {
-	cfg := NewConfig()
+	cfg := node.NewConfig()
 	cfg.StateDir = b.TempDir()
 	cfg.Node.Name = "vps-a"
 	cfg.Ingress.Token, cfg.Admin.Token = testIngressToken, testAdminToken
@@ -31,7 +32,7 @@ func BenchmarkPoll(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg.Node.APIPort = portOf(ln.Addr().String())
+	cfg.Node.APIPort = node.PortOf(ln.Addr().String())
 	if err := cfg.Validate(); err != nil {
 		b.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func BenchmarkPoll(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv, err := NewWithStore(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, testIngressToken, testAdminToken)
+	srv, err := node.NewWithStore(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, testIngressToken, testAdminToken)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func BenchmarkPoll(b *testing.B) {
 	go func() { done <- srv.Run(ctx, ln) }()
 	defer func() { cancel(); <-done }()
 	// Ready, with this node's own record published (the revision then stays put).
-	for s := srv.pub.Current(); s == nil || s.Upstreams("vps-a") == 0; s = srv.pub.Current() {
+	for s := srv.Pub().Current(); s == nil || s.Upstreams("vps-a") == 0; s = srv.Pub().Current() {
 		time.Sleep(10 * time.Millisecond)
 	}
 	h := srv.Handler()

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/store"
@@ -118,7 +119,7 @@ func (p *fakePlugin) reportedBy(t time.Time) uint64 {
 	return n
 }
 
-func reportsConfig(t *testing.T, name, storeDir string) *Config {
+func reportsConfig(t *testing.T, name, storeDir string) *node.Config {
 	cfg := testConfig(t, name, storeDir)
 	cfg.Ingresses.LostAfter = ptypes.Duration(2 * time.Second)
 	cfg.Ingresses.ForgetAfter = ptypes.Duration(time.Hour)
@@ -187,12 +188,12 @@ func testIngressReportsAreShared(t *testing.T, be reportBackend) {
 	a := startReportsNode(t, be, "vps-a")
 	b := startReportsNode(t, be, "vps-b")
 	waitFor(t, 5*time.Second, "a and b on one revision", func() bool {
-		ra, _ := publishedMark(a.srv.pub)
-		rb, _ := publishedMark(b.srv.pub)
+		ra, _ := node.PublishedMark(a.srv.Pub())
+		rb, _ := node.PublishedMark(b.srv.Pub())
 		return ra == rb
 	})
 	serial := serialOf(t, a.st)
-	rev, _ := publishedMark(a.srv.pub)
+	rev, _ := node.PublishedMark(a.srv.Pub())
 
 	p := startFakePlugin(t, a, "edge-1")
 	waitFor(t, 5*time.Second, "b lists edge-1 as current", func() bool {
@@ -211,7 +212,7 @@ func testIngressReportsAreShared(t *testing.T, be reportBackend) {
 	if got := serialOf(t, a.st); got != serial {
 		t.Errorf("serial moved from %d to %d with reports alone", serial, got)
 	}
-	if r, _ := publishedMark(a.srv.pub); r != rev {
+	if r, _ := node.PublishedMark(a.srv.Pub()); r != rev {
 		t.Errorf("revision moved from %s to %s with reports alone", rev, r)
 	}
 	p.stop()
@@ -407,7 +408,7 @@ func TestWaitAppliedRefusesBadParametersWithoutWriting(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "invalid wait") {
 		t.Errorf("instance write with a bad wait: %d %s, want 400", resp.StatusCode, body)
 	}
-	if insts := n.srv.instances.Records(); len(insts) != 0 {
+	if insts := n.srv.Instances().Records(); len(insts) != 0 {
 		t.Errorf("instances %v: a refused instance write allocated", insts)
 	}
 	if got := serialOf(t, n.st); got != before {
@@ -444,7 +445,7 @@ func TestWaitAppliedWaitersAreBounded(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
-	n.srv.ingresses.SetWaiterSlots(1)
+	n.srv.Ingresses().SetWaiterSlots(1)
 	p := startFakePlugin(t, n, "edge-1")
 	waitFor(t, 5*time.Second, "edge-1 current", func() bool { return ingressesOf(t, n)["edge-1"].State == "current" })
 	p.frozen.Store(true)
@@ -519,7 +520,7 @@ func TestHostileIngressReports(t *testing.T) {
 			t.Errorf("report %v: %s %q, want refused", hdr, api.HeaderIngressReport, got)
 		}
 	}
-	known := n.srv.identity.Serial()
+	known := n.srv.Identity().Serial()
 	poll(api.HeaderIngress, "liar", api.HeaderIngressKind, api.KindPlugin, api.HeaderAppliedSerial, "999999999")
 	if in := ingressesOf(t, n)["liar"]; in.Applied == nil || in.Applied.Serial != known {
 		t.Errorf("a serial from the future: %+v, want clamped to %d", in.Applied, known)
@@ -629,7 +630,7 @@ func TestIngressMetricsAndAWaitWithNoIngress(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || ab.Ingresses != 0 {
 		t.Fatalf("wait with no ingress: %d %s", resp.StatusCode, body)
 	}
-	if _, mark := publishedMark(n.srv.pub); mark < ab.Serial {
+	if _, mark := node.PublishedMark(n.srv.Pub()); mark < ab.Serial {
 		t.Errorf("answered applied at serial %d while this node publishes serial %d", ab.Serial, mark)
 	}
 	if !strings.Contains(string(routesDocBytes(t, n)), `"shop.apps.example.com"`) {
@@ -915,9 +916,9 @@ func testIngressReportsPastOneListPage(t *testing.T, be reportBackend) {
 	// take longer than the 2 s a read may take in production (the view would be
 	// partial), and the view's age is the test's to move, not a sleep's.
 	var ahead atomic.Int64
-	n := startNodeWithStore(t, cfg, rc, func(s *Server) {
-		s.ingresses.ViewTimeout = 2 * time.Minute
-		s.ingresses.Now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	n := startNodeWithStore(t, cfg, rc, func(s *node.Server) {
+		s.Ingresses().ViewTimeout = 2 * time.Minute
+		s.Ingresses().Now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
 	})
 	n.waitReady()
 	for i, want := range []map[string]int{{"list": 1, "get": reports}, {"list": 1}} {
@@ -1169,7 +1170,7 @@ func TestWaitAppliedKeepsSlotsForTheAdmin(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
 	n.waitReady()
-	n.srv.ingresses.SetWaiterSlots(2 * ingress.MaxWaitersPerAccount) // two accounts' shares
+	n.srv.Ingresses().SetWaiterSlots(2 * ingress.MaxWaitersPerAccount) // two accounts' shares
 	fleetOf(t, n, "tito-classic@tito", "tito-go@tito", "shop")
 	n.must(http.StatusCreated, http.MethodPut, "/v1/apps/shop/domains/shop.example.org", testAdminToken, "")
 	_, tito := issueToken(t, n, "tito", "tito-classic", `"publish"`)
@@ -1202,7 +1203,7 @@ func TestWaitAppliedKeepsSlotsForTheAdmin(t *testing.T) {
 	waitFor(t, 5*time.Second, "every tenant write waiting or refused", func() bool {
 		return waiting(n)+int(refused.Load()) == 2*ingress.MaxWaitersPerAccount
 	})
-	if got, limit := n.srv.ingresses.Waiters(); got >= limit {
+	if got, limit := n.srv.Ingresses().Waiters(); got >= limit {
 		t.Errorf("application tokens hold %d of %d waiter slots, want some kept for the admin", got, limit)
 	}
 	resp, body := n.do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=300ms", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
@@ -1213,6 +1214,6 @@ func TestWaitAppliedKeepsSlotsForTheAdmin(t *testing.T) {
 
 // waiting is the waiter slots n's writes hold.
 func waiting(n *testNode) int {
-	held, _ := n.srv.ingresses.Waiters()
+	held, _ := n.srv.Ingresses().Waiters()
 	return held
 }

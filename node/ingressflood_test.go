@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
@@ -49,7 +50,7 @@ func TestAFloodOfMadeUpIngressNamesHidesNoRealOne(t *testing.T) {
 	for i := 100; i < 104; i++ {
 		seed(fmt.Sprintf("%04d", i), time.Now().Add(-48*time.Hour))
 	}
-	n := startNodeWithStore(t, cfg, st, func(s *Server) { s.ingresses.ViewMax = 4 })
+	n := startNodeWithStore(t, cfg, st, func(s *node.Server) { s.Ingresses().ViewMax = 4 })
 	n.waitReady()
 	// The real ingress polls another node: n knows it only through the store's view.
 	stB, err := dir.New(cfg.Store.Dir.Path)

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 // Hostile review of instance writes with ?wait=applied (4d71ee5), port pairs (da09cbd)
 // and probe damping whatever the port (e2b349c): an application token of account A
@@ -60,10 +60,10 @@ func TestHostileInstanceTokenCannotWriteOrWaitOnAnotherAccountsApp(t *testing.T)
 			t.Errorf("write on another account's app with wait=applied: %d, want 403/404 (or 429)", c)
 		}
 	}
-	if got, _ := n.srv.instances.Get("shop"); got.Port != shop.Port {
+	if got, _ := n.srv.Instances().Get("shop"); got.Port != shop.Port {
 		t.Errorf("shop's instance moved to %d by another account's token", got.Port)
 	}
-	held, _ := n.srv.ingresses.Waiters()
+	held, _ := n.srv.Ingresses().Waiters()
 	if held != 0 {
 		t.Errorf("%d waiter slots still held after refused writes", held)
 	}
@@ -126,7 +126,7 @@ func TestHostileOddInstancePathsWithWaitAnswerAtOnce(t *testing.T) {
 			}
 		}
 	}
-	if _, ok := n.srv.instances.Get("shop"); ok {
+	if _, ok := n.srv.Instances().Get("shop"); ok {
 		t.Error("an odd path allocated shop's instance")
 	}
 }
@@ -170,12 +170,12 @@ func TestHostileNoOpWriteOnAProbeDownInstanceIsNotApplied(t *testing.T) {
 	body := fmt.Sprintf(`{"port":%d,"ready":true}`, shop.Port) // nothing listens there
 	n.must(200, "PUT", "/v1/node/instances/shop", tok, body)
 	waitFor(t, 5*time.Second, "the probe finds shop down", func() bool {
-		ok, _ := n.srv.probes.Ready("shop", fleet.Instance{Port: shop.Port, Ready: true, AppID: mustInstance(t, n, "shop").AppID})
+		ok, _ := n.srv.Probes().Ready("shop", fleet.Instance{Port: shop.Port, Ready: true, AppID: mustInstance(t, n, "shop").AppID})
 		if ok || recordReady(t, n.st, "vps-a", "shop") {
 			return false
 		}
 		// The down record announced (see the report: a no-op before that is 200).
-		inst, _ := n.srv.self.Announced("shop")
+		inst, _ := n.srv.Self().Announced("shop")
 		return !inst.Ready
 	})
 	for _, port := range []int{shop.Port, shop.Port} { // a no-op, twice
@@ -188,7 +188,7 @@ func TestHostileNoOpWriteOnAProbeDownInstanceIsNotApplied(t *testing.T) {
 
 func mustInstance(t *testing.T, n *testNode, app string) fleet.Instance {
 	t.Helper()
-	i, ok := n.srv.instances.Get(app)
+	i, ok := n.srv.Instances().Get(app)
 	if !ok {
 		t.Fatalf("no instance of %s", app)
 	}

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 // Connection limits and deadlines (limits.go), their settings, and the rate-limited
 // rejection log.
@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node"
 	ptypes "github.com/traefik/paerser/types"
 )
 
@@ -232,7 +233,7 @@ func TestLimitsSettings(t *testing.T) {
 		time.Duration(l.IdleTimeout) != 45*time.Second || time.Duration(l.HeaderTimeout) != 5*time.Second {
 		t.Fatalf("loaded %+v", l)
 	}
-	if total, reserved := l.conns(); total != 100 || reserved != 10 {
+	if total, reserved := l.Conns(); total != 100 || reserved != 10 {
 		t.Errorf("conns %d/%d, want 100/10", total, reserved)
 	}
 	for _, bad := range [][]string{
@@ -247,15 +248,15 @@ func TestLimitsSettings(t *testing.T) {
 	}
 	// Derived: 3/4 of what is left of the open-file limit (at most 4096), an eighth of
 	// it reserved. The files held now may move by one or two while this runs.
-	def := NewConfig().Limits
+	def := node.NewConfig().Limits
 	derive := func() int {
-		files := openFileLimit() - openFiles()
-		return min(maxDerivedConns, max(minConns, files-max(64, files/4)))
+		files := node.OpenFileLimit() - node.OpenFiles()
+		return min(node.MaxDerivedConns, max(node.MinConns, files-max(64, files/4)))
 	}
 	lo := derive()
-	total, reserved := def.conns()
+	total, reserved := def.Conns()
 	hi := derive()
-	if openFileLimit() > 0 && (total < min(lo, hi)-2 || total > max(lo, hi)+2) {
+	if node.OpenFileLimit() > 0 && (total < min(lo, hi)-2 || total > max(lo, hi)+2) {
 		t.Errorf("derived cap %d, want %d..%d (3/4 of the files left)", total, lo, hi)
 	}
 	if reserved != max(1, total/8) || reserved >= total {
@@ -264,7 +265,7 @@ func TestLimitsSettings(t *testing.T) {
 }
 
 func TestAnAPIPortInsideTheAllocationRangeIsRefused(t *testing.T) {
-	cfg := NewConfig()
+	cfg := node.NewConfig()
 	cfg.Node.Name, cfg.StateDir = "vps-a", t.TempDir()
 	cfg.Listen = "127.0.0.1:24000"
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "node.apiPort") {

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 // The token-lookup budget: a token id the node has seen, or a valid token, buys no
 // store reads beyond its budget (regressions of the second hostile-tenant review: each

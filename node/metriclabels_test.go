@@ -1,4 +1,4 @@
-package node
+package node_test
 
 // Hostile review (round four) of the metrics (/metrics is anonymous): no label value
 // is chosen by a client, so no request makes the series grow, and no credential or

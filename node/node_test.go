@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 	"github.com/scafo/ingress/internal/listengate"
 	"github.com/scafo/ingress/internal/nodetest"
 	"github.com/scafo/ingress/internal/proc"
+	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render/fleet"
@@ -34,10 +35,10 @@ const (
 type testNode struct {
 	*nodetest.Node
 	t    *testing.T
-	srv  *Server
+	srv  *node.Server
 	url  string
 	st   store.Store
-	cfg  *Config
+	cfg  *node.Config
 	logs *proc.Buffer
 	// conns counts the connections the node's listener holds (conncount_test.go).
 	conns *connCount
@@ -50,9 +51,9 @@ var (
 	putRaw    = nodetest.PutRaw
 )
 
-func testConfig(t *testing.T, name, storeDir string) *Config {
+func testConfig(t *testing.T, name, storeDir string) *node.Config {
 	t.Helper()
-	cfg := NewConfig()
+	cfg := node.NewConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.Node.Name = name
 	cfg.Node.Address = testAddress(name) // two live nodes never share one (nodeaddress_test.go)
@@ -75,7 +76,7 @@ func testConfig(t *testing.T, name, storeDir string) *Config {
 }
 
 // startNode builds and runs a node; it is stopped at cleanup.
-func startNode(t *testing.T, cfg *Config) *testNode {
+func startNode(t *testing.T, cfg *node.Config) *testNode {
 	t.Helper()
 	st, err := dir.New(cfg.Store.Dir.Path)
 	if err != nil {
@@ -84,7 +85,7 @@ func startNode(t *testing.T, cfg *Config) *testNode {
 	return startNodeWithStore(t, cfg, st)
 }
 
-func startNodeWithStore(t *testing.T, cfg *Config, st store.Store, before ...func(*Server)) *testNode {
+func startNodeWithStore(t *testing.T, cfg *node.Config, st store.Store, before ...func(*node.Server)) *testNode {
 	t.Helper()
 	ln, err := listengate.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -95,13 +96,13 @@ func startNodeWithStore(t *testing.T, cfg *Config, st store.Store, before ...fun
 
 // startNodeOn runs a node on a listener the test opened (its port is known
 // before the node starts: Pebble validates on it).
-func startNodeOn(t *testing.T, cfg *Config, st store.Store, ln net.Listener, before ...func(*Server)) *testNode {
+func startNodeOn(t *testing.T, cfg *node.Config, st store.Store, ln net.Listener, before ...func(*node.Server)) *testNode {
 	t.Helper()
 	log, logs := nodetest.Logger()
 	if cfg.Node.APIPort == 0 { // the port the node announces: the listener's
-		cfg.Node.APIPort = portOf(ln.Addr().String())
+		cfg.Node.APIPort = node.PortOf(ln.Addr().String())
 	}
-	srv, err := NewWithStore(cfg, log, st, cfg.Ingress.Token, cfg.Admin.Token)
+	srv, err := node.NewWithStore(cfg, log, st, cfg.Ingress.Token, cfg.Admin.Token)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +197,7 @@ func TestRoutingEndpointsDrainBeforeFirstPass(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	st, _ := dir.New(cfg.Store.Dir.Path)
-	srv, err := NewWithStore(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, testIngressToken, testAdminToken)
+	srv, err := node.NewWithStore(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, testIngressToken, testAdminToken)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -548,7 +549,7 @@ func TestWipedStoreIsAnOutageNotAnEmptyFleet(t *testing.T) {
 func TestMintedTokenIsPrivateAndSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	dirPath := t.TempDir()
-	tok, err := loadOrMintToken("", dirPath, "ingress-token")
+	tok, err := node.LoadOrMintToken("", dirPath, "ingress-token")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -562,11 +563,11 @@ func TestMintedTokenIsPrivateAndSurvivesRestart(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Fatalf("token file mode %v, want 0600", fi.Mode().Perm())
 	}
-	again, err := loadOrMintToken("", dirPath, "ingress-token")
+	again, err := node.LoadOrMintToken("", dirPath, "ingress-token")
 	if err != nil || again != tok {
 		t.Fatalf("restart minted a new token (%v)", err)
 	}
-	if given, _ := loadOrMintToken("explicit", dirPath, "ingress-token"); given != "explicit" {
+	if given, _ := node.LoadOrMintToken("explicit", dirPath, "ingress-token"); given != "explicit" {
 		t.Fatal("a configured token does not win over the file")
 	}
 }

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
 )
@@ -44,14 +45,14 @@ func testAddress(name string) string {
 
 // runToRefusal runs a node built from cfg over st and returns why it stopped: its
 // refusal, or nil when it started and ran until the test's deadline.
-func runToRefusal(t *testing.T, cfg *Config, st store.Store) error {
+func runToRefusal(t *testing.T, cfg *node.Config, st store.Store) error {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Node.APIPort = portOf(ln.Addr().String())
-	srv, err := NewWithStore(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, testIngressToken, testAdminToken)
+	cfg.Node.APIPort = node.PortOf(ln.Addr().String())
+	srv, err := node.NewWithStore(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, testIngressToken, testAdminToken)
 	if err != nil {
 		ln.Close()
 		return err
@@ -158,7 +159,7 @@ func (h *listHidingStore) List(ctx context.Context, prefix string) ([]store.Entr
 // clears once the other's record is stale.
 func TestSharedAddressAtRuntimeIsReported(t *testing.T) {
 	storeDir := t.TempDir()
-	cfg := func(name string) *Config {
+	cfg := func(name string) *node.Config {
 		c := testConfig(t, name, storeDir)
 		c.Node.Address = "127.0.0.23"
 		c.Reconcile.Heartbeat = ptypes.Duration(100 * time.Millisecond)
@@ -198,7 +199,7 @@ func TestSharedAddressAtRuntimeIsReported(t *testing.T) {
 // until the fleet is one node again.
 func TestLoopbackAddressInAFleetIsReported(t *testing.T) {
 	storeDir := t.TempDir()
-	cfg := func(name string) *Config {
+	cfg := func(name string) *node.Config {
 		c := testConfig(t, name, storeDir)
 		c.Reconcile.Heartbeat = ptypes.Duration(100 * time.Millisecond)
 		c.Reconcile.NodeTTL = ptypes.Duration(time.Second)

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
 )
@@ -76,8 +77,8 @@ func TestDuplicateNodeNameRefusedAtStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfgB.Node.APIPort = portOf(ln.Addr().String())
-	b, err := NewWithStore(cfgB, slog.New(slog.NewTextHandler(io.Discard, nil)), a.st, testIngressToken, testAdminToken)
+	cfgB.Node.APIPort = node.PortOf(ln.Addr().String())
+	b, err := node.NewWithStore(cfgB, slog.New(slog.NewTextHandler(io.Discard, nil)), a.st, testIngressToken, testAdminToken)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		err = b.Run(ctx, ln)
@@ -133,7 +134,7 @@ func (h *hidingStore) Get(ctx context.Context, key string) (store.Object, error)
 func TestDuplicateNodeNameAtRuntimeIsReported(t *testing.T) {
 	t.Parallel()
 	storeDir := t.TempDir()
-	cfg := func(addr string) *Config {
+	cfg := func(addr string) *node.Config {
 		c := testConfig(t, "vps-a", storeDir)
 		c.Node.Address = addr
 		c.Reconcile.Heartbeat = ptypes.Duration(100 * time.Millisecond)

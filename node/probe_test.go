@@ -1,9 +1,10 @@
-package node
+package node_test
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/internal/testinst"
 	"net"
 	"net/http"
@@ -21,10 +22,10 @@ import (
 
 // probeConfig is testConfig with probes on, fast: a probe every 50ms, down after 2
 // failures, up after 2 successes.
-func probeConfig(t *testing.T, name, storeDir string) *Config {
+func probeConfig(t *testing.T, name, storeDir string) *node.Config {
 	t.Helper()
 	cfg := testConfig(t, name, storeDir)
-	cfg.Probe = ProbeConfig{Interval: ptypes.Duration(50 * time.Millisecond), Timeout: ptypes.Duration(40 * time.Millisecond),
+	cfg.Probe = node.ProbeConfig{Interval: ptypes.Duration(50 * time.Millisecond), Timeout: ptypes.Duration(40 * time.Millisecond),
 		DownAfter: 2, UpAfter: 2, Concurrency: 8}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -290,33 +291,33 @@ func TestProbeNeverVouchesForAnInstanceOnTheAPIPortOrAnotherTenantsPort(t *testi
 // The prober's settings: defaults, and every invalid combination named.
 func TestProbeSettings(t *testing.T) {
 	t.Parallel()
-	def := NewConfig().Probe
+	def := node.NewConfig().Probe
 	if def.Interval != ptypes.Duration(time.Second) || def.EffectiveTimeout() != 500*time.Millisecond || def.DownAfter != 2 || def.UpAfter != 2 || def.Concurrency != 32 ||
 		def.FlapWindow != ptypes.Duration(time.Minute) || def.FlapUps != 3 || def.HoldDown != ptypes.Duration(10*time.Second) || def.HoldDownMax != ptypes.Duration(5*time.Minute) {
 		t.Errorf("defaults %+v (timeout %s)", def, def.EffectiveTimeout())
 	}
 	for _, tc := range []struct {
 		name string
-		set  func(*ProbeConfig)
+		set  func(*node.ProbeConfig)
 		err  string // "" valid
 	}{
-		{"defaults", func(*ProbeConfig) {}, ""},
-		{"disabled", func(p *ProbeConfig) { p.Interval = 0; p.DownAfter = 0 }, ""},
-		{"negative interval", func(p *ProbeConfig) { p.Interval = -1 }, "probe.interval"},
-		{"timeout above interval", func(p *ProbeConfig) { p.Timeout = ptypes.Duration(2 * time.Second) }, "probe.timeout"},
-		{"negative timeout", func(p *ProbeConfig) { p.Timeout = -1 }, "probe.timeout"},
-		{"downAfter 0", func(p *ProbeConfig) { p.DownAfter = 0 }, "probe.downAfter"},
-		{"upAfter 0", func(p *ProbeConfig) { p.UpAfter = 0 }, "probe.upAfter"},
-		{"concurrency 1", func(p *ProbeConfig) { p.Concurrency = 1 }, "probe.concurrency"},
-		{"concurrency 5000", func(p *ProbeConfig) { p.Concurrency = 5000 }, "probe.concurrency"},
-		{"damping off", func(p *ProbeConfig) { p.FlapWindow = 0; p.FlapUps = 0; p.HoldDown = 0 }, ""},
-		{"negative flapWindow", func(p *ProbeConfig) { p.FlapWindow = -1 }, "probe.flapWindow"},
-		{"flapUps 1", func(p *ProbeConfig) { p.FlapUps = 1 }, "probe.flapUps"},
-		{"holdDown 0", func(p *ProbeConfig) { p.HoldDown = 0 }, "probe.holdDown"},
-		{"holdDownMax below holdDown", func(p *ProbeConfig) { p.HoldDownMax = ptypes.Duration(time.Second) }, "probe.holdDownMax"},
+		{"defaults", func(*node.ProbeConfig) {}, ""},
+		{"disabled", func(p *node.ProbeConfig) { p.Interval = 0; p.DownAfter = 0 }, ""},
+		{"negative interval", func(p *node.ProbeConfig) { p.Interval = -1 }, "probe.interval"},
+		{"timeout above interval", func(p *node.ProbeConfig) { p.Timeout = ptypes.Duration(2 * time.Second) }, "probe.timeout"},
+		{"negative timeout", func(p *node.ProbeConfig) { p.Timeout = -1 }, "probe.timeout"},
+		{"downAfter 0", func(p *node.ProbeConfig) { p.DownAfter = 0 }, "probe.downAfter"},
+		{"upAfter 0", func(p *node.ProbeConfig) { p.UpAfter = 0 }, "probe.upAfter"},
+		{"concurrency 1", func(p *node.ProbeConfig) { p.Concurrency = 1 }, "probe.concurrency"},
+		{"concurrency 5000", func(p *node.ProbeConfig) { p.Concurrency = 5000 }, "probe.concurrency"},
+		{"damping off", func(p *node.ProbeConfig) { p.FlapWindow = 0; p.FlapUps = 0; p.HoldDown = 0 }, ""},
+		{"negative flapWindow", func(p *node.ProbeConfig) { p.FlapWindow = -1 }, "probe.flapWindow"},
+		{"flapUps 1", func(p *node.ProbeConfig) { p.FlapUps = 1 }, "probe.flapUps"},
+		{"holdDown 0", func(p *node.ProbeConfig) { p.HoldDown = 0 }, "probe.holdDown"},
+		{"holdDownMax below holdDown", func(p *node.ProbeConfig) { p.HoldDownMax = ptypes.Duration(time.Second) }, "probe.holdDownMax"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := NewConfig()
+			cfg := node.NewConfig()
 			cfg.StateDir = t.TempDir()
 			tc.set(&cfg.Probe)
 			err := cfg.Validate()

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 // The refusal counters (scafo_requests_refused_total) and the parked long-poll gauge
 // (scafo_longpolls_parked), read from /metrics as Prometheus scrapes them.
@@ -143,7 +143,7 @@ func TestConnectionRefusalsAreCounted(t *testing.T) {
 	// Read from the registry: a scrape would need a connection, and with the general
 	// part full it would be refused too.
 	counts := func() map[string]float64 {
-		mfs, err := n.srv.metrics.reg.Gather()
+		mfs, err := n.srv.Metrics().Reg().Gather()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 // Request bodies are decoded strictly, in time linear in their size, and nothing may
 // follow the JSON value (regressions of the second hostile-tenant review: each failed

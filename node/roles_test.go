@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store/dir"
 )
@@ -19,7 +20,7 @@ import (
 // and the admin reads it.
 func TestAdminTokenNeverReadsABodyWithPrivateKeys(t *testing.T) {
 	t.Parallel()
-	for _, delivery := range []string{DeliveryInline, DeliveryFiles} {
+	for _, delivery := range []string{node.DeliveryInline, node.DeliveryFiles} {
 		t.Run(delivery, func(t *testing.T) {
 			storeDir := t.TempDir()
 			cfg := testConfig(t, "vps-a", storeDir)
@@ -37,7 +38,7 @@ func TestAdminTokenNeverReadsABodyWithPrivateKeys(t *testing.T) {
 			n := startNodeWithStore(t, cfg, st)
 			n.waitReady()
 			resp, b := n.get("/v1/ingress/traefik", testAdminToken)
-			if delivery == DeliveryInline {
+			if delivery == node.DeliveryInline {
 				if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), "ingress token") || !strings.Contains(string(b), "/v1/ingress/routes") {
 					t.Errorf("admin GET /v1/ingress/traefik with inline keys: %d %s, want 403 naming the ingress token", resp.StatusCode, b)
 				}

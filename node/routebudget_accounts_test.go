@@ -1,4 +1,4 @@
-package node
+package node_test
 
 // Hostile review (round four) of the per-account routing change budget (issue 25 item
 // 5): a tenant cannot spend another account's budget, through any write it can send,

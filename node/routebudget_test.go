@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/store"
@@ -100,7 +101,7 @@ func TestATenantsRoutingChangesAreBudgetedFleetWide(t *testing.T) {
 func TestADeployOfATenPlacementAppPassesTheDefaultRouteBudget(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	def := NewConfig().Writes
+	def := node.NewConfig().Writes
 	st, err := dir.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/reconcile"
@@ -28,7 +29,7 @@ func storeForeign(t *testing.T, n *testNode) (bool, string) {
 
 // servedBeforeRestart runs a node on cfg until it routes shop, stops it, and returns
 // what it served and the store's serial object at that point.
-func servedBeforeRestart(t *testing.T, cfg *Config) (routes, traefik, serial []byte) {
+func servedBeforeRestart(t *testing.T, cfg *node.Config) (routes, traefik, serial []byte) {
 	t.Helper()
 	n := startNode(t, cfg)
 	seedFleet(t, n.st, "shop")
@@ -224,7 +225,7 @@ func TestStoreAdoptAcceptsTheStoreAsItIs(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !running {
-				if err := RequestStoreAdopt(cfg.StateDir); err != nil {
+				if err := node.RequestStoreAdopt(cfg.StateDir); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -238,7 +239,7 @@ func TestStoreAdoptAcceptsTheStoreAsItIs(t *testing.T) {
 				if _, b := n.get("/v1/ingress/routes", testIngressToken); !bytes.Equal(b, routes) {
 					t.Fatalf("before adopting: %s", b)
 				}
-				if err := RequestStoreAdopt(cfg.StateDir); err != nil {
+				if err := node.RequestStoreAdopt(cfg.StateDir); err != nil {
 					t.Fatal(err)
 				}
 			}

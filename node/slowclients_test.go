@@ -1,4 +1,4 @@
-package node
+package node_test
 
 // Hostile clients (docs/design.md §5): connections held without a token, floods of rejected
 // credentials, refusals that read the same whatever the request's shape.
@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render/fleet"
@@ -91,7 +92,7 @@ func TestHelperSlowClients(t *testing.T) {
 
 // openFDs counts this process's open file descriptors.
 func openFDs(t *testing.T) int {
-	n := openFiles()
+	n := node.OpenFiles()
 	if n == 0 {
 		t.Skip("cannot count open files (no /proc/self/fd)")
 	}

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"bytes"
@@ -40,7 +40,7 @@ func TestLargeBodiesServedFromSpillFilesMatchMemory(t *testing.T) {
 	waitFor(t, 10*time.Second, "a GET and the current snapshot of one revision", func() bool {
 		resp, body = n.get("/v1/ingress/traefik", testIngressToken)
 		var err error
-		if rend, err = n.srv.pub.Body(n.srv.pub.Current(), publish.Request{Format: api.FormatTraefik}); err != nil {
+		if rend, err = n.srv.Pub().Body(n.srv.Pub().Current(), publish.Request{Format: api.FormatTraefik}); err != nil {
 			t.Fatal(err)
 		}
 		return resp.Header.Get("ETag") == rend.ETag()
@@ -63,7 +63,7 @@ func TestLargeBodiesServedFromSpillFilesMatchMemory(t *testing.T) {
 	if !bytes.Equal(plain, body) {
 		t.Fatal("gzip body does not decompress to the identity body")
 	}
-	spill := n.srv.pub.SpillDir()
+	spill := n.srv.Pub().SpillDir()
 	n.stop()
 	if _, err := os.Stat(spill); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("spill dir %s left behind after stop (%v)", spill, err)
@@ -85,8 +85,8 @@ func TestSpillFilesLiveUnderTheStateDirAndStartEmpty(t *testing.T) {
 	}
 	n := startNode(t, cfg)
 	n.waitReady()
-	if n.srv.pub.SpillDir() != bodies {
-		t.Fatalf("spill dir %q, want %q", n.srv.pub.SpillDir(), bodies)
+	if n.srv.Pub().SpillDir() != bodies {
+		t.Fatalf("spill dir %q, want %q", n.srv.Pub().SpillDir(), bodies)
 	}
 	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("a crashed run's spill file survived the start (%v)", err)

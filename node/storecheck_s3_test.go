@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/scafo/ingress/internal/listengate"
 	"github.com/scafo/ingress/internal/proc"
+	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/store/s3"
 	"github.com/scafo/ingress/node/store/s3/s3test"
 )
@@ -25,21 +26,21 @@ func TestStoreMisconfigurationNamesTheSetting(t *testing.T) {
 	good := srv.NewBucket(t)
 	for _, tc := range []struct {
 		name    string
-		edit    func(c *S3StoreConfig)
+		edit    func(c *node.S3StoreConfig)
 		setting string
 		want    string
 	}{
-		{"no such bucket", func(c *S3StoreConfig) { c.Bucket = "scafo-no-such-bucket" }, "store.s3.bucket", `scafo-no-such-bucket\": no such bucket at`},
-		{"TLS against plain HTTP", func(c *S3StoreConfig) { c.Insecure = false }, "store.s3.insecure", "store.s3.insecure is false but"},
-		{"wrong secret", func(c *S3StoreConfig) { c.SecretAccessKey = "not-the-secret" }, "store.s3.accessKeyID", "store.s3.secretAccessKey"},
-		{"wrong key id", func(c *S3StoreConfig) { c.AccessKeyID = "nobody" }, "store.s3.accessKeyID", "store.s3.accessKeyID"},
+		{"no such bucket", func(c *node.S3StoreConfig) { c.Bucket = "scafo-no-such-bucket" }, "store.s3.bucket", `scafo-no-such-bucket\": no such bucket at`},
+		{"TLS against plain HTTP", func(c *node.S3StoreConfig) { c.Insecure = false }, "store.s3.insecure", "store.s3.insecure is false but"},
+		{"wrong secret", func(c *node.S3StoreConfig) { c.SecretAccessKey = "not-the-secret" }, "store.s3.accessKeyID", "store.s3.secretAccessKey"},
+		{"wrong key id", func(c *node.S3StoreConfig) { c.AccessKeyID = "nobody" }, "store.s3.accessKeyID", "store.s3.accessKeyID"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if strings.HasPrefix(srv.Endpoint, "https://") && tc.setting == "store.s3.insecure" {
 				t.Skip("the server speaks TLS")
 			}
 			cfg := testConfig(t, "vps-a", t.TempDir())
-			cfg.Store.S3 = S3StoreConfig{Endpoint: strings.TrimPrefix(srv.Endpoint, "http://"), Bucket: good.Bucket, Region: good.Region,
+			cfg.Store.S3 = node.S3StoreConfig{Endpoint: strings.TrimPrefix(srv.Endpoint, "http://"), Bucket: good.Bucket, Region: good.Region,
 				AccessKeyID: good.AccessKeyID, SecretAccessKey: good.SecretAccessKey, Insecure: good.Insecure}
 			tc.edit(&cfg.Store.S3)
 			if err := cfg.Validate(); err != nil {
@@ -51,8 +52,8 @@ func TestStoreMisconfigurationNamesTheSetting(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg.Node.APIPort = portOf(ln.Addr().String())
-			srvNode, err := New(t.Context(), cfg, log)
+			cfg.Node.APIPort = node.PortOf(ln.Addr().String())
+			srvNode, err := node.New(t.Context(), cfg, log)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,8 +94,8 @@ func TestStoreMisconfigurationNamesTheSetting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := S3StoreConfig{Endpoint: good.Endpoint, Bucket: good.Bucket}
-	if err := checkStoreAtStart(t.Context(), c, st, slog.New(slog.DiscardHandler)); err != nil {
+	c := node.S3StoreConfig{Endpoint: good.Endpoint, Bucket: good.Bucket}
+	if err := node.CheckStoreAtStart(t.Context(), c, st, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatalf("a reachable bucket: %v", err)
 	}
 }
@@ -112,7 +113,7 @@ func TestExplainS3ErrorNamesTheEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	setting, err := ExplainS3Error(S3StoreConfig{Endpoint: addr, Bucket: "scafo"}, st.CheckBucket(t.Context()))
+	setting, err := node.ExplainS3Error(node.S3StoreConfig{Endpoint: addr, Bucket: "scafo"}, st.CheckBucket(t.Context()))
 	if setting != "store.s3.endpoint" || !strings.Contains(err.Error(), "store.s3.endpoint "+addr) {
 		t.Fatalf("a refused connection: %s, %v", setting, err)
 	}

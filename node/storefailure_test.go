@@ -1,4 +1,4 @@
-package node
+package node_test
 
 // The safety net of issue 11: scenario tests for the rules that keep a node from
 // withdrawing routes or corrupting another store's serial. Each test drives a node only

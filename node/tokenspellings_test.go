@@ -1,4 +1,4 @@
-package node
+package node_test
 
 // Hostile review (round four) of the token MACs (issue 25 item 4): spellings of a real
 // token that are not it, and a revoked token replayed. Each is refused 401, and none

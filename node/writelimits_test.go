@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/node"
 	ptypes "github.com/traefik/paerser/types"
 )
 
@@ -81,11 +82,11 @@ func TestAnEmptyTokenFileIsReplacedNotFatal(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "admin-token"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := loadOrMintToken("", dir, "admin-token")
+	tok, err := node.LoadOrMintToken("", dir, "admin-token")
 	if err != nil || len(tok) != 64 {
 		t.Fatalf("start over an empty token file: %q %v", tok, err)
 	}
-	if again, err := loadOrMintToken("", dir, "admin-token"); err != nil || again != tok {
+	if again, err := node.LoadOrMintToken("", dir, "admin-token"); err != nil || again != tok {
 		t.Fatalf("restart: %q %v, want %q", again, err, tok)
 	}
 	ents, _ := os.ReadDir(dir)
@@ -99,7 +100,7 @@ func TestAnEmptyTokenFileIsReplacedNotFatal(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tk, err := loadOrMintToken("", fresh, "ingress-token")
+			tk, err := node.LoadOrMintToken("", fresh, "ingress-token")
 			if err != nil {
 				t.Error(err)
 			}
