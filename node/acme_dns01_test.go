@@ -56,7 +56,7 @@ func TestACMEDNS01PlatformWildcardIsRenderedForTheCoveredHosts(t *testing.T) {
 	}
 	seedFleet(t, st, "shop")
 	n := startNodeOn(t, cfg, st, ln)
-	n.waitReady()
+	n.WaitReady()
 	const wild, apex, host = "*.apps.example.com", "apps.example.com", "shop.apps.example.com"
 	waitFor(t, 90*time.Second, "the wildcard and the apex valid", func() bool {
 		s := acmeStatus(t, n)
@@ -70,7 +70,7 @@ func TestACMEDNS01PlatformWildcardIsRenderedForTheCoveredHosts(t *testing.T) {
 		t.Fatalf("Pebble issued %d, want 2", n)
 	}
 
-	_, rendered := n.get("/v1/ingress/traefik", testIngressToken)
+	_, rendered := n.Get("/v1/ingress/traefik", testIngressToken)
 	var out struct {
 		HTTP struct {
 			Routers map[string]struct {
@@ -125,9 +125,9 @@ func TestACMEDNS01PlatformWildcardIsRenderedForTheCoveredHosts(t *testing.T) {
 		t.Fatalf("no router for %s", host)
 	}
 
-	haystacks := map[string]string{"rendered": string(rendered), "log": n.logs.String()}
+	haystacks := map[string]string{"rendered": string(rendered), "log": n.Logs.String()}
 	for _, path := range []string{"/v1/status", "/v1/ingress/routes", "/metrics"} {
-		resp, body := n.get(path, testIngressToken)
+		resp, body := n.Get(path, testIngressToken)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%s: %d", path, resp.StatusCode)
 		}

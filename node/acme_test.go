@@ -26,7 +26,7 @@ import (
 
 func acmeStatus(t *testing.T, n *testNode) map[string]api.CertName {
 	t.Helper()
-	resp, b := n.get("/v1/status", testIngressToken)
+	resp, b := n.Get("/v1/status", testIngressToken)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status: %d %s", resp.StatusCode, b)
 	}
@@ -68,7 +68,7 @@ func TestACMEFailuresBackOffAndNeverBlockRouting(t *testing.T) {
 	}
 	seedFleet(t, st, "shop")
 	n := startNodeWithStore(t, cfg, st)
-	n.waitReady()
+	n.WaitReady()
 	waitFor(t, 20*time.Second, "both names failed with a next attempt", func() bool {
 		s := acmeStatus(t, n)
 		for _, name := range []string{"apps.example.com", "shop.apps.example.com"} {
@@ -79,7 +79,7 @@ func TestACMEFailuresBackOffAndNeverBlockRouting(t *testing.T) {
 		}
 		return true
 	})
-	resp, b := n.get("/v1/ingress/traefik", testIngressToken)
+	resp, b := n.Get("/v1/ingress/traefik", testIngressToken)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("traefik: %d %s", resp.StatusCode, b)
 	}
@@ -107,7 +107,7 @@ func TestACMEFailuresBackOffAndNeverBlockRouting(t *testing.T) {
 		t.Fatalf("certificates rendered without any issued: %s", cfgOut.TLS)
 	}
 	// The metrics say it per name.
-	_, m := n.get("/metrics", "")
+	_, m := n.Get("/metrics", "")
 	if !strings.Contains(string(m), `scafo_certificate_state{name="shop.apps.example.com",state="failed"} 1`) {
 		t.Fatalf("metrics lack the failed state:\n%s", grepLines(string(m), "scafo_certificate"))
 	}
@@ -153,9 +153,9 @@ func TestACMEPrivateKeysOnlyInTheRenderedConfiguration(t *testing.T) {
 	}
 	seedFleet(t, st, "shop")
 	n := startNodeOn(t, cfg, st, ln)
-	n.waitReady()
+	n.WaitReady()
 	// An audited write (an application) so audit rows exist.
-	req, _ := http.NewRequest(http.MethodPut, n.url+"/v1/apps/blog", strings.NewReader(`{"name":"blog","account":"acme","placement":["vps-b"]}`))
+	req, _ := http.NewRequest(http.MethodPut, n.URL+"/v1/apps/blog", strings.NewReader(`{"name":"blog","account":"acme","placement":["vps-b"]}`))
 	req.Header.Set("Authorization", "Bearer "+testAdminToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -185,7 +185,7 @@ func TestACMEPrivateKeysOnlyInTheRenderedConfiguration(t *testing.T) {
 		} `json:"tls"`
 	}
 	waitFor(t, 30*time.Second, "every certificate rendered", func() bool {
-		_, rendered = n.get("/v1/ingress/traefik", testIngressToken)
+		_, rendered = n.Get("/v1/ingress/traefik", testIngressToken)
 		out.TLS.Certificates = nil
 		if err := json.Unmarshal(rendered, &out); err != nil {
 			t.Fatal(err)
@@ -208,13 +208,13 @@ func TestACMEPrivateKeysOnlyInTheRenderedConfiguration(t *testing.T) {
 	needles = append(needles, "PRIVATE KEY")
 
 	haystacks := map[string]string{}
-	_, b := n.get("/v1/status", testIngressToken)
+	_, b := n.Get("/v1/status", testIngressToken)
 	haystacks["/v1/status"] = string(b)
-	_, b = n.get("/v1/ingress/routes", testIngressToken)
+	_, b = n.Get("/v1/ingress/routes", testIngressToken)
 	haystacks["/v1/ingress/routes"] = string(b)
-	_, b = n.get("/metrics", "")
+	_, b = n.Get("/metrics", "")
 	haystacks["/metrics"] = string(b)
-	haystacks["log"] = n.logs.String()
+	haystacks["log"] = n.Logs.String()
 	entries, err := st.List(context.Background(), "audit/")
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +239,7 @@ func TestACMEPrivateKeysOnlyInTheRenderedConfiguration(t *testing.T) {
 		}
 	}
 	// And the challenge route answered from the node's own listener, anonymously.
-	if !strings.Contains(n.logs.String(), "served key authentication") {
+	if !strings.Contains(n.Logs.String(), "served key authentication") {
 		t.Error("the node's log shows no challenge answered")
 	}
 }
@@ -275,16 +275,16 @@ func TestACMECorruptCertificateInTheStoreIsReportedNotFatal(t *testing.T) {
 		}
 	}
 	n := startNodeWithStore(t, cfg, st)
-	n.waitReady()
+	n.WaitReady()
 	deadline := time.Now().Add(20 * time.Second)
 	for c := acmeStatus(t, n)[name]; !(c.State == fleetcerts.StateFailed && c.LastError != ""); c = acmeStatus(t, n)[name] {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: %+v\n%s", name, c, grepLines(n.logs.String(), name))
+			t.Fatalf("%s: %+v\n%s", name, c, grepLines(n.Logs.String(), name))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("reported: %s", acmeStatus(t, n)[name].LastError)
-	resp, b := n.get("/v1/ingress/traefik", testIngressToken)
+	resp, b := n.Get("/v1/ingress/traefik", testIngressToken)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"host-shop_apps_example_com"`) {
 		t.Fatalf("routing: %d %.300s", resp.StatusCode, b)
 	}

@@ -45,7 +45,7 @@ func (s *readCountingStore) Put(ctx context.Context, key string, v []byte, c sto
 // none).
 func probePoll(t *testing.T, n *testNode, name string) (resp *http.Response, body []byte, callback string) {
 	t.Helper()
-	resp, body = n.get("/v1/ingress/traefik?prefer=self", testIngressToken, api.HeaderIngress, name, api.HeaderAppliedProbe, testProbeURL)
+	resp, body = n.Get("/v1/ingress/traefik?prefer=self", testIngressToken, api.HeaderIngress, name, api.HeaderAppliedProbe, testProbeURL)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("probe poll: %d %s", resp.StatusCode, body)
 	}
@@ -113,7 +113,7 @@ func callbackOf(t *testing.T, body []byte) string {
 func TestAppliedProbeIsValidated(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	for _, tc := range []struct {
 		path, token string
 		hdr         []string
@@ -130,13 +130,13 @@ func TestAppliedProbeIsValidated(t *testing.T) {
 		{"/v1/ingress/routes", testIngressToken, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, testProbeURL}, "only on"},
 		{"/v1/ingress/traefik", testAdminToken, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, testProbeURL}, "admin"},
 	} {
-		resp, body := n.get(tc.path, tc.token, tc.hdr...)
+		resp, body := n.Get(tc.path, tc.token, tc.hdr...)
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), tc.field) {
 			t.Errorf("%s %v: %d %s, want 400 naming %s", tc.path, tc.hdr, resp.StatusCode, body, tc.field)
 		}
 	}
 	// Given twice.
-	req, _ := http.NewRequest("GET", n.url+"/v1/ingress/traefik", nil)
+	req, _ := http.NewRequest("GET", n.URL+"/v1/ingress/traefik", nil)
 	req.Header.Set("Authorization", "Bearer "+testIngressToken)
 	req.Header.Set(api.HeaderIngress, "edge-p")
 	req.Header.Add(api.HeaderAppliedProbe, testProbeURL)
@@ -154,11 +154,11 @@ func TestAppliedProbeIsValidated(t *testing.T) {
 	if cb == "" || !strings.HasPrefix(cb, api.PathIngressApplied+"edge-p/") {
 		t.Fatalf("callback path %q", cb)
 	}
-	if !strings.Contains(string(body), `"url":"`+n.url+`"`) {
-		t.Errorf("the callback service does not reach the node as polled (%s)", n.url)
+	if !strings.Contains(string(body), `"url":"`+n.URL+`"`) {
+		t.Errorf("the callback service does not reach the node as polled (%s)", n.URL)
 	}
 	// Without the header: the same document's body, no probe.
-	_, plain := n.get("/v1/ingress/traefik?prefer=self", testIngressToken, api.HeaderIngress, "edge-q")
+	_, plain := n.Get("/v1/ingress/traefik?prefer=self", testIngressToken, api.HeaderIngress, "edge-q")
 	if callbackOf(t, plain) != "" {
 		t.Error("a poll without the probe header got the probe")
 	}
@@ -172,13 +172,13 @@ func TestAppliedProbeIsValidated(t *testing.T) {
 func TestHTTPProviderWithAProbeIsAppliedOnlyByItsCallback(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	_, _, cb0 := probePoll(t, n, "edge-p")
 	probePoll(t, n, "edge-p")
 	if in := ingressesOf(t, n)["edge-p"]; in.Kind != api.KindHTTP || in.Applied == nil || in.Applied.Serial != 0 || in.State != "behind" {
 		t.Fatalf("served twice, no callback: %+v, want behind with nothing applied", in)
 	}
-	resp, _ := n.get(cb0, "")
+	resp, _ := n.Get(cb0, "")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("callback: %d", resp.StatusCode)
 	}
@@ -198,7 +198,7 @@ func TestHTTPProviderWithAProbeIsAppliedOnlyByItsCallback(t *testing.T) {
 		}
 	})
 	defer stopPolling()
-	resp, body := n.do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=1500ms", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	resp, body := n.Do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=1500ms", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "edge-p") {
 		t.Fatalf("served but not applied: %d %s, want 202 naming edge-p", resp.StatusCode, body)
 	}
@@ -230,7 +230,7 @@ func TestHTTPProviderWithAProbeIsAppliedOnlyByItsCallback(t *testing.T) {
 	}
 	done := make(chan answer, 1)
 	go func() {
-		resp, body := n.do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=10s", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+		resp, body := n.Do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=10s", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 		done <- answer{resp.StatusCode, body, time.Now()}
 	}()
 	// That write moves the revision again: take the body that holds it.
@@ -255,7 +255,7 @@ func TestHTTPProviderWithAProbeIsAppliedOnlyByItsCallback(t *testing.T) {
 	}
 	// The older body's callback (Traefik applying cb1 late) counts forward, but does
 	// not hold the second write.
-	if resp, b := n.get(cb1, ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "recorded") {
+	if resp, b := n.Get(cb1, ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "recorded") {
 		t.Fatalf("callback of an older served body: %d %s, want 200 recorded", resp.StatusCode, b)
 	}
 	select {
@@ -264,7 +264,7 @@ func TestHTTPProviderWithAProbeIsAppliedOnlyByItsCallback(t *testing.T) {
 	case <-time.After(500 * time.Millisecond):
 	}
 	called := time.Now()
-	if resp, b := n.get(cb2, ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "recorded") {
+	if resp, b := n.Get(cb2, ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "recorded") {
 		t.Fatalf("callback: %d %s", resp.StatusCode, b)
 	}
 	select {
@@ -279,7 +279,7 @@ func TestHTTPProviderWithAProbeIsAppliedOnlyByItsCallback(t *testing.T) {
 	applied := ingressesOf(t, n)["edge-p"].Applied
 	// Replays of older callbacks never move it back.
 	for _, cb := range []string{cb0, cb1, cb0} {
-		if resp, b := n.get(cb, ""); resp.StatusCode != http.StatusOK || strings.Contains(string(b), "recorded") {
+		if resp, b := n.Get(cb, ""); resp.StatusCode != http.StatusOK || strings.Contains(string(b), "recorded") {
 			t.Errorf("replayed callback %s: %d %s, want 200, not recorded", cb, resp.StatusCode, b)
 		}
 	}
@@ -296,7 +296,7 @@ func TestForgedAppliedCallbacksAreRefusedForNothing(t *testing.T) {
 	cfg := reportsConfig(t, "vps-a", t.TempDir())
 	st := &readCountingStore{Store: openDir(t, cfg.Store.Dir.Path)}
 	n := startNodeWithStore(t, cfg, st)
-	n.waitReady()
+	n.WaitReady()
 	_, _, cb := probePoll(t, n, "edge-p")
 	parts := strings.Split(strings.TrimPrefix(cb, api.PathIngressApplied), "/")
 	if len(parts) != 3 {
@@ -323,7 +323,7 @@ func TestForgedAppliedCallbacksAreRefusedForNothing(t *testing.T) {
 	before := st.ops.Load()
 	for i := range 400 {
 		p := forged[i%len(forged)]
-		resp, b := n.get(p, "")
+		resp, b := n.Get(p, "")
 		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"error"`) {
 			t.Fatalf("forged %s: %d %s, want 404 JSON", p, resp.StatusCode, b)
 		}
@@ -335,7 +335,7 @@ func TestForgedAppliedCallbacksAreRefusedForNothing(t *testing.T) {
 		t.Errorf("after forged callbacks: %+v, want nothing applied", in)
 	}
 	// The real one is recorded.
-	if resp, b := n.get(cb, ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "recorded") {
+	if resp, b := n.Get(cb, ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "recorded") {
 		t.Errorf("the real callback: %d %s", resp.StatusCode, b)
 	}
 	// Never through the public apex.
@@ -355,36 +355,36 @@ func TestAppliedProbeBodiesAreStableAndCached(t *testing.T) {
 	t.Parallel()
 	storeDir := t.TempDir()
 	a := startNode(t, reportsConfig(t, "vps-a", storeDir))
-	a.waitReady()
+	a.WaitReady()
 	b := startNode(t, reportsConfig(t, "vps-b", storeDir))
-	b.waitReady()
-	seedFleet(t, a.st, "shop")
+	b.WaitReady()
+	seedFleet(t, a.St, "shop")
 	waitFor(t, 5*time.Second, "both nodes on one revision", func() bool {
-		ra, _ := a.get("/v1/ingress/traefik", testIngressToken)
-		rb, _ := b.get("/v1/ingress/traefik", testIngressToken)
+		ra, _ := a.Get("/v1/ingress/traefik", testIngressToken)
+		rb, _ := b.Get("/v1/ingress/traefik", testIngressToken)
 		return ra.Header.Get(api.HeaderRevision) == rb.Header.Get(api.HeaderRevision)
 	})
 	poll := func(n *testNode) []byte {
 		// Both nodes reached at one name, as behind one local address.
-		_, body := n.get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, testProbeURL)
+		_, body := n.Get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, testProbeURL)
 		return body
 	}
 	first := poll(a)
-	renders := a.srv.Pub().Renders()
+	renders := a.Srv.Pub().Renders()
 	for range 5 {
 		if got := poll(a); string(got) != string(first) {
 			t.Fatal("two polls of one state got different probe bodies")
 		}
 	}
-	if r := a.srv.Pub().Renders() - renders; r != 0 {
+	if r := a.Srv.Pub().Renders() - renders; r != 0 {
 		t.Errorf("5 polls of one state rendered %d bodies, want 0 (cached)", r)
 	}
 	// From vps-b (another URL: its callback service differs in that one URL alone).
-	other := strings.ReplaceAll(string(poll(b)), b.url, a.url)
+	other := strings.ReplaceAll(string(poll(b)), b.URL, a.URL)
 	if other != string(first) {
 		t.Error("vps-b's probe body differs from vps-a's beyond the node URL")
 	}
-	_, plain := a.get("/v1/ingress/traefik", testIngressToken)
+	_, plain := a.Get("/v1/ingress/traefik", testIngressToken)
 	if callbackOf(t, plain) != "" || len(plain) >= len(first) {
 		t.Error("the plain body carries the probe")
 	}
@@ -405,7 +405,7 @@ func probePoller(t *testing.T, n *testNode, query, ingress string, onBody func([
 				return
 			case <-time.After(50 * time.Millisecond):
 			}
-			req, _ := http.NewRequest("GET", n.url+"/v1/ingress/traefik?"+query, nil)
+			req, _ := http.NewRequest("GET", n.URL+"/v1/ingress/traefik?"+query, nil)
 			req.Header.Set("Authorization", "Bearer "+testIngressToken)
 			req.Header.Set(api.HeaderIngress, ingress)
 			req.Header.Set(api.HeaderAppliedProbe, testProbeURL)

@@ -26,7 +26,7 @@ func TestAppliedCallbackIsServedFromTheConnectionReserve(t *testing.T) {
 	cfg.Limits.ReservedConns = 4
 	cfg.Limits.MaxConnsPerSource = 2
 	n := startNode(t, cfg)
-	n.waitReady()
+	n.WaitReady()
 	_, _, cb := probePoll(t, n, "edge-p")
 	if cb == "" {
 		t.Fatal("no callback in the probe body")
@@ -84,7 +84,7 @@ func TestAppliedCallbackIsServedFromTheConnectionReserve(t *testing.T) {
 func TestAppliedCallbackRespellingsAreRefused(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	_, _, cb := probePoll(t, n, "edge-p")
 	parts := strings.Split(strings.TrimPrefix(cb, api.PathIngressApplied), "/")
 	if len(parts) != 3 {
@@ -109,7 +109,7 @@ func TestAppliedCallbackRespellingsAreRefused(t *testing.T) {
 		p(name, rev, " "+mac[1:]),
 		p(name, rev, "+"+mac[1:]),
 	} {
-		resp, b := n.get(path, "")
+		resp, b := n.Get(path, "")
 		if resp.StatusCode != http.StatusNotFound {
 			t.Errorf("respelled callback %s: %d %s, want 404", path, resp.StatusCode, b)
 		}
@@ -117,14 +117,14 @@ func TestAppliedCallbackRespellingsAreRefused(t *testing.T) {
 	if in := ingressesOf(t, n)["edge-p"]; in.Applied == nil || in.Applied.Serial != 0 {
 		t.Fatalf("after respelled callbacks: %+v, want nothing applied", in)
 	}
-	if resp, b := n.get(cb+"?x=1", ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "recorded") {
+	if resp, b := n.Get(cb+"?x=1", ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "recorded") {
 		t.Fatalf("the callback with a query: %d %s, want 200 recorded", resp.StatusCode, b)
 	}
-	if resp, b := n.get(cb, ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "already") {
+	if resp, b := n.Get(cb, ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "already") {
 		t.Fatalf("the callback replayed: %d %s, want 200 already", resp.StatusCode, b)
 	}
 	// HEAD (chi serves it as GET): the same answer, no body.
-	resp, _ := n.do(http.MethodHead, cb, "", "")
+	resp, _ := n.Do(http.MethodHead, cb, "", "")
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("HEAD callback: %d", resp.StatusCode)
 	}
@@ -140,8 +140,8 @@ func hexOf(c byte) string { return string("0123456789abcdef"[c>>4]) + string("01
 func TestAppliedProbeHostCannotInjectIntoTheBody(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
-	_, plain := n.get("/v1/ingress/traefik", testIngressToken)
+	n.WaitReady()
+	_, plain := n.Get("/v1/ingress/traefik", testIngressToken)
 	var pc struct {
 		HTTP struct {
 			Routers map[string]json.RawMessage `json:"routers"`
@@ -224,7 +224,7 @@ func TestAppliedProbeOnAGroupPoll(t *testing.T) {
 	n := groupNode(t)
 	poll := func(name, group string) (rev, cb string) {
 		t.Helper()
-		resp, body := n.get("/v1/ingress/traefik?group="+group, testIngressToken, api.HeaderIngress, name, api.HeaderAppliedProbe, testProbeURL)
+		resp, body := n.Get("/v1/ingress/traefik?group="+group, testIngressToken, api.HeaderIngress, name, api.HeaderAppliedProbe, testProbeURL)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("probe poll ?group=%s: %d %s", group, resp.StatusCode, body)
 		}
@@ -235,26 +235,26 @@ func TestAppliedProbeOnAGroupPoll(t *testing.T) {
 		t.Fatalf("callback %s does not name the group's revision %s", cb, rev)
 	}
 	_, cbDef := poll("edge-def", "default")
-	if resp, _ := n.get(strings.Replace(cbDef, "/edge-def/", "/edge-eu/", 1), ""); resp.StatusCode != http.StatusNotFound {
+	if resp, _ := n.Get(strings.Replace(cbDef, "/edge-def/", "/edge-eu/", 1), ""); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("edge-def's callback under edge-eu's name: %d, want 404", resp.StatusCode)
 	}
-	if resp, b := n.get(cb, ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "recorded") {
+	if resp, b := n.Get(cb, ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "recorded") {
 		t.Fatalf("callback: %d %s", resp.StatusCode, b)
 	}
 	// edge-def has not called back: a write to default waits for it alone.
-	resp, body := n.do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=1500ms", testAdminToken, `{"account":"acme","placement":["vps-b"]}`)
+	resp, body := n.Do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=1500ms", testAdminToken, `{"account":"acme","placement":["vps-b"]}`)
 	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "edge-def") || strings.Contains(string(body), "edge-eu") {
 		t.Fatalf("a write to default: %d %s, want 202 naming edge-def alone", resp.StatusCode, body)
 	}
 	// A write to eu-1, edge-eu served it but not calling back: 202 naming edge-eu.
 	stopPolling := probePoller(t, n, "group=eu-1", "edge-eu", nil)
-	resp, body = n.do(http.MethodPut, "/v1/apps/news?wait=applied&timeout=1500ms", testAdminToken, `{"account":"acme","placement":["vps-b"],"ingress":{"group":"eu-1"}}`)
+	resp, body = n.Do(http.MethodPut, "/v1/apps/news?wait=applied&timeout=1500ms", testAdminToken, `{"account":"acme","placement":["vps-b"],"ingress":{"group":"eu-1"}}`)
 	stopPolling()
 	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "edge-eu") {
 		t.Fatalf("a write to eu-1 served but not called back: %d %s, want 202 naming edge-eu", resp.StatusCode, body)
 	}
 	// The old callback replayed does not count for the new body.
-	if resp, b := n.get(cb, ""); resp.StatusCode != http.StatusOK || strings.Contains(string(b), "recorded") {
+	if resp, b := n.Get(cb, ""); resp.StatusCode != http.StatusOK || strings.Contains(string(b), "recorded") {
 		t.Errorf("old callback replayed: %d %s, want not recorded", resp.StatusCode, b)
 	}
 	if in := ingressesOf(t, n)["edge-eu"]; in.State == "current" {

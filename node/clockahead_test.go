@@ -38,7 +38,7 @@ func startOverAPlantedRecord(t *testing.T, name, address, planted, record string
 	}
 	putRaw(t, st, fleet.NodeKey(planted), []byte(record))
 	n := startNode(t, cfg)
-	n.waitReady()
+	n.WaitReady()
 	select {
 	case <-n.Exited():
 		t.Fatalf("the node stopped: %v", n.Err())
@@ -70,7 +70,7 @@ func TestARecordDatedBeyondTheTTLAheadHoldsNoAddressAndIsNotRouted(t *testing.T)
 	if !reported {
 		t.Errorf("/v1/status skipped does not report the record dated ahead: %+v", s.Skipped)
 	}
-	resp, body := n.get("/v1/ingress/routes", testIngressToken)
+	resp, body := n.Get("/v1/ingress/routes", testIngressToken)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("routes: %d %s", resp.StatusCode, body)
 	}
@@ -83,7 +83,7 @@ func TestARecordDatedBeyondTheTTLAheadHoldsNoAddressAndIsNotRouted(t *testing.T)
 	if !metricLine(t, n, "scafo_node_address_conflict 0") {
 		t.Error("scafo_node_address_conflict is not 0")
 	}
-	if logs := n.logs.String(); !strings.Contains(logs, "record=nodes/ghost.json") || !namesAYearsSkew(logs) {
+	if logs := n.Logs.String(); !strings.Contains(logs, "record=nodes/ghost.json") || !namesAYearsSkew(logs) {
 		t.Errorf("no warning naming the record and the skew:\n%s", logs)
 	}
 }
@@ -100,13 +100,13 @@ func namesAYearsSkew(logs string) bool {
 func TestARecordDatedBeyondTheTTLAheadHoldsNoName(t *testing.T) {
 	planted := fmt.Sprintf(`{"name":"vps-c","address":"127.0.0.45","apiPort":7400,"seen":%q,"boot":{"node":"elsewhere","id":"b00b"}}`, aYearAhead())
 	n := startOverAPlantedRecord(t, "vps-c", "", "vps-c", planted)
-	if got := storedRecord(t, n.st, "vps-c")["address"]; got != n.cfg.Node.Address {
-		t.Fatalf("the node's record holds address %v, want %s", got, n.cfg.Node.Address)
+	if got := storedRecord(t, n.St, "vps-c")["address"]; got != n.Cfg.Node.Address {
+		t.Fatalf("the node's record holds address %v, want %s", got, n.Cfg.Node.Address)
 	}
 	if d := duplicateOf(t, n); d != "" {
 		t.Fatalf("the record dated ahead is reported as a duplicate: %s", d)
 	}
-	if logs := n.logs.String(); !strings.Contains(logs, "record=nodes/vps-c.json") || !namesAYearsSkew(logs) {
+	if logs := n.Logs.String(); !strings.Contains(logs, "record=nodes/vps-c.json") || !namesAYearsSkew(logs) {
 		t.Errorf("no warning at start naming the record and the skew:\n%s", logs)
 	}
 }

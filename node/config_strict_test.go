@@ -1,11 +1,12 @@
 package node_test
 
 import (
-	"github.com/scafo/ingress/node"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/scafo/ingress/node"
 )
 
 // TestConfigRefusesMistakes is the configuration rows of issue 35's table, each a

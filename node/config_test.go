@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scafo/ingress/node"
 	"github.com/traefik/paerser/cli"
 	"github.com/traefik/paerser/flag"
 	ptypes "github.com/traefik/paerser/types"
+
+	"github.com/scafo/ingress/node"
 )
 
 // loadConfig runs args and environ through paerser the way scafo-node's root command

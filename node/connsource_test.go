@@ -15,7 +15,7 @@ import (
 func dialFrom(t *testing.T, n *testNode, src, req string) net.Conn {
 	t.Helper()
 	d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
-	c, err := d.Dial("tcp", strings.TrimPrefix(n.url, "http://"))
+	c, err := d.Dial("tcp", strings.TrimPrefix(n.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,11 +42,11 @@ func TestOneAddressCannotHoldTheGeneralConnections(t *testing.T) {
 	cfg.Limits.ReservedConns = 4
 	cfg.Limits.MaxConnsPerSource = 2
 	n := startNode(t, cfg)
-	n.waitReady()
+	n.WaitReady()
 	// The test's own client (waitReady) keeps connections from 127.0.0.1: the address
 	// under test is 127.0.0.3.
 	held3 := func() int {
-		_, held := n.conns.held("127.0.0.3")
+		_, held := n.Conns.Held("127.0.0.3")
 		return held
 	}
 
@@ -91,7 +91,7 @@ func TestAConnectionPastItsMaxAgeIsClosedAfterItsAnswer(t *testing.T) {
 		cfg := testConfig(t, "vps-a", t.TempDir())
 		cfg.Limits.ConnMaxAge = ptypes.Duration(tc.age)
 		n := startNode(t, cfg)
-		n.waitReady()
+		n.WaitReady()
 		c := dialFrom(t, n, "127.0.0.1", healthzKeepAlive)
 		resp, body := readAnswer(t, c, 2*time.Second)
 		if resp.StatusCode != 200 || resp.Close != tc.close {

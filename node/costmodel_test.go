@@ -10,11 +10,12 @@ import (
 	"testing"
 	"time"
 
+	ptypes "github.com/traefik/paerser/types"
+
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render/fleet"
-	ptypes "github.com/traefik/paerser/types"
 
 	"github.com/prometheus/client_golang/prometheus"
 )

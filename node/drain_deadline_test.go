@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scafo/ingress/node"
 	ptypes "github.com/traefik/paerser/types"
+
+	"github.com/scafo/ingress/node"
 )
 
 // An anonymous client cannot hold a node's stop beyond drainBudget plus the header
@@ -27,9 +28,9 @@ func TestAnAttackerCannotHoldTheStop(t *testing.T) {
 	cfg.Limits.ReservedConns = 4
 	cfg.Limits.HeaderTimeout = ptypes.Duration(3 * time.Second)
 	n := startNode(t, cfg)
-	n.waitReady()
+	n.WaitReady()
 	http.DefaultClient.CloseIdleConnections()
-	addr := strings.TrimPrefix(n.url, "http://")
+	addr := strings.TrimPrefix(n.URL, "http://")
 	dial := func() net.Conn {
 		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 		if err != nil {
@@ -103,5 +104,5 @@ func TestAnAttackerCannotHoldTheStop(t *testing.T) {
 			t.Logf("queued request %d: %s", i, resp.Status)
 		}
 	}
-	t.Logf("the stop took %s; its log: %s", took, n.logs.String())
+	t.Logf("the stop took %s; its log: %s", took, n.Logs.String())
 }

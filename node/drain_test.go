@@ -51,7 +51,7 @@ func TestStopAnswersAConnectionAcceptedAsItBegins(t *testing.T) {
 	}
 	ln := &slowHandOff{Listener: tcp, hold: 300 * time.Millisecond, accepted: make(chan struct{}, 1)}
 	n := startNodeOn(t, cfg, st, ln)
-	n.waitReady()
+	n.WaitReady()
 	http.DefaultClient.CloseIdleConnections()
 
 	ln.armed.Store(true)
@@ -84,7 +84,7 @@ func TestStopAnswersAConnectionAcceptedAsItBegins(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the node did not stop within 15 s")
 	}
-	if logs := n.logs.String(); strings.Contains(logs, "serving the API") || strings.Contains(logs, "sent no request yet") {
+	if logs := n.Logs.String(); strings.Contains(logs, "serving the API") || strings.Contains(logs, "sent no request yet") {
 		t.Errorf("the stop warned: %s", logs)
 	}
 }

@@ -72,15 +72,15 @@ func TestTheFirstDocumentOnAFreshStoreHasThisNodesOwnRecord(t *testing.T) {
 	// itself: it answers 503 draining, or (the defect) a document missing vps-a.
 	deadline := time.Now().Add(time.Second)
 	for time.Now().Before(deadline) {
-		resp, body := n.get("/v1/ingress/routes", testIngressToken)
+		resp, body := n.Get("/v1/ingress/routes", testIngressToken)
 		if resp.StatusCode == http.StatusOK {
 			t.Fatalf("served a document while its own record was unwritten (api nodes %v): %s", apiNodes(t, body), body)
 		}
 		time.Sleep(20 * time.Millisecond) // polling a state the test holds; the release below ends it
 	}
 	close(held.release)
-	n.waitReady()
-	resp, body := n.get("/v1/ingress/routes", testIngressToken)
+	n.WaitReady()
+	resp, body := n.Get("/v1/ingress/routes", testIngressToken)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("routes after ready: %d %s", resp.StatusCode, body)
 	}

@@ -224,13 +224,13 @@ func fleetConfig(t *testing.T, name, address string, interval, heartbeat, ttl ti
 
 func statusOf(t *testing.T, n *testNode) api.Status {
 	t.Helper()
-	resp, b := n.get("/v1/status", testAdminToken)
+	resp, b := n.Get("/v1/status", testAdminToken)
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s status: %d %s", n.cfg.Node.Name, resp.StatusCode, b)
+		t.Fatalf("%s status: %d %s", n.Cfg.Node.Name, resp.StatusCode, b)
 	}
 	var s api.Status
 	if err := json.Unmarshal(b, &s); err != nil {
-		t.Fatalf("%s status: %v: %s", n.cfg.Node.Name, err, b)
+		t.Fatalf("%s status: %v: %s", n.Cfg.Node.Name, err, b)
 	}
 	return s
 }
@@ -266,7 +266,7 @@ type served struct {
 }
 
 func serve(n *testNode, path string) served {
-	resp, b := n.get(path, testIngressToken)
+	resp, b := n.Get(path, testIngressToken)
 	return served{resp.StatusCode, resp.Header.Get("ETag"), b}
 }
 
@@ -512,16 +512,16 @@ func TestFleetIdleCostWithHeartbeats(t *testing.T) {
 		// Liveness: at most one LIST per heartbeat interval (plus one cut by the window's
 		// edge); heartbeats bump nothing, so no peer record is read.
 		if lists, most := d.calls["List"], int(window/heartbeat)+1; lists > most {
-			t.Errorf("%s: %d lists in %s: want at most %d, one per heartbeat interval", n.cfg.Node.Name, lists, window, most)
+			t.Errorf("%s: %d lists in %s: want at most %d, one per heartbeat interval", n.Cfg.Node.Name, lists, window, most)
 		}
 		if gets := d.calls["Get"]; gets > 0 {
-			t.Errorf("%s: %d GETs in an idle window with %d heartbeats: a heartbeat must not make peers read its record", n.cfg.Node.Name, gets, heartbeats)
+			t.Errorf("%s: %d GETs in an idle window with %d heartbeats: a heartbeat must not make peers read its record", n.Cfg.Node.Name, gets, heartbeats)
 		}
 		if reads, ticks := d.calls["GetIfChanged"], int(window/interval); reads > ticks+2 {
-			t.Errorf("%s: %d serial reads in %d ticks", n.cfg.Node.Name, reads, ticks)
+			t.Errorf("%s: %d serial reads in %d ticks", n.Cfg.Node.Name, reads, ticks)
 		}
 		t.Logf("%s over %s (%.0f ticks of %s, heartbeat %s, %d heartbeats fleet-wide): store calls %v; HTTP %d requests (%v, %d answered 304) = %.2f per tick, %.0f per hour at the default 2s tick",
-			n.cfg.Node.Name, window, ticks, interval, heartbeat, heartbeats, d.calls, d.http.Requests, d.http.ByMethod, d.http.NotModified,
+			n.Cfg.Node.Name, window, ticks, interval, heartbeat, heartbeats, d.calls, d.http.Requests, d.http.ByMethod, d.http.NotModified,
 			float64(d.http.Requests)/ticks, float64(d.http.Requests)/ticks*1800)
 	}
 }
@@ -538,7 +538,7 @@ func threeNodes(t *testing.T, bcfg s3.Config, interval, heartbeat, ttl time.Dura
 		nodes = append(nodes, startNodeWithStore(t, cfg, openS3(t, bcfg)))
 	}
 	for _, n := range nodes {
-		n.waitReady()
+		n.WaitReady()
 	}
 	return nodes
 }
@@ -550,22 +550,22 @@ func seedThreeNodeFleet(t *testing.T, nodes []*testNode) {
 	t.Helper()
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	for _, n := range nodes {
-		n.waitReady() // a node answers 503 draining until its first pass; the waits below read documents
+		n.WaitReady() // a node answers 503 draining until its first pass; the waits below read documents
 	}
-	a.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a","vps-c"]}`)
-	a.must(201, "PUT", "/v1/apps/solo", testAdminToken, `{"account":"acme","placement":["vps-c"]}`)
-	a.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, `{"port":24001,"ready":true}`)
+	a.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a","vps-c"]}`)
+	a.Must(201, "PUT", "/v1/apps/solo", testAdminToken, `{"account":"acme","placement":["vps-c"]}`)
+	a.Must(200, "PUT", "/v1/node/instances/shop", testAdminToken, `{"port":24001,"ready":true}`)
 	waitFor(t, 10*time.Second, "vps-c sees the apps", func() bool {
-		resp, _ := c.do("GET", "/v1/apps/solo", testAdminToken, "")
+		resp, _ := c.Do("GET", "/v1/apps/solo", testAdminToken, "")
 		return resp.StatusCode == 200
 	})
-	c.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, `{"port":24002,"ready":true}`)
-	c.must(200, "PUT", "/v1/node/instances/solo", testAdminToken, `{"port":24003,"ready":true}`)
-	b.must(201, "PUT", "/v1/apps/shop/domains/ti.to", testAdminToken, "")
+	c.Must(200, "PUT", "/v1/node/instances/shop", testAdminToken, `{"port":24002,"ready":true}`)
+	c.Must(200, "PUT", "/v1/node/instances/solo", testAdminToken, `{"port":24003,"ready":true}`)
+	b.Must(201, "PUT", "/v1/apps/shop/domains/ti.to", testAdminToken, "")
 	waitFor(t, 10*time.Second, "solo routed on vps-b", func() bool {
 		return upstreamNodes(routesDoc(t, b))["solo.apps.example.com"] != nil
 	})
-	b.must(200, "PUT", "/v1/apps/shop/domains/ti.to/paths", testAdminToken, `{"paths":{"paulca":"solo.apps.example.com"}}`)
+	b.Must(200, "PUT", "/v1/apps/shop/domains/ti.to/paths", testAdminToken, `{"paths":{"paulca":"solo.apps.example.com"}}`)
 	want := map[string][]string{
 		"shop.apps.example.com": {"vps-a", "vps-c"},
 		"solo.apps.example.com": {"vps-c"},
@@ -573,7 +573,7 @@ func seedThreeNodeFleet(t *testing.T, nodes []*testNode) {
 		"api":                   {"vps-a", "vps-b", "vps-c"},
 	}
 	for _, n := range nodes {
-		waitFor(t, 15*time.Second, n.cfg.Node.Name+" routes the seeded fleet", func() bool {
+		waitFor(t, 15*time.Second, n.Cfg.Node.Name+" routes the seeded fleet", func() bool {
 			doc := routesDoc(t, n)
 			return equalUpstreams(upstreamNodes(doc), want) && strings.Contains(fmt.Sprint(doc["routes"]), "paulca")
 		})
@@ -615,15 +615,15 @@ func TestFleetNodesOnOneBucketServeIdenticalBytes(t *testing.T) {
 	for _, self := range nodes {
 		own := serve(self, "/v1/ingress/traefik?prefer=self")
 		for _, other := range nodes {
-			named := serve(other, "/v1/ingress/traefik?prefer="+self.cfg.Node.Name)
+			named := serve(other, "/v1/ingress/traefik?prefer="+self.Cfg.Node.Name)
 			if own.code != 200 || named.etag != own.etag || !bytes.Equal(named.body, own.body) {
-				t.Errorf("%s ?prefer=self differs from %s ?prefer=%s", self.cfg.Node.Name, other.cfg.Node.Name, self.cfg.Node.Name)
+				t.Errorf("%s ?prefer=self differs from %s ?prefer=%s", self.Cfg.Node.Name, other.Cfg.Node.Name, self.Cfg.Node.Name)
 			}
 		}
 	}
 	// The preferred node leads shop's failover chain.
 	for _, pref := range []string{"vps-a", "vps-c"} {
-		resp, b := nodes[1].get("/v1/ingress/routes?prefer="+pref, testIngressToken)
+		resp, b := nodes[1].Get("/v1/ingress/routes?prefer="+pref, testIngressToken)
 		var doc map[string]any
 		if resp.StatusCode != 200 || json.Unmarshal(b, &doc) != nil {
 			t.Fatalf("routes?prefer=%s: %d", pref, resp.StatusCode)
@@ -652,7 +652,7 @@ func TestFleetStaleNodeLeavesUpstreamsExceptTheLast(t *testing.T) {
 	})
 
 	stoppedAt := time.Now()
-	nodes[2].stop() // vps-c: its heartbeat stops; its record stays in the bucket
+	nodes[2].Stop() // vps-c: its heartbeat stops; its record stays in the bucket
 	want := map[string][]string{
 		"shop.apps.example.com": {"vps-a"},          // vps-c dropped
 		"ti.to":                 {"vps-a"},          // same app, same chain
@@ -660,10 +660,10 @@ func TestFleetStaleNodeLeavesUpstreamsExceptTheLast(t *testing.T) {
 		"api":                   {"vps-a", "vps-b"}, // the API chain drops it too
 	}
 	for _, n := range live {
-		waitFor(t, ttl+10*time.Second, n.cfg.Node.Name+" drops stale vps-c", func() bool {
+		waitFor(t, ttl+10*time.Second, n.Cfg.Node.Name+" drops stale vps-c", func() bool {
 			return equalUpstreams(upstreamNodes(routesDoc(t, n)), want)
 		})
-		t.Logf("%s dropped vps-c %s after it stopped (TTL %s)", n.cfg.Node.Name, time.Since(stoppedAt).Round(10*time.Millisecond), ttl)
+		t.Logf("%s dropped vps-c %s after it stopped (TTL %s)", n.Cfg.Node.Name, time.Since(stoppedAt).Round(10*time.Millisecond), ttl)
 		st := statusOf(t, n)
 		var stale []string
 		for _, ns := range st.Nodes {
@@ -672,12 +672,12 @@ func TestFleetStaleNodeLeavesUpstreamsExceptTheLast(t *testing.T) {
 			}
 		}
 		if !slices.Equal(stale, []string{"vps-c"}) {
-			t.Errorf("%s status: stale nodes %v, want [vps-c]", n.cfg.Node.Name, stale)
+			t.Errorf("%s status: stale nodes %v, want [vps-c]", n.Cfg.Node.Name, stale)
 		}
 		if !slices.ContainsFunc(st.Skipped, func(s api.Skipped) bool {
 			return s.Object == "nodes/vps-c.json" && strings.Contains(s.Reason, "TTL")
 		}) {
-			t.Errorf("%s status: stale vps-c not reported in skipped: %+v", n.cfg.Node.Name, st.Skipped)
+			t.Errorf("%s status: stale vps-c not reported in skipped: %+v", n.Cfg.Node.Name, st.Skipped)
 		}
 	}
 	waitFor(t, 10*time.Second, "the live nodes agree byte for byte after the stale drop", func() bool {
@@ -705,12 +705,12 @@ func TestFleetNodeWithDifferentSettingsIsReported(t *testing.T) {
 		{b, []string{"vps-d"}},
 		{d, []string{"vps-a", "vps-b"}}, // from vps-d's side, the others differ
 	} {
-		waitFor(t, 10*time.Second, tc.n.cfg.Node.Name+" reports mismatched settings", func() bool {
+		waitFor(t, 10*time.Second, tc.n.Cfg.Node.Name+" reports mismatched settings", func() bool {
 			return slices.Equal(statusOf(t, tc.n).MismatchedConfig, tc.want)
 		})
-		logs := tc.n.logs.String()
+		logs := tc.n.Logs.String()
 		if !strings.Contains(logs, "different fleet settings") || !strings.Contains(logs, tc.want[0]) {
-			t.Errorf("%s: mismatch not logged:\n%s", tc.n.cfg.Node.Name, logs)
+			t.Errorf("%s: mismatch not logged:\n%s", tc.n.Cfg.Node.Name, logs)
 		}
 	}
 	if got := statusOf(t, a).MismatchedConfig; slices.Contains(got, "vps-b") {
@@ -726,7 +726,7 @@ func TestFleetBucketMalformedObjectSkippedAndReported(t *testing.T) {
 	n := startNodeWithStore(t, fleetConfig(t, "vps-a", "127.0.0.2", 100*time.Millisecond, time.Hour, 4*time.Hour), openS3(t, bcfg))
 	writer := openS3(t, bcfg)
 	seedFleet(t, writer, "shop", "blog")
-	n.waitReady()
+	n.WaitReady()
 	waitFor(t, 10*time.Second, "two apps routed", func() bool { return len(hostsOf(routesDoc(t, n))) == 2 })
 
 	putRaw(t, writer, "apps/broken.json", []byte(`{"name": "broken", "placement": [`))
@@ -749,7 +749,7 @@ func TestFleetBucketMalformedObjectSkippedAndReported(t *testing.T) {
 		t.Errorf("a malformed object made the store unreachable: %+v", st.Store)
 	}
 	for _, k := range []string{"apps/broken.json", "apps/blog.json", "nodes/vps-x.json"} {
-		if !strings.Contains(n.logs.String(), k) {
+		if !strings.Contains(n.Logs.String(), k) {
 			t.Errorf("malformed %s not logged", k)
 		}
 	}
@@ -795,17 +795,17 @@ func TestStoreOutageKeepsServingLastDocument(t *testing.T) {
 	})
 	for _, n := range nodes {
 		for _, p := range paths {
-			last[n.cfg.Node.Name+p] = serve(n, p)
+			last[n.Cfg.Node.Name+p] = serve(n, p)
 		}
 	}
 	sameAsBefore := func(when string) {
 		t.Helper()
 		for _, n := range nodes {
 			for _, p := range paths {
-				got, want := serve(n, p), last[n.cfg.Node.Name+p]
+				got, want := serve(n, p), last[n.Cfg.Node.Name+p]
 				if got.code != 200 || got.etag != want.etag || !bytes.Equal(got.body, want.body) {
 					t.Fatalf("%s: %s %s: %d ETag %s, want the last document (ETag %s) byte for byte",
-						when, n.cfg.Node.Name, p, got.code, got.etag, want.etag)
+						when, n.Cfg.Node.Name, p, got.code, got.etag, want.etag)
 				}
 			}
 		}
@@ -819,30 +819,30 @@ func TestStoreOutageKeepsServingLastDocument(t *testing.T) {
 		var st api.Status
 		// The heartbeat or the reconcile pass may notice first: the status says
 		// unreachable with the heartbeat's error alone until the pass's error is in too.
-		waitFor(t, 5*interval+5*time.Second, n.cfg.Node.Name+" reports the store unreachable, with the pass's error", func() bool {
+		waitFor(t, 5*interval+5*time.Second, n.Cfg.Node.Name+" reports the store unreachable, with the pass's error", func() bool {
 			st = statusOf(t, n)
 			return !st.Store.Reachable && st.Store.Error != ""
 		})
 		since := st.Store.UnreachableSince
 		switch {
 		case since == nil:
-			t.Errorf("%s: unreachable without unreachableSince: %+v", n.cfg.Node.Name, st.Store)
+			t.Errorf("%s: unreachable without unreachableSince: %+v", n.Cfg.Node.Name, st.Store)
 		case since.Before(stoppedAt.Add(-2*interval)) || since.After(time.Now()):
-			t.Errorf("%s: unreachableSince %s, store stopped at %s", n.cfg.Node.Name, since, stoppedAt.UTC())
+			t.Errorf("%s: unreachableSince %s, store stopped at %s", n.Cfg.Node.Name, since, stoppedAt.UTC())
 		}
 		if st.Store.Error == "" || !st.Ready {
-			t.Errorf("%s status during the outage: %+v ready=%v", n.cfg.Node.Name, st.Store, st.Ready)
+			t.Errorf("%s status during the outage: %+v ready=%v", n.Cfg.Node.Name, st.Store, st.Ready)
 		}
 		if since == nil {
 			continue // reported above; a nil since must fail this test, not panic the package's binary
 		}
-		t.Logf("%s reports the store unreachable %s after the stop (since %s): %.120s", n.cfg.Node.Name,
+		t.Logf("%s reports the store unreachable %s after the stop (since %s): %.120s", n.Cfg.Node.Name,
 			time.Since(stoppedAt).Round(10*time.Millisecond), since.Format(time.RFC3339Nano), st.Store.Error)
 	}
 
 	// A write during the outage: 503, a clear error, nothing written.
 	writeStart := time.Now()
-	resp, body := nodes[0].do("PUT", "/v1/apps/x", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	resp, body := nodes[0].Do("PUT", "/v1/apps/x", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"error":"store unavailable"`) ||
 		!strings.Contains(string(body), "nothing was written") || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("PUT /v1/apps/x during the outage: %d %s (Retry-After %q), want 503 store unavailable",
@@ -873,7 +873,7 @@ func TestStoreOutageKeepsServingLastDocument(t *testing.T) {
 			defer wg.Done()
 			deadline := time.Now().Add(30 * time.Second)
 			for time.Now().Before(deadline) {
-				resp, b := n.get("/v1/status", testAdminToken)
+				resp, b := n.Get("/v1/status", testAdminToken)
 				var st api.Status
 				// A successful pass started after the stop can only have read the
 				// restarted store.
@@ -891,16 +891,16 @@ func TestStoreOutageKeepsServingLastDocument(t *testing.T) {
 	for i, n := range nodes {
 		switch d := recovered[i]; {
 		case d < 0:
-			t.Errorf("%s: no successful pass within 30s of the store's return", n.cfg.Node.Name)
+			t.Errorf("%s: no successful pass within 30s of the store's return", n.Cfg.Node.Name)
 		case d > 10*interval:
 			// A node reconciles again at its next tick, plus a pass still in a failing
 			// request when the store came back: typically 0.2-0.5 s here. The bound is
 			// what a reconciler that backed off, or waited for a full re-read, would
 			// exceed, not that figure: a busy 2-core machine under -race has taken 1.7 s
 			// (and 1.01-1.05 s of a 1 s bound before that).
-			t.Errorf("%s: first successful pass %s after the store's return, want within ten ticks (%s)", n.cfg.Node.Name, d, 10*interval)
+			t.Errorf("%s: first successful pass %s after the store's return, want within ten ticks (%s)", n.Cfg.Node.Name, d, 10*interval)
 		default:
-			t.Logf("%s reconciling again %s after the store's return (tick %s)", n.cfg.Node.Name, d.Round(time.Millisecond), interval)
+			t.Logf("%s reconciling again %s after the store's return (tick %s)", n.Cfg.Node.Name, d.Round(time.Millisecond), interval)
 		}
 	}
 	sameAsBefore("after the outage")
@@ -910,15 +910,15 @@ func TestStoreOutageKeepsServingLastDocument(t *testing.T) {
 	if _, err := probe.Get(t.Context(), "apps/x.json"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("apps/x.json after the outage: %v, want not found", err)
 	}
-	nodes[1].must(404, "GET", "/v1/apps/x", testAdminToken, "")
-	audit := nodes[0].must(200, "GET", "/v1/audit", testAdminToken, "")
+	nodes[1].Must(404, "GET", "/v1/apps/x", testAdminToken, "")
+	audit := nodes[0].Must(200, "GET", "/v1/audit", testAdminToken, "")
 	if strings.Contains(string(audit), `"app":"x"`) {
 		t.Errorf("audit records the failed write: %s", audit)
 	}
 
 	// Convergence resumed: a change through one node reaches every node.
 	changedAt := time.Now()
-	nodes[1].must(200, "PUT", "/v1/apps/solo", testAdminToken, `{"account":"acme","placement":["vps-c"],"health":{"path":"/ready"}}`)
+	nodes[1].Must(200, "PUT", "/v1/apps/solo", testAdminToken, `{"account":"acme","placement":["vps-c"],"health":{"path":"/ready"}}`)
 	waitFor(t, 10*time.Second, "the change on every node", func() bool {
 		s, ok := identical(nodes, "/v1/ingress/routes")
 		return ok && strings.Contains(string(s.body), `"/ready"`)

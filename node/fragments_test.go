@@ -21,16 +21,16 @@ import (
 func TestAOneStepChangeIsPatchedAndServedLikeAFullRender(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	for i, app := range []string{"shop", "blog", "wiki"} {
-		n.must(201, "PUT", "/v1/apps/"+app, testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-		n.must(200, "PUT", "/v1/node/instances/"+app, testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, 25000+i))
+		n.Must(201, "PUT", "/v1/apps/"+app, testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+		n.Must(200, "PUT", "/v1/node/instances/"+app, testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, 25000+i))
 	}
 	served := func(want string) []byte {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			_, body := n.get("/v1/ingress/traefik", testIngressToken)
+			_, body := n.Get("/v1/ingress/traefik", testIngressToken)
 			if bytes.Contains(body, []byte(want)) {
 				return body
 			}
@@ -41,7 +41,7 @@ func TestAOneStepChangeIsPatchedAndServedLikeAFullRender(t *testing.T) {
 		}
 	}
 	served("127.0.0.1:25002")
-	p := n.srv.Pub()
+	p := n.Srv.Pub()
 	sel := []string{routing.DefaultGroup}
 	for _, prefer := range []string{"", "vps-a"} { // the bodies the next revisions build on
 		if _, err := p.Body(p.Current(), publish.Request{Prefer: prefer, Format: api.FormatTraefik}); err != nil {
@@ -52,7 +52,7 @@ func TestAOneStepChangeIsPatchedAndServedLikeAFullRender(t *testing.T) {
 		}
 	}
 	for step, port := range []int{26001, 27001, 28001} {
-		n.must(200, "PUT", "/v1/node/instances/blog", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, port))
+		n.Must(200, "PUT", "/v1/node/instances/blog", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, port))
 		served(fmt.Sprintf("127.0.0.1:%d", port))
 		s := p.Current() // the snapshot a later pass may replace: its own bytes are compared
 		if !s.Patched() {

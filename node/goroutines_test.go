@@ -14,9 +14,9 @@ func TestANodeStoppedLeavesNoGoroutine(t *testing.T) {
 	before := runtime.NumGoroutine()
 	for range 3 {
 		n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-		n.waitReady()
-		n.must(200, "GET", "/v1/status", testAdminToken, "")
-		n.stop()
+		n.WaitReady()
+		n.Must(200, "GET", "/v1/status", testAdminToken, "")
+		n.Stop()
 	}
 	waitFor(t, 20*time.Second, "the goroutines of the stopped nodes to end", func() bool {
 		return runtime.NumGoroutine() <= before

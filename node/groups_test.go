@@ -31,14 +31,14 @@ func groupNode(t *testing.T) *testNode {
 	}
 	n := startNode(t, cfg)
 	eu := &fleet.Ingress{Group: "eu-1"}
-	putObject(t, n.st, "apps/shop.json", fleet.App{Name: "shop", Account: "acme", Placement: []string{"vps-b"}})
-	putObject(t, n.st, "apps/blog.json", fleet.App{Name: "blog", Account: "acme", Placement: []string{"vps-b"}, Ingress: eu})
-	putObject(t, n.st, "apps/back.json", fleet.App{Name: "back", Account: "acme", Placement: []string{"vps-b"}, Ingress: eu})
-	putObject(t, n.st, "domains/shop.example.org.json", fleet.Claim{Host: "shop.example.org", Account: "acme", App: "shop",
+	putObject(t, n.St, "apps/shop.json", fleet.App{Name: "shop", Account: "acme", Placement: []string{"vps-b"}})
+	putObject(t, n.St, "apps/blog.json", fleet.App{Name: "blog", Account: "acme", Placement: []string{"vps-b"}, Ingress: eu})
+	putObject(t, n.St, "apps/back.json", fleet.App{Name: "back", Account: "acme", Placement: []string{"vps-b"}, Ingress: eu})
+	putObject(t, n.St, "domains/shop.example.org.json", fleet.Claim{Host: "shop.example.org", Account: "acme", App: "shop",
 		Paths: map[string]string{"api": "back.eu1.example.com"}})
-	putObject(t, n.st, "nodes/vps-b.json", fleet.NodeRecord{Name: "vps-b", Address: "10.83.0.2", APIPort: 7400, Seen: time.Now().UTC(),
+	putObject(t, n.St, "nodes/vps-b.json", fleet.NodeRecord{Name: "vps-b", Address: "10.83.0.2", APIPort: 7400, Seen: time.Now().UTC(),
 		Instances: map[string]fleet.Instance{"shop": {Port: 24001, Ready: true}, "blog": {Port: 24002, Ready: true}, "back": {Port: 24003, Ready: true}}})
-	n.waitReady()
+	n.WaitReady()
 	// Settled: the four hosts routed and both nodes' records read (this node's own record
 	// can land a pass after the rest; a document taken earlier differs from later ones
 	// for that reason alone).
@@ -59,7 +59,7 @@ func TestGroupQueryServesOnlyThatGroupsHostsPlusWhatTheyNeed(t *testing.T) {
 	t.Parallel()
 	n := groupNode(t)
 	hosts := func(q string) ([]string, *http.Response) {
-		resp, b := n.get("/v1/ingress/routes"+q, testIngressToken)
+		resp, b := n.Get("/v1/ingress/routes"+q, testIngressToken)
 		if resp.StatusCode != 200 {
 			t.Fatalf("routes%s: %d %s", q, resp.StatusCode, b)
 		}
@@ -89,7 +89,7 @@ func TestGroupQueryServesOnlyThatGroupsHostsPlusWhatTheyNeed(t *testing.T) {
 		t.Errorf("revisions %v: want three different ones; serial %q", revs, rDef.Header.Get("X-Scafo-Serial"))
 	}
 
-	resp, b := n.get("/v1/ingress/traefik?group=default", testIngressToken)
+	resp, b := n.Get("/v1/ingress/traefik?group=default", testIngressToken)
 	if resp.StatusCode != 200 {
 		t.Fatalf("traefik?group=default: %d %s", resp.StatusCode, b)
 	}
@@ -122,24 +122,24 @@ func TestGroupQueryServesOnlyThatGroupsHostsPlusWhatTheyNeed(t *testing.T) {
 func TestAChangeInOneGroupLeavesAnotherGroupsPollIdentical(t *testing.T) {
 	t.Parallel()
 	n := groupNode(t)
-	rDef, bDef := n.get("/v1/ingress/traefik?group=default", testIngressToken)
-	rEU, _ := n.get("/v1/ingress/traefik?group=eu-1", testIngressToken)
+	rDef, bDef := n.Get("/v1/ingress/traefik?group=default", testIngressToken)
+	rEU, _ := n.Get("/v1/ingress/traefik?group=eu-1", testIngressToken)
 	etagDef, etagEU := rDef.Header.Get("ETag"), rEU.Header.Get("ETag")
 
 	parked := make(chan int, 1)
 	go func() {
-		resp, _ := n.get("/v1/ingress/traefik?group=default&wait=1500ms", testIngressToken, "If-None-Match", etagDef)
+		resp, _ := n.Get("/v1/ingress/traefik?group=default&wait=1500ms", testIngressToken, "If-None-Match", etagDef)
 		parked <- resp.StatusCode
 	}()
 	time.Sleep(100 * time.Millisecond)
 	// blog (eu-1) moves to another port on vps-b; shop and back stay where they are.
-	putObject(t, n.st, "nodes/vps-b.json", fleet.NodeRecord{Name: "vps-b", Address: "10.83.0.2", APIPort: 7400, Seen: time.Now().UTC(),
+	putObject(t, n.St, "nodes/vps-b.json", fleet.NodeRecord{Name: "vps-b", Address: "10.83.0.2", APIPort: 7400, Seen: time.Now().UTC(),
 		Instances: map[string]fleet.Instance{"shop": {Port: 24001, Ready: true}, "blog": {Port: 24999, Ready: true}, "back": {Port: 24003, Ready: true}}})
 	waitFor(t, 5*time.Second, "eu-1 changed", func() bool {
-		r, _ := n.get("/v1/ingress/traefik?group=eu-1", testIngressToken)
+		r, _ := n.Get("/v1/ingress/traefik?group=eu-1", testIngressToken)
 		return r.Header.Get("ETag") != etagEU
 	})
-	r2, b2 := n.get("/v1/ingress/traefik?group=default", testIngressToken)
+	r2, b2 := n.Get("/v1/ingress/traefik?group=default", testIngressToken)
 	if r2.Header.Get("ETag") != etagDef || string(b2) != string(bDef) || r2.Header.Get("X-Scafo-Revision") != rDef.Header.Get("X-Scafo-Revision") {
 		t.Errorf("group default changed with a change in eu-1: etag %s → %s", etagDef, r2.Header.Get("ETag"))
 	}
@@ -155,11 +155,11 @@ func TestGroupValidation(t *testing.T) {
 	t.Parallel()
 	n := groupNode(t)
 	for _, path := range []string{"/v1/ingress/routes", "/v1/ingress/traefik"} {
-		resp, b := n.get(path+"?group=eu-2", testIngressToken)
+		resp, b := n.Get(path+"?group=eu-2", testIngressToken)
 		if resp.StatusCode != 404 || !strings.Contains(string(b), `"error":"unknown group"`) || !strings.Contains(string(b), "eu-2") {
 			t.Errorf("%s?group=eu-2 (a typo): %d %s, want 404 naming it", path, resp.StatusCode, b)
 		}
-		resp, b = n.get(path+"?group=default,eu-2", testIngressToken)
+		resp, b = n.Get(path+"?group=default,eu-2", testIngressToken)
 		if resp.StatusCode != 404 {
 			t.Errorf("%s?group=default,eu-2: %d %s, want 404", path, resp.StatusCode, b)
 		}
@@ -173,34 +173,34 @@ func TestGroupValidation(t *testing.T) {
 	for _, q := range []string{"group=", "group=EU-1", "group=eu_1", "group=default,default", "group=" + long,
 		"group=" + many, "group=" + strings.TrimSuffix(distinct, ","), "group=a,,b", "group=%00", "group=-x",
 		"group=default&group=eu-1", "group=" + strings.Repeat("x,", 5000), "group=default%2Ceu-1%3B"} {
-		resp, b := n.get("/v1/ingress/traefik?"+q, testIngressToken)
+		resp, b := n.Get("/v1/ingress/traefik?"+q, testIngressToken)
 		if resp.StatusCode != 400 || !strings.Contains(string(b), "group") || !strings.Contains(string(b), `"error":"invalid group"`) {
 			t.Errorf("?%.60s: %d %.200s, want 400 naming group", q, resp.StatusCode, b)
 		}
 	}
-	if resp, _ := n.get("/v1/ingress/traefik?group=eu-1", ""); resp.StatusCode != http.StatusUnauthorized {
+	if resp, _ := n.Get("/v1/ingress/traefik?group=eu-1", ""); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("?group= without a token: %d, want 401", resp.StatusCode)
 	}
 
 	// A group some application names, with no routes yet (no platform domain, no claim).
-	putObject(t, n.st, "apps/lone.json", fleet.App{Name: "lone", Account: "acme", Placement: []string{"vps-b"}, Ingress: &fleet.Ingress{Group: "ap-1"}})
+	putObject(t, n.St, "apps/lone.json", fleet.App{Name: "lone", Account: "acme", Placement: []string{"vps-b"}, Ingress: &fleet.Ingress{Group: "ap-1"}})
 	waitFor(t, 5*time.Second, "group ap-1 known", func() bool {
-		resp, _ := n.get("/v1/ingress/routes?group=ap-1", testIngressToken)
+		resp, _ := n.Get("/v1/ingress/routes?group=ap-1", testIngressToken)
 		return resp.StatusCode == 200
 	})
-	resp, b := n.get("/v1/ingress/routes?group=ap-1", testIngressToken)
+	resp, b := n.Get("/v1/ingress/routes?group=ap-1", testIngressToken)
 	var doc map[string]any
 	json.Unmarshal(b, &doc)
 	if len(hostsOf(doc)) != 0 || doc["api"] == nil || resp.Header.Get("X-Scafo-Group-Empty") != "ap-1" {
 		t.Errorf("empty group ap-1: hosts %v, api %v, X-Scafo-Group-Empty %q; want no routes, the API, and the header",
 			hostsOf(doc), doc["api"] != nil, resp.Header.Get("X-Scafo-Group-Empty"))
 	}
-	resp, _ = n.get("/v1/ingress/traefik?group=eu-1", testIngressToken)
+	resp, _ = n.Get("/v1/ingress/traefik?group=eu-1", testIngressToken)
 	if h := resp.Header.Get("X-Scafo-Group-Empty"); h != "" {
 		t.Errorf("eu-1 has routes, yet X-Scafo-Group-Empty: %q", h)
 	}
 
-	_, b = n.get("/v1/status", testIngressToken)
+	_, b = n.Get("/v1/status", testIngressToken)
 	var st api.Status
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatal(err)
@@ -209,8 +209,8 @@ func TestGroupValidation(t *testing.T) {
 	for _, g := range st.Groups {
 		got[g.Name] = g
 	}
-	_, rEU := n.get("/v1/ingress/routes?group=eu-1", testIngressToken)
-	rh, _ := n.get("/v1/ingress/routes?group=eu-1", testIngressToken)
+	_, rEU := n.Get("/v1/ingress/routes?group=eu-1", testIngressToken)
+	rh, _ := n.Get("/v1/ingress/routes?group=eu-1", testIngressToken)
 	if got["default"].Routes != 2 || got["eu-1"].Routes != 2 || got["ap-1"].Routes != 0 || len(st.Groups) != 3 ||
 		got["eu-1"].Revision != rh.Header.Get("X-Scafo-Revision") {
 		t.Errorf("status groups %+v; eu-1 revision served %s (%d bytes)", st.Groups, rh.Header.Get("X-Scafo-Revision"), len(rEU))
@@ -222,7 +222,7 @@ func TestGroupValidation(t *testing.T) {
 func TestAppIngressGroupIsValidated(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	for _, body := range []string{
 		`{"account":"acme","placement":[],"ingress":{"group":""}}`,
 		`{"account":"acme","placement":[],"ingress":{"group":"EU-1"}}`,
@@ -231,15 +231,15 @@ func TestAppIngressGroupIsValidated(t *testing.T) {
 		`{"account":"acme","placement":[],"ingress":{"group":"eu-1","extra":1}}`,
 		`{"account":"acme","placement":[],"ingress":{}}`,
 	} {
-		resp, b := n.do("PUT", "/v1/apps/shop", testAdminToken, body)
+		resp, b := n.Do("PUT", "/v1/apps/shop", testAdminToken, body)
 		if resp.StatusCode != 400 || !strings.Contains(string(b), "group") && !strings.Contains(string(b), "extra") {
 			t.Errorf("PUT %s: %d %s, want 400 naming ingress.group", body, resp.StatusCode, b)
 		}
 	}
-	if resp, _ := n.do("GET", "/v1/apps/shop", testAdminToken, ""); resp.StatusCode != 404 {
+	if resp, _ := n.Do("GET", "/v1/apps/shop", testAdminToken, ""); resp.StatusCode != 404 {
 		t.Errorf("a refused PUT wrote the application: GET %d", resp.StatusCode)
 	}
-	b := n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":[],"ingress":{"group":"eu-1"}}`)
+	b := n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":[],"ingress":{"group":"eu-1"}}`)
 	if !strings.Contains(string(b), `"ingress":{"group":"eu-1"}`) {
 		t.Errorf("stored application: %s", b)
 	}
@@ -270,7 +270,7 @@ func TestWaitAppliedCountsAGroupIngressOnItsGroupsContent(t *testing.T) {
 				return
 			default:
 			}
-			req, _ := http.NewRequest("GET", n.url+"/v1/ingress/traefik?group=eu-1&wait=30s", nil)
+			req, _ := http.NewRequest("GET", n.URL+"/v1/ingress/traefik?group=eu-1&wait=30s", nil)
 			req.Header.Set("Authorization", "Bearer "+testIngressToken)
 			req.Header.Set(api.HeaderIngress, "edge-eu")
 			req.Header.Set(api.HeaderIngressKind, api.KindPlugin)
@@ -313,12 +313,12 @@ func TestWaitAppliedCountsAGroupIngressOnItsGroupsContent(t *testing.T) {
 	})
 
 	// A new application in the default group: eu-1's bytes do not move.
-	resp, body := n.do("PUT", "/v1/apps/cart?wait=applied&timeout=2s", testAdminToken, `{"account":"acme","placement":["vps-b"]}`)
+	resp, body := n.Do("PUT", "/v1/apps/cart?wait=applied&timeout=2s", testAdminToken, `{"account":"acme","placement":["vps-b"]}`)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("a write in group default with wait=applied: %d %s, want 200 (edge-eu serves eu-1, which did not change)", resp.StatusCode, body)
 	}
 	// A change in eu-1 is still waited for: edge-eu takes it on its next 200.
-	resp, body = n.do("PUT", "/v1/apps/post?wait=applied&timeout=5s", testAdminToken, `{"account":"acme","placement":["vps-b"],"ingress":{"group":"eu-1"}}`)
+	resp, body = n.Do("PUT", "/v1/apps/post?wait=applied&timeout=5s", testAdminToken, `{"account":"acme","placement":["vps-b"],"ingress":{"group":"eu-1"}}`)
 	var ab api.Applied
 	json.Unmarshal(body, &ab)
 	mu.Lock()
@@ -339,24 +339,24 @@ func TestAMalformedQueryIsRefusedNotDropped(t *testing.T) {
 	t.Parallel()
 	n := groupNode(t)
 	for _, q := range []string{"?group=eu-1;x", "?group=eu-1&wait=1s;x", "?prefer=vps-b;x", "?group=%zz"} {
-		resp, b := n.get("/v1/ingress/routes"+q, testIngressToken)
+		resp, b := n.Get("/v1/ingress/routes"+q, testIngressToken)
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"error":"invalid query"`) {
 			t.Errorf("routes%s: %d %s, want 400 invalid query", q, resp.StatusCode, b)
 		}
 	}
 	// A parameter given twice is refused too, never the first one taken silently.
 	for q, what := range map[string]string{"?prefer=vps-b&prefer=self": "invalid prefer", "?wait=1s&wait=30s": "invalid wait"} {
-		resp, b := n.get("/v1/ingress/routes"+q, testIngressToken)
+		resp, b := n.Get("/v1/ingress/routes"+q, testIngressToken)
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"error":"`+what+`"`) {
 			t.Errorf("routes%s: %d %s, want 400 %s", q, resp.StatusCode, b, what)
 		}
 	}
-	before := serialOf(t, n.st)
-	resp, b := n.do("PUT", "/v1/apps/cart?wait=applied;timeout=1s", testAdminToken, `{"account":"acme","placement":["vps-b"]}`)
+	before := serialOf(t, n.St)
+	resp, b := n.Do("PUT", "/v1/apps/cart?wait=applied;timeout=1s", testAdminToken, `{"account":"acme","placement":["vps-b"]}`)
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"error":"invalid query"`) {
 		t.Errorf("a write with ?wait=applied;timeout=1s: %d %s, want 400 invalid query", resp.StatusCode, b)
 	}
-	if after := serialOf(t, n.st); after != before {
+	if after := serialOf(t, n.St); after != before {
 		t.Errorf("the refused write was made: serial %d → %d", before, after)
 	}
 }

@@ -36,12 +36,12 @@ func TestStatusSaysSoWhenHeartbeatsFail(t *testing.T) {
 	}
 	n := startNodeWithStore(t, cfg, nodeWritesFail{d})
 	waitFor(t, 5*time.Second, "ready", func() bool {
-		resp, _ := n.get("/v1/readyz", "")
+		resp, _ := n.Get("/v1/readyz", "")
 		return resp.StatusCode == 200
 	})
 	var st api.Status
 	waitFor(t, 5*time.Second, "status reports the failing heartbeat", func() bool {
-		_, b := n.get("/v1/status", testIngressToken)
+		_, b := n.Get("/v1/status", testIngressToken)
 		json.Unmarshal(b, &st)
 		return st.Store.HeartbeatError != ""
 	})

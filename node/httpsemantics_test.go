@@ -15,7 +15,7 @@ import (
 func TestHeadOnReadEndpoints(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	fleetOf(t, n, "tito-classic")
 	cases := []struct {
 		path, token string
@@ -30,8 +30,8 @@ func TestHeadOnReadEndpoints(t *testing.T) {
 		{"/v1/ingress/routes", "", nil}, // 401 both ways
 	}
 	for _, c := range cases {
-		get, gbody := n.get(c.path, c.token, c.hdr...)
-		head, hbody := n.do(http.MethodHead, c.path, c.token, "", c.hdr...)
+		get, gbody := n.Get(c.path, c.token, c.hdr...)
+		head, hbody := n.Do(http.MethodHead, c.path, c.token, "", c.hdr...)
 		if head.StatusCode != get.StatusCode {
 			t.Errorf("HEAD %s: %d, GET %d", c.path, head.StatusCode, get.StatusCode)
 			continue
@@ -49,8 +49,8 @@ func TestHeadOnReadEndpoints(t *testing.T) {
 		}
 	}
 	// HEAD with If-None-Match: 304, like GET.
-	get, _ := n.get("/v1/ingress/routes", testIngressToken)
-	head, _ := n.do(http.MethodHead, "/v1/ingress/routes", testIngressToken, "", "If-None-Match", get.Header.Get("ETag"))
+	get, _ := n.Get("/v1/ingress/routes", testIngressToken)
+	head, _ := n.Do(http.MethodHead, "/v1/ingress/routes", testIngressToken, "", "If-None-Match", get.Header.Get("ETag"))
 	if head.StatusCode != http.StatusNotModified {
 		t.Errorf("HEAD with a matching If-None-Match: %d, want 304", head.StatusCode)
 	}
@@ -61,21 +61,21 @@ func TestHeadOnReadEndpoints(t *testing.T) {
 func TestIfMatchStar(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")
 	star := []string{"If-Match", "*"}
 	// Path maps.
-	n.must(200, "PUT", pathsURL, testAdminToken, `{"paths":{"a":"tito-go.apps.example.com"}}`, star...)
-	n.must(412, "PUT", "/v1/apps/tito-go/domains/unclaimed.example.com/paths", testAdminToken, `{"paths":{}}`, star...)
+	n.Must(200, "PUT", pathsURL, testAdminToken, `{"paths":{"a":"tito-go.apps.example.com"}}`, star...)
+	n.Must(412, "PUT", "/v1/apps/tito-go/domains/unclaimed.example.com/paths", testAdminToken, `{"paths":{}}`, star...)
 	// Applications.
-	n.must(200, "PUT", "/v1/apps/tito-go", testAdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/h"}}`, star...)
-	n.must(412, "PUT", "/v1/apps/newcomer", testAdminToken, `{"account":"acme"}`, star...)
-	n.must(412, "DELETE", "/v1/apps/newcomer", testAdminToken, "", star...)
+	n.Must(200, "PUT", "/v1/apps/tito-go", testAdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/h"}}`, star...)
+	n.Must(412, "PUT", "/v1/apps/newcomer", testAdminToken, `{"account":"acme"}`, star...)
+	n.Must(412, "DELETE", "/v1/apps/newcomer", testAdminToken, "", star...)
 	// Claims.
-	n.must(201, "PUT", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "")
-	n.must(200, "DELETE", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "", star...)
-	n.must(412, "DELETE", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "", star...)
-	n.must(404, "DELETE", "/v1/apps/newcomer", testAdminToken, "") // without If-Match: not found
+	n.Must(201, "PUT", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "")
+	n.Must(200, "DELETE", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "", star...)
+	n.Must(412, "DELETE", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "", star...)
+	n.Must(404, "DELETE", "/v1/apps/newcomer", testAdminToken, "") // without If-Match: not found
 }
 
 // TestIfMatchWeakTagNeverMatches: If-Match uses the strong comparison, so W/"<current
@@ -83,29 +83,29 @@ func TestIfMatchStar(t *testing.T) {
 func TestIfMatchWeakTagNeverMatches(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")
 
-	r, _ := n.do("GET", pathsURL, testAdminToken, "")
+	r, _ := n.Do("GET", pathsURL, testAdminToken, "")
 	etag := r.Header.Get("ETag")
 	if !strings.HasPrefix(etag, `"`) {
 		t.Fatalf("path map ETag %q is not a strong tag", etag)
 	}
-	before := storeBytes(t, n.cfg.Store.Dir.Path)
-	n.must(412, "PUT", pathsURL, testAdminToken, `{"paths":{"a":"tito-go.apps.example.com"}}`, "If-Match", "W/"+etag)
-	if !equalMaps(before, storeBytes(t, n.cfg.Store.Dir.Path)) {
+	before := storeBytes(t, n.Cfg.Store.Dir.Path)
+	n.Must(412, "PUT", pathsURL, testAdminToken, `{"paths":{"a":"tito-go.apps.example.com"}}`, "If-Match", "W/"+etag)
+	if !equalMaps(before, storeBytes(t, n.Cfg.Store.Dir.Path)) {
 		t.Fatal("a 412 changed the store")
 	}
-	n.must(200, "PUT", pathsURL, testAdminToken, `{"paths":{"a":"tito-go.apps.example.com"}}`, "If-Match", `"nope", `+etag)
+	n.Must(200, "PUT", pathsURL, testAdminToken, `{"paths":{"a":"tito-go.apps.example.com"}}`, "If-Match", `"nope", `+etag)
 
-	r, _ = n.do("GET", "/v1/apps/tito-go", testAdminToken, "")
+	r, _ = n.Do("GET", "/v1/apps/tito-go", testAdminToken, "")
 	etag = r.Header.Get("ETag")
-	n.must(412, "PUT", "/v1/apps/tito-go", testAdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/h"}}`, "If-Match", "W/"+etag)
-	n.must(200, "PUT", "/v1/apps/tito-go", testAdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/h"}}`, "If-Match", etag)
+	n.Must(412, "PUT", "/v1/apps/tito-go", testAdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/h"}}`, "If-Match", "W/"+etag)
+	n.Must(200, "PUT", "/v1/apps/tito-go", testAdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/h"}}`, "If-Match", etag)
 
-	n.must(201, "PUT", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "")
-	r, _ = n.do("GET", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "")
+	n.Must(201, "PUT", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "")
+	r, _ = n.Do("GET", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "")
 	etag = r.Header.Get("ETag")
-	n.must(412, "DELETE", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "", "If-Match", "W/"+etag)
-	n.must(200, "DELETE", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "", "If-Match", etag)
+	n.Must(412, "DELETE", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "", "If-Match", "W/"+etag)
+	n.Must(200, "DELETE", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "", "If-Match", etag)
 }

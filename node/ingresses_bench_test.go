@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
+	ptypes "github.com/traefik/paerser/types"
+
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store/dir"
-	ptypes "github.com/traefik/paerser/types"
 )
 
 // BenchmarkPoll: what a report costs a poll (the same poll of the rendered

@@ -75,7 +75,7 @@ func (p *fakePlugin) stop() {
 }
 
 func (p *fakePlugin) poll() {
-	req, _ := http.NewRequest(http.MethodGet, p.n.url+"/v1/ingress/traefik", nil)
+	req, _ := http.NewRequest(http.MethodGet, p.n.URL+"/v1/ingress/traefik", nil)
 	req.Header.Set("Authorization", "Bearer "+testIngressToken)
 	req.Header.Set(api.HeaderIngress, p.name)
 	req.Header.Set(api.HeaderIngressKind, api.KindPlugin)
@@ -155,7 +155,7 @@ func onReportBackends(t *testing.T, test func(t *testing.T, be reportBackend)) {
 func startReportsNode(t *testing.T, be reportBackend, name string) *testNode {
 	t.Helper()
 	n := startNodeWithStore(t, reportsConfig(t, name, t.TempDir()), be.open(t))
-	n.waitReady()
+	n.WaitReady()
 	return n
 }
 
@@ -188,12 +188,12 @@ func testIngressReportsAreShared(t *testing.T, be reportBackend) {
 	a := startReportsNode(t, be, "vps-a")
 	b := startReportsNode(t, be, "vps-b")
 	waitFor(t, 5*time.Second, "a and b on one revision", func() bool {
-		ra, _ := node.PublishedMark(a.srv.Pub())
-		rb, _ := node.PublishedMark(b.srv.Pub())
+		ra, _ := node.PublishedMark(a.Srv.Pub())
+		rb, _ := node.PublishedMark(b.Srv.Pub())
 		return ra == rb
 	})
-	serial := serialOf(t, a.st)
-	rev, _ := node.PublishedMark(a.srv.Pub())
+	serial := serialOf(t, a.St)
+	rev, _ := node.PublishedMark(a.Srv.Pub())
 
 	p := startFakePlugin(t, a, "edge-1")
 	waitFor(t, 5*time.Second, "b lists edge-1 as current", func() bool {
@@ -204,15 +204,15 @@ func testIngressReportsAreShared(t *testing.T, be reportBackend) {
 	if in.Kind != api.KindPlugin || in.Node != "vps-a" || in.Served != nil || in.Applied.Revision != rev || in.Behind != 0 {
 		t.Errorf("b's view of edge-1 = %+v, want a plugin polling vps-a, applied serial %d revision %s, behind 0", in, serial, rev)
 	}
-	if stored := storedReport(t, a.st, "edge-1"); stored.Serial != serial || stored.Node != "vps-a" {
+	if stored := storedReport(t, a.St, "edge-1"); stored.Serial != serial || stored.Node != "vps-a" {
 		t.Errorf("stored report %+v, want serial %d from vps-a", stored, serial)
 	}
 	// Polls keep coming (every 20 ms) for a while: no serial bump, no new revision.
 	time.Sleep(600 * time.Millisecond)
-	if got := serialOf(t, a.st); got != serial {
+	if got := serialOf(t, a.St); got != serial {
 		t.Errorf("serial moved from %d to %d with reports alone", serial, got)
 	}
-	if r, _ := node.PublishedMark(a.srv.Pub()); r != rev {
+	if r, _ := node.PublishedMark(a.Srv.Pub()); r != rev {
 		t.Errorf("revision moved from %s to %s with reports alone", rev, r)
 	}
 	p.stop()
@@ -256,23 +256,23 @@ func testAnIngressThatMovesIsTakenOver(t *testing.T, be reportBackend) {
 	p.stop()
 	startFakePlugin(t, b, "edge-1")
 	waitFor(t, 5*time.Second, "edge-1's object written by vps-b", func() bool {
-		return storedReport(t, a.st, "edge-1").Node == "vps-b"
+		return storedReport(t, a.St, "edge-1").Node == "vps-b"
 	})
 	// Past lostAfter (2s) since edge-1 left vps-a: vps-a has let it go; vps-b keeps it.
-	first := storedReport(t, a.st, "edge-1")
-	deadline := time.Now().Add(time.Duration(a.cfg.Ingresses.LostAfter) + 500*time.Millisecond)
+	first := storedReport(t, a.St, "edge-1")
+	deadline := time.Now().Add(time.Duration(a.Cfg.Ingresses.LostAfter) + 500*time.Millisecond)
 	for time.Now().Before(deadline) {
-		if rep := storedReport(t, a.st, "edge-1"); rep.Node != "vps-b" {
+		if rep := storedReport(t, a.St, "edge-1"); rep.Node != "vps-b" {
 			t.Fatalf("edge-1's object written back by %s after vps-b took it over: %+v", rep.Node, rep)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if last := storedReport(t, a.st, "edge-1"); !last.Seen.After(first.Seen) {
+	if last := storedReport(t, a.St, "edge-1"); !last.Seen.After(first.Seen) {
 		t.Errorf("edge-1's object not refreshed by vps-b: seen %s, then %s", first.Seen, last.Seen)
 	}
 	for _, n := range []*testNode{a, b} {
 		if in := ingressesOf(t, n)["edge-1"]; in.Node != "vps-b" || in.State != "current" {
-			t.Errorf("%s lists edge-1 as %+v, want current on vps-b", n.cfg.Node.Name, in)
+			t.Errorf("%s lists edge-1 as %+v, want current on vps-b", n.Cfg.Node.Name, in)
 		}
 	}
 }
@@ -288,7 +288,7 @@ func TestARestartedNodeTakesOverItsIngressReports(t *testing.T) {
 func testARestartedNodeTakesOverItsReports(t *testing.T, be reportBackend) {
 	cfg := reportsConfig(t, "vps-a", t.TempDir())
 	a := startNodeWithStore(t, cfg, be.open(t))
-	a.waitReady()
+	a.WaitReady()
 	b := startReportsNode(t, be, "vps-b")
 	p := startFakePlugin(t, a, "edge-1")
 	waitFor(t, 5*time.Second, "b lists edge-1 current on vps-a", func() bool {
@@ -296,17 +296,17 @@ func testARestartedNodeTakesOverItsReports(t *testing.T, be reportBackend) {
 		return in.Node == "vps-a" && in.State == "current"
 	})
 	p.stop()
-	a.stop()
-	before := storedReport(t, b.st, "edge-1")
+	a.Stop()
+	before := storedReport(t, b.St, "edge-1")
 
 	a = startNodeWithStore(t, cfg, be.open(t))
-	a.waitReady()
+	a.WaitReady()
 	startFakePlugin(t, a, "edge-1")
 	// Refreshed by the restarted node past lostAfter (2s) after its last write before
 	// the restart: else vps-b would list edge-1 lost while it polls.
 	lostAfter := time.Duration(cfg.Ingresses.LostAfter)
 	waitFor(t, 3*lostAfter, "edge-1's object refreshed past lostAfter", func() bool {
-		after := storedReport(t, b.st, "edge-1")
+		after := storedReport(t, b.St, "edge-1")
 		return after.Node == "vps-a" && after.Seen.Sub(before.Seen) > lostAfter
 	})
 	if in := ingressesOf(t, b)["edge-1"]; in.State != "current" || in.Node != "vps-a" {
@@ -332,7 +332,7 @@ func testWaitAppliedWaitsForEveryLiveIngress(t *testing.T, be reportBackend) {
 	})
 
 	start := time.Now()
-	resp, body := a.do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=10s", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	resp, body := a.Do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=10s", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	answered := time.Now()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("PUT with wait=applied: %d %s", resp.StatusCode, body)
@@ -357,7 +357,7 @@ func testWaitAppliedWaitsForEveryLiveIngress(t *testing.T, be reportBackend) {
 
 	// edge-2's Traefik stops applying: the next write waits for it, then answers 202.
 	p2.frozen.Store(true)
-	resp, body = a.do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=700ms", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	resp, body = a.Do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=700ms", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("PUT with a stuck ingress: %d %s, want 202", resp.StatusCode, body)
 	}
@@ -373,7 +373,7 @@ func testWaitAppliedWaitsForEveryLiveIngress(t *testing.T, be reportBackend) {
 	// Stopped for good: lost after ingresses.lostAfter, and no longer waited for.
 	p2.stop()
 	waitFor(t, 6*time.Second, "edge-2 lost", func() bool { return ingressesOf(t, a)["edge-2"].State == "lost" })
-	resp, body = a.do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=5s", testAdminToken, `{"account":"acme","placement":["vps-a","vps-b"]}`)
+	resp, body = a.Do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=5s", testAdminToken, `{"account":"acme","placement":["vps-a","vps-b"]}`)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("PUT with edge-2 lost: %d %s, want 200", resp.StatusCode, body)
 	}
@@ -383,8 +383,8 @@ func testWaitAppliedWaitsForEveryLiveIngress(t *testing.T, be reportBackend) {
 func TestWaitAppliedRefusesBadParametersWithoutWriting(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
-	before := serialOf(t, n.st)
+	n.WaitReady()
+	before := serialOf(t, n.St)
 	for _, c := range []struct {
 		method, query, want string
 	}{
@@ -397,24 +397,24 @@ func TestWaitAppliedRefusesBadParametersWithoutWriting(t *testing.T) {
 		{http.MethodPut, "timeout=5s", "invalid timeout"},
 		{http.MethodGet, "wait=applied", "invalid wait"},
 	} {
-		resp, body := n.do(c.method, "/v1/apps/shop?"+c.query, testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+		resp, body := n.Do(c.method, "/v1/apps/shop?"+c.query, testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 		var e struct{ Error, Detail string }
 		json.Unmarshal(body, &e)
 		if resp.StatusCode != http.StatusBadRequest || e.Error != c.want || e.Detail == "" {
 			t.Errorf("%s ?%s: %d %s, want 400 %q with a detail", c.method, c.query, resp.StatusCode, body, c.want)
 		}
 	}
-	resp, body := n.do(http.MethodPost, "/v1/node/instances/shop?wait=live", testAdminToken, "")
+	resp, body := n.Do(http.MethodPost, "/v1/node/instances/shop?wait=live", testAdminToken, "")
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "invalid wait") {
 		t.Errorf("instance write with a bad wait: %d %s, want 400", resp.StatusCode, body)
 	}
-	if insts := n.srv.Instances().Records(); len(insts) != 0 {
+	if insts := n.Srv.Instances().Records(); len(insts) != 0 {
 		t.Errorf("instances %v: a refused instance write allocated", insts)
 	}
-	if got := serialOf(t, n.st); got != before {
+	if got := serialOf(t, n.St); got != before {
 		t.Errorf("serial moved from %d to %d: a refused request wrote", before, got)
 	}
-	if _, err := n.st.Get(context.Background(), "apps/shop.json"); err == nil {
+	if _, err := n.St.Get(context.Background(), "apps/shop.json"); err == nil {
 		t.Error("apps/shop.json exists: a refused request wrote it")
 	}
 }
@@ -424,16 +424,16 @@ func TestWaitAppliedRefusesBadParametersWithoutWriting(t *testing.T) {
 func TestWaitAppliedOnAnApplicationTokensOwnWrite(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")
 	_, tok := issueToken(t, n, "acme", "tito-classic", `"publish"`)
 	startFakePlugin(t, n, "edge-1")
-	resp, body := n.do(http.MethodPut, "/v1/apps/tito-classic/domains/ti.to/paths?wait=applied&timeout=10s", tok,
+	resp, body := n.Do(http.MethodPut, "/v1/apps/tito-classic/domains/ti.to/paths?wait=applied&timeout=10s", tok,
 		`{"paths":{"paulca":"tito-go.apps.example.com"}}`)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"applied":true`) || !strings.Contains(string(body), `"paulca"`) {
 		t.Fatalf("flip with wait: %d %s", resp.StatusCode, body)
 	}
-	resp, body = n.do(http.MethodPut, "/v1/apps/tito-go/domains/ti.to/paths?wait=applied", tok, `{"paths":{}}`)
+	resp, body = n.Do(http.MethodPut, "/v1/apps/tito-go/domains/ti.to/paths?wait=applied", tok, `{"paths":{}}`)
 	if resp.StatusCode != http.StatusForbidden || strings.Contains(string(body), "applied") {
 		t.Errorf("another app's door with wait: %d %s, want the plain 403", resp.StatusCode, body)
 	}
@@ -444,17 +444,17 @@ func TestWaitAppliedOnAnApplicationTokensOwnWrite(t *testing.T) {
 func TestWaitAppliedWaitersAreBounded(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
-	n.srv.Ingresses().SetWaiterSlots(1)
+	n.WaitReady()
+	n.Srv.Ingresses().SetWaiterSlots(1)
 	p := startFakePlugin(t, n, "edge-1")
 	waitFor(t, 5*time.Second, "edge-1 current", func() bool { return ingressesOf(t, n)["edge-1"].State == "current" })
 	p.frozen.Store(true)
 
-	initial := serialOf(t, n.st)
+	initial := serialOf(t, n.St)
 	ctx, cancel := context.WithCancel(context.Background())
 	first := make(chan int, 1)
 	go func() {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, n.url+"/v1/apps/a1?wait=applied&timeout=30s", strings.NewReader(`{"account":"acme","placement":["vps-a"]}`))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, n.URL+"/v1/apps/a1?wait=applied&timeout=30s", strings.NewReader(`{"account":"acme","placement":["vps-a"]}`))
 		req.Header.Set("Authorization", "Bearer "+testAdminToken)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -467,14 +467,14 @@ func TestWaitAppliedWaitersAreBounded(t *testing.T) {
 	// The waiter's slot is taken before its write commits: wait for both, or the serial
 	// read below can come before the first write's bump (seen under load).
 	waitFor(t, 20*time.Second, "the first write committed and waiting", func() bool {
-		return waiting(n) == 1 && serialOf(t, n.st) != initial
+		return waiting(n) == 1 && serialOf(t, n.St) != initial
 	})
-	before := serialOf(t, n.st)
-	resp, body := n.do(http.MethodPut, "/v1/apps/a2?wait=applied", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	before := serialOf(t, n.St)
+	resp, body := n.Do(http.MethodPut, "/v1/apps/a2?wait=applied", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "too many waiters") {
 		t.Errorf("second waiter: %d %s, want 503 too many waiters", resp.StatusCode, body)
 	}
-	if got := serialOf(t, n.st); got != before {
+	if got := serialOf(t, n.St); got != before {
 		t.Errorf("the refused waiter wrote (serial %d -> %d)", before, got)
 	}
 	cancel()
@@ -497,9 +497,9 @@ func TestHostileIngressReports(t *testing.T) {
 	}
 	cs := newCountingStore(st, false)
 	n := startNodeWithStore(t, cfg, cs)
-	n.waitReady()
+	n.WaitReady()
 	poll := func(hdr ...string) *http.Response {
-		resp, _ := n.get("/v1/ingress/traefik", testIngressToken, hdr...)
+		resp, _ := n.Get("/v1/ingress/traefik", testIngressToken, hdr...)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("poll with %v: %d, want 200 (a report never changes what is served)", hdr, resp.StatusCode)
 		}
@@ -520,7 +520,7 @@ func TestHostileIngressReports(t *testing.T) {
 			t.Errorf("report %v: %s %q, want refused", hdr, api.HeaderIngressReport, got)
 		}
 	}
-	known := n.srv.Identity().Serial()
+	known := n.Srv.Identity().Serial()
 	poll(api.HeaderIngress, "liar", api.HeaderIngressKind, api.KindPlugin, api.HeaderAppliedSerial, "999999999")
 	if in := ingressesOf(t, n)["liar"]; in.Applied == nil || in.Applied.Serial != known {
 		t.Errorf("a serial from the future: %+v, want clamped to %d", in.Applied, known)
@@ -549,7 +549,7 @@ func TestHostileIngressReports(t *testing.T) {
 	for i := range 100 {
 		poll(api.HeaderIngress, fmt.Sprintf("Bad-%d", i))
 	}
-	if l := n.logs.String(); strings.Count(l, "ingress report refused") > 12 {
+	if l := n.Logs.String(); strings.Count(l, "ingress report refused") > 12 {
 		t.Errorf("refusals logged %d times, want each reason once a minute", strings.Count(l, "ingress report refused"))
 	}
 }
@@ -570,7 +570,7 @@ func testCorruptIngressObjectIsSkipped(t *testing.T, be reportBackend) {
 		"ingresses/other.json":  strings.Replace(string(good), "edge-1", "edge-2", 1),
 		"ingresses/kind.json":   strings.Replace(strings.Replace(string(good), "edge-1", "kind", 1), `"http"`, `"squid"`, 1),
 	} {
-		if _, err := n.st.Put(ctx, k, []byte(v), store.Condition{}); err != nil {
+		if _, err := n.St.Put(ctx, k, []byte(v), store.Condition{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -592,13 +592,13 @@ func testCorruptIngressObjectIsSkipped(t *testing.T, be reportBackend) {
 func TestHTTPProviderIngressIsServedNotApplied(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
-	resp, _ := n.get("/v1/ingress/traefik?prefer=self", testIngressToken, api.HeaderIngress, "edge-h")
+	n.WaitReady()
+	resp, _ := n.Get("/v1/ingress/traefik?prefer=self", testIngressToken, api.HeaderIngress, "edge-h")
 	serial, _ := strconv.ParseUint(resp.Header.Get("X-Scafo-Serial"), 10, 64)
 	if in := ingressesOf(t, n)["edge-h"]; in.Kind != api.KindHTTP || in.Served == nil || in.Served.Serial != 0 || in.Applied != nil {
 		t.Errorf("after one poll: %+v, want kind http, nothing counted yet", in)
 	}
-	n.get("/v1/ingress/traefik?prefer=self", testIngressToken, api.HeaderIngress, "edge-h")
+	n.Get("/v1/ingress/traefik?prefer=self", testIngressToken, api.HeaderIngress, "edge-h")
 	if in := ingressesOf(t, n)["edge-h"]; in.Served == nil || in.Served.Serial != serial || in.Served.Revision != resp.Header.Get("X-Scafo-Revision") || in.State != "current" {
 		t.Errorf("after a second poll: %+v, want served serial %d, current", in, serial)
 	}
@@ -623,14 +623,14 @@ func TestReportsAreNotReachableThroughTheApex(t *testing.T) {
 func TestIngressMetricsAndAWaitWithNoIngress(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
-	resp, body := n.do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=10s", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.WaitReady()
+	resp, body := n.Do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=10s", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	var ab api.Applied
 	json.Unmarshal(body, &ab)
 	if resp.StatusCode != http.StatusOK || ab.Ingresses != 0 {
 		t.Fatalf("wait with no ingress: %d %s", resp.StatusCode, body)
 	}
-	if _, mark := node.PublishedMark(n.srv.Pub()); mark < ab.Serial {
+	if _, mark := node.PublishedMark(n.Srv.Pub()); mark < ab.Serial {
 		t.Errorf("answered applied at serial %d while this node publishes serial %d", ab.Serial, mark)
 	}
 	if !strings.Contains(string(routesDocBytes(t, n)), `"shop.apps.example.com"`) {
@@ -640,7 +640,7 @@ func TestIngressMetricsAndAWaitWithNoIngress(t *testing.T) {
 	p := startFakePlugin(t, n, "edge-1")
 	waitFor(t, 5*time.Second, "edge-1 current", func() bool { return ingressesOf(t, n)["edge-1"].State == "current" })
 	metric := func(name string) string {
-		_, b := n.get("/metrics", "")
+		_, b := n.Get("/metrics", "")
 		for _, line := range strings.Split(string(b), "\n") {
 			if strings.HasPrefix(line, name+" ") {
 				return strings.TrimPrefix(line, name+" ")
@@ -655,7 +655,7 @@ func TestIngressMetricsAndAWaitWithNoIngress(t *testing.T) {
 		t.Error("no scafo_ingress_oldest_report_seconds")
 	}
 	p.frozen.Store(true)
-	n.must(http.StatusCreated, http.MethodPut, "/v1/apps/cart", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.Must(http.StatusCreated, http.MethodPut, "/v1/apps/cart", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	waitFor(t, 5*time.Second, "edge-1 behind in the metrics", func() bool { return metric(`scafo_ingresses{state="behind"}`) == "1" })
 	p.stop()
 	waitFor(t, 6*time.Second, "edge-1 lost in the metrics", func() bool { return metric(`scafo_ingresses{state="lost"}`) == "1" })
@@ -663,7 +663,7 @@ func TestIngressMetricsAndAWaitWithNoIngress(t *testing.T) {
 
 func routesDocBytes(t *testing.T, n *testNode) []byte {
 	t.Helper()
-	_, b := n.get("/v1/ingress/routes", testIngressToken)
+	_, b := n.Get("/v1/ingress/routes", testIngressToken)
 	return b
 }
 
@@ -691,14 +691,14 @@ func TestWaitAppliedIsNeverAppliedOnAPartialView(t *testing.T) {
 	}
 	lf := &listFails{Store: st}
 	n := startNodeWithStore(t, cfg, lf)
-	n.waitReady()
+	n.WaitReady()
 	startFakePlugin(t, n, "edge-1")
 	waitFor(t, 5*time.Second, "edge-1 current", func() bool { return ingressesOf(t, n)["edge-1"].State == "current" })
 	lf.on.Store(true)
 	// The view read before the switch may still be cached: wait until the node's view
 	// is the failing one, so the write below meets it (and not a view read earlier).
 	waitFor(t, 10*time.Second, "the reports unreadable", func() bool { return statusOf(t, n).IngressesError != "" })
-	resp, body := n.do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=1500ms", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	resp, body := n.Do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=1500ms", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "could not be read") {
 		t.Errorf("with the reports unreadable: %d %s, want 202 saying so", resp.StatusCode, body)
 	}
@@ -819,15 +819,15 @@ func testAnIdleIngressCosts(t *testing.T, be reportBackend) {
 	cfg := reportsConfig(t, "vps-a", t.TempDir()) // lostAfter 2s: a refresh every 500ms
 	rc, httpOf := countedReports(t, be)
 	n := startNodeWithStore(t, cfg, rc)
-	n.waitReady()
-	resp, _ := n.get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, "edge-1", api.HeaderIngressKind, api.KindPlugin)
+	n.WaitReady()
+	resp, _ := n.Get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, "edge-1", api.HeaderIngressKind, api.KindPlugin)
 	etag := resp.Header.Get("ETag")
 	start := time.Now()
 	const held = 3 * time.Second
 	// One long-poll held for the whole window (nothing changes), longer than lostAfter.
 	codes := make(chan int, 1)
 	go func() {
-		req, _ := http.NewRequest(http.MethodGet, n.url+"/v1/ingress/traefik?wait="+held.String(), nil)
+		req, _ := http.NewRequest(http.MethodGet, n.URL+"/v1/ingress/traefik?wait="+held.String(), nil)
 		req.Header.Set("Authorization", "Bearer "+testIngressToken)
 		req.Header.Set("If-None-Match", etag)
 		req.Header.Set(api.HeaderIngress, "edge-1")
@@ -920,7 +920,7 @@ func testIngressReportsPastOneListPage(t *testing.T, be reportBackend) {
 		s.Ingresses().ViewTimeout = 2 * time.Minute
 		s.Ingresses().Now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
 	})
-	n.waitReady()
+	n.WaitReady()
 	for i, want := range []map[string]int{{"list": 1, "get": reports}, {"list": 1}} {
 		if i > 0 {
 			ahead.Add(int64(ingress.StatusViewMaxAge + time.Millisecond)) // the view is now too old to reuse
@@ -1039,7 +1039,7 @@ func TestIngressReportsAreReadInTimeFromAStoreARegionAway(t *testing.T) {
 	cfg.Ingresses.LostAfter = ptypes.Duration(time.Minute) // every report live
 	// Only ingresses/ goes the long way: the reconcile pass is not what is measured.
 	n := startNodeWithStore(t, cfg, prefixRoute{Store: openS3(t, bcfg), prefix: ingress.Prefix, to: farReports})
-	n.waitReady()
+	n.WaitReady()
 	// The first status reads them all, within the one read's ingressViewTimeout.
 	start, before := time.Now(), farReports.Stats()
 	s := statusOf(t, n)
@@ -1065,7 +1065,7 @@ func testIngressNotSeenForForgetAfterIsForgotten(t *testing.T, be reportBackend)
 	ctx := context.Background()
 	for name, age := range map[string]time.Duration{"old": 2 * time.Hour, "recent": 30 * time.Minute} {
 		b, _ := json.Marshal(ingress.Report{Name: name, Kind: api.KindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().Add(-age).UTC()})
-		if _, err := n.st.Put(ctx, ingress.Prefix+name+".json", b, store.Condition{}); err != nil {
+		if _, err := n.St.Put(ctx, ingress.Prefix+name+".json", b, store.Condition{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -1076,7 +1076,7 @@ func testIngressNotSeenForForgetAfterIsForgotten(t *testing.T, be reportBackend)
 	if ins["recent"].State != "lost" {
 		t.Errorf("an ingress not seen for 30m: %+v, want listed lost", ins["recent"])
 	}
-	if _, err := n.st.Get(ctx, ingress.Prefix+"old.json"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := n.St.Get(ctx, ingress.Prefix+"old.json"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the forgotten ingress's object: %v, want deleted", err)
 	}
 }
@@ -1086,9 +1086,9 @@ func testIngressNotSeenForForgetAfterIsForgotten(t *testing.T, be reportBackend)
 func TestWaitAppliedSlotsAreSharedBetweenAccounts(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	fleetOf(t, n, "tito-classic@tito", "tito-go@tito", "shop")
-	n.must(http.StatusCreated, http.MethodPut, "/v1/apps/shop/domains/shop.example.org", testAdminToken, "")
+	n.Must(http.StatusCreated, http.MethodPut, "/v1/apps/shop/domains/shop.example.org", testAdminToken, "")
 	_, tito := issueToken(t, n, "tito", "tito-classic", `"publish"`)
 	_, acme := issueToken(t, n, "acme", "shop", `"publish"`)
 	p := startFakePlugin(t, n, "edge-1")
@@ -1097,7 +1097,7 @@ func TestWaitAppliedSlotsAreSharedBetweenAccounts(t *testing.T) {
 
 	// tito's waiters hold their slots until the test ends (a short timeout expired before
 	// the checks below on a loaded machine), then leave with their client.
-	initial := serialOf(t, n.st)
+	initial := serialOf(t, n.St)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -1106,7 +1106,7 @@ func TestWaitAppliedSlotsAreSharedBetweenAccounts(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPut, n.url+"/v1/apps/tito-classic/domains/ti.to/paths?wait=applied&timeout=60s",
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPut, n.URL+"/v1/apps/tito-classic/domains/ti.to/paths?wait=applied&timeout=60s",
 				strings.NewReader(fmt.Sprintf(`{"paths":{"p%d":"tito-go.apps.example.com"}}`, i)))
 			req.Header.Set("Authorization", "Bearer "+tito)
 			if resp, err := http.DefaultClient.Do(req); err == nil {
@@ -1117,14 +1117,14 @@ func TestWaitAppliedSlotsAreSharedBetweenAccounts(t *testing.T) {
 	// A waiter's slot is taken before its write commits: wait for every write's serial
 	// bump too, or edge-1 may still hold the serial a no-op write below answers at.
 	waitFor(t, 20*time.Second, "tito's writes committed and waiting", func() bool {
-		return waiting(n) == ingress.MaxWaitersPerAccount && serialOf(t, n.st) >= initial+uint64(ingress.MaxWaitersPerAccount)
+		return waiting(n) == ingress.MaxWaitersPerAccount && serialOf(t, n.St) >= initial+uint64(ingress.MaxWaitersPerAccount)
 	})
-	resp, body := n.do(http.MethodPut, "/v1/apps/tito-classic/domains/ti.to/paths?wait=applied&timeout=4s", tito, `{"paths":{"x":"tito-go.apps.example.com"}}`)
+	resp, body := n.Do(http.MethodPut, "/v1/apps/tito-classic/domains/ti.to/paths?wait=applied&timeout=4s", tito, `{"paths":{"x":"tito-go.apps.example.com"}}`)
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "too many waiters") {
 		t.Errorf("tito's write beyond its share: %d %s, want 503", resp.StatusCode, body)
 	}
 	for _, tok := range []string{acme, testAdminToken} {
-		resp, body = n.do(http.MethodPut, "/v1/apps/shop/domains/shop.example.org/paths?wait=applied&timeout=300ms", tok, `{"paths":{}}`)
+		resp, body = n.Do(http.MethodPut, "/v1/apps/shop/domains/shop.example.org/paths?wait=applied&timeout=300ms", tok, `{"paths":{}}`)
 		if resp.StatusCode != http.StatusAccepted {
 			t.Errorf("another account's write (token %.8s…) while tito holds its share: %d %s, want 202 (edge-1 is behind)", tok, resp.StatusCode, body)
 		}
@@ -1138,13 +1138,13 @@ func TestWaitAppliedSlotsAreSharedBetweenAccounts(t *testing.T) {
 func TestIngressReportSeenInTheFutureIsSkippedNotWaitedForForever(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir())) // lostAfter 2s
-	n.waitReady()
+	n.WaitReady()
 	ctx := context.Background()
 	ghost, _ := json.Marshal(ingress.Report{Name: "ghost", Kind: api.KindPlugin, Node: "vps-z", Serial: 1, Seen: time.Now().Add(365 * 24 * time.Hour).UTC()})
-	if _, err := n.st.Put(ctx, ingress.Prefix+"ghost.json", ghost, store.Condition{}); err != nil {
+	if _, err := n.St.Put(ctx, ingress.Prefix+"ghost.json", ghost, store.Condition{}); err != nil {
 		t.Fatal(err)
 	}
-	resp, body := n.do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=1s", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	resp, body := n.Do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=1s", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("a write waiting with only a ghost report in the store: %d %s, want 200", resp.StatusCode, body)
 	}
@@ -1169,10 +1169,10 @@ func TestIngressReportSeenInTheFutureIsSkippedNotWaitedForForever(t *testing.T) 
 func TestWaitAppliedKeepsSlotsForTheAdmin(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
-	n.srv.Ingresses().SetWaiterSlots(2 * ingress.MaxWaitersPerAccount) // two accounts' shares
+	n.WaitReady()
+	n.Srv.Ingresses().SetWaiterSlots(2 * ingress.MaxWaitersPerAccount) // two accounts' shares
 	fleetOf(t, n, "tito-classic@tito", "tito-go@tito", "shop")
-	n.must(http.StatusCreated, http.MethodPut, "/v1/apps/shop/domains/shop.example.org", testAdminToken, "")
+	n.Must(http.StatusCreated, http.MethodPut, "/v1/apps/shop/domains/shop.example.org", testAdminToken, "")
 	_, tito := issueToken(t, n, "tito", "tito-classic", `"publish"`)
 	_, acme := issueToken(t, n, "acme", "shop", `"publish"`)
 	p := startFakePlugin(t, n, "edge-1")
@@ -1186,7 +1186,7 @@ func TestWaitAppliedKeepsSlotsForTheAdmin(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req, _ := http.NewRequest(http.MethodPut, n.url+path+"?wait=applied&timeout=4s", strings.NewReader(body))
+			req, _ := http.NewRequest(http.MethodPut, n.URL+path+"?wait=applied&timeout=4s", strings.NewReader(body))
 			req.Header.Set("Authorization", "Bearer "+tok)
 			if resp, err := http.DefaultClient.Do(req); err == nil {
 				if resp.StatusCode == http.StatusServiceUnavailable {
@@ -1203,10 +1203,10 @@ func TestWaitAppliedKeepsSlotsForTheAdmin(t *testing.T) {
 	waitFor(t, 5*time.Second, "every tenant write waiting or refused", func() bool {
 		return waiting(n)+int(refused.Load()) == 2*ingress.MaxWaitersPerAccount
 	})
-	if got, limit := n.srv.Ingresses().Waiters(); got >= limit {
+	if got, limit := n.Srv.Ingresses().Waiters(); got >= limit {
 		t.Errorf("application tokens hold %d of %d waiter slots, want some kept for the admin", got, limit)
 	}
-	resp, body := n.do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=300ms", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	resp, body := n.Do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=300ms", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	if resp.StatusCode != http.StatusAccepted {
 		t.Errorf("the admin's write while tenants wait: %d %s, want 202 (edge-1 is behind)", resp.StatusCode, body)
 	}
@@ -1214,6 +1214,6 @@ func TestWaitAppliedKeepsSlotsForTheAdmin(t *testing.T) {
 
 // waiting is the waiter slots n's writes hold.
 func waiting(n *testNode) int {
-	held, _ := n.srv.Ingresses().Waiters()
+	held, _ := n.Srv.Ingresses().Waiters()
 	return held
 }

@@ -51,14 +51,14 @@ func TestAFloodOfMadeUpIngressNamesHidesNoRealOne(t *testing.T) {
 		seed(fmt.Sprintf("%04d", i), time.Now().Add(-48*time.Hour))
 	}
 	n := startNodeWithStore(t, cfg, st, func(s *node.Server) { s.Ingresses().ViewMax = 4 })
-	n.waitReady()
+	n.WaitReady()
 	// The real ingress polls another node: n knows it only through the store's view.
 	stB, err := dir.New(cfg.Store.Dir.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	nB := startNodeWithStore(t, reportsConfig(t, "vps-b", cfg.Store.Dir.Path), stB)
-	nB.waitReady()
+	nB.WaitReady()
 	p := startFakePlugin(t, nB, "zz-real")
 	// In key order the four "0000"… reports would fill the view: zz-real would never be seen.
 	waitFor(t, 10*time.Second, "zz-real in the fleet's view", func() bool { return ingressesOf(t, n)["zz-real"].State == "current" })
@@ -67,7 +67,7 @@ func TestAFloodOfMadeUpIngressNamesHidesNoRealOne(t *testing.T) {
 	if s := statusOf(t, n); !strings.Contains(s.IngressesError, "partial view") {
 		t.Errorf("status with %d reports and a view of 4: error %q, want it to say the view is partial", 11, s.IngressesError)
 	}
-	resp, body := n.do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=1500ms", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	resp, body := n.Do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=1500ms", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "partial view") {
 		t.Errorf("a write waiting on a partial view: %d %s, want 202 saying the view is partial", resp.StatusCode, body)
 	}

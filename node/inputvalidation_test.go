@@ -17,14 +17,14 @@ import (
 func TestEmptyPreferIsRefused(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	for _, path := range []string{"/v1/ingress/traefik?prefer=", "/v1/ingress/routes?prefer=", "/v1/ingress/traefik?prefer"} {
-		resp, b := n.get(path, testIngressToken)
+		resp, b := n.Get(path, testIngressToken)
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "prefer") {
 			t.Errorf("%s: %d %s, want 400 naming prefer", path, resp.StatusCode, b)
 		}
 	}
-	if resp, b := n.get("/v1/ingress/traefik", testIngressToken); resp.StatusCode != http.StatusOK {
+	if resp, b := n.Get("/v1/ingress/traefik", testIngressToken); resp.StatusCode != http.StatusOK {
 		t.Errorf("no prefer: %d %s", resp.StatusCode, b)
 	}
 }
@@ -35,9 +35,9 @@ func TestEmptyPreferIsRefused(t *testing.T) {
 func TestIngressNamesAreCheckedAtBothEnds(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	for _, name := range []string{"edge-", "edge.", "-edge", ".edge", "Edge", "ed_ge", strings.Repeat("a", 64), "-"} {
-		resp, b := n.get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, name)
+		resp, b := n.Get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, name)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%q: the poll answered %d %s, want it served", name, resp.StatusCode, b)
 		}
@@ -46,7 +46,7 @@ func TestIngressNamesAreCheckedAtBothEnds(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"e", "edge-1", "edge.a-b.c", strings.Repeat("a", 63)} {
-		resp, _ := n.get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, name)
+		resp, _ := n.Get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, name)
 		if h := resp.Header.Get(api.HeaderIngressReport); h != "recorded" {
 			t.Errorf("%q: %s %q, want recorded", name, api.HeaderIngressReport, h)
 		}
@@ -59,21 +59,21 @@ func TestIngressNamesAreCheckedAtBothEnds(t *testing.T) {
 func TestAPathMapWithADuplicateKeyIsRefusedOverHTTP(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")
-	n.must(200, "PUT", pathsURL, testAdminToken, `{"paths":{"paulca":"tito-go.apps.example.com"}}`)
-	before := n.must(200, "GET", pathsURL, testAdminToken, "")
+	n.Must(200, "PUT", pathsURL, testAdminToken, `{"paths":{"paulca":"tito-go.apps.example.com"}}`)
+	before := n.Must(200, "GET", pathsURL, testAdminToken, "")
 	for _, body := range []string{
 		`{"paths":{"bob":"tito-go.apps.example.com","bob":"tito-go.apps.example.com"}}`,
 		`{"paths":{"bob":"tito-go.apps.example.com","alice":"tito-go.apps.example.com","bob":"ti.to"}}`,
 		`{"paths":{"bob":"tito-go.apps.example.com"},"paths":{}}`,
 	} {
-		resp, b := n.do("PUT", pathsURL, testAdminToken, body)
+		resp, b := n.Do("PUT", pathsURL, testAdminToken, body)
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "duplicate") {
 			t.Errorf("%s: %d %s, want 400 naming the duplicate", body, resp.StatusCode, b)
 		}
 	}
-	if after := n.must(200, "GET", pathsURL, testAdminToken, ""); string(after) != string(before) {
+	if after := n.Must(200, "GET", pathsURL, testAdminToken, ""); string(after) != string(before) {
 		t.Errorf("the map changed: %s, was %s", after, before)
 	}
 }
@@ -93,18 +93,18 @@ func TestACorruptApplicationObjectCanBeSeenAndDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := startNodeWithStore(t, cfg, st)
-	n.waitReady()
-	resp, b := n.do("GET", "/v1/apps/broken", testAdminToken, "")
+	n.WaitReady()
+	resp, b := n.Do("GET", "/v1/apps/broken", testAdminToken, "")
 	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(b), "corrupt object") || !strings.Contains(string(b), "apps/broken.json") {
 		t.Errorf("GET of a corrupt application: %d %s, want 409 corrupt object naming the key", resp.StatusCode, b)
 	}
-	if resp, b := n.do("DELETE", "/v1/apps/broken", testAdminToken, "", "If-Match", `"not-its-etag"`); resp.StatusCode != http.StatusPreconditionFailed {
+	if resp, b := n.Do("DELETE", "/v1/apps/broken", testAdminToken, "", "If-Match", `"not-its-etag"`); resp.StatusCode != http.StatusPreconditionFailed {
 		t.Errorf("DELETE with another etag: %d %s, want 412 (the delete stays conditional)", resp.StatusCode, b)
 	}
-	if resp, b := n.do("DELETE", "/v1/apps/broken", testAdminToken, ""); resp.StatusCode != http.StatusOK {
+	if resp, b := n.Do("DELETE", "/v1/apps/broken", testAdminToken, ""); resp.StatusCode != http.StatusOK {
 		t.Fatalf("DELETE of a corrupt application: %d %s, want 200", resp.StatusCode, b)
 	}
-	if resp, b := n.do("GET", "/v1/apps/broken", testAdminToken, ""); resp.StatusCode != http.StatusNotFound {
+	if resp, b := n.Do("GET", "/v1/apps/broken", testAdminToken, ""); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("after the delete: %d %s, want 404", resp.StatusCode, b)
 	}
 }

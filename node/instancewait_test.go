@@ -57,8 +57,8 @@ func testAnInstanceMoveAnswersApplied(t *testing.T, be reportBackend) {
 	p1 := startFakePlugin(t, a, "edge-1")
 	p2 := startFakePlugin(t, b, "edge-2")
 	oldPort, newPort := listenOn(t), listenOn(t)
-	a.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	a.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, oldPort))
+	a.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	a.Must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, oldPort))
 	dials := func(body []byte, port int) bool {
 		return strings.Contains(string(body), fmt.Sprintf("127.0.0.1:%d", port))
 	}
@@ -66,7 +66,7 @@ func testAnInstanceMoveAnswersApplied(t *testing.T, be reportBackend) {
 		return dials(p1.holds(), oldPort) && dials(p2.holds(), oldPort)
 	})
 
-	resp, body := a.do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=20s", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, newPort))
+	resp, body := a.Do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=20s", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, newPort))
 	answered := time.Now()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("instance move with wait=applied: %d %s, want 200", resp.StatusCode, body)
@@ -90,14 +90,14 @@ func testAnInstanceMoveAnswersApplied(t *testing.T, be reportBackend) {
 	}
 
 	// The same write again changes nothing and is applied at once.
-	resp, body = a.do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=5s", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, newPort))
+	resp, body = a.Do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=5s", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, newPort))
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"applied":true`) {
 		t.Errorf("repeated move: %d %s, want 200 applied", resp.StatusCode, body)
 	}
 
 	// An ingress that stops applying: the move back answers 202 naming it.
 	p2.frozen.Store(true)
-	resp, body = a.do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=1500ms", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, oldPort))
+	resp, body = a.Do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=1500ms", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, oldPort))
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("move with a stuck ingress: %d %s, want 202", resp.StatusCode, body)
 	}
@@ -109,7 +109,7 @@ func testAnInstanceMoveAnswersApplied(t *testing.T, be reportBackend) {
 	p2.frozen.Store(false)
 
 	// A release waits until no ingress dials the instance.
-	resp, body = a.do(http.MethodDelete, "/v1/node/instances/shop?wait=applied&timeout=20s", testAdminToken, "")
+	resp, body = a.Do(http.MethodDelete, "/v1/node/instances/shop?wait=applied&timeout=20s", testAdminToken, "")
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"applied":true`) {
 		t.Fatalf("release with wait=applied: %d %s, want 200 applied", resp.StatusCode, body)
 	}
@@ -141,15 +141,15 @@ func TestAnInstanceWriteThatIsNeverAnnouncedIsNotApplied(t *testing.T) {
 	cfg := reportsConfig(t, "vps-a", t.TempDir())
 	st := &recordPutFails{Store: openDir(t, t.TempDir())}
 	n := startNodeWithStore(t, cfg, st)
-	n.waitReady()
+	n.WaitReady()
 	port := listenOn(t)
-	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	resp, body := n.do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=10s", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, port))
+	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	resp, body := n.Do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=10s", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, port))
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("instance write on a healthy store: %d %s, want 200", resp.StatusCode, body)
 	}
 	st.fail.Store(true)
-	resp, body = n.do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=700ms", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":false}`, port))
+	resp, body = n.Do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=700ms", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":false}`, port))
 	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "not announced") ||
 		!strings.Contains(string(body), "refused by the test") || !strings.Contains(string(body), `"applied":false`) {
 		t.Errorf("unannounced instance write: %d %s, want 202 saying the record could not be written", resp.StatusCode, body)

@@ -27,11 +27,11 @@ type hostileInstance struct {
 // waiter share never turn into 503 "too many waiters").
 func TestHostileInstanceTokenCannotWriteOrWaitOnAnotherAccountsApp(t *testing.T) {
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
-	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	n.must(201, "PUT", "/v1/apps/rival", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	n.WaitReady()
+	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/rival", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	var shop hostileInstance
-	json.Unmarshal(n.must(201, "POST", "/v1/node/instances/shop", testAdminToken, ""), &shop)
+	json.Unmarshal(n.Must(201, "POST", "/v1/node/instances/shop", testAdminToken, ""), &shop)
 	_, tok := issueToken(t, n, "evil", "rival", `"instance"`)
 	var wg sync.WaitGroup
 	codes := make(chan int, 3*(ingress.MaxWaitersPerAccount+4))
@@ -45,7 +45,7 @@ func TestHostileInstanceTokenCannotWriteOrWaitOnAnotherAccountsApp(t *testing.T)
 				{"DELETE", ""},
 			} {
 				start := time.Now()
-				resp, _ := n.do(m.method, "/v1/node/instances/shop?wait=applied&timeout=30s", tok, m.body)
+				resp, _ := n.Do(m.method, "/v1/node/instances/shop?wait=applied&timeout=30s", tok, m.body)
 				if time.Since(start) > 5*time.Second {
 					t.Errorf("%s on another account's app waited %s", m.method, time.Since(start))
 				}
@@ -60,10 +60,10 @@ func TestHostileInstanceTokenCannotWriteOrWaitOnAnotherAccountsApp(t *testing.T)
 			t.Errorf("write on another account's app with wait=applied: %d, want 403/404 (or 429)", c)
 		}
 	}
-	if got, _ := n.srv.Instances().Get("shop"); got.Port != shop.Port {
+	if got, _ := n.Srv.Instances().Get("shop"); got.Port != shop.Port {
 		t.Errorf("shop's instance moved to %d by another account's token", got.Port)
 	}
-	held, _ := n.srv.Ingresses().Waiters()
+	held, _ := n.Srv.Ingresses().Waiters()
 	if held != 0 {
 		t.Errorf("%d waiter slots still held after refused writes", held)
 	}
@@ -73,26 +73,26 @@ func TestHostileInstanceTokenCannotWriteOrWaitOnAnotherAccountsApp(t *testing.T)
 // application's pair, nor on the member left quarantined by its release.
 func TestHostileInstanceTokenCannotSquatAnotherAppsPair(t *testing.T) {
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
-	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	n.must(201, "PUT", "/v1/apps/rival", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	n.WaitReady()
+	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/rival", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	var shop hostileInstance
-	json.Unmarshal(n.must(201, "POST", "/v1/node/instances/shop", testAdminToken, ""), &shop)
+	json.Unmarshal(n.Must(201, "POST", "/v1/node/instances/shop", testAdminToken, ""), &shop)
 	if shop.Ports[0] == shop.Ports[1] {
 		t.Fatalf("shop unpaired: %+v", shop)
 	}
 	_, tok := issueToken(t, n, "evil", "rival", `"instance"`)
-	n.must(201, "POST", "/v1/node/instances/rival", tok, "")
+	n.Must(201, "POST", "/v1/node/instances/rival", tok, "")
 	try := func(when string) {
 		for _, p := range shop.Ports {
-			resp, body := n.do("PUT", "/v1/node/instances/rival?wait=applied&timeout=2s", tok, fmt.Sprintf(`{"port":%d,"ready":true}`, p))
+			resp, body := n.Do("PUT", "/v1/node/instances/rival?wait=applied&timeout=2s", tok, fmt.Sprintf(`{"port":%d,"ready":true}`, p))
 			if resp.StatusCode != http.StatusConflict {
 				t.Errorf("%s: rival onto shop's port %d: %d %s, want 409", when, p, resp.StatusCode, body)
 			}
 		}
 	}
 	try("shop holds its pair")
-	n.must(200, "DELETE", "/v1/node/instances/shop", testAdminToken, "")
+	n.Must(200, "DELETE", "/v1/node/instances/shop", testAdminToken, "")
 	try("shop released its pair")
 }
 
@@ -100,8 +100,8 @@ func TestHostileInstanceTokenCannotSquatAnotherAppsPair(t *testing.T) {
 // never a wait on a name that is not an application.
 func TestHostileOddInstancePathsWithWaitAnswerAtOnce(t *testing.T) {
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
-	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.WaitReady()
+	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	_, tok := issueToken(t, n, "acme", "shop", `"instance"`)
 	for _, path := range []string{
 		"/v1/node/instances/",
@@ -119,14 +119,14 @@ func TestHostileOddInstancePathsWithWaitAnswerAtOnce(t *testing.T) {
 					body = `{"ready":true}`
 				}
 				start := time.Now()
-				resp, b := n.do(method, path+"?wait=applied&timeout=20s", who, body)
+				resp, b := n.Do(method, path+"?wait=applied&timeout=20s", who, body)
 				if time.Since(start) > 5*time.Second || resp.StatusCode < 400 || resp.StatusCode >= 500 {
 					t.Errorf("%s %.60s: %d after %s %.200s, want a 4xx at once", method, path, resp.StatusCode, time.Since(start), b)
 				}
 			}
 		}
 	}
-	if _, ok := n.srv.Instances().Get("shop"); ok {
+	if _, ok := n.Srv.Instances().Get("shop"); ok {
 		t.Error("an odd path allocated shop's instance")
 	}
 }
@@ -135,16 +135,16 @@ func TestHostileOddInstancePathsWithWaitAnswerAtOnce(t *testing.T) {
 // instance; a second release is 404 (nothing to wait for), never 200 applied.
 func TestHostileReleaseTwiceIsNotAppliedTwice(t *testing.T) {
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
-	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.WaitReady()
+	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	_, tok := issueToken(t, n, "acme", "shop", `"instance"`)
-	n.must(201, "POST", "/v1/node/instances/shop", tok, "")
-	resp, body := n.do("DELETE", "/v1/node/instances/shop?wait=applied&timeout=10s", tok, "")
+	n.Must(201, "POST", "/v1/node/instances/shop", tok, "")
+	resp, body := n.Do("DELETE", "/v1/node/instances/shop?wait=applied&timeout=10s", tok, "")
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"applied":true`) {
 		t.Fatalf("release: %d %s", resp.StatusCode, body)
 	}
 	var rec fleet.NodeRecord
-	obj, err := n.st.Get(t.Context(), fleet.NodeKey("vps-a"))
+	obj, err := n.St.Get(t.Context(), fleet.NodeKey("vps-a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestHostileReleaseTwiceIsNotAppliedTwice(t *testing.T) {
 	if _, ok := rec.Instances["shop"]; ok {
 		t.Errorf("release answered applied while the record still names shop: %s", b)
 	}
-	if resp, body := n.do("DELETE", "/v1/node/instances/shop?wait=applied&timeout=10s", tok, ""); resp.StatusCode != http.StatusNotFound {
+	if resp, body := n.Do("DELETE", "/v1/node/instances/shop?wait=applied&timeout=10s", tok, ""); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("second release: %d %s, want 404", resp.StatusCode, body)
 	}
 }
@@ -162,24 +162,24 @@ func TestHostileReleaseTwiceIsNotAppliedTwice(t *testing.T) {
 // no traffic reaches it (202 naming the probe), never 200.
 func TestHostileNoOpWriteOnAProbeDownInstanceIsNotApplied(t *testing.T) {
 	n := startNode(t, probeConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
-	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.WaitReady()
+	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	_, tok := issueToken(t, n, "acme", "shop", `"instance"`)
 	var shop hostileInstance
-	json.Unmarshal(n.must(201, "POST", "/v1/node/instances/shop", tok, ""), &shop)
+	json.Unmarshal(n.Must(201, "POST", "/v1/node/instances/shop", tok, ""), &shop)
 	body := fmt.Sprintf(`{"port":%d,"ready":true}`, shop.Port) // nothing listens there
-	n.must(200, "PUT", "/v1/node/instances/shop", tok, body)
+	n.Must(200, "PUT", "/v1/node/instances/shop", tok, body)
 	waitFor(t, 5*time.Second, "the probe finds shop down", func() bool {
-		ok, _ := n.srv.Probes().Ready("shop", fleet.Instance{Port: shop.Port, Ready: true, AppID: mustInstance(t, n, "shop").AppID})
-		if ok || recordReady(t, n.st, "vps-a", "shop") {
+		ok, _ := n.Srv.Probes().Ready("shop", fleet.Instance{Port: shop.Port, Ready: true, AppID: mustInstance(t, n, "shop").AppID})
+		if ok || recordReady(t, n.St, "vps-a", "shop") {
 			return false
 		}
 		// The down record announced (see the report: a no-op before that is 200).
-		inst, _ := n.srv.Self().Announced("shop")
+		inst, _ := n.Srv.Self().Announced("shop")
 		return !inst.Ready
 	})
 	for _, port := range []int{shop.Port, shop.Port} { // a no-op, twice
-		resp, b := n.do("PUT", "/v1/node/instances/shop?wait=applied&timeout=600ms", tok, fmt.Sprintf(`{"port":%d,"ready":true}`, port))
+		resp, b := n.Do("PUT", "/v1/node/instances/shop?wait=applied&timeout=600ms", tok, fmt.Sprintf(`{"port":%d,"ready":true}`, port))
 		if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(b), "probe") {
 			t.Errorf("PUT port %d on a probe-down instance with wait=applied: %d %s, want 202 naming the probe", port, resp.StatusCode, b)
 		}
@@ -188,7 +188,7 @@ func TestHostileNoOpWriteOnAProbeDownInstanceIsNotApplied(t *testing.T) {
 
 func mustInstance(t *testing.T, n *testNode, app string) fleet.Instance {
 	t.Helper()
-	i, ok := n.srv.Instances().Get(app)
+	i, ok := n.Srv.Instances().Get(app)
 	if !ok {
 		t.Fatalf("no instance of %s", app)
 	}

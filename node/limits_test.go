@@ -14,16 +14,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scafo/ingress/node"
 	ptypes "github.com/traefik/paerser/types"
+
+	"github.com/scafo/ingress/node"
 )
 
 // connsHeld is how many connections hold a slot of n's connection cap (its listener
 // counts them), and how many of the slots are general (not reserved: the cap and the
 // reserve its start line logs); ok is false before n logged them.
 func connsHeld(n *testNode) (open, general int, ok bool) {
-	open, _ = n.conns.held("")
-	m := capLine.FindStringSubmatch(n.logs.String())
+	open, _ = n.Conns.Held("")
+	m := capLine.FindStringSubmatch(n.Logs.String())
 	if m == nil {
 		return open, 0, false
 	}
@@ -49,7 +50,7 @@ func (c heldConns) open() int {
 // rawRequest opens a connection to n and sends req as is.
 func rawRequest(t *testing.T, n *testNode, req string) net.Conn {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", strings.TrimPrefix(n.url, "http://"), 2*time.Second)
+	c, err := net.DialTimeout("tcp", strings.TrimPrefix(n.URL, "http://"), 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestConnectionReserveKeepsPollsAndProbes(t *testing.T) {
 	cfg.Limits.ReservedConns = 2
 	cfg.Limits.IdleTimeout = ptypes.Duration(200 * time.Millisecond)
 	n := startNode(t, cfg)
-	n.waitReady()
+	n.WaitReady()
 	cl := connsOf(n)
 	waitFor(t, 2*time.Second, "idle test connections closed", func() bool { return cl.open() == 0 })
 	// Writes whose (admin, so authorized) bodies never come: they hold their connections
@@ -165,7 +166,7 @@ func TestDeadlinesCutSlowClientsNotLongPolls(t *testing.T) {
 	cfg.Limits.WriteTimeout = ptypes.Duration(200 * time.Millisecond)
 	cfg.Limits.IdleTimeout = ptypes.Duration(400 * time.Millisecond)
 	n := startNode(t, cfg)
-	n.waitReady()
+	n.WaitReady()
 
 	// A body announced and never sent, on a request answered without reading it.
 	c := rawRequest(t, n, slowHealthz)
@@ -192,10 +193,10 @@ func TestDeadlinesCutSlowClientsNotLongPolls(t *testing.T) {
 	}
 
 	// A long-poll longer than every timeout above: answered 304 when its wait ends.
-	r0, _ := n.get("/v1/ingress/routes", testIngressToken)
+	r0, _ := n.Get("/v1/ingress/routes", testIngressToken)
 	etag := r0.Header.Get("ETag")
 	start = time.Now()
-	r1, _ := n.get("/v1/ingress/routes?wait=1s", testIngressToken, "If-None-Match", etag)
+	r1, _ := n.Get("/v1/ingress/routes?wait=1s", testIngressToken, "If-None-Match", etag)
 	if d := time.Since(start); r1.StatusCode != 304 || d < 900*time.Millisecond {
 		t.Errorf("long-poll: %d after %s, want 304 after 1s", r1.StatusCode, d)
 	}
@@ -206,7 +207,7 @@ func TestDeadlinesCutSlowClientsNotLongPolls(t *testing.T) {
 			{"/v1/apps/shop", `{"account":"acme","placement":["vps-a"]}`},
 			{"/v1/node/instances/shop", `{"port":25000,"ready":true}`},
 		} {
-			req, _ := http.NewRequest("PUT", n.url+w[0], strings.NewReader(w[1]))
+			req, _ := http.NewRequest("PUT", n.URL+w[0], strings.NewReader(w[1]))
 			req.Header.Set("Authorization", "Bearer "+testAdminToken)
 			if resp, err := http.DefaultClient.Do(req); err == nil {
 				resp.Body.Close()
@@ -214,7 +215,7 @@ func TestDeadlinesCutSlowClientsNotLongPolls(t *testing.T) {
 		}
 	}()
 	start = time.Now()
-	r2, b2 := n.get("/v1/ingress/routes?wait=5s", testIngressToken, "If-None-Match", etag)
+	r2, b2 := n.Get("/v1/ingress/routes?wait=5s", testIngressToken, "If-None-Match", etag)
 	if r2.StatusCode != 200 || !strings.Contains(string(b2), "shop.apps.example.com") {
 		t.Errorf("long-poll across a change: %d after %s: %.200s", r2.StatusCode, time.Since(start), b2)
 	}
@@ -279,7 +280,7 @@ func TestAnAPIPortInsideTheAllocationRangeIsRefused(t *testing.T) {
 func TestUnreadBodiesDoNotHoldConnections(t *testing.T) {
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	n := startNode(t, cfg)
-	n.waitReady()
+	n.WaitReady()
 	for _, req := range []string{
 		slowHealthz,
 		"GET /v1/readyz HTTP/1.1\r\nHost: node\r\nContent-Length: 1000\r\n\r\nx",

@@ -4,8 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scafo/ingress/node/store"
 	ptypes "github.com/traefik/paerser/types"
+
+	"github.com/scafo/ingress/node/store"
 )
 
 // Heartbeats bump no serial, yet a heartbeating peer never goes stale: liveness comes
@@ -29,7 +30,7 @@ func TestHeartbeatsBumpNothingAndKeepPeersLive(t *testing.T) {
 		nodes = append(nodes, startNode(t, cfg))
 	}
 	for _, n := range nodes {
-		n.waitReady()
+		n.WaitReady()
 	}
 	peerStale := func(n *testNode, peer string) (found, stale bool) {
 		for _, ns := range statusOf(t, n).Nodes {
@@ -43,7 +44,7 @@ func TestHeartbeatsBumpNothingAndKeepPeersLive(t *testing.T) {
 		found, stale := peerStale(nodes[0], "vps-b")
 		return found && !stale
 	})
-	serial, _, err := store.ReadSerial(t.Context(), nodes[0].st)
+	serial, _, err := store.ReadSerial(t.Context(), nodes[0].St)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,11 +54,11 @@ func TestHeartbeatsBumpNothingAndKeepPeersLive(t *testing.T) {
 			t.Fatalf("vps-a: heartbeating vps-b found=%v stale=%v", found, stale)
 		}
 	}
-	if now, _, _ := store.ReadSerial(t.Context(), nodes[0].st); now != serial {
+	if now, _, _ := store.ReadSerial(t.Context(), nodes[0].St); now != serial {
 		t.Errorf("the serial moved from %d to %d over %s of heartbeats alone", serial, now, 4*ttl)
 	}
 	stopped := time.Now()
-	nodes[1].stop()
+	nodes[1].Stop()
 	waitFor(t, 10*time.Second, "vps-a marks stopped vps-b stale", func() bool {
 		_, stale := peerStale(nodes[0], "vps-b")
 		return stale

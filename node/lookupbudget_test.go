@@ -8,8 +8,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
-	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -42,16 +40,8 @@ func attackNode(t *testing.T) (*testNode, *tokenReadCounter) {
 	}
 	st := &tokenReadCounter{Store: inner}
 	n := startNodeWithStore(t, cfg, st)
-	n.waitReady()
+	n.WaitReady()
 	return n, st
-}
-
-func issueToken(t *testing.T, n *testNode, account, app, roles string) (id, tok string) {
-	t.Helper()
-	var it struct{ ID, Token string }
-	json.Unmarshal(n.must(201, "POST", "/v1/tokens", testAdminToken,
-		fmt.Sprintf(`{"account":%q,"app":%q,"roles":[%s]}`, account, app, roles)), &it)
-	return it.ID, it.Token
 }
 
 func randHex(n int) string {
@@ -68,15 +58,15 @@ func randHex(n int) string {
 // billed GET. Wrong secrets fail the MAC: no store read at all.
 func TestAKnownTokenIDDoesNotBypassTheLookupBudget(t *testing.T) {
 	n, st := attackNode(t)
-	n.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	id, tok := issueToken(t, n, "evil", "evil", `"publish"`)
-	n.must(404, "GET", "/v1/apps/evil/domains/x.evil.example/paths", tok, "") // the id seen valid
+	n.Must(404, "GET", "/v1/apps/evil/domains/x.evil.example/paths", tok, "") // the id seen valid
 
 	before := st.reads.Load()
 	const flood = 200
 	codes := map[int]int{}
 	for i := 0; i < flood; i++ {
-		resp, _ := n.do("GET", "/v1/apps/evil/domains/x.evil.example/paths", "scafo_"+id+"_"+randHex(64), "")
+		resp, _ := n.Do("GET", "/v1/apps/evil/domains/x.evil.example/paths", "scafo_"+id+"_"+randHex(64), "")
 		codes[resp.StatusCode]++
 	}
 	reads := st.reads.Load() - before
@@ -95,20 +85,20 @@ func TestAKnownTokenIDDoesNotBypassTheLookupBudget(t *testing.T) {
 // token seen valid lately now have a budget per token before the lookup.
 func TestAValidTokenCannotMakeTheNodeReadTheStoreAtLineRate(t *testing.T) {
 	n, st := attackNode(t)
-	n.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	_, tok := issueToken(t, n, "evil", "evil", `"publish"`)
-	n.must(404, "GET", "/v1/apps/evil/domains/x.evil.example/paths", tok, "") // seen valid
+	n.Must(404, "GET", "/v1/apps/evil/domains/x.evil.example/paths", tok, "") // seen valid
 
 	before := st.reads.Load()
 	start := time.Now()
 	const flood = 300
 	codes := map[int]int{}
 	for i := 0; i < flood; i++ {
-		resp, _ := n.do("GET", "/v1/apps/evil/domains/x.evil.example/paths", tok, "")
+		resp, _ := n.Do("GET", "/v1/apps/evil/domains/x.evil.example/paths", tok, "")
 		codes[resp.StatusCode]++
 	}
 	reads := st.reads.Load() - before
-	rate, burst := max(knownTokenRate, 4*n.cfg.Writes.Rate), max(knownTokenBurst, 2*n.cfg.Writes.Burst)
+	rate, burst := max(knownTokenRate, 4*n.Cfg.Writes.Rate), max(knownTokenBurst, 2*n.Cfg.Writes.Burst)
 	limit := int64(float64(burst) + rate*time.Since(start).Seconds() + 1)
 	t.Logf("answers %v, token-record reads %d (budget %d)", codes, reads, limit)
 	if reads > limit {

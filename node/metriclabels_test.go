@@ -24,31 +24,31 @@ func metricSeries(body string) map[string]bool {
 
 func TestNoClientChoosesAMetricLabel(t *testing.T) {
 	n, _ := macNode(t)
-	n.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	id, tok := issueToken(t, n, "evil", "evil", `"instance", "publish"`)
 	// Every kind of request once, so that the series a request creates exist before.
 	warm := func(i int) {
-		n.do("GET", fmt.Sprintf("/v1/ingress/x%d", i), testIngressToken, "")
-		n.do("GET", "/v1/ingress/traefik?group=g"+fmt.Sprint(i), testIngressToken, "")
-		n.do("GET", "/v1/ingress/routes", testIngressToken, "", "X-Scafo-Ingress", fmt.Sprintf("ing-%d", i))
-		n.do("GET", fmt.Sprintf("/v1/storage/keys/k%d?list", i), testIngressToken, "")
-		n.do("GET", fmt.Sprintf("/v1/storage/keys/k%d?stat", i), testIngressToken, "")
-		n.do("GET", fmt.Sprintf("/v1/storage/keys/k%d", i), testIngressToken, "")
-		n.do("PUT", fmt.Sprintf("/v1/storage/keys/k%d", i), testIngressToken, "v")
-		n.do("DELETE", fmt.Sprintf("/v1/storage/keys/k%d", i), testIngressToken, "")
-		n.do("PATCH", fmt.Sprintf("/v1/storage/keys/k%d", i), testIngressToken, "")
-		n.do("GET", macPathsURL, "scafo_"+randHex(16)+"_"+randHex(64), "")
-		n.do("GET", macPathsURL, fmt.Sprintf("made-up-%d", i), "")
-		n.do("PUT", "/v1/node/instances/evil", tok, fmt.Sprintf(`{"ready":%v}`, i%2 == 0))
-		n.do("GET", fmt.Sprintf("/v1/apps/evil%d", i), tok, "")
+		n.Do("GET", fmt.Sprintf("/v1/ingress/x%d", i), testIngressToken, "")
+		n.Do("GET", "/v1/ingress/traefik?group=g"+fmt.Sprint(i), testIngressToken, "")
+		n.Do("GET", "/v1/ingress/routes", testIngressToken, "", "X-Scafo-Ingress", fmt.Sprintf("ing-%d", i))
+		n.Do("GET", fmt.Sprintf("/v1/storage/keys/k%d?list", i), testIngressToken, "")
+		n.Do("GET", fmt.Sprintf("/v1/storage/keys/k%d?stat", i), testIngressToken, "")
+		n.Do("GET", fmt.Sprintf("/v1/storage/keys/k%d", i), testIngressToken, "")
+		n.Do("PUT", fmt.Sprintf("/v1/storage/keys/k%d", i), testIngressToken, "v")
+		n.Do("DELETE", fmt.Sprintf("/v1/storage/keys/k%d", i), testIngressToken, "")
+		n.Do("PATCH", fmt.Sprintf("/v1/storage/keys/k%d", i), testIngressToken, "")
+		n.Do("GET", macPathsURL, "scafo_"+randHex(16)+"_"+randHex(64), "")
+		n.Do("GET", macPathsURL, fmt.Sprintf("made-up-%d", i), "")
+		n.Do("PUT", "/v1/node/instances/evil", tok, fmt.Sprintf(`{"ready":%v}`, i%2 == 0))
+		n.Do("GET", fmt.Sprintf("/v1/apps/evil%d", i), tok, "")
 	}
 	warm(0)
-	_, b := n.get("/metrics", "")
+	_, b := n.Get("/metrics", "")
 	before := metricSeries(string(b))
 	for i := 1; i <= 50; i++ {
 		warm(i)
 	}
-	_, b = n.get("/metrics", "")
+	_, b = n.Get("/metrics", "")
 	after := metricSeries(string(b))
 	for s := range after {
 		if !before[s] {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -17,181 +16,11 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
-	"github.com/scafo/ingress/internal/listengate"
 	"github.com/scafo/ingress/internal/nodetest"
-	"github.com/scafo/ingress/internal/proc"
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
-	"github.com/scafo/ingress/render/fleet"
 )
-
-const (
-	testIngressToken = "ingress-secret-0123456789"
-	testAdminToken   = "admin-secret-0123456789"
-)
-
-// testNode is a node running on loopback over a dir store (or the store a test gave).
-type testNode struct {
-	*nodetest.Node
-	t    *testing.T
-	srv  *node.Server
-	url  string
-	st   store.Store
-	cfg  *node.Config
-	logs *proc.Buffer
-	// conns counts the connections the node's listener holds (conncount_test.go).
-	conns *connCount
-}
-
-// The shared harness's helpers, under the names this package's tests use.
-var (
-	waitFor   = nodetest.WaitFor
-	putObject = nodetest.Put
-	putRaw    = nodetest.PutRaw
-)
-
-func testConfig(t *testing.T, name, storeDir string) *node.Config {
-	t.Helper()
-	cfg := node.NewConfig()
-	cfg.StateDir = t.TempDir()
-	cfg.Node.Name = name
-	cfg.Node.Address = testAddress(name) // two live nodes never share one (nodeaddress_test.go)
-	cfg.Ingress.Token = testIngressToken
-	cfg.Admin.Token = testAdminToken
-	cfg.Platform.Domains = []string{"apps.example.com"}
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Store.Dir.Path = storeDir
-	cfg.Reconcile.Interval = ptypes.Duration(40 * time.Millisecond)
-	cfg.Reconcile.Heartbeat = ptypes.Duration(time.Hour)
-	cfg.Reconcile.NodeTTL = ptypes.Duration(4 * time.Hour)
-	cfg.Ports.Quarantine = ptypes.Duration(10 * time.Minute)
-	// Most tests declare instances on ports nothing listens on: they test the store and
-	// the document, not the probes, which probe_test.go turns on (probeConfig).
-	cfg.Probe.Interval = 0
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
-// startNode builds and runs a node; it is stopped at cleanup.
-func startNode(t *testing.T, cfg *node.Config) *testNode {
-	t.Helper()
-	st, err := dir.New(cfg.Store.Dir.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return startNodeWithStore(t, cfg, st)
-}
-
-func startNodeWithStore(t *testing.T, cfg *node.Config, st store.Store, before ...func(*node.Server)) *testNode {
-	t.Helper()
-	ln, err := listengate.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return startNodeOn(t, cfg, st, ln, before...)
-}
-
-// startNodeOn runs a node on a listener the test opened (its port is known
-// before the node starts: Pebble validates on it).
-func startNodeOn(t *testing.T, cfg *node.Config, st store.Store, ln net.Listener, before ...func(*node.Server)) *testNode {
-	t.Helper()
-	log, logs := nodetest.Logger()
-	if cfg.Node.APIPort == 0 { // the port the node announces: the listener's
-		cfg.Node.APIPort = node.PortOf(ln.Addr().String())
-	}
-	srv, err := node.NewWithStore(cfg, log, st, cfg.Ingress.Token, cfg.Admin.Token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range before {
-		f(srv) // before Run: nothing reads the server yet
-	}
-	conns := countConns(ln)
-	n := &testNode{Node: nodetest.Start(t, srv, conns), t: t, srv: srv, st: st, cfg: cfg, logs: logs, conns: conns}
-	n.url = n.URL
-	return n
-}
-
-// stop stops the node and waits for it (once; the cleanup's stop then does nothing).
-func (n *testNode) stop() { n.Stop() }
-
-// get sends a GET with the given token and headers.
-func (n *testNode) get(path, token string, hdr ...string) (*http.Response, []byte) {
-	n.t.Helper()
-	return nodetest.Get(n.t, n.url+path, token, hdr...)
-}
-
-// waitReady waits for readyz and for this node's own record to be in the document (the
-// API apex lists it), so the revision no longer moves on its own.
-func (n *testNode) waitReady() {
-	n.t.Helper()
-	waitFor(n.t, 5*time.Second, "readyz 200", func() bool {
-		resp, _ := n.get("/v1/readyz", "")
-		return resp.StatusCode == http.StatusOK
-	})
-	waitFor(n.t, 5*time.Second, "own record published", func() bool {
-		_, b := n.get("/v1/ingress/routes", testIngressToken)
-		return strings.Contains(string(b), `"node":"`+n.cfg.Node.Name+`"`)
-	})
-}
-
-// seedFleet writes one app "shop" running on peer node "vps-b".
-func seedFleet(t *testing.T, st store.Store, apps ...string) {
-	t.Helper()
-	inst := map[string]fleet.Instance{}
-	for i, a := range apps {
-		putObject(t, st, "apps/"+a+".json", fleet.App{Name: a, Account: "acme", Placement: []string{"vps-b"}})
-		inst[a] = fleet.Instance{Port: 24000 + i, Ready: true}
-	}
-	putObject(t, st, "nodes/vps-b.json", fleet.NodeRecord{Name: "vps-b", Address: "10.83.0.2", APIPort: 7400,
-		Instances: inst, Seen: time.Now().UTC()})
-}
-
-func routesDoc(t *testing.T, n *testNode) map[string]any {
-	t.Helper()
-	resp, b := n.get("/v1/ingress/routes", testIngressToken)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("routes: %d %s", resp.StatusCode, b)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-// waitSeeded waits until n's document holds what seedFleet(…, "shop") wrote, settled:
-// shop routed with its upstream on vps-b, and both vps-a (this node) and vps-b in the
-// api section. A document read earlier can still change for the order a pass read the
-// objects in (this node's own record, vps-b's), which a test comparing documents
-// before and after must not mistake for its own effect.
-func waitSeeded(t *testing.T, n *testNode) {
-	t.Helper()
-	waitFor(t, 5*time.Second, "shop routed, settled", func() bool {
-		d := routesDoc(t, n)
-		api, _ := d["api"].(map[string]any)
-		ups, _ := api["upstreams"].([]any)
-		rs, _ := d["routes"].([]any)
-		if len(rs) != 1 || len(ups) != 2 {
-			return false
-		}
-		r, _ := rs[0].(map[string]any)
-		rup, _ := r["upstreams"].([]any)
-		return r["host"] == "shop.apps.example.com" && len(rup) == 1
-	})
-}
-
-func hostsOf(doc map[string]any) []string {
-	var out []string
-	rs, _ := doc["routes"].([]any)
-	for _, r := range rs {
-		out = append(out, r.(map[string]any)["host"].(string))
-	}
-	return out
-}
 
 func TestRoutingEndpointsDrainBeforeFirstPass(t *testing.T) {
 	t.Parallel()
@@ -206,10 +35,10 @@ func TestRoutingEndpointsDrainBeforeFirstPass(t *testing.T) {
 	hs := &http.Server{Handler: srv.Handler()}
 	go hs.Serve(ln)
 	defer hs.Close()
-	n := &testNode{t: t, url: "http://" + ln.Addr().String()} // no Node: the server is not run
+	base := "http://" + ln.Addr().String() // the server is not run: no testNode
 	for _, p := range []string{"/v1/ingress/routes", "/v1/ingress/traefik", "/v1/readyz"} {
 		tok := testIngressToken
-		resp, b := n.get(p, tok)
+		resp, b := nodetest.Get(t, base+p, tok)
 		if resp.StatusCode != http.StatusServiceUnavailable {
 			t.Errorf("%s: status %d, want 503", p, resp.StatusCode)
 		}
@@ -228,10 +57,10 @@ func TestRoutingEndpointsDrainBeforeFirstPass(t *testing.T) {
 func TestIngressRequiresToken(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	for _, tc := range []struct{ name, token string }{{"absent", ""}, {"wrong", "nope"}, {"almost", testIngressToken + "x"}} {
 		for _, p := range []string{"/v1/ingress/routes", "/v1/ingress/traefik", "/v1/status"} {
-			resp, b := n.get(p, tc.token)
+			resp, b := n.Get(p, tc.token)
 			if resp.StatusCode != http.StatusUnauthorized {
 				t.Errorf("%s token on %s: %d, want 401", tc.name, p, resp.StatusCode)
 			}
@@ -243,7 +72,7 @@ func TestIngressRequiresToken(t *testing.T) {
 			}
 		}
 	}
-	if strings.Contains(n.logs.String(), testIngressToken) || strings.Contains(n.logs.String(), "nope") {
+	if strings.Contains(n.Logs.String(), testIngressToken) || strings.Contains(n.Logs.String(), "nope") {
 		t.Error("a token appears in the logs")
 	}
 }
@@ -251,12 +80,12 @@ func TestIngressRequiresToken(t *testing.T) {
 func TestOnlyTraefikFormatIsRegistered(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
-	resp, b := n.get("/v1/ingress/nginx", testIngressToken)
+	n.WaitReady()
+	resp, b := n.Get("/v1/ingress/nginx", testIngressToken)
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), "nginx") {
 		t.Fatalf("nginx format: %d %s, want 404 naming it", resp.StatusCode, b)
 	}
-	resp, _ = n.get("/v1/ingress/traefik", testIngressToken)
+	resp, _ = n.Get("/v1/ingress/traefik", testIngressToken)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("traefik format: %d", resp.StatusCode)
 	}
@@ -265,26 +94,26 @@ func TestOnlyTraefikFormatIsRegistered(t *testing.T) {
 func TestETagAnd304OnlyWhenAsked(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	seedFleet(t, n.st, "shop")
-	n.waitReady()
+	seedFleet(t, n.St, "shop")
+	n.WaitReady()
 	waitSeeded(t, n)
 	for _, p := range []string{"/v1/ingress/routes", "/v1/ingress/traefik", "/v1/ingress/traefik?prefer=self"} {
-		r1, b1 := n.get(p, testIngressToken)
+		r1, b1 := n.Get(p, testIngressToken)
 		etag := r1.Header.Get("ETag")
 		if r1.StatusCode != 200 || !strings.HasPrefix(etag, `"`) {
 			t.Fatalf("%s: %d etag %q", p, r1.StatusCode, etag)
 		}
 		// Without If-None-Match: always the full body (Traefik's HTTP provider treats
 		// 304 as an error).
-		r2, b2 := n.get(p, testIngressToken)
+		r2, b2 := n.Get(p, testIngressToken)
 		if r2.StatusCode != 200 || !bytes.Equal(b1, b2) || r2.Header.Get("ETag") != etag {
 			t.Fatalf("%s: second plain GET: %d, same body %v", p, r2.StatusCode, bytes.Equal(b1, b2))
 		}
-		r3, b3 := n.get(p, testIngressToken, "If-None-Match", etag)
+		r3, b3 := n.Get(p, testIngressToken, "If-None-Match", etag)
 		if r3.StatusCode != http.StatusNotModified || len(b3) != 0 {
 			t.Fatalf("%s: If-None-Match current: %d, want 304", p, r3.StatusCode)
 		}
-		r4, _ := n.get(p, testIngressToken, "If-None-Match", `"stale"`)
+		r4, _ := n.Get(p, testIngressToken, "If-None-Match", `"stale"`)
 		if r4.StatusCode != 200 {
 			t.Fatalf("%s: If-None-Match stale: %d, want 200", p, r4.StatusCode)
 		}
@@ -294,8 +123,8 @@ func TestETagAnd304OnlyWhenAsked(t *testing.T) {
 func TestGzipWhenAccepted(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	seedFleet(t, n.st, "shop")
-	n.waitReady()
+	seedFleet(t, n.St, "shop")
+	n.WaitReady()
 	waitSeeded(t, n)
 	for _, p := range []string{"/v1/ingress/traefik", "/v1/ingress/routes"} {
 		// gzip, identity, gzip: when both gzip bodies are identical, all three are one
@@ -303,9 +132,9 @@ func TestGzipWhenAccepted(t *testing.T) {
 		var resp, plain *http.Response
 		var gz, body []byte
 		waitFor(t, 5*time.Second, p+": one revision across three GETs", func() bool {
-			resp, gz = n.get(p, testIngressToken, "Accept-Encoding", "gzip")
-			plain, body = n.get(p, testIngressToken)
-			_, again := n.get(p, testIngressToken, "Accept-Encoding", "gzip")
+			resp, gz = n.Get(p, testIngressToken, "Accept-Encoding", "gzip")
+			plain, body = n.Get(p, testIngressToken)
+			_, again := n.Get(p, testIngressToken, "Accept-Encoding", "gzip")
 			return bytes.Equal(gz, again)
 		})
 		if resp.StatusCode != 200 || plain.StatusCode != 200 {
@@ -338,20 +167,20 @@ func TestGzipWhenAccepted(t *testing.T) {
 func TestPreferValidation(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	seedFleet(t, n.st, "shop")
-	n.waitReady()
+	seedFleet(t, n.St, "shop")
+	n.WaitReady()
 	waitFor(t, 5*time.Second, "shop routed and this node's record in", func() bool {
 		d := routesDoc(t, n)
 		api, _ := d["api"].(map[string]any)
 		return len(hostsOf(d)) == 1 && api != nil
 	})
-	_, plain := n.get("/v1/ingress/routes", testIngressToken)
-	resp, unknown := n.get("/v1/ingress/routes?prefer=retired-node", testIngressToken)
+	_, plain := n.Get("/v1/ingress/routes", testIngressToken)
+	resp, unknown := n.Get("/v1/ingress/routes?prefer=retired-node", testIngressToken)
 	if resp.StatusCode != 200 || !bytes.Equal(plain, unknown) {
 		t.Errorf("unknown but valid node: %d, body changed %v", resp.StatusCode, !bytes.Equal(plain, unknown))
 	}
 	for _, bad := range []string{"Bad_Name", "-x", "a.b", "%2e%2e"} {
-		resp, b := n.get("/v1/ingress/routes?prefer="+bad, testIngressToken)
+		resp, b := n.Get("/v1/ingress/routes?prefer="+bad, testIngressToken)
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "prefer") {
 			t.Errorf("prefer=%s: %d %s, want 400 naming prefer", bad, resp.StatusCode, b)
 		}
@@ -360,15 +189,15 @@ func TestPreferValidation(t *testing.T) {
 
 func TestLongPollReturnsOnChangeAndOnTimeout(t *testing.T) {
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	seedFleet(t, n.st, "shop")
-	n.waitReady()
+	seedFleet(t, n.St, "shop")
+	n.WaitReady()
 	waitSeeded(t, n)
-	r1, _ := n.get("/v1/ingress/traefik", testIngressToken)
+	r1, _ := n.Get("/v1/ingress/traefik", testIngressToken)
 	etag := r1.Header.Get("ETag")
 
 	// Timeout: 304 after the wait.
 	start := time.Now()
-	r2, _ := n.get("/v1/ingress/traefik?wait=300ms", testIngressToken, "If-None-Match", etag)
+	r2, _ := n.Get("/v1/ingress/traefik?wait=300ms", testIngressToken, "If-None-Match", etag)
 	if el := time.Since(start); r2.StatusCode != http.StatusNotModified || el < 300*time.Millisecond || el > 3*time.Second {
 		t.Fatalf("idle long-poll: %d after %s, want 304 after ~300ms", r2.StatusCode, el)
 	}
@@ -382,15 +211,15 @@ func TestLongPollReturnsOnChangeAndOnTimeout(t *testing.T) {
 	res := make(chan result, 1)
 	var changedAt time.Time
 	go func() {
-		resp, _ := n.get("/v1/ingress/traefik?wait=20s", testIngressToken, "If-None-Match", etag)
+		resp, _ := n.Get("/v1/ingress/traefik?wait=20s", testIngressToken, "If-None-Match", etag)
 		res <- result{resp.StatusCode, resp.Header.Get("ETag"), time.Since(changedAt)}
 	}()
 	waitFor(t, 5*time.Second, "the poll parked", func() bool {
-		_, b := n.get("/metrics", "")
+		_, b := n.Get("/metrics", "")
 		return strings.Contains(string(b), "\nscafo_longpolls_parked 1\n")
 	})
 	changedAt = time.Now()
-	seedFleet(t, n.st, "shop", "blog")
+	seedFleet(t, n.St, "shop", "blog")
 	select {
 	case r := <-res:
 		if r.code != 200 || r.etag == etag {
@@ -410,10 +239,10 @@ func TestLastDocumentServedWhileStoreUnreadable(t *testing.T) {
 	t.Parallel()
 	storeDir := filepath.Join(t.TempDir(), "store")
 	n := startNode(t, testConfig(t, "vps-a", storeDir))
-	seedFleet(t, n.st, "shop")
-	n.waitReady()
+	seedFleet(t, n.St, "shop")
+	n.WaitReady()
 	waitSeeded(t, n)
-	_, before := n.get("/v1/ingress/traefik", testIngressToken)
+	_, before := n.Get("/v1/ingress/traefik", testIngressToken)
 
 	// Make the store unreadable: as root permission bits are ignored, so move the
 	// directory away and leave a plain file in its place.
@@ -424,11 +253,11 @@ func TestLastDocumentServedWhileStoreUnreadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "status reports the store unreachable", func() bool {
-		_, b := n.get("/v1/status", testAdminToken)
+		_, b := n.Get("/v1/status", testAdminToken)
 		return strings.Contains(string(b), `"reachable":false`) && strings.Contains(string(b), "unreachableSince")
 	})
 	for range 5 {
-		resp, during := n.get("/v1/ingress/traefik", testIngressToken)
+		resp, during := n.Get("/v1/ingress/traefik", testIngressToken)
 		if resp.StatusCode != 200 || !bytes.Equal(before, during) {
 			t.Fatalf("while the store is unreadable: %d, same bytes %v", resp.StatusCode, bytes.Equal(before, during))
 		}
@@ -439,7 +268,7 @@ func TestLastDocumentServedWhileStoreUnreadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "store reachable again", func() bool {
-		_, b := n.get("/v1/status", testAdminToken)
+		_, b := n.Get("/v1/status", testAdminToken)
 		return strings.Contains(string(b), `"reachable":true`)
 	})
 }
@@ -447,31 +276,31 @@ func TestLastDocumentServedWhileStoreUnreadable(t *testing.T) {
 func TestMalformedObjectSkippedNotWithdrawn(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	seedFleet(t, n.st, "shop", "blog")
-	n.waitReady()
+	seedFleet(t, n.St, "shop", "blog")
+	n.WaitReady()
 	waitFor(t, 5*time.Second, "two apps routed", func() bool { return len(hostsOf(routesDoc(t, n))) == 2 })
 
 	// A malformed object is skipped and reported; everything else stays. It counts as
 	// absent (not as its last good version), so a node restarted now derives the same
 	// document as one that saw the good version.
-	putRaw(t, n.st, "apps/broken.json", []byte(`{"name": "broken", "placement": [`))
-	putRaw(t, n.st, "apps/blog.json", []byte(`{"name": 42}`))
+	putRaw(t, n.St, "apps/broken.json", []byte(`{"name": "broken", "placement": [`))
+	putRaw(t, n.St, "apps/blog.json", []byte(`{"name": 42}`))
 	waitFor(t, 5*time.Second, "both reported in status", func() bool {
-		_, b := n.get("/v1/status", testAdminToken)
+		_, b := n.Get("/v1/status", testAdminToken)
 		return strings.Contains(string(b), "apps/broken.json") && strings.Contains(string(b), "apps/blog.json")
 	})
 	waitFor(t, 5*time.Second, "blog skipped, shop kept", func() bool {
 		return strings.Join(hostsOf(routesDoc(t, n)), ",") == "shop.apps.example.com"
 	})
-	if !strings.Contains(n.logs.String(), "apps/broken.json") {
+	if !strings.Contains(n.Logs.String(), "apps/broken.json") {
 		t.Error("malformed object not logged")
 	}
 	// A second node starting on the same store serves the same bytes.
-	m := startNode(t, testConfig(t, "vps-c", n.cfg.Store.Dir.Path))
-	m.waitReady()
+	m := startNode(t, testConfig(t, "vps-c", n.Cfg.Store.Dir.Path))
+	m.WaitReady()
 	waitFor(t, 5*time.Second, "identical documents", func() bool {
-		_, a := n.get("/v1/ingress/traefik", testIngressToken)
-		_, b := m.get("/v1/ingress/traefik", testIngressToken)
+		_, a := n.Get("/v1/ingress/traefik", testIngressToken)
+		_, b := m.Get("/v1/ingress/traefik", testIngressToken)
 		return bytes.Equal(a, b)
 	})
 }
@@ -486,15 +315,15 @@ func TestWipedStoreIsAnOutageNotAnEmptyFleet(t *testing.T) {
 	cfg.Reconcile.Heartbeat = ptypes.Duration(100 * time.Millisecond)
 	cfg.Reconcile.NodeTTL = ptypes.Duration(time.Minute)
 	n := startNode(t, cfg)
-	seedFleet(t, n.st, "shop")
-	n.waitReady()
+	seedFleet(t, n.St, "shop")
+	n.WaitReady()
 	waitSeeded(t, n)
 	// The store's identity is what tells a wiped store from a new one: wait until the
 	// served document was derived from a committed serial (the node's first heartbeat
 	// creates it). Before that, the store this node reads has no identity at all.
 	var before []byte
 	waitFor(t, 5*time.Second, "a document derived from a committed serial", func() bool {
-		resp, b := n.get("/v1/ingress/routes", testIngressToken)
+		resp, b := n.Get("/v1/ingress/routes", testIngressToken)
 		before = b
 		return resp.Header.Get("X-Scafo-Serial") != "" && resp.Header.Get("X-Scafo-Serial") != "0"
 	})
@@ -506,13 +335,13 @@ func TestWipedStoreIsAnOutageNotAnEmptyFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "status reports the store unreachable", func() bool {
-		_, b := n.get("/v1/status", testAdminToken)
+		_, b := n.Get("/v1/status", testAdminToken)
 		return strings.Contains(string(b), `"reachable":false`)
 	})
 	// Several heartbeats later: still the last good document, and no serial recreated.
 	deadline := time.Now().Add(time.Second)
 	for time.Now().Before(deadline) {
-		_, during := n.get("/v1/ingress/routes", testIngressToken)
+		_, during := n.Get("/v1/ingress/routes", testIngressToken)
 		if !bytes.Equal(before, during) {
 			t.Fatalf("document changed after the store was wiped:\n%s", during)
 		}
@@ -522,7 +351,7 @@ func TestWipedStoreIsAnOutageNotAnEmptyFleet(t *testing.T) {
 		t.Fatal("the node recreated the serial in a wiped store")
 	}
 	// Writes are refused while the store is not the one this node served.
-	req, _ := http.NewRequest("PUT", n.url+"/v1/apps/blog", strings.NewReader(`{"account":"acme"}`))
+	req, _ := http.NewRequest("PUT", n.URL+"/v1/apps/blog", strings.NewReader(`{"account":"acme"}`))
 	req.Header.Set("Authorization", "Bearer "+testAdminToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -537,12 +366,12 @@ func TestWipedStoreIsAnOutageNotAnEmptyFleet(t *testing.T) {
 	}
 	// Another writer recreating the serial (a fresh node on the wiped store) mints
 	// another epoch: refused, and this node's heartbeats do not bump it along.
-	if _, err := store.BumpSerial(context.Background(), n.st); err != nil {
+	if _, err := store.BumpSerial(context.Background(), n.St); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(5 * time.Duration(cfg.Reconcile.Heartbeat)) // absence of change: several heartbeats and passes
-	if _, during := n.get("/v1/ingress/routes", testIngressToken); !bytes.Equal(before, during) {
-		t.Fatalf("a serial that went backwards was accepted\n%s", n.logs.String())
+	if _, during := n.Get("/v1/ingress/routes", testIngressToken); !bytes.Equal(before, during) {
+		t.Fatalf("a serial that went backwards was accepted\n%s", n.Logs.String())
 	}
 }
 
@@ -577,13 +406,13 @@ func TestTwoNodesOnOneStoreServeIdenticalBytes(t *testing.T) {
 	storeDir := t.TempDir()
 	a := startNode(t, testConfig(t, "vps-a", storeDir))
 	b := startNode(t, testConfig(t, "vps-c", storeDir))
-	seedFleet(t, a.st, "shop", "blog", "docs")
-	a.waitReady()
-	b.waitReady()
+	seedFleet(t, a.St, "shop", "blog", "docs")
+	a.WaitReady()
+	b.WaitReady()
 	for _, p := range []string{"/v1/ingress/routes", "/v1/ingress/traefik", "/v1/ingress/traefik?prefer=vps-b"} {
 		waitFor(t, 5*time.Second, "identical "+p, func() bool {
-			ra, ba := a.get(p, testIngressToken)
-			rb, bb := b.get(p, testIngressToken)
+			ra, ba := a.Get(p, testIngressToken)
+			rb, bb := b.Get(p, testIngressToken)
 			return bytes.Equal(ba, bb) && ra.Header.Get("ETag") == rb.Header.Get("ETag") && len(ba) > 0 &&
 				strings.Contains(string(ba), "docs")
 		})

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,29 +18,6 @@ import (
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
 )
-
-// testAddresses gives every node name a test starts its own loopback address, so two
-// live nodes over one store never share a node.address (node/self/address.go refuses
-// the second). vps-a, the node of most tests, is 127.0.0.1: the tests that probe a real
-// listener run it there.
-var testAddresses = struct {
-	sync.Mutex
-	byName map[string]string
-}{byName: map[string]string{"vps-a": "127.0.0.1"}}
-
-// testAddress is name's node.address in tests: the same for every node of that name,
-// distinct across names (127.0.1.1 onwards, clear of the 127.0.0.x tests pick by hand).
-func testAddress(name string) string {
-	testAddresses.Lock()
-	defer testAddresses.Unlock()
-	if a, ok := testAddresses.byName[name]; ok {
-		return a
-	}
-	n := len(testAddresses.byName) // 1 onwards: vps-a is in the map
-	a := fmt.Sprintf("127.%d.%d.%d", 1+n/(250*250), 1+n/250%250, 1+n%250)
-	testAddresses.byName[name] = a
-	return a
-}
 
 // runToRefusal runs a node built from cfg over st and returns why it stopped: its
 // refusal, or nil when it started and ran until the test's deadline.
@@ -78,11 +54,11 @@ func TestSecondNodeOnALiveNodesAddressIsRefusedAtStart(t *testing.T) {
 	cfgA := testConfig(t, "vps-a", storeDir)
 	cfgA.Node.Address = "127.0.0.21"
 	a := startNode(t, cfgA)
-	a.waitReady()
+	a.WaitReady()
 
 	cfgB := testConfig(t, "vps-b", storeDir)
 	cfgB.Node.Address = "127.0.0.21"
-	err := runToRefusal(t, cfgB, a.st)
+	err := runToRefusal(t, cfgB, a.St)
 	if err == nil {
 		t.Fatal("a second node on a live node's address started")
 	}
@@ -91,13 +67,13 @@ func TestSecondNodeOnALiveNodesAddressIsRefusedAtStart(t *testing.T) {
 			t.Errorf("the refusal does not name %s: %v", want, err)
 		}
 	}
-	if _, gerr := a.st.Get(context.Background(), fleet.NodeKey("vps-b")); !errors.Is(gerr, store.ErrNotFound) {
+	if _, gerr := a.St.Get(context.Background(), fleet.NodeKey("vps-b")); !errors.Is(gerr, store.ErrNotFound) {
 		t.Fatalf("the refused node wrote its record (err %v)", gerr)
 	}
 
 	// The same address written as an IPv4-mapped IPv6 address is the same socket.
 	cfgB.Node.Address = "::ffff:127.0.0.21"
-	if err := runToRefusal(t, cfgB, a.st); err == nil || !strings.Contains(err.Error(), `"vps-a"`) {
+	if err := runToRefusal(t, cfgB, a.St); err == nil || !strings.Contains(err.Error(), `"vps-a"`) {
 		t.Fatalf("a mapped spelling of a live node's address was not refused: %v", err)
 	}
 }
@@ -123,7 +99,7 @@ func TestAStaleRecordDoesNotHoldItsAddress(t *testing.T) {
 // fleet after each write, so the second one follows a check that saw node.
 func waitHeartbeatsAfterView(t *testing.T, n *testNode, node string) {
 	t.Helper()
-	waitFor(t, 5*time.Second, n.cfg.Node.Name+" lists "+node, func() bool {
+	waitFor(t, 5*time.Second, n.Cfg.Node.Name+" lists "+node, func() bool {
 		for _, s := range statusOf(t, n).Nodes {
 			if s.Name == node {
 				return true
@@ -132,9 +108,9 @@ func waitHeartbeatsAfterView(t *testing.T, n *testNode, node string) {
 		return false
 	})
 	for i := 0; i < 2; i++ {
-		before := storedRecord(t, n.st, n.cfg.Node.Name)["seen"]
-		waitFor(t, 5*time.Second, "a heartbeat of "+n.cfg.Node.Name, func() bool {
-			return storedRecord(t, n.st, n.cfg.Node.Name)["seen"] != before
+		before := storedRecord(t, n.St, n.Cfg.Node.Name)["seen"]
+		waitFor(t, 5*time.Second, "a heartbeat of "+n.Cfg.Node.Name, func() bool {
+			return storedRecord(t, n.St, n.Cfg.Node.Name)["seen"] != before
 		})
 	}
 }
@@ -167,27 +143,27 @@ func TestSharedAddressAtRuntimeIsReported(t *testing.T) {
 		return c
 	}
 	a := startNode(t, cfg("vps-a"))
-	a.waitReady()
-	b := startNodeWithStore(t, cfg("vps-b"), &listHidingStore{Store: a.st})
-	b.waitReady()
+	a.WaitReady()
+	b := startNodeWithStore(t, cfg("vps-b"), &listHidingStore{Store: a.St})
+	b.WaitReady()
 
 	for _, c := range []struct {
 		n     *testNode
 		other string
 	}{{a, "vps-b"}, {b, "vps-a"}} {
-		waitFor(t, 5*time.Second, c.n.cfg.Node.Name+" reports "+c.other, func() bool {
+		waitFor(t, 5*time.Second, c.n.Cfg.Node.Name+" reports "+c.other, func() bool {
 			w := addressWarningOf(t, c.n)
 			return w != nil && fmt.Sprint(w["sharedWith"]) == "["+c.other+"]"
 		})
 		if !metricLine(t, c.n, "scafo_node_address_conflict 1") {
-			t.Errorf("%s: scafo_node_address_conflict is not 1", c.n.cfg.Node.Name)
+			t.Errorf("%s: scafo_node_address_conflict is not 1", c.n.Cfg.Node.Name)
 		}
-		if logs := c.n.logs.String(); !strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "node.address") || !strings.Contains(logs, c.other) {
-			t.Errorf("%s: no error logged naming node.address and %s:\n%s", c.n.cfg.Node.Name, c.other, logs)
+		if logs := c.n.Logs.String(); !strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "node.address") || !strings.Contains(logs, c.other) {
+			t.Errorf("%s: no error logged naming node.address and %s:\n%s", c.n.Cfg.Node.Name, c.other, logs)
 		}
 	}
 
-	b.stop()
+	b.Stop()
 	waitFor(t, 5*time.Second, "the report to clear", func() bool {
 		return addressWarningOf(t, a) == nil && metricLine(t, a, "scafo_node_address_conflict 0")
 	})
@@ -206,7 +182,7 @@ func TestLoopbackAddressInAFleetIsReported(t *testing.T) {
 		return c
 	}
 	a := startNode(t, cfg("vps-a")) // 127.0.0.1
-	a.waitReady()
+	a.WaitReady()
 	waitHeartbeatsAfterView(t, a, "vps-a")
 	if w := addressWarningOf(t, a); w != nil {
 		t.Fatalf("a single node on 127.0.0.1 is reported: %v", w)
@@ -214,29 +190,29 @@ func TestLoopbackAddressInAFleetIsReported(t *testing.T) {
 	if !metricLine(t, a, "scafo_node_address_loopback 0") {
 		t.Fatal("scafo_node_address_loopback is not 0 on a single node")
 	}
-	if strings.Contains(a.logs.String(), "node.address") {
-		t.Fatalf("a single node on 127.0.0.1 logs about node.address:\n%s", a.logs.String())
+	if strings.Contains(a.Logs.String(), "node.address") {
+		t.Fatalf("a single node on 127.0.0.1 logs about node.address:\n%s", a.Logs.String())
 	}
 
 	b := startNode(t, cfg("vps-b"))
-	b.waitReady()
+	b.WaitReady()
 	for _, n := range []*testNode{a, b} {
-		waitFor(t, 5*time.Second, n.cfg.Node.Name+" reports its loopback address", func() bool {
+		waitFor(t, 5*time.Second, n.Cfg.Node.Name+" reports its loopback address", func() bool {
 			w := addressWarningOf(t, n)
-			return w != nil && w["loopback"] == true && w["liveNodes"] == float64(2) && w["address"] == n.cfg.Node.Address
+			return w != nil && w["loopback"] == true && w["liveNodes"] == float64(2) && w["address"] == n.Cfg.Node.Address
 		})
 		if !metricLine(t, n, "scafo_node_address_loopback 1") {
-			t.Errorf("%s: scafo_node_address_loopback is not 1", n.cfg.Node.Name)
+			t.Errorf("%s: scafo_node_address_loopback is not 1", n.Cfg.Node.Name)
 		}
 		if !metricLine(t, n, "scafo_node_address_conflict 0") {
-			t.Errorf("%s: scafo_node_address_conflict is not 0 (distinct addresses)", n.cfg.Node.Name)
+			t.Errorf("%s: scafo_node_address_conflict is not 0 (distinct addresses)", n.Cfg.Node.Name)
 		}
-		if logs := n.logs.String(); !strings.Contains(logs, "level=WARN") || !strings.Contains(logs, "node.address") {
-			t.Errorf("%s: no warning naming node.address:\n%s", n.cfg.Node.Name, logs)
+		if logs := n.Logs.String(); !strings.Contains(logs, "level=WARN") || !strings.Contains(logs, "node.address") {
+			t.Errorf("%s: no warning naming node.address:\n%s", n.Cfg.Node.Name, logs)
 		}
 	}
 
-	b.stop()
+	b.Stop()
 	waitFor(t, 5*time.Second, "the report to clear once vps-b is stale", func() bool {
 		return addressWarningOf(t, a) == nil && metricLine(t, a, "scafo_node_address_loopback 0")
 	})
@@ -253,7 +229,7 @@ func TestABootlessRecordOnTheAddressIsReportedNotRefused(t *testing.T) {
 		w := addressWarningOf(t, n)
 		return w != nil && fmt.Sprint(w["sharedWith"]) == "[vps-old]"
 	})
-	if logs := n.logs.String(); !strings.Contains(logs, "level=WARN") || !strings.Contains(logs, "without a boot identity") {
+	if logs := n.Logs.String(); !strings.Contains(logs, "level=WARN") || !strings.Contains(logs, "without a boot identity") {
 		t.Fatalf("no warning at start:\n%s", logs)
 	}
 	if !metricLine(t, n, "scafo_node_address_conflict 1") {

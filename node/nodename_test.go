@@ -22,7 +22,7 @@ import (
 // statusMap is GET /v1/status decoded loosely.
 func statusMap(t *testing.T, n *testNode) map[string]any {
 	t.Helper()
-	_, b := n.get("/v1/status", testAdminToken)
+	_, b := n.Get("/v1/status", testAdminToken)
 	var m map[string]any
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatalf("status: %v: %s", err, b)
@@ -40,7 +40,7 @@ func duplicateOf(t *testing.T, n *testNode) string {
 
 func metricLine(t *testing.T, n *testNode, line string) bool {
 	t.Helper()
-	_, b := n.get("/metrics", "")
+	_, b := n.Get("/metrics", "")
 	return strings.Contains(string(b), "\n"+line+"\n")
 }
 
@@ -68,8 +68,8 @@ func TestDuplicateNodeNameRefusedAtStart(t *testing.T) {
 	cfgA := testConfig(t, "vps-a", storeDir)
 	cfgA.Node.Address = "127.0.0.11"
 	a := startNode(t, cfgA)
-	a.waitReady()
-	before := storedRecord(t, a.st, "vps-a")
+	a.WaitReady()
+	before := storedRecord(t, a.St, "vps-a")
 
 	cfgB := testConfig(t, "vps-a", storeDir)
 	cfgB.Node.Address = "127.0.0.12"
@@ -78,7 +78,7 @@ func TestDuplicateNodeNameRefusedAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfgB.Node.APIPort = node.PortOf(ln.Addr().String())
-	b, err := node.NewWithStore(cfgB, slog.New(slog.NewTextHandler(io.Discard, nil)), a.st, testIngressToken, testAdminToken)
+	b, err := node.NewWithStore(cfgB, slog.New(slog.NewTextHandler(io.Discard, nil)), a.St, testIngressToken, testAdminToken)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		err = b.Run(ctx, ln)
@@ -91,14 +91,14 @@ func TestDuplicateNodeNameRefusedAtStart(t *testing.T) {
 		t.Fatalf("the refusal does not name the other record's address and age: %v", err)
 	}
 	t.Logf("refused: %v", err)
-	if after := storedRecord(t, a.st, "vps-a"); after["address"] != "127.0.0.11" || after["seen"] != before["seen"] {
+	if after := storedRecord(t, a.St, "vps-a"); after["address"] != "127.0.0.11" || after["seen"] != before["seen"] {
 		t.Fatalf("the refused node wrote the record: %v", after)
 	}
 
 	// A crash-and-restart of the same node (same state dir) is not a duplicate.
-	a.stop()
+	a.Stop()
 	a2 := startNode(t, cfgA)
-	a2.waitReady()
+	a2.WaitReady()
 	select {
 	case <-a2.Exited():
 		t.Fatalf("the restarted node stopped: %v", a2.Err())
@@ -142,26 +142,26 @@ func TestDuplicateNodeNameAtRuntimeIsReported(t *testing.T) {
 		return c
 	}
 	a := startNode(t, cfg("127.0.0.11"))
-	a.waitReady()
-	b := startNodeWithStore(t, cfg("127.0.0.12"), &hidingStore{Store: a.st, key: fleet.NodeKey("vps-a")})
+	a.WaitReady()
+	b := startNodeWithStore(t, cfg("127.0.0.12"), &hidingStore{Store: a.St, key: fleet.NodeKey("vps-a")})
 
 	for _, c := range []struct {
 		n     *testNode
 		other string
 	}{{a, "127.0.0.12"}, {b, "127.0.0.11"}} {
-		waitFor(t, 5*time.Second, c.n.cfg.Node.Address+" reports "+c.other, func() bool {
+		waitFor(t, 5*time.Second, c.n.Cfg.Node.Address+" reports "+c.other, func() bool {
 			return strings.HasPrefix(duplicateOf(t, c.n), c.other+":")
 		})
 		if !metricLine(t, c.n, "scafo_node_name_conflict 1") {
-			t.Errorf("%s: scafo_node_name_conflict is not 1", c.n.cfg.Node.Address)
+			t.Errorf("%s: scafo_node_name_conflict is not 1", c.n.Cfg.Node.Address)
 		}
-		if logs := c.n.logs.String(); !strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, c.other) {
-			t.Errorf("%s: no error logged naming %s:\n%s", c.n.cfg.Node.Address, c.other, logs)
+		if logs := c.n.Logs.String(); !strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, c.other) {
+			t.Errorf("%s: no error logged naming %s:\n%s", c.n.Cfg.Node.Address, c.other, logs)
 		}
 	}
 
 	// The other node goes away: the report clears once its record would be stale.
-	b.stop()
+	b.Stop()
 	waitFor(t, 5*time.Second, "the report to clear", func() bool {
 		return duplicateOf(t, a) == "" && metricLine(t, a, "scafo_node_name_conflict 0")
 	})
@@ -177,10 +177,10 @@ func TestOverwrittenOwnRecordIsReportedWhateverItsClock(t *testing.T) {
 	cfg.Reconcile.Heartbeat = ptypes.Duration(100 * time.Millisecond)
 	cfg.Reconcile.NodeTTL = ptypes.Duration(time.Minute)
 	n := startNode(t, cfg)
-	n.waitReady()
+	n.WaitReady()
 	skewed := fmt.Sprintf(`{"name":"vps-a","address":"10.9.9.9","apiPort":7400,"seen":%q,"boot":{"node":"elsewhere","id":"b00b"}}`,
 		time.Now().Add(-30*time.Second).UTC().Format(time.RFC3339Nano))
-	putRaw(t, n.st, fleet.NodeKey("vps-a"), []byte(skewed))
+	putRaw(t, n.St, fleet.NodeKey("vps-a"), []byte(skewed))
 	waitFor(t, 5*time.Second, "the overwrite reported", func() bool {
 		return strings.HasPrefix(duplicateOf(t, n), "10.9.9.9:")
 	})
@@ -190,6 +190,6 @@ func TestOverwrittenOwnRecordIsReportedWhateverItsClock(t *testing.T) {
 	// The report may come from the reconcile pass that read the other record before
 	// the next heartbeat rewrote it: wait for that rewrite (100ms heartbeats).
 	waitFor(t, 5*time.Second, "the node writing its own record again", func() bool {
-		return storedRecord(t, n.st, "vps-a")["address"] == "127.0.0.1"
+		return storedRecord(t, n.St, "vps-a")["address"] == "127.0.0.1"
 	})
 }

@@ -19,22 +19,22 @@ import (
 func TestAnObjectTooLargeToReadIsSkippedNotFatal(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	seedFleet(t, n.st, "shop")
-	n.waitReady()
+	seedFleet(t, n.St, "shop")
+	n.WaitReady()
 	waitSeeded(t, n)
 
 	// A valid application padded past the limit, written behind the store's back (its
 	// Put refuses it), then announced so the pass reads apps/.
 	pad := bytes.Repeat([]byte("x"), store.MaxObjectSize)
 	huge := append(append([]byte(`{"name":"huge","account":"acme","placement":["vps-a"],"pad":"`), pad...), `"}`...)
-	if err := os.WriteFile(filepath.Join(n.cfg.Store.Dir.Path, "apps", "huge.json"), huge, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(n.Cfg.Store.Dir.Path, "apps", "huge.json"), huge, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.BumpSerial(t.Context(), n.st); err != nil {
+	if _, err := store.BumpSerial(t.Context(), n.St); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "apps/huge.json reported skipped", func() bool {
-		_, b := n.get("/v1/status", testAdminToken)
+		_, b := n.Get("/v1/status", testAdminToken)
 		return strings.Contains(string(b), `"object":"apps/huge.json","reason":"not read: larger than`)
 	})
 	if hosts := strings.Join(hostsOf(routesDoc(t, n)), ","); hosts != "shop.apps.example.com" {

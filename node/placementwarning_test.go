@@ -13,13 +13,13 @@ import (
 func TestAPlacementOnANodeNoRecordNamesIsWarnedAtItsWrite(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	put := func(code int, app, body string) []string {
 		var a struct {
 			Name     string   `json:"name"`
 			Warnings []string `json:"warnings"`
 		}
-		raw := n.must(code, "PUT", "/v1/apps/"+app, testAdminToken, body)
+		raw := n.Must(code, "PUT", "/v1/apps/"+app, testAdminToken, body)
 		if err := json.Unmarshal(raw, &a); err != nil || a.Name != app {
 			t.Fatalf("PUT %s answered %s (%v)", app, raw, err)
 		}

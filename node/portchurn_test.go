@@ -22,19 +22,19 @@ func TestATenantCannotQuarantineEveryPortByMovingItsInstance(t *testing.T) {
 	cfg.Ports.Min, cfg.Ports.Max = 24000, 24000+3*fleetwrite.MaxQuarantinedPorts
 	cfg.Writes.Rate, cfg.Writes.Burst = 1000, 1000
 	n := startNode(t, cfg)
-	n.waitReady()
-	n.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"mallory","placement":["vps-a"]}`)
-	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.WaitReady()
+	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"mallory","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	_, evilTok := issueToken(t, n, "mallory", "evil", `"instance"`)
 	var first struct{ Port int }
-	json.Unmarshal(n.must(201, "POST", "/v1/node/instances/evil", evilTok, `{}`), &first)
+	json.Unmarshal(n.Must(201, "POST", "/v1/node/instances/evil", evilTok, `{}`), &first)
 
 	refused := 0
 	for p := cfg.Ports.Min; p <= cfg.Ports.Max; p++ {
 		if p == first.Port {
 			continue
 		}
-		resp, b := n.do("PUT", "/v1/node/instances/evil", evilTok, fmt.Sprintf(`{"port":%d,"ready":true}`, p))
+		resp, b := n.Do("PUT", "/v1/node/instances/evil", evilTok, fmt.Sprintf(`{"port":%d,"ready":true}`, p))
 		switch {
 		case resp.StatusCode == 200:
 		case resp.StatusCode == 409 && strings.Contains(string(b), "quarantine"):
@@ -49,13 +49,13 @@ func TestATenantCannotQuarantineEveryPortByMovingItsInstance(t *testing.T) {
 	// Releasing the instance and setting it on a new port is a move too.
 	free := 0
 	for p := cfg.Ports.Min; p <= cfg.Ports.Max; p++ {
-		n.must(200, "DELETE", "/v1/node/instances/evil", evilTok, "")
-		resp, b := n.do("PUT", "/v1/node/instances/evil", evilTok, fmt.Sprintf(`{"port":%d,"ready":true}`, p))
+		n.Must(200, "DELETE", "/v1/node/instances/evil", evilTok, "")
+		resp, b := n.Do("PUT", "/v1/node/instances/evil", evilTok, fmt.Sprintf(`{"port":%d,"ready":true}`, p))
 		switch {
 		case resp.StatusCode == 200:
 		case resp.StatusCode == 409:
 			free++
-			if _, b := n.do("PUT", "/v1/node/instances/evil", evilTok, fmt.Sprintf(`{"port":%d,"ready":true}`, first.Port)); !strings.Contains(string(b), `"port"`) {
+			if _, b := n.Do("PUT", "/v1/node/instances/evil", evilTok, fmt.Sprintf(`{"port":%d,"ready":true}`, first.Port)); !strings.Contains(string(b), `"port"`) {
 				t.Fatalf("back to port %d after a release: %s", first.Port, b)
 			}
 		default:
@@ -66,11 +66,11 @@ func TestATenantCannotQuarantineEveryPortByMovingItsInstance(t *testing.T) {
 		t.Error("a tenant quarantined every port of the range by releasing its instance and setting it on the next port")
 	}
 	// Another account still gets a port on this node.
-	resp, b := n.do("POST", "/v1/node/instances/shop", testAdminToken, `{}`)
+	resp, b := n.Do("POST", "/v1/node/instances/shop", testAdminToken, `{}`)
 	if resp.StatusCode != 201 {
 		t.Fatalf("another account's instance after the tenant's moves: %d %s, want 201 (a port)", resp.StatusCode, b)
 	}
 	// Moving back to a port it left (blue/green between two ports) is not a new
 	// quarantine, and stays allowed.
-	n.must(200, "PUT", "/v1/node/instances/evil", evilTok, fmt.Sprintf(`{"port":%d,"ready":true}`, first.Port))
+	n.Must(200, "PUT", "/v1/node/instances/evil", evilTok, fmt.Sprintf(`{"port":%d,"ready":true}`, first.Port))
 }

@@ -4,14 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/scafo/ingress/node"
-	"github.com/scafo/ingress/node/internal/testinst"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scafo/ingress/node"
+	"github.com/scafo/ingress/node/internal/testinst"
 
 	ptypes "github.com/traefik/paerser/types"
 
@@ -66,7 +67,7 @@ func upstreamsOf(t *testing.T, n *testNode, host string) []string {
 
 func instanceStatusOf(t *testing.T, n *testNode, app string) api.Instance {
 	t.Helper()
-	_, b := n.get("/v1/status", testAdminToken)
+	_, b := n.Get("/v1/status", testAdminToken)
 	var st api.Status
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatalf("status %s: %v", b, err)
@@ -88,17 +89,17 @@ func TestDeadInstanceLeavesTheDocumentOnEveryNodeWithinATick(t *testing.T) {
 	t.Parallel()
 	storeDir := t.TempDir()
 	a := startNode(t, probeConfig(t, "vps-a", storeDir))
-	a.waitReady()
+	a.WaitReady()
 	b := startNode(t, testConfig(t, "vps-b", storeDir))
-	b.waitReady()
+	b.WaitReady()
 
 	inst := testinst.StartTCP(t)
-	a.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	a.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, inst.Port))
+	a.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	a.Must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, inst.Port))
 	const host = "shop.apps.example.com"
 	addr := "127.0.0.1:" + strconv.Itoa(inst.Port)
 	for _, n := range []*testNode{a, b} {
-		waitFor(t, 5*time.Second, n.cfg.Node.Name+" routes the live instance", func() bool {
+		waitFor(t, 5*time.Second, n.Cfg.Node.Name+" routes the live instance", func() bool {
 			u := upstreamsOf(t, n, host)
 			return len(u) == 1 && u[0] == addr
 		})
@@ -107,22 +108,22 @@ func TestDeadInstanceLeavesTheDocumentOnEveryNodeWithinATick(t *testing.T) {
 		s := instanceStatusOf(t, a, "shop")
 		return s.Probe != nil && s.Probe.Probes >= 3 && s.Probe.Up && s.Ready
 	})
-	if resp, body := a.get("/v1/health/instances/shop", ""); resp.StatusCode != http.StatusOK {
+	if resp, body := a.Get("/v1/health/instances/shop", ""); resp.StatusCode != http.StatusOK {
 		t.Fatalf("health of the live instance: %d %s", resp.StatusCode, body)
 	}
 
-	before := serialOf(t, a.st)
+	before := serialOf(t, a.St)
 	inst.Close()
 	t0 := time.Now()
-	waitFor(t, 5*time.Second, "vps-a's record says not ready", func() bool { return !recordReady(t, a.st, "vps-a", "shop") })
+	waitFor(t, 5*time.Second, "vps-a's record says not ready", func() bool { return !recordReady(t, a.St, "vps-a", "shop") })
 	recorded := time.Since(t0)
 	// The record is written, then the serial bumped (naming it): peers learn of it then.
-	waitFor(t, 5*time.Second, "the serial bumped after the record", func() bool { return serialOf(t, a.st) > before })
+	waitFor(t, 5*time.Second, "the serial bumped after the record", func() bool { return serialOf(t, a.St) > before })
 	for _, n := range []*testNode{a, b} {
-		waitFor(t, 5*time.Second, n.cfg.Node.Name+" drops the dead upstream", func() bool { return len(upstreamsOf(t, n, host)) == 0 })
+		waitFor(t, 5*time.Second, n.Cfg.Node.Name+" drops the dead upstream", func() bool { return len(upstreamsOf(t, n, host)) == 0 })
 	}
 	t.Logf("dead instance out of the record after %s, out of both documents after %s", recorded.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
-	resp, body := a.get("/v1/health/instances/shop", "")
+	resp, body := a.Get("/v1/health/instances/shop", "")
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("health of the dead instance: %d %s, want 503", resp.StatusCode, body)
 	}
@@ -131,17 +132,17 @@ func TestDeadInstanceLeavesTheDocumentOnEveryNodeWithinATick(t *testing.T) {
 		t.Errorf("status of the dead instance: %+v %+v, want declared, not ready, probe down with an error", s, s.Probe)
 	}
 	if !metricLine(t, a, `scafo_instance_probe_transitions_total{to="down"} 1`) {
-		_, m := a.get("/metrics", "")
+		_, m := a.Get("/metrics", "")
 		t.Errorf("no down transition counted:\n%s", grepLines(string(m), "scafo_instance_probe"))
 	}
 
 	inst.Open()
 	for _, n := range []*testNode{a, b} {
-		waitFor(t, 5*time.Second, n.cfg.Node.Name+" routes the instance again", func() bool {
+		waitFor(t, 5*time.Second, n.Cfg.Node.Name+" routes the instance again", func() bool {
 			return len(upstreamsOf(t, n, host)) == 1
 		})
 	}
-	if !recordReady(t, a.st, "vps-a", "shop") {
+	if !recordReady(t, a.St, "vps-a", "shop") {
 		t.Error("record not ready after the instance came back")
 	}
 }
@@ -151,10 +152,10 @@ func TestDeadInstanceLeavesTheDocumentOnEveryNodeWithinATick(t *testing.T) {
 func TestProbeNeverPublishesAnInstanceDeclaredNotReady(t *testing.T) {
 	t.Parallel()
 	a := startNode(t, probeConfig(t, "vps-a", t.TempDir()))
-	a.waitReady()
+	a.WaitReady()
 	inst := testinst.StartTCP(t)
-	a.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	a.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":false}`, inst.Port))
+	a.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	a.Must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":false}`, inst.Port))
 	waitFor(t, 5*time.Second, "probes of the instance", func() bool {
 		s := instanceStatusOf(t, a, "shop")
 		return s.Probe != nil && s.Probe.Probes >= 3
@@ -162,7 +163,7 @@ func TestProbeNeverPublishesAnInstanceDeclaredNotReady(t *testing.T) {
 	if s := instanceStatusOf(t, a, "shop"); s.Ready || !s.Probe.Up {
 		t.Errorf("status %+v %+v: want probe up, published not ready", s, s.Probe)
 	}
-	if recordReady(t, a.st, "vps-a", "shop") {
+	if recordReady(t, a.St, "vps-a", "shop") {
 		t.Error("the record publishes an instance declared not ready")
 	}
 }
@@ -173,10 +174,10 @@ func TestProbeNeverPublishesAnInstanceDeclaredNotReady(t *testing.T) {
 func TestProbeOfAHealthPathFollowsItsStatusNotItsRedirects(t *testing.T) {
 	t.Parallel()
 	a := startNode(t, probeConfig(t, "vps-a", t.TempDir()))
-	a.waitReady()
+	a.WaitReady()
 	app := testinst.StartHealth(t, "/healthz", http.StatusOK, "")
-	a.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/healthz"}}`)
-	a.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, app.Port))
+	a.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/healthz"}}`)
+	a.Must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, app.Port))
 	waitFor(t, 5*time.Second, "HTTP probes of the health path", func() bool {
 		s := instanceStatusOf(t, a, "shop")
 		return s.Probe.Kind == "http" && s.Probe.Probes >= 2 && app.Hits.Load() >= 2
@@ -185,18 +186,18 @@ func TestProbeOfAHealthPathFollowsItsStatusNotItsRedirects(t *testing.T) {
 		t.Errorf("probe request headers %v: want no Authorization, User-Agent scafo-node-probe", h)
 	}
 	app.Code.Store(http.StatusInternalServerError)
-	waitFor(t, 5*time.Second, "500 marks it down", func() bool { return !recordReady(t, a.st, "vps-a", "shop") })
+	waitFor(t, 5*time.Second, "500 marks it down", func() bool { return !recordReady(t, a.St, "vps-a", "shop") })
 	if s := instanceStatusOf(t, a, "shop"); !strings.Contains(s.Probe.LastError, "500") {
 		t.Errorf("lastError %q: want the status named", s.Probe.LastError)
 	}
 	app.Code.Store(http.StatusOK)
-	waitFor(t, 5*time.Second, "200 marks it up", func() bool { return recordReady(t, a.st, "vps-a", "shop") })
+	waitFor(t, 5*time.Second, "200 marks it up", func() bool { return recordReady(t, a.St, "vps-a", "shop") })
 
 	// A redirect to another listener: up (3xx), and the target never hears of it.
 	elsewhere := testinst.StartHealth(t, "/healthz", http.StatusOK, "")
 	redir := testinst.StartHealth(t, "/healthz", 0, fmt.Sprintf("http://127.0.0.1:%d/healthz", elsewhere.Port))
-	a.must(201, "PUT", "/v1/apps/hop", testAdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/healthz"}}`)
-	a.must(200, "PUT", "/v1/node/instances/hop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, redir.Port))
+	a.Must(201, "PUT", "/v1/apps/hop", testAdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/healthz"}}`)
+	a.Must(200, "PUT", "/v1/node/instances/hop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, redir.Port))
 	waitFor(t, 5*time.Second, "probes of the redirecting instance", func() bool {
 		s := instanceStatusOf(t, a, "hop")
 		return s.Probe.Kind == "http" && s.Probe.Probes >= 4
@@ -217,16 +218,16 @@ func TestInstanceHealthEndpointDoesNotDialPerRequest(t *testing.T) {
 	cfg.Probe.Interval = ptypes.Duration(time.Second) // few probes during the burst
 	cfg.Probe.Timeout = 0
 	a := startNode(t, cfg)
-	a.waitReady()
+	a.WaitReady()
 	inst := testinst.StartTCP(t)
-	a.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	a.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, inst.Port))
+	a.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	a.Must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, inst.Port))
 	waitFor(t, 5*time.Second, "a first probe", func() bool { return inst.Accepts.Load() >= 1 })
 	start := inst.Accepts.Load()
 	t0 := time.Now()
 	const burst = 200
 	for range burst {
-		if resp, b := a.get("/v1/health/instances/shop", ""); resp.StatusCode != http.StatusOK {
+		if resp, b := a.Get("/v1/health/instances/shop", ""); resp.StatusCode != http.StatusOK {
 			t.Fatalf("health: %d %s", resp.StatusCode, b)
 		}
 	}
@@ -246,29 +247,29 @@ func TestInstanceHealthEndpointDoesNotDialPerRequest(t *testing.T) {
 func TestProbeNeverVouchesForAnInstanceOnTheAPIPortOrAnotherTenantsPort(t *testing.T) {
 	t.Parallel()
 	a := startNode(t, probeConfig(t, "vps-a", t.TempDir()))
-	a.waitReady()
-	a.must(201, "PUT", "/v1/apps/bank", testAdminToken, `{"account":"bank","placement":["vps-a"]}`)
-	a.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	a.WaitReady()
+	a.Must(201, "PUT", "/v1/apps/bank", testAdminToken, `{"account":"bank","placement":["vps-a"]}`)
+	a.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	var bank struct{ Port int }
-	json.Unmarshal(a.must(201, "POST", "/v1/node/instances/bank", testAdminToken, `{}`), &bank)
+	json.Unmarshal(a.Must(201, "POST", "/v1/node/instances/bank", testAdminToken, `{}`), &bank)
 	bankLn, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(bank.Port))
 	if err != nil {
 		t.Skipf("port %d of the allocation range is taken on this machine: %v", bank.Port, err)
 	}
 	defer bankLn.Close()
-	a.must(200, "PUT", "/v1/node/instances/bank", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, bank.Port))
+	a.Must(200, "PUT", "/v1/node/instances/bank", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, bank.Port))
 	_, evilTok := issueToken(t, a, "evil", "evil", `"instance"`)
-	a.must(409, "PUT", "/v1/node/instances/evil", evilTok, fmt.Sprintf(`{"port":%d,"ready":true}`, bank.Port))
-	a.must(403, "PUT", "/v1/node/instances/evil", evilTok, fmt.Sprintf(`{"port":%d,"ready":true}`, a.cfg.Node.APIPort))
+	a.Must(409, "PUT", "/v1/node/instances/evil", evilTok, fmt.Sprintf(`{"port":%d,"ready":true}`, bank.Port))
+	a.Must(403, "PUT", "/v1/node/instances/evil", evilTok, fmt.Sprintf(`{"port":%d,"ready":true}`, a.Cfg.Node.APIPort))
 
 	// The admin points evil at the node API's port (which accepts connections).
-	a.must(200, "PUT", "/v1/node/instances/evil", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, a.cfg.Node.APIPort))
+	a.Must(200, "PUT", "/v1/node/instances/evil", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, a.Cfg.Node.APIPort))
 	waitFor(t, 5*time.Second, "the record written", func() bool {
-		_, b := a.get("/v1/status", testAdminToken)
+		_, b := a.Get("/v1/status", testAdminToken)
 		return strings.Contains(string(b), `"app":"evil"`)
 	})
 	time.Sleep(300 * time.Millisecond) // several probe intervals
-	if recordReady(t, a.st, "vps-a", "evil") {
+	if recordReady(t, a.St, "vps-a", "evil") {
 		t.Error("an instance on the node API's port is published ready")
 	}
 	if u := upstreamsOf(t, a, "evil.apps.example.com"); len(u) != 0 {
@@ -278,14 +279,14 @@ func TestProbeNeverVouchesForAnInstanceOnTheAPIPortOrAnotherTenantsPort(t *testi
 	if s.Probe == nil || s.Probe.Up || !strings.Contains(s.Probe.Refused, "API port") || s.Probe.Probes != 0 {
 		t.Errorf("status %+v %+v: want refused (API port), never probed", s, s.Probe)
 	}
-	if resp, b := a.get("/v1/health/instances/evil", ""); resp.StatusCode != http.StatusServiceUnavailable {
+	if resp, b := a.Get("/v1/health/instances/evil", ""); resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("health of an instance on the API port: %d %s, want 503", resp.StatusCode, b)
 	}
 	if !metricLine(t, a, "scafo_instance_probe_down 1") {
-		_, m := a.get("/metrics", "")
+		_, m := a.Get("/metrics", "")
 		t.Errorf("the refused instance is not counted down:\n%s", grepLines(string(m), "scafo_instance_probe_down"))
 	}
-	waitFor(t, 5*time.Second, "bank published ready", func() bool { return recordReady(t, a.st, "vps-a", "bank") })
+	waitFor(t, 5*time.Second, "bank published ready", func() bool { return recordReady(t, a.St, "vps-a", "bank") })
 }
 
 // The prober's settings: defaults, and every invalid combination named.

@@ -22,7 +22,7 @@ import (
 // /metrics; ok is false when it is not there.
 func metricValue(t *testing.T, n *testNode, series string) (v float64, ok bool) {
 	t.Helper()
-	_, b := n.get("/metrics", "")
+	_, b := n.Get("/metrics", "")
 	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindSubmatch(b)
 	if m == nil {
 		return 0, false
@@ -62,7 +62,7 @@ func TestRefusalsAreCountedByReason(t *testing.T) {
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	cfg.Writes.Rate, cfg.Writes.Burst = 0.001, 1 // one write, then 429 for the test's life
 	n := startNode(t, cfg)
-	n.waitReady()
+	n.WaitReady()
 	for r, v := range refusedCounts(t, n) {
 		if v != 0 {
 			t.Fatalf("reason %s starts at %v, want 0", r, v)
@@ -71,7 +71,7 @@ func TestRefusalsAreCountedByReason(t *testing.T) {
 	want := map[string]float64{}
 	step := func(what string, reason string, code int, method, path, token, body string) {
 		t.Helper()
-		if resp, b := n.do(method, path, token, body); resp.StatusCode != code {
+		if resp, b := n.Do(method, path, token, body); resp.StatusCode != code {
 			t.Fatalf("%s: %d %s, want %d", what, resp.StatusCode, b, code)
 		}
 		want[reason]++
@@ -83,9 +83,9 @@ func TestRefusalsAreCountedByReason(t *testing.T) {
 	step("a poll with a bad token", refusedToken, 401, "GET", "/v1/ingress/routes", "not-the-ingress-token", "")
 	step("a write with a made-up application token", refusedToken, 401, "PUT", "/v1/apps/shop", "hunter2", `{"account":"acme"}`)
 
-	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	_, tok := issueToken(t, n, "acme", "shop", `"instance"`)
-	n.must(200, "PUT", "/v1/node/instances/shop", tok, `{"port":25000,"ready":true}`) // the one write of the budget
+	n.Must(200, "PUT", "/v1/node/instances/shop", tok, `{"port":25000,"ready":true}`) // the one write of the budget
 	step("a write past writes.rate", refusedWriteRate, 429, "PUT", "/v1/node/instances/shop", tok, `{"port":25001,"ready":true}`)
 
 	// The token's lookup budget spent (reads, from 8 clients at once, past its burst
@@ -97,7 +97,7 @@ func TestRefusalsAreCountedByReason(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 4*knownTokenBurst && limited.Load() < 3; i++ {
-				if resp, _ := n.do("GET", "/v1/apps/shop", tok, ""); resp.StatusCode == http.StatusTooManyRequests {
+				if resp, _ := n.Do("GET", "/v1/apps/shop", tok, ""); resp.StatusCode == http.StatusTooManyRequests {
 					limited.Add(1)
 				}
 			}
@@ -134,7 +134,7 @@ func TestConnectionRefusalsAreCounted(t *testing.T) {
 	cfg.Limits.MaxConnsPerSource = 1
 	cfg.Limits.IdleTimeout = ptypes.Duration(200 * time.Millisecond)
 	n := startNode(t, cfg)
-	n.waitReady()
+	n.WaitReady()
 	cl := connsOf(n)
 	// The test's own keep-alive connections (127.0.0.1) close when idle; the metrics are
 	// read on connections of their own, answered from the reserve when it comes to that.
@@ -143,7 +143,7 @@ func TestConnectionRefusalsAreCounted(t *testing.T) {
 	// Read from the registry: a scrape would need a connection, and with the general
 	// part full it would be refused too.
 	counts := func() map[string]float64 {
-		mfs, err := n.srv.Metrics().Reg().Gather()
+		mfs, err := n.Srv.Metrics().Reg().Gather()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,8 +213,8 @@ func TestConnectionRefusalsAreCounted(t *testing.T) {
 // revision) or its client goes away; a poll that is answered at once never counts.
 func TestParkedLongPollsAreCounted(t *testing.T) {
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	seedFleet(t, n.st, "shop")
-	n.waitReady()
+	seedFleet(t, n.St, "shop")
+	n.WaitReady()
 	waitSeeded(t, n)
 	parked := func() float64 {
 		v, ok := metricValue(t, n, "scafo_longpolls_parked")
@@ -226,23 +226,23 @@ func TestParkedLongPollsAreCounted(t *testing.T) {
 	if p := parked(); p != 0 {
 		t.Fatalf("parked before any long-poll: %v", p)
 	}
-	r1, _ := n.get("/v1/ingress/traefik", testIngressToken)
+	r1, _ := n.Get("/v1/ingress/traefik", testIngressToken)
 	etag := r1.Header.Get("ETag")
-	if r, _ := n.get("/v1/ingress/traefik?wait=20s", testIngressToken, "If-None-Match", `"other"`); r.StatusCode != 200 || parked() != 0 {
+	if r, _ := n.Get("/v1/ingress/traefik?wait=20s", testIngressToken, "If-None-Match", `"other"`); r.StatusCode != 200 || parked() != 0 {
 		t.Fatalf("a long-poll answered at once: %d, parked %v", r.StatusCode, parked())
 	}
 
 	// One poll answered by a change, one whose client leaves.
 	answered := make(chan int, 1)
 	go func() {
-		resp, _ := n.get("/v1/ingress/traefik?wait=20s", testIngressToken, "If-None-Match", etag)
+		resp, _ := n.Get("/v1/ingress/traefik?wait=20s", testIngressToken, "If-None-Match", etag)
 		answered <- resp.StatusCode
 	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	left := make(chan error, 1)
 	go func() {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.url+"/v1/ingress/traefik?wait=20s", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.URL+"/v1/ingress/traefik?wait=20s", nil)
 		req.Header.Set("Authorization", "Bearer "+testIngressToken)
 		req.Header.Set("If-None-Match", etag)
 		resp, err := http.DefaultClient.Do(req)
@@ -257,7 +257,7 @@ func TestParkedLongPollsAreCounted(t *testing.T) {
 		t.Fatal("the cancelled long-poll was answered")
 	}
 	waitFor(t, 5*time.Second, "the poll whose client left no longer parked", func() bool { return parked() == 1 })
-	seedFleet(t, n.st, "shop", "blog")
+	seedFleet(t, n.St, "shop", "blog")
 	select {
 	case code := <-answered:
 		if code != 200 {

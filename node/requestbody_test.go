@@ -21,19 +21,19 @@ import (
 // (tens of ms). Actual: 20-100x that (1-6 s on the 2-core review machine).
 func TestStrictDecodeIsLinearInALongMapKey(t *testing.T) {
 	n, _ := attackNode(t)
-	n.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	_, tok := issueToken(t, n, "evil", "evil", `"publish"`)
 
 	// Control: the same bytes with a short key cost nothing.
 	ctl := `{"paths":{"k":[` + strings.Repeat("0,", 80_000) + `0]}}`
 	start := time.Now()
-	resp, _ := n.do("PUT", "/v1/apps/evil/domains/x.evil.example/paths", tok, ctl)
+	resp, _ := n.Do("PUT", "/v1/apps/evil/domains/x.evil.example/paths", tok, ctl)
 	ctlTime := time.Since(start)
 
 	key := strings.Repeat("a", 32<<10)
 	body := `{"paths":{"` + key + `":[` + strings.Repeat("0,", 80_000) + `0]}}`
 	start = time.Now()
-	resp, _ = n.do("PUT", "/v1/apps/evil/domains/x.evil.example/paths", tok, body)
+	resp, _ = n.Do("PUT", "/v1/apps/evil/domains/x.evil.example/paths", tok, body)
 	took := time.Since(start)
 	t.Logf("control %d bytes: %v; long key %d bytes: %v (status %d)", len(ctl), ctlTime, len(body), took, resp.StatusCode)
 	if took > 500*time.Millisecond && took > 8*ctlTime {
@@ -51,10 +51,10 @@ func TestStrictDecodeIsLinearInALongMapKey(t *testing.T) {
 // (io.ReadAll(dec.Buffered()) plus the unread rest, trimmed, empty).
 func TestATrailingCloserAfterTheBodyIsRefused(t *testing.T) {
 	n, _ := attackNode(t)
-	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	n.must(201, "PUT", "/v1/apps/shop/domains/shop.example", testAdminToken, "")
-	n.must(200, "PUT", "/v1/apps/shop/domains/shop.example/paths", testAdminToken, `{"paths":{"a":"shop.example"}}`)
-	resp, b := n.do("PUT", "/v1/apps/shop/domains/shop.example/paths", testAdminToken, `{"paths":{}}]{"paths":{"a":"shop.example"}}`)
+	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/shop/domains/shop.example", testAdminToken, "")
+	n.Must(200, "PUT", "/v1/apps/shop/domains/shop.example/paths", testAdminToken, `{"paths":{"a":"shop.example"}}`)
+	resp, b := n.Do("PUT", "/v1/apps/shop/domains/shop.example/paths", testAdminToken, `{"paths":{}}]{"paths":{"a":"shop.example"}}`)
 	if resp.StatusCode != 400 {
 		t.Fatalf("a body with trailing data after the object: %d %s, want 400", resp.StatusCode, b)
 	}

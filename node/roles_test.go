@@ -36,8 +36,8 @@ func TestAdminTokenNeverReadsABodyWithPrivateKeys(t *testing.T) {
 			}
 			seedFleet(t, st, "shop")
 			n := startNodeWithStore(t, cfg, st)
-			n.waitReady()
-			resp, b := n.get("/v1/ingress/traefik", testAdminToken)
+			n.WaitReady()
+			resp, b := n.Get("/v1/ingress/traefik", testAdminToken)
 			if delivery == node.DeliveryInline {
 				if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), "ingress token") || !strings.Contains(string(b), "/v1/ingress/routes") {
 					t.Errorf("admin GET /v1/ingress/traefik with inline keys: %d %s, want 403 naming the ingress token", resp.StatusCode, b)
@@ -48,10 +48,10 @@ func TestAdminTokenNeverReadsABodyWithPrivateKeys(t *testing.T) {
 			} else if resp.StatusCode != http.StatusOK {
 				t.Errorf("admin GET /v1/ingress/traefik with files delivery: %d %s, want 200", resp.StatusCode, b)
 			}
-			if resp, b := n.get("/v1/ingress/traefik", testIngressToken); resp.StatusCode != http.StatusOK {
+			if resp, b := n.Get("/v1/ingress/traefik", testIngressToken); resp.StatusCode != http.StatusOK {
 				t.Errorf("ingress GET /v1/ingress/traefik: %d %s", resp.StatusCode, b)
 			}
-			if resp, b := n.get("/v1/ingress/routes", testAdminToken); resp.StatusCode != http.StatusOK {
+			if resp, b := n.Get("/v1/ingress/routes", testAdminToken); resp.StatusCode != http.StatusOK {
 				t.Errorf("admin GET /v1/ingress/routes: %d %s", resp.StatusCode, b)
 			}
 		})
@@ -66,7 +66,7 @@ func TestAdminTokenNeverReadsABodyWithPrivateKeys(t *testing.T) {
 func TestOnlyValidIngressPollsAreRecordedAsReports(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	for _, tc := range []struct {
 		what, path, token string
 		code              int
@@ -79,7 +79,7 @@ func TestOnlyValidIngressPollsAreRecordedAsReports(t *testing.T) {
 		{"a malformed prefer", "/v1/ingress/traefik?prefer=Not_A_Node", testIngressToken, 400},
 		{"an unparsable query", "/v1/ingress/traefik?a=%zz", testIngressToken, 400},
 	} {
-		resp, b := n.get(tc.path, tc.token, api.HeaderIngress, "edge-fake", api.HeaderIngressKind, api.KindPlugin, api.HeaderAppliedSerial, "1")
+		resp, b := n.Get(tc.path, tc.token, api.HeaderIngress, "edge-fake", api.HeaderIngressKind, api.KindPlugin, api.HeaderAppliedSerial, "1")
 		if resp.StatusCode != tc.code {
 			t.Fatalf("%s: %d %s, want %d", tc.what, resp.StatusCode, b, tc.code)
 		}
@@ -90,7 +90,7 @@ func TestOnlyValidIngressPollsAreRecordedAsReports(t *testing.T) {
 	if ins := statusIngresses(t, n); len(ins) != 0 {
 		t.Fatalf("after invalid and admin polls, status lists %+v, want no ingress", ins)
 	}
-	resp, b := n.get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, "edge-real", api.HeaderIngressKind, api.KindPlugin)
+	resp, b := n.Get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, "edge-real", api.HeaderIngressKind, api.KindPlugin)
 	if resp.StatusCode != 200 || resp.Header.Get(api.HeaderIngressReport) != "recorded" {
 		t.Fatalf("a valid poll: %d %q %s", resp.StatusCode, resp.Header.Get(api.HeaderIngressReport), b)
 	}
@@ -102,7 +102,7 @@ func TestOnlyValidIngressPollsAreRecordedAsReports(t *testing.T) {
 
 func statusIngresses(t *testing.T, n *testNode) []api.Ingress {
 	t.Helper()
-	resp, b := n.get("/v1/status", testAdminToken)
+	resp, b := n.Get("/v1/status", testAdminToken)
 	var st api.Status
 	if err := json.Unmarshal(b, &st); resp.StatusCode != 200 || err != nil {
 		t.Fatalf("status: %d %v %s", resp.StatusCode, err, b)

@@ -17,13 +17,13 @@ func TestATenantCannotSpendAnotherAccountsRoutingBudget(t *testing.T) {
 	cfg.Writes.Rate, cfg.Writes.Burst = 1000, 1000
 	cfg.Writes.RouteBurst, cfg.Writes.RoutePerMinute = 3, 0.01
 	n := startNode(t, cfg)
-	n.waitReady()
-	n.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"mallory","placement":["vps-a"]}`)
-	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"alice","placement":["vps-a"]}`)
-	n.must(201, "PUT", "/v1/apps/shop/domains/shop.example.org", testAdminToken, "")
+	n.WaitReady()
+	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"mallory","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"alice","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/shop/domains/shop.example.org", testAdminToken, "")
 	_, evil := issueToken(t, n, "mallory", "evil", `"instance", "publish"`)
 	_, alice := issueToken(t, n, "alice", "shop", `"instance", "publish"`)
-	n.must(201, "POST", "/v1/node/instances/shop", alice, `{}`)
+	n.Must(201, "POST", "/v1/node/instances/shop", alice, `{}`)
 
 	// Mallory, with a token of its own account, at everything of alice's it can name.
 	attempts := 0
@@ -38,19 +38,19 @@ func TestATenantCannotSpendAnotherAccountsRoutingBudget(t *testing.T) {
 			{"DELETE", "/v1/apps/shop/domains/shop.example.org", ""},
 			{"PUT", "/v1/storage/keys/..%2Fbudgets%2Frouting%2Fmallory.json", `{"tokens":1000}`},
 		} {
-			resp, _ := n.do(w.method, w.url, evil, w.body)
+			resp, _ := n.Do(w.method, w.url, evil, w.body)
 			attempts++
 			if resp.StatusCode < 400 || resp.StatusCode == 429 || resp.StatusCode >= 500 {
 				t.Fatalf("mallory %s %s: %d, want a 4xx refusal that is not the budget's", w.method, w.url, resp.StatusCode)
 			}
 		}
 	}
-	if _, err := n.st.Get(t.Context(), fleetwrite.RouteBudgetKey("alice")); err == nil {
+	if _, err := n.St.Get(t.Context(), fleetwrite.RouteBudgetKey("alice")); err == nil {
 		t.Errorf("%d writes of another account's token created or spent alice's budget object", attempts)
 	}
 	// Alice has her whole burst.
 	for i := range 3 {
-		n.must(200, "PUT", "/v1/node/instances/shop", alice, fmt.Sprintf(`{"ready":%v}`, i%2 == 0))
+		n.Must(200, "PUT", "/v1/node/instances/shop", alice, fmt.Sprintf(`{"ready":%v}`, i%2 == 0))
 	}
-	n.must(429, "PUT", "/v1/node/instances/shop", alice, `{"ready":false}`)
+	n.Must(429, "PUT", "/v1/node/instances/shop", alice, `{"ready":false}`)
 }

@@ -38,29 +38,29 @@ func TestATenantsRoutingChangesAreBudgetedFleetWide(t *testing.T) {
 		nodes = append(nodes, startNode(t, cfg))
 	}
 	a, b := nodes[0], nodes[1]
-	a.waitReady()
-	b.waitReady()
-	a.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"mallory","placement":["vps-a","vps-b"]}`)
+	a.WaitReady()
+	b.WaitReady()
+	a.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"mallory","placement":["vps-a","vps-b"]}`)
 	_, tok := issueToken(t, a, "mallory", "evil", `"instance"`)
 	for _, n := range nodes {
-		n.must(201, "POST", "/v1/node/instances/evil", tok, `{}`)
+		n.Must(201, "POST", "/v1/node/instances/evil", tok, `{}`)
 	}
 	ready := map[*testNode]bool{}
 	changes := 0
 	for i := 0; ; i++ {
 		n := nodes[i%2]
 		body := fmt.Sprintf(`{"ready":%v}`, !ready[n])
-		resp, rb := n.do("PUT", "/v1/node/instances/evil", tok, body)
+		resp, rb := n.Do("PUT", "/v1/node/instances/evil", tok, body)
 		if resp.StatusCode == 429 {
 			break
 		}
 		if resp.StatusCode != 200 {
-			t.Fatalf("change %d on %s: %d %s", i+1, n.cfg.Node.Name, resp.StatusCode, rb)
+			t.Fatalf("change %d on %s: %d %s", i+1, n.Cfg.Node.Name, resp.StatusCode, rb)
 		}
 		ready[n] = !ready[n]
 		changes++
 		// The same state again: nothing routed changes, so it costs nothing.
-		n.must(200, "PUT", "/v1/node/instances/evil", tok, fmt.Sprintf(`{"ready":%v}`, ready[n]))
+		n.Must(200, "PUT", "/v1/node/instances/evil", tok, fmt.Sprintf(`{"ready":%v}`, ready[n]))
 		if changes > 30 {
 			t.Fatalf("%d readiness flips through two nodes, none refused (budget of 6 for the fleet)", changes)
 		}
@@ -69,26 +69,26 @@ func TestATenantsRoutingChangesAreBudgetedFleetWide(t *testing.T) {
 		t.Errorf("%d routing changes passed through two nodes, want the account's budget of 6 (fleet-wide, not per node)", changes)
 	}
 	for _, n := range nodes {
-		resp, rb := n.do("PUT", "/v1/node/instances/evil", tok, fmt.Sprintf(`{"ready":%v}`, !ready[n]))
+		resp, rb := n.Do("PUT", "/v1/node/instances/evil", tok, fmt.Sprintf(`{"ready":%v}`, !ready[n]))
 		var e api.Error
 		json.Unmarshal(rb, &e)
 		if resp.StatusCode != 429 || e.Error != "routing change budget" ||
 			!strings.Contains(e.Detail, "writes.routeBurst") || !strings.Contains(e.Detail, "mallory") {
-			t.Errorf("%s past the budget: %d %s, want 429 naming the routing change budget", n.cfg.Node.Name, resp.StatusCode, rb)
+			t.Errorf("%s past the budget: %d %s, want 429 naming the routing change budget", n.Cfg.Node.Name, resp.StatusCode, rb)
 		}
 		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 1 {
-			t.Errorf("%s: Retry-After %q", n.cfg.Node.Name, resp.Header.Get("Retry-After"))
+			t.Errorf("%s: Retry-After %q", n.Cfg.Node.Name, resp.Header.Get("Retry-After"))
 		}
 		// A no-op is still free past the budget.
-		n.must(200, "PUT", "/v1/node/instances/evil", tok, fmt.Sprintf(`{"ready":%v}`, ready[n]))
-		_, m := n.get("/metrics", "")
+		n.Must(200, "PUT", "/v1/node/instances/evil", tok, fmt.Sprintf(`{"ready":%v}`, ready[n]))
+		_, m := n.Get("/metrics", "")
 		if !strings.Contains(string(m), `scafo_routing_changes_refused_total{change="instance"}`) {
-			t.Errorf("%s: no scafo_routing_changes_refused_total{change=\"instance\"} in /metrics", n.cfg.Node.Name)
+			t.Errorf("%s: no scafo_routing_changes_refused_total{change=\"instance\"} in /metrics", n.Cfg.Node.Name)
 		}
 	}
 	// The admin is never refused.
 	for i := range 8 {
-		nodes[i%2].must(200, "PUT", "/v1/node/instances/evil", testAdminToken, fmt.Sprintf(`{"ready":%v}`, i%4 < 2))
+		nodes[i%2].Must(200, "PUT", "/v1/node/instances/evil", testAdminToken, fmt.Sprintf(`{"ready":%v}`, i%4 < 2))
 	}
 }
 
@@ -158,14 +158,14 @@ func TestAnAppInAGroupWithoutAPlatformDomainIsWarnedAtItsWrite(t *testing.T) {
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	cfg.Platform.Groups = []string{"apps.example.com=eu-1"}
 	n := startNode(t, cfg)
-	n.waitReady()
+	n.WaitReady()
 	type answer struct {
 		fleet.App
 		Warnings []string `json:"warnings"`
 	}
 	put := func(code int, app, body string) answer {
 		var a answer
-		raw := n.must(code, "PUT", "/v1/apps/"+app, testAdminToken, body)
+		raw := n.Must(code, "PUT", "/v1/apps/"+app, testAdminToken, body)
 		if err := json.Unmarshal(raw, &a); err != nil {
 			t.Fatal(err)
 		}

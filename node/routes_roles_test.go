@@ -19,10 +19,10 @@ import (
 func TestEveryRouteAnswersEachCredentialAsTheDesignSays(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
-	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	n.must(201, "PUT", "/v1/apps/cart", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
-	n.must(201, "PUT", "/v1/apps/shop/domains/shop.example", testAdminToken, `{}`)
+	n.WaitReady()
+	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/cart", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/shop/domains/shop.example", testAdminToken, `{}`)
 	_, shopPublish := issueToken(t, n, "acme", "shop", `"publish"`)
 	_, shopInstance := issueToken(t, n, "acme", "shop", `"instance"`)
 	_, cartInstance := issueToken(t, n, "evil", "cart", `"instance"`)
@@ -80,7 +80,7 @@ func TestEveryRouteAnswersEachCredentialAsTheDesignSays(t *testing.T) {
 		{"DELETE", "/v1/storage/locks/nope", "", all("ingress")},
 	} {
 		for _, c := range creds {
-			resp, b := n.do(rt.method, rt.path, c.tok, rt.body)
+			resp, b := n.Do(rt.method, rt.path, c.tok, rt.body)
 			refused := resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden
 			if rt.ok[c.name] == refused || resp.StatusCode >= 500 {
 				t.Errorf("%s %s with %s: %d %.200s, want %s", rt.method, rt.path, c.name, resp.StatusCode, b,

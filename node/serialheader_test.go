@@ -31,8 +31,8 @@ func storeSerial(t *testing.T, st store.Store) (uint64, string) {
 func TestRoutingAnswersCarryTheStoreSerial(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	seedFleet(t, n.st, "shop")
-	n.waitReady()
+	seedFleet(t, n.St, "shop")
+	n.WaitReady()
 	waitSeeded(t, n)
 	paths := []string{"/v1/ingress/routes", "/v1/ingress/traefik", "/v1/ingress/traefik?prefer=self"}
 	check := func(what string, want uint64, epoch string) map[string]string {
@@ -40,7 +40,7 @@ func TestRoutingAnswersCarryTheStoreSerial(t *testing.T) {
 		etags := map[string]string{}
 		waitFor(t, 20*time.Second, what, func() bool { // a deadline, not a pace: a loaded machine's passes are slow
 			for _, p := range paths {
-				r, _ := n.get(p, testIngressToken)
+				r, _ := n.Get(p, testIngressToken)
 				if r.StatusCode != http.StatusOK || r.Header.Get("X-Scafo-Serial") != strconv.FormatUint(want, 10) {
 					return false
 				}
@@ -49,14 +49,14 @@ func TestRoutingAnswersCarryTheStoreSerial(t *testing.T) {
 			return true
 		})
 		for _, p := range paths {
-			r, b := n.get(p, testIngressToken)
+			r, b := n.Get(p, testIngressToken)
 			if got := r.Header.Get("X-Scafo-Epoch"); got != epoch || epoch == "" {
 				t.Errorf("%s: X-Scafo-Epoch %q, want the store's %q", p, got, epoch)
 			}
 			if strings.Contains(string(b), strconv.FormatUint(want, 10)+" "+epoch) {
 				t.Errorf("%s: the serial is in the body", p)
 			}
-			r304, _ := n.get(p, testIngressToken, "If-None-Match", etags[p])
+			r304, _ := n.Get(p, testIngressToken, "If-None-Match", etags[p])
 			if r304.StatusCode != http.StatusNotModified || r304.Header.Get("X-Scafo-Serial") != strconv.FormatUint(want, 10) ||
 				r304.Header.Get("X-Scafo-Epoch") != epoch {
 				t.Errorf("%s: 304 answer %d with serial %q epoch %q, want %d %q", p, r304.StatusCode,
@@ -65,11 +65,11 @@ func TestRoutingAnswersCarryTheStoreSerial(t *testing.T) {
 		}
 		return etags
 	}
-	serial, epoch := storeSerial(t, n.st)
+	serial, epoch := storeSerial(t, n.St)
 	before := check("answers at the store's serial", serial, epoch)
 
 	// A bump that changes no routing content: same revision, same bodies, later serial.
-	if _, err := store.BumpSerial(context.Background(), n.st); err != nil {
+	if _, err := store.BumpSerial(context.Background(), n.St); err != nil {
 		t.Fatal(err)
 	}
 	after := check("answers at the bumped serial", serial+1, epoch)

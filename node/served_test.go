@@ -32,8 +32,8 @@ func storeForeign(t *testing.T, n *testNode) (bool, string) {
 func servedBeforeRestart(t *testing.T, cfg *node.Config) (routes, traefik, serial []byte) {
 	t.Helper()
 	n := startNode(t, cfg)
-	seedFleet(t, n.st, "shop")
-	n.waitReady()
+	seedFleet(t, n.St, "shop")
+	n.WaitReady()
 	// The document settled: shop routed and both nodes' records read (a document
 	// remembered before vps-b's record was read is one of serial 1, which the restored
 	// copy below also has: it would not be foreign).
@@ -43,13 +43,13 @@ func servedBeforeRestart(t *testing.T, cfg *node.Config) (routes, traefik, seria
 		ups, _ := api["upstreams"].([]any)
 		return len(hostsOf(d)) == 1 && len(ups) == 2
 	})
-	_, routes = n.get("/v1/ingress/routes", testIngressToken)
-	_, traefik = n.get("/v1/ingress/traefik", testIngressToken)
-	o, err := n.st.Get(context.Background(), store.SerialKey)
+	_, routes = n.Get("/v1/ingress/routes", testIngressToken)
+	_, traefik = n.Get("/v1/ingress/traefik", testIngressToken)
+	o, err := n.St.Get(context.Background(), store.SerialKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.stop()
+	n.Stop()
 	return routes, traefik, o.Value
 }
 
@@ -120,14 +120,14 @@ func TestRestartOnAForeignStoreServesTheRememberedDocument(t *testing.T) {
 
 			n := startNode(t, cfg) // the same state dir
 			waitFor(t, 5*time.Second, "routes 200", func() bool {
-				resp, _ := n.get("/v1/ingress/routes", testIngressToken)
+				resp, _ := n.Get("/v1/ingress/routes", testIngressToken)
 				return resp.StatusCode == 200
 			})
 			for range 5 { // several passes
-				if _, b := n.get("/v1/ingress/routes", testIngressToken); !bytes.Equal(b, routes) {
-					t.Fatalf("restarted on a foreign store, the node serves\n%s\nnot what it served\n%s\n%s", b, routes, n.logs.String())
+				if _, b := n.Get("/v1/ingress/routes", testIngressToken); !bytes.Equal(b, routes) {
+					t.Fatalf("restarted on a foreign store, the node serves\n%s\nnot what it served\n%s\n%s", b, routes, n.Logs.String())
 				}
-				if _, b := n.get("/v1/ingress/traefik", testIngressToken); !bytes.Equal(b, traefik) {
+				if _, b := n.Get("/v1/ingress/traefik", testIngressToken); !bytes.Equal(b, traefik) {
 					t.Fatalf("restarted on a foreign store, the Traefik rendering moved:\n%s", b)
 				}
 				time.Sleep(2 * time.Duration(cfg.Reconcile.Interval))
@@ -139,13 +139,13 @@ func TestRestartOnAForeignStoreServesTheRememberedDocument(t *testing.T) {
 			if _, r := storeForeign(t, n); r == "" || !strings.Contains(statusString(t, n), "store adopt") {
 				t.Errorf("status names no reason or no way out:\n%s", statusString(t, n))
 			}
-			if resp, b := n.do("PUT", "/v1/apps/blog", testAdminToken, `{"account":"acme","placement":["vps-a"]}`); resp.StatusCode != 503 ||
+			if resp, b := n.Do("PUT", "/v1/apps/blog", testAdminToken, `{"account":"acme","placement":["vps-a"]}`); resp.StatusCode != 503 ||
 				!strings.Contains(string(b), "store adopt") {
 				t.Fatalf("a write to a foreign store: %d %s, want 503 naming the adopt action", resp.StatusCode, b)
 			}
 			// Ingress reports are not written there either.
 			for range 3 {
-				n.get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, "edge-1", api.HeaderIngressKind, api.KindPlugin)
+				n.Get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, "edge-1", api.HeaderIngressKind, api.KindPlugin)
 				time.Sleep(2 * ingress.MinWriteGap)
 			}
 			if after := storeBytes(t, storeDir); !equalMaps(swapped, after) {
@@ -157,7 +157,7 @@ func TestRestartOnAForeignStoreServesTheRememberedDocument(t *testing.T) {
 
 func statusString(t *testing.T, n *testNode) string {
 	t.Helper()
-	_, b := n.get("/v1/status", testAdminToken)
+	_, b := n.Get("/v1/status", testAdminToken)
 	return string(b)
 }
 
@@ -186,26 +186,26 @@ func TestFirstStartOnAnEmptyStoreRemembersNothing(t *testing.T) {
 	storeDir := filepath.Join(t.TempDir(), "store")
 	cfg := testConfig(t, "vps-a", storeDir)
 	n := startNode(t, cfg)
-	n.waitReady()
+	n.WaitReady()
 	if f, r := storeForeign(t, n); f {
 		t.Fatalf("a first start on an empty store is foreign: %s", r)
 	}
-	n.must(201, "PUT", "/v1/apps/blog", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	n.must(200, "PUT", "/v1/node/instances/blog", testAdminToken, `{"port":25000,"ready":true}`)
+	n.Must(201, "PUT", "/v1/apps/blog", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.Must(200, "PUT", "/v1/node/instances/blog", testAdminToken, `{"port":25000,"ready":true}`)
 	waitFor(t, 5*time.Second, "blog routed to its instance", func() bool { return blogRouted(t, n) })
-	_, routes := n.get("/v1/ingress/routes", testIngressToken)
-	n.stop()
+	_, routes := n.Get("/v1/ingress/routes", testIngressToken)
+	n.Stop()
 
 	m := startNode(t, cfg)
-	m.waitReady()
+	m.WaitReady()
 	waitFor(t, 5*time.Second, "the same document", func() bool {
-		_, b := m.get("/v1/ingress/routes", testIngressToken)
+		_, b := m.Get("/v1/ingress/routes", testIngressToken)
 		return bytes.Equal(b, routes)
 	})
 	if f, r := storeForeign(t, m); f {
 		t.Fatalf("a restart on the store it served is foreign: %s", r)
 	}
-	m.must(201, "PUT", "/v1/apps/docs", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	m.Must(201, "PUT", "/v1/apps/docs", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 }
 
 // TestStoreAdoptAcceptsTheStoreAsItIs (issue 12, item 11 (b)): the operator's adopt
@@ -232,11 +232,11 @@ func TestStoreAdoptAcceptsTheStoreAsItIs(t *testing.T) {
 			n := startNode(t, cfg)
 			if running {
 				waitFor(t, 5*time.Second, "the remembered document, the store foreign", func() bool {
-					resp, _ := n.get("/v1/ingress/routes", testIngressToken)
+					resp, _ := n.Get("/v1/ingress/routes", testIngressToken)
 					f, _ := storeForeign(t, n)
 					return resp.StatusCode == 200 && f
 				})
-				if _, b := n.get("/v1/ingress/routes", testIngressToken); !bytes.Equal(b, routes) {
+				if _, b := n.Get("/v1/ingress/routes", testIngressToken); !bytes.Equal(b, routes) {
 					t.Fatalf("before adopting: %s", b)
 				}
 				if err := node.RequestStoreAdopt(cfg.StateDir); err != nil {
@@ -246,24 +246,24 @@ func TestStoreAdoptAcceptsTheStoreAsItIs(t *testing.T) {
 			// What the (empty) store holds: no application route; this node's own record
 			// (written once the store is accepted) in the API apex.
 			waitFor(t, 5*time.Second, "the store adopted", func() bool {
-				resp, _ := n.get("/v1/ingress/routes", testIngressToken)
+				resp, _ := n.Get("/v1/ingress/routes", testIngressToken)
 				f, _ := storeForeign(t, n)
 				return resp.StatusCode == 200 && !f && len(hostsOf(routesDoc(t, n))) == 0
 			})
-			n.waitReady()
+			n.WaitReady()
 			if _, err := os.Stat(filepath.Join(cfg.StateDir, reconcile.AdoptFile)); err == nil {
 				t.Fatal("the adopt request was not consumed")
 			}
-			n.must(201, "PUT", "/v1/apps/blog", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-			n.must(200, "PUT", "/v1/node/instances/blog", testAdminToken, `{"port":25000,"ready":true}`)
+			n.Must(201, "PUT", "/v1/apps/blog", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+			n.Must(200, "PUT", "/v1/node/instances/blog", testAdminToken, `{"port":25000,"ready":true}`)
 			waitFor(t, 5*time.Second, "blog routed to its instance", func() bool { return blogRouted(t, n) })
-			_, adopted := n.get("/v1/ingress/routes", testIngressToken)
-			n.stop()
+			_, adopted := n.Get("/v1/ingress/routes", testIngressToken)
+			n.Stop()
 
 			// The adopted store is now the one this node remembers.
 			m := startNode(t, cfg)
 			waitFor(t, 5*time.Second, "the adopted store's document", func() bool {
-				resp, b := m.get("/v1/ingress/routes", testIngressToken)
+				resp, b := m.Get("/v1/ingress/routes", testIngressToken)
 				return resp.StatusCode == 200 && bytes.Equal(b, adopted)
 			})
 			if f, r := storeForeign(t, m); f {

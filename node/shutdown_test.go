@@ -10,14 +10,14 @@ import (
 
 func TestShutdownReleasesLongPolls(t *testing.T) {
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	seedFleet(t, n.st, "shop")
-	n.waitReady()
+	seedFleet(t, n.St, "shop")
+	n.WaitReady()
 	waitSeeded(t, n)
-	r1, _ := n.get("/v1/ingress/traefik", testIngressToken)
+	r1, _ := n.Get("/v1/ingress/traefik", testIngressToken)
 	etag := r1.Header.Get("ETag")
 	done := make(chan int, 1)
 	go func() {
-		req, _ := http.NewRequest("GET", n.url+"/v1/ingress/traefik?wait=60s", nil)
+		req, _ := http.NewRequest("GET", n.URL+"/v1/ingress/traefik?wait=60s", nil)
 		req.Header.Set("Authorization", "Bearer "+testIngressToken)
 		req.Header.Set("If-None-Match", etag)
 		resp, err := http.DefaultClient.Do(req)
@@ -31,7 +31,7 @@ func TestShutdownReleasesLongPolls(t *testing.T) {
 	}()
 	time.Sleep(200 * time.Millisecond) // let the poll park
 	start := time.Now()
-	n.stop()
+	n.Stop()
 	select {
 	case code := <-done:
 		if code != http.StatusNotModified {
@@ -47,23 +47,23 @@ func TestShutdownReleasesLongPolls(t *testing.T) {
 
 func TestMetricsExposePollsAndReconcile(t *testing.T) {
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	seedFleet(t, n.st, "shop")
-	n.waitReady()
+	seedFleet(t, n.St, "shop")
+	n.WaitReady()
 	waitSeeded(t, n)
 	// Passes that find nothing new keep the gauge: it counts what the last derivation
 	// skipped. A malformed object must show up in it and stay there.
-	putRaw(t, n.st, "apps/broken.json", []byte("{"))
+	putRaw(t, n.St, "apps/broken.json", []byte("{"))
 	waitFor(t, 5*time.Second, "gauge counts the malformed object", func() bool {
-		_, b := n.get("/metrics", "")
+		_, b := n.Get("/metrics", "")
 		return strings.Contains(string(b), "scafo_skipped_objects 1\n")
 	})
-	time.Sleep(5 * time.Duration(n.cfg.Reconcile.Interval)) // several idle passes
-	if _, b := n.get("/metrics", ""); !strings.Contains(string(b), "scafo_skipped_objects 1\n") {
+	time.Sleep(5 * time.Duration(n.Cfg.Reconcile.Interval)) // several idle passes
+	if _, b := n.Get("/metrics", ""); !strings.Contains(string(b), "scafo_skipped_objects 1\n") {
 		t.Fatal("idle passes reset the skipped-objects gauge")
 	}
-	n.get("/v1/ingress/traefik", testIngressToken)
-	n.get("/v1/ingress/nginx", testIngressToken)
-	_, b := n.get("/metrics", "")
+	n.Get("/v1/ingress/traefik", testIngressToken)
+	n.Get("/v1/ingress/nginx", testIngressToken)
+	_, b := n.Get("/metrics", "")
 	m := string(b)
 	for _, want := range []string{
 		`scafo_ingress_polls_total{code="200",format="traefik"} 1`,

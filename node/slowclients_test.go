@@ -129,11 +129,11 @@ func TestSlowBodiesDoNotStarvePolls(t *testing.T) {
 	t.Logf("open-file limit lowered to %d (hard %d) for the node's process", soft, lim.Max)
 
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 
 	// The attack, from another process.
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperSlowClients$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envSlowAddr+"="+strings.TrimPrefix(n.url, "http://"), envSlowCount+"="+strconv.Itoa(attackers))
+	cmd.Env = append(os.Environ(), envSlowAddr+"="+strings.TrimPrefix(n.URL, "http://"), envSlowCount+"="+strconv.Itoa(attackers))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +188,7 @@ func TestSlowBodiesDoNotStarvePolls(t *testing.T) {
 	// each, the hardest case) and readiness probes keep answering in their normal time.
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, DisableCompression: true}}
 	probe := func(path, token string) (int, error) {
-		req, _ := http.NewRequest(http.MethodGet, n.url+path, nil)
+		req, _ := http.NewRequest(http.MethodGet, n.URL+path, nil)
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
@@ -282,11 +282,11 @@ func TestRejectedRequestsAreCheap(t *testing.T) {
 	}
 	st := &tokenReads{Store: inner}
 	n := startNodeWithStore(t, cfg, st)
-	n.waitReady()
+	n.WaitReady()
 	fleetOf(t, n, "tito-classic")
 	var tok struct{ ID, Token string }
-	json.Unmarshal(n.must(201, "POST", "/v1/tokens", testAdminToken, `{"account":"acme","app":"tito-classic","roles":["publish"]}`), &tok)
-	n.must(200, "PUT", pathsURL, tok.Token, `{"paths":{}}`)
+	json.Unmarshal(n.Must(201, "POST", "/v1/tokens", testAdminToken, `{"account":"acme","app":"tito-classic","roles":["publish"]}`), &tok)
+	n.Must(200, "PUT", pathsURL, tok.Token, `{"paths":{}}`)
 
 	const flood = 200
 	bad := map[string]string{
@@ -302,30 +302,30 @@ func TestRejectedRequestsAreCheap(t *testing.T) {
 		"real id, secret of 65 chars": "scafo_" + tok.ID + "_" + strings.Repeat("a", 65),
 	}
 	wellFormed := 2 // the first two are shaped like tokens: at most one read each
-	logsBefore := rejectionLines(n.logs.String())
+	logsBefore := rejectionLines(n.Logs.String())
 	readsBefore := st.reads()
 	for what, b := range bad {
 		for i := 0; i < flood/len(bad); i++ {
-			if resp, body := n.do("PUT", pathsURL, b, `{"paths":{}}`); resp.StatusCode != http.StatusUnauthorized {
+			if resp, body := n.Do("PUT", pathsURL, b, `{"paths":{}}`); resp.StatusCode != http.StatusUnauthorized {
 				t.Fatalf("%s: %d %s", what, resp.StatusCode, body)
 			}
 		}
 	}
 	for i := 0; i < flood; i++ {
-		if resp, _ := n.get("/v1/ingress/routes", "not-the-ingress-token"); resp.StatusCode != http.StatusUnauthorized {
+		if resp, _ := n.Get("/v1/ingress/routes", "not-the-ingress-token"); resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("bad ingress token: %d", resp.StatusCode)
 		}
 	}
 	if reads := st.reads() - readsBefore; reads > wellFormed {
 		t.Errorf("%d bad application tokens read the store %d times, want at most %d", flood, reads, wellFormed)
 	}
-	if lines := rejectionLines(n.logs.String()) - logsBefore; lines > 3 {
+	if lines := rejectionLines(n.Logs.String()) - logsBefore; lines > 3 {
 		t.Errorf("%d rejected requests from one address logged %d lines, want at most 3", 2*flood, lines)
 	}
 	// The real token still works, and is still read from the store each time (a
 	// revocation takes effect at once).
 	readsBefore = st.reads()
-	n.must(200, "PUT", pathsURL, tok.Token, `{"paths":{}}`)
+	n.Must(200, "PUT", pathsURL, tok.Token, `{"paths":{}}`)
 	if st.reads() == readsBefore {
 		t.Error("a valid application token was not looked up in the store")
 	}
@@ -334,7 +334,7 @@ func TestRejectedRequestsAreCheap(t *testing.T) {
 	readsBefore = st.reads()
 	for i := 0; i < flood; i++ {
 		wrong := fmt.Sprintf("scafo_%s_%064x", tok.ID, rand.Uint64())
-		if resp, _ := n.do("PUT", pathsURL, wrong, `{"paths":{}}`); resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusTooManyRequests {
+		if resp, _ := n.Do("PUT", pathsURL, wrong, `{"paths":{}}`); resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusTooManyRequests {
 			t.Fatalf("wrong secret for a real id: %d", resp.StatusCode)
 		}
 	}
@@ -346,17 +346,17 @@ func TestRejectedRequestsAreCheap(t *testing.T) {
 	readsBefore = st.reads()
 	for i := 0; i < flood; i++ {
 		rnd := fmt.Sprintf("scafo_%016x_%s", rand.Uint64(), strings.Repeat("ab", 32))
-		if resp, _ := n.do("PUT", pathsURL, rnd, `{"paths":{}}`); resp.StatusCode != http.StatusUnauthorized {
+		if resp, _ := n.Do("PUT", pathsURL, rnd, `{"paths":{}}`); resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("random token: %d", resp.StatusCode)
 		}
 	}
 	if reads := st.reads() - readsBefore; reads != 0 {
 		t.Errorf("%d random well-formed tokens from one source read the store %d times, want none", flood, reads)
 	}
-	n.must(200, "PUT", pathsURL, tok.Token, `{"paths":{}}`) // a token seen valid is not held back
-	n.must(200, "DELETE", "/v1/tokens/"+tok.ID, testAdminToken, "")
-	n.must(401, "PUT", pathsURL, tok.Token, `{"paths":{}}`)
-	if strings.Contains(n.logs.String(), tok.Token) {
+	n.Must(200, "PUT", pathsURL, tok.Token, `{"paths":{}}`) // a token seen valid is not held back
+	n.Must(200, "DELETE", "/v1/tokens/"+tok.ID, testAdminToken, "")
+	n.Must(401, "PUT", pathsURL, tok.Token, `{"paths":{}}`)
+	if strings.Contains(n.Logs.String(), tok.Token) {
 		t.Fatal("an application token appears in the logs")
 	}
 }
@@ -370,12 +370,12 @@ func TestControlPlaneRefusalIgnoresHostShape(t *testing.T) {
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	cfg.Writes.Rate, cfg.Writes.Burst = 1000, 1000 // every refused attempt counts against writes.rate
 	n := startNode(t, cfg)
-	n.waitReady()
+	n.WaitReady()
 	fleetOf(t, n, "console")
-	n.must(201, "PUT", "/v1/apps/console/domains/console.example.com", testAdminToken, "")
+	n.Must(201, "PUT", "/v1/apps/console/domains/console.example.com", testAdminToken, "")
 	var tok struct{ Token string }
-	json.Unmarshal(n.must(201, "POST", "/v1/tokens", testAdminToken, `{"account":"acme","app":"console","roles":["publish"]}`), &tok)
-	n.must(200, "PUT", "/v1/apps/console", testAdminToken, `{"account":"acme","placement":["vps-a"],"controlPlane":true}`)
+	json.Unmarshal(n.Must(201, "POST", "/v1/tokens", testAdminToken, `{"account":"acme","app":"console","roles":["publish"]}`), &tok)
+	n.Must(200, "PUT", "/v1/apps/console", testAdminToken, `{"account":"acme","placement":["vps-a"],"controlPlane":true}`)
 
 	hosts := []string{
 		"console.example.com", // claimed by console
@@ -391,7 +391,7 @@ func TestControlPlaneRefusalIgnoresHostShape(t *testing.T) {
 	var want string
 	check := func(method, host, body string) {
 		t.Helper()
-		resp, b := n.do(method, "/v1/apps/console/domains/"+url.PathEscape(host)+"/paths", tok.Token, body)
+		resp, b := n.Do(method, "/v1/apps/console/domains/"+url.PathEscape(host)+"/paths", tok.Token, body)
 		got := fmt.Sprintf("%d %s", resp.StatusCode, b)
 		if want == "" {
 			want = got

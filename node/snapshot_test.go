@@ -28,8 +28,8 @@ func TestLargeBodiesServedFromSpillFilesMatchMemory(t *testing.T) {
 	for i := range apps {
 		apps[i] = fmt.Sprintf("app%03d", i)
 	}
-	seedFleet(t, n.st, apps...)
-	n.waitReady()
+	seedFleet(t, n.St, apps...)
+	n.WaitReady()
 	waitFor(t, 10*time.Second, "400 apps routed", func() bool { return len(hostsOf(routesDoc(t, n))) == 400 })
 
 	// The GET and the snapshot read after it are of one revision once the document has
@@ -38,9 +38,9 @@ func TestLargeBodiesServedFromSpillFilesMatchMemory(t *testing.T) {
 	var body []byte
 	var rend *publish.Rendered
 	waitFor(t, 10*time.Second, "a GET and the current snapshot of one revision", func() bool {
-		resp, body = n.get("/v1/ingress/traefik", testIngressToken)
+		resp, body = n.Get("/v1/ingress/traefik", testIngressToken)
 		var err error
-		if rend, err = n.srv.Pub().Body(n.srv.Pub().Current(), publish.Request{Format: api.FormatTraefik}); err != nil {
+		if rend, err = n.Srv.Pub().Body(n.Srv.Pub().Current(), publish.Request{Format: api.FormatTraefik}); err != nil {
 			t.Fatal(err)
 		}
 		return resp.Header.Get("ETag") == rend.ETag()
@@ -51,7 +51,7 @@ func TestLargeBodiesServedFromSpillFilesMatchMemory(t *testing.T) {
 	if resp.StatusCode != 200 || !bytes.Equal(body, rend.Body()) || resp.Header.Get("Content-Length") != strconv.Itoa(len(body)) {
 		t.Fatalf("identity: %d, %d bytes, equal %v", resp.StatusCode, len(body), bytes.Equal(body, rend.Body()))
 	}
-	_, gzBody := n.get("/v1/ingress/traefik", testIngressToken, "Accept-Encoding", "gzip")
+	_, gzBody := n.Get("/v1/ingress/traefik", testIngressToken, "Accept-Encoding", "gzip")
 	if !bytes.Equal(gzBody, rend.Gzip()) {
 		t.Fatal("gzip body differs from the rendered gzip bytes")
 	}
@@ -63,8 +63,8 @@ func TestLargeBodiesServedFromSpillFilesMatchMemory(t *testing.T) {
 	if !bytes.Equal(plain, body) {
 		t.Fatal("gzip body does not decompress to the identity body")
 	}
-	spill := n.srv.Pub().SpillDir()
-	n.stop()
+	spill := n.Srv.Pub().SpillDir()
+	n.Stop()
 	if _, err := os.Stat(spill); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("spill dir %s left behind after stop (%v)", spill, err)
 	}
@@ -84,14 +84,14 @@ func TestSpillFilesLiveUnderTheStateDirAndStartEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := startNode(t, cfg)
-	n.waitReady()
-	if n.srv.Pub().SpillDir() != bodies {
-		t.Fatalf("spill dir %q, want %q", n.srv.Pub().SpillDir(), bodies)
+	n.WaitReady()
+	if n.Srv.Pub().SpillDir() != bodies {
+		t.Fatalf("spill dir %q, want %q", n.Srv.Pub().SpillDir(), bodies)
 	}
 	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("a crashed run's spill file survived the start (%v)", err)
 	}
-	n.stop()
+	n.Stop()
 	if _, err := os.Stat(bodies); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("%s left behind after stop (%v)", bodies, err)
 	}

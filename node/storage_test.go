@@ -63,7 +63,7 @@ func storageNode(t *testing.T) (*testNode, *certReadCounter) {
 	}
 	st := &certReadCounter{Store: inner}
 	n := startNodeWithStore(t, cfg, st)
-	n.waitReady()
+	n.WaitReady()
 	return n, st
 }
 
@@ -71,7 +71,7 @@ func storageNode(t *testing.T) (*testNode, *certReadCounter) {
 // re-escaping) and returns the status and body.
 func raw(t *testing.T, n *testNode, method, target, token, body string) (int, string) {
 	t.Helper()
-	c, err := net.Dial("tcp", strings.TrimPrefix(n.url, "http://"))
+	c, err := net.Dial("tcp", strings.TrimPrefix(n.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func outsideNamespace(t *testing.T, st store.Store) map[string]string {
 func TestStorageNeedsTheIngressTokenAndReadsNothingBefore(t *testing.T) {
 	t.Parallel()
 	n, st := storageNode(t)
-	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	_, appTok := issueToken(t, n, "acme", "shop", `"publish","instance"`)
 	if appTok == "" {
 		t.Fatal("no application token issued")
@@ -145,7 +145,7 @@ func TestStorageNeedsTheIngressTokenAndReadsNothingBefore(t *testing.T) {
 	} {
 		before := st.n.Load()
 		for _, r := range reqs {
-			resp, b := n.do(r.method, r.path, tc.token, r.body)
+			resp, b := n.Do(r.method, r.path, tc.token, r.body)
 			if resp.StatusCode != tc.want {
 				t.Errorf("%s: %s %s = %d %s, want %d", tc.name, r.method, r.path, resp.StatusCode, b, tc.want)
 			}
@@ -158,10 +158,10 @@ func TestStorageNeedsTheIngressTokenAndReadsNothingBefore(t *testing.T) {
 		}
 	}
 	// With the token, a path that is no operation is a JSON 404.
-	n.must(404, "GET", "/v1/storage/elsewhere", testIngressToken, "")
+	n.Must(404, "GET", "/v1/storage/elsewhere", testIngressToken, "")
 	// Positive control: the same counter sees the ingress token's reads.
 	before := st.n.Load()
-	n.must(404, "GET", "/v1/storage/keys/a", testIngressToken, "")
+	n.Must(404, "GET", "/v1/storage/keys/a", testIngressToken, "")
 	if st.n.Load() == before {
 		t.Fatal("the counter saw no read for an accepted request: the test above proves nothing")
 	}
@@ -175,24 +175,24 @@ func TestStorageKeysRoundTripOverHTTP(t *testing.T) {
 	n, _ := storageNode(t)
 	tok := testIngressToken
 	// "*.example.com" and "@:" spelled raw and escaped; %2F is a "/" (one meaning).
-	n.must(200, "PUT", "/v1/storage/keys/certificates/acme/%2A.example.com/%2A.example.com.crt", tok, "CERT")
-	n.must(200, "PUT", "/v1/storage/keys/certificates%2Facme/u@h:1/k", tok, "KEY")
-	n.must(200, "PUT", "/v1/storage/keys/lit/a%25252Fb", tok, "double") // key "lit/a%252Fb"
-	if b := n.must(200, "GET", "/v1/storage/keys/certificates/acme/*.example.com/*.example.com.crt", tok, ""); string(b) != "CERT" {
+	n.Must(200, "PUT", "/v1/storage/keys/certificates/acme/%2A.example.com/%2A.example.com.crt", tok, "CERT")
+	n.Must(200, "PUT", "/v1/storage/keys/certificates%2Facme/u@h:1/k", tok, "KEY")
+	n.Must(200, "PUT", "/v1/storage/keys/lit/a%25252Fb", tok, "double") // key "lit/a%252Fb"
+	if b := n.Must(200, "GET", "/v1/storage/keys/certificates/acme/*.example.com/*.example.com.crt", tok, ""); string(b) != "CERT" {
 		t.Fatalf("load = %q", b)
 	}
-	if b := n.must(200, "GET", "/v1/storage/keys/certificates/acme/u@h:1/k", tok, ""); string(b) != "KEY" {
+	if b := n.Must(200, "GET", "/v1/storage/keys/certificates/acme/u@h:1/k", tok, ""); string(b) != "KEY" {
 		t.Fatalf("load = %q", b)
 	}
-	if b := n.must(200, "GET", "/v1/storage/keys/lit?list", tok, ""); string(b) != `{"keys":["lit/a%252Fb"]}`+"\n" {
+	if b := n.Must(200, "GET", "/v1/storage/keys/lit?list", tok, ""); string(b) != `{"keys":["lit/a%252Fb"]}`+"\n" {
 		t.Fatalf("list lit = %s", b)
 	}
-	b := n.must(200, "GET", "/v1/storage/keys/certificates?list&recursive=1", tok, "")
+	b := n.Must(200, "GET", "/v1/storage/keys/certificates?list&recursive=1", tok, "")
 	want := `{"keys":["certificates/acme","certificates/acme/*.example.com","certificates/acme/*.example.com/*.example.com.crt","certificates/acme/u@h:1","certificates/acme/u@h:1/k"]}` + "\n"
 	if string(b) != want {
 		t.Fatalf("recursive list:\n got %s\nwant %s", b, want)
 	}
-	if b := n.must(200, "GET", "/v1/storage/keys/certificates?list", tok, ""); string(b) != `{"keys":["certificates/acme"]}`+"\n" {
+	if b := n.Must(200, "GET", "/v1/storage/keys/certificates?list", tok, ""); string(b) != `{"keys":["certificates/acme"]}`+"\n" {
 		t.Fatalf("list = %s", b)
 	}
 	var st struct {
@@ -201,26 +201,26 @@ func TestStorageKeysRoundTripOverHTTP(t *testing.T) {
 		Terminal bool
 		Modified time.Time
 	}
-	json.Unmarshal(n.must(200, "GET", "/v1/storage/keys/certificates/acme/u@h:1/k?stat", tok, ""), &st)
+	json.Unmarshal(n.Must(200, "GET", "/v1/storage/keys/certificates/acme/u@h:1/k?stat", tok, ""), &st)
 	if st.Key != "certificates/acme/u@h:1/k" || st.Size != 3 || !st.Terminal || time.Since(st.Modified) > time.Minute {
 		t.Fatalf("stat = %+v", st)
 	}
-	json.Unmarshal(n.must(200, "GET", "/v1/storage/keys/certificates/acme?stat", tok, ""), &st)
+	json.Unmarshal(n.Must(200, "GET", "/v1/storage/keys/certificates/acme?stat", tok, ""), &st)
 	if st.Terminal || st.Size != 0 {
 		t.Fatalf("stat of a directory = %+v", st)
 	}
-	resp, _ := n.do("HEAD", "/v1/storage/keys/certificates/acme/u@h:1/k", tok, "")
+	resp, _ := n.Do("HEAD", "/v1/storage/keys/certificates/acme/u@h:1/k", tok, "")
 	if resp.StatusCode != 200 || resp.Header.Get("X-Scafo-Size") != "3" || resp.Header.Get("X-Scafo-Terminal") != "true" {
 		t.Fatalf("HEAD = %d %v", resp.StatusCode, resp.Header)
 	}
-	if resp, _ := n.do("HEAD", "/v1/storage/keys/nope", tok, ""); resp.StatusCode != 404 {
+	if resp, _ := n.Do("HEAD", "/v1/storage/keys/nope", tok, ""); resp.StatusCode != 404 {
 		t.Fatalf("HEAD absent = %d", resp.StatusCode)
 	}
-	n.must(404, "GET", "/v1/storage/keys/nope?list", tok, "")
-	n.must(200, "DELETE", "/v1/storage/keys/certificates/acme", tok, "")
-	n.must(200, "DELETE", "/v1/storage/keys/certificates/acme", tok, "") // absent: still 200
-	n.must(404, "GET", "/v1/storage/keys/certificates?list", tok, "")
-	if b := n.must(200, "GET", "/v1/storage/keys?list&recursive=true", tok, ""); string(b) != `{"keys":["lit","lit/a%252Fb"]}`+"\n" {
+	n.Must(404, "GET", "/v1/storage/keys/nope?list", tok, "")
+	n.Must(200, "DELETE", "/v1/storage/keys/certificates/acme", tok, "")
+	n.Must(200, "DELETE", "/v1/storage/keys/certificates/acme", tok, "") // absent: still 200
+	n.Must(404, "GET", "/v1/storage/keys/certificates?list", tok, "")
+	if b := n.Must(200, "GET", "/v1/storage/keys?list&recursive=true", tok, ""); string(b) != `{"keys":["lit","lit/a%252Fb"]}`+"\n" {
 		t.Fatalf("root list = %s", b)
 	}
 }
@@ -230,7 +230,7 @@ func TestStorageKeysRoundTripOverHTTP(t *testing.T) {
 func TestStorageRefusesTraversalInEverySpelling(t *testing.T) {
 	t.Parallel()
 	n, st := storageNode(t)
-	before := outsideNamespace(t, n.st)
+	before := outsideNamespace(t, n.St)
 	tok := testIngressToken
 	for _, target := range []string{
 		"/v1/storage/keys/../../v1/status",
@@ -282,7 +282,7 @@ func TestStorageRefusesTraversalInEverySpelling(t *testing.T) {
 			t.Errorf("POST %s = %d %s, want 400 invalid lock name", target, code, body)
 		}
 	}
-	after := outsideNamespace(t, n.st)
+	after := outsideNamespace(t, n.St)
 	if len(after) != len(before) {
 		t.Fatalf("objects outside the namespace changed: before %v, after %v", before, after)
 	}
@@ -301,13 +301,13 @@ func TestStorageBoundsBodiesAndQueries(t *testing.T) {
 	n, _ := storageNode(t)
 	tok := testIngressToken
 	limit := certstore.DefaultMaxValueSize
-	n.must(200, "PUT", "/v1/storage/keys/ok", tok, strings.Repeat("x", limit))
-	resp, b := n.do("PUT", "/v1/storage/keys/big", tok, strings.Repeat("x", limit+1))
+	n.Must(200, "PUT", "/v1/storage/keys/ok", tok, strings.Repeat("x", limit))
+	resp, b := n.Do("PUT", "/v1/storage/keys/big", tok, strings.Repeat("x", limit+1))
 	if resp.StatusCode != 413 || !strings.Contains(string(b), "value too large") {
 		t.Fatalf("1 MiB + 1 = %d %s", resp.StatusCode, b)
 	}
 	// Chunked: no Content-Length, the limit still holds.
-	req, _ := http.NewRequest("PUT", n.url+"/v1/storage/keys/big", io.MultiReader(strings.NewReader(strings.Repeat("y", limit)), strings.NewReader("yy")))
+	req, _ := http.NewRequest("PUT", n.URL+"/v1/storage/keys/big", io.MultiReader(strings.NewReader(strings.Repeat("y", limit)), strings.NewReader("yy")))
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.ContentLength = -1
 	r2, err := http.DefaultClient.Do(req)
@@ -318,7 +318,7 @@ func TestStorageBoundsBodiesAndQueries(t *testing.T) {
 	if r2.StatusCode != 413 {
 		t.Fatalf("chunked oversized = %d", r2.StatusCode)
 	}
-	n.must(404, "GET", "/v1/storage/keys/big", tok, "")
+	n.Must(404, "GET", "/v1/storage/keys/big", tok, "")
 	for _, c := range []struct{ method, path, body, want string }{
 		{"GET", "/v1/storage/keys/ok?lst", "", `\"lst\"`},
 		{"GET", "/v1/storage/keys/ok?list&stat", "", "exclusive"},
@@ -336,12 +336,12 @@ func TestStorageBoundsBodiesAndQueries(t *testing.T) {
 		{"POST", "/v1/storage/locks/l?x", `{"owner":"o"}`, "query"},
 		{"DELETE", "/v1/storage/locks/l", `{"owner":"o","lease":"1m"}`, "owner"},
 	} {
-		resp, b := n.do(c.method, c.path, tok, c.body)
+		resp, b := n.Do(c.method, c.path, tok, c.body)
 		if resp.StatusCode != 400 || !strings.Contains(string(b), c.want) || !strings.Contains(string(b), `"detail"`) {
 			t.Errorf("%s %s %s = %d %s, want 400 naming %s", c.method, c.path, c.body, resp.StatusCode, b, c.want)
 		}
 	}
-	resp, b = n.do("POST", "/v1/storage/locks/l", tok, `{"owner":"`+strings.Repeat("o", 5000)+`"}`)
+	resp, b = n.Do("POST", "/v1/storage/locks/l", tok, `{"owner":"`+strings.Repeat("o", 5000)+`"}`)
 	if resp.StatusCode != 413 {
 		t.Errorf("a 5 kB lock body = %d %s, want 413", resp.StatusCode, b)
 	}
@@ -357,11 +357,11 @@ func TestStorageLocksOverHTTP(t *testing.T) {
 		Name, Holder      string
 		Acquired, Expires time.Time
 	}
-	json.Unmarshal(n.must(200, "POST", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"alice","lease":"30s"}`), &l)
+	json.Unmarshal(n.Must(200, "POST", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"alice","lease":"30s"}`), &l)
 	if l.Name != "issue_cert_*.example.com" || l.Holder != "vps-a" || time.Until(l.Expires) < 25*time.Second {
 		t.Fatalf("lease = %+v", l)
 	}
-	resp, b := n.do("POST", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"mallory","lease":"30s"}`)
+	resp, b := n.Do("POST", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"mallory","lease":"30s"}`)
 	if resp.StatusCode != 409 || !strings.Contains(string(b), "lock held") || resp.Header.Get("Retry-After") == "" || resp.Header.Get("X-Scafo-Lock-Expires") == "" {
 		t.Fatalf("second owner = %d %v %s", resp.StatusCode, resp.Header, b)
 	}
@@ -369,25 +369,25 @@ func TestStorageLocksOverHTTP(t *testing.T) {
 		t.Fatalf("a conflict reveals the holder's owner token: %s", b)
 	}
 	// Another owner can neither release nor renew it.
-	if resp, b := n.do("DELETE", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"mallory"}`); resp.StatusCode != 409 || !strings.Contains(string(b), "not lock owner") {
+	if resp, b := n.Do("DELETE", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"mallory"}`); resp.StatusCode != 409 || !strings.Contains(string(b), "not lock owner") {
 		t.Fatalf("release by another owner = %d %s", resp.StatusCode, b)
 	}
-	if resp, b := n.do("POST", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"mallory","renew":true}`); resp.StatusCode != 409 || !strings.Contains(string(b), "lock lost") {
+	if resp, b := n.Do("POST", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"mallory","renew":true}`); resp.StatusCode != 409 || !strings.Contains(string(b), "lock lost") {
 		t.Fatalf("renew by another owner = %d %s", resp.StatusCode, b)
 	}
-	n.must(200, "POST", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"alice","renew":true}`)
-	n.must(200, "DELETE", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"alice"}`)
-	n.must(200, "DELETE", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"alice"}`) // released: still 200
-	if resp, b := n.do("POST", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"alice","renew":true}`); resp.StatusCode != 409 || !strings.Contains(string(b), "lock lost") {
+	n.Must(200, "POST", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"alice","renew":true}`)
+	n.Must(200, "DELETE", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"alice"}`)
+	n.Must(200, "DELETE", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"alice"}`) // released: still 200
+	if resp, b := n.Do("POST", "/v1/storage/locks/issue_cert_*.example.com", tok, `{"owner":"alice","renew":true}`); resp.StatusCode != 409 || !strings.Contains(string(b), "lock lost") {
 		t.Fatalf("renewing a released lock = %d %s", resp.StatusCode, b)
 	}
 	// A corrupt lock object does not block the name forever.
 	if _, err := st.Put(context.Background(), certstore.LockPrefix+"x!", []byte("{garbage"), store.Condition{}); err != nil {
 		t.Fatal(err)
 	}
-	n.must(200, "POST", "/v1/storage/locks/x", tok, `{"owner":"bob"}`)
+	n.Must(200, "POST", "/v1/storage/locks/x", tok, `{"owner":"bob"}`)
 	// The metrics count each operation.
-	_, m := n.get("/metrics", "")
+	_, m := n.Get("/metrics", "")
 	for _, want := range []string{
 		`scafo_storage_requests_total{code="200",op="lock"}`,
 		`scafo_storage_requests_total{code="409",op="lock"}`,
@@ -408,7 +408,7 @@ func TestStorageServesACorruptObjectAsAnError(t *testing.T) {
 	if _, err := st.Put(context.Background(), "certs/a/b.key!", []byte("-----BEGIN PRIVATE KEY-----"), store.Condition{}); err != nil {
 		t.Fatal(err)
 	}
-	resp, b := n.do("GET", "/v1/storage/keys/a/b.key", testIngressToken, "")
+	resp, b := n.Do("GET", "/v1/storage/keys/a/b.key", testIngressToken, "")
 	if resp.StatusCode != 500 || !strings.Contains(string(b), "corrupt store object") || strings.Contains(string(b), "BEGIN") {
 		t.Fatalf("corrupt object = %d %s", resp.StatusCode, b)
 	}

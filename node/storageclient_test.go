@@ -48,8 +48,8 @@ func twoNodes(t *testing.T, backend string) (a, b *testNode) {
 	default:
 		t.Fatalf("backend %q", backend)
 	}
-	a.waitReady()
-	b.waitReady()
+	a.WaitReady()
+	b.WaitReady()
 	return a, b
 }
 
@@ -72,7 +72,7 @@ func newClient(t *testing.T, n *testNode, opts storageclient.Options) *storagecl
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	c, err := storageclient.New(n.url, testIngressToken, opts)
+	c, err := storageclient.New(n.URL, testIngressToken, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func clientDeadHolder(t *testing.T, na, nb *testNode) {
 	// The lease the dead holder last wrote, as the store has it (a renewal in flight at
 	// the kill may still land: read after it would have).
 	time.Sleep(200 * time.Millisecond)
-	obj, err := na.st.Get(ctx, certstore.LockPrefix+"dead!")
+	obj, err := na.St.Get(ctx, certstore.LockPrefix+"dead!")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestStorageClientMovesToAFallbackNode(t *testing.T) {
 	na, nb := twoNodes(t, "dir")
 	ctx := t.Context()
 	opts := fastClient()
-	opts.Fallbacks = []string{nb.url}
+	opts.Fallbacks = []string{nb.URL}
 	c := newClient(t, na, opts)
 	other := newClient(t, nb, fastClient())
 	if err := c.Store(ctx, "f/v", []byte("1")); err != nil {
@@ -274,7 +274,7 @@ func TestStorageClientMovesToAFallbackNode(t *testing.T) {
 	if err := c.Lock(ctx, "f"); err != nil {
 		t.Fatal(err)
 	}
-	na.stop()
+	na.Stop()
 	if v, err := c.Load(ctx, "f/v"); err != nil || string(v) != "1" {
 		t.Fatalf("Load after the first node stopped = %q, %v", v, err)
 	}

@@ -197,7 +197,7 @@ type storeState struct {
 
 func storeStatusOf(t *testing.T, n *testNode) storeState {
 	t.Helper()
-	resp, b := n.get("/v1/status", testAdminToken)
+	resp, b := n.Get("/v1/status", testAdminToken)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status: %d %s", resp.StatusCode, b)
 	}
@@ -215,7 +215,7 @@ func storeStatusOf(t *testing.T, n *testNode) storeState {
 func assertDraining(t *testing.T, n *testNode, when string) {
 	t.Helper()
 	for _, p := range []string{"/v1/ingress/routes", "/v1/ingress/traefik", "/v1/readyz"} {
-		resp, b := n.get(p, testIngressToken)
+		resp, b := n.Get(p, testIngressToken)
 		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), `"error":"draining"`) ||
 			resp.Header.Get("Retry-After") == "" {
 			t.Fatalf("%s: %s: %d (Retry-After %q) %s, want 503 draining: no pass has completed",
@@ -265,14 +265,14 @@ func TestLastDocumentServedWhenStoreListFails(t *testing.T) {
 	fs := newFaultStore(t, cfg.Store.Dir.Path)
 	n := startNodeWithStore(t, cfg, fs)
 	seedFleet(t, fs, "shop")
-	n.waitReady()
+	n.WaitReady()
 	waitSeeded(t, n)
-	_, before := n.get("/v1/ingress/routes", testIngressToken)
+	_, before := n.Get("/v1/ingress/routes", testIngressToken)
 
 	fs.failList.Store(true)
 	seedFleet(t, fs, "shop", "blog") // moves the serial: the next passes must list
 	waitFor(t, 10*time.Second, "three failed listings", func() bool {
-		if _, during := n.get("/v1/ingress/routes", testIngressToken); !bytes.Equal(before, during) {
+		if _, during := n.Get("/v1/ingress/routes", testIngressToken); !bytes.Equal(before, during) {
 			t.Fatalf("the document changed while the store's LIST failed:\nbefore %s\nduring %s", before, during)
 		}
 		return fs.failedLists.Load() >= 3
@@ -280,7 +280,7 @@ func TestLastDocumentServedWhenStoreListFails(t *testing.T) {
 	if st := storeStatusOf(t, n); st.Reachable || !strings.Contains(st.Error, "listing") {
 		t.Fatalf("status while LIST fails: %+v, want the store unreachable with the listing error", st)
 	}
-	if _, during := n.get("/v1/ingress/routes", testIngressToken); !bytes.Equal(before, during) {
+	if _, during := n.Get("/v1/ingress/routes", testIngressToken); !bytes.Equal(before, during) {
 		t.Fatalf("the document changed while the store's LIST failed:\nbefore %s\nduring %s", before, during)
 	}
 
@@ -300,7 +300,7 @@ func replacedStoreScenario(t *testing.T, replace func(t *testing.T, st store.Sto
 	fs := newFaultStore(t, cfg.Store.Dir.Path)
 	n := startNodeWithStore(t, cfg, fs)
 	seedFleet(t, fs, "shop")
-	n.waitReady()
+	n.WaitReady()
 	// The document settled: shop routed and both nodes' records read (this node's own
 	// record can be read a pass after shop's; a "before" taken earlier differs from any
 	// later document for that reason alone).
@@ -310,7 +310,7 @@ func replacedStoreScenario(t *testing.T, replace func(t *testing.T, st store.Sto
 		ups, _ := api["upstreams"].([]any)
 		return strings.Join(hostsOf(d), ",") == "shop.apps.example.com" && len(ups) == 2
 	})
-	_, before := n.get("/v1/ingress/routes", testIngressToken)
+	_, before := n.Get("/v1/ingress/routes", testIngressToken)
 
 	// Replace the store while the reconciler is held in a pass that found the serial
 	// unchanged: it has committed the serial read here, and sees the replacement whole.
@@ -327,7 +327,7 @@ func replacedStoreScenario(t *testing.T, replace func(t *testing.T, st store.Sto
 
 	var during []byte
 	waitFor(t, 5*time.Second, "the node to react to the rewritten serial", func() bool {
-		_, during = n.get("/v1/ingress/routes", testIngressToken)
+		_, during = n.Get("/v1/ingress/routes", testIngressToken)
 		return !bytes.Equal(before, during) || !storeStatusOf(t, n).Reachable
 	})
 	if !bytes.Equal(before, during) {
@@ -337,7 +337,7 @@ func replacedStoreScenario(t *testing.T, replace func(t *testing.T, st store.Sto
 		t.Fatalf("status: %+v, want the store reported unreachable", st)
 	}
 
-	resp, b := n.do("PUT", "/v1/apps/blog", testAdminToken, `{"account":"acme"}`)
+	resp, b := n.Do("PUT", "/v1/apps/blog", testAdminToken, `{"account":"acme"}`)
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("write to a replaced store: %d %s, want 503", resp.StatusCode, b)
 	}
@@ -347,7 +347,7 @@ func replacedStoreScenario(t *testing.T, replace func(t *testing.T, st store.Sto
 	if raw, _, _ := readSerial(t, fs); !bytes.Equal(raw, foreign) {
 		t.Fatalf("the node moved the replaced store's serial: %q, was %q", raw, foreign)
 	}
-	if _, after := n.get("/v1/ingress/routes", testIngressToken); !bytes.Equal(before, after) {
+	if _, after := n.Get("/v1/ingress/routes", testIngressToken); !bytes.Equal(before, after) {
 		t.Fatalf("the node published the replaced store:\nbefore %s\nafter  %s", before, after)
 	}
 }
@@ -387,9 +387,9 @@ func TestWriteNeverBumpsAForeignSerial(t *testing.T) {
 	fs := newFaultStore(t, cfg.Store.Dir.Path)
 	n := startNodeWithStore(t, cfg, fs)
 	seedFleet(t, fs, "shop")
-	n.waitReady()
+	n.WaitReady()
 	waitSeeded(t, n)
-	_, before := n.get("/v1/ingress/routes", testIngressToken)
+	_, before := n.Get("/v1/ingress/routes", testIngressToken)
 
 	// Hold the reconciler in a pass that found the serial unchanged: it has committed
 	// the current serial and epoch, and will not read the serial again until released.
@@ -399,7 +399,7 @@ func TestWriteNeverBumpsAForeignSerial(t *testing.T) {
 	foreign := store.FormatSerial(cur+5, otherEpoch(epoch))
 	writeSerial(t, fs, foreign)
 
-	resp, b := n.do("PUT", "/v1/apps/blog", testAdminToken, `{"account":"acme"}`)
+	resp, b := n.Do("PUT", "/v1/apps/blog", testAdminToken, `{"account":"acme"}`)
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("a write whose serial bump was refused answered %d %s, want 503 (never a 2xx that will not be published)", resp.StatusCode, b)
 	}
@@ -411,7 +411,7 @@ func TestWriteNeverBumpsAForeignSerial(t *testing.T) {
 	stopParking()
 	close(held.release)
 	waitFor(t, 5*time.Second, "the store reported unreachable", func() bool { return !storeStatusOf(t, n).Reachable })
-	if _, after := n.get("/v1/ingress/routes", testIngressToken); !bytes.Equal(before, after) {
+	if _, after := n.Get("/v1/ingress/routes", testIngressToken); !bytes.Equal(before, after) {
 		t.Fatalf("the document changed after the serial changed epoch:\nbefore %s\nafter  %s", before, after)
 	}
 	if raw, _, _ := readSerial(t, fs); !bytes.Equal(raw, foreign) {
@@ -422,7 +422,7 @@ func TestWriteNeverBumpsAForeignSerial(t *testing.T) {
 // auditCount is the number of records GET /v1/audit returns.
 func auditCount(t *testing.T, n *testNode) int {
 	t.Helper()
-	b := n.must(http.StatusOK, "GET", "/v1/audit?limit=10000", testAdminToken, "")
+	b := n.Must(http.StatusOK, "GET", "/v1/audit?limit=10000", testAdminToken, "")
 	var a struct {
 		Records []json.RawMessage `json:"records"`
 	}
@@ -437,9 +437,9 @@ func auditCount(t *testing.T, n *testNode) int {
 func TestIdenticalAppPutChangesNothing(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	const body = `{"account":"acme","placement":["vps-a"],"health":{"path":"/healthz"}}`
-	r1, _ := n.do("PUT", "/v1/apps/shop", testAdminToken, body)
+	r1, _ := n.Do("PUT", "/v1/apps/shop", testAdminToken, body)
 	if r1.StatusCode != http.StatusCreated {
 		t.Fatalf("first PUT: %d, want 201", r1.StatusCode)
 	}
@@ -448,7 +448,7 @@ func TestIdenticalAppPutChangesNothing(t *testing.T) {
 	var serial1 []byte
 	waitFor(t, 5*time.Second, "serial 2", func() bool {
 		var counter uint64
-		serial1, counter, _ = readSerial(t, n.st)
+		serial1, counter, _ = readSerial(t, n.St)
 		return counter == 2
 	})
 	audit1 := auditCount(t, n)
@@ -456,12 +456,12 @@ func TestIdenticalAppPutChangesNothing(t *testing.T) {
 		t.Fatalf("%d audit records after one change, want 1", audit1)
 	}
 
-	r2, b2 := n.do("PUT", "/v1/apps/shop", testAdminToken, body)
+	r2, b2 := n.Do("PUT", "/v1/apps/shop", testAdminToken, body)
 	if r2.StatusCode != http.StatusOK || r2.Header.Get("ETag") != r1.Header.Get("ETag") {
 		t.Fatalf("identical PUT: %d ETag %q (first %q) %s, want 200 with the same ETag",
 			r2.StatusCode, r2.Header.Get("ETag"), r1.Header.Get("ETag"), b2)
 	}
-	if serial2, _, _ := readSerial(t, n.st); !bytes.Equal(serial1, serial2) {
+	if serial2, _, _ := readSerial(t, n.St); !bytes.Equal(serial1, serial2) {
 		t.Fatalf("an identical PUT bumped the serial: %q → %q", serial1, serial2)
 	}
 	if audit2 := auditCount(t, n); audit2 != audit1 {
@@ -475,7 +475,7 @@ func TestIdenticalAppPutChangesNothing(t *testing.T) {
 func TestStatusReadableWhilePassesRun(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 
 	done := make(chan struct{})
 	errc := make(chan error, 1)
@@ -489,7 +489,7 @@ func TestStatusReadableWhilePassesRun(t *testing.T) {
 				return
 			default:
 			}
-			req, _ := http.NewRequest(http.MethodGet, n.url+"/v1/status", nil)
+			req, _ := http.NewRequest(http.MethodGet, n.URL+"/v1/status", nil)
 			req.Header.Set("Authorization", "Bearer "+testAdminToken)
 			resp, err := client.Do(req)
 			if err != nil {
@@ -512,11 +512,11 @@ func TestStatusReadableWhilePassesRun(t *testing.T) {
 
 	// Each write changes the application (and a malformed object changes the skipped
 	// list), so every pass derives and rewrites the status.
-	n.must(http.StatusCreated, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.Must(http.StatusCreated, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	for i := range 30 {
-		n.must(http.StatusOK, "PUT", "/v1/apps/shop", testAdminToken,
+		n.Must(http.StatusOK, "PUT", "/v1/apps/shop", testAdminToken,
 			fmt.Sprintf(`{"account":"acme","placement":["vps-a"],"health":{"path":"/h%d"}}`, i))
-		putRaw(t, n.st, fmt.Sprintf("apps/broken-%d.json", i%3), []byte(fmt.Sprintf(`{"name": %d`, i)))
+		putRaw(t, n.St, fmt.Sprintf("apps/broken-%d.json", i%3), []byte(fmt.Sprintf(`{"name": %d`, i)))
 	}
 	waitFor(t, 5*time.Second, "status reads", func() bool { return reads.Load() >= 10 })
 	close(done)
@@ -581,9 +581,9 @@ func TestWipedStoreMidPassIsDiscarded(t *testing.T) {
 				t.Fatal(err)
 			}
 			n := startNodeWithStore(t, cfg, fs)
-			n.waitReady()
+			n.WaitReady()
 			waitSeeded(t, n)
-			_, before := n.get("/v1/ingress/routes", testIngressToken)
+			_, before := n.Get("/v1/ingress/routes", testIngressToken)
 
 			reads, stopParking := fs.park(t)
 			close(idleRead(t, reads).release) // the current serial is committed
@@ -599,12 +599,12 @@ func TestWipedStoreMidPassIsDiscarded(t *testing.T) {
 			close(held.release)
 
 			waitFor(t, 5*time.Second, "status reports the store unreachable", func() bool {
-				if _, during := n.get("/v1/ingress/routes", testIngressToken); !bytes.Equal(before, during) {
-					t.Fatalf("a pass straddling the wipe published:\nbefore %s\nafter  %s\n%s", before, during, n.logs.String())
+				if _, during := n.Get("/v1/ingress/routes", testIngressToken); !bytes.Equal(before, during) {
+					t.Fatalf("a pass straddling the wipe published:\nbefore %s\nafter  %s\n%s", before, during, n.Logs.String())
 				}
 				return !storeStatusOf(t, n).Reachable
 			})
-			if _, after := n.get("/v1/ingress/routes", testIngressToken); !bytes.Equal(before, after) {
+			if _, after := n.Get("/v1/ingress/routes", testIngressToken); !bytes.Equal(before, after) {
 				t.Fatalf("a pass straddling the wipe published:\nbefore %s\nafter  %s", before, after)
 			}
 			if _, err := os.Stat(filepath.Join(storeDir, "serial")); err == nil {

@@ -28,35 +28,35 @@ func routeOf(t *testing.T, n *testNode, host string) map[string]any {
 func TestAWildcardNeverCatchesAnotherAccountsHost(t *testing.T) {
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	n := startNode(t, cfg)
-	n.waitReady()
-	n.must(201, "PUT", "/v1/apps/bank", testAdminToken, `{"account":"bank","placement":["vps-a"]}`)
-	n.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
-	n.must(200, "PUT", "/v1/node/instances/bank", testAdminToken, `{"port":25001,"ready":true}`)
-	n.must(200, "PUT", "/v1/node/instances/evil", testAdminToken, `{"port":25002,"ready":true}`)
-	n.must(201, "PUT", "/v1/apps/bank/domains/www.bank.example", testAdminToken, "")
+	n.WaitReady()
+	n.Must(201, "PUT", "/v1/apps/bank", testAdminToken, `{"account":"bank","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	n.Must(200, "PUT", "/v1/node/instances/bank", testAdminToken, `{"port":25001,"ready":true}`)
+	n.Must(200, "PUT", "/v1/node/instances/evil", testAdminToken, `{"port":25002,"ready":true}`)
+	n.Must(201, "PUT", "/v1/apps/bank/domains/www.bank.example", testAdminToken, "")
 
-	resp, b := n.do("PUT", "/v1/apps/evil/domains/*.bank.example", testAdminToken, "")
+	resp, b := n.Do("PUT", "/v1/apps/evil/domains/*.bank.example", testAdminToken, "")
 	if resp.StatusCode != 409 || !strings.Contains(string(b), "bank") {
 		t.Fatalf("evil's wildcard over bank's name: %d %s, want 409 naming bank", resp.StatusCode, b)
 	}
-	resp, b = n.do("PUT", "/v1/apps/evil/domains/*.example.com", testAdminToken, "")
+	resp, b = n.Do("PUT", "/v1/apps/evil/domains/*.example.com", testAdminToken, "")
 	if resp.StatusCode != 400 {
 		t.Fatalf("a wildcard over the platform apex: %d %s, want 400", resp.StatusCode, b)
 	}
 
 	// Bank goes unready: its host keeps its own route, with no upstream (a 503).
-	n.must(200, "PUT", "/v1/node/instances/bank", testAdminToken, `{"ready":false}`)
+	n.Must(200, "PUT", "/v1/node/instances/bank", testAdminToken, `{"ready":false}`)
 	waitFor(t, 5*time.Second, "bank's host fails closed", func() bool {
 		r := routeOf(t, n, "www.bank.example")
 		return r != nil && len(r["upstreams"].([]any)) == 0
 	})
 
 	// The wildcard written straight into the store: derivation drops it.
-	putRaw(t, n.st, "domains/*.bank.example.json", []byte(`{"host":"*.bank.example","account":"evil","app":"evil"}`))
+	putRaw(t, n.St, "domains/*.bank.example.json", []byte(`{"host":"*.bank.example","account":"evil","app":"evil"}`))
 	announceUnnamed(t, n)                                                                                   // an out-of-band write announced without names: a full read
-	n.must(200, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a","vps-b"]}`) // moves the serial
+	n.Must(200, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a","vps-b"]}`) // moves the serial
 	waitFor(t, 5*time.Second, "the covering wildcard reported", func() bool {
-		_, b := n.get("/v1/status", testAdminToken)
+		_, b := n.Get("/v1/status", testAdminToken)
 		return strings.Contains(string(b), `domains/*.bank.example.json`)
 	})
 	if r := routeOf(t, n, "*.bank.example"); r != nil {
@@ -64,9 +64,9 @@ func TestAWildcardNeverCatchesAnotherAccountsHost(t *testing.T) {
 	}
 
 	// Bank's claim object turns unreadable: the host still has a route of its own.
-	putRaw(t, n.st, "domains/www.bank.example.json", []byte(`{"host":`))
+	putRaw(t, n.St, "domains/www.bank.example.json", []byte(`{"host":`))
 	announceUnnamed(t, n)
-	n.must(200, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	n.Must(200, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	waitFor(t, 5*time.Second, "the unreadable claim fails closed", func() bool {
 		r := routeOf(t, n, "www.bank.example")
 		return r != nil && r["application"] != "bank"
@@ -75,14 +75,14 @@ func TestAWildcardNeverCatchesAnotherAccountsHost(t *testing.T) {
 	if r["application"] == "evil" || len(r["upstreams"].([]any)) != 0 {
 		t.Fatalf("www.bank.example with an unreadable claim: %v, want a route of its own with no upstream", r)
 	}
-	_, tr := n.get("/v1/ingress/traefik", testIngressToken)
+	_, tr := n.Get("/v1/ingress/traefik", testIngressToken)
 	if !strings.Contains(string(tr), "Host(`www.bank.example`)") {
 		t.Fatal("no Host router for the fail-closed host in the Traefik config")
 	}
 	var st struct {
 		Skipped []struct{ Object, Reason string }
 	}
-	_, sb := n.get("/v1/status", testAdminToken)
+	_, sb := n.Get("/v1/status", testAdminToken)
 	json.Unmarshal(sb, &st)
 	if len(st.Skipped) == 0 {
 		t.Fatalf("status reports nothing skipped: %s", sb)
@@ -93,7 +93,7 @@ func TestAWildcardNeverCatchesAnotherAccountsHost(t *testing.T) {
 // would: a node that reads it re-reads the whole store.
 func announceUnnamed(t *testing.T, n *testNode) {
 	t.Helper()
-	if _, err := store.BumpSerial(context.Background(), n.st); err != nil {
+	if _, err := store.BumpSerial(context.Background(), n.St); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -108,16 +108,16 @@ func announceUnnamed(t *testing.T, n *testNode) {
 // Actual: 403 vs 404. Fix: AuthorizePaths calls who.scopedTo(app) before w.App.
 func TestPathsDoorNeverTellsWhetherAnotherApplicationExists(t *testing.T) {
 	n, _ := attackNode(t)
-	n.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
-	n.must(201, "PUT", "/v1/apps/bank-secret-project", testAdminToken, `{"account":"bank","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/bank-secret-project", testAdminToken, `{"account":"bank","placement":["vps-a"]}`)
 	_, tok := issueToken(t, n, "evil", "evil", `"publish"`)
 	probe := func(app string) (int, string) {
-		resp, b := n.do("PUT", "/v1/apps/"+app+"/domains/x.example/paths", tok, `{"nope":1}`)
+		resp, b := n.Do("PUT", "/v1/apps/"+app+"/domains/x.example/paths", tok, `{"nope":1}`)
 		return resp.StatusCode, string(b)
 	}
 	exist, eb := probe("bank-secret-project")
 	missing, mb := probe("bank-no-such-app")
-	wellFormed, _ := n.do("PUT", "/v1/apps/bank-no-such-app/domains/x.example/paths", tok, `{"paths":{}}`)
+	wellFormed, _ := n.Do("PUT", "/v1/apps/bank-no-such-app/domains/x.example/paths", tok, `{"paths":{}}`)
 	t.Logf("existing: %d %s; missing: %d %s; well-formed on missing: %d", exist, eb, missing, mb, wellFormed.StatusCode)
 	if exist != missing {
 		t.Fatalf("another tenant's application: %d when it exists, %d when it does not: an existence oracle", exist, missing)

@@ -71,7 +71,7 @@ func macNode(t *testing.T, mut ...func(*node.Config)) (*testNode, *macCounter) {
 	}
 	st := &macCounter{Store: inner}
 	n := startNodeWithStore(t, cfg, st)
-	n.waitReady()
+	n.WaitReady()
 	return n, st
 }
 
@@ -102,9 +102,9 @@ const macPathsURL = "/v1/apps/evil/domains/x.evil.example/paths"
 // no 429 (no budget was spent), whatever the rate.
 func TestForgedTokensCostNoStoreReadAndNoBudget(t *testing.T) {
 	n, st := macNode(t)
-	n.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	id, tok := issueToken(t, n, "evil", "evil", `"publish"`)
-	n.must(404, "GET", macPathsURL, tok, "")
+	n.Must(404, "GET", macPathsURL, tok, "")
 
 	reads, keyReads := st.tokenReads.Load(), st.keyReads.Load()
 	const flood = 600
@@ -114,7 +114,7 @@ func TestForgedTokensCostNoStoreReadAndNoBudget(t *testing.T) {
 		if i%2 == 1 {
 			forged = "scafo_" + id + "_" + randHex(64) // the id is public
 		}
-		resp, _ := n.do("GET", macPathsURL, forged, "")
+		resp, _ := n.Do("GET", macPathsURL, forged, "")
 		codes[resp.StatusCode]++
 	}
 	t.Logf("answers %v; token-record reads %d, key reads %d", codes, st.tokenReads.Load()-reads, st.keyReads.Load()-keyReads)
@@ -131,7 +131,7 @@ func TestForgedTokensCostNoStoreReadAndNoBudget(t *testing.T) {
 	// request it made before the flood (the flood can take less than the refill of one:
 	// 50 ms here, unloaded).
 	for range knownTokenBurst - 1 {
-		n.must(404, "GET", macPathsURL, tok, "")
+		n.Must(404, "GET", macPathsURL, tok, "")
 	}
 }
 
@@ -141,7 +141,7 @@ func TestForgedTokensCostNoStoreReadAndNoBudget(t *testing.T) {
 // real token's first requests must pass; before, 7 of 8 were answered 429.
 func TestAFloodOfForgedTokensNeverHoldsBackARealOne(t *testing.T) {
 	n, _ := macNode(t)
-	n.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	const rounds, perRound = 8, 80
 	fresh := make([]string, rounds)
 	for i := range fresh {
@@ -156,7 +156,7 @@ func TestAFloodOfForgedTokensNeverHoldsBackARealOne(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for !stop.Load() {
-				resp, _ := n.do("GET", macPathsURL, "scafo_"+randHex(16)+"_"+randHex(64), "")
+				resp, _ := n.Do("GET", macPathsURL, "scafo_"+randHex(16)+"_"+randHex(64), "")
 				if resp.StatusCode == http.StatusInternalServerError {
 					t.Error("a forged token: 500")
 				}
@@ -171,7 +171,7 @@ func TestAFloodOfForgedTokensNeverHoldsBackARealOne(t *testing.T) {
 			return forged.Load() >= int64((i+1)*perRound)
 		})
 		for range 4 {
-			resp, b := n.do("GET", macPathsURL, tok, "")
+			resp, b := n.Do("GET", macPathsURL, tok, "")
 			switch resp.StatusCode {
 			case http.StatusNotFound:
 			case http.StatusTooManyRequests:
@@ -197,13 +197,13 @@ func TestAFloodOfForgedTokensNeverHoldsBackARealOne(t *testing.T) {
 // listing the tokens.
 func TestATokenWithoutTheKeysMACIsRefused(t *testing.T) {
 	n, st := macNode(t)
-	n.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	_, old := unsignedToken(t, st, "evil")
 	if _, err := st.Get(context.Background(), fleetwrite.TokenMACKey); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the key exists before any application token was presented or issued: %v", err)
 	}
 	reads := st.tokenReads.Load()
-	n.must(401, "GET", macPathsURL, old, "") // creates the key
+	n.Must(401, "GET", macPathsURL, old, "") // creates the key
 	obj, err := st.Get(context.Background(), fleetwrite.TokenMACKey)
 	if err != nil {
 		t.Fatal(err)
@@ -212,12 +212,12 @@ func TestATokenWithoutTheKeysMACIsRefused(t *testing.T) {
 		t.Errorf("key object %s (%d LISTs of tokens/), want the key alone", obj.Value, st.lists.Load())
 	}
 	_, late := unsignedToken(t, st, "evil")
-	n.must(401, "GET", macPathsURL, late, "")
+	n.Must(401, "GET", macPathsURL, late, "")
 	if r := st.tokenReads.Load() - reads; r != 0 {
 		t.Errorf("tokens without a MAC read %d token records, want none", r)
 	}
 	_, signed := issueToken(t, n, "evil", "evil", `"publish"`)
-	n.must(404, "GET", macPathsURL, signed, "")
+	n.Must(404, "GET", macPathsURL, signed, "")
 }
 
 // TestACorruptTokenKeyRefusesTokensAsUnavailable: a key object of the wrong size or of
@@ -232,32 +232,32 @@ func TestACorruptTokenKeyRefusesTokensAsUnavailable(t *testing.T) {
 	} {
 		t.Run(what, func(t *testing.T) {
 			n, st := macNode(t)
-			n.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+			n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 			_, tok := issueToken(t, n, "evil", "evil", `"publish"`)
 			if _, err := st.Put(context.Background(), fleetwrite.TokenMACKey, []byte(corrupt), store.Condition{}); err != nil {
 				t.Fatal(err)
 			}
 			// A node that has not cached the key (a restart, another node).
-			cfg := testConfig(t, "vps-b", n.cfg.Store.Dir.Path)
+			cfg := testConfig(t, "vps-b", n.Cfg.Store.Dir.Path)
 			n2 := startNodeWithStore(t, cfg, st)
-			n2.waitReady()
+			n2.WaitReady()
 			reads := st.tokenReads.Load()
 			for range 3 {
-				if b := n2.must(503, "GET", macPathsURL, tok, ""); !strings.Contains(string(b), fleetwrite.TokenMACKey) {
+				if b := n2.Must(503, "GET", macPathsURL, tok, ""); !strings.Contains(string(b), fleetwrite.TokenMACKey) {
 					t.Errorf("a token on a corrupt key: %s, want the object named", b)
 				}
 			}
 			if r := st.tokenReads.Load() - reads; r != 0 {
 				t.Errorf("tokens on a corrupt key read %d token records, want none", r)
 			}
-			if c := strings.Count(n2.logs.String(), "level=ERROR msg=\"the token MAC key object is corrupt"); c != 1 {
+			if c := strings.Count(n2.Logs.String(), "level=ERROR msg=\"the token MAC key object is corrupt"); c != 1 {
 				t.Errorf("the corrupt key was logged %d times, want once", c)
 			}
-			b := n2.must(503, "POST", "/v1/tokens", testAdminToken, `{"account":"evil","app":"evil","roles":["publish"]}`)
+			b := n2.Must(503, "POST", "/v1/tokens", testAdminToken, `{"account":"evil","app":"evil","roles":["publish"]}`)
 			if !strings.Contains(string(b), fleetwrite.TokenMACKey) {
 				t.Errorf("issuing on a corrupt key: %s, want the object named", b)
 			}
-			n.must(404, "GET", macPathsURL, tok, "") // the node that cached the key
+			n.Must(404, "GET", macPathsURL, tok, "") // the node that cached the key
 		})
 	}
 }
@@ -269,24 +269,24 @@ func TestACorruptTokenKeyRefusesTokensAsUnavailable(t *testing.T) {
 func TestTheTokenKeyIsCreatedOnceAndFollowedAcrossNodes(t *testing.T) {
 	onReportBackends(t, func(t *testing.T, be reportBackend) {
 		a := startNodeWithStore(t, testConfigOn(t, "vps-a"), be.open(t))
-		a.waitReady()
-		a.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+		a.WaitReady()
+		a.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 		b := startNodeWithStore(t, testConfigOn(t, "vps-b"), be.open(t))
-		b.waitReady()
+		b.WaitReady()
 		// Both create at once (the first application token each sees).
 		var wg sync.WaitGroup
 		for _, n := range []*testNode{a, b} {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				n.do("GET", macPathsURL, "scafo_"+randHex(16)+"_"+randHex(64), "")
+				n.Do("GET", macPathsURL, "scafo_"+randHex(16)+"_"+randHex(64), "")
 			}()
 		}
 		wg.Wait()
 		_, t1 := issueToken(t, a, "evil", "evil", `"publish"`)
-		b.must(404, "GET", macPathsURL, t1, "")
+		b.Must(404, "GET", macPathsURL, t1, "")
 		_, t2 := issueToken(t, b, "evil", "evil", `"publish"`)
-		a.must(404, "GET", macPathsURL, t2, "")
+		a.Must(404, "GET", macPathsURL, t2, "")
 
 		// The key is deleted; b issues (creating a new key).
 		st := be.open(t)
@@ -294,11 +294,11 @@ func TestTheTokenKeyIsCreatedOnceAndFollowedAcrossNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, t3 := issueToken(t, b, "evil", "evil", `"publish"`)
-		b.must(404, "GET", macPathsURL, t3, "") // a follows it at its next recheck: TestTokenMACKeyReplacedIsFollowed
+		b.Must(404, "GET", macPathsURL, t3, "") // a follows it at its next recheck: TestTokenMACKeyReplacedIsFollowed
 		for _, tok := range []string{t1, t2} {
-			b.must(401, "GET", macPathsURL, tok, "") // a, until its next recheck, holds the old key
+			b.Must(401, "GET", macPathsURL, tok, "") // a, until its next recheck, holds the old key
 		}
-		b.must(401, "GET", macPathsURL, "scafo_"+randHex(16)+"_"+randHex(64), "")
+		b.Must(401, "GET", macPathsURL, "scafo_"+randHex(16)+"_"+randHex(64), "")
 	})
 }
 

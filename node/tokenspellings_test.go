@@ -13,9 +13,9 @@ import (
 
 func TestRespelledTokensAreRefusedWithoutAStoreRead(t *testing.T) {
 	n, st := macNode(t)
-	n.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	_, tok := issueToken(t, n, "evil", "evil", `"publish"`)
-	n.must(404, "GET", macPathsURL, tok, "")
+	n.Must(404, "GET", macPathsURL, tok, "")
 	rest := strings.TrimPrefix(tok, "scafo_")
 	id, secret, _ := strings.Cut(rest, "_")
 	flip := func(s string, i int) string { // another hex digit at i
@@ -46,7 +46,7 @@ func TestRespelledTokensAreRefusedWithoutAStoreRead(t *testing.T) {
 		if v == tok {
 			continue // bearer() trims what the header spelling allows
 		}
-		resp, _ := n.do("GET", macPathsURL, v, "")
+		resp, _ := n.Do("GET", macPathsURL, v, "")
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("%s (%q): %d, want 401", name, v, resp.StatusCode)
 		}
@@ -54,7 +54,7 @@ func TestRespelledTokensAreRefusedWithoutAStoreRead(t *testing.T) {
 	if r := st.tokenReads.Load() - reads; r != 0 {
 		t.Errorf("%d respellings of a real token read %d token records, want none", len(variants), r)
 	}
-	n.must(404, "GET", macPathsURL, tok, "") // and the real one still works
+	n.Must(404, "GET", macPathsURL, tok, "") // and the real one still works
 }
 
 // TestARevokedTokenReplayedReadsItsRecordOnce: a revoked token keeps its valid MAC (it
@@ -62,13 +62,13 @@ func TestRespelledTokensAreRefusedWithoutAStoreRead(t *testing.T) {
 // cache, whatever the rate of replays, and never answered as valid.
 func TestARevokedTokenReplayedReadsItsRecordOnce(t *testing.T) {
 	n, st := macNode(t)
-	n.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	id, tok := issueToken(t, n, "evil", "evil", `"publish"`)
-	n.must(404, "GET", macPathsURL, tok, "")
-	n.must(200, "DELETE", "/v1/tokens/"+id, testAdminToken, "")
+	n.Must(404, "GET", macPathsURL, tok, "")
+	n.Must(200, "DELETE", "/v1/tokens/"+id, testAdminToken, "")
 	reads := st.tokenReads.Load()
 	for range 200 {
-		resp, _ := n.do("GET", macPathsURL, tok, "")
+		resp, _ := n.Do("GET", macPathsURL, tok, "")
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("a revoked token replayed: %d, want 401", resp.StatusCode)
 		}

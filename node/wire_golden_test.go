@@ -31,14 +31,14 @@ func TestWireGoldens(t *testing.T) {
 	n := startReportsNode(t, reportBackend{name: "dir", open: func(t *testing.T) store.Store { return openDir(t, t.TempDir()) }}, "vps-a")
 	p := startFakePlugin(t, n, "edge-1")
 	port := listenOn(t)
-	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	n.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, port))
+	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.Must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, port))
 	waitFor(t, 10*time.Second, "the ingress holds the instance", func() bool {
 		return bytes.Contains(p.holds(), []byte(fmt.Sprintf("127.0.0.1:%d", port)))
 	})
 	waitFor(t, 10*time.Second, "the ingress reports what it holds", func() bool {
 		in, ok := ingressesOf(t, n)["edge-1"]
-		return ok && in.Applied != nil && in.Applied.Serial == serialOf(t, n.st)
+		return ok && in.Applied != nil && in.Applied.Serial == serialOf(t, n.St)
 	})
 
 	var cases []wireCase
@@ -47,48 +47,48 @@ func TestWireGoldens(t *testing.T) {
 	}
 
 	// The error envelope.
-	resp, body := n.get("/v1/nope", testIngressToken)
+	resp, body := n.Get("/v1/nope", testIngressToken)
 	add("error-404", resp, body)
-	resp, body = n.do(http.MethodPatch, "/v1/status", testIngressToken, "")
+	resp, body = n.Do(http.MethodPatch, "/v1/status", testIngressToken, "")
 	add("error-405", resp, body)
-	resp, body = n.get("/v1/status", "wrong-token")
+	resp, body = n.Get("/v1/status", "wrong-token")
 	add("error-401", resp, body)
-	resp, body = n.get("/v1/ingress/traefik?wait=soon", testIngressToken)
+	resp, body = n.Get("/v1/ingress/traefik?wait=soon", testIngressToken)
 	add("error-400-wait", resp, body)
-	resp, body = n.do(http.MethodPut, "/v1/apps/cart?wait=later", testAdminToken, `{"account":"acme"}`)
+	resp, body = n.Do(http.MethodPut, "/v1/apps/cart?wait=later", testAdminToken, `{"account":"acme"}`)
 	add("error-400-wait-applied", resp, body)
-	resp, body = n.get("/v1/ingress/traefik?group=nowhere", testIngressToken)
+	resp, body = n.Get("/v1/ingress/traefik?group=nowhere", testIngressToken)
 	add("error-404-group", resp, body)
 
 	// The routing endpoints' headers on 200 and 304 (bodies are pinned by render's goldens).
 	for _, path := range []string{"/v1/ingress/traefik", "/v1/ingress/routes", "/v1/ingress/traefik?group=default"} {
 		name := strings.NewReplacer("/v1/ingress/", "", "?group=", "-group-").Replace(path)
-		resp, body = n.get(path, testIngressToken)
+		resp, body = n.Get(path, testIngressToken)
 		add("headers-200-"+name, resp, nil)
-		resp, _ = n.get(path, testIngressToken, "Accept-Encoding", "gzip")
+		resp, _ = n.Get(path, testIngressToken, "Accept-Encoding", "gzip")
 		add("headers-200-gzip-"+name, resp, nil)
-		resp, _ = n.get(path, testIngressToken, "If-None-Match", resp.Header.Get("ETag"))
+		resp, _ = n.Get(path, testIngressToken, "If-None-Match", resp.Header.Get("ETag"))
 		add("headers-304-"+name, resp, nil)
 		_ = body
 	}
 
 	// The ?wait=applied envelope: applied (200), and at the timeout (202) with the
 	// ingress behind.
-	resp, body = n.do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=20s", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	resp, body = n.Do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=20s", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	add("wait-applied-200", resp, body)
 	p.frozen.Store(true)
-	resp, body = n.do(http.MethodPut, "/v1/apps/shop/domains/ti.to?wait=applied&timeout=2s", testAdminToken, "")
+	resp, body = n.Do(http.MethodPut, "/v1/apps/shop/domains/ti.to?wait=applied&timeout=2s", testAdminToken, "")
 	add("wait-applied-202", resp, body)
 	p.frozen.Store(false)
-	resp, body = n.do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=20s", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, port))
+	resp, body = n.Do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=20s", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, port))
 	add("wait-applied-instance-200", resp, body)
 
 	// The status body, last: it names the ingress and what it holds.
 	waitFor(t, 10*time.Second, "the ingress reports the latest serial", func() bool {
 		in, ok := ingressesOf(t, n)["edge-1"]
-		return ok && in.Applied != nil && in.Applied.Serial == serialOf(t, n.st)
+		return ok && in.Applied != nil && in.Applied.Serial == serialOf(t, n.St)
 	})
-	resp, body = n.get("/v1/status", testIngressToken)
+	resp, body = n.Get("/v1/status", testIngressToken)
 	add("status", resp, body)
 
 	norm := wireNormalizer(n, port)
@@ -145,7 +145,7 @@ func (c wireCase) dump() []byte {
 
 // wireNormalizer replaces what varies between runs by placeholders.
 func wireNormalizer(n *testNode, instancePort int) func([]byte) []byte {
-	apiPort := n.url[strings.LastIndex(n.url, ":")+1:]
+	apiPort := n.URL[strings.LastIndex(n.URL, ":")+1:]
 	type rule struct {
 		re   *regexp.Regexp
 		with string

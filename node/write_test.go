@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"io/fs"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -22,37 +20,6 @@ import (
 	"github.com/scafo/ingress/node/fleetwrite"
 )
 
-func (n *testNode) do(method, path, token string, body string, hdr ...string) (*http.Response, []byte) {
-	n.t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, _ := http.NewRequest(method, n.url+path, rd)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, b
-}
-
-func (n *testNode) must(code int, method, path, token, body string, hdr ...string) []byte {
-	n.t.Helper()
-	resp, b := n.do(method, path, token, body, hdr...)
-	if resp.StatusCode != code {
-		n.t.Fatalf("%s %s: %d %s, want %d", method, path, resp.StatusCode, b, code)
-	}
-	return b
-}
-
 // fleetOf creates apps (account acme unless given "app@account") placed on this node
 // with ready instances, claims ti.to for the first, and waits until all are routed.
 func fleetOf(t *testing.T, n *testNode, apps ...string) {
@@ -62,14 +29,14 @@ func fleetOf(t *testing.T, n *testNode, apps ...string) {
 		if !ok {
 			account = "acme"
 		}
-		n.must(201, "PUT", "/v1/apps/"+app, testAdminToken, fmt.Sprintf(`{"account":%q,"placement":["vps-a"]}`, account))
-		n.must(200, "PUT", "/v1/node/instances/"+app, testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, 25000+i))
+		n.Must(201, "PUT", "/v1/apps/"+app, testAdminToken, fmt.Sprintf(`{"account":%q,"placement":["vps-a"]}`, account))
+		n.Must(200, "PUT", "/v1/node/instances/"+app, testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, 25000+i))
 	}
-	n.must(201, "PUT", "/v1/apps/"+strings.Split(apps[0], "@")[0]+"/domains/ti.to", testAdminToken, "")
+	n.Must(201, "PUT", "/v1/apps/"+strings.Split(apps[0], "@")[0]+"/domains/ti.to", testAdminToken, "")
 	waitFor(t, 5*time.Second, "apps routed", func() bool {
 		ok := len(hostsOf(routesDoc(t, n))) == len(apps)+1
 		if !ok && testing.Verbose() {
-			_, b := n.get("/v1/status", testAdminToken)
+			_, b := n.Get("/v1/status", testAdminToken)
 			t.Logf("hosts %v status %s", hostsOf(routesDoc(t, n)), b)
 		}
 		return ok
@@ -123,20 +90,20 @@ func TestPathMapEndToEndWithinOneInterval(t *testing.T) {
 	// the pass the write kicks (publish-on-write) can publish the map in time.
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	setup := startNode(t, cfg)
-	setup.waitReady()
+	setup.WaitReady()
 	fleetOf(t, setup, "tito-classic", "tito-go")
-	setup.stop()
+	setup.Stop()
 
 	const interval, bound = time.Minute, 2 * time.Second
 	cfg.Reconcile.Interval = ptypes.Duration(interval)
 	n := startNode(t, cfg)
-	n.waitReady()
+	n.WaitReady()
 	before := routesDoc(t, n)
 	if hosts := hostsOf(before); len(hosts) != 3 {
 		t.Fatalf("after the restart the document routes %v, want the fleet's 3 hosts", hosts)
 	}
 	start := time.Now()
-	n.must(200, "PUT", pathsURL, testAdminToken, `{"paths":{"paulca":"tito-go.apps.example.com"}}`)
+	n.Must(200, "PUT", pathsURL, testAdminToken, `{"paths":{"paulca":"tito-go.apps.example.com"}}`)
 	waitFor(t, bound, fmt.Sprintf("map published with reconcile.interval %s (only the write's kick can publish it in time)", interval), func() bool {
 		p := pathsOf(t, n, "ti.to")
 		return p["paulca"] == "tito-go.apps.example.com"
@@ -145,7 +112,7 @@ func TestPathMapEndToEndWithinOneInterval(t *testing.T) {
 	if after := routesDoc(t, n); after["revision"] == before["revision"] {
 		t.Fatalf("the map is routed but the revision %v did not move", after["revision"])
 	}
-	_, tr := n.get("/v1/ingress/traefik", testIngressToken)
+	_, tr := n.Get("/v1/ingress/traefik", testIngressToken)
 	if !strings.Contains(string(tr), "Host(`ti.to`) && (Path(`/paulca`) || PathPrefix(`/paulca/`)") {
 		t.Fatalf("no segment-exact router in the Traefik config:\n%s", tr)
 	}
@@ -155,13 +122,13 @@ func TestPathMapEndToEndWithinOneInterval(t *testing.T) {
 func TestPathsBodyWithoutWrapperRefused(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")
-	n.must(200, "PUT", pathsURL, testAdminToken, `{"paths":{"paulca":"tito-go.apps.example.com"}}`)
+	n.Must(200, "PUT", pathsURL, testAdminToken, `{"paths":{"paulca":"tito-go.apps.example.com"}}`)
 	waitFor(t, 5*time.Second, "map published", func() bool {
 		return pathsOf(t, n, "ti.to")["paulca"] == "tito-go.apps.example.com"
 	})
-	before := storeBytes(t, n.cfg.Store.Dir.Path)
+	before := storeBytes(t, n.Cfg.Store.Dir.Path)
 	for _, tc := range []struct{ name, body, want string }{
 		{"bare map", `{"paulca":"tito-go.apps.example.com"}`, "paulca"},
 		{"typo", `{"path":{}}`, `"path"`},
@@ -178,14 +145,14 @@ func TestPathsBodyWithoutWrapperRefused(t *testing.T) {
 		{"long-s key", `{"pathſ":{}}`, `"pathſ"`},
 		{"duplicate key", `{"paths":{"paulca":"tito-go.apps.example.com"},"paths":{}}`, "duplicate key"},
 	} {
-		resp, b := n.do("PUT", pathsURL, testAdminToken, tc.body)
+		resp, b := n.Do("PUT", pathsURL, testAdminToken, tc.body)
 		var e api.Error
 		json.Unmarshal(b, &e)
 		if resp.StatusCode != 400 || !strings.Contains(e.Error+" "+e.Detail, tc.want) {
 			t.Errorf("%s: %d %s, want 400 naming %s", tc.name, resp.StatusCode, b, tc.want)
 		}
 	}
-	if after := storeBytes(t, n.cfg.Store.Dir.Path); !equalMaps(before, after) {
+	if after := storeBytes(t, n.Cfg.Store.Dir.Path); !equalMaps(before, after) {
 		t.Fatal("a refused request changed the store")
 	}
 	if p := pathsOf(t, n, "ti.to"); p["paulca"] != "tito-go.apps.example.com" {
@@ -196,14 +163,14 @@ func TestPathsBodyWithoutWrapperRefused(t *testing.T) {
 func TestPathMapAboveCapRefused(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")
 	m := map[string]string{}
 	for i := range 10001 {
 		m[fmt.Sprintf("p%05d", i)] = "tito-go.apps.example.com"
 	}
 	b, _ := json.Marshal(map[string]any{"paths": m})
-	resp, body := n.do("PUT", pathsURL, testAdminToken, string(b))
+	resp, body := n.Do("PUT", pathsURL, testAdminToken, string(b))
 	if resp.StatusCode != 400 || !strings.Contains(string(body), "10000") {
 		t.Fatalf("10001 prefixes: %d %s", resp.StatusCode, body)
 	}
@@ -212,14 +179,14 @@ func TestPathMapAboveCapRefused(t *testing.T) {
 func TestStaleIfMatchIs412AndWritesNothing(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")
-	r1, _ := n.do("GET", pathsURL, testAdminToken, "")
+	r1, _ := n.Do("GET", pathsURL, testAdminToken, "")
 	old := r1.Header.Get("ETag")
-	n.must(200, "PUT", pathsURL, testAdminToken, `{"paths":{"a":"tito-go.apps.example.com"}}`, "If-Match", old)
-	before := storeBytes(t, n.cfg.Store.Dir.Path)
-	n.must(412, "PUT", pathsURL, testAdminToken, `{"paths":{"b":"tito-go.apps.example.com"}}`, "If-Match", old)
-	if !equalMaps(before, storeBytes(t, n.cfg.Store.Dir.Path)) {
+	n.Must(200, "PUT", pathsURL, testAdminToken, `{"paths":{"a":"tito-go.apps.example.com"}}`, "If-Match", old)
+	before := storeBytes(t, n.Cfg.Store.Dir.Path)
+	n.Must(412, "PUT", pathsURL, testAdminToken, `{"paths":{"b":"tito-go.apps.example.com"}}`, "If-Match", old)
+	if !equalMaps(before, storeBytes(t, n.Cfg.Store.Dir.Path)) {
 		t.Fatal("a 412 changed the store")
 	}
 }
@@ -227,7 +194,7 @@ func TestStaleIfMatchIs412AndWritesNothing(t *testing.T) {
 func TestConcurrentCASPublishesLoseNothing(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")
 	type write struct{ from, to string }
 	var (
@@ -249,13 +216,13 @@ func TestConcurrentCASPublishesLoseNothing(t *testing.T) {
 			for i := range each {
 				mine := fmt.Sprintf("g%02d-%02d", g, i)
 				for {
-					resp, b := n.do("GET", pathsURL, testAdminToken, "")
+					resp, b := n.Do("GET", pathsURL, testAdminToken, "")
 					var cur struct{ Paths map[string]string }
 					json.Unmarshal(b, &cur)
 					etag := resp.Header.Get("ETag")
 					cur.Paths[mine] = "tito-go.apps.example.com"
 					body, _ := json.Marshal(map[string]any{"paths": cur.Paths})
-					resp, _ = n.do("PUT", pathsURL, testAdminToken, string(body), "If-Match", etag)
+					resp, _ = n.Do("PUT", pathsURL, testAdminToken, string(body), "If-Match", etag)
 					mu.Lock()
 					if resp.StatusCode == 200 {
 						accepted = append(accepted, write{etag, resp.Header.Get("ETag")})
@@ -276,7 +243,7 @@ func TestConcurrentCASPublishesLoseNothing(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	_, b := n.do("GET", pathsURL, testAdminToken, "")
+	_, b := n.Do("GET", pathsURL, testAdminToken, "")
 	var final struct{ Paths map[string]string }
 	json.Unmarshal(b, &final)
 	if len(accepted) != workers*each || len(final.Paths) != workers*each {
@@ -299,18 +266,18 @@ func TestConcurrentCASPublishesLoseNothing(t *testing.T) {
 func TestNoOpRepublishWritesNothing(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")
 	body := `{"paths":{"paulca":"tito-go.apps.example.com","bob":"tito-go.apps.example.com"}}`
-	n.must(200, "PUT", pathsURL, testAdminToken, body)
-	_, audit1 := n.do("GET", "/v1/audit", testAdminToken, "")
-	serial1, _ := os.ReadFile(filepath.Join(n.cfg.Store.Dir.Path, "serial"))
-	r, _ := n.do("PUT", pathsURL, testAdminToken, `{"paths":{"bob":"tito-go.apps.example.com","paulca":"tito-go.apps.example.com"}}`)
+	n.Must(200, "PUT", pathsURL, testAdminToken, body)
+	_, audit1 := n.Do("GET", "/v1/audit", testAdminToken, "")
+	serial1, _ := os.ReadFile(filepath.Join(n.Cfg.Store.Dir.Path, "serial"))
+	r, _ := n.Do("PUT", pathsURL, testAdminToken, `{"paths":{"bob":"tito-go.apps.example.com","paulca":"tito-go.apps.example.com"}}`)
 	if r.StatusCode != 200 || r.Header.Get("ETag") == "" {
 		t.Fatalf("republish: %d", r.StatusCode)
 	}
-	_, audit2 := n.do("GET", "/v1/audit", testAdminToken, "")
-	serial2, _ := os.ReadFile(filepath.Join(n.cfg.Store.Dir.Path, "serial"))
+	_, audit2 := n.Do("GET", "/v1/audit", testAdminToken, "")
+	serial2, _ := os.ReadFile(filepath.Join(n.Cfg.Store.Dir.Path, "serial"))
 	if !bytes.Equal(audit1, audit2) || !bytes.Equal(serial1, serial2) {
 		t.Fatalf("no-op republish moved the audit (%v) or the serial (%s → %s)", !bytes.Equal(audit1, audit2), serial1, serial2)
 	}
@@ -327,42 +294,42 @@ func TestNoOpRepublishWritesNothing(t *testing.T) {
 func TestAppTokenScopedToItsApplication(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")
-	n.must(201, "PUT", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "")
+	n.Must(201, "PUT", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "")
 	var tok struct{ ID, Token string }
-	json.Unmarshal(n.must(201, "POST", "/v1/tokens", testAdminToken, `{"account":"acme","app":"tito-go","roles":["publish"]}`), &tok)
+	json.Unmarshal(n.Must(201, "POST", "/v1/tokens", testAdminToken, `{"account":"acme","app":"tito-go","roles":["publish"]}`), &tok)
 	// Its own claim: allowed.
-	n.must(200, "PUT", "/v1/apps/tito-go/domains/go.tito.io/paths", tok.Token, `{"paths":{}}`)
+	n.Must(200, "PUT", "/v1/apps/tito-go/domains/go.tito.io/paths", tok.Token, `{"paths":{}}`)
 	// Another application's claim: 403 with a reason.
-	resp, b := n.do("PUT", pathsURL, tok.Token, `{"paths":{}}`)
+	resp, b := n.Do("PUT", pathsURL, tok.Token, `{"paths":{}}`)
 	if resp.StatusCode != 403 || !strings.Contains(string(b), "scoped to application tito-go") {
 		t.Fatalf("app token on another app: %d %s", resp.StatusCode, b)
 	}
 	// Admin-only endpoints: 403.
-	n.must(403, "PUT", "/v1/apps/tito-go", tok.Token, `{"account":"acme"}`)
+	n.Must(403, "PUT", "/v1/apps/tito-go", tok.Token, `{"account":"acme"}`)
 	// Control plane: refused outright.
-	n.must(200, "PUT", "/v1/apps/tito-go", testAdminToken, `{"account":"acme","placement":["vps-a"],"controlPlane":true}`)
-	resp, b = n.do("PUT", "/v1/apps/tito-go/domains/go.tito.io/paths", tok.Token, `{"paths":{}}`)
+	n.Must(200, "PUT", "/v1/apps/tito-go", testAdminToken, `{"account":"acme","placement":["vps-a"],"controlPlane":true}`)
+	resp, b = n.Do("PUT", "/v1/apps/tito-go/domains/go.tito.io/paths", tok.Token, `{"paths":{}}`)
 	if resp.StatusCode != 403 || !strings.Contains(string(b), "control") {
 		t.Fatalf("app token on the control plane: %d %s", resp.StatusCode, b)
 	}
 	// An instance token may only name ports from the allocation range.
 	var itok struct{ Token string }
-	n.must(200, "PUT", "/v1/apps/tito-go", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	json.Unmarshal(n.must(201, "POST", "/v1/tokens", testAdminToken, `{"account":"acme","app":"tito-go","roles":["instance"]}`), &itok)
-	resp, b = n.do("PUT", "/v1/node/instances/tito-go", itok.Token, `{"port":5432,"ready":true}`)
+	n.Must(200, "PUT", "/v1/apps/tito-go", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	json.Unmarshal(n.Must(201, "POST", "/v1/tokens", testAdminToken, `{"account":"acme","app":"tito-go","roles":["instance"]}`), &itok)
+	resp, b = n.Do("PUT", "/v1/node/instances/tito-go", itok.Token, `{"port":5432,"ready":true}`)
 	if resp.StatusCode != 403 || !strings.Contains(string(b), "24000..28999") {
 		t.Fatalf("instance token with a port outside the range: %d %s", resp.StatusCode, b)
 	}
-	n.must(200, "PUT", "/v1/node/instances/tito-go", itok.Token, `{"port":24100,"ready":true}`)
-	n.must(401, "PUT", "/v1/apps/tito-go/domains/go.tito.io/paths", itok.Token+"x", `{"paths":{}}`)
-	n.must(200, "PUT", "/v1/apps/tito-go/domains/go.tito.io/paths", itok.Token, `{"paths":{}}`) // publish or instance
+	n.Must(200, "PUT", "/v1/node/instances/tito-go", itok.Token, `{"port":24100,"ready":true}`)
+	n.Must(401, "PUT", "/v1/apps/tito-go/domains/go.tito.io/paths", itok.Token+"x", `{"paths":{}}`)
+	n.Must(200, "PUT", "/v1/apps/tito-go/domains/go.tito.io/paths", itok.Token, `{"paths":{}}`) // publish or instance
 	// Revoked: 401.
-	n.must(200, "PUT", "/v1/apps/tito-go", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	n.must(200, "DELETE", "/v1/tokens/"+tok.ID, testAdminToken, "")
-	n.must(401, "PUT", "/v1/apps/tito-go/domains/go.tito.io/paths", tok.Token, `{"paths":{}}`)
-	if strings.Contains(n.logs.String(), tok.Token) {
+	n.Must(200, "PUT", "/v1/apps/tito-go", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.Must(200, "DELETE", "/v1/tokens/"+tok.ID, testAdminToken, "")
+	n.Must(401, "PUT", "/v1/apps/tito-go/domains/go.tito.io/paths", tok.Token, `{"paths":{}}`)
+	if strings.Contains(n.Logs.String(), tok.Token) {
 		t.Fatal("an application token appears in the logs")
 	}
 }
@@ -370,10 +337,10 @@ func TestAppTokenScopedToItsApplication(t *testing.T) {
 func TestCrossAccountTargetRoutesNothing(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	fleetOf(t, n, "tito-classic", "tito-go", "evil@other")
 	var ans struct{ Warnings []string }
-	json.Unmarshal(n.must(200, "PUT", pathsURL, testAdminToken,
+	json.Unmarshal(n.Must(200, "PUT", pathsURL, testAdminToken,
 		`{"paths":{"paulca":"tito-go.apps.example.com","steal":"evil.apps.example.com","zzz":"nothing.apps.example.com"}}`), &ans)
 	// One message whatever the reason: another account's route and a name that
 	// routes nothing read the same, so a warning leaks nothing about other tenants.
@@ -386,7 +353,7 @@ func TestCrossAccountTargetRoutesNothing(t *testing.T) {
 		t.Fatalf("cross-account prefix routed: %v", p)
 	}
 	waitFor(t, 2*time.Second, "a log line naming the reason", func() bool {
-		l := n.logs.String()
+		l := n.Logs.String()
 		return strings.Contains(l, "steal") && strings.Contains(l, "account")
 	})
 }
@@ -394,26 +361,26 @@ func TestCrossAccountTargetRoutesNothing(t *testing.T) {
 func TestClaimsCreateOnlyAndPlatformHostsRefused(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")
-	resp, b := n.do("PUT", "/v1/apps/tito-go/domains/TI.TO", testAdminToken, "")
+	resp, b := n.Do("PUT", "/v1/apps/tito-go/domains/TI.TO", testAdminToken, "")
 	if resp.StatusCode != 409 || !strings.Contains(string(b), "tito-classic") {
 		t.Fatalf("claim held by another app: %d %s", resp.StatusCode, b)
 	}
-	n.must(200, "PUT", "/v1/apps/tito-classic/domains/ti.to", testAdminToken, "") // idempotent
+	n.Must(200, "PUT", "/v1/apps/tito-classic/domains/ti.to", testAdminToken, "") // idempotent
 	for _, h := range []string{"x.apps.example.com", "*.apps.example.com", "a.b.apps.example.com", "ti.to.", "1.2.3.4", "*.*.ti.to", "b%C3%BCcher.de"} {
-		resp, b := n.do("PUT", "/v1/apps/tito-go/domains/"+h, testAdminToken, "")
+		resp, b := n.Do("PUT", "/v1/apps/tito-go/domains/"+h, testAdminToken, "")
 		if resp.StatusCode != 400 {
 			t.Errorf("claim %s: %d %s, want 400", h, resp.StatusCode, b)
 		}
 	}
-	n.must(201, "PUT", "/v1/apps/tito-go/domains/apps.example.com", testAdminToken, "") // the bare apex may be claimed
+	n.Must(201, "PUT", "/v1/apps/tito-go/domains/apps.example.com", testAdminToken, "") // the bare apex may be claimed
 	waitFor(t, 2*time.Second, "apex leaves api.hosts", func() bool {
 		api, _ := routesDoc(t, n)["api"].(map[string]any)
 		return api == nil
 	})
-	n.must(405, "POST", "/v1/apps/tito-go", testAdminToken, "")
-	n.must(409, "DELETE", "/v1/apps/tito-go", testAdminToken, "")
+	n.Must(405, "POST", "/v1/apps/tito-go", testAdminToken, "")
+	n.Must(409, "DELETE", "/v1/apps/tito-go", testAdminToken, "")
 }
 
 func TestPortsAreStickyAndQuarantined(t *testing.T) {
@@ -421,37 +388,37 @@ func TestPortsAreStickyAndQuarantined(t *testing.T) {
 	storeDir := t.TempDir()
 	cfg := testConfig(t, "vps-a", storeDir)
 	n := startNode(t, cfg)
-	n.waitReady()
-	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	n.must(201, "PUT", "/v1/apps/blog", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.WaitReady()
+	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/blog", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	var a1, a2 struct{ Port int }
-	json.Unmarshal(n.must(201, "POST", "/v1/node/instances/shop", testAdminToken, ""), &a1)
-	json.Unmarshal(n.must(200, "POST", "/v1/node/instances/shop", testAdminToken, ""), &a2)
+	json.Unmarshal(n.Must(201, "POST", "/v1/node/instances/shop", testAdminToken, ""), &a1)
+	json.Unmarshal(n.Must(200, "POST", "/v1/node/instances/shop", testAdminToken, ""), &a2)
 	if a1.Port == 0 || a1.Port != a2.Port {
 		t.Fatalf("allocation not stable: %d then %d", a1.Port, a2.Port)
 	}
-	n.stop()
+	n.Stop()
 	n2 := startNode(t, cfg) // same state dir
-	n2.waitReady()
+	n2.WaitReady()
 	var a3 struct{ Port int }
-	json.Unmarshal(n2.must(200, "POST", "/v1/node/instances/shop", testAdminToken, ""), &a3)
+	json.Unmarshal(n2.Must(200, "POST", "/v1/node/instances/shop", testAdminToken, ""), &a3)
 	if a3.Port != a1.Port {
 		t.Fatalf("port changed across restart: %d → %d", a1.Port, a3.Port)
 	}
-	n2.must(200, "DELETE", "/v1/node/instances/shop", testAdminToken, "")
+	n2.Must(200, "DELETE", "/v1/node/instances/shop", testAdminToken, "")
 	var b1 struct{ Port int }
-	json.Unmarshal(n2.must(201, "POST", "/v1/node/instances/blog", testAdminToken, ""), &b1)
+	json.Unmarshal(n2.Must(201, "POST", "/v1/node/instances/blog", testAdminToken, ""), &b1)
 	if b1.Port == a1.Port {
 		t.Fatalf("released port %d reallocated to another app inside quarantine", a1.Port)
 	}
-	resp, b := n2.do("PUT", "/v1/node/instances/blog", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, a1.Port))
+	resp, b := n2.Do("PUT", "/v1/node/instances/blog", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, a1.Port))
 	if resp.StatusCode != 409 || !strings.Contains(string(b), "quarantine") {
 		t.Fatalf("explicit quarantined port: %d %s", resp.StatusCode, b)
 	}
-	n2.must(400, "PUT", "/v1/node/instances/blog", testAdminToken, `{"port":1}`)                  // ready is required
-	n2.must(400, "PUT", "/v1/node/instances/blog", testAdminToken, `{"port":70000,"ready":true}`) // not a port
+	n2.Must(400, "PUT", "/v1/node/instances/blog", testAdminToken, `{"port":1}`)                  // ready is required
+	n2.Must(400, "PUT", "/v1/node/instances/blog", testAdminToken, `{"port":70000,"ready":true}`) // not a port
 	// The node's record reflects the instance within one interval.
-	n2.must(200, "PUT", "/v1/node/instances/blog", testAdminToken, `{"ready":true}`)
+	n2.Must(200, "PUT", "/v1/node/instances/blog", testAdminToken, `{"ready":true}`)
 	waitFor(t, 2*time.Second, "record shows blog ready", func() bool {
 		b, err := os.ReadFile(filepath.Join(storeDir, "nodes", "vps-a.json"))
 		return err == nil && strings.Contains(string(b), fmt.Sprintf(`"blog":{"port":%d,"ready":true`, b1.Port))
@@ -461,10 +428,10 @@ func TestPortsAreStickyAndQuarantined(t *testing.T) {
 func TestAuditNewestFirst(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	n.waitReady()
+	n.WaitReady()
 	fleetOf(t, n, "tito-classic", "tito-go")
 	var a struct{ Records []fleetwrite.AuditRecord }
-	json.Unmarshal(n.must(200, "GET", "/v1/audit", testAdminToken, ""), &a)
+	json.Unmarshal(n.Must(200, "GET", "/v1/audit", testAdminToken, ""), &a)
 	if len(a.Records) < 3 {
 		t.Fatalf("records %v", a.Records)
 	}

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scafo/ingress/node"
 	ptypes "github.com/traefik/paerser/types"
+
+	"github.com/scafo/ingress/node"
 )
 
 func TestAppTokenWritesAreRateLimited(t *testing.T) {
@@ -19,21 +20,21 @@ func TestAppTokenWritesAreRateLimited(t *testing.T) {
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	cfg.Writes.Rate, cfg.Writes.Burst = 0.5, 3
 	n := startNode(t, cfg)
-	n.waitReady()
-	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.WaitReady()
+	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	var tok struct{ Token string }
-	json.Unmarshal(n.must(201, "POST", "/v1/tokens", testAdminToken, `{"account":"acme","app":"shop","roles":["instance"]}`), &tok)
+	json.Unmarshal(n.Must(201, "POST", "/v1/tokens", testAdminToken, `{"account":"acme","app":"shop","roles":["instance"]}`), &tok)
 	for i := range 3 {
-		n.must(200, "PUT", "/v1/node/instances/shop", tok.Token, fmt.Sprintf(`{"port":%d,"ready":true}`, 24000+i))
+		n.Must(200, "PUT", "/v1/node/instances/shop", tok.Token, fmt.Sprintf(`{"port":%d,"ready":true}`, 24000+i))
 	}
-	resp, b := n.do("PUT", "/v1/node/instances/shop", tok.Token, `{"port":24005,"ready":true}`)
+	resp, b := n.Do("PUT", "/v1/node/instances/shop", tok.Token, `{"port":24005,"ready":true}`)
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), "writes.rate") {
 		t.Fatalf("past the burst: %d Retry-After=%q %s, want 429 naming writes.rate", resp.StatusCode, resp.Header.Get("Retry-After"), b)
 	}
-	if resp, b := n.do("GET", "/v1/apps/shop/domains/x.example/paths", tok.Token, ""); resp.StatusCode == 429 {
+	if resp, b := n.Do("GET", "/v1/apps/shop/domains/x.example/paths", tok.Token, ""); resp.StatusCode == 429 {
 		t.Fatalf("a read was rate-limited: %s", b) // reads are never limited
 	}
-	n.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, `{"port":24006,"ready":true}`) // the admin is not limited
+	n.Must(200, "PUT", "/v1/node/instances/shop", testAdminToken, `{"port":24006,"ready":true}`) // the admin is not limited
 }
 
 func TestABurstOfChangesPublishesAtMostOncePerWindow(t *testing.T) {
@@ -41,21 +42,21 @@ func TestABurstOfChangesPublishesAtMostOncePerWindow(t *testing.T) {
 	cfg.Reconcile.Interval = ptypes.Duration(time.Hour) // only kicks publish
 	cfg.Reconcile.PublishWindow = ptypes.Duration(400 * time.Millisecond)
 	n := startNode(t, cfg)
-	n.waitReady()
-	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	published := func() int { return strings.Count(n.logs.String(), "published routing document") }
+	n.WaitReady()
+	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	published := func() int { return strings.Count(n.Logs.String(), "published routing document") }
 
 	// A lone change after a quiet spell publishes at once.
 	time.Sleep(500 * time.Millisecond) // let the window after the app's publish pass
 	before, start := published(), time.Now()
-	n.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, `{"port":24000,"ready":true}`)
+	n.Must(200, "PUT", "/v1/node/instances/shop", testAdminToken, `{"port":24000,"ready":true}`)
 	waitFor(t, 2*time.Second, "the lone change published", func() bool { return published() > before })
 	lone := time.Since(start)
 
 	// Churn: readiness toggled as fast as the API takes it, for ~2 s.
 	before, start = published(), time.Now()
 	for i := 0; time.Since(start) < 2*time.Second; i++ {
-		n.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"ready":%v}`, i%2 == 0))
+		n.Must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"ready":%v}`, i%2 == 0))
 	}
 	churn := time.Since(start)
 	time.Sleep(time.Second) // the trailing publish of the burst
@@ -126,15 +127,15 @@ func TestPreviousTokensAreAcceptedDuringARotation(t *testing.T) {
 	cfg.Ingress.Previous = []string{"old-ingress-token-0001"}
 	cfg.Admin.Previous = []string{"old-admin-token-00001"}
 	n := startNode(t, cfg)
-	n.waitReady()
+	n.WaitReady()
 	for _, tok := range []string{testIngressToken, "old-ingress-token-0001", testAdminToken, "old-admin-token-00001"} {
-		if resp, _ := n.get("/v1/ingress/routes", tok); resp.StatusCode != 200 {
+		if resp, _ := n.Get("/v1/ingress/routes", tok); resp.StatusCode != 200 {
 			t.Errorf("poll with %.9s…: %d", tok, resp.StatusCode)
 		}
 	}
-	n.must(201, "PUT", "/v1/apps/shop", "old-admin-token-00001", `{"account":"acme"}`)
-	n.must(401, "PUT", "/v1/apps/blog", "old-ingress-token-0001", `{"account":"acme"}`) // an ingress token never writes
-	if resp, _ := n.get("/v1/ingress/routes", "not-a-token-at-all-000"); resp.StatusCode != 401 {
+	n.Must(201, "PUT", "/v1/apps/shop", "old-admin-token-00001", `{"account":"acme"}`)
+	n.Must(401, "PUT", "/v1/apps/blog", "old-ingress-token-0001", `{"account":"acme"}`) // an ingress token never writes
+	if resp, _ := n.Get("/v1/ingress/routes", "not-a-token-at-all-000"); resp.StatusCode != 401 {
 		t.Errorf("an unknown token: %d, want 401", resp.StatusCode)
 	}
 	bad := testConfig(t, "vps-a", t.TempDir())

@@ -1,26 +1,26 @@
-package node_test
+package testnode
 
 import (
 	"net"
 	"sync"
 )
 
-// connCount counts the connections a node's listener accepted and has not closed, in
+// ConnCount counts the connections a node's listener accepted and has not closed, in
 // all and by source address: what the node's connection cap holds, seen from the
 // socket below it (the tests read it through the node's public surface: no hook in
 // node/httpapi).
-type connCount struct {
+type ConnCount struct {
 	net.Listener
 	mu       sync.Mutex
 	open     int
 	bySource map[string]int
 }
 
-func countConns(ln net.Listener) *connCount {
-	return &connCount{Listener: ln, bySource: map[string]int{}}
+func CountConns(ln net.Listener) *ConnCount {
+	return &ConnCount{Listener: ln, bySource: map[string]int{}}
 }
 
-func (l *connCount) Accept() (net.Conn, error) {
+func (l *ConnCount) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
@@ -33,8 +33,8 @@ func (l *connCount) Accept() (net.Conn, error) {
 	return &countedConn{Conn: c, l: l, src: src}, nil
 }
 
-// held is how many connections are open, and how many of them from src.
-func (l *connCount) held(src string) (open, fromSource int) {
+// Held is how many connections are open, and how many of them from src.
+func (l *ConnCount) Held(src string) (open, fromSource int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.open, l.bySource[src]
@@ -42,7 +42,7 @@ func (l *connCount) held(src string) (open, fromSource int) {
 
 type countedConn struct {
 	net.Conn
-	l    *connCount
+	l    *ConnCount
 	src  string
 	once sync.Once
 }
