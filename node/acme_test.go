@@ -113,16 +113,6 @@ func TestACMEFailuresBackOffAndNeverBlockRouting(t *testing.T) {
 	}
 }
 
-func grepLines(s, sub string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, sub) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
-}
-
 // TestACMEPrivateKeysOnlyInTheRenderedConfiguration: one node issues through real Pebble
 // (validation on; the name resolves to the node's own listener, which answers the
 // challenge). The private key is in the rendered Traefik configuration (the positive

@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -10,21 +9,6 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 )
-
-// dialFrom opens a connection to n from the loopback address src and sends req.
-func dialFrom(t *testing.T, n *testNode, src, req string) net.Conn {
-	t.Helper()
-	d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
-	c, err := d.Dial("tcp", strings.TrimPrefix(n.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	if _, err := io.WriteString(c, req); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 const healthzKeepAlive = "GET /v1/healthz HTTP/1.1\r\nHost: node\r\n\r\n"
 

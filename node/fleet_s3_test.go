@@ -21,12 +21,8 @@ import (
 	"testing"
 	"time"
 
-	ptypes "github.com/traefik/paerser/types"
-
-	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
-	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/node/store/s3"
 	"github.com/scafo/ingress/node/store/s3/s3test"
 	"github.com/scafo/ingress/render/fleet"
@@ -189,102 +185,6 @@ func (c cost) sub(before cost) cost {
 }
 
 // ---- helpers ----
-
-func openS3(t *testing.T, cfg s3.Config) *s3.Store {
-	t.Helper()
-	st, err := s3.New(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
-func openDir(t *testing.T, path string) *dir.Store {
-	t.Helper()
-	st, err := dir.New(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
-// fleetConfig is a node config for fleet tests: name, its fleet address, timings.
-func fleetConfig(t *testing.T, name, address string, interval, heartbeat, ttl time.Duration) *node.Config {
-	t.Helper()
-	cfg := testConfig(t, name, t.TempDir())
-	cfg.Node.Address = address
-	cfg.Reconcile.Interval = ptypes.Duration(interval)
-	cfg.Reconcile.Heartbeat = ptypes.Duration(heartbeat)
-	cfg.Reconcile.NodeTTL = ptypes.Duration(ttl)
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
-func statusOf(t *testing.T, n *testNode) api.Status {
-	t.Helper()
-	resp, b := n.Get("/v1/status", testAdminToken)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s status: %d %s", n.Cfg.Node.Name, resp.StatusCode, b)
-	}
-	var s api.Status
-	if err := json.Unmarshal(b, &s); err != nil {
-		t.Fatalf("%s status: %v: %s", n.Cfg.Node.Name, err, b)
-	}
-	return s
-}
-
-// upstreamNodes maps each route's host (and "api" for the API apex) to its upstream
-// node names, in order.
-func upstreamNodes(doc map[string]any) map[string][]string {
-	out := map[string][]string{}
-	names := func(v any) []string {
-		var ns []string
-		us, _ := v.([]any)
-		for _, u := range us {
-			ns = append(ns, u.(map[string]any)["node"].(string))
-		}
-		return ns
-	}
-	rs, _ := doc["routes"].([]any)
-	for _, r := range rs {
-		m := r.(map[string]any)
-		out[m["host"].(string)] = names(m["upstreams"])
-	}
-	if api, ok := doc["api"].(map[string]any); ok {
-		out["api"] = names(api["upstreams"])
-	}
-	return out
-}
-
-// served is one answer of a routing endpoint.
-type served struct {
-	code int
-	etag string
-	body []byte
-}
-
-func serve(n *testNode, path string) served {
-	resp, b := n.Get(path, testIngressToken)
-	return served{resp.StatusCode, resp.Header.Get("ETag"), b}
-}
-
-// identical reports whether every node answers path with 200 and the same bytes and
-// ETag, and returns that answer.
-func identical(nodes []*testNode, path string) (served, bool) {
-	first := serve(nodes[0], path)
-	if first.code != http.StatusOK {
-		return first, false
-	}
-	for _, n := range nodes[1:] {
-		s := serve(n, path)
-		if s.code != http.StatusOK || s.etag != first.etag || !bytes.Equal(s.body, first.body) {
-			return first, false
-		}
-	}
-	return first, true
-}
 
 // ---- 1. cost of a tick ----
 
@@ -610,13 +510,13 @@ func TestFleetNodesOnOneBucketServeIdenticalBytes(t *testing.T) {
 			last, ok = identical(nodes, p)
 			return ok
 		})
-		t.Logf("%s: %d bytes, ETag %s on all three nodes", p, len(last.body), last.etag)
+		t.Logf("%s: %d bytes, ETag %s on all three nodes", p, len(last.Body), last.ETag)
 	}
 	for _, self := range nodes {
 		own := serve(self, "/v1/ingress/traefik?prefer=self")
 		for _, other := range nodes {
 			named := serve(other, "/v1/ingress/traefik?prefer="+self.Cfg.Node.Name)
-			if own.code != 200 || named.etag != own.etag || !bytes.Equal(named.body, own.body) {
+			if own.Code != 200 || named.ETag != own.ETag || !bytes.Equal(named.Body, own.Body) {
 				t.Errorf("%s ?prefer=self differs from %s ?prefer=%s", self.Cfg.Node.Name, other.Cfg.Node.Name, self.Cfg.Node.Name)
 			}
 		}
@@ -803,9 +703,9 @@ func TestStoreOutageKeepsServingLastDocument(t *testing.T) {
 		for _, n := range nodes {
 			for _, p := range paths {
 				got, want := serve(n, p), last[n.Cfg.Node.Name+p]
-				if got.code != 200 || got.etag != want.etag || !bytes.Equal(got.body, want.body) {
+				if got.Code != 200 || got.ETag != want.ETag || !bytes.Equal(got.Body, want.Body) {
 					t.Fatalf("%s: %s %s: %d ETag %s, want the last document (ETag %s) byte for byte",
-						when, n.Cfg.Node.Name, p, got.code, got.etag, want.etag)
+						when, n.Cfg.Node.Name, p, got.Code, got.ETag, want.ETag)
 				}
 			}
 		}
@@ -921,7 +821,7 @@ func TestStoreOutageKeepsServingLastDocument(t *testing.T) {
 	nodes[1].Must(200, "PUT", "/v1/apps/solo", testAdminToken, `{"account":"acme","placement":["vps-c"],"health":{"path":"/ready"}}`)
 	waitFor(t, 10*time.Second, "the change on every node", func() bool {
 		s, ok := identical(nodes, "/v1/ingress/routes")
-		return ok && strings.Contains(string(s.body), `"/ready"`)
+		return ok && strings.Contains(string(s.Body), `"/ready"`)
 	})
 	t.Logf("a write through vps-b after recovery served identically by all nodes in %s (tick %s)",
 		time.Since(changedAt).Round(time.Millisecond), interval)

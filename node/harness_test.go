@@ -7,7 +7,10 @@ import (
 
 // The whole-node harness (internal/testnode) and its node-free half (internal/nodetest),
 // under the names this package's tests use.
-type testNode = testnode.Node
+type (
+	testNode = testnode.Node
+	served   = testnode.Served
+)
 
 const (
 	testIngressToken = testnode.IngressToken
@@ -26,6 +29,26 @@ var (
 	issueToken         = testnode.IssueToken
 	testAddress        = testnode.Address
 	countConns         = testnode.CountConns
+	serve              = testnode.Serve
+	identical          = testnode.Identical
+	statusOf           = testnode.StatusOf
+	openDir            = testnode.OpenDir
+	openS3             = testnode.OpenS3
+	fleetConfig        = testnode.FleetConfig
+	fleetOf            = testnode.FleetOf
+	storeBytes         = testnode.StoreBytes
+	raw                = testnode.Raw
+	metricLine         = testnode.MetricLine
+	statusMap          = testnode.StatusMap
+	storedRecord       = testnode.StoredRecord
+	readAnswer         = testnode.ReadAnswer
+	dialFrom           = testnode.DialFrom
+	serialOf           = testnode.SerialOf
+	ingressesOf        = testnode.IngressesOf
+	randHex            = testnode.RandHex
+	upstreamNodes      = testnode.UpstreamNodes
+	grepLines          = testnode.GrepLines
+	pathsOf            = testnode.PathsOf
 
 	waitFor   = nodetest.WaitFor
 	putObject = nodetest.Put

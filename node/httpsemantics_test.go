@@ -5,6 +5,7 @@ package node_test
 // never matches).
 
 import (
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -93,7 +94,7 @@ func TestIfMatchWeakTagNeverMatches(t *testing.T) {
 	}
 	before := storeBytes(t, n.Cfg.Store.Dir.Path)
 	n.Must(412, "PUT", pathsURL, testAdminToken, `{"paths":{"a":"tito-go.apps.example.com"}}`, "If-Match", "W/"+etag)
-	if !equalMaps(before, storeBytes(t, n.Cfg.Store.Dir.Path)) {
+	if !maps.Equal(before, storeBytes(t, n.Cfg.Store.Dir.Path)) {
 		t.Fatal("a 412 changed the store")
 	}
 	n.Must(200, "PUT", pathsURL, testAdminToken, `{"paths":{"a":"tito-go.apps.example.com"}}`, "If-Match", `"nope", `+etag)

@@ -159,24 +159,6 @@ func startReportsNode(t *testing.T, be reportBackend, name string) *testNode {
 	return n
 }
 
-func serialOf(t *testing.T, st store.Store) uint64 {
-	t.Helper()
-	n, _, err := store.ReadSerial(context.Background(), st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-func ingressesOf(t *testing.T, n *testNode) map[string]api.Ingress {
-	t.Helper()
-	out := map[string]api.Ingress{}
-	for _, in := range statusOf(t, n).Ingresses {
-		out[in.Name] = in
-	}
-	return out
-}
-
 // A report is stored by the node its ingress polls, read by every other node, and never
 // moves the serial or the revision (else applying a serial would make a new one).
 func TestIngressReportsAreSharedAndNeverMoveTheSerialOrTheRevision(t *testing.T) {

@@ -4,7 +4,6 @@ package node_test
 // rejection log.
 
 import (
-	"bufio"
 	"io"
 	"net"
 	"net/http"
@@ -59,20 +58,6 @@ func rawRequest(t *testing.T, n *testNode, req string) net.Conn {
 		t.Fatal(err)
 	}
 	return c
-}
-
-// readAnswer reads one answer from c within d.
-func readAnswer(t *testing.T, c net.Conn, d time.Duration) (*http.Response, string) {
-	t.Helper()
-	c.SetReadDeadline(time.Now().Add(d))
-	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatalf("no answer within %s: %v", d, err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	return resp, string(b)
 }
 
 // closedWithin reports whether the node closes c within d (c's answers, if any, were

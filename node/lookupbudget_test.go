@@ -6,8 +6,6 @@ package node_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -42,12 +40,6 @@ func attackNode(t *testing.T) (*testNode, *tokenReadCounter) {
 	n := startNodeWithStore(t, cfg, st)
 	n.WaitReady()
 	return n, st
-}
-
-func randHex(n int) string {
-	b := make([]byte, n/2)
-	rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // TestAKnownTokenIDDoesNotBypassTheLookupBudget: a token's id is its public half

@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,43 +18,12 @@ import (
 	"github.com/scafo/ingress/render/fleet"
 )
 
-// statusMap is GET /v1/status decoded loosely.
-func statusMap(t *testing.T, n *testNode) map[string]any {
-	t.Helper()
-	_, b := n.Get("/v1/status", testAdminToken)
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("status: %v: %s", err, b)
-	}
-	return m
-}
-
 // duplicateOf is the address status.duplicateName names ("" when none is reported).
 func duplicateOf(t *testing.T, n *testNode) string {
 	t.Helper()
 	d, _ := statusMap(t, n)["duplicateName"].(map[string]any)
 	a, _ := d["address"].(string)
 	return a
-}
-
-func metricLine(t *testing.T, n *testNode, line string) bool {
-	t.Helper()
-	_, b := n.Get("/metrics", "")
-	return strings.Contains(string(b), "\n"+line+"\n")
-}
-
-// storedRecord reads nodes/<name>.json loosely.
-func storedRecord(t *testing.T, st store.Store, name string) map[string]any {
-	t.Helper()
-	o, err := st.Get(context.Background(), fleet.NodeKey(name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(o.Value, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m
 }
 
 // TestDuplicateNodeNameRefusedAtStart (issue 12, item 10): a second node configured with

@@ -3,6 +3,7 @@ package node_test
 import (
 	"bytes"
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,7 +149,7 @@ func TestRestartOnAForeignStoreServesTheRememberedDocument(t *testing.T) {
 				n.Get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, "edge-1", api.HeaderIngressKind, api.KindPlugin)
 				time.Sleep(2 * ingress.MinWriteGap)
 			}
-			if after := storeBytes(t, storeDir); !equalMaps(swapped, after) {
+			if after := storeBytes(t, storeDir); !maps.Equal(swapped, after) {
 				t.Fatalf("the node wrote into the foreign store:\nbefore %v\nafter  %v", keysOf(swapped), keysOf(after))
 			}
 		})

@@ -1,12 +1,9 @@
 package node_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -65,33 +62,6 @@ func storageNode(t *testing.T) (*testNode, *certReadCounter) {
 	n := startNodeWithStore(t, cfg, st)
 	n.WaitReady()
 	return n, st
-}
-
-// raw sends target exactly as written on the request line (no client-side cleaning or
-// re-escaping) and returns the status and body.
-func raw(t *testing.T, n *testNode, method, target, token, body string) (int, string) {
-	t.Helper()
-	c, err := net.Dial("tcp", strings.TrimPrefix(n.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	req := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: node\r\nConnection: close\r\n", method, target)
-	if token != "" {
-		req += "Authorization: Bearer " + token + "\r\n"
-	}
-	req += fmt.Sprintf("Content-Length: %d\r\n\r\n%s", len(body), body)
-	if _, err := io.WriteString(c, req); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, target, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
 
 // outsideNamespace is every store key and etag outside the certificate namespace (and

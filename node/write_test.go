@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -19,67 +19,6 @@ import (
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetwrite"
 )
-
-// fleetOf creates apps (account acme unless given "app@account") placed on this node
-// with ready instances, claims ti.to for the first, and waits until all are routed.
-func fleetOf(t *testing.T, n *testNode, apps ...string) {
-	t.Helper()
-	for i, spec := range apps {
-		app, account, ok := strings.Cut(spec, "@")
-		if !ok {
-			account = "acme"
-		}
-		n.Must(201, "PUT", "/v1/apps/"+app, testAdminToken, fmt.Sprintf(`{"account":%q,"placement":["vps-a"]}`, account))
-		n.Must(200, "PUT", "/v1/node/instances/"+app, testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, 25000+i))
-	}
-	n.Must(201, "PUT", "/v1/apps/"+strings.Split(apps[0], "@")[0]+"/domains/ti.to", testAdminToken, "")
-	waitFor(t, 5*time.Second, "apps routed", func() bool {
-		ok := len(hostsOf(routesDoc(t, n))) == len(apps)+1
-		if !ok && testing.Verbose() {
-			_, b := n.Get("/v1/status", testAdminToken)
-			t.Logf("hosts %v status %s", hostsOf(routesDoc(t, n)), b)
-		}
-		return ok
-	})
-}
-
-func pathsOf(t *testing.T, n *testNode, host string) map[string]any {
-	t.Helper()
-	for _, r := range routesDoc(t, n)["routes"].([]any) {
-		m := r.(map[string]any)
-		if m["host"] == host {
-			p, _ := m["paths"].(map[string]any)
-			return p
-		}
-	}
-	return nil
-}
-
-// storeBytes snapshots every file of a dir store (the audit and serial included).
-func storeBytes(t *testing.T, root string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			b, _ := os.ReadFile(p)
-			out[p] = string(b)
-		}
-		return nil
-	})
-	return out
-}
-
-func equalMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
-}
 
 const pathsURL = "/v1/apps/tito-classic/domains/ti.to/paths"
 
@@ -152,7 +91,7 @@ func TestPathsBodyWithoutWrapperRefused(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400 naming %s", tc.name, resp.StatusCode, b, tc.want)
 		}
 	}
-	if after := storeBytes(t, n.Cfg.Store.Dir.Path); !equalMaps(before, after) {
+	if after := storeBytes(t, n.Cfg.Store.Dir.Path); !maps.Equal(before, after) {
 		t.Fatal("a refused request changed the store")
 	}
 	if p := pathsOf(t, n, "ti.to"); p["paulca"] != "tito-go.apps.example.com" {
@@ -186,7 +125,7 @@ func TestStaleIfMatchIs412AndWritesNothing(t *testing.T) {
 	n.Must(200, "PUT", pathsURL, testAdminToken, `{"paths":{"a":"tito-go.apps.example.com"}}`, "If-Match", old)
 	before := storeBytes(t, n.Cfg.Store.Dir.Path)
 	n.Must(412, "PUT", pathsURL, testAdminToken, `{"paths":{"b":"tito-go.apps.example.com"}}`, "If-Match", old)
-	if !equalMaps(before, storeBytes(t, n.Cfg.Store.Dir.Path)) {
+	if !maps.Equal(before, storeBytes(t, n.Cfg.Store.Dir.Path)) {
 		t.Fatal("a 412 changed the store")
 	}
 }
