@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -13,25 +12,22 @@ import (
 	"testing"
 	"time"
 
-	ptypes "github.com/traefik/paerser/types"
-
 	"github.com/scafo/ingress/internal/nodetest"
-	"github.com/scafo/ingress/node"
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/store"
-	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render/fleet"
 	"github.com/scafo/ingress/render/routing"
 )
 
 const (
-	testIngressToken = "caddy-test-ingress-token-0123456789abcdef"
-	testAdminToken   = "caddy-test-admin-token-0123456789abcdef"
+	testIngressToken = testnode.IngressToken
+	testAdminToken   = testnode.AdminToken
 )
 
 // testNode is a real scafo node, in process, on a loopback port from :0, run by the
-// node's shared test harness.
+// node's shared test harness (internal/testnode).
 type testNode struct {
-	*nodetest.Node
+	*testnode.Node
 	t    testing.TB
 	name string
 	url  string
@@ -39,46 +35,11 @@ type testNode struct {
 }
 
 // startNode runs node name over the fleet store at root (a dir store: several nodes
-// may share one root, as nodes share a bucket).
+// may share one root, as nodes share a bucket), each name on its own node.address.
 func startNode(t testing.TB, name, root string) *testNode {
 	t.Helper()
-	cfg := node.NewConfig()
-	cfg.StateDir = t.TempDir()
-	cfg.Node.Name = name
-	// Two live nodes never share a node.address (a second one is refused at start).
-	addr, ok := map[string]string{"vps-a": "127.0.0.1", "vps-b": "127.0.0.2", "vps-c": "127.0.0.3"}[name]
-	if !ok {
-		t.Fatalf("no test node.address for node %q", name)
-	}
-	cfg.Node.Address = addr
-	cfg.Ingress.Token = testIngressToken
-	cfg.Admin.Token = testAdminToken
-	cfg.Platform.Domains = []string{"apps.example.com"}
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Store.Dir.Path = root
-	cfg.Reconcile.Interval = ptypes.Duration(40 * time.Millisecond)
-	cfg.Reconcile.Heartbeat = ptypes.Duration(time.Hour)
-	cfg.Reconcile.NodeTTL = ptypes.Duration(4 * time.Hour)
-	cfg.Probe.Interval = 0 // the test declares readiness itself
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Node.APIPort = ln.Addr().(*net.TCPAddr).Port // the port the node announces
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	st, err := dir.New(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := node.NewWithStore(cfg, slog.New(slog.DiscardHandler), st, testIngressToken, testAdminToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &testNode{Node: nodetest.Start(t, srv, ln), t: t, name: name, st: st}
-	n.url = n.URL
-	return n
+	n := testnode.Start(t, testnode.Config(t, name, root))
+	return &testNode{Node: n, t: t, name: name, url: n.URL, st: n.St}
 }
 
 // stop stops the node and waits for it (once; the cleanup's stop then does nothing).
