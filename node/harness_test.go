@@ -49,6 +49,7 @@ var (
 	upstreamNodes      = testnode.UpstreamNodes
 	grepLines          = testnode.GrepLines
 	pathsOf            = testnode.PathsOf
+	upstreamsOf        = testnode.UpstreamsOf
 
 	waitFor   = nodetest.WaitFor
 	putObject = nodetest.Put

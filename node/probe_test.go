@@ -48,23 +48,6 @@ func recordReady(t *testing.T, st store.Store, node, app string) bool {
 	return rec.Instances[app].Ready
 }
 
-// upstreamsOf returns the addresses the document routes host to.
-func upstreamsOf(t *testing.T, n *testNode, host string) []string {
-	t.Helper()
-	var out []string
-	for _, r := range routesDoc(t, n)["routes"].([]any) {
-		rm := r.(map[string]any)
-		if rm["host"] != host {
-			continue
-		}
-		ups, _ := rm["upstreams"].([]any)
-		for _, u := range ups {
-			out = append(out, u.(map[string]any)["address"].(string))
-		}
-	}
-	return out
-}
-
 func instanceStatusOf(t *testing.T, n *testNode, app string) api.Instance {
 	t.Helper()
 	_, b := n.Get("/v1/status", testAdminToken)
