@@ -10,8 +10,6 @@ import (
 	ptypes "github.com/traefik/paerser/types"
 )
 
-const healthzKeepAlive = "GET /v1/healthz HTTP/1.1\r\nHost: node\r\n\r\n"
-
 // Issue 25 item 6: idle keep-alive connections of one address cannot hold the general
 // connections. With limits.maxConnsPerSource 2, two keep-alives from 127.0.0.3 (each
 // answered, kept open) are all that address holds in general: its third connection is

@@ -15,6 +15,9 @@ type (
 const (
 	testIngressToken = testnode.IngressToken
 	testAdminToken   = testnode.AdminToken
+	slowHealthz      = testnode.SlowHealthz
+	slowAdminPut     = testnode.SlowAdminPut
+	healthzKeepAlive = testnode.HealthzKeepAlive
 )
 
 var (
@@ -54,4 +57,10 @@ var (
 	waitFor   = nodetest.WaitFor
 	putObject = nodetest.Put
 	putRaw    = nodetest.PutRaw
+
+	connsHeld           = testnode.ConnsHeld
+	connsOf             = testnode.ConnsOf
+	rawRequest          = testnode.RawRequest
+	closedWithin        = testnode.ClosedWithin
+	startCountingTokens = testnode.StartCountingTokens
 )

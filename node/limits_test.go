@@ -4,11 +4,8 @@ package node_test
 // rejection log.
 
 import (
-	"io"
 	"net"
 	"net/http"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,60 +14,6 @@ import (
 
 	"github.com/scafo/ingress/node"
 )
-
-// connsHeld is how many connections hold a slot of n's connection cap (its listener
-// counts them), and how many of the slots are general (not reserved: the cap and the
-// reserve its start line logs); ok is false before n logged them.
-func connsHeld(n *testNode) (open, general int, ok bool) {
-	open, _ = n.Conns.Held("")
-	m := capLine.FindStringSubmatch(n.Logs.String())
-	if m == nil {
-		return open, 0, false
-	}
-	total, _ := strconv.Atoi(m[1])
-	reserved, _ := strconv.Atoi(m[2])
-	return open, total - reserved, true
-}
-
-// capLine is the connection cap in the node's start line.
-var capLine = regexp.MustCompile(`maxConns=(\d+) reservedConns=(\d+)`)
-
-// connsOf reads n's connection cap (connsHeld) as it changes.
-func connsOf(n *testNode) heldConns { return heldConns{n} }
-
-type heldConns struct{ n *testNode }
-
-// open is how many connections hold a slot of the cap.
-func (c heldConns) open() int {
-	open, _, _ := connsHeld(c.n)
-	return open
-}
-
-// rawRequest opens a connection to n and sends req as is.
-func rawRequest(t *testing.T, n *testNode, req string) net.Conn {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", strings.TrimPrefix(n.URL, "http://"), 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	if _, err := io.WriteString(c, req); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// closedWithin reports whether the node closes c within d (c's answers, if any, were
-// read already).
-func closedWithin(c net.Conn, d time.Duration) bool {
-	c.SetReadDeadline(time.Now().Add(d))
-	_, err := io.Copy(io.Discard, c)
-	return err == nil // EOF: closed by the node; a timeout is an error
-}
-
-const slowHealthz = "GET /v1/healthz HTTP/1.1\r\nHost: node\r\nContent-Length: 100\r\n\r\n"
-
-const slowAdminPut = "PUT /v1/apps/slow HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " + testAdminToken + "\r\nContent-Length: 100\r\n\r\n"
 
 // TestConnectionReserveKeepsPollsAndProbes: with the general connections held, a new
 // connection serves one poll or probe and closes, refuses anything else at once, and a
@@ -83,12 +26,12 @@ func TestConnectionReserveKeepsPollsAndProbes(t *testing.T) {
 	n := startNode(t, cfg)
 	n.WaitReady()
 	cl := connsOf(n)
-	waitFor(t, 2*time.Second, "idle test connections closed", func() bool { return cl.open() == 0 })
+	waitFor(t, 2*time.Second, "idle test connections closed", func() bool { return cl.Open() == 0 })
 	// Writes whose (admin, so authorized) bodies never come: they hold their connections
 	// for the body timeout. (A request to a route that needs no body, a probe, is
 	// answered at once and cut instead: see TestUnreadBodiesDoNotHoldConnections.)
 	held := []net.Conn{rawRequest(t, n, slowAdminPut), rawRequest(t, n, slowAdminPut)}
-	waitFor(t, time.Second, "the general connections held", func() bool { return cl.open() == 2 })
+	waitFor(t, time.Second, "the general connections held", func() bool { return cl.Open() == 2 })
 
 	const poll = "GET /v1/ingress/routes HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " + testIngressToken + "\r\n\r\n"
 	for _, tc := range []struct {
@@ -126,7 +69,7 @@ func TestConnectionReserveKeepsPollsAndProbes(t *testing.T) {
 	// short wait.
 	const slowHeaders = "GET /v1/healthz HTTP/1.1\r\nHost: node\r\n"
 	held = append(held, rawRequest(t, n, slowHeaders), rawRequest(t, n, slowHeaders))
-	waitFor(t, time.Second, "every slot held", func() bool { return cl.open() == 4 })
+	waitFor(t, time.Second, "every slot held", func() bool { return cl.Open() == 4 })
 	start := time.Now()
 	c := rawRequest(t, n, poll)
 	resp, body := readAnswer(t, c, 3*time.Second)
@@ -136,7 +79,7 @@ func TestConnectionReserveKeepsPollsAndProbes(t *testing.T) {
 	t.Logf("refused beyond the cap after %s", time.Since(start).Round(time.Millisecond))
 	// A freed slot is taken again.
 	held[0].Close()
-	waitFor(t, time.Second, "a slot freed", func() bool { return cl.open() == 3 })
+	waitFor(t, time.Second, "a slot freed", func() bool { return cl.Open() == 3 })
 	if resp, _ := readAnswer(t, rawRequest(t, n, poll), 3*time.Second); resp.StatusCode != 200 {
 		t.Errorf("a poll once a slot is free: %d", resp.StatusCode)
 	}

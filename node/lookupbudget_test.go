@@ -5,42 +5,9 @@ package node_test
 // failed before its fix).
 
 import (
-	"context"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/scafo/ingress/node/store"
-	"github.com/scafo/ingress/node/store/dir"
-	"github.com/scafo/ingress/render/fleet"
 )
-
-// tokenReadCounter counts store reads of application-token records.
-type tokenReadCounter struct {
-	store.Store
-	reads atomic.Int64
-}
-
-func (c *tokenReadCounter) Get(ctx context.Context, key string) (store.Object, error) {
-	if strings.HasPrefix(key, fleet.PrefixTokens) {
-		c.reads.Add(1)
-	}
-	return c.Store.Get(ctx, key)
-}
-
-func attackNode(t *testing.T) (*testNode, *tokenReadCounter) {
-	t.Helper()
-	cfg := testConfig(t, "vps-a", t.TempDir())
-	inner, err := dir.New(cfg.Store.Dir.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := &tokenReadCounter{Store: inner}
-	n := startNodeWithStore(t, cfg, st)
-	n.WaitReady()
-	return n, st
-}
 
 // TestAKnownTokenIDDoesNotBypassTheLookupBudget: a token's id is its public half
 // (printed in every 429 "token <id> is past writes.rate", in the audit log, in
@@ -49,19 +16,19 @@ func attackNode(t *testing.T) (*testNode, *tokenReadCounter) {
 // the flood the budgets bound, by any tenant with its own token. On S3 every one is a
 // billed GET. Wrong secrets fail the MAC: no store read at all.
 func TestAKnownTokenIDDoesNotBypassTheLookupBudget(t *testing.T) {
-	n, st := attackNode(t)
+	n, st := startCountingTokens(t)
 	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	id, tok := issueToken(t, n, "evil", "evil", `"publish"`)
 	n.Must(404, "GET", "/v1/apps/evil/domains/x.evil.example/paths", tok, "") // the id seen valid
 
-	before := st.reads.Load()
+	before := st.Records.Load()
 	const flood = 200
 	codes := map[int]int{}
 	for i := 0; i < flood; i++ {
 		resp, _ := n.Do("GET", "/v1/apps/evil/domains/x.evil.example/paths", "scafo_"+id+"_"+randHex(64), "")
 		codes[resp.StatusCode]++
 	}
-	reads := st.reads.Load() - before
+	reads := st.Records.Load() - before
 	t.Logf("answers %v, token-record reads %d", codes, reads)
 	if reads != 0 {
 		t.Fatalf("%d wrong-secret tokens on a known id cost %d store reads, want none (they fail the MAC)", flood, reads)
@@ -76,12 +43,12 @@ func TestAKnownTokenIDDoesNotBypassTheLookupBudget(t *testing.T) {
 // send: every one a billed S3 GET, on a store the whole fleet shares. Requests of a
 // token seen valid lately now have a budget per token before the lookup.
 func TestAValidTokenCannotMakeTheNodeReadTheStoreAtLineRate(t *testing.T) {
-	n, st := attackNode(t)
+	n, st := startCountingTokens(t)
 	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	_, tok := issueToken(t, n, "evil", "evil", `"publish"`)
 	n.Must(404, "GET", "/v1/apps/evil/domains/x.evil.example/paths", tok, "") // seen valid
 
-	before := st.reads.Load()
+	before := st.Records.Load()
 	start := time.Now()
 	const flood = 300
 	codes := map[int]int{}
@@ -89,7 +56,7 @@ func TestAValidTokenCannotMakeTheNodeReadTheStoreAtLineRate(t *testing.T) {
 		resp, _ := n.Do("GET", "/v1/apps/evil/domains/x.evil.example/paths", tok, "")
 		codes[resp.StatusCode]++
 	}
-	reads := st.reads.Load() - before
+	reads := st.Records.Load() - before
 	rate, burst := max(knownTokenRate, 4*n.Cfg.Writes.Rate), max(knownTokenBurst, 2*n.Cfg.Writes.Burst)
 	limit := int64(float64(burst) + rate*time.Since(start).Seconds() + 1)
 	t.Logf("answers %v, token-record reads %d (budget %d)", codes, reads, limit)

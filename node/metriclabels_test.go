@@ -23,7 +23,7 @@ func metricSeries(body string) map[string]bool {
 }
 
 func TestNoClientChoosesAMetricLabel(t *testing.T) {
-	n, _ := macNode(t)
+	n, _ := startCountingTokens(t)
 	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	id, tok := issueToken(t, n, "evil", "evil", `"instance", "publish"`)
 	// Every kind of request once, so that the series a request creates exist before.

@@ -138,7 +138,7 @@ func TestConnectionRefusalsAreCounted(t *testing.T) {
 	cl := connsOf(n)
 	// The test's own keep-alive connections (127.0.0.1) close when idle; the metrics are
 	// read on connections of their own, answered from the reserve when it comes to that.
-	waitFor(t, 2*time.Second, "idle test connections closed", func() bool { return cl.open() == 0 })
+	waitFor(t, 2*time.Second, "idle test connections closed", func() bool { return cl.Open() == 0 })
 	const write = "PUT /v1/apps/shop HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " + testAdminToken + "\r\nContent-Length: 18\r\n\r\n{\"account\":\"acme\"}"
 	// Read from the registry: a scrape would need a connection, and with the general
 	// part full it would be refused too.
@@ -163,7 +163,7 @@ func TestConnectionRefusalsAreCounted(t *testing.T) {
 	}
 
 	held := dialFrom(t, n, "127.0.0.2", slowAdminPut) // 127.0.0.2's one general connection
-	waitFor(t, time.Second, "127.0.0.2 holds a general connection", func() bool { return cl.open() == 1 })
+	waitFor(t, time.Second, "127.0.0.2 holds a general connection", func() bool { return cl.Open() == 1 })
 	// Without a token: the admin's or the ingress's passes the per-source cap
 	// (httpapi's TestTheNodesTokensPassTheCapOfAnAddressTheyShare).
 	const anonWrite = "PUT /v1/apps/shop HTTP/1.1\r\nHost: node\r\nContent-Length: 18\r\n\r\n{\"account\":\"acme\"}"
@@ -177,9 +177,9 @@ func TestConnectionRefusalsAreCounted(t *testing.T) {
 
 	// The refused connection closes (idle timeout) before the next is dialled: counted
 	// open meanwhile, it would make 127.0.0.3's connection a reserved one too.
-	waitFor(t, 5*time.Second, "the refused connection closed", func() bool { return cl.open() == 1 })
+	waitFor(t, 5*time.Second, "the refused connection closed", func() bool { return cl.Open() == 1 })
 	held3 := dialFrom(t, n, "127.0.0.3", slowAdminPut) // the general part full
-	waitFor(t, time.Second, "the general connections held", func() bool { return cl.open() == 2 })
+	waitFor(t, time.Second, "the general connections held", func() bool { return cl.Open() == 2 })
 	resp, body = readAnswer(t, dialFrom(t, n, "127.0.0.4", write), 2*time.Second)
 	if resp.StatusCode != 503 || !strings.Contains(body, "kept for ingress polls") {
 		t.Fatalf("a write on a reserved connection: %d %s", resp.StatusCode, body)
@@ -192,7 +192,7 @@ func TestConnectionRefusalsAreCounted(t *testing.T) {
 	const slowHeaders = "GET /v1/healthz HTTP/1.1\r\nHost: node\r\n"
 	dialFrom(t, n, "127.0.0.5", slowHeaders)
 	dialFrom(t, n, "127.0.0.6", slowHeaders)
-	waitFor(t, time.Second, "every slot held", func() bool { return cl.open() == 4 })
+	waitFor(t, time.Second, "every slot held", func() bool { return cl.Open() == 4 })
 	resp, body = readAnswer(t, dialFrom(t, n, "127.0.0.7", write), 3*time.Second)
 	if resp.StatusCode != 503 || !strings.Contains(body, "connection limit") {
 		t.Fatalf("beyond the cap: %d %s", resp.StatusCode, body)

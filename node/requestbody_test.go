@@ -20,7 +20,7 @@ import (
 // Expected: a ~190 KiB body is refused in about the time of a same-sized control body
 // (tens of ms). Actual: 20-100x that (1-6 s on the 2-core review machine).
 func TestStrictDecodeIsLinearInALongMapKey(t *testing.T) {
-	n, _ := attackNode(t)
+	n, _ := startCountingTokens(t)
 	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	_, tok := issueToken(t, n, "evil", "evil", `"publish"`)
 
@@ -50,7 +50,7 @@ func TestStrictDecodeIsLinearInALongMapKey(t *testing.T) {
 // Fix: jsonx.DecodeStrict: after Decode, require only whitespace to remain
 // (io.ReadAll(dec.Buffered()) plus the unread rest, trimmed, empty).
 func TestATrailingCloserAfterTheBodyIsRefused(t *testing.T) {
-	n, _ := attackNode(t)
+	n, _ := startCountingTokens(t)
 	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	n.Must(201, "PUT", "/v1/apps/shop/domains/shop.example", testAdminToken, "")
 	n.Must(200, "PUT", "/v1/apps/shop/domains/shop.example/paths", testAdminToken, `{"paths":{"a":"shop.example"}}`)

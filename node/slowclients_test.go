@@ -5,7 +5,6 @@ package node_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,15 +16,11 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/scafo/ingress/node"
-	"github.com/scafo/ingress/node/store"
-	"github.com/scafo/ingress/node/store/dir"
-	"github.com/scafo/ingress/render/fleet"
 )
 
 // ---- connection exhaustion ----
@@ -229,37 +224,6 @@ func TestSlowBodiesDoNotStarvePolls(t *testing.T) {
 
 // ---- rejected requests are cheap ----
 
-// tokenReads counts the store reads of application-token records.
-type tokenReads struct {
-	store.Store
-	mu sync.Mutex
-	n  int
-}
-
-func (c *tokenReads) count(key string) {
-	if strings.HasPrefix(key, fleet.PrefixTokens) {
-		c.mu.Lock()
-		c.n++
-		c.mu.Unlock()
-	}
-}
-
-func (c *tokenReads) reads() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n
-}
-
-func (c *tokenReads) Get(ctx context.Context, key string) (store.Object, error) {
-	c.count(key)
-	return c.Store.Get(ctx, key)
-}
-
-func (c *tokenReads) GetIfChanged(ctx context.Context, key, etag string) (store.Object, bool, error) {
-	c.count(key)
-	return c.Store.GetIfChanged(ctx, key, etag)
-}
-
 // rejectionLines counts the log lines about rejected requests.
 func rejectionLines(logs string) int {
 	n := 0
@@ -275,14 +239,7 @@ func rejectionLines(logs string) int {
 // number of times (none for a token that is not shaped like an application token, once
 // for a well-formed one), and is logged in a few lines, not one per request.
 func TestRejectedRequestsAreCheap(t *testing.T) {
-	cfg := testConfig(t, "vps-a", t.TempDir())
-	inner, err := dir.New(cfg.Store.Dir.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := &tokenReads{Store: inner}
-	n := startNodeWithStore(t, cfg, st)
-	n.WaitReady()
+	n, st := startCountingTokens(t)
 	fleetOf(t, n, "tito-classic")
 	var tok struct{ ID, Token string }
 	json.Unmarshal(n.Must(201, "POST", "/v1/tokens", testAdminToken, `{"account":"acme","app":"tito-classic","roles":["publish"]}`), &tok)
@@ -303,7 +260,7 @@ func TestRejectedRequestsAreCheap(t *testing.T) {
 	}
 	wellFormed := 2 // the first two are shaped like tokens: at most one read each
 	logsBefore := rejectionLines(n.Logs.String())
-	readsBefore := st.reads()
+	readsBefore := int(st.Records.Load())
 	for what, b := range bad {
 		for i := 0; i < flood/len(bad); i++ {
 			if resp, body := n.Do("PUT", pathsURL, b, `{"paths":{}}`); resp.StatusCode != http.StatusUnauthorized {
@@ -316,7 +273,7 @@ func TestRejectedRequestsAreCheap(t *testing.T) {
 			t.Fatalf("bad ingress token: %d", resp.StatusCode)
 		}
 	}
-	if reads := st.reads() - readsBefore; reads > wellFormed {
+	if reads := int(st.Records.Load()) - readsBefore; reads > wellFormed {
 		t.Errorf("%d bad application tokens read the store %d times, want at most %d", flood, reads, wellFormed)
 	}
 	if lines := rejectionLines(n.Logs.String()) - logsBefore; lines > 3 {
@@ -324,33 +281,33 @@ func TestRejectedRequestsAreCheap(t *testing.T) {
 	}
 	// The real token still works, and is still read from the store each time (a
 	// revocation takes effect at once).
-	readsBefore = st.reads()
+	readsBefore = int(st.Records.Load())
 	n.Must(200, "PUT", pathsURL, tok.Token, `{"paths":{}}`)
-	if st.reads() == readsBefore {
+	if int(st.Records.Load()) == readsBefore {
 		t.Error("a valid application token was not looked up in the store")
 	}
 	// A known (public) token id with a new wrong secret each time is not let past the
 	// lookup budget by the id having been seen valid: that is keyed by the whole token.
-	readsBefore = st.reads()
+	readsBefore = int(st.Records.Load())
 	for i := 0; i < flood; i++ {
 		wrong := fmt.Sprintf("scafo_%s_%064x", tok.ID, rand.Uint64())
 		if resp, _ := n.Do("PUT", pathsURL, wrong, `{"paths":{}}`); resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusTooManyRequests {
 			t.Fatalf("wrong secret for a real id: %d", resp.StatusCode)
 		}
 	}
-	if reads := st.reads() - readsBefore; reads != 0 {
+	if reads := int(st.Records.Load()) - readsBefore; reads != 0 {
 		t.Errorf("%d wrong secrets for a known id read the store %d times, want none (they fail the MAC)", flood, reads)
 	}
 	// A flood of random well-formed tokens (a new id each time, so no cache helps)
 	// fails the MAC: 401 without a store read (tokenmac_test.go has the rest).
-	readsBefore = st.reads()
+	readsBefore = int(st.Records.Load())
 	for i := 0; i < flood; i++ {
 		rnd := fmt.Sprintf("scafo_%016x_%s", rand.Uint64(), strings.Repeat("ab", 32))
 		if resp, _ := n.Do("PUT", pathsURL, rnd, `{"paths":{}}`); resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("random token: %d", resp.StatusCode)
 		}
 	}
-	if reads := st.reads() - readsBefore; reads != 0 {
+	if reads := int(st.Records.Load()) - readsBefore; reads != 0 {
 		t.Errorf("%d random well-formed tokens from one source read the store %d times, want none", flood, reads)
 	}
 	n.Must(200, "PUT", pathsURL, tok.Token, `{"paths":{}}`) // a token seen valid is not held back

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/certstore"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
@@ -53,15 +54,7 @@ func (c *certReadCounter) Delete(ctx context.Context, key, ifMatch string) error
 
 func storageNode(t *testing.T) (*testNode, *certReadCounter) {
 	t.Helper()
-	cfg := testConfig(t, "vps-a", t.TempDir())
-	inner, err := dir.New(cfg.Store.Dir.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := &certReadCounter{Store: inner}
-	n := startNodeWithStore(t, cfg, st)
-	n.WaitReady()
-	return n, st
+	return testnode.StartWrapped(t, testConfig(t, "vps-a", t.TempDir()), func(d *dir.Store) *certReadCounter { return &certReadCounter{Store: d} })
 }
 
 // outsideNamespace is every store key and etag outside the certificate namespace (and

@@ -107,7 +107,7 @@ func announceUnnamed(t *testing.T, n *testNode) {
 // Expected: the same answer (403) for an existing and a missing application.
 // Actual: 403 vs 404. Fix: AuthorizePaths calls who.scopedTo(app) before w.App.
 func TestPathsDoorNeverTellsWhetherAnotherApplicationExists(t *testing.T) {
-	n, _ := attackNode(t)
+	n, _ := startCountingTokens(t)
 	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	n.Must(201, "PUT", "/v1/apps/bank-secret-project", testAdminToken, `{"account":"bank","placement":["vps-a"]}`)
 	_, tok := issueToken(t, n, "evil", "evil", `"publish"`)

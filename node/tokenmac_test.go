@@ -23,57 +23,8 @@ import (
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/internal/jsonx"
 	"github.com/scafo/ingress/node/store"
-	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render/fleet"
 )
-
-// macCounter counts reads of token records and of the MAC key object, and LISTs.
-type macCounter struct {
-	store.Store
-	tokenReads, keyReads, lists atomic.Int64
-}
-
-func (c *macCounter) note(key string) {
-	switch {
-	case strings.HasPrefix(key, fleet.PrefixTokens):
-		c.tokenReads.Add(1)
-	case key == fleetwrite.TokenMACKey:
-		c.keyReads.Add(1)
-	}
-}
-
-func (c *macCounter) Get(ctx context.Context, key string) (store.Object, error) {
-	c.note(key)
-	return c.Store.Get(ctx, key)
-}
-
-func (c *macCounter) GetIfChanged(ctx context.Context, key, etag string) (store.Object, bool, error) {
-	c.note(key)
-	return c.Store.GetIfChanged(ctx, key, etag)
-}
-
-func (c *macCounter) List(ctx context.Context, prefix string) ([]store.Entry, error) {
-	if prefix == fleet.PrefixTokens {
-		c.lists.Add(1)
-	}
-	return c.Store.List(ctx, prefix)
-}
-
-func macNode(t *testing.T, mut ...func(*node.Config)) (*testNode, *macCounter) {
-	t.Helper()
-	cfg := testConfig(t, "vps-a", t.TempDir())
-	for _, m := range mut {
-		m(cfg)
-	}
-	inner, err := dir.New(cfg.Store.Dir.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := &macCounter{Store: inner}
-	n := startNodeWithStore(t, cfg, st)
-	n.WaitReady()
-	return n, st
-}
 
 // unsignedToken stores a token without the fleet's MAC (64 random hex of secret, as
 // nodes minted them before the key) and returns it.
@@ -101,12 +52,12 @@ const macPathsURL = "/v1/apps/evil/domains/x.evil.example/paths"
 // a real id with another secret) is refused 401 at once: no read of a token record,
 // no 429 (no budget was spent), whatever the rate.
 func TestForgedTokensCostNoStoreReadAndNoBudget(t *testing.T) {
-	n, st := macNode(t)
+	n, st := startCountingTokens(t)
 	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	id, tok := issueToken(t, n, "evil", "evil", `"publish"`)
 	n.Must(404, "GET", macPathsURL, tok, "")
 
-	reads, keyReads := st.tokenReads.Load(), st.keyReads.Load()
+	reads, keyReads := st.Records.Load(), st.Key.Load()
 	const flood = 600
 	codes := map[int]int{}
 	for i := range flood {
@@ -117,14 +68,14 @@ func TestForgedTokensCostNoStoreReadAndNoBudget(t *testing.T) {
 		resp, _ := n.Do("GET", macPathsURL, forged, "")
 		codes[resp.StatusCode]++
 	}
-	t.Logf("answers %v; token-record reads %d, key reads %d", codes, st.tokenReads.Load()-reads, st.keyReads.Load()-keyReads)
+	t.Logf("answers %v; token-record reads %d, key reads %d", codes, st.Records.Load()-reads, st.Key.Load()-keyReads)
 	if codes[http.StatusUnauthorized] != flood {
 		t.Errorf("%d forged tokens answered %v, want 401 every one", flood, codes)
 	}
-	if r := st.tokenReads.Load() - reads; r != 0 {
+	if r := st.Records.Load() - reads; r != 0 {
 		t.Errorf("%d forged tokens read %d token records, want none", flood, r)
 	}
-	if r := st.keyReads.Load() - keyReads; r > 1 {
+	if r := st.Key.Load() - keyReads; r > 1 {
 		t.Errorf("%d forged tokens read the key object %d times, want at most one recheck", flood, r)
 	}
 	// Nothing of the real token's budget was spent: it has its whole burst but the one
@@ -140,7 +91,7 @@ func TestForgedTokensCostNoStoreReadAndNoBudget(t *testing.T) {
 // freshly issued real token (behind the apex every client is Traefik's address). Each
 // real token's first requests must pass; before, 7 of 8 were answered 429.
 func TestAFloodOfForgedTokensNeverHoldsBackARealOne(t *testing.T) {
-	n, _ := macNode(t)
+	n, _ := startCountingTokens(t)
 	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	const rounds, perRound = 8, 80
 	fresh := make([]string, rounds)
@@ -196,24 +147,24 @@ func TestAFloodOfForgedTokensNeverHoldsBackARealOne(t *testing.T) {
 // whether it existed before the key was created or after; the key is created without
 // listing the tokens.
 func TestATokenWithoutTheKeysMACIsRefused(t *testing.T) {
-	n, st := macNode(t)
+	n, st := startCountingTokens(t)
 	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	_, old := unsignedToken(t, st, "evil")
 	if _, err := st.Get(context.Background(), fleetwrite.TokenMACKey); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the key exists before any application token was presented or issued: %v", err)
 	}
-	reads := st.tokenReads.Load()
+	reads := st.Records.Load()
 	n.Must(401, "GET", macPathsURL, old, "") // creates the key
 	obj, err := st.Get(context.Background(), fleetwrite.TokenMACKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(obj.Value), "legacy") || st.lists.Load() != 0 {
-		t.Errorf("key object %s (%d LISTs of tokens/), want the key alone", obj.Value, st.lists.Load())
+	if strings.Contains(string(obj.Value), "legacy") || st.Lists.Load() != 0 {
+		t.Errorf("key object %s (%d LISTs of tokens/), want the key alone", obj.Value, st.Lists.Load())
 	}
 	_, late := unsignedToken(t, st, "evil")
 	n.Must(401, "GET", macPathsURL, late, "")
-	if r := st.tokenReads.Load() - reads; r != 0 {
+	if r := st.Records.Load() - reads; r != 0 {
 		t.Errorf("tokens without a MAC read %d token records, want none", r)
 	}
 	_, signed := issueToken(t, n, "evil", "evil", `"publish"`)
@@ -231,7 +182,7 @@ func TestACorruptTokenKeyRefusesTokensAsUnavailable(t *testing.T) {
 		"wrong size": `{"key":"abcd"}`,
 	} {
 		t.Run(what, func(t *testing.T) {
-			n, st := macNode(t)
+			n, st := startCountingTokens(t)
 			n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 			_, tok := issueToken(t, n, "evil", "evil", `"publish"`)
 			if _, err := st.Put(context.Background(), fleetwrite.TokenMACKey, []byte(corrupt), store.Condition{}); err != nil {
@@ -241,13 +192,13 @@ func TestACorruptTokenKeyRefusesTokensAsUnavailable(t *testing.T) {
 			cfg := testConfig(t, "vps-b", n.Cfg.Store.Dir.Path)
 			n2 := startNodeWithStore(t, cfg, st)
 			n2.WaitReady()
-			reads := st.tokenReads.Load()
+			reads := st.Records.Load()
 			for range 3 {
 				if b := n2.Must(503, "GET", macPathsURL, tok, ""); !strings.Contains(string(b), fleetwrite.TokenMACKey) {
 					t.Errorf("a token on a corrupt key: %s, want the object named", b)
 				}
 			}
-			if r := st.tokenReads.Load() - reads; r != 0 {
+			if r := st.Records.Load() - reads; r != 0 {
 				t.Errorf("tokens on a corrupt key read %d token records, want none", r)
 			}
 			if c := strings.Count(n2.Logs.String(), "level=ERROR msg=\"the token MAC key object is corrupt"); c != 1 {

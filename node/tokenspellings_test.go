@@ -12,7 +12,7 @@ import (
 )
 
 func TestRespelledTokensAreRefusedWithoutAStoreRead(t *testing.T) {
-	n, st := macNode(t)
+	n, st := startCountingTokens(t)
 	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	_, tok := issueToken(t, n, "evil", "evil", `"publish"`)
 	n.Must(404, "GET", macPathsURL, tok, "")
@@ -41,7 +41,7 @@ func TestRespelledTokensAreRefusedWithoutAStoreRead(t *testing.T) {
 		"dash for underscore": "scafo_" + id + "-" + secret,
 		"doubled":             tok + tok,
 	}
-	reads := st.tokenReads.Load()
+	reads := st.Records.Load()
 	for name, v := range variants {
 		if v == tok {
 			continue // bearer() trims what the header spelling allows
@@ -51,7 +51,7 @@ func TestRespelledTokensAreRefusedWithoutAStoreRead(t *testing.T) {
 			t.Errorf("%s (%q): %d, want 401", name, v, resp.StatusCode)
 		}
 	}
-	if r := st.tokenReads.Load() - reads; r != 0 {
+	if r := st.Records.Load() - reads; r != 0 {
 		t.Errorf("%d respellings of a real token read %d token records, want none", len(variants), r)
 	}
 	n.Must(404, "GET", macPathsURL, tok, "") // and the real one still works
@@ -61,19 +61,19 @@ func TestRespelledTokensAreRefusedWithoutAStoreRead(t *testing.T) {
 // was issued), so it is looked up; once found revoked it is refused from the negative
 // cache, whatever the rate of replays, and never answered as valid.
 func TestARevokedTokenReplayedReadsItsRecordOnce(t *testing.T) {
-	n, st := macNode(t)
+	n, st := startCountingTokens(t)
 	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	id, tok := issueToken(t, n, "evil", "evil", `"publish"`)
 	n.Must(404, "GET", macPathsURL, tok, "")
 	n.Must(200, "DELETE", "/v1/tokens/"+id, testAdminToken, "")
-	reads := st.tokenReads.Load()
+	reads := st.Records.Load()
 	for range 200 {
 		resp, _ := n.Do("GET", macPathsURL, tok, "")
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("a revoked token replayed: %d, want 401", resp.StatusCode)
 		}
 	}
-	if r := st.tokenReads.Load() - reads; r > 1 {
+	if r := st.Records.Load() - reads; r > 1 {
 		t.Errorf("200 replays of a revoked token read its record %d times, want 1 (then the negative cache)", r)
 	}
 }

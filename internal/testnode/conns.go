@@ -1,8 +1,13 @@
 package testnode
 
 import (
+	"io"
 	"net"
+	"regexp"
+	"strconv"
 	"sync"
+	"testing"
+	"time"
 )
 
 // ConnCount counts the connections a node's listener accepted and has not closed, in
@@ -56,3 +61,54 @@ func (c *countedConn) Close() error {
 	})
 	return c.Conn.Close()
 }
+
+// ConnsHeld is how many connections hold a slot of n's connection cap (its listener
+// counts them), and how many of the slots are general (not reserved: the cap and the
+// reserve its start line logs); ok is false before n logged them.
+func ConnsHeld(n *Node) (open, general int, ok bool) {
+	open, _ = n.Conns.Held("")
+	m := capLine.FindStringSubmatch(n.Logs.String())
+	if m == nil {
+		return open, 0, false
+	}
+	total, _ := strconv.Atoi(m[1])
+	reserved, _ := strconv.Atoi(m[2])
+	return open, total - reserved, true
+}
+
+// capLine is the connection cap in the node's start line.
+var capLine = regexp.MustCompile(`maxConns=(\d+) reservedConns=(\d+)`)
+
+// ConnsOf reads n's connection cap (ConnsHeld) as it changes.
+func ConnsOf(n *Node) HeldConns { return HeldConns{n} }
+
+// HeldConns is a node's connection cap, read as it changes.
+type HeldConns struct{ n *Node }
+
+// Open is how many connections hold a slot of the cap.
+func (c HeldConns) Open() int {
+	open, _, _ := ConnsHeld(c.n)
+	return open
+}
+
+// RawRequest opens a connection to n and sends req as is.
+func RawRequest(t testing.TB, n *Node, req string) net.Conn {
+	t.Helper()
+	return DialFrom(t, n, "127.0.0.1", req)
+}
+
+// ClosedWithin reports whether the node closes c within d (c's answers, if any, were
+// read already).
+func ClosedWithin(c net.Conn, d time.Duration) bool {
+	c.SetReadDeadline(time.Now().Add(d))
+	_, err := io.Copy(io.Discard, c)
+	return err == nil // EOF: closed by the node; a timeout is an error
+}
+
+// Raw requests that hold a connection: a probe and an (authorized) write that each
+// announce a body and never send it; a probe on a connection kept alive.
+const (
+	SlowHealthz      = "GET /v1/healthz HTTP/1.1\r\nHost: node\r\nContent-Length: 100\r\n\r\n"
+	SlowAdminPut     = "PUT /v1/apps/slow HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " + AdminToken + "\r\nContent-Length: 100\r\n\r\n"
+	HealthzKeepAlive = "GET /v1/healthz HTTP/1.1\r\nHost: node\r\n\r\n"
+)
