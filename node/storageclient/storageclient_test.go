@@ -1,4 +1,4 @@
-package node_test
+package storageclient_test
 
 import (
 	"bytes"
@@ -22,6 +22,7 @@ import (
 
 	"github.com/caddyserver/certmagic"
 
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/certstore"
 	"github.com/scafo/ingress/node/certstore/certstoretest"
 	"github.com/scafo/ingress/node/storageclient"
@@ -29,22 +30,26 @@ import (
 	"github.com/scafo/ingress/node/store/s3/s3test"
 )
 
+// TestMain stops the MinIO that s3test starts for the s3 case of
+// TestStorageClientAgainstRunningNodes.
+func TestMain(m *testing.M) { s3test.Main(m) }
+
 // twoNodes starts two nodes over one fleet store of the given backend ("dir": one
 // directory opened twice; "s3": one MinIO bucket) and returns them.
-func twoNodes(t *testing.T, backend string) (a, b *testNode) {
+func twoNodes(t *testing.T, backend string) (a, b *testnode.Node) {
 	t.Helper()
 	switch backend {
 	case "dir":
 		root := t.TempDir()
-		ca := fleetConfig(t, "vps-a", "127.0.0.1", 40*time.Millisecond, time.Hour, 4*time.Hour)
-		cb := fleetConfig(t, "vps-b", "127.0.0.2", 40*time.Millisecond, time.Hour, 4*time.Hour)
+		ca := testnode.FleetConfig(t, "vps-a", "127.0.0.1", 40*time.Millisecond, time.Hour, 4*time.Hour)
+		cb := testnode.FleetConfig(t, "vps-b", "127.0.0.2", 40*time.Millisecond, time.Hour, 4*time.Hour)
 		ca.Store.Dir.Path, cb.Store.Dir.Path = root, root
-		a = startNodeWithStore(t, ca, openDir(t, root))
-		b = startNodeWithStore(t, cb, openDir(t, root))
+		a = testnode.StartWithStore(t, ca, testnode.OpenDir(t, root))
+		b = testnode.StartWithStore(t, cb, testnode.OpenDir(t, root))
 	case "s3":
 		bcfg := s3test.Shared(t).NewBucket(t)
-		a = startNodeWithStore(t, fleetConfig(t, "vps-a", "127.0.0.1", 40*time.Millisecond, time.Hour, 4*time.Hour), openS3(t, bcfg))
-		b = startNodeWithStore(t, fleetConfig(t, "vps-b", "127.0.0.2", 40*time.Millisecond, time.Hour, 4*time.Hour), openS3(t, bcfg))
+		a = testnode.StartWithStore(t, testnode.FleetConfig(t, "vps-a", "127.0.0.1", 40*time.Millisecond, time.Hour, 4*time.Hour), testnode.OpenS3(t, bcfg))
+		b = testnode.StartWithStore(t, testnode.FleetConfig(t, "vps-b", "127.0.0.2", 40*time.Millisecond, time.Hour, 4*time.Hour), testnode.OpenS3(t, bcfg))
 	default:
 		t.Fatalf("backend %q", backend)
 	}
@@ -67,12 +72,12 @@ func (k *killSwitch) RoundTrip(r *http.Request) (*http.Response, error) {
 	return k.next.RoundTrip(r)
 }
 
-func newClient(t *testing.T, n *testNode, opts storageclient.Options) *storageclient.Client {
+func newClient(t *testing.T, n *testnode.Node, opts storageclient.Options) *storageclient.Client {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	c, err := storageclient.New(n.URL, testIngressToken, opts)
+	c, err := storageclient.New(n.URL, testnode.IngressToken, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,14 +109,14 @@ func TestStorageClientAgainstRunningNodes(t *testing.T) {
 
 // Goroutines behind two clients, each client on its own node, increment one counter
 // under one lock: no update is lost (certstoretest.Locks).
-func clientMutualExclusion(t *testing.T, na, nb *testNode) {
+func clientMutualExclusion(t *testing.T, na, nb *testnode.Node) {
 	certstoretest.Locks(t, "mutex/counter", "issue_cert_counter.example.com", 3, 5,
 		newClient(t, na, fastClient()), newClient(t, nb, fastClient()))
 }
 
 // A holder whose process dies (its transport cut) stops renewing; a client on the other
 // node takes the lock once the lease has run out, not before.
-func clientDeadHolder(t *testing.T, na, nb *testNode) {
+func clientDeadHolder(t *testing.T, na, nb *testnode.Node) {
 	ctx := t.Context()
 	ks := &killSwitch{next: http.DefaultTransport}
 	opts := fastClient()
@@ -158,7 +163,7 @@ func clientDeadHolder(t *testing.T, na, nb *testNode) {
 	}
 }
 
-func clientOddKeysLargeValues(t *testing.T, na, nb *testNode) {
+func clientOddKeysLargeValues(t *testing.T, na, nb *testnode.Node) {
 	ctx := t.Context()
 	ca, cb := newClient(t, na, storageclient.Options{}), newClient(t, nb, storageclient.Options{})
 	big := make([]byte, certstore.DefaultMaxValueSize)
@@ -217,7 +222,7 @@ func clientOddKeysLargeValues(t *testing.T, na, nb *testNode) {
 // random sequence (certstoretest.MatchesFileStorage), written through one node and read
 // through the other: every answer matches (certstore's own run of the suite covers more
 // operations; this one proves the HTTP layer keeps the semantics).
-func clientMatchesFileStorage(t *testing.T, na, nb *testNode) {
+func clientMatchesFileStorage(t *testing.T, na, nb *testnode.Node) {
 	certstoretest.MatchesFileStorage(t, newClient(t, na, storageclient.Options{}), newClient(t, nb, storageclient.Options{}),
 		certstoretest.Oracle{Seed1: 14, Seed2: 2, Ops: 160, Tops: []string{"oracle"},
 			Segs: []string{"a", "b", "a.b", "*", "x@y:z", "%2F", "ü", "c d", "?#"}})
@@ -225,7 +230,7 @@ func clientMatchesFileStorage(t *testing.T, na, nb *testNode) {
 
 // A lock taken through one node is not released, renewed or taken by another owner
 // through the other node.
-func clientOnlyOwnerReleases(t *testing.T, na, nb *testNode) {
+func clientOnlyOwnerReleases(t *testing.T, na, nb *testnode.Node) {
 	ctx := t.Context()
 	ca, cb := newClient(t, na, fastClient()), newClient(t, nb, fastClient())
 	if err := ca.Lock(ctx, "mine"); err != nil {
@@ -312,7 +317,7 @@ func selfSigned(t *testing.T, name string, notAfter time.Time) []byte {
 // CertMagic's own storage maintenance (certmagic.CleanStorage: its lock, non-recursive
 // lists of issuers and sites, loads, deletes, the last-clean record) runs through the
 // client and removes exactly the expired certificate.
-func clientCertMagicCleanStorage(t *testing.T, na, nb *testNode) {
+func clientCertMagicCleanStorage(t *testing.T, na, nb *testnode.Node) {
 	ctx := t.Context()
 	c := newClient(t, na, fastClient())
 	const issuer = "acme-v02.api.letsencrypt.org-directory"
