@@ -1,4 +1,4 @@
-package node_test
+package reconcile_test
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/ingress"
@@ -20,9 +22,9 @@ import (
 )
 
 // storeForeign is status.store.foreign and its reason.
-func storeForeign(t *testing.T, n *testNode) (bool, string) {
+func storeForeign(t *testing.T, n *testnode.Node) (bool, string) {
 	t.Helper()
-	s, _ := statusMap(t, n)["store"].(map[string]any)
+	s, _ := testnode.StatusMap(t, n)["store"].(map[string]any)
 	f, _ := s["foreign"].(bool)
 	r, _ := s["foreignReason"].(string)
 	return f, r
@@ -32,20 +34,20 @@ func storeForeign(t *testing.T, n *testNode) (bool, string) {
 // what it served and the store's serial object at that point.
 func servedBeforeRestart(t *testing.T, cfg *node.Config) (routes, traefik, serial []byte) {
 	t.Helper()
-	n := startNode(t, cfg)
-	seedFleet(t, n.St, "shop")
+	n := testnode.Start(t, cfg)
+	testnode.SeedFleet(t, n.St, "shop")
 	n.WaitReady()
 	// The document settled: shop routed and both nodes' records read (a document
 	// remembered before vps-b's record was read is one of serial 1, which the restored
 	// copy below also has: it would not be foreign).
-	waitFor(t, 5*time.Second, "shop routed and both nodes in the api section", func() bool {
-		d := routesDoc(t, n)
+	nodetest.WaitFor(t, 5*time.Second, "shop routed and both nodes in the api section", func() bool {
+		d := testnode.RoutesDoc(t, n)
 		api, _ := d["api"].(map[string]any)
 		ups, _ := api["upstreams"].([]any)
-		return len(hostsOf(d)) == 1 && len(ups) == 2
+		return len(testnode.HostsOf(d)) == 1 && len(ups) == 2
 	})
-	_, routes = n.Get("/v1/ingress/routes", testIngressToken)
-	_, traefik = n.Get("/v1/ingress/traefik", testIngressToken)
+	_, routes = n.Get("/v1/ingress/routes", testnode.IngressToken)
+	_, traefik = n.Get("/v1/ingress/traefik", testnode.IngressToken)
 	o, err := n.St.Get(context.Background(), store.SerialKey)
 	if err != nil {
 		t.Fatal(err)
@@ -90,8 +92,8 @@ func TestRestartOnAForeignStoreServesTheRememberedDocument(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			putObject(t, st, fleet.AppKey("other"), fleet.App{Name: "other", Account: "them", Placement: []string{"vps-z"}})
-			putObject(t, st, fleet.NodeKey("vps-z"), fleet.NodeRecord{Name: "vps-z", Address: "10.9.0.1", APIPort: 7400,
+			nodetest.Put(t, st, fleet.AppKey("other"), fleet.App{Name: "other", Account: "them", Placement: []string{"vps-z"}})
+			nodetest.Put(t, st, fleet.NodeKey("vps-z"), fleet.NodeRecord{Name: "vps-z", Address: "10.9.0.1", APIPort: 7400,
 				Instances: map[string]fleet.Instance{"other": {Port: 24000, Ready: true}}, Seen: time.Now().UTC()})
 		}},
 		{"restored older copy", func(t *testing.T, storeDir string, oldSerial []byte) {
@@ -110,55 +112,55 @@ func TestRestartOnAForeignStoreServesTheRememberedDocument(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // each case its own state dir, store and node; it waits on passes
 			storeDir := filepath.Join(t.TempDir(), "store")
-			cfg := testConfig(t, "vps-a", storeDir)
+			cfg := testnode.Config(t, "vps-a", storeDir)
 			routes, traefik, serial := servedBeforeRestart(t, cfg)
 
 			tc.swap(t, storeDir, serial)
 			if st, err := dir.New(storeDir); err == nil { // its lock file exists from now on
 				st.Close()
 			}
-			swapped := storeBytes(t, storeDir)
+			swapped := testnode.StoreBytes(t, storeDir)
 
-			n := startNode(t, cfg) // the same state dir
-			waitFor(t, 5*time.Second, "routes 200", func() bool {
-				resp, _ := n.Get("/v1/ingress/routes", testIngressToken)
+			n := testnode.Start(t, cfg) // the same state dir
+			nodetest.WaitFor(t, 5*time.Second, "routes 200", func() bool {
+				resp, _ := n.Get("/v1/ingress/routes", testnode.IngressToken)
 				return resp.StatusCode == 200
 			})
 			for range 5 { // several passes
-				if _, b := n.Get("/v1/ingress/routes", testIngressToken); !bytes.Equal(b, routes) {
+				if _, b := n.Get("/v1/ingress/routes", testnode.IngressToken); !bytes.Equal(b, routes) {
 					t.Fatalf("restarted on a foreign store, the node serves\n%s\nnot what it served\n%s\n%s", b, routes, n.Logs.String())
 				}
-				if _, b := n.Get("/v1/ingress/traefik", testIngressToken); !bytes.Equal(b, traefik) {
+				if _, b := n.Get("/v1/ingress/traefik", testnode.IngressToken); !bytes.Equal(b, traefik) {
 					t.Fatalf("restarted on a foreign store, the Traefik rendering moved:\n%s", b)
 				}
 				time.Sleep(2 * time.Duration(cfg.Reconcile.Interval))
 			}
-			waitFor(t, 5*time.Second, "status: store foreign", func() bool {
+			nodetest.WaitFor(t, 5*time.Second, "status: store foreign", func() bool {
 				f, _ := storeForeign(t, n)
 				return f
 			})
 			if _, r := storeForeign(t, n); r == "" || !strings.Contains(statusString(t, n), "store adopt") {
 				t.Errorf("status names no reason or no way out:\n%s", statusString(t, n))
 			}
-			if resp, b := n.Do("PUT", "/v1/apps/blog", testAdminToken, `{"account":"acme","placement":["vps-a"]}`); resp.StatusCode != 503 ||
+			if resp, b := n.Do("PUT", "/v1/apps/blog", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`); resp.StatusCode != 503 ||
 				!strings.Contains(string(b), "store adopt") {
 				t.Fatalf("a write to a foreign store: %d %s, want 503 naming the adopt action", resp.StatusCode, b)
 			}
 			// Ingress reports are not written there either.
 			for range 3 {
-				n.Get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, "edge-1", api.HeaderIngressKind, api.KindPlugin)
+				n.Get("/v1/ingress/traefik", testnode.IngressToken, api.HeaderIngress, "edge-1", api.HeaderIngressKind, api.KindPlugin)
 				time.Sleep(2 * ingress.MinWriteGap)
 			}
-			if after := storeBytes(t, storeDir); !maps.Equal(swapped, after) {
+			if after := testnode.StoreBytes(t, storeDir); !maps.Equal(swapped, after) {
 				t.Fatalf("the node wrote into the foreign store:\nbefore %v\nafter  %v", keysOf(swapped), keysOf(after))
 			}
 		})
 	}
 }
 
-func statusString(t *testing.T, n *testNode) string {
+func statusString(t *testing.T, n *testnode.Node) string {
 	t.Helper()
-	_, b := n.Get("/v1/status", testAdminToken)
+	_, b := n.Get("/v1/status", testnode.AdminToken)
 	return string(b)
 }
 
@@ -174,9 +176,9 @@ func keysOf(m map[string]string) []string {
 // application and its instance: a copy taken on the application alone (routed, no
 // upstream yet) is not the document the node settles on, and comparing a restart
 // against it fails whenever the instance's publish comes late (CI, under -race).
-func blogRouted(t *testing.T, n *testNode) bool {
-	return strings.Join(hostsOf(routesDoc(t, n)), ",") == "blog.apps.example.com" &&
-		strings.Join(upstreamsOf(t, n, "blog.apps.example.com"), ",") == "127.0.0.1:25000"
+func blogRouted(t *testing.T, n *testnode.Node) bool {
+	return strings.Join(testnode.HostsOf(testnode.RoutesDoc(t, n)), ",") == "blog.apps.example.com" &&
+		strings.Join(testnode.UpstreamsOf(t, n, "blog.apps.example.com"), ",") == "127.0.0.1:25000"
 }
 
 // TestFirstStartOnAnEmptyStoreRemembersNothing (issue 12, item 11 (c)): an empty state
@@ -185,28 +187,28 @@ func blogRouted(t *testing.T, n *testNode) bool {
 func TestFirstStartOnAnEmptyStoreRemembersNothing(t *testing.T) {
 	t.Parallel()
 	storeDir := filepath.Join(t.TempDir(), "store")
-	cfg := testConfig(t, "vps-a", storeDir)
-	n := startNode(t, cfg)
+	cfg := testnode.Config(t, "vps-a", storeDir)
+	n := testnode.Start(t, cfg)
 	n.WaitReady()
 	if f, r := storeForeign(t, n); f {
 		t.Fatalf("a first start on an empty store is foreign: %s", r)
 	}
-	n.Must(201, "PUT", "/v1/apps/blog", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	n.Must(200, "PUT", "/v1/node/instances/blog", testAdminToken, `{"port":25000,"ready":true}`)
-	waitFor(t, 5*time.Second, "blog routed to its instance", func() bool { return blogRouted(t, n) })
-	_, routes := n.Get("/v1/ingress/routes", testIngressToken)
+	n.Must(201, "PUT", "/v1/apps/blog", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.Must(200, "PUT", "/v1/node/instances/blog", testnode.AdminToken, `{"port":25000,"ready":true}`)
+	nodetest.WaitFor(t, 5*time.Second, "blog routed to its instance", func() bool { return blogRouted(t, n) })
+	_, routes := n.Get("/v1/ingress/routes", testnode.IngressToken)
 	n.Stop()
 
-	m := startNode(t, cfg)
+	m := testnode.Start(t, cfg)
 	m.WaitReady()
-	waitFor(t, 5*time.Second, "the same document", func() bool {
-		_, b := m.Get("/v1/ingress/routes", testIngressToken)
+	nodetest.WaitFor(t, 5*time.Second, "the same document", func() bool {
+		_, b := m.Get("/v1/ingress/routes", testnode.IngressToken)
 		return bytes.Equal(b, routes)
 	})
 	if f, r := storeForeign(t, m); f {
 		t.Fatalf("a restart on the store it served is foreign: %s", r)
 	}
-	m.Must(201, "PUT", "/v1/apps/docs", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	m.Must(201, "PUT", "/v1/apps/docs", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
 }
 
 // TestStoreAdoptAcceptsTheStoreAsItIs (issue 12, item 11 (b)): the operator's adopt
@@ -220,7 +222,7 @@ func TestStoreAdoptAcceptsTheStoreAsItIs(t *testing.T) {
 		name := map[bool]string{true: "running node", false: "stopped node"}[running]
 		t.Run(name, func(t *testing.T) {
 			storeDir := filepath.Join(t.TempDir(), "store")
-			cfg := testConfig(t, "vps-a", storeDir)
+			cfg := testnode.Config(t, "vps-a", storeDir)
 			routes, _, _ := servedBeforeRestart(t, cfg)
 			if err := os.RemoveAll(storeDir); err != nil { // an empty disk, deliberately
 				t.Fatal(err)
@@ -230,14 +232,14 @@ func TestStoreAdoptAcceptsTheStoreAsItIs(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			n := startNode(t, cfg)
+			n := testnode.Start(t, cfg)
 			if running {
-				waitFor(t, 5*time.Second, "the remembered document, the store foreign", func() bool {
-					resp, _ := n.Get("/v1/ingress/routes", testIngressToken)
+				nodetest.WaitFor(t, 5*time.Second, "the remembered document, the store foreign", func() bool {
+					resp, _ := n.Get("/v1/ingress/routes", testnode.IngressToken)
 					f, _ := storeForeign(t, n)
 					return resp.StatusCode == 200 && f
 				})
-				if _, b := n.Get("/v1/ingress/routes", testIngressToken); !bytes.Equal(b, routes) {
+				if _, b := n.Get("/v1/ingress/routes", testnode.IngressToken); !bytes.Equal(b, routes) {
 					t.Fatalf("before adopting: %s", b)
 				}
 				if err := node.RequestStoreAdopt(cfg.StateDir); err != nil {
@@ -246,25 +248,25 @@ func TestStoreAdoptAcceptsTheStoreAsItIs(t *testing.T) {
 			}
 			// What the (empty) store holds: no application route; this node's own record
 			// (written once the store is accepted) in the API apex.
-			waitFor(t, 5*time.Second, "the store adopted", func() bool {
-				resp, _ := n.Get("/v1/ingress/routes", testIngressToken)
+			nodetest.WaitFor(t, 5*time.Second, "the store adopted", func() bool {
+				resp, _ := n.Get("/v1/ingress/routes", testnode.IngressToken)
 				f, _ := storeForeign(t, n)
-				return resp.StatusCode == 200 && !f && len(hostsOf(routesDoc(t, n))) == 0
+				return resp.StatusCode == 200 && !f && len(testnode.HostsOf(testnode.RoutesDoc(t, n))) == 0
 			})
 			n.WaitReady()
 			if _, err := os.Stat(filepath.Join(cfg.StateDir, reconcile.AdoptFile)); err == nil {
 				t.Fatal("the adopt request was not consumed")
 			}
-			n.Must(201, "PUT", "/v1/apps/blog", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-			n.Must(200, "PUT", "/v1/node/instances/blog", testAdminToken, `{"port":25000,"ready":true}`)
-			waitFor(t, 5*time.Second, "blog routed to its instance", func() bool { return blogRouted(t, n) })
-			_, adopted := n.Get("/v1/ingress/routes", testIngressToken)
+			n.Must(201, "PUT", "/v1/apps/blog", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+			n.Must(200, "PUT", "/v1/node/instances/blog", testnode.AdminToken, `{"port":25000,"ready":true}`)
+			nodetest.WaitFor(t, 5*time.Second, "blog routed to its instance", func() bool { return blogRouted(t, n) })
+			_, adopted := n.Get("/v1/ingress/routes", testnode.IngressToken)
 			n.Stop()
 
 			// The adopted store is now the one this node remembers.
-			m := startNode(t, cfg)
-			waitFor(t, 5*time.Second, "the adopted store's document", func() bool {
-				resp, b := m.Get("/v1/ingress/routes", testIngressToken)
+			m := testnode.Start(t, cfg)
+			nodetest.WaitFor(t, 5*time.Second, "the adopted store's document", func() bool {
+				resp, b := m.Get("/v1/ingress/routes", testnode.IngressToken)
 				return resp.StatusCode == 200 && bytes.Equal(b, adopted)
 			})
 			if f, r := storeForeign(t, m); f {
