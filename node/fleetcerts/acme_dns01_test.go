@@ -1,4 +1,4 @@
-package node_test
+package fleetcerts_test
 
 import (
 	"crypto/tls"
@@ -12,11 +12,12 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
 	"github.com/scafo/ingress/node/rfc2136/bindtest"
-	"github.com/scafo/ingress/node/store/dir"
 )
 
 // TestACMEDNS01PlatformWildcardIsRenderedForTheCoveredHosts: a node with
@@ -35,30 +36,17 @@ func TestACMEDNS01PlatformWildcardIsRenderedForTheCoveredHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	storeDir := t.TempDir()
-	cfg := testConfig(t, "vps-a", storeDir)
-	cfg.Listen = ln.Addr().String()
-	cfg.ACME.Enabled = true
-	cfg.ACME.CAServer = p.Directory
-	cfg.ACME.CARoots = p.CARootsFile
-	cfg.ACME.Email = "ops@example.com"
-	cfg.ACME.RenewCheckInterval = ptypes.Duration(time.Minute)
-	cfg.ACME.DNS01.Platform = true
-	cfg.ACME.DNS01.Resolvers = []string{b.Addr}
-	cfg.ACME.DNS01.PropagationTimeout = ptypes.Duration(30 * time.Second)
-	cfg.ACME.DNS01.RFC2136 = node.RFC2136Config{Server: b.Addr, Zones: []string{"example.com"}, KeyName: b.Key.Name, TSIGSecret: b.Key.Secret}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	st, err := dir.New(storeDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seedFleet(t, st, "shop")
-	n := startNodeOn(t, cfg, st, ln)
+	cfg, st := shopOverACME(t, func(cfg *node.Config) {
+		withPebble(cfg, p, ln)
+		cfg.ACME.DNS01.Platform = true
+		cfg.ACME.DNS01.Resolvers = []string{b.Addr}
+		cfg.ACME.DNS01.PropagationTimeout = ptypes.Duration(30 * time.Second)
+		cfg.ACME.DNS01.RFC2136 = node.RFC2136Config{Server: b.Addr, Zones: []string{"example.com"}, KeyName: b.Key.Name, TSIGSecret: b.Key.Secret}
+	})
+	n := testnode.StartOn(t, cfg, st, ln)
 	n.WaitReady()
 	const wild, apex, host = "*.apps.example.com", "apps.example.com", "shop.apps.example.com"
-	waitFor(t, 90*time.Second, "the wildcard and the apex valid", func() bool {
+	nodetest.WaitFor(t, 90*time.Second, "the wildcard and the apex valid", func() bool {
 		s := acmeStatus(t, n)
 		return s[wild].State == fleetcerts.StateValid && s[apex].State == fleetcerts.StateValid
 	})
@@ -70,7 +58,7 @@ func TestACMEDNS01PlatformWildcardIsRenderedForTheCoveredHosts(t *testing.T) {
 		t.Fatalf("Pebble issued %d, want 2", n)
 	}
 
-	_, rendered := n.Get("/v1/ingress/traefik", testIngressToken)
+	_, rendered := n.Get("/v1/ingress/traefik", testnode.IngressToken)
 	var out struct {
 		HTTP struct {
 			Routers map[string]struct {
@@ -127,7 +115,7 @@ func TestACMEDNS01PlatformWildcardIsRenderedForTheCoveredHosts(t *testing.T) {
 
 	haystacks := map[string]string{"rendered": string(rendered), "log": n.Logs.String()}
 	for _, path := range []string{"/v1/status", "/v1/ingress/routes", "/metrics"} {
-		resp, body := n.Get(path, testIngressToken)
+		resp, body := n.Get(path, testnode.IngressToken)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%s: %d", path, resp.StatusCode)
 		}

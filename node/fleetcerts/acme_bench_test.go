@@ -1,12 +1,12 @@
-package node_test
+package fleetcerts_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -15,12 +15,14 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node"
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
-	"github.com/scafo/ingress/render/fleet"
 )
 
 // BenchmarkIssueNames issues certificates for N platform hosts (plus the API apex)
@@ -55,7 +57,7 @@ func BenchmarkIssueNames(b *testing.B) {
 				cfg := node.NewConfig()
 				cfg.StateDir = b.TempDir()
 				cfg.Node.Name = "vps-a"
-				cfg.Ingress.Token, cfg.Admin.Token = testIngressToken, testAdminToken
+				cfg.Ingress.Token, cfg.Admin.Token = testnode.IngressToken, testnode.AdminToken
 				cfg.Platform.Domains = []string{"apps.example.com"}
 				cfg.Listen = ln.Addr().String()
 				cfg.Store.Dir.Path = storeDir
@@ -75,17 +77,12 @@ func BenchmarkIssueNames(b *testing.B) {
 				for i := range apps {
 					apps[i] = fmt.Sprintf("app%04d", i)
 				}
-				seedFleetB(b, st, apps...)
-				srv, nd := startBenchNode(b, cfg, st, ln)
+				testnode.SeedFleet(b, st, apps...)
+				nd := startBenchNode(b, cfg, st, ln)
 				b.StartTimer()
 				t0 := time.Now()
 				for {
-					valid := 0
-					for _, s := range srv.Certs().Status() {
-						if s.State == fleetcerts.StateValid {
-							valid++
-						}
-					}
+					valid := strings.Count(scrape(b, ln), `,state="`+fleetcerts.StateValid+`"} 1`)
 					if valid == n+1 {
 						break
 					}
@@ -97,12 +94,13 @@ func BenchmarkIssueNames(b *testing.B) {
 				el := time.Since(t0)
 				b.StopTimer()
 				var reqs float64
-				mfs, _ := srv.Metrics().Reg().Gather()
-				for _, mf := range mfs {
-					if mf.GetName() == "scafo_store_requests_total" {
-						for _, m := range mf.GetMetric() {
-							reqs += m.GetCounter().GetValue()
+				for _, line := range strings.Split(scrape(b, ln), "\n") {
+					if strings.HasPrefix(line, "scafo_store_requests_total{") {
+						v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+						if err != nil {
+							b.Fatalf("%q: %v", line, err)
 						}
+						reqs += v
 					}
 				}
 				if got := len(p.Issued()); got != n+1 {
@@ -120,30 +118,10 @@ func BenchmarkIssueNames(b *testing.B) {
 	}
 }
 
-// seedFleetB is seedFleet for a benchmark: apps placed on peer node vps-b.
-func seedFleetB(b *testing.B, st store.Store, apps ...string) {
-	ctx := context.Background()
-	inst := map[string]fleet.Instance{}
-	for i, a := range apps {
-		v, _ := json.Marshal(fleet.App{Name: a, Account: "acme", Placement: []string{"vps-b"}})
-		if _, err := st.Put(ctx, "apps/"+a+".json", v, store.Condition{}); err != nil {
-			b.Fatal(err)
-		}
-		inst[a] = fleet.Instance{Port: 24000 + i, Ready: true}
-	}
-	v, _ := json.Marshal(fleet.NodeRecord{Name: "vps-b", Address: "10.83.0.2", APIPort: 7400, Instances: inst, Seen: time.Now().UTC()})
-	if _, err := st.Put(ctx, "nodes/vps-b.json", v, store.Condition{}); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := store.BumpSerial(ctx, st); err != nil {
-		b.Fatal(err)
-	}
-}
-
 // startBenchNode runs a node on ln; the returned func stops it.
-func startBenchNode(b *testing.B, cfg *node.Config, st store.Store, ln net.Listener) (*node.Server, func()) {
+func startBenchNode(b *testing.B, cfg *node.Config, st store.Store, ln net.Listener) func() {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg.Node.APIPort = node.PortOf(ln.Addr().String())
+	cfg.Node.APIPort = ln.Addr().(*net.TCPAddr).Port
 	srv, err := node.NewWithStore(cfg, log, st, cfg.Ingress.Token, cfg.Admin.Token)
 	if err != nil {
 		b.Fatal(err)
@@ -151,5 +129,16 @@ func startBenchNode(b *testing.B, cfg *node.Config, st store.Store, ln net.Liste
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, ln) }()
-	return srv, func() { cancel(); <-done }
+	return func() { cancel(); <-done }
+}
+
+// scrape is the node's /metrics on ln: per name the state of its certificate
+// (scafo_certificate_state, read from the manager's status at scrape time), and the
+// store requests by operation (scafo_store_requests_total).
+func scrape(b *testing.B, ln net.Listener) string {
+	resp, body := nodetest.Get(b, "http://"+ln.Addr().String()+api.PathMetrics, "")
+	if resp.StatusCode != http.StatusOK {
+		b.Fatalf("metrics: %d", resp.StatusCode)
+	}
+	return string(body)
 }

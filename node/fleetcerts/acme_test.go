@@ -1,4 +1,4 @@
-package node_test
+package fleetcerts_test
 
 import (
 	"bytes"
@@ -17,16 +17,20 @@ import (
 	"github.com/caddyserver/certmagic"
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/node/certstore"
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
+	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 )
 
-func acmeStatus(t *testing.T, n *testNode) map[string]api.CertName {
+func acmeStatus(t *testing.T, n *testnode.Node) map[string]api.CertName {
 	t.Helper()
-	resp, b := n.Get("/v1/status", testIngressToken)
+	resp, b := n.Get("/v1/status", testnode.IngressToken)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status: %d %s", resp.StatusCode, b)
 	}
@@ -48,17 +52,14 @@ func acmeStatus(t *testing.T, n *testNode) map[string]api.CertName {
 	return out
 }
 
-// TestACMEFailuresBackOffAndNeverBlockRouting: with a CA that cannot be reached, every
-// name is listed failed with its error and a next attempt in the future, and routing
-// goes on: the rendered configuration routes every host (tls {} on managed names,
-// Traefik's default certificate answers until a certificate arrives), with the
-// challenge router and no certificates.
-func TestACMEFailuresBackOffAndNeverBlockRouting(t *testing.T) {
-	t.Parallel()
+// shopOverACME is a node's configuration with acme.enabled, then set's changes, validated,
+// and its directory store holding the fleet testnode.SeedFleet writes for shop.
+func shopOverACME(t *testing.T, set func(cfg *node.Config)) (*node.Config, store.Store) {
+	t.Helper()
 	storeDir := t.TempDir()
-	cfg := testConfig(t, "vps-a", storeDir)
+	cfg := testnode.Config(t, "vps-a", storeDir)
 	cfg.ACME.Enabled = true
-	cfg.ACME.CAServer = "https://127.0.0.1:1/dir" // nothing listens there
+	set(cfg)
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -66,10 +67,32 @@ func TestACMEFailuresBackOffAndNeverBlockRouting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seedFleet(t, st, "shop")
-	n := startNodeWithStore(t, cfg, st)
+	testnode.SeedFleet(t, st, "shop")
+	return cfg, st
+}
+
+// withPebble points cfg's ACME at p, validating on the node's own listener ln.
+func withPebble(cfg *node.Config, p *pebbletest.Pebble, ln net.Listener) {
+	cfg.Listen = ln.Addr().String()
+	cfg.ACME.CAServer = p.Directory
+	cfg.ACME.CARoots = p.CARootsFile
+	cfg.ACME.Email = "ops@example.com"
+	cfg.ACME.RenewCheckInterval = ptypes.Duration(time.Minute)
+}
+
+// TestACMEFailuresBackOffAndNeverBlockRouting: with a CA that cannot be reached, every
+// name is listed failed with its error and a next attempt in the future, and routing
+// goes on: the rendered configuration routes every host (tls {} on managed names,
+// Traefik's default certificate answers until a certificate arrives), with the
+// challenge router and no certificates.
+func TestACMEFailuresBackOffAndNeverBlockRouting(t *testing.T) {
+	t.Parallel()
+	cfg, st := shopOverACME(t, func(cfg *node.Config) {
+		cfg.ACME.CAServer = "https://127.0.0.1:1/dir" // nothing listens there
+	})
+	n := testnode.StartWithStore(t, cfg, st)
 	n.WaitReady()
-	waitFor(t, 20*time.Second, "both names failed with a next attempt", func() bool {
+	nodetest.WaitFor(t, 20*time.Second, "both names failed with a next attempt", func() bool {
 		s := acmeStatus(t, n)
 		for _, name := range []string{"apps.example.com", "shop.apps.example.com"} {
 			c := s[name]
@@ -79,7 +102,7 @@ func TestACMEFailuresBackOffAndNeverBlockRouting(t *testing.T) {
 		}
 		return true
 	})
-	resp, b := n.Get("/v1/ingress/traefik", testIngressToken)
+	resp, b := n.Get("/v1/ingress/traefik", testnode.IngressToken)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("traefik: %d %s", resp.StatusCode, b)
 	}
@@ -109,7 +132,7 @@ func TestACMEFailuresBackOffAndNeverBlockRouting(t *testing.T) {
 	// The metrics say it per name.
 	_, m := n.Get("/metrics", "")
 	if !strings.Contains(string(m), `scafo_certificate_state{name="shop.apps.example.com",state="failed"} 1`) {
-		t.Fatalf("metrics lack the failed state:\n%s", grepLines(string(m), "scafo_certificate"))
+		t.Fatalf("metrics lack the failed state:\n%s", testnode.GrepLines(string(m), "scafo_certificate"))
 	}
 }
 
@@ -126,27 +149,12 @@ func TestACMEPrivateKeysOnlyInTheRenderedConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := pebbletest.Start(t, pebbletest.Config{HTTPPort: ln.Addr().(*net.TCPAddr).Port})
-	storeDir := t.TempDir()
-	cfg := testConfig(t, "vps-a", storeDir)
-	cfg.Listen = ln.Addr().String()
-	cfg.ACME.Enabled = true
-	cfg.ACME.CAServer = p.Directory
-	cfg.ACME.CARoots = p.CARootsFile
-	cfg.ACME.Email = "ops@example.com"
-	cfg.ACME.RenewCheckInterval = ptypes.Duration(time.Minute)
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	st, err := dir.New(storeDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seedFleet(t, st, "shop")
-	n := startNodeOn(t, cfg, st, ln)
+	cfg, st := shopOverACME(t, func(cfg *node.Config) { withPebble(cfg, p, ln) })
+	n := testnode.StartOn(t, cfg, st, ln)
 	n.WaitReady()
 	// An audited write (an application) so audit rows exist.
 	req, _ := http.NewRequest(http.MethodPut, n.URL+"/v1/apps/blog", strings.NewReader(`{"name":"blog","account":"acme","placement":["vps-b"]}`))
-	req.Header.Set("Authorization", "Bearer "+testAdminToken)
+	req.Header.Set("Authorization", "Bearer "+testnode.AdminToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +164,7 @@ func TestACMEPrivateKeysOnlyInTheRenderedConfiguration(t *testing.T) {
 		t.Fatalf("PUT app: %d", resp.StatusCode)
 	}
 	names := []string{"apps.example.com", "blog.apps.example.com", "shop.apps.example.com"}
-	waitFor(t, 60*time.Second, "every name valid", func() bool {
+	nodetest.WaitFor(t, 60*time.Second, "every name valid", func() bool {
 		s := acmeStatus(t, n)
 		for _, name := range names {
 			if s[name].State != fleetcerts.StateValid {
@@ -174,8 +182,8 @@ func TestACMEPrivateKeysOnlyInTheRenderedConfiguration(t *testing.T) {
 			Certificates []struct{ CertFile, KeyFile string } `json:"certificates"`
 		} `json:"tls"`
 	}
-	waitFor(t, 30*time.Second, "every certificate rendered", func() bool {
-		_, rendered = n.Get("/v1/ingress/traefik", testIngressToken)
+	nodetest.WaitFor(t, 30*time.Second, "every certificate rendered", func() bool {
+		_, rendered = n.Get("/v1/ingress/traefik", testnode.IngressToken)
 		out.TLS.Certificates = nil
 		if err := json.Unmarshal(rendered, &out); err != nil {
 			t.Fatal(err)
@@ -198,9 +206,9 @@ func TestACMEPrivateKeysOnlyInTheRenderedConfiguration(t *testing.T) {
 	needles = append(needles, "PRIVATE KEY")
 
 	haystacks := map[string]string{}
-	_, b := n.Get("/v1/status", testIngressToken)
+	_, b := n.Get("/v1/status", testnode.IngressToken)
 	haystacks["/v1/status"] = string(b)
-	_, b = n.Get("/v1/ingress/routes", testIngressToken)
+	_, b = n.Get("/v1/ingress/routes", testnode.IngressToken)
 	haystacks["/v1/ingress/routes"] = string(b)
 	_, b = n.Get("/metrics", "")
 	haystacks["/metrics"] = string(b)
@@ -240,20 +248,11 @@ func TestACMEPrivateKeysOnlyInTheRenderedConfiguration(t *testing.T) {
 // for it, and keeps routing every host.
 func TestACMECorruptCertificateInTheStoreIsReportedNotFatal(t *testing.T) {
 	t.Parallel()
-	storeDir := t.TempDir()
-	cfg := testConfig(t, "vps-a", storeDir)
-	cfg.ACME.Enabled = true
-	cfg.ACME.CAServer = "https://127.0.0.1:1/dir"
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	st, err := dir.New(storeDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seedFleet(t, st, "shop")
+	cfg, st := shopOverACME(t, func(cfg *node.Config) { cfg.ACME.CAServer = "https://127.0.0.1:1/dir" })
 	const name = "shop.apps.example.com"
-	cs := node.CertStorage(cfg, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	// Written as the node's certificate storage writes them (node.certStorage is
+	// certstore.New over the fleet store; its options set locking, not keys or envelopes).
+	cs := certstore.New(st, certstore.Options{Owner: cfg.Node.Name, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	issuer := (&certmagic.ACMEIssuer{CA: cfg.ACME.CAServer}).IssuerKey()
 	for key, v := range map[string]string{
 		certmagic.StorageKeys.SiteCert(issuer, name):       "-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n",
@@ -264,17 +263,17 @@ func TestACMECorruptCertificateInTheStoreIsReportedNotFatal(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n := startNodeWithStore(t, cfg, st)
+	n := testnode.StartWithStore(t, cfg, st)
 	n.WaitReady()
 	deadline := time.Now().Add(20 * time.Second)
 	for c := acmeStatus(t, n)[name]; !(c.State == fleetcerts.StateFailed && c.LastError != ""); c = acmeStatus(t, n)[name] {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: %+v\n%s", name, c, grepLines(n.Logs.String(), name))
+			t.Fatalf("%s: %+v\n%s", name, c, testnode.GrepLines(n.Logs.String(), name))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("reported: %s", acmeStatus(t, n)[name].LastError)
-	resp, b := n.Get("/v1/ingress/traefik", testIngressToken)
+	resp, b := n.Get("/v1/ingress/traefik", testnode.IngressToken)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"host-shop_apps_example_com"`) {
 		t.Fatalf("routing: %d %.300s", resp.StatusCode, b)
 	}
