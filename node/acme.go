@@ -51,44 +51,24 @@ func newCertManager(cfg *Config, st store.Store, log *slog.Logger, onChange func
 	if !c.Enabled {
 		return nil, nil
 	}
-	storage := certStorage(cfg, st, log.With("component", "certstore"))
-	roots, err := c.roots()
+	opt, err := c.Options() // the CA roots and the DNS-01 provider
 	if err != nil {
 		return nil, err
 	}
-	certDir := ""
+	opt.Storage = certStorage(cfg, st, log.With("component", "certstore"))
+	opt.OnChange = onChange
 	if c.Delivery == DeliveryFiles {
-		certDir = filepath.Join(cfg.StateDir, "certs")
-		if abs, err := filepath.Abs(certDir); err == nil {
-			certDir = abs // Traefik resolves a relative path against its own directory
+		opt.CertDir = filepath.Join(cfg.StateDir, "certs")
+		if abs, err := filepath.Abs(opt.CertDir); err == nil {
+			opt.CertDir = abs // Traefik resolves a relative path against its own directory
 		}
 	}
-	var dns01 *fleetcerts.DNS01
-	if d := c.DNS01; d.enabled() {
-		prov, err := d.provider()
-		if err != nil {
-			return nil, err
-		}
-		dns01 = &fleetcerts.DNS01{Provider: prov, Platform: d.Platform, DelegationZone: d.DelegationZone,
-			Resolvers: d.Resolvers, PropagationTimeout: time.Duration(d.PropagationTimeout)}
-	}
-	m, err := fleetcerts.New(fleetcerts.Options{
-		DNS01:    dns01,
-		OnChange: onChange,
-		CertDir:  certDir,
-		Storage:  storage, CA: c.CAServer, Email: c.Email, Roots: roots,
-		RenewalWindow:      c.RenewalWindow,
-		RenewCheckInterval: time.Duration(c.RenewCheckInterval),
-		PlatformDomains:    cfg.Platform.Domains,
-		PlatformWildcard:   cfg.Traefik.PlatformWildcardCerts,
-		PlatformBudget:     c.PlatformBudget,
-		CustomBudget:       c.CustomBudget,
-		HTTPEntryPoints:    c.HTTPEntryPoints,
-		// Peers learn a new name on their next reconcile pass; an order started before
-		// would send the CA to nodes that do not answer for the name yet.
-		Settle: 2*time.Duration(cfg.Reconcile.Interval) + time.Second,
-		Log:    log.With("component", "fleetcerts"),
-	})
+	opt.PlatformDomains, opt.PlatformWildcard = cfg.Platform.Domains, cfg.Traefik.PlatformWildcardCerts
+	// Peers learn a new name on their next reconcile pass; an order started before
+	// would send the CA to nodes that do not answer for the name yet.
+	opt.Settle = 2*time.Duration(cfg.Reconcile.Interval) + time.Second
+	opt.Log = log.With("component", "fleetcerts")
+	m, err := fleetcerts.New(opt)
 	if err != nil {
 		return nil, fmt.Errorf("fleet certificates: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/reconcile"
@@ -239,7 +240,7 @@ func (c *Config) SetDefaults() {
 		PathGroupThreshold: 64,
 		Retry:              RetryConfig{Attempts: render.DefaultRetryAttempts, InitialInterval: ptypes.Duration(defaultRetryInitialInterval)},
 	}
-	c.ACME.setDefaults()
+	c.ACME = fleetcerts.Defaults()
 	c.Reconcile = reconcile.Defaults()
 	c.Probe = probe.Defaults()
 	c.Writes = fleetwrite.DefaultWrites()
@@ -346,7 +347,7 @@ func (c *Config) Validate() error {
 	if c.Traefik.Retry.Attempts < 1 {
 		errs = append(errs, fmt.Errorf("traefik.retry.attempts %d: at least 1 (1 turns retries off)", c.Traefik.Retry.Attempts))
 	}
-	errs = append(errs, c.ACME.validate(c)...)
+	errs = append(errs, c.validateACME()...)
 	errs = append(errs, c.validateBounds(portOf(c.Listen))...)
 	return errors.Join(errs...)
 }

@@ -1,241 +1,46 @@
 package node
 
 import (
-	"crypto/x509"
 	"errors"
-	"fmt"
-	"net"
-	"net/mail"
-	"net/url"
-	"os"
-	"strings"
-	"time"
 
-	"github.com/caddyserver/certmagic"
-
-	"github.com/scafo/ingress/node/certstore"
+	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/rfc2136"
-
-	ptypes "github.com/traefik/paerser/types"
 )
 
-// LetsEncryptProduction is the default --acme.caServer.
-const LetsEncryptProduction = "https://acme-v02.api.letsencrypt.org/directory"
+// The acme section's settings, defaults and checks are package fleetcerts's (its
+// Config; the rfc2136 provider's settings are package rfc2136's), by their names here.
+// What the section cannot check alone, for it involves other sections, is below.
+type (
+	ACMEConfig    = fleetcerts.Config
+	DNS01Config   = fleetcerts.DNS01Config
+	RFC2136Config = rfc2136.Config
+)
 
-// acme.customBudget: the default, and the most accepted (beyond it pacing means
-// nothing: Let's Encrypt allows 300 new orders per account per 3 hours).
+// Certificate delivery modes (acme.delivery), by their names here.
 const (
-	DefaultCustomBudget = 50
-	MaxCustomBudget     = 10000
+	DeliveryInline = fleetcerts.DeliveryInline
+	DeliveryFiles  = fleetcerts.DeliveryFiles
 )
 
-// Certificate delivery modes (acme.delivery).
-const (
-	DeliveryInline = "inline"
-	DeliveryFiles  = "files"
-)
-
-// ACMEConfig is fleet certificate issuance (docs/design.md §10): every node runs CertMagic on
-// the fleet store, issues each non-wildcard name of the document once (HTTP-01 through
-// any Traefik), and renders the certificates into tls.certificates.
-type ACMEConfig struct {
-	Enabled bool   `description:"Issue certificates for the document's names with ACME (HTTP-01) and deliver them in the rendered configuration." json:"enabled,omitempty"`
-	Email   string `description:"ACME account contact address." json:"email,omitempty"`
-	// CAServer is the ACME directory URL.
-	CAServer string `description:"ACME directory URL (default Let's Encrypt production)." json:"caServer,omitempty"`
-	// CARoots is a PEM file of roots trusted for the connection to the CA server (a
-	// private CA, Pebble); empty: the system roots.
-	CARoots string `description:"PEM file of roots trusted for the connection to caServer (a private CA or Pebble); default the system roots." json:"caRoots,omitempty"`
-	// RenewalWindow is the share of a certificate's lifetime left when it is renewed;
-	// 0 is CertMagic's default (1/3).
-	RenewalWindow float64 `description:"Renew when this share of the certificate's lifetime is left (0: CertMagic's default, 1/3)." json:"renewalWindow,omitempty"`
-	// PlatformBudget paces platform hosts (<app>.<platform domain>) when
-	// traefik.platformWildcardCerts is off: at most this many platform hosts without a
-	// certificate in the store are taken on per hour by this node; the rest wait
-	// (status: backlog). The API apex is never paced.
-	PlatformBudget int `description:"Platform hosts without a certificate this node starts issuing per hour (the rest wait, listed as backlog); the API apex is not paced." json:"platformBudget,omitempty"`
-	// CustomBudget paces custom domains (claimed names outside the platform domains)
-	// the same way: the fleet shares one ACME account, so a run of claimed domains
-	// whose DNS points elsewhere would otherwise spend every tenant's order limit.
-	CustomBudget int `description:"Custom domains without a certificate this node starts issuing per hour (the rest wait, listed as backlog), 0 to 10000; the API apex is not paced." json:"customBudget,omitempty"`
-	// HTTPEntryPoints carry the ACME challenge router (plain HTTP, port 80).
-	HTTPEntryPoints []string `description:"Traefik entry points (plain HTTP, port 80) that carry the ACME challenge router." json:"httpEntryPoints,omitempty"`
-	// RenewCheckInterval is how often CertMagic checks certificates for renewal.
-	RenewCheckInterval ptypes.Duration `description:"How often certificates are checked for renewal." json:"renewCheckInterval,omitempty"`
-	// LockLease is how long an issuance lock outlives its holder's last renewal: a
-	// node that dies mid-order is taken over by another after at most this long.
-	LockLease ptypes.Duration `description:"Issuance lock lease: a node that dies while issuing is taken over after at most this long." json:"lockLease,omitempty"`
-	// Delivery is how the render carries certificates: "inline" (the PEM in the body)
-	// or "files" (written under <stateDir>/certs, the render naming them: only for a
-	// Traefik on the same machine, reading the node's state dir).
-	Delivery string `description:"inline: the PEM in the rendered configuration; files: written under <stateDir>/certs and named by the render (a Traefik on the node's machine only)." json:"delivery,omitempty"`
-	// DNS01 issues the wildcards by DNS-01 from the nodes (docs/certificates-dns01.md).
-	DNS01 DNS01Config `description:"DNS-01 from the nodes: the platform wildcard and apex, custom wildcards by delegation (docs/certificates-dns01.md)." json:"dns01"`
-}
-
-// DNS01Config is DNS-01 issuance (issue 27): on when Platform or DelegationZone is set.
-type DNS01Config struct {
-	Platform       bool   `description:"Issue each platform domain's wildcard (*.<domain>) and apex once for the fleet by DNS-01 (replaces traefik.platformWildcardCerts, where every Traefik orders its own)." json:"platform,omitempty"`
-	DelegationZone string `description:"Zone the fleet's DNS provider edits for custom wildcard claims: the customer points _acme-challenge.<name> by CNAME at <label>.<zone> (named in /v1/status); empty: custom wildcards get no fleet certificate." json:"delegationZone,omitempty"`
-	Provider       string `description:"DNS provider: rfc2136 (RFC 2136 dynamic updates with TSIG; the one built in)." json:"provider,omitempty"`
-	// Resolvers answer the zone lookup, the propagation check and the delegation
-	// check.
-	Resolvers          []string        `description:"DNS servers (host:port) for the zone lookup, the propagation check and delegation CNAMEs (default: the system's; propagation then asks the zone's authoritative servers)." json:"resolvers,omitempty"`
-	PropagationTimeout ptypes.Duration `description:"Longest wait for a TXT record to be visible before the CA is asked to validate." json:"propagationTimeout,omitempty"`
-	RFC2136            RFC2136Config   `description:"The rfc2136 provider." json:"rfc2136"`
-}
-
-// RFC2136Config is the rfc2136 provider's settings. The secret comes from a file or
-// SCAFO_ACME_DNS01_RFC2136_TSIGSECRET; it is never logged nor shown in the status.
-type RFC2136Config struct {
-	Server         string   `description:"Primary DNS server taking the updates (host:port; port 53 by default)." json:"server,omitempty"`
-	Zones          []string `description:"Zones the key may edit (the platform domains' zones and the delegation zone)." json:"zones,omitempty"`
-	KeyName        string   `description:"TSIG key name." json:"keyName,omitempty"`
-	KeyAlgorithm   string   `description:"TSIG algorithm (hmac-sha256, hmac-sha384, hmac-sha512, hmac-sha224, hmac-sha1)." json:"keyAlgorithm,omitempty"`
-	TSIGSecretFile string   `description:"File holding the TSIG secret (base64), e.g. the secret line of a tsig-keygen key." json:"tsigSecretFile,omitempty"`
-	TSIGSecret     string   `description:"The TSIG secret (base64): set it through SCAFO_ACME_DNS01_RFC2136_TSIGSECRET or tsigSecretFile, not as a flag (a flag shows in the process list)." json:"tsigSecret,omitempty" loggable:"false"`
-}
-
-// enabled reports whether any name is issued by DNS-01.
-func (c *DNS01Config) enabled() bool { return c.Platform || c.DelegationZone != "" }
-
-// provider builds the DNS provider named by acme.dns01.provider: any libdns provider
-// (certmagic.DNSProvider) plugs in here, with its own settings section beside
-// RFC2136 (docs/certificates-dns01.md).
-func (c *DNS01Config) provider() (certmagic.DNSProvider, error) {
-	switch c.Provider {
-	case "rfc2136":
-		return c.rfc2136()
-	default:
-		return nil, fmt.Errorf("acme.dns01.provider %q: rfc2136 is the one built in (docs/certificates-dns01.md: adding a libdns provider)", c.Provider)
-	}
-}
-
-// rfc2136 builds the rfc2136 provider from the secret (never putting it in an error).
-// A secret still in its file (a configuration the loader did not normalise) is read.
-func (c *DNS01Config) rfc2136() (*rfc2136.Provider, error) {
-	r := c.RFC2136
-	if err := r.readSecret(); err != nil {
-		return nil, err
-	}
-	p := &rfc2136.Provider{Server: r.Server, Zones: r.Zones, KeyName: r.KeyName, KeyAlgorithm: r.KeyAlgorithm, Secret: r.TSIGSecret}
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("acme.dns01.%w", err)
-	}
-	return p, nil
-}
-
-// readSecret moves the secret of TSIGSecretFile into TSIGSecret (normalize): the file is
-// read once, and from then on the secret has one place whatever its source.
-func (r *RFC2136Config) readSecret() error {
-	switch {
-	case r.TSIGSecretFile != "" && r.TSIGSecret != "":
-		return errors.New("acme.dns01.rfc2136: tsigSecretFile and tsigSecret both set: one of them")
-	case r.TSIGSecretFile != "":
-		b, err := os.ReadFile(r.TSIGSecretFile)
-		if err != nil {
-			return fmt.Errorf("acme.dns01.rfc2136.tsigSecretFile: %w", err)
-		}
-		r.TSIGSecret, r.TSIGSecretFile = strings.TrimSpace(string(b)), ""
-	}
-	return nil
-}
-
-func (c *ACMEConfig) setDefaults() {
-	*c = ACMEConfig{
-		CAServer:           LetsEncryptProduction,
-		PlatformBudget:     10,
-		CustomBudget:       DefaultCustomBudget,
-		HTTPEntryPoints:    []string{"web"},
-		RenewCheckInterval: ptypes.Duration(10 * time.Minute),
-		LockLease:          ptypes.Duration(2 * time.Minute),
-		Delivery:           DeliveryInline,
-		DNS01:              DNS01Config{Provider: "rfc2136", PropagationTimeout: ptypes.Duration(2 * time.Minute)},
-	}
-}
-
-// validate checks the acme section (only when enabled: a disabled section is inert).
-func (c *ACMEConfig) validate(cfg *Config) []error {
-	if !c.Enabled {
+// validateACME checks the acme section (only when enabled: a disabled section is
+// inert): its own checks (fleetcerts.Config.Validate), then those with other sections.
+func (c *Config) validateACME() []error {
+	a := c.ACME
+	if !a.Enabled {
 		return nil
 	}
 	var errs []error
-	if !cfg.API.Public {
+	if !c.API.Public {
 		// The challenge router sends challenges to the API chain, which the document
 		// carries only with the platform API apex.
 		errs = append(errs, errors.New("acme.enabled: needs api.public (the ACME challenge router points at the node API chain of the document)"))
 	}
-	if c.Email != "" {
-		if _, err := mail.ParseAddress(c.Email); err != nil || strings.ContainsAny(c.Email, "<> ") {
-			errs = append(errs, fmt.Errorf("acme.email %q: not an e-mail address", c.Email))
-		}
+	errs = append(errs, a.Validate()...)
+	if a.DNS01.Platform && c.Traefik.PlatformWildcardCerts {
+		errs = append(errs, errors.New("acme.dns01.platform and traefik.platformWildcardCerts: one of them (the fleet issues the platform wildcard once, or every Traefik orders its own)"))
 	}
-	if u, err := url.Parse(c.CAServer); err != nil || u.Scheme != "https" || u.Host == "" {
-		errs = append(errs, fmt.Errorf("acme.caServer %q: must be an https:// URL", c.CAServer))
-	}
-	if c.RenewalWindow < 0 || c.RenewalWindow >= 1 {
-		errs = append(errs, fmt.Errorf("acme.renewalWindow %v: a share of the lifetime, 0 (default) or in (0, 1)", c.RenewalWindow))
-	}
-	if c.PlatformBudget < 0 {
-		errs = append(errs, fmt.Errorf("acme.platformBudget %d: must not be negative", c.PlatformBudget))
-	}
-	if c.CustomBudget < 0 || c.CustomBudget > MaxCustomBudget {
-		errs = append(errs, fmt.Errorf("acme.customBudget %d: from 0 to %d per hour", c.CustomBudget, MaxCustomBudget))
-	}
-	if len(c.HTTPEntryPoints) == 0 {
-		errs = append(errs, errors.New("acme.httpEntryPoints: at least one entry point (the challenge arrives on port 80)"))
-	}
-	for i, ep := range c.HTTPEntryPoints {
-		if ep == "" || strings.ContainsAny(ep, "@ \t\r\n") {
-			errs = append(errs, fmt.Errorf("acme.httpEntryPoints[%d] %q: an entry point name", i, ep))
-		}
-	}
-	if c.Delivery != DeliveryInline && c.Delivery != DeliveryFiles {
-		errs = append(errs, fmt.Errorf("acme.delivery %q: inline or files", c.Delivery))
-	}
-	if c.LockLease < ptypes.Duration(certstore.MinLockLease) || c.LockLease > ptypes.Duration(certstore.DefaultMaxLockLease) {
-		// At most what /v1/storage grants: a lock expiring beyond twice that is taken
-		// over as corrupt (certstore), so a longer lease would be lost to peers.
-		errs = append(errs, fmt.Errorf("acme.lockLease %s: from %s to %s", time.Duration(c.LockLease), certstore.MinLockLease, certstore.DefaultMaxLockLease))
-	}
-	if c.RenewCheckInterval <= 0 {
-		errs = append(errs, errors.New("acme.renewCheckInterval: must be positive"))
-	}
-	if d := &c.DNS01; d.enabled() {
-		if d.Platform && cfg.Traefik.PlatformWildcardCerts {
-			errs = append(errs, errors.New("acme.dns01.platform and traefik.platformWildcardCerts: one of them (the fleet issues the platform wildcard once, or every Traefik orders its own)"))
-		}
-		if d.Platform && len(cfg.Platform.Domains) == 0 {
-			errs = append(errs, errors.New("acme.dns01.platform: needs at least one platform domain"))
-		}
-		if d.PropagationTimeout <= 0 || d.PropagationTimeout > ptypes.Duration(30*time.Minute) {
-			errs = append(errs, fmt.Errorf("acme.dns01.propagationTimeout %s: from 1s to 30m", time.Duration(d.PropagationTimeout)))
-		}
-		for i, r := range d.Resolvers {
-			if _, _, err := net.SplitHostPort(r); err != nil {
-				errs = append(errs, fmt.Errorf("acme.dns01.resolvers[%d] %q: host:port", i, r))
-			}
-		}
-		if _, err := d.provider(); err != nil {
-			errs = append(errs, err)
-		}
+	if a.DNS01.Platform && len(c.Platform.Domains) == 0 {
+		errs = append(errs, errors.New("acme.dns01.platform: needs at least one platform domain"))
 	}
 	return errs
-}
-
-// roots reads CARoots into a pool (nil when unset: the system roots), once, in New
-// (newCertManager): a file that is not there or holds no certificate stops the start.
-func (c *ACMEConfig) roots() (*x509.CertPool, error) {
-	if c.CARoots == "" {
-		return nil, nil
-	}
-	b, err := os.ReadFile(c.CARoots)
-	if err != nil {
-		return nil, fmt.Errorf("acme.caRoots: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("acme.caRoots %s: no PEM certificate in it", c.CARoots)
-	}
-	return pool, nil
 }

@@ -7,10 +7,11 @@ import (
 	"testing"
 )
 
-// TestConfigACMEDNS01: acme.dns01 is checked only when on (platform or a delegation
-// zone); the secret is read from a file or SCAFO_ACME_DNS01_RFC2136_TSIGSECRET; every
-// refusal names the setting and none carries the secret.
-func TestConfigACMEDNS01(t *testing.T) {
+// TestConfigACMEDNS01Loaded: through the loader, the TSIG secret is read from its file
+// or SCAFO_ACME_DNS01_RFC2136_TSIGSECRET, acme.dns01 is checked only when on, and the
+// checks with other sections refuse naming both settings, never carrying the secret.
+// The section's own refusals are fleetcerts's TestConfigACMEDNS01.
+func TestConfigACMEDNS01Loaded(t *testing.T) {
 	const secret = "c2NhZm8tdGVzdC10c2lnLXNlY3JldC0zMi1ieXRlcyE="
 	file := filepath.Join(t.TempDir(), "tsig.secret")
 	if err := os.WriteFile(file, []byte(secret+"\n"), 0o600); err != nil {
@@ -25,7 +26,10 @@ func TestConfigACMEDNS01(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := cfg.ACME.DNS01.RFC2136Provider()
+	if r := cfg.ACME.DNS01.RFC2136; r.TSIGSecret != secret || r.TSIGSecretFile != "" {
+		t.Fatalf("secret from the file: the loader left secret %q, file %q", r.TSIGSecret, r.TSIGSecretFile)
+	}
+	p, err := cfg.ACME.DNS01.RFC2136.Provider()
 	if err != nil || p.Secret != secret || p.Server != "127.0.0.1:5353" {
 		t.Fatalf("provider from the file: %v %v", p, err)
 	}
@@ -33,7 +37,7 @@ func TestConfigACMEDNS01(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, err := cfg.ACME.DNS01.RFC2136Provider(); err != nil || p.Secret != secret {
+	if p, err := cfg.ACME.DNS01.RFC2136.Provider(); err != nil || p.Secret != secret {
 		t.Fatalf("provider from the environment: %v %v", p, err)
 	}
 	// Off: nothing is checked (no server, no secret).
@@ -51,10 +55,7 @@ func TestConfigACMEDNS01(t *testing.T) {
 		{"missing secret file", args("--acme.dns01.platform", "--acme.dns01.rfc2136.tsigSecretFile=/nonexistent/tsig"), nil, "tsigSecretFile"},
 		{"secret not base64", args("--acme.dns01.platform"), []string{"SCAFO_ACME_DNS01_RFC2136_TSIGSECRET=!!" + secret}, "not base64"},
 		{"with the old flag", args("--acme.dns01.platform", "--traefik.platformWildcardCerts", "--traefik.certResolver=le"), envSecret, "traefik.platformWildcardCerts"},
-		{"unknown provider", args("--acme.dns01.platform", "--acme.dns01.provider=route53"), envSecret, "acme.dns01.provider"},
-		{"no server", append(append([]string{}, base...), "--acme.dns01.platform", "--acme.dns01.rfc2136.zones=example.com", "--acme.dns01.rfc2136.keyName=k"), envSecret, "no server"},
-		{"bad resolver", args("--acme.dns01.platform", "--acme.dns01.resolvers=127.0.0.1"), envSecret, "acme.dns01.resolvers[0]"},
-		{"propagation timeout", args("--acme.dns01.platform", "--acme.dns01.propagationTimeout=0s"), envSecret, "propagationTimeout"},
+		{"without the api apex", args("--acme.dns01.platform", "--api.public=false"), envSecret, "needs api.public"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

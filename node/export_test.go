@@ -9,7 +9,6 @@ import (
 	"github.com/scafo/ingress/node/probe"
 	"github.com/scafo/ingress/node/publish"
 	"github.com/scafo/ingress/node/reconcile"
-	"github.com/scafo/ingress/node/rfc2136"
 	"github.com/scafo/ingress/node/self"
 	"github.com/scafo/ingress/node/store"
 )
@@ -54,5 +53,3 @@ func (m *metrics) Reg() *prometheus.Registry             { return m.reg }
 func (m *metrics) StoreRequests() *prometheus.CounterVec { return m.storeRequests }
 
 func (c LimitsConfig) Conns() (total, reserved int) { return c.conns() }
-
-func (c *DNS01Config) RFC2136Provider() (*rfc2136.Provider, error) { return c.rfc2136() }

@@ -218,10 +218,7 @@ func (c *Config) normalize() error {
 	if c.Node.APIPort == 0 {
 		c.Node.APIPort = portOf(c.Listen)
 	}
-	if c.ACME.Enabled && c.ACME.DNS01.enabled() {
-		return c.ACME.DNS01.RFC2136.readSecret()
-	}
-	return nil
+	return c.ACME.Normalize()
 }
 
 // flagAliases are the flag spellings kept beside the paerser path they stand for.
