@@ -10,6 +10,8 @@ import (
 type (
 	testNode = testnode.Node
 	served   = testnode.Served
+
+	reportBackend = testnode.ReportBackend
 )
 
 const (
@@ -18,6 +20,8 @@ const (
 	slowHealthz      = testnode.SlowHealthz
 	slowAdminPut     = testnode.SlowAdminPut
 	healthzKeepAlive = testnode.HealthzKeepAlive
+
+	testProbeURL = testnode.ProbeURL
 )
 
 var (
@@ -63,4 +67,12 @@ var (
 	rawRequest          = testnode.RawRequest
 	closedWithin        = testnode.ClosedWithin
 	startCountingTokens = testnode.StartCountingTokens
+	startFakePlugin     = testnode.StartFakePlugin
+	reportsConfig       = testnode.ReportsConfig
+	onReportBackends    = testnode.OnReportBackends
+	startReportsNode    = testnode.StartReportsNode
+	listenOn            = testnode.ListenOn
+	countedReports      = testnode.CountedReports
+	costOf              = testnode.CostOf
+	callbackOf          = testnode.CallbackOf
 )

@@ -219,10 +219,10 @@ func TestACorruptTokenKeyRefusesTokensAsUnavailable(t *testing.T) {
 // refused (losing the key means reissuing tokens) and the new key's are good.
 func TestTheTokenKeyIsCreatedOnceAndFollowedAcrossNodes(t *testing.T) {
 	onReportBackends(t, func(t *testing.T, be reportBackend) {
-		a := startNodeWithStore(t, testConfigOn(t, "vps-a"), be.open(t))
+		a := startNodeWithStore(t, testConfigOn(t, "vps-a"), be.Open(t))
 		a.WaitReady()
 		a.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
-		b := startNodeWithStore(t, testConfigOn(t, "vps-b"), be.open(t))
+		b := startNodeWithStore(t, testConfigOn(t, "vps-b"), be.Open(t))
 		b.WaitReady()
 		// Both create at once (the first application token each sees).
 		var wg sync.WaitGroup
@@ -240,7 +240,7 @@ func TestTheTokenKeyIsCreatedOnceAndFollowedAcrossNodes(t *testing.T) {
 		a.Must(404, "GET", macPathsURL, t2, "")
 
 		// The key is deleted; b issues (creating a new key).
-		st := be.open(t)
+		st := be.Open(t)
 		if err := st.Delete(context.Background(), fleetwrite.TokenMACKey, ""); err != nil {
 			t.Fatal(err)
 		}

@@ -28,13 +28,13 @@ var updateWire = flag.Bool("update-wire", false, "rewrite node/testdata/wire/*.g
 // JSON field names and order, omitempty) must be byte-identical.
 func TestWireGoldens(t *testing.T) {
 	t.Parallel()
-	n := startReportsNode(t, reportBackend{name: "dir", open: func(t *testing.T) store.Store { return openDir(t, t.TempDir()) }}, "vps-a")
+	n := startReportsNode(t, reportBackend{Name: "dir", Open: func(t *testing.T) store.Store { return openDir(t, t.TempDir()) }}, "vps-a")
 	p := startFakePlugin(t, n, "edge-1")
 	port := listenOn(t)
 	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	n.Must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, port))
 	waitFor(t, 10*time.Second, "the ingress holds the instance", func() bool {
-		return bytes.Contains(p.holds(), []byte(fmt.Sprintf("127.0.0.1:%d", port)))
+		return bytes.Contains(p.Holds(), []byte(fmt.Sprintf("127.0.0.1:%d", port)))
 	})
 	waitFor(t, 10*time.Second, "the ingress reports what it holds", func() bool {
 		in, ok := ingressesOf(t, n)["edge-1"]
@@ -76,10 +76,10 @@ func TestWireGoldens(t *testing.T) {
 	// ingress behind.
 	resp, body = n.Do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=20s", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	add("wait-applied-200", resp, body)
-	p.frozen.Store(true)
+	p.Frozen.Store(true)
 	resp, body = n.Do(http.MethodPut, "/v1/apps/shop/domains/ti.to?wait=applied&timeout=2s", testAdminToken, "")
 	add("wait-applied-202", resp, body)
-	p.frozen.Store(false)
+	p.Frozen.Store(false)
 	resp, body = n.Do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=20s", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, port))
 	add("wait-applied-instance-200", resp, body)
 

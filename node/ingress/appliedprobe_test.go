@@ -1,23 +1,21 @@
-package node_test
+package ingress_test
 
 import (
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
-	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
-	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/routing"
 )
-
-const testProbeURL = "http://127.0.0.1:18080"
 
 // readCountingStore counts every request made to the store.
 type readCountingStore struct {
@@ -43,68 +41,13 @@ func (s *readCountingStore) Put(ctx context.Context, key string, v []byte, c sto
 // probePoll is one poll of an HTTP-provider Traefik that declares its applied probe:
 // the answer, its revision and serial, and the callback path the body carries ("" for
 // none).
-func probePoll(t *testing.T, n *testNode, name string) (resp *http.Response, body []byte, callback string) {
+func probePoll(t *testing.T, n *testnode.Node, name string) (resp *http.Response, body []byte, callback string) {
 	t.Helper()
-	resp, body = n.Get("/v1/ingress/traefik?prefer=self", testIngressToken, api.HeaderIngress, name, api.HeaderAppliedProbe, testProbeURL)
+	resp, body = n.Get("/v1/ingress/traefik?prefer=self", testnode.IngressToken, api.HeaderIngress, name, api.HeaderAppliedProbe, testnode.ProbeURL)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("probe poll: %d %s", resp.StatusCode, body)
 	}
-	return resp, body, callbackOf(t, body)
-}
-
-// ruleOf is the callback router's rule in body ("" without one).
-func ruleOf(body []byte) string {
-	var cfg struct {
-		HTTP struct {
-			Routers map[string]struct {
-				Rule string `json:"rule"`
-			} `json:"routers"`
-		} `json:"http"`
-	}
-	json.Unmarshal(body, &cfg)
-	return cfg.HTTP.Routers["applied-callback"].Rule
-}
-
-var callbackRule = regexp.MustCompile("^Host\\(`scafo-applied\\.invalid`\\) && Path\\(`([^`]+)`\\)$")
-
-// callbackOf is the callback path of a body ("" without the probe), checked against
-// the check service's health-check path.
-func callbackOf(t *testing.T, body []byte) string {
-	t.Helper()
-	var cfg struct {
-		HTTP struct {
-			Routers map[string]struct {
-				Rule    string `json:"rule"`
-				Service string `json:"service"`
-			} `json:"routers"`
-			Services map[string]struct {
-				LoadBalancer struct {
-					Servers     []struct{ URL string } `json:"servers"`
-					HealthCheck *struct {
-						Path     string `json:"path"`
-						Hostname string `json:"hostname"`
-					} `json:"healthCheck"`
-				} `json:"loadBalancer"`
-			} `json:"services"`
-		} `json:"http"`
-	}
-	if err := json.Unmarshal(body, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	r, ok := cfg.HTTP.Routers["applied-callback"]
-	if !ok {
-		return ""
-	}
-	m := callbackRule.FindStringSubmatch(r.Rule)
-	if m == nil {
-		t.Fatalf("callback rule %q", r.Rule)
-	}
-	check := cfg.HTTP.Services["applied-check"].LoadBalancer
-	if check.HealthCheck == nil || check.HealthCheck.Path != m[1] || check.HealthCheck.Hostname != render.AppliedHost ||
-		len(check.Servers) != 1 || check.Servers[0].URL != testProbeURL {
-		t.Fatalf("check service %+v does not check the callback path %s at %s", check, m[1], testProbeURL)
-	}
-	return m[1]
+	return resp, body, testnode.CallbackOf(t, body)
 }
 
 // TestAppliedProbeIsValidated: a malformed X-Scafo-Applied-Probe, or one that cannot
@@ -112,23 +55,23 @@ func callbackOf(t *testing.T, body []byte) string {
 // "applied" and silently got "served" would let deploys stop old processes early).
 func TestAppliedProbeIsValidated(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
+	n := testnode.Start(t, testnode.ReportsConfig(t, "vps-a", t.TempDir()))
 	n.WaitReady()
 	for _, tc := range []struct {
 		path, token string
 		hdr         []string
 		field       string
 	}{
-		{"/v1/ingress/traefik", testIngressToken, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, "ftp://127.0.0.1:80"}, api.HeaderAppliedProbe},
-		{"/v1/ingress/traefik", testIngressToken, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, "http://127.0.0.1:80/x"}, api.HeaderAppliedProbe},
-		{"/v1/ingress/traefik", testIngressToken, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, "http://u:p@127.0.0.1:80"}, api.HeaderAppliedProbe},
-		{"/v1/ingress/traefik", testIngressToken, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, "127.0.0.1:80"}, api.HeaderAppliedProbe},
-		{"/v1/ingress/traefik", testIngressToken, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, "http://127.0.0.1:99999"}, api.HeaderAppliedProbe},
-		{"/v1/ingress/traefik", testIngressToken, []string{api.HeaderAppliedProbe, testProbeURL}, api.HeaderIngress},
-		{"/v1/ingress/traefik", testIngressToken, []string{api.HeaderIngress, "Edge_P", api.HeaderAppliedProbe, testProbeURL}, api.HeaderIngress},
-		{"/v1/ingress/traefik", testIngressToken, []string{api.HeaderIngress, "edge-p", api.HeaderIngressKind, api.KindPlugin, api.HeaderAppliedProbe, testProbeURL}, "plugin"},
-		{"/v1/ingress/routes", testIngressToken, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, testProbeURL}, "only on"},
-		{"/v1/ingress/traefik", testAdminToken, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, testProbeURL}, "admin"},
+		{"/v1/ingress/traefik", testnode.IngressToken, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, "ftp://127.0.0.1:80"}, api.HeaderAppliedProbe},
+		{"/v1/ingress/traefik", testnode.IngressToken, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, "http://127.0.0.1:80/x"}, api.HeaderAppliedProbe},
+		{"/v1/ingress/traefik", testnode.IngressToken, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, "http://u:p@127.0.0.1:80"}, api.HeaderAppliedProbe},
+		{"/v1/ingress/traefik", testnode.IngressToken, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, "127.0.0.1:80"}, api.HeaderAppliedProbe},
+		{"/v1/ingress/traefik", testnode.IngressToken, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, "http://127.0.0.1:99999"}, api.HeaderAppliedProbe},
+		{"/v1/ingress/traefik", testnode.IngressToken, []string{api.HeaderAppliedProbe, testnode.ProbeURL}, api.HeaderIngress},
+		{"/v1/ingress/traefik", testnode.IngressToken, []string{api.HeaderIngress, "Edge_P", api.HeaderAppliedProbe, testnode.ProbeURL}, api.HeaderIngress},
+		{"/v1/ingress/traefik", testnode.IngressToken, []string{api.HeaderIngress, "edge-p", api.HeaderIngressKind, api.KindPlugin, api.HeaderAppliedProbe, testnode.ProbeURL}, "plugin"},
+		{"/v1/ingress/routes", testnode.IngressToken, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, testnode.ProbeURL}, "only on"},
+		{"/v1/ingress/traefik", testnode.AdminToken, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, testnode.ProbeURL}, "admin"},
 	} {
 		resp, body := n.Get(tc.path, tc.token, tc.hdr...)
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), tc.field) {
@@ -137,10 +80,10 @@ func TestAppliedProbeIsValidated(t *testing.T) {
 	}
 	// Given twice.
 	req, _ := http.NewRequest("GET", n.URL+"/v1/ingress/traefik", nil)
-	req.Header.Set("Authorization", "Bearer "+testIngressToken)
+	req.Header.Set("Authorization", "Bearer "+testnode.IngressToken)
 	req.Header.Set(api.HeaderIngress, "edge-p")
-	req.Header.Add(api.HeaderAppliedProbe, testProbeURL)
-	req.Header.Add(api.HeaderAppliedProbe, testProbeURL)
+	req.Header.Add(api.HeaderAppliedProbe, testnode.ProbeURL)
+	req.Header.Add(api.HeaderAppliedProbe, testnode.ProbeURL)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -158,8 +101,8 @@ func TestAppliedProbeIsValidated(t *testing.T) {
 		t.Errorf("the callback service does not reach the node as polled (%s)", n.URL)
 	}
 	// Without the header: the same document's body, no probe.
-	_, plain := n.Get("/v1/ingress/traefik?prefer=self", testIngressToken, api.HeaderIngress, "edge-q")
-	if callbackOf(t, plain) != "" {
+	_, plain := n.Get("/v1/ingress/traefik?prefer=self", testnode.IngressToken, api.HeaderIngress, "edge-q")
+	if testnode.CallbackOf(t, plain) != "" {
 		t.Error("a poll without the probe header got the probe")
 	}
 }
@@ -171,26 +114,26 @@ func TestAppliedProbeIsValidated(t *testing.T) {
 // applications, issue 24).
 func TestHTTPProviderWithAProbeIsAppliedOnlyByItsCallback(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
+	n := testnode.Start(t, testnode.ReportsConfig(t, "vps-a", t.TempDir()))
 	n.WaitReady()
 	_, _, cb0 := probePoll(t, n, "edge-p")
 	probePoll(t, n, "edge-p")
-	if in := ingressesOf(t, n)["edge-p"]; in.Kind != api.KindHTTP || in.Applied == nil || in.Applied.Serial != 0 || in.State != "behind" {
+	if in := testnode.IngressesOf(t, n)["edge-p"]; in.Kind != api.KindHTTP || in.Applied == nil || in.Applied.Serial != 0 || in.State != "behind" {
 		t.Fatalf("served twice, no callback: %+v, want behind with nothing applied", in)
 	}
 	resp, _ := n.Get(cb0, "")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("callback: %d", resp.StatusCode)
 	}
-	waitFor(t, 2*time.Second, "edge-p current after its callback", func() bool {
-		return ingressesOf(t, n)["edge-p"].State == "current"
+	nodetest.WaitFor(t, 2*time.Second, "edge-p current after its callback", func() bool {
+		return testnode.IngressesOf(t, n)["edge-p"].State == "current"
 	})
 
 	// A write waits while the ingress is served it (a poller every 50 ms) but does not
 	// call back: 202 naming it.
 	polled := make(chan string, 1000)
 	stopPolling := probePoller(t, n, "prefer=self", "edge-p", func(b []byte) {
-		if m := callbackRule.FindStringSubmatch(ruleOf(b)); m != nil {
+		if m := testnode.CallbackRule.FindStringSubmatch(testnode.RuleOf(b)); m != nil {
 			select {
 			case polled <- m[1]:
 			default:
@@ -198,18 +141,18 @@ func TestHTTPProviderWithAProbeIsAppliedOnlyByItsCallback(t *testing.T) {
 		}
 	})
 	defer stopPolling()
-	resp, body := n.Do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=1500ms", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	resp, body := n.Do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=1500ms", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "edge-p") {
 		t.Fatalf("served but not applied: %d %s, want 202 naming edge-p", resp.StatusCode, body)
 	}
 	var ab api.Applied
 	json.Unmarshal(body, &ab)
-	if in := ingressesOf(t, n)["edge-p"]; in.State != "behind" {
+	if in := testnode.IngressesOf(t, n)["edge-p"]; in.State != "behind" {
 		t.Fatalf("served the write, no callback: %+v, want behind", in)
 	}
 	// The callback of the body holding the write (its revision) moves it to applied.
 	var cb1 string
-	waitFor(t, 3*time.Second, "a body of the new revision served", func() bool {
+	nodetest.WaitFor(t, 3*time.Second, "a body of the new revision served", func() bool {
 		for {
 			select {
 			case c := <-polled:
@@ -230,12 +173,12 @@ func TestHTTPProviderWithAProbeIsAppliedOnlyByItsCallback(t *testing.T) {
 	}
 	done := make(chan answer, 1)
 	go func() {
-		resp, body := n.Do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=10s", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+		resp, body := n.Do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=10s", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
 		done <- answer{resp.StatusCode, body, time.Now()}
 	}()
 	// That write moves the revision again: take the body that holds it.
 	var cb2 string
-	waitFor(t, 3*time.Second, "a body of the second write served", func() bool {
+	nodetest.WaitFor(t, 3*time.Second, "a body of the second write served", func() bool {
 		for {
 			select {
 			case c := <-polled:
@@ -276,14 +219,14 @@ func TestHTTPProviderWithAProbeIsAppliedOnlyByItsCallback(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the write did not answer after the callback")
 	}
-	applied := ingressesOf(t, n)["edge-p"].Applied
+	applied := testnode.IngressesOf(t, n)["edge-p"].Applied
 	// Replays of older callbacks never move it back.
 	for _, cb := range []string{cb0, cb1, cb0} {
 		if resp, b := n.Get(cb, ""); resp.StatusCode != http.StatusOK || strings.Contains(string(b), "recorded") {
 			t.Errorf("replayed callback %s: %d %s, want 200, not recorded", cb, resp.StatusCode, b)
 		}
 	}
-	if got := ingressesOf(t, n)["edge-p"].Applied; got == nil || got.Revision != applied.Revision || got.Serial < applied.Serial {
+	if got := testnode.IngressesOf(t, n)["edge-p"].Applied; got == nil || got.Revision != applied.Revision || got.Serial < applied.Serial {
 		t.Errorf("after replays: applied %+v, want still %+v", got, applied)
 	}
 }
@@ -293,9 +236,9 @@ func TestHTTPProviderWithAProbeIsAppliedOnlyByItsCallback(t *testing.T) {
 // store request; the callback path is never routed by the public apex.
 func TestForgedAppliedCallbacksAreRefusedForNothing(t *testing.T) {
 	t.Parallel()
-	cfg := reportsConfig(t, "vps-a", t.TempDir())
-	st := &readCountingStore{Store: openDir(t, cfg.Store.Dir.Path)}
-	n := startNodeWithStore(t, cfg, st)
+	cfg := testnode.ReportsConfig(t, "vps-a", t.TempDir())
+	st := &readCountingStore{Store: testnode.OpenDir(t, cfg.Store.Dir.Path)}
+	n := testnode.StartWithStore(t, cfg, st)
 	n.WaitReady()
 	_, _, cb := probePoll(t, n, "edge-p")
 	parts := strings.Split(strings.TrimPrefix(cb, api.PathIngressApplied), "/")
@@ -331,7 +274,7 @@ func TestForgedAppliedCallbacksAreRefusedForNothing(t *testing.T) {
 	if got := st.ops.Load() - before; got > 2 {
 		t.Errorf("400 forged callbacks made %d store requests", got)
 	}
-	if in := ingressesOf(t, n)["edge-p"]; in.Applied == nil || in.Applied.Serial != 0 {
+	if in := testnode.IngressesOf(t, n)["edge-p"]; in.Applied == nil || in.Applied.Serial != 0 {
 		t.Errorf("after forged callbacks: %+v, want nothing applied", in)
 	}
 	// The real one is recorded.
@@ -348,52 +291,10 @@ func TestForgedAppliedCallbacksAreRefusedForNothing(t *testing.T) {
 	}
 }
 
-// TestAppliedProbeBodiesAreStableAndCached: the body of one (state, ingress, probe) is
-// the same bytes on every poll and from a second node of the fleet, is rendered once
-// per revision, and only its probe's objects differ from the plain body.
-func TestAppliedProbeBodiesAreStableAndCached(t *testing.T) {
-	t.Parallel()
-	storeDir := t.TempDir()
-	a := startNode(t, reportsConfig(t, "vps-a", storeDir))
-	a.WaitReady()
-	b := startNode(t, reportsConfig(t, "vps-b", storeDir))
-	b.WaitReady()
-	seedFleet(t, a.St, "shop")
-	waitFor(t, 5*time.Second, "both nodes on one revision", func() bool {
-		ra, _ := a.Get("/v1/ingress/traefik", testIngressToken)
-		rb, _ := b.Get("/v1/ingress/traefik", testIngressToken)
-		return ra.Header.Get(api.HeaderRevision) == rb.Header.Get(api.HeaderRevision)
-	})
-	poll := func(n *testNode) []byte {
-		// Both nodes reached at one name, as behind one local address.
-		_, body := n.Get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, testProbeURL)
-		return body
-	}
-	first := poll(a)
-	renders := a.Srv.Pub().Renders()
-	for range 5 {
-		if got := poll(a); string(got) != string(first) {
-			t.Fatal("two polls of one state got different probe bodies")
-		}
-	}
-	if r := a.Srv.Pub().Renders() - renders; r != 0 {
-		t.Errorf("5 polls of one state rendered %d bodies, want 0 (cached)", r)
-	}
-	// From vps-b (another URL: its callback service differs in that one URL alone).
-	other := strings.ReplaceAll(string(poll(b)), b.URL, a.URL)
-	if other != string(first) {
-		t.Error("vps-b's probe body differs from vps-a's beyond the node URL")
-	}
-	_, plain := a.Get("/v1/ingress/traefik", testIngressToken)
-	if callbackOf(t, plain) != "" || len(plain) >= len(first) {
-		t.Error("the plain body carries the probe")
-	}
-}
-
 // probePoller polls n's Traefik render as ingress with the applied probe every 50 ms
 // (query: the poll's query string), handing each 200's body to onBody (nil: ignored)
 // and never calling back, until the returned stop, which waits for the poller to end.
-func probePoller(t *testing.T, n *testNode, query, ingress string, onBody func([]byte)) (stop func()) {
+func probePoller(t *testing.T, n *testnode.Node, query, ingress string, onBody func([]byte)) (stop func()) {
 	t.Helper()
 	done := make(chan struct{})
 	exited := make(chan struct{})
@@ -406,9 +307,9 @@ func probePoller(t *testing.T, n *testNode, query, ingress string, onBody func([
 			case <-time.After(50 * time.Millisecond):
 			}
 			req, _ := http.NewRequest("GET", n.URL+"/v1/ingress/traefik?"+query, nil)
-			req.Header.Set("Authorization", "Bearer "+testIngressToken)
+			req.Header.Set("Authorization", "Bearer "+testnode.IngressToken)
 			req.Header.Set(api.HeaderIngress, ingress)
-			req.Header.Set(api.HeaderAppliedProbe, testProbeURL)
+			req.Header.Set(api.HeaderAppliedProbe, testnode.ProbeURL)
 			r, err := http.DefaultClient.Do(req)
 			if err != nil {
 				continue

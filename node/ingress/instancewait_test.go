@@ -1,46 +1,20 @@
-package node_test
+package ingress_test
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
 )
-
-// listenOn opens a loopback listener that accepts and closes connections (an
-// application process, as far as the probe's TCP dial is concerned) and returns its port.
-func listenOn(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-func (p *fakePlugin) holds() []byte {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.held
-}
 
 // A deploy moves an instance with ?wait=applied (docs/design.md §13): the answer is 200 only once
 // every live ingress holds a configuration that dials the new port, and the old process
@@ -48,25 +22,25 @@ func (p *fakePlugin) holds() []byte {
 // waits the same way until no ingress dials the instance.
 func TestAnInstanceMoveAnswersAppliedOnceEveryIngressDialsTheNewPort(t *testing.T) {
 	t.Parallel()
-	onReportBackends(t, testAnInstanceMoveAnswersApplied)
+	testnode.OnReportBackends(t, testAnInstanceMoveAnswersApplied)
 }
 
-func testAnInstanceMoveAnswersApplied(t *testing.T, be reportBackend) {
-	a := startReportsNode(t, be, "vps-a")
-	b := startReportsNode(t, be, "vps-b")
-	p1 := startFakePlugin(t, a, "edge-1")
-	p2 := startFakePlugin(t, b, "edge-2")
-	oldPort, newPort := listenOn(t), listenOn(t)
-	a.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	a.Must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, oldPort))
+func testAnInstanceMoveAnswersApplied(t *testing.T, be testnode.ReportBackend) {
+	a := testnode.StartReportsNode(t, be, "vps-a")
+	b := testnode.StartReportsNode(t, be, "vps-b")
+	p1 := testnode.StartFakePlugin(t, a, "edge-1")
+	p2 := testnode.StartFakePlugin(t, b, "edge-2")
+	oldPort, newPort := testnode.ListenOn(t), testnode.ListenOn(t)
+	a.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	a.Must(200, "PUT", "/v1/node/instances/shop", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, oldPort))
 	dials := func(body []byte, port int) bool {
 		return strings.Contains(string(body), fmt.Sprintf("127.0.0.1:%d", port))
 	}
-	waitFor(t, 10*time.Second, "both ingresses dial the old port", func() bool {
-		return dials(p1.holds(), oldPort) && dials(p2.holds(), oldPort)
+	nodetest.WaitFor(t, 10*time.Second, "both ingresses dial the old port", func() bool {
+		return dials(p1.Holds(), oldPort) && dials(p2.Holds(), oldPort)
 	})
 
-	resp, body := a.Do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=20s", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, newPort))
+	resp, body := a.Do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=20s", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, newPort))
 	answered := time.Now()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("instance move with wait=applied: %d %s, want 200", resp.StatusCode, body)
@@ -80,24 +54,24 @@ func testAnInstanceMoveAnswersApplied(t *testing.T, be reportBackend) {
 	}
 	// Applied means applied: both ingresses held a configuration with the new port, not
 	// the old one, when the write answered (and had reported the serial before it).
-	for _, p := range []*fakePlugin{p1, p2} {
-		if held := p.holds(); !dials(held, newPort) || dials(held, oldPort) {
-			t.Errorf("%s at the answer: dials new port %v, old port %v; want the new one alone", p.name, dials(held, newPort), dials(held, oldPort))
+	for _, p := range []*testnode.FakePlugin{p1, p2} {
+		if held := p.Holds(); !dials(held, newPort) || dials(held, oldPort) {
+			t.Errorf("%s at the answer: dials new port %v, old port %v; want the new one alone", p.Name, dials(held, newPort), dials(held, oldPort))
 		}
-		if got := p.reportedBy(answered); got < ab.Serial {
-			t.Errorf("%s had reported serial %d when the move answered, want >= %d", p.name, got, ab.Serial)
+		if got := p.ReportedBy(answered); got < ab.Serial {
+			t.Errorf("%s had reported serial %d when the move answered, want >= %d", p.Name, got, ab.Serial)
 		}
 	}
 
 	// The same write again changes nothing and is applied at once.
-	resp, body = a.Do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=5s", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, newPort))
+	resp, body = a.Do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=5s", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, newPort))
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"applied":true`) {
 		t.Errorf("repeated move: %d %s, want 200 applied", resp.StatusCode, body)
 	}
 
 	// An ingress that stops applying: the move back answers 202 naming it.
-	p2.frozen.Store(true)
-	resp, body = a.Do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=1500ms", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, oldPort))
+	p2.Frozen.Store(true)
+	resp, body = a.Do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=1500ms", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, oldPort))
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("move with a stuck ingress: %d %s, want 202", resp.StatusCode, body)
 	}
@@ -106,16 +80,16 @@ func testAnInstanceMoveAnswersApplied(t *testing.T, be reportBackend) {
 	if ab.Applied || len(ab.Behind) != 1 || ab.Behind[0].Name != "edge-2" || !strings.Contains(ab.Detail, "edge-2") {
 		t.Errorf("202 body %s: want edge-2 named behind", body)
 	}
-	p2.frozen.Store(false)
+	p2.Frozen.Store(false)
 
 	// A release waits until no ingress dials the instance.
-	resp, body = a.Do(http.MethodDelete, "/v1/node/instances/shop?wait=applied&timeout=20s", testAdminToken, "")
+	resp, body = a.Do(http.MethodDelete, "/v1/node/instances/shop?wait=applied&timeout=20s", testnode.AdminToken, "")
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"applied":true`) {
 		t.Fatalf("release with wait=applied: %d %s, want 200 applied", resp.StatusCode, body)
 	}
-	for _, p := range []*fakePlugin{p1, p2} {
-		if held := p.holds(); dials(held, oldPort) || dials(held, newPort) {
-			t.Errorf("%s still dials the released instance when the release answered", p.name)
+	for _, p := range []*testnode.FakePlugin{p1, p2} {
+		if held := p.Holds(); dials(held, oldPort) || dials(held, newPort) {
+			t.Errorf("%s still dials the released instance when the release answered", p.Name)
 		}
 	}
 }
@@ -138,18 +112,18 @@ func (f *recordPutFails) Put(ctx context.Context, key string, v []byte, cond sto
 // never carries: the wait answers 202 at its timeout and says why, never 200.
 func TestAnInstanceWriteThatIsNeverAnnouncedIsNotApplied(t *testing.T) {
 	t.Parallel()
-	cfg := reportsConfig(t, "vps-a", t.TempDir())
-	st := &recordPutFails{Store: openDir(t, t.TempDir())}
-	n := startNodeWithStore(t, cfg, st)
+	cfg := testnode.ReportsConfig(t, "vps-a", t.TempDir())
+	st := &recordPutFails{Store: testnode.OpenDir(t, t.TempDir())}
+	n := testnode.StartWithStore(t, cfg, st)
 	n.WaitReady()
-	port := listenOn(t)
-	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	resp, body := n.Do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=10s", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, port))
+	port := testnode.ListenOn(t)
+	n.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	resp, body := n.Do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=10s", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, port))
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("instance write on a healthy store: %d %s, want 200", resp.StatusCode, body)
 	}
 	st.fail.Store(true)
-	resp, body = n.Do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=700ms", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":false}`, port))
+	resp, body = n.Do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=700ms", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":false}`, port))
 	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "not announced") ||
 		!strings.Contains(string(body), "refused by the test") || !strings.Contains(string(body), `"applied":false`) {
 		t.Errorf("unannounced instance write: %d %s, want 202 saying the record could not be written", resp.StatusCode, body)

@@ -1,4 +1,4 @@
-package node_test
+package ingress_test
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/api"
 )
 
@@ -21,11 +23,11 @@ import (
 // connection closes), like any other request the reserve serves.
 func TestAppliedCallbackIsServedFromTheConnectionReserve(t *testing.T) {
 	t.Parallel()
-	cfg := reportsConfig(t, "vps-a", t.TempDir())
+	cfg := testnode.ReportsConfig(t, "vps-a", t.TempDir())
 	cfg.Limits.MaxConns = 40
 	cfg.Limits.ReservedConns = 4
 	cfg.Limits.MaxConnsPerSource = 2
-	n := startNode(t, cfg)
+	n := testnode.Start(t, cfg)
 	n.WaitReady()
 	_, _, cb := probePoll(t, n, "edge-p")
 	if cb == "" {
@@ -33,8 +35,8 @@ func TestAppliedCallbackIsServedFromTheConnectionReserve(t *testing.T) {
 	}
 	// 127.0.0.3 is the Traefik: the flood it forwards holds its general connections.
 	for range 2 {
-		c := dialFrom(t, n, "127.0.0.3", healthzKeepAlive)
-		if resp, body := readAnswer(t, c, 2*time.Second); resp.StatusCode != 200 || resp.Close {
+		c := testnode.DialFrom(t, n, "127.0.0.3", testnode.HealthzKeepAlive)
+		if resp, body := testnode.ReadAnswer(t, c, 2*time.Second); resp.StatusCode != 200 || resp.Close {
 			t.Fatalf("keep-alive healthz: %d close=%v %s", resp.StatusCode, resp.Close, body)
 		}
 	}
@@ -42,12 +44,12 @@ func TestAppliedCallbackIsServedFromTheConnectionReserve(t *testing.T) {
 	// admin or ingress token would pass: httpapi's
 	// TestTheNodesTokensPassTheCapOfAnAddressTheyShare)...
 	write := "PUT /v1/apps/shop HTTP/1.1\r\nHost: node\r\nContent-Length: 18\r\n\r\n{\"account\":\"acme\"}"
-	if resp, body := readAnswer(t, dialFrom(t, n, "127.0.0.3", write), 2*time.Second); resp.StatusCode != http.StatusServiceUnavailable {
+	if resp, body := testnode.ReadAnswer(t, testnode.DialFrom(t, n, "127.0.0.3", write), 2*time.Second); resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("a write past the per-source cap: %d %s, want 503", resp.StatusCode, body)
 	}
 	// ...and so is a forged callback's neighbour that is no route of the reserve.
 	other := "GET /v1/ingress/appliedx/a/b/c HTTP/1.1\r\nHost: node\r\n\r\n"
-	if resp, body := readAnswer(t, dialFrom(t, n, "127.0.0.3", other), 2*time.Second); resp.StatusCode != http.StatusServiceUnavailable {
+	if resp, body := testnode.ReadAnswer(t, testnode.DialFrom(t, n, "127.0.0.3", other), 2*time.Second); resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("an anonymous non-callback path past the per-source cap: %d %s, want 503", resp.StatusCode, body)
 	}
 	// A forged callback: 404, closed.
@@ -55,21 +57,21 @@ func TestAppliedCallbackIsServedFromTheConnectionReserve(t *testing.T) {
 	if forged == cb {
 		forged = strings.TrimSuffix(cb, cb[len(cb)-4:]) + "1111"
 	}
-	resp, body := readAnswer(t, dialFrom(t, n, "127.0.0.3", "GET "+forged+" HTTP/1.1\r\nHost: node\r\n\r\n"), 2*time.Second)
+	resp, body := testnode.ReadAnswer(t, testnode.DialFrom(t, n, "127.0.0.3", "GET "+forged+" HTTP/1.1\r\nHost: node\r\n\r\n"), 2*time.Second)
 	if resp.StatusCode != http.StatusNotFound || !resp.Close {
 		t.Errorf("a forged callback past the per-source cap: %d close=%v %s, want 404 and closed", resp.StatusCode, resp.Close, body)
 	}
 	// The real callback: recorded, and the ingress is current.
-	resp, body = readAnswer(t, dialFrom(t, n, "127.0.0.3", "GET "+cb+" HTTP/1.1\r\nHost: node\r\n\r\n"), 2*time.Second)
+	resp, body = testnode.ReadAnswer(t, testnode.DialFrom(t, n, "127.0.0.3", "GET "+cb+" HTTP/1.1\r\nHost: node\r\n\r\n"), 2*time.Second)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "recorded") || !resp.Close {
 		t.Fatalf("the callback past the per-source cap: %d close=%v %s, want 200 recorded (closed)", resp.StatusCode, resp.Close, body)
 	}
-	waitFor(t, 2*time.Second, "edge-p current after its callback", func() bool {
-		return ingressesOf(t, n)["edge-p"].State == "current"
+	nodetest.WaitFor(t, 2*time.Second, "edge-p current after its callback", func() bool {
+		return testnode.IngressesOf(t, n)["edge-p"].State == "current"
 	})
 	// With a body, a callback is no callback: refused on the reserve.
 	withBody := "GET " + cb + " HTTP/1.1\r\nHost: node\r\nContent-Length: 2\r\n\r\n{}"
-	if resp, body := readAnswer(t, dialFrom(t, n, "127.0.0.3", withBody), 2*time.Second); resp.StatusCode != http.StatusServiceUnavailable {
+	if resp, body := testnode.ReadAnswer(t, testnode.DialFrom(t, n, "127.0.0.3", withBody), 2*time.Second); resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("a callback with a body past the per-source cap: %d %s, want 503", resp.StatusCode, body)
 	}
 	_ = api.PathIngressApplied
@@ -83,7 +85,7 @@ func TestAppliedCallbackIsServedFromTheConnectionReserve(t *testing.T) {
 // (the same callback). Then the real one is recorded, and a replay is "already".
 func TestAppliedCallbackRespellingsAreRefused(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
+	n := testnode.Start(t, testnode.ReportsConfig(t, "vps-a", t.TempDir()))
 	n.WaitReady()
 	_, _, cb := probePoll(t, n, "edge-p")
 	parts := strings.Split(strings.TrimPrefix(cb, api.PathIngressApplied), "/")
@@ -114,7 +116,7 @@ func TestAppliedCallbackRespellingsAreRefused(t *testing.T) {
 			t.Errorf("respelled callback %s: %d %s, want 404", path, resp.StatusCode, b)
 		}
 	}
-	if in := ingressesOf(t, n)["edge-p"]; in.Applied == nil || in.Applied.Serial != 0 {
+	if in := testnode.IngressesOf(t, n)["edge-p"]; in.Applied == nil || in.Applied.Serial != 0 {
 		t.Fatalf("after respelled callbacks: %+v, want nothing applied", in)
 	}
 	if resp, b := n.Get(cb+"?x=1", ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "recorded") {
@@ -139,9 +141,9 @@ func hexOf(c byte) string { return string("0123456789abcdef"[c>>4]) + string("01
 // quote, backtick, slash, @ or escape in a Host reaches the body.
 func TestAppliedProbeHostCannotInjectIntoTheBody(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
+	n := testnode.Start(t, testnode.ReportsConfig(t, "vps-a", t.TempDir()))
 	n.WaitReady()
-	_, plain := n.Get("/v1/ingress/traefik", testIngressToken)
+	_, plain := n.Get("/v1/ingress/traefik", testnode.IngressToken)
 	var pc struct {
 		HTTP struct {
 			Routers map[string]json.RawMessage `json:"routers"`
@@ -175,9 +177,9 @@ func TestAppliedProbeHostCannotInjectIntoTheBody(t *testing.T) {
 		{"[::1%25lo]:7400", ""},
 		{":7400", ""},
 	} {
-		req := "GET /v1/ingress/traefik HTTP/1.1\r\nHost: " + tc.host + "\r\nAuthorization: Bearer " + testIngressToken +
-			"\r\n" + api.HeaderIngress + ": edge-h\r\n" + api.HeaderAppliedProbe + ": " + testProbeURL + "\r\nConnection: close\r\n\r\n"
-		resp, body := readAnswer(t, dialFrom(t, n, "127.0.0.1", req), 3*time.Second)
+		req := "GET /v1/ingress/traefik HTTP/1.1\r\nHost: " + tc.host + "\r\nAuthorization: Bearer " + testnode.IngressToken +
+			"\r\n" + api.HeaderIngress + ": edge-h\r\n" + api.HeaderAppliedProbe + ": " + testnode.ProbeURL + "\r\nConnection: close\r\n\r\n"
+		resp, body := testnode.ReadAnswer(t, testnode.DialFrom(t, n, "127.0.0.1", req), 3*time.Second)
 		if tc.url == "" {
 			if resp.StatusCode != http.StatusBadRequest {
 				t.Errorf("Host %q: %d %.300s, want 400", tc.host, resp.StatusCode, body)
@@ -208,8 +210,8 @@ func TestAppliedProbeHostCannotInjectIntoTheBody(t *testing.T) {
 		if len(cfg.HTTP.Routers) != len(pc.HTTP.Routers)+2 {
 			t.Errorf("Host %q: %d routers, want the plain %d and the probe's 2", tc.host, len(cfg.HTTP.Routers), len(pc.HTTP.Routers))
 		}
-		if m := callbackRule.FindStringSubmatch(ruleOf([]byte(body))); m == nil || !strings.HasPrefix(m[1], api.PathIngressApplied+"edge-h/") {
-			t.Errorf("Host %q: callback rule %q", tc.host, ruleOf([]byte(body)))
+		if m := testnode.CallbackRule.FindStringSubmatch(testnode.RuleOf([]byte(body))); m == nil || !strings.HasPrefix(m[1], api.PathIngressApplied+"edge-h/") {
+			t.Errorf("Host %q: callback rule %q", tc.host, testnode.RuleOf([]byte(body)))
 		}
 	}
 }
@@ -221,14 +223,14 @@ func TestAppliedProbeHostCannotInjectIntoTheBody(t *testing.T) {
 // naming it while it is only served), and another ingress's callback never stands in.
 func TestAppliedProbeOnAGroupPoll(t *testing.T) {
 	t.Parallel()
-	n := groupNode(t)
+	n := testnode.GroupNode(t)
 	poll := func(name, group string) (rev, cb string) {
 		t.Helper()
-		resp, body := n.Get("/v1/ingress/traefik?group="+group, testIngressToken, api.HeaderIngress, name, api.HeaderAppliedProbe, testProbeURL)
+		resp, body := n.Get("/v1/ingress/traefik?group="+group, testnode.IngressToken, api.HeaderIngress, name, api.HeaderAppliedProbe, testnode.ProbeURL)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("probe poll ?group=%s: %d %s", group, resp.StatusCode, body)
 		}
-		return resp.Header.Get(api.HeaderRevision), callbackOf(t, body)
+		return resp.Header.Get(api.HeaderRevision), testnode.CallbackOf(t, body)
 	}
 	rev, cb := poll("edge-eu", "eu-1")
 	if !strings.Contains(cb, "/"+rev+"/") {
@@ -242,13 +244,13 @@ func TestAppliedProbeOnAGroupPoll(t *testing.T) {
 		t.Fatalf("callback: %d %s", resp.StatusCode, b)
 	}
 	// edge-def has not called back: a write to default waits for it alone.
-	resp, body := n.Do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=1500ms", testAdminToken, `{"account":"acme","placement":["vps-b"]}`)
+	resp, body := n.Do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=1500ms", testnode.AdminToken, `{"account":"acme","placement":["vps-b"]}`)
 	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "edge-def") || strings.Contains(string(body), "edge-eu") {
 		t.Fatalf("a write to default: %d %s, want 202 naming edge-def alone", resp.StatusCode, body)
 	}
 	// A write to eu-1, edge-eu served it but not calling back: 202 naming edge-eu.
 	stopPolling := probePoller(t, n, "group=eu-1", "edge-eu", nil)
-	resp, body = n.Do(http.MethodPut, "/v1/apps/news?wait=applied&timeout=1500ms", testAdminToken, `{"account":"acme","placement":["vps-b"],"ingress":{"group":"eu-1"}}`)
+	resp, body = n.Do(http.MethodPut, "/v1/apps/news?wait=applied&timeout=1500ms", testnode.AdminToken, `{"account":"acme","placement":["vps-b"],"ingress":{"group":"eu-1"}}`)
 	stopPolling()
 	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "edge-eu") {
 		t.Fatalf("a write to eu-1 served but not called back: %d %s, want 202 naming edge-eu", resp.StatusCode, body)
@@ -257,7 +259,7 @@ func TestAppliedProbeOnAGroupPoll(t *testing.T) {
 	if resp, b := n.Get(cb, ""); resp.StatusCode != http.StatusOK || strings.Contains(string(b), "recorded") {
 		t.Errorf("old callback replayed: %d %s, want not recorded", resp.StatusCode, b)
 	}
-	if in := ingressesOf(t, n)["edge-eu"]; in.State == "current" {
+	if in := testnode.IngressesOf(t, n)["edge-eu"]; in.State == "current" {
 		t.Errorf("edge-eu after the eu-1 write without its callback: %+v, want behind", in)
 	}
 }

@@ -4,18 +4,27 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	ptypes "github.com/traefik/paerser/types"
+
 	"github.com/scafo/ingress/node"
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 )
+
+// The view of the fleet's ingress reports, bounded in size (ViewMax) and time
+// (ViewTimeout, Now): these stay in the root package because they set the ingress
+// book's fields before Run (n.Srv.Ingresses()). The rest are node/ingress's.
 
 // Issue 25 item 2: a flood of made-up ingress names must not hide a real ingress, nor
 // let ?wait=applied say "applied". The store holds more reports than a view reads
@@ -62,7 +71,7 @@ func TestAFloodOfMadeUpIngressNamesHidesNoRealOne(t *testing.T) {
 	p := startFakePlugin(t, nB, "zz-real")
 	// In key order the four "0000"… reports would fill the view: zz-real would never be seen.
 	waitFor(t, 10*time.Second, "zz-real in the fleet's view", func() bool { return ingressesOf(t, n)["zz-real"].State == "current" })
-	p.frozen.Store(true) // it lags from now on: no write can be applied by it
+	p.Frozen.Store(true) // it lags from now on: no write can be applied by it
 
 	if s := statusOf(t, n); !strings.Contains(s.IngressesError, "partial view") {
 		t.Errorf("status with %d reports and a view of 4: error %q, want it to say the view is partial", 11, s.IngressesError)
@@ -90,4 +99,53 @@ func TestAFloodOfMadeUpIngressNamesHidesNoRealOne(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// More reports than one LIST answers (S3 pages at 1 000 keys) are all read, once: a
+// later status lists every page and GETs none of them.
+func TestIngressReportsPastOneListPage(t *testing.T) {
+	t.Parallel()
+	onReportBackends(t, testIngressReportsPastOneListPage)
+}
+
+func testIngressReportsPastOneListPage(t *testing.T, be reportBackend) {
+	const reports = 1001
+	st := be.Open(t)
+	seen := time.Now().UTC()
+	for i := range reports {
+		b, _ := json.Marshal(ingress.Report{Name: fmt.Sprintf("edge-%04d", i), Kind: api.KindPlugin, Node: "vps-b", Serial: 1, Seen: seen})
+		if _, err := st.Put(t.Context(), fmt.Sprintf("%sedge-%04d.json", ingress.Prefix, i), b, store.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc, httpOf := countedReports(t, be)
+	cfg := reportsConfig(t, "vps-a", t.TempDir())
+	cfg.Ingresses.LostAfter = ptypes.Duration(time.Minute)
+	// What is counted is requests, not time: on a loaded machine 1 001 cold GETs may
+	// take longer than the 2 s a read may take in production (the view would be
+	// partial), and the view's age is the test's to move, not a sleep's.
+	var ahead atomic.Int64
+	n := startNodeWithStore(t, cfg, rc, func(s *node.Server) {
+		s.Ingresses().ViewTimeout = 2 * time.Minute
+		s.Ingresses().Now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	})
+	n.WaitReady()
+	for i, want := range []map[string]int{{"list": 1, "get": reports}, {"list": 1}} {
+		if i > 0 {
+			ahead.Add(int64(ingress.StatusViewMaxAge + time.Millisecond)) // the view is now too old to reuse
+		}
+		var s api.Status
+		d, h := costOf(rc, httpOf, func() { s = statusOf(t, n) })
+		if s.IngressesError != "" || len(s.Ingresses) != reports || s.Ingresses[reports-1].Name != fmt.Sprintf("edge-%04d", reports-1) {
+			t.Fatalf("status %d: %d ingresses, error %q; want the %d reports", i, len(s.Ingresses), s.IngressesError, reports)
+		}
+		if !maps.Equal(d, want) {
+			t.Errorf("status %d: store calls on ingresses/ %v, want %v", i, d, want)
+		}
+		// On S3 a LIST of 1 001 keys is two requests (pages of 1 000).
+		if be.Name == "s3" && (h.ByMethod["GET"] != int64(2+want["get"]) || h.Requests != h.ByMethod["GET"] || h.Failed != 0) {
+			t.Errorf("status %d: HTTP %+v, want 2 LIST pages and %d GETs", i, h, want["get"])
+		}
+		t.Logf("%s: status %d of %d reports: store calls %v, HTTP %d requests", be.Name, i, reports, d, h.Requests)
+	}
 }

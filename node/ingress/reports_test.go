@@ -1,0 +1,719 @@
+package ingress_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	ptypes "github.com/traefik/paerser/types"
+
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/testnode"
+	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/node/ingress"
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/node/store/dir"
+	"github.com/scafo/ingress/node/store/s3"
+	"github.com/scafo/ingress/node/store/s3/s3test"
+	"github.com/scafo/ingress/render/routing"
+)
+
+// A report is stored by the node its ingress polls, read by every other node, and never
+// moves the serial or the revision (else applying a serial would make a new one).
+func TestIngressReportsAreSharedAndNeverMoveTheSerialOrTheRevision(t *testing.T) {
+	t.Parallel()
+	testnode.OnReportBackends(t, testIngressReportsAreShared)
+}
+
+func testIngressReportsAreShared(t *testing.T, be testnode.ReportBackend) {
+	a := testnode.StartReportsNode(t, be, "vps-a")
+	b := testnode.StartReportsNode(t, be, "vps-b")
+	nodetest.WaitFor(t, 5*time.Second, "a and b on one revision", func() bool {
+		ra, _ := publishedMark(t, a)
+		rb, _ := publishedMark(t, b)
+		return ra == rb
+	})
+	serial := testnode.SerialOf(t, a.St)
+	rev, _ := publishedMark(t, a)
+
+	p := testnode.StartFakePlugin(t, a, "edge-1")
+	nodetest.WaitFor(t, 5*time.Second, "b lists edge-1 as current", func() bool {
+		in, ok := testnode.IngressesOf(t, b)["edge-1"]
+		return ok && in.State == "current" && in.Applied != nil && in.Applied.Serial == serial
+	})
+	in := testnode.IngressesOf(t, b)["edge-1"]
+	if in.Kind != api.KindPlugin || in.Node != "vps-a" || in.Served != nil || in.Applied.Revision != rev || in.Behind != 0 {
+		t.Errorf("b's view of edge-1 = %+v, want a plugin polling vps-a, applied serial %d revision %s, behind 0", in, serial, rev)
+	}
+	if stored := storedReport(t, a.St, "edge-1"); stored.Serial != serial || stored.Node != "vps-a" {
+		t.Errorf("stored report %+v, want serial %d from vps-a", stored, serial)
+	}
+	// Polls keep coming (every 20 ms) for a while: no serial bump, no new revision.
+	time.Sleep(600 * time.Millisecond)
+	if got := testnode.SerialOf(t, a.St); got != serial {
+		t.Errorf("serial moved from %d to %d with reports alone", serial, got)
+	}
+	if r, _ := publishedMark(t, a); r != rev {
+		t.Errorf("revision moved from %s to %s with reports alone", rev, r)
+	}
+	p.Stop()
+	nodetest.WaitFor(t, 6*time.Second, "edge-1 lost on b", func() bool {
+		return testnode.IngressesOf(t, b)["edge-1"].State == "lost"
+	})
+}
+
+// publishedMark is the revision n publishes and the store serial it is known to be
+// derived from, as its routing endpoint serves them (X-Scafo-Revision and
+// X-Scafo-Serial of a poll that reports nothing); "", 0 before its first document.
+func publishedMark(t *testing.T, n *testnode.Node) (string, uint64) {
+	t.Helper()
+	resp, _ := n.Get("/v1/ingress/traefik", testnode.IngressToken)
+	serial, _ := strconv.ParseUint(resp.Header.Get(api.HeaderSerial), 10, 64)
+	return resp.Header.Get(api.HeaderRevision), serial
+}
+
+// storedReport reads an ingress's object from the store.
+func storedReport(t *testing.T, st store.Store, name string) ingress.Report {
+	t.Helper()
+	obj, err := st.Get(context.Background(), ingress.Prefix+name+".json")
+	if err != nil {
+		t.Fatalf("reading %s's report: %v", name, err)
+	}
+	var rep ingress.Report
+	if err := json.Unmarshal(obj.Value, &rep); err != nil {
+		t.Fatalf("%s's report %s: %v", name, obj.Value, err)
+	}
+	return rep
+}
+
+// An ingress that moves to another node is reported by that node: its first write is
+// create-only and loses to the object the first node wrote, so it rereads it and takes
+// it over (If-Match); the first node's next write loses in turn and it lets the
+// ingress go. The object then stays with the new node, refreshed, never lost, never
+// written back by the old one.
+func TestAnIngressThatMovesIsTakenOverByItsNewNode(t *testing.T) {
+	t.Parallel()
+	testnode.OnReportBackends(t, testAnIngressThatMovesIsTakenOver)
+}
+
+func testAnIngressThatMovesIsTakenOver(t *testing.T, be testnode.ReportBackend) {
+	a := testnode.StartReportsNode(t, be, "vps-a")
+	b := testnode.StartReportsNode(t, be, "vps-b")
+	p := testnode.StartFakePlugin(t, a, "edge-1")
+	nodetest.WaitFor(t, 5*time.Second, "b lists edge-1 on vps-a", func() bool {
+		in := testnode.IngressesOf(t, b)["edge-1"]
+		return in.Node == "vps-a" && in.State == "current"
+	})
+	p.Stop()
+	testnode.StartFakePlugin(t, b, "edge-1")
+	nodetest.WaitFor(t, 5*time.Second, "edge-1's object written by vps-b", func() bool {
+		return storedReport(t, a.St, "edge-1").Node == "vps-b"
+	})
+	// Past lostAfter (2s) since edge-1 left vps-a: vps-a has let it go; vps-b keeps it.
+	first := storedReport(t, a.St, "edge-1")
+	deadline := time.Now().Add(time.Duration(a.Cfg.Ingresses.LostAfter) + 500*time.Millisecond)
+	for time.Now().Before(deadline) {
+		if rep := storedReport(t, a.St, "edge-1"); rep.Node != "vps-b" {
+			t.Fatalf("edge-1's object written back by %s after vps-b took it over: %+v", rep.Node, rep)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if last := storedReport(t, a.St, "edge-1"); !last.Seen.After(first.Seen) {
+		t.Errorf("edge-1's object not refreshed by vps-b: seen %s, then %s", first.Seen, last.Seen)
+	}
+	for _, n := range []*testnode.Node{a, b} {
+		if in := testnode.IngressesOf(t, n)["edge-1"]; in.Node != "vps-b" || in.State != "current" {
+			t.Errorf("%s lists edge-1 as %+v, want current on vps-b", n.Cfg.Node.Name, in)
+		}
+	}
+}
+
+// A restarted node knows no etag of the reports it wrote before: its create-only write
+// loses to its own object, and it takes the object over, so the report keeps being
+// refreshed (else the ingress would be shown lost while it polls).
+func TestARestartedNodeTakesOverItsIngressReports(t *testing.T) {
+	t.Parallel()
+	testnode.OnReportBackends(t, testARestartedNodeTakesOverItsReports)
+}
+
+func testARestartedNodeTakesOverItsReports(t *testing.T, be testnode.ReportBackend) {
+	cfg := testnode.ReportsConfig(t, "vps-a", t.TempDir())
+	a := testnode.StartWithStore(t, cfg, be.Open(t))
+	a.WaitReady()
+	b := testnode.StartReportsNode(t, be, "vps-b")
+	p := testnode.StartFakePlugin(t, a, "edge-1")
+	nodetest.WaitFor(t, 5*time.Second, "b lists edge-1 current on vps-a", func() bool {
+		in := testnode.IngressesOf(t, b)["edge-1"]
+		return in.Node == "vps-a" && in.State == "current"
+	})
+	p.Stop()
+	a.Stop()
+	before := storedReport(t, b.St, "edge-1")
+
+	a = testnode.StartWithStore(t, cfg, be.Open(t))
+	a.WaitReady()
+	testnode.StartFakePlugin(t, a, "edge-1")
+	// Refreshed by the restarted node past lostAfter (2s) after its last write before
+	// the restart: else vps-b would list edge-1 lost while it polls.
+	lostAfter := time.Duration(cfg.Ingresses.LostAfter)
+	nodetest.WaitFor(t, 3*lostAfter, "edge-1's object refreshed past lostAfter", func() bool {
+		after := storedReport(t, b.St, "edge-1")
+		return after.Node == "vps-a" && after.Seen.Sub(before.Seen) > lostAfter
+	})
+	if in := testnode.IngressesOf(t, b)["edge-1"]; in.State != "current" || in.Node != "vps-a" {
+		t.Errorf("vps-b lists edge-1 as %+v, want current on vps-a", in)
+	}
+}
+
+// The write answers only once every live ingress reports its serial; a stuck ingress
+// makes it answer 202 at its timeout naming that ingress; a lost one is not waited for.
+func TestWaitAppliedWaitsForEveryLiveIngress(t *testing.T) {
+	t.Parallel()
+	testnode.OnReportBackends(t, testWaitAppliedWaitsForEveryLiveIngress)
+}
+
+func testWaitAppliedWaitsForEveryLiveIngress(t *testing.T, be testnode.ReportBackend) {
+	a := testnode.StartReportsNode(t, be, "vps-a")
+	b := testnode.StartReportsNode(t, be, "vps-b")
+	p1 := testnode.StartFakePlugin(t, a, "edge-1")
+	p2 := testnode.StartFakePlugin(t, b, "edge-2")
+	nodetest.WaitFor(t, 5*time.Second, "both ingresses current", func() bool {
+		ins := testnode.IngressesOf(t, a)
+		return ins["edge-1"].State == "current" && ins["edge-2"].State == "current"
+	})
+
+	start := time.Now()
+	resp, body := a.Do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=10s", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	answered := time.Now()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT with wait=applied: %d %s", resp.StatusCode, body)
+	}
+	var ab api.Applied
+	if err := json.Unmarshal(body, &ab); err != nil {
+		t.Fatal(err)
+	}
+	if !ab.Applied || ab.Ingresses != 2 || len(ab.Behind) != 0 || ab.Serial == 0 {
+		t.Fatalf("answer %s: want applied by 2 ingresses", body)
+	}
+	if !strings.Contains(string(ab.Result), `"name":"shop"`) || resp.Header.Get("ETag") == "" {
+		t.Errorf("result %s, ETag %q: want the application and its ETag", ab.Result, resp.Header.Get("ETag"))
+	}
+	// Both ingresses had reported the write's serial before the answer came.
+	for _, p := range []*testnode.FakePlugin{p1, p2} {
+		if got := p.ReportedBy(answered); got < ab.Serial {
+			t.Errorf("%s had reported serial %d when the write answered, want >= %d", p.Name, got, ab.Serial)
+		}
+	}
+	t.Logf("answered applied in %s", time.Since(start))
+
+	// edge-2's Traefik stops applying: the next write waits for it, then answers 202.
+	p2.Frozen.Store(true)
+	resp, body = a.Do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=700ms", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("PUT with a stuck ingress: %d %s, want 202", resp.StatusCode, body)
+	}
+	ab = api.Applied{}
+	json.Unmarshal(body, &ab)
+	if ab.Applied || len(ab.Behind) != 1 || ab.Behind[0].Name != "edge-2" || !strings.Contains(ab.Detail, "edge-2") {
+		t.Errorf("202 body %s: want edge-2 named behind", body)
+	}
+	if ins := testnode.IngressesOf(t, b); ins["edge-2"].State != "behind" || ins["edge-2"].Behind == 0 {
+		t.Errorf("status of edge-2 = %+v, want behind", ins["edge-2"])
+	}
+
+	// Stopped for good: lost after ingresses.lostAfter, and no longer waited for.
+	p2.Stop()
+	nodetest.WaitFor(t, 6*time.Second, "edge-2 lost", func() bool { return testnode.IngressesOf(t, a)["edge-2"].State == "lost" })
+	resp, body = a.Do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=5s", testnode.AdminToken, `{"account":"acme","placement":["vps-a","vps-b"]}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT with edge-2 lost: %d %s, want 200", resp.StatusCode, body)
+	}
+}
+
+// Bad wait parameters are 400 naming the parameter, and nothing is written.
+func TestWaitAppliedRefusesBadParametersWithoutWriting(t *testing.T) {
+	t.Parallel()
+	n := testnode.Start(t, testnode.ReportsConfig(t, "vps-a", t.TempDir()))
+	n.WaitReady()
+	before := testnode.SerialOf(t, n.St)
+	for _, c := range []struct {
+		method, query, want string
+	}{
+		{http.MethodPut, "wait=live", "invalid wait"},
+		{http.MethodPut, "wait=applied&wait=applied", "invalid wait"},
+		{http.MethodPut, "wait=applied&timeout=61s", "invalid timeout"},
+		{http.MethodPut, "wait=applied&timeout=0s", "invalid timeout"},
+		{http.MethodPut, "wait=applied&timeout=-1s", "invalid timeout"},
+		{http.MethodPut, "wait=applied&timeout=ten", "invalid timeout"},
+		{http.MethodPut, "timeout=5s", "invalid timeout"},
+		{http.MethodGet, "wait=applied", "invalid wait"},
+	} {
+		resp, body := n.Do(c.method, "/v1/apps/shop?"+c.query, testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+		var e struct{ Error, Detail string }
+		json.Unmarshal(body, &e)
+		if resp.StatusCode != http.StatusBadRequest || e.Error != c.want || e.Detail == "" {
+			t.Errorf("%s ?%s: %d %s, want 400 %q with a detail", c.method, c.query, resp.StatusCode, body, c.want)
+		}
+	}
+	resp, body := n.Do(http.MethodPost, "/v1/node/instances/shop?wait=live", testnode.AdminToken, "")
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "invalid wait") {
+		t.Errorf("instance write with a bad wait: %d %s, want 400", resp.StatusCode, body)
+	}
+	var listed struct{ Instances []json.RawMessage }
+	if err := json.Unmarshal(n.Must(http.StatusOK, http.MethodGet, api.PathNodeInstances, testnode.AdminToken, ""), &listed); err != nil {
+		t.Fatal(err)
+	}
+	if insts := listed.Instances; len(insts) != 0 {
+		t.Errorf("instances %v: a refused instance write allocated", insts)
+	}
+	if got := testnode.SerialOf(t, n.St); got != before {
+		t.Errorf("serial moved from %d to %d: a refused request wrote", before, got)
+	}
+	if _, err := n.St.Get(context.Background(), "apps/shop.json"); err == nil {
+		t.Error("apps/shop.json exists: a refused request wrote it")
+	}
+}
+
+// An application token may wait on its own writes; its refused writes are refused as
+// without wait (403), never waited on.
+func TestWaitAppliedOnAnApplicationTokensOwnWrite(t *testing.T) {
+	t.Parallel()
+	n := testnode.Start(t, testnode.ReportsConfig(t, "vps-a", t.TempDir()))
+	n.WaitReady()
+	testnode.FleetOf(t, n, "tito-classic", "tito-go")
+	_, tok := testnode.IssueToken(t, n, "acme", "tito-classic", `"publish"`)
+	testnode.StartFakePlugin(t, n, "edge-1")
+	resp, body := n.Do(http.MethodPut, "/v1/apps/tito-classic/domains/ti.to/paths?wait=applied&timeout=10s", tok,
+		`{"paths":{"paulca":"tito-go.apps.example.com"}}`)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"applied":true`) || !strings.Contains(string(body), `"paulca"`) {
+		t.Fatalf("flip with wait: %d %s", resp.StatusCode, body)
+	}
+	resp, body = n.Do(http.MethodPut, "/v1/apps/tito-go/domains/ti.to/paths?wait=applied", tok, `{"paths":{}}`)
+	if resp.StatusCode != http.StatusForbidden || strings.Contains(string(body), "applied") {
+		t.Errorf("another app's door with wait: %d %s, want the plain 403", resp.StatusCode, body)
+	}
+}
+
+// A corrupt report object is skipped with its reason; the rest are listed.
+func TestCorruptIngressObjectIsSkippedWithAReason(t *testing.T) {
+	t.Parallel()
+	testnode.OnReportBackends(t, testCorruptIngressObjectIsSkipped)
+}
+
+func testCorruptIngressObjectIsSkipped(t *testing.T, be testnode.ReportBackend) {
+	n := testnode.StartReportsNode(t, be, "vps-a")
+	ctx := context.Background()
+	good, _ := json.Marshal(ingress.Report{Name: "edge-1", Kind: api.KindHTTP, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
+	for k, v := range map[string]string{
+		"ingresses/edge-1.json": string(good),
+		"ingresses/bad.json":    "{",
+		"ingresses/other.json":  strings.Replace(string(good), "edge-1", "edge-2", 1),
+		"ingresses/kind.json":   strings.Replace(strings.Replace(string(good), "edge-1", "kind", 1), `"http"`, `"squid"`, 1),
+	} {
+		if _, err := n.St.Put(ctx, k, []byte(v), store.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := testnode.StatusOf(t, n)
+	if len(s.Ingresses) != 1 || s.Ingresses[0].Name != "edge-1" || s.Ingresses[0].Served == nil {
+		t.Errorf("ingresses %+v, want edge-1 alone (served)", s.Ingresses)
+	}
+	reasons := map[string]string{}
+	for _, sk := range s.IngressesSkipped {
+		reasons[sk.Object] = sk.Reason
+	}
+	if !strings.Contains(reasons["ingresses/bad.json"], "malformed") || !strings.Contains(reasons["ingresses/other.json"], "does not match") ||
+		!strings.Contains(reasons["ingresses/kind.json"], "kind") {
+		t.Errorf("skipped %v, want the three bad objects with their reasons", reasons)
+	}
+}
+
+// A Traefik on the HTTP provider is counted at what it was served, once it polls again.
+func TestHTTPProviderIngressIsServedNotApplied(t *testing.T) {
+	t.Parallel()
+	n := testnode.Start(t, testnode.ReportsConfig(t, "vps-a", t.TempDir()))
+	n.WaitReady()
+	resp, _ := n.Get("/v1/ingress/traefik?prefer=self", testnode.IngressToken, api.HeaderIngress, "edge-h")
+	serial, _ := strconv.ParseUint(resp.Header.Get("X-Scafo-Serial"), 10, 64)
+	if in := testnode.IngressesOf(t, n)["edge-h"]; in.Kind != api.KindHTTP || in.Served == nil || in.Served.Serial != 0 || in.Applied != nil {
+		t.Errorf("after one poll: %+v, want kind http, nothing counted yet", in)
+	}
+	n.Get("/v1/ingress/traefik?prefer=self", testnode.IngressToken, api.HeaderIngress, "edge-h")
+	if in := testnode.IngressesOf(t, n)["edge-h"]; in.Served == nil || in.Served.Serial != serial || in.Served.Revision != resp.Header.Get("X-Scafo-Revision") || in.State != "current" {
+		t.Errorf("after a second poll: %+v, want served serial %d, current", in, serial)
+	}
+}
+
+// Reports ride the routing endpoints, which the public apex never routes.
+func TestReportsAreNotReachableThroughTheApex(t *testing.T) {
+	t.Parallel()
+	for _, p := range []string{"/v1/ingress/", "/v1/status"} {
+		found := false
+		for _, d := range routing.DeniedAPIPrefixes {
+			found = found || strings.HasPrefix(p, d)
+		}
+		if !found {
+			t.Errorf("%s is not under a denied apex prefix %v", p, routing.DeniedAPIPrefixes)
+		}
+	}
+}
+
+// Metrics count the fleet's ingresses by state and the oldest live report's age; a
+// write with wait=applied and no ingress at all answers once this node publishes it.
+func TestIngressMetricsAndAWaitWithNoIngress(t *testing.T) {
+	t.Parallel()
+	n := testnode.Start(t, testnode.ReportsConfig(t, "vps-a", t.TempDir()))
+	n.WaitReady()
+	resp, body := n.Do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=10s", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	var ab api.Applied
+	json.Unmarshal(body, &ab)
+	if resp.StatusCode != http.StatusOK || ab.Ingresses != 0 {
+		t.Fatalf("wait with no ingress: %d %s", resp.StatusCode, body)
+	}
+	if _, mark := publishedMark(t, n); mark < ab.Serial {
+		t.Errorf("answered applied at serial %d while this node publishes serial %d", ab.Serial, mark)
+	}
+	if !strings.Contains(string(routesDocBytes(t, n)), `"shop.apps.example.com"`) {
+		t.Error("answered applied before this node published the application")
+	}
+
+	p := testnode.StartFakePlugin(t, n, "edge-1")
+	nodetest.WaitFor(t, 5*time.Second, "edge-1 current", func() bool { return testnode.IngressesOf(t, n)["edge-1"].State == "current" })
+	metric := func(name string) string {
+		_, b := n.Get("/metrics", "")
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, name+" ") {
+				return strings.TrimPrefix(line, name+" ")
+			}
+		}
+		return ""
+	}
+	if got := metric(`scafo_ingresses{state="current"}`); got != "1" {
+		t.Errorf(`scafo_ingresses{state="current"} = %q, want 1`, got)
+	}
+	if got := metric(`scafo_ingress_oldest_report_seconds`); got == "" {
+		t.Error("no scafo_ingress_oldest_report_seconds")
+	}
+	p.Frozen.Store(true)
+	n.Must(http.StatusCreated, http.MethodPut, "/v1/apps/cart", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	nodetest.WaitFor(t, 5*time.Second, "edge-1 behind in the metrics", func() bool { return metric(`scafo_ingresses{state="behind"}`) == "1" })
+	p.Stop()
+	nodetest.WaitFor(t, 6*time.Second, "edge-1 lost in the metrics", func() bool { return metric(`scafo_ingresses{state="lost"}`) == "1" })
+}
+
+func routesDocBytes(t *testing.T, n *testnode.Node) []byte {
+	t.Helper()
+	_, b := n.Get("/v1/ingress/routes", testnode.IngressToken)
+	return b
+}
+
+// listFails fails LIST of ingresses/ while on.
+type listFails struct {
+	store.Store
+	on atomic.Bool
+}
+
+func (l *listFails) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	if l.on.Load() && prefix == ingress.Prefix {
+		return nil, fmt.Errorf("listing: %w", store.ErrUnavailable)
+	}
+	return l.Store.List(ctx, prefix)
+}
+
+// When the fleet's reports cannot be read, a write never answers "applied": the
+// ingresses it cannot see may be behind.
+func TestWaitAppliedIsNeverAppliedOnAPartialView(t *testing.T) {
+	t.Parallel()
+	cfg := testnode.ReportsConfig(t, "vps-a", t.TempDir())
+	st, err := dir.New(cfg.Store.Dir.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lf := &listFails{Store: st}
+	n := testnode.StartWithStore(t, cfg, lf)
+	n.WaitReady()
+	testnode.StartFakePlugin(t, n, "edge-1")
+	nodetest.WaitFor(t, 5*time.Second, "edge-1 current", func() bool { return testnode.IngressesOf(t, n)["edge-1"].State == "current" })
+	lf.on.Store(true)
+	// The view read before the switch may still be cached: wait until the node's view
+	// is the failing one, so the write below meets it (and not a view read earlier).
+	nodetest.WaitFor(t, 10*time.Second, "the reports unreadable", func() bool { return testnode.StatusOf(t, n).IngressesError != "" })
+	resp, body := n.Do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=1500ms", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "could not be read") {
+		t.Errorf("with the reports unreadable: %d %s, want 202 saying so", resp.StatusCode, body)
+	}
+	if s := testnode.StatusOf(t, n); s.IngressesError == "" || len(s.Ingresses) != 1 {
+		t.Errorf("status with the reports unreadable: error %q, %d ingresses; want the error and this node's own", s.IngressesError, len(s.Ingresses))
+	}
+}
+
+// What an idle ingress costs the store: the node it long-polls refreshes its report
+// once per lostAfter/4 (a held long-poll counts as heard from), and nothing is read
+// until someone asks (status, metrics, a waiting write). On S3 every store call is one
+// HTTP request (a conditional PUT that loses would show as a GET more: write rereads
+// the object), and a later read of unchanged reports costs one LIST and no GET (the
+// etag listed is the etag read and written).
+func TestAnIdleIngressCostsOneWritePerRefreshAndNoRead(t *testing.T) {
+	t.Parallel()
+	testnode.OnReportBackends(t, testAnIdleIngressCosts)
+}
+
+func testAnIdleIngressCosts(t *testing.T, be testnode.ReportBackend) {
+	cfg := testnode.ReportsConfig(t, "vps-a", t.TempDir()) // lostAfter 2s: a refresh every 500ms
+	rc, httpOf := testnode.CountedReports(t, be)
+	n := testnode.StartWithStore(t, cfg, rc)
+	n.WaitReady()
+	resp, _ := n.Get("/v1/ingress/traefik", testnode.IngressToken, api.HeaderIngress, "edge-1", api.HeaderIngressKind, api.KindPlugin)
+	etag := resp.Header.Get("ETag")
+	start := time.Now()
+	const held = 3 * time.Second
+	// One long-poll held for the whole window (nothing changes), longer than lostAfter.
+	codes := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, n.URL+"/v1/ingress/traefik?wait="+held.String(), nil)
+		req.Header.Set("Authorization", "Bearer "+testnode.IngressToken)
+		req.Header.Set("If-None-Match", etag)
+		req.Header.Set(api.HeaderIngress, "edge-1")
+		req.Header.Set(api.HeaderIngressKind, api.KindPlugin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			codes <- 0
+			return
+		}
+		resp.Body.Close()
+		codes <- resp.StatusCode
+	}()
+	time.Sleep(time.Duration(cfg.Ingresses.LostAfter) + 500*time.Millisecond)
+	if in := testnode.IngressesOf(t, n)["edge-1"]; in.State == "lost" {
+		t.Errorf("edge-1 lost while its long-poll is held: %+v", in)
+	}
+	if code := <-codes; code != http.StatusNotModified {
+		t.Fatalf("long-poll: %d", code)
+	}
+	elapsed := time.Since(start)
+	time.Sleep(2 * ingress.MinWriteGap)
+	c, h := rc.Counts(), httpOf()
+	refreshes := int(elapsed / (time.Duration(cfg.Ingresses.LostAfter) / 4))
+	t.Logf("%s: held %s: store calls on ingresses/ %v, HTTP %+v (refresh every %s)",
+		be.Name, elapsed.Round(time.Millisecond), c, h, time.Duration(cfg.Ingresses.LostAfter)/4)
+	if c["put"] < 2 || c["put"] > refreshes+2 {
+		t.Errorf("%d report writes in %s, want about one per refresh (%d) plus the first", c["put"], elapsed, refreshes)
+	}
+	// One status was asked for, mid-poll: one LIST, and a GET of the one report new
+	// to this node's view.
+	if c["list"] != 1 || c["get"] != 1 {
+		t.Errorf("reads of ingresses/ with one status asked for: %v, want one LIST and one GET", c)
+	}
+	if be.Name == "s3" {
+		// One HTTP request per call: a PUT per write, a GET for the LIST (one page) and
+		// one for the report; nothing retried, nothing else.
+		want := s3.Stats{Requests: int64(c["put"] + 2), ByMethod: map[string]int64{"PUT": int64(c["put"]), "GET": 2}}
+		if h.Requests != want.Requests || !maps.Equal(h.ByMethod, want.ByMethod) || h.Failed != 0 || h.NotModified != 0 {
+			t.Errorf("HTTP requests on ingresses/: %+v, want %+v", h, want)
+		}
+	}
+
+	// The report is still now (its last write is done): once the views read above have
+	// aged, a status costs one LIST and no GET.
+	statusCost := func() (map[string]int, s3.Stats) {
+		time.Sleep(ingress.StatusViewMaxAge + 100*time.Millisecond)
+		return testnode.CostOf(rc, httpOf, func() {
+			if in := testnode.IngressesOf(t, n)["edge-1"]; in.Applied == nil {
+				t.Fatalf("edge-1 %+v, want listed", in)
+			}
+		})
+	}
+	d, hd := statusCost() // reads the report as last written
+	t.Logf("%s: a status after the last write: store calls %v, HTTP %+v", be.Name, d, hd)
+	d, hd = statusCost()
+	t.Logf("%s: the next status: store calls %v, HTTP %+v", be.Name, d, hd)
+	if want := map[string]int{"list": 1}; !maps.Equal(d, want) {
+		t.Errorf("a status with no report changed since the last: store calls on ingresses/ %v, want %v", d, want)
+	}
+	if be.Name == "s3" && (hd.Requests != 1 || hd.ByMethod["GET"] != 1 || hd.Failed != 0) {
+		t.Errorf("a status with no report changed since the last: HTTP %+v, want one GET (the LIST)", hd)
+	}
+}
+
+// slowLink relays TCP connections from a loopback port to addr, holding every chunk a
+// client sends for delay before passing it on: a real MinIO behind a round trip of an
+// object store a region away. It returns the relay's address.
+func slowLink(t *testing.T, addr string, delay time.Duration) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		wg    sync.WaitGroup
+	)
+	track := func(c net.Conn) {
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+	}
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", addr)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			track(c)
+			track(up)
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				io.Copy(c, up)
+			}()
+			go func() {
+				defer wg.Done()
+				defer up.Close()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := c.Read(buf)
+					if n > 0 {
+						time.Sleep(delay)
+						if _, werr := up.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// A node reads the fleet's reports in time from an object store a region away. With
+// 120 reports at 25 ms a request, one GET after another took 3 s, beyond the 2 s a read
+// of the reports may take (ingressViewTimeout); and a read that timed out kept nothing,
+// so every later one started over and failed the same way: the node never listed the
+// fleet's ingresses, and every write with ?wait=applied answered 202 ("could not be
+// read") whatever the ingresses held.
+func TestIngressReportsAreReadInTimeFromAStoreARegionAway(t *testing.T) {
+	t.Parallel()
+	const (
+		reports = 120
+		rtt     = 25 * time.Millisecond
+	)
+	bcfg := s3test.Shared(t).NewBucket(t)
+	writer := testnode.OpenS3(t, bcfg)
+	for i := range reports {
+		b, _ := json.Marshal(ingress.Report{Name: fmt.Sprintf("edge-%03d", i), Kind: api.KindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
+		if _, err := writer.Put(t.Context(), fmt.Sprintf("%sedge-%03d.json", ingress.Prefix, i), b, store.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	far := bcfg
+	far.Endpoint = slowLink(t, bcfg.Endpoint, rtt)
+	farReports := testnode.OpenS3(t, far)
+	cfg := testnode.ReportsConfig(t, "vps-a", t.TempDir())
+	cfg.Ingresses.LostAfter = ptypes.Duration(time.Minute) // every report live
+	// Only ingresses/ goes the long way: the reconcile pass is not what is measured.
+	n := testnode.StartWithStore(t, cfg, testnode.PrefixRoute{Store: testnode.OpenS3(t, bcfg), Prefix: ingress.Prefix, To: farReports})
+	n.WaitReady()
+	// The first status reads them all, within the one read's ingressViewTimeout.
+	start, before := time.Now(), farReports.Stats()
+	s := testnode.StatusOf(t, n)
+	if s.IngressesError != "" || len(s.Ingresses) != reports {
+		t.Errorf("the first status: %d ingresses, error %q; want the %d reports", len(s.Ingresses), s.IngressesError, reports)
+	}
+	d := farReports.Stats().Sub(before)
+	t.Logf("%d reports at %s a request: listed in %s, %d HTTP requests %v", reports, rtt, time.Since(start).Round(time.Millisecond), d.Requests, d.ByMethod)
+	if d.Failed != 0 || d.ByMethod["GET"] != reports+1 {
+		t.Errorf("reading %d reports: HTTP %+v, want one LIST and one GET per report", reports, d)
+	}
+}
+
+// An ingress not heard from for ingresses.forgetAfter is forgotten: its object is
+// deleted by the next node that reads the reports.
+func TestIngressNotSeenForForgetAfterIsForgotten(t *testing.T) {
+	t.Parallel()
+	testnode.OnReportBackends(t, testIngressNotSeenForForgetAfterIsForgotten)
+}
+
+func testIngressNotSeenForForgetAfterIsForgotten(t *testing.T, be testnode.ReportBackend) {
+	n := testnode.StartReportsNode(t, be, "vps-a") // forgetAfter 1h
+	ctx := context.Background()
+	for name, age := range map[string]time.Duration{"old": 2 * time.Hour, "recent": 30 * time.Minute} {
+		b, _ := json.Marshal(ingress.Report{Name: name, Kind: api.KindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().Add(-age).UTC()})
+		if _, err := n.St.Put(ctx, ingress.Prefix+name+".json", b, store.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ins := testnode.IngressesOf(t, n)
+	if _, ok := ins["old"]; ok {
+		t.Errorf("an ingress not seen for 2h is listed (forgetAfter 1h): %+v", ins["old"])
+	}
+	if ins["recent"].State != "lost" {
+		t.Errorf("an ingress not seen for 30m: %+v, want listed lost", ins["recent"])
+	}
+	if _, err := n.St.Get(ctx, ingress.Prefix+"old.json"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the forgotten ingress's object: %v, want deleted", err)
+	}
+}
+
+// A report object seen in the future (a corrupt object, or one written by a node whose
+// clock ran far ahead and then left) would never be lost nor forgotten: a ghost every
+// ?wait=applied waits for, answering 202 forever. Seen more than lostAfter ahead of
+// this node's clock, it is skipped with the reason, like any other malformed report.
+func TestIngressReportSeenInTheFutureIsSkippedNotWaitedForForever(t *testing.T) {
+	t.Parallel()
+	n := testnode.Start(t, testnode.ReportsConfig(t, "vps-a", t.TempDir())) // lostAfter 2s
+	n.WaitReady()
+	ctx := context.Background()
+	ghost, _ := json.Marshal(ingress.Report{Name: "ghost", Kind: api.KindPlugin, Node: "vps-z", Serial: 1, Seen: time.Now().Add(365 * 24 * time.Hour).UTC()})
+	if _, err := n.St.Put(ctx, ingress.Prefix+"ghost.json", ghost, store.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	resp, body := n.Do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=1s", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a write waiting with only a ghost report in the store: %d %s, want 200", resp.StatusCode, body)
+	}
+	s := testnode.StatusOf(t, n)
+	for _, in := range s.Ingresses {
+		if in.Name == "ghost" {
+			t.Errorf("a report seen a year ahead is listed %+v, want skipped", in)
+		}
+	}
+	reasons := map[string]string{}
+	for _, sk := range s.IngressesSkipped {
+		reasons[sk.Object] = sk.Reason
+	}
+	if !strings.Contains(reasons["ingresses/ghost.json"], "future") {
+		t.Errorf("skipped %v, want ingresses/ghost.json with a reason naming the future", reasons)
+	}
+}
