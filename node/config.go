@@ -14,6 +14,7 @@ import (
 
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetwrite"
+	"github.com/scafo/ingress/node/httpapi"
 	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/reconcile"
 	"github.com/scafo/ingress/node/store"
@@ -165,24 +166,9 @@ type HealthCheckConfig struct {
 // ProbeConfig times the probes of this node's own instances (package probe).
 type ProbeConfig = probe.Config
 
-// LimitsConfig bounds what clients can hold (docs/design.md §5, "Hostile clients"). The node
-// API may face the internet: a connection that sends headers and never its body, or
-// never finishes its headers, or never reads its answer, is cut after a bounded time,
-// and connections beyond a cap are refused, with a reserve kept for ingress polls and
-// probes.
-type LimitsConfig struct {
-	MaxConns      int             `description:"Most concurrent connections on the API listener; beyond it new connections are refused with 503 (0: derived from the open-file limit, 3/4 of it, at most 4096)." json:"maxConns,omitempty"`
-	ReservedConns int             `description:"Of maxConns, how many are kept for ingress polls and status (ingress or admin token) and health probes: a connection accepted beyond maxConns - reservedConns serves one such request and closes (0: maxConns/8)." json:"reservedConns,omitempty"`
-	HeaderTimeout ptypes.Duration `description:"Time a client has to send a request's headers." json:"headerTimeout,omitempty"`
-	BodyTimeout   ptypes.Duration `description:"Time a client has to send a request's body, counted from the end of its headers (requests without a body, such as long-polls, are not bounded by it)." json:"bodyTimeout,omitempty"`
-	WriteTimeout  ptypes.Duration `description:"Time a client has to take an answer (a long-poll's wait is not counted)." json:"writeTimeout,omitempty"`
-	IdleTimeout   ptypes.Duration `description:"A keep-alive connection idle this long is closed." json:"idleTimeout,omitempty"`
-	RejectLog     ptypes.Duration `description:"Rejected requests are logged at most once per remote address per this interval, with the count of those not logged." json:"rejectLog,omitempty"`
-	// MaxConnsPerSource and ConnMaxAge: one client cannot hold the general connections
-	// with idle keep-alives (issue 25 item 6).
-	MaxConnsPerSource int             `description:"Most general connections one remote address (an IPv6 address: its /64) holds at once; a further connection from it is served like a reserved one (one ingress poll, status or health probe, or any request with the ingress or admin token, then closed; anything else 503) (0: a quarter of the general connections, at least 16)." json:"maxConnsPerSource,omitempty"`
-	ConnMaxAge        ptypes.Duration `description:"A connection older than this is closed after its next answer (Connection: close), however busy: a keep-alive cannot hold a slot for as long as its client likes." json:"connMaxAge,omitempty"`
-}
+// LimitsConfig bounds what clients can hold: the API's connections and request
+// deadlines (package httpapi, whose guards enforce them).
+type LimitsConfig = httpapi.LimitsConfig
 
 // LogConfig selects the log format and level.
 type LogConfig struct {
@@ -246,14 +232,7 @@ func (c *Config) SetDefaults() {
 	c.Writes = fleetwrite.DefaultWrites()
 	c.Audit = fleetwrite.DefaultAudit()
 	c.Ports = fleetwrite.DefaultPorts()
-	c.Limits = LimitsConfig{
-		HeaderTimeout: ptypes.Duration(5 * time.Second),
-		BodyTimeout:   ptypes.Duration(10 * time.Second),
-		WriteTimeout:  ptypes.Duration(60 * time.Second),
-		IdleTimeout:   ptypes.Duration(30 * time.Second),
-		RejectLog:     ptypes.Duration(10 * time.Second),
-		ConnMaxAge:    ptypes.Duration(5 * time.Minute),
-	}
+	c.Limits = httpapi.DefaultLimits()
 	c.Log = LogConfig{Level: "info", Format: "text"}
 	c.Ingresses = ingress.Defaults()
 }
@@ -339,7 +318,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("ports.quarantine %s: must be at least 5 x reconcile.interval + 5s (%s)", time.Duration(c.Ports.Quarantine), floor))
 	}
 	errs = append(errs, c.Probe.Validate()...)
-	errs = append(errs, c.Limits.validate()...)
+	errs = append(errs, c.Limits.Validate()...)
 	errs = append(errs, c.Ingresses.Validate()...)
 	// The render reads 0 as its default; here the defaults are already set, so a 0 is
 	// someone's explicit value, and it means nothing (1 is off). The other bounds are

@@ -5,7 +5,9 @@ import (
 
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetwrite"
+	"github.com/scafo/ingress/node/httpapi"
 	"github.com/scafo/ingress/node/ingress"
+	"github.com/scafo/ingress/node/internal/fdlimit"
 	"github.com/scafo/ingress/node/probe"
 	"github.com/scafo/ingress/node/publish"
 	"github.com/scafo/ingress/node/reconcile"
@@ -21,16 +23,16 @@ var (
 	LoadOrMintToken     = loadOrMintToken
 	PublishedMark       = publishedMark
 	HealthCheckInterval = healthCheckInterval
-	OpenFiles           = openFiles
-	OpenFileLimit       = openFileLimit
+	OpenFiles           = fdlimit.Open
+	OpenFileLimit       = fdlimit.Limit
 	NewMetrics          = newMetrics
 	CheckStoreAtStart   = checkStoreAtStart
 	CertStorage         = certStorage
 )
 
 const (
-	MinConns        = minConns
-	MaxDerivedConns = maxDerivedConns
+	MinConns        = httpapi.MinConns
+	MaxDerivedConns = httpapi.MaxDerivedConns
 	DrainBudget     = drainBudget
 )
 
@@ -51,5 +53,3 @@ func (s *Server) Certs() *fleetcerts.Manager             { return s.certs }
 func (s *Server) Metrics() *metrics                      { return s.metrics }
 func (m *metrics) Reg() *prometheus.Registry             { return m.reg }
 func (m *metrics) StoreRequests() *prometheus.CounterVec { return m.storeRequests }
-
-func (c LimitsConfig) Conns() (total, reserved int) { return c.conns() }

@@ -119,7 +119,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	if err != nil {
 		return nil, err
 	}
-	cfg.Limits.fillDefaults()
+	cfg.Limits.FillDefaults()
 	inst.Reserve(cfg.Node.APIPort) // an application never gets the API's port
 	storeRequests := newStoreRequests()
 	st = newRequestCounter(st, storeRequests)
@@ -201,9 +201,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	// No ReadTimeout or WriteTimeout: they would cut long-polls. A request's body and its
 	// answer are bounded per request instead (node/httpapi, limits.go).
 	lim := s.cfg.Limits
-	total, reserved := lim.conns()
+	total, reserved := lim.Conns()
 	raw := ln // the socket itself, for drainSocket
-	ln = s.http.Listen(ln, total, reserved, lim.perSource(total-reserved))
+	ln = s.http.Listen(ln, total, reserved, lim.PerSource(total-reserved))
 	startCerts(s.certs, s.pub, ln.Addr())
 	defer stopCerts(s.certs)
 	var fresh freshConns
