@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"sync"
 	"testing"
@@ -30,28 +29,6 @@ func (h *heldOwnRecord) Put(ctx context.Context, key string, v []byte, cond stor
 		}
 	}
 	return h.Store.Put(ctx, key, v, cond)
-}
-
-// apiNodes is the node names of a routing document's API upstreams.
-func apiNodes(t *testing.T, body []byte) []string {
-	t.Helper()
-	var d struct {
-		API *struct {
-			Upstreams []struct {
-				Node string `json:"node"`
-			} `json:"upstreams"`
-		} `json:"api"`
-	}
-	if err := json.Unmarshal(body, &d); err != nil {
-		t.Fatalf("document: %v: %s", err, body)
-	}
-	var names []string
-	if d.API != nil {
-		for _, u := range d.API.Upstreams {
-			names = append(names, u.Node)
-		}
-	}
-	return names
 }
 
 // On a brand-new store, the first document a node serves after ready already carries

@@ -22,6 +22,7 @@ const (
 	healthzKeepAlive = testnode.HealthzKeepAlive
 
 	testProbeURL = testnode.ProbeURL
+	pathsURL     = testnode.PathsURL
 )
 
 var (
@@ -75,4 +76,7 @@ var (
 	countedReports      = testnode.CountedReports
 	costOf              = testnode.CostOf
 	callbackOf          = testnode.CallbackOf
+	apiNodes            = testnode.APINodes
+	probeConfig         = testnode.ProbeConfig
+	recordReady         = testnode.RecordReady
 )

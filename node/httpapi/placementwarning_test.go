@@ -1,9 +1,11 @@
-package node_test
+package httpapi_test
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/scafo/ingress/internal/testnode"
 )
 
 // TestAPlacementOnANodeNoRecordNamesIsWarnedAtItsWrite: an application placed on a node
@@ -12,14 +14,14 @@ import (
 // known nodes answers without the field.
 func TestAPlacementOnANodeNoRecordNamesIsWarnedAtItsWrite(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
 	n.WaitReady()
 	put := func(code int, app, body string) []string {
 		var a struct {
 			Name     string   `json:"name"`
 			Warnings []string `json:"warnings"`
 		}
-		raw := n.Must(code, "PUT", "/v1/apps/"+app, testAdminToken, body)
+		raw := n.Must(code, "PUT", "/v1/apps/"+app, testnode.AdminToken, body)
 		if err := json.Unmarshal(raw, &a); err != nil || a.Name != app {
 			t.Fatalf("PUT %s answered %s (%v)", app, raw, err)
 		}

@@ -1,4 +1,4 @@
-package node_test
+package fleetwrite_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetwrite"
@@ -30,22 +31,22 @@ import (
 func TestATenantsRoutingChangesAreBudgetedFleetWide(t *testing.T) {
 	t.Parallel()
 	storeDir := t.TempDir()
-	var nodes []*testNode
+	var nodes []*testnode.Node
 	for _, name := range []string{"vps-a", "vps-b"} {
-		cfg := testConfig(t, name, storeDir)
+		cfg := testnode.Config(t, name, storeDir)
 		cfg.Writes.Rate, cfg.Writes.Burst = 1000, 1000 // not the per-token limit
 		cfg.Writes.RouteBurst, cfg.Writes.RoutePerMinute = 6, 0.01
-		nodes = append(nodes, startNode(t, cfg))
+		nodes = append(nodes, testnode.Start(t, cfg))
 	}
 	a, b := nodes[0], nodes[1]
 	a.WaitReady()
 	b.WaitReady()
-	a.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"mallory","placement":["vps-a","vps-b"]}`)
-	_, tok := issueToken(t, a, "mallory", "evil", `"instance"`)
+	a.Must(201, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"mallory","placement":["vps-a","vps-b"]}`)
+	_, tok := testnode.IssueToken(t, a, "mallory", "evil", `"instance"`)
 	for _, n := range nodes {
 		n.Must(201, "POST", "/v1/node/instances/evil", tok, `{}`)
 	}
-	ready := map[*testNode]bool{}
+	ready := map[*testnode.Node]bool{}
 	changes := 0
 	for i := 0; ; i++ {
 		n := nodes[i%2]
@@ -88,7 +89,7 @@ func TestATenantsRoutingChangesAreBudgetedFleetWide(t *testing.T) {
 	}
 	// The admin is never refused.
 	for i := range 8 {
-		nodes[i%2].Must(200, "PUT", "/v1/node/instances/evil", testAdminToken, fmt.Sprintf(`{"ready":%v}`, i%4 < 2))
+		nodes[i%2].Must(200, "PUT", "/v1/node/instances/evil", testnode.AdminToken, fmt.Sprintf(`{"ready":%v}`, i%4 < 2))
 	}
 }
 
@@ -146,49 +147,5 @@ func TestADeployOfATenPlacementAppPassesTheDefaultRouteBudget(t *testing.T) {
 				t.Fatalf("step %d, moving node %d within its pair: %v", step, i, err)
 			}
 		}
-	}
-}
-
-// TestAnAppInAGroupWithoutAPlatformDomainIsWarnedAtItsWrite (issue 25 item 9): an
-// application whose ingress group no platform domain is in gets no platform host; the
-// derivation says so in /v1/status skipped, and now its write says so too, in
-// "warnings". An application that does get a platform host answers without the field.
-func TestAnAppInAGroupWithoutAPlatformDomainIsWarnedAtItsWrite(t *testing.T) {
-	t.Parallel()
-	cfg := testConfig(t, "vps-a", t.TempDir())
-	cfg.Platform.Groups = []string{"apps.example.com=eu-1"}
-	n := startNode(t, cfg)
-	n.WaitReady()
-	type answer struct {
-		fleet.App
-		Warnings []string `json:"warnings"`
-	}
-	put := func(code int, app, body string) answer {
-		var a answer
-		raw := n.Must(code, "PUT", "/v1/apps/"+app, testAdminToken, body)
-		if err := json.Unmarshal(raw, &a); err != nil {
-			t.Fatal(err)
-		}
-		if a.Name != app || a.ID == "" {
-			t.Fatalf("PUT %s answered %s, not the application", app, raw)
-		}
-		if a.Warnings == nil && strings.Contains(string(raw), "warnings") {
-			t.Errorf("PUT %s: %s", app, raw)
-		}
-		return a
-	}
-	eu := put(201, "shop", `{"account":"acme","placement":["vps-a"],"ingress":{"group":"eu-1"}}`)
-	if len(eu.Warnings) != 0 {
-		t.Errorf("an application of eu-1, the group of apps.example.com: warnings %q", eu.Warnings)
-	}
-	for _, code := range []int{201, 200} { // create, then the identical (no-op) update
-		d := put(code, "blog", `{"account":"acme","placement":["vps-a"]}`)
-		if len(d.Warnings) != 1 || !strings.Contains(d.Warnings[0], `"default"`) || !strings.Contains(d.Warnings[0], "no platform host") {
-			t.Errorf("an application of group default, which no platform domain is in (%d): warnings %q", code, d.Warnings)
-		}
-	}
-	other := put(201, "docs", `{"account":"acme","placement":["vps-a"],"ingress":{"group":"us-2"}}`)
-	if len(other.Warnings) != 1 || !strings.Contains(other.Warnings[0], `"us-2"`) {
-		t.Errorf("an application of an unmapped group us-2: warnings %q", other.Warnings)
 	}
 }

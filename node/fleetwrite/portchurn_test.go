@@ -1,4 +1,4 @@
-package node_test
+package fleetwrite_test
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/fleetwrite"
 )
 
@@ -18,14 +19,14 @@ import (
 // bounded (409 past the bound); moving back to a port it left stays allowed.
 func TestATenantCannotQuarantineEveryPortByMovingItsInstance(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t, "vps-a", t.TempDir())
+	cfg := testnode.Config(t, "vps-a", t.TempDir())
 	cfg.Ports.Min, cfg.Ports.Max = 24000, 24000+3*fleetwrite.MaxQuarantinedPorts
 	cfg.Writes.Rate, cfg.Writes.Burst = 1000, 1000
-	n := startNode(t, cfg)
+	n := testnode.Start(t, cfg)
 	n.WaitReady()
-	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"mallory","placement":["vps-a"]}`)
-	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	_, evilTok := issueToken(t, n, "mallory", "evil", `"instance"`)
+	n.Must(201, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"mallory","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	_, evilTok := testnode.IssueToken(t, n, "mallory", "evil", `"instance"`)
 	var first struct{ Port int }
 	json.Unmarshal(n.Must(201, "POST", "/v1/node/instances/evil", evilTok, `{}`), &first)
 
@@ -66,7 +67,7 @@ func TestATenantCannotQuarantineEveryPortByMovingItsInstance(t *testing.T) {
 		t.Error("a tenant quarantined every port of the range by releasing its instance and setting it on the next port")
 	}
 	// Another account still gets a port on this node.
-	resp, b := n.Do("POST", "/v1/node/instances/shop", testAdminToken, `{}`)
+	resp, b := n.Do("POST", "/v1/node/instances/shop", testnode.AdminToken, `{}`)
 	if resp.StatusCode != 201 {
 		t.Fatalf("another account's instance after the tenant's moves: %d %s, want 201 (a port)", resp.StatusCode, b)
 	}

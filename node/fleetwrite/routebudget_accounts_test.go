@@ -1,4 +1,4 @@
-package node_test
+package fleetwrite_test
 
 // Hostile review (round four) of the per-account routing change budget (issue 25 item
 // 5): a tenant cannot spend another account's budget, through any write it can send,
@@ -8,21 +8,22 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/fleetwrite"
 )
 
 func TestATenantCannotSpendAnotherAccountsRoutingBudget(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t, "vps-a", t.TempDir())
+	cfg := testnode.Config(t, "vps-a", t.TempDir())
 	cfg.Writes.Rate, cfg.Writes.Burst = 1000, 1000
 	cfg.Writes.RouteBurst, cfg.Writes.RoutePerMinute = 3, 0.01
-	n := startNode(t, cfg)
+	n := testnode.Start(t, cfg)
 	n.WaitReady()
-	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"mallory","placement":["vps-a"]}`)
-	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"alice","placement":["vps-a"]}`)
-	n.Must(201, "PUT", "/v1/apps/shop/domains/shop.example.org", testAdminToken, "")
-	_, evil := issueToken(t, n, "mallory", "evil", `"instance", "publish"`)
-	_, alice := issueToken(t, n, "alice", "shop", `"instance", "publish"`)
+	n.Must(201, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"mallory","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"alice","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/shop/domains/shop.example.org", testnode.AdminToken, "")
+	_, evil := testnode.IssueToken(t, n, "mallory", "evil", `"instance", "publish"`)
+	_, alice := testnode.IssueToken(t, n, "alice", "shop", `"instance", "publish"`)
 	n.Must(201, "POST", "/v1/node/instances/shop", alice, `{}`)
 
 	// Mallory, with a token of its own account, at everything of alice's it can name.

@@ -1,4 +1,4 @@
-package node_test
+package fleetwrite_test
 
 import (
 	"bytes"
@@ -16,42 +16,42 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetwrite"
 )
-
-const pathsURL = "/v1/apps/tito-classic/domains/ti.to/paths"
 
 func TestPathMapEndToEndWithinOneInterval(t *testing.T) {
 	t.Parallel()
 	// Set the fleet up on the suite's short interval, then run the same node (same
 	// store, same state) again with an interval far longer than the bound below: only
 	// the pass the write kicks (publish-on-write) can publish the map in time.
-	cfg := testConfig(t, "vps-a", t.TempDir())
-	setup := startNode(t, cfg)
+	cfg := testnode.Config(t, "vps-a", t.TempDir())
+	setup := testnode.Start(t, cfg)
 	setup.WaitReady()
-	fleetOf(t, setup, "tito-classic", "tito-go")
+	testnode.FleetOf(t, setup, "tito-classic", "tito-go")
 	setup.Stop()
 
 	const interval, bound = time.Minute, 2 * time.Second
 	cfg.Reconcile.Interval = ptypes.Duration(interval)
-	n := startNode(t, cfg)
+	n := testnode.Start(t, cfg)
 	n.WaitReady()
-	before := routesDoc(t, n)
-	if hosts := hostsOf(before); len(hosts) != 3 {
+	before := testnode.RoutesDoc(t, n)
+	if hosts := testnode.HostsOf(before); len(hosts) != 3 {
 		t.Fatalf("after the restart the document routes %v, want the fleet's 3 hosts", hosts)
 	}
 	start := time.Now()
-	n.Must(200, "PUT", pathsURL, testAdminToken, `{"paths":{"paulca":"tito-go.apps.example.com"}}`)
-	waitFor(t, bound, fmt.Sprintf("map published with reconcile.interval %s (only the write's kick can publish it in time)", interval), func() bool {
-		p := pathsOf(t, n, "ti.to")
+	n.Must(200, "PUT", testnode.PathsURL, testnode.AdminToken, `{"paths":{"paulca":"tito-go.apps.example.com"}}`)
+	nodetest.WaitFor(t, bound, fmt.Sprintf("map published with reconcile.interval %s (only the write's kick can publish it in time)", interval), func() bool {
+		p := testnode.PathsOf(t, n, "ti.to")
 		return p["paulca"] == "tito-go.apps.example.com"
 	})
 	el := time.Since(start)
-	if after := routesDoc(t, n); after["revision"] == before["revision"] {
+	if after := testnode.RoutesDoc(t, n); after["revision"] == before["revision"] {
 		t.Fatalf("the map is routed but the revision %v did not move", after["revision"])
 	}
-	_, tr := n.Get("/v1/ingress/traefik", testIngressToken)
+	_, tr := n.Get("/v1/ingress/traefik", testnode.IngressToken)
 	if !strings.Contains(string(tr), "Host(`ti.to`) && (Path(`/paulca`) || PathPrefix(`/paulca/`)") {
 		t.Fatalf("no segment-exact router in the Traefik config:\n%s", tr)
 	}
@@ -60,14 +60,14 @@ func TestPathMapEndToEndWithinOneInterval(t *testing.T) {
 
 func TestPathsBodyWithoutWrapperRefused(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
 	n.WaitReady()
-	fleetOf(t, n, "tito-classic", "tito-go")
-	n.Must(200, "PUT", pathsURL, testAdminToken, `{"paths":{"paulca":"tito-go.apps.example.com"}}`)
-	waitFor(t, 5*time.Second, "map published", func() bool {
-		return pathsOf(t, n, "ti.to")["paulca"] == "tito-go.apps.example.com"
+	testnode.FleetOf(t, n, "tito-classic", "tito-go")
+	n.Must(200, "PUT", testnode.PathsURL, testnode.AdminToken, `{"paths":{"paulca":"tito-go.apps.example.com"}}`)
+	nodetest.WaitFor(t, 5*time.Second, "map published", func() bool {
+		return testnode.PathsOf(t, n, "ti.to")["paulca"] == "tito-go.apps.example.com"
 	})
-	before := storeBytes(t, n.Cfg.Store.Dir.Path)
+	before := testnode.StoreBytes(t, n.Cfg.Store.Dir.Path)
 	for _, tc := range []struct{ name, body, want string }{
 		{"bare map", `{"paulca":"tito-go.apps.example.com"}`, "paulca"},
 		{"typo", `{"path":{}}`, `"path"`},
@@ -84,32 +84,32 @@ func TestPathsBodyWithoutWrapperRefused(t *testing.T) {
 		{"long-s key", `{"pathſ":{}}`, `"pathſ"`},
 		{"duplicate key", `{"paths":{"paulca":"tito-go.apps.example.com"},"paths":{}}`, "duplicate key"},
 	} {
-		resp, b := n.Do("PUT", pathsURL, testAdminToken, tc.body)
+		resp, b := n.Do("PUT", testnode.PathsURL, testnode.AdminToken, tc.body)
 		var e api.Error
 		json.Unmarshal(b, &e)
 		if resp.StatusCode != 400 || !strings.Contains(e.Error+" "+e.Detail, tc.want) {
 			t.Errorf("%s: %d %s, want 400 naming %s", tc.name, resp.StatusCode, b, tc.want)
 		}
 	}
-	if after := storeBytes(t, n.Cfg.Store.Dir.Path); !maps.Equal(before, after) {
+	if after := testnode.StoreBytes(t, n.Cfg.Store.Dir.Path); !maps.Equal(before, after) {
 		t.Fatal("a refused request changed the store")
 	}
-	if p := pathsOf(t, n, "ti.to"); p["paulca"] != "tito-go.apps.example.com" {
+	if p := testnode.PathsOf(t, n, "ti.to"); p["paulca"] != "tito-go.apps.example.com" {
 		t.Fatalf("previous map not intact: %v", p)
 	}
 }
 
 func TestPathMapAboveCapRefused(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
 	n.WaitReady()
-	fleetOf(t, n, "tito-classic", "tito-go")
+	testnode.FleetOf(t, n, "tito-classic", "tito-go")
 	m := map[string]string{}
 	for i := range 10001 {
 		m[fmt.Sprintf("p%05d", i)] = "tito-go.apps.example.com"
 	}
 	b, _ := json.Marshal(map[string]any{"paths": m})
-	resp, body := n.Do("PUT", pathsURL, testAdminToken, string(b))
+	resp, body := n.Do("PUT", testnode.PathsURL, testnode.AdminToken, string(b))
 	if resp.StatusCode != 400 || !strings.Contains(string(body), "10000") {
 		t.Fatalf("10001 prefixes: %d %s", resp.StatusCode, body)
 	}
@@ -117,24 +117,24 @@ func TestPathMapAboveCapRefused(t *testing.T) {
 
 func TestStaleIfMatchIs412AndWritesNothing(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
 	n.WaitReady()
-	fleetOf(t, n, "tito-classic", "tito-go")
-	r1, _ := n.Do("GET", pathsURL, testAdminToken, "")
+	testnode.FleetOf(t, n, "tito-classic", "tito-go")
+	r1, _ := n.Do("GET", testnode.PathsURL, testnode.AdminToken, "")
 	old := r1.Header.Get("ETag")
-	n.Must(200, "PUT", pathsURL, testAdminToken, `{"paths":{"a":"tito-go.apps.example.com"}}`, "If-Match", old)
-	before := storeBytes(t, n.Cfg.Store.Dir.Path)
-	n.Must(412, "PUT", pathsURL, testAdminToken, `{"paths":{"b":"tito-go.apps.example.com"}}`, "If-Match", old)
-	if !maps.Equal(before, storeBytes(t, n.Cfg.Store.Dir.Path)) {
+	n.Must(200, "PUT", testnode.PathsURL, testnode.AdminToken, `{"paths":{"a":"tito-go.apps.example.com"}}`, "If-Match", old)
+	before := testnode.StoreBytes(t, n.Cfg.Store.Dir.Path)
+	n.Must(412, "PUT", testnode.PathsURL, testnode.AdminToken, `{"paths":{"b":"tito-go.apps.example.com"}}`, "If-Match", old)
+	if !maps.Equal(before, testnode.StoreBytes(t, n.Cfg.Store.Dir.Path)) {
 		t.Fatal("a 412 changed the store")
 	}
 }
 
 func TestConcurrentCASPublishesLoseNothing(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
 	n.WaitReady()
-	fleetOf(t, n, "tito-classic", "tito-go")
+	testnode.FleetOf(t, n, "tito-classic", "tito-go")
 	type write struct{ from, to string }
 	var (
 		mu       sync.Mutex
@@ -155,13 +155,13 @@ func TestConcurrentCASPublishesLoseNothing(t *testing.T) {
 			for i := range each {
 				mine := fmt.Sprintf("g%02d-%02d", g, i)
 				for {
-					resp, b := n.Do("GET", pathsURL, testAdminToken, "")
+					resp, b := n.Do("GET", testnode.PathsURL, testnode.AdminToken, "")
 					var cur struct{ Paths map[string]string }
 					json.Unmarshal(b, &cur)
 					etag := resp.Header.Get("ETag")
 					cur.Paths[mine] = "tito-go.apps.example.com"
 					body, _ := json.Marshal(map[string]any{"paths": cur.Paths})
-					resp, _ = n.Do("PUT", pathsURL, testAdminToken, string(body), "If-Match", etag)
+					resp, _ = n.Do("PUT", testnode.PathsURL, testnode.AdminToken, string(body), "If-Match", etag)
 					mu.Lock()
 					if resp.StatusCode == 200 {
 						accepted = append(accepted, write{etag, resp.Header.Get("ETag")})
@@ -182,7 +182,7 @@ func TestConcurrentCASPublishesLoseNothing(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	_, b := n.Do("GET", pathsURL, testAdminToken, "")
+	_, b := n.Do("GET", testnode.PathsURL, testnode.AdminToken, "")
 	var final struct{ Paths map[string]string }
 	json.Unmarshal(b, &final)
 	if len(accepted) != workers*each || len(final.Paths) != workers*each {
@@ -204,18 +204,18 @@ func TestConcurrentCASPublishesLoseNothing(t *testing.T) {
 
 func TestNoOpRepublishWritesNothing(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
 	n.WaitReady()
-	fleetOf(t, n, "tito-classic", "tito-go")
+	testnode.FleetOf(t, n, "tito-classic", "tito-go")
 	body := `{"paths":{"paulca":"tito-go.apps.example.com","bob":"tito-go.apps.example.com"}}`
-	n.Must(200, "PUT", pathsURL, testAdminToken, body)
-	_, audit1 := n.Do("GET", "/v1/audit", testAdminToken, "")
+	n.Must(200, "PUT", testnode.PathsURL, testnode.AdminToken, body)
+	_, audit1 := n.Do("GET", "/v1/audit", testnode.AdminToken, "")
 	serial1, _ := os.ReadFile(filepath.Join(n.Cfg.Store.Dir.Path, "serial"))
-	r, _ := n.Do("PUT", pathsURL, testAdminToken, `{"paths":{"bob":"tito-go.apps.example.com","paulca":"tito-go.apps.example.com"}}`)
+	r, _ := n.Do("PUT", testnode.PathsURL, testnode.AdminToken, `{"paths":{"bob":"tito-go.apps.example.com","paulca":"tito-go.apps.example.com"}}`)
 	if r.StatusCode != 200 || r.Header.Get("ETag") == "" {
 		t.Fatalf("republish: %d", r.StatusCode)
 	}
-	_, audit2 := n.Do("GET", "/v1/audit", testAdminToken, "")
+	_, audit2 := n.Do("GET", "/v1/audit", testnode.AdminToken, "")
 	serial2, _ := os.ReadFile(filepath.Join(n.Cfg.Store.Dir.Path, "serial"))
 	if !bytes.Equal(audit1, audit2) || !bytes.Equal(serial1, serial2) {
 		t.Fatalf("no-op republish moved the audit (%v) or the serial (%s → %s)", !bytes.Equal(audit1, audit2), serial1, serial2)
@@ -232,31 +232,31 @@ func TestNoOpRepublishWritesNothing(t *testing.T) {
 
 func TestAppTokenScopedToItsApplication(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
 	n.WaitReady()
-	fleetOf(t, n, "tito-classic", "tito-go")
-	n.Must(201, "PUT", "/v1/apps/tito-go/domains/go.tito.io", testAdminToken, "")
+	testnode.FleetOf(t, n, "tito-classic", "tito-go")
+	n.Must(201, "PUT", "/v1/apps/tito-go/domains/go.tito.io", testnode.AdminToken, "")
 	var tok struct{ ID, Token string }
-	json.Unmarshal(n.Must(201, "POST", "/v1/tokens", testAdminToken, `{"account":"acme","app":"tito-go","roles":["publish"]}`), &tok)
+	json.Unmarshal(n.Must(201, "POST", "/v1/tokens", testnode.AdminToken, `{"account":"acme","app":"tito-go","roles":["publish"]}`), &tok)
 	// Its own claim: allowed.
 	n.Must(200, "PUT", "/v1/apps/tito-go/domains/go.tito.io/paths", tok.Token, `{"paths":{}}`)
 	// Another application's claim: 403 with a reason.
-	resp, b := n.Do("PUT", pathsURL, tok.Token, `{"paths":{}}`)
+	resp, b := n.Do("PUT", testnode.PathsURL, tok.Token, `{"paths":{}}`)
 	if resp.StatusCode != 403 || !strings.Contains(string(b), "scoped to application tito-go") {
 		t.Fatalf("app token on another app: %d %s", resp.StatusCode, b)
 	}
 	// Admin-only endpoints: 403.
 	n.Must(403, "PUT", "/v1/apps/tito-go", tok.Token, `{"account":"acme"}`)
 	// Control plane: refused outright.
-	n.Must(200, "PUT", "/v1/apps/tito-go", testAdminToken, `{"account":"acme","placement":["vps-a"],"controlPlane":true}`)
+	n.Must(200, "PUT", "/v1/apps/tito-go", testnode.AdminToken, `{"account":"acme","placement":["vps-a"],"controlPlane":true}`)
 	resp, b = n.Do("PUT", "/v1/apps/tito-go/domains/go.tito.io/paths", tok.Token, `{"paths":{}}`)
 	if resp.StatusCode != 403 || !strings.Contains(string(b), "control") {
 		t.Fatalf("app token on the control plane: %d %s", resp.StatusCode, b)
 	}
 	// An instance token may only name ports from the allocation range.
 	var itok struct{ Token string }
-	n.Must(200, "PUT", "/v1/apps/tito-go", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	json.Unmarshal(n.Must(201, "POST", "/v1/tokens", testAdminToken, `{"account":"acme","app":"tito-go","roles":["instance"]}`), &itok)
+	n.Must(200, "PUT", "/v1/apps/tito-go", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	json.Unmarshal(n.Must(201, "POST", "/v1/tokens", testnode.AdminToken, `{"account":"acme","app":"tito-go","roles":["instance"]}`), &itok)
 	resp, b = n.Do("PUT", "/v1/node/instances/tito-go", itok.Token, `{"port":5432,"ready":true}`)
 	if resp.StatusCode != 403 || !strings.Contains(string(b), "24000..28999") {
 		t.Fatalf("instance token with a port outside the range: %d %s", resp.StatusCode, b)
@@ -265,8 +265,8 @@ func TestAppTokenScopedToItsApplication(t *testing.T) {
 	n.Must(401, "PUT", "/v1/apps/tito-go/domains/go.tito.io/paths", itok.Token+"x", `{"paths":{}}`)
 	n.Must(200, "PUT", "/v1/apps/tito-go/domains/go.tito.io/paths", itok.Token, `{"paths":{}}`) // publish or instance
 	// Revoked: 401.
-	n.Must(200, "PUT", "/v1/apps/tito-go", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	n.Must(200, "DELETE", "/v1/tokens/"+tok.ID, testAdminToken, "")
+	n.Must(200, "PUT", "/v1/apps/tito-go", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.Must(200, "DELETE", "/v1/tokens/"+tok.ID, testnode.AdminToken, "")
 	n.Must(401, "PUT", "/v1/apps/tito-go/domains/go.tito.io/paths", tok.Token, `{"paths":{}}`)
 	if strings.Contains(n.Logs.String(), tok.Token) {
 		t.Fatal("an application token appears in the logs")
@@ -275,11 +275,11 @@ func TestAppTokenScopedToItsApplication(t *testing.T) {
 
 func TestCrossAccountTargetRoutesNothing(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
 	n.WaitReady()
-	fleetOf(t, n, "tito-classic", "tito-go", "evil@other")
+	testnode.FleetOf(t, n, "tito-classic", "tito-go", "evil@other")
 	var ans struct{ Warnings []string }
-	json.Unmarshal(n.Must(200, "PUT", pathsURL, testAdminToken,
+	json.Unmarshal(n.Must(200, "PUT", testnode.PathsURL, testnode.AdminToken,
 		`{"paths":{"paulca":"tito-go.apps.example.com","steal":"evil.apps.example.com","zzz":"nothing.apps.example.com"}}`), &ans)
 	// One message whatever the reason: another account's route and a name that
 	// routes nothing read the same, so a warning leaks nothing about other tenants.
@@ -287,11 +287,11 @@ func TestCrossAccountTargetRoutesNothing(t *testing.T) {
 		strings.ReplaceAll(ans.Warnings[0], "steal: target evil", "") != strings.ReplaceAll(ans.Warnings[1], "zzz: target nothing", "") {
 		t.Fatalf("warnings %v: want two that differ only in the names", ans.Warnings)
 	}
-	waitFor(t, 2*time.Second, "paulca published", func() bool { return pathsOf(t, n, "ti.to")["paulca"] != nil })
-	if p := pathsOf(t, n, "ti.to"); p["steal"] != nil {
+	nodetest.WaitFor(t, 2*time.Second, "paulca published", func() bool { return testnode.PathsOf(t, n, "ti.to")["paulca"] != nil })
+	if p := testnode.PathsOf(t, n, "ti.to"); p["steal"] != nil {
 		t.Fatalf("cross-account prefix routed: %v", p)
 	}
-	waitFor(t, 2*time.Second, "a log line naming the reason", func() bool {
+	nodetest.WaitFor(t, 2*time.Second, "a log line naming the reason", func() bool {
 		l := n.Logs.String()
 		return strings.Contains(l, "steal") && strings.Contains(l, "account")
 	})
@@ -299,66 +299,66 @@ func TestCrossAccountTargetRoutesNothing(t *testing.T) {
 
 func TestClaimsCreateOnlyAndPlatformHostsRefused(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
 	n.WaitReady()
-	fleetOf(t, n, "tito-classic", "tito-go")
-	resp, b := n.Do("PUT", "/v1/apps/tito-go/domains/TI.TO", testAdminToken, "")
+	testnode.FleetOf(t, n, "tito-classic", "tito-go")
+	resp, b := n.Do("PUT", "/v1/apps/tito-go/domains/TI.TO", testnode.AdminToken, "")
 	if resp.StatusCode != 409 || !strings.Contains(string(b), "tito-classic") {
 		t.Fatalf("claim held by another app: %d %s", resp.StatusCode, b)
 	}
-	n.Must(200, "PUT", "/v1/apps/tito-classic/domains/ti.to", testAdminToken, "") // idempotent
+	n.Must(200, "PUT", "/v1/apps/tito-classic/domains/ti.to", testnode.AdminToken, "") // idempotent
 	for _, h := range []string{"x.apps.example.com", "*.apps.example.com", "a.b.apps.example.com", "ti.to.", "1.2.3.4", "*.*.ti.to", "b%C3%BCcher.de"} {
-		resp, b := n.Do("PUT", "/v1/apps/tito-go/domains/"+h, testAdminToken, "")
+		resp, b := n.Do("PUT", "/v1/apps/tito-go/domains/"+h, testnode.AdminToken, "")
 		if resp.StatusCode != 400 {
 			t.Errorf("claim %s: %d %s, want 400", h, resp.StatusCode, b)
 		}
 	}
-	n.Must(201, "PUT", "/v1/apps/tito-go/domains/apps.example.com", testAdminToken, "") // the bare apex may be claimed
-	waitFor(t, 2*time.Second, "apex leaves api.hosts", func() bool {
-		api, _ := routesDoc(t, n)["api"].(map[string]any)
+	n.Must(201, "PUT", "/v1/apps/tito-go/domains/apps.example.com", testnode.AdminToken, "") // the bare apex may be claimed
+	nodetest.WaitFor(t, 2*time.Second, "apex leaves api.hosts", func() bool {
+		api, _ := testnode.RoutesDoc(t, n)["api"].(map[string]any)
 		return api == nil
 	})
-	n.Must(405, "POST", "/v1/apps/tito-go", testAdminToken, "")
-	n.Must(409, "DELETE", "/v1/apps/tito-go", testAdminToken, "")
+	n.Must(405, "POST", "/v1/apps/tito-go", testnode.AdminToken, "")
+	n.Must(409, "DELETE", "/v1/apps/tito-go", testnode.AdminToken, "")
 }
 
 func TestPortsAreStickyAndQuarantined(t *testing.T) {
 	t.Parallel()
 	storeDir := t.TempDir()
-	cfg := testConfig(t, "vps-a", storeDir)
-	n := startNode(t, cfg)
+	cfg := testnode.Config(t, "vps-a", storeDir)
+	n := testnode.Start(t, cfg)
 	n.WaitReady()
-	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	n.Must(201, "PUT", "/v1/apps/blog", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/blog", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	var a1, a2 struct{ Port int }
-	json.Unmarshal(n.Must(201, "POST", "/v1/node/instances/shop", testAdminToken, ""), &a1)
-	json.Unmarshal(n.Must(200, "POST", "/v1/node/instances/shop", testAdminToken, ""), &a2)
+	json.Unmarshal(n.Must(201, "POST", "/v1/node/instances/shop", testnode.AdminToken, ""), &a1)
+	json.Unmarshal(n.Must(200, "POST", "/v1/node/instances/shop", testnode.AdminToken, ""), &a2)
 	if a1.Port == 0 || a1.Port != a2.Port {
 		t.Fatalf("allocation not stable: %d then %d", a1.Port, a2.Port)
 	}
 	n.Stop()
-	n2 := startNode(t, cfg) // same state dir
+	n2 := testnode.Start(t, cfg) // same state dir
 	n2.WaitReady()
 	var a3 struct{ Port int }
-	json.Unmarshal(n2.Must(200, "POST", "/v1/node/instances/shop", testAdminToken, ""), &a3)
+	json.Unmarshal(n2.Must(200, "POST", "/v1/node/instances/shop", testnode.AdminToken, ""), &a3)
 	if a3.Port != a1.Port {
 		t.Fatalf("port changed across restart: %d → %d", a1.Port, a3.Port)
 	}
-	n2.Must(200, "DELETE", "/v1/node/instances/shop", testAdminToken, "")
+	n2.Must(200, "DELETE", "/v1/node/instances/shop", testnode.AdminToken, "")
 	var b1 struct{ Port int }
-	json.Unmarshal(n2.Must(201, "POST", "/v1/node/instances/blog", testAdminToken, ""), &b1)
+	json.Unmarshal(n2.Must(201, "POST", "/v1/node/instances/blog", testnode.AdminToken, ""), &b1)
 	if b1.Port == a1.Port {
 		t.Fatalf("released port %d reallocated to another app inside quarantine", a1.Port)
 	}
-	resp, b := n2.Do("PUT", "/v1/node/instances/blog", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, a1.Port))
+	resp, b := n2.Do("PUT", "/v1/node/instances/blog", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, a1.Port))
 	if resp.StatusCode != 409 || !strings.Contains(string(b), "quarantine") {
 		t.Fatalf("explicit quarantined port: %d %s", resp.StatusCode, b)
 	}
-	n2.Must(400, "PUT", "/v1/node/instances/blog", testAdminToken, `{"port":1}`)                  // ready is required
-	n2.Must(400, "PUT", "/v1/node/instances/blog", testAdminToken, `{"port":70000,"ready":true}`) // not a port
+	n2.Must(400, "PUT", "/v1/node/instances/blog", testnode.AdminToken, `{"port":1}`)                  // ready is required
+	n2.Must(400, "PUT", "/v1/node/instances/blog", testnode.AdminToken, `{"port":70000,"ready":true}`) // not a port
 	// The node's record reflects the instance within one interval.
-	n2.Must(200, "PUT", "/v1/node/instances/blog", testAdminToken, `{"ready":true}`)
-	waitFor(t, 2*time.Second, "record shows blog ready", func() bool {
+	n2.Must(200, "PUT", "/v1/node/instances/blog", testnode.AdminToken, `{"ready":true}`)
+	nodetest.WaitFor(t, 2*time.Second, "record shows blog ready", func() bool {
 		b, err := os.ReadFile(filepath.Join(storeDir, "nodes", "vps-a.json"))
 		return err == nil && strings.Contains(string(b), fmt.Sprintf(`"blog":{"port":%d,"ready":true`, b1.Port))
 	})
@@ -366,11 +366,11 @@ func TestPortsAreStickyAndQuarantined(t *testing.T) {
 
 func TestAuditNewestFirst(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
 	n.WaitReady()
-	fleetOf(t, n, "tito-classic", "tito-go")
+	testnode.FleetOf(t, n, "tito-classic", "tito-go")
 	var a struct{ Records []fleetwrite.AuditRecord }
-	json.Unmarshal(n.Must(200, "GET", "/v1/audit", testAdminToken, ""), &a)
+	json.Unmarshal(n.Must(200, "GET", "/v1/audit", testnode.AdminToken, ""), &a)
 	if len(a.Records) < 3 {
 		t.Fatalf("records %v", a.Records)
 	}

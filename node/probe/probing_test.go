@@ -1,7 +1,6 @@
-package node_test
+package probe_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -11,46 +10,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scafo/ingress/node"
-	"github.com/scafo/ingress/node/internal/testinst"
-
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/testnode"
+	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/api"
-	"github.com/scafo/ingress/node/store"
-	"github.com/scafo/ingress/render/fleet"
+	"github.com/scafo/ingress/node/internal/testinst"
 )
 
-// probeConfig is testConfig with probes on, fast: a probe every 50ms, down after 2
-// failures, up after 2 successes.
-func probeConfig(t *testing.T, name, storeDir string) *node.Config {
+// instanceStatusOf is app's instance in n's /v1/status.
+func instanceStatusOf(t *testing.T, n *testnode.Node, app string) api.Instance {
 	t.Helper()
-	cfg := testConfig(t, name, storeDir)
-	cfg.Probe = node.ProbeConfig{Interval: ptypes.Duration(50 * time.Millisecond), Timeout: ptypes.Duration(40 * time.Millisecond),
-		DownAfter: 2, UpAfter: 2, Concurrency: 8}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
-// recordReady reads whether node's stored record publishes app's instance ready.
-func recordReady(t *testing.T, st store.Store, node, app string) bool {
-	t.Helper()
-	o, err := st.Get(context.Background(), fleet.NodeKey(node))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec fleet.NodeRecord
-	if err := json.Unmarshal(o.Value, &rec); err != nil {
-		t.Fatal(err)
-	}
-	return rec.Instances[app].Ready
-}
-
-func instanceStatusOf(t *testing.T, n *testNode, app string) api.Instance {
-	t.Helper()
-	_, b := n.Get("/v1/status", testAdminToken)
+	_, b := n.Get("/v1/status", testnode.AdminToken)
 	var st api.Status
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatalf("status %s: %v", b, err)
@@ -71,23 +43,23 @@ func instanceStatusOf(t *testing.T, n *testNode, app string) api.Instance {
 func TestDeadInstanceLeavesTheDocumentOnEveryNodeWithinATick(t *testing.T) {
 	t.Parallel()
 	storeDir := t.TempDir()
-	a := startNode(t, probeConfig(t, "vps-a", storeDir))
+	a := testnode.Start(t, testnode.ProbeConfig(t, "vps-a", storeDir))
 	a.WaitReady()
-	b := startNode(t, testConfig(t, "vps-b", storeDir))
+	b := testnode.Start(t, testnode.Config(t, "vps-b", storeDir))
 	b.WaitReady()
 
 	inst := testinst.StartTCP(t)
-	a.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	a.Must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, inst.Port))
+	a.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	a.Must(200, "PUT", "/v1/node/instances/shop", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, inst.Port))
 	const host = "shop.apps.example.com"
 	addr := "127.0.0.1:" + strconv.Itoa(inst.Port)
-	for _, n := range []*testNode{a, b} {
-		waitFor(t, 5*time.Second, n.Cfg.Node.Name+" routes the live instance", func() bool {
-			u := upstreamsOf(t, n, host)
+	for _, n := range []*testnode.Node{a, b} {
+		nodetest.WaitFor(t, 5*time.Second, n.Cfg.Node.Name+" routes the live instance", func() bool {
+			u := testnode.UpstreamsOf(t, n, host)
 			return len(u) == 1 && u[0] == addr
 		})
 	}
-	waitFor(t, 5*time.Second, "probes of the live instance", func() bool {
+	nodetest.WaitFor(t, 5*time.Second, "probes of the live instance", func() bool {
 		s := instanceStatusOf(t, a, "shop")
 		return s.Probe != nil && s.Probe.Probes >= 3 && s.Probe.Up && s.Ready
 	})
@@ -95,15 +67,15 @@ func TestDeadInstanceLeavesTheDocumentOnEveryNodeWithinATick(t *testing.T) {
 		t.Fatalf("health of the live instance: %d %s", resp.StatusCode, body)
 	}
 
-	before := serialOf(t, a.St)
+	before := testnode.SerialOf(t, a.St)
 	inst.Close()
 	t0 := time.Now()
-	waitFor(t, 5*time.Second, "vps-a's record says not ready", func() bool { return !recordReady(t, a.St, "vps-a", "shop") })
+	nodetest.WaitFor(t, 5*time.Second, "vps-a's record says not ready", func() bool { return !testnode.RecordReady(t, a.St, "vps-a", "shop") })
 	recorded := time.Since(t0)
 	// The record is written, then the serial bumped (naming it): peers learn of it then.
-	waitFor(t, 5*time.Second, "the serial bumped after the record", func() bool { return serialOf(t, a.St) > before })
-	for _, n := range []*testNode{a, b} {
-		waitFor(t, 5*time.Second, n.Cfg.Node.Name+" drops the dead upstream", func() bool { return len(upstreamsOf(t, n, host)) == 0 })
+	nodetest.WaitFor(t, 5*time.Second, "the serial bumped after the record", func() bool { return testnode.SerialOf(t, a.St) > before })
+	for _, n := range []*testnode.Node{a, b} {
+		nodetest.WaitFor(t, 5*time.Second, n.Cfg.Node.Name+" drops the dead upstream", func() bool { return len(testnode.UpstreamsOf(t, n, host)) == 0 })
 	}
 	t.Logf("dead instance out of the record after %s, out of both documents after %s", recorded.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
 	resp, body := a.Get("/v1/health/instances/shop", "")
@@ -114,18 +86,18 @@ func TestDeadInstanceLeavesTheDocumentOnEveryNodeWithinATick(t *testing.T) {
 	if !s.Declared || s.Ready || s.Probe == nil || s.Probe.Up || s.Probe.LastError == "" || s.Probe.Kind != "tcp" {
 		t.Errorf("status of the dead instance: %+v %+v, want declared, not ready, probe down with an error", s, s.Probe)
 	}
-	if !metricLine(t, a, `scafo_instance_probe_transitions_total{to="down"} 1`) {
+	if !testnode.MetricLine(t, a, `scafo_instance_probe_transitions_total{to="down"} 1`) {
 		_, m := a.Get("/metrics", "")
-		t.Errorf("no down transition counted:\n%s", grepLines(string(m), "scafo_instance_probe"))
+		t.Errorf("no down transition counted:\n%s", testnode.GrepLines(string(m), "scafo_instance_probe"))
 	}
 
 	inst.Open()
-	for _, n := range []*testNode{a, b} {
-		waitFor(t, 5*time.Second, n.Cfg.Node.Name+" routes the instance again", func() bool {
-			return len(upstreamsOf(t, n, host)) == 1
+	for _, n := range []*testnode.Node{a, b} {
+		nodetest.WaitFor(t, 5*time.Second, n.Cfg.Node.Name+" routes the instance again", func() bool {
+			return len(testnode.UpstreamsOf(t, n, host)) == 1
 		})
 	}
-	if !recordReady(t, a.St, "vps-a", "shop") {
+	if !testnode.RecordReady(t, a.St, "vps-a", "shop") {
 		t.Error("record not ready after the instance came back")
 	}
 }
@@ -134,19 +106,19 @@ func TestDeadInstanceLeavesTheDocumentOnEveryNodeWithinATick(t *testing.T) {
 // publishes an instance its owner did not declare ready.
 func TestProbeNeverPublishesAnInstanceDeclaredNotReady(t *testing.T) {
 	t.Parallel()
-	a := startNode(t, probeConfig(t, "vps-a", t.TempDir()))
+	a := testnode.Start(t, testnode.ProbeConfig(t, "vps-a", t.TempDir()))
 	a.WaitReady()
 	inst := testinst.StartTCP(t)
-	a.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	a.Must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":false}`, inst.Port))
-	waitFor(t, 5*time.Second, "probes of the instance", func() bool {
+	a.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	a.Must(200, "PUT", "/v1/node/instances/shop", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":false}`, inst.Port))
+	nodetest.WaitFor(t, 5*time.Second, "probes of the instance", func() bool {
 		s := instanceStatusOf(t, a, "shop")
 		return s.Probe != nil && s.Probe.Probes >= 3
 	})
 	if s := instanceStatusOf(t, a, "shop"); s.Ready || !s.Probe.Up {
 		t.Errorf("status %+v %+v: want probe up, published not ready", s, s.Probe)
 	}
-	if recordReady(t, a.St, "vps-a", "shop") {
+	if testnode.RecordReady(t, a.St, "vps-a", "shop") {
 		t.Error("the record publishes an instance declared not ready")
 	}
 }
@@ -156,12 +128,12 @@ func TestProbeNeverPublishesAnInstanceDeclaredNotReady(t *testing.T) {
 // listener, gets nothing); the probe sends no credential.
 func TestProbeOfAHealthPathFollowsItsStatusNotItsRedirects(t *testing.T) {
 	t.Parallel()
-	a := startNode(t, probeConfig(t, "vps-a", t.TempDir()))
+	a := testnode.Start(t, testnode.ProbeConfig(t, "vps-a", t.TempDir()))
 	a.WaitReady()
 	app := testinst.StartHealth(t, "/healthz", http.StatusOK, "")
-	a.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/healthz"}}`)
-	a.Must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, app.Port))
-	waitFor(t, 5*time.Second, "HTTP probes of the health path", func() bool {
+	a.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/healthz"}}`)
+	a.Must(200, "PUT", "/v1/node/instances/shop", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, app.Port))
+	nodetest.WaitFor(t, 5*time.Second, "HTTP probes of the health path", func() bool {
 		s := instanceStatusOf(t, a, "shop")
 		return s.Probe.Kind == "http" && s.Probe.Probes >= 2 && app.Hits.Load() >= 2
 	})
@@ -169,19 +141,19 @@ func TestProbeOfAHealthPathFollowsItsStatusNotItsRedirects(t *testing.T) {
 		t.Errorf("probe request headers %v: want no Authorization, User-Agent scafo-node-probe", h)
 	}
 	app.Code.Store(http.StatusInternalServerError)
-	waitFor(t, 5*time.Second, "500 marks it down", func() bool { return !recordReady(t, a.St, "vps-a", "shop") })
+	nodetest.WaitFor(t, 5*time.Second, "500 marks it down", func() bool { return !testnode.RecordReady(t, a.St, "vps-a", "shop") })
 	if s := instanceStatusOf(t, a, "shop"); !strings.Contains(s.Probe.LastError, "500") {
 		t.Errorf("lastError %q: want the status named", s.Probe.LastError)
 	}
 	app.Code.Store(http.StatusOK)
-	waitFor(t, 5*time.Second, "200 marks it up", func() bool { return recordReady(t, a.St, "vps-a", "shop") })
+	nodetest.WaitFor(t, 5*time.Second, "200 marks it up", func() bool { return testnode.RecordReady(t, a.St, "vps-a", "shop") })
 
 	// A redirect to another listener: up (3xx), and the target never hears of it.
 	elsewhere := testinst.StartHealth(t, "/healthz", http.StatusOK, "")
 	redir := testinst.StartHealth(t, "/healthz", 0, fmt.Sprintf("http://127.0.0.1:%d/healthz", elsewhere.Port))
-	a.Must(201, "PUT", "/v1/apps/hop", testAdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/healthz"}}`)
-	a.Must(200, "PUT", "/v1/node/instances/hop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, redir.Port))
-	waitFor(t, 5*time.Second, "probes of the redirecting instance", func() bool {
+	a.Must(201, "PUT", "/v1/apps/hop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/healthz"}}`)
+	a.Must(200, "PUT", "/v1/node/instances/hop", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, redir.Port))
+	nodetest.WaitFor(t, 5*time.Second, "probes of the redirecting instance", func() bool {
 		s := instanceStatusOf(t, a, "hop")
 		return s.Probe.Kind == "http" && s.Probe.Probes >= 4
 	})
@@ -197,15 +169,15 @@ func TestProbeOfAHealthPathFollowsItsStatusNotItsRedirects(t *testing.T) {
 // requests costs the instance nothing beyond the prober's own connections.
 func TestInstanceHealthEndpointDoesNotDialPerRequest(t *testing.T) {
 	t.Parallel()
-	cfg := probeConfig(t, "vps-a", t.TempDir())
+	cfg := testnode.ProbeConfig(t, "vps-a", t.TempDir())
 	cfg.Probe.Interval = ptypes.Duration(time.Second) // few probes during the burst
 	cfg.Probe.Timeout = 0
-	a := startNode(t, cfg)
+	a := testnode.Start(t, cfg)
 	a.WaitReady()
 	inst := testinst.StartTCP(t)
-	a.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	a.Must(200, "PUT", "/v1/node/instances/shop", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, inst.Port))
-	waitFor(t, 5*time.Second, "a first probe", func() bool { return inst.Accepts.Load() >= 1 })
+	a.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	a.Must(200, "PUT", "/v1/node/instances/shop", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, inst.Port))
+	nodetest.WaitFor(t, 5*time.Second, "a first probe", func() bool { return inst.Accepts.Load() >= 1 })
 	start := inst.Accepts.Load()
 	t0 := time.Now()
 	const burst = 200
@@ -229,33 +201,33 @@ func TestInstanceHealthEndpointDoesNotDialPerRequest(t *testing.T) {
 // around the apex's denied paths.
 func TestProbeNeverVouchesForAnInstanceOnTheAPIPortOrAnotherTenantsPort(t *testing.T) {
 	t.Parallel()
-	a := startNode(t, probeConfig(t, "vps-a", t.TempDir()))
+	a := testnode.Start(t, testnode.ProbeConfig(t, "vps-a", t.TempDir()))
 	a.WaitReady()
-	a.Must(201, "PUT", "/v1/apps/bank", testAdminToken, `{"account":"bank","placement":["vps-a"]}`)
-	a.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	a.Must(201, "PUT", "/v1/apps/bank", testnode.AdminToken, `{"account":"bank","placement":["vps-a"]}`)
+	a.Must(201, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	var bank struct{ Port int }
-	json.Unmarshal(a.Must(201, "POST", "/v1/node/instances/bank", testAdminToken, `{}`), &bank)
+	json.Unmarshal(a.Must(201, "POST", "/v1/node/instances/bank", testnode.AdminToken, `{}`), &bank)
 	bankLn, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(bank.Port))
 	if err != nil {
 		t.Skipf("port %d of the allocation range is taken on this machine: %v", bank.Port, err)
 	}
 	defer bankLn.Close()
-	a.Must(200, "PUT", "/v1/node/instances/bank", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, bank.Port))
-	_, evilTok := issueToken(t, a, "evil", "evil", `"instance"`)
+	a.Must(200, "PUT", "/v1/node/instances/bank", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, bank.Port))
+	_, evilTok := testnode.IssueToken(t, a, "evil", "evil", `"instance"`)
 	a.Must(409, "PUT", "/v1/node/instances/evil", evilTok, fmt.Sprintf(`{"port":%d,"ready":true}`, bank.Port))
 	a.Must(403, "PUT", "/v1/node/instances/evil", evilTok, fmt.Sprintf(`{"port":%d,"ready":true}`, a.Cfg.Node.APIPort))
 
 	// The admin points evil at the node API's port (which accepts connections).
-	a.Must(200, "PUT", "/v1/node/instances/evil", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, a.Cfg.Node.APIPort))
-	waitFor(t, 5*time.Second, "the record written", func() bool {
-		_, b := a.Get("/v1/status", testAdminToken)
+	a.Must(200, "PUT", "/v1/node/instances/evil", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, a.Cfg.Node.APIPort))
+	nodetest.WaitFor(t, 5*time.Second, "the record written", func() bool {
+		_, b := a.Get("/v1/status", testnode.AdminToken)
 		return strings.Contains(string(b), `"app":"evil"`)
 	})
 	time.Sleep(300 * time.Millisecond) // several probe intervals
-	if recordReady(t, a.St, "vps-a", "evil") {
+	if testnode.RecordReady(t, a.St, "vps-a", "evil") {
 		t.Error("an instance on the node API's port is published ready")
 	}
-	if u := upstreamsOf(t, a, "evil.apps.example.com"); len(u) != 0 {
+	if u := testnode.UpstreamsOf(t, a, "evil.apps.example.com"); len(u) != 0 {
 		t.Errorf("evil routes to %v: the node API behind a tenant's hostname", u)
 	}
 	s := instanceStatusOf(t, a, "evil")
@@ -265,11 +237,11 @@ func TestProbeNeverVouchesForAnInstanceOnTheAPIPortOrAnotherTenantsPort(t *testi
 	if resp, b := a.Get("/v1/health/instances/evil", ""); resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("health of an instance on the API port: %d %s, want 503", resp.StatusCode, b)
 	}
-	if !metricLine(t, a, "scafo_instance_probe_down 1") {
+	if !testnode.MetricLine(t, a, "scafo_instance_probe_down 1") {
 		_, m := a.Get("/metrics", "")
-		t.Errorf("the refused instance is not counted down:\n%s", grepLines(string(m), "scafo_instance_probe_down"))
+		t.Errorf("the refused instance is not counted down:\n%s", testnode.GrepLines(string(m), "scafo_instance_probe_down"))
 	}
-	waitFor(t, 5*time.Second, "bank published ready", func() bool { return recordReady(t, a.St, "vps-a", "bank") })
+	nodetest.WaitFor(t, 5*time.Second, "bank published ready", func() bool { return testnode.RecordReady(t, a.St, "vps-a", "bank") })
 }
 
 // The prober's settings: defaults, and every invalid combination named.

@@ -1,0 +1,32 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/scafo/ingress/internal/testnode"
+)
+
+func TestAppTokenWritesAreRateLimited(t *testing.T) {
+	t.Parallel()
+	cfg := testnode.Config(t, "vps-a", t.TempDir())
+	cfg.Writes.Rate, cfg.Writes.Burst = 0.5, 3
+	n := testnode.Start(t, cfg)
+	n.WaitReady()
+	n.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	var tok struct{ Token string }
+	json.Unmarshal(n.Must(201, "POST", "/v1/tokens", testnode.AdminToken, `{"account":"acme","app":"shop","roles":["instance"]}`), &tok)
+	for i := range 3 {
+		n.Must(200, "PUT", "/v1/node/instances/shop", tok.Token, fmt.Sprintf(`{"port":%d,"ready":true}`, 24000+i))
+	}
+	resp, b := n.Do("PUT", "/v1/node/instances/shop", tok.Token, `{"port":24005,"ready":true}`)
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), "writes.rate") {
+		t.Fatalf("past the burst: %d Retry-After=%q %s, want 429 naming writes.rate", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
+	if resp, b := n.Do("GET", "/v1/apps/shop/domains/x.example/paths", tok.Token, ""); resp.StatusCode == 429 {
+		t.Fatalf("a read was rate-limited: %s", b) // reads are never limited
+	}
+	n.Must(200, "PUT", "/v1/node/instances/shop", testnode.AdminToken, `{"port":24006,"ready":true}`) // the admin is not limited
+}

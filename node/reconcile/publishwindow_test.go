@@ -1,0 +1,50 @@
+package reconcile_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	ptypes "github.com/traefik/paerser/types"
+
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/testnode"
+)
+
+func TestABurstOfChangesPublishesAtMostOncePerWindow(t *testing.T) {
+	cfg := testnode.Config(t, "vps-a", t.TempDir())
+	cfg.Reconcile.Interval = ptypes.Duration(time.Hour) // only kicks publish
+	cfg.Reconcile.PublishWindow = ptypes.Duration(400 * time.Millisecond)
+	n := testnode.Start(t, cfg)
+	n.WaitReady()
+	n.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	published := func() int { return strings.Count(n.Logs.String(), "published routing document") }
+
+	// A lone change after a quiet spell publishes at once.
+	time.Sleep(500 * time.Millisecond) // let the window after the app's publish pass
+	before, start := published(), time.Now()
+	n.Must(200, "PUT", "/v1/node/instances/shop", testnode.AdminToken, `{"port":24000,"ready":true}`)
+	nodetest.WaitFor(t, 2*time.Second, "the lone change published", func() bool { return published() > before })
+	lone := time.Since(start)
+
+	// Churn: readiness toggled as fast as the API takes it, for ~2 s.
+	before, start = published(), time.Now()
+	for i := 0; time.Since(start) < 2*time.Second; i++ {
+		n.Must(200, "PUT", "/v1/node/instances/shop", testnode.AdminToken, fmt.Sprintf(`{"ready":%v}`, i%2 == 0))
+	}
+	churn := time.Since(start)
+	time.Sleep(time.Second) // the trailing publish of the burst
+	got := published() - before
+	limit := int(churn/(400*time.Millisecond)) + 2
+	if got > limit {
+		t.Fatalf("%d publishes during %s of churn, want at most %d (one per 400ms window)", got, churn, limit)
+	}
+	if got < 2 {
+		t.Fatalf("%d publishes during churn: the burst's changes were not published", got)
+	}
+	if lone > time.Second {
+		t.Fatalf("a lone change after a quiet spell took %s to publish", lone)
+	}
+	t.Logf("lone change published in %s; %d publishes in %s of churn", lone, got, churn)
+}

@@ -1,0 +1,104 @@
+package node_test
+
+// Instance writes with ?wait=applied that only the node's insides show: refusals hold
+// no waiter slot (the ingress book), and a no-op on an instance its probe finds down is
+// not applied (the prober's verdict, the record's announced instance). The rest of the
+// hostile instance writes are in node/fleetwrite/instancewrites_test.go.
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/scafo/ingress/node/fleetwrite"
+	"github.com/scafo/ingress/node/ingress"
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// A's instance token can neither write nor wait on B's application: each refusal
+// answers at once, and releases its waiter slot (more refusals than the account's
+// waiter share never turn into 503 "too many waiters").
+func TestHostileInstanceTokenCannotWriteOrWaitOnAnotherAccountsApp(t *testing.T) {
+	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n.WaitReady()
+	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/rival", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	var shop fleetwrite.Instance // the answer of POST /v1/node/instances
+	json.Unmarshal(n.Must(201, "POST", "/v1/node/instances/shop", testAdminToken, ""), &shop)
+	_, tok := issueToken(t, n, "evil", "rival", `"instance"`)
+	var wg sync.WaitGroup
+	codes := make(chan int, 3*(ingress.MaxWaitersPerAccount+4))
+	for i := 0; i < ingress.MaxWaitersPerAccount+4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, m := range []struct{ method, body string }{
+				{"POST", ""},
+				{"PUT", fmt.Sprintf(`{"port":%d,"ready":false}`, shop.Ports[1])},
+				{"DELETE", ""},
+			} {
+				start := time.Now()
+				resp, _ := n.Do(m.method, "/v1/node/instances/shop?wait=applied&timeout=30s", tok, m.body)
+				if time.Since(start) > 5*time.Second {
+					t.Errorf("%s on another account's app waited %s", m.method, time.Since(start))
+				}
+				codes <- resp.StatusCode
+			}
+		}()
+	}
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		if c != http.StatusForbidden && c != http.StatusNotFound && c != http.StatusTooManyRequests {
+			t.Errorf("write on another account's app with wait=applied: %d, want 403/404 (or 429)", c)
+		}
+	}
+	if got, _ := n.Srv.Instances().Get("shop"); got.Port != shop.Port {
+		t.Errorf("shop's instance moved to %d by another account's token", got.Port)
+	}
+	held, _ := n.Srv.Ingresses().Waiters()
+	if held != 0 {
+		t.Errorf("%d waiter slots still held after refused writes", held)
+	}
+}
+
+// A write that changes nothing on an instance the probes find down is not "applied":
+// no traffic reaches it (202 naming the probe), never 200.
+func TestHostileNoOpWriteOnAProbeDownInstanceIsNotApplied(t *testing.T) {
+	n := startNode(t, probeConfig(t, "vps-a", t.TempDir()))
+	n.WaitReady()
+	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	_, tok := issueToken(t, n, "acme", "shop", `"instance"`)
+	var shop fleetwrite.Instance // the answer of POST /v1/node/instances
+	json.Unmarshal(n.Must(201, "POST", "/v1/node/instances/shop", tok, ""), &shop)
+	body := fmt.Sprintf(`{"port":%d,"ready":true}`, shop.Port) // nothing listens there
+	n.Must(200, "PUT", "/v1/node/instances/shop", tok, body)
+	waitFor(t, 5*time.Second, "the probe finds shop down", func() bool {
+		ok, _ := n.Srv.Probes().Ready("shop", fleet.Instance{Port: shop.Port, Ready: true, AppID: mustInstance(t, n, "shop").AppID})
+		if ok || recordReady(t, n.St, "vps-a", "shop") {
+			return false
+		}
+		// The down record announced (see the report: a no-op before that is 200).
+		inst, _ := n.Srv.Self().Announced("shop")
+		return !inst.Ready
+	})
+	for _, port := range []int{shop.Port, shop.Port} { // a no-op, twice
+		resp, b := n.Do("PUT", "/v1/node/instances/shop?wait=applied&timeout=600ms", tok, fmt.Sprintf(`{"port":%d,"ready":true}`, port))
+		if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(b), "probe") {
+			t.Errorf("PUT port %d on a probe-down instance with wait=applied: %d %s, want 202 naming the probe", port, resp.StatusCode, b)
+		}
+	}
+}
+
+func mustInstance(t *testing.T, n *testNode, app string) fleet.Instance {
+	t.Helper()
+	i, ok := n.Srv.Instances().Get(app)
+	if !ok {
+		t.Fatalf("no instance of %s", app)
+	}
+	return i
+}
