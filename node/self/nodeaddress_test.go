@@ -1,4 +1,4 @@
-package node_test
+package self_test
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
@@ -27,8 +29,8 @@ func runToRefusal(t *testing.T, cfg *node.Config, st store.Store) error {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Node.APIPort = node.PortOf(ln.Addr().String())
-	srv, err := node.NewWithStore(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, testIngressToken, testAdminToken)
+	cfg.Node.APIPort = ln.Addr().(*net.TCPAddr).Port
+	srv, err := node.NewWithStore(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, testnode.IngressToken, testnode.AdminToken)
 	if err != nil {
 		ln.Close()
 		return err
@@ -39,9 +41,9 @@ func runToRefusal(t *testing.T, cfg *node.Config, st store.Store) error {
 }
 
 // addressWarningOf is status.addressWarning decoded loosely (nil when none is reported).
-func addressWarningOf(t *testing.T, n *testNode) map[string]any {
+func addressWarningOf(t *testing.T, n *testnode.Node) map[string]any {
 	t.Helper()
-	w, _ := statusMap(t, n)["addressWarning"].(map[string]any)
+	w, _ := testnode.StatusMap(t, n)["addressWarning"].(map[string]any)
 	return w
 }
 
@@ -51,12 +53,12 @@ func addressWarningOf(t *testing.T, n *testNode) map[string]any {
 // address is free.
 func TestSecondNodeOnALiveNodesAddressIsRefusedAtStart(t *testing.T) {
 	storeDir := t.TempDir()
-	cfgA := testConfig(t, "vps-a", storeDir)
+	cfgA := testnode.Config(t, "vps-a", storeDir)
 	cfgA.Node.Address = "127.0.0.21"
-	a := startNode(t, cfgA)
+	a := testnode.Start(t, cfgA)
 	a.WaitReady()
 
-	cfgB := testConfig(t, "vps-b", storeDir)
+	cfgB := testnode.Config(t, "vps-b", storeDir)
 	cfgB.Node.Address = "127.0.0.21"
 	err := runToRefusal(t, cfgB, a.St)
 	if err == nil {
@@ -89,7 +91,7 @@ func TestAStaleRecordDoesNotHoldItsAddress(t *testing.T) {
 	if w := addressWarningOf(t, n); w != nil {
 		t.Fatalf("a stale record's address is reported: %v", w)
 	}
-	if !metricLine(t, n, "scafo_node_address_conflict 0") {
+	if !testnode.MetricLine(t, n, "scafo_node_address_conflict 0") {
 		t.Fatal("scafo_node_address_conflict is not 0")
 	}
 }
@@ -97,10 +99,10 @@ func TestAStaleRecordDoesNotHoldItsAddress(t *testing.T) {
 // waitHeartbeatsAfterView waits until n's status lists node (the reconcile pass read
 // its record), then for two more writes of n's own record: the heartbeat checks the
 // fleet after each write, so the second one follows a check that saw node.
-func waitHeartbeatsAfterView(t *testing.T, n *testNode, node string) {
+func waitHeartbeatsAfterView(t *testing.T, n *testnode.Node, node string) {
 	t.Helper()
-	waitFor(t, 5*time.Second, n.Cfg.Node.Name+" lists "+node, func() bool {
-		for _, s := range statusOf(t, n).Nodes {
+	nodetest.WaitFor(t, 5*time.Second, n.Cfg.Node.Name+" lists "+node, func() bool {
+		for _, s := range testnode.StatusOf(t, n).Nodes {
 			if s.Name == node {
 				return true
 			}
@@ -108,9 +110,9 @@ func waitHeartbeatsAfterView(t *testing.T, n *testNode, node string) {
 		return false
 	})
 	for i := 0; i < 2; i++ {
-		before := storedRecord(t, n.St, n.Cfg.Node.Name)["seen"]
-		waitFor(t, 5*time.Second, "a heartbeat of "+n.Cfg.Node.Name, func() bool {
-			return storedRecord(t, n.St, n.Cfg.Node.Name)["seen"] != before
+		before := testnode.StoredRecord(t, n.St, n.Cfg.Node.Name)["seen"]
+		nodetest.WaitFor(t, 5*time.Second, "a heartbeat of "+n.Cfg.Node.Name, func() bool {
+			return testnode.StoredRecord(t, n.St, n.Cfg.Node.Name)["seen"] != before
 		})
 	}
 }
@@ -136,26 +138,26 @@ func (h *listHidingStore) List(ctx context.Context, prefix string) ([]store.Entr
 func TestSharedAddressAtRuntimeIsReported(t *testing.T) {
 	storeDir := t.TempDir()
 	cfg := func(name string) *node.Config {
-		c := testConfig(t, name, storeDir)
+		c := testnode.Config(t, name, storeDir)
 		c.Node.Address = "127.0.0.23"
 		c.Reconcile.Heartbeat = ptypes.Duration(100 * time.Millisecond)
 		c.Reconcile.NodeTTL = ptypes.Duration(time.Second)
 		return c
 	}
-	a := startNode(t, cfg("vps-a"))
+	a := testnode.Start(t, cfg("vps-a"))
 	a.WaitReady()
-	b := startNodeWithStore(t, cfg("vps-b"), &listHidingStore{Store: a.St})
+	b := testnode.StartWithStore(t, cfg("vps-b"), &listHidingStore{Store: a.St})
 	b.WaitReady()
 
 	for _, c := range []struct {
-		n     *testNode
+		n     *testnode.Node
 		other string
 	}{{a, "vps-b"}, {b, "vps-a"}} {
-		waitFor(t, 5*time.Second, c.n.Cfg.Node.Name+" reports "+c.other, func() bool {
+		nodetest.WaitFor(t, 5*time.Second, c.n.Cfg.Node.Name+" reports "+c.other, func() bool {
 			w := addressWarningOf(t, c.n)
 			return w != nil && fmt.Sprint(w["sharedWith"]) == "["+c.other+"]"
 		})
-		if !metricLine(t, c.n, "scafo_node_address_conflict 1") {
+		if !testnode.MetricLine(t, c.n, "scafo_node_address_conflict 1") {
 			t.Errorf("%s: scafo_node_address_conflict is not 1", c.n.Cfg.Node.Name)
 		}
 		if logs := c.n.Logs.String(); !strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "node.address") || !strings.Contains(logs, c.other) {
@@ -164,8 +166,8 @@ func TestSharedAddressAtRuntimeIsReported(t *testing.T) {
 	}
 
 	b.Stop()
-	waitFor(t, 5*time.Second, "the report to clear", func() bool {
-		return addressWarningOf(t, a) == nil && metricLine(t, a, "scafo_node_address_conflict 0")
+	nodetest.WaitFor(t, 5*time.Second, "the report to clear", func() bool {
+		return addressWarningOf(t, a) == nil && testnode.MetricLine(t, a, "scafo_node_address_conflict 0")
 	})
 }
 
@@ -176,35 +178,35 @@ func TestSharedAddressAtRuntimeIsReported(t *testing.T) {
 func TestLoopbackAddressInAFleetIsReported(t *testing.T) {
 	storeDir := t.TempDir()
 	cfg := func(name string) *node.Config {
-		c := testConfig(t, name, storeDir)
+		c := testnode.Config(t, name, storeDir)
 		c.Reconcile.Heartbeat = ptypes.Duration(100 * time.Millisecond)
 		c.Reconcile.NodeTTL = ptypes.Duration(time.Second)
 		return c
 	}
-	a := startNode(t, cfg("vps-a")) // 127.0.0.1
+	a := testnode.Start(t, cfg("vps-a")) // 127.0.0.1
 	a.WaitReady()
 	waitHeartbeatsAfterView(t, a, "vps-a")
 	if w := addressWarningOf(t, a); w != nil {
 		t.Fatalf("a single node on 127.0.0.1 is reported: %v", w)
 	}
-	if !metricLine(t, a, "scafo_node_address_loopback 0") {
+	if !testnode.MetricLine(t, a, "scafo_node_address_loopback 0") {
 		t.Fatal("scafo_node_address_loopback is not 0 on a single node")
 	}
 	if strings.Contains(a.Logs.String(), "node.address") {
 		t.Fatalf("a single node on 127.0.0.1 logs about node.address:\n%s", a.Logs.String())
 	}
 
-	b := startNode(t, cfg("vps-b"))
+	b := testnode.Start(t, cfg("vps-b"))
 	b.WaitReady()
-	for _, n := range []*testNode{a, b} {
-		waitFor(t, 5*time.Second, n.Cfg.Node.Name+" reports its loopback address", func() bool {
+	for _, n := range []*testnode.Node{a, b} {
+		nodetest.WaitFor(t, 5*time.Second, n.Cfg.Node.Name+" reports its loopback address", func() bool {
 			w := addressWarningOf(t, n)
 			return w != nil && w["loopback"] == true && w["liveNodes"] == float64(2) && w["address"] == n.Cfg.Node.Address
 		})
-		if !metricLine(t, n, "scafo_node_address_loopback 1") {
+		if !testnode.MetricLine(t, n, "scafo_node_address_loopback 1") {
 			t.Errorf("%s: scafo_node_address_loopback is not 1", n.Cfg.Node.Name)
 		}
-		if !metricLine(t, n, "scafo_node_address_conflict 0") {
+		if !testnode.MetricLine(t, n, "scafo_node_address_conflict 0") {
 			t.Errorf("%s: scafo_node_address_conflict is not 0 (distinct addresses)", n.Cfg.Node.Name)
 		}
 		if logs := n.Logs.String(); !strings.Contains(logs, "level=WARN") || !strings.Contains(logs, "node.address") {
@@ -213,8 +215,8 @@ func TestLoopbackAddressInAFleetIsReported(t *testing.T) {
 	}
 
 	b.Stop()
-	waitFor(t, 5*time.Second, "the report to clear once vps-b is stale", func() bool {
-		return addressWarningOf(t, a) == nil && metricLine(t, a, "scafo_node_address_loopback 0")
+	nodetest.WaitFor(t, 5*time.Second, "the report to clear once vps-b is stale", func() bool {
+		return addressWarningOf(t, a) == nil && testnode.MetricLine(t, a, "scafo_node_address_loopback 0")
 	})
 }
 
@@ -225,14 +227,14 @@ func TestLoopbackAddressInAFleetIsReported(t *testing.T) {
 func TestABootlessRecordOnTheAddressIsReportedNotRefused(t *testing.T) {
 	old := fmt.Sprintf(`{"name":"vps-old","address":"127.0.0.24","apiPort":7400,"seen":%q}`, time.Now().UTC().Format(time.RFC3339Nano))
 	n := startOverAPlantedRecord(t, "vps-b", "127.0.0.24", "vps-old", old)
-	waitFor(t, 5*time.Second, "vps-old reported", func() bool {
+	nodetest.WaitFor(t, 5*time.Second, "vps-old reported", func() bool {
 		w := addressWarningOf(t, n)
 		return w != nil && fmt.Sprint(w["sharedWith"]) == "[vps-old]"
 	})
 	if logs := n.Logs.String(); !strings.Contains(logs, "level=WARN") || !strings.Contains(logs, "without a boot identity") {
 		t.Fatalf("no warning at start:\n%s", logs)
 	}
-	if !metricLine(t, n, "scafo_node_address_conflict 1") {
+	if !testnode.MetricLine(t, n, "scafo_node_address_conflict 1") {
 		t.Fatal("scafo_node_address_conflict is not 1")
 	}
 }

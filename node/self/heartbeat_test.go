@@ -1,4 +1,4 @@
-package node_test
+package self_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
@@ -29,19 +31,19 @@ func (s nodeWritesFail) Put(ctx context.Context, key string, v []byte, c store.C
 // must not call that store reachable.
 func TestStatusSaysSoWhenHeartbeatsFail(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t, "vps-a", t.TempDir())
+	cfg := testnode.Config(t, "vps-a", t.TempDir())
 	d, err := dir.New(cfg.Store.Dir.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := startNodeWithStore(t, cfg, nodeWritesFail{d})
-	waitFor(t, 5*time.Second, "ready", func() bool {
+	n := testnode.StartWithStore(t, cfg, nodeWritesFail{d})
+	nodetest.WaitFor(t, 5*time.Second, "ready", func() bool {
 		resp, _ := n.Get("/v1/readyz", "")
 		return resp.StatusCode == 200
 	})
 	var st api.Status
-	waitFor(t, 5*time.Second, "status reports the failing heartbeat", func() bool {
-		_, b := n.Get("/v1/status", testIngressToken)
+	nodetest.WaitFor(t, 5*time.Second, "status reports the failing heartbeat", func() bool {
+		_, b := n.Get("/v1/status", testnode.IngressToken)
 		json.Unmarshal(b, &st)
 		return st.Store.HeartbeatError != ""
 	})

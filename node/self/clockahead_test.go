@@ -1,4 +1,4 @@
-package node_test
+package self_test
 
 import (
 	"fmt"
@@ -10,6 +10,8 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render/fleet"
 )
@@ -23,10 +25,10 @@ func aYearAhead() string {
 // startOverAPlantedRecord starts node name (on address, when given) with a 100 ms
 // heartbeat and a 1 min TTL over a store holding record at nodes/<planted>.json, and
 // waits until it is ready and has read that record.
-func startOverAPlantedRecord(t *testing.T, name, address, planted, record string) *testNode {
+func startOverAPlantedRecord(t *testing.T, name, address, planted, record string) *testnode.Node {
 	t.Helper()
 	storeDir := t.TempDir()
-	cfg := testConfig(t, name, storeDir)
+	cfg := testnode.Config(t, name, storeDir)
 	if address != "" {
 		cfg.Node.Address = address
 	}
@@ -36,8 +38,8 @@ func startOverAPlantedRecord(t *testing.T, name, address, planted, record string
 	if err != nil {
 		t.Fatal(err)
 	}
-	putRaw(t, st, fleet.NodeKey(planted), []byte(record))
-	n := startNode(t, cfg)
+	nodetest.PutRaw(t, st, fleet.NodeKey(planted), []byte(record))
+	n := testnode.Start(t, cfg)
 	n.WaitReady()
 	select {
 	case <-n.Exited():
@@ -57,7 +59,7 @@ func TestARecordDatedBeyondTheTTLAheadHoldsNoAddressAndIsNotRouted(t *testing.T)
 	ghost := fmt.Sprintf(`{"name":"ghost","address":"127.0.0.44","apiPort":7400,"seen":%q,"boot":{"node":"elsewhere","id":"b00b"}}`, aYearAhead())
 	n := startOverAPlantedRecord(t, "vps-b", "127.0.0.44", "ghost", ghost)
 
-	s := statusOf(t, n)
+	s := testnode.StatusOf(t, n)
 	for _, sn := range s.Nodes {
 		if sn.Name == "ghost" && !sn.Stale {
 			t.Errorf("/v1/status lists the record dated a year ahead as live: %+v", sn)
@@ -70,17 +72,17 @@ func TestARecordDatedBeyondTheTTLAheadHoldsNoAddressAndIsNotRouted(t *testing.T)
 	if !reported {
 		t.Errorf("/v1/status skipped does not report the record dated ahead: %+v", s.Skipped)
 	}
-	resp, body := n.Get("/v1/ingress/routes", testIngressToken)
+	resp, body := n.Get("/v1/ingress/routes", testnode.IngressToken)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("routes: %d %s", resp.StatusCode, body)
 	}
-	if got := apiNodes(t, body); !slices.Equal(got, []string{"vps-b"}) {
+	if got := testnode.APINodes(t, body); !slices.Equal(got, []string{"vps-b"}) {
 		t.Errorf("api upstreams %v, want [vps-b]: the record dated ahead is routed", got)
 	}
 	if w := addressWarningOf(t, n); w != nil {
 		t.Errorf("the record dated ahead is reported as holding the address: %v", w)
 	}
-	if !metricLine(t, n, "scafo_node_address_conflict 0") {
+	if !testnode.MetricLine(t, n, "scafo_node_address_conflict 0") {
 		t.Error("scafo_node_address_conflict is not 0")
 	}
 	if logs := n.Logs.String(); !strings.Contains(logs, "record=nodes/ghost.json") || !namesAYearsSkew(logs) {
@@ -100,7 +102,7 @@ func namesAYearsSkew(logs string) bool {
 func TestARecordDatedBeyondTheTTLAheadHoldsNoName(t *testing.T) {
 	planted := fmt.Sprintf(`{"name":"vps-c","address":"127.0.0.45","apiPort":7400,"seen":%q,"boot":{"node":"elsewhere","id":"b00b"}}`, aYearAhead())
 	n := startOverAPlantedRecord(t, "vps-c", "", "vps-c", planted)
-	if got := storedRecord(t, n.St, "vps-c")["address"]; got != n.Cfg.Node.Address {
+	if got := testnode.StoredRecord(t, n.St, "vps-c")["address"]; got != n.Cfg.Node.Address {
 		t.Fatalf("the node's record holds address %v, want %s", got, n.Cfg.Node.Address)
 	}
 	if d := duplicateOf(t, n); d != "" {

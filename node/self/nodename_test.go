@@ -1,4 +1,4 @@
-package node_test
+package self_test
 
 import (
 	"context"
@@ -13,15 +13,17 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
 )
 
 // duplicateOf is the address status.duplicateName names ("" when none is reported).
-func duplicateOf(t *testing.T, n *testNode) string {
+func duplicateOf(t *testing.T, n *testnode.Node) string {
 	t.Helper()
-	d, _ := statusMap(t, n)["duplicateName"].(map[string]any)
+	d, _ := testnode.StatusMap(t, n)["duplicateName"].(map[string]any)
 	a, _ := d["address"].(string)
 	return a
 }
@@ -33,20 +35,20 @@ func duplicateOf(t *testing.T, n *testNode) string {
 func TestDuplicateNodeNameRefusedAtStart(t *testing.T) {
 	t.Parallel()
 	storeDir := t.TempDir()
-	cfgA := testConfig(t, "vps-a", storeDir)
+	cfgA := testnode.Config(t, "vps-a", storeDir)
 	cfgA.Node.Address = "127.0.0.11"
-	a := startNode(t, cfgA)
+	a := testnode.Start(t, cfgA)
 	a.WaitReady()
-	before := storedRecord(t, a.St, "vps-a")
+	before := testnode.StoredRecord(t, a.St, "vps-a")
 
-	cfgB := testConfig(t, "vps-a", storeDir)
+	cfgB := testnode.Config(t, "vps-a", storeDir)
 	cfgB.Node.Address = "127.0.0.12"
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfgB.Node.APIPort = node.PortOf(ln.Addr().String())
-	b, err := node.NewWithStore(cfgB, slog.New(slog.NewTextHandler(io.Discard, nil)), a.St, testIngressToken, testAdminToken)
+	cfgB.Node.APIPort = ln.Addr().(*net.TCPAddr).Port
+	b, err := node.NewWithStore(cfgB, slog.New(slog.NewTextHandler(io.Discard, nil)), a.St, testnode.IngressToken, testnode.AdminToken)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		err = b.Run(ctx, ln)
@@ -59,13 +61,13 @@ func TestDuplicateNodeNameRefusedAtStart(t *testing.T) {
 		t.Fatalf("the refusal does not name the other record's address and age: %v", err)
 	}
 	t.Logf("refused: %v", err)
-	if after := storedRecord(t, a.St, "vps-a"); after["address"] != "127.0.0.11" || after["seen"] != before["seen"] {
+	if after := testnode.StoredRecord(t, a.St, "vps-a"); after["address"] != "127.0.0.11" || after["seen"] != before["seen"] {
 		t.Fatalf("the refused node wrote the record: %v", after)
 	}
 
 	// A crash-and-restart of the same node (same state dir) is not a duplicate.
 	a.Stop()
-	a2 := startNode(t, cfgA)
+	a2 := testnode.Start(t, cfgA)
 	a2.WaitReady()
 	select {
 	case <-a2.Exited():
@@ -75,7 +77,7 @@ func TestDuplicateNodeNameRefusedAtStart(t *testing.T) {
 	if d := duplicateOf(t, a2); d != "" {
 		t.Fatalf("the restarted node reports its previous run as a duplicate: %s", d)
 	}
-	if !metricLine(t, a2, "scafo_node_name_conflict 0") {
+	if !testnode.MetricLine(t, a2, "scafo_node_name_conflict 0") {
 		t.Fatal("scafo_node_name_conflict is not 0 after a restart")
 	}
 }
@@ -103,24 +105,24 @@ func TestDuplicateNodeNameAtRuntimeIsReported(t *testing.T) {
 	t.Parallel()
 	storeDir := t.TempDir()
 	cfg := func(addr string) *node.Config {
-		c := testConfig(t, "vps-a", storeDir)
+		c := testnode.Config(t, "vps-a", storeDir)
 		c.Node.Address = addr
 		c.Reconcile.Heartbeat = ptypes.Duration(100 * time.Millisecond)
 		c.Reconcile.NodeTTL = ptypes.Duration(time.Second)
 		return c
 	}
-	a := startNode(t, cfg("127.0.0.11"))
+	a := testnode.Start(t, cfg("127.0.0.11"))
 	a.WaitReady()
-	b := startNodeWithStore(t, cfg("127.0.0.12"), &hidingStore{Store: a.St, key: fleet.NodeKey("vps-a")})
+	b := testnode.StartWithStore(t, cfg("127.0.0.12"), &hidingStore{Store: a.St, key: fleet.NodeKey("vps-a")})
 
 	for _, c := range []struct {
-		n     *testNode
+		n     *testnode.Node
 		other string
 	}{{a, "127.0.0.12"}, {b, "127.0.0.11"}} {
-		waitFor(t, 5*time.Second, c.n.Cfg.Node.Address+" reports "+c.other, func() bool {
+		nodetest.WaitFor(t, 5*time.Second, c.n.Cfg.Node.Address+" reports "+c.other, func() bool {
 			return strings.HasPrefix(duplicateOf(t, c.n), c.other+":")
 		})
-		if !metricLine(t, c.n, "scafo_node_name_conflict 1") {
+		if !testnode.MetricLine(t, c.n, "scafo_node_name_conflict 1") {
 			t.Errorf("%s: scafo_node_name_conflict is not 1", c.n.Cfg.Node.Address)
 		}
 		if logs := c.n.Logs.String(); !strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, c.other) {
@@ -130,8 +132,8 @@ func TestDuplicateNodeNameAtRuntimeIsReported(t *testing.T) {
 
 	// The other node goes away: the report clears once its record would be stale.
 	b.Stop()
-	waitFor(t, 5*time.Second, "the report to clear", func() bool {
-		return duplicateOf(t, a) == "" && metricLine(t, a, "scafo_node_name_conflict 0")
+	nodetest.WaitFor(t, 5*time.Second, "the report to clear", func() bool {
+		return duplicateOf(t, a) == "" && testnode.MetricLine(t, a, "scafo_node_name_conflict 0")
 	})
 }
 
@@ -141,23 +143,23 @@ func TestDuplicateNodeNameAtRuntimeIsReported(t *testing.T) {
 // looks older than this process and the reconcile pass alone would not count it).
 func TestOverwrittenOwnRecordIsReportedWhateverItsClock(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t, "vps-a", t.TempDir())
+	cfg := testnode.Config(t, "vps-a", t.TempDir())
 	cfg.Reconcile.Heartbeat = ptypes.Duration(100 * time.Millisecond)
 	cfg.Reconcile.NodeTTL = ptypes.Duration(time.Minute)
-	n := startNode(t, cfg)
+	n := testnode.Start(t, cfg)
 	n.WaitReady()
 	skewed := fmt.Sprintf(`{"name":"vps-a","address":"10.9.9.9","apiPort":7400,"seen":%q,"boot":{"node":"elsewhere","id":"b00b"}}`,
 		time.Now().Add(-30*time.Second).UTC().Format(time.RFC3339Nano))
-	putRaw(t, n.St, fleet.NodeKey("vps-a"), []byte(skewed))
-	waitFor(t, 5*time.Second, "the overwrite reported", func() bool {
+	nodetest.PutRaw(t, n.St, fleet.NodeKey("vps-a"), []byte(skewed))
+	nodetest.WaitFor(t, 5*time.Second, "the overwrite reported", func() bool {
 		return strings.HasPrefix(duplicateOf(t, n), "10.9.9.9:")
 	})
-	if !metricLine(t, n, "scafo_node_name_conflict 1") {
+	if !testnode.MetricLine(t, n, "scafo_node_name_conflict 1") {
 		t.Fatal("scafo_node_name_conflict is not 1")
 	}
 	// The report may come from the reconcile pass that read the other record before
 	// the next heartbeat rewrote it: wait for that rewrite (100ms heartbeats).
-	waitFor(t, 5*time.Second, "the node writing its own record again", func() bool {
-		return storedRecord(t, n.St, "vps-a")["address"] == "127.0.0.1"
+	nodetest.WaitFor(t, 5*time.Second, "the node writing its own record again", func() bool {
+		return testnode.StoredRecord(t, n.St, "vps-a")["address"] == "127.0.0.1"
 	})
 }

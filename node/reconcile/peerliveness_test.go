@@ -1,4 +1,4 @@
-package node_test
+package reconcile_test
 
 import (
 	"testing"
@@ -6,6 +6,8 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/store"
 )
 
@@ -18,29 +20,29 @@ func TestHeartbeatsBumpNothingAndKeepPeersLive(t *testing.T) {
 		ttl       = 600 * time.Millisecond
 	)
 	storeDir := t.TempDir()
-	var nodes []*testNode
+	var nodes []*testnode.Node
 	for _, name := range []string{"vps-a", "vps-b"} {
-		cfg := testConfig(t, name, storeDir)
+		cfg := testnode.Config(t, name, storeDir)
 		cfg.Reconcile.Interval = ptypes.Duration(20 * time.Millisecond)
 		cfg.Reconcile.Heartbeat = ptypes.Duration(heartbeat)
 		cfg.Reconcile.NodeTTL = ptypes.Duration(ttl)
 		if err := cfg.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		nodes = append(nodes, startNode(t, cfg))
+		nodes = append(nodes, testnode.Start(t, cfg))
 	}
 	for _, n := range nodes {
 		n.WaitReady()
 	}
-	peerStale := func(n *testNode, peer string) (found, stale bool) {
-		for _, ns := range statusOf(t, n).Nodes {
+	peerStale := func(n *testnode.Node, peer string) (found, stale bool) {
+		for _, ns := range testnode.StatusOf(t, n).Nodes {
 			if ns.Name == peer {
 				return true, ns.Stale
 			}
 		}
 		return false, false
 	}
-	waitFor(t, 5*time.Second, "vps-a sees vps-b", func() bool {
+	nodetest.WaitFor(t, 5*time.Second, "vps-a sees vps-b", func() bool {
 		found, stale := peerStale(nodes[0], "vps-b")
 		return found && !stale
 	})
@@ -59,7 +61,7 @@ func TestHeartbeatsBumpNothingAndKeepPeersLive(t *testing.T) {
 	}
 	stopped := time.Now()
 	nodes[1].Stop()
-	waitFor(t, 10*time.Second, "vps-a marks stopped vps-b stale", func() bool {
+	nodetest.WaitFor(t, 10*time.Second, "vps-a marks stopped vps-b stale", func() bool {
 		_, stale := peerStale(nodes[0], "vps-b")
 		return stale
 	})
