@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	ptypes "github.com/traefik/paerser/types"
-
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/httpapi"
@@ -21,12 +19,9 @@ import (
 
 	"github.com/scafo/ingress/node/internal/statedir"
 	"github.com/scafo/ingress/node/probe"
-	"github.com/scafo/ingress/render"
+	"github.com/scafo/ingress/node/publish"
 	"github.com/scafo/ingress/render/routing"
 )
-
-// defaultRetryInitialInterval is render.DefaultRetryInitialInterval as a duration.
-var defaultRetryInitialInterval, _ = time.ParseDuration(render.DefaultRetryInitialInterval)
 
 // EnvPrefix is the prefix of every environment variable the node reads.
 const EnvPrefix = "SCAFO_"
@@ -135,33 +130,13 @@ type (
 	S3StoreConfig  = store.S3Config
 )
 
-// TraefikConfig are the render options.
-type TraefikConfig struct {
-	EntryPoints           []string          `description:"Entry points every router listens on." json:"entryPoints,omitempty"`
-	CertResolver          string            `description:"certResolver for every router (TLS when set)." json:"certResolver,omitempty"`
-	PlatformWildcardCerts bool              `description:"Ask for one wildcard certificate per platform domain." json:"platformWildcardCerts,omitempty"`
-	HealthCheck           HealthCheckConfig `description:"Active health checks of upstream leaves." json:"healthCheck"`
-	PathGroupThreshold    int               `description:"Above this many prefixes per (host, target), one PathRegexp router replaces per-prefix routers." json:"pathGroupThreshold,omitempty"`
-	Retry                 RetryConfig       `description:"Traefik's retry middleware on every application and API router: a request whose connection the upstream refused (an in-place restart, a dead instance not yet taken out) is tried again; one whose headers reached an upstream never is." json:"retry"`
-}
-
-// RetryConfig is Traefik's retry middleware on application routers (render.Options
-// RetryAttempts, RetryInitialInterval). Attempts counts tries, the first included, as
-// Traefik's attempts does: 1 turns retries off. The defaults, 12 tries from 200ms,
-// wait 3.1s in all (1.5s at the least, by Traefik's randomized backoff:
-// render.RetryWaits), enough for a process that restarts in about a second.
-type RetryConfig struct {
-	Attempts        int             `description:"Tries per request, the first included (Traefik's retry attempts); 1 turns retries off." json:"attempts,omitempty"`
-	InitialInterval ptypes.Duration `description:"First wait between tries; Traefik grows the waits to just under twice this by the last, each randomized by 50%." json:"initialInterval,omitempty"`
-}
-
-// HealthCheckConfig times active health checks. An Interval of 0 (the default) is
-// automatic: 5s, lengthened with the number of checked leaves so one Traefik sends at
-// most render.HealthCheckBudget checks a second; a set value is used as it is.
-type HealthCheckConfig struct {
-	Interval ptypes.Duration `description:"Health check interval; 0 (default) sizes it for the fleet: 5s, or longer so one Traefik sends at most 200 checks/s." json:"interval,omitempty"`
-	Timeout  ptypes.Duration `description:"Health check timeout." json:"timeout,omitempty"`
-}
+// The traefik.* settings are package publish's (the render options it renders with),
+// by their names here.
+type (
+	TraefikConfig     = publish.TraefikConfig
+	RetryConfig       = publish.RetryConfig
+	HealthCheckConfig = publish.HealthCheckConfig
+)
 
 // ProbeConfig times the probes of this node's own instances (package probe).
 type ProbeConfig = probe.Config
@@ -220,12 +195,7 @@ func (c *Config) SetDefaults() {
 	c.Node = NodeConfig{Name: sanitizeHostname(host), Address: "127.0.0.1"}
 	c.Platform.Domains = []string{"apps.localhost"}
 	c.API.Public = true
-	c.Traefik = TraefikConfig{
-		EntryPoints:        []string{"web"},
-		HealthCheck:        HealthCheckConfig{Timeout: ptypes.Duration(2 * time.Second)}, // Interval 0: automatic
-		PathGroupThreshold: 64,
-		Retry:              RetryConfig{Attempts: render.DefaultRetryAttempts, InitialInterval: ptypes.Duration(defaultRetryInitialInterval)},
-	}
+	c.Traefik = publish.TraefikDefaults()
 	c.ACME = fleetcerts.Defaults()
 	c.Reconcile = reconcile.Defaults()
 	c.Probe = probe.Defaults()
@@ -297,14 +267,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.Log.validate()...)
-	if len(c.Traefik.EntryPoints) == 0 {
-		errs = append(errs, errors.New("traefik.entryPoints: at least one entry point (every router listens on them)"))
-	}
-	for i, ep := range c.Traefik.EntryPoints {
-		if strings.TrimSpace(ep) == "" {
-			errs = append(errs, fmt.Errorf("traefik.entryPoints[%d]: empty", i))
-		}
-	}
+	errs = append(errs, c.Traefik.Validate()...)
 	errs = append(errs, c.Writes.Validate()...)
 	errs = append(errs, c.Audit.Validate()...)
 	errs = append(errs, c.Reconcile.Validate()...)
@@ -320,12 +283,6 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Probe.Validate()...)
 	errs = append(errs, c.Limits.Validate()...)
 	errs = append(errs, c.Ingresses.Validate()...)
-	// The render reads 0 as its default; here the defaults are already set, so a 0 is
-	// someone's explicit value, and it means nothing (1 is off). The other bounds are
-	// the render's (render.Options.Validate, at startup).
-	if c.Traefik.Retry.Attempts < 1 {
-		errs = append(errs, fmt.Errorf("traefik.retry.attempts %d: at least 1 (1 turns retries off)", c.Traefik.Retry.Attempts))
-	}
 	errs = append(errs, c.validateACME()...)
 	errs = append(errs, c.validateBounds(portOf(c.Listen))...)
 	return errors.Join(errs...)

@@ -16,9 +16,6 @@ const (
 	// minProbeInterval: a shorter one probes every instance more than a hundred times a
 	// second.
 	minProbeInterval = 10 * time.Millisecond
-	// minHealthCheckInterval: a set Traefik health check interval shorter than this
-	// makes every Traefik check every checked leaf more than ten times a second.
-	minHealthCheckInterval = 100 * time.Millisecond
 )
 
 // validateBounds lists what is wrong with values of c that parse but mean nothing a
@@ -34,9 +31,6 @@ func (c *Config) validateBounds(listenPort int) []error {
 	}
 	if iv := time.Duration(c.Probe.Interval); iv > 0 && iv < minProbeInterval {
 		errs = append(errs, fmt.Errorf("probe.interval %s: at least %s (0 disables probing)", iv, minProbeInterval))
-	}
-	if iv := time.Duration(c.Traefik.HealthCheck.Interval); iv < 0 || (iv > 0 && iv < minHealthCheckInterval) {
-		errs = append(errs, fmt.Errorf("traefik.healthCheck.interval %s: at least %s (0 sizes it for the fleet)", iv, minHealthCheckInterval))
 	}
 	if ip := net.ParseIP(c.Node.Address); ip != nil && ip.IsUnspecified() {
 		errs = append(errs, fmt.Errorf("node.address %q: the unspecified address routes nowhere: set this node's address on the fleet's private network", c.Node.Address))

@@ -2,6 +2,7 @@ package node
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	ptypes "github.com/traefik/paerser/types"
 
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetwrite"
@@ -19,15 +20,14 @@ import (
 // subsystems a whole node built, and the few rules they check directly.
 
 var (
-	PortOf              = portOf
-	LoadOrMintToken     = loadOrMintToken
-	PublishedMark       = publishedMark
-	HealthCheckInterval = healthCheckInterval
-	OpenFiles           = fdlimit.Open
-	OpenFileLimit       = fdlimit.Limit
-	NewMetrics          = newMetrics
-	CheckStoreAtStart   = checkStoreAtStart
-	CertStorage         = certStorage
+	PortOf            = portOf
+	LoadOrMintToken   = loadOrMintToken
+	PublishedMark     = publishedMark
+	OpenFiles         = fdlimit.Open
+	OpenFileLimit     = fdlimit.Limit
+	NewMetrics        = newMetrics
+	CheckStoreAtStart = checkStoreAtStart
+	CertStorage       = certStorage
 )
 
 const (
@@ -53,3 +53,8 @@ func (s *Server) Certs() *fleetcerts.Manager             { return s.certs }
 func (s *Server) Metrics() *metrics                      { return s.metrics }
 func (m *metrics) Reg() *prometheus.Registry             { return m.reg }
 func (m *metrics) StoreRequests() *prometheus.CounterVec { return m.storeRequests }
+
+// HealthCheckInterval is the render's interval setting for traefik.healthCheck.interval d.
+func HealthCheckInterval(d ptypes.Duration) string {
+	return HealthCheckConfig{Interval: d}.RenderInterval()
+}

@@ -107,7 +107,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	if err != nil {
 		return nil, fmt.Errorf("instance registry: %w", err)
 	}
-	ropts, err := renderOptions(cfg)
+	ropts, err := cfg.Traefik.RenderOptions(cfg.Platform.Domains) // checked by the render
 	if err != nil {
 		return nil, err
 	}

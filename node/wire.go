@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	ptypes "github.com/traefik/paerser/types"
 
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetwrite"
@@ -30,25 +29,6 @@ import (
 	"github.com/scafo/ingress/render/fleet"
 	"github.com/scafo/ingress/render/routing"
 )
-
-// renderOptions are the render's settings (traefik.*, platform.domains), checked.
-func renderOptions(cfg *Config) (render.Options, error) {
-	ropts := render.Options{
-		EntryPoints:           cfg.Traefik.EntryPoints,
-		CertResolver:          cfg.Traefik.CertResolver,
-		PlatformWildcardCerts: cfg.Traefik.PlatformWildcardCerts,
-		PlatformDomains:       cfg.Platform.Domains,
-		HealthCheckInterval:   healthCheckInterval(cfg.Traefik.HealthCheck.Interval),
-		HealthCheckTimeout:    time.Duration(cfg.Traefik.HealthCheck.Timeout).String(),
-		PathGroupThreshold:    cfg.Traefik.PathGroupThreshold,
-		RetryAttempts:         cfg.Traefik.Retry.Attempts,
-		RetryInitialInterval:  time.Duration(cfg.Traefik.Retry.InitialInterval).String(),
-	}
-	if err := ropts.Validate(); err != nil {
-		return render.Options{}, fmt.Errorf("traefik render options: %w", err)
-	}
-	return ropts, nil
-}
 
 // loadServed reads the state dir's memory of the store (node/reconcile/served.go); an
 // unreadable one is an error unless the operator asked to adopt the store.
@@ -246,13 +226,4 @@ func newProber(c *Config, log *slog.Logger, inst *fleetwrite.Registry, k *kicks,
 		OnChange:   k.Heartbeat,
 		Metrics:    reg,
 	})
-}
-
-// healthCheckInterval is the render's interval setting: "" (automatic, sized for the
-// fleet) for the default 0, the configured duration otherwise.
-func healthCheckInterval(d ptypes.Duration) string {
-	if d == 0 {
-		return ""
-	}
-	return time.Duration(d).String()
 }
