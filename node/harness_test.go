@@ -17,9 +17,6 @@ type (
 const (
 	testIngressToken = testnode.IngressToken
 	testAdminToken   = testnode.AdminToken
-	slowHealthz      = testnode.SlowHealthz
-	slowAdminPut     = testnode.SlowAdminPut
-	healthzKeepAlive = testnode.HealthzKeepAlive
 
 	testProbeURL = testnode.ProbeURL
 	pathsURL     = testnode.PathsURL

@@ -4,150 +4,14 @@ package node_test
 // rejection log.
 
 import (
-	"net"
-	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	ptypes "github.com/traefik/paerser/types"
-
 	"github.com/scafo/ingress/node"
 )
-
-// TestConnectionReserveKeepsPollsAndProbes: with the general connections held, a new
-// connection serves one poll or probe and closes, refuses anything else at once, and a
-// connection beyond the cap is refused with a 503 rather than left waiting.
-func TestConnectionReserveKeepsPollsAndProbes(t *testing.T) {
-	cfg := testConfig(t, "vps-a", t.TempDir())
-	cfg.Limits.MaxConns = 4
-	cfg.Limits.ReservedConns = 2
-	cfg.Limits.IdleTimeout = ptypes.Duration(200 * time.Millisecond)
-	n := startNode(t, cfg)
-	n.WaitReady()
-	cl := connsOf(n)
-	waitFor(t, 2*time.Second, "idle test connections closed", func() bool { return cl.Open() == 0 })
-	// Writes whose (admin, so authorized) bodies never come: they hold their connections
-	// for the body timeout. (A request to a route that needs no body, a probe, is
-	// answered at once and cut instead: see TestUnreadBodiesDoNotHoldConnections.)
-	held := []net.Conn{rawRequest(t, n, slowAdminPut), rawRequest(t, n, slowAdminPut)}
-	waitFor(t, time.Second, "the general connections held", func() bool { return cl.Open() == 2 })
-
-	const poll = "GET /v1/ingress/routes HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " + testIngressToken + "\r\n\r\n"
-	for _, tc := range []struct {
-		what, req string
-		code      int
-	}{
-		{"a poll", poll, 200},
-		{"a readiness probe", "GET /v1/readyz HTTP/1.1\r\nHost: node\r\n\r\n", 200},
-		{"HEAD of a poll", strings.Replace(poll, "GET", "HEAD", 1), 200},
-		{"status with the admin token", "GET /v1/status HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " + testAdminToken + "\r\n\r\n", 200},
-		// Issue 25 item 1: the admin token gets what the ingress token gets from the
-		// reserve (reads of polls and status), not anything it asks for.
-		{"a write with the admin token", "PUT /v1/apps/shop HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " + testAdminToken + "\r\nContent-Length: 18\r\n\r\n{\"account\":\"acme\"}", 503},
-		{"a read of the write API with the admin token", "GET /v1/apps HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " + testAdminToken + "\r\n\r\n", 503},
-		{"a poll without the token", "GET /v1/ingress/routes HTTP/1.1\r\nHost: node\r\n\r\n", 503},
-		{"a probe with a body", slowHealthz, 503},
-		{"a write with an application token", "PUT /v1/apps/shop/domains/ti.to/paths HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer scafo_0123456789abcdef_" + strings.Repeat("ab", 32) + "\r\nContent-Length: 100\r\n\r\n", 503},
-	} {
-		start := time.Now()
-		c := rawRequest(t, n, tc.req)
-		resp, body := readAnswer(t, c, 2*time.Second)
-		if resp.StatusCode != tc.code || !resp.Close {
-			t.Errorf("%s on a reserved connection: %d (close %v) %s, want %d and Connection: close", tc.what, resp.StatusCode, resp.Close, body, tc.code)
-		}
-		if !closedWithin(c, time.Second) {
-			t.Errorf("%s: the reserved connection was not closed after its answer", tc.what)
-		}
-		if d := time.Since(start); d > time.Second {
-			t.Errorf("%s took %s", tc.what, d)
-		}
-	}
-
-	// All four slots held (the reserved ones by clients that never finish their headers,
-	// which hold a slot for the header timeout): the next connection gets a 503 after a
-	// short wait.
-	const slowHeaders = "GET /v1/healthz HTTP/1.1\r\nHost: node\r\n"
-	held = append(held, rawRequest(t, n, slowHeaders), rawRequest(t, n, slowHeaders))
-	waitFor(t, time.Second, "every slot held", func() bool { return cl.Open() == 4 })
-	start := time.Now()
-	c := rawRequest(t, n, poll)
-	resp, body := readAnswer(t, c, 3*time.Second)
-	if resp.StatusCode != 503 || !strings.Contains(body, "connection limit") {
-		t.Errorf("beyond the cap: %d %s", resp.StatusCode, body)
-	}
-	t.Logf("refused beyond the cap after %s", time.Since(start).Round(time.Millisecond))
-	// A freed slot is taken again.
-	held[0].Close()
-	waitFor(t, time.Second, "a slot freed", func() bool { return cl.Open() == 3 })
-	if resp, _ := readAnswer(t, rawRequest(t, n, poll), 3*time.Second); resp.StatusCode != 200 {
-		t.Errorf("a poll once a slot is free: %d", resp.StatusCode)
-	}
-}
-
-// TestDeadlinesCutSlowClientsNotLongPolls: a body that does not arrive, an answer that
-// is not taken and an idle connection are cut after their timeouts; a long-poll, which
-// has no body, outlives all of them.
-func TestDeadlinesCutSlowClientsNotLongPolls(t *testing.T) {
-	cfg := testConfig(t, "vps-a", t.TempDir())
-	cfg.Limits.BodyTimeout = ptypes.Duration(300 * time.Millisecond)
-	cfg.Limits.WriteTimeout = ptypes.Duration(200 * time.Millisecond)
-	cfg.Limits.IdleTimeout = ptypes.Duration(400 * time.Millisecond)
-	n := startNode(t, cfg)
-	n.WaitReady()
-
-	// A body announced and never sent, on a request answered without reading it.
-	c := rawRequest(t, n, slowHealthz)
-	if resp, _ := readAnswer(t, c, time.Second); resp.StatusCode != 200 {
-		t.Fatalf("healthz: %d", resp.StatusCode)
-	}
-	if !closedWithin(c, 2*time.Second) {
-		t.Error("a connection whose announced body never came was not closed")
-	}
-	// A body sent in part, on a request that reads it.
-	c = rawRequest(t, n, "PUT /v1/apps/shop HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer "+testAdminToken+"\r\nContent-Length: 100\r\n\r\n{\"acc")
-	start := time.Now()
-	if resp, body := readAnswer(t, c, 2*time.Second); resp.StatusCode != 400 || !strings.Contains(body, "body") {
-		t.Errorf("a body that stops half way: %d %s", resp.StatusCode, body)
-	}
-	t.Logf("a half-sent body answered after %s", time.Since(start).Round(time.Millisecond))
-	// An idle keep-alive connection.
-	c = rawRequest(t, n, "GET /v1/healthz HTTP/1.1\r\nHost: node\r\n\r\n")
-	if resp, _ := readAnswer(t, c, time.Second); resp.StatusCode != 200 || resp.Close {
-		t.Fatalf("healthz: %d close %v", resp.StatusCode, resp.Close)
-	}
-	if !closedWithin(c, 2*time.Second) {
-		t.Error("an idle connection was not closed")
-	}
-
-	// A long-poll longer than every timeout above: answered 304 when its wait ends.
-	r0, _ := n.Get("/v1/ingress/routes", testIngressToken)
-	etag := r0.Header.Get("ETag")
-	start = time.Now()
-	r1, _ := n.Get("/v1/ingress/routes?wait=1s", testIngressToken, "If-None-Match", etag)
-	if d := time.Since(start); r1.StatusCode != 304 || d < 900*time.Millisecond {
-		t.Errorf("long-poll: %d after %s, want 304 after 1s", r1.StatusCode, d)
-	}
-	// And one that sees a change after the timeouts passed: the new document in full.
-	go func() {
-		time.Sleep(700 * time.Millisecond)
-		for _, w := range [][2]string{
-			{"/v1/apps/shop", `{"account":"acme","placement":["vps-a"]}`},
-			{"/v1/node/instances/shop", `{"port":25000,"ready":true}`},
-		} {
-			req, _ := http.NewRequest("PUT", n.URL+w[0], strings.NewReader(w[1]))
-			req.Header.Set("Authorization", "Bearer "+testAdminToken)
-			if resp, err := http.DefaultClient.Do(req); err == nil {
-				resp.Body.Close()
-			}
-		}
-	}()
-	start = time.Now()
-	r2, b2 := n.Get("/v1/ingress/routes?wait=5s", testIngressToken, "If-None-Match", etag)
-	if r2.StatusCode != 200 || !strings.Contains(string(b2), "shop.apps.example.com") {
-		t.Errorf("long-poll across a change: %d after %s: %.200s", r2.StatusCode, time.Since(start), b2)
-	}
-}
 
 // TestLimitsSettings: the limits load from flags and the environment, are checked, and
 // the connection cap is derived from the open-file limit when not set.
@@ -202,27 +66,21 @@ func TestAnAPIPortInsideTheAllocationRangeIsRefused(t *testing.T) {
 	}
 }
 
-// TestUnreadBodiesDoNotHoldConnections: a request whose route needs no body (a probe, a
-// 404, a 405) announcing a body it never sends is answered at once and its connection
-// closed, instead of holding it for the body timeout while net/http drains the body.
-func TestUnreadBodiesDoNotHoldConnections(t *testing.T) {
-	cfg := testConfig(t, "vps-a", t.TempDir())
-	n := startNode(t, cfg)
-	n.WaitReady()
-	for _, req := range []string{
-		slowHealthz,
-		"GET /v1/readyz HTTP/1.1\r\nHost: node\r\nContent-Length: 1000\r\n\r\nx",
-		"POST /no/such/route HTTP/1.1\r\nHost: node\r\nContent-Length: 1000\r\n\r\n",
-		"DELETE /v1/healthz HTTP/1.1\r\nHost: node\r\nContent-Length: 1000\r\n\r\n",
+// TestLimitsTrustedProxiesIsRefusedAsRemoved: a configuration that still sets
+// limits.trustedProxies (a flag, a variable, a file key) does not start, and the error
+// names the setting as removed, not as unknown.
+func TestLimitsTrustedProxiesIsRefusedAsRemoved(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "scafo.yaml")
+	os.WriteFile(file, []byte("limits:\n  trustedProxies: [\"10.0.0.0/8\"]\n"), 0o600)
+	for what, src := range map[string]struct{ args, environ []string }{
+		"flag":     {[]string{"--limits.trustedProxies=10.0.0.0/8"}, nil},
+		"variable": {nil, []string{"SCAFO_LIMITS_TRUSTEDPROXIES=10.0.0.0/8"}},
+		"file":     {[]string{"--configFile=" + file}, nil},
 	} {
-		start := time.Now()
-		c := rawRequest(t, n, req)
-		resp, _ := readAnswer(t, c, 2*time.Second)
-		if !resp.Close || !closedWithin(c, time.Second) {
-			t.Errorf("%.30q: answered %d but the connection stays open for the body", req, resp.StatusCode)
-		}
-		if d := time.Since(start); d > time.Second {
-			t.Errorf("%.30q took %s: held for the body timeout", req, d)
+		_, err := loadConfig(t, append([]string{"--stateDir=" + t.TempDir()}, src.args...), src.environ)
+		if err == nil || !strings.Contains(strings.ToLower(err.Error()), "removed setting") || !strings.Contains(err.Error(), "rustedProxies") ||
+			strings.Contains(err.Error(), "unknown") || strings.Contains(err.Error(), "not a setting") {
+			t.Errorf("%s: %v, want an error naming limits.trustedProxies as a removed setting", what, err)
 		}
 	}
 }

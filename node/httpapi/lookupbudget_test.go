@@ -1,4 +1,4 @@
-package node_test
+package httpapi_test
 
 // The token-lookup budget: a token id the node has seen, or a valid token, buys no
 // store reads beyond its budget (regressions of the second hostile-tenant review: each
@@ -7,6 +7,9 @@ package node_test
 import (
 	"testing"
 	"time"
+
+	"github.com/scafo/ingress/internal/testnode"
+	"github.com/scafo/ingress/node/httpapi"
 )
 
 // TestAKnownTokenIDDoesNotBypassTheLookupBudget: a token's id is its public half
@@ -16,16 +19,16 @@ import (
 // the flood the budgets bound, by any tenant with its own token. On S3 every one is a
 // billed GET. Wrong secrets fail the MAC: no store read at all.
 func TestAKnownTokenIDDoesNotBypassTheLookupBudget(t *testing.T) {
-	n, st := startCountingTokens(t)
-	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
-	id, tok := issueToken(t, n, "evil", "evil", `"publish"`)
+	n, st := testnode.StartCountingTokens(t)
+	n.Must(201, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	id, tok := testnode.IssueToken(t, n, "evil", "evil", `"publish"`)
 	n.Must(404, "GET", "/v1/apps/evil/domains/x.evil.example/paths", tok, "") // the id seen valid
 
 	before := st.Records.Load()
 	const flood = 200
 	codes := map[int]int{}
 	for i := 0; i < flood; i++ {
-		resp, _ := n.Do("GET", "/v1/apps/evil/domains/x.evil.example/paths", "scafo_"+id+"_"+randHex(64), "")
+		resp, _ := n.Do("GET", "/v1/apps/evil/domains/x.evil.example/paths", "scafo_"+id+"_"+testnode.RandHex(64), "")
 		codes[resp.StatusCode]++
 	}
 	reads := st.Records.Load() - before
@@ -43,9 +46,9 @@ func TestAKnownTokenIDDoesNotBypassTheLookupBudget(t *testing.T) {
 // send: every one a billed S3 GET, on a store the whole fleet shares. Requests of a
 // token seen valid lately now have a budget per token before the lookup.
 func TestAValidTokenCannotMakeTheNodeReadTheStoreAtLineRate(t *testing.T) {
-	n, st := startCountingTokens(t)
-	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
-	_, tok := issueToken(t, n, "evil", "evil", `"publish"`)
+	n, st := testnode.StartCountingTokens(t)
+	n.Must(201, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	_, tok := testnode.IssueToken(t, n, "evil", "evil", `"publish"`)
 	n.Must(404, "GET", "/v1/apps/evil/domains/x.evil.example/paths", tok, "") // seen valid
 
 	before := st.Records.Load()
@@ -57,7 +60,7 @@ func TestAValidTokenCannotMakeTheNodeReadTheStoreAtLineRate(t *testing.T) {
 		codes[resp.StatusCode]++
 	}
 	reads := st.Records.Load() - before
-	rate, burst := max(knownTokenRate, 4*n.Cfg.Writes.Rate), max(knownTokenBurst, 2*n.Cfg.Writes.Burst)
+	rate, burst := max(httpapi.KnownTokenRate, 4*n.Cfg.Writes.Rate), max(httpapi.KnownTokenBurst, 2*n.Cfg.Writes.Burst)
 	limit := int64(float64(burst) + rate*time.Since(start).Seconds() + 1)
 	t.Logf("answers %v, token-record reads %d (budget %d)", codes, reads, limit)
 	if reads > limit {

@@ -1,4 +1,4 @@
-package node_test
+package httpapi_test
 
 import (
 	"context"
@@ -52,9 +52,9 @@ func (c *certReadCounter) Delete(ctx context.Context, key, ifMatch string) error
 	return c.Store.Delete(ctx, key, ifMatch)
 }
 
-func storageNode(t *testing.T) (*testNode, *certReadCounter) {
+func storageNode(t *testing.T) (*testnode.Node, *certReadCounter) {
 	t.Helper()
-	return testnode.StartWrapped(t, testConfig(t, "vps-a", t.TempDir()), func(d *dir.Store) *certReadCounter { return &certReadCounter{Store: d} })
+	return testnode.StartWrapped(t, testnode.Config(t, "vps-a", t.TempDir()), func(d *dir.Store) *certReadCounter { return &certReadCounter{Store: d} })
 }
 
 // outsideNamespace is every store key and etag outside the certificate namespace (and
@@ -80,8 +80,8 @@ func outsideNamespace(t *testing.T, st store.Store) map[string]string {
 func TestStorageNeedsTheIngressTokenAndReadsNothingBefore(t *testing.T) {
 	t.Parallel()
 	n, st := storageNode(t)
-	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	_, appTok := issueToken(t, n, "acme", "shop", `"publish","instance"`)
+	n.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	_, appTok := testnode.IssueToken(t, n, "acme", "shop", `"publish","instance"`)
 	if appTok == "" {
 		t.Fatal("no application token issued")
 	}
@@ -104,7 +104,7 @@ func TestStorageNeedsTheIngressTokenAndReadsNothingBefore(t *testing.T) {
 		{"anonymous", "", http.StatusUnauthorized},
 		{"bad token", "nope", http.StatusUnauthorized},
 		{"app token", appTok, http.StatusUnauthorized},
-		{"admin token", testAdminToken, http.StatusForbidden},
+		{"admin token", testnode.AdminToken, http.StatusForbidden},
 	} {
 		before := st.n.Load()
 		for _, r := range reqs {
@@ -121,10 +121,10 @@ func TestStorageNeedsTheIngressTokenAndReadsNothingBefore(t *testing.T) {
 		}
 	}
 	// With the token, a path that is no operation is a JSON 404.
-	n.Must(404, "GET", "/v1/storage/elsewhere", testIngressToken, "")
+	n.Must(404, "GET", "/v1/storage/elsewhere", testnode.IngressToken, "")
 	// Positive control: the same counter sees the ingress token's reads.
 	before := st.n.Load()
-	n.Must(404, "GET", "/v1/storage/keys/a", testIngressToken, "")
+	n.Must(404, "GET", "/v1/storage/keys/a", testnode.IngressToken, "")
 	if st.n.Load() == before {
 		t.Fatal("the counter saw no read for an accepted request: the test above proves nothing")
 	}
@@ -136,7 +136,7 @@ func TestStorageNeedsTheIngressTokenAndReadsNothingBefore(t *testing.T) {
 func TestStorageKeysRoundTripOverHTTP(t *testing.T) {
 	t.Parallel()
 	n, _ := storageNode(t)
-	tok := testIngressToken
+	tok := testnode.IngressToken
 	// "*.example.com" and "@:" spelled raw and escaped; %2F is a "/" (one meaning).
 	n.Must(200, "PUT", "/v1/storage/keys/certificates/acme/%2A.example.com/%2A.example.com.crt", tok, "CERT")
 	n.Must(200, "PUT", "/v1/storage/keys/certificates%2Facme/u@h:1/k", tok, "KEY")
@@ -194,7 +194,7 @@ func TestStorageRefusesTraversalInEverySpelling(t *testing.T) {
 	t.Parallel()
 	n, st := storageNode(t)
 	before := outsideNamespace(t, n.St)
-	tok := testIngressToken
+	tok := testnode.IngressToken
 	for _, target := range []string{
 		"/v1/storage/keys/../../v1/status",
 		"/v1/storage/keys/..",
@@ -215,18 +215,18 @@ func TestStorageRefusesTraversalInEverySpelling(t *testing.T) {
 		"/v1/storage/keys/" + strings.Repeat("a", certstore.MaxKeyLen+1),
 	} {
 		for _, method := range []string{"GET", "PUT", "DELETE"} {
-			code, body := raw(t, n, method, target, tok, "x")
+			code, body := testnode.Raw(t, n, method, target, tok, "x")
 			if code != http.StatusBadRequest || !strings.Contains(body, `"error":"invalid key"`) {
 				t.Errorf("%s %s = %d %s, want 400 invalid key", method, target, code, body)
 			}
 		}
 	}
 	// A malformed escape never reaches a handler (Go's server refuses the request line).
-	if code, _ := raw(t, n, "GET", "/v1/storage/keys/%zz", tok, ""); code != http.StatusBadRequest {
+	if code, _ := testnode.Raw(t, n, "GET", "/v1/storage/keys/%zz", tok, ""); code != http.StatusBadRequest {
 		t.Errorf("GET %%zz = %d, want 400", code)
 	}
 	// Double encoding is a literal key, stored inside the namespace.
-	if code, body := raw(t, n, "PUT", "/v1/storage/keys/%252e%252e/%252e%252e/serial", tok, "x"); code != http.StatusOK || !strings.Contains(body, `"key":"%2e%2e/%2e%2e/serial"`) {
+	if code, body := testnode.Raw(t, n, "PUT", "/v1/storage/keys/%252e%252e/%252e%252e/serial", tok, "x"); code != http.StatusOK || !strings.Contains(body, `"key":"%2e%2e/%2e%2e/serial"`) {
 		t.Fatalf("double-encoded PUT = %d %s", code, body)
 	}
 	if _, err := st.Get(context.Background(), "certs/%252e%252e/%252e%252e/serial!"); err != nil {
@@ -234,14 +234,14 @@ func TestStorageRefusesTraversalInEverySpelling(t *testing.T) {
 	}
 	// A lock name is one opaque segment: slashes and dots are part of it, inside the
 	// lock namespace.
-	if code, body := raw(t, n, "POST", "/v1/storage/locks/..%2F..%2Fapps%2Fshop.json", tok, `{"owner":"o"}`); code != 200 {
+	if code, body := testnode.Raw(t, n, "POST", "/v1/storage/locks/..%2F..%2Fapps%2Fshop.json", tok, `{"owner":"o"}`); code != 200 {
 		t.Fatalf("lock with a slashed name = %d %s", code, body)
 	}
 	if _, err := st.Get(context.Background(), "certlocks/%2E.%2F..%2Fapps%2Fshop.json!"); err != nil {
 		t.Fatalf("the lock is not where the mapping puts it: %v", err)
 	}
 	for _, target := range []string{"/v1/storage/locks/", "/v1/storage/locks/a%00"} {
-		if code, body := raw(t, n, "POST", target, tok, `{"owner":"o"}`); code != 400 || !strings.Contains(body, "invalid lock name") {
+		if code, body := testnode.Raw(t, n, "POST", target, tok, `{"owner":"o"}`); code != 400 || !strings.Contains(body, "invalid lock name") {
 			t.Errorf("POST %s = %d %s, want 400 invalid lock name", target, code, body)
 		}
 	}
@@ -262,7 +262,7 @@ func TestStorageRefusesTraversalInEverySpelling(t *testing.T) {
 func TestStorageBoundsBodiesAndQueries(t *testing.T) {
 	t.Parallel()
 	n, _ := storageNode(t)
-	tok := testIngressToken
+	tok := testnode.IngressToken
 	limit := certstore.DefaultMaxValueSize
 	n.Must(200, "PUT", "/v1/storage/keys/ok", tok, strings.Repeat("x", limit))
 	resp, b := n.Do("PUT", "/v1/storage/keys/big", tok, strings.Repeat("x", limit+1))
@@ -315,7 +315,7 @@ func TestStorageBoundsBodiesAndQueries(t *testing.T) {
 func TestStorageLocksOverHTTP(t *testing.T) {
 	t.Parallel()
 	n, st := storageNode(t)
-	tok := testIngressToken
+	tok := testnode.IngressToken
 	var l struct {
 		Name, Holder      string
 		Acquired, Expires time.Time
@@ -371,7 +371,7 @@ func TestStorageServesACorruptObjectAsAnError(t *testing.T) {
 	if _, err := st.Put(context.Background(), "certs/a/b.key!", []byte("-----BEGIN PRIVATE KEY-----"), store.Condition{}); err != nil {
 		t.Fatal(err)
 	}
-	resp, b := n.Do("GET", "/v1/storage/keys/a/b.key", testIngressToken, "")
+	resp, b := n.Do("GET", "/v1/storage/keys/a/b.key", testnode.IngressToken, "")
 	if resp.StatusCode != 500 || !strings.Contains(string(b), "corrupt store object") || strings.Contains(string(b), "BEGIN") {
 		t.Fatalf("corrupt object = %d %s", resp.StatusCode, b)
 	}

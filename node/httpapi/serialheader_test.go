@@ -1,4 +1,4 @@
-package node_test
+package httpapi_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/store"
 )
 
@@ -30,17 +32,17 @@ func storeSerial(t *testing.T, st store.Store) (uint64, string) {
 // that derives the same revision at a later serial moves the header, not the body.
 func TestRoutingAnswersCarryTheStoreSerial(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	seedFleet(t, n.St, "shop")
+	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
+	testnode.SeedFleet(t, n.St, "shop")
 	n.WaitReady()
-	waitSeeded(t, n)
+	testnode.WaitSeeded(t, n)
 	paths := []string{"/v1/ingress/routes", "/v1/ingress/traefik", "/v1/ingress/traefik?prefer=self"}
 	check := func(what string, want uint64, epoch string) map[string]string {
 		t.Helper()
 		etags := map[string]string{}
-		waitFor(t, 20*time.Second, what, func() bool { // a deadline, not a pace: a loaded machine's passes are slow
+		nodetest.WaitFor(t, 20*time.Second, what, func() bool { // a deadline, not a pace: a loaded machine's passes are slow
 			for _, p := range paths {
-				r, _ := n.Get(p, testIngressToken)
+				r, _ := n.Get(p, testnode.IngressToken)
 				if r.StatusCode != http.StatusOK || r.Header.Get("X-Scafo-Serial") != strconv.FormatUint(want, 10) {
 					return false
 				}
@@ -49,14 +51,14 @@ func TestRoutingAnswersCarryTheStoreSerial(t *testing.T) {
 			return true
 		})
 		for _, p := range paths {
-			r, b := n.Get(p, testIngressToken)
+			r, b := n.Get(p, testnode.IngressToken)
 			if got := r.Header.Get("X-Scafo-Epoch"); got != epoch || epoch == "" {
 				t.Errorf("%s: X-Scafo-Epoch %q, want the store's %q", p, got, epoch)
 			}
 			if strings.Contains(string(b), strconv.FormatUint(want, 10)+" "+epoch) {
 				t.Errorf("%s: the serial is in the body", p)
 			}
-			r304, _ := n.Get(p, testIngressToken, "If-None-Match", etags[p])
+			r304, _ := n.Get(p, testnode.IngressToken, "If-None-Match", etags[p])
 			if r304.StatusCode != http.StatusNotModified || r304.Header.Get("X-Scafo-Serial") != strconv.FormatUint(want, 10) ||
 				r304.Header.Get("X-Scafo-Epoch") != epoch {
 				t.Errorf("%s: 304 answer %d with serial %q epoch %q, want %d %q", p, r304.StatusCode,

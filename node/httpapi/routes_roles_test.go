@@ -1,10 +1,11 @@
-package node_test
+package httpapi_test
 
 import (
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/api"
 )
 
@@ -18,17 +19,17 @@ import (
 // account evil's app cart (instance).
 func TestEveryRouteAnswersEachCredentialAsTheDesignSays(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
 	n.WaitReady()
-	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	n.Must(201, "PUT", "/v1/apps/cart", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
-	n.Must(201, "PUT", "/v1/apps/shop/domains/shop.example", testAdminToken, `{}`)
-	_, shopPublish := issueToken(t, n, "acme", "shop", `"publish"`)
-	_, shopInstance := issueToken(t, n, "acme", "shop", `"instance"`)
-	_, cartInstance := issueToken(t, n, "evil", "cart", `"instance"`)
+	n.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/cart", testnode.AdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/shop/domains/shop.example", testnode.AdminToken, `{}`)
+	_, shopPublish := testnode.IssueToken(t, n, "acme", "shop", `"publish"`)
+	_, shopInstance := testnode.IssueToken(t, n, "acme", "shop", `"instance"`)
+	_, cartInstance := testnode.IssueToken(t, n, "evil", "cart", `"instance"`)
 	creds := []struct{ name, tok string }{
 		{"none", ""}, {"made-up", "scafo_0123456789abcdef_" + strings.Repeat("ab", 32)},
-		{"ingress", testIngressToken}, {"admin", testAdminToken},
+		{"ingress", testnode.IngressToken}, {"admin", testnode.AdminToken},
 		{"shop-publish", shopPublish}, {"shop-instance", shopInstance}, {"cart-instance", cartInstance},
 	}
 	const bad = `{"nope":1}` // every write's decoder refuses an unknown field: 400

@@ -1,4 +1,4 @@
-package node_test
+package httpapi_test
 
 // Hostile review (round four) of the token MACs (issue 25 item 4): spellings of a real
 // token that are not it, and a revoked token replayed. Each is refused 401, and none
@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/scafo/ingress/internal/testnode"
 )
 
 func TestRespelledTokensAreRefusedWithoutAStoreRead(t *testing.T) {
-	n, st := startCountingTokens(t)
-	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
-	_, tok := issueToken(t, n, "evil", "evil", `"publish"`)
+	n, st := testnode.StartCountingTokens(t)
+	n.Must(201, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	_, tok := testnode.IssueToken(t, n, "evil", "evil", `"publish"`)
 	n.Must(404, "GET", macPathsURL, tok, "")
 	rest := strings.TrimPrefix(tok, "scafo_")
 	id, secret, _ := strings.Cut(rest, "_")
@@ -61,11 +63,11 @@ func TestRespelledTokensAreRefusedWithoutAStoreRead(t *testing.T) {
 // was issued), so it is looked up; once found revoked it is refused from the negative
 // cache, whatever the rate of replays, and never answered as valid.
 func TestARevokedTokenReplayedReadsItsRecordOnce(t *testing.T) {
-	n, st := startCountingTokens(t)
-	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
-	id, tok := issueToken(t, n, "evil", "evil", `"publish"`)
+	n, st := testnode.StartCountingTokens(t)
+	n.Must(201, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	id, tok := testnode.IssueToken(t, n, "evil", "evil", `"publish"`)
 	n.Must(404, "GET", macPathsURL, tok, "")
-	n.Must(200, "DELETE", "/v1/tokens/"+id, testAdminToken, "")
+	n.Must(200, "DELETE", "/v1/tokens/"+id, testnode.AdminToken, "")
 	reads := st.Records.Load()
 	for range 200 {
 		resp, _ := n.Do("GET", macPathsURL, tok, "")

@@ -1,4 +1,4 @@
-package node_test
+package httpapi_test
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/store"
 )
 
@@ -18,10 +20,10 @@ import (
 // below that, routed it.
 func TestAnObjectTooLargeToReadIsSkippedNotFatal(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	seedFleet(t, n.St, "shop")
+	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
+	testnode.SeedFleet(t, n.St, "shop")
 	n.WaitReady()
-	waitSeeded(t, n)
+	testnode.WaitSeeded(t, n)
 
 	// A valid application padded past the limit, written behind the store's back (its
 	// Put refuses it), then announced so the pass reads apps/.
@@ -33,11 +35,11 @@ func TestAnObjectTooLargeToReadIsSkippedNotFatal(t *testing.T) {
 	if _, err := store.BumpSerial(t.Context(), n.St); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "apps/huge.json reported skipped", func() bool {
-		_, b := n.Get("/v1/status", testAdminToken)
+	nodetest.WaitFor(t, 5*time.Second, "apps/huge.json reported skipped", func() bool {
+		_, b := n.Get("/v1/status", testnode.AdminToken)
 		return strings.Contains(string(b), `"object":"apps/huge.json","reason":"not read: larger than`)
 	})
-	if hosts := strings.Join(hostsOf(routesDoc(t, n)), ","); hosts != "shop.apps.example.com" {
+	if hosts := strings.Join(testnode.HostsOf(testnode.RoutesDoc(t, n)), ","); hosts != "shop.apps.example.com" {
 		t.Errorf("hosts %s, want shop alone (huge skipped, shop kept)", hosts)
 	}
 }

@@ -1,4 +1,4 @@
-package node_test
+package httpapi_test
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store/dir"
@@ -23,7 +25,7 @@ func TestAdminTokenNeverReadsABodyWithPrivateKeys(t *testing.T) {
 	for _, delivery := range []string{node.DeliveryInline, node.DeliveryFiles} {
 		t.Run(delivery, func(t *testing.T) {
 			storeDir := t.TempDir()
-			cfg := testConfig(t, "vps-a", storeDir)
+			cfg := testnode.Config(t, "vps-a", storeDir)
 			cfg.ACME.Enabled = true
 			cfg.ACME.CAServer = "https://127.0.0.1:1/dir" // nothing listens there
 			cfg.ACME.Delivery = delivery
@@ -34,10 +36,10 @@ func TestAdminTokenNeverReadsABodyWithPrivateKeys(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			seedFleet(t, st, "shop")
-			n := startNodeWithStore(t, cfg, st)
+			testnode.SeedFleet(t, st, "shop")
+			n := testnode.StartWithStore(t, cfg, st)
 			n.WaitReady()
-			resp, b := n.Get("/v1/ingress/traefik", testAdminToken)
+			resp, b := n.Get("/v1/ingress/traefik", testnode.AdminToken)
 			if delivery == node.DeliveryInline {
 				if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), "ingress token") || !strings.Contains(string(b), "/v1/ingress/routes") {
 					t.Errorf("admin GET /v1/ingress/traefik with inline keys: %d %s, want 403 naming the ingress token", resp.StatusCode, b)
@@ -48,10 +50,10 @@ func TestAdminTokenNeverReadsABodyWithPrivateKeys(t *testing.T) {
 			} else if resp.StatusCode != http.StatusOK {
 				t.Errorf("admin GET /v1/ingress/traefik with files delivery: %d %s, want 200", resp.StatusCode, b)
 			}
-			if resp, b := n.Get("/v1/ingress/traefik", testIngressToken); resp.StatusCode != http.StatusOK {
+			if resp, b := n.Get("/v1/ingress/traefik", testnode.IngressToken); resp.StatusCode != http.StatusOK {
 				t.Errorf("ingress GET /v1/ingress/traefik: %d %s", resp.StatusCode, b)
 			}
-			if resp, b := n.Get("/v1/ingress/routes", testAdminToken); resp.StatusCode != http.StatusOK {
+			if resp, b := n.Get("/v1/ingress/routes", testnode.AdminToken); resp.StatusCode != http.StatusOK {
 				t.Errorf("admin GET /v1/ingress/routes: %d %s", resp.StatusCode, b)
 			}
 		})
@@ -65,19 +67,19 @@ func TestAdminTokenNeverReadsABodyWithPrivateKeys(t *testing.T) {
 // recorded, and only it is listed.
 func TestOnlyValidIngressPollsAreRecordedAsReports(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
 	n.WaitReady()
 	for _, tc := range []struct {
 		what, path, token string
 		code              int
 	}{
-		{"the admin token's poll", "/v1/ingress/traefik", testAdminToken, 200},
-		{"an unknown format", "/v1/ingress/nginx", testIngressToken, 404},
-		{"an unknown group", "/v1/ingress/traefik?group=made-up", testIngressToken, 404},
-		{"a malformed group", "/v1/ingress/traefik?group=Bad_Group", testIngressToken, 400},
-		{"a malformed wait", "/v1/ingress/traefik?wait=soon", testIngressToken, 400},
-		{"a malformed prefer", "/v1/ingress/traefik?prefer=Not_A_Node", testIngressToken, 400},
-		{"an unparsable query", "/v1/ingress/traefik?a=%zz", testIngressToken, 400},
+		{"the admin token's poll", "/v1/ingress/traefik", testnode.AdminToken, 200},
+		{"an unknown format", "/v1/ingress/nginx", testnode.IngressToken, 404},
+		{"an unknown group", "/v1/ingress/traefik?group=made-up", testnode.IngressToken, 404},
+		{"a malformed group", "/v1/ingress/traefik?group=Bad_Group", testnode.IngressToken, 400},
+		{"a malformed wait", "/v1/ingress/traefik?wait=soon", testnode.IngressToken, 400},
+		{"a malformed prefer", "/v1/ingress/traefik?prefer=Not_A_Node", testnode.IngressToken, 400},
+		{"an unparsable query", "/v1/ingress/traefik?a=%zz", testnode.IngressToken, 400},
 	} {
 		resp, b := n.Get(tc.path, tc.token, api.HeaderIngress, "edge-fake", api.HeaderIngressKind, api.KindPlugin, api.HeaderAppliedSerial, "1")
 		if resp.StatusCode != tc.code {
@@ -90,19 +92,19 @@ func TestOnlyValidIngressPollsAreRecordedAsReports(t *testing.T) {
 	if ins := statusIngresses(t, n); len(ins) != 0 {
 		t.Fatalf("after invalid and admin polls, status lists %+v, want no ingress", ins)
 	}
-	resp, b := n.Get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, "edge-real", api.HeaderIngressKind, api.KindPlugin)
+	resp, b := n.Get("/v1/ingress/traefik", testnode.IngressToken, api.HeaderIngress, "edge-real", api.HeaderIngressKind, api.KindPlugin)
 	if resp.StatusCode != 200 || resp.Header.Get(api.HeaderIngressReport) != "recorded" {
 		t.Fatalf("a valid poll: %d %q %s", resp.StatusCode, resp.Header.Get(api.HeaderIngressReport), b)
 	}
-	waitFor(t, 5*time.Second, "edge-real listed", func() bool {
+	nodetest.WaitFor(t, 5*time.Second, "edge-real listed", func() bool {
 		ins := statusIngresses(t, n)
 		return len(ins) == 1 && ins[0].Name == "edge-real"
 	})
 }
 
-func statusIngresses(t *testing.T, n *testNode) []api.Ingress {
+func statusIngresses(t *testing.T, n *testnode.Node) []api.Ingress {
 	t.Helper()
-	resp, b := n.Get("/v1/status", testAdminToken)
+	resp, b := n.Get("/v1/status", testnode.AdminToken)
 	var st api.Status
 	if err := json.Unmarshal(b, &st); resp.StatusCode != 200 || err != nil {
 		t.Fatalf("status: %d %v %s", resp.StatusCode, err, b)

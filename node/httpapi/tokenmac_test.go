@@ -1,4 +1,4 @@
-package node_test
+package httpapi_test
 
 // Issue 25 item 4 (anonymous clients lock tenants out of the write API) and item 10's
 // missing mutation (the fleet-wide budget for unknown-token lookups): application tokens
@@ -11,16 +11,17 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/fleetwrite"
+	"github.com/scafo/ingress/node/httpapi"
 	"github.com/scafo/ingress/node/internal/jsonx"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
@@ -36,8 +37,8 @@ func unsignedToken(t *testing.T, st store.Store, app string) (id, tok string) {
 	}
 	var a fleet.App
 	json.Unmarshal(obj.Value, &a)
-	id = randHex(16)
-	tok = "scafo_" + id + "_" + randHex(64)
+	id = testnode.RandHex(16)
+	tok = "scafo_" + id + "_" + testnode.RandHex(64)
 	b, _ := jsonx.Marshal(fleet.TokenRecord{ID: id, Account: a.Account, App: app, AppID: a.ID,
 		Roles: []string{fleet.RolePublish}, SHA256: fleetwrite.HashToken(tok)})
 	if _, err := st.Put(context.Background(), fleet.TokenKey(id), b, store.Condition{IfNoneMatch: true}); err != nil {
@@ -52,18 +53,18 @@ const macPathsURL = "/v1/apps/evil/domains/x.evil.example/paths"
 // a real id with another secret) is refused 401 at once: no read of a token record,
 // no 429 (no budget was spent), whatever the rate.
 func TestForgedTokensCostNoStoreReadAndNoBudget(t *testing.T) {
-	n, st := startCountingTokens(t)
-	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
-	id, tok := issueToken(t, n, "evil", "evil", `"publish"`)
+	n, st := testnode.StartCountingTokens(t)
+	n.Must(201, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	id, tok := testnode.IssueToken(t, n, "evil", "evil", `"publish"`)
 	n.Must(404, "GET", macPathsURL, tok, "")
 
 	reads, keyReads := st.Records.Load(), st.Key.Load()
 	const flood = 600
 	codes := map[int]int{}
 	for i := range flood {
-		forged := "scafo_" + randHex(16) + "_" + randHex(64)
+		forged := "scafo_" + testnode.RandHex(16) + "_" + testnode.RandHex(64)
 		if i%2 == 1 {
-			forged = "scafo_" + id + "_" + randHex(64) // the id is public
+			forged = "scafo_" + id + "_" + testnode.RandHex(64) // the id is public
 		}
 		resp, _ := n.Do("GET", macPathsURL, forged, "")
 		codes[resp.StatusCode]++
@@ -81,7 +82,7 @@ func TestForgedTokensCostNoStoreReadAndNoBudget(t *testing.T) {
 	// Nothing of the real token's budget was spent: it has its whole burst but the one
 	// request it made before the flood (the flood can take less than the refill of one:
 	// 50 ms here, unloaded).
-	for range knownTokenBurst - 1 {
+	for range httpapi.KnownTokenBurst - 1 {
 		n.Must(404, "GET", macPathsURL, tok, "")
 	}
 }
@@ -91,12 +92,12 @@ func TestForgedTokensCostNoStoreReadAndNoBudget(t *testing.T) {
 // freshly issued real token (behind the apex every client is Traefik's address). Each
 // real token's first requests must pass; before, 7 of 8 were answered 429.
 func TestAFloodOfForgedTokensNeverHoldsBackARealOne(t *testing.T) {
-	n, _ := startCountingTokens(t)
-	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	n, _ := testnode.StartCountingTokens(t)
+	n.Must(201, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	const rounds, perRound = 8, 80
 	fresh := make([]string, rounds)
 	for i := range fresh {
-		_, fresh[i] = issueToken(t, n, "evil", "evil", `"publish"`)
+		_, fresh[i] = testnode.IssueToken(t, n, "evil", "evil", `"publish"`)
 	}
 	var stop atomic.Bool
 	var forged atomic.Int64
@@ -107,7 +108,7 @@ func TestAFloodOfForgedTokensNeverHoldsBackARealOne(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for !stop.Load() {
-				resp, _ := n.Do("GET", macPathsURL, "scafo_"+randHex(16)+"_"+randHex(64), "")
+				resp, _ := n.Do("GET", macPathsURL, "scafo_"+testnode.RandHex(16)+"_"+testnode.RandHex(64), "")
 				if resp.StatusCode == http.StatusInternalServerError {
 					t.Error("a forged token: 500")
 				}
@@ -118,7 +119,7 @@ func TestAFloodOfForgedTokensNeverHoldsBackARealOne(t *testing.T) {
 	limited := 0
 	for i, tok := range fresh {
 		// Let the flood run past the whole of both budgets' bursts first.
-		waitFor(t, 10*time.Second, "the flood to pass the budgets", func() bool {
+		nodetest.WaitFor(t, 10*time.Second, "the flood to pass the budgets", func() bool {
 			return forged.Load() >= int64((i+1)*perRound)
 		})
 		for range 4 {
@@ -147,8 +148,8 @@ func TestAFloodOfForgedTokensNeverHoldsBackARealOne(t *testing.T) {
 // whether it existed before the key was created or after; the key is created without
 // listing the tokens.
 func TestATokenWithoutTheKeysMACIsRefused(t *testing.T) {
-	n, st := startCountingTokens(t)
-	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	n, st := testnode.StartCountingTokens(t)
+	n.Must(201, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	_, old := unsignedToken(t, st, "evil")
 	if _, err := st.Get(context.Background(), fleetwrite.TokenMACKey); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the key exists before any application token was presented or issued: %v", err)
@@ -167,7 +168,7 @@ func TestATokenWithoutTheKeysMACIsRefused(t *testing.T) {
 	if r := st.Records.Load() - reads; r != 0 {
 		t.Errorf("tokens without a MAC read %d token records, want none", r)
 	}
-	_, signed := issueToken(t, n, "evil", "evil", `"publish"`)
+	_, signed := testnode.IssueToken(t, n, "evil", "evil", `"publish"`)
 	n.Must(404, "GET", macPathsURL, signed, "")
 }
 
@@ -182,15 +183,15 @@ func TestACorruptTokenKeyRefusesTokensAsUnavailable(t *testing.T) {
 		"wrong size": `{"key":"abcd"}`,
 	} {
 		t.Run(what, func(t *testing.T) {
-			n, st := startCountingTokens(t)
-			n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
-			_, tok := issueToken(t, n, "evil", "evil", `"publish"`)
+			n, st := testnode.StartCountingTokens(t)
+			n.Must(201, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"evil","placement":["vps-a"]}`)
+			_, tok := testnode.IssueToken(t, n, "evil", "evil", `"publish"`)
 			if _, err := st.Put(context.Background(), fleetwrite.TokenMACKey, []byte(corrupt), store.Condition{}); err != nil {
 				t.Fatal(err)
 			}
 			// A node that has not cached the key (a restart, another node).
-			cfg := testConfig(t, "vps-b", n.Cfg.Store.Dir.Path)
-			n2 := startNodeWithStore(t, cfg, st)
+			cfg := testnode.Config(t, "vps-b", n.Cfg.Store.Dir.Path)
+			n2 := testnode.StartWithStore(t, cfg, st)
 			n2.WaitReady()
 			reads := st.Records.Load()
 			for range 3 {
@@ -204,7 +205,7 @@ func TestACorruptTokenKeyRefusesTokensAsUnavailable(t *testing.T) {
 			if c := strings.Count(n2.Logs.String(), "level=ERROR msg=\"the token MAC key object is corrupt"); c != 1 {
 				t.Errorf("the corrupt key was logged %d times, want once", c)
 			}
-			b := n2.Must(503, "POST", "/v1/tokens", testAdminToken, `{"account":"evil","app":"evil","roles":["publish"]}`)
+			b := n2.Must(503, "POST", "/v1/tokens", testnode.AdminToken, `{"account":"evil","app":"evil","roles":["publish"]}`)
 			if !strings.Contains(string(b), fleetwrite.TokenMACKey) {
 				t.Errorf("issuing on a corrupt key: %s, want the object named", b)
 			}
@@ -218,25 +219,25 @@ func TestACorruptTokenKeyRefusesTokensAsUnavailable(t *testing.T) {
 // every other; after the key is deleted and created anew, the tokens of the old key are
 // refused (losing the key means reissuing tokens) and the new key's are good.
 func TestTheTokenKeyIsCreatedOnceAndFollowedAcrossNodes(t *testing.T) {
-	onReportBackends(t, func(t *testing.T, be reportBackend) {
-		a := startNodeWithStore(t, testConfigOn(t, "vps-a"), be.Open(t))
+	testnode.OnReportBackends(t, func(t *testing.T, be testnode.ReportBackend) {
+		a := testnode.StartWithStore(t, testConfigOn(t, "vps-a"), be.Open(t))
 		a.WaitReady()
-		a.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
-		b := startNodeWithStore(t, testConfigOn(t, "vps-b"), be.Open(t))
+		a.Must(201, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"evil","placement":["vps-a"]}`)
+		b := testnode.StartWithStore(t, testConfigOn(t, "vps-b"), be.Open(t))
 		b.WaitReady()
 		// Both create at once (the first application token each sees).
 		var wg sync.WaitGroup
-		for _, n := range []*testNode{a, b} {
+		for _, n := range []*testnode.Node{a, b} {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				n.Do("GET", macPathsURL, "scafo_"+randHex(16)+"_"+randHex(64), "")
+				n.Do("GET", macPathsURL, "scafo_"+testnode.RandHex(16)+"_"+testnode.RandHex(64), "")
 			}()
 		}
 		wg.Wait()
-		_, t1 := issueToken(t, a, "evil", "evil", `"publish"`)
+		_, t1 := testnode.IssueToken(t, a, "evil", "evil", `"publish"`)
 		b.Must(404, "GET", macPathsURL, t1, "")
-		_, t2 := issueToken(t, b, "evil", "evil", `"publish"`)
+		_, t2 := testnode.IssueToken(t, b, "evil", "evil", `"publish"`)
 		a.Must(404, "GET", macPathsURL, t2, "")
 
 		// The key is deleted; b issues (creating a new key).
@@ -244,35 +245,16 @@ func TestTheTokenKeyIsCreatedOnceAndFollowedAcrossNodes(t *testing.T) {
 		if err := st.Delete(context.Background(), fleetwrite.TokenMACKey, ""); err != nil {
 			t.Fatal(err)
 		}
-		_, t3 := issueToken(t, b, "evil", "evil", `"publish"`)
+		_, t3 := testnode.IssueToken(t, b, "evil", "evil", `"publish"`)
 		b.Must(404, "GET", macPathsURL, t3, "") // a follows it at its next recheck: TestTokenMACKeyReplacedIsFollowed
 		for _, tok := range []string{t1, t2} {
 			b.Must(401, "GET", macPathsURL, tok, "") // a, until its next recheck, holds the old key
 		}
-		b.Must(401, "GET", macPathsURL, "scafo_"+randHex(16)+"_"+randHex(64), "")
+		b.Must(401, "GET", macPathsURL, "scafo_"+testnode.RandHex(16)+"_"+testnode.RandHex(64), "")
 	})
 }
 
 // testConfigOn is testConfig for a node whose store the test opens itself.
 func testConfigOn(t *testing.T, name string) *node.Config {
-	return testConfig(t, name, t.TempDir())
-}
-
-// TestLimitsTrustedProxiesIsRefusedAsRemoved: a configuration that still sets
-// limits.trustedProxies (a flag, a variable, a file key) does not start, and the error
-// names the setting as removed, not as unknown.
-func TestLimitsTrustedProxiesIsRefusedAsRemoved(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "scafo.yaml")
-	os.WriteFile(file, []byte("limits:\n  trustedProxies: [\"10.0.0.0/8\"]\n"), 0o600)
-	for what, src := range map[string]struct{ args, environ []string }{
-		"flag":     {[]string{"--limits.trustedProxies=10.0.0.0/8"}, nil},
-		"variable": {nil, []string{"SCAFO_LIMITS_TRUSTEDPROXIES=10.0.0.0/8"}},
-		"file":     {[]string{"--configFile=" + file}, nil},
-	} {
-		_, err := loadConfig(t, append([]string{"--stateDir=" + t.TempDir()}, src.args...), src.environ)
-		if err == nil || !strings.Contains(strings.ToLower(err.Error()), "removed setting") || !strings.Contains(err.Error(), "rustedProxies") ||
-			strings.Contains(err.Error(), "unknown") || strings.Contains(err.Error(), "not a setting") {
-			t.Errorf("%s: %v, want an error naming limits.trustedProxies as a removed setting", what, err)
-		}
-	}
+	return testnode.Config(t, name, t.TempDir())
 }

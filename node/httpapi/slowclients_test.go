@@ -1,4 +1,4 @@
-package node_test
+package httpapi_test
 
 // Hostile clients (docs/design.md §5): connections held without a token, floods of rejected
 // credentials, refusals that read the same whatever the request's shape.
@@ -20,7 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scafo/ingress/node"
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/testnode"
 )
 
 // ---- connection exhaustion ----
@@ -68,7 +69,7 @@ func TestHelperSlowClients(t *testing.T) {
 		case 4:
 			auth = "Authorization: Bearer scafo_0123456789abcdef_" + strings.Repeat("ab", 32) + "\r\n"
 		case 6:
-			auth = "Authorization: Bearer " + testIngressToken + "\r\n"
+			auth = "Authorization: Bearer " + testnode.IngressToken + "\r\n"
 		}
 		fmt.Fprintf(c, "%s HTTP/1.1\r\nHost: node\r\n%sContent-Type: application/json\r\nContent-Length: 100\r\n\r\n", paths[i%len(paths)], auth)
 		conns = append(conns, c)
@@ -87,11 +88,11 @@ func TestHelperSlowClients(t *testing.T) {
 
 // openFDs counts this process's open file descriptors.
 func openFDs(t *testing.T) int {
-	n := node.OpenFiles()
-	if n == 0 {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
 		t.Skip("cannot count open files (no /proc/self/fd)")
 	}
-	return n
+	return len(ents)
 }
 
 // TestSlowBodiesDoNotStarvePolls reproduces issue 12 item 5: on a node whose process may
@@ -123,7 +124,7 @@ func TestSlowBodiesDoNotStarvePolls(t *testing.T) {
 	t.Cleanup(func() { syscall.Setrlimit(syscall.RLIMIT_NOFILE, &orig) })
 	t.Logf("open-file limit lowered to %d (hard %d) for the node's process", soft, lim.Max)
 
-	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
 	n.WaitReady()
 
 	// The attack, from another process.
@@ -170,13 +171,13 @@ func TestSlowBodiesDoNotStarvePolls(t *testing.T) {
 
 	// The slow clients fill the general part of the connection cap: what follows is
 	// served from the reserve.
-	if _, _, ok := connsHeld(n); ok {
-		waitFor(t, 30*time.Second, "the slow clients to fill the general connections", func() bool {
-			open, general, _ := connsHeld(n)
+	if _, _, ok := testnode.ConnsHeld(n); ok {
+		nodetest.WaitFor(t, 30*time.Second, "the slow clients to fill the general connections", func() bool {
+			open, general, _ := testnode.ConnsHeld(n)
 			return open >= general
 		})
 	}
-	minOpen, general, _ := connsHeld(n)
+	minOpen, general, _ := testnode.ConnsHeld(n)
 	t.Logf("%d connections open, %d of them general", minOpen, general)
 
 	// While the slow clients hold their connections, Traefik's polls (a new connection
@@ -205,9 +206,9 @@ func TestSlowBodiesDoNotStarvePolls(t *testing.T) {
 	end := time.Now().Add(3 * time.Second)
 	polls := 0
 	for time.Now().Before(end) {
-		open, _, _ := connsHeld(n)
+		open, _, _ := testnode.ConnsHeld(n)
 		minOpen = min(minOpen, open)
-		code, err := probe("/v1/ingress/routes", testIngressToken)
+		code, err := probe("/v1/ingress/routes", testnode.IngressToken)
 		if err != nil || code != http.StatusOK {
 			t.Fatalf("poll %d under attack: %d %v", polls, code, err)
 		}
@@ -239,11 +240,11 @@ func rejectionLines(logs string) int {
 // number of times (none for a token that is not shaped like an application token, once
 // for a well-formed one), and is logged in a few lines, not one per request.
 func TestRejectedRequestsAreCheap(t *testing.T) {
-	n, st := startCountingTokens(t)
-	fleetOf(t, n, "tito-classic")
+	n, st := testnode.StartCountingTokens(t)
+	testnode.FleetOf(t, n, "tito-classic")
 	var tok struct{ ID, Token string }
-	json.Unmarshal(n.Must(201, "POST", "/v1/tokens", testAdminToken, `{"account":"acme","app":"tito-classic","roles":["publish"]}`), &tok)
-	n.Must(200, "PUT", pathsURL, tok.Token, `{"paths":{}}`)
+	json.Unmarshal(n.Must(201, "POST", "/v1/tokens", testnode.AdminToken, `{"account":"acme","app":"tito-classic","roles":["publish"]}`), &tok)
+	n.Must(200, "PUT", testnode.PathsURL, tok.Token, `{"paths":{}}`)
 
 	const flood = 200
 	bad := map[string]string{
@@ -263,7 +264,7 @@ func TestRejectedRequestsAreCheap(t *testing.T) {
 	readsBefore := int(st.Records.Load())
 	for what, b := range bad {
 		for i := 0; i < flood/len(bad); i++ {
-			if resp, body := n.Do("PUT", pathsURL, b, `{"paths":{}}`); resp.StatusCode != http.StatusUnauthorized {
+			if resp, body := n.Do("PUT", testnode.PathsURL, b, `{"paths":{}}`); resp.StatusCode != http.StatusUnauthorized {
 				t.Fatalf("%s: %d %s", what, resp.StatusCode, body)
 			}
 		}
@@ -282,7 +283,7 @@ func TestRejectedRequestsAreCheap(t *testing.T) {
 	// The real token still works, and is still read from the store each time (a
 	// revocation takes effect at once).
 	readsBefore = int(st.Records.Load())
-	n.Must(200, "PUT", pathsURL, tok.Token, `{"paths":{}}`)
+	n.Must(200, "PUT", testnode.PathsURL, tok.Token, `{"paths":{}}`)
 	if int(st.Records.Load()) == readsBefore {
 		t.Error("a valid application token was not looked up in the store")
 	}
@@ -291,7 +292,7 @@ func TestRejectedRequestsAreCheap(t *testing.T) {
 	readsBefore = int(st.Records.Load())
 	for i := 0; i < flood; i++ {
 		wrong := fmt.Sprintf("scafo_%s_%064x", tok.ID, rand.Uint64())
-		if resp, _ := n.Do("PUT", pathsURL, wrong, `{"paths":{}}`); resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusTooManyRequests {
+		if resp, _ := n.Do("PUT", testnode.PathsURL, wrong, `{"paths":{}}`); resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusTooManyRequests {
 			t.Fatalf("wrong secret for a real id: %d", resp.StatusCode)
 		}
 	}
@@ -303,16 +304,16 @@ func TestRejectedRequestsAreCheap(t *testing.T) {
 	readsBefore = int(st.Records.Load())
 	for i := 0; i < flood; i++ {
 		rnd := fmt.Sprintf("scafo_%016x_%s", rand.Uint64(), strings.Repeat("ab", 32))
-		if resp, _ := n.Do("PUT", pathsURL, rnd, `{"paths":{}}`); resp.StatusCode != http.StatusUnauthorized {
+		if resp, _ := n.Do("PUT", testnode.PathsURL, rnd, `{"paths":{}}`); resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("random token: %d", resp.StatusCode)
 		}
 	}
 	if reads := int(st.Records.Load()) - readsBefore; reads != 0 {
 		t.Errorf("%d random well-formed tokens from one source read the store %d times, want none", flood, reads)
 	}
-	n.Must(200, "PUT", pathsURL, tok.Token, `{"paths":{}}`) // a token seen valid is not held back
-	n.Must(200, "DELETE", "/v1/tokens/"+tok.ID, testAdminToken, "")
-	n.Must(401, "PUT", pathsURL, tok.Token, `{"paths":{}}`)
+	n.Must(200, "PUT", testnode.PathsURL, tok.Token, `{"paths":{}}`) // a token seen valid is not held back
+	n.Must(200, "DELETE", "/v1/tokens/"+tok.ID, testnode.AdminToken, "")
+	n.Must(401, "PUT", testnode.PathsURL, tok.Token, `{"paths":{}}`)
 	if strings.Contains(n.Logs.String(), tok.Token) {
 		t.Fatal("an application token appears in the logs")
 	}
@@ -324,15 +325,15 @@ func TestRejectedRequestsAreCheap(t *testing.T) {
 // application gets one answer, 403 with one body, for every host spelling and body,
 // on both methods of the path-map door.
 func TestControlPlaneRefusalIgnoresHostShape(t *testing.T) {
-	cfg := testConfig(t, "vps-a", t.TempDir())
+	cfg := testnode.Config(t, "vps-a", t.TempDir())
 	cfg.Writes.Rate, cfg.Writes.Burst = 1000, 1000 // every refused attempt counts against writes.rate
-	n := startNode(t, cfg)
+	n := testnode.Start(t, cfg)
 	n.WaitReady()
-	fleetOf(t, n, "console")
-	n.Must(201, "PUT", "/v1/apps/console/domains/console.example.com", testAdminToken, "")
+	testnode.FleetOf(t, n, "console")
+	n.Must(201, "PUT", "/v1/apps/console/domains/console.example.com", testnode.AdminToken, "")
 	var tok struct{ Token string }
-	json.Unmarshal(n.Must(201, "POST", "/v1/tokens", testAdminToken, `{"account":"acme","app":"console","roles":["publish"]}`), &tok)
-	n.Must(200, "PUT", "/v1/apps/console", testAdminToken, `{"account":"acme","placement":["vps-a"],"controlPlane":true}`)
+	json.Unmarshal(n.Must(201, "POST", "/v1/tokens", testnode.AdminToken, `{"account":"acme","app":"console","roles":["publish"]}`), &tok)
+	n.Must(200, "PUT", "/v1/apps/console", testnode.AdminToken, `{"account":"acme","placement":["vps-a"],"controlPlane":true}`)
 
 	hosts := []string{
 		"console.example.com", // claimed by console

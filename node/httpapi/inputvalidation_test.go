@@ -1,4 +1,4 @@
-package node_test
+package httpapi_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
@@ -16,15 +17,15 @@ import (
 // "?prefer=" (empty) is malformed: 400 naming prefer, never the same as leaving it out.
 func TestEmptyPreferIsRefused(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
 	n.WaitReady()
 	for _, path := range []string{"/v1/ingress/traefik?prefer=", "/v1/ingress/routes?prefer=", "/v1/ingress/traefik?prefer"} {
-		resp, b := n.Get(path, testIngressToken)
+		resp, b := n.Get(path, testnode.IngressToken)
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "prefer") {
 			t.Errorf("%s: %d %s, want 400 naming prefer", path, resp.StatusCode, b)
 		}
 	}
-	if resp, b := n.Get("/v1/ingress/traefik", testIngressToken); resp.StatusCode != http.StatusOK {
+	if resp, b := n.Get("/v1/ingress/traefik", testnode.IngressToken); resp.StatusCode != http.StatusOK {
 		t.Errorf("no prefer: %d %s", resp.StatusCode, b)
 	}
 }
@@ -34,10 +35,10 @@ func TestEmptyPreferIsRefused(t *testing.T) {
 // the other malformed names; the poll is served either way.
 func TestIngressNamesAreCheckedAtBothEnds(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
 	n.WaitReady()
 	for _, name := range []string{"edge-", "edge.", "-edge", ".edge", "Edge", "ed_ge", strings.Repeat("a", 64), "-"} {
-		resp, b := n.Get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, name)
+		resp, b := n.Get("/v1/ingress/traefik", testnode.IngressToken, api.HeaderIngress, name)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%q: the poll answered %d %s, want it served", name, resp.StatusCode, b)
 		}
@@ -46,7 +47,7 @@ func TestIngressNamesAreCheckedAtBothEnds(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"e", "edge-1", "edge.a-b.c", strings.Repeat("a", 63)} {
-		resp, _ := n.Get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, name)
+		resp, _ := n.Get("/v1/ingress/traefik", testnode.IngressToken, api.HeaderIngress, name)
 		if h := resp.Header.Get(api.HeaderIngressReport); h != "recorded" {
 			t.Errorf("%q: %s %q, want recorded", name, api.HeaderIngressReport, h)
 		}
@@ -58,22 +59,22 @@ func TestIngressNamesAreCheckedAtBothEnds(t *testing.T) {
 // in the store is unchanged.
 func TestAPathMapWithADuplicateKeyIsRefusedOverHTTP(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
 	n.WaitReady()
-	fleetOf(t, n, "tito-classic", "tito-go")
-	n.Must(200, "PUT", pathsURL, testAdminToken, `{"paths":{"paulca":"tito-go.apps.example.com"}}`)
-	before := n.Must(200, "GET", pathsURL, testAdminToken, "")
+	testnode.FleetOf(t, n, "tito-classic", "tito-go")
+	n.Must(200, "PUT", testnode.PathsURL, testnode.AdminToken, `{"paths":{"paulca":"tito-go.apps.example.com"}}`)
+	before := n.Must(200, "GET", testnode.PathsURL, testnode.AdminToken, "")
 	for _, body := range []string{
 		`{"paths":{"bob":"tito-go.apps.example.com","bob":"tito-go.apps.example.com"}}`,
 		`{"paths":{"bob":"tito-go.apps.example.com","alice":"tito-go.apps.example.com","bob":"ti.to"}}`,
 		`{"paths":{"bob":"tito-go.apps.example.com"},"paths":{}}`,
 	} {
-		resp, b := n.Do("PUT", pathsURL, testAdminToken, body)
+		resp, b := n.Do("PUT", testnode.PathsURL, testnode.AdminToken, body)
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "duplicate") {
 			t.Errorf("%s: %d %s, want 400 naming the duplicate", body, resp.StatusCode, b)
 		}
 	}
-	if after := n.Must(200, "GET", pathsURL, testAdminToken, ""); string(after) != string(before) {
+	if after := n.Must(200, "GET", testnode.PathsURL, testnode.AdminToken, ""); string(after) != string(before) {
 		t.Errorf("the map changed: %s, was %s", after, before)
 	}
 }
@@ -84,7 +85,7 @@ func TestAPathMapWithADuplicateKeyIsRefusedOverHTTP(t *testing.T) {
 func TestACorruptApplicationObjectCanBeSeenAndDeleted(t *testing.T) {
 	t.Parallel()
 	storeDir := t.TempDir()
-	cfg := testConfig(t, "vps-a", storeDir)
+	cfg := testnode.Config(t, "vps-a", storeDir)
 	st, err := dir.New(storeDir)
 	if err != nil {
 		t.Fatal(err)
@@ -92,19 +93,19 @@ func TestACorruptApplicationObjectCanBeSeenAndDeleted(t *testing.T) {
 	if _, err := st.Put(context.Background(), "apps/broken.json", []byte(`{"name":"broken","account":`), store.Condition{}); err != nil {
 		t.Fatal(err)
 	}
-	n := startNodeWithStore(t, cfg, st)
+	n := testnode.StartWithStore(t, cfg, st)
 	n.WaitReady()
-	resp, b := n.Do("GET", "/v1/apps/broken", testAdminToken, "")
+	resp, b := n.Do("GET", "/v1/apps/broken", testnode.AdminToken, "")
 	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(b), "corrupt object") || !strings.Contains(string(b), "apps/broken.json") {
 		t.Errorf("GET of a corrupt application: %d %s, want 409 corrupt object naming the key", resp.StatusCode, b)
 	}
-	if resp, b := n.Do("DELETE", "/v1/apps/broken", testAdminToken, "", "If-Match", `"not-its-etag"`); resp.StatusCode != http.StatusPreconditionFailed {
+	if resp, b := n.Do("DELETE", "/v1/apps/broken", testnode.AdminToken, "", "If-Match", `"not-its-etag"`); resp.StatusCode != http.StatusPreconditionFailed {
 		t.Errorf("DELETE with another etag: %d %s, want 412 (the delete stays conditional)", resp.StatusCode, b)
 	}
-	if resp, b := n.Do("DELETE", "/v1/apps/broken", testAdminToken, ""); resp.StatusCode != http.StatusOK {
+	if resp, b := n.Do("DELETE", "/v1/apps/broken", testnode.AdminToken, ""); resp.StatusCode != http.StatusOK {
 		t.Fatalf("DELETE of a corrupt application: %d %s, want 200", resp.StatusCode, b)
 	}
-	if resp, b := n.Do("GET", "/v1/apps/broken", testAdminToken, ""); resp.StatusCode != http.StatusNotFound {
+	if resp, b := n.Do("GET", "/v1/apps/broken", testnode.AdminToken, ""); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("after the delete: %d %s, want 404", resp.StatusCode, b)
 	}
 }

@@ -1,4 +1,4 @@
-package node_test
+package httpapi_test
 
 // Request bodies are decoded strictly, in time linear in their size, and nothing may
 // follow the JSON value (regressions of the second hostile-tenant review: each failed
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scafo/ingress/internal/testnode"
 )
 
 // TestStrictDecodeIsLinearInALongMapKey: jsonx.checkKeys builds the
@@ -20,9 +22,9 @@ import (
 // Expected: a ~190 KiB body is refused in about the time of a same-sized control body
 // (tens of ms). Actual: 20-100x that (1-6 s on the 2-core review machine).
 func TestStrictDecodeIsLinearInALongMapKey(t *testing.T) {
-	n, _ := startCountingTokens(t)
-	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
-	_, tok := issueToken(t, n, "evil", "evil", `"publish"`)
+	n, _ := testnode.StartCountingTokens(t)
+	n.Must(201, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	_, tok := testnode.IssueToken(t, n, "evil", "evil", `"publish"`)
 
 	// Control: the same bytes with a short key cost nothing.
 	ctl := `{"paths":{"k":[` + strings.Repeat("0,", 80_000) + `0]}}`
@@ -50,11 +52,11 @@ func TestStrictDecodeIsLinearInALongMapKey(t *testing.T) {
 // Fix: jsonx.DecodeStrict: after Decode, require only whitespace to remain
 // (io.ReadAll(dec.Buffered()) plus the unread rest, trimmed, empty).
 func TestATrailingCloserAfterTheBodyIsRefused(t *testing.T) {
-	n, _ := startCountingTokens(t)
-	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	n.Must(201, "PUT", "/v1/apps/shop/domains/shop.example", testAdminToken, "")
-	n.Must(200, "PUT", "/v1/apps/shop/domains/shop.example/paths", testAdminToken, `{"paths":{"a":"shop.example"}}`)
-	resp, b := n.Do("PUT", "/v1/apps/shop/domains/shop.example/paths", testAdminToken, `{"paths":{}}]{"paths":{"a":"shop.example"}}`)
+	n, _ := testnode.StartCountingTokens(t)
+	n.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/shop/domains/shop.example", testnode.AdminToken, "")
+	n.Must(200, "PUT", "/v1/apps/shop/domains/shop.example/paths", testnode.AdminToken, `{"paths":{"a":"shop.example"}}`)
+	resp, b := n.Do("PUT", "/v1/apps/shop/domains/shop.example/paths", testnode.AdminToken, `{"paths":{}}]{"paths":{"a":"shop.example"}}`)
 	if resp.StatusCode != 400 {
 		t.Fatalf("a body with trailing data after the object: %d %s, want 400", resp.StatusCode, b)
 	}

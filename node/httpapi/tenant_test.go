@@ -1,4 +1,4 @@
-package node_test
+package httpapi_test
 
 import (
 	"context"
@@ -7,13 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/store"
 )
 
 // routeOf returns the document's route for host (nil when it has none).
-func routeOf(t *testing.T, n *testNode, host string) map[string]any {
+func routeOf(t *testing.T, n *testnode.Node, host string) map[string]any {
 	t.Helper()
-	for _, r := range routesDoc(t, n)["routes"].([]any) {
+	for _, r := range testnode.RoutesDoc(t, n)["routes"].([]any) {
 		if m := r.(map[string]any); m["host"] == host {
 			return m
 		}
@@ -26,37 +28,37 @@ func routeOf(t *testing.T, n *testNode, host string) map[string]any {
 // fails closed (its own route, no upstreams) when its application is not ready, and
 // when its claim object is unreadable.
 func TestAWildcardNeverCatchesAnotherAccountsHost(t *testing.T) {
-	cfg := testConfig(t, "vps-a", t.TempDir())
-	n := startNode(t, cfg)
+	cfg := testnode.Config(t, "vps-a", t.TempDir())
+	n := testnode.Start(t, cfg)
 	n.WaitReady()
-	n.Must(201, "PUT", "/v1/apps/bank", testAdminToken, `{"account":"bank","placement":["vps-a"]}`)
-	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
-	n.Must(200, "PUT", "/v1/node/instances/bank", testAdminToken, `{"port":25001,"ready":true}`)
-	n.Must(200, "PUT", "/v1/node/instances/evil", testAdminToken, `{"port":25002,"ready":true}`)
-	n.Must(201, "PUT", "/v1/apps/bank/domains/www.bank.example", testAdminToken, "")
+	n.Must(201, "PUT", "/v1/apps/bank", testnode.AdminToken, `{"account":"bank","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	n.Must(200, "PUT", "/v1/node/instances/bank", testnode.AdminToken, `{"port":25001,"ready":true}`)
+	n.Must(200, "PUT", "/v1/node/instances/evil", testnode.AdminToken, `{"port":25002,"ready":true}`)
+	n.Must(201, "PUT", "/v1/apps/bank/domains/www.bank.example", testnode.AdminToken, "")
 
-	resp, b := n.Do("PUT", "/v1/apps/evil/domains/*.bank.example", testAdminToken, "")
+	resp, b := n.Do("PUT", "/v1/apps/evil/domains/*.bank.example", testnode.AdminToken, "")
 	if resp.StatusCode != 409 || !strings.Contains(string(b), "bank") {
 		t.Fatalf("evil's wildcard over bank's name: %d %s, want 409 naming bank", resp.StatusCode, b)
 	}
-	resp, b = n.Do("PUT", "/v1/apps/evil/domains/*.example.com", testAdminToken, "")
+	resp, b = n.Do("PUT", "/v1/apps/evil/domains/*.example.com", testnode.AdminToken, "")
 	if resp.StatusCode != 400 {
 		t.Fatalf("a wildcard over the platform apex: %d %s, want 400", resp.StatusCode, b)
 	}
 
 	// Bank goes unready: its host keeps its own route, with no upstream (a 503).
-	n.Must(200, "PUT", "/v1/node/instances/bank", testAdminToken, `{"ready":false}`)
-	waitFor(t, 5*time.Second, "bank's host fails closed", func() bool {
+	n.Must(200, "PUT", "/v1/node/instances/bank", testnode.AdminToken, `{"ready":false}`)
+	nodetest.WaitFor(t, 5*time.Second, "bank's host fails closed", func() bool {
 		r := routeOf(t, n, "www.bank.example")
 		return r != nil && len(r["upstreams"].([]any)) == 0
 	})
 
 	// The wildcard written straight into the store: derivation drops it.
-	putRaw(t, n.St, "domains/*.bank.example.json", []byte(`{"host":"*.bank.example","account":"evil","app":"evil"}`))
-	announceUnnamed(t, n)                                                                                   // an out-of-band write announced without names: a full read
-	n.Must(200, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a","vps-b"]}`) // moves the serial
-	waitFor(t, 5*time.Second, "the covering wildcard reported", func() bool {
-		_, b := n.Get("/v1/status", testAdminToken)
+	nodetest.PutRaw(t, n.St, "domains/*.bank.example.json", []byte(`{"host":"*.bank.example","account":"evil","app":"evil"}`))
+	announceUnnamed(t, n)                                                                                        // an out-of-band write announced without names: a full read
+	n.Must(200, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"evil","placement":["vps-a","vps-b"]}`) // moves the serial
+	nodetest.WaitFor(t, 5*time.Second, "the covering wildcard reported", func() bool {
+		_, b := n.Get("/v1/status", testnode.AdminToken)
 		return strings.Contains(string(b), `domains/*.bank.example.json`)
 	})
 	if r := routeOf(t, n, "*.bank.example"); r != nil {
@@ -64,10 +66,10 @@ func TestAWildcardNeverCatchesAnotherAccountsHost(t *testing.T) {
 	}
 
 	// Bank's claim object turns unreadable: the host still has a route of its own.
-	putRaw(t, n.St, "domains/www.bank.example.json", []byte(`{"host":`))
+	nodetest.PutRaw(t, n.St, "domains/www.bank.example.json", []byte(`{"host":`))
 	announceUnnamed(t, n)
-	n.Must(200, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
-	waitFor(t, 5*time.Second, "the unreadable claim fails closed", func() bool {
+	n.Must(200, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	nodetest.WaitFor(t, 5*time.Second, "the unreadable claim fails closed", func() bool {
 		r := routeOf(t, n, "www.bank.example")
 		return r != nil && r["application"] != "bank"
 	})
@@ -75,14 +77,14 @@ func TestAWildcardNeverCatchesAnotherAccountsHost(t *testing.T) {
 	if r["application"] == "evil" || len(r["upstreams"].([]any)) != 0 {
 		t.Fatalf("www.bank.example with an unreadable claim: %v, want a route of its own with no upstream", r)
 	}
-	_, tr := n.Get("/v1/ingress/traefik", testIngressToken)
+	_, tr := n.Get("/v1/ingress/traefik", testnode.IngressToken)
 	if !strings.Contains(string(tr), "Host(`www.bank.example`)") {
 		t.Fatal("no Host router for the fail-closed host in the Traefik config")
 	}
 	var st struct {
 		Skipped []struct{ Object, Reason string }
 	}
-	_, sb := n.Get("/v1/status", testAdminToken)
+	_, sb := n.Get("/v1/status", testnode.AdminToken)
 	json.Unmarshal(sb, &st)
 	if len(st.Skipped) == 0 {
 		t.Fatalf("status reports nothing skipped: %s", sb)
@@ -91,7 +93,7 @@ func TestAWildcardNeverCatchesAnotherAccountsHost(t *testing.T) {
 
 // announceUnnamed bumps the store's serial naming nothing, as an out-of-band writer
 // would: a node that reads it re-reads the whole store.
-func announceUnnamed(t *testing.T, n *testNode) {
+func announceUnnamed(t *testing.T, n *testnode.Node) {
 	t.Helper()
 	if _, err := store.BumpSerial(context.Background(), n.St); err != nil {
 		t.Fatal(err)
@@ -107,10 +109,10 @@ func announceUnnamed(t *testing.T, n *testNode) {
 // Expected: the same answer (403) for an existing and a missing application.
 // Actual: 403 vs 404. Fix: AuthorizePaths calls who.scopedTo(app) before w.App.
 func TestPathsDoorNeverTellsWhetherAnotherApplicationExists(t *testing.T) {
-	n, _ := startCountingTokens(t)
-	n.Must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
-	n.Must(201, "PUT", "/v1/apps/bank-secret-project", testAdminToken, `{"account":"bank","placement":["vps-a"]}`)
-	_, tok := issueToken(t, n, "evil", "evil", `"publish"`)
+	n, _ := testnode.StartCountingTokens(t)
+	n.Must(201, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/bank-secret-project", testnode.AdminToken, `{"account":"bank","placement":["vps-a"]}`)
+	_, tok := testnode.IssueToken(t, n, "evil", "evil", `"publish"`)
 	probe := func(app string) (int, string) {
 		resp, b := n.Do("PUT", "/v1/apps/"+app+"/domains/x.example/paths", tok, `{"nope":1}`)
 		return resp.StatusCode, string(b)

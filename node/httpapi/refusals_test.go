@@ -1,4 +1,4 @@
-package node_test
+package httpapi_test
 
 // The refusal counters (scafo_requests_refused_total) and the parked long-poll gauge
 // (scafo_longpolls_parked), read from /metrics as Prometheus scrapes them.
@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,11 +17,16 @@ import (
 	"time"
 
 	ptypes "github.com/traefik/paerser/types"
+
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/testnode"
+	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/node/httpapi"
 )
 
 // metricValue is the value of the sample series (name{labels} as exposed) on n's
 // /metrics; ok is false when it is not there.
-func metricValue(t *testing.T, n *testNode, series string) (v float64, ok bool) {
+func metricValue(t *testing.T, n *testnode.Node, series string) (v float64, ok bool) {
 	t.Helper()
 	_, b := n.Get("/metrics", "")
 	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindSubmatch(b)
@@ -34,15 +40,19 @@ func metricValue(t *testing.T, n *testNode, series string) (v float64, ok bool) 
 	return v, true
 }
 
+// refusedSample is a sample of scafo_requests_refused_total as exposed: its reason and
+// value.
+var refusedSample = regexp.MustCompile(`(?m)^scafo_requests_refused_total\{reason="([^"]*)"\} (\S+)$`)
+
 func refusedSeries(reason string) string {
 	return `scafo_requests_refused_total{reason="` + reason + `"}`
 }
 
 // refusedCounts is every reason's count on n's /metrics (each must be exported).
-func refusedCounts(t *testing.T, n *testNode) map[string]float64 {
+func refusedCounts(t *testing.T, n *testnode.Node) map[string]float64 {
 	t.Helper()
 	out := map[string]float64{}
-	for _, r := range refusalReasons {
+	for _, r := range httpapi.RefusalReasons {
 		v, ok := metricValue(t, n, refusedSeries(r))
 		if !ok {
 			t.Fatalf("%s is not exported", refusedSeries(r))
@@ -59,9 +69,9 @@ func refusedCounts(t *testing.T, n *testNode) map[string]float64 {
 // is spent (token_lookups). The connection refusals are TestConnectionRefusalsAreCounted's.
 // Before, none of these was counted anywhere but in the (rate-limited) log.
 func TestRefusalsAreCountedByReason(t *testing.T) {
-	cfg := testConfig(t, "vps-a", t.TempDir())
+	cfg := testnode.Config(t, "vps-a", t.TempDir())
 	cfg.Writes.Rate, cfg.Writes.Burst = 0.001, 1 // one write, then 429 for the test's life
-	n := startNode(t, cfg)
+	n := testnode.Start(t, cfg)
 	n.WaitReady()
 	for r, v := range refusedCounts(t, n) {
 		if v != 0 {
@@ -79,14 +89,14 @@ func TestRefusalsAreCountedByReason(t *testing.T) {
 			t.Fatalf("after %s: counts %v, want %v", what, got, fillReasons(want))
 		}
 	}
-	step("a write without a token", refusedToken, 401, "PUT", "/v1/apps/shop", "", `{"account":"acme"}`)
-	step("a poll with a bad token", refusedToken, 401, "GET", "/v1/ingress/routes", "not-the-ingress-token", "")
-	step("a write with a made-up application token", refusedToken, 401, "PUT", "/v1/apps/shop", "hunter2", `{"account":"acme"}`)
+	step("a write without a token", httpapi.RefusedToken, 401, "PUT", "/v1/apps/shop", "", `{"account":"acme"}`)
+	step("a poll with a bad token", httpapi.RefusedToken, 401, "GET", "/v1/ingress/routes", "not-the-ingress-token", "")
+	step("a write with a made-up application token", httpapi.RefusedToken, 401, "PUT", "/v1/apps/shop", "hunter2", `{"account":"acme"}`)
 
-	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	_, tok := issueToken(t, n, "acme", "shop", `"instance"`)
+	n.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	_, tok := testnode.IssueToken(t, n, "acme", "shop", `"instance"`)
 	n.Must(200, "PUT", "/v1/node/instances/shop", tok, `{"port":25000,"ready":true}`) // the one write of the budget
-	step("a write past writes.rate", refusedWriteRate, 429, "PUT", "/v1/node/instances/shop", tok, `{"port":25001,"ready":true}`)
+	step("a write past writes.rate", httpapi.RefusedWriteRate, 429, "PUT", "/v1/node/instances/shop", tok, `{"port":25001,"ready":true}`)
 
 	// The token's lookup budget spent (reads, from 8 clients at once, past its burst
 	// and rate): each 429 is refused before its lookup, counted under token_lookups.
@@ -96,7 +106,7 @@ func TestRefusalsAreCountedByReason(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; i < 4*knownTokenBurst && limited.Load() < 3; i++ {
+			for i := 0; i < 4*httpapi.KnownTokenBurst && limited.Load() < 3; i++ {
 				if resp, _ := n.Do("GET", "/v1/apps/shop", tok, ""); resp.StatusCode == http.StatusTooManyRequests {
 					limited.Add(1)
 				}
@@ -105,9 +115,9 @@ func TestRefusalsAreCountedByReason(t *testing.T) {
 	}
 	wg.Wait()
 	if limited.Load() == 0 {
-		t.Fatalf("%d reads of one token answered no 429: its lookup budget was never spent", 32*knownTokenBurst)
+		t.Fatalf("%d reads of one token answered no 429: its lookup budget was never spent", 32*httpapi.KnownTokenBurst)
 	}
-	want[refusedTokenLookups] += float64(limited.Load())
+	want[httpapi.RefusedTokenLookups] += float64(limited.Load())
 	if got := refusedCounts(t, n); fmt.Sprint(got) != fmt.Sprint(fillReasons(want)) {
 		t.Fatalf("after %d token lookups refused: counts %v, want %v", limited.Load(), got, fillReasons(want))
 	}
@@ -116,7 +126,7 @@ func TestRefusalsAreCountedByReason(t *testing.T) {
 // fillReasons is want with every other reason at 0.
 func fillReasons(want map[string]float64) map[string]float64 {
 	out := map[string]float64{}
-	for _, r := range refusalReasons {
+	for _, r := range httpapi.RefusalReasons {
 		out[r] = want[r]
 	}
 	return out
@@ -128,81 +138,78 @@ func fillReasons(want map[string]float64) map[string]float64 {
 // reserved connection under conn_reserve; with every slot held, the listener's bare 503
 // under conn_limit. Each counts once, under its own reason.
 func TestConnectionRefusalsAreCounted(t *testing.T) {
-	cfg := testConfig(t, "vps-a", t.TempDir())
+	cfg := testnode.Config(t, "vps-a", t.TempDir())
 	cfg.Limits.MaxConns = 4
 	cfg.Limits.ReservedConns = 2
 	cfg.Limits.MaxConnsPerSource = 1
 	cfg.Limits.IdleTimeout = ptypes.Duration(200 * time.Millisecond)
-	n := startNode(t, cfg)
+	n := testnode.Start(t, cfg)
 	n.WaitReady()
-	cl := connsOf(n)
+	cl := testnode.ConnsOf(n)
 	// The test's own keep-alive connections (127.0.0.1) close when idle; the metrics are
 	// read on connections of their own, answered from the reserve when it comes to that.
-	waitFor(t, 2*time.Second, "idle test connections closed", func() bool { return cl.Open() == 0 })
-	const write = "PUT /v1/apps/shop HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " + testAdminToken + "\r\nContent-Length: 18\r\n\r\n{\"account\":\"acme\"}"
-	// Read from the registry: a scrape would need a connection, and with the general
-	// part full it would be refused too.
+	nodetest.WaitFor(t, 2*time.Second, "idle test connections closed", func() bool { return cl.Open() == 0 })
+	const write = "PUT /v1/apps/shop HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " + testnode.AdminToken + "\r\nContent-Length: 18\r\n\r\n{\"account\":\"acme\"}"
+	// Read in process, from the node's handler: a scrape would need a connection, and
+	// with the general part full it would be refused too.
 	counts := func() map[string]float64 {
-		mfs, err := n.Srv.Metrics().Reg().Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
+		rec := httptest.NewRecorder()
+		n.Srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, api.PathMetrics, nil))
 		out := map[string]float64{}
-		for _, mf := range mfs {
-			if mf.GetName() != "scafo_requests_refused_total" {
-				continue
+		for _, m := range refusedSample.FindAllStringSubmatch(rec.Body.String(), -1) {
+			v, err := strconv.ParseFloat(m[2], 64)
+			if err != nil {
+				t.Fatalf("%s: %v", m[0], err)
 			}
-			for _, m := range mf.GetMetric() {
-				out[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
-			}
+			out[m[1]] = v
 		}
-		if len(out) != len(refusalReasons) {
-			t.Fatalf("exported reasons %v, want each of %v", out, refusalReasons)
+		if len(out) != len(httpapi.RefusalReasons) {
+			t.Fatalf("exported reasons %v, want each of %v", out, httpapi.RefusalReasons)
 		}
 		return out
 	}
 
-	held := dialFrom(t, n, "127.0.0.2", slowAdminPut) // 127.0.0.2's one general connection
-	waitFor(t, time.Second, "127.0.0.2 holds a general connection", func() bool { return cl.Open() == 1 })
+	held := testnode.DialFrom(t, n, "127.0.0.2", testnode.SlowAdminPut) // 127.0.0.2's one general connection
+	nodetest.WaitFor(t, time.Second, "127.0.0.2 holds a general connection", func() bool { return cl.Open() == 1 })
 	// Without a token: the admin's or the ingress's passes the per-source cap
 	// (httpapi's TestTheNodesTokensPassTheCapOfAnAddressTheyShare).
 	const anonWrite = "PUT /v1/apps/shop HTTP/1.1\r\nHost: node\r\nContent-Length: 18\r\n\r\n{\"account\":\"acme\"}"
-	resp, body := readAnswer(t, dialFrom(t, n, "127.0.0.2", anonWrite), 2*time.Second)
+	resp, body := testnode.ReadAnswer(t, testnode.DialFrom(t, n, "127.0.0.2", anonWrite), 2*time.Second)
 	if resp.StatusCode != 503 || !strings.Contains(body, "maxConnsPerSource") {
 		t.Fatalf("a second connection's write from 127.0.0.2: %d %s", resp.StatusCode, body)
 	}
-	if got := counts(); fmt.Sprint(got) != fmt.Sprint(fillReasons(map[string]float64{refusedConnPerSource: 1})) {
+	if got := counts(); fmt.Sprint(got) != fmt.Sprint(fillReasons(map[string]float64{httpapi.RefusedConnPerSource: 1})) {
 		t.Fatalf("after a write past the per-source cap: %v", got)
 	}
 
 	// The refused connection closes (idle timeout) before the next is dialled: counted
 	// open meanwhile, it would make 127.0.0.3's connection a reserved one too.
-	waitFor(t, 5*time.Second, "the refused connection closed", func() bool { return cl.Open() == 1 })
-	held3 := dialFrom(t, n, "127.0.0.3", slowAdminPut) // the general part full
-	waitFor(t, time.Second, "the general connections held", func() bool { return cl.Open() == 2 })
-	resp, body = readAnswer(t, dialFrom(t, n, "127.0.0.4", write), 2*time.Second)
+	nodetest.WaitFor(t, 5*time.Second, "the refused connection closed", func() bool { return cl.Open() == 1 })
+	held3 := testnode.DialFrom(t, n, "127.0.0.3", testnode.SlowAdminPut) // the general part full
+	nodetest.WaitFor(t, time.Second, "the general connections held", func() bool { return cl.Open() == 2 })
+	resp, body = testnode.ReadAnswer(t, testnode.DialFrom(t, n, "127.0.0.4", write), 2*time.Second)
 	if resp.StatusCode != 503 || !strings.Contains(body, "kept for ingress polls") {
 		t.Fatalf("a write on a reserved connection: %d %s", resp.StatusCode, body)
 	}
-	if got := counts(); fmt.Sprint(got) != fmt.Sprint(fillReasons(map[string]float64{refusedConnPerSource: 1, refusedConnReserve: 1})) {
+	if got := counts(); fmt.Sprint(got) != fmt.Sprint(fillReasons(map[string]float64{httpapi.RefusedConnPerSource: 1, httpapi.RefusedConnReserve: 1})) {
 		t.Fatalf("after a write on a reserved connection: %v", got)
 	}
 
 	// Every slot held (the reserved ones by headers that never end).
 	const slowHeaders = "GET /v1/healthz HTTP/1.1\r\nHost: node\r\n"
-	dialFrom(t, n, "127.0.0.5", slowHeaders)
-	dialFrom(t, n, "127.0.0.6", slowHeaders)
-	waitFor(t, time.Second, "every slot held", func() bool { return cl.Open() == 4 })
-	resp, body = readAnswer(t, dialFrom(t, n, "127.0.0.7", write), 3*time.Second)
+	testnode.DialFrom(t, n, "127.0.0.5", slowHeaders)
+	testnode.DialFrom(t, n, "127.0.0.6", slowHeaders)
+	nodetest.WaitFor(t, time.Second, "every slot held", func() bool { return cl.Open() == 4 })
+	resp, body = testnode.ReadAnswer(t, testnode.DialFrom(t, n, "127.0.0.7", write), 3*time.Second)
 	if resp.StatusCode != 503 || !strings.Contains(body, "connection limit") {
 		t.Fatalf("beyond the cap: %d %s", resp.StatusCode, body)
 	}
 	held.Close()
 	held3.Close() // slots for the scrapes
-	want := fillReasons(map[string]float64{refusedConnPerSource: 1, refusedConnReserve: 1, refusedConnLimit: 1})
+	want := fillReasons(map[string]float64{httpapi.RefusedConnPerSource: 1, httpapi.RefusedConnReserve: 1, httpapi.RefusedConnLimit: 1})
 	var got map[string]float64
 	// The listener counts its refusal after closing the connection: poll for it.
-	waitFor(t, 5*time.Second, "the refusal at the cap counted", func() bool {
+	nodetest.WaitFor(t, 5*time.Second, "the refusal at the cap counted", func() bool {
 		got = counts()
 		return fmt.Sprint(got) == fmt.Sprint(want)
 	})
@@ -212,10 +219,10 @@ func TestConnectionRefusalsAreCounted(t *testing.T) {
 // counts in scafo_longpolls_parked while it waits, and not once it is answered (a new
 // revision) or its client goes away; a poll that is answered at once never counts.
 func TestParkedLongPollsAreCounted(t *testing.T) {
-	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
-	seedFleet(t, n.St, "shop")
+	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
+	testnode.SeedFleet(t, n.St, "shop")
 	n.WaitReady()
-	waitSeeded(t, n)
+	testnode.WaitSeeded(t, n)
 	parked := func() float64 {
 		v, ok := metricValue(t, n, "scafo_longpolls_parked")
 		if !ok {
@@ -226,16 +233,16 @@ func TestParkedLongPollsAreCounted(t *testing.T) {
 	if p := parked(); p != 0 {
 		t.Fatalf("parked before any long-poll: %v", p)
 	}
-	r1, _ := n.Get("/v1/ingress/traefik", testIngressToken)
+	r1, _ := n.Get("/v1/ingress/traefik", testnode.IngressToken)
 	etag := r1.Header.Get("ETag")
-	if r, _ := n.Get("/v1/ingress/traefik?wait=20s", testIngressToken, "If-None-Match", `"other"`); r.StatusCode != 200 || parked() != 0 {
+	if r, _ := n.Get("/v1/ingress/traefik?wait=20s", testnode.IngressToken, "If-None-Match", `"other"`); r.StatusCode != 200 || parked() != 0 {
 		t.Fatalf("a long-poll answered at once: %d, parked %v", r.StatusCode, parked())
 	}
 
 	// One poll answered by a change, one whose client leaves.
 	answered := make(chan int, 1)
 	go func() {
-		resp, _ := n.Get("/v1/ingress/traefik?wait=20s", testIngressToken, "If-None-Match", etag)
+		resp, _ := n.Get("/v1/ingress/traefik?wait=20s", testnode.IngressToken, "If-None-Match", etag)
 		answered <- resp.StatusCode
 	}()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -243,7 +250,7 @@ func TestParkedLongPollsAreCounted(t *testing.T) {
 	left := make(chan error, 1)
 	go func() {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.URL+"/v1/ingress/traefik?wait=20s", nil)
-		req.Header.Set("Authorization", "Bearer "+testIngressToken)
+		req.Header.Set("Authorization", "Bearer "+testnode.IngressToken)
 		req.Header.Set("If-None-Match", etag)
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
@@ -251,13 +258,13 @@ func TestParkedLongPollsAreCounted(t *testing.T) {
 		}
 		left <- err
 	}()
-	waitFor(t, 5*time.Second, "two long-polls parked", func() bool { return parked() == 2 })
+	nodetest.WaitFor(t, 5*time.Second, "two long-polls parked", func() bool { return parked() == 2 })
 	cancel()
 	if err := <-left; err == nil {
 		t.Fatal("the cancelled long-poll was answered")
 	}
-	waitFor(t, 5*time.Second, "the poll whose client left no longer parked", func() bool { return parked() == 1 })
-	seedFleet(t, n.St, "shop", "blog")
+	nodetest.WaitFor(t, 5*time.Second, "the poll whose client left no longer parked", func() bool { return parked() == 1 })
+	testnode.SeedFleet(t, n.St, "shop", "blog")
 	select {
 	case code := <-answered:
 		if code != 200 {
@@ -266,5 +273,5 @@ func TestParkedLongPollsAreCounted(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the long-poll was not answered after a change")
 	}
-	waitFor(t, 5*time.Second, "no long-poll parked", func() bool { return parked() == 0 })
+	nodetest.WaitFor(t, 5*time.Second, "no long-poll parked", func() bool { return parked() == 0 })
 }

@@ -1,0 +1,114 @@
+package httpapi_test
+
+// HTTP semantics (issue 12 item 13): HEAD on the read endpoints; If-Match as RFC 9110
+// has it ("*" matches any current representation; strong comparison, so a weak tag
+// never matches).
+
+import (
+	"maps"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/scafo/ingress/internal/testnode"
+)
+
+// TestHeadOnReadEndpoints: HEAD answers what GET answers (status and headers), with no
+// body.
+func TestHeadOnReadEndpoints(t *testing.T) {
+	t.Parallel()
+	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
+	n.WaitReady()
+	testnode.FleetOf(t, n, "tito-classic")
+	cases := []struct {
+		path, token string
+		hdr         []string
+	}{
+		{"/v1/healthz", "", nil},
+		{"/v1/readyz", "", nil},
+		{"/v1/status", testnode.IngressToken, nil},
+		{"/v1/ingress/routes", testnode.IngressToken, nil},
+		{"/v1/ingress/traefik", testnode.IngressToken, nil},
+		{"/v1/ingress/traefik", testnode.IngressToken, []string{"Accept-Encoding", "gzip"}},
+		{"/v1/ingress/routes", "", nil}, // 401 both ways
+	}
+	for _, c := range cases {
+		get, gbody := n.Get(c.path, c.token, c.hdr...)
+		head, hbody := n.Do(http.MethodHead, c.path, c.token, "", c.hdr...)
+		if head.StatusCode != get.StatusCode {
+			t.Errorf("HEAD %s: %d, GET %d", c.path, head.StatusCode, get.StatusCode)
+			continue
+		}
+		if len(hbody) != 0 {
+			t.Errorf("HEAD %s: a %d-byte body", c.path, len(hbody))
+		}
+		for _, h := range []string{"Content-Type", "Content-Length", "ETag", "Content-Encoding", "X-Scafo-Revision", "X-Scafo-Serial", "X-Scafo-Epoch", "Cache-Control", "Vary", "WWW-Authenticate"} {
+			if g, hd := get.Header.Get(h), head.Header.Get(h); g != hd && !(h == "Content-Length" && hd == "") {
+				t.Errorf("HEAD %s: %s %q, GET %q", c.path, h, hd, g)
+			}
+		}
+		if cl := head.Header.Get("Content-Length"); cl != "" && cl != get.Header.Get("Content-Length") {
+			t.Errorf("HEAD %s: Content-Length %s, GET sent %d bytes", c.path, cl, len(gbody))
+		}
+	}
+	// HEAD with If-None-Match: 304, like GET.
+	get, _ := n.Get("/v1/ingress/routes", testnode.IngressToken)
+	head, _ := n.Do(http.MethodHead, "/v1/ingress/routes", testnode.IngressToken, "", "If-None-Match", get.Header.Get("ETag"))
+	if head.StatusCode != http.StatusNotModified {
+		t.Errorf("HEAD with a matching If-None-Match: %d, want 304", head.StatusCode)
+	}
+}
+
+// TestIfMatchStar: "If-Match: *" proceeds when the object exists and is 412 when it
+// does not, for applications, claims and path maps.
+func TestIfMatchStar(t *testing.T) {
+	t.Parallel()
+	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
+	n.WaitReady()
+	testnode.FleetOf(t, n, "tito-classic", "tito-go")
+	star := []string{"If-Match", "*"}
+	// Path maps.
+	n.Must(200, "PUT", testnode.PathsURL, testnode.AdminToken, `{"paths":{"a":"tito-go.apps.example.com"}}`, star...)
+	n.Must(412, "PUT", "/v1/apps/tito-go/domains/unclaimed.example.com/paths", testnode.AdminToken, `{"paths":{}}`, star...)
+	// Applications.
+	n.Must(200, "PUT", "/v1/apps/tito-go", testnode.AdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/h"}}`, star...)
+	n.Must(412, "PUT", "/v1/apps/newcomer", testnode.AdminToken, `{"account":"acme"}`, star...)
+	n.Must(412, "DELETE", "/v1/apps/newcomer", testnode.AdminToken, "", star...)
+	// Claims.
+	n.Must(201, "PUT", "/v1/apps/tito-go/domains/go.tito.io", testnode.AdminToken, "")
+	n.Must(200, "DELETE", "/v1/apps/tito-go/domains/go.tito.io", testnode.AdminToken, "", star...)
+	n.Must(412, "DELETE", "/v1/apps/tito-go/domains/go.tito.io", testnode.AdminToken, "", star...)
+	n.Must(404, "DELETE", "/v1/apps/newcomer", testnode.AdminToken, "") // without If-Match: not found
+}
+
+// TestIfMatchWeakTagNeverMatches: If-Match uses the strong comparison, so W/"<current
+// etag>" is 412 and writes nothing; a list matches when any strong member does.
+func TestIfMatchWeakTagNeverMatches(t *testing.T) {
+	t.Parallel()
+	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
+	n.WaitReady()
+	testnode.FleetOf(t, n, "tito-classic", "tito-go")
+
+	r, _ := n.Do("GET", testnode.PathsURL, testnode.AdminToken, "")
+	etag := r.Header.Get("ETag")
+	if !strings.HasPrefix(etag, `"`) {
+		t.Fatalf("path map ETag %q is not a strong tag", etag)
+	}
+	before := testnode.StoreBytes(t, n.Cfg.Store.Dir.Path)
+	n.Must(412, "PUT", testnode.PathsURL, testnode.AdminToken, `{"paths":{"a":"tito-go.apps.example.com"}}`, "If-Match", "W/"+etag)
+	if !maps.Equal(before, testnode.StoreBytes(t, n.Cfg.Store.Dir.Path)) {
+		t.Fatal("a 412 changed the store")
+	}
+	n.Must(200, "PUT", testnode.PathsURL, testnode.AdminToken, `{"paths":{"a":"tito-go.apps.example.com"}}`, "If-Match", `"nope", `+etag)
+
+	r, _ = n.Do("GET", "/v1/apps/tito-go", testnode.AdminToken, "")
+	etag = r.Header.Get("ETag")
+	n.Must(412, "PUT", "/v1/apps/tito-go", testnode.AdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/h"}}`, "If-Match", "W/"+etag)
+	n.Must(200, "PUT", "/v1/apps/tito-go", testnode.AdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/h"}}`, "If-Match", etag)
+
+	n.Must(201, "PUT", "/v1/apps/tito-go/domains/go.tito.io", testnode.AdminToken, "")
+	r, _ = n.Do("GET", "/v1/apps/tito-go/domains/go.tito.io", testnode.AdminToken, "")
+	etag = r.Header.Get("ETag")
+	n.Must(412, "DELETE", "/v1/apps/tito-go/domains/go.tito.io", testnode.AdminToken, "", "If-Match", "W/"+etag)
+	n.Must(200, "DELETE", "/v1/apps/tito-go/domains/go.tito.io", testnode.AdminToken, "", "If-Match", etag)
+}
