@@ -25,6 +25,10 @@ type Config struct {
 	HoldDownMax ptypes.Duration `description:"Longest hold-down of a flapping instance." json:"holdDownMax,omitempty"`
 }
 
+// minInterval: a shorter probe.interval probes every instance more than a hundred times
+// a second.
+const minInterval = 10 * time.Millisecond
+
 // Defaults are the probe.* defaults.
 func Defaults() Config {
 	return Config{Interval: ptypes.Duration(time.Second), DownAfter: 2, UpAfter: 2, Concurrency: 32, // Timeout 0: interval/2
@@ -47,6 +51,8 @@ func (p Config) Validate() []error {
 		errs = append(errs, fmt.Errorf("probe.interval %s: must not be negative (0 disables probing)", time.Duration(p.Interval)))
 	case p.Interval == 0:
 		return nil // disabled: the rest is not used
+	case p.Interval < ptypes.Duration(minInterval):
+		errs = append(errs, fmt.Errorf("probe.interval %s: at least %s (0 disables probing)", time.Duration(p.Interval), minInterval))
 	case p.Timeout < 0 || p.Timeout > p.Interval:
 		errs = append(errs, fmt.Errorf("probe.timeout %s: must be at most probe.interval %s (0: half of it)",
 			time.Duration(p.Timeout), time.Duration(p.Interval)))
