@@ -19,7 +19,6 @@ const (
 	testAdminToken   = testnode.AdminToken
 
 	testProbeURL = testnode.ProbeURL
-	pathsURL     = testnode.PathsURL
 )
 
 var (
@@ -32,8 +31,6 @@ var (
 	waitSeeded         = testnode.WaitSeeded
 	hostsOf            = testnode.HostsOf
 	issueToken         = testnode.IssueToken
-	testAddress        = testnode.Address
-	countConns         = testnode.CountConns
 	serve              = testnode.Serve
 	identical          = testnode.Identical
 	statusOf           = testnode.StatusOf
@@ -41,39 +38,24 @@ var (
 	openS3             = testnode.OpenS3
 	fleetConfig        = testnode.FleetConfig
 	fleetOf            = testnode.FleetOf
-	storeBytes         = testnode.StoreBytes
 	raw                = testnode.Raw
-	metricLine         = testnode.MetricLine
-	statusMap          = testnode.StatusMap
-	storedRecord       = testnode.StoredRecord
-	readAnswer         = testnode.ReadAnswer
-	dialFrom           = testnode.DialFrom
 	serialOf           = testnode.SerialOf
 	ingressesOf        = testnode.IngressesOf
-	randHex            = testnode.RandHex
 	upstreamNodes      = testnode.UpstreamNodes
-	grepLines          = testnode.GrepLines
-	pathsOf            = testnode.PathsOf
-	upstreamsOf        = testnode.UpstreamsOf
 
 	waitFor   = nodetest.WaitFor
 	putObject = nodetest.Put
 	putRaw    = nodetest.PutRaw
 
-	connsHeld           = testnode.ConnsHeld
-	connsOf             = testnode.ConnsOf
-	rawRequest          = testnode.RawRequest
-	closedWithin        = testnode.ClosedWithin
-	startCountingTokens = testnode.StartCountingTokens
-	startFakePlugin     = testnode.StartFakePlugin
-	reportsConfig       = testnode.ReportsConfig
-	onReportBackends    = testnode.OnReportBackends
-	startReportsNode    = testnode.StartReportsNode
-	listenOn            = testnode.ListenOn
-	countedReports      = testnode.CountedReports
-	costOf              = testnode.CostOf
-	callbackOf          = testnode.CallbackOf
-	apiNodes            = testnode.APINodes
-	probeConfig         = testnode.ProbeConfig
-	recordReady         = testnode.RecordReady
+	startFakePlugin  = testnode.StartFakePlugin
+	reportsConfig    = testnode.ReportsConfig
+	onReportBackends = testnode.OnReportBackends
+	startReportsNode = testnode.StartReportsNode
+	listenOn         = testnode.ListenOn
+	countedReports   = testnode.CountedReports
+	costOf           = testnode.CostOf
+	callbackOf       = testnode.CallbackOf
+	apiNodes         = testnode.APINodes
+	probeConfig      = testnode.ProbeConfig
+	recordReady      = testnode.RecordReady
 )
