@@ -51,11 +51,14 @@ func (p Config) Validate() []error {
 		errs = append(errs, fmt.Errorf("probe.interval %s: must not be negative (0 disables probing)", time.Duration(p.Interval)))
 	case p.Interval == 0:
 		return nil // disabled: the rest is not used
-	case p.Interval < ptypes.Duration(minInterval):
-		errs = append(errs, fmt.Errorf("probe.interval %s: at least %s (0 disables probing)", time.Duration(p.Interval), minInterval))
 	case p.Timeout < 0 || p.Timeout > p.Interval:
 		errs = append(errs, fmt.Errorf("probe.timeout %s: must be at most probe.interval %s (0: half of it)",
 			time.Duration(p.Timeout), time.Duration(p.Interval)))
+	}
+	// Beside the switch, not a case of it: an interval under the floor hides no other
+	// refusal (TestConfigIntervalFloorHidesNoOtherRefusal).
+	if p.Interval > 0 && p.Interval < ptypes.Duration(minInterval) {
+		errs = append(errs, fmt.Errorf("probe.interval %s: at least %s (0 disables probing)", time.Duration(p.Interval), minInterval))
 	}
 	if p.DownAfter < 1 || p.UpAfter < 1 {
 		errs = append(errs, fmt.Errorf("probe.downAfter %d, probe.upAfter %d: both must be at least 1", p.DownAfter, p.UpAfter))

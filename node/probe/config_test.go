@@ -36,3 +36,23 @@ func TestConfigIntervalFloor(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigIntervalFloorHidesNoOtherRefusal: an interval under the floor is refused
+// beside what else is wrong with the section (a timeout longer than the interval, a
+// negative one), all at once, as when the floor was the root's check.
+func TestConfigIntervalFloorHidesNoOtherRefusal(t *testing.T) {
+	for _, timeout := range []time.Duration{time.Second, -time.Second} {
+		c := Defaults()
+		c.Interval, c.Timeout = ptypes.Duration(5*time.Millisecond), ptypes.Duration(timeout)
+		var msgs []string
+		for _, err := range c.Validate() {
+			msgs = append(msgs, err.Error())
+		}
+		all := strings.Join(msgs, "\n")
+		for _, sub := range []string{"probe.interval 5ms: at least 10ms", "probe.timeout " + timeout.String() + ": must be at most probe.interval 5ms"} {
+			if !strings.Contains(all, sub) {
+				t.Errorf("timeout %s: errors %q, want one containing %q", timeout, all, sub)
+			}
+		}
+	}
+}
