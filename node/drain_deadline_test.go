@@ -104,5 +104,12 @@ func TestAnAttackerCannotHoldTheStop(t *testing.T) {
 			t.Logf("queued request %d: %s", i, resp.Status)
 		}
 	}
+	// The queued requests are answered because the stop drains the socket: a harness
+	// whose listener hid it (testnode's connection counter, until it forwarded
+	// SyscallConn) made the stop only wait, and this test flaky (what it reset depended on
+	// the machine's speed).
+	if strings.Contains(n.Logs.String(), "not draining the API's socket") {
+		t.Error("the stop did not drain the API's socket")
+	}
 	t.Logf("the stop took %s; its log: %s", took, n.Logs.String())
 }

@@ -23,9 +23,11 @@
 // activation): the filter stays on the socket, and its queue is meant for that release.
 //
 // Linux only (a classic BPF socket filter, SO_ATTACH_FILTER, and TCP_INFO); elsewhere,
-// and for anything but a plain TCP listener, Gate, Queued and Drain return
-// ErrUnsupported. Listen the socket with Listen: Go may listen with multipath TCP by
-// default, and an MPTCP socket takes no socket filter.
+// and for anything but a plain TCP socket, Gate, Queued and Drain return
+// ErrUnsupported. A listener that wraps one (counting or limiting connections) is gated
+// when it forwards SyscallConn (syscall.Conn) to the socket below. Listen the socket
+// with Listen: Go may listen with multipath TCP by default, and an MPTCP socket takes no
+// socket filter.
 package listengate
 
 import (
@@ -34,8 +36,9 @@ import (
 	"net"
 )
 
-// ErrUnsupported is returned for a listener the gate cannot work on: not a TCP
-// listener, a multipath TCP listener, or any listener on an OS other than Linux.
+// ErrUnsupported is returned for a listener the gate cannot work on: one that does not
+// hand over its socket (syscall.Conn), a socket other than TCP, a multipath TCP socket,
+// or any listener on an OS other than Linux.
 var ErrUnsupported = errors.New("listengate: unsupported listener")
 
 // Listen listens on a plain TCP socket, never multipath TCP (which Go may choose by

@@ -2,6 +2,7 @@ package listengate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"syscall"
@@ -33,28 +34,35 @@ var dropSYN = []unix.SockFilter{
 	{Code: unix.BPF_RET | unix.BPF_K, K: 0xffffffff},                        // pass whole
 }
 
-// rawConn is the socket of a plain TCP listener, or ErrUnsupported.
+// rawConn is the socket of a TCP listener, or ErrUnsupported. A listener qualifies by
+// handing over its socket (syscall.Conn, as *net.TCPListener does, and a wrapper that
+// forwards SyscallConn): the socket itself must be plain TCP, which is checked on it,
+// not read from the listener's type.
 func rawConn(ln net.Listener) (syscall.RawConn, error) {
-	tl, ok := ln.(*net.TCPListener)
+	sc, ok := ln.(syscall.Conn)
 	if !ok {
-		return nil, fmt.Errorf("%w: %T is not a TCP listener", ErrUnsupported, ln)
+		return nil, fmt.Errorf("%w: %T does not hand over its socket (syscall.Conn)", ErrUnsupported, ln)
 	}
-	rc, err := tl.SyscallConn()
+	rc, err := sc.SyscallConn()
 	if err != nil {
-		return nil, fmt.Errorf("listengate: %s: %w", tl.Addr(), err)
+		return nil, fmt.Errorf("listengate: %s: %w", ln.Addr(), err)
 	}
-	var proto int
-	var perr error
+	var typ, proto int
+	var terr, perr error
 	if err := rc.Control(func(fd uintptr) {
+		typ, terr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TYPE)
 		proto, perr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PROTOCOL)
 	}); err != nil {
-		return nil, fmt.Errorf("listengate: %s: %w", tl.Addr(), err)
+		return nil, fmt.Errorf("listengate: %s: %w", ln.Addr(), err)
 	}
-	if perr != nil {
-		return nil, fmt.Errorf("listengate: %s: SO_PROTOCOL: %w", tl.Addr(), perr)
+	if terr != nil || perr != nil {
+		return nil, fmt.Errorf("listengate: %s: SO_TYPE, SO_PROTOCOL: %w", ln.Addr(), errors.Join(terr, perr))
 	}
-	if proto == unix.IPPROTO_MPTCP {
-		return nil, fmt.Errorf("%w: %s listens with multipath TCP, which takes no socket filter (listen with listengate.Listen)", ErrUnsupported, tl.Addr())
+	switch {
+	case typ == unix.SOCK_STREAM && proto == unix.IPPROTO_MPTCP:
+		return nil, fmt.Errorf("%w: %s listens with multipath TCP, which takes no socket filter (listen with listengate.Listen)", ErrUnsupported, ln.Addr())
+	case typ != unix.SOCK_STREAM || proto != unix.IPPROTO_TCP:
+		return nil, fmt.Errorf("%w: %s (%T) is not a TCP socket", ErrUnsupported, ln.Addr(), ln)
 	}
 	return rc, nil
 }

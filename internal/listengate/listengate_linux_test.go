@@ -323,3 +323,46 @@ func TestGateRefusesWhatItCannotGate(t *testing.T) {
 		t.Errorf("Drain on a unix socket: %v, want ErrUnsupported", err)
 	}
 }
+
+// wrapped is a listener in front of another (one that counts or limits connections):
+// it hands over the socket below when forward is set.
+type wrapped struct {
+	net.Listener
+	forward bool
+}
+
+func (w wrapped) SyscallConn() (syscall.RawConn, error) {
+	if !w.forward {
+		return nil, errors.New("not forwarded")
+	}
+	return w.Listener.(syscall.Conn).SyscallConn()
+}
+
+// A listener wrapped around the socket is drained like the socket when it forwards
+// SyscallConn (the node's own connection limiter is such a wrapper, and so is a test's
+// connection counter); one that hides the socket is refused with ErrUnsupported, and
+// one whose SyscallConn fails says why.
+func TestDrainThroughAWrapperThatHandsOverItsSocket(t *testing.T) {
+	ln := listen(t, "127.0.0.1")
+	w := wrapped{Listener: ln, forward: true}
+	conns := queue(t, ln, 4)
+	drained := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		drained <- Drain(ctx, w)
+	}()
+	served := serve(w)
+	if err := <-drained; err != nil {
+		t.Fatalf("Drain through the wrapper: %v", err)
+	}
+	closeAndCheckAnswered(t, w, served, conns)
+
+	hidden := struct{ net.Listener }{listen(t, "127.0.0.1")}
+	if err := Gate(hidden); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "syscall.Conn") {
+		t.Errorf("Gate on a wrapper hiding its socket: %v, want ErrUnsupported naming syscall.Conn", err)
+	}
+	if err := Gate(wrapped{Listener: listen(t, "127.0.0.1")}); err == nil || errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "not forwarded") {
+		t.Errorf("Gate on a wrapper whose SyscallConn fails: %v, want its error", err)
+	}
+}

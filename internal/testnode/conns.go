@@ -1,11 +1,13 @@
 package testnode
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"regexp"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -36,6 +38,17 @@ func (l *ConnCount) Accept() (net.Conn, error) {
 	l.bySource[src]++
 	l.mu.Unlock()
 	return &countedConn{Conn: c, l: l, src: src}, nil
+}
+
+// SyscallConn hands over the socket below (syscall.Conn), so that the node's stop
+// drains it (listengate) as it drains the socket it is given in production: without it
+// the stop only waits, and resets what is queued.
+func (l *ConnCount) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := l.Listener.(syscall.Conn)
+	if !ok {
+		return nil, fmt.Errorf("testnode: %T does not hand over its socket", l.Listener)
+	}
+	return sc.SyscallConn()
 }
 
 // Held is how many connections are open, and how many of them from src.
