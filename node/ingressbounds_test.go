@@ -13,6 +13,7 @@ import (
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/store/dir"
+	ptypes "github.com/traefik/paerser/types"
 )
 
 // The bounds on ingress reports and waiters, through a whole node: these stay in the
@@ -72,6 +73,10 @@ func TestHostileIngressReports(t *testing.T) {
 	t.Parallel()
 	cfg := reportsConfig(t, "vps-a", t.TempDir())
 	cfg.Ingresses.MaxTracked = 8
+	// No name may be lost while the test runs: with reportsConfig's 2s lostAfter, the 400
+	// polls below outlasted it on a loaded CI under -race, the first names were dropped
+	// and spam-199 found a free place (stop 43's CI).
+	cfg.Ingresses.LostAfter = ptypes.Duration(10 * time.Minute)
 	st, err := dir.New(cfg.Store.Dir.Path)
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +120,9 @@ func TestHostileIngressReports(t *testing.T) {
 	for range 200 {
 		poll(api.HeaderIngress, "spam-0")
 	}
-	time.Sleep(time.Second)
+	// spam-0..spam-6 fill the places "liar" left: each is written once (the writer runs
+	// every ingress.MinWriteGap), then the count must stay within one per name.
+	waitFor(t, 20*time.Second, "the tracked names written", func() bool { return cs.snapshot()["Put"]-base >= cfg.Ingresses.MaxTracked-1 })
 	ins := ingressesOf(t, n)
 	if len(ins) > cfg.Ingresses.MaxTracked {
 		t.Errorf("%d ingresses tracked, want at most %d", len(ins), cfg.Ingresses.MaxTracked)
