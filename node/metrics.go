@@ -6,7 +6,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/httpapi"
 	"github.com/scafo/ingress/node/publish"
 )
@@ -26,9 +25,6 @@ type metricProbes struct {
 	storeForeign func() bool
 	// storeRequests counts store requests (see countingStore); registered when set.
 	storeRequests *prometheus.CounterVec
-	// certRenewals lists the certificates held and whether their renewal fails (nil, or
-	// nil answers, without acme.enabled).
-	certRenewals func() []fleetcerts.Renewal
 }
 
 func boolGauge(f func() bool) func() float64 {
@@ -75,7 +71,7 @@ func newMetrics(pub *publish.Publisher, probes metricProbes) *metrics {
 		Name: "scafo_longpolls_parked",
 		Help: "Ingress polls (?wait= with If-None-Match) held open now, waiting for a new revision.",
 	})
-	m.reg.MustRegister(m.refused, m.longPolls, fleetcerts.RenewalCollector(probes.certRenewals))
+	m.reg.MustRegister(m.refused, m.longPolls)
 	m.storeRequests = probes.storeRequests
 	if probes.storeRequests != nil {
 		m.reg.MustRegister(probes.storeRequests)

@@ -60,9 +60,6 @@ func newSubsystems(s *Server, ropts render.Options, nodeID string, mp metricProb
 	// The reconcile loop publishes right after committing the serial it read (or, on a
 	// foreign store at start, the remembered document under the seeded serial).
 	s.pub = publish.NewWithCerts(ropts, openSpillDir(cfg.StateDir, log), s.identity.Mark, publishCerts(certs))
-	if certs != nil {
-		mp.certRenewals = certs.Renewals
-	}
 	s.metrics = newMetrics(s.pub, mp)
 	if certs != nil {
 		certs.RegisterMetrics(s.metrics.reg)

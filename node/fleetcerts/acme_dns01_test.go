@@ -129,4 +129,8 @@ func TestACMEDNS01PlatformWildcardIsRenderedForTheCoveredHosts(t *testing.T) {
 	if !strings.Contains(haystacks["/metrics"], `scafo_certificate_state{name="*.apps.example.com",state="valid"} 1`) {
 		t.Errorf("metrics do not list the wildcard valid")
 	}
+	// The whole node registers the renewal series beside the state (RegisterMetrics).
+	if !strings.Contains(haystacks["/metrics"], `scafo_certificate_renewal_failing{name="*.apps.example.com"} 0`) {
+		t.Errorf("metrics do not say the wildcard's renewal is not failing:\n%s", testnode.GrepLines(haystacks["/metrics"], "scafo_certificate"))
+	}
 }

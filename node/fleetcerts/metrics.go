@@ -2,8 +2,8 @@ package fleetcerts
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// The fleet certificates' metrics: the state and expiry per name (RegisterMetrics) and
-// whether a held certificate's renewal fails (RenewalCollector).
+// The fleet certificates' metrics: the state and expiry per name, and whether a held
+// certificate's renewal fails (RegisterMetrics registers both).
 
 var (
 	certStateDesc = prometheus.NewDesc("scafo_certificate_state",
@@ -16,9 +16,11 @@ var (
 		[]string{"name"}, nil)
 )
 
-// RegisterMetrics registers m's per-name state and expiry, read at scrape time.
+// RegisterMetrics registers m's per-name state and expiry and its renewals' failing,
+// read at scrape time. A node without acme.enabled has no Manager and registers none
+// (no series, as a Manager holding no certificate exports none).
 func (m *Manager) RegisterMetrics(reg prometheus.Registerer) {
-	reg.MustRegister(statusCollector{m})
+	reg.MustRegister(statusCollector{m}, renewalCollector{m.Renewals})
 }
 
 // statusCollector exports, per name, the state and the certificate's expiry.
@@ -38,20 +40,13 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// RenewalCollector exports, per certificate renewals lists, whether its renewal is
-// failing; a nil renewals (no fleet certificates) exports no series.
-func RenewalCollector(renewals func() []Renewal) prometheus.Collector {
-	return renewalCollector{renewals}
-}
-
+// renewalCollector exports, per certificate renewals lists, whether its renewal is
+// failing.
 type renewalCollector struct{ renewals func() []Renewal }
 
 func (c renewalCollector) Describe(ch chan<- *prometheus.Desc) { ch <- certRenewalFailingDesc }
 
 func (c renewalCollector) Collect(ch chan<- prometheus.Metric) {
-	if c.renewals == nil {
-		return
-	}
 	for _, r := range c.renewals() {
 		v := 0.0
 		if r.Failing {
