@@ -30,7 +30,7 @@ const queriedMetricsFile = "deploy/prometheus/queried-metrics.txt"
 // query (TestDashboardCountsEachApplicationsTrafficThroughTraefik checks it).
 const queriedTraefikMetricsFile = "deploy/prometheus/queried-traefik-metrics.txt"
 
-// refusalReasons are scafo_requests_refused_total's reasons (node/metrics.go), as
+// refusalReasons are scafo_requests_refused_total's reasons (node/httpapi/metrics.go), as
 // deploy/grafana/README.md and docs/operating.md name them.
 var refusalReasons = []string{"write_rate", "token", "token_lookups", "conn_reserve", "conn_per_source", "conn_limit"}
 
@@ -322,7 +322,7 @@ func TestDashboardAndAlertsQueryOnlyWhatANodeExports(t *testing.T) {
 		return nil
 	})
 	if err != nil {
-		t.Fatalf("the dashboard and the alert rules query what the node does not export (%s lists them; the node's names are in node/metrics.go and its collectors): %v", queriedMetricsFile, err)
+		t.Fatalf("the dashboard and the alert rules query what the node does not export (%s lists them; the node's names are in node/metrics.go and the subsystems' collectors): %v", queriedMetricsFile, err)
 	}
 	// The refusal reasons the dashboard and the runbooks name: each series is exported from
 	// the node's start, at 0 before any refusal (none of them is provoked here), so a rate

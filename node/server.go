@@ -130,7 +130,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		return nil, err
 	}
 	pub := s.pub
-	if s.http, err = httpapi.New(apiConfig(cfg, ingressTok, adminTok), log, s.metrics.api(), httpapi.Deps{
+	if s.http, err = httpapi.New(apiConfig(cfg, ingressTok, adminTok), log, s.metrics.reg, httpapi.Deps{
 		Store: st, Identity: identity, Publisher: pub, Reconcile: s.rec, Self: s.self,
 		Ingresses: s.ingresses, Instances: inst, Writer: s.writer, Certs: s.certs, Probes: s.probes,
 		KickHeartbeat: s.kicks.Heartbeat,

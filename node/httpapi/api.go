@@ -58,14 +58,6 @@ type Config struct {
 	ACMEInline bool
 }
 
-// Metrics are the API's series, registered by the root on its registry.
-type Metrics struct {
-	Registry  *prometheus.Registry   // served on /metrics; the storage API registers its own here
-	Refused   *prometheus.CounterVec // reason: one of RefusalReasons
-	LongPolls prometheus.Gauge
-	Polls     *prometheus.CounterVec // format, code
-}
-
 // Why a request or connection was refused (scafo_requests_refused_total's reason label;
 // a fixed set, every one exported from the start at 0).
 const (
@@ -160,24 +152,25 @@ type API struct {
 }
 
 // New builds the API over d. It starts no goroutine (TestAPIStartsNoGoroutine).
-func New(cfg Config, log *slog.Logger, m Metrics, d Deps) (*API, error) {
+func New(cfg Config, log *slog.Logger, reg *prometheus.Registry, d Deps) (*API, error) {
+	m := newMetrics(reg)
 	tokens := &nodeTokens{ingress: cfg.IngressToken, admin: cfg.AdminToken,
 		ingressPrevious: cfg.IngressPrevious, adminPrevious: cfg.AdminPrevious}
-	refused := &refusals{counter: m.Refused, log: newRejectLogger(log, cfg.RejectLog)}
+	refused := &refusals{counter: m.refused, log: newRejectLogger(log, cfg.RejectLog)}
 	dl := &deadlines{body: cfg.BodyTimeout, write: cfg.WriteTimeout}
 	s := &API{
 		deadlines: dl,
 		auth:      newAuthenticator(cfg, tokens, d.Writer, refused, log),
 		writes:    &writeGuard{writes: newWriteLimiter(cfg.WriteRate, cfg.WriteBurst), refused: refused},
 		identity:  d.Identity,
-		storage:   newStorageAPI(d.Store, cfg.NodeName, log, m.Registry),
+		storage:   newStorageAPI(d.Store, cfg.NodeName, log, reg),
 		shutdown:  make(chan struct{}),
 	}
 	s.table = newRouteTable(handlers{
 		health: &healthHandler{pub: d.Publisher, instances: d.Instances, probes: d.Probes, nodeAddress: cfg.NodeAddress},
 		poll: &pollHandler{nodeName: cfg.NodeName, keysInline: cfg.ACMEInline, tokens: tokens, refused: refused,
 			pub: d.Publisher, ingresses: d.Ingresses, writer: d.Writer, deadlines: dl, log: log,
-			polls: m.Polls, longPolls: m.LongPolls, shutdown: s.shutdown},
+			polls: m.polls, longPolls: m.longPolls, shutdown: s.shutdown},
 		status: &statusHandler{nodeName: cfg.NodeName, stateDir: cfg.StateDir, nodeTTL: cfg.NodeTTL,
 			rec: d.Reconcile, self: d.Self, identity: d.Identity, pub: d.Publisher, probes: d.Probes,
 			instances: d.Instances, ingresses: d.Ingresses, certs: d.Certs},
@@ -187,7 +180,7 @@ func New(cfg Config, log *slog.Logger, m Metrics, d Deps) (*API, error) {
 		audit:     &auditHandler{writer: d.Writer, log: log},
 		applied:   &appliedHandler{writer: d.Writer, ingresses: d.Ingresses},
 		challenge: challengeHandler{certs: d.Certs},
-		metrics:   m.Registry,
+		metrics:   reg,
 		storage:   s.storage,
 	})
 	s.conns = &connGuard{maxAge: cfg.ConnMaxAge, tokens: tokens, refused: refused, reserve: s.table.reserve}

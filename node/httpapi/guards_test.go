@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/scafo/ingress/node/api"
 )
 
@@ -27,9 +29,8 @@ func (foreignStore) ForeignReason() string { return "its epoch is not this node'
 // foreign store (503 naming the adopt command).
 func TestTheGuardsAnswerBeforeAnyHandler(t *testing.T) {
 	const ingressTok, adminTok = "ingress-token-0123456789", "admin-token-0123456789"
-	m := testMetrics()
 	a, err := New(Config{NodeName: "vps-a", IngressToken: ingressTok, AdminToken: adminTok, WriteTimeout: time.Second, RejectLog: time.Minute},
-		testLog(), m, Deps{Identity: foreignStore{}})
+		testLog(), prometheus.NewRegistry(), Deps{Identity: foreignStore{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,9 +75,9 @@ func refusedTokens(t *testing.T, h http.Handler) float64 {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", api.PathMetrics, nil))
-	m := regexp.MustCompile(`(?m)^refused\{reason="token"\} (\S+)$`).FindStringSubmatch(rec.Body.String())
+	m := regexp.MustCompile(`(?m)^scafo_requests_refused_total\{reason="token"\} (\S+)$`).FindStringSubmatch(rec.Body.String())
 	if m == nil {
-		return 0 // not counted yet
+		t.Fatalf("/metrics has no token refusals (every reason is exported from the start):\n%s", rec.Body)
 	}
 	v, err := strconv.ParseFloat(m[1], 64)
 	if err != nil {

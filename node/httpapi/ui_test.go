@@ -22,7 +22,7 @@ import (
 // status page needs none (it holds no data).
 func uiHandler(t *testing.T) http.Handler {
 	t.Helper()
-	s, err := New(Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics{Registry: prometheus.NewRegistry()}, Deps{})
+	s, err := New(Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
