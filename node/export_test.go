@@ -21,7 +21,6 @@ import (
 
 var (
 	PortOf            = portOf
-	LoadOrMintToken   = loadOrMintToken
 	PublishedMark     = publishedMark
 	OpenFiles         = fdlimit.Open
 	OpenFileLimit     = fdlimit.Limit

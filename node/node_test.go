@@ -193,32 +193,6 @@ func TestWipedStoreIsAnOutageNotAnEmptyFleet(t *testing.T) {
 	}
 }
 
-func TestMintedTokenIsPrivateAndSurvivesRestart(t *testing.T) {
-	t.Parallel()
-	dirPath := t.TempDir()
-	tok, err := node.LoadOrMintToken("", dirPath, "ingress-token")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(tok) != 64 {
-		t.Fatalf("token %d hex chars, want 64 (32 bytes)", len(tok))
-	}
-	fi, err := os.Stat(filepath.Join(dirPath, "ingress-token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi.Mode().Perm() != 0o600 {
-		t.Fatalf("token file mode %v, want 0600", fi.Mode().Perm())
-	}
-	again, err := node.LoadOrMintToken("", dirPath, "ingress-token")
-	if err != nil || again != tok {
-		t.Fatalf("restart minted a new token (%v)", err)
-	}
-	if given, _ := node.LoadOrMintToken("explicit", dirPath, "ingress-token"); given != "explicit" {
-		t.Fatal("a configured token does not win over the file")
-	}
-}
-
 func TestTwoNodesOnOneStoreServeIdenticalBytes(t *testing.T) {
 	t.Parallel()
 	storeDir := t.TempDir()

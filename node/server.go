@@ -80,11 +80,11 @@ func storeChecker(st store.Store) bucketChecker {
 }
 
 func newLocked(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
-	ingressTok, err := loadOrMintToken(cfg.Ingress.Token, cfg.StateDir, "ingress-token")
+	ingressTok, err := statedir.LoadOrMintToken(cfg.Ingress.Token, cfg.StateDir, "ingress-token")
 	if err != nil {
 		return nil, fmt.Errorf("ingress token: %w", err)
 	}
-	adminTok, err := loadOrMintToken(cfg.Admin.Token, cfg.StateDir, "admin-token")
+	adminTok, err := statedir.LoadOrMintToken(cfg.Admin.Token, cfg.StateDir, "admin-token")
 	if err != nil {
 		return nil, fmt.Errorf("admin token: %w", err)
 	}
@@ -219,8 +219,8 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("scafo-node serving", "addr", ln.Addr().String(), "node", s.cfg.Node.Name, "stateDir", s.cfg.StateDir,
 		"store", s.cfg.Store.String(),
-		"ingressToken", tokenSource(s.cfg.Ingress.Token, s.cfg.StateDir, "ingress-token"),
-		"adminToken", tokenSource(s.cfg.Admin.Token, s.cfg.StateDir, "admin-token"),
+		"ingressToken", statedir.TokenSource(s.cfg.Ingress.Token, s.cfg.StateDir, "ingress-token"),
+		"adminToken", statedir.TokenSource(s.cfg.Admin.Token, s.cfg.StateDir, "admin-token"),
 		"maxConns", total, "reservedConns", reserved)
 
 	var err error

@@ -1,6 +1,6 @@
-// Package statedir names the node's default state directory, for the node and for the
-// command-line client (which reads the admin token there) without the client
-// importing the server.
+// Package statedir is the node's state directory: its default (for the node and for
+// the command-line client, which reads the admin token there, without the client
+// importing the server), its lock, and the token files minted in it.
 package statedir
 
 import "os"

@@ -1,4 +1,4 @@
-package node
+package statedir
 
 import (
 	"crypto/rand"
@@ -11,16 +11,16 @@ import (
 	"strings"
 )
 
-// tokenSource says where a token comes from, for the start log line: its file under the
+// TokenSource says where a token comes from, for the start log line: its file under the
 // state dir, or "(configured)" when the configuration gave it (never the token itself).
-func tokenSource(given, stateDir, file string) string {
+func TokenSource(given, stateDir, file string) string {
 	if given != "" {
 		return "(configured)"
 	}
 	return filepath.Join(stateDir, file)
 }
 
-// loadOrMintToken returns given when set; otherwise the token stored in
+// LoadOrMintToken returns given when set; otherwise the token stored in
 // <stateDir>/<file>, minting 32 random bytes (hex) into it, mode 0600, on first use.
 // The token is never logged.
 //
@@ -29,7 +29,7 @@ func tokenSource(given, stateDir, file string) string {
 // and two processes starting on one state dir agree on a single token (the link is
 // create-only). An empty token file, left by an older version on a full disk, cannot
 // have been handed to anyone: it is replaced.
-func loadOrMintToken(given, stateDir, file string) (string, error) {
+func LoadOrMintToken(given, stateDir, file string) (string, error) {
 	if given != "" {
 		return given, nil
 	}
@@ -74,7 +74,7 @@ func loadOrMintToken(given, stateDir, file string) (string, error) {
 		err = os.Link(tmp.Name(), path)
 	}
 	if errors.Is(err, fs.ErrExist) {
-		return loadOrMintToken("", stateDir, file) // another process minted first
+		return LoadOrMintToken("", stateDir, file) // another process minted first
 	}
 	if err != nil {
 		return "", fmt.Errorf("writing token file: %w", err)
