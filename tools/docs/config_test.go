@@ -81,7 +81,7 @@ func TestEverySettingHasAFlagAVariableAndADescription(t *testing.T) {
 func TestTheDocumentedFlagAliasIsAccepted(t *testing.T) {
 	cfg := node.NewConfig()
 	cmd := &cli.Command{Name: "scafo-node", Configuration: cfg}
-	if _, err := (&node.FlagLoader{}).Load([]string{"--ingress-token=0123456789abcdef0123"}, cmd); err != nil {
+	if _, err := node.FlagLoader().Load([]string{"--ingress-token=0123456789abcdef0123"}, cmd); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Ingress.Token != "0123456789abcdef0123" {
