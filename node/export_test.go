@@ -25,7 +25,6 @@ var (
 	OpenFiles         = fdlimit.Open
 	OpenFileLimit     = fdlimit.Limit
 	NewMetrics        = newMetrics
-	CheckStoreAtStart = checkStoreAtStart
 	CertStorage       = certStorage
 )
 

@@ -44,10 +44,10 @@ type Server struct {
 	writer    *fleetwrite.Writer   // every fleet write
 	certs     *fleetcerts.Manager  // fleet certificates; nil without --acme.enabled (acme.go)
 	metrics   *metrics
-	http      *httpapi.API   // the HTTP API (node/httpapi)
-	kicks     *kicks         // "reconcile now", "rewrite the record now"
-	lock      *statedir.Lock // the state dir, held from New to the end of Run (nil from NewWithStore)
-	bucket    bucketChecker  // the S3 store's check at the start of Run (nil: a directory store, or NewWithStore)
+	http      *httpapi.API     // the HTTP API (node/httpapi)
+	kicks     *kicks           // "reconcile now", "rewrite the record now"
+	lock      *statedir.Lock   // the state dir, held from New to the end of Run (nil from NewWithStore)
+	bucket    s3.BucketChecker // the S3 store's check at the start of Run (nil: a directory store, or NewWithStore)
 }
 
 // New builds a node from cfg. It mints tokens if needed and opens the store; it does
@@ -72,8 +72,8 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 }
 
 // storeChecker is the S3 store's check (nil for a directory store).
-func storeChecker(st store.Store) bucketChecker {
-	if b, ok := st.(bucketChecker); ok {
+func storeChecker(st store.Store) s3.BucketChecker {
+	if b, ok := st.(s3.BucketChecker); ok {
 		return b
 	}
 	return nil
@@ -181,7 +181,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		return errors.New("node.apiPort: 0: the node was built without the port its API is reached on (open the listener before New, and set node.apiPort to its port)")
 	}
 	if s.bucket != nil {
-		_ = checkStoreAtStart(ctx, s.cfg.Store.S3, s.bucket, s.log) // logged; the node starts unready
+		_ = s3.CheckAtStart(ctx, s.cfg.Store.S3, s.bucket, s.log) // logged; the node starts unready
 	}
 	if err := s.self.Start(ctx); err != nil {
 		ln.Close()

@@ -3,7 +3,6 @@ package node_test
 import (
 	"context"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,7 +11,6 @@ import (
 	"github.com/scafo/ingress/internal/listengate"
 	"github.com/scafo/ingress/internal/proc"
 	"github.com/scafo/ingress/node"
-	"github.com/scafo/ingress/node/store/s3"
 	"github.com/scafo/ingress/node/store/s3/s3test"
 )
 
@@ -88,33 +86,5 @@ func TestStoreMisconfigurationNamesTheSetting(t *testing.T) {
 				time.Sleep(100 * time.Millisecond)
 			}
 		})
-	}
-	// The right settings: no error, and the check passes.
-	st, err := s3.New(t.Context(), good)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := node.S3StoreConfig{Endpoint: good.Endpoint, Bucket: good.Bucket}
-	if err := node.CheckStoreAtStart(t.Context(), c, st, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatalf("a reachable bucket: %v", err)
-	}
-}
-
-// TestExplainS3ErrorNamesTheEndpoint: a refused connection and a name that does not
-// resolve name store.s3.endpoint.
-func TestExplainS3ErrorNamesTheEndpoint(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	st, err := s3.New(t.Context(), s3.Config{Endpoint: addr, Bucket: "scafo", Insecure: true, MaxRetries: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	setting, err := node.ExplainS3Error(node.S3StoreConfig{Endpoint: addr, Bucket: "scafo"}, st.CheckBucket(t.Context()))
-	if setting != "store.s3.endpoint" || !strings.Contains(err.Error(), "store.s3.endpoint "+addr) {
-		t.Fatalf("a refused connection: %s, %v", setting, err)
 	}
 }

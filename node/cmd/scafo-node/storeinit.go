@@ -82,9 +82,9 @@ func storeInit(ctx context.Context, cfg *node.Config, out io.Writer) error {
 }
 
 // explainS3 turns a failed bucket request into an error that names the setting to
-// fix: the node's own explanation (node.ExplainS3Error), one for both.
+// fix: the node's own explanation (s3.Explain), one for both.
 func explainS3(err error, c node.S3StoreConfig) error {
-	_, e := node.ExplainS3Error(c, err)
+	_, e := s3.Explain(c, err)
 	return e
 }
 
