@@ -339,9 +339,10 @@ func (w wrapped) SyscallConn() (syscall.RawConn, error) {
 }
 
 // A listener wrapped around the socket is drained like the socket when it forwards
-// SyscallConn (the node's own connection limiter is such a wrapper, and so is a test's
-// connection counter); one that hides the socket is refused with ErrUnsupported, and
-// one whose SyscallConn fails says why.
+// SyscallConn (the test harness's connection counter, handed to a node as its listener,
+// is such a wrapper; the node gates what it is handed, and wraps its own connection
+// limiter around it after); one that hides the socket is refused with ErrUnsupported,
+// and one whose SyscallConn fails says why.
 func TestDrainThroughAWrapperThatHandsOverItsSocket(t *testing.T) {
 	ln := listen(t, "127.0.0.1")
 	w := wrapped{Listener: ln, forward: true}

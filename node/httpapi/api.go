@@ -151,7 +151,8 @@ type API struct {
 	once     sync.Once
 }
 
-// New builds the API over d. It starts no goroutine (TestAPIStartsNoGoroutine).
+// New builds the API over d, registering its series on reg (served on /metrics; one
+// API per registry). It starts no goroutine (TestAPIStartsNoGoroutine).
 func New(cfg Config, log *slog.Logger, reg *prometheus.Registry, d Deps) (*API, error) {
 	m := newMetrics(reg)
 	tokens := &nodeTokens{ingress: cfg.IngressToken, admin: cfg.AdminToken,
