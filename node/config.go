@@ -183,9 +183,9 @@ func (l LogConfig) SlogLevel() slog.Level {
 	return lvl
 }
 
-// MinTokenLength is the shortest ingress or admin token the node accepts, configured
-// or previous.
-const MinTokenLength = 16
+// MinTokenLength is the shortest ingress or admin token the node accepts, configured,
+// previous or read from its file.
+const MinTokenLength = statedir.MinTokenLength
 
 // SetDefaults fills every default (paerser calls it, and so does NewConfig).
 func (c *Config) SetDefaults() {

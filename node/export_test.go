@@ -20,12 +20,12 @@ import (
 // subsystems a whole node built, and the few rules they check directly.
 
 var (
-	PortOf            = portOf
-	PublishedMark     = publishedMark
-	OpenFiles         = fdlimit.Open
-	OpenFileLimit     = fdlimit.Limit
-	NewMetrics        = newMetrics
-	CertStorage       = certStorage
+	PortOf        = portOf
+	PublishedMark = publishedMark
+	OpenFiles     = fdlimit.Open
+	OpenFileLimit = fdlimit.Limit
+	NewMetrics    = newMetrics
+	CertStorage   = certStorage
 )
 
 const (

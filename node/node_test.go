@@ -210,3 +210,27 @@ func TestTwoNodesOnOneStoreServeIdenticalBytes(t *testing.T) {
 		})
 	}
 }
+
+// TestTheAdminTokenMustDifferFromTheIngressToken: an admin token equal to the ingress
+// token (both configured, or one token file a link to the other) gave every ingress,
+// which holds the ingress token, the admin's rights. The node refuses to start, naming
+// both settings, whichever way the tokens came.
+func TestTheAdminTokenMustDifferFromTheIngressToken(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, "vps-a", t.TempDir())
+	cfg.Admin.Token = cfg.Ingress.Token
+	if _, err := node.New(t.Context(), cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "admin.token") || !strings.Contains(err.Error(), "ingress.token") {
+		t.Errorf("configured tokens equal: %v, want refused naming both", err)
+	}
+	cfg = testConfig(t, "vps-a", t.TempDir())
+	cfg.Admin.Token, cfg.Ingress.Token = "", ""
+	if err := os.WriteFile(filepath.Join(cfg.StateDir, "ingress-token"), []byte("0123456789abcdef0123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("ingress-token", filepath.Join(cfg.StateDir, "admin-token")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.New(t.Context(), cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "the same as the ingress token") {
+		t.Errorf("token files linked: %v, want refused", err)
+	}
+}

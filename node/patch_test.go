@@ -52,11 +52,11 @@ func TestAOneStepChangeIsPatchedAndServedLikeAFullRender(t *testing.T) {
 		}
 	}
 	// A step is one bump the node reads alone: its pass patches. A pass that reads more
-	// than one bump reads the whole store and derives whole (right, but not what is
-	// tested). A step derived whole was seen once, in a run of the package beside a CI
-	// run; its cause was not established (150 runs of this test under load did not
-	// repeat it, and the failure now logs the serials and the node's log). So a step is
-	// tried up to three times with a new port, and the test fails when none patched.
+	// than one bump (another write came between) reads the whole store and derives whole,
+	// which is right but not what is tested: such a step is tried again with a new port,
+	// at most twice. A step of one bump derived whole fails at once. (A step derived
+	// whole was seen once, in a run of the package beside a CI run, before the failure
+	// printed the serials; 150 runs under load did not repeat it.)
 	port := 26001
 	for step := range 3 {
 		var s *publish.Snapshot
@@ -70,10 +70,10 @@ func TestAOneStepChangeIsPatchedAndServedLikeAFullRender(t *testing.T) {
 				break
 			}
 			after, _, _ := s.Mark()
-			if try == 2 {
-				t.Fatalf("step %d: the document was derived whole, not patched, three times (last: serial %d -> %d)\n%s", step, before, after, n.Logs.String())
+			if after <= before+1 || try == 2 {
+				t.Fatalf("step %d try %d: the document was derived whole, not patched (serial %d -> %d)\n%s", step, try, before, after, n.Logs.String())
 			}
-			t.Logf("step %d try %d: derived whole (serial %d -> %d); trying again", step, try, before, after)
+			t.Logf("step %d try %d: derived whole after %d bumps; trying again", step, try, after-before)
 		}
 		for _, prefer := range []string{"", "vps-a"} {
 			got, err := p.Body(s, publish.Request{Prefer: prefer, Format: api.FormatTraefik})

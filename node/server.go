@@ -102,6 +102,10 @@ func newLocked(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, err
 
 // NewWithStore builds a node over an already opened store (tests use it).
 func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adminTok string) (*Server, error) {
+	if ingressTok == adminTok {
+		// Every Traefik holds the ingress token: it would hold the admin's too.
+		return nil, errors.New("admin token: the same as the ingress token (admin.token, ingress.token or their files under stateDir): every ingress holding the ingress token would hold the admin's; give each its own")
+	}
 	inst, err := fleetwrite.OpenRegistry(filepath.Join(cfg.StateDir, "instances.json"),
 		cfg.Ports.Min, cfg.Ports.Max, time.Duration(cfg.Ports.Quarantine))
 	if err != nil {

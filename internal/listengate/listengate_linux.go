@@ -47,18 +47,24 @@ func rawConn(ln net.Listener) (syscall.RawConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listengate: %s: %w", ln.Addr(), err)
 	}
-	var typ, proto int
-	var terr, perr error
+	if rc == nil {
+		return nil, fmt.Errorf("%w: %T handed over no socket", ErrUnsupported, ln)
+	}
+	var typ, proto, listening int
+	var terr, perr, aerr error
 	if err := rc.Control(func(fd uintptr) {
 		typ, terr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TYPE)
 		proto, perr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PROTOCOL)
+		listening, aerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ACCEPTCONN)
 	}); err != nil {
 		return nil, fmt.Errorf("listengate: %s: %w", ln.Addr(), err)
 	}
-	if terr != nil || perr != nil {
-		return nil, fmt.Errorf("listengate: %s: SO_TYPE, SO_PROTOCOL: %w", ln.Addr(), errors.Join(terr, perr))
+	if terr != nil || perr != nil || aerr != nil {
+		return nil, fmt.Errorf("listengate: %s: SO_TYPE, SO_PROTOCOL, SO_ACCEPTCONN: %w", ln.Addr(), errors.Join(terr, perr, aerr))
 	}
 	switch {
+	case listening == 0:
+		return nil, fmt.Errorf("%w: %s (%T) is not a listening socket", ErrUnsupported, ln.Addr(), ln)
 	case typ == unix.SOCK_STREAM && proto == unix.IPPROTO_MPTCP:
 		return nil, fmt.Errorf("%w: %s listens with multipath TCP, which takes no socket filter (listen with listengate.Listen)", ErrUnsupported, ln.Addr())
 	case typ != unix.SOCK_STREAM || proto != unix.IPPROTO_TCP:

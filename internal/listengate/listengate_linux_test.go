@@ -367,3 +367,32 @@ func TestDrainThroughAWrapperThatHandsOverItsSocket(t *testing.T) {
 		t.Errorf("Gate on a wrapper whose SyscallConn fails: %v, want its error", err)
 	}
 }
+
+// handsOver is a listener whose SyscallConn hands over rc (nil, or a connection's).
+type handsOver struct {
+	net.Listener
+	rc syscall.RawConn
+}
+
+func (h handsOver) SyscallConn() (syscall.RawConn, error) { return h.rc, nil }
+
+// A wrapper that hands over no socket (nil, nil) crashed Drain; one that hands over a
+// connected socket rather than a listening one passed Gate. Both are ErrUnsupported.
+func TestAWrapperMustHandOverAListeningSocket(t *testing.T) {
+	ln := listen(t, "127.0.0.1")
+	if err := Drain(context.Background(), handsOver{Listener: ln}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Drain through a wrapper handing over no socket: %v, want ErrUnsupported", err)
+	}
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rc, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Gate(handsOver{Listener: ln, rc: rc}); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "not a listening socket") {
+		t.Errorf("Gate on a connected socket: %v, want ErrUnsupported naming a listening socket", err)
+	}
+}

@@ -151,10 +151,13 @@ type API struct {
 	once     sync.Once
 }
 
-// New builds the API over d, registering its series on reg (served on /metrics; one
-// API per registry). It starts no goroutine (TestAPIStartsNoGoroutine).
+// New builds the API over d, registering its series on reg (served on /metrics; a
+// registry that holds them already is an error, not a panic). It starts no goroutine (TestAPIStartsNoGoroutine).
 func New(cfg Config, log *slog.Logger, reg *prometheus.Registry, d Deps) (*API, error) {
-	m := newMetrics(reg)
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
 	tokens := &nodeTokens{ingress: cfg.IngressToken, admin: cfg.AdminToken,
 		ingressPrevious: cfg.IngressPrevious, adminPrevious: cfg.AdminPrevious}
 	refused := &refusals{counter: m.refused, log: newRejectLogger(log, cfg.RejectLog)}

@@ -1,6 +1,10 @@
 package httpapi
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // apiMetrics are the API's series, registered by New on the node's registry (served
 // on /metrics with every other subsystem's).
@@ -10,7 +14,7 @@ type apiMetrics struct {
 	polls     *prometheus.CounterVec // format, code
 }
 
-func newMetrics(reg prometheus.Registerer) apiMetrics {
+func newMetrics(reg prometheus.Registerer) (apiMetrics, error) {
 	m := apiMetrics{
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scafo_requests_refused_total",
@@ -28,6 +32,10 @@ func newMetrics(reg prometheus.Registerer) apiMetrics {
 	for _, r := range RefusalReasons {
 		m.refused.WithLabelValues(r) // every reason exported from the start
 	}
-	reg.MustRegister(m.refused, m.longPolls, m.polls)
-	return m
+	for _, c := range []prometheus.Collector{m.refused, m.longPolls, m.polls} {
+		if err := reg.Register(c); err != nil {
+			return m, fmt.Errorf("httpapi: registering the API's series: %w", err)
+		}
+	}
+	return m, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -20,6 +21,10 @@ func TokenSource(given, stateDir, file string) string {
 	return filepath.Join(stateDir, file)
 }
 
+// MinTokenLength is the shortest ingress or admin token a node accepts, configured or
+// read from its file.
+const MinTokenLength = 16
+
 // LoadOrMintToken returns given when set; otherwise the token stored in
 // <stateDir>/<file>, minting 32 random bytes (hex) into it, mode 0600, on first use.
 // The token is never logged.
@@ -27,20 +32,38 @@ func TokenSource(given, stateDir, file string) string {
 // Minting writes a temporary file, syncs it, and links it into place: the token file
 // either holds a whole token or does not exist (a full disk never leaves an empty one),
 // and two processes starting on one state dir agree on a single token (the link is
-// create-only). An empty token file, left by an older version on a full disk, cannot
-// have been handed to anyone: it is replaced.
+// create-only; over an empty file the replacement is a rename, and the state dir's
+// lock keeps a second node out). An empty token file, left by an older version on a
+// full disk, cannot have been handed to anyone: it is replaced.
+//
+// The file may be a symlink to the token (a secrets mount), but must name a regular
+// file: a symlink to nothing is refused (it took the name, so minting could never
+// link into place), and so is anything else (a fifo would block the start), as is a
+// token shorter than MinTokenLength.
 func LoadOrMintToken(given, stateDir, file string) (string, error) {
+	return loadOrMintToken(given, stateDir, file, true)
+}
+
+func loadOrMintToken(given, stateDir, file string, again bool) (string, error) {
 	if given != "" {
 		return given, nil
 	}
 	path := filepath.Join(stateDir, file)
-	b, err := os.ReadFile(path)
+	b, err := readTokenFile(path)
 	empty := err == nil && strings.TrimSpace(string(b)) == ""
 	switch {
 	case err == nil && !empty:
-		return strings.TrimSpace(string(b)), nil
+		tok := strings.TrimSpace(string(b))
+		if len(tok) < MinTokenLength {
+			return "", fmt.Errorf("token file %s: %d characters, want at least %d (delete it and the node mints one)", path, len(tok), MinTokenLength)
+		}
+		return tok, nil
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		return "", fmt.Errorf("reading token file: %w", err)
+		return "", err
+	case err != nil:
+		if _, lerr := os.Lstat(path); lerr == nil {
+			return "", fmt.Errorf("token file %s: a symlink to nothing (remove it, or make it name the token)", path)
+		}
 	}
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return "", fmt.Errorf("creating state dir: %w", err)
@@ -74,10 +97,38 @@ func LoadOrMintToken(given, stateDir, file string) (string, error) {
 		err = os.Link(tmp.Name(), path)
 	}
 	if errors.Is(err, fs.ErrExist) {
-		return LoadOrMintToken("", stateDir, file) // another process minted first
+		if !again {
+			return "", fmt.Errorf("token file %s: taken while minting, twice", path)
+		}
+		return loadOrMintToken("", stateDir, file, false) // another process minted first
 	}
 	if err != nil {
 		return "", fmt.Errorf("writing token file: %w", err)
 	}
 	return tok, nil
+}
+
+// readTokenFile reads a token file that is (or whose symlink names) a regular file, at
+// most 4 KiB of it.
+func readTokenFile(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("reading token file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("token file %s: a %s, want a regular file", path, fi.Mode().Type())
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading token file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return nil, fmt.Errorf("reading token file: %w", err)
+	}
+	return b, nil
 }
