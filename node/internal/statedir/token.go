@@ -108,8 +108,11 @@ func loadOrMintToken(given, stateDir, file string, again bool) (string, error) {
 	return tok, nil
 }
 
-// readTokenFile reads a token file that is (or whose symlink names) a regular file, at
-// most 4 KiB of it.
+// maxTokenFile bounds a token file: a larger one is refused, never cut.
+const maxTokenFile = 4096
+
+// readTokenFile reads a token file that is (or whose symlink names) a regular file of
+// at most maxTokenFile bytes.
 func readTokenFile(path string) ([]byte, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -126,9 +129,12 @@ func readTokenFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("reading token file: %w", err)
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading token file: %w", err)
+	}
+	if len(b) > maxTokenFile {
+		return nil, fmt.Errorf("token file %s: more than %d bytes, not a token", path, maxTokenFile)
 	}
 	return b, nil
 }

@@ -45,6 +45,14 @@ func TestATokenFileMustNameARegularFileOfAToken(t *testing.T) {
 		t.Errorf("a one-character token file: %q, %v; want refused", tok, err)
 	}
 
+	big := t.TempDir()
+	if err := os.WriteFile(filepath.Join(big, "admin-token"), []byte(strings.Repeat("a", 5000)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := LoadOrMintToken("", big, "admin-token"); err == nil || !strings.Contains(err.Error(), "more than 4096 bytes") {
+		t.Errorf("a 5000-byte token file: %d bytes read, %v; want refused, not cut", len(tok), err)
+	}
+
 	secret := filepath.Join(t.TempDir(), "secret")
 	if err := os.WriteFile(secret, []byte("0123456789abcdef0123\n"), 0o600); err != nil {
 		t.Fatal(err)
