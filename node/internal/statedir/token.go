@@ -50,10 +50,10 @@ func loadOrMintToken(given, stateDir, file string, again bool) (string, error) {
 	}
 	path := filepath.Join(stateDir, file)
 	b, err := readTokenFile(path)
-	empty := err == nil && strings.TrimSpace(string(b)) == ""
+	tok := strings.TrimSpace(string(b))
+	empty := err == nil && tok == ""
 	switch {
 	case err == nil && !empty:
-		tok := strings.TrimSpace(string(b))
 		if len(tok) < MinTokenLength {
 			return "", fmt.Errorf("token file %s: %d characters, want at least %d (delete it and the node mints one)", path, len(tok), MinTokenLength)
 		}
@@ -72,7 +72,7 @@ func loadOrMintToken(given, stateDir, file string, again bool) (string, error) {
 	if _, err := rand.Read(buf); err != nil {
 		return "", fmt.Errorf("minting token: %w", err)
 	}
-	tok := hex.EncodeToString(buf)
+	tok = hex.EncodeToString(buf)
 	tmp, err := os.CreateTemp(stateDir, "."+file+"-*")
 	if err != nil {
 		return "", fmt.Errorf("writing token file: %w", err)
