@@ -43,6 +43,10 @@ func (f *freshConns) len() int {
 	return len(f.m)
 }
 
+// heldSocket is a listening socket another process keeps open across this one's stop
+// (systemd socket activation: internal/systemd.Listener).
+type heldSocket interface{ Held() bool }
+
 // drainSocket is the stop's first step, while Serve still accepts: gate raw, the API's
 // listening socket, and let Serve accept everything its accept queue holds
 // (listengate.Drain: a connection left there is reset when the socket closes, after its
@@ -50,7 +54,9 @@ func (f *freshConns) len() int {
 // return (served), then wait until every accepted connection sent its first request;
 // drainBudget in all. New connection attempts are dropped meanwhile (their SYN: the
 // client sends it again about a second later and is refused, or reaches the next run).
-// A listener the gate cannot work on (not from listengate.Listen) is only waited on.
+// A listener the gate cannot work on (not from listengate.Listen) is only waited on,
+// and one the service manager holds (heldSocket) is neither gated nor drained: closing
+// this process's descriptor leaves the socket listening, its queue for the next run.
 //
 // Why wait for Serve: a connection Serve took from the socket is in fresh only once
 // Serve ran its StateNew hook, just before it accepts again. An empty accept queue and
@@ -59,7 +65,11 @@ func (f *freshConns) len() int {
 func (s *Server) drainSocket(raw, ln net.Listener, served <-chan error, fresh *freshConns) {
 	ctx, cancel := context.WithTimeout(context.Background(), drainBudget)
 	defer cancel()
-	if err := listengate.Drain(ctx, raw); errors.Is(err, listengate.ErrUnsupported) {
+	if h, ok := raw.(heldSocket); ok && h.Held() {
+		// The service manager keeps this socket open for the next run (internal/systemd):
+		// what its queue holds is that run's to accept, and a gate would stay on it.
+		s.log.Debug("not draining the API's socket: the service manager holds it for the next run")
+	} else if err := listengate.Drain(ctx, raw); errors.Is(err, listengate.ErrUnsupported) {
 		s.log.Debug("not draining the API's socket", "err", err)
 	} else if err != nil {
 		s.log.Warn("draining the API's socket", "err", err)

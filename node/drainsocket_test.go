@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/scafo/ingress/internal/listengate"
+	"github.com/scafo/ingress/internal/systemd"
 )
 
 // closeSignal is a listener that reports its Close.
@@ -53,5 +54,58 @@ func TestDrainSocketWaitsForServeAfterAnExpiredDrain(t *testing.T) {
 	case <-taken:
 	case <-time.After(2 * time.Second):
 		t.Fatal("drainSocket returned without waiting for Serve to return")
+	}
+}
+
+// TestAHeldSocketIsNeitherGatedNorDrainedAtStop: a socket the service manager holds
+// (systemd socket activation) outlives this run. The stop closes only its own
+// descriptor: a connection queued meanwhile stays in the queue for the next run (not
+// reset), and a new one completes its handshake at once (not gated: a gate stays on the
+// socket and would drop every SYN the next run is meant to take).
+func TestAHeldSocketIsNeitherGatedNorDrainedAtStop(t *testing.T) {
+	manager, err := listengate.Listen("tcp", "127.0.0.1:0") // systemd's descriptor
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer manager.Close()
+	f, err := manager.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dup, err := net.FileListener(f) // the run's descriptor, as LISTEN_FDS hands it over
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := systemd.Listener{Listener: dup}
+	queued, err := net.DialTimeout("tcp", manager.Addr().String(), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer queued.Close()
+	served := make(chan error, 1)
+	served <- net.ErrClosed // a Serve that returned at the close
+	s := &Server{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s.drainSocket(held, held, served, &freshConns{})
+
+	// Not gated: the handshake completes well inside a SYN retransmit (1s).
+	fresh, err := net.DialTimeout("tcp", manager.Addr().String(), 500*time.Millisecond)
+	if err != nil {
+		t.Fatalf("a connection after the stop: %v (the held socket was gated)", err)
+	}
+	defer fresh.Close()
+	// The next run accepts both, the queued one first, and neither was reset.
+	for i, c := range []net.Conn{queued, fresh} {
+		sc, err := manager.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc.Write([]byte("next run\n"))
+		sc.Close()
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		b := make([]byte, 9)
+		if _, err := io.ReadFull(c, b); err != nil || string(b) != "next run\n" {
+			t.Fatalf("connection %d read %q, %v (reset at the stop?)", i, b, err)
+		}
 	}
 }

@@ -48,7 +48,12 @@ type Server struct {
 	kicks     *kicks           // "reconcile now", "rewrite the record now"
 	lock      *statedir.Lock   // the state dir, held from New to the end of Run (nil from NewWithStore)
 	bucket    s3.BucketChecker // the S3 store's check at the start of Run (nil: a directory store, or NewWithStore)
+	serving   chan struct{}    // closed once Run serves the API (Serving)
 }
+
+// Serving is closed once Run serves the API: its checks passed (the node's name is its
+// own) and its listener accepts. The command tells the service manager then (READY=1).
+func (s *Server) Serving() <-chan struct{} { return s.serving }
 
 // New builds a node from cfg. It mints tokens if needed and opens the store; it does
 // not start serving (see Run).
@@ -102,9 +107,9 @@ func newLocked(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, err
 
 // NewWithStore builds a node over an already opened store (tests use it).
 func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adminTok string) (*Server, error) {
-	if ingressTok == adminTok {
-		// Every Traefik holds the ingress token: it would hold the admin's too.
-		return nil, errors.New("admin token: the same as the ingress token (admin.token, ingress.token or their files under stateDir): every ingress holding the ingress token would hold the admin's; give each its own")
+	// No token for both roles, the token files' included (tokenroles.go).
+	if err := errors.Join(rolesOverlap(cfg.resolvedRoleTokens("ingress", cfg.Ingress, ingressTok), cfg.resolvedRoleTokens("admin", cfg.Admin, adminTok))...); err != nil {
+		return nil, err
 	}
 	inst, err := fleetwrite.OpenRegistry(filepath.Join(cfg.StateDir, "instances.json"),
 		cfg.Ports.Min, cfg.Ports.Max, time.Duration(cfg.Ports.Quarantine))
@@ -128,7 +133,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	storeRequests := newStoreRequests()
 	st = newRequestCounter(st, storeRequests)
 	identity := &store.Identity{}
-	s := &Server{cfg: cfg, log: log, st: st, instances: inst, identity: identity, kicks: newKicks()}
+	s := &Server{cfg: cfg, log: log, st: st, instances: inst, identity: identity, kicks: newKicks(), serving: make(chan struct{})}
 	mp := metricProbes{storeForeign: identity.Foreign, storeRequests: storeRequests}
 	if err := newSubsystems(s, ropts, nodeID, mp, mem, memDoc); err != nil {
 		return nil, err
@@ -221,6 +226,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	close(s.serving)
 	s.log.Info("scafo-node serving", "addr", ln.Addr().String(), "node", s.cfg.Node.Name, "stateDir", s.cfg.StateDir,
 		"store", s.cfg.Store.String(),
 		"ingressToken", statedir.TokenSource(s.cfg.Ingress.Token, s.cfg.StateDir, "ingress-token"),

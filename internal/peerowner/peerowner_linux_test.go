@@ -1,0 +1,129 @@
+package peerowner
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// listenAs listens on addr with a socket created under fsuid uid (a socket's owner is
+// its creator's filesystem uid): a squatter of another user, in this process. Root only.
+func listenAs(t *testing.T, uid int, network, addr string) net.Listener {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("needs root (a socket of another user)")
+		}
+		t.Skip("needs root (a socket of another user)")
+	}
+	// The socket is created and its connections accepted on one thread under fsuid uid:
+	// an accepted socket is owned by its acceptor's fsuid (sock_graft), one still queued
+	// by the listener's.
+	lnc := make(chan net.Listener)
+	errc := make(chan error)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		unix.Setfsuid(uid)
+		ln, err := net.Listen(network, addr)
+		if err != nil {
+			errc <- err
+			return
+		}
+		lnc <- ln
+		for { // accept and hold, as a squatter would
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	var ln net.Listener
+	select {
+	case ln = <-lnc:
+	case err := <-errc:
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+func dialChecked(t *testing.T, trust func(int) bool, addr string) (net.Conn, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return DialContext(trust)(ctx, "tcp", addr)
+}
+
+// TestASquattersListenerGetsNoConnection: a loopback listener of another user (nobody,
+// 65534: a tenant's release) is refused before anything is written, the error naming
+// the uid and the port; the same check passes a listener of a trusted user, on IPv4, on
+// IPv6, and on a dual-stack socket reached over IPv4 (listed in tcp6, mapped).
+func TestASquattersListenerGetsNoConnection(t *testing.T) {
+	rootOnly := func(uid int) bool { return uid == 0 }
+	for _, tc := range []struct{ network, listen, dial string }{
+		{"tcp4", "127.0.0.1:0", "127.0.0.1"},
+		{"tcp6", "[::1]:0", "::1"},
+		{"tcp", "[::]:0", "127.0.0.1"}, // dual stack, as systemd's ListenStream=7400
+	} {
+		squat := listenAs(t, 65534, tc.network, tc.listen)
+		addr := net.JoinHostPort(tc.dial, portOf(squat.Addr().String()))
+		c, err := dialChecked(t, rootOnly, addr)
+		var refused *Refused
+		if !errors.As(err, &refused) || refused.UID != 65534 {
+			if c != nil {
+				c.Close()
+			}
+			t.Fatalf("%s: dialing a listener of uid 65534 gave %v, want a refusal naming uid 65534", addr, err)
+		}
+		if msg := err.Error(); !strings.Contains(msg, "65534") || !strings.Contains(msg, "sport = :"+portOf(addr)) {
+			t.Errorf("the refusal does not name the owner and the port: %s", msg)
+		}
+		own := listenAs(t, 0, tc.network, tc.listen)
+		addr = net.JoinHostPort(tc.dial, portOf(own.Addr().String()))
+		c, err = dialChecked(t, rootOnly, addr)
+		if err != nil {
+			t.Fatalf("%s: dialing root's listener: %v", addr, err)
+		}
+		c.Close()
+	}
+}
+
+// TestTrustedTakesRootTheServiceUserAndSelf: root, the caller's own uid and the named
+// service user (when it exists) are trusted; another uid is not.
+func TestTrustedTakesRootTheServiceUserAndSelf(t *testing.T) {
+	trust := Trusted("nobody", 4242)
+	for uid, want := range map[int]bool{0: true, 4242: true, 65534: true, 1000: false} {
+		if got := trust(uid); got != want {
+			t.Errorf("Trusted(nobody, 4242)(%d) = %v, want %v", uid, got, want)
+		}
+	}
+	if Trusted("no-such-user-here", 4242)(65534) {
+		t.Error("a missing service user trusted 65534")
+	}
+}
+
+func TestParseAddrPort(t *testing.T) {
+	for in, want := range map[string]string{
+		"0100007F:1CE8":                         "127.0.0.1:7400",
+		"0000000000000000FFFF00000100007F:1CE8": "127.0.0.1:7400",
+		"00000000000000000000000001000000:0050": "[::1]:80",
+	} {
+		got, err := parseAddrPort(in)
+		if err != nil || got.String() != want {
+			t.Errorf("parseAddrPort(%q) = %v, %v; want %s", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "0100007F", "XYZ:1", "0100:1", "0100007F:FFFFF"} {
+		if _, err := parseAddrPort(bad); err == nil {
+			t.Errorf("parseAddrPort(%q) accepted", bad)
+		}
+	}
+}

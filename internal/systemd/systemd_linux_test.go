@@ -1,0 +1,186 @@
+package systemd
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The child half of the tests below: a process started with descriptor 3 handed over,
+// as systemd starts a socket-activated service. It prints what Inherited made of it.
+func TestMain(m *testing.M) {
+	if os.Getenv("SYSTEMD_TEST_CHILD") == "" {
+		os.Exit(m.Run())
+	}
+	getenv := func(k string) string {
+		if k == "LISTEN_PID" && os.Getenv("SYSTEMD_TEST_CHILD") == "self" {
+			return strconv.Itoa(os.Getpid()) // systemd sets the child's pid; we cannot know it before the exec
+		}
+		return os.Getenv(k)
+	}
+	ln, err := inherited(getenv, os.Getpid())
+	switch {
+	case err != nil:
+		fmt.Println("error:", err)
+	case ln == nil:
+		fmt.Println("none")
+	default:
+		fmt.Println("listening", ln.Addr(), os.Getenv("LISTEN_FDS") == "")
+		c, err := ln.Accept()
+		if err != nil {
+			fmt.Println("accept:", err)
+			os.Exit(0)
+		}
+		c.Write([]byte("hello from the child\n"))
+		c.Close()
+	}
+	os.Exit(0)
+}
+
+// child starts this test binary as a service with files as descriptors 3, 4, …
+func child(t *testing.T, mode, fds string, files ...*os.File) (*bufio.Reader, *exec.Cmd) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "SYSTEMD_TEST_CHILD="+mode, "LISTEN_FDS="+fds, "LISTEN_PID=1")
+	cmd.ExtraFiles = files
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return bufio.NewReader(out), cmd
+}
+
+func readLine(t *testing.T, r *bufio.Reader) string {
+	t.Helper()
+	line, err := r.ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the child: %v (got %q)", err, line)
+	}
+	return strings.TrimSpace(line)
+}
+
+func tcpListenerFile(t *testing.T) (*net.TCPListener, *os.File) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	f, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return ln.(*net.TCPListener), f
+}
+
+// TestAHandedOverSocketIsServedAndItsQueueKept: the child serves the socket the parent
+// holds (as systemd does), a connection made before the child accepts waits in the
+// queue and reaches it, and the variables are unset for the child's own children.
+func TestAHandedOverSocketIsServedAndItsQueueKept(t *testing.T) {
+	ln, f := tcpListenerFile(t)
+	// Connected before the child runs: it waits in the held socket's queue.
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r, _ := child(t, "self", "1", f)
+	if got, want := readLine(t, r), "listening "+ln.Addr().String()+" true"; got != want {
+		t.Fatalf("the child printed %q, want %q", got, want)
+	}
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	got, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || got != "hello from the child\n" {
+		t.Fatalf("the queued connection read %q, %v", got, err)
+	}
+}
+
+// TestSocketsForAnotherProcessOrNoneAreNotTaken: LISTEN_PID naming another process (the
+// variables leaked from a parent) and LISTEN_FDS=0 both mean no socket.
+func TestSocketsForAnotherProcessOrNoneAreNotTaken(t *testing.T) {
+	_, f := tcpListenerFile(t)
+	for _, tc := range []struct{ mode, fds string }{{"other", "1"}, {"self", "0"}} {
+		r, _ := child(t, tc.mode, tc.fds, f)
+		if got := readLine(t, r); got != "none" {
+			t.Errorf("LISTEN_PID %s, LISTEN_FDS=%s: the child printed %q, want none", tc.mode, tc.fds, got)
+		}
+	}
+}
+
+// TestWhatIsNotOneListeningTCPSocketIsRefused: a datagram socket, a connected (not
+// listening) socket, a plain file and two sockets are each an error naming it.
+func TestWhatIsNotOneListeningTCPSocketIsRefused(t *testing.T) {
+	_, tcp := tcpListenerFile(t)
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	udp, err := pc.(*net.UDPConn).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	plain, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	for _, tc := range []struct {
+		name  string
+		fds   string
+		files []*os.File
+		want  string
+	}{
+		{"udp", "1", []*os.File{udp}, "not a listening TCP socket"},
+		{"file", "1", []*os.File{plain}, "not a socket"},
+		{"two", "2", []*os.File{tcp, tcp}, "handed over 2 sockets"},
+		{"garbage", "x", []*os.File{tcp}, `LISTEN_FDS="x"`},
+	} {
+		r, _ := child(t, "self", tc.fds, tc.files...)
+		if got := readLine(t, r); !strings.HasPrefix(got, "error:") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: the child printed %q, want an error with %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestNotifyReachesTheServiceManagersSocket: READY=1 arrives as one datagram on
+// NOTIFY_SOCKET; without the variable Notify does nothing.
+func TestNotifyReachesTheServiceManagersSocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "notify")
+	pc, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	t.Setenv("NOTIFY_SOCKET", path)
+	if err := Notify("READY=1"); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	pc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := pc.Read(buf)
+	if err != nil || string(buf[:n]) != "READY=1" {
+		t.Fatalf("the manager read %q, %v", buf[:n], err)
+	}
+	t.Setenv("NOTIFY_SOCKET", "")
+	if err := Notify("READY=1"); err != nil {
+		t.Fatalf("without NOTIFY_SOCKET: %v", err)
+	}
+	t.Setenv("NOTIFY_SOCKET", "relative/path")
+	if err := Notify("READY=1"); err == nil {
+		t.Fatal("a relative NOTIFY_SOCKET was accepted")
+	}
+}
