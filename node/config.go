@@ -37,7 +37,7 @@ type Config struct {
 	Ingress    TokenConfig             `description:"Ingress token (read access to routing)." json:"ingress"`
 	Admin      TokenConfig             `description:"Admin token (full access)." json:"admin"`
 	Platform   PlatformConfig          `description:"Platform domains." json:"platform"`
-	API        APIConfig               `description:"Platform API apex." json:"api"`
+	API        APIConfig               `description:"Platform API apex, and the names the API answers to." json:"api"`
 	Store      store.Config            `description:"Fleet-state store." json:"store"`
 	Traefik    TraefikConfig           `description:"Traefik render options." json:"traefik"`
 	ACME       ACMEConfig              `description:"Fleet certificates: ACME issuance on the fleet store (config_acme.go)." json:"acme"`
@@ -118,10 +118,9 @@ func (p PlatformConfig) validateGroups() []error {
 	return errs
 }
 
-// APIConfig controls the platform API apex.
-type APIConfig struct {
-	Public bool `description:"Route the bare platform apex to the node API." json:"public"`
-}
+// APIConfig controls the platform API apex and the names the API answers to (package
+// httpapi, whose Host guard enforces them).
+type APIConfig = httpapi.APIConfig
 
 // The store's settings (package store), by their names here.
 type (
@@ -194,7 +193,7 @@ func (c *Config) SetDefaults() {
 	host, _ := os.Hostname()
 	c.Node = NodeConfig{Name: sanitizeHostname(host), Address: "127.0.0.1"}
 	c.Platform.Domains = []string{"apps.localhost"}
-	c.API.Public = true
+	c.API = httpapi.DefaultAPI()
 	c.Traefik = publish.TraefikDefaults()
 	c.ACME = fleetcerts.Defaults()
 	c.Reconcile = reconcile.Defaults()
@@ -282,6 +281,7 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.Probe.Validate()...)
 	errs = append(errs, c.Limits.Validate()...)
+	errs = append(errs, c.API.Validate()...)
 	errs = append(errs, c.Ingresses.Validate()...)
 	errs = append(errs, c.validateACME()...)
 	errs = append(errs, c.validateBounds(portOf(c.Listen))...)

@@ -49,7 +49,7 @@ func TestAnAttackerCannotHoldTheStop(t *testing.T) {
 	defer wg.Wait()
 	defer stopAttack()
 	wg.Go(func() {
-		req := "GET /v1/healthz HTTP/1.1\r\nHost: node\r\n"
+		req := "GET /v1/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
 		for i := 0; ctx.Err() == nil; i = (i + 1) % len(req) {
 			if _, err := slow.Write([]byte{req[i]}); err != nil {
 				return
@@ -63,7 +63,7 @@ func TestAnAttackerCannotHoldTheStop(t *testing.T) {
 	for i := range 8 {
 		c := dial()
 		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-		if _, err := fmt.Fprintf(c, "GET /v1/healthz HTTP/1.1\r\nHost: node\r\nConnection: close\r\n\r\n"); err != nil {
+		if _, err := fmt.Fprintf(c, "GET /v1/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"); err != nil {
 			t.Fatal(i, err)
 		}
 		queued = append(queued, c)

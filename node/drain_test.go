@@ -61,7 +61,7 @@ func TestStopAnswersAConnectionAcceptedAsItBegins(t *testing.T) {
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(15 * time.Second))
-	if _, err := fmt.Fprintf(c, "GET /v1/healthz HTTP/1.1\r\nHost: node\r\nConnection: close\r\n\r\n"); err != nil {
+	if _, err := fmt.Fprintf(c, "GET /v1/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -184,6 +185,7 @@ func apiConfig(cfg *Config, ingressTok, adminTok string) httpapi.Config {
 		IngressToken: ingressTok, AdminToken: adminTok,
 		IngressPrevious: cfg.Ingress.Previous, AdminPrevious: cfg.Admin.Previous,
 		ACMEInline: cfg.ACME.Enabled && cfg.ACME.Delivery == DeliveryInline,
+		Hosts:      append(slices.Clone(cfg.Platform.Domains), cfg.API.AllowedHosts...),
 	}
 }
 

@@ -121,7 +121,7 @@ func ClosedWithin(c net.Conn, d time.Duration) bool {
 // Raw requests that hold a connection: a probe and an (authorized) write that each
 // announce a body and never send it; a probe on a connection kept alive.
 const (
-	SlowHealthz      = "GET /v1/healthz HTTP/1.1\r\nHost: node\r\nContent-Length: 100\r\n\r\n"
-	SlowAdminPut     = "PUT /v1/apps/slow HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " + AdminToken + "\r\nContent-Length: 100\r\n\r\n"
-	HealthzKeepAlive = "GET /v1/healthz HTTP/1.1\r\nHost: node\r\n\r\n"
+	SlowHealthz      = "GET /v1/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n"
+	SlowAdminPut     = "PUT /v1/apps/slow HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + AdminToken + "\r\nContent-Length: 100\r\n\r\n"
+	HealthzKeepAlive = "GET /v1/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 )

@@ -241,7 +241,7 @@ func Raw(t testing.TB, n *Node, method, target, token, body string) (int, string
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	req := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: node\r\nConnection: close\r\n", method, target)
+	req := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n", method, target)
 	if token != "" {
 		req += "Authorization: Bearer " + token + "\r\n"
 	}

@@ -53,6 +53,10 @@ type Config struct {
 	IngressToken, AdminToken       string
 	IngressPrevious, AdminPrevious []string
 
+	// Hosts are the DNS names the API answers to besides IP addresses and localhost: the
+	// platform domains (the API apex) and api.allowedHosts (hosts.go).
+	Hosts []string
+
 	// ACMEInline: fleet certificates are delivered inside the rendered configuration
 	// (acme.enabled with acme.delivery inline).
 	ACMEInline bool
@@ -140,6 +144,7 @@ type API struct {
 	table routeTable
 
 	conns     *connGuard
+	hosts     *hostGuard
 	deadlines *deadlines
 	auth      *authenticator
 	writes    *writeGuard
@@ -187,6 +192,7 @@ func New(cfg Config, log *slog.Logger, reg *prometheus.Registry, d Deps) (*API, 
 		metrics:   reg,
 		storage:   s.storage,
 	})
+	s.hosts = newHostGuard(cfg.Hosts, s.table.anyHost, refused.log)
 	s.conns = &connGuard{maxAge: cfg.ConnMaxAge, tokens: tokens, refused: refused, reserve: s.table.reserve}
 	s.waiter = &appliedWaiter{st: d.Store, ingresses: d.Ingresses, self: d.Self, instances: d.Instances,
 		probes: d.Probes, deadlines: dl, instanceWrite: s.table.instanceWrite, kickHeartbeat: d.KickHeartbeat}

@@ -43,15 +43,15 @@ func TestOneAddressCannotHoldTheGeneralConnections(t *testing.T) {
 		}
 		held = append(held, c)
 	}
-	write := "PUT /v1/apps/shop HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " + testnode.AdminToken + "\r\nContent-Length: 18\r\n\r\n{\"account\":\"acme\"}"
+	write := "PUT /v1/apps/shop HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + testnode.AdminToken + "\r\nContent-Length: 18\r\n\r\n{\"account\":\"acme\"}"
 	// Without a token: the admin's or the ingress's passes the per-source cap
 	// (httpapi's TestTheNodesTokensPassTheCapOfAnAddressTheyShare).
-	anonWrite := "PUT /v1/apps/shop HTTP/1.1\r\nHost: node\r\nContent-Length: 18\r\n\r\n{\"account\":\"acme\"}"
+	anonWrite := "PUT /v1/apps/shop HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 18\r\n\r\n{\"account\":\"acme\"}"
 	resp, body := testnode.ReadAnswer(t, testnode.DialFrom(t, n, "127.0.0.3", anonWrite), 2*time.Second)
 	if resp.StatusCode != http.StatusServiceUnavailable || !resp.Close || !strings.Contains(body, "maxConnsPerSource") {
 		t.Errorf("a third connection's write from the same address: %d close=%v %s, want 503 naming maxConnsPerSource", resp.StatusCode, resp.Close, body)
 	}
-	poll := "GET /v1/ingress/routes HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " + testnode.IngressToken + "\r\n\r\n"
+	poll := "GET /v1/ingress/routes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + testnode.IngressToken + "\r\n\r\n"
 	if resp, body := testnode.ReadAnswer(t, testnode.DialFrom(t, n, "127.0.0.3", poll), 2*time.Second); resp.StatusCode != 200 || !resp.Close {
 		t.Errorf("a third connection's poll from the same address: %d close=%v %s, want 200 and closed", resp.StatusCode, resp.Close, body)
 	}

@@ -50,7 +50,7 @@ func TestTheGuardsAnswerBeforeAnyHandler(t *testing.T) {
 		{"an unknown path", "GET", "/v1/nothing", "", 404, "not found", "/v1/nothing", false},
 	} {
 		before := refusedTokens(t, h)
-		r := httptest.NewRequest(c.method, c.path, strings.NewReader("{}"))
+		r := httptest.NewRequest(c.method, "http://127.0.0.1"+c.path, strings.NewReader("{}"))
 		if c.token != "" {
 			r.Header.Set("Authorization", "Bearer "+c.token)
 		}
@@ -74,7 +74,7 @@ func TestTheGuardsAnswerBeforeAnyHandler(t *testing.T) {
 func refusedTokens(t *testing.T, h http.Handler) float64 {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", api.PathMetrics, nil))
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1"+api.PathMetrics, nil))
 	m := regexp.MustCompile(`(?m)^scafo_requests_refused_total\{reason="token"\} (\S+)$`).FindStringSubmatch(rec.Body.String())
 	if m == nil {
 		t.Fatalf("/metrics has no token refusals (every reason is exported from the start):\n%s", rec.Body)

@@ -146,7 +146,6 @@ func (h *pollHandler) answer(w http.ResponseWriter, r *http.Request, snap *publi
 		}
 		hd := w.Header()
 		hd.Set("Vary", "Accept-Encoding")
-		hd.Set("Cache-Control", "no-cache")
 		if inm != "" && etagMatches(inm, rend) {
 			if deadline != nil {
 				switch h.park(r, snap, deadline) {

@@ -34,22 +34,22 @@ func TestConnectionReserveKeepsPollsAndProbes(t *testing.T) {
 	held := []net.Conn{testnode.RawRequest(t, n, testnode.SlowAdminPut), testnode.RawRequest(t, n, testnode.SlowAdminPut)}
 	nodetest.WaitFor(t, time.Second, "the general connections held", func() bool { return cl.Open() == 2 })
 
-	const poll = "GET /v1/ingress/routes HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " + testnode.IngressToken + "\r\n\r\n"
+	const poll = "GET /v1/ingress/routes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + testnode.IngressToken + "\r\n\r\n"
 	for _, tc := range []struct {
 		what, req string
 		code      int
 	}{
 		{"a poll", poll, 200},
-		{"a readiness probe", "GET /v1/readyz HTTP/1.1\r\nHost: node\r\n\r\n", 200},
+		{"a readiness probe", "GET /v1/readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 200},
 		{"HEAD of a poll", strings.Replace(poll, "GET", "HEAD", 1), 200},
-		{"status with the admin token", "GET /v1/status HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " + testnode.AdminToken + "\r\n\r\n", 200},
+		{"status with the admin token", "GET /v1/status HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + testnode.AdminToken + "\r\n\r\n", 200},
 		// Issue 25 item 1: the admin token gets what the ingress token gets from the
 		// reserve (reads of polls and status), not anything it asks for.
-		{"a write with the admin token", "PUT /v1/apps/shop HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " + testnode.AdminToken + "\r\nContent-Length: 18\r\n\r\n{\"account\":\"acme\"}", 503},
-		{"a read of the write API with the admin token", "GET /v1/apps HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " + testnode.AdminToken + "\r\n\r\n", 503},
-		{"a poll without the token", "GET /v1/ingress/routes HTTP/1.1\r\nHost: node\r\n\r\n", 503},
+		{"a write with the admin token", "PUT /v1/apps/shop HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + testnode.AdminToken + "\r\nContent-Length: 18\r\n\r\n{\"account\":\"acme\"}", 503},
+		{"a read of the write API with the admin token", "GET /v1/apps HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + testnode.AdminToken + "\r\n\r\n", 503},
+		{"a poll without the token", "GET /v1/ingress/routes HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 503},
 		{"a probe with a body", testnode.SlowHealthz, 503},
-		{"a write with an application token", "PUT /v1/apps/shop/domains/ti.to/paths HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer scafo_0123456789abcdef_" + strings.Repeat("ab", 32) + "\r\nContent-Length: 100\r\n\r\n", 503},
+		{"a write with an application token", "PUT /v1/apps/shop/domains/ti.to/paths HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer scafo_0123456789abcdef_" + strings.Repeat("ab", 32) + "\r\nContent-Length: 100\r\n\r\n", 503},
 	} {
 		start := time.Now()
 		c := testnode.RawRequest(t, n, tc.req)
@@ -68,7 +68,7 @@ func TestConnectionReserveKeepsPollsAndProbes(t *testing.T) {
 	// All four slots held (the reserved ones by clients that never finish their headers,
 	// which hold a slot for the header timeout): the next connection gets a 503 after a
 	// short wait.
-	const slowHeaders = "GET /v1/healthz HTTP/1.1\r\nHost: node\r\n"
+	const slowHeaders = "GET /v1/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
 	held = append(held, testnode.RawRequest(t, n, slowHeaders), testnode.RawRequest(t, n, slowHeaders))
 	nodetest.WaitFor(t, time.Second, "every slot held", func() bool { return cl.Open() == 4 })
 	start := time.Now()
@@ -106,14 +106,14 @@ func TestDeadlinesCutSlowClientsNotLongPolls(t *testing.T) {
 		t.Error("a connection whose announced body never came was not closed")
 	}
 	// A body sent in part, on a request that reads it.
-	c = testnode.RawRequest(t, n, "PUT /v1/apps/shop HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer "+testnode.AdminToken+"\r\nContent-Length: 100\r\n\r\n{\"acc")
+	c = testnode.RawRequest(t, n, "PUT /v1/apps/shop HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "+testnode.AdminToken+"\r\nContent-Length: 100\r\n\r\n{\"acc")
 	start := time.Now()
 	if resp, body := testnode.ReadAnswer(t, c, 2*time.Second); resp.StatusCode != 400 || !strings.Contains(body, "body") {
 		t.Errorf("a body that stops half way: %d %s", resp.StatusCode, body)
 	}
 	t.Logf("a half-sent body answered after %s", time.Since(start).Round(time.Millisecond))
 	// An idle keep-alive connection.
-	c = testnode.RawRequest(t, n, "GET /v1/healthz HTTP/1.1\r\nHost: node\r\n\r\n")
+	c = testnode.RawRequest(t, n, "GET /v1/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 	if resp, _ := testnode.ReadAnswer(t, c, time.Second); resp.StatusCode != 200 || resp.Close {
 		t.Fatalf("healthz: %d close %v", resp.StatusCode, resp.Close)
 	}
@@ -159,9 +159,9 @@ func TestUnreadBodiesDoNotHoldConnections(t *testing.T) {
 	n.WaitReady()
 	for _, req := range []string{
 		testnode.SlowHealthz,
-		"GET /v1/readyz HTTP/1.1\r\nHost: node\r\nContent-Length: 1000\r\n\r\nx",
-		"POST /no/such/route HTTP/1.1\r\nHost: node\r\nContent-Length: 1000\r\n\r\n",
-		"DELETE /v1/healthz HTTP/1.1\r\nHost: node\r\nContent-Length: 1000\r\n\r\n",
+		"GET /v1/readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\nx",
+		"POST /no/such/route HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n",
+		"DELETE /v1/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n",
 	} {
 		start := time.Now()
 		c := testnode.RawRequest(t, n, req)

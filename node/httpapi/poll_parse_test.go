@@ -158,7 +158,8 @@ func TestParsePollReadsEveryInputOnce(t *testing.T) {
 // naming the field.
 func TestABadPollIsAJSONErrorNamingTheField(t *testing.T) {
 	const ingressTok, adminTok = "ingress-token-0123456789", "admin-token-0123456789"
-	a := testAPI(t, Config{NodeName: "vps-a", IngressToken: ingressTok, AdminToken: adminTok, WriteTimeout: time.Second}, Deps{})
+	a := testAPI(t, Config{NodeName: "vps-a", IngressToken: ingressTok, AdminToken: adminTok, WriteTimeout: time.Second,
+		Hosts: []string{"node.example"}}, Deps{}) // the name the polls are sent to (api.allowedHosts)
 	h := a.Handler()
 	for _, c := range pollCases() {
 		if c.code == 0 {

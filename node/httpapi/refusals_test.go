@@ -149,12 +149,12 @@ func TestConnectionRefusalsAreCounted(t *testing.T) {
 	// The test's own keep-alive connections (127.0.0.1) close when idle; the metrics are
 	// read on connections of their own, answered from the reserve when it comes to that.
 	nodetest.WaitFor(t, 2*time.Second, "idle test connections closed", func() bool { return cl.Open() == 0 })
-	const write = "PUT /v1/apps/shop HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " + testnode.AdminToken + "\r\nContent-Length: 18\r\n\r\n{\"account\":\"acme\"}"
+	const write = "PUT /v1/apps/shop HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + testnode.AdminToken + "\r\nContent-Length: 18\r\n\r\n{\"account\":\"acme\"}"
 	// Read in process, from the node's handler: a scrape would need a connection, and
 	// with the general part full it would be refused too.
 	counts := func() map[string]float64 {
 		rec := httptest.NewRecorder()
-		n.Srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, api.PathMetrics, nil))
+		n.Srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://127.0.0.1"+api.PathMetrics, nil))
 		out := map[string]float64{}
 		for _, m := range refusedSample.FindAllStringSubmatch(rec.Body.String(), -1) {
 			v, err := strconv.ParseFloat(m[2], 64)
@@ -173,7 +173,7 @@ func TestConnectionRefusalsAreCounted(t *testing.T) {
 	nodetest.WaitFor(t, time.Second, "127.0.0.2 holds a general connection", func() bool { return cl.Open() == 1 })
 	// Without a token: the admin's or the ingress's passes the per-source cap
 	// (httpapi's TestTheNodesTokensPassTheCapOfAnAddressTheyShare).
-	const anonWrite = "PUT /v1/apps/shop HTTP/1.1\r\nHost: node\r\nContent-Length: 18\r\n\r\n{\"account\":\"acme\"}"
+	const anonWrite = "PUT /v1/apps/shop HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 18\r\n\r\n{\"account\":\"acme\"}"
 	resp, body := testnode.ReadAnswer(t, testnode.DialFrom(t, n, "127.0.0.2", anonWrite), 2*time.Second)
 	if resp.StatusCode != 503 || !strings.Contains(body, "maxConnsPerSource") {
 		t.Fatalf("a second connection's write from 127.0.0.2: %d %s", resp.StatusCode, body)
@@ -196,7 +196,7 @@ func TestConnectionRefusalsAreCounted(t *testing.T) {
 	}
 
 	// Every slot held (the reserved ones by headers that never end).
-	const slowHeaders = "GET /v1/healthz HTTP/1.1\r\nHost: node\r\n"
+	const slowHeaders = "GET /v1/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
 	testnode.DialFrom(t, n, "127.0.0.5", slowHeaders)
 	testnode.DialFrom(t, n, "127.0.0.6", slowHeaders)
 	nodetest.WaitFor(t, time.Second, "every slot held", func() bool { return cl.Open() == 4 })

@@ -59,6 +59,9 @@ type route struct {
 	// instanceWrite: a write of this node's instance {app}: with ?wait=applied it waits
 	// for this node's record to announce it too (waitapplied.go).
 	instanceWrite bool
+	// anyHost: answered whatever the request's Host (the Host guard, hosts.go, lets it
+	// through); a pattern with {params} covers everything under its literal prefix.
+	anyHost bool
 }
 
 // handlers are the API's handlers by resource, which the route table routes to.
@@ -86,7 +89,10 @@ func newRouteTable(h handlers) routeTable {
 		{group: groupPublic, method: http.MethodGet, pattern: api.PathHealthz, h: hf(healthz), reserve: reserveAnyone},
 		{group: groupPublic, method: http.MethodGet, pattern: api.PathReadyz, h: hf(h.health.readyz), reserve: reserveAnyone},
 		{group: groupPublic, method: http.MethodGet, pattern: api.PathInstanceHealth + "{app}", h: hf(h.health.instanceHealth), reserve: reserveAnyone},
-		{group: groupPublic, method: http.MethodGet, pattern: render.ACMEChallengePath + "{token}", h: h.challenge},
+		{group: groupPublic, method: http.MethodGet, pattern: render.ACMEChallengePath + "{token}", h: h.challenge,
+			// Asked by the CA for an application's host, through an ingress that passes the
+			// Host on; the handler answers only the fleet's names (fleetcerts.HandleChallenge).
+			anyHost: true},
 		{group: groupPublic, method: http.MethodGet, pattern: api.PathMetrics, h: promhttp.HandlerFor(h.metrics, promhttp.HandlerOpts{})},
 		// The status page: static assets holding no data (its script calls the API with the
 		// operator's token), on the node's own listener only (ui.go).
@@ -132,7 +138,7 @@ func newRouteTable(h handlers) routeTable {
 // Handler is the node's HTTP API: every route of the table, behind its guards.
 func (s *API) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.conns.guard, s.deadlines.bound, middleware.GetHead)
+	r.Use(noStore, s.conns.guard, s.hosts.check, s.deadlines.bound, middleware.GetHead)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not found", r.URL.Path)
 	})
@@ -194,6 +200,21 @@ func (t routeTable) reserve(path string) reserveKind {
 		}
 	}
 	return kind
+}
+
+// anyHost reports whether path is answered whatever the request's Host (the routes'
+// anyHost attribute: an exact path, or everything under the literal prefix of a pattern
+// with {params}).
+func (t routeTable) anyHost(path string) bool {
+	for _, rt := range t {
+		if !rt.anyHost {
+			continue
+		}
+		if i := strings.Index(rt.pattern, "{"); i >= 0 && strings.HasPrefix(path, rt.pattern[:i]) || path == rt.pattern {
+			return true
+		}
+	}
+	return false
 }
 
 // instanceWrite reports whether the matched route of r is an instance write (its

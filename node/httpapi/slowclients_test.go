@@ -71,7 +71,7 @@ func TestHelperSlowClients(t *testing.T) {
 		case 6:
 			auth = "Authorization: Bearer " + testnode.IngressToken + "\r\n"
 		}
-		fmt.Fprintf(c, "%s HTTP/1.1\r\nHost: node\r\n%sContent-Type: application/json\r\nContent-Length: 100\r\n\r\n", paths[i%len(paths)], auth)
+		fmt.Fprintf(c, "%s HTTP/1.1\r\nHost: 127.0.0.1\r\n%sContent-Type: application/json\r\nContent-Length: 100\r\n\r\n", paths[i%len(paths)], auth)
 		conns = append(conns, c)
 	}
 	fmt.Printf("READY %d\n", len(conns))

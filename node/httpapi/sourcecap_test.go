@@ -62,7 +62,7 @@ func TestTheNodesTokensPassTheCapOfAnAddressTheyShare(t *testing.T) {
 	ask := func(src, method, path, tok, body string) (int, string) {
 		t.Helper()
 		c := dialFrom(src)
-		req := method + " " + path + " HTTP/1.1\r\nHost: node\r\n"
+		req := method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n"
 		if tok != "" {
 			req += "Authorization: Bearer " + tok + "\r\n"
 		}
@@ -82,7 +82,7 @@ func TestTheNodesTokensPassTheCapOfAnAddressTheyShare(t *testing.T) {
 	}
 
 	// A tenant process holds 127.0.0.1's one general connection (headers never ended).
-	io.WriteString(dialFrom("127.0.0.1"), "GET /v1/healthz HTTP/1.1\r\nHost: node\r\n")
+	io.WriteString(dialFrom("127.0.0.1"), "GET /v1/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
 	waitOpen(1)
 	for _, c := range []struct {
 		method, path, tok, body string
@@ -108,7 +108,7 @@ func TestTheNodesTokensPassTheCapOfAnAddressTheyShare(t *testing.T) {
 
 	// The general part full (127.0.0.1 to .4, one each): the reserve's rule alone.
 	for i := 2; i <= 4; i++ {
-		io.WriteString(dialFrom(fmt.Sprintf("127.0.0.%d", i)), "GET /v1/healthz HTTP/1.1\r\nHost: node\r\n")
+		io.WriteString(dialFrom(fmt.Sprintf("127.0.0.%d", i)), "GET /v1/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
 	}
 	waitOpen(4)
 	if code, body := ask("127.0.0.9", "PUT", "/v1/storage/keys/x", ingressTok, "pem"); code != 503 || !strings.Contains(body, "kept for ingress polls") {

@@ -32,7 +32,9 @@ func uiHandler(t *testing.T) http.Handler {
 func uiGet(t *testing.T, h http.Handler, method, path string) *http.Response {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(method, path, nil))
+	req := httptest.NewRequest(method, path, nil)
+	req.Host = "127.0.0.1:7400"
+	h.ServeHTTP(rec, req)
 	return rec.Result()
 }
 
