@@ -150,12 +150,30 @@ func (w *Writer) SetInstance(ctx context.Context, who Actor, app string, port *i
 		refund() // no routing change was written after all
 	}
 	if err != nil {
-		return Instance{}, err
+		return Instance{}, w.portTakenFor(ctx, who, a, err)
 	}
 	if ch != unchanged {
 		w.instancesChanged()
 	}
 	return w.answer(app, inst, ports), nil
+}
+
+// portTakenFor is err as who may read it. A port taken names its holder to the admin
+// and to a token of the holder's own account; to any other token it is a bare "port
+// taken": stepping a token through the port range must not list the applications of
+// other accounts on the node (TestPortTakenNamesNoOtherAccountsApplication). The holder
+// counts as the caller's account's only while the incarnation holding the port is the
+// current application of that name, in a's account (an earlier incarnation's account is
+// not known any more).
+func (w *Writer) portTakenFor(ctx context.Context, who Actor, a fleet.App, err error) error {
+	var taken *portTakenError
+	if who.Admin || !errors.As(err, &taken) {
+		return err
+	}
+	if h, _, herr := w.App(ctx, taken.App); herr == nil && h.ID == taken.AppID && h.Account == a.Account {
+		return err
+	}
+	return fmt.Errorf("%w: port %d", ErrPortTaken, taken.Port)
 }
 
 // ReleaseInstance drops app's instance on this node; both ports of its pair are

@@ -102,3 +102,59 @@ func TestPassthroughHostsAreExactAndPathless(t *testing.T) {
 	_, _, _, err = f.w.PutApp(ctx, admin, "shop", fleet.App{Account: "acme", Passthrough: true}, "")
 	wantInvalid(t, f, serial, err, "passthrough")
 }
+
+// TestPassthroughChecksStayInsideTheAccount: the passthrough checks count only the
+// application's own account. A tenant's path map aimed at another account's hosts (a
+// passthrough claim, a passthrough platform host, an HTTP host about to turn
+// passthrough) is accepted like a map naming a host nobody holds, before and after
+// passthrough is turned on, and never answers with a name of the other account; it
+// does not keep the admin from turning passthrough on for that other application.
+// Derivation drops such entries whatever the writes accepted ("target belongs to
+// another account", render/fleet TestPathMapsStayWithinOneAccount), so nothing of
+// mallory's is ever routed into acme's hosts.
+func TestPassthroughChecksStayInsideTheAccount(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	if _, _, _, err := f.w.PutApp(ctx, admin, "db", fleet.App{Account: "acme", Passthrough: true}, ""); err != nil {
+		t.Fatal(err)
+	}
+	f.app(t, "api", "acme")
+	evil := f.app(t, "evil", "mallory")
+	for host, app := range map[string]string{"db.example.org": "db", "api.example.org": "api", "evil.example.org": "evil"} {
+		if _, _, _, err := f.w.Claim(ctx, admin, app, host); err != nil {
+			t.Fatalf("claim %s: %v", host, err)
+		}
+	}
+	tok := Actor{Token: fleet.TokenRecord{ID: "0123456789abcdef", Account: "mallory", App: "evil", AppID: evil.ID, Roles: []string{fleet.RolePublish}}}
+	publish := func(paths map[string]string) {
+		t.Helper()
+		c, _, err := f.w.PublishPaths(ctx, tok, "evil", "evil.example.org", paths, "")
+		if err != nil {
+			t.Errorf("mallory's map %v: %v; want it accepted as one naming hosts nobody holds (no name of acme's)", paths, err)
+			return
+		}
+		if len(c.Paths) != len(paths) {
+			t.Errorf("mallory's map stored %v, want %v", c.Paths, paths)
+		}
+	}
+	// mallory's map targets both of api's hosts: the admin still turns passthrough on.
+	publish(map[string]string{"api": "api.example.org", "apip": "api.apps.example.com"})
+	if _, _, _, err := f.w.PutApp(ctx, admin, "api", fleet.App{Account: "acme", Passthrough: true}, ""); err != nil {
+		t.Errorf("turning passthrough on for acme's api, which only another account's map targets: %v", err)
+	}
+	// The answer for another account's passthrough hosts is the answer for a host that
+	// routes nothing: accepted, the same warning at the API (node/httpapi pathWarnings).
+	publish(map[string]string{"none": "nothing.example.org"})
+	publish(map[string]string{"none": "nothing.example.org", "db": "db.example.org", "dbp": "db.apps.example.com"})
+	publish(map[string]string{"none": "nothing.example.org", "db": "db.example.org", "dbp": "db.apps.example.com",
+		"api": "api.example.org", "apip": "api.apps.example.com"})
+
+	// Inside the account the checks still bite: acme's own map on api's host is refused.
+	f.app(t, "web", "acme")
+	if _, _, _, err := f.w.Claim(ctx, admin, "web", "www.example.org"); err != nil {
+		t.Fatal(err)
+	}
+	serial := f.serial(t)
+	_, _, err := f.w.PublishPaths(ctx, admin, "web", "www.example.org", map[string]string{"api": "api.example.org"}, "")
+	wantInvalid(t, f, serial, err, `paths["api"]`)
+}

@@ -81,7 +81,7 @@ func (w *Writer) PublishPaths(ctx context.Context, who Actor, app, host string, 
 	if err != nil {
 		return fleet.Claim{}, "", err
 	}
-	if err := w.passthroughPaths(ctx, app, paths); err != nil {
+	if err := w.passthroughPaths(ctx, app, c.Account, paths); err != nil {
 		return fleet.Claim{}, "", err
 	}
 	// A path map that changes spends one of the account's routing changes, once

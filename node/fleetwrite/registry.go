@@ -2,6 +2,7 @@ package fleetwrite
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -21,6 +22,22 @@ var (
 	// the application's ports quarantined (409).
 	ErrPortChurn = errors.New("too many of this application's ports are quarantined")
 )
+
+// portTakenError is ErrPortTaken naming the holder of the port: application App's
+// incarnation AppID, and why (held, quarantined until, the idle port of its pair). The
+// registry knows no accounts; the writer names the holder only to the admin and to a
+// token of the holder's own account (SetInstance).
+type portTakenError struct {
+	Port       int
+	App, AppID string
+	Why        string
+}
+
+func (e *portTakenError) Error() string {
+	return fmt.Sprintf("%v: port %d %s %s", ErrPortTaken, e.Port, e.Why, e.App)
+}
+
+func (e *portTakenError) Unwrap() error { return ErrPortTaken }
 
 // MaxQuarantinedPorts bounds the ports one incarnation's moves leave quarantined at
 // once. Every move to a port outside the application's pair quarantines the port left,

@@ -105,7 +105,7 @@ func (r *Registry) set(app, appID string, port *int, ready, charged bool) (inst 
 		if h == app {
 			why += " an earlier incarnation of"
 		}
-		return fleet.Instance{}, [2]int{}, unchanged, fmt.Errorf("%w: port %d %s %s", ErrPortTaken, p, why, h)
+		return fleet.Instance{}, [2]int{}, unchanged, &portTakenError{Port: p, App: h, AppID: hid, Why: why}
 	}
 	next := fleet.Instance{Port: p, Ready: ready, AppID: appID}
 	if had && paired && cur == next {
