@@ -82,6 +82,10 @@ func decode(o store.Object, horizon time.Time) viewObject {
 		bad = fmt.Sprintf("name %.70q does not match key", rep.Name)
 	case validName(rep.Name) != nil:
 		bad = "invalid name"
+	case validName(rep.Node) != nil:
+		// Shown on the status page beside the name: a node's name is a DNS label, so held
+		// to the name's rule, it can be neither long nor hold a control character.
+		bad = "invalid node"
 	case rep.Kind != api.KindPlugin && rep.Kind != api.KindHTTP:
 		bad = fmt.Sprintf("kind %.20q: want plugin or http", rep.Kind)
 	case rep.Seen.IsZero():

@@ -305,7 +305,8 @@ func TestWaitAppliedOnAnApplicationTokensOwnWrite(t *testing.T) {
 	}
 }
 
-// A corrupt report object is skipped with its reason; the rest are listed.
+// A corrupt report object is skipped with its reason; the rest are listed (a planted
+// node is never shown: TestAStoredReportIsCheckedFieldByField has every spelling).
 func TestCorruptIngressObjectIsSkippedWithAReason(t *testing.T) {
 	t.Parallel()
 	testnode.OnReportBackends(t, testCorruptIngressObjectIsSkipped)
@@ -320,6 +321,8 @@ func testCorruptIngressObjectIsSkipped(t *testing.T, be testnode.ReportBackend) 
 		"ingresses/bad.json":    "{",
 		"ingresses/other.json":  strings.Replace(string(good), "edge-1", "edge-2", 1),
 		"ingresses/kind.json":   strings.Replace(strings.Replace(string(good), "edge-1", "kind", 1), `"http"`, `"squid"`, 1),
+		// A node of 3 000 characters with a bidi override: never shown.
+		"ingresses/node.json": strings.Replace(strings.Replace(string(good), "edge-1", "node", 1), "vps-b", "vps‮"+strings.Repeat("b", 3000), 1),
 	} {
 		if _, err := n.St.Put(ctx, k, []byte(v), store.Condition{}); err != nil {
 			t.Fatal(err)
@@ -334,8 +337,8 @@ func testCorruptIngressObjectIsSkipped(t *testing.T, be testnode.ReportBackend) 
 		reasons[sk.Object] = sk.Reason
 	}
 	if !strings.Contains(reasons["ingresses/bad.json"], "malformed") || !strings.Contains(reasons["ingresses/other.json"], "does not match") ||
-		!strings.Contains(reasons["ingresses/kind.json"], "kind") {
-		t.Errorf("skipped %v, want the three bad objects with their reasons", reasons)
+		!strings.Contains(reasons["ingresses/kind.json"], "kind") || reasons["ingresses/node.json"] != "invalid node" {
+		t.Errorf("skipped %v, want the four bad objects with their reasons", reasons)
 	}
 }
 
