@@ -63,7 +63,7 @@ func TestAOneStepChangeIsPatchedAndServedLikeAFullRender(t *testing.T) {
 		for try := 0; ; try++ {
 			port += 1000
 			before, _, _ := p.Current().Mark()
-			n.Must(200, "PUT", "/v1/node/instances/blog", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, port))
+			n.Must(200, "PUT", "/v1/node/instances/blog?force=true", testAdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, port)) // nothing listens: forced
 			served(fmt.Sprintf("127.0.0.1:%d", port))
 			s = p.Current() // the snapshot a later pass may replace: its own bytes are compared
 			if s.Patched() {

@@ -149,7 +149,19 @@ func newWriter(cfg *Config, s *Server, log *slog.Logger) *fleetwrite.Writer {
 		AuditRetention: time.Duration(cfg.Audit.Retention),
 		RouteBudget:    cfg.Writes.RouteBudget(),
 		DomainGroups:   cfg.Platform.DomainGroups(),
+		Ports:          newPortChecker(cfg, log),
 	}, s.st, s.identity, s.instances, log)
+}
+
+// newPortChecker builds the instance move's check of the new port (node/probe's
+// Checker, with probing on or off): each check takes at most the probe timeout, at
+// least 2 s and at most 5 s.
+func newPortChecker(c *Config, log *slog.Logger) fleetwrite.PortChecker {
+	addr, err := netip.ParseAddr(c.Node.Address)
+	if err != nil {
+		return nil // validated at load: node.address is an IP
+	}
+	return probe.NewChecker(addr, min(max(c.Probe.EffectiveTimeout(), 2*time.Second), 5*time.Second), log)
 }
 
 // newReconciler builds the reconcile loop (the only publisher, node/reconcile).

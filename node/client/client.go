@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scafo/ingress/internal/peerowner"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/internal/statedir"
 )
@@ -44,6 +45,17 @@ func (c *Conn) conn() *Conn { return c }
 // Output is the --json switch of the verbs that print an object.
 type Output struct {
 	JSON bool `description:"Print JSON instead of aligned text." json:"json,omitempty"`
+}
+
+// nodeHTTPClient is the verbs' HTTP client. On a loopback address it sends nothing
+// before checking who listens there (internal/peerowner): root (systemd holding
+// scafo-node.socket), the node's user scafo, or the caller's own user. Any other
+// owner is a process that took the node's port, and would receive the token
+// (docs/security.md, "The node's port").
+func nodeHTTPClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = peerowner.DialContext(peerowner.Trusted("scafo", os.Getuid()))
+	return &http.Client{Timeout: 30 * time.Second, Transport: tr}
 }
 
 // client talks to a node's API.
@@ -90,15 +102,28 @@ func dial(verb string, conn Conn, out io.Writer) (*client, error) {
 		}
 		conn.Token = strings.TrimSpace(string(b))
 	}
-	return &client{verb: verb, conn: conn, http: &http.Client{Timeout: 30 * time.Second}, out: out, errOut: os.Stderr}, nil
+	return &client{verb: verb, conn: conn, http: nodeHTTPClient(), out: out, errOut: os.Stderr}, nil
 }
 
 // do sends a request and decodes a JSON answer into out (when non-nil). Error bodies
 // become errors carrying the server's message.
 func (c *client) do(method, path string, body io.Reader, out any) error {
+	_, err := c.doWith(method, path, body, nil, out)
+	return err
+}
+
+// doWith is do with extra request headers (If-Match), returning the answer's headers.
+// Its errors carry their exit status (exit.go): a node that cannot be reached, or a
+// 5xx, is ExitUnreachable (whether a write is in is not known); a 4xx, ExitRefused.
+func (c *client) doWith(method, path string, body io.Reader, hdr http.Header, out any) (http.Header, error) {
 	req, err := http.NewRequest(method, strings.TrimSuffix(c.conn.URL, "/")+path, body)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	for k, vs := range hdr {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
 	}
 	req.Header.Set("Authorization", "Bearer "+c.conn.Token)
 	if body != nil {
@@ -106,14 +131,18 @@ func (c *client) do(method, path string, body io.Reader, out any) error {
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s: cannot reach the node at %s (--url): %w", c.verb, c.conn.URL, unwrapURLError(err))
+		return nil, exitErrf(ExitUnreachable, "%s: cannot reach the node at %s (--url): %w", c.verb, c.conn.URL, unwrapURLError(err))
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("%s: reading the node's answer: %w", c.verb, err)
+		return resp.Header, exitErrf(ExitUnreachable, "%s: reading the node's answer: %w", c.verb, err)
 	}
 	if resp.StatusCode >= 300 {
+		code := ExitRefused
+		if resp.StatusCode >= 500 {
+			code = ExitUnreachable
+		}
 		// "apps put: invalid app: the body must be … (400 Bad Request)": the verb, the
 		// node's words, the status; the API path is the node's business.
 		var e api.Error
@@ -122,18 +151,18 @@ func (c *client) do(method, path string, body io.Reader, out any) error {
 			if d := withoutStoreDetail(e.Detail); d != "" {
 				msg += ": " + d
 			}
-			return fmt.Errorf("%s: %s (%s)", c.verb, msg, resp.Status)
+			return resp.Header, exitErrf(code, "%s: %s (%s)", c.verb, msg, resp.Status)
 		}
-		return fmt.Errorf("%s: the node answered %s (%s %s)", c.verb, resp.Status, method, path)
+		return resp.Header, exitErrf(code, "%s: the node answered %s (%s %s)", c.verb, resp.Status, method, path)
 	}
 	if out != nil {
 		if raw, ok := out.(*json.RawMessage); ok {
 			*raw = b
-			return nil
+			return resp.Header, nil
 		}
-		return json.Unmarshal(b, out)
+		return resp.Header, json.Unmarshal(b, out)
 	}
-	return nil
+	return resp.Header, nil
 }
 
 // withoutStoreDetail cuts a node's error detail where the store's own words begin

@@ -16,18 +16,19 @@ import (
 )
 
 // Commands are the verbs that talk to a running node, for the root command's
-// AddCommand: routes, ingresses, certs, domains paths|claim|release, apps put|get|rm, instances allocate|move|release. They print to
-// stdout.
+// AddCommand: routes, ingresses, certs, domains list|paths|claim|release, apps list|put|get|rm, instances
+// allocate|move|release, audit. They print to stdout; they end with the statuses of exit.go.
 func Commands() []*cli.Command {
 	return []*cli.Command{
 		routesCommand(),
 		ingressesCommand(),
 		certsCommand(),
-		group("domains", "Custom domains: a host's path map, claims.",
-			domainPathsCommand(), domainClaimCommand(), domainReleaseCommand()),
-		group("apps", "Applications: create or replace, show, delete.",
-			appPutCommand(), appGetCommand(), appRmCommand()),
+		group("domains", "Custom domains: list, a host's path map, claims.",
+			domainListCommand(), domainPathsCommand(), domainClaimCommand(), domainReleaseCommand()),
+		group("apps", "Applications: list, create or replace, show, delete.",
+			appListCommand(), appPutCommand(), appGetCommand(), appRmCommand()),
 		instancesCommand(),
+		auditCommand(),
 	}
 }
 
@@ -73,6 +74,17 @@ func HelpWithEnv(usage string, cmds []*cli.Command, envPrefix string) func(io.Wr
 			}
 		}
 		return tw.Flush()
+	}
+}
+
+// withExitStatuses is a verb's help followed by the exit statuses (exit.go).
+func withExitStatuses(help func(io.Writer, *cli.Command) error) func(io.Writer, *cli.Command) error {
+	return func(w io.Writer, cmd *cli.Command) error {
+		if err := help(w, cmd); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintf(w, "\n%s\n", ExitStatuses)
+		return err
 	}
 }
 
@@ -128,7 +140,7 @@ func verb(name, desc, usage string, nargs int, cfg conner, run func(c *client, a
 		Configuration:  cfg,
 		Resources:      []cli.ResourceLoader{args},
 		AllowArg:       nargs > 0,
-		CustomHelpFunc: Help(usage, nil),
+		CustomHelpFunc: withExitStatuses(Help(usage, nil)),
 		Run: func([]string) error {
 			pos := args.pos
 			if kv, ok := cfg.(keyValuer); ok {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/traefik/paerser/cli"
@@ -62,26 +63,37 @@ func instanceAllocateCommand() *cli.Command {
 type instanceMoveConfig struct {
 	Conn
 	Waiting
-	Port     int  `description:"The port to move to (default: the other port of the application's pair on this node)." json:"port,omitempty"`
-	NotReady bool `description:"Declare the instance not ready (default: ready)." json:"notReady,omitempty"`
-	JSON     bool `description:"Print the node's JSON answer." json:"json,omitempty"`
+	Port       int  `description:"The port to move to (default: the other port of the application's pair on this node)." json:"port,omitempty"`
+	NotReady   bool `description:"Declare the instance not ready (default: ready)." json:"notReady,omitempty"`
+	Force      bool `description:"Move even if nothing serves on the new port (the node checks the application's health path, or a TCP connect, before it moves a ready instance, and refuses otherwise)." json:"force,omitempty"`
+	NoRollback bool `description:"With --wait, leave the instance on the new port when the move is not live in time (default: move it back to the port it was on, and exit 5)." json:"noRollback,omitempty"`
+	JSON       bool `description:"Print the node's JSON answer." json:"json,omitempty"`
 }
 
 func instanceMoveCommand() *cli.Command {
 	cfg := &instanceMoveConfig{}
 	cfg.SetDefaults()
-	return verb("move", "Move the application's instance on this node to a port (a deploy: the new release already listens there), waiting if asked until every live ingress dials it.",
+	return verb("move", "Move the application's instance on this node to a port (a deploy: the new release already listens there; the node "+
+		"refuses the move if that port does not serve), waiting if asked until every live ingress dials it, and moving it back if not.",
 		"scafo-node instances move <app> [--port=<port>] [--wait=30s] [flags]", 1, cfg,
 		func(c *client, args []string) error { return cmdInstancesMove(c, args[0], cfg) })
 }
 
+// cmdInstancesMove moves app's instance; with --wait, a move that is not live in time
+// is moved back to where the instance was (its port and readiness, forced: the old
+// state is restored as it was), unless --noRollback: a deploy either ends with the new
+// release serving on every live ingress, or with the instance back where it was, and
+// the exit status says which (ExitOK, ExitRolledBack; ExitNotLive when the rollback
+// failed, or was not asked).
 func cmdInstancesMove(c *client, app string, cfg *instanceMoveConfig) error {
+	// Where the instance is now (POST allocates, or shows the allocation): the port
+	// to move back to.
+	var cur instance
+	if err := c.do(http.MethodPost, "/v1/node/instances/"+app, nil, &cur); err != nil {
+		return err
+	}
 	port := cfg.Port
 	if port == 0 {
-		var cur instance
-		if err := c.do(http.MethodPost, "/v1/node/instances/"+app, nil, &cur); err != nil {
-			return err
-		}
 		if port = cur.other(); port == 0 {
 			return fmt.Errorf("instances move %s: the node names no port pair for it (port %d, pair %v); give --port", app, cur.Port, cur.Ports)
 		}
@@ -89,15 +101,28 @@ func cmdInstancesMove(c *client, app string, cfg *instanceMoveConfig) error {
 	if port < 1 || port > 65535 {
 		return fmt.Errorf("instances move %s: --port %d: must be 1..65535", app, port)
 	}
-	body, _ := json.Marshal(map[string]any{"port": port, "ready": !cfg.NotReady})
-	raw, live, err := c.write(http.MethodPut, "/v1/node/instances/"+app, strings.NewReader(string(body)), cfg.Wait)
+	var q url.Values
+	if cfg.Force {
+		q = url.Values{"force": {"true"}}
+	}
+	ready := !cfg.NotReady
+	body, _ := json.Marshal(map[string]any{"port": port, "ready": ready})
+	raw, live, err := c.write(http.MethodPut, "/v1/node/instances/"+app, q, nil, strings.NewReader(string(body)), cfg.Waiting)
 	if err != nil {
 		return err
 	}
 	if err := c.printInstance(raw, cfg.JSON); err != nil {
 		return err
 	}
-	return live()
+	err = live()
+	if ExitCode(err) != ExitNotLive || cfg.NoRollback || (cur.Port == port && cur.Ready == ready) {
+		return err
+	}
+	back, _ := json.Marshal(map[string]any{"port": cur.Port, "ready": cur.Ready})
+	if rerr := c.do(http.MethodPut, "/v1/node/instances/"+app+"?force=true", strings.NewReader(string(back)), nil); rerr != nil {
+		return exitErrf(ExitNotLive, "%v; rolling back to port %d failed (%v): the instance stays on port %d", err, cur.Port, rerr, port)
+	}
+	return exitErrf(ExitRolledBack, "%v; rolled back to port %d (ready %v)", err, cur.Port, cur.Ready)
 }
 
 func instanceReleaseCommand() *cli.Command {
@@ -105,7 +130,7 @@ func instanceReleaseCommand() *cli.Command {
 	cfg.SetDefaults()
 	return verb("release", "Release the application's instance on this node (its ports are quarantined), waiting if asked until no live ingress dials it.",
 		"scafo-node instances release <app> [flags]", 1, cfg, func(c *client, args []string) error {
-			_, live, err := c.write(http.MethodDelete, "/v1/node/instances/"+args[0], nil, cfg.Wait)
+			_, live, err := c.write(http.MethodDelete, "/v1/node/instances/"+args[0], nil, nil, nil, cfg.Waiting)
 			if err != nil {
 				return err
 			}

@@ -74,12 +74,43 @@ func (m *auditMemo) listedEmpty(seg string, now time.Time) {
 // Audit returns up to limit audit records, newest first: it lists one day's segment at
 // a time, from today back to the retention horizon, and stops once it has limit.
 func (w *Writer) Audit(ctx context.Context, limit int) ([]AuditRecord, error) {
-	if limit < 1 || limit > 10000 {
-		return nil, invalid("invalid limit", "limit", fmt.Errorf("limit: 1..10000"))
+	recs, _, err := w.AuditFiltered(ctx, AuditFilter{Limit: limit})
+	return recs, err
+}
+
+// AuditFilter selects audit records: each set field must match (App, Actor, Action
+// exactly; Since: at or after it).
+type AuditFilter struct {
+	Limit              int
+	App, Actor, Action string
+	Since              time.Time
+}
+
+// AuditScanMax bounds the records one filtered read examines (a filter that matches
+// little must not read every record back to the retention horizon).
+const AuditScanMax = 10000
+
+func (f AuditFilter) match(r AuditRecord) bool {
+	return (f.App == "" || r.App == f.App) && (f.Actor == "" || r.Actor == f.Actor) &&
+		(f.Action == "" || r.Action == f.Action) && (f.Since.IsZero() || !r.Time.Before(f.Since))
+}
+
+// AuditFiltered returns up to f.Limit records matching f, newest first, reading as
+// Audit does, back to f.Since (or the retention horizon). It examines at most
+// AuditScanMax records; truncated is true when it stopped there, not at the horizon or
+// the limit (older matches may exist).
+func (w *Writer) AuditFiltered(ctx context.Context, f AuditFilter) (out []AuditRecord, truncated bool, err error) {
+	if f.Limit < 1 || f.Limit > 10000 {
+		return nil, false, invalid("invalid limit", "limit", fmt.Errorf("limit: 1..10000"))
 	}
-	out := []AuditRecord{}
+	out = []AuditRecord{}
 	now := w.now()
-	for day := now; len(out) < limit && now.Sub(day) <= w.cfg.AuditRetention+24*time.Hour; day = day.Add(-24 * time.Hour) {
+	horizon := now.Add(-w.cfg.AuditRetention - 24*time.Hour)
+	if !f.Since.IsZero() && f.Since.After(horizon) {
+		horizon = f.Since.Add(-24 * time.Hour) // the day segment holding Since
+	}
+	scanned := 0
+	for day := now; len(out) < f.Limit && !day.Before(horizon); day = day.Add(-24 * time.Hour) {
 		seg := auditSegment(day)
 		old := now.Sub(day) >= 48*time.Hour
 		if old && w.audit.knownEmpty(seg, now) {
@@ -87,27 +118,31 @@ func (w *Writer) Audit(ctx context.Context, limit int) ([]AuditRecord, error) {
 		}
 		entries, err := w.st.List(ctx, seg)
 		if err != nil {
-			return nil, fmt.Errorf("listing audit: %w", err)
+			return nil, false, fmt.Errorf("listing audit: %w", err)
 		}
 		if old && len(entries) == 0 {
 			w.audit.listedEmpty(seg, now)
 		}
-		for i := len(entries) - 1; i >= 0 && len(out) < limit; i-- {
+		for i := len(entries) - 1; i >= 0 && len(out) < f.Limit; i-- {
+			if scanned == AuditScanMax {
+				return out, true, nil
+			}
+			scanned++
 			key := entries[i].Key
-			if rec, ok := w.audit.recs.Get(key); ok {
+			rec, ok := w.audit.recs.Get(key)
+			if !ok {
+				obj, err := w.st.Get(ctx, key)
+				if err != nil || json.Unmarshal(obj.Value, &rec) != nil {
+					continue
+				}
+				if len(obj.Value) <= auditRecordCacheMax {
+					w.audit.recs.Add(key, rec)
+				}
+			}
+			if f.match(rec) {
 				out = append(out, rec)
-				continue
 			}
-			obj, err := w.st.Get(ctx, key)
-			var rec AuditRecord
-			if err != nil || json.Unmarshal(obj.Value, &rec) != nil {
-				continue
-			}
-			if len(obj.Value) <= auditRecordCacheMax {
-				w.audit.recs.Add(key, rec)
-			}
-			out = append(out, rec)
 		}
 	}
-	return out, nil
+	return out, false, nil
 }

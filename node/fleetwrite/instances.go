@@ -100,6 +100,12 @@ func (w *Writer) AllocateInstance(ctx context.Context, who Actor, app string) (I
 // other port could point the app's public hostname at a node-local service (a
 // database, SSH, this API). The admin may set any port.
 func (w *Writer) SetInstance(ctx context.Context, who Actor, app string, port *int, ready bool) (Instance, error) {
+	return w.PutInstance(ctx, who, app, port, ready, false)
+}
+
+// PutInstance is SetInstance; a move (the instance's port changed, declared ready) is
+// refused unless its new port serves, or force is set, and audited (instancemove.go).
+func (w *Writer) PutInstance(ctx context.Context, who Actor, app string, port *int, ready, force bool) (Instance, error) {
 	if port != nil && (*port < 1 || *port > 65535) {
 		return Instance{}, invalid("invalid port", "port", fmt.Errorf("port %d: must be 1..65535", *port))
 	}
@@ -112,6 +118,11 @@ func (w *Writer) SetInstance(ctx context.Context, who Actor, app string, port *i
 		if *p < lo || *p > hi || (w.cfg.APIPort != 0 && *p == w.cfg.APIPort) {
 			return Instance{}, &ErrForbidden{What: "port outside the allocation range",
 				Detail: fmt.Sprintf("port %d: application tokens may only use ports %d..%d (POST allocates one)", *p, lo, hi)}
+		}
+	}
+	if cur, had := w.inst.Get(app); had {
+		if err := w.checkMove(ctx, app, a, cur, had, port, ready, force); err != nil {
+			return Instance{}, err
 		}
 	}
 	// A change of what is routed (a ready instance's port, or its readiness) spends
@@ -154,6 +165,9 @@ func (w *Writer) SetInstance(ctx context.Context, who Actor, app string, port *i
 	}
 	if ch != unchanged {
 		w.instancesChanged()
+	}
+	if ch != unchanged && inst.Port != cur.Port {
+		w.auditMove(ctx, who, a, app, cur.Port, inst.Port, force)
 	}
 	return w.answer(app, inst, ports), nil
 }

@@ -52,6 +52,9 @@ type Config struct {
 	// kind of change (instance, paths, app, claim).
 	RouteBudget    RouteBudget
 	OnRouteRefused func(change string)
+	// Ports, when set, checks that a port of this node serves before an instance is
+	// moved there (instancemove.go); nil: moves are not checked.
+	Ports PortChecker
 	// DomainGroups maps platform domains to ingress groups (--platform.groups; an
 	// unmapped domain is in routing.DefaultGroup): an application whose group no
 	// platform domain is in is warned at its write (AppWarnings).
@@ -131,6 +134,12 @@ type AuditRecord struct {
 	Host     string    `json:"host,omitempty"`
 	Prefixes int       `json:"prefixes"`
 	Token    string    `json:"token,omitempty"`
+	// FromPort and ToPort are an instance move's ports on Node (instance.move; FromPort
+	// absent: the instance had none); Forced says the move skipped the check that the
+	// new port serves.
+	FromPort int  `json:"fromPort,omitempty"`
+	ToPort   int  `json:"toPort,omitempty"`
+	Forced   bool `json:"forced,omitempty"`
 }
 
 // committed runs after every write that changed something: it appends the audit
@@ -143,17 +152,7 @@ type AuditRecord struct {
 // the bump names them, so a node one step behind reads just those.
 func (w *Writer) committed(ctx context.Context, who Actor, rec AuditRecord, keys ...string) error {
 	ctx = context.WithoutCancel(ctx)
-	rec.Time = w.now().UTC()
-	rec.Actor = who.Name()
-	rec.Node = w.cfg.Node
-	b, _ := jsonx.Marshal(rec)
-	suffix := make([]byte, 4)
-	rand.Read(suffix)
-	key := auditSegment(rec.Time) + rec.Time.Format("150405.000000000Z") + "-" + hex.EncodeToString(suffix) + ".json"
-	if _, err := w.st.Put(ctx, key, b, store.Condition{IfNoneMatch: true}); err != nil {
-		w.log.Error("writing audit record", "action", rec.Action, "err", err)
-	}
-	w.log.Info("change", "action", rec.Action, "actor", rec.Actor, "account", rec.Account, "app", rec.App, "host", rec.Host, "prefixes", rec.Prefixes)
+	w.appendAudit(ctx, who, rec)
 	w.pendingMu.Lock()
 	if w.pending == nil {
 		w.pending = map[string]struct{}{}
@@ -170,6 +169,27 @@ func (w *Writer) committed(ctx context.Context, who Actor, rec AuditRecord, keys
 		w.cfg.OnCommit(rec.Action)
 	}
 	return nil
+}
+
+// appendAudit writes rec, stamped with the time, who and this node, to the audit log
+// (a failure is logged: the change it records is made), and logs the change.
+func (w *Writer) appendAudit(ctx context.Context, who Actor, rec AuditRecord) {
+	ctx = context.WithoutCancel(ctx)
+	rec.Time = w.now().UTC()
+	rec.Actor = who.Name()
+	rec.Node = w.cfg.Node
+	b, _ := jsonx.Marshal(rec)
+	suffix := make([]byte, 4)
+	rand.Read(suffix)
+	key := auditSegment(rec.Time) + rec.Time.Format("150405.000000000Z") + "-" + hex.EncodeToString(suffix) + ".json"
+	if _, err := w.st.Put(ctx, key, b, store.Condition{IfNoneMatch: true}); err != nil {
+		w.log.Error("writing audit record", "action", rec.Action, "err", err)
+	}
+	attrs := []any{"action", rec.Action, "actor", rec.Actor, "account", rec.Account, "app", rec.App, "host", rec.Host, "prefixes", rec.Prefixes}
+	if rec.ToPort != 0 {
+		attrs = append(attrs, "fromPort", rec.FromPort, "toPort", rec.ToPort, "forced", rec.Forced)
+	}
+	w.log.Info("change", attrs...)
 }
 
 // settle bumps the serial if a change through this writer is still unannounced. Every

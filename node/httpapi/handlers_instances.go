@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -60,12 +61,36 @@ func (h *instancesHandler) put(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid body", `field "ready" is required`)
 		return
 	}
-	inst, err := h.writer.SetInstance(r.Context(), actorOf(r), chi.URLParam(r, "app"), body.Port, *body.Ready)
+	force, err := forceParam(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid force", err.Error())
+		return
+	}
+	inst, err := h.writer.PutInstance(r.Context(), actorOf(r), chi.URLParam(r, "app"), body.Port, *body.Ready, force)
 	if err != nil {
 		writeDomainError(w, h.log, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, inst)
+}
+
+// forceParam is ?force= of an instance PUT: true (or 1) moves the instance without
+// checking that the new port serves; false, 0 or absent checks it.
+func forceParam(r *http.Request) (bool, error) {
+	vs, ok := r.URL.Query()["force"]
+	if !ok {
+		return false, nil
+	}
+	if len(vs) != 1 {
+		return false, fmt.Errorf("force: given %d times", len(vs))
+	}
+	switch vs[0] {
+	case "true", "1":
+		return true, nil
+	case "false", "0":
+		return false, nil
+	}
+	return false, fmt.Errorf("force %.30q: true or false", vs[0])
 }
 
 func (h *instancesHandler) release(w http.ResponseWriter, r *http.Request) {
@@ -108,19 +133,38 @@ func (h *tokensHandler) revoke(w http.ResponseWriter, r *http.Request) {
 
 // ---- audit ----
 
+// ServeHTTP answers GET /v1/audit[?limit=N][&app=][&actor=][&action=][&since=]: the
+// records matching every filter given, newest first; since is an RFC 3339 time or a
+// duration back from now (1h, 30m). "truncated": true when the read stopped at
+// fleetwrite.AuditScanMax records examined.
 func (h *auditHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	limit := 100
-	if v := r.URL.Query().Get("limit"); v != "" {
+	q := r.URL.Query()
+	f := fleetwrite.AuditFilter{Limit: 100, App: q.Get("app"), Actor: q.Get("actor"), Action: q.Get("action")}
+	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
 			n = -1
 		}
-		limit = n
+		f.Limit = n
 	}
-	recs, err := h.writer.Audit(r.Context(), limit)
+	if v := q.Get("since"); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+			f.Since = time.Now().Add(-d)
+		} else if t, err := time.Parse(time.RFC3339, v); err == nil {
+			f.Since = t
+		} else {
+			writeError(w, http.StatusBadRequest, "invalid since", fmt.Sprintf("since %.40q: an RFC 3339 time (2026-01-02T15:04:05Z) or a duration back from now (1h)", v))
+			return
+		}
+	}
+	recs, truncated, err := h.writer.AuditFiltered(r.Context(), f)
 	if err != nil {
 		writeDomainError(w, h.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"records": recs})
+	body := map[string]any{"records": recs}
+	if truncated {
+		body["truncated"] = true
+	}
+	writeJSON(w, http.StatusOK, body)
 }

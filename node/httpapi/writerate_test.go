@@ -18,8 +18,8 @@ func TestAppTokenWritesAreRateLimited(t *testing.T) {
 	n.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	var tok struct{ Token string }
 	json.Unmarshal(n.Must(201, "POST", "/v1/tokens", testnode.AdminToken, `{"account":"acme","app":"shop","roles":["instance"]}`), &tok)
-	for i := range 3 {
-		n.Must(200, "PUT", "/v1/node/instances/shop", tok.Token, fmt.Sprintf(`{"port":%d,"ready":true}`, 24000+i))
+	for i := range 3 { // forced: nothing listens on these ports
+		n.Must(200, "PUT", "/v1/node/instances/shop?force=true", tok.Token, fmt.Sprintf(`{"port":%d,"ready":true}`, 24000+i))
 	}
 	resp, b := n.Do("PUT", "/v1/node/instances/shop", tok.Token, `{"port":24005,"ready":true}`)
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), "writes.rate") {
@@ -28,5 +28,5 @@ func TestAppTokenWritesAreRateLimited(t *testing.T) {
 	if resp, b := n.Do("GET", "/v1/apps/shop/domains/x.example/paths", tok.Token, ""); resp.StatusCode == 429 {
 		t.Fatalf("a read was rate-limited: %s", b) // reads are never limited
 	}
-	n.Must(200, "PUT", "/v1/node/instances/shop", testnode.AdminToken, `{"port":24006,"ready":true}`) // the admin is not limited
+	n.Must(200, "PUT", "/v1/node/instances/shop?force=true", testnode.AdminToken, `{"port":24006,"ready":true}`) // the admin is not limited
 }

@@ -11,7 +11,9 @@ import (
 
 // Await waits until this node publishes serial (or a later one) and every live
 // ingress holds it, or d passes: the answer's envelope, Applied true, or false naming
-// the ingresses still behind. done is false when ctx ended first.
+// the ingresses still behind. With no live ingress (and the fleet's reports read
+// whole) the envelope says NoIngress: "applied" then checked nothing an ingress
+// serves. done is false when ctx ended first.
 func (b *Book) Await(ctx context.Context, serial uint64, d time.Duration) (body api.Applied, done bool) {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
@@ -46,6 +48,10 @@ func (b *Book) Await(ctx context.Context, serial uint64, d time.Duration) (body 
 		// on a partial view.
 		if len(body.Behind) == 0 && mark >= serial && v.Error == "" {
 			body.Applied = true
+			if body.Ingresses == 0 {
+				body.NoIngress = true
+				body.Detail = fmt.Sprintf("no ingress polls this fleet: published at serial %d, but no live ingress holds it", serial)
+			}
 			return body, true
 		}
 		select {
@@ -63,6 +69,10 @@ func (b *Book) Await(ctx context.Context, serial uint64, d time.Duration) (body 
 			}
 			if mark < serial {
 				body.Detail += fmt.Sprintf("; this node has not published it yet (it publishes serial %d)", mark)
+			}
+			if body.Ingresses == 0 && v.Error == "" {
+				body.NoIngress = true
+				body.Detail += "; no ingress polls this fleet"
 			}
 			return body, true
 		case <-changed:

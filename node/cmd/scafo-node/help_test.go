@@ -109,7 +109,10 @@ func TestVerbHelpMatchesWhatItAccepts(t *testing.T) {
 	}{
 		{"apps put", []string{"shop"}, `"acme"`},
 		{"apps get", []string{"shop"}, `"/healthz"`},
+		{"apps list", nil, `"shop"`},
 		{"domains claim", []string{"shop", "shop.example.org"}, "claimed by shop"},
+		{"domains list", nil, `"shop.example.org"`},
+		{"audit", nil, `"domain.claim"`},
 		{"routes", nil, `"shop.example.org"`},
 		{"ingresses", nil, `"ingresses"`},
 		{"certs", nil, `"enabled": false`},
@@ -135,7 +138,8 @@ func TestVerbHelpMatchesWhatItAccepts(t *testing.T) {
 	values := map[string]string{
 		"url": n.url, "token": n.admin, "statedir": n.stateDir, "json": "",
 		"account": "acme", "placement": "vps-a", "health": "/healthz", "wait": "10s",
-		"port": "17999", "notready": "",
+		"port": "17999", "notready": "", "force": "", "norollback": "", "allownoingress": "", "replace": "",
+		"app": "shop", "actor": "admin", "action": "domain.claim", "since": "1h", "limit": "10",
 	}
 	every := map[string]bool{}
 	for _, p := range pages {

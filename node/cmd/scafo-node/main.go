@@ -42,7 +42,7 @@ func main() {
 		for line := range strings.SplitSeq(err.Error(), "\n") {
 			fmt.Fprintln(os.Stderr, "scafo-node:", line)
 		}
-		os.Exit(1)
+		os.Exit(client.ExitCode(err)) // 1 unless a verb says otherwise (node/client/exit.go)
 	}
 }
 

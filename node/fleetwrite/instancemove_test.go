@@ -1,0 +1,124 @@
+package fleetwrite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// portsUp is a PortChecker over a set of serving ports; it records what it was asked.
+type portsUp struct {
+	up    map[int]bool
+	asked []string
+}
+
+func (p *portsUp) CheckPort(_ context.Context, port int, path string) error {
+	p.asked = append(p.asked, fmt.Sprintf("%d%s", port, path))
+	if !p.up[port] {
+		return fmt.Errorf("nothing listens on 127.0.0.1:%d (connection refused)", port)
+	}
+	return nil
+}
+
+// TestAMoveToAPortThatDoesNotServeIsRefused: moving a ready instance to a port where
+// nothing serves is refused before anything is written (a 409 "port not serving" naming
+// the port and what failed), the health path is what is checked when the application
+// has one, force skips the check, and what is not a move (not ready, the same port, a
+// first declaration) is not checked.
+func TestAMoveToAPortThatDoesNotServeIsRefused(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	ports := &portsUp{up: map[int]bool{24000: true}}
+	f.w.cfg.Ports = ports
+	if _, _, _, err := f.w.PutApp(ctx, admin, "shop", fleet.App{Account: "acme", Placement: []string{"vps-a"}, Health: &fleet.Health{Path: "/healthz"}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	inst, _, err := f.w.AllocateInstance(ctx, admin, "shop")
+	if err != nil || inst.Port != 24000 || inst.Ports != [2]int{24000, 24001} {
+		t.Fatalf("allocate: %+v %v", inst, err)
+	}
+	if _, err := f.w.SetInstance(ctx, admin, "shop", nil, true); err != nil {
+		t.Fatalf("ready on its own port: %v", err)
+	}
+	if len(ports.asked) != 0 {
+		t.Fatalf("a readiness change was checked: %v", ports.asked)
+	}
+	_, err = f.w.SetInstance(ctx, admin, "shop", intp(24001), true)
+	var conf *ErrConflict
+	if !errors.As(err, &conf) || conf.What != "port not serving" || !strings.Contains(conf.Detail, "port 24001") ||
+		!strings.Contains(conf.Detail, "connection refused") {
+		t.Fatalf("move to a dead port: %v, want a conflict \"port not serving\" naming 24001 and the failure", err)
+	}
+	if got, _ := f.w.inst.Get("shop"); got.Port != 24000 || !got.Ready {
+		t.Fatalf("a refused move wrote: %+v", got)
+	}
+	if want := []string{"24001/healthz"}; fmt.Sprint(ports.asked) != fmt.Sprint(want) {
+		t.Errorf("checked %v, want %v (the application's health path)", ports.asked, want)
+	}
+	// Not ready: no traffic goes there, not checked.
+	if _, err := f.w.SetInstance(ctx, admin, "shop", intp(24001), false); err != nil {
+		t.Fatalf("a not-ready move: %v", err)
+	}
+	if _, err := f.w.SetInstance(ctx, admin, "shop", intp(24000), true); err != nil {
+		t.Fatalf("back to the serving port: %v", err)
+	}
+	// Forced: written without a check.
+	ports.asked = nil
+	got, err := f.w.PutInstance(ctx, admin, "shop", intp(24001), true, true)
+	if err != nil || got.Port != 24001 || len(ports.asked) != 0 {
+		t.Fatalf("forced move: %+v %v, checked %v", got, err, ports.asked)
+	}
+	// A first declaration (no instance yet) is not a move.
+	if _, _, _, err := f.w.PutApp(ctx, admin, "blog", fleet.App{Account: "acme", Placement: []string{"vps-a"}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.w.SetInstance(ctx, admin, "blog", intp(24005), true); err != nil || len(ports.asked) != 0 {
+		t.Fatalf("a first declaration: %v, checked %v", err, ports.asked)
+	}
+}
+
+// TestEveryMoveIsAudited: a move that takes effect (a port change) is in the audit log
+// with actor, node, app, from and to ports and whether it was forced; a refused move and
+// a readiness change are not moves there.
+func TestEveryMoveIsAudited(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	f.w.cfg.Ports = &portsUp{up: map[int]bool{24000: true, 24001: true}}
+	if _, _, _, err := f.w.PutApp(ctx, admin, "shop", fleet.App{Account: "acme", Placement: []string{"vps-a"}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.w.AllocateInstance(ctx, admin, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		port  int
+		ready bool
+		force bool
+	}{{24000, true, false}, {24001, true, false}, {24003, true, false}, {24000, true, false}, {24003, true, true}}
+	for _, s := range steps {
+		_, _ = f.w.PutInstance(ctx, admin, "shop", intp(s.port), s.ready, s.force) // 24003 unforced: refused
+	}
+	recs, _, err := f.w.AuditFiltered(ctx, AuditFilter{Limit: 100, Action: "instance.move"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		got = append(got, fmt.Sprintf("%s %s %s %s %d>%d %v", r.Actor, r.Node, r.Account, r.App, r.FromPort, r.ToPort, r.Forced))
+	}
+	want := []string{ // newest first
+		"admin vps-a acme shop 24000>24003 true",
+		"admin vps-a acme shop 24001>24000 false",
+		"admin vps-a acme shop 24000>24001 false",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("audited moves:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if app, _, _ := f.w.AuditFiltered(ctx, AuditFilter{Limit: 100, App: "nosuch"}); len(app) != 0 {
+		t.Errorf("a filter on another app matched %d records", len(app))
+	}
+}
