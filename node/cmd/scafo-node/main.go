@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -24,6 +25,7 @@ import (
 
 	"github.com/scafo/ingress/internal/listengate"
 	"github.com/scafo/ingress/internal/settings"
+	"github.com/scafo/ingress/internal/systemd"
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/client"
 )
@@ -42,7 +44,11 @@ func main() {
 		for line := range strings.SplitSeq(err.Error(), "\n") {
 			fmt.Fprintln(os.Stderr, "scafo-node:", line)
 		}
-		os.Exit(client.ExitCode(err)) // 1 unless a verb says otherwise (node/client/exit.go)
+		code := exitStatus(err) // 78 for the node's configuration, else client.ExitCode (node/client/exit.go)
+		if code == exitConfig {
+			refuseQueued()
+		}
+		os.Exit(code)
 	}
 }
 
@@ -64,7 +70,7 @@ func run(args []string) error {
 		}
 		args = append(slices.Clone(args[1:]), "--help")
 	}
-	args = verbFirst(args)
+	args = configCheckArgs(verbFirst(args))
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		names := verbNames()
 		if !slices.Contains(names, args[0]) {
@@ -123,7 +129,7 @@ func unwrapCommandError(err error) error {
 
 // verbs are the root's commands.
 func verbs() []*cli.Command {
-	return append(client.Commands(), storeCommand(), helpCommand(), versionCommand())
+	return append(client.Commands(), storeCommand(), configCommand(), helpCommand(), versionCommand())
 }
 
 func verbNames() []string {
@@ -142,7 +148,7 @@ func rootCommand() *cli.Command {
 		Name:          "scafo-node",
 		Description:   "scafo-node publishes the fleet's routing document and its Traefik rendering.",
 		Configuration: cfg,
-		Resources:     node.Loaders(os.Environ()),
+		Resources:     configLoaders(node.Loaders(os.Environ())),
 		Run:           func([]string) error { return serve(cfg) },
 		CustomHelpFunc: client.HelpWithEnv("scafo-node [flags]    serve (--ingress-token is an alias of --ingress.token)\n"+
 			"       scafo-node <command> [arguments] [flags]\n"+
@@ -217,9 +223,9 @@ func serve(cfg *node.Config) error {
 	log := newLogger(cfg.Log, os.Stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	ln, err := listengate.Listen("tcp", cfg.Listen) // not multipath TCP: the stop gates it
+	ln, err := apiListener(cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+		return err
 	}
 	if cfg.Node.APIPort == 0 { // listen on port 0: the port the kernel chose
 		cfg.Node.APIPort = ln.Addr().(*net.TCPAddr).Port
@@ -229,7 +235,43 @@ func serve(cfg *node.Config) error {
 		ln.Close()
 		return err
 	}
+	go func() {
+		select {
+		case <-srv.Serving():
+			if err := systemd.Notify("READY=1"); err != nil {
+				log.Warn("telling the service manager the node is ready", "err", err)
+			}
+		case <-ctx.Done():
+		}
+	}()
 	return srv.Run(ctx, ln)
+}
+
+// apiListener is the API's listening socket: the one the service manager holds for the
+// node (scafo-node.socket, handed over as LISTEN_FDS), so that the port is never free
+// across a restart (docs/security.md, "The node's port"), or else one the node binds on
+// listen. A handed-over socket must be on listen's port: the node tells peers and
+// ingresses that port (node.apiPort) and refuses it to applications.
+func apiListener(listen string) (net.Listener, error) {
+	held, err := systemd.Inherited()
+	if err != nil {
+		return nil, configError{err} // scafo-node.socket is the unit's configuration
+	}
+	if held == nil {
+		ln, err := listengate.Listen("tcp", listen) // not multipath TCP: the stop gates it
+		if err != nil {
+			return nil, fmt.Errorf("listening on %s: %w", listen, err)
+		}
+		return ln, nil
+	}
+	addr, ok := held.Addr().(*net.TCPAddr)
+	_, port, _ := net.SplitHostPort(listen)
+	if !ok || (port != "0" && port != strconv.Itoa(addr.Port)) {
+		refuseOn(held)
+		return nil, configError{fmt.Errorf("listen %q: the service manager handed over a socket on %s (scafo-node.socket's ListenStream=): "+
+			"set one port in both (systemctl edit scafo-node.socket, or listen in the configuration)", listen, held.Addr())}
+	}
+	return held, nil
 }
 
 // newLogger logs to w as log.level and log.format say (Validate has checked both).

@@ -160,9 +160,16 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "scafo-node.service")
+	socket, err := os.ReadFile("../../../deploy/node/scafo-node.socket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "scafo-node.service")
 	os.WriteFile(path, []byte(strings.ReplaceAll(string(unit), "/usr/bin/scafo-node", bin)), 0o644)
-	out, err := exec.Command(sa, "verify", path).CombinedOutput()
+	sockPath := filepath.Join(dir, "scafo-node.socket")
+	os.WriteFile(sockPath, socket, 0o644)
+	out, err := exec.Command(sa, "verify", path, sockPath).CombinedOutput()
 	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}
