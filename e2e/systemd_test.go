@@ -43,7 +43,13 @@ const (
 //   - two deploys with deploy.sh, a node restart and an upgrade to a newer package
 //     (dpkg, under systemd: the postinst restarts the node) lose no request of a load
 //     through both Traefiks;
-//   - `apt-get remove` keeps the state and the configuration, `purge` deletes them;
+//   - the node's port is never free across restarts (a squatter as nobody never gets it,
+//     a client is never refused), and the CLI sends no token to a squatter that holds it
+//     while the node and its socket are stopped;
+//   - a bad setting fails `systemctl restart`, named in the journal and by `config check`;
+//   - an upgrade never prompts; `apt-get remove` keeps the state and the configuration
+//     and leaves a Traefik that starts; `purge` deletes the package's configuration and
+//     the node's state, never the operator's files nor a directory store holding a fleet;
 //   - on a fourth machine, without the package, the install lines of the node unit's own
 //     comment (from a checkout) give a running node as the package does.
 func TestInstallGuideUnderSystemd(t *testing.T) {
@@ -70,6 +76,8 @@ func TestInstallGuideUnderSystemd(t *testing.T) {
 	v2 := buildPackages(t, dist, pkgV2, "")["scafo-node"]
 	echo := filepath.Join(dist, "echo-app")
 	goBuild(t, echo, "./deploy/demo/echo")
+	squatter := filepath.Join(dist, "squatter")
+	goBuild(t, squatter, "./e2e/squatter")
 	timed["packages"] = time.Since(mark)
 
 	mark = time.Now()
@@ -83,6 +91,7 @@ func TestInstallGuideUnderSystemd(t *testing.T) {
 		if name != "vps-c" { // the two with a Traefik and the application
 			m.put(t, bins.traefik, "/usr/local/bin/traefik", 0o755)
 			m.put(t, echo, "/root/echo-app", 0o755)
+			m.put(t, squatter, "/usr/local/bin/squatter", 0o755) // runnable by nobody: /root is not
 		} else { // the one with a Caddy
 			m.put(t, caddyPkg, "/root/"+filepath.Base(caddyPkg), 0o644)
 		}
@@ -92,7 +101,7 @@ func TestInstallGuideUnderSystemd(t *testing.T) {
 	d := bootMachine(t, rootfs, "vps-d", fleet.join(t, "vps-d", "10.83.0.4"))
 	checkout := filepath.Join(dist, pkgV1)
 	d.put(t, filepath.Join(checkout, "scafo-node"), "/root/checkout/scafo-node", 0o755)
-	for _, f := range []string{"deploy/node/scafo-node.service", "deploy/node/scafo-node.yaml"} {
+	for _, f := range []string{"deploy/node/scafo-node.service", "deploy/node/scafo-node.socket", "deploy/node/scafo-node.yaml"} {
 		d.put(t, filepath.Join(bins.root, f), "/root/checkout/"+f, 0o644)
 	}
 	timed["boot"] = time.Since(mark)
@@ -151,17 +160,37 @@ curl -fsS -o /dev/null -H "Authorization: Bearer $(sed -n 's/^SCAFO_ADMIN_TOKEN=
 		return m.sh(t, `sha256sum /var/lib/scafo/ingress-token /var/lib/scafo/admin-token; scafo-node routes`)
 	}
 
-	// A restart keeps the tokens and the routes (and the Traefiks keep routing).
+	// A restart keeps the tokens and the routes (and the Traefiks keep routing). The port
+	// is never free meanwhile (issue 46, row 1): a squatter as another user (nobody: a
+	// tenant's release may bind any free port), binding every address of the port in a
+	// loop through three restarts, never gets it, and a client of the port is never
+	// refused (scafo-node.socket queues what arrives while the node restarts).
 	load := startHubLoad(t, client, ingresses, "echo.apps.example.com", 4)
 	before := state(a)
 	pid := a.sh(t, `systemctl show -p MainPID --value scafo-node`)
-	a.sh(t, `systemctl restart scafo-node
+	a.sh(t, `runuser -u nobody -- /usr/local/bin/squatter squat -for 5m 127.0.0.1:7400 0.0.0.0:7400 '[::]:7400' '[::1]:7400' 10.83.0.1:7400 >/tmp/squat.log 2>&1 &
+sq=$!
+/usr/local/bin/squatter probe -for 5m http://127.0.0.1:7400/v1/healthz >/tmp/probe.log 2>&1 &
+pr=$!
+until grep -q started /tmp/squat.log && grep -q started /tmp/probe.log; do sleep 0.1; done
+for i in 1 2 3; do systemctl restart scafo-node; done
+kill $sq $pr
+wait $sq $pr || true
 curl -fsS --retry 30 --retry-connrefused --retry-delay 1 -o /dev/null 127.0.0.1:7400/v1/readyz`)
+	if got := a.sh(t, `grep -v '^started$' /tmp/squat.log || true`); got != "" {
+		t.Errorf("a squatter as nobody, during three restarts of scafo-node:\n%s\nwant nothing: the port is never free", got)
+	}
+	probe := a.sh(t, `cat /tmp/probe.log`)
+	if m := regexp.MustCompile(`(?m)^ok (\d+) refused 0 failed 0$`).FindStringSubmatch(probe); m == nil || m[1] == "0" {
+		t.Errorf("a client of 127.0.0.1:7400 during three restarts saw:\n%s\nwant answers only, none refused", probe)
+	} else {
+		t.Logf("127.0.0.1:7400 during three restarts of scafo-node: %s answers, 0 refused, 0 failed", m[1])
+	}
 	if after := a.sh(t, `systemctl show -p MainPID --value scafo-node`); after == pid {
 		t.Fatalf("systemctl restart scafo-node: the same process %s still runs", pid)
 	}
 	waitSame(t, "vps-a's tokens and routes after a restart", before, func() string { return state(a) })
-	load.finish(t, "a node restart")
+	load.finish(t, "three node restarts")
 
 	// Two deploys with the installed deploy.sh and echo@.service, under load.
 	load = startHubLoad(t, client, ingresses, "echo.apps.example.com", 4)
@@ -182,9 +211,14 @@ HOST=10.83.0.1 /usr/share/scafo/app/deploy.sh echo /opt/echo/%[1]s`, rel))
 	pid = a.sh(t, `systemctl show -p MainPID --value scafo-node`)
 	// An operator's edit of the conffile survives the upgrade.
 	a.sh(t, `echo '# edited by the operator' >>/etc/scafo/scafo-node.yaml`)
-	a.sh(t, `apt-get install -y ./`+filepath.Base(v2)+` >/dev/null`)
+	if out := a.sh(t, `apt-get install -y ./`+filepath.Base(v2)+` </dev/null 2>&1`); !strings.Contains(out, "scafo-node: kept /etc/scafo/scafo-node.yaml as it is") {
+		t.Errorf("the upgrade over an edited configuration did not say it kept it:\n%s", out)
+	}
 	a.sh(t, `tail -1 /etc/scafo/scafo-node.yaml | grep -qx '# edited by the operator'
-test "$(stat -c '%a %U %G' /etc/scafo/scafo-node.yaml)" = "640 root scafo"`)
+test "$(stat -c '%a %U %G' /etc/scafo/scafo-node.yaml)" = "640 root scafo"
+# no dpkg conffile, so no prompt can stop an unattended upgrade; the new default beside
+test -z "$(dpkg-query -W -f '${Conffiles}' scafo-node)"
+cmp /usr/share/scafo/node/scafo-node.yaml /etc/scafo/scafo-node.yaml.dpkg-dist`)
 	if got := a.sh(t, `dpkg-query -W -f '${Version}' scafo-node`); got != pkgV2 {
 		t.Fatalf("after the upgrade dpkg says scafo-node %s, want %s", got, pkgV2)
 	}
@@ -201,7 +235,65 @@ systemctl is-active scafo-node`)
 	}
 	waitSame(t, "vps-a's tokens and routes after the upgrade", before, func() string { return state(a) })
 	load.finish(t, "an upgrade of vps-a's package")
-	_ = b
+
+	// Were the port ever free (the node and its socket stopped), the CLI sends its token
+	// to no one but the node: a squatter as nobody holding 127.0.0.1:7400 is refused,
+	// named, and receives nothing (issue 46, row 1).
+	a.sh(t, `systemctl stop scafo-node.socket scafo-node
+runuser -u nobody -- /usr/local/bin/squatter squat -for 5m 127.0.0.1:7400 >/tmp/squat.log 2>&1 &
+until grep -q '^bound' /tmp/squat.log; do sleep 0.1; done`)
+	out, err := a.exec(`scafo-node routes 2>&1`)
+	if err == nil || !strings.Contains(out, "uid 65534") || !strings.Contains(out, "no token was sent") {
+		t.Errorf("scafo-node routes with a squatter on 127.0.0.1:7400: %v\n%s\nwant a refusal naming uid 65534", err, out)
+	}
+	a.sh(t, `pkill -u nobody -f '/usr/local/bin/squatter squat' || true
+while pgrep -u nobody -f '/usr/local/bin/squatter squat' >/dev/null; do sleep 0.1; done
+systemctl start scafo-node
+curl -fsS --retry 30 --retry-connrefused --retry-delay 1 -o /dev/null 127.0.0.1:7400/v1/readyz`)
+	if got := a.sh(t, `grep '^token' /tmp/squat.log || true`); got != "" {
+		t.Errorf("the squatter received a token from the CLI:\n%s", got)
+	}
+
+	// A bad setting fails `systemctl restart` (Type=notify), is the journal's last word
+	// (exit 78: no restart loop, no start limit to hide it), and `config check` names it
+	// and its source; the socket stays held meanwhile; fixed, the node starts (issue 45,
+	// item 4).
+	b.sh(t, `echo SCAFO_PROBE_INTERVAL=5ms >>/etc/scafo/scafo-node.env`)
+	if out, err := b.exec(`systemctl restart scafo-node 2>&1`); err == nil {
+		t.Errorf("systemctl restart scafo-node with probe.interval 5ms succeeded:\n%s", out)
+	}
+	if out, err := b.exec(`set -a; . /etc/scafo/scafo-node.env; scafo-node config check /etc/scafo/scafo-node.yaml 2>&1`); err == nil ||
+		!strings.Contains(out, "probe.interval") || !strings.Contains(out, "SCAFO_PROBE_INTERVAL") || !strings.Contains(err.Error(), "78") {
+		t.Errorf("scafo-node config check with SCAFO_PROBE_INTERVAL=5ms: %v\n%s\nwant exit 78 naming the setting and its variable", err, out)
+	}
+	b.sh(t, `journalctl -u scafo-node -n 20 --no-pager | grep -q 'probe.interval 5ms'
+test "$(systemctl show -p ExecMainStatus --value scafo-node)" = 78
+systemctl is-active --quiet scafo-node.socket
+# a client of the port is answered (503, the node refused), not left hanging or refused
+test "$(curl -sS -o /dev/null -w '%{http_code}' --max-time 20 127.0.0.1:7400/v1/healthz)" = 503
+systemctl is-active --quiet scafo-node.socket
+sed -i '/^SCAFO_PROBE_INTERVAL=/d' /etc/scafo/scafo-node.env
+systemctl restart scafo-node
+curl -fsS --retry 30 --retry-connrefused --retry-delay 1 -o /dev/null 127.0.0.1:7400/v1/readyz`)
+
+	// remove leaves a Traefik that still starts (its unit runs the operator's copies);
+	// purge without a directory store deletes the node's state and the package's
+	// configuration, and keeps the operator's files in /etc/scafo (issue 45, item 3).
+	b.sh(t, `apt-get remove -y scafo-node >/dev/null
+! systemctl is-active --quiet scafo-node.socket
+systemctl restart traefik
+systemctl is-active --quiet traefik`)
+	out = b.sh(t, `apt-get purge -y scafo-node 2>&1`)
+	b.sh(t, `! test -e /var/lib/scafo
+! test -e /etc/scafo/scafo-node.yaml
+test -f /etc/scafo/scafo-node.env
+test -f /etc/scafo/traefik.yml
+test -f /etc/scafo/ingress.env
+systemctl restart traefik
+systemctl is-active --quiet traefik`)
+	if !strings.Contains(out, "kept the files you put in /etc/scafo") {
+		t.Errorf("apt-get purge scafo-node did not say what it kept:\n%s", out)
+	}
 
 	// remove keeps the state and the configuration; purge deletes them.
 	tokens := c.sh(t, `sha256sum /var/lib/scafo/ingress-token /var/lib/scafo/admin-token`)
@@ -214,16 +306,24 @@ test -f /etc/scafo/scafo-node.env`)
 		t.Fatalf("apt-get remove changed the tokens:\n%s\nwas\n%s", got, tokens)
 	}
 	// vps-c runs scafo-caddy, whose Caddy reads /etc/scafo/ingress.env and caddy.env:
-	// those stay (a purge that took them left Caddy unable to start), the rest goes.
-	c.sh(t, `apt-get purge -y scafo-node >/dev/null
-! test -e /var/lib/scafo
-! test -e /etc/scafo/scafo-node.env
+	// those stay, with every file the operator made. A directory store holding objects
+	// (here one, as a fleet on the default store would hold its applications) keeps
+	// /var/lib/scafo whole: one purge never deletes a fleet (issue 45, item 3).
+	c.sh(t, `install -d -o scafo -m 0700 /var/lib/scafo/store/apps
+echo '{"name":"shop"}' >/var/lib/scafo/store/apps/shop.json`)
+	out = c.sh(t, `apt-get purge -y scafo-node 2>&1`)
+	c.sh(t, `test -f /var/lib/scafo/store/apps/shop.json
+test -f /var/lib/scafo/admin-token
+test -f /etc/scafo/scafo-node.env
 ! test -e /etc/scafo/scafo-node.yaml
 test -f /etc/scafo/ingress.env
 test -f /etc/scafo/caddy.env
 systemctl restart caddy
 systemctl is-active --quiet caddy
 ! dpkg -s scafo-node >/dev/null 2>&1`)
+	if !strings.Contains(out, "scafo-node: kept /var/lib/scafo: its directory store holds 1 objects") {
+		t.Errorf("apt-get purge with a directory store holding a fleet did not say it kept it:\n%s", out)
+	}
 	timed["checks"] = time.Since(mark)
 	t.Logf("timings: rootfs %s, packages (two scafo-node builds, pkgbuild) %s, MinIO and four boots %s, docs/install.md %s, checks %s",
 		timed["rootfs"].Round(time.Second), timed["packages"].Round(time.Second), timed["boot"].Round(time.Second),
