@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/scafo/ingress/internal/proc"
+	"github.com/scafo/ingress/node/client"
 )
 
 // runSplit runs the binary with no SCAFO_* variables and returns stdout, stderr and the
@@ -186,14 +187,15 @@ func TestCLIErrorsAndWarningsSpeakToTheUser(t *testing.T) {
 	hostPort := strings.TrimPrefix(n.url, "http://")
 
 	_, stderr, code := runSplit(t, bin, "apps", "get", "nosuch", "--url="+hostPort, "--token="+n.admin)
-	if want := "scafo-node: apps get: not found: reading application nosuch (404 Not Found)\n"; code != 1 || stderr != want {
-		t.Errorf("apps get nosuch: exit %d, stderr %q; want %q", code, stderr, want)
+	// Refused by the node: exit 2 (node/client/exit.go), not 1 (a usage error).
+	if want := "scafo-node: apps get: not found: reading application nosuch (404 Not Found)\n"; code != client.ExitRefused || stderr != want {
+		t.Errorf("apps get nosuch: exit %d, stderr %q; want exit 2 and %q", code, stderr, want)
 	}
 	if strings.Contains(stderr, "store") || strings.Contains(stderr, ".json") || strings.Contains(stderr, "/v1/") {
 		t.Errorf("apps get nosuch names the store or the API path: %q", stderr)
 	}
 	_, stderr, code = runSplit(t, bin, "apps", "put", "Bad_App", "--account=acme", "--url="+hostPort, "--token="+n.admin)
-	if want := "scafo-node: apps put: invalid app: "; code != 1 || !strings.HasPrefix(stderr, want) || !strings.HasSuffix(stderr, " (400 Bad Request)\n") {
+	if want := "scafo-node: apps put: invalid app: "; code != client.ExitRefused || !strings.HasPrefix(stderr, want) || !strings.HasSuffix(stderr, " (400 Bad Request)\n") {
 		t.Errorf("apps put Bad_App: exit %d, stderr %q", code, stderr)
 	}
 
