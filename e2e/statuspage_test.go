@@ -155,6 +155,8 @@ const (
 	hostileImg    = `<img src=x onerror=window.__scafoXSS=1>`
 	hostileScript = `<script>window.__scafoXSS=2</script>`
 	hostileSVG    = `<svg onload=window.__scafoXSS=3>`
+	// hostileBidi would show as "acme" and a reversed tail if its override were kept.
+	hostileBidi = "acme\u202eevil"
 )
 
 // TestStatusPageShowsTheFleetLiveAndItsTextNeverRuns: the page a node serves at /ui/,
@@ -196,7 +198,7 @@ func TestStatusPageShowsTheFleetLiveAndItsTextNeverRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, _ := json.Marshal(map[string]any{"time": now, "actor": hostileSVG, "node": "n1", "action": hostileImg,
-		"account": "acme", "app": hostileScript, "host": hostileImg, "prefixes": 0})
+		"account": hostileBidi, "app": hostileScript, "host": hostileImg, "prefixes": 0})
 	writeStoreObject(t, f, "audit/"+now.Format("20060102")+"/235959.999999999Z-e2e.json", string(rec))
 	bumpSerialUnnamed(t, f)
 	waitFor(t, "n1 skips the hostile claim", routeTimeout, func() error {
@@ -234,6 +236,9 @@ func TestStatusPageShowsTheFleetLiveAndItsTextNeverRuns(t *testing.T) {
 	b.waitDOM(t, "the hostile claim's skip, as text", fmt.Sprintf(`document.getElementById('skipped').textContent.includes(%q)`, hostileImg), 10*time.Second)
 	b.waitDOM(t, "the hostile audit record, as text", fmt.Sprintf(`document.getElementById('audit').textContent.includes(%q) && document.getElementById('audit').textContent.includes(%q)`,
 		hostileScript, hostileSVG), 10*time.Second)
+	// A bidirectional control shows as its escape, never as itself.
+	b.waitDOM(t, "the planted override, escaped", `document.getElementById('audit').textContent.includes('acme\\u202eevil')
+		&& !document.body.textContent.includes('\u202e')`, 10*time.Second)
 	b.screenshot(t, shots, "2-hostile")
 
 	// A flip through the API shows within seconds.
@@ -252,6 +257,8 @@ func TestStatusPageShowsTheFleetLiveAndItsTextNeverRuns(t *testing.T) {
 	// The Traefik dies: the page shows the ingress lost (lostAfter 3s).
 	tr.proc.Kill()
 	lost := b.waitDOM(t, "edge-ui lost", `document.querySelector('#ingresses tr[data-ingress="edge-ui"][data-state="lost"]')`, 20*time.Second)
+	b.waitDOM(t, "edge-ui lost and no ingress among the warnings", `document.getElementById('warnings').textContent.includes('ingress edge-ui (polling n1) is lost')
+		&& document.getElementById('warnings').textContent.includes('no ingress polls this fleet')`, 10*time.Second)
 	b.screenshot(t, shots, "4-lost")
 
 	if v := b.eval(t, `String(window.__scafoXSS)`); v != "undefined" {

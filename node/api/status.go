@@ -38,6 +38,10 @@ type Status struct {
 	IngressesError string `json:"ingressesError,omitempty"`
 	// Certificates: fleet certificates per name (--acme.enabled only; acme.go).
 	Certificates *Certificates `json:"certificates,omitempty"`
+	// Warnings are what serves badly or not at all, in one sentence each: an application
+	// with no ready instance (its hosts answer 503), an ingress behind or lost, no ingress
+	// polling the fleet. Never absent (written as []); the status page lists them.
+	Warnings []string `json:"warnings"`
 }
 
 type DuplicateName struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/scafo/ingress/node/reconcile"
 	"github.com/scafo/ingress/node/self"
 	"github.com/scafo/ingress/render/fleet"
+	"github.com/scafo/ingress/render/routing"
 )
 
 // statusHandler serves /v1/status.
@@ -68,7 +69,8 @@ func (h *statusHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body.Store.ForeignReason = h.identity.ForeignReason()
 		body.Store.Adopt = reconcile.AdoptHint(h.stateDir)
 	}
-	if snap := h.pub.Current(); snap != nil {
+	snap := h.pub.Current()
+	if snap != nil {
 		body.Ready = true
 		body.Revision = snap.Doc().Revision
 		since := snap.Since().UTC()
@@ -106,5 +108,10 @@ func (h *statusHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	iv := h.ingresses.Fleet(r.Context(), ingress.StatusViewMaxAge)
 	body.Ingresses, body.IngressesSkipped, body.IngressesError = iv.Ingresses, iv.Skipped, iv.Error
 	body.Certificates = certsStatus(h.certs)
+	var doc *routing.Document
+	if snap != nil {
+		doc = snap.Doc()
+	}
+	body.Warnings = statusWarnings(doc, iv)
 	writeJSON(w, http.StatusOK, body)
 }

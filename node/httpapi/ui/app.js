@@ -2,9 +2,10 @@
 //
 // Rules this file keeps:
 //   - Every text that comes from the fleet (names, hosts, audit fields, error strings
-//     from store objects) is inserted with document.createTextNode (through el()),
-//     never as markup: there is no innerHTML, outerHTML, insertAdjacentHTML or
-//     document.write in this file.
+//     from store objects) is inserted with document.createTextNode (through text(), the
+//     one place that calls it), never as markup: there is no innerHTML, outerHTML,
+//     insertAdjacentHTML or document.write in this file. text() also shows a
+//     bidirectional control as a visible escape, so planted text cannot reorder a cell.
 //   - The token lives in this tab's sessionStorage only, is sent only as an
 //     Authorization: Bearer header to this node's own API, never in a URL or a cookie.
 'use strict';
@@ -21,6 +22,18 @@ const AUDIT_LIMIT = 20;
 
 const $ = (id) => document.getElementById(id);
 
+// BIDI are the bidirectional controls: the embeddings and overrides U+202A..U+202E, the
+// isolates U+2066..U+2069, the marks U+200E, U+200F and U+061C. In a store object's text
+// they would reorder what a cell shows ("exe.txt" that reads as "txt.exe"); text() shows
+// each as its escape ("\u202e") instead. ui_test.go holds this list to the Go one.
+const BIDI = /[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]/g;
+
+// text is a text node of s, its bidirectional controls neutralised: every text the page
+// shows is made here.
+function text(s) {
+  return document.createTextNode(String(s).replace(BIDI, (c) => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0')));
+}
+
 // el builds an element; attrs are set as attributes (class, data-*, title), children
 // are nodes or strings (strings become text nodes).
 function el(tag, attrs, ...children) {
@@ -30,7 +43,7 @@ function el(tag, attrs, ...children) {
   }
   for (const c of children.flat()) {
     if (c === undefined || c === null) continue;
-    e.appendChild(typeof c === 'string' || typeof c === 'number' ? document.createTextNode(String(c)) : c);
+    e.appendChild(typeof c === 'string' || typeof c === 'number' ? text(c) : c);
   }
   return e;
 }
@@ -77,7 +90,7 @@ function showLogin(message) {
 
 function showError(message) {
   $('error').hidden = !message;
-  $('error').replaceChildren(document.createTextNode(message || ''));
+  $('error').replaceChildren(text(message || ''));
 }
 
 let timer = null;
@@ -107,7 +120,7 @@ async function refresh() {
     $('login').hidden = true;
     $('main').hidden = false;
     $('forget').hidden = false;
-    $('refreshed').replaceChildren(document.createTextNode('updated ' + new Date().toLocaleTimeString() + ', every ' + REFRESH_MS / 1000 + 's (placement and audit every ' + SLOW_REFRESH_MS / 1000 + 's)'));
+    $('refreshed').replaceChildren(text('updated ' + new Date().toLocaleTimeString() + ', every ' + REFRESH_MS / 1000 + 's (placement and audit every ' + SLOW_REFRESH_MS / 1000 + 's)'));
     document.body.setAttribute('data-loaded', String(Date.now()));
   } catch (e) {
     showError('Refresh failed: ' + e.message);
@@ -116,8 +129,10 @@ async function refresh() {
 }
 
 function render(st, routes, apps, audit) {
-  $('node-name').replaceChildren(document.createTextNode(st.node));
-  const warnings = [];
+  $('node-name').replaceChildren(text(st.node));
+  // The node's own warnings first (what serves badly or not at all: an application with
+  // no ready instance, an ingress behind or lost, no ingress at all), then the page's.
+  const warnings = [...(st.warnings || [])];
   renderFleet(st, warnings);
   renderApps(st, routes, apps, warnings);
   renderIngresses(st, warnings);
