@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scafo/ingress/internal/settings"
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/httpapi"
@@ -49,6 +50,10 @@ type Config struct {
 	Limits     LimitsConfig            `description:"What one client may hold: connections, time to send a request, log lines." json:"limits"`
 	Ingresses  ingress.Config          `description:"Ingress reports: what each Traefik applied (or was served)." json:"ingresses"`
 	Log        LogConfig               `description:"Logging." json:"log"`
+
+	// origins says which source set each setting (the loader's, finish); nil for a
+	// configuration built in code. Validate's errors name those sources.
+	origins *settings.Origins
 }
 
 // NodeConfig names this node.
@@ -227,9 +232,21 @@ func sanitizeHostname(h string) string {
 	return h
 }
 
-// Validate lists what is wrong with the configuration, each error naming the setting.
-// It reports and changes nothing: the loader has normalised c first (normalize).
+// Validate lists what is wrong with the configuration, each error naming the setting
+// and, for a configuration the loader read, where each setting it names came from (a
+// file's key, a variable, a flag, or the default: settings.Origins.Explain). It reports
+// and changes nothing: the loader has normalised c first (normalize).
 func (c *Config) Validate() error {
+	errs := c.problems()
+	for i, err := range errs {
+		errs[i] = c.origins.Explain(err)
+	}
+	return errors.Join(errs...)
+}
+
+// problems lists what is wrong with the configuration, each error naming the settings
+// at fault (the sections' Validate, and what spans sections).
+func (c *Config) problems() []error {
 	var errs []error
 	if err := routing.ValidateLabel("node.name", c.Node.Name); err != nil {
 		errs = append(errs, err)
@@ -265,6 +282,9 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	// The configured tokens (a token file is read by New, which checks them all again);
+	// Validate's caller names their sources.
+	errs = append(errs, rolesOverlap(roleTokens("ingress", c.Ingress, c.Ingress.Token, "", ""), roleTokens("admin", c.Admin, c.Admin.Token, "", ""))...)
 	errs = append(errs, c.Log.validate()...)
 	errs = append(errs, c.Traefik.Validate()...)
 	errs = append(errs, c.Writes.Validate()...)
@@ -285,5 +305,5 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Ingresses.Validate()...)
 	errs = append(errs, c.validateACME()...)
 	errs = append(errs, c.validateBounds(portOf(c.Listen))...)
-	return errors.Join(errs...)
+	return errs
 }

@@ -61,14 +61,16 @@ func NotSetting(name string) bool {
 	return false
 }
 
-// finish ends the chain: a *Config is normalised, then checked.
-func finish(c any) error {
+// finish ends the chain: a *Config is normalised, then checked, each error naming the
+// source of the settings it names (origins, kept in the Config for New's checks).
+func finish(c any, origins *settings.Origins) error {
 	cfg, ok := c.(*Config)
 	if !ok {
 		return fmt.Errorf("node configuration: got %T, want *Config", c)
 	}
+	cfg.origins = origins
 	if err := cfg.normalize(); err != nil {
-		return err
+		return origins.Explain(err)
 	}
 	return cfg.Validate()
 }

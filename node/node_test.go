@@ -230,7 +230,7 @@ func TestTheAdminTokenMustDifferFromTheIngressToken(t *testing.T) {
 	if err := os.Symlink("ingress-token", filepath.Join(cfg.StateDir, "admin-token")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := node.New(t.Context(), cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "the same as the ingress token") {
+	if _, err := node.New(t.Context(), cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "hold the same token") {
 		t.Errorf("token files linked: %v, want refused", err)
 	}
 }

@@ -33,7 +33,9 @@ type Chain struct {
 	// ("ingress-token" → "ingress.token").
 	Aliases map[string]string
 	// Finish ends the chain: it normalises and validates the loaded configuration.
-	Finish func(cfg any) error
+	// origins says which source set each setting (the strict check recorded them), so
+	// that its errors can name the source (Origins.Explain) as the strict check's do.
+	Finish func(cfg any, origins *Origins) error
 }
 
 // Loaders is the chain, for a cli.Command's Resources: Strict, then the file
@@ -44,9 +46,11 @@ type Chain struct {
 // is in the file.
 //
 // The chain starts with Strict: paerser ignores a file key it does not know and reads
-// a value's error without the setting's name, so every source is checked first.
+// a value's error without the setting's name, so every source is checked first. The
+// check records which source set each setting, for Finish.
 func (c Chain) Loaders() []cli.ResourceLoader {
-	return []cli.ResourceLoader{strictLoader{c}, fileLoader{c}, envLoader{c}, FlagLoader{Aliases: c.Aliases}, finishLoader{c}}
+	o := &Origins{}
+	return []cli.ResourceLoader{strictLoader{c, o}, fileLoader{c}, envLoader{c}, FlagLoader{Aliases: c.Aliases}, finishLoader{c, o}}
 }
 
 func (c Chain) notSetting(name string) bool { return c.NotSetting != nil && c.NotSetting(name) }
@@ -96,10 +100,15 @@ func (c Chain) configFilePath(args []string, cfg any) (string, error) {
 // you mean --listen?)", "SCAFO_API_PUBLIC: \"yes\" is not a boolean (true or false)",
 // "stores in /etc/scafo/scafo-node.yaml: unknown key (did you mean store?)". All the
 // problems are reported at once.
-type strictLoader struct{ c Chain }
+type strictLoader struct {
+	c       Chain
+	origins *Origins // filled here, read by the finish
+}
 
 func (l strictLoader) Load(args []string, cmd *cli.Command) (bool, error) {
 	known := NewKnown(cmd.Configuration, l.c.EnvPrefix)
+	*l.origins = *newOrigins(known)
+	known.origins = l.origins
 	for path, why := range l.c.Removed {
 		known.Removed(path, why)
 	}
@@ -161,13 +170,16 @@ func (l FlagLoader) Load(args []string, cmd *cli.Command) (bool, error) {
 }
 
 // finishLoader ends the chain with the configuration's Finish.
-type finishLoader struct{ c Chain }
+type finishLoader struct {
+	c       Chain
+	origins *Origins
+}
 
 func (l finishLoader) Load(_ []string, cmd *cli.Command) (bool, error) {
 	if l.c.Finish == nil {
 		return true, nil
 	}
-	return true, l.c.Finish(cmd.Configuration)
+	return true, l.c.Finish(cmd.Configuration, l.origins)
 }
 
 // aliasArgs rewrites an aliased flag (-x, --x, -x=v, --x=v) to its paerser path.

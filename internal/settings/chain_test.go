@@ -54,7 +54,7 @@ func TestChainReadsEverySourceInOrder(t *testing.T) {
 		EnvPrefix:  "X_",
 		NotSetting: func(name string) bool { return name == "X_OTHER_TOOL" },
 		Aliases:    map[string]string{"token": "sub.token"},
-		Finish:     func(cfg any) error { finished = cfg.(*chained); return nil },
+		Finish:     func(cfg any, _ *Origins) error { finished = cfg.(*chained); return nil },
 	}
 	cfg, err := load(t, c, []string{"--token=flag-token"})
 	if err != nil {
@@ -66,7 +66,7 @@ func TestChainReadsEverySourceInOrder(t *testing.T) {
 	if finished != cfg {
 		t.Error("Finish did not see the loaded configuration")
 	}
-	c.Finish = func(any) error { return errors.New("sub.count: too small") }
+	c.Finish = func(any, *Origins) error { return errors.New("sub.count: too small") }
 	if _, err := load(t, c, nil); err == nil || err.Error() != "sub.count: too small" {
 		t.Errorf("Finish's error: %v", err)
 	}
@@ -84,7 +84,7 @@ func TestChainRefusesBeforeReading(t *testing.T) {
 		Environ:   []string{"X_SUB_CONUT=2"},
 		EnvPrefix: "X_",
 		Removed:   map[string]string{"sub.old": "delete it"},
-		Finish:    func(any) error { t.Error("Finish ran after a refusal"); return nil },
+		Finish:    func(any, *Origins) error { t.Error("Finish ran after a refusal"); return nil },
 	}
 	cfg, err := load(t, c, []string{"--configFile=" + path, "--nmae=x"})
 	if err == nil {

@@ -220,6 +220,9 @@ func FormatDuration(d time.Duration) string {
 // (nil when it parses). The error does not name the setting: the caller adds it and
 // the source.
 func (s Setting) CheckValue(raw string) error {
+	if err := s.checkSecret(raw); err != nil {
+		return err
+	}
 	switch s.Kind {
 	case Strings:
 		// Paerser sets no list from an empty value: the default would stay, silently.
@@ -246,6 +249,20 @@ func (s Setting) CheckValue(raw string) error {
 		if _, err := time.ParseDuration(raw); err != nil {
 			return fmt.Errorf("invalid duration %q (Go's syntax: 250ms, 2s, 10m, 720h; a bare number is seconds)", raw)
 		}
+	}
+	return nil
+}
+
+// checkSecret refuses a control character in a secret's value (a token, a key): no
+// HTTP header carries one, and a newline left by a shell or an editor would make a
+// token no client can send. The error names the character and its place, never the
+// secret.
+func (s Setting) checkSecret(raw string) error {
+	if !s.Secret {
+		return nil
+	}
+	if i, r := ControlChar(raw); i >= 0 {
+		return fmt.Errorf("a control character (%U) at byte %d: a secret cannot hold one (no HTTP header carries it)", r, i)
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ type Known struct {
 	byEnv     map[string]Setting // upper-case variable name
 	sections  map[string]string  // lowercase path → as spelled
 	removed   map[string]removed // lowercase path, and variable name → a removed setting
+	origins   *Origins           // where the checks record each setting's source (nil: not recorded)
 }
 
 // removed is a setting a past version had: naming it is an error that says so (not
@@ -115,6 +116,7 @@ func (k *Known) CheckFlags(args []string, aliases map[string]string) error {
 			continue
 		}
 		name, value, hasValue := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
+		spelled := name
 		if to, ok := aliases[name]; ok {
 			name = to
 		}
@@ -132,6 +134,7 @@ func (k *Known) CheckFlags(args []string, aliases map[string]string) error {
 			}
 			continue
 		}
+		k.origins.set(s.Path, Origin{kind: fromFlag, name: spelled})
 		if !hasValue {
 			if s.Kind == Bool {
 				continue
@@ -184,6 +187,7 @@ func (k *Known) CheckEnv(environ []string, prefix string, ignore func(name strin
 			errs = append(errs, fmt.Errorf("%s in the environment: not a setting%s", name, didYouMean(strings.ToUpper(name), names, "")))
 			continue
 		}
+		k.origins.set(s.Path, Origin{kind: fromEnv, name: name})
 		if err := s.CheckValue(value); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
@@ -246,6 +250,7 @@ func (k *Known) checkTree(file, prefix string, m map[string]any, errs *[]error) 
 		if v == nil {
 			continue // "key:" with no value: paerser leaves the default
 		}
+		k.origins.set(s.Path, Origin{kind: fromFile, name: p, file: file})
 		if err := checkFileValue(s, v); err != nil {
 			*errs = append(*errs, fmt.Errorf("%s in %s: %w", s.Path, file, err))
 		}
@@ -291,9 +296,13 @@ func checkFileValue(s Setting, v any) error {
 		if len(items) == 0 {
 			return s.CheckValue("")
 		}
-		for _, it := range items {
-			if _, ok := scalar(it); !ok {
+		for i, it := range items {
+			raw, ok := scalar(it)
+			if !ok {
 				return errors.New("a list of values is expected")
+			}
+			if err := s.checkSecret(raw); err != nil {
+				return fmt.Errorf("item %d: %w", i, err)
 			}
 		}
 		return nil

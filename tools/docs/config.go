@@ -55,14 +55,14 @@ var notes = map[string]string{
 	"node.name":                     "Two live nodes with one name: refused at start, reported while running ([operating.md](operating.md#one-name-one-node)).",
 	"node.address":                  "An IP address; instances are published, dialled and probed at `node.address:port`.",
 	"node.apiPort":                  "Must lie outside `ports.min..ports.max`.",
-	"ingress.token":                 "At least 16 characters when set. Flag alias: `--ingress-token`. See [security.md](security.md#tokens).",
-	"ingress.previous":              "Each at least 16 characters ([operating.md](operating.md#rotating-the-ingress-and-admin-tokens)).",
-	"admin.previous":                "Each at least 16 characters.",
+	"ingress.token":                 "At least 16 characters when set; never one of the admin's tokens. Flag alias: `--ingress-token`. See [security.md](security.md#tokens).",
+	"ingress.previous":              "Each at least 16 characters, none of them one of the admin's tokens ([operating.md](operating.md#rotating-the-ingress-and-admin-tokens)).",
+	"admin.previous":                "Each at least 16 characters, none of them one of the ingress's tokens.",
 	"platform.domains":              "At least one; ASCII case is folded, then each must be a canonical host name.",
 	"platform.groups":               "A list rather than a map: a paerser map key cannot hold a domain's dots. Each domain one of `platform.domains`, at most once ([fleet.md](fleet.md#ingress-groups)). Every node must run with the same map.",
 	"store.s3.endpoint":             "S3 when set, else the directory store. Any other `store.s3` setting without it is refused (the node would run on its directory store).",
 	"traefik.entryPoints":           "At least one.",
-	"admin.token":                   "At least 16 characters when set.",
+	"admin.token":                   "At least 16 characters when set; never one of the ingress's tokens.",
 	"log.format":                    "Anything else is refused.",
 	"store.s3.bucket":               "Required with `store.s3.endpoint`.",
 	"traefik.certResolver":          "See [certificates.md](certificates.md#the-platform-apexs-certificate).",
@@ -294,7 +294,7 @@ func ConfigurationMarkdown() ([]byte, error) {
 		}
 		what := s.Description
 		if s.Secret {
-			what += " Secret: never logged."
+			what += " Secret: never logged; a control character in it (a newline, CR, tab, NUL, DEL, C1) is refused."
 		}
 		if n := notes[s.Path]; n != "" {
 			what += " " + n
@@ -351,8 +351,9 @@ store:
     bucket: scafo
 ` + "```" + `
 
-Every check below is made at start, and every error names the setting; a node with a
-bad setting does not start.
+Every check below is made at start, and every error names the setting and where its value
+came from (` + "`probe.interval 5ms: at least 10ms (0 disables probing) (from SCAFO_PROBE_INTERVAL in the environment)`" + `;
+a setting no source set is said to be the default); a node with a bad setting does not start.
 `
 
 const configOutro = `
@@ -365,6 +366,9 @@ const configOutro = `
   application could otherwise be given the API's port.
 - ` + "`acme.enabled`" + ` needs ` + "`api.public`" + `: the challenge router points at the document's node
   API chain.
+- No token is accepted for both roles: ` + "`admin.token`" + ` and ` + "`admin.previous`" + ` share none with
+  ` + "`ingress.token`" + ` and ` + "`ingress.previous`" + `, the token files under ` + "`stateDir`" + ` included (checked
+  when the node reads them). See [security.md](security.md#tokens).
 - ` + "`probe.*`" + ` beyond ` + "`probe.interval`" + ` are not checked while probing is off (` + "`probe.interval=0`" + `),
   nor ` + "`probe.flapUps`" + ` and the hold-downs while damping is off (` + "`probe.flapWindow=0`" + `).
 `

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/scafo/ingress/internal/settings"
 )
 
 // TokenSource says where a token comes from, for the start log line: its file under the
@@ -39,7 +41,8 @@ const MinTokenLength = 16
 // The file may be a symlink to the token (a secrets mount), but must name a regular
 // file: a symlink to nothing is refused (it took the name, so minting could never
 // link into place), and so is anything else (a fifo would block the start), as is a
-// token shorter than MinTokenLength.
+// token shorter than MinTokenLength or holding a control character (inside it: the
+// whitespace around it, a trailing newline included, is trimmed).
 func LoadOrMintToken(given, stateDir, file string) (string, error) {
 	return loadOrMintToken(given, stateDir, file, true)
 }
@@ -56,6 +59,9 @@ func loadOrMintToken(given, stateDir, file string, again bool) (string, error) {
 	case err == nil && !empty:
 		if len(tok) < MinTokenLength {
 			return "", fmt.Errorf("token file %s: %d characters, want at least %d (delete it and the node mints one)", path, len(tok), MinTokenLength)
+		}
+		if i, r := settings.ControlChar(tok); i >= 0 {
+			return "", fmt.Errorf("token file %s: a control character (%U) at byte %d: a token cannot hold one (no HTTP header carries it)", path, r, i)
 		}
 		return tok, nil
 	case err != nil && !errors.Is(err, fs.ErrNotExist):

@@ -3,6 +3,7 @@ package statedir
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -76,5 +77,34 @@ func TestAnEmptyTokenFileIsReplacedNotFatal(t *testing.T) {
 		if tk != first {
 			t.Fatal("concurrent minters disagree on the token")
 		}
+	}
+}
+
+// TestATokenFileHoldingAControlCharacterIsRefused: a token file whose token holds a
+// control character (a NUL, a CR inside, a DEL, a C1) is refused naming the file, never
+// used: no HTTP header carries it, so no client could present it. The newline an editor
+// leaves at the end is trimmed, not refused.
+func TestATokenFileHoldingAControlCharacterIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, content := range []string{
+		"0123456789abcdef\x000123", "0123456789abcdef\r0123", "0123456789abcdef\t0123",
+		"0123456789abcdef\x7f0123", "0123456789abcdef\u00850123", "0123456789\nabcdef0123",
+	} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "ingress-token")
+		if err := os.WriteFile(path, []byte(content+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		tok, err := LoadOrMintToken("", dir, "ingress-token")
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "control character") {
+			t.Errorf("token file %q: %q, %v; want refused naming the file", content, tok, err)
+		}
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "admin-token"), []byte("0123456789abcdef0123\r\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := LoadOrMintToken("", dir, "admin-token"); err != nil || tok != "0123456789abcdef0123" {
+		t.Errorf("a token ending in CRLF: %q, %v; want the token, trimmed", tok, err)
 	}
 }

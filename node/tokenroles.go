@@ -1,0 +1,75 @@
+package node
+
+import (
+	"fmt"
+	"path/filepath"
+)
+
+// The ingress and admin roles never share a token: not the tokens themselves, nor one
+// of a role's previous tokens (ingress.previous, admin.previous). An ingress token the
+// admin role accepts lets every ingress, which holds it, write as the admin; an admin
+// token the ingress role accepts reads every private key of the fleet (/v1/storage).
+// Validate refuses an overlap among the configured tokens; New refuses any, the token
+// files' included (TestNoTokenIsAcceptedForBothRoles, TestAMintedTokenInTheOtherRolesPreviousIsRefused).
+
+// roleToken is one token a role accepts, with the setting that holds it.
+type roleToken struct {
+	setting string // "admin.token", "ingress.previous[1]"
+	from    string // where it came from, when known ("from SCAFO_ADMIN_TOKEN in the environment", "the token file …")
+	value   string
+}
+
+// roleTokens lists what the role accepts: token (the role's token as it will be used,
+// "" when not known yet), from where from says, and tc.Previous, from where prevFrom
+// says.
+func roleTokens(role string, tc TokenConfig, token, from, prevFrom string) []roleToken {
+	var out []roleToken
+	if token != "" {
+		out = append(out, roleToken{setting: role + ".token", from: from, value: token})
+	}
+	for i, tok := range tc.Previous {
+		out = append(out, roleToken{setting: fmt.Sprintf("%s.previous[%d]", role, i), from: prevFrom, value: tok})
+	}
+	return out
+}
+
+// resolvedRoleTokens lists what the role accepts once its token is known (token: the
+// configured one, or its file's): the configured token's source, or its file.
+func (c *Config) resolvedRoleTokens(role string, tc TokenConfig, token string) []roleToken {
+	from := "the token file " + filepath.Join(c.StateDir, role+"-token")
+	if tc.Token != "" {
+		from = c.sourceOf(role + ".token")
+	}
+	return roleTokens(role, tc, token, from, c.sourceOf(role+".previous"))
+}
+
+// sourceOf says where the loader read the setting at path ("from <source>"), "" when
+// no source set it or c was built in code.
+func (c *Config) sourceOf(path string) string {
+	if o, ok := c.origins.Of(path); ok {
+		return "from " + o.String()
+	}
+	return ""
+}
+
+// rolesOverlap returns an error for every token both roles accept, naming the two
+// settings (and where each came from, when known). It never shows a token.
+func rolesOverlap(ingress, admin []roleToken) []error {
+	var errs []error
+	for _, a := range admin {
+		for _, in := range ingress {
+			if a.value == in.value {
+				errs = append(errs, fmt.Errorf("%s%s and %s%s hold the same token: every ingress holding it could write as the admin, and the admin's users could read every private key (/v1/storage); give each role its own tokens (docs/operating.md, Rotating the ingress and admin tokens)",
+					a.setting, paren(a.from), in.setting, paren(in.from)))
+			}
+		}
+	}
+	return errs
+}
+
+func paren(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}

@@ -1,0 +1,136 @@
+package node_test
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/scafo/ingress/node"
+	"github.com/scafo/ingress/node/internal/statedir"
+)
+
+// The four ways a token could be accepted for both roles. Each case spells its tokens
+// as a file, variables and flags for the loader, and as a Config for node.New.
+var bothRolesCases = []struct {
+	name string
+	yaml string // the file's content (%s: the shared token)
+	env  []string
+	args []string
+	// the same tokens, as a configuration built in code
+	ingress, admin node.TokenConfig
+	want           []string // what the loader's refusal names (settings and sources; FILE: the file)
+	wantNew        []string // what node.New's names
+}{
+	{
+		name: "the admin token is the ingress token",
+		yaml: "ingress:\n  token: %s\n", env: []string{"SCAFO_ADMIN_TOKEN=" + shared},
+		ingress: node.TokenConfig{Token: shared}, admin: node.TokenConfig{Token: shared},
+		want:    []string{"admin.token", "ingress.token", "SCAFO_ADMIN_TOKEN in the environment", "ingress.token in FILE"},
+		wantNew: []string{"admin.token and ingress.token hold the same token"},
+	},
+	{
+		name: "the admin token is in ingress.previous",
+		yaml: "ingress:\n  previous: [%s]\n", env: []string{"SCAFO_ADMIN_TOKEN=" + shared},
+		ingress: node.TokenConfig{Token: other, Previous: []string{shared}}, admin: node.TokenConfig{Token: shared},
+		want:    []string{"admin.token", "ingress.previous[0]", "SCAFO_ADMIN_TOKEN in the environment", "ingress.previous in FILE"},
+		wantNew: []string{"admin.token and ingress.previous[0] hold the same token"},
+	},
+	{
+		name: "the ingress token is in admin.previous",
+		env:  []string{"SCAFO_ADMIN_PREVIOUS=" + other + "," + shared}, args: []string{"--ingress-token=" + shared},
+		ingress: node.TokenConfig{Token: shared}, admin: node.TokenConfig{Token: third, Previous: []string{other, shared}},
+		want:    []string{"admin.previous[1]", "ingress.token", "SCAFO_ADMIN_PREVIOUS in the environment", "flag --ingress-token"},
+		wantNew: []string{"admin.previous[1] and ingress.token hold the same token"},
+	},
+	{
+		name: "the previous lists share a token",
+		yaml: "admin:\n  previous:\n    - %s\n", args: []string{"--ingress.previous=" + shared},
+		ingress: node.TokenConfig{Token: other, Previous: []string{shared}}, admin: node.TokenConfig{Token: third, Previous: []string{shared}},
+		want:    []string{"admin.previous[0]", "ingress.previous[0]", "admin.previous in FILE", "flag --ingress.previous"},
+		wantNew: []string{"admin.previous[0] and ingress.previous[0] hold the same token"},
+	},
+}
+
+const (
+	shared = "shared-token-0123456789"
+	other  = "other-token-0123456789"
+	third  = "third-token-0123456789"
+)
+
+// TestNoTokenIsAcceptedForBothRoles: a token the admin role accepts (admin.token,
+// admin.previous) that the ingress role accepts too (ingress.token, ingress.previous)
+// let every ingress write as the admin, or the admin's users read every private key.
+// Only admin.token == ingress.token was refused; the previous lists bypassed it. Each
+// of the four overlaps is refused by the loader, naming both settings and the source
+// each came from, and by node.New for a configuration built in code.
+func TestNoTokenIsAcceptedForBothRoles(t *testing.T) { // not parallel: loadConfig sets os.Args
+	for _, tc := range bothRolesCases {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "scafo.yaml")
+			yaml := "node:\n  name: vps-a\n"
+			if tc.yaml != "" {
+				yaml += strings.ReplaceAll(tc.yaml, "%s", shared)
+			}
+			if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := loadConfig(t, append([]string{"--configFile=" + file, "--stateDir=" + t.TempDir()}, tc.args...), tc.env)
+			if err == nil {
+				t.Fatal("the loader accepted a token for both roles")
+			}
+			for _, want := range tc.want {
+				if want = strings.ReplaceAll(want, "FILE", file); !strings.Contains(err.Error(), want) {
+					t.Errorf("loader: %v\ndoes not name %q", err, want)
+				}
+			}
+			if strings.Contains(err.Error(), shared) {
+				t.Errorf("loader: the refusal shows the token: %v", err)
+			}
+
+			cfg := testConfig(t, "vps-a", t.TempDir())
+			cfg.Ingress, cfg.Admin = tc.ingress, tc.admin
+			_, err = node.New(t.Context(), cfg, slog.New(slog.DiscardHandler))
+			if err == nil {
+				t.Fatal("node.New accepted a token for both roles")
+			}
+			for _, want := range tc.wantNew {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("node.New: %v\ndoes not name %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestAMintedTokenInTheOtherRolesPreviousIsRefused: a token the node minted into its
+// state dir (or an operator put there) is a role's token as much as a configured one:
+// found in the other role's previous list, the start is refused naming the file and
+// the setting, before anything is served.
+func TestAMintedTokenInTheOtherRolesPreviousIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ minted, other string }{{"admin", "ingress"}, {"ingress", "admin"}} {
+		cfg := testConfig(t, "vps-a", t.TempDir())
+		tok, err := statedir.LoadOrMintToken("", cfg.StateDir, tc.minted+"-token")
+		if err != nil {
+			t.Fatal(err)
+		}
+		mintedCfg, otherCfg := &cfg.Admin, &cfg.Ingress
+		if tc.minted == "ingress" {
+			mintedCfg, otherCfg = otherCfg, mintedCfg
+		}
+		mintedCfg.Token = "" // read from its file
+		otherCfg.Previous = []string{tok}
+		_, err = node.New(t.Context(), cfg, slog.New(slog.DiscardHandler))
+		want := tc.minted + ".token (the token file " + filepath.Join(cfg.StateDir, tc.minted+"-token") + ")"
+		if tc.minted == "admin" {
+			want += " and ingress.previous[0] hold the same token"
+		} else {
+			want = "admin.previous[0] and " + want + " hold the same token"
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("the minted %s token in %s.previous: %v, want refused naming %q", tc.minted, tc.other, err, want)
+		}
+	}
+}
