@@ -15,6 +15,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -53,8 +54,8 @@ type Config struct {
 	IngressToken, AdminToken       string
 	IngressPrevious, AdminPrevious []string
 
-	// Hosts are the DNS names the API answers to besides IP addresses and localhost: the
-	// platform domains (the API apex) and api.allowedHosts (hosts.go).
+	// Hosts are the DNS names the API answers to besides IP addresses, localhost and
+	// NodeName: the platform domains (the API apex) and api.allowedHosts (hosts.go).
 	Hosts []string
 
 	// ACMEInline: fleet certificates are delivered inside the rendered configuration
@@ -192,7 +193,7 @@ func New(cfg Config, log *slog.Logger, reg *prometheus.Registry, d Deps) (*API, 
 		metrics:   reg,
 		storage:   s.storage,
 	})
-	s.hosts = newHostGuard(cfg.Hosts, s.table.anyHost, refused.log)
+	s.hosts = newHostGuard(append(slices.Clone(cfg.Hosts), cfg.NodeName), s.table.anyHost, refused.log)
 	s.conns = &connGuard{maxAge: cfg.ConnMaxAge, tokens: tokens, refused: refused, reserve: s.table.reserve}
 	s.waiter = &appliedWaiter{st: d.Store, ingresses: d.Ingresses, self: d.Self, instances: d.Instances,
 		probes: d.Probes, deadlines: dl, instanceWrite: s.table.instanceWrite, kickHeartbeat: d.KickHeartbeat}

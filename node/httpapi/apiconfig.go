@@ -16,7 +16,7 @@ type APIConfig struct {
 	Public bool `description:"Route the bare platform apex to the node API." json:"public"`
 	// AllowedHosts: DNS rebinding (hosts.go). A browser sends the name of the page it
 	// loaded as the Host; a node answers only names it goes by.
-	AllowedHosts []string `description:"DNS names the API answers to besides IP addresses, localhost and the platform domains (the API apex): a name an ingress, the Caddy module or the CLI reaches this node by (e.g. node-1.internal.example.com). A request for any other Host is answered 421 (a defence against DNS rebinding; docs/security.md)." json:"allowedHosts,omitempty"`
+	AllowedHosts []string `description:"DNS names the API answers to besides IP addresses, localhost, node.name and the platform domains (the API apex): a name an ingress, the Caddy module or the CLI reaches this node by (e.g. node-1.internal.example.com). A request for any other Host is answered 421 (a defence against DNS rebinding; docs/security.md)." json:"allowedHosts,omitempty"`
 }
 
 // DefaultAPI are the api.* defaults.

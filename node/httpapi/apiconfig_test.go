@@ -36,14 +36,14 @@ func TestAPIConfigValidate(t *testing.T) {
 // TestTheHostGuardAnswersOnlyNamesTheNodeGoesBy: hostGuard.allows over the spellings of
 // a Host header (TestARebindingHostIsRefused holds the same through a whole node).
 func TestTheHostGuardAnswersOnlyNamesTheNodeGoesBy(t *testing.T) {
-	g := newHostGuard([]string{"apps.example.com", "Node-1.Internal.example.net"}, func(string) bool { return false }, nil)
+	g := newHostGuard([]string{"apps.example.com", "Node-1.Internal.example.net", ""}, func(string) bool { return false }, nil)
 	for host, want := range map[string]bool{
 		"": true, "127.0.0.1": true, "127.0.0.1:7400": true, "10.83.0.1:80": true, "[::1]": true, "[::1]:7400": true,
 		"[fe80::1%25eth0]:7400": true, "localhost": true, "LocalHost.:7400": true, "apps.example.com": true,
 		"APPS.example.com.:443": true, "node-1.internal.example.net": true,
 		"evil.example": false, "evil.example:7400": false, "localhost.evil.example": false, "127.0.0.1.evil.example": false,
 		"x.apps.example.com": false, "example.com": false, "internal.example.net": false, "[evil.example]": false,
-		"127.0.0.1:7400:1": false, "localhost..": false,
+		"127.0.0.1:7400:1": false, "localhost..": false, ":7400": false, ".": false,
 	} {
 		if got := g.allows(host); got != want {
 			t.Errorf("allows(%q) = %v, want %v", host, got, want)

@@ -24,9 +24,10 @@ func noStore(next http.Handler) http.Handler {
 }
 
 // hostGuard answers only requests for a Host this node goes by: an IP literal (v4 or
-// v6, with or without a port; node.address is one), localhost, a platform domain (the
-// API apex, routed to the node by an ingress that passes the Host on) or a name of
-// api.allowedHosts. DNS rebinding: a page of evil.example whose name an attacker makes
+// v6, with or without a port; node.address is one), localhost, node.name (a Prometheus
+// that scrapes vps-a:7400), a platform domain (the API apex, routed to the node by an
+// ingress that passes the Host on) or a name of api.allowedHosts. None of these is a
+// name an attacker's DNS answers for. DNS rebinding: a page of evil.example whose name an attacker makes
 // resolve to 127.0.0.1 reads the node as its own origin while a tunnel or a local node
 // is up, and its requests carry Host: evil.example; they get 421 (TestARebindingHostIsRefused).
 // Routes whose anyHost attribute is set (the ACME challenge, asked for an application's
@@ -40,7 +41,9 @@ type hostGuard struct {
 func newHostGuard(names []string, anyHost func(string) bool, log *rejectLogger) *hostGuard {
 	g := &hostGuard{names: map[string]bool{"localhost": true}, anyHost: anyHost, log: log}
 	for _, n := range names {
-		g.names[foldName(n)] = true
+		if n := foldName(n); n != "" {
+			g.names[n] = true
+		}
 	}
 	return g
 }
@@ -57,7 +60,7 @@ func (g *hostGuard) check(next http.Handler) http.Handler {
 		}
 		cutBody(w, r)
 		writeError(w, http.StatusMisdirectedRequest, "misdirected request",
-			"Host "+host+": this node answers IP addresses, localhost, the platform domains and the names of api.allowedHosts")
+			"Host "+host+": this node answers IP addresses, localhost, its node.name, the platform domains and the names of api.allowedHosts")
 	})
 }
 

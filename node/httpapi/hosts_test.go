@@ -108,8 +108,8 @@ func TestEveryRouteAnswersNoStoreNoSniff(t *testing.T) {
 // TestARebindingHostIsRefused: a request whose Host is a name the node does not go by
 // (a page of evil.example made to resolve to the node's address) is answered 421 with a
 // JSON error naming the Host, on /metrics, the health endpoints and /v1/status alike;
-// an IP literal (v4, v6, with or without a port), localhost, a platform domain (the API
-// apex) and a name of api.allowedHosts pass, in any case and with a trailing dot; the
+// an IP literal (v4, v6, with or without a port), localhost, node.name, a platform domain
+// (the API apex) and a name of api.allowedHosts pass, in any case and with a trailing dot; the
 // ACME challenge answers any Host (the CA asks for an application's host).
 func TestARebindingHostIsRefused(t *testing.T) {
 	t.Parallel()
@@ -122,7 +122,7 @@ func TestARebindingHostIsRefused(t *testing.T) {
 	n.WaitReady()
 	paths := []string{api.PathMetrics, api.PathHealthz, api.PathReadyz, api.PathStatus, api.PathIngress + api.FormatTraefik}
 	for _, host := range []string{"evil.example", "evil.example:7400", "localhost.evil.example", "127.0.0.1.evil.example",
-		"apps.example.com.evil.example", "internal.example.net", "x.apps.example.com"} {
+		"apps.example.com.evil.example", "internal.example.net", "x.apps.example.com", "vps-a.evil.example"} {
 		for _, p := range paths {
 			resp, body := withHost(t, n, http.MethodGet, p, testnode.AdminToken, host)
 			var e api.Error
@@ -133,7 +133,7 @@ func TestARebindingHostIsRefused(t *testing.T) {
 		}
 	}
 	for _, host := range []string{"127.0.0.1", "127.0.0.1:7400", "[::1]:7400", "[::1]", "10.83.0.1", "localhost", "localhost:7400",
-		"LOCALHOST.", "apps.example.com", "apps.example.com:443", "node-1.internal.example.net", "node-1.internal.example.net.:7400"} {
+		"LOCALHOST.", "vps-a", "vps-a:7400", "apps.example.com", "apps.example.com:443", "node-1.internal.example.net", "node-1.internal.example.net.:7400"} {
 		for _, p := range paths {
 			if resp, body := withHost(t, n, http.MethodGet, p, testnode.AdminToken, host); resp.StatusCode != http.StatusOK {
 				t.Errorf("Host %s on %s: %d %s, want 200", host, p, resp.StatusCode, body)
