@@ -121,8 +121,10 @@ func sourceKey(host string) string {
 	return netip.PrefixFrom(a.WithZone(""), 64).Masked().String()
 }
 
-// refusedAnswer is written, unasked, to a connection beyond the cap before it is closed.
-const refusedAnswer = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 75\r\n\r\n" +
+// refusedAnswer is written, unasked, to a connection beyond the cap before it is closed;
+// it carries the headers of every answer (noStore).
+const refusedAnswer = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n" +
+	"Retry-After: 1\r\nConnection: close\r\nContent-Length: 75\r\n\r\n" +
 	`{"error":"overloaded","detail":"the node is at its connection limit; retry"}`
 
 // Accept returns the next connection within the cap, marked reserved when the general

@@ -77,6 +77,9 @@ func TestConnectionReserveKeepsPollsAndProbes(t *testing.T) {
 	if resp.StatusCode != 503 || !strings.Contains(body, "connection limit") {
 		t.Errorf("beyond the cap: %d %s", resp.StatusCode, body)
 	}
+	if cc, ns := resp.Header.Get("Cache-Control"), resp.Header.Get("X-Content-Type-Options"); cc != "no-store" || ns != "nosniff" {
+		t.Errorf("beyond the cap: Cache-Control %q, X-Content-Type-Options %q; want no-store, nosniff (every answer's)", cc, ns)
+	}
 	t.Logf("refused beyond the cap after %s", time.Since(start).Round(time.Millisecond))
 	// A freed slot is taken again.
 	held[0].Close()
