@@ -24,12 +24,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/certmagic"
 
+	"github.com/scafo/ingress/internal/peerowner"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/certstore"
 	"github.com/scafo/ingress/node/store"
@@ -88,7 +90,12 @@ func New(endpoint, token string, opts Options) (*Client, error) {
 		return nil, errors.New("storageclient: empty token (the node's ingress token)")
 	}
 	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{Timeout: 60 * time.Second}
+		// A node on loopback is sent the ingress token only when the node (or systemd
+		// holding its socket) listens there, not a process that took its port
+		// (internal/peerowner; docs/security.md, "The node's port").
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.DialContext = peerowner.DialContext(peerowner.Trusted("scafo", os.Getuid()))
+		opts.HTTPClient = &http.Client{Timeout: 60 * time.Second, Transport: tr}
 	}
 	if opts.LockLease <= 0 {
 		opts.LockLease = certstore.DefaultLockLease

@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/scafo/ingress/internal/peerowner"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/render/routing"
 )
@@ -105,6 +106,10 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 	if cfg.HTTPClient == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 2
+		// A node on loopback (the default endpoint) is sent the ingress token only when
+		// the node, or systemd holding its socket, listens there: never a process that
+		// took its port (internal/peerowner; docs/security.md, "The node's port").
+		tr.DialContext = peerowner.DialContext(peerowner.Trusted("scafo", os.Getuid()))
 		cfg.HTTPClient = &http.Client{Transport: tr}
 	}
 	p := &Poller{cfg: cfg, groups: groups, log: cfg.Logger, changed: make(chan struct{})}
