@@ -30,8 +30,10 @@
 //	                     active healthCheck and passiveHealthCheck (not on the last)
 //
 // With one upstream the routers point at its leaf; with none, at a load balancer
-// without servers, which answers 503 (a host or prefix with nothing ready must not fall
-// through to another router: see the flip invariant).
+// without servers, which answers 503 (a host with nothing ready must not fall through to
+// a covering wildcard's router). A path-map prefix whose target has nothing ready is not
+// in the document at all (fleet.Derive): the host's own application answers it until
+// the target is ready again.
 //
 // A Traefik failover switches to its fallback only when its main service reports
 // itself down, and a load balancer reports status only when it has an active health
@@ -141,7 +143,9 @@
 // receive a path whose first segment is a flipped prefix, raw or normalised
 // (percent-decoded, dot segments and repeated slashes resolved). Serving a not-yet-
 // flipped account from the new application is the benign direction. No prefix is
-// stripped: the upstream receives the path Traefik routed on.
+// stripped: the upstream receives the path Traefik routed on. It holds while the
+// target has a ready instance: a target with nothing ready drops its prefixes from the
+// document (fleet.Derive), and the host's application answers them until it is ready.
 //
 // What Traefik v3.6 does before routing (pkg/server/server_entrypoint_tcp.go,
 // pkg/muxer/http/mux.go): normalizePath upper-cases every percent escape and decodes

@@ -96,7 +96,7 @@ func configCommand() *cli.Command {
 	verbs := []*cli.Command{check}
 	g := &cli.Command{
 		Name:           "config",
-		Description:    "The node's configuration: check it without starting a node.",
+		Description:    "The node's configuration: check a file, the variables and the flags without starting a node.",
 		CustomHelpFunc: client.Help(usage, verbs),
 		AllowArg:       true,
 		Run:            client.GroupRun("config", usage, verbs),
@@ -119,7 +119,7 @@ func configCheckCommand() *cli.Command {
 	usage := "scafo-node config check [FILE] [node flags]"
 	return &cli.Command{
 		Name: "check",
-		Description: "Load the node's configuration (FILE or --configFile, SCAFO_* variables, flags) as a start would, " +
+		Description: "Load the node's configuration (FILE, SCAFO_* variables, flags) as a start would, " +
 			"and say whether the node would start on it (exit 0), or why not (exit 78), without starting it.",
 		Configuration:  cfg,
 		Resources:      configLoaders(node.Loaders(os.Environ())),

@@ -53,21 +53,26 @@ func TestCLIReadsLikeAUnixTool(t *testing.T) {
 	for _, tc := range []struct {
 		args   []string
 		stderr string // the whole of stderr
+		code   int    // 0: 1; the node's configuration exits 78 (EX_CONFIG: the unit does not restart it)
 	}{
-		{[]string{"--listne=:7401"}, "scafo-node: unknown flag --listne (did you mean --listen?)\n"},
-		{[]string{"--probe.interval=fast"}, "scafo-node: --probe.interval: invalid duration \"fast\" (Go's syntax: 250ms, 2s, 10m, 720h; a bare number is seconds)\n"},
-		{[]string{"--log.level=verbose"}, "scafo-node: log.level \"verbose\": one of debug, info, warn, error\n"},
-		{[]string{"routes", "--jsno"}, "scafo-node: unknown flag --jsno (did you mean --json?)\n"},
-		{[]string{"apps", "get", "shop", "--jsno"}, "scafo-node: unknown flag --jsno (did you mean --json?)\n"},
-		{[]string{"hepl"}, "scafo-node: unknown command \"hepl\" (did you mean help?); scafo-node --help lists the commands\n"},
-		{[]string{"apps", "pt"}, "scafo-node: unknown command \"apps pt\" (did you mean put?): usage: scafo-node apps <command> [arguments] [flags]\n"},
-		{[]string{"store", "adopt", "--statdir=/x"}, "scafo-node: unknown flag --statdir (did you mean --stateDir?)\n"},
-		{[]string{"routes", "--url=ftp://node:7400"}, "scafo-node: --url \"ftp://node:7400\": want http://host:port or https://host:port (a bare host:port is taken as http)\n"},
-		{[]string{"help", "--json"}, "scafo-node: unknown flag --json: usage: scafo-node help [command…]\n"},
+		{[]string{"--listne=:7401"}, "scafo-node: unknown flag --listne (did you mean --listen?)\n", exitConfig},
+		{[]string{"--probe.interval=fast"}, "scafo-node: --probe.interval: invalid duration \"fast\" (Go's syntax: 250ms, 2s, 10m, 720h; a bare number is seconds)\n", exitConfig},
+		{[]string{"--log.level=verbose"}, "scafo-node: log.level \"verbose\": one of debug, info, warn, error (from flag --log.level)\n", exitConfig},
+		{[]string{"routes", "--jsno"}, "scafo-node: unknown flag --jsno (did you mean --json?)\n", 1},
+		{[]string{"apps", "get", "shop", "--jsno"}, "scafo-node: unknown flag --jsno (did you mean --json?)\n", 1},
+		{[]string{"hepl"}, "scafo-node: unknown command \"hepl\" (did you mean help?); scafo-node --help lists the commands\n", 1},
+		{[]string{"apps", "pt"}, "scafo-node: unknown command \"apps pt\" (did you mean put?): usage: scafo-node apps <command> [arguments] [flags]\n", 1},
+		{[]string{"store", "adopt", "--statdir=/x"}, "scafo-node: unknown flag --statdir (did you mean --stateDir?)\n", 1},
+		{[]string{"routes", "--url=ftp://node:7400"}, "scafo-node: --url \"ftp://node:7400\": want http://host:port or https://host:port (a bare host:port is taken as http)\n", 1},
+		{[]string{"help", "--json"}, "scafo-node: unknown flag --json: usage: scafo-node help [command…]\n", 1},
 	} {
 		stdout, stderr, code := runSplit(t, bin, tc.args...)
-		if code != 1 || stderr != tc.stderr || stdout != "" {
-			t.Errorf("scafo-node %v: exit %d, stderr %q, stdout %q; want exit 1, stderr %q and no stdout", tc.args, code, stderr, stdout, tc.stderr)
+		want := tc.code
+		if want == 0 {
+			want = 1
+		}
+		if code != want || stderr != tc.stderr || stdout != "" {
+			t.Errorf("scafo-node %v: exit %d, stderr %q, stdout %q; want exit %d, stderr %q and no stdout", tc.args, code, stderr, stdout, want, tc.stderr)
 		}
 	}
 
