@@ -57,7 +57,9 @@ func TestTheAppReleaseUnitRunsUnprivilegedAndReadsNoSecret(t *testing.T) {
 	if last("User") == "root" || last("User") == "0" {
 		t.Errorf("app@.service: User=%s", last("User"))
 	}
-	for k, want := range map[string]string{"NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "yes", "CapabilityBoundingSet": ""} {
+	// ProtectProc=invisible: no other user's process (another tenant's release, its
+	// command line) in the release's /proc.
+	for k, want := range map[string]string{"NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "yes", "CapabilityBoundingSet": "", "ProtectProc": "invisible"} {
 		if _, ok := s[k]; !ok || last(k) != want {
 			t.Errorf("app@.service: %s=%q (set %v), want %q", k, last(k), ok, want)
 		}
