@@ -37,6 +37,7 @@ type Config struct {
 	Node       NodeConfig              `description:"This node." json:"node"`
 	Ingress    TokenConfig             `description:"Ingress token (read access to routing)." json:"ingress"`
 	Admin      TokenConfig             `description:"Admin token (full access)." json:"admin"`
+	Readonly   TokenConfig             `description:"Read-only token (status, applications, the audit log and the routing document; changes nothing): the status page's." json:"readonly"`
 	Platform   PlatformConfig          `description:"Platform domains." json:"platform"`
 	API        APIConfig               `description:"Platform API apex, and the names the API answers to." json:"api"`
 	Store      store.Config            `description:"Fleet-state store." json:"store"`
@@ -270,7 +271,7 @@ func (c *Config) problems() []error {
 	for _, t := range []struct {
 		name string
 		tok  TokenConfig
-	}{{"ingress", c.Ingress}, {"admin", c.Admin}} {
+	}{{"ingress", c.Ingress}, {"admin", c.Admin}, {"readonly", c.Readonly}} {
 		// A configured token (a minted one is 64 hex characters) is held to the
 		// previous tokens' minimum: "short" is not a secret.
 		if tok := t.tok.Token; tok != "" && len(strings.TrimSpace(tok)) < MinTokenLength {
@@ -284,7 +285,8 @@ func (c *Config) problems() []error {
 	}
 	// The configured tokens (a token file is read by New, which checks them all again);
 	// Validate's caller names their sources.
-	errs = append(errs, rolesOverlap(roleTokens("ingress", c.Ingress, c.Ingress.Token, "", ""), roleTokens("admin", c.Admin, c.Admin.Token, "", ""))...)
+	errs = append(errs, rolesOverlap(roleTokens("ingress", c.Ingress, c.Ingress.Token, "", ""), roleTokens("admin", c.Admin, c.Admin.Token, "", ""),
+		roleTokens("readonly", c.Readonly, c.Readonly.Token, "", ""))...)
 	errs = append(errs, c.Log.validate()...)
 	errs = append(errs, c.Traefik.Validate()...)
 	errs = append(errs, c.Writes.Validate()...)

@@ -105,10 +105,16 @@ func newLocked(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, err
 	return s, nil
 }
 
-// NewWithStore builds a node over an already opened store (tests use it).
+// NewWithStore builds a node over an already opened store (tests use it). The read-only
+// token is loaded, or minted, here (readonly.token, or <stateDir>/readonly-token).
 func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adminTok string) (*Server, error) {
-	// No token for both roles, the token files' included (tokenroles.go).
-	if err := errors.Join(rolesOverlap(cfg.resolvedRoleTokens("ingress", cfg.Ingress, ingressTok), cfg.resolvedRoleTokens("admin", cfg.Admin, adminTok))...); err != nil {
+	readOnlyTok, err := statedir.LoadOrMintToken(cfg.Readonly.Token, cfg.StateDir, "readonly-token")
+	if err != nil {
+		return nil, fmt.Errorf("read-only token: %w", err)
+	}
+	// No token for two roles, the token files' included (tokenroles.go).
+	if err := errors.Join(rolesOverlap(cfg.resolvedRoleTokens("ingress", cfg.Ingress, ingressTok), cfg.resolvedRoleTokens("admin", cfg.Admin, adminTok),
+		cfg.resolvedRoleTokens("readonly", cfg.Readonly, readOnlyTok))...); err != nil {
 		return nil, err
 	}
 	inst, err := fleetwrite.OpenRegistry(filepath.Join(cfg.StateDir, "instances.json"),
@@ -139,7 +145,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 		return nil, err
 	}
 	pub := s.pub
-	if s.http, err = httpapi.New(apiConfig(cfg, ingressTok, adminTok), log, s.metrics.reg, httpapi.Deps{
+	if s.http, err = httpapi.New(apiConfig(cfg, ingressTok, adminTok, readOnlyTok), log, s.metrics.reg, httpapi.Deps{
 		Store: st, Identity: identity, Publisher: pub, Reconcile: s.rec, Self: s.self,
 		Ingresses: s.ingresses, Instances: inst, Writer: s.writer, Certs: s.certs, Probes: s.probes,
 		KickHeartbeat: s.kicks.Heartbeat,
@@ -231,6 +237,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		"store", s.cfg.Store.String(),
 		"ingressToken", statedir.TokenSource(s.cfg.Ingress.Token, s.cfg.StateDir, "ingress-token"),
 		"adminToken", statedir.TokenSource(s.cfg.Admin.Token, s.cfg.StateDir, "admin-token"),
+		"readonlyToken", statedir.TokenSource(s.cfg.Readonly.Token, s.cfg.StateDir, "readonly-token"),
 		"maxConns", total, "reservedConns", reserved)
 
 	var err error

@@ -5,12 +5,14 @@ import (
 	"path/filepath"
 )
 
-// The ingress and admin roles never share a token: not the tokens themselves, nor one
-// of a role's previous tokens (ingress.previous, admin.previous). An ingress token the
-// admin role accepts lets every ingress, which holds it, write as the admin; an admin
-// token the ingress role accepts reads every private key of the fleet (/v1/storage).
-// Validate refuses an overlap among the configured tokens; New refuses any, the token
-// files' included (TestNoTokenIsAcceptedForBothRoles, TestAMintedTokenInTheOtherRolesPreviousIsRefused).
+// The ingress, admin and read-only roles never share a token: not the tokens
+// themselves, nor one of a role's previous tokens (ingress.previous, admin.previous,
+// readonly.previous). An ingress token the admin role accepts lets every ingress, which
+// holds it, write as the admin; an admin token the ingress role accepts reads every
+// private key of the fleet (/v1/storage); a read-only token another role accepts gives
+// a browser, which holds it, that role. Validate refuses an overlap among the configured
+// tokens; New refuses any, the token files' included (TestNoTokenIsAcceptedForBothRoles,
+// TestAMintedTokenInTheOtherRolesPreviousIsRefused, TestNoTokenIsAcceptedForTwoOfThreeRoles).
 
 // roleToken is one token a role accepts, with the setting that holds it.
 type roleToken struct {
@@ -52,15 +54,25 @@ func (c *Config) sourceOf(path string) string {
 	return ""
 }
 
-// rolesOverlap returns an error for every token both roles accept, naming the two
+// rolesOverlap returns an error for every token two roles accept, naming the two
 // settings (and where each came from, when known). It never shows a token.
-func rolesOverlap(ingress, admin []roleToken) []error {
+func rolesOverlap(ingress, admin, readOnly []roleToken) []error {
+	const rotate = "give each role its own tokens (docs/operating.md, Rotating the ingress and admin tokens)"
 	var errs []error
-	for _, a := range admin {
-		for _, in := range ingress {
-			if a.value == in.value {
-				errs = append(errs, fmt.Errorf("%s%s and %s%s hold the same token: every ingress holding it could write as the admin, and the admin's users could read every private key (/v1/storage); give each role its own tokens (docs/operating.md, Rotating the ingress and admin tokens)",
-					a.setting, paren(a.from), in.setting, paren(in.from)))
+	for _, p := range []struct {
+		a, b []roleToken
+		why  string
+	}{
+		{admin, ingress, "every ingress holding it could write as the admin, and the admin's users could read every private key (/v1/storage)"},
+		{admin, readOnly, "every browser holding the read-only token could write as the admin"},
+		{ingress, readOnly, "every browser holding the read-only token could read every private key (/v1/storage), and every ingress could read the audit log"},
+	} {
+		for _, a := range p.a {
+			for _, b := range p.b {
+				if a.value == b.value {
+					errs = append(errs, fmt.Errorf("%s%s and %s%s hold the same token: %s; %s",
+						a.setting, paren(a.from), b.setting, paren(b.from), p.why, rotate))
+				}
 			}
 		}
 	}

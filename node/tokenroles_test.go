@@ -134,3 +134,92 @@ func TestAMintedTokenInTheOtherRolesPreviousIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestNoTokenIsAcceptedForTwoOfThreeRoles: the read-only token is a role's token like
+// the others. Held by a browser, it never equals a token of the admin (the browser
+// would write as the admin) or of the ingress role (it would read every private key):
+// refused by the loader naming both settings and their sources, and by node.New for a
+// configuration built in code, a previous token included.
+func TestNoTokenIsAcceptedForTwoOfThreeRoles(t *testing.T) { // not parallel: loadConfig sets os.Args
+	for _, tc := range []struct {
+		name           string
+		env            []string
+		ingress, admin node.TokenConfig
+		readOnly       node.TokenConfig
+		want, wantNew  []string
+	}{
+		{
+			name:     "the read-only token is the admin token",
+			env:      []string{"SCAFO_ADMIN_TOKEN=" + shared, "SCAFO_READONLY_TOKEN=" + shared},
+			admin:    node.TokenConfig{Token: shared},
+			ingress:  node.TokenConfig{Token: other},
+			readOnly: node.TokenConfig{Token: shared},
+			want:     []string{"admin.token and readonly.token hold the same token", "admin.token from SCAFO_ADMIN_TOKEN in the environment", "readonly.token from SCAFO_READONLY_TOKEN in the environment"},
+			wantNew:  []string{"admin.token and readonly.token hold the same token"},
+		},
+		{
+			name:     "the ingress token is in readonly.previous",
+			env:      []string{"SCAFO_INGRESS_TOKEN=" + shared, "SCAFO_READONLY_PREVIOUS=" + shared},
+			admin:    node.TokenConfig{Token: third},
+			ingress:  node.TokenConfig{Token: shared},
+			readOnly: node.TokenConfig{Token: other, Previous: []string{shared}},
+			want:     []string{"ingress.token and readonly.previous[0] hold the same token", "ingress.token from SCAFO_INGRESS_TOKEN in the environment", "readonly.previous from SCAFO_READONLY_PREVIOUS in the environment"},
+			wantNew:  []string{"ingress.token and readonly.previous[0] hold the same token"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := loadConfig(t, []string{"--node.name=vps-a", "--stateDir=" + t.TempDir()}, tc.env)
+			for _, want := range tc.want {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("loader: %v\ndoes not name %q", err, want)
+				}
+			}
+			if err != nil && strings.Contains(err.Error(), shared) {
+				t.Errorf("loader: the refusal shows the token: %v", err)
+			}
+			cfg := testConfig(t, "vps-a", t.TempDir())
+			cfg.Ingress, cfg.Admin, cfg.Readonly = tc.ingress, tc.admin, tc.readOnly
+			_, err = node.New(t.Context(), cfg, slog.New(slog.DiscardHandler))
+			for _, want := range tc.wantNew {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("node.New: %v\ndoes not name %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestTheReadOnlyTokenIsMintedLikeTheOthers: with readonly.token empty the node mints
+// one into <stateDir>/readonly-token (0600); one found there equal to another role's
+// token is refused naming the file.
+func TestTheReadOnlyTokenIsMintedLikeTheOthers(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, "vps-a", t.TempDir())
+	cfg.Readonly.Token = ""
+	srv, err := node.New(t.Context(), cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Close() // never run: its state dir stays locked, and is never used again
+	file := filepath.Join(cfg.StateDir, "readonly-token")
+	fi, err := os.Stat(file)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("readonly-token: %v %v, want a 0600 file", fi, err)
+	}
+	if b, err := os.ReadFile(file); err != nil || len(strings.TrimSpace(string(b))) < node.MinTokenLength {
+		t.Fatalf("the minted token: %v (%d bytes)", err, len(b))
+	}
+
+	cfg = testConfig(t, "vps-a", t.TempDir())
+	cfg.Readonly.Token = ""
+	tok, err := statedir.LoadOrMintToken("", cfg.StateDir, "readonly-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Admin.Previous = []string{tok}
+	_, err = node.New(t.Context(), cfg, slog.New(slog.DiscardHandler))
+	want := "admin.previous[0] and readonly.token (the token file " + filepath.Join(cfg.StateDir, "readonly-token") + ") hold the same token"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("the minted read-only token in admin.previous: %v, want refused naming %q", err, want)
+	}
+}

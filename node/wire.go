@@ -183,7 +183,7 @@ func newReconciler(s *Server, mem *reconcile.Memory, memDoc *routing.Document, a
 }
 
 // apiConfig is what the HTTP API reads of cfg (limits filled in).
-func apiConfig(cfg *Config, ingressTok, adminTok string) httpapi.Config {
+func apiConfig(cfg *Config, ingressTok, adminTok, readOnlyTok string) httpapi.Config {
 	return httpapi.Config{
 		NodeName: cfg.Node.Name, NodeAddress: cfg.Node.Address, StateDir: cfg.StateDir,
 		Heartbeat:       time.Duration(cfg.Reconcile.Heartbeat),
@@ -194,8 +194,8 @@ func apiConfig(cfg *Config, ingressTok, adminTok string) httpapi.Config {
 		ConnMaxAge:      time.Duration(cfg.Limits.ConnMaxAge),
 		RejectLog:       time.Duration(cfg.Limits.RejectLog),
 		WriteRate:       cfg.Writes.Rate, WriteBurst: cfg.Writes.Burst,
-		IngressToken: ingressTok, AdminToken: adminTok,
-		IngressPrevious: cfg.Ingress.Previous, AdminPrevious: cfg.Admin.Previous,
+		IngressToken: ingressTok, AdminToken: adminTok, ReadOnlyToken: readOnlyTok,
+		IngressPrevious: cfg.Ingress.Previous, AdminPrevious: cfg.Admin.Previous, ReadOnlyPrevious: cfg.Readonly.Previous,
 		ACMEInline: cfg.ACME.Enabled && cfg.ACME.Delivery == DeliveryInline,
 		Hosts:      append(slices.Clone(cfg.Platform.Domains), cfg.API.AllowedHosts...),
 	}

@@ -31,6 +31,8 @@ import (
 const (
 	IngressToken = "ingress-secret-0123456789"
 	AdminToken   = "admin-secret-0123456789"
+	// ReadOnlyToken is the nodes' read-only token (readonly.token).
+	ReadOnlyToken = "readonly-secret-0123456789"
 )
 
 // Node is a node running on loopback over a dir store (or the store a test gave), until
@@ -56,6 +58,7 @@ func Config(t testing.TB, name, storeDir string) *node.Config {
 	cfg.Node.Address = Address(name) // two live nodes never share one (node/self/address.go)
 	cfg.Ingress.Token = IngressToken
 	cfg.Admin.Token = AdminToken
+	cfg.Readonly.Token = ReadOnlyToken
 	cfg.Platform.Domains = []string{"apps.example.com"}
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Store.Dir.Path = storeDir

@@ -39,7 +39,7 @@ type Status struct {
 	// Certificates: fleet certificates per name (--acme.enabled only; acme.go).
 	Certificates *Certificates `json:"certificates,omitempty"`
 	// Warnings are what serves badly or not at all, in one sentence each: an application
-	// with no ready instance (its hosts answer 503), an ingress behind or lost, no ingress
+	// with no ready instance (its hosts answer 503), an ingress behind, refused or lost, no ingress
 	// polling the fleet. Never absent (written as []); the status page lists them.
 	Warnings []string `json:"warnings"`
 }
@@ -146,11 +146,14 @@ type Ingress struct {
 	Kind string `json:"kind"`
 	Node string `json:"node"`
 	// Groups is the ?group= selection it polls ("" for every group).
-	Groups  string    `json:"groups,omitempty"`
-	Applied *Held     `json:"applied,omitempty"`
-	Served  *Held     `json:"served,omitempty"`
-	Behind  uint64    `json:"behind"`
-	State   string    `json:"state"` // current, behind, lost
+	Groups  string `json:"groups,omitempty"`
+	Applied *Held  `json:"applied,omitempty"`
+	Served  *Held  `json:"served,omitempty"`
+	Behind  uint64 `json:"behind"`
+	State   string `json:"state"` // current, behind, refused, lost
+	// Refused says why the node it polls refused its last poll (state refused): the
+	// admin token on a poll, a bad applied probe, an unknown group, a report refused.
+	Refused string    `json:"refused,omitempty"`
 	Seen    time.Time `json:"seen"`
 	Age     float64   `json:"ageSeconds"`
 }

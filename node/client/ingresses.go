@@ -18,7 +18,7 @@ func ingressesCommand() *cli.Command {
 	cfg := &readConfig{}
 	cfg.SetDefaults()
 	return verb("ingresses", "Every ingress of the fleet (each Traefik polling a node): its kind (plugin or http), the node it polls, "+
-		"the serial and revision it applied (plugin) or was served (http), how many serials behind, its state (current, behind, lost) and when it was last heard from.",
+		"the serial and revision it applied (plugin) or was served (http), how many serials behind, its state (current, behind, refused: its last poll was refused, lost) and when it was last heard from.",
 		"scafo-node ingresses [flags]", 0, cfg,
 		func(c *client, _ []string) error { return cmdIngresses(c, cfg.JSON) })
 }

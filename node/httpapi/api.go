@@ -51,8 +51,8 @@ type Config struct {
 	WriteBurst int     // writes.burst
 
 	// The tokens: the current ones and those still accepted during a rotation.
-	IngressToken, AdminToken       string
-	IngressPrevious, AdminPrevious []string
+	IngressToken, AdminToken, ReadOnlyToken          string
+	IngressPrevious, AdminPrevious, ReadOnlyPrevious []string
 
 	// Hosts are the DNS names the API answers to besides IP addresses, localhost and
 	// NodeName: the platform domains (the API apex) and api.allowedHosts (hosts.go).
@@ -164,13 +164,12 @@ func New(cfg Config, log *slog.Logger, reg *prometheus.Registry, d Deps) (*API, 
 	if err != nil {
 		return nil, err
 	}
-	tokens := &nodeTokens{ingress: cfg.IngressToken, admin: cfg.AdminToken,
-		ingressPrevious: cfg.IngressPrevious, adminPrevious: cfg.AdminPrevious}
+	tokens := &nodeTokens{ingress: cfg.IngressToken, admin: cfg.AdminToken, readOnly: cfg.ReadOnlyToken,
+		ingressPrevious: cfg.IngressPrevious, adminPrevious: cfg.AdminPrevious, readOnlyPrevious: cfg.ReadOnlyPrevious}
 	refused := &refusals{counter: m.refused, log: newRejectLogger(log, cfg.RejectLog)}
 	dl := &deadlines{body: cfg.BodyTimeout, write: cfg.WriteTimeout}
 	s := &API{
 		deadlines: dl,
-		auth:      newAuthenticator(cfg, tokens, d.Writer, refused, log),
 		writes:    &writeGuard{writes: newWriteLimiter(cfg.WriteRate, cfg.WriteBurst), refused: refused},
 		identity:  d.Identity,
 		storage:   newStorageAPI(d.Store, cfg.NodeName, log, reg),
@@ -193,6 +192,7 @@ func New(cfg Config, log *slog.Logger, reg *prometheus.Registry, d Deps) (*API, 
 		metrics:   reg,
 		storage:   s.storage,
 	})
+	s.auth = newAuthenticator(cfg, tokens, d.Writer, refused, log, s.table.readOnly)
 	s.hosts = newHostGuard(append(slices.Clone(cfg.Hosts), cfg.NodeName), s.table.anyHost, refused.log)
 	s.conns = &connGuard{maxAge: cfg.ConnMaxAge, tokens: tokens, refused: refused, reserve: s.table.reserve}
 	s.waiter = &appliedWaiter{st: d.Store, ingresses: d.Ingresses, self: d.Self, instances: d.Instances,

@@ -16,11 +16,13 @@ import (
 	"github.com/scafo/ingress/render/fleet"
 )
 
-// authenticator is the API's credentials check: the node's own tokens (the ingress and
-// admin tokens) and application tokens (looked up in the store, on a budget per token,
-// behind the fleet's MAC). Its middleware guard the route groups (routes.go).
+// authenticator is the API's credentials check: the node's own tokens (the ingress,
+// admin and read-only tokens) and application tokens (looked up in the store, on a
+// budget per token, behind the fleet's MAC). Its middleware guard the route groups
+// (routes.go); readOnly is the route table's readOnly attribute of a routed request.
 type authenticator struct {
 	tokens    *nodeTokens
+	readOnly  func(*http.Request) bool
 	writer    *fleetwrite.Writer
 	refused   *refusals
 	log       *slog.Logger
@@ -51,28 +53,72 @@ const (
 // a made-up one (whose lookups would be unbounded store reads): 503, retry.
 var errNoTokenKey = fmt.Errorf("the fleet's token key (store object %s) cannot be read or is corrupt; application tokens are refused until it is: %w", fleetwrite.TokenMACKey, store.ErrUnavailable)
 
-func newAuthenticator(cfg Config, tokens *nodeTokens, writer *fleetwrite.Writer, refused *refusals, log *slog.Logger) *authenticator {
+func newAuthenticator(cfg Config, tokens *nodeTokens, writer *fleetwrite.Writer, refused *refusals, log *slog.Logger, readOnly func(*http.Request) bool) *authenticator {
 	return &authenticator{
-		tokens: tokens, writer: writer, refused: refused, log: log,
+		tokens: tokens, readOnly: readOnly, writer: writer, refused: refused, log: log,
 		badTokens: newExpiringSet(badTokenCacheSize, badTokenTTL, time.Now),
 		lookups:   newWriteLimiter(max(KnownTokenRate, 4*cfg.WriteRate), max(KnownTokenBurst, 2*cfg.WriteBurst)),
 	}
 }
 
-// requireIngress admits the ingress token (and the admin token, which can do anything).
+// requireIngress admits the ingress token (and the admin token, which can do anything),
+// and the read-only token on the routes it may read (the poll handler keeps it from
+// being an ingress).
 func (a *authenticator) requireIngress(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok := bearer(r.Header.Get("Authorization"))
-		if tok == "" {
+		switch {
+		case tok == "":
 			a.refused.unauthorized(w, r, "rejected ingress request: no bearer token", "missing bearer token")
-			return
-		}
-		if !a.tokens.isIngress(tok) && !a.tokens.isAdmin(tok) {
+		case a.tokens.isIngress(tok) || a.tokens.isAdmin(tok):
+			next.ServeHTTP(w, r)
+		case a.tokens.isReadOnly(tok):
+			if !a.readOnly(r) {
+				a.refuseRole(w, r, roleReadOnly)
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), readOnlyKey{}, true)))
+		default:
 			a.refused.unauthorized(w, r, "rejected ingress request: bad token", "invalid token")
-			return
 		}
-		next.ServeHTTP(w, r)
 	})
+}
+
+// The node's own roles other than the admin's, as a 403 names them.
+const (
+	roleIngress  = "ingress"
+	roleReadOnly = "read-only"
+)
+
+// roleReads says what each of them may read, for its 403s.
+var roleReads = map[string]string{
+	roleIngress: "the ingress token reads " + api.PathStatus + " and the routing endpoints and writes " + api.PathStorage +
+		"; this endpoint needs the admin token (the read-only token reads it when it is a GET of status, applications, claims, instances or audit)",
+	roleReadOnly: "the read-only token reads " + api.PathStatus + ", " + api.PathIngress + api.FormatRoutes +
+		", applications, claims, instances and the audit log, and changes nothing; this endpoint needs another credential",
+}
+
+// refuseRole answers 403 naming role (one of the node's own, a known credential that
+// may not make r): its body says what the role reads. A read is refused without a log
+// line (the status page with the ingress token asks for the audit log every 30 s); a
+// write is logged, rate-limited. Both are counted.
+func (a *authenticator) refuseRole(w http.ResponseWriter, r *http.Request, role string) {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		a.refused.count(RefusedToken)
+	} else {
+		a.refused.request(r, "rejected request: the "+role+" token on "+r.Method+" "+r.URL.Path)
+	}
+	cutBody(w, r)
+	writeJSON(w, http.StatusForbidden, api.Error{Error: "forbidden", Detail: roleReads[role], Role: role})
+}
+
+type readOnlyKey struct{}
+
+// isReadOnlyRequest reports whether r carries the read-only token (set by the guards,
+// on the routes it may read).
+func isReadOnlyRequest(r *http.Request) bool {
+	ro, _ := r.Context().Value(readOnlyKey{}).(bool)
+	return ro
 }
 
 // requireStorageToken admits the ingress token only. The admin token is refused (403):
@@ -92,6 +138,11 @@ func (a *authenticator) requireStorageToken(next http.Handler) http.Handler {
 			cutBody(w, r)
 			writeError(w, http.StatusForbidden, "forbidden",
 				api.PathStorage+" takes the ingress token only: it holds the fleet's private keys, which the admin token does not need")
+		case a.tokens.isReadOnly(tok):
+			a.refused.request(r, "rejected storage request: the read-only token")
+			cutBody(w, r)
+			writeJSON(w, http.StatusForbidden, api.Error{Error: "forbidden", Role: roleReadOnly,
+				Detail: api.PathStorage + " takes the ingress token only: it holds the fleet's private keys; " + roleReads[roleReadOnly]})
 		default:
 			a.refused.unauthorized(w, r, "rejected storage request: bad token", "invalid token")
 		}
@@ -142,6 +193,20 @@ func (a *authenticator) authenticate(next http.Handler) http.Handler {
 		switch {
 		case a.tokens.isAdmin(tok):
 			who.Admin = true
+		case a.tokens.isReadOnly(tok):
+			if !a.readOnly(r) {
+				a.refuseRole(w, r, roleReadOnly)
+				return
+			}
+			// No actor: adminOnly lets it through on the routes it may read, the write
+			// domain never sees it.
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), readOnlyKey{}, true)))
+			return
+		case a.tokens.isIngress(tok):
+			// A known credential, not an attacker's guess: 403 naming its role, and no
+			// log line for a read (the status page with the ingress token).
+			a.refuseRole(w, r, roleIngress)
+			return
 		case !plausibleAppToken(tok):
 			a.refused.unauthorized(w, r, "rejected request: bad token", "invalid token")
 			return
@@ -203,10 +268,11 @@ func (a *authenticator) appToken(w http.ResponseWriter, r *http.Request, tok str
 	return rec, true
 }
 
-// adminOnly refuses application tokens.
+// adminOnly refuses application tokens; the read-only token reached it only on a route
+// it may read (authenticate).
 func adminOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !actorOf(r).Admin {
+		if !actorOf(r).Admin && !isReadOnlyRequest(r) {
 			writeError(w, http.StatusForbidden, "forbidden", "this endpoint needs the admin token; application tokens act only on their own application's paths and instances")
 			return
 		}

@@ -6,6 +6,8 @@ import "github.com/scafo/ingress/node/api"
 type RouteInfo struct {
 	Method, Pattern string // the full pattern: the storage routes under api.PathStorage
 	AnyHost         bool   // answered whatever the Host
+	Public          bool   // answered without a token
+	ReadOnly        bool   // the read-only token may make it
 }
 
 // RouteTable is the route table as data.
@@ -16,7 +18,7 @@ func RouteTable() []RouteInfo {
 		if rt.group == groupStorage || rt.group == groupStorageWrite {
 			p = api.PathStorage + p
 		}
-		out = append(out, RouteInfo{Method: rt.method, Pattern: p, AnyHost: rt.anyHost})
+		out = append(out, RouteInfo{Method: rt.method, Pattern: p, AnyHost: rt.anyHost, Public: rt.group == groupPublic, ReadOnly: rt.readOnly})
 	}
 	return out
 }

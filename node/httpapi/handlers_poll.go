@@ -59,11 +59,21 @@ func metricFormat(f string) string {
 
 // serve answers a poll and returns its status. A report is recorded only for a poll
 // that was valid (known format, query and groups), begun before it is served or held;
-// the admin token's polls are never reports: it is not an ingress.
+// the admin token's polls are never reports: it is not an ingress, nor is the read-only
+// token, which reads the routing document only. Every refusal of a poll is logged at
+// WARN naming the ingress it names (refusePoll), and an ingress this node tracks is
+// listed refused until a poll of it is recorded again.
 func (h *pollHandler) serve(w http.ResponseWriter, r *http.Request, format string) int {
-	admin := h.tokens.isAdmin(bearer(r.Header.Get("Authorization")))
+	tok := bearer(r.Header.Get("Authorization"))
+	admin := h.tokens.isAdmin(tok)
+	if isReadOnlyRequest(r) {
+		if code := h.readOnly(w, r, format); code != 0 {
+			return code
+		}
+		admin = true // a reader, never an ingress: no report, no probe
+	}
 	if admin && format == api.FormatTraefik && h.keysInline {
-		h.refused.request(r, "rejected ingress request: admin token on a body with private keys")
+		h.refusePoll(r, "the admin token on a body with private keys")
 		writeError(w, http.StatusForbidden, "forbidden",
 			"this node delivers fleet certificates inline (acme.delivery inline): its Traefik configuration carries private keys, which only the ingress token reads; "+
 				api.PathIngress+api.FormatRoutes+" is the routing document, without keys")
@@ -71,8 +81,14 @@ func (h *pollHandler) serve(w http.ResponseWriter, r *http.Request, format strin
 	}
 	p, perr := parsePoll(r, format, h.nodeName, admin)
 	if perr != nil {
+		h.refusePoll(r, perr.error+": "+perr.detail)
 		writeError(w, perr.code, perr.error, perr.detail)
 		return perr.code
+	}
+	if admin && !isReadOnlyRequest(r) && r.Header.Get(api.HeaderIngress) != "" {
+		// Served (the admin reads the routing endpoints), but an ingress polling with the
+		// admin token is not recorded: said, or it is listed current until it is lost.
+		h.refusePoll(r, "the admin token is not an ingress: the poll is served but its report is not recorded; give this ingress the ingress token")
 	}
 	if p.probe != nil {
 		p.probe.MAC = h.appliedMAC
@@ -84,8 +100,9 @@ func (h *pollHandler) serve(w http.ResponseWriter, r *http.Request, format strin
 		return http.StatusServiceUnavailable
 	}
 	if g := snap.UnknownGroup(p.groups); g != "" {
-		writeError(w, http.StatusNotFound, "unknown group",
-			fmt.Sprintf("group %q: no application, platform domain or default names it (an ingress pointed at a typo must not receive an empty configuration)", g))
+		detail := fmt.Sprintf("group %q: no application, platform domain or default names it (an ingress pointed at a typo must not receive an empty configuration)", g)
+		h.refusePoll(r, "unknown group: "+detail)
+		writeError(w, http.StatusNotFound, "unknown group", detail)
 		return http.StatusNotFound
 	}
 	rep := h.beginReport(w, r, p)
@@ -96,6 +113,49 @@ func (h *pollHandler) serve(w http.ResponseWriter, r *http.Request, format strin
 	served, code := h.answer(w, r, snap, p, tracked)
 	h.ingresses.End(rep, served)
 	return code
+}
+
+// readOnly checks a poll with the read-only token: it reads the routing document, never
+// the Traefik configuration (which can carry private keys) and never as an ingress (a
+// report or an applied probe). It returns the status it answered, 0 to serve the poll.
+func (h *pollHandler) readOnly(w http.ResponseWriter, r *http.Request, format string) int {
+	detail := ""
+	switch {
+	case r.Header.Get(api.HeaderIngress) != "" || len(r.Header.Values(api.HeaderAppliedProbe)) > 0:
+		detail = "the read-only token is not an ingress: give this ingress the ingress token; " + roleReads[roleReadOnly]
+	case format != api.FormatRoutes:
+		detail = "the read-only token reads " + api.PathIngress + api.FormatRoutes + " only (" + api.PathIngress + format + " is an ingress's); " + roleReads[roleReadOnly]
+	default:
+		return 0
+	}
+	// Logged (rate-limited, naming the ingress when one is named), never marked in the
+	// book: the read-only token changes nothing.
+	h.refused.count(RefusedToken)
+	h.refused.log.reject(r.RemoteAddr, "refused a poll: the read-only token", "ingress", ingressNamed(r), "path", r.URL.Path)
+	writeJSON(w, http.StatusForbidden, api.Error{Error: "forbidden", Detail: detail, Role: roleReadOnly})
+	return http.StatusForbidden
+}
+
+// refusePoll logs, at WARN and rate-limited per source (the reject log), that a poll
+// with the ingress or admin token was refused (or, for the admin token, served without
+// its report) and why, naming the ingress it names; an ingress this node tracks is
+// listed refused with why (ingress.Book.RefusePoll) until a poll of it is recorded again.
+func (h *pollHandler) refusePoll(r *http.Request, why string) {
+	name := ingressNamed(r)
+	h.refused.log.reject(r.RemoteAddr, "refused an ingress's poll", "ingress", name, "reason", why, "path", r.URL.Path)
+	if name != "" && h.ingresses != nil { // nil: a test's API without a book
+		h.ingresses.RefusePoll(name, why)
+	}
+}
+
+// ingressNamed is the ingress a request names (api.HeaderIngress as sent, "" for none),
+// cut to 64 bytes for a log line (a name is at most 63).
+func ingressNamed(r *http.Request) string {
+	name := r.Header.Get(api.HeaderIngress)
+	if len(name) > 64 {
+		name = strings.ToValidUTF8(name[:64], "") + "..."
+	}
+	return name
 }
 
 // beginReport records the report a poll carries in the book (nil when it carries none,
@@ -116,7 +176,9 @@ func (h *pollHandler) beginReport(w http.ResponseWriter, r *http.Request, p poll
 		}
 	}
 	w.Header().Set(api.HeaderIngressReport, "refused: "+why)
-	h.ingresses.Refuse(r.RemoteAddr, why)
+	name := ingressNamed(r)
+	h.ingresses.Refuse(r.RemoteAddr, name, why)
+	h.ingresses.RefusePoll(name, "its report is refused (the poll is served): "+why)
 	return nil
 }
 

@@ -81,6 +81,11 @@ func (f *refusals) request(r *http.Request, msg string) {
 		reason = RefusedTokenLookups
 	}
 	f.count(reason)
+	if name := ingressNamed(r); name != "" {
+		// An ingress's poll: the name it sends (not authenticated: said as sent).
+		f.log.reject(r.RemoteAddr, msg, "path", r.URL.Path, "ingress", name)
+		return
+	}
 	f.log.reject(r.RemoteAddr, msg, "path", r.URL.Path)
 }
 

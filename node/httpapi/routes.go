@@ -62,6 +62,10 @@ type route struct {
 	// anyHost: answered whatever the request's Host (the Host guard, hosts.go, lets it
 	// through); a pattern with {params} covers everything under its literal prefix.
 	anyHost bool
+	// readOnly: the read-only token may make this request (a GET that changes nothing:
+	// status, the keyless routing document, applications, claims, instances, audit);
+	// the guards (auth.go) refuse it on every other route, 403 naming its role.
+	readOnly bool
 }
 
 // handlers are the API's handlers by resource, which the route table routes to.
@@ -102,8 +106,11 @@ func newRouteTable(h handlers) routeTable {
 		// clients share), a GET without a body verified by its MAC: admitted like a health probe.
 		{group: groupPublic, method: http.MethodGet, pattern: api.PathIngressApplied + "{ingress}/{revision}/{mac}", h: h.applied, reserve: reserveAnyone},
 
-		{group: groupIngress, method: http.MethodGet, pattern: api.PathStatus, h: h.status, reserve: reserveIngress},
-		{group: groupIngress, method: http.MethodGet, pattern: api.PathIngress + "{format}", h: h.poll, reserve: reserveIngress},
+		{group: groupIngress, method: http.MethodGet, pattern: api.PathStatus, h: h.status, reserve: reserveIngress, readOnly: true},
+		// The read-only token reads the routing document here (the status page's hosts and
+		// upstreams), never as an ingress: the poll handler refuses it the Traefik
+		// configuration (it can carry private keys) and any report or applied probe.
+		{group: groupIngress, method: http.MethodGet, pattern: api.PathIngress + "{format}", h: h.poll, reserve: reserveIngress, readOnly: true},
 
 		{group: groupWrite, method: http.MethodGet, pattern: api.PathApps + "/{app}/domains/{host}/paths", h: hf(h.apps.getPaths)},
 		{group: groupWrite, method: http.MethodPut, pattern: api.PathApps + "/{app}/domains/{host}/paths", h: hf(h.apps.putPaths)},
@@ -111,17 +118,17 @@ func newRouteTable(h handlers) routeTable {
 		{group: groupWrite, method: http.MethodPut, pattern: api.PathNodeInstances + "/{app}", h: hf(h.instances.put), instanceWrite: true},
 		{group: groupWrite, method: http.MethodDelete, pattern: api.PathNodeInstances + "/{app}", h: hf(h.instances.release), instanceWrite: true},
 
-		{group: groupAdmin, method: http.MethodGet, pattern: api.PathApps, h: hf(h.apps.listApps)},
-		{group: groupAdmin, method: http.MethodGet, pattern: api.PathApps + "/{app}", h: hf(h.apps.getApp)},
+		{group: groupAdmin, method: http.MethodGet, pattern: api.PathApps, h: hf(h.apps.listApps), readOnly: true},
+		{group: groupAdmin, method: http.MethodGet, pattern: api.PathApps + "/{app}", h: hf(h.apps.getApp), readOnly: true},
 		{group: groupAdmin, method: http.MethodPut, pattern: api.PathApps + "/{app}", h: hf(h.apps.putApp)},
 		{group: groupAdmin, method: http.MethodDelete, pattern: api.PathApps + "/{app}", h: hf(h.apps.deleteApp)},
-		{group: groupAdmin, method: http.MethodGet, pattern: api.PathApps + "/{app}/domains/{host}", h: hf(h.apps.getClaim)},
+		{group: groupAdmin, method: http.MethodGet, pattern: api.PathApps + "/{app}/domains/{host}", h: hf(h.apps.getClaim), readOnly: true},
 		{group: groupAdmin, method: http.MethodPut, pattern: api.PathApps + "/{app}/domains/{host}", h: hf(h.apps.putClaim)},
 		{group: groupAdmin, method: http.MethodDelete, pattern: api.PathApps + "/{app}/domains/{host}", h: hf(h.apps.deleteClaim)},
-		{group: groupAdmin, method: http.MethodGet, pattern: api.PathNodeInstances, h: hf(h.instances.list)},
+		{group: groupAdmin, method: http.MethodGet, pattern: api.PathNodeInstances, h: hf(h.instances.list), readOnly: true},
 		{group: groupAdmin, method: http.MethodPost, pattern: api.PathTokens, h: hf(h.tokens.create)},
 		{group: groupAdmin, method: http.MethodDelete, pattern: api.PathTokens + "/{id}", h: hf(h.tokens.revoke)},
-		{group: groupAdmin, method: http.MethodGet, pattern: api.PathAudit, h: h.audit},
+		{group: groupAdmin, method: http.MethodGet, pattern: api.PathAudit, h: h.audit, readOnly: true},
 
 		// /v1/storage, its patterns relative to it (storage.measure and the storage token
 		// in front).
@@ -220,15 +227,32 @@ func (t routeTable) anyHost(path string) bool {
 // instanceWrite reports whether the matched route of r is an instance write (its
 // instanceWrite attribute; r has been routed).
 func (t routeTable) instanceWrite(r *http.Request) bool {
+	rt := t.matched(r)
+	return rt != nil && rt.instanceWrite
+}
+
+// readOnly reports whether the read-only token may make r (the matched route's readOnly
+// attribute; r has been routed). A HEAD is a GET's (middleware.GetHead routes it so).
+func (t routeTable) readOnly(r *http.Request) bool {
+	rt := t.matched(r)
+	return rt != nil && rt.readOnly && (r.Method == http.MethodGet || r.Method == http.MethodHead)
+}
+
+// matched is the route r was routed to (nil: none, or r not routed). A HEAD matches its
+// GET route.
+func (t routeTable) matched(r *http.Request) *route {
 	rctx := chi.RouteContext(r.Context())
 	if rctx == nil {
-		return false
+		return nil
 	}
-	pattern := rctx.RoutePattern()
-	for _, rt := range t {
-		if rt.instanceWrite && rt.method == r.Method && rt.pattern == pattern {
-			return true
+	pattern, method := rctx.RoutePattern(), r.Method
+	if method == http.MethodHead {
+		method = http.MethodGet
+	}
+	for i, rt := range t {
+		if rt.pattern == pattern && (rt.method == r.Method || rt.method == method) {
+			return &t[i]
 		}
 	}
-	return false
+	return nil
 }

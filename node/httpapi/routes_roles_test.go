@@ -15,7 +15,7 @@ import (
 // admitted request here carries a body the handler refuses (400) or a target that does
 // not exist (404): nothing changes, and a dropped guard shows as a 400/404 where a
 // 401/403 was due. Credentials: none, a made-up bearer, the ingress token, the admin
-// token, and application tokens of account acme's app shop (publish; instance) and of
+// token, the read-only token, and application tokens of account acme's app shop (publish; instance) and of
 // account evil's app cart (instance).
 func TestEveryRouteAnswersEachCredentialAsTheDesignSays(t *testing.T) {
 	t.Parallel()
@@ -29,7 +29,7 @@ func TestEveryRouteAnswersEachCredentialAsTheDesignSays(t *testing.T) {
 	_, cartInstance := testnode.IssueToken(t, n, "evil", "cart", `"instance"`)
 	creds := []struct{ name, tok string }{
 		{"none", ""}, {"made-up", "scafo_0123456789abcdef_" + strings.Repeat("ab", 32)},
-		{"ingress", testnode.IngressToken}, {"admin", testnode.AdminToken},
+		{"ingress", testnode.IngressToken}, {"admin", testnode.AdminToken}, {"readonly", testnode.ReadOnlyToken},
 		{"shop-publish", shopPublish}, {"shop-instance", shopInstance}, {"cart-instance", cartInstance},
 	}
 	const bad = `{"nope":1}` // every write's decoder refuses an unknown field: 400
@@ -41,7 +41,7 @@ func TestEveryRouteAnswersEachCredentialAsTheDesignSays(t *testing.T) {
 		}
 		return a
 	}
-	anyone := all("none", "made-up", "ingress", "admin", "shop-publish", "shop-instance", "cart-instance")
+	anyone := all("none", "made-up", "ingress", "admin", "readonly", "shop-publish", "shop-instance", "cart-instance")
 	for _, rt := range []struct {
 		method, path, body string
 		ok                 allow
@@ -50,20 +50,20 @@ func TestEveryRouteAnswersEachCredentialAsTheDesignSays(t *testing.T) {
 		{"GET", "/v1/readyz", "", anyone},
 		{"GET", "/metrics", "", anyone},
 		{"GET", api.PathInstanceHealth + "shop", "", anyone},
-		{"GET", "/v1/ingress/routes", "", all("ingress", "admin")},
+		{"GET", "/v1/ingress/routes", "", all("ingress", "admin", "readonly")},
 		{"GET", "/v1/ingress/traefik", "", all("ingress", "admin")},
-		{"GET", "/v1/status", "", all("ingress", "admin")},
-		{"GET", "/v1/apps", "", all("admin")},
-		{"GET", "/v1/apps/shop", "", all("admin")},
+		{"GET", "/v1/status", "", all("ingress", "admin", "readonly")},
+		{"GET", "/v1/apps", "", all("admin", "readonly")},
+		{"GET", "/v1/apps/shop", "", all("admin", "readonly")},
 		{"PUT", "/v1/apps/shop", bad, all("admin")},
 		{"DELETE", "/v1/apps/nope", "", all("admin")},
-		{"GET", "/v1/apps/shop/domains/shop.example", "", all("admin")},
+		{"GET", "/v1/apps/shop/domains/shop.example", "", all("admin", "readonly")},
 		{"PUT", "/v1/apps/shop/domains/shop.example", bad, all("admin")},
 		{"DELETE", "/v1/apps/shop/domains/nope.example", "", all("admin")},
-		{"GET", "/v1/node/instances", "", all("admin")},
+		{"GET", "/v1/node/instances", "", all("admin", "readonly")},
 		{"POST", "/v1/tokens", bad, all("admin")},
 		{"DELETE", "/v1/tokens/0123456789abcdef", "", all("admin")},
-		{"GET", "/v1/audit", "", all("admin")},
+		{"GET", "/v1/audit", "", all("admin", "readonly")},
 		{"GET", "/v1/apps/shop/domains/shop.example/paths", "", all("admin", "shop-publish", "shop-instance")},
 		{"PUT", "/v1/apps/shop/domains/shop.example/paths", bad, all("admin", "shop-publish", "shop-instance")},
 		{"POST", "/v1/node/instances/shop", bad, all("admin", "shop-instance")},

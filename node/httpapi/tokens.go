@@ -26,11 +26,12 @@ func bearer(h string) string {
 	return strings.TrimSpace(tok)
 }
 
-// nodeTokens are the node's own tokens: the ingress token and the admin token, and
-// during a rotation the previous ones. Compared in constant time; no store is read.
+// nodeTokens are the node's own tokens: the ingress token, the admin token and the
+// read-only token, and during a rotation the previous ones. Compared in constant time; no
+// store is read.
 type nodeTokens struct {
-	ingress, admin                 string
-	ingressPrevious, adminPrevious []string
+	ingress, admin, readOnly                         string
+	ingressPrevious, adminPrevious, readOnlyPrevious []string
 }
 
 // isIngress accepts the ingress token and, during a rotation, the previous ones.
@@ -41,6 +42,11 @@ func (t *nodeTokens) isIngress(tok string) bool {
 // isAdmin accepts the admin token and, during a rotation, the previous ones.
 func (t *nodeTokens) isAdmin(tok string) bool {
 	return tokenEqual(tok, t.admin) || anyTokenEqual(tok, t.adminPrevious)
+}
+
+// isReadOnly accepts the read-only token and, during a rotation, the previous ones.
+func (t *nodeTokens) isReadOnly(tok string) bool {
+	return tokenEqual(tok, t.readOnly) || anyTokenEqual(tok, t.readOnlyPrevious)
 }
 
 func anyTokenEqual(tok string, accepted []string) bool {

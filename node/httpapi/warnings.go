@@ -17,8 +17,8 @@ import (
 // first pass: nothing is said of applications), iv the fleet's ingresses.
 //   - An application whose routes have no upstream: nothing of it is ready, its hosts
 //     answer 503. (The hosts of scafo-unowned are the skipped claims', said there.)
-//   - An ingress behind (it holds an older configuration than the one published) or lost
-//     (not heard from for ingresses.lostAfter).
+//   - An ingress behind (it holds an older configuration than the one published), lost
+//     (not heard from for ingresses.lostAfter) or refused (its last poll was, and why).
 //   - No ingress polls the fleet: none is current or behind. Not said when the reports
 //     could not be read (the view then holds only this node's own ingresses, and
 //     ingressesError says so).
@@ -43,6 +43,11 @@ func statusWarnings(doc *routing.Document, iv ingress.View) []string {
 		case "lost":
 			warn = append(warn, fmt.Sprintf("ingress %s (polling %s) is lost: not heard from for %s", in.Name, in.Node, (time.Duration(in.Age)*time.Second).String()))
 			lost++
+			continue
+		case "refused":
+			// It polls, but is not served what it asks for (or not heard as an ingress):
+			// not counted among the ingresses that poll the fleet.
+			warn = append(warn, fmt.Sprintf("ingress %s (polling %s) is refused: %s", in.Name, in.Node, in.Refused))
 			continue
 		}
 		live++

@@ -255,10 +255,10 @@ func ParseReport(h ReportHeaders) (Report, error) {
 	return rep, nil
 }
 
-// Refuse logs that the report of a poll from remote was not recorded, and why, once a
-// minute per header at fault (the caller answers it: the poll is still served, a
-// report never changes routing).
-func (b *Book) Refuse(remote, why string) {
+// Refuse logs that the report of a poll from remote, naming the ingress name (as sent),
+// was not recorded, and why, once a minute per header at fault (the caller answers it:
+// the poll is still served, a report never changes routing).
+func (b *Book) Refuse(remote, name, why string) {
 	now := b.Now()
 	// One line a minute per header at fault (the reason may quote what was sent: a
 	// flood of made-up names must not become a flood of lines).
@@ -274,8 +274,34 @@ func (b *Book) Refuse(remote, why string) {
 	}
 	b.mu.Unlock()
 	if log {
-		b.log.Warn("ingress report refused (the poll is served)", "remote", remote, "reason", why)
+		b.log.Warn("ingress report refused (the poll is served)", "ingress", name, "remote", remote, "reason", why)
 	}
+}
+
+// RefusePoll records that a poll naming the ingress name was refused (answered 4xx
+// instead of a configuration), or served without its report recorded, and why; the
+// caller has checked the poll's credential (the ingress or admin token: the same trust
+// as a report's). Only an ingress this node tracks is marked (a name never polled here
+// costs nothing): it is listed "refused" with why, and seen now, until a poll of it is
+// recorded again (Begin). It reports whether the name was tracked.
+func (b *Book) RefusePoll(name, why string) bool {
+	if len(why) > MaxRefusedLen {
+		why = strings.ToValidUTF8(why[:MaxRefusedLen-3], "") + "..."
+	}
+	now := b.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	li, ok := b.local[name]
+	if !ok {
+		return false
+	}
+	prev := li.rep
+	li.rep.Refused = why
+	li.rep.Seen = now
+	if !prev.sameState(li.rep) {
+		b.notifyLocked()
+	}
+	return true
 }
 
 func (b *Book) notifyLocked() {

@@ -58,11 +58,19 @@ type Report struct {
 	Probe bool `json:"probe,omitempty"`
 	// Seen is when that node last heard from it.
 	Seen time.Time `json:"seen"`
+	// Refused says why that node refused its last poll, or the report it carried
+	// (Book.RefusePoll; at most MaxRefusedLen bytes): until a poll is recorded again it
+	// is listed "refused", not "current", whatever it held before.
+	Refused string `json:"refused,omitempty"`
 }
+
+// MaxRefusedLen bounds a report's Refused reason.
+const MaxRefusedLen = 300
 
 func (r Report) sameState(o Report) bool {
 	return r.Name == o.Name && r.Kind == o.Kind && r.Node == o.Node && r.Serial == o.Serial &&
-		r.Epoch == o.Epoch && r.Revision == o.Revision && r.Groups == o.Groups && r.Probe == o.Probe
+		r.Epoch == o.Epoch && r.Revision == o.Revision && r.Groups == o.Groups && r.Probe == o.Probe &&
+		r.Refused == o.Refused
 }
 
 // decode checks one stored report; a malformed one is skipped with the reason
@@ -94,6 +102,8 @@ func decode(o store.Object, horizon time.Time) viewObject {
 		bad = fmt.Sprintf("seen %s, in the future (beyond this node's clock plus ingresses.lostAfter)", rep.Seen.UTC().Format(time.RFC3339))
 	case rep.Revision != "" && !isHex(rep.Revision, 32):
 		bad = "malformed revision"
+	case len(rep.Refused) > MaxRefusedLen:
+		bad = fmt.Sprintf("refused: %d bytes, want at most %d", len(rep.Refused), MaxRefusedLen)
 	case rep.Groups != "" && !canonicalGroups(rep.Groups):
 		bad = fmt.Sprintf("groups %.70q: want a ?group= selection, sorted", rep.Groups)
 	}

@@ -85,6 +85,8 @@ func (b *Book) Fleet(ctx context.Context, maxAge time.Duration) View {
 		switch {
 		case now.Sub(rep.Seen) > b.lostAfter:
 			st.State = "lost"
+		case rep.Refused != "":
+			st.State, st.Refused = "refused", rep.Refused
 		case st.Behind > 0:
 			st.State = "behind"
 		default:

@@ -43,6 +43,7 @@ var dynamicDefaults = map[string]string{
 	"store.dir.path": "`<stateDir>/store`",
 	"ingress.token":  "minted to `<stateDir>/ingress-token` (32 random bytes, hex, mode 0600, reused on restart)",
 	"admin.token":    "minted to `<stateDir>/admin-token` (likewise)",
+	"readonly.token": "minted to `<stateDir>/readonly-token` (likewise)",
 }
 
 // notes are what the reference says of a setting beyond its description: the bounds
@@ -55,14 +56,16 @@ var notes = map[string]string{
 	"node.name":                     "Two live nodes with one name: refused at start, reported while running ([operating.md](operating.md#one-name-one-node)).",
 	"node.address":                  "An IP address; instances are published, dialled and probed at `node.address:port`.",
 	"node.apiPort":                  "Must lie outside `ports.min..ports.max`.",
-	"ingress.token":                 "At least 16 characters when set; never one of the admin's tokens. Flag alias: `--ingress-token`. See [security.md](security.md#tokens).",
-	"ingress.previous":              "Each at least 16 characters, none of them one of the admin's tokens ([operating.md](operating.md#rotating-the-ingress-and-admin-tokens)).",
-	"admin.previous":                "Each at least 16 characters, none of them one of the ingress's tokens.",
+	"ingress.token":                 "At least 16 characters when set; never one of the admin's or read-only tokens. Flag alias: `--ingress-token`. See [security.md](security.md#tokens).",
+	"ingress.previous":              "Each at least 16 characters, none of them one of the admin's or read-only tokens ([operating.md](operating.md#rotating-the-ingress-and-admin-tokens)).",
+	"admin.previous":                "Each at least 16 characters, none of them one of the ingress's or read-only tokens.",
+	"readonly.token":                "At least 16 characters when set; never one of the ingress's or admin's tokens. The status page's token: it reads and changes nothing ([security.md](security.md#who-can-do-what)).",
+	"readonly.previous":             "Each at least 16 characters, none of them one of the ingress's or admin's tokens.",
 	"platform.domains":              "At least one; ASCII case is folded, then each must be a canonical host name.",
 	"platform.groups":               "A list rather than a map: a paerser map key cannot hold a domain's dots. Each domain one of `platform.domains`, at most once ([fleet.md](fleet.md#ingress-groups)). Every node must run with the same map.",
 	"store.s3.endpoint":             "S3 when set, else the directory store. Any other `store.s3` setting without it is refused (the node would run on its directory store).",
 	"traefik.entryPoints":           "At least one.",
-	"admin.token":                   "At least 16 characters when set; never one of the ingress's tokens.",
+	"admin.token":                   "At least 16 characters when set; never one of the ingress's or read-only tokens.",
 	"log.format":                    "Anything else is refused.",
 	"store.s3.bucket":               "Required with `store.s3.endpoint`.",
 	"traefik.certResolver":          "See [certificates.md](certificates.md#the-platform-apexs-certificate).",

@@ -75,9 +75,8 @@ async function get(path) {
   return { status: resp.status, body };
 }
 
-// adminOnly: the answer of an admin route to a token that is not the admin's. The
-// ingress token is no credential of the write API at all: 401 there (403 for an
-// application token).
+// adminOnly: the answer of a route the token may not read (placement, the audit log):
+// 403 for the ingress token (its role named, nothing logged) and an application token.
 const adminOnly = (status) => status === 401 || status === 403;
 
 function showLogin(message) {
@@ -170,7 +169,7 @@ function renderFleet(st, warnings) {
 }
 
 // renderApps: one row per application, from the routing document (hosts, upstreams in
-// failover order: the ready ones) and, with the admin token, /v1/apps (placement:
+// failover order: the ready ones) and, with the admin or read-only token, /v1/apps (placement:
 // the placed nodes missing from the upstreams are not ready).
 function renderApps(st, routes, apps, warnings) {
   const byApp = new Map();
@@ -201,7 +200,7 @@ function renderApps(st, routes, apps, warnings) {
       }
     }
   } else if (adminOnly(apps.status)) {
-    warnings.push('placement and the audit log need the admin token; this token reads status and routes only');
+    warnings.push('placement and the audit log need the read-only (or admin) token; this token reads status and routes only');
   }
   const rows = [...byApp.values()].sort((x, y) => x.name.localeCompare(y.name)).map((a) => {
     const ups = a.upstreams || [];
@@ -263,7 +262,7 @@ function renderCertificates(st, warnings) {
 
 function renderAudit(audit) {
   if (audit.status !== 200 || !audit.body) {
-    $('audit').replaceChildren(el('tr', {}, el('td', { class: 'muted' }, adminOnly(audit.status) ? 'needs the admin token' : 'could not be read (' + audit.status + ')')));
+    $('audit').replaceChildren(el('tr', {}, el('td', { class: 'muted' }, adminOnly(audit.status) ? 'needs the read-only (or admin) token' : 'could not be read (' + audit.status + ')')));
     return;
   }
   $('audit').replaceChildren(...(audit.body.records || []).map((r) => el('tr', { class: 'audit' },

@@ -25,7 +25,7 @@ type collector struct {
 
 var (
 	ingressesDesc = prometheus.NewDesc("scafo_ingresses",
-		"Ingresses by state: current (holds what this node publishes), behind (reports an older serial), lost (not heard from for ingresses.lostAfter).",
+		"Ingresses by state: current (holds what this node publishes), behind (reports an older serial), refused (its last poll was refused), lost (not heard from for ingresses.lostAfter).",
 		[]string{"state"}, nil)
 	ingressAgeDesc = prometheus.NewDesc("scafo_ingress_oldest_report_seconds",
 		"Age of the oldest report of a live (not lost) ingress; 0 when there is none.", nil, nil)
@@ -40,7 +40,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	v := c.book.Fleet(ctx, c.heartbeat)
-	counts := map[string]int{"current": 0, "behind": 0, "lost": 0}
+	counts := map[string]int{"current": 0, "behind": 0, "refused": 0, "lost": 0}
 	oldest := 0.0
 	for _, in := range v.Ingresses {
 		counts[in.State]++
@@ -48,7 +48,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			oldest = max(oldest, in.Age)
 		}
 	}
-	for _, st := range []string{"current", "behind", "lost"} {
+	for _, st := range []string{"current", "behind", "refused", "lost"} {
 		ch <- prometheus.MustNewConstMetric(ingressesDesc, prometheus.GaugeValue, float64(counts[st]), st)
 	}
 	ch <- prometheus.MustNewConstMetric(ingressAgeDesc, prometheus.GaugeValue, oldest)
