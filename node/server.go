@@ -115,7 +115,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	// No token for two roles, the token files' included (tokenroles.go).
 	if err := errors.Join(rolesOverlap(cfg.resolvedRoleTokens("ingress", cfg.Ingress, ingressTok), cfg.resolvedRoleTokens("admin", cfg.Admin, adminTok),
 		cfg.resolvedRoleTokens("readonly", cfg.Readonly, readOnlyTok))...); err != nil {
-		return nil, err
+		return nil, &ConfigError{Err: err}
 	}
 	inst, err := fleetwrite.OpenRegistry(filepath.Join(cfg.StateDir, "instances.json"),
 		cfg.Ports.Min, cfg.Ports.Max, time.Duration(cfg.Ports.Quarantine))

@@ -54,6 +54,15 @@ func (c *Config) sourceOf(path string) string {
 	return ""
 }
 
+// ConfigError is a start refused for the node's configuration, found only once the
+// token files are read (a token two roles accept): nothing changes until an operator
+// fixes it, so the command exits 78 for it, as for a setting the loader refuses, and the
+// unit does not restart it (RestartPreventExitStatus=78).
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
 // rolesOverlap returns an error for every token two roles accept, naming the two
 // settings (and where each came from, when known). It never shows a token.
 func rolesOverlap(ingress, admin, readOnly []roleToken) []error {

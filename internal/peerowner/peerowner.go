@@ -1,11 +1,12 @@
-// Package peerowner tells who owns the socket at the other end of a loopback TCP
-// connection, before anything secret is written on it.
+// Package peerowner tells who owns the socket at the other end of a TCP connection to
+// this machine (loopback, or one of its own addresses), before anything secret is
+// written on it.
 //
 // Why: the node's API listens on an unprivileged port (7400). Were it ever free (a node
 // stopped, or started without its socket unit), any local process, a tenant's release
 // among them, could listen there and receive the admin token the CLI sends to
-// http://127.0.0.1:7400 (docs/security.md, "The node's port"). On loopback both ends
-// are on this machine, so the kernel says which user created the listening socket that
+// http://127.0.0.1:7400 (docs/security.md, "The node's port"), or to the node's own
+// address. Both ends are on this machine, so the kernel says which user created the listening socket that
 // accepted the connection: /proc/net/tcp and tcp6 list the accepted socket, by its
 // four-tuple, with the uid of the socket it was accepted from. The CLI sends a token
 // only when that uid is one it trusts (root, which is systemd holding scafo-node.socket,
@@ -26,7 +27,7 @@ import (
 // ErrUnsupported is returned where the owner cannot be read (an OS other than Linux).
 var ErrUnsupported = errors.New("peerowner: unsupported on this system")
 
-// Refused is a loopback listener owned by a user the caller does not trust.
+// Refused is a listener of this machine owned by a user the caller does not trust.
 type Refused struct {
 	Addr string // the address dialed
 	UID  int    // the listening socket's owner
@@ -59,8 +60,28 @@ func Trusted(service string, self int) func(uid int) bool {
 	return func(uid int) bool { return uid == 0 || uid == self || (svc >= 0 && uid == svc) }
 }
 
-// DialContext dials like net.Dialer and, when the address it reached is a loopback
-// one, checks the owner of the listening socket that accepted the connection with
+// isLocal says whether ip is an address of this machine: a loopback address, or one of
+// its interfaces' (the node's own node.address, a public IP: a process of this machine
+// listening on a wildcard address answers there too). A connection to one ends at a
+// socket of this network namespace, listed in /proc/net/tcp*.
+func isLocal(ip net.IP) bool {
+	if ip.IsLoopback() {
+		return true
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// DialContext dials like net.Dialer and, when the address it reached is one of this
+// machine's (loopback, or an interface's: isLocal), checks the owner of the listening socket that accepted the connection with
 // trust; an untrusted owner closes the connection and returns a *Refused. Where the
 // owner cannot be read (ErrUnsupported) the connection is returned unchecked.
 func DialContext(trust func(uid int) bool) func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -71,7 +92,7 @@ func DialContext(trust func(uid int) bool) func(ctx context.Context, network, ad
 			return nil, err
 		}
 		ra, ok := c.RemoteAddr().(*net.TCPAddr)
-		if !ok || !ra.IP.IsLoopback() {
+		if !ok || !isLocal(ra.IP) {
 			return c, nil
 		}
 		uid, err := Owner(ctx, c)

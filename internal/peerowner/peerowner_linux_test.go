@@ -127,3 +127,34 @@ func TestParseAddrPort(t *testing.T) {
 		}
 	}
 }
+
+// TestASquatterIsRefusedOnTheMachinesOwnAddressToo: the node's own address (node.address,
+// a public IP) reaches a wildcard listener of this machine as loopback does: a
+// squatter's is refused there too (the CLI, Caddy beside a node, and the storage client
+// dial it).
+func TestASquatterIsRefusedOnTheMachinesOwnAddressToo(t *testing.T) {
+	var own net.IP
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			own = n.IP
+			break
+		}
+	}
+	if own == nil {
+		t.Skip("no non-loopback IPv4 address on this machine")
+	}
+	squat := listenAs(t, 65534, "tcp", "[::]:0")
+	addr := net.JoinHostPort(own.String(), portOf(squat.Addr().String()))
+	c, err := dialChecked(t, func(uid int) bool { return uid == 0 }, addr)
+	var refused *Refused
+	if !errors.As(err, &refused) || refused.UID != 65534 {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("%s: dialing a squatter's wildcard listener on this machine's own address gave %v, want a refusal naming uid 65534", addr, err)
+	}
+}

@@ -82,7 +82,7 @@ func cmdCerts(c *client, asJSON bool) error {
 		if lastErr == "" {
 			lastErr = "-"
 		}
-		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\n", n.Name, n.State, notAfter, next, strings.ReplaceAll(lastErr, "\t", " "))
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\n", n.Name, n.State, notAfter, next, escape(lastErr))
 	}
 	if err := t.Flush(); err != nil {
 		return err

@@ -49,7 +49,7 @@ func cmdAppsList(c *client, asJSON bool) error {
 		if a.Health != nil {
 			health = a.Health.Path
 		}
-		fmt.Fprintf(t, "%s\t%s\t%s\t%s\n", a.Name, a.Account, strings.Join(a.Placement, " > "), health)
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\n", escape(a.Name), escape(a.Account), escape(strings.Join(a.Placement, " > ")), escape(health))
 	}
 	return t.Flush()
 }
@@ -130,7 +130,7 @@ func cmdDomainsList(c *client, cfg *domainListConfig) error {
 		if !r.Served {
 			served = "503 (no ready instance)"
 		}
-		fmt.Fprintf(t, "%s\t%s\t%d\t%s\n", r.Host, r.Application, r.Paths, served)
+		fmt.Fprintf(t, "%s\t%s\t%d\t%s\n", escape(r.Host), escape(r.Application), r.Paths, served)
 	}
 	fmt.Fprintf(t, "revision %s\n", doc.Revision)
 	return t.Flush()
@@ -197,13 +197,13 @@ func cmdAudit(c *client, cfg *auditConfig) error {
 	for _, r := range ans.Records {
 		var what []string
 		if r.Host != "" {
-			what = append(what, r.Host)
+			what = append(what, escape(r.Host))
 		}
 		if r.Action == "paths.put" || r.Prefixes > 0 {
 			what = append(what, strconv.Itoa(r.Prefixes)+" prefixes")
 		}
 		if r.Token != "" {
-			what = append(what, "token "+r.Token)
+			what = append(what, "token "+escape(r.Token))
 		}
 		if r.ToPort != 0 {
 			m := fmt.Sprintf("port %d → %d", r.FromPort, r.ToPort)
@@ -215,8 +215,8 @@ func cmdAudit(c *client, cfg *auditConfig) error {
 			}
 			what = append(what, m)
 		}
-		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Time.UTC().Format(time.RFC3339), r.Actor, r.Node, r.Action,
-			dash(r.Account), dash(r.App), dash(strings.Join(what, ", ")))
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Time.UTC().Format(time.RFC3339), escape(r.Actor), escape(r.Node), escape(r.Action),
+			dash(escape(r.Account)), dash(escape(r.App)), dash(strings.Join(what, ", ")))
 	}
 	if err := t.Flush(); err != nil {
 		return err

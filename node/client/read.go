@@ -225,21 +225,21 @@ func cmdDomainPaths(c *client, host string, asJSON bool) error {
 			"paths": pub.Paths, "notInEffect": off, "revision": doc.Revision})
 		return c.printJSON(b)
 	}
-	fmt.Fprintf(c.out, "%s (%s, account %s)\n", pub.Host, pub.App, pub.Account)
+	fmt.Fprintf(c.out, "%s (%s, account %s)\n", escape(pub.Host), escape(pub.App), escape(pub.Account))
 	tw := newTable(c.out)
 	for _, k := range slices.Sorted(maps.Keys(pub.Paths)) {
 		mark := ""
 		if why, ok := off[k]; ok {
 			mark = "not in effect: " + why
 		}
-		fmt.Fprintf(tw, "  /%s → %s\t%s\n", k, pub.Paths[k], mark)
+		fmt.Fprintf(tw, "  /%s → %s\t%s\n", escape(k), escape(pub.Paths[k]), escape(mark))
 	}
 	fmt.Fprintf(tw, "revision %s\n", doc.Revision)
 	return tw.Flush()
 }
 
 // table is a tabwriter whose Flush writes its lines to out without the spaces it pads
-// an empty last cell with.
+// an empty last cell with, every unsafe character but its layout escaped (cleanText).
 type table struct {
 	*tabwriter.Writer
 	buf strings.Builder
@@ -265,6 +265,6 @@ func (t *table) Flush() error {
 		}
 	}
 	t.buf.Reset()
-	_, err := io.WriteString(t.out, b.String())
+	_, err := io.WriteString(t.out, cleanText(b.String()))
 	return err
 }

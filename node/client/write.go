@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/traefik/paerser/cli"
@@ -198,16 +197,16 @@ func (c *client) printApp(raw []byte, asJSON bool) error {
 	if err := json.Unmarshal(raw, &a); err != nil {
 		return fmt.Errorf("%s: the node's answer is not an application: %w", c.verb, err)
 	}
-	tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "name\t%s\naccount\t%s\nplacement\t%s\n", a.Name, a.Account, strings.Join(a.Placement, " > "))
+	tw := newTable(c.out)
+	fmt.Fprintf(tw, "name\t%s\naccount\t%s\nplacement\t%s\n", escape(a.Name), escape(a.Account), escape(strings.Join(a.Placement, " > ")))
 	if a.Health != nil {
-		fmt.Fprintf(tw, "health\t%s\n", a.Health.Path)
+		fmt.Fprintf(tw, "health\t%s\n", escape(a.Health.Path))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, w := range a.Warnings {
-		fmt.Fprintf(c.errOut, "scafo-node: warning: %s\n", w)
+		fmt.Fprintf(c.errOut, "scafo-node: warning: %s\n", escape(w))
 	}
 	return nil
 }

@@ -30,24 +30,46 @@ type PortChecker interface {
 
 // checkMove refuses a move of app (incarnation a) from cur to port that the port
 // checker finds not serving. Called once who is authorized and port is in who's range.
-func (w *Writer) checkMove(ctx context.Context, app string, a fleet.App, cur fleet.Instance, had bool, port *int, ready, force bool) error {
+//
+// The port is one the write could take (PutInstance refused another application's
+// first). What failed is told whole to the admin; an application token is told only
+// that the port does not serve, with the node's log holding the rest: the probe's words
+// (a status code, the first bytes of a foreign service's answer) would describe a
+// process on the port that is not the application's.
+func (w *Writer) checkMove(ctx context.Context, who Actor, app string, a fleet.App, cur fleet.Instance, had bool, port *int, ready, force bool) (checked bool, err error) {
 	if w.cfg.Ports == nil || force || !ready || port == nil || !had || cur.AppID != a.ID || cur.Port == *port {
-		return nil
+		return false, nil
 	}
 	path := ""
 	if a.Health != nil {
 		path = a.Health.Path
 	}
 	if err := w.cfg.Ports.CheckPort(ctx, *port, path); err != nil {
-		return &ErrConflict{What: "port not serving", Holder: app,
-			Detail: fmt.Sprintf("%s's instance was not moved from port %d to port %d: %v; start the release there first, or force the move (?force=true, --force)",
-				app, cur.Port, *port, err)}
+		why := err.Error()
+		if !who.Admin {
+			w.log.Info("instance move refused: the new port does not serve", "app", app, "from", cur.Port, "to", *port, "err", err)
+			why = "it does not serve (nothing listens, no answer, or the health path did not answer 2xx: the node's log says which)"
+		}
+		return false, &ErrConflict{What: "port not serving", Holder: app,
+			Detail: fmt.Sprintf("%s's instance was not moved from port %d to port %d: %s; start the release there first, or force the move (?force=true, --force)",
+				app, cur.Port, *port, why)}
 	}
-	return nil
+	return true, nil
 }
 
-// auditMove records a move of app's instance that took effect (from 0: the instance
-// had no port on this node).
-func (w *Writer) auditMove(ctx context.Context, who Actor, a fleet.App, app string, from, to int, forced bool) {
-	w.appendAudit(ctx, who, AuditRecord{Action: "instance.move", Account: a.Account, App: app, FromPort: from, ToPort: to, Forced: forced})
+// auditInstance records an instance write of app that took effect: a move
+// ("instance.move": from 0, the instance had no port on this node) or, on the same port,
+// a change of readiness ("instance.ready"), which routes or unroutes the instance.
+func (w *Writer) auditInstance(ctx context.Context, who Actor, a fleet.App, app string, cur, next fleet.Instance, forced, checked bool) {
+	ready := next.Ready
+	rec := AuditRecord{Action: "instance.move", Account: a.Account, App: app, FromPort: cur.Port, ToPort: next.Port,
+		Forced: forced, Checked: checked, Ready: &ready}
+	switch {
+	case cur.Port != next.Port:
+	case cur.Ready != next.Ready:
+		rec.Action, rec.FromPort, rec.Forced, rec.Checked = "instance.ready", 0, false, false
+	default:
+		return
+	}
+	w.appendAudit(ctx, who, rec)
 }

@@ -122,3 +122,105 @@ func TestEveryMoveIsAudited(t *testing.T) {
 		t.Errorf("a filter on another app matched %d records", len(app))
 	}
 }
+
+// TestAMoveCheckNeverProbesAnotherTenantsPort (hostile review 1, finding 2): a tenant's
+// instance token moving its instance onto a port another application holds is refused as
+// "port taken" before the serving check runs, so the node never probes another tenant's
+// release for it (the probe's answer, a status or the first bytes of a foreign service,
+// told it what listens there); and a refused move onto a free port tells the token only
+// that the port does not serve, never the probe's words (the admin gets them).
+func TestAMoveCheckNeverProbesAnotherTenantsPort(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	ports := &portsUp{up: map[int]bool{24000: true, 24002: true}}
+	f.w.cfg.Ports = ports
+	bank, _, _, err := f.w.PutApp(ctx, admin, "bank", fleet.App{Account: "bankco", Placement: []string{"vps-a"}, Health: &fleet.Health{Path: "/healthz"}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil, _, _, err := f.w.PutApp(ctx, admin, "evil", fleet.App{Account: "mallory", Placement: []string{"vps-a"}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = bank
+	if _, _, err := f.w.AllocateInstance(ctx, admin, "bank"); err != nil { // 24000, 24001
+		t.Fatal(err)
+	}
+	if _, err := f.w.SetInstance(ctx, admin, "bank", nil, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.w.AllocateInstance(ctx, admin, "evil"); err != nil { // 24002, 24003
+		t.Fatal(err)
+	}
+	tok := Actor{Token: fleet.TokenRecord{ID: "0123456789abcdef", Account: "mallory", App: "evil", AppID: evil.ID, Roles: []string{fleet.RoleInstance}}}
+	if _, err := f.w.SetInstance(ctx, tok, "evil", nil, true); err != nil {
+		t.Fatal(err)
+	}
+	ports.asked = nil
+	for _, p := range []int{24000, 24001} { // bank's pair
+		_, err := f.w.SetInstance(ctx, tok, "evil", intp(p), true)
+		if !errors.Is(err, ErrPortTaken) {
+			t.Errorf("evil's move onto bank's port %d: %v, want port taken", p, err)
+		}
+	}
+	if len(ports.asked) != 0 {
+		t.Fatalf("the node probed %v for evil's moves onto bank's ports", ports.asked)
+	}
+	// A free port that does not serve: the token learns only that.
+	_, err = f.w.SetInstance(ctx, tok, "evil", intp(24003), true)
+	var conf *ErrConflict
+	if !errors.As(err, &conf) || conf.What != "port not serving" || strings.Contains(conf.Detail, "connection refused") {
+		t.Fatalf("evil's move to its own dead port: %v, want \"port not serving\" without the probe's words", err)
+	}
+	_, err = f.w.SetInstance(ctx, admin, "evil", intp(24003), true)
+	if !errors.As(err, &conf) || !strings.Contains(conf.Detail, "connection refused") {
+		t.Fatalf("the admin's move to a dead port: %v, want the probe's words", err)
+	}
+}
+
+// TestReadinessChangesAreAudited (hostile review 1, finding 6): a readiness change on
+// the same port routes or unroutes an instance and is audited as instance.ready; a move
+// records whether its serving check ran (checked) or was skipped (forced), and a move of
+// a not-ready instance is neither.
+func TestReadinessChangesAreAudited(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	f.w.cfg.Ports = &portsUp{up: map[int]bool{24000: true, 24001: true}}
+	if _, _, _, err := f.w.PutApp(ctx, admin, "shop", fleet.App{Account: "acme", Placement: []string{"vps-a"}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.w.AllocateInstance(ctx, admin, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []struct {
+		port         int
+		ready, force bool
+	}{{24000, true, false}, {24000, false, false}, {24001, false, false}, {24001, true, false}, {24000, true, false}, {24001, true, true}} {
+		if _, err := f.w.PutInstance(ctx, admin, "shop", intp(s.port), s.ready, s.force); err != nil {
+			t.Fatalf("%+v: %v", s, err)
+		}
+	}
+	recs, _, err := f.w.AuditFiltered(ctx, AuditFilter{Limit: 100, App: "shop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		if !strings.HasPrefix(r.Action, "instance.") {
+			continue
+		}
+		ready := r.Ready != nil && *r.Ready
+		got = append(got, fmt.Sprintf("%s %d>%d ready=%v forced=%v checked=%v", r.Action, r.FromPort, r.ToPort, ready, r.Forced, r.Checked))
+	}
+	want := []string{ // newest first
+		"instance.move 24000>24001 ready=true forced=true checked=false",
+		"instance.move 24001>24000 ready=true forced=false checked=true",
+		"instance.ready 0>24001 ready=true forced=false checked=false",
+		"instance.move 24000>24001 ready=false forced=false checked=false",
+		"instance.ready 0>24000 ready=false forced=false checked=false",
+		"instance.ready 0>24000 ready=true forced=false checked=false",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("audited:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

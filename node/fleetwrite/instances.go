@@ -120,8 +120,16 @@ func (w *Writer) PutInstance(ctx context.Context, who Actor, app string, port *i
 				Detail: fmt.Sprintf("port %d: application tokens may only use ports %d..%d (POST allocates one)", *p, lo, hi)}
 		}
 	}
+	if port != nil {
+		// Another application's port is refused before anything is done with it: the
+		// move's serving check below never probes another tenant's release.
+		if err := w.inst.takenFor(app, a.ID, *port); err != nil {
+			return Instance{}, w.portTakenFor(ctx, who, a, err)
+		}
+	}
+	checked := false
 	if cur, had := w.inst.Get(app); had {
-		if err := w.checkMove(ctx, app, a, cur, had, port, ready, force); err != nil {
+		if checked, err = w.checkMove(ctx, who, app, a, cur, had, port, ready, force); err != nil {
 			return Instance{}, err
 		}
 	}
@@ -166,8 +174,8 @@ func (w *Writer) PutInstance(ctx context.Context, who Actor, app string, port *i
 	if ch != unchanged {
 		w.instancesChanged()
 	}
-	if ch != unchanged && inst.Port != cur.Port {
-		w.auditMove(ctx, who, a, app, cur.Port, inst.Port, force)
+	if ch != unchanged {
+		w.auditInstance(ctx, who, a, app, cur, inst, force, checked)
 	}
 	return w.answer(app, inst, ports), nil
 }

@@ -10,6 +10,22 @@ import (
 // there. Pairs come last: a pair never overrides an instance or a quarantine (the
 // registry never writes a pair over either; a corrupt file could, and then the
 // application left by the port must keep it).
+// takenFor is the error set would answer for a write of app (incarnation appID) to port
+// p held by another application (a *portTakenError), or nil: a check before anything is
+// done with p (a move's serving check probes only a port the write could take).
+func (r *Registry) takenFor(app, appID string, p int) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.expire()
+	if h, hid, why := r.holder(p); h != "" && (h != app || hid != appID) {
+		if h == app {
+			why += " an earlier incarnation of"
+		}
+		return &portTakenError{Port: p, App: h, AppID: hid, Why: why}
+	}
+	return nil
+}
+
 func (r *Registry) holder(p int) (app, appID, why string) {
 	for a, i := range r.state.Instances {
 		if i.Port == p {

@@ -136,10 +136,15 @@ type AuditRecord struct {
 	Token    string    `json:"token,omitempty"`
 	// FromPort and ToPort are an instance move's ports on Node (instance.move; FromPort
 	// absent: the instance had none); Forced says the move skipped the check that the
-	// new port serves.
-	FromPort int  `json:"fromPort,omitempty"`
-	ToPort   int  `json:"toPort,omitempty"`
-	Forced   bool `json:"forced,omitempty"`
+	// new port serves, Checked that the check ran and passed (a move neither forced nor
+	// checked was one the check does not cover: to a not-ready instance, or the first
+	// declaration). Ready is the instance's readiness after the write (instance.move,
+	// instance.ready: a readiness change on the same port, which routes or unroutes it).
+	FromPort int   `json:"fromPort,omitempty"`
+	ToPort   int   `json:"toPort,omitempty"`
+	Forced   bool  `json:"forced,omitempty"`
+	Checked  bool  `json:"checked,omitempty"`
+	Ready    *bool `json:"ready,omitempty"`
 }
 
 // committed runs after every write that changed something: it appends the audit

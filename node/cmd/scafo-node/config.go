@@ -22,7 +22,8 @@ const exitConfig = 78
 
 // configError is an error in the node's configuration (a loader refused it, or the
 // socket the service manager handed over does not match it): the command exits
-// exitConfig.
+// exitConfig, as for a *node.ConfigError (a token two roles accept, found in the token
+// files at the start).
 type configError struct{ error }
 
 func (e configError) Unwrap() error { return e.error }
@@ -49,18 +50,24 @@ func (m markConfig) Load(args []string, cmd *cli.Command) (bool, error) {
 // exitStatus is the command's exit status for err: exitConfig for the node's
 // configuration, else the verbs' (client.ExitCode: 1 unless a verb says otherwise).
 func exitStatus(err error) int {
-	if errors.As(err, new(configError)) {
+	if errors.As(err, new(configError)) || errors.As(err, new(*node.ConfigError)) {
 		return exitConfig
 	}
 	return client.ExitCode(err)
 }
 
+// refuseWindow is how long a node refused for its configuration keeps answering 503 on
+// the held socket before it exits: at most one start per window per connecting client,
+// whatever their number (a start and its refusal took 136 to 362 ms here).
+const refuseWindow = time.Second
+
 // refuseQueued answers, when the service manager handed over the API's socket, every
-// connection queued on it with a 503 before a node refused for its configuration
-// exits. systemd starts the node again for a socket with connections queued: left
-// there, they would start it in a loop until the socket's trigger limit stopped the
-// socket, and its port would be free for any process to take (scafo-node.socket).
-// Emptied, only a new connection starts it again (the unit has no start limit), to be
+// connection queued on it, and every one arriving within refuseWindow, with a 503 before
+// a node refused for its configuration exits. systemd starts the node again for a
+// socket with connections queued: left there, they would start it in a loop (and, but
+// for the socket unit's TriggerLimitIntervalSec=0, the socket's trigger limit would stop
+// the socket and free its port for any process to take). Emptied, only a new connection
+// starts it again (the unit has no start limit), at most one per refuseWindow, to be
 // refused the same way; the reason is in the journal, which the answer points to.
 func refuseQueued() {
 	if held, err := systemd.Inherited(); err == nil && held != nil {
@@ -76,8 +83,7 @@ func refuseOn(held *systemd.Listener) {
 		return
 	}
 	const body = `{"error":"node not started","detail":"the node's configuration is refused: journalctl -u scafo-node says why"}` + "\n"
-	// What is queued is there at once; the deadline only ends the loop.
-	tcp.SetDeadline(time.Now().Add(100 * time.Millisecond))
+	tcp.SetDeadline(time.Now().Add(refuseWindow))
 	for {
 		c, err := tcp.Accept()
 		if err != nil {

@@ -155,11 +155,17 @@ func TestANodeRefusedForItsConfigurationAnswersWhatQueued(t *testing.T) {
 	if _, err := io.WriteString(queued, "GET /v1/healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
+	started := time.Now()
 	_, output, exited := startOnHeld(t, h, "", "SCAFO_LISTEN=:"+strconv.Itoa(h.port), "SCAFO_PROBE_INTERVAL=5ms")
 	select {
 	case err := <-exited:
 		if code := exitCode(t, err, output); code != exitConfig {
 			t.Fatalf("exit status %d, want %d: %s", code, exitConfig, output())
+		}
+		// It answered for refuseWindow before exiting: a client connecting in a loop
+		// starts it at most once a window (a lower bound: no load makes it early).
+		if took := time.Since(started); took < refuseWindow {
+			t.Errorf("the refused node exited after %s, before refuseWindow (%s)", took, refuseWindow)
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatalf("the node did not exit: %s", output())
@@ -236,5 +242,26 @@ func TestConfigCheckSaysWhetherTheNodeWouldStart(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "never")); !os.IsNotExist(err) {
 		t.Errorf("config check touched the state dir: %v", err)
+	}
+}
+
+// TestATokenForTwoRolesFoundAtTheStartExits78 (hostile review 1, finding 4): a token
+// two roles accept, found only in the token files at the start (not by the loader), is
+// the configuration too: exit 78, which the unit does not restart every 2 s.
+func TestATokenForTwoRolesFoundAtTheStartExits78(t *testing.T) {
+	bin := buildBinary(t)
+	state := filepath.Join(t.TempDir(), "state")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const tok = "0123456789abcdef0123456789abcdef"
+	if err := os.WriteFile(filepath.Join(state, "admin-token"), []byte(tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(envWithoutScafo(), "SCAFO_STATEDIR="+state, "SCAFO_LISTEN=127.0.0.1:0", "SCAFO_INGRESS_TOKEN="+tok)
+	out, err := cmd.CombinedOutput()
+	if code := exitCode(t, err, func() string { return string(out) }); code != exitConfig || !strings.Contains(string(out), "hold the same token") {
+		t.Fatalf("exit %d: %s; want %d naming the two settings", code, out, exitConfig)
 	}
 }
