@@ -7,7 +7,6 @@ package settings
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/traefik/paerser/cli"
@@ -99,7 +98,9 @@ func (c Chain) configFilePath(args []string, cfg any) (string, error) {
 // source, with the closest known name when there is one: "unknown flag --listne (did
 // you mean --listen?)", "SCAFO_API_PUBLIC: \"yes\" is not a boolean (true or false)",
 // "stores in /etc/scafo/scafo-node.yaml: unknown key (did you mean store?)". All the
-// problems are reported at once.
+// problems are reported at once, the first MaxReported of the three sources named and
+// the others counted ("and 199 980 more"). The file is read once and bounded
+// (MaxFileBytes, MaxFileDepth, MaxAliasValues: bounds.go) before it is parsed.
 type strictLoader struct {
 	c       Chain
 	origins *Origins // filled here, read by the finish
@@ -112,23 +113,26 @@ func (l strictLoader) Load(args []string, cmd *cli.Command) (bool, error) {
 	for path, why := range l.c.Removed {
 		known.Removed(path, why)
 	}
-	var errs []error
-	flagsErr := known.CheckFlags(args, l.c.Aliases)
-	errs = append(errs, flagsErr, known.CheckEnv(l.c.Environ, l.c.EnvPrefix, l.c.notSetting))
+	var p problems
+	known.checkFlags(args, l.c.Aliases, &p)
+	flagsBad := p.count() > 0
+	known.checkEnv(l.c.Environ, l.c.EnvPrefix, l.c.notSetting, &p)
 	// The file too, when the flags still name it (a flag without its value may not).
-	if path, err := l.c.configFilePath(args, cmd.Configuration); err == nil || flagsErr == nil {
+	if path, err := l.c.configFilePath(args, cmd.Configuration); err == nil || !flagsBad {
 		if err != nil {
 			return false, err
 		}
 		if path != "" {
-			content, err := os.ReadFile(path)
-			if err != nil {
-				return false, fmt.Errorf("reading config file: %w", err)
+			content, err := ReadFile(path)
+			if err == nil {
+				err = known.checkFile(path, content, &p)
 			}
-			errs = append(errs, known.CheckFile(path, content))
+			if err != nil { // the file's own error first, then the flags' and variables'
+				return false, errors.Join(err, p.err())
+			}
 		}
 	}
-	return false, errors.Join(errs...)
+	return false, p.err()
 }
 
 // envLoader decodes the variables with EnvPrefix into the command's configuration.

@@ -10,7 +10,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
-	"go.yaml.in/yaml/v3"
 )
 
 // Known indexes one configuration's settings and sections for the strict reading of
@@ -100,19 +99,25 @@ func (k *Known) sectionHint(sec string) string {
 // the next argument, a bool without a value is true, "--" ends the flags) and returns
 // every problem, each naming its flag: an unknown flag (with the closest known one), a
 // value that does not parse, a section given as a flag, a missing value, an argument
-// that is not a flag. aliases maps other spellings to a setting's path.
+// that is not a flag. aliases maps other spellings to a setting's path. At most
+// MaxReported problems are named, then "and N more".
 func (k *Known) CheckFlags(args []string, aliases map[string]string) error {
-	var errs []error
+	var p problems
+	k.checkFlags(args, aliases, &p)
+	return p.err()
+}
+
+func (k *Known) checkFlags(args []string, aliases map[string]string, p *problems) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
 			if rest := args[i+1:]; len(rest) > 0 {
-				errs = append(errs, fmt.Errorf("unexpected argument %q", rest[0]))
+				p.add(func() error { return fmt.Errorf("unexpected argument %q", rest[0]) })
 			}
 			break
 		}
 		if len(a) < 2 || a[0] != '-' {
-			errs = append(errs, fmt.Errorf("unexpected argument %q (flags are --name=value)", a))
+			p.add(func() error { return fmt.Errorf("unexpected argument %q (flags are --name=value)", a) })
 			continue
 		}
 		name, value, hasValue := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
@@ -122,13 +127,14 @@ func (k *Known) CheckFlags(args []string, aliases map[string]string) error {
 		}
 		s, ok := k.Lookup(name)
 		if !ok {
-			if err := k.removedErr(name, ""); err != nil {
-				errs = append(errs, fmt.Errorf("--%w", err))
-			} else if sec, isSection := k.sections[strings.ToLower(name)]; isSection {
-				errs = append(errs, fmt.Errorf("--%s is a section, not a setting (e.g. --%s)", sec, k.sectionHint(sec)))
-			} else {
-				errs = append(errs, fmt.Errorf("unknown flag --%s%s", name, didYouMean(name, k.flagNames(), "--")))
-			}
+			p.add(func() error {
+				if err := k.removedErr(name, ""); err != nil {
+					return fmt.Errorf("--%w", err)
+				} else if sec, isSection := k.sections[strings.ToLower(name)]; isSection {
+					return fmt.Errorf("--%s is a section, not a setting (e.g. --%s)", sec, k.sectionHint(sec))
+				}
+				return fmt.Errorf("unknown flag --%s%s", name, didYouMean(name, k.flagNames(), "--"))
+			})
 			if !hasValue && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
 				i++ // its value, most likely
 			}
@@ -140,17 +146,16 @@ func (k *Known) CheckFlags(args []string, aliases map[string]string) error {
 				continue
 			}
 			if i+1 >= len(args) {
-				errs = append(errs, fmt.Errorf("%s needs a value", s.Flag()))
+				p.add(func() error { return fmt.Errorf("%s needs a value", s.Flag()) })
 				continue
 			}
 			i++
 			value = args[i]
 		}
 		if err := s.CheckValue(value); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", s.Flag(), err))
+			p.add(func() error { return fmt.Errorf("%s: %w", s.Flag(), err) })
 		}
 	}
-	return errors.Join(errs...)
 }
 
 func (k *Known) flagNames() []string {
@@ -163,9 +168,15 @@ func (k *Known) flagNames() []string {
 
 // CheckEnv checks every variable of environ that starts with prefix: it must name a
 // setting and its value must parse. ignore names the prefixed variables that belong
-// to other programs (nil: none).
+// to other programs (nil: none). At most MaxReported problems are named, then "and N
+// more".
 func (k *Known) CheckEnv(environ []string, prefix string, ignore func(name string) bool) error {
-	var errs []error
+	var p problems
+	k.checkEnv(environ, prefix, ignore, &p)
+	return p.err()
+}
+
+func (k *Known) checkEnv(environ []string, prefix string, ignore func(name string) bool, p *problems) {
 	var names []string
 	for _, s := range k.list {
 		names = append(names, s.Env)
@@ -180,79 +191,110 @@ func (k *Known) CheckEnv(environ []string, prefix string, ignore func(name strin
 			if ignore != nil && ignore(name) {
 				continue
 			}
-			if err := k.removedErr(name, " in the environment"); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			errs = append(errs, fmt.Errorf("%s in the environment: not a setting%s", name, didYouMean(strings.ToUpper(name), names, "")))
+			p.add(func() error {
+				if err := k.removedErr(name, " in the environment"); err != nil {
+					return err
+				}
+				return fmt.Errorf("%s in the environment: not a setting%s", name, didYouMean(strings.ToUpper(name), names, ""))
+			})
 			continue
 		}
 		k.origins.set(s.Path, Origin{kind: fromEnv, name: name})
 		if err := s.CheckValue(value); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			p.add(func() error { return fmt.Errorf("%s: %w", name, err) })
 		}
 	}
-	return errors.Join(errs...)
 }
 
 // CheckFile checks a configuration file's content (YAML, or TOML by a .toml path):
 // every key must name a section or a setting, a section must hold keys, a setting a
 // value (a list a sequence or one value) that parses. Errors name the key's path and
 // the file: `probe.interval in /etc/scafo/scafo-node.yaml: invalid duration "fast"`.
+// One setting or section spelled twice (listen and Listen) is refused: which one
+// paerser would read is not said. Content over MaxFileBytes, or nested deeper than
+// MaxFileDepth, or (YAML) whose aliases stand for more than MaxAliasValues values, is
+// refused naming the file and the bound, the first two before it is parsed. At most
+// MaxReported problems are named, then "and N more".
 func (k *Known) CheckFile(path string, content []byte) error {
-	data := map[string]any{}
+	var p problems
+	if err := k.checkFile(path, content, &p); err != nil {
+		return err
+	}
+	return p.err()
+}
+
+// checkFile adds the problems of the file's keys to p; an error is the file's own (too
+// large, too deep, not TOML or YAML), and no key was checked.
+func (k *Known) checkFile(path string, content []byte, p *problems) error {
+	if len(content) > MaxFileBytes {
+		return tooLarge(path, len(content))
+	}
+	var data map[string]any
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".toml":
+		if line := tomlTooDeep(content); line > 0 {
+			return tooDeep(path, line)
+		}
+		data = map[string]any{}
 		if err := toml.Unmarshal(content, &data); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	default: // paerser reads .yml, .yaml and .json as YAML and refuses the rest itself
-		if err := yaml.Unmarshal(content, &data); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
+		var err error
+		if data, err = readYAML(path, content); err != nil {
+			return err
 		}
 	}
-	var errs []error
-	k.checkTree(path, "", data, &errs)
-	return errors.Join(errs...)
+	k.checkTree(path, "", data, p)
+	return nil
 }
 
-func (k *Known) checkTree(file, prefix string, m map[string]any, errs *[]error) {
+func (k *Known) checkTree(file, prefix string, m map[string]any, p *problems) {
 	keys := make([]string, 0, len(m))
 	for key := range m {
 		keys = append(keys, key)
 	}
 	slices.Sort(keys)
 	var candidates []string
+	spelled := make(map[string]string, len(keys)) // lowercase path → the first key naming it
 	for _, key := range keys {
-		p := join(prefix, key)
+		path := join(prefix, key)
 		v := m[key]
-		if sec, ok := k.sections[strings.ToLower(p)]; ok {
+		if first, twice := spelled[strings.ToLower(path)]; twice {
+			p.add(func() error { return fmt.Errorf("%s in %s: given twice, as %s and %s", path, file, first, key) })
+			continue
+		}
+		spelled[strings.ToLower(path)] = key
+		if sec, ok := k.sections[strings.ToLower(path)]; ok {
 			switch sub := asMap(v); {
 			case sub != nil:
-				k.checkTree(file, sec, sub, errs)
+				k.checkTree(file, sec, sub, p)
 			case v != nil:
-				*errs = append(*errs, fmt.Errorf("%s in %s: a section, not a value (its keys are like %s)", sec, file, k.sectionHint(sec)))
+				p.add(func() error {
+					return fmt.Errorf("%s in %s: a section, not a value (its keys are like %s)", sec, file, k.sectionHint(sec))
+				})
 			}
 			continue
 		}
-		s, ok := k.Lookup(p)
+		s, ok := k.Lookup(path)
 		if !ok {
-			if err := k.removedErr(p, " in "+file); err != nil {
-				*errs = append(*errs, err)
-				continue
-			}
-			if candidates == nil {
-				candidates = k.allKeys()
-			}
-			*errs = append(*errs, fmt.Errorf("%s in %s: unknown key%s", p, file, didYouMean(p, candidates, "")))
+			p.add(func() error {
+				if err := k.removedErr(path, " in "+file); err != nil {
+					return err
+				}
+				if candidates == nil {
+					candidates = k.allKeys()
+				}
+				return fmt.Errorf("%s in %s: unknown key%s", path, file, didYouMean(path, candidates, ""))
+			})
 			continue
 		}
 		if v == nil {
 			continue // "key:" with no value: paerser leaves the default
 		}
-		k.origins.set(s.Path, Origin{kind: fromFile, name: p, file: file})
+		k.origins.set(s.Path, Origin{kind: fromFile, name: path, file: file})
 		if err := checkFileValue(s, v); err != nil {
-			*errs = append(*errs, fmt.Errorf("%s in %s: %w", s.Path, file, err))
+			p.add(func() error { return fmt.Errorf("%s in %s: %w", s.Path, file, err) })
 		}
 	}
 }

@@ -283,6 +283,7 @@ func ConfigurationMarkdown() ([]byte, error) {
 	}
 	var b bytes.Buffer
 	b.WriteString(configIntro)
+	b.WriteString(configBounds())
 	descs := sectionDescriptions()
 	section := "-"
 	for _, s := range settings {
@@ -309,6 +310,31 @@ func ConfigurationMarkdown() ([]byte, error) {
 }
 
 func escapeCell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+// configBounds is what the strict check refuses of a file before reading a setting
+// (internal/settings/bounds.go), its numbers read from the code.
+func configBounds() string {
+	return fmt.Sprintf(`
+A configuration file is bounded before any setting in it is read: one over %s bytes (%d KiB; the
+commented file with every setting is under 10 KB) is refused unread, naming the file and
+the bound, and so is one whose tables and lists nest more than %d deep (no setting is deeper
+than 4; a TOML file is measured from its text before it is parsed, a YAML file on its node
+tree before any value is made), or whose YAML aliases and merge keys stand for more than
+%s values in all (a "billion laughs"). A setting or section written twice in one file,
+in two spellings (`+"`listen`"+` and `+"`Listen`"+`), is refused rather than one of them read.
+The first %d problems of the flags, the variables and the file are named, the others
+counted (`+"`and 49 980 more`"+`).
+`, spaced(settings.MaxFileBytes), settings.MaxFileBytes>>10, settings.MaxFileDepth, spaced(settings.MaxAliasValues), settings.MaxReported)
+}
+
+// spaced writes n with its thousands apart, as the checks' messages do: 262 144.
+func spaced(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + " " + s[i:]
+	}
+	return s
+}
 
 const configIntro = `# Configuration
 
