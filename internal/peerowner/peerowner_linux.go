@@ -34,7 +34,7 @@ func Owner(ctx context.Context, c net.Conn) (int, error) {
 	}
 	deadline := time.Now().Add(2 * time.Second)
 	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
-		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		for _, f := range []string{"/proc/self/net/tcp", "/proc/self/net/tcp6"} { // self: readable under ProcSubset=pid, where /proc/net is not
 			uid, found, err := find(f, want)
 			if err != nil {
 				return 0, err
