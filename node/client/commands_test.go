@@ -11,7 +11,7 @@ import (
 // without "=" takes the next argument; "--" ends the flags.
 func TestSplitArgs(t *testing.T) {
 	isBool := boolFlags(&appPutConfig{})
-	if fmt.Sprint(isBool) != "map[json:true]" {
+	if fmt.Sprint(isBool) != "map[allownoingress:true json:true replace:true]" { // --allowNoIngress, --json, --replace
 		t.Fatalf("bool flags of apps put: %v", isBool)
 	}
 	pos, flags := splitArgs([]string{"shop", "--url", "http://n:7400", "--json", "account=acme", "--placement=a,b", "-token", "t", "--", "--x"}, isBool)
