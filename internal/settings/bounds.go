@@ -157,7 +157,14 @@ func tomlTooDeep(src []byte) int {
 					}
 					j++
 				case src[j] == q && j+2 < n && src[j+1] == q && src[j+2] == q:
-					return j + 3
+					// Up to two more quotes are the string's own ("""a"""" is a"):
+					// left to the scan, one would open a string to the end of the
+					// line and hide what nests there from it (hostile review 2).
+					k := j + 3
+					for k < n && k < j+5 && src[k] == q {
+						k++
+					}
+					return k
 				}
 			}
 			return n
