@@ -7,7 +7,11 @@ package settings
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
+
+	"github.com/BurntSushi/toml"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/traefik/paerser/cli"
 	"github.com/traefik/paerser/env"
@@ -49,7 +53,8 @@ type Chain struct {
 // check records which source set each setting, for Finish.
 func (c Chain) Loaders() []cli.ResourceLoader {
 	o := &Origins{}
-	return []cli.ResourceLoader{strictLoader{c, o}, fileLoader{c}, envLoader{c}, FlagLoader{Aliases: c.Aliases}, finishLoader{c, o}}
+	read := &fileRead{}
+	return []cli.ResourceLoader{strictLoader{c, o, read}, fileLoader{c, read}, envLoader{c}, FlagLoader{Aliases: c.Aliases}, finishLoader{c, o}}
 }
 
 func (c Chain) notSetting(name string) bool { return c.NotSetting != nil && c.NotSetting(name) }
@@ -57,17 +62,65 @@ func (c Chain) notSetting(name string) bool { return c.NotSetting != nil && c.No
 // fileLoader decodes the file named by --configFile (or <EnvPrefix>CONFIGFILE) into
 // the command's configuration. No file named, nothing read: there is no search path.
 // A named file that cannot be read is an error.
-type fileLoader struct{ c Chain }
+//
+// It decodes the very bytes the strict check read, bounded and checked (fileRead), and
+// never opens the file again: a second read (paerser's file.Decode) took whatever the
+// path held then, unbounded and unchecked (a FIFO answering its second open with 100
+// MiB, a file swapped between the reads; hostile review 2).
+type fileLoader struct {
+	c    Chain
+	read *fileRead
+}
+
+// fileRead is the configuration file as the strict check read it, for the file loader.
+type fileRead struct {
+	path    string
+	content []byte
+}
 
 func (l fileLoader) Load(args []string, cmd *cli.Command) (bool, error) {
 	path, err := l.c.configFilePath(args, cmd.Configuration)
 	if err != nil || path == "" {
 		return false, err
 	}
-	if err := file.Decode(path, cmd.Configuration); err != nil {
+	content := l.read.content
+	if l.read.path != path || content == nil {
+		// Not read by the strict check (it is not in this chain's order): read it here,
+		// bounded and checked alike.
+		if content, err = ReadFile(path); err != nil {
+			return false, err
+		}
+		if err := NewKnown(cmd.Configuration, l.c.EnvPrefix).CheckFile(path, content); err != nil {
+			return false, err
+		}
+	}
+	if err := decodeContent(path, content, cmd.Configuration); err != nil {
 		return false, fmt.Errorf("reading config file %s: %w", path, err)
 	}
 	return false, nil
+}
+
+// decodeContent is paerser's file.Decode on content read already: the same parsers,
+// the same refusal of an unknown extension and of a file that sets nothing.
+func decodeContent(path string, content []byte, cfg any) error {
+	ext := strings.ToLower(filepath.Ext(path))
+	data := map[string]any{}
+	switch ext {
+	case ".toml":
+		if err := toml.Unmarshal(content, &data); err != nil {
+			return err
+		}
+	case ".yml", ".yaml", ".json":
+		if err := yaml.Unmarshal(content, &data); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unsupported file extension: %s", path)
+	}
+	if len(data) == 0 {
+		return fmt.Errorf("no configuration found in file: %s", path)
+	}
+	return file.DecodeContent(string(content), ext, cfg)
 }
 
 // configFilePath is --configFile, else <EnvPrefix>CONFIGFILE ("" for neither).
@@ -99,11 +152,13 @@ func (c Chain) configFilePath(args []string, cfg any) (string, error) {
 // you mean --listen?)", "SCAFO_API_PUBLIC: \"yes\" is not a boolean (true or false)",
 // "stores in /etc/scafo/scafo-node.yaml: unknown key (did you mean store?)". All the
 // problems are reported at once, the first MaxReported of the three sources named and
-// the others counted ("and 199 980 more"). The file is read once and bounded
+// the others counted ("and 199 980 more"). The file is read once (the file loader decodes
+// these bytes, fileRead) and bounded
 // (MaxFileBytes, MaxFileDepth, MaxAliasValues: bounds.go) before it is parsed.
 type strictLoader struct {
 	c       Chain
-	origins *Origins // filled here, read by the finish
+	origins *Origins  // filled here, read by the finish
+	read    *fileRead // filled here, decoded by the file loader
 }
 
 func (l strictLoader) Load(args []string, cmd *cli.Command) (bool, error) {
@@ -125,6 +180,7 @@ func (l strictLoader) Load(args []string, cmd *cli.Command) (bool, error) {
 		if path != "" {
 			content, err := ReadFile(path)
 			if err == nil {
+				*l.read = fileRead{path: path, content: content}
 				err = known.checkFile(path, content, &p)
 			}
 			if err != nil { // the file's own error first, then the flags' and variables'

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/traefik/paerser/cli"
@@ -97,5 +98,45 @@ func TestChainRefusesBeforeReading(t *testing.T) {
 	}
 	if cfg.Name != "" || cfg.Sub.Count != 0 {
 		t.Errorf("a refused chain read %+v", *cfg)
+	}
+}
+
+// TestTheFileIsOpenedOnce (hostile review 2): the chain decodes the bytes its bounded,
+// checked read took and never opens the file again. A FIFO that answers its first open
+// with a valid file would have answered a second one with anything (100 MiB, unknown
+// keys), unbounded and unchecked.
+func TestTheFileIsOpenedOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.yaml")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan int, 1)
+	go func() { // the writer end: one open, then it counts whether a second reader comes
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			opened <- -1
+			return
+		}
+		f.WriteString("name: first-open\n")
+		f.Close()
+		opened <- 1
+	}()
+	c := Chain{EnvPrefix: "X_", Finish: func(any, *Origins) error { return nil }}
+	cfg, err := load(t, c, []string{"--configFile=" + path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := <-opened; n != 1 || cfg.Name != "first-open" {
+		t.Fatalf("writer %d, name %q; want the first open's file", n, cfg.Name)
+	}
+	// A second reader would be waiting on the FIFO now: a non-blocking writer open
+	// finds none (ENXIO) when the chain opened the file once.
+	f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+	if err == nil {
+		f.Close()
+		t.Fatal("the chain opened the configuration file a second time")
+	}
+	if !errors.Is(err, syscall.ENXIO) {
+		t.Fatalf("opening the FIFO for writing: %v, want ENXIO (no reader)", err)
 	}
 }
