@@ -33,6 +33,7 @@ type ingressRow struct {
 	Served  *heldRow  `json:"served"`
 	Behind  uint64    `json:"behind"`
 	State   string    `json:"state"`
+	Refused string    `json:"refused,omitempty"` // why its last poll was refused (state refused, or lost after one)
 	Seen    time.Time `json:"seen"`
 	Age     float64   `json:"ageSeconds"`
 }
@@ -44,7 +45,7 @@ type heldRow struct {
 
 // ingressRowOf is in as `ingresses --json` prints it.
 func ingressRowOf(in api.Ingress) ingressRow {
-	row := ingressRow{Name: in.Name, Kind: in.Kind, Node: in.Node, Behind: in.Behind, State: in.State, Seen: in.Seen, Age: in.Age}
+	row := ingressRow{Name: in.Name, Kind: in.Kind, Node: in.Node, Behind: in.Behind, State: in.State, Refused: in.Refused, Seen: in.Seen, Age: in.Age}
 	if h := in.Applied; h != nil {
 		row.Applied = &heldRow{Serial: h.Serial, Revision: h.Revision}
 	}
@@ -86,7 +87,11 @@ func cmdIngresses(c *client, asJSON bool) error {
 		if held != nil && held.Revision != "" {
 			rev = held.Revision
 		}
-		rows = append(rows, []string{in.Name, in.Kind, in.Node, holds, rev, strconv.FormatUint(in.Behind, 10), in.State,
+		state := in.State
+		if in.Refused != "" {
+			state += " (" + in.Refused + ")"
+		}
+		rows = append(rows, []string{escape(in.Name), escape(in.Kind), escape(in.Node), holds, escape(rev), strconv.FormatUint(in.Behind, 10), escape(state),
 			strconv.FormatFloat(in.Age, 'f', 0, 64) + "s ago"})
 	}
 	var b strings.Builder
@@ -104,10 +109,10 @@ func cmdIngresses(c *client, asJSON bool) error {
 		b.WriteString(strings.TrimRight(line.String(), " ") + "\n")
 	}
 	for _, sk := range st.IngressesSkipped {
-		fmt.Fprintf(&b, "skipped %s: %s\n", sk.Object, sk.Reason)
+		fmt.Fprintf(&b, "skipped %s: %s\n", escape(sk.Object), escape(sk.Reason))
 	}
 	if st.IngressesError != "" {
-		fmt.Fprintf(&b, "only the ingresses polling this node: %s\n", st.IngressesError)
+		fmt.Fprintf(&b, "only the ingresses polling this node: %s\n", escape(st.IngressesError))
 	}
 	_, err := io.WriteString(c.out, b.String())
 	return err

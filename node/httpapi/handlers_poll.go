@@ -155,6 +155,11 @@ func ingressNamed(r *http.Request) string {
 	if len(name) > 64 {
 		name = strings.ToValidUTF8(name[:64], "") + "..."
 	}
+	// Said as sent, but in ASCII: a control or bidirectional character would reach the
+	// journal raw in the JSON log format.
+	if q := strconv.QuoteToASCII(name); q[1:len(q)-1] != name {
+		name = q
+	}
 	return name
 }
 

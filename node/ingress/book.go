@@ -282,13 +282,15 @@ func (b *Book) Refuse(remote, name, why string) {
 // instead of a configuration), or served without its report recorded, and why; the
 // caller has checked the poll's credential (the ingress or admin token: the same trust
 // as a report's). Only an ingress this node tracks is marked (a name never polled here
-// costs nothing): it is listed "refused" with why, and seen now, until a poll of it is
-// recorded again (Begin). It reports whether the name was tracked.
+// costs nothing): it is listed "refused" with why until a poll of it is recorded again
+// (Begin). A refusal does not count as hearing from it: its seen time stays that of its
+// last recorded poll, so an ingress that stopped polling goes lost on time even while a
+// holder of the ingress token keeps sending refused polls under its name (hostile
+// review 2), and its listing keeps the reason. It reports whether the name was tracked.
 func (b *Book) RefusePoll(name, why string) bool {
 	if len(why) > MaxRefusedLen {
 		why = strings.ToValidUTF8(why[:MaxRefusedLen-3], "") + "..."
 	}
-	now := b.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	li, ok := b.local[name]
@@ -297,7 +299,6 @@ func (b *Book) RefusePoll(name, why string) bool {
 	}
 	prev := li.rep
 	li.rep.Refused = why
-	li.rep.Seen = now
 	if !prev.sameState(li.rep) {
 		b.notifyLocked()
 	}

@@ -29,6 +29,12 @@ func TestAStoredReportIsCheckedFieldByField(t *testing.T) {
 		{"an upper-case node", func(r *Report) { r.Node = "VPS-B" }, "invalid node"},
 		{"no node", func(r *Report) { r.Node = "" }, "invalid node"},
 		{"a node with markup", func(r *Report) { r.Node = "<b>x</b>" }, "invalid node"},
+		// A reason a node wrote is quoted: a control or bidirectional character in one was
+		// planted (hostile review 2, finding 4).
+		{"a refusal's reason", func(r *Report) { r.Refused = `group "x": unknown` }, ""},
+		{"a reason with a bidi override", func(r *Report) { r.Refused = "bad token\u202e" }, "refused: a control or bidirectional character"},
+		{"a reason with an escape sequence", func(r *Report) { r.Refused = "\x1b]0;x\x07" }, "refused: a control or bidirectional character"},
+		{"a reason with a newline", func(r *Report) { r.Refused = "a\nb" }, "refused: a control or bidirectional character"},
 	} {
 		rep := good
 		c.edit(&rep)

@@ -84,7 +84,7 @@ func (b *Book) Fleet(ctx context.Context, maxAge time.Duration) View {
 		}
 		switch {
 		case now.Sub(rep.Seen) > b.lostAfter:
-			st.State = "lost"
+			st.State, st.Refused = "lost", rep.Refused // the reason of polls refused since, if any
 		case rep.Refused != "":
 			st.State, st.Refused = "refused", rep.Refused
 		case st.Behind > 0:
