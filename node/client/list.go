@@ -142,7 +142,7 @@ type auditConfig struct {
 	Output
 	App    string `description:"Only the records of this application." json:"app,omitempty"`
 	Actor  string `description:"Only the records of this actor (admin, token:<id>)." json:"actor,omitempty"`
-	Action string `description:"Only the records of this action (app.put, app.delete, domain.claim, domain.release, paths.put, token.create, token.revoke, instance.move)." json:"action,omitempty"`
+	Action string `description:"Only the records of this action (app.put, app.delete, domain.claim, domain.release, paths.put, token.create, token.revoke, instance.move, instance.ready)." json:"action,omitempty"`
 	Since  string `description:"Only the records at or after this time: a duration back from now (1h, 30m) or an RFC 3339 time." json:"since,omitempty"`
 	Limit  int    `description:"At most this many records, newest first (1..10000)." json:"limit,omitempty"`
 }
