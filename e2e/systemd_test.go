@@ -97,6 +97,13 @@ func TestInstallGuideUnderSystemd(t *testing.T) {
 		}
 		machines[name] = m
 	}
+	// A fifth, solo, runs docs/install.md's one-machine path: the directory store, a
+	// node on 127.0.0.1 and a Traefik beside it.
+	solo := bootMachine(t, rootfs, "solo", fleet.join(t, "solo", "10.83.0.5"))
+	solo.put(t, v1, "/root/"+filepath.Base(v1), 0o644)
+	solo.put(t, bins.traefik, "/usr/local/bin/traefik", 0o755)
+	solo.put(t, echo, "/root/echo-app", 0o755)
+	machines["solo"] = solo
 	// A fourth machine gets the node from a checkout, by the unit file's own comment.
 	d := bootMachine(t, rootfs, "vps-d", fleet.join(t, "vps-d", "10.83.0.4"))
 	checkout := filepath.Join(dist, pkgV1)
@@ -337,7 +344,7 @@ systemctl is-active --quiet caddy
 		t.Errorf("apt-get purge with a directory store holding a fleet did not say it kept it:\n%s", out)
 	}
 	timed["checks"] = time.Since(mark)
-	t.Logf("timings: rootfs %s, packages (two scafo-node builds, pkgbuild) %s, MinIO and four boots %s, docs/install.md %s, checks %s",
+	t.Logf("timings: rootfs %s, packages (two scafo-node builds, pkgbuild) %s, MinIO and five boots %s, docs/install.md %s, checks %s",
 		timed["rootfs"].Round(time.Second), timed["packages"].Round(time.Second), timed["boot"].Round(time.Second),
 		timed["walkthrough"].Round(time.Second), timed["checks"].Round(time.Second))
 }
