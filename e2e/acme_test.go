@@ -682,13 +682,24 @@ func TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshak
 	}
 	// Pebble's ARI window for a 45-second certificate can make CertMagic renew within
 	// seconds of issuance, so the certificate first seen everywhere need not be the
-	// first issued. What must hold: every renewal issued exactly one certificate (the
-	// store lock: no node renewed a certificate another had renewed), and the switch
-	// observed went from one issued certificate to the next one, the last issued.
+	// first issued, and on a loaded machine two renewals can come before every Traefik
+	// showed the first of them (seen: a switch from the 2nd issued to the 5th). What must
+	// hold: every renewal issued exactly one certificate (the store lock: no node renewed
+	// a certificate another had renewed), and the switch observed went from an issued
+	// certificate to a later one, the last issued. How many renewals a wall-clock window
+	// holds is not this test's to say (issue 49: a schedule is the simulator's).
 	issued := p.Issued()
 	norm := func(s string) string { return strings.TrimLeft(strings.ToLower(s), "0") }
-	if len(issued) < 2 || norm(issued[len(issued)-1]) != norm(second) || norm(issued[len(issued)-2]) != norm(first) {
-		t.Fatalf("Pebble issued %v; the switch went %s → %s: want those two as the last two issued", issued, first, second)
+	at := func(serial string) int {
+		for i, s := range issued {
+			if norm(s) == norm(serial) {
+				return i
+			}
+		}
+		return -1
+	}
+	if len(issued) < 2 || at(second) != len(issued)-1 || at(first) < 0 || at(first) >= at(second) {
+		t.Fatalf("Pebble issued %v; the switch went %s → %s: want an issued certificate to the last issued", issued, first, second)
 	}
 	renewals := 0
 	for _, n := range f.nodes {

@@ -166,7 +166,7 @@ const (
 // (waited on in the DOM); markup planted in the store (an unreadable claim's key, an
 // audit record's fields) is shown as text and never runs; the token stays in the tab's
 // sessionStorage (no cookie, no URL) until "Forget the token"; with the ingress token
-// the page shows the fleet and says the audit log needs the admin token; and the
+// the page shows the fleet and says the audit log needs the read-only (or admin) token; and the
 // public apex does not route /ui.
 func TestStatusPageShowsTheFleetLiveAndItsTextNeverRuns(t *testing.T) {
 	requireBinaries(t)
@@ -287,7 +287,7 @@ func TestStatusPageShowsTheFleetLiveAndItsTextNeverRuns(t *testing.T) {
 	}
 	b.do(t, "typing the ingress token", chromedp.SendKeys(chromedp.ID("token"), testIngressToken), chromedp.Click(chromedp.CSS(`#login button[type="submit"]`)))
 	b.waitDOM(t, "the fleet with the ingress token, audit refused", `document.querySelector('#apps tr[data-app="classic"]') && document.querySelector('#ingresses tr[data-ingress="edge-ui"]')
-		&& document.getElementById('audit').textContent === 'needs the admin token'`, 10*time.Second)
+		&& document.getElementById('audit').textContent === 'needs the read-only (or admin) token'`, 10*time.Second)
 	b.screenshot(t, shots, "5-ingress-token")
 
 	b.mu.Lock()
