@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+
+	"github.com/scafo/ingress/internal/safetext"
 )
 
 // What the CLI prints as text (not --json) comes from the fleet's store, which a node,
@@ -48,14 +50,9 @@ func cleanText(s string) string {
 	return b.String()
 }
 
-func unsafeRune(r rune) bool {
-	switch {
-	case unicode.IsControl(r), r == '\u2028', r == '\u2029', r == '\u061c', r == '\u200e', r == '\u200f',
-		r >= '\u202a' && r <= '\u202e', r >= '\u2066' && r <= '\u2069', r == unicode.ReplacementChar:
-		return true
-	}
-	return false
-}
+// unsafeRune is safetext.Unsafe, and U+FFFD: what a byte that is not UTF-8 decodes to,
+// shown as its escape so that a reader sees something was there.
+func unsafeRune(r rune) bool { return safetext.Unsafe(r) || r == unicode.ReplacementChar }
 
 func runeEscape(r rune) string {
 	switch {

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 
+	"github.com/scafo/ingress/internal/safetext"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/routing"
@@ -105,7 +105,7 @@ func decode(o store.Object, horizon time.Time) viewObject {
 		bad = "malformed revision"
 	case len(rep.Refused) > MaxRefusedLen:
 		bad = fmt.Sprintf("refused: %d bytes, want at most %d", len(rep.Refused), MaxRefusedLen)
-	case strings.ContainsFunc(rep.Refused, unsafeText):
+	case strings.ContainsFunc(rep.Refused, safetext.Unsafe):
 		// A node writes a reason quoted (%q): a control or bidirectional character in
 		// one is planted, and would reach /v1/status's warnings and terminals as is.
 		bad = "refused: a control or bidirectional character"
@@ -119,11 +119,4 @@ func decode(o store.Object, horizon time.Time) viewObject {
 func canonicalGroups(s string) bool {
 	gs, err := routing.ParseGroups(s)
 	return err == nil && strings.Join(gs, ",") == s
-}
-
-// unsafeText is a character no reason a node writes holds: a control, a line or
-// paragraph separator, or a bidirectional control.
-func unsafeText(r rune) bool {
-	return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || r == '\u061c' || r == '\u200e' || r == '\u200f' ||
-		(r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069')
 }
