@@ -23,9 +23,9 @@ func Commands() []*cli.Command {
 		routesCommand(),
 		ingressesCommand(),
 		certsCommand(),
-		group("domains", "Custom domains: list, a host's path map, claims.",
+		Group("domains", "Custom domains: list, a host's path map, claims.",
 			domainListCommand(), domainPathsCommand(), domainClaimCommand(), domainReleaseCommand()),
-		group("apps", "Applications: list, create or replace, show, delete.",
+		Group("apps", "Applications: list, create or replace, show, delete.",
 			appListCommand(), appPutCommand(), appGetCommand(), appRmCommand()),
 		instancesCommand(),
 		auditCommand(),
@@ -88,8 +88,9 @@ func withExitStatuses(help func(io.Writer, *cli.Command) error) func(io.Writer, 
 	}
 }
 
-// group is a command that only holds verbs.
-func group(name, desc string, verbs ...*cli.Command) *cli.Command {
+// Group is a command that only holds verbs (scafo-node <name> <command> …): its help
+// lists them, and a missing or unknown verb is a usage error naming the closest.
+func Group(name, desc string, verbs ...*cli.Command) *cli.Command {
 	usage := "scafo-node " + name + " <command> [arguments] [flags]"
 	g := &cli.Command{
 		Name:           name,

@@ -17,7 +17,7 @@ import (
 // release.
 
 func instancesCommand() *cli.Command {
-	return group("instances", "This node's instances of applications: allocate a port pair, move (deploy), release.",
+	return Group("instances", "This node's instances of applications: allocate a port pair, move (deploy), release.",
 		instanceAllocateCommand(), instanceMoveCommand(), instanceReleaseCommand())
 }
 

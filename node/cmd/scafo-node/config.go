@@ -97,22 +97,8 @@ func refuseOn(held *systemd.Listener) {
 
 // configCommand is `scafo-node config`: the node's configuration, checked without a node.
 func configCommand() *cli.Command {
-	check := configCheckCommand()
-	usage := "scafo-node config <command> [flags]"
-	verbs := []*cli.Command{check}
-	g := &cli.Command{
-		Name:           "config",
-		Description:    "The node's configuration: check a file, the variables and the flags without starting a node.",
-		CustomHelpFunc: client.Help(usage, verbs),
-		AllowArg:       true,
-		Run:            client.GroupRun("config", usage, verbs),
-	}
-	for _, c := range verbs {
-		if err := g.AddCommand(c); err != nil {
-			panic(err)
-		}
-	}
-	return g
+	return client.Group("config", "The node's configuration: check a file, the variables and the flags without starting a node.",
+		configCheckCommand())
 }
 
 // configCheckCommand is `scafo-node config check [--configFile=FILE] [node flags]`: the
