@@ -10,9 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/BurntSushi/toml"
-	"go.yaml.in/yaml/v3"
-
 	"github.com/traefik/paerser/cli"
 	"github.com/traefik/paerser/env"
 	"github.com/traefik/paerser/file"
@@ -72,10 +69,12 @@ type fileLoader struct {
 	read *fileRead
 }
 
-// fileRead is the configuration file as the strict check read it, for the file loader.
+// fileRead is the configuration file as the strict check read it, for the file loader:
+// its bytes and whether it sets anything (the check parsed it already).
 type fileRead struct {
 	path    string
 	content []byte
+	sets    bool
 }
 
 func (l fileLoader) Load(args []string, cmd *cli.Command) (bool, error) {
@@ -83,44 +82,41 @@ func (l fileLoader) Load(args []string, cmd *cli.Command) (bool, error) {
 	if err != nil || path == "" {
 		return false, err
 	}
-	content := l.read.content
-	if l.read.path != path || content == nil {
+	read := *l.read
+	if read.path != path || read.content == nil {
 		// Not read by the strict check (it is not in this chain's order): read it here,
 		// bounded and checked alike.
-		if content, err = ReadFile(path); err != nil {
+		if read.content, err = ReadFile(path); err != nil {
 			return false, err
 		}
-		if err := NewKnown(cmd.Configuration, l.c.EnvPrefix).CheckFile(path, content); err != nil {
+		var p problems
+		if read.sets, err = NewKnown(cmd.Configuration, l.c.EnvPrefix).checkFile(path, read.content, &p); err == nil {
+			err = p.err()
+		}
+		if err != nil {
 			return false, err
 		}
 	}
-	if err := decodeContent(path, content, cmd.Configuration); err != nil {
+	if err := decodeContent(path, read, cmd.Configuration); err != nil {
 		return false, fmt.Errorf("reading config file %s: %w", path, err)
 	}
 	return false, nil
 }
 
-// decodeContent is paerser's file.Decode on content read already: the same parsers,
-// the same refusal of an unknown extension and of a file that sets nothing.
-func decodeContent(path string, content []byte, cfg any) error {
+// decodeContent is paerser's file.Decode on a file read (and parsed by the check)
+// already: the same refusal of an unknown extension and of a file that sets nothing,
+// then paerser's own parse and fill, the file's only other parse.
+func decodeContent(path string, read fileRead, cfg any) error {
 	ext := strings.ToLower(filepath.Ext(path))
-	data := map[string]any{}
 	switch ext {
-	case ".toml":
-		if err := toml.Unmarshal(content, &data); err != nil {
-			return err
-		}
-	case ".yml", ".yaml", ".json":
-		if err := yaml.Unmarshal(content, &data); err != nil {
-			return err
-		}
+	case ".toml", ".yml", ".yaml", ".json":
 	default:
 		return fmt.Errorf("unsupported file extension: %s", path)
 	}
-	if len(data) == 0 {
+	if !read.sets {
 		return fmt.Errorf("no configuration found in file: %s", path)
 	}
-	return file.DecodeContent(string(content), ext, cfg)
+	return file.DecodeContent(string(read.content), ext, cfg)
 }
 
 // configFilePath is --configFile, else <EnvPrefix>CONFIGFILE ("" for neither).
@@ -180,8 +176,9 @@ func (l strictLoader) Load(args []string, cmd *cli.Command) (bool, error) {
 		if path != "" {
 			content, err := ReadFile(path)
 			if err == nil {
-				*l.read = fileRead{path: path, content: content}
-				err = known.checkFile(path, content, &p)
+				var sets bool
+				sets, err = known.checkFile(path, content, &p)
+				*l.read = fileRead{path: path, content: content, sets: sets}
 			}
 			if err != nil { // the file's own error first, then the flags' and variables'
 				return false, errors.Join(err, p.err())

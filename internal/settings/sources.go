@@ -217,36 +217,36 @@ func (k *Known) checkEnv(environ []string, prefix string, ignore func(name strin
 // MaxReported problems are named, then "and N more".
 func (k *Known) CheckFile(path string, content []byte) error {
 	var p problems
-	if err := k.checkFile(path, content, &p); err != nil {
+	if _, err := k.checkFile(path, content, &p); err != nil {
 		return err
 	}
 	return p.err()
 }
 
-// checkFile adds the problems of the file's keys to p; an error is the file's own (too
-// large, too deep, not TOML or YAML), and no key was checked.
-func (k *Known) checkFile(path string, content []byte, p *problems) error {
+// checkFile adds the problems of the file's keys to p and says whether the file sets
+// anything (a key at its top: paerser refuses a file that does not); an error is the
+// file's own (too large, too deep, not TOML or YAML), and no key was checked.
+func (k *Known) checkFile(path string, content []byte, p *problems) (sets bool, err error) {
 	if len(content) > MaxFileBytes {
-		return tooLarge(path, len(content))
+		return false, tooLarge(path, len(content))
 	}
 	var data map[string]any
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".toml":
 		if line := tomlTooDeep(content); line > 0 {
-			return tooDeep(path, line)
+			return false, tooDeep(path, line)
 		}
 		data = map[string]any{}
 		if err := toml.Unmarshal(content, &data); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
+			return false, fmt.Errorf("%s: %w", path, err)
 		}
 	default: // paerser reads .yml, .yaml and .json as YAML and refuses the rest itself
-		var err error
 		if data, err = readYAML(path, content); err != nil {
-			return err
+			return false, err
 		}
 	}
 	k.checkTree(path, "", data, p)
-	return nil
+	return len(data) > 0, nil
 }
 
 func (k *Known) checkTree(file, prefix string, m map[string]any, p *problems) {
