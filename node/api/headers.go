@@ -31,6 +31,9 @@ const (
 	KindPlugin = "plugin"
 	// KindHTTP is Traefik's HTTP provider: the node records what it served.
 	KindHTTP = "http"
+	// KindFront is the layer-4 front (node/front): like the plugin, it reports what it
+	// applied, the moment it routes by it.
+	KindFront = "front"
 )
 
 // Headers of the storage API's answers.

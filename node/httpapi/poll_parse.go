@@ -135,8 +135,8 @@ func parseAppliedProbe(r *http.Request, format string, admin bool, rep ingress.R
 		return nil, fmt.Errorf("%s: only on %s%s", api.HeaderAppliedProbe, api.PathIngress, api.FormatTraefik)
 	case r.Header.Get(api.HeaderIngress) == "":
 		return nil, fmt.Errorf("%s: needs %s (the ingress it reports for)", api.HeaderAppliedProbe, api.HeaderIngress)
-	case r.Header.Get(api.HeaderIngressKind) == api.KindPlugin:
-		return nil, fmt.Errorf("%s: the plugin probes on its own (appliedProbe); only an HTTP-provider Traefik declares it", api.HeaderAppliedProbe)
+	case ingress.Applies(r.Header.Get(api.HeaderIngressKind)):
+		return nil, fmt.Errorf("%s: the plugin and the front report what they applied; only an HTTP-provider Traefik declares it", api.HeaderAppliedProbe)
 	case repErr != nil:
 		return nil, repErr
 	}

@@ -110,7 +110,7 @@ func pollCases() []pollCase {
 		{name: "applied probe on the routing document", format: rt, headers: probeHdr, code: 400, errWant: "invalid applied probe", detail: "only on"},
 		{name: "applied probe with the admin token", format: tr, admin: true, headers: probeHdr, code: 400, errWant: "invalid applied probe", detail: "not an ingress"},
 		{name: "applied probe without an ingress", format: tr, headers: []string{api.HeaderAppliedProbe, "http://127.0.0.1:80"}, code: 400, errWant: "invalid applied probe", detail: "needs " + api.HeaderIngress},
-		{name: "applied probe of a plugin", format: tr, headers: append(probeHdr, api.HeaderIngressKind, api.KindPlugin), code: 400, errWant: "invalid applied probe", detail: "the plugin probes on its own"},
+		{name: "applied probe of a plugin", format: tr, headers: append(probeHdr, api.HeaderIngressKind, api.KindPlugin), code: 400, errWant: "invalid applied probe", detail: "the plugin and the front report what they applied"},
 		{name: "applied probe with a bad report", format: tr, headers: []string{api.HeaderIngress, "Edge_1", api.HeaderAppliedProbe, "http://127.0.0.1:80"}, code: 400, errWant: "invalid applied probe", detail: api.HeaderIngress},
 	}
 }

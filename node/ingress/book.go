@@ -130,7 +130,7 @@ type Poll struct {
 func (b *Book) Begin(rep Report) (p *Poll, why string) {
 	now := b.Now()
 	rep.Node = b.self
-	if rep.Kind == api.KindPlugin {
+	if Applies(rep.Kind) {
 		// A serial this node has not reached is believed only up to its own: it may
 		// have been applied from a node a tick ahead, or be made up.
 		known, _ := b.known()
@@ -221,10 +221,10 @@ func ParseReport(h ReportHeaders) (Report, error) {
 	switch h.Kind {
 	case "", api.KindHTTP:
 		rep.Kind = api.KindHTTP
-	case api.KindPlugin:
-		rep.Kind = api.KindPlugin
+	case api.KindPlugin, api.KindFront:
+		rep.Kind = h.Kind
 	default:
-		return rep, fmt.Errorf("%s: %.20q: want plugin or http", api.HeaderIngressKind, h.Kind)
+		return rep, fmt.Errorf("%s: %.20q: want plugin, front or http", api.HeaderIngressKind, h.Kind)
 	}
 	if rep.Kind == api.KindHTTP {
 		rep.Probe = h.Probe
@@ -310,28 +310,14 @@ func (b *Book) notifyLocked() {
 	b.changed = make(chan struct{})
 }
 
-// Run writes local reports to the store until ctx ends.
-func (b *Book) Run(ctx context.Context) {
-	t := time.NewTicker(MinWriteGap)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		b.flush(ctx)
-	}
-}
-
-// flush writes the local reports that changed, or whose `seen` is due a refresh, within
-// the write budget; and drops from memory the ingresses not seen for lostAfter (their
+// Flush is one step of the book at now (the node schedules it every MinWriteGap): it
+// writes the local reports that changed, or whose `seen` is due a refresh, within the
+// write budget; and drops from memory the ingresses not seen for lostAfter (their
 // objects stay until forgetAfter).
-func (b *Book) flush(ctx context.Context) {
+func (b *Book) Flush(ctx context.Context, now time.Time) {
 	if b.foreign != nil && b.foreign() {
 		return // a foreign store is written nothing, reports included
 	}
-	now := b.Now()
 	refresh := b.lostAfter / 4
 	type job struct {
 		rep  Report

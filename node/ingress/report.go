@@ -27,6 +27,11 @@ func validName(s string) error {
 	return nil
 }
 
+// Applies says whether an ingress of kind reports what it applied (the provider
+// plugin, the layer-4 front), rather than being recorded as served (an HTTP-provider
+// Traefik).
+func Applies(kind string) bool { return kind == api.KindPlugin || kind == api.KindFront }
+
 func isHex(s string, n int) bool {
 	if len(s) != n {
 		return false
@@ -42,7 +47,7 @@ func isHex(s string, n int) bool {
 // Report is one ingress's object in the store (ingresses/<name>.json).
 type Report struct {
 	Name string `json:"name"`
-	// Kind is "plugin" (Serial/Revision applied) or "http" (served).
+	// Kind is "plugin" or "front" (Serial/Revision applied) or "http" (served).
 	Kind string `json:"kind"`
 	// Node is the node whose polls it reported on (the node it polls).
 	Node string `json:"node"`
@@ -95,8 +100,8 @@ func decode(o store.Object, horizon time.Time) viewObject {
 		// Shown on the status page beside the name: a node's name is a DNS label, so held
 		// to the name's rule, it can be neither long nor hold a control character.
 		bad = "invalid node"
-	case rep.Kind != api.KindPlugin && rep.Kind != api.KindHTTP:
-		bad = fmt.Sprintf("kind %.20q: want plugin or http", rep.Kind)
+	case !Applies(rep.Kind) && rep.Kind != api.KindHTTP:
+		bad = fmt.Sprintf("kind %.20q: want plugin, front or http", rep.Kind)
 	case rep.Seen.IsZero():
 		bad = "no seen time"
 	case rep.Seen.After(horizon):

@@ -68,7 +68,7 @@ func (b *Book) Fleet(ctx context.Context, maxAge time.Duration) View {
 		st := api.Ingress{Name: name, Kind: rep.Kind, Node: rep.Node, Groups: rep.Groups, Seen: rep.Seen.UTC(),
 			Age: now.Sub(rep.Seen).Round(time.Second).Seconds()}
 		held := &api.Held{Serial: rep.Serial, Revision: rep.Revision}
-		if rep.Kind == api.KindPlugin || rep.Probe {
+		if Applies(rep.Kind) || rep.Probe {
 			st.Applied = held
 		} else {
 			st.Served = held
