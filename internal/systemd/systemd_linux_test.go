@@ -25,6 +25,25 @@ func TestMain(m *testing.M) {
 		}
 		return os.Getenv(k)
 	}
+	if os.Getenv("SYSTEMD_TEST_SOCKETS") != "" {
+		s, err := inheritedSockets(getenv, os.Getpid())
+		switch {
+		case err != nil:
+			fmt.Println("error:", err)
+		case s == nil:
+			fmt.Println("none")
+		default:
+			var b strings.Builder
+			for _, l := range s.Stream {
+				fmt.Fprintf(&b, " tcp %s", l.Addr())
+			}
+			for _, u := range s.Datagram {
+				fmt.Fprintf(&b, " udp %s", u.LocalAddr())
+			}
+			fmt.Println("sockets" + b.String())
+		}
+		os.Exit(0)
+	}
 	ln, err := inherited(getenv, os.Getpid())
 	switch {
 	case err != nil:
@@ -182,5 +201,48 @@ func TestNotifyReachesTheServiceManagersSocket(t *testing.T) {
 	t.Setenv("NOTIFY_SOCKET", "relative/path")
 	if err := Notify("READY=1"); err == nil {
 		t.Fatal("a relative NOTIFY_SOCKET was accepted")
+	}
+}
+
+// TestAStreamAndADatagramSocketAreBothTaken: the front's unit hands over 443/tcp and
+// 443/udp; InheritedSockets takes each as what it is, in order, and refuses a plain
+// file and a connected TCP socket naming the descriptor.
+func TestAStreamAndADatagramSocketAreBothTaken(t *testing.T) {
+	ln, tcp := tcpListenerFile(t)
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	udp, err := pc.(*net.UDPConn).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	t.Setenv("SYSTEMD_TEST_SOCKETS", "1")
+	r, _ := child(t, "self", "2", tcp, udp)
+	if got, want := readLine(t, r), "sockets tcp "+ln.Addr().String()+" udp "+pc.LocalAddr().String(); got != want {
+		t.Fatalf("the child printed %q, want %q", got, want)
+	}
+	plain, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cf, err := conn.(*net.TCPConn).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cf.Close()
+	for name, f := range map[string]*os.File{"file": plain, "connected": cf} {
+		r, _ := child(t, "self", "2", tcp, f)
+		if got := readLine(t, r); !strings.HasPrefix(got, "error: descriptor 4") {
+			t.Errorf("%s: the child printed %q, want an error naming descriptor 4", name, got)
+		}
 	}
 }
