@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Builds (once) and prints the path of the Traefik binary the e2e suite drives.
 #
+#   e2e/build-traefik.sh [VERSION]    (default: TRAEFIK_VERSION, else v3.6.12)
+#
 # Traefik's go.mod carries replace directives, so `go install ...@version` refuses it.
-# We generate a throwaway wrapper module that requires Traefik and copies its replace and
-# exclude lines, then build cmd/traefik from it. The binary is cached under the user cache
-# dir keyed by version; TRAEFIK_BIN overrides everything. Nothing built here is committed.
+# We generate a throwaway wrapper module (e2e/traefik-module.sh: it requires Traefik and
+# copies its replace and exclude lines, and for v3.7.x replaces what the module proxy
+# refuses) and build cmd/traefik from it. The binary is cached under the user cache dir
+# keyed by version; TRAEFIK_BIN overrides everything. Nothing built here is committed.
 set -euo pipefail
 
-VERSION="${TRAEFIK_VERSION:-v3.6.12}"
+VERSION="${1:-${TRAEFIK_VERSION:-v3.6.12}}"
+MODULE_SH="$(cd "$(dirname "$0")" && pwd)/traefik-module.sh"
 if [[ -n "${TRAEFIK_BIN:-}" ]]; then
   echo "$TRAEFIK_BIN"
   exit 0
@@ -23,25 +27,8 @@ WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
 export GOFLAGS=-mod=mod
-go mod download "github.com/traefik/traefik/v3@${VERSION}" >&2
-SRC="$(go env GOMODCACHE)/github.com/traefik/traefik/v3@${VERSION}"
-
 cd "$WORK"
-{
-  echo "module scafo.local/traefikbuild"
-  echo
-  grep -E '^go [0-9]' "$SRC/go.mod"
-  echo
-  echo "require github.com/traefik/traefik/v3 ${VERSION}"
-  echo
-  # Copy replace/exclude directives (single-line and block forms).
-  awk '
-    /^(replace|exclude) \(/ {blk=1; print; next}
-    blk && /^\)/ {blk=0; print; next}
-    blk {print; next}
-    /^(replace|exclude) / {print}
-  ' "$SRC/go.mod"
-} > go.mod
+"$MODULE_SH" "$VERSION" > go.mod
 cat > main.go <<'GO'
 package main
 

@@ -1,10 +1,13 @@
-// Command traefikcheck runs Traefik v3.6.12's own code over rendered configurations:
+// Command traefikcheck runs Traefik's own code over rendered configurations (v3.6.12's
+// by default, v3.7.13's built with -tags traefik37: muxer_v36.go, muxer_v37.go):
 // the HTTP provider's decoder, encoding/json into Traefik's types with unknown fields
 // refused (the plugin provider's decoder, made strict), the service manager building
 // every service a router uses (failover health-check wiring included), and the HTTP
 // muxer parsing every rule and routing probe requests after the entry point's path
 // normalisation, every router's middlewares resolving, the retry middleware built by
-// Traefik's retry.New and, once, its behaviour through a real service (retryBehaviour).
+// Traefik's retry.New and, once, its behaviour through a real service (retryBehaviour),
+// and the TCP muxer parsing every TCP router's rule and routing ClientHello server names
+// (SNIProbes) as the entry point hands them over.
 // It is built in a throwaway module by TestTraefikDecodesTheRender
 // (render/traefik_check_test.go, SCAFO_TRAEFIK_DECODE=1); it is not part of the
 // scafo module.
@@ -34,6 +37,7 @@ import (
 	httpmuxer "github.com/traefik/traefik/v3/pkg/muxer/http"
 	"github.com/traefik/traefik/v3/pkg/proxy/httputil"
 	"github.com/traefik/traefik/v3/pkg/server/service"
+	"github.com/traefik/traefik/v3/pkg/tcp"
 	"github.com/traefik/traefik/v3/pkg/tls"
 )
 
@@ -43,6 +47,13 @@ type input struct {
 	Probes []probe         `json:"probes"`
 	// RetryCheck asks for retryBehaviour with the input's retry middleware.
 	RetryCheck bool `json:"retryCheck"`
+	// SNIProbes are TLS server names and the TCP router that must take each ("": none).
+	SNIProbes []sniProbe `json:"sniProbes"`
+}
+
+type sniProbe struct {
+	ServerName string `json:"serverName"`
+	Want       string `json:"want"`
 }
 
 type probe struct {
@@ -70,7 +81,7 @@ func main() {
 	if failed {
 		os.Exit(1)
 	}
-	fmt.Printf("ok: %d configurations\n", len(inputs))
+	fmt.Printf("ok: %d configurations (Traefik %s muxers)\n", len(inputs), traefikLine)
 }
 
 func fail(format string, args ...any) {
@@ -133,6 +144,7 @@ func check(in input) (errs []string) {
 		bad("strict encoding/json decoder: %v", err)
 		return errs
 	}
+	errs = append(errs, routeTCP(fromFile, in.SNIProbes)...)
 	if fromJSON.HTTP == nil {
 		return errs
 	}
@@ -229,7 +241,7 @@ func check(in input) (errs []string) {
 		bad("%v", err)
 		return errs
 	}
-	mux := httpmuxer.NewMuxer(parser)
+	mux := newHTTPMuxer(parser)
 	names := make([]string, 0, len(fromFile.HTTP.Routers))
 	for name := range fromFile.HTTP.Routers {
 		names = append(names, name)
@@ -237,7 +249,7 @@ func check(in input) (errs []string) {
 	sort.Strings(names)
 	for _, name := range names {
 		r := fromFile.HTTP.Routers[name]
-		if err := mux.AddRoute(r.Rule, r.RuleSyntax, r.Priority, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if err := addHTTPRoute(mux, r.Rule, r.RuleSyntax, r.Priority, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("X-Router", name)
 		})); err != nil {
 			bad("router %s: %v", name, err)
@@ -256,6 +268,53 @@ func check(in input) (errs []string) {
 		rd.ServeHTTP(rec, req, mux.ServeHTTP)
 		if got := rec.Header().Get("X-Router"); got != p.Want {
 			bad("%s%s → %q, want %q", p.Host, p.Target, got, p.Want)
+		}
+	}
+	return errs
+}
+
+// tcpRouter is the handler the TCP muxer returns for the router of that name.
+type tcpRouter string
+
+func (tcpRouter) ServeTCP(tcp.WriteCloser) {}
+
+// routeTCP adds every TCP router of conf to Traefik's TCP muxer, as the TLS entry point
+// does, and matches each probe's server name after the entry point's own folding
+// (tcpmuxer.NewConnData).
+func routeTCP(conf *dynamic.Configuration, probes []sniProbe) (errs []string) {
+	if conf.TCP == nil || len(conf.TCP.Routers) == 0 {
+		if len(probes) > 0 {
+			errs = append(errs, "server name probes, but no TCP router")
+		}
+		return errs
+	}
+	mux, err := newTCPMuxer()
+	if err != nil {
+		return []string{err.Error()}
+	}
+	names := make([]string, 0, len(conf.TCP.Routers))
+	for name := range conf.TCP.Routers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		r := conf.TCP.Routers[name]
+		if err := addTCPRoute(mux, r.Rule, r.RuleSyntax, r.Priority, tcpRouter(name)); err != nil {
+			errs = append(errs, fmt.Sprintf("TCP router %s: %v", name, err))
+		}
+	}
+	for _, p := range probes {
+		cd, err := connData(p.ServerName)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("server name %q: %v", p.ServerName, err))
+			continue
+		}
+		got := ""
+		if h, _ := mux.Match(cd); h != nil {
+			got = string(h.(tcpRouter))
+		}
+		if got != p.Want {
+			errs = append(errs, fmt.Sprintf("server name %+q → TCP router %q, want %q", p.ServerName, got, p.Want))
 		}
 	}
 	return errs

@@ -1,0 +1,43 @@
+//go:build !traefik37
+
+package main
+
+import (
+	"net"
+	"net/http"
+
+	httpmuxer "github.com/traefik/traefik/v3/pkg/muxer/http"
+	tcpmuxer "github.com/traefik/traefik/v3/pkg/muxer/tcp"
+	"github.com/traefik/traefik/v3/pkg/tcp"
+)
+
+// Traefik v3.6's muxer API (the default build); muxer_v37.go is v3.7's, built with
+// -tags traefik37.
+
+const traefikLine = "v3.6"
+
+func newHTTPMuxer(parser httpmuxer.SyntaxParser) *httpmuxer.Muxer {
+	return httpmuxer.NewMuxer(parser)
+}
+
+func addHTTPRoute(m *httpmuxer.Muxer, rule, syntax string, priority int, h http.Handler) error {
+	return m.AddRoute(rule, syntax, priority, h)
+}
+
+func newTCPMuxer() (*tcpmuxer.Muxer, error) { return tcpmuxer.NewMuxer() }
+
+func addTCPRoute(m *tcpmuxer.Muxer, rule, syntax string, priority int, h tcp.Handler) error {
+	return m.AddRoute(rule, syntax, priority, h)
+}
+
+// connData is what the entry point's TCP router hands the muxer for a ClientHello
+// with serverName (pkg/server/router/tcp/router.go: tcpmuxer.NewConnData).
+func connData(serverName string) (tcpmuxer.ConnData, error) {
+	return tcpmuxer.NewConnData(serverName, clientConn{}, nil)
+}
+
+// clientConn is a connection from 127.0.0.1 that only tells its address.
+type clientConn struct{ net.Conn }
+
+func (clientConn) RemoteAddr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000} }
+func (clientConn) CloseWrite() error    { return nil }

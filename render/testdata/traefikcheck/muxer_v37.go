@@ -1,0 +1,37 @@
+//go:build traefik37
+
+package main
+
+import (
+	"net"
+	"net/http"
+
+	httpmuxer "github.com/traefik/traefik/v3/pkg/muxer/http"
+	tcpmuxer "github.com/traefik/traefik/v3/pkg/muxer/tcp"
+	"github.com/traefik/traefik/v3/pkg/tcp"
+)
+
+// Traefik v3.7's muxer API: the muxers take the providers' precedence (none here: the
+// render's routers all come from one provider) and AddRoute the router's provider.
+
+const traefikLine = "v3.7"
+
+func newHTTPMuxer(parser httpmuxer.SyntaxParser) *httpmuxer.Muxer {
+	return httpmuxer.NewMuxer(parser, nil)
+}
+
+func addHTTPRoute(m *httpmuxer.Muxer, rule, syntax string, priority int, h http.Handler) error {
+	return m.AddRoute(rule, syntax, priority, "http", h)
+}
+
+func newTCPMuxer() (*tcpmuxer.Muxer, error) { return tcpmuxer.NewMuxer(nil) }
+
+func addTCPRoute(m *tcpmuxer.Muxer, rule, syntax string, priority int, h tcp.Handler) error {
+	return m.AddRoute(rule, syntax, priority, "http", h)
+}
+
+// connData is what the entry point's TCP router hands the muxer for a ClientHello
+// with serverName (pkg/server/router/tcp/router.go: tcpmuxer.NewConnData).
+func connData(serverName string) (tcpmuxer.ConnData, error) {
+	return tcpmuxer.NewConnData(serverName, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}, nil)
+}
