@@ -86,6 +86,14 @@ type Options struct {
 	// last is just under twice the first, and randomizes each by ±50% (RetryWaits).
 	RetryAttempts        int
 	RetryInitialInterval string
+	// Front says a layer-4 front (node/front, `scafo-node front`) takes the fleet's TLS
+	// port and routes passthrough names itself, by the exact name: the render then writes
+	// no TCP router (and no TCP service) for a passthrough route, so Traefik, which folds
+	// Unicode case and spaces (docs/passthrough.md), can never match a spelling of one.
+	// The exclusions of passthrough hosts from covering wildcards and from the ACME
+	// challenge router stay: a connection the front hands to Traefik for such a name
+	// (never the exact name) still reaches no HTTP router.
+	Front bool
 }
 
 // resolved is Options after defaults and validation, in the form the render emits.
@@ -97,6 +105,7 @@ type resolved struct {
 	interval        string // "" when automatic
 	timeout         string
 	groupThreshold  int
+	front           bool
 	// retry is the retry middleware, nil when retries are off; middlewares is what
 	// every application router lists (nil when off).
 	retry       *dynamic.Retry
@@ -121,6 +130,7 @@ func (o Options) resolve() (resolved, error) {
 		wildcardCerts:   o.PlatformWildcardCerts,
 		platformDomains: o.PlatformDomains,
 		groupThreshold:  o.PathGroupThreshold,
+		front:           o.Front,
 	}
 	if len(r.entryPoints) == 0 {
 		r.entryPoints = []string{DefaultEntryPoint}

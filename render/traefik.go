@@ -238,6 +238,9 @@ func (r *renderer) render(doc *routing.Document) error {
 			continue // a path target of another group: its service only
 		}
 		if a := apps[rt.Application]; a.passthrough {
+			if r.opt.front {
+				continue // the layer-4 front routes it (Options.Front)
+			}
 			if a.service == "" {
 				a.service = r.tcpService(rt.Application, a.upstreams, a.proxyProtocol)
 			}

@@ -23,6 +23,7 @@ type TraefikConfig struct {
 	HealthCheck           HealthCheckConfig `description:"Active health checks of upstream leaves." json:"healthCheck"`
 	PathGroupThreshold    int               `description:"Above this many prefixes per (host, target), one PathRegexp router replaces per-prefix routers." json:"pathGroupThreshold,omitempty"`
 	Retry                 RetryConfig       `description:"Traefik's retry middleware on every application and API router: a request whose connection the upstream refused (an in-place restart, a dead instance not yet taken out) is tried again; one whose headers reached an upstream never is." json:"retry"`
+	Front                 bool              `description:"A layer-4 front (scafo-node front) routes passthrough names by their exact name in front of every Traefik: the render writes no TCP router for them (docs/passthrough.md)." json:"front,omitempty"`
 }
 
 // RetryConfig is Traefik's retry middleware on application routers (render.Options
@@ -97,6 +98,7 @@ func (c TraefikConfig) RenderOptions(platformDomains []string) (render.Options, 
 		PathGroupThreshold:    c.PathGroupThreshold,
 		RetryAttempts:         c.Retry.Attempts,
 		RetryInitialInterval:  time.Duration(c.Retry.InitialInterval).String(),
+		Front:                 c.Front,
 	}
 	if err := ropts.Validate(); err != nil {
 		return render.Options{}, fmt.Errorf("traefik render options: %w", err)
