@@ -55,6 +55,34 @@ const (
 	defaultDialTimeout  = time.Second
 )
 
+// Bounds of the settings: a ClientHello needs room (a post-quantum one is ~1.8 KB), and
+// crypto/tls itself refuses a handshake message over 64 KiB.
+const (
+	minMaxHello = 4 << 10
+	maxMaxHello = 64 << 10
+)
+
+// Validate lists what is wrong with c, naming each field (nil when valid; a zero field
+// takes its default). It reports and changes nothing.
+func (c TCPConfig) Validate() []error {
+	var errs []error
+	if c.HelloTimeout < 0 {
+		errs = append(errs, fmt.Errorf("helloTimeout %s: must not be negative (0: %s)", c.HelloTimeout, defaultHelloTimeout))
+	}
+	if c.MaxHello != 0 && (c.MaxHello < minMaxHello || c.MaxHello > maxMaxHello) {
+		errs = append(errs, fmt.Errorf("maxHello %d: must be %d..%d bytes (0: %d)", c.MaxHello, minMaxHello, maxMaxHello, defaultMaxHello))
+	}
+	if c.DialTimeout < 0 {
+		errs = append(errs, fmt.Errorf("dialTimeout %s: must not be negative (0: %s)", c.DialTimeout, defaultDialTimeout))
+	}
+	if c.Fallback != "" {
+		if _, _, err := net.SplitHostPort(c.Fallback); err != nil {
+			errs = append(errs, fmt.Errorf("fallback %q: not a host:port: %v", c.Fallback, err))
+		}
+	}
+	return errs
+}
+
 func (c TCPConfig) withDefaults() TCPConfig {
 	if c.HelloTimeout <= 0 {
 		c.HelloTimeout = defaultHelloTimeout
@@ -98,7 +126,10 @@ type TCPProxy struct {
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{} // client and upstream sides of open connections
 	closing   bool
-	wg        sync.WaitGroup // handlers
+	stopped   chan struct{} // closed when closing becomes true
+	// wg counts the running Serve calls and connection handlers. A Serve holds its
+	// count while it adds its handlers', so no Add happens at zero during a Wait.
+	wg sync.WaitGroup
 
 	ctx    context.Context // ends when the proxy closes every connection
 	cancel context.CancelFunc
@@ -118,7 +149,7 @@ func NewTCPProxy(cfg TCPConfig, table func() *Table, log *slog.Logger) *TCPProxy
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &TCPProxy{cfg: cfg.withDefaults(), table: table, log: log,
-		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}
+		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, stopped: make(chan struct{})}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.dialer.Timeout = p.cfg.DialTimeout
 	return p
@@ -149,12 +180,14 @@ func (p *TCPProxy) Serve(ln net.Listener) error {
 		return ErrTCPProxyClosed
 	}
 	p.listeners[ln] = struct{}{}
+	p.wg.Add(1)
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
 		delete(p.listeners, ln)
 		p.mu.Unlock()
 		_ = ln.Close()
+		p.wg.Done()
 	}()
 	var pause time.Duration
 	for {
@@ -173,7 +206,7 @@ func (p *TCPProxy) Serve(ln net.Listener) error {
 				p.log.Warn("front: accepting a TCP connection", "err", err, "retry_in", pause)
 				select {
 				case <-time.After(pause):
-				case <-p.ctx.Done():
+				case <-p.stopped:
 					return nil
 				}
 				continue
@@ -221,9 +254,9 @@ func (p *TCPProxy) untrack(c net.Conn) {
 	p.mu.Unlock()
 }
 
-// Shutdown stops accepting (it closes every listener Serve holds) and waits for the
-// open connections to end by themselves; when ctx ends first, it closes them and
-// returns ctx's error.
+// Shutdown stops accepting (it closes every listener Serve holds; every Serve returns)
+// and waits for the open connections to end by themselves; when ctx ends first, it
+// closes them and returns ctx's error.
 func (p *TCPProxy) Shutdown(ctx context.Context) error {
 	p.stopAccepting()
 	done := make(chan struct{})
@@ -249,7 +282,10 @@ func (p *TCPProxy) Close() error {
 
 func (p *TCPProxy) stopAccepting() {
 	p.mu.Lock()
-	p.closing = true
+	if !p.closing {
+		p.closing = true
+		close(p.stopped)
+	}
 	for ln := range p.listeners {
 		_ = ln.Close()
 	}

@@ -592,3 +592,45 @@ func TestShutdownLetsOpenConnectionsRunUntilItsContextEnds(t *testing.T) {
 		t.Errorf("stats %+v: connections still open", s)
 	}
 }
+
+func TestShutdownReturnsWhenTheLastConnectionEnds(t *testing.T) {
+	pki := newTestPKI(t, nameDB)
+	up := startTLSUpstream(t, pki, false)
+	p, addr := startFront(t, TCPConfig{}, []Route{{Name: nameDB, Upstreams: []string{up.addr()}}}, nil)
+	_, open, err := dialTLS(addr, nameDB, pki.roots, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shut := make(chan error, 1)
+	go func() { shut <- p.Shutdown(context.Background()) }()
+	open.Close() // the client leaves: the application sees EOF and closes, the relay ends
+	if err := <-shut; err != nil {
+		t.Errorf("Shutdown = %v, want nil once the last connection ended", err)
+	}
+	if err := p.Serve(&net.TCPListener{}); !errors.Is(err, ErrTCPProxyClosed) {
+		t.Errorf("Serve after Shutdown = %v, want ErrTCPProxyClosed", err)
+	}
+}
+
+func TestTCPConfigValidationNamesTheField(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  TCPConfig
+		want string
+	}{
+		{TCPConfig{}, ""},
+		{TCPConfig{Fallback: "127.0.0.1:8443", HelloTimeout: time.Second, MaxHello: 8 << 10, DialTimeout: time.Second}, ""},
+		{TCPConfig{HelloTimeout: -1}, "helloTimeout"},
+		{TCPConfig{MaxHello: 100}, "maxHello"},
+		{TCPConfig{MaxHello: 1 << 20}, "maxHello"},
+		{TCPConfig{DialTimeout: -time.Second}, "dialTimeout"},
+		{TCPConfig{Fallback: "127.0.0.1"}, "fallback"},
+	} {
+		errs := tc.cfg.Validate()
+		switch {
+		case tc.want == "" && len(errs) > 0:
+			t.Errorf("%+v: %v, want valid", tc.cfg, errs)
+		case tc.want != "" && (len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.want)):
+			t.Errorf("%+v: %v, want one error naming %s", tc.cfg, errs, tc.want)
+		}
+	}
+}
