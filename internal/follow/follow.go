@@ -52,6 +52,10 @@ type Config struct {
 	// (default 2s); Timeout bounds a request beyond its wait (default 10s).
 	Wait, Interval, Timeout time.Duration
 	Logger                  *slog.Logger
+	// Apply, when set, is called with every document before it is held (and so before
+	// any poll reports it applied): an ingress that routes by a structure of its own
+	// builds it here, so that nothing is reported applied before it routes by it.
+	Apply func(*Held)
 	// HTTPClient sends the polls (required: the caller decides whom a token may go to,
 	// e.g. internal/peerowner's dialer).
 	HTTPClient *http.Client
@@ -195,6 +199,9 @@ func (f *Follower) Run(ctx context.Context) {
 					"endpoint", f.cfg.Endpoints[cur], "serial", got.Serial, "held", held.Serial)
 				got = nil
 			default:
+				if f.cfg.Apply != nil {
+					f.cfg.Apply(got)
+				}
 				f.swap(got)
 				f.log.Info("routing document applied", "endpoint", f.cfg.Endpoints[cur],
 					"revision", got.Doc.Revision, "serial", got.Serial, "routes", len(got.Doc.Routes))

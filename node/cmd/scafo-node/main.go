@@ -129,7 +129,7 @@ func unwrapCommandError(err error) error {
 
 // verbs are the root's commands.
 func verbs() []*cli.Command {
-	return append(client.Commands(), storeCommand(), configCommand(), helpCommand(), versionCommand())
+	return append(client.Commands(), storeCommand(), configCommand(), frontCommand(), helpCommand(), versionCommand())
 }
 
 func verbNames() []string {
