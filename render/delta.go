@@ -22,7 +22,10 @@ func (inc *Incremental) patch(prev *assembled, doc *routing.Document, delta *rou
 	byApp := map[string][]int{}
 	for _, i := range delta.Changed {
 		r, b := &doc.Routes[i], &base.Routes[i]
-		if r.Host != b.Host || r.Application != b.Application || r.Group != b.Group || !maps.Equal(r.Paths, b.Paths) {
+		if r.Host != b.Host || r.Application != b.Application || r.Group != b.Group || !maps.Equal(r.Paths, b.Paths) ||
+			!slices.Equal(r.Middlewares, b.Middlewares) {
+			// Middlewares too: the path routers of other applications that select this
+			// one carry them (fleet.Deriver derives the whole state for such a change).
 			return nil, false, nil
 		}
 		if !doc.RouteOK(i) {
@@ -41,7 +44,7 @@ func (inc *Incremental) patch(prev *assembled, doc *routing.Document, delta *rou
 		first := &doc.Routes[idx[0]]
 		for _, i := range idx[1:] {
 			r := &doc.Routes[i]
-			if r.HealthPath != first.HealthPath || !slices.Equal(r.Upstreams, first.Upstreams) {
+			if r.HealthPath != first.HealthPath || !slices.Equal(r.Upstreams, first.Upstreams) || !slices.Equal(r.Middlewares, first.Middlewares) {
 				return nil, false, refuse(doc) // the routes of one application disagree
 			}
 		}
@@ -55,12 +58,12 @@ func (inc *Incremental) patch(prev *assembled, doc *routing.Document, delta *rou
 			return nil, false, nil
 		}
 		seq := slices.Values(idx)
-		was := &appIn{name: name, slot: slot, ups: base.Routes[idx[0]].Upstreams, health: base.Routes[idx[0]].HealthPath}
+		was := &appIn{name: name, slot: slot, ups: base.Routes[idx[0]].Upstreams, health: base.Routes[idx[0]].HealthPath, mw: base.Routes[idx[0]].Middlewares}
 		old := inc.lookup(was, base.Routes, seq, prev.fragInterval, svcIn(base), prev.fc)
 		if old == nil || len(old.routes) != len(idx) || !prev.holds(old) {
 			return nil, false, nil // not all of its routes changed, or not this body's
 		}
-		a := &appIn{name: name, slot: slot, ups: first.Upstreams, health: first.HealthPath}
+		a := &appIn{name: name, slot: slot, ups: first.Upstreams, health: first.HealthPath, mw: first.Middlewares}
 		svcOf := svcIn(doc)
 		now := inc.lookup(a, doc.Routes, seq, prev.fragInterval, svcOf, prev.fc)
 		if now == nil {
@@ -105,16 +108,17 @@ func (inc *Incremental) patch(prev *assembled, doc *routing.Document, delta *rou
 	return cur.pieces(), true, nil
 }
 
-// svcIn is the service a path target resolves to in d, as the full render's svcOf
-// resolves it (the routes of one application agree, so its first route says).
-func svcIn(d *routing.Document) func(string) (string, bool) {
-	return func(target string) (string, bool) {
+// svcIn is where a path target resolves to in d (its application's service and
+// middlewares), as the full render's svcOf resolves it (the routes of one application
+// agree, so the target's route says).
+func svcIn(d *routing.Document) func(string) (dest, bool) {
+	return func(target string) (dest, bool) {
 		i, ok := routing.RouteIndex(d.Routes, target)
 		if !ok || routing.IsWildcard(target) {
-			return "", false
+			return dest{}, false
 		}
 		r := &d.Routes[i]
-		return serviceRef(appServiceName(r.Application), r.Upstreams), true
+		return dest{svc: serviceRef(appServiceName(r.Application), r.Upstreams), mw: r.Middlewares}, true
 	}
 }
 

@@ -14,8 +14,9 @@ import (
 // hostileDelta makes a document from base as a delta would describe it, but with what
 // the Deriver never sends and a caller could: upstream lists of any length (none: the
 // deny service; one; several: chains renamed, the automatic interval moved), upstreams
-// without API port, bad health paths, several applications at once (path-map targets
-// among them), and sometimes only some of an application's routes named.
+// without API port, bad health paths, middlewares changed (good and bad references),
+// several applications at once (path-map targets among them), and sometimes only some
+// of an application's routes named.
 func hostileDelta(r *rand.Rand, base *routing.Document) (*routing.Document, *routing.Delta) {
 	doc := &routing.Document{V: base.V, Routes: slices.Clone(base.Routes), API: base.API}
 	apps := map[string]bool{}
@@ -30,6 +31,7 @@ func hostileDelta(r *rand.Rand, base *routing.Document) (*routing.Document, *rou
 	}
 	nodes := []string{"vps-a", "vps-b", "vps-c", "vps-d"}
 	var changed []int
+	mwChanged := false
 	for app := range apps {
 		var ups []routing.Upstream
 		for _, j := range r.Perm(len(nodes))[:r.IntN(4)] {
@@ -46,6 +48,17 @@ func hostileDelta(r *rand.Rand, base *routing.Document) (*routing.Document, *rou
 		if health == "bad" && r.IntN(4) != 0 {
 			health = "/h2"
 		}
+		// Middlewares change in one change of four, and such a change comes without a
+		// delta, as the Deriver sends it (it derives the whole state): the
+		// application's own routers, and the path routers of other applications'
+		// hosts that select it, carry them, so every fragment that names it must be
+		// rendered again. A bad reference now and then: the error is the full
+		// render's. The later deltas patch documents that carry middlewares.
+		mwChange := r.IntN(4) == 0
+		mw := [][]string{nil, {"auth@file"}, {"auth@file", "www-redirect@file"}, {"www-redirect@file", "auth@file"}, {"auth"}}[r.IntN(5)]
+		if len(mw) == 1 && mw[0] == "auth" && r.IntN(4) != 0 {
+			mw = []string{"ratelimit@docker"}
+		}
 		for i := range doc.Routes {
 			if doc.Routes[i].Application != app || app == routing.UnownedApplication {
 				continue
@@ -54,11 +67,18 @@ func hostileDelta(r *rand.Rand, base *routing.Document) (*routing.Document, *rou
 				continue // not named: the application's routes disagree, or do not
 			}
 			doc.Routes[i].Upstreams, doc.Routes[i].HealthPath = ups, health
+			if mwChange {
+				doc.Routes[i].Middlewares = mw
+				mwChanged = true
+			}
 			changed = append(changed, i)
 		}
 	}
 	slices.Sort(changed)
 	doc.Seal()
+	if mwChanged {
+		return doc, nil
+	}
 	return doc, &routing.Delta{Base: base, Changed: changed}
 }
 
@@ -82,6 +102,7 @@ func TestDeltaRenderOfHostileDeltasEqualsFullRender(t *testing.T) {
 				t.Fatal(err)
 			}
 			var delta *routing.Delta
+			good := doc
 			patched := 0
 			for step := range 150 {
 				at := fmt.Sprintf("opt %+v seed %d step %d", opt, seed, step)
@@ -116,13 +137,12 @@ func TestDeltaRenderOfHostileDeltasEqualsFullRender(t *testing.T) {
 				case 1: // a new set: a certificate renewed, another name managed
 					fc = fleetCertsWith(fc, fmt.Sprintf("app-%05d.apps.example.com", r.IntN(40)), r.IntN(2) == 0, step)
 				}
-				base := doc
-				if werr != nil {
-					// The node keeps serving the last good document; the next delta
-					// builds on what this output last rendered.
-					base = delta.Base
+				if werr == nil {
+					good = doc
 				}
-				doc, delta = hostileDelta(r, base)
+				// The node keeps serving the last good document; the next delta builds
+				// on what this output last rendered.
+				doc, delta = hostileDelta(r, good)
 			}
 			t.Logf("opt %+v seed %d: %d of 150 renders patched", opt, seed, patched)
 			if patched < 20 {

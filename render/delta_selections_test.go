@@ -58,6 +58,7 @@ func TestPreferAndGroupDeltaRendersOfHostileDeltasEqualFullRender(t *testing.T) 
 			}
 			last := map[string]lineage{}
 			var delta *routing.Delta
+			good := doc
 			patched := map[string]int{}
 			for step := range 120 {
 				failed := false
@@ -123,11 +124,10 @@ func TestPreferAndGroupDeltaRendersOfHostileDeltasEqualFullRender(t *testing.T) 
 				case 1:
 					fc = fleetCertsWith(fc, fmt.Sprintf("app-%05d.apps.example.com", r.IntN(40)), r.IntN(2) == 0, step)
 				}
-				base := doc
-				if failed && delta != nil {
-					base = delta.Base // the node keeps serving the last good document
+				if !failed {
+					good = doc
 				}
-				doc, delta = hostileDelta(r, base)
+				doc, delta = hostileDelta(r, good) // the node keeps serving the last good document
 			}
 			t.Logf("opt %+v seed %d: patched renders per output %v", opt, seed, patched)
 			for k, n := range patched {

@@ -36,7 +36,7 @@ type fragRoute struct {
 
 type fragTarget struct {
 	host string
-	svc  string // "" when the target is no route of the document
+	dest dest // zero when the target is no route of the document
 }
 
 // fragment is one application's part of the configuration (or the API apex's).
@@ -45,6 +45,7 @@ type fragment struct {
 	app      string
 	ups      []routing.Upstream
 	health   string
+	mw       []string // the application's own middlewares
 	routes   []fragRoute
 	targets  []fragTarget
 	interval string
@@ -86,6 +87,7 @@ type appIn struct {
 	slot   *appSlot
 	ups    []routing.Upstream
 	health string
+	mw     []string // its own middlewares (routing.Route.Middlewares)
 	group  string
 	first  int // index of its first route
 	last   int
@@ -107,10 +109,10 @@ func serviceRef(base string, ups []routing.Upstream) string {
 }
 
 // lookup returns the cached fragment of a whose inputs equal a's in this document.
-func (inc *Incremental) lookup(a *appIn, routes []routing.Route, seq iter.Seq[int], interval string, svcOf func(string) (string, bool), fc *FleetCerts) *fragment {
+func (inc *Incremental) lookup(a *appIn, routes []routing.Route, seq iter.Seq[int], interval string, svcOf func(string) (dest, bool), fc *FleetCerts) *fragment {
 variants:
 	for _, f := range a.slot.variants {
-		if f.interval != interval || f.health != a.health || !slices.Equal(f.ups, a.ups) {
+		if f.interval != interval || f.health != a.health || !slices.Equal(f.ups, a.ups) || !slices.Equal(f.mw, a.mw) {
 			continue
 		}
 		k := 0
@@ -125,7 +127,7 @@ variants:
 			continue
 		}
 		for _, t := range f.targets {
-			if svc, _ := svcOf(t.host); svc != t.svc {
+			if d, _ := svcOf(t.host); !d.same(t.dest) {
 				continue variants
 			}
 		}
@@ -162,9 +164,9 @@ func (inc *Incremental) reset(interval string, fc *FleetCerts) *renderer {
 }
 
 // renderApp renders a's fragment with the full render's own code (chain, routeRouters).
-func (inc *Incremental) renderApp(a *appIn, routes []routing.Route, seq iter.Seq[int], interval string, svcOf func(string) (string, bool), fc *FleetCerts) *fragment {
+func (inc *Incremental) renderApp(a *appIn, routes []routing.Route, seq iter.Seq[int], interval string, svcOf func(string) (dest, bool), fc *FleetCerts) *fragment {
 	r := inc.reset(interval, fc)
-	f := &fragment{app: a.name, ups: a.ups, health: a.health, interval: interval}
+	f := &fragment{app: a.name, ups: a.ups, health: a.health, mw: a.mw, interval: interval}
 	name, health := a.name, a.health
 	svc := r.chain(appServiceName(name), a.ups, func(u routing.Upstream) *dynamic.ServerHealthCheck {
 		if health != "" {
@@ -181,10 +183,10 @@ func (inc *Incremental) renderApp(a *appIn, routes []routing.Route, seq iter.Seq
 			inc.scan = nil // as above
 		}
 		clear(inc.scan)
-		inc.scan = r.routeRouters(rt, svc, svcOf, inc.scan)
+		inc.scan = r.routeRouters(rt, dest{svc: svc, mw: a.mw}, svcOf, inc.scan)
 		for t := range inc.scan {
-			s, _ := svcOf(t)
-			f.targets = append(f.targets, fragTarget{host: t, svc: s})
+			d, _ := svcOf(t)
+			f.targets = append(f.targets, fragTarget{host: t, dest: d})
 		}
 	}
 	inc.collect(f, r)

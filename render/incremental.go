@@ -23,12 +23,13 @@ import (
 // its inputs are equal to the application's inputs in the new document:
 //
 //   - the application's name, upstream list in order (so a ?prefer= reordering is a
-//     different fragment), and health path;
+//     different fragment), health path and middlewares;
 //   - its routes: each host and its path map;
-//   - the service every path target resolves to (a prefix on this application's host
-//     points at another application's chain: its name moves when that application
-//     goes from one upstream to two, and a target that left the document selects
-//     nothing);
+//   - the service every path target resolves to, and its application's middlewares (a
+//     prefix on this application's host points at another application's chain and
+//     carries that application's middlewares: the chain's name moves when that
+//     application goes from one upstream to two, and a target that left the document
+//     selects nothing);
 //   - whether each of its hosts is a fleet-issued name (FleetCerts.Managed: its
 //     routers get `tls: {}`);
 //   - not the health-check interval: an automatic interval depends on the whole

@@ -43,12 +43,13 @@ func (inc *Incremental) render(doc *routing.Document, output string, keep func(*
 	if !ok {
 		return nil, refuse(doc)
 	}
-	svcOf := func(target string) (string, bool) {
+	svcOf := func(target string) (dest, bool) {
 		i, ok := routing.RouteIndex(routes, target)
 		if !ok || routing.IsWildcard(target) {
-			return "", false
+			return dest{}, false
 		}
-		return apps[inc.apps[routes[i].Application].idx].svc, true
+		a := &apps[inc.apps[routes[i].Application].idx]
+		return dest{svc: a.svc, mw: a.mw}, true
 	}
 	if keep != nil {
 		inc.withPathTargets(routes, next, apps)
@@ -99,7 +100,7 @@ func (inc *Incremental) applications(routes []routing.Route, keep func(*routing.
 		}
 		if slot.pass == inc.pass {
 			a := &apps[slot.idx]
-			if rt.Group != a.group || rt.HealthPath != a.health || !slices.Equal(rt.Upstreams, a.ups) {
+			if rt.Group != a.group || rt.HealthPath != a.health || !slices.Equal(rt.Upstreams, a.ups) || !slices.Equal(rt.Middlewares, a.mw) {
 				return apps, nil, false // the routes of one application disagree
 			}
 			next[a.last] = int32(i)
@@ -117,7 +118,7 @@ func (inc *Incremental) applications(routes []routing.Route, keep func(*routing.
 		}
 		slot.pass, slot.idx = inc.pass, len(apps)
 		in := keep == nil || keep(rt)
-		apps = append(apps, appIn{name: rt.Application, slot: slot, ups: rt.Upstreams, health: rt.HealthPath, group: rt.Group,
+		apps = append(apps, appIn{name: rt.Application, slot: slot, ups: rt.Upstreams, health: rt.HealthPath, mw: rt.Middlewares, group: rt.Group,
 			first: i, last: i, svc: serviceRef(slot.base, rt.Upstreams),
 			withRouters: in, withService: in})
 	}
@@ -167,7 +168,7 @@ func (inc *Incremental) intervals(apps []appIn, api *routing.API) (checks int, i
 // rendered (and of those not in this output) are validated, all before any fragment is
 // made: a refused document leaves nothing in the cache. portErr (applications) is
 // returned once the routes passed.
-func (inc *Incremental) fragments(doc *routing.Document, next []int32, apps []appIn, fragInterval string, svcOf func(string) (string, bool), fc *FleetCerts, portErr error) error {
+func (inc *Incremental) fragments(doc *routing.Document, next []int32, apps []appIn, fragInterval string, svcOf func(string) (dest, bool), fc *FleetCerts, portErr error) error {
 	routes := doc.Routes
 	misses := inc.missBuf[:0]
 	for j := range apps {

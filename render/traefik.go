@@ -179,6 +179,9 @@ type app struct {
 	upstreams []routing.Upstream
 	health    string
 	service   string // what routers point at
+	// mw are the middlewares of every router to the application: its own
+	// (routing.Route.Middlewares), then the render's (routerMiddlewares).
+	mw []string
 	// passthrough: the application terminates TLS itself; service is its TCP service.
 	passthrough   bool
 	proxyProtocol int
@@ -208,7 +211,7 @@ func (r *renderer) render(doc *routing.Document) error {
 				return err
 			}
 		}
-		apps[rt.Application] = &app{upstreams: rt.Upstreams, health: rt.HealthPath}
+		apps[rt.Application] = &app{upstreams: rt.Upstreams, health: rt.HealthPath, mw: rt.Middlewares}
 	}
 
 	for name, a := range apps {
@@ -223,12 +226,13 @@ func (r *renderer) render(doc *routing.Document) error {
 		})
 	}
 
-	svcOf := func(target string) (string, bool) {
+	svcOf := func(target string) (dest, bool) {
 		t, ok := exact[target]
 		if !ok {
-			return "", false
+			return dest{}, false
 		}
-		return apps[t.Application].service, true
+		a := apps[t.Application]
+		return dest{svc: a.service, mw: a.mw}, true
 	}
 	r.excluded = passthroughUnder(doc)
 	var byTarget map[string][]string
@@ -247,18 +251,48 @@ func (r *renderer) render(doc *routing.Document) error {
 			r.tcpRouter(rt.Host, a.service)
 			continue
 		}
-		byTarget = r.routeRouters(rt, apps[rt.Application].service, svcOf, byTarget)
+		a := apps[rt.Application]
+		byTarget = r.routeRouters(rt, dest{svc: a.service, mw: a.mw}, svcOf, byTarget)
 	}
 
 	return r.api(doc)
 }
 
-// routeRouters renders the routers of one route: its host router to svc, and, when it
-// has a path map, its guard and its path routers to the service of each target's
-// application (svcOf; a target it does not know selects nothing). byTarget is scratch
-// space, returned for reuse. The full render and the fragment render (fragments.go)
-// both call it, so the two write the same routers.
-func (r *renderer) routeRouters(rt *routing.Route, svc string, svcOf func(target string) (string, bool), byTarget map[string][]string) map[string][]string {
+// dest is where a router to an application goes: the service it points at, and the
+// application's own middlewares (routing.Route.Middlewares), which every router to it
+// lists before the render's (routerMiddlewares).
+type dest struct {
+	svc string
+	mw  []string
+}
+
+// same reports whether d and o render the same routers.
+func (d dest) same(o dest) bool { return d.svc == o.svc && slices.Equal(d.mw, o.mw) }
+
+// routerMiddlewares is the middlewares list of a router to an application whose own
+// middlewares are own: own in their order, then the render's retry middleware
+// (r.opt.middlewares; none when retries are off). The retry goes last, next to the
+// service, because Traefik runs a router's middlewares in list order, each wrapping
+// the rest, and retry re-runs what comes after it: last, a retry re-sends the request
+// to the service alone, never through the operator's middlewares again (a forwardAuth
+// asked once per try, a rate limit counting one request several times); and a request
+// an operator middleware answers (a redirect, a 401) never reaches the retry at all
+// (docs/design.md §4).
+func (r *renderer) routerMiddlewares(own []string) []string {
+	if len(own) == 0 {
+		return r.opt.middlewares
+	}
+	return append(slices.Clip(own), r.opt.middlewares...)
+}
+
+// routeRouters renders the routers of one route: its host router to d (the route's
+// application), and, when it has a path map, its guard and its path routers to each
+// target's application (svcOf; a target it does not know selects nothing), each path
+// router with the middlewares of the application it selects (a prefix selects a
+// route, and the route supplies everything else). byTarget is scratch space, returned
+// for reuse. The full render and the fragment render (fragments.go) both call it, so
+// the two write the same routers.
+func (r *renderer) routeRouters(rt *routing.Route, d dest, svcOf func(target string) (dest, bool), byTarget map[string][]string) map[string][]string {
 	hostMatch := hostMatcher(rt.Host)
 	if ex := r.excluded[rt.Host]; len(ex) > 0 {
 		hostMatch += " && " + passthroughExclusion(ex) // a wildcard covering passthrough hosts
@@ -268,7 +302,7 @@ func (r *renderer) routeRouters(rt *routing.Route, svc string, svcOf func(target
 		hostPrio, guardPrio, pathPrio = PriorityWildcard, PriorityWildcardPathGuard, PriorityWildcardPath
 	}
 	tls := r.tlsFor(rt.Host)
-	r.router(hostRouterName(rt.Host), hostMatch, hostPrio, svc, tls, r.opt.middlewares)
+	r.router(hostRouterName(rt.Host), hostMatch, hostPrio, d.svc, tls, r.routerMiddlewares(d.mw))
 
 	if len(rt.Paths) == 0 {
 		return byTarget
@@ -282,7 +316,7 @@ func (r *renderer) routeRouters(rt *routing.Route, svc string, svcOf func(target
 	}
 	guarded := false
 	for t, prefixes := range byTarget {
-		tsvc, ok := svcOf(t)
+		td, ok := svcOf(t)
 		if !ok {
 			// Validate refuses such an entry (a target is the exact host of a route
 			// of the document); were one here, a prefix without a route selects
@@ -295,12 +329,13 @@ func (r *renderer) routeRouters(rt *routing.Route, svc string, svcOf func(target
 			guarded = true
 		}
 		slices.Sort(prefixes)
+		mw := r.routerMiddlewares(td.mw) // the selected application's
 		if len(prefixes) <= r.opt.groupThreshold {
 			for _, p := range prefixes {
-				r.router(pathRouterName(rt.Host, p), prefixRule(hostMatch, p), pathPrio, tsvc, tls, r.opt.middlewares)
+				r.router(pathRouterName(rt.Host, p), prefixRule(hostMatch, p), pathPrio, td.svc, tls, mw)
 			}
 		} else {
-			r.router(pathsRouterName(rt.Host, t), groupRule(hostMatch, prefixes), pathPrio, tsvc, tls, r.opt.middlewares)
+			r.router(pathsRouterName(rt.Host, t), groupRule(hostMatch, prefixes), pathPrio, td.svc, tls, mw)
 		}
 	}
 	return byTarget
@@ -440,9 +475,10 @@ func (r *renderer) healthCheck(path string, port int) *dynamic.ServerHealthCheck
 	}
 }
 
-// router adds a router; mw is its middlewares: r.opt.middlewares (the retry
-// middleware, or nil when retries are off) on the routers to an application or to the
-// API, nil on those to the deny service (no servers: nothing to retry).
+// router adds a router; mw is its middlewares: on the routers to an application its
+// own and the retry middleware (routerMiddlewares), r.opt.middlewares (the retry
+// middleware, or nil when retries are off) on those to the API, nil on those to the
+// deny service (no servers: nothing to retry, nothing of an application's to run).
 func (r *renderer) router(name, rule string, priority int, service string, tls *dynamic.RouterTLSConfig, mw []string) {
 	r.routers[name] = &dynamic.Router{
 		EntryPoints: r.opt.entryPoints,

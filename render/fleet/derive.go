@@ -204,8 +204,11 @@ type appInfo struct {
 	// passthrough and proxyProtocol are the application's (App.Passthrough), valid.
 	passthrough   bool
 	proxyProtocol int
-	upstreams     []routing.Upstream
-	ok            bool // valid: routed
+	// middlewares are the application's (App.Middlewares), valid; shared by every
+	// route of it, read-only.
+	middlewares []string
+	upstreams   []routing.Upstream
+	ok          bool // valid: routed
 	// platform is the holder of the application's platform hosts (holderOf).
 	platform holder
 }

@@ -143,7 +143,11 @@ func (l *derivation) patch(st State, opt Options, changed []string) (doc *routin
 				return nil, nil, false // added or removed
 			}
 			a, b := &l.st.Apps[i], &st.Apps[i]
-			if a.Account != b.Account || a.GroupOf() != b.GroupOf() || a.Passthrough != b.Passthrough || a.ProxyProtocol != b.ProxyProtocol {
+			if a.Account != b.Account || a.GroupOf() != b.GroupOf() || a.Passthrough != b.Passthrough || a.ProxyProtocol != b.ProxyProtocol ||
+				!slices.Equal(a.Middlewares, b.Middlewares) {
+				// Middlewares too: they move routers of other applications (the path
+				// routers that select this one), which a delta of this one's routes
+				// does not name.
 				return nil, nil, false
 			}
 			touched[name] = true

@@ -96,9 +96,9 @@ func change(rnd *rand.Rand, st State, opt *Options) (State, []string) {
 			n.Instances[b] = Instance{Port: 30000 + rnd.IntN(100), Ready: true, AppID: "id1"}
 		}
 		return st, []string{key}
-	case k < 50: // an application's placement or health path
+	case k < 50: // an application's placement, health path or middlewares
 		a, key := app()
-		switch rnd.IntN(5) {
+		switch rnd.IntN(6) {
 		case 0:
 			a.Placement = slices.Clone(a.Placement)
 			slices.Reverse(a.Placement)
@@ -108,6 +108,8 @@ func change(rnd *rand.Rand, st State, opt *Options) (State, []string) {
 			a.Health = &Health{Path: fmt.Sprintf("/h%d", rnd.IntN(3))}
 		case 3:
 			a.Health = &Health{Path: "no-slash"} // invalid: reported
+		case 4: // the path routers of other applications that select it move too
+			a.Middlewares = [][]string{nil, {"auth@file"}, {"auth@file", "www@file"}, {"www@file", "auth@file"}, {"auth"}}[rnd.IntN(5)]
 		default:
 			a.ID = "id2"
 		}

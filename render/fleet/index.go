@@ -221,8 +221,21 @@ func (dv *deriver) indexApp(app *App, ai *appInfo, count int) bool {
 		dv.skip(AppKey(app.Name), "proxyProtocol %d: must be absent or 2, and only with passthrough; application ignored", app.ProxyProtocol)
 		return false
 	}
+	if len(app.Middlewares) > 0 {
+		if err := routing.ValidateMiddlewares("middlewares", app.Middlewares); err != nil {
+			// A router naming a reference Traefik cannot parse is refused with the
+			// whole configuration; serving the application without the list could
+			// drop its authentication: neither is better than leaving it out.
+			dv.skip(AppKey(app.Name), "%v; application ignored", err)
+			return false
+		}
+		if app.Passthrough {
+			dv.skip(AppKey(app.Name), "middlewares on a passthrough application (a middleware is HTTP; it terminates TLS itself); application ignored")
+			return false
+		}
+	}
 	*ai = appInfo{app: app, group: group, placement: dv.placement(app.Name, app.Placement), ok: true,
-		passthrough: app.Passthrough, proxyProtocol: app.ProxyProtocol}
+		passthrough: app.Passthrough, proxyProtocol: app.ProxyProtocol, middlewares: app.Middlewares}
 	dv.nApps++
 	if app.Passthrough && app.Health != nil && app.Health.Path != "" {
 		dv.skip(AppKey(app.Name), "health.path on a passthrough application (it speaks TLS, not HTTP, to the ingress); ignored")

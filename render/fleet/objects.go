@@ -75,6 +75,11 @@ type App struct {
 	// ProxyProtocol, with Passthrough, is the PROXY protocol version an ingress sends
 	// the instance before the client's bytes: absent (0) none, 2 a v2 header.
 	ProxyProtocol int `json:"proxyProtocol,omitempty"`
+	// Middlewares are the Traefik middlewares every router of the application uses, in
+	// order, by reference ("auth@file": routing.ValidateMiddleware), each defined by the
+	// operator in their ingresses and declared in the node configuration
+	// (traefik.middlewares). Admin-set; none on a passthrough application.
+	Middlewares []string `json:"middlewares,omitempty"`
 }
 
 // Ingress is an application's ingress placement.

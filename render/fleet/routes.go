@@ -110,6 +110,9 @@ func (dv *deriver) buildRoutes() {
 			// Passthrough and ProxyProtocol: the application's, on every host of it.
 			Passthrough:   h.ai.passthrough,
 			ProxyProtocol: h.ai.proxyProtocol,
+			// Middlewares: the application's, on every host of it (and so on every
+			// path router that selects one of them).
+			Middlewares: h.ai.middlewares,
 		}
 	}
 }

@@ -6,7 +6,8 @@
 //
 //	1: hosts → ordered upstreams, path maps, the platform API apex (2026-11).
 //	   Additive since: apiPort, healthPath, group, passthrough and proxyProtocol
-//	   (TLS passthrough by exact SNI, docs/design.md §2).
+//	   (TLS passthrough by exact SNI, docs/design.md §2), middlewares (operator
+//	   middlewares by reference, docs/design.md §2).
 //
 // Additive fields keep v1; a breaking change bumps Version. Decoders of v1 must
 // tolerate unknown fields; writers never emit a field this package does not declare.
@@ -85,6 +86,17 @@ type Route struct {
 	// sends none, 2 sends a v2 header carrying the client's address. Every route of one
 	// application has the same value.
 	ProxyProtocol int `json:"proxyProtocol,omitempty"`
+	// Middlewares are the Traefik middlewares the route's application lists, in order,
+	// by reference: "name@provider" (ValidateMiddleware), each defined by the operator
+	// in a provider of their ingresses' own (the file provider, say), never by the fleet
+	// (additive field). An ingress that applies them runs them on every request of the
+	// route, and of every path prefix that selects it, in this order, before the
+	// request goes to an upstream. Absent: none. Every route of one application has the
+	// same list; a passthrough route has none (a middleware is HTTP). A reader that
+	// cannot apply them must not serve the route without them (docs/design.md §14: the
+	// Caddy module answers 503 for it): a middleware may be the application's
+	// authentication.
+	Middlewares []string `json:"middlewares,omitempty"`
 }
 
 // ProxyProtocolV2 is the one PROXY protocol version a route may ask for.

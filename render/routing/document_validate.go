@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Validate checks d against every rule of wire format v1 that a consumer relies on, and
@@ -23,6 +24,9 @@ import (
 //   - a passthrough route is an exact host without a path map or health path, its
 //     proxyProtocol 0 or 2; proxyProtocol is 0 on any other route; every route of one application agrees
 //     on both (passthroughRule);
+//   - middlewares, when present, are valid references, none twice, at most
+//     MaxMiddlewares (ValidateMiddlewares); a passthrough route has none; every route
+//     of one application carries the same list in the same order;
 //   - a path map has at most MaxPaths prefixes; each prefix is valid (ValidatePrefix)
 //     and each target is the exact host of a route of d (never a wildcard, never a
 //     passthrough route: a path is invisible at layer 4);
@@ -71,12 +75,18 @@ func (d *Document) Validate() error {
 		if (r.Passthrough || r.ProxyProtocol != 0) && passthroughRule(r) != "" {
 			return &FieldError{Field: routeField(i, passthroughField(r)), Value: r.Host, Rule: passthroughRule(r)}
 		}
+		if len(r.Middlewares) > 0 {
+			if err := middlewaresError(i, r); err != nil {
+				return err
+			}
+		}
 		if r.Group == "" {
 			// The common case, checked without naming the route; the rest below.
 			if j, ok := firstOfApp[r.Application]; ok {
 				first := &d.Routes[j]
 				if first.Group == "" && first.HealthPath == r.HealthPath && first.Passthrough == r.Passthrough &&
-					first.ProxyProtocol == r.ProxyProtocol && slices.Equal(first.Upstreams, r.Upstreams) {
+					first.ProxyProtocol == r.ProxyProtocol && slices.Equal(first.Upstreams, r.Upstreams) &&
+					slices.Equal(first.Middlewares, r.Middlewares) {
 					continue
 				}
 			} else if upstreamsOK(r.Upstreams) {
@@ -116,6 +126,10 @@ func (d *Document) Validate() error {
 			if first.ProxyProtocol != r.ProxyProtocol {
 				return &FieldError{Field: f + ".proxyProtocol", Value: strconv.Itoa(r.ProxyProtocol),
 					Rule: "differs from routes[" + strconv.Itoa(j) + "].proxyProtocol of the same application"}
+			}
+			if !slices.Equal(first.Middlewares, r.Middlewares) {
+				return &FieldError{Field: f + ".middlewares", Value: strings.Join(r.Middlewares, ","),
+					Rule: "differ from routes[" + strconv.Itoa(j) + "].middlewares of the same application"}
 			}
 			continue
 		}
@@ -171,7 +185,8 @@ func (d *Document) validateAPI() error {
 // FrameOK reports whether d passes the rules of Validate that are not about one route
 // on its own: the version, routes strictly sorted by host, and the api section. With
 // RouteOK for every route, and every route of an application agreeing with its first
-// on upstreams, health path and group, it accepts exactly what Validate accepts.
+// on upstreams, health path, group, passthrough fields and middlewares, it accepts
+// exactly what Validate accepts.
 func (d *Document) FrameOK() bool {
 	if d == nil || d.V != Version {
 		return false
@@ -196,10 +211,24 @@ func (d *Document) RouteOK(i int) bool {
 	r := &d.Routes[i]
 	if ValidateCustomHost("", r.Host) != nil || ValidateLabel("", r.Application) != nil ||
 		(r.HealthPath != "" && ValidateHealthPath("", r.HealthPath) != nil) || !GroupOK(r.Group) || !upstreamsOK(r.Upstreams) ||
-		((r.Passthrough || r.ProxyProtocol != 0) && passthroughRule(r) != "") {
+		((r.Passthrough || r.ProxyProtocol != 0) && passthroughRule(r) != "") ||
+		(len(r.Middlewares) > 0 && (r.Passthrough || middlewaresRule(r.Middlewares) != "")) {
 		return false
 	}
 	return d.validatePaths(i) == nil
+}
+
+// middlewaresError is the error of route i's middleware list, nil when it is valid:
+// each reference valid and listed once, and none on a passthrough route.
+func middlewaresError(i int, r *Route) error {
+	if r.Passthrough {
+		return &FieldError{Field: routeField(i, ".middlewares"), Value: strings.Join(r.Middlewares, ","),
+			Rule: "a passthrough route has no middlewares (a middleware is HTTP; its application terminates TLS itself)"}
+	}
+	if middlewaresRule(r.Middlewares) == "" {
+		return nil
+	}
+	return ValidateMiddlewares(routeField(i, ".middlewares"), r.Middlewares)
 }
 
 // passthroughRule is the rule route r's passthrough fields break on their own, or "";

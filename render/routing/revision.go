@@ -89,6 +89,13 @@ func (e *revEncoder) route(r Route) {
 		e.int(boolInt(r.Passthrough))
 		e.int(r.ProxyProtocol)
 	}
+	if len(r.Middlewares) > 0 {
+		// Only when set, so that documents without middlewares keep their revisions;
+		// a list with its length, each name with its own (strs), in order: order is
+		// content.
+		e.marker("middlewares")
+		e.strs(r.Middlewares)
+	}
 	e.upstreams(r.Upstreams)
 	e.marker("paths")
 	e.int(len(r.Paths))

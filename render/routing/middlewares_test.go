@@ -1,0 +1,158 @@
+package routing
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestMiddlewareReferencesAreValidated: a reference is name@provider, the provider
+// required and never the fleet's own (http); a list holds each once and at most
+// MaxMiddlewares; each refusal names the entry.
+func TestMiddlewareReferencesAreValidated(t *testing.T) {
+	for _, tc := range []struct {
+		list  []string
+		field string // "" when valid
+		rule  string // a substring of the refusal
+	}{
+		{[]string{"auth@file"}, "", ""},
+		{[]string{"auth@file", "www-redirect@file", "default-headers_v2.x@kubernetescrd", "rl@plugin-foo", "Auth@docker"}, "", ""},
+		{[]string{"auth"}, "middlewares[0]", "name@provider"},
+		{[]string{"auth@file", "@file"}, "middlewares[1]", "name before"},
+		{[]string{"auth@"}, "middlewares[0]", "provider after"},
+		{[]string{"a@b@c"}, "middlewares[0]", "provider may contain"},
+		{[]string{"auth@File"}, "middlewares[0]", "provider may contain"},
+		{[]string{"-auth@file"}, "middlewares[0]", "name may contain"},
+		{[]string{"a uth@file"}, "middlewares[0]", "name may contain"},
+		{[]string{"auth@file", "a\"b@file"}, "middlewares[1]", "name may contain"},
+		{[]string{"scafo-retry@http"}, "middlewares[0]", "fleet's own"},
+		{[]string{"auth@file", "www@file", "auth@file"}, "middlewares[2]", "listed twice (as middlewares[0])"},
+		{[]string{strings.Repeat("a", MaxMiddlewareLen) + "@file"}, "middlewares[0]", "at most"},
+		{[]string{""}, "middlewares[0]", "empty"},
+	} {
+		err := ValidateMiddlewares("middlewares", tc.list)
+		if tc.field == "" {
+			if err != nil {
+				t.Errorf("%q refused: %v", tc.list, err)
+			}
+			continue
+		}
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != tc.field || !strings.Contains(fe.Rule, tc.rule) {
+			t.Errorf("%q: got %v, want a refusal of %s (%q)", tc.list, err, tc.field, tc.rule)
+		}
+	}
+	long := make([]string, MaxMiddlewares+1)
+	for i := range long {
+		long[i] = fmt.Sprintf("m%d@file", i)
+	}
+	if err := ValidateMiddlewares("middlewares", long); err == nil || !strings.Contains(err.Error(), "at most") {
+		t.Errorf("%d middlewares: got %v, want a refusal", len(long), err)
+	}
+	if err := ValidateMiddlewares("middlewares", long[:MaxMiddlewares]); err != nil {
+		t.Errorf("%d middlewares refused: %v", MaxMiddlewares, err)
+	}
+}
+
+// TestMiddlewaresInTheDocumentFollowTheirRules: every route of one application carries
+// the same list in the same order, a passthrough route none, and each reference is
+// valid; each refusal names the field.
+func TestMiddlewaresInTheDocumentFollowTheirRules(t *testing.T) {
+	with := func(mw ...string) func(*Document) {
+		return func(d *Document) { d.Routes[0].Middlewares, d.Routes[2].Middlewares = mw, mw }
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Document)
+		field  string
+	}{
+		{"both routes of shop", with("auth@file", "www@file"), ""},
+		{"a bad reference", with("auth"), "routes[0].middlewares[0]"},
+		{"twice", with("auth@file", "auth@file"), "routes[0].middlewares[1]"},
+		{"one route of shop", func(d *Document) { d.Routes[2].Middlewares = []string{"auth@file"} }, "routes[2].middlewares"},
+		{"another order", func(d *Document) {
+			d.Routes[0].Middlewares = []string{"a@file", "b@file"}
+			d.Routes[2].Middlewares = []string{"b@file", "a@file"}
+		}, "routes[2].middlewares"},
+		{"on a passthrough route", func(d *Document) {
+			d.Routes[3].Paths = nil
+			d.Routes[1].Passthrough, d.Routes[1].HealthPath = true, ""
+			d.Routes[1].Middlewares = []string{"auth@file"}
+		}, "routes[1].middlewares"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := cloneDocument(sampleDocument())
+			tc.mutate(d)
+			err := d.Validate()
+			ok := d.FrameOK()
+			for i := range d.Routes {
+				ok = ok && d.RouteOK(i)
+			}
+			if tc.field == "" {
+				if err != nil || !ok {
+					t.Fatalf("refused: %v (RouteOK all: %v)", err, ok)
+				}
+				return
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != tc.field {
+				t.Fatalf("err = %v, want a refusal naming %s", err, tc.field)
+			}
+		})
+	}
+}
+
+// TestMiddlewaresAreAdditiveAndOrderIsContent: a document without middlewares writes
+// no field and keeps its revision; listing them, and reordering them, moves the
+// revision; a list survives Marshal and Decode in order; a middleware cannot migrate
+// into another field and hash alike.
+func TestMiddlewaresAreAdditiveAndOrderIsContent(t *testing.T) {
+	plain := sampleDocument()
+	if b, _ := Marshal(plain); strings.Contains(string(b), "middlewares") {
+		t.Fatalf("a document without middlewares writes the field: %s", b)
+	}
+	revOf := func(mw ...string) string {
+		d := cloneDocument(plain)
+		d.Routes[0].Middlewares, d.Routes[2].Middlewares = mw, mw
+		d.Seal()
+		return d.Revision
+	}
+	if revOf() != plain.Revision || revOf([]string{}...) != plain.Revision {
+		t.Fatal("an absent or empty list moved the revision")
+	}
+	ab, ba, a := revOf("a@file", "b@file"), revOf("b@file", "a@file"), revOf("a@file")
+	if ab == plain.Revision || ab == ba || ab == a || a == plain.Revision {
+		t.Fatalf("revisions: none %s, a,b %s, b,a %s, a %s: want all different", plain.Revision, ab, ba, a)
+	}
+	// "a@file" as a middleware is not "a@file" as a health path.
+	hp := cloneDocument(plain)
+	hp.Routes[1].HealthPath = ""
+	mwd := cloneDocument(hp)
+	mwd.Routes[1].Middlewares = []string{"x@file"}
+	hp.Routes[1].HealthPath = "/x@file"
+	hp.Seal()
+	mwd.Seal()
+	if hp.Revision == mwd.Revision {
+		t.Fatal("a middleware hashed like a health path")
+	}
+
+	d := cloneDocument(plain)
+	d.Routes[0].Middlewares = []string{"b@file", "a@file"}
+	d.Routes[2].Middlewares = []string{"b@file", "a@file"}
+	d.Seal()
+	b, err := Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := got.Routes[2].Middlewares; len(g) != 2 || g[0] != "b@file" || g[1] != "a@file" {
+		t.Fatalf("round trip: %v", g)
+	}
+	if ComputeRevision(got) != d.Revision {
+		t.Fatal("a decoded document has another revision")
+	}
+}
