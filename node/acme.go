@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -91,18 +90,5 @@ func startCerts(m *fleetcerts.Manager, pub *publish.Publisher, addr net.Addr) {
 func stopCerts(m *fleetcerts.Manager) {
 	if m != nil {
 		m.Close()
-	}
-}
-
-// republishCerts hands every new certificate set to the publisher until ctx ends
-// (changed: kicks.certs).
-func republishCerts(ctx context.Context, m *fleetcerts.Manager, pub *publish.Publisher, changed <-chan struct{}) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-			pub.PublishCerts(m.Current())
-		}
 	}
 }

@@ -266,19 +266,21 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// startLoops starts the node's loops under ctx: the prober, the ingress book, the audit
-// sweep, the heartbeat and the reconcile loop (whose first pass waits for the first
-// heartbeat, ownRecordWait at most). Wait on the group after ctx ends.
+// startLoops starts the node's loops under ctx: the prober, the ingress book, the fleet
+// certificates' republication, the audit sweep, the heartbeat and the reconcile loop
+// (whose first pass waits for the first heartbeat, ownRecordWait at most). Wait on the
+// group after ctx ends.
 func startLoops(ctx context.Context, s *Server) *sync.WaitGroup {
 	var wg sync.WaitGroup
-	if s.probes != nil {
-		wg.Go(func() { s.probes.Run(ctx) })
+	steps := s.Steps()
+	if steps.ProbeRound != nil {
+		wg.Go(schedule{every: s.probes.Interval(), atStart: true, step: steps.ProbeRound}.on(ctx))
 	}
-	wg.Go(func() { s.ingresses.Run(ctx) })
+	wg.Go(schedule{every: ingressFlushEvery, clock: func() time.Time { return s.ingresses.Now() }, step: steps.FlushIngresses}.on(ctx))
 	if s.certs != nil {
-		wg.Go(func() { republishCerts(ctx, s.certs, s.pub, s.kicks.certs) })
+		wg.Go(schedule{kick: s.kicks.certs, step: func(context.Context, time.Time) { s.pub.PublishCerts(s.certs.Current()) }}.on(ctx))
 	}
-	wg.Go(func() { auditSweepLoop(ctx, s.writer, s.log, time.Duration(s.cfg.Audit.Retention)) })
+	wg.Go(schedule{every: 24 * time.Hour, atStart: true, step: steps.AuditSweep}.on(ctx))
 	firstBeat := make(chan struct{})
 	wg.Go(func() {
 		// This node's own record first (the heartbeat), for at most ownRecordWait: a
@@ -292,9 +294,12 @@ func startLoops(ctx context.Context, s *Server) *sync.WaitGroup {
 		s.rec.Run(ctx, time.Duration(s.cfg.Reconcile.Interval), time.Duration(s.cfg.Reconcile.FullInterval),
 			time.Duration(s.cfg.Reconcile.PublishWindow), s.kicks.reconcile)
 	})
-	hb := &heartbeat{self: s.self, rec: s.rec, identity: s.identity, writer: s.writer, log: s.log,
-		every: time.Duration(s.cfg.Reconcile.Heartbeat), now: s.kicks.heartbeat}
-	wg.Go(func() { hb.run(ctx, firstBeat) })
+	// The first write at once (asynchronously to serving, so a hung store never delays
+	// /v1/healthz or SIGTERM), then every heartbeat and on change; the reconciler's first
+	// pass waits for it, so the first document a node serves after ready already has
+	// this node's own record (its API upstream) in it, even on a brand-new store.
+	wg.Go(schedule{every: time.Duration(s.cfg.Reconcile.Heartbeat), kick: s.kicks.heartbeat, atStart: true,
+		bound: reconcile.PassTimeout, first: firstBeat, step: steps.Heartbeat}.on(ctx))
 	return &wg
 }
 

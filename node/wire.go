@@ -76,6 +76,10 @@ func newSubsystems(s *Server, ropts render.Options, nodeID string, mp metricProb
 		// Declared AND probe up (node/probe).
 		Instances:   func() map[string]fleet.Instance { return probes.Publish(instances.Records()) },
 		OnAnnounced: s.kicks.Reconcile,
+		// The writer and the reconciler are built after the record (they use it).
+		SweepOrphans: orphanSweep(func() *reconcile.Reconciler { return s.rec }, s.identity,
+			func() *fleetwrite.Writer { return s.writer }, log),
+		Peers: func() []fleet.NodeRecord { return s.rec.Status().Nodes },
 	})
 	s.self.RegisterMetrics(s.metrics.reg)
 	s.ingresses = newIngressBook(cfg, st, log, s.identity, s.pub)

@@ -104,7 +104,7 @@ func TestAuditRereadsListTheRecentDaysOnly(t *testing.T) {
 
 	// A swept record is not answered from memory.
 	at(now.Add(26 * 24 * time.Hour))
-	if _, err := f.w.SweepAudit(ctx); err != nil {
+	if _, err := f.w.SweepAudit(ctx, f.w.now()); err != nil {
 		t.Fatal(err)
 	}
 	for _, app := range read() {

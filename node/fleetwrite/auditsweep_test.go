@@ -30,7 +30,7 @@ func TestAuditSweepKeepsTheCutoffDay(t *testing.T) {
 		}
 	}
 	f.w.now = func() time.Time { return time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC) }
-	n, err := f.w.SweepAudit(ctx)
+	n, err := f.w.SweepAudit(ctx, f.w.now())
 	if err != nil || n != 1 {
 		t.Fatalf("sweep deleted %d (%v), want 1 (Nov 1's record)", n, err)
 	}

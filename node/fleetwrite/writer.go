@@ -265,16 +265,26 @@ func newID() string {
 	return hex.EncodeToString(b)
 }
 
-// SweepAudit deletes audit records older than the retention: whole day segments, and
-// any record in the flat layout of earlier versions (audit/<time>-<random>.json) once
-// it is that old. It lists the audit prefix once; the node runs it at start and daily.
-// It returns how many records it deleted.
-func (w *Writer) SweepAudit(ctx context.Context) (int, error) {
+// AuditSweep is one step of the audit sweep at now (the node schedules it at start and
+// daily): SweepAudit, its outcome logged.
+func (w *Writer) AuditSweep(ctx context.Context, now time.Time) {
+	if n, err := w.SweepAudit(ctx, now); err != nil && ctx.Err() == nil {
+		w.log.Warn("sweeping the audit log", "err", err)
+	} else if n > 0 {
+		w.log.Info("swept the audit log", "deleted", n, "retention", w.cfg.AuditRetention)
+	}
+}
+
+// SweepAudit deletes the audit records older than the retention at now: whole day
+// segments, and any record in the flat layout of earlier versions
+// (audit/<time>-<random>.json) once it is that old. It lists the audit prefix once. It
+// returns how many records it deleted.
+func (w *Writer) SweepAudit(ctx context.Context, now time.Time) (int, error) {
 	entries, err := w.st.List(ctx, prefixAudit)
 	if err != nil {
 		return 0, fmt.Errorf("listing audit: %w", err)
 	}
-	cutoff := w.now().UTC().Add(-w.cfg.AuditRetention).Format(auditDay)
+	cutoff := now.UTC().Add(-w.cfg.AuditRetention).Format(auditDay)
 	n := 0
 	for _, e := range entries {
 		rest := strings.TrimPrefix(e.Key, prefixAudit)

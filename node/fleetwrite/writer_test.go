@@ -469,7 +469,7 @@ func TestAuditReadsNewestFirstWithoutListingEverythingAndRetentionDeletes(t *tes
 		t.Fatalf("audit listed %v: want today's and yesterday's segments only", lc.prefixes)
 	}
 	f.w.now = func() time.Time { return day(30).Add(48 * time.Hour) } // Dec 2: all of Nov 1 is past 30 days
-	n, err := f.w.SweepAudit(ctx)
+	n, err := f.w.SweepAudit(ctx, f.w.now())
 	if err != nil || n != 1 {
 		t.Fatalf("sweep deleted %d (%v), want the one record of Nov 1", n, err)
 	}

@@ -32,7 +32,7 @@
 // The book's surface: [New] builds it; [ParseReport] validates a poll's report headers
 // (read by node/httpapi: this package knows nothing of HTTP), [Book.Begin] records a
 // parsed report as polling and [Book.End] closes the poll with the [Mark] a 200 served;
-// [Book.Run] writes the local reports to the store; [Book.Fleet] is the fleet's view;
+// [Book.Flush] writes the local reports to the store; [Book.Fleet] is the fleet's view;
 // [Book.TakeWaiter]/[Book.ReleaseWaiter] hold the waiter slots of ?wait=applied and
 // [Book.Await] waits for a serial to be held. The HTTP handlers that call it live in
 // node/httpapi.

@@ -170,25 +170,15 @@ func (p *Prober) dialOwn(ctx context.Context, network, address string) (net.Conn
 	return p.dialer.DialContext(ctx, "tcp", address)
 }
 
-// Run probes every interval until ctx ends.
-func (p *Prober) Run(ctx context.Context) {
-	t := time.NewTicker(time.Duration(p.cfg.Interval))
-	defer t.Stop()
-	for {
-		p.round(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
+// Interval is how often the node runs a round (probe.interval).
+func (p *Prober) Interval() time.Duration { return time.Duration(p.cfg.Interval) }
 
-// round starts one probe of every instance whose previous probe has finished.
-func (p *Prober) round(ctx context.Context) {
+// Round is one step of the prober at now (the node schedules it every probe.interval):
+// it starts one probe of every instance whose previous probe has finished. The probes
+// run in the background under ctx, each bounded by probe.timeout.
+func (p *Prober) Round(ctx context.Context, now time.Time) {
 	insts := p.instances()
 	shared := sharedPorts(insts)
-	now := time.Now()
 	type job struct {
 		st   *probeState
 		tgt  probeTarget

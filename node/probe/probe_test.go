@@ -54,7 +54,7 @@ func newTestProber(t *testing.T, cfg Config, insts map[string]fleet.Instance, pa
 // probeRound runs one round and waits until every probe it started has finished.
 func probeRound(t *testing.T, p *Prober) {
 	t.Helper()
-	p.round(context.Background())
+	p.Round(context.Background(), time.Now())
 	waitIdle(t, p)
 }
 
@@ -179,8 +179,8 @@ func TestSlowInstancesNeitherStallOthersNorOpenUnboundedSockets(t *testing.T) {
 	p, reg, _ := newTestProber(t, cfg, insts, paths)
 
 	// Two rounds back to back: the second finds the hanging probes in flight.
-	p.round(context.Background())
-	p.round(context.Background())
+	p.Round(context.Background(), time.Now())
+	p.Round(context.Background(), time.Now())
 	waitIdle(t, p)
 	probeRound(t, p)
 	// The listeners see a probe's close a moment after the prober frees its slot, so
@@ -209,7 +209,7 @@ func TestSlowInstancesNeitherStallOthersNorOpenUnboundedSockets(t *testing.T) {
 	before := p.states["dead"].probes
 	p.mu.Unlock()
 	t0 := time.Now()
-	p.round(context.Background())
+	p.Round(context.Background(), time.Now())
 	nodetest.WaitFor(t, 10*time.Second, "the refusing instance's next probe", func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()

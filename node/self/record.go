@@ -38,6 +38,13 @@ type Options struct {
 	Instances func() map[string]fleet.Instance
 	// OnAnnounced runs after a serial bump announced a new content of the record.
 	OnAnnounced func()
+	// SweepOrphans (nil: none) releases this node's instances of deleted or recreated
+	// applications; Heartbeat runs it before each write, so the record never publishes
+	// them.
+	SweepOrphans func(ctx context.Context)
+	// Peers (nil: none) is the last reconcile pass's view of the fleet's node records,
+	// checked by Heartbeat against this node's address after each write (address.go).
+	Peers func() []fleet.NodeRecord
 }
 
 // Record is this node's own record and what the node knows of it.
@@ -122,13 +129,29 @@ func (s *Record) Announced(app string) (fleet.Instance, bool) {
 	return i, ok
 }
 
+// Heartbeat is one step of the heartbeat at now (the node schedules it every
+// reconcile.heartbeat, and at once when this node's instances change): the orphan sweep,
+// the record's write (Write), then the address check against the last pass's view of
+// the fleet (ObserveFleet). ctx bounds the store requests.
+func (s *Record) Heartbeat(ctx context.Context, now time.Time) {
+	if s.o.SweepOrphans != nil {
+		s.o.SweepOrphans(ctx)
+	}
+	s.write(ctx, now)
+	if s.o.Peers != nil {
+		s.ObserveFleet(s.o.Peers(), now)
+	}
+}
+
 // Write writes nodes/<name>.json (this node is its only writer: a write by
 // anyone else in between is noticed and reported, see putOwnRecord). It bumps the
 // serial, naming the record, only when something but its `seen` time changed since the
 // last announced version (instances, address, settings, boot), or when peers may hold
 // another version: a heartbeat alone costs peers nothing but their periodic LIST of
-// nodes/ (liveness, see node/reconcile).
-func (s *Record) Write(ctx context.Context) {
+// nodes/ (liveness, see node/reconcile). The record is seen now (time.Now).
+func (s *Record) Write(ctx context.Context) { s.write(ctx, time.Now()) }
+
+func (s *Record) write(ctx context.Context, now time.Time) {
 	if s.o.Identity.Foreign() {
 		// Never into a store this node does not recognise (a wrong bucket is another
 		// fleet's); the record is written as soon as the store is accepted.
@@ -143,7 +166,7 @@ func (s *Record) Write(ctx context.Context) {
 		Address:   s.o.Address,
 		APIPort:   s.o.APIPort,
 		Instances: s.o.Instances(), // declared AND probe up
-		Seen:      time.Now().UTC().Truncate(time.Millisecond),
+		Seen:      now.UTC().Truncate(time.Millisecond),
 		Settings:  &set,
 		Boot:      s.boot(),
 	}
@@ -167,7 +190,7 @@ func (s *Record) Write(ctx context.Context) {
 	if err == nil {
 		s.heartbeatErr.Store(nil)
 	} else {
-		since := time.Now()
+		since := now
 		if prev := s.heartbeatErr.Load(); prev != nil {
 			since = prev.since
 		}
