@@ -59,3 +59,38 @@ func TestClientHelloEndsWhereTheClientDoes(t *testing.T) {
 		}
 	}
 }
+
+// bytesConn is a net.Conn reading from b (deadlines accepted, never reached).
+type bytesConn struct {
+	net.Conn
+	r *bytes.Reader
+}
+
+func (c bytesConn) Read(p []byte) (int, error)      { return c.r.Read(p) }
+func (c bytesConn) SetReadDeadline(time.Time) error { return nil }
+
+// FuzzReadClientHello: whatever a client sends, readClientHello never reads past its
+// bound, what it returns as read is a prefix of what was sent, and a ClientHello it
+// accepts is one whole handshake message of type 1.
+func FuzzReadClientHello(f *testing.F) {
+	msg := append([]byte{1, 0, 0, 6}, 3, 3, 1, 2, 3, 4)
+	f.Add(records(msg))
+	f.Add(records(msg, 1, 2))
+	f.Add([]byte("GET / HTTP/1.1\r\n\r\n"))
+	f.Add([]byte{22, 3, 1, 0, 4, 1, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, sent []byte) {
+		const bound = minMaxHello
+		h, err := readClientHello(bytesConn{r: bytes.NewReader(sent)}, time.Now().Add(time.Minute), bound)
+		if len(h.raw) > bound || !bytes.HasPrefix(sent, h.raw) {
+			t.Fatalf("read %d bytes (bound %d), prefix of what was sent: %v", len(h.raw), bound, bytes.HasPrefix(sent, h.raw))
+		}
+		if err == nil {
+			n := int(h.msg[1])<<16 | int(h.msg[2])<<8 | int(h.msg[3])
+			if h.msg[0] != 1 || len(h.msg) != 4+n {
+				t.Fatalf("accepted a message of type %d, %d bytes for a declared %d", h.msg[0], len(h.msg), n)
+			}
+		} else if !errors.Is(err, errNotClientHello) && !errors.Is(err, errHelloTooLarge) && !errors.Is(err, errClientClosed) {
+			t.Fatalf("unexpected error %v", err)
+		}
+	})
+}
