@@ -38,6 +38,9 @@ type Proc struct {
 	// Env is the child's whole environment; nil means this process's (os.Environ()).
 	Env []string
 	Dir string // working directory; "" is this process's
+	// ExtraFiles are handed to the child as descriptors 3, 4, … (sockets a test holds
+	// across the child's restarts, as systemd does for a socket unit).
+	ExtraFiles []*os.File
 	// Log is the file stdout and stderr are appended to, across restarts. Required.
 	Log string
 	// DeathSignal is what the kernel sends the child when the test binary dies (Linux
@@ -95,6 +98,7 @@ func (p *Proc) Start() error {
 	cmd := exec.Command(p.Bin, p.Args...)
 	cmd.Env = p.Env
 	cmd.Dir = p.Dir
+	cmd.ExtraFiles = p.ExtraFiles
 	cmd.Stdout, cmd.Stderr = f, f
 	sig := p.DeathSignal
 	if sig == 0 {

@@ -96,6 +96,9 @@ type Front struct {
 // that sends the token to a node on this machine only when the node, or systemd
 // holding its socket, listens there: internal/peerowner).
 func New(cfg Config, client *http.Client, log *slog.Logger) (*Front, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	if client == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 2
