@@ -1,0 +1,374 @@
+package front
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	quicgo "github.com/quic-go/quic-go"
+
+	"github.com/scafo/ingress/node/front/quic"
+)
+
+// The QUIC tests' parts, all on loopback in the test's process: a real quic-go
+// application hosting two names that answers each stream with the server name and ALPN
+// it received (quicUpstream, which counts every datagram its socket reads), the relay
+// (startRelay, whose events the tests wait on), and raw Initials crafted around any
+// ClientHello.
+
+// countingConn counts the datagrams read from a socket.
+type countingConn struct {
+	net.PacketConn
+	n atomic.Int64
+}
+
+func (c *countingConn) ReadFrom(p []byte) (int, net.Addr, error) {
+	n, a, err := c.PacketConn.ReadFrom(p)
+	if err == nil {
+		c.n.Add(1)
+	}
+	return n, a, err
+}
+
+type quicUpstream struct {
+	pc *countingConn
+	ln *quicgo.Listener
+}
+
+func (u *quicUpstream) addr() string     { return u.pc.LocalAddr().String() }
+func (u *quicUpstream) datagrams() int64 { return u.pc.n.Load() }
+
+func startQUICUpstream(t testing.TB, pki *testPKI) *quicUpstream {
+	t.Helper()
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &quicUpstream{pc: &countingConn{PacketConn: udp}}
+	tc := &tls.Config{
+		NextProtos: []string{"x-test", "h3"},
+		GetCertificate: func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if c := pki.certs[asciiLower(hi.ServerName)]; c != nil {
+				return c, nil
+			}
+			return nil, fmt.Errorf("no certificate for %q", hi.ServerName)
+		},
+	}
+	ln, err := quicgo.Listen(u.pc, tc, &quicgo.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.ln = ln
+	t.Cleanup(func() { ln.Close(); udp.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept(context.Background())
+			if err != nil {
+				return
+			}
+			go func() {
+				for {
+					s, err := c.AcceptStream(context.Background())
+					if err != nil {
+						return
+					}
+					st := c.ConnectionState().TLS
+					fmt.Fprintf(s, "%s %s\n", st.ServerName, st.NegotiatedProtocol)
+					s.Close()
+				}
+			}()
+		}
+	}()
+	return u
+}
+
+// eventLog records the relay's events; a test waits for a count of one kind.
+type eventLog struct {
+	mu     sync.Mutex
+	counts map[string]int
+	last   map[string]string
+	wake   chan struct{}
+}
+
+func newEventLog() *eventLog {
+	return &eventLog{counts: map[string]int{}, last: map[string]string{}, wake: make(chan struct{})}
+}
+
+func (e *eventLog) record(kind, detail string) {
+	e.mu.Lock()
+	e.counts[kind]++
+	e.last[kind] = detail
+	close(e.wake)
+	e.wake = make(chan struct{})
+	e.mu.Unlock()
+}
+
+func (e *eventLog) count(kind string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.counts[kind]
+}
+
+// wait returns once n events of kind happened (the last one's detail), or fails the
+// test after a generous bound (a hang, not a timing assumption).
+func (e *eventLog) wait(t testing.TB, kind string, n int) string {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		e.mu.Lock()
+		c, d, w := e.counts[kind], e.last[kind], e.wake
+		e.mu.Unlock()
+		if c >= n {
+			return d
+		}
+		select {
+		case <-w:
+		case <-deadline:
+			t.Fatalf("waited for %d %q events, saw %d (%v)", n, kind, c, e.snapshot())
+		}
+	}
+}
+
+func (e *eventLog) snapshot() map[string]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	m := map[string]int{}
+	for k, v := range e.counts {
+		m[k] = v
+	}
+	return m
+}
+
+// startRelay serves a UDP relay for routes on a loopback socket; Close at cleanup, and
+// Serve must then have returned nil.
+func startRelay(t testing.TB, cfg UDPConfig, routes []Route, clock func() time.Time) (*UDPRelay, *eventLog, string) {
+	t.Helper()
+	table := NewTable(routes)
+	r := NewUDPRelay(cfg, func() *Table { return table }, nil)
+	if clock != nil {
+		r.now = clock
+	}
+	ev := newEventLog()
+	r.event = ev.record
+	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- r.Serve(pc) }()
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("Serve returned %v after Close", err)
+		}
+	})
+	return r, ev, pc.LocalAddr().String()
+}
+
+// dialQUIC connects a quic-go client through addr with serverName, opens a stream and
+// returns the application's line: "<server name> <ALPN>".
+func dialQUIC(ctx context.Context, pc net.PacketConn, addr, serverName string, pki *testPKI) (string, *quicgo.Conn, error) {
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return "", nil, err
+	}
+	tc := &tls.Config{ServerName: serverName, RootCAs: pki.roots, NextProtos: []string{"x-test"}}
+	var c *quicgo.Conn
+	if pc == nil {
+		c, err = quicgo.DialAddr(ctx, addr, tc, &quicgo.Config{})
+	} else {
+		c, err = quicgo.Dial(ctx, pc, ua, tc, &quicgo.Config{})
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	line, err := askQUIC(ctx, c)
+	return line, c, err
+}
+
+func askQUIC(ctx context.Context, c *quicgo.Conn) (string, error) {
+	s, err := c.OpenStreamSync(ctx)
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.Write([]byte("hello\n")); err != nil {
+		return "", err
+	}
+	s.Close()
+	line, err := bufio.NewReader(s).ReadString('\n')
+	return strings.TrimSuffix(line, "\n"), err
+}
+
+func randomCID(t testing.TB) []byte {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// initials carries a ClientHello message in client Initial packets of version v, one
+// per piece (hello cut at the given offsets), each padded to 1200 bytes.
+func initials(t testing.TB, v uint32, dcid, hello []byte, cuts ...int) [][]byte {
+	t.Helper()
+	var out [][]byte
+	from := 0
+	for i, to := range append(cuts, len(hello)) {
+		p, err := quic.SealInitial(v, dcid, []byte{0xaa, 0xbb}, nil, uint32(i), quic.CryptoFrame(uint64(from), hello[from:to]), 1200)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p)
+		from = to
+	}
+	return out
+}
+
+func sendUDP(t testing.TB, c *net.UDPConn, addr string, ds ...[]byte) {
+	t.Helper()
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		if _, err := c.WriteTo(d, ua); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func clientSocket(t testing.TB, ip string) *net.UDPConn {
+	t.Helper()
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(ip)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// refusedUDPAddr is a loopback UDP port held by a socket connected elsewhere: Linux
+// delivers it nothing from anyone else and answers ICMP port unreachable, as a host
+// whose application is down does. No one else can take the port meanwhile.
+func refusedUDPAddr(t testing.TB) string {
+	t.Helper()
+	c, err := net.DialUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c.LocalAddr().String()
+}
+
+// silentUDPAddr is a loopback UDP socket that reads nothing and answers nothing.
+func silentUDPAddr(t testing.TB) string {
+	t.Helper()
+	c := clientSocket(t, "127.0.0.1")
+	return c.LocalAddr().String()
+}
+
+// rawUpstream is a UDP socket that records what it receives, answering nothing.
+type rawUpstream struct{ c *net.UDPConn }
+
+func startRawUpstream(t testing.TB) *rawUpstream {
+	return &rawUpstream{c: clientSocket(t, "127.0.0.1")}
+}
+
+func (u *rawUpstream) addr() string { return u.c.LocalAddr().String() }
+
+// next reads the next datagram (failing the test if none comes within a bound).
+func (u *rawUpstream) next(t testing.TB) []byte {
+	t.Helper()
+	buf := make([]byte, 65536)
+	u.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	n, _, err := u.c.ReadFrom(buf)
+	if err != nil {
+		t.Fatalf("upstream read: %v", err)
+	}
+	return buf[:n]
+}
+
+// nothingQueued reports that no datagram is waiting on c (reads with a deadline
+// already past: only what the kernel holds now is seen).
+func nothingQueued(t testing.TB, c *net.UDPConn) {
+	t.Helper()
+	c.SetReadDeadline(time.Now())
+	buf := make([]byte, 65536)
+	if n, from, err := c.ReadFrom(buf); err == nil {
+		t.Fatalf("%s received %d bytes from %s", c.LocalAddr(), n, from)
+	}
+}
+
+// rebindingNAT stands between a client and the front as a NAT does: it forwards the
+// client's datagrams from its own outside socket, and rebind swaps that socket for a
+// new one (a new outside port), as a NAT whose mapping expired does.
+type rebindingNAT struct {
+	in     *net.UDPConn
+	target *net.UDPAddr
+	mu     sync.Mutex
+	out    *net.UDPConn
+	client net.Addr
+}
+
+func startNAT(t testing.TB, target string) *rebindingNAT {
+	t.Helper()
+	ta, err := net.ResolveUDPAddr("udp", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &rebindingNAT{in: clientSocket(t, "127.0.0.1"), target: ta}
+	n.rebind(t)
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			k, from, err := n.in.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			n.mu.Lock()
+			n.client = from
+			out := n.out
+			n.mu.Unlock()
+			out.WriteTo(buf[:k], n.target)
+		}
+	}()
+	return n
+}
+
+func (n *rebindingNAT) addr() string { return n.in.LocalAddr().String() }
+
+func (n *rebindingNAT) rebind(t testing.TB) {
+	out := clientSocket(t, "127.0.0.1")
+	n.mu.Lock()
+	old := n.out
+	n.out = out
+	n.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			k, _, err := out.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			n.mu.Lock()
+			client := n.client
+			n.mu.Unlock()
+			if client != nil {
+				n.in.WriteTo(buf[:k], client)
+			}
+		}
+	}()
+}
