@@ -634,3 +634,42 @@ func TestTCPConfigValidationNamesTheField(t *testing.T) {
 		}
 	}
 }
+
+// The fallback's PROXY v2 header names the client as the front saw it: over IPv6 as
+// TCP/IPv6, and an IPv4 client of a dual-stack listener (which Linux reports as
+// ::ffff:a.b.c.d) as TCP/IPv4.
+func TestProxyV2FamilyFollowsTheClient(t *testing.T) {
+	fb := startFallback(t)
+	for _, tc := range []struct {
+		why, listen, dial string
+		family            byte
+	}{
+		{"IPv6", "[::1]:0", "[::1]", 0x21},
+		{"IPv4 on a dual-stack listener", "[::]:0", "127.0.0.1", 0x11},
+	} {
+		ln, err := net.Listen("tcp", tc.listen)
+		if err != nil {
+			t.Logf("%s: no such listener here: %v", tc.why, err)
+			continue
+		}
+		p := NewTCPProxy(TCPConfig{Fallback: fb.addr()}, func() *Table { return nil }, nil)
+		served := make(chan error, 1)
+		go func() { served <- p.Serve(ln) }()
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		hello := records(goHello(t, []byte(nameDB)))
+		c := sendRaw(t, net.JoinHostPort(strings.Trim(tc.dial, "[]"), port), hello)
+		got := fb.next(t)
+		_, _ = io.Copy(io.Discard, c)
+		if got.header.family != tc.family || got.header.src.String() != c.LocalAddr().String() ||
+			got.header.dst.Port != c.RemoteAddr().(*net.TCPAddr).Port || !got.header.dst.IP.Equal(c.RemoteAddr().(*net.TCPAddr).IP) {
+			t.Errorf("%s: header %+v (family %#x), want family %#x from %s to %s", tc.why, got.header, got.header.family, tc.family, c.LocalAddr(), c.RemoteAddr())
+		}
+		if !bytes.Equal(got.bytes, hello) {
+			t.Errorf("%s: the fallback got %d bytes, want the %d sent", tc.why, len(got.bytes), len(hello))
+		}
+		p.Close()
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+	}
+}
