@@ -393,7 +393,7 @@ func (r *UDPRelay) matchLocked(b []byte, src netip.AddrPort) (f *udpFlow, moved 
 			return f, false, learn
 		}
 		if f := r.byCID[cid]; f != nil && cid.n > 0 {
-			return f, true, learn
+			return f, f.client != src, learn
 		}
 		if f := r.onlyFlowLocked(src); f != nil && !opensConnection(b) {
 			return f, false, cid
@@ -441,12 +441,19 @@ func opensConnection(b []byte) bool {
 	return err == nil
 }
 
-// onlyFlowLocked is the answered flow of a client address that has only that flow.
+// onlyFlowLocked is the one answered flow of a client address (nil when it has none
+// or several: a socket that carries several connections needs their CIDs).
 func (r *UDPRelay) onlyFlowLocked(src netip.AddrPort) *udpFlow {
-	if fs := r.byAddr[src]; len(fs) == 1 && (fs[0].state == flowAnswered || fs[0].state == flowEstablished) {
-		return fs[0]
+	var only *udpFlow
+	for _, f := range r.byAddr[src] {
+		if f.state == flowAnswered || f.state == flowEstablished {
+			if only != nil {
+				return nil
+			}
+			only = f
+		}
 	}
-	return nil
+	return only
 }
 
 // openLocked opens a flow for a datagram of no flow, if it is a client's first
@@ -603,7 +610,7 @@ func (r *UDPRelay) dialNextLocked(f *udpFlow) {
 	for f.next < len(f.upstreams) {
 		addr := f.upstreams[f.next]
 		f.next++
-		raddr, err := net.ResolveUDPAddr("udp", addr)
+		raddr, err := resolveUDP(addr)
 		if err != nil {
 			r.log.Warn("quic upstream address", "name", f.name, "upstream", addr, "error", err)
 			continue
@@ -645,6 +652,15 @@ func (r *UDPRelay) dialNextLocked(f *udpFlow) {
 	r.log.Warn("quic flow: no upstream answered", "name", f.name, "client", f.client)
 	r.releaseLocked(f)
 	f.state = flowRefused
+}
+
+// resolveUDP resolves an upstream address: a routing document's are "ip:port" and take
+// no lookup; a configured Fallback may name a host.
+func resolveUDP(addr string) (*net.UDPAddr, error) {
+	if ap, err := netip.ParseAddrPort(addr); err == nil {
+		return net.UDPAddrFromAddrPort(ap), nil
+	}
+	return net.ResolveUDPAddr("udp", addr)
 }
 
 // upstreamFailed moves a flow whose current upstream (attempt gen) refused or stayed

@@ -372,3 +372,27 @@ func (n *rebindingNAT) rebind(t testing.TB) {
 		}
 	}()
 }
+
+// quicAPIHello is the ClientHello Go's crypto/tls QUIC API client sends for
+// serverName (QUIC transport parameters included), as a QUIC client puts it in its
+// Initial packets' CRYPTO frames.
+func quicAPIHello(t testing.TB, serverName string) []byte {
+	t.Helper()
+	q := tls.QUICClient(&tls.QUICConfig{TLSConfig: &tls.Config{ServerName: serverName, NextProtos: []string{"x-test"}, MinVersion: tls.VersionTLS13}})
+	defer q.Close()
+	// initial_source_connection_id (0x0f), empty.
+	q.SetTransportParameters([]byte{0x0f, 0x00})
+	if err := q.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var msg []byte
+	for e := q.NextEvent(); e.Kind != tls.QUICNoEvent; e = q.NextEvent() {
+		if e.Kind == tls.QUICWriteData && e.Level == tls.QUICEncryptionLevelInitial {
+			msg = append(msg, e.Data...)
+		}
+	}
+	if len(msg) < 4 || msg[0] != 1 {
+		t.Fatalf("no ClientHello from the QUIC API client: %x", msg)
+	}
+	return msg
+}
