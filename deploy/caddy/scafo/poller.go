@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,6 +123,7 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 			p.cur.Store(t)
 			p.log.Info("routing from the saved document until a node answers", zap.String("file", cfg.StateFile),
 				zap.String("revision", t.Doc.Revision), zap.Uint64("serial", t.Serial))
+			p.warnUnapplied(nil, t)
 		}
 	}
 	return p, nil
@@ -155,6 +157,21 @@ func (p *Poller) Changed() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.changed
+}
+
+// warnUnapplied logs, when next's applications with Traefik middlewares differ from
+// prev's, which ones this Caddy answers 503 for (Table.Unapplied): a WARN while there
+// are any, an INFO when the last one is gone.
+func (p *Poller) warnUnapplied(prev, next *Table) {
+	was, now := prev.Unapplied(), next.Unapplied()
+	switch {
+	case slices.Equal(was, now):
+	case len(now) == 0:
+		p.log.Info("routing document: no application lists Traefik middlewares any more")
+	default:
+		p.log.Warn("routing document: these applications list Traefik middlewares, which Caddy does not apply; their hosts, and the prefixes that select them, answer 503 here (serve them through Traefik ingresses: docs/traefik.md, Middlewares)",
+			zap.Strings("applications", now))
+	}
 }
 
 func (p *Poller) swap(t *Table) {
@@ -230,6 +247,7 @@ func (p *Poller) run(ctx context.Context) {
 					zap.String("endpoint", p.cfg.Endpoints[cur]), zap.Uint64("serial", got.Serial), zap.Uint64("held", t.Serial))
 				got = nil
 			default:
+				p.warnUnapplied(t, got)
 				p.swap(got)
 				p.log.Info("routing document applied", zap.String("endpoint", p.cfg.Endpoints[cur]),
 					zap.String("revision", got.Doc.Revision), zap.Uint64("serial", got.Serial), zap.Int("routes", len(got.Doc.Routes)))

@@ -34,6 +34,12 @@ type Table struct {
 	// over HTTP (not even by a covering wildcard: its own route fails closed) and never
 	// approved for a certificate; docs/passthrough.md says to put a Traefik in front.
 	passthrough map[string]bool
+	// unapplied are the applications whose routes list Traefik middlewares
+	// (routing.Route.Middlewares), with their lists: this Caddy cannot apply a Traefik
+	// middleware, and a middleware may be the application's authentication, so their
+	// hosts, and the prefixes that select them, fail closed (503) rather than being
+	// served without them. The poller logs them (docs/design.md §14).
+	unapplied map[string][]string
 }
 
 // routeEntry is one route of the document.
@@ -42,6 +48,10 @@ type routeEntry struct {
 	app   string
 	dials []string               // the ordered upstream list, as dial addresses
 	paths map[string]*routeEntry // first path segment → target route (only targets in the document)
+	// closed: the route's application lists middlewares (Table.unapplied); it has no
+	// dials, and a prefix that selects it answers 503 instead of falling through to
+	// the host's own route.
+	closed bool
 }
 
 // Kind says what a lookup found.
@@ -86,6 +96,13 @@ func NewGroupTable(doc *routing.Document, groups []string) *Table {
 	for i := range doc.Routes {
 		r := &doc.Routes[i]
 		e := &routeEntry{host: r.Host, app: r.Application, dials: dials(r.Upstreams)}
+		if len(r.Middlewares) > 0 {
+			e.dials, e.closed = []string{}, true
+			if t.unapplied == nil {
+				t.unapplied = map[string][]string{}
+			}
+			t.unapplied[r.Application] = r.Middlewares
+		}
 		all[r.Host] = e
 		if groups != nil && !slices.Contains(groups, r.GroupOf()) {
 			continue
@@ -131,6 +148,21 @@ func dials(us []routing.Upstream) []string {
 	for i, u := range us {
 		out[i] = u.Address
 	}
+	return out
+}
+
+// Unapplied lists the applications of the table whose routes list Traefik middlewares,
+// sorted, each as "app (m1, m2)": this Caddy answers 503 for their hosts and for the
+// prefixes that select them. Nil when there are none.
+func (t *Table) Unapplied() []string {
+	if t == nil || len(t.unapplied) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(t.unapplied))
+	for app, mw := range t.unapplied {
+		out = append(out, app+" ("+strings.Join(mw, ", ")+")")
+	}
+	slices.Sort(out)
 	return out
 }
 
@@ -204,7 +236,7 @@ func (t *Table) Lookup(host, escapedPath string) Selection {
 	}
 	norm, raw := NormalisedFirstSegment(escapedPath), RawFirstSegment(escapedPath)
 	for _, seg := range [2]string{norm, raw} {
-		if te := e.paths[seg]; te != nil && len(te.dials) > 0 {
+		if te := e.paths[seg]; te != nil && (len(te.dials) > 0 || te.closed) {
 			sel.Target, sel.Application, sel.Dials = te.host, te.app, te.dials
 			return sel
 		}
