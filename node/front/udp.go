@@ -1,11 +1,13 @@
 package front
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -85,6 +87,10 @@ const minInitialDatagram = 1200
 // without a bucket opens no flow until the sweep frees idle buckets.
 const maxRateBuckets = 1 << 16
 
+// maxAmbiguousLinks bounds the upstream sockets one ambiguous client datagram is
+// sent to.
+const maxAmbiguousLinks = 4
+
 // maxCIDsPerFlow bounds the server connection IDs a flow learns from long headers.
 const maxCIDsPerFlow = 8
 
@@ -103,6 +109,8 @@ type UDPStats struct {
 	FlowsExpired     uint64
 	Failovers        uint64 // held datagrams replayed to a next upstream
 	Migrations       uint64 // flows moved to a new client address
+	Ambiguous        uint64 // client datagrams sent to each of several upstreams (a CID no long header showed, from an address with flows to several)
+	Links            int    // upstream sockets now
 	ToUpstream       uint64 // datagrams sent to upstreams (replays included)
 	ToClient         uint64 // datagrams sent to clients (each one an upstream's)
 	DroppedSmall     uint64 // would-be first Initials under 1200 bytes
@@ -135,6 +143,7 @@ type UDPRelay struct {
 	byKey   map[flowKey]*udpFlow          // client address + a DCID it sends (its first, the server's)
 	byCID   map[connID]*udpFlow           // server connection IDs, any client address (migration)
 	byAddr  map[netip.AddrPort][]*udpFlow // flows by current client address
+	links   map[linkKey]*upLink           // the front's upstream sockets
 	cidLens [quic.MaxConnIDLen + 1]int    // learned server CIDs by length (short headers carry no length)
 	rate    map[netip.Prefix]*rateEntry   // new flows per source network
 	held    int
@@ -158,6 +167,25 @@ func makeConnID(b []byte) connID {
 type flowKey struct {
 	addr netip.AddrPort
 	cid  connID
+}
+
+// upLink is the front's connected socket between one client address and one
+// upstream. Every flow of that client address to that upstream shares it, so the
+// upstream sees the client's connections as the client sent them, from one address,
+// and tells them apart by connection ID itself, as it would without the front: a
+// packet the front cannot attribute to one flow (a client switched to a CID only the
+// encrypted NEW_CONNECTION_ID frames announced) still reaches the right socket.
+type upLink struct {
+	key    linkKey
+	conn   *net.UDPConn
+	client netip.AddrPort // where what the socket receives goes
+	flows  []*udpFlow
+	closed bool
+}
+
+type linkKey struct {
+	client   netip.AddrPort
+	upstream string
 }
 
 type rateEntry struct {
@@ -188,7 +216,8 @@ type udpFlow struct {
 	name      string
 	upstreams []string
 	next      int
-	up        *net.UDPConn
+	link      *upLink
+	clientCID connID // the SCID of the client's first Initial: the DCID of the server's packets
 	gen       int
 	timer     *time.Timer
 	cids      []connID
@@ -208,6 +237,7 @@ func NewUDPRelay(cfg UDPConfig, table func() *Table, log *slog.Logger) *UDPRelay
 		byKey:  make(map[flowKey]*udpFlow),
 		byCID:  make(map[connID]*udpFlow),
 		byAddr: make(map[netip.AddrPort][]*udpFlow),
+		links:  make(map[linkKey]*upLink),
 		rate:   make(map[netip.Prefix]*rateEntry),
 		done:   make(chan struct{}),
 	}
@@ -219,6 +249,7 @@ func (r *UDPRelay) Stats() UDPStats {
 	defer r.mu.Unlock()
 	s := r.stats
 	s.Flows = len(r.flows)
+	s.Links = len(r.links)
 	s.HeldBytes = r.held
 	return s
 }
@@ -331,6 +362,13 @@ func (r *UDPRelay) fromClient(b []byte, src netip.AddrPort) {
 	r.mu.Lock()
 	f, moved, learn := r.matchLocked(b, src)
 	if f == nil {
+		if links := r.ambiguousLocked(b, src, now); len(links) > 0 {
+			r.mu.Unlock()
+			for _, l := range links {
+				_, _ = l.conn.Write(b)
+			}
+			return
+		}
 		r.openLocked(b, src, now)
 		r.mu.Unlock()
 		return
@@ -342,8 +380,7 @@ func (r *UDPRelay) fromClient(b []byte, src netip.AddrPort) {
 		r.addCIDLocked(f, learn)
 	}
 	f.last = now
-	var up *net.UDPConn
-	gen := f.gen
+	var l *upLink
 	switch f.state {
 	case flowCollecting:
 		if !r.holdLocked(f, b) {
@@ -352,25 +389,65 @@ func (r *UDPRelay) fromClient(b []byte, src netip.AddrPort) {
 		r.readHelloLocked(f, b)
 	case flowDialing:
 		r.holdLocked(f, b) // for a replay; sent either way
-		up = f.up
+		l = f.link
 	case flowAnswered:
 		if !quic.IsLongHeader(b) && !moved {
-			f.state = flowEstablished
-			r.eventLocked("established", f.name)
+			r.establishLocked(f)
 		}
-		up = f.up
+		l = f.link
 	case flowEstablished:
-		up = f.up
+		l = f.link
 	}
-	if up != nil {
+	if l != nil {
 		r.stats.ToUpstream++
 	}
 	r.mu.Unlock()
-	if up != nil {
-		if _, err := up.Write(b); errors.Is(err, syscall.ECONNREFUSED) {
-			r.upstreamFailed(f, gen, "refused")
+	if l != nil {
+		if _, err := l.conn.Write(b); errors.Is(err, syscall.ECONNREFUSED) {
+			r.linkRefused(l)
 		}
 	}
+}
+
+func (r *UDPRelay) establishLocked(f *udpFlow) {
+	f.state = flowEstablished
+	r.eventLocked("established", f.name)
+}
+
+// ambiguousLocked handles a client datagram to a CID no long header showed, from an
+// address with several answered flows (one socket, several connections, and clients
+// switch to CIDs announced only in encrypted frames): it goes to each socket those
+// flows use (most often one: the names of one application share its socket), at most
+// maxAmbiguousLinks. A short header marks the flows of a lone socket established. It
+// returns nothing for a packet that may open a connection.
+func (r *UDPRelay) ambiguousLocked(b []byte, src netip.AddrPort, now time.Time) []*upLink {
+	fs := r.byAddr[src]
+	if len(fs) < 2 || opensConnection(b) {
+		return nil
+	}
+	var links []*upLink
+	for _, f := range fs {
+		if (f.state == flowAnswered || f.state == flowEstablished) && f.link != nil && !slices.Contains(links, f.link) {
+			links = append(links, f.link)
+		}
+	}
+	if len(links) > maxAmbiguousLinks {
+		links = links[:maxAmbiguousLinks]
+	}
+	for _, f := range fs {
+		if f.link == nil || !slices.Contains(links, f.link) || f.state < flowAnswered || f.state > flowEstablished {
+			continue
+		}
+		f.last = now
+		if len(links) == 1 && f.state == flowAnswered && !quic.IsLongHeader(b) {
+			r.establishLocked(f)
+		}
+	}
+	if len(links) > 1 {
+		r.stats.Ambiguous++
+	}
+	r.stats.ToUpstream += uint64(len(links))
+	return links
 }
 
 // matchLocked finds the flow of a client datagram: by its DCID at this address (the
@@ -490,11 +567,12 @@ func (r *UDPRelay) openLocked(b []byte, src netip.AddrPort, now time.Time) {
 		return
 	}
 	f := &udpFlow{
-		first:  flowKey{src, makeConnID(h.DCID)},
-		client: src,
-		opened: now,
-		last:   now,
-		hello:  quic.NewHelloReader(0, 0),
+		first:     flowKey{src, makeConnID(h.DCID)},
+		clientCID: makeConnID(h.SCID),
+		client:    src,
+		opened:    now,
+		last:      now,
+		hello:     quic.NewHelloReader(0, 0),
 	}
 	r.flows[f] = struct{}{}
 	r.byKey[f.first] = f
@@ -596,13 +674,10 @@ func (r *UDPRelay) refuseLocked(f *udpFlow, why string) {
 	r.eventLocked("refused", why)
 }
 
-// dialNextLocked connects the flow to its next upstream, in document order, and
-// replays the held datagrams to it. With none left, the flow is refused.
+// dialNextLocked moves the flow to its next upstream, in document order, and replays
+// the held datagrams to it. With none left, the flow is refused.
 func (r *UDPRelay) dialNextLocked(f *udpFlow) {
-	if f.up != nil {
-		_ = f.up.Close()
-		f.up = nil
-	}
+	r.leaveLinkLocked(f)
 	if f.timer != nil {
 		f.timer.Stop()
 		f.timer = nil
@@ -610,12 +685,7 @@ func (r *UDPRelay) dialNextLocked(f *udpFlow) {
 	for f.next < len(f.upstreams) {
 		addr := f.upstreams[f.next]
 		f.next++
-		raddr, err := resolveUDP(addr)
-		if err != nil {
-			r.log.Warn("quic upstream address", "name", f.name, "upstream", addr, "error", err)
-			continue
-		}
-		up, err := net.DialUDP("udp", nil, raddr)
+		l, err := r.linkLocked(f.client, addr)
 		if err != nil {
 			r.log.Warn("quic upstream socket", "name", f.name, "upstream", addr, "error", err)
 			continue
@@ -625,13 +695,15 @@ func (r *UDPRelay) dialNextLocked(f *udpFlow) {
 		refused := false
 		for _, d := range f.held {
 			r.stats.ToUpstream++
-			if _, err := up.Write(d); errors.Is(err, syscall.ECONNREFUSED) {
+			if _, err := l.conn.Write(d); errors.Is(err, syscall.ECONNREFUSED) {
 				refused = true
 				break
 			}
 		}
 		if refused {
-			_ = up.Close()
+			if len(l.flows) == 0 {
+				r.closeLinkLocked(l)
+			}
 			r.log.Info("quic upstream failed", "name", f.name, "upstream", addr, "reason", "refused")
 			if f.next < len(f.upstreams) {
 				r.stats.Failovers++
@@ -639,12 +711,11 @@ func (r *UDPRelay) dialNextLocked(f *udpFlow) {
 			}
 			continue
 		}
-		f.up = up
+		l.flows = append(l.flows, f)
+		f.link = l
 		f.gen++
 		gen := f.gen
 		f.timer = time.AfterFunc(r.cfg.DialTimeout, func() { r.upstreamFailed(f, gen, "silent") })
-		r.wg.Add(1)
-		go r.fromUpstream(f, up, gen)
 		return
 	}
 	r.stats.FlowsFailed++
@@ -652,6 +723,53 @@ func (r *UDPRelay) dialNextLocked(f *udpFlow) {
 	r.log.Warn("quic flow: no upstream answered", "name", f.name, "client", f.client)
 	r.releaseLocked(f)
 	f.state = flowRefused
+}
+
+// linkLocked is the socket between client and upstream, opened if there is none.
+func (r *UDPRelay) linkLocked(client netip.AddrPort, upstream string) (*upLink, error) {
+	k := linkKey{client, upstream}
+	if l := r.links[k]; l != nil {
+		return l, nil
+	}
+	raddr, err := resolveUDP(upstream)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := net.DialUDP("udp", nil, raddr)
+	if err != nil {
+		return nil, err
+	}
+	l := &upLink{key: k, conn: conn, client: client}
+	r.links[k] = l
+	r.wg.Add(1)
+	go r.fromUpstream(l)
+	return l, nil
+}
+
+func (r *UDPRelay) closeLinkLocked(l *upLink) {
+	if l.closed {
+		return
+	}
+	l.closed = true
+	_ = l.conn.Close()
+	if r.links[l.key] == l {
+		delete(r.links, l.key)
+	}
+}
+
+// leaveLinkLocked takes the flow off its socket, closed once no flow uses it.
+func (r *UDPRelay) leaveLinkLocked(f *udpFlow) {
+	l := f.link
+	if l == nil {
+		return
+	}
+	f.link = nil
+	if i := slices.Index(l.flows, f); i >= 0 {
+		l.flows = slices.Delete(l.flows, i, i+1)
+	}
+	if len(l.flows) == 0 {
+		r.closeLinkLocked(l)
+	}
 }
 
 // resolveUDP resolves an upstream address: a routing document's are "ip:port" and take
@@ -663,11 +781,15 @@ func resolveUDP(addr string) (*net.UDPAddr, error) {
 	return net.ResolveUDPAddr("udp", addr)
 }
 
-// upstreamFailed moves a flow whose current upstream (attempt gen) refused or stayed
-// silent to the next one; an upstream that answered already keeps the flow.
+// upstreamFailed moves a flow whose current upstream (attempt gen) stayed silent to
+// the next one; an upstream that answered already keeps the flow.
 func (r *UDPRelay) upstreamFailed(f *udpFlow, gen int, why string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.failLocked(f, gen, why)
+}
+
+func (r *UDPRelay) failLocked(f *udpFlow, gen int, why string) {
 	if f.gen != gen || f.state != flowDialing {
 		return
 	}
@@ -679,45 +801,97 @@ func (r *UDPRelay) upstreamFailed(f *udpFlow, gen int, why string) {
 	r.dialNextLocked(f)
 }
 
-// fromUpstream relays what one upstream socket receives to the flow's client, and
-// learns the server's connection IDs from its long headers.
-func (r *UDPRelay) fromUpstream(f *udpFlow, up *net.UDPConn, gen int) {
+// linkRefused moves the flows of a socket whose upstream refused (ICMP port
+// unreachable) and has not answered them yet to their next upstreams.
+func (r *UDPRelay) linkRefused(l *upLink) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range slices.Clone(l.flows) {
+		if f.state == flowDialing {
+			r.failLocked(f, f.gen, "refused")
+		}
+	}
+}
+
+// fromUpstream relays what one upstream socket receives to its client, and learns
+// the server's connection IDs from its long headers.
+func (r *UDPRelay) fromUpstream(l *upLink) {
 	defer r.wg.Done()
 	buf := make([]byte, upstreamBufSize)
 	for {
-		n, _, flags, _, err := up.ReadMsgUDPAddrPort(buf, nil)
+		n, _, flags, _, err := l.conn.ReadMsgUDPAddrPort(buf, nil)
 		if err != nil {
 			if errors.Is(err, syscall.ECONNREFUSED) {
-				r.upstreamFailed(f, gen, "refused")
-				continue // still read: a later answer of this upstream is stale and dropped
+				r.linkRefused(l)
+				continue
 			}
-			return // closed (failover, expiry, Close)
+			return // closed (no flow left, Close)
 		}
 		if flags&syscall.MSG_TRUNC != 0 {
 			continue
 		}
 		d := buf[:n]
 		r.mu.Lock()
-		if f.gen != gen || f.state == flowClosed || f.state == flowRefused {
+		if l.closed {
 			r.mu.Unlock()
-			continue
+			return
 		}
-		if f.state == flowDialing {
-			f.state = flowAnswered
-			r.eventLocked("answered", f.name)
-			if f.timer != nil {
-				f.timer.Stop()
-				f.timer = nil
+		now := r.now()
+		if f := attribute(l, d); f != nil {
+			if f.state == flowDialing {
+				f.state = flowAnswered
+				r.eventLocked("answered", f.name)
+				if f.timer != nil {
+					f.timer.Stop()
+					f.timer = nil
+				}
+				r.releaseLocked(f)
 			}
-			r.releaseLocked(f)
+			r.learnLocked(f, d)
+			f.last = now
+		} else {
+			for _, g := range l.flows {
+				if g.state == flowAnswered || g.state == flowEstablished {
+					g.last = now
+				}
+			}
 		}
-		r.learnLocked(f, d)
-		f.last = r.now()
-		client, pc := f.client, r.pc
+		client, pc := l.client, r.pc
 		r.stats.ToClient++
 		r.mu.Unlock()
 		_, _ = pc.WriteToUDPAddrPort(d, client)
 	}
+}
+
+// attribute finds the flow of a socket an upstream's datagram belongs to: the only
+// one, or the one whose client CID is the datagram's DCID (nil when none or several).
+func attribute(l *upLink, d []byte) *udpFlow {
+	if len(l.flows) == 1 {
+		return l.flows[0]
+	}
+	var found *udpFlow
+	for _, f := range l.flows {
+		n := int(f.clientCID.n)
+		var dcid []byte
+		if quic.IsLongHeader(d) {
+			if len(d) < 6 || int(d[5]) != n || len(d) < 6+n {
+				continue
+			}
+			dcid = d[6 : 6+n]
+		} else {
+			if len(d) < 1+n {
+				continue
+			}
+			dcid = d[1 : 1+n]
+		}
+		if bytes.Equal(dcid, f.clientCID.b[:n]) {
+			if found != nil {
+				return nil
+			}
+			found = f
+		}
+	}
+	return found
 }
 
 // learnLocked records the Source Connection IDs of the long header packets in an
@@ -772,6 +946,18 @@ func (r *UDPRelay) moveLocked(f *udpFlow, src netip.AddrPort) {
 		r.byKey[flowKey{src, c}] = f
 	}
 	r.dropAddrLocked(f)
+	if l := f.link; l != nil && l.client == f.client {
+		// The socket's return path follows: a NAT rebinding moves every connection of
+		// the client's socket.
+		if r.links[l.key] == l {
+			delete(r.links, l.key)
+		}
+		l.client = src
+		l.key.client = src
+		if r.links[l.key] == nil {
+			r.links[l.key] = l
+		}
+	}
 	f.client = src
 	r.byAddr[src] = append(r.byAddr[src], f)
 	r.stats.Migrations++
@@ -798,10 +984,7 @@ func (r *UDPRelay) removeLocked(f *udpFlow) {
 		f.timer.Stop()
 		f.timer = nil
 	}
-	if f.up != nil {
-		_ = f.up.Close()
-		f.up = nil
-	}
+	r.leaveLinkLocked(f)
 	r.releaseLocked(f)
 	if r.byKey[f.first] == f {
 		delete(r.byKey, f.first)

@@ -3,12 +3,15 @@ package front
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	quicgo "github.com/quic-go/quic-go"
 
 	"github.com/scafo/ingress/node/front/quic"
 )
@@ -341,3 +344,36 @@ func TestQUICFlowCapsHoldAndUnansweredFlowsExpire(t *testing.T) {
 }
 
 var _ = net.IPv4
+
+// One client socket carries two connections to two names of one application (a
+// quic-go Transport shared by its dials): each reaches its name, though quic-go
+// switches to CIDs announced only in encrypted frames right after the handshake; the
+// two flows share one socket to the application, which tells them apart by CID.
+func TestQUICOneClientSocketCarriesConnectionsToTwoNames(t *testing.T) {
+	pki := newTestPKI(t, nameDB, nameKV)
+	up := startQUICUpstream(t, pki)
+	r, _, addr := startRelay(t, UDPConfig{}, twoNames(up.addr()), nil)
+	tr := &quicgo.Transport{Conn: clientSocket(t, "127.0.0.1")}
+	defer tr.Close()
+	ua, _ := net.ResolveUDPAddr("udp", addr)
+	var conns []*quicgo.Conn
+	for _, name := range []string{nameDB, nameKV} {
+		c, err := tr.Dial(quicCtx(t), ua, &tls.Config{ServerName: name, RootCAs: pki.roots, NextProtos: []string{"x-test"}}, &quicgo.Config{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		defer c.CloseWithError(0, "")
+		conns = append(conns, c)
+	}
+	for round := 0; round < 3; round++ {
+		for i, name := range []string{nameDB, nameKV} {
+			line, err := askQUIC(quicCtx(t), conns[i])
+			if err != nil || line != name+" x-test" {
+				t.Fatalf("round %d, %s: %q, %v (stats %+v)", round, name, line, err, r.Stats())
+			}
+		}
+	}
+	if s := r.Stats(); s.Flows != 2 || s.Links != 1 || s.FlowsOpened != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+}
