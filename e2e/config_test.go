@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
@@ -57,6 +58,49 @@ func TestShippedEntryPointsCarryThePathSafetySettings(t *testing.T) {
 	}
 	if got := dig(cfg, "entryPoints", "websecure", "address"); got != ":443" {
 		t.Errorf("websecure address %v, want :443", got)
+	}
+}
+
+// TestShippedConfigLogsForTheJournalAndReadsTheOperatorsDirectory: the shipped file
+// logs without colour codes, writes a JSON access log to standard output (the journal),
+// and reads the operator's own routes from the directory the package creates
+// (docs/traefik.md, "Your own routes beside the fleet's"); the suite's Traefik keeps
+// both when a test asks (applyOperatorSide).
+func TestShippedConfigLogsForTheJournalAndReadsTheOperatorsDirectory(t *testing.T) {
+	cfg := loadShipped(t)
+	for _, tc := range []struct {
+		keys []string
+		want any
+	}{
+		{[]string{"log", "noColor"}, true},
+		{[]string{"accessLog", "format"}, "json"},
+		{[]string{"accessLog", "filePath"}, nil},
+		{[]string{"providers", "file", "directory"}, shippedDynamicDir},
+		{[]string{"providers", "file", "watch"}, true},
+	} {
+		if got := dig(cfg, tc.keys...); got != tc.want {
+			t.Errorf("%s = %v, want %v", strings.Join(tc.keys, "."), got, tc.want)
+		}
+	}
+	rendered := renderShipped(t, testIngressToken)
+	for _, tc := range []struct {
+		o             operatorSide
+		dir, log, why string
+	}{
+		{operatorSide{}, "<nil>", "<nil>", "a test Traefik without operator files"},
+		{operatorSide{dynamicDir: "/tmp/x", accessLog: true}, "/tmp/x", "json", "a test of the operator's side"},
+	} {
+		out, err := staticConfig(rendered, overrides{ports: traefikPorts{1, 2, 3}, endpointHost: "127.0.0.9:7777", operator: tc.o})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]any
+		if err := yaml.Unmarshal(out, &got); err != nil {
+			t.Fatal(err)
+		}
+		if d, l := fmt.Sprint(dig(got, "providers", "file", "directory")), fmt.Sprint(dig(got, "accessLog", "format")); d != tc.dir || l != tc.log {
+			t.Errorf("%s: providers.file.directory %s, accessLog.format %s; want %s, %s", tc.why, d, l, tc.dir, tc.log)
+		}
 	}
 }
 

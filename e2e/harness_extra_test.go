@@ -57,7 +57,7 @@ type pluginOverrides struct {
 //   - providers.plugin.scafo.endpoints and prefer: the nodes under test; stateFile:
 //     a file in the test's directory; name added when given (each Traefik of a test
 //     has its own);
-//   - certificatesResolvers: removed;
+//   - certificatesResolvers, providers.file and accessLog: removed;
 //   - added: the loopback "traefik" entry point with api.insecure, log.noColor, and
 //     log.level from SCAFO_E2E_TRAEFIK_LOG.
 //
@@ -130,6 +130,9 @@ func pluginStaticConfig(shipped []byte, o pluginOverrides) ([]byte, error) {
 		plug["stateFile"] = "scafo.last.json" // in Traefik's working directory
 	}
 	if err := loopbackCommon(cfg, o.ports); err != nil {
+		return nil, err
+	}
+	if err := applyOperatorSide(cfg, operatorSide{}); err != nil {
 		return nil, err
 	}
 	return yaml.Marshal(cfg)

@@ -65,7 +65,7 @@ func TestPluginConfigSharesTheShippedTextWithTraefikYml(t *testing.T) {
 		return topLevelBlocks(string(b))
 	}
 	httpBlocks, pluginBlocks := read(shippedConfig), read(shippedPluginConfig)
-	for _, key := range []string{"global", "log", "entryPoints", "serversTransport", "certificatesResolvers", "api"} {
+	for _, key := range []string{"global", "log", "accessLog", "entryPoints", "serversTransport", "certificatesResolvers", "api"} {
 		if httpBlocks[key] == "" {
 			t.Errorf("%s has no top-level %s", shippedConfig, key)
 			continue
@@ -77,7 +77,7 @@ func TestPluginConfigSharesTheShippedTextWithTraefikYml(t *testing.T) {
 	}
 	for key := range pluginBlocks {
 		switch key {
-		case "global", "log", "entryPoints", "serversTransport", "certificatesResolvers", "api", "providers", "experimental":
+		case "global", "log", "accessLog", "entryPoints", "serversTransport", "certificatesResolvers", "api", "providers", "experimental":
 		default:
 			t.Errorf("%s has a top-level %s that the suite does not compare with %s", shippedPluginConfig, key, shippedConfig)
 		}
@@ -95,6 +95,10 @@ func TestPluginConfigSharesTheShippedTextWithTraefikYml(t *testing.T) {
 	}
 	if a, b := dig(httpCfg, "providers", "providersThrottleDuration"), dig(pluginCfg, "providers", "providersThrottleDuration"); a != b || a == nil {
 		t.Errorf("providers.providersThrottleDuration: %v in traefik.yml, %v in traefik-plugin.yml; want the same", a, b)
+	}
+	// The operator's directory, the same for either provider (docs/traefik.md).
+	if a, b := dig(httpCfg, "providers", "file"), dig(pluginCfg, "providers", "file"); !reflect.DeepEqual(a, b) || a == nil {
+		t.Errorf("providers.file: %v in traefik.yml, %v in traefik-plugin.yml; want the same", a, b)
 	}
 	// The parsed entry points too (the alias *pathSafety must resolve the same way).
 	if a, b := dig(httpCfg, "entryPoints"), dig(pluginCfg, "entryPoints"); !reflect.DeepEqual(a, b) {

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
@@ -83,6 +85,9 @@ func TestInstallGuideUnderSystemd(t *testing.T) {
 	mark = time.Now()
 	fleet := newFleetNet(t)
 	startHubMinIO(t, fleet, minio)
+	// docs/install.md's "Turn on HTTPS" asks this CA for solo's names (they all resolve
+	// to solo, 10.83.0.5, where Pebble validates HTTP-01 on port 80).
+	pebble := startHubPebble(t, fleet, "10.83.0.5")
 	addrs := map[string]string{"vps-a": "10.83.0.1", "vps-b": "10.83.0.2", "vps-c": "10.83.0.3"}
 	machines := map[string]*machine{}
 	for _, name := range []string{"vps-a", "vps-b", "vps-c"} {
@@ -103,6 +108,12 @@ func TestInstallGuideUnderSystemd(t *testing.T) {
 	solo.put(t, v1, "/root/"+filepath.Base(v1), 0o644)
 	solo.put(t, bins.traefik, "/usr/local/bin/traefik", 0o755)
 	solo.put(t, echo, "/root/echo-app", 0o755)
+	solo.put(t, pebble.listenerCA, "/root/pebble-ca.pem", 0o644)
+	issuingRoot := filepath.Join(dist, "pebble-root.pem")
+	if err := os.WriteFile(issuingRoot, pebble.issuingRoot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	solo.put(t, issuingRoot, "/root/pebble-root.pem", 0o644)
 	machines["solo"] = solo
 	// A fourth machine gets the node from a checkout, by the unit file's own comment.
 	d := bootMachine(t, rootfs, "vps-d", fleet.join(t, "vps-d", "10.83.0.4"))
@@ -127,6 +138,24 @@ func TestInstallGuideUnderSystemd(t *testing.T) {
 		}
 	}
 	timed["walkthrough"] = time.Since(mark)
+
+	// Turned on HTTPS, solo serves its application from outside over a certificate
+	// chained to Pebble's root, for the name asked (not Traefik's default certificate).
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pebble.issuingRoot)
+	hc := fleet.client(10 * time.Second)
+	hc.Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: roots, ServerName: "echo.apps.example.com"}
+	req, _ := http.NewRequest(http.MethodGet, "https://10.83.0.5/hello", nil)
+	req.Host = "echo.apps.example.com"
+	if resp, err := hc.Do(req); err != nil {
+		t.Errorf("HTTPS to solo from the hub, verified against Pebble's root: %v", err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(b)) != "echo /hello" {
+			t.Errorf("HTTPS to solo from the hub: %s %q", resp.Status, b)
+		}
+	}
 
 	// The unit's install lines, as written, on a machine without the package.
 	d.sh(t, "cd /root/checkout\n"+unitInstallLines(t)+`
@@ -298,7 +327,10 @@ curl -fsS --retry 30 --retry-connrefused --retry-delay 1 -o /dev/null 127.0.0.1:
 	// remove leaves a Traefik that still starts (its unit runs the operator's copies);
 	// purge without a directory store deletes the node's state and the package's
 	// configuration, and keeps the operator's files in /etc/scafo (issue 45, item 3).
-	b.sh(t, `apt-get remove -y scafo-node >/dev/null
+	// The package made /etc/traefik/dynamic; a file the operator puts there is theirs.
+	b.sh(t, `test "$(stat -c '%a %U' /etc/traefik/dynamic)" = "755 root"
+printf 'http: {}\n' >/etc/traefik/dynamic/mine.yml
+apt-get remove -y scafo-node >/dev/null
 ! systemctl is-active --quiet scafo-node.socket
 systemctl restart traefik
 systemctl is-active --quiet traefik`)
@@ -308,10 +340,14 @@ systemctl is-active --quiet traefik`)
 test -f /etc/scafo/scafo-node.env
 test -f /etc/scafo/traefik.yml
 test -f /etc/scafo/ingress.env
+test -f /etc/traefik/dynamic/mine.yml
 systemctl restart traefik
 systemctl is-active --quiet traefik`)
 	if !strings.Contains(out, "kept the files you put in /etc/scafo") {
 		t.Errorf("apt-get purge scafo-node did not say what it kept:\n%s", out)
+	}
+	if !strings.Contains(out, "kept your Traefik routes in /etc/traefik/dynamic: mine.yml") {
+		t.Errorf("apt-get purge scafo-node did not say it kept the operator's Traefik routes:\n%s", out)
 	}
 
 	// remove keeps the state and the configuration; purge deletes them.

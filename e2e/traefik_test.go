@@ -52,6 +52,8 @@ type traefikOptions struct {
 	noProbe  bool
 	throttle string
 	metrics  bool
+	// operator: the operator's files and the access log (see operatorSide).
+	operator operatorSide
 }
 
 // overrides are what staticConfig changes in the shipped file.
@@ -71,7 +73,44 @@ type overrides struct {
 	// metrics adds Traefik's Prometheus metrics with entry point and service labels, on the
 	// suite's API entry point (GET /metrics there), which the shipped file leaves off.
 	metrics bool
+	// operator: see operatorSide.
+	operator operatorSide
 }
+
+// operatorSide is what the suite keeps of the shipped file's operator-facing settings:
+// the file provider on /etc/traefik/dynamic and the access log on standard output.
+type operatorSide struct {
+	// dynamicDir replaces providers.file.directory; "" removes the file provider (a
+	// test Traefik has no /etc/traefik/dynamic).
+	dynamicDir string
+	// accessLog keeps the shipped accessLog; else it is removed (a line per request in
+	// every test's output).
+	accessLog bool
+}
+
+// applyOperatorSide checks that the shipped file has its file provider and access log
+// as docs/traefik.md describes them, then applies o.
+func applyOperatorSide(cfg map[string]any, o operatorSide) error {
+	file, ok := dig(cfg, "providers", "file").(map[string]any)
+	if !ok || file["directory"] != shippedDynamicDir || file["watch"] != true {
+		return fmt.Errorf("shipped providers.file = %v: want directory %s, watch true", dig(cfg, "providers", "file"), shippedDynamicDir)
+	}
+	if o.dynamicDir == "" {
+		delete(cfg["providers"].(map[string]any), "file")
+	} else {
+		file["directory"] = o.dynamicDir
+	}
+	if f := dig(cfg, "accessLog", "format"); f != "json" || dig(cfg, "accessLog", "filePath") != nil {
+		return fmt.Errorf("shipped accessLog = %v: want format json on standard output", cfg["accessLog"])
+	}
+	if !o.accessLog {
+		delete(cfg, "accessLog")
+	}
+	return nil
+}
+
+// shippedDynamicDir is the shipped file provider's directory (the package creates it).
+const shippedDynamicDir = "/etc/traefik/dynamic"
 
 // shippedAppliedProbe is the shipped X-Scafo-Applied-Probe: the web entry point on
 // loopback, the one part of it the suite replaces (its port).
@@ -119,6 +158,8 @@ func renderShippedNamed(t *testing.T, token, name string) []byte {
 //   - providers.http.endpoint: the host:port of the node under test (path kept; query
 //     kept unless opts.query is set);
 //   - certificatesResolvers: removed (nothing here may reach the internet);
+//   - providers.file (the operator's directory) and accessLog: removed, or kept with
+//     the directory a test gives (o.operator);
 //   - added: an entry point "traefik" on loopback with api.insecure, so the suite can
 //     read router and service status; log.noColor, and log.level from
 //     SCAFO_E2E_TRAEFIK_LOG;
@@ -217,6 +258,9 @@ func staticConfig(rendered []byte, o overrides) ([]byte, error) {
 		return nil, fmt.Errorf("shipped configuration has no certificatesResolvers")
 	}
 	delete(cfg, "certificatesResolvers")
+	if err := applyOperatorSide(cfg, o.operator); err != nil {
+		return nil, err
+	}
 
 	eps := cfg["entryPoints"].(map[string]any)
 	if _, clash := eps["traefik"]; clash {
@@ -286,6 +330,7 @@ func startTraefik(t *testing.T, name string, opts traefikOptions) *traefik {
 			noProbe:      opts.noProbe,
 			throttle:     opts.throttle,
 			metrics:      opts.metrics,
+			operator:     opts.operator,
 		})
 		if err != nil {
 			t.Fatal(err)

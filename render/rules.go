@@ -34,9 +34,9 @@ import (
 // priorities never tie on one request.
 //
 // All bands sit far above Traefik's default priorities (a rule's length, in practice a
-// few hundred at most), so an operator's own catch-all routes never shadow ours; an
-// operator who means to override one of our hosts gives the router a priority above
-// 50000.
+// few hundred at most), so an operator's own routes never shadow ours; an operator who
+// means to take one of our hosts (or a path of it) gives the router 100000 or more, and
+// 10000-99999 are ours (docs/traefik.md, "Your own routes beside the fleet's").
 const (
 	PriorityPath              = 50000
 	PriorityPathGuard         = 45000

@@ -88,15 +88,18 @@ for n in a b; do
 done
 for ip in $A $B; do waitfor "node $ip ready" curl -sf "http://$ip:$API/v1/readyz"; done
 
-# The shipped static configuration, on loopback: listen addresses, the node's address, no
-# ACME resolver (nothing here may reach the internet); then the token, as in production.
-awk -v web="127.0.0.1:$WEB" -v websecure="127.0.0.1:$((WEB + 1))" -v node="$A:$API" '
+# The shipped static configuration, on loopback: listen addresses, the node's address,
+# the operator's directory in the work dir (empty), no ACME resolver (nothing here may
+# reach the internet); then the token, as in production.
+mkdir -p "$W/dynamic"
+awk -v web="127.0.0.1:$WEB" -v websecure="127.0.0.1:$((WEB + 1))" -v node="$A:$API" -v dyn="$W/dynamic" '
 	/^certificatesResolvers:/ { skip = 1; next }
 	skip && /^[^ ]/ { skip = 0 }
 	skip { next }
 	{ sub(/address: ":80"/, "address: \"" web "\"")
 	  sub(/address: ":443"/, "address: \"" websecure "\"")
 	  sub(/127\.0\.0\.1:7400/, node)
+	  sub(/directory: \/etc\/traefik\/dynamic/, "directory: " dyn)
 	  print }' deploy/traefik/traefik.yml >"$W/traefik.tmpl.yml"
 deploy/traefik/render-config.sh "$W/traefik.tmpl.yml" "$W/traefik.yml"
 start traefik "$TRAEFIK" --configFile="$W/traefik.yml"

@@ -61,7 +61,7 @@ type providerLaunch struct {
 // providerStatic turns the shipped static configuration of l.kind into the bench's:
 // entry points on loopback ports web and websecure, the node endpoints and query, the
 // token in the HTTP provider's header (the plugin reads it from the environment), no
-// ACME resolver, and Traefik's API on loopback port api. It refuses a shipped file lacking a key it replaces.
+// ACME resolver, no access log nor operator files, and Traefik's API on loopback port api. It refuses a shipped file lacking a key it replaces.
 func providerStatic(shipped []byte, l providerLaunch, web, websecure, api int) ([]byte, error) {
 	var cfg map[string]any
 	if err := yaml.Unmarshal(shipped, &cfg); err != nil {
@@ -78,6 +78,12 @@ func providerStatic(shipped []byte, l providerLaunch, web, websecure, api int) (
 		return nil, fmt.Errorf("shipped configuration has no certificatesResolvers")
 	}
 	delete(cfg, "certificatesResolvers")
+	// No operator files and no access log: a line per request would be the bench's
+	// largest cost (the e2e suite's TestOperatorRoutesBesideTheFleets runs both).
+	delete(cfg, "accessLog")
+	if p, ok := cfg["providers"].(map[string]any); ok {
+		delete(p, "file")
+	}
 	if len(l.endpoints) == 0 {
 		return nil, fmt.Errorf("no node endpoints")
 	}

@@ -24,7 +24,7 @@ var shippedConfig = filepath.Join("..", "..", "deploy", "traefik", "traefik.yml"
 
 // traefikStatic turns the shipped static configuration into the bench's: entry points
 // on loopback ports, the file provider (watching dynFile) instead of the HTTP provider,
-// no ACME resolver. Every entryPoints.*.http setting, the provider throttle and the
+// no ACME resolver, no access log. Every entryPoints.*.http setting, the provider throttle and the
 // log level stay as shipped.
 //
 // idlePerHost > 0 also sets serversTransport.maxIdleConnsPerHost (Traefik's default is
@@ -56,6 +56,7 @@ func traefikStatic(shipped []byte, web, websecure int, dynFile string, idlePerHo
 	delete(prov, "http")
 	prov["file"] = map[string]any{"filename": dynFile, "watch": true}
 	delete(cfg, "certificatesResolvers")
+	delete(cfg, "accessLog") // a line per request would be the bench's largest cost
 	if idlePerHost > 0 {
 		// Added to the shipped serversTransport (its dial timeout stays as shipped).
 		st, _ := cfg["serversTransport"].(map[string]any)
