@@ -1,0 +1,369 @@
+package fleetsim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+
+	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// The model: what the admin's and the tenants' answered writes say the fleet is,
+// written independently of the node's code (no derivation, no render).
+
+const apps = 4
+
+var claimHosts = []string{"shop.example.org", "blog.example.org", "*.wild.example.org", "api.example.net"}
+
+// accountOf is the tenant that owns application name: two tenants, apps alternating.
+func accountOf(app string) string { return "t" + app[len(app)-1:] }
+
+func appName(i int) string { return fmt.Sprintf("app%d", i) }
+
+type required struct {
+	app    string
+	serial uint64
+}
+
+type modelApp struct {
+	placement []string
+}
+
+type modelInst struct {
+	port  int
+	pair  []int // the ports it owns (port among them)
+	ready bool
+}
+
+type portKey struct {
+	node string
+	port int
+}
+
+type model struct {
+	apps   map[string]modelApp
+	claims map[string]string // host → application
+	// unsureApps, unsureClaims and unsureInsts were written with a 5xx answer: the write
+	// may have been stored or not; settle reads what was (the store, the node).
+	unsureApps   map[string]bool
+	unsureClaims map[string]bool
+	unsureInsts  map[portKey]bool // node, and the application's index as port
+	// required are the hosts (→ application) every document of that serial or later
+	// must route: a 2xx write's bump, with no delete tried since.
+	required map[string]required
+	// insts are the instances each node's process holds (node → app → port); owner
+	// is which application a node's port is given to now.
+	insts map[string]map[string]modelInst
+	owner map[portKey]string
+}
+
+func newModel() *model {
+	return &model{apps: map[string]modelApp{}, claims: map[string]string{}, insts: map[string]map[string]modelInst{}, owner: map[portKey]string{},
+		unsureApps: map[string]bool{}, unsureClaims: map[string]bool{}, unsureInsts: map[portKey]bool{}, required: map[string]required{}}
+}
+
+func ok2xx(code int) bool { return code >= 200 && code < 300 }
+
+// adminWrite is one write of the admin through a random live node.
+func (s *sim) adminWrite() {
+	up := s.up()
+	if len(up) == 0 {
+		return
+	}
+	n := pick(s.rng, up)
+	app := appName(s.rng.IntN(apps))
+	switch r := s.rng.IntN(10); {
+	case r < 4:
+		var placement []string
+		for _, p := range s.nodes {
+			if s.rng.IntN(3) > 0 {
+				placement = append(placement, p.name)
+			}
+		}
+		if placement == nil {
+			placement = []string{}
+		}
+		rec := s.do(n, http.MethodPut, api.PathApps+"/"+app, adminToken, map[string]any{"account": accountOf(app), "placement": placement}, nil)
+		s.logf("PUT app %s placement %v via %s: %d", app, placement, n.name, rec.Code)
+		switch {
+		case ok2xx(rec.Code):
+			s.m.apps[app] = modelApp{placement: placement}
+			delete(s.m.unsureApps, app)
+			s.require(app+"."+platform, app)
+		case rec.Code >= 500:
+			s.m.unsureApps[app] = true
+		}
+	case r < 5:
+		rec := s.do(n, http.MethodDelete, api.PathApps+"/"+app, adminToken, nil, nil)
+		s.logf("DELETE app %s via %s: %d", app, n.name, rec.Code)
+		for h, r := range s.m.required {
+			if r.app == app {
+				delete(s.m.required, h)
+			}
+		}
+		if rec.Code >= 500 {
+			s.m.unsureApps[app] = true
+			for h, a := range s.m.claims {
+				if a == app {
+					s.m.unsureClaims[h] = true
+				}
+			}
+		}
+		if ok2xx(rec.Code) {
+			delete(s.m.apps, app)
+			delete(s.m.unsureApps, app)
+			for _, p := range s.nodes { // its instances are released by their nodes' sweeps
+				s.holds(p, app, 0)
+			}
+			for h, a := range s.m.claims {
+				if a == app {
+					delete(s.m.claims, h)
+				}
+			}
+		}
+	case r < 8:
+		host := pick(s.rng, claimHosts)
+		rec := s.do(n, http.MethodPut, api.PathApps+"/"+app+"/domains/"+host, adminToken, nil, nil)
+		s.logf("PUT claim %s → %s via %s: %d", host, app, n.name, rec.Code)
+		switch {
+		case ok2xx(rec.Code):
+			s.m.claims[host] = app
+			delete(s.m.unsureClaims, host)
+			s.require(host, app)
+		case rec.Code >= 500:
+			s.m.unsureClaims[host] = true
+		}
+	default:
+		host := pick(s.rng, claimHosts)
+		rec := s.do(n, http.MethodDelete, api.PathApps+"/"+app+"/domains/"+host, adminToken, nil, nil)
+		s.logf("DELETE claim %s of %s via %s: %d", host, app, n.name, rec.Code)
+		if r, ok := s.m.required[host]; ok && r.app == app {
+			delete(s.m.required, host)
+		}
+		if rec.Code >= 500 {
+			s.m.unsureClaims[host] = true
+		}
+		if ok2xx(rec.Code) && s.m.claims[host] == app {
+			delete(s.m.claims, host)
+		}
+	}
+}
+
+// instanceWrite is a tenant's instance change on a random live node: one started
+// (allocated, then ready), one dying (not ready), one stopped (released).
+func (s *sim) instanceWrite() {
+	up := s.up()
+	if len(up) == 0 {
+		return
+	}
+	n := pick(s.rng, up)
+	app := appName(s.rng.IntN(apps))
+	path := api.PathNodeInstances + "/" + app
+	switch r := s.rng.IntN(10); {
+	case r < 5:
+		rec := s.do(n, http.MethodPost, path, adminToken, nil, nil)
+		var inst struct {
+			Port  int    `json:"port"`
+			Ports [2]int `json:"ports"`
+		}
+		if ok2xx(rec.Code) && json.Unmarshal(rec.Body.Bytes(), &inst) == nil {
+			s.holds(n, app, inst.Port, inst.Ports[:]...)
+			rec = s.do(n, http.MethodPut, path, adminToken, map[string]any{"ready": true}, nil)
+			if ok2xx(rec.Code) {
+				s.ready(n, app, true)
+			}
+		}
+		s.unsureInst(n, app, rec.Code)
+		s.logf("instance %s on %s started (ports %v): %d", app, n.name, inst.Ports, rec.Code)
+	case r < 7:
+		rec := s.do(n, http.MethodPut, path, adminToken, map[string]any{"ready": false}, nil)
+		s.logf("instance %s on %s dies (not ready): %d", app, n.name, rec.Code)
+		if ok2xx(rec.Code) {
+			s.ready(n, app, false)
+		}
+		s.unsureInst(n, app, rec.Code)
+	default:
+		rec := s.do(n, http.MethodDelete, path, adminToken, nil, nil)
+		s.logf("instance %s on %s released: %d", app, n.name, rec.Code)
+		if ok2xx(rec.Code) {
+			s.holds(n, app, 0)
+		}
+		s.unsureInst(n, app, rec.Code)
+	}
+	if s.rng.IntN(5) > 0 {
+		// The instance change's kick: the record rewritten now (else at the next beat).
+		n.step.Heartbeat(context.Background(), s.clock(n))
+	}
+}
+
+func (s *sim) unsureInst(n *simNode, app string, code int) {
+	k := portKey{n.name, int(app[len(app)-1] - '0')}
+	if code >= 500 {
+		s.m.unsureInsts[k] = true
+	} else if ok2xx(code) {
+		delete(s.m.unsureInsts, k)
+	}
+}
+
+// require records that the hosts's route to app is in every document from the store's
+// serial now on (until a delete of it is tried).
+func (s *sim) require(host, app string) {
+	if r, ok := s.m.required[host]; ok && r.app == app {
+		return
+	}
+	n, _, err := store.ReadSerial(context.Background(), s.st)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.m.required[host] = required{app: app, serial: n}
+}
+
+// holds records that n's process gives port (and the pair's other) to app now (0: app
+// has no instance there). A port given again keeps its readiness.
+func (s *sim) holds(n *simNode, app string, port int, pair ...int) {
+	insts := s.m.insts[n.name]
+	if insts == nil {
+		insts = map[string]modelInst{}
+		s.m.insts[n.name] = insts
+	}
+	old, had := insts[app]
+	for _, p := range old.pair {
+		if had && s.m.owner[portKey{n.name, p}] == app {
+			delete(s.m.owner, portKey{n.name, p})
+		}
+	}
+	delete(insts, app)
+	if port != 0 {
+		pair = append(pair, port)
+		insts[app] = modelInst{port: port, pair: pair, ready: had && old.port == port && old.ready}
+		for _, p := range pair {
+			s.m.owner[portKey{n.name, p}] = app
+		}
+	}
+}
+
+func (s *sim) ready(n *simNode, app string, ready bool) {
+	if i, ok := s.m.insts[n.name][app]; ok {
+		i.ready = ready
+		s.m.insts[n.name][app] = i
+	}
+}
+
+// forget is a node's state dir lost: its process holds no instance any more.
+func (s *sim) forget(n *simNode) {
+	for app := range s.m.insts[n.name] {
+		s.holds(n, app, 0)
+	}
+}
+
+// expectedHosts is the document's routes by the model: each application's platform
+// host and its claims.
+func (m *model) expectedHosts() []string {
+	var hs []string
+	for app := range m.apps {
+		hs = append(hs, app+"."+platform+"="+app)
+	}
+	for h, app := range m.claims {
+		if _, ok := m.apps[app]; ok {
+			hs = append(hs, h+"="+app)
+		}
+	}
+	slices.Sort(hs)
+	return hs
+}
+
+// nodeOfAddress maps an upstream address to its node's name and port.
+func (s *sim) nodeOfAddress(addr string) (string, int, bool) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return "", 0, false
+	}
+	for _, n := range s.nodes {
+		if n.cfg.Node.Address == ap.Addr().String() {
+			return n.name, int(ap.Port()), true
+		}
+	}
+	return "", 0, false
+}
+
+// expectedUpstreams is app's upstreams by the model: its ready instances on the nodes
+// of its placement, as node:port, sorted.
+func (s *sim) expectedUpstreams(app string) []string {
+	var out []string
+	for _, n := range s.m.apps[app].placement {
+		if i, ok := s.m.insts[n][app]; ok && i.ready {
+			out = append(out, n+":"+strconv.Itoa(i.port))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// resolve reads what the writes answered 5xx did: the stored applications and claims,
+// each node's instances (its own registry, GET /v1/node/instances).
+func (s *sim) resolve() {
+	ctx := context.Background()
+	for app := range s.m.unsureApps {
+		o, err := s.st.Get(ctx, fleet.AppKey(app))
+		var a fleet.App
+		switch {
+		case err == nil && json.Unmarshal(o.Value, &a) == nil:
+			s.m.apps[app] = modelApp{placement: a.Placement}
+		case errors.Is(err, store.ErrNotFound):
+			delete(s.m.apps, app)
+		default:
+			s.t.Fatalf("reading %s: %v", app, err)
+		}
+		delete(s.m.unsureApps, app)
+	}
+	for host := range s.m.unsureClaims {
+		o, err := s.st.Get(ctx, fleet.ClaimKey(host))
+		var c fleet.Claim
+		switch {
+		case err == nil && json.Unmarshal(o.Value, &c) == nil:
+			s.m.claims[host] = c.App
+		case errors.Is(err, store.ErrNotFound):
+			delete(s.m.claims, host)
+		default:
+			s.t.Fatalf("reading %s: %v", host, err)
+		}
+		delete(s.m.unsureClaims, host)
+	}
+	for k := range s.m.unsureInsts {
+		delete(s.m.unsureInsts, k)
+		var n *simNode
+		for _, c := range s.nodes {
+			if c.name == k.node {
+				n = c
+			}
+		}
+		app := appName(k.port)
+		rec := s.do(n, http.MethodGet, api.PathNodeInstances, adminToken, nil, nil)
+		var list struct {
+			Instances []struct {
+				App   string `json:"app"`
+				Port  int    `json:"port"`
+				Ready bool   `json:"ready"`
+				Ports [2]int `json:"ports"`
+			} `json:"instances"`
+		}
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &list) != nil {
+			s.fail("listing %s's instances: %d %s", n.name, rec.Code, rec.Body.String())
+			return
+		}
+		s.holds(n, app, 0)
+		for _, i := range list.Instances {
+			if i.App == app {
+				s.holds(n, app, i.Port, i.Ports[:]...)
+				s.ready(n, app, i.Ready)
+			}
+		}
+	}
+}

@@ -1,0 +1,370 @@
+package fleetsim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	ptypes "github.com/traefik/paerser/types"
+
+	"github.com/scafo/ingress/node"
+	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/render/routing"
+)
+
+// The fleet in one process: nodes built with node.NewWithStore over one memStore, each
+// through a faultyStore, driven by their steps (node.Steps) on a virtual clock; the API
+// served in process (Handler, httptest.NewRecorder); an admin and tenants writing
+// through it; ingresses polling it. Every random choice comes from one seeded source,
+// and nothing runs beside the simulator's goroutine (no loop is started), so a seed
+// replays the same schedule.
+
+const (
+	ingressToken = "ingress-secret-0123456789"
+	adminToken   = "admin-secret-0123456789"
+	readToken    = "readonly-secret-0123456789"
+	platform     = "apps.example.com"
+
+	heartbeat = 15 * time.Second
+	nodeTTL   = 60 * time.Second
+	apiPort   = 7400
+)
+
+var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// simNode is one node: its configuration (the state dir outlives a crash unless the
+// restart loses it) and its running process (nil while down).
+type simNode struct {
+	name string
+	cfg  *node.Config
+	srv  *node.Server
+	h    http.Handler
+	step node.Steps
+
+	downUntil int           // the step it restarts at (while srv is nil)
+	loseState bool          // its restart starts from an empty state dir
+	skew      time.Duration // its clock minus the fleet's
+	nextBeat  time.Time     // its next heartbeat, on its clock
+	failP     float64       // the probability its store requests fail
+	failUntil int           // the step its failures end at
+
+	// What it served: per process (first: a 200 was served), per name (the serial).
+	served200  bool
+	lastSerial uint64
+	lastEpoch  string
+}
+
+// simIngress is a provider plugin: it polls one node, applies what it is given unless
+// it is of an older serial than what it holds (DESIGN §6), and reports what it holds.
+type simIngress struct {
+	name     string
+	node     int
+	serial   uint64
+	epoch    string
+	revision string
+	doc      []byte
+}
+
+type sim struct {
+	t     testing.TB
+	seed  uint64
+	rng   *rand.Rand
+	now   time.Time // the fleet's clock
+	step  int
+	st    *memStore
+	nodes []*simNode
+	ings  []*simIngress
+	m     *model
+	log   []string // the schedule so far (printed when an invariant fails)
+
+	outageUntil int // every store request fails until this step
+	failed      bool
+	settling    bool // every pass a full one (what a stored but unannounced write waits for)
+}
+
+func newSim(t testing.TB, seed uint64, nodes, ingresses int) *sim {
+	s := &sim{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), now: t0, m: newModel()}
+	s.st = newMemStore(func() time.Time { return s.now })
+	for i := range nodes {
+		n := &simNode{name: fmt.Sprintf("vps-%c", 'a'+i)}
+		n.cfg = s.config(n.name, i)
+		s.nodes = append(s.nodes, n)
+		s.start(n)
+	}
+	for i := range ingresses {
+		s.ings = append(s.ings, &simIngress{name: fmt.Sprintf("edge-%d", i), node: i % nodes})
+	}
+	return s
+}
+
+func (s *sim) config(name string, i int) *node.Config {
+	cfg := node.NewConfig()
+	cfg.StateDir = s.t.TempDir()
+	cfg.Node.Name = name
+	cfg.Node.Address = fmt.Sprintf("10.0.0.%d", i+1)
+	cfg.Node.APIPort = apiPort
+	cfg.Ingress.Token, cfg.Admin.Token, cfg.Readonly.Token = ingressToken, adminToken, readToken
+	cfg.Platform.Domains = []string{platform}
+	cfg.Listen = "127.0.0.1:" + strconv.Itoa(apiPort)
+	cfg.Reconcile.Heartbeat = ptypes.Duration(heartbeat)
+	cfg.Reconcile.NodeTTL = ptypes.Duration(nodeTTL)
+	cfg.Probe.Interval = 0 // instances are declared ready or not by their tenants
+	if err := cfg.Validate(); err != nil {
+		s.t.Fatal(err)
+	}
+	return cfg
+}
+
+// start builds n's process over its state dir (a new one when it lost its state).
+func (s *sim) start(n *simNode) {
+	if n.loseState {
+		s.forget(n)
+		n.cfg.StateDir = s.t.TempDir()
+		n.loseState = false
+	}
+	fs := faultyStore{Store: s.st, fail: func(op, key string) bool { return s.fails(n) }}
+	srv, err := node.NewWithStore(n.cfg, slog.New(slog.DiscardHandler), fs, ingressToken, adminToken)
+	if err != nil {
+		s.t.Fatalf("seed %d: starting %s: %v", s.seed, n.name, err)
+	}
+	n.srv, n.h, n.step = srv, srv.Handler(), srv.Steps()
+	n.served200 = false
+	n.nextBeat = s.clock(n) // the first heartbeat at once, as Run does
+}
+
+func (s *sim) fails(n *simNode) bool {
+	if s.step < s.outageUntil {
+		return true
+	}
+	return s.step < n.failUntil && s.rng.Float64() < n.failP
+}
+
+func (s *sim) clock(n *simNode) time.Time { return s.now.Add(n.skew) }
+
+func (s *sim) logf(format string, args ...any) {
+	s.log = append(s.log, fmt.Sprintf("step %d: ", s.step)+fmt.Sprintf(format, args...))
+}
+
+// fail reports a broken invariant with the seed that replays it and the schedule.
+func (s *sim) fail(format string, args ...any) {
+	if s.failed {
+		return
+	}
+	s.failed = true
+	tail := s.log
+	if len(tail) > 40 {
+		tail = tail[len(tail)-40:]
+	}
+	flags := ""
+	if *stateLostFlag {
+		flags = " -statelost"
+	}
+	s.t.Errorf("seed %d, step %d: %s\nreplay: go test ./node/internal/fleetsim -run TestFleet -seed=%d%s -v\nlast events:\n  %s",
+		s.seed, s.step, fmt.Sprintf(format, args...), s.seed, flags, strings.Join(tail, "\n  "))
+}
+
+// do serves one request through n's handler.
+func (s *sim) do(n *simNode, method, path, token string, body any, hdr map[string]string) *httptest.ResponseRecorder {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req := httptest.NewRequest(method, "http://"+n.cfg.Node.Address+":"+strconv.Itoa(apiPort)+path, rd)
+	req.Header.Set("Authorization", "Bearer "+token)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	n.h.ServeHTTP(rec, req)
+	return rec
+}
+
+func (s *sim) up() []*simNode {
+	var out []*simNode
+	for _, n := range s.nodes {
+		if n.srv != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func pick[T any](r *rand.Rand, xs []T) T { return xs[r.IntN(len(xs))] }
+
+// run runs steps steps, checking the invariants after each, then settles the fleet and
+// checks it converged.
+func (s *sim) run(steps int) {
+	for s.step = 1; s.step <= steps && !s.failed; s.step++ {
+		s.now = s.now.Add(time.Second)
+		s.event()
+		s.tickNodes()
+		s.pollIngresses()
+		if s.step%50 == 0 {
+			s.settle()
+		}
+	}
+	if !s.failed {
+		s.settle()
+	}
+}
+
+// event is the step's one random event: a write, a tenant's instance change, or a fault.
+func (s *sim) event() {
+	r := s.rng.IntN(100)
+	switch {
+	case r < 30:
+		s.adminWrite()
+	case r < 50:
+		s.instanceWrite()
+	case r < 60:
+		n := pick(s.rng, s.nodes)
+		n.failP, n.failUntil = []float64{0.1, 0.3, 0.6, 1}[s.rng.IntN(4)], s.step+1+s.rng.IntN(8)
+		s.logf("store faults on %s (p=%.1f) until step %d", n.name, n.failP, n.failUntil)
+	case r < 62:
+		s.outageUntil = s.step + 1 + s.rng.IntN(10)
+		s.logf("store outage until step %d", s.outageUntil)
+	case r < 66:
+		if n := pick(s.rng, s.nodes); n.srv != nil {
+			n.srv.Close()
+			n.srv, n.h = nil, nil
+			n.downUntil, n.loseState = s.step+1+s.rng.IntN(20), s.rng.IntN(3) == 0 && *stateLostFlag
+			s.logf("%s crashes (state dir lost: %v), back at step %d", n.name, n.loseState, n.downUntil)
+		}
+	case r < 69:
+		n := pick(s.rng, s.nodes)
+		n.skew = pick(s.rng, []time.Duration{0, 3 * time.Second, -3 * time.Second, nodeTTL / 2, -nodeTTL / 2, nodeTTL + 5*time.Second, -(nodeTTL + 5*time.Second)})
+		s.logf("%s's clock skew %v", n.name, n.skew)
+	case r < 72:
+		in := pick(s.rng, s.ings)
+		in.node = s.rng.IntN(len(s.nodes))
+		s.logf("%s polls %s now", in.name, s.nodes[in.node].name)
+	}
+}
+
+// tickNodes restarts the nodes due back, then runs each live node's heartbeat (when due
+// on its clock) and a reconcile pass, in a random order.
+func (s *sim) tickNodes() {
+	for _, n := range s.nodes {
+		if n.srv == nil && s.step >= n.downUntil {
+			s.start(n)
+			s.logf("%s restarts", n.name)
+		}
+	}
+	ctx := context.Background()
+	for _, i := range s.rng.Perm(len(s.nodes)) {
+		n := s.nodes[i]
+		if n.srv == nil {
+			continue
+		}
+		now := s.clock(n)
+		if !now.Before(n.nextBeat) {
+			n.step.Heartbeat(ctx, now)
+			n.nextBeat = now.Add(heartbeat)
+		}
+		var before []byte
+		faulty := s.step < s.outageUntil || s.step < n.failUntil
+		if faulty {
+			before = s.served(n)
+		}
+		if err := n.step.Reconcile(ctx, now, s.settling || s.rng.IntN(8) == 0); err != nil && faulty {
+			if after := s.served(n); !bytes.Equal(before, after) {
+				s.fail("%s's pass failed (%v) and what it serves changed", n.name, err)
+			}
+		}
+	}
+}
+
+// pollIngresses has every ingress poll its node, apply and report.
+func (s *sim) pollIngresses() {
+	for _, in := range s.ings {
+		n := s.nodes[in.node]
+		if n.srv == nil {
+			continue
+		}
+		hdr := map[string]string{api.HeaderIngress: in.name, api.HeaderIngressKind: api.KindPlugin}
+		if in.revision != "" {
+			hdr[api.HeaderAppliedSerial] = strconv.FormatUint(in.serial, 10)
+			hdr[api.HeaderAppliedEpoch] = in.epoch
+			hdr[api.HeaderAppliedRevision] = in.revision
+		}
+		rec := s.do(n, http.MethodGet, api.PathIngress+api.FormatRoutes, ingressToken, nil, hdr)
+		s.checkPoll(n, rec)
+		if rec.Code != http.StatusOK {
+			continue
+		}
+		serial, _ := strconv.ParseUint(rec.Header().Get(api.HeaderSerial), 10, 64)
+		epoch := rec.Header().Get(api.HeaderEpoch)
+		if in.revision != "" && epoch == in.epoch && serial < in.serial {
+			continue // older than what it holds: kept (the plugin's rule)
+		}
+		in.serial, in.epoch, in.revision, in.doc = serial, epoch, rec.Header().Get(api.HeaderRevision), rec.Body.Bytes()
+	}
+}
+
+// settle ends every fault, brings every node back and runs the fleet until it
+// converged: then every node serves the same bytes, and the document is the model's.
+func (s *sim) settle() {
+	s.logf("settle")
+	s.outageUntil = 0
+	for _, n := range s.nodes {
+		n.failUntil, n.skew = 0, 0
+		if n.srv == nil {
+			n.downUntil = s.step
+		}
+	}
+	s.settling = true
+	for range 3 {
+		s.now = s.now.Add(time.Second)
+		for _, n := range s.nodes {
+			n.nextBeat = s.now // every record rewritten
+		}
+		s.tickNodes()
+	}
+	s.settling = false
+	s.resolve()
+	s.pollIngresses()
+	if s.failed {
+		return
+	}
+	s.checkConverged()
+}
+
+// docOf decodes a served document.
+func docOf(b []byte) (routing.Document, error) {
+	var d routing.Document
+	err := json.Unmarshal(b, &d)
+	return d, err
+}
+
+func hostsOf(d routing.Document) []string {
+	var hs []string
+	for _, r := range d.Routes {
+		hs = append(hs, r.Host+"="+r.Application)
+	}
+	slices.Sort(hs)
+	return hs
+}
+
+// served is what n serves now (nil: no document).
+func (s *sim) served(n *simNode) []byte {
+	rec := s.do(n, http.MethodGet, api.PathIngress+api.FormatRoutes, ingressToken, nil, nil)
+	if rec.Code != http.StatusOK {
+		return nil
+	}
+	return rec.Body.Bytes()
+}
