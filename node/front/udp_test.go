@@ -377,3 +377,30 @@ func TestQUICOneClientSocketCarriesConnectionsToTwoNames(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+// An established flow outlives the unanswered timeout and expires only after
+// IdleTimeout without a datagram; expiry closes its upstream socket (the relay's clock
+// driven by the test).
+func TestQUICEstablishedFlowsExpireOnlyWhenIdle(t *testing.T) {
+	pki := newTestPKI(t, nameDB, nameKV)
+	up := startQUICUpstream(t, pki)
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now }
+	cfg := UDPConfig{UnansweredTimeout: 10 * time.Second, IdleTimeout: time.Minute}
+	r, ev, addr := startRelay(t, cfg, twoNames(up.addr()), clock)
+	line, c, err := dialQUIC(quicCtx(t), nil, addr, nameDB, pki)
+	if err != nil || line != nameDB+" x-test" {
+		t.Fatalf("%q, %v", line, err)
+	}
+	defer c.CloseWithError(0, "")
+	ev.wait(t, "established", 1)
+	if n := r.sweep(now.Add(59 * time.Second)); n != 0 {
+		t.Fatalf("an established flow expired after 59 s: %d", n)
+	}
+	if n := r.sweep(now.Add(time.Minute)); n != 1 {
+		t.Fatalf("expired %d flows after an idle minute", n)
+	}
+	if s := r.Stats(); s.Flows != 0 || s.Links != 0 || s.FlowsExpired != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}
