@@ -864,7 +864,8 @@ func (r *UDPRelay) fromUpstream(l *upLink) {
 }
 
 // attribute finds the flow of a socket an upstream's datagram belongs to: the only
-// one, or the one whose client CID is the datagram's DCID (nil when none or several).
+// one, the one whose client CID is the datagram's DCID, or for a long header the one
+// awaiting an answer (nil when none or several).
 func attribute(l *upLink, d []byte) *udpFlow {
 	if len(l.flows) == 1 {
 		return l.flows[0]
@@ -886,9 +887,23 @@ func attribute(l *upLink, d []byte) *udpFlow {
 		}
 		if bytes.Equal(dcid, f.clientCID.b[:n]) {
 			if found != nil {
-				return nil
+				found = nil
+				break
 			}
 			found = f
+		}
+	}
+	if found == nil && quic.IsLongHeader(d) {
+		// A server answers a new connection with long headers: the socket's one flow
+		// that awaits an answer has it (a client that retried from its socket with
+		// zero-length CIDs has an older flow beside it).
+		for _, f := range l.flows {
+			if f.state == flowDialing {
+				if found != nil {
+					return nil
+				}
+				found = f
+			}
 		}
 	}
 	return found

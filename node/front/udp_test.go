@@ -404,3 +404,37 @@ func TestQUICEstablishedFlowsExpireOnlyWhenIdle(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+// A client that retries from its socket with zero-length CIDs (a new first DCID) while
+// its first flow is still held: the upstream's long header answer goes to the new
+// flow, which is then answered (no failover), though the two flows share the socket and
+// the answer's empty DCID names neither.
+func TestQUICARetriedConnectionOnOneSocketIsAnswered(t *testing.T) {
+	up := startRawUpstream(t)
+	r, ev, addr := startRelay(t, UDPConfig{DialTimeout: time.Minute}, twoNames(up.addr(), silentUDPAddr(t)), nil)
+	client := clientSocket(t, "127.0.0.1")
+	hello := goHello(t, []byte(nameDB))
+	buf := make([]byte, 2048)
+	for i := 1; i <= 2; i++ {
+		p, err := quic.SealInitial(quic.Version1, randomCID(t), nil, nil, 0, quic.CryptoFrame(0, hello), 1200)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sendUDP(t, client, addr, p)
+		up.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		_, from, err := up.c.ReadFrom(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The server's Initial: DCID the client's (empty) SCID.
+		answer := []byte{0xc0, 0, 0, 0, 1, 0, 4, 1, 2, 3, byte(i), 0, 0x40, 20}
+		answer = append(answer, make([]byte, 20)...)
+		if _, err := up.c.WriteTo(answer, from); err != nil {
+			t.Fatal(err)
+		}
+		ev.wait(t, "answered", i)
+	}
+	if s := r.Stats(); s.Flows != 2 || s.Links != 1 || s.Failovers != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}

@@ -23,8 +23,8 @@ var rfcDCID = []byte{0x83, 0x94, 0xc8, 0xf0, 0x3e, 0x51, 0x57, 0x08}
 // header protection key (v1), from DCID 0x8394c8f03e515708.
 func TestClientInitialKeysMatchRFCAppendixA1(t *testing.T) {
 	for _, tc := range []struct {
-		name               string
-		v                  uint32
+		name                string
+		v                   uint32
 		secret, key, iv, hp string
 	}{
 		{"RFC 9001", Version1, "c00cf151ca5be075ed0ebfb5c80323c42d6b7db67881289af4008f1f6c357aea", "1f369613dd76d5467730efcbe3b1a22d", "fa044b2f42a3fd3b46fb255c", "9f50449e04a0e810283a1e9933adedd2"},
