@@ -24,8 +24,9 @@ type UDPConfig struct {
 	// lost there: a QUIC flow carries no PROXY header). Empty: such connections are
 	// dropped, and clients fall back to TCP.
 	Fallback string
-	// MaxFlows caps the flows (client connections) held at once (default 4096). Each
-	// flow owns one connected UDP socket to its upstream.
+	// MaxFlows caps the flows (client connections) held at once (default 4096). The
+	// flows of one client address to one upstream share a connected UDP socket: at
+	// most one socket (file descriptor) per flow.
 	MaxFlows int
 	// MaxHeldPerFlow caps the bytes one flow holds before its upstream answers: the
 	// client's first datagrams (kept for a failover's replay) and its CRYPTO stream
@@ -47,7 +48,7 @@ type UDPConfig struct {
 	IdleTimeout time.Duration
 	// DialTimeout is how long an upstream may stay silent before the flow's held
 	// datagrams are replayed to the next one (default 1 s). A refusal (ICMP port
-	// unreachable, seen as ECONNREFUSED on the flow's socket) moves on at once.
+	// unreachable, seen as ECONNREFUSED on the upstream socket) moves on at once.
 	DialTimeout time.Duration
 }
 
@@ -124,9 +125,9 @@ type UDPStats struct {
 // UDPRelay relays QUIC connections on one UDP socket to the instances of the
 // passthrough route of the server name in their ClientHello, without terminating
 // anything: a flow is a client connection (client address and first Destination
-// Connection ID), relayed over its own connected socket to one upstream. It sends a
+// Connection ID), relayed over a connected socket to one upstream (upLink). It sends a
 // client only what an upstream sent: no version negotiation, no stateless reset, no
-// retry of its own.
+// retry of its own. Its state lives in memory only: a restart loses every flow.
 type UDPRelay struct {
 	cfg   UDPConfig
 	table func() *Table
