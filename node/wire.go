@@ -154,6 +154,7 @@ func newWriter(cfg *Config, s *Server, log *slog.Logger) *fleetwrite.Writer {
 		RouteBudget:    cfg.Writes.RouteBudget(),
 		DomainGroups:   cfg.Platform.DomainGroups(),
 		Ports:          newPortChecker(cfg, log),
+		Middlewares:    cfg.Traefik.Middlewares,
 	}, s.st, s.identity, s.instances, log)
 }
 
@@ -202,6 +203,8 @@ func apiConfig(cfg *Config, ingressTok, adminTok, readOnlyTok string) httpapi.Co
 		IngressPrevious: cfg.Ingress.Previous, AdminPrevious: cfg.Admin.Previous, ReadOnlyPrevious: cfg.Readonly.Previous,
 		ACMEInline: cfg.ACME.Enabled && cfg.ACME.Delivery == DeliveryInline,
 		Hosts:      append(slices.Clone(cfg.Platform.Domains), cfg.API.AllowedHosts...),
+		// The middlewares the configuration declares: /v1/status warns of others.
+		Middlewares: cfg.Traefik.Middlewares,
 	}
 }
 

@@ -101,6 +101,9 @@ func (w *Writer) PutApp(ctx context.Context, who Actor, name string, a fleet.App
 	if err := validateApp(&a); err != nil {
 		return fleet.App{}, "", false, err
 	}
+	if err := w.validateMiddlewares(&a); err != nil {
+		return fleet.App{}, "", false, err
+	}
 	key := fleet.AppKey(name)
 	cur, err := w.st.Get(ctx, key)
 	exists := err == nil
@@ -227,10 +230,24 @@ func sameETag(storeETag, ifMatch string) bool {
 // wrong with it: an ingress group that no platform domain is in (--platform.groups maps
 // none to it, and it is not the group of the unmapped ones) gets no platform host, only
 // its custom domains route (the derivation lists it in /v1/status skipped, too).
-// Nothing is said when the fleet has no platform domain at all.
+// Nothing is said of groups when the fleet has no platform domain at all. An
+// application with middlewares is told that only Traefik ingresses apply them: a Caddy
+// ingress answers 503 for its hosts (docs/design.md §14).
 func (w *Writer) AppWarnings(a fleet.App) []string {
+	var warn []string
+	if len(a.Middlewares) > 0 {
+		warn = append(warn, fmt.Sprintf("middlewares are applied by Traefik ingresses only: a Caddy ingress answers 503 for the hosts of application %s and the prefixes that select them (serve it through an ingress group only Traefik ingresses poll)", a.Name))
+	}
+	if g := w.groupWarning(a); g != "" {
+		warn = append(warn, g)
+	}
+	return warn
+}
+
+// groupWarning is AppWarnings' sentence about a's ingress group, "" when none is due.
+func (w *Writer) groupWarning(a fleet.App) string {
 	if len(w.cfg.PlatformDomains) == 0 {
-		return nil
+		return ""
 	}
 	group := a.GroupOf()
 	for _, d := range w.cfg.PlatformDomains {
@@ -239,8 +256,8 @@ func (w *Writer) AppWarnings(a fleet.App) []string {
 			g = routing.DefaultGroup
 		}
 		if g == group {
-			return nil
+			return ""
 		}
 	}
-	return []string{fmt.Sprintf("ingress group %q has no platform domain (--platform.groups maps none to it): application %s gets no platform host; its custom domains still route", group, a.Name)}
+	return fmt.Sprintf("ingress group %q has no platform domain (--platform.groups maps none to it): application %s gets no platform host; its custom domains still route", group, a.Name)
 }

@@ -59,6 +59,10 @@ type Config struct {
 	// unmapped domain is in routing.DefaultGroup): an application whose group no
 	// platform domain is in is warned at its write (AppWarnings).
 	DomainGroups map[string]string
+	// Middlewares are the Traefik middlewares the operator declares exist in their
+	// ingresses (traefik.middlewares, "name@provider"): the only ones an application
+	// may list (middlewares.go).
+	Middlewares []string
 }
 
 // Writer is the write domain over one store.

@@ -61,6 +61,10 @@ type Config struct {
 	// ACMEInline: fleet certificates are delivered inside the rendered configuration
 	// (acme.enabled with acme.delivery inline).
 	ACMEInline bool
+
+	// Middlewares are the Traefik middlewares this node's configuration declares
+	// (traefik.middlewares): /v1/status warns of an application listing another.
+	Middlewares []string
 }
 
 // Why a request or connection was refused (scafo_requests_refused_total's reason label;
@@ -182,7 +186,7 @@ func New(cfg Config, log *slog.Logger, reg *prometheus.Registry, d Deps) (*API, 
 			polls: m.polls, longPolls: m.longPolls, shutdown: s.shutdown},
 		status: &statusHandler{nodeName: cfg.NodeName, stateDir: cfg.StateDir, nodeTTL: cfg.NodeTTL,
 			rec: d.Reconcile, self: d.Self, identity: d.Identity, pub: d.Publisher, probes: d.Probes,
-			instances: d.Instances, ingresses: d.Ingresses, certs: d.Certs},
+			instances: d.Instances, ingresses: d.Ingresses, certs: d.Certs, middlewares: cfg.Middlewares},
 		apps:      &appsHandler{writer: d.Writer, log: log, pub: d.Publisher, rec: d.Reconcile, nodeName: cfg.NodeName},
 		instances: &instancesHandler{writer: d.Writer, log: log, quarantine: cfg.PortsQuarantine},
 		tokens:    &tokensHandler{writer: d.Writer, log: log},

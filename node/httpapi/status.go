@@ -30,6 +30,8 @@ type statusHandler struct {
 	instances Instances
 	ingresses *ingress.Book
 	certs     *fleetcerts.Manager
+	// middlewares are the Traefik middlewares the configuration declares.
+	middlewares []string
 }
 
 func (h *statusHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -112,6 +114,6 @@ func (h *statusHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if snap != nil {
 		doc = snap.Doc()
 	}
-	body.Warnings = statusWarnings(doc, iv)
+	body.Warnings = append(statusWarnings(doc, iv), middlewareWarnings(doc, h.middlewares)...)
 	writeJSON(w, http.StatusOK, body)
 }

@@ -6,12 +6,14 @@ package publish
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	ptypes "github.com/traefik/paerser/types"
 
 	"github.com/scafo/ingress/render"
+	"github.com/scafo/ingress/render/routing"
 )
 
 // TraefikConfig are the render options (the node's traefik.* settings). The check that
@@ -24,6 +26,10 @@ type TraefikConfig struct {
 	PathGroupThreshold    int               `description:"Above this many prefixes per (host, target), one PathRegexp router replaces per-prefix routers." json:"pathGroupThreshold,omitempty"`
 	Retry                 RetryConfig       `description:"Traefik's retry middleware on every application and API router: a request whose connection the upstream refused (an in-place restart, a dead instance not yet taken out) is tried again; one whose headers reached an upstream never is." json:"retry"`
 	Front                 bool              `description:"A layer-4 front (scafo-node front) routes passthrough names by their exact name in front of every Traefik: the render writes no TCP router for them (docs/passthrough.md)." json:"front,omitempty"`
+	// Middlewares are the operator's own Traefik middlewares, defined in their
+	// ingresses (a file provider, say), that an application may list (its admin-set
+	// middlewares field): the fleet references them by name and defines none.
+	Middlewares []string `description:"Traefik middlewares defined in your ingresses that applications may list, as name@provider (e.g. auth@file); the fleet defines none, and refuses an application naming any other." json:"middlewares,omitempty"`
 }
 
 // RetryConfig is Traefik's retry middleware on application routers (render.Options
@@ -81,6 +87,14 @@ func (c TraefikConfig) Validate() []error {
 	}
 	if iv := time.Duration(c.HealthCheck.Interval); iv < 0 || (iv > 0 && iv < minHealthCheckInterval) {
 		errs = append(errs, fmt.Errorf("traefik.healthCheck.interval %s: at least %s (0 sizes it for the fleet)", iv, minHealthCheckInterval))
+	}
+	for i, m := range c.Middlewares {
+		field := fmt.Sprintf("traefik.middlewares[%d]", i)
+		if err := routing.ValidateMiddleware(field, m); err != nil {
+			errs = append(errs, err)
+		} else if j := slices.Index(c.Middlewares, m); j < i {
+			errs = append(errs, fmt.Errorf("%s %q: declared twice (as traefik.middlewares[%d])", field, m, j))
+		}
 	}
 	return errs
 }

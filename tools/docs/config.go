@@ -71,6 +71,7 @@ var notes = map[string]string{
 	"traefik.certResolver":          "See [certificates.md](certificates.md#the-platform-apexs-certificate).",
 	"traefik.platformWildcardCerts": "Needs a resolver with `dnsChallenge` ([certificates.md](certificates.md#the-platform-apexs-certificate)).",
 	"traefik.healthCheck.interval":  "Automatic: `max(5s, ⌈checked leaves / 200⌉ s)` ([performance.md](performance.md#health-checks-sized-for-the-fleet)).",
+	"traefik.middlewares":           "Each once; never in provider `http` (the fleet's own). Only Traefik ingresses apply them ([traefik.md](traefik.md#middlewares)). A name removed here stays on the applications that list it: /v1/status warns.",
 	"traefik.retry.attempts":        "At least 1. The defaults (12 tries from 200ms) wait 1.5 to 4.6 s in all, which carries a refused connection across a restart of about a second ([operating.md](operating.md#deploys-that-lose-nothing)).",
 	"reconcile.nodeTTL":             "Must be longer than `reconcile.heartbeat` (4× is typical): live nodes flapping stale would reload every Traefik each time.",
 	"reconcile.publishWindow":       "Not negative.",

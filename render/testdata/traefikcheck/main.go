@@ -36,6 +36,8 @@ import (
 	"github.com/traefik/traefik/v3/pkg/middlewares/retry"
 	httpmuxer "github.com/traefik/traefik/v3/pkg/muxer/http"
 	"github.com/traefik/traefik/v3/pkg/proxy/httputil"
+	"github.com/traefik/traefik/v3/pkg/server/middleware"
+	"github.com/traefik/traefik/v3/pkg/server/provider"
 	"github.com/traefik/traefik/v3/pkg/server/service"
 	"github.com/traefik/traefik/v3/pkg/tcp"
 	"github.com/traefik/traefik/v3/pkg/tls"
@@ -153,14 +155,23 @@ func check(in input) (errs []string) {
 		bad("decoders disagree: %d/%d routers, %d/%d services, %d/%d middlewares", len(fromFile.HTTP.Routers), len(fromJSON.HTTP.Routers),
 			len(fromFile.HTTP.Services), len(fromJSON.HTTP.Services), len(fromFile.HTTP.Middlewares), len(fromJSON.HTTP.Middlewares))
 	}
-	// Middlewares: every one a router names exists (in the routers' own provider: no
-	// '@'), and a retry decodes the same from both decoders and is one Traefik builds.
+	// Middlewares: every one a router names exists in the routers' own provider (no
+	// '@'), or is an operator's by reference (name@provider, routing.Route.Middlewares:
+	// defined in another provider of the ingress, never in http), and a retry decodes
+	// the same from both decoders and is one Traefik builds. The operator's are given
+	// stand-in definitions below, under their qualified names, so that Traefik's own
+	// middleware builder resolves every router's chain.
+	operator := map[string]bool{}
 	for name, r := range fromFile.HTTP.Routers {
 		j := fromJSON.HTTP.Routers[name]
 		if j == nil || strings.Join(j.Middlewares, ",") != strings.Join(r.Middlewares, ",") {
 			bad("router %s: decoders disagree on middlewares", name)
 		}
 		for _, m := range r.Middlewares {
+			if _, p, ok := strings.Cut(m, "@"); ok && p != "http" && p != "" {
+				operator[m] = true
+				continue
+			}
 			if _, ok := fromFile.HTTP.Middlewares[m]; !ok || strings.Contains(m, "@") {
 				bad("router %s: middleware %q is not in http.middlewares", name, m)
 			}
@@ -216,9 +227,17 @@ func check(in input) (errs []string) {
 	// Build every service the routers use, the way Traefik does, under the provider
 	// namespace "http".
 	qualified := dynamic.Configuration{HTTP: &dynamic.HTTPConfiguration{
-		Routers:  map[string]*dynamic.Router{},
-		Services: map[string]*dynamic.Service{},
+		Routers:     map[string]*dynamic.Router{},
+		Services:    map[string]*dynamic.Service{},
+		Middlewares: map[string]*dynamic.Middleware{},
 	}}
+	for name, m := range fromFile.HTTP.Middlewares {
+		qualified.HTTP.Middlewares[name+"@http"] = m
+	}
+	for name := range operator {
+		qualified.HTTP.Middlewares[name] = &dynamic.Middleware{Headers: &dynamic.Headers{
+			CustomRequestHeaders: map[string]string{"X-Operator-Middleware": name}}}
+	}
 	for name, r := range fromFile.HTTP.Routers {
 		rc := *r
 		rc.Service += "@http"
@@ -233,6 +252,18 @@ func check(in input) (errs []string) {
 	for name, r := range qualified.HTTP.Routers {
 		if _, err := mgr.BuildHTTP(context.Background(), r.Service); err != nil {
 			bad("router %s: building service %s: %v", name, r.Service, err)
+		}
+	}
+	// Every router's middleware chain, the way Traefik's router manager builds it: each
+	// name qualified in the router's provider (http) unless it names its own.
+	mb := middleware.NewBuilder(rt.Middlewares, mgr, nil)
+	for name, r := range qualified.HTTP.Routers {
+		if len(r.Middlewares) == 0 {
+			continue
+		}
+		ctx := provider.AddInContext(context.Background(), name)
+		if _, err := mb.BuildChain(ctx, r.Middlewares).Then(http.NotFoundHandler()); err != nil {
+			bad("router %s: building its middlewares %v: %v", name, r.Middlewares, err)
 		}
 	}
 

@@ -1,0 +1,93 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/scafo/ingress/internal/testnode"
+)
+
+// middlewaresNode is a node whose configuration declares two Traefik middlewares, with
+// application shop (account acme) listing one.
+func middlewaresNode(t *testing.T) *testnode.Node {
+	t.Helper()
+	cfg := testnode.Config(t, "vps-a", t.TempDir())
+	cfg.Traefik.Middlewares = []string{"auth@file", "www-redirect@file"}
+	n := testnode.Start(t, cfg)
+	n.WaitReady()
+	n.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"],"middlewares":["auth@file"]}`)
+	return n
+}
+
+// storedMiddlewares is application app's middlewares as the admin reads them.
+func storedMiddlewares(t *testing.T, n *testnode.Node, app string) []string {
+	t.Helper()
+	var a struct{ Middlewares []string }
+	if err := json.Unmarshal(n.Must(200, "GET", "/v1/apps/"+app, testnode.AdminToken, ""), &a); err != nil {
+		t.Fatal(err)
+	}
+	return a.Middlewares
+}
+
+// TestAnApplicationTokenCannotSetMiddlewares: an application's middlewares are
+// admin-set, as every field of the application object is: PUT /v1/apps/{app} is
+// admin-only, so an application token of the application itself (publish or instance
+// role) is refused (403) whether it adds, reorders or clears the list, and the stored
+// list is unchanged; the doors an application token has (its path maps) carry no such
+// field (400).
+func TestAnApplicationTokenCannotSetMiddlewares(t *testing.T) {
+	t.Parallel()
+	n := middlewaresNode(t)
+	n.Must(201, "PUT", "/v1/apps/shop/domains/shop.example", testnode.AdminToken, `{}`)
+	_, publish := testnode.IssueToken(t, n, "acme", "shop", `"publish"`)
+	_, instance := testnode.IssueToken(t, n, "acme", "shop", `"instance"`)
+	for _, tok := range []string{publish, instance} {
+		for _, body := range []string{
+			`{"account":"acme","placement":["vps-a"],"middlewares":["auth@file","www-redirect@file"]}`,
+			`{"account":"acme","placement":["vps-a"],"middlewares":["www-redirect@file"]}`,
+			`{"account":"acme","placement":["vps-a"]}`,
+		} {
+			n.Must(403, "PUT", "/v1/apps/shop", tok, body)
+		}
+		n.Must(400, "PUT", "/v1/apps/shop/domains/shop.example/paths", tok, `{"paths":{},"middlewares":["www-redirect@file"]}`)
+	}
+	if got := storedMiddlewares(t, n, "shop"); !slices.Equal(got, []string{"auth@file"}) {
+		t.Fatalf("stored middlewares %v after the tokens' writes, want [auth@file]", got)
+	}
+}
+
+// TestAnUndeclaredMiddlewareIsRefusedOverTheAPI: through PUT /v1/apps/{app}, a name the
+// node's configuration does not declare is a 400 whose body names the entry
+// (middlewares[1]) and the declared names; a middleware on a passthrough application a
+// 400 naming middlewares; nothing is written. A declared list is stored in order, and
+// the answer warns that Caddy ingresses do not apply it.
+func TestAnUndeclaredMiddlewareIsRefusedOverTheAPI(t *testing.T) {
+	t.Parallel()
+	n := middlewaresNode(t)
+	for _, c := range []struct{ body, field string }{
+		{`{"account":"acme","placement":["vps-a"],"middlewares":["auth@file","basic@file"]}`, "middlewares[1]"},
+		{`{"account":"acme","placement":["vps-a"],"middlewares":["auth"]}`, "middlewares[0]"},
+		{`{"account":"acme","placement":["vps-a"],"passthrough":true,"middlewares":["auth@file"]}`, "middlewares"},
+	} {
+		var e struct{ Error, Detail string }
+		if err := json.Unmarshal(n.Must(400, "PUT", "/v1/apps/shop", testnode.AdminToken, c.body), &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Error != "invalid application" || !strings.HasPrefix(e.Detail, c.field+" ") && !strings.HasPrefix(e.Detail, c.field+":") {
+			t.Fatalf("%s: answered %+v, want invalid application naming %s", c.body, e, c.field)
+		}
+	}
+	if got := storedMiddlewares(t, n, "shop"); !slices.Equal(got, []string{"auth@file"}) {
+		t.Fatalf("stored %v after refused writes, want [auth@file]", got)
+	}
+	var a struct {
+		Middlewares []string
+		Warnings    []string
+	}
+	json.Unmarshal(n.Must(200, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"],"middlewares":["www-redirect@file","auth@file"]}`), &a)
+	if !slices.Equal(a.Middlewares, []string{"www-redirect@file", "auth@file"}) || len(a.Warnings) != 1 || !strings.Contains(a.Warnings[0], "Caddy ingress answers 503") {
+		t.Fatalf("answer %+v: want the list in order and the Caddy warning", a)
+	}
+}
