@@ -14,7 +14,7 @@ require (
 	github.com/minio/minio-go/v7 v7.4.1
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/common v0.66.1
-	github.com/quic-go/quic-go v0.66.0
+	github.com/quic-go/quic-go v0.63.0
 	github.com/traefik/genconf v0.5.2
 	github.com/traefik/paerser v0.2.2
 	github.com/traefik/yaegi v0.16.1
