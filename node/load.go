@@ -45,7 +45,7 @@ var notSettings = map[string]bool{
 // notSettingPrefixes are the test suite's and the build's variables (go test, e2e,
 // benchmarks, CI scripts), which a node the tests start inherits.
 var notSettingPrefixes = []string{"SCAFO_TEST_", "SCAFO_E2E_", "SCAFO_BENCH", "SCAFO_TRAEFIK_DECODE",
-	"SCAFO_ROOT", "SCAFO_DEBIAN_", "SCAFO_NODE_BIN", "SCAFO_COSTMODEL_", "SCAFO_FRONT_"}
+	"SCAFO_ROOT", "SCAFO_DEBIAN_", "SCAFO_NODE_BIN", "SCAFO_COSTMODEL_"}
 
 // NotSetting says whether a SCAFO_* variable belongs to another program (notSettings,
 // notSettingPrefixes): the node ignores it rather than refusing it as a mistyped setting.

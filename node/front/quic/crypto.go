@@ -12,7 +12,7 @@ const (
 
 // Frames walks the frames of a decrypted Initial payload and calls crypto for each
 // CRYPTO frame's data (which aliases payload). An Initial may carry only PADDING,
-// PING, ACK, CRYPTO and CONNECTION_CLOSE (RFC 9000 §12.4, §17.2.2); any other frame, a
+// PING, ACK, CRYPTO and CONNECTION_CLOSE (RFC 9000 §12.4, RFC 9000 §17.2.2); any other frame, a
 // frame type in a longer encoding than needed, or a truncated frame is ErrMalformed.
 func Frames(payload []byte, crypto func(offset uint64, data []byte) error) error {
 	if len(payload) == 0 {
