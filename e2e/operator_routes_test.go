@@ -3,8 +3,10 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -21,9 +23,12 @@ import (
 //   - one with priority 100000 (the documented operator band) takes exactly what its rule
 //     matches, added while Traefik runs (watch), and the rest of the host stays the
 //     fleet's;
+//   - a middleware the operator defines in that directory and the node's configuration
+//     declares (traefik.middlewares), listed on a fleet application, runs on the
+//     fleet's router of that application and on no other router;
 //   - the access log is one JSON object per request on standard output.
 func TestOperatorRoutesBesideTheFleetsShareOneTraefik(t *testing.T) {
-	f := startFleet(t, 1, nodeOptions{})
+	f := startFleet(t, 1, nodeOptions{args: []string{"--traefik.middlewares=stamp@file"}})
 	n1 := f.nodes[0]
 	f.deploy(t, "shop", "acme", []*node{n1}, "/healthz")
 	own := startEcho(t, "own", "127.0.0.1", 0)
@@ -39,6 +44,11 @@ func TestOperatorRoutesBesideTheFleetsShareOneTraefik(t *testing.T) {
     own-beside:
       rule: Host(%[1]sshop.apps.localhost%[1]s) && PathPrefix(%[1]s/own%[1]s)
       service: own
+  middlewares:
+    stamp:
+      headers:
+        customResponseHeaders:
+          X-Operator: stamped
   services:
     own:
       loadBalancer:
@@ -76,6 +86,31 @@ func TestOperatorRoutesBesideTheFleetsShareOneTraefik(t *testing.T) {
 	tr.expectServedBy(t, "shop.apps.localhost", "/owner", "own")
 	tr.expectServedBy(t, "own.example.org", "/", "own")
 
+	// The operator's middleware on the fleet's application: its router lists stamp@file,
+	// and its answers carry the header; the operator's own routers do not list it.
+	if st, b := n1.do(t, http.MethodPut, "/v1/apps/shop", map[string]any{
+		"name": "shop", "account": "acme", "placement": []string{"n1"},
+		"health": map[string]string{"path": "/healthz"}, "middlewares": []string{"stamp@file"},
+	}, testAdminToken); st != http.StatusOK {
+		t.Fatalf("PUT /v1/apps/shop with middlewares: %d %s", st, b)
+	}
+	waitFor(t, "shop's answers to carry the operator's header", routeTimeout, func() error {
+		h, from, err := tr.headerFrom("shop.apps.localhost", "/", "X-Operator")
+		if err != nil {
+			return err
+		}
+		if h != "stamped" || from != "shop@n1" {
+			return fmt.Errorf("X-Operator %q from %s", h, from)
+		}
+		return nil
+	})
+	if h, from, err := tr.headerFrom("own.example.org", "/", "X-Operator"); err != nil || h != "" || from != "own" {
+		t.Errorf("own.example.org: X-Operator %q from %s (%v); want no header, from own", h, from, err)
+	}
+	if h, from, err := tr.headerFrom("shop.apps.localhost", "/own", "X-Operator"); err != nil || h != "" || from != "own" {
+		t.Errorf("shop.apps.localhost/own (the operator's router): X-Operator %q from %s (%v); want no header, from own", h, from, err)
+	}
+
 	// Both providers' routers are enabled, with no error.
 	if rd, err = tr.rawData(); err != nil {
 		t.Fatal(err)
@@ -86,6 +121,10 @@ func TestOperatorRoutesBesideTheFleetsShareOneTraefik(t *testing.T) {
 		}
 	}
 	tr.requireProviderClean(t)
+	// The fleet's router of shop lists the operator's middleware, then the fleet's retry.
+	if r := rd.Routers["host-shop_apps_localhost@http"]; !slices.Equal(r.Middlewares, []string{"stamp@file", "scafo-retry@http"}) {
+		t.Errorf("host-shop_apps_localhost@http middlewares %v, want [stamp@file scafo-retry@http] (Traefik qualifies the render's own)", r.Middlewares)
+	}
 
 	// The access log: JSON lines on standard output, one per request, naming the host.
 	hosts := map[string]int{}
@@ -109,6 +148,23 @@ func TestOperatorRoutesBesideTheFleetsShareOneTraefik(t *testing.T) {
 			t.Errorf("no access log line for %s; lines by host and router: %v", want, hosts)
 		}
 	}
+}
+
+// headerFrom sends GET path for host through the web entry point and returns the
+// response's header name and who answered.
+func (tr *traefik) headerFrom(host, path, name string) (value, from string, err error) {
+	req, err := http.NewRequest(http.MethodGet, "http://"+tr.webAddr()+path, nil)
+	if err != nil {
+		return "", "", err
+	}
+	req.Host = host
+	resp, err := tr.http.Do(req)
+	if err != nil {
+		return "", "", err
+	}
+	defer resp.Body.Close()
+	r, err := readResponse(resp)
+	return resp.Header.Get(name), r.from(), err
 }
 
 // writeDynamic writes one operator file into the file provider's directory through a

@@ -501,6 +501,7 @@ type routerInfo struct {
 	Service     string   `json:"service"`
 	Rule        string   `json:"rule"`
 	Priority    int      `json:"priority"`
+	Middlewares []string `json:"middlewares"`
 	Status      string   `json:"status"`
 	Err         []string `json:"error"`
 }
