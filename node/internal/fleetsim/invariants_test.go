@@ -3,6 +3,7 @@ package fleetsim
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -31,7 +32,7 @@ var (
 )
 
 const (
-	defaultSeeds = 40
+	defaultSeeds = 24
 	defaultSteps = 200
 	fleetNodes   = 3
 	fleetIngress = 2
@@ -55,17 +56,19 @@ func TestFleet(t *testing.T) {
 		first, seeds = *seedFlag, 1
 	}
 	start := time.Now()
+	t.Cleanup(func() { t.Logf("%d seeds × %d steps in %v", seeds, steps, time.Since(start).Round(time.Millisecond)) })
 	for seed := first; seed < first+uint64(seeds); seed++ {
-		s := newSim(t, seed, fleetNodes, fleetIngress)
-		s.run(steps)
-		if s.failed {
-			break
-		}
-		if *seedFlag != 0 {
-			t.Logf("seed %d schedule:\n  %s\nmodel: hosts %v", seed, strings.Join(s.log, "\n  "), s.m.expectedHosts())
-		}
+		// Each seed is a fleet of its own: they run side by side (-parallel, GOMAXPROCS
+		// by default), each on its one goroutine.
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			t.Parallel()
+			s := newSim(t, seed, fleetNodes, fleetIngress)
+			s.run(steps)
+			if *seedFlag != 0 && !s.failed {
+				t.Logf("seed %d schedule:\n  %s\nmodel: hosts %v", seed, strings.Join(s.log, "\n  "), s.m.expectedHosts())
+			}
+		})
 	}
-	t.Logf("%d seeds × %d steps in %v", seeds, steps, time.Since(start).Round(time.Millisecond))
 }
 
 // checkPoll checks one answer of n's routing endpoint:

@@ -22,7 +22,7 @@ const apps = 4
 
 var claimHosts = []string{"shop.example.org", "blog.example.org", "*.wild.example.org", "api.example.net"}
 
-// accountOf is the tenant that owns application name: two tenants, apps alternating.
+// accountOf is the tenant that owns application name: each its own.
 func accountOf(app string) string { return "t" + app[len(app)-1:] }
 
 func appName(i int) string { return fmt.Sprintf("app%d", i) }
