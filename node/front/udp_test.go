@@ -438,3 +438,43 @@ func TestQUICARetriedConnectionOnOneSocketIsAnswered(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+// On a dual-stack socket (the default ":443"), an IPv4 client's address arrives
+// IPv4-mapped: its flow, its network's rate bucket (a /24) and the answers sent back
+// all work with the plain IPv4 address.
+func TestQUICDualStackSocketServesIPv4Clients(t *testing.T) {
+	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv6unspecified})
+	if err != nil {
+		t.Skipf("no IPv6 socket here: %v", err)
+	}
+	pki := newTestPKI(t, nameDB, nameKV)
+	up := startQUICUpstream(t, pki)
+	table := NewTable(twoNames(up.addr()))
+	r := NewUDPRelay(UDPConfig{}, func() *Table { return table }, nil)
+	served := make(chan error, 1)
+	go func() { served <- r.Serve(pc) }()
+	defer func() {
+		r.Close()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	addr := fmt.Sprintf("127.0.0.1:%d", pc.LocalAddr().(*net.UDPAddr).Port)
+	line, c, err := dialQUIC(quicCtx(t), nil, addr, nameDB, pki)
+	if err != nil || line != nameDB+" x-test" {
+		t.Fatalf("%q, %v", line, err)
+	}
+	c.CloseWithError(0, "")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for p := range r.rate {
+		if !p.Addr().Is4() || p.Bits() != 24 {
+			t.Fatalf("rate bucket %s, want an IPv4 /24", p)
+		}
+	}
+	for f := range r.flows {
+		if !f.client.Addr().Is4() {
+			t.Fatalf("flow client %s, want IPv4", f.client)
+		}
+	}
+}
