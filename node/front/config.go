@@ -128,8 +128,10 @@ func (c *Config) Validate() error {
 	if d := time.Duration(c.TCP.DialTimeout); d < 10*time.Millisecond || d > 30*time.Second {
 		bad("tcp.dialTimeout %s: 10ms..30s", d)
 	}
-	if c.UDP.MaxFlows < 1 || c.UDP.MaxFlows > 1<<20 {
-		bad("udp.maxFlows %d: 1..1048576", c.UDP.MaxFlows)
+	// A flow may hold a socket of its own (one per client address and instance), and
+	// scafo-front.service allows 262 144 descriptors: at most a quarter of them.
+	if c.UDP.MaxFlows < 1 || c.UDP.MaxFlows > 65536 {
+		bad("udp.maxFlows %d: 1..65536", c.UDP.MaxFlows)
 	}
 	if c.UDP.NewFlowsPerSecond <= 0 {
 		bad("udp.newFlowsPerSecond %v: must be positive", c.UDP.NewFlowsPerSecond)
