@@ -24,7 +24,7 @@ const (
 	secApplied   = "10. Is ?wait=applied ever early? By fleet size and provider (issue 24)"
 )
 
-var sectionOrder = []string{secPoll, secDerive, secStability, secTraefik, secFlip, secFleetFlip, secStoreCost, secGroups, secApplied}
+var sectionOrder = []string{secPoll, secDerive, secStability, secTraefik, secFlip, secFleetFlip, secStoreCost, secGroups, secApplied, secFront}
 
 // report collects what the measurements found and writes REPORT.md.
 var report = &benchReport{sections: map[string][]string{}}
