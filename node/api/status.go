@@ -141,8 +141,9 @@ type Probe struct {
 // Ingress is one ingress in /v1/status and `scafo-node ingresses`.
 type Ingress struct {
 	Name string `json:"name"`
-	// Kind: "plugin" (the provider plugin: Applied) or "http" (Traefik's HTTP provider:
-	// Served, what the node answered it; Traefik applies it after its throttle).
+	// Kind: "plugin" (the provider plugin: Applied), "front" (the layer-4 front,
+	// node/front: Applied) or "http" (Traefik's HTTP provider: Served, what the node
+	// answered it; Traefik applies it after its throttle).
 	Kind string `json:"kind"`
 	Node string `json:"node"`
 	// Groups is the ?group= selection it polls ("" for every group).
