@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -115,14 +116,28 @@ func readClientHello(c net.Conn, deadline time.Time, maxBytes int) (helloRead, e
 	return h, nil
 }
 
+// helloChunk is the most readMore reads at once: h.raw grows with the bytes that came,
+// never by what a record header announces (5 bytes announcing 2^14 would otherwise hold
+// 16 KiB of the front's until the deadline). TestAnAnnouncedRecordIsNotAllocatedBeforeItsBytesCome.
+const helloChunk = 1 << 10
+
 // readMore reads exactly n more bytes of c onto h.raw and returns them. A timeout is
-// errHelloTimeout; an EOF before they came is errNotClientHello (a client that sent a
-// fragment and closed: the fallback gets what there was, and sees the close).
+// errHelloTimeout; an EOF before they came is errClientClosed.
 func readMore(c net.Conn, h *helloRead, n int) ([]byte, error) {
 	start := len(h.raw)
-	h.raw = append(h.raw, make([]byte, n)...)
-	got, err := io.ReadFull(c, h.raw[start:])
-	h.raw = h.raw[:start+got]
+	var err error
+	for len(h.raw)-start < n && err == nil {
+		k := min(n-(len(h.raw)-start), helloChunk)
+		h.raw = slices.Grow(h.raw, k)
+		var got int
+		got, err = c.Read(h.raw[len(h.raw) : len(h.raw)+k])
+		h.raw = h.raw[:len(h.raw)+got]
+	}
+	if len(h.raw)-start == n {
+		err = nil
+	} else if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
 	switch {
 	case err == nil:
 		return h.raw[start:], nil

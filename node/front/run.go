@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -121,14 +122,17 @@ func New(cfg Config, client *http.Client, log *slog.Logger) (*Front, error) {
 	if h := fol.Current(); h != nil {
 		f.table.Store(FromDocument(h.Doc))
 	}
+	// No route may send a client to a node API the front follows, nor to the other
+	// protocol's fallback (each proxy refuses its own fallback and sockets itself).
+	apis := nodeAPIAddrs(cfg.Nodes)
 	f.tcp = NewTCPProxy(TCPConfig{
 		Fallback: cfg.Fallback.TLS, HelloTimeout: time.Duration(cfg.TCP.HelloTimeout), MaxHello: cfg.TCP.MaxHello,
-		DialTimeout: time.Duration(cfg.TCP.DialTimeout),
+		DialTimeout: time.Duration(cfg.TCP.DialTimeout), Refuse: nonEmpty(slices.Concat(apis, []string{cfg.Fallback.QUIC})),
 	}, f.Table, log)
 	f.udp = NewUDPRelay(UDPConfig{
 		Fallback: cfg.Fallback.QUIC, MaxFlows: cfg.UDP.MaxFlows, NewFlowsPerSecond: cfg.UDP.NewFlowsPerSecond,
 		DialTimeout: time.Duration(cfg.UDP.DialTimeout), UnansweredTimeout: time.Duration(cfg.UDP.UnansweredTimeout),
-		IdleTimeout: time.Duration(cfg.UDP.IdleTimeout),
+		IdleTimeout: time.Duration(cfg.UDP.IdleTimeout), Refuse: nonEmpty(slices.Concat(apis, []string{cfg.Fallback.TLS})),
 	}, f.Table, log)
 	return f, nil
 }
@@ -180,6 +184,10 @@ func (f *Front) apply(h *follow.Held) {
 	t := FromDocument(h.Doc)
 	f.table.Store(t)
 	f.log.Info("front routes", "revision", h.Doc.Revision, "serial", h.Serial, "passthrough_names", t.Len())
+}
+
+func nonEmpty(ss []string) []string {
+	return slices.DeleteFunc(ss, func(s string) bool { return s == "" })
 }
 
 func udpAddr(u *net.UDPConn) string {

@@ -47,6 +47,10 @@ type TCPConfig struct {
 	// dialed (default 1 s). A refusal moves on at once. The fallback gets the same
 	// budget.
 	DialTimeout time.Duration
+	// Refuse are further addresses no passthrough route may send a client to (the node
+	// APIs the front follows, the QUIC fallback), beside the fallback and the proxy's
+	// own listening sockets, which it refuses by itself (guard.go).
+	Refuse []string
 }
 
 const (
@@ -112,6 +116,7 @@ type TCPStats struct {
 	NoUpstream     uint64 // closed: every upstream of the route refused or stayed silent
 	FallbackFailed uint64 // closed: the fallback did not answer (or none is set)
 	DialFailures   uint64 // upstream dials that failed (a refused or silent upstream, before the next)
+	Forbidden      uint64 // upstreams not dialed: the front itself, the fallback, a node API (guard.go)
 	Open           int64  // connections being handled now
 }
 
@@ -121,6 +126,7 @@ type TCPProxy struct {
 	table  func() *Table
 	log    *slog.Logger
 	dialer net.Dialer // DialTimeout per address
+	guard  atomic.Pointer[upstreamGuard]
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -136,7 +142,7 @@ type TCPProxy struct {
 
 	stats struct {
 		accepted, routed, fallback, notClientHello, noServerName, unrouted, helloTimeout, helloTooLarge,
-		clientClosed, noUpstream, fallbackFailed, dialFailures atomic.Uint64
+		clientClosed, noUpstream, fallbackFailed, dialFailures, forbidden atomic.Uint64
 		open atomic.Int64
 	}
 }
@@ -152,7 +158,24 @@ func NewTCPProxy(cfg TCPConfig, table func() *Table, log *slog.Logger) *TCPProxy
 		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, stopped: make(chan struct{})}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.dialer.Timeout = p.cfg.DialTimeout
+	p.guard.Store(newUpstreamGuard(p.guardEntriesLocked()))
 	return p
+}
+
+// guardEntriesLocked lists what the guard refuses: the fallback, cfg.Refuse and the
+// listening sockets (p.mu held, or p not shared yet).
+func (p *TCPProxy) guardEntriesLocked() []guardEntry {
+	var es []guardEntry
+	if p.cfg.Fallback != "" {
+		es = append(es, guardEntry{p.cfg.Fallback, "the fallback"})
+	}
+	for _, a := range p.cfg.Refuse {
+		es = append(es, guardEntry{a, "an address of the front's own (a node API, a fallback)"})
+	}
+	for ln := range p.listeners {
+		es = append(es, guardEntry{ln.Addr().String(), "the front's own listening socket"})
+	}
+	return es
 }
 
 // Stats returns the counters.
@@ -162,7 +185,7 @@ func (p *TCPProxy) Stats() TCPStats {
 		NotClientHello: s.notClientHello.Load(), NoServerName: s.noServerName.Load(), Unrouted: s.unrouted.Load(),
 		HelloTimeout: s.helloTimeout.Load(), HelloTooLarge: s.helloTooLarge.Load(), ClientClosed: s.clientClosed.Load(),
 		NoUpstream: s.noUpstream.Load(), FallbackFailed: s.fallbackFailed.Load(), DialFailures: s.dialFailures.Load(),
-		Open: s.open.Load()}
+		Forbidden: s.forbidden.Load(), Open: s.open.Load()}
 }
 
 // ErrTCPProxyClosed is what Serve returns for a proxy already closed or shut down.
@@ -180,6 +203,7 @@ func (p *TCPProxy) Serve(ln net.Listener) error {
 		return ErrTCPProxyClosed
 	}
 	p.listeners[ln] = struct{}{}
+	p.guard.Store(newUpstreamGuard(p.guardEntriesLocked()))
 	p.wg.Add(1)
 	p.mu.Unlock()
 	defer func() {
@@ -359,6 +383,12 @@ func (p *TCPProxy) handle(c net.Conn) {
 // or nil.
 func (p *TCPProxy) dialRoute(r *Route) net.Conn {
 	for _, addr := range r.Upstreams {
+		if why := p.guard.Load().refuse(addr); why != "" {
+			p.stats.forbidden.Add(1)
+			p.log.Warn("front: a passthrough route names an address no route may reach: not dialed",
+				"name", r.Name, "application", r.Application, "upstream", addr, "reason", why)
+			continue
+		}
 		up, err := p.dialer.DialContext(p.ctx, "tcp", addr)
 		if err == nil {
 			if p.track(up) {

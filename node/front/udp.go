@@ -39,9 +39,11 @@ type UDPConfig struct {
 	NewFlowsPerSecond float64
 	NewFlowsBurst     int
 	// UnansweredTimeout expires a flow that is not established (default 10 s from its
-	// first datagram). A flow is established once its upstream has answered and the
-	// client has then sent a short header packet to a connection ID the upstream
-	// chose: only a client that receives at its address can.
+	// first datagram). A flow is established once its upstream has answered and both
+	// sides have then sent a short header (1-RTT) packet, the upstream's to the client's
+	// connection ID: a server sends those only once a handshake with a client that
+	// receives at its address has progressed, so a sender of spoofed Initials cannot
+	// hold a flow past UnansweredTimeout (TestQUICABlindSpooferCannotEstablishAFlow).
 	UnansweredTimeout time.Duration
 	// IdleTimeout expires an established flow that carried nothing either way for
 	// that long (default 3 min; QUIC servers' idle timeouts are usually 30 s).
@@ -50,6 +52,10 @@ type UDPConfig struct {
 	// datagrams are replayed to the next one (default 1 s). A refusal (ICMP port
 	// unreachable, seen as ECONNREFUSED on the upstream socket) moves on at once.
 	DialTimeout time.Duration
+	// Refuse are further addresses no passthrough route may send a flow to (the node
+	// APIs the front follows, the TLS fallback), beside Fallback and the relay's own
+	// socket, which it refuses by itself (guard.go).
+	Refuse []string
 }
 
 func (c UDPConfig) withDefaults() UDPConfig {
@@ -107,6 +113,7 @@ type UDPStats struct {
 	FlowsFallback    uint64 // flows relayed to Fallback
 	FlowsRefused     uint64 // flows with no route and no fallback, or an unreadable ClientHello
 	FlowsFailed      uint64 // flows whose every upstream refused or stayed silent
+	Forbidden        uint64 // upstreams not sent to: the front itself, a fallback, a node API (guard.go)
 	FlowsExpired     uint64
 	Failovers        uint64 // held datagrams replayed to a next upstream
 	Migrations       uint64 // flows moved to a new client address
@@ -139,6 +146,7 @@ type UDPRelay struct {
 
 	mu      sync.Mutex
 	pc      *net.UDPConn
+	guard   *upstreamGuard // set by Serve
 	closed  bool
 	flows   map[*udpFlow]struct{}
 	byKey   map[flowKey]*udpFlow          // client address + a DCID it sends (its first, the server's)
@@ -200,7 +208,7 @@ const (
 	flowCollecting  flowState = iota // reading the ClientHello
 	flowDialing                      // routed; the current upstream has not answered
 	flowAnswered                     // the upstream answered; no failover any more
-	flowEstablished                  // the client sent a short header to the upstream's CID
+	flowEstablished                  // both sides sent short headers (UDPConfig.UnansweredTimeout)
 	flowRefused                      // dropped (no route, unreadable): a tombstone until expiry
 	flowClosed
 )
@@ -217,11 +225,15 @@ type udpFlow struct {
 	name      string
 	upstreams []string
 	next      int
+	fallback  bool // relayed to cfg.Fallback: no passthrough route
 	link      *upLink
 	clientCID connID // the SCID of the client's first Initial: the DCID of the server's packets
 	gen       int
 	timer     *time.Timer
 	cids      []connID
+	// clientShort, upShort: the client, the upstream sent a short header packet since
+	// the upstream answered (both: established).
+	clientShort, upShort bool
 }
 
 // NewUDPRelay returns a relay that looks names up in table() (called per new flow).
@@ -268,6 +280,14 @@ func (r *UDPRelay) Serve(pc *net.UDPConn) error {
 		return errors.New("front: UDPRelay.Serve called twice")
 	}
 	r.pc = pc
+	es := []guardEntry{{pc.LocalAddr().String(), "the front's own socket"}}
+	if r.cfg.Fallback != "" {
+		es = append(es, guardEntry{r.cfg.Fallback, "the fallback"})
+	}
+	for _, a := range r.cfg.Refuse {
+		es = append(es, guardEntry{a, "an address of the front's own (a node API, a fallback)"})
+	}
+	r.guard = newUpstreamGuard(es)
 	r.mu.Unlock()
 	r.wg.Add(1)
 	go r.sweeper()
@@ -393,6 +413,7 @@ func (r *UDPRelay) fromClient(b []byte, src netip.AddrPort) {
 		l = f.link
 	case flowAnswered:
 		if !quic.IsLongHeader(b) && !moved {
+			f.clientShort = true
 			r.establishLocked(f)
 		}
 		l = f.link
@@ -410,7 +431,12 @@ func (r *UDPRelay) fromClient(b []byte, src netip.AddrPort) {
 	}
 }
 
+// establishLocked marks an answered flow established once both sides sent a short
+// header.
 func (r *UDPRelay) establishLocked(f *udpFlow) {
+	if f.state != flowAnswered || !f.clientShort || !f.upShort {
+		return
+	}
 	f.state = flowEstablished
 	r.eventLocked("established", f.name)
 }
@@ -441,6 +467,7 @@ func (r *UDPRelay) ambiguousLocked(b []byte, src netip.AddrPort, now time.Time) 
 		}
 		f.last = now
 		if len(links) == 1 && f.state == flowAnswered && !quic.IsLongHeader(b) {
+			f.clientShort = true
 			r.establishLocked(f)
 		}
 	}
@@ -655,7 +682,7 @@ func (r *UDPRelay) readHelloLocked(f *udpFlow, b []byte) {
 		r.stats.FlowsRouted++
 		r.eventLocked("routed", rt.Name)
 	case r.cfg.Fallback != "":
-		f.upstreams = []string{r.cfg.Fallback}
+		f.upstreams, f.fallback = []string{r.cfg.Fallback}, true
 		r.stats.FlowsFallback++
 		r.eventLocked("fallback", name)
 	default:
@@ -686,6 +713,12 @@ func (r *UDPRelay) dialNextLocked(f *udpFlow) {
 	for f.next < len(f.upstreams) {
 		addr := f.upstreams[f.next]
 		f.next++
+		if why := r.guard.refuse(addr); why != "" && !f.fallback {
+			r.stats.Forbidden++
+			r.log.Warn("quic: a passthrough route names an address no route may reach: not sent to",
+				"name", f.name, "upstream", addr, "reason", why)
+			continue
+		}
 		l, err := r.linkLocked(f.client, addr)
 		if err != nil {
 			r.log.Warn("quic upstream socket", "name", f.name, "upstream", addr, "error", err)
@@ -857,6 +890,17 @@ func (r *UDPRelay) fromUpstream(l *upLink) {
 				}
 			}
 		}
+		if !quic.IsLongHeader(d) {
+			// A short header to a flow's client CID: the upstream's half of establishing
+			// it (every answered flow of the socket with that CID: one socket whose
+			// connections have zero-length CIDs cannot tell them apart, and neither can we).
+			for _, g := range l.flows {
+				if g.state == flowAnswered && toClientCID(g, d) {
+					g.upShort = true
+					r.establishLocked(g)
+				}
+			}
+		}
 		client, pc := l.client, r.pc
 		r.stats.ToClient++
 		r.mu.Unlock()
@@ -908,6 +952,14 @@ func attribute(l *upLink, d []byte) *udpFlow {
 		}
 	}
 	return found
+}
+
+// toClientCID reports whether a short header packet of an upstream is addressed to the
+// connection ID the client chose in its first Initial (a stateless reset, which a
+// server may send for a packet it cannot place, carries random bytes there).
+func toClientCID(f *udpFlow, d []byte) bool {
+	n := int(f.clientCID.n)
+	return len(d) >= 1+n && bytes.Equal(d[1:1+n], f.clientCID.b[:n])
 }
 
 // learnLocked records the Source Connection IDs of the long header packets in an

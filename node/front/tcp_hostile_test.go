@@ -1,0 +1,247 @@
+package front
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// Hostile clients and hostile routing documents against the TCP side (issue 47, the
+// review of the front as anyone on the internet, a tenant, or a corrupt document).
+
+// A route naming the front's own socket (a corrupt document or state file) would make
+// every connection to the name dial the front again with the same ClientHello, a loop
+// that ends when descriptors run out. The front refuses to dial itself: the client is
+// closed, and the front accepted one connection, the client's.
+func TestARouteToTheFrontItselfIsNotDialed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := NewTable([]Route{{Name: nameDB, Application: "db", Upstreams: []string{ln.Addr().String()}}})
+	p := NewTCPProxy(TCPConfig{DialTimeout: time.Second}, func() *Table { return table }, nil)
+	served := make(chan error, 1)
+	go func() { served <- p.Serve(ln) }()
+	t.Cleanup(func() { p.Close(); <-served })
+
+	c := sendRaw(t, ln.Addr().String(), records(goHello(t, []byte(nameDB))))
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := io.Copy(io.Discard, c); err != nil || n != 0 {
+		t.Fatalf("the client read %d bytes, %v: want a close", n, err)
+	}
+	if s := p.Stats(); s.Accepted != 1 || s.Forbidden != 1 || s.NoUpstream != 1 || s.Routed != 0 {
+		t.Fatalf("stats %+v: want one connection accepted, its one upstream (the front) refused", s)
+	}
+}
+
+// A route naming the fallback (Traefik's entry point, which trusts PROXY headers from the
+// front's address) would hand Traefik the client's bytes from 127.0.0.1 with no header:
+// every client of the name would look like the front. It is not dialed.
+func TestARouteToTheFallbackIsNotDialed(t *testing.T) {
+	fb := startFallback(t)
+	p, addr := startFront(t, TCPConfig{Fallback: fb.addr()},
+		[]Route{{Name: nameDB, Application: "db", Upstreams: []string{fb.addr()}}}, nil)
+	c := sendRaw(t, addr, records(goHello(t, []byte(nameDB))))
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := io.Copy(io.Discard, c); err != nil || n != 0 {
+		t.Fatalf("the client read %d bytes, %v: want a close", n, err)
+	}
+	// The front decided before closing the client: a dial to the fallback would have
+	// been accepted already.
+	select {
+	case got := <-fb.conns:
+		t.Fatalf("the fallback got a connection for a passthrough name: %+v", got)
+	default:
+	}
+	if s := p.Stats(); s.Forbidden != 1 || s.NoUpstream != 1 || s.Fallback != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// The guard's rules, address by address.
+func TestUpstreamGuardRefusesTheFrontsOwnAddresses(t *testing.T) {
+	g := newUpstreamGuard([]guardEntry{
+		{"127.0.0.1:8443", "the fallback"},
+		{":443", "the front's own listening socket"},
+		{"[::]:7443", "the front's own socket"},
+		{"10.83.0.1:7400", "a node API"},
+	})
+	var aLocal string
+	for a := range g.local {
+		if a.Is4() && !a.IsLoopback() {
+			aLocal = a.String()
+			break
+		}
+	}
+	for _, tc := range []struct {
+		addr   string
+		refuse bool
+	}{
+		{"127.0.0.1:8443", true},
+		{"[::ffff:127.0.0.1]:8443", true},
+		{"127.0.0.1:443", true},
+		{"127.0.0.2:443", true},
+		{"[::1]:443", true},
+		{"127.0.0.1:7443", true},
+		{"10.83.0.1:7400", true},
+		{"0.0.0.0:24000", true},
+		{"[::]:24000", true},
+		{"224.0.0.1:24000", true},
+		{"255.255.255.255:24000", true},
+		{"127.0.0.1:24000", false}, // a one-node fleet's instance
+		{"127.0.0.2:8443", false},  // not where the fallback listens
+		{"10.83.0.2:443", false},   // another node's 443 (not this host's)
+		{"10.83.0.1:24000", false},
+		{"[fd00::1]:24000", false},
+		{"db.internal:443", false}, // not an IP literal: not judged (a document has none)
+	} {
+		if got := g.refuse(tc.addr) != ""; got != tc.refuse {
+			t.Errorf("refuse(%s) = %q, want refused: %v", tc.addr, g.refuse(tc.addr), tc.refuse)
+		}
+	}
+	if aLocal != "" {
+		if g.refuse(net.JoinHostPort(aLocal, "443")) == "" {
+			t.Errorf("this host's address %s on the front's port 443 is not refused", aLocal)
+		}
+		if g.refuse(net.JoinHostPort(aLocal, "24000")) != "" {
+			t.Errorf("this host's address %s on an instance port is refused", aLocal)
+		}
+	}
+	if got := nodeAPIAddrs([]string{"http://127.0.0.1:7400", "https://node-b.example", "http://[fd00::2]:7400/"}); len(got) != 3 ||
+		got[0] != "127.0.0.1:7400" || got[1] != "node-b.example:443" || got[2] != "[fd00::2]:7400" {
+		t.Errorf("nodeAPIAddrs: %q", got)
+	}
+}
+
+// A client that sends its own PROXY header (v1 text or v2 binary) as its first bytes,
+// hoping Traefik takes it for the front's: the fallback gets the front's header first,
+// with the client's real address, then the client's bytes untouched, where a PROXY
+// reader (one header per connection) sees TLS that does not parse, never a second
+// header.
+func TestAClientsOwnProxyHeaderReachesTheFallbackAfterTheFrontsAsPlainBytes(t *testing.T) {
+	fb := startFallback(t)
+	_, addr := startFront(t, TCPConfig{Fallback: fb.addr()}, nil, nil)
+	v2 := append(proxyV2Signature[:], proxyV2Command, proxyV2TCP4, 0, 12, 6, 6, 6, 6, 10, 0, 0, 1, 0x1f, 0x90, 0x01, 0xbb)
+	hello := records(goHello(t, []byte("unrouted.example.org")))
+	for _, tc := range []struct {
+		why   string
+		bytes []byte
+	}{
+		{"a PROXY v1 line", []byte("PROXY TCP4 6.6.6.6 10.0.0.1 8080 443\r\n")},
+		{"a PROXY v1 line before a ClientHello", append([]byte("PROXY TCP4 6.6.6.6 10.0.0.1 8080 443\r\n"), hello...)},
+		{"a PROXY v2 header", v2},
+		{"a PROXY v2 header before a ClientHello", append(append([]byte(nil), v2...), hello...)},
+		{"a ClientHello, then a PROXY v2 header", append(append([]byte(nil), hello...), v2...)},
+	} {
+		c := sendRaw(t, addr, tc.bytes)
+		got := fb.next(t)
+		if got.err != nil || got.header.command != proxyV2Command || got.header.src.String() != c.LocalAddr().String() {
+			t.Errorf("%s: the fallback's header %+v (%v), want the front's with %s", tc.why, got.header, got.err, c.LocalAddr())
+			continue
+		}
+		if !bytes.Equal(got.bytes, tc.bytes) {
+			t.Errorf("%s: after the front's header the fallback got %q, want the client's bytes %q", tc.why, got.bytes, tc.bytes)
+		}
+	}
+}
+
+// The whole header block the front writes is one PROXY v2 header whose length field
+// covers exactly its address block: a reader that takes the header's length skips
+// nothing of the client's and reads nothing of it as header.
+func TestTheFrontsProxyHeaderLengthCoversOnlyItsAddresses(t *testing.T) {
+	for _, tc := range []struct{ src, dst net.Addr }{
+		{&net.TCPAddr{IP: net.IPv4(203, 0, 113, 7), Port: 50000}, &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 443}},
+		{&net.TCPAddr{IP: net.ParseIP("2001:db8::7"), Port: 50000}, &net.TCPAddr{IP: net.ParseIP("2001:db8::1"), Port: 443}},
+	} {
+		h := appendProxyV2(nil, tc.src, tc.dst)
+		if n := int(binary.BigEndian.Uint16(h[14:16])); 16+n != len(h) {
+			t.Errorf("%v: header of %d bytes declares %d after its 16", tc.src, len(h), n)
+		}
+		r := bufio.NewReader(io.MultiReader(bytes.NewReader(h), bytes.NewReader([]byte("PROXY TCP4 1.2.3.4"))))
+		if _, err := readProxyV2(r); err != nil {
+			t.Fatalf("%v: %v", tc.src, err)
+		}
+		if rest, _ := io.ReadAll(r); string(rest) != "PROXY TCP4 1.2.3.4" {
+			t.Errorf("%v: after the header: %q", tc.src, rest)
+		}
+	}
+}
+
+// stallConn gives a reader its bytes, then reports the read deadline passed: a client
+// that sent a record header announcing 16 KiB and then nothing.
+type stallConn struct {
+	net.Conn
+	r *bytes.Reader
+}
+
+func (c *stallConn) Read(p []byte) (int, error) {
+	if c.r.Len() == 0 {
+		return 0, os.ErrDeadlineExceeded
+	}
+	return c.r.Read(p)
+}
+func (c *stallConn) SetReadDeadline(time.Time) error { return nil }
+
+// A record header announcing 2^14 bytes costs the client 5 bytes: the front must not
+// answer it with a 16 KiB buffer before the bytes come, or a flood of half-open
+// connections holds 16 KiB of the front's memory each for 5 bytes each. What a
+// ClientHello read holds grows with what the client sent.
+func TestAnAnnouncedRecordIsNotAllocatedBeforeItsBytesCome(t *testing.T) {
+	header := []byte{22, 3, 1, 0x40, 0x00, 1, 0, 0x3f, 0xfc} // a record of 2^14, a ClientHello of 16 380
+	const calls = 200
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := 0; i < calls; i++ {
+		_, err := readClientHello(&stallConn{r: bytes.NewReader(header)}, time.Time{}, 32<<10)
+		if !errors.Is(err, errHelloTimeout) {
+			t.Fatalf("read: %v, want the deadline", err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / calls; per > 4<<10 {
+		t.Fatalf("a read that got %d bytes allocated %d bytes: want it to grow with what came (< 4 KiB)", len(header), per)
+	}
+}
+
+// BenchmarkHalfOpenClientHelloMemory: what a connection that sent a record header
+// announcing 12 KiB, then nothing, holds of the front's memory (heap and goroutine
+// stacks) while it waits for its deadline. Reported as bytes/conn; b.N is ignored
+// beyond running once (1 000 connections).
+func BenchmarkHalfOpenClientHelloMemory(b *testing.B) {
+	const conns = 1000
+	reads := make(chan int, 4*conns)
+	_, addr := startFront(b, TCPConfig{HelloTimeout: time.Minute}, nil,
+		func(ln net.Listener) net.Listener { return &readsListener{Listener: ln, reads: reads} })
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	cs := make([]net.Conn, 0, conns)
+	for i := 0; i < conns; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cs = append(cs, c)
+		if _, err := c.Write([]byte{22, 3, 1, 0x30, 0x00, 1, 0, 0x2f, 0xfc}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// Every handler has read its 9 bytes (and waits for more).
+	for got := 0; got < 9*conns; got += <-reads {
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	held := int64(after.HeapInuse+after.StackInuse) - int64(before.HeapInuse+before.StackInuse)
+	b.ReportMetric(float64(held)/conns, "bytes/conn")
+	for _, c := range cs {
+		c.Close()
+	}
+}
