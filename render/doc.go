@@ -136,6 +136,16 @@
 // (defaults: 12 tries from 200ms, 1.5 s to 4.6 s in all); one attempt renders no
 // middleware at all.
 //
+// # Operator middlewares
+//
+// A route's Middlewares (routing.Route.Middlewares: "auth@file", the operator's, by
+// reference) go on every router to its application, in order, before the retry
+// middleware: its host routers and every path router that selects it, per prefix or
+// grouped (routerMiddlewares). Traefik runs a router's middlewares in list order, each
+// wrapping the rest, and the retry re-runs what comes after it; last, a retry re-sends
+// to the service alone, never through the operator's middlewares again. The render
+// defines none of them: http.middlewares holds RetryMiddleware alone.
+//
 // # The flip invariant
 //
 // The application an account was flipped away from (the host's own application) must
