@@ -137,11 +137,15 @@ type Steps struct {
 	AuditSweep func(ctx context.Context, now time.Time)
 	// ProbeRound probes this node's instances (probe.Prober.Round); nil with probing off.
 	ProbeRound func(ctx context.Context, now time.Time)
+	// SaveServed writes served.json as the last pass handed it over
+	// (reconcile.Reconciler.SaveServed; Run's saver writes it at once).
+	SaveServed func()
 }
 
 // Steps returns the node's steps.
 func (s *Server) Steps() Steps {
-	st := Steps{Heartbeat: s.self.Heartbeat, Reconcile: s.rec.Pass, FlushIngresses: s.ingresses.Flush, AuditSweep: s.writer.AuditSweep}
+	st := Steps{Heartbeat: s.self.Heartbeat, Reconcile: s.rec.Pass, FlushIngresses: s.ingresses.Flush, AuditSweep: s.writer.AuditSweep,
+		SaveServed: s.rec.SaveServed}
 	if s.probes != nil {
 		st.ProbeRound = s.probes.Round
 	}

@@ -151,6 +151,10 @@ func New(o Options) *Reconciler {
 // pending: run it beside Run and stop it after Run returned.
 func (r *Reconciler) RunSaver(ctx context.Context) { r.saver.run(ctx) }
 
+// SaveServed writes served.json as the last pass handed it over, if not yet written: one
+// step of the saver (RunSaver runs it whenever a pass hands one over).
+func (r *Reconciler) SaveServed() { r.saver.flush() }
+
 type cachedObject struct {
 	etag  string
 	value any // fleet.App, fleet.Claim, fleet.NodeRecord

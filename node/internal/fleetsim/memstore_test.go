@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -29,6 +30,19 @@ type memObject struct {
 	value []byte
 	etag  string
 	mod   time.Time
+}
+
+// snapshot is a copy of the store (a backup); restore puts one back.
+func (m *memStore) snapshot() map[string]memObject {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.objs)
+}
+
+func (m *memStore) restore(objs map[string]memObject) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.objs = maps.Clone(objs)
 }
 
 func newMemStore(clock func() time.Time) *memStore {

@@ -96,6 +96,12 @@ func (s *sim) adminWrite() {
 		case ok2xx(rec.Code):
 			s.m.apps[app] = modelApp{placement: placement}
 			delete(s.m.unsureApps, app)
+			if rec.Code == http.StatusCreated {
+				// A new incarnation: the instances of an earlier one are orphans (swept).
+				for _, p := range s.nodes {
+					s.holds(p, app, 0)
+				}
+			}
 			s.require(app+"."+platform, app)
 		case rec.Code >= 500:
 			s.m.unsureApps[app] = true
@@ -215,6 +221,9 @@ func (s *sim) unsureInst(n *simNode, app string, code int) {
 // require records that the hosts's route to app is in every document from the store's
 // serial now on (until a delete of it is tried).
 func (s *sim) require(host, app string) {
+	if s.restored {
+		return // serials are not comparable with those served until the operator adopts the store
+	}
 	if r, ok := s.m.required[host]; ok && r.app == app {
 		return
 	}

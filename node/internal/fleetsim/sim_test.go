@@ -60,9 +60,10 @@ type simNode struct {
 	failUntil int           // the step its failures end at
 
 	// What it served: per process (first: a 200 was served), per name (the serial).
-	served200  bool
-	lastSerial uint64
-	lastEpoch  string
+	served200    bool
+	lastSerial   uint64
+	lastEpoch    string
+	lastRevision string
 }
 
 // simIngress is a provider plugin: it polls one node, applies what it is given unless
@@ -91,6 +92,10 @@ type sim struct {
 	outageUntil int // every store request fails until this step
 	failed      bool
 	settling    bool // every pass a full one (what a stored but unannounced write waits for)
+	// backup is a copy of the store taken earlier; restored: it was put back, and every
+	// node refuses the store (foreign) until settle adopts it as the operator would.
+	backup   map[string]memObject
+	restored bool
 }
 
 func newSim(t testing.TB, seed uint64, nodes, ingresses int) *sim {
@@ -168,7 +173,10 @@ func (s *sim) fail(format string, args ...any) {
 	}
 	flags := ""
 	if *stateLostFlag {
-		flags = " -statelost"
+		flags += " -statelost"
+	}
+	if *restoreCrashFlag {
+		flags += " -restorecrash"
 	}
 	s.t.Errorf("seed %d, step %d: %s\nreplay: go test ./node/internal/fleetsim -run TestFleet -seed=%d%s -v\nlast events:\n  %s",
 		s.seed, s.step, fmt.Sprintf(format, args...), s.seed, flags, strings.Join(tail, "\n  "))
@@ -239,7 +247,7 @@ func (s *sim) event() {
 		s.outageUntil = s.step + 1 + s.rng.IntN(10)
 		s.logf("store outage until step %d", s.outageUntil)
 	case r < 66:
-		if n := pick(s.rng, s.nodes); n.srv != nil {
+		if n := pick(s.rng, s.nodes); n.srv != nil && (!s.restored || *restoreCrashFlag) {
 			n.srv.Close()
 			n.srv, n.h = nil, nil
 			n.downUntil, n.loseState = s.step+1+s.rng.IntN(20), s.rng.IntN(3) == 0 && *stateLostFlag
@@ -249,7 +257,17 @@ func (s *sim) event() {
 		n := pick(s.rng, s.nodes)
 		n.skew = pick(s.rng, []time.Duration{0, 3 * time.Second, -3 * time.Second, nodeTTL / 2, -nodeTTL / 2, nodeTTL + 5*time.Second, -(nodeTTL + 5*time.Second)})
 		s.logf("%s's clock skew %v", n.name, n.skew)
-	case r < 72:
+	case r < 73:
+		s.backup = s.st.snapshot()
+		s.logf("store backed up")
+	case r < 74:
+		if s.backup != nil {
+			s.st.restore(s.backup)
+			s.restored = true
+			clear(s.m.required) // serials restart below what was served: the operator's adopt decides
+			s.logf("store restored from its backup")
+		}
+	case r < 76:
 		in := pick(s.rng, s.ings)
 		in.node = s.rng.IntN(len(s.nodes))
 		s.logf("%s polls %s now", in.name, s.nodes[in.node].name)
@@ -282,10 +300,13 @@ func (s *sim) tickNodes() {
 			before = s.served(n)
 		}
 		if err := n.step.Reconcile(ctx, now, s.settling || s.rng.IntN(8) == 0); err != nil && faulty {
-			if after := s.served(n); !bytes.Equal(before, after) {
+			// A restart that finds the store foreign serves what its state dir remembers:
+			// from nothing served, its first document.
+			if after := s.served(n); before != nil && !bytes.Equal(before, after) {
 				s.fail("%s's pass failed (%v) and what it serves changed", n.name, err)
 			}
 		}
+		n.step.SaveServed()
 	}
 }
 
@@ -326,6 +347,37 @@ func (s *sim) settle() {
 		if n.srv == nil {
 			n.downUntil = s.step
 		}
+	}
+	if s.restored {
+		// The operator accepts the restored store on every node (scafo-node store adopt):
+		// what it holds is the fleet's now, serials below what was served included. A
+		// request to a node that has not seen the store go back yet is dropped, so they
+		// pass once first.
+		s.now = s.now.Add(time.Second)
+		s.tickNodes()
+		for _, n := range s.nodes {
+			if err := node.RequestStoreAdopt(n.cfg.StateDir); err != nil {
+				s.t.Fatal(err)
+			}
+			n.lastSerial, n.lastEpoch, n.lastRevision = 0, "", ""
+		}
+		for app := range s.m.apps {
+			s.m.unsureApps[app] = true
+		}
+		for i := range apps {
+			s.m.unsureApps[appName(i)] = true
+		}
+		for _, h := range claimHosts {
+			s.m.unsureClaims[h] = true
+		}
+		// An application the backup brings back with its incarnation owns again the
+		// instances its delete left to a sweep that has not run: what each node holds.
+		for _, n := range s.nodes {
+			for i := range apps {
+				s.m.unsureInsts[portKey{n.name, i}] = true
+			}
+		}
+		s.restored = false
 	}
 	s.settling = true
 	for range 3 {
