@@ -9,8 +9,11 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/scafo/ingress/render/routing"
 )
 
 // Hostile clients and hostile routing documents against the TCP side (issue 47, the
@@ -243,5 +246,39 @@ func BenchmarkHalfOpenClientHelloMemory(b *testing.B) {
 	b.ReportMetric(float64(held)/conns, "bytes/conn")
 	for _, c := range cs {
 		c.Close()
+	}
+}
+
+// A routing document the front did not derive (a compromised node, a bad state file
+// that skipped the codec): only exact lower-case ASCII passthrough names enter the
+// table, the first of a duplicated name wins, and a lookup folds ASCII case and
+// nothing else.
+func TestACorruptDocumentPutsOnlyExactNamesInTheTable(t *testing.T) {
+	up := func(a string) []routing.Upstream { return []routing.Upstream{{Node: "n", Address: a}} }
+	doc := &routing.Document{Routes: []routing.Route{
+		{Host: "*.example.org", Application: "wild", Passthrough: true, Upstreams: up("10.0.0.9:1")},
+		{Host: "DB.example.org", Application: "upper", Passthrough: true, Upstreams: up("10.0.0.9:2")},
+		{Host: "db.ex\u00e4mple.org", Application: "unicode", Passthrough: true, Upstreams: up("10.0.0.9:3")},
+		{Host: "db.example.org.", Application: "dot", Passthrough: true, Upstreams: up("10.0.0.9:4")},
+		{Host: " db.example.org", Application: "space", Passthrough: true, Upstreams: up("10.0.0.9:5")},
+		{Host: "db.example.org", Application: "first", Passthrough: true, Upstreams: up("10.0.0.1:1")},
+		{Host: "db.example.org", Application: "second", Passthrough: true, Upstreams: up("10.0.0.9:6")},
+		{Host: "http.example.org", Application: "http", Upstreams: up("10.0.0.9:7")},
+		{Host: strings.Repeat("a", 254), Application: "long", Passthrough: true, Upstreams: up("10.0.0.9:8")},
+	}}
+	tab := FromDocument(doc)
+	if got := tab.Names(); len(got) != 1 || got[0] != nameDB {
+		t.Fatalf("names %q, want only %q", got, nameDB)
+	}
+	for _, name := range []string{"db.example.org", "DB.EXAMPLE.ORG", "Db.Example.Org"} {
+		if r, ok := tab.Lookup(name); !ok || r.Application != "first" {
+			t.Errorf("Lookup(%q) = %+v, %v: want the first route of the name", name, r, ok)
+		}
+	}
+	for _, name := range []string{"db.examp\u212ae.org", "db.example.org.", "*.example.org", "x.example.org", "db.ex\u00e4mple.org",
+		"http.example.org", "db.example.org\x00", "d\u0130b.example.org"} {
+		if r, ok := tab.Lookup(name); ok {
+			t.Errorf("Lookup(%q) = %+v: want no route", name, r)
+		}
 	}
 }
