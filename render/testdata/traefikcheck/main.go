@@ -262,7 +262,7 @@ func check(in input) (errs []string) {
 			continue
 		}
 		ctx := provider.AddInContext(context.Background(), name)
-		if _, err := mb.BuildChain(ctx, r.Middlewares).Then(http.NotFoundHandler()); err != nil {
+		if _, err := middlewareChain(mb, ctx, r.Middlewares, http.NotFoundHandler()); err != nil {
 			bad("router %s: building its middlewares %v: %v", name, r.Middlewares, err)
 		}
 	}

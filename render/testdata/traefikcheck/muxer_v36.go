@@ -3,16 +3,18 @@
 package main
 
 import (
+	"context"
 	"net"
 	"net/http"
 
 	httpmuxer "github.com/traefik/traefik/v3/pkg/muxer/http"
 	tcpmuxer "github.com/traefik/traefik/v3/pkg/muxer/tcp"
+	"github.com/traefik/traefik/v3/pkg/server/middleware"
 	"github.com/traefik/traefik/v3/pkg/tcp"
 )
 
-// Traefik v3.6's muxer API (the default build); muxer_v37.go is v3.7's, built with
-// -tags traefik37.
+// Traefik v3.6's API (the default build) for what differs in v3.7 (muxer_v37.go,
+// built with -tags traefik37): the muxers, NewConnData, the middleware chain builder.
 
 const traefikLine = "v3.6"
 
@@ -41,3 +43,9 @@ type clientConn struct{ net.Conn }
 
 func (clientConn) RemoteAddr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000} }
 func (clientConn) CloseWrite() error    { return nil }
+
+// middlewareChain is the router manager's middleware chain for names in ctx's provider,
+// ending in next.
+func middlewareChain(b *middleware.Builder, ctx context.Context, names []string, next http.Handler) (http.Handler, error) {
+	return b.BuildChain(ctx, names).Then(next)
+}

@@ -3,16 +3,20 @@
 package main
 
 import (
+	"context"
 	"net"
 	"net/http"
 
 	httpmuxer "github.com/traefik/traefik/v3/pkg/muxer/http"
 	tcpmuxer "github.com/traefik/traefik/v3/pkg/muxer/tcp"
+	"github.com/traefik/traefik/v3/pkg/server/middleware"
 	"github.com/traefik/traefik/v3/pkg/tcp"
 )
 
-// Traefik v3.7's muxer API: the muxers take the providers' precedence (none here: the
-// render's routers all come from one provider) and AddRoute the router's provider.
+// Traefik v3.7's API where it differs from v3.6's: the muxers take the providers'
+// precedence (none here: the render's routers all come from one provider), AddRoute the
+// router's provider, NewConnData the client's address, and the middleware builder's
+// BuildChain is BuildMiddlewareChain.
 
 const traefikLine = "v3.7"
 
@@ -34,4 +38,10 @@ func addTCPRoute(m *tcpmuxer.Muxer, rule, syntax string, priority int, h tcp.Han
 // with serverName (pkg/server/router/tcp/router.go: tcpmuxer.NewConnData).
 func connData(serverName string) (tcpmuxer.ConnData, error) {
 	return tcpmuxer.NewConnData(serverName, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}, nil)
+}
+
+// middlewareChain is the router manager's middleware chain for names in ctx's provider,
+// ending in next.
+func middlewareChain(b *middleware.Builder, ctx context.Context, names []string, next http.Handler) (http.Handler, error) {
+	return b.BuildMiddlewareChain(ctx, names).Then(next)
 }
