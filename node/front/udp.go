@@ -26,7 +26,8 @@ type UDPConfig struct {
 	Fallback string
 	// MaxFlows caps the flows (client connections) held at once (default 4096). The
 	// flows of one client address to one upstream share a connected UDP socket: at
-	// most one socket (file descriptor) per flow.
+	// most maxLinksPerFlow sockets (file descriptors) per flow, one per client address
+	// it moved through.
 	MaxFlows int
 	// MaxHeldPerFlow caps the bytes one flow holds before its upstream answers: the
 	// client's first datagrams (kept for a failover's replay) and its CRYPTO stream
@@ -97,6 +98,11 @@ const maxRateBuckets = 1 << 16
 // maxAmbiguousLinks bounds the upstream sockets one ambiguous client datagram is
 // sent to.
 const maxAmbiguousLinks = 4
+
+// maxLinksPerFlow bounds the upstream sockets one flow keeps: one per client address
+// it came from (its first, and those it moved to), so that the application sees each
+// address as it would without the front, and validates a new one itself.
+const maxLinksPerFlow = 3
 
 // maxCIDsPerFlow bounds the server connection IDs a flow learns from long headers.
 const maxCIDsPerFlow = 8
@@ -187,9 +193,10 @@ type flowKey struct {
 type upLink struct {
 	key    linkKey
 	conn   *net.UDPConn
-	client netip.AddrPort // where what the socket receives goes
+	client netip.AddrPort // where what the socket receives goes (never changes)
 	flows  []*udpFlow
 	closed bool
+	lastUp time.Time // when the upstream last sent on it
 }
 
 type linkKey struct {
@@ -225,9 +232,10 @@ type udpFlow struct {
 	name      string
 	upstreams []string
 	next      int
-	fallback  bool // relayed to cfg.Fallback: no passthrough route
-	link      *upLink
-	clientCID connID // the SCID of the client's first Initial: the DCID of the server's packets
+	fallback  bool      // relayed to cfg.Fallback: no passthrough route
+	link      *upLink   // where the client's datagrams go: the socket of its current address
+	links     []*upLink // every socket the flow uses, link included (maxLinksPerFlow)
+	clientCID connID    // the SCID of the client's first Initial: the DCID of the server's packets
 	gen       int
 	timer     *time.Timer
 	cids      []connID
@@ -397,7 +405,11 @@ func (r *UDPRelay) fromClient(b []byte, src netip.AddrPort) {
 	if moved {
 		r.moveLocked(f, src)
 	}
-	if learn.n > 0 {
+	if learn.n > 0 && len(f.cids) < maxCIDsPerFlow {
+		// A CID the client switched to is learned while there is room, never in place
+		// of one the server showed: a sender of made-up CIDs from the flow's address
+		// (someone who moved it there with one seen CID) cannot make the relay forget
+		// the CIDs the real client's packets carry.
 		r.addCIDLocked(f, learn)
 	}
 	f.last = now
@@ -746,7 +758,7 @@ func (r *UDPRelay) dialNextLocked(f *udpFlow) {
 			continue
 		}
 		l.flows = append(l.flows, f)
-		f.link = l
+		f.link, f.links = l, []*upLink{l}
 		f.gen++
 		gen := f.gen
 		f.timer = time.AfterFunc(r.cfg.DialTimeout, func() { r.upstreamFailed(f, gen, "silent") })
@@ -791,19 +803,44 @@ func (r *UDPRelay) closeLinkLocked(l *upLink) {
 	}
 }
 
-// leaveLinkLocked takes the flow off its socket, closed once no flow uses it.
+// leaveLinkLocked takes the flow off its sockets, each closed once no flow uses it.
 func (r *UDPRelay) leaveLinkLocked(f *udpFlow) {
-	l := f.link
-	if l == nil {
-		return
+	for _, l := range f.links {
+		r.dropFromLinkLocked(f, l)
 	}
-	f.link = nil
+	f.link, f.links = nil, nil
+}
+
+func (r *UDPRelay) dropFromLinkLocked(f *udpFlow, l *upLink) {
 	if i := slices.Index(l.flows, f); i >= 0 {
 		l.flows = slices.Delete(l.flows, i, i+1)
 	}
 	if len(l.flows) == 0 {
 		r.closeLinkLocked(l)
 	}
+}
+
+// joinLinkLocked makes l the flow's current socket, keeping its others; past
+// maxLinksPerFlow it leaves the one its upstream sent on least recently (a socket of
+// an address that only sent packets the application dropped has none).
+func (r *UDPRelay) joinLinkLocked(f *udpFlow, l *upLink) {
+	f.link = l
+	if slices.Contains(f.links, l) {
+		return
+	}
+	l.flows = append(l.flows, f)
+	f.links = append(f.links, l)
+	if len(f.links) <= maxLinksPerFlow {
+		return
+	}
+	old := -1
+	for i, k := range f.links {
+		if k != l && (old < 0 || k.lastUp.Before(f.links[old].lastUp)) {
+			old = i
+		}
+	}
+	r.dropFromLinkLocked(f, f.links[old])
+	f.links = slices.Delete(f.links, old, old+1)
 }
 
 // resolveUDP resolves an upstream address: a routing document's are "ip:port" and take
@@ -871,6 +908,7 @@ func (r *UDPRelay) fromUpstream(l *upLink) {
 			return
 		}
 		now := r.now()
+		l.lastUp = now
 		if f := attribute(l, d); f != nil {
 			if f.state == flowDialing {
 				f.state = flowAnswered
@@ -1014,16 +1052,17 @@ func (r *UDPRelay) moveLocked(f *udpFlow, src netip.AddrPort) {
 		r.byKey[flowKey{src, c}] = f
 	}
 	r.dropAddrLocked(f)
-	if l := f.link; l != nil && l.client == f.client {
-		// The socket's return path follows: a NAT rebinding moves every connection of
-		// the client's socket.
-		if r.links[l.key] == l {
-			delete(r.links, l.key)
-		}
-		l.client = src
-		l.key.client = src
-		if r.links[l.key] == nil {
-			r.links[l.key] = l
+	if l := f.link; l != nil {
+		// The new address gets a socket of its own (shared by the connections of the
+		// client's new socket, as the old one was): the application sees the client
+		// move, as it would without the front, and validates the new path itself
+		// (RFC 9000 §9) before it sends there; the old socket keeps answering the old
+		// address meanwhile. A packet that does not authenticate (someone who saw a
+		// connection ID) is dropped by the application and moves nothing.
+		if nl, err := r.linkLocked(src, l.key.upstream); err == nil {
+			r.joinLinkLocked(f, nl)
+		} else {
+			r.log.Warn("quic upstream socket", "name", f.name, "upstream", l.key.upstream, "error", err)
 		}
 	}
 	f.client = src

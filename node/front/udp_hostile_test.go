@@ -231,3 +231,59 @@ func TestQUICASpoofedInitialGetsTheVictimNoMoreThroughTheFrontThanDirect(t *test
 		t.Fatalf("stats %+v: the front sent %d datagrams, the victim got %d", s, s.ToClient, dgF)
 	}
 }
+
+// Someone who saw a flow's server connection ID (on the path, or beside it) sends one
+// packet with it from another address: the packet does not authenticate, and the
+// application, which would refuse to move its connection for it (RFC 9000 §9), must
+// not have it moved by the relay either. The relay sends it to the application from a
+// socket of the new address, as a client's migration reaches a server directly; the
+// application drops it, and the socket that carries the connection keeps answering the
+// real client, whose connection goes on. Before, the relay moved the connection's
+// socket to the sender's address, and every datagram the application sent went there
+// until the real client's next packet; and made-up CIDs sent from there next pushed
+// the real ones out of the flow, whose real packets then matched nothing.
+func TestQUICAPacketFromElsewhereWithAFlowsConnectionIDDoesNotTakeItsReturnPath(t *testing.T) {
+	pki := newTestPKI(t, nameDB, nameKV)
+	up := startQUICUpstream(t, pki)
+	r, ev, addr := startRelay(t, UDPConfig{}, twoNames(up.addr()), nil)
+	pc := clientSocket(t, "127.0.0.1")
+	line, c, err := dialQUIC(quicCtx(t), pc, addr, nameDB, pki)
+	if err != nil || line != nameDB+" x-test" {
+		t.Fatalf("%q, %v", line, err)
+	}
+	defer c.CloseWithError(0, "")
+	r.mu.Lock()
+	var f *udpFlow
+	for g := range r.flows {
+		f = g
+	}
+	if f == nil || len(f.cids) == 0 || f.link == nil {
+		r.mu.Unlock()
+		t.Fatal("no flow with a learned server connection ID")
+	}
+	cid, link := f.cids[0], f.link
+	r.mu.Unlock()
+
+	attacker := clientSocket(t, "127.0.0.1")
+	forged := append([]byte{0x40}, cid.b[:cid.n]...)
+	forged = append(forged, make([]byte, 40)...)
+	sendUDP(t, attacker, addr, forged)
+	ev.wait(t, "moved", 1)
+	// Made-up CIDs from there, which the relay may take for CIDs the client switched
+	// to: they must not push out the ones the real client uses.
+	for i := 0; i < 2*maxCIDsPerFlow; i++ {
+		junk := append([]byte{0x40}, randomCID(t)...)
+		sendUDP(t, attacker, addr, append(junk, make([]byte, 40)...))
+	}
+	r.mu.Lock()
+	returnPath := link.client
+	r.mu.Unlock()
+	if returnPath.String() != pc.LocalAddr().String() {
+		t.Fatalf("the connection's socket sends to %s, want the client %s", returnPath, pc.LocalAddr())
+	}
+	line, err = askQUIC(quicCtx(t), c)
+	if err != nil || line != nameDB+" x-test" {
+		t.Fatalf("after the forged packet: %q, %v", line, err)
+	}
+	nothingQueued(t, attacker)
+}
