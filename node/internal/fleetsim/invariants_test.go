@@ -35,8 +35,8 @@ var (
 	// takes the store for its own and serves an older state (found with -restorecrash,
 	// seed 40: vps-c served serial 35, remembered 32, the backup holds 33; after a crash
 	// it serves serial 33, another revision; also seeds 8 and 72 of 80). Off until
-	// served.json keeps the last serial: by default no node crashes between a restore
-	// and the operator's adopt.
+	// served.json keeps the last serial: by default no node is down at a restore nor
+	// crashes between it and the operator's adopt.
 	restoreCrashFlag = flag.Bool("restorecrash", false, "nodes may crash while the store is restored and not yet adopted (see restoreCrashFlag)")
 )
 

@@ -203,7 +203,7 @@ func (s *sim) instanceWrite() {
 		}
 		s.unsureInst(n, app, rec.Code)
 	}
-	if s.rng.IntN(5) > 0 {
+	if s.rng.IntN(5) > 1 {
 		// The instance change's kick: the record rewritten now (else at the next beat).
 		n.step.Heartbeat(context.Background(), s.clock(n))
 	}
@@ -230,6 +230,10 @@ func (s *sim) require(host, app string) {
 	n, _, err := store.ReadSerial(context.Background(), s.st)
 	if err != nil {
 		s.t.Fatal(err)
+	}
+	if n <= s.labelFloor {
+		delete(s.m.required, host)
+		return
 	}
 	s.m.required[host] = required{app: app, serial: n}
 }
