@@ -26,8 +26,9 @@ import (
 // Pebble and trusting Pebble's listener, and TLS-ALPN-01 off (Pebble validates it on a
 // port of its own, not this Caddy's): the same three changes the in-process Pebble test
 // makes (deploy/caddy/scafo/tls_test.go). endpoints are the nodes in this Caddy's
-// order. It waits until Caddy routes host to want over plain HTTP.
-func startCaddyForPebble(t *testing.T, name string, web int, endpoints []*node, peb *pebbletest.Pebble, host, want string) *traefik {
+// order. It waits until Caddy routes host to want over plain HTTP. edits change the
+// adapted JSON further (the websecure port is the traefik's ports.websecure).
+func startCaddyForPebble(t *testing.T, name string, web int, endpoints []*node, peb *pebbletest.Pebble, host, want string, edits ...func(cfg map[string]any, websecure int)) *traefik {
 	t.Helper()
 	requireBinaries(t)
 	bin := caddyBinary(t)
@@ -81,6 +82,9 @@ func startCaddyForPebble(t *testing.T, name string, web int, endpoints []*node, 
 	}
 	if issuers == 0 {
 		t.Fatalf("%s: the shipped Caddyfile adapts to no ACME issuer", name)
+	}
+	for _, e := range edits {
+		e(cfg, websecure)
 	}
 	b, _ := json.Marshal(cfg)
 	conf := filepath.Join(dir, "caddy.json")

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,7 @@ import (
 	quicgo "github.com/quic-go/quic-go"
 
 	"github.com/scafo/ingress/internal/proc"
+	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
 	"github.com/scafo/ingress/node/front/quic"
 )
 
@@ -708,4 +710,79 @@ func startPatientLoad(addr, host string, roots *x509.CertPool, every time.Durati
 		}
 	}()
 	return l
+}
+
+// TestTheFrontGivesACaddyFleetPassthrough: a Caddy on the shipped Caddyfile, its HTTPS
+// server given the proxy_protocol listener wrapper (allowing the front's address), behind
+// the front. A passthrough name reaches the application's own TLS through the front
+// (Caddy alone refuses it: TestCaddyNeverServesAPassthroughHost), and HTTPS for an HTTP
+// application goes through the front to Caddy, which reads the PROXY header, obtains the
+// name's certificate from Pebble on demand and serves it.
+func TestTheFrontGivesACaddyFleetPassthrough(t *testing.T) {
+	f := startFleet(t, 1, nodeOptions{args: ownPorts()})
+	n1 := f.nodes[0]
+	f.deploy(t, "site", "acme", []*node{n1}, "/healthz")
+	const site = "tls.example.org"
+	n1.claim(t, "site", site)
+	ca := newTestCA(t)
+	cert := ca.leaf(t, "db.example.org")
+	log := &helloLog{}
+	n1.call(t, http.MethodPut, "/v1/apps/db", map[string]any{"account": "acme", "placement": []string{"n1"}, "passthrough": true}, nil)
+	n1.claim(t, "db", "db.example.org")
+	port := n1.allocatePort(t, "db")
+	startTLSApp(t, "db@n1", hostPort(n1.ip, port), map[string]*tls.Certificate{"db.example.org": &cert}, false, log)
+	n1.setInstance(t, "db", port, true)
+	waitFor(t, "n1 routes db", routeTimeout, func() error { return n1.hasUpstreams("db", 1) })
+
+	web := freePort(t, "127.0.0.1")
+	peb := pebbletest.Start(t, pebbletest.Config{HTTPPort: web})
+	cd := startCaddyForPebble(t, "caddy-behind-front", web, []*node{n1}, peb, site, "site@n1", func(cfg map[string]any, websecure int) {
+		servers := cfg["apps"].(map[string]any)["http"].(map[string]any)["servers"].(map[string]any)
+		wrapped := 0
+		for _, s := range servers {
+			sm := s.(map[string]any)
+			for _, l := range sm["listen"].([]any) {
+				if strings.HasSuffix(l.(string), ":"+strconv.Itoa(websecure)) {
+					sm["listener_wrappers"] = []any{
+						map[string]any{"wrapper": "proxy_protocol", "allow": []string{"127.0.0.1/32"}},
+						map[string]any{"wrapper": "tls"},
+					}
+					wrapped++
+				}
+			}
+		}
+		if wrapped != 1 {
+			t.Fatalf("wrapped %d servers on :%d, want Caddy's HTTPS server", wrapped, websecure)
+		}
+	})
+	fr := startFront(t, n1, hostPort("127.0.0.1", cd.ports.websecure))
+	waitFor(t, "db through the front", routeTimeout, func() error {
+		rep, c, err := dialTLS(fr.tcp, "db.example.org", nil, ca.pool)
+		if err != nil {
+			return err
+		}
+		c.Close()
+		if rep.Name != "db@n1" || rep.SNI != "db.example.org" {
+			return fmt.Errorf("reply %+v", rep)
+		}
+		return nil
+	})
+	// HTTPS for site: through the front to Caddy, which must read the PROXY header
+	// before its TLS; the handshake waits for Pebble's order.
+	roots := peb.IssuerRoot(t)
+	hc := &http.Client{Timeout: 150 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{ServerName: site, RootCAs: roots}}}
+	req, _ := http.NewRequest(http.MethodGet, "https://"+fr.tcp+"/", nil)
+	req.Host = site
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("HTTPS %s through the front to Caddy: %v\n%s", site, err, cd.proc.Output())
+	}
+	r, _ := readResponse(resp)
+	resp.Body.Close()
+	if r.from() != "site@n1" {
+		t.Fatalf("HTTPS %s through the front: served by %s", site, r.from())
+	}
+	if hs := log.list(); len(hs) != 1 {
+		t.Fatalf("the passthrough application saw %q, want the one connection to db.example.org", hs)
+	}
 }
