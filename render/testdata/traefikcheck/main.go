@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -184,7 +185,7 @@ func check(in input) (errs []string) {
 			bad("middleware %s: not a retry in both decoders", name)
 			continue
 		}
-		if *m.Retry != *j.Retry || m.Retry.Attempts < 2 || m.Retry.InitialInterval <= 0 {
+		if !reflect.DeepEqual(retryAsBuilt(*m.Retry), retryAsBuilt(*j.Retry)) || m.Retry.Attempts < 2 || m.Retry.InitialInterval <= 0 {
 			bad("middleware %s: retry decoded as %+v (file) and %+v (json)", name, *m.Retry, *j.Retry)
 		}
 		if _, err := retry.New(context.Background(), http.NotFoundHandler(), *m.Retry, retries{}, name); err != nil {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/traefik/traefik/v3/pkg/config/dynamic"
 	httpmuxer "github.com/traefik/traefik/v3/pkg/muxer/http"
 	tcpmuxer "github.com/traefik/traefik/v3/pkg/muxer/tcp"
 	"github.com/traefik/traefik/v3/pkg/server/middleware"
@@ -49,3 +50,6 @@ func (clientConn) CloseWrite() error    { return nil }
 func middlewareChain(b *middleware.Builder, ctx context.Context, names []string, next http.Handler) (http.Handler, error) {
 	return b.BuildChain(ctx, names).Then(next)
 }
+
+// retryAsBuilt is the retry configuration retry.New acts on: v3.6's is the decoded one.
+func retryAsBuilt(r dynamic.Retry) dynamic.Retry { return r }

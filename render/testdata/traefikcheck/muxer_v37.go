@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/traefik/traefik/v3/pkg/config/dynamic"
 	httpmuxer "github.com/traefik/traefik/v3/pkg/muxer/http"
 	tcpmuxer "github.com/traefik/traefik/v3/pkg/muxer/tcp"
 	"github.com/traefik/traefik/v3/pkg/server/middleware"
@@ -44,4 +45,16 @@ func connData(serverName string) (tcpmuxer.ConnData, error) {
 // ending in next.
 func middlewareChain(b *middleware.Builder, ctx context.Context, names []string, next http.Handler) (http.Handler, error) {
 	return b.BuildMiddlewareChain(ctx, names).Then(next)
+}
+
+// retryAsBuilt is the retry configuration retry.New acts on. v3.7's file decoder sets
+// maxRequestBodyBytes to its default (Retry.SetDefaults) and encoding/json leaves it
+// nil, which retry.New reads as the same default; it bounds the body kept for retries
+// on status codes, which the render does not ask for (no status).
+func retryAsBuilt(r dynamic.Retry) dynamic.Retry {
+	if r.MaxRequestBodyBytes == nil {
+		n := dynamic.RetryDefaultMaxRequestBodyBytes
+		r.MaxRequestBodyBytes = &n
+	}
+	return r
 }
