@@ -282,3 +282,69 @@ func TestACorruptDocumentPutsOnlyExactNamesInTheTable(t *testing.T) {
 		}
 	}
 }
+
+// recordBytes is an upstream that reads each connection to its end and reports it.
+func recordBytes(t testing.TB) (string, <-chan []byte) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	got := make(chan []byte, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				b, _ := io.ReadAll(c)
+				got <- b
+			}()
+		}
+	}()
+	return ln.Addr().String(), got
+}
+
+// A ClientHello cut into 1-byte records (6 bytes on the wire for each byte of it) is
+// read and routed, its records replayed byte for byte; the same cut of a ClientHello
+// whose records pass MaxHello is closed, never passed on, whatever it would name.
+func TestAClientHelloInOneByteRecordsIsRoutedWithinTheByteBound(t *testing.T) {
+	upAddr, got := recordBytes(t)
+	p, addr := startFront(t, TCPConfig{}, twoNames(upAddr), nil)
+	hello := goHello(t, []byte(nameDB))
+	ones := make([]int, len(hello))
+	for i := range ones {
+		ones[i] = 1
+	}
+	sent := records(hello, ones...)
+	c := sendRaw(t, addr, sent)
+	select {
+	case b := <-got:
+		if !bytes.Equal(b, sent) {
+			t.Fatalf("the application got %d bytes, want the %d sent", len(b), len(sent))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the application got nothing")
+	}
+	c.Close()
+
+	// A ClientHello of 3 000 bytes (a long session ticket, say) in 1-byte records: 18 000
+	// bytes of records, over the 16 KiB bound.
+	big := withPadding(hello, 3000-len(hello))
+	ones = make([]int, len(big))
+	for i := range ones {
+		ones[i] = 1
+	}
+	c = sendRaw(t, addr, records(big, ones...))
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, _ := io.Copy(io.Discard, c); n != 0 {
+		t.Fatalf("the client read %d bytes", n)
+	}
+	if s := p.Stats(); s.Routed != 1 || s.HelloTooLarge != 1 {
+		t.Fatalf("stats %+v: want the first routed, the second cut", s)
+	}
+}
