@@ -161,10 +161,15 @@ type UDPRelay struct {
 	links   map[linkKey]*upLink           // the front's upstream sockets
 	cidLens [quic.MaxConnIDLen + 1]int    // learned server CIDs by length (short headers carry no length)
 	rate    map[netip.Prefix]*rateEntry   // new flows per source network
-	held    int
-	stats   UDPStats
-	done    chan struct{}
-	wg      sync.WaitGroup
+	// sent: the DCIDs (a short header's: its first MaxConnIDLen bytes) of the client
+	// datagrams of an address sent to several upstreams (ambiguousLocked), at most
+	// maxCIDsPerFlow an address. An upstream never learns one of them: it saw it because
+	// the relay could not tell whose it was.
+	sent  map[netip.AddrPort][]connID
+	held  int
+	stats UDPStats
+	done  chan struct{}
+	wg    sync.WaitGroup
 }
 
 // connID is a connection ID as a comparable value.
@@ -260,6 +265,7 @@ func NewUDPRelay(cfg UDPConfig, table func() *Table, log *slog.Logger) *UDPRelay
 		byAddr: make(map[netip.AddrPort][]*udpFlow),
 		links:  make(map[linkKey]*upLink),
 		rate:   make(map[netip.Prefix]*rateEntry),
+		sent:   make(map[netip.AddrPort][]connID),
 		done:   make(chan struct{}),
 	}
 }
@@ -472,6 +478,9 @@ func (r *UDPRelay) ambiguousLocked(b []byte, src netip.AddrPort, now time.Time) 
 	}
 	if len(links) > maxAmbiguousLinks {
 		links = links[:maxAmbiguousLinks]
+	}
+	if len(links) > 1 {
+		r.sentLocked(b, src)
 	}
 	for _, f := range fs {
 		if f.link == nil || !slices.Contains(links, f.link) || f.state < flowAnswered || f.state > flowEstablished {
@@ -1000,16 +1009,49 @@ func toClientCID(f *udpFlow, d []byte) bool {
 	return len(d) >= 1+n && bytes.Equal(d[1:1+n], f.clientCID.b[:n])
 }
 
+// sentLocked records the DCID of a client datagram the relay sent to several
+// upstreams.
+func (r *UDPRelay) sentLocked(b []byte, src netip.AddrPort) {
+	var c connID
+	if quic.IsLongHeader(b) {
+		if len(b) < 6 || int(b[5]) > quic.MaxConnIDLen || len(b) < 6+int(b[5]) {
+			return
+		}
+		c = makeConnID(b[6 : 6+int(b[5])])
+	} else {
+		c = makeConnID(b[1:min(len(b), 1+quic.MaxConnIDLen)])
+	}
+	s := r.sent[src]
+	if len(s) >= maxCIDsPerFlow {
+		s = s[1:]
+	}
+	r.sent[src] = append(s, c)
+}
+
+// sentBefore reports whether c is (the start of) a DCID the client at src sent to
+// several upstreams.
+func (r *UDPRelay) sentBefore(src netip.AddrPort, c connID) bool {
+	for _, s := range r.sent[src] {
+		if s.n >= c.n && bytes.Equal(s.b[:c.n], c.b[:c.n]) {
+			return true
+		}
+	}
+	return false
+}
+
 // learnLocked records the Source Connection IDs of the long header packets in an
-// upstream's datagram: the client addresses its later packets to them.
+// upstream's datagram: the client addresses its later packets to them. A server shows
+// its IDs before a client uses them; one the client already sent to several upstreams
+// is not learned (a tenant's instance that saw another's ID would claim it).
+// TestQUICATenantCannotClaimAConnectionIDItSawForAnotherTenant.
 func (r *UDPRelay) learnLocked(f *udpFlow, d []byte) {
 	for len(d) > 0 && quic.IsLongHeader(d) {
 		h, err := quic.ParseLongHeader(d)
 		if err != nil {
 			return
 		}
-		if len(h.SCID) > 0 {
-			r.addCIDLocked(f, makeConnID(h.SCID))
+		if c := makeConnID(h.SCID); c.n > 0 && !r.sentBefore(f.client, c) {
+			r.addCIDLocked(f, c)
 		}
 		d = d[h.Len:]
 	}
@@ -1081,6 +1123,7 @@ func (r *UDPRelay) dropAddrLocked(f *udpFlow) {
 	}
 	if len(fs) == 0 {
 		delete(r.byAddr, f.client)
+		delete(r.sent, f.client)
 	} else {
 		r.byAddr[f.client] = fs
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"encoding/binary"
 	"net"
 	"testing"
 	"time"
@@ -286,4 +287,78 @@ func TestQUICAPacketFromElsewhereWithAFlowsConnectionIDDoesNotTakeItsReturnPath(
 		t.Fatalf("after the forged packet: %q, %v", line, err)
 	}
 	nothingQueued(t, attacker)
+}
+
+// longHeaderFrom is a long header packet of type typ (v1 numbering) to dcid from scid.
+func longHeaderFrom(typ byte, dcid, scid []byte, n int) []byte {
+	b := []byte{0xc0 | typ<<4 | 3}
+	b = binary.BigEndian.AppendUint32(b, quic.Version1)
+	b = append(b, byte(len(dcid)))
+	b = append(b, dcid...)
+	b = append(b, byte(len(scid)))
+	b = append(b, scid...)
+	b = append(b, 0x40|byte(n>>8), byte(n))
+	return append(b, make([]byte, n)...)
+}
+
+// One client socket carries connections to two tenants' applications (an HTTP/3
+// client shares its socket across hosts). A packet to a connection ID the relay has
+// not learned (one the first application announced in encrypted frames) goes to both;
+// the second tenant's instance sees the ID and claims it in a long header of its own.
+// It must not get it: the client's next packets with that ID still reach the first
+// application. Before, the relay learned the ID for the second tenant's flow, and the
+// first application's connection lost every packet its client sent with it.
+func TestQUICATenantCannotClaimAConnectionIDItSawForAnotherTenant(t *testing.T) {
+	upA, upB := startRawUpstream(t), startRawUpstream(t)
+	routes := []Route{
+		{Name: nameDB, Application: "db", Upstreams: []string{upA.addr()}},
+		{Name: nameKV, Application: "evil", Upstreams: []string{upB.addr()}},
+	}
+	_, ev, addr := startRelay(t, UDPConfig{}, routes, nil)
+	client := clientSocket(t, "127.0.0.1")
+	clientCID := []byte{0xaa, 0xbb}
+	read := func(u *rawUpstream) ([]byte, *net.UDPAddr) {
+		t.Helper()
+		buf := make([]byte, 4096)
+		u.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		n, from, err := u.c.ReadFromUDP(buf)
+		if err != nil {
+			t.Fatalf("%s: %v", u.addr(), err)
+		}
+		return buf[:n], from
+	}
+	clientRead := func() {
+		t.Helper()
+		buf := make([]byte, 4096)
+		client.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, _, err := client.ReadFrom(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sendUDP(t, client, addr, initials(t, quic.Version1, randomCID(t), goHello(t, []byte(nameDB)))...)
+	_, linkA := read(upA)
+	upA.c.WriteToUDP(longHeaderFrom(2, clientCID, randomCID(t), 50), linkA)
+	ev.wait(t, "answered", 1)
+	clientRead()
+	sendUDP(t, client, addr, initials(t, quic.Version1, randomCID(t), goHello(t, []byte(nameKV)))...)
+	_, linkB := read(upB)
+	upB.c.WriteToUDP(longHeaderFrom(2, clientCID, randomCID(t), 50), linkB)
+	ev.wait(t, "answered", 2)
+	clientRead()
+
+	announced := randomCID(t) // A's, announced in an encrypted frame
+	short := append(append([]byte{0x40}, announced...), make([]byte, 40)...)
+	sendUDP(t, client, addr, short)
+	read(upA)
+	seen, _ := read(upB)
+	if len(seen) < 9 {
+		t.Fatal("short")
+	}
+	upB.c.WriteToUDP(longHeaderFrom(2, clientCID, seen[1:9], 50), linkB) // the claim
+	clientRead()                                                         // relayed: the relay has read it
+
+	sendUDP(t, client, addr, short)
+	if got, _ := read(upA); len(got) != len(short) {
+		t.Fatalf("the first application got %d bytes", len(got))
+	}
 }
