@@ -284,8 +284,11 @@ systemctl is-active scafo-node`)
 
 	// Were the port ever free (the node and its socket stopped), the CLI sends its token
 	// to no one but the node: a squatter as nobody holding 127.0.0.1:7400 is refused,
-	// named, and receives nothing (issue 46, row 1).
-	a.sh(t, `systemctl stop scafo-node.socket scafo-node
+	// named, and receives nothing (issue 46, row 1). vps-a's Traefik is stopped first: its
+	// HTTP provider polls 127.0.0.1:7400 every second and checks no owner (it relies on
+	// the socket unit: docs/security.md, "The node's port"), so its token would reach the
+	// squatter, and this check is the CLI's (a run here failed on Traefik's poll).
+	a.sh(t, `systemctl stop traefik scafo-node.socket scafo-node
 runuser -u nobody -- /usr/local/bin/squatter squat -for 5m 127.0.0.1:7400 >/tmp/squat.log 2>&1 &
 until grep -q '^bound' /tmp/squat.log; do sleep 0.1; done`)
 	out, err := a.exec(`scafo-node routes 2>&1`)
@@ -294,7 +297,7 @@ until grep -q '^bound' /tmp/squat.log; do sleep 0.1; done`)
 	}
 	a.sh(t, `pkill -u nobody -f '/usr/local/bin/squatter squat' || true
 while pgrep -u nobody -f '/usr/local/bin/squatter squat' >/dev/null; do sleep 0.1; done
-systemctl start scafo-node
+systemctl start scafo-node traefik
 curl -fsS --retry 30 --retry-connrefused --retry-delay 1 -o /dev/null 127.0.0.1:7400/v1/readyz`)
 	if got := a.sh(t, `grep '^token' /tmp/squat.log || true`); got != "" {
 		t.Errorf("the squatter received a token from the CLI:\n%s", got)
