@@ -162,10 +162,9 @@ type UDPRelay struct {
 	cidLens [quic.MaxConnIDLen + 1]int    // learned server CIDs by length (short headers carry no length)
 	rate    map[netip.Prefix]*rateEntry   // new flows per source network
 	// sent: the DCIDs (a short header's: its first MaxConnIDLen bytes) of the client
-	// datagrams of an address sent to several upstreams (ambiguousLocked), at most
-	// maxCIDsPerFlow an address. An upstream never learns one of them: it saw it because
-	// the relay could not tell whose it was.
-	sent  map[netip.AddrPort][]connID
+	// datagrams of an address sent to several upstreams (ambiguousLocked). An upstream
+	// saw them because the relay could not tell whose they were: sentBefore.
+	sent  map[netip.AddrPort]*sentIDs
 	held  int
 	stats UDPStats
 	done  chan struct{}
@@ -265,7 +264,7 @@ func NewUDPRelay(cfg UDPConfig, table func() *Table, log *slog.Logger) *UDPRelay
 		byAddr: make(map[netip.AddrPort][]*udpFlow),
 		links:  make(map[linkKey]*upLink),
 		rate:   make(map[netip.Prefix]*rateEntry),
-		sent:   make(map[netip.AddrPort][]connID),
+		sent:   make(map[netip.AddrPort]*sentIDs),
 		done:   make(chan struct{}),
 	}
 }
@@ -518,7 +517,7 @@ func (r *UDPRelay) matchLocked(b []byte, src netip.AddrPort) (f *udpFlow, moved 
 		if f := r.byKey[flowKey{src, cid}]; f != nil {
 			return f, false, learn
 		}
-		if f := r.byCID[cid]; f != nil && cid.n > 0 {
+		if f := r.byCID[cid]; f != nil && cid.n > 0 && (f.client == src || !r.sentBefore(src, cid)) {
 			return f, f.client != src, learn
 		}
 		if f := r.onlyFlowLocked(src); f != nil && !opensConnection(b) {
@@ -534,7 +533,7 @@ func (r *UDPRelay) matchLocked(b []byte, src netip.AddrPort) (f *udpFlow, moved 
 		if f := r.byKey[flowKey{src, cid}]; f != nil {
 			return f, false, learn
 		}
-		if f := r.byCID[cid]; f != nil {
+		if f := r.byCID[cid]; f != nil && (f.client == src || !r.sentBefore(src, cid)) {
 			return f, f.client != src, learn
 		}
 	}
@@ -1009,6 +1008,14 @@ func toClientCID(f *udpFlow, d []byte) bool {
 	return len(d) >= 1+n && bytes.Equal(d[1:1+n], f.clientCID.b[:n])
 }
 
+// sentIDs are the DCIDs an address sent to several upstreams: the first
+// maxCIDsPerFlow, then full (every ID counts as sent: the relay learns no more for the
+// address's flows, whose packets still reach them, sent to each of its upstreams).
+type sentIDs struct {
+	ids  []connID
+	full bool
+}
+
 // sentLocked records the DCID of a client datagram the relay sent to several
 // upstreams.
 func (r *UDPRelay) sentLocked(b []byte, src netip.AddrPort) {
@@ -1022,17 +1029,33 @@ func (r *UDPRelay) sentLocked(b []byte, src netip.AddrPort) {
 		c = makeConnID(b[1:min(len(b), 1+quic.MaxConnIDLen)])
 	}
 	s := r.sent[src]
-	if len(s) >= maxCIDsPerFlow {
-		s = s[1:]
+	if s == nil {
+		s = &sentIDs{}
+		r.sent[src] = s
 	}
-	r.sent[src] = append(s, c)
+	switch {
+	case s.full || slices.Contains(s.ids, c):
+	case len(s.ids) == maxCIDsPerFlow:
+		s.full, s.ids = true, nil
+	default:
+		s.ids = append(s.ids, c)
+	}
 }
 
 // sentBefore reports whether c is (the start of) a DCID the client at src sent to
-// several upstreams.
+// several upstreams. Such an ID is never learned from an upstream, and a packet from
+// src carrying it is never taken for another address's flow moving to src: another
+// tenant's instance may have seen it and claimed it through a flow of its own.
 func (r *UDPRelay) sentBefore(src netip.AddrPort, c connID) bool {
-	for _, s := range r.sent[src] {
-		if s.n >= c.n && bytes.Equal(s.b[:c.n], c.b[:c.n]) {
+	s := r.sent[src]
+	if s == nil {
+		return false
+	}
+	if s.full {
+		return true
+	}
+	for _, id := range s.ids {
+		if id.n >= c.n && bytes.Equal(id.b[:c.n], c.b[:c.n]) {
 			return true
 		}
 	}

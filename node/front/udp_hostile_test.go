@@ -361,4 +361,32 @@ func TestQUICATenantCannotClaimAConnectionIDItSawForAnotherTenant(t *testing.T) 
 	if got, _ := read(upA); len(got) != len(short) {
 		t.Fatalf("the first application got %d bytes", len(got))
 	}
+	read(upB)
+
+	// The same claim through a flow of the tenant's own client at another address: the
+	// client's next packet with the ID must not be taken for that flow moving here.
+	own := clientSocket(t, "127.0.0.1")
+	sendUDP(t, own, addr, initials(t, quic.Version1, randomCID(t), goHello(t, []byte(nameKV)))...)
+	_, linkOwn := read(upB)
+	upB.c.WriteToUDP(longHeaderFrom(2, clientCID, randomCID(t), 50), linkOwn)
+	ev.wait(t, "answered", 3)
+	buf := make([]byte, 4096)
+	own.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, _, err := own.ReadFrom(buf); err != nil {
+		t.Fatal(err)
+	}
+	announced = randomCID(t)
+	short = append(append([]byte{0x40}, announced...), make([]byte, 40)...)
+	sendUDP(t, client, addr, short)
+	read(upA)
+	read(upB)
+	upB.c.WriteToUDP(longHeaderFrom(2, clientCID, announced, 50), linkOwn) // the claim
+	own.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, _, err := own.ReadFrom(buf); err != nil { // relayed: the relay has read it
+		t.Fatal(err)
+	}
+	sendUDP(t, client, addr, short)
+	if got, _ := read(upA); len(got) != len(short) {
+		t.Fatalf("the first application got %d bytes", len(got))
+	}
 }
