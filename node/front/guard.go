@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"strconv"
 )
 
 // upstreamGuard holds the addresses a passthrough route must never send a client to,
@@ -35,12 +36,12 @@ type upstreamGuard struct {
 
 // guardEntry is one address the guard refuses, and why.
 type guardEntry struct {
-	addr string // host:port (an IP literal; a name is resolved when the guard is built)
+	addr string // host:port: an IP literal, "" or localhost (resolveGuarded)
 	why  string
 }
 
-// newUpstreamGuard builds a guard refusing entries (an entry that does not resolve is
-// skipped: it names nothing a route could reach by IP).
+// newUpstreamGuard builds a guard refusing entries (one resolveGuarded cannot read is
+// skipped).
 func newUpstreamGuard(entries []guardEntry) *upstreamGuard {
 	g := &upstreamGuard{exact: map[netip.AddrPort]string{}, ports: map[uint16]string{}, local: map[netip.Addr]bool{}}
 	if as, err := net.InterfaceAddrs(); err == nil {
@@ -64,8 +65,9 @@ func newUpstreamGuard(entries []guardEntry) *upstreamGuard {
 	return g
 }
 
-// resolveGuarded reads host:port as IP addresses (a name is looked up; "" host is
-// unspecified).
+// resolveGuarded reads host:port as IP addresses without a lookup (the front starts
+// whether or not DNS answers): an IP literal, "" (unspecified), or localhost; another
+// name gives none, and a route to the address it stands for is not refused.
 func resolveGuarded(hostport string) []netip.AddrPort {
 	if ap, err := netip.ParseAddrPort(hostport); err == nil {
 		return []netip.AddrPort{netip.AddrPortFrom(ap.Addr().Unmap().WithZone(""), ap.Port())}
@@ -74,24 +76,18 @@ func resolveGuarded(hostport string) []netip.AddrPort {
 	if err != nil {
 		return nil
 	}
-	p, err := net.LookupPort("tcp", port)
-	if err != nil || p <= 0 || p > 65535 {
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || p == 0 {
 		return nil
 	}
-	if host == "" {
+	switch host {
+	case "":
 		return []netip.AddrPort{netip.AddrPortFrom(netip.IPv6Unspecified(), uint16(p))}
+	case "localhost":
+		return []netip.AddrPort{netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(p)),
+			netip.AddrPortFrom(netip.IPv6Loopback(), uint16(p))}
 	}
-	ips, err := net.LookupIP(host)
-	if err != nil {
-		return nil
-	}
-	var out []netip.AddrPort
-	for _, ip := range ips {
-		if a, ok := netip.AddrFromSlice(ip); ok {
-			out = append(out, netip.AddrPortFrom(a.Unmap(), uint16(p)))
-		}
-	}
-	return out
+	return nil
 }
 
 // nodeAPIAddrs are the host:port of node API base URLs (the default port of the scheme

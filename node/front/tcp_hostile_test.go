@@ -75,6 +75,8 @@ func TestUpstreamGuardRefusesTheFrontsOwnAddresses(t *testing.T) {
 		{":443", "the front's own listening socket"},
 		{"[::]:7443", "the front's own socket"},
 		{"10.83.0.1:7400", "a node API"},
+		{"localhost:7401", "a node API"},
+		{"node-b.example:7402", "a node API"}, // no lookup: not refused by name
 	})
 	var aLocal string
 	for a := range g.local {
@@ -104,6 +106,9 @@ func TestUpstreamGuardRefusesTheFrontsOwnAddresses(t *testing.T) {
 		{"10.83.0.1:24000", false},
 		{"[fd00::1]:24000", false},
 		{"db.internal:443", false}, // not an IP literal: not judged (a document has none)
+		{"127.0.0.1:7401", true},
+		{"[::1]:7401", true},
+		{"127.0.0.1:7402", false},
 	} {
 		if got := g.refuse(tc.addr) != ""; got != tc.refuse {
 			t.Errorf("refuse(%s) = %q, want refused: %v", tc.addr, g.refuse(tc.addr), tc.refuse)
