@@ -102,7 +102,7 @@ const maxAmbiguousLinks = 4
 // maxLinksPerFlow bounds the upstream sockets one flow keeps: one per client address
 // it came from (its first, and those it moved to), so that the application sees each
 // address as it would without the front, and validates a new one itself.
-const maxLinksPerFlow = 3
+const maxLinksPerFlow = 2
 
 // maxCIDsPerFlow bounds the server connection IDs a flow learns from long headers.
 const maxCIDsPerFlow = 8
