@@ -154,6 +154,8 @@ func (m *memStore) Delete(ctx context.Context, key, ifMatch string) error {
 type faultyStore struct {
 	store.Store
 	fail func(op, key string) bool
+	// before runs before a write that reaches the store (another write may land there).
+	before func(key string)
 }
 
 var errInjected = errors.New("injected store fault")
@@ -189,6 +191,9 @@ func (f faultyStore) List(ctx context.Context, prefix string) ([]store.Entry, er
 func (f faultyStore) Put(ctx context.Context, key string, v []byte, c store.Condition) (string, error) {
 	if err := f.err("put", key); err != nil {
 		return "", err
+	}
+	if f.before != nil {
+		f.before(key)
 	}
 	return f.Store.Put(ctx, key, v, c)
 }

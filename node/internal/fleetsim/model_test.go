@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
@@ -71,13 +72,42 @@ func newModel() *model {
 
 func ok2xx(code int) bool { return code >= 200 && code < 300 }
 
-// adminWrite is one write of the admin through a random live node.
+// adminWrite is one write of the admin through a random live node. Sometimes another
+// write, through another node, lands in the middle of it: at its first conditional write
+// of an application or a claim (the store's CAS decides; the model takes the writes in
+// the order they were answered).
 func (s *sim) adminWrite() {
 	up := s.up()
 	if len(up) == 0 {
 		return
 	}
 	n := pick(s.rng, up)
+	if len(up) > 1 && s.rng.IntN(5) == 0 {
+		m := pick(s.rng, up)
+		for m == n {
+			m = pick(s.rng, up)
+		}
+		s.interleaveOn, s.interleaveNode, s.interleave = n, m, func() {
+			s.logf("(a write through %s lands in the middle of it)", m.name)
+			s.adminWriteOn(m)
+		}
+		defer func() { s.interleaveOn, s.interleave = nil, nil }()
+	}
+	s.adminWriteOn(n)
+}
+
+// interleaved runs the write armed to land in the middle of one through n, at n's
+// conditional write of key (once).
+func (s *sim) interleaved(n *simNode, key string) {
+	if s.interleave == nil || s.interleaveOn != n || !(strings.HasPrefix(key, fleet.PrefixApps) || strings.HasPrefix(key, fleet.PrefixDomains)) {
+		return
+	}
+	w := s.interleave
+	s.interleave = nil
+	w()
+}
+
+func (s *sim) adminWriteOn(n *simNode) {
 	app := appName(s.rng.IntN(apps))
 	switch r := s.rng.IntN(10); {
 	case r < 4:
@@ -135,17 +165,7 @@ func (s *sim) adminWrite() {
 			}
 		}
 	case r < 8:
-		host := pick(s.rng, claimHosts)
-		rec := s.do(n, http.MethodPut, api.PathApps+"/"+app+"/domains/"+host, adminToken, nil, nil)
-		s.logf("PUT claim %s → %s via %s: %d", host, app, n.name, rec.Code)
-		switch {
-		case ok2xx(rec.Code):
-			s.m.claims[host] = app
-			delete(s.m.unsureClaims, host)
-			s.require(host, app)
-		case rec.Code >= 500:
-			s.m.unsureClaims[host] = true
-		}
+		s.claimOn(n, app, pick(s.rng, claimHosts))
 	default:
 		host := pick(s.rng, claimHosts)
 		rec := s.do(n, http.MethodDelete, api.PathApps+"/"+app+"/domains/"+host, adminToken, nil, nil)
@@ -277,16 +297,17 @@ func (s *sim) forget(n *simNode) {
 }
 
 // expectedHosts is the document's routes by the model: each application's platform
-// host and its claims.
+// host and the claims.
 func (m *model) expectedHosts() []string {
 	var hs []string
 	for app := range m.apps {
 		hs = append(hs, app+"."+platform+"="+app)
 	}
 	for h, app := range m.claims {
-		if _, ok := m.apps[app]; ok {
-			hs = append(hs, h+"="+app)
+		if _, ok := m.apps[app]; !ok {
+			app = "scafo-unowned" // a claim whose holder is gone holds its host, routing nowhere (§3)
 		}
+		hs = append(hs, h+"="+app)
 	}
 	slices.Sort(hs)
 	return hs
@@ -378,5 +399,44 @@ func (s *sim) resolve() {
 				s.ready(n, app, i.Ready)
 			}
 		}
+	}
+}
+
+// claimOn is the admin's claim of host for app through n.
+func (s *sim) claimOn(n *simNode, app, host string) {
+	if s.interleave != nil && s.interleaveOn == n && s.rng.IntN(2) == 0 {
+		// The write landing in the middle of this one claims the same host for another
+		// application: the race exclusive claims are about.
+		other := appName(s.rng.IntN(apps))
+		m := s.interleaveNode
+		s.interleave = func() {
+			s.logf("(a claim through %s lands in the middle of it)", m.name)
+			s.claimOn(m, other, host)
+		}
+	}
+	rec := s.do(n, http.MethodPut, api.PathApps+"/"+app+"/domains/"+host, adminToken, nil, nil)
+	s.logf("PUT claim %s → %s via %s: %d", host, app, n.name, rec.Code)
+	switch {
+	case ok2xx(rec.Code):
+		// Exclusive claims across accounts: a host another tenant's application holds
+		// is refused, whoever's write lands first.
+		if cur, held := s.m.claims[host]; held && cur != app && !s.m.unsureClaims[host] && accountOf(cur) != accountOf(app) {
+			if _, live := s.m.apps[cur]; live || s.m.unsureApps[cur] {
+				s.fail("claim of %s by %s (tenant %s) answered %d while %s (tenant %s) holds it", host, app, accountOf(app), rec.Code, cur, accountOf(cur))
+			}
+		}
+		s.m.claims[host] = app
+		delete(s.m.unsureClaims, host)
+		if _, ok := s.m.apps[app]; ok || s.m.unsureApps[app] {
+			s.require(host, app)
+		} else {
+			// Found: a claim answered 201 after a delete of its application answered
+			// 200 (the delete landed between the claim's read of the application and
+			// its write): the claim is stored, of no application, and holds the host for
+			// scafo-unowned (no upstreams) until the admin deletes it.
+			s.logf("a claim of %s outlived its application's delete", app)
+		}
+	case rec.Code >= 500:
+		s.m.unsureClaims[host] = true
 	}
 }

@@ -96,6 +96,10 @@ type sim struct {
 	// node refuses the store (foreign) until settle adopts it as the operator would.
 	backup   map[string]memObject
 	restored bool
+	// interleave is a write armed to land in the middle of one through interleaveOn.
+	interleave     func()
+	interleaveOn   *simNode
+	interleaveNode *simNode // the node the landing write goes through
 	// labelFloor is the highest serial served before an adopted restore. A node whose
 	// revision the adopt did not change keeps labelling it with that serial (the
 	// publisher keeps the higher mark of one epoch), so until the store's serial passes
@@ -144,7 +148,7 @@ func (s *sim) start(n *simNode) {
 		n.cfg.StateDir = s.t.TempDir()
 		n.loseState = false
 	}
-	fs := faultyStore{Store: s.st, fail: func(op, key string) bool { return s.fails(n) }}
+	fs := faultyStore{Store: s.st, fail: func(op, key string) bool { return s.fails(n) }, before: func(key string) { s.interleaved(n, key) }}
 	srv, err := node.NewWithStore(n.cfg, slog.New(slog.DiscardHandler), fs, ingressToken, adminToken)
 	if err != nil {
 		s.t.Fatalf("seed %d: starting %s: %v", s.seed, n.name, err)
