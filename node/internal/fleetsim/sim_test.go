@@ -20,6 +20,7 @@ import (
 
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/routing"
 )
 
@@ -52,12 +53,15 @@ type simNode struct {
 	h    http.Handler
 	step node.Steps
 
-	downUntil int           // the step it restarts at (while srv is nil)
-	loseState bool          // its restart starts from an empty state dir
-	skew      time.Duration // its clock minus the fleet's
-	nextBeat  time.Time     // its next heartbeat, on its clock
-	failP     float64       // the probability its store requests fail
-	failUntil int           // the step its failures end at
+	downUntil   int           // the step it restarts at (while srv is nil)
+	loseState   bool          // its restart starts from an empty state dir
+	skew        time.Duration // its clock minus the fleet's
+	nextBeat    time.Time     // its next heartbeat, on its clock
+	failP       float64       // the probability its store requests fail
+	failUntil   int           // the step its failures end at
+	flaky       bool          // until failUntil, every other read of its serial fails
+	passed      bool          // a pass of this process succeeded
+	serialReads int
 
 	// What it served: per process (first: a 200 was served), per name (the serial).
 	served200    bool
@@ -148,24 +152,41 @@ func (s *sim) start(n *simNode) {
 		n.cfg.StateDir = s.t.TempDir()
 		n.loseState = false
 	}
-	fs := faultyStore{Store: s.st, fail: func(op, key string) bool { return s.fails(n) }, before: func(key string) { s.interleaved(n, key) }}
+	fs := faultyStore{Store: s.st, fail: func(op, key string) bool { return s.fails(n, key) }, before: func(key string) { s.interleaved(n, key) }}
 	srv, err := node.NewWithStore(n.cfg, slog.New(slog.DiscardHandler), fs, ingressToken, adminToken)
 	if err != nil {
 		s.t.Fatalf("seed %d: starting %s: %v", s.seed, n.name, err)
 	}
 	n.srv, n.h, n.step = srv, srv.Handler(), srv.Steps()
-	n.served200 = false
+	n.served200, n.passed = false, false
 	n.nextBeat = s.clock(n) // the first heartbeat at once, as Run does
 }
 
-func (s *sim) fails(n *simNode) bool {
+func (s *sim) fails(n *simNode, key string) bool {
 	if s.step < s.outageUntil {
 		return true
+	}
+	if n.flaky && s.step < n.failUntil && key == store.SerialKey {
+		// A pass reads the serial, the objects, then the serial again: the second read
+		// failing is the window between a complete read and its commit.
+		n.serialReads++
+		return n.serialReads%2 == 0
 	}
 	return s.step < n.failUntil && s.rng.Float64() < n.failP
 }
 
 func (s *sim) clock(n *simNode) time.Time { return s.now.Add(n.skew) }
+
+// allPassed: every node is up and has committed a serial since it started (so it knows
+// the last serial it read, not only what served.json remembers: restoreCrashFlag).
+func (s *sim) allPassed() bool {
+	for _, n := range s.nodes {
+		if n.srv == nil || !n.passed {
+			return false
+		}
+	}
+	return true
+}
 
 func (s *sim) logf(format string, args ...any) {
 	s.log = append(s.log, fmt.Sprintf("step %d: ", s.step)+fmt.Sprintf(format, args...))
@@ -251,8 +272,14 @@ func (s *sim) event() {
 		s.instanceWrite()
 	case r < 60:
 		n := pick(s.rng, s.nodes)
-		n.failP, n.failUntil = []float64{0.1, 0.3, 0.6, 1}[s.rng.IntN(4)], s.step+1+s.rng.IntN(8)
-		s.logf("store faults on %s (p=%.1f) until step %d", n.name, n.failP, n.failUntil)
+		n.failUntil = s.step + 1 + s.rng.IntN(8)
+		if n.flaky = s.rng.IntN(5) == 0; n.flaky {
+			n.failP = 0
+			s.logf("every other serial read of %s fails until step %d", n.name, n.failUntil)
+		} else {
+			n.failP = []float64{0.1, 0.3, 0.6, 1}[s.rng.IntN(4)]
+			s.logf("store faults on %s (p=%.1f) until step %d", n.name, n.failP, n.failUntil)
+		}
 	case r < 62:
 		s.outageUntil = s.step + 1 + s.rng.IntN(10)
 		s.logf("store outage until step %d", s.outageUntil)
@@ -271,7 +298,7 @@ func (s *sim) event() {
 		s.backup = s.st.snapshot()
 		s.logf("store backed up")
 	case r < 74:
-		if s.backup != nil && (len(s.up()) == len(s.nodes) || *restoreCrashFlag) {
+		if s.backup != nil && (s.allPassed() || *restoreCrashFlag) {
 			s.st.restore(s.backup)
 			s.restored = true
 			clear(s.m.required) // serials restart below what was served: the operator's adopt decides
@@ -312,7 +339,9 @@ func (s *sim) tickNodes() {
 		if faulty {
 			before = s.served(n)
 		}
-		if err := n.step.Reconcile(ctx, now, s.settling || s.rng.IntN(8) == 0); err != nil && faulty {
+		err := n.step.Reconcile(ctx, now, s.settling || s.rng.IntN(8) == 0)
+		n.passed = n.passed || err == nil
+		if err != nil && faulty {
 			// A restart that finds the store foreign serves what its state dir remembers:
 			// from nothing served, its first document.
 			if after := s.served(n); before != nil && !bytes.Equal(before, after) {
@@ -367,6 +396,7 @@ func (s *sim) settle() {
 		// request to a node that has not seen the store go back yet is dropped, so they
 		// pass once first.
 		s.now = s.now.Add(time.Second)
+		s.settling = true // no tick skipped
 		s.tickNodes()
 		for _, n := range s.nodes {
 			if err := node.RequestStoreAdopt(n.cfg.StateDir); err != nil {
@@ -388,7 +418,7 @@ func (s *sim) settle() {
 		// instances its delete left to a sweep that has not run: what each node holds.
 		for _, n := range s.nodes {
 			for i := range apps {
-				s.m.unsureInsts[portKey{n.name, i}] = true
+				s.m.unsureInsts[instKey{n.name, appName(i)}] = true
 			}
 		}
 		s.restored = false
