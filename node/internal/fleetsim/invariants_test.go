@@ -24,19 +24,18 @@ var (
 	stepsFlag = flag.Int("steps", 0, "steps per seed (default: defaultSteps)")
 	// A node restarted without its state dir gives its ports again, while peers still
 	// route to them by its last record: with store faults delaying its new record,
-	// another tenant's traffic reaches the new holder (found with -statelost, seed 16:
-	// vps-c loses its state, restarts, gives app3 the port app0 had; vps-a, its store
-	// reads failing, still routes app0's host there). Off until the node quarantines the
-	// ports of its own last record at start.
+	// another tenant's traffic reaches the new holder (with -statelost, seed 3: vps-c
+	// gives app3 the port app1 had; vps-a still routes app1's api.example.net there).
+	// Off until the node quarantines the ports of its own last record at start.
 	stateLostFlag = flag.Bool("statelost", false, "crashes may lose the node's state dir (see stateLostFlag)")
 	// A node remembers in served.json the serial its document was first derived at, not
 	// the last serial it served (rewritten when the revision changes: no fsync per
 	// bump). Restarted over a store restored from a backup taken between the two, it
-	// takes the store for its own and serves an older state (found with -restorecrash,
-	// seed 40: vps-c served serial 35, remembered 32, the backup holds 33; after a crash
-	// it serves serial 33, another revision; also seeds 8 and 72 of 80). Off until
-	// served.json keeps the last serial: by default a restore waits for every node to
-	// be up and to have passed since it started, and no node crashes until the adopt.
+	// takes the store for its own and serves an older state (with -restorecrash, seeds
+	// 3, 9 and 27 of 60: vps-c served serial 16, restarts, serves serial 12, another
+	// revision). Off until served.json keeps the last serial: by default a restore waits
+	// for every node to be up and to have passed since it started, and no node crashes
+	// until the adopt.
 	restoreCrashFlag = flag.Bool("restorecrash", false, "nodes may crash while the store is restored and not yet adopted (see restoreCrashFlag)")
 )
 
