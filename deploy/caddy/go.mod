@@ -6,8 +6,8 @@ require (
 	github.com/caddyserver/caddy/v2 v2.11.9
 	github.com/caddyserver/certmagic v0.25.6
 	github.com/scafo/ingress v0.0.0
-	github.com/traefik/paerser v0.2.2
 	go.uber.org/zap v1.28.0
+	go.uber.org/zap/exp v0.3.0
 )
 
 require (
@@ -123,6 +123,7 @@ require (
 	github.com/tailscale/tscert v0.0.0-20251216020129-aea342f6d747 // indirect
 	github.com/tinylib/msgp v1.6.4 // indirect
 	github.com/traefik/genconf v0.5.2 // indirect
+	github.com/traefik/paerser v0.2.2 // indirect
 	github.com/urfave/cli v1.22.17 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/yuin/goldmark v1.8.6 // indirect
@@ -161,7 +162,6 @@ require (
 	go.step.sm/crypto v0.91.0 // indirect
 	go.uber.org/automaxprocs v1.6.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
-	go.uber.org/zap/exp v0.3.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/crypto/x509roots/fallback v0.0.0-20261030153154-30a33513ff6d // indirect
