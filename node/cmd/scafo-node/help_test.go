@@ -75,8 +75,9 @@ func readHelp(t *testing.T, bin string, path ...string) helpPage {
 
 // elsewhere are the verbs TestVerbHelpMatchesWhatItAccepts leaves to their own tests:
 // store init and config check take the node's whole configuration (storeinit_test.go,
-// socket_linux_test.go's TestConfigCheckSaysWhetherTheNodeWouldStart).
-var elsewhere = map[string]bool{"store init": true, "config check": true}
+// socket_linux_test.go's TestConfigCheckSaysWhetherTheNodeWouldStart); front is the
+// layer-4 front, a server of its own configuration (front_test.go, node/front, e2e).
+var elsewhere = map[string]bool{"store init": true, "config check": true, "front": true}
 
 // TestVerbHelpMatchesWhatItAccepts walks every verb through --help (the command tree
 // is read from the help pages), then calls each one against a running node with every
