@@ -469,17 +469,17 @@ func (c *splitConn) Write(p []byte) (int, error) {
 	return n + 11, err
 }
 
-// quicLoad opens a verified QUIC connection every interval and records each.
-type quicLoad struct {
+// dialLoad starts dial every interval, each in a goroutine of its own (a slow one does
+// not hold the next back), and records each: who answered, or the error.
+type dialLoad struct {
+	shotLog
 	once  sync.Once
-	mu    sync.Mutex
-	shots []connShot
 	stopc chan struct{}
 	done  chan struct{}
 }
 
-func startQUICLoad(addr, host string, roots *x509.CertPool, every time.Duration) *quicLoad {
-	l := &quicLoad{stopc: make(chan struct{}), done: make(chan struct{})}
+func startDialLoad(every time.Duration, dial func() (from string, err error)) *dialLoad {
+	l := &dialLoad{stopc: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
 		tick := time.NewTicker(every)
@@ -496,34 +496,26 @@ func startQUICLoad(addr, host string, roots *x509.CertPool, every time.Duration)
 			go func(at time.Time) {
 				defer wg.Done()
 				s := connShot{at: at}
-				rep, err := dialQUIC(addr, host, roots)
-				s.took = time.Since(at)
+				from, err := dial()
+				s.took, s.from = time.Since(at), from
 				if err != nil {
 					s.err = err.Error()
-				} else {
-					s.from = rep.Name
 				}
-				l.mu.Lock()
-				l.shots = append(l.shots, s)
-				l.mu.Unlock()
+				l.add(s)
 			}(time.Now())
 		}
 	}()
 	return l
 }
 
-func (l *quicLoad) stop() { l.once.Do(func() { close(l.stopc) }); <-l.done }
+func (l *dialLoad) stop() { l.once.Do(func() { close(l.stopc) }); <-l.done }
 
-func (l *quicLoad) between(from, to time.Time) []connShot {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []connShot
-	for _, s := range l.shots {
-		if !s.at.Before(from) && s.at.Before(to) {
-			out = append(out, s)
-		}
-	}
-	return out
+// startQUICLoad opens a verified QUIC connection (quic-go) every interval.
+func startQUICLoad(addr, host string, roots *x509.CertPool, every time.Duration) *dialLoad {
+	return startDialLoad(every, func() (string, error) {
+		rep, err := dialQUIC(addr, host, roots)
+		return rep.Name, err
+	})
 }
 
 func failures(shots []connShot) (n int, first string) {
@@ -668,48 +660,23 @@ func TestTheFrontLosesNoConnectionAcrossDeploysDeathsAndItsRestart(t *testing.T)
 
 // startPatientLoad is startConnLoad with 20 s for each connection and its answer, each
 // connection in its own goroutine (a queued one does not hold the next back).
-func startPatientLoad(addr, host string, roots *x509.CertPool, every time.Duration) *quicLoad {
-	l := &quicLoad{stopc: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(l.done)
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		var wg sync.WaitGroup
-		defer wg.Wait()
-		for {
-			select {
-			case <-l.stopc:
-				return
-			case <-tick.C:
-			}
-			wg.Add(1)
-			go func(at time.Time) {
-				defer wg.Done()
-				s := connShot{at: at}
-				d := &net.Dialer{Timeout: 20 * time.Second}
-				c, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{ServerName: host, RootCAs: roots})
-				if err == nil {
-					c.SetDeadline(time.Now().Add(20 * time.Second))
-					var line []byte
-					line, err = bufio.NewReader(c).ReadBytes('\n')
-					var rep tlsReply
-					if err == nil {
-						err = json.Unmarshal(line, &rep)
-					}
-					s.from = rep.Name
-					c.Close()
-				}
-				s.took = time.Since(at)
-				if err != nil {
-					s.err = err.Error()
-				}
-				l.mu.Lock()
-				l.shots = append(l.shots, s)
-				l.mu.Unlock()
-			}(time.Now())
+func startPatientLoad(addr, host string, roots *x509.CertPool, every time.Duration) *dialLoad {
+	return startDialLoad(every, func() (string, error) {
+		d := &net.Dialer{Timeout: 20 * time.Second}
+		c, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{ServerName: host, RootCAs: roots})
+		if err != nil {
+			return "", err
 		}
-	}()
-	return l
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		line, err := bufio.NewReader(c).ReadBytes('\n')
+		if err != nil {
+			return "", err
+		}
+		var rep tlsReply
+		err = json.Unmarshal(line, &rep)
+		return rep.Name, err
+	})
 }
 
 // TestTheFrontGivesACaddyFleetPassthrough: a Caddy on the shipped Caddyfile, its HTTPS

@@ -634,10 +634,34 @@ type connShot struct {
 // connLoad opens a new verified TLS connection to host through addr every interval,
 // reads the application's reply and closes it.
 type connLoad struct {
-	mu    sync.Mutex
-	shots []connShot
+	shotLog
 	stopc chan struct{}
 	done  chan struct{}
+}
+
+// shotLog is the connections a load opened, in the order they ended.
+type shotLog struct {
+	mu    sync.Mutex
+	shots []connShot
+}
+
+func (l *shotLog) add(s connShot) {
+	l.mu.Lock()
+	l.shots = append(l.shots, s)
+	l.mu.Unlock()
+}
+
+// between returns the shots opened in [from, to).
+func (l *shotLog) between(from, to time.Time) []connShot {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []connShot
+	for _, s := range l.shots {
+		if !s.at.Before(from) && s.at.Before(to) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func startConnLoad(addr, host string, roots *x509.CertPool, every time.Duration) *connLoad {
@@ -661,9 +685,7 @@ func startConnLoad(addr, host string, roots *x509.CertPool, every time.Duration)
 				s.from = rep.Name
 				c.Close()
 			}
-			l.mu.Lock()
-			l.shots = append(l.shots, s)
-			l.mu.Unlock()
+			l.add(s)
 		}
 	}()
 	return l
@@ -674,18 +696,6 @@ func (l *connLoad) stop() {
 	<-l.done
 }
 
-// between returns the shots opened in [from, to).
-func (l *connLoad) between(from, to time.Time) []connShot {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []connShot
-	for _, s := range l.shots {
-		if !s.at.Before(from) && s.at.Before(to) {
-			out = append(out, s)
-		}
-	}
-	return out
-}
 
 // TestPassthroughDeploysAndDeathsCountedThroughTraefik is scenario 28: db (passthrough)
 // on [n1, n2], Traefik preferring n1, a new verified connection every 20 ms. A deploy
