@@ -696,7 +696,6 @@ func (l *connLoad) stop() {
 	<-l.done
 }
 
-
 // TestPassthroughDeploysAndDeathsCountedThroughTraefik is scenario 28: db (passthrough)
 // on [n1, n2], Traefik preferring n1, a new verified connection every 20 ms. A deploy
 // across n1's port pair with ?wait=applied fails no new connection and sends every new

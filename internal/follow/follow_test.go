@@ -27,7 +27,9 @@ type fakeNode struct {
 	polled  chan struct{} // closed (and replaced) at every request
 }
 
-func newFakeNode() *fakeNode { return &fakeNode{changed: make(chan struct{}), polled: make(chan struct{})} }
+func newFakeNode() *fakeNode {
+	return &fakeNode{changed: make(chan struct{}), polled: make(chan struct{})}
+}
 
 // waitReport waits for a request whose headers satisfy ok, and returns them.
 func (n *fakeNode) waitReport(t *testing.T, ok func(http.Header) bool) http.Header {
