@@ -2,11 +2,9 @@ package scafo
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -63,21 +61,9 @@ type Poller struct {
 	done   chan struct{}
 }
 
-// NewPoller validates cfg and loads the state file; it does not poll yet (Start).
+// NewPoller validates cfg and loads the state file; it does not poll yet (Start). The
+// endpoints, the token and the timings are internal/follow's to check and default.
 func NewPoller(cfg PollerConfig) (*Poller, error) {
-	if len(cfg.Endpoints) == 0 {
-		return nil, errors.New("scafo: no node endpoints")
-	}
-	for i, e := range cfg.Endpoints {
-		u, err := url.Parse(e)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-			return nil, fmt.Errorf("scafo: endpoint %q: want http(s)://host[:port][/path]", e)
-		}
-		cfg.Endpoints[i] = strings.TrimSuffix(e, "/")
-	}
-	if cfg.Token == "" {
-		return nil, errors.New("scafo: empty ingress token")
-	}
 	if cfg.Name == "" {
 		cfg.Name = defaultName()
 	}
@@ -88,15 +74,6 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 			return nil, fmt.Errorf("scafo: group: %w", err)
 		}
 		groups = g
-	}
-	if cfg.Wait <= 0 {
-		cfg.Wait = 30 * time.Second
-	}
-	if cfg.Interval <= 0 {
-		cfg.Interval = 2 * time.Second
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 10 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
