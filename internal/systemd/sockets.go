@@ -25,24 +25,14 @@ func InheritedSockets() (*Sockets, error) {
 }
 
 func inheritedSockets(getenv func(string) string, pid int) (*Sockets, error) {
-	pidStr, fdsStr := getenv("LISTEN_PID"), getenv("LISTEN_FDS")
-	defer func() {
-		os.Unsetenv("LISTEN_PID")
-		os.Unsetenv("LISTEN_FDS")
-		os.Unsetenv("LISTEN_FDNAMES")
-	}()
-	if fdsStr == "" {
+	n, err := handedOver(getenv, pid)
+	switch {
+	case err != nil:
+		return nil, err
+	case n == 0:
 		return nil, nil
-	}
-	if p, err := strconv.Atoi(pidStr); err != nil || p != pid {
-		return nil, nil
-	}
-	n, err := strconv.Atoi(fdsStr)
-	if err != nil || n < 0 || n > maxSockets {
-		return nil, fmt.Errorf("LISTEN_FDS=%q from the service manager: want a count of at most %d", fdsStr, maxSockets)
-	}
-	if n == 0 {
-		return nil, nil
+	case n > maxSockets:
+		return nil, fmt.Errorf("LISTEN_FDS=%d from the service manager: want a count of at most %d", n, maxSockets)
 	}
 	s := &Sockets{}
 	for fd := listenFdsStart; fd < listenFdsStart+n; fd++ {

@@ -52,24 +52,33 @@ func Inherited() (*Listener, error) {
 	return inherited(os.Getenv, os.Getpid())
 }
 
-func inherited(getenv func(string) string, pid int) (*Listener, error) {
+// handedOver is how many descriptors, from listenFdsStart, the service manager handed
+// this process (0 when none, or when LISTEN_PID names another process: the variables
+// leaked from our parent). It unsets the variables, so that no child process takes them
+// for its own.
+func handedOver(getenv func(string) string, pid int) (int, error) {
 	pidStr, fdsStr := getenv("LISTEN_PID"), getenv("LISTEN_FDS")
-	defer func() {
-		os.Unsetenv("LISTEN_PID")
-		os.Unsetenv("LISTEN_FDS")
-		os.Unsetenv("LISTEN_FDNAMES")
-	}()
+	os.Unsetenv("LISTEN_PID")
+	os.Unsetenv("LISTEN_FDS")
+	os.Unsetenv("LISTEN_FDNAMES")
 	if fdsStr == "" {
-		return nil, nil
+		return 0, nil
 	}
 	if p, err := strconv.Atoi(pidStr); err != nil || p != pid {
-		return nil, nil // meant for another process (our parent's)
+		return 0, nil // meant for another process (our parent's)
 	}
 	n, err := strconv.Atoi(fdsStr)
 	if err != nil || n < 0 {
-		return nil, fmt.Errorf("LISTEN_FDS=%q from the service manager: not a count", fdsStr)
+		return 0, fmt.Errorf("LISTEN_FDS=%q from the service manager: not a count", fdsStr)
 	}
+	return n, nil
+}
+
+func inherited(getenv func(string) string, pid int) (*Listener, error) {
+	n, err := handedOver(getenv, pid)
 	switch {
+	case err != nil:
+		return nil, err
 	case n == 0:
 		return nil, nil
 	case n > 1:
