@@ -11,6 +11,7 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/render/routing"
 )
 
@@ -88,7 +89,7 @@ func (c *Config) Validate() error {
 		bad("token: empty (set it, or SCAFO_INGRESS_TOKEN)")
 	}
 	if c.Name != "" {
-		if !validIngressName(c.Name) {
+		if ingress.ValidName(c.Name) != nil {
 			bad("name %q: 1..63 bytes of [a-z0-9.-], starting and ending with a letter or digit", c.Name)
 		}
 	}
@@ -154,20 +155,6 @@ func (c *Config) Validate() error {
 func validPort(p string, zeroOK bool) bool {
 	n, err := strconv.Atoi(p)
 	return err == nil && n <= 65535 && (n > 0 || zeroOK && n == 0) && strconv.Itoa(n) == p
-}
-
-// validIngressName is the nodes' rule for an ingress name.
-func validIngressName(s string) bool {
-	if s == "" || len(s) > 63 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || (c == '-' || c == '.') && i > 0 && i < len(s)-1) {
-			return false
-		}
-	}
-	return true
 }
 
 // DefaultName is "front-<host name>", cut to a valid ingress name.

@@ -215,7 +215,7 @@ type ReportHeaders struct {
 // fills in this node's name and believes a plugin's serial only up to its own.
 func ParseReport(h ReportHeaders) (Report, error) {
 	rep := Report{Name: h.Name}
-	if err := validName(rep.Name); err != nil {
+	if err := ValidName(rep.Name); err != nil {
 		return rep, fmt.Errorf("%s: %v", api.HeaderIngress, err)
 	}
 	switch h.Kind {

@@ -12,9 +12,10 @@ import (
 	"github.com/scafo/ingress/render/routing"
 )
 
-// validName: 1..63 bytes of [a-z0-9.-], starting and ending with a letter or
-// digit (a host name's first label, or a whole short host name).
-func validName(s string) error {
+// ValidName is the rule of an ingress's name: 1..63 bytes of [a-z0-9.-], starting
+// and ending with a letter or digit (a host name's first label, or a whole short host
+// name). The layer-4 front checks its name setting with it.
+func ValidName(s string) error {
 	if s == "" || len(s) > 63 {
 		return fmt.Errorf("%d bytes: want 1..63", len(s))
 	}
@@ -94,9 +95,9 @@ func decode(o store.Object, horizon time.Time) viewObject {
 		bad = "malformed JSON"
 	case rep.Name != name:
 		bad = fmt.Sprintf("name %.70q does not match key", rep.Name)
-	case validName(rep.Name) != nil:
+	case ValidName(rep.Name) != nil:
 		bad = "invalid name"
-	case validName(rep.Node) != nil:
+	case ValidName(rep.Node) != nil:
 		// Shown on the status page beside the name: a node's name is a DNS label, so held
 		// to the name's rule, it can be neither long nor hold a control character.
 		bad = "invalid node"
