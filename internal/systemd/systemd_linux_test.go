@@ -104,6 +104,22 @@ func tcpListenerFile(t *testing.T) (*net.TCPListener, *os.File) {
 	return ln.(*net.TCPListener), f
 }
 
+// udpSocketFile is a bound UDP socket and a descriptor of it, closed at cleanup.
+func udpSocketFile(t *testing.T) (net.PacketConn, *os.File) {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	f, err := pc.(*net.UDPConn).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return pc, f
+}
+
 // TestAHandedOverSocketIsServedAndItsQueueKept: the child serves the socket the parent
 // holds (as systemd does), a connection made before the child accepts waits in the
 // queue and reaches it, and the variables are unset for the child's own children.
@@ -142,16 +158,7 @@ func TestSocketsForAnotherProcessOrNoneAreNotTaken(t *testing.T) {
 // listening) socket, a plain file and two sockets are each an error naming it.
 func TestWhatIsNotOneListeningTCPSocketIsRefused(t *testing.T) {
 	_, tcp := tcpListenerFile(t)
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	udp, err := pc.(*net.UDPConn).File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer udp.Close()
+	_, udp := udpSocketFile(t)
 	plain, err := os.Create(filepath.Join(t.TempDir(), "f"))
 	if err != nil {
 		t.Fatal(err)
@@ -209,16 +216,7 @@ func TestNotifyReachesTheServiceManagersSocket(t *testing.T) {
 // file and a connected TCP socket naming the descriptor.
 func TestAStreamAndADatagramSocketAreBothTaken(t *testing.T) {
 	ln, tcp := tcpListenerFile(t)
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	udp, err := pc.(*net.UDPConn).File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer udp.Close()
+	pc, udp := udpSocketFile(t)
 	t.Setenv("SYSTEMD_TEST_SOCKETS", "1")
 	r, _ := child(t, "self", "2", tcp, udp)
 	if got, want := readLine(t, r), "sockets tcp "+ln.Addr().String()+" udp "+pc.LocalAddr().String(); got != want {
