@@ -281,6 +281,27 @@ systemctl is-active scafo-node`)
 	}
 	waitSame(t, "vps-a's tokens and routes after the upgrade", before, func() string { return state(a) })
 	load.finish(t, "an upgrade of vps-a's package")
+	// The postinst fixes the configuration's group only when it is root's: a group the
+	// operator chose stays, and a symlink's target is never touched (hostile review 1,
+	// finding 7: chgrp followed the link and made root:adm 0664 writable by the node).
+	// The postinst is run as dpkg runs it, without an old version (so no restart).
+	a.sh(t, `conf=/etc/scafo/scafo-node.yaml
+postinst="/var/lib/dpkg/info/scafo-node.postinst configure"
+cp -p $conf /root/conf.keep
+chgrp adm $conf
+$postinst >/dev/null
+test "$(stat -c %G $conf)" = adm
+chgrp root $conf
+$postinst >/dev/null
+test "$(stat -c %G $conf)" = scafo
+install -m 0664 -o root -g adm $conf /srv/scafo-node.yaml
+ln -sf /srv/scafo-node.yaml $conf
+$postinst >/dev/null
+test -L $conf
+test "$(stat -c %G /srv/scafo-node.yaml)" = adm
+rm -f $conf /srv/scafo-node.yaml
+cp -p /root/conf.keep $conf
+test "$(stat -c '%a %U %G' $conf)" = "640 root scafo"`)
 
 	// Were the port ever free (the node and its socket stopped), the CLI sends its token
 	// to no one but the node: a squatter as nobody holding 127.0.0.1:7400 is refused,
