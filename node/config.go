@@ -64,14 +64,9 @@ type NodeConfig struct {
 	APIPort int    `description:"Port peers and ingresses reach this node's API on (default: the listen port)." json:"apiPort,omitempty"`
 }
 
-// TokenConfig carries a bearer token.
-type TokenConfig struct {
-	Token string `description:"Bearer token; minted to the state dir when empty." json:"token,omitempty" loggable:"false"`
-	// Previous tokens are still accepted, so a rotation has no window in which some
-	// client holds a token the node refuses: add the new token, keep the old one here,
-	// move every client, then drop it.
-	Previous []string `description:"Tokens still accepted during a rotation (remove once every client has the new one)." json:"previous,omitempty" loggable:"false"`
-}
+// TokenConfig is the ingress, admin and readonly sections: a role's token and those
+// still accepted during a rotation (package httpapi, whose guards check them).
+type TokenConfig = httpapi.TokenConfig
 
 // PlatformConfig lists the platform domains.
 type PlatformConfig struct {
@@ -272,16 +267,7 @@ func (c *Config) problems() []error {
 		name string
 		tok  TokenConfig
 	}{{"ingress", c.Ingress}, {"admin", c.Admin}, {"readonly", c.Readonly}} {
-		// A configured token (a minted one is 64 hex characters) is held to the
-		// previous tokens' minimum: "short" is not a secret.
-		if tok := t.tok.Token; tok != "" && len(strings.TrimSpace(tok)) < MinTokenLength {
-			errs = append(errs, fmt.Errorf("%s.token: a token of at least %d characters (leave it empty and the node mints one)", t.name, MinTokenLength))
-		}
-		for i, tok := range t.tok.Previous {
-			if len(strings.TrimSpace(tok)) < MinTokenLength {
-				errs = append(errs, fmt.Errorf("%s.previous[%d]: a token of at least %d characters", t.name, i, MinTokenLength))
-			}
-		}
+		errs = append(errs, t.tok.Validate(t.name)...)
 	}
 	// The configured tokens (a token file is read by New, which checks them all again);
 	// Validate's caller names their sources.

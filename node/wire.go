@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"slices"
 	"strings"
 	"time"
 
@@ -74,8 +73,16 @@ func newSubsystems(s *Server, ropts render.Options, nodeID string, mp metricProb
 		NodeTTL:  time.Duration(cfg.Reconcile.NodeTTL),
 		Settings: cfg.nodeSettings,
 		// Declared AND probe up (node/probe).
-		Instances:   func() map[string]fleet.Instance { return probes.Publish(instances.Records()) },
-		OnAnnounced: s.kicks.Reconcile,
+		Instances: func() map[string]fleet.Instance { return probes.Publish(instances.Records()) },
+		// A record of this process announced: the ports its last run's record published
+		// start their quarantine (fleetwrite/registry_lastrecord.go).
+		OnAnnounced: func() {
+			if err := instances.RecordAnnounced(); err != nil {
+				log.Warn("starting the quarantine of the ports of this node's last record", "err", err)
+			}
+			s.kicks.Reconcile()
+		},
+		LastRecord: instances.HoldLastRecord,
 		// The writer and the reconciler are built after the record (they use it).
 		SweepOrphans: orphanSweep(func() *reconcile.Reconciler { return s.rec }, s.identity,
 			func() *fleetwrite.Writer { return s.writer }, log),
@@ -187,25 +194,18 @@ func newReconciler(s *Server, mem *reconcile.Memory, memDoc *routing.Document, a
 	})
 }
 
-// apiConfig is what the HTTP API reads of cfg (limits filled in).
+// apiConfig hands the HTTP API the sections it reads, whole (httpapi.Sections), with
+// each role's token in force (configured, else read from or minted to the state dir).
 func apiConfig(cfg *Config, ingressTok, adminTok, readOnlyTok string) httpapi.Config {
-	return httpapi.Config{
+	ing, adm, ro := cfg.Ingress, cfg.Admin, cfg.Readonly
+	ing.Token, adm.Token, ro.Token = ingressTok, adminTok, readOnlyTok
+	return httpapi.Sections{
 		NodeName: cfg.Node.Name, NodeAddress: cfg.Node.Address, StateDir: cfg.StateDir,
-		Heartbeat:       time.Duration(cfg.Reconcile.Heartbeat),
-		NodeTTL:         time.Duration(cfg.Reconcile.NodeTTL),
-		PortsQuarantine: time.Duration(cfg.Ports.Quarantine),
-		BodyTimeout:     time.Duration(cfg.Limits.BodyTimeout),
-		WriteTimeout:    time.Duration(cfg.Limits.WriteTimeout),
-		ConnMaxAge:      time.Duration(cfg.Limits.ConnMaxAge),
-		RejectLog:       time.Duration(cfg.Limits.RejectLog),
-		WriteRate:       cfg.Writes.Rate, WriteBurst: cfg.Writes.Burst,
-		IngressToken: ingressTok, AdminToken: adminTok, ReadOnlyToken: readOnlyTok,
-		IngressPrevious: cfg.Ingress.Previous, AdminPrevious: cfg.Admin.Previous, ReadOnlyPrevious: cfg.Readonly.Previous,
-		ACMEInline: cfg.ACME.Enabled && cfg.ACME.Delivery == DeliveryInline,
-		Hosts:      append(slices.Clone(cfg.Platform.Domains), cfg.API.AllowedHosts...),
-		// The middlewares the configuration declares: /v1/status warns of others.
-		Middlewares: cfg.Traefik.Middlewares,
-	}
+		PlatformDomains: cfg.Platform.Domains,
+		Ingress:         ing, Admin: adm, Readonly: ro,
+		API: cfg.API, Limits: cfg.Limits, Writes: cfg.Writes, Ports: cfg.Ports,
+		Reconcile: cfg.Reconcile, ACME: cfg.ACME, Traefik: cfg.Traefik,
+	}.Config()
 }
 
 // nodeSettings are this node's settings as its record announces them.
