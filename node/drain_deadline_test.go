@@ -50,14 +50,31 @@ func TestAnAttackerCannotHoldTheStop(t *testing.T) {
 	defer stopAttack()
 	wg.Go(func() {
 		req := "GET /v1/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-		for i := 0; ctx.Err() == nil; i = (i + 1) % len(req) {
+		pace := time.NewTicker(50 * time.Millisecond) // the attack itself: a byte every 50 ms of real time
+		defer pace.Stop()
+		for i := 0; ; i = (i + 1) % len(req) {
 			if _, err := slow.Write([]byte{req[i]}); err != nil {
 				return
 			}
-			time.Sleep(50 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				return
+			case <-pace.C:
+			}
 		}
 	})
-	time.Sleep(700 * time.Millisecond) // the limiter finds the cap held (acceptWait)
+	// The limiter finds the cap held (acceptWait): the next connection is answered its
+	// 503 and closed.
+	probe := dial()
+	_ = probe.SetDeadline(time.Now().Add(20 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(probe), nil)
+	if err != nil {
+		t.Fatalf("a connection beyond the held cap: %v, want the limiter's 503", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a connection beyond the held cap: %s, want the limiter's 503", resp.Status)
+	}
 	// Requests queued behind the full cap.
 	var queued []net.Conn
 	for i := range 8 {

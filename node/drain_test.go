@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,22 +16,29 @@ import (
 )
 
 // slowHandOff is a listener whose Accept, once armed, holds the connection it took from
-// the socket for hold before handing it over: the Serve goroutine descheduled between
-// accept(2) and the StateNew hook (a busy machine), made deterministic.
+// the socket until the listener is closed (the stop has begun) before handing it over:
+// the Serve goroutine descheduled between accept(2) and the StateNew hook (a busy
+// machine), made deterministic.
 type slowHandOff struct {
 	net.Listener
-	armed    atomic.Bool
-	hold     time.Duration
-	accepted chan struct{}
+	armed     atomic.Bool
+	accepted  chan struct{}
+	closed    chan struct{}
+	closeOnce sync.Once
 }
 
 func (l *slowHandOff) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err == nil && l.armed.Load() {
 		l.accepted <- struct{}{}
-		time.Sleep(l.hold)
+		<-l.closed
 	}
 	return c, err
+}
+
+func (l *slowHandOff) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return l.Listener.Close()
 }
 
 // A connection the node took from its socket just before the stop, but had not yet handed
@@ -49,7 +57,7 @@ func TestStopAnswersAConnectionAcceptedAsItBegins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := &slowHandOff{Listener: tcp, hold: 300 * time.Millisecond, accepted: make(chan struct{}, 1)}
+	ln := &slowHandOff{Listener: tcp, accepted: make(chan struct{}, 1), closed: make(chan struct{})}
 	n := startNodeOn(t, cfg, st, ln)
 	n.WaitReady()
 	http.DefaultClient.CloseIdleConnections()

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/scafo/ingress/internal/listengate"
@@ -26,6 +27,10 @@ func (l *closeSignal) Close() error {
 // accepted what queued): otherwise Shutdown could close the listener a second time while
 // Serve still holds it, and Run would return that close's error ("use of closed network
 // connection") for a clean stop.
+//
+// In a synctest bubble: the drain's budget passes on the bubble's clock, and the fake
+// Serve returns only once drainSocket is blocked (synctest.Wait), so a drainSocket that
+// does not wait for it has returned by then, every time.
 func TestDrainSocketWaitsForServeAfterAnExpiredDrain(t *testing.T) {
 	tcp, err := listengate.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -36,25 +41,29 @@ func TestDrainSocketWaitsForServeAfterAnExpiredDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ln := &closeSignal{Listener: tcp, closed: make(chan struct{})}
-	served := make(chan error) // unbuffered: taken only by a drainSocket that waits
-	taken := make(chan struct{})
-	go func() { // a Serve that returns a moment after its listener closed
-		<-ln.closed
-		time.Sleep(100 * time.Millisecond)
+	synctest.Test(t, func(t *testing.T) {
+		ln := &closeSignal{Listener: tcp, closed: make(chan struct{})}
+		served := make(chan error) // unbuffered: taken only by a drainSocket that waits
+		taken, decided := make(chan struct{}), make(chan struct{})
+		go func() { // a Serve that returns once its listener closed and drainSocket is blocked
+			defer close(decided)
+			<-ln.closed
+			synctest.Wait()
+			select {
+			case served <- net.ErrClosed:
+				close(taken)
+			default: // nobody waits for Serve
+			}
+		}()
+		s := &Server{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		s.drainSocket(tcp, ln, served, &freshConns{})
+		<-decided
 		select {
-		case served <- net.ErrClosed:
-			close(taken)
-		case <-time.After(5 * time.Second):
+		case <-taken:
+		default:
+			t.Fatal("drainSocket returned without waiting for Serve to return")
 		}
-	}()
-	s := &Server{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	s.drainSocket(tcp, ln, served, &freshConns{})
-	select {
-	case <-taken:
-	case <-time.After(2 * time.Second):
-		t.Fatal("drainSocket returned without waiting for Serve to return")
-	}
+	})
 }
 
 // TestAHeldSocketIsNeitherGatedNorDrainedAtStop: a socket the service manager holds

@@ -79,7 +79,7 @@ func TestLastDocumentServedWhileStoreUnreadable(t *testing.T) {
 		if resp.StatusCode != 200 || !bytes.Equal(before, during) {
 			t.Fatalf("while the store is unreadable: %d, same bytes %v", resp.StatusCode, bytes.Equal(before, during))
 		}
-		time.Sleep(50 * time.Millisecond)
+		n.WaitPasses(1) // a pass on the unreadable store
 	}
 	os.Remove(storeDir)
 	if err := os.Rename(storeDir+".away", storeDir); err != nil {
@@ -157,13 +157,15 @@ func TestWipedStoreIsAnOutageNotAnEmptyFleet(t *testing.T) {
 		return strings.Contains(string(b), `"reachable":false`)
 	})
 	// Several heartbeats later: still the last good document, and no serial recreated.
-	deadline := time.Now().Add(time.Second)
-	for time.Now().Before(deadline) {
+	// Checked after every few passes over the wiped store, for as many passes as fit in
+	// five heartbeats (the passes are what the test counts; heartbeats run on their own ticker).
+	passesPerHeartbeat := int(cfg.Reconcile.Heartbeat / cfg.Reconcile.Interval)
+	for range 5 {
+		n.WaitPasses(passesPerHeartbeat)
 		_, during := n.Get("/v1/ingress/routes", testIngressToken)
 		if !bytes.Equal(before, during) {
 			t.Fatalf("document changed after the store was wiped:\n%s", during)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	if _, err := os.Stat(filepath.Join(storeDir, "serial")); err == nil {
 		t.Fatal("the node recreated the serial in a wiped store")
@@ -187,7 +189,7 @@ func TestWipedStoreIsAnOutageNotAnEmptyFleet(t *testing.T) {
 	if _, err := store.BumpSerial(context.Background(), n.St); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * time.Duration(cfg.Reconcile.Heartbeat)) // absence of change: several heartbeats and passes
+	n.WaitPasses(5 * passesPerHeartbeat) // absence of change: the passes of several heartbeats
 	if _, during := n.Get("/v1/ingress/routes", testIngressToken); !bytes.Equal(before, during) {
 		t.Fatalf("a serial that went backwards was accepted\n%s", n.Logs.String())
 	}

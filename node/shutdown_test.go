@@ -29,7 +29,7 @@ func TestShutdownReleasesLongPolls(t *testing.T) {
 		resp.Body.Close()
 		done <- resp.StatusCode
 	}()
-	time.Sleep(200 * time.Millisecond) // let the poll park
+	waitFor(t, 5*time.Second, "the poll parked", func() bool { return n.Metric("scafo_longpolls_parked") == 1 })
 	start := time.Now()
 	n.Stop()
 	select {
@@ -57,7 +57,7 @@ func TestMetricsExposePollsAndReconcile(t *testing.T) {
 		_, b := n.Get("/metrics", "")
 		return strings.Contains(string(b), "scafo_skipped_objects 1\n")
 	})
-	time.Sleep(5 * time.Duration(n.Cfg.Reconcile.Interval)) // several idle passes
+	n.WaitPasses(5) // several idle passes
 	if _, b := n.Get("/metrics", ""); !strings.Contains(string(b), "scafo_skipped_objects 1\n") {
 		t.Fatal("idle passes reset the skipped-objects gauge")
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/scafo/ingress/internal/listengate"
 	"github.com/scafo/ingress/internal/proc"
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/store/s3/s3test"
 )
@@ -74,7 +75,8 @@ func TestStoreMisconfigurationNamesTheSetting(t *testing.T) {
 			if line == "" || !strings.Contains(line, tc.want) {
 				t.Fatalf("no ERROR naming %s (%q) at start:\n%s", tc.setting, tc.want, logs.String())
 			}
-			for range 3 {
+			for range 3 { // after each of three more (failed) passes
+				testnode.WaitPassesAt(t, base, 1, time.Duration(cfg.Reconcile.Interval))
 				resp, err := http.Get(base + "/v1/readyz")
 				if err != nil {
 					t.Fatal(err)
@@ -83,7 +85,6 @@ func TestStoreMisconfigurationNamesTheSetting(t *testing.T) {
 				if resp.StatusCode == http.StatusOK {
 					t.Fatalf("readyz 200 on a store the node has never read")
 				}
-				time.Sleep(100 * time.Millisecond)
 			}
 		})
 	}

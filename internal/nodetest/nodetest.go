@@ -114,11 +114,34 @@ func Get(t testing.TB, url, token string, hdr ...string) (*http.Response, []byte
 func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s", d, what)
 		}
-		time.Sleep(10 * time.Millisecond)
+		<-tick.C
+	}
+}
+
+// Throughout checks cond every 10 ms for d and fails the test naming what, the first
+// time it does not hold: an absence asserted over a window the test chose (where nothing
+// the code does can say "it will not happen"), not a wait for a condition.
+func Throughout(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	window := time.NewTimer(d)
+	defer window.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if !cond() {
+			t.Fatalf("%s stopped holding within %s", what, d)
+		}
+		select {
+		case <-window.C:
+			return
+		case <-tick.C:
+		}
 	}
 }
 

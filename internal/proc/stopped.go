@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -13,14 +14,16 @@ import (
 // socket use it.
 func WaitStopped(t testing.TB, pid int) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	if Poll(30*time.Second, time.Millisecond, func() error {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if i := strings.LastIndexByte(string(b), ')'); i > 0 && strings.HasPrefix(string(b[i:]), ") T") {
-			return
+			return nil
 		}
+		return errors.New("not stopped")
+	}) != nil {
+		t.Fatalf("process %d not stopped 30 s after SIGSTOP", pid)
 	}
-	t.Fatalf("process %d not stopped 30 s after SIGSTOP", pid)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scafo/ingress/internal/proc"
 )
 
 // TestCLIVerbs drives the write and read verbs against a running node, with the
@@ -25,18 +28,7 @@ func TestCLIVerbs(t *testing.T) {
 	}
 	defer node.Process.Kill()
 	base := "http://" + addr
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(base + "/v1/readyz")
-		if err == nil && resp.StatusCode == 200 {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("node not ready")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	proc.WaitFor(t, "the node's readyz", 20*time.Second, func() error { return proc.HTTPOK(nil, base+"/v1/readyz") })
 	cli := func(args ...string) string {
 		t.Helper()
 		out, err := runCLI(bin, append(args, "--url="+base, "--stateDir="+state)...)
@@ -66,12 +58,12 @@ func TestCLIVerbs(t *testing.T) {
 	put("/v1/node/instances/tito-go", `{"port":25002,"ready":true}`)
 	put("/v1/apps/tito-classic/domains/ti.to/paths", `{"paths":{"paulca":"tito-go.apps.example.com"}}`)
 	var out string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		out = cli("routes")
-		if strings.Contains(out, "/paulca → tito-go.apps.example.com") {
-			break
+	_ = proc.Poll(10*time.Second, 100*time.Millisecond, func() error {
+		if out = cli("routes"); !strings.Contains(out, "/paulca → tito-go.apps.example.com") {
+			return errors.New("no /paulca route yet")
 		}
-	}
+		return nil
+	})
 	if !strings.Contains(out, "ti.to") || !strings.Contains(out, "  /paulca → tito-go.apps.example.com") ||
 		!strings.Contains(out, "vps-a=127.0.0.1:25001") {
 		t.Fatalf("routes:\n%s", out)
@@ -148,11 +140,12 @@ func TestCLIMarksWhatIsNotInEffect(t *testing.T) {
 	resp.Body.Close()
 
 	var routes string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if routes = cli("routes"); strings.Contains(routes, "  /a → shop.apps.example.com") {
-			break
+	_ = proc.Poll(10*time.Second, 50*time.Millisecond, func() error {
+		if routes = cli("routes"); !strings.Contains(routes, "  /a → shop.apps.example.com") {
+			return errors.New("no /a route yet")
 		}
-	}
+		return nil
+	})
 	for _, want := range []string{
 		"\nblog.apps.example.com   blog         503 (fail closed: no ready instance)\n",
 		"\nshop.example.org        shop         vps-a=127.0.0.1:25001\n  /a → shop.apps.example.com\napps.example.com ",
@@ -209,7 +202,7 @@ func TestCLIIngresses(t *testing.T) {
 	var serial, rev string
 	var out []byte
 	var missing []string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	if proc.Poll(10*time.Second, 50*time.Millisecond, func() error {
 		req, _ := http.NewRequest(http.MethodGet, n.url+"/v1/ingress/traefik", nil)
 		req.Header.Set("Authorization", "Bearer ingress-secret")
 		resp, err := http.DefaultClient.Do(req)
@@ -219,10 +212,7 @@ func TestCLIIngresses(t *testing.T) {
 		serial, rev = resp.Header.Get("X-Scafo-Serial"), resp.Header.Get("X-Scafo-Revision")
 		resp.Body.Close()
 		if serial == "" || serial == "0" {
-			if time.Now().After(deadline) {
-				t.Fatalf("no serial served: %q", serial)
-			}
-			continue
+			return errors.New("no serial served yet")
 		}
 		poll("X-Scafo-Ingress", "edge-p", "X-Scafo-Ingress-Kind", "plugin", "X-Scafo-Applied-Serial", serial, "X-Scafo-Applied-Revision", rev)
 		poll("X-Scafo-Ingress", "edge-h")
@@ -240,9 +230,12 @@ func TestCLIIngresses(t *testing.T) {
 				missing = append(missing, want)
 			}
 		}
-		if len(missing) == 0 || time.Now().After(deadline) {
-			break
+		if len(missing) > 0 {
+			return errors.New("the listing is not current yet")
 		}
+		return nil
+	}) != nil && (serial == "" || serial == "0") {
+		t.Fatalf("no serial served: %q", serial)
 	}
 	for _, want := range missing {
 		t.Errorf("ingresses: no %q in\n%s", want, out)

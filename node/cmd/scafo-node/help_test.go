@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -18,6 +19,7 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/internal/proc"
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/store/dir"
 )
@@ -172,12 +174,12 @@ func TestVerbHelpMatchesWhatItAccepts(t *testing.T) {
 		}
 		var out []byte
 		var err error
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			out, err = runCLI(bin, args...)
-			if (err == nil && strings.Contains(string(out), c.want)) || time.Now().After(deadline) {
-				break
+		_ = proc.Poll(10*time.Second, 100*time.Millisecond, func() error {
+			if out, err = runCLI(bin, args...); err == nil && !strings.Contains(string(out), c.want) {
+				return errors.New("not yet")
 			}
-		}
+			return err
+		})
 		if err != nil || !strings.Contains(string(out), c.want) {
 			t.Fatalf("scafo-node %v: %v, want %q in\n%s", args, err, c.want, out)
 		}
@@ -259,18 +261,8 @@ func startTestNode(t *testing.T) *testNode {
 			t.Errorf("node: %v", err)
 		}
 	})
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		resp, err := http.Get(n.url + "/v1/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return n
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("node not ready")
-		}
-	}
+	proc.WaitFor(t, "the node's readyz", 10*time.Second, func() error { return proc.HTTPOK(nil, n.url+"/v1/readyz") })
+	return n
 }
 
 // instanceReady reports app's instance on this node ready (nothing probes it).

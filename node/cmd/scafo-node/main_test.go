@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scafo/ingress/internal/proc"
 )
 
 var (
@@ -82,19 +85,7 @@ func TestQuickStartWithNoConfiguration(t *testing.T) {
 
 	base := "http://" + addr
 	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(base + "/v1/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("readyz never 200 (last err %v)", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	proc.WaitFor(t, "readyz 200", 20*time.Second, func() error { return proc.HTTPOK(nil, base+"/v1/readyz") })
 	tok, err := os.ReadFile(filepath.Join(work, "scafo-state", "ingress-token"))
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +98,8 @@ func TestQuickStartWithNoConfiguration(t *testing.T) {
 	// routes to this node once its first heartbeat record is read (the first pass may
 	// publish before it: readiness means "a complete pass", not "my record is in").
 	var body []byte
-	for {
+	var status int
+	if proc.Poll(time.Until(deadline), 50*time.Millisecond, func() error {
 		req, _ := http.NewRequest("GET", base+"/v1/ingress/traefik", nil)
 		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
 		resp, err := http.DefaultClient.Do(req)
@@ -116,13 +108,12 @@ func TestQuickStartWithNoConfiguration(t *testing.T) {
 		}
 		body, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode == 200 && strings.Contains(string(body), "Host(`apps.localhost`)") {
-			break
+		if status = resp.StatusCode; status != 200 || !strings.Contains(string(body), "Host(`apps.localhost`)") {
+			return errors.New("no apps.localhost route yet")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("traefik config: %d %s", resp.StatusCode, body)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	}) != nil {
+		t.Fatalf("traefik config: %d %s", status, body)
 	}
 
 	// The CLI finds the node and the admin token in the state dir.

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,16 +160,8 @@ func TestSecondNodeOnAStateDirIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { first.Process.Signal(syscall.SIGTERM); first.Wait() }()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get("http://" + addr + "/v1/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the first node is not ready:\n%s", logs.String())
-		}
+	if err := proc.Poll(20*time.Second, proc.Tick, func() error { return proc.HTTPOK(nil, "http://"+addr+"/v1/readyz") }); err != nil {
+		t.Fatalf("the first node is not ready (%v):\n%s", err, logs.String())
 	}
 	if want := "store=dir:" + filepath.Join(state, "store"); !strings.Contains(logs.String(), want) {
 		t.Errorf("the start line does not name the store (%s):\n%s", want, logs.String())
@@ -206,12 +197,13 @@ func TestCLIErrorsAndWarningsSpeakToTheUser(t *testing.T) {
 
 	// Flags before the command, as kubectl takes them; a warning on stderr.
 	var stdout string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	_ = proc.Poll(10*time.Second, 100*time.Millisecond, func() error {
 		stdout, stderr, code = runSplit(t, bin, "--url", hostPort, "--token="+n.admin, "apps", "put", "shop", "--account=acme", "--placement=vps-a,vsp-b")
-		if code != 0 || strings.Contains(stderr, "warning") || time.Now().After(deadline) {
-			break // (no warning before the node's first pass has read the node records)
+		if code != 0 || strings.Contains(stderr, "warning") {
+			return nil
 		}
-	}
+		return errors.New("no warning yet") // (none before the node's first pass has read the node records)
+	})
 	if code != 0 || !strings.Contains(stdout, "placement  vps-a > vsp-b") ||
 		!strings.HasPrefix(stderr, `scafo-node: warning: placement names node "vsp-b", which no node record names`) {
 		t.Errorf("apps put on a node no record names: exit %d, stdout %q, stderr %q", code, stdout, stderr)

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/internal/proc"
 	"github.com/scafo/ingress/internal/walkthrough"
 )
 
@@ -312,20 +314,22 @@ func runWalkthrough(t *testing.T, stub makeStub, path string, blocks []readmeBlo
 	// Ready, and its own record folded in: the first pass can run before the node's
 	// first heartbeat is written, and publishes a document without the node API then
 	// (a person typing the next command never sees it; a script can).
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	if proc.Poll(20*time.Second, 50*time.Millisecond, func() error {
 		tok, _ := os.ReadFile(filepath.Join(work, "scafo-state", "ingress-token"))
 		req, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1:"+port+"/v1/ingress/routes", nil)
 		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == 200 && strings.Contains(string(body), `"api"`) {
-				break
-			}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("node not ready, or no node API in its document, in 20 s")
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), `"api"`) {
+			return errors.New("no node API in the document yet")
 		}
+		return nil
+	}) != nil {
+		t.Fatal("node not ready, or no node API in its document, in 20 s")
 	}
 
 	// The rest, in one shell.
@@ -354,11 +358,13 @@ func runWalkthrough(t *testing.T, stub makeStub, path string, blocks []readmeBlo
 		t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) })
 		if err == nil {
 			// The README stops what it starts: nothing of the group outlives the walkthrough.
-			for deadline := time.Now().Add(5 * time.Second); syscall.Kill(-pgid, 0) == nil; time.Sleep(50 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Errorf("the walkthrough of %s left processes running (process group %d): it must stop what it starts", path, pgid)
-					break
+			if proc.Poll(5*time.Second, 50*time.Millisecond, func() error {
+				if syscall.Kill(-pgid, 0) == nil {
+					return errors.New("the group has a process")
 				}
+				return nil
+			}) != nil {
+				t.Errorf("the walkthrough of %s left processes running (process group %d): it must stop what it starts", path, pgid)
 			}
 		}
 	}

@@ -44,17 +44,8 @@ func TestShutdownAnswersTheRequestsQueuedOnItsSocket(t *testing.T) {
 		_ = cmd.Process.Signal(syscall.SIGCONT)
 		_ = cmd.Process.Kill()
 	}()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp, err := http.Get("http://" + addr + "/v1/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("readyz never 200 (last err %v): %s", err, output())
-		}
+	if err := proc.Poll(30*time.Second, proc.Tick, func() error { return proc.HTTPOK(nil, "http://"+addr+"/v1/readyz") }); err != nil {
+		t.Fatalf("readyz never 200 (last err %v): %s", err, output())
 	}
 
 	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
