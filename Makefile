@@ -81,8 +81,9 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./render/...
 
 # The side-by-side report of issue 8 (wrk, nginx, Traefik) and the issue-13 rows (flip latency by
-# fleet size through both providers, store requests on MinIO, before and after): writes
-# e2e/bench/REPORT.md.
+# fleet size through both providers, store requests on MinIO, before and after): the program
+# e2e/bench writes e2e/bench/REPORT.md (REPORT_FLAGS='-only front' measures one section; -list).
+REPORT_FLAGS ?=
 report:
-	./e2e/bench/run.sh
+	$(GO) run ./e2e/bench $(REPORT_FLAGS)
 	$(GO) run ./tools/docs/cmd/plots e2e/bench/REPORT.md docs/img

@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"encoding/json"
@@ -354,4 +354,141 @@ func decodeFleetObjects(t *testing.T, objs map[string][]byte) fleet.State {
 		}
 	}
 	return st
+}
+
+func TestNginxConfigKeepsEverythingUnderItsPrefix(t *testing.T) {
+	conf := nginxConfig("/tmp/x", 2, "server {}")
+	for _, want := range []string{"pid /tmp/x/nginx.pid;", "error_log /tmp/x/error.log", "daemon off;",
+		"client_body_temp_path /tmp/x/tmp/body;", "proxy_temp_path /tmp/x/tmp/proxy;",
+		"fastcgi_temp_path /tmp/x/tmp/fastcgi;", "uwsgi_temp_path /tmp/x/tmp/uwsgi;", "scgi_temp_path /tmp/x/tmp/scgi;"} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("configuration lacks %q:\n%s", want, conf)
+		}
+	}
+	for _, line := range strings.Split(conf, "\n") {
+		if strings.Contains(line, "/var/") || strings.Contains(line, "/run/") {
+			t.Errorf("configuration points outside its prefix: %q", line)
+		}
+	}
+}
+
+func TestParsePerfReportKeepsSymbolsAndSpace(t *testing.T) {
+	out := []byte(`# Samples: 5K of event 'cpu-clock:ppp'
+#
+# Overhead  Shared Object      Symbol
+# ........  .................  ......
+#
+    31.20%  [kernel.kallsyms]  [k] copy_user_enhanced_fast_string
+     4.10%  scafo-node         [.] runtime.memmove - -
+     0.90%  scafo-node         [.] net/http.(*conn).serve
+`)
+	got := parsePerfReport(out, 2)
+	want := []string{
+		"| 31.20% | kernel | [kernel.kallsyms] | `copy_user_enhanced_fast_string` |",
+		"| 4.10% | user | scafo-node | `runtime.memmove` |",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("parsePerfReport:\n got %q\nwant %q", got, want)
+	}
+}
+
+func TestTraefikStaticSwapsOnlyAddressesAndTheProvider(t *testing.T) {
+	shipped, err := os.ReadFile(shippedConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := traefikStatic(shipped, 1111, 2222, "/x/dynamic.yaml", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, orig map[string]any
+	if err := yaml.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(shipped, &orig); err != nil {
+		t.Fatal(err)
+	}
+	eps := got["entryPoints"].(map[string]any)
+	if a := eps["web"].(map[string]any)["address"]; a != "127.0.0.1:1111" {
+		t.Errorf("web address %v", a)
+	}
+	if a := eps["websecure"].(map[string]any)["address"]; a != "127.0.0.1:2222" {
+		t.Errorf("websecure address %v", a)
+	}
+	prov := got["providers"].(map[string]any)
+	if _, ok := prov["http"]; ok {
+		t.Error("the HTTP provider is still configured")
+	}
+	if f, _ := prov["file"].(map[string]any); f["filename"] != "/x/dynamic.yaml" || f["watch"] != true {
+		t.Errorf("file provider %v", prov["file"])
+	}
+	if prov["providersThrottleDuration"] != orig["providers"].(map[string]any)["providersThrottleDuration"] {
+		t.Errorf("throttle changed: %v", prov["providersThrottleDuration"])
+	}
+	for _, ep := range []string{"web", "websecure"} {
+		g, _ := json.Marshal(eps[ep].(map[string]any)["http"])
+		o, _ := json.Marshal(orig["entryPoints"].(map[string]any)[ep].(map[string]any)["http"])
+		if string(g) != string(o) {
+			t.Errorf("entryPoints.%s.http changed:\n got %s\nwant %s", ep, g, o)
+		}
+	}
+	if _, ok := got["certificatesResolvers"]; ok {
+		t.Error("certificatesResolvers kept: the bench must not reach ACME")
+	}
+	if g, o := fmt.Sprint(got["serversTransport"]), fmt.Sprint(orig["serversTransport"]); g != o {
+		t.Errorf("serversTransport changed without being asked for: %s, shipped %s", g, o)
+	}
+	out, err = traefikStatic(shipped, 1111, 2222, "/x/dynamic.yaml", 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	if err := yaml.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if n := dig(got, "serversTransport", "maxIdleConnsPerHost"); n != 500 {
+		t.Errorf("serversTransport.maxIdleConnsPerHost = %v, want 500", n)
+	}
+	if g, o := fmt.Sprint(dig(got, "serversTransport", "forwardingTimeouts")), fmt.Sprint(dig(orig, "serversTransport", "forwardingTimeouts")); g != o {
+		t.Errorf("serversTransport.forwardingTimeouts = %s, want the shipped %s", g, o)
+	}
+}
+
+func TestParseWrkReadsRateLatencyAndErrors(t *testing.T) {
+	const sample = `Running 10s test @ http://127.0.0.1:7400/v1/ingress/traefik
+  2 threads and 32 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     5.12ms    2.01ms  40.10ms   88.00%
+    Req/Sec     3.15k   210.00     3.60k    70.00%
+  Latency Distribution
+     50%    4.80ms
+     75%    5.90ms
+     90%    7.20ms
+     99%   12.34ms
+  62731 requests in 10.01s, 1.20GB read
+  Socket errors: connect 0, read 0, write 0, timeout 3
+  Non-2xx or 3xx responses: 17
+Requests/sec:   6266.83
+Transfer/sec:    122.70MB
+`
+	r, err := parseWrk(sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := wrkResult{requests: 62731, reqPerSec: 6266.83, p50: 4800 * time.Microsecond, p99: 12340 * time.Microsecond,
+		non2xx: 17, socketErrors: "connect 0, read 0, write 0, timeout 3", transfer: "122.70MB"}
+	if r != want {
+		t.Errorf("parseWrk:\n got %+v\nwant %+v", r, want)
+	}
+}
+
+func TestParseWrkRefusesOutputWithoutLatencyDistribution(t *testing.T) {
+	for name, out := range map[string]string{
+		"empty":      "",
+		"no latency": "Requests/sec: 10.0\n",
+	} {
+		if _, err := parseWrk(out); err == nil {
+			t.Errorf("%s: parseWrk accepted it", name)
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"encoding/json"
@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"testing"
 
 	"go.yaml.in/yaml/v3"
 
@@ -30,7 +29,7 @@ const (
 )
 
 // shippedPluginConfig is the plugin-based static configuration.
-var shippedPluginConfig = filepath.Join("..", "..", "deploy", "traefik", "traefik-plugin.yml")
+var shippedPluginConfig = filepath.Join(repoRoot, "deploy", "traefik", "traefik-plugin.yml")
 
 // pluginKey is the plugin's key under experimental.localPlugins and providers.plugin.
 const pluginKey = "scafo"
@@ -185,8 +184,7 @@ type providerTraefik struct {
 
 // startProviderTraefik starts Traefik on the shipped configuration of l.kind. It does not
 // wait for routes: the caller knows what it expects to be routed.
-func startProviderTraefik(t *testing.T, name string, l providerLaunch) *providerTraefik {
-	t.Helper()
+func startProviderTraefik(t *task, name string, l providerLaunch) *providerTraefik {
 	shippedPath := shippedConfig
 	if l.kind == providerPlugin {
 		shippedPath = shippedPluginConfig

@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"bufio"
@@ -20,7 +20,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -38,7 +37,7 @@ import (
 //
 // The front runs as its own process (node/front's TCPProxy behind a few lines of main,
 // built here); the application, the HTTP backend and the clients are this process.
-// SCAFO_BENCH=1 and a Traefik (TRAEFIK_BIN, or e2e/build-traefik.sh).
+// Needs a Traefik (TRAEFIK_BIN, or e2e/build-traefik.sh).
 
 const secFront = "11. The layer-4 front beside Traefik (issue 47)"
 
@@ -89,8 +88,7 @@ func main() {
 }
 `
 
-func TestFrontBesideTraefik(t *testing.T) {
-	requireBench(t, "traefik")
+func frontBesideTraefik(t *task) {
 	dir := t.TempDir()
 
 	// The front's binary.
@@ -248,8 +246,7 @@ func withInternalEntryPoint(static []byte, port int) ([]byte, error) {
 	return yaml.Marshal(cfg)
 }
 
-func selfSigned(t *testing.T, name string) (tls.Certificate, *x509.CertPool) {
-	t.Helper()
+func selfSigned(t *task, name string) (tls.Certificate, *x509.CertPool) {
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -269,8 +266,7 @@ func selfSigned(t *testing.T, name string) (tls.Certificate, *x509.CertPool) {
 
 // listenTLSEcho is the passthrough application: its own TLS, one line ("hello"), then
 // an echo.
-func listenTLSEcho(t *testing.T, cert tls.Certificate) net.Listener {
-	t.Helper()
+func listenTLSEcho(t *task, cert tls.Certificate) net.Listener {
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
 	if err != nil {
 		t.Fatal(err)
@@ -335,8 +331,7 @@ func (l *loadResult) pct(p float64) time.Duration {
 	return s[min(len(s)-1, int(p*float64(len(s))))]
 }
 
-func httpLoad(t *testing.T, c *http.Client, get func(*http.Client, string) error, to string, conns int, d time.Duration) loadResult {
-	t.Helper()
+func httpLoad(t *task, c *http.Client, get func(*http.Client, string) error, to string, conns int, d time.Duration) loadResult {
 	var mu sync.Mutex
 	var res loadResult
 	var wg sync.WaitGroup
@@ -378,8 +373,7 @@ type rate struct {
 
 func (r *rate) add(o rate)         { r.n += o.n; r.elapsed += o.elapsed }
 func (r *rate) perSecond() float64 { return r.n / r.elapsed.Seconds() }
-func handshakes(t *testing.T, to string, roots *x509.CertPool, d time.Duration) rate {
-	t.Helper()
+func handshakes(t *task, to string, roots *x509.CertPool, d time.Duration) rate {
 	start := time.Now()
 	n := 0
 	for time.Since(start) < d {
@@ -393,8 +387,7 @@ func handshakes(t *testing.T, to string, roots *x509.CertPool, d time.Duration) 
 	return rate{float64(n), time.Since(start)}
 }
 
-func echoBytes(t *testing.T, to string, roots *x509.CertPool, d time.Duration) rate {
-	t.Helper()
+func echoBytes(t *task, to string, roots *x509.CertPool, d time.Duration) rate {
 	c, err := tlsSession(to, roots)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"bytes"
@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/scafo/ingress/node/store/s3/s3test"
@@ -19,7 +17,7 @@ import (
 // Issue 13 item 1, measured on a real MinIO, before and after in one run: store
 // requests per node per reconcile tick for a fleet of 3, 6 and 12 real scafo-nodes on one
 // bucket, 20 applications, idle. The before side is the node built from the commit
-// before issue 13 (run.sh: SCAFO_BENCH_BEFORE_REF); both sides run here back to back on
+// before issue 13 (the program's -before); both sides run here back to back on
 // a MinIO of their own, counted by MinIO itself (its v3 API request metrics).
 
 // storeTick is the nodes' reconcile interval (the default, on both builds).
@@ -50,12 +48,11 @@ func (r storeCostRun) perNodeTick(n float64) float64 {
 	return n / float64(r.nodes) / (r.window.Seconds() / storeTick.Seconds())
 }
 
-// TestStoreRequestsPerNodePerTick runs 3, 6 and 12 nodes (SCAFO_BENCH_STORE_NODES) on
+// storeRequestsPerNodePerTick runs 3, 6 and 12 nodes (SCAFO_BENCH_STORE_NODES) on
 // one MinIO bucket with 20 applications, lets them settle, and counts MinIO's requests
 // over an idle window (SCAFO_BENCH_STORE_IDLE seconds, default 60), for this tree and,
-// when SCAFO_BENCH_BEFORE_NODE names it, the older build.
-func TestStoreRequestsPerNodePerTick(t *testing.T) {
-	requireBench(t, "scafo-node")
+// when -before names one, the older build.
+func storeRequestsPerNodePerTick(t *task) {
 	if _, err := s3test.MinIOBinary(); err != nil {
 		t.Fatalf("MinIO: %v (run .ci/minio.sh install)", err)
 	}
@@ -63,19 +60,16 @@ func TestStoreRequestsPerNodePerTick(t *testing.T) {
 	window := time.Duration(envInt(t, "SCAFO_BENCH_STORE_IDLE", 60)) * time.Second
 	type build struct{ name, bin string }
 	builds := []build{{"this tree", bins.node}}
-	if b := os.Getenv("SCAFO_BENCH_BEFORE_NODE"); b != "" {
-		ref := os.Getenv("SCAFO_BENCH_BEFORE_REF")
-		if ref == "" {
-			ref = "older build"
-		}
+	if b := bins.beforeNode; b != "" {
+		ref := bins.beforeRef
 		builds = append([]build{{"before (" + ref + ")", b}}, builds...)
 	}
-	// MinIO's metrics without a bearer token, for this test's own MinIOs.
+	// MinIO's metrics without a bearer token, for this section's own MinIOs.
 	t.Setenv("MINIO_PROMETHEUS_AUTH_TYPE", "public")
 	var runs []storeCostRun
 	for _, n := range sizes {
 		for _, b := range builds {
-			t.Run(fmt.Sprintf("%s/nodes=%d", b.name, n), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/nodes=%d", b.name, n), func(t *task) {
 				runs = append(runs, measureStoreCost(t, b.name, b.bin, n, window))
 			})
 		}
@@ -83,7 +77,7 @@ func TestStoreRequestsPerNodePerTick(t *testing.T) {
 	storeCostReport(runs, window)
 }
 
-func measureStoreCost(t *testing.T, build, bin string, n int, window time.Duration) storeCostRun {
+func measureStoreCost(t *task, build, bin string, n int, window time.Duration) storeCostRun {
 	srv := s3test.Start(t)
 	cfg := srv.NewBucket(t)
 	s3args := []string{
@@ -136,8 +130,7 @@ func httpOK(url string) error {
 }
 
 // putApp creates an application through a node's API (admin token).
-func putApp(t *testing.T, nd *benchNode, name, account string, placement []string) {
-	t.Helper()
+func putApp(t *task, nd *benchNode, name, account string, placement []string) {
 	body, _ := json.Marshal(map[string]any{"name": name, "account": account, "placement": placement})
 	req, _ := http.NewRequest(http.MethodPut, nd.url("/v1/apps/"+name), bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+benchAdminToken)
@@ -155,8 +148,7 @@ func putApp(t *testing.T, nd *benchNode, name, account string, placement []strin
 
 // minioRequests reads MinIO's S3 request counters by API name
 // (minio_api_requests_total{name=…,type="s3"} on /minio/metrics/v3/api/requests).
-func minioRequests(t *testing.T, endpoint string) map[string]float64 {
-	t.Helper()
+func minioRequests(t *task, endpoint string) map[string]float64 {
 	resp, err := pollClient.Get("http://" + strings.TrimPrefix(endpoint, "http://") + "/minio/metrics/v3/api/requests")
 	if err != nil {
 		t.Fatalf("MinIO metrics: %v", err)
@@ -171,8 +163,7 @@ func minioRequests(t *testing.T, endpoint string) map[string]float64 {
 
 // nodeStoreRequests sums scafo_store_requests_total by op over the nodes (empty on a
 // build without it).
-func nodeStoreRequests(t *testing.T, nodes []*benchNode) map[string]float64 {
-	t.Helper()
+func nodeStoreRequests(t *task, nodes []*benchNode) map[string]float64 {
 	sum := map[string]float64{}
 	for _, nd := range nodes {
 		for k, v := range labelledCounts(metricsText(t, nd), "scafo_store_requests_total", "op", "") {

@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"testing"
 	"time"
 
 	"github.com/scafo/ingress/node/store"
@@ -87,9 +86,8 @@ func placementOf(i int) []string {
 func isFlipParticipant(i int) bool { return i <= 2 }
 
 // startFleetBackends starts the pool and the flip participants' identity listeners, in
-// this process, on 127.0.0.1; they close when the test ends.
-func startFleetBackends(t *testing.T) *fleetBackends {
-	t.Helper()
+// this process, on 127.0.0.1; they close when the task ends.
+func startFleetBackends(t *task) *fleetBackends {
 	b := &fleetBackends{identity: map[string]int{}}
 	for range poolListeners {
 		b.pool = append(b.pool, serveText(t, "ok"))
@@ -105,8 +103,7 @@ func startFleetBackends(t *testing.T) *fleetBackends {
 
 // serveText starts an HTTP server on a free loopback port answering body to every
 // request, and returns the port.
-func serveText(t *testing.T, body string) int {
-	t.Helper()
+func serveText(t *task, body string) int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -199,8 +196,7 @@ func appJSON(app fleet.App, spec fleetSpec, i int) ([]byte, error) {
 
 // writeFlipFleet writes spec's objects into the dir store at root and bumps the serial
 // once (unnamed: a node reads everything).
-func writeFlipFleet(t *testing.T, root string, spec fleetSpec, b *fleetBackends) {
-	t.Helper()
+func writeFlipFleet(t *task, root string, spec fleetSpec, b *fleetBackends) {
 	objs, err := fleetObjects(spec, b, time.Now())
 	if err != nil {
 		t.Fatal(err)

@@ -1,23 +1,20 @@
-package bench
+package main
 
 import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 )
 
 // perfTop samples pid with `perf record` (user and kernel stacks) while load runs and
 // returns the hottest symbols, self time, as markdown table rows. Empty when perf is
 // missing or not permitted: the profile is an aid, not a measurement.
-func perfTop(t *testing.T, pid int, d time.Duration, n int, load func()) []string {
-	t.Helper()
+func perfTop(t *task, pid int, d time.Duration, n int, load func()) []string {
 	perf, err := exec.LookPath("perf")
 	if err != nil {
 		t.Log("perf not installed: no profile")
@@ -85,25 +82,6 @@ func parsePerfReport(out []byte, n int) []string {
 	return rows
 }
 
-func TestParsePerfReportKeepsSymbolsAndSpace(t *testing.T) {
-	out := []byte(`# Samples: 5K of event 'cpu-clock:ppp'
-#
-# Overhead  Shared Object      Symbol
-# ........  .................  ......
-#
-    31.20%  [kernel.kallsyms]  [k] copy_user_enhanced_fast_string
-     4.10%  scafo-node         [.] runtime.memmove - -
-     0.90%  scafo-node         [.] net/http.(*conn).serve
-`)
-	got := parsePerfReport(out, 2)
-	want := []string{
-		"| 31.20% | kernel | [kernel.kallsyms] | `copy_user_enhanced_fast_string` |",
-		"| 4.10% | user | scafo-node | `runtime.memmove` |",
-	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("parsePerfReport:\n got %q\nwant %q", got, want)
-	}
-}
-
-// profileEnabled: SCAFO_BENCH_PROFILE=1 adds perf profiles of the node under load.
-var profileEnabled = os.Getenv("SCAFO_BENCH_PROFILE") == "1"
+// profileEnabled adds perf profiles of the node under load: set when perf is on PATH,
+// unless SCAFO_BENCH_PROFILE=0.
+var profileEnabled bool

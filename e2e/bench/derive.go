@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"bytes"
@@ -16,10 +16,6 @@ import (
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/fleet"
 )
-
-// childEnv makes the test binary a measuring child instead of a test run: each fleet
-// size is measured in its own process so that its peak RSS is its own.
-const childEnv = "SCAFO_BENCH_CHILD"
 
 // deriveResult is what one child reports (JSON on stdout).
 type deriveResult struct {
@@ -189,9 +185,8 @@ func runChild(kind string) int {
 
 // measureDerive runs one child and returns its report and its max RSS as the kernel
 // accounted it (getrusage of the child, which must agree with the child's own).
-func measureDerive(t *testing.T, apps, prefixes int) (deriveResult, int64) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+func measureDerive(t *task, apps, prefixes int) (deriveResult, int64) {
+	cmd := exec.Command(self())
 	cmd.Env = append(os.Environ(), childEnv+"=derive",
 		"SCAFO_BENCH_APPS="+itoa(apps), "SCAFO_BENCH_PREFIXES="+itoa(prefixes))
 	var stdout, stderr bytes.Buffer
@@ -215,10 +210,9 @@ func mb(kb int64) string { return strconv.FormatFloat(float64(kb)/1024, 'f', 1, 
 
 func msNs(ns int64) string { return strconv.FormatFloat(float64(ns)/1e6, 'f', 1, 64) }
 
-// TestDeriveAndRenderGrowLinearly measures derive+render at 1k, 10k and 100k routes,
+// deriveAndRenderGrowLinearly measures derive+render at 1k, 10k and 100k routes,
 // without and with 10k prefixes on one host, each size in its own process.
-func TestDeriveAndRenderGrowLinearly(t *testing.T) {
-	requireBench(t)
+func deriveAndRenderGrowLinearly(t *task) {
 	type size struct{ routes, prefixes int }
 	sizes := []size{{1000, 0}, {10000, 0}, {100000, 0}, {1000, 10000}, {10000, 10000}, {100000, 10000}}
 	rows := []string{
@@ -252,7 +246,7 @@ func TestDeriveAndRenderGrowLinearly(t *testing.T) {
 	rows = append(rows, "",
 		fmt.Sprintf("Growth: the cost per route at 100k routes is %.2f× the cost per route at 1k (no prefixes), "+
 			"and %.2f× the cost at 10k with 10k prefixes; 1.0× is exactly linear. "+
-			"Each size ran in its own process (the test binary re-executed); peak RSS is that process's "+
+			"Each size ran in its own process (the report program re-executed); peak RSS is that process's "+
 			"getrusage max RSS, including the generated fleet state it folds (the node holds that state too). "+
 			"\"After the loops\" is the steady state of repeated folds under the default GOGC.", growth0, growthP),
 		"",

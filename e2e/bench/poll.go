@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"bytes"
@@ -8,15 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"testing"
 	"time"
 )
 
 // rounds is how many times each side is measured, interleaved (SCAFO_BENCH_ROUNDS).
-func rounds(t *testing.T) int {
+func rounds(t *task) int {
 	v := os.Getenv("SCAFO_BENCH_ROUNDS")
 	if v == "" {
-		return 2
+		return 3
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
@@ -26,8 +25,7 @@ func rounds(t *testing.T) int {
 }
 
 // fetchNginx GETs path from n and checks the body is exactly want (no decompression).
-func fetchNginx(t *testing.T, n *nginx, gzip bool, want []byte) {
-	t.Helper()
+func fetchNginx(t *task, n *nginx, gzip bool, want []byte) {
 	req, _ := http.NewRequest(http.MethodGet, "http://"+addr(n.port)+"/traefik.json", nil)
 	if gzip {
 		req.Header.Set("Accept-Encoding", "gzip")
@@ -46,10 +44,9 @@ func fetchNginx(t *testing.T, n *nginx, gzip bool, want []byte) {
 	}
 }
 
-// TestPollThroughputAgainstNginx serves one generated fleet's Traefik configuration
+// pollThroughputAgainstNginx serves one generated fleet's Traefik configuration
 // from scafo-node and the very same bytes from nginx, and loads both with wrk.
-func TestPollThroughputAgainstNginx(t *testing.T) {
-	requireBench(t, "scafo-node", "wrk", "nginx")
+func pollThroughputAgainstNginx(t *task) {
 	load := defaultLoad(t, 8)
 	nRounds := rounds(t)
 	report.add(secPoll,
@@ -59,13 +56,13 @@ func TestPollThroughputAgainstNginx(t *testing.T) {
 			"sendfile, gzip_static with the node's own gzip bytes) serves the same bytes as a static file "+
 			"and gets the same Authorization header. Bytes checked identical before loading.", load, nRounds), "")
 	for _, fl := range []struct{ routes, prefixes int }{{10000, 0}, {10000, 10000}} {
-		t.Run(fmt.Sprintf("routes=%d/prefixes=%d", fl.routes, fl.prefixes), func(t *testing.T) {
+		t.Run(fmt.Sprintf("routes=%d/prefixes=%d", fl.routes, fl.prefixes), func(t *task) {
 			pollVersusNginx(t, load, nRounds, fl.routes, fl.prefixes)
 		})
 	}
 }
 
-func pollVersusNginx(t *testing.T, load wrkLoad, nRounds, routes, prefixes int) {
+func pollVersusNginx(t *task, load wrkLoad, nRounds, routes, prefixes int) {
 	root := storeDir(t)
 	nRoutes := writeFleet(t, root, appsForRoutes(routes), prefixes)
 	nd := newNode(t, "bench-a", root)

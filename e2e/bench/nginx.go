@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"fmt"
@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/scafo/ingress/internal/proc"
@@ -57,8 +56,7 @@ http {
 }
 
 // startNginx writes the configuration and runs nginx, waiting until probe answers 200.
-func startNginx(t *testing.T, name string, workers int, server func(prefix string, port int) string, probe string) *nginx {
-	t.Helper()
+func startNginx(t *task, name string, workers int, server func(prefix string, port int) string, probe string) *nginx {
 	prefix := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(prefix, "tmp"), 0o755); err != nil {
 		t.Fatal(err)
@@ -68,7 +66,7 @@ func startNginx(t *testing.T, name string, workers int, server func(prefix strin
 	mustWrite(t, conf, []byte(nginxConfig(prefix, workers, server(prefix, n.port))))
 	// -e: the error log before the configuration is read (else /var/log/nginx).
 	n.proc = newProc(t, name, bins.nginx, "-p", prefix, "-c", conf, "-e", filepath.Join(prefix, "error.log"))
-	// SIGTERM if the test binary dies: the master then stops its workers, which
+	// SIGTERM if the report program dies: the master then stops its workers, which
 	// SIGKILL would orphan.
 	n.proc.DeathSignal = syscall.SIGTERM
 	n.proc.MustStart(t)
@@ -82,8 +80,7 @@ func startNginx(t *testing.T, name string, workers int, server func(prefix strin
 
 // startStaticNginx serves plain at /traefik.json, and gz (the same body, gzipped:
 // the node's own gzip bytes) to clients that accept gzip (gzip_static).
-func startStaticNginx(t *testing.T, plain, gz []byte) *nginx {
-	t.Helper()
+func startStaticNginx(t *task, plain, gz []byte) *nginx {
 	var www string
 	n := startNginx(t, "nginx-static", 2, func(prefix string, port int) string {
 		www = filepath.Join(prefix, "www")
@@ -109,8 +106,7 @@ const backendPorts = 8
 // startBackend runs the upstream every Traefik route points at: 200 "ok" for
 // everything, on backendPorts listeners, and one access-log line per health-check
 // request in hc.log. n.ports lists the listeners (n.port is the first).
-func startBackend(t *testing.T) *nginx {
-	t.Helper()
+func startBackend(t *task) *nginx {
 	var ports []int
 	n := startNginx(t, "nginx-backend", 2, func(prefix string, port int) string {
 		hc := filepath.Join(prefix, "hc.log")
@@ -133,22 +129,6 @@ func startBackend(t *testing.T) *nginx {
 	return n
 }
 
-func TestNginxConfigKeepsEverythingUnderItsPrefix(t *testing.T) {
-	conf := nginxConfig("/tmp/x", 2, "server {}")
-	for _, want := range []string{"pid /tmp/x/nginx.pid;", "error_log /tmp/x/error.log", "daemon off;",
-		"client_body_temp_path /tmp/x/tmp/body;", "proxy_temp_path /tmp/x/tmp/proxy;",
-		"fastcgi_temp_path /tmp/x/tmp/fastcgi;", "uwsgi_temp_path /tmp/x/tmp/uwsgi;", "scgi_temp_path /tmp/x/tmp/scgi;"} {
-		if !strings.Contains(conf, want) {
-			t.Errorf("configuration lacks %q:\n%s", want, conf)
-		}
-	}
-	for _, line := range strings.Split(conf, "\n") {
-		if strings.Contains(line, "/var/") || strings.Contains(line, "/run/") {
-			t.Errorf("configuration points outside its prefix: %q", line)
-		}
-	}
-}
-
 // healthLoad is the health-check traffic the backend saw in one window.
 type healthLoad struct {
 	expected   float64 // leaves ÷ interval
@@ -158,8 +138,7 @@ type healthLoad struct {
 
 // healthLoad reads the backend's health-check log ("<unix seconds.millis> <uri>" lines)
 // for the window starting at from.
-func (n *nginx) healthLoad(t *testing.T, from time.Time, window time.Duration) healthLoad {
-	t.Helper()
+func (n *nginx) healthLoad(t *task, from time.Time, window time.Duration) healthLoad {
 	b, err := os.ReadFile(filepath.Join(n.prefix, "hc.log"))
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
@@ -186,8 +165,7 @@ func (n *nginx) healthLoad(t *testing.T, from time.Time, window time.Duration) h
 // startBackendAlt is a second backend for ti.to's own application: it answers its own
 // port number, so a response says whether a path router or the host router answered.
 // Its health checks are logged like the main backend's.
-func startBackendAlt(t *testing.T) *nginx {
-	t.Helper()
+func startBackendAlt(t *task) *nginx {
 	return startNginx(t, "nginx-backend-alt", 1, func(prefix string, port int) string {
 		hc := filepath.Join(prefix, "hc.log")
 		return fmt.Sprintf(`  server {

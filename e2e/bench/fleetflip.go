@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"bytes"
@@ -12,14 +12,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 )
 
 // Issue 13 item 5: flip latency by fleet size through a real Traefik, with the provider
 // plugin and with the built-in HTTP provider, and Traefik's CPU per configuration change.
 //
-// One scafo-node on a dir store holding a generated fleet (fleetgen_test.go), one
+// One scafo-node on a dir store holding a generated fleet (fleetgen.go), one
 // Traefik v3.6.12 per provider kind on the shipped static configuration (throttle
 // 100ms; the plugin long-polls, the HTTP provider polls every 1 s). A flip is a PUT of
 // flipHost's path map through the node API moving flipPrefix to the other target; its
@@ -89,7 +88,7 @@ func thousands(n int) string {
 }
 
 // envInts reads a space-separated list of integers from name, or def.
-func envInts(t *testing.T, name string, def []int) []int {
+func envInts(t *task, name string, def []int) []int {
 	v := strings.TrimSpace(os.Getenv(name))
 	if v == "" {
 		return def
@@ -105,7 +104,7 @@ func envInts(t *testing.T, name string, def []int) []int {
 	return out
 }
 
-func envInt(t *testing.T, name string, def int) int {
+func envInt(t *task, name string, def int) int {
 	if v := os.Getenv(name); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -116,17 +115,19 @@ func envInt(t *testing.T, name string, def int) int {
 	return def
 }
 
-// TestFlipLatencyByFleetSize measures flips at 100, 1 000 and 10 000 applications
+// flipLatencyByFleetSize measures flips at 100, 1 000 and 10 000 applications
 // (SCAFO_BENCH_FLIP_SIZES), 20 flips each (SCAFO_BENCH_FLIPS), through the plugin and
 // the HTTP provider, SCAFO_BENCH_FLIP_ROUNDS times; with SCAFO_BENCH_FLIP_QUIET (sizes)
-// also with health checks at 1h, and with SCAFO_BENCH_BEFORE_NODE (+ _PLUGIN, _REF) the
+// also with health checks at 1h (default 10 000), and with -before the
 // same flips on an older build at SCAFO_BENCH_BEFORE_SIZES (default 1 000), plugin only.
-func TestFlipLatencyByFleetSize(t *testing.T) {
-	requireBench(t, "scafo-node", "traefik")
+func flipLatencyByFleetSize(t *task) {
 	sizes := envInts(t, "SCAFO_BENCH_FLIP_SIZES", []int{100, 1000, 10000})
 	flips := envInt(t, "SCAFO_BENCH_FLIPS", 20)
 	rounds := envInt(t, "SCAFO_BENCH_FLIP_ROUNDS", 1)
-	quiet := envInts(t, "SCAFO_BENCH_FLIP_QUIET", nil)
+	quiet := []int{10000}
+	if _, set := os.LookupEnv("SCAFO_BENCH_FLIP_QUIET"); set { // "" for none
+		quiet = envInts(t, "SCAFO_BENCH_FLIP_QUIET", nil)
+	}
 	var cases []flipCase
 	for r := 1; r <= rounds; r++ {
 		for _, n := range sizes {
@@ -140,21 +141,18 @@ func TestFlipLatencyByFleetSize(t *testing.T) {
 			cases = append(cases, flipCase{apps: n, kind: k, quiet: true, round: 1})
 		}
 	}
-	if bin := os.Getenv("SCAFO_BENCH_BEFORE_NODE"); bin != "" {
-		ref := os.Getenv("SCAFO_BENCH_BEFORE_REF")
-		if ref == "" {
-			ref = "older build"
-		}
+	if bin := bins.beforeNode; bin != "" {
+		ref := bins.beforeRef
 		for _, n := range envInts(t, "SCAFO_BENCH_BEFORE_SIZES", []int{1000}) {
 			// Interleaved with this tree's run of the same size, so both see the same machine.
 			cases = append(cases,
-				flipCase{apps: n, kind: providerPlugin, round: 1, before: ref, beforeNode: bin, beforePlugin: os.Getenv("SCAFO_BENCH_BEFORE_PLUGIN")},
+				flipCase{apps: n, kind: providerPlugin, round: 1, before: ref, beforeNode: bin, beforePlugin: bins.beforePlugin},
 				flipCase{apps: n, kind: providerPlugin, round: 2})
 		}
 	}
 	var runs []flipRun
 	for _, c := range cases {
-		t.Run(fmt.Sprintf("%s/round=%d", c.name(), c.round), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/round=%d", c.name(), c.round), func(t *task) {
 			runs = append(runs, measureFleetFlips(t, c, flips))
 		})
 	}
@@ -162,7 +160,7 @@ func TestFlipLatencyByFleetSize(t *testing.T) {
 }
 
 // measureFleetFlips runs one case: fleet, node, Traefik, flips.
-func measureFleetFlips(t *testing.T, c flipCase, flips int) flipRun {
+func measureFleetFlips(t *task, c flipCase, flips int) flipRun {
 	run := flipRun{c: c}
 	backends := startFleetBackends(t)
 	root := storeDir(t)
@@ -278,8 +276,7 @@ func measureFleetFlips(t *testing.T, c flipCase, flips int) flipRun {
 }
 
 // newNodeBin is newNode with another scafo-node binary (an older build).
-func newNodeBin(t *testing.T, bin, name, storeRoot string, extra ...string) *benchNode {
-	t.Helper()
+func newNodeBin(t *task, bin, name, storeRoot string, extra ...string) *benchNode {
 	saved := bins.node
 	bins.node = bin
 	defer func() { bins.node = saved }()
@@ -291,8 +288,7 @@ func newNodeBin(t *testing.T, bin, name, storeRoot string, extra ...string) *ben
 // waitFirstRoute waits until tr routes flipHost's flipPrefix to the application want (5
 // min at most: a cold Traefik loading a large fleet) and returns how long after its
 // start that was; what names tr in the failure.
-func waitFirstRoute(t *testing.T, tr *providerTraefik, want, what string) time.Duration {
-	t.Helper()
+func waitFirstRoute(t *task, tr *providerTraefik, want, what string) time.Duration {
 	if err := tr.proc.WaitUntil(5*time.Minute, func() error {
 		status, body, err := tr.get(flipHost, "/"+flipPrefix+"/x")
 		if err != nil {
@@ -352,8 +348,7 @@ func waitRouted(tr *providerTraefik, want string, t0 time.Time, d *time.Duration
 }
 
 // putFlip points flipPrefix at target through the node API (admin token).
-func putFlip(t *testing.T, nd *benchNode, target string) {
-	t.Helper()
+func putFlip(t *task, nd *benchNode, target string) {
 	body, _ := json.Marshal(map[string]any{"paths": map[string]string{flipPrefix: target + "." + platformDomain}})
 	req, err := http.NewRequest(http.MethodPut, nd.url("/v1/apps/"+flipOwner+"/domains/"+flipHost+"/paths"), bytes.NewReader(body))
 	if err != nil {
@@ -409,8 +404,7 @@ func (n *benchNode) pollQuery(query, etag, wait string) (poll, error) {
 	return poll{status: resp.StatusCode, etag: resp.Header.Get("ETag"), body: b}, nil
 }
 
-func mustNodePoll(t *testing.T, n *benchNode, query, etag string) poll {
-	t.Helper()
+func mustNodePoll(t *task, n *benchNode, query, etag string) poll {
 	p, err := n.pollQuery(query, etag, "")
 	if err != nil {
 		t.Fatal(err)
@@ -422,8 +416,7 @@ func mustNodePoll(t *testing.T, n *benchNode, query, etag string) poll {
 }
 
 // metricsText is a node's /metrics.
-func metricsText(t *testing.T, n *benchNode) string {
-	t.Helper()
+func metricsText(t *task, n *benchNode) string {
 	resp, err := pollClient.Get(n.url("/metrics"))
 	if err != nil {
 		t.Fatalf("%s /metrics: %v", n.name, err)
@@ -453,12 +446,12 @@ func metricSum(text, name string) float64 {
 }
 
 // nodePolls is how many routing polls the node has answered (scafo_ingress_polls_total).
-func nodePolls(t *testing.T, n *benchNode) int {
+func nodePolls(t *task, n *benchNode) int {
 	return int(metricSum(metricsText(t, n), "scafo_ingress_polls_total"))
 }
 
 // reconcileHistogram is the count and sum (seconds) of the node's reconcile passes.
-func reconcileHistogram(t *testing.T, n *benchNode) (int, float64) {
+func reconcileHistogram(t *task, n *benchNode) (int, float64) {
 	text := metricsText(t, n)
 	return int(metricSum(text, "scafo_reconcile_duration_seconds_count")), metricSum(text, "scafo_reconcile_duration_seconds_sum")
 }
@@ -546,7 +539,7 @@ func fleetFlipReport(runs []flipRun, flips int) {
 			"kind, started after the node and measured alone (the two providers run one after the other, never at once), on the shipped "+
 			"static configuration: `deploy/traefik/traefik-plugin.yml` (the provider plugin, long-poll) and `deploy/traefik/traefik.yml` "+
 			"(the built-in HTTP provider, `pollInterval: 1s`, `?prefer=self`), both `providersThrottleDuration: 100ms`; only listen "+
-			"addresses, endpoints and the token differ. The fleet (`e2e/bench/fleetgen_test.go`): every application on two of three "+
+			"addresses, endpoints and the token differ. The fleet (`e2e/bench/fleetgen.go`): every application on two of three "+
 			"fake nodes (records the harness writes, loopback addresses), so a failover chain of two leaves whose first is actively "+
 			"checked; ~1.1 routes per application; the flip host `%s` held by %s with one prefix `%s` on one of two same-account "+
 			"targets whose instances answer with their own name, every other instance on one of %d loopback listeners answering 200 "+
@@ -721,7 +714,7 @@ func apiChainHas(n *benchNode, node string) error {
 
 // parkPoll parks a long-poll of query on the node's current bytes; the channel gets the
 // time the node answered it with new bytes (the zero time if it failed).
-func parkPoll(t *testing.T, nd *benchNode, query string) <-chan time.Time {
+func parkPoll(t *task, nd *benchNode, query string) <-chan time.Time {
 	etag := mustNodePoll(t, nd, query, "").etag
 	done := make(chan time.Time, 1)
 	go func() {

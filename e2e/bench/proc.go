@@ -1,11 +1,10 @@
-package bench
+package main
 
 import (
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/scafo/ingress/internal/proc"
@@ -15,13 +14,24 @@ import (
 // shared with e2e and node/store/s3/s3test: output in a log file, Pdeathsig, waits by
 // event, stop by PID (never by name).
 
-// newProc prepares (does not start) a child with childEnviron. When the test ends it
-// gets SIGTERM and, 5s later, SIGKILL; its log's tail is printed if the test failed.
-func newProc(t *testing.T, name, bin string, args ...string) *proc.Proc {
-	t.Helper()
+// newProc prepares (does not start) a child with childEnviron. When the task ends it
+// gets SIGTERM and, 5s later, SIGKILL (by its PID); its log's tail is printed if the
+// task failed. Until then an interrupt of the program stops it (stopOnSignal).
+func newProc(t *task, name, bin string, args ...string) *proc.Proc {
+	if interrupted.Load() {
+		t.Fatalf("%s not started: interrupted", name)
+	}
 	p := proc.New(t, name, bin, args...)
 	p.Env = childEnviron()
 	p.Grace = 5 * time.Second
+	live.Lock()
+	live.procs[p] = true
+	live.Unlock()
+	t.Cleanup(func() {
+		live.Lock()
+		delete(live.procs, p)
+		live.Unlock()
+	})
 	return p
 }
 
@@ -52,15 +62,14 @@ func rssKB(p *proc.Proc) (rss, peak int64) {
 }
 
 // freePort returns a TCP port free on 127.0.0.1 right now.
-func freePort(t *testing.T) int { return proc.MustFreePort(t, "127.0.0.1") }
+func freePort(t *task) int { return proc.MustFreePort(t, "127.0.0.1") }
 
-// waitFor polls cond until it returns nil, or fails the test at the deadline.
+// waitFor polls cond until it returns nil, or fails the task at the deadline.
 var waitFor = proc.WaitFor
 
 func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 
-func mustWrite(t *testing.T, path string, b []byte) {
-	t.Helper()
+func mustWrite(t *task, path string, b []byte) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(fmt.Errorf("writing %s: %w", path, err))
 	}

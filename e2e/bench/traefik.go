@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"encoding/json"
@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"testing"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -20,7 +19,7 @@ import (
 
 // shippedConfig is the product's Traefik static configuration; the bench runs Traefik on
 // it with only addresses and the provider changed.
-var shippedConfig = filepath.Join("..", "..", "deploy", "traefik", "traefik.yml")
+var shippedConfig = filepath.Join(repoRoot, "deploy", "traefik", "traefik.yml")
 
 // traefikStatic turns the shipped static configuration into the bench's: entry points
 // on loopback ports, the file provider (watching dynFile) instead of the HTTP provider,
@@ -100,8 +99,7 @@ type traefikRequest struct {
 // which route answered, every other leaf at one of ports, round-robin by leaf (one
 // application's leaf keeps its port on every host of the application). Node API
 // ports (node-delegated health checks) go to the leaf's own listener.
-func renderForBackend(t *testing.T, c traefikCase, ports []int, altPort int) ([]byte, *routing.Document) {
-	t.Helper()
+func renderForBackend(t *task, c traefikCase, ports []int, altPort int) ([]byte, *routing.Document) {
 	doc, _ := fleet.Derive(fleet.GenerateState(c.apps, c.prefixes), fleet.GenerateOptions())
 	if doc == nil {
 		t.Fatal("fleet.Derive produced no document")
@@ -154,8 +152,7 @@ type configShape struct {
 	interval                           time.Duration
 }
 
-func shapeOf(t *testing.T, body []byte) configShape {
-	t.Helper()
+func shapeOf(t *task, body []byte) configShape {
 	var cfg struct {
 		HTTP struct {
 			Routers  map[string]json.RawMessage `json:"routers"`
@@ -226,8 +223,7 @@ type traefikRun struct {
 // wrkScript writes a wrk Lua script that sends every request to a random one of paths
 // and hosts (pairs), so that a hit is averaged over the routers' positions in Traefik's
 // priority-ordered scan rather than being one lucky or unlucky router.
-func wrkScript(t *testing.T, dir, name string, hosts, paths []string) string {
-	t.Helper()
+func wrkScript(t *task, dir, name string, hosts, paths []string) string {
 	var b strings.Builder
 	b.WriteString("local hosts = {")
 	for i, h := range hosts {
@@ -294,9 +290,7 @@ type traefikBench struct {
 	load         wrkLoad
 }
 
-func newTraefikBench(t *testing.T) *traefikBench {
-	t.Helper()
-	requireBench(t, "traefik", "wrk", "nginx")
+func newTraefikBench(t *task) *traefikBench {
 	shipped, err := os.ReadFile(shippedConfig)
 	if err != nil {
 		t.Fatal(err)
@@ -314,11 +308,11 @@ func newTraefikBench(t *testing.T) *traefikBench {
 // of them, so that no check fires while the routers are measured.
 const quietInterval = "1h"
 
-// TestTraefikRoutingCost loads a real Traefik with the configuration we render, health
+// traefikRoutingCost loads a real Traefik with the configuration we render, health
 // checks at an interval no run reaches so that the routers alone are measured, at 100, 1 000 and
 // 10 000 applications and at 10 000 prefixes on one host, grouped and per prefix:
 // startup (process start → routed), memory, throughput on hits and misses.
-func TestTraefikRoutingCost(t *testing.T) {
+func traefikRoutingCost(t *task) {
 	tb := newTraefikBench(t)
 	// Traefik's failover needs active checks on its children (it registers for their
 	// status), so they stay, at an interval no measurement lasts.
@@ -334,17 +328,17 @@ func TestTraefikRoutingCost(t *testing.T) {
 	})
 	var runs []traefikRun
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { runs = append(runs, tb.measure(t, c)) })
+		t.Run(c.name, func(t *task) { runs = append(runs, tb.measure(t, c)) })
 	}
 	routingReport(runs, tb.load)
 }
 
-// TestTraefikHealthCheckLoad measures the active health checks of the configuration as
+// traefikHealthCheckLoad measures the active health checks of the configuration as
 // rendered: checks per second at the backend, the busiest second, Traefik's CPU on an
 // otherwise idle proxy, and whether host hits still succeed, at 5 s (the old default,
 // set explicitly), 30 s and the automatic interval (the default: at most
 // render.HealthCheckBudget checks/s).
-func TestTraefikHealthCheckLoad(t *testing.T) {
+func traefikHealthCheckLoad(t *task) {
 	tb := newTraefikBench(t)
 	fixed := render.Options{HealthCheckInterval: "5s"}
 	slow := render.Options{HealthCheckInterval: "30s"}
@@ -364,14 +358,14 @@ func TestTraefikHealthCheckLoad(t *testing.T) {
 	})
 	var runs []traefikRun
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { runs = append(runs, tb.measure(t, c)) })
+		t.Run(c.name, func(t *task) { runs = append(runs, tb.measure(t, c)) })
 	}
 	healthReport(runs, tb.load, pool)
 }
 
 // measure runs Traefik on one case's configuration and measures it. Overload is a
 // result, not a failure: failed requests are counted in the report.
-func (tb *traefikBench) measure(t *testing.T, c traefikCase) traefikRun {
+func (tb *traefikBench) measure(t *task, c traefikCase) traefikRun {
 	dir := t.TempDir()
 	body, doc := renderForBackend(t, c, tb.backend.ports, tb.alt.port)
 	// JSON is YAML: the file provider decodes .yaml with the same decoder the HTTP
@@ -602,66 +596,4 @@ func healthReport(runs []traefikRun, load wrkLoad, pool int) {
 			apps, after.shape.interval, after.shape.checked, before.shape.checked, after.health.perSec, before.health.perSec, after.idleCPU, before.idleCPU, ratio(after, before, "host hit")))
 	}
 	report.add(secTraefik, append(rows, "")...)
-}
-
-func TestTraefikStaticSwapsOnlyAddressesAndTheProvider(t *testing.T) {
-	shipped, err := os.ReadFile(shippedConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := traefikStatic(shipped, 1111, 2222, "/x/dynamic.yaml", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got, orig map[string]any
-	if err := yaml.Unmarshal(out, &got); err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(shipped, &orig); err != nil {
-		t.Fatal(err)
-	}
-	eps := got["entryPoints"].(map[string]any)
-	if a := eps["web"].(map[string]any)["address"]; a != "127.0.0.1:1111" {
-		t.Errorf("web address %v", a)
-	}
-	if a := eps["websecure"].(map[string]any)["address"]; a != "127.0.0.1:2222" {
-		t.Errorf("websecure address %v", a)
-	}
-	prov := got["providers"].(map[string]any)
-	if _, ok := prov["http"]; ok {
-		t.Error("the HTTP provider is still configured")
-	}
-	if f, _ := prov["file"].(map[string]any); f["filename"] != "/x/dynamic.yaml" || f["watch"] != true {
-		t.Errorf("file provider %v", prov["file"])
-	}
-	if prov["providersThrottleDuration"] != orig["providers"].(map[string]any)["providersThrottleDuration"] {
-		t.Errorf("throttle changed: %v", prov["providersThrottleDuration"])
-	}
-	for _, ep := range []string{"web", "websecure"} {
-		g, _ := json.Marshal(eps[ep].(map[string]any)["http"])
-		o, _ := json.Marshal(orig["entryPoints"].(map[string]any)[ep].(map[string]any)["http"])
-		if string(g) != string(o) {
-			t.Errorf("entryPoints.%s.http changed:\n got %s\nwant %s", ep, g, o)
-		}
-	}
-	if _, ok := got["certificatesResolvers"]; ok {
-		t.Error("certificatesResolvers kept: the bench must not reach ACME")
-	}
-	if g, o := fmt.Sprint(got["serversTransport"]), fmt.Sprint(orig["serversTransport"]); g != o {
-		t.Errorf("serversTransport changed without being asked for: %s, shipped %s", g, o)
-	}
-	out, err = traefikStatic(shipped, 1111, 2222, "/x/dynamic.yaml", 500)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got = nil
-	if err := yaml.Unmarshal(out, &got); err != nil {
-		t.Fatal(err)
-	}
-	if n := dig(got, "serversTransport", "maxIdleConnsPerHost"); n != 500 {
-		t.Errorf("serversTransport.maxIdleConnsPerHost = %v, want 500", n)
-	}
-	if g, o := fmt.Sprint(dig(got, "serversTransport", "forwardingTimeouts")), fmt.Sprint(dig(orig, "serversTransport", "forwardingTimeouts")); g != o {
-		t.Errorf("serversTransport.forwardingTimeouts = %s, want the shipped %s", g, o)
-	}
 }

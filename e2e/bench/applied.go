@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"testing"
 	"time"
 )
 
@@ -54,14 +53,13 @@ type appliedRun struct {
 	lateBy  []time.Duration // of the early ones: 200 → first request routed by the new target
 }
 
-func TestWaitAppliedIsNeverEarlyByFleetSize(t *testing.T) {
-	requireBench(t, "scafo-node", "traefik")
+func waitAppliedIsNeverEarlyByFleetSize(t *task) {
 	sizes := envInts(t, "SCAFO_BENCH_APPLIED_SIZES", []int{1000, 10000})
 	flips := envInt(t, "SCAFO_BENCH_APPLIED_FLIPS", 10)
 	var runs []appliedRun
 	for _, n := range sizes {
 		for _, c := range []appliedCase{{n, providerPlugin, true}, {n, providerPlugin, false}, {n, providerHTTP, true}, {n, providerHTTP, false}} {
-			t.Run(c.name(), func(t *testing.T) {
+			t.Run(c.name(), func(t *task) {
 				r := measureApplied(t, c, flips)
 				runs = append(runs, r)
 				if c.probe && r.early > 0 {
@@ -88,7 +86,7 @@ func TestWaitAppliedIsNeverEarlyByFleetSize(t *testing.T) {
 	report.add(secApplied, append(rows, "")...)
 }
 
-func measureApplied(t *testing.T, c appliedCase, flips int) appliedRun {
+func measureApplied(t *task, c appliedCase, flips int) appliedRun {
 	run := appliedRun{c: c}
 	backends := startFleetBackends(t)
 	root := storeDir(t)
@@ -170,8 +168,7 @@ func ingressCurrent(nd *benchNode) error {
 }
 
 // putFlipWaiting is putFlip with ?wait=applied&timeout=60s; it returns the answer.
-func putFlipWaiting(t *testing.T, nd *benchNode, target string) (int, string) {
-	t.Helper()
+func putFlipWaiting(t *task, nd *benchNode, target string) (int, string) {
 	body, _ := json.Marshal(map[string]any{"paths": map[string]string{flipPrefix: target + "." + platformDomain}})
 	req, err := http.NewRequest(http.MethodPut, nd.url("/v1/apps/"+flipOwner+"/domains/"+flipHost+"/paths?wait=applied&timeout=60s"), bytes.NewReader(body))
 	if err != nil {

@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"testing"
 	"time"
 
 	"github.com/scafo/ingress/internal/proc"
@@ -34,8 +33,7 @@ func appsForRoutes(routes int) int { return routes * 100 / 112 }
 // writeFleet writes fleet.GenerateState(nApps, nPrefixes) into a dir store at root
 // through the store API, one object per key as the node's API would, and bumps the
 // serial once. It returns the derived route count.
-func writeFleet(t *testing.T, root string, nApps, nPrefixes int) int {
-	t.Helper()
+func writeFleet(t *task, root string, nApps, nPrefixes int) int {
 	st, err := dir.New(root)
 	if err != nil {
 		t.Fatal(err)
@@ -79,8 +77,7 @@ type benchNode struct {
 }
 
 // newNode prepares (does not start) a node named name on storeRoot.
-func newNode(t *testing.T, name, storeRoot string, extra ...string) *benchNode {
-	t.Helper()
+func newNode(t *task, name, storeRoot string, extra ...string) *benchNode {
 	n := &benchNode{name: name, port: freePort(t)}
 	// Two live nodes never share a node.address (a second one is refused at start):
 	// bench-b, the second node of a two-node fleet, is 127.0.0.2.
@@ -107,8 +104,7 @@ func newNode(t *testing.T, name, storeRoot string, extra ...string) *benchNode {
 func (n *benchNode) url(path string) string { return "http://" + addr(n.port) + path }
 
 // start runs the node and waits for /v1/readyz (its first complete reconcile pass).
-func (n *benchNode) start(t *testing.T) time.Duration {
-	t.Helper()
+func (n *benchNode) start(t *task) time.Duration {
 	n.proc.MustStart(t)
 	const limit = 120 * time.Second
 	if err := n.proc.WaitUntil(limit, func() error { return proc.HTTPOK(nil, n.url("/v1/readyz")) }); err != nil {
@@ -151,8 +147,7 @@ func (n *benchNode) poll(gzip bool) (poll, error) {
 	return poll{status: resp.StatusCode, etag: resp.Header.Get("ETag"), body: b}, nil
 }
 
-func mustPoll(t *testing.T, n *benchNode, gzip bool) poll {
-	t.Helper()
+func mustPoll(t *task, n *benchNode, gzip bool) poll {
 	p, err := n.poll(gzip)
 	if err != nil {
 		t.Fatal(err)
@@ -164,8 +159,7 @@ func mustPoll(t *testing.T, n *benchNode, gzip bool) poll {
 }
 
 // storeDir makes a store directory under a fresh temp dir.
-func storeDir(t *testing.T) string {
-	t.Helper()
+func storeDir(t *task) string {
 	p := filepath.Join(t.TempDir(), "store")
 	if err := os.MkdirAll(p, 0o700); err != nil {
 		t.Fatal(err)

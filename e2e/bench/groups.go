@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"context"
@@ -12,23 +12,22 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
 
 // Issue 17 item 5: ingress groups measured through real Traefiks.
 //
-// One scafo-node on a dir store holding the generated fleet of fleetgen_test.go with a
+// One scafo-node on a dir store holding the generated fleet of fleetgen.go with a
 // group per application: N applications (SCAFO_BENCH_GROUPS_APPS, 10 000) in G groups
 // (SCAFO_BENCH_GROUPS_N, 10) of N/G contiguous applications, g0 holding the flip host
 // and both flip targets. Real Traefiks with the provider plugin on the shipped static
 // configuration, each with `group` set (SCAFO_BENCH_GROUPS_TRAEFIKS, 3: g0, where the
 // flips happen, and observers on other groups); every group without a Traefik, and the
 // observed ones too, is read by a poller that records its bytes. The flips are those of
-// fleetflip_test.go (a PUT of the flip host's path map), SCAFO_BENCH_FLIPS of them.
+// fleetflip.go (a PUT of the flip host's path map), SCAFO_BENCH_FLIPS of them.
 //
 // What is measured: g0's Traefik latency and CPU per change (same method as
-// fleetflip_test.go), the observers' CPU over each flip (net of their idle rate) and
+// fleetflip.go), the observers' CPU over each flip (net of their idle rate) and
 // how many configurations reached them (their plugin logs "emitting configuration" and
 // Traefik "Configuration received" at DEBUG: both counted, before and after the flips),
 // and the pollers' bytes (a conditional poll every second, a full GET after each flip
@@ -133,13 +132,9 @@ func bodyHash(b []byte) string {
 	return hex.EncodeToString(h[:])
 }
 
-// TestGroupFlips measures a flip in one group of a grouped fleet through that group's
-// Traefik, and what the other groups' Traefiks and pollers see (SCAFO_BENCH_GROUPS=1).
-func TestGroupFlips(t *testing.T) {
-	requireBench(t, "scafo-node", "traefik")
-	if os.Getenv("SCAFO_BENCH_GROUPS") != "1" {
-		t.Skip("issue 17's groups measurement: runs with SCAFO_BENCH_GROUPS=1 (run.sh sets it)")
-	}
+// groupFlips measures a flip in one group of a grouped fleet through that group's
+// Traefik, and what the other groups' Traefiks and pollers see.
+func groupFlips(t *task) {
 	apps := envInt(t, "SCAFO_BENCH_GROUPS_APPS", 10000)
 	groups := envInt(t, "SCAFO_BENCH_GROUPS_N", 10)
 	traefiks := envInt(t, "SCAFO_BENCH_GROUPS_TRAEFIKS", 3)
@@ -498,9 +493,9 @@ func flipRow(label string, g *groupTraefik, samples []flipSample, updates string
 func groupsReport(r groupsRun) {
 	f := r.flipped
 	rows := []string{
-		fmt.Sprintf("Measured by `TestGroupFlips` (`e2e/bench/groups_test.go`, `SCAFO_BENCH_GROUPS=1`) on %d cores shared with other engineers' builds and tests: "+
+		fmt.Sprintf("Measured by `go run ./e2e/bench -only groups` (`e2e/bench/groups.go`) on %d cores shared with other engineers' builds and tests: "+
 			"**load average %s at the start and %s at the end** (1/5/15 min), %s. One scafo-node (this tree) on a dir store holding the generated fleet of section 6 "+
-			"(`fleetgen_test.go`) with %s applications in %d ingress groups `g0`…`g%d` of %s contiguous applications each (`\"ingress\": {\"group\": …}` "+
+			"(`fleetgen.go`) with %s applications in %d ingress groups `g0`…`g%d` of %s contiguous applications each (`\"ingress\": {\"group\": …}` "+
 			"in every application object; platform domain `%s` mapped to `g0`, `apps-gN.example.com` to `gN`, with `--platform.groups`); `g0` holds the flip "+
 			"host and both flip targets. Traefik %s with the provider plugin on the shipped `deploy/traefik/traefik-plugin.yml`, one per group read, the "+
 			"plugin's `group` set: `g0`'s Traefik takes the flips (log level as shipped, INFO); the other groups' Traefiks (%s) log at DEBUG so that every "+

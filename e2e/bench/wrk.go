@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"fmt"
@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 )
 
@@ -33,8 +32,7 @@ type wrkResult struct {
 }
 
 // runWrk runs wrk against url with headers ("Name: value").
-func runWrk(t *testing.T, load wrkLoad, url string, headers ...string) wrkResult {
-	t.Helper()
+func runWrk(t *task, load wrkLoad, url string, headers ...string) wrkResult {
 	args := []string{
 		"-t" + itoa(load.threads), "-c" + itoa(load.conns),
 		"-d" + strconv.Itoa(int(load.duration.Seconds())) + "s",
@@ -102,7 +100,7 @@ func parseWrk(out string) (wrkResult, error) {
 }
 
 // defaultLoad is -t2 -c32 -d<seconds>, overridable by SCAFO_BENCH_WRK ("-t2 -c64 -d5s").
-func defaultLoad(t *testing.T, seconds int) wrkLoad {
+func defaultLoad(t *task, seconds int) wrkLoad {
 	l := wrkLoad{threads: 2, conns: 32, duration: time.Duration(seconds) * time.Second}
 	if v := os.Getenv("SCAFO_BENCH_WRK"); v != "" {
 		for _, f := range strings.Fields(v) {
@@ -128,48 +126,8 @@ func defaultLoad(t *testing.T, seconds int) wrkLoad {
 // ms formats a duration in milliseconds with two decimals.
 func ms(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) }
 
-func TestParseWrkReadsRateLatencyAndErrors(t *testing.T) {
-	const sample = `Running 10s test @ http://127.0.0.1:7400/v1/ingress/traefik
-  2 threads and 32 connections
-  Thread Stats   Avg      Stdev     Max   +/- Stdev
-    Latency     5.12ms    2.01ms  40.10ms   88.00%
-    Req/Sec     3.15k   210.00     3.60k    70.00%
-  Latency Distribution
-     50%    4.80ms
-     75%    5.90ms
-     90%    7.20ms
-     99%   12.34ms
-  62731 requests in 10.01s, 1.20GB read
-  Socket errors: connect 0, read 0, write 0, timeout 3
-  Non-2xx or 3xx responses: 17
-Requests/sec:   6266.83
-Transfer/sec:    122.70MB
-`
-	r, err := parseWrk(sample)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := wrkResult{requests: 62731, reqPerSec: 6266.83, p50: 4800 * time.Microsecond, p99: 12340 * time.Microsecond,
-		non2xx: 17, socketErrors: "connect 0, read 0, write 0, timeout 3", transfer: "122.70MB"}
-	if r != want {
-		t.Errorf("parseWrk:\n got %+v\nwant %+v", r, want)
-	}
-}
-
-func TestParseWrkRefusesOutputWithoutLatencyDistribution(t *testing.T) {
-	for name, out := range map[string]string{
-		"empty":      "",
-		"no latency": "Requests/sec: 10.0\n",
-	} {
-		if _, err := parseWrk(out); err == nil {
-			t.Errorf("%s: parseWrk accepted it", name)
-		}
-	}
-}
-
 // runWrkScript runs wrk with a Lua script that builds each request.
-func runWrkScript(t *testing.T, load wrkLoad, url, script string) wrkResult {
-	t.Helper()
+func runWrkScript(t *task, load wrkLoad, url, script string) wrkResult {
 	args := []string{
 		"-t" + itoa(load.threads), "-c" + itoa(load.conns),
 		"-d" + strconv.Itoa(int(load.duration.Seconds())) + "s",

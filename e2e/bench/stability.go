@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"crypto/sha256"
@@ -6,15 +6,13 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"testing"
 	"time"
 )
 
-// TestOneETagAcrossTwoNodesAndARestart polls two nodes sharing one dir store 1000
+// oneETagAcrossTwoNodesAndARestart polls two nodes sharing one dir store 1000
 // times, restarting one of them halfway, and requires every answer to carry one ETag
 // and one body (and, for the gzip representation, one gzip ETag).
-func TestOneETagAcrossTwoNodesAndARestart(t *testing.T) {
-	requireBench(t, "scafo-node")
+func oneETagAcrossTwoNodesAndARestart(t *task) {
 	const (
 		polls     = 1000
 		gzipEvery = 10

@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"fmt"
@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 )
 
@@ -73,10 +72,9 @@ func runServeChild() int {
 
 // startGoServer runs the serve child on the files in dir (written by startStaticNginx
 // or by the caller) and returns its port once the child has logged that it listens.
-func startGoServer(t *testing.T, mode, dir string) int {
-	t.Helper()
+func startGoServer(t *task, mode, dir string) int {
 	port := freePort(t)
-	p := newProc(t, "go-server-"+mode, os.Args[0], "-test.run=^$")
+	p := newProc(t, "go-server-"+mode, self())
 	p.Env = append(p.Env, childEnv+"=serve", "SCAFO_BENCH_SERVE_DIR="+dir,
 		"SCAFO_BENCH_SERVE_MODE="+mode, "SCAFO_BENCH_SERVE_ADDR="+addr(port))
 	p.MustStart(t)
