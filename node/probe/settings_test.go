@@ -22,7 +22,9 @@ func TestProbeSettingsLoadOrAreRefusedNamingTheirSource(t *testing.T) {
 		{Name: "defaults"},
 		{Name: "flap damping from flags and a variable",
 			Args: []string{"--probe.flapWindow=30s", "--probe.flapUps=4", "--probe.holdDown=2s"}, Environ: []string{"SCAFO_PROBE_HOLDDOWNMAX=1m"},
-			Set: func(c *probe.Config) { c.FlapWindow, c.FlapUps, c.HoldDown, c.HoldDownMax = d(30*time.Second), 4, d(2*time.Second), d(time.Minute) }},
+			Set: func(c *probe.Config) {
+				c.FlapWindow, c.FlapUps, c.HoldDown, c.HoldDownMax = d(30*time.Second), 4, d(2*time.Second), d(time.Minute)
+			}},
 		{Name: "from a file", File: "probe:\n  interval: 2s\n  downAfter: 3\n",
 			Set: func(c *probe.Config) { c.Interval, c.DownAfter = d(2*time.Second), 3 }},
 		{Name: "off", Args: []string{"--probe.interval=0"}, Set: func(c *probe.Config) { c.Interval = 0 }},

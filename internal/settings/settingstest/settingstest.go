@@ -27,10 +27,10 @@ const EnvPrefix = "SCAFO_"
 // Section is one configuration section under its path, as the owning package declares
 // it.
 type Section[T any] struct {
-	Path      string           // its path in the node's configuration: "probe"
-	Defaults  func() T         // its defaults
-	Normalize func(*T) error   // the loader's normalisation of it (nil: none)
-	Validate  func(T) []error  // its check, reporting and changing nothing
+	Path      string          // its path in the node's configuration: "probe"
+	Defaults  func() T        // its defaults
+	Normalize func(*T) error  // the loader's normalisation of it (nil: none)
+	Validate  func(T) []error // its check, reporting and changing nothing
 }
 
 // Case is one row of a section's table.
