@@ -3,196 +3,362 @@ package httpapi_test
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"io"
 	"net/http"
+	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/scafo/ingress/internal/nodetest"
-	"github.com/scafo/ingress/internal/testnode"
+	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/node/httpapi"
 )
 
-// The routing endpoints a Traefik polls, through a whole node: tokens, formats,
-// conditional and compressed answers, prefer, long polls.
-
-func TestIngressRequiresToken(t *testing.T) {
-	t.Parallel()
-	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
-	n.WaitReady()
-	for _, tc := range []struct{ name, token string }{{"absent", ""}, {"wrong", "nope"}, {"almost", testnode.IngressToken + "x"}} {
-		for _, p := range []string{"/v1/ingress/routes", "/v1/ingress/traefik", "/v1/status"} {
-			resp, b := n.Get(p, tc.token)
-			if resp.StatusCode != http.StatusUnauthorized {
-				t.Errorf("%s token on %s: %d, want 401", tc.name, p, resp.StatusCode)
-			}
-			if !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
-				t.Errorf("%s token on %s: WWW-Authenticate %q", tc.name, p, resp.Header.Get("WWW-Authenticate"))
-			}
-			if !strings.Contains(string(b), `"error"`) {
-				t.Errorf("%s token on %s: body %s", tc.name, p, b)
-			}
-		}
-	}
-	if strings.Contains(n.Logs.String(), testnode.IngressToken) || strings.Contains(n.Logs.String(), "nope") {
-		t.Error("a token appears in the logs")
-	}
-}
+// The routing endpoints a Traefik polls, through the API in process: formats,
+// conditional and compressed answers, prefer, long polls, and which polls are an
+// ingress's report. Who may poll at all is TestEveryRouteAnswersEachCredentialAsItsRoleAllows's.
 
 func TestOnlyTraefikFormatIsRegistered(t *testing.T) {
 	t.Parallel()
-	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
-	n.WaitReady()
-	resp, b := n.Get("/v1/ingress/nginx", testnode.IngressToken)
-	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), "nginx") {
-		t.Fatalf("nginx format: %d %s, want 404 naming it", resp.StatusCode, b)
+	p := newInProcess(t, nil)
+	if rec := p.do("GET", "/v1/ingress/nginx", ipIngress, ""); rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), "nginx") {
+		t.Fatalf("nginx format: %d %s, want 404 naming it", rec.Code, rec.Body)
 	}
-	resp, _ = n.Get("/v1/ingress/traefik", testnode.IngressToken)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("traefik format: %d", resp.StatusCode)
-	}
+	p.must(t, 200, "GET", "/v1/ingress/traefik", ipIngress, "")
 }
 
+// TestETagAnd304OnlyWhenAsked: every routing body carries a strong ETag; a plain GET
+// is always the whole body (Traefik's HTTP provider treats 304 as an error), a 304
+// only answers If-None-Match of the current one.
 func TestETagAnd304OnlyWhenAsked(t *testing.T) {
 	t.Parallel()
-	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
-	testnode.SeedFleet(t, n.St, "shop")
-	n.WaitReady()
-	testnode.WaitSeeded(t, n)
-	for _, p := range []string{"/v1/ingress/routes", "/v1/ingress/traefik", "/v1/ingress/traefik?prefer=self"} {
-		r1, b1 := n.Get(p, testnode.IngressToken)
-		etag := r1.Header.Get("ETag")
-		if r1.StatusCode != 200 || !strings.HasPrefix(etag, `"`) {
-			t.Fatalf("%s: %d etag %q", p, r1.StatusCode, etag)
+	p := newInProcess(t, nil)
+	for _, path := range []string{"/v1/ingress/routes", "/v1/ingress/traefik", "/v1/ingress/traefik?prefer=self"} {
+		r1 := p.do("GET", path, ipIngress, "")
+		etag := r1.Header().Get("ETag")
+		if r1.Code != 200 || !strings.HasPrefix(etag, `"`) {
+			t.Fatalf("%s: %d etag %q", path, r1.Code, etag)
 		}
-		// Without If-None-Match: always the full body (Traefik's HTTP provider treats
-		// 304 as an error).
-		r2, b2 := n.Get(p, testnode.IngressToken)
-		if r2.StatusCode != 200 || !bytes.Equal(b1, b2) || r2.Header.Get("ETag") != etag {
-			t.Fatalf("%s: second plain GET: %d, same body %v", p, r2.StatusCode, bytes.Equal(b1, b2))
+		r2 := p.do("GET", path, ipIngress, "")
+		if r2.Code != 200 || !bytes.Equal(r1.Body.Bytes(), r2.Body.Bytes()) || r2.Header().Get("ETag") != etag {
+			t.Fatalf("%s: second plain GET: %d, same body %v", path, r2.Code, bytes.Equal(r1.Body.Bytes(), r2.Body.Bytes()))
 		}
-		r3, b3 := n.Get(p, testnode.IngressToken, "If-None-Match", etag)
-		if r3.StatusCode != http.StatusNotModified || len(b3) != 0 {
-			t.Fatalf("%s: If-None-Match current: %d, want 304", p, r3.StatusCode)
+		if r3 := p.do("GET", path, ipIngress, "", "If-None-Match", etag); r3.Code != http.StatusNotModified || r3.Body.Len() != 0 {
+			t.Fatalf("%s: If-None-Match current: %d, want 304", path, r3.Code)
 		}
-		r4, _ := n.Get(p, testnode.IngressToken, "If-None-Match", `"stale"`)
-		if r4.StatusCode != 200 {
-			t.Fatalf("%s: If-None-Match stale: %d, want 200", p, r4.StatusCode)
+		if r4 := p.do("GET", path, ipIngress, "", "If-None-Match", `"stale"`); r4.Code != 200 {
+			t.Fatalf("%s: If-None-Match stale: %d, want 200", path, r4.Code)
 		}
 	}
 }
 
+// TestGzipWhenAccepted: with Accept-Encoding gzip the body is the identity body
+// compressed, under an ETag of its own; without it, no Content-Encoding.
 func TestGzipWhenAccepted(t *testing.T) {
 	t.Parallel()
-	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
-	testnode.SeedFleet(t, n.St, "shop")
-	n.WaitReady()
-	testnode.WaitSeeded(t, n)
-	for _, p := range []string{"/v1/ingress/traefik", "/v1/ingress/routes"} {
-		// gzip, identity, gzip: when both gzip bodies are identical, all three are one
-		// revision (it never goes back), so the identity body is the one to compare.
-		var resp, plain *http.Response
-		var gz, body []byte
-		nodetest.WaitFor(t, 5*time.Second, p+": one revision across three GETs", func() bool {
-			resp, gz = n.Get(p, testnode.IngressToken, "Accept-Encoding", "gzip")
-			plain, body = n.Get(p, testnode.IngressToken)
-			_, again := n.Get(p, testnode.IngressToken, "Accept-Encoding", "gzip")
-			return bytes.Equal(gz, again)
-		})
-		if resp.StatusCode != 200 || plain.StatusCode != 200 {
-			t.Fatalf("%s: %d gzip, %d identity", p, resp.StatusCode, plain.StatusCode)
+	p := newInProcess(t, nil)
+	for _, path := range []string{"/v1/ingress/traefik", "/v1/ingress/routes"} {
+		gz := p.do("GET", path, ipIngress, "", "Accept-Encoding", "gzip")
+		plain := p.do("GET", path, ipIngress, "")
+		if gz.Code != 200 || plain.Code != 200 {
+			t.Fatalf("%s: %d gzip, %d identity", path, gz.Code, plain.Code)
 		}
-		if resp.Header.Get("Content-Encoding") != "gzip" || len(gz) < 2 || gz[0] != 0x1f || gz[1] != 0x8b {
-			t.Fatalf("%s: Content-Encoding %q, body starts %x", p, resp.Header.Get("Content-Encoding"), gz[:min(2, len(gz))])
+		b := gz.Body.Bytes()
+		if gz.Header().Get("Content-Encoding") != "gzip" || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Fatalf("%s: Content-Encoding %q, body starts %x", path, gz.Header().Get("Content-Encoding"), b[:min(2, len(b))])
 		}
-		zr, err := gzip.NewReader(bytes.NewReader(gz))
+		zr, err := gzip.NewReader(bytes.NewReader(b))
 		if err != nil {
-			t.Fatalf("%s: gzip body: %v", p, err)
+			t.Fatalf("%s: gzip body: %v", path, err)
 		}
 		unzipped, err := io.ReadAll(zr)
 		if err != nil {
-			t.Fatalf("%s: gzip body: %v", p, err)
+			t.Fatalf("%s: gzip body: %v", path, err)
 		}
-		if !bytes.Equal(unzipped, body) || len(body) == 0 {
-			t.Fatalf("%s: the gzip body decompresses to %d bytes that differ from the %d-byte identity body:\n%s\n---\n%s",
-				p, len(unzipped), len(body), unzipped, body)
+		if !bytes.Equal(unzipped, plain.Body.Bytes()) || plain.Body.Len() == 0 {
+			t.Fatalf("%s: the gzip body decompresses to %d bytes that differ from the %d-byte identity body", path, len(unzipped), plain.Body.Len())
 		}
-		if plain.Header.Get("Content-Encoding") != "" {
-			t.Errorf("%s: identity response has Content-Encoding %q", p, plain.Header.Get("Content-Encoding"))
+		if plain.Header().Get("Content-Encoding") != "" {
+			t.Errorf("%s: identity response has Content-Encoding %q", path, plain.Header().Get("Content-Encoding"))
 		}
-		if plain.Header.Get("ETag") == resp.Header.Get("ETag") {
-			t.Errorf("%s: gzip and identity representations share one strong ETag", p)
+		if plain.Header().Get("ETag") == gz.Header().Get("ETag") {
+			t.Errorf("%s: gzip and identity representations share one strong ETag", path)
 		}
 	}
 }
 
+// TestPreferValidation: a prefer naming no node of the document changes nothing; one
+// that is not a node name is a 400 naming prefer.
 func TestPreferValidation(t *testing.T) {
 	t.Parallel()
-	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
-	testnode.SeedFleet(t, n.St, "shop")
-	n.WaitReady()
-	nodetest.WaitFor(t, 5*time.Second, "shop routed and this node's record in", func() bool {
-		d := testnode.RoutesDoc(t, n)
-		api, _ := d["api"].(map[string]any)
-		return len(testnode.HostsOf(d)) == 1 && api != nil
-	})
-	_, plain := n.Get("/v1/ingress/routes", testnode.IngressToken)
-	resp, unknown := n.Get("/v1/ingress/routes?prefer=retired-node", testnode.IngressToken)
-	if resp.StatusCode != 200 || !bytes.Equal(plain, unknown) {
-		t.Errorf("unknown but valid node: %d, body changed %v", resp.StatusCode, !bytes.Equal(plain, unknown))
+	p := newInProcess(t, nil)
+	plain := p.must(t, 200, "GET", "/v1/ingress/routes", ipIngress, "")
+	if unknown := p.must(t, 200, "GET", "/v1/ingress/routes?prefer=retired-node", ipIngress, ""); !bytes.Equal(plain, unknown) {
+		t.Errorf("unknown but valid node: the body changed")
 	}
 	for _, bad := range []string{"Bad_Name", "-x", "a.b", "%2e%2e"} {
-		resp, b := n.Get("/v1/ingress/routes?prefer="+bad, testnode.IngressToken)
-		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "prefer") {
-			t.Errorf("prefer=%s: %d %s, want 400 naming prefer", bad, resp.StatusCode, b)
+		if rec := p.do("GET", "/v1/ingress/routes?prefer="+bad, ipIngress, ""); rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "prefer") {
+			t.Errorf("prefer=%s: %d %s, want 400 naming prefer", bad, rec.Code, rec.Body)
 		}
 	}
 }
 
+// TestLongPollReturnsOnChangeAndOnTimeout: a long-poll of the current ETag answers 304
+// when its wait ends, and 200 with the new ETag as soon as a new revision is published.
 func TestLongPollReturnsOnChangeAndOnTimeout(t *testing.T) {
-	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
-	testnode.SeedFleet(t, n.St, "shop")
-	n.WaitReady()
-	testnode.WaitSeeded(t, n)
-	r1, _ := n.Get("/v1/ingress/traefik", testnode.IngressToken)
-	etag := r1.Header.Get("ETag")
-
-	// Timeout: 304 after the wait.
+	t.Parallel()
+	p := newInProcess(t, nil)
+	etag := p.do("GET", "/v1/ingress/traefik", ipIngress, "").Header().Get("ETag")
 	start := time.Now()
-	r2, _ := n.Get("/v1/ingress/traefik?wait=300ms", testnode.IngressToken, "If-None-Match", etag)
-	if el := time.Since(start); r2.StatusCode != http.StatusNotModified || el < 300*time.Millisecond || el > 3*time.Second {
-		t.Fatalf("idle long-poll: %d after %s, want 304 after ~300ms", r2.StatusCode, el)
+	if r := p.do("GET", "/v1/ingress/traefik?wait=300ms", ipIngress, "", "If-None-Match", etag); r.Code != http.StatusNotModified || time.Since(start) < 300*time.Millisecond {
+		t.Fatalf("idle long-poll: %d after %s, want 304 after 300ms", r.Code, time.Since(start))
 	}
-
-	// Change: answered as soon as the revision moves.
-	type result struct {
-		code    int
-		etag    string
-		elapsed time.Duration
-	}
-	res := make(chan result, 1)
-	var changedAt time.Time
+	answered := make(chan *http.Response, 1)
 	go func() {
-		resp, _ := n.Get("/v1/ingress/traefik?wait=20s", testnode.IngressToken, "If-None-Match", etag)
-		res <- result{resp.StatusCode, resp.Header.Get("ETag"), time.Since(changedAt)}
+		answered <- p.do("GET", "/v1/ingress/traefik?wait=20s", ipIngress, "", "If-None-Match", etag).Result()
 	}()
-	nodetest.WaitFor(t, 5*time.Second, "the poll parked", func() bool {
-		_, b := n.Get("/metrics", "")
-		return strings.Contains(string(b), "\nscafo_longpolls_parked 1\n")
-	})
-	changedAt = time.Now()
-	testnode.SeedFleet(t, n.St, "shop", "blog")
+	p.awaitParked(t, 1)
+	p.publish("shop.example", "blog.example")
 	select {
-	case r := <-res:
-		if r.code != 200 || r.etag == etag {
-			t.Fatalf("long-poll after change: %d etag %s", r.code, r.etag)
+	case r := <-answered:
+		if r.StatusCode != 200 || r.Header.Get("ETag") == etag {
+			t.Fatalf("long-poll after a change: %d etag %s", r.StatusCode, r.Header.Get("ETag"))
 		}
-		// One reconcile interval (40ms) plus the store writes; ~100ms is the goal.
-		if r.elapsed > time.Second {
-			t.Fatalf("long-poll answered %s after the change", r.elapsed)
-		}
-		t.Logf("long-poll answered %s after the change (reconcile interval 40ms)", r.elapsed.Round(time.Millisecond))
 	case <-time.After(10 * time.Second):
-		t.Fatal("long-poll did not return after a change")
+		t.Fatal("the long-poll was not answered after a change")
 	}
+}
+
+var parkedSample = regexp.MustCompile(`(?m)^scafo_longpolls_parked (\S+)$`)
+
+// awaitParked returns once n long-polls are parked (scafo_longpolls_parked), yielding
+// to them meanwhile; it fails the test after 10s.
+func (p *inProcess) awaitParked(t *testing.T, n int) {
+	t.Helper()
+	want := []byte(strconv.Itoa(n))
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); runtime.Gosched() {
+		if m := parkedSample.FindSubmatch(p.do("GET", api.PathMetrics, "", "").Body.Bytes()); m != nil && bytes.Equal(m[1], want) {
+			return
+		}
+	}
+	t.Fatalf("%d long-polls never parked", n)
+}
+
+// TestOnlyValidIngressPollsAreRecordedAsReports: a report is recorded only for a valid
+// poll of an ingress. The admin token's polls are not reports (it is not an ingress); a
+// poll answered 404 (unknown format, unknown group) or 400 (a malformed wait, prefer or
+// query) records nothing, so made-up groups cost nothing later; the same report on a
+// valid poll is recorded, and only it is listed.
+func TestOnlyValidIngressPollsAreRecordedAsReports(t *testing.T) {
+	t.Parallel()
+	p := newInProcess(t, nil)
+	for _, tc := range []struct {
+		what, path, token string
+		code              int
+	}{
+		{"the admin token's poll", "/v1/ingress/traefik", ipAdmin, 200},
+		{"an unknown format", "/v1/ingress/nginx", ipIngress, 404},
+		{"an unknown group", "/v1/ingress/traefik?group=made-up", ipIngress, 404},
+		{"a malformed group", "/v1/ingress/traefik?group=Bad_Group", ipIngress, 400},
+		{"a malformed wait", "/v1/ingress/traefik?wait=soon", ipIngress, 400},
+		{"a malformed prefer", "/v1/ingress/traefik?prefer=Not_A_Node", ipIngress, 400},
+		{"an unparsable query", "/v1/ingress/traefik?a=%zz", ipIngress, 400},
+	} {
+		rec := p.do("GET", tc.path, tc.token, "", api.HeaderIngress, "edge-fake", api.HeaderIngressKind, api.KindPlugin, api.HeaderAppliedSerial, "1")
+		if rec.Code != tc.code {
+			t.Fatalf("%s: %d %s, want %d", tc.what, rec.Code, rec.Body, tc.code)
+		}
+		if h := rec.Header().Get(api.HeaderIngressReport); h != "" {
+			t.Errorf("%s: %s: %q, want no report", tc.what, api.HeaderIngressReport, h)
+		}
+	}
+	if ins := p.ingresses(t); len(ins) != 0 {
+		t.Fatalf("after invalid and admin polls, status lists %+v, want no ingress", ins)
+	}
+	rec := p.do("GET", "/v1/ingress/traefik", ipIngress, "", api.HeaderIngress, "edge-real", api.HeaderIngressKind, api.KindPlugin)
+	if rec.Code != 200 || rec.Header().Get(api.HeaderIngressReport) != "recorded" {
+		t.Fatalf("a valid poll: %d %q %s", rec.Code, rec.Header().Get(api.HeaderIngressReport), rec.Body)
+	}
+	if ins := p.ingresses(t); len(ins) != 1 || ins[0].Name != "edge-real" {
+		t.Fatalf("after a valid poll, status lists %+v, want edge-real", ins)
+	}
+}
+
+// TestTheReadOnlyTokenIsNeverAnIngress: the routing document the read-only token reads
+// is never an ingress's poll: the Traefik configuration (it can carry private keys), a
+// report or an applied probe is a 403 naming its role, and no ingress is listed.
+func TestTheReadOnlyTokenIsNeverAnIngress(t *testing.T) {
+	t.Parallel()
+	p := newInProcess(t, nil)
+	for _, c := range []struct {
+		what, path string
+		hdr        []string
+	}{
+		{"the Traefik configuration", api.PathIngress + api.FormatTraefik, nil},
+		{"a report", api.PathIngress + api.FormatRoutes, []string{api.HeaderIngress, "edge-1", api.HeaderIngressKind, api.KindPlugin}},
+		{"an applied probe", api.PathIngress + api.FormatRoutes, []string{api.HeaderAppliedProbe, "http://127.0.0.1:80"}},
+	} {
+		for _, tok := range []string{ipReadOnly, ipReadOnlyPrevious} {
+			rec := p.do("GET", c.path, tok, "", c.hdr...)
+			var e api.Error
+			if rec.Code != http.StatusForbidden || json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Role != "read-only" {
+				t.Errorf("%s with the read-only token: %d %.200s, want 403 naming the read-only role", c.what, rec.Code, rec.Body)
+			}
+		}
+	}
+	if ins := p.ingresses(t); len(ins) != 0 {
+		t.Errorf("the read-only token's polls listed %+v, want no ingress", ins)
+	}
+}
+
+// TestAdminTokenNeverReadsABodyWithPrivateKeys: with fleet certificates delivered inline
+// the Traefik configuration carries every key PEM, so the admin token is refused on it
+// (403, naming the ingress token and the keyless routing document) whether or not a
+// certificate has arrived yet; the ingress token reads it, and the admin still reads the
+// routing document. With delivery "files" the body carries paths, and the admin reads it.
+func TestAdminTokenNeverReadsABodyWithPrivateKeys(t *testing.T) {
+	t.Parallel()
+	for _, inline := range []bool{true, false} {
+		p := newInProcess(t, func(c *httpapi.Config) { c.ACMEInline = inline })
+		for _, tok := range []string{ipAdmin, ipAdminPrevious} {
+			rec := p.do("GET", "/v1/ingress/traefik", tok, "")
+			b := rec.Body.String()
+			if inline && (rec.Code != http.StatusForbidden || !strings.Contains(b, "ingress token") || !strings.Contains(b, "/v1/ingress/routes") || strings.Contains(b, "PRIVATE KEY")) {
+				t.Errorf("admin GET /v1/ingress/traefik with inline keys: %d %s, want 403 naming the ingress token", rec.Code, b)
+			}
+			if !inline && rec.Code != http.StatusOK {
+				t.Errorf("admin GET /v1/ingress/traefik with files delivery: %d %s, want 200", rec.Code, b)
+			}
+			p.must(t, 200, "GET", "/v1/ingress/routes", tok, "")
+		}
+		p.must(t, 200, "GET", "/v1/ingress/traefik", ipIngress, "")
+	}
+}
+
+// ingresses are the ingresses /v1/status lists.
+func (p *inProcess) ingresses(t *testing.T) []api.Ingress {
+	t.Helper()
+	var st api.Status
+	if err := json.Unmarshal(p.must(t, 200, "GET", api.PathStatus, ipAdmin, ""), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ingresses
+}
+
+// TestARefusedPollIsLoggedNamingTheIngressAndNeverListedCurrent: every refusal of an
+// ingress's poll is one WARN line (the reject log: once per source per limits.rejectLog,
+// however many polls) naming the ingress and why, and an ingress this node tracks is
+// listed refused, with why, from the first refused poll on, not current until it is
+// lost. The admin token in a Traefik's ingress.env (its HTTP provider declares the applied
+// probe: 400), a bad applied probe (400), and the admin token on a plugin's poll (served,
+// its report not recorded) each mark it; a bad token names it in the log but marks
+// nothing (a name is no credential). A poll recorded again makes it current again.
+func TestARefusedPollIsLoggedNamingTheIngressAndNeverListedCurrent(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, token string
+		hdr         []string
+		code        int
+		reason      string // in the WARN line and in the status's refused
+		state       string // the ingress's state after the refused polls
+	}{
+		{"the admin token on an applied probe's poll", ipAdmin,
+			[]string{api.HeaderAppliedProbe, "http://127.0.0.1:80"}, http.StatusBadRequest,
+			"the admin token is not an ingress", "refused"},
+		{"a bad applied probe", ipIngress,
+			[]string{api.HeaderAppliedProbe, "ftp://x"}, http.StatusBadRequest,
+			"invalid applied probe: " + api.HeaderAppliedProbe, "refused"},
+		{"the admin token on a plugin's poll", ipAdmin,
+			[]string{api.HeaderIngressKind, api.KindPlugin}, http.StatusOK,
+			"the admin token is not an ingress: the poll is served but its report is not recorded", "refused"},
+		{"a bad token", "not-a-token-0123456789", nil, http.StatusUnauthorized,
+			"rejected ingress request: bad token", "current"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := newInProcess(t, nil)
+			// Two polls of an HTTP-provider Traefik: the second reports what the first served.
+			for range 2 {
+				p.must(t, 200, "GET", "/v1/ingress/traefik", ipIngress, "", api.HeaderIngress, "edge-1")
+			}
+			if st := p.ingress(t, "edge-1"); st.State != "current" {
+				t.Fatalf("before: edge-1 is %s, want current", st.State)
+			}
+			for range 3 {
+				if rec := p.do("GET", "/v1/ingress/traefik", tc.token, "", append([]string{api.HeaderIngress, "edge-1"}, tc.hdr...)...); rec.Code != tc.code {
+					t.Fatalf("refused poll: %d %s, want %d", rec.Code, rec.Body, tc.code)
+				}
+			}
+			// A poll without a valid credential only claims the name (claimedIngress=):
+			// the line never says that ingress was refused.
+			key := " ingress=edge-1"
+			if tc.code == http.StatusUnauthorized {
+				key = " claimedIngress=edge-1"
+			}
+			var warns []string
+			for _, l := range strings.Split(p.logs.String(), "\n") {
+				if strings.Contains(l, "level=WARN") && strings.Contains(l, key) {
+					warns = append(warns, l)
+				}
+			}
+			if len(warns) != 1 || !strings.Contains(warns[0], tc.reason) {
+				t.Errorf("WARN lines naming edge-1: %q, want one saying %q", warns, tc.reason)
+			}
+			st := p.ingress(t, "edge-1")
+			if st.State != tc.state || tc.state == "refused" && !strings.Contains(st.Refused, strings.TrimPrefix(tc.reason, "invalid applied probe: ")) {
+				t.Fatalf("after the refused polls: edge-1 is %s (%q), want %s saying %q", st.State, st.Refused, tc.state, tc.reason)
+			}
+			if tc.state == "refused" && !p.warns(t, "ingress edge-1 (polling vps-a) is refused") {
+				t.Errorf("the status's warnings do not say edge-1 is refused")
+			}
+			p.must(t, 200, "GET", "/v1/ingress/traefik", ipIngress, "", api.HeaderIngress, "edge-1")
+			if st := p.ingress(t, "edge-1"); st.State == "refused" {
+				t.Errorf("after a recorded poll: edge-1 is still refused (%q)", st.Refused)
+			}
+		})
+	}
+}
+
+// TestAPollNamingAnIngressNotTrackedMarksNothing: a refused poll naming an ingress this
+// node has never recorded lists nothing (a made-up name costs no entry), but is logged.
+func TestAPollNamingAnIngressNotTrackedMarksNothing(t *testing.T) {
+	t.Parallel()
+	p := newInProcess(t, nil)
+	p.must(t, 400, "GET", "/v1/ingress/traefik", ipAdmin, "", api.HeaderIngress, "edge-new", api.HeaderAppliedProbe, "http://127.0.0.1:80")
+	if ins := p.ingresses(t); len(ins) != 0 {
+		t.Errorf("status lists %+v, want no ingress", ins)
+	}
+	if !strings.Contains(p.logs.String(), "ingress=edge-new") {
+		t.Errorf("no log line names edge-new:\n%s", p.logs.String())
+	}
+}
+
+// ingress is the ingress called name as /v1/status lists it.
+func (p *inProcess) ingress(t *testing.T, name string) api.Ingress {
+	t.Helper()
+	for _, in := range p.ingresses(t) {
+		if in.Name == name {
+			return in
+		}
+	}
+	t.Fatalf("status does not list %s", name)
+	return api.Ingress{}
+}
+
+// warns reports whether one of /v1/status's warnings starts with prefix.
+func (p *inProcess) warns(t *testing.T, prefix string) bool {
+	t.Helper()
+	var st api.Status
+	if err := json.Unmarshal(p.must(t, 200, "GET", api.PathStatus, ipAdmin, ""), &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range st.Warnings {
+		if strings.HasPrefix(w, prefix) {
+			return true
+		}
+	}
+	return false
 }

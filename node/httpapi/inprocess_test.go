@@ -1,0 +1,192 @@
+package httpapi_test
+
+// The API in process: httpapi.New over a directory store, the real write domain, the
+// real ingress book and a publisher holding one document, with fakes for what the
+// reconcile loop and the node's own record would tell. Requests go through
+// API.Handler() and httptest: no listener, no node, no ticker.
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/scafo/ingress/node/fleetwrite"
+	"github.com/scafo/ingress/node/httpapi"
+	"github.com/scafo/ingress/node/ingress"
+	"github.com/scafo/ingress/node/publish"
+	"github.com/scafo/ingress/node/reconcile"
+	"github.com/scafo/ingress/node/self"
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/node/store/dir"
+	"github.com/scafo/ingress/render"
+	"github.com/scafo/ingress/render/fleet"
+	"github.com/scafo/ingress/render/routing"
+)
+
+// The tokens of an in-process API, current and (mid-rotation) previous.
+const (
+	ipIngress          = "ingress-secret-0123456789"
+	ipIngressPrevious  = "old-ingress-token-0001"
+	ipAdmin            = "admin-secret-0123456789"
+	ipAdminPrevious    = "old-admin-token-00001"
+	ipReadOnly         = "readonly-secret-0123456789"
+	ipReadOnlyPrevious = "old-readonly-token-01"
+)
+
+// inProcess is an API under test and what it was built over.
+type inProcess struct {
+	api    *httpapi.API
+	h      http.Handler
+	st     store.Store
+	writer *fleetwrite.Writer
+	book   *ingress.Book
+	pub    *publish.Publisher
+	logs   *lockedWriter
+}
+
+// fakeReconciler is a reconcile loop that has passed once, knowing no application.
+type fakeReconciler struct{ at time.Time }
+
+func (f fakeReconciler) Status() reconcile.Status     { return reconcile.Status{LastPass: f.at} }
+func (f fakeReconciler) KnownApps() reconcile.AppView { return nil }
+
+// fakeSelf is a node record whose heartbeat is healthy and which announces nothing.
+type fakeSelf struct{}
+
+func (fakeSelf) Err() *string                       { return nil }
+func (fakeSelf) FailingSince() time.Time            { return time.Time{} }
+func (fakeSelf) Conflict(time.Time) *self.Conflict  { return nil }
+func (fakeSelf) AddressReport() *self.AddressReport { return nil }
+func (fakeSelf) Generation() uint64                 { return 0 }
+func (fakeSelf) Await(context.Context, uint64, time.Time, func(map[string]fleet.Instance) string) (uint64, bool, string) {
+	return 0, true, ""
+}
+
+// newInProcess builds the API of node vps-a, mid-rotation of its three tokens, with
+// configure (may be nil) applied to its configuration first.
+func newInProcess(t *testing.T, configure func(*httpapi.Config)) *inProcess {
+	t.Helper()
+	st, err := dir.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedWriter{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	id := &store.Identity{}
+	inst, err := fleetwrite.OpenRegistry(filepath.Join(t.TempDir(), "instances.json"), 25000, 25999, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer := fleetwrite.New(fleetwrite.Config{Node: "vps-a", PlatformDomains: []string{"apps.example.com"}, AuditRetention: 24 * time.Hour},
+		st, id, inst, log)
+	pub := publish.New(render.Options{}, t.TempDir(), id.Mark)
+	book := ingress.New(ingress.Options{Store: st, Log: log, Self: "vps-a", Config: ingress.Defaults(),
+		Known: id.Mark, Current: func() (string, uint64) {
+			if s := pub.Current(); s != nil {
+				return s.Doc().Revision, id.Serial()
+			}
+			return "", 0
+		}})
+	cfg := httpapi.Config{
+		NodeName: "vps-a", NodeAddress: "127.0.0.1", StateDir: t.TempDir(),
+		Heartbeat: time.Hour, NodeTTL: 4 * time.Hour, PortsQuarantine: 10 * time.Minute,
+		BodyTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, RejectLog: time.Minute,
+		WriteRate: 100, WriteBurst: 100,
+		IngressToken: ipIngress, AdminToken: ipAdmin, ReadOnlyToken: ipReadOnly,
+		IngressPrevious: []string{ipIngressPrevious}, AdminPrevious: []string{ipAdminPrevious}, ReadOnlyPrevious: []string{ipReadOnlyPrevious},
+		Hosts: []string{"apps.example.com"},
+	}
+	if configure != nil {
+		configure(&cfg)
+	}
+	a, err := httpapi.New(cfg, log, prometheus.NewRegistry(), httpapi.Deps{
+		Store: st, Identity: id, Publisher: pub, Reconcile: fakeReconciler{at: time.Now()}, Self: fakeSelf{},
+		Ingresses: book, Instances: inst, Writer: writer, KickHeartbeat: func() {},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	p := &inProcess{api: a, h: a.Handler(), st: st, writer: writer, book: book, pub: pub, logs: logs}
+	p.publish("shop.example")
+	return p
+}
+
+// publish makes a document routing hosts (each to one upstream on vps-b) the published
+// one, as a reconcile pass would.
+func (p *inProcess) publish(hosts ...string) {
+	doc := &routing.Document{Routes: []routing.Route{}}
+	for _, h := range hosts {
+		doc.Routes = append(doc.Routes, routing.Route{Host: h, Application: strings.Split(h, ".")[0],
+			Upstreams: []routing.Upstream{{Node: "vps-b", Address: "10.83.0.2:24000", APIPort: 7400}}})
+	}
+	doc.Seal()
+	p.pub.Publish(doc, time.Now())
+}
+
+// do makes one request of the API (token "" sends none; hdr are name, value, …).
+func (p *inProcess) do(method, path, token, body string, hdr ...string) *httptest.ResponseRecorder {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	r := httptest.NewRequest(method, "http://127.0.0.1"+path, rd)
+	r.RemoteAddr = "127.0.0.1:40000"
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Set(hdr[i], hdr[i+1])
+	}
+	rec := httptest.NewRecorder()
+	p.h.ServeHTTP(rec, r)
+	return rec
+}
+
+// must makes a request and fails the test unless it answers code.
+func (p *inProcess) must(t *testing.T, code int, method, path, token, body string, hdr ...string) []byte {
+	t.Helper()
+	rec := p.do(method, path, token, body, hdr...)
+	if rec.Code != code {
+		t.Fatalf("%s %s: %d %s, want %d", method, path, rec.Code, rec.Body, code)
+	}
+	return rec.Body.Bytes()
+}
+
+// issue mints an application token of app (account's) with roles, through the write
+// domain as the admin.
+func (p *inProcess) issue(t *testing.T, account, app string, roles ...string) string {
+	t.Helper()
+	it, err := p.writer.IssueToken(context.Background(), fleetwrite.Actor{Admin: true}, account, app, roles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return it.Token
+}
+
+// lockedWriter is the API's log, written by concurrent requests and read by the test.
+type lockedWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(b)
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
