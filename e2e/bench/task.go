@@ -6,7 +6,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
-	"testing"
 )
 
 // task is one measurement of the report or one case of it (task.Run): it collects
@@ -14,14 +13,9 @@ import (
 // their PID, temporary directories removed) in reverse order when it ends.
 //
 // Its methods carry testing.T's names so that the measurements read as they did when
-// they were tests, and because internal/proc.New and s3test.Start (shared with the e2e
-// and store tests) take a testing.TB: *task is one through the embedded, nil
-// testing.TB, and defines every method those helpers call (Helper, Name, Log(f),
-// Error(f), Fatal(f), Skip(f), Failed, TempDir, Cleanup). A method left to the nil
-// embedding panics, which only a new caller could reach.
+// they were tests, and so that it is a proc.TB and an s3test.TB, the small interfaces
+// the helpers shared with the e2e and store tests take.
 type task struct {
-	testing.TB
-
 	name   string
 	parent *task
 

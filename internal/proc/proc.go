@@ -25,7 +25,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -57,12 +56,25 @@ type Proc struct {
 	started time.Time
 }
 
+// TB is what the helpers of this package use of a test: *testing.T and *testing.B
+// are one, and so is a program's own harness (e2e/bench's task), which cannot be a
+// testing.TB.
+type TB interface {
+	Helper()
+	Cleanup(func())
+	TempDir() string
+	Failed() bool
+	Logf(format string, args ...any)
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
 // TailLines is how many lines of a child's log New's cleanup prints for a failed test.
 const TailLines = 80
 
 // New returns a Proc logging to <t.TempDir()>/<name>.log, stopped when t ends (see
 // Grace); if t failed, the tail of its log is printed.
-func New(t testing.TB, name, bin string, args ...string) *Proc {
+func New(t TB, name, bin string, args ...string) *Proc {
 	t.Helper()
 	p := &Proc{Name: name, Bin: bin, Args: args, Log: filepath.Join(t.TempDir(), name+".log")}
 	t.Cleanup(func() {
@@ -117,7 +129,7 @@ func (p *Proc) Start() error {
 }
 
 // MustStart is Start failing t.
-func (p *Proc) MustStart(t testing.TB) {
+func (p *Proc) MustStart(t TB) {
 	t.Helper()
 	if err := p.Start(); err != nil {
 		t.Fatal(err)

@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"testing"
 	"time"
 )
 
 // WaitStopped waits (up to 30 s) until the process pid is stopped: SIGSTOP, state T in
 // /proc/pid/stat (Linux). The tests that freeze a server to queue connections on its
 // socket use it.
-func WaitStopped(t testing.TB, pid int) {
+func WaitStopped(t TB, pid int) {
 	t.Helper()
 	if Poll(30*time.Second, time.Millisecond, func() error {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

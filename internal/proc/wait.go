@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"testing"
 	"time"
 )
 
@@ -19,7 +18,7 @@ func Poll(timeout, tick time.Duration, cond func() error) error {
 }
 
 // WaitFor is Poll at Tick failing t with what and the last error.
-func WaitFor(t testing.TB, what string, timeout time.Duration, cond func() error) {
+func WaitFor(t TB, what string, timeout time.Duration, cond func() error) {
 	t.Helper()
 	if err := Poll(timeout, Tick, cond); err != nil {
 		t.Fatalf("waiting %s for %s: %v", timeout, what, err)
@@ -92,7 +91,7 @@ func FreePort(ip string) (int, error) {
 }
 
 // MustFreePort is FreePort failing t.
-func MustFreePort(t testing.TB, ip string) int {
+func MustFreePort(t TB, ip string) int {
 	t.Helper()
 	port, err := FreePort(ip)
 	if err != nil {

@@ -84,8 +84,21 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
+// TB is what Start and NewBucket use of a test: *testing.T is one, and so is a program's own
+// harness (e2e/bench's task), which cannot be a testing.TB.
+type TB interface {
+	Helper()
+	Cleanup(func())
+	Failed() bool
+	Logf(format string, args ...any)
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Skip(args ...any)
+	Name() string
+}
+
 // Unavailable skips the test (or, under CI, fails it) because no S3 server can be had.
-func unavailable(t testing.TB, why error) {
+func unavailable(t TB, why error) {
 	t.Helper()
 	msg := fmt.Sprintf("no S3 server for tests: %v. Run `.ci/minio.sh install` (MinIO into <repo>/.bin, 4–7 minutes cold), or set %s, %s and %s",
 		why, EnvEndpoint, EnvAccessKey, EnvSecretKey)
@@ -128,7 +141,7 @@ func Shared(t testing.TB) *Server {
 
 // Start runs a MinIO that belongs to the calling test alone (for fault tests that stop
 // and restart it), killed at the test's end.
-func Start(t testing.TB) *Server {
+func Start(t TB) *Server {
 	t.Helper()
 	bin, err := MinIOBinary()
 	if err != nil {
@@ -367,7 +380,7 @@ func (s *Server) Config(bucket string) s3.Config {
 
 // NewBucket creates a bucket named after the test (plus random hex), removes it and its
 // objects when the test ends, and returns a store config for it.
-func (s *Server) NewBucket(t testing.TB) s3.Config {
+func (s *Server) NewBucket(t TB) s3.Config {
 	t.Helper()
 	name := BucketName(t.Name())
 	client, err := s.Client()
