@@ -136,6 +136,7 @@ func NewWithStore(cfg *Config, log *slog.Logger, st store.Store, ingressTok, adm
 	}
 	cfg.Limits.FillDefaults()
 	inst.Reserve(cfg.Node.APIPort) // an application never gets the API's port
+	inst.RequireLastRecord()       // a new state dir issues no port before its last record is read
 	storeRequests := newStoreRequests()
 	st = newRequestCounter(st, storeRequests)
 	identity := &store.Identity{}

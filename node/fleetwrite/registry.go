@@ -82,6 +82,9 @@ type Registry struct {
 	reserved   int // never allocated: the node's API port
 	now        func() time.Time
 	state      registryState
+	// fresh: the file was absent at open; unread: no port is issued until the node
+	// read its own last record (registry_lastrecord.go).
+	fresh, unread bool
 }
 
 type registryState struct {
@@ -117,6 +120,9 @@ type quarantined struct {
 	App   string    `json:"app"`
 	AppID string    `json:"appId,omitempty"`
 	Until time.Time `json:"until"`
+	// Pending: a port of this node's last record held until a record of this process
+	// is announced; Until is then set (registry_lastrecord.go).
+	Pending bool `json:"pending,omitempty"`
 }
 
 // Reserve keeps port out of every allocation (the node's own API port).

@@ -28,6 +28,7 @@ func OpenRegistry(path string, min, max int, quarantine time.Duration) (*Registr
 	b, err := os.ReadFile(reg.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		reg.fresh = true
 		return reg, nil
 	case err != nil:
 		return nil, fmt.Errorf("reading %s: %w", reg.path, err)
@@ -85,7 +86,7 @@ func (r *Registry) checkLoaded() error {
 				keep = false
 			}
 			for _, q := range r.state.Quarantine {
-				if keep && q.Port == m && now.Before(q.Until) && (q.App != app || q.AppID != pr.AppID) {
+				if keep && q.Port == m && (q.Pending || now.Before(q.Until)) && (q.App != app || q.AppID != pr.AppID) {
 					keep = false
 				}
 			}

@@ -33,6 +33,9 @@ func (r *Registry) holder(p int) (app, appID, why string) {
 		}
 	}
 	for _, q := range r.state.Quarantine {
+		if q.Port == p && q.Pending {
+			return q.App, q.AppID, "is quarantined until this node's new record is announced (its last record, written before a restart, still publishes it), published for"
+		}
 		if q.Port == p {
 			return q.App, q.AppID, "is quarantined until " + q.Until.Format(time.RFC3339) + ", released by"
 		}
@@ -93,7 +96,7 @@ func (r *Registry) expire() {
 	now := r.now()
 	kept := r.state.Quarantine[:0]
 	for _, q := range r.state.Quarantine {
-		if now.Before(q.Until) {
+		if q.Pending || now.Before(q.Until) {
 			kept = append(kept, q)
 		}
 	}

@@ -17,6 +17,9 @@ import (
 func (r *Registry) Allocate(app, appID string) (inst fleet.Instance, ports [2]int, created bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.unread {
+		return fleet.Instance{}, [2]int{}, false, errLastRecordUnread
+	}
 	r.expire()
 	if i, ok := r.state.Instances[app]; ok && i.AppID == appID {
 		if _, paired := r.pairOf(app); !paired {
@@ -82,6 +85,9 @@ var errUncharged = errors.New("instance write would change a route and was not c
 func (r *Registry) set(app, appID string, port *int, ready, charged bool) (inst fleet.Instance, ports [2]int, ch change, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.unread {
+		return fleet.Instance{}, [2]int{}, unchanged, errLastRecordUnread
+	}
 	r.expire()
 	cur, had := r.state.Instances[app]
 	if had && cur.AppID != appID {

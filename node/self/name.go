@@ -131,17 +131,31 @@ func (s *Record) checkName(ctx context.Context) error {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		s.setOwnETag("")
+		s.lastRecord(nil)
 		return nil
 	case err != nil:
 		s.o.Log.Warn("cannot check whether another live node holds this node's name; starting", "record", key, "err", err)
 		return nil
 	}
-	s.setOwnETag(obj.ETag)
 	var rec fleet.NodeRecord
 	if err := json.Unmarshal(obj.Value, &rec); err != nil {
 		s.o.Log.Warn("this node's record is malformed; overwriting it", "record", key, "err", err)
+		if s.lastRecord(nil) {
+			s.setOwnETag(obj.ETag)
+		}
 		return nil
 	}
+	if err := s.nameTaken(key, rec); err != nil {
+		return err
+	}
+	if s.lastRecord(rec.Instances) {
+		s.setOwnETag(obj.ETag)
+	}
+	return nil
+}
+
+// nameTaken is checkName's verdict on rec, the record at this node's key.
+func (s *Record) nameTaken(key string, rec fleet.NodeRecord) error {
 	ttl := s.o.NodeTTL
 	age := s.started.Sub(rec.Seen)
 	switch {
@@ -163,6 +177,25 @@ func (s *Record) checkName(ctx context.Context) error {
 		"(node id %s, boot %s; this state dir's node id is %s); two nodes with one name overwrite each other's record and routes flap: "+
 		"give this node its own --node.name, or, if that node is gone for good, start this one once its record is older than reconcile.nodeTTL (%s)",
 		s.o.Name, key, age.Round(time.Millisecond), Address(rec), rec.Boot.Node, rec.Boot.ID, s.nodeID, ttl)
+}
+
+// errLastRecordNotHeld: the ports of this node's last record could not be held
+// (LastRecord failed): the record is not overwritten, so the next write reads it again.
+var errLastRecordNotHeld = errors.New("holding the ports of this node's last record failed: not overwriting it")
+
+// lastRecord tells LastRecord, the first time this process reads its record before
+// writing it, the instances it publishes; false when that failed (the record must not
+// be overwritten: it is the only account of those ports).
+func (s *Record) lastRecord(insts map[string]fleet.Instance) bool {
+	if s.lastRead || s.o.LastRecord == nil {
+		return true
+	}
+	if err := s.o.LastRecord(insts); err != nil {
+		s.o.Log.Warn("holding the ports of this node's last record", "err", err)
+		return false
+	}
+	s.lastRead = true
+	return true
 }
 
 func (s *Record) setOwnETag(etag string) {
@@ -189,13 +222,20 @@ func (s *Record) putOwnRecord(ctx context.Context, key string, body []byte) (rep
 			switch {
 			case errors.Is(err, store.ErrNotFound):
 				cur = ""
+				if !s.lastRecord(nil) {
+					return true, errLastRecordNotHeld
+				}
 			case err != nil:
 				return true, err
 			default:
 				cur = obj.ETag
 				var rec fleet.NodeRecord
-				if json.Unmarshal(obj.Value, &rec) == nil {
+				ok := json.Unmarshal(obj.Value, &rec) == nil
+				if ok {
 					s.See(rec, attempt > 0, time.Now())
+				}
+				if !s.lastRecord(rec.Instances) {
+					return true, errLastRecordNotHeld
 				}
 			}
 		}

@@ -42,6 +42,11 @@ type Options struct {
 	// applications; Heartbeat runs it before each write, so the record never publishes
 	// them.
 	SweepOrphans func(ctx context.Context)
+	// LastRecord (nil: none) is told, once, the instances of this node's record as this
+	// process first read it, before its first write of it (nil: absent or malformed):
+	// the ports peers may still route to by it (fleetwrite.Registry.HoldLastRecord). A
+	// failure is retried at the next read.
+	LastRecord func(map[string]fleet.Instance) error
 	// Peers (nil: none) is the last reconcile pass's view of the fleet's node records,
 	// checked by Heartbeat against this node's address after each write (address.go).
 	Peers func() []fleet.NodeRecord
@@ -67,6 +72,9 @@ type Record struct {
 	announcedSerial uint64
 	// announce tracks which instance changes the record has announced.
 	announce *announcements
+	// lastRead: LastRecord was told (only the start check and the heartbeat touch it,
+	// one after the other).
+	lastRead bool
 }
 
 // New builds the record; nothing is read or written until Start and Write.

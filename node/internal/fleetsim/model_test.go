@@ -358,6 +358,11 @@ func (s *sim) expectedUpstreams(app string) []string {
 func (s *sim) resolve() {
 	ctx := context.Background()
 	for app := range s.m.unsureApps {
+		// A write answered 5xx may have stored a new incarnation (or a delete): its
+		// instances of the old one are orphans each node sweeps; what each holds is read.
+		for _, n := range s.nodes {
+			s.m.unsureInsts[instKey{n.name, app}] = true
+		}
 		o, err := s.st.Get(ctx, fleet.AppKey(app))
 		var a fleet.App
 		switch {

@@ -199,12 +199,12 @@ func (s *sim) fail(format string, args ...any) {
 	}
 	s.failed = true
 	tail := s.log
-	if len(tail) > 40 {
+	if len(tail) > 40 && *seedFlag == 0 { // a replay prints the whole schedule
 		tail = tail[len(tail)-40:]
 	}
 	flags := ""
-	if *stateLostFlag {
-		flags += " -statelost"
+	if !*stateLostFlag {
+		flags += " -statelost=false"
 	}
 	if *restoreCrashFlag {
 		flags += " -restorecrash"
