@@ -79,6 +79,13 @@ func newInProcess(t *testing.T, configure func(*httpapi.Config)) *inProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newInProcessOn(t, st, configure)
+}
+
+// newInProcessOn is newInProcess over st (a store a test counts or shares between two
+// APIs, as two nodes would).
+func newInProcessOn(t *testing.T, st store.Store, configure func(*httpapi.Config)) *inProcess {
+	t.Helper()
 	logs := &lockedWriter{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	id := &store.Identity{}

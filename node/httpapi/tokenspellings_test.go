@@ -1,7 +1,6 @@
 package httpapi_test
 
-// Hostile review (round four) of the token MACs (issue 25 item 4): spellings of a real
-// token that are not it, and a revoked token replayed. Each is refused 401, and none
+// Spellings of a real token that are not it, and a revoked token replayed. Each is refused 401, and none
 // costs more than the rules say: a respelled or cut token reads nothing; a revoked one
 // reads its record once, then is refused from the negative cache.
 
@@ -9,15 +8,13 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/scafo/ingress/internal/testnode"
 )
 
 func TestRespelledTokensAreRefusedWithoutAStoreRead(t *testing.T) {
-	n, st := testnode.StartCountingTokens(t)
-	n.Must(201, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"evil","placement":["vps-a"]}`)
-	_, tok := testnode.IssueToken(t, n, "evil", "evil", `"publish"`)
-	n.Must(404, "GET", macPathsURL, tok, "")
+	t.Parallel()
+	p, st := countingTokens(t)
+	tok := p.issue(t, "evil", "evil", "publish")
+	p.must(t, 404, "GET", macPathsURL, tok, "")
 	rest := strings.TrimPrefix(tok, "scafo_")
 	id, secret, _ := strings.Cut(rest, "_")
 	flip := func(s string, i int) string { // another hex digit at i
@@ -48,31 +45,29 @@ func TestRespelledTokensAreRefusedWithoutAStoreRead(t *testing.T) {
 		if v == tok {
 			continue // bearer() trims what the header spelling allows
 		}
-		resp, _ := n.Do("GET", macPathsURL, v, "")
-		if resp.StatusCode != http.StatusUnauthorized {
-			t.Errorf("%s (%q): %d, want 401", name, v, resp.StatusCode)
+		if rec := p.do("GET", macPathsURL, v, ""); rec.Code != http.StatusUnauthorized {
+			t.Errorf("%s (%q): %d, want 401", name, v, rec.Code)
 		}
 	}
 	if r := st.Records.Load() - reads; r != 0 {
 		t.Errorf("%d respellings of a real token read %d token records, want none", len(variants), r)
 	}
-	n.Must(404, "GET", macPathsURL, tok, "") // and the real one still works
+	p.must(t, 404, "GET", macPathsURL, tok, "") // and the real one still works
 }
 
 // TestARevokedTokenReplayedReadsItsRecordOnce: a revoked token keeps its valid MAC (it
 // was issued), so it is looked up; once found revoked it is refused from the negative
 // cache, whatever the rate of replays, and never answered as valid.
 func TestARevokedTokenReplayedReadsItsRecordOnce(t *testing.T) {
-	n, st := testnode.StartCountingTokens(t)
-	n.Must(201, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"evil","placement":["vps-a"]}`)
-	id, tok := testnode.IssueToken(t, n, "evil", "evil", `"publish"`)
-	n.Must(404, "GET", macPathsURL, tok, "")
-	n.Must(200, "DELETE", "/v1/tokens/"+id, testnode.AdminToken, "")
+	t.Parallel()
+	p, st := countingTokens(t)
+	tok := p.issue(t, "evil", "evil", "publish")
+	p.must(t, 404, "GET", macPathsURL, tok, "")
+	p.must(t, 200, "DELETE", "/v1/tokens/"+strings.Split(tok, "_")[1], ipAdmin, "")
 	reads := st.Records.Load()
 	for range 200 {
-		resp, _ := n.Do("GET", macPathsURL, tok, "")
-		if resp.StatusCode != http.StatusUnauthorized {
-			t.Fatalf("a revoked token replayed: %d, want 401", resp.StatusCode)
+		if rec := p.do("GET", macPathsURL, tok, ""); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("a revoked token replayed: %d, want 401", rec.Code)
 		}
 	}
 	if r := st.Records.Load() - reads; r > 1 {
