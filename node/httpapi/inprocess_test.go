@@ -6,12 +6,16 @@ package httpapi_test
 // API.Handler() and httptest: no listener, no node, no ticker.
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -44,6 +48,7 @@ const (
 
 // inProcess is an API under test and what it was built over.
 type inProcess struct {
+	t      *testing.T
 	api    *httpapi.API
 	h      http.Handler
 	st     store.Store
@@ -123,7 +128,7 @@ func newInProcessOn(t *testing.T, st store.Store, configure func(*httpapi.Config
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Close)
-	p := &inProcess{api: a, h: a.Handler(), st: st, writer: writer, book: book, pub: pub, logs: logs}
+	p := &inProcess{t: t, api: a, h: a.Handler(), st: st, writer: writer, book: book, pub: pub, logs: logs}
 	p.publish("shop.example")
 	return p
 }
@@ -196,4 +201,63 @@ func (l *lockedWriter) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// Do, Get and Must are testnode.Node's requests (the shape the whole-node tests were
+// written in), in process.
+
+// Do makes one request; the body is read whole.
+func (p *inProcess) Do(method, path, token, body string, hdr ...string) (*http.Response, []byte) {
+	rec := p.do(method, path, token, body, hdr...)
+	return rec.Result(), rec.Body.Bytes()
+}
+
+// Get makes a GET.
+func (p *inProcess) Get(path, token string, hdr ...string) (*http.Response, []byte) {
+	return p.Do(http.MethodGet, path, token, "", hdr...)
+}
+
+// Must makes a request and fails the test unless it answers code.
+func (p *inProcess) Must(code int, method, path, token, body string, hdr ...string) []byte {
+	p.t.Helper()
+	return p.must(p.t, code, method, path, token, body, hdr...)
+}
+
+// IssueToken mints an application token through the admin API; roles is the JSON
+// array's inside (`"publish"`).
+func (p *inProcess) IssueToken(account, app, roles string) (id, tok string) {
+	p.t.Helper()
+	var it struct{ ID, Token string }
+	json.Unmarshal(p.Must(201, "POST", "/v1/tokens", ipAdmin,
+		`{"account":`+strconv.Quote(account)+`,"app":`+strconv.Quote(app)+`,"roles":[`+roles+`]}`), &it)
+	return it.ID, it.Token
+}
+
+// raw sends target as the request line holds it (no client-side cleaning or escaping),
+// parsed as Go's server parses a request; the test fails if it cannot be.
+func (p *inProcess) raw(method, target, token, body string) (int, string) {
+	p.t.Helper()
+	req := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n", method, target)
+	if token != "" {
+		req += "Authorization: Bearer " + token + "\r\n"
+	}
+	req += fmt.Sprintf("Content-Length: %d\r\n\r\n%s", len(body), body)
+	r, err := http.ReadRequest(bufio.NewReader(strings.NewReader(req)))
+	if err != nil {
+		p.t.Fatalf("%s %s: %v", method, target, err)
+	}
+	r.RemoteAddr = "127.0.0.1:40000"
+	rec := httptest.NewRecorder()
+	p.h.ServeHTTP(rec, r)
+	return rec.Code, rec.Body.String()
+}
+
+// serve serves r (a request a test built itself) from the API.
+func (p *inProcess) serve(r *http.Request) *httptest.ResponseRecorder {
+	if r.RemoteAddr == "" || r.RemoteAddr == "192.0.2.1:1234" {
+		r.RemoteAddr = "127.0.0.1:40000"
+	}
+	rec := httptest.NewRecorder()
+	p.h.ServeHTTP(rec, r)
+	return rec
 }
