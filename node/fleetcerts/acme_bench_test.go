@@ -16,6 +16,7 @@ import (
 	ptypes "github.com/traefik/paerser/types"
 
 	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/proc"
 	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/api"
@@ -81,15 +82,14 @@ func BenchmarkIssueNames(b *testing.B) {
 				nd := startBenchNode(b, cfg, st, ln)
 				b.StartTimer()
 				t0 := time.Now()
-				for {
-					valid := strings.Count(scrape(b, ln), `,state="`+fleetcerts.StateValid+`"} 1`)
-					if valid == n+1 {
-						break
+				var valid int
+				if proc.Poll(30*time.Minute, 100*time.Millisecond, func() error {
+					if valid = strings.Count(scrape(b, ln), `,state="`+fleetcerts.StateValid+`"} 1`); valid != n+1 {
+						return fmt.Errorf("%d valid", valid)
 					}
-					if time.Since(t0) > 30*time.Minute {
-						b.Fatalf("%d of %d valid after 30 min", valid, n+1)
-					}
-					time.Sleep(100 * time.Millisecond)
+					return nil
+				}) != nil {
+					b.Fatalf("%d of %d valid after 30 min", valid, n+1)
 				}
 				el := time.Since(t0)
 				b.StopTimer()

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -18,6 +19,7 @@ import (
 	ptypes "github.com/traefik/paerser/types"
 
 	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/proc"
 	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/api"
@@ -265,12 +267,14 @@ func TestACMECorruptCertificateInTheStoreIsReportedNotFatal(t *testing.T) {
 	}
 	n := testnode.StartWithStore(t, cfg, st)
 	n.WaitReady()
-	deadline := time.Now().Add(20 * time.Second)
-	for c := acmeStatus(t, n)[name]; !(c.State == fleetcerts.StateFailed && c.LastError != ""); c = acmeStatus(t, n)[name] {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %+v\n%s", name, c, testnode.GrepLines(n.Logs.String(), name))
+	var c api.CertName
+	if proc.Poll(20*time.Second, 50*time.Millisecond, func() error {
+		if c = acmeStatus(t, n)[name]; c.State != fleetcerts.StateFailed || c.LastError == "" {
+			return errors.New("not failed yet")
 		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	}) != nil {
+		t.Fatalf("%s: %+v\n%s", name, c, testnode.GrepLines(n.Logs.String(), name))
 	}
 	t.Logf("reported: %s", acmeStatus(t, n)[name].LastError)
 	resp, b := n.Get("/v1/ingress/traefik", testnode.IngressToken)

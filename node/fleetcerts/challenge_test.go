@@ -17,6 +17,7 @@ import (
 	"github.com/caddyserver/certmagic"
 	"github.com/mholt/acmez/v3/acme"
 
+	"github.com/scafo/ingress/internal/nodetest"
 	"github.com/scafo/ingress/node/certstore"
 	"github.com/scafo/ingress/node/store/dir"
 )
@@ -62,7 +63,11 @@ func TestChallengeRouteReadsTheStoreOnlyForManagedNamesAndWellFormedTokens(t *te
 	m.Start(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1})
 	t.Cleanup(m.Close)
 	m.Sync(docWith("shop.apps.example.com"))
-	time.Sleep(50 * time.Millisecond)
+	// Sync reconciles at once and orders nothing (budget 0); whatever CertMagic began on
+	// the storage has returned before the count starts.
+	if !m.store.idle(10 * time.Second) {
+		t.Fatal("the storage still busy 10 s after Sync")
+	}
 	base := cs.ops.Load()
 
 	try := func(method, target, host string) bool {
@@ -164,7 +169,7 @@ func TestChallengeIsAnsweredDuringAnAnonymousFlood(t *testing.T) {
 	for i := range flood {
 		flood[i] = host
 	}
-	answered, ops, elapsed := challengeFlood(t, cs, []string{host}, flood, 300*time.Millisecond, 5)
+	answered, ops, elapsed := challengeFlood(t, cs, []string{host}, flood, 5)
 	if answered != 5 {
 		t.Errorf("the CA's request during a flood of junk tokens was answered %d times of 5, want every time", answered)
 	}
@@ -174,11 +179,15 @@ func TestChallengeIsAnsweredDuringAnAnonymousFlood(t *testing.T) {
 }
 
 // challengeFlood runs a manager over cs for hosts, with one client per entry of flood
-// sending junk tokens for that name as fast as it can. After settle (the store-read
-// bucket's burst spent), the ordering node (here: the test) stores a challenge for
-// hosts[0] and the CA asks for it tries times. It returns how many were answered, and
-// the storage operations and time the flood took.
-func challengeFlood(t *testing.T, cs *countingStorage, hosts, flood []string, settle time.Duration, tries int) (answered int, ops int64, elapsed time.Duration) {
+// sending junk tokens for that name as fast as it can. Once the flood has spent the
+// store-read bucket's burst (every store operation of a lookup takes a token first), the
+// ordering node (here: the test) stores a challenge for hosts[0] and the CA asks for it
+// tries times. It returns how many were answered, and the storage operations and time
+// the flood took.
+// lookupBurst is the burst of the store-read bucket (New: newTokenBucket(50, 100)).
+const lookupBurst = 100
+
+func challengeFlood(t *testing.T, cs *countingStorage, hosts, flood []string, tries int) (answered int, ops int64, elapsed time.Duration) {
 	t.Helper()
 	m, err := New(Options{Storage: cs, CA: "https://127.0.0.1:1/dir", PlatformDomains: []string{"apps.example.com"},
 		PlatformBudget: 0, Log: testLogger(t)})
@@ -213,7 +222,9 @@ func challengeFlood(t *testing.T, cs *countingStorage, hosts, flood []string, se
 			}
 		})
 	}
-	time.Sleep(settle)
+	nodetest.WaitFor(t, 30*time.Second, "the flood spending the store-read bucket's burst", func() bool {
+		return cs.ops.Load()-before >= lookupBurst
+	})
 	host := hosts[0]
 	key := path.Join("acme", certmagic.StorageKeys.Safe(m.issuer.IssuerKey()), "challenge_tokens", certmagic.StorageKeys.Safe(host)+".json")
 	b, _ := json.Marshal(acme.Challenge{Type: "http-01", Token: "GENUINEtoken", KeyAuthorization: "GENUINEtoken.thumbprint",
@@ -252,7 +263,7 @@ func TestChallengeIsAnsweredDuringAFloodAcrossManyNames(t *testing.T) {
 	for i := range hosts {
 		hosts[i] = "app" + strconv.Itoa(i) + ".apps.example.com"
 	}
-	answered, ops, elapsed := challengeFlood(t, cs, hosts, hosts[1:], 500*time.Millisecond, 4)
+	answered, ops, elapsed := challengeFlood(t, cs, hosts, hosts[1:], 4)
 	if answered != 4 {
 		t.Errorf("the CA's request during a flood of junk for %d other names was answered %d times of 4, want every time", names-1, answered)
 	}

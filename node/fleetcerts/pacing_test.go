@@ -62,8 +62,9 @@ func TestCustomDomainsArePacedByTheCustomBudget(t *testing.T) {
 	nodetest.WaitFor(t, 90*time.Second, "the budget's names and the API apex valid", func() bool {
 		return len(states(m)[StateValid]) == budget+1
 	})
-	// Several more reconcile passes: nothing else starts within the hour.
-	time.Sleep(3 * time.Second)
+	// Several more reconcile passes: nothing else starts within the hour. Three of the
+	// loop's budget lookups (every 20 polls; the 61st poll begins after the third ended).
+	waitPolls(t, m, 61)
 	st := states(m)
 	if len(st[StateValid]) != budget+1 || len(st[StateBacklog]) != extra || len(st[StatePending])+len(st[StateFailed]) != 0 {
 		t.Fatalf("states %v: want %d valid (the budget and the API apex), %d backlog", st, budget+1, extra)
@@ -109,12 +110,13 @@ func TestAFailingNameIsHeldOffAndNotReordered(t *testing.T) {
 	if s.NextAttempt == nil || s.NextAttempt.Sub(failedAt) < hold-time.Second || s.LastError == "" {
 		t.Fatalf("status after the first failure: %+v, want nextAttempt about %s ahead and the error", s, hold)
 	}
-	// Within the hold-off: no new attempt, however many reconcile passes.
+	// Within the hold-off: no new attempt, however many reconcile passes (checked after
+	// each poll of the loop until the hold-off, a wall-clock time, nearly ends).
 	for time.Until(s.NextAttempt.Add(-200*time.Millisecond)) > 0 {
 		if a := stateOf(m, name).Attempts; a != 1 {
 			t.Fatalf("ordered again within the hold-off: %d attempts", a)
 		}
-		time.Sleep(100 * time.Millisecond)
+		waitPolls(t, m, 1)
 	}
 	// After it: one more order, which fails and holds it off twice as long (capped).
 	nodetest.WaitFor(t, 60*time.Second, "the attempt after the hold-off", func() bool {
@@ -129,7 +131,7 @@ func TestAFailingNameIsHeldOffAndNotReordered(t *testing.T) {
 		if a := stateOf(m, name).Attempts; a != 2 {
 			t.Fatalf("ordered again within the second hold-off: %d attempts", a)
 		}
-		time.Sleep(100 * time.Millisecond)
+		waitPolls(t, m, 1)
 	}
 	if n := len(p.Issued()); n != 0 {
 		t.Fatalf("Pebble issued %d certificates for a name pointing nowhere", n)

@@ -22,6 +22,8 @@ type tracked struct {
 	// is written after Close returns. Reads, deletes and unlocks still go through: they
 	// release what is held.
 	closed bool
+	// left (nil: nobody waits) is closed by the next call that returns, for idle.
+	left chan struct{}
 }
 
 // errClosed is what a write after Close gets.
@@ -47,7 +49,17 @@ var (
 )
 
 func (t *tracked) enter() { t.mu.Lock(); t.inflight++; t.mu.Unlock() }
-func (t *tracked) leave() { t.mu.Lock(); t.inflight--; t.mu.Unlock() }
+
+// leave ends a call (after an Unlock's release is counted) and wakes idle.
+func (t *tracked) leave() {
+	t.mu.Lock()
+	t.inflight--
+	if t.left != nil {
+		close(t.left)
+		t.left = nil
+	}
+	t.mu.Unlock()
+}
 
 func (t *tracked) Store(ctx context.Context, k string, v []byte) error {
 	if err := t.enterWrite(); err != nil {
@@ -118,19 +130,28 @@ func (t *tracked) RenewLockLease(ctx context.Context, name string, d time.Durati
 	return nil
 }
 
-// idle waits until no call is in flight and no lock is held, or the deadline.
+// idle waits until no call is in flight and no lock is held, or for d at most: it looks
+// again each time a call returns (leave).
 func (t *tracked) idle(d time.Duration) bool {
-	deadline := time.Now().Add(d)
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
 	for {
 		t.mu.Lock()
-		done := t.inflight == 0 && t.held <= 0
-		t.mu.Unlock()
-		if done {
+		if t.inflight == 0 && t.held <= 0 {
+			t.mu.Unlock()
 			return true
 		}
-		if time.Now().After(deadline) {
-			return false
+		if t.left == nil {
+			t.left = make(chan struct{})
 		}
-		time.Sleep(20 * time.Millisecond)
+		left := t.left
+		t.mu.Unlock()
+		select {
+		case <-left:
+		case <-deadline.C:
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			return t.inflight == 0 && t.held <= 0
+		}
 	}
 }

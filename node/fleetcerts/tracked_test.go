@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/certmagic"
 )
@@ -37,5 +38,32 @@ func TestNothingIsWrittenAfterClose(t *testing.T) {
 	}
 	if !st.idle(0) {
 		t.Fatal("refused calls left the store busy")
+	}
+}
+
+// TestCloseWaitsForTheLastLockToBeReleased: idle (what Close waits on) answers false
+// while a lock is held and its deadline passes, and true as soon as the lock is
+// released, however long its deadline.
+func TestCloseWaitsForTheLastLockToBeReleased(t *testing.T) {
+	st := &tracked{Storage: &certmagic.FileStorage{Path: t.TempDir()}}
+	ctx := context.Background()
+	if err := st.Lock(ctx, "issue_cert_a.example.org"); err != nil {
+		t.Fatal(err)
+	}
+	if st.idle(0) {
+		t.Fatal("idle with a lock held")
+	}
+	idle := make(chan bool, 1)
+	go func() { idle <- st.idle(time.Hour) }()
+	if err := st.Unlock(ctx, "issue_cert_a.example.org"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ok := <-idle:
+		if !ok {
+			t.Fatal("idle false after the lock was released")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("idle still waiting after the last lock was released")
 	}
 }
