@@ -94,7 +94,7 @@ func newInProcessOn(t *testing.T, st store.Store, configure func(*httpapi.Config
 	logs := &lockedWriter{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	id := &store.Identity{}
-	inst, err := fleetwrite.OpenRegistry(filepath.Join(t.TempDir(), "instances.json"), 25000, 25999, 10*time.Minute)
+	inst, err := fleetwrite.OpenRegistry(filepath.Join(t.TempDir(), "instances.json"), fleetwrite.DefaultPorts().Min, fleetwrite.DefaultPorts().Max, 10*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func newInProcessOn(t *testing.T, st store.Store, configure func(*httpapi.Config
 		NodeName: "vps-a", NodeAddress: "127.0.0.1", StateDir: t.TempDir(),
 		Heartbeat: time.Hour, NodeTTL: 4 * time.Hour, PortsQuarantine: 10 * time.Minute,
 		BodyTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, RejectLog: time.Minute,
-		WriteRate: 100, WriteBurst: 100,
+		WriteRate: fleetwrite.DefaultWrites().Rate, WriteBurst: fleetwrite.DefaultWrites().Burst,
 		IngressToken: ipIngress, AdminToken: ipAdmin, ReadOnlyToken: ipReadOnly,
 		IngressPrevious: []string{ipIngressPrevious}, AdminPrevious: []string{ipAdminPrevious}, ReadOnlyPrevious: []string{ipReadOnlyPrevious},
 		Hosts: []string{"apps.example.com"},
@@ -260,4 +260,14 @@ func (p *inProcess) serve(r *http.Request) *httptest.ResponseRecorder {
 	rec := httptest.NewRecorder()
 	p.h.ServeHTTP(rec, r)
 	return rec
+}
+
+// statusMap is /v1/status, decoded loosely.
+func (p *inProcess) statusMap() map[string]any {
+	p.t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(p.Must(200, "GET", "/v1/status", ipAdmin, ""), &m); err != nil {
+		p.t.Fatal(err)
+	}
+	return m
 }

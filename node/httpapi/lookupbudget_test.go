@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scafo/ingress/internal/testnode"
+	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/httpapi"
 )
 
@@ -19,16 +19,15 @@ import (
 // the flood the budgets bound, by any tenant with its own token. On S3 every one is a
 // billed GET. Wrong secrets fail the MAC: no store read at all.
 func TestAKnownTokenIDDoesNotBypassTheLookupBudget(t *testing.T) {
-	n, st := testnode.StartCountingTokens(t)
-	n.Must(201, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"evil","placement":["vps-a"]}`)
-	id, tok := testnode.IssueToken(t, n, "evil", "evil", `"publish"`)
+	n, st := countingTokens(t)
+	id, tok := n.IssueToken("evil", "evil", `"publish"`)
 	n.Must(404, "GET", "/v1/apps/evil/domains/x.evil.example/paths", tok, "") // the id seen valid
 
 	before := st.Records.Load()
 	const flood = 200
 	codes := map[int]int{}
 	for i := 0; i < flood; i++ {
-		resp, _ := n.Do("GET", "/v1/apps/evil/domains/x.evil.example/paths", "scafo_"+id+"_"+testnode.RandHex(64), "")
+		resp, _ := n.Do("GET", "/v1/apps/evil/domains/x.evil.example/paths", "scafo_"+id+"_"+randHex(64), "")
 		codes[resp.StatusCode]++
 	}
 	reads := st.Records.Load() - before
@@ -46,9 +45,8 @@ func TestAKnownTokenIDDoesNotBypassTheLookupBudget(t *testing.T) {
 // send: every one a billed S3 GET, on a store the whole fleet shares. Requests of a
 // token seen valid lately now have a budget per token before the lookup.
 func TestAValidTokenCannotMakeTheNodeReadTheStoreAtLineRate(t *testing.T) {
-	n, st := testnode.StartCountingTokens(t)
-	n.Must(201, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"evil","placement":["vps-a"]}`)
-	_, tok := testnode.IssueToken(t, n, "evil", "evil", `"publish"`)
+	n, st := countingTokens(t)
+	_, tok := n.IssueToken("evil", "evil", `"publish"`)
 	n.Must(404, "GET", "/v1/apps/evil/domains/x.evil.example/paths", tok, "") // seen valid
 
 	before := st.Records.Load()
@@ -60,7 +58,7 @@ func TestAValidTokenCannotMakeTheNodeReadTheStoreAtLineRate(t *testing.T) {
 		codes[resp.StatusCode]++
 	}
 	reads := st.Records.Load() - before
-	rate, burst := max(httpapi.KnownTokenRate, 4*n.Cfg.Writes.Rate), max(httpapi.KnownTokenBurst, 2*n.Cfg.Writes.Burst)
+	rate, burst := max(httpapi.KnownTokenRate, 4*fleetwrite.DefaultWrites().Rate), max(httpapi.KnownTokenBurst, 2*fleetwrite.DefaultWrites().Burst)
 	limit := int64(float64(burst) + rate*time.Since(start).Seconds() + 1)
 	t.Logf("answers %v, token-record reads %d (budget %d)", codes, reads, limit)
 	if reads > limit {

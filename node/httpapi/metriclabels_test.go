@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/scafo/ingress/internal/testnode"
 )
 
 // metricSeries is the set of scafo_ series in a /metrics body.
@@ -25,21 +23,20 @@ func metricSeries(body string) map[string]bool {
 }
 
 func TestNoClientChoosesAMetricLabel(t *testing.T) {
-	n, _ := testnode.StartCountingTokens(t)
-	n.Must(201, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"evil","placement":["vps-a"]}`)
-	id, tok := testnode.IssueToken(t, n, "evil", "evil", `"instance", "publish"`)
+	n, _ := countingTokens(t)
+	id, tok := n.IssueToken("evil", "evil", `"instance", "publish"`)
 	// Every kind of request once, so that the series a request creates exist before.
 	warm := func(i int) {
-		n.Do("GET", fmt.Sprintf("/v1/ingress/x%d", i), testnode.IngressToken, "")
-		n.Do("GET", "/v1/ingress/traefik?group=g"+fmt.Sprint(i), testnode.IngressToken, "")
-		n.Do("GET", "/v1/ingress/routes", testnode.IngressToken, "", "X-Scafo-Ingress", fmt.Sprintf("ing-%d", i))
-		n.Do("GET", fmt.Sprintf("/v1/storage/keys/k%d?list", i), testnode.IngressToken, "")
-		n.Do("GET", fmt.Sprintf("/v1/storage/keys/k%d?stat", i), testnode.IngressToken, "")
-		n.Do("GET", fmt.Sprintf("/v1/storage/keys/k%d", i), testnode.IngressToken, "")
-		n.Do("PUT", fmt.Sprintf("/v1/storage/keys/k%d", i), testnode.IngressToken, "v")
-		n.Do("DELETE", fmt.Sprintf("/v1/storage/keys/k%d", i), testnode.IngressToken, "")
-		n.Do("PATCH", fmt.Sprintf("/v1/storage/keys/k%d", i), testnode.IngressToken, "")
-		n.Do("GET", macPathsURL, "scafo_"+testnode.RandHex(16)+"_"+testnode.RandHex(64), "")
+		n.Do("GET", fmt.Sprintf("/v1/ingress/x%d", i), ipIngress, "")
+		n.Do("GET", "/v1/ingress/traefik?group=g"+fmt.Sprint(i), ipIngress, "")
+		n.Do("GET", "/v1/ingress/routes", ipIngress, "", "X-Scafo-Ingress", fmt.Sprintf("ing-%d", i))
+		n.Do("GET", fmt.Sprintf("/v1/storage/keys/k%d?list", i), ipIngress, "")
+		n.Do("GET", fmt.Sprintf("/v1/storage/keys/k%d?stat", i), ipIngress, "")
+		n.Do("GET", fmt.Sprintf("/v1/storage/keys/k%d", i), ipIngress, "")
+		n.Do("PUT", fmt.Sprintf("/v1/storage/keys/k%d", i), ipIngress, "v")
+		n.Do("DELETE", fmt.Sprintf("/v1/storage/keys/k%d", i), ipIngress, "")
+		n.Do("PATCH", fmt.Sprintf("/v1/storage/keys/k%d", i), ipIngress, "")
+		n.Do("GET", macPathsURL, "scafo_"+randHex(16)+"_"+randHex(64), "")
 		n.Do("GET", macPathsURL, fmt.Sprintf("made-up-%d", i), "")
 		n.Do("PUT", "/v1/node/instances/evil", tok, fmt.Sprintf(`{"ready":%v}`, i%2 == 0))
 		n.Do("GET", fmt.Sprintf("/v1/apps/evil%d", i), tok, "")
@@ -57,7 +54,7 @@ func TestNoClientChoosesAMetricLabel(t *testing.T) {
 			t.Errorf("a new series after 50 rounds of client-chosen names: %s", s)
 		}
 	}
-	for _, secret := range []string{testnode.IngressToken, testnode.AdminToken, tok, id, "made-up-", "ing-", "evil1"} {
+	for _, secret := range []string{ipIngress, ipAdmin, tok, id, "made-up-", "ing-", "evil1"} {
 		if strings.Contains(string(b), secret) {
 			t.Errorf("/metrics holds %q", secret)
 		}

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-
-	"github.com/scafo/ingress/internal/testnode"
 )
 
 // TestAPlacementOnANodeNoRecordNamesIsWarnedAtItsWrite: an application placed on a node
@@ -14,14 +12,13 @@ import (
 // known nodes answers without the field.
 func TestAPlacementOnANodeNoRecordNamesIsWarnedAtItsWrite(t *testing.T) {
 	t.Parallel()
-	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
-	n.WaitReady()
+	n := newInProcess(t, nil)
 	put := func(code int, app, body string) []string {
 		var a struct {
 			Name     string   `json:"name"`
 			Warnings []string `json:"warnings"`
 		}
-		raw := n.Must(code, "PUT", "/v1/apps/"+app, testnode.AdminToken, body)
+		raw := n.Must(code, "PUT", "/v1/apps/"+app, ipAdmin, body)
 		if err := json.Unmarshal(raw, &a); err != nil || a.Name != app {
 			t.Fatalf("PUT %s answered %s (%v)", app, raw, err)
 		}

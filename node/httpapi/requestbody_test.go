@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/scafo/ingress/internal/testnode"
 )
 
 // TestStrictDecodeIsLinearInALongMapKey: jsonx.checkKeys builds the
@@ -22,9 +20,8 @@ import (
 // Expected: a ~190 KiB body is refused in about the time of a same-sized control body
 // (tens of ms). Actual: 20-100x that (1-6 s on the 2-core review machine).
 func TestStrictDecodeIsLinearInALongMapKey(t *testing.T) {
-	n, _ := testnode.StartCountingTokens(t)
-	n.Must(201, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"evil","placement":["vps-a"]}`)
-	_, tok := testnode.IssueToken(t, n, "evil", "evil", `"publish"`)
+	n, _ := countingTokens(t)
+	_, tok := n.IssueToken("evil", "evil", `"publish"`)
 
 	// Control: the same bytes with a short key cost nothing.
 	ctl := `{"paths":{"k":[` + strings.Repeat("0,", 80_000) + `0]}}`
@@ -52,11 +49,11 @@ func TestStrictDecodeIsLinearInALongMapKey(t *testing.T) {
 // Fix: jsonx.DecodeStrict: after Decode, require only whitespace to remain
 // (io.ReadAll(dec.Buffered()) plus the unread rest, trimmed, empty).
 func TestATrailingCloserAfterTheBodyIsRefused(t *testing.T) {
-	n, _ := testnode.StartCountingTokens(t)
-	n.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	n.Must(201, "PUT", "/v1/apps/shop/domains/shop.example", testnode.AdminToken, "")
-	n.Must(200, "PUT", "/v1/apps/shop/domains/shop.example/paths", testnode.AdminToken, `{"paths":{"a":"shop.example"}}`)
-	resp, b := n.Do("PUT", "/v1/apps/shop/domains/shop.example/paths", testnode.AdminToken, `{"paths":{}}]{"paths":{"a":"shop.example"}}`)
+	n, _ := newInProcess(t, nil), 0
+	n.Must(201, "PUT", "/v1/apps/shop", ipAdmin, `{"account":"acme","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/shop/domains/shop.example", ipAdmin, "")
+	n.Must(200, "PUT", "/v1/apps/shop/domains/shop.example/paths", ipAdmin, `{"paths":{"a":"shop.example"}}`)
+	resp, b := n.Do("PUT", "/v1/apps/shop/domains/shop.example/paths", ipAdmin, `{"paths":{}}]{"paths":{"a":"shop.example"}}`)
 	if resp.StatusCode != 400 {
 		t.Fatalf("a body with trailing data after the object: %d %s, want 400", resp.StatusCode, b)
 	}

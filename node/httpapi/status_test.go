@@ -3,8 +3,6 @@ package httpapi_test
 import (
 	"strings"
 	"testing"
-
-	"github.com/scafo/ingress/internal/testnode"
 )
 
 // TestStatusSaysNoIngressPollsAFleetWithoutOne: a node that no ingress has polled says
@@ -12,9 +10,8 @@ import (
 // never null, for the page to read.
 func TestStatusSaysNoIngressPollsAFleetWithoutOne(t *testing.T) {
 	t.Parallel()
-	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
-	n.WaitReady()
-	st := testnode.StatusMap(t, n)
+	n := newInProcess(t, nil)
+	st := n.statusMap()
 	ws, ok := st["warnings"].([]any)
 	if !ok || len(ws) != 1 || !strings.HasPrefix(ws[0].(string), "no ingress polls this fleet") {
 		t.Fatalf("warnings %#v, want [no ingress polls this fleet…]", st["warnings"])

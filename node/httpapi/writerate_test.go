@@ -6,18 +6,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/scafo/ingress/internal/testnode"
+	"github.com/scafo/ingress/node/httpapi"
 )
 
 func TestAppTokenWritesAreRateLimited(t *testing.T) {
 	t.Parallel()
-	cfg := testnode.Config(t, "vps-a", t.TempDir())
-	cfg.Writes.Rate, cfg.Writes.Burst = 0.5, 3
-	n := testnode.Start(t, cfg)
-	n.WaitReady()
-	n.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n := newInProcess(t, func(c *httpapi.Config) { c.WriteRate, c.WriteBurst = 0.5, 3 })
+	n.Must(201, "PUT", "/v1/apps/shop", ipAdmin, `{"account":"acme","placement":["vps-a"]}`)
 	var tok struct{ Token string }
-	json.Unmarshal(n.Must(201, "POST", "/v1/tokens", testnode.AdminToken, `{"account":"acme","app":"shop","roles":["instance"]}`), &tok)
+	json.Unmarshal(n.Must(201, "POST", "/v1/tokens", ipAdmin, `{"account":"acme","app":"shop","roles":["instance"]}`), &tok)
 	for i := range 3 { // forced: nothing listens on these ports
 		n.Must(200, "PUT", "/v1/node/instances/shop?force=true", tok.Token, fmt.Sprintf(`{"port":%d,"ready":true}`, 24000+i))
 	}
@@ -28,5 +25,5 @@ func TestAppTokenWritesAreRateLimited(t *testing.T) {
 	if resp, b := n.Do("GET", "/v1/apps/shop/domains/x.example/paths", tok.Token, ""); resp.StatusCode == 429 {
 		t.Fatalf("a read was rate-limited: %s", b) // reads are never limited
 	}
-	n.Must(200, "PUT", "/v1/node/instances/shop?force=true", testnode.AdminToken, `{"port":24006,"ready":true}`) // the admin is not limited
+	n.Must(200, "PUT", "/v1/node/instances/shop?force=true", ipAdmin, `{"port":24006,"ready":true}`) // the admin is not limited
 }
