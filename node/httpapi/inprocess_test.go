@@ -98,8 +98,6 @@ func newInProcessOn(t *testing.T, st store.Store, configure func(*httpapi.Config
 	if err != nil {
 		t.Fatal(err)
 	}
-	writer := fleetwrite.New(fleetwrite.Config{Node: "vps-a", PlatformDomains: []string{"apps.example.com"}, AuditRetention: 24 * time.Hour},
-		st, id, inst, log)
 	pub := publish.New(render.Options{}, t.TempDir(), id.Mark)
 	book := ingress.New(ingress.Options{Store: st, Log: log, Self: "vps-a", Config: ingress.Defaults(),
 		Known: id.Mark, Current: func() (string, uint64) {
@@ -120,6 +118,8 @@ func newInProcessOn(t *testing.T, st store.Store, configure func(*httpapi.Config
 	if configure != nil {
 		configure(&cfg)
 	}
+	writer := fleetwrite.New(fleetwrite.Config{Node: "vps-a", PlatformDomains: []string{"apps.example.com"}, AuditRetention: 24 * time.Hour,
+		Middlewares: cfg.Middlewares}, st, id, inst, log)
 	a, err := httpapi.New(cfg, log, prometheus.NewRegistry(), httpapi.Deps{
 		Store: st, Identity: id, Publisher: pub, Reconcile: fakeReconciler{at: time.Now()}, Self: fakeSelf{},
 		Ingresses: book, Instances: inst, Writer: writer, KickHeartbeat: func() {},
@@ -270,4 +270,19 @@ func (p *inProcess) statusMap() map[string]any {
 		p.t.Fatal(err)
 	}
 	return m
+}
+
+// pathsURL is the path map of ti.to, the domain fleetOf claims for its first
+// application.
+const pathsURL = "/v1/apps/tito-classic/domains/ti.to/paths"
+
+// fleetOf creates apps (account acme) placed on this node with ready instances, and
+// claims ti.to for the first. Nothing is routed: no reconcile pass runs here.
+func (p *inProcess) fleetOf(apps ...string) {
+	p.t.Helper()
+	for i, app := range apps {
+		p.Must(201, "PUT", "/v1/apps/"+app, ipAdmin, `{"account":"acme","placement":["vps-a"]}`)
+		p.Must(200, "PUT", "/v1/node/instances/"+app, ipAdmin, fmt.Sprintf(`{"port":%d,"ready":true}`, 25000+i))
+	}
+	p.Must(201, "PUT", "/v1/apps/"+apps[0]+"/domains/ti.to", ipAdmin, "")
 }

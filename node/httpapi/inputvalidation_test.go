@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
@@ -17,15 +16,14 @@ import (
 // "?prefer=" (empty) is malformed: 400 naming prefer, never the same as leaving it out.
 func TestEmptyPreferIsRefused(t *testing.T) {
 	t.Parallel()
-	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
-	n.WaitReady()
+	n := newInProcess(t, nil)
 	for _, path := range []string{"/v1/ingress/traefik?prefer=", "/v1/ingress/routes?prefer=", "/v1/ingress/traefik?prefer"} {
-		resp, b := n.Get(path, testnode.IngressToken)
+		resp, b := n.Get(path, ipIngress)
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "prefer") {
 			t.Errorf("%s: %d %s, want 400 naming prefer", path, resp.StatusCode, b)
 		}
 	}
-	if resp, b := n.Get("/v1/ingress/traefik", testnode.IngressToken); resp.StatusCode != http.StatusOK {
+	if resp, b := n.Get("/v1/ingress/traefik", ipIngress); resp.StatusCode != http.StatusOK {
 		t.Errorf("no prefer: %d %s", resp.StatusCode, b)
 	}
 }
@@ -35,10 +33,9 @@ func TestEmptyPreferIsRefused(t *testing.T) {
 // the other malformed names; the poll is served either way.
 func TestIngressNamesAreCheckedAtBothEnds(t *testing.T) {
 	t.Parallel()
-	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
-	n.WaitReady()
+	n := newInProcess(t, nil)
 	for _, name := range []string{"edge-", "edge.", "-edge", ".edge", "Edge", "ed_ge", strings.Repeat("a", 64), "-"} {
-		resp, b := n.Get("/v1/ingress/traefik", testnode.IngressToken, api.HeaderIngress, name)
+		resp, b := n.Get("/v1/ingress/traefik", ipIngress, api.HeaderIngress, name)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%q: the poll answered %d %s, want it served", name, resp.StatusCode, b)
 		}
@@ -47,7 +44,7 @@ func TestIngressNamesAreCheckedAtBothEnds(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"e", "edge-1", "edge.a-b.c", strings.Repeat("a", 63)} {
-		resp, _ := n.Get("/v1/ingress/traefik", testnode.IngressToken, api.HeaderIngress, name)
+		resp, _ := n.Get("/v1/ingress/traefik", ipIngress, api.HeaderIngress, name)
 		if h := resp.Header.Get(api.HeaderIngressReport); h != "recorded" {
 			t.Errorf("%q: %s %q, want recorded", name, api.HeaderIngressReport, h)
 		}
@@ -59,22 +56,21 @@ func TestIngressNamesAreCheckedAtBothEnds(t *testing.T) {
 // in the store is unchanged.
 func TestAPathMapWithADuplicateKeyIsRefusedOverHTTP(t *testing.T) {
 	t.Parallel()
-	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
-	n.WaitReady()
-	testnode.FleetOf(t, n, "tito-classic", "tito-go")
-	n.Must(200, "PUT", testnode.PathsURL, testnode.AdminToken, `{"paths":{"paulca":"tito-go.apps.example.com"}}`)
-	before := n.Must(200, "GET", testnode.PathsURL, testnode.AdminToken, "")
+	n := newInProcess(t, nil)
+	n.fleetOf("tito-classic", "tito-go")
+	n.Must(200, "PUT", pathsURL, ipAdmin, `{"paths":{"paulca":"tito-go.apps.example.com"}}`)
+	before := n.Must(200, "GET", pathsURL, ipAdmin, "")
 	for _, body := range []string{
 		`{"paths":{"bob":"tito-go.apps.example.com","bob":"tito-go.apps.example.com"}}`,
 		`{"paths":{"bob":"tito-go.apps.example.com","alice":"tito-go.apps.example.com","bob":"ti.to"}}`,
 		`{"paths":{"bob":"tito-go.apps.example.com"},"paths":{}}`,
 	} {
-		resp, b := n.Do("PUT", testnode.PathsURL, testnode.AdminToken, body)
+		resp, b := n.Do("PUT", pathsURL, ipAdmin, body)
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "duplicate") {
 			t.Errorf("%s: %d %s, want 400 naming the duplicate", body, resp.StatusCode, b)
 		}
 	}
-	if after := n.Must(200, "GET", testnode.PathsURL, testnode.AdminToken, ""); string(after) != string(before) {
+	if after := n.Must(200, "GET", pathsURL, ipAdmin, ""); string(after) != string(before) {
 		t.Errorf("the map changed: %s, was %s", after, before)
 	}
 }
@@ -84,28 +80,25 @@ func TestAPathMapWithADuplicateKeyIsRefusedOverHTTP(t *testing.T) {
 // can DELETE it (conditionally on the bytes there); then it is gone.
 func TestACorruptApplicationObjectCanBeSeenAndDeleted(t *testing.T) {
 	t.Parallel()
-	storeDir := t.TempDir()
-	cfg := testnode.Config(t, "vps-a", storeDir)
-	st, err := dir.New(storeDir)
+	st, err := dir.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.Put(context.Background(), "apps/broken.json", []byte(`{"name":"broken","account":`), store.Condition{}); err != nil {
 		t.Fatal(err)
 	}
-	n := testnode.StartWithStore(t, cfg, st)
-	n.WaitReady()
-	resp, b := n.Do("GET", "/v1/apps/broken", testnode.AdminToken, "")
+	n := newInProcessOn(t, st, nil)
+	resp, b := n.Do("GET", "/v1/apps/broken", ipAdmin, "")
 	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(b), "corrupt object") || !strings.Contains(string(b), "apps/broken.json") {
 		t.Errorf("GET of a corrupt application: %d %s, want 409 corrupt object naming the key", resp.StatusCode, b)
 	}
-	if resp, b := n.Do("DELETE", "/v1/apps/broken", testnode.AdminToken, "", "If-Match", `"not-its-etag"`); resp.StatusCode != http.StatusPreconditionFailed {
+	if resp, b := n.Do("DELETE", "/v1/apps/broken", ipAdmin, "", "If-Match", `"not-its-etag"`); resp.StatusCode != http.StatusPreconditionFailed {
 		t.Errorf("DELETE with another etag: %d %s, want 412 (the delete stays conditional)", resp.StatusCode, b)
 	}
-	if resp, b := n.Do("DELETE", "/v1/apps/broken", testnode.AdminToken, ""); resp.StatusCode != http.StatusOK {
+	if resp, b := n.Do("DELETE", "/v1/apps/broken", ipAdmin, ""); resp.StatusCode != http.StatusOK {
 		t.Fatalf("DELETE of a corrupt application: %d %s, want 200", resp.StatusCode, b)
 	}
-	if resp, b := n.Do("GET", "/v1/apps/broken", testnode.AdminToken, ""); resp.StatusCode != http.StatusNotFound {
+	if resp, b := n.Do("GET", "/v1/apps/broken", ipAdmin, ""); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("after the delete: %d %s, want 404", resp.StatusCode, b)
 	}
 }

@@ -6,26 +6,23 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/scafo/ingress/internal/testnode"
+	"github.com/scafo/ingress/node/httpapi"
 )
 
 // middlewaresNode is a node whose configuration declares two Traefik middlewares, with
 // application shop (account acme) listing one.
-func middlewaresNode(t *testing.T) *testnode.Node {
+func middlewaresNode(t *testing.T) *inProcess {
 	t.Helper()
-	cfg := testnode.Config(t, "vps-a", t.TempDir())
-	cfg.Traefik.Middlewares = []string{"auth@file", "www-redirect@file"}
-	n := testnode.Start(t, cfg)
-	n.WaitReady()
-	n.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"],"middlewares":["auth@file"]}`)
+	n := newInProcess(t, func(c *httpapi.Config) { c.Middlewares = []string{"auth@file", "www-redirect@file"} })
+	n.Must(201, "PUT", "/v1/apps/shop", ipAdmin, `{"account":"acme","placement":["vps-a"],"middlewares":["auth@file"]}`)
 	return n
 }
 
 // storedMiddlewares is application app's middlewares as the admin reads them.
-func storedMiddlewares(t *testing.T, n *testnode.Node, app string) []string {
+func storedMiddlewares(t *testing.T, n *inProcess, app string) []string {
 	t.Helper()
 	var a struct{ Middlewares []string }
-	if err := json.Unmarshal(n.Must(200, "GET", "/v1/apps/"+app, testnode.AdminToken, ""), &a); err != nil {
+	if err := json.Unmarshal(n.Must(200, "GET", "/v1/apps/"+app, ipAdmin, ""), &a); err != nil {
 		t.Fatal(err)
 	}
 	return a.Middlewares
@@ -40,9 +37,9 @@ func storedMiddlewares(t *testing.T, n *testnode.Node, app string) []string {
 func TestAnApplicationTokenCannotSetMiddlewares(t *testing.T) {
 	t.Parallel()
 	n := middlewaresNode(t)
-	n.Must(201, "PUT", "/v1/apps/shop/domains/shop.example", testnode.AdminToken, `{}`)
-	_, publish := testnode.IssueToken(t, n, "acme", "shop", `"publish"`)
-	_, instance := testnode.IssueToken(t, n, "acme", "shop", `"instance"`)
+	n.Must(201, "PUT", "/v1/apps/shop/domains/shop.example", ipAdmin, `{}`)
+	_, publish := n.IssueToken("acme", "shop", `"publish"`)
+	_, instance := n.IssueToken("acme", "shop", `"instance"`)
 	for _, tok := range []string{publish, instance} {
 		for _, body := range []string{
 			`{"account":"acme","placement":["vps-a"],"middlewares":["auth@file","www-redirect@file"]}`,
@@ -72,7 +69,7 @@ func TestAnUndeclaredMiddlewareIsRefusedOverTheAPI(t *testing.T) {
 		{`{"account":"acme","placement":["vps-a"],"passthrough":true,"middlewares":["auth@file"]}`, "middlewares"},
 	} {
 		var e struct{ Error, Detail string }
-		if err := json.Unmarshal(n.Must(400, "PUT", "/v1/apps/shop", testnode.AdminToken, c.body), &e); err != nil {
+		if err := json.Unmarshal(n.Must(400, "PUT", "/v1/apps/shop", ipAdmin, c.body), &e); err != nil {
 			t.Fatal(err)
 		}
 		if e.Error != "invalid application" || !strings.HasPrefix(e.Detail, c.field+" ") && !strings.HasPrefix(e.Detail, c.field+":") {
@@ -86,7 +83,7 @@ func TestAnUndeclaredMiddlewareIsRefusedOverTheAPI(t *testing.T) {
 		Middlewares []string
 		Warnings    []string
 	}
-	json.Unmarshal(n.Must(200, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"],"middlewares":["www-redirect@file","auth@file"]}`), &a)
+	json.Unmarshal(n.Must(200, "PUT", "/v1/apps/shop", ipAdmin, `{"account":"acme","placement":["vps-a"],"middlewares":["www-redirect@file","auth@file"]}`), &a)
 	if !slices.Equal(a.Middlewares, []string{"www-redirect@file", "auth@file"}) || len(a.Warnings) != 1 || !strings.Contains(a.Warnings[0], "Caddy ingress answers 503") {
 		t.Fatalf("answer %+v: want the list in order and the Caddy warning", a)
 	}
