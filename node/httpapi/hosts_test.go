@@ -2,18 +2,17 @@ package httpapi_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
 
-	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/httpapi"
 )
 
-// Every answer's headers and the Host guard (hosts.go), through a whole node.
+// Every answer's headers and the Host guard (hosts.go), through the API in process.
 
 // concrete turns a route pattern into a path it matches: each {param} and the trailing
 // "*" a plain segment.
@@ -30,28 +29,16 @@ func concrete(pattern string) string {
 	return strings.TrimSuffix(p, "*") + map[bool]string{true: "x1"}[strings.HasSuffix(p, "*")]
 }
 
-// withHost sends a request to n with the given Host (a header set on the request would
-// not be sent: net/http sends req.Host).
-func withHost(t *testing.T, n *testnode.Node, method, path, token, host string) (*http.Response, []byte) {
+// withHost sends a request to n with the given Host.
+func withHost(t *testing.T, n *inProcess, method, path, token, host string) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, n.URL+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	req := httptest.NewRequest(method, "http://127.0.0.1"+path, nil)
 	req.Host = host
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, body
+	rec := n.serve(req)
+	return rec.Result(), rec.Body.Bytes()
 }
 
 // TestEveryRouteAnswersNoStoreNoSniff: every route of the table (routes.go), whatever
@@ -61,8 +48,7 @@ func withHost(t *testing.T, n *testnode.Node, method, path, token, host string) 
 // keeps the ETag itself.
 func TestEveryRouteAnswersNoStoreNoSniff(t *testing.T) {
 	t.Parallel()
-	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
-	n.WaitReady()
+	n := newInProcess(t, nil)
 	check := func(what string, resp *http.Response) {
 		t.Helper()
 		if cc, ns := resp.Header.Get("Cache-Control"), resp.Header.Get("X-Content-Type-Options"); cc != "no-store" || ns != "nosniff" {
@@ -74,9 +60,9 @@ func TestEveryRouteAnswersNoStoreNoSniff(t *testing.T) {
 		t.Fatalf("%d routes in the table, want the whole table", len(routes))
 	}
 	for _, rt := range routes {
-		tok := testnode.AdminToken
+		tok := ipAdmin
 		if strings.HasPrefix(rt.Pattern, api.PathStorage) {
-			tok = testnode.IngressToken
+			tok = ipIngress
 		}
 		for _, token := range []string{tok, ""} {
 			resp, _ := n.Do(rt.Method, concrete(rt.Pattern), token, "")
@@ -94,9 +80,9 @@ func TestEveryRouteAnswersNoStoreNoSniff(t *testing.T) {
 	check("a refused Host", resp)
 
 	for _, format := range []string{api.FormatRoutes, api.FormatTraefik} {
-		first, _ := n.Get(api.PathIngress+format, testnode.IngressToken)
+		first, _ := n.Get(api.PathIngress+format, ipIngress)
 		etag := first.Header.Get("ETag")
-		again, _ := n.Get(api.PathIngress+format, testnode.IngressToken, "If-None-Match", etag)
+		again, _ := n.Get(api.PathIngress+format, ipIngress, "If-None-Match", etag)
 		if first.StatusCode != http.StatusOK || etag == "" || again.StatusCode != http.StatusNotModified {
 			t.Errorf("%s: %d with ETag %q, then %d with If-None-Match; want 200, an ETag, 304", format, first.StatusCode, etag, again.StatusCode)
 		}
@@ -113,18 +99,13 @@ func TestEveryRouteAnswersNoStoreNoSniff(t *testing.T) {
 // ACME challenge answers any Host (the CA asks for an application's host).
 func TestARebindingHostIsRefused(t *testing.T) {
 	t.Parallel()
-	cfg := testnode.Config(t, "vps-a", t.TempDir())
-	cfg.API.AllowedHosts = []string{"Node-1.Internal.example.net"}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	n := testnode.Start(t, cfg)
-	n.WaitReady()
+	// api.allowedHosts, as the node hands it on beside the platform domains.
+	n := newInProcess(t, func(c *httpapi.Config) { c.Hosts = append(c.Hosts, "Node-1.Internal.example.net") })
 	paths := []string{api.PathMetrics, api.PathHealthz, api.PathReadyz, api.PathStatus, api.PathIngress + api.FormatTraefik}
 	for _, host := range []string{"evil.example", "evil.example:7400", "localhost.evil.example", "127.0.0.1.evil.example",
 		"apps.example.com.evil.example", "internal.example.net", "x.apps.example.com", "vps-a.evil.example"} {
 		for _, p := range paths {
-			resp, body := withHost(t, n, http.MethodGet, p, testnode.AdminToken, host)
+			resp, body := withHost(t, n, http.MethodGet, p, ipAdmin, host)
 			var e api.Error
 			if resp.StatusCode != http.StatusMisdirectedRequest || json.Unmarshal(body, &e) != nil ||
 				e.Error != "misdirected request" || !strings.Contains(e.Detail, `"`+host+`"`) {
@@ -135,7 +116,7 @@ func TestARebindingHostIsRefused(t *testing.T) {
 	for _, host := range []string{"127.0.0.1", "127.0.0.1:7400", "[::1]:7400", "[::1]", "10.83.0.1", "localhost", "localhost:7400",
 		"LOCALHOST.", "vps-a", "vps-a:7400", "apps.example.com", "apps.example.com:443", "node-1.internal.example.net", "node-1.internal.example.net.:7400"} {
 		for _, p := range paths {
-			if resp, body := withHost(t, n, http.MethodGet, p, testnode.AdminToken, host); resp.StatusCode != http.StatusOK {
+			if resp, body := withHost(t, n, http.MethodGet, p, ipAdmin, host); resp.StatusCode != http.StatusOK {
 				t.Errorf("Host %s on %s: %d %s, want 200", host, p, resp.StatusCode, body)
 			}
 		}
