@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/internal/proc"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/s3"
@@ -380,7 +381,7 @@ func TestFleetIdleCostWithHeartbeats(t *testing.T) {
 	const (
 		interval  = 200 * time.Millisecond
 		heartbeat = 1500 * time.Millisecond
-		window    = 9 * time.Second
+		planned   = 9 * time.Second // the measurement window, counted in vps-a's passes
 	)
 	bcfg := s3test.Shared(t).NewBucket(t)
 	var nodes []*testNode
@@ -393,19 +394,44 @@ func TestFleetIdleCostWithHeartbeats(t *testing.T) {
 		nodes, stores, inner = append(nodes, startNodeWithStore(t, cfg, cs)), append(stores, cs), append(inner, st)
 	}
 	seedThreeNodeFleet(t, nodes)
-	time.Sleep(heartbeat) // let the seeding's writes settle; the window below measures rates
+	// The seeding's writes settled before the window below measures rates: every node
+	// has rewritten its record since (a write the seeding kicked bumps the serial), then
+	// every node has run two passes after the last of those writes (the second one
+	// started after it).
+	// A pass is one conditional read of the serial (GetIfChanged), counted by the
+	// node's store: waiting on them costs the node nothing (a scrape of /metrics would).
+	ticksOf := func(i int) int { return stores[i].snapshot()["GetIfChanged"] }
+	waitTicks := func(i, k int) {
+		t.Helper()
+		want := ticksOf(i) + k
+		waitFor(t, time.Duration(k)*10*interval+5*time.Second, fmt.Sprintf("%d passes of %s", k, nodes[i].Cfg.Node.Name),
+			func() bool { return ticksOf(i) >= want })
+	}
+	for i, n := range nodes {
+		beats := stores[i].snapshot()["Put nodes"]
+		waitFor(t, 2*heartbeat+5*time.Second, n.Cfg.Node.Name+"'s record rewritten after the seeding", func() bool {
+			return stores[i].snapshot()["Put nodes"] > beats
+		})
+	}
+	for i := range nodes {
+		waitTicks(i, 2)
+	}
 
 	before := make([]cost, len(nodes))
 	for i := range nodes {
 		before[i] = cost{calls: stores[i].snapshot(), http: inner[i].Stats()}
 	}
-	time.Sleep(window) // the measurement window
+	// The measurement window: as many of vps-a's passes as fit in planned; the bounds
+	// below are of the time it measured.
+	start := time.Now()
+	waitTicks(0, int(planned/interval))
 	var heartbeats int
 	diffs := make([]cost, len(nodes))
 	for i := range nodes {
 		diffs[i] = cost{calls: stores[i].snapshot(), http: inner[i].Stats()}.sub(before[i])
 		heartbeats += diffs[i].calls["Put nodes"]
 	}
+	window := time.Since(start)
 	ticks := float64(window / interval)
 	for i, n := range nodes {
 		d := diffs[i]
@@ -750,11 +776,15 @@ func TestStoreOutageKeepsServingLastDocument(t *testing.T) {
 	}
 	t.Logf("write during the outage answered %d in %s: %s", resp.StatusCode, time.Since(writeStart).Round(time.Millisecond), body)
 
+	// An ingress polling every 250 ms for as long as the outage lasts (MinIO down for
+	// that wall time: the scenario), not a synchronisation.
 	checks := 0
+	poll := time.NewTicker(250 * time.Millisecond)
+	defer poll.Stop()
 	for time.Since(stoppedAt) < outage {
 		sameAsBefore("during the outage")
 		checks++
-		time.Sleep(250 * time.Millisecond) // a polling ingress, not a synchronisation
+		<-poll.C
 	}
 	t.Logf("store down %s: %d rounds of %d nodes x %d endpoints served the last document byte for byte",
 		time.Since(stoppedAt).Round(100*time.Millisecond), checks, len(nodes), len(paths))
@@ -771,8 +801,8 @@ func TestStoreOutageKeepsServingLastDocument(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			deadline := time.Now().Add(30 * time.Second)
-			for time.Now().Before(deadline) {
+			recovered[i] = -1
+			_ = proc.Poll(30*time.Second, proc.Tick, func() error {
 				resp, b := n.Get("/v1/status", testAdminToken)
 				var st api.Status
 				// A successful pass started after the stop can only have read the
@@ -780,11 +810,10 @@ func TestStoreOutageKeepsServingLastDocument(t *testing.T) {
 				if resp.StatusCode == 200 && json.Unmarshal(b, &st) == nil && st.Store.Reachable &&
 					st.LastPass != nil && st.LastPass.After(stoppedAt) {
 					recovered[i] = time.Since(backAt)
-					return
+					return nil
 				}
-				time.Sleep(10 * time.Millisecond)
-			}
-			recovered[i] = -1
+				return errors.New("not reconciling yet")
+			})
 		}()
 	}
 	wg.Wait()

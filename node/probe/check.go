@@ -96,7 +96,7 @@ func (p *Prober) record(st *probeState, tgt probeTarget, err error, d time.Durat
 		p.mu.Unlock()
 		return // the instance changed meanwhile: this result is about something else
 	}
-	now := time.Now()
+	now := p.now()
 	st.probes++
 	st.last, st.lastDur = now, d
 	st.slow = err != nil && probeErrText(err) == "timeout"

@@ -89,6 +89,8 @@ type Prober struct {
 	onChange func()
 	log      *slog.Logger
 	m        *probeMetrics
+	// now is the clock of results, verdicts and hold-downs (time.Now; a test drives it).
+	now func() time.Time
 
 	dialer net.Dialer
 	client *http.Client
@@ -146,6 +148,7 @@ func newProber(cfg Config, addr netip.Addr, log *slog.Logger) *Prober {
 		slowSem: make(chan struct{}, max(1, cfg.Concurrency/4)),
 		states:  map[string]*probeState{},
 		gone:    map[string]*probeState{},
+		now:     time.Now,
 	}
 	p.client = &http.Client{
 		Transport: &http.Transport{

@@ -54,7 +54,7 @@ func newTestProber(t *testing.T, cfg Config, insts map[string]fleet.Instance, pa
 // probeRound runs one round and waits until every probe it started has finished.
 func probeRound(t *testing.T, p *Prober) {
 	t.Helper()
-	p.Round(context.Background(), time.Now())
+	p.Round(context.Background(), p.now())
 	waitIdle(t, p)
 }
 
@@ -339,6 +339,10 @@ func TestProbeFlappingInstanceIsDamped(t *testing.T) {
 	inst := testinst.StartTCP(t)
 	cfg := dampedConfig()
 	p, reg, changes := newTestProber(t, cfg, map[string]fleet.Instance{"shop": {Port: inst.Port, Ready: true}}, nil)
+	// The prober's clock is the test's: the hold-down ends when the test moves it on.
+	var clockMu sync.Mutex
+	clock := time.Now()
+	p.now = func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return clock }
 	const flaps = 20
 	for i := range flaps {
 		inst.Close()
@@ -378,10 +382,12 @@ func TestProbeFlappingInstanceIsDamped(t *testing.T) {
 
 	// Stable from now on: still held until the hold-down ends, then up.
 	probeRound(t, p)
-	if time.Now().Before(until) && p.isUp("shop") {
+	if p.isUp("shop") {
 		t.Fatal("up before the hold-down ended")
 	}
-	time.Sleep(time.Until(until) + 10*time.Millisecond)
+	clockMu.Lock()
+	clock = until.Add(10 * time.Millisecond)
+	clockMu.Unlock()
 	probeRound(t, p)
 	if !p.isUp("shop") {
 		t.Fatal("not up after the hold-down ended and the probes pass")

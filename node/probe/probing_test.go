@@ -223,7 +223,11 @@ func TestProbeNeverVouchesForAnInstanceOnTheAPIPortOrAnotherTenantsPort(t *testi
 		_, b := a.Get("/v1/status", testnode.AdminToken)
 		return strings.Contains(string(b), `"app":"evil"`)
 	})
-	time.Sleep(300 * time.Millisecond) // several probe intervals
+	// Several probe rounds (bank, on its own port, is probed in each): evil never is.
+	bankProbes := instanceStatusOf(t, a, "bank").Probe.Probes
+	nodetest.WaitFor(t, 10*time.Second, "three more probe rounds", func() bool {
+		return instanceStatusOf(t, a, "bank").Probe.Probes >= bankProbes+3
+	})
 	if testnode.RecordReady(t, a.St, "vps-a", "evil") {
 		t.Error("an instance on the node API's port is published ready")
 	}

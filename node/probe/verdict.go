@@ -41,7 +41,7 @@ func (p *Prober) verdictLocked(app string, inst fleet.Instance, shared map[int]b
 	if p.refusal(app, inst, shared) != "" {
 		return false
 	}
-	if st := p.stateLocked(app, inst, time.Now()); st != nil {
+	if st := p.stateLocked(app, inst, p.now()); st != nil {
 		return st.up
 	}
 	return true // not probed yet: the declaration is trusted
@@ -78,7 +78,7 @@ func (p *Prober) Ready(app string, inst fleet.Instance) (bool, string) {
 		return true, ""
 	}
 	why := "probe failed"
-	if st := p.states[app]; st != nil && st.heldLocked(time.Now()) {
+	if st := p.states[app]; st != nil && st.heldLocked(p.now()) {
 		why = "held down after flapping"
 	} else if st != nil && st.lastErr != "" {
 		why += ": " + st.lastErr
@@ -103,7 +103,7 @@ func (p *Prober) Status(insts map[string]fleet.Instance) []api.Instance {
 			if st := p.states[app]; st != nil && st.target.port == inst.Port && st.target.appID == inst.AppID {
 				ps.Kind, ps.Path, ps.Up, ps.Probes = st.target.kind(), st.target.path, st.up, st.probes
 				ps.ConsecutiveFailures, ps.LastError, ps.Since = st.fails, st.lastErr, st.since.UTC()
-				now := time.Now()
+				now := p.now()
 				for _, r := range st.recoveries {
 					if now.Sub(r) < time.Duration(p.cfg.FlapWindow) {
 						ps.Recoveries++
