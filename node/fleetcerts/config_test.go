@@ -26,7 +26,8 @@ func dns01Config() Config {
 }
 
 // TestConfigACMEDNS01 (the section's own checks; the loader's, the environment and the
-// checks with other sections are node's TestConfigACMEDNS01Loaded): acme.dns01 is
+// checks with other sections are the dns01 rows of node's
+// TestTheNodeConfigurationLoadsOrIsRefusedNamingTheSettingAndItsSource): acme.dns01 is
 // checked only when on; Normalize moves the secret out of its file once; Validate
 // changes nothing; every refusal names the setting and none carries the secret.
 func TestConfigACMEDNS01(t *testing.T) {

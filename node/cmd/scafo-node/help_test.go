@@ -37,7 +37,7 @@ var (
 	helpCmdRE   = regexp.MustCompile(`^\s+([a-z]+)\s{2,}\S`)
 	mentionRE   = regexp.MustCompile(`--([A-Za-z][A-Za-z0-9.-]*)`)
 	positionRE  = regexp.MustCompile(`(^|\s)<[a-z]+>`)
-	rootAliases = map[string]bool{"ingress-token": true, "version": true} // accepted: see node.TestConfigSources
+	rootAliases = map[string]bool{"ingress-token": true, "version": true} // accepted: see node.TestTheNodeConfigurationLoadsOrIsRefusedNamingTheSettingAndItsSource
 )
 
 func readHelp(t *testing.T, bin string, path ...string) helpPage {
