@@ -24,9 +24,14 @@ import (
 	"github.com/scafo/ingress/node/httpapi"
 )
 
+// getter is a node or an API in process: what a scrape needs.
+type getter interface {
+	Get(path, token string, hdr ...string) (*http.Response, []byte)
+}
+
 // metricValue is the value of the sample series (name{labels} as exposed) on n's
 // /metrics; ok is false when it is not there.
-func metricValue(t *testing.T, n *testnode.Node, series string) (v float64, ok bool) {
+func metricValue(t *testing.T, n getter, series string) (v float64, ok bool) {
 	t.Helper()
 	_, b := n.Get("/metrics", "")
 	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindSubmatch(b)
@@ -49,7 +54,7 @@ func refusedSeries(reason string) string {
 }
 
 // refusedCounts is every reason's count on n's /metrics (each must be exported).
-func refusedCounts(t *testing.T, n *testnode.Node) map[string]float64 {
+func refusedCounts(t *testing.T, n getter) map[string]float64 {
 	t.Helper()
 	out := map[string]float64{}
 	for _, r := range httpapi.RefusalReasons {
@@ -69,10 +74,9 @@ func refusedCounts(t *testing.T, n *testnode.Node) map[string]float64 {
 // is spent (token_lookups). The connection refusals are TestConnectionRefusalsAreCounted's.
 // Before, none of these was counted anywhere but in the (rate-limited) log.
 func TestRefusalsAreCountedByReason(t *testing.T) {
-	cfg := testnode.Config(t, "vps-a", t.TempDir())
-	cfg.Writes.Rate, cfg.Writes.Burst = 0.001, 1 // one write, then 429 for the test's life
-	n := testnode.Start(t, cfg)
-	n.WaitReady()
+	t.Parallel()
+	// One write, then 429 for the test's life.
+	n := newInProcess(t, func(c *httpapi.Config) { c.WriteRate, c.WriteBurst = 0.001, 1 })
 	for r, v := range refusedCounts(t, n) {
 		if v != 0 {
 			t.Fatalf("reason %s starts at %v, want 0", r, v)
@@ -93,8 +97,8 @@ func TestRefusalsAreCountedByReason(t *testing.T) {
 	step("a poll with a bad token", httpapi.RefusedToken, 401, "GET", "/v1/ingress/routes", "not-the-ingress-token", "")
 	step("a write with a made-up application token", httpapi.RefusedToken, 401, "PUT", "/v1/apps/shop", "hunter2", `{"account":"acme"}`)
 
-	n.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	_, tok := testnode.IssueToken(t, n, "acme", "shop", `"instance"`)
+	n.Must(201, "PUT", "/v1/apps/shop", ipAdmin, `{"account":"acme","placement":["vps-a"]}`)
+	_, tok := n.IssueToken("acme", "shop", `"instance"`)
 	n.Must(200, "PUT", "/v1/node/instances/shop", tok, `{"port":25000,"ready":true}`) // the one write of the budget
 	step("a write past writes.rate", httpapi.RefusedWriteRate, 429, "PUT", "/v1/node/instances/shop", tok, `{"port":25001,"ready":true}`)
 
@@ -219,10 +223,8 @@ func TestConnectionRefusalsAreCounted(t *testing.T) {
 // counts in scafo_longpolls_parked while it waits, and not once it is answered (a new
 // revision) or its client goes away; a poll that is answered at once never counts.
 func TestParkedLongPollsAreCounted(t *testing.T) {
-	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
-	testnode.SeedFleet(t, n.St, "shop")
-	n.WaitReady()
-	testnode.WaitSeeded(t, n)
+	t.Parallel()
+	n := newInProcess(t, nil)
 	parked := func() float64 {
 		v, ok := metricValue(t, n, "scafo_longpolls_parked")
 		if !ok {
@@ -233,38 +235,35 @@ func TestParkedLongPollsAreCounted(t *testing.T) {
 	if p := parked(); p != 0 {
 		t.Fatalf("parked before any long-poll: %v", p)
 	}
-	r1, _ := n.Get("/v1/ingress/traefik", testnode.IngressToken)
+	r1, _ := n.Get("/v1/ingress/traefik", ipIngress)
 	etag := r1.Header.Get("ETag")
-	if r, _ := n.Get("/v1/ingress/traefik?wait=20s", testnode.IngressToken, "If-None-Match", `"other"`); r.StatusCode != 200 || parked() != 0 {
+	if r, _ := n.Get("/v1/ingress/traefik?wait=20s", ipIngress, "If-None-Match", `"other"`); r.StatusCode != 200 || parked() != 0 {
 		t.Fatalf("a long-poll answered at once: %d, parked %v", r.StatusCode, parked())
 	}
 
 	// One poll answered by a change, one whose client leaves.
 	answered := make(chan int, 1)
 	go func() {
-		resp, _ := n.Get("/v1/ingress/traefik?wait=20s", testnode.IngressToken, "If-None-Match", etag)
+		resp, _ := n.Get("/v1/ingress/traefik?wait=20s", ipIngress, "If-None-Match", etag)
 		answered <- resp.StatusCode
 	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	left := make(chan error, 1)
+	left := make(chan struct{})
 	go func() {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.URL+"/v1/ingress/traefik?wait=20s", nil)
-		req.Header.Set("Authorization", "Bearer "+testnode.IngressToken)
+		defer close(left)
+		req := httptest.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1/v1/ingress/traefik?wait=20s", nil)
+		req.Header.Set("Authorization", "Bearer "+ipIngress)
 		req.Header.Set("If-None-Match", etag)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		left <- err
+		n.serve(req)
 	}()
-	nodetest.WaitFor(t, 5*time.Second, "two long-polls parked", func() bool { return parked() == 2 })
+	n.awaitParked(t, 2)
 	cancel()
-	if err := <-left; err == nil {
-		t.Fatal("the cancelled long-poll was answered")
+	<-left // the handler returned once its client left
+	if p := parked(); p != 1 {
+		t.Fatalf("after a client left: %v parked, want 1", p)
 	}
-	nodetest.WaitFor(t, 5*time.Second, "the poll whose client left no longer parked", func() bool { return parked() == 1 })
-	testnode.SeedFleet(t, n.St, "shop", "blog")
+	n.publish("shop.example", "blog.example")
 	select {
 	case code := <-answered:
 		if code != 200 {
@@ -273,5 +272,7 @@ func TestParkedLongPollsAreCounted(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the long-poll was not answered after a change")
 	}
-	nodetest.WaitFor(t, 5*time.Second, "no long-poll parked", func() bool { return parked() == 0 })
+	if p := parked(); p != 0 {
+		t.Fatalf("after the change answered it: %v parked, want 0", p)
+	}
 }
