@@ -3,7 +3,6 @@ package ingress_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -302,43 +301,6 @@ func TestWaitAppliedOnAnApplicationTokensOwnWrite(t *testing.T) {
 	resp, body = n.Do(http.MethodPut, "/v1/apps/tito-go/domains/ti.to/paths?wait=applied", tok, `{"paths":{}}`)
 	if resp.StatusCode != http.StatusForbidden || strings.Contains(string(body), "applied") {
 		t.Errorf("another app's door with wait: %d %s, want the plain 403", resp.StatusCode, body)
-	}
-}
-
-// A corrupt report object is skipped with its reason; the rest are listed (a planted
-// node is never shown: TestAStoredReportIsCheckedFieldByField has every spelling).
-func TestCorruptIngressObjectIsSkippedWithAReason(t *testing.T) {
-	t.Parallel()
-	testnode.OnReportBackends(t, testCorruptIngressObjectIsSkipped)
-}
-
-func testCorruptIngressObjectIsSkipped(t *testing.T, be testnode.ReportBackend) {
-	n := testnode.StartReportsNode(t, be, "vps-a")
-	ctx := context.Background()
-	good, _ := json.Marshal(ingress.Report{Name: "edge-1", Kind: api.KindHTTP, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
-	for k, v := range map[string]string{
-		"ingresses/edge-1.json": string(good),
-		"ingresses/bad.json":    "{",
-		"ingresses/other.json":  strings.Replace(string(good), "edge-1", "edge-2", 1),
-		"ingresses/kind.json":   strings.Replace(strings.Replace(string(good), "edge-1", "kind", 1), `"http"`, `"squid"`, 1),
-		// A node of 3 000 characters with a bidi override: never shown.
-		"ingresses/node.json": strings.Replace(strings.Replace(string(good), "edge-1", "node", 1), "vps-b", "vps‮"+strings.Repeat("b", 3000), 1),
-	} {
-		if _, err := n.St.Put(ctx, k, []byte(v), store.Condition{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s := testnode.StatusOf(t, n)
-	if len(s.Ingresses) != 1 || s.Ingresses[0].Name != "edge-1" || s.Ingresses[0].Served == nil {
-		t.Errorf("ingresses %+v, want edge-1 alone (served)", s.Ingresses)
-	}
-	reasons := map[string]string{}
-	for _, sk := range s.IngressesSkipped {
-		reasons[sk.Object] = sk.Reason
-	}
-	if !strings.Contains(reasons["ingresses/bad.json"], "malformed") || !strings.Contains(reasons["ingresses/other.json"], "does not match") ||
-		!strings.Contains(reasons["ingresses/kind.json"], "kind") || reasons["ingresses/node.json"] != "invalid node" {
-		t.Errorf("skipped %v, want the four bad objects with their reasons", reasons)
 	}
 }
 
@@ -658,65 +620,5 @@ func TestIngressReportsAreReadInTimeFromAStoreARegionAway(t *testing.T) {
 	t.Logf("%d reports at %s a request: listed in %s, %d HTTP requests %v", reports, rtt, time.Since(start).Round(time.Millisecond), d.Requests, d.ByMethod)
 	if d.Failed != 0 || d.ByMethod["GET"] != reports+1 {
 		t.Errorf("reading %d reports: HTTP %+v, want one LIST and one GET per report", reports, d)
-	}
-}
-
-// An ingress not heard from for ingresses.forgetAfter is forgotten: its object is
-// deleted by the next node that reads the reports.
-func TestIngressNotSeenForForgetAfterIsForgotten(t *testing.T) {
-	t.Parallel()
-	testnode.OnReportBackends(t, testIngressNotSeenForForgetAfterIsForgotten)
-}
-
-func testIngressNotSeenForForgetAfterIsForgotten(t *testing.T, be testnode.ReportBackend) {
-	n := testnode.StartReportsNode(t, be, "vps-a") // forgetAfter 1h
-	ctx := context.Background()
-	for name, age := range map[string]time.Duration{"old": 2 * time.Hour, "recent": 30 * time.Minute} {
-		b, _ := json.Marshal(ingress.Report{Name: name, Kind: api.KindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().Add(-age).UTC()})
-		if _, err := n.St.Put(ctx, ingress.Prefix+name+".json", b, store.Condition{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ins := testnode.IngressesOf(t, n)
-	if _, ok := ins["old"]; ok {
-		t.Errorf("an ingress not seen for 2h is listed (forgetAfter 1h): %+v", ins["old"])
-	}
-	if ins["recent"].State != "lost" {
-		t.Errorf("an ingress not seen for 30m: %+v, want listed lost", ins["recent"])
-	}
-	if _, err := n.St.Get(ctx, ingress.Prefix+"old.json"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("the forgotten ingress's object: %v, want deleted", err)
-	}
-}
-
-// A report object seen in the future (a corrupt object, or one written by a node whose
-// clock ran far ahead and then left) would never be lost nor forgotten: a ghost every
-// ?wait=applied waits for, answering 202 forever. Seen more than lostAfter ahead of
-// this node's clock, it is skipped with the reason, like any other malformed report.
-func TestIngressReportSeenInTheFutureIsSkippedNotWaitedForForever(t *testing.T) {
-	t.Parallel()
-	n := testnode.Start(t, testnode.ReportsConfig(t, "vps-a", t.TempDir())) // lostAfter 2s
-	n.WaitReady()
-	ctx := context.Background()
-	ghost, _ := json.Marshal(ingress.Report{Name: "ghost", Kind: api.KindPlugin, Node: "vps-z", Serial: 1, Seen: time.Now().Add(365 * 24 * time.Hour).UTC()})
-	if _, err := n.St.Put(ctx, ingress.Prefix+"ghost.json", ghost, store.Condition{}); err != nil {
-		t.Fatal(err)
-	}
-	resp, body := n.Do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=1s", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("a write waiting with only a ghost report in the store: %d %s, want 200", resp.StatusCode, body)
-	}
-	s := testnode.StatusOf(t, n)
-	for _, in := range s.Ingresses {
-		if in.Name == "ghost" {
-			t.Errorf("a report seen a year ahead is listed %+v, want skipped", in)
-		}
-	}
-	reasons := map[string]string{}
-	for _, sk := range s.IngressesSkipped {
-		reasons[sk.Object] = sk.Reason
-	}
-	if !strings.Contains(reasons["ingresses/ghost.json"], "future") {
-		t.Errorf("skipped %v, want ingresses/ghost.json with a reason naming the future", reasons)
 	}
 }
