@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -23,7 +22,6 @@ import (
 	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
-	"github.com/scafo/ingress/node/store/s3"
 	"github.com/scafo/ingress/node/store/s3/s3test"
 	"github.com/scafo/ingress/render/routing"
 )
@@ -420,94 +418,6 @@ func TestWaitAppliedIsNeverAppliedOnAPartialView(t *testing.T) {
 	}
 	if s := testnode.StatusOf(t, n); s.IngressesError == "" || len(s.Ingresses) != 1 {
 		t.Errorf("status with the reports unreadable: error %q, %d ingresses; want the error and this node's own", s.IngressesError, len(s.Ingresses))
-	}
-}
-
-// What an idle ingress costs the store: the node it long-polls refreshes its report
-// once per lostAfter/4 (a held long-poll counts as heard from), and nothing is read
-// until someone asks (status, metrics, a waiting write). On S3 every store call is one
-// HTTP request (a conditional PUT that loses would show as a GET more: write rereads
-// the object), and a later read of unchanged reports costs one LIST and no GET (the
-// etag listed is the etag read and written).
-func TestAnIdleIngressCostsOneWritePerRefreshAndNoRead(t *testing.T) {
-	t.Parallel()
-	testnode.OnReportBackends(t, testAnIdleIngressCosts)
-}
-
-func testAnIdleIngressCosts(t *testing.T, be testnode.ReportBackend) {
-	cfg := testnode.ReportsConfig(t, "vps-a", t.TempDir()) // lostAfter 2s: a refresh every 500ms
-	rc, httpOf := testnode.CountedReports(t, be)
-	n := testnode.StartWithStore(t, cfg, rc)
-	n.WaitReady()
-	resp, _ := n.Get("/v1/ingress/traefik", testnode.IngressToken, api.HeaderIngress, "edge-1", api.HeaderIngressKind, api.KindPlugin)
-	etag := resp.Header.Get("ETag")
-	start := time.Now()
-	const held = 3 * time.Second
-	// One long-poll held for the whole window (nothing changes), longer than lostAfter.
-	codes := make(chan int, 1)
-	go func() {
-		req, _ := http.NewRequest(http.MethodGet, n.URL+"/v1/ingress/traefik?wait="+held.String(), nil)
-		req.Header.Set("Authorization", "Bearer "+testnode.IngressToken)
-		req.Header.Set("If-None-Match", etag)
-		req.Header.Set(api.HeaderIngress, "edge-1")
-		req.Header.Set(api.HeaderIngressKind, api.KindPlugin)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			codes <- 0
-			return
-		}
-		resp.Body.Close()
-		codes <- resp.StatusCode
-	}()
-	time.Sleep(time.Duration(cfg.Ingresses.LostAfter) + 500*time.Millisecond)
-	if in := testnode.IngressesOf(t, n)["edge-1"]; in.State == "lost" {
-		t.Errorf("edge-1 lost while its long-poll is held: %+v", in)
-	}
-	if code := <-codes; code != http.StatusNotModified {
-		t.Fatalf("long-poll: %d", code)
-	}
-	elapsed := time.Since(start)
-	time.Sleep(2 * ingress.MinWriteGap)
-	c, h := rc.Counts(), httpOf()
-	refreshes := int(elapsed / (time.Duration(cfg.Ingresses.LostAfter) / 4))
-	t.Logf("%s: held %s: store calls on ingresses/ %v, HTTP %+v (refresh every %s)",
-		be.Name, elapsed.Round(time.Millisecond), c, h, time.Duration(cfg.Ingresses.LostAfter)/4)
-	if c["put"] < 2 || c["put"] > refreshes+2 {
-		t.Errorf("%d report writes in %s, want about one per refresh (%d) plus the first", c["put"], elapsed, refreshes)
-	}
-	// One status was asked for, mid-poll: one LIST, and a GET of the one report new
-	// to this node's view.
-	if c["list"] != 1 || c["get"] != 1 {
-		t.Errorf("reads of ingresses/ with one status asked for: %v, want one LIST and one GET", c)
-	}
-	if be.Name == "s3" {
-		// One HTTP request per call: a PUT per write, a GET for the LIST (one page) and
-		// one for the report; nothing retried, nothing else.
-		want := s3.Stats{Requests: int64(c["put"] + 2), ByMethod: map[string]int64{"PUT": int64(c["put"]), "GET": 2}}
-		if h.Requests != want.Requests || !maps.Equal(h.ByMethod, want.ByMethod) || h.Failed != 0 || h.NotModified != 0 {
-			t.Errorf("HTTP requests on ingresses/: %+v, want %+v", h, want)
-		}
-	}
-
-	// The report is still now (its last write is done): once the views read above have
-	// aged, a status costs one LIST and no GET.
-	statusCost := func() (map[string]int, s3.Stats) {
-		time.Sleep(ingress.StatusViewMaxAge + 100*time.Millisecond)
-		return testnode.CostOf(rc, httpOf, func() {
-			if in := testnode.IngressesOf(t, n)["edge-1"]; in.Applied == nil {
-				t.Fatalf("edge-1 %+v, want listed", in)
-			}
-		})
-	}
-	d, hd := statusCost() // reads the report as last written
-	t.Logf("%s: a status after the last write: store calls %v, HTTP %+v", be.Name, d, hd)
-	d, hd = statusCost()
-	t.Logf("%s: the next status: store calls %v, HTTP %+v", be.Name, d, hd)
-	if want := map[string]int{"list": 1}; !maps.Equal(d, want) {
-		t.Errorf("a status with no report changed since the last: store calls on ingresses/ %v, want %v", d, want)
-	}
-	if be.Name == "s3" && (hd.Requests != 1 || hd.ByMethod["GET"] != 1 || hd.Failed != 0) {
-		t.Errorf("a status with no report changed since the last: HTTP %+v, want one GET (the LIST)", hd)
 	}
 }
 
