@@ -110,18 +110,23 @@ func (r *Reconciler) derive(now time.Time, changed []string) int {
 }
 
 // remember keeps the published document and the store's identity in the state dir
-// when either changed (not every pass): the revision moves with routing content only.
+// when either changed (not every pass): the revision moves with routing content only;
+// a serial that moved alone rewrites served-serial only (served.go).
 func (r *Reconciler) remember(doc *routing.Document, now time.Time) {
 	r.remembered = nil
 	if r.saver == nil {
 		return
 	}
-	epoch := r.id.Epoch()
-	if r.saved.epoch == epoch && r.saved.revision == doc.Revision {
+	serial, epoch := r.id.Mark()
+	switch {
+	case r.saved.epoch == epoch && r.saved.revision == doc.Revision && r.saved.serial == serial:
 		return
+	case r.saved.epoch == epoch && r.saved.revision == doc.Revision:
+		r.saver.save(Memory{Epoch: epoch, Serial: serial, SavedAt: now.UTC()}, nil)
+	default:
+		r.saver.save(Memory{Epoch: epoch, Serial: serial, SavedAt: now.UTC()}, doc)
 	}
-	r.saver.save(Memory{Epoch: epoch, Serial: r.id.Serial(), SavedAt: now.UTC()}, doc)
-	r.saved.epoch, r.saved.revision = epoch, doc.Revision
+	r.saved.epoch, r.saved.revision, r.saved.serial = epoch, doc.Revision, serial
 }
 
 func sameSettings(a, b fleet.NodeSettings) bool {

@@ -209,6 +209,16 @@ func (r *Reconciler) readAll(ctx context.Context, now time.Time, obs store.Obser
 	if err := r.id.Recheck(ctx, r.st, obs); err != nil {
 		return -1, err
 	}
+	if r.adopting {
+		// An adopted store behind what this node served (a backup restored): its serial
+		// moves past it before anything is labelled with it, so no serial this node
+		// serves goes back (ingresses keep the highest they hold; ?wait=applied compares
+		// serials). What was read is the state at the advanced serial.
+		var err error
+		if obs, err = r.id.Advance(ctx, r.st, obs, r.adoptPast.epoch, r.adoptPast.serial); err != nil {
+			return -1, err
+		}
+	}
 	// Commit only a complete read: a failure above returned with r.objects untouched.
 	r.objects = next
 	r.setLive(entries, now)
@@ -247,6 +257,14 @@ func (r *Reconciler) checkAdopt() {
 	}
 	r.log.Warn("adopting the store as it is (operator request): forgetting the store this node served",
 		"epoch", r.id.Epoch(), "serial", r.id.Serial(), "reason", r.id.ForeignReason())
+	// The last serial this node served: an adopted store of that epoch behind it (a
+	// restored backup) has its serial advanced past it (readAll).
+	r.adoptPast.serial, r.adoptPast.epoch = r.id.Mark()
+	if cur := r.pub.Current(); cur != nil {
+		if n, e, ok := cur.Mark(); ok && e == r.adoptPast.epoch && n > r.adoptPast.serial {
+			r.adoptPast.serial = n
+		}
+	}
 	r.id.Reset()
 	r.objects, r.lastFull = nil, time.Time{} // read everything
 	r.adopting = true

@@ -53,10 +53,19 @@ type Reconciler struct {
 	remembered *routing.Document
 	// saver writes served.json; saved names what it was last handed.
 	saver *servedSaver
-	saved struct{ epoch, revision string }
+	saved struct {
+		epoch, revision string
+		serial          uint64
+	}
 	// adopting: the operator's adopt request was acted on (the identity reset); the
-	// request is removed once a pass has accepted the store.
-	adopting bool
+	// request is removed once a pass has accepted the store. adoptPast is the last serial
+	// (and its epoch) this node served before: an adopted store of that epoch behind it
+	// has its serial advanced past it (pass.go).
+	adopting  bool
+	adoptPast struct {
+		serial uint64
+		epoch  string
+	}
 	// onAccepted runs when a store that was foreign (or not yet checked) is accepted.
 	onAccepted func()
 	// onOwnRecord sees this node's own record (nodes/<selfName>.json) at every
@@ -142,7 +151,7 @@ func New(o Options) *Reconciler {
 	if o.Memory != nil {
 		// A restart: the store must be the one this node served (see served.go).
 		r.remembered = o.MemoryDoc
-		r.saved.epoch, r.saved.revision = o.Memory.Epoch, o.Memory.Revision
+		r.saved.epoch, r.saved.revision, r.saved.serial = o.Memory.Epoch, o.Memory.Revision, o.Memory.Serial
 	}
 	return r
 }

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,17 +30,28 @@ import (
 // and nothing changes until an operator adopts the store: `scafo-node store adopt`
 // drops <stateDir>/store-adopt, which the node (running, or at its next start) consumes
 // by forgetting the remembered identity and accepting the store as it is.
+//
+// The serial served last is kept apart, in <stateDir>/served-serial ("<serial> <epoch>"),
+// rewritten whenever the committed serial moves (at most once per pass, off the
+// reconcile goroutine) by a rename, without an fsync: served.json's serial is the one
+// of the last revision change, and a store restored from a backup taken between that
+// serial and the last one served would pass for this node's, further on, and an older
+// state be served (fleetsim -restorecrash). A process crash loses nothing; a crash of the
+// machine may lose what the OS had not written back (seconds), and the node then seeds
+// from served.json's serial, as before.
 const (
-	servedFile = "served.json"
-	AdoptFile  = "store-adopt"
+	servedFile       = "served.json"
+	servedSerialFile = "served-serial"
+	AdoptFile        = "store-adopt"
 )
 
 // Memory is <stateDir>/served.json.
 type Memory struct {
 	V int `json:"v"`
-	// Epoch and Serial name the store the document was derived from (the serial is the
-	// one of the last revision change: a later serial of the same epoch is the same
-	// store, further on).
+	// Epoch and Serial name the store the document was derived from (in served.json, the
+	// serial of the last revision change; LoadServed answers the last serial served, from
+	// served-serial, when it names the same epoch: a later serial of the same epoch is
+	// the same store, further on).
 	Epoch  string `json:"epoch"`
 	Serial uint64 `json:"serial"`
 	// Revision is Document's revision.
@@ -80,7 +93,53 @@ func LoadServed(stateDir string) (*Memory, *routing.Document, error) {
 		return nil, nil, fmt.Errorf("reading %s: the document hashes to revision %s, the file says %s (%s)", path, got, m.Revision, doc.Revision)
 	}
 	m.Document = nil
+	if n, epoch, ok := loadServedSerial(stateDir); ok && epoch == m.Epoch && n > m.Serial {
+		m.Serial = n
+	}
 	return &m, doc, nil
+}
+
+// loadServedSerial reads <stateDir>/served-serial; ok is false when it is absent or
+// unreadable (a crash of the machine before it was written back: served.json's serial
+// stands).
+func loadServedSerial(stateDir string) (n uint64, epoch string, ok bool) {
+	b, err := os.ReadFile(filepath.Join(stateDir, servedSerialFile))
+	if err != nil {
+		return 0, "", false
+	}
+	f := strings.Fields(string(b)) // an epoch-less store (a bare counter) writes none
+	if len(f) < 1 || len(f) > 2 || !strings.HasSuffix(string(b), "\n") {
+		return 0, "", false
+	}
+	if n, err = strconv.ParseUint(f[0], 10, 64); err != nil {
+		return 0, "", false
+	}
+	if len(f) == 2 {
+		epoch = f[1]
+	}
+	return n, epoch, true
+}
+
+// saveServedSerial writes <stateDir>/served-serial atomically (temp file, rename), not
+// durably: no fsync (see servedSerialFile).
+func saveServedSerial(stateDir string, n uint64, epoch string) error {
+	f, err := os.CreateTemp(stateDir, "."+servedSerialFile+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = fmt.Fprintf(f, "%d %s\n", n, epoch)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(stateDir, servedSerialFile))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", filepath.Join(stateDir, servedSerialFile), err)
+	}
+	return nil
 }
 
 // saveServed writes <stateDir>/served.json atomically (temp file, fsync, rename, fsync
@@ -111,6 +170,8 @@ type servedSaver struct {
 	pending *servedJob
 }
 
+// servedJob is what to write: served.json and served-serial, or served-serial alone
+// (doc nil: the revision has not changed, the serial has).
 type servedJob struct {
 	mem Memory
 	doc *routing.Document
@@ -122,7 +183,12 @@ func newServedSaver(dir string, log *slog.Logger) *servedSaver {
 
 func (s *servedSaver) save(m Memory, doc *routing.Document) {
 	s.mu.Lock()
-	s.pending = &servedJob{mem: m, doc: doc}
+	if doc == nil && s.pending != nil && s.pending.doc != nil {
+		// A serial moved past a document not yet written: both, at the later serial.
+		s.pending.mem.Serial = m.Serial
+	} else {
+		s.pending = &servedJob{mem: m, doc: doc}
+	}
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -150,8 +216,14 @@ func (s *servedSaver) flush() {
 	if j == nil {
 		return
 	}
-	if err := saveServed(s.dir, j.mem, j.doc); err != nil {
-		s.log.Warn("remembering the served document in the state dir", "err", err)
+	if j.doc != nil {
+		if err := saveServed(s.dir, j.mem, j.doc); err != nil {
+			s.log.Warn("remembering the served document in the state dir", "err", err)
+			return
+		}
+	}
+	if err := saveServedSerial(s.dir, j.mem.Serial, j.mem.Epoch); err != nil {
+		s.log.Warn("remembering the served serial in the state dir", "err", err)
 	}
 }
 

@@ -272,3 +272,23 @@ func (id *Identity) Recheck(ctx context.Context, st Store, o Observation) error 
 	}
 	return nil
 }
+
+// Advance moves the store's serial observed in o to past+1 when o is of epoch and not
+// past it (a store adopted behind what this node served: a restored backup), so that
+// every serial this node labels a document with from then on is above every one it
+// labelled before (ingresses keep the highest serial of an epoch they hold, and
+// ?wait=applied compares serials). It writes only if the serial is still o's
+// (If-Match), naming no key (readers read in full); the state is o's, so a pass that
+// read everything o announced commits the observation returned. o is returned unchanged
+// when there is nothing to do; an error (the serial moved meanwhile: ErrPreconditionFailed)
+// leaves the store to a later pass.
+func (id *Identity) Advance(ctx context.Context, st Store, o Observation, epoch string, past uint64) (Observation, error) {
+	if o.etag == "" || o.Epoch != epoch || o.Serial > past {
+		return o, nil
+	}
+	etag, err := st.Put(ctx, SerialKey, FormatSerial(past+1, o.Epoch), Condition{IfMatch: o.etag})
+	if err != nil {
+		return o, fmt.Errorf("advancing the adopted store's serial from %d past %d, the last this node served: %w", o.Serial, past, err)
+	}
+	return Observation{Changed: true, Serial: past + 1, Epoch: o.Epoch, etag: etag}, nil
+}

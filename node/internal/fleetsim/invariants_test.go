@@ -29,15 +29,25 @@ var (
 	// record of its own is announced (fleetwrite/registry_lastrecord.go,
 	// TestANewStateDirNeverReissuesAPortItsLastRecordPublishes). On by default.
 	stateLostFlag = flag.Bool("statelost", true, "crashes may lose the node's state dir (see stateLostFlag)")
-	// A node remembers in served.json the serial its document was first derived at, not
-	// the last serial it served (rewritten when the revision changes: no fsync per
-	// bump). Restarted over a store restored from a backup taken between the two, it
-	// takes the store for its own and serves an older state (with -restorecrash, seeds
-	// 3, 9 and 27 of 60: vps-c served serial 16, restarts, serves serial 12, another
-	// revision). Off until served.json keeps the last serial: by default a restore waits
-	// for every node to be up and to have passed since it started, and no node crashes
-	// until the adopt.
-	restoreCrashFlag = flag.Bool("restorecrash", false, "nodes may crash while the store is restored and not yet adopted (see restoreCrashFlag)")
+	// Nodes may crash while the store is restored and not yet adopted, and a restore need
+	// not wait for every node to have passed since it started. Found with it (seeds 3, 9
+	// and 27 of 60): served.json kept the serial a revision was first derived at, not the
+	// last one served, so a node restarted over a store restored from a backup taken
+	// between the two took it for its own and served an older state (vps-c served serial
+	// 16, restarted, served serial 12, another revision). Fixed: the state dir keeps the
+	// last serial served (reconcile/served.go, served-serial;
+	// TestARestartRefusesAStoreRestoredFromBeforeTheLastServedSerial). On by default.
+	// A node may restart without its state dir while the store is restored from a
+	// backup and not yet adopted. Found with it (seed 68 of 100): the node reads the
+	// backup's copy of its record for its last, so the ports it gave after the backup are
+	// not held, and it gives them again while peers, which refuse the restored store,
+	// keep routing to them by their last good document (vps-b gave app1 the port app3
+	// had; vps-a still routed app3's host there). Not fixed: nothing the node can read
+	// says what it published after the backup (the design's first start accepts the
+	// store as it finds it, §6). Off: no state dir is lost while a restore waits for its
+	// adopt, and no restore happens while a node that lost its state dir is down.
+	lostRestoredFlag = flag.Bool("lostrestored", false, "a node may restart without its state dir over a restored store not yet adopted (see lostRestoredFlag)")
+	restoreCrashFlag = flag.Bool("restorecrash", true, "nodes may crash while the store is restored and not yet adopted (see restoreCrashFlag)")
 )
 
 const (
@@ -102,18 +112,13 @@ func (s *sim) checkPoll(n *simNode, rec *httptest.ResponseRecorder) {
 		s.fail("%s served a document with serial %q, epoch %q", n.name, rec.Header().Get(api.HeaderSerial), epoch)
 		return
 	}
-	// The one exception: served.json is rewritten when the revision changes, not the
-	// serial (an fsync per bump), so a restart that finds the store foreign serves the
-	// remembered document under the serial it was first derived at: the same revision
-	// the node served at a later serial.
 	rev := rec.Header().Get(api.HeaderRevision)
-	if serial <= s.labelFloor {
-		// Not comparable: a label kept across an adopted restore, or one the store has
-		// reached again since (labelFloor).
-	} else if epoch == n.lastEpoch && serial < n.lastSerial && rev != n.lastRevision {
+	// Across restarts and an adopted restore too: a node advances an adopted store's
+	// serial past the last it served (store.Identity.Advance).
+	if epoch == n.lastEpoch && serial < n.lastSerial {
 		s.fail("%s served serial %d (revision %s) after %d (revision %s)", n.name, serial, rev, n.lastSerial, n.lastRevision)
 	}
-	if serial > s.labelFloor && (epoch != n.lastEpoch || serial >= n.lastSerial) {
+	if epoch != n.lastEpoch || serial >= n.lastSerial {
 		n.lastSerial, n.lastEpoch, n.lastRevision = serial, epoch, rev
 	}
 	d, err := docOf(rec.Body.Bytes())

@@ -264,10 +264,6 @@ func (s *sim) require(host, app string) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	if n <= s.labelFloor {
-		delete(s.m.required, host)
-		return
-	}
 	s.m.required[host] = required{app: app, serial: n}
 }
 

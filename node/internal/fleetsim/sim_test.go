@@ -104,12 +104,6 @@ type sim struct {
 	interleave     func()
 	interleaveOn   *simNode
 	interleaveNode *simNode // the node the landing write goes through
-	// labelFloor is the highest serial served before an adopted restore. A node whose
-	// revision the adopt did not change keeps labelling it with that serial (the
-	// publisher keeps the higher mark of one epoch), so until the store's serial passes
-	// it a label does not say which writes a document holds (no write is required by
-	// serial below it).
-	labelFloor uint64
 }
 
 func newSim(t testing.TB, seed uint64, nodes, ingresses int) *sim {
@@ -151,6 +145,11 @@ func (s *sim) start(n *simNode) {
 		s.forget(n)
 		n.cfg.StateDir = s.t.TempDir()
 		n.loseState = false
+		// Nor does it know what it served: a first start accepts the store as it finds
+		// it (docs/design.md §6), a store restored from an older backup included, so its
+		// serials are compared from its restart on only (its ingresses keep what they
+		// hold until the serial passes it: the plugin's rule).
+		n.lastSerial, n.lastEpoch, n.lastRevision = 0, "", ""
 	}
 	fs := faultyStore{Store: s.st, fail: func(op, key string) bool { return s.fails(n, key) }, before: func(key string) { s.interleaved(n, key) }}
 	srv, err := node.NewWithStore(n.cfg, slog.New(slog.DiscardHandler), fs, ingressToken, adminToken)
@@ -176,6 +175,16 @@ func (s *sim) fails(n *simNode, key string) bool {
 }
 
 func (s *sim) clock(n *simNode) time.Time { return s.now.Add(n.skew) }
+
+// losing: a node is down and restarts without its state dir (lostRestoredFlag).
+func (s *sim) losing() bool {
+	for _, n := range s.nodes {
+		if n.srv == nil && n.loseState {
+			return true
+		}
+	}
+	return false
+}
 
 // allPassed: every node is up and has committed a serial since it started (so it knows
 // the last serial it read, not only what served.json remembers: restoreCrashFlag).
@@ -206,8 +215,11 @@ func (s *sim) fail(format string, args ...any) {
 	if !*stateLostFlag {
 		flags += " -statelost=false"
 	}
-	if *restoreCrashFlag {
-		flags += " -restorecrash"
+	if !*restoreCrashFlag {
+		flags += " -restorecrash=false"
+	}
+	if *lostRestoredFlag {
+		flags += " -lostrestored"
 	}
 	s.t.Errorf("seed %d, step %d: %s\nreplay: go test ./node/internal/fleetsim -run TestFleet -seed=%d%s -v\nlast events:\n  %s",
 		s.seed, s.step, fmt.Sprintf(format, args...), s.seed, flags, strings.Join(tail, "\n  "))
@@ -287,7 +299,7 @@ func (s *sim) event() {
 		if n := pick(s.rng, s.nodes); n.srv != nil && (!s.restored || *restoreCrashFlag) {
 			n.srv.Close()
 			n.srv, n.h = nil, nil
-			n.downUntil, n.loseState = s.step+1+s.rng.IntN(20), s.rng.IntN(3) == 0 && *stateLostFlag
+			n.downUntil, n.loseState = s.step+1+s.rng.IntN(20), s.rng.IntN(3) == 0 && *stateLostFlag && (!s.restored || *lostRestoredFlag)
 			s.logf("%s crashes (state dir lost: %v), back at step %d", n.name, n.loseState, n.downUntil)
 		}
 	case r < 69:
@@ -298,7 +310,7 @@ func (s *sim) event() {
 		s.backup = s.st.snapshot()
 		s.logf("store backed up")
 	case r < 74:
-		if s.backup != nil && (s.allPassed() || *restoreCrashFlag) {
+		if s.backup != nil && (s.allPassed() || *restoreCrashFlag) && (!s.losing() || *lostRestoredFlag) {
 			s.st.restore(s.backup)
 			s.restored = true
 			clear(s.m.required) // serials restart below what was served: the operator's adopt decides
@@ -402,8 +414,6 @@ func (s *sim) settle() {
 			if err := node.RequestStoreAdopt(n.cfg.StateDir); err != nil {
 				s.t.Fatal(err)
 			}
-			s.labelFloor = max(s.labelFloor, n.lastSerial)
-			n.lastSerial, n.lastEpoch, n.lastRevision = 0, "", ""
 		}
 		for app := range s.m.apps {
 			s.m.unsureApps[app] = true
