@@ -129,6 +129,16 @@ func newInProcessOn(t *testing.T, st store.Store, configure func(*httpapi.Config
 	}
 	t.Cleanup(a.Close)
 	p := &inProcess{t: t, api: a, h: a.Handler(), st: st, writer: writer, book: book, pub: pub, logs: logs}
+	// A first pass: the store has a serial, this node has accepted it, and its document
+	// is published at it.
+	if _, err := store.BumpSerial(context.Background(), st); err != nil {
+		t.Fatal(err)
+	}
+	o, err := id.Observe(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id.Commit(o)
 	p.publish("shop.example")
 	return p
 }

@@ -362,3 +362,22 @@ func (p *inProcess) warns(t *testing.T, prefix string) bool {
 	}
 	return false
 }
+
+// TestHTTPProviderIngressIsServedNotApplied: a Traefik on the HTTP provider (no
+// X-Scafo-Ingress-Kind) is counted at what it was served, once it polls again.
+func TestHTTPProviderIngressIsServedNotApplied(t *testing.T) {
+	t.Parallel()
+	p := newInProcess(t, nil)
+	resp, _ := p.Get("/v1/ingress/traefik?prefer=self", ipIngress, api.HeaderIngress, "edge-h")
+	serial, _ := strconv.ParseUint(resp.Header.Get(api.HeaderSerial), 10, 64)
+	if serial == 0 {
+		t.Fatalf("the poll carried no serial: %v", resp.Header)
+	}
+	if in := p.ingress(t, "edge-h"); in.Kind != api.KindHTTP || in.Served == nil || in.Served.Serial != 0 || in.Applied != nil {
+		t.Errorf("after one poll: %+v, want kind http, nothing counted yet", in)
+	}
+	p.Get("/v1/ingress/traefik?prefer=self", ipIngress, api.HeaderIngress, "edge-h")
+	if in := p.ingress(t, "edge-h"); in.Served == nil || in.Served.Serial != serial || in.Served.Revision != resp.Header.Get(api.HeaderRevision) || in.State != "current" {
+		t.Errorf("after a second poll: %+v, want served serial %d, current", in, serial)
+	}
+}

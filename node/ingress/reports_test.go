@@ -238,50 +238,6 @@ func testWaitAppliedWaitsForEveryLiveIngress(t *testing.T, be testnode.ReportBac
 	}
 }
 
-// Bad wait parameters are 400 naming the parameter, and nothing is written.
-func TestWaitAppliedRefusesBadParametersWithoutWriting(t *testing.T) {
-	t.Parallel()
-	n := testnode.Start(t, testnode.ReportsConfig(t, "vps-a", t.TempDir()))
-	n.WaitReady()
-	before := testnode.SerialOf(t, n.St)
-	for _, c := range []struct {
-		method, query, want string
-	}{
-		{http.MethodPut, "wait=live", "invalid wait"},
-		{http.MethodPut, "wait=applied&wait=applied", "invalid wait"},
-		{http.MethodPut, "wait=applied&timeout=61s", "invalid timeout"},
-		{http.MethodPut, "wait=applied&timeout=0s", "invalid timeout"},
-		{http.MethodPut, "wait=applied&timeout=-1s", "invalid timeout"},
-		{http.MethodPut, "wait=applied&timeout=ten", "invalid timeout"},
-		{http.MethodPut, "timeout=5s", "invalid timeout"},
-		{http.MethodGet, "wait=applied", "invalid wait"},
-	} {
-		resp, body := n.Do(c.method, "/v1/apps/shop?"+c.query, testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
-		var e struct{ Error, Detail string }
-		json.Unmarshal(body, &e)
-		if resp.StatusCode != http.StatusBadRequest || e.Error != c.want || e.Detail == "" {
-			t.Errorf("%s ?%s: %d %s, want 400 %q with a detail", c.method, c.query, resp.StatusCode, body, c.want)
-		}
-	}
-	resp, body := n.Do(http.MethodPost, "/v1/node/instances/shop?wait=live", testnode.AdminToken, "")
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "invalid wait") {
-		t.Errorf("instance write with a bad wait: %d %s, want 400", resp.StatusCode, body)
-	}
-	var listed struct{ Instances []json.RawMessage }
-	if err := json.Unmarshal(n.Must(http.StatusOK, http.MethodGet, api.PathNodeInstances, testnode.AdminToken, ""), &listed); err != nil {
-		t.Fatal(err)
-	}
-	if insts := listed.Instances; len(insts) != 0 {
-		t.Errorf("instances %v: a refused instance write allocated", insts)
-	}
-	if got := testnode.SerialOf(t, n.St); got != before {
-		t.Errorf("serial moved from %d to %d: a refused request wrote", before, got)
-	}
-	if _, err := n.St.Get(context.Background(), "apps/shop.json"); err == nil {
-		t.Error("apps/shop.json exists: a refused request wrote it")
-	}
-}
-
 // An application token may wait on its own writes; its refused writes are refused as
 // without wait (403), never waited on.
 func TestWaitAppliedOnAnApplicationTokensOwnWrite(t *testing.T) {
@@ -299,22 +255,6 @@ func TestWaitAppliedOnAnApplicationTokensOwnWrite(t *testing.T) {
 	resp, body = n.Do(http.MethodPut, "/v1/apps/tito-go/domains/ti.to/paths?wait=applied", tok, `{"paths":{}}`)
 	if resp.StatusCode != http.StatusForbidden || strings.Contains(string(body), "applied") {
 		t.Errorf("another app's door with wait: %d %s, want the plain 403", resp.StatusCode, body)
-	}
-}
-
-// A Traefik on the HTTP provider is counted at what it was served, once it polls again.
-func TestHTTPProviderIngressIsServedNotApplied(t *testing.T) {
-	t.Parallel()
-	n := testnode.Start(t, testnode.ReportsConfig(t, "vps-a", t.TempDir()))
-	n.WaitReady()
-	resp, _ := n.Get("/v1/ingress/traefik?prefer=self", testnode.IngressToken, api.HeaderIngress, "edge-h")
-	serial, _ := strconv.ParseUint(resp.Header.Get("X-Scafo-Serial"), 10, 64)
-	if in := testnode.IngressesOf(t, n)["edge-h"]; in.Kind != api.KindHTTP || in.Served == nil || in.Served.Serial != 0 || in.Applied != nil {
-		t.Errorf("after one poll: %+v, want kind http, nothing counted yet", in)
-	}
-	n.Get("/v1/ingress/traefik?prefer=self", testnode.IngressToken, api.HeaderIngress, "edge-h")
-	if in := testnode.IngressesOf(t, n)["edge-h"]; in.Served == nil || in.Served.Serial != serial || in.Served.Revision != resp.Header.Get("X-Scafo-Revision") || in.State != "current" {
-		t.Errorf("after a second poll: %+v, want served serial %d, current", in, serial)
 	}
 }
 
