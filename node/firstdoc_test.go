@@ -58,7 +58,7 @@ func TestTheFirstDocumentOnAFreshStoreHasThisNodesOwnRecord(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the node did not write its record")
 	}
-	nodetest.Throughout(t, time.Second, "no document while the own record is unwritten", func() bool {
+	nodetest.Throughout(t, time.Second, 20*time.Millisecond, "no document while the own record is unwritten", func() bool {
 		resp, body := n.Get("/v1/ingress/routes", testIngressToken)
 		if resp.StatusCode == http.StatusOK {
 			t.Logf("served a document while its own record was unwritten (api nodes %v): %s", apiNodes(t, body), body)

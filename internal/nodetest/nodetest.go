@@ -124,14 +124,15 @@ func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// Throughout checks cond every 10 ms for d and fails the test naming what, the first
-// time it does not hold: an absence asserted over a window the test chose (where nothing
-// the code does can say "it will not happen"), not a wait for a condition.
-func Throughout(t testing.TB, d time.Duration, what string, cond func() bool) {
+// Throughout checks cond every tick for d and fails the test naming what, the first
+// time it does not hold: an absence asserted over a window of wall time the test chose
+// (a lease, a TTL, an outage: where nothing the code does can say "it will not happen"),
+// not a wait for a condition.
+func Throughout(t testing.TB, d, every time.Duration, what string, cond func() bool) {
 	t.Helper()
 	window := time.NewTimer(d)
 	defer window.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		if !cond() {

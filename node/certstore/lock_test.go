@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/internal/nodetest"
 	"github.com/scafo/ingress/node/certstore/certstoretest"
 	"github.com/scafo/ingress/node/store"
 )
@@ -77,17 +79,25 @@ func TestLiveHolderKeepsItsLockPastTheLease(t *testing.T) {
 		// and the lock changed hands). The watch lasts 2.5 leases, so it still proves the
 		// renewal: without it the lease would have run out twice.
 		opts.LockLease, opts.RenewInterval = 2*time.Second, 250*time.Millisecond
+		// Both nodes read the test's clock: it moves 2.5 leases on, half a second at a
+		// time, each step once the holder has renewed at the time it shows.
+		clock := &testClock{now: time.Now()}
+		opts.Now = clock.Now
+		bOpts := fastLocks("b")
+		bOpts.Now = clock.Now
 		a := New(st, opts)
-		b := New(open(t), fastLocks("b"))
+		b := New(open(t), bOpts)
 		if err := a.Lock(ctx, "l"); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for time.Now().Before(deadline) {
+		for range 10 {
+			now := clock.add(500 * time.Millisecond)
+			nodetest.WaitFor(t, 30*time.Second, "the holder's renewal at "+now.Format(time.StampMilli), func() bool {
+				return renewedAt(t, st, "l", now)
+			})
 			if ok, err := b.TryLock(ctx, "l"); ok || err != nil {
 				t.Fatalf("another node took a renewed lock: %v, %v", ok, err)
 			}
-			time.Sleep(100 * time.Millisecond)
 		}
 		if err := a.RenewLockLease(ctx, "l", time.Hour); err != nil {
 			t.Fatalf("RenewLockLease on a held lock: %v", err)
@@ -159,7 +169,10 @@ func TestLockHonoursContext(t *testing.T) {
 func TestReleaseOnlyByOwner(t *testing.T) {
 	eachBackend(t, func(t *testing.T, st store.Store, _ func(t *testing.T) store.Store) {
 		ctx := t.Context()
-		s := New(st, fastLocks("a"))
+		opts := fastLocks("a")
+		clock := &testClock{now: time.Now()}
+		opts.Now = clock.Now
+		s := New(st, opts)
 		if _, err := s.AcquireLock(ctx, "l", "owner-1", time.Minute); err != nil {
 			t.Fatal(err)
 		}
@@ -172,7 +185,7 @@ func TestReleaseOnlyByOwner(t *testing.T) {
 		}
 		// The same owner renews (acquisition time kept).
 		l1, _ := s.AcquireLock(ctx, "l", "owner-1", time.Minute)
-		time.Sleep(5 * time.Millisecond)
+		clock.add(5 * time.Millisecond)
 		l2, err := s.AcquireLock(ctx, "l", "owner-1", 2*time.Minute)
 		if err != nil || !l2.Acquired.Equal(l1.Acquired) || !l2.Expires.After(l1.Expires) {
 			t.Fatalf("renewal by the owner: %+v, %v (first %+v)", l2, err, l1)
@@ -306,4 +319,42 @@ func TestLockExpiringBeyondAnyLeaseIsTakenOver(t *testing.T) {
 			t.Errorf("taken-over lease expires %s, want the 2s asked for", l.Expires)
 		}
 	})
+}
+
+// testClock is a clock the test moves (Options.Now).
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// add moves the clock on by d and returns the new time.
+func (c *testClock) add(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	return c.now
+}
+
+// renewedAt reports whether lock name's object in st was renewed at now or later.
+func renewedAt(t *testing.T, st store.Store, name string, now time.Time) bool {
+	t.Helper()
+	key, err := lockKey(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := st.Get(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := parseLock(obj.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return !rec.Renewed.Before(now)
 }

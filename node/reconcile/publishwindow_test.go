@@ -30,11 +30,16 @@ func TestABurstOfChangesPublishesAtMostOncePerWindow(t *testing.T) {
 
 	// Churn: readiness toggled as fast as the API takes it, for ~2 s.
 	before, start = published(), time.Now()
+	ready := false
 	for i := 0; time.Since(start) < 2*time.Second; i++ {
-		n.Must(200, "PUT", "/v1/node/instances/shop", testnode.AdminToken, fmt.Sprintf(`{"ready":%v}`, i%2 == 0))
+		ready = i%2 == 0
+		n.Must(200, "PUT", "/v1/node/instances/shop", testnode.AdminToken, fmt.Sprintf(`{"ready":%v}`, ready))
 	}
 	churn := time.Since(start)
-	time.Sleep(time.Second) // the trailing publish of the burst
+	// The trailing publish of the burst: the served document has the last change.
+	nodetest.WaitFor(t, 5*time.Second, fmt.Sprintf("the last change (ready=%v) published", ready), func() bool {
+		return (len(testnode.UpstreamsOf(t, n, "shop.apps.example.com")) > 0) == ready
+	})
 	got := published() - before
 	limit := int(churn/(400*time.Millisecond)) + 2
 	if got > limit {

@@ -133,7 +133,7 @@ func TestRestartOnAForeignStoreServesTheRememberedDocument(t *testing.T) {
 				if _, b := n.Get("/v1/ingress/traefik", testnode.IngressToken); !bytes.Equal(b, traefik) {
 					t.Fatalf("restarted on a foreign store, the Traefik rendering moved:\n%s", b)
 				}
-				time.Sleep(2 * time.Duration(cfg.Reconcile.Interval))
+				n.WaitPasses(2)
 			}
 			nodetest.WaitFor(t, 5*time.Second, "status: store foreign", func() bool {
 				f, _ := storeForeign(t, n)

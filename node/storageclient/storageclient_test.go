@@ -16,12 +16,13 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/certmagic"
 
+	"github.com/scafo/ingress/internal/nodetest"
 	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/certstore"
 	"github.com/scafo/ingress/node/certstore/certstoretest"
@@ -61,15 +62,38 @@ func twoNodes(t *testing.T, backend string) (a, b *testnode.Node) {
 // killSwitch is a transport that can be cut, as when the holder's process dies: no
 // request of it reaches a node any more.
 type killSwitch struct {
-	dead atomic.Bool
-	next http.RoundTripper
+	mu       sync.Mutex
+	idle     sync.Cond // signalled when inflight drops
+	dead     bool
+	inflight int
+	next     http.RoundTripper
 }
 
 func (k *killSwitch) RoundTrip(r *http.Request) (*http.Response, error) {
-	if k.dead.Load() {
+	k.mu.Lock()
+	if k.dead {
+		k.mu.Unlock()
 		return nil, errors.New("killed")
 	}
-	return k.next.RoundTrip(r)
+	k.inflight++
+	k.mu.Unlock()
+	resp, err := k.next.RoundTrip(r)
+	k.mu.Lock()
+	k.inflight--
+	k.idle.Broadcast()
+	k.mu.Unlock()
+	return resp, err
+}
+
+// kill cuts the transport and waits until the requests it had let through are answered
+// (a renewal in flight at the kill has landed, or failed, when it returns).
+func (k *killSwitch) kill() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.dead = true
+	for k.inflight > 0 {
+		k.idle.Wait()
+	}
 }
 
 func newClient(t *testing.T, n *testnode.Node, opts storageclient.Options) *storageclient.Client {
@@ -119,6 +143,7 @@ func clientMutualExclusion(t *testing.T, na, nb *testnode.Node) {
 func clientDeadHolder(t *testing.T, na, nb *testnode.Node) {
 	ctx := t.Context()
 	ks := &killSwitch{next: http.DefaultTransport}
+	ks.idle.L = &ks.mu
 	opts := fastClient()
 	opts.HTTPClient = &http.Client{Transport: ks, Timeout: 5 * time.Second}
 	holder := newClient(t, na, opts)
@@ -126,16 +151,19 @@ func clientDeadHolder(t *testing.T, na, nb *testnode.Node) {
 	if err := holder.Lock(ctx, "dead"); err != nil {
 		t.Fatal(err)
 	}
-	// Alive, it keeps the lock past its 2s lease.
-	time.Sleep(3 * time.Second)
-	if ok, err := other.TryLock(ctx, "dead"); ok || err != nil {
-		t.Fatalf("the other node took a live, renewed lock: %v, %v", ok, err)
-	}
+	// Alive, it keeps the lock past its 2s lease: the other node tries all along, a
+	// second beyond the lease (the lease is the nodes' wall clock).
+	nodetest.Throughout(t, opts.LockLease+time.Second, 100*time.Millisecond, "the live, renewed lock stays with its holder", func() bool {
+		ok, err := other.TryLock(ctx, "dead")
+		if ok || err != nil {
+			t.Logf("the other node's TryLock of a live, renewed lock: %v, %v", ok, err)
+		}
+		return !ok && err == nil
+	})
 	died := time.Now()
-	ks.dead.Store(true)
+	ks.kill()
 	// The lease the dead holder last wrote, as the store has it (a renewal in flight at
-	// the kill may still land: read after it would have).
-	time.Sleep(200 * time.Millisecond)
+	// the kill has landed: kill waited for it).
 	obj, err := na.St.Get(ctx, certstore.LockPrefix+"dead!")
 	if err != nil {
 		t.Fatal(err)
@@ -283,11 +311,15 @@ func TestStorageClientMovesToAFallbackNode(t *testing.T) {
 	if v, err := c.Load(ctx, "f/v"); err != nil || string(v) != "1" {
 		t.Fatalf("Load after the first node stopped = %q, %v", v, err)
 	}
-	// Past the 2s lease: the renewals went through the fallback.
-	time.Sleep(3 * time.Second)
-	if ok, err := other.TryLock(ctx, "f"); ok || err != nil {
-		t.Fatalf("the lock was lost when its client's node stopped: %v, %v", ok, err)
-	}
+	// Past the 2s lease: the renewals went through the fallback. The other client tries
+	// all along, a second beyond the lease (the nodes' wall clock).
+	nodetest.Throughout(t, opts.LockLease+time.Second, 100*time.Millisecond, "the lock kept through the fallback", func() bool {
+		ok, err := other.TryLock(ctx, "f")
+		if ok || err != nil {
+			t.Logf("the lock was lost when its client's node stopped: %v, %v", ok, err)
+		}
+		return !ok && err == nil
+	})
 	if err := c.Unlock(ctx, "f"); err != nil {
 		t.Fatal(err)
 	}
