@@ -3,7 +3,6 @@ package traefikprovider
 import (
 	"strings"
 	"testing"
-	"time"
 )
 
 const (
@@ -59,9 +58,13 @@ func TestOlderSerialIsNeverApplied(t *testing.T) {
 			t.Errorf("%d log lines about the older node, want 1:\n%s", c, h.logs)
 		}
 
-		// It catches up to what was applied: nothing to emit, the poll stays held.
+		// It catches up to what was applied: nothing to emit, the poll stays held (the
+		// provider took the answer and holds its next long-poll).
+		asked := len(second.requests())
 		second.setBodySerial(body1, 5, epochA)
-		time.Sleep(100 * time.Millisecond)
+		second.waitFor(t, "the next held long-poll", wait, func(n *fakeNode) bool {
+			return len(n.reqs) > asked && n.waiting == 1
+		})
 		h.none(t)
 
 		// It moves on: emitted at once.

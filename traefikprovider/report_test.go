@@ -204,7 +204,9 @@ func TestPluginIgnoresACorruptStateFile(t *testing.T) {
 		cfg.PollInterval = "50ms"
 		h := start(t, cfg)
 		waitUntil(t, "the warning", func() bool { return strings.Contains(h.logs.String(), "ignoring the state file") })
-		time.Sleep(200 * time.Millisecond)
+		// Two failed polls logged: the first one's handling (where a saved configuration
+		// would be emitted, no node answering) is over.
+		waitUntil(t, "two failed polls", func() bool { return h.logs.count("refused") >= 2 })
 		h.none(t)
 	})
 }
@@ -212,10 +214,12 @@ func TestPluginIgnoresACorruptStateFile(t *testing.T) {
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(wait)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(10 * time.Millisecond)
+		<-tick.C
 	}
 }
