@@ -77,63 +77,6 @@ func TestAppliedCallbackIsServedFromTheConnectionReserve(t *testing.T) {
 	_ = api.PathIngressApplied
 }
 
-// Hostile round six: respellings of a real callback are no callback. The MAC is
-// lowercase hex of one length over the ingress and revision exactly as served: an
-// upper-case MAC, name or revision, a percent-encoded segment (chi routes on the raw
-// path), the full 64-hex HMAC, a longer or shorter MAC, a trailing slash, an extra or a
-// doubled segment are 404 and record nothing; a query string is not part of the path
-// (the same callback). Then the real one is recorded, and a replay is "already".
-func TestAppliedCallbackRespellingsAreRefused(t *testing.T) {
-	t.Parallel()
-	n := testnode.Start(t, testnode.ReportsConfig(t, "vps-a", t.TempDir()))
-	n.WaitReady()
-	_, _, cb := probePoll(t, n, "edge-p")
-	parts := strings.Split(strings.TrimPrefix(cb, api.PathIngressApplied), "/")
-	if len(parts) != 3 {
-		t.Fatalf("callback %q", cb)
-	}
-	name, rev, mac := parts[0], parts[1], parts[2]
-	p := func(n, r, m string) string { return api.PathIngressApplied + n + "/" + r + "/" + m }
-	for _, path := range []string{
-		p(name, rev, strings.ToUpper(mac)),
-		p(strings.ToUpper(name), rev, mac),
-		p(name, strings.ToUpper(rev), mac),
-		p("%65"+name[1:], rev, mac),
-		p(name, "%"+strings.ToUpper(hexOf(rev[0]))+rev[1:], mac),
-		p(name, rev, "%"+strings.ToUpper(hexOf(mac[0]))+mac[1:]),
-		p(name, rev, mac+mac),
-		p(name, rev, mac+"0"),
-		p(name, rev, mac[:len(mac)-1]),
-		p(name, rev, mac) + "/",
-		p(name, rev, mac) + "/x",
-		p(name+"/"+name, rev, mac),
-		api.PathIngressApplied + name + "//" + rev + "/" + mac,
-		p(name, rev, " "+mac[1:]),
-		p(name, rev, "+"+mac[1:]),
-	} {
-		resp, b := n.Get(path, "")
-		if resp.StatusCode != http.StatusNotFound {
-			t.Errorf("respelled callback %s: %d %s, want 404", path, resp.StatusCode, b)
-		}
-	}
-	if in := testnode.IngressesOf(t, n)["edge-p"]; in.Applied == nil || in.Applied.Serial != 0 {
-		t.Fatalf("after respelled callbacks: %+v, want nothing applied", in)
-	}
-	if resp, b := n.Get(cb+"?x=1", ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "recorded") {
-		t.Fatalf("the callback with a query: %d %s, want 200 recorded", resp.StatusCode, b)
-	}
-	if resp, b := n.Get(cb, ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "already") {
-		t.Fatalf("the callback replayed: %d %s, want 200 already", resp.StatusCode, b)
-	}
-	// HEAD (chi serves it as GET): the same answer, no body.
-	resp, _ := n.Do(http.MethodHead, cb, "", "")
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("HEAD callback: %d", resp.StatusCode)
-	}
-}
-
-func hexOf(c byte) string { return string("0123456789abcdef"[c>>4]) + string("0123456789abcdef"[c&15]) }
-
 // Hostile round six: the callback service's URL is the poll's Host. Whatever Host a
 // poller sends, the answer is a 400 naming Host (or net/http's own 400 for a Host it
 // cannot parse, or the Host guard's 421 for a name the node does not go by), or a body

@@ -50,63 +50,6 @@ func probePoll(t *testing.T, n *testnode.Node, name string) (resp *http.Response
 	return resp, body, testnode.CallbackOf(t, body)
 }
 
-// TestAppliedProbeIsValidated: a malformed X-Scafo-Applied-Probe, or one that cannot
-// apply, is 400 naming the field, never ignored (an ingress that asked for a true
-// "applied" and silently got "served" would let deploys stop old processes early).
-func TestAppliedProbeIsValidated(t *testing.T) {
-	t.Parallel()
-	n := testnode.Start(t, testnode.ReportsConfig(t, "vps-a", t.TempDir()))
-	n.WaitReady()
-	for _, tc := range []struct {
-		path, token string
-		hdr         []string
-		field       string
-	}{
-		{"/v1/ingress/traefik", testnode.IngressToken, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, "ftp://127.0.0.1:80"}, api.HeaderAppliedProbe},
-		{"/v1/ingress/traefik", testnode.IngressToken, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, "http://127.0.0.1:80/x"}, api.HeaderAppliedProbe},
-		{"/v1/ingress/traefik", testnode.IngressToken, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, "http://u:p@127.0.0.1:80"}, api.HeaderAppliedProbe},
-		{"/v1/ingress/traefik", testnode.IngressToken, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, "127.0.0.1:80"}, api.HeaderAppliedProbe},
-		{"/v1/ingress/traefik", testnode.IngressToken, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, "http://127.0.0.1:99999"}, api.HeaderAppliedProbe},
-		{"/v1/ingress/traefik", testnode.IngressToken, []string{api.HeaderAppliedProbe, testnode.ProbeURL}, api.HeaderIngress},
-		{"/v1/ingress/traefik", testnode.IngressToken, []string{api.HeaderIngress, "Edge_P", api.HeaderAppliedProbe, testnode.ProbeURL}, api.HeaderIngress},
-		{"/v1/ingress/traefik", testnode.IngressToken, []string{api.HeaderIngress, "edge-p", api.HeaderIngressKind, api.KindPlugin, api.HeaderAppliedProbe, testnode.ProbeURL}, "plugin"},
-		{"/v1/ingress/routes", testnode.IngressToken, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, testnode.ProbeURL}, "only on"},
-		{"/v1/ingress/traefik", testnode.AdminToken, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, testnode.ProbeURL}, "admin"},
-	} {
-		resp, body := n.Get(tc.path, tc.token, tc.hdr...)
-		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), tc.field) {
-			t.Errorf("%s %v: %d %s, want 400 naming %s", tc.path, tc.hdr, resp.StatusCode, body, tc.field)
-		}
-	}
-	// Given twice.
-	req, _ := http.NewRequest("GET", n.URL+"/v1/ingress/traefik", nil)
-	req.Header.Set("Authorization", "Bearer "+testnode.IngressToken)
-	req.Header.Set(api.HeaderIngress, "edge-p")
-	req.Header.Add(api.HeaderAppliedProbe, testnode.ProbeURL)
-	req.Header.Add(api.HeaderAppliedProbe, testnode.ProbeURL)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadRequest {
-		t.Errorf("the probe header twice: %d, want 400", resp.StatusCode)
-	}
-	// A valid one: the body carries the probe, the callback goes to the node as polled.
-	_, body, cb := probePoll(t, n, "edge-p")
-	if cb == "" || !strings.HasPrefix(cb, api.PathIngressApplied+"edge-p/") {
-		t.Fatalf("callback path %q", cb)
-	}
-	if !strings.Contains(string(body), `"url":"`+n.URL+`"`) {
-		t.Errorf("the callback service does not reach the node as polled (%s)", n.URL)
-	}
-	// Without the header: the same document's body, no probe.
-	_, plain := n.Get("/v1/ingress/traefik?prefer=self", testnode.IngressToken, api.HeaderIngress, "edge-q")
-	if testnode.CallbackOf(t, plain) != "" {
-		t.Error("a poll without the probe header got the probe")
-	}
-}
-
 // TestHTTPProviderWithAProbeIsAppliedOnlyByItsCallback: an HTTP-provider Traefik that
 // declares its probe is behind for ?wait=applied, however often it is served the write,
 // until its callback for a body holding the write comes; the callback answers the
