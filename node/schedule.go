@@ -104,11 +104,13 @@ func (s schedule) run(ctx context.Context) {
 // rewritten at most this often anyway.
 const ingressFlushEvery = ingress.MinWriteGap
 
-// orphanSweep is the heartbeat's sweep (self.Options.SweepOrphans): it releases this
-// node's instances of deleted or recreated applications, once the reconcile loop has a
-// view of the applications to compare with.
+// orphanSweep is the heartbeat's sweep (self.Options.SweepOrphans): it announces the
+// changes this node stored whose serial bump failed (fleetwrite.Writer.AnnouncePending),
+// and releases this node's instances of deleted or recreated applications, once the
+// reconcile loop has a view of the applications to compare with.
 func orphanSweep(rec func() *reconcile.Reconciler, id *store.Identity, w func() *fleetwrite.Writer, log *slog.Logger) func(context.Context) {
 	return func(ctx context.Context) {
+		_ = w().AnnouncePending(ctx) // a failure is logged there, and retried at the next beat
 		apps := rec().KnownApps()
 		if apps == nil || id.Foreign() {
 			return // no view yet, or a store that is not ours: release nothing on its word

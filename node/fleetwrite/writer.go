@@ -232,6 +232,13 @@ func (w *Writer) settle(ctx context.Context) error {
 	return nil
 }
 
+// AnnouncePending bumps the serial for the changes stored through this writer whose
+// bump failed (their write answered 503), if any: the heartbeat calls it, so such a
+// change is announced within a heartbeat of the store answering again, not only at the
+// next write through this node (fleetsim: an application stored by a write answered 503
+// went unannounced until the next change).
+func (w *Writer) AnnouncePending(ctx context.Context) error { return w.settle(ctx) }
+
 // SerialSink collects the store serial that announced the writes made under a context
 // (WithSerialSink): a caller that waits until a write is live everywhere waits for
 // that serial (the node's ?wait=applied).

@@ -446,8 +446,10 @@ func (s *sim) claimOn(n *simNode, app, host string) {
 			// Found: a claim stored by a write that answered 5xx (its bump failed) is
 			// answered 200 by the next claim of it through another node ("already ours",
 			// idempotent), which announces only that node's own pending writes: no bump
-			// names the claim until the first writer's next one, or a full read (seed
-			// 187 at 200 seeds before this exception).
+			// names the claim until the first writer's next heartbeat
+			// (fleetwrite.Writer.AnnouncePending; before it, its next write), or a full
+			// read (seed 187 at 200 seeds before this exception). Not fixed: the 200 comes
+			// before the announcement (docs/design.md §5, one write domain).
 			s.logf("claim %s answered %d while stored unannounced", host, rec.Code)
 		} else if _, ok := s.m.apps[app]; ok && !s.m.unsureApps[app] {
 			s.require(host, app)
