@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/scafo/ingress/internal/proc"
 )
 
 // loopbacks runs f on 127.0.0.1 and on ::1 (skipped where the machine has no IPv6
@@ -67,13 +69,15 @@ func queue(t *testing.T, ln net.Listener, n int) []net.Conn {
 func waitQueued(t *testing.T, ln net.Listener, n int) {
 	t.Helper()
 	var got int
-	var err error
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if got, err = Queued(ln); err == nil && got == n {
-			return
+	if err := proc.Poll(10*time.Second, time.Millisecond, func() error {
+		var err error
+		if got, err = Queued(ln); err == nil && got != n {
+			return errors.New("not yet")
 		}
+		return err
+	}); err != nil {
+		t.Fatalf("accept queue: %d (%v), want %d", got, err, n)
 	}
-	t.Fatalf("accept queue: %d (%v), want %d", got, err, n)
 }
 
 // answer reads the one-line answer on c.

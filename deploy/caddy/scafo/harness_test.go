@@ -81,6 +81,8 @@ func (n *testNode) routes(etag string, wait time.Duration) (status int, newETag 
 func (n *testNode) waitDocument(what string, ok func(*routing.Document) bool) *routing.Document {
 	n.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
+	draining := time.NewTicker(20 * time.Millisecond)
+	defer draining.Stop()
 	etag := ""
 	var last *routing.Document
 	for time.Now().Before(deadline) {
@@ -93,7 +95,7 @@ func (n *testNode) waitDocument(what string, ok func(*routing.Document) bool) *r
 			etag, last = tag, d
 		case http.StatusNotModified:
 		case http.StatusServiceUnavailable:
-			time.Sleep(20 * time.Millisecond) // draining: no document to wait on yet
+			<-draining.C // draining: no document to wait on yet
 		default:
 			n.t.Fatalf("node %s: routes answered %d", n.name, status)
 		}

@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/scafo/ingress/internal/proc"
 	"github.com/scafo/ingress/node/storageclient"
 	"github.com/scafo/ingress/render/routing"
 )
@@ -349,9 +350,12 @@ func TestCertMagicRenewingAFailingNameOrdersOnceARetryDelay(t *testing.T) {
 		select {
 		case ok := <-decided:
 			if ok {
-				for deadline := time.Now().Add(5 * time.Second); iss.orders.Load() < 2 && time.Now().Before(deadline); {
-					time.Sleep(5 * time.Millisecond)
-				}
+				_ = proc.Poll(5*time.Second, 5*time.Millisecond, func() error {
+					if iss.orders.Load() < 2 {
+						return errors.New("no renewal order yet")
+					}
+					return nil
+				})
 				time.Sleep(50 * time.Millisecond) // CertMagic unblocks its waiters after the order fails
 			}
 		case <-time.After(2 * time.Second):

@@ -3,7 +3,6 @@ package scafo
 import (
 	"net/http"
 	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,21 +19,35 @@ func TestPollerDoesNotSpinOnANodeWithoutETags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n atomic.Int64
+	const interval = 200 * time.Millisecond
+	asked := make(chan time.Time, 100)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
+		select {
+		case asked <- time.Now():
+		default:
+		}
 		w.Header().Set("X-Scafo-Serial", "7")
 		w.Write(body)
 	}))
 	t.Cleanup(srv.Close)
-	p, _ := newTestPoller(t, PollerConfig{Endpoints: []string{srv.URL}, Interval: 200 * time.Millisecond, StateFile: t.TempDir() + "/routes.json"})
+	p, _ := newTestPoller(t, PollerConfig{Endpoints: []string{srv.URL}, Interval: interval, StateFile: t.TempDir() + "/routes.json"})
 	p.Start()
 	t.Cleanup(p.Stop)
-	time.Sleep(time.Second)
+	// Six requests: the five gaps between them are the poller's pauses. A poller that
+	// spins asks again as soon as the node answers (milliseconds).
+	var at []time.Time
+	for len(at) < 6 {
+		select {
+		case a := <-asked:
+			at = append(at, a)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d requests in 10 s", len(at))
+		}
+	}
 	if p.Table() == nil {
 		t.Fatal("no document applied")
 	}
-	if got := n.Load(); got > 10 {
-		t.Fatalf("%d requests in 1 s to a node without ETags (Interval 200 ms): the poller spins", got)
+	if took, least := at[5].Sub(at[0]), 5*interval/2; took < least {
+		t.Fatalf("6 requests in %s to a node without ETags (Interval %s): the poller spins (want at least %s)", took, interval, least)
 	}
 }

@@ -64,12 +64,24 @@ func main() {
 	}
 	log.Printf("echo: %s serving on %s", *name, ln.Addr())
 	var lame, stopping atomic.Bool
-	var waiting sync.Map // connections waiting for a request: new or idle
+	// The connections waiting for a request (new or idle); none is closed when the
+	// last of them leaves while the stop waits for it.
+	var (
+		waitMu  sync.Mutex
+		waiting = map[net.Conn]bool{}
+		none    chan struct{}
+	)
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, ConnState: func(c net.Conn, st http.ConnState) {
+		waitMu.Lock()
+		defer waitMu.Unlock()
 		if st == http.StateNew || st == http.StateIdle {
-			waiting.Store(c, true)
-		} else {
-			waiting.Delete(c)
+			waiting[c] = true
+			return
+		}
+		delete(waiting, c)
+		if len(waiting) == 0 && none != nil {
+			close(none)
+			none = nil
 		}
 	}, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if lame.Load() {
@@ -103,11 +115,17 @@ func main() {
 		stopping.Store(true)
 		_ = ln.Close()
 		<-served
-		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			n := 0
-			waiting.Range(func(any, any) bool { n++; return false })
-			if n == 0 {
-				break
+		waitMu.Lock()
+		var empty chan struct{}
+		if len(waiting) > 0 {
+			empty = make(chan struct{})
+			none = empty
+		}
+		waitMu.Unlock()
+		if empty != nil {
+			select { // at most a second
+			case <-empty:
+			case <-time.After(time.Second):
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)

@@ -34,14 +34,16 @@ func startOwn(t *testing.T, args string) (*echoProc, string) {
 	p := run(t, cmd)
 	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGCONT) }) // before run's kill: a test may have frozen it
 	serving := regexp.MustCompile(`serving on (\S+)`)
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 		if m := serving.FindStringSubmatch(p.out.String()); m != nil {
 			return p, m[1]
 		}
 		select {
 		case <-p.exited:
 			t.Fatalf("echo exited before serving: %v, output %q", p.err, p.out.String())
-		default:
+		case <-tick.C:
 		}
 	}
 	t.Fatalf("echo did not say where it serves within 30 s: %q", p.out.String())
