@@ -155,6 +155,23 @@ func (w *Writer) Claim(ctx context.Context, who Actor, app, host string) (c flee
 		}
 		return fleet.Claim{}, "", false, cerr
 	}
+	// And the application again: its delete (which refuses while it holds a claim, and
+	// lists its claims first) may have landed between the read above and this write.
+	// Stored with no application, the claim would hold its host for scafo-unowned until
+	// the admin released it; it is withdrawn instead, and the claim answers as for an
+	// application that does not exist (fleetsim: a claim answered 201 after its
+	// application's delete answered 200).
+	if now, _, aerr := w.App(ctx, app); aerr != nil || now.ID != a.ID {
+		if derr := w.st.Delete(context.WithoutCancel(ctx), fleet.ClaimKey(host), etag); derr != nil {
+			w.log.Error("withdrawing a claim whose application was deleted meanwhile", "host", host, "app", app, "err", derr)
+			return fleet.Claim{}, "", false, fmt.Errorf("claiming %s: its application %s changed meanwhile and withdrawing the claim failed: %w", host, app, derr)
+		}
+		refund()
+		if aerr == nil {
+			aerr = fmt.Errorf("%w: application %s was deleted and created again meanwhile", ErrNotFound, app)
+		}
+		return fleet.Claim{}, "", false, aerr
+	}
 	if err := w.committed(ctx, who, AuditRecord{Action: "domain.claim", Account: a.Account, App: app, Host: host}, fleet.ClaimKey(host)); err != nil {
 		return fleet.Claim{}, "", false, err
 	}

@@ -454,11 +454,11 @@ func (s *sim) claimOn(n *simNode, app, host string) {
 		} else if _, ok := s.m.apps[app]; ok && !s.m.unsureApps[app] {
 			s.require(host, app)
 		} else if !s.m.unsureApps[app] {
-			// Found: a claim answered 201 after a delete of its application answered
-			// 200 (the delete landed between the claim's read of the application and
-			// its write): the claim is stored, of no application, and holds the host for
-			// scafo-unowned (no upstreams) until the admin deletes it.
-			s.logf("a claim of %s outlived its application's delete", app)
+			// A claim answered 2xx after a delete of its application answered 200 (the
+			// delete landed between the claim's read of the application and its write):
+			// it would hold the host for scafo-unowned until the admin released it. The
+			// claim withdraws itself instead (fleetwrite/claims.go, seed 88 before).
+			s.fail("claim of %s for %s answered %d after its application's delete answered 200", host, app, rec.Code)
 		}
 		// A claim of an application whose last write answered 5xx is required of no
 		// document: the claim's write checks the stored application, which the nodes may
