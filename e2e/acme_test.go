@@ -44,7 +44,7 @@ type acmeTraefik struct {
 func startACMETraefik(t *testing.T, name, ip string, web, websecure int, n *node) *acmeTraefik {
 	t.Helper()
 	ports := traefikPorts{web: web, websecure: websecure, api: freePort(t, "127.0.0.1")}
-	cfg, err := staticConfig(renderShipped(t, testIngressToken), overrides{
+	cfg, err := staticConfig(renderShipped(t, testIngressToken, ""), overrides{
 		ports:        ports,
 		endpointHost: hostPort(n.ip, n.port),
 	})
@@ -105,18 +105,8 @@ func runACMETraefik(t *testing.T, name, ip string, ports traefikPorts, cfgBytes 
 	if err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(dir, "traefik.yml")
-	if err := os.WriteFile(file, out, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tr := &traefik{
-		name:  name,
-		ports: ports,
-		proc:  newProc(t, name, bins.traefik, []string{"--configFile=" + file}, env),
-		http: &http.Client{Timeout: 5 * time.Second,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-	}
-	tr.proc.Dir = dir // a plugin Traefik loads ./plugins-local and writes its state file here
+	// A plugin Traefik loads ./plugins-local and writes its state file in dir.
+	tr := newTraefik(t, name, ports, writeConfig(t, dir, "traefik.yml", out), dir, env)
 	tr.proc.MustStart(t)
 	if err := tr.proc.WaitUntil(20*time.Second, func() error { _, err := tr.rawData(); return err }); err != nil {
 		t.Fatalf("waiting for %s API: %v", name, err)
@@ -154,6 +144,14 @@ type certStatus struct {
 	LastError    string `json:"lastError"`
 	Attempts     int    `json:"attempts"`
 	ObtainedHere bool   `json:"obtainedHere"`
+	// DNS-01 names only.
+	Challenge  string `json:"challenge"`
+	Delegation *struct {
+		CNAME     string     `json:"cname"`
+		Target    string     `json:"target"`
+		InPlace   bool       `json:"inPlace"`
+		CheckedAt *time.Time `json:"checkedAt"`
+	} `json:"delegation"`
 }
 
 func (n *node) certs(t *testing.T) map[string]certStatus {
@@ -421,7 +419,7 @@ func waitChallengeRouter(t *testing.T, tr *acmeTraefik, provider string) {
 		if err != nil {
 			return err
 		}
-		if routers, _ := rd.fromProviderNamed(provider); routers["acme-challenge@"+provider].Rule == "" {
+		if routers, _ := rd.fromProvider(provider); routers["acme-challenge@"+provider].Rule == "" {
 			return fmt.Errorf("no acme-challenge@%s router yet", provider)
 		}
 		return nil
@@ -908,7 +906,7 @@ func TestFleetCertificatesInlinePEMServedByAProviderPluginTraefik(t *testing.T) 
 		waitFor(t, tr.name+" serves the fleet certificate for "+nm, 30*time.Second, func() error { return serves(tr, nm) })
 		servedAfter = append(servedAfter, time.Since(valid))
 	}
-	tr.requireProviderCleanNamed(t, pluginProvider)
+	tr.requireProviderClean(t, pluginProvider)
 
 	// The plugin's state file holds what Traefik serves: both certificates, with their
 	// keys, so mode 0600.

@@ -54,7 +54,7 @@ func TestTraefikWithoutTheIngressTokenGetsNoRoutes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			routers, services := rd.fromProvider()
+			routers, services := rd.fromProvider("http")
 			if len(routers) != 0 || len(services) != 0 {
 				t.Errorf("%d routers and %d services from the provider, want none", len(routers), len(services))
 			}
@@ -65,5 +65,5 @@ func TestTraefikWithoutTheIngressTokenGetsNoRoutes(t *testing.T) {
 		})
 	}
 	good.expectServedBy(t, "shop.apps.localhost", "/", "shop@n1")
-	good.requireProviderClean(t)
+	good.requireProviderClean(t, "http")
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // Issue 26: Caddy as the second ingress, as a process. deploy/caddy (a Go module of its
@@ -58,7 +57,7 @@ func startCaddy(t *testing.T, name string, n *node, host, path, want string) *tr
 	for attempt := 1; ; attempt++ {
 		web, tls := freePort(t, "127.0.0.1"), freePort(t, "127.0.0.1")
 		dir := t.TempDir()
-		p := newProc(t, name, bin, []string{"run", "--config", filepath.Join(bins.root, "deploy", "caddy", "Caddyfile"), "--adapter", "caddyfile"}, []string{
+		c := newIngress(t, name, traefikPorts{web: web, websecure: tls}, bin, []string{"run", "--config", filepath.Join(bins.root, "deploy", "caddy", "Caddyfile"), "--adapter", "caddyfile"}, dir, []string{
 			"SCAFO_INGRESS_TOKEN=" + testIngressToken,
 			"SCAFO_ENDPOINTS=" + nodeBase(n),
 			"CADDY_HTTP_PORT=" + strconv.Itoa(web),
@@ -68,20 +67,9 @@ func startCaddy(t *testing.T, name string, n *node, host, path, want string) *tr
 			"XDG_CONFIG_HOME=" + filepath.Join(dir, "config"),
 			"HOME=" + dir,
 		})
-		p.Dir = dir
-		c := &traefik{name: name, ports: traefikPorts{web: web, websecure: tls}, proc: p,
-			http: &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+		p := c.proc
 		p.MustStart(t)
-		err := p.WaitUntil(routeTimeout, func() error {
-			r, err := c.get(host, path)
-			if err != nil {
-				return err
-			}
-			if r.from() != want {
-				return errorString("routed to " + r.from())
-			}
-			return nil
-		})
+		err := p.WaitUntil(routeTimeout, func() error { return c.servedBy(host, path, want) })
 		if err == nil {
 			return c
 		}
@@ -92,10 +80,6 @@ func startCaddy(t *testing.T, name string, n *node, host, path, want string) *tr
 		t.Fatalf("%s: waiting for %s%s to reach %s: %v\n%s", name, host, path, want, err, p.Output())
 	}
 }
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
 
 func TestCaddyRoutesTheDocumentLikeTraefik(t *testing.T) {
 	f := startFleet(t, 1, nodeOptions{args: ownPorts()})

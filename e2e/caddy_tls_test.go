@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,18 +37,18 @@ func startCaddyForPebble(t *testing.T, name string, web int, endpoints []*node, 
 	}
 	dir := t.TempDir()
 	websecure := freePort(t, "127.0.0.1")
-	env := append(os.Environ(),
-		"SCAFO_INGRESS_TOKEN="+testIngressToken,
-		"SCAFO_ENDPOINTS="+strings.Join(eps, " "),
-		"CADDY_HTTP_PORT="+strconv.Itoa(web),
-		"CADDY_HTTPS_PORT="+strconv.Itoa(websecure),
-		"ACME_CA="+peb.Directory,
-		"XDG_DATA_HOME="+filepath.Join(dir, "data"),
-		"XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
-		"HOME="+dir,
-	)
+	env := []string{
+		"SCAFO_INGRESS_TOKEN=" + testIngressToken,
+		"SCAFO_ENDPOINTS=" + strings.Join(eps, " "),
+		"CADDY_HTTP_PORT=" + strconv.Itoa(web),
+		"CADDY_HTTPS_PORT=" + strconv.Itoa(websecure),
+		"ACME_CA=" + peb.Directory,
+		"XDG_DATA_HOME=" + filepath.Join(dir, "data"),
+		"XDG_CONFIG_HOME=" + filepath.Join(dir, "config"),
+		"HOME=" + dir,
+	}
 	adapt := exec.Command(bin, "adapt", "--config", filepath.Join(bins.root, "deploy", "caddy", "Caddyfile"), "--adapter", "caddyfile")
-	adapt.Env = env
+	adapt.Env = append(os.Environ(), env...)
 	var stderr strings.Builder
 	adapt.Stderr = &stderr
 	out, err := adapt.Output()
@@ -87,25 +86,11 @@ func startCaddyForPebble(t *testing.T, name string, web int, endpoints []*node, 
 		e(cfg, websecure)
 	}
 	b, _ := json.Marshal(cfg)
-	conf := filepath.Join(dir, "caddy.json")
-	if err := os.WriteFile(conf, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p := newProc(t, name, bin, []string{"run", "--config", conf}, nil)
-	p.Env, p.Dir = env, dir
-	c := &traefik{name: name, ports: traefikPorts{web: web, websecure: websecure}, proc: p,
-		http: &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	conf := writeConfig(t, dir, "caddy.json", b)
+	c := newIngress(t, name, traefikPorts{web: web, websecure: websecure}, bin, []string{"run", "--config", conf}, dir, env)
+	p := c.proc
 	p.MustStart(t)
-	if err := p.WaitUntil(routeTimeout, func() error {
-		r, err := c.get(host, "/")
-		if err != nil {
-			return err
-		}
-		if r.from() != want {
-			return errorString("routed to " + r.from())
-		}
-		return nil
-	}); err != nil {
+	if err := p.WaitUntil(routeTimeout, func() error { return c.servedBy(host, "/", want) }); err != nil {
 		t.Fatalf("%s: waiting for %s to reach %s: %v\n%s", name, host, want, err, p.Output())
 	}
 	return c

@@ -82,7 +82,7 @@ func TestShippedConfigLogsForTheJournalAndReadsTheOperatorsDirectory(t *testing.
 			t.Errorf("%s = %v, want %v", strings.Join(tc.keys, "."), got, tc.want)
 		}
 	}
-	rendered := renderShipped(t, testIngressToken)
+	rendered := renderShipped(t, testIngressToken, "")
 	for _, tc := range []struct {
 		o             operatorSide
 		dir, log, why string
@@ -216,7 +216,7 @@ func TestRenderConfigTakesTheTokenFromTheEnvironment(t *testing.T) {
 // The suite's Traefik runs the shipped settings: staticConfig may only move listen
 // addresses and the endpoint's host, drop the ACME resolver and add the API.
 func TestStaticConfigKeepsTheShippedSettings(t *testing.T) {
-	rendered := renderShipped(t, testIngressToken)
+	rendered := renderShipped(t, testIngressToken, "")
 	var shipped map[string]any
 	if err := yaml.Unmarshal(rendered, &shipped); err != nil {
 		t.Fatal(err)

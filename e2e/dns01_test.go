@@ -18,36 +18,6 @@ import (
 // real: scafo-node processes, Traefik on the shipped configuration, BIND 9 (named) on
 // loopback taking TSIG-signed RFC 2136 updates, and Pebble whose VA asks that BIND.
 
-// dnsCertStatus is one name of /v1/status's certificates section, with the DNS-01
-// fields.
-type dnsCertStatus struct {
-	certStatus
-	Challenge  string `json:"challenge"`
-	Delegation *struct {
-		CNAME     string     `json:"cname"`
-		Target    string     `json:"target"`
-		InPlace   bool       `json:"inPlace"`
-		CheckedAt *time.Time `json:"checkedAt"`
-	} `json:"delegation"`
-}
-
-func (n *node) dnsCerts(t *testing.T) map[string]dnsCertStatus {
-	t.Helper()
-	var body struct {
-		Certificates *struct {
-			Names []dnsCertStatus `json:"names"`
-		} `json:"certificates"`
-	}
-	n.call(t, http.MethodGet, "/v1/status", nil, &body)
-	out := map[string]dnsCertStatus{}
-	if body.Certificates != nil {
-		for _, c := range body.Certificates.Names {
-			out[c.Name] = c
-		}
-	}
-	return out
-}
-
 // dns01Env is a DNS-01 fleet: BIND, Pebble on it, three nodes, one Traefik per node.
 type dns01Env struct {
 	bind      *bindtest.Server
@@ -138,7 +108,7 @@ func TestDNS01WildcardIssuedOnceForTheFleetAndServedByEveryTraefik(t *testing.T)
 	for _, nm := range names {
 		obtained := 0
 		for i, n := range f.nodes {
-			c := n.dnsCerts(t)[nm]
+			c := n.certs(t)[nm]
 			if c.Challenge != "dns-01" {
 				t.Fatalf("%s on %s: challenge %q, want dns-01", nm, n.name, c.Challenge)
 			}
@@ -156,7 +126,7 @@ func TestDNS01WildcardIssuedOnceForTheFleetAndServedByEveryTraefik(t *testing.T)
 		}
 	}
 	for _, n := range f.nodes {
-		if _, own := n.dnsCerts(t)["shop."+acmePlatform]; own {
+		if _, own := n.certs(t)["shop."+acmePlatform]; own {
 			t.Fatalf("%s lists shop.%s as a name of its own: the wildcard covers it", n.name, acmePlatform)
 		}
 	}
@@ -201,7 +171,7 @@ func TestDNS01WildcardIssuedOnceForTheFleetAndServedByEveryTraefik(t *testing.T)
 	var firstCheck time.Time
 	for _, n := range f.nodes {
 		waitFor(t, n.name+" reports the missing delegation", 30*time.Second, func() error {
-			c, ok := n.dnsCerts(t)[customWild]
+			c, ok := n.certs(t)[customWild]
 			if !ok || c.State != fleetcerts.StateNeedsDelegation || c.Delegation == nil || c.Delegation.CheckedAt == nil {
 				return fmt.Errorf("%+v", c)
 			}
@@ -217,11 +187,11 @@ func TestDNS01WildcardIssuedOnceForTheFleetAndServedByEveryTraefik(t *testing.T)
 			return nil
 		})
 	}
-	t.Logf("without the delegation: %s", f.nodes[0].dnsCerts(t)[customWild].LastError)
+	t.Logf("without the delegation: %s", f.nodes[0].certs(t)[customWild].LastError)
 	// The node looks the CNAME up again every 20 polls (20 s): after one re-check,
 	// still no order.
 	waitFor(t, f.nodes[0].name+" re-checks the delegation", 60*time.Second, func() error {
-		c := f.nodes[0].dnsCerts(t)[customWild]
+		c := f.nodes[0].certs(t)[customWild]
 		if c.Delegation == nil || c.Delegation.CheckedAt == nil || !c.Delegation.CheckedAt.After(firstCheck) {
 			return fmt.Errorf("last checked %v", firstCheck)
 		}
@@ -234,7 +204,7 @@ func TestDNS01WildcardIssuedOnceForTheFleetAndServedByEveryTraefik(t *testing.T)
 		t.Fatalf("Pebble has %d orders, %d before the claim: an order was placed without the delegation", o, orders)
 	}
 	for _, n := range f.nodes {
-		if c := n.dnsCerts(t)[customWild]; c.Attempts != 0 {
+		if c := n.certs(t)[customWild]; c.Attempts != 0 {
 			t.Fatalf("%s attempted %s without its delegation: %+v", n.name, customWild, c)
 		}
 	}
@@ -244,10 +214,10 @@ func TestDNS01WildcardIssuedOnceForTheFleetAndServedByEveryTraefik(t *testing.T)
 	cnamed := time.Now()
 	waitAllValid(t, f, []string{customWild}, 120*time.Second)
 	customValid := time.Now()
-	customSerial := f.nodes[0].dnsCerts(t)[customWild].Serial
+	customSerial := f.nodes[0].certs(t)[customWild].Serial
 	obtained := 0
 	for _, n := range f.nodes {
-		c := n.dnsCerts(t)[customWild]
+		c := n.certs(t)[customWild]
 		if c.Serial != customSerial || c.Delegation == nil || !c.Delegation.InPlace || c.LastError != "" {
 			t.Fatalf("%s: %+v (delegation %+v), want serial %s, delegation in place", n.name, c, c.Delegation, customSerial)
 		}

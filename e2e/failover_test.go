@@ -16,7 +16,7 @@ func (tr *traefik) serverStatus(addr string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	_, services := rd.fromProvider()
+	_, services := rd.fromProvider("http")
 	status := ""
 	for _, s := range services {
 		if st, ok := s.ServerStatus["http://"+addr]; ok {
@@ -110,7 +110,7 @@ func TestOrderedFailoverAcrossThreeNodes(t *testing.T) {
 	for _, n := range f.nodes {
 		tr.waitServerStatus(t, shop.on(n).addr(), "UP", routeTimeout)
 	}
-	tr.requireProviderClean(t)
+	tr.requireProviderClean(t, "http")
 }
 
 // Scenario 10.
@@ -188,7 +188,7 @@ func TestNodeDelegatedHealthFailsOver(t *testing.T) {
 		fmt.Sprintf("- instance marked not ready → n2: %d failed, switched after %s", res[0].failed, res[0].latency.Round(time.Millisecond)),
 		fmt.Sprintf("- marked ready again → n1: %d failed, switched after %s", res[1].failed, res[1].latency.Round(time.Millisecond)),
 		"- port stopped accepting (still declared ready): the node's probe failed it (node-delegated check 503, and the upstream left the document) with no traffic; 20/20 requests then served by n2.")
-	tr.requireProviderClean(t)
+	tr.requireProviderClean(t, "http")
 }
 
 // requireNodeDelegatedCheck asserts that app's leaves that have a fallback check health
@@ -261,7 +261,7 @@ func TestPreferPutsTheChosenNodeFirst(t *testing.T) {
 			for range 10 {
 				tr.expectServedBy(t, host, "/", tc.want)
 			}
-			tr.requireProviderClean(t)
+			tr.requireProviderClean(t, "http")
 		})
 	}
 
@@ -276,6 +276,6 @@ func TestPreferPutsTheChosenNodeFirst(t *testing.T) {
 	trA.expectServedBy(t, host, "/", "shop@n1")
 	shop.on(n2).start(t)
 	trB.waitServedBy(t, host, "/", "shop@n2", routeTimeout)
-	trA.requireProviderClean(t)
-	trB.requireProviderClean(t)
+	trA.requireProviderClean(t, "http")
+	trB.requireProviderClean(t, "http")
 }

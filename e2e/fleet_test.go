@@ -125,7 +125,7 @@ func TestFleetOnOneS3BucketServesAPathMapPublishedThroughOneNodeEverywhere(t *te
 	}
 	results.add("Scenario 15: fleet on one S3 bucket", lines...)
 	for _, tr := range trs {
-		tr.requireProviderClean(t)
+		tr.requireProviderClean(t, "http")
 	}
 }
 

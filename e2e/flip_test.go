@@ -305,7 +305,7 @@ func TestFlipInvariantHoldsForOddSpellings(t *testing.T) {
 			tr.waitServedBy(t, host, "/bob", "legacy@n1", routeTimeout)
 			requireRouterForm(t, tr, host, mode.routerSet)
 			runs[mode.name] = sendCorpus(t, tr, legacy, host, !mode.defaults)
-			tr.requireProviderClean(t)
+			tr.requireProviderClean(t, "http")
 		})
 	}
 
@@ -342,7 +342,7 @@ func requireRouterForm(t *testing.T, tr *traefik, host, form string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	routers, _ := rd.fromProvider()
+	routers, _ := rd.fromProvider("http")
 	grouped, perPrefix := 0, 0
 	for _, r := range routers {
 		// The host's path guard (service "deny") is not a prefix router.

@@ -425,7 +425,7 @@ func TestTheFrontRoutesOnlyExactNamesOverTCPAndQUIC(t *testing.T) {
 	}
 
 	// No TCP router in Traefik: the render leaves passthrough names to the front.
-	ff.tr.requireProviderClean(t)
+	ff.tr.requireProviderClean(t, "http")
 	tresp, err := ff.tr.http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/tcp/routers", ff.tr.ports.api))
 	if err != nil {
 		t.Fatal(err)

@@ -211,22 +211,14 @@ func TestDashboardAndAlertsQueryOnlyWhatANodeExports(t *testing.T) {
 	port := hold.Addr().(*net.TCPAddr).Port
 	p := pebbletest.Start(t, pebbletest.Config{HTTPPort: port})
 	hold.Close()
-	n := &node{name: "mon1", ip: ip, port: port}
-	n.proc = newProc(t, n.name, bins.node, []string{
-		"--listen=" + hostPort(ip, port),
-		"--stateDir=" + t.TempDir(),
-		"--node.name=" + n.name,
-		"--node.address=" + ip,
-		"--ingress.token=" + testIngressToken,
-		"--admin.token=" + testAdminToken,
-		"--store.dir.path=" + t.TempDir(),
+	n := newNode(t, "mon1", ip, port, t.TempDir(),
 		"--platform.domains=mon.example.com,eu.example.net",
 		"--platform.groups=eu.example.net=eu",
 		"--acme.enabled", "--acme.caServer=" + p.Directory, "--acme.caRoots=" + p.CARootsFile,
 		"--acme.email=ops@example.com",
 		"--probe.interval=200ms",
 		"--reconcile.interval=500ms",
-	}, nil)
+	)
 	n.start(t)
 
 	// An instance the node probes (TCP: no health path), on a port of this test's own.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/scafo/ingress/internal/proc"
+	"github.com/scafo/ingress/node/store/s3"
 )
 
 // Tokens every test fleet uses (hex, like a minted token).
@@ -61,16 +62,8 @@ func startFleet(t *testing.T, n int, opts nodeOptions) *fleet {
 		t.Fatal(err)
 	}
 	for i := 1; i <= n; i++ {
-		nd := &node{name: "n" + strconv.Itoa(i), ip: "127.0.0." + strconv.Itoa(i+1)}
-		nd.port = freePort(t, nd.ip)
+		ip := "127.0.0." + strconv.Itoa(i+1)
 		args := []string{
-			"--listen=" + hostPort(nd.ip, nd.port),
-			"--stateDir=" + t.TempDir(),
-			"--node.name=" + nd.name,
-			"--node.address=" + nd.ip,
-			"--ingress.token=" + testIngressToken,
-			"--admin.token=" + testAdminToken,
-			"--store.dir.path=" + f.store,
 			"--ports.min=" + strconv.Itoa(portsMin),
 			"--ports.max=" + strconv.Itoa(portsMax),
 		}
@@ -78,13 +71,29 @@ func startFleet(t *testing.T, n int, opts nodeOptions) *fleet {
 		if opts.each != nil {
 			args = append(args, opts.each(i-1)...)
 		}
-		nd.proc = newProc(t, nd.name, bins.node, args, nil)
-		f.nodes = append(f.nodes, nd)
+		f.nodes = append(f.nodes, newNode(t, "n"+strconv.Itoa(i), ip, freePort(t, ip), f.store, args...))
 	}
 	for _, nd := range f.nodes {
 		nd.start(t)
 	}
 	return f
+}
+
+// newNode prepares (does not start) the node name listening on ip:port, with its state in
+// a temp dir, the fleet's tokens and the dir store at store, and args added.
+func newNode(t *testing.T, name, ip string, port int, store string, args ...string) *node {
+	t.Helper()
+	nd := &node{name: name, ip: ip, port: port}
+	nd.proc = newProc(t, name, bins.node, append([]string{
+		"--listen=" + hostPort(ip, port),
+		"--stateDir=" + t.TempDir(),
+		"--node.name=" + name,
+		"--node.address=" + ip,
+		"--ingress.token=" + testIngressToken,
+		"--admin.token=" + testAdminToken,
+		"--store.dir.path=" + store,
+	}, args...), nil)
+	return nd
 }
 
 func (n *node) url(path string) string { return "http://" + hostPort(n.ip, n.port) + path }
@@ -246,26 +255,11 @@ func (f *fleet) deploy(t *testing.T, app, account string, placement []*node, hea
 
 // hasUpstreams reports whether n's routing document routes app with want upstreams.
 func (n *node) hasUpstreams(app string, want int) error {
-	req, err := http.NewRequest(http.MethodGet, n.url("/v1/ingress/routes"), nil)
+	doc, err := n.routes()
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+testIngressToken)
-	resp, err := apiClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	var doc struct {
-		Routes []struct {
-			Application string
-			Upstreams   []json.RawMessage
-		}
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
-		return fmt.Errorf("%s: decoding routes: %w", n.name, err)
-	}
-	for _, r := range doc.Routes {
+	for _, r := range doc {
 		if r.Application == app && len(r.Upstreams) == want {
 			return nil
 		}
@@ -273,5 +267,108 @@ func (n *node) hasUpstreams(app string, want int) error {
 	return fmt.Errorf("%s: %s not yet routed with %d upstreams", n.name, app, want)
 }
 
+// routeSummary is one route of a node's routing document.
+type routeSummary struct {
+	Application string            `json:"application"`
+	Upstreams   []json.RawMessage `json:"upstreams"`
+}
+
+// routes returns n's routing document by host.
+func (n *node) routes() (map[string]routeSummary, error) {
+	req, err := http.NewRequest(http.MethodGet, n.url("/v1/ingress/routes"), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+testIngressToken)
+	resp, err := apiClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: /v1/ingress/routes: %d", n.name, resp.StatusCode)
+	}
+	var doc struct {
+		Routes []struct {
+			Host string `json:"host"`
+			routeSummary
+		} `json:"routes"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		return nil, fmt.Errorf("%s: decoding routes: %w", n.name, err)
+	}
+	out := make(map[string]routeSummary, len(doc.Routes))
+	for _, r := range doc.Routes {
+		out[r.Host] = r.routeSummary
+	}
+	return out, nil
+}
+
 // on returns the echo instance of d on node n.
 func (d *deployment) on(n *node) *echo { return d.instances[n.name] }
+
+// nodeBase is a node's base URL, as the plugin's endpoints take it.
+func nodeBase(n *node) string { return "http://" + hostPort(n.ip, n.port) }
+
+// ingressPolls sums scafo_ingress_polls_total{format="traefik"} on a node's /metrics:
+// the Traefik polls it has answered (a long-poll counts when it ends).
+func (n *node) ingressPolls(t *testing.T) int {
+	t.Helper()
+	_, samples := scrapeSamples(t, apiClient, n.url("/metrics"), "scafo", n.name, "scafo_ingress_polls_total")
+	total := 0
+	for _, s := range samples {
+		if s.labels["format"] == "traefik" {
+			total += int(s.value)
+		}
+	}
+	return total
+}
+
+// ingressAnswer is one GET /v1/ingress/traefik as the node sends it.
+type ingressAnswer struct {
+	status   int
+	etag     string
+	revision string
+	body     []byte // as sent (gzip bytes when gzip was asked for)
+}
+
+// ingress sends GET /v1/ingress/traefik?<query> with the ingress token and the given
+// Accept-Encoding ("identity" or "gzip"; set explicitly, so Go's transport neither
+// adds gzip nor decodes the body).
+func (n *node) ingress(t *testing.T, query, encoding string) ingressAnswer {
+	t.Helper()
+	u := n.url("/v1/ingress/traefik")
+	if query != "" {
+		u += "?" + query
+	}
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testIngressToken)
+	req.Header.Set("Accept-Encoding", encoding)
+	resp, err := apiClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: reading: %v", u, err)
+	}
+	return ingressAnswer{status: resp.StatusCode, etag: resp.Header.Get("ETag"), revision: resp.Header.Get("X-Scafo-Revision"), body: b}
+}
+
+// s3NodeArgs are the node flags for an S3 store (a node with store.s3.endpoint uses
+// S3; the --store.dir.path startFleet passes is then unused).
+func s3NodeArgs(c s3.Config) []string {
+	return []string{
+		"--store.s3.endpoint=" + c.Endpoint,
+		"--store.s3.bucket=" + c.Bucket,
+		"--store.s3.region=" + c.Region,
+		"--store.s3.accessKeyID=" + c.AccessKeyID,
+		"--store.s3.secretAccessKey=" + c.SecretAccessKey,
+		"--store.s3.insecure=" + strconv.FormatBool(c.Insecure),
+	}
+}
+

@@ -120,7 +120,7 @@ func TestOperatorRoutesBesideTheFleetsShareOneTraefik(t *testing.T) {
 			t.Errorf("router %s: %+v (present %v)", name, r, ok)
 		}
 	}
-	tr.requireProviderClean(t)
+	tr.requireProviderClean(t, "http")
 	// The fleet's router of shop lists the operator's middleware, then the fleet's retry.
 	if r := rd.Routers["host-shop_apps_localhost@http"]; !slices.Equal(r.Middlewares, []string{"stamp@file", "scafo-retry@http"}) {
 		t.Errorf("host-shop_apps_localhost@http middlewares %v, want [stamp@file scafo-retry@http] (Traefik qualifies the render's own)", r.Middlewares)

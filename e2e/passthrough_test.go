@@ -18,8 +18,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -576,10 +574,10 @@ func testPassthroughRouting(t *testing.T, provider string) {
 	}
 	prov := "http"
 	if provider == "plugin" {
-		tr.requireProviderCleanNamed(t, pluginProvider)
+		tr.requireProviderClean(t, pluginProvider)
 		prov = pluginProvider
 	} else {
-		tr.requireProviderClean(t)
+		tr.requireProviderClean(t, "http")
 	}
 	tr.requireTCPClean(t, prov, 4, 2) // db.apps.localhost, db.example.org, kv.example.org, mq.apps.localhost; db and mq
 }
@@ -588,16 +586,8 @@ func testPassthroughRouting(t *testing.T, provider string) {
 // services from provider, every one enabled and without an error.
 func (tr *traefik) requireTCPClean(t *testing.T, provider string, routers, services int) {
 	t.Helper()
-	resp, err := tr.http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/rawdata", tr.ports.api))
+	rd, err := tr.rawData()
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var rd struct {
-		TCPRouters  map[string]routerInfo  `json:"tcpRouters"`
-		TCPServices map[string]serviceInfo `json:"tcpServices"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&rd); err != nil {
 		t.Fatal(err)
 	}
 	nr, ns := 0, 0
@@ -854,7 +844,7 @@ func TestHTTP3OnTheEntryPointLeavesPassthroughHostsOnTCP(t *testing.T) {
 	if rep.Name != "db@n1" {
 		t.Fatalf("db.example.org with HTTP/3 on answered by %q", rep.Name)
 	}
-	tr.requireProviderClean(t)
+	tr.requireProviderClean(t, "http")
 	tr.requireTCPClean(t, "http", 4, 2)
 }
 
@@ -939,7 +929,7 @@ func TestPassthroughBesideHTTPSRoutersOnOnePort(t *testing.T) {
 			t.Errorf("HTTPS sni %q host %q reached a passthrough application: %q", tc.sni, tc.host, hellos[before:])
 		}
 	}
-	tr.requireProviderClean(t)
+	tr.requireProviderClean(t, "http")
 	tr.requireTCPClean(t, "http", 4, 2)
 }
 
@@ -998,7 +988,7 @@ func launchEditedTraefik(t *testing.T, p *passthroughFleet, name string, edit fu
 	t.Helper()
 	n1 := p.f.nodes[0]
 	return launchTraefik(t, name, func(ports traefikPorts) *traefik {
-		rendered, err := staticConfig(renderShipped(t, testIngressToken), overrides{ports: ports, endpointHost: hostPort(n1.ip, n1.port)})
+		rendered, err := staticConfig(renderShipped(t, testIngressToken, ""), overrides{ports: ports, endpointHost: hostPort(n1.ip, n1.port)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1006,12 +996,7 @@ func launchEditedTraefik(t *testing.T, p *passthroughFleet, name string, edit fu
 		if err != nil {
 			t.Fatal(err)
 		}
-		file := filepath.Join(t.TempDir(), "traefik.yml")
-		if err := os.WriteFile(file, cfg, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return &traefik{name: name, ports: ports, proc: newProc(t, name, bins.traefik, []string{"--configFile=" + file}, nil),
-			http: &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+		return newTraefik(t, name, ports, writeConfig(t, t.TempDir(), "traefik.yml", cfg), "", nil)
 	})
 }
 

@@ -92,5 +92,5 @@ func TestPathPrefixesRouteSegmentExactlyAndFlipBack(t *testing.T) {
 		fmt.Sprintf("| add `b` (site → blog) | %d | %s | %s | %s |", len(away), p(away, 50), p(away, 95), p(away, 100)),
 		fmt.Sprintf("| remove `b` (blog → site) | %d | %s | %s | %s |", len(back), p(back, 50), p(back, 95), p(back, 100)),
 	)
-	tr.requireProviderClean(t)
+	tr.requireProviderClean(t, "http")
 }

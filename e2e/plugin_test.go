@@ -371,7 +371,7 @@ func TestPluginKeepsRoutingAndFollowsChangesWhenItsNodeDies(t *testing.T) {
 		fmt.Sprintf("- %d requests through Traefik from the kill on, %d failed; routers from the plugin never below %d (%d before)", len(ss), len(failures), low, before),
 		fmt.Sprintf("- path-map changes PUT through n2 afterwards, acknowledged → first request served by the new target: %v", roundAll(follow)),
 	)
-	tr.requireProviderCleanNamed(t, pluginProvider)
+	tr.requireProviderClean(t, pluginProvider)
 }
 
 // Scenario 13 (b, c): Traefik starts while the first endpoint is down; the plugin gets
@@ -408,7 +408,7 @@ func TestPluginStartsWithItsFirstEndpointDown(t *testing.T) {
 		fmt.Sprintf("n1 stopped, then Traefik started with `endpoints: [n1, n2]`: first request routed %s after the Traefik process started "+
 			"(Traefik's own start included). A second Traefik with the built-in HTTP provider on n1: no routes, Traefik's 404.", ms(firstRoute)),
 	)
-	tr.requireProviderCleanNamed(t, pluginProvider)
+	tr.requireProviderClean(t, pluginProvider)
 }
 
 // Scenario 14 (d, c): flip latency, PUT acknowledged → first request served by the new
@@ -470,6 +470,6 @@ func TestPluginFlipLatencyBeatsTheHTTPProvider(t *testing.T) {
 	if pl, hp := percentile(viaPlugin, 50), percentile(viaHTTP, 50); pl >= hp {
 		t.Errorf("plugin flip latency p50 %s is not below the HTTP provider's p50 %s on the same %d flips", ms(pl), ms(hp), flips)
 	}
-	plugin.requireProviderCleanNamed(t, pluginProvider)
-	httpTr.requireProviderClean(t)
+	plugin.requireProviderClean(t, pluginProvider)
+	httpTr.requireProviderClean(t, "http")
 }

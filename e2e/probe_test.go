@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -160,13 +161,13 @@ func (s *killSetup) kill(t *testing.T, every, window time.Duration) []killResult
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for time.Since(t0) < window {
-				if st, err := tr.serverStatus(dead.addr()); err == nil && st == "" {
-					gone[i] = time.Since(t0)
-					return
+			_ = poll(time.Until(t0.Add(window)), 20*time.Millisecond, func() error {
+				if st, err := tr.serverStatus(dead.addr()); err != nil || st != "" {
+					return errors.New("still configured")
 				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				gone[i] = time.Since(t0)
+				return nil
+			})
 		}()
 	}
 	time.Sleep(window)
@@ -201,20 +202,17 @@ func (s *killSetup) revive(t *testing.T) {
 	s.shop.on(n1).start(t)
 	deadline := time.Now().Add(90 * time.Second)
 	for _, tr := range s.trs {
-		for {
-			r, err := tr.get(shopHost, "/")
-			if err == nil && r.from() == "shop@n1" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: shop not served by n1 again within 90s of the restart", tr.name)
-			}
+		err := poll(time.Until(deadline), time.Second, func() error {
+			err := tr.servedBy(shopHost, "/", "shop@n1")
 			// Without probes a Traefik holds the primary down (passive check) until its
 			// next active check or a reload: make a reload.
-			if !s.probes {
+			if err != nil && !s.probes {
 				_ = s.publishChurn()
 			}
-			time.Sleep(time.Second)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("%s: shop not served by n1 again within 90s of the restart: %v", tr.name, err)
 		}
 	}
 }
@@ -256,7 +254,7 @@ func TestDeadInstanceLeavesEveryTraefikWithinSeconds(t *testing.T) {
 			results.add("Scenario 18: a dead instance leaves every Traefik (probes)",
 				fmt.Sprintf("- checks every %s, churn reloading every Traefik each second: %s", iv, summarize(res)))
 			for _, tr := range s.trs {
-				tr.requireProviderClean(t)
+				tr.requireProviderClean(t, "http")
 			}
 		})
 	}

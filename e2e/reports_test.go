@@ -253,5 +253,5 @@ func TestPluginRoutesFromItsStateFileWhenRestartedWithNodesDown(t *testing.T) {
 		fmt.Sprintf("Traefik on `traefik-plugin.yml` stopped, both nodes stopped, Traefik started again: its three hosts routed %s after the process started, "+
 			"from the state file; a node restarted and a change made there was applied and saved.", ms(routed)),
 	)
-	tr2.requireProviderCleanNamed(t, pluginProvider)
+	tr2.requireProviderClean(t, pluginProvider)
 }

@@ -9,22 +9,20 @@ import (
 	"time"
 )
 
-// nodeWatch polls a node's Traefik endpoint (with the ingress token) and Traefik's
-// router count side by side while something happens, and records what each saw.
+// nodeWatch polls a node's Traefik endpoint (with the ingress token) every 20 ms while
+// something happens, and records what it answered (Traefik's side: watchRouters).
 type nodeWatch struct {
-	mu         sync.Mutex
-	statuses   map[string]int // node endpoint: "200", "503", "refused", … → count
-	firstBad   time.Time
-	lastBad    time.Time
-	minRouters int
-	apiErrors  int
-	stopc      chan struct{}
-	done       chan struct{}
+	mu       sync.Mutex
+	statuses map[string]int // node endpoint: "200", "503", "refused", … → count
+	firstBad time.Time
+	lastBad  time.Time
+	stopc    chan struct{}
+	done     chan struct{}
 }
 
-func watchNode(t *testing.T, n *node, tr *traefik) *nodeWatch {
+func watchNode(t *testing.T, n *node) *nodeWatch {
 	t.Helper()
-	w := &nodeWatch{statuses: map[string]int{}, minRouters: -1, stopc: make(chan struct{}), done: make(chan struct{})}
+	w := &nodeWatch{statuses: map[string]int{}, stopc: make(chan struct{}), done: make(chan struct{})}
 	client := &http.Client{Timeout: 2 * time.Second}
 	go func() {
 		defer close(w.done)
@@ -36,7 +34,6 @@ func watchNode(t *testing.T, n *node, tr *traefik) *nodeWatch {
 				resp.Body.Close()
 				status = fmt.Sprint(resp.StatusCode)
 			}
-			rd, err := tr.rawData()
 			w.mu.Lock()
 			w.statuses[status]++
 			if status != "200" {
@@ -44,14 +41,6 @@ func watchNode(t *testing.T, n *node, tr *traefik) *nodeWatch {
 					w.firstBad = time.Now()
 				}
 				w.lastBad = time.Now()
-			}
-			if err != nil {
-				w.apiErrors++
-			} else {
-				routers, _ := rd.fromProvider()
-				if w.minRouters < 0 || len(routers) < w.minRouters {
-					w.minRouters = len(routers)
-				}
 			}
 			w.mu.Unlock()
 			select {
@@ -95,11 +84,12 @@ func TestNodeRestartKeepsTraefikRouting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, _ := rd.fromProvider()
+	before, _ := rd.fromProvider("http")
 
 	loop := startLoop(t, tr, host, "/", 20*time.Millisecond)
 	quietLoop := startLoop(t, tr, "quiet.apps.localhost", "/", 20*time.Millisecond)
-	watch := watchNode(t, n1, tr)
+	watch := watchNode(t, n1)
+	floor := watchRouters(t, tr, "http")
 	t0 := time.Now()
 	logFrom := tr.proc.LogSize()
 
@@ -120,6 +110,7 @@ func TestNodeRestartKeepsTraefikRouting(t *testing.T) {
 	loop.stop()
 	quietLoop.stop()
 	watch.stop()
+	floor.stop()
 
 	ss := loop.since(t0)
 	failed := 0
@@ -146,9 +137,9 @@ func TestNodeRestartKeepsTraefikRouting(t *testing.T) {
 	watch.mu.Lock()
 	statuses := fmt.Sprint(watch.statuses)
 	window := watch.lastBad.Sub(watch.firstBad).Round(time.Millisecond)
-	minRouters, apiErrors := watch.minRouters, watch.apiErrors
 	saw503 := watch.statuses["503"] > 0
 	watch.mu.Unlock()
+	minRouters, _, apiErrors := floor.result()
 
 	t.Logf("node endpoint during the restart: %s; non-200 for %s", statuses, window)
 	t.Logf("requests through Traefik: %d sent, %d failed %v", len(ss), failed, failures)
@@ -170,5 +161,5 @@ func TestNodeRestartKeepsTraefikRouting(t *testing.T) {
 		fmt.Sprintf("- single placement, no health path (lone leaf, unchecked): %d requests during the restart, %d failed", len(qs), quietFailed),
 		fmt.Sprintf("- %d requests through Traefik during the restart, %d failed; routers from the provider never below %d (%d before)", len(ss), failed, minRouters, len(before)),
 	)
-	tr.requireProviderClean(t)
+	tr.requireProviderClean(t, "http")
 }

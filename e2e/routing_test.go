@@ -50,7 +50,7 @@ func TestHostRoutingReachesTheAppWithItsHostAndUnknownHostsGetTraefik404(t *test
 	if got := len(shop.on(n1).requests()); got == 0 {
 		t.Error("the upstream never saw a request")
 	}
-	tr.requireProviderClean(t)
+	tr.requireProviderClean(t, "http")
 }
 
 // Scenario 6.
@@ -86,7 +86,7 @@ func TestCustomWildcardMatchesOneLabelAndAnExactClaimBeatsIt(t *testing.T) {
 			t.Errorf("%s: upstream saw Host %q", tc.host, r.echo.Host)
 		}
 	}
-	tr.requireProviderClean(t)
+	tr.requireProviderClean(t, "http")
 }
 
 // Scenario 7.
@@ -162,7 +162,7 @@ func TestPlatformAPIApexReachesANodeButNeverItsPrivatePaths(t *testing.T) {
 	tr.waitServedBy(t, apex, "/v1/healthz", "console@n1", routeTimeout)
 	tr.expectServedBy(t, apex, "/", "console@n1")
 	tr.expectServedBy(t, apex, "/v1/ingress/routes", "console@n1")
-	tr.requireProviderClean(t)
+	tr.requireProviderClean(t, "http")
 }
 
 // Scenario 7b: every path api.denied lists (docs/design.md §3: /v1/storage, /v1/ingress/ in every
@@ -279,7 +279,7 @@ func TestPlatformAPIApexDeniesEveryPrivatePathInEverySpelling(t *testing.T) {
 	if err != nil || r.status != http.StatusOK || !strings.HasPrefix(strings.TrimSpace(r.body), "{") && !strings.HasPrefix(strings.TrimSpace(r.body), "[") {
 		t.Errorf("GET /v1/apps through the apex with the admin token: %d %.200q %v, want the node's 200 JSON", r.status, r.body, err)
 	}
-	tr.requireProviderClean(t)
+	tr.requireProviderClean(t, "http")
 }
 
 // traefikRefused reports whether r is Traefik's own answer with status want: its 404

@@ -232,44 +232,7 @@ func TestHostileTenantNeverGetsAnotherAccountsTraffic(t *testing.T) {
 			t.Errorf("evil's upstream received a request for %s%s", r.Host, r.RawPath)
 		}
 	}
-	tr.requireProviderClean(t)
-}
-
-// routeSummary is one route of a node's routing document.
-type routeSummary struct {
-	Application string            `json:"application"`
-	Upstreams   []json.RawMessage `json:"upstreams"`
-}
-
-// routes returns n's routing document by host.
-func (n *node) routes() (map[string]routeSummary, error) {
-	req, err := http.NewRequest(http.MethodGet, n.url("/v1/ingress/routes"), nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+testIngressToken)
-	resp, err := apiClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: /v1/ingress/routes: %d", n.name, resp.StatusCode)
-	}
-	var doc struct {
-		Routes []struct {
-			Host string `json:"host"`
-			routeSummary
-		} `json:"routes"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
-		return nil, fmt.Errorf("%s: decoding routes: %w", n.name, err)
-	}
-	out := make(map[string]routeSummary, len(doc.Routes))
-	for _, r := range doc.Routes {
-		out[r.Host] = r.routeSummary
-	}
-	return out, nil
+	tr.requireProviderClean(t, "http")
 }
 
 // requireSkipped asserts that n's /v1/status (admin token) lists object among the
@@ -374,7 +337,7 @@ func (tr *traefik) wildcardRouters(t *testing.T, parent string) []string {
 	if err != nil {
 		t.Fatalf("%s: reading the API: %v", tr.name, err)
 	}
-	routers, _ := rd.fromProvider()
+	routers, _ := rd.fromProvider("http")
 	match := "HostRegexp(`^[a-z0-9-]+\\." + regexp.QuoteMeta(parent) + "\\.?$`)"
 	var rules []string
 	for _, name := range sortedKeys(routers) {

@@ -13,12 +13,14 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/scafo/ingress/internal/proc"
+	"github.com/scafo/ingress/traefikprovider/localplugin"
 )
 
 // The shipped static configuration and its token renderer: the suite runs Traefik on
@@ -125,14 +127,9 @@ type traefikPorts struct {
 }
 
 // renderShipped runs the shipped render-config.sh on the shipped traefik.yml with
-// SCAFO_INGRESS_TOKEN=token, exactly as traefik.service does, and returns the result.
-func renderShipped(t *testing.T, token string) []byte {
-	return renderShippedNamed(t, token, "")
-}
-
-// renderShippedNamed is renderShipped with SCAFO_INGRESS_NAME=name ("": the default,
-// the host name).
-func renderShippedNamed(t *testing.T, token, name string) []byte {
+// SCAFO_INGRESS_TOKEN=token and SCAFO_INGRESS_NAME=name ("": the default, the host
+// name), exactly as traefik.service does, and returns the result.
+func renderShipped(t *testing.T, token, name string) []byte {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "rendered.yml")
 	cmd := exec.Command("sh", renderScript, shippedConfig, out)
@@ -254,24 +251,12 @@ func staticConfig(rendered []byte, o overrides) ([]byte, error) {
 			delete(httpProv, "headers") // Traefik refuses an empty headers map
 		}
 	}
-	if _, ok := cfg["certificatesResolvers"]; !ok {
-		return nil, fmt.Errorf("shipped configuration has no certificatesResolvers")
+	if err := loopbackCommon(cfg, ports); err != nil {
+		return nil, err
 	}
-	delete(cfg, "certificatesResolvers")
 	if err := applyOperatorSide(cfg, o.operator); err != nil {
 		return nil, err
 	}
-
-	eps := cfg["entryPoints"].(map[string]any)
-	if _, clash := eps["traefik"]; clash {
-		return nil, fmt.Errorf("shipped configuration defines entry point traefik, which the suite uses for the API")
-	}
-	eps["traefik"] = map[string]any{"address": fmt.Sprintf("127.0.0.1:%d", ports.api)}
-	api, ok := cfg["api"].(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("shipped configuration has no api section")
-	}
-	api["insecure"] = true
 	if o.metrics {
 		if _, clash := cfg["metrics"]; clash {
 			return nil, fmt.Errorf("shipped configuration has a metrics section, which the suite would replace")
@@ -279,14 +264,6 @@ func staticConfig(rendered []byte, o overrides) ([]byte, error) {
 		cfg["metrics"] = map[string]any{"prometheus": map[string]any{
 			"entryPoint": "traefik", "addEntryPointsLabels": true, "addServicesLabels": true,
 		}}
-	}
-	logCfg, ok := cfg["log"].(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("shipped configuration has no log section")
-	}
-	logCfg["noColor"] = true // the log is read by the suite and printed on failure
-	if lvl := os.Getenv("SCAFO_E2E_TRAEFIK_LOG"); lvl != "" {
-		logCfg["level"] = lvl
 	}
 	return yaml.Marshal(cfg)
 }
@@ -321,7 +298,7 @@ func startTraefik(t *testing.T, name string, opts traefikOptions) *traefik {
 		token = testIngressToken
 	}
 	return launchTraefik(t, name, func(ports traefikPorts) *traefik {
-		cfg, err := staticConfig(renderShippedNamed(t, token, opts.ingressName), overrides{
+		cfg, err := staticConfig(renderShipped(t, token, opts.ingressName), overrides{
 			ports:        ports,
 			endpointHost: hostPort(opts.node.ip, opts.node.port),
 			query:        opts.query,
@@ -335,22 +312,45 @@ func startTraefik(t *testing.T, name string, opts traefikOptions) *traefik {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dir := t.TempDir()
-		file := filepath.Join(dir, "traefik.yml")
-		if err := os.WriteFile(file, cfg, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return &traefik{
-			name:  name,
-			ports: ports,
-			proc:  newProc(t, name, bins.traefik, []string{"--configFile=" + file}, nil),
-			http: &http.Client{
-				Timeout: 5 * time.Second,
-				// Never follow redirects: a redirect is an answer to assert on.
-				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-			},
-		}
+		return newTraefik(t, name, ports, writeConfig(t, t.TempDir(), "traefik.yml", cfg), "", nil)
 	})
+}
+
+// writeConfig writes a static configuration into dir and returns its path.
+func writeConfig(t *testing.T, dir, file string, cfg []byte) string {
+	t.Helper()
+	path := filepath.Join(dir, file)
+	if err := os.WriteFile(path, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// newTraefik prepares (does not start) a Traefik on the static file config, in dir ("":
+// the test binary's), with env added; every ingress process of the suite (Traefik or
+// Caddy) is a *traefik built here, so the same requests go through each.
+func newTraefik(t *testing.T, name string, ports traefikPorts, config, dir string, env []string) *traefik {
+	t.Helper()
+	return newIngress(t, name, ports, bins.traefik, []string{"--configFile=" + config}, dir, env)
+}
+
+// newIngress is newTraefik for any binary and arguments (Caddy).
+func newIngress(t *testing.T, name string, ports traefikPorts, bin string, args []string, dir string, env []string) *traefik {
+	t.Helper()
+	tr := &traefik{
+		name:  name,
+		ports: ports,
+		proc:  newProc(t, name, bin, args, env),
+		http: &http.Client{
+			Timeout: 5 * time.Second,
+			// Never follow redirects: a redirect is an answer to assert on.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+	}
+	if dir != "" {
+		tr.proc.Dir = dir
+	}
+	return tr
 }
 
 // launchTraefik picks free loopback ports, builds a Traefik with build and starts it,
@@ -449,18 +449,23 @@ func (tr *traefik) raw(host, target string, header ...string) (response, error) 
 	return readResponse(resp)
 }
 
+// servedBy is nil when one GET of host+path is answered by the echo named want.
+func (tr *traefik) servedBy(host, path, want string) error {
+	r, err := tr.get(host, path)
+	if err != nil {
+		return err
+	}
+	if r.from() != want {
+		return fmt.Errorf("served by %s", r.from())
+	}
+	return nil
+}
+
 // waitServedBy polls host+path until the echo named want answers.
 func (tr *traefik) waitServedBy(t *testing.T, host, path, want string, timeout time.Duration) {
 	t.Helper()
 	waitFor(t, fmt.Sprintf("%s%s on %s served by %s", host, path, tr.name, want), timeout, func() error {
-		r, err := tr.get(host, path)
-		if err != nil {
-			return err
-		}
-		if r.from() != want {
-			return fmt.Errorf("served by %s", r.from())
-		}
-		return nil
+		return tr.servedBy(host, path, want)
 	})
 }
 
@@ -514,8 +519,10 @@ type serviceInfo struct {
 }
 
 type rawData struct {
-	Routers  map[string]routerInfo  `json:"routers"`
-	Services map[string]serviceInfo `json:"services"`
+	Routers     map[string]routerInfo  `json:"routers"`
+	Services    map[string]serviceInfo `json:"services"`
+	TCPRouters  map[string]routerInfo  `json:"tcpRouters"`
+	TCPServices map[string]serviceInfo `json:"tcpServices"`
 }
 
 func (tr *traefik) rawData() (rawData, error) {
@@ -534,34 +541,254 @@ func (tr *traefik) rawData() (rawData, error) {
 	return rd, nil
 }
 
-// fromProvider keeps the routers and services of our provider (@http).
-func (rd rawData) fromProvider() (routers map[string]routerInfo, services map[string]serviceInfo) {
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// The provider plugin (deploy/traefik/traefik-plugin.yml).
+
+// shippedPluginConfig is the plugin-based static configuration; the suite runs Traefik
+// on this file, never on a copy.
+var shippedPluginConfig = filepath.Join("..", "deploy", "traefik", "traefik-plugin.yml")
+
+// pluginName is the key of the plugin under experimental.localPlugins and
+// providers.plugin in the shipped file; Traefik names the provider "plugin-<key>".
+const (
+	pluginName     = "scafo"
+	pluginProvider = "plugin-" + pluginName
+)
+
+// pluginOverrides are what pluginStaticConfig changes in the shipped file.
+type pluginOverrides struct {
+	ports     traefikPorts
+	endpoints []string // replaces providers.plugin.scafo.endpoints
+	// prefer replaces providers.plugin.scafo.prefer (the shipped one is a placeholder);
+	// "" removes it.
+	prefer string
+	// name, when set, adds providers.plugin.scafo.name (the shipped file leaves it to
+	// the host name); stateFile replaces the shipped absolute path.
+	name, stateFile string
+	// noProbe removes appliedProbe: the plugin reports applied after appliedDelay.
+	noProbe bool
+	// throttle, when set, replaces providers.providersThrottleDuration.
+	throttle string
+}
+
+// pluginStaticConfig turns the shipped plugin configuration into the one a test
+// Traefik runs. Like staticConfig, it changes only what a loopback test must change and
+// refuses to set a key the shipped file lacks:
+//
+//   - entryPoints.web/websecure.address: loopback ports;
+//   - providers.plugin.scafo.endpoints and prefer: the nodes under test; stateFile:
+//     a file in the test's directory; name added when given (each Traefik of a test
+//     has its own);
+//   - certificatesResolvers, providers.file and accessLog: removed;
+//   - added: the loopback "traefik" entry point with api.insecure, log.noColor, and
+//     log.level from SCAFO_E2E_TRAEFIK_LOG.
+//
+// The token stays out of the file, as shipped: the plugin reads SCAFO_INGRESS_TOKEN
+// from Traefik's environment.
+func pluginStaticConfig(shipped []byte, o pluginOverrides) ([]byte, error) {
+	var cfg map[string]any
+	if err := yaml.Unmarshal(shipped, &cfg); err != nil {
+		return nil, fmt.Errorf("parsing the shipped plugin configuration: %w", err)
+	}
+	shippedWeb, _ := dig(cfg, "entryPoints", "web", "address").(string)
+	for _, ep := range []struct {
+		name string
+		port int
+	}{{"web", o.ports.web}, {"websecure", o.ports.websecure}} {
+		m, ok := dig(cfg, "entryPoints", ep.name).(map[string]any)
+		if !ok || m["address"] == nil {
+			return nil, fmt.Errorf("shipped plugin configuration has no entryPoints.%s.address", ep.name)
+		}
+		m["address"] = fmt.Sprintf("127.0.0.1:%d", ep.port)
+	}
+	if dig(cfg, "experimental", "localPlugins", pluginName, "moduleName") != localplugin.ModuleName {
+		return nil, fmt.Errorf("shipped plugin configuration: experimental.localPlugins.%s.moduleName is not %s", pluginName, localplugin.ModuleName)
+	}
+	plug, ok := dig(cfg, "providers", "plugin", pluginName).(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("shipped plugin configuration has no providers.plugin.%s", pluginName)
+	}
+	for _, k := range []string{"endpoints", "prefer", "stateFile"} {
+		if _, ok := plug[k]; !ok {
+			return nil, fmt.Errorf("shipped plugin configuration has no providers.plugin.%s.%s", pluginName, k)
+		}
+	}
+	if len(o.endpoints) == 0 {
+		return nil, fmt.Errorf("no endpoints for the plugin")
+	}
+	eps := make([]any, len(o.endpoints))
+	for i, e := range o.endpoints {
+		eps[i] = e
+	}
+	plug["endpoints"] = eps
+	if o.prefer == "" {
+		delete(plug, "prefer")
+	} else {
+		plug["prefer"] = o.prefer
+	}
+	if _, ok := plug["token"]; ok {
+		return nil, fmt.Errorf("shipped plugin configuration carries a token: it must come from the environment")
+	}
+	if _, ok := plug["name"]; ok {
+		return nil, fmt.Errorf("shipped plugin configuration sets providers.plugin.%s.name: leave it to the host name", pluginName)
+	}
+	if o.name != "" {
+		plug["name"] = o.name
+	}
+	// The applied probe reaches the web entry point, on its loopback address.
+	if probe, _ := plug["appliedProbe"].(string); probe != "http://127.0.0.1"+shippedWeb {
+		return nil, fmt.Errorf("shipped plugin configuration: providers.plugin.%s.appliedProbe is %q, want the web entry point (%q) on loopback", pluginName, probe, shippedWeb)
+	}
+	if o.noProbe {
+		delete(plug, "appliedProbe")
+	} else {
+		plug["appliedProbe"] = fmt.Sprintf("http://127.0.0.1:%d", o.ports.web)
+	}
+	if o.throttle != "" {
+		dig(cfg, "providers").(map[string]any)["providersThrottleDuration"] = o.throttle
+	}
+	plug["stateFile"] = o.stateFile
+	if o.stateFile == "" {
+		plug["stateFile"] = "scafo.last.json" // in Traefik's working directory
+	}
+	if err := loopbackCommon(cfg, o.ports); err != nil {
+		return nil, err
+	}
+	if err := applyOperatorSide(cfg, operatorSide{}); err != nil {
+		return nil, err
+	}
+	return yaml.Marshal(cfg)
+}
+
+// loopbackCommon applies what both shipped files get in a test: no ACME resolver, the
+// API on a loopback entry point, an uncoloured log at the level SCAFO_E2E_TRAEFIK_LOG asks.
+func loopbackCommon(cfg map[string]any, ports traefikPorts) error {
+	if _, ok := cfg["certificatesResolvers"]; !ok {
+		return fmt.Errorf("shipped configuration has no certificatesResolvers")
+	}
+	delete(cfg, "certificatesResolvers")
+	eps, ok := cfg["entryPoints"].(map[string]any)
+	if !ok {
+		return fmt.Errorf("shipped configuration has no entryPoints")
+	}
+	if _, clash := eps["traefik"]; clash {
+		return fmt.Errorf("shipped configuration defines entry point traefik, which the suite uses for the API")
+	}
+	eps["traefik"] = map[string]any{"address": fmt.Sprintf("127.0.0.1:%d", ports.api)}
+	api, ok := cfg["api"].(map[string]any)
+	if !ok {
+		return fmt.Errorf("shipped configuration has no api section")
+	}
+	api["insecure"] = true
+	logCfg, ok := cfg["log"].(map[string]any)
+	if !ok {
+		return fmt.Errorf("shipped configuration has no log section")
+	}
+	logCfg["noColor"] = true
+	if lvl := os.Getenv("SCAFO_E2E_TRAEFIK_LOG"); lvl != "" {
+		logCfg["level"] = lvl
+	}
+	return nil
+}
+
+// pluginTraefikOptions choose what a plugin Traefik reads.
+type pluginTraefikOptions struct {
+	endpoints []*node // in order
+	// urls are further endpoints after endpoints, as base URLs (a stand-in node).
+	urls   []string
+	prefer string // a node name, or "" for none
+	// name is the plugin's name setting ("" leaves the host name).
+	name string
+	// dir is Traefik's working directory (plugins-local, the state file); "" makes a
+	// new one. A restart passes the first run's dir.
+	dir string
+	// noProbe and throttle: see pluginOverrides.
+	noProbe  bool
+	throttle string
+}
+
+// startPluginTraefik starts Traefik on the shipped plugin configuration, in a working
+// directory holding ./plugins-local with the plugin installed from this tree
+// (localplugin.Install, only the manifest and non-test sources), with
+// SCAFO_INGRESS_TOKEN in its environment, and waits until its API answers. It does not
+// wait for routes: an endpoint may be down on purpose.
+func startPluginTraefik(t *testing.T, name string, opts pluginTraefikOptions) *traefik {
+	t.Helper()
+	requireBinaries(t)
+	shipped, err := os.ReadFile(shippedPluginConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var endpoints []string
+	for _, n := range opts.endpoints {
+		endpoints = append(endpoints, nodeBase(n))
+	}
+	endpoints = append(endpoints, opts.urls...)
+	return launchTraefik(t, name, func(ports traefikPorts) *traefik {
+		cfg, err := pluginStaticConfig(shipped, pluginOverrides{ports: ports, endpoints: endpoints, prefer: opts.prefer, name: opts.name,
+			noProbe: opts.noProbe, throttle: opts.throttle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := opts.dir
+		if dir == "" {
+			dir = t.TempDir()
+		}
+		if _, err := localplugin.Install(filepath.Join(bins.root, "traefikprovider"), filepath.Join(dir, "plugins-local")); err != nil {
+			t.Fatalf("installing the plugin: %v", err)
+		}
+		// Traefik loads local plugins from ./plugins-local.
+		return newTraefik(t, name, ports, writeConfig(t, dir, "traefik.yml", cfg), dir, []string{"SCAFO_INGRESS_TOKEN=" + testIngressToken})
+	})
+}
+
+// fromProvider keeps the routers and services of one provider ("http",
+// "plugin-scafo").
+func (rd rawData) fromProvider(provider string) (routers map[string]routerInfo, services map[string]serviceInfo) {
 	routers, services = map[string]routerInfo{}, map[string]serviceInfo{}
 	for name, r := range rd.Routers {
-		if strings.HasSuffix(name, "@http") {
+		if strings.HasSuffix(name, "@"+provider) {
 			routers[name] = r
 		}
 	}
 	for name, s := range rd.Services {
-		if strings.HasSuffix(name, "@http") {
+		if strings.HasSuffix(name, "@"+provider) {
 			services[name] = s
 		}
 	}
 	return routers, services
 }
 
+// routerCount is how many routers Traefik holds from provider (-1 when the API fails).
+func (tr *traefik) routerCount(provider string) int {
+	rd, err := tr.rawData()
+	if err != nil {
+		return -1
+	}
+	routers, _ := rd.fromProvider(provider)
+	return len(routers)
+}
+
 // requireProviderClean is scenario 11, run at the end of every scenario: Traefik's API
-// shows every router and service from our provider enabled, with no errors, and at
-// least one router (a provider that delivered nothing is not "clean").
-func (tr *traefik) requireProviderClean(t *testing.T) {
+// shows every router and service from provider ("http", "plugin-scafo") enabled, with no
+// errors, and at least one router (a provider that delivered nothing is not "clean").
+func (tr *traefik) requireProviderClean(t *testing.T, provider string) {
 	t.Helper()
 	rd, err := tr.rawData()
 	if err != nil {
 		t.Fatalf("%s: reading the API: %v", tr.name, err)
 	}
-	routers, services := rd.fromProvider()
+	routers, services := rd.fromProvider(provider)
 	if len(routers) == 0 {
-		t.Errorf("%s: no routers from the http provider", tr.name)
+		t.Errorf("%s: no routers from the %s provider", tr.name, provider)
 	}
 	for _, name := range sortedKeys(routers) {
 		r := routers[name]
@@ -576,15 +803,106 @@ func (tr *traefik) requireProviderClean(t *testing.T) {
 		}
 	}
 	if !t.Failed() {
-		t.Logf("%s: %d routers and %d services from the http provider, all enabled, no errors", tr.name, len(routers), len(services))
+		t.Logf("%s: %d routers and %d services from the %s provider, all enabled, no errors", tr.name, len(routers), len(services), provider)
 	}
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// firstServed sends GET host+path through each Traefik every 5 ms, concurrently, until
+// trs[i] is answered by the echo named wants[i], and returns for each the time from t0
+// to the sending of its first such request.
+func firstServed(t *testing.T, trs []*traefik, host, path string, wants []string, t0 time.Time) []time.Duration {
+	t.Helper()
+	if len(wants) != len(trs) {
+		t.Fatalf("firstServed: %d Traefiks, %d wants", len(trs), len(wants))
 	}
-	sort.Strings(keys)
-	return keys
+	out := make([]time.Duration, len(trs))
+	errs := make([]error, len(trs))
+	var wg sync.WaitGroup
+	for i, tr := range trs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = poll(routeTimeout, 5*time.Millisecond, func() error {
+				at := time.Now()
+				if err := tr.servedBy(host, path, wants[i]); err != nil {
+					return err
+				}
+				out[i] = at.Sub(t0)
+				return nil
+			})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("%s: %s%s never served by %s within %s: %v", trs[i].name, host, path, wants[i], routeTimeout, err)
+		}
+	}
+	return out
+}
+
+// ms rounds a duration for a report.
+func ms(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+
+// roundAll rounds every duration to the millisecond.
+func roundAll(ds []time.Duration) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = ms(d)
+	}
+	return out
+}
+
+// routerFloor samples how many routers a Traefik holds from one provider, every 20 ms,
+// until stopped: the lowest count and how often the API failed.
+type routerFloor struct {
+	mu        sync.Mutex
+	min       int // -1 until the first successful sample
+	samples   int
+	apiErrors int
+	stopc     chan struct{}
+	done      chan struct{}
+}
+
+func watchRouters(t *testing.T, tr *traefik, provider string) *routerFloor {
+	t.Helper()
+	w := &routerFloor{min: -1, stopc: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for {
+			n := tr.routerCount(provider)
+			w.mu.Lock()
+			w.samples++
+			switch {
+			case n < 0:
+				w.apiErrors++
+			case w.min < 0 || n < w.min:
+				w.min = n
+			}
+			w.mu.Unlock()
+			select {
+			case <-w.stopc:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(w.stop)
+	return w
+}
+
+func (w *routerFloor) stop() {
+	select {
+	case <-w.stopc:
+	default:
+		close(w.stopc)
+	}
+	<-w.done
+}
+
+// result returns the lowest router count seen, the samples taken and the API failures.
+func (w *routerFloor) result() (min, samples, apiErrors int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.min, w.samples, w.apiErrors
 }
