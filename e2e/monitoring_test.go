@@ -214,7 +214,7 @@ func TestDashboardAndAlertsQueryOnlyWhatANodeExports(t *testing.T) {
 	n := newNode(t, "mon1", ip, port, t.TempDir(),
 		"--platform.domains=mon.example.com,eu.example.net",
 		"--platform.groups=eu.example.net=eu",
-		"--acme.enabled", "--acme.caServer=" + p.Directory, "--acme.caRoots=" + p.CARootsFile,
+		"--acme.enabled", "--acme.caServer="+p.Directory, "--acme.caRoots="+p.CARootsFile,
 		"--acme.email=ops@example.com",
 		"--probe.interval=200ms",
 		"--reconcile.interval=500ms",

@@ -371,4 +371,3 @@ func s3NodeArgs(c s3.Config) []string {
 		"--store.s3.insecure=" + strconv.FormatBool(c.Insecure),
 	}
 }
-
