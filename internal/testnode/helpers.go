@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -188,13 +186,6 @@ func ReadAnswer(t testing.TB, c net.Conn, d time.Duration) (*http.Response, stri
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	return resp, string(b)
-}
-
-// RandHex is n random hex digits.
-func RandHex(n int) string {
-	b := make([]byte, n/2)
-	rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // MetricLine reports whether n's /metrics holds line, whole.
