@@ -32,8 +32,9 @@ func groupedState(apps, prefixes int) (fleet.State, fleet.Options) {
 }
 
 // groupOutputs renders every format of every single group of doc, with fleet
-// certificates fc (nil: none).
-func groupOutputs(t *testing.T, doc *routing.Document, inc *Incremental, fc *FleetCerts) map[string][3]string {
+// certificates fc (nil: none). (The incremental render writes the same bytes:
+// TestIncrementalRenderEqualsFullRender.)
+func groupOutputs(t *testing.T, doc *routing.Document, fc *FleetCerts) map[string][3]string {
 	t.Helper()
 	out := map[string][3]string{}
 	for _, g := range testGroups {
@@ -47,13 +48,6 @@ func groupOutputs(t *testing.T, doc *routing.Document, inc *Incremental, fc *Fle
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := rendered(inc, Request{Doc: gd, Output: g, Groups: sel, Certs: fc})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, full) {
-			t.Fatalf("group %s: incremental render differs from the full render at byte %d", g, firstDiff(got, full))
-		}
 		out[g] = [3]string{gd.Revision, string(routes), string(full)}
 	}
 	return out
@@ -64,8 +58,7 @@ func groupOutputs(t *testing.T, doc *routing.Document, inc *Incremental, fc *Fle
 // removed applications, custom domains, prefixes, an application moving to another
 // group, a fleet certificate of one of its hosts issued, renewed or dropped) leave
 // every other group's revision, routing document and Traefik configuration
-// byte-identical, and the incremental render of every group equals the full render at
-// every step. The API apex has a fleet certificate, which every group carries.
+// byte-identical. The API apex has a fleet certificate, which every group carries.
 func TestAChangeInOneGroupLeavesOtherGroupsBytesIdentical(t *testing.T) {
 	steps := 120
 	if testing.Short() {
@@ -75,16 +68,12 @@ func TestAChangeInOneGroupLeavesOtherGroupsBytesIdentical(t *testing.T) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 99))
 			st, opt := groupedState(240, 200)
-			inc, err := NewIncremental(Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
 			doc, _ := fleet.Derive(st, opt)
 			if doc.API == nil || len(doc.API.Hosts) == 0 {
 				t.Fatal("the generated fleet has no API apex")
 			}
 			fc := fleetCertsWith(nil, doc.API.Hosts[0], true, 0)
-			before := groupOutputs(t, doc, inc, fc)
+			before := groupOutputs(t, doc, fc)
 			for g, o := range before {
 				if !strings.Contains(o[2], `"tls":{"certificates":[`) {
 					t.Fatalf("group %s lacks the API apex's fleet certificate", g)
@@ -168,7 +157,7 @@ func TestAChangeInOneGroupLeavesOtherGroupsBytesIdentical(t *testing.T) {
 				touched = append(touched, groupsTargeting(doc, a.Name)...)
 				doc, _ = fleet.Derive(st, opt)
 				touched = append(touched, groupsTargeting(doc, a.Name)...)
-				after := groupOutputs(t, doc, inc, fc)
+				after := groupOutputs(t, doc, fc)
 				if certChanged && after[g][2] == before[g][2] {
 					t.Fatalf("step %d (%s in group %s): the group's configuration did not change", step, what, g)
 				}

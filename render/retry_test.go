@@ -71,8 +71,7 @@ func checkRetry(t *testing.T, opt Options, cfg Configuration) {
 
 // TestRetryIsOnEveryApplicationRouterAndNotOnTheChallengeRouter: every golden case, a
 // fleet-certificate render (ACME challenge router, deny and guard routers), a group's
-// share, and the same through the incremental render, with retries on by default, with
-// other settings and off.
+// share, with retries on by default, with other settings and off.
 func TestRetryIsOnEveryApplicationRouterAndNotOnTheChallengeRouter(t *testing.T) {
 	type render struct {
 		name string
@@ -102,19 +101,6 @@ func TestRetryIsOnEveryApplicationRouterAndNotOnTheChallengeRouter(t *testing.T)
 			if c.fc != nil {
 				if r := cfg.HTTP.Routers[routerACMEChallenge]; r == nil || len(r.Middlewares) != 0 {
 					t.Errorf("challenge router %+v: want one, without middlewares", r)
-				}
-			}
-			inc, err := NewIncremental(c.opt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for range 2 { // a fresh render, then one from cached fragments
-				got, err := rendered(inc, Request{Doc: c.doc, Certs: c.fc})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(got, out) {
-					t.Fatalf("incremental render differs from the full render:\nfull: %s\ninc:  %s", out, got)
 				}
 			}
 		})
@@ -179,7 +165,7 @@ func TestRetryWaitsFollowTraefiksBackoff(t *testing.T) {
 }
 
 // TestRetryOffRendersWithoutMiddlewares: one attempt is no retry, and nothing of the
-// middleware is written, in the full and the incremental render.
+// middleware is written.
 func TestRetryOffRendersWithoutMiddlewares(t *testing.T) {
 	opt := Options{RetryAttempts: 1, RetryInitialInterval: "1s"}
 	for _, doc := range []*routing.Document{sampleDoc(5), acmeDoc()} {
@@ -189,14 +175,6 @@ func TestRetryOffRendersWithoutMiddlewares(t *testing.T) {
 		}
 		if bytes.Contains(out, []byte("middlewares")) || bytes.Contains(out, []byte(RetryMiddleware)) {
 			t.Errorf("retries off, but the render mentions middlewares: %s", out)
-		}
-		inc, err := NewIncremental(opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := rendered(inc, Request{Doc: doc, Certs: acmeCerts()})
-		if err != nil || !bytes.Equal(got, out) {
-			t.Errorf("incremental render (err %v) differs from the full render", err)
 		}
 	}
 	if out, _ := Traefik(&routing.Document{V: 1}, Options{}); string(out) != "{}" {

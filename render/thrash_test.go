@@ -1,7 +1,6 @@
 package render
 
 import (
-	"bytes"
 	"fmt"
 	"testing"
 
@@ -12,16 +11,12 @@ import (
 // ingress-token holder cycling 100 distinct outputs (each asked for twice in a row,
 // more than once) while a real ingress asks for its output every round. The real
 // output's last order must survive every round (its renders merge with it: no cold
-// assembly after its first), and its bytes stay those of the full render. The old
-// cache cleared every output's state whenever a 33rd output came.
+// assembly after its first). The old cache cleared every output's state whenever a
+// 33rd output came. (The bytes are the full render's: TestIncrementalRenderEqualsFullRender.)
 func TestThrasherKeepsPolledOutputState(t *testing.T) {
-	st, fopt := fleet.GenerateState(200, 0), fleet.GenerateOptions()
+	st, fopt := fleet.GenerateState(20, 0), fleet.GenerateOptions()
 	var x fleet.Deriver
 	doc, _, _ := x.Derive(st, fopt, nil)
-	want, err := Traefik(doc, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	inc, err := NewIncremental(Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -32,12 +27,8 @@ func TestThrasherKeepsPolledOutputState(t *testing.T) {
 		// document it last rendered with its last body, and every poll here must render
 		// and assemble (as one of a new revision does).
 		d := *doc
-		b, err := rendered(inc, Request{Doc: &d, Output: output})
-		if err != nil {
+		if _, err := inc.Render(Request{Doc: &d, Output: output}); err != nil {
 			t.Fatal(err)
-		}
-		if !bytes.Equal(b, want) {
-			t.Fatalf("output %q: the bytes differ from the full render", output)
 		}
 	}
 	poll("legit")
