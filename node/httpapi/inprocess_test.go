@@ -213,7 +213,7 @@ func (l *lockedWriter) String() string {
 	return l.b.String()
 }
 
-// Do, Get and Must are testnode.Node's requests (the shape the whole-node tests were
+// Do, Get and Must are the requests of testnode's Node (the shape the whole-node tests were
 // written in), in process.
 
 // Do makes one request; the body is read whole.
