@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/certmagic"
+
+	"github.com/scafo/ingress/internal/nodetest"
 )
 
 // TestNothingIsWrittenAfterClose: a goroutine CertMagic started before Close that
@@ -55,6 +57,11 @@ func TestCloseWaitsForTheLastLockToBeReleased(t *testing.T) {
 	}
 	idle := make(chan bool, 1)
 	go func() { idle <- st.idle(time.Hour) }()
+	nodetest.WaitFor(t, 10*time.Second, "idle waiting", func() bool { // it looked, and waits for a call to return
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.left != nil
+	})
 	if err := st.Unlock(ctx, "issue_cert_a.example.org"); err != nil {
 		t.Fatal(err)
 	}
