@@ -1,8 +1,6 @@
 package publish
 
 import (
-	"bytes"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -51,13 +49,9 @@ func (p *Publisher) renderApplied(base *Rendered, ap render.AppliedProbe, spill 
 	if err != nil {
 		return nil, fmt.Errorf("adding the applied probe: %w", err)
 	}
-	var zb bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&zb, gzip.BestSpeed)
-	zw.Write(body)
-	zw.Close()
 	sum := sha256.Sum256(body)
 	h := hex.EncodeToString(sum[:16])
-	r := &Rendered{body: body, gz: zb.Bytes(), etag: `"` + h + `"`, etagGzip: `"` + h + `-gzip"`, revision: base.revision, probed: true}
+	r := &Rendered{body: body, gz: gzipBytes(body), etag: `"` + h + `"`, etagGzip: `"` + h + `-gzip"`, revision: base.revision, probed: true}
 	if spill {
 		r.file, r.gzFile = p.spill(r.body), p.spill(r.gz)
 	}

@@ -5,8 +5,6 @@
 package publish
 
 import (
-	"bytes"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -467,13 +465,9 @@ func (p *Publisher) renderNow(s *Snapshot, k renderKey, groups []string, spill b
 	if err != nil {
 		return nil, fmt.Errorf("rendering %s: %w", format, err)
 	}
-	var zb bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&zb, gzip.BestSpeed)
-	zw.Write(body)
-	zw.Close()
 	sum := sha256.Sum256(body)
 	h := hex.EncodeToString(sum[:16])
-	r := &Rendered{body: body, gz: zb.Bytes(), etag: `"` + h + `"`, etagGzip: `"` + h + `-gzip"`, revision: revision}
+	r := &Rendered{body: body, gz: gzipBytes(body), etag: `"` + h + `"`, etagGzip: `"` + h + `-gzip"`, revision: revision}
 	if spill {
 		r.file, r.gzFile = p.spill(r.body), p.spill(r.gz)
 	}

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -121,9 +122,20 @@ func newSim(t testing.TB, seed uint64, nodes, ingresses int) *sim {
 	return s
 }
 
+// stateDir is a new state dir: in memory (/dev/shm) when there is one, so the node's
+// fsyncs (served.json, instances.json) do not wait on a disk other tests keep busy;
+// otherwise the test's temporary directory. The node's code is the same either way.
+func (s *sim) stateDir() string {
+	if d, err := os.MkdirTemp("/dev/shm", "fleetsim-"); err == nil {
+		s.t.Cleanup(func() { os.RemoveAll(d) })
+		return d
+	}
+	return s.t.TempDir()
+}
+
 func (s *sim) config(name string, i int) *node.Config {
 	cfg := node.NewConfig()
-	cfg.StateDir = s.t.TempDir()
+	cfg.StateDir = s.stateDir()
 	cfg.Node.Name = name
 	cfg.Node.Address = fmt.Sprintf("10.0.0.%d", i+1)
 	cfg.Node.APIPort = apiPort
@@ -143,7 +155,7 @@ func (s *sim) config(name string, i int) *node.Config {
 func (s *sim) start(n *simNode) {
 	if n.loseState {
 		s.forget(n)
-		n.cfg.StateDir = s.t.TempDir()
+		n.cfg.StateDir = s.stateDir()
 		n.loseState = false
 		// Nor does it know what it served: a first start accepts the store as it finds
 		// it (docs/design.md §6), a store restored from an older backup included, so its
