@@ -1,13 +1,18 @@
 package httpapi_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/node/store/dir"
+	"github.com/scafo/ingress/render/routing"
 )
 
 // The applied probe's door, in process: what a poll declaring it must hold, and the
@@ -140,3 +145,93 @@ func asSent(t *testing.T, path string) string {
 }
 
 func hexOf(c byte) string { return string("0123456789abcdef"[c>>4]) + string("0123456789abcdef"[c&15]) }
+
+// storeOps counts every request made to the store.
+type storeOps struct {
+	store.Store
+	n atomic.Int64
+}
+
+func (s *storeOps) Get(ctx context.Context, key string) (store.Object, error) {
+	s.n.Add(1)
+	return s.Store.Get(ctx, key)
+}
+
+func (s *storeOps) GetIfChanged(ctx context.Context, key, etag string) (store.Object, bool, error) {
+	s.n.Add(1)
+	return s.Store.GetIfChanged(ctx, key, etag)
+}
+
+func (s *storeOps) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	s.n.Add(1)
+	return s.Store.List(ctx, prefix)
+}
+
+func (s *storeOps) Put(ctx context.Context, key string, v []byte, c store.Condition) (string, error) {
+	s.n.Add(1)
+	return s.Store.Put(ctx, key, v, c)
+}
+
+func (s *storeOps) Delete(ctx context.Context, key, ifMatch string) error {
+	s.n.Add(1)
+	return s.Store.Delete(ctx, key, ifMatch)
+}
+
+// TestForgedAppliedCallbacksAreRefusedForNothing: a callback whose MAC does not verify
+// (made up, another ingress's, another revision's) is 404, records nothing and costs no
+// store request; the real one is recorded; the callback path is never routed by the
+// public apex.
+func TestForgedAppliedCallbacksAreRefusedForNothing(t *testing.T) {
+	t.Parallel()
+	d, err := dir.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &storeOps{Store: d}
+	n := newInProcessOn(t, st, nil)
+	_, _, cb := n.probePoll(t, "edge-p")
+	parts := strings.Split(strings.TrimPrefix(cb, api.PathIngressApplied), "/")
+	if len(parts) != 3 {
+		t.Fatalf("callback %q", cb)
+	}
+	name, rev, mac := parts[0], parts[1], parts[2]
+	flip := func(s string) string {
+		b := []byte(s)
+		if b[0] == '0' {
+			b[0] = '1'
+		} else {
+			b[0] = '0'
+		}
+		return string(b)
+	}
+	forged := []string{
+		api.PathIngressApplied + name + "/" + rev + "/" + flip(mac),
+		api.PathIngressApplied + "edge-q/" + rev + "/" + mac,
+		api.PathIngressApplied + name + "/" + flip(rev) + "/" + mac,
+		api.PathIngressApplied + name + "/" + rev + "/" + mac[:16],
+		api.PathIngressApplied + name + "/" + rev + "/" + strings.Repeat("0", len(mac)),
+	}
+	before := st.n.Load()
+	for i := range 400 {
+		p := forged[i%len(forged)]
+		if resp, b := n.Get(p, ""); resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"error"`) {
+			t.Fatalf("forged %s: %d %s, want 404 JSON", p, resp.StatusCode, b)
+		}
+	}
+	if got := st.n.Load() - before; got != 0 {
+		t.Errorf("400 forged callbacks made %d store requests, want none", got)
+	}
+	if in := n.ingress(t, "edge-p"); in.Applied == nil || in.Applied.Serial != 0 {
+		t.Errorf("after forged callbacks: %+v, want nothing applied", in)
+	}
+	if resp, b := n.Get(cb, ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "recorded") {
+		t.Errorf("the real callback: %d %s", resp.StatusCode, b)
+	}
+	found := false
+	for _, d := range routing.DeniedAPIPrefixes {
+		found = found || strings.HasPrefix(api.PathIngressApplied, d)
+	}
+	if !found {
+		t.Errorf("%s is not under a denied apex prefix", api.PathIngressApplied)
+	}
+}

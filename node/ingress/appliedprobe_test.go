@@ -1,42 +1,17 @@
 package ingress_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/scafo/ingress/internal/nodetest"
 	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/api"
-	"github.com/scafo/ingress/node/store"
-	"github.com/scafo/ingress/render/routing"
 )
-
-// readCountingStore counts every request made to the store.
-type readCountingStore struct {
-	store.Store
-	ops atomic.Int64
-}
-
-func (s *readCountingStore) Get(ctx context.Context, key string) (store.Object, error) {
-	s.ops.Add(1)
-	return s.Store.Get(ctx, key)
-}
-
-func (s *readCountingStore) List(ctx context.Context, prefix string) ([]store.Entry, error) {
-	s.ops.Add(1)
-	return s.Store.List(ctx, prefix)
-}
-
-func (s *readCountingStore) Put(ctx context.Context, key string, v []byte, c store.Condition) (string, error) {
-	s.ops.Add(1)
-	return s.Store.Put(ctx, key, v, c)
-}
 
 // probePoll is one poll of an HTTP-provider Traefik that declares its applied probe:
 // the answer, its revision and serial, and the callback path the body carries ("" for
@@ -171,66 +146,6 @@ func TestHTTPProviderWithAProbeIsAppliedOnlyByItsCallback(t *testing.T) {
 	}
 	if got := testnode.IngressesOf(t, n)["edge-p"].Applied; got == nil || got.Revision != applied.Revision || got.Serial < applied.Serial {
 		t.Errorf("after replays: applied %+v, want still %+v", got, applied)
-	}
-}
-
-// TestForgedAppliedCallbacksAreRefusedForNothing: a callback whose MAC does not verify
-// (made up, another ingress's, another revision's) is 404, records nothing and costs no
-// store request; the callback path is never routed by the public apex.
-func TestForgedAppliedCallbacksAreRefusedForNothing(t *testing.T) {
-	t.Parallel()
-	cfg := testnode.ReportsConfig(t, "vps-a", t.TempDir())
-	st := &readCountingStore{Store: testnode.OpenDir(t, cfg.Store.Dir.Path)}
-	n := testnode.StartWithStore(t, cfg, st)
-	n.WaitReady()
-	_, _, cb := probePoll(t, n, "edge-p")
-	parts := strings.Split(strings.TrimPrefix(cb, api.PathIngressApplied), "/")
-	if len(parts) != 3 {
-		t.Fatalf("callback %q", cb)
-	}
-	name, rev, mac := parts[0], parts[1], parts[2]
-	flip := func(s string) string {
-		b := []byte(s)
-		if b[0] == '0' {
-			b[0] = '1'
-		} else {
-			b[0] = '0'
-		}
-		return string(b)
-	}
-	forged := []string{
-		api.PathIngressApplied + name + "/" + rev + "/" + flip(mac),
-		api.PathIngressApplied + "edge-q/" + rev + "/" + mac,
-		api.PathIngressApplied + name + "/" + flip(rev) + "/" + mac,
-		api.PathIngressApplied + name + "/" + rev + "/" + mac[:16],
-		api.PathIngressApplied + name + "/" + rev + "/" + strings.Repeat("0", len(mac)),
-	}
-	time.Sleep(300 * time.Millisecond) // let the report write of the poll settle
-	before := st.ops.Load()
-	for i := range 400 {
-		p := forged[i%len(forged)]
-		resp, b := n.Get(p, "")
-		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"error"`) {
-			t.Fatalf("forged %s: %d %s, want 404 JSON", p, resp.StatusCode, b)
-		}
-	}
-	if got := st.ops.Load() - before; got > 2 {
-		t.Errorf("400 forged callbacks made %d store requests", got)
-	}
-	if in := testnode.IngressesOf(t, n)["edge-p"]; in.Applied == nil || in.Applied.Serial != 0 {
-		t.Errorf("after forged callbacks: %+v, want nothing applied", in)
-	}
-	// The real one is recorded.
-	if resp, b := n.Get(cb, ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "recorded") {
-		t.Errorf("the real callback: %d %s", resp.StatusCode, b)
-	}
-	// Never through the public apex.
-	found := false
-	for _, d := range routing.DeniedAPIPrefixes {
-		found = found || strings.HasPrefix(api.PathIngressApplied, d)
-	}
-	if !found {
-		t.Errorf("%s is not under a denied apex prefix", api.PathIngressApplied)
 	}
 }
 
