@@ -7,8 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/scafo/ingress/internal/freq"
-
 	"github.com/scafo/ingress/render/routing"
 )
 
@@ -68,10 +66,9 @@ type Incremental struct {
 	// maxOutputs of them (keepOutput says which go).
 	prev  map[string]*assembled
 	stamp uint64
-	// popularity estimates how often an output is asked for recently (SetPopularity;
-	// without it, own counts this Incremental's renders of each output).
+	// popularity ranks the outputs whose state is kept (SetPopularity; nil: the least
+	// recently assembled goes).
 	popularity func(output string) int
-	own        *freq.Sketch
 	// cold counts the assemblies that found no last order of their output (Cold).
 	cold atomic.Uint64
 	// deny holds the shared deny service as a fragment of its own.
@@ -94,8 +91,7 @@ func NewIncremental(opt Options) (*Incremental, error) {
 	if err != nil {
 		return nil, err
 	}
-	inc := &Incremental{opt: o, apps: map[string]*appSlot{}, prev: map[string]*assembled{}, deny: &fragment{},
-		own: freq.New(maxOutputs)}
+	inc := &Incremental{opt: o, apps: map[string]*appSlot{}, prev: map[string]*assembled{}, deny: &fragment{}}
 	inc.deny.services = []entry{{name: denyEntry.name, b: denyEntry.b, owner: inc.deny}}
 	inc.deny.ssize = len(denyEntry.b) + 1
 	if m := middlewaresOf(o); m != nil {
@@ -196,7 +192,6 @@ func (inc *Incremental) Render(req Request) (Body, error) {
 	if groups == nil {
 		sel = "\x00all" // no group name is empty
 	}
-	inc.asked(output)
 	if doc != nil && inc.passthrough(doc) {
 		return inc.renderWhole(doc, prefer, output, groups, fc)
 	}
@@ -270,11 +265,12 @@ func fits(delta *routing.Delta, n int) bool {
 // maxOutputs bounds the assembled orders kept (one per output: ?prefer= × groups).
 const maxOutputs = 32
 
-// SetPopularity makes estimate say how often each output has been asked for recently,
-// cached answers included (the node: its polls, node/publish). When more than
-// maxOutputs outputs are rendered, the state of the one asked for least goes. Without
-// it, an Incremental counts its own renders of each output. Call it before the first
-// render. Which state is kept never changes a body's bytes, only what it costs.
+// SetPopularity makes estimate rank the outputs whose state is kept (the node: 1 for
+// the outputs its body cache keeps first, 0 for the others; node/publish knows which
+// it keeps). When more than maxOutputs outputs are rendered, the state of the one
+// ranked lowest goes. Without it, the state of the output assembled least recently
+// goes. Call it before the first render. Which state is kept never changes a body's
+// bytes, only what it costs.
 func (inc *Incremental) SetPopularity(estimate func(output string) int) {
 	inc.mu.Lock()
 	defer inc.mu.Unlock()
@@ -286,27 +282,13 @@ func (inc *Incremental) SetPopularity(estimate func(output string) int) {
 // the whole output. Tests count it to see which state a cache kept.
 func (inc *Incremental) Cold() uint64 { return inc.cold.Load() }
 
-// asked counts one request for output when no popularity was set.
-func (inc *Incremental) asked(output string) {
-	inc.mu.Lock()
-	counts := inc.popularity == nil
-	inc.mu.Unlock()
-	if counts {
-		inc.own.Add(output)
-	}
-}
-
-// keepOutput stores a as output's last assembly (under mu), unless that makes more
-// than maxOutputs and output is asked for no more often than every other output kept
-// (at equal rates the state kept stays): then a is not kept (the output's next render
-// sorts again, as its first did).
-// Otherwise the state of the output asked for least recently (popularity, the least
-// recently assembled of those) goes. A one-off selection therefore never takes the
-// place of an output real ingresses poll every round, more often than it; a thrasher
-// cycling many selections, each asked for a few times, holds the slots it filled while
-// they were free and no more, and a new real ingress's output gets a slot once it has
-// been asked for more often than the least-asked one kept. Unpolled outputs fade (the
-// estimates halve over time) and give way.
+// keepOutput stores a as output's last assembly (under mu). When that makes more than
+// maxOutputs, the state of the output ranked lowest by popularity (the least recently
+// assembled of those) goes, unless output ranks no higher (at equal ranks the state
+// kept stays): then a is not kept (the output's next render sorts again, as its first
+// did). So an output the node keeps is never displaced by one it does not, and a
+// thrasher's selections hold the slots they filled while they were free and no more.
+// Without popularity the least recently assembled output goes.
 func (inc *Incremental) keepOutput(output string, a *assembled) {
 	a.at = inc.stamp
 	if _, ok := inc.prev[output]; ok || len(inc.prev) < maxOutputs {
@@ -314,17 +296,17 @@ func (inc *Incremental) keepOutput(output string, a *assembled) {
 		return
 	}
 	est := inc.popularity
-	if est == nil {
-		est = inc.own.Estimate
-	}
 	victim, vn, vat := "", 0, uint64(0)
 	for k, p := range inc.prev {
-		n := est(k)
+		n := 0
+		if est != nil {
+			n = est(k)
+		}
 		if victim == "" || n < vn || (n == vn && p.at < vat) {
 			victim, vn, vat = k, n, p.at
 		}
 	}
-	if est(output) <= vn {
+	if est != nil && est(output) <= vn {
 		return
 	}
 	delete(inc.prev, victim)
