@@ -19,7 +19,7 @@ import (
 // what each node serves, and at each settle point against the model.
 
 var (
-	seedFlag  = flag.Uint64("seed", 0, "run this seed alone (a failing seed prints it)")
+	seedFlag  = flag.Uint64("seed", 0, "run this seed alone, or -seeds from it (a failing seed prints it)")
 	seedsFlag = flag.Int("seeds", 0, "how many seeds (default: defaultSeeds, fewer under -short)")
 	stepsFlag = flag.Int("steps", 0, "steps per seed (default: defaultSteps)")
 	// Crashes may lose the node's state dir. Found with it (seed 3): a node restarted
@@ -76,8 +76,11 @@ func TestFleet(t *testing.T) {
 		steps = *stepsFlag
 	}
 	first := uint64(1)
-	if *seedFlag != 0 {
-		first, seeds = *seedFlag, 1
+	if *seedFlag != 0 { // one seed, or -seeds of them from it
+		first = *seedFlag
+		if *seedsFlag == 0 {
+			seeds = 1
+		}
 	}
 	start := time.Now()
 	t.Cleanup(func() { t.Logf("%d seeds × %d steps in %v", seeds, steps, time.Since(start).Round(time.Millisecond)) })
@@ -88,7 +91,7 @@ func TestFleet(t *testing.T) {
 			t.Parallel()
 			s := newSim(t, seed, fleetNodes, fleetIngress)
 			s.run(steps)
-			if *seedFlag != 0 && !s.failed {
+			if *seedFlag != 0 && seeds == 1 && !s.failed {
 				t.Logf("seed %d schedule:\n  %s\nmodel: hosts %v", seed, strings.Join(s.log, "\n  "), s.m.expectedHosts())
 			}
 		})

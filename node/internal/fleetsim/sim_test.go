@@ -326,6 +326,15 @@ func (s *sim) event() {
 			s.st.restore(s.backup)
 			s.restored = true
 			clear(s.m.required) // serials restart below what was served: the operator's adopt decides
+			// What the model knows of applications and claims is not the store's any more
+			// (a node that lost its state dir accepts the restored store and writes to it:
+			// seed 165 of 101-220 claimed a host the backup had free).
+			for app := range s.m.apps {
+				s.m.unsureApps[app] = true
+			}
+			for _, h := range claimHosts {
+				s.m.unsureClaims[h] = true
+			}
 			s.logf("store restored from its backup")
 		}
 	case r < 76:
