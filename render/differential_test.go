@@ -237,6 +237,12 @@ func (c *diffCase) next(step int, ok bool) diffStep {
 		fe := c.fe
 		var changed []string
 		what := "initial"
+		if step > 0 && c.last != nil && r.IntN(10) == 0 {
+			// The certificates change, the document does not (node/publish's
+			// PublishCerts): the very document again, with other certificates.
+			what = fe.editFleetCerts()
+			return diffStep{doc: c.last, fc: fe.fc, what: "same document, " + what}
+		}
 		if step > 0 {
 			switch k := r.IntN(20); {
 			case k < 10: // what the Deriver patches
@@ -463,6 +469,7 @@ func (c *diffCase) runConcurrent(steps int) {
 		defer close(done)
 		for step := range steps {
 			s := c.next(step, true)
+			c.last = s.doc
 			// The selections' documents, made once per document, in order.
 			s.sels = map[string][2]any{}
 			for _, o := range c.outs {
