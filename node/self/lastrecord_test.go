@@ -71,8 +71,10 @@ func TestTheLastRecordsPortsAreToldBeforeItIsOverwritten(t *testing.T) {
 	r2 := New(Options{
 		Store: d, Identity: &store.Identity{}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		NodeID: "a-new-state-dir", Name: "vps-c", Address: "10.0.0.3", APIPort: 7400, NodeTTL: time.Minute,
-		Settings:    func() fleet.NodeSettings { return fleet.NodeSettings{} },
-		Instances:   func() map[string]fleet.Instance { return map[string]fleet.Instance{"app3": {Port: 24002, AppID: "id3"}} },
+		Settings: func() fleet.NodeSettings { return fleet.NodeSettings{} },
+		Instances: func() map[string]fleet.Instance {
+			return map[string]fleet.Instance{"app3": {Port: 24002, AppID: "id3"}}
+		},
 		LastRecord:  func(insts map[string]fleet.Instance) error { told = append(told, insts); return nil },
 		OnAnnounced: func() {},
 	})
