@@ -203,8 +203,14 @@ func (w *Writer) appendAudit(ctx context.Context, who Actor, rec AuditRecord) {
 
 // settle bumps the serial if a change through this writer is still unannounced. Every
 // operation that finds nothing to change calls it, so a retry of a request whose bump
-// failed announces the change it stored the first time.
+// failed announces the change it stored the first time. The bump outlives ctx (a client
+// that leaves does not leave its change unannounced).
 func (w *Writer) settle(ctx context.Context) error {
+	return w.announce(ctx, context.WithoutCancel(ctx))
+}
+
+// announce is settle, bumping under bctx (ctx carries the serial sink).
+func (w *Writer) announce(ctx, bctx context.Context) error {
 	w.pendingMu.Lock()
 	names := make([]string, 0, len(w.pending))
 	for k := range w.pending {
@@ -215,7 +221,7 @@ func (w *Writer) settle(ctx context.Context) error {
 		return nil
 	}
 	slices.Sort(names)
-	n, err := w.id.Bump(context.WithoutCancel(ctx), w.st, names...)
+	n, err := w.id.Bump(bctx, w.st, names...)
 	if err != nil {
 		w.log.Error("bumping serial: a stored change is not announced yet", "err", err)
 		return fmt.Errorf("%w: the change is stored but not announced to the fleet (bumping the serial failed: %v); retry the same request", store.ErrUnavailable, err)
@@ -236,8 +242,10 @@ func (w *Writer) settle(ctx context.Context) error {
 // bump failed (their write answered 503), if any: the heartbeat calls it, so such a
 // change is announced within a heartbeat of the store answering again, not only at the
 // next write through this node (fleetsim: an application stored by a write answered 503
-// went unannounced until the next change).
-func (w *Writer) AnnouncePending(ctx context.Context) error { return w.settle(ctx) }
+// went unannounced until the next change). Unlike settle it keeps ctx's deadline and
+// cancellation: the heartbeat's bound (reconcile.PassTimeout) holds, and a hung store
+// does not hold the heartbeat, nor the node's stop, past it.
+func (w *Writer) AnnouncePending(ctx context.Context) error { return w.announce(ctx, ctx) }
 
 // SerialSink collects the store serial that announced the writes made under a context
 // (WithSerialSink): a caller that waits until a write is live everywhere waits for
