@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 )
 
@@ -208,7 +209,11 @@ func (id *Identity) Bump(ctx context.Context, st Store, names ...string) (uint64
 		if n < serial {
 			return nil, fmt.Errorf("the store's serial %d is behind the %d this node saw: %w", n, serial, ErrForeign)
 		}
-		return FormatSerialNames(n+1, e, names), nil
+		next, err := nextSerial(n)
+		if err != nil {
+			return nil, err
+		}
+		return FormatSerialNames(next, e, names), nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("bumping serial: %w", err)
@@ -286,9 +291,23 @@ func (id *Identity) Advance(ctx context.Context, st Store, o Observation, epoch 
 	if o.etag == "" || o.Epoch != epoch || o.Serial > past {
 		return o, nil
 	}
-	etag, err := st.Put(ctx, SerialKey, FormatSerial(past+1, o.Epoch), Condition{IfMatch: o.etag})
+	next, err := nextSerial(past)
+	if err != nil {
+		return o, fmt.Errorf("advancing the adopted store's serial past %d, the last this node served (<stateDir>/served-serial or served.json corrupt?): %w", past, err)
+	}
+	etag, err := st.Put(ctx, SerialKey, FormatSerial(next, o.Epoch), Condition{IfMatch: o.etag})
 	if err != nil {
 		return o, fmt.Errorf("advancing the adopted store's serial from %d past %d, the last this node served: %w", o.Serial, past, err)
 	}
 	return Observation{Changed: true, Serial: past + 1, Epoch: o.Epoch, etag: etag}, nil
+}
+
+// nextSerial is n+1, refused at the counter's last value: a serial that wrapped to 0
+// would read, on every node that saw it, as a store restored from an old copy (foreign
+// fleet-wide). No store counts that far; a serial there is corrupt.
+func nextSerial(n uint64) (uint64, error) {
+	if n == math.MaxUint64 {
+		return 0, fmt.Errorf("serial %d is the counter's last value and cannot grow (a corrupt serial): %w", n, ErrUnavailable)
+	}
+	return n + 1, nil
 }

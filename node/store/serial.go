@@ -180,7 +180,11 @@ func BumpSerial(ctx context.Context, s Store, names ...string) (uint64, error) {
 		}
 		// Computed from this attempt's value: a bump that lost to another one names
 		// only its own keys on the serial after that one.
-		return FormatSerialNames(n+1, epoch, names), nil
+		next, err := nextSerial(n)
+		if err != nil {
+			return nil, err
+		}
+		return FormatSerialNames(next, epoch, names), nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("bumping serial: %w", err)
