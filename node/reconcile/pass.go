@@ -265,7 +265,8 @@ func (r *Reconciler) checkAdopt() {
 			r.adoptPast.serial = n
 		}
 	}
-	r.id.Reset()
+	// Writes stay refused until this adoption's pass commits (its serial advanced).
+	r.id.Adopt()
 	r.objects, r.lastFull = nil, time.Time{} // read everything
 	r.adopting = true
 }

@@ -152,6 +152,20 @@ func (id *Identity) Reset() {
 	id.reason = ""
 }
 
+// Adopt is Reset for the operator's adoption of a foreign store: it forgets every serial
+// and epoch accepted or seeded, and the store stays foreign (writes refused) until a
+// pass commits it as it is, with its serial advanced past the last one this node served
+// (Advance). Writes accepted before that commit would be announced on the adopted
+// store's own serial, at or below one this node served: ?wait=applied would count
+// ingresses that hold the pre-adopt document as holding them.
+func (id *Identity) Adopt() {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	id.seen, id.serial, id.epoch, id.etag = false, 0, "", ""
+	id.foreign = true
+	id.reason = "adopting the store as it is (operator request): writes wait for the pass that accepts it"
+}
+
 // Epoch is the accepted (or seeded) epoch ("" before any, or for a bare counter).
 func (id *Identity) Epoch() string {
 	id.mu.Lock()
