@@ -281,9 +281,10 @@ systemctl is-active scafo-node`)
 	}
 	waitSame(t, "vps-a's tokens and routes after the upgrade", before, func() string { return state(a) })
 	load.finish(t, "an upgrade of vps-a's package")
-	// The postinst fixes the configuration's group only when it is root's: a group the
-	// operator chose stays, and a symlink's target is never touched (hostile review 1,
-	// finding 7: chgrp followed the link and made root:adm 0664 writable by the node).
+	// The postinst fixes the configuration's group only when it is root's and the file
+	// is not group-writable: a group the operator chose stays, a root:root 0660 file is
+	// not made writable by the node, and a symlink's target is never touched (hostile
+	// review 1, finding 7: chgrp followed the link; review 3, F6: 0660 became root:scafo).
 	// The postinst is run as dpkg runs it, without an old version (so no restart).
 	a.sh(t, `conf=/etc/scafo/scafo-node.yaml
 postinst="/var/lib/dpkg/info/scafo-node.postinst configure"
@@ -292,6 +293,11 @@ chgrp adm $conf
 $postinst >/dev/null
 test "$(stat -c %G $conf)" = adm
 chgrp root $conf
+chmod 0660 $conf
+$postinst >/root/postinst.out
+grep -q "left $conf root:root: it is group-writable" /root/postinst.out
+test "$(stat -c '%a %G' $conf)" = "660 root"
+chmod 0640 $conf
 $postinst >/dev/null
 test "$(stat -c %G $conf)" = scafo
 install -m 0664 -o root -g adm $conf /srv/scafo-node.yaml
