@@ -3,16 +3,12 @@ package reconcile_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"testing"
-	"time"
 
 	"github.com/scafo/ingress/internal/nodetest"
-	"github.com/scafo/ingress/node/publish"
 	"github.com/scafo/ingress/node/reconcile"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
-	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/fleet"
 )
 
@@ -45,21 +41,8 @@ func TestWritesWaitForTheAdoptingPass(t *testing.T) {
 	}
 	defer d.Close()
 	st := &listHook{Store: d}
-	stateDir := t.TempDir()
-	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	id := &store.Identity{}
-	pub := publish.New(render.Options{}, "", id.Mark)
-	r := reconcile.New(reconcile.Options{
-		Store: st, Publisher: pub, Log: slog.New(slog.DiscardHandler),
-		Identity: id, FleetOptions: fleet.GenerateOptions, Heartbeat: 15 * time.Second,
-		StateDir: stateDir,
-	})
-	pass := func() error {
-		now = now.Add(2 * time.Second)
-		err := r.Pass(ctx, now, false)
-		r.SaveServed()
-		return err
-	}
+	node := newSteppedNode(t, st)
+	id, pub, stateDir, pass := node.id, node.pub, node.stateDir, node.pass
 	bump := func() {
 		t.Helper()
 		if _, err := store.BumpSerial(ctx, d); err != nil {

@@ -123,21 +123,8 @@ func TestAnAdoptedStoreBehindWhatWasServedHasItsSerialAdvanced(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	stateDir := t.TempDir()
-	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	id := &store.Identity{}
-	pub := publish.New(render.Options{}, "", id.Mark)
-	r := reconcile.New(reconcile.Options{
-		Store: st, Publisher: pub, Log: slog.New(slog.DiscardHandler),
-		Identity: id, FleetOptions: fleet.GenerateOptions, Heartbeat: 15 * time.Second,
-		StateDir: stateDir,
-	})
-	pass := func() error {
-		now = now.Add(2 * time.Second)
-		err := r.Pass(ctx, now, false)
-		r.SaveServed()
-		return err
-	}
+	node := newSteppedNode(t, st)
+	id, pub, stateDir, pass := node.id, node.pub, node.stateDir, node.pass
 	nodetest.Put(t, st, fleet.AppKey("shop"), fleet.App{Name: "shop", Account: "acme", Placement: []string{}})
 	if _, err := store.BumpSerial(ctx, st); err != nil {
 		t.Fatal(err)
@@ -191,4 +178,33 @@ func TestAnAdoptedStoreBehindWhatWasServedHasItsSerialAdvanced(t *testing.T) {
 	if got, _, _ := cur.Mark(); got != served+1 || cur.Doc().Revision != restoredRev {
 		t.Fatalf("after the adopt: serial %d, revision %s; want serial %d, the backup's revision %s", got, cur.Doc().Revision, served+1, restoredRev)
 	}
+}
+
+// steppedNode is one node's reconciler over a store, stepped on a virtual clock: pass
+// runs a pass two seconds after the last and saves what it served, as the node's loop
+// does.
+type steppedNode struct {
+	r        *reconcile.Reconciler
+	pub      *publish.Publisher
+	id       *store.Identity
+	stateDir string
+	now      time.Time
+}
+
+func newSteppedNode(t *testing.T, st store.Store) *steppedNode {
+	n := &steppedNode{id: &store.Identity{}, stateDir: t.TempDir(), now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	n.pub = publish.New(render.Options{}, "", n.id.Mark)
+	n.r = reconcile.New(reconcile.Options{
+		Store: st, Publisher: n.pub, Log: slog.New(slog.DiscardHandler),
+		Identity: n.id, FleetOptions: fleet.GenerateOptions, Heartbeat: 15 * time.Second,
+		StateDir: n.stateDir,
+	})
+	return n
+}
+
+func (n *steppedNode) pass() error {
+	n.now = n.now.Add(2 * time.Second)
+	err := n.r.Pass(context.Background(), n.now, false)
+	n.r.SaveServed()
+	return err
 }
