@@ -42,6 +42,9 @@ func loadServed(stateDir string, log *slog.Logger) (*reconcile.Memory, *routing.
 		log.Warn("the state dir's memory of the store is unreadable; adopting the store as it is (operator request)", "err", err)
 		return nil, nil, nil
 	}
+	if mem != nil && mem.SerialProblem != "" {
+		log.Warn("the state dir's last served serial is unreadable", "problem", mem.SerialProblem)
+	}
 	return mem, memDoc, nil
 }
 

@@ -59,6 +59,10 @@ type Memory struct {
 	SavedAt  time.Time `json:"savedAt"`
 	// Document is the routing document as served (routing.Marshal).
 	Document json.RawMessage `json:"document"`
+	// SerialProblem, never saved, says why served-serial was present but not read (the
+	// node logs it: served.json's serial stands, and a restored store between the two
+	// could pass for this node's).
+	SerialProblem string `json:"-"`
 }
 
 const servedVersion = 1
@@ -93,31 +97,38 @@ func LoadServed(stateDir string) (*Memory, *routing.Document, error) {
 		return nil, nil, fmt.Errorf("reading %s: the document hashes to revision %s, the file says %s (%s)", path, got, m.Revision, doc.Revision)
 	}
 	m.Document = nil
-	if n, epoch, ok := loadServedSerial(stateDir); ok && epoch == m.Epoch && n > m.Serial {
+	n, epoch, ok, problem := loadServedSerial(stateDir)
+	if ok && epoch == m.Epoch && n > m.Serial {
 		m.Serial = n
+	}
+	if problem != "" {
+		m.SerialProblem = fmt.Sprintf("%s: %s; served.json's serial %d stands", filepath.Join(stateDir, servedSerialFile), problem, m.Serial)
 	}
 	return &m, doc, nil
 }
 
 // loadServedSerial reads <stateDir>/served-serial; ok is false when it is absent or
 // unreadable (a crash of the machine before it was written back: served.json's serial
-// stands).
-func loadServedSerial(stateDir string) (n uint64, epoch string, ok bool) {
+// stands), and problem says why when it is there but unreadable.
+func loadServedSerial(stateDir string) (n uint64, epoch string, ok bool, problem string) {
 	b, err := os.ReadFile(filepath.Join(stateDir, servedSerialFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, "", false, ""
+	}
 	if err != nil {
-		return 0, "", false
+		return 0, "", false, err.Error()
 	}
 	f := strings.Fields(string(b)) // an epoch-less store (a bare counter) writes none
 	if len(f) < 1 || len(f) > 2 || !strings.HasSuffix(string(b), "\n") {
-		return 0, "", false
+		return 0, "", false, fmt.Sprintf("not \"<serial> <epoch>\\n\" (%d bytes)", len(b))
 	}
 	if n, err = strconv.ParseUint(f[0], 10, 64); err != nil {
-		return 0, "", false
+		return 0, "", false, fmt.Sprintf("serial %.24q is not a number", f[0])
 	}
 	if len(f) == 2 {
 		epoch = f[1]
 	}
-	return n, epoch, true
+	return n, epoch, true, ""
 }
 
 // saveServedSerial writes <stateDir>/served-serial atomically (temp file, rename), not

@@ -36,20 +36,21 @@ func TestServedMemoryWhoseDocumentHashesElsewhereIsRefused(t *testing.T) {
 // TestTheServedSerialIsTakenOnlyWhenItIsOfTheSameStoreAndAhead: served-serial raises
 // served.json's serial when it names the same epoch and a later serial; absent, torn (a
 // crash of the machine before it was written back), of another epoch or behind, served.json's
-// serial stands.
+// serial stands; one present but unreadable is named for the node to log (hostile review 3).
 func TestTheServedSerialIsTakenOnlyWhenItIsOfTheSameStoreAndAhead(t *testing.T) {
 	doc, _ := fleet.Derive(fleet.GenerateState(3, 1), fleet.GenerateOptions())
 	for _, tc := range []struct {
-		file string // "": absent
-		want uint64
+		file    string // "": absent
+		want    uint64
+		problem string // what SerialProblem says (the node logs it); "": none
 	}{
-		{"", 7},
-		{"9 e1\n", 9},
-		{"9 e1", 7}, // torn: no newline
-		{"9 e0\n", 7},
-		{"5 e1\n", 7},
-		{"x e1\n", 7},
-		{"\n", 7},
+		{"", 7, ""},
+		{"9 e1\n", 9, ""},
+		{"9 e1", 7, "not \"<serial> <epoch>"}, // torn: no newline
+		{"9 e0\n", 7, ""},                     // another store's: not a problem
+		{"5 e1\n", 7, ""},
+		{"x e1\n", 7, "serial \"x\" is not a number"},
+		{"\n", 7, "not \"<serial> <epoch>"},
 	} {
 		dir := t.TempDir()
 		if err := saveServed(dir, Memory{Epoch: "e1", Serial: 7}, doc); err != nil {
@@ -63,6 +64,10 @@ func TestTheServedSerialIsTakenOnlyWhenItIsOfTheSameStoreAndAhead(t *testing.T) 
 		m, _, err := LoadServed(dir)
 		if err != nil || m.Serial != tc.want {
 			t.Errorf("served-serial %q: serial %v (%v), want %d", tc.file, m, err, tc.want)
+			continue
+		}
+		if tc.problem == "" && m.SerialProblem != "" || tc.problem != "" && (!strings.Contains(m.SerialProblem, tc.problem) || !strings.Contains(m.SerialProblem, servedSerialFile)) {
+			t.Errorf("served-serial %q: problem %q, want one naming the file and saying %q", tc.file, m.SerialProblem, tc.problem)
 		}
 	}
 	// What the saver writes is read back.
