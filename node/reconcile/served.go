@@ -134,23 +134,7 @@ func loadServedSerial(stateDir string) (n uint64, epoch string, ok bool, problem
 // saveServedSerial writes <stateDir>/served-serial atomically (temp file, rename), not
 // durably: no fsync (see servedSerialFile).
 func saveServedSerial(stateDir string, n uint64, epoch string) error {
-	f, err := os.CreateTemp(stateDir, "."+servedSerialFile+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = fmt.Fprintf(f, "%d %s\n", n, epoch)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(stateDir, servedSerialFile))
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("writing %s: %w", filepath.Join(stateDir, servedSerialFile), err)
-	}
-	return nil
+	return writeFileAtomic(stateDir, servedSerialFile, fmt.Appendf(nil, "%d %s\n", n, epoch), false)
 }
 
 // saveServed writes <stateDir>/served.json atomically (temp file, fsync, rename, fsync
@@ -165,7 +149,7 @@ func saveServed(stateDir string, m Memory, doc *routing.Document) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(stateDir, servedFile, b)
+	return writeFileAtomic(stateDir, servedFile, b, true)
 }
 
 // servedSaver writes served.json off the reconcile goroutine, so an fsync on a busy
@@ -238,15 +222,17 @@ func (s *servedSaver) flush() {
 	}
 }
 
-// writeFileAtomic replaces dir/name with b (mode 0600) atomically and durably.
-func writeFileAtomic(dir, name string, b []byte) error {
+// writeFileAtomic replaces dir/name with b (mode 0600) atomically: a crash leaves the
+// old file or the new one. durable also syncs the file and the directory, so what it
+// wrote survives a crash of the machine.
+func writeFileAtomic(dir, name string, b []byte, durable bool) error {
 	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
 	_, err = f.Write(b)
-	if err == nil {
+	if err == nil && durable {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -258,6 +244,9 @@ func writeFileAtomic(dir, name string, b []byte) error {
 	if err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("writing %s: %w", filepath.Join(dir, name), err)
+	}
+	if !durable {
+		return nil
 	}
 	if d, err := os.Open(dir); err == nil {
 		err = d.Sync()
@@ -299,7 +288,7 @@ func RequestStoreAdopt(stateDir string) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("state dir %s is not a directory", stateDir)
 	}
-	return writeFileAtomic(stateDir, AdoptFile, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"))
+	return writeFileAtomic(stateDir, AdoptFile, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), true)
 }
 
 // AdoptRequested reports whether an adopt request waits in stateDir.
