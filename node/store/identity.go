@@ -141,15 +141,19 @@ func (id *Identity) Seed(n uint64, epoch string) {
 	id.reason = fmt.Sprintf("not yet checked: this node served serial %d of epoch %q", n, epoch)
 }
 
-// Reset forgets every serial and epoch accepted or seeded: the next Observe accepts
-// the store as it is. It is the operator's adoption of a store (`scafo-node store
-// adopt`), never automatic.
+// Reset forgets every serial and epoch accepted or seeded, and writes are accepted at
+// once: the next Observe accepts the store as it is. The node adopts with Adopt, which
+// keeps writes refused until the adopting pass commits; Reset is the bare form.
 func (id *Identity) Reset() {
 	id.mu.Lock()
 	defer id.mu.Unlock()
+	id.forget()
+	id.foreign, id.reason = false, ""
+}
+
+// forget drops every serial and epoch accepted or seeded (id.mu held).
+func (id *Identity) forget() {
 	id.seen, id.serial, id.epoch, id.etag = false, 0, "", ""
-	id.foreign = false
-	id.reason = ""
 }
 
 // Adopt is Reset for the operator's adoption of a foreign store: it forgets every serial
@@ -161,7 +165,7 @@ func (id *Identity) Reset() {
 func (id *Identity) Adopt() {
 	id.mu.Lock()
 	defer id.mu.Unlock()
-	id.seen, id.serial, id.epoch, id.etag = false, 0, "", ""
+	id.forget()
 	id.foreign = true
 	id.reason = "adopting the store as it is (operator request): writes wait for the pass that accepts it"
 }
@@ -313,7 +317,7 @@ func (id *Identity) Advance(ctx context.Context, st Store, o Observation, epoch 
 	if err != nil {
 		return o, fmt.Errorf("advancing the adopted store's serial from %d past %d, the last this node served: %w", o.Serial, past, err)
 	}
-	return Observation{Changed: true, Serial: past + 1, Epoch: o.Epoch, etag: etag}, nil
+	return Observation{Changed: true, Serial: next, Epoch: o.Epoch, etag: etag}, nil
 }
 
 // nextSerial is n+1, refused at the counter's last value: a serial that wrapped to 0
