@@ -230,8 +230,7 @@ func (s *Record) putOwnRecord(ctx context.Context, key string, body []byte) (rep
 			default:
 				cur = obj.ETag
 				var rec fleet.NodeRecord
-				ok := json.Unmarshal(obj.Value, &rec) == nil
-				if ok {
+				if json.Unmarshal(obj.Value, &rec) == nil {
 					s.See(rec, attempt > 0, time.Now())
 				}
 				if !s.lastRecord(rec.Instances) {
