@@ -400,17 +400,22 @@ func writtenToTheDead(s shot, killed time.Time) bool {
 	return s.status == http.StatusBadGateway && s.at.Before(killed.Add(deathNotice))
 }
 
-// racedTheFailover reports a request answered 503 by Traefik itself that began within
-// deathNotice of the kill. Traefik's failover reads its main's status, then calls it
-// (pkg/server/service/loadbalancer/failover, ServeHTTP): a request that read "up" just
-// before the passive check took the main's only server out reaches a load balancer with
-// no server left, which answers 503 "no available server", and the retry middleware does
-// not retry an answer. Seen once in ~3 600 deaths-phase requests (a clean-clone run,
-// 2026-12-04); it is Traefik's to fix, and it is counted, not hidden: at most one per
-// killed primary may be answered so, and only inside deathNotice (a failover that never
+// racedTheFailover reports a request answered 503 by Traefik itself that began while a
+// killed primary was still in Traefik's configuration (before dropped). Traefik's
+// failover reads its main's status, then calls it (pkg/server/service/loadbalancer/
+// failover, ServeHTTP): a request that read "up" just before the passive check took the
+// main's only server out reaches a load balancer with no server left, which answers 503
+// "no available server", and the retry middleware does not retry an answer. The race is
+// open at the kill and again at every reload until the node's republish (the dead
+// instance out) reaches Traefik: a reload builds new load balancers whose passive checks
+// start "up", and the node's probe can take the ten instances out over two rounds, so two
+// republishes. Seen once in ~3 600 deaths-phase requests (a clean-clone run, 2026-12-04,
+// within 250 ms of the kill) and once more (CI, 2026-12-07, 07:21:11.609; the kill time
+// was not logged). It is Traefik's to fix, and it is counted, not hidden: at most one per
+// killed primary may be answered so, and only before dropped (a failover that never
 // switched would answer every later request 503 and fail the phase).
-func racedTheFailover(s shot, killed time.Time) bool {
-	return s.status == http.StatusServiceUnavailable && s.from == "" && s.at.Before(killed.Add(deathNotice))
+func racedTheFailover(s shot, dropped time.Time) bool {
+	return s.status == http.StatusServiceUnavailable && s.from == "" && s.at.Before(dropped)
 }
 
 type deployRow struct {
@@ -545,6 +550,13 @@ func testDeploysAndDeaths(t *testing.T, provider string) []deployRow {
 	// The deaths: load over the ten applications, then every primary dies at once.
 	ld2 := startLoad(t, tr, hosts, 4)
 	time.Sleep(time.Second)
+	var dead []string
+	for _, r := range primaries {
+		dead = append(dead, r.addr)
+	}
+	if on, err := tr.serversOn(dead); err != nil || len(on) < len(dead) {
+		t.Fatalf("%s's configuration before the deaths: servers on the primaries %v (%v), want one per primary at least", tr.name, on, err)
+	}
 	ld2.setPhase("deaths")
 	ld2.unquiet.Store(true)
 	killedAt := time.Now()
@@ -555,6 +567,9 @@ func testDeploysAndDeaths(t *testing.T, provider string) []deployRow {
 	for i := range 10 {
 		tr.waitServedBy(t, hosts[i], "/", fmt.Sprintf("d%d@n2", i), routeTimeout)
 	}
+	dropped := tr.waitNoServerOn(t, dead, routeTimeout)
+	t.Logf("%s: primaries killed at %s (in %s); Traefik's configuration had none of them %s after",
+		provider, killedAt.Format("15:04:05.000"), ms(killed.Sub(killedAt)), ms(dropped.Sub(killedAt)))
 	time.Sleep(3 * time.Second) // the probes, the republish and Traefik's reload settle under load
 	ld2.stop()
 
@@ -579,7 +594,7 @@ func testDeploysAndDeaths(t *testing.T, provider string) []deployRow {
 		for _, s := range shots {
 			if s.failed() && ph.phase == "deaths" && (s.at.Before(killed) && s.at.Add(s.took).After(killedAt) || writtenToTheDead(s, killed)) {
 				row.inFlight++
-			} else if s.failed() && ph.phase == "deaths" && racedTheFailover(s, killed) && raced < len(primaries) {
+			} else if s.failed() && ph.phase == "deaths" && racedTheFailover(s, dropped) && raced < len(primaries) {
 				raced++
 				row.inFlight++
 				t.Logf("%s, %s: %s %s at %s answered 503 by Traefik's failover in the instant its main went down (racedTheFailover)",

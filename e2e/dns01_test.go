@@ -320,8 +320,14 @@ func TestDNS01WildcardRenewsOnceAndEveryTraefikSwitchesWithoutAFailedHandshake(t
 		}
 		return -1
 	}
-	if i, j := at(first), at(second); i < 0 || j != i+1 {
-		t.Fatalf("Pebble issued %v for %s; the switch went %s (#%d) → %s (#%d): want consecutive", wildSerials, wild, first, i, second, j)
+	// A 45-second certificate can renew again before every Traefik showed the first
+	// renewal (CI, 2026-12-07: the switch went from the 1st issued to the 3rd on a loaded
+	// machine), so the switch need not be consecutive: it goes from an issued wildcard to
+	// a later one. That each renewal issued one certificate is the count above; how many
+	// renewals a wall-clock window holds is the simulator's to say (issue 49), as in
+	// TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshake.
+	if i, j := at(first), at(second); i < 0 || j <= i {
+		t.Fatalf("Pebble issued %v for %s; the switch went %s (#%d) → %s (#%d): want an issued wildcard to a later one", wildSerials, wild, first, i, second, j)
 	}
 	waitFor(t, "no TXT left in "+dns01FleetZone, 30*time.Second, func() error {
 		if txt := e.bind.ZoneTXT(t, dns01FleetZone); len(txt) != 0 {

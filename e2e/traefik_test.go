@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -467,6 +468,55 @@ func (tr *traefik) waitServedBy(t *testing.T, host, path, want string, timeout t
 	waitFor(t, fmt.Sprintf("%s%s on %s served by %s", host, path, tr.name, want), timeout, func() error {
 		return tr.servedBy(host, path, want)
 	})
+}
+
+// serversOn returns the servers in tr's HTTP services (its API) on any of addrs, as
+// "service → address".
+func (tr *traefik) serversOn(addrs []string) ([]string, error) {
+	resp, err := tr.http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/http/services?per_page=1000", tr.ports.api))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var services []struct {
+		Name         string `json:"name"`
+		LoadBalancer *struct {
+			Servers []struct {
+				URL string `json:"url"`
+			} `json:"servers"`
+		} `json:"loadBalancer"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&services); err != nil {
+		return nil, fmt.Errorf("decoding api/http/services: %w", err)
+	}
+	var on []string
+	for _, s := range services {
+		if s.LoadBalancer == nil {
+			continue
+		}
+		for _, sv := range s.LoadBalancer.Servers {
+			if a := strings.TrimSuffix(strings.TrimPrefix(sv.URL, "http://"), "/"); slices.Contains(addrs, a) {
+				on = append(on, s.Name+" → "+a)
+			}
+		}
+	}
+	return on, nil
+}
+
+// waitNoServerOn waits until no HTTP service in tr's configuration has a server on any
+// of addrs, and returns the moment it first saw that.
+func (tr *traefik) waitNoServerOn(t *testing.T, addrs []string, timeout time.Duration) time.Time {
+	t.Helper()
+	var at time.Time
+	waitFor(t, fmt.Sprintf("%s's configuration without a server on %v", tr.name, addrs), timeout, func() error {
+		on, err := tr.serversOn(addrs)
+		if err == nil && len(on) > 0 {
+			err = fmt.Errorf("servers %v", on)
+		}
+		at = time.Now()
+		return err
+	})
+	return at
 }
 
 // expectServedBy asserts one request's answer.
