@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -82,6 +84,14 @@ func TestFleet(t *testing.T) {
 			seeds = 1
 		}
 	}
+	if os.Getenv("GOGC") == "" {
+		// The simulator allocates fast and keeps little (each seed's fleet is a few
+		// megabytes), and under -race every collection also frees the detector's shadow
+		// of what it swept: collecting at 4× the live heap instead of 2× saves a quarter
+		// of the CPU (28 seeds, -race: 17.6 s → 13.4 s user+sys) for about 200 MB more.
+		old := debug.SetGCPercent(400)
+		t.Cleanup(func() { debug.SetGCPercent(old) })
+	}
 	start := time.Now()
 	t.Cleanup(func() { t.Logf("%d seeds × %d steps in %v", seeds, steps, time.Since(start).Round(time.Millisecond)) })
 	for seed := first; seed < first+uint64(seeds); seed++ {
@@ -129,7 +139,7 @@ func (s *sim) checkPoll(n *simNode, rec *httptest.ResponseRecorder) {
 	if epoch != n.lastEpoch || serial >= n.lastSerial {
 		n.lastSerial, n.lastEpoch, n.lastRevision = serial, epoch, rev
 	}
-	d, err := docOf(rec.Body.Bytes())
+	d, err := s.docs.doc(rec.Body.Bytes())
 	if err != nil || d.V != 1 || d.Revision == "" || d.Revision != rec.Header().Get(api.HeaderRevision) {
 		s.fail("%s served a document that is not one (v %d, revision %q, header %q): %v", n.name, d.V, d.Revision, rec.Header().Get(api.HeaderRevision), err)
 		return
@@ -180,7 +190,7 @@ func (s *sim) checkConverged() {
 			return
 		}
 	}
-	d, err := docOf(first.Body.Bytes())
+	d, err := s.docs.doc(first.Body.Bytes())
 	if err != nil {
 		s.fail("settled: %v", err)
 		return
