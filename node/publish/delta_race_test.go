@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -22,7 +23,10 @@ import (
 // snapshot they loaded (default, ?prefer=, ?group= with and without prefer, the routes
 // format), some of them of a snapshot already superseded, and ask for the selections'
 // documents as the status and wait handlers do (forGroupsDelta). Every body is the full
-// render of its snapshot's document, and every selection document is ForGroups'.
+// render of its snapshot's document, and every selection document is ForGroups'. The
+// writer publishes its next document only once a reader has rendered, from start to
+// end, a snapshot loaded after its last publish, so every document is rendered while
+// the other readers may still hold the one before.
 func TestRacingRendersOfPatchedSnapshotsServeTheFullRender(t *testing.T) {
 	opts := render.Options{}
 	p := newPublisher(opts, "")
@@ -43,10 +47,15 @@ func TestRacingRendersOfPatchedSnapshotsServeTheFullRender(t *testing.T) {
 	done := make(chan struct{})
 	errs := make(chan error, 8)
 	patched := 0
+	// step is the writer's count of publishes, at[g] the step at which reader g began its
+	// last finished render.
+	var mu sync.Mutex
+	cond := sync.NewCond(&mu)
+	step, at := 0, make([]int, 3)
 	wg.Go(func() {
 		defer close(done)
 		r := rand.New(rand.NewPCG(3, 3))
-		for step := range 80 {
+		for i := range 80 {
 			st.Nodes = slices.Clone(st.Nodes)
 			node := &st.Nodes[r.IntN(len(st.Nodes))]
 			node.Instances = maps.Clone(node.Instances)
@@ -65,15 +74,26 @@ func TestRacingRendersOfPatchedSnapshotsServeTheFullRender(t *testing.T) {
 				patched++
 			}
 			p.PublishDelta(d, delta, time.Now())
-			if step%9 == 4 {
-				p.PublishCerts(sets[(step/9)%2])
+			if i%9 == 4 {
+				p.PublishCerts(sets[(i/9)%2])
 			}
-			time.Sleep(5 * time.Millisecond) // readers render in between
+			mu.Lock()
+			step = i + 1
+			for slices.Max(at) < step {
+				cond.Wait()
+			}
+			mu.Unlock()
 		}
 	})
 	for g := range 3 {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(g), 17))
+			defer func() { // a reader that stopped holds the writer back no more (it failed)
+				mu.Lock()
+				at[g] = math.MaxInt
+				cond.Broadcast()
+				mu.Unlock()
+			}()
 			var old *Snapshot
 			for {
 				select {
@@ -81,6 +101,9 @@ func TestRacingRendersOfPatchedSnapshotsServeTheFullRender(t *testing.T) {
 					return
 				default:
 				}
+				mu.Lock()
+				began := step
+				mu.Unlock()
 				s := p.cur.Load()
 				if old != nil && r.IntN(4) == 0 {
 					s = old // a long-poll still holding a superseded snapshot
@@ -133,6 +156,10 @@ func TestRacingRendersOfPatchedSnapshotsServeTheFullRender(t *testing.T) {
 					errs <- fmt.Errorf("revision %s selection %v prefer %q format %s: served bytes differ from the full render", s.doc.Revision, sel, prefer, format)
 					return
 				}
+				mu.Lock()
+				at[g] = began
+				cond.Broadcast()
+				mu.Unlock()
 			}
 		})
 	}

@@ -93,7 +93,9 @@ func TestAChangeInOneGroupLeavesAnotherGroupsPollIdentical(t *testing.T) {
 		resp, _ := n.Get("/v1/ingress/traefik?group=default&wait=1500ms", testnode.IngressToken, "If-None-Match", etagDef)
 		parked <- resp.StatusCode
 	}()
-	time.Sleep(100 * time.Millisecond)
+	nodetest.WaitFor(t, 5*time.Second, "the long-poll of default parked", func() bool {
+		return testnode.MetricLine(t, n, "scafo_longpolls_parked 1")
+	})
 	// blog (eu-1) moves to another port on vps-b; shop and back stay where they are.
 	nodetest.Put(t, n.St, "nodes/vps-b.json", fleet.NodeRecord{Name: "vps-b", Address: "10.83.0.2", APIPort: 7400, Seen: time.Now().UTC(),
 		Instances: map[string]fleet.Instance{"shop": {Port: 24001, Ready: true}, "blog": {Port: 24999, Ready: true}, "back": {Port: 24003, Ready: true}}})
