@@ -191,6 +191,9 @@ func (w *Writer) DeleteApp(ctx context.Context, who Actor, name, ifMatch string)
 	if len(claims) > 0 {
 		return &ErrConflict{What: "application holds domains", Holder: name, Detail: fmt.Sprintf("release %s first", strings.Join(claims, ", "))}
 	}
+	if w.afterClaimsListed != nil {
+		w.afterClaimsListed()
+	}
 	refund, err := w.chargeRoute(ctx, who, a.Account, "app")
 	if err != nil {
 		return err
@@ -199,11 +202,57 @@ func (w *Writer) DeleteApp(ctx context.Context, who Actor, name, ifMatch string)
 		refund()
 		return fmt.Errorf("deleting application %s: %w", name, err)
 	}
+	keys := []string{fleet.AppKey(name)}
+	for _, c := range w.withdrawRacedClaims(ctx, name) {
+		w.appendAudit(ctx, who, AuditRecord{Action: "domain.release", Account: c.Account, App: name, Host: c.Host, Prefixes: len(c.Paths)})
+		keys = append(keys, fleet.ClaimKey(c.Host))
+	}
 	// This node's instance goes at once; every other node's on its next sweep.
 	if err := w.inst.Release(name); err == nil {
 		w.instancesChanged()
 	}
-	return w.committed(ctx, who, AuditRecord{Action: "app.delete", Account: a.Account, App: name}, fleet.AppKey(name))
+	return w.committed(ctx, who, AuditRecord{Action: "app.delete", Account: a.Account, App: name}, keys...)
+}
+
+// withdrawRacedClaims deletes the claims of application name found after its delete.
+// A claim that read the application before the delete, was written after the delete
+// listed no claims, and re-read the application before the delete landed was answered
+// 201 (Claim's own re-read withdraws it only when the delete came first): stored, it
+// would hold its host for scafo-unowned until the admin released it. The delete comes
+// first in the end, as though it had released the claim. Claims are withdrawn only while
+// no application of that name exists again (claims name an application, not its
+// incarnation), each on the bytes read; a failure is logged: the claim then stays until
+// released, as before this check. It returns the claims withdrawn, which the delete
+// audits as released and announces with itself.
+func (w *Writer) withdrawRacedClaims(ctx context.Context, name string) []fleet.Claim {
+	ctx = context.WithoutCancel(ctx)
+	hosts, err := w.claimsOf(ctx, name)
+	if err != nil {
+		w.log.Error("listing the claims of a deleted application", "app", name, "err", err)
+		return nil
+	}
+	if len(hosts) == 0 {
+		return nil
+	}
+	if _, _, err := w.App(ctx, name); !errors.Is(err, ErrNotFound) {
+		return nil // created again meanwhile (or unreadable): the claims may be the new one's
+	}
+	var out []fleet.Claim
+	for _, host := range hosts {
+		c, etag, err := w.loadClaim(ctx, host)
+		if err != nil || c.App != name {
+			continue
+		}
+		if err := w.st.Delete(ctx, fleet.ClaimKey(host), etag); err != nil {
+			if !errors.Is(err, store.ErrNotFound) { // not found: the claim withdrew itself
+				w.log.Error("withdrawing a claim of a deleted application", "host", host, "app", name, "err", err)
+			}
+			continue
+		}
+		w.log.Warn("withdrew a claim written while its application was deleted", "host", host, "app", name)
+		out = append(out, c)
+	}
+	return out
 }
 
 // sameETag reports whether a client's If-Match value matches the current etag of an

@@ -67,3 +67,56 @@ func TestAClaimNeverOutlivesADeleteOfItsApplicationThatLandedBeforeItsWrite(t *t
 		}
 	}
 }
+
+// TestAClaimAnswered201WhileItsApplicationWasDeletedIsWithdrawnByTheDelete: the other
+// ordering. A claim that read the application before its delete, was written after the
+// delete listed no claims, and re-read the application before the delete landed is
+// answered 201 (its own re-read still saw the application). The delete then finds it
+// and withdraws it, audited as a release and announced with the delete; before, it held
+// its host for scafo-unowned until the admin released it (hostile review 3, F4).
+func TestAClaimAnswered201WhileItsApplicationWasDeletedIsWithdrawnByTheDelete(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.app(t, "shop", "acme")
+	other := New(f.w.cfg, f.st, f.id, f.w.inst, f.w.log) // another node's writer, one store
+	const host = "shop.example.org"
+	ran := false
+	f.w.afterClaimsListed = func() {
+		ran = true
+		if _, _, created, err := other.Claim(ctx, admin, "shop", host); err != nil || !created {
+			t.Fatalf("the claim in the middle of the delete: created=%v err=%v, want 201", created, err)
+		}
+	}
+	if err := f.w.DeleteApp(ctx, admin, "shop", ""); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if !ran {
+		t.Fatal("the claim did not run in the middle of the delete")
+	}
+	if _, err := f.st.Get(ctx, fleet.ClaimKey(host)); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the claim is stored (%v): it holds its host with no application", err)
+	}
+	recs, err := f.w.Audit(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	for _, r := range recs {
+		released = released || (r.Action == "domain.release" && r.Host == host && r.App == "shop")
+	}
+	if !released {
+		t.Errorf("audit %+v: want the withdrawn claim recorded as a release", recs)
+	}
+
+	// A claim of a new incarnation created after the delete is the new one's: kept.
+	f.app(t, "shop", "acme")
+	if _, _, _, err := f.w.Claim(ctx, admin, "shop", host); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.w.withdrawRacedClaims(ctx, "shop"); len(got) != 0 {
+		t.Fatalf("withdrew %+v of an application that exists", got)
+	}
+	if _, err := f.st.Get(ctx, fleet.ClaimKey(host)); err != nil {
+		t.Fatalf("the new incarnation's claim: %v", err)
+	}
+}

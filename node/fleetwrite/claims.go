@@ -162,7 +162,8 @@ func (w *Writer) Claim(ctx context.Context, who Actor, app, host string) (c flee
 	// application that does not exist (fleetsim: a claim answered 201 after its
 	// application's delete answered 200).
 	if now, _, aerr := w.App(ctx, app); aerr != nil || now.ID != a.ID {
-		if derr := w.st.Delete(context.WithoutCancel(ctx), fleet.ClaimKey(host), etag); derr != nil {
+		// ErrNotFound: the delete withdrew it first (withdrawRacedClaims).
+		if derr := w.st.Delete(context.WithoutCancel(ctx), fleet.ClaimKey(host), etag); derr != nil && !errors.Is(derr, store.ErrNotFound) {
 			w.log.Error("withdrawing a claim whose application was deleted meanwhile", "host", host, "app", app, "err", derr)
 			return fleet.Claim{}, "", false, fmt.Errorf("claiming %s: its application %s changed meanwhile and withdrawing the claim failed: %w", host, app, derr)
 		}

@@ -84,6 +84,9 @@ type Writer struct {
 	// ReleaseInstance has read the instance to decide whether the write is a routing
 	// change, before anything is charged or written: a test widens that window with it.
 	afterInstanceRead func()
+	// afterClaimsListed, when set (tests only), runs when DeleteApp has found the
+	// application holds no claims, before it deletes it: a test runs a claim there.
+	afterClaimsListed func()
 }
 
 // New builds the write domain. id is the store identity the reconcile loop maintains
