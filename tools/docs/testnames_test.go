@@ -1,0 +1,107 @@
+package docs
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// testName is a Go test, benchmark or fuzz target's name as the docs cite it.
+var testName = regexp.MustCompile("\\b(?:Test|Fuzz)[A-Z][A-Za-z0-9_]+")
+
+// testFuncs returns the names of every test, benchmark and fuzz function in the
+// repository's _test.go files (every module under it).
+func testFuncs(t *testing.T) map[string]bool {
+	t.Helper()
+	decl := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)[A-Za-z0-9_]*)\(`)
+	out := map[string]bool{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", ".bin", "node_modules":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, m := range decl.FindAllSubmatch(b, -1) {
+			out[string(m[1])] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// afterRun reports whether text ends in a go test -run flag: what follows is a pattern.
+func afterRun(text string) bool {
+	for _, f := range []string{"-run ", "-run '", "-run \"", "-run=", "-run='"} {
+		if strings.HasSuffix(text, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// prefixes reports whether pattern begins the name of some test in have.
+func prefixes(have map[string]bool, pattern string) bool {
+	for n := range have {
+		if strings.HasPrefix(n, pattern) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestEveryTestTheDocsNameExists: a test the docs name as the guard of a behaviour
+// (docs/design.md §15 names one per invariant) must exist, so that merging or renaming
+// a test (issue 49) cannot leave a page pointing at nothing. A subtest is named as
+// Parent/sub: the parent must exist. After "-run" a name is a pattern: some test must
+// begin with it.
+func TestEveryTestTheDocsNameExists(t *testing.T) {
+	have := testFuncs(t)
+	if len(have) < 500 {
+		t.Fatalf("found %d test functions: the walk missed the repository", len(have))
+	}
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, err := filepath.Glob(filepath.Join(root, "deploy", "*", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages = append(append(pages, more...), filepath.Join(root, "README.md"))
+	for _, p := range pages {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var missing []string
+		for _, at := range testName.FindAllStringIndex(string(b), -1) {
+			name := string(b[at[0]:at[1]])
+			if have[name] || slices.Contains(missing, name) || (afterRun(string(b[:at[0]])) && prefixes(have, name)) {
+				continue
+			}
+			missing = append(missing, name)
+		}
+		for _, name := range missing {
+			t.Errorf("%s names %s: no test, benchmark or fuzz target of that name", filepath.Base(p), name)
+		}
+	}
+}
