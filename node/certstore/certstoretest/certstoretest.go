@@ -8,6 +8,7 @@ package certstoretest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -177,11 +178,38 @@ func pruneEmptyDirs(t *testing.T, root string, keep func(dir string) bool) {
 // Locks has workers goroutines behind each storage (each, say, on its own node)
 // increment one counter under one lock, rounds times each: no update is lost and no
 // two critical sections overlap. key is where the counter is kept, lock the lock's
-// name.
+// name. First, while each storage holds the lock, every other one's TryLock (one
+// attempt, made while no one else in its process wants the lock, so it asks the
+// store) fails: a lock that admits a second holder fails here every time, whatever
+// the scheduling of the workers after.
 func Locks(t *testing.T, key, lock string, workers, rounds int, storages ...certmagic.Storage) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
+	for i, holder := range storages {
+		if err := holder.Lock(ctx, lock); err != nil {
+			t.Fatal(err)
+		}
+		for j, other := range storages {
+			if j == i {
+				continue
+			}
+			tl, ok := other.(certmagic.TryLocker)
+			if !ok {
+				t.Fatalf("%T is not a certmagic.TryLocker", other)
+			}
+			got, err := tl.TryLock(ctx, lock)
+			if got {
+				err = errors.Join(fmt.Errorf("storage %d took lock %q while storage %d held it", j, lock, i), other.Unlock(ctx, lock))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := holder.Unlock(ctx, lock); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := storages[0].Store(ctx, key, []byte("0")); err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +230,6 @@ func Locks(t *testing.T, key, lock string, workers, rounds int, storages ...cert
 					v, err := s.Load(ctx, key)
 					if err == nil {
 						n, _ := strconv.Atoi(string(v))
-						time.Sleep(2 * time.Millisecond) // widens the window a lost update needs
 						err = s.Store(ctx, key, []byte(strconv.Itoa(n+1)))
 					}
 					inside.Add(-1)
