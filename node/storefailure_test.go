@@ -117,6 +117,9 @@ func assertDraining(t *testing.T, n *stepNode, when string) {
 			t.Fatalf("%s: %s: %d (Retry-After %q) %s, want 503 draining: no pass has completed",
 				when, p, rec.Code, rec.Header().Get("Retry-After"), rec.Body)
 		}
+		if strings.Contains(rec.Body.String(), `"routes"`) {
+			t.Fatalf("%s: %s: served a document before a pass completed: %s", when, p, rec.Body)
+		}
 	}
 }
 
