@@ -46,25 +46,27 @@ func TestShutdownReleasesLongPolls(t *testing.T) {
 }
 
 func TestMetricsExposePollsAndReconcile(t *testing.T) {
-	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	t.Parallel()
+	n := newStepNode(t, testConfig(t, "vps-a", t.TempDir()), nil)
 	seedFleet(t, n.St, "shop")
-	n.WaitReady()
-	waitSeeded(t, n)
+	n.start()
+	metrics := func() string { return string(n.must(http.StatusOK, http.MethodGet, "/metrics", "", "")) }
 	// Passes that find nothing new keep the gauge: it counts what the last derivation
 	// skipped. A malformed object must show up in it and stay there.
 	putRaw(t, n.St, "apps/broken.json", []byte("{"))
-	waitFor(t, 5*time.Second, "gauge counts the malformed object", func() bool {
-		_, b := n.Get("/metrics", "")
-		return strings.Contains(string(b), "scafo_skipped_objects 1\n")
-	})
-	n.WaitPasses(5) // several idle passes
-	if _, b := n.Get("/metrics", ""); !strings.Contains(string(b), "scafo_skipped_objects 1\n") {
+	n.mustPass()
+	if !strings.Contains(metrics(), "scafo_skipped_objects 1\n") {
+		t.Fatal("the skipped-objects gauge does not count the malformed object")
+	}
+	for range 5 { // idle passes
+		n.mustPass()
+	}
+	if !strings.Contains(metrics(), "scafo_skipped_objects 1\n") {
 		t.Fatal("idle passes reset the skipped-objects gauge")
 	}
-	n.Get("/v1/ingress/traefik", testIngressToken)
-	n.Get("/v1/ingress/nginx", testIngressToken)
-	_, b := n.Get("/metrics", "")
-	m := string(b)
+	n.get("/v1/ingress/traefik", testIngressToken)
+	n.get("/v1/ingress/nginx", testIngressToken)
+	m := metrics()
 	for _, want := range []string{
 		`scafo_ingress_polls_total{code="200",format="traefik"} 1`,
 		`scafo_ingress_polls_total{code="404",format="other"} 1`,
