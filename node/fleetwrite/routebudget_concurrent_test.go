@@ -22,7 +22,8 @@ import (
 // change that went free (a refund farmed, an uncharged write). Fails if SetInstance
 // skips its refund for a write that changed nothing routed (ch != rerouted), or
 // refunds one that did, or if the registry lets a write read as free change a route
-// uncharged (the reads are widened so that other writes land in between).
+// uncharged. Every write's read is followed by another registry write before its own
+// (landedBetween), unless every other writer is waiting to do the same.
 func TestConcurrentWritesAreChargedExactlyTheirRoutingChanges(t *testing.T) {
 	ctx := context.Background()
 	const burst = 100000
@@ -41,21 +42,24 @@ func TestConcurrentWritesAreChargedExactlyTheirRoutingChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var widen atomic.Int64 // between a write's read and its charge: another write lands there
-	w.afterInstanceRead = func() { time.Sleep(time.Duration(widen.Add(37)%300) * time.Microsecond) }
+	const writers = 8
+	lb := newLandedBetween(writers)
+	w.afterInstanceRead = lb.wait
 	lost := &countingHandler{msg: "refunding a routing change that wrote nothing"}
 	w.log = slog.New(lost)
 	var routes []int // the routed port at the start of every registry write
 	now := w.inst.now
 	w.inst.now = func() time.Time {
 		routes = append(routes, routed(w.inst.state.Instances["evil"], w.inst.state.Instances["evil"].AppID == evil.ID)) // under the lock
+		lb.landed()
 		return now()
 	}
 	var wg sync.WaitGroup
-	for g := range 8 {
+	for g := range writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer lb.done()
 			for i := range 60 {
 				in, _, err := w.AllocateInstance(ctx, tok, "evil")
 				if err != nil {
@@ -114,6 +118,49 @@ func TestConcurrentWritesAreChargedExactlyTheirRoutingChanges(t *testing.T) {
 	if _, err := bf.st.Get(ctx, RouteBudgetKey("alice")); err == nil {
 		t.Error("alice's bucket was written: a charge went to the wrong account")
 	}
+}
+
+// landedBetween holds a write between its read of the instance and its charge until
+// another registry write has landed (landed, called under the registry's lock), or
+// until every writer still running waits there too, when one of them goes on: the
+// interleaving the charge must survive happens at every write, not by chance.
+type landedBetween struct {
+	mu              sync.Mutex
+	cond            *sync.Cond
+	writes          int // registry writes so far
+	active, waiting int // writers running, and waiting in wait
+}
+
+func newLandedBetween(writers int) *landedBetween {
+	lb := &landedBetween{active: writers}
+	lb.cond = sync.NewCond(&lb.mu)
+	return lb
+}
+
+func (lb *landedBetween) wait() {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	seen := lb.writes
+	lb.waiting++
+	for lb.writes == seen && lb.waiting < lb.active {
+		lb.cond.Wait()
+	}
+	lb.waiting--
+}
+
+func (lb *landedBetween) landed() {
+	lb.mu.Lock()
+	lb.writes++
+	lb.cond.Broadcast()
+	lb.mu.Unlock()
+}
+
+// done is a writer's end: it will land nothing more.
+func (lb *landedBetween) done() {
+	lb.mu.Lock()
+	lb.active--
+	lb.cond.Broadcast()
+	lb.mu.Unlock()
 }
 
 // countingHandler counts the records logged with message msg.
