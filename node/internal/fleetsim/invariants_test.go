@@ -53,12 +53,15 @@ var (
 )
 
 const (
-	// defaultSeeds: under -race a seed of 200 steps costs about 0.6 s of CPU (3 ms a
-	// step: most of it the race detector's, in the poll's handler chain, JSON decoding,
-	// the render and its gzip; measured with -cpuprofile), so 28 seeds take about 60 s
-	// on two cores at load 25 and 10 s on idle ones. The 2 000 seeds × 200 steps
-	// would take about 20 CPU-minutes: -seeds=N runs more.
-	defaultSeeds = 28
+	// defaultSeeds: under -race a seed of 200 steps costs about 0.4 s of CPU (most of it
+	// the race detector's, in the product's poll chain, gzip of each new revision,
+	// reconcile's decoding and served.json's writes; the simulator's own checks are a
+	// few per cent: measured with -cpuprofile and perf), so 60 seeds take 25 to 55 s on
+	// two cores shared with other work (load average 7-9) and the default run of the
+	// package stays under a minute. Without -race a seed costs about 0.06 s of CPU.
+	// The 2 000 seeds × 200 steps would take about 13 CPU-minutes under -race:
+	// -seeds=N runs more.
+	defaultSeeds = 60
 	defaultSteps = 200
 	fleetNodes   = 3
 	fleetIngress = 2
