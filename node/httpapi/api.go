@@ -73,13 +73,14 @@ const (
 	RefusedWriteRate     = "write_rate"      // 429: the token is past writes.rate (ratelimit.go)
 	RefusedToken         = "token"           // 401 no or bad token, 403 a token the endpoint refuses (rejectRequest)
 	RefusedTokenLookups  = "token_lookups"   // 429: the token's lookup budget is spent (auth.go, through rejectRequest)
+	RefusedReadRate      = "read_rate"       // 429: the read-only token is past its store-read budget (auth.go)
 	RefusedConnReserve   = "conn_reserve"    // 503 on a reserved connection: the general part is full (limits.go)
 	RefusedConnPerSource = "conn_per_source" // 503: the address holds limits.maxConnsPerSource (limits.go)
 	RefusedConnLimit     = "conn_limit"      // bare 503 and close: at limits.maxConns (limits.go)
 )
 
 // RefusalReasons are every reason label.
-var RefusalReasons = []string{RefusedWriteRate, RefusedToken, RefusedTokenLookups, RefusedConnReserve, RefusedConnPerSource, RefusedConnLimit}
+var RefusalReasons = []string{RefusedWriteRate, RefusedToken, RefusedTokenLookups, RefusedReadRate, RefusedConnReserve, RefusedConnPerSource, RefusedConnLimit}
 
 // Deps are the subsystems the handlers adapt. Certs and Probes may be nil (no
 // acme.enabled, probe.interval 0).

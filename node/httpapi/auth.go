@@ -29,6 +29,9 @@ type authenticator struct {
 	badTokens *expiringSet // hashes of recently rejected application tokens
 	// lookups is the lookup budget of each token the fleet issued (keyed by its hash).
 	lookups *writeLimiter
+	// readOnlyReads is the read-only token's budget on the admin group's routes
+	// (applications, claims, instances, the audit log: lists and reads of the store).
+	readOnlyReads *writeLimiter
 }
 
 // The negative cache of application tokens: a rejected token is refused again without a
@@ -49,6 +52,17 @@ const (
 	KnownTokenBurst = 40
 )
 
+// ReadOnlyReadRate/Burst: the requests the read-only token (every node's, current and
+// previous: one budget) may make on this node of the routes that read the store
+// (applications, claims, the audit log, instances). A list of applications is one
+// store read per application: unbounded, a leaked read-only token (the status page's,
+// kept in a browser) could spend a bucket's request budget at any rate. The status page
+// reads them every 30 s; a script may list them every second.
+const (
+	ReadOnlyReadRate  = 1
+	ReadOnlyReadBurst = 20
+)
+
 // errNoTokenKey: no token MAC key is usable, so no application token can be told from
 // a made-up one (whose lookups would be unbounded store reads): 503, retry.
 var errNoTokenKey = fmt.Errorf("the fleet's token key (store object %s) cannot be read or is corrupt; application tokens are refused until it is: %w", fleetwrite.TokenMACKey, store.ErrUnavailable)
@@ -58,6 +72,8 @@ func newAuthenticator(cfg Config, tokens *nodeTokens, writer *fleetwrite.Writer,
 		tokens: tokens, readOnly: readOnly, writer: writer, refused: refused, log: log,
 		badTokens: newExpiringSet(badTokenCacheSize, badTokenTTL, time.Now),
 		lookups:   newWriteLimiter(max(KnownTokenRate, 4*cfg.WriteRate), max(KnownTokenBurst, 2*cfg.WriteBurst)),
+
+		readOnlyReads: newWriteLimiter(ReadOnlyReadRate, ReadOnlyReadBurst),
 	}
 }
 
@@ -196,6 +212,16 @@ func (a *authenticator) authenticate(next http.Handler) http.Handler {
 		case a.tokens.isReadOnly(tok):
 			if !a.readOnly(r) {
 				a.refuseRole(w, r, roleReadOnly)
+				return
+			}
+			if ok, retry := a.readOnlyReads.take(roleReadOnly); !ok {
+				a.refused.count(RefusedReadRate)
+				cutBody(w, r)
+				secs := max(1, int(retry.Seconds()+0.999))
+				w.Header().Set("Retry-After", strconv.Itoa(secs))
+				writeError(w, http.StatusTooManyRequests, "too many reads",
+					fmt.Sprintf("the read-only token reads applications, claims, instances and the audit log on this node at most %d a second (%d at once); retry after %ds",
+						ReadOnlyReadRate, ReadOnlyReadBurst, secs))
 				return
 			}
 			// No actor: adminOnly lets it through on the routes it may read, the write

@@ -18,7 +18,7 @@ func newMetrics(reg prometheus.Registerer) (apiMetrics, error) {
 	m := apiMetrics{
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scafo_requests_refused_total",
-			Help: "Requests and connections refused by reason: write_rate (429, past writes.rate), token (401 no or bad token, 403 a token the endpoint refuses), token_lookups (429, the token-lookup budget spent), conn_reserve (503, the general connections full), conn_per_source (503, the address at limits.maxConnsPerSource), conn_limit (503 and closed, at limits.maxConns).",
+			Help: "Requests and connections refused by reason: write_rate (429, past writes.rate), token (401 no or bad token, 403 a token the endpoint refuses), token_lookups (429, the token-lookup budget spent), read_rate (429, the read-only token past its store-read budget), conn_reserve (503, the general connections full), conn_per_source (503, the address at limits.maxConnsPerSource), conn_limit (503 and closed, at limits.maxConns).",
 		}, []string{"reason"}),
 		longPolls: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "scafo_longpolls_parked",
