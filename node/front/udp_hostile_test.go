@@ -188,7 +188,7 @@ func received(c *net.UDPConn, quiet time.Duration) (bytes, datagrams int) {
 // A spoofed-source Initial (the victim never answers) makes a real QUIC application
 // (quic-go) send its handshake to the victim, through the front as without it: the
 // application's own anti-amplification limit (RFC 9000 §8.1, 3x what it received from
-// the address; quic-go v0.66 measured 3.5x with its probes) bounds it, and the front
+// the address; quic-go v0.63.0, the version go.mod pins, measured 3.5x with its probes) bounds it, and the front
 // adds nothing: what reaches the victim through the front is what reaches it from the
 // application directly.
 func TestQUICASpoofedInitialGetsTheVictimNoMoreThroughTheFrontThanDirect(t *testing.T) {
