@@ -46,11 +46,14 @@ func (c *fleetClock) Add(d time.Duration) time.Time {
 	return c.now
 }
 
-// fleetMark is what the nodes of a test know and publish: the store serial and the
-// revision derived from it (every node the same).
+// fleetMark is what the nodes of a test know and publish (every node the same): the
+// store serial known, the serial the published document is known to be derived from,
+// its revision, and the revisions published to ?group= selections (a selection not set
+// is served the whole document's).
 type fleetMark struct {
-	serial atomic.Uint64
-	rev    atomic.Value // string
+	known, published atomic.Uint64
+	rev              atomic.Value // string
+	groups           sync.Map     // selection → revision
 }
 
 func newFleetMark(serial uint64, revision string) *fleetMark {
@@ -59,9 +62,18 @@ func newFleetMark(serial uint64, revision string) *fleetMark {
 	return m
 }
 
+// set is a pass that took serial and published revision.
 func (m *fleetMark) set(serial uint64, revision string) {
-	m.serial.Store(serial)
 	m.rev.Store(revision)
+	m.published.Store(serial)
+	m.known.Store(serial)
+}
+
+func (m *fleetMark) groupRevision(groups string) string {
+	if r, ok := m.groups.Load(groups); ok {
+		return r.(string)
+	}
+	return m.rev.Load().(string)
 }
 
 // lostAfterTest is the reports tests' ingresses.lostAfter (a refresh every 500ms).
@@ -71,11 +83,10 @@ const lostAfterTest = 2 * time.Second
 // (lostAfter 2s, forgetAfter 1h) on clock c, knowing and publishing m.
 func nodeBook(st store.Store, self string, c *fleetClock, m *fleetMark) *Book {
 	b := New(Options{Store: st, Log: slog.New(slog.DiscardHandler), Self: self,
-		Config: Config{LostAfter: ptypes.Duration(lostAfterTest), ForgetAfter: ptypes.Duration(time.Hour), MaxTracked: 256},
-		Known:  func() (uint64, string) { return m.serial.Load(), "" },
-		Current: func() (string, uint64) {
-			return m.rev.Load().(string), m.serial.Load()
-		}})
+		Config:        Config{LostAfter: ptypes.Duration(lostAfterTest), ForgetAfter: ptypes.Duration(time.Hour), MaxTracked: 256},
+		Known:         func() (uint64, string) { return m.known.Load(), "" },
+		Current:       func() (string, uint64) { return m.rev.Load().(string), m.published.Load() },
+		GroupRevision: m.groupRevision})
 	b.Now = c.Now
 	return b
 }
