@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -141,12 +140,14 @@ func TestConcurrentCASPublishesLoseNothing(t *testing.T) {
 		accepted []write
 		conflict int
 	)
-	// 50 writers race on every version of the claim (the herd a lost update would show
-	// in); each lands 4 writes, so the chain checked below is 200 accepted writes long
-	// and some 3 000 412s are retried on the way. Every write republishes the whole,
+	// 50 writers, racing (up to racing at once: the herd a real publisher's backoff
+	// keeps to a few) on every version of the claim, where a lost update would show;
+	// each lands 4 writes, so the chain checked below is 200 accepted writes long and
+	// some thousand 412s are retried on the way. Every write republishes the whole,
 	// growing map, so the cost grows with the square of the chain, and a longer chain
 	// repeats the same race on bigger bodies (the map's cap is TestPathMapAboveCapRefused's).
-	const workers, each = 50, 4
+	const workers, each, racing = 50, 4, 8
+	attempts := make(chan struct{}, racing)
 	var wg sync.WaitGroup
 	for g := range workers {
 		wg.Add(1)
@@ -155,6 +156,7 @@ func TestConcurrentCASPublishesLoseNothing(t *testing.T) {
 			for i := range each {
 				mine := fmt.Sprintf("g%02d-%02d", g, i)
 				for {
+					attempts <- struct{}{}
 					resp, b := n.Do("GET", testnode.PathsURL, testnode.AdminToken, "")
 					var cur struct{ Paths map[string]string }
 					json.Unmarshal(b, &cur)
@@ -162,6 +164,7 @@ func TestConcurrentCASPublishesLoseNothing(t *testing.T) {
 					cur.Paths[mine] = "tito-go.apps.example.com"
 					body, _ := json.Marshal(map[string]any{"paths": cur.Paths})
 					resp, _ = n.Do("PUT", testnode.PathsURL, testnode.AdminToken, string(body), "If-Match", etag)
+					<-attempts
 					mu.Lock()
 					if resp.StatusCode == 200 {
 						accepted = append(accepted, write{etag, resp.Header.Get("ETag")})
@@ -170,9 +173,6 @@ func TestConcurrentCASPublishesLoseNothing(t *testing.T) {
 					}
 					conflict++
 					mu.Unlock()
-					// A real publisher backs off before re-reading; without it 50
-					// writers spend their time in a thundering herd of 412s.
-					time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
 					if resp.StatusCode != 412 {
 						t.Errorf("unexpected %d", resp.StatusCode)
 						return
