@@ -146,3 +146,82 @@ func TestWaitAppliedCountsAGroupIngressOnItsGroupsContent(t *testing.T) {
 		t.Errorf("a write in eu-1 edge-eu applied: %+v, want applied", body)
 	}
 }
+
+// An HTTP-provider Traefik that declares its applied probe is behind for ?wait=applied
+// however often it is served a write, until its callback for a body holding the write
+// comes; a callback of an older body counts forward but does not hold a later write;
+// the callback of the write's body answers a wait under way.
+func TestAProbeIngressIsAppliedOnlyByItsCallback(t *testing.T) {
+	c, m := newFleetClock(), newFleetMark(1, rev('a'))
+	a := nodeBook(dirStore(t), "vps-a", c, m)
+	probePoll := func(serial uint64, revision string) {
+		t.Helper()
+		rep, err := ParseReport(ReportHeaders{Name: "edge-p", Probe: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, why := a.Begin(rep)
+		if p == nil {
+			t.Fatal(why)
+		}
+		a.End(p, &Mark{Serial: serial, Revision: revision, Probed: true})
+	}
+	probePoll(1, rev('a'))
+	probePoll(1, rev('a'))
+	if in := listed(t, a)["edge-p"]; in.Kind != api.KindHTTP || in.Applied == nil || in.Applied.Serial != 0 || in.State != "behind" {
+		t.Fatalf("served twice, no callback: %+v, want behind with nothing applied", in)
+	}
+	if got := a.Applied("edge-p", rev('a')); got != AppliedRecorded {
+		t.Fatalf("the callback of the body served: %v, want recorded", got)
+	}
+	if body := awaitNow(t, a, c, 1); !body.Applied {
+		t.Fatalf("serial 1 after its body's callback: %+v, want applied", body)
+	}
+
+	m.set(2, rev('b')) // a write; the ingress is served its body, again and again
+	for range 3 {
+		probePoll(2, rev('b'))
+	}
+	if body := awaitNow(t, a, c, 2); body.Applied || !slices.Equal(behindNames(body), []string{"edge-p"}) {
+		t.Fatalf("serial 2 served, not called back: %+v, want edge-p behind", body)
+	}
+	m.set(3, rev('c')) // another write, served before Traefik applied the last
+	probePoll(3, rev('c'))
+	answer := make(chan api.Applied, 1)
+	go func() {
+		body, _ := a.Await(t.Context(), 3, time.Minute)
+		answer <- body
+	}()
+	// Traefik applies b late: it counts forward, but does not hold serial 3.
+	if got := a.Applied("edge-p", rev('b')); got != AppliedRecorded {
+		t.Fatalf("the callback of the older body: %v, want recorded", got)
+	}
+	if body := awaitNow(t, a, c, 3); body.Applied {
+		t.Fatalf("serial 3 on the callback of the older body: %+v, want edge-p behind", body)
+	}
+	select {
+	case body := <-answer:
+		t.Fatalf("the wait answered on the callback of an older body: %+v", body)
+	default:
+	}
+	if got := a.Applied("edge-p", rev('c')); got != AppliedRecorded {
+		t.Fatalf("the callback of the write's body: %v, want recorded", got)
+	}
+	select {
+	case body := <-answer:
+		if !body.Applied || body.Ingresses != 1 {
+			t.Fatalf("the wait after the callback of its body: %+v, want applied", body)
+		}
+	case <-time.After(30 * time.Second): // a failure's bound, not a pace
+		t.Fatal("the wait did not answer after the callback of its body")
+	}
+	// Replays of older callbacks never move it back.
+	for _, r := range []string{rev('a'), rev('b')} {
+		if got := a.Applied("edge-p", r); got != AppliedAlready {
+			t.Errorf("replayed callback of %s: %v, want already", r[:1], got)
+		}
+	}
+	if in := listed(t, a)["edge-p"]; in.Applied == nil || in.Applied.Serial != 3 || in.Applied.Revision != rev('c') {
+		t.Errorf("after replays: %+v, want serial 3 revision c applied", in)
+	}
+}
