@@ -53,14 +53,14 @@ var (
 )
 
 const (
-	// defaultSeeds: under -race a seed of 200 steps costs about 0.4 s of CPU (most of it
-	// the race detector's, in the product's poll chain, gzip of each new revision,
-	// reconcile's decoding and served.json's writes; the simulator's own checks are a
-	// few per cent: measured with -cpuprofile and perf), so 60 seeds take 25 to 55 s on
-	// two cores shared with other work (load average 7-9) and the default run of the
-	// package stays under a minute. Without -race a seed costs about 0.06 s of CPU.
-	// The 2 000 seeds × 200 steps would take about 13 CPU-minutes under -race:
-	// -seeds=N runs more.
+	// defaultSeeds: under -race a seed of 200 steps costs about 0.4 s of CPU, most of it
+	// the race detector's in the product's code (the poll's handler chain, the gzip of
+	// each new revision, reconcile's decoding, served.json's writes); the simulator's
+	// own checks are a few per cent (measured with -cpuprofile and perf). The package's
+	// default run took 46 s and 22 s under -race on two cores shared with other work
+	// (load average 8.5 and 4.7). Without -race a seed costs about 0.07 s of CPU (500
+	// seeds: 55 s at load average 8). The 2 000 seeds × 200 steps would take
+	// about 13 CPU-minutes under -race: -seeds=N runs more.
 	defaultSeeds = 60
 	defaultSteps = 200
 	fleetNodes   = 3
