@@ -1,17 +1,15 @@
 package ingress_test
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/api"
 )
 
-// The one whole-node test of the package: the applied probe on ?group= polls through
+// One of the package's two whole-node tests: the applied probe on ?group= polls through
 // the node's wiring (node/wire.go hands the book the publisher's group revisions; with
 // them left out, every write waits for every group's ingresses). The rules it crosses
 // are each unit-tested: the group revision (await_test.go
@@ -20,10 +18,10 @@ import (
 // callbacks (httpapi's TestForgedAppliedCallbacksAreRefusedForNothing).
 
 // Hostile round six: the probe on a ?group= poll. The callback names the group's
-// revision; once it comes the ingress is current. A write elsewhere (another group)
-// leaves that group's revision, which the ingress holds, so ?wait=applied answers 200
-// without a callback; a write to its group waits for a callback of the new body (202
-// naming it while it is only served), and another ingress's callback never stands in.
+// revision, and another ingress's callback never stands in for it. Once it comes, a
+// write elsewhere (another group) leaves that group's revision, which the ingress holds:
+// ?wait=applied waits only for the ingresses of the group written (a write to its own
+// group waiting for its callback: await_test.go's TestAProbeIngressIsAppliedOnlyByItsCallback).
 func TestAppliedProbeOnAGroupPoll(t *testing.T) {
 	t.Parallel()
 	n := testnode.GroupNode(t)
@@ -51,51 +49,4 @@ func TestAppliedProbeOnAGroupPoll(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "edge-def") || strings.Contains(string(body), "edge-eu") {
 		t.Fatalf("a write to default: %d %s, want 202 naming edge-def alone", resp.StatusCode, body)
 	}
-	// A write to eu-1, edge-eu served it but not calling back: 202 naming edge-eu.
-	stopPolling := probePoller(t, n, "group=eu-1", "edge-eu", nil)
-	resp, body = n.Do(http.MethodPut, "/v1/apps/news?wait=applied&timeout=1500ms", testnode.AdminToken, `{"account":"acme","placement":["vps-b"],"ingress":{"group":"eu-1"}}`)
-	stopPolling()
-	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "edge-eu") {
-		t.Fatalf("a write to eu-1 served but not called back: %d %s, want 202 naming edge-eu", resp.StatusCode, body)
-	}
-	// The old callback replayed does not count for the new body.
-	if resp, b := n.Get(cb, ""); resp.StatusCode != http.StatusOK || strings.Contains(string(b), "recorded") {
-		t.Errorf("old callback replayed: %d %s, want not recorded", resp.StatusCode, b)
-	}
-	if in := testnode.IngressesOf(t, n)["edge-eu"]; in.State == "current" {
-		t.Errorf("edge-eu after the eu-1 write without its callback: %+v, want behind", in)
-	}
-}
-
-// probePoller polls n's Traefik render as ingress with the applied probe every 50 ms
-// (query: the poll's query string), handing each 200's body to onBody (nil: ignored)
-// and never calling back, until the returned stop, which waits for the poller to end.
-func probePoller(t *testing.T, n *testnode.Node, query, ingress string, onBody func([]byte)) (stop func()) {
-	t.Helper()
-	done := make(chan struct{})
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			req, _ := http.NewRequest("GET", n.URL+"/v1/ingress/traefik?"+query, nil)
-			req.Header.Set("Authorization", "Bearer "+testnode.IngressToken)
-			req.Header.Set(api.HeaderIngress, ingress)
-			req.Header.Set(api.HeaderAppliedProbe, testnode.ProbeURL)
-			r, err := http.DefaultClient.Do(req)
-			if err != nil {
-				continue
-			}
-			b, _ := io.ReadAll(r.Body)
-			r.Body.Close()
-			if r.StatusCode == http.StatusOK && onBody != nil {
-				onBody(b)
-			}
-		}
-	}()
-	return func() { close(done); <-exited }
 }

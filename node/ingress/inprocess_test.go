@@ -40,7 +40,7 @@ const (
 
 // inProcess is the API of node vps-a under test, and what it was built over.
 type inProcess struct {
-	t      *testing.T
+	t      testing.TB
 	h      http.Handler
 	writer *fleetwrite.Writer
 	book   *ingress.Book
@@ -86,7 +86,23 @@ func (s passOnBump) Put(ctx context.Context, key string, v []byte, cond store.Co
 // first pass made: the store has a serial, the node has accepted it, and a document
 // routing shop.example is published at it. The published document is known to be
 // derived from the node's serial, which every write's bump moves (passOnBump).
-func newInProcess(t *testing.T, hosts ...string) *inProcess {
+func newInProcess(t testing.TB, hosts ...string) *inProcess {
+	t.Helper()
+	return newInProcessWith(t, setup{hosts: hosts})
+}
+
+// setup is what an in-process API is built with beyond newInProcess's.
+type setup struct {
+	hosts []string
+	// wrap (nil: none) wraps the directory store (a store that fails some requests).
+	wrap func(store.Store) store.Store
+	// record: this node's own record is self.Record over the store, its heartbeat a
+	// step run at once when an instance write kicks it (else every instance write is
+	// announced at once).
+	record bool
+}
+
+func newInProcessWith(t testing.TB, o setup) *inProcess {
 	t.Helper()
 	d, err := dir.New(t.TempDir())
 	if err != nil {
@@ -94,7 +110,10 @@ func newInProcess(t *testing.T, hosts ...string) *inProcess {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	id := &store.Identity{}
-	st := passOnBump{Store: d, id: id}
+	var st store.Store = passOnBump{Store: d, id: id}
+	if o.wrap != nil {
+		st = o.wrap(st)
+	}
 	inst, err := fleetwrite.OpenRegistry(filepath.Join(t.TempDir(), "instances.json"), fleetwrite.DefaultPorts().Min, fleetwrite.DefaultPorts().Max, 10*time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -113,12 +132,22 @@ func newInProcess(t *testing.T, hosts ...string) *inProcess {
 		BodyTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, RejectLog: time.Minute,
 		WriteRate: fleetwrite.DefaultWrites().Rate, WriteBurst: fleetwrite.DefaultWrites().Burst,
 		IngressToken: ipIngress, AdminToken: ipAdmin, ReadOnlyToken: "readonly-secret-0123456789",
-		Hosts: append([]string{"apps.example.com"}, hosts...),
+		Hosts: append([]string{"apps.example.com"}, o.hosts...),
 	}
-	writer := fleetwrite.New(fleetwrite.Config{Node: "vps-a", PlatformDomains: []string{"apps.example.com"}, AuditRetention: 24 * time.Hour}, st, id, inst, log)
+	wcfg := fleetwrite.Config{Node: "vps-a", PlatformDomains: []string{"apps.example.com"}, AuditRetention: 24 * time.Hour}
+	var rec httpapi.SelfRecord = announcesAll{}
+	kick := func() {}
+	if o.record {
+		r := self.New(self.Options{Store: st, Identity: id, Log: log, NodeID: "0123456789abcdef",
+			Name: "vps-a", Address: "127.0.0.1", APIPort: 7400, NodeTTL: 4 * time.Hour,
+			Settings: func() fleet.NodeSettings { return fleet.NodeSettings{} }, Instances: inst.Records, OnAnnounced: func() {}})
+		wcfg.OnInstances = func() { r.Changed() }
+		rec, kick = r, func() { r.Heartbeat(context.Background(), time.Now()) }
+	}
+	writer := fleetwrite.New(wcfg, st, id, inst, log)
 	a, err := httpapi.New(cfg, log, prometheus.NewRegistry(), httpapi.Deps{
-		Store: st, Identity: id, Publisher: pub, Reconcile: passedOnce{at: time.Now()}, Self: announcesAll{},
-		Ingresses: book, Instances: inst, Writer: writer, KickHeartbeat: func() {},
+		Store: st, Identity: id, Publisher: pub, Reconcile: passedOnce{at: time.Now()}, Self: rec,
+		Ingresses: book, Instances: inst, Writer: writer, KickHeartbeat: kick,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -127,11 +156,11 @@ func newInProcess(t *testing.T, hosts ...string) *inProcess {
 	if _, err := store.BumpSerial(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}
-	o, err := id.Observe(context.Background(), st)
+	obs, err := id.Observe(context.Background(), st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id.Commit(o)
+	id.Commit(obs)
 	doc := &routing.Document{Routes: []routing.Route{{Host: "shop.example", Application: "shop",
 		Upstreams: []routing.Upstream{{Node: "vps-b", Address: "10.83.0.2:24000", APIPort: 7400}}}}}
 	doc.Seal()

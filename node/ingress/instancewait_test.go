@@ -20,9 +20,16 @@ import (
 // every live ingress holds a configuration that dials the new port, and the old process
 // can then stop. An ingress that cannot apply makes it 202 naming that ingress; a release
 // waits the same way until no ingress dials the instance.
+//
+// A whole-node test (two nodes, two fake plugins), one of the package's two: the move
+// crosses this node's record, the other node's reconcile pass and both ingresses'
+// reports. Each leg is unit-tested on its own (TestAnInstanceWriteThatIsNeverAnnouncedIsNotApplied,
+// await_test.go's TestWaitAppliedWaitsForEveryLiveIngress). On the directory store:
+// storetest proves the backends' conditional writes equal.
 func TestAnInstanceMoveAnswersAppliedOnceEveryIngressDialsTheNewPort(t *testing.T) {
 	t.Parallel()
-	testnode.OnReportBackends(t, testAnInstanceMoveAnswersApplied)
+	p := t.TempDir()
+	testAnInstanceMoveAnswersApplied(t, testnode.ReportBackend{Name: "dir", Open: func(t *testing.T) store.Store { return testnode.OpenDir(t, p) }})
 }
 
 func testAnInstanceMoveAnswersApplied(t *testing.T, be testnode.ReportBackend) {
@@ -109,23 +116,21 @@ func (f *recordPutFails) Put(ctx context.Context, key string, v []byte, cond sto
 }
 
 // An instance write waits for this node's own record, which a store that refuses it
-// never carries: the wait answers 202 at its timeout and says why, never 200.
+// never carries: the wait answers 202 at its timeout and says why, never 200. In
+// process, the record's heartbeat a step run when the write kicks it.
 func TestAnInstanceWriteThatIsNeverAnnouncedIsNotApplied(t *testing.T) {
 	t.Parallel()
-	cfg := testnode.ReportsConfig(t, "vps-a", t.TempDir())
-	st := &recordPutFails{Store: testnode.OpenDir(t, t.TempDir())}
-	n := testnode.StartWithStore(t, cfg, st)
-	n.WaitReady()
-	port := testnode.ListenOn(t)
-	n.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	resp, body := n.Do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=10s", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, port))
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("instance write on a healthy store: %d %s, want 200", resp.StatusCode, body)
+	st := &recordPutFails{}
+	n := newInProcessWith(t, setup{record: true, wrap: func(s store.Store) store.Store { st.Store = s; return st }})
+	n.must(http.StatusCreated, http.MethodPut, "/v1/apps/shop", ipAdmin, `{"account":"acme","placement":["vps-a"]}`)
+	rec := n.do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=10s", ipAdmin, `{"port":25000,"ready":true}`)
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"applied":true`) {
+		t.Fatalf("instance write on a healthy store: %d %s, want 200 applied", rec.Code, rec.Body)
 	}
 	st.fail.Store(true)
-	resp, body = n.Do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=700ms", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":false}`, port))
-	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "not announced") ||
-		!strings.Contains(string(body), "refused by the test") || !strings.Contains(string(body), `"applied":false`) {
-		t.Errorf("unannounced instance write: %d %s, want 202 saying the record could not be written", resp.StatusCode, body)
+	rec = n.do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=100ms", ipAdmin, `{"port":25000,"ready":false}`)
+	if body := rec.Body.String(); rec.Code != http.StatusAccepted || !strings.Contains(body, "not announced") ||
+		!strings.Contains(body, "refused by the test") || !strings.Contains(body, `"applied":false`) {
+		t.Errorf("unannounced instance write: %d %s, want 202 saying the record could not be written", rec.Code, body)
 	}
 }
