@@ -2,68 +2,177 @@ package node_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	ptypes "github.com/traefik/paerser/types"
+
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/ingress"
+	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
-	ptypes "github.com/traefik/paerser/types"
+	"github.com/scafo/ingress/render/fleet"
 )
 
-// The bounds on ingress reports and waiters, through a whole node: these stay in the
-// root package because they set or read the ingress book's waiter slots
-// (n.Srv.Ingresses()), the node's known serial (n.Srv.Identity()) and count every store
-// write (countingStore, fleet_s3_test.go). The rest of the reports' tests are node/ingress's.
+// The bounds on ingress reports and waiters, through a whole node in process (stepNode):
+// they set or read the ingress book's waiter slots (n.Srv.Ingresses()), the node's known
+// serial (n.Srv.Identity()) and count every store write (countingStore,
+// fleet_s3_test.go). The rest of the reports' tests are node/ingress's.
 
-// Waiters are bounded: beyond the cap a write asking to wait is refused before it is
-// made; a waiter whose client goes away frees its slot.
+// tokenOf mints a token of account for app with roles (a JSON list's items).
+func tokenOf(n *stepNode, account, app, roles string) string {
+	n.t.Helper()
+	var it struct{ Token string }
+	if err := json.Unmarshal(n.must(http.StatusCreated, "POST", "/v1/tokens", testAdminToken,
+		fmt.Sprintf(`{"account":%q,"app":%q,"roles":[%s]}`, account, app, roles)), &it); err != nil {
+		n.t.Fatal(err)
+	}
+	return it.Token
+}
+
+// Waiter slots are bounded and shared: a write asking to wait beyond the node's slots, or
+// beyond its account's share (ingress.MaxWaitersPerAccount), or beyond what application
+// tokens together may hold (a share is kept for the admin), is refused before it is made;
+// other accounts' writes and the admin's still wait; a waiter whose client goes away
+// frees its slot. The slots held by others are taken on the book directly (what a
+// waiting write holds), so nothing waits on wall time.
 func TestWaitAppliedWaitersAreBounded(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
-	n.WaitReady()
-	n.Srv.Ingresses().SetWaiterSlots(1)
-	p := startFakePlugin(t, n, "edge-1")
-	waitFor(t, 5*time.Second, "edge-1 current", func() bool { return ingressesOf(t, n)["edge-1"].State == "current" })
-	p.Frozen.Store(true)
-
-	initial := serialOf(t, n.St)
-	ctx, cancel := context.WithCancel(context.Background())
-	first := make(chan int, 1)
-	go func() {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, n.URL+"/v1/apps/a1?wait=applied&timeout=30s", strings.NewReader(`{"account":"acme","placement":["vps-a"]}`))
-		req.Header.Set("Authorization", "Bearer "+testAdminToken)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			first <- 0
-			return
-		}
-		resp.Body.Close()
-		first <- resp.StatusCode
-	}()
-	// The waiter's slot is taken before its write commits: wait for both, or the serial
-	// read below can come before the first write's bump (seen under load).
-	waitFor(t, 20*time.Second, "the first write committed and waiting", func() bool {
-		return waiting(n) == 1 && serialOf(t, n.St) != initial
-	})
-	before := serialOf(t, n.St)
-	resp, body := n.Do(http.MethodPut, "/v1/apps/a2?wait=applied", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "too many waiters") {
-		t.Errorf("second waiter: %d %s, want 503 too many waiters", resp.StatusCode, body)
+	cfg := reportsConfig(t, "vps-a", t.TempDir())
+	st := &putHook{Store: openDir(t, cfg.Store.Dir.Path)}
+	n := newStepNode(t, cfg, st)
+	n.start()
+	for _, spec := range []string{`"tito-classic","tito"`, `"shop","acme"`} {
+		var app, account string
+		fmt.Sscanf(strings.ReplaceAll(spec, ",", " "), "%q %q", &app, &account)
+		n.must(http.StatusCreated, "PUT", "/v1/apps/"+app, testAdminToken, fmt.Sprintf(`{"account":%q,"placement":["vps-a"]}`, account))
 	}
+	n.must(http.StatusCreated, "PUT", "/v1/apps/tito-classic/domains/ti.to", testAdminToken, "")
+	n.must(http.StatusCreated, "PUT", "/v1/apps/shop/domains/shop.example.org", testAdminToken, "")
+	n.mustPass()
+	tito, acme := tokenOf(n, "tito", "tito-classic", `"publish"`), tokenOf(n, "acme", "shop", `"publish"`)
+	book := n.Srv.Ingresses()
+	write := func(tok, path, body string) *httptest.ResponseRecorder {
+		return n.do(http.MethodPut, path+"?wait=applied&timeout=1ms", tok, body) // no pass runs: 202 at its timeout
+	}
+	titoWrite := func(i int) *httptest.ResponseRecorder {
+		return write(tito, "/v1/apps/tito-classic/domains/ti.to/paths", fmt.Sprintf(`{"paths":{"p%d":"tito-classic.apps.example.com"}}`, i))
+	}
+	acmeWrite := func(i int) *httptest.ResponseRecorder {
+		return write(acme, "/v1/apps/shop/domains/shop.example.org/paths", fmt.Sprintf(`{"paths":{"p%d":"shop.apps.example.com"}}`, i))
+	}
+	adminWrite := func(i int) *httptest.ResponseRecorder {
+		return write(testAdminToken, fmt.Sprintf("/v1/apps/cart-%d", i), `{"account":"acme","placement":["vps-a"]}`)
+	}
+	refused := func(what string, rec *httptest.ResponseRecorder) {
+		t.Helper()
+		if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "too many waiters") {
+			t.Errorf("%s: %d %s, want 503 too many waiters", what, rec.Code, rec.Body)
+		}
+	}
+	waited := func(what string, rec *httptest.ResponseRecorder) {
+		t.Helper()
+		if rec.Code != http.StatusAccepted {
+			t.Errorf("%s: %d %s, want 202 (it waited, nothing applied it)", what, rec.Code, rec.Body)
+		}
+	}
+	take := func(account string, k int) (release func()) {
+		for range k {
+			if ok, why := book.TakeWaiter(account); !ok {
+				t.Fatalf("taking a slot of %q: %s", account, why)
+			}
+		}
+		return func() {
+			for range k {
+				book.ReleaseWaiter(account)
+			}
+		}
+	}
+
+	// tito holds its share: its next write is refused, nothing written; acme's and the
+	// admin's still wait.
+	release := take("tito", ingress.MaxWaitersPerAccount)
+	before := serialOf(t, n.St)
+	refused("tito's write beyond its share", titoWrite(0))
 	if got := serialOf(t, n.St); got != before {
 		t.Errorf("the refused waiter wrote (serial %d -> %d)", before, got)
 	}
-	cancel()
-	if code := <-first; code != 0 {
-		t.Errorf("first waiter answered %d after its client left", code)
+	waited("acme's write while tito holds its share", acmeWrite(0))
+	waited("the admin's write while tito holds its share", adminWrite(0))
+	release()
+
+	// Two accounts' shares on a node of as many slots: application tokens together stop
+	// short of every slot, the admin's write still waits.
+	book.SetWaiterSlots(2 * ingress.MaxWaitersPerAccount)
+	release = take("tito", ingress.MaxWaitersPerAccount)
+	tenants, acmes := ingress.MaxWaitersPerAccount, 0
+	for i := range ingress.MaxWaitersPerAccount {
+		if ok, _ := book.TakeWaiter("acme"); !ok {
+			refused("acme's write beyond what tenants may hold", acmeWrite(i+1))
+			break
+		}
+		tenants, acmes = tenants+1, acmes+1
 	}
-	waitFor(t, 5*time.Second, "the slot freed", func() bool { return waiting(n) == 0 })
+	if _, limit := book.Waiters(); tenants >= limit {
+		t.Errorf("application tokens hold %d of %d waiter slots, want some kept for the admin", tenants, limit)
+	}
+	waited("the admin's write while tenants wait", adminWrite(1))
+	release()
+	for range acmes {
+		book.ReleaseWaiter("acme")
+	}
+
+	// The node's slots: beyond them even the admin's write is refused, before it is made.
+	book.SetWaiterSlots(1)
+	release = take("", 1)
+	before = serialOf(t, n.St)
+	refused("a waiter beyond the node's slots", adminWrite(2))
+	if got := serialOf(t, n.St); got != before {
+		t.Errorf("the refused waiter wrote (serial %d -> %d)", before, got)
+	}
+	release()
+
+	// A waiter whose client goes away once its write is committed (the serial bumped)
+	// is answered nothing and frees its slot.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hook := func(key string) {
+		if key == fleet.KeySerial {
+			cancel()
+		}
+	}
+	st.afterPut.Store(&hook)
+	req := httptest.NewRequestWithContext(ctx, http.MethodPut, "http://"+n.Cfg.Node.Address+"/v1/apps/cart-3?wait=applied&timeout=30s", strings.NewReader(`{"account":"acme","placement":["vps-a"]}`))
+	req.Header.Set("Authorization", "Bearer "+testAdminToken)
+	rec := httptest.NewRecorder()
+	n.h.ServeHTTP(rec, req)
+	st.afterPut.Store(nil)
+	if ctx.Err() == nil {
+		t.Fatal("the write bumped no serial")
+	}
+	if held, _ := book.Waiters(); held != 0 || rec.Body.Len() != 0 {
+		t.Errorf("%d waiter slots held after the waiter's client went away (answered %d %s, want nothing)", held, rec.Code, rec.Body)
+	}
+}
+
+// putHook is a store whose afterPut, when set, runs after every Put.
+type putHook struct {
+	store.Store
+	afterPut atomic.Pointer[func(key string)]
+}
+
+func (p *putHook) Put(ctx context.Context, key string, v []byte, cond store.Condition) (string, error) {
+	etag, err := p.Store.Put(ctx, key, v, cond)
+	if h := p.afterPut.Load(); h != nil {
+		(*h)(key)
+	}
+	return etag, err
 }
 
 // Reports are refused (the poll is served) for bad names and kinds; names beyond
@@ -73,23 +182,21 @@ func TestHostileIngressReports(t *testing.T) {
 	t.Parallel()
 	cfg := reportsConfig(t, "vps-a", t.TempDir())
 	cfg.Ingresses.MaxTracked = 8
-	// No name may be lost while the test runs: with reportsConfig's 2s lostAfter, the 400
-	// polls below outlasted it on a loaded CI under -race, the first names were dropped
-	// and spam-199 found a free place (stop 43's CI).
-	cfg.Ingresses.LostAfter = ptypes.Duration(10 * time.Minute)
+	cfg.Ingresses.LostAfter = ptypes.Duration(10 * time.Minute) // no name is lost while the test runs
 	st, err := dir.New(cfg.Store.Dir.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cs := newCountingStore(st, false)
-	n := startNodeWithStore(t, cfg, cs)
-	n.WaitReady()
-	poll := func(hdr ...string) *http.Response {
-		resp, _ := n.Get("/v1/ingress/traefik", testIngressToken, hdr...)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("poll with %v: %d, want 200 (a report never changes what is served)", hdr, resp.StatusCode)
+	n := newStepNode(t, cfg, cs)
+	n.start()
+	poll := func(hdr ...string) *httptest.ResponseRecorder {
+		t.Helper()
+		rec := n.get("/v1/ingress/traefik", testIngressToken, hdr...)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("poll with %v: %d, want 200 (a report never changes what is served)", hdr, rec.Code)
 		}
-		return resp
+		return rec
 	}
 	for _, hdr := range [][]string{
 		{api.HeaderIngress, strings.Repeat("a", 64)},
@@ -102,13 +209,26 @@ func TestHostileIngressReports(t *testing.T) {
 		{api.HeaderIngress, "edge", api.HeaderIngressKind, api.KindPlugin, api.HeaderAppliedRevision, "nothex"},
 		{api.HeaderIngress, "edge", api.HeaderIngressKind, api.KindPlugin, api.HeaderAppliedEpoch, "x"},
 	} {
-		if got := poll(hdr...).Header.Get(api.HeaderIngressReport); !strings.HasPrefix(got, "refused: ") {
+		if got := poll(hdr...).Header().Get(api.HeaderIngressReport); !strings.HasPrefix(got, "refused: ") {
 			t.Errorf("report %v: %s %q, want refused", hdr, api.HeaderIngressReport, got)
 		}
 	}
 	known := n.Srv.Identity().Serial()
 	poll(api.HeaderIngress, "liar", api.HeaderIngressKind, api.KindPlugin, api.HeaderAppliedSerial, "999999999")
-	if in := ingressesOf(t, n)["liar"]; in.Applied == nil || in.Applied.Serial != known {
+	var ins map[string]api.Ingress
+	readIngresses := func() {
+		t.Helper()
+		var st api.Status
+		if err := json.Unmarshal(n.must(http.StatusOK, "GET", "/v1/status", testAdminToken, ""), &st); err != nil {
+			t.Fatal(err)
+		}
+		ins = map[string]api.Ingress{}
+		for _, in := range st.Ingresses {
+			ins[in.Name] = in
+		}
+	}
+	readIngresses()
+	if in := ins["liar"]; in.Applied == nil || in.Applied.Serial != known {
 		t.Errorf("a serial from the future: %+v, want clamped to %d", in.Applied, known)
 	}
 
@@ -116,22 +236,20 @@ func TestHostileIngressReports(t *testing.T) {
 	for i := range 200 {
 		poll(api.HeaderIngress, fmt.Sprintf("spam-%d", i))
 	}
-	// A report flood: many polls of one name.
-	for range 200 {
+	for range 200 { // a report flood: many polls of one name
 		poll(api.HeaderIngress, "spam-0")
 	}
-	// spam-0..spam-6 fill the places "liar" left: each is written once (the writer runs
-	// every ingress.MinWriteGap), then the count must stay within one per name.
-	waitFor(t, 20*time.Second, "the tracked names written", func() bool { return cs.snapshot()["Put"]-base >= cfg.Ingresses.MaxTracked-1 })
-	ins := ingressesOf(t, n)
+	n.steps.FlushIngresses(context.Background(), time.Now())
+	// spam-0..spam-6 fill the places "liar" left: each is written once.
+	readIngresses()
 	if len(ins) > cfg.Ingresses.MaxTracked {
 		t.Errorf("%d ingresses tracked, want at most %d", len(ins), cfg.Ingresses.MaxTracked)
 	}
-	if got := poll(api.HeaderIngress, "spam-199").Header.Get(api.HeaderIngressReport); !strings.Contains(got, "maxTracked") {
+	if got := poll(api.HeaderIngress, "spam-199").Header().Get(api.HeaderIngressReport); !strings.Contains(got, "maxTracked") {
 		t.Errorf("a name beyond maxTracked: %q, want refused naming ingresses.maxTracked", got)
 	}
-	if puts := cs.snapshot()["Put"] - base; puts > cfg.Ingresses.MaxTracked+2 {
-		t.Errorf("%d store writes for 400 reports of %d names, want at most one per tracked name", puts, cfg.Ingresses.MaxTracked)
+	if puts := cs.snapshot()["Put"] - base; puts < cfg.Ingresses.MaxTracked-1 || puts > cfg.Ingresses.MaxTracked+2 {
+		t.Errorf("%d store writes for 400 reports of %d names, want one per tracked name", puts, cfg.Ingresses.MaxTracked)
 	}
 	// Made-up names, each different: still a line a minute per header at fault.
 	for i := range 100 {
@@ -140,109 +258,4 @@ func TestHostileIngressReports(t *testing.T) {
 	if l := n.Logs.String(); strings.Count(l, "ingress report refused") > 12 {
 		t.Errorf("refusals logged %d times, want each reason once a minute", strings.Count(l, "ingress report refused"))
 	}
-}
-
-// One account cannot take every waiter slot: its application tokens hold at most
-// ingress.MaxWaitersPerAccount; another account's writes, and the admin's, still wait.
-func TestWaitAppliedSlotsAreSharedBetweenAccounts(t *testing.T) {
-	t.Parallel()
-	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
-	n.WaitReady()
-	fleetOf(t, n, "tito-classic@tito", "tito-go@tito", "shop")
-	n.Must(http.StatusCreated, http.MethodPut, "/v1/apps/shop/domains/shop.example.org", testAdminToken, "")
-	_, tito := issueToken(t, n, "tito", "tito-classic", `"publish"`)
-	_, acme := issueToken(t, n, "acme", "shop", `"publish"`)
-	p := startFakePlugin(t, n, "edge-1")
-	waitFor(t, 5*time.Second, "edge-1 current", func() bool { return ingressesOf(t, n)["edge-1"].State == "current" })
-	p.Frozen.Store(true)
-
-	// tito's waiters hold their slots until the test ends (a short timeout expired before
-	// the checks below on a loaded machine), then leave with their client.
-	initial := serialOf(t, n.St)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	for i := range ingress.MaxWaitersPerAccount {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPut, n.URL+"/v1/apps/tito-classic/domains/ti.to/paths?wait=applied&timeout=60s",
-				strings.NewReader(fmt.Sprintf(`{"paths":{"p%d":"tito-go.apps.example.com"}}`, i)))
-			req.Header.Set("Authorization", "Bearer "+tito)
-			if resp, err := http.DefaultClient.Do(req); err == nil {
-				resp.Body.Close()
-			}
-		}()
-	}
-	// A waiter's slot is taken before its write commits: wait for every write's serial
-	// bump too, or edge-1 may still hold the serial a no-op write below answers at.
-	waitFor(t, 20*time.Second, "tito's writes committed and waiting", func() bool {
-		return waiting(n) == ingress.MaxWaitersPerAccount && serialOf(t, n.St) >= initial+uint64(ingress.MaxWaitersPerAccount)
-	})
-	resp, body := n.Do(http.MethodPut, "/v1/apps/tito-classic/domains/ti.to/paths?wait=applied&timeout=4s", tito, `{"paths":{"x":"tito-go.apps.example.com"}}`)
-	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "too many waiters") {
-		t.Errorf("tito's write beyond its share: %d %s, want 503", resp.StatusCode, body)
-	}
-	for _, tok := range []string{acme, testAdminToken} {
-		resp, body = n.Do(http.MethodPut, "/v1/apps/shop/domains/shop.example.org/paths?wait=applied&timeout=300ms", tok, `{"paths":{}}`)
-		if resp.StatusCode != http.StatusAccepted {
-			t.Errorf("another account's write (token %.8s…) while tito holds its share: %d %s, want 202 (edge-1 is behind)", tok, resp.StatusCode, body)
-		}
-	}
-}
-
-// Application tokens together never hold every waiter slot: a share is kept for the
-// admin, so tenants (several accounts, each within its own share) cannot make the
-// control plane's writes with ?wait=applied fail with 503 before they are made.
-func TestWaitAppliedKeepsSlotsForTheAdmin(t *testing.T) {
-	t.Parallel()
-	n := startNode(t, reportsConfig(t, "vps-a", t.TempDir()))
-	n.WaitReady()
-	n.Srv.Ingresses().SetWaiterSlots(2 * ingress.MaxWaitersPerAccount) // two accounts' shares
-	fleetOf(t, n, "tito-classic@tito", "tito-go@tito", "shop")
-	n.Must(http.StatusCreated, http.MethodPut, "/v1/apps/shop/domains/shop.example.org", testAdminToken, "")
-	_, tito := issueToken(t, n, "tito", "tito-classic", `"publish"`)
-	_, acme := issueToken(t, n, "acme", "shop", `"publish"`)
-	p := startFakePlugin(t, n, "edge-1")
-	waitFor(t, 5*time.Second, "edge-1 current", func() bool { return ingressesOf(t, n)["edge-1"].State == "current" })
-	p.Frozen.Store(true)
-
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	var refused atomic.Int32
-	wait := func(tok, path, body string) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req, _ := http.NewRequest(http.MethodPut, n.URL+path+"?wait=applied&timeout=4s", strings.NewReader(body))
-			req.Header.Set("Authorization", "Bearer "+tok)
-			if resp, err := http.DefaultClient.Do(req); err == nil {
-				if resp.StatusCode == http.StatusServiceUnavailable {
-					refused.Add(1)
-				}
-				resp.Body.Close()
-			}
-		}()
-	}
-	for i := range ingress.MaxWaitersPerAccount {
-		wait(tito, "/v1/apps/tito-classic/domains/ti.to/paths", fmt.Sprintf(`{"paths":{"p%d":"tito-go.apps.example.com"}}`, i))
-		wait(acme, "/v1/apps/shop/domains/shop.example.org/paths", fmt.Sprintf(`{"paths":{"p%d":"shop.apps.example.com"}}`, i))
-	}
-	waitFor(t, 5*time.Second, "every tenant write waiting or refused", func() bool {
-		return waiting(n)+int(refused.Load()) == 2*ingress.MaxWaitersPerAccount
-	})
-	if got, limit := n.Srv.Ingresses().Waiters(); got >= limit {
-		t.Errorf("application tokens hold %d of %d waiter slots, want some kept for the admin", got, limit)
-	}
-	resp, body := n.Do(http.MethodPut, "/v1/apps/cart?wait=applied&timeout=300ms", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	if resp.StatusCode != http.StatusAccepted {
-		t.Errorf("the admin's write while tenants wait: %d %s, want 202 (edge-1 is behind)", resp.StatusCode, body)
-	}
-}
-
-// waiting is the waiter slots n's writes hold.
-func waiting(n *testNode) int {
-	held, _ := n.Srv.Ingresses().Waiters()
-	return held
 }
