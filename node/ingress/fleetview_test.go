@@ -15,13 +15,7 @@ import (
 
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
-	"github.com/scafo/ingress/node/store/dir"
-	"github.com/scafo/ingress/node/store/s3"
-	"github.com/scafo/ingress/node/store/s3/s3test"
 )
-
-// TestMain stops the MinIO that s3test starts for this package's tests.
-func TestMain(m *testing.M) { s3test.Main(m) }
 
 // getFails fails the GET of one key once, and counts the GETs of ingresses/ that
 // returned an object.
@@ -47,33 +41,7 @@ func (g *getFails) Get(ctx context.Context, key string) (store.Object, error) {
 // GETs only the reports still missing (else a cold view too slow to finish within
 // ingressViewTimeout would start over, and fail, every time).
 func TestAFailedReadOfTheIngressReportsKeepsWhatItRead(t *testing.T) {
-	for _, be := range []struct {
-		name string
-		open func(t *testing.T) store.Store
-	}{
-		{"dir", func(t *testing.T) store.Store {
-			st, err := dir.New(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st
-		}},
-		{"s3", func(t *testing.T) store.Store { // a bucket of a real MinIO (package s3test)
-			st, err := s3.New(t.Context(), s3test.Shared(t).NewBucket(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st
-		}},
-	} {
-		t.Run(be.name, func(t *testing.T) {
-			t.Parallel()
-			aFailedReadKeepsWhatItRead(t, be.open(t))
-		})
-	}
-}
-
-func aFailedReadKeepsWhatItRead(t *testing.T, st store.Store) {
+	st := dirStore(t)
 	const reports = 60
 	for i := range reports {
 		b, _ := json.Marshal(Report{Name: fmt.Sprintf("edge-%03d", i), Kind: api.KindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
@@ -103,18 +71,11 @@ func aFailedReadKeepsWhatItRead(t *testing.T, st store.Store) {
 }
 
 // viewBook is a book of node vps-a over a fresh directory store, with the reports
-// tests' settings (lostAfter 2s, forgetAfter 1h) and its clock stopped at now.
+// tests' settings (nodeBook: lostAfter 2s, forgetAfter 1h) and its clock stopped at now.
 func viewBook(t *testing.T, now time.Time) (*Book, store.Store) {
 	t.Helper()
-	st, err := dir.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := New(Options{Store: st, Log: slog.New(slog.DiscardHandler), Self: "vps-a",
-		Config: Config{LostAfter: ptypes.Duration(2 * time.Second), ForgetAfter: ptypes.Duration(time.Hour), MaxTracked: 256},
-		Known:  func() (uint64, string) { return 1, "" }, Current: func() (string, uint64) { return "r1", 1 }})
-	b.Now = func() time.Time { return now }
-	return b, st
+	st := dirStore(t)
+	return nodeBook(st, "vps-a", &fleetClock{now: now}, newFleetMark(1, "r1")), st
 }
 
 // putReports writes each report object (key under Prefix → value) to st.
