@@ -3,7 +3,6 @@ package node_test
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/scafo/ingress/node/api"
 )
@@ -17,22 +16,23 @@ import (
 func TestAppliedProbeBodiesAreStableAndCached(t *testing.T) {
 	t.Parallel()
 	storeDir := t.TempDir()
-	a := startNode(t, reportsConfig(t, "vps-a", storeDir))
-	a.WaitReady()
-	b := startNode(t, reportsConfig(t, "vps-b", storeDir))
-	b.WaitReady()
+	a := newStepNode(t, reportsConfig(t, "vps-a", storeDir), nil)
+	b := newStepNode(t, reportsConfig(t, "vps-b", storeDir), nil)
 	seedFleet(t, a.St, "shop")
-	waitFor(t, 5*time.Second, "both nodes on one revision", func() bool {
-		ra, _ := a.Get("/v1/ingress/traefik", testIngressToken)
-		rb, _ := b.Get("/v1/ingress/traefik", testIngressToken)
-		return ra.Header.Get(api.HeaderRevision) == rb.Header.Get(api.HeaderRevision)
-	})
-	poll := func(n *testNode) []byte {
+	a.start()
+	b.start()
+	a.mustPass() // b's record: both nodes on one revision
+	if ra, rb := a.get("/v1/ingress/traefik", testIngressToken), b.get("/v1/ingress/traefik", testIngressToken); ra.Header().Get(api.HeaderRevision) != rb.Header().Get(api.HeaderRevision) {
+		t.Fatalf("the two nodes serve revisions %q and %q", ra.Header().Get(api.HeaderRevision), rb.Header().Get(api.HeaderRevision))
+	}
+	poll := func(n *stepNode) []byte {
 		// Both nodes reached at one name, as behind one local address.
-		_, body := n.Get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, testProbeURL)
-		return body
+		return n.get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, testProbeURL).Body.Bytes()
 	}
 	first := poll(a)
+	if callbackOf(t, first) == "" {
+		t.Fatalf("the probe body carries no callback: %s", first)
+	}
 	renders := a.Srv.Pub().Renders()
 	for range 5 {
 		if got := poll(a); string(got) != string(first) {
@@ -43,11 +43,16 @@ func TestAppliedProbeBodiesAreStableAndCached(t *testing.T) {
 		t.Errorf("5 polls of one state rendered %d bodies, want 0 (cached)", r)
 	}
 	// From vps-b (another URL: its callback service differs in that one URL alone).
-	other := strings.ReplaceAll(string(poll(b)), b.URL, a.URL)
-	if other != string(first) {
-		t.Error("vps-b's probe body differs from vps-a's beyond the node URL")
+	a.host, b.host = "127.0.0.1:7400", "127.0.0.1:7401"
+	first = poll(a)
+	fromB := string(poll(b))
+	if !strings.Contains(fromB, "http://"+b.host) {
+		t.Fatalf("vps-b's probe body does not name the URL it was reached at: %s", fromB)
 	}
-	_, plain := a.Get("/v1/ingress/traefik", testIngressToken)
+	if other := strings.ReplaceAll(fromB, "http://"+b.host, "http://"+a.host); other != string(first) {
+		t.Errorf("vps-b's probe body differs from vps-a's beyond the node URL:\n%s\n%s", other, first)
+	}
+	plain := a.get("/v1/ingress/traefik", testIngressToken).Body.Bytes()
 	if callbackOf(t, plain) != "" || len(plain) >= len(first) {
 		t.Error("the plain body carries the probe")
 	}

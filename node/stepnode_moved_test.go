@@ -30,6 +30,7 @@ type stepNode struct {
 	steps node.Steps
 	h     http.Handler
 	now   time.Time
+	host  string // the requests' host:port ("": node.address and node.apiPort)
 }
 
 // newStepNode builds a node over st (nil: a dir store at cfg.Store.Dir.Path); no step
@@ -84,7 +85,11 @@ func (n *stepNode) do(method, path, token, body string, hdr ...string) *httptest
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req := httptest.NewRequest(method, "http://"+n.Cfg.Node.Address+":"+strconv.Itoa(n.Cfg.Node.APIPort)+path, rd)
+	host := n.host
+	if host == "" {
+		host = n.Cfg.Node.Address + ":" + strconv.Itoa(n.Cfg.Node.APIPort)
+	}
+	req := httptest.NewRequest(method, "http://"+host+path, rd)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
