@@ -4,6 +4,7 @@ package httpapi_test
 // (limits.go).
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -124,32 +125,45 @@ func TestDeadlinesCutSlowClientsNotLongPolls(t *testing.T) {
 		t.Error("an idle connection was not closed")
 	}
 
-	// A long-poll longer than every timeout above: answered 304 when its wait ends.
+	// Two long-polls longer than every timeout above. One that sees a change after the
+	// timeouts passed answers the new document in full: it is parked first, and the
+	// change is made once the other, asked after it parked, has answered 304 at the end
+	// of its wait (1s).
 	r0, _ := n.Get("/v1/ingress/routes", testnode.IngressToken)
 	etag := r0.Header.Get("ETag")
+	type answer struct {
+		code int
+		body []byte
+		err  error
+	}
+	across := make(chan answer, 1)
 	start = time.Now()
+	go func() {
+		req, _ := http.NewRequest("GET", n.URL+"/v1/ingress/routes?wait=10s", nil)
+		req.Header.Set("Authorization", "Bearer "+testnode.IngressToken)
+		req.Header.Set("If-None-Match", etag)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			across <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		across <- answer{resp.StatusCode, b, err}
+	}()
+	nodetest.WaitFor(t, 5*time.Second, "the long-poll parked", func() bool {
+		return testnode.MetricLine(t, n, "scafo_longpolls_parked 1")
+	})
+	start1 := time.Now()
 	r1, _ := n.Get("/v1/ingress/routes?wait=1s", testnode.IngressToken, "If-None-Match", etag)
-	if d := time.Since(start); r1.StatusCode != 304 || d < 900*time.Millisecond {
+	if d := time.Since(start1); r1.StatusCode != 304 || d < 900*time.Millisecond {
 		t.Errorf("long-poll: %d after %s, want 304 after 1s", r1.StatusCode, d)
 	}
-	// And one that sees a change after the timeouts passed: the new document in full.
-	go func() {
-		time.Sleep(700 * time.Millisecond)
-		for _, w := range [][2]string{
-			{"/v1/apps/shop", `{"account":"acme","placement":["vps-a"]}`},
-			{"/v1/node/instances/shop", `{"port":25000,"ready":true}`},
-		} {
-			req, _ := http.NewRequest("PUT", n.URL+w[0], strings.NewReader(w[1]))
-			req.Header.Set("Authorization", "Bearer "+testnode.AdminToken)
-			if resp, err := http.DefaultClient.Do(req); err == nil {
-				resp.Body.Close()
-			}
-		}
-	}()
-	start = time.Now()
-	r2, b2 := n.Get("/v1/ingress/routes?wait=5s", testnode.IngressToken, "If-None-Match", etag)
-	if r2.StatusCode != 200 || !strings.Contains(string(b2), "shop.apps.example.com") {
-		t.Errorf("long-poll across a change: %d after %s: %.200s", r2.StatusCode, time.Since(start), b2)
+	n.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.Must(200, "PUT", "/v1/node/instances/shop", testnode.AdminToken, `{"port":25000,"ready":true}`)
+	r2 := <-across
+	if r2.err != nil || r2.code != 200 || !strings.Contains(string(r2.body), "shop.apps.example.com") {
+		t.Errorf("long-poll across a change: %d %v after %s: %.200s", r2.code, r2.err, time.Since(start), r2.body)
 	}
 }
 
