@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,18 +123,21 @@ func testIngressReportsPastOneListPage(t *testing.T, be reportBackend) {
 	// What is counted is requests, not time: on a loaded machine 1 001 cold GETs may
 	// take longer than the 2 s a read may take in production (the view would be
 	// partial), and the view's age is the test's to move, not a sleep's.
-	var ahead atomic.Int64
-	n := startNodeWithStore(t, cfg, rc, func(s *node.Server) {
-		s.Ingresses().ViewTimeout = 2 * time.Minute
-		s.Ingresses().Now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
-	})
-	n.WaitReady()
+	n := newStepNode(t, cfg, rc)
+	now := time.Now()
+	n.Srv.Ingresses().ViewTimeout = 2 * time.Minute
+	n.Srv.Ingresses().Now = func() time.Time { return now } // no loop runs: the test's clock alone
+	n.start()
 	for i, want := range []map[string]int{{"list": 1, "get": reports}, {"list": 1}} {
 		if i > 0 {
-			ahead.Add(int64(ingress.StatusViewMaxAge + time.Millisecond)) // the view is now too old to reuse
+			now = now.Add(ingress.StatusViewMaxAge + time.Millisecond) // the view is now too old to reuse
 		}
 		var s api.Status
-		d, h := costOf(rc, httpOf, func() { s = statusOf(t, n) })
+		d, h := costOf(rc, httpOf, func() {
+			if err := json.Unmarshal(n.must(http.StatusOK, "GET", "/v1/status", testAdminToken, ""), &s); err != nil {
+				t.Fatal(err)
+			}
+		})
 		if s.IngressesError != "" || len(s.Ingresses) != reports || s.Ingresses[reports-1].Name != fmt.Sprintf("edge-%04d", reports-1) {
 			t.Fatalf("status %d: %d ingresses, error %q; want the %d reports", i, len(s.Ingresses), s.IngressesError, reports)
 		}
