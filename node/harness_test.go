@@ -33,7 +33,6 @@ var (
 	issueToken         = testnode.IssueToken
 	serve              = testnode.Serve
 	identical          = testnode.Identical
-	statusOf           = testnode.StatusOf
 	openDir            = testnode.OpenDir
 	openS3             = testnode.OpenS3
 	fleetConfig        = testnode.FleetConfig

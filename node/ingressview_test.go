@@ -14,7 +14,6 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
-	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/store"
@@ -58,46 +57,87 @@ func TestAFloodOfMadeUpIngressNamesHidesNoRealOne(t *testing.T) {
 	for i := 100; i < 104; i++ {
 		seed(fmt.Sprintf("%04d", i), time.Now().Add(-48*time.Hour))
 	}
-	n := startNodeWithStore(t, cfg, st, func(s *node.Server) { s.Ingresses().ViewMax = 4 })
-	n.WaitReady()
+	n := newStepNode(t, cfg, st)
+	n.Srv.Ingresses().ViewMax = 4
+	n.start()
 	// The real ingress polls another node: n knows it only through the store's view.
-	stB, err := dir.New(cfg.Store.Dir.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nB := startNodeWithStore(t, reportsConfig(t, "vps-b", cfg.Store.Dir.Path), stB)
-	nB.WaitReady()
-	p := startFakePlugin(t, nB, "zz-real")
+	nB := newStepNode(t, reportsConfig(t, "vps-b", cfg.Store.Dir.Path), openDir(t, cfg.Store.Dir.Path))
+	nB.start()
+	n.mustPass()
+	real := &pluginPolls{name: "zz-real"}
+	real.poll(nB) // takes the document
+	real.poll(nB) // reports it applied
+	nB.steps.FlushIngresses(context.Background(), time.Now())
 	// In key order the four "0000"… reports would fill the view: zz-real would never be seen.
-	waitFor(t, 10*time.Second, "zz-real in the fleet's view", func() bool { return ingressesOf(t, n)["zz-real"].State == "current" })
-	p.Frozen.Store(true) // it lags from now on: no write can be applied by it
-
-	if s := statusOf(t, n); !strings.Contains(s.IngressesError, "partial view") {
+	if in := statusOf(n).Ingresses; !hasCurrent(in, "zz-real") {
+		t.Fatalf("zz-real is not current in the fleet's view: %+v", in)
+	}
+	// zz-real lags from now on (it polls no more): no write can be applied by it.
+	if s := statusOf(n); !strings.Contains(s.IngressesError, "partial view") {
 		t.Errorf("status with %d reports and a view of 4: error %q, want it to say the view is partial", 11, s.IngressesError)
 	}
-	resp, body := n.Do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=1500ms", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), "partial view") {
-		t.Errorf("a write waiting on a partial view: %d %s, want 202 saying the view is partial", resp.StatusCode, body)
+	rec := n.do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=10ms", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	if rec.Code != http.StatusAccepted || !strings.Contains(rec.Body.String(), "partial view") {
+		t.Errorf("a write waiting on a partial view: %d %s, want 202 saying the view is partial", rec.Code, rec.Body)
 	}
-	if strings.Contains(string(body), `"applied":true`) {
-		t.Errorf("applied on a partial view: %s", body)
+	if strings.Contains(rec.Body.String(), `"applied":true`) {
+		t.Errorf("applied on a partial view: %s", rec.Body)
 	}
 
 	// The junk nobody has written for forgetAfter is deleted, past the cut by its LIST
 	// time (never read); the live flood stays (it is younger than forgetAfter).
-	waitFor(t, 10*time.Second, "the two-day-old reports deleted", func() bool {
-		entries, err := st.List(context.Background(), ingress.Prefix)
-		if err != nil {
-			return false
+	n.steps.FlushIngresses(context.Background(), time.Now())
+	entries, err := st.List(context.Background(), ingress.Prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := 0
+	for _, e := range entries {
+		var i int
+		if _, err := fmt.Sscanf(e.Key, ingress.Prefix+"%04d.json", &i); err == nil && i >= 100 {
+			t.Errorf("%s, two days old, not deleted", e.Key)
+		} else if err == nil {
+			live++
 		}
-		for _, e := range entries {
-			var i int
-			if _, err := fmt.Sscanf(e.Key, ingress.Prefix+"%04d.json", &i); err == nil && i >= 100 {
-				return false
-			}
+	}
+	if live != 6 {
+		t.Errorf("%d of the 6 live made-up reports kept", live)
+	}
+}
+
+// pluginPolls polls a node as the provider plugin does: it reports what it took on its
+// previous poll.
+type pluginPolls struct {
+	name, serial, epoch, revision string
+}
+
+func (p *pluginPolls) poll(n *stepNode) {
+	hdr := []string{api.HeaderIngress, p.name, api.HeaderIngressKind, api.KindPlugin}
+	if p.revision != "" {
+		hdr = append(hdr, api.HeaderAppliedSerial, p.serial, api.HeaderAppliedEpoch, p.epoch, api.HeaderAppliedRevision, p.revision)
+	}
+	rec := n.get("/v1/ingress/traefik", testIngressToken, hdr...)
+	if rec.Code == http.StatusOK {
+		p.serial, p.epoch, p.revision = rec.Header().Get(api.HeaderSerial), rec.Header().Get(api.HeaderEpoch), rec.Header().Get(api.HeaderRevision)
+	}
+}
+
+func statusOf(n *stepNode) api.Status {
+	n.t.Helper()
+	var s api.Status
+	if err := json.Unmarshal(n.must(http.StatusOK, "GET", "/v1/status", testAdminToken, ""), &s); err != nil {
+		n.t.Fatal(err)
+	}
+	return s
+}
+
+func hasCurrent(ins []api.Ingress, name string) bool {
+	for _, in := range ins {
+		if in.Name == name && in.State == "current" {
+			return true
 		}
-		return true
-	})
+	}
+	return false
 }
 
 // More reports than one LIST answers (S3 pages at 1 000 keys) are all read, once: a
@@ -133,11 +173,7 @@ func testIngressReportsPastOneListPage(t *testing.T, be reportBackend) {
 			now = now.Add(ingress.StatusViewMaxAge + time.Millisecond) // the view is now too old to reuse
 		}
 		var s api.Status
-		d, h := costOf(rc, httpOf, func() {
-			if err := json.Unmarshal(n.must(http.StatusOK, "GET", "/v1/status", testAdminToken, ""), &s); err != nil {
-				t.Fatal(err)
-			}
-		})
+		d, h := costOf(rc, httpOf, func() { s = statusOf(n) })
 		if s.IngressesError != "" || len(s.Ingresses) != reports || s.Ingresses[reports-1].Name != fmt.Sprintf("edge-%04d", reports-1) {
 			t.Fatalf("status %d: %d ingresses, error %q; want the %d reports", i, len(s.Ingresses), s.IngressesError, reports)
 		}
