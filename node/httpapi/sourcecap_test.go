@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -23,10 +24,11 @@ import (
 func TestTheNodesTokensPassTheCapOfAnAddressTheyShare(t *testing.T) {
 	const ingressTok, adminTok = "ingress-token-0123456789abcdef0123", "admin-token-0123456789abcdef01234"
 	s := testAPI(t, Config{IngressToken: ingressTok, AdminToken: adminTok, ConnMaxAge: time.Hour}, Deps{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	ln := &signalingListener{Listener: tcp, changed: make(chan struct{}, 1)}
 	const total, reserved, perSource = 6, 2, 1
 	l := newConnLimiter(ln, total, reserved, perSource, nil)
 	srv := &http.Server{
@@ -52,11 +54,13 @@ func TestTheNodesTokensPassTheCapOfAnAddressTheyShare(t *testing.T) {
 	}
 	waitOpen := func(n int) {
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); l.open() != n; {
-			if time.Now().After(deadline) {
+		deadline := time.After(5 * time.Second)
+		for l.open() != n {
+			select {
+			case <-ln.changed:
+			case <-deadline:
 				t.Fatalf("%d connections open, want %d", l.open(), n)
 			}
-			time.Sleep(5 * time.Millisecond)
 		}
 	}
 	ask := func(src, method, path, tok, body string) (int, string) {
@@ -114,4 +118,46 @@ func TestTheNodesTokensPassTheCapOfAnAddressTheyShare(t *testing.T) {
 	if code, body := ask("127.0.0.9", "PUT", "/v1/storage/keys/x", ingressTok, "pem"); code != 503 || !strings.Contains(body, "kept for ingress polls") {
 		t.Errorf("a write with the ingress token on a reserved connection (the general part full): %d %s, want the reserve's 503", code, body)
 	}
+}
+
+// signalingListener signals changed after every step that moves what a connLimiter over
+// it counts as open: a call of Accept (the limiter took a slot for it), a connection's
+// first read (the limiter's Accept has returned it) and a close (the limiter released
+// its slot first).
+type signalingListener struct {
+	net.Listener
+	changed chan struct{}
+}
+
+func (l *signalingListener) signal() {
+	select {
+	case l.changed <- struct{}{}:
+	default: // one pending signal is enough: the waiter reads the count again
+	}
+}
+
+func (l *signalingListener) Accept() (net.Conn, error) {
+	l.signal()
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &signalingConn{Conn: c, l: l}, nil
+}
+
+type signalingConn struct {
+	net.Conn
+	l    *signalingListener
+	read sync.Once
+}
+
+func (c *signalingConn) Read(b []byte) (int, error) {
+	c.read.Do(c.l.signal)
+	return c.Conn.Read(b)
+}
+
+func (c *signalingConn) Close() error {
+	err := c.Conn.Close()
+	c.l.signal()
+	return err
 }
