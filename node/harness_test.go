@@ -36,7 +36,6 @@ var (
 	openDir            = testnode.OpenDir
 	openS3             = testnode.OpenS3
 	fleetConfig        = testnode.FleetConfig
-	fleetOf            = testnode.FleetOf
 	raw                = testnode.Raw
 	serialOf           = testnode.SerialOf
 	ingressesOf        = testnode.IngressesOf

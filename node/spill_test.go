@@ -23,12 +23,13 @@ import (
 // both representations, and the spill files must go when the node stops.
 func TestLargeBodiesServedFromSpillFilesMatchMemory(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testConfig(t, "vps-a", t.TempDir()))
+	cfg := testConfig(t, "vps-a", t.TempDir())
 	apps := make([]string, 400)
 	for i := range apps {
 		apps[i] = fmt.Sprintf("app%03d", i)
 	}
-	seedFleet(t, n.St, apps...)
+	seedFleet(t, openDir(t, cfg.Store.Dir.Path), apps...) // before the start: one pass reads them all
+	n := startNode(t, cfg)
 	n.WaitReady()
 	waitFor(t, 10*time.Second, "400 apps routed", func() bool { return len(hostsOf(routesDoc(t, n))) == 400 })
 
