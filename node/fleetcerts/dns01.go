@@ -152,13 +152,13 @@ func (opt *Options) isDNSName(name string) bool {
 
 // checkDelegation looks up owner's CNAME and reports whether it points at target.
 func (m *Manager) checkDelegation(ctx context.Context, owner, target string) (bool, string) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 2*m.lookupTimeout)
 	defer cancel()
 	q := new(dns.Msg)
 	q.SetQuestion(dns.Fqdn(owner), dns.TypeCNAME)
 	var lastErr error
 	for _, srv := range certmagic.RecursiveNameservers(m.opt.DNS01.Resolvers) {
-		c := &dns.Client{Timeout: 5 * time.Second}
+		c := &dns.Client{Timeout: m.lookupTimeout}
 		r, _, err := c.ExchangeContext(ctx, q, srv)
 		if err == nil && r.Truncated {
 			c.Net = "tcp"
@@ -243,7 +243,7 @@ func (m *Manager) checkDelegations(all bool) bool {
 			if st.deleg == nil || st.deleg.ok != ok || st.deleg.reason != reason {
 				changed = true
 			}
-			st.deleg = &delegationState{checked: time.Now(), ok: ok, reason: reason}
+			st.deleg = &delegationState{checked: m.now(), ok: ok, reason: reason}
 			if !ok {
 				st.lastErr = reason
 			} else if strings.HasPrefix(st.lastErr, "delegation: ") {
@@ -268,7 +268,7 @@ func (m *Manager) gateDelegation(ctx context.Context, name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if st := m.names[name]; st != nil {
-		st.deleg = &delegationState{checked: time.Now(), ok: okNow, reason: reason}
+		st.deleg = &delegationState{checked: m.now(), ok: okNow, reason: reason}
 		if !okNow {
 			st.lastErr = reason
 			// CertMagic's retries would each come back here; stop them until the

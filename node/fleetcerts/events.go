@@ -80,9 +80,9 @@ func (m *Manager) onEvent(ctx context.Context, event string, data map[string]any
 			// budget (it is not refused: CertMagic retries on its own), so the names
 			// taken on next wait for it.
 			if m.platform[name] {
-				m.admitted = append(m.admitted, time.Now())
+				m.admitted = append(m.admitted, m.now())
 			} else {
-				m.customAdmitted = append(m.customAdmitted, time.Now())
+				m.customAdmitted = append(m.customAdmitted, m.now())
 			}
 		}
 	case "cert_failed":
@@ -96,7 +96,7 @@ func (m *Manager) onEvent(ctx context.Context, event string, data map[string]any
 		if renewal, _ := data["renewal"].(bool); renewal && st.cert != nil {
 			st.renewErr = st.lastErr
 		}
-		now := time.Now()
+		now := m.now()
 		st.nextAttempt = now.Add(retryIntervals[min(st.fails, len(retryIntervals))-1])
 		if st.fails >= m.opt.FailLimit && st.cert == nil {
 			// Held off: CertMagic's own backoff would order again within minutes (about

@@ -18,7 +18,7 @@ func (m *Manager) reconcile() {
 		m.mu.Unlock()
 		return
 	}
-	now := time.Now()
+	now := m.now()
 	var start []string
 	var gone []certmagic.SubjectIssuer
 	for n, cancel := range m.managed {

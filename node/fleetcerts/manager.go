@@ -99,6 +99,13 @@ type Manager struct {
 	mgmtMu   sync.Mutex
 	mgmtErrs map[string]string
 
+	// now is the manager's clock (time.Now): the budgets, settling, hold-offs, retry
+	// times and expiries it decides on read it. Tests replace it before Start.
+	now func() time.Time
+	// lookupTimeout bounds one delegation lookup (5s; the pass's context gets twice
+	// that). Tests shorten it.
+	lookupTimeout time.Duration
+
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
@@ -182,6 +189,9 @@ func New(opt Options) (*Manager, error) {
 		set:     &render.CertSet{FleetCerts: &render.FleetCerts{HTTPEntryPoints: opt.HTTPEntryPoints, Managed: map[string]bool{}}},
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
+		now:     time.Now,
+
+		lookupTimeout: 5 * time.Second,
 	}
 	m.store = &tracked{Storage: opt.Storage}
 	zl := zapToSlog(opt.Log.With("component", "certmagic"), m.noteError)
@@ -308,30 +318,38 @@ func (m *Manager) loop() {
 		case <-m.stop:
 			return
 		case <-t.C:
-			m.mu.Lock()
-			m.polls++
-			lookup := m.polls%20 == 0
-			settling := m.settling
-			recheck := m.polls%delegationEvery == 0
-			bridge := m.bridgeDue && !lookup
-			m.bridgeDue = false
-			m.mu.Unlock()
-			if bridge {
-				m.loadBridges()
-			}
-			if m.opt.DNS01 != nil && m.opt.DNS01.DelegationZone != "" && m.checkDelegations(recheck) {
-				settling = true // a delegation appeared or went: reconcile now
-			}
-			switch {
-			case lookup:
-				m.loadBacklog()
-				m.loadBridges()
-				m.reconcile() // the hour's budget moves on
-			case settling:
-				m.reconcile()
-			default:
-				m.refresh()
-			}
+			m.poll()
 		}
+	}
+}
+
+// poll is one tick of the loop (every Options.Poll): the bridges and delegations due
+// are looked up, every 20 polls the backlog is loaded and the names reconciled (the
+// hour's budget moves on), a settling name is reconciled, and otherwise the Set is
+// refreshed. Tests call it to step the loop.
+func (m *Manager) poll() {
+	m.mu.Lock()
+	m.polls++
+	lookup := m.polls%20 == 0
+	settling := m.settling
+	recheck := m.polls%delegationEvery == 0
+	bridge := m.bridgeDue && !lookup
+	m.bridgeDue = false
+	m.mu.Unlock()
+	if bridge {
+		m.loadBridges()
+	}
+	if m.opt.DNS01 != nil && m.opt.DNS01.DelegationZone != "" && m.checkDelegations(recheck) {
+		settling = true // a delegation appeared or went: reconcile now
+	}
+	switch {
+	case lookup:
+		m.loadBacklog()
+		m.loadBridges()
+		m.reconcile() // the hour's budget moves on
+	case settling:
+		m.reconcile()
+	default:
+		m.refresh()
 	}
 }

@@ -3,7 +3,6 @@ package fleetcerts
 import (
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/scafo/ingress/render/fleet"
 	"github.com/scafo/ingress/render/routing"
@@ -158,7 +157,7 @@ func (m *Manager) Sync(doc *routing.Document) {
 		}
 	}
 	m.dns, m.covered = pol.dns, pol.covered
-	now := time.Now()
+	now := m.now()
 	for n := range wanted {
 		if _, ok := m.since[n]; !ok {
 			m.since[n] = now

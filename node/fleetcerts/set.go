@@ -27,7 +27,7 @@ type heldCert struct {
 // Set when anything the render reads moved.
 func (m *Manager) refresh() {
 	m.mu.Lock()
-	now := time.Now()
+	now := m.now()
 	m.takeMgmtErrs(now)
 	managedNames, changed := m.refreshHeld(now)
 	unbridge, bridgesChanged := m.refreshBridges(now)

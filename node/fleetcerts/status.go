@@ -3,7 +3,6 @@ package fleetcerts
 import (
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/scafo/ingress/node/api"
 )
@@ -24,7 +23,7 @@ func (m *Manager) NameStatus(name string) (api.CertName, bool) {
 func (m *Manager) Status() []api.CertName {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := time.Now()
+	now := m.now()
 	out := make([]api.CertName, 0, len(m.wanted))
 	for n := range m.wanted {
 		st := m.names[n]
@@ -91,7 +90,7 @@ type Renewal struct {
 func (m *Manager) Renewals() []Renewal {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := time.Now()
+	now := m.now()
 	out := []Renewal{}
 	for n := range m.wanted {
 		st := m.names[n]
