@@ -184,7 +184,7 @@ func (w *Writer) DeleteApp(ctx context.Context, who Actor, name, ifMatch string)
 	if ifMatch != "" && !sameETag(etag, ifMatch) {
 		return fmt.Errorf("%w: If-Match does not match the current application", ErrPrecondition)
 	}
-	claims, err := w.claimsOf(ctx, name)
+	claims, listed, err := w.claimsOfListed(ctx, name)
 	if err != nil {
 		return fmt.Errorf("listing claims: %w", err)
 	}
@@ -203,8 +203,8 @@ func (w *Writer) DeleteApp(ctx context.Context, who Actor, name, ifMatch string)
 		return fmt.Errorf("deleting application %s: %w", name, err)
 	}
 	keys := []string{fleet.AppKey(name)}
-	for _, c := range w.withdrawRacedClaims(ctx, name) {
-		w.appendAudit(ctx, who, AuditRecord{Action: "domain.release", Account: c.Account, App: name, Host: c.Host, Prefixes: len(c.Paths)})
+	for _, c := range w.withdrawRacedClaims(ctx, name, listed) {
+		w.appendAudit(ctx, who, AuditRecord{Action: "domain.withdraw", Account: c.Account, App: name, Host: c.Host, Prefixes: len(c.Paths)})
 		keys = append(keys, fleet.ClaimKey(c.Host))
 	}
 	// This node's instance goes at once; every other node's on its next sweep.
@@ -214,45 +214,83 @@ func (w *Writer) DeleteApp(ctx context.Context, who Actor, name, ifMatch string)
 	return w.committed(ctx, who, AuditRecord{Action: "app.delete", Account: a.Account, App: name}, keys...)
 }
 
-// withdrawRacedClaims deletes the claims of application name found after its delete.
-// A claim that read the application before the delete, was written after the delete
-// listed no claims, and re-read the application before the delete landed was answered
-// 201 (Claim's own re-read withdraws it only when the delete came first): stored, it
-// would hold its host for scafo-unowned until the admin released it. The delete comes
-// first in the end, as though it had released the claim. Claims are withdrawn only while
-// no application of that name exists again (claims name an application, not its
-// incarnation), each on the bytes read; a failure is logged: the claim then stays until
-// released, as before this check. It returns the claims withdrawn, which the delete
-// audits as released and announces with itself.
-func (w *Writer) withdrawRacedClaims(ctx context.Context, name string) []fleet.Claim {
+// withdrawRacedClaims deletes the claims of application name written after its delete
+// listed none (listed: that listing, key → etag). A claim that read the application
+// before the delete, was written after the listing, and re-read the application before
+// the delete landed was answered 201 (Claim's own re-read withdraws it only when the
+// delete came first): stored, it would hold its host for scafo-unowned until the admin
+// released it. The delete comes first in the end, as though it had released the claim.
+//
+// Only what is new or changed since the listing is read (the listing held no claim of
+// name). Claims name an application, not its incarnation, so nothing is withdrawn while
+// an application of that name exists again, and a claim withdrawn as one is re-created
+// is put back (the new incarnation may have been told "already yours"). A delete that
+// loses to a concurrent change of the claim (a path map's publish) reads it again and
+// retries, a few times. A failure is logged: the claim then stays until released, as
+// before this check. It returns the claims withdrawn, which the delete audits
+// (domain.withdraw) and announces with itself.
+func (w *Writer) withdrawRacedClaims(ctx context.Context, name string, listed map[string]string) []fleet.Claim {
 	ctx = context.WithoutCancel(ctx)
-	hosts, err := w.claimsOf(ctx, name)
+	entries, err := w.st.List(ctx, fleet.PrefixDomains)
 	if err != nil {
 		w.log.Error("listing the claims of a deleted application", "app", name, "err", err)
 		return nil
 	}
-	if len(hosts) == 0 {
-		return nil
-	}
-	if _, _, err := w.App(ctx, name); !errors.Is(err, ErrNotFound) {
-		return nil // created again meanwhile (or unreadable): the claims may be the new one's
-	}
 	var out []fleet.Claim
-	for _, host := range hosts {
-		c, etag, err := w.loadClaim(ctx, host)
-		if err != nil || c.App != name {
+	for _, e := range entries {
+		if etag, ok := listed[e.Key]; ok && etag == e.ETag {
 			continue
 		}
-		if err := w.st.Delete(ctx, fleet.ClaimKey(host), etag); err != nil {
-			if !errors.Is(err, store.ErrNotFound) { // not found: the claim withdrew itself
-				w.log.Error("withdrawing a claim of a deleted application", "host", host, "app", name, "err", err)
-			}
-			continue
+		if c, ok := w.withdrawRacedClaim(ctx, name, e.Key); ok {
+			out = append(out, c)
 		}
-		w.log.Warn("withdrew a claim written while its application was deleted", "host", host, "app", name)
-		out = append(out, c)
 	}
 	return out
+}
+
+// withdrawRacedClaim withdraws the claim at key if it is application name's and no
+// application of that name exists (withdrawRacedClaims).
+func (w *Writer) withdrawRacedClaim(ctx context.Context, name, key string) (fleet.Claim, bool) {
+	const attempts = 4
+	for range attempts {
+		obj, err := w.st.Get(ctx, key)
+		if err != nil {
+			if !errors.Is(err, store.ErrNotFound) {
+				w.log.Error("reading a claim of a deleted application", "key", key, "app", name, "err", err)
+			}
+			return fleet.Claim{}, false
+		}
+		var c fleet.Claim
+		if json.Unmarshal(obj.Value, &c) != nil || c.App != name {
+			return fleet.Claim{}, false
+		}
+		if _, _, err := w.App(ctx, name); !errors.Is(err, ErrNotFound) {
+			return fleet.Claim{}, false // created again (or unreadable): the claim may be the new one's
+		}
+		err = w.st.Delete(ctx, key, obj.ETag)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return fleet.Claim{}, false // the claim withdrew itself
+		case errors.Is(err, store.ErrPreconditionFailed):
+			continue // changed meanwhile: read it again
+		case err != nil:
+			w.log.Error("withdrawing a claim of a deleted application", "key", key, "app", name, "err", err)
+			return fleet.Claim{}, false
+		}
+		if _, _, err := w.App(ctx, name); !errors.Is(err, ErrNotFound) {
+			// Created again while the claim went: it may have been told "already yours".
+			if _, perr := w.st.Put(ctx, key, obj.Value, store.Condition{IfNoneMatch: true}); perr != nil {
+				w.log.Error("putting back a claim withdrawn as its application was created again", "key", key, "app", name, "err", perr)
+				return c, true
+			}
+			w.log.Warn("kept a claim written while its application was deleted: an application of that name exists again", "key", key, "app", name)
+			return fleet.Claim{}, false
+		}
+		w.log.Warn("withdrew a claim written while its application was deleted", "host", c.Host, "app", name)
+		return c, true
+	}
+	w.log.Error("withdrawing a claim of a deleted application: it kept changing", "key", key, "app", name)
+	return fleet.Claim{}, false
 }
 
 // sameETag reports whether a client's If-Match value matches the current etag of an

@@ -209,10 +209,17 @@ func (w *Writer) Release(ctx context.Context, who Actor, app, host, ifMatch stri
 
 // claimsOf lists the hosts app holds.
 func (w *Writer) claimsOf(ctx context.Context, app string) ([]string, error) {
+	hosts, _, err := w.claimsOfListed(ctx, app)
+	return hosts, err
+}
+
+// claimsOfListed is claimsOf, and the listing it read (key → etag).
+func (w *Writer) claimsOfListed(ctx context.Context, app string) ([]string, map[string]string, error) {
 	entries, err := w.st.List(ctx, fleet.PrefixDomains)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	listed := make(map[string]string, len(entries))
 	var out []string
 	for _, e := range entries {
 		obj, err := w.st.Get(ctx, e.Key)
@@ -220,12 +227,13 @@ func (w *Writer) claimsOf(ctx context.Context, app string) ([]string, error) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		listed[e.Key] = obj.ETag // the version read
 		var c fleet.Claim
 		if json.Unmarshal(obj.Value, &c) == nil && c.App == app {
 			out = append(out, c.Host)
 		}
 	}
-	return out, nil
+	return out, listed, nil
 }
