@@ -87,6 +87,9 @@ type Writer struct {
 	// afterClaimsListed, when set (tests only), runs when DeleteApp has found the
 	// application holds no claims, before it deletes it: a test runs a claim there.
 	afterClaimsListed func()
+	// appsSeen is what Apps last read: key → etag and application.
+	appsMu   sync.Mutex
+	appsSeen map[string]seenApp
 }
 
 // New builds the write domain. id is the store identity the reconcile loop maintains

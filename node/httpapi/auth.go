@@ -54,10 +54,12 @@ const (
 
 // ReadOnlyReadRate/Burst: the requests the read-only token (every node's, current and
 // previous: one budget) may make on this node of the routes that read the store
-// (applications, claims, the audit log, instances). A list of applications is one
-// store read per application: unbounded, a leaked read-only token (the status page's,
-// kept in a browser) could spend a bucket's request budget at any rate. The status page
-// reads them every 30 s; a script may list them every second.
+// (applications, claims, the audit log, instances): unbounded, a leaked read-only token
+// (the status page's, kept in a browser) could spend a bucket's request budget at any
+// rate (a list of applications is a LIST and a GET of each one changed since the last:
+// fleetwrite.Writer.Apps). The status page reads them every 30 s; a script may list
+// them every second. One budget for every holder of the token: a holder can keep the
+// others' pages on 429 (a shared credential; rotate it: docs/operating.md).
 const (
 	ReadOnlyReadRate  = 1
 	ReadOnlyReadBurst = 20
