@@ -240,6 +240,7 @@ const lameDuck = 200 * time.Millisecond
 type shot struct {
 	at      time.Time
 	took    time.Duration
+	host    string
 	method  string
 	id      string
 	status  int
@@ -289,7 +290,7 @@ func startLoad(t *testing.T, tr *traefik, hosts []string, workers int) *load {
 				l.mu.Lock()
 				phase := l.phase
 				l.mu.Unlock()
-				s := shot{at: time.Now(), method: method, id: id, phase: phase, retried: l.unquiet.Load()}
+				s := shot{at: time.Now(), host: host, method: method, id: id, phase: phase, retried: l.unquiet.Load()}
 				resp, err := client.Do(req)
 				s.took = time.Since(s.at)
 				if err != nil {
@@ -413,7 +414,9 @@ func writtenToTheDead(s shot, killed time.Time) bool {
 // within 250 ms of the kill) and once more (CI, 2026-12-07, 07:21:11.609; the kill time
 // was not logged). It is Traefik's to fix, and it is counted, not hidden: at most one per
 // killed primary may be answered so, and only before dropped (a failover that never
-// switched would answer every later request 503 and fail the phase).
+// switched would answer every later request 503 and fail the phase). dropped is measured
+// by a watch started at the kill (watchNoServerOn), not after the test's own waits, so a
+// slower switch does not widen its own allowance; and the cap is one per host.
 func racedTheFailover(s shot, dropped time.Time) bool {
 	return s.status == http.StatusServiceUnavailable && s.from == "" && s.at.Before(dropped)
 }
@@ -554,8 +557,14 @@ func testDeploysAndDeaths(t *testing.T, provider string) []deployRow {
 	for _, r := range primaries {
 		dead = append(dead, r.addr)
 	}
-	if on, err := tr.serversOn(dead); err != nil || len(on) < len(dead) {
-		t.Fatalf("%s's configuration before the deaths: servers on the primaries %v (%v), want one per primary at least", tr.name, on, err)
+	on, err := tr.serversOn(dead)
+	for _, a := range dead {
+		if err == nil && !slices.ContainsFunc(on, func(s string) bool { return strings.HasSuffix(s, " → "+a) }) {
+			err = fmt.Errorf("no server on %s", a)
+		}
+	}
+	if err != nil {
+		t.Fatalf("%s's configuration before the deaths: servers on the primaries %v: %v; want every primary", tr.name, on, err)
 	}
 	ld2.setPhase("deaths")
 	ld2.unquiet.Store(true)
@@ -564,10 +573,16 @@ func testDeploysAndDeaths(t *testing.T, provider string) []deployRow {
 		r.kill()
 	}
 	killed := time.Now()
+	droppedc := tr.watchNoServerOn(dead)
 	for i := range 10 {
 		tr.waitServedBy(t, hosts[i], "/", fmt.Sprintf("d%d@n2", i), routeTimeout)
 	}
-	dropped := tr.waitNoServerOn(t, dead, routeTimeout)
+	var dropped time.Time
+	select {
+	case dropped = <-droppedc:
+	case <-time.After(routeTimeout):
+		t.Fatalf("%s's configuration still has a server on a killed primary %s after the kill", tr.name, routeTimeout)
+	}
 	t.Logf("%s: primaries killed at %s (in %s); Traefik's configuration had none of them %s after",
 		provider, killedAt.Format("15:04:05.000"), ms(killed.Sub(killedAt)), ms(dropped.Sub(killedAt)))
 	time.Sleep(3 * time.Second) // the probes, the republish and Traefik's reload settle under load
@@ -590,15 +605,15 @@ func testDeploysAndDeaths(t *testing.T, provider string) []deployRow {
 		shots := ph.l.of(ph.phase)
 		row := deployRow{provider: provider, phase: ph.say, requests: len(shots)}
 		var ok []shot
-		raced := 0
+		racedOn := map[string]bool{} // hosts with a 503 excused by racedTheFailover
 		for _, s := range shots {
 			if s.failed() && ph.phase == "deaths" && (s.at.Before(killed) && s.at.Add(s.took).After(killedAt) || writtenToTheDead(s, killed)) {
 				row.inFlight++
-			} else if s.failed() && ph.phase == "deaths" && racedTheFailover(s, dropped) && raced < len(primaries) {
-				raced++
+			} else if s.failed() && ph.phase == "deaths" && racedTheFailover(s, dropped) && !racedOn[s.host] {
+				racedOn[s.host] = true
 				row.inFlight++
-				t.Logf("%s, %s: %s %s at %s answered 503 by Traefik's failover in the instant its main went down (racedTheFailover)",
-					provider, ph.say, s.method, s.id, s.at.Format("15:04:05.000"))
+				t.Logf("%s, %s: %s %s to %s at %s (%s after the kill) answered 503 by Traefik's failover as its main went down (racedTheFailover)",
+					provider, ph.say, s.method, s.id, s.host, s.at.Format("15:04:05.000"), ms(s.at.Sub(killedAt)))
 			} else if s.failed() {
 				row.failed++
 				if len(row.failures) < 5 {

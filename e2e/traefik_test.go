@@ -503,20 +503,20 @@ func (tr *traefik) serversOn(addrs []string) ([]string, error) {
 	return on, nil
 }
 
-// waitNoServerOn waits until no HTTP service in tr's configuration has a server on any
-// of addrs, and returns the moment it first saw that.
-func (tr *traefik) waitNoServerOn(t *testing.T, addrs []string, timeout time.Duration) time.Time {
-	t.Helper()
-	var at time.Time
-	waitFor(t, fmt.Sprintf("%s's configuration without a server on %v", tr.name, addrs), timeout, func() error {
-		on, err := tr.serversOn(addrs)
-		if err == nil && len(on) > 0 {
-			err = fmt.Errorf("servers %v", on)
+// watchNoServerOn polls tr's configuration every 20 ms from now on and sends, once, the
+// moment it first saw no HTTP service with a server on any of addrs (it gives up after
+// five minutes, sending nothing).
+func (tr *traefik) watchNoServerOn(addrs []string) <-chan time.Time {
+	c := make(chan time.Time, 1)
+	go func() {
+		for end := time.Now().Add(5 * time.Minute); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			if on, err := tr.serversOn(addrs); err == nil && len(on) == 0 {
+				c <- time.Now()
+				return
+			}
 		}
-		at = time.Now()
-		return err
-	})
-	return at
+	}()
+	return c
 }
 
 // expectServedBy asserts one request's answer.
