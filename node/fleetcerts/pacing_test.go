@@ -3,13 +3,13 @@ package fleetcerts
 import (
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/certmagic"
 
-	"github.com/scafo/ingress/internal/nodetest"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
 	"github.com/scafo/ingress/render/routing"
@@ -17,7 +17,9 @@ import (
 
 // pacedManager is one manager on a fresh store behind its own challenge server on
 // 127.0.0.1, with a Pebble (validation on) whose HTTP-01 port is that server's.
-func pacedManager(t *testing.T, opt Options) (*Manager, *pebbletest.Pebble) {
+// clock, when not nil, is the manager's clock; a manager without Options.Poll polls
+// every 50 ms.
+func pacedManager(t *testing.T, opt Options, clock func() time.Time) (*Manager, *pebbletest.Pebble) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -29,10 +31,15 @@ func pacedManager(t *testing.T, opt Options) (*Manager, *pebbletest.Pebble) {
 	opt.RenewCheckInterval = time.Minute
 	opt.PlatformDomains = []string{"apps.example.com"}
 	opt.Log = testLogger(t)
-	opt.Poll = 50 * time.Millisecond // a reconcile pass every second
+	if opt.Poll == 0 {
+		opt.Poll = 50 * time.Millisecond // a reconcile pass every second
+	}
 	m, err := New(opt)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if clock != nil {
+		m.now = clock
 	}
 	startServing(t, m, ln, new(atomic.Int64))
 	return m, p
@@ -53,18 +60,18 @@ func states(m *Manager) map[string][]string {
 // were ordered at once.
 func TestCustomDomainsArePacedByTheCustomBudget(t *testing.T) {
 	const budget, extra = 2, 3
-	m, p := pacedManager(t, Options{CustomBudget: budget, PlatformBudget: 0})
+	m, p := pacedManager(t, Options{CustomBudget: budget, PlatformBudget: 0, Poll: time.Hour}, nil)
 	doc := &routing.Document{V: routing.Version, API: &routing.API{Hosts: []string{"apps.example.com"}}}
 	for i := range budget + extra {
 		doc.Routes = append(doc.Routes, routing.Route{Host: fmt.Sprintf("c%d.example.org", i), Application: "app"})
 	}
 	m.Sync(doc)
-	nodetest.WaitFor(t, 90*time.Second, "the budget's names and the API apex valid", func() bool {
+	stepUntil(t, m, 90*time.Second, "the budget's names and the API apex valid", func() bool {
 		return len(states(m)[StateValid]) == budget+1
 	})
 	// Several more reconcile passes: nothing else starts within the hour. Three of the
-	// loop's budget lookups (every 20 polls; the 61st poll begins after the third ended).
-	waitPolls(t, m, 61)
+	// loop's budget lookups (every 20 polls).
+	step(m, 61)
 	st := states(m)
 	if len(st[StateValid]) != budget+1 || len(st[StateBacklog]) != extra || len(st[StatePending])+len(st[StateFailed]) != 0 {
 		t.Fatalf("states %v: want %d valid (the budget and the API apex), %d backlog", st, budget+1, extra)
@@ -87,56 +94,83 @@ func TestCustomDomainsArePacedByTheCustomBudget(t *testing.T) {
 // a row it is no longer managed (CertMagic would order again after 1 min, 2 min, ...:
 // about eight orders in the first hour), is listed failed with nextAttempt at the end
 // of the hold-off, is not ordered again within it, is ordered once when it ends, and
-// the next hold-off is twice as long (capped at FailHoldMax).
+// the next hold-off is twice as long (capped at FailHoldMax). The manager's clock and
+// loop are the test's: the hold-offs are exact.
 func TestAFailingNameIsHeldOffAndNotReordered(t *testing.T) {
-	const hold, holdMax = 2 * time.Second, 3 * time.Second
-	m, p := pacedManager(t, Options{CustomBudget: 10, FailLimit: 1, FailHold: hold, FailHoldMax: holdMax})
+	const hold, holdMax = time.Hour, 90 * time.Minute
+	clock := newTestClock()
+	m, p := pacedManager(t, Options{CustomBudget: 10, FailLimit: 1, FailHold: hold, FailHoldMax: holdMax, Poll: time.Hour}, clock.Now)
 	const name = "elsewhere.example.org"
 	p.AddA(t, name, "127.0.0.3") // nothing listens there
 	m.Sync(docWith(name))
 
 	var s api.CertName
-	nodetest.WaitFor(t, 60*time.Second, "the first failure", func() bool {
+	stepUntil(t, m, 60*time.Second, "the first failure", func() bool {
 		s = stateOf(m, name)
 		return s.State == StateFailed && s.Attempts == 1
 	})
-	failedAt := time.Now()
 	m.mu.Lock()
 	_, managed := m.managed[name]
 	m.mu.Unlock()
 	if managed {
 		t.Fatal("a name that failed FailLimit times is still managed: CertMagic goes on ordering it")
 	}
-	if s.NextAttempt == nil || s.NextAttempt.Sub(failedAt) < hold-time.Second || s.LastError == "" {
-		t.Fatalf("status after the first failure: %+v, want nextAttempt about %s ahead and the error", s, hold)
+	if want := clock.Now().Add(hold); s.NextAttempt == nil || !s.NextAttempt.Equal(want.UTC()) || s.LastError == "" {
+		t.Fatalf("status after the first failure: %+v, want nextAttempt %s (%s ahead) and the error", s, want, hold)
 	}
-	// Within the hold-off: no new attempt, however many reconcile passes (checked after
-	// each poll of the loop until the hold-off, a wall-clock time, nearly ends).
-	for time.Until(s.NextAttempt.Add(-200*time.Millisecond)) > 0 {
-		if a := stateOf(m, name).Attempts; a != 1 {
-			t.Fatalf("ordered again within the hold-off: %d attempts", a)
+	// Within the hold-off: not taken on again, however many reconcile passes (two of
+	// the loop's lookups at its start and two a second before its end). Taking it on is
+	// the loop's own decision (managed, before CertMagic orders): checked after each.
+	heldOff := func(attempts int) {
+		t.Helper()
+		for range 2 {
+			step(m, 20)
+			m.mu.Lock()
+			_, managed := m.managed[name]
+			m.mu.Unlock()
+			if s := stateOf(m, name); managed || s.Attempts != attempts || s.State != StateFailed {
+				t.Fatalf("within the hold-off at %s: managed %v, %+v; want %d attempts, failed", clock.Now(), managed, s, attempts)
+			}
 		}
-		waitPolls(t, m, 1)
 	}
-	// After it: one more order, which fails and holds it off twice as long (capped).
-	nodetest.WaitFor(t, 60*time.Second, "the attempt after the hold-off", func() bool {
+	heldOff(1)
+	clock.Advance(hold - time.Second)
+	heldOff(1)
+	// At its end: one more order, which fails and holds it off twice as long (capped).
+	clock.Advance(time.Second)
+	stepUntil(t, m, 60*time.Second, "the attempt after the hold-off", func() bool {
 		s = stateOf(m, name)
 		return s.State == StateFailed && s.Attempts == 2
 	})
-	secondAt := time.Now()
-	if s.NextAttempt == nil || s.NextAttempt.Sub(secondAt) < holdMax-time.Second || s.NextAttempt.Sub(secondAt) > holdMax+time.Second {
-		t.Fatalf("status after the second failure: %+v, want nextAttempt about %s ahead (%s doubled, capped)", s, holdMax, hold)
+	if want := clock.Now().Add(holdMax); s.NextAttempt == nil || !s.NextAttempt.Equal(want.UTC()) {
+		t.Fatalf("status after the second failure: %+v, want nextAttempt %s (%s doubled, capped at %s)", s, want, hold, holdMax)
 	}
-	for time.Until(s.NextAttempt.Add(-200*time.Millisecond)) > 0 {
-		if a := stateOf(m, name).Attempts; a != 2 {
-			t.Fatalf("ordered again within the second hold-off: %d attempts", a)
-		}
-		waitPolls(t, m, 1)
+	heldOff(2)
+	clock.Advance(holdMax - time.Second)
+	heldOff(2)
+	if n := len(p.Issued()); n != 0 || p.Orders() != 2 {
+		t.Fatalf("Pebble issued %d certificates on %d orders for a name pointing nowhere, want none on 2", n, p.Orders())
 	}
-	if n := len(p.Issued()); n != 0 {
-		t.Fatalf("Pebble issued %d certificates for a name pointing nowhere", n)
-	}
-	t.Logf("attempts %d; hold-offs observed %s and %s", s.Attempts, hold, holdMax)
+}
+
+// testClock is a manager's clock that moves only when the test advances it.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newTestClock() *testClock { return &testClock{now: time.Now()} }
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
 }
 
 // TestRetriesCountAgainstTheBudget: CertMagic retries a failed obtain on its own (1 min
