@@ -97,19 +97,16 @@ func thrashSelections(n int) []struct {
 }
 
 // BenchmarkPollUnderBusierThrash is BenchmarkPollUnderThrash with each poll's source:
-// the real ingress on its address, polling once a long-poll wait (the clock moves 60 s
-// between two real polls), and the thrasher on one other address polling 300
-// selections three times each between two real polls (the busier thrasher the hostile
-// round measured). poll-ns is the real poll alone; renders/poll how many real polls
-// rendered. It runs on the code before the source counting with GetGroupsFrom dropping
-// the source (every poll counted), which is how the old numbers were taken.
+// the real ingress tracked under its address, and the thrasher under one other address
+// polling 300 selections three times each between two real polls (the busier thrasher
+// the hostile round measured). poll-ns is the real poll alone; renders/poll how many real
+// polls rendered.
 func BenchmarkPollUnderBusierThrash(b *testing.B) {
 	for _, thrasher := range []bool{false, true} {
 		b.Run(fmt.Sprintf("thrasher=%v", thrasher), func(b *testing.B) {
 			_, _, _, doc := thrashFleet(1000)
 			p := newPublisher(render.Options{}, b.TempDir())
 			p.Publish(doc, time.Now())
-			now := time.Now()
 			s := p.cur.Load()
 			poll := func(source, prefer string, groups []string) {
 				if _, err := p.Body(s, Request{Ingress: source, Prefer: prefer, Format: api.FormatTraefik, Groups: groups}); err != nil {
@@ -117,7 +114,6 @@ func BenchmarkPollUnderBusierThrash(b *testing.B) {
 				}
 			}
 			for range 10 { // the real ingress polled before the thrasher came
-				now = now.Add(60 * time.Second)
 				poll("10.1.0.1", "", nil)
 			}
 			sel := thrashSelections(300)
@@ -129,10 +125,6 @@ func BenchmarkPollUnderBusierThrash(b *testing.B) {
 				polling += time.Since(t0)
 				renders += p.Renders() - r0
 				if thrasher {
-					// The next long-poll wait; the window's turn (clearing the
-					// doorkeeper, once in 2 minutes for real) falls on the thrasher's
-					// first poll, not on the timed one. Alone, the clock stays.
-					now = now.Add(60 * time.Second)
 					for range 3 {
 						for _, q := range sel {
 							poll("10.9.0.9", q.prefer, q.groups)
