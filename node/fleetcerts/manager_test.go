@@ -81,7 +81,7 @@ func TestTwoManagersOnOneStoreIssueANameOnceAndEitherAnswersTheChallenge(t *test
 		m, err := New(Options{
 			Storage: storage, CA: p.Directory, Roots: p.CARoots, Email: "ops@example.com",
 			RenewCheckInterval: time.Minute, PlatformDomains: []string{"apps.example.com"},
-			PlatformBudget: budget, Log: testLogger(t).With("node", i), Poll: 200 * time.Millisecond,
+			PlatformBudget: budget, Log: testLogger(t).With("node", i), Poll: time.Hour, // stepped by the test
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -99,7 +99,11 @@ func TestTwoManagersOnOneStoreIssueANameOnceAndEitherAnswersTheChallenge(t *test
 	}
 	a.Sync(docWith(name))
 
+	// Each check steps both loops once: B, which never orders, loads A's certificate
+	// from the store at its loop's lookup (every 20 polls).
 	nodetest.WaitFor(t, 90*time.Second, "both managers hold a valid certificate", func() bool {
+		a.poll()
+		b.poll()
 		return stateOf(a, name).State == StateValid && stateOf(b, name).State == StateValid
 	})
 	sa, sb := stateOf(a, name), stateOf(b, name)
