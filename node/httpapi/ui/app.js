@@ -104,7 +104,10 @@ async function refresh() {
       get('/v1/status'), get('/v1/ingress/routes'),
       slowDue ? get('/v1/apps') : slow.apps, slowDue ? get('/v1/audit?limit=' + AUDIT_LIMIT) : slow.audit,
     ]);
-    if (slowDue) slow = { at: Date.now(), apps, audit };
+    // An answer other than 200 or a refusal for the token (a 429, a 5xx) is asked again
+    // at the next refresh, not kept for the slow period.
+    const keep = (r) => r.status === 200 || adminOnly(r.status);
+    if (slowDue) slow = keep(apps) && keep(audit) ? { at: Date.now(), apps, audit } : null;
     if (status.status === 401 || routes.status === 401) {
       sessionStorage.removeItem(TOKEN_KEY);
       slow = null;
@@ -201,6 +204,8 @@ function renderApps(st, routes, apps, warnings) {
     }
   } else if (adminOnly(apps.status)) {
     warnings.push('placement and the audit log need the read-only (or admin) token; this token reads status and routes only');
+  } else {
+    warnings.push('placement could not be read (' + apps.status + '): rows show the routing document only');
   }
   const rows = [...byApp.values()].sort((x, y) => x.name.localeCompare(y.name)).map((a) => {
     const ups = a.upstreams || [];
