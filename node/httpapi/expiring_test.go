@@ -41,10 +41,11 @@ func TestAPIStartsNoGoroutine(t *testing.T) {
 	for i := range apis {
 		apis[i] = testAPI(t, Config{NodeName: fmt.Sprint("vps-", i), WriteRate: 1, WriteBurst: 1}, Deps{})
 	}
-	// Goroutines of other tests' leftovers may end meanwhile, never start: more than
-	// before is this package's doing.
-	if after := runtime.NumGoroutine(); after > before {
-		t.Fatalf("50 APIs built: %d goroutines, %d before", after, before)
+	// Other tests' leftovers may end meanwhile, and a few may start one (a timer's
+	// AfterFunc firing, a late connection to a stopped test server: seen once, +1 on a
+	// loaded machine); an API that starts one is at least one per API.
+	if after := runtime.NumGoroutine(); after-before >= len(apis) {
+		t.Fatalf("%d APIs built: %d goroutines, %d before: at least one per API", len(apis), after, before)
 	}
 	runtime.KeepAlive(apis)
 	runtime.KeepAlive(first)
