@@ -2,12 +2,9 @@ package ingress
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
 )
 
@@ -54,12 +51,7 @@ func TestTheDefaultViewReadsAFarStoresReportsInTime(t *testing.T) {
 	const reports = 120
 	inner := dirStore(t)
 	c, m := newFleetClock(), newFleetMark(1, rev('a'))
-	for i := range reports {
-		b, _ := json.Marshal(Report{Name: fmt.Sprintf("edge-%03d", i), Kind: api.KindPlugin, Node: "vps-b", Serial: 1, Seen: c.Now()})
-		if _, err := inner.Put(t.Context(), fmt.Sprintf("%sedge-%03d.json", Prefix, i), b, store.Condition{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	seedReports(t, inner, c, reports)
 	a := nodeBook(farStore{Store: inner, rtt: 25 * time.Millisecond}, "vps-a", c, m)
 	if a.ViewTimeout != defaultViewTimeout {
 		t.Fatalf("the book's read budget %s, want its default %s", a.ViewTimeout, defaultViewTimeout)

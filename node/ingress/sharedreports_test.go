@@ -323,6 +323,18 @@ func TestWaitAppliedIsNeverAppliedOnAPartialView(t *testing.T) {
 
 // gatedGets holds every GET until n are in flight at once (then lets them all
 // through), and counts the calls on ingresses/.
+// seedReports stores n reports of plugin ingresses edge-000… of vps-b, seen now, at
+// serial 1.
+func seedReports(t *testing.T, st store.Store, c *fleetClock, n int) {
+	t.Helper()
+	for i := range n {
+		b, _ := json.Marshal(Report{Name: fmt.Sprintf("edge-%03d", i), Kind: api.KindPlugin, Node: "vps-b", Serial: 1, Seen: c.Now()})
+		if _, err := st.Put(t.Context(), fmt.Sprintf("%sedge-%03d.json", Prefix, i), b, store.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 type gatedGets struct {
 	store.Store
 	n                  int
@@ -377,12 +389,7 @@ func TestIngressReportsAreReadConcurrently(t *testing.T) {
 	const reports = 120
 	inner := dirStore(t)
 	c, m := newFleetClock(), newFleetMark(1, rev('a'))
-	for i := range reports {
-		b, _ := json.Marshal(Report{Name: fmt.Sprintf("edge-%03d", i), Kind: api.KindPlugin, Node: "vps-b", Serial: 1, Seen: c.Now()})
-		if _, err := inner.Put(t.Context(), fmt.Sprintf("%sedge-%03d.json", Prefix, i), b, store.Condition{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	seedReports(t, inner, c, reports)
 	g := &gatedGets{Store: inner, n: 4, open: make(chan struct{})}
 	a := nodeBook(g, "vps-a", c, m)
 	a.ViewTimeout = 10 * time.Second // a loaded machine: only a read that can never finish fails
