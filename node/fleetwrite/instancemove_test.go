@@ -224,3 +224,42 @@ func TestReadinessChangesAreAudited(t *testing.T) {
 		t.Errorf("audited:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestAMoveOntoAnEarlierIncarnationsPortIsRefusedBeforeItIsProbed: an application
+// deleted and created again moves its instance onto a port its earlier incarnation
+// left (quarantined): refused as taken, naming the earlier incarnation, before the port
+// checker is asked, so the move never probes the release that may still serve there.
+// Before, only the registry's own refusal after the probe guarded it (mutation check,
+// M16: takenFor ignoring the incarnation failed no test).
+func TestAMoveOntoAnEarlierIncarnationsPortIsRefusedBeforeItIsProbed(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	ports := &portsUp{up: map[int]bool{24000: true, 24001: true, 24002: true, 24003: true}}
+	f.w.cfg.Ports = ports
+	f.app(t, "shop", "acme")
+	first, _, err := f.w.AllocateInstance(ctx, admin, "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.w.DeleteApp(ctx, admin, "shop", ""); err != nil {
+		t.Fatal(err)
+	}
+	f.app(t, "shop", "acme")
+	next, _, err := f.w.AllocateInstance(ctx, admin, "shop")
+	if err != nil || next.Port == first.Port {
+		t.Fatalf("the new incarnation's instance: %+v %v, want a port other than %d", next, err, first.Port)
+	}
+	if _, err := f.w.SetInstance(ctx, admin, "shop", nil, true); err != nil {
+		t.Fatal(err)
+	}
+	ports.asked = nil
+	p := first.Port
+	_, err = f.w.SetInstance(ctx, admin, "shop", &p, true)
+	var taken *portTakenError
+	if !errors.As(err, &taken) || !strings.Contains(err.Error(), "an earlier incarnation of") {
+		t.Fatalf("a move onto the earlier incarnation's port %d: %v, want it taken by an earlier incarnation of shop", p, err)
+	}
+	if len(ports.asked) != 0 {
+		t.Errorf("the port checker was asked %v: the move probed a port it could not take", ports.asked)
+	}
+}
