@@ -218,7 +218,7 @@ func (w *Writer) DeleteApp(ctx context.Context, who Actor, name, ifMatch string)
 	if ifMatch != "" && !sameETag(etag, ifMatch) {
 		return fmt.Errorf("%w: If-Match does not match the current application", ErrPrecondition)
 	}
-	claims, listed, err := w.claimsOfListed(ctx, name)
+	claims, listed, err := w.claimsOf(ctx, name)
 	if err != nil {
 		return fmt.Errorf("listing claims: %w", err)
 	}

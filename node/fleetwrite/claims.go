@@ -207,14 +207,8 @@ func (w *Writer) Release(ctx context.Context, who Actor, app, host, ifMatch stri
 	return w.committed(ctx, who, AuditRecord{Action: "domain.release", Account: c.Account, App: app, Host: host, Prefixes: len(c.Paths)}, fleet.ClaimKey(host))
 }
 
-// claimsOf lists the hosts app holds.
-func (w *Writer) claimsOf(ctx context.Context, app string) ([]string, error) {
-	hosts, _, err := w.claimsOfListed(ctx, app)
-	return hosts, err
-}
-
-// claimsOfListed is claimsOf, and the listing it read (key → etag).
-func (w *Writer) claimsOfListed(ctx context.Context, app string) ([]string, map[string]string, error) {
+// claimsOf lists the hosts app holds, and the claims it read (key → the etag read).
+func (w *Writer) claimsOf(ctx context.Context, app string) ([]string, map[string]string, error) {
 	entries, err := w.st.List(ctx, fleet.PrefixDomains)
 	if err != nil {
 		return nil, nil, err

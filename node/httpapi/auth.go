@@ -219,7 +219,7 @@ func (a *authenticator) authenticate(next http.Handler) http.Handler {
 			if ok, retry := a.readOnlyReads.take(roleReadOnly); !ok {
 				a.refused.count(RefusedReadRate)
 				cutBody(w, r)
-				secs := max(1, int(retry.Seconds()+0.999))
+				secs := fleetwrite.RetrySeconds(retry)
 				w.Header().Set("Retry-After", strconv.Itoa(secs))
 				writeError(w, http.StatusTooManyRequests, "too many reads",
 					fmt.Sprintf("the read-only token reads applications, claims, instances and the audit log on this node at most %d a second (%d at once); retry after %ds",
@@ -276,7 +276,7 @@ func (a *authenticator) appToken(w http.ResponseWriter, r *http.Request, tok str
 	if ok, retry := a.lookups.take(hash); !ok {
 		a.refused.request(r, "rejected request: token lookup budget spent")
 		cutBody(w, r)
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(retry.Seconds()+0.999))))
+		w.Header().Set("Retry-After", strconv.Itoa(fleetwrite.RetrySeconds(retry)))
 		writeError(w, http.StatusTooManyRequests, "too many token lookups",
 			"a token is checked against the store at a bounded rate; retry")
 		return rec, false

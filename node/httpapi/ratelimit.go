@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"math"
 	"net/http"
 	"strconv"
 	"sync"
@@ -10,6 +9,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/scafo/ingress/internal/bucket"
+	"github.com/scafo/ingress/node/fleetwrite"
 )
 
 // writeLimiter is a token bucket per application token: a tenant's CI or router may
@@ -60,10 +60,10 @@ func (g *writeGuard) limit(next http.Handler) http.Handler {
 		}
 		if ok, retry := g.writes.take(a.Token.ID); !ok {
 			g.refused.count(RefusedWriteRate)
-			secs := int(math.Ceil(retry.Seconds()))
-			w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+			secs := strconv.Itoa(fleetwrite.RetrySeconds(retry))
+			w.Header().Set("Retry-After", secs)
 			writeError(w, http.StatusTooManyRequests, "too many writes",
-				"token "+a.Token.ID+" is past writes.rate; retry after "+strconv.Itoa(max(secs, 1))+"s")
+				"token "+a.Token.ID+" is past writes.rate; retry after "+secs+"s")
 			return
 		}
 		next.ServeHTTP(w, r)
