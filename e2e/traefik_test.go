@@ -509,11 +509,14 @@ func (tr *traefik) serversOn(addrs []string) ([]string, error) {
 func (tr *traefik) watchNoServerOn(addrs []string) <-chan time.Time {
 	c := make(chan time.Time, 1)
 	go func() {
-		for end := time.Now().Add(5 * time.Minute); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-			if on, err := tr.serversOn(addrs); err == nil && len(on) == 0 {
-				c <- time.Now()
-				return
+		if poll(5*time.Minute, 20*time.Millisecond, func() error {
+			on, err := tr.serversOn(addrs)
+			if err == nil && len(on) > 0 {
+				err = fmt.Errorf("servers %v", on)
 			}
+			return err
+		}) == nil {
+			c <- time.Now()
 		}
 	}()
 	return c

@@ -1,7 +1,6 @@
 package docs
 
 import (
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,36 +13,22 @@ import (
 var testName = regexp.MustCompile("\\b(?:Test|Fuzz|Benchmark)[A-Z][A-Za-z0-9_]+")
 
 // testFuncs returns the names of every test, benchmark and fuzz function in the
-// repository's _test.go files (every module under it).
+// repository's _test.go files (every module under it; codeFiles' walk).
 func testFuncs(t *testing.T) map[string]bool {
 	t.Helper()
 	decl := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)[A-Za-z0-9_]*)\(`)
 	out := map[string]bool{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			switch d.Name() {
-			case ".git", ".bin", "node_modules":
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	for _, p := range codeFiles(t) {
 		if !strings.HasSuffix(p, "_test.go") {
-			return nil
+			continue
 		}
 		b, err := os.ReadFile(p)
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
 		for _, m := range decl.FindAllSubmatch(b, -1) {
 			out[string(m[1])] = true
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	return out
 }
