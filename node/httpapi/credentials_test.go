@@ -179,7 +179,7 @@ func TestEveryRouteAnswersEachCredentialAsItsRoleAllows(t *testing.T) {
 			t.Errorf("row %q names no route of the table", key)
 		}
 		for _, c := range credentialNames {
-			before, logged := storeState(t, p), len(p.logs.String())
+			before, logged := storeState(t, p), len(p.Logs.String())
 			rec := p.do(row.method, row.path, tokens[c], row.body)
 			want := row.want(c)
 			got := rec.Code
@@ -193,8 +193,8 @@ func TestEveryRouteAnswersEachCredentialAsItsRoleAllows(t *testing.T) {
 				continue
 			}
 			for _, tok := range tokens {
-				if tok != "" && strings.Contains(p.logs.String(), tok) {
-					t.Fatalf("%s %s with %s: a token is in the log:\n%s", row.method, row.path, c, p.logs.String())
+				if tok != "" && strings.Contains(p.Logs.String(), tok) {
+					t.Fatalf("%s %s with %s: a token is in the log:\n%s", row.method, row.path, c, p.Logs.String())
 				}
 			}
 			if after := storeState(t, p); after != before {
@@ -211,8 +211,8 @@ func TestEveryRouteAnswersEachCredentialAsItsRoleAllows(t *testing.T) {
 				// A read refused to the fleet's own credential is no attacker's guess (the
 				// status page with the ingress token asks for the audit log every 30 s):
 				// counted, never a WARN line.
-				if row.method == "GET" && strings.Contains(p.logs.String()[logged:], "level=WARN") {
-					t.Errorf("GET %s with %s logged a WARN: %s", row.path, c, p.logs.String()[logged:])
+				if row.method == "GET" && strings.Contains(p.Logs.String()[logged:], "level=WARN") {
+					t.Errorf("GET %s with %s logged a WARN: %s", row.path, c, p.Logs.String()[logged:])
 				}
 			}
 		}
@@ -234,7 +234,7 @@ func nodeRole(c string) string {
 // storeState is every key of the store with its etag.
 func storeState(t *testing.T, p *inProcess) string {
 	t.Helper()
-	es, err := p.st.List(context.Background(), "")
+	es, err := p.Store.List(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}

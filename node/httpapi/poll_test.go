@@ -299,7 +299,7 @@ func TestARefusedPollIsLoggedNamingTheIngressAndNeverListedCurrent(t *testing.T)
 				key = " claimedIngress=edge-1"
 			}
 			var warns []string
-			for _, l := range strings.Split(p.logs.String(), "\n") {
+			for _, l := range strings.Split(p.Logs.String(), "\n") {
 				if strings.Contains(l, "level=WARN") && strings.Contains(l, key) {
 					warns = append(warns, l)
 				}
@@ -331,8 +331,8 @@ func TestAPollNamingAnIngressNotTrackedMarksNothing(t *testing.T) {
 	if ins := p.ingresses(t); len(ins) != 0 {
 		t.Errorf("status lists %+v, want no ingress", ins)
 	}
-	if !strings.Contains(p.logs.String(), "ingress=edge-new") {
-		t.Errorf("no log line names edge-new:\n%s", p.logs.String())
+	if !strings.Contains(p.Logs.String(), "ingress=edge-new") {
+		t.Errorf("no log line names edge-new:\n%s", p.Logs.String())
 	}
 }
 

@@ -53,7 +53,7 @@ func TestRejectedRequestsAreCheap(t *testing.T) {
 		"real id, secret of 65 chars": "scafo_" + tok.ID + "_" + strings.Repeat("a", 65),
 	}
 	wellFormed := 2 // the first two are shaped like tokens: at most one read each
-	logsBefore := rejectionLines(n.logs.String())
+	logsBefore := rejectionLines(n.Logs.String())
 	readsBefore := int(st.Records.Load())
 	for what, b := range bad {
 		for i := 0; i < flood/len(bad); i++ {
@@ -70,7 +70,7 @@ func TestRejectedRequestsAreCheap(t *testing.T) {
 	if reads := int(st.Records.Load()) - readsBefore; reads > wellFormed {
 		t.Errorf("%d bad application tokens read the store %d times, want at most %d", flood, reads, wellFormed)
 	}
-	if lines := rejectionLines(n.logs.String()) - logsBefore; lines > 3 {
+	if lines := rejectionLines(n.Logs.String()) - logsBefore; lines > 3 {
 		t.Errorf("%d rejected requests from one address logged %d lines, want at most 3", 2*flood, lines)
 	}
 	// The real token still works, and is still read from the store each time (a
@@ -107,7 +107,7 @@ func TestRejectedRequestsAreCheap(t *testing.T) {
 	n.Must(200, "PUT", pathsURL, tok.Token, `{"paths":{}}`) // a token seen valid is not held back
 	n.Must(200, "DELETE", "/v1/tokens/"+tok.ID, ipAdmin, "")
 	n.Must(401, "PUT", pathsURL, tok.Token, `{"paths":{}}`)
-	if strings.Contains(n.logs.String(), tok.Token) {
+	if strings.Contains(n.Logs.String(), tok.Token) {
 		t.Fatal("an application token appears in the logs")
 	}
 }

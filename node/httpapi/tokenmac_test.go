@@ -222,8 +222,8 @@ func TestACorruptTokenKeyRefusesTokensAsUnavailable(t *testing.T) {
 			if r := st.Records.Load() - reads; r != 0 {
 				t.Errorf("tokens on a corrupt key read %d token records, want none", r)
 			}
-			if c := strings.Count(p2.logs.String(), "level=ERROR msg=\"the token MAC key object is corrupt"); c != 1 {
-				t.Errorf("the corrupt key was logged %d times, want once:\n%s", c, p2.logs.String())
+			if c := strings.Count(p2.Logs.String(), "level=ERROR msg=\"the token MAC key object is corrupt"); c != 1 {
+				t.Errorf("the corrupt key was logged %d times, want once:\n%s", c, p2.Logs.String())
 			}
 			b := p2.must(t, 503, "POST", "/v1/tokens", ipAdmin, `{"account":"evil","app":"evil","roles":["publish"]}`)
 			if !strings.Contains(string(b), fleetwrite.TokenMACKey) {

@@ -13,6 +13,7 @@ import (
 	"github.com/scafo/ingress/internal/nodetest"
 	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/node/internal/apitest"
 	"github.com/scafo/ingress/node/store"
 )
 
@@ -121,7 +122,7 @@ func (f *recordPutFails) Put(ctx context.Context, key string, v []byte, cond sto
 func TestAnInstanceWriteThatIsNeverAnnouncedIsNotApplied(t *testing.T) {
 	t.Parallel()
 	st := &recordPutFails{}
-	n := newInProcessWith(t, setup{record: true, wrap: func(s store.Store) store.Store { st.Store = s; return st }})
+	n := newInProcessWith(t, apitest.Options{Record: true, Wrap: func(s store.Store) store.Store { st.Store = s; return st }})
 	n.must(http.StatusCreated, http.MethodPut, "/v1/apps/shop", ipAdmin, `{"account":"acme","placement":["vps-a"]}`)
 	rec := n.do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=10s", ipAdmin, `{"port":25000,"ready":true}`)
 	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"applied":true`) {

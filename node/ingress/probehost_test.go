@@ -59,7 +59,7 @@ func TestAppliedProbeHostCannotInjectIntoTheBody(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer "+ipIngress)
 		req.Header.Set(api.HeaderIngress, "edge-h")
 		req.Header.Set(api.HeaderAppliedProbe, testnode.ProbeURL)
-		rec := n.serve(req)
+		rec := n.Serve(req)
 		if tc.url == "" {
 			// 421: a Host the node does not go by is refused before any handler (httpapi's
 			// TestARebindingHostIsRefused); 400: the poll's parser refuses it.

@@ -15,7 +15,7 @@ func BenchmarkPoll(b *testing.B) {
 	n := newInProcess(b)
 	req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1/v1/ingress/traefik", nil)
 	req.Header.Set("Authorization", "Bearer "+ipIngress)
-	first := n.serve(req)
+	first := n.Serve(req)
 	etag := first.Header().Get("ETag")
 	serial := first.Header().Get(api.HeaderSerial)
 	rev := first.Header().Get(api.HeaderRevision)
@@ -37,7 +37,7 @@ func BenchmarkPoll(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				w := httptest.NewRecorder()
-				n.h.ServeHTTP(w, req)
+				n.H.ServeHTTP(w, req)
 				if w.Code != http.StatusNotModified {
 					b.Fatalf("status %d", w.Code)
 				}

@@ -25,7 +25,7 @@ func TestWaitAppliedOnAnApplicationTokensOwnWrite(t *testing.T) {
 		n.must(http.StatusOK, http.MethodPut, "/v1/node/instances/"+app, ipAdmin, fmt.Sprintf(`{"port":%d,"ready":true}`, 25000+i))
 	}
 	n.must(http.StatusCreated, http.MethodPut, "/v1/apps/tito-classic/domains/ti.to", ipAdmin, "")
-	it, err := n.writer.IssueToken(context.Background(), fleetwrite.Actor{Admin: true}, "acme", "tito-classic", []string{"publish"})
+	it, err := n.Writer.IssueToken(context.Background(), fleetwrite.Actor{Admin: true}, "acme", "tito-classic", []string{"publish"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestWaitAppliedOnAnApplicationTokensOwnWrite(t *testing.T) {
 	if rec.Code != http.StatusForbidden || strings.Contains(rec.Body.String(), "applied") {
 		t.Errorf("another app's door with wait: %d %s, want the plain 403", rec.Code, rec.Body)
 	}
-	if held, _ := n.book.Waiters(); held != 0 {
+	if held, _ := n.Book.Waiters(); held != 0 {
 		t.Errorf("%d waiter slots held after the writes answered, want none", held)
 	}
 }
