@@ -154,8 +154,9 @@ func (m *memStore) Delete(ctx context.Context, key, ifMatch string) error {
 type faultyStore struct {
 	store.Store
 	fail func(op, key string) bool
-	// before runs before a write that reaches the store (another write may land there).
-	before func(key string)
+	// before runs before a request (op: list, get_if_changed or put) that reaches the
+	// store: another write, a wipe or a remount may land there.
+	before func(op, key string)
 }
 
 var errInjected = errors.New("injected store fault")
@@ -178,6 +179,7 @@ func (f faultyStore) GetIfChanged(ctx context.Context, key, etag string) (store.
 	if err := f.err("get_if_changed", key); err != nil {
 		return store.Object{}, false, err
 	}
+	f.before("get_if_changed", key)
 	return f.Store.GetIfChanged(ctx, key, etag)
 }
 
@@ -185,6 +187,7 @@ func (f faultyStore) List(ctx context.Context, prefix string) ([]store.Entry, er
 	if err := f.err("list", prefix); err != nil {
 		return nil, err
 	}
+	f.before("list", prefix)
 	return f.Store.List(ctx, prefix)
 }
 
@@ -192,9 +195,7 @@ func (f faultyStore) Put(ctx context.Context, key string, v []byte, c store.Cond
 	if err := f.err("put", key); err != nil {
 		return "", err
 	}
-	if f.before != nil {
-		f.before(key)
-	}
+	f.before("put", key)
 	return f.Store.Put(ctx, key, v, c)
 }
 

@@ -254,7 +254,7 @@ func (s *sim) unsureInst(n *simNode, app string, code int) {
 // require records that the hosts's route to app is in every document from the store's
 // serial now on (until a delete of it is tried).
 func (s *sim) require(host, app string) {
-	if s.restored {
+	if s.restored || s.wiped != nil {
 		return // serials are not comparable with those served until the operator adopts the store
 	}
 	if r, ok := s.m.required[host]; ok && r.app == app {

@@ -63,6 +63,8 @@ type simNode struct {
 	flaky       bool          // until failUntil, every other read of its serial fails
 	passed      bool          // a pass of this process succeeded
 	serialReads int
+	downRev     string // the revision it served when it crashed (its state dir remembers it)
+	wipeRev     string // while the store is wiped: the revision it must keep serving ("" none)
 
 	// What it served: per process (first: a 200 was served), per name (the serial).
 	served200    bool
@@ -106,6 +108,17 @@ type sim struct {
 	interleave     func()
 	interleaveOn   *simNode
 	interleaveNode *simNode // the node the landing write goes through
+	// The store wiped (unmounted): its objects, the serial included, are away (wiped,
+	// nil: mounted) until remountAt, or until remountOn's pass re-reads the serial after
+	// listing the wiped store. wipeOn: a wipe armed to land at that node's listing, after
+	// its pass read the serial. inPass is the node whose pass runs; listed: it listed
+	// since its last read of the serial.
+	wiped     map[string]memObject
+	remountAt int
+	wipeOn    *simNode
+	remountOn *simNode
+	inPass    *simNode
+	listed    bool
 }
 
 func newSim(t testing.TB, seed uint64, nodes, ingresses int) *sim {
@@ -162,9 +175,9 @@ func (s *sim) start(n *simNode) {
 		// it (docs/design.md §6), a store restored from an older backup included, so its
 		// serials are compared from its restart on only (its ingresses keep what they
 		// hold until the serial passes it: the plugin's rule).
-		n.lastSerial, n.lastEpoch, n.lastRevision = 0, "", ""
+		n.lastSerial, n.lastEpoch, n.lastRevision, n.downRev = 0, "", "", ""
 	}
-	fs := faultyStore{Store: s.st, fail: func(op, key string) bool { return s.fails(n, key) }, before: func(key string) { s.interleaved(n, key) }}
+	fs := faultyStore{Store: s.st, fail: func(op, key string) bool { return s.fails(n, key) }, before: func(op, key string) { s.hook(n, op, key) }}
 	srv, err := node.NewWithStore(n.cfg, slog.New(slog.DiscardHandler), fs, ingressToken, adminToken)
 	if err != nil {
 		s.t.Fatalf("seed %d: starting %s: %v", s.seed, n.name, err)
@@ -275,6 +288,9 @@ func pick[T any](r *rand.Rand, xs []T) T { return xs[r.IntN(len(xs))] }
 func (s *sim) run(steps int) {
 	for s.step = 1; s.step <= steps && !s.failed; s.step++ {
 		s.now = s.now.Add(time.Second)
+		if s.wiped != nil && s.step >= s.remountAt {
+			s.remount()
+		}
 		s.event()
 		s.tickNodes()
 		s.pollIngresses()
@@ -310,38 +326,47 @@ func (s *sim) event() {
 		s.logf("store outage until step %d", s.outageUntil)
 	case r < 66:
 		if n := pick(s.rng, s.nodes); n.srv != nil && (!s.restored || *restoreCrashFlag) {
-			n.srv.Close()
-			n.srv, n.h = nil, nil
-			n.downUntil, n.loseState = s.step+1+s.rng.IntN(20), s.rng.IntN(3) == 0 && *stateLostFlag && (!s.restored || *lostRestoredFlag)
-			s.logf("%s crashes (state dir lost: %v), back at step %d", n.name, n.loseState, n.downUntil)
+			s.crash(n, 1+s.rng.IntN(20), s.rng.IntN(3) == 0 && *stateLostFlag && (!s.restored || *lostRestoredFlag) && !s.wiping())
 		}
 	case r < 69:
 		n := pick(s.rng, s.nodes)
 		n.skew = pick(s.rng, []time.Duration{0, 3 * time.Second, -3 * time.Second, nodeTTL / 2, -nodeTTL / 2, nodeTTL + 5*time.Second, -(nodeTTL + 5*time.Second)})
 		s.logf("%s's clock skew %v", n.name, n.skew)
 	case r < 73:
+		if s.wiping() {
+			return
+		}
 		s.backup = s.st.snapshot()
 		s.logf("store backed up")
 	case r < 74:
-		if s.backup != nil && (s.allPassed() || *restoreCrashFlag) && (!s.losing() || *lostRestoredFlag) {
+		if s.backup != nil && !s.wiping() && (s.allPassed() || *restoreCrashFlag) && (!s.losing() || *lostRestoredFlag) {
 			s.st.restore(s.backup)
-			s.restored = true
-			clear(s.m.required) // serials restart below what was served: the operator's adopt decides
-			// What the model knows of applications and claims is not the store's any more
-			// (a node that lost its state dir accepts the restored store and writes to it:
-			// seed 165 of 101-220 claimed a host the backup had free).
-			for app := range s.m.apps {
-				s.m.unsureApps[app] = true
-			}
-			for _, h := range claimHosts {
-				s.m.unsureClaims[h] = true
-			}
+			s.restoredStore()
 			s.logf("store restored from its backup")
 		}
 	case r < 76:
 		in := pick(s.rng, s.ings)
 		in.node = s.rng.IntN(len(s.nodes))
 		s.logf("%s polls %s now", in.name, s.nodes[in.node].name)
+	case r < 78:
+		s.wipeEvent()
+	}
+}
+
+// restoredStore: the store is not the one the nodes served any more (a backup put back,
+// or a wiped store remounted over what was written to it); every node refuses it until
+// settle adopts it, as the operator would.
+func (s *sim) restoredStore() {
+	s.restored = true
+	clear(s.m.required) // serials restart below what was served: the operator's adopt decides
+	// What the model knows of applications and claims is not the store's any more
+	// (a node that lost its state dir accepts the restored store and writes to it:
+	// seed 165 of 101-220 claimed a host the backup had free).
+	for app := range s.m.apps {
+		s.m.unsureApps[app] = true
+	}
+	for _, h := range claimHosts {
+		s.m.unsureClaims[h] = true
 	}
 }
 
@@ -361,7 +386,7 @@ func (s *sim) tickNodes() {
 			continue
 		}
 		now := s.clock(n)
-		if !s.settling && s.rng.IntN(10) < 3 {
+		if !s.settling && s.wipeOn != n && s.rng.IntN(10) < 3 {
 			continue // its tick falls in the next step
 		}
 		if !now.Before(n.nextBeat) {
@@ -373,8 +398,18 @@ func (s *sim) tickNodes() {
 		if faulty {
 			before = s.served(n)
 		}
-		err := n.step.Reconcile(ctx, now, s.settling || s.rng.IntN(8) == 0)
+		keep := n.wipeRev
+		s.inPass, s.listed = n, false
+		err := n.step.Reconcile(ctx, now, s.settling || s.rng.IntN(8) == 0 || s.wipeOn == n)
+		s.inPass = nil
 		n.passed = n.passed || err == nil
+		if keep != "" {
+			// A wiped store is an outage: no pass derives from it, and a restart serves
+			// what its state dir remembers (never adopts it).
+			if rev := s.servedRev(n); rev != keep && (rev != "" || n.served200) {
+				s.fail("%s serves revision %q after a pass over the wiped store, %q before the wipe (err %v)", n.name, rev, keep, err)
+			}
+		}
 		if err != nil && faulty {
 			// A restart that finds the store foreign serves what its state dir remembers:
 			// from nothing served, its first document.
@@ -383,6 +418,9 @@ func (s *sim) tickNodes() {
 			}
 		}
 		n.step.SaveServed()
+	}
+	if s.wipeOn != nil { // its pass did not reach the listing: the wipe lands now
+		s.wipe(nil)
 	}
 }
 
@@ -418,6 +456,10 @@ func (s *sim) pollIngresses() {
 func (s *sim) settle() {
 	s.logf("settle")
 	s.outageUntil = 0
+	s.wipeOn = nil
+	if s.wiped != nil {
+		s.remount()
+	}
 	for _, n := range s.nodes {
 		n.failUntil, n.skew = 0, 0
 		if n.srv == nil {
