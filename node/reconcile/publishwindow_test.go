@@ -1,65 +1,105 @@
 package reconcile_test
 
 import (
+	"context"
 	"fmt"
-	"strings"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
-	ptypes "github.com/traefik/paerser/types"
-
 	"github.com/scafo/ingress/internal/nodetest"
-	"github.com/scafo/ingress/internal/testnode"
+	"github.com/scafo/ingress/node/publish"
+	"github.com/scafo/ingress/node/reconcile"
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/node/store/dir"
+	"github.com/scafo/ingress/render"
+	"github.com/scafo/ingress/render/fleet"
 )
 
+// publishLog records when each "published routing document" was logged.
+type publishLog struct {
+	mu    sync.Mutex
+	times []time.Time
+	next  chan struct{} // closed and replaced at each publish
+}
+
+func (h *publishLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h *publishLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *publishLog) WithGroup(string) slog.Handler            { return h }
+func (h *publishLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "published routing document" {
+		h.mu.Lock()
+		h.times = append(h.times, time.Now())
+		close(h.next)
+		h.next = make(chan struct{})
+		h.mu.Unlock()
+	}
+	return nil
+}
+
+func (h *publishLog) published() ([]time.Time, <-chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]time.Time(nil), h.times...), h.next
+}
+
+// TestABurstOfChangesPublishesAtMostOncePerWindow: Run publishes on a kick at once after
+// a quiet spell, and a kick within the window of the last publish waits for the
+// window's end, the kicks that arrive meanwhile coalescing into one pass: a burst of
+// changes (readiness churn) publishes at most once per window, and its last change is
+// published. The ticker (an hour) publishes nothing here: only kicks do.
 func TestABurstOfChangesPublishesAtMostOncePerWindow(t *testing.T) {
-	cfg := testnode.Config(t, "vps-a", t.TempDir())
-	cfg.Reconcile.Interval = ptypes.Duration(time.Hour) // only kicks publish
-	const window = 400 * time.Millisecond
-	cfg.Reconcile.PublishWindow = ptypes.Duration(window)
-	n := testnode.Start(t, cfg)
-	n.WaitReady()
-	published := func() int { return strings.Count(n.Logs.String(), "published routing document") }
-	before, passes := published(), n.Passes()
-	n.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	nodetest.WaitFor(t, 2*time.Second, "the app published", func() bool { return published() > before })
-	// A quiet spell, made by the node's own window: a write that changes no document (a
-	// token) kicks a pass, which (as any pass after the app's) waits for the end of the
-	// window after the app's publish, and publishes nothing.
-	n.Must(201, "POST", "/v1/tokens", testnode.AdminToken, `{"account":"acme","app":"shop","roles":["instance"]}`)
-	nodetest.WaitFor(t, 5*time.Second, "the pass after the app's, at the end of the window", func() bool { return n.Passes() >= passes+2 })
-	if published() != before+1 {
-		t.Fatalf("%d publishes since the app's write, want 1: the token's pass published, no quiet spell", published()-before)
+	const window = 300 * time.Millisecond
+	st, err := dir.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer st.Close()
+	id, h := &store.Identity{}, &publishLog{next: make(chan struct{})}
+	pub := publish.New(render.Options{}, "", id.Mark)
+	r := reconcile.New(reconcile.Options{Store: st, Publisher: pub, Log: slog.New(h), Identity: id,
+		FleetOptions: fleet.GenerateOptions, Heartbeat: time.Hour})
+	put := func(i int) {
+		nodetest.Put(t, st, fleet.AppKey(fmt.Sprintf("app%02d", i)), fleet.App{Name: fmt.Sprintf("app%02d", i), Account: "acme", Placement: []string{}})
+		if _, err := id.Bump(t.Context(), st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(0)
+	_, first := h.published()
+	kick := make(chan struct{}, 1) // as the node's: a kick never blocks, kicks coalesce
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { r.Run(ctx, time.Hour, time.Hour, window, kick); close(done) }()
+	defer func() { cancel(); <-done }()
+	<-first // Run's first pass published app00: the burst starts within its window
 
-	// A lone change after a quiet spell publishes at once.
-	before, start := published(), time.Now()
-	n.Must(200, "PUT", "/v1/node/instances/shop", testnode.AdminToken, `{"port":24000,"ready":true}`)
-	nodetest.WaitFor(t, 2*time.Second, "the lone change published", func() bool { return published() > before })
-	lone := time.Since(start)
-
-	// Churn: readiness toggled as fast as the API takes it, for ~2 s.
-	before, start = published(), time.Now()
-	ready := false
-	for i := 0; time.Since(start) < 2*time.Second; i++ {
-		ready = i%2 == 0
-		n.Must(200, "PUT", "/v1/node/instances/shop", testnode.AdminToken, fmt.Sprintf(`{"ready":%v}`, ready))
+	const changes = 12
+	for i := 1; i < changes; i++ {
+		put(i)
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
 	}
-	churn := time.Since(start)
-	// The trailing publish of the burst: the served document has the last change.
-	nodetest.WaitFor(t, 5*time.Second, fmt.Sprintf("the last change (ready=%v) published", ready), func() bool {
-		return (len(testnode.UpstreamsOf(t, n, "shop.apps.example.com")) > 0) == ready
-	})
-	got := published() - before
-	limit := int(churn/window) + 2
-	if got > limit {
-		t.Fatalf("%d publishes during %s of churn, want at most %d (one per %s window)", got, churn, limit, window)
+	start := time.Now()
+	lastApp := fmt.Sprintf("app%02d", changes-1)
+	for {
+		times, next := h.published()
+		if cur := pub.Current(); cur != nil && routes(cur.Doc(), lastApp) {
+			for i := 1; i < len(times); i++ {
+				if gap := times[i].Sub(times[i-1]); gap < window {
+					t.Fatalf("publishes %d and %d of the burst %s apart, within the window of %s", i, i+1, gap, window)
+				}
+			}
+			t.Logf("%d publishes for a burst of %d changes", len(times), changes)
+			return
+		}
+		select {
+		case <-next:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the burst's last change unpublished %s after it (%d publishes)", time.Since(start), len(times))
+		}
 	}
-	if got < 2 {
-		t.Fatalf("%d publishes during churn: the burst's changes were not published", got)
-	}
-	if lone > time.Second {
-		t.Fatalf("a lone change after a quiet spell took %s to publish", lone)
-	}
-	t.Logf("lone change published in %s; %d publishes in %s of churn", lone, got, churn)
 }

@@ -29,72 +29,49 @@ func TestARestartRefusesAStoreRestoredFromBeforeTheLastServedSerial(t *testing.T
 		t.Fatal(err)
 	}
 	defer st.Close()
-	stateDir := t.TempDir()
-	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	build := func(id *store.Identity, mem *reconcile.Memory, doc *routing.Document) (*reconcile.Reconciler, *publish.Publisher) {
-		pub := publish.New(render.Options{}, "", id.Mark)
-		return reconcile.New(reconcile.Options{
-			Store: st, Publisher: pub, Log: slog.New(slog.DiscardHandler),
-			Identity: id, FleetOptions: func() fleet.Options { return fleet.Options{} }, Heartbeat: 15 * time.Second,
-			StateDir: stateDir, Memory: mem, MemoryDoc: doc,
-		}), pub
-	}
-	pass := func(r *reconcile.Reconciler) error {
-		now = now.Add(2 * time.Second)
-		err := r.Pass(ctx, now, false)
-		r.SaveServed()
-		return err
-	}
+	n := newSteppedNode(t, st)
 	bump := func() {
 		if _, err := store.BumpSerial(ctx, st); err != nil {
 			t.Fatal(err)
 		}
 	}
-
-	id := &store.Identity{}
-	r, _ := build(id, nil, nil)
 	nodetest.Put(t, st, fleet.AppKey("shop"), fleet.App{Name: "shop", Account: "acme", Placement: []string{}})
 	bump() // serial 1: the revision with shop
-	if err := pass(r); err != nil {
+	if err := n.pass(); err != nil {
 		t.Fatal(err)
 	}
-	first, epoch := id.Mark()
+	first, epoch := n.id.Mark()
 	for range 3 { // the serial moves on (heartbeats, instance changes elsewhere); the revision does not
 		bump()
-		if err := pass(r); err != nil {
+		if err := n.pass(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	last, _ := id.Mark()
+	last, _ := n.id.Mark()
 	if last != first+3 {
 		t.Fatalf("committed serial %d, want %d", last, first+3)
 	}
+	doc := n.pub.Current().Doc()
 
 	// The store restored from a backup taken at the serial after the revision's first
 	// (same epoch, behind the last served), and the node restarted over it.
 	if _, err := st.Put(ctx, store.SerialKey, store.FormatSerial(first+1, epoch), store.Condition{IfMatch: mustETag(t, st)}); err != nil {
 		t.Fatal(err)
 	}
-	mem, doc, err := reconcile.LoadServed(stateDir)
-	if err != nil || mem == nil {
-		t.Fatalf("LoadServed: %v, %v", mem, err)
+	if mem, _, err := reconcile.LoadServed(n.stateDir); err != nil || mem.Serial != last || mem.Epoch != epoch {
+		t.Fatalf("the state dir remembers %+v (%v), want the last served, %d of %q", mem, err, last, epoch)
 	}
-	if mem.Serial != last || mem.Epoch != epoch {
-		t.Fatalf("the state dir remembers serial %d of %q, want the last served, %d of %q", mem.Serial, mem.Epoch, last, epoch)
-	}
-	id2 := &store.Identity{}
-	id2.Seed(mem.Serial, mem.Epoch)
-	r2, pub2 := build(id2, mem, doc)
-	if err := pass(r2); !errors.Is(err, store.ErrForeign) {
+	m := n.restarted(t, st)
+	if err := m.pass(); !errors.Is(err, store.ErrForeign) {
 		t.Fatalf("a restart over a store restored to serial %d (served up to %d): %v, want ErrForeign", first+1, last, err)
 	}
-	if !id2.Foreign() {
+	if !m.id.Foreign() {
 		t.Fatal("the restored store was accepted")
 	}
-	if cur := pub2.Current(); cur == nil || cur.Doc().Revision != doc.Revision {
+	if cur := m.pub.Current(); cur == nil || cur.Doc().Revision != doc.Revision {
 		t.Fatalf("serving %v, want the remembered revision %q", cur, doc.Revision)
 	}
-	if n, _, _ := pub2.Current().Mark(); n != last {
+	if n, _, _ := m.pub.Current().Mark(); n != last {
 		t.Fatalf("the remembered document labelled serial %d, want the last served, %d", n, last)
 	}
 }
@@ -193,13 +170,19 @@ type steppedNode struct {
 
 func newSteppedNode(t *testing.T, st store.Store) *steppedNode {
 	n := &steppedNode{id: &store.Identity{}, stateDir: t.TempDir(), now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	n.build(st, nil, nil)
+	return n
+}
+
+// build makes n's publisher and reconciler over st, with what its state dir held at
+// start (nil: nothing).
+func (n *steppedNode) build(st store.Store, mem *reconcile.Memory, doc *routing.Document) {
 	n.pub = publish.New(render.Options{}, "", n.id.Mark)
 	n.r = reconcile.New(reconcile.Options{
 		Store: st, Publisher: n.pub, Log: slog.New(slog.DiscardHandler),
 		Identity: n.id, FleetOptions: fleet.GenerateOptions, Heartbeat: 15 * time.Second,
-		StateDir: n.stateDir,
+		StateDir: n.stateDir, Memory: mem, MemoryDoc: doc,
 	})
-	return n
 }
 
 func (n *steppedNode) pass() error {
