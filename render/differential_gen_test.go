@@ -85,10 +85,6 @@ func (fe *fleetEditor) doc() *routing.Document {
 	return d
 }
 
-func newFleetEditor(seed uint64, apps, prefixes int) *fleetEditor {
-	return &fleetEditor{rng: rand.New(rand.NewPCG(seed, 17)), st: fleet.GenerateState(apps, prefixes), opt: fleet.GenerateOptions()}
-}
-
 func (fe *fleetEditor) app() *fleet.App {
 	return &fe.st.Apps[fe.rng.IntN(len(fe.st.Apps))]
 }
