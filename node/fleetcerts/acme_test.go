@@ -6,24 +6,18 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"encoding/pem"
-	"errors"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/caddyserver/certmagic"
 	ptypes "github.com/traefik/paerser/types"
 
 	"github.com/scafo/ingress/internal/nodetest"
-	"github.com/scafo/ingress/internal/proc"
 	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/api"
-	"github.com/scafo/ingress/node/certstore"
 	"github.com/scafo/ingress/node/fleetcerts"
 	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
 	"github.com/scafo/ingress/node/store"
@@ -80,62 +74,6 @@ func withPebble(cfg *node.Config, p *pebbletest.Pebble, ln net.Listener) {
 	cfg.ACME.CARoots = p.CARootsFile
 	cfg.ACME.Email = "ops@example.com"
 	cfg.ACME.RenewCheckInterval = ptypes.Duration(time.Minute)
-}
-
-// TestACMEFailuresBackOffAndNeverBlockRouting: with a CA that cannot be reached, every
-// name is listed failed with its error and a next attempt in the future, and routing
-// goes on: the rendered configuration routes every host (tls {} on managed names,
-// Traefik's default certificate answers until a certificate arrives), with the
-// challenge router and no certificates.
-func TestACMEFailuresBackOffAndNeverBlockRouting(t *testing.T) {
-	t.Parallel()
-	cfg, st := shopOverACME(t, func(cfg *node.Config) {
-		cfg.ACME.CAServer = "https://127.0.0.1:1/dir" // nothing listens there
-	})
-	n := testnode.StartWithStore(t, cfg, st)
-	n.WaitReady()
-	nodetest.WaitFor(t, 20*time.Second, "both names failed with a next attempt", func() bool {
-		s := acmeStatus(t, n)
-		for _, name := range []string{"apps.example.com", "shop.apps.example.com"} {
-			c := s[name]
-			if c.State != fleetcerts.StateFailed || c.LastError == "" || c.NextAttempt == nil || !c.NextAttempt.After(time.Now()) {
-				return false
-			}
-		}
-		return true
-	})
-	resp, b := n.Get("/v1/ingress/traefik", testnode.IngressToken)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("traefik: %d %s", resp.StatusCode, b)
-	}
-	var cfgOut struct {
-		HTTP struct {
-			Routers map[string]struct {
-				Rule string          `json:"rule"`
-				TLS  json.RawMessage `json:"tls"`
-			} `json:"routers"`
-		} `json:"http"`
-		TLS json.RawMessage `json:"tls"`
-	}
-	if err := json.Unmarshal(b, &cfgOut); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range []string{"host-shop_apps_example_com", "api-apps_example_com", "acme-challenge"} {
-		if _, ok := cfgOut.HTTP.Routers[r]; !ok {
-			t.Fatalf("router %s missing while issuance fails: %s", r, b)
-		}
-	}
-	if tl := string(cfgOut.HTTP.Routers["host-shop_apps_example_com"].TLS); tl != "{}" {
-		t.Fatalf("shop's router tls %q, want {}", tl)
-	}
-	if cfgOut.TLS != nil {
-		t.Fatalf("certificates rendered without any issued: %s", cfgOut.TLS)
-	}
-	// The metrics say it per name.
-	_, m := n.Get("/metrics", "")
-	if !strings.Contains(string(m), `scafo_certificate_state{name="shop.apps.example.com",state="failed"} 1`) {
-		t.Fatalf("metrics lack the failed state:\n%s", testnode.GrepLines(string(m), "scafo_certificate"))
-	}
 }
 
 // TestACMEPrivateKeysOnlyInTheRenderedConfiguration: one node issues through real Pebble
@@ -214,6 +152,11 @@ func TestACMEPrivateKeysOnlyInTheRenderedConfiguration(t *testing.T) {
 	haystacks["/v1/ingress/routes"] = string(b)
 	_, b = n.Get("/metrics", "")
 	haystacks["/metrics"] = string(b)
+	// The node registers the manager's metrics (RegisterMetrics: the collectors are
+	// fleetcerts' TestAFailingNameAndACorruptStoredOneAreFailedWithoutACertificate's).
+	if want := `scafo_certificate_state{name="shop.apps.example.com",state="valid"} 1`; !strings.Contains(string(b), want) {
+		t.Errorf("metrics lack %s:\n%s", want, testnode.GrepLines(string(b), "scafo_certificate"))
+	}
 	haystacks["log"] = n.Logs.String()
 	entries, err := st.List(context.Background(), "audit/")
 	if err != nil {
@@ -241,47 +184,5 @@ func TestACMEPrivateKeysOnlyInTheRenderedConfiguration(t *testing.T) {
 	// And the challenge route answered from the node's own listener, anonymously.
 	if !strings.Contains(n.Logs.String(), "served key authentication") {
 		t.Error("the node's log shows no challenge answered")
-	}
-}
-
-// TestACMECorruptCertificateInTheStoreIsReportedNotFatal: a corrupt certificate object
-// in the store's certificate namespace (a bad write, a hostile store) for a name of the
-// document: the node reports the name failed with the reason, delivers no certificate
-// for it, and keeps routing every host.
-func TestACMECorruptCertificateInTheStoreIsReportedNotFatal(t *testing.T) {
-	t.Parallel()
-	cfg, st := shopOverACME(t, func(cfg *node.Config) { cfg.ACME.CAServer = "https://127.0.0.1:1/dir" })
-	const name = "shop.apps.example.com"
-	// Written as the node's certificate storage writes them (node.certStorage is
-	// certstore.New over the fleet store; its options set locking, not keys or envelopes).
-	cs := certstore.New(st, certstore.Options{Owner: cfg.Node.Name, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	issuer := (&certmagic.ACMEIssuer{CA: cfg.ACME.CAServer}).IssuerKey()
-	for key, v := range map[string]string{
-		certmagic.StorageKeys.SiteCert(issuer, name):       "-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n",
-		certmagic.StorageKeys.SitePrivateKey(issuer, name): "garbage",
-		certmagic.StorageKeys.SiteMeta(issuer, name):       "{not json",
-	} {
-		if err := cs.Store(context.Background(), key, []byte(v)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	n := testnode.StartWithStore(t, cfg, st)
-	n.WaitReady()
-	var c api.CertName
-	if proc.Poll(20*time.Second, 50*time.Millisecond, func() error {
-		if c = acmeStatus(t, n)[name]; c.State != fleetcerts.StateFailed || c.LastError == "" {
-			return errors.New("not failed yet")
-		}
-		return nil
-	}) != nil {
-		t.Fatalf("%s: %+v\n%s", name, c, testnode.GrepLines(n.Logs.String(), name))
-	}
-	t.Logf("reported: %s", acmeStatus(t, n)[name].LastError)
-	resp, b := n.Get("/v1/ingress/traefik", testnode.IngressToken)
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"host-shop_apps_example_com"`) {
-		t.Fatalf("routing: %d %.300s", resp.StatusCode, b)
-	}
-	if strings.Contains(string(b), `"certificates"`) {
-		t.Fatal("a corrupt certificate was delivered")
 	}
 }

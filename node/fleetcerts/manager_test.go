@@ -194,3 +194,48 @@ func startServing(t *testing.T, m *Manager, ln net.Listener, served *atomic.Int6
 	m.Start(ln.Addr())
 	t.Cleanup(m.Close)
 }
+
+// TestAFailingNameAndACorruptStoredOneAreFailedWithoutACertificate: with a CA that
+// cannot be reached, and a corrupt certificate in the store for another name (a bad
+// write, a hostile store), both names are listed failed, each with its error and a next
+// attempt ahead; the Set still manages both (their routers keep tls {}, render's
+// TestFleetCertificatesRenderSortedInlineAndByteStable) and delivers no certificate:
+// issuance failing never blocks routing. The metrics say failed per name.
+func TestAFailingNameAndACorruptStoredOneAreFailedWithoutACertificate(t *testing.T) {
+	const ca, apex, corrupt = "https://127.0.0.1:1/dir", "apps.example.com", "shop.apps.example.com"
+	storage := &certmagic.FileStorage{Path: t.TempDir()}
+	issuer := (&certmagic.ACMEIssuer{CA: ca}).IssuerKey()
+	for key, v := range map[string]string{
+		certmagic.StorageKeys.SiteCert(issuer, corrupt):       "-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n",
+		certmagic.StorageKeys.SitePrivateKey(issuer, corrupt): "garbage",
+		certmagic.StorageKeys.SiteMeta(issuer, corrupt):       "{not json",
+	} {
+		if err := storage.Store(t.Context(), key, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := New(Options{Storage: storage, CA: ca, PlatformDomains: []string{apex}, PlatformBudget: 10, Log: testLogger(t), Poll: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1})
+	t.Cleanup(m.Close)
+	m.Sync(&routing.Document{V: routing.Version, API: &routing.API{Hosts: []string{apex}}, Routes: []routing.Route{{Host: corrupt, Application: "shop"}}})
+	stepUntil(t, m, 30*time.Second, "both names failed with a next attempt", func() bool {
+		for _, n := range []string{apex, corrupt} {
+			if s := stateOf(m, n); s.State != StateFailed || s.LastError == "" || s.NextAttempt == nil || !s.NextAttempt.After(m.now()) {
+				return false
+			}
+		}
+		return true
+	})
+	if set := m.Current(); len(set.FleetCerts.Certificates) != 0 || !set.FleetCerts.Managed[apex] || !set.FleetCerts.Managed[corrupt] {
+		t.Fatalf("set %s: want both names managed and no certificate", set)
+	}
+	got := scrapeMetric(t, "scafo_certificate_state", statusCollector{m})
+	for _, n := range []string{apex, corrupt} {
+		if want := `scafo_certificate_state{name="` + n + `",state="failed"} 1`; !strings.Contains(got, want) {
+			t.Errorf("metrics lack %s:\n%s", want, got)
+		}
+	}
+}

@@ -16,22 +16,7 @@ import (
 func TestCertificateRenewalFailingIsExportedPerHeldName(t *testing.T) {
 	t.Parallel()
 	scrape := func(renewals []Renewal) string {
-		t.Helper()
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(renewalCollector{func() []Renewal { return renewals }})
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b bytes.Buffer
-		for _, mf := range mfs {
-			if mf.GetName() == "scafo_certificate_renewal_failing" {
-				if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		return b.String()
+		return scrapeMetric(t, "scafo_certificate_renewal_failing", renewalCollector{func() []Renewal { return renewals }})
 	}
 	got := scrape([]Renewal{{Name: "a.example.org"}, {Name: "b.example.org", Failing: true, Error: "acme: rate limited"}})
 	for _, want := range []string{
@@ -45,4 +30,24 @@ func TestCertificateRenewalFailingIsExportedPerHeldName(t *testing.T) {
 	if got := scrape(nil); got != "" {
 		t.Fatalf("no certificate held: %q, want nothing", got)
 	}
+}
+
+// scrapeMetric is the text exposition of the family name that collectors export.
+func scrapeMetric(t *testing.T, name string, collectors ...prometheus.Collector) string {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors...)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return b.String()
 }
