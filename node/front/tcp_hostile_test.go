@@ -1,9 +1,7 @@
 package front
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -21,50 +19,40 @@ import (
 
 // A route naming the front's own socket (a corrupt document or state file) would make
 // every connection to the name dial the front again with the same ClientHello, a loop
-// that ends when descriptors run out. The front refuses to dial itself: the client is
-// closed, and the front accepted one connection, the client's.
-func TestARouteToTheFrontItselfIsNotDialed(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	table := NewTable([]Route{{Name: nameDB, Application: "db", Upstreams: []string{ln.Addr().String()}}})
-	p := NewTCPProxy(TCPConfig{DialTimeout: time.Second}, func() *Table { return table }, nil)
-	served := make(chan error, 1)
-	go func() { served <- p.Serve(ln) }()
-	t.Cleanup(func() { p.Close(); <-served })
+// that ends when descriptors run out; one naming the fallback (Traefik's entry point,
+// which trusts PROXY headers from the front's address) would hand Traefik the client's
+// bytes from 127.0.0.1 with no header. Neither is dialed: the client is closed, and the
+// front accepted one connection (the client's), the fallback none.
+func TestARouteToTheFrontOrItsFallbackIsNotDialed(t *testing.T) {
+	for _, toFallback := range []bool{false, true} {
+		fb := startFallback(t)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		target := ln.Addr().String()
+		if toFallback {
+			target = fb.addr()
+		}
+		table := NewTable([]Route{{Name: nameDB, Application: "db", Upstreams: []string{target}}})
+		p := NewTCPProxy(TCPConfig{Fallback: fb.addr(), DialTimeout: time.Second}, func() *Table { return table }, nil)
+		served := make(chan error, 1)
+		go func() { served <- p.Serve(ln) }()
+		t.Cleanup(func() { p.Close(); <-served })
 
-	c := sendRaw(t, ln.Addr().String(), records(goHello(t, []byte(nameDB))))
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if n, err := io.Copy(io.Discard, c); err != nil || n != 0 {
-		t.Fatalf("the client read %d bytes, %v: want a close", n, err)
-	}
-	if s := p.Stats(); s.Accepted != 1 || s.Forbidden != 1 || s.NoUpstream != 1 || s.Routed != 0 {
-		t.Fatalf("stats %+v: want one connection accepted, its one upstream (the front) refused", s)
-	}
-}
-
-// A route naming the fallback (Traefik's entry point, which trusts PROXY headers from the
-// front's address) would hand Traefik the client's bytes from 127.0.0.1 with no header:
-// every client of the name would look like the front. It is not dialed.
-func TestARouteToTheFallbackIsNotDialed(t *testing.T) {
-	fb := startFallback(t)
-	p, addr := startFront(t, TCPConfig{Fallback: fb.addr()},
-		[]Route{{Name: nameDB, Application: "db", Upstreams: []string{fb.addr()}}}, nil)
-	c := sendRaw(t, addr, records(goHello(t, []byte(nameDB))))
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if n, err := io.Copy(io.Discard, c); err != nil || n != 0 {
-		t.Fatalf("the client read %d bytes, %v: want a close", n, err)
-	}
-	// The front decided before closing the client: a dial to the fallback would have
-	// been accepted already.
-	select {
-	case got := <-fb.conns:
-		t.Fatalf("the fallback got a connection for a passthrough name: %+v", got)
-	default:
-	}
-	if s := p.Stats(); s.Forbidden != 1 || s.NoUpstream != 1 || s.Fallback != 0 {
-		t.Fatalf("stats %+v", s)
+		c := sendRaw(t, ln.Addr().String(), records(goHello(t, []byte(nameDB))))
+		if n, err := io.Copy(io.Discard, c); err != nil || n != 0 {
+			t.Fatalf("route to the fallback %v: the client read %d bytes, %v: want a close", toFallback, n, err)
+		}
+		// The front decided before closing the client: a dial would have been accepted already.
+		select {
+		case got := <-fb.conns:
+			t.Fatalf("route to the fallback %v: the fallback got a connection for a passthrough name: %+v", toFallback, got)
+		default:
+		}
+		if s := p.Stats(); s.Accepted != 1 || s.Forbidden != 1 || s.NoUpstream != 1 || s.Routed != 0 || s.Fallback != 0 {
+			t.Fatalf("route to the fallback %v: stats %+v: want one connection accepted, its one upstream refused", toFallback, s)
+		}
 	}
 }
 
@@ -156,28 +144,6 @@ func TestAClientsOwnProxyHeaderReachesTheFallbackAfterTheFrontsAsPlainBytes(t *t
 		}
 		if !bytes.Equal(got.bytes, tc.bytes) {
 			t.Errorf("%s: after the front's header the fallback got %q, want the client's bytes %q", tc.why, got.bytes, tc.bytes)
-		}
-	}
-}
-
-// The whole header block the front writes is one PROXY v2 header whose length field
-// covers exactly its address block: a reader that takes the header's length skips
-// nothing of the client's and reads nothing of it as header.
-func TestTheFrontsProxyHeaderLengthCoversOnlyItsAddresses(t *testing.T) {
-	for _, tc := range []struct{ src, dst net.Addr }{
-		{&net.TCPAddr{IP: net.IPv4(203, 0, 113, 7), Port: 50000}, &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 443}},
-		{&net.TCPAddr{IP: net.ParseIP("2001:db8::7"), Port: 50000}, &net.TCPAddr{IP: net.ParseIP("2001:db8::1"), Port: 443}},
-	} {
-		h := appendProxyV2(nil, tc.src, tc.dst)
-		if n := int(binary.BigEndian.Uint16(h[14:16])); 16+n != len(h) {
-			t.Errorf("%v: header of %d bytes declares %d after its 16", tc.src, len(h), n)
-		}
-		r := bufio.NewReader(io.MultiReader(bytes.NewReader(h), bytes.NewReader([]byte("PROXY TCP4 1.2.3.4"))))
-		if _, err := readProxyV2(r); err != nil {
-			t.Fatalf("%v: %v", tc.src, err)
-		}
-		if rest, _ := io.ReadAll(r); string(rest) != "PROXY TCP4 1.2.3.4" {
-			t.Errorf("%v: after the header: %q", tc.src, rest)
 		}
 	}
 }
