@@ -156,35 +156,47 @@ func TestPermissionBudgetDefaultAndOff(t *testing.T) {
 	}
 }
 
+// adaptPermission adapts a Caddyfile whose global on_demand_tls option is
+// `permission scafo { <body> }` (no block for "") and returns the permission's JSON.
+func adaptPermission(t *testing.T, body string) string {
+	t.Helper()
+	block := ""
+	if body != "" {
+		block = " {\n   " + body + "\n  }"
+	}
+	in := "{\n on_demand_tls {\n  permission scafo" + block + "\n }\n}\nexample.org {\n respond 200\n}\n"
+	out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(in), map[string]any{"filename": "Caddyfile"})
+	if err != nil {
+		t.Fatalf("%q: %v", body, err)
+	}
+	var m struct {
+		Apps struct {
+			TLS struct {
+				Automation struct {
+					OnDemand struct {
+						Permission json.RawMessage `json:"permission"`
+					} `json:"on_demand"`
+				} `json:"automation"`
+			} `json:"tls"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(out, &m); err != nil {
+		t.Fatal(err)
+	}
+	return string(m.Apps.TLS.Automation.OnDemand.Permission)
+}
+
 // `permission scafo { budget … }` in the Caddyfile, as the global on_demand_tls
 // option adapts it to JSON; bad values refused.
 func TestPermissionBudgetCaddyfile(t *testing.T) {
-	for _, c := range []struct{ in, json string }{
-		{"{\n on_demand_tls {\n  permission scafo {\n   budget 5 10m\n  }\n }\n}\n", `{"budget":5,"budget_interval":600000000000,"module":"scafo"}`},
-		{"{\n on_demand_tls {\n  permission scafo {\n   budget 7\n  }\n }\n}\n", `{"budget":7,"module":"scafo"}`},
-		{"{\n on_demand_tls {\n  permission scafo {\n   budget off\n  }\n }\n}\n", `{"budget":-1,"module":"scafo"}`},
-		{"{\n on_demand_tls {\n  permission scafo\n }\n}\n", `{"module":"scafo"}`},
+	for in, want := range map[string]string{
+		"budget 5 10m": `{"budget":5,"budget_interval":600000000000,"module":"scafo"}`,
+		"budget 7":     `{"budget":7,"module":"scafo"}`,
+		"budget off":   `{"budget":-1,"module":"scafo"}`,
+		"":             `{"module":"scafo"}`,
 	} {
-		out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(c.in+"example.org {\n respond 200\n}\n"), map[string]any{"filename": "Caddyfile"})
-		if err != nil {
-			t.Fatalf("%q: %v", c.in, err)
-		}
-		var m struct {
-			Apps struct {
-				TLS struct {
-					Automation struct {
-						OnDemand struct {
-							Permission json.RawMessage `json:"permission"`
-						} `json:"on_demand"`
-					} `json:"automation"`
-				} `json:"tls"`
-			} `json:"apps"`
-		}
-		if err := json.Unmarshal(out, &m); err != nil {
-			t.Fatal(err)
-		}
-		if got := string(m.Apps.TLS.Automation.OnDemand.Permission); got != c.json {
-			t.Errorf("%q adapts to %s, want %s", c.in, got, c.json)
+		if got := adaptPermission(t, in); got != want {
+			t.Errorf("%q adapts to %s, want %s", in, got, want)
 		}
 	}
 	for _, bad := range []string{"scafo {\n budget 0\n}", "scafo {\n budget -3\n}", "scafo {\n budget lots\n}", "scafo {\n budget 5 soon\n}",

@@ -2,14 +2,12 @@ package scafo
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 
@@ -188,36 +186,14 @@ func TestApplicationOfIsTheExactRoutesApplication(t *testing.T) {
 // `per_app` in the Caddyfile and in JSON: parsed, and refused with a clear error when
 // it is no count, is more than the budget, or comes with the budget off.
 func TestPermissionShareCaddyfile(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want map[string]any
-	}{
-		{"budget 50 30m\n   per_app 5", map[string]any{"module": "scafo", "budget": 50.0, "budget_interval": 1.8e12, "per_app": 5.0}},
-		{"per_app 100", map[string]any{"module": "scafo", "per_app": 100.0}}, // the default budget, wholly
-		{"per_app off", map[string]any{"module": "scafo", "per_app": -1.0}},
-		{"per_app 3\n   budget 3", map[string]any{"module": "scafo", "budget": 3.0, "per_app": 3.0}},
+	for in, want := range map[string]string{
+		"budget 50 30m\n   per_app 5": `{"budget":50,"budget_interval":1800000000000,"module":"scafo","per_app":5}`,
+		"per_app 100":                 `{"module":"scafo","per_app":100}`, // the default budget, wholly
+		"per_app off":                 `{"module":"scafo","per_app":-1}`,
+		"per_app 3\n   budget 3":      `{"budget":3,"module":"scafo","per_app":3}`,
 	} {
-		in := "{\n on_demand_tls {\n  permission scafo {\n   " + c.in + "\n  }\n }\n}\nexample.org {\n respond 200\n}\n"
-		out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(in), map[string]any{"filename": "Caddyfile"})
-		if err != nil {
-			t.Fatalf("%q: %v", c.in, err)
-		}
-		var m struct {
-			Apps struct {
-				TLS struct {
-					Automation struct {
-						OnDemand struct {
-							Permission map[string]any `json:"permission"`
-						} `json:"on_demand"`
-					} `json:"automation"`
-				} `json:"tls"`
-			} `json:"apps"`
-		}
-		if err := json.Unmarshal(out, &m); err != nil {
-			t.Fatal(err)
-		}
-		if got := m.Apps.TLS.Automation.OnDemand.Permission; fmt.Sprint(got) != fmt.Sprint(c.want) {
-			t.Errorf("%q adapts to %v, want %v", c.in, got, c.want)
+		if got := adaptPermission(t, in); got != want {
+			t.Errorf("%q adapts to %s, want %s", in, got, want)
 		}
 	}
 	for bad, why := range map[string]string{
