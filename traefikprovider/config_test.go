@@ -2,6 +2,7 @@ package traefikprovider
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,23 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 		{name: "group with a query", edit: func(c *Config) { c.Group = "eu-1&prefer=x" }, wantErr: `is not a group name`},
 		{name: "too many groups", edit: func(c *Config) { c.Group = strings.Repeat("g,", 16) + "g" }, wantErr: "group: 17 names, at most 16"},
 		{name: "negative watchWait", edit: func(c *Config) { c.WatchWait = "-1s" }, wantErr: `watchWait: "-1s" must be above zero`},
+		{name: "negative appliedDelay", edit: func(c *Config) { c.AppliedDelay = "-1s" }, wantErr: "appliedDelay"},
+	}
+	for _, bad := range []string{"Edge", "edge_1", "-edge", "edge.", strings.Repeat("a", 64)} {
+		cases = append(cases, struct {
+			name    string
+			edit    func(c *Config)
+			env     string
+			wantErr string
+		}{name: "name " + bad, edit: func(c *Config) { c.Name = bad }, wantErr: "invalid configuration: name: "})
+	}
+	for _, bad := range []string{"127.0.0.1:80", "ftp://127.0.0.1", "http://", "http://u:p@127.0.0.1", "http://127.0.0.1/x", "http://127.0.0.1/?a=b", "http://127.0.0.1/#f", "http://%zz"} {
+		cases = append(cases, struct {
+			name    string
+			edit    func(c *Config)
+			env     string
+			wantErr string
+		}{name: "appliedProbe " + bad, edit: func(c *Config) { c.AppliedProbe = bad }, wantErr: "invalid configuration: appliedProbe"})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,6 +86,21 @@ func TestNewAcceptsConfiguration(t *testing.T) {
 			check: func(t *testing.T, s settings) {
 				if s.pollInterval != 5*time.Second || s.pollTimeout != 5*time.Second || s.watchWait != 30*time.Second || !s.watch {
 					t.Errorf("defaults: %+v", s)
+				}
+				// The name defaults to the host name (its first label if the whole is not a name).
+				if host, _ := os.Hostname(); s.name != strings.ToLower(host) && !strings.HasPrefix(strings.ToLower(host), s.name+".") {
+					t.Errorf("default name %q, want the host name %q", s.name, host)
+				}
+			},
+		},
+		{
+			name:      "appliedProbe, trimmed and without its slash",
+			edit:      func(c *Config) { c.AppliedProbe = " http://127.0.0.1:80/ " },
+			endpoints: []string{"http://10.83.0.1:7400/v1/ingress/traefik"},
+			token:     testToken,
+			check: func(t *testing.T, s settings) {
+				if s.appliedProbe != "http://127.0.0.1:80" {
+					t.Errorf("appliedProbe %q", s.appliedProbe)
 				}
 			},
 		},

@@ -181,26 +181,3 @@ func TestAppliedProbeNonceIsPerStart(t *testing.T) {
 		t.Errorf("TLS-only configuration: %s %v", out, err)
 	}
 }
-
-func TestAppliedProbeIsValidated(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"", ""},
-		{" http://127.0.0.1:80 ", "http://127.0.0.1:80"},
-		{"http://127.0.0.1:80/", "http://127.0.0.1:80"},
-		{"https://[::1]:8443", "https://[::1]:8443"},
-	} {
-		c := testConfig("http://127.0.0.1:1")
-		c.AppliedProbe = tc.in
-		s, err := parseConfig(c)
-		if err != nil || s.appliedProbe != tc.want {
-			t.Errorf("appliedProbe %q: %q %v, want %q", tc.in, s.appliedProbe, err, tc.want)
-		}
-	}
-	for _, bad := range []string{"127.0.0.1:80", "ftp://127.0.0.1", "http://", "http://u:p@127.0.0.1", "http://127.0.0.1/x", "http://127.0.0.1/?a=b", "http://127.0.0.1/#f", "http://%zz"} {
-		c := testConfig("http://127.0.0.1:1")
-		c.AppliedProbe = bad
-		if _, err := parseConfig(c); err == nil || !strings.HasPrefix(err.Error(), "appliedProbe") {
-			t.Errorf("appliedProbe %q: err %v, want one naming appliedProbe", bad, err)
-		}
-	}
-}

@@ -136,9 +136,20 @@ func (h *harness) none(t *testing.T) {
 	}
 }
 
+// TestFirstEndpointFailingFailsOverImmediately: a first endpoint that fails, or answers
+// a body that is not a configuration (never emitted), is left for the next at once,
+// saying why.
 func TestFirstEndpointFailingFailsOverImmediately(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, start starter) {
 		good := routerConfig("shop.example.com", "http://10.83.0.2:24417")
+		answering := func(mode nodeMode, raw string) func(t *testing.T) string {
+			return func(t *testing.T) string {
+				n := newFakeNode(t, good)
+				n.rawBody = []byte(raw)
+				n.setMode(mode)
+				return n.URL()
+			}
+		}
 		cases := []struct {
 			name    string
 			first   func(t *testing.T) string // returns the first endpoint's URL
@@ -156,21 +167,17 @@ func TestFirstEndpointFailingFailsOverImmediately(t *testing.T) {
 				n.token = "another-fleet"
 				return n.URL()
 			}, log: "401: ingress token rejected: unauthorized"},
-			{name: "server error", first: func(t *testing.T) string {
-				n := newFakeNode(t, good)
-				n.setMode(modeStatus500)
-				return n.URL()
-			}, log: "unexpected status 500: internal"},
-			{name: "connection closed without answer", first: func(t *testing.T) string {
-				n := newFakeNode(t, good)
-				n.setMode(modeBroken)
-				return n.URL()
-			}, log: "EOF"},
-			{name: "no answer within the timeout", first: func(t *testing.T) string {
-				n := newFakeNode(t, good)
-				n.setMode(modeHang)
-				return n.URL()
-			}, timeout: "100ms", log: "no complete answer within 100ms"},
+			{name: "server error", first: answering(modeStatus500, ""), log: "unexpected status 500: internal"},
+			{name: "connection closed without answer", first: answering(modeBroken, ""), log: "EOF"},
+			{name: "no answer within the timeout", first: answering(modeHang, ""), timeout: "100ms", log: "no complete answer within 100ms"},
+			{name: "truncated body", first: answering(modeTruncated, ""), log: "reading body: unexpected EOF"},
+			{name: "cut-off JSON", first: answering(modeRaw, `{"http":{"routers":`), log: "not valid JSON"},
+			{name: "null", first: answering(modeRaw, `null`), log: "not a JSON object"},
+			{name: "array", first: answering(modeRaw, `[]`), log: "not a JSON object"},
+			{name: "empty body", first: answering(modeRaw, ``), log: "empty body"},
+			{name: "HTML", first: answering(modeRaw, `<html>bad gateway</html>`), log: "not a JSON object"},
+			{name: "http is not an object", first: answering(modeRaw, `{"http":[]}`), log: "http: not a JSON object"},
+			{name: "trailing garbage", first: answering(modeRaw, `{"http":{}} x`), log: "not valid JSON"},
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
@@ -222,56 +229,35 @@ func TestSticksToTheEndpointThatAnswered(t *testing.T) {
 	})
 }
 
-func TestNotModifiedEmitsNothing(t *testing.T) {
-	forEachRuntime(t, func(t *testing.T, start starter) {
-		body := routerConfig("shop.example.com", "http://10.83.0.2:24417")
-		node := newFakeNode(t, body)
-
-		cfg := testConfig(node.URL())
-		cfg.Watch = false
-		cfg.PollInterval = "5ms"
-		h := start(t, cfg)
-		if got := h.next(t, wait); got != body {
-			t.Fatalf("emitted %s, want %s", got, body)
-		}
-
-		node.waitFor(t, "five answered conditional polls", wait, func(n *fakeNode) bool {
-			c := 0
-			for _, r := range n.reqs {
-				if r.ifNoneMatch == etagOf(body) && r.status == 304 {
-					c++
-				}
-			}
-			return c >= 5
-		})
-		h.none(t)
-		for _, r := range node.requests() {
-			if r.wait != "" {
-				t.Errorf("request with wait=%q while watch is off", r.wait)
-			}
-		}
-	})
-}
-
+// TestUnchangedRevisionIsNotEmittedAgain: with watch off, polls are conditional (no
+// wait), and neither their 304s nor a node that answers 200 whatever If-None-Match says
+// emit anything; nor does a failover to a node at the same revision.
 func TestUnchangedRevisionIsNotEmittedAgain(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, start starter) {
 		body := routerConfig("shop.example.com", "http://10.83.0.2:24417")
 
-		t.Run("node ignores If-None-Match", func(t *testing.T) {
-			node := newFakeNode(t, body)
-			node.ignoreINM = true
-			cfg := testConfig(node.URL())
-			cfg.Watch = false
-			cfg.PollInterval = "5ms"
-			h := start(t, cfg)
-			if got := h.next(t, wait); got != body {
-				t.Fatalf("emitted %s, want %s", got, body)
-			}
-			node.waitFor(t, "five full 200 answers", wait, func(n *fakeNode) bool {
-				return len(n.reqs) >= 6 && n.reqs[5].status == 200
+		for _, ignoreINM := range []bool{false, true} {
+			t.Run(map[bool]string{false: "304", true: "node ignores If-None-Match"}[ignoreINM], func(t *testing.T) {
+				node := newFakeNode(t, body)
+				node.ignoreINM = ignoreINM
+				cfg := testConfig(node.URL())
+				cfg.Watch = false
+				cfg.PollInterval = "5ms"
+				h := start(t, cfg)
+				if got := h.next(t, wait); got != body {
+					t.Fatalf("emitted %s, want %s", got, body)
+				}
+				node.waitFor(t, "five answered polls after the first", wait, func(n *fakeNode) bool {
+					return len(n.reqs) >= 6 && n.reqs[5].status != 0
+				})
+				h.none(t)
+				for i, r := range node.requests()[1:] {
+					if want := map[bool]int{false: 304, true: 200}[ignoreINM]; r.ifNoneMatch != etagOf(body) || r.wait != "" || (i < 5 && r.status != want) {
+						t.Errorf("poll %d: If-None-Match %q wait %q status %d; want a conditional poll without wait answered %d", i+1, r.ifNoneMatch, r.wait, r.status, want)
+					}
+				}
 			})
-			h.none(t)
-		})
+		}
 
 		t.Run("failover to a node at the same revision", func(t *testing.T) {
 			first, second := newFakeNode(t, body), newFakeNode(t, body)
@@ -441,43 +427,6 @@ func TestBacksOffAfterEveryEndpointFailed(t *testing.T) {
 			if gap := times[i].Sub(times[i-1]); gap < 40*time.Millisecond {
 				t.Errorf("attempt %d came %s after the previous one, want at least pollInterval 40ms", i, gap)
 			}
-		}
-	})
-}
-
-func TestInvalidBodyIsNeverEmitted(t *testing.T) {
-	forEachRuntime(t, func(t *testing.T, start starter) {
-		good := routerConfig("shop.example.com", "http://10.83.0.2:24417")
-		cases := []struct {
-			name string
-			mode nodeMode
-			raw  string
-			log  string
-		}{
-			{name: "truncated body", mode: modeTruncated, log: "reading body: unexpected EOF"},
-			{name: "cut-off JSON", mode: modeRaw, raw: `{"http":{"routers":`, log: "not valid JSON"},
-			{name: "null", mode: modeRaw, raw: `null`, log: "not a JSON object"},
-			{name: "array", mode: modeRaw, raw: `[]`, log: "not a JSON object"},
-			{name: "empty body", mode: modeRaw, raw: ``, log: "empty body"},
-			{name: "HTML", mode: modeRaw, raw: `<html>bad gateway</html>`, log: "not a JSON object"},
-			{name: "http is not an object", mode: modeRaw, raw: `{"http":[]}`, log: "http: not a JSON object"},
-			{name: "trailing garbage", mode: modeRaw, raw: `{"http":{}} x`, log: "not valid JSON"},
-		}
-		for _, tc := range cases {
-			t.Run(tc.name, func(t *testing.T) {
-				bad := newFakeNode(t, good)
-				bad.rawBody = []byte(tc.raw)
-				bad.setMode(tc.mode)
-				second := newFakeNode(t, good)
-				h := start(t, testConfig(bad.URL(), second.URL()))
-
-				if got := h.next(t, wait); got != good {
-					t.Fatalf("emitted %q, want the second node's configuration", got)
-				}
-				if h.logs.count(tc.log) == 0 {
-					t.Errorf("log does not mention %q; log:\n%s", tc.log, h.logs)
-				}
-			})
 		}
 	})
 }

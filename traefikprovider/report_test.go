@@ -60,27 +60,6 @@ func TestPluginReportsWhatItAppliedOnItsPolls(t *testing.T) {
 	})
 }
 
-func TestPluginNameDefaultsToTheHostNameAndIsChecked(t *testing.T) {
-	host, _ := os.Hostname()
-	c := testConfig("http://127.0.0.1:1")
-	c.Name = ""
-	s, err := parseConfig(c)
-	if want := strings.ToLower(host); err == nil && s.name != want && !strings.HasPrefix(want, s.name+".") {
-		t.Errorf("default name %q, want the host name %q", s.name, want)
-	}
-	for _, bad := range []string{"Edge", "edge_1", "-edge", "edge.", strings.Repeat("a", 64)} {
-		c.Name = bad
-		if _, err := parseConfig(c); err == nil || !strings.HasPrefix(err.Error(), "name:") {
-			t.Errorf("name %q: err %v, want one naming name", bad, err)
-		}
-	}
-	c.Name = "edge-1.example"
-	c.AppliedDelay = "-1s"
-	if _, err := parseConfig(c); err == nil || !strings.Contains(err.Error(), "appliedDelay") {
-		t.Errorf("appliedDelay -1s: err %v", err)
-	}
-}
-
 func readSaved(t *testing.T, path string) savedState {
 	t.Helper()
 	b, err := os.ReadFile(path)
