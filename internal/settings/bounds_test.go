@@ -244,22 +244,6 @@ func TestAtMostTwentyProblemsAreNamed(t *testing.T) {
 	}
 }
 
-// TestASettingGivenTwiceInAFileIsRefused: two spellings of one setting or section in
-// one file (paerser matches keys without regard to case) are refused, naming both.
-func TestASettingGivenTwiceInAFileIsRefused(t *testing.T) {
-	k := NewKnown(&sample{}, "X_")
-	for _, tc := range []struct{ path, src, want string }{
-		{"c.yaml", "url: a\nURL: b\n", "url in c.yaml: given twice, as URL and url"},
-		{"c.yaml", "sub:\n  count: 1\nSub:\n  count: 2\n", "sub in c.yaml: given twice, as Sub and sub"},
-		{"c.toml", "[sub]\ncount = 1\nCount = 2\n", "sub.count in c.toml: given twice, as Count and count"},
-		{"c.yaml", "url: a\nurl: b\n", `c.yaml: line 2: mapping key "url" already defined at line 1`},
-	} {
-		if err := k.CheckFile(tc.path, []byte(tc.src)); err == nil || err.Error() != tc.want {
-			t.Errorf("%q: %v, want %q", tc.src, err, tc.want)
-		}
-	}
-}
-
 func TestSpaced(t *testing.T) {
 	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1 000", 199_980: "199 980", 1 << 20: "1 048 576", -12345: "-12 345"} {
 		if got := spaced(n); got != want {

@@ -95,6 +95,8 @@ func TestKnownFlags(t *testing.T) {
 	}
 }
 
+// TestKnownFile: a file's keys are settings (in any case, once each), its values of
+// their kinds.
 func TestKnownFile(t *testing.T) {
 	k := NewKnown(&sample{}, "X_")
 	for _, tc := range []struct {
@@ -107,6 +109,10 @@ func TestKnownFile(t *testing.T) {
 		{"c.toml", "every = \"soon\"\n", `every in c.toml: invalid duration "soon"`},
 		{"c.toml", "[sub]\ncount = 2\n", ""},
 		{"c.yaml", "url: [\n", "c.yaml: "},
+		{"c.yaml", "url: a\nURL: b\n", "url in c.yaml: given twice, as URL and url"},
+		{"c.yaml", "sub:\n  count: 1\nSub:\n  count: 2\n", "sub in c.yaml: given twice, as Sub and sub"},
+		{"c.toml", "[sub]\ncount = 1\nCount = 2\n", "sub.count in c.toml: given twice, as Count and count"},
+		{"c.yaml", "url: a\nurl: b\n", `c.yaml: line 2: mapping key "url" already defined at line 1`},
 	} {
 		err := k.CheckFile(tc.path, []byte(tc.content))
 		switch {
