@@ -164,9 +164,13 @@ func (s *sim) checkPoll(n *simNode, rec *httptest.ResponseRecorder) {
 				s.fail("%s routes %s to %s, no node's address", n.name, r.Host, u.Address)
 				continue
 			}
+			if o, ok := s.m.orphan[portKey{node, port}]; ok && o.app == r.Application && serial >= o.serial {
+				s.fail("%s routes %s (application %s) at serial %d to %s:%d, an instance of its incarnation that ended at serial %d",
+					n.name, r.Host, r.Application, serial, node, port, o.serial)
+			}
 			if owner, held := s.m.owner[portKey{node, port}]; held && owner != r.Application {
 				s.fail("%s routes %s (application %s, tenant %s) to %s:%d, held by %s (tenant %s)",
-					n.name, r.Host, r.Application, accountOf(r.Application), node, port, owner, accountOf(owner))
+					n.name, r.Host, r.Application, s.m.account[r.Application], node, port, owner, s.m.account[owner])
 			}
 		}
 	}
@@ -213,5 +217,6 @@ func (s *sim) checkConverged() {
 			s.fail("settled: %s routes to %v, want %v", r.Host, got, want)
 			return
 		}
+		s.checkPaths(d, r)
 	}
 }

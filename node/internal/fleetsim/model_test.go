@@ -21,10 +21,12 @@ import (
 
 const apps = 4
 
-var claimHosts = []string{"shop.example.org", "blog.example.org", "*.wild.example.org", "api.example.net"}
+// claimHosts: x.wild.example.org is under the wildcard, claimable by its account only.
+var claimHosts = []string{"shop.example.org", "blog.example.org", "*.wild.example.org", "x.wild.example.org", "api.example.net"}
 
-// accountOf is the tenant that owns application name: each its own.
-func accountOf(app string) string { return "t" + app[len(app)-1:] }
+// accounts are the tenants; an application is created in one, and re-created (after a
+// delete) in the same or another.
+var accounts = []string{"ta", "tb"}
 
 func appName(i int) string { return fmt.Sprintf("app%d", i) }
 
@@ -55,8 +57,13 @@ type portKey struct {
 }
 
 type model struct {
-	apps   map[string]modelApp
-	claims map[string]string // host → application
+	apps    map[string]modelApp
+	account map[string]string // application → its account, as last written (kept after a delete)
+	// tokens: each application's token for its incarnation now; old: tokens of its
+	// earlier incarnations, which nothing may accept.
+	tokens    map[string]string
+	oldTokens map[string][]string
+	claims    map[string]string // host → application
 	// unsureApps, unsureClaims and unsureInsts were written with a 5xx answer: the write
 	// may have been stored or not; settle reads what was (the store, the node).
 	unsureApps   map[string]bool
@@ -69,10 +76,13 @@ type model struct {
 	// is which application a node's port is given to now.
 	insts map[string]map[string]modelInst
 	owner map[portKey]string
+	// orphan: a port whose instance belongs to an incarnation of app that ended (deleted
+	// or re-created) at serial: no document of that serial or later routes app there.
+	orphan map[portKey]required
 }
 
 func newModel() *model {
-	return &model{apps: map[string]modelApp{}, claims: map[string]string{}, insts: map[string]map[string]modelInst{}, owner: map[portKey]string{},
+	return &model{apps: map[string]modelApp{}, account: map[string]string{}, tokens: map[string]string{}, oldTokens: map[string][]string{}, claims: map[string]string{}, orphan: map[portKey]required{}, insts: map[string]map[string]modelInst{}, owner: map[portKey]string{},
 		unsureApps: map[string]bool{}, unsureClaims: map[string]bool{}, unsureInsts: map[instKey]bool{}, required: map[string]required{}}
 }
 
@@ -126,18 +136,25 @@ func (s *sim) adminWriteOn(n *simNode) {
 		if placement == nil {
 			placement = []string{}
 		}
-		rec := s.do(n, http.MethodPut, api.PathApps+"/"+app, adminToken, map[string]any{"account": accountOf(app), "placement": placement}, nil)
-		s.logf("PUT app %s placement %v via %s: %d", app, placement, n.name, rec.Code)
+		acct := pick(s.rng, accounts)
+		if a, ok := s.m.account[app]; ok && s.rng.IntN(8) > 0 {
+			acct = a
+		}
+		rec := s.do(n, http.MethodPut, api.PathApps+"/"+app, adminToken, map[string]any{"account": acct, "placement": placement}, nil)
+		s.logf("PUT app %s account %s placement %v via %s: %d", app, acct, placement, n.name, rec.Code)
 		switch {
 		case ok2xx(rec.Code):
 			wasUnsure := s.m.unsureApps[app]
+			if _, ok := s.m.apps[app]; ok && !wasUnsure && s.m.account[app] != acct {
+				s.fail("app %s of account %s moved to account %s (%d)", app, s.m.account[app], acct, rec.Code)
+			}
 			s.m.apps[app] = modelApp{placement: placement}
+			s.m.account[app] = acct
 			delete(s.m.unsureApps, app)
 			if rec.Code == http.StatusCreated {
+				s.dropToken(app)
 				// A new incarnation: the instances of an earlier one are orphans (swept).
-				for _, p := range s.nodes {
-					s.holds(p, app, 0)
-				}
+				s.orphans(app, true)
 			}
 			if wasUnsure {
 				// As a claim (claimOn): the same application stored by a write that answered
@@ -166,11 +183,12 @@ func (s *sim) adminWriteOn(n *simNode) {
 			}
 		}
 		if ok2xx(rec.Code) {
+			// Its instances are released by their nodes' sweeps. Over a delete stored
+			// unannounced (an unsure app), a 2xx may announce nothing: no serial is known.
+			s.orphans(app, !s.m.unsureApps[app])
 			delete(s.m.apps, app)
 			delete(s.m.unsureApps, app)
-			for _, p := range s.nodes { // its instances are released by their nodes' sweeps
-				s.holds(p, app, 0)
-			}
+			s.dropToken(app)
 			for h, a := range s.m.claims {
 				if a == app {
 					delete(s.m.claims, h)
@@ -178,7 +196,11 @@ func (s *sim) adminWriteOn(n *simNode) {
 			}
 		}
 	case r < 8:
-		s.claimOn(n, app, pick(s.rng, claimHosts))
+		host := pick(s.rng, claimHosts)
+		if other, ok := s.m.claims[wildPair[host]]; ok && s.rng.IntN(2) == 0 {
+			app = other // the wildcard and a name under it, by one account, or two
+		}
+		s.claimOn(n, app, host)
 	default:
 		host := pick(s.rng, claimHosts)
 		rec := s.do(n, http.MethodDelete, api.PathApps+"/"+app+"/domains/"+host, adminToken, nil, nil)
@@ -205,16 +227,17 @@ func (s *sim) instanceWrite() {
 	n := pick(s.rng, up)
 	app := appName(s.rng.IntN(apps))
 	path := api.PathNodeInstances + "/" + app
+	tok := s.tenantToken(n, app)
 	switch r := s.rng.IntN(10); {
 	case r < 5:
-		rec := s.do(n, http.MethodPost, path, adminToken, nil, nil)
+		rec := s.do(n, http.MethodPost, path, tok, nil, nil)
 		var inst struct {
 			Port  int    `json:"port"`
 			Ports [2]int `json:"ports"`
 		}
 		if ok2xx(rec.Code) && json.Unmarshal(rec.Body.Bytes(), &inst) == nil {
 			s.holds(n, app, inst.Port, inst.Ports[:]...)
-			rec = s.do(n, http.MethodPut, path, adminToken, map[string]any{"ready": true}, nil)
+			rec = s.do(n, http.MethodPut, path, tok, map[string]any{"ready": true}, nil)
 			if ok2xx(rec.Code) {
 				s.ready(n, app, true)
 			}
@@ -222,14 +245,14 @@ func (s *sim) instanceWrite() {
 		s.unsureInst(n, app, rec.Code)
 		s.logf("instance %s on %s started (ports %v): %d", app, n.name, inst.Ports, rec.Code)
 	case r < 7:
-		rec := s.do(n, http.MethodPut, path, adminToken, map[string]any{"ready": false}, nil)
+		rec := s.do(n, http.MethodPut, path, tok, map[string]any{"ready": false}, nil)
 		s.logf("instance %s on %s dies (not ready): %d", app, n.name, rec.Code)
 		if ok2xx(rec.Code) {
 			s.ready(n, app, false)
 		}
 		s.unsureInst(n, app, rec.Code)
 	default:
-		rec := s.do(n, http.MethodDelete, path, adminToken, nil, nil)
+		rec := s.do(n, http.MethodDelete, path, tok, nil, nil)
 		s.logf("instance %s on %s released: %d", app, n.name, rec.Code)
 		if ok2xx(rec.Code) {
 			s.holds(n, app, 0)
@@ -253,6 +276,21 @@ func (s *sim) unsureInst(n *simNode, app string, code int) {
 
 // require records that the hosts's route to app is in every document from the store's
 // serial now on (until a delete of it is tried).
+// orphans: app's incarnation ended (a 2xx delete or re-create): its instances are
+// orphans its nodes sweep, never routed to app from the store's serial now on.
+func (s *sim) orphans(app string, mark bool) {
+	serial, _, err := store.ReadSerial(context.Background(), s.st)
+	mark = mark && err == nil && !s.restored && s.wiped == nil
+	for _, n := range s.nodes {
+		if i, ok := s.m.insts[n.name][app]; ok && mark {
+			for _, p := range i.pair {
+				s.m.orphan[portKey{n.name, p}] = required{app: app, serial: serial}
+			}
+		}
+		s.holds(n, app, 0)
+	}
+}
+
 func (s *sim) require(host, app string) {
 	if s.restored || s.wiped != nil {
 		return // serials are not comparable with those served until the operator adopts the store
@@ -287,6 +325,7 @@ func (s *sim) holds(n *simNode, app string, port int, pair ...int) {
 		insts[app] = modelInst{port: port, pair: pair, ready: had && old.port == port && old.ready}
 		for _, p := range pair {
 			s.m.owner[portKey{n.name, p}] = app
+			delete(s.m.orphan, portKey{n.name, p})
 		}
 	}
 }
@@ -315,6 +354,8 @@ func (m *model) expectedHosts() []string {
 	for h, app := range m.claims {
 		if _, ok := m.apps[app]; !ok {
 			app = "scafo-unowned" // a claim whose holder is gone holds its host, routing nowhere (§3)
+		} else if m.coveredByAnother(h, app) {
+			continue
 		}
 		hs = append(hs, h+"="+app)
 	}
@@ -364,6 +405,7 @@ func (s *sim) resolve() {
 		switch {
 		case err == nil && json.Unmarshal(o.Value, &a) == nil:
 			s.m.apps[app] = modelApp{placement: a.Placement}
+			s.m.account[app] = a.Account
 		case errors.Is(err, store.ErrNotFound):
 			delete(s.m.apps, app)
 		default:
@@ -432,11 +474,14 @@ func (s *sim) claimOn(n *simNode, app, host string) {
 	s.logf("PUT claim %s → %s via %s: %d", host, app, n.name, rec.Code)
 	switch {
 	case ok2xx(rec.Code):
-		// Exclusive claims across accounts: a host another tenant's application holds
-		// is refused, whoever's write lands first.
-		if cur, held := s.m.claims[host]; held && cur != app && !s.m.unsureClaims[host] && accountOf(cur) != accountOf(app) {
-			if _, live := s.m.apps[cur]; live && !s.m.unsureApps[cur] {
-				s.fail("claim of %s by %s (tenant %s) answered %d while %s (tenant %s) holds it", host, app, accountOf(app), rec.Code, cur, accountOf(cur))
+		// Exclusive claims across accounts by coverage: a host another tenant's
+		// application holds, or covers with a wildcard, or that covers one of its, is
+		// refused, whoever's write lands first.
+		if s.sure(app) {
+			for _, h := range claimHosts {
+				if cur, held := s.m.claims[h]; held && s.m.claims[host] != app && overlaps(host, h) && !s.m.unsureClaims[h] && s.sure(cur) && s.m.account[cur] != s.m.account[app] {
+					s.fail("claim of %s by %s (tenant %s) answered %d while %s (tenant %s) holds %s", host, app, s.m.account[app], rec.Code, cur, s.m.account[cur], h)
+				}
 			}
 		}
 		s.m.claims[host] = app

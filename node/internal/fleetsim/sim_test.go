@@ -350,6 +350,10 @@ func (s *sim) event() {
 		s.logf("%s polls %s now", in.name, s.nodes[in.node].name)
 	case r < 78:
 		s.wipeEvent()
+	case r < 84:
+		s.pathsWrite()
+	case r < 85:
+		s.rawClaim()
 	}
 }
 
@@ -358,7 +362,9 @@ func (s *sim) event() {
 // settle adopts it, as the operator would.
 func (s *sim) restoredStore() {
 	s.restored = true
-	clear(s.m.required) // serials restart below what was served: the operator's adopt decides
+	clear(s.m.required)  // serials restart below what was served: the operator's adopt decides
+	clear(s.m.oldTokens) // an incarnation the backup holds is back, with its tokens
+	clear(s.m.orphan)    // and its instances
 	// What the model knows of applications and claims is not the store's any more
 	// (a node that lost its state dir accepts the restored store and writes to it:
 	// seed 165 of 101-220 claimed a host the backup had free).
