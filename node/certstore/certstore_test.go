@@ -11,54 +11,22 @@ import (
 
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
-	"github.com/scafo/ingress/node/store/s3"
-	"github.com/scafo/ingress/node/store/s3/s3test"
 )
 
-// TestMain stops the MinIO that s3test starts for this package's tests.
-func TestMain(m *testing.M) { s3test.Main(m) }
-
-// backend opens a fresh fleet store; open opens another client on the same store (a
-// second node).
-type backend struct {
-	name string
-	new  func(t *testing.T) (st store.Store, open func(t *testing.T) store.Store)
-}
-
-var backends = []backend{
-	{"dir", func(t *testing.T) (store.Store, func(t *testing.T) store.Store) {
-		root := t.TempDir()
-		open := func(t *testing.T) store.Store {
-			st, err := dir.New(root)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
-			return st
+// dirStore opens a fresh directory store; open opens another client on it (a second
+// node). What this package adds runs on the dir store: storetest holds every backend to
+// the store's contract.
+func dirStore(t *testing.T) (store.Store, func(t *testing.T) store.Store) {
+	root := t.TempDir()
+	open := func(t *testing.T) store.Store {
+		st, err := dir.New(root)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return open(t), open
-	}},
-	{"s3", func(t *testing.T) (store.Store, func(t *testing.T) store.Store) {
-		cfg := s3test.Shared(t).NewBucket(t)
-		open := func(t *testing.T) store.Store {
-			st, err := s3.New(t.Context(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st
-		}
-		return open(t), open
-	}},
-}
-
-// eachBackend runs f on a fresh store of every backend.
-func eachBackend(t *testing.T, f func(t *testing.T, st store.Store, open func(t *testing.T) store.Store)) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			st, open := b.new(t)
-			f(t, st, open)
-		})
+		t.Cleanup(func() { st.Close() })
+		return st
 	}
+	return open(t), open
 }
 
 func quietOpts(o Options) Options {
@@ -182,190 +150,185 @@ func TestMappingIsInjectiveAndStaysInNamespace(t *testing.T) {
 }
 
 func TestOddKeysRoundTrip(t *testing.T) {
-	eachBackend(t, func(t *testing.T, st store.Store, _ func(t *testing.T) store.Store) {
-		ctx := t.Context()
-		s := New(st, quietOpts(Options{}))
-		keys := oddKeys()
-		for i, k := range keys {
-			if err := s.Store(ctx, k, []byte("value of "+k)); err != nil {
-				t.Fatalf("Store(%.60q): %v", k, err)
-			}
-			_ = i
+	st, _ := dirStore(t)
+	ctx := t.Context()
+	s := New(st, quietOpts(Options{}))
+	keys := oddKeys()
+	for i, k := range keys {
+		if err := s.Store(ctx, k, []byte("value of "+k)); err != nil {
+			t.Fatalf("Store(%.60q): %v", k, err)
 		}
-		for _, k := range keys {
-			v, err := s.Load(ctx, k)
-			if err != nil || string(v) != "value of "+k {
-				t.Fatalf("Load(%.60q) = %q, %v", k, v, err)
-			}
-			ki, err := s.Stat(ctx, k)
-			if err != nil || !ki.IsTerminal || ki.Size != int64(len("value of "+k)) || ki.Key != k || ki.Modified.IsZero() {
-				t.Fatalf("Stat(%.60q) = %+v, %v", k, ki, err)
-			}
+		_ = i
+	}
+	for _, k := range keys {
+		v, err := s.Load(ctx, k)
+		if err != nil || string(v) != "value of "+k {
+			t.Fatalf("Load(%.60q) = %q, %v", k, v, err)
 		}
-		got, err := s.List(ctx, "", true)
-		if err != nil {
-			t.Fatal(err)
+		ki, err := s.Stat(ctx, k)
+		if err != nil || !ki.IsTerminal || ki.Size != int64(len("value of "+k)) || ki.Key != k || ki.Modified.IsZero() {
+			t.Fatalf("Stat(%.60q) = %+v, %v", k, ki, err)
 		}
-		// Every key and every directory above it, once.
-		wantSet := map[string]bool{}
-		for _, k := range keys {
-			segs := strings.Split(k, "/")
-			for i := range segs {
-				wantSet[strings.Join(segs[:i+1], "/")] = true
-			}
+	}
+	got, err := s.List(ctx, "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every key and every directory above it, once.
+	wantSet := map[string]bool{}
+	for _, k := range keys {
+		segs := strings.Split(k, "/")
+		for i := range segs {
+			wantSet[strings.Join(segs[:i+1], "/")] = true
 		}
-		var want []string
-		for k := range wantSet {
-			want = append(want, k)
-		}
-		slices.SortFunc(want, compareKeys)
-		if !slices.Equal(got, want) {
-			t.Fatalf("List(\"\", recursive):\n got %q\nwant %q", got, want)
-		}
-		// The two long-domain keys share a hashed directory: a non-recursive list of
-		// its parent names it by its real name.
-		longDomain := strings.Repeat("abcdefghi.", 25) + "com"
-		got, err = s.List(ctx, "certificates/acme", false)
-		if err != nil || !slices.Equal(got, []string{"certificates/acme/" + longDomain}) {
-			t.Fatalf("List(certificates/acme) = %q, %v", got, err)
-		}
-		got, err = s.List(ctx, "certificates/acme/"+longDomain, false)
-		if err != nil || len(got) != 2 {
-			t.Fatalf("List(long domain dir) = %q, %v", got, err)
-		}
-		// "a%2Fb" is one segment: no directory "a" holds a "b".
-		if s.Exists(ctx, "a/b") {
-			t.Fatal(`"a%2Fb" was stored as a path a/b`)
-		}
-	})
+	}
+	var want []string
+	for k := range wantSet {
+		want = append(want, k)
+	}
+	slices.SortFunc(want, compareKeys)
+	if !slices.Equal(got, want) {
+		t.Fatalf("List(\"\", recursive):\n got %q\nwant %q", got, want)
+	}
+	// The two long-domain keys share a hashed directory: a non-recursive list of
+	// its parent names it by its real name.
+	longDomain := strings.Repeat("abcdefghi.", 25) + "com"
+	got, err = s.List(ctx, "certificates/acme", false)
+	if err != nil || !slices.Equal(got, []string{"certificates/acme/" + longDomain}) {
+		t.Fatalf("List(certificates/acme) = %q, %v", got, err)
+	}
+	got, err = s.List(ctx, "certificates/acme/"+longDomain, false)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("List(long domain dir) = %q, %v", got, err)
+	}
+	// "a%2Fb" is one segment: no directory "a" holds a "b".
+	if s.Exists(ctx, "a/b") {
+		t.Fatal(`"a%2Fb" was stored as a path a/b`)
+	}
 }
 
 func TestValueSizeBound(t *testing.T) {
-	eachBackend(t, func(t *testing.T, st store.Store, _ func(t *testing.T) store.Store) {
-		ctx := t.Context()
-		s := New(st, quietOpts(Options{}))
-		big := bytes.Repeat([]byte{0, 1, 2, 0xff}, DefaultMaxValueSize/4)
-		if err := s.Store(ctx, "big", big); err != nil {
-			t.Fatalf("a 1 MiB value: %v", err)
-		}
-		got, err := s.Load(ctx, "big")
-		if err != nil || !bytes.Equal(got, big) {
-			t.Fatalf("1 MiB value did not round-trip: %d bytes, %v", len(got), err)
-		}
-		err = s.Store(ctx, "bigger", append(big, 0))
-		if !errors.Is(err, ErrValueTooLarge) {
-			t.Fatalf("a value one byte over the limit: %v, want ErrValueTooLarge", err)
-		}
-		if s.Exists(ctx, "bigger") {
-			t.Fatal("an oversized value was written")
-		}
-	})
+	st, _ := dirStore(t)
+	ctx := t.Context()
+	s := New(st, quietOpts(Options{}))
+	big := bytes.Repeat([]byte{0, 1, 2, 0xff}, DefaultMaxValueSize/4)
+	if err := s.Store(ctx, "big", big); err != nil {
+		t.Fatalf("a 1 MiB value: %v", err)
+	}
+	got, err := s.Load(ctx, "big")
+	if err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("1 MiB value did not round-trip: %d bytes, %v", len(got), err)
+	}
+	err = s.Store(ctx, "bigger", append(big, 0))
+	if !errors.Is(err, ErrValueTooLarge) {
+		t.Fatalf("a value one byte over the limit: %v, want ErrValueTooLarge", err)
+	}
+	if s.Exists(ctx, "bigger") {
+		t.Fatal("an oversized value was written")
+	}
 }
 
 func TestNotExistSemantics(t *testing.T) {
-	eachBackend(t, func(t *testing.T, st store.Store, _ func(t *testing.T) store.Store) {
-		ctx := t.Context()
-		s := New(st, quietOpts(Options{}))
-		if _, err := s.Load(ctx, "nope"); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("Load(absent) = %v, want fs.ErrNotExist", err)
+	st, _ := dirStore(t)
+	ctx := t.Context()
+	s := New(st, quietOpts(Options{}))
+	if _, err := s.Load(ctx, "nope"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Load(absent) = %v, want fs.ErrNotExist", err)
+	}
+	if _, err := s.Stat(ctx, "nope"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Stat(absent) = %v, want fs.ErrNotExist", err)
+	}
+	if _, err := s.List(ctx, "nope", true); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("List(absent) = %v, want fs.ErrNotExist", err)
+	}
+	if err := s.Delete(ctx, "nope"); err != nil {
+		t.Errorf("Delete(absent) = %v, want nil", err)
+	}
+	if s.Exists(ctx, "nope") {
+		t.Error("Exists(absent) = true")
+	}
+	// Invalid keys are errors, not "absent", and Delete("") never wipes the namespace.
+	if err := s.Store(ctx, "keep/me", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"", "/", "..", "keep/..", "keep/../keep"} {
+		if err := s.Delete(ctx, bad); !errors.Is(err, ErrInvalidKey) {
+			t.Errorf("Delete(%q) = %v, want ErrInvalidKey", bad, err)
 		}
-		if _, err := s.Stat(ctx, "nope"); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("Stat(absent) = %v, want fs.ErrNotExist", err)
+		if _, err := s.Load(ctx, bad); !errors.Is(err, ErrInvalidKey) {
+			t.Errorf("Load(%q) = %v, want ErrInvalidKey", bad, err)
 		}
-		if _, err := s.List(ctx, "nope", true); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("List(absent) = %v, want fs.ErrNotExist", err)
-		}
-		if err := s.Delete(ctx, "nope"); err != nil {
-			t.Errorf("Delete(absent) = %v, want nil", err)
-		}
-		if s.Exists(ctx, "nope") {
-			t.Error("Exists(absent) = true")
-		}
-		// Invalid keys are errors, not "absent", and Delete("") never wipes the namespace.
-		if err := s.Store(ctx, "keep/me", []byte("x")); err != nil {
-			t.Fatal(err)
-		}
-		for _, bad := range []string{"", "/", "..", "keep/..", "keep/../keep"} {
-			if err := s.Delete(ctx, bad); !errors.Is(err, ErrInvalidKey) {
-				t.Errorf("Delete(%q) = %v, want ErrInvalidKey", bad, err)
-			}
-			if _, err := s.Load(ctx, bad); !errors.Is(err, ErrInvalidKey) {
-				t.Errorf("Load(%q) = %v, want ErrInvalidKey", bad, err)
-			}
-		}
-		if !s.Exists(ctx, "keep/me") {
-			t.Fatal("an invalid Delete removed a value")
-		}
-	})
+	}
+	if !s.Exists(ctx, "keep/me") {
+		t.Fatal("an invalid Delete removed a value")
+	}
 }
 
 // TestCorruptObjectsAreNotServed: an object in the namespace that this package did not
 // write (edited, truncated, moved) is an error on Load and skipped by List.
 func TestCorruptObjectsAreNotServed(t *testing.T) {
-	eachBackend(t, func(t *testing.T, st store.Store, _ func(t *testing.T) store.Store) {
-		ctx := t.Context()
-		s := New(st, quietOpts(Options{}))
-		if err := s.Store(ctx, "d/good", []byte("PEM")); err != nil {
+	st, _ := dirStore(t)
+	ctx := t.Context()
+	s := New(st, quietOpts(Options{}))
+	if err := s.Store(ctx, "d/good", []byte("PEM")); err != nil {
+		t.Fatal(err)
+	}
+	goodKey, _ := dataKey("d/good", true)
+	good, err := st.Get(ctx, goodKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(key string, b []byte) {
+		t.Helper()
+		sk, _ := dataKey(key, true)
+		if _, err := st.Put(ctx, sk, b, store.Condition{}); err != nil {
 			t.Fatal(err)
 		}
-		goodKey, _ := dataKey("d/good", true)
-		good, err := st.Get(ctx, goodKey)
-		if err != nil {
-			t.Fatal(err)
+	}
+	put("d/raw", []byte("-----BEGIN CERTIFICATE-----"))
+	put("d/truncated", good.Value[:len(good.Value)-1])
+	put("d/edited", append(bytes.Clone(good.Value[:len(good.Value)-1]), 'X'))
+	put("d/moved", good.Value) // header names d/good
+	for _, k := range []string{"d/raw", "d/truncated", "d/edited", "d/moved"} {
+		if v, err := s.Load(ctx, k); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("Load(%s) = %q, %v, want ErrCorrupt", k, v, err)
 		}
-		put := func(key string, b []byte) {
-			t.Helper()
-			sk, _ := dataKey(key, true)
-			if _, err := st.Put(ctx, sk, b, store.Condition{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		put("d/raw", []byte("-----BEGIN CERTIFICATE-----"))
-		put("d/truncated", good.Value[:len(good.Value)-1])
-		put("d/edited", append(bytes.Clone(good.Value[:len(good.Value)-1]), 'X'))
-		put("d/moved", good.Value) // header names d/good
-		for _, k := range []string{"d/raw", "d/truncated", "d/edited", "d/moved"} {
-			if v, err := s.Load(ctx, k); !errors.Is(err, ErrCorrupt) {
-				t.Errorf("Load(%s) = %q, %v, want ErrCorrupt", k, v, err)
-			}
-		}
-		// A foreign object with a non-canonical name is skipped by List.
-		if _, err := st.Put(ctx, DataPrefix+"d/%2f!", []byte("x"), store.Condition{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := st.Put(ctx, DataPrefix+"d/nomark", []byte("x"), store.Condition{}); err != nil {
-			t.Fatal(err)
-		}
-		got, err := s.List(ctx, "d", false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := []string{"d/edited", "d/good", "d/moved", "d/raw", "d/truncated"}
-		if !slices.Equal(got, want) {
-			t.Fatalf("List(d) = %q, want %q", got, want)
-		}
-	})
+	}
+	// A foreign object with a non-canonical name is skipped by List.
+	if _, err := st.Put(ctx, DataPrefix+"d/%2f!", []byte("x"), store.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Put(ctx, DataPrefix+"d/nomark", []byte("x"), store.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.List(ctx, "d", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"d/edited", "d/good", "d/moved", "d/raw", "d/truncated"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("List(d) = %q, want %q", got, want)
+	}
 }
 
 func TestDeleteRemovesDirectories(t *testing.T) {
-	eachBackend(t, func(t *testing.T, st store.Store, _ func(t *testing.T) store.Store) {
-		ctx := t.Context()
-		s := New(st, quietOpts(Options{}))
-		for _, k := range []string{"a/b/c", "a/b/d", "a/bc", "a/b"} {
-			if err := s.Store(ctx, k, []byte(k)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := s.Delete(ctx, "a/b"); err != nil {
+	st, _ := dirStore(t)
+	ctx := t.Context()
+	s := New(st, quietOpts(Options{}))
+	for _, k := range []string{"a/b/c", "a/b/d", "a/bc", "a/b"} {
+		if err := s.Store(ctx, k, []byte(k)); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.List(ctx, "a", true)
-		if err != nil || !slices.Equal(got, []string{"a/bc"}) {
-			t.Fatalf("after Delete(a/b): List(a) = %q, %v; want [a/bc] (a/bc is not below a/b)", got, err)
-		}
-		ki, err := s.Stat(ctx, "a")
-		if err != nil || ki.IsTerminal || ki.Size != 0 {
-			t.Fatalf("Stat(dir a) = %+v, %v", ki, err)
-		}
-	})
+	}
+	if err := s.Delete(ctx, "a/b"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.List(ctx, "a", true)
+	if err != nil || !slices.Equal(got, []string{"a/bc"}) {
+		t.Fatalf("after Delete(a/b): List(a) = %q, %v; want [a/bc] (a/bc is not below a/b)", got, err)
+	}
+	ki, err := s.Stat(ctx, "a")
+	if err != nil || ki.IsTerminal || ki.Size != 0 {
+		t.Fatalf("Stat(dir a) = %+v, %v", ki, err)
+	}
 }
