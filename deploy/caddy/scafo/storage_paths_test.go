@@ -121,38 +121,3 @@ func TestSplitStorageRefusesKeysOutsideItsDirectories(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
-// A key the node answered "not found" for (deleted by another Caddy or a node: a
-// certificate removed with its name) is dropped from the cache: it does not come back
-// from the cache once no node answers.
-func TestSplitStorageCacheForgetsWhatTheNodeNoLongerHas(t *testing.T) {
-	root := t.TempDir()
-	n := startNode(t, "vps-a", root)
-	n.waitFirstPass()
-	ctx := t.Context()
-	s := NewSplitStorage(nodeClient(t, n), &certmagic.FileStorage{Path: t.TempDir()}).WithCache(&certmagic.FileStorage{Path: t.TempDir()})
-	gone, statted := "certificates/x/b.example.org/b.example.org.crt", "certificates/x/c.example.org/c.example.org.key"
-	for _, k := range []string{gone, statted} {
-		if err := s.Store(ctx, k, []byte("pem:"+k)); err != nil {
-			t.Fatal(err)
-		}
-		if err := nodeClient(t, n).Delete(ctx, k); err != nil { // another Caddy deletes it
-			t.Fatal(err)
-		}
-	}
-	if _, err := s.Load(ctx, gone); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("node up: Load = %v, want not exist", err)
-	}
-	if s.Exists(ctx, statted) {
-		t.Fatal("node up: Exists = true")
-	}
-	n.stop()
-	for _, k := range []string{gone, statted} {
-		if v, err := s.Load(ctx, k); err == nil {
-			t.Errorf("node down: Load(%q) = %q from the cache, after the node said it was gone", k, v)
-		}
-		if s.Exists(ctx, k) {
-			t.Errorf("node down: Exists(%q) = true from the cache, after the node said it was gone", k)
-		}
-	}
-}

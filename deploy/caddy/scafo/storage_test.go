@@ -190,28 +190,31 @@ func TestStorageModuleFailsOverBetweenEndpoints(t *testing.T) {
 }
 
 // The cache answers only while no node can be reached: with the node up, a key deleted
-// behind this storage's back is gone (the node's "not found" is final); with the node
-// down, what was read or written before is served from the cache, and what never was is
-// an error.
+// behind this storage's back is gone (the node's "not found" is final, and drops the
+// key from the cache, whether Load or Stat heard it); with the node down, what was read
+// or written before is served from the cache, and what never was, or was gone, is an
+// error.
 func TestSplitStorageCacheServesOnlyWhileNodesAreUnreachable(t *testing.T) {
 	root := t.TempDir()
 	n := startNode(t, "vps-a", root)
 	n.waitFirstPass()
 	ctx := t.Context()
 	s := NewSplitStorage(nodeClient(t, n), &certmagic.FileStorage{Path: t.TempDir()}).WithCache(&certmagic.FileStorage{Path: t.TempDir()})
-	kept, gone := "certificates/x/a.example.org/a.example.org.crt", "certificates/x/b.example.org/b.example.org.crt"
-	for _, k := range []string{kept, gone} {
+	kept, gone, statted := "certificates/x/a.example.org/a.example.org.crt", "certificates/x/b.example.org/b.example.org.crt", "certificates/x/c.example.org/c.example.org.key"
+	for _, k := range []string{kept, gone, statted} {
 		if err := s.Store(ctx, k, []byte("pem:"+k)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := nodeClient(t, n).Delete(ctx, gone); err != nil { // another Caddy deletes it
-		t.Fatal(err)
+	for _, k := range []string{gone, statted} {
+		if err := nodeClient(t, n).Delete(ctx, k); err != nil { // another Caddy deletes it
+			t.Fatal(err)
+		}
 	}
 	if _, err := s.Load(ctx, gone); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("a key the node no longer has, node up: Load = %v, want not exist (the cache must not answer)", err)
 	}
-	if s.Exists(ctx, gone) {
+	if s.Exists(ctx, statted) {
 		t.Fatal("a key the node no longer has, node up: Exists = true")
 	}
 	n.stop()
@@ -224,8 +227,13 @@ func TestSplitStorageCacheServesOnlyWhileNodesAreUnreachable(t *testing.T) {
 	if ki, err := s.Stat(ctx, kept); err != nil || !ki.IsTerminal || ki.Size != int64(len("pem:"+kept)) {
 		t.Fatalf("node down: Stat = %+v, %v", ki, err)
 	}
-	if _, err := s.Load(ctx, "certificates/x/never/never.crt"); err == nil {
-		t.Fatal("node down: a key never seen loaded without error")
+	for _, k := range []string{gone, statted, "certificates/x/never/never.crt"} {
+		if v, err := s.Load(ctx, k); err == nil {
+			t.Errorf("node down: Load(%q) = %q from the cache, a key never seen or gone", k, v)
+		}
+		if s.Exists(ctx, k) {
+			t.Errorf("node down: Exists(%q) = true from the cache, a key never seen or gone", k)
+		}
 	}
 	if err := s.Store(ctx, "certificates/x/c/c.crt", []byte("x")); err == nil {
 		t.Fatal("node down: Store succeeded (it must fail: the fleet store is the truth)")
