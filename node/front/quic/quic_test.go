@@ -157,43 +157,6 @@ func TestServerInitialOfRFCAppendixA3Parses(t *testing.T) {
 	}
 }
 
-// A ClientHello split across two Initial packets that arrive in reverse order, with
-// a coalesced 0-RTT packet after the second, comes out whole.
-func TestHelloSplitAcrossPacketsInAnyOrderIsReassembled(t *testing.T) {
-	for _, v := range []uint32{Version1, Version2} {
-		hello := unhex(t, clientCryptoFrame)[4:]
-		dcid := []byte("01234567")
-		cut := 50 // inside the SNI extension's bytes? the name sits near offset 45..60
-		p1, err := SealInitial(v, dcid, []byte("scid"), nil, 0, CryptoFrame(0, hello[:cut]), 1200)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p2, err := SealInitial(v, dcid, []byte("scid"), nil, 1, CryptoFrame(uint64(cut), hello[cut:]), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		zeroRTT := append([]byte(nil), p2...)
-		zeroRTT[0] = 0xc0 | byte((1+b2i(v == Version2))&3)<<4 | 3
-		dg2 := append(append([]byte(nil), p2...), zeroRTT...)
-		hr := NewHelloReader(0, 0)
-		got, err := hr.Feed(dg2)
-		if err != nil || got != nil {
-			t.Fatalf("first half: %x, %v", got, err)
-		}
-		got, err = hr.Feed(p1)
-		if err != nil || !bytes.Equal(got, hello) {
-			t.Fatalf("version %x: hello = %x, %v", v, got, err)
-		}
-	}
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 func TestReassemblerAcceptsOverlapsAndKeepsFirstBytes(t *testing.T) {
 	// The message: header (type 1, length 10), then "0123456789" at offsets 4..13.
 	var r Reassembler
