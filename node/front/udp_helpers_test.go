@@ -289,13 +289,21 @@ func (u *rawUpstream) addr() string { return u.c.LocalAddr().String() }
 // next reads the next datagram (failing the test if none comes within a bound).
 func (u *rawUpstream) next(t testing.TB) []byte {
 	t.Helper()
+	b, _ := recv(t, u.c)
+	return b
+}
+
+// recv reads the next datagram on c and its sender (failing the test if none comes
+// within a bound).
+func recv(t testing.TB, c *net.UDPConn) ([]byte, *net.UDPAddr) {
+	t.Helper()
 	buf := make([]byte, 65536)
-	u.c.SetReadDeadline(time.Now().Add(20 * time.Second))
-	n, _, err := u.c.ReadFrom(buf)
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	n, from, err := c.ReadFromUDP(buf)
 	if err != nil {
-		t.Fatalf("upstream read: %v", err)
+		t.Fatalf("%s: read: %v", c.LocalAddr(), err)
 	}
-	return buf[:n]
+	return buf[:n], from
 }
 
 // nothingQueued reports that no datagram is waiting on c (reads with a deadline
@@ -375,13 +383,13 @@ func (n *rebindingNAT) rebind(t testing.TB) {
 
 // quicAPIHello is the ClientHello Go's crypto/tls QUIC API client sends for
 // serverName (QUIC transport parameters included), as a QUIC client puts it in its
-// Initial packets' CRYPTO frames.
-func quicAPIHello(t testing.TB, serverName string) []byte {
+// Initial packets' CRYPTO frames; its initial_source_connection_id is scid, so a QUIC
+// server goes on with it.
+func quicAPIHello(t testing.TB, serverName string, scid ...byte) []byte {
 	t.Helper()
 	q := tls.QUICClient(&tls.QUICConfig{TLSConfig: &tls.Config{ServerName: serverName, NextProtos: []string{"x-test"}, MinVersion: tls.VersionTLS13}})
 	defer q.Close()
-	// initial_source_connection_id (0x0f), empty.
-	q.SetTransportParameters([]byte{0x0f, 0x00})
+	q.SetTransportParameters(append([]byte{0x0f, byte(len(scid))}, scid...))
 	if err := q.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

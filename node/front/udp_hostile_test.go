@@ -1,9 +1,7 @@
 package front
 
 import (
-	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/binary"
 	"net"
 	"testing"
@@ -67,31 +65,17 @@ func TestQUICABlindSpooferCannotEstablishAFlow(t *testing.T) {
 	// it returns the relay's socket for the flow.
 	open := func(c *net.UDPConn, answered int) *net.UDPAddr {
 		sendUDP(t, c, addr, initials(t, quic.Version1, randomCID(t), hello)...)
-		buf := make([]byte, 2048)
-		up.c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		_, link, err := up.c.ReadFromUDP(buf)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, link := recv(t, up.c)
 		if _, err := up.c.WriteToUDP(longHeader(quic.Version1, 2, clientCID, 100), link); err != nil {
 			t.Fatal(err)
 		}
 		ev.wait(t, "answered", answered)
 		return link
 	}
-	upstreamGot := func() {
-		t.Helper()
-		buf := make([]byte, 2048)
-		up.c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		if _, _, err := up.c.ReadFromUDP(buf); err != nil {
-			t.Fatal(err)
-		}
-	}
-
 	spoofed := clientSocket(t, "127.0.0.1")
 	open(spoofed, 1)
 	sendUDP(t, spoofed, addr, short(randomCID(t)))
-	upstreamGot() // relayed: the relay has decided
+	up.next(t) // relayed: the relay has decided
 
 	real := clientSocket(t, "127.0.0.1")
 	link := open(real, 2)
@@ -150,25 +134,6 @@ func TestQUICTheRelaySendsNothingOfItsOwn(t *testing.T) {
 	}
 }
 
-// quicHelloWithSCID is a ClientHello of Go's QUIC API whose transport parameters name
-// scid as the initial source connection ID, so a QUIC server goes on with it.
-func quicHelloWithSCID(t testing.TB, serverName string, scid []byte) []byte {
-	t.Helper()
-	q := tls.QUICClient(&tls.QUICConfig{TLSConfig: &tls.Config{ServerName: serverName, NextProtos: []string{"x-test"}, MinVersion: tls.VersionTLS13}})
-	defer q.Close()
-	q.SetTransportParameters(append([]byte{0x0f, byte(len(scid))}, scid...))
-	if err := q.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	var msg []byte
-	for e := q.NextEvent(); e.Kind != tls.QUICNoEvent; e = q.NextEvent() {
-		if e.Kind == tls.QUICWriteData && e.Level == tls.QUICEncryptionLevelInitial {
-			msg = append(msg, e.Data...)
-		}
-	}
-	return msg
-}
-
 // received sums what c receives until nothing comes for quiet (or 10 s pass).
 func received(c *net.UDPConn, quiet time.Duration) (bytes, datagrams int) {
 	buf := make([]byte, 65536)
@@ -199,7 +164,7 @@ func TestQUICASpoofedInitialGetsTheVictimNoMoreThroughTheFrontThanDirect(t *test
 	up := startQUICUpstream(t, pki)
 	r, _, addr := startRelay(t, UDPConfig{}, twoNames(up.addr()), nil)
 	scid := []byte{0xaa, 0xbb}
-	hello := quicHelloWithSCID(t, nameDB, scid)
+	hello := quicAPIHello(t, nameDB, scid...)
 	send := func(victim *net.UDPConn, to string) int {
 		ds := initials(t, quic.Version1, randomCID(t), hello, len(hello)/2)
 		sendUDP(t, victim, to, ds...)
@@ -317,34 +282,17 @@ func TestQUICATenantCannotClaimAConnectionIDItSawForAnotherTenant(t *testing.T) 
 	_, ev, addr := startRelay(t, UDPConfig{}, routes, nil)
 	client := clientSocket(t, "127.0.0.1")
 	clientCID := []byte{0xaa, 0xbb}
-	read := func(u *rawUpstream) ([]byte, *net.UDPAddr) {
-		t.Helper()
-		buf := make([]byte, 4096)
-		u.c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		n, from, err := u.c.ReadFromUDP(buf)
-		if err != nil {
-			t.Fatalf("%s: %v", u.addr(), err)
-		}
-		return buf[:n], from
-	}
-	clientRead := func() {
-		t.Helper()
-		buf := make([]byte, 4096)
-		client.SetReadDeadline(time.Now().Add(10 * time.Second))
-		if _, _, err := client.ReadFrom(buf); err != nil {
-			t.Fatal(err)
-		}
-	}
+	read := func(u *rawUpstream) ([]byte, *net.UDPAddr) { t.Helper(); return recv(t, u.c) }
 	sendUDP(t, client, addr, initials(t, quic.Version1, randomCID(t), goHello(t, []byte(nameDB)))...)
 	_, linkA := read(upA)
 	upA.c.WriteToUDP(longHeaderFrom(2, clientCID, randomCID(t), 50), linkA)
 	ev.wait(t, "answered", 1)
-	clientRead()
+	recv(t, client)
 	sendUDP(t, client, addr, initials(t, quic.Version1, randomCID(t), goHello(t, []byte(nameKV)))...)
 	_, linkB := read(upB)
 	upB.c.WriteToUDP(longHeaderFrom(2, clientCID, randomCID(t), 50), linkB)
 	ev.wait(t, "answered", 2)
-	clientRead()
+	recv(t, client)
 
 	announced := randomCID(t) // A's, announced in an encrypted frame
 	short := append(append([]byte{0x40}, announced...), make([]byte, 40)...)
@@ -355,7 +303,7 @@ func TestQUICATenantCannotClaimAConnectionIDItSawForAnotherTenant(t *testing.T) 
 		t.Fatal("short")
 	}
 	upB.c.WriteToUDP(longHeaderFrom(2, clientCID, seen[1:9], 50), linkB) // the claim
-	clientRead()                                                         // relayed: the relay has read it
+	recv(t, client)                                                      // relayed: the relay has read it
 
 	sendUDP(t, client, addr, short)
 	if got, _ := read(upA); len(got) != len(short) {
@@ -370,21 +318,14 @@ func TestQUICATenantCannotClaimAConnectionIDItSawForAnotherTenant(t *testing.T) 
 	_, linkOwn := read(upB)
 	upB.c.WriteToUDP(longHeaderFrom(2, clientCID, randomCID(t), 50), linkOwn)
 	ev.wait(t, "answered", 3)
-	buf := make([]byte, 4096)
-	own.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, _, err := own.ReadFrom(buf); err != nil {
-		t.Fatal(err)
-	}
+	recv(t, own)
 	announced = randomCID(t)
 	short = append(append([]byte{0x40}, announced...), make([]byte, 40)...)
 	sendUDP(t, client, addr, short)
 	read(upA)
 	read(upB)
 	upB.c.WriteToUDP(longHeaderFrom(2, clientCID, announced, 50), linkOwn) // the claim
-	own.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, _, err := own.ReadFrom(buf); err != nil { // relayed: the relay has read it
-		t.Fatal(err)
-	}
+	recv(t, own)                                                           // relayed: the relay has read it
 	sendUDP(t, client, addr, short)
 	if got, _ := read(upA); len(got) != len(short) {
 		t.Fatalf("the first application got %d bytes", len(got))
