@@ -60,23 +60,26 @@ func TestIncrementalRenderEqualsFullRender(t *testing.T) {
 	if *diffSeed >= 0 {
 		seeds = 1
 	}
-	for i := range seeds {
-		seed := uint64(i)
-		if *diffSeed >= 0 {
-			seed = uint64(*diffSeed)
+	t.Run("seeds", func(t *testing.T) { // returns when every seed has run
+		for i := range seeds {
+			seed := uint64(i)
+			if *diffSeed >= 0 {
+				seed = uint64(*diffSeed)
+			}
+			t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+				t.Parallel() // the seeds share nothing but the coverage counts
+				c := newDiffCase(t, seed, cov)
+				if c.kind == diffConcurrent {
+					c.runConcurrent(steps)
+				} else {
+					c.run(steps)
+				}
+				if t.Failed() {
+					t.Logf("replay: go test ./render -run TestIncrementalRenderEqualsFullRender -diffseed=%d", seed)
+				}
+			})
 		}
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			c := newDiffCase(t, seed, cov)
-			if c.kind == diffConcurrent {
-				c.runConcurrent(steps)
-			} else {
-				c.run(steps)
-			}
-			if t.Failed() {
-				t.Logf("replay: go test ./render -run TestIncrementalRenderEqualsFullRender -diffseed=%d", seed)
-			}
-		})
-	}
+	})
 	if *diffSeed >= 0 || t.Failed() {
 		return
 	}

@@ -3,6 +3,7 @@ package render
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -322,6 +323,7 @@ func adversarialPaths() []string {
 }
 
 func TestFlipInvariantHoldsForAdversarialSpellings(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained
 	flipped := map[string]bool{"paulca": true, "j.smith": true}
 	paths := adversarialPaths()
 	for _, threshold := range []int{0, 1} { // per-prefix routers; one grouped router
@@ -395,27 +397,6 @@ func flipProbes(threshold int) []probe {
 	}
 }
 
-// TestOrdinaryPathsStillRouteWhereExpected keeps the guard honest: it must take only
-// what could move between first segments, never ordinary traffic.
-func TestOrdinaryPathsStillRouteWhereExpected(t *testing.T) {
-	for _, threshold := range []int{0, 1} {
-		out, err := Traefik(flipDoc(), Options{PathGroupThreshold: threshold})
-		if err != nil {
-			t.Fatal(err)
-		}
-		routers := compileRouters(t, decodeStrict(t, out))
-		for _, p := range flipProbes(threshold) {
-			rp, _, ok := traefikEntry(p.Target)
-			if !ok {
-				t.Fatalf("target %q refused", p.Target)
-			}
-			if got := route(t, routers, request{host: p.Host, routingPath: rp}); got != p.Want {
-				t.Errorf("threshold %d: %s%s (routing path %q) → %q, want %q", threshold, p.Host, p.Target, rp, got, p.Want)
-			}
-		}
-	}
-}
-
 // goldenProbes route requests through golden cases: exact host before wildcard, a
 // wildcard's path map never taking an exact host's request, the apex before a
 // wildcard covering it, the apex's denied prefixes.
@@ -460,14 +441,21 @@ var goldenProbes = map[string][]probe{
 }
 
 // TestGoldenCasesNeverTieAndRouteByTheDocumentLookup runs goldenProbes, and a few
-// paths on every host of every case to catch two routers matching at one priority.
+// paths on every host of every case to catch two routers matching at one priority;
+// and flipProbes on flipDoc in both router forms, which keep the path guard honest: it
+// takes only what could move between first segments, never ordinary traffic.
 func TestGoldenCasesNeverTieAndRouteByTheDocumentLookup(t *testing.T) {
-	probes := goldenProbes
+	probes := maps.Clone(goldenProbes)
 	cases := loadCases(t)
 	for name := range probes {
 		if !slices.ContainsFunc(cases, func(c loadedCase) bool { return c.name == name }) {
 			t.Errorf("no testdata case %q", name)
 		}
+	}
+	for _, threshold := range []int{0, 1} {
+		name := fmt.Sprintf("flip/threshold=%d", threshold)
+		cases = append(cases, loadedCase{name: name, doc: flipDoc(), opt: Options{PathGroupThreshold: threshold}})
+		probes[name] = flipProbes(threshold)
 	}
 	for _, c := range cases {
 		out, err := Traefik(c.doc, c.opt)
@@ -476,9 +464,12 @@ func TestGoldenCasesNeverTieAndRouteByTheDocumentLookup(t *testing.T) {
 		}
 		routers := compileRouters(t, decodeStrict(t, out))
 		for _, p := range probes[c.name] {
-			rp, _, _ := traefikEntry(p.Target)
+			rp, _, ok := traefikEntry(p.Target)
+			if !ok {
+				t.Fatalf("%s: target %q refused", c.name, p.Target)
+			}
 			if got := route(t, routers, request{host: p.Host, routingPath: rp}); got != p.Want {
-				t.Errorf("%s: %s%s → %q, want %q", c.name, p.Host, p.Target, got, p.Want)
+				t.Errorf("%s: %s%s (routing path %q) → %q, want %q", c.name, p.Host, p.Target, rp, got, p.Want)
 			}
 		}
 		// No tie on any host of the case for a handful of paths.

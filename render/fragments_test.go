@@ -58,33 +58,6 @@ func excerpt(b []byte, at int) string {
 	return string(b[lo:hi])
 }
 
-// TestIncrementalRenderReusesUnchangedFragments pins what makes the render incremental:
-// a change to one application renders one fragment again, and reuses every other.
-func TestIncrementalRenderReusesUnchangedFragments(t *testing.T) {
-	st := fleet.GenerateState(200, 100)
-	opt := fleet.GenerateOptions()
-	inc, err := NewIncremental(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, _ := fleet.Derive(st, opt)
-	if _, err := rendered(inc, Request{Doc: doc}); err != nil {
-		t.Fatal(err)
-	}
-	before := inc.cached()
-	if before < 200 {
-		t.Fatalf("%d fragments cached for 200 applications", before)
-	}
-	st.Nodes[1].Instances["app-00004"] = fleet.Instance{Port: 12345, Ready: true}
-	doc, _ = fleet.Derive(st, opt)
-	if _, err := rendered(inc, Request{Doc: doc}); err != nil {
-		t.Fatal(err)
-	}
-	if after := inc.cached(); after != before+1 {
-		t.Errorf("one application changed: %d fragments cached before, %d after (want one more: the new variant)", before, after)
-	}
-}
-
 // TestIncrementalRenderRefusesWhatTheFullRenderRefuses: the same errors, and a refused
 // document leaves the next render's bytes right.
 func TestIncrementalRenderRefusesWhatTheFullRenderRefuses(t *testing.T) {

@@ -1,8 +1,6 @@
 package render
 
 import (
-	"bytes"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -111,31 +109,6 @@ func TestPathRoutersCarryTheSelectedApplicationsMiddlewares(t *testing.T) {
 		}
 		if wantN := map[int]int{0: 6, 1: 3}[threshold]; n != wantN {
 			t.Errorf("threshold %d: %d path routers checked, want %d (%v)", threshold, n, wantN, mw)
-		}
-	}
-}
-
-// TestARenderWithMiddlewaresIsByteStable: a document with middlewares renders the same
-// bytes whatever the order of its routes and path maps, on every render. (The
-// incremental render writes them too, middlewares changing on path targets with and
-// without a delta: TestIncrementalRenderEqualsFullRender.)
-func TestARenderWithMiddlewaresIsByteStable(t *testing.T) {
-	doc := middlewaresDoc(100)
-	rng := rand.New(rand.NewPCG(3, 4))
-	for _, opt := range []Options{{}, {PathGroupThreshold: 10}} {
-		want, err := Traefik(doc, opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for range 20 {
-			s := shuffled(doc, rng)
-			got, err := Traefik(s, opt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("a shuffled document with middlewares rendered different bytes")
-			}
 		}
 	}
 }

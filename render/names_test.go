@@ -64,20 +64,29 @@ func TestEscapeRoundTripsAnyComponent(t *testing.T) {
 
 // TestNamesAreInjectiveOnAdversarialInputs renders names for hosts and prefixes that a
 // lossy scheme would merge (dots versus dashes, '_' versus '.', a separator inside a
-// component, wildcard versus a label spelled "wildcard") and requires them distinct.
+// component, wildcard versus a label spelled "wildcard") and requires them distinct,
+// and never named like the applied probe's objects (kind "applied-" is the probe's
+// alone), even for applications and hosts named like them.
 func TestNamesAreInjectiveOnAdversarialInputs(t *testing.T) {
 	hosts := []string{
 		"a.b.example.com", "a-b.example.com", "ab.example.com", "a.b-example.com",
 		"wildcard.shop.example.org", "*.shop.example.org", "x.shop.example.org",
-		"x2a.shop.example.org", "path-a.example.com", "a.example.com",
+		"x2a.shop.example.org", "path-a.example.com", "a.example.com", "applied-check", "applied-callback",
 	}
 	prefixes := []string{
 		"x_y", "x.y", "x-y", "xy", "x~y", "x~5fy", "x~7ey", "x__y", "x..y", "a.example.com", "a_example_com",
 		"b", "b.c", "c", "0", "p%2f",
 	}
 	seen := map[string]string{}
+	probe := func(name, what string) {
+		t.Helper()
+		if strings.HasPrefix(name, "applied-") {
+			t.Errorf("%s is named %q, like the applied probe's objects", what, name)
+		}
+	}
 	add := func(name, what string) {
 		t.Helper()
+		probe(name, what)
 		if prev, dup := seen[name]; dup {
 			t.Errorf("name %q for both %s and %s", name, prev, what)
 		}
@@ -99,13 +108,14 @@ func TestNamesAreInjectiveOnAdversarialInputs(t *testing.T) {
 	svc := map[string]string{}
 	addSvc := func(name, what string) {
 		t.Helper()
+		probe(name, what)
 		if prev, dup := svc[name]; dup {
 			t.Errorf("service name %q for both %s and %s", name, prev, what)
 		}
 		svc[name] = what
 		checkName(t, "service", name)
 	}
-	apps := []string{"a", "a-1", "a-1-0", "api", "app", "deny", "failover1"}
+	apps := []string{"a", "a-1", "a-1-0", "api", "app", "deny", "failover1", "applied-check", "plied-check"}
 	nodes := []string{"n", "0-n", "1-0-n", "vps-a", "failover1"}
 	for _, a := range apps {
 		base := appServiceName(a)

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/scafo/ingress/render/routing"
 )
@@ -31,16 +30,31 @@ func decodeStrict(t testing.TB, out []byte) Configuration {
 	return cfg
 }
 
-// TestEveryCaseSatisfiesTheChainInvariants checks, on every golden case, the rules a
-// reviewer would otherwise have to check by eye in each file.
+// TestEveryCaseSatisfiesTheChainInvariants checks, on every golden case and on a
+// derived fleet in every router form, the rules a reviewer would otherwise have to
+// check by eye in each file; every rule parses, and the output matches Traefik's schema.
 func TestEveryCaseSatisfiesTheChainInvariants(t *testing.T) {
-	for _, c := range loadCases(t) {
+	cases := loadCases(t)
+	gen := generatedDoc(t, 300, 2000)
+	for _, opt := range []Options{{}, {PathGroupThreshold: routing.MaxPaths},
+		{CertResolver: "le", PlatformWildcardCerts: true, PlatformDomains: []string{"apps.example.com"}}} {
+		cases = append(cases, loadedCase{name: fmt.Sprintf("generated/%+v", opt), doc: gen, opt: opt})
+	}
+	schema := loadTraefikSchemaOrNil(t)
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			out, err := Traefik(c.doc, c.opt)
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkInvariants(t, c.opt, decodeStrict(t, out))
+			cfg := decodeStrict(t, out)
+			checkInvariants(t, c.opt, cfg)
+			compileRouters(t, cfg)
+			if schema != nil {
+				for _, v := range schema.validate(out) {
+					t.Error(v)
+				}
+			}
 		})
 	}
 }
@@ -139,6 +153,7 @@ func checkInvariants(t *testing.T, opt Options, cfg Configuration) {
 	for name := range cfg.HTTP.Routers {
 		checkName(t, "router", name)
 	}
+	checkRetry(t, opt, cfg)
 	for name := range svcs {
 		checkName(t, "service", name)
 	}
@@ -213,56 +228,33 @@ func shuffled(d *routing.Document, rng *rand.Rand) *routing.Document {
 	return &out
 }
 
+// TestRenderIsByteStableWhateverTheInputOrder: a document (with and without
+// middlewares) renders the same bytes whatever the order of its routes and path maps,
+// and the render leaves its input as it was. (Passthrough: TestPassthroughRenderIsByteStable;
+// fleet certificates: TestFleetCertificatesRenderSortedInlineAndByteStable; the
+// incremental render: TestIncrementalRenderEqualsFullRender.)
 func TestRenderIsByteStableWhateverTheInputOrder(t *testing.T) {
-	opts := []Options{
-		{},
-		{PathGroupThreshold: 10},
-		{CertResolver: "le", PlatformWildcardCerts: true, PlatformDomains: []string{"apps.example.com"}},
-	}
-	doc := sampleDoc(100)
 	rng := rand.New(rand.NewPCG(1, 2))
-	for i, opt := range opts {
-		want, err := Traefik(doc, opt)
+	for _, doc := range []*routing.Document{sampleDoc(100), middlewaresDoc(100)} {
+		before, err := routing.Marshal(doc)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for range 20 {
-			got, err := Traefik(shuffled(doc, rng), opt)
+		for i, opt := range []Options{{}, {PathGroupThreshold: 10},
+			{CertResolver: "le", PlatformWildcardCerts: true, PlatformDomains: []string{"apps.example.com"}}} {
+			want, err := Traefik(doc, opt)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("options %d: a shuffled document rendered different bytes", i)
+			for range 10 {
+				if got, err := Traefik(shuffled(doc, rng), opt); err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("options %d: a shuffled document rendered different bytes (%v)", i, err)
+				}
 			}
 		}
-	}
-}
-
-func TestRenderDoesNotModifyTheDocument(t *testing.T) {
-	doc := sampleDoc(10)
-	before, err := routing.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Traefik(doc, Options{PathGroupThreshold: 2}); err != nil {
-		t.Fatal(err)
-	}
-	after, _ := routing.Marshal(doc)
-	if !bytes.Equal(before, after) {
-		t.Fatal("Traefik modified its input document")
-	}
-}
-
-func TestOutputHasNoHTMLEscapesAndNoTrailingNewline(t *testing.T) {
-	out, err := Traefik(sampleDoc(3), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bytes.Contains(out, []byte(`\u0026`)) || !bytes.Contains(out, []byte(" && ")) {
-		t.Error("rules must carry && literally, not \\u0026")
-	}
-	if bytes.HasSuffix(out, []byte("\n")) {
-		t.Error("output ends with a newline")
+		if after, _ := routing.Marshal(doc); !bytes.Equal(before, after) {
+			t.Fatal("Traefik modified its input document")
+		}
 	}
 }
 
@@ -280,43 +272,6 @@ func TestNothingToRouteRendersEmptyObject(t *testing.T) {
 		if string(out) != "{}" {
 			t.Errorf("%s: got %s, want {}", name, out)
 		}
-	}
-}
-
-func TestEveryHostAndPrefixOfAnApplicationSharesOneChain(t *testing.T) {
-	out, err := Traefik(sampleDoc(3), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := decodeStrict(t, out)
-	want := map[string]string{
-		"host-~2a_shop_example_org":  "app-shop",
-		"host-shop_apps_example_com": "app-shop",
-		"host-go_tito_io":            "app-tito-go",
-		"path-ti_to.acct0000":        "app-tito-go",
-		"path-ti_to.acct0002":        "app-tito-go",
-		"path-ti_to.j_smith":         "app-tito-eu.0.vps-c",
-		"host-ti_to":                 "app-tito-classic",
-		"api-apps_example_com":       "api",
-	}
-	for router, svc := range want {
-		r, ok := cfg.HTTP.Routers[router]
-		if !ok {
-			t.Errorf("router %s missing", router)
-			continue
-		}
-		if r.Service != svc {
-			t.Errorf("router %s → %s, want %s", router, r.Service, svc)
-		}
-	}
-	n := 0
-	for name := range cfg.HTTP.Services {
-		if strings.HasPrefix(name, "app-shop.") && !strings.Contains(name, "failover") {
-			n++
-		}
-	}
-	if n != 3 {
-		t.Errorf("shop has %d leaves, want 3 (one per upstream, shared by both hosts)", n)
 	}
 }
 
@@ -355,57 +310,20 @@ func TestPathMapSwitchesToGroupedRouterAboveThreshold(t *testing.T) {
 	}
 }
 
+// TestBadInputIsAnErrorNamingTheField: the render refuses what routing.Validate
+// refuses, with its error (routing's TestDocumentValidate holds every field).
 func TestBadInputIsAnErrorNamingTheField(t *testing.T) {
-	mut := func(f func(d *routing.Document)) *routing.Document {
-		d := sampleDoc(2)
-		d.Routes = slices.Clone(d.Routes)
-		for i := range d.Routes {
-			d.Routes[i].Upstreams = slices.Clone(d.Routes[i].Upstreams)
-			m := map[string]string{}
-			for k, v := range d.Routes[i].Paths {
-				m[k] = v
-			}
-			if d.Routes[i].Paths != nil {
-				d.Routes[i].Paths = m
-			}
-		}
-		api := *d.API
-		api.Upstreams = slices.Clone(api.Upstreams)
-		d.API = &api
-		f(d)
-		return d
-	}
-	for _, tc := range []struct {
-		name  string
-		doc   *routing.Document
-		field string
-	}{
-		{"host with a backtick", mut(func(d *routing.Document) { d.Routes[1].Host = "eu`.tito.io" }), "routes[1].host"},
-		{"duplicate host", mut(func(d *routing.Document) { d.Routes[2].Host = "eu.tito.io" }), "routes[2].host"},
-		{"application not a label", mut(func(d *routing.Document) { d.Routes[1].Application = "Tito" }), "routes[1].application"},
-		{"node not a label", mut(func(d *routing.Document) { d.Routes[1].Upstreams[0].Node = "vps@a" }), "routes[1].upstreams[0].node"},
-		{"address not ip:port", mut(func(d *routing.Document) { d.Routes[1].Upstreams[0].Address = "vps-a:80" }), "routes[1].upstreams[0].address"},
-		{"no apiPort without health path", mut(func(d *routing.Document) { d.Routes[2].Upstreams[1].APIPort = 0 }), "routes[2].upstreams[1].apiPort"},
-		{"bad health path", mut(func(d *routing.Document) { d.Routes[1].HealthPath = "healthz" }), "routes[1].healthPath"},
-		{"bad prefix", mut(func(d *routing.Document) { d.Routes[4].Paths["/paulca"] = "go.tito.io" }), `routes[4].paths["/paulca"]`},
-		{"regex in prefix", mut(func(d *routing.Document) { d.Routes[4].Paths["a|b"] = "go.tito.io" }), `routes[4].paths["a|b"]`},
-		{"hosts of one app disagree on upstreams", mut(func(d *routing.Document) { d.Routes[3].Upstreams = d.Routes[3].Upstreams[:1] }), "routes[3].upstreams"},
-		{"api host", mut(func(d *routing.Document) { d.API.Hosts = []string{"*.example.com"} }), "api.hosts[0]"},
-		{"api denied", mut(func(d *routing.Document) { d.API.Denied = []string{"/v1/`x"} }), "api.denied[0]"},
-		{"api upstream", mut(func(d *routing.Document) { d.API.Upstreams[2].Address = "" }), "api.upstreams[2].address"},
+	for field, mut := range map[string]func(d *routing.Document){
+		"routes[1].host":                 func(d *routing.Document) { d.Routes[1].Host = "eu`.tito.io" },
+		"routes[2].upstreams[1].apiPort": func(d *routing.Document) { d.Routes[2].Upstreams[1].APIPort = 0 },
+		"api.denied[0]":                  func(d *routing.Document) { d.API.Denied = []string{"/v1/`x"} },
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Traefik(tc.doc, Options{})
-			if err == nil {
-				t.Fatal("want an error")
-			}
-			if !errors.Is(err, routing.ErrInvalid) {
-				t.Fatalf("error %v is not routing.ErrInvalid", err)
-			}
-			if f, _ := routing.InvalidField(err); f != tc.field {
-				t.Errorf("error names field %q, want %q (%v)", f, tc.field, err)
-			}
-		})
+		d := sampleDoc(2) // a new document: the mutation writes in place
+		mut(d)
+		_, err := Traefik(d, Options{})
+		if f, _ := routing.InvalidField(err); !errors.Is(err, routing.ErrInvalid) || f != field {
+			t.Errorf("error %v names field %q, want routing.ErrInvalid naming %q", err, f, field)
+		}
 	}
 	if _, err := Traefik(nil, Options{}); err == nil {
 		t.Error("nil document: want an error")
@@ -431,6 +349,17 @@ func TestOptionsValidation(t *testing.T) {
 		{"bad interval", Options{HealthCheckInterval: "5"}, "healthCheck.interval"},
 		{"zero timeout", Options{HealthCheckTimeout: "0s"}, "healthCheck.timeout"},
 		{"negative threshold", Options{PathGroupThreshold: -1}, "pathGroupThreshold"},
+		{"retries off", Options{RetryAttempts: 1}, ""},
+		{"two tries", Options{RetryAttempts: 2, RetryInitialInterval: "50ms"}, ""},
+		{"most tries", Options{RetryAttempts: MaxRetryAttempts}, ""},
+		{"longest retry interval", Options{RetryInitialInterval: "10s"}, ""},
+		{"negative attempts", Options{RetryAttempts: -1}, "retry.attempts"},
+		{"too many attempts", Options{RetryAttempts: MaxRetryAttempts + 1}, "retry.attempts"},
+		{"retry interval no duration", Options{RetryInitialInterval: "200"}, "retry.initialInterval"},
+		{"zero retry interval", Options{RetryInitialInterval: "0s"}, "retry.initialInterval"},
+		{"negative retry interval", Options{RetryInitialInterval: "-1s"}, "retry.initialInterval"},
+		{"retry interval too long", Options{RetryInitialInterval: "11s"}, "retry.initialInterval"},
+		{"bad retry interval while off", Options{RetryAttempts: 1, RetryInitialInterval: "x"}, "retry.initialInterval"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.opt.Validate()
@@ -446,17 +375,10 @@ func TestOptionsValidation(t *testing.T) {
 			if _, err := Traefik(sampleDoc(1), tc.opt); !errors.Is(err, ErrOptions) {
 				t.Errorf("Traefik accepted options Validate refuses: %v", err)
 			}
+			if _, err := NewIncremental(tc.opt); !errors.Is(err, ErrOptions) {
+				t.Errorf("NewIncremental accepted options Validate refuses: %v", err)
+			}
 		})
-	}
-}
-
-func TestDurationsAreWrittenInCanonicalForm(t *testing.T) {
-	out, err := Traefik(sampleDoc(1), Options{HealthCheckInterval: "90s", HealthCheckTimeout: "1500ms"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Contains(out, []byte(`"interval":"1m30s","timeout":"1.5s"`)) {
-		t.Errorf("durations not canonical in %s", out[:min(len(out), 600)])
 	}
 }
 
@@ -476,8 +398,15 @@ func fleetDoc(n, upstreams int) *routing.Document {
 
 // The automatic interval keeps Traefik's check rate within HealthCheckBudget: one
 // checked leaf per upstream but the last, none for a lone upstream; an explicit
-// interval wins whatever the fleet's size.
+// interval wins whatever the fleet's size. (An interval step between two renders of
+// one Incremental: TestAutomaticIntervalStepRendersNoFragmentAgain.)
 func TestHealthCheckIntervalScalesWithCheckedLeaves(t *testing.T) {
+	for checks, want := range map[int]string{1: "5s", 1000: "5s", 1001: "6s", 4000: "20s", 10000: "50s"} {
+		d := AutoHealthCheckInterval(checks)
+		if d.String() != want || float64(checks)/d.Seconds() > HealthCheckBudget {
+			t.Errorf("%d checks: every %s, want %s within the budget", checks, d, want)
+		}
+	}
 	for _, tc := range []struct {
 		apps, upstreams int
 		opt             Options
@@ -486,12 +415,8 @@ func TestHealthCheckIntervalScalesWithCheckedLeaves(t *testing.T) {
 	}{
 		{10, 1, Options{}, 0, ""},
 		{10, 2, Options{}, 10, "5s"},
-		{1000, 2, Options{}, 1000, "5s"},
-		{1001, 2, Options{}, 1001, "6s"},
-		{2000, 3, Options{}, 4000, "20s"},
-		{10000, 2, Options{}, 10000, "50s"},
-		{10000, 1, Options{}, 0, ""},
-		{10000, 2, Options{HealthCheckInterval: "5s"}, 10000, "5s"},
+		{501, 3, Options{}, 1002, "6s"},
+		{501, 3, Options{HealthCheckInterval: "5s"}, 1002, "5s"},
 	} {
 		out, err := Traefik(fleetDoc(tc.apps, tc.upstreams), tc.opt)
 		if err != nil {
@@ -508,12 +433,6 @@ func TestHealthCheckIntervalScalesWithCheckedLeaves(t *testing.T) {
 		}
 		if checks != tc.checks || (checks > 0 && (len(intervals) != 1 || !intervals[tc.interval])) {
 			t.Errorf("%d apps × %d upstreams, %+v: %d checks at %v, want %d at %s", tc.apps, tc.upstreams, tc.opt, checks, intervals, tc.checks, tc.interval)
-		}
-		if checks > 0 && tc.opt.HealthCheckInterval == "" {
-			d, _ := time.ParseDuration(tc.interval)
-			if rate := float64(checks) / d.Seconds(); rate > HealthCheckBudget {
-				t.Errorf("%d checks every %s: %.0f/s, over the budget", checks, d, rate)
-			}
 		}
 	}
 }

@@ -2,7 +2,6 @@ package render
 
 import (
 	"bytes"
-	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -69,9 +68,10 @@ func checkRetry(t *testing.T, opt Options, cfg Configuration) {
 	}
 }
 
-// TestRetryIsOnEveryApplicationRouterAndNotOnTheChallengeRouter: every golden case, a
-// fleet-certificate render (ACME challenge router, deny and guard routers), a group's
-// share, with retries on by default, with other settings and off.
+// TestRetryIsOnEveryApplicationRouterAndNotOnTheChallengeRouter: a fleet-certificate
+// render (ACME challenge router, deny and guard routers) and path maps in both router
+// forms, with retries on by default, with other settings and off (then nothing of the
+// middleware is written). Every golden case: TestEveryCaseSatisfiesTheChainInvariants.
 func TestRetryIsOnEveryApplicationRouterAndNotOnTheChallengeRouter(t *testing.T) {
 	type render struct {
 		name string
@@ -80,9 +80,6 @@ func TestRetryIsOnEveryApplicationRouterAndNotOnTheChallengeRouter(t *testing.T)
 		fc   *FleetCerts
 	}
 	var cases []render
-	for _, c := range loadCases(t) {
-		cases = append(cases, render{name: c.name, doc: c.doc, opt: c.opt})
-	}
 	for _, opt := range []Options{{}, {RetryAttempts: 3, RetryInitialInterval: "1s"}, {RetryAttempts: 1}} {
 		cases = append(cases,
 			render{name: "acme", doc: acmeDoc(), opt: opt, fc: acmeCerts()},
@@ -98,6 +95,9 @@ func TestRetryIsOnEveryApplicationRouterAndNotOnTheChallengeRouter(t *testing.T)
 			}
 			cfg := decodeStrict(t, out)
 			checkRetry(t, c.opt, cfg)
+			if c.opt.RetryAttempts == 1 && bytes.Contains(out, []byte("middlewares")) {
+				t.Errorf("retries off, but the render mentions middlewares: %s", out)
+			}
 			if c.fc != nil {
 				if r := cfg.HTTP.Routers[routerACMEChallenge]; r == nil || len(r.Middlewares) != 0 {
 					t.Errorf("challenge router %+v: want one, without middlewares", r)
@@ -107,10 +107,11 @@ func TestRetryIsOnEveryApplicationRouterAndNotOnTheChallengeRouter(t *testing.T)
 	}
 }
 
-// TestRetryDefaultsCoverAOneSecondRestart: the zero Options render Traefik's retry with
-// the defaults, and by Traefik's backoff those wait at least 1.5 s in all even when
-// every wait is drawn at the low end of its randomization.
-func TestRetryDefaultsCoverAOneSecondRestart(t *testing.T) {
+// TestRetryWaitsFollowTraefiksBackoff: the sums of Traefik's backoff (retry.go,
+// newBackOff: multiplier 2^(1/(attempts-1)), ±50%), computed by hand; and the zero
+// Options resolve to the defaults, which by that backoff wait at least 1.5 s in all
+// (a one-second restart) even when every wait is drawn at the low end, and at most 5 s.
+func TestRetryWaitsFollowTraefiksBackoff(t *testing.T) {
 	o, err := Options{}.resolve()
 	if err != nil {
 		t.Fatal(err)
@@ -120,26 +121,9 @@ func TestRetryDefaultsCoverAOneSecondRestart(t *testing.T) {
 		t.Fatalf("zero Options resolve to retry %+v, middlewares %v; want %+v on %s", o.retry, o.middlewares, want, RetryMiddleware)
 	}
 	iv, _ := time.ParseDuration(DefaultRetryInitialInterval)
-	least, nominal, most := RetryWaits(DefaultRetryAttempts, iv)
-	t.Logf("defaults %d × %s: waits %s at the least, %s nominal, %s at the most", DefaultRetryAttempts, iv, least, nominal, most)
-	if least < 1500*time.Millisecond {
-		t.Errorf("the defaults wait %s at the least: a one-second restart needs 1.5s", least)
+	if least, _, most := RetryWaits(DefaultRetryAttempts, iv); least < 1500*time.Millisecond || most > 5*time.Second {
+		t.Errorf("the defaults %d × %s wait %s to %s: want at least 1.5s, at most 5s", DefaultRetryAttempts, iv, least, most)
 	}
-	if most > 5*time.Second {
-		t.Errorf("the defaults hold a request to a dead instance up to %s", most)
-	}
-	out, err := Traefik(sampleDoc(1), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Contains(out, []byte(`"middlewares":{"scafo-retry":{"retry":{"attempts":12,"initialInterval":"200ms"}}}`)) {
-		t.Errorf("the default render has no retry middleware with the defaults: %s", out)
-	}
-}
-
-// TestRetryWaitsFollowTraefiksBackoff: the sums of Traefik's backoff (retry.go,
-// newBackOff: multiplier 2^(1/(attempts-1)), ±50%), computed by hand.
-func TestRetryWaitsFollowTraefiksBackoff(t *testing.T) {
 	for _, tc := range []struct {
 		attempts int
 		initial  time.Duration
@@ -161,70 +145,5 @@ func TestRetryWaitsFollowTraefiksBackoff(t *testing.T) {
 	}
 	if _, n, _ := RetryWaits(5, 0); n != 0 {
 		t.Errorf("a zero interval (Traefik: no wait) waits %s", n)
-	}
-}
-
-// TestRetryOffRendersWithoutMiddlewares: one attempt is no retry, and nothing of the
-// middleware is written.
-func TestRetryOffRendersWithoutMiddlewares(t *testing.T) {
-	opt := Options{RetryAttempts: 1, RetryInitialInterval: "1s"}
-	for _, doc := range []*routing.Document{sampleDoc(5), acmeDoc()} {
-		out, err := TraefikFleet(doc, opt, acmeCerts())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if bytes.Contains(out, []byte("middlewares")) || bytes.Contains(out, []byte(RetryMiddleware)) {
-			t.Errorf("retries off, but the render mentions middlewares: %s", out)
-		}
-	}
-	if out, _ := Traefik(&routing.Document{V: 1}, Options{}); string(out) != "{}" {
-		t.Errorf("a document with nothing to route renders %s with retries on, want {}", out)
-	}
-}
-
-func TestRetryOptionsValidation(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		opt     Options
-		wantErr string // "" valid
-	}{
-		{"defaults", Options{}, ""},
-		{"off", Options{RetryAttempts: 1}, ""},
-		{"two tries", Options{RetryAttempts: 2, RetryInitialInterval: "50ms"}, ""},
-		{"most tries", Options{RetryAttempts: MaxRetryAttempts}, ""},
-		{"longest interval", Options{RetryInitialInterval: "10s"}, ""},
-		{"negative attempts", Options{RetryAttempts: -1}, "retry.attempts"},
-		{"too many attempts", Options{RetryAttempts: MaxRetryAttempts + 1}, "retry.attempts"},
-		{"interval no duration", Options{RetryInitialInterval: "200"}, "retry.initialInterval"},
-		{"zero interval", Options{RetryInitialInterval: "0s"}, "retry.initialInterval"},
-		{"negative interval", Options{RetryInitialInterval: "-1s"}, "retry.initialInterval"},
-		{"interval too long", Options{RetryInitialInterval: "11s"}, "retry.initialInterval"},
-		{"bad interval while off", Options{RetryAttempts: 1, RetryInitialInterval: "x"}, "retry.initialInterval"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.opt.Validate()
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, ErrOptions) {
-				t.Fatalf("error %v: want ErrOptions naming %q", err, tc.wantErr)
-			}
-			if _, err := NewIncremental(tc.opt); !errors.Is(err, ErrOptions) {
-				t.Errorf("NewIncremental accepted options Validate refuses: %v", err)
-			}
-		})
-	}
-}
-
-func TestRetryIntervalIsWrittenInCanonicalForm(t *testing.T) {
-	out, err := Traefik(sampleDoc(1), Options{RetryAttempts: 4, RetryInitialInterval: "1500ms"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Contains(out, []byte(`"retry":{"attempts":4,"initialInterval":"1.5s"}`)) {
-		t.Errorf("retry not written as attempts 4, 1.5s: %s", out)
 	}
 }

@@ -37,6 +37,7 @@ func TestTraefikDecodesTheRender(t *testing.T) {
 	if len(versions) == 0 {
 		t.Skip("set SCAFO_TRAEFIK_DECODE=1 (v3.6.12), =v3.7.13 or =all to run Traefik's decoders and muxers on the render")
 	}
+	t.Parallel() // mostly a go build in another process
 	type input struct {
 		Name       string          `json:"name"`
 		Config     json.RawMessage `json:"config"`
