@@ -3,15 +3,19 @@ package node_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/render/fleet"
 )
 
 // TestRoutingEndpointsDrainBeforeFirstPass: a node built and serving, before any pass,
@@ -21,44 +25,6 @@ func TestRoutingEndpointsDrainBeforeFirstPass(t *testing.T) {
 	n := newStepNode(t, testConfig(t, "vps-a", t.TempDir()), nil)
 	n.beat() // the heartbeat may run first: still no pass
 	assertDraining(t, n, "before the first pass")
-}
-
-func TestLastDocumentServedWhileStoreUnreadable(t *testing.T) {
-	t.Parallel()
-	storeDir := filepath.Join(t.TempDir(), "store")
-	n := newStepNode(t, testConfig(t, "vps-a", storeDir), nil)
-	seedFleet(t, n.St, "shop")
-	n.start()
-	before := n.get("/v1/ingress/traefik", testIngressToken).Body.Bytes()
-
-	// Make the store unreadable: as root permission bits are ignored, so move the
-	// directory away and leave a plain file in its place.
-	if err := os.Rename(storeDir, storeDir+".away"); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(storeDir, []byte("not a directory"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 5 {
-		if err := n.pass(); err == nil {
-			t.Fatalf("pass %d on an unreadable store succeeded", i)
-		}
-		rec := n.get("/v1/ingress/traefik", testIngressToken)
-		if rec.Code != http.StatusOK || !bytes.Equal(before, rec.Body.Bytes()) {
-			t.Fatalf("while the store is unreadable: %d, same bytes %v", rec.Code, bytes.Equal(before, rec.Body.Bytes()))
-		}
-	}
-	if b := n.get("/v1/status", testAdminToken).Body.String(); !strings.Contains(b, `"reachable":false`) || !strings.Contains(b, "unreachableSince") {
-		t.Fatalf("status while the store is unreadable: %s", b)
-	}
-	os.Remove(storeDir)
-	if err := os.Rename(storeDir+".away", storeDir); err != nil {
-		t.Fatal(err)
-	}
-	n.mustPass()
-	if !n.storeState().Reachable {
-		t.Fatal("the store is not reachable again once readable")
-	}
 }
 
 func TestMalformedObjectSkippedNotWithdrawn(t *testing.T) {
@@ -96,83 +62,6 @@ func TestMalformedObjectSkippedNotWithdrawn(t *testing.T) {
 	}
 }
 
-// TestWipedStoreIsAnOutageNotAnEmptyFleet: a store directory replaced by an empty one
-// (an unmounted volume, a wiped bucket) must not withdraw every route, even though this
-// node's heartbeat keeps writing into it.
-func TestWipedStoreIsAnOutageNotAnEmptyFleet(t *testing.T) {
-	t.Parallel()
-	storeDir := filepath.Join(t.TempDir(), "store")
-	n := newStepNode(t, testConfig(t, "vps-a", storeDir), nil)
-	seedFleet(t, n.St, "shop")
-	n.start()
-	// The store's identity is what tells a wiped store from a new one: the served
-	// document was derived from a committed serial.
-	rec := n.get("/v1/ingress/routes", testIngressToken)
-	if s := rec.Header().Get("X-Scafo-Serial"); s == "" || s == "0" {
-		t.Fatalf("the first document has serial %q, want one committed", s)
-	}
-	before := rec.Body.Bytes()
-
-	if err := os.Rename(storeDir, storeDir+".old"); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(storeDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	// Heartbeats and passes over the wiped store: still the last good document, the
-	// store reported unreachable, and no serial recreated.
-	for range 5 {
-		n.beat()
-		n.pass()
-		assertServing(t, n, before, "after the store was wiped")
-	}
-	if n.storeState().Reachable {
-		t.Fatal("status: the wiped store reported reachable")
-	}
-	if _, err := os.Stat(filepath.Join(storeDir, "serial")); err == nil {
-		t.Fatal("the node recreated the serial in a wiped store")
-	}
-	// Writes are refused while the store is not the one this node served.
-	if rec := n.do("PUT", "/v1/apps/blog", testAdminToken, `{"account":"acme"}`); rec.Code != http.StatusServiceUnavailable {
-		t.Fatalf("write to a wiped store: %d, want 503", rec.Code)
-	}
-	if _, err := os.Stat(filepath.Join(storeDir, "apps", "blog.json")); err == nil {
-		t.Fatal("a write landed in the wiped store")
-	}
-	// Another writer recreating the serial (a fresh node on the wiped store) mints
-	// another epoch: refused, and this node's heartbeats do not bump it along.
-	if _, err := store.BumpSerial(context.Background(), n.St); err != nil {
-		t.Fatal(err)
-	}
-	_, _, epoch := readSerial(t, n.St)
-	for range 5 {
-		n.beat()
-		n.pass()
-		assertServing(t, n, before, "a serial recreated by another writer")
-	}
-	if raw, c, e := readSerial(t, n.St); c != 1 || e != epoch {
-		t.Fatalf("this node bumped the recreated serial: %q", raw)
-	}
-}
-
-func TestTwoNodesOnOneStoreServeIdenticalBytes(t *testing.T) {
-	t.Parallel()
-	storeDir := t.TempDir()
-	a := newStepNode(t, testConfig(t, "vps-a", storeDir), nil)
-	b := newStepNode(t, testConfig(t, "vps-c", storeDir), nil)
-	seedFleet(t, a.St, "shop", "blog", "docs")
-	a.start()
-	b.start()
-	a.mustPass() // b's record
-	for _, p := range []string{"/v1/ingress/routes", "/v1/ingress/traefik", "/v1/ingress/traefik?prefer=vps-b"} {
-		ra, rb := a.get(p, testIngressToken), b.get(p, testIngressToken)
-		if !bytes.Equal(ra.Body.Bytes(), rb.Body.Bytes()) || ra.Header().Get("ETag") != rb.Header().Get("ETag") ||
-			!strings.Contains(ra.Body.String(), "docs") {
-			t.Errorf("%s: the two nodes serve different answers (ETag %q, %q):\n%s\n%s", p, ra.Header().Get("ETag"), rb.Header().Get("ETag"), ra.Body, rb.Body)
-		}
-	}
-}
-
 // TestTheAdminTokenMustDifferFromTheIngressToken: an admin token equal to the ingress
 // token (both configured, or one token file a link to the other) gave every ingress,
 // which holds the ingress token, the admin's rights. The node refuses to start, naming
@@ -194,5 +83,66 @@ func TestTheAdminTokenMustDifferFromTheIngressToken(t *testing.T) {
 	}
 	if _, err := node.New(t.Context(), cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "hold the same token") {
 		t.Errorf("token files linked: %v, want refused", err)
+	}
+}
+
+// nodeWritesFail refuses writes of node records and reads of the serial while on.
+type nodeWritesFail struct {
+	store.Store
+	on atomic.Bool
+}
+
+func (s *nodeWritesFail) GetIfChanged(ctx context.Context, key, etag string) (store.Object, bool, error) {
+	if s.on.Load() && key == fleet.KeySerial {
+		return store.Object{}, false, fmt.Errorf("get %s: connection refused: %w", key, store.ErrUnavailable)
+	}
+	return s.Store.GetIfChanged(ctx, key, etag)
+}
+
+func (s *nodeWritesFail) Put(ctx context.Context, key string, v []byte, c store.Condition) (string, error) {
+	if s.on.Load() && strings.HasPrefix(key, fleet.PrefixNodes) {
+		return "", fmt.Errorf("put %s: access denied: %w", key, store.ErrUnavailable)
+	}
+	return s.Store.Put(ctx, key, v, c)
+}
+
+// TestTheRecordsReportsReachStatusAndMetrics: what node/self finds (another writer of
+// this node's record, another live node on its address: its guards_test.go) is in
+// /v1/status and the metrics; a heartbeat that cannot write the record makes the store
+// unreachable in the status, since it failed when it fails before a pass does.
+func TestTheRecordsReportsReachStatusAndMetrics(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, "vps-a", t.TempDir())
+	st := &nodeWritesFail{Store: openDir(t, cfg.Store.Dir.Path)}
+	n := newStepNode(t, cfg, st)
+	n.start()
+	elsewhere := &fleet.Boot{Node: "elsewhere", ID: "b00b"}
+	putObject(t, n.St, "nodes/vps-b.json", fleet.NodeRecord{Name: "vps-b", Address: cfg.Node.Address, APIPort: 7401, Seen: n.now.UTC(), Boot: elsewhere})
+	n.mustPass()
+	putObject(t, n.St, "nodes/vps-a.json", fleet.NodeRecord{Name: "vps-a", Address: "10.9.9.9", APIPort: 7400, Seen: n.now.UTC(), Boot: elsewhere})
+	n.beat()
+	s := n.status()
+	if s.DuplicateName == nil || s.DuplicateName.Address != "10.9.9.9:7400" {
+		t.Errorf("status duplicateName %+v, want 10.9.9.9:7400", s.DuplicateName)
+	}
+	if s.AddressWarning == nil || !slices.Equal(s.AddressWarning.SharedWith, []string{"vps-b"}) {
+		t.Errorf("status addressWarning %+v, want shared with vps-b", s.AddressWarning)
+	}
+	metrics := string(n.must(http.StatusOK, http.MethodGet, "/metrics", "", ""))
+	for _, want := range []string{"scafo_node_name_conflict 1\n", "scafo_node_address_conflict 1\n"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	// The heartbeat fails first, then the pass: unreachable since the earlier failure.
+	st.on.Store(true)
+	n.beat()
+	beatFailed := n.now
+	if err := n.pass(); err == nil {
+		t.Fatal("a pass succeeded while the serial cannot be read")
+	}
+	if s := n.status().Store; s.Reachable || !strings.Contains(s.HeartbeatError, "access denied") ||
+		s.UnreachableSince == nil || !s.UnreachableSince.Equal(beatFailed) {
+		t.Errorf("store status %+v: want unreachable since the heartbeat's failure (%s), naming it", s, beatFailed.UTC())
 	}
 }

@@ -146,6 +146,7 @@ func (n *stepNode) storeState() storeState {
 
 // storeState is the part of /v1/status these tests read.
 type storeState struct {
-	Reachable bool   `json:"reachable"`
-	Error     string `json:"error"`
+	Reachable        bool       `json:"reachable"`
+	Error            string     `json:"error"`
+	UnreachableSince *time.Time `json:"unreachableSince"`
 }

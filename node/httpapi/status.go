@@ -89,7 +89,7 @@ func (h *statusHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body.Store.UnreachableSince = &t
 	}
 	// Unreachable through the heartbeat (its write can fail before a reconcile pass
-	// does): since the earlier of the two failures (TestStoreOutageKeepsServingLastDocument;
+	// does): since the earlier of the two failures (node.TestTheRecordsReportsReachStatusAndMetrics;
 	// self.TestAFailingHeartbeatSaysSinceWhen).
 	if since := h.self.FailingSince(); body.Store.HeartbeatError != "" && !since.IsZero() &&
 		(body.Store.UnreachableSince == nil || since.Before(*body.Store.UnreachableSince)) {
