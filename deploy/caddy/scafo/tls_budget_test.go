@@ -1,11 +1,7 @@
 package scafo
 
 import (
-	"context"
-	"crypto/tls"
-	"net"
 	"testing"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 
@@ -37,14 +33,12 @@ func TestOnDemandTLSBudgetHoldsBackOnlyNamesWithNoCertificate(t *testing.T) {
 	waitTable(t, activePoller(t), "the node's revision", func(tab *Table) bool { return tab.Doc.Revision == f.doc.Revision })
 	roots := peb.IssuerRoot(t)
 	handshake := func(name string) (string, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		conn, err := (&tls.Dialer{NetDialer: &net.Dialer{}, Config: &tls.Config{ServerName: name, RootCAs: roots}}).DialContext(ctx, "tcp", c.httpsAddr)
+		conn, err := tlsHandshake(c.httpsAddr, name, roots)
 		if err != nil {
 			return "", err
 		}
 		defer conn.Close()
-		return conn.(*tls.Conn).ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
 	}
 
 	first, err := handshake("go.tito.io")

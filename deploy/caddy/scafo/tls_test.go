@@ -3,6 +3,7 @@ package scafo
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net"
 	"net/http"
@@ -42,6 +43,18 @@ func pebbleIssuer(t *testing.T, p *pebbletest.Pebble) func(map[string]any) {
 	}
 }
 
+// tlsHandshake makes a TLS connection to addr for name, verified against roots (the
+// handshake waits for an order: 90 s).
+func tlsHandshake(addr, name string, roots *x509.CertPool) (*tls.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	conn, err := (&tls.Dialer{Config: &tls.Config{ServerName: name, RootCAs: roots}}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return conn.(*tls.Conn), nil
+}
+
 // On-demand TLS through the shipped Caddyfile against Pebble with validation on: a name
 // the document names gets a certificate at its first handshake (HTTP-01, answered by
 // this Caddy), stored in the fleet store through the node and served for the route; a
@@ -58,16 +71,7 @@ func TestOnDemandTLSObtainsOnlyDocumentNamesFromPebble(t *testing.T) {
 	waitTable(t, activePoller(t), "the node's revision", func(tab *Table) bool { return tab.Doc.Revision == f.doc.Revision })
 	roots := peb.IssuerRoot(t)
 
-	handshake := func(name string) (*tls.Conn, error) {
-		d := &net.Dialer{Timeout: 90 * time.Second} // the handshake waits for the order
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		conn, err := (&tls.Dialer{NetDialer: d, Config: &tls.Config{ServerName: name, RootCAs: roots}}).DialContext(ctx, "tcp", c.httpsAddr)
-		if err != nil {
-			return nil, err
-		}
-		return conn.(*tls.Conn), nil
-	}
+	handshake := func(name string) (*tls.Conn, error) { return tlsHandshake(c.httpsAddr, name, roots) }
 
 	for _, name := range []string{"a.shop.example.org", "nope.example.com"} {
 		if conn, err := handshake(name); err == nil {
