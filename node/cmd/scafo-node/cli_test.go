@@ -13,78 +13,6 @@ import (
 	"github.com/scafo/ingress/internal/proc"
 )
 
-// TestCLIVerbs drives the write and read verbs against a running node, with the
-// admin token found in the state dir.
-func TestCLIVerbs(t *testing.T) {
-	bin := buildBinary(t)
-	state := filepath.Join(t.TempDir(), "state")
-	addr := freePort(t)
-	node := exec.Command(bin, "--listen="+addr, "--stateDir="+state, "--node.name=vps-a",
-		"--platform.domains=apps.example.com", "--reconcile.interval=100ms")
-	node.Env = envWithoutScafo()
-	node.Stderr = os.Stderr
-	if err := node.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer node.Process.Kill()
-	base := "http://" + addr
-	proc.WaitFor(t, "the node's readyz", 20*time.Second, func() error { return proc.HTTPOK(nil, base+"/v1/readyz") })
-	cli := func(args ...string) string {
-		t.Helper()
-		out, err := runCLI(bin, append(args, "--url="+base, "--stateDir="+state)...)
-		if err != nil {
-			t.Fatalf("scafo-node %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
-	cli("apps", "put", "tito-classic", "account=tito", "placement=vps-a")
-	cli("apps", "put", "tito-go", "account=tito", "placement=vps-a", "health=/healthz")
-	if out := cli("apps", "get", "tito-go"); !strings.Contains(out, "/healthz") || !strings.Contains(out, "tito") {
-		t.Fatalf("apps get: %s", out)
-	}
-	cli("domains", "claim", "tito-classic", "ti.to")
-	// Instances and the path map go through the API (no CLI verb writes a path map).
-	admin, _ := os.ReadFile(filepath.Join(state, "admin-token"))
-	put := func(path, body string) {
-		req, _ := http.NewRequest("PUT", base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(admin)))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("PUT %s: %v %v", path, err, resp)
-		}
-		resp.Body.Close()
-	}
-	put("/v1/node/instances/tito-classic", `{"port":25001,"ready":true}`)
-	put("/v1/node/instances/tito-go", `{"port":25002,"ready":true}`)
-	put("/v1/apps/tito-classic/domains/ti.to/paths", `{"paths":{"paulca":"tito-go.apps.example.com"}}`)
-	var out string
-	_ = proc.Poll(10*time.Second, 100*time.Millisecond, func() error {
-		if out = cli("routes"); !strings.Contains(out, "/paulca → tito-go.apps.example.com") {
-			return errors.New("no /paulca route yet")
-		}
-		return nil
-	})
-	if !strings.Contains(out, "ti.to") || !strings.Contains(out, "  /paulca → tito-go.apps.example.com") ||
-		!strings.Contains(out, "vps-a=127.0.0.1:25001") {
-		t.Fatalf("routes:\n%s", out)
-	}
-	if p := cli("domains", "paths", "ti.to"); !strings.Contains(p, "/paulca → tito-go.apps.example.com") {
-		t.Fatalf("domains paths:\n%s", p)
-	}
-	if j := cli("routes", "--json"); !strings.Contains(j, `"revision"`) {
-		t.Fatalf("routes --json:\n%s", j)
-	}
-	// Errors carry the server's reason and a non-zero exit.
-	o, err := runCLI(bin, "domains", "claim", "tito-go", "ti.to", "--url="+base, "--stateDir="+state)
-	if err == nil || !strings.Contains(string(o), "tito-classic") {
-		t.Fatalf("conflicting claim: %v\n%s", err, o)
-	}
-	cli("domains", "release", "tito-classic", "ti.to")
-	if o, err := runCLI(bin, "apps", "rm", "tito-go", "--url="+base, "--stateDir="+state); err != nil {
-		t.Fatalf("apps rm: %v %s", err, o)
-	}
-}
-
 // TestStoreAdoptVerb: `scafo-node store adopt` leaves the request in the state dir
 // (where the node picks it up), names what the node remembers, and fails on a state
 // dir that does not exist.
@@ -112,13 +40,14 @@ func TestStoreAdoptVerb(t *testing.T) {
 
 // TestCLIMarksWhatIsNotInEffect: `routes` marks the hosts the fail-closed 503 router
 // serves; `domains paths` prints the map as published and marks, with the reason, each
-// entry the routing document does not carry (issue 16, item 3).
+// entry the routing document does not carry (issue 16, item 3). The CLI finds the admin
+// token in the state dir.
 func TestCLIMarksWhatIsNotInEffect(t *testing.T) {
 	bin := buildBinary(t)
 	n := startTestNode(t)
 	cli := func(args ...string) string {
 		t.Helper()
-		out, err := runCLI(bin, append(args, "--url="+n.url, "--token="+n.admin)...)
+		out, err := runCLI(bin, append(args, "--url="+n.url, "--stateDir="+n.stateDir)...)
 		if err != nil {
 			t.Fatalf("scafo-node %v: %v\n%s", args, err, out)
 		}

@@ -170,7 +170,7 @@ func walkthroughBlocks(t *testing.T, path, text string) []readmeBlock {
 	t.Helper()
 	lines := strings.Split(text, "\n")
 	var blocks []readmeBlock
-	in, done := false, false
+	in, done, after := false, false, 0 // after: the line after the last sh block's closing fence
 	for i := 0; i < len(lines) && !done; i++ {
 		switch {
 		case strings.HasPrefix(lines[i], "<!-- walkthrough:"):
@@ -186,9 +186,9 @@ func walkthroughBlocks(t *testing.T, path, text string) []readmeBlock {
 			body := strings.Join(lines[i+1:j], "\n")
 			switch {
 			case lang == "sh":
-				blocks = append(blocks, readmeBlock{line: i + 1, code: body})
+				blocks, after = append(blocks, readmeBlock{line: i + 1, code: body}), j+1
 			case lang == "text" && len(blocks) > 0 && blocks[len(blocks)-1].want == "" &&
-				(len(blocks) == 1 || onlyBlank(lines, blocks[len(blocks)-1].end(lines), i)):
+				(len(blocks) == 1 || strings.TrimSpace(strings.Join(lines[after:i], "")) == ""):
 				// Right after its block; the first block's (the log line) may follow prose.
 				blocks[len(blocks)-1].want = body
 			}
@@ -202,24 +202,6 @@ func walkthroughBlocks(t *testing.T, path, text string) []readmeBlock {
 		t.Fatalf("%s: found %d sh blocks in the walkthrough", path, len(blocks))
 	}
 	return blocks
-}
-
-// end is the line index of the block's closing fence.
-func (b readmeBlock) end(lines []string) int {
-	j := b.line
-	for j < len(lines) && lines[j] != "```" {
-		j++
-	}
-	return j
-}
-
-func onlyBlank(lines []string, from, to int) bool {
-	for k := from + 1; k < to; k++ {
-		if strings.TrimSpace(lines[k]) != "" {
-			return false
-		}
-	}
-	return true
 }
 
 // shellCommands are a block's commands, comments and blank lines left out.
@@ -314,7 +296,7 @@ func runWalkthrough(t *testing.T, stub makeStub, path string, blocks []readmeBlo
 	// Ready, and its own record folded in: the first pass can run before the node's
 	// first heartbeat is written, and publishes a document without the node API then
 	// (a person typing the next command never sees it; a script can).
-	if proc.Poll(20*time.Second, 50*time.Millisecond, func() error {
+	proc.WaitFor(t, "the node ready, with the node API in its document", 20*time.Second, func() error {
 		tok, _ := os.ReadFile(filepath.Join(work, "scafo-state", "ingress-token"))
 		req, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1:"+port+"/v1/ingress/routes", nil)
 		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
@@ -328,9 +310,7 @@ func runWalkthrough(t *testing.T, stub makeStub, path string, blocks []readmeBlo
 			return errors.New("no node API in the document yet")
 		}
 		return nil
-	}) != nil {
-		t.Fatal("node not ready, or no node API in its document, in 20 s")
-	}
+	})
 
 	// The rest, in one shell.
 	var script strings.Builder
@@ -421,18 +401,9 @@ func instancePorts(t *testing.T) int {
 }
 
 func copyFile(from, to string) error {
-	in, err := os.Open(from)
+	b, err := os.ReadFile(from)
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	return os.WriteFile(to, b, 0o755)
 }
