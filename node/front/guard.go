@@ -26,7 +26,7 @@ import (
 // listening socket on an unspecified address refuses its port on every address of the
 // host (taken when the guard is built) and on loopback. An upstream that is not an IP
 // literal (a routing document has none) is not judged.
-// TestARouteToTheFrontItselfIsNotDialed, TestARouteToTheFallbackIsNotDialed,
+// TestARouteToTheFrontOrItsFallbackIsNotDialed,
 // TestUpstreamGuardRefusesTheFrontsOwnAddresses.
 type upstreamGuard struct {
 	exact map[netip.AddrPort]string // address -> why
