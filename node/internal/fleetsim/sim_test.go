@@ -423,7 +423,6 @@ func (s *sim) tickNodes() {
 				s.fail("%s's pass failed (%v) and what it serves changed", n.name, err)
 			}
 		}
-		n.step.SaveServed()
 	}
 	if s.wipeOn != nil { // its pass did not reach the listing: the wipe lands now
 		s.wipe(nil)
