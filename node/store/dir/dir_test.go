@@ -35,43 +35,6 @@ func TestConformance(t *testing.T) {
 	storetest.RunOptions(t, func(t *testing.T) store.Store { return newStore(t) }, storetest.Options{LongSegments: true})
 }
 
-// Issue 12 item 13: a claim for a 253-byte host (a valid DNS name) is the key
-// "domains/<host>.json", whose last segment (258 bytes) is longer than a file name may
-// be. It was refused as "store unavailable" (ENAMETOOLONG); it must be stored, read,
-// listed and deleted like any key.
-func TestClaimForLongestHostIsStored(t *testing.T) {
-	host := strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 61)
-	if len(host) != 253 {
-		t.Fatalf("host is %d bytes", len(host))
-	}
-	key := "domains/" + host + ".json"
-	s := newStore(t)
-	ctx := t.Context()
-	etag, err := s.Put(ctx, key, []byte(`{"app":"shop"}`), store.Condition{IfNoneMatch: true})
-	if err != nil {
-		t.Fatalf("Put claim: %v", err)
-	}
-	if obj, err := s.Get(ctx, key); err != nil || obj.ETag != etag || string(obj.Value) != `{"app":"shop"}` {
-		t.Fatalf("Get claim = %q (etag %q), %v", obj.Value, obj.ETag, err)
-	}
-	// Another Store on the directory (another process) sees it: no state but the files.
-	other, err := dir.New(s.Root())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	got, err := other.List(ctx, "domains/")
-	if err != nil || len(got) != 1 || got[0].Key != key || got[0].ETag != etag {
-		t.Fatalf("List(domains/) = %+v, %v; want the claim", got, err)
-	}
-	if err := other.Delete(ctx, key, etag); err != nil {
-		t.Fatalf("Delete claim: %v", err)
-	}
-	if _, err := s.Get(ctx, key); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("Get after Delete: %v, want ErrNotFound", err)
-	}
-}
-
 // The on-disk layout of the package doc: short keys at their plain path, a segment
 // over 255 bytes as ".+" chunks of at most 200 bytes ending in a ".=" chunk, no name
 // longer than 255 bytes; List ignores names that are not the exact encoding of a key.
@@ -149,75 +112,45 @@ func TestLongSegmentLayout(t *testing.T) {
 	}
 }
 
-// A long segment clashes with itself as key and directory exactly as a short one does,
-// and a delete removes the chunk directories it empties, so the segment can then be a
-// key again.
-func TestLongSegmentKeyAndDirectory(t *testing.T) {
+// A key and a directory of keys clash with clear errors naming the key, for a short
+// segment and for a long one (its chunks); a delete removes the chunk directories it
+// empties, so the long segment can then be a key.
+func TestKeyAndDirectoryClashAreClearErrors(t *testing.T) {
+	for _, dirKey := range []string{"apps", "a/" + strings.Repeat("l", 300)} {
+		s := newStore(t)
+		ctx := t.Context()
+		key := dirKey + "/b.json"
+		if _, err := s.Put(ctx, key, []byte("x"), store.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get(ctx, dirKey); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Get(%.20q…), a directory of keys: err = %v, want ErrNotFound", dirKey, err)
+		}
+		if _, err := s.Put(ctx, dirKey, []byte("x"), store.Condition{}); err == nil || !strings.Contains(err.Error(), "directory") {
+			t.Errorf("Put(%.20q…) over a directory of keys: err = %v, want a directory clash", dirKey, err)
+		}
+		if _, err := s.Put(ctx, key+"/x", []byte("x"), store.Condition{}); err == nil || !strings.Contains(err.Error(), "is a key") {
+			t.Errorf("Put(%.20q…/x) under a key: err = %v, want a key clash", key, err)
+		} else if !strings.Contains(err.Error(), key) {
+			t.Errorf("clash error names an encoded path, not the key: %v", err)
+		}
+		if _, err := s.Get(ctx, key+"/x"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Get(%.20q…/x) err = %v, want ErrNotFound", key, err)
+		}
+	}
 	s := newStore(t)
-	ctx := t.Context()
 	long := "a/" + strings.Repeat("l", 300)
-	if _, err := s.Put(ctx, long+"/b.json", []byte("x"), store.Condition{}); err != nil {
+	if _, err := s.Put(t.Context(), long+"/b.json", []byte("x"), store.Condition{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Put(ctx, long, []byte("x"), store.Condition{}); err == nil || !strings.Contains(err.Error(), "directory") {
-		t.Errorf("Put(long) over a directory of keys: err = %v, want a directory clash", err)
-	}
-	if err := s.Delete(ctx, long+"/b.json", ""); err != nil {
+	if err := s.Delete(t.Context(), long+"/b.json", ""); err != nil {
 		t.Fatal(err)
 	}
 	if entries, err := os.ReadDir(filepath.Join(s.Root(), "a")); err != nil || len(entries) != 0 {
 		t.Errorf("a/ after the delete holds %v (%v), want nothing", entries, err)
 	}
-	if _, err := s.Put(ctx, long, []byte("x"), store.Condition{}); err != nil {
+	if _, err := s.Put(t.Context(), long, []byte("x"), store.Condition{}); err != nil {
 		t.Fatalf("Put(long) after its keys were deleted: %v", err)
-	}
-	if _, err := s.Put(ctx, long+"/b.json", []byte("x"), store.Condition{}); err == nil || !strings.Contains(err.Error(), "is a key") {
-		t.Errorf("Put(long/b.json) under a key: err = %v, want a key clash", err)
-	} else if !strings.Contains(err.Error(), strings.Repeat("l", 300)) {
-		t.Errorf("clash error names an encoded path, not the key: %v", err)
-	}
-	if _, err := s.Get(ctx, long+"/b.json"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("Get(long/b.json) err = %v, want ErrNotFound", err)
-	}
-}
-
-// Two Store values on one directory have separate lock file descriptions, exactly like
-// two processes: flock must exclude them.
-func TestTwoStoresOnOneDirLoseNoUpdate(t *testing.T) {
-	root := t.TempDir()
-	a, err := dir.New(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := dir.New(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	const perGoroutine, goroutines = 20, 10
-	var wg sync.WaitGroup
-	for i := range goroutines {
-		s := a
-		if i%2 == 1 {
-			s = b
-		}
-		wg.Go(func() {
-			for range perGoroutine {
-				if _, err := store.BumpSerial(t.Context(), s); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	n, _, err := store.ReadSerial(t.Context(), a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n != goroutines*perGoroutine {
-		t.Fatalf("serial = %d, want %d", n, goroutines*perGoroutine)
 	}
 }
 
@@ -433,29 +366,6 @@ func TestUnreadableDirIsUnavailable(t *testing.T) {
 	}
 	if _, err := s.Put(t.Context(), "apps/shop.json", []byte("x"), store.Condition{}); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("Put: err = %v, want ErrUnavailable", err)
-	}
-}
-
-func TestKeyAndDirectoryClashAreClearErrors(t *testing.T) {
-	s := newStore(t)
-	ctx := t.Context()
-	if _, err := s.Put(ctx, "apps/shop.json", []byte("{}"), store.Condition{}); err != nil {
-		t.Fatal(err)
-	}
-	// "apps" is a directory of keys, not a key.
-	_, err := s.Get(ctx, "apps")
-	if !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("Get(apps) err = %v, want ErrNotFound", err)
-	}
-	if _, err := s.Put(ctx, "apps", []byte("x"), store.Condition{}); err == nil || !strings.Contains(err.Error(), "directory") {
-		t.Errorf("Put(apps) err = %v, want a directory clash", err)
-	}
-	// "apps/shop.json" is a key, so nothing can live under it.
-	if _, err := s.Put(ctx, "apps/shop.json/x", []byte("x"), store.Condition{}); err == nil || !strings.Contains(err.Error(), "is a key") {
-		t.Errorf("Put(apps/shop.json/x) err = %v, want a key clash", err)
-	}
-	if _, err := s.Get(ctx, "apps/shop.json/x"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("Get(apps/shop.json/x) err = %v, want ErrNotFound", err)
 	}
 }
 
