@@ -2,16 +2,100 @@ package publish_test
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/scafo/ingress/internal/nodetest"
 	"github.com/scafo/ingress/internal/testnode"
+	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
 )
+
+// groupNode is the fleet of testnode.GroupNode (shop in the default group, blog and
+// back in eu-1 through eu1.example.com, shop.example.org's path api to back, all on
+// vps-b) under a node without a listener or a loop: built over the store, driven by its
+// steps on the test's clock, served in process (Handler). Its methods answer as
+// testnode.Node's do.
+type groupNode struct {
+	t     *testing.T
+	St    store.Store
+	cfg   *node.Config
+	steps node.Steps
+	h     http.Handler
+	now   time.Time
+}
+
+func newGroupNode(t *testing.T) *groupNode {
+	t.Helper()
+	cfg := testnode.Config(t, "vps-a", t.TempDir())
+	cfg.Node.APIPort = 7400
+	cfg.Platform.Domains = []string{"apps.example.com", "eu1.example.com"}
+	cfg.Platform.Groups = []string{"eu1.example.com=eu-1"}
+	st := testnode.OpenDir(t, cfg.Store.Dir.Path)
+	eu := &fleet.Ingress{Group: "eu-1"}
+	nodetest.Put(t, st, "apps/shop.json", fleet.App{Name: "shop", Account: "acme", Placement: []string{"vps-b"}})
+	nodetest.Put(t, st, "apps/blog.json", fleet.App{Name: "blog", Account: "acme", Placement: []string{"vps-b"}, Ingress: eu})
+	nodetest.Put(t, st, "apps/back.json", fleet.App{Name: "back", Account: "acme", Placement: []string{"vps-b"}, Ingress: eu})
+	nodetest.Put(t, st, "domains/shop.example.org.json", fleet.Claim{Host: "shop.example.org", Account: "acme", App: "shop",
+		Paths: map[string]string{"api": "back.eu1.example.com"}})
+	nodetest.Put(t, st, "nodes/vps-b.json", fleet.NodeRecord{Name: "vps-b", Address: "10.83.0.2", APIPort: 7400, Seen: time.Now().UTC(),
+		Instances: map[string]fleet.Instance{"shop": {Port: 24001, Ready: true}, "blog": {Port: 24002, Ready: true}, "back": {Port: 24003, Ready: true}}})
+	srv, err := node.NewWithStore(cfg, slog.New(slog.DiscardHandler), st, testnode.IngressToken, testnode.AdminToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	n := &groupNode{t: t, St: st, cfg: cfg, steps: srv.Steps(), h: srv.Handler(), now: time.Now()}
+	n.steps.Heartbeat(t.Context(), n.now)
+	n.pass()
+	return n
+}
+
+// pass runs one reconcile pass a reconcile interval after the last.
+func (n *groupNode) pass() {
+	n.t.Helper()
+	n.now = n.now.Add(time.Duration(n.cfg.Reconcile.Interval))
+	if err := n.steps.Reconcile(n.t.Context(), n.now, false); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+func (n *groupNode) Do(method, path, token, body string, hdr ...string) (*http.Response, []byte) {
+	req := httptest.NewRequest(method, "http://"+n.cfg.Node.Address+":7400"+path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	rec := httptest.NewRecorder()
+	n.h.ServeHTTP(rec, req)
+	return rec.Result(), rec.Body.Bytes()
+}
+
+func (n *groupNode) Get(path, token string, hdr ...string) (*http.Response, []byte) {
+	return n.Do(http.MethodGet, path, token, "", hdr...)
+}
+
+func (n *groupNode) Must(code int, method, path, token, body string) []byte {
+	n.t.Helper()
+	resp, b := n.Do(method, path, token, body)
+	if resp.StatusCode != code {
+		n.t.Fatalf("%s %s: %d %s, want %d", method, path, resp.StatusCode, b, code)
+	}
+	return b
+}
+
+func (n *groupNode) metric(line string) bool {
+	_, b := n.Get("/metrics", "")
+	return strings.Contains(string(b), "\n"+line+"\n")
+}
 
 // TestGroupQueryServesOnlyThatGroupsHostsPlusWhatTheyNeed: ?group=default serves
 // shop's hosts, the API apex and back's route (a prefix of shop's targets it) but not
@@ -19,7 +103,7 @@ import (
 // blog and back; no group serves all; each group has its own revision.
 func TestGroupQueryServesOnlyThatGroupsHostsPlusWhatTheyNeed(t *testing.T) {
 	t.Parallel()
-	n := testnode.GroupNode(t)
+	n := newGroupNode(t)
 	hosts := func(q string) ([]string, *http.Response) {
 		resp, b := n.Get("/v1/ingress/routes"+q, testnode.IngressToken)
 		if resp.StatusCode != 200 {
@@ -83,7 +167,7 @@ func TestGroupQueryServesOnlyThatGroupsHostsPlusWhatTheyNeed(t *testing.T) {
 // parked on its ETag does not wake for it.
 func TestAChangeInOneGroupLeavesAnotherGroupsPollIdentical(t *testing.T) {
 	t.Parallel()
-	n := testnode.GroupNode(t)
+	n := newGroupNode(t)
 	rDef, bDef := n.Get("/v1/ingress/traefik?group=default", testnode.IngressToken)
 	rEU, _ := n.Get("/v1/ingress/traefik?group=eu-1", testnode.IngressToken)
 	etagDef, etagEU := rDef.Header.Get("ETag"), rEU.Header.Get("ETag")
@@ -94,15 +178,15 @@ func TestAChangeInOneGroupLeavesAnotherGroupsPollIdentical(t *testing.T) {
 		parked <- resp.StatusCode
 	}()
 	nodetest.WaitFor(t, 5*time.Second, "the long-poll of default parked", func() bool {
-		return testnode.MetricLine(t, n, "scafo_longpolls_parked 1")
+		return n.metric("scafo_longpolls_parked 1")
 	})
 	// blog (eu-1) moves to another port on vps-b; shop and back stay where they are.
 	nodetest.Put(t, n.St, "nodes/vps-b.json", fleet.NodeRecord{Name: "vps-b", Address: "10.83.0.2", APIPort: 7400, Seen: time.Now().UTC(),
 		Instances: map[string]fleet.Instance{"shop": {Port: 24001, Ready: true}, "blog": {Port: 24999, Ready: true}, "back": {Port: 24003, Ready: true}}})
-	nodetest.WaitFor(t, 5*time.Second, "eu-1 changed", func() bool {
-		r, _ := n.Get("/v1/ingress/traefik?group=eu-1", testnode.IngressToken)
-		return r.Header.Get("ETag") != etagEU
-	})
+	n.pass()
+	if r, _ := n.Get("/v1/ingress/traefik?group=eu-1", testnode.IngressToken); r.Header.Get("ETag") == etagEU {
+		t.Fatal("eu-1 did not change")
+	}
 	r2, b2 := n.Get("/v1/ingress/traefik?group=default", testnode.IngressToken)
 	if r2.Header.Get("ETag") != etagDef || string(b2) != string(bDef) || r2.Header.Get("X-Scafo-Revision") != rDef.Header.Get("X-Scafo-Revision") {
 		t.Errorf("group default changed with a change in eu-1: etag %s → %s", etagDef, r2.Header.Get("ETag"))
@@ -117,7 +201,7 @@ func TestAChangeInOneGroupLeavesAnotherGroupsPollIdentical(t *testing.T) {
 // 400 naming group; status lists the groups.
 func TestGroupValidation(t *testing.T) {
 	t.Parallel()
-	n := testnode.GroupNode(t)
+	n := newGroupNode(t)
 	for _, path := range []string{"/v1/ingress/routes", "/v1/ingress/traefik"} {
 		resp, b := n.Get(path+"?group=eu-2", testnode.IngressToken)
 		if resp.StatusCode != 404 || !strings.Contains(string(b), `"error":"unknown group"`) || !strings.Contains(string(b), "eu-2") {
@@ -148,10 +232,7 @@ func TestGroupValidation(t *testing.T) {
 
 	// A group some application names, with no routes yet (no platform domain, no claim).
 	nodetest.Put(t, n.St, "apps/lone.json", fleet.App{Name: "lone", Account: "acme", Placement: []string{"vps-b"}, Ingress: &fleet.Ingress{Group: "ap-1"}})
-	nodetest.WaitFor(t, 5*time.Second, "group ap-1 known", func() bool {
-		resp, _ := n.Get("/v1/ingress/routes?group=ap-1", testnode.IngressToken)
-		return resp.StatusCode == 200
-	})
+	n.pass()
 	resp, b := n.Get("/v1/ingress/routes?group=ap-1", testnode.IngressToken)
 	var doc map[string]any
 	json.Unmarshal(b, &doc)
@@ -185,8 +266,7 @@ func TestGroupValidation(t *testing.T) {
 // 400 naming ingress.group and writes nothing.
 func TestAppIngressGroupIsValidated(t *testing.T) {
 	t.Parallel()
-	n := testnode.Start(t, testnode.Config(t, "vps-a", t.TempDir()))
-	n.WaitReady()
+	n := newGroupNode(t)
 	for _, body := range []string{
 		`{"account":"acme","placement":[],"ingress":{"group":""}}`,
 		`{"account":"acme","placement":[],"ingress":{"group":"EU-1"}}`,
@@ -195,15 +275,15 @@ func TestAppIngressGroupIsValidated(t *testing.T) {
 		`{"account":"acme","placement":[],"ingress":{"group":"eu-1","extra":1}}`,
 		`{"account":"acme","placement":[],"ingress":{}}`,
 	} {
-		resp, b := n.Do("PUT", "/v1/apps/shop", testnode.AdminToken, body)
+		resp, b := n.Do("PUT", "/v1/apps/cart", testnode.AdminToken, body)
 		if resp.StatusCode != 400 || !strings.Contains(string(b), "group") && !strings.Contains(string(b), "extra") {
 			t.Errorf("PUT %s: %d %s, want 400 naming ingress.group", body, resp.StatusCode, b)
 		}
 	}
-	if resp, _ := n.Do("GET", "/v1/apps/shop", testnode.AdminToken, ""); resp.StatusCode != 404 {
+	if resp, _ := n.Do("GET", "/v1/apps/cart", testnode.AdminToken, ""); resp.StatusCode != 404 {
 		t.Errorf("a refused PUT wrote the application: GET %d", resp.StatusCode)
 	}
-	b := n.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":[],"ingress":{"group":"eu-1"}}`)
+	b := n.Must(201, "PUT", "/v1/apps/cart", testnode.AdminToken, `{"account":"acme","placement":[],"ingress":{"group":"eu-1"}}`)
 	if !strings.Contains(string(b), `"ingress":{"group":"eu-1"}`) {
 		t.Errorf("stored application: %s", b)
 	}
@@ -217,7 +297,7 @@ func TestAppIngressGroupIsValidated(t *testing.T) {
 // carrying one is not made.
 func TestAMalformedQueryIsRefusedNotDropped(t *testing.T) {
 	t.Parallel()
-	n := testnode.GroupNode(t)
+	n := newGroupNode(t)
 	for _, q := range []string{"?group=eu-1;x", "?group=eu-1&wait=1s;x", "?prefer=vps-b;x", "?group=%zz"} {
 		resp, b := n.Get("/v1/ingress/routes"+q, testnode.IngressToken)
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"error":"invalid query"`) {
