@@ -10,17 +10,11 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	ptypes "github.com/traefik/paerser/types"
-
-	"github.com/scafo/ingress/internal/nodetest"
-	"github.com/scafo/ingress/internal/testnode"
-	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/httpapi"
 )
 
@@ -45,10 +39,6 @@ func metricValue(t *testing.T, n getter, series string) (v float64, ok bool) {
 	return v, true
 }
 
-// refusedSample is a sample of scafo_requests_refused_total as exposed: its reason and
-// value.
-var refusedSample = regexp.MustCompile(`(?m)^scafo_requests_refused_total\{reason="([^"]*)"\} (\S+)$`)
-
 func refusedSeries(reason string) string {
 	return `scafo_requests_refused_total{reason="` + reason + `"}`
 }
@@ -71,7 +61,7 @@ func refusedCounts(t *testing.T, n getter) map[string]float64 {
 // dashboard and the alerts see the series before the first refusal), and each refusal
 // counts one under its own reason and no other: a request without a token and one with
 // a bad token (token), a write past writes.rate (write_rate), a token whose lookup budget
-// is spent (token_lookups). The connection refusals are TestConnectionRefusalsAreCounted's.
+// is spent (token_lookups). The connection refusals are TestTheConnectionCapKeepsItsReserveForPollsAndProbes's.
 // Before, none of these was counted anywhere but in the (rate-limited) log.
 func TestRefusalsAreCountedByReason(t *testing.T) {
 	t.Parallel()
@@ -134,89 +124,6 @@ func fillReasons(want map[string]float64) map[string]float64 {
 		out[r] = want[r]
 	}
 	return out
-}
-
-// TestConnectionRefusalsAreCounted: with 2 general connections and 2 reserved, and one
-// general connection per address, a second connection of an address holding one is
-// refused a write under conn_per_source; with the general part full, a write on a
-// reserved connection under conn_reserve; with every slot held, the listener's bare 503
-// under conn_limit. Each counts once, under its own reason.
-func TestConnectionRefusalsAreCounted(t *testing.T) {
-	cfg := testnode.Config(t, "vps-a", t.TempDir())
-	cfg.Limits.MaxConns = 4
-	cfg.Limits.ReservedConns = 2
-	cfg.Limits.MaxConnsPerSource = 1
-	cfg.Limits.IdleTimeout = ptypes.Duration(200 * time.Millisecond)
-	n := testnode.Start(t, cfg)
-	n.WaitReady()
-	cl := testnode.ConnsOf(n)
-	// The test's own keep-alive connections (127.0.0.1) close when idle; the metrics are
-	// read on connections of their own, answered from the reserve when it comes to that.
-	nodetest.WaitFor(t, 2*time.Second, "idle test connections closed", func() bool { return cl.Open() == 0 })
-	const write = "PUT /v1/apps/shop HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + testnode.AdminToken + "\r\nContent-Length: 18\r\n\r\n{\"account\":\"acme\"}"
-	// Read in process, from the node's handler: a scrape would need a connection, and
-	// with the general part full it would be refused too.
-	counts := func() map[string]float64 {
-		rec := httptest.NewRecorder()
-		n.Srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://127.0.0.1"+api.PathMetrics, nil))
-		out := map[string]float64{}
-		for _, m := range refusedSample.FindAllStringSubmatch(rec.Body.String(), -1) {
-			v, err := strconv.ParseFloat(m[2], 64)
-			if err != nil {
-				t.Fatalf("%s: %v", m[0], err)
-			}
-			out[m[1]] = v
-		}
-		if len(out) != len(httpapi.RefusalReasons) {
-			t.Fatalf("exported reasons %v, want each of %v", out, httpapi.RefusalReasons)
-		}
-		return out
-	}
-
-	held := testnode.DialFrom(t, n, "127.0.0.2", testnode.SlowAdminPut) // 127.0.0.2's one general connection
-	nodetest.WaitFor(t, time.Second, "127.0.0.2 holds a general connection", func() bool { return cl.Open() == 1 })
-	// Without a token: the admin's or the ingress's passes the per-source cap
-	// (httpapi's TestTheNodesTokensPassTheCapOfAnAddressTheyShare).
-	const anonWrite = "PUT /v1/apps/shop HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 18\r\n\r\n{\"account\":\"acme\"}"
-	resp, body := testnode.ReadAnswer(t, testnode.DialFrom(t, n, "127.0.0.2", anonWrite), 2*time.Second)
-	if resp.StatusCode != 503 || !strings.Contains(body, "maxConnsPerSource") {
-		t.Fatalf("a second connection's write from 127.0.0.2: %d %s", resp.StatusCode, body)
-	}
-	if got := counts(); fmt.Sprint(got) != fmt.Sprint(fillReasons(map[string]float64{httpapi.RefusedConnPerSource: 1})) {
-		t.Fatalf("after a write past the per-source cap: %v", got)
-	}
-
-	// The refused connection closes (idle timeout) before the next is dialled: counted
-	// open meanwhile, it would make 127.0.0.3's connection a reserved one too.
-	nodetest.WaitFor(t, 5*time.Second, "the refused connection closed", func() bool { return cl.Open() == 1 })
-	held3 := testnode.DialFrom(t, n, "127.0.0.3", testnode.SlowAdminPut) // the general part full
-	nodetest.WaitFor(t, time.Second, "the general connections held", func() bool { return cl.Open() == 2 })
-	resp, body = testnode.ReadAnswer(t, testnode.DialFrom(t, n, "127.0.0.4", write), 2*time.Second)
-	if resp.StatusCode != 503 || !strings.Contains(body, "kept for ingress polls") {
-		t.Fatalf("a write on a reserved connection: %d %s", resp.StatusCode, body)
-	}
-	if got := counts(); fmt.Sprint(got) != fmt.Sprint(fillReasons(map[string]float64{httpapi.RefusedConnPerSource: 1, httpapi.RefusedConnReserve: 1})) {
-		t.Fatalf("after a write on a reserved connection: %v", got)
-	}
-
-	// Every slot held (the reserved ones by headers that never end).
-	const slowHeaders = "GET /v1/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-	testnode.DialFrom(t, n, "127.0.0.5", slowHeaders)
-	testnode.DialFrom(t, n, "127.0.0.6", slowHeaders)
-	nodetest.WaitFor(t, time.Second, "every slot held", func() bool { return cl.Open() == 4 })
-	resp, body = testnode.ReadAnswer(t, testnode.DialFrom(t, n, "127.0.0.7", write), 3*time.Second)
-	if resp.StatusCode != 503 || !strings.Contains(body, "connection limit") {
-		t.Fatalf("beyond the cap: %d %s", resp.StatusCode, body)
-	}
-	held.Close()
-	held3.Close() // slots for the scrapes
-	want := fillReasons(map[string]float64{httpapi.RefusedConnPerSource: 1, httpapi.RefusedConnReserve: 1, httpapi.RefusedConnLimit: 1})
-	var got map[string]float64
-	// The listener counts its refusal after closing the connection: poll for it.
-	nodetest.WaitFor(t, 5*time.Second, "the refusal at the cap counted", func() bool {
-		got = counts()
-		return fmt.Sprint(got) == fmt.Sprint(want)
-	})
 }
 
 // TestParkedLongPollsAreCounted: a long-poll (?wait= with a matching If-None-Match)
