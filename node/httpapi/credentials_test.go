@@ -11,7 +11,9 @@ import (
 	"testing"
 
 	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/httpapi"
+	"github.com/scafo/ingress/node/store/dir"
 )
 
 // The credentials of the route × credential table (docs/design.md §8): none, a made-up
@@ -145,10 +147,16 @@ func contains(l []string, s string) bool {
 // admitted, or refused 401 (no credential of the node) or 403 (a known credential on a
 // route its role does not reach; the node's own roles named in the body); a refused
 // request changes nothing in the store, and the previous tokens of a rotation act as
-// the current ones. No token is ever logged.
+// the current ones. A refusal costs no store call, but an application token's 403 (its
+// record is read to learn its role) and the token key's periodic recheck. No token is ever logged.
 func TestEveryRouteAnswersEachCredentialAsItsRoleAllows(t *testing.T) {
 	t.Parallel()
-	p := newInProcess(t, nil)
+	d, err := dir.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &storeOps{Store: d, except: fleetwrite.TokenMACKey}
+	p := newInProcessOn(t, st, nil)
 	p.must(t, 201, "PUT", "/v1/apps/shop", ipAdmin, `{"account":"acme","placement":["vps-a"]}`)
 	p.must(t, 201, "PUT", "/v1/apps/cart", ipAdmin, `{"account":"evil","placement":["vps-a"]}`)
 	p.must(t, 201, "PUT", "/v1/apps/shop/domains/shop.example", ipAdmin, `{}`)
@@ -180,7 +188,9 @@ func TestEveryRouteAnswersEachCredentialAsItsRoleAllows(t *testing.T) {
 		}
 		for _, c := range credentialNames {
 			before, logged := storeState(t, p), len(p.Logs.String())
+			calls := st.n.Load()
 			rec := p.do(row.method, row.path, tokens[c], row.body)
+			calls = st.n.Load() - calls
 			want := row.want(c)
 			got := rec.Code
 			switch {
@@ -196,6 +206,9 @@ func TestEveryRouteAnswersEachCredentialAsItsRoleAllows(t *testing.T) {
 				if tok != "" && strings.Contains(p.Logs.String(), tok) {
 					t.Fatalf("%s %s with %s: a token is in the log:\n%s", row.method, row.path, c, p.Logs.String())
 				}
+			}
+			if calls != 0 && !(got == 403 && contains(appTokens, c)) {
+				t.Errorf("%s %s with %s: refused %d after %d store calls, want none", row.method, row.path, c, got, calls)
 			}
 			if after := storeState(t, p); after != before {
 				t.Errorf("%s %s with %s was refused but changed the store", row.method, row.path, c)

@@ -28,33 +28,6 @@ func storedMiddlewares(t *testing.T, n *inProcess, app string) []string {
 	return a.Middlewares
 }
 
-// TestAnApplicationTokenCannotSetMiddlewares: an application's middlewares are
-// admin-set, as every field of the application object is: PUT /v1/apps/{app} is
-// admin-only, so an application token of the application itself (publish or instance
-// role) is refused (403) whether it adds, reorders or clears the list, and the stored
-// list is unchanged; the doors an application token has (its path maps) carry no such
-// field (400).
-func TestAnApplicationTokenCannotSetMiddlewares(t *testing.T) {
-	t.Parallel()
-	n := middlewaresNode(t)
-	n.Must(201, "PUT", "/v1/apps/shop/domains/shop.example", ipAdmin, `{}`)
-	_, publish := n.IssueToken("acme", "shop", `"publish"`)
-	_, instance := n.IssueToken("acme", "shop", `"instance"`)
-	for _, tok := range []string{publish, instance} {
-		for _, body := range []string{
-			`{"account":"acme","placement":["vps-a"],"middlewares":["auth@file","www-redirect@file"]}`,
-			`{"account":"acme","placement":["vps-a"],"middlewares":["www-redirect@file"]}`,
-			`{"account":"acme","placement":["vps-a"]}`,
-		} {
-			n.Must(403, "PUT", "/v1/apps/shop", tok, body)
-		}
-		n.Must(400, "PUT", "/v1/apps/shop/domains/shop.example/paths", tok, `{"paths":{},"middlewares":["www-redirect@file"]}`)
-	}
-	if got := storedMiddlewares(t, n, "shop"); !slices.Equal(got, []string{"auth@file"}) {
-		t.Fatalf("stored middlewares %v after the tokens' writes, want [auth@file]", got)
-	}
-}
-
 // TestAnUndeclaredMiddlewareIsRefusedOverTheAPI: through PUT /v1/apps/{app}, a name the
 // node's configuration does not declare is a 400 whose body names the entry
 // (middlewares[1]) and the declared names; a middleware on a passthrough application a
