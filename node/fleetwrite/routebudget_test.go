@@ -3,6 +3,7 @@ package fleetwrite
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -319,5 +320,58 @@ func TestConcurrentRoutingChangesNeverOverspendTheBudget(t *testing.T) {
 	wg.Wait()
 	if passed > 10 || passed == 0 || passed+refused != 40 {
 		t.Errorf("40 concurrent charges of a budget of 10: %d passed, %d refused", passed, refused)
+	}
+}
+
+// TestADeployOfATenPlacementAppPassesTheDefaultRouteBudget: the defaults must never
+// refuse an ordinary tenant. A 10-placement application's first rollout (an instance
+// made ready on each node), a deploy that drains each node then moves it to the idle
+// port of its pair, and the same drained rollback (50 routing changes, back to back,
+// through 10 nodes of one store) all pass at DefaultWrites' writes.routeBurst and
+// writes.routePerMinute.
+func TestADeployOfATenPlacementAppPassesTheDefaultRouteBudget(t *testing.T) {
+	ctx := context.Background()
+	def := DefaultWrites()
+	st := newFixture(t).st
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var ws []*Writer
+	var placement []string
+	for i := range 10 {
+		reg, err := OpenRegistry(filepath.Join(t.TempDir(), "instances.json"), 24000, 24099, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("vps-%d", i)
+		placement = append(placement, name)
+		ws = append(ws, New(Config{
+			Node:        name,
+			RouteBudget: RouteBudget{Burst: def.RouteBurst, PerMinute: def.RoutePerMinute},
+		}, st, &store.Identity{}, reg, log))
+	}
+	app, _, _, err := ws[0].PutApp(ctx, admin, "shop", fleet.App{Account: "acme", Placement: placement}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := Actor{Token: fleet.TokenRecord{ID: "ci", Account: "acme", App: "shop", AppID: app.ID, Roles: []string{fleet.RoleInstance}}}
+	pairs := make([][2]int, len(ws))
+	for i, w := range ws {
+		inst, _, err := w.AllocateInstance(ctx, tok, "shop")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pairs[i] = inst.Ports
+		if _, err := w.SetInstance(ctx, tok, "shop", &inst.Port, true); err != nil {
+			t.Fatalf("first rollout on %s: %v", w.Instances()[0].Node, err)
+		}
+	}
+	for step, to := range []int{1, 0} { // deploy to the idle member, then roll back
+		for i, w := range ws {
+			if _, err := w.SetInstance(ctx, tok, "shop", nil, false); err != nil {
+				t.Fatalf("step %d, draining node %d: %v", step, i, err)
+			}
+			if _, err := w.SetInstance(ctx, tok, "shop", &pairs[i][to], true); err != nil {
+				t.Fatalf("step %d, moving node %d within its pair: %v", step, i, err)
+			}
+		}
 	}
 }

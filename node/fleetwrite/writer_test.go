@@ -14,6 +14,7 @@ import (
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render/fleet"
+	"github.com/scafo/ingress/render/routing"
 )
 
 var admin = Actor{Admin: true}
@@ -186,6 +187,9 @@ func TestPublishPathsIsCompareAndSwapAndARepublishIsFree(t *testing.T) {
 	if f.serial(t) != serial || f.audits(t) != audits {
 		t.Fatal("a no-op republish bumped the serial or wrote an audit row")
 	}
+	if a, err := f.w.Audit(ctx, 1); err != nil || len(a) != 1 || a[0].Action != "paths.put" || a[0].Prefixes != 1 || a[0].Host != "ti.to" {
+		t.Fatalf("the newest audit record: %+v (%v), want paths.put of 1 prefix on ti.to", a, err)
+	}
 }
 
 func TestPublishPathsRefusesOtherCredentialsAndHosts(t *testing.T) {
@@ -220,6 +224,13 @@ func TestPublishPathsRefusesOtherCredentialsAndHosts(t *testing.T) {
 	var inv *ErrInvalid
 	if _, _, err := f.w.PublishPaths(ctx, admin, "classic", "ti.to", map[string]string{"/paulca": "go.tito.io"}, ""); !errors.As(err, &inv) || !strings.Contains(inv.Field, "/paulca") {
 		t.Fatalf("a bad prefix: %v, want ErrInvalid naming it", err)
+	}
+	tooMany := map[string]string{}
+	for i := range routing.MaxPaths + 1 {
+		tooMany[fmt.Sprintf("p%05d", i)] = "go.tito.io"
+	}
+	if _, _, err := f.w.PublishPaths(ctx, admin, "classic", "ti.to", tooMany, ""); !errors.As(err, &inv) || !strings.Contains(err.Error(), fmt.Sprint(routing.MaxPaths)) {
+		t.Fatalf("%d prefixes: %v, want ErrInvalid naming the cap", len(tooMany), err)
 	}
 }
 

@@ -1,0 +1,130 @@
+package fleetwrite
+
+// A tenant's token against what is not its own (another application, the control
+// plane, another account's budget), and the warnings an application's write carries.
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// TestAppTokenScopedToItsApplication: an application token publishes its own
+// application's path maps; on another application of its own account it is refused as
+// scoped to its application (the scope check, before the incarnation check), and on the
+// control-plane application it is refused outright.
+func TestAppTokenScopedToItsApplication(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.app(t, "classic", "tito")
+	gop := f.app(t, "go", "tito")
+	for app, host := range map[string]string{"classic": "ti.to", "go": "go.tito.io"} {
+		if _, _, _, err := f.w.Claim(ctx, admin, app, host); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tok := tokenFor(gop, fleet.RolePublish)
+	if _, _, err := f.w.PublishPaths(ctx, tok, "go", "go.tito.io", map[string]string{}, ""); err != nil {
+		t.Fatalf("its own claim: %v", err)
+	}
+	var forb *ErrForbidden
+	if _, _, err := f.w.PublishPaths(ctx, tok, "classic", "ti.to", map[string]string{}, ""); !errors.As(err, &forb) ||
+		!strings.Contains(forb.Detail, "scoped to application go") {
+		t.Fatalf("another application of its account: %v, want ErrForbidden saying it is scoped to application go", err)
+	}
+	if _, _, _, err := f.w.PutApp(ctx, admin, "go", fleet.App{Account: "tito", ControlPlane: true}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.w.PublishPaths(ctx, tok, "go", "go.tito.io", map[string]string{}, ""); !errors.As(err, &forb) || forb.What != "control plane" {
+		t.Fatalf("on the control plane: %v, want ErrForbidden (control plane)", err)
+	}
+}
+
+// TestATenantCannotSpendAnotherAccountsRoutingBudget: every write of the write domain
+// mallory's token can aim at alice's application (claims are the admin's: the route
+// table's groupAdmin, node/httpapi) is refused before it is charged (never with the budget's
+// error), alice's budget object is never created, and alice keeps her whole burst.
+func TestATenantCannotSpendAnotherAccountsRoutingBudget(t *testing.T) {
+	ctx := context.Background()
+	bf := newBudgetFixture(t, 1, 3, 0.01)
+	w := bf.ws[0]
+	evil, _, _, err := w.PutApp(ctx, admin, "evil", fleet.App{Account: "mallory"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shop, _, _, err := w.PutApp(ctx, admin, "shop", fleet.App{Account: "alice"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := w.Claim(ctx, admin, "shop", "shop.example.org"); err != nil {
+		t.Fatal(err)
+	}
+	alice, mallory := tokenFor(shop, fleet.RoleInstance, fleet.RolePublish), tokenFor(evil, fleet.RoleInstance, fleet.RolePublish)
+	if _, _, err := w.AllocateInstance(ctx, alice, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string]string{"x": "evil.apps.example.com"}
+	for i, attempt := range []func() error{
+		func() error { _, err := w.SetInstance(ctx, mallory, "shop", nil, false); return err },
+		func() error { _, _, err := w.AllocateInstance(ctx, mallory, "shop"); return err },
+		func() error { return w.ReleaseInstance(ctx, mallory, "shop") },
+		func() error {
+			_, _, err := w.PublishPaths(ctx, mallory, "shop", "shop.example.org", paths, "")
+			return err
+		},
+		func() error {
+			_, _, err := w.PublishPaths(ctx, mallory, "evil", "shop.example.org", paths, "")
+			return err
+		},
+	} {
+		if err := attempt(); err == nil || isBudget(err) {
+			t.Errorf("mallory's write %d on alice's application: %v, want a refusal that is not the budget's", i, err)
+		}
+	}
+	if _, err := bf.st.Get(ctx, RouteBudgetKey("alice")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("mallory's writes created or spent alice's budget object: %v", err)
+	}
+	for i := range 3 {
+		if _, err := w.SetInstance(ctx, alice, "shop", nil, i%2 == 0); err != nil {
+			t.Fatalf("alice's change %d of her burst of 3: %v", i+1, err)
+		}
+	}
+	if _, err := w.SetInstance(ctx, alice, "shop", nil, false); !isBudget(err) {
+		t.Fatalf("alice's fourth change: %v, want the budget's refusal", err)
+	}
+}
+
+// TestAnAppInAGroupWithoutAPlatformDomainIsWarnedAtItsWrite: an application whose
+// ingress group no platform domain is in gets no platform host, and its write is warned
+// so, naming the group; an application of a group a platform domain is in is not.
+func TestAnAppInAGroupWithoutAPlatformDomainIsWarnedAtItsWrite(t *testing.T) {
+	f := newFixture(t)
+	f.w.cfg.DomainGroups = map[string]string{"apps.example.com": "eu-1"}
+	for _, tc := range []struct {
+		group string // "": the default group
+		want  []string
+	}{
+		{"eu-1", nil},
+		{"", []string{`"default"`, "no platform host"}},
+		{"us-2", []string{`"us-2"`, "no platform host"}},
+	} {
+		a := fleet.App{Name: "shop", Account: "acme"}
+		if tc.group != "" {
+			a.Ingress = &fleet.Ingress{Group: tc.group}
+		}
+		warn := f.w.AppWarnings(a)
+		if len(warn) != min(len(tc.want), 1) {
+			t.Errorf("group %q: warnings %q, want %d", tc.group, warn, min(len(tc.want), 1))
+			continue
+		}
+		for _, s := range tc.want {
+			if !strings.Contains(warn[0], s) {
+				t.Errorf("group %q: warning %q does not say %s", tc.group, warn[0], s)
+			}
+		}
+	}
+}
