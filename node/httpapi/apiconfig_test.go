@@ -34,7 +34,7 @@ func TestAPIConfigValidate(t *testing.T) {
 }
 
 // TestTheHostGuardAnswersOnlyNamesTheNodeGoesBy: hostGuard.allows over the spellings of
-// a Host header (TestARebindingHostIsRefused holds the same through a whole node).
+// a Host header (TestARebindingHostIsRefused holds the same through the API in process).
 func TestTheHostGuardAnswersOnlyNamesTheNodeGoesBy(t *testing.T) {
 	g := newHostGuard([]string{"apps.example.com", "Node-1.Internal.example.net", ""}, func(string) bool { return false }, nil)
 	for host, want := range map[string]bool{

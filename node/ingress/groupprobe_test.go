@@ -9,7 +9,7 @@ import (
 	"github.com/scafo/ingress/node/api"
 )
 
-// One of the package's two whole-node tests: the applied probe on ?group= polls through
+// The package's one whole-node test: the applied probe on ?group= polls through
 // the node's wiring (node/wire.go hands the book the publisher's group revisions; with
 // them left out, every write waits for every group's ingresses). The rules it crosses
 // are each unit-tested: the group revision (await_test.go
