@@ -291,38 +291,6 @@ func TestAnUnreadableRouteBudgetLetsTheChangeThrough(t *testing.T) {
 	}
 }
 
-// Concurrent changes of one account through two nodes never spend more than the
-// budget: every charge is a compare-and-swap on the bucket, so no update is lost.
-func TestConcurrentRoutingChangesNeverOverspendTheBudget(t *testing.T) {
-	ctx := context.Background()
-	bf := newBudgetFixture(t, 2, 10, 0.001)
-	tok := Actor{Token: fleet.TokenRecord{ID: "t", Account: "mallory"}}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	passed, refused := 0, 0
-	for i := range 40 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := bf.ws[i%2].chargeRoute(ctx, tok, "mallory", "instance")
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				passed++
-			case isBudget(err):
-				refused++
-			default:
-				t.Errorf("charge: %v", err)
-			}
-		}()
-	}
-	wg.Wait()
-	if passed > 10 || passed == 0 || passed+refused != 40 {
-		t.Errorf("40 concurrent charges of a budget of 10: %d passed, %d refused", passed, refused)
-	}
-}
-
 // TestADeployOfATenPlacementAppPassesTheDefaultRouteBudget: the defaults must never
 // refuse an ordinary tenant. A 10-placement application's first rollout (an instance
 // made ready on each node), a deploy that drains each node then moves it to the idle
