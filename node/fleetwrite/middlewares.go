@@ -24,7 +24,7 @@ import (
 //
 // The field is the admin's, as the rest of the application object is: the route that
 // writes it (PUT /v1/apps/{app}) is admin-only, so an application token cannot set or
-// change it (403, TestAnApplicationTokenCannotSetMiddlewares).
+// change it (403, TestEveryRouteAnswersEachCredentialAsItsRoleAllows).
 
 // validateMiddlewares checks a's middlewares against the rules above.
 func (w *Writer) validateMiddlewares(a *fleet.App) error {
