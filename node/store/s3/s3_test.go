@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -44,69 +43,45 @@ func TestConformance(t *testing.T) {
 	}, storetest.Options{Increments: 3})
 }
 
-// The suite again with a key prefix, two fleets in one bucket: the other fleet's
-// objects must never show.
-func TestConformanceWithPrefixSharingABucket(t *testing.T) {
-	srv := s3test.Shared(t)
-	storetest.RunOptions(t, func(t *testing.T) store.Store {
-		cfg := srv.NewBucket(t)
-		other := cfg
-		other.Prefix = "fleet-b"
-		o := newStore(t, other)
-		for _, k := range []string{"apps/shop.json", "serial", "counter", "tokens/t1.json"} {
-			if _, err := o.Put(t.Context(), k, []byte("fleet b"), store.Condition{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		cfg.Prefix = "/fleet-a/"
-		return newStore(t, cfg)
-	}, storetest.Options{Increments: 1})
-}
-
+// A store with a key prefix ("/f/" trimmed to "f/") reads and writes only under it, in
+// a bucket it shares with other fleets: its objects are named <prefix><key>, and List
+// skips other fleets' objects and names that are not keys (console "folders", hidden).
 func TestPrefixIsPartOfTheObjectName(t *testing.T) {
 	srv := s3test.Shared(t)
 	cfg := srv.NewBucket(t)
-	cfg.Prefix = "fleets/a"
+	cfg.Prefix = "/f/"
 	st := newStore(t, cfg)
-	if _, err := st.Put(t.Context(), "apps/shop.json", []byte("{}"), store.Condition{}); err != nil {
-		t.Fatal(err)
-	}
-	client, err := srv.Client()
+	ctx := t.Context()
+	etag, err := st.Put(ctx, "apps/shop.json", []byte("{}"), store.Condition{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for obj := range client.ListObjectsIter(t.Context(), cfg.Bucket, minio.ListObjectsOptions{Recursive: true}) {
-		if obj.Err != nil {
-			t.Fatal(obj.Err)
-		}
-		names = append(names, obj.Key)
-	}
-	if want := []string{"fleets/a/apps/shop.json"}; !slices.Equal(names, want) {
-		t.Fatalf("objects in bucket = %q, want %q", names, want)
-	}
-}
-
-func TestListSkipsObjectsThatAreNotKeys(t *testing.T) {
-	srv := s3test.Shared(t)
-	cfg := srv.NewBucket(t)
-	cfg.Prefix = "f"
-	st := newStore(t, cfg)
 	client, err := srv.Client()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"f/apps/", "f/apps/.hidden", "f/apps/ok.json", "f-other/apps/x.json", "apps/outside.json"} {
-		if _, err := client.PutObject(t.Context(), cfg.Bucket, name, bytes.NewReader([]byte("x")), 1, minio.PutObjectOptions{}); err != nil {
+		if _, err := client.PutObject(ctx, cfg.Bucket, name, bytes.NewReader([]byte("x")), 1, minio.PutObjectOptions{}); err != nil {
 			t.Fatalf("raw put %s: %v", name, err)
 		}
 	}
-	got, err := st.List(t.Context(), "")
-	if err != nil {
+	if _, err := client.StatObject(ctx, cfg.Bucket, "f/apps/shop.json", minio.StatObjectOptions{}); err != nil {
+		t.Fatalf("apps/shop.json is not the object f/apps/shop.json: %v", err)
+	}
+	for _, prefix := range []string{"", "apps/"} {
+		got, err := st.List(ctx, prefix)
+		if err != nil || len(got) != 2 || got[0].Key != "apps/ok.json" || got[1].Key != "apps/shop.json" || got[1].ETag != etag {
+			t.Fatalf("List(%q) = %+v, %v; want only apps/ok.json and apps/shop.json", prefix, got, err)
+		}
+	}
+	if _, err := st.Get(ctx, "apps/outside.json"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Get of another fleet's object: %v, want ErrNotFound", err)
+	}
+	if err := st.Delete(ctx, "apps/shop.json", etag); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0].Key != "apps/ok.json" {
-		t.Fatalf("List = %+v, want only apps/ok.json", got)
+	if _, err := client.StatObject(ctx, cfg.Bucket, "f/apps/shop.json", minio.StatObjectOptions{}); err == nil {
+		t.Fatal("f/apps/shop.json still there after Delete(apps/shop.json)")
 	}
 }
 
@@ -318,6 +293,10 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"bad bucket", func(c *s3.Config) { c.Bucket = "Fleet_A" }, "bucket"},
 		{"bad prefix", func(c *s3.Config) { c.Prefix = "a/../b" }, "prefix"},
 		{"secret without id", func(c *s3.Config) { c.AccessKeyID = "" }, "accessKeyID"},
+		// An endpoint holding a credential: refused, and the error does not repeat it.
+		{"credential in a URL", func(c *s3.Config) { c.Endpoint, c.Insecure = "https://AKIA:sekr3t-value@s3.example.com", false }, "endpoint"},
+		{"credential in a URL with a path", func(c *s3.Config) { c.Endpoint, c.Insecure = "https://AKIA:sekr3t-value@h/x?y", false }, "endpoint"},
+		{"credential in host:port", func(c *s3.Config) { c.Endpoint = "AKIA:sekr3t-value@s3.example.com" }, "endpoint"},
 		{"negative retries", func(c *s3.Config) { c.MaxRetries = -1 }, "maxRetries"},
 	}
 	for _, tc := range tests {
