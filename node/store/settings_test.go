@@ -12,7 +12,7 @@ import (
 // a path, a query, a fragment) was accepted, and the start line then logged it; it is
 // refused naming store.s3.endpoint without repeating the value (from node/config_input_test.go's
 // TestAnEndpointHoldingACredentialIsRefusedWithoutRepeatingIt; the S3 store's own refusal
-// is node/store/s3's TestAnEndpointHoldingACredentialIsNotRepeatedByTheStore). S3 settings without an
+// is node/store/s3's TestNewRejectsBadConfig). S3 settings without an
 // endpoint are refused, not ignored (from node/config_strict_test.go's TestConfigRefusesMistakes).
 func TestStoreSettingsLoadOrAreRefusedNamingTheirSource(t *testing.T) {
 	section := settingstest.Section[store.Config]{Path: "store", Defaults: func() store.Config { return store.Config{} }, Validate: store.Config.Validate}
