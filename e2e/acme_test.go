@@ -17,11 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
 	"github.com/scafo/ingress/node/store/s3/s3test"
-	"github.com/scafo/ingress/traefikprovider/localplugin"
 )
 
 // Fleet certificates (docs/design.md §10) against a real ACME server: Pebble with validation
@@ -32,86 +29,19 @@ import (
 
 const acmePlatform = "apps.example.com"
 
-// acmeTraefik is one Traefik of a fleet-certificate test.
-type acmeTraefik struct {
-	*traefik
-	ip string
-}
-
 // startACMETraefik starts Traefik on the shipped configuration, polling n with
-// ?prefer=self, web and websecure on ip:web and ip:websecure, web redirecting to
-// websecure.
-func startACMETraefik(t *testing.T, name, ip string, web, websecure int, n *node) *acmeTraefik {
+// ?prefer=self, on the edge of an ACME test (acmeEdge).
+func startACMETraefik(t *testing.T, name, ip string, web, websecure int, n *node) *traefik {
 	t.Helper()
-	ports := traefikPorts{web: web, websecure: websecure, api: freePort(t, "127.0.0.1")}
-	cfg, err := staticConfig(renderShipped(t, testIngressToken, ""), overrides{
-		ports:        ports,
-		endpointHost: hostPort(n.ip, n.port),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return runACMETraefik(t, name, ip, ports, cfg, t.TempDir(), nil)
+	return startTraefik(t, name, traefikOptions{node: n, ports: acmeEdge(ip, web, websecure)})
 }
 
 // startACMEPluginTraefik is startACMETraefik on the shipped plugin configuration
-// (traefik-plugin.yml): the scafo provider plugin, installed from this tree into
-// dir/plugins-local, reads endpoints (in order, prefer as given) with the token from
-// its environment and keeps its state file in dir (scafo.last.json). A second start
-// with the same dir is a restart.
-func startACMEPluginTraefik(t *testing.T, name, ip string, web, websecure int, dir string, endpoints []*node, prefer string) *acmeTraefik {
+// (startPluginTraefik): endpoints in order, prefer as given, its state file in dir
+// (scafo.last.json); a second start with the same dir is a restart.
+func startACMEPluginTraefik(t *testing.T, name, ip string, web, websecure int, dir string, endpoints []*node, prefer string) *traefik {
 	t.Helper()
-	shipped, err := os.ReadFile(shippedPluginConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var bases []string
-	for _, n := range endpoints {
-		bases = append(bases, nodeBase(n))
-	}
-	ports := traefikPorts{web: web, websecure: websecure, api: freePort(t, "127.0.0.1")}
-	cfg, err := pluginStaticConfig(shipped, pluginOverrides{ports: ports, endpoints: bases, prefer: prefer, name: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := localplugin.Install(filepath.Join(bins.root, "traefikprovider"), filepath.Join(dir, "plugins-local")); err != nil {
-		t.Fatalf("installing the plugin: %v", err)
-	}
-	return runACMETraefik(t, name, ip, ports, cfg, dir, []string{"SCAFO_INGRESS_TOKEN=" + testIngressToken})
-}
-
-// runACMETraefik runs Traefik on a test's static configuration cfg in dir, its web and
-// websecure entry points moved to ip (same ports on every Traefik of a test: Pebble
-// validates HTTP-01 on one port), the shipped redirection on web turned on, and waits
-// for its API.
-func runACMETraefik(t *testing.T, name, ip string, ports traefikPorts, cfgBytes []byte, dir string, env []string) *acmeTraefik {
-	t.Helper()
-	var cfg map[string]any
-	if err := yaml.Unmarshal(cfgBytes, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	eps := cfg["entryPoints"].(map[string]any)
-	webEP := eps["web"].(map[string]any)
-	webEP["address"] = hostPort(ip, ports.web)
-	eps["websecure"].(map[string]any)["address"] = hostPort(ip, ports.websecure)
-	if webEP["allowACMEByPass"] != true {
-		t.Fatalf("the shipped web entry point lacks allowACMEByPass: true")
-	}
-	// The shipped file's commented-out redirection, turned on.
-	webEP["http"].(map[string]any)["redirections"] = map[string]any{
-		"entryPoint": map[string]any{"to": "websecure", "scheme": "https"},
-	}
-	out, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A plugin Traefik loads ./plugins-local and writes its state file in dir.
-	tr := newTraefik(t, name, ports, writeConfig(t, dir, "traefik.yml", out), dir, env)
-	tr.proc.MustStart(t)
-	if err := tr.proc.WaitUntil(20*time.Second, func() error { _, err := tr.rawData(); return err }); err != nil {
-		t.Fatalf("waiting for %s API: %v", name, err)
-	}
-	return &acmeTraefik{traefik: tr, ip: ip}
+	return startPluginTraefik(t, name, pluginTraefikOptions{endpoints: endpoints, prefer: prefer, name: name, dir: dir, ports: acmeEdge(ip, web, websecure)})
 }
 
 // commonFreePort is a port free on every one of ips right now.
@@ -196,7 +126,7 @@ type certSwitch struct {
 // one serial and every Traefik serves that serial for sni over a handshake verified
 // against roots; then it makes handshakes against every Traefik every 100 ms until
 // (within secondWithin) a different serial is held and served everywhere.
-func watchCertSwitch(t *testing.T, f *fleet, trs []*acmeTraefik, websecure int, certName, sni string, roots *x509.CertPool, firstWithin, secondWithin time.Duration) certSwitch {
+func watchCertSwitch(t *testing.T, f *fleet, trs []*traefik, certName, sni string, roots *x509.CertPool, firstWithin, secondWithin time.Duration) certSwitch {
 	t.Helper()
 	current := func() (string, error) {
 		var s string
@@ -208,7 +138,7 @@ func watchCertSwitch(t *testing.T, f *fleet, trs []*acmeTraefik, websecure int, 
 			s = c.Serial
 		}
 		for _, tr := range trs {
-			got, err := handshake(hostPort(tr.ip, websecure), sni, roots)
+			got, err := handshake(tr.secureAddr(), sni, roots)
 			if err != nil {
 				return "", err
 			}
@@ -224,28 +154,18 @@ func watchCertSwitch(t *testing.T, f *fleet, trs []*acmeTraefik, websecure int, 
 		return err
 	})
 
-	stop := make(chan struct{})
-	done := make(chan certSwitch)
-	go func() {
-		r := certSwitch{served: map[string]int{}}
-		for {
-			select {
-			case <-stop:
-				done <- r
-				return
-			case <-time.After(100 * time.Millisecond):
+	sw.served = map[string]int{}
+	stop := repeat(t, 100*time.Millisecond, func() {
+		for _, tr := range trs {
+			sw.total++
+			s, err := handshake(tr.secureAddr(), sni, roots)
+			if err != nil {
+				sw.fails = append(sw.fails, tr.name+": "+err.Error())
+				continue
 			}
-			for _, tr := range trs {
-				r.total++
-				s, err := handshake(hostPort(tr.ip, websecure), sni, roots)
-				if err != nil {
-					r.fails = append(r.fails, tr.name+": "+err.Error())
-					continue
-				}
-				r.served[s]++
-			}
+			sw.served[s]++
 		}
-	}()
+	})
 	from := time.Now()
 	waitFor(t, "the renewed "+certName+" everywhere", secondWithin, func() (err error) {
 		s, err := current()
@@ -256,9 +176,7 @@ func watchCertSwitch(t *testing.T, f *fleet, trs []*acmeTraefik, websecure int, 
 		return err
 	})
 	sw.took = time.Since(from)
-	close(stop)
-	r := <-done
-	sw.fails, sw.served, sw.total = r.fails, r.served, r.total
+	stop()
 	return sw
 }
 
@@ -308,7 +226,7 @@ func TestFleetCertificatesOneNameIssuedOnceAndServedByEveryTraefik(t *testing.T)
 			return []string{"--acme.platformBudget=" + strconv.Itoa(1-i)} // node 1: 1, node 2: 0
 		},
 	})
-	trs := []*acmeTraefik{
+	trs := []*traefik{
 		startACMETraefik(t, "traefik-1", ips[0], web, websecure, f.nodes[0]),
 		startACMETraefik(t, "traefik-2", ips[1], web, websecure, f.nodes[1]),
 	}
@@ -368,7 +286,7 @@ func TestFleetCertificatesOneNameIssuedOnceAndServedByEveryTraefik(t *testing.T)
 	roots := p.IssuerRoot(t)
 	for _, nm := range names {
 		for _, tr := range trs {
-			addr := hostPort(tr.ip, websecure)
+			addr := tr.secureAddr()
 			var serial string
 			waitFor(t, tr.name+" serves the fleet certificate for "+nm, 30*time.Second, func() error {
 				s, err := handshake(addr, nm, roots)
@@ -412,7 +330,7 @@ func TestFleetCertificatesOneNameIssuedOnceAndServedByEveryTraefik(t *testing.T)
 
 // waitChallengeRouter waits until tr has loaded the ACME challenge router from provider
 // ("http", or the plugin's).
-func waitChallengeRouter(t *testing.T, tr *acmeTraefik, provider string) {
+func waitChallengeRouter(t *testing.T, tr *traefik, provider string) {
 	t.Helper()
 	waitFor(t, tr.name+" loads the challenge router from "+provider, 30*time.Second, func() error {
 		rd, err := tr.rawData()
@@ -493,7 +411,7 @@ func testThreeNodes(t *testing.T, storeArgs, ips []string) {
 		"--acme.enabled", "--acme.caServer=" + p.Directory, "--acme.caRoots=" + p.CARootsFile,
 		"--acme.email=ops@example.com",
 	}, storeArgs...)})
-	trs := make([]*acmeTraefik, 3)
+	trs := make([]*traefik, 3)
 	for i, n := range f.nodes {
 		trs[i] = startACMETraefik(t, "traefik-"+n.name, ips[i], web, websecure, n)
 	}
@@ -564,7 +482,7 @@ func testThreeNodes(t *testing.T, storeArgs, ips []string) {
 		for _, tr := range trs {
 			var got string
 			waitFor(t, tr.name+" serves "+nm, 30*time.Second, func() error {
-				s, err := handshake(hostPort(tr.ip, websecure), nm, roots)
+				s, err := handshake(tr.secureAddr(), nm, roots)
 				if err == nil && s != serial[nm] {
 					err = fmt.Errorf("serial %s, the fleet holds %s", s, serial[nm])
 				}
@@ -656,7 +574,7 @@ func TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshak
 		"--acme.renewCheckInterval=1s",
 	}})
 	pluginDir := t.TempDir()
-	trs := []*acmeTraefik{
+	trs := []*traefik{
 		startACMETraefik(t, "traefik-1", ips[0], web, websecure, f.nodes[0]),
 		startACMETraefik(t, "traefik-2", ips[1], web, websecure, f.nodes[1]),
 		startACMEPluginTraefik(t, "traefik-plugin", ips[2], web, websecure, pluginDir, f.nodes[:1], ""),
@@ -673,7 +591,7 @@ func TestFleetCertificatesRenewOnceAndEveryTraefikSwitchesWithoutAFailedHandshak
 	roots := p.IssuerRoot(t)
 
 	// Handshakes against every Traefik every 100 ms until the switch is complete.
-	r := watchCertSwitch(t, f, trs, websecure, name, name, roots, 60*time.Second, 60*time.Second)
+	r := watchCertSwitch(t, f, trs, name, name, roots, 60*time.Second, 60*time.Second)
 	first, second := r.first, r.second
 	if len(r.fails) > 0 {
 		t.Fatalf("%d handshakes failed during the switch, first: %s", len(r.fails), r.fails[0])
@@ -748,7 +666,7 @@ func testTakeover(t *testing.T, storeArgs, ips []string) {
 		"--acme.enabled", "--acme.caServer=" + p.Directory, "--acme.caRoots=" + p.CARootsFile,
 		"--acme.lockLease=" + lease.String(),
 	}, storeArgs...)})
-	trs := []*acmeTraefik{
+	trs := []*traefik{
 		startACMETraefik(t, "traefik-1", ips[0], web, websecure, f.nodes[0]),
 		startACMETraefik(t, "traefik-2", ips[1], web, websecure, f.nodes[1]),
 	}
@@ -792,7 +710,7 @@ func testTakeover(t *testing.T, storeArgs, ips []string) {
 	}
 	serial := f.nodes[survivor].certs(t)[name].Serial
 	waitFor(t, trs[survivor].name+" serves it", 30*time.Second, func() error {
-		s, err := handshake(hostPort(ips[survivor], websecure), name, p.IssuerRoot(t))
+		s, err := handshake(trs[survivor].secureAddr(), name, p.IssuerRoot(t))
 		if err == nil && s != serial {
 			err = fmt.Errorf("serial %s, want %s", s, serial)
 		}
@@ -888,8 +806,8 @@ func TestFleetCertificatesInlinePEMServedByAProviderPluginTraefik(t *testing.T) 
 	// The plugin Traefik serves each name's fleet certificate: the node's serial, the
 	// name, chained to Pebble's root.
 	roots := p.IssuerRoot(t)
-	serves := func(tr *acmeTraefik, nm string) error {
-		leaf, err := servedLeaf(hostPort(tr.ip, websecure), nm, roots)
+	serves := func(tr *traefik, nm string) error {
+		leaf, err := servedLeaf(tr.secureAddr(), nm, roots)
 		if err != nil {
 			return err
 		}

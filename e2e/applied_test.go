@@ -22,33 +22,12 @@ import (
 // are the control (logged, not asserted: they show the scenario can see an early
 // answer).
 func TestWaitAppliedIsNeverEarlyWithTheAppliedProbe(t *testing.T) {
-	const host, target = "early.example.org", "next.apps.localhost"
-	const rounds = 4
-	run := func(t *testing.T, noProbe bool) (early, checked int, took []time.Duration) {
-		f := startFleet(t, 1, nodeOptions{args: ownPorts()})
-		n1 := f.nodes[0]
-		f.deploy(t, "classic", "acme", []*node{n1}, "")
-		f.deploy(t, "next", "acme", []*node{n1}, "")
-		n1.claim(t, "classic", host)
-		tr := startPluginTraefik(t, "traefik-plugin", pluginTraefikOptions{
-			endpoints: []*node{n1}, prefer: "n1", name: "edge-early", noProbe: noProbe, throttle: "2s",
-		})
-		tr.waitServedBy(t, host, "/paulca/x", "classic@n1", routeTimeout)
-		waitFor(t, "edge-early applied on n1", routeTimeout, func() error {
-			status, a, _ := n1.putPathsWaiting(t, "classic", host, map[string]string{}, 5*time.Second)
-			if status != http.StatusOK || a.Ingresses != 1 {
-				return fmt.Errorf("wait=applied: %d %+v", status, a)
-			}
-			return nil
-		})
-		return flipsEarly(t, n1, tr, host, target, rounds, noProbe)
-	}
 	t.Run("appliedProbe", func(t *testing.T) {
-		early, checked, took := run(t, false)
+		early, checked, took := appliedRounds(t, true, false)
 		t.Logf("appliedProbe (shipped), throttle 2s: %d of %d answers early; PUT → 200 %v", early, checked, roundAll(took))
 	})
 	t.Run("appliedDelay", func(t *testing.T) {
-		early, checked, took := run(t, true)
+		early, checked, took := appliedRounds(t, true, true)
 		t.Logf("control, appliedDelay 500ms and no probe, throttle 2s: %d of %d answers early; PUT → 200 %v", early, checked, roundAll(took))
 	})
 }
@@ -62,36 +41,46 @@ func TestWaitAppliedIsNeverEarlyWithTheAppliedProbe(t *testing.T) {
 // its default 2 s throttle and each round makes two flips in a row. The control, the
 // same rounds without the probe header ("served"), is logged, not asserted.
 func TestWaitAppliedIsNeverEarlyWithTheHTTPProviderProbe(t *testing.T) {
-	const host, target = "early.example.org", "next.apps.localhost"
-	const rounds = 4
-	run := func(t *testing.T, noProbe bool) (early, checked int, took []time.Duration) {
-		f := startFleet(t, 1, nodeOptions{args: ownPorts()})
-		n1 := f.nodes[0]
-		f.deploy(t, "classic", "acme", []*node{n1}, "")
-		f.deploy(t, "next", "acme", []*node{n1}, "")
-		n1.claim(t, "classic", host)
-		tr := startTraefik(t, "traefik-http", traefikOptions{node: n1, ingressName: "edge-early", noProbe: noProbe, throttle: "2s"})
-		tr.waitServedBy(t, host, "/paulca/x", "classic@n1", routeTimeout)
-		waitFor(t, "edge-early applied on n1", routeTimeout, func() error {
-			status, a, _ := n1.putPathsWaiting(t, "classic", host, map[string]string{}, 5*time.Second)
-			if status != http.StatusOK || a.Ingresses != 1 {
-				return fmt.Errorf("wait=applied: %d %+v", status, a)
-			}
-			return nil
-		})
-		if in := n1.ingresses(t)["edge-early"]; noProbe == (in.Applied != nil) {
-			t.Fatalf("edge-early in status: %+v (probe %v): want applied with the probe, served without", in, !noProbe)
-		}
-		return flipsEarly(t, n1, tr, host, target, rounds, noProbe)
-	}
 	t.Run("probe", func(t *testing.T) {
-		early, checked, took := run(t, false)
+		early, checked, took := appliedRounds(t, false, false)
 		t.Logf("HTTP provider with X-Scafo-Applied-Probe (shipped), throttle 2s: %d of %d answers early; PUT → 200 %v", early, checked, roundAll(took))
 	})
 	t.Run("served", func(t *testing.T) {
-		early, checked, took := run(t, true)
+		early, checked, took := appliedRounds(t, false, true)
 		t.Logf("control, HTTP provider without the probe (served), throttle 2s: %d of %d answers early; PUT → 200 %v", early, checked, roundAll(took))
 	})
+}
+
+// appliedRounds runs the rounds of flipsEarly on one node and one Traefik named edge-early
+// (on the plugin, or the HTTP provider) at the default 2 s throttle, the applied probe on
+// or off, once the Traefik reports applied (the HTTP provider: served without the probe).
+func appliedRounds(t *testing.T, plugin, noProbe bool) (early, checked int, took []time.Duration) {
+	const host, target = "early.example.org", "next.apps.localhost"
+	f := startFleet(t, 1, nodeOptions{args: ownPorts()})
+	n1 := f.nodes[0]
+	f.deploy(t, "classic", "acme", []*node{n1}, "")
+	f.deploy(t, "next", "acme", []*node{n1}, "")
+	n1.claim(t, "classic", host)
+	var tr *traefik
+	if plugin {
+		tr = startPluginTraefik(t, "traefik-plugin", pluginTraefikOptions{
+			endpoints: []*node{n1}, prefer: "n1", name: "edge-early", noProbe: noProbe, throttle: "2s",
+		})
+	} else {
+		tr = startTraefik(t, "traefik-http", traefikOptions{node: n1, ingressName: "edge-early", noProbe: noProbe, throttle: "2s"})
+	}
+	tr.waitServedBy(t, host, "/paulca/x", "classic@n1", routeTimeout)
+	waitFor(t, "edge-early applied on n1", routeTimeout, func() error {
+		status, a, _ := n1.putPathsWaiting(t, "classic", host, map[string]string{}, 5*time.Second)
+		if status != http.StatusOK || a.Ingresses != 1 {
+			return fmt.Errorf("wait=applied: %d %+v", status, a)
+		}
+		return nil
+	})
+	if in := n1.ingresses(t)["edge-early"]; !plugin && noProbe == (in.Applied != nil) {
+		t.Fatalf("edge-early in status: %+v (probe %v): want applied with the probe, served without", in, !noProbe)
+	}
+	return flipsEarly(t, n1, tr, host, target, 4, noProbe)
 }
 
 // flipsEarly flips host's path map rounds times (to target's application, then back),

@@ -15,17 +15,64 @@ import (
 
 // Fast checks of deploy/traefik/: they need no binaries and run under -short.
 
-func loadShipped(t *testing.T) map[string]any {
+func loadShipped(t *testing.T) map[string]any { return yamlMap(t, readFile(t, shippedConfig)) }
+
+func readFile(t *testing.T, path string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(shippedConfig)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b
+}
+
+// parsed parses what a configuration function made, failing the test on its error:
+// parsed(t)(staticConfig(…)).
+func parsed(t *testing.T) func([]byte, error) map[string]any {
+	return func(b []byte, err error) map[string]any {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return yamlMap(t, b)
+	}
+}
+
+// yamlMap parses a YAML document, or fails the test.
+func yamlMap(t *testing.T, b []byte) map[string]any {
+	t.Helper()
 	var cfg map[string]any
 	if err := yaml.Unmarshal(b, &cfg); err != nil {
-		t.Fatalf("parsing %s: %v", shippedConfig, err)
+		t.Fatalf("parsing YAML: %v", err)
 	}
 	return cfg
+}
+
+// keyWant is a dotted key path of a configuration and the value it should hold.
+type keyWant struct {
+	path string
+	want any
+}
+
+// requireKeys checks each key path of cfg against its value.
+func requireKeys(t *testing.T, cfg map[string]any, want ...keyWant) {
+	t.Helper()
+	for _, kw := range want {
+		if got := dig(cfg, strings.Split(kw.path, ".")...); !reflect.DeepEqual(got, kw.want) {
+			t.Errorf("%s = %v, want %v", kw.path, got, kw.want)
+		}
+	}
+}
+
+// requireUnchanged checks that each dotted key path holds in got what it holds in shipped.
+func requireUnchanged(t *testing.T, got, shipped map[string]any, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		keys := strings.Split(p, ".")
+		if g, s := dig(got, keys...), dig(shipped, keys...); !reflect.DeepEqual(g, s) {
+			t.Errorf("%s changed: %v, shipped %v", p, g, s)
+		}
+	}
 }
 
 // The seven encoded-character refusals Traefik v3.6 knows
@@ -67,21 +114,8 @@ func TestShippedEntryPointsCarryThePathSafetySettings(t *testing.T) {
 // (docs/traefik.md, "Your own routes beside the fleet's"); the suite's Traefik keeps
 // both when a test asks (applyOperatorSide).
 func TestShippedConfigLogsForTheJournalAndReadsTheOperatorsDirectory(t *testing.T) {
-	cfg := loadShipped(t)
-	for _, tc := range []struct {
-		keys []string
-		want any
-	}{
-		{[]string{"log", "noColor"}, true},
-		{[]string{"accessLog", "format"}, "json"},
-		{[]string{"accessLog", "filePath"}, nil},
-		{[]string{"providers", "file", "directory"}, shippedDynamicDir},
-		{[]string{"providers", "file", "watch"}, true},
-	} {
-		if got := dig(cfg, tc.keys...); got != tc.want {
-			t.Errorf("%s = %v, want %v", strings.Join(tc.keys, "."), got, tc.want)
-		}
-	}
+	requireKeys(t, loadShipped(t), keyWant{"log.noColor", true}, keyWant{"accessLog.format", "json"}, keyWant{"accessLog.filePath", nil},
+		keyWant{"providers.file.directory", shippedDynamicDir}, keyWant{"providers.file.watch", true})
 	rendered := renderShipped(t, testIngressToken, "")
 	for _, tc := range []struct {
 		o             operatorSide
@@ -90,14 +124,7 @@ func TestShippedConfigLogsForTheJournalAndReadsTheOperatorsDirectory(t *testing.
 		{operatorSide{}, "<nil>", "<nil>", "a test Traefik without operator files"},
 		{operatorSide{dynamicDir: "/tmp/x", accessLog: true}, "/tmp/x", "json", "a test of the operator's side"},
 	} {
-		out, err := staticConfig(rendered, overrides{ports: traefikPorts{1, 2, 3}, endpointHost: "127.0.0.9:7777", operator: tc.o})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got map[string]any
-		if err := yaml.Unmarshal(out, &got); err != nil {
-			t.Fatal(err)
-		}
+		got := parsed(t)(staticConfig(rendered, overrides{ports: traefikPorts{web: 1, websecure: 2, api: 3}, endpointHost: "127.0.0.9:7777", operator: tc.o}))
 		if d, l := fmt.Sprint(dig(got, "providers", "file", "directory")), fmt.Sprint(dig(got, "accessLog", "format")); d != tc.dir || l != tc.log {
 			t.Errorf("%s: providers.file.directory %s, accessLog.format %s; want %s, %s", tc.why, d, l, tc.dir, tc.log)
 		}
@@ -105,20 +132,8 @@ func TestShippedConfigLogsForTheJournalAndReadsTheOperatorsDirectory(t *testing.
 }
 
 func TestShippedConfigNeverPhonesHome(t *testing.T) {
-	cfg := loadShipped(t)
-	for _, tc := range []struct {
-		keys []string
-		want any
-	}{
-		{[]string{"global", "checkNewVersion"}, false},
-		{[]string{"global", "sendAnonymousUsage"}, false},
-		{[]string{"api", "dashboard"}, false},
-		{[]string{"api", "insecure"}, nil}, // the API is never exposed by the shipped file
-	} {
-		if got := dig(cfg, tc.keys...); got != tc.want {
-			t.Errorf("%s = %v, want %v", strings.Join(tc.keys, "."), got, tc.want)
-		}
-	}
+	requireKeys(t, loadShipped(t), keyWant{"global.checkNewVersion", false}, keyWant{"global.sendAnonymousUsage", false},
+		keyWant{"api.dashboard", false}, keyWant{"api.insecure", nil}) // the API is never exposed by the shipped file
 }
 
 func TestShippedProviderPollsPreferSelfWithTheTokenFromTheEnvironment(t *testing.T) {
@@ -187,11 +202,8 @@ func TestRenderConfigTakesTheTokenFromTheEnvironment(t *testing.T) {
 			if st.Mode().Perm() != 0o600 {
 				t.Errorf("rendered file mode %v, want 0600 (it holds the token)", st.Mode().Perm())
 			}
-			rendered, _ := os.ReadFile(out)
-			var cfg map[string]any
-			if err := yaml.Unmarshal(rendered, &cfg); err != nil {
-				t.Fatalf("rendered file is not YAML: %v", err)
-			}
+			rendered := readFile(t, out)
+			cfg := yamlMap(t, rendered)
 			want := "Bearer " + strings.TrimPrefix(tc.env[0], "SCAFO_INGRESS_TOKEN=")
 			if got := dig(cfg, "providers", "http", "headers", "Authorization"); got != want {
 				t.Errorf("Authorization = %q, want %q", got, want)
@@ -217,31 +229,10 @@ func TestRenderConfigTakesTheTokenFromTheEnvironment(t *testing.T) {
 // addresses and the endpoint's host, drop the ACME resolver and add the API.
 func TestStaticConfigKeepsTheShippedSettings(t *testing.T) {
 	rendered := renderShipped(t, testIngressToken, "")
-	var shipped map[string]any
-	if err := yaml.Unmarshal(rendered, &shipped); err != nil {
-		t.Fatal(err)
-	}
-	out, err := staticConfig(rendered, overrides{ports: traefikPorts{web: 1001, websecure: 1002, api: 1003}, endpointHost: "127.0.0.9:7777"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got map[string]any
-	if err := yaml.Unmarshal(out, &got); err != nil {
-		t.Fatal(err)
-	}
-	for _, keys := range [][]string{
-		{"entryPoints", "web", "http"},
-		{"entryPoints", "websecure", "http"},
-		{"providers", "providersThrottleDuration"},
-		{"providers", "http", "pollInterval"},
-		{"providers", "http", "pollTimeout"},
-		{"global"},
-		{"api", "dashboard"},
-	} {
-		if !reflect.DeepEqual(dig(got, keys...), dig(shipped, keys...)) {
-			t.Errorf("%s changed: %v, shipped %v", strings.Join(keys, "."), dig(got, keys...), dig(shipped, keys...))
-		}
-	}
+	shipped := yamlMap(t, rendered)
+	got := parsed(t)(staticConfig(rendered, overrides{ports: traefikPorts{web: 1001, websecure: 1002, api: 1003}, endpointHost: "127.0.0.9:7777"}))
+	requireUnchanged(t, got, shipped, "entryPoints.web.http", "entryPoints.websecure.http", "providers.providersThrottleDuration",
+		"providers.http.pollInterval", "providers.http.pollTimeout", "global", "api.dashboard")
 	// The headers are the shipped ones, the applied probe's port aside (the web entry
 	// point's, on loopback).
 	gotHeaders, _ := dig(got, "providers", "http", "headers").(map[string]any)
@@ -258,30 +249,10 @@ func TestStaticConfigKeepsTheShippedSettings(t *testing.T) {
 	if len(gotHeaders) != len(shippedHeaders) {
 		t.Errorf("providers.http.headers: %v, shipped %v", gotHeaders, shippedHeaders)
 	}
-	for _, tc := range []struct {
-		keys []string
-		want any
-	}{
-		{[]string{"entryPoints", "web", "address"}, "127.0.0.1:1001"},
-		{[]string{"entryPoints", "websecure", "address"}, "127.0.0.1:1002"},
-		{[]string{"entryPoints", "traefik", "address"}, "127.0.0.1:1003"},
-		{[]string{"providers", "http", "endpoint"}, "http://127.0.0.9:7777/v1/ingress/traefik?prefer=self"},
-		{[]string{"api", "insecure"}, true},
-		{[]string{"certificatesResolvers"}, nil},
-	} {
-		if g := dig(got, tc.keys...); !reflect.DeepEqual(g, tc.want) {
-			t.Errorf("%s = %v, want %v", strings.Join(tc.keys, "."), g, tc.want)
-		}
-	}
+	requireKeys(t, got, loopbackKeys(1001)...)
+	requireKeys(t, got, keyWant{"providers.http.endpoint", "http://127.0.0.9:7777/v1/ingress/traefik?prefer=self"})
 
-	out, err = staticConfig(rendered, overrides{ports: traefikPorts{1, 2, 3}, endpointHost: "127.0.0.9:7777", query: "prefer=n2", noAuthHeader: true, allowEncoded: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got = nil
-	if err := yaml.Unmarshal(out, &got); err != nil {
-		t.Fatal(err)
-	}
+	got = parsed(t)(staticConfig(rendered, overrides{ports: traefikPorts{web: 1, websecure: 2, api: 3}, endpointHost: "127.0.0.9:7777", query: "prefer=n2", noAuthHeader: true, allowEncoded: true}))
 	if g := dig(got, "providers", "http", "endpoint"); g != "http://127.0.0.9:7777/v1/ingress/traefik?prefer=n2" {
 		t.Errorf("endpoint with a query override = %v", g)
 	}
@@ -298,5 +269,17 @@ func TestStaticConfigKeepsTheShippedSettings(t *testing.T) {
 				t.Errorf("allowEncoded: %s %s = %v, want true", ep, k, v)
 			}
 		}
+	}
+}
+
+// loopbackKeys are what loopbackCommon sets, the web entry point on port web and the
+// next two ports websecure's and the API's.
+func loopbackKeys(web int) []keyWant {
+	return []keyWant{
+		{"entryPoints.web.address", fmt.Sprintf("127.0.0.1:%d", web)},
+		{"entryPoints.websecure.address", fmt.Sprintf("127.0.0.1:%d", web+1)},
+		{"entryPoints.traefik.address", fmt.Sprintf("127.0.0.1:%d", web+2)},
+		{"api.insecure", true},
+		{"certificatesResolvers", nil},
 	}
 }

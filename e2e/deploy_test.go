@@ -257,73 +257,51 @@ type load struct {
 	shots   []shot
 	phase   string
 	unquiet atomic.Bool
-	stopc   chan struct{}
-	wg      sync.WaitGroup
+	stop    func()
 }
 
 // shotSeq numbers every request of every load (ids are unique across loads).
 var shotSeq atomic.Int64
 
-func startLoad(t *testing.T, tr *traefik, hosts []string, workers int) *load {
+func startLoad(t *testing.T, tr *traefik, hosts []string, n int) *load {
 	t.Helper()
-	l := &load{stopc: make(chan struct{}), phase: "calm"}
-	client := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
-	for w := range workers {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-l.stopc:
-					return
-				default:
-				}
-				host := hosts[(w+i)%len(hosts)]
-				method := http.MethodGet
-				if i%2 == 1 {
-					method = http.MethodPost
-				}
-				id := strconv.FormatInt(shotSeq.Add(1), 10)
-				req, _ := http.NewRequest(method, "http://"+tr.webAddr()+"/deploy", strings.NewReader("x"))
-				req.Host = host
-				req.Header.Set("X-Scafo-Test-Id", id)
-				l.mu.Lock()
-				phase := l.phase
-				l.mu.Unlock()
-				s := shot{at: time.Now(), host: host, method: method, id: id, phase: phase, retried: l.unquiet.Load()}
-				resp, err := client.Do(req)
-				s.took = time.Since(s.at)
-				if err != nil {
-					s.err = err.Error()
-				} else {
-					r, rerr := readResponse(resp)
-					resp.Body.Close()
-					s.status = r.status
-					if rerr != nil {
-						s.err = rerr.Error()
-					}
-					if r.echo != nil {
-						s.from = r.echo.Name
-					}
-				}
-				l.mu.Lock()
-				l.shots = append(l.shots, s)
-				l.mu.Unlock()
-				time.Sleep(2 * time.Millisecond)
+	l := &load{phase: "calm"}
+	client := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: n}}
+	l.stop = workers(t, n, func(w, i int) {
+		host := hosts[(w+i)%len(hosts)]
+		method := http.MethodGet
+		if i%2 == 1 {
+			method = http.MethodPost
+		}
+		id := strconv.FormatInt(shotSeq.Add(1), 10)
+		req, _ := http.NewRequest(method, "http://"+tr.webAddr()+"/deploy", strings.NewReader("x"))
+		req.Host = host
+		req.Header.Set("X-Scafo-Test-Id", id)
+		l.mu.Lock()
+		phase := l.phase
+		l.mu.Unlock()
+		s := shot{at: time.Now(), host: host, method: method, id: id, phase: phase, retried: l.unquiet.Load()}
+		resp, err := client.Do(req)
+		s.took = time.Since(s.at)
+		if err != nil {
+			s.err = err.Error()
+		} else {
+			r, rerr := readResponse(resp)
+			resp.Body.Close()
+			s.status = r.status
+			if rerr != nil {
+				s.err = rerr.Error()
 			}
-		}()
-	}
-	t.Cleanup(l.stop)
+			if r.echo != nil {
+				s.from = r.echo.Name
+			}
+		}
+		l.mu.Lock()
+		l.shots = append(l.shots, s)
+		l.mu.Unlock()
+		time.Sleep(2 * time.Millisecond)
+	})
 	return l
-}
-
-func (l *load) stop() {
-	select {
-	case <-l.stopc:
-	default:
-		close(l.stopc)
-	}
-	l.wg.Wait()
 }
 
 func (l *load) setPhase(p string) {

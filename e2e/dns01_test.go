@@ -20,11 +20,10 @@ import (
 
 // dns01Env is a DNS-01 fleet: BIND, Pebble on it, three nodes, one Traefik per node.
 type dns01Env struct {
-	bind      *bindtest.Server
-	peb       *pebbletest.Pebble
-	fleet     *fleet
-	trs       []*acmeTraefik
-	websecure int
+	bind  *bindtest.Server
+	peb   *pebbletest.Pebble
+	fleet *fleet
+	trs   []*traefik
 }
 
 // dns01FleetZone is the zone the fleet's key edits (the platform domain's).
@@ -59,12 +58,12 @@ func startDNS01Fleet(t *testing.T, ips []string, pcfg pebbletest.Config, extra .
 		"--acme.dns01.rfc2136.keyName=" + b.Key.Name,
 		"--acme.dns01.rfc2136.tsigSecretFile=" + secretFile,
 	}, extra...)})
-	trs := make([]*acmeTraefik, len(ips))
+	trs := make([]*traefik, len(ips))
 	for i, n := range f.nodes {
 		trs[i] = startACMETraefik(t, "traefik-"+n.name, ips[i], web, websecure, n)
 	}
 	f.deploy(t, "shop", "acme", f.nodes, "/healthz")
-	return &dns01Env{bind: b, peb: p, fleet: f, trs: trs, websecure: websecure}
+	return &dns01Env{bind: b, peb: p, fleet: f, trs: trs}
 }
 
 // TestDNS01WildcardIssuedOnceForTheFleetAndServedByEveryTraefik: three nodes on one
@@ -96,7 +95,7 @@ func TestDNS01WildcardIssuedOnceForTheFleetAndServedByEveryTraefik(t *testing.T)
 		customWild = "*.shop.customer.test"
 	)
 	e := startDNS01Fleet(t, []string{"127.0.0.61", "127.0.0.62", "127.0.0.63"}, pebbletest.Config{}, "--acme.dns01.delegationZone="+delegZone)
-	b, p, f, trs, websecure := e.bind, e.peb, e.fleet, e.trs, e.websecure
+	b, p, f, trs := e.bind, e.peb, e.fleet, e.trs
 	up := time.Now()
 
 	// 1. The platform wildcard and the apex, once for the fleet.
@@ -139,7 +138,7 @@ func TestDNS01WildcardIssuedOnceForTheFleetAndServedByEveryTraefik(t *testing.T)
 		t.Helper()
 		for _, tr := range trs {
 			waitFor(t, tr.name+" serves the fleet certificate for "+host, 30*time.Second, func() error {
-				s, err := handshake(hostPort(tr.ip, websecure), host, roots)
+				s, err := handshake(tr.secureAddr(), host, roots)
 				if err == nil && s != want {
 					err = fmt.Errorf("serial %s, the fleet holds %s", s, want)
 				}
@@ -283,7 +282,7 @@ func TestDNS01WildcardRenewsOnceAndEveryTraefikSwitchesWithoutAFailedHandshake(t
 	host := "anything." + acmePlatform
 	roots := p.IssuerRoot(t)
 
-	r := watchCertSwitch(t, f, trs, e.websecure, wild, host, roots, 90*time.Second, 90*time.Second)
+	r := watchCertSwitch(t, f, trs, wild, host, roots, 90*time.Second, 90*time.Second)
 	first, second, took := r.first, r.second, r.took
 	if len(r.fails) > 0 {
 		t.Fatalf("%d of %d handshakes failed during the switch, first: %s", len(r.fails), r.total, r.fails[0])

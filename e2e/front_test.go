@@ -232,13 +232,13 @@ func startFrontFleet(t *testing.T) *frontFleet {
 	for _, n := range f.nodes {
 		waitFor(t, n.name+" routes db on both nodes", routeTimeout, func() error { return n.hasUpstreams("db", 2) })
 	}
-	ff.tr = launchEditedTraefik(t, p, "traefik-behind-front", func(rendered []byte) ([]byte, error) {
+	ff.tr = startTraefik(t, "traefik-behind-front", traefikOptions{node: p.f.nodes[0], edit: func(rendered []byte) ([]byte, error) {
 		return withEntryPoint(rendered, func(ws map[string]any) {
 			h, _ := ws["http"].(map[string]any)
 			h["tls"] = map[string]any{}
 			ws["proxyProtocol"] = map[string]any{"trustedIPs": []string{"127.0.0.1/32"}}
 		})
-	})
+	}})
 	ff.front = startFront(t, n1, ff.tr.secureAddr())
 	waitFor(t, "db through the front, TCP and QUIC", routeTimeout, func() error {
 		if rep, c, err := dialTLS(ff.front.tcp, "db.example.org", nil, p.ca.pool); err != nil {
@@ -469,46 +469,34 @@ func (c *splitConn) Write(p []byte) (int, error) {
 	return n + 11, err
 }
 
-// dialLoad starts dial every interval, each in a goroutine of its own (a slow one does
-// not hold the next back), and records each: who answered, or the error.
+// dialLoad is a load of new connections (startDialLoad, startConnLoad): who answered
+// each, or the error.
 type dialLoad struct {
 	shotLog
-	once  sync.Once
-	stopc chan struct{}
-	done  chan struct{}
+	stop func()
 }
 
+// startDialLoad starts dial every interval, each in a goroutine of its own (a slow one
+// does not hold the next back).
 func startDialLoad(every time.Duration, dial func() (from string, err error)) *dialLoad {
-	l := &dialLoad{stopc: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(l.done)
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		var wg sync.WaitGroup
-		defer wg.Wait()
-		for {
-			select {
-			case <-l.stopc:
-				return
-			case <-tick.C:
+	l := &dialLoad{}
+	var wg sync.WaitGroup
+	halt := repeat(nil, every, func() {
+		wg.Add(1)
+		go func(at time.Time) {
+			defer wg.Done()
+			s := connShot{at: at}
+			from, err := dial()
+			s.took, s.from = time.Since(at), from
+			if err != nil {
+				s.err = err.Error()
 			}
-			wg.Add(1)
-			go func(at time.Time) {
-				defer wg.Done()
-				s := connShot{at: at}
-				from, err := dial()
-				s.took, s.from = time.Since(at), from
-				if err != nil {
-					s.err = err.Error()
-				}
-				l.add(s)
-			}(time.Now())
-		}
-	}()
+			l.add(s)
+		}(time.Now())
+	})
+	l.stop = func() { halt(); wg.Wait() }
 	return l
 }
-
-func (l *dialLoad) stop() { l.once.Do(func() { close(l.stopc) }); <-l.done }
 
 // startQUICLoad opens a verified QUIC connection (quic-go) every interval.
 func startQUICLoad(addr, host string, roots *x509.CertPool, every time.Duration) *dialLoad {

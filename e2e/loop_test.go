@@ -19,49 +19,24 @@ type sample struct {
 type requestLoop struct {
 	mu      sync.Mutex
 	samples []sample
-	stopc   chan struct{}
-	done    chan struct{}
+	stop    func()
 }
 
 func startLoop(t *testing.T, tr *traefik, host, path string, every time.Duration) *requestLoop {
 	t.Helper()
-	l := &requestLoop{stopc: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(l.done)
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for {
-			at := time.Now()
-			r, err := tr.get(host, path)
-			s := sample{at: at}
-			switch {
-			case err != nil:
-				s.from = "error: " + err.Error()
-			default:
-				s.from = r.from()
-				s.ok = r.echo != nil && r.status/100 == 2
-			}
-			l.mu.Lock()
-			l.samples = append(l.samples, s)
-			l.mu.Unlock()
-			select {
-			case <-l.stopc:
-				return
-			case <-tick.C:
-			}
+	l := &requestLoop{}
+	l.stop = repeat(t, every, func() {
+		s := sample{at: time.Now()}
+		if r, err := tr.get(host, path); err != nil {
+			s.from = "error: " + err.Error()
+		} else {
+			s.from, s.ok = r.from(), r.echo != nil && r.status/100 == 2
 		}
-	}()
-	t.Cleanup(l.stop)
+		l.mu.Lock()
+		l.samples = append(l.samples, s)
+		l.mu.Unlock()
+	})
 	return l
-}
-
-func (l *requestLoop) stop() {
-	select {
-	case <-l.stopc:
-	default:
-		close(l.stopc)
-	}
-	<-l.done
 }
 
 func (l *requestLoop) since(t0 time.Time) []sample {

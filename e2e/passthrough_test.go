@@ -428,8 +428,6 @@ func (p *passthroughFleet) traefik(t *testing.T, provider string) *traefik {
 	return startTraefik(t, "traefik", traefikOptions{node: n1})
 }
 
-func (tr *traefik) secureAddr() string { return fmt.Sprintf("127.0.0.1:%d", tr.ports.websecure) }
-
 // hellos lists the server names of every ClientHello any passthrough instance saw: a
 // connection Traefik forwards always starts with one (it forwards after reading it),
 // while the nodes' TCP-connect probes send none, so this counts what reached an
@@ -621,14 +619,6 @@ type connShot struct {
 	err  string
 }
 
-// connLoad opens a new verified TLS connection to host through addr every interval,
-// reads the application's reply and closes it.
-type connLoad struct {
-	shotLog
-	stopc chan struct{}
-	done  chan struct{}
-}
-
 // shotLog is the connections a load opened, in the order they ended.
 type shotLog struct {
 	mu    sync.Mutex
@@ -654,36 +644,22 @@ func (l *shotLog) between(from, to time.Time) []connShot {
 	return out
 }
 
-func startConnLoad(addr, host string, roots *x509.CertPool, every time.Duration) *connLoad {
-	l := &connLoad{stopc: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(l.done)
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for {
-			select {
-			case <-l.stopc:
-				return
-			case <-tick.C:
-			}
-			s := connShot{at: time.Now()}
-			rep, c, err := dialTLS(addr, host, []string{"x-scafo"}, roots)
-			s.took = time.Since(s.at)
-			if err != nil {
-				s.err = err.Error()
-			} else {
-				s.from = rep.Name
-				c.Close()
-			}
-			l.add(s)
+// startConnLoad opens a new verified TLS connection to host through addr every interval,
+// one at a time, reads the application's reply and closes it.
+func startConnLoad(addr, host string, roots *x509.CertPool, every time.Duration) *dialLoad {
+	l := &dialLoad{}
+	l.stop = repeat(nil, every, func() {
+		s := connShot{at: time.Now()}
+		rep, c, err := dialTLS(addr, host, []string{"x-scafo"}, roots)
+		s.took, s.from = time.Since(s.at), rep.Name
+		if err != nil {
+			s.err = err.Error()
+		} else {
+			c.Close()
 		}
-	}()
+		l.add(s)
+	})
 	return l
-}
-
-func (l *connLoad) stop() {
-	close(l.stopc)
-	<-l.done
 }
 
 // TestPassthroughDeploysAndDeathsCountedThroughTraefik is scenario 28: db (passthrough)
@@ -821,7 +797,7 @@ func testPassthroughDeployAndDeath(t *testing.T, provider string) {
 // docs/passthrough.md.
 func TestHTTP3OnTheEntryPointLeavesPassthroughHostsOnTCP(t *testing.T) {
 	p := startPassthroughFleet(t)
-	tr := launchEditedTraefik(t, p, "traefik-h3", withHTTP3)
+	tr := startTraefik(t, "traefik-h3", traefikOptions{node: p.f.nodes[0], edit: withHTTP3})
 	addr := tr.secureAddr()
 	p.dbNamesReachDB(t, addr, "with HTTP/3 on")
 	// Traefik's own HTTPS answers carry its Alt-Svc (HTTP/3 is on)...
@@ -872,12 +848,12 @@ func withHTTP3(cfg []byte) ([]byte, error) {
 // one but whose Host is a passthrough name (domain fronting) reaches no application.
 func TestPassthroughBesideHTTPSRoutersOnOnePort(t *testing.T) {
 	p := startPassthroughFleet(t)
-	tr := launchEditedTraefik(t, p, "traefik-tls", func(rendered []byte) ([]byte, error) {
+	tr := startTraefik(t, "traefik-tls", traefikOptions{node: p.f.nodes[0], edit: func(rendered []byte) ([]byte, error) {
 		return withEntryPoint(rendered, func(ws map[string]any) {
 			h, _ := ws["http"].(map[string]any)
 			h["tls"] = map[string]any{}
 		})
-	})
+	}})
 	addr := tr.secureAddr()
 	https := func(sni, host string) (response, error) {
 		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, ServerName: sni}}}
@@ -979,25 +955,6 @@ func TestCaddyNeverServesAPassthroughHost(t *testing.T) {
 	// (The refusal itself, tls.permission.scafo's ApplicationOf answering no, is
 	// TestPassthroughHostsAreNeverRoutedNorApproved in deploy/caddy/scafo: Caddy logs
 	// nothing for it at its default level.)
-}
-
-// launchEditedTraefik starts a Traefik on the shipped static file, rendered for the
-// first node of p and then changed by edit (an entry point's options), with its HTTP
-// provider polling that node.
-func launchEditedTraefik(t *testing.T, p *passthroughFleet, name string, edit func([]byte) ([]byte, error)) *traefik {
-	t.Helper()
-	n1 := p.f.nodes[0]
-	return launchTraefik(t, name, func(ports traefikPorts) *traefik {
-		rendered, err := staticConfig(renderShipped(t, testIngressToken, ""), overrides{ports: ports, endpointHost: hostPort(n1.ip, n1.port)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := edit(rendered)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return newTraefik(t, name, ports, writeConfig(t, t.TempDir(), "traefik.yml", cfg), "", nil)
-	})
 }
 
 // dbNamesReachDB waits until the Traefik at addr routes db.example.org, then checks that

@@ -5,13 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/scafo/ingress/traefikprovider"
 	"github.com/scafo/ingress/traefikprovider/localplugin"
@@ -57,14 +54,7 @@ func topLevelBlocks(text string) map[string]string {
 // The plugin file is traefik.yml with another provider: the sections the two share are
 // the same text, so a change to one that is not made to the other fails here.
 func TestPluginConfigSharesTheShippedTextWithTraefikYml(t *testing.T) {
-	read := func(p string) map[string]string {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return topLevelBlocks(string(b))
-	}
-	httpBlocks, pluginBlocks := read(shippedConfig), read(shippedPluginConfig)
+	httpBlocks, pluginBlocks := topLevelBlocks(string(readFile(t, shippedConfig))), topLevelBlocks(string(readFile(t, shippedPluginConfig)))
 	for _, key := range []string{"global", "log", "accessLog", "entryPoints", "serversTransport", "certificatesResolvers", "api"} {
 		if httpBlocks[key] == "" {
 			t.Errorf("%s has no top-level %s", shippedConfig, key)
@@ -83,16 +73,7 @@ func TestPluginConfigSharesTheShippedTextWithTraefikYml(t *testing.T) {
 		}
 	}
 
-	var httpCfg, pluginCfg map[string]any
-	for _, c := range []struct {
-		path string
-		into *map[string]any
-	}{{shippedConfig, &httpCfg}, {shippedPluginConfig, &pluginCfg}} {
-		b, _ := os.ReadFile(c.path)
-		if err := yaml.Unmarshal(b, c.into); err != nil {
-			t.Fatalf("parsing %s: %v", c.path, err)
-		}
-	}
+	httpCfg, pluginCfg := loadShipped(t), yamlMap(t, readFile(t, shippedPluginConfig))
 	if a, b := dig(httpCfg, "providers", "providersThrottleDuration"), dig(pluginCfg, "providers", "providersThrottleDuration"); a != b || a == nil {
 		t.Errorf("providers.providersThrottleDuration: %v in traefik.yml, %v in traefik-plugin.yml; want the same", a, b)
 	}
@@ -107,14 +88,7 @@ func TestPluginConfigSharesTheShippedTextWithTraefikYml(t *testing.T) {
 }
 
 func TestShippedPluginConfigLoadsTheLocalPluginWithTheTokenFromTheEnvironment(t *testing.T) {
-	b, err := os.ReadFile(shippedPluginConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg map[string]any
-	if err := yaml.Unmarshal(b, &cfg); err != nil {
-		t.Fatal(err)
-	}
+	cfg := yamlMap(t, readFile(t, shippedPluginConfig))
 	if got := dig(cfg, "experimental", "localPlugins", pluginName, "moduleName"); got != localplugin.ModuleName {
 		t.Errorf("experimental.localPlugins.%s.moduleName = %v, want %s", pluginName, got, localplugin.ModuleName)
 	}
@@ -180,71 +154,22 @@ func traefikproviderDir(t *testing.T) string {
 // The suite's plugin Traefik runs the shipped settings: pluginStaticConfig moves listen
 // addresses, sets endpoints and prefer, drops the ACME resolver and adds the API.
 func TestPluginStaticConfigKeepsTheShippedSettings(t *testing.T) {
-	shippedBytes, err := os.ReadFile(shippedPluginConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var shipped map[string]any
-	if err := yaml.Unmarshal(shippedBytes, &shipped); err != nil {
-		t.Fatal(err)
-	}
-	out, err := pluginStaticConfig(shippedBytes, pluginOverrides{
+	shippedBytes := readFile(t, shippedPluginConfig)
+	shipped := yamlMap(t, shippedBytes)
+	got := parsed(t)(pluginStaticConfig(shippedBytes, pluginOverrides{
 		ports:     traefikPorts{web: 1001, websecure: 1002, api: 1003},
 		endpoints: []string{"http://127.0.0.2:7001", "http://127.0.0.3:7002"},
 		prefer:    "n1",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got map[string]any
-	if err := yaml.Unmarshal(out, &got); err != nil {
-		t.Fatal(err)
-	}
-	plug := []string{"providers", "plugin", pluginName}
-	for _, keys := range [][]string{
-		{"entryPoints", "web", "http"},
-		{"entryPoints", "websecure", "http"},
-		{"experimental"},
-		{"providers", "providersThrottleDuration"},
-		append(plug, "watch"),
-		append(plug, "watchWait"),
-		append(plug, "pollInterval"),
-		append(plug, "pollTimeout"),
-		{"global"},
-		{"api", "dashboard"},
-	} {
-		if !reflect.DeepEqual(dig(got, keys...), dig(shipped, keys...)) {
-			t.Errorf("%s changed: %v, shipped %v", strings.Join(keys, "."), dig(got, keys...), dig(shipped, keys...))
-		}
-	}
-	for _, tc := range []struct {
-		keys []string
-		want any
-	}{
-		{[]string{"entryPoints", "web", "address"}, "127.0.0.1:1001"},
-		{[]string{"entryPoints", "websecure", "address"}, "127.0.0.1:1002"},
-		{[]string{"entryPoints", "traefik", "address"}, "127.0.0.1:1003"},
-		{append(plug, "endpoints"), []any{"http://127.0.0.2:7001", "http://127.0.0.3:7002"}},
-		{append(plug, "prefer"), "n1"},
-		{append(plug, "appliedProbe"), "http://127.0.0.1:1001"},
-		{append(plug, "token"), nil},
-		{[]string{"api", "insecure"}, true},
-		{[]string{"certificatesResolvers"}, nil},
-	} {
-		if g := dig(got, tc.keys...); !reflect.DeepEqual(g, tc.want) {
-			t.Errorf("%s = %v, want %v", strings.Join(tc.keys, "."), g, tc.want)
-		}
-	}
+	}))
+	const plug = "providers.plugin." + pluginName
+	requireUnchanged(t, got, shipped, "entryPoints.web.http", "entryPoints.websecure.http", "experimental", "providers.providersThrottleDuration",
+		plug+".watch", plug+".watchWait", plug+".pollInterval", plug+".pollTimeout", "global", "api.dashboard")
+	requireKeys(t, got, loopbackKeys(1001)...)
+	requireKeys(t, got, keyWant{plug + ".endpoints", []any{"http://127.0.0.2:7001", "http://127.0.0.3:7002"}},
+		keyWant{plug + ".prefer", "n1"}, keyWant{plug + ".appliedProbe", "http://127.0.0.1:1001"}, keyWant{plug + ".token", nil})
 
-	out, err = pluginStaticConfig(shippedBytes, pluginOverrides{ports: traefikPorts{1, 2, 3}, endpoints: []string{"http://127.0.0.2:7001"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got = nil
-	if err := yaml.Unmarshal(out, &got); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := dig(got, plug...).(map[string]any)["prefer"]; ok {
+	got = parsed(t)(pluginStaticConfig(shippedBytes, pluginOverrides{ports: traefikPorts{web: 1, websecure: 2, api: 3}, endpoints: []string{"http://127.0.0.2:7001"}}))
+	if _, ok := dig(got, "providers", "plugin", pluginName).(map[string]any)["prefer"]; ok {
 		t.Error("an empty prefer override left providers.plugin.scafo.prefer in place")
 	}
 
@@ -263,7 +188,7 @@ func TestPluginStaticConfigKeepsTheShippedSettings(t *testing.T) {
 			if changed == string(shippedBytes) {
 				t.Fatalf("%q not found in the shipped file", tc.from)
 			}
-			_, err := pluginStaticConfig([]byte(changed), pluginOverrides{ports: traefikPorts{1, 2, 3}, endpoints: []string{"http://127.0.0.2:7001"}, prefer: "n1"})
+			_, err := pluginStaticConfig([]byte(changed), pluginOverrides{ports: traefikPorts{web: 1, websecure: 2, api: 3}, endpoints: []string{"http://127.0.0.2:7001"}, prefer: "n1"})
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("err %v, want one mentioning %q", err, tc.wantErr)
 			}

@@ -67,41 +67,26 @@ func startKillSetup(t *testing.T, checkEvery string, probes bool) *killSetup {
 // store every 2 s never samples it back into the state it had), and every Traefik
 // reloads its whole configuration.
 type churner struct {
-	stopc, done chan struct{}
-	publishes   int
-	errs        []string
+	halt      func()
+	publishes int
+	errs      []string
 }
 
 const churnHost = "churn.example.com"
 
 func (s *killSetup) startChurn(every time.Duration) *churner {
-	c := &churner{stopc: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for {
-			select {
-			case <-c.stopc:
-				return
-			case <-tick.C:
-			}
-			if err := s.publishChurn(); err != nil {
-				c.errs = append(c.errs, err.Error())
-			}
-			c.publishes++
+	c := &churner{}
+	c.halt = repeat(nil, every, func() {
+		if err := s.publishChurn(); err != nil {
+			c.errs = append(c.errs, err.Error())
 		}
-	}()
+		c.publishes++
+	})
 	return c
 }
 
 func (c *churner) stop() []string {
-	select {
-	case <-c.stopc:
-	default:
-		close(c.stopc)
-	}
-	<-c.done
+	c.halt()
 	return c.errs
 }
 

@@ -16,51 +16,32 @@ type nodeWatch struct {
 	statuses map[string]int // node endpoint: "200", "503", "refused", … → count
 	firstBad time.Time
 	lastBad  time.Time
-	stopc    chan struct{}
-	done     chan struct{}
+	stop     func()
 }
 
 func watchNode(t *testing.T, n *node) *nodeWatch {
 	t.Helper()
-	w := &nodeWatch{statuses: map[string]int{}, stopc: make(chan struct{}), done: make(chan struct{})}
+	w := &nodeWatch{statuses: map[string]int{}}
 	client := &http.Client{Timeout: 2 * time.Second}
-	go func() {
-		defer close(w.done)
-		for {
-			status := "refused"
-			req, _ := http.NewRequest(http.MethodGet, n.url("/v1/ingress/traefik"), nil)
-			req.Header.Set("Authorization", "Bearer "+testIngressToken)
-			if resp, err := client.Do(req); err == nil {
-				resp.Body.Close()
-				status = fmt.Sprint(resp.StatusCode)
-			}
-			w.mu.Lock()
-			w.statuses[status]++
-			if status != "200" {
-				if w.firstBad.IsZero() {
-					w.firstBad = time.Now()
-				}
-				w.lastBad = time.Now()
-			}
-			w.mu.Unlock()
-			select {
-			case <-w.stopc:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
+	w.stop = repeat(t, 20*time.Millisecond, func() {
+		status := "refused"
+		req, _ := http.NewRequest(http.MethodGet, n.url("/v1/ingress/traefik"), nil)
+		req.Header.Set("Authorization", "Bearer "+testIngressToken)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+			status = fmt.Sprint(resp.StatusCode)
 		}
-	}()
-	t.Cleanup(w.stop)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.statuses[status]++
+		if status != "200" {
+			if w.firstBad.IsZero() {
+				w.firstBad = time.Now()
+			}
+			w.lastBad = time.Now()
+		}
+	})
 	return w
-}
-
-func (w *nodeWatch) stop() {
-	select {
-	case <-w.stopc:
-	default:
-		close(w.stopc)
-	}
-	<-w.done
 }
 
 // Scenario 8.

@@ -558,56 +558,44 @@ func startHubMinIO(t *testing.T, fleet *fleetNet, bin string) {
 
 // hubLoad sends GETs for host to every ingress in turn from the hub, counting failures.
 type hubLoad struct {
-	stop       chan struct{}
-	wg         sync.WaitGroup
+	stop       func()
 	ok, failed atomic.Int64
 	mu         sync.Mutex
 	firsts     []string
 }
 
-func startHubLoad(t *testing.T, c *http.Client, ingresses []string, host string, workers int) *hubLoad {
+func startHubLoad(t *testing.T, c *http.Client, ingresses []string, host string, n int) *hubLoad {
 	t.Helper()
-	l := &hubLoad{stop: make(chan struct{})}
-	for w := 0; w < workers; w++ {
-		l.wg.Add(1)
-		go func(w int) {
-			defer l.wg.Done()
-			for i := w; ; i++ {
-				select {
-				case <-l.stop:
-					return
-				default:
-				}
-				url := ingresses[i%len(ingresses)] + fmt.Sprintf("load/%d", i)
-				req, _ := http.NewRequest(http.MethodGet, url, nil)
-				req.Host = host
-				resp, err := c.Do(req)
-				var why string
-				if err != nil {
-					why = err.Error()
-				} else {
-					body, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(body), "echo /load/") {
-						why = fmt.Sprintf("%d %q", resp.StatusCode, body)
-					}
-				}
-				if why == "" {
-					l.ok.Add(1)
-					continue
-				}
-				l.failed.Add(1)
-				l.mu.Lock()
-				if len(l.firsts) < 10 {
-					l.firsts = append(l.firsts, time.Now().Format("15:04:05.000")+" "+url+": "+why)
-				}
-				l.mu.Unlock()
+	l := &hubLoad{}
+	l.stop = workers(t, n, func(w, i int) {
+		url := ingresses[(w+i)%len(ingresses)] + fmt.Sprintf("load/%d", w+i)
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		req.Host = host
+		resp, err := c.Do(req)
+		var why string
+		if err != nil {
+			why = err.Error()
+		} else {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(body), "echo /load/") {
+				why = fmt.Sprintf("%d %q", resp.StatusCode, body)
 			}
-		}(w)
-	}
+		}
+		if why == "" {
+			l.ok.Add(1)
+			return
+		}
+		l.failed.Add(1)
+		l.mu.Lock()
+		if len(l.firsts) < 10 {
+			l.firsts = append(l.firsts, time.Now().Format("15:04:05.000")+" "+url+": "+why)
+		}
+		l.mu.Unlock()
+	})
 	// The load is running before the change it measures.
 	waitFor(t, "the first answers through the Traefiks", 30*time.Second, func() error {
-		if l.ok.Load() < int64(2*workers) {
+		if l.ok.Load() < int64(2*n) {
 			return fmt.Errorf("%d answered", l.ok.Load())
 		}
 		return nil
@@ -618,8 +606,7 @@ func startHubLoad(t *testing.T, c *http.Client, ingresses []string, host string,
 // finish stops the load and fails the test if any request failed.
 func (l *hubLoad) finish(t *testing.T, during string) {
 	t.Helper()
-	close(l.stop)
-	l.wg.Wait()
+	l.stop()
 	t.Logf("%s: %d requests through two Traefiks, %d failed", during, l.ok.Load()+l.failed.Load(), l.failed.Load())
 	if l.failed.Load() > 0 {
 		t.Errorf("%s: %d of %d requests failed; the first:\n%s", during, l.failed.Load(),

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -57,6 +58,11 @@ type traefikOptions struct {
 	metrics  bool
 	// operator: the operator's files and the access log (see operatorSide).
 	operator operatorSide
+	// ports, when web is set, are where web and websecure listen (acmeEdge).
+	ports traefikPorts
+	// edit, when set, changes the configuration staticConfig made (an entry point's
+	// options).
+	edit func([]byte) ([]byte, error)
 }
 
 // overrides are what staticConfig changes in the shipped file.
@@ -122,9 +128,22 @@ const (
 	appliedProbeHeader  = "X-Scafo-Applied-Probe"
 )
 
-// traefikPorts are the loopback ports one Traefik listens on.
+// traefikPorts are the ports one Traefik listens on: web and websecure on ip (""
+// 127.0.0.1), the API on loopback; with redirect, the shipped redirection of web to
+// websecure turned on, as an operator serving HTTPS would (acmeEdge).
 type traefikPorts struct {
 	web, websecure, api int
+	ip                  string
+	redirect            bool
+}
+
+func (p traefikPorts) addr(port int) string { return hostPort(cmp.Or(p.ip, "127.0.0.1"), port) }
+
+// acmeEdge is where the Traefiks of a fleet-certificate test listen: each on its own ip,
+// all on the same web and websecure ports (Pebble validates HTTP-01 on one port, at
+// whatever address DNS gives), web redirecting to websecure.
+func acmeEdge(ip string, web, websecure int) traefikPorts {
+	return traefikPorts{web: web, websecure: websecure, ip: ip, redirect: true}
 }
 
 // renderShipped runs the shipped render-config.sh on the shipped traefik.yml with
@@ -188,12 +207,6 @@ func staticConfig(rendered []byte, o overrides) ([]byte, error) {
 			m = next
 		}
 		return nil
-	}
-	if err := set(fmt.Sprintf("127.0.0.1:%d", ports.web), "entryPoints", "web", "address"); err != nil {
-		return nil, err
-	}
-	if err := set(fmt.Sprintf("127.0.0.1:%d", ports.websecure), "entryPoints", "websecure", "address"); err != nil {
-		return nil, err
 	}
 	if o.allowEncoded {
 		for _, ep := range []string{"web", "websecure"} {
@@ -298,7 +311,7 @@ func startTraefik(t *testing.T, name string, opts traefikOptions) *traefik {
 	if token == "" {
 		token = testIngressToken
 	}
-	return launchTraefik(t, name, func(ports traefikPorts) *traefik {
+	return launchTraefik(t, name, opts.ports, func(ports traefikPorts) *traefik {
 		cfg, err := staticConfig(renderShipped(t, token, opts.ingressName), overrides{
 			ports:        ports,
 			endpointHost: hostPort(opts.node.ip, opts.node.port),
@@ -310,6 +323,9 @@ func startTraefik(t *testing.T, name string, opts traefikOptions) *traefik {
 			metrics:      opts.metrics,
 			operator:     opts.operator,
 		})
+		if err == nil && opts.edit != nil {
+			cfg, err = opts.edit(cfg)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -354,14 +370,19 @@ func newIngress(t *testing.T, name string, ports traefikPorts, bin string, args 
 	return tr
 }
 
-// launchTraefik picks free loopback ports, builds a Traefik with build and starts it,
-// waiting for its API. A free port can be taken by another process (other test
-// packages run in parallel) between the probe and Traefik's bind; when Traefik exits
-// with "address already in use" it is retried on fresh ports, up to four times.
-func launchTraefik(t *testing.T, name string, build func(ports traefikPorts) *traefik) *traefik {
+// launchTraefik picks free loopback ports (those of fixed when it has them), builds a
+// Traefik with build and starts it, waiting for its API. A free port can be taken by
+// another process (other test packages run in parallel) between the probe and Traefik's
+// bind; when Traefik exits with "address already in use" it is retried on fresh ports,
+// up to four times.
+func launchTraefik(t *testing.T, name string, fixed traefikPorts, build func(ports traefikPorts) *traefik) *traefik {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		ports := traefikPorts{web: freePort(t, "127.0.0.1"), websecure: freePort(t, "127.0.0.1"), api: freePort(t, "127.0.0.1")}
+		ports := fixed
+		if ports.web == 0 {
+			ports.web, ports.websecure = freePort(t, "127.0.0.1"), freePort(t, "127.0.0.1")
+		}
+		ports.api = freePort(t, "127.0.0.1")
 		tr := build(ports)
 		tr.proc.MustStart(t)
 		err := tr.proc.WaitUntil(20*time.Second, func() error {
@@ -379,7 +400,8 @@ func launchTraefik(t *testing.T, name string, build func(ports traefikPorts) *tr
 	}
 }
 
-func (tr *traefik) webAddr() string { return fmt.Sprintf("127.0.0.1:%d", tr.ports.web) }
+func (tr *traefik) webAddr() string    { return tr.ports.addr(tr.ports.web) }
+func (tr *traefik) secureAddr() string { return tr.ports.addr(tr.ports.websecure) }
 
 // response is one answer through Traefik.
 type response struct {
@@ -652,16 +674,6 @@ func pluginStaticConfig(shipped []byte, o pluginOverrides) ([]byte, error) {
 		return nil, fmt.Errorf("parsing the shipped plugin configuration: %w", err)
 	}
 	shippedWeb, _ := dig(cfg, "entryPoints", "web", "address").(string)
-	for _, ep := range []struct {
-		name string
-		port int
-	}{{"web", o.ports.web}, {"websecure", o.ports.websecure}} {
-		m, ok := dig(cfg, "entryPoints", ep.name).(map[string]any)
-		if !ok || m["address"] == nil {
-			return nil, fmt.Errorf("shipped plugin configuration has no entryPoints.%s.address", ep.name)
-		}
-		m["address"] = fmt.Sprintf("127.0.0.1:%d", ep.port)
-	}
 	if dig(cfg, "experimental", "localPlugins", pluginName, "moduleName") != localplugin.ModuleName {
 		return nil, fmt.Errorf("shipped plugin configuration: experimental.localPlugins.%s.moduleName is not %s", pluginName, localplugin.ModuleName)
 	}
@@ -721,8 +733,9 @@ func pluginStaticConfig(shipped []byte, o pluginOverrides) ([]byte, error) {
 	return yaml.Marshal(cfg)
 }
 
-// loopbackCommon applies what both shipped files get in a test: no ACME resolver, the
-// API on a loopback entry point, an uncoloured log at the level SCAFO_E2E_TRAEFIK_LOG asks.
+// loopbackCommon applies what both shipped files get in a test: web and websecure on
+// ports (the redirection turned on when asked), no ACME resolver, the API on a loopback
+// entry point, an uncoloured log at the level SCAFO_E2E_TRAEFIK_LOG asks.
 func loopbackCommon(cfg map[string]any, ports traefikPorts) error {
 	if _, ok := cfg["certificatesResolvers"]; !ok {
 		return fmt.Errorf("shipped configuration has no certificatesResolvers")
@@ -731,6 +744,22 @@ func loopbackCommon(cfg map[string]any, ports traefikPorts) error {
 	eps, ok := cfg["entryPoints"].(map[string]any)
 	if !ok {
 		return fmt.Errorf("shipped configuration has no entryPoints")
+	}
+	for name, port := range map[string]int{"web": ports.web, "websecure": ports.websecure} {
+		ep, ok := eps[name].(map[string]any)
+		if !ok || ep["address"] == nil {
+			return fmt.Errorf("shipped configuration has no entryPoints.%s.address", name)
+		}
+		ep["address"] = ports.addr(port)
+	}
+	if web := eps["web"].(map[string]any); ports.redirect {
+		if web["allowACMEByPass"] != true {
+			return fmt.Errorf("the shipped web entry point lacks allowACMEByPass: true")
+		}
+		// The shipped file's commented-out redirection, turned on.
+		web["http"].(map[string]any)["redirections"] = map[string]any{
+			"entryPoint": map[string]any{"to": "websecure", "scheme": "https"},
+		}
 	}
 	if _, clash := eps["traefik"]; clash {
 		return fmt.Errorf("shipped configuration defines entry point traefik, which the suite uses for the API")
@@ -766,6 +795,8 @@ type pluginTraefikOptions struct {
 	// noProbe and throttle: see pluginOverrides.
 	noProbe  bool
 	throttle string
+	// ports: see traefikOptions.
+	ports traefikPorts
 }
 
 // startPluginTraefik starts Traefik on the shipped plugin configuration, in a working
@@ -785,7 +816,7 @@ func startPluginTraefik(t *testing.T, name string, opts pluginTraefikOptions) *t
 		endpoints = append(endpoints, nodeBase(n))
 	}
 	endpoints = append(endpoints, opts.urls...)
-	return launchTraefik(t, name, func(ports traefikPorts) *traefik {
+	return launchTraefik(t, name, opts.ports, func(ports traefikPorts) *traefik {
 		cfg, err := pluginStaticConfig(shipped, pluginOverrides{ports: ports, endpoints: endpoints, prefer: opts.prefer, name: opts.name,
 			noProbe: opts.noProbe, throttle: opts.throttle})
 		if err != nil {
@@ -913,44 +944,25 @@ type routerFloor struct {
 	min       int // -1 until the first successful sample
 	samples   int
 	apiErrors int
-	stopc     chan struct{}
-	done      chan struct{}
+	stop      func()
 }
 
 func watchRouters(t *testing.T, tr *traefik, provider string) *routerFloor {
 	t.Helper()
-	w := &routerFloor{min: -1, stopc: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		for {
-			n := tr.routerCount(provider)
-			w.mu.Lock()
-			w.samples++
-			switch {
-			case n < 0:
-				w.apiErrors++
-			case w.min < 0 || n < w.min:
-				w.min = n
-			}
-			w.mu.Unlock()
-			select {
-			case <-w.stopc:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
+	w := &routerFloor{min: -1}
+	w.stop = repeat(t, 20*time.Millisecond, func() {
+		n := tr.routerCount(provider)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.samples++
+		switch {
+		case n < 0:
+			w.apiErrors++
+		case w.min < 0 || n < w.min:
+			w.min = n
 		}
-	}()
-	t.Cleanup(w.stop)
+	})
 	return w
-}
-
-func (w *routerFloor) stop() {
-	select {
-	case <-w.stopc:
-	default:
-		close(w.stopc)
-	}
-	<-w.done
 }
 
 // result returns the lowest router count seen, the samples taken and the API failures.
