@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"maps"
@@ -13,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/scafo/ingress/internal/proc"
 	"github.com/scafo/ingress/node/fleetcerts/pebbletest"
@@ -73,71 +75,44 @@ func readQueriedMetrics(t *testing.T, file string, atLeast int) queriedMetrics {
 // scrape is one /metrics answer: each sample name with the label names seen on it.
 type scrape map[string]map[string]bool
 
-// parseExposition reads Prometheus's text exposition format (what promhttp serves a plain GET).
+// parseExposition reads Prometheus's text exposition format (what promhttp serves a plain
+// GET) with Prometheus's own parser: every sample name (a histogram's _bucket, _count and
+// _sum; a summary's quantiles, _count and _sum) with the label names seen on it.
 func parseExposition(r io.Reader) (scrape, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, err
+	}
 	s := scrape{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		end := strings.IndexAny(line, "{ ")
-		if end <= 0 {
-			return nil, fmt.Errorf("sample line %q: no name", line)
-		}
-		name := line[:end]
+	see := func(name string, labels map[string]string, extra ...string) {
 		if s[name] == nil {
 			s[name] = map[string]bool{}
 		}
-		if line[end] != '{' {
-			continue
+		for _, l := range append(slices.Collect(maps.Keys(labels)), extra...) {
+			s[name][l] = true
 		}
-		rest := line[end+1:]
-		for !strings.HasPrefix(rest, "}") {
-			eq := strings.Index(rest, `="`)
-			if eq <= 0 {
-				return nil, fmt.Errorf("sample line %q: labels do not parse", line)
-			}
-			s[name][strings.TrimPrefix(rest[:eq], ",")] = true
-			rest = rest[eq+2:]
-			// The value: up to the first quote not escaped.
-			i := 0
-			for i < len(rest) && rest[i] != '"' {
-				if rest[i] == '\\' {
-					i++
+	}
+	for name, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := labelPairs(m.GetLabel())
+			switch {
+			case m.GetHistogram() != nil:
+				see(name+"_bucket", labels, "le")
+				see(name+"_count", labels)
+				see(name+"_sum", labels)
+			case m.GetSummary() != nil:
+				if len(m.GetSummary().GetQuantile()) > 0 {
+					see(name, labels, "quantile")
 				}
-				i++
+				see(name+"_count", labels)
+				see(name+"_sum", labels)
+			default:
+				see(name, labels)
 			}
-			if i >= len(rest) {
-				return nil, fmt.Errorf("sample line %q: unterminated label value", line)
-			}
-			rest = strings.TrimPrefix(rest[i+1:], ",")
 		}
 	}
-	return s, sc.Err()
-}
-
-// TestExpositionParserReadsLabelsAndNames: the scrape parser the check below relies on reads
-// names, label names (escaped quotes and commas in values included) and bare samples, and
-// refuses a line it cannot read.
-func TestExpositionParserReadsLabelsAndNames(t *testing.T) {
-	in := "# HELP a_total x\n# TYPE a_total counter\n" +
-		`a_total{kind="app.put",result="ok"} 3` + "\n" +
-		`b_bucket{le="0.5",op="say \"hi\", then \\ go"} 1` + "\n" +
-		"c 0\n"
-	s, err := parseExposition(strings.NewReader(in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := scrape{"a_total": {"kind": true, "result": true}, "b_bucket": {"le": true, "op": true}, "c": {}}
-	if fmt.Sprint(s) != fmt.Sprint(want) {
-		t.Fatalf("parsed %v, want %v", s, want)
-	}
-	if _, err := parseExposition(strings.NewReader(`d{op="unterminated} 1` + "\n")); err == nil {
-		t.Fatal("an unterminated label value parsed")
-	}
+	return s, nil
 }
 
 // missing lists what q queries that s lacks: a metric with no sample, a matcher label not on the
