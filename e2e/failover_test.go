@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -196,11 +195,6 @@ func TestNodeDelegatedHealthFailsOver(t *testing.T) {
 // last leaf of the chain is not checked.
 func requireNodeDelegatedCheck(t *testing.T, tr *traefik, app string) {
 	t.Helper()
-	resp, err := tr.http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/http/services", tr.ports.api) + "?search=" + app + "&per_page=100")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var services []struct {
 		Name         string `json:"name"`
 		LoadBalancer *struct {
@@ -210,8 +204,8 @@ func requireNodeDelegatedCheck(t *testing.T, tr *traefik, app string) {
 			} `json:"healthCheck"`
 		} `json:"loadBalancer"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&services); err != nil {
-		t.Fatalf("decoding api/http/services: %v", err)
+	if err := tr.api("/api/http/services?search="+app+"&per_page=100", &services); err != nil {
+		t.Fatal(err)
 	}
 	leaves, checked := 0, 0
 	for _, s := range services {

@@ -153,18 +153,8 @@ func TestOperatorRoutesBesideTheFleetsShareOneTraefik(t *testing.T) {
 // headerFrom sends GET path for host through the web entry point and returns the
 // response's header name and who answered.
 func (tr *traefik) headerFrom(host, path, name string) (value, from string, err error) {
-	req, err := http.NewRequest(http.MethodGet, "http://"+tr.webAddr()+path, nil)
-	if err != nil {
-		return "", "", err
-	}
-	req.Host = host
-	resp, err := tr.http.Do(req)
-	if err != nil {
-		return "", "", err
-	}
-	defer resp.Body.Close()
-	r, err := readResponse(resp)
-	return resp.Header.Get(name), r.from(), err
+	r, err := tr.get(host, path)
+	return r.header.Get(name), r.from(), err
 }
 
 // writeDynamic writes one operator file into the file provider's directory through a

@@ -406,6 +406,7 @@ func (tr *traefik) secureAddr() string { return tr.ports.addr(tr.ports.websecure
 // response is one answer through Traefik.
 type response struct {
 	status int
+	header http.Header
 	body   string
 	echo   *echoReply // set when an echo upstream answered
 }
@@ -440,7 +441,7 @@ func readResponse(resp *http.Response) (response, error) {
 	if err != nil {
 		return response{status: resp.StatusCode}, err
 	}
-	r := response{status: resp.StatusCode, body: string(b)}
+	r := response{status: resp.StatusCode, header: resp.Header, body: string(b)}
 	var e echoReply
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") && json.Unmarshal(b, &e) == nil && e.Name != "" {
 		r.echo = &e
@@ -602,18 +603,23 @@ type rawData struct {
 
 func (tr *traefik) rawData() (rawData, error) {
 	var rd rawData
-	resp, err := tr.http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/rawdata", tr.ports.api))
+	return rd, tr.api("/api/rawdata", &rd)
+}
+
+// api decodes the JSON answer to GET path on tr's API into out.
+func (tr *traefik) api(path string, out any) error {
+	resp, err := tr.http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", tr.ports.api, path))
 	if err != nil {
-		return rd, err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return rd, fmt.Errorf("api/rawdata: %d", resp.StatusCode)
+		return fmt.Errorf("%s: %d", path, resp.StatusCode)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&rd); err != nil {
-		return rd, fmt.Errorf("decoding api/rawdata: %w", err)
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decoding %s: %w", path, err)
 	}
-	return rd, nil
+	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {
