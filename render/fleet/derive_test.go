@@ -143,17 +143,6 @@ func TestDeriveBuildsTheDesignExample(t *testing.T) {
 	}
 }
 
-func TestDeriveDoesNotModifyItsInput(t *testing.T) {
-	st := GenerateState(50, 300)
-	st.Claims[0].Paths = map[string]string{"x": "nowhere.example", "Bad": "go.tito.io"}
-	before, _ := json.Marshal(st)
-	Derive(st, GenerateOptions())
-	after, _ := json.Marshal(st)
-	if !bytes.Equal(before, after) {
-		t.Fatal("Derive modified its input state")
-	}
-}
-
 // shuffled returns st with every slice shuffled and every map rebuilt in a random
 // insertion order. Placement lists keep their order: it is content.
 func shuffled(st State, rng *rand.Rand) State {
@@ -190,29 +179,73 @@ func reinsert[V any](m map[string]V, rng *rand.Rand) map[string]V {
 	return out
 }
 
+// TestDeriveIsIndependentOfInputOrder: the document and the report are the same bytes
+// whatever the order of the input, and Derive does not modify its input. Applications
+// in store key order are found by binary search, in any other order through a map:
+// skipped applications (an invalid name, a reserved one, an invalid account, a
+// duplicated one) are as absent to a claim either way, which holds their names
+// without a holder.
 func TestDeriveIsIndependentOfInputOrder(t *testing.T) {
 	st := GenerateState(300, 500)
 	// Add objects that get skipped, so the report's order is exercised too.
-	st.Apps = append(st.Apps, App{Name: "Bad", Account: "x"}, App{Name: "dup", Account: "a"}, App{Name: "dup", Account: "b"})
-	st.Claims = append(st.Claims, Claim{Host: "x.apps.example.com", Account: "acct-001", App: "app-00001"},
+	st.Apps = append(st.Apps,
+		App{Name: "Bad", Account: "acct-001"},
+		App{Name: routing.UnownedApplication, Account: "acct-001"},
+		App{Name: "zz-bad-account", Account: "Not Valid"},
+		App{Name: "zz-good", Account: "acct-001", Placement: []string{"vps-a"}},
+		App{Name: "zz", Account: "acct-001"}, App{Name: "zz-2", Account: "acct-001"})
+	st.Claims = append(st.Claims,
+		Claim{Host: "bad.example", Account: "acct-001", App: "Bad"},
+		Claim{Host: "unowned.example", Account: "acct-001", App: routing.UnownedApplication},
+		Claim{Host: "badacct.example", Account: "acct-001", App: "zz-bad-account"},
+		Claim{Host: "missing.example", Account: "acct-001", App: "zz-missing"},
+		Claim{Host: "dup.example", Account: "acct-001", App: "dup"},
+		Claim{Host: "good.example", Account: "acct-001", App: "zz-good",
+			Paths: map[string]string{"a": "app-00001.apps.example.com", "b": "bad.example"}},
+		Claim{Host: "zz.example", Account: "acct-001", App: "zz"},
+		Claim{Host: "zz-2.example", Account: "acct-001", App: "zz-2"},
+		Claim{Host: "x.apps.example.com", Account: "acct-001", App: "app-00001"},
 		Claim{Host: "other.example", Account: "acct-001", App: "app-00001",
 			Paths: map[string]string{"a": "nope.example", "b": "app-00002.apps.example.com", "c": "c.example", "D": "x.example"}})
 	st.Nodes = append(st.Nodes, NodeRecord{Name: "vps-z", Address: "not-an-ip", APIPort: 7400, Seen: now})
-
-	opt := GenerateOptions()
-	wantDoc, wantSkipped := Derive(st, opt)
-	want := mustMarshal(t, wantDoc)
-	if len(wantSkipped) < 5 {
-		t.Fatalf("expected several skipped objects, got %+v", wantSkipped)
+	// The node lists applications in store key order ("zz-2" before "zz").
+	slices.SortFunc(st.Apps, func(a, b App) int { return strings.Compare(AppKey(a.Name), AppKey(b.Name)) })
+	if !namesAscending(st.Apps) {
+		t.Fatal("test state is not in name order")
 	}
-	for seed := range uint64(20) {
-		rng := rand.New(rand.NewPCG(seed, seed*7+1))
-		d, sk := Derive(shuffled(st, rng), opt)
-		if got := mustMarshal(t, d); !bytes.Equal(got, want) {
-			t.Fatalf("seed %d: document bytes differ from the unshuffled derivation", seed)
+	opt := GenerateOptions()
+	for _, st := range []State{st, {Apps: append(slices.Clone(st.Apps), App{Name: "dup", Account: "a"}, App{Name: "dup", Account: "b"}),
+		Claims: st.Claims, Nodes: st.Nodes}} {
+		before, _ := json.Marshal(st)
+		wantDoc, wantSkipped := Derive(st, opt)
+		if after, _ := json.Marshal(st); !bytes.Equal(before, after) {
+			t.Fatal("Derive modified its input state")
 		}
-		if !slices.Equal(sk, wantSkipped) {
-			t.Fatalf("seed %d: skipped differ:\n%+v\n%+v", seed, sk, wantSkipped)
+		want := mustMarshal(t, wantDoc)
+		if len(wantSkipped) < 5 {
+			t.Fatalf("expected several skipped objects, got %+v", wantSkipped)
+		}
+		for seed := range uint64(20) {
+			rng := rand.New(rand.NewPCG(seed, seed*7+1))
+			d, sk := Derive(shuffled(st, rng), opt)
+			if got := mustMarshal(t, d); !bytes.Equal(got, want) {
+				t.Fatalf("seed %d: document bytes differ from the derivation in name order", seed)
+			}
+			if !slices.Equal(sk, wantSkipped) {
+				t.Fatalf("seed %d: skipped differ:\n%+v\n%+v", seed, sk, wantSkipped)
+			}
+		}
+		for _, r := range wantDoc.Routes {
+			switch r.Host {
+			case "bad.example", "unowned.example", "badacct.example", "missing.example", "dup.example":
+				if r.Application != routing.UnownedApplication {
+					t.Errorf("%s routed to %q, want %q", r.Host, r.Application, routing.UnownedApplication)
+				}
+			case "good.example", "zz.example", "zz-2.example":
+				if want := strings.TrimSuffix(strings.Replace(r.Host, "good", "zz-good", 1), ".example"); r.Application != want {
+					t.Errorf("%s routed to %q, want %q", r.Host, r.Application, want)
+				}
+			}
 		}
 	}
 }
@@ -442,17 +475,6 @@ func TestPathMapsStayWithinOneAccount(t *testing.T) {
 	}
 }
 
-func TestPathTargetMustBeReady(t *testing.T) {
-	st := sampleState()
-	setReady(&st, "vps-a", "tito-go", false)
-	setReady(&st, "vps-b", "tito-go", false)
-	d, sk := Derive(st, opts())
-	if r := routeFor(t, d, "ti.to"); r == nil || r.Paths != nil {
-		t.Fatalf("ti.to = %+v, want routed with no paths (map ended empty)", r)
-	}
-	requireSkipped(t, sk, "domains/ti.to.json#paths", "2 entries ignored: target's application has no ready instance")
-}
-
 func TestPathFailureReportsAreBounded(t *testing.T) {
 	st := sampleState()
 	for i := range 5000 {
@@ -499,23 +521,6 @@ func TestPathCapDropsDeterministicallyInSortedKeyOrder(t *testing.T) {
 	}
 }
 
-func TestClaimsNeedTheirApplicationsAccount(t *testing.T) {
-	st := sampleState()
-	st.Claims = append(st.Claims,
-		Claim{Host: "stolen.example", Account: "acme", App: "tito-go"},
-		Claim{Host: "orphan.example", Account: "acme", App: "gone"},
-	)
-	d, sk := Derive(st, opts())
-	for _, h := range []string{"stolen.example", "orphan.example"} {
-		// Held, by no application anyone can name: fail closed (503), never tito-go.
-		if r := routeFor(t, d, h); r == nil || r.Application != routing.UnownedApplication || len(r.Upstreams) != 0 {
-			t.Errorf("%s = %+v, want a route of nobody without upstreams", h, r)
-		}
-	}
-	requireSkipped(t, sk, "domains/stolen.example.json", `claim account "acme" is not the account of application "tito-go"`)
-	requireSkipped(t, sk, "domains/orphan.example.json", `application "gone" not found`)
-}
-
 func TestWildcardAndPlatformNamespaceClaims(t *testing.T) {
 	st := sampleState()
 	st.Claims = append(st.Claims,
@@ -527,8 +532,11 @@ func TestWildcardAndPlatformNamespaceClaims(t *testing.T) {
 		Claim{Host: "*.sub.example.com", Account: "acme", App: "shop"}, // beside the platform domain: allowed
 		Claim{Host: "*.*.example.net", Account: "acme", App: "shop"},
 		Claim{Host: "*.net", Account: "acme", App: "shop"},
+		Claim{Host: "*.example.net", Account: "acme", App: "shop"}, // the platform's own wildcard
 	)
-	d, sk := Derive(st, opts())
+	o := opts()
+	o.PlatformDomains = []string{"apps.example.com", "example.net"}
+	d, sk := requireSameEverywhere(t, st, o)
 	if r := routeFor(t, d, "*.sub.example.com"); r == nil || r.Application != "shop" {
 		t.Fatalf("*.sub.example.com = %+v, want shop's wildcard route", r)
 	}
@@ -541,11 +549,18 @@ func TestWildcardAndPlatformNamespaceClaims(t *testing.T) {
 		"a.b.apps.example.com":  "is under the platform domain apps.example.com",
 		"*.x.apps.example.com":  "is under the platform domain apps.example.com",
 		"*.example.com":         "would cover apps.example.com, a platform domain's apex",
+		"*.example.net":         "is a wildcard of the platform domain example.net",
 	} {
 		if routeFor(t, d, h) != nil {
 			t.Errorf("%s routed", h)
 		}
 		requireSkipped(t, sk, "domains/"+h+".json", why)
+		if err := PlatformConflict(h, o.PlatformDomains); err == nil { // the API's rule is the same
+			t.Errorf("the API would accept %s", h)
+		}
+	}
+	if !slices.Equal(d.API.Hosts, []string{"apps.example.com", "example.net"}) {
+		t.Fatalf("api.hosts = %v", d.API.Hosts)
 	}
 	requireSkipped(t, sk, "domains/*.*.example.net.json", "first label")
 	requireSkipped(t, sk, "domains/*.net.json", "at least two labels")
@@ -741,59 +756,5 @@ func TestGeneratedStateDerivesCleanly(t *testing.T) {
 	}
 	if d.API == nil || len(d.API.Upstreams) != 3 {
 		t.Fatalf("api = %+v", d.API)
-	}
-}
-
-// TestDeriveSameWhetherAppsAreListedInNameOrder covers both ways Derive finds an
-// application by name: binary search when applications come in store key order,
-// a map otherwise. Skipped applications (an invalid name, a reserved one, an invalid
-// account) must be as absent to a claim either way.
-func TestDeriveSameWhetherAppsAreListedInNameOrder(t *testing.T) {
-	st := GenerateState(300, 500)
-	st.Apps = append(st.Apps,
-		App{Name: "Bad", Account: "acct-001"},
-		App{Name: routing.UnownedApplication, Account: "acct-001"},
-		App{Name: "zz-bad-account", Account: "Not Valid"},
-		App{Name: "zz-good", Account: "acct-001", Placement: []string{"vps-a"}},
-		App{Name: "zz", Account: "acct-001"}, App{Name: "zz-2", Account: "acct-001"})
-	st.Claims = append(st.Claims,
-		Claim{Host: "bad.example", Account: "acct-001", App: "Bad"},
-		Claim{Host: "unowned.example", Account: "acct-001", App: routing.UnownedApplication},
-		Claim{Host: "badacct.example", Account: "acct-001", App: "zz-bad-account"},
-		Claim{Host: "missing.example", Account: "acct-001", App: "zz-missing"},
-		Claim{Host: "good.example", Account: "acct-001", App: "zz-good",
-			Paths: map[string]string{"a": "app-00001.apps.example.com", "b": "bad.example"}},
-		Claim{Host: "zz.example", Account: "acct-001", App: "zz"},
-		Claim{Host: "zz-2.example", Account: "acct-001", App: "zz-2"})
-	// The node lists applications in store key order ("zz-2" before "zz").
-	slices.SortFunc(st.Apps, func(a, b App) int { return strings.Compare(AppKey(a.Name), AppKey(b.Name)) })
-	if !namesAscending(st.Apps) {
-		t.Fatal("test state is not in name order")
-	}
-	opt := GenerateOptions()
-	sortedDoc, sortedSkipped := Derive(st, opt)
-	rev := st
-	rev.Apps = slices.Clone(st.Apps)
-	slices.Reverse(rev.Apps)
-	revDoc, revSkipped := Derive(rev, opt)
-	if a, b := mustMarshal(t, sortedDoc), mustMarshal(t, revDoc); !bytes.Equal(a, b) {
-		t.Fatalf("documents differ between name order and reversed order")
-	}
-	if !slices.Equal(sortedSkipped, revSkipped) {
-		t.Fatalf("skipped differ:\n%+v\n%+v", sortedSkipped, revSkipped)
-	}
-	// And the claims on skipped or missing applications hold their names without a
-	// holder, in both.
-	for _, r := range sortedDoc.Routes {
-		switch r.Host {
-		case "bad.example", "unowned.example", "badacct.example", "missing.example":
-			if r.Application != routing.UnownedApplication {
-				t.Errorf("%s routed to %q, want %q", r.Host, r.Application, routing.UnownedApplication)
-			}
-		case "good.example", "zz.example", "zz-2.example":
-			if want := strings.TrimSuffix(strings.Replace(r.Host, "good", "zz-good", 1), ".example"); r.Application != want {
-				t.Errorf("%s routed to %q, want %q", r.Host, r.Application, want)
-			}
-		}
 	}
 }

@@ -77,58 +77,33 @@ func TestWildcardNeverCoversAnotherAccountsName(t *testing.T) {
 	}
 }
 
-// TestCustomWildcardNeverCoversAPlatformName: the platform's names (its hosts, and the
-// apex) belong to the platform, so a wildcard over the apex is skipped like a wildcard
-// under the domain, by the same rule the API applies (PlatformConflict).
-func TestCustomWildcardNeverCoversAPlatformName(t *testing.T) {
-	o := opts()
-	o.PlatformDomains = []string{"apps.example.com", "example.net"}
-	st := isolationState()
-	st.Claims = append(st.Claims,
-		Claim{Host: "*.example.com", Account: "acme", App: "shop"},      // covers the apex apps.example.com
-		Claim{Host: "*.example.net", Account: "acme", App: "shop"},      // the platform's wildcard
-		Claim{Host: "*.apps.example.com", Account: "acme", App: "shop"}, // covers every platform host
-	)
-	d, sk := requireSameEverywhere(t, st, o)
-	for _, h := range []string{"*.example.com", "*.example.net", "*.apps.example.com"} {
-		if routeFor(t, d, h) != nil {
-			t.Errorf("%s routed", h)
-		}
-		obj := "domains/" + h + ".json"
-		if len(skippedFor(sk, obj)) == 0 {
-			t.Errorf("%s not reported", obj)
-		}
-		if err := PlatformConflict(h, o.PlatformDomains); err == nil {
-			t.Errorf("the API would accept %s", h)
-		}
-	}
-	requireSkipped(t, sk, "domains/*.example.com.json", `would cover apps.example.com, a platform domain's apex`)
-	if !slices.Equal(d.API.Hosts, []string{"apps.example.com", "example.net"}) {
-		t.Fatalf("api.hosts = %v", d.API.Hosts)
-	}
-}
-
 // TestHostsThatExistAlwaysHaveTheirOwnRoute: fail closed. A platform host of an
-// existing application and a claimed name keep their route while nothing is ready,
-// with no upstreams (an ingress answers 503), so no other router ever catches them.
-// Path-map targets that are not ready still fall through to the host's own route.
+// existing application and a claimed name, exact or wildcard, keep their route while
+// nothing is ready, with no upstreams (an ingress answers 503), so no other router
+// (an operator's catch-all) ever catches them. Path-map targets that are not ready
+// still fall through to the host's own route. (A claimed apex: TestClaimedApexLeavesTheAPI.)
 func TestHostsThatExistAlwaysHaveTheirOwnRoute(t *testing.T) {
 	st := sampleState()
-	setReady(&st, "vps-a", "tito-go", false)
-	setReady(&st, "vps-b", "tito-go", false)
+	for _, n := range []string{"vps-a", "vps-b"} {
+		setReady(&st, n, "tito-go", false)
+		setReady(&st, n, "shop", false)
+	}
 	d, sk := requireSameEverywhere(t, st, opts())
-	for _, h := range []string{"go.tito.io", "tito-go.apps.example.com"} {
+	for h, app := range map[string]string{"go.tito.io": "tito-go", "tito-go.apps.example.com": "tito-go",
+		"*.shop.example.org": "shop", "shop.apps.example.com": "shop"} {
 		r := routeFor(t, d, h)
-		if r == nil || r.Application != "tito-go" || r.Upstreams == nil || len(r.Upstreams) != 0 {
-			t.Fatalf("%s = %+v, want tito-go's route with an empty (non-nil) upstream list", h, r)
+		if r == nil || r.Application != app || r.Upstreams == nil || len(r.Upstreams) != 0 {
+			t.Fatalf("%s = %+v, want %s's route with an empty (non-nil) upstream list", h, r, app)
 		}
 	}
 	requireSkipped(t, sk, "apps/tito-go.json", "no ready instance")
+	requireSkipped(t, sk, "domains/go.tito.io.json", "no ready instance")
+	requireSkipped(t, sk, "domains/*.shop.example.org.json", "no ready instance")
 	// ti.to's prefixes pointed at go.tito.io: dropped (seed 000), ti.to answers them.
 	if r := routeFor(t, d, "ti.to"); r == nil || r.Paths != nil || len(r.Upstreams) == 0 {
 		t.Fatalf("ti.to = %+v, want routed to its own application with no paths", r)
 	}
-	requireSkipped(t, sk, "domains/ti.to.json#paths", "target's application has no ready instance")
+	requireSkipped(t, sk, "domains/ti.to.json#paths", "2 entries ignored: target's application has no ready instance")
 	// Every consumer takes the empty lists: Marshal writes [], Decode and Prefer accept.
 	b := mustMarshal(t, d)
 	if !bytes.Contains(b, []byte(`{"host":"go.tito.io","application":"tito-go","upstreams":[],"healthPath":"/healthz"}`)) {
@@ -137,22 +112,6 @@ func TestHostsThatExistAlwaysHaveTheirOwnRoute(t *testing.T) {
 	p, err := routing.Prefer(d, "vps-b")
 	if err != nil || len(routeFor(t, p, "go.tito.io").Upstreams) != 0 {
 		t.Fatalf("Prefer: %v", err)
-	}
-
-	// A claimed apex whose application has nothing ready stays the application's: a 503
-	// route, and out of the API (it must not flap between the two with readiness).
-	o := opts()
-	o.PlatformDomains = []string{"apps.example.com", "apps.example.net"}
-	st = sampleState()
-	st.Claims = append(st.Claims, Claim{Host: "apps.example.net", Account: "acme", App: "shop"})
-	setReady(&st, "vps-a", "shop", false)
-	setReady(&st, "vps-b", "shop", false)
-	d, _ = requireSameEverywhere(t, st, o)
-	if r := routeFor(t, d, "apps.example.net"); r == nil || r.Application != "shop" || len(r.Upstreams) != 0 {
-		t.Fatalf("unready claimed apex = %+v, want shop's route without upstreams", r)
-	}
-	if !slices.Equal(d.API.Hosts, []string{"apps.example.com"}) {
-		t.Fatalf("api.hosts = %v", d.API.Hosts)
 	}
 }
 
