@@ -30,16 +30,12 @@ var (
 	routesDoc          = testnode.RoutesDoc
 	waitSeeded         = testnode.WaitSeeded
 	hostsOf            = testnode.HostsOf
-	issueToken         = testnode.IssueToken
 	serve              = testnode.Serve
 	identical          = testnode.Identical
 	openDir            = testnode.OpenDir
-	openS3             = testnode.OpenS3
 	fleetConfig        = testnode.FleetConfig
-	raw                = testnode.Raw
 	serialOf           = testnode.SerialOf
 	ingressesOf        = testnode.IngressesOf
-	upstreamNodes      = testnode.UpstreamNodes
 
 	waitFor   = nodetest.WaitFor
 	putObject = nodetest.Put

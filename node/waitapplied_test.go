@@ -6,6 +6,7 @@ package node_test
 // hostile instance writes are in node/fleetwrite/instancewrites_test.go.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -64,34 +65,53 @@ func TestHostileInstanceTokenCannotWriteOrWaitOnAnotherAccountsApp(t *testing.T)
 // A write that changes nothing on an instance the probes find down is not "applied":
 // no traffic reaches it (202 naming the probe), never 200.
 func TestHostileNoOpWriteOnAProbeDownInstanceIsNotApplied(t *testing.T) {
-	n := startNode(t, probeConfig(t, "vps-a", t.TempDir()))
-	n.WaitReady()
-	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	_, tok := issueToken(t, n, "acme", "shop", `"instance"`)
+	t.Parallel()
+	n := newStepNode(t, probeConfig(t, "vps-a", t.TempDir()), nil)
+	n.start()
+	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	tok := tokenOf(n, "acme", "shop", `"instance"`)
 	var shop fleetwrite.Instance // the answer of POST /v1/node/instances
-	json.Unmarshal(n.Must(201, "POST", "/v1/node/instances/shop", tok, ""), &shop)
+	json.Unmarshal(n.must(201, "POST", "/v1/node/instances/shop", tok, ""), &shop)
 	body := fmt.Sprintf(`{"port":%d,"ready":true}`, shop.Port) // nothing listens there
-	n.Must(200, "PUT", "/v1/node/instances/shop", tok, body)
-	waitFor(t, 5*time.Second, "the probe finds shop down", func() bool {
-		ok, _ := n.Srv.Probes().Ready("shop", fleet.Instance{Port: shop.Port, Ready: true, AppID: mustInstance(t, n, "shop").AppID})
-		if ok || recordReady(t, n.St, "vps-a", "shop") {
-			return false
+	n.must(200, "PUT", "/v1/node/instances/shop", tok, body)
+	// Probe rounds until the probe finds shop down, then the heartbeat announces it.
+	for i := 0; ; i++ {
+		probes := n.probes("shop")
+		n.now = n.now.Add(time.Duration(n.Cfg.Probe.Interval))
+		n.steps.ProbeRound(context.Background(), n.now)
+		waitFor(t, 10*time.Second, "the round's probe of shop", func() bool { return n.probes("shop") > probes })
+		if ok, _ := n.Srv.Probes().Ready("shop", mustInstance(t, n.Srv.Instances(), "shop")); !ok {
+			break
 		}
-		// The down record announced (see the report: a no-op before that is 200).
-		inst, _ := n.Srv.Self().Announced("shop")
-		return !inst.Ready
-	})
-	for _, port := range []int{shop.Port, shop.Port} { // a no-op, twice
-		resp, b := n.Do("PUT", "/v1/node/instances/shop?wait=applied&timeout=600ms", tok, fmt.Sprintf(`{"port":%d,"ready":true}`, port))
-		if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(b), "probe") {
-			t.Errorf("PUT port %d on a probe-down instance with wait=applied: %d %s, want 202 naming the probe", port, resp.StatusCode, b)
+		if i > n.Cfg.Probe.DownAfter {
+			t.Fatalf("shop still up after %d probe rounds", i+1)
+		}
+	}
+	n.beat()
+	if inst, _ := n.Srv.Self().Announced("shop"); inst.Ready || recordReady(t, n.St, "vps-a", "shop") {
+		t.Fatal("the record still announces shop ready")
+	}
+	for range 2 { // a no-op, twice
+		rec := n.do("PUT", "/v1/node/instances/shop?wait=applied&timeout=600ms", tok, body)
+		if rec.Code != http.StatusAccepted || !strings.Contains(rec.Body.String(), "probe") {
+			t.Errorf("PUT on a probe-down instance with wait=applied: %d %s, want 202 naming the probe", rec.Code, rec.Body)
 		}
 	}
 }
 
-func mustInstance(t *testing.T, n *testNode, app string) fleet.Instance {
+// probes is how many probes the status counts of app's instance.
+func (n *stepNode) probes(app string) int {
+	for _, i := range n.status().Instances {
+		if i.App == app && i.Probe != nil {
+			return i.Probe.Probes
+		}
+	}
+	return 0
+}
+
+func mustInstance(t *testing.T, reg *fleetwrite.Registry, app string) fleet.Instance {
 	t.Helper()
-	i, ok := n.Srv.Instances().Get(app)
+	i, ok := reg.Get(app)
 	if !ok {
 		t.Fatalf("no instance of %s", app)
 	}
