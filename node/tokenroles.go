@@ -12,7 +12,7 @@ import (
 // private key of the fleet (/v1/storage); a read-only token another role accepts gives
 // a browser, which holds it, that role. Validate refuses an overlap among the configured
 // tokens; New refuses any, the token files' included (TestNoTokenIsAcceptedForBothRoles,
-// TestAMintedTokenInTheOtherRolesPreviousIsRefused, TestNoTokenIsAcceptedForTwoOfThreeRoles).
+// TestAMintedTokenInTheOtherRolesPreviousIsRefused).
 
 // roleToken is one token a role accepts, with the setting that holds it.
 type roleToken struct {

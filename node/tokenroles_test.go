@@ -11,17 +11,17 @@ import (
 	"github.com/scafo/ingress/node/internal/statedir"
 )
 
-// The four ways a token could be accepted for both roles. Each case spells its tokens
+// The ways a token could be accepted for two roles. Each case spells its tokens
 // as a file, variables and flags for the loader, and as a Config for node.New.
 var bothRolesCases = []struct {
 	name string
 	yaml string // the file's content (%s: the shared token)
 	env  []string
 	args []string
-	// the same tokens, as a configuration built in code
-	ingress, admin node.TokenConfig
-	want           []string // what the loader's refusal names (settings and sources; FILE: the file)
-	wantNew        []string // what node.New's names
+	// the same tokens, as a configuration built in code (readOnly: testConfig's when empty)
+	ingress, admin, readOnly node.TokenConfig
+	want                     []string // what the loader's refusal names (settings and sources; FILE: the file)
+	wantNew                  []string // what node.New's names
 }{
 	{
 		name: "the admin token is the ingress token",
@@ -51,6 +51,20 @@ var bothRolesCases = []struct {
 		want:    []string{"admin.previous[0]", "ingress.previous[0]", "admin.previous in FILE", "flag --ingress.previous"},
 		wantNew: []string{"admin.previous[0] and ingress.previous[0] hold the same token"},
 	},
+	{
+		name:  "the read-only token is the admin token",
+		env:   []string{"SCAFO_ADMIN_TOKEN=" + shared, "SCAFO_READONLY_TOKEN=" + shared},
+		admin: node.TokenConfig{Token: shared}, ingress: node.TokenConfig{Token: other}, readOnly: node.TokenConfig{Token: shared},
+		want:    []string{"admin.token and readonly.token hold the same token", "admin.token from SCAFO_ADMIN_TOKEN in the environment", "readonly.token from SCAFO_READONLY_TOKEN in the environment"},
+		wantNew: []string{"admin.token and readonly.token hold the same token"},
+	},
+	{
+		name:  "the ingress token is in readonly.previous",
+		env:   []string{"SCAFO_INGRESS_TOKEN=" + shared, "SCAFO_READONLY_PREVIOUS=" + shared},
+		admin: node.TokenConfig{Token: third}, ingress: node.TokenConfig{Token: shared}, readOnly: node.TokenConfig{Token: other, Previous: []string{shared}},
+		want:    []string{"ingress.token and readonly.previous[0] hold the same token", "ingress.token from SCAFO_INGRESS_TOKEN in the environment", "readonly.previous from SCAFO_READONLY_PREVIOUS in the environment"},
+		wantNew: []string{"ingress.token and readonly.previous[0] hold the same token"},
+	},
 }
 
 const (
@@ -62,9 +76,10 @@ const (
 // TestNoTokenIsAcceptedForBothRoles: a token the admin role accepts (admin.token,
 // admin.previous) that the ingress role accepts too (ingress.token, ingress.previous)
 // let every ingress write as the admin, or the admin's users read every private key.
-// Only admin.token == ingress.token was refused; the previous lists bypassed it. Each
-// of the four overlaps is refused by the loader, naming both settings and the source
-// each came from, and by node.New for a configuration built in code.
+// Only admin.token == ingress.token was refused; the previous lists bypassed it. The
+// read-only token (held by a browser) is a role's token like the others. Each overlap
+// is refused by the loader, naming both settings and the source each came from, and by
+// node.New for a configuration built in code.
 func TestNoTokenIsAcceptedForBothRoles(t *testing.T) { // not parallel: loadConfig sets os.Args
 	for _, tc := range bothRolesCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,6 +106,9 @@ func TestNoTokenIsAcceptedForBothRoles(t *testing.T) { // not parallel: loadConf
 
 			cfg := testConfig(t, "vps-a", t.TempDir())
 			cfg.Ingress, cfg.Admin = tc.ingress, tc.admin
+			if tc.readOnly.Token != "" {
+				cfg.Readonly = tc.readOnly
+			}
 			_, err = node.New(t.Context(), cfg, slog.New(slog.DiscardHandler))
 			if err == nil {
 				t.Fatal("node.New accepted a token for both roles")
@@ -132,60 +150,6 @@ func TestAMintedTokenInTheOtherRolesPreviousIsRefused(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("the minted %s token in %s.previous: %v, want refused naming %q", tc.minted, tc.other, err, want)
 		}
-	}
-}
-
-// TestNoTokenIsAcceptedForTwoOfThreeRoles: the read-only token is a role's token like
-// the others. Held by a browser, it never equals a token of the admin (the browser
-// would write as the admin) or of the ingress role (it would read every private key):
-// refused by the loader naming both settings and their sources, and by node.New for a
-// configuration built in code, a previous token included.
-func TestNoTokenIsAcceptedForTwoOfThreeRoles(t *testing.T) { // not parallel: loadConfig sets os.Args
-	for _, tc := range []struct {
-		name           string
-		env            []string
-		ingress, admin node.TokenConfig
-		readOnly       node.TokenConfig
-		want, wantNew  []string
-	}{
-		{
-			name:     "the read-only token is the admin token",
-			env:      []string{"SCAFO_ADMIN_TOKEN=" + shared, "SCAFO_READONLY_TOKEN=" + shared},
-			admin:    node.TokenConfig{Token: shared},
-			ingress:  node.TokenConfig{Token: other},
-			readOnly: node.TokenConfig{Token: shared},
-			want:     []string{"admin.token and readonly.token hold the same token", "admin.token from SCAFO_ADMIN_TOKEN in the environment", "readonly.token from SCAFO_READONLY_TOKEN in the environment"},
-			wantNew:  []string{"admin.token and readonly.token hold the same token"},
-		},
-		{
-			name:     "the ingress token is in readonly.previous",
-			env:      []string{"SCAFO_INGRESS_TOKEN=" + shared, "SCAFO_READONLY_PREVIOUS=" + shared},
-			admin:    node.TokenConfig{Token: third},
-			ingress:  node.TokenConfig{Token: shared},
-			readOnly: node.TokenConfig{Token: other, Previous: []string{shared}},
-			want:     []string{"ingress.token and readonly.previous[0] hold the same token", "ingress.token from SCAFO_INGRESS_TOKEN in the environment", "readonly.previous from SCAFO_READONLY_PREVIOUS in the environment"},
-			wantNew:  []string{"ingress.token and readonly.previous[0] hold the same token"},
-		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := loadConfig(t, []string{"--node.name=vps-a", "--stateDir=" + t.TempDir()}, tc.env)
-			for _, want := range tc.want {
-				if err == nil || !strings.Contains(err.Error(), want) {
-					t.Errorf("loader: %v\ndoes not name %q", err, want)
-				}
-			}
-			if err != nil && strings.Contains(err.Error(), shared) {
-				t.Errorf("loader: the refusal shows the token: %v", err)
-			}
-			cfg := testConfig(t, "vps-a", t.TempDir())
-			cfg.Ingress, cfg.Admin, cfg.Readonly = tc.ingress, tc.admin, tc.readOnly
-			_, err = node.New(t.Context(), cfg, slog.New(slog.DiscardHandler))
-			for _, want := range tc.wantNew {
-				if err == nil || !strings.Contains(err.Error(), want) {
-					t.Errorf("node.New: %v\ndoes not name %q", err, want)
-				}
-			}
-		})
 	}
 }
 
