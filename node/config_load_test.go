@@ -344,6 +344,11 @@ func TestTheNodeConfigurationLoadsOrIsRefusedNamingTheSettingAndItsSource(t *tes
 		{name: "the node's port inside the instance range", args: []string{"--listen=127.0.0.1:24500", "--node.apiPort=7410"},
 			want: []string{`listen "127.0.0.1:24500": port 24500 is inside ports.min..ports.max`}},
 		{name: "the node's port outside the instance range", args: []string{"--listen=127.0.0.1:7410", "--node.apiPort=7410"}},
+		{name: "the API port taken from listen inside the instance range", args: []string{"--listen=127.0.0.1:24000"}, want: []string{"node.apiPort"}},
+		// A removed setting is named as removed, not as unknown.
+		{name: "limits.trustedProxies, a flag", args: []string{"--limits.trustedProxies=10.0.0.0/8"}, want: []string{"removed setting", "limits.trustedProxies"}, not: []string{"unknown", "not a setting"}},
+		{name: "limits.trustedProxies, a variable", environ: []string{"SCAFO_LIMITS_TRUSTEDPROXIES=10.0.0.0/8"}, want: []string{"removed setting", "TRUSTEDPROXIES"}, not: []string{"unknown", "not a setting"}},
+		{name: "limits.trustedProxies, the file", file: "scafo.yaml:limits:\n  trustedProxies: [\"10.0.0.0/8\"]\n", want: []string{"removed setting", "trustedProxies"}, not: []string{"unknown", "not a setting"}},
 
 		// Checks that span sections.
 		{name: "ports.quarantine within 5 reconcile intervals", args: []string{"--ports.quarantine=1s"}, want: []string{"ports.quarantine 1s: must be at least 5 x reconcile.interval + 5s"}},

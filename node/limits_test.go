@@ -4,8 +4,6 @@ package node_test
 // rejection log.
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -54,33 +52,5 @@ func TestLimitsSettings(t *testing.T) {
 	}
 	if reserved != max(1, total/8) || reserved >= total {
 		t.Errorf("derived reserve %d of %d", reserved, total)
-	}
-}
-
-func TestAnAPIPortInsideTheAllocationRangeIsRefused(t *testing.T) {
-	cfg := node.NewConfig()
-	cfg.Node.Name, cfg.StateDir = "vps-a", t.TempDir()
-	cfg.Listen = "127.0.0.1:24000"
-	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "node.apiPort") {
-		t.Fatalf("listen on a port of the allocation range: %v, want an error naming node.apiPort", err)
-	}
-}
-
-// TestLimitsTrustedProxiesIsRefusedAsRemoved: a configuration that still sets
-// limits.trustedProxies (a flag, a variable, a file key) does not start, and the error
-// names the setting as removed, not as unknown.
-func TestLimitsTrustedProxiesIsRefusedAsRemoved(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "scafo.yaml")
-	os.WriteFile(file, []byte("limits:\n  trustedProxies: [\"10.0.0.0/8\"]\n"), 0o600)
-	for what, src := range map[string]struct{ args, environ []string }{
-		"flag":     {[]string{"--limits.trustedProxies=10.0.0.0/8"}, nil},
-		"variable": {nil, []string{"SCAFO_LIMITS_TRUSTEDPROXIES=10.0.0.0/8"}},
-		"file":     {[]string{"--configFile=" + file}, nil},
-	} {
-		_, err := loadConfig(t, append([]string{"--stateDir=" + t.TempDir()}, src.args...), src.environ)
-		if err == nil || !strings.Contains(strings.ToLower(err.Error()), "removed setting") || !strings.Contains(err.Error(), "rustedProxies") ||
-			strings.Contains(err.Error(), "unknown") || strings.Contains(err.Error(), "not a setting") {
-			t.Errorf("%s: %v, want an error naming limits.trustedProxies as a removed setting", what, err)
-		}
 	}
 }

@@ -29,7 +29,7 @@ func Loaders(environ []string) []cli.ResourceLoader {
 func FlagLoader() cli.ResourceLoader { return settings.FlagLoader{Aliases: flagAliases} }
 
 // removedSettings are the settings a past version had (path → what to do instead):
-// naming one is refused as removed, not as unknown (TestLimitsTrustedProxiesIsRefusedAsRemoved).
+// naming one is refused as removed, not as unknown (TestTheNodeConfigurationLoadsOrIsRefusedNamingTheSettingAndItsSource).
 var removedSettings = map[string]string{
 	"limits.trustedProxies": "X-Forwarded-For is no longer read: application tokens carry the fleet's MAC and are looked up on a budget of their own, not one per client address (docs/security.md); delete the setting",
 }
