@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -43,32 +42,6 @@ const (
 	// appMetricsJob is the scrape job the test gives the Traefiks' series ($traefik_job).
 	appMetricsJob = "traefik"
 )
-
-// slowUpstream is an application instance that answers like echo (its JSON reply, so
-// waitServedBy and response.from read it) after delay, with 500 for the path /fail.
-func startSlowUpstream(t *testing.T, name, ip string, port int, delay time.Duration) {
-	t.Helper()
-	l, err := net.Listen("tcp", hostPort(ip, port))
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		timer := time.NewTimer(delay)
-		defer timer.Stop()
-		select {
-		case <-timer.C:
-		case <-r.Context().Done():
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		if r.URL.Path == "/fail" {
-			w.WriteHeader(http.StatusInternalServerError)
-		}
-		_ = json.NewEncoder(w).Encode(echoReply{Name: name, Path: r.URL.Path, RawPath: r.RequestURI, Host: r.Host})
-	})}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-}
 
 // promtoolBin is Prometheus's promtool (deploy/prometheus/promtool.sh path: built once into
 // .bin, or PROMTOOL_BIN).
@@ -184,7 +157,10 @@ func TestDashboardCountsEachApplicationsTrafficThroughTraefik(t *testing.T) {
 	f.deploy(t, "shop", "acme", []*node{n1, n2}, "")
 	n1.putApp(t, appSpec{Name: "billing", Account: "acme", Placement: []string{n1.name}})
 	port := n1.allocatePort(t, "billing")
-	startSlowUpstream(t, "billing@n1", n1.ip, port, appMetricsSlow)
+	// billing answers like echo after appMetricsSlow, with 500 for the path /fail.
+	slow := &echo{name: "billing@n1", ip: n1.ip, port: port, delay: appMetricsSlow, failPath: "/fail"}
+	slow.start(t)
+	t.Cleanup(slow.stop)
 	n1.setInstance(t, "billing", port, true)
 	const shopHost, billingHost = "www.example.org", "billing.apps.localhost"
 	n1.claim(t, "shop", shopHost)

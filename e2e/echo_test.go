@@ -24,6 +24,9 @@ type echo struct {
 	name string
 	ip   string
 	port int
+	// delay: every answer waits this long; failPath: a request for it answers 500.
+	delay    time.Duration
+	failPath string
 
 	mu   sync.Mutex
 	srv  *http.Server
@@ -81,11 +84,21 @@ func (e *echo) stop() {
 }
 
 func (e *echo) serve(w http.ResponseWriter, r *http.Request) {
+	if e.delay > 0 {
+		select {
+		case <-time.After(e.delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
 	rep := echoReply{Name: e.name, Path: r.URL.Path, RawPath: r.RequestURI, Host: r.Host}
 	e.mu.Lock()
 	e.seen = append(e.seen, rep)
 	e.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
+	if e.failPath != "" && r.URL.Path == e.failPath {
+		w.WriteHeader(http.StatusInternalServerError)
+	}
 	_ = json.NewEncoder(w).Encode(rep)
 }
 
