@@ -20,10 +20,19 @@ import (
 
 // TestLargeBodiesServedFromSpillFilesMatchMemory: bodies above sendfileMin go out with
 // sendfile from their spill file; what arrives must be exactly the rendered bytes, for
-// both representations, and the spill files must go when the node stops.
+// both representations. The spill files live in <stateDir>/bodies, which a start
+// empties (a crashed run's files) and a stop removes.
 func TestLargeBodiesServedFromSpillFilesMatchMemory(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, "vps-a", t.TempDir())
+	bodies := filepath.Join(cfg.StateDir, "bodies")
+	stale := filepath.Join(bodies, "body-left-by-a-crash")
+	if err := os.MkdirAll(bodies, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stale, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	apps := make([]string, 400)
 	for i := range apps {
 		apps[i] = fmt.Sprintf("app%03d", i)
@@ -64,36 +73,14 @@ func TestLargeBodiesServedFromSpillFilesMatchMemory(t *testing.T) {
 	if !bytes.Equal(plain, body) {
 		t.Fatal("gzip body does not decompress to the identity body")
 	}
-	spill := n.Srv.Pub().SpillDir()
-	n.Stop()
-	if _, err := os.Stat(spill); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("spill dir %s left behind after stop (%v)", spill, err)
-	}
-}
-
-// TestSpillFilesLiveUnderTheStateDirAndStartEmpty: rendered bodies spill to
-// <stateDir>/bodies, which a start empties (a crashed run's files) and a stop removes.
-func TestSpillFilesLiveUnderTheStateDirAndStartEmpty(t *testing.T) {
-	t.Parallel()
-	cfg := testConfig(t, "vps-a", t.TempDir())
-	bodies := filepath.Join(cfg.StateDir, "bodies")
-	if err := os.MkdirAll(bodies, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	stale := filepath.Join(bodies, "body-left-by-a-crash")
-	if err := os.WriteFile(stale, []byte("x"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	n := startNode(t, cfg)
-	n.WaitReady()
-	if n.Srv.Pub().SpillDir() != bodies {
-		t.Fatalf("spill dir %q, want %q", n.Srv.Pub().SpillDir(), bodies)
+	if spill := n.Srv.Pub().SpillDir(); spill != bodies || filepath.Dir(rend.File()) != bodies {
+		t.Fatalf("spill dir %q (file %q), want %q", spill, rend.File(), bodies)
 	}
 	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("a crashed run's spill file survived the start (%v)", err)
 	}
 	n.Stop()
 	if _, err := os.Stat(bodies); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("%s left behind after stop (%v)", bodies, err)
+		t.Fatalf("spill dir %s left behind after stop (%v)", bodies, err)
 	}
 }
