@@ -15,15 +15,16 @@ import (
 // reported.
 func TestDeriveGroups(t *testing.T) {
 	ready := map[string]Instance{"a": {Port: 1001, Ready: true}, "b": {Port: 1002, Ready: true},
-		"c": {Port: 1003, Ready: true}, "bad": {Port: 1004, Ready: true}}
+		"c": {Port: 1003, Ready: true}, "bad": {Port: 1004, Ready: true}, "lost": {Port: 1005, Ready: true}}
 	st := State{
 		Apps: []App{
 			{Name: "a", Account: "x", Placement: []string{"n1"}},
 			{Name: "b", Account: "x", Placement: []string{"n1"}, Ingress: &Ingress{Group: "eu-1"}},
 			{Name: "c", Account: "x", Placement: []string{"n1"}, Ingress: &Ingress{Group: "default"}},
 			{Name: "bad", Account: "x", Placement: []string{"n1"}, Ingress: &Ingress{Group: "EU_1"}},
+			{Name: "lost", Account: "x", Placement: []string{"n1"}, Ingress: &Ingress{Group: "eu-2"}}, // no platform domain
 		},
-		Claims: []Claim{{Host: "b.example.org", Account: "x", App: "b"}},
+		Claims: []Claim{{Host: "b.example.org", Account: "x", App: "b"}, {Host: "lost.example.org", Account: "x", App: "lost"}},
 		Nodes:  []NodeRecord{{Name: "n1", Address: "10.0.0.1", APIPort: 7400, Instances: ready}},
 	}
 	opt := Options{PlatformDomains: []string{"apps.example.com", "eu1.example.com", "us1.example.com"},
@@ -33,7 +34,8 @@ func TestDeriveGroups(t *testing.T) {
 	for _, r := range doc.Routes {
 		got = append(got, r.Host+"@"+r.Group)
 	}
-	want := []string{"a.apps.example.com@", "b.eu1.example.com@eu-1", "b.example.org@eu-1", "c.apps.example.com@"}
+	// lost has no platform host, but its custom domain routes.
+	want := []string{"a.apps.example.com@", "b.eu1.example.com@eu-1", "b.example.org@eu-1", "c.apps.example.com@", "lost.example.org@eu-2"}
 	if !slices.Equal(got, want) {
 		t.Errorf("routes %v, want %v", got, want)
 	}
@@ -49,10 +51,20 @@ func TestDeriveGroups(t *testing.T) {
 		"apps/bad.json: ingress.group",
 		`platform.groups: "elsewhere.example.com" is not a platform domain`,
 		`platform.groups: domain "us1.example.com"`,
+		`apps/lost.json: ingress group "eu-2" has no platform domain`,
 	} {
 		if !strings.Contains(all, sub) {
 			t.Errorf("skipped lacks %q:\n%s", sub, all)
 		}
+	}
+	if n := strings.Count(all, "has no platform domain"); n != 1 {
+		t.Errorf("%d applications reported without a platform domain, want lost alone:\n%s", n, all)
+	}
+	// A fleet with no platform domain at all reports no application for it.
+	if _, sk := Derive(st, Options{DomainGroups: opt.DomainGroups}); slices.ContainsFunc(sk, func(s Skipped) bool {
+		return strings.Contains(s.Reason, "has no platform domain")
+	}) {
+		t.Errorf("no platform domain at all, yet reported: %+v", sk)
 	}
 
 	// Without groups anywhere, nothing carries one: the documents (and revisions) of
