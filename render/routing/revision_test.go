@@ -71,41 +71,29 @@ func TestRevisionSeparatesSections(t *testing.T) {
 	}
 }
 
-func TestRevisionIgnoresRouteOrderAndNilVersusEmpty(t *testing.T) {
+// TestRevisionIgnoresWhatIsNotRoutingContent: route order, nil versus empty lists and
+// maps, and the Revision field itself do not move the revision; ComputeRevision leaves
+// its input as it was, Prefer keeps the revision, and Seal sets version and revision.
+func TestRevisionIgnoresWhatIsNotRoutingContent(t *testing.T) {
 	base := sampleDocument()
 	d := cloneDocument(base)
 	slices.Reverse(d.Routes)
 	d.Routes[0].Upstreams = d.Routes[0].Upstreams[:len(d.Routes[0].Upstreams):len(d.Routes[0].Upstreams)]
 	d.Routes[1].Paths = map[string]string{}
+	d.Revision = "something else"
 	if got := ComputeRevision(d); got != base.Revision {
-		t.Fatalf("reordered routes: revision %s, want %s", got, base.Revision)
+		t.Fatalf("reordered routes, empty paths, another Revision field: revision %s, want %s", got, base.Revision)
 	}
 	if slices.IsSortedFunc(d.Routes, compareRoutes) {
 		t.Fatal("ComputeRevision sorted its input in place")
 	}
-}
-
-func TestRevisionIgnoresItselfAndPreferKeepsIt(t *testing.T) {
-	base := sampleDocument()
-	d := cloneDocument(base)
-	d.Revision = "something else"
-	if got := ComputeRevision(d); got != base.Revision {
-		t.Fatalf("revision depends on the Revision field: %s != %s", got, base.Revision)
+	if p, err := Prefer(base, "vps-b"); err != nil || p.Revision != base.Revision {
+		t.Fatalf("Prefer changed the revision: %v, %v", p, err)
 	}
-	p, err := Prefer(base, "vps-b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Revision != base.Revision {
-		t.Fatalf("Prefer changed the revision: %s != %s", p.Revision, base.Revision)
-	}
-}
-
-func TestSealSetsVersionAndRevision(t *testing.T) {
-	d := &Document{Routes: []Route{}}
-	d.Seal()
-	if d.V != Version || len(d.Revision) != RevisionLen {
-		t.Fatalf("Seal: v=%d revision=%q", d.V, d.Revision)
+	e := &Document{Routes: []Route{}}
+	e.Seal()
+	if e.V != Version || len(e.Revision) != RevisionLen {
+		t.Fatalf("Seal: v=%d revision=%q", e.V, e.Revision)
 	}
 }
 
