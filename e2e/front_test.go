@@ -426,14 +426,8 @@ func TestTheFrontRoutesOnlyExactNamesOverTCPAndQUIC(t *testing.T) {
 
 	// No TCP router in Traefik: the render leaves passthrough names to the front.
 	ff.tr.requireProviderClean(t, "http")
-	tresp, err := ff.tr.http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/tcp/routers", ff.tr.ports.api))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var tcpRouters []map[string]any
-	err = json.NewDecoder(tresp.Body).Decode(&tcpRouters)
-	tresp.Body.Close()
-	if err != nil || len(tcpRouters) != 0 {
+	if err := ff.tr.api("/api/tcp/routers", &tcpRouters); err != nil || len(tcpRouters) != 0 {
 		t.Fatalf("Traefik's TCP routers with traefik.front on: %v %v, want none", tcpRouters, err)
 	}
 	// The front reports what it applied, as an ingress of kind front.

@@ -496,11 +496,6 @@ func (tr *traefik) waitServedBy(t *testing.T, host, path, want string, timeout t
 // serversOn returns the servers in tr's HTTP services (its API) on any of addrs, as
 // "service → address".
 func (tr *traefik) serversOn(addrs []string) ([]string, error) {
-	resp, err := tr.http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/http/services?per_page=1000", tr.ports.api))
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
 	var services []struct {
 		Name         string `json:"name"`
 		LoadBalancer *struct {
@@ -509,8 +504,8 @@ func (tr *traefik) serversOn(addrs []string) ([]string, error) {
 			} `json:"servers"`
 		} `json:"loadBalancer"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&services); err != nil {
-		return nil, fmt.Errorf("decoding api/http/services: %w", err)
+	if err := tr.api("/api/http/services?per_page=1000", &services); err != nil {
+		return nil, err
 	}
 	var on []string
 	for _, s := range services {
