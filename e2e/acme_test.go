@@ -785,24 +785,6 @@ func TestFleetCertificatesInlinePEMServedByAProviderPluginTraefik(t *testing.T) 
 		t.Fatalf("n2 answered %s's challenge %d times: the validation did not go through the plugin Traefik to n1", name, got)
 	}
 
-	// What the plugin reads: inline PEM, certificate and key.
-	var rendered struct {
-		TLS struct {
-			Certificates []struct{ CertFile, KeyFile string } `json:"certificates"`
-		} `json:"tls"`
-	}
-	if err := json.Unmarshal(n1.ingress(t, "", "identity").body, &rendered); err != nil {
-		t.Fatal(err)
-	}
-	if len(rendered.TLS.Certificates) != len(names) {
-		t.Fatalf("n1 renders %d certificates, want %d", len(rendered.TLS.Certificates), len(names))
-	}
-	for _, c := range rendered.TLS.Certificates {
-		if !strings.HasPrefix(c.CertFile, "-----BEGIN CERTIFICATE-----") || !strings.Contains(c.KeyFile, "PRIVATE KEY-----") {
-			t.Fatalf("n1 does not render inline PEM: certFile %.40q keyFile %.20q…", c.CertFile, c.KeyFile)
-		}
-	}
-
 	// The plugin Traefik serves each name's fleet certificate: the node's serial, the
 	// name, chained to Pebble's root.
 	roots := p.IssuerRoot(t)
@@ -826,8 +808,9 @@ func TestFleetCertificatesInlinePEMServedByAProviderPluginTraefik(t *testing.T) 
 	}
 	tr.requireProviderClean(t, pluginProvider)
 
-	// The plugin's state file holds what Traefik serves: both certificates, with their
-	// keys, so mode 0600.
+	// The plugin's state file holds what Traefik serves: both certificates inline (PEM,
+	// as the node rendered them: savedCertificates parses them), with their keys, so
+	// mode 0600.
 	state := filepath.Join(dir, "scafo.last.json")
 	waitFor(t, "the state file to hold both certificates", 30*time.Second, func() error {
 		saved, err := savedCertificates(state)
