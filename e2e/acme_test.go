@@ -258,7 +258,8 @@ func TestFleetCertificatesOneNameIssuedOnceAndServedByEveryTraefik(t *testing.T)
 		t.Fatalf("node 1 answered %s's challenge %d times: the validation did not land on Traefik 2", name, got)
 	}
 
-	// The render names files, never the PEM.
+	// The render names files, never a PEM block (that Traefik loads those files is the
+	// handshakes below: with no PEM in the body, it has nothing else to serve).
 	for _, n := range f.nodes {
 		body := n.ingress(t, "", "identity").body
 		var cfg struct {
@@ -269,16 +270,8 @@ func TestFleetCertificatesOneNameIssuedOnceAndServedByEveryTraefik(t *testing.T)
 		if err := json.Unmarshal(body, &cfg); err != nil {
 			t.Fatal(err)
 		}
-		if len(cfg.TLS.Certificates) != len(names) || strings.Contains(string(body), "PRIVATE KEY") {
+		if len(cfg.TLS.Certificates) != len(names) || strings.Contains(string(body), "-----BEGIN") {
 			t.Fatalf("%s renders %d certificates (want %d) or key material:\n%.2000s", n.name, len(cfg.TLS.Certificates), len(names), body)
-		}
-		for _, c := range cfg.TLS.Certificates {
-			if !filepath.IsAbs(c.CertFile) || !filepath.IsAbs(c.KeyFile) {
-				t.Fatalf("%s: not file paths: %q %q", n.name, c.CertFile, c.KeyFile)
-			}
-			if _, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile); err != nil {
-				t.Fatalf("%s: %v", n.name, err)
-			}
 		}
 	}
 	// Every Traefik serves the same certificate over a real handshake, verified against
