@@ -36,7 +36,7 @@ func TestHostileTenantNeverGetsAnotherAccountsTraffic(t *testing.T) {
 
 	// The write path refuses evil's claims on bank's names (409) and over the platform
 	// (400): node/fleetwrite's TestClaimsAreExclusiveAcrossAccountsByCoverage and
-	// TestClaimRefusesPlatformNames, node/httpapi's TestAWildcardNeverCatchesAnotherAccountsHost.
+	// TestClaimRefusesPlatformNames; the 409 on the wire: TestPassthroughRoutesExactServerNamesToTheApplicationsOwnTLS.
 	// Here, what the store holds despite the API never routes bank's names to evil.
 	// evil's own wildcard is fine.
 	n1.claim(t, "evil", "*.evil.example")
