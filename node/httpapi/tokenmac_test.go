@@ -13,7 +13,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -106,8 +105,11 @@ func unsignedToken(t *testing.T, st store.Store, app string) (id, tok string) {
 const macPathsURL = "/v1/apps/evil/domains/x.evil.example/paths"
 
 // TestForgedTokensCostNoStoreReadAndNoBudget: a made-up well-formed token (any id, or
-// a real id with another secret) is refused 401 at once: no read of a token record,
-// no 429 (no budget was spent), whatever the rate.
+// a real id with another secret: the id is public) is refused 401 at once: no read of a
+// token record, no 429 (no budget was spent), whatever the rate, and a real token, seen
+// before the flood or issued after it, passes. That nodes over one store share one key,
+// and that a replaced key refuses the old one's tokens, is fleetwrite's
+// (TestTokenMACKeyIsCreatedOnce, TestTokenMACKeyReplacedIsFollowed).
 func TestForgedTokensCostNoStoreReadAndNoBudget(t *testing.T) {
 	t.Parallel()
 	p, st := countingTokens(t)
@@ -139,29 +141,8 @@ func TestForgedTokensCostNoStoreReadAndNoBudget(t *testing.T) {
 	for range httpapi.KnownTokenBurst - 1 {
 		p.must(t, 404, "GET", macPathsURL, tok, "")
 	}
-}
-
-// TestAFloodOfForgedTokensNeverHoldsBackARealOne: random well-formed tokens, far above
-// both lookup budgets, from the same address as freshly issued real tokens (behind the
-// apex every client is Traefik's address), between each real token's first requests:
-// every one of those passes.
-func TestAFloodOfForgedTokensNeverHoldsBackARealOne(t *testing.T) {
-	t.Parallel()
-	p, _ := countingTokens(t)
-	const rounds, perRound = 8, 80
-	for range rounds {
-		tok := p.issue(t, "evil", "evil", "publish")
-		for range perRound {
-			if rec := p.do("GET", macPathsURL, forgedToken(), ""); rec.Code != http.StatusUnauthorized {
-				t.Fatalf("a forged token: %d %s", rec.Code, rec.Body)
-			}
-		}
-		for range 4 {
-			if rec := p.do("GET", macPathsURL, tok, ""); rec.Code != http.StatusNotFound {
-				t.Fatalf("a fresh real token after %d forged ones: %d %s, want 404", perRound, rec.Code, rec.Body)
-			}
-		}
-	}
+	// Nor does the flood hold back a token issued after it.
+	p.must(t, 404, "GET", macPathsURL, p.issue(t, "evil", "evil", "publish"), "")
 }
 
 // TestATokenWithoutTheKeysMACIsRefused: a token record stored without the fleet's MAC
@@ -231,44 +212,5 @@ func TestACorruptTokenKeyRefusesTokensAsUnavailable(t *testing.T) {
 			}
 			p.must(t, 404, "GET", macPathsURL, tok, "") // the API that cached the key
 		})
-	}
-}
-
-// TestTheTokenKeyIsCreatedOnceAndSharedByTheAPIsOfAStore: two APIs over one store
-// (two nodes) racing to create the key agree on one; a token issued through one is good
-// on the other; after the key is deleted and created anew, the tokens of the old key
-// are refused (losing the key means reissuing tokens) and the new key's are good. That
-// the other node follows the new key at its next recheck is
-// fleetwrite's TestTokenMACKeyReplacedIsFollowed; that both backends create an object
-// once under a race is storetest's.
-func TestTheTokenKeyIsCreatedOnceAndSharedByTheAPIsOfAStore(t *testing.T) {
-	t.Parallel()
-	st, err := dir.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, b := newInProcessOn(t, st, nil), newInProcessOn(t, st, nil)
-	a.must(t, 201, "PUT", "/v1/apps/evil", ipAdmin, `{"account":"evil","placement":["vps-a"]}`)
-	var wg sync.WaitGroup
-	for _, p := range []*inProcess{a, b} { // both create at once (the first token each sees)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.do("GET", macPathsURL, forgedToken(), "")
-		}()
-	}
-	wg.Wait()
-	t1 := a.issue(t, "evil", "evil", "publish")
-	b.must(t, 404, "GET", macPathsURL, t1, "")
-	t2 := b.issue(t, "evil", "evil", "publish")
-	a.must(t, 404, "GET", macPathsURL, t2, "")
-
-	if err := st.Delete(context.Background(), fleetwrite.TokenMACKey, ""); err != nil {
-		t.Fatal(err)
-	}
-	t3 := b.issue(t, "evil", "evil", "publish") // creates a new key
-	b.must(t, 404, "GET", macPathsURL, t3, "")
-	for _, tok := range []string{t1, t2, forgedToken()} {
-		b.must(t, 401, "GET", macPathsURL, tok, "")
 	}
 }
