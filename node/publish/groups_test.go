@@ -197,8 +197,9 @@ func TestAChangeInOneGroupLeavesAnotherGroupsPollIdentical(t *testing.T) {
 }
 
 // TestGroupValidation: unknown groups are 404 (never an empty configuration); a known
-// group without routes answers the API apex and says so; hostile ?group= values are
-// 400 naming group; status lists the groups.
+// group without routes answers the API apex and says so; status lists the groups.
+// (Malformed ?group= values are 400: routing's TestParseGroups and httpapi's
+// TestABadPollIsAJSONErrorNamingTheField.)
 func TestGroupValidation(t *testing.T) {
 	t.Parallel()
 	n := newGroupNode(t)
@@ -212,24 +213,6 @@ func TestGroupValidation(t *testing.T) {
 			t.Errorf("%s?group=default,eu-2: %d %s, want 404", path, resp.StatusCode, b)
 		}
 	}
-	long := strings.Repeat("a", 64)
-	many := strings.TrimSuffix(strings.Repeat("default,", 17), ",")
-	distinct := ""
-	for i := range 17 {
-		distinct += "g" + string(rune('a'+i)) + ","
-	}
-	for _, q := range []string{"group=", "group=EU-1", "group=eu_1", "group=default,default", "group=" + long,
-		"group=" + many, "group=" + strings.TrimSuffix(distinct, ","), "group=a,,b", "group=%00", "group=-x",
-		"group=default&group=eu-1", "group=" + strings.Repeat("x,", 5000), "group=default%2Ceu-1%3B"} {
-		resp, b := n.Get("/v1/ingress/traefik?"+q, testnode.IngressToken)
-		if resp.StatusCode != 400 || !strings.Contains(string(b), "group") || !strings.Contains(string(b), `"error":"invalid group"`) {
-			t.Errorf("?%.60s: %d %.200s, want 400 naming group", q, resp.StatusCode, b)
-		}
-	}
-	if resp, _ := n.Get("/v1/ingress/traefik?group=eu-1", ""); resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("?group= without a token: %d, want 401", resp.StatusCode)
-	}
-
 	// A group some application names, with no routes yet (no platform domain, no claim).
 	nodetest.Put(t, n.St, "apps/lone.json", fleet.App{Name: "lone", Account: "acme", Placement: []string{"vps-b"}, Ingress: &fleet.Ingress{Group: "ap-1"}})
 	n.pass()
@@ -293,24 +276,11 @@ func TestAppIngressGroupIsValidated(t *testing.T) {
 // ';' in it) from r.URL.Query() without a word. Before, ?group=eu-1;x on a routing
 // endpoint lost the group and served every group's routes (an ingress of eu-1 loading
 // the whole fleet), and ?wait=applied;timeout=1s on a write lost the wait (answered at
-// once, "applied" never checked). A query that does not parse is now 400, and a write
-// carrying one is not made.
+// once, "applied" never checked). A write carrying a query that does not parse is now
+// 400 and is not made (a poll's: httpapi's TestABadPollIsAJSONErrorNamingTheField).
 func TestAMalformedQueryIsRefusedNotDropped(t *testing.T) {
 	t.Parallel()
 	n := newGroupNode(t)
-	for _, q := range []string{"?group=eu-1;x", "?group=eu-1&wait=1s;x", "?prefer=vps-b;x", "?group=%zz"} {
-		resp, b := n.Get("/v1/ingress/routes"+q, testnode.IngressToken)
-		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"error":"invalid query"`) {
-			t.Errorf("routes%s: %d %s, want 400 invalid query", q, resp.StatusCode, b)
-		}
-	}
-	// A parameter given twice is refused too, never the first one taken silently.
-	for q, what := range map[string]string{"?prefer=vps-b&prefer=self": "invalid prefer", "?wait=1s&wait=30s": "invalid wait"} {
-		resp, b := n.Get("/v1/ingress/routes"+q, testnode.IngressToken)
-		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"error":"`+what+`"`) {
-			t.Errorf("routes%s: %d %s, want 400 %s", q, resp.StatusCode, b, what)
-		}
-	}
 	before := testnode.SerialOf(t, n.St)
 	resp, b := n.Do("PUT", "/v1/apps/cart?wait=applied;timeout=1s", testnode.AdminToken, `{"account":"acme","placement":["vps-b"]}`)
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"error":"invalid query"`) {
