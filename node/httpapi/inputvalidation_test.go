@@ -13,21 +13,6 @@ import (
 
 // Issue 25 items 9 and 10: rules each given a direct test.
 
-// "?prefer=" (empty) is malformed: 400 naming prefer, never the same as leaving it out.
-func TestEmptyPreferIsRefused(t *testing.T) {
-	t.Parallel()
-	n := newInProcess(t, nil)
-	for _, path := range []string{"/v1/ingress/traefik?prefer=", "/v1/ingress/routes?prefer=", "/v1/ingress/traefik?prefer"} {
-		resp, b := n.Get(path, ipIngress)
-		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "prefer") {
-			t.Errorf("%s: %d %s, want 400 naming prefer", path, resp.StatusCode, b)
-		}
-	}
-	if resp, b := n.Get("/v1/ingress/traefik", ipIngress); resp.StatusCode != http.StatusOK {
-		t.Errorf("no prefer: %d %s", resp.StatusCode, b)
-	}
-}
-
 // An ingress name must start and end with a letter or digit: a name ending in "-" or
 // "." is refused like one starting so (the edge test sent "-edge" only), and so are
 // the other malformed names; the poll is served either way.

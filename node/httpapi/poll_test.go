@@ -24,15 +24,6 @@ import (
 // conditional and compressed answers, prefer, long polls, and which polls are an
 // ingress's report. Who may poll at all is TestEveryRouteAnswersEachCredentialAsItsRoleAllows's.
 
-func TestOnlyTraefikFormatIsRegistered(t *testing.T) {
-	t.Parallel()
-	p := newInProcess(t, nil)
-	if rec := p.do("GET", "/v1/ingress/nginx", ipIngress, ""); rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), "nginx") {
-		t.Fatalf("nginx format: %d %s, want 404 naming it", rec.Code, rec.Body)
-	}
-	p.must(t, 200, "GET", "/v1/ingress/traefik", ipIngress, "")
-}
-
 // TestETagAnd304OnlyWhenAsked: every routing body carries a strong ETag; a plain GET
 // is always the whole body (Traefik's HTTP provider treats 304 as an error), a 304
 // only answers If-None-Match of the current one. Every 200 and 304 names the store
@@ -197,8 +188,10 @@ func (p *inProcess) awaitParked(t *testing.T, n int) {
 // TestOnlyValidIngressPollsAreRecordedAsReports: a report is recorded only for a valid
 // poll of an ingress. The admin token's polls are not reports (it is not an ingress); a
 // poll answered 404 (unknown format, unknown group) or 400 (a malformed wait, prefer or
-// query) records nothing, so made-up groups cost nothing later; the same report on a
-// valid poll is recorded, and only it is listed.
+// query, the admin token's applied probe) records nothing, so made-up groups and names
+// cost nothing later (a refusal is logged naming the ingress); the same report on a
+// valid poll is recorded, and only it is listed. An unknown format's 404 names it
+// (TestABadPollIsAJSONErrorNamingTheField).
 func TestOnlyValidIngressPollsAreRecordedAsReports(t *testing.T) {
 	t.Parallel()
 	p := newInProcess(t, nil)
@@ -206,6 +199,7 @@ func TestOnlyValidIngressPollsAreRecordedAsReports(t *testing.T) {
 		what, path, token string
 		code              int
 	}{
+		{"the admin token's applied probe", "/v1/ingress/traefik", ipAdmin, 400}, // first: the log below is its
 		{"the admin token's poll", "/v1/ingress/traefik", ipAdmin, 200},
 		{"an unknown format", "/v1/ingress/nginx", ipIngress, 404},
 		{"an unknown group", "/v1/ingress/traefik?group=made-up", ipIngress, 404},
@@ -214,12 +208,19 @@ func TestOnlyValidIngressPollsAreRecordedAsReports(t *testing.T) {
 		{"a malformed prefer", "/v1/ingress/traefik?prefer=Not_A_Node", ipIngress, 400},
 		{"an unparsable query", "/v1/ingress/traefik?a=%zz", ipIngress, 400},
 	} {
-		rec := p.do("GET", tc.path, tc.token, "", api.HeaderIngress, "edge-fake", api.HeaderIngressKind, api.KindPlugin, api.HeaderAppliedSerial, "1")
+		hdr := []string{api.HeaderIngress, "edge-fake", api.HeaderIngressKind, api.KindPlugin, api.HeaderAppliedSerial, "1"}
+		if strings.Contains(tc.what, "probe") {
+			hdr = []string{api.HeaderIngress, "edge-fake", api.HeaderAppliedProbe, "http://127.0.0.1:80"}
+		}
+		rec := p.do("GET", tc.path, tc.token, "", hdr...)
 		if rec.Code != tc.code {
 			t.Fatalf("%s: %d %s, want %d", tc.what, rec.Code, rec.Body, tc.code)
 		}
 		if h := rec.Header().Get(api.HeaderIngressReport); h != "" {
 			t.Errorf("%s: %s: %q, want no report", tc.what, api.HeaderIngressReport, h)
+		}
+		if tc.code == 400 && tc.token == ipAdmin && !strings.Contains(p.Logs.String(), "ingress=edge-fake") {
+			t.Errorf("%s: no log line names edge-fake:\n%s", tc.what, p.Logs.String())
 		}
 	}
 	if ins := p.ingresses(t); len(ins) != 0 {
@@ -366,20 +367,6 @@ func TestARefusedPollIsLoggedNamingTheIngressAndNeverListedCurrent(t *testing.T)
 				t.Errorf("after a recorded poll: edge-1 is still refused (%q)", st.Refused)
 			}
 		})
-	}
-}
-
-// TestAPollNamingAnIngressNotTrackedMarksNothing: a refused poll naming an ingress this
-// node has never recorded lists nothing (a made-up name costs no entry), but is logged.
-func TestAPollNamingAnIngressNotTrackedMarksNothing(t *testing.T) {
-	t.Parallel()
-	p := newInProcess(t, nil)
-	p.must(t, 400, "GET", "/v1/ingress/traefik", ipAdmin, "", api.HeaderIngress, "edge-new", api.HeaderAppliedProbe, "http://127.0.0.1:80")
-	if ins := p.ingresses(t); len(ins) != 0 {
-		t.Errorf("status lists %+v, want no ingress", ins)
-	}
-	if !strings.Contains(p.Logs.String(), "ingress=edge-new") {
-		t.Errorf("no log line names edge-new:\n%s", p.Logs.String())
 	}
 }
 
