@@ -30,43 +30,25 @@ func (p *inProcess) probePoll(t *testing.T, name string) (resp *http.Response, b
 	return resp, body, testnode.CallbackOf(t, body)
 }
 
-// TestAppliedProbeIsValidated: a malformed X-Scafo-Applied-Probe, or one that cannot
-// apply, is 400 naming the field, never ignored (an ingress that asked for a true
-// "applied" and silently got "served" would let deploys stop old processes early).
-func TestAppliedProbeIsValidated(t *testing.T) {
+// TestForgedAppliedCallbacksAreRefusedForNothing: a poll declaring its applied probe
+// (its refusals are pollCases' rows) gets a body carrying the probe, whose callback goes
+// to the node as polled; a poll without it gets none. A callback whose MAC does not
+// verify (made up, another ingress's, another revision's) or a respelling of the real
+// one is 404, records nothing and costs no store request. The MAC is lowercase hex of
+// one length over the ingress and revision exactly as served: an upper-case MAC, name or
+// revision, a percent-encoded segment (chi routes on the raw path), the full 64-hex
+// HMAC, a longer or shorter MAC, a trailing slash, an extra or a doubled segment are no
+// callback; a query string is not part of the path (the same callback). The real one is
+// recorded, a replay is "already", HEAD answers as GET, and the callback path is never
+// routed by the public apex.
+func TestForgedAppliedCallbacksAreRefusedForNothing(t *testing.T) {
 	t.Parallel()
-	n := newInProcess(t, nil)
-	for _, tc := range []struct {
-		path, token string
-		hdr         []string
-		field       string
-	}{
-		{"/v1/ingress/traefik", ipIngress, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, "ftp://127.0.0.1:80"}, api.HeaderAppliedProbe},
-		{"/v1/ingress/traefik", ipIngress, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, "http://127.0.0.1:80/x"}, api.HeaderAppliedProbe},
-		{"/v1/ingress/traefik", ipIngress, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, "http://u:p@127.0.0.1:80"}, api.HeaderAppliedProbe},
-		{"/v1/ingress/traefik", ipIngress, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, "127.0.0.1:80"}, api.HeaderAppliedProbe},
-		{"/v1/ingress/traefik", ipIngress, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, "http://127.0.0.1:99999"}, api.HeaderAppliedProbe},
-		{"/v1/ingress/traefik", ipIngress, []string{api.HeaderAppliedProbe, testnode.ProbeURL}, api.HeaderIngress},
-		{"/v1/ingress/traefik", ipIngress, []string{api.HeaderIngress, "Edge_P", api.HeaderAppliedProbe, testnode.ProbeURL}, api.HeaderIngress},
-		{"/v1/ingress/traefik", ipIngress, []string{api.HeaderIngress, "edge-p", api.HeaderIngressKind, api.KindPlugin, api.HeaderAppliedProbe, testnode.ProbeURL}, "plugin"},
-		{"/v1/ingress/routes", ipIngress, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, testnode.ProbeURL}, "only on"},
-		{"/v1/ingress/traefik", ipAdmin, []string{api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, testnode.ProbeURL}, "admin"},
-	} {
-		resp, body := n.Get(tc.path, tc.token, tc.hdr...)
-		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), tc.field) {
-			t.Errorf("%s %v: %d %s, want 400 naming %s", tc.path, tc.hdr, resp.StatusCode, body, tc.field)
-		}
+	d, err := dir.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
-	// Given twice.
-	req, _ := http.NewRequest("GET", "http://127.0.0.1/v1/ingress/traefik", nil)
-	req.Header.Set("Authorization", "Bearer "+ipIngress)
-	req.Header.Set(api.HeaderIngress, "edge-p")
-	req.Header.Add(api.HeaderAppliedProbe, testnode.ProbeURL)
-	req.Header.Add(api.HeaderAppliedProbe, testnode.ProbeURL)
-	if rec := n.serve(req); rec.Code != http.StatusBadRequest {
-		t.Errorf("the probe header twice: %d, want 400", rec.Code)
-	}
-	// A valid one: the body carries the probe, the callback goes to the node as polled.
+	st := &storeOps{Store: d}
+	n := newInProcessOn(t, st, nil)
 	_, body, cb := n.probePoll(t, "edge-p")
 	if cb == "" || !strings.HasPrefix(cb, api.PathIngressApplied+"edge-p/") {
 		t.Fatalf("callback path %q", cb)
@@ -74,52 +56,44 @@ func TestAppliedProbeIsValidated(t *testing.T) {
 	if !strings.Contains(string(body), `"url":"http://127.0.0.1"`) {
 		t.Errorf("the callback service does not reach the node as polled (http://127.0.0.1)")
 	}
-	// Without the header: the same document's body, no probe.
 	if _, plain := n.Get("/v1/ingress/traefik?prefer=self", ipIngress, api.HeaderIngress, "edge-q"); testnode.CallbackOf(t, plain) != "" {
 		t.Error("a poll without the probe header got the probe")
 	}
-}
-
-// TestAppliedCallbackRespellingsAreRefused: respellings of a real callback are no
-// callback. The MAC is lowercase hex of one length over the ingress and revision exactly
-// as served: an upper-case MAC, name or revision, a percent-encoded segment (chi routes
-// on the raw path), the full 64-hex HMAC, a longer or shorter MAC, a trailing slash, an
-// extra or a doubled segment are 404 and record nothing; a query string is not part of
-// the path (the same callback). Then the real one is recorded, a replay is "already",
-// and HEAD answers as GET.
-func TestAppliedCallbackRespellingsAreRefused(t *testing.T) {
-	t.Parallel()
-	n := newInProcess(t, nil)
-	_, _, cb := n.probePoll(t, "edge-p")
 	parts := strings.Split(strings.TrimPrefix(cb, api.PathIngressApplied), "/")
 	if len(parts) != 3 {
 		t.Fatalf("callback %q", cb)
 	}
 	name, rev, mac := parts[0], parts[1], parts[2]
 	p := func(n, r, m string) string { return api.PathIngressApplied + n + "/" + r + "/" + m }
-	for _, path := range []string{
-		p(name, rev, strings.ToUpper(mac)),
-		p(strings.ToUpper(name), rev, mac),
-		p(name, strings.ToUpper(rev), mac),
+	flip := func(s string) string {
+		if s[0] == '0' {
+			return "1" + s[1:]
+		}
+		return "0" + s[1:]
+	}
+	refused := []string{
+		p(name, rev, flip(mac)), p("edge-q", rev, mac), p(name, flip(rev), mac), p(name, rev, mac[:16]), p(name, rev, strings.Repeat("0", len(mac))),
+		p(name, rev, strings.ToUpper(mac)), p(strings.ToUpper(name), rev, mac), p(name, strings.ToUpper(rev), mac),
 		p("%65"+name[1:], rev, mac),
 		p(name, "%"+strings.ToUpper(hexOf(rev[0]))+rev[1:], mac),
 		p(name, rev, "%"+strings.ToUpper(hexOf(mac[0]))+mac[1:]),
-		p(name, rev, mac+mac),
-		p(name, rev, mac+"0"),
-		p(name, rev, mac[:len(mac)-1]),
-		p(name, rev, mac) + "/",
-		p(name, rev, mac) + "/x",
-		p(name+"/"+name, rev, mac),
+		p(name, rev, mac+mac), p(name, rev, mac+"0"), p(name, rev, mac[:len(mac)-1]),
+		p(name, rev, mac) + "/", p(name, rev, mac) + "/x", p(name+"/"+name, rev, mac),
 		api.PathIngressApplied + name + "//" + rev + "/" + mac,
-		p(name, rev, " "+mac[1:]),
-		p(name, rev, "+"+mac[1:]),
-	} {
-		if code, b := n.raw("GET", asSent(t, path), "", ""); code != http.StatusNotFound {
-			t.Errorf("respelled callback %s: %d %s, want 404", path, code, b)
+		p(name, rev, " "+mac[1:]), p(name, rev, "+"+mac[1:]),
+	}
+	before := st.n.Load()
+	for i := range 400 {
+		path := refused[i%len(refused)]
+		if code, b := n.raw("GET", asSent(t, path), "", ""); code != http.StatusNotFound || !strings.Contains(b, `"error"`) {
+			t.Fatalf("forged or respelled callback %s: %d %s, want 404 JSON", path, code, b)
 		}
 	}
+	if got := st.n.Load() - before; got != 0 {
+		t.Errorf("400 forged callbacks made %d store requests, want none", got)
+	}
 	if in := n.ingress(t, "edge-p"); in.Applied == nil || in.Applied.Serial != 0 {
-		t.Fatalf("after respelled callbacks: %+v, want nothing applied", in)
+		t.Fatalf("after forged callbacks: %+v, want nothing applied", in)
 	}
 	if code, b := n.raw("GET", cb+"?x=1", "", ""); code != http.StatusOK || !strings.Contains(b, "recorded") {
 		t.Fatalf("the callback with a query: %d %s, want 200 recorded", code, b)
@@ -127,9 +101,15 @@ func TestAppliedCallbackRespellingsAreRefused(t *testing.T) {
 	if code, b := n.raw("GET", cb, "", ""); code != http.StatusOK || !strings.Contains(b, "already") {
 		t.Fatalf("the callback replayed: %d %s, want 200 already", code, b)
 	}
-	// HEAD (chi serves it as GET): the same answer.
-	if code, _ := n.raw(http.MethodHead, cb, "", ""); code != http.StatusOK {
+	if code, _ := n.raw(http.MethodHead, cb, "", ""); code != http.StatusOK { // chi serves it as GET
 		t.Errorf("HEAD callback: %d", code)
+	}
+	found := false
+	for _, d := range routing.DeniedAPIPrefixes {
+		found = found || strings.HasPrefix(api.PathIngressApplied, d)
+	}
+	if !found {
+		t.Errorf("%s is not under a denied apex prefix", api.PathIngressApplied)
 	}
 }
 
@@ -182,63 +162,4 @@ func (s *storeOps) Put(ctx context.Context, key string, v []byte, c store.Condit
 func (s *storeOps) Delete(ctx context.Context, key, ifMatch string) error {
 	s.n.Add(1)
 	return s.Store.Delete(ctx, key, ifMatch)
-}
-
-// TestForgedAppliedCallbacksAreRefusedForNothing: a callback whose MAC does not verify
-// (made up, another ingress's, another revision's) is 404, records nothing and costs no
-// store request; the real one is recorded; the callback path is never routed by the
-// public apex.
-func TestForgedAppliedCallbacksAreRefusedForNothing(t *testing.T) {
-	t.Parallel()
-	d, err := dir.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := &storeOps{Store: d}
-	n := newInProcessOn(t, st, nil)
-	_, _, cb := n.probePoll(t, "edge-p")
-	parts := strings.Split(strings.TrimPrefix(cb, api.PathIngressApplied), "/")
-	if len(parts) != 3 {
-		t.Fatalf("callback %q", cb)
-	}
-	name, rev, mac := parts[0], parts[1], parts[2]
-	flip := func(s string) string {
-		b := []byte(s)
-		if b[0] == '0' {
-			b[0] = '1'
-		} else {
-			b[0] = '0'
-		}
-		return string(b)
-	}
-	forged := []string{
-		api.PathIngressApplied + name + "/" + rev + "/" + flip(mac),
-		api.PathIngressApplied + "edge-q/" + rev + "/" + mac,
-		api.PathIngressApplied + name + "/" + flip(rev) + "/" + mac,
-		api.PathIngressApplied + name + "/" + rev + "/" + mac[:16],
-		api.PathIngressApplied + name + "/" + rev + "/" + strings.Repeat("0", len(mac)),
-	}
-	before := st.n.Load()
-	for i := range 400 {
-		p := forged[i%len(forged)]
-		if resp, b := n.Get(p, ""); resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"error"`) {
-			t.Fatalf("forged %s: %d %s, want 404 JSON", p, resp.StatusCode, b)
-		}
-	}
-	if got := st.n.Load() - before; got != 0 {
-		t.Errorf("400 forged callbacks made %d store requests, want none", got)
-	}
-	if in := n.ingress(t, "edge-p"); in.Applied == nil || in.Applied.Serial != 0 {
-		t.Errorf("after forged callbacks: %+v, want nothing applied", in)
-	}
-	if resp, b := n.Get(cb, ""); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "recorded") {
-		t.Errorf("the real callback: %d %s", resp.StatusCode, b)
-	}
-	found := false
-	for _, d := range routing.DeniedAPIPrefixes {
-		found = found || strings.HasPrefix(api.PathIngressApplied, d)
-	}
-	if !found {
-		t.Errorf("%s is not under a denied apex prefix", api.PathIngressApplied)
-	}
 }
