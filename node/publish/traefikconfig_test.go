@@ -22,6 +22,7 @@ func TestTraefikConfigValidate(t *testing.T) {
 		{func(c *TraefikConfig) { c.EntryPoints = nil }, "traefik.entryPoints: at least one"},
 		{func(c *TraefikConfig) { c.EntryPoints = []string{"web", " "} }, "traefik.entryPoints[1]: empty"},
 		{func(c *TraefikConfig) { c.Retry.Attempts = 0 }, "traefik.retry.attempts 0"},
+		{func(c *TraefikConfig) { c.Retry.Attempts = -2 }, "traefik.retry.attempts -2"},
 		{func(c *TraefikConfig) { c.HealthCheck.Interval = ptypes.Duration(50 * time.Millisecond) }, "traefik.healthCheck.interval 50ms"},
 		{func(c *TraefikConfig) { c.HealthCheck.Interval = -1 }, "traefik.healthCheck.interval"},
 	} {
