@@ -52,54 +52,42 @@ func TestHeadOnReadEndpoints(t *testing.T) {
 	}
 }
 
-// TestIfMatchStar: "If-Match: *" proceeds when the object exists and is 412 when it
-// does not, for applications, claims and path maps.
-func TestIfMatchStar(t *testing.T) {
+// TestIfMatchStarAndStrongComparison: "If-Match: *" proceeds when the object exists and
+// is 412 when it does not, and W/"<current etag>" is 412 and writes nothing (the strong
+// comparison), while a list matches when any strong member does: for applications,
+// claims and path maps.
+func TestIfMatchStarAndStrongComparison(t *testing.T) {
 	t.Parallel()
 	n := newInProcess(t, nil)
 	n.fleetOf("tito-classic", "tito-go")
 	star := []string{"If-Match", "*"}
-	// Path maps.
-	n.Must(200, "PUT", pathsURL, ipAdmin, `{"paths":{"a":"tito-go.apps.example.com"}}`, star...)
-	n.Must(412, "PUT", "/v1/apps/tito-go/domains/unclaimed.example.com/paths", ipAdmin, `{"paths":{}}`, star...)
-	// Applications.
-	n.Must(200, "PUT", "/v1/apps/tito-go", ipAdmin, `{"account":"acme","placement":["vps-a"],"health":{"path":"/h"}}`, star...)
-	n.Must(412, "PUT", "/v1/apps/newcomer", ipAdmin, `{"account":"acme"}`, star...)
-	n.Must(412, "DELETE", "/v1/apps/newcomer", ipAdmin, "", star...)
-	// Claims.
-	n.Must(201, "PUT", "/v1/apps/tito-go/domains/go.tito.io", ipAdmin, "")
-	n.Must(200, "DELETE", "/v1/apps/tito-go/domains/go.tito.io", ipAdmin, "", star...)
-	n.Must(412, "DELETE", "/v1/apps/tito-go/domains/go.tito.io", ipAdmin, "", star...)
-	n.Must(404, "DELETE", "/v1/apps/newcomer", ipAdmin, "") // without If-Match: not found
-}
-
-// TestIfMatchWeakTagNeverMatches: If-Match uses the strong comparison, so W/"<current
-// etag>" is 412 and writes nothing; a list matches when any strong member does.
-func TestIfMatchWeakTagNeverMatches(t *testing.T) {
-	t.Parallel()
-	n := newInProcess(t, nil)
-	n.fleetOf("tito-classic", "tito-go")
-
-	r, _ := n.Do("GET", pathsURL, ipAdmin, "")
-	etag := r.Header.Get("ETag")
-	if !strings.HasPrefix(etag, `"`) {
-		t.Fatalf("path map ETag %q is not a strong tag", etag)
+	etag := func(path string) string {
+		r, _ := n.Do("GET", path, ipAdmin, "")
+		if e := r.Header.Get("ETag"); strings.HasPrefix(e, `"`) {
+			return e
+		}
+		t.Fatalf("%s: ETag %q is not a strong tag", path, r.Header.Get("ETag"))
+		return ""
 	}
+	const app, claim, paths = `{"account":"acme","placement":["vps-a"],"health":{"path":"/h"}}`, "/v1/apps/tito-go/domains/go.tito.io", `{"paths":{"a":"tito-go.apps.example.com"}}`
 	before := storeState(t, n)
-	n.Must(412, "PUT", pathsURL, ipAdmin, `{"paths":{"a":"tito-go.apps.example.com"}}`, "If-Match", "W/"+etag)
+	n.Must(412, "PUT", pathsURL, ipAdmin, paths, "If-Match", "W/"+etag(pathsURL))
 	if before != storeState(t, n) {
 		t.Fatal("a 412 changed the store")
 	}
-	n.Must(200, "PUT", pathsURL, ipAdmin, `{"paths":{"a":"tito-go.apps.example.com"}}`, "If-Match", `"nope", `+etag)
-
-	r, _ = n.Do("GET", "/v1/apps/tito-go", ipAdmin, "")
-	etag = r.Header.Get("ETag")
-	n.Must(412, "PUT", "/v1/apps/tito-go", ipAdmin, `{"account":"acme","placement":["vps-a"],"health":{"path":"/h"}}`, "If-Match", "W/"+etag)
-	n.Must(200, "PUT", "/v1/apps/tito-go", ipAdmin, `{"account":"acme","placement":["vps-a"],"health":{"path":"/h"}}`, "If-Match", etag)
-
-	n.Must(201, "PUT", "/v1/apps/tito-go/domains/go.tito.io", ipAdmin, "")
-	r, _ = n.Do("GET", "/v1/apps/tito-go/domains/go.tito.io", ipAdmin, "")
-	etag = r.Header.Get("ETag")
-	n.Must(412, "DELETE", "/v1/apps/tito-go/domains/go.tito.io", ipAdmin, "", "If-Match", "W/"+etag)
-	n.Must(200, "DELETE", "/v1/apps/tito-go/domains/go.tito.io", ipAdmin, "", "If-Match", etag)
+	n.Must(200, "PUT", pathsURL, ipAdmin, paths, "If-Match", `"nope", `+etag(pathsURL))
+	n.Must(200, "PUT", pathsURL, ipAdmin, paths, star...)
+	n.Must(412, "PUT", "/v1/apps/tito-go/domains/unclaimed.example.com/paths", ipAdmin, `{"paths":{}}`, star...)
+	n.Must(412, "PUT", "/v1/apps/tito-go", ipAdmin, app, "If-Match", "W/"+etag("/v1/apps/tito-go"))
+	n.Must(200, "PUT", "/v1/apps/tito-go", ipAdmin, app, "If-Match", etag("/v1/apps/tito-go"))
+	n.Must(200, "PUT", "/v1/apps/tito-go", ipAdmin, app, star...)
+	n.Must(412, "PUT", "/v1/apps/newcomer", ipAdmin, `{"account":"acme"}`, star...)
+	n.Must(412, "DELETE", "/v1/apps/newcomer", ipAdmin, "", star...)
+	n.Must(404, "DELETE", "/v1/apps/newcomer", ipAdmin, "") // without If-Match: not found
+	n.Must(201, "PUT", claim, ipAdmin, "")
+	n.Must(412, "DELETE", claim, ipAdmin, "", "If-Match", "W/"+etag(claim))
+	n.Must(200, "DELETE", claim, ipAdmin, "", "If-Match", etag(claim))
+	n.Must(201, "PUT", claim, ipAdmin, "")
+	n.Must(200, "DELETE", claim, ipAdmin, "", star...)
+	n.Must(412, "DELETE", claim, ipAdmin, "", star...)
 }

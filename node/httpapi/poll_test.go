@@ -144,32 +144,6 @@ func TestPreferValidation(t *testing.T) {
 	}
 }
 
-// TestLongPollReturnsOnChangeAndOnTimeout: a long-poll of the current ETag answers 304
-// when its wait ends, and 200 with the new ETag as soon as a new revision is published.
-func TestLongPollReturnsOnChangeAndOnTimeout(t *testing.T) {
-	t.Parallel()
-	p := newInProcess(t, nil)
-	etag := p.do("GET", "/v1/ingress/traefik", ipIngress, "").Header().Get("ETag")
-	start := time.Now()
-	if r := p.do("GET", "/v1/ingress/traefik?wait=300ms", ipIngress, "", "If-None-Match", etag); r.Code != http.StatusNotModified || time.Since(start) < 300*time.Millisecond {
-		t.Fatalf("idle long-poll: %d after %s, want 304 after 300ms", r.Code, time.Since(start))
-	}
-	answered := make(chan *http.Response, 1)
-	go func() {
-		answered <- p.do("GET", "/v1/ingress/traefik?wait=20s", ipIngress, "", "If-None-Match", etag).Result()
-	}()
-	p.awaitParked(t, 1)
-	p.publish("shop.example", "blog.example")
-	select {
-	case r := <-answered:
-		if r.StatusCode != 200 || r.Header.Get("ETag") == etag {
-			t.Fatalf("long-poll after a change: %d etag %s", r.StatusCode, r.Header.Get("ETag"))
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the long-poll was not answered after a change")
-	}
-}
-
 var parkedSample = regexp.MustCompile(`(?m)^scafo_longpolls_parked (\S+)$`)
 
 // awaitParked returns once n long-polls are parked (scafo_longpolls_parked), yielding

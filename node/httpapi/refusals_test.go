@@ -127,8 +127,9 @@ func fillReasons(want map[string]float64) map[string]float64 {
 }
 
 // TestParkedLongPollsAreCounted: a long-poll (?wait= with a matching If-None-Match)
-// counts in scafo_longpolls_parked while it waits, and not once it is answered (a new
-// revision) or its client goes away; a poll that is answered at once never counts.
+// answers 304 when its wait ends, and 200 with the new ETag as soon as a new revision is
+// published; it counts in scafo_longpolls_parked while it waits, and not once it is
+// answered or its client goes away; a poll that is answered at once never counts.
 func TestParkedLongPollsAreCounted(t *testing.T) {
 	t.Parallel()
 	n := newInProcess(t, nil)
@@ -147,12 +148,16 @@ func TestParkedLongPollsAreCounted(t *testing.T) {
 	if r, _ := n.Get("/v1/ingress/traefik?wait=20s", ipIngress, "If-None-Match", `"other"`); r.StatusCode != 200 || parked() != 0 {
 		t.Fatalf("a long-poll answered at once: %d, parked %v", r.StatusCode, parked())
 	}
+	start := time.Now()
+	if r, _ := n.Get("/v1/ingress/traefik?wait=300ms", ipIngress, "If-None-Match", etag); r.StatusCode != http.StatusNotModified || time.Since(start) < 300*time.Millisecond || parked() != 0 {
+		t.Fatalf("an idle long-poll: %d after %s, want 304 after 300ms (parked %v after)", r.StatusCode, time.Since(start), parked())
+	}
 
 	// One poll answered by a change, one whose client leaves.
-	answered := make(chan int, 1)
+	answered := make(chan *http.Response, 1)
 	go func() {
 		resp, _ := n.Get("/v1/ingress/traefik?wait=20s", ipIngress, "If-None-Match", etag)
-		answered <- resp.StatusCode
+		answered <- resp
 	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -172,9 +177,9 @@ func TestParkedLongPollsAreCounted(t *testing.T) {
 	}
 	n.publish("shop.example", "blog.example")
 	select {
-	case code := <-answered:
-		if code != 200 {
-			t.Fatalf("the long-poll after a change: %d", code)
+	case r := <-answered:
+		if r.StatusCode != 200 || r.Header.Get("ETag") == etag {
+			t.Fatalf("the long-poll after a change: %d etag %s", r.StatusCode, r.Header.Get("ETag"))
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the long-poll was not answered after a change")
