@@ -175,7 +175,9 @@ func (p *putHook) Put(ctx context.Context, key string, v []byte, cond store.Cond
 	return etag, err
 }
 
-// Reports are refused (the poll is served) for bad names and kinds; names beyond
+// Reports are refused (the poll is served) for a name with a path in it and a negative
+// serial (each malformed header: httpapi's TestParsePollReadsEveryInputOnce and
+// TestIngressNamesAreCheckedAtBothEnds); names beyond
 // ingresses.maxTracked are refused; a serial beyond the node's is clamped; a flood of
 // reports does not multiply store writes.
 func TestHostileIngressReports(t *testing.T) {
@@ -199,15 +201,8 @@ func TestHostileIngressReports(t *testing.T) {
 		return rec
 	}
 	for _, hdr := range [][]string{
-		{api.HeaderIngress, strings.Repeat("a", 64)},
-		{api.HeaderIngress, "Edge"},
 		{api.HeaderIngress, "edge/../x"},
-		{api.HeaderIngress, "-edge"},
-		{api.HeaderIngress, "edge", api.HeaderIngressKind, "nginx"},
-		{api.HeaderIngress, "edge", api.HeaderAppliedSerial, "5"},
 		{api.HeaderIngress, "edge", api.HeaderIngressKind, api.KindPlugin, api.HeaderAppliedSerial, "-5"},
-		{api.HeaderIngress, "edge", api.HeaderIngressKind, api.KindPlugin, api.HeaderAppliedRevision, "nothex"},
-		{api.HeaderIngress, "edge", api.HeaderIngressKind, api.KindPlugin, api.HeaderAppliedEpoch, "x"},
 	} {
 		if got := poll(hdr...).Header().Get(api.HeaderIngressReport); !strings.HasPrefix(got, "refused: ") {
 			t.Errorf("report %v: %s %q, want refused", hdr, api.HeaderIngressReport, got)
