@@ -18,15 +18,6 @@ import (
 	"github.com/scafo/ingress/render/fleet"
 )
 
-// TestRoutingEndpointsDrainBeforeFirstPass: a node built and serving, before any pass,
-// answers 503 draining on its routing endpoints and readyz, never a document.
-func TestRoutingEndpointsDrainBeforeFirstPass(t *testing.T) {
-	t.Parallel()
-	n := newStepNode(t, testConfig(t, "vps-a", t.TempDir()), nil)
-	n.beat() // the heartbeat may run first: still no pass
-	assertDraining(t, n, "before the first pass")
-}
-
 func TestMalformedObjectSkippedNotWithdrawn(t *testing.T) {
 	t.Parallel()
 	n := newStepNode(t, testConfig(t, "vps-a", t.TempDir()), nil)

@@ -103,9 +103,11 @@ func assertServing(t *testing.T, n *stepNode, before []byte, when string) {
 	}
 }
 
-// TestNoDocumentWhileEveryPassFails: a node whose store fails from the start never
-// completes a pass, so it must keep answering 503 draining, pass after pass, never a
-// (necessarily empty) 200 that would withdraw every route from every ingress.
+// TestNoDocumentWhileEveryPassFails: a node built and serving answers 503 draining on
+// its routing endpoints and readyz before any pass (the heartbeat may run first); one
+// whose store fails from the start never completes a pass, so it must keep answering
+// 503 draining, pass after pass, never a (necessarily empty) 200 that would withdraw
+// every route from every ingress.
 func TestNoDocumentWhileEveryPassFails(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -122,7 +124,8 @@ func TestNoDocumentWhileEveryPassFails(t *testing.T) {
 			seedFleet(t, fs, "shop") // there is something to read, but it cannot be read
 			tc.arm(fs)
 			n := newStepNode(t, cfg, fs)
-			n.beat()
+			n.beat() // the heartbeat may run first: still no pass
+			assertDraining(t, n, "before the first pass")
 			for i := range 5 {
 				if err := n.pass(); err == nil {
 					t.Fatalf("pass %d succeeded on a failing store", i)
