@@ -2,8 +2,11 @@ package httpapi
 
 import (
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scafo/ingress/node/internal/fdlimit"
 
 	ptypes "github.com/traefik/paerser/types"
 )
@@ -45,7 +48,10 @@ func TestLimitsConfigValidate(t *testing.T) {
 
 // TestLimitsConfigDerived: set caps are kept, a zero reserve is an eighth (at least one,
 // below the cap), a zero per-source cap a quarter of the general connections (at least
-// 16), and FillDefaults fills only the zero timeouts.
+// 16), and FillDefaults fills only the zero timeouts. A derived cap leaves files free
+// under the process's open-file limit (issue 12 item 5: 500 slow-body connections on a
+// node allowed 256 files starved its polls): with the limit lowered to what the process
+// holds plus 160, the cap is at most what is left less 64.
 func TestLimitsConfigDerived(t *testing.T) {
 	for _, tc := range []struct {
 		max, reserved, wantTotal, wantReserved int
@@ -62,6 +68,22 @@ func TestLimitsConfigDerived(t *testing.T) {
 	}
 	if total, reserved := (LimitsConfig{}).Conns(); total < MinConns || total > MaxDerivedConns || reserved != max(1, total/8) {
 		t.Errorf("derived: %d/%d, want %d..%d and an eighth reserved", total, reserved, MinConns, MaxDerivedConns)
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur < uint64(fdlimit.Open()+160) {
+		t.Errorf("getrlimit: %v (%d), want room for the lowered limit", err, lim.Cur)
+	} else {
+		lowered := lim
+		lowered.Cur = uint64(fdlimit.Open() + 160)
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lowered); err != nil {
+			t.Fatal(err)
+		}
+		total, _ := (LimitsConfig{}).Conns()
+		files := fdlimit.Limit() - fdlimit.Open()
+		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+		if total > files-64 || total < MinConns {
+			t.Errorf("derived under a limit leaving %d files: %d connections, want %d..%d", files, total, MinConns, files-64)
+		}
 	}
 	if got := (LimitsConfig{MaxConnsPerSource: 3}).PerSource(400); got != 3 {
 		t.Errorf("set per-source cap: %d, want 3", got)
