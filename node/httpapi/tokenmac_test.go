@@ -105,8 +105,10 @@ func unsignedToken(t *testing.T, st store.Store, app string) (id, tok string) {
 const macPathsURL = "/v1/apps/evil/domains/x.evil.example/paths"
 
 // TestForgedTokensCostNoStoreReadAndNoBudget: a made-up well-formed token (any id, or
-// a real id with another secret: the id is public) is refused 401 at once: no read of a
-// token record, no 429 (no budget was spent), whatever the rate, and a real token, seen
+// a real id with another secret: the id is public) and each respelling of a real one
+// (case, cuts, a flipped or moved MAC) is refused 401 at once: no read of a token
+// record, no 429 (no budget was spent), whatever the rate, and the flood, with bad
+// ingress tokens, is logged in a few lines, not one per request; a real token, seen
 // before the flood or issued after it, passes. That nodes over one store share one key,
 // and that a replaced key refuses the old one's tokens, is fleetwrite's
 // (TestTokenMACKeyIsCreatedOnce, TestTokenMACKeyReplacedIsFollowed).
@@ -114,27 +116,47 @@ func TestForgedTokensCostNoStoreReadAndNoBudget(t *testing.T) {
 	t.Parallel()
 	p, st := countingTokens(t)
 	tok := p.issue(t, "evil", "evil", "publish")
-	id := strings.Split(tok, "_")[1]
+	id, secret := strings.Split(tok, "_")[1], tok[len(tok)-64:]
 	p.must(t, 404, "GET", macPathsURL, tok, "")
+	flip := func(s string, i int) string { // another hex digit at i
+		return s[:i] + map[bool]string{true: "1", false: "0"}[s[i] == '0'] + s[i+1:]
+	}
+	spellings := []string{
+		"scafo_" + id + "_abc", "scafo_" + id + "_" + strings.Repeat("zz", 32), "scafo_" + id + "_" + strings.ToUpper(secret),
+		"scafo_" + id + "_" + secret[:48] + strings.ToUpper(secret[48:]), strings.ToUpper(tok), "SCAFO_" + strings.TrimPrefix(tok, "scafo_"),
+		tok + "x", tok[:len(tok)-1], "scafo_" + id + "_" + secret[:63] + "0", "scafo_" + id + "_" + flip(secret, 63),
+		"scafo_" + id + "_" + flip(secret, 0), "scafo_" + flip(id, 15) + "_" + secret, "scafo_" + id + "_" + secret[48:] + secret[:48],
+		tok[:20] + "\t" + tok[21:], "scafo_" + id + "-" + secret, tok + tok, "hunter2", "scafo_0123456789ABCDEF_" + strings.Repeat("cd", 32),
+		tok + "_", "scafo_" + id + "_" + strings.Repeat("a", 65),
+	}
 
-	reads, keyReads := st.Records.Load(), st.Key.Load()
+	reads, keyReads, logged := st.Records.Load(), st.Key.Load(), rejectionLines(p.Logs.String())
 	const flood = 600
 	codes := map[int]int{}
 	for i := range flood {
 		forged := forgedToken()
-		if i%2 == 1 {
+		switch i % 3 {
+		case 1:
 			forged = "scafo_" + id + "_" + randHex(64) // the id is public
+		case 2:
+			forged = spellings[i%len(spellings)]
 		}
-		codes[p.do("GET", macPathsURL, forged, "").Code]++
+		if rec := p.do("GET", macPathsURL, forged, ""); rec.Code != http.StatusUnauthorized {
+			t.Errorf("%q: %d", forged, rec.Code)
+		}
+		codes[p.do("GET", "/v1/ingress/routes", "not-the-ingress-token", "").Code]++
 	}
 	if codes[http.StatusUnauthorized] != flood {
-		t.Errorf("%d forged tokens answered %v, want 401 every one", flood, codes)
+		t.Errorf("%d bad ingress tokens answered %v, want 401 every one", flood, codes)
 	}
 	if r := st.Records.Load() - reads; r != 0 {
 		t.Errorf("%d forged tokens read %d token records, want none", flood, r)
 	}
 	if r := st.Key.Load() - keyReads; r > 1 {
 		t.Errorf("%d forged tokens read the key object %d times, want at most one recheck", flood, r)
+	}
+	if lines := rejectionLines(p.Logs.String()) - logged; lines > 3 {
+		t.Errorf("%d rejected requests from one address logged %d lines, want at most 3", 2*flood, lines)
 	}
 	// Nothing of the real token's budget was spent: it has its whole burst but the one
 	// request it made before the flood.
@@ -143,6 +165,16 @@ func TestForgedTokensCostNoStoreReadAndNoBudget(t *testing.T) {
 	}
 	// Nor does the flood hold back a token issued after it.
 	p.must(t, 404, "GET", macPathsURL, p.issue(t, "evil", "evil", "publish"), "")
+}
+
+// rejectionLines counts the log lines about rejected requests.
+func rejectionLines(logs string) (n int) {
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, "rejected") {
+			n++
+		}
+	}
+	return n
 }
 
 // TestATokenWithoutTheKeysMACIsRefused: a token record stored without the fleet's MAC

@@ -1,7 +1,7 @@
 package httpapi_test
 
 // A revoked token replayed: refused 401, it reads its record once, then is refused from
-// the negative cache. Respellings of a real token are TestRejectedRequestsAreCheap's.
+// the negative cache. Respellings of a real token are TestForgedTokensCostNoStoreReadAndNoBudget's.
 
 import (
 	"net/http"
