@@ -5,7 +5,6 @@ package httpapi_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -91,16 +90,6 @@ func (p *inProcess) raw(method, target, token, body string) (int, string) {
 	}
 	rec := p.serve(r)
 	return rec.Code, rec.Body.String()
-}
-
-// statusMap is /v1/status, decoded loosely.
-func (p *inProcess) statusMap() map[string]any {
-	p.T.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(p.Must(200, "GET", "/v1/status", ipAdmin, ""), &m); err != nil {
-		p.T.Fatal(err)
-	}
-	return m
 }
 
 // pathsURL is the path map of ti.to, the domain fleetOf claims for its first
