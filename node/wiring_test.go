@@ -1,0 +1,319 @@
+package node_test
+
+// The node's wiring (wire.go, server.go): each setting and dependency the root hands a
+// subsystem, checked through the node itself. The subsystems' own tests build their
+// parts with options of their own, so a line of wire.go that drops a setting is caught
+// only here (hostile review 5: F1, F2, F4, F6-F10, F12).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	ptypes "github.com/traefik/paerser/types"
+
+	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/internal/testnode"
+	"github.com/scafo/ingress/node"
+	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/node/ingress"
+	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/render/fleet"
+)
+
+// platform.domains, the claim rules and writes.routeBurst reach the node's writer and
+// its answers: a claim under the platform domain is 400, a claim covering another
+// account's name 409 naming it, and an application token's third routing change past a
+// burst of 2 is 429 naming the setting.
+func TestTheNodesSettingsReachItsWrites(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, "vps-a", t.TempDir())
+	cfg.Writes.RouteBurst, cfg.Writes.RoutePerMinute = 2, 0.01
+	n := newStepNode(t, cfg, nil)
+	n.start()
+	n.must(201, "PUT", "/v1/apps/bank", testAdminToken, `{"account":"bank","placement":["vps-a"]}`)
+	n.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	for _, h := range []string{"x.apps.example.com", "*.apps.example.com"} {
+		if rec := n.do("PUT", "/v1/apps/evil/domains/"+h, testAdminToken, ""); rec.Code != 400 {
+			t.Errorf("a claim of %s under platform.domains: %d %s, want 400", h, rec.Code, rec.Body)
+		}
+	}
+	n.must(201, "PUT", "/v1/apps/bank/domains/www.bank.example", testAdminToken, "")
+	if rec := n.do("PUT", "/v1/apps/evil/domains/*.bank.example", testAdminToken, ""); rec.Code != 409 || !strings.Contains(rec.Body.String(), "bank") {
+		t.Errorf("evil's wildcard over bank's name: %d %s, want 409 naming bank", rec.Code, rec.Body)
+	}
+
+	var it struct{ Token string }
+	if err := json.Unmarshal(n.must(201, "POST", "/v1/tokens", testAdminToken, `{"account":"evil","app":"evil","roles":["instance"]}`), &it); err != nil {
+		t.Fatal(err)
+	}
+	n.must(201, "POST", "/v1/node/instances/evil", it.Token, `{}`)
+	n.must(200, "PUT", "/v1/node/instances/evil", it.Token, `{"ready":true}`)
+	n.must(200, "PUT", "/v1/node/instances/evil", it.Token, `{"ready":false}`)
+	if rec := n.do("PUT", "/v1/node/instances/evil", it.Token, `{"ready":true}`); rec.Code != 429 || !strings.Contains(rec.Body.String(), "writes.routeBurst") {
+		t.Errorf("a third routing change past writes.routeBurst 2: %d %s, want 429 naming the setting", rec.Code, rec.Body)
+	}
+}
+
+// A node restarted on its state dir over a store it does not recognise (wiped, or
+// another fleet's) serves what it served and writes nothing there: not its record, not a
+// serial (the heartbeat), not an ingress report (the book's flush), not an admin's write
+// (503). Each of the three is wired to the node's one identity in wire.go and server.go.
+func TestANodeOnAForeignStoreWritesNothingThere(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		swap func(t *testing.T, storeDir string)
+	}{
+		{"wiped", func(t *testing.T, storeDir string) {
+			if err := os.RemoveAll(storeDir); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"another fleet's", func(t *testing.T, storeDir string) {
+			if err := os.RemoveAll(storeDir); err != nil {
+				t.Fatal(err)
+			}
+			st := openDir(t, storeDir)
+			nodetest.Put(t, st, fleet.AppKey("other"), fleet.App{Name: "other", Account: "them", Placement: []string{"vps-z"}})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			storeDir := filepath.Join(t.TempDir(), "store")
+			cfg := testConfig(t, "vps-a", storeDir)
+			a := newStepNode(t, cfg, nil)
+			a.start()
+			a.must(201, "PUT", "/v1/apps/blog", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+			a.must(200, "PUT", "/v1/node/instances/blog", testAdminToken, `{"port":25000,"ready":true}`)
+			a.beat()
+			a.mustPass()
+			routes := a.routes()
+
+			tc.swap(t, storeDir)
+			st := openDir(t, storeDir) // its lock file exists from now on
+			swapped := testnode.StoreBytes(t, storeDir)
+			b := newStepNode(t, cfg, st) // the same state dir
+			b.beat()
+			_ = b.pass() // refused or not, what is served stays
+			if got := b.routes(); !bytes.Equal(got, routes) {
+				t.Fatalf("restarted on a foreign store, the node serves\n%s\nnot what it served\n%s", got, routes)
+			}
+			if rec := b.do("PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`); rec.Code != 503 {
+				t.Errorf("a write to a foreign store: %d %s, want 503", rec.Code, rec.Body)
+			}
+			for i := range 3 {
+				b.get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, "edge-1", api.HeaderIngressKind, api.KindPlugin)
+				b.steps.FlushIngresses(context.Background(), b.now.Add(time.Duration(i+1)*2*ingress.MinWriteGap))
+			}
+			b.beat()
+			if after := testnode.StoreBytes(t, storeDir); !maps.Equal(swapped, after) {
+				t.Fatalf("the node wrote into the foreign store:\nbefore %v\nafter  %v", slices.Sorted(maps.Keys(swapped)), slices.Sorted(maps.Keys(after)))
+			}
+		})
+	}
+}
+
+// One name, one node, at Run: a node given the name of a live record of another node
+// refuses to start and writes nothing; a record older than reconcile.nodeTTL holds
+// nothing, and the node that starts serves on the node's own HTTP server, whose
+// connections carry their age (limits.connMaxAge closes one after its answer).
+func TestRunRefusesALiveNodesNameAndServesWithItsLimits(t *testing.T) {
+	t.Parallel()
+	// run runs a node over st on a listener until it serves (stop ends it) or refuses.
+	run := func(t *testing.T, cfg *node.Config, st store.Store) (base string, stop func(), err error) {
+		ln, err := net.Listen("tcp", cfg.Node.Address+":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Node.APIPort = ln.Addr().(*net.TCPAddr).Port
+		log, _ := nodetest.Logger()
+		srv, err := node.NewWithStore(cfg, log, st, cfg.Ingress.Token, cfg.Admin.Token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- srv.Run(ctx, ln) }()
+		select {
+		case err := <-done:
+			cancel()
+			return "", nil, err
+		case <-srv.Serving():
+			stop := sync.OnceFunc(func() { cancel(); <-done })
+			t.Cleanup(stop)
+			return "http://" + ln.Addr().String(), stop, nil
+		}
+	}
+	// holder writes a record of vps-a, seen at seen, into a store of its own.
+	holder := func(t *testing.T, seen time.Time) (string, *stepNode) {
+		storeDir := t.TempDir()
+		a := newStepNode(t, testConfig(t, "vps-a", storeDir), nil)
+		a.now = seen
+		a.beat()
+		return storeDir, a
+	}
+	second := func(t *testing.T, storeDir string) *node.Config {
+		cfg := testConfig(t, "vps-a", storeDir) // another state dir: another machine
+		cfg.Node.Address = "127.0.0.12"
+		return cfg
+	}
+
+	t.Run("live", func(t *testing.T) {
+		storeDir, a := holder(t, time.Now())
+		before := testnode.StoreBytes(t, storeDir)
+		_, _, err := run(t, second(t, storeDir), a.St)
+		if err == nil || !strings.Contains(err.Error(), "taken by another live node") {
+			t.Fatalf("a second node with a live node's name: %v, want refused", err)
+		}
+		if after := testnode.StoreBytes(t, storeDir); !maps.Equal(before, after) {
+			t.Errorf("the refused node wrote into the store")
+		}
+	})
+	t.Run("stale", func(t *testing.T) {
+		ttl := time.Duration(testConfig(t, "vps-a", t.TempDir()).Reconcile.NodeTTL)
+		storeDir, a := holder(t, time.Now().Add(-2*ttl))
+		cfg := second(t, storeDir)
+		cfg.Limits.ConnMaxAge = ptypes.Duration(time.Nanosecond)
+		base, stop, err := run(t, cfg, a.St)
+		if err != nil {
+			t.Fatalf("a record two TTLs old held the name: %v", err)
+		}
+		defer stop()
+		resp, err := http.Get(base + api.PathHealthz)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !resp.Close {
+			t.Errorf("an answer on a connection past limits.connMaxAge: %d, Connection: close %v, want 200 and close", resp.StatusCode, resp.Close)
+		}
+	})
+}
+
+// A node whose heartbeat stops leaves every upstream list once its record is older
+// than reconcile.nodeTTL (a minute), except a list where it is the last upstream (fail
+// static), while nothing else in the fleet changes; the live nodes report it skipped
+// for its TTL and agree byte for byte. The rule itself is render/fleet's
+// (TestNodeTTLDropsStaleUpstreamsButFailsStatic); this is the node's TTL reaching it.
+func TestFleetStaleNodeLeavesUpstreamsExceptTheLast(t *testing.T) {
+	t.Parallel()
+	// Liveness reads the modification times of nodes/ (a heartbeat bumps no serial):
+	// on the virtual clock, the time of the step that wrote the record.
+	var mtimes sync.Map
+	var clocks []*vclockStore
+	storeDir := t.TempDir()
+	var nodes []*stepNode
+	for i, name := range []string{"vps-a", "vps-b", "vps-c"} {
+		cfg := fleetConfig(t, name, fmt.Sprintf("127.0.0.%d", i+2), time.Second, 15*time.Second, time.Minute)
+		cfg.Store.Dir.Path = storeDir
+		c := &vclockStore{Store: openDir(t, storeDir), mtimes: &mtimes}
+		clocks = append(clocks, c)
+		nodes = append(nodes, newStepNode(t, cfg, c))
+	}
+	for i, c := range clocks {
+		c.n = nodes[i]
+	}
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	beatAndPass := func() {
+		for _, n := range nodes {
+			n.beat()
+		}
+		passAll(nodes)
+	}
+	beatAndPass()
+	a.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a","vps-c"]}`)
+	a.must(201, "PUT", "/v1/apps/solo", testAdminToken, `{"account":"acme","placement":["vps-c"]}`)
+	a.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, `{"port":24001,"ready":true}`)
+	c.must(200, "PUT", "/v1/node/instances/shop", testAdminToken, `{"port":24002,"ready":true}`)
+	c.must(200, "PUT", "/v1/node/instances/solo", testAdminToken, `{"port":24003,"ready":true}`)
+	b.must(201, "PUT", "/v1/apps/shop/domains/ti.to", testAdminToken, "")
+	beatAndPass()
+
+	upstreams := func(n *stepNode) map[string][]string {
+		var doc map[string]any
+		if err := json.Unmarshal(n.routes(), &doc); err != nil {
+			t.Fatal(err)
+		}
+		return testnode.UpstreamNodes(doc)
+	}
+	before := map[string][]string{
+		"shop.apps.example.com": {"vps-a", "vps-c"},
+		"ti.to":                 {"vps-a", "vps-c"},
+		"solo.apps.example.com": {"vps-c"},
+		"api":                   {"vps-a", "vps-b", "vps-c"},
+	}
+	want := map[string][]string{
+		"shop.apps.example.com": {"vps-a"},          // vps-c dropped
+		"ti.to":                 {"vps-a"},          // same app, same chain
+		"solo.apps.example.com": {"vps-c"},          // its last upstream: kept (fail static)
+		"api":                   {"vps-a", "vps-b"}, // the API chain drops it too
+	}
+	if got := upstreams(a); !maps.EqualFunc(got, before, slices.Equal) {
+		t.Fatalf("seeded fleet routes %v, want %v", got, before)
+	}
+	live := nodes[:2] // vps-c stops: no heartbeat, no pass; its record stays in the store
+	ttl := time.Duration(a.Cfg.Reconcile.NodeTTL)
+	every := int(time.Duration(a.Cfg.Reconcile.Heartbeat) / time.Duration(a.Cfg.Reconcile.Interval))
+	for i := range int(ttl/time.Duration(a.Cfg.Reconcile.Interval)) + 2*every {
+		for _, n := range live {
+			if i%every == 0 {
+				n.beat()
+			}
+			n.mustPass()
+		}
+	}
+	for _, n := range live {
+		if got := upstreams(n); !maps.EqualFunc(got, want, slices.Equal) {
+			t.Errorf("%s upstreams %v a TTL and more after vps-c stopped, want %v", n.Cfg.Node.Name, got, want)
+		}
+		if st := n.status(); !slices.ContainsFunc(st.Skipped, func(s api.Skipped) bool {
+			return s.Object == "nodes/vps-c.json" && strings.Contains(s.Reason, "TTL")
+		}) {
+			t.Errorf("%s status: stale vps-c not reported in skipped: %+v", n.Cfg.Node.Name, st.Skipped)
+		}
+	}
+	ra, rb := a.get("/v1/ingress/traefik", testIngressToken), b.get("/v1/ingress/traefik", testIngressToken)
+	if ra.Header().Get("ETag") != rb.Header().Get("ETag") || !bytes.Equal(ra.Body.Bytes(), rb.Body.Bytes()) {
+		t.Errorf("the live nodes serve different documents after the stale drop")
+	}
+}
+
+// vclockStore gives the entries its List returns the modification time their last
+// write had on the writing node's virtual clock (n.now; the real one until n is set).
+type vclockStore struct {
+	store.Store
+	n      *stepNode
+	mtimes *sync.Map // key → time.Time
+}
+
+func (v *vclockStore) Put(ctx context.Context, key string, value []byte, cond store.Condition) (string, error) {
+	etag, err := v.Store.Put(ctx, key, value, cond)
+	if err == nil && v.n != nil {
+		v.mtimes.Store(key, v.n.now)
+	}
+	return etag, err
+}
+
+func (v *vclockStore) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	es, err := v.Store.List(ctx, prefix)
+	for i, e := range es {
+		if mt, ok := v.mtimes.Load(e.Key); ok {
+			es[i].ModTime = mt.(time.Time)
+		}
+	}
+	return es, err
+}
