@@ -33,16 +33,21 @@ import (
 	"github.com/scafo/ingress/render/fleet"
 )
 
-// platform.domains, the claim rules and writes.routeBurst reach the node's writer and
-// its answers: a claim under the platform domain is 400, a claim covering another
+// api.public false reaches the derivation (no API apex routed); platform.domains, the
+// claim rules and writes.routeBurst reach the node's writer and its answers: a claim under the platform domain is 400, a claim covering another
 // account's name 409 naming it, and an application token's third routing change past a
 // burst of 2 is 429 naming the setting.
 func TestTheNodesSettingsReachItsWrites(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	cfg.Writes.RouteBurst, cfg.Writes.RoutePerMinute = 2, 0.01
+	cfg.API.Public = false
 	n := newStepNode(t, cfg, nil)
 	n.start()
+	var doc map[string]any
+	if err := json.Unmarshal(n.routes(), &doc); err != nil || doc["api"] != nil {
+		t.Errorf("api.public false reaches the derivation: the document routes the API apex: %v %v", doc["api"], err)
+	}
 	n.must(201, "PUT", "/v1/apps/bank", testAdminToken, `{"account":"bank","placement":["vps-a"]}`)
 	n.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	for _, h := range []string{"x.apps.example.com", "*.apps.example.com"} {
