@@ -322,3 +322,27 @@ func (v *vclockStore) List(ctx context.Context, prefix string) ([]store.Entry, e
 	}
 	return es, err
 }
+
+// A write that changes nothing, asked with ?wait=applied, waits for what the store holds
+// now, not for nothing: while an ingress that reported holds an older serial, the answer
+// is 202 naming it, never "applied" (§15; hostile review 5 F3: the branch had no test).
+func TestANoOpWriteWaitsForTheStoresSerial(t *testing.T) {
+	t.Parallel()
+	n := newStepNode(t, testConfig(t, "vps-a", t.TempDir()), nil)
+	n.start()
+	edge := &pluginPolls{name: "edge-1"}
+	edge.poll(n) // takes the document
+	edge.poll(n) // and reports it
+	const app = `{"account":"acme","placement":["vps-a"]}`
+	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, app)
+	n.mustPass() // published; edge-1 has not polled since
+	rec := n.do("PUT", "/v1/apps/shop?wait=applied&timeout=1s", testAdminToken, app)
+	if rec.Code != http.StatusAccepted || !strings.Contains(rec.Body.String(), "edge-1") {
+		t.Fatalf("a no-op write while edge-1 is behind: %d %s, want 202 naming edge-1", rec.Code, rec.Body)
+	}
+	edge.poll(n) // takes the write
+	edge.poll(n) // and reports it
+	if rec := n.do("PUT", "/v1/apps/shop?wait=applied&timeout=5s", testAdminToken, app); rec.Code != http.StatusOK {
+		t.Fatalf("a no-op write once edge-1 holds it: %d %s, want 200 applied", rec.Code, rec.Body)
+	}
+}
