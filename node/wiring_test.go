@@ -34,9 +34,10 @@ import (
 )
 
 // api.public false reaches the derivation (no API apex routed); platform.domains, the
-// claim rules and writes.routeBurst reach the node's writer and its answers: a claim under the platform domain is 400, a claim covering another
-// account's name 409 naming it, and an application token's third routing change past a
-// burst of 2 is 429 naming the setting.
+// claim rules, the port checker and writes.routeBurst reach the node's writer and its
+// answers: a move to a port nothing listens on is 409, a claim under the platform
+// domain 400, a claim covering another account's name 409 naming it, and an
+// application token's third routing change past a burst of 2 is 429 naming the setting.
 func TestTheNodesSettingsReachItsWrites(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, "vps-a", t.TempDir())
@@ -58,6 +59,12 @@ func TestTheNodesSettingsReachItsWrites(t *testing.T) {
 	n.must(201, "PUT", "/v1/apps/bank/domains/www.bank.example", testAdminToken, "")
 	if rec := n.do("PUT", "/v1/apps/evil/domains/*.bank.example", testAdminToken, ""); rec.Code != 409 || !strings.Contains(rec.Body.String(), "bank") {
 		t.Errorf("evil's wildcard over bank's name: %d %s, want 409 naming bank", rec.Code, rec.Body)
+	}
+
+	// The port checker: a ready instance's move to a port nothing listens on is refused.
+	n.must(200, "PUT", "/v1/node/instances/bank", testAdminToken, `{"port":24101,"ready":true}`)
+	if rec := n.do("PUT", "/v1/node/instances/bank", testAdminToken, `{"port":24102,"ready":true}`); rec.Code != 409 || !strings.Contains(rec.Body.String(), "port not serving") {
+		t.Errorf("a move to a port nothing listens on: %d %s, want 409 port not serving", rec.Code, rec.Body)
 	}
 
 	var it struct{ Token string }
