@@ -33,16 +33,18 @@ import (
 	"github.com/scafo/ingress/render/fleet"
 )
 
-// api.public false reaches the derivation (no API apex routed); platform.domains, the
-// claim rules, the port checker and writes.routeBurst reach the node's writer and its
-// answers: a move to a port nothing listens on is 409, a claim under the platform
-// domain 400, a claim covering another account's name 409 naming it, and an
-// application token's third routing change past a burst of 2 is 429 naming the setting.
+// api.public false reaches the derivation (no API apex routed); traefik.middlewares,
+// platform.domains, the claim rules, the port checker and writes.routeBurst reach the
+// node's writer and its answers: a declared middleware is accepted on an application,
+// a move to a port nothing listens on is 409, a claim under the platform domain 400, a
+// claim covering another account's name 409 naming it, and an application token's
+// third routing change past a burst of 2 is 429 naming the setting.
 func TestTheNodesSettingsReachItsWrites(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	cfg.Writes.RouteBurst, cfg.Writes.RoutePerMinute = 2, 0.01
 	cfg.API.Public = false
+	cfg.Traefik.Middlewares = []string{"auth@file"}
 	n := newStepNode(t, cfg, nil)
 	n.start()
 	var doc map[string]any
@@ -51,6 +53,7 @@ func TestTheNodesSettingsReachItsWrites(t *testing.T) {
 	}
 	n.must(201, "PUT", "/v1/apps/bank", testAdminToken, `{"account":"bank","placement":["vps-a"]}`)
 	n.must(201, "PUT", "/v1/apps/evil", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	n.must(200, "PUT", "/v1/apps/bank", testAdminToken, `{"account":"bank","placement":["vps-a"],"middlewares":["auth@file"]}`) // traefik.middlewares declares it
 	for _, h := range []string{"x.apps.example.com", "*.apps.example.com"} {
 		if rec := n.do("PUT", "/v1/apps/evil/domains/"+h, testAdminToken, ""); rec.Code != 400 {
 			t.Errorf("a claim of %s under platform.domains: %d %s, want 400", h, rec.Code, rec.Body)
