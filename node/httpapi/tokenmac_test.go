@@ -124,7 +124,7 @@ func TestForgedTokensCostNoStoreReadAndNoBudget(t *testing.T) {
 	spellings := []string{
 		"scafo_" + id + "_abc", "scafo_" + id + "_" + strings.Repeat("zz", 32), "scafo_" + id + "_" + strings.ToUpper(secret),
 		"scafo_" + id + "_" + secret[:48] + strings.ToUpper(secret[48:]), strings.ToUpper(tok), "SCAFO_" + strings.TrimPrefix(tok, "scafo_"),
-		tok + "x", tok[:len(tok)-1], "scafo_" + id + "_" + secret[:63] + "0", "scafo_" + id + "_" + flip(secret, 63),
+		tok + "x", tok[:len(tok)-1], "scafo_" + id + "_" + secret[:63] + "g", "scafo_" + id + "_" + flip(secret, 63),
 		"scafo_" + id + "_" + flip(secret, 0), "scafo_" + flip(id, 15) + "_" + secret, "scafo_" + id + "_" + secret[48:] + secret[:48],
 		tok[:20] + "\t" + tok[21:], "scafo_" + id + "-" + secret, tok + tok, "hunter2", "scafo_0123456789ABCDEF_" + strings.Repeat("cd", 32),
 		tok + "_", "scafo_" + id + "_" + strings.Repeat("a", 65),
