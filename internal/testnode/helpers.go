@@ -38,21 +38,6 @@ func GrepLines(s, sub string) string {
 	return strings.Join(out, "\n")
 }
 
-// DialFrom opens a connection to n from the loopback address src and sends req.
-func DialFrom(t testing.TB, n *Node, src, req string) net.Conn {
-	t.Helper()
-	d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
-	c, err := d.Dial("tcp", strings.TrimPrefix(n.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	if _, err := io.WriteString(c, req); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 // Served is one answer of a routing endpoint.
 type Served struct {
 	Code int
@@ -171,21 +156,6 @@ func IngressesOf(t testing.TB, n *Node) map[string]api.Ingress {
 		out[in.Name] = in
 	}
 	return out
-}
-
-// ReadAnswer reads one answer from c within d.
-// ReadAnswer reads one HTTP answer from c within d.
-func ReadAnswer(t testing.TB, c net.Conn, d time.Duration) (*http.Response, string) {
-	t.Helper()
-	c.SetReadDeadline(time.Now().Add(d))
-	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatalf("no answer within %s: %v", d, err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	return resp, string(b)
 }
 
 // MetricLine reports whether n's /metrics holds line, whole.

@@ -39,12 +39,11 @@ const (
 // Stop or the test's end.
 type Node struct {
 	*nodetest.Node
-	t     testing.TB
-	Srv   *node.Server
-	St    store.Store
-	Cfg   *node.Config
-	Logs  *proc.Buffer
-	Conns *ConnCount // the connections the node's listener holds
+	t    testing.TB
+	Srv  *node.Server
+	St   store.Store
+	Cfg  *node.Config
+	Logs *proc.Buffer
 }
 
 // Config is a node's configuration for a test: name on its own loopback address (Address),
@@ -113,8 +112,7 @@ func StartOn(t testing.TB, cfg *node.Config, st store.Store, ln net.Listener, be
 	for _, f := range before {
 		f(srv) // before Run: nothing reads the server yet
 	}
-	conns := CountConns(ln)
-	return &Node{Node: nodetest.Start(t, srv, conns), t: t, Srv: srv, St: st, Cfg: cfg, Logs: logs, Conns: conns}
+	return &Node{Node: nodetest.Start(t, srv, ln), t: t, Srv: srv, St: st, Cfg: cfg, Logs: logs}
 }
 
 // Get sends a GET with the given token and headers (name, value, …).

@@ -15,12 +15,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/scafo/ingress/internal/proc"
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/httpapi"
 	"github.com/scafo/ingress/node/ingress"
@@ -70,7 +70,7 @@ type API struct {
 	Writer   *fleetwrite.Writer
 	Book     *ingress.Book
 	Pub      *publish.Publisher
-	Logs     *Log
+	Logs     *proc.Buffer
 }
 
 // passedOnce is a reconcile loop that has passed once, knowing no application.
@@ -128,7 +128,7 @@ func New(t testing.TB, o Options) *API {
 	if o.Wrap != nil {
 		st = o.Wrap(st)
 	}
-	logs := &Log{}
+	logs := &proc.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	inst, err := fleetwrite.OpenRegistry(filepath.Join(t.TempDir(), "instances.json"), fleetwrite.DefaultPorts().Min, fleetwrite.DefaultPorts().Max, 10*time.Minute)
 	if err != nil {
@@ -253,22 +253,4 @@ func (p *API) IssueToken(account, app, roles string) (id, tok string) {
 	json.Unmarshal(p.Must(201, "POST", "/v1/tokens", Admin,
 		`{"account":`+strconv.Quote(account)+`,"app":`+strconv.Quote(app)+`,"roles":[`+roles+`]}`), &it)
 	return it.ID, it.Token
-}
-
-// Log is the API's log, written by concurrent requests and read by the test.
-type Log struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *Log) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(b)
-}
-
-func (l *Log) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
