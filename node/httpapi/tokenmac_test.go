@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -129,6 +130,8 @@ func TestForgedTokensCostNoStoreReadAndNoBudget(t *testing.T) {
 		tok[:20] + "\t" + tok[21:], "scafo_" + id + "-" + secret, tok + tok, "hunter2", "scafo_0123456789ABCDEF_" + strings.Repeat("cd", 32),
 		tok + "_", "scafo_" + id + "_" + strings.Repeat("a", 65),
 	}
+	// A case respelling of a MAC with no letter in it is the real token (p ≈ 5e-4): not a forgery.
+	spellings = slices.DeleteFunc(spellings, func(s string) bool { return s == tok })
 
 	reads, keyReads, logged := st.Records.Load(), st.Key.Load(), rejectionLines(p.Logs.String())
 	const flood = 600
