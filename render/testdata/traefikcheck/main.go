@@ -27,6 +27,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -352,11 +353,19 @@ func routeTCP(conf *dynamic.Configuration, probes []sniProbe) (errs []string) {
 	return errs
 }
 
-type retries struct{ n *atomic.Int32 }
+// retries counts the retry middleware's retries in n and calls on, if set, with each:
+// Traefik's retry notifies its listener before the backoff wait of the next attempt.
+type retries struct {
+	n  *atomic.Int32
+	on func()
+}
 
 func (r retries) Retried(*http.Request, int) {
 	if r.n != nil {
 		r.n.Add(1)
+	}
+	if r.on != nil {
+		r.on()
 	}
 }
 
@@ -364,8 +373,9 @@ func (r retries) Retried(*http.Request, int) {
 // service Traefik's manager built for one server (a lone leaf, as the render writes
 // it), the way a router chains them:
 //
-//   - the server's port refuses connections for one second (an in-place restart), then
-//     answers: the POST gets the answer, with its body, and the server sees it once;
+//   - the server's port refuses connections for at least one second (an in-place
+//     restart) and opens at the first retry after it: the POST gets the answer, with
+//     its body, and the server sees it once;
 //   - the server reads the request's headers and drops the connection without an
 //     answer: the POST gets 502 and the server saw it exactly once. Traefik's
 //     retry.WrapHandler turns retrying off at httptrace WroteHeaders, so a request
@@ -374,7 +384,7 @@ func retryBehaviour(cfg dynamic.Retry) (errs []string) {
 	bad := func(format string, args ...any) {
 		errs = append(errs, "retry behaviour: "+fmt.Sprintf(format, args...))
 	}
-	handlerFor := func(addr string) (http.Handler, *atomic.Int32, error) {
+	handlerFor := func(addr string, onRetry func()) (http.Handler, *atomic.Int32, error) {
 		pass := true
 		conf := dynamic.Configuration{HTTP: &dynamic.HTTPConfiguration{Services: map[string]*dynamic.Service{
 			"leaf@http": {LoadBalancer: &dynamic.ServersLoadBalancer{
@@ -389,7 +399,7 @@ func retryBehaviour(cfg dynamic.Retry) (errs []string) {
 			return nil, nil, err
 		}
 		n := &atomic.Int32{}
-		h, err := retry.New(context.Background(), svc, cfg, retries{n: n}, "scafo-retry@http")
+		h, err := retry.New(context.Background(), svc, cfg, retries{n: n, on: onRetry}, "scafo-retry@http")
 		return h, n, err
 	}
 	post := func(h http.Handler) *httptest.ResponseRecorder {
@@ -399,7 +409,10 @@ func retryBehaviour(cfg dynamic.Retry) (errs []string) {
 		return rec
 	}
 
-	// An in-place restart: nothing listens for one second.
+	// An in-place restart: nothing listens until the POST has been refused for one
+	// second; the port opens at the first retry after that (refused: the middleware's
+	// notification, sent before its backoff wait), so the next attempt finds it serving.
+	// Retries that run out within the second leave it closed and the POST failed.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		bad("%v", err)
@@ -407,7 +420,13 @@ func retryBehaviour(cfg dynamic.Retry) (errs []string) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	h, retried, err := handlerFor(addr)
+	refused := make(chan struct{}, 64)
+	h, retried, err := handlerFor(addr, func() {
+		select {
+		case refused <- struct{}{}:
+		default: // the opener has one pending already
+		}
+	})
 	if err != nil {
 		bad("building: %v", err)
 		return errs
@@ -419,22 +438,34 @@ func retryBehaviour(cfg dynamic.Retry) (errs []string) {
 		w.Write(b)
 	})}
 	defer srv.Close()
-	go func() {
-		time.Sleep(time.Second)
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			return // the check below reports the failed request
-		}
-		srv.Serve(l)
-	}()
 	start := time.Now()
+	answered := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-answered:
+				return // the check below reports the failed request
+			case <-refused:
+			}
+			if time.Since(start) < time.Second {
+				continue
+			}
+			l, err := net.Listen("tcp", addr)
+			if err != nil {
+				return // the check below reports the failed request
+			}
+			srv.Serve(l)
+			return
+		}
+	}()
 	rec := post(h)
+	close(answered)
 	took := time.Since(start).Round(time.Millisecond)
 	if rec.Code != http.StatusOK || rec.Body.String() != "order=1" || seen.Load() != 1 {
 		bad("restart: %d %q after %s and %d retries, the server saw %d requests; want 200 \"order=1\", seen once",
 			rec.Code, rec.Body.String(), took, retried.Load(), seen.Load())
 	} else {
-		fmt.Printf("retry behaviour: a POST during a 1s restart answered 200 after %s and %d retries (attempts %d, initialInterval %s)\n",
+		fmt.Printf("retry behaviour: a POST refused for 1s by a restart answered 200 after %s and %d retries (attempts %d, initialInterval %s)\n",
 			took, retried.Load(), cfg.Attempts, time.Duration(cfg.InitialInterval))
 	}
 
@@ -446,14 +477,20 @@ func retryBehaviour(cfg dynamic.Retry) (errs []string) {
 	}
 	defer dl.Close()
 	var got atomic.Int32
+	var conns sync.WaitGroup
+	accepting := make(chan struct{})
 	go func() {
+		defer close(accepting)
 		for {
 			c, err := dl.Accept()
 			if err != nil {
 				return
 			}
+			conns.Add(1)
 			go func() {
+				defer conns.Done()
 				defer c.Close()
+				c.SetReadDeadline(time.Now().Add(30 * time.Second)) // a connection never written to
 				var buf []byte
 				tmp := make([]byte, 4096)
 				for !strings.Contains(string(buf), "\r\n\r\n") {
@@ -467,13 +504,18 @@ func retryBehaviour(cfg dynamic.Retry) (errs []string) {
 			}()
 		}
 	}()
-	h, retried, err = handlerFor(dl.Addr().String())
+	h, retried, err = handlerFor(dl.Addr().String(), nil)
 	if err != nil {
 		bad("building: %v", err)
 		return errs
 	}
 	rec = post(h)
-	time.Sleep(100 * time.Millisecond) // a second send, were there one, is counted by now
+	// The middleware answers after its last attempt, and an attempt whose headers reached
+	// the server ends only when the server drops it, after counting it. With the listener
+	// closed and every accepted connection's reader done, got counts every send.
+	dl.Close()
+	<-accepting
+	conns.Wait()
 	if rec.Code != http.StatusBadGateway || got.Load() != 1 || retried.Load() != 0 {
 		bad("dropped after headers: %d, the server saw %d requests and %d retries; want 502, once, no retry", rec.Code, got.Load(), retried.Load())
 	}
