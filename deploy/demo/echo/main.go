@@ -12,14 +12,15 @@
 //     pid: descriptor 3) instead of listening on -listen. systemd keeps that socket open
 //     while the service restarts, so connections queue in its backlog and the next
 //     release accepts them. See listener.
-//   - Graceful stop: on SIGTERM (or SIGINT) it is a lame duck for -lame-duck: it still
-//     serves, but every answer carries Connection: close, so a proxy stops reusing its
-//     keep-alive connections to it (each closes after its next answer). Then, on a socket
-//     it listened itself, it gates and drains it (internal/listengate: the kernel drops
-//     new connection attempts, which the client sends again about a second later, to the
-//     next release or to a refusal a proxy retries, while echo still accepts until its
-//     accept queue is empty, up to a second), so closing the socket resets no connection
-//     a proxy already wrote a request on. A socket systemd passed is never gated: it stays
+//   - Graceful stop: on SIGTERM (or SIGINT) it is a lame duck for -lame-duck, or until a
+//     second signal: it still serves, but every answer carries Connection: close, so a
+//     proxy stops reusing its keep-alive connections to it (each closes after its next
+//     answer). Then, on a socket it listened itself, it gates and drains it
+//     (internal/listengate: the kernel drops new connection attempts, which the client
+//     sends again about a second later, to the next release or to a refusal a proxy
+//     retries, while echo still accepts until its accept queue is empty, up to a
+//     second), so closing the socket resets no connection a proxy already wrote a
+//     request on. A socket systemd passed is never gated: it stays
 //     open, and what queues on it is for the next release. Then it stops accepting,
 //     waits (up to a second) for the connections it accepted to send their requests,
 //     finishes the requests in flight (http.Server.Shutdown), and exits 0. Not
@@ -97,7 +98,12 @@ func main() {
 	go func() {
 		<-sig
 		lame.Store(true)
-		time.Sleep(*lameDuck)
+		lameDuckOver := time.NewTimer(*lameDuck)
+		select {
+		case <-lameDuckOver.C:
+		case <-sig: // a second signal ends the lame duck early; the stop goes on as below
+			lameDuckOver.Stop()
+		}
 		if !passed {
 			// Our own socket: let nothing wait in its accept queue when it closes (a
 			// connection waiting there is reset at close, after the proxy wrote its
