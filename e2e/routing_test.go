@@ -89,87 +89,12 @@ func TestCustomWildcardMatchesOneLabelAndAnExactClaimBeatsIt(t *testing.T) {
 	tr.requireProviderClean(t, "http")
 }
 
-// Scenario 7.
-func TestPlatformAPIApexReachesANodeButNeverItsPrivatePaths(t *testing.T) {
-	f := startFleet(t, 2, nodeOptions{})
-	n1 := f.nodes[0]
-	tr := startTraefik(t, "traefik", traefikOptions{node: n1})
-
-	const apex = "apps.localhost"
-	// Traefik reaches a node's own /v1/healthz through the apex.
-	waitFor(t, "the apex to reach a node", routeTimeout, func() error {
-		r, err := tr.get(apex, "/v1/healthz")
-		if err != nil {
-			return err
-		}
-		if r.status != http.StatusOK || r.echo != nil {
-			return fmt.Errorf("%d from %s: %.100q", r.status, r.from(), r.body)
-		}
-		return nil
-	})
-
-	// What a node itself answers on its private paths, with the ingress token: proof that
-	// a 404 through the apex is Traefik's refusal and not the node's answer.
-	if st, b := n1.do(t, http.MethodGet, "/v1/ingress/routes", nil, testIngressToken); st != http.StatusOK {
-		t.Fatalf("the node's own /v1/ingress/routes with the token: %d %s", st, b)
-	}
-
-	auth := []string{"Authorization", "Bearer " + testIngressToken}
-	for _, path := range []string{
-		"/v1/ingress/routes",
-		"/v1/ingress/routes?prefer=self",
-		"/v1/ingress/routes/",
-		"/v1/storage",
-		"/v1/storage/apps/shop.json",
-		"//v1/ingress/routes",          // sanitizePath collapses it before routing
-		"/v1/./ingress/routes",         // dot segment
-		"/v1/x/../ingress/routes",      // dot-dot segment
-		"/v1/%69ngress/routes",         // %69 = i, decoded before routing
-		"/v1/%73torage/apps/shop.json", // %73 = s
-		"/v1/ingress/%72outes",         // %72 = r
-	} {
-		tr.expectTraefik404(t, apex, path, auth...)
-	}
-	// Encoded separators never reach the node either. A spelling that still starts with
-	// a denied prefix matches no router (Traefik's 404); one that does not matches the
-	// apex router, whose entry point refuses the %2F (400).
-	for _, tc := range []struct {
-		target string
-		want   int
-	}{
-		{"/v1%2Fingress/routes", http.StatusBadRequest},
-		{"/v1/ingress%2Froutes", http.StatusNotFound}, // denied: /v1/ingress/ is a whole segment, %2F spelling included
-		{"/v1/storage%2Fx", http.StatusNotFound},
-	} {
-		r, err := tr.raw(apex, tc.target)
-		if err != nil {
-			t.Errorf("GET %s: %v", tc.target, err)
-			continue
-		}
-		if r.status != tc.want || r.echo != nil || strings.Contains(r.body, `"revision"`) {
-			t.Errorf("GET %s through the apex: %d %.100q, want %d from Traefik", tc.target, r.status, r.body, tc.want)
-		}
-	}
-	// Case is not folded: /V1/... is not the node's path, the node answers 404 itself.
-	// (Asserted only as "not a routing document".)
-	if r, err := tr.get(apex, "/V1/ingress/routes", auth...); err == nil && strings.Contains(r.body, `"revision"`) {
-		t.Errorf("/V1/ingress/routes through the apex returned a routing document")
-	}
-
-	// An application claiming the apex takes it over, API paths included.
-	f.deploy(t, "console", "platform", []*node{n1}, "/healthz")
-	n1.claim(t, "console", apex)
-	tr.waitServedBy(t, apex, "/v1/healthz", "console@n1", routeTimeout)
-	tr.expectServedBy(t, apex, "/", "console@n1")
-	tr.expectServedBy(t, apex, "/v1/ingress/routes", "console@n1")
-	tr.requireProviderClean(t, "http")
-}
-
-// Scenario 7b: every path api.denied lists (docs/design.md §3: /v1/storage, /v1/ingress/ in every
-// format, /metrics, /v1/health/, /v1/status) is refused on the public apex by Traefik
-// itself, however it is spelled, while the paths a remote CLI needs still reach the node.
-// Each request carries the admin token (the ingress token for /v1/ingress/): a node
-// reached would answer 200, or its own JSON; Traefik answers 404 (no router) or 400.
+// Scenarios 7 and 7b: every path api.denied lists (docs/design.md §3: /v1/storage, /v1/ingress/
+// in every format, /metrics, /v1/health/, /v1/status) is refused on the public apex by
+// Traefik itself, however it is spelled, while the paths a remote CLI needs still reach
+// the node; an application claiming the apex then takes it over, API paths included.
+// Each request carries the admin token and the ingress token in turn: a node reached
+// would answer 200, or its own JSON; Traefik answers 404 (no router) or 400.
 func TestPlatformAPIApexDeniesEveryPrivatePathInEverySpelling(t *testing.T) {
 	f := startFleet(t, 1, nodeOptions{})
 	n1 := f.nodes[0]
@@ -222,7 +147,14 @@ func TestPlatformAPIApexDeniesEveryPrivatePathInEverySpelling(t *testing.T) {
 		{"/v1/ingress/routes", http.StatusNotFound},
 		{"/v1/ingress/traefik", http.StatusNotFound},
 		{"/v1/ingress/traefik?prefer=self", http.StatusNotFound},
-		{"/v1/ingress/nginx", http.StatusNotFound}, // a format that does not exist: denied all the same
+		{"/v1/ingress/routes?prefer=self", http.StatusNotFound},
+		{"/v1/ingress/routes/", http.StatusNotFound},
+		{"//v1/ingress/routes", http.StatusNotFound},
+		{"/v1/./ingress/routes", http.StatusNotFound},
+		{"/v1/x/../ingress/routes", http.StatusNotFound},
+		{"/v1/%69ngress/routes", http.StatusNotFound}, // %69 = i
+		{"/v1/ingress/%72outes", http.StatusNotFound}, // %72 = r
+		{"/v1/ingress/nginx", http.StatusNotFound},    // a format that does not exist: denied all the same
 		{"/v1/ingress%2Ftraefik", http.StatusNotFound},
 		{"/v1/ingress%2ftraefik", http.StatusNotFound}, // lower-case escape
 		{"/v1/health", http.StatusNotFound},
@@ -230,6 +162,8 @@ func TestPlatformAPIApexDeniesEveryPrivatePathInEverySpelling(t *testing.T) {
 		{"/v1/health/instances/x", http.StatusNotFound},
 		{"/v1/storage", http.StatusNotFound},
 		{"/v1/storage/x", http.StatusNotFound},
+		{"/v1/%73torage/apps/shop.json", http.StatusNotFound},
+		{"/v1/storage%2Fx", http.StatusNotFound},
 		{"/v1//status", http.StatusNotFound},
 		{"/v1/status;x", http.StatusNotFound},
 		{"/v1/%2e%2e/v1/status", http.StatusNotFound}, // escaped dot segments: decoded, then resolved
@@ -239,6 +173,7 @@ func TestPlatformAPIApexDeniesEveryPrivatePathInEverySpelling(t *testing.T) {
 		// Spellings that no denied prefix matches do match the apex router, whose entry
 		// point refuses the encoded slash (400) before the node sees anything.
 		{"/v1%2Fstatus", http.StatusBadRequest},
+		{"/v1%2Fingress/routes", http.StatusBadRequest},
 		{"/v1/x/..%2Fstatus", http.StatusBadRequest},
 		{"/v1/healthz%2F..%2Fstatus", http.StatusBadRequest},
 	} {
@@ -256,10 +191,14 @@ func TestPlatformAPIApexDeniesEveryPrivatePathInEverySpelling(t *testing.T) {
 	}
 
 	// Case is not folded, by Traefik nor by the node's router: these reach the node,
-	// which answers its own 404 (never the status document nor the metrics).
-	for _, target := range []string{"/v1/Status", "/V1/status", "/METRICS"} {
-		r, err := tr.raw(apex, target, "Authorization", "Bearer "+testAdminToken)
-		if err != nil || r.status != http.StatusNotFound || r.echo != nil || strings.Contains(r.body, `"skipped"`) || strings.Contains(r.body, "# HELP") {
+	// which answers its own 404 (never the status document, the metrics nor a routing document).
+	for _, tc := range []struct{ target, token string }{
+		{"/v1/Status", testAdminToken}, {"/V1/status", testAdminToken}, {"/METRICS", testAdminToken},
+		{"/V1/ingress/routes", testIngressToken},
+	} {
+		target := tc.target
+		r, err := tr.raw(apex, target, "Authorization", "Bearer "+tc.token)
+		if err != nil || r.status != http.StatusNotFound || r.echo != nil || strings.Contains(r.body, `"skipped"`) || strings.Contains(r.body, "# HELP") || strings.Contains(r.body, `"revision"`) {
 			t.Errorf("GET %s through the apex: %d %.200q %v, want a 404", target, r.status, r.body, err)
 		}
 	}
@@ -279,6 +218,13 @@ func TestPlatformAPIApexDeniesEveryPrivatePathInEverySpelling(t *testing.T) {
 	if err != nil || r.status != http.StatusOK || !strings.HasPrefix(strings.TrimSpace(r.body), "{") && !strings.HasPrefix(strings.TrimSpace(r.body), "[") {
 		t.Errorf("GET /v1/apps through the apex with the admin token: %d %.200q %v, want the node's 200 JSON", r.status, r.body, err)
 	}
+
+	// An application claiming the apex takes it over, API paths included.
+	f.deploy(t, "console", "platform", []*node{n1}, "/healthz")
+	n1.claim(t, "console", apex)
+	tr.waitServedBy(t, apex, "/v1/healthz", "console@n1", routeTimeout)
+	tr.expectServedBy(t, apex, "/", "console@n1")
+	tr.expectServedBy(t, apex, "/v1/ingress/routes", "console@n1")
 	tr.requireProviderClean(t, "http")
 }
 
