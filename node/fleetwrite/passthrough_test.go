@@ -21,33 +21,6 @@ func wantInvalid(t *testing.T, f *fixture, serial string, err error, field strin
 	}
 }
 
-// TestPassthroughApplicationFieldsAreValidated: proxyProtocol is absent or 2 and only
-// with passthrough, and a passthrough application declares no HTTP health path; each
-// refusal is a 400 naming the field.
-func TestPassthroughApplicationFieldsAreValidated(t *testing.T) {
-	for _, tc := range []struct {
-		app   fleet.App
-		field string
-	}{
-		{fleet.App{Account: "acme", Passthrough: true}, ""},
-		{fleet.App{Account: "acme", Passthrough: true, ProxyProtocol: 2}, ""},
-		{fleet.App{Account: "acme", Passthrough: true, ProxyProtocol: 1}, "proxyProtocol"},
-		{fleet.App{Account: "acme", ProxyProtocol: 2}, "proxyProtocol"},
-		{fleet.App{Account: "acme", Passthrough: true, Health: &fleet.Health{Path: "/healthz"}}, "health.path"},
-	} {
-		f := newFixture(t)
-		serial := f.serial(t)
-		_, _, _, err := f.w.PutApp(context.Background(), admin, "db", tc.app, "")
-		if tc.field == "" {
-			if err != nil {
-				t.Fatalf("%+v refused: %v", tc.app, err)
-			}
-			continue
-		}
-		wantInvalid(t, f, serial, err, tc.field)
-	}
-}
-
 // TestPassthroughHostsAreExactAndPathless: a wildcard claim of a passthrough
 // application is a 400 naming host; a path map on its host is a 400 naming paths; a
 // prefix of another claim targeting its claim or its platform host is a 400 naming that

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -81,17 +82,17 @@ func (f *fixture) app(t *testing.T, name, account string) fleet.App {
 func TestIdenticalPutAppWritesAuditsAndBumpsNothing(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	a, _, created, err := f.w.PutApp(ctx, admin, "shop", fleet.App{Account: "acme", Placement: []string{"vps-a"}}, "")
-	if err != nil || !created || a.Name != "shop" {
+	a, etag, created, err := f.w.PutApp(ctx, admin, "shop", fleet.App{Account: "acme", Placement: []string{"vps-a"}}, "")
+	if err != nil || !created || a.Name != "shop" || etag == "" {
 		t.Fatalf("first put: %+v created=%v err=%v", a, created, err)
 	}
 	serial, audits := f.serial(t), f.audits(t)
 	if serial == "" || audits != 1 || len(f.commits) != 1 {
 		t.Fatalf("after a change: serial %q, %d audit rows, commits %v", serial, audits, f.commits)
 	}
-	_, _, created, err = f.w.PutApp(ctx, admin, "shop", fleet.App{Account: "acme", Placement: []string{"vps-a"}}, "")
-	if err != nil || created {
-		t.Fatalf("identical put: created=%v err=%v", created, err)
+	_, again, created, err := f.w.PutApp(ctx, admin, "shop", fleet.App{Account: "acme", Placement: []string{"vps-a"}}, "")
+	if err != nil || created || again != etag {
+		t.Fatalf("identical put: created=%v err=%v etag %q, want the stored %q (a client's If-Match keeps matching)", created, err, again, etag)
 	}
 	if got := f.serial(t); got != serial || f.audits(t) != 1 || len(f.commits) != 1 {
 		t.Fatalf("identical put moved something: serial %q -> %q, audits %d, commits %v", serial, got, f.audits(t), f.commits)
@@ -108,25 +109,54 @@ func TestPutAppRefusesAnAccountChangeNamingTheHolder(t *testing.T) {
 	}
 }
 
+// TestPutAppNamesTheInvalidField: an application's every field is checked at its write;
+// a refusal is an ErrInvalid (a 400) naming the field or the list entry, and writes
+// nothing. proxyProtocol is absent or 2 and only with passthrough, and a passthrough
+// application declares no HTTP health path; middlewares are only those the node's
+// configuration declares (traefik.middlewares), each once, in name@provider form, none
+// on a passthrough application. A declared list is stored in its order, and its write
+// warns that Caddy ingresses do not apply it.
 func TestPutAppNamesTheInvalidField(t *testing.T) {
-	f := newFixture(t)
+	declared := []string{"auth@file", "www-redirect@file"}
 	for _, tc := range []struct {
-		app   fleet.App
-		field string
+		app      fleet.App
+		declared []string // traefik.middlewares
+		field    string   // "" when valid
+		detail   string
 	}{
-		{fleet.App{Account: "Bad Account"}, "account"},
-		{fleet.App{Account: "acme", Placement: []string{"a", "a"}}, "placement[1]"},
-		{fleet.App{Account: "acme", Health: &fleet.Health{Path: "nope"}}, "health.path"},
-		{fleet.App{Name: "other", Account: "acme"}, "name"},
+		{fleet.App{Account: "Bad Account"}, nil, "account", ""},
+		{fleet.App{Account: "acme", Placement: []string{"a", "a"}}, nil, "placement[1]", ""},
+		{fleet.App{Account: "acme", Health: &fleet.Health{Path: "nope"}}, nil, "health.path", ""},
+		{fleet.App{Name: "other", Account: "acme"}, nil, "name", ""},
+		{fleet.App{Account: "acme", Passthrough: true}, nil, "", ""},
+		{fleet.App{Account: "acme", Passthrough: true, ProxyProtocol: 2}, nil, "", ""},
+		{fleet.App{Account: "acme", Passthrough: true, ProxyProtocol: 1}, nil, "proxyProtocol", ""},
+		{fleet.App{Account: "acme", ProxyProtocol: 2}, nil, "proxyProtocol", ""},
+		{fleet.App{Account: "acme", Passthrough: true, Health: &fleet.Health{Path: "/healthz"}}, nil, "health.path", ""},
+		{fleet.App{Account: "acme", Middlewares: []string{"www-redirect@file", "auth@file"}}, declared, "", ""},
+		{fleet.App{Account: "acme", Middlewares: []string{}}, declared, "", ""},
+		{fleet.App{Account: "acme", Middlewares: []string{"auth@file", "basic@file"}}, declared, "middlewares[1]", "traefik.middlewares: auth@file, www-redirect@file"},
+		{fleet.App{Account: "acme", Middlewares: []string{"auth@docker"}}, declared, "middlewares[0]", "not a middleware this node's configuration declares"},
+		{fleet.App{Account: "acme", Middlewares: []string{"auth"}}, declared, "middlewares[0]", "name@provider"},
+		{fleet.App{Account: "acme", Middlewares: []string{"auth@file", "auth@file"}}, declared, "middlewares[1]", "listed twice"},
+		{fleet.App{Account: "acme", Passthrough: true, Middlewares: []string{"auth@file"}}, declared, "middlewares", "a middleware is HTTP"},
+		{fleet.App{Account: "acme", Middlewares: []string{"auth@file"}}, nil, "middlewares[0]", ""}, // a node that declares none
 	} {
-		_, _, _, err := f.w.PutApp(context.Background(), admin, "shop", tc.app, "")
-		var inv *ErrInvalid
-		if !errors.As(err, &inv) || inv.Field != tc.field {
-			t.Errorf("%+v: got %v, want ErrInvalid on %s", tc.app, err, tc.field)
+		f := newFixture(t)
+		f.w.cfg.Middlewares = tc.declared
+		a, _, _, err := f.w.PutApp(context.Background(), admin, "shop", tc.app, "")
+		if tc.field == "" {
+			stored, _, serr := f.w.App(context.Background(), "shop")
+			caddy := slices.ContainsFunc(f.w.AppWarnings(a), func(w string) bool { return strings.Contains(w, "a Caddy ingress answers 503") })
+			if err != nil || serr != nil || !slices.Equal(stored.Middlewares, tc.app.Middlewares) || caddy != (len(tc.app.Middlewares) > 0) {
+				t.Fatalf("%+v: %v (%v), stored middlewares %v, Caddy warning %v", tc.app, err, serr, stored.Middlewares, caddy)
+			}
+			continue
 		}
-	}
-	if f.serial(t) != "" || f.audits(t) != 0 {
-		t.Fatal("a refused write left a trace in the store")
+		wantInvalid(t, f, "", err, tc.field)
+		if !strings.Contains(err.Error(), tc.detail) || f.audits(t) != 0 {
+			t.Fatalf("%v: want it to say %q, with no audit row (%d)", err, tc.detail, f.audits(t))
+		}
 	}
 }
 
