@@ -18,6 +18,13 @@ func TestDocumentValidate(t *testing.T) {
 		}
 		return m
 	}
+	// pass makes go.tito.io's application terminate TLS itself (passthroughDocument), then more.
+	pass := func(more func(d *Document)) func(d *Document) {
+		return func(d *Document) { makePassthrough(d); more(d) }
+	}
+	mws := func(mw ...string) func(*Document) { // both routes of shop
+		return func(d *Document) { d.Routes[0].Middlewares, d.Routes[2].Middlewares = mw, mw }
+	}
 	tests := []struct {
 		name      string
 		mutate    func(d *Document) // applied to a deep copy of sampleDocument
@@ -43,6 +50,9 @@ func TestDocumentValidate(t *testing.T) {
 		}},
 		{name: "custom wildcard covering an api apex", mutate: func(d *Document) { d.Routes[0].Host = "*.example.com" }},
 		{name: "revision is not checked", mutate: func(d *Document) { d.Revision = "" }},
+		{name: "passthrough", mutate: pass(func(*Document) {})},
+		{name: "passthrough with proxy protocol v2", mutate: pass(func(d *Document) { d.Routes[1].ProxyProtocol = 2 })},
+		{name: "middlewares on both routes of shop", mutate: mws("auth@file", "www@file")},
 
 		// The document as a whole.
 		{name: "nil document", doc: nil, wantErr: "routing document is nil"},
@@ -113,6 +123,36 @@ func TestDocumentValidate(t *testing.T) {
 			d.Routes[3].Paths["0x"] = "nowhere.example"
 		}, wantField: `routes[3].paths["0x"]`, wantErr: "target must be the host"},
 
+		// Passthrough routes: an exact host without a path map, no path map targets one,
+		// proxyProtocol 0 or 2 and only on them, every route of an application agrees.
+		{name: "proxy protocol v1", mutate: pass(func(d *Document) { d.Routes[1].ProxyProtocol = 1 }), wantField: "routes[1].proxyProtocol"},
+		{name: "proxy protocol without passthrough", mutate: pass(func(d *Document) { d.Routes[3].ProxyProtocol = 2 }), wantField: "routes[3].proxyProtocol"},
+		{name: "wildcard passthrough", mutate: pass(func(d *Document) { d.Routes[0].Passthrough, d.Routes[2].Passthrough = true, true }),
+			wantField: "routes[0].passthrough"},
+		{name: "path map on a passthrough route", mutate: pass(func(d *Document) { d.Routes[1].Paths = map[string]string{"x": "ti.to"} }),
+			wantField: "routes[1].paths"},
+		{name: "path map targeting a passthrough route", mutate: pass(func(d *Document) { d.Routes[3].Paths = map[string]string{"paulca": "go.tito.io"} }),
+			wantField: `routes[3].paths["paulca"]`},
+		{name: "health path on a passthrough route", mutate: pass(func(d *Document) { d.Routes[1].HealthPath = "/healthz" }), wantField: "routes[1].healthPath"},
+		{name: "an application's routes disagree on passthrough", mutate: pass(func(d *Document) { d.Routes[2].Passthrough = true }),
+			wantField: "routes[2].passthrough"},
+		{name: "an application's routes disagree on proxy protocol", mutate: pass(func(d *Document) {
+			d.Routes[1].ProxyProtocol = 2
+			d.Routes = append(d.Routes, Route{Host: "tls.example.net", Application: "tito-go", Passthrough: true, Upstreams: d.Routes[1].Upstreams})
+		}), wantField: "routes[4].proxyProtocol"},
+
+		// Middlewares: every route of an application the same list in the same order, a
+		// passthrough route none, each reference valid (TestMiddlewareReferencesAreValidated).
+		{name: "a bad middleware reference", mutate: mws("auth"), wantField: "routes[0].middlewares[0]"},
+		{name: "a middleware twice", mutate: mws("auth@file", "auth@file"), wantField: "routes[0].middlewares[1]"},
+		{name: "middlewares on one route of shop", mutate: func(d *Document) { d.Routes[2].Middlewares = []string{"auth@file"} },
+			wantField: "routes[2].middlewares"},
+		{name: "middlewares in another order", mutate: func(d *Document) {
+			d.Routes[0].Middlewares, d.Routes[2].Middlewares = []string{"a@file", "b@file"}, []string{"b@file", "a@file"}
+		}, wantField: "routes[2].middlewares"},
+		{name: "middlewares on a passthrough route", mutate: pass(func(d *Document) { d.Routes[1].Middlewares = []string{"auth@file"} }),
+			wantField: "routes[1].middlewares"},
+
 		// The API section.
 		{name: "api host wildcard", mutate: func(d *Document) { d.API.Hosts = []string{"*.example.com"} },
 			wantField: "api.hosts[0]", wantErr: "must not contain a wildcard"},
@@ -141,14 +181,18 @@ func TestDocumentValidate(t *testing.T) {
 				tc.mutate(d)
 			}
 			err := d.Validate()
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatalf("Validate() = %v, want valid", err)
+			if tc.wantErr == "" && tc.wantField == "" {
+				ok := d.FrameOK() // with RouteOK, what render.Incremental checks instead
+				for i := range d.Routes {
+					ok = ok && d.RouteOK(i)
+				}
+				if err != nil || !ok {
+					t.Fatalf("Validate() = %v (FrameOK and RouteOK: %v), want valid", err, ok)
 				}
 				return
 			}
 			if err == nil {
-				t.Fatalf("Validate() accepted the document, want an error containing %q", tc.wantErr)
+				t.Fatalf("Validate() accepted the document, want an error naming %q containing %q", tc.wantField, tc.wantErr)
 			}
 			if !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("Validate() = %q, want it to contain %q", err, tc.wantErr)

@@ -55,54 +55,6 @@ func TestMiddlewareReferencesAreValidated(t *testing.T) {
 	}
 }
 
-// TestMiddlewaresInTheDocumentFollowTheirRules: every route of one application carries
-// the same list in the same order, a passthrough route none, and each reference is
-// valid; each refusal names the field.
-func TestMiddlewaresInTheDocumentFollowTheirRules(t *testing.T) {
-	with := func(mw ...string) func(*Document) {
-		return func(d *Document) { d.Routes[0].Middlewares, d.Routes[2].Middlewares = mw, mw }
-	}
-	for _, tc := range []struct {
-		name   string
-		mutate func(*Document)
-		field  string
-	}{
-		{"both routes of shop", with("auth@file", "www@file"), ""},
-		{"a bad reference", with("auth"), "routes[0].middlewares[0]"},
-		{"twice", with("auth@file", "auth@file"), "routes[0].middlewares[1]"},
-		{"one route of shop", func(d *Document) { d.Routes[2].Middlewares = []string{"auth@file"} }, "routes[2].middlewares"},
-		{"another order", func(d *Document) {
-			d.Routes[0].Middlewares = []string{"a@file", "b@file"}
-			d.Routes[2].Middlewares = []string{"b@file", "a@file"}
-		}, "routes[2].middlewares"},
-		{"on a passthrough route", func(d *Document) {
-			d.Routes[3].Paths = nil
-			d.Routes[1].Passthrough, d.Routes[1].HealthPath = true, ""
-			d.Routes[1].Middlewares = []string{"auth@file"}
-		}, "routes[1].middlewares"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			d := cloneDocument(sampleDocument())
-			tc.mutate(d)
-			err := d.Validate()
-			ok := d.FrameOK()
-			for i := range d.Routes {
-				ok = ok && d.RouteOK(i)
-			}
-			if tc.field == "" {
-				if err != nil || !ok {
-					t.Fatalf("refused: %v (RouteOK all: %v)", err, ok)
-				}
-				return
-			}
-			var fe *FieldError
-			if !errors.As(err, &fe) || fe.Field != tc.field {
-				t.Fatalf("err = %v, want a refusal naming %s", err, tc.field)
-			}
-		})
-	}
-}
-
 // TestMiddlewaresAreAdditiveAndOrderIsContent: a document without middlewares writes
 // no field and keeps its revision; listing them, and reordering them, moves the
 // revision; a list survives Marshal and Decode in order; a middleware cannot migrate
