@@ -19,15 +19,13 @@ func switchToSecond(t *testing.T, start starter, first, second *fakeNode, watchW
 		cfg.WatchWait = watchWait
 	}
 	h := start(t, cfg)
-	first.mu.Lock()
-	want := string(first.body)
-	first.mu.Unlock()
+	want := first.Body()
 	if got := h.next(t, wait); got != want {
 		t.Fatalf("emitted %s, want the first node's %s", got, want)
 	}
-	first.waitFor(t, "a held long-poll", wait, func(n *fakeNode) bool { return n.waiting == 1 })
-	first.setMode(modeBroken)
-	first.srv.CloseClientConnections()
+	first.WaitFor(t, "a held long-poll", wait, func(n *fakeNode) bool { return n.Waiting == 1 })
+	first.SetMode(modeBroken)
+	first.Srv.CloseClientConnections()
 	return h
 }
 
@@ -39,19 +37,19 @@ func TestOlderSerialIsNeverApplied(t *testing.T) {
 		body1 := routerConfig("shop.example.com", "http://10.83.0.1:24001")
 		body2 := routerConfig("shop.example.com", "http://10.83.0.1:24002")
 		first, second := newFakeNode(t, body1), newFakeNode(t, body0)
-		first.setBodySerial(body1, 5, epochA)
-		second.setBodySerial(body0, 4, epochA)
+		first.SetBodySerial(body1, 5, epochA)
+		second.SetBodySerial(body0, 4, epochA)
 
 		h := switchToSecond(t, start, first, second, "")
-		second.waitFor(t, "a long-poll held past both bodies", wait, func(n *fakeNode) bool {
-			return n.waiting == 1 && len(n.reqs) >= 2
+		second.WaitFor(t, "a long-poll held past both bodies", wait, func(n *fakeNode) bool {
+			return n.Waiting == 1 && len(n.Reqs) >= 2
 		})
 		h.none(t)
-		reqs := second.requests()
-		if reqs[0].status != 200 || reqs[0].ifNoneMatch != etagOf(body1) {
+		reqs := second.Requests()
+		if reqs[0].Status != 200 || reqs[0].IfNoneMatch != etagOf(body1) {
 			t.Errorf("first request to the second node: %+v, want a 200 to If-None-Match %s", reqs[0], etagOf(body1))
 		}
-		if inm := reqs[len(reqs)-1].ifNoneMatch; !strings.Contains(inm, etagOf(body1)) || !strings.Contains(inm, etagOf(body0)) {
+		if inm := reqs[len(reqs)-1].IfNoneMatch; !strings.Contains(inm, etagOf(body1)) || !strings.Contains(inm, etagOf(body0)) {
 			t.Errorf("held long-poll asked If-None-Match %q, want both ETags", inm)
 		}
 		if c := h.logs.count("older than serial 5"); c != 1 {
@@ -60,15 +58,15 @@ func TestOlderSerialIsNeverApplied(t *testing.T) {
 
 		// It catches up to what was applied: nothing to emit, the poll stays held (the
 		// provider took the answer and holds its next long-poll).
-		asked := len(second.requests())
-		second.setBodySerial(body1, 5, epochA)
-		second.waitFor(t, "the next held long-poll", wait, func(n *fakeNode) bool {
-			return len(n.reqs) > asked && n.waiting == 1
+		asked := len(second.Requests())
+		second.SetBodySerial(body1, 5, epochA)
+		second.WaitFor(t, "the next held long-poll", wait, func(n *fakeNode) bool {
+			return len(n.Reqs) > asked && n.Waiting == 1
 		})
 		h.none(t)
 
 		// It moves on: emitted at once.
-		second.setBodySerial(body2, 6, epochA)
+		second.SetBodySerial(body2, 6, epochA)
 		if got := h.next(t, wait); got != body2 {
 			t.Fatalf("emitted %s, want %s", got, body2)
 		}
@@ -85,14 +83,14 @@ func TestSameSerialLegacyNodeAndAnotherEpochAreApplied(t *testing.T) {
 		name string
 		set  func(n *fakeNode)
 	}{
-		{"same serial", func(n *fakeNode) { n.setBodySerial(other, 5, epochA) }},
-		{"no header", func(n *fakeNode) { n.setBody(other) }},
-		{"another epoch", func(n *fakeNode) { n.setBodySerial(other, 1, epochB) }},
+		{"same serial", func(n *fakeNode) { n.SetBodySerial(other, 5, epochA) }},
+		{"no header", func(n *fakeNode) { n.SetBody(other) }},
+		{"another epoch", func(n *fakeNode) { n.SetBodySerial(other, 1, epochB) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			forEachRuntime(t, func(t *testing.T, start starter) {
 				first, second := newFakeNode(t, body1), newFakeNode(t, other)
-				first.setBodySerial(body1, 5, epochA)
+				first.SetBodySerial(body1, 5, epochA)
 				tc.set(second)
 				h := switchToSecond(t, start, first, second, "")
 				if got := h.next(t, wait); got != other {
@@ -111,8 +109,8 @@ func TestConfirmationAtALaterSerialRaisesTheFloor(t *testing.T) {
 		body6 := routerConfig("shop.example.com", "http://10.83.0.1:24006")
 		body7 := routerConfig("shop.example.com", "http://10.83.0.1:24007")
 		first, second := newFakeNode(t, body1), newFakeNode(t, body6)
-		first.setBodySerial(body1, 5, epochA)
-		second.setBodySerial(body6, 6, epochA)
+		first.SetBodySerial(body1, 5, epochA)
+		second.SetBodySerial(body6, 6, epochA)
 
 		cfg := testConfig(first.URL(), second.URL())
 		cfg.WatchWait = "300ms"
@@ -120,17 +118,17 @@ func TestConfirmationAtALaterSerialRaisesTheFloor(t *testing.T) {
 		if got := h.next(t, wait); got != body1 {
 			t.Fatalf("emitted %s, want %s", got, body1)
 		}
-		first.setSerial(7) // the same revision, derived again at serial 7
-		first.waitFor(t, "a 304 at serial 7 and the next held long-poll", wait, func(n *fakeNode) bool {
-			return len(n.reqs) >= 3 && n.reqs[1].status == 304 && n.waiting == 1
+		first.SetSerial(7) // the same revision, derived again at serial 7
+		first.WaitFor(t, "a 304 at serial 7 and the next held long-poll", wait, func(n *fakeNode) bool {
+			return len(n.Reqs) >= 3 && n.Reqs[1].Status == 304 && n.Waiting == 1
 		})
-		first.setMode(modeBroken)
-		first.srv.CloseClientConnections()
-		second.waitFor(t, "a long-poll held at the second node", wait, func(n *fakeNode) bool {
-			return n.waiting == 1 && len(n.reqs) >= 2
+		first.SetMode(modeBroken)
+		first.Srv.CloseClientConnections()
+		second.WaitFor(t, "a long-poll held at the second node", wait, func(n *fakeNode) bool {
+			return n.Waiting == 1 && len(n.Reqs) >= 2
 		})
 		h.none(t)
-		second.setBodySerial(body7, 7, epochA)
+		second.SetBodySerial(body7, 7, epochA)
 		if got := h.next(t, wait); got != body7 {
 			t.Fatalf("emitted %s, want %s", got, body7)
 		}
@@ -146,15 +144,15 @@ func TestBehindNodeReachingTheSerialWithItsBodyIsApplied(t *testing.T) {
 		body0 := routerConfig("shop.example.com", "http://10.83.0.1:24000")
 		body1 := routerConfig("shop.example.com", "http://10.83.0.1:24001")
 		first, second := newFakeNode(t, body1), newFakeNode(t, body0)
-		first.setBodySerial(body1, 5, epochA)
-		second.setBodySerial(body0, 4, epochA)
+		first.SetBodySerial(body1, 5, epochA)
+		second.SetBodySerial(body0, 4, epochA)
 
 		h := switchToSecond(t, start, first, second, "")
-		second.waitFor(t, "a long-poll held past both bodies", wait, func(n *fakeNode) bool {
-			return n.waiting == 1 && len(n.reqs) >= 2
+		second.WaitFor(t, "a long-poll held past both bodies", wait, func(n *fakeNode) bool {
+			return n.Waiting == 1 && len(n.Reqs) >= 2
 		})
 		h.none(t)
-		second.setSerial(5)
+		second.SetSerial(5)
 		if got := h.next(t, wait); got != body0 {
 			t.Fatalf("emitted %s, want %s", got, body0)
 		}

@@ -99,7 +99,7 @@ func TestAppliedProbeReportsOnlyWhatTraefikServes(t *testing.T) {
 		const epoch = "0123456789abcdef"
 		first := routerConfig("shop.example.com", "http://10.83.0.1:24417")
 		node := newFakeNode(t, first)
-		node.setBodySerial(first, 7, epoch)
+		node.SetBodySerial(first, 7, epoch)
 		ep := newEntrypoint(t)
 		cfg := testConfig(node.URL())
 		cfg.AppliedProbe = ep.srv.URL
@@ -111,17 +111,17 @@ func TestAppliedProbeReportsOnlyWhatTraefikServes(t *testing.T) {
 		sameJSON(t, rest, first)
 		// Probed again and again, never served: no poll reports serial 7.
 		waitUntil(t, "five probes of the first configuration", func() bool { return ep.count(p1) >= 5 })
-		for _, r := range node.requests() {
-			if r.appliedSerial != "" {
-				t.Fatalf("a poll reported serial %q applied before Traefik served it", r.appliedSerial)
+		for _, r := range node.Requests() {
+			if r.AppliedSerial != "" {
+				t.Fatalf("a poll reported serial %q applied before Traefik served it", r.AppliedSerial)
 			}
 		}
-		polls := len(node.requests())
+		polls := len(node.Requests())
 		ep.apply(p1)
-		node.waitFor(t, "a poll reporting serial 7", wait, func(n *fakeNode) bool {
-			return n.reqs[len(n.reqs)-1].appliedSerial == "7"
+		node.WaitFor(t, "a poll reporting serial 7", wait, func(n *fakeNode) bool {
+			return n.Reqs[len(n.Reqs)-1].AppliedSerial == "7"
 		})
-		if got := len(node.requests()) - polls; got != 1 {
+		if got := len(node.Requests()) - polls; got != 1 {
 			t.Errorf("%d polls from the probe seeing the configuration to the report, want 1 (the report is the next poll)", got)
 		}
 		if st := readSaved(t, cfg.StateFile); string(st.Config) != first {
@@ -130,24 +130,24 @@ func TestAppliedProbeReportsOnlyWhatTraefikServes(t *testing.T) {
 
 		// A second configuration: a new path; the entrypoint still serving the first
 		// one's router does not make it applied.
-		node.waitFor(t, "a held long-poll", wait, func(n *fakeNode) bool { return n.waiting == 1 })
+		node.WaitFor(t, "a held long-poll", wait, func(n *fakeNode) bool { return n.Waiting == 1 })
 		second := routerConfig("shop.example.com", "http://10.83.0.2:24417")
-		node.setBodySerial(second, 9, epoch)
+		node.SetBodySerial(second, 9, epoch)
 		p2, rest := probeOf(t, h.next(t, wait))
 		sameJSON(t, rest, second)
 		if p2 == p1 || strings.Split(p2, "/")[1] != strings.Split(p1, "/")[1] {
 			t.Fatalf("second probe path %s, first %s: want the same nonce and another generation", p2, p1)
 		}
 		waitUntil(t, "five probes of the second configuration", func() bool { return ep.count(p2) >= 5 })
-		for _, r := range node.requests() {
-			if r.appliedSerial == "9" {
+		for _, r := range node.Requests() {
+			if r.AppliedSerial == "9" {
 				t.Fatal("serial 9 reported applied while Traefik served the first configuration")
 			}
 		}
 		ep.apply(p2)
-		node.waitFor(t, "a poll reporting serial 9", wait, func(n *fakeNode) bool {
-			last := n.reqs[len(n.reqs)-1]
-			return last.appliedSerial == "9" && last.appliedRevision == revisionOf(second)
+		node.WaitFor(t, "a poll reporting serial 9", wait, func(n *fakeNode) bool {
+			last := n.Reqs[len(n.Reqs)-1]
+			return last.AppliedSerial == "9" && last.AppliedRevision == revisionOf(second)
 		})
 		ep.mu.Lock()
 		defer ep.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/internal/fakenode"
 	"github.com/scafo/ingress/traefikprovider/localplugin"
 )
 
@@ -142,11 +143,11 @@ func (h *harness) none(t *testing.T) {
 func TestFirstEndpointFailingFailsOverImmediately(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, start starter) {
 		good := routerConfig("shop.example.com", "http://10.83.0.2:24417")
-		answering := func(mode nodeMode, raw string) func(t *testing.T) string {
+		answering := func(mode fakenode.Mode, raw string) func(t *testing.T) string {
 			return func(t *testing.T) string {
 				n := newFakeNode(t, good)
-				n.rawBody = []byte(raw)
-				n.setMode(mode)
+				n.RawBody = []byte(raw)
+				n.SetMode(mode)
 				return n.URL()
 			}
 		}
@@ -159,12 +160,12 @@ func TestFirstEndpointFailingFailsOverImmediately(t *testing.T) {
 			{name: "connection refused", first: closedURL, log: "connection refused"},
 			{name: "draining", first: func(t *testing.T) string {
 				n := newFakeNode(t, good)
-				n.setMode(modeDraining)
+				n.SetMode(modeDraining)
 				return n.URL()
 			}, log: "503 draining (Retry-After 1)"},
 			{name: "token rejected", first: func(t *testing.T) string {
 				n := newFakeNode(t, good)
-				n.token = "another-fleet"
+				n.Token = "another-fleet"
 				return n.URL()
 			}, log: "401: ingress token rejected: unauthorized"},
 			{name: "server error", first: answering(modeStatus500, ""), log: "unexpected status 500: internal"},
@@ -206,7 +207,7 @@ func TestSticksToTheEndpointThatAnswered(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, start starter) {
 		body := routerConfig("shop.example.com", "http://10.83.0.2:24417")
 		first, second := newFakeNode(t, body), newFakeNode(t, body)
-		first.setMode(modeDraining)
+		first.SetMode(modeDraining)
 
 		cfg := testConfig(first.URL(), second.URL())
 		cfg.Watch = false
@@ -217,12 +218,12 @@ func TestSticksToTheEndpointThatAnswered(t *testing.T) {
 		}
 
 		// The first node recovers; the provider must stay on the second.
-		first.setMode(modeServe)
-		before := len(second.requests())
-		second.waitFor(t, "five more polls at the second node", wait, func(n *fakeNode) bool {
-			return len(n.reqs) >= before+5
+		first.SetMode(fakenode.Serve)
+		before := len(second.Requests())
+		second.WaitFor(t, "five more polls at the second node", wait, func(n *fakeNode) bool {
+			return len(n.Reqs) >= before+5
 		})
-		if got := len(first.requests()); got != 1 {
+		if got := len(first.Requests()); got != 1 {
 			t.Errorf("first node saw %d requests after the switch, want only the initial 1", got)
 		}
 		h.none(t)
@@ -239,7 +240,7 @@ func TestUnchangedRevisionIsNotEmittedAgain(t *testing.T) {
 		for _, ignoreINM := range []bool{false, true} {
 			t.Run(map[bool]string{false: "304", true: "node ignores If-None-Match"}[ignoreINM], func(t *testing.T) {
 				node := newFakeNode(t, body)
-				node.ignoreINM = ignoreINM
+				node.IgnoreINM = ignoreINM
 				cfg := testConfig(node.URL())
 				cfg.Watch = false
 				cfg.PollInterval = "5ms"
@@ -247,13 +248,13 @@ func TestUnchangedRevisionIsNotEmittedAgain(t *testing.T) {
 				if got := h.next(t, wait); got != body {
 					t.Fatalf("emitted %s, want %s", got, body)
 				}
-				node.waitFor(t, "five answered polls after the first", wait, func(n *fakeNode) bool {
-					return len(n.reqs) >= 6 && n.reqs[5].status != 0
+				node.WaitFor(t, "five answered polls after the first", wait, func(n *fakeNode) bool {
+					return len(n.Reqs) >= 6 && n.Reqs[5].Status != 0
 				})
 				h.none(t)
-				for i, r := range node.requests()[1:] {
-					if want := map[bool]int{false: 304, true: 200}[ignoreINM]; r.ifNoneMatch != etagOf(body) || r.wait != "" || (i < 5 && r.status != want) {
-						t.Errorf("poll %d: If-None-Match %q wait %q status %d; want a conditional poll without wait answered %d", i+1, r.ifNoneMatch, r.wait, r.status, want)
+				for i, r := range node.Requests()[1:] {
+					if want := map[bool]int{false: 304, true: 200}[ignoreINM]; r.IfNoneMatch != etagOf(body) || r.Wait != "" || (i < 5 && r.Status != want) {
+						t.Errorf("poll %d: If-None-Match %q wait %q status %d; want a conditional poll without wait answered %d", i+1, r.IfNoneMatch, r.Wait, r.Status, want)
 					}
 				}
 			})
@@ -265,14 +266,14 @@ func TestUnchangedRevisionIsNotEmittedAgain(t *testing.T) {
 			if got := h.next(t, wait); got != body {
 				t.Fatalf("emitted %s, want %s", got, body)
 			}
-			first.waitFor(t, "a held long-poll", wait, func(n *fakeNode) bool { return n.waiting == 1 })
+			first.WaitFor(t, "a held long-poll", wait, func(n *fakeNode) bool { return n.Waiting == 1 })
 
-			first.setMode(modeBroken)
-			first.srv.CloseClientConnections()
-			second.waitFor(t, "a held long-poll at the second node", wait, func(n *fakeNode) bool {
-				return n.waiting == 1
+			first.SetMode(modeBroken)
+			first.Srv.CloseClientConnections()
+			second.WaitFor(t, "a held long-poll at the second node", wait, func(n *fakeNode) bool {
+				return n.Waiting == 1
 			})
-			if got := second.requests()[0].ifNoneMatch; got != etagOf(body) {
+			if got := second.Requests()[0].IfNoneMatch; got != etagOf(body) {
 				t.Errorf("second node asked with If-None-Match %q, want %q", got, etagOf(body))
 			}
 			h.none(t)
@@ -290,10 +291,10 @@ func TestLongPollDeliversChangeAtOnce(t *testing.T) {
 
 		var latencies []time.Duration
 		for i := 0; i < 5; i++ {
-			node.waitFor(t, "a held long-poll", wait, func(n *fakeNode) bool { return n.waiting == 1 })
+			node.WaitFor(t, "a held long-poll", wait, func(n *fakeNode) bool { return n.Waiting == 1 })
 			body := routerConfig("shop.example.com", "http://10.83.0.2:"+string(rune('0'+i)))
 			changed := time.Now()
-			node.setBody(body)
+			node.SetBody(body)
 			if got := h.next(t, wait); got != body {
 				t.Fatalf("flip %d: emitted %s, want %s", i, got, body)
 			}
@@ -305,19 +306,19 @@ func TestLongPollDeliversChangeAtOnce(t *testing.T) {
 			t.Errorf("median change → emit latency %s, want under 100ms", p50)
 		}
 
-		reqs := node.requests()
-		if reqs[0].ifNoneMatch != "" || reqs[0].wait != "" {
-			t.Errorf("first request If-None-Match %q wait %q, want a plain GET", reqs[0].ifNoneMatch, reqs[0].wait)
+		reqs := node.Requests()
+		if reqs[0].IfNoneMatch != "" || reqs[0].Wait != "" {
+			t.Errorf("first request If-None-Match %q wait %q, want a plain GET", reqs[0].IfNoneMatch, reqs[0].Wait)
 		}
 		for i, r := range reqs {
-			if r.auth != "Bearer "+testToken {
-				t.Errorf("request %d Authorization %q", i, r.auth)
+			if r.Auth != "Bearer "+testToken {
+				t.Errorf("request %d Authorization %q", i, r.Auth)
 			}
-			if r.prefer != "vps-a" {
-				t.Errorf("request %d prefer %q, want vps-a", i, r.prefer)
+			if r.Prefer != "vps-a" {
+				t.Errorf("request %d prefer %q, want vps-a", i, r.Prefer)
 			}
-			if i > 0 && (r.wait != "30s" || r.ifNoneMatch == "") {
-				t.Errorf("request %d wait %q If-None-Match %q, want a long-poll", i, r.wait, r.ifNoneMatch)
+			if i > 0 && (r.Wait != "30s" || r.IfNoneMatch == "") {
+				t.Errorf("request %d wait %q If-None-Match %q, want a long-poll", i, r.Wait, r.IfNoneMatch)
 			}
 		}
 	})
@@ -327,16 +328,16 @@ func TestWatchAgainstNodeThatDoesNotHoldDoesNotSpin(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, start starter) {
 		body := routerConfig("shop.example.com", "http://10.83.0.1:24417")
 		node := newFakeNode(t, body)
-		node.ignoreWait = true
+		node.IgnoreWait = true
 		cfg := testConfig(node.URL())
 		cfg.PollInterval = "30ms"
 		h := start(t, cfg)
 		h.next(t, wait)
 
-		node.waitFor(t, "five requests", wait, func(n *fakeNode) bool { return len(n.reqs) >= 5 })
-		reqs := node.requests()
+		node.WaitFor(t, "five requests", wait, func(n *fakeNode) bool { return len(n.Reqs) >= 5 })
+		reqs := node.Requests()
 		for i := 2; i < 5; i++ {
-			if gap := reqs[i].at.Sub(reqs[i-1].at); gap < 30*time.Millisecond {
+			if gap := reqs[i].At.Sub(reqs[i-1].At); gap < 30*time.Millisecond {
 				t.Errorf("request %d came %s after the previous 304, want at least pollInterval 30ms", i, gap)
 			}
 		}
@@ -354,16 +355,16 @@ func TestKeepsLastConfigurationWhileEveryEndpointFails(t *testing.T) {
 		if got := h.next(t, wait); got != first {
 			t.Fatalf("emitted %s, want %s", got, first)
 		}
-		a.waitFor(t, "a held long-poll", wait, func(n *fakeNode) bool { return n.waiting == 1 })
+		a.WaitFor(t, "a held long-poll", wait, func(n *fakeNode) bool { return n.Waiting == 1 })
 
-		b.setMode(modeDraining)
-		a.setMode(modeBroken)
-		a.srv.CloseClientConnections()
+		b.SetMode(modeDraining)
+		a.SetMode(modeBroken)
+		a.Srv.CloseClientConnections()
 		for _, n := range []*fakeNode{a, b} {
-			n.waitFor(t, "three failed attempts", wait, func(n *fakeNode) bool {
+			n.WaitFor(t, "three failed attempts", wait, func(n *fakeNode) bool {
 				c := 0
-				for _, r := range n.reqs {
-					if r.status == -1 || r.status == 503 {
+				for _, r := range n.Reqs {
+					if r.Status == -1 || r.Status == 503 {
 						c++
 					}
 				}
@@ -377,8 +378,8 @@ func TestKeepsLastConfigurationWhileEveryEndpointFails(t *testing.T) {
 
 		// The fleet comes back with a new revision.
 		second := routerConfig("shop.example.com", "http://10.83.0.2:24417")
-		b.setBody(second)
-		b.setMode(modeServe)
+		b.SetBody(second)
+		b.SetMode(fakenode.Serve)
 		if got := h.next(t, wait); got != second {
 			t.Fatalf("after recovery emitted %s, want %s", got, second)
 		}
@@ -391,12 +392,12 @@ func TestKeepsLastConfigurationWhileEveryEndpointFails(t *testing.T) {
 func TestNothingIsEmittedWhileNoEndpointEverAnswered(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, start starter) {
 		a := newFakeNode(t, "{}")
-		a.setMode(modeDraining)
+		a.SetMode(modeDraining)
 		cfg := testConfig(a.URL(), closedURL(t))
 		cfg.PollInterval = "5ms"
 		h := start(t, cfg)
 
-		a.waitFor(t, "five draining answers", wait, func(n *fakeNode) bool { return len(n.reqs) >= 5 })
+		a.WaitFor(t, "five draining answers", wait, func(n *fakeNode) bool { return len(n.Reqs) >= 5 })
 		h.none(t)
 		if h.logs.count("no configuration received yet") == 0 {
 			t.Errorf("outage summary missing; log:\n%s", h.logs)
@@ -407,17 +408,17 @@ func TestNothingIsEmittedWhileNoEndpointEverAnswered(t *testing.T) {
 func TestBacksOffAfterEveryEndpointFailed(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, start starter) {
 		a, b := newFakeNode(t, "{}"), newFakeNode(t, "{}")
-		a.setMode(modeDraining)
-		b.setMode(modeDraining)
+		a.SetMode(modeDraining)
+		b.SetMode(modeDraining)
 		cfg := testConfig(a.URL(), b.URL())
 		cfg.PollInterval = "40ms"
 		start(t, cfg)
 
-		b.waitFor(t, "three attempts at the second node", wait, func(n *fakeNode) bool { return len(n.reqs) >= 3 })
+		b.WaitFor(t, "three attempts at the second node", wait, func(n *fakeNode) bool { return len(n.Reqs) >= 3 })
 		var times []time.Time
 		for _, n := range []*fakeNode{a, b} {
-			for _, r := range n.requests() {
-				times = append(times, r.at)
+			for _, r := range n.Requests() {
+				times = append(times, r.At)
 			}
 		}
 		sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
@@ -441,16 +442,16 @@ func TestTruncatedUpdateKeepsLastGoodConfiguration(t *testing.T) {
 		if got := h.next(t, wait); got != first {
 			t.Fatalf("emitted %s, want %s", got, first)
 		}
-		node.waitFor(t, "a held long-poll", wait, func(n *fakeNode) bool { return n.waiting == 1 })
+		node.WaitFor(t, "a held long-poll", wait, func(n *fakeNode) bool { return n.Waiting == 1 })
 
-		node.setMode(modeTruncated)
-		node.setBody(routerConfig("shop.example.com", "http://10.83.0.2:24417"))
-		node.waitFor(t, "three truncated answers", wait, func(n *fakeNode) bool { return len(n.reqs) >= 4 })
+		node.SetMode(modeTruncated)
+		node.SetBody(routerConfig("shop.example.com", "http://10.83.0.2:24417"))
+		node.WaitFor(t, "three truncated answers", wait, func(n *fakeNode) bool { return len(n.Reqs) >= 4 })
 		h.none(t)
 
 		third := routerConfig("shop.example.com", "http://10.83.0.3:24417")
-		node.setBody(third)
-		node.setMode(modeServe)
+		node.SetBody(third)
+		node.SetMode(fakenode.Serve)
 		if got := h.next(t, wait); got != third {
 			t.Fatalf("emitted %s, want %s", got, third)
 		}
@@ -481,30 +482,30 @@ func TestStopReturnsPromptly(t *testing.T) {
 				setup: func(t *testing.T, n *fakeNode) *Config { return testConfig(n.URL()) },
 				ready: func(t *testing.T, h *harness, n *fakeNode) {
 					h.next(t, wait)
-					n.waitFor(t, "a held long-poll", wait, func(n *fakeNode) bool { return n.waiting == 1 })
+					n.WaitFor(t, "a held long-poll", wait, func(n *fakeNode) bool { return n.Waiting == 1 })
 				},
 			},
 			{
 				name: "during a request that hangs",
 				setup: func(t *testing.T, n *fakeNode) *Config {
-					n.setMode(modeHang)
+					n.SetMode(modeHang)
 					c := testConfig(n.URL())
 					c.PollTimeout = "1h"
 					return c
 				},
 				ready: func(t *testing.T, h *harness, n *fakeNode) {
-					n.waitFor(t, "a request", wait, func(n *fakeNode) bool { return len(n.reqs) == 1 })
+					n.WaitFor(t, "a request", wait, func(n *fakeNode) bool { return len(n.Reqs) == 1 })
 				},
 			},
 			{
 				name: "during the back-off",
 				setup: func(t *testing.T, n *fakeNode) *Config {
-					n.setMode(modeDraining)
+					n.SetMode(modeDraining)
 					return testConfig(n.URL())
 				},
 				ready: func(t *testing.T, h *harness, n *fakeNode) {
-					n.waitFor(t, "a draining answer", wait, func(n *fakeNode) bool {
-						return len(n.reqs) == 1 && n.reqs[0].status == 503
+					n.WaitFor(t, "a draining answer", wait, func(n *fakeNode) bool {
+						return len(n.Reqs) == 1 && n.Reqs[0].Status == 503
 					})
 				},
 			},
@@ -536,15 +537,15 @@ func TestStopReturnsPromptly(t *testing.T) {
 					}
 				}
 				if tc.name != "during the back-off" {
-					node.waitFor(t, "the held request to be cancelled", wait, func(n *fakeNode) bool {
-						return n.cancelled == 1
+					node.WaitFor(t, "the held request to be cancelled", wait, func(n *fakeNode) bool {
+						return n.Cancelled == 1
 					})
 				}
-				seen := len(node.requests())
+				seen := len(node.Requests())
 				if err := h.pp.Stop(); err != nil {
 					t.Fatalf("second Stop: %v", err)
 				}
-				if got := len(node.requests()); got != seen {
+				if got := len(node.Requests()); got != seen {
 					t.Errorf("%d requests after Stop", got-seen)
 				}
 			})

@@ -17,7 +17,7 @@ func TestPluginReportsWhatItAppliedOnItsPolls(t *testing.T) {
 		const epoch = "0123456789abcdef"
 		first := routerConfig("shop.example.com", "http://10.83.0.1:24417")
 		node := newFakeNode(t, first)
-		node.setBodySerial(first, 7, epoch)
+		node.SetBodySerial(first, 7, epoch)
 		cfg := testConfig(node.URL())
 		cfg.Name = "edge-1"
 		cfg.AppliedDelay = "300ms"
@@ -26,36 +26,36 @@ func TestPluginReportsWhatItAppliedOnItsPolls(t *testing.T) {
 			t.Fatalf("emitted %s", got)
 		}
 		emitted := time.Now()
-		node.waitFor(t, "a poll reporting serial 7", wait, func(n *fakeNode) bool {
-			return n.reqs[len(n.reqs)-1].appliedSerial == "7"
+		node.WaitFor(t, "a poll reporting serial 7", wait, func(n *fakeNode) bool {
+			return n.Reqs[len(n.Reqs)-1].AppliedSerial == "7"
 		})
-		reqs := node.requests()
-		if r := reqs[0]; r.ingress != "edge-1" || r.kind != "plugin" || r.appliedSerial != "" || r.appliedRevision != "" {
+		reqs := node.Requests()
+		if r := reqs[0]; r.Ingress != "edge-1" || r.Kind != "plugin" || r.AppliedSerial != "" || r.AppliedRevision != "" {
 			t.Errorf("first poll reports %+v, want edge-1, plugin, nothing applied", r)
 		}
 		r := reqs[len(reqs)-1]
-		if r.appliedEpoch != epoch || r.appliedRevision != revisionOf(first) {
-			t.Errorf("poll after the emit reports serial %q epoch %q revision %q, want 7 %s %s", r.appliedSerial, r.appliedEpoch, r.appliedRevision, epoch, revisionOf(first))
+		if r.AppliedEpoch != epoch || r.AppliedRevision != revisionOf(first) {
+			t.Errorf("poll after the emit reports serial %q epoch %q revision %q, want 7 %s %s", r.AppliedSerial, r.AppliedEpoch, r.AppliedRevision, epoch, revisionOf(first))
 		}
-		if gap := r.at.Sub(emitted); gap < 250*time.Millisecond {
+		if gap := r.At.Sub(emitted); gap < 250*time.Millisecond {
 			t.Errorf("the poll reporting it applied came %s after the emit, want at least appliedDelay (300ms)", gap)
 		}
 		// Meanwhile the plugin long-polled (a change in that time arrives at once), for
 		// no longer than appliedDelay.
-		if w := reqs[1].wait; len(reqs) < 3 || w == "" || w == "30s" {
+		if w := reqs[1].Wait; len(reqs) < 3 || w == "" || w == "30s" {
 			t.Errorf("the poll right after the emit waited %q, want a long-poll shortened to appliedDelay", w)
 		}
 
 		// A later serial with the same body (a 304 or the same bytes) is reported too.
-		node.waitFor(t, "a held long-poll", wait, func(n *fakeNode) bool { return n.waiting == 1 })
+		node.WaitFor(t, "a held long-poll", wait, func(n *fakeNode) bool { return n.Waiting == 1 })
 		second := routerConfig("shop.example.com", "http://10.83.0.2:24417")
-		node.setBodySerial(second, 9, epoch)
+		node.SetBodySerial(second, 9, epoch)
 		if got := h.next(t, wait); got != second {
 			t.Fatalf("emitted %s", got)
 		}
-		node.waitFor(t, "a poll reporting serial 9", wait, func(n *fakeNode) bool {
-			last := n.reqs[len(n.reqs)-1]
-			return last.appliedSerial == "9" && last.appliedRevision == revisionOf(second)
+		node.WaitFor(t, "a poll reporting serial 9", wait, func(n *fakeNode) bool {
+			last := n.Reqs[len(n.Reqs)-1]
+			return last.AppliedSerial == "9" && last.AppliedRevision == revisionOf(second)
 		})
 	})
 }
@@ -82,7 +82,7 @@ func TestPluginKeepsTheLastConfigurationInItsStateFile(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "state", "scafo.last.json")
 		a := routerConfig("shop.example.com", "http://10.83.0.1:24417")
 		node := newFakeNode(t, a)
-		node.setBodySerial(a, 5, epoch)
+		node.SetBodySerial(a, 5, epoch)
 		cfg := testConfig(node.URL())
 		cfg.StateFile = path
 		h := start(t, cfg)
@@ -116,20 +116,20 @@ func TestPluginKeepsTheLastConfigurationInItsStateFile(t *testing.T) {
 		// is not, and the file keeps serial 5. Then the node moves past it.
 		old := routerConfig("shop.example.com", "http://10.83.0.9:24417")
 		behind := newFakeNode(t, old)
-		behind.setBodySerial(old, 3, epoch)
+		behind.SetBodySerial(old, 3, epoch)
 		cfg3 := testConfig(behind.URL())
 		cfg3.StateFile = path
 		h3 := start(t, cfg3)
 		if got := h3.next(t, wait); got != a {
 			t.Fatalf("with a node behind the file, emitted %s, want the saved configuration", got)
 		}
-		behind.waitFor(t, "a long-poll past both", wait, func(n *fakeNode) bool { return n.waiting == 1 })
+		behind.WaitFor(t, "a long-poll past both", wait, func(n *fakeNode) bool { return n.Waiting == 1 })
 		h3.none(t)
 		if st := readSaved(t, path); st.Serial != 5 {
 			t.Errorf("the file was replaced by an older configuration: serial %d", st.Serial)
 		}
 		c := routerConfig("shop.example.com", "http://10.83.0.3:24417")
-		behind.setBodySerial(c, 6, epoch)
+		behind.SetBodySerial(c, 6, epoch)
 		if got := h3.next(t, wait); got != c {
 			t.Fatalf("emitted %s, want the newer configuration", got)
 		}
@@ -141,7 +141,7 @@ func TestPluginKeepsTheLastConfigurationInItsStateFile(t *testing.T) {
 		// from before it. The file then holds a private key: mode 0600.
 		cert := withCertificate(t, c, "-----BEGIN CERTIFICATE-----\nMIIBfleet\n-----END CERTIFICATE-----\n",
 			"-----BEGIN EC PRIVATE KEY-----\nMHcfleet\n-----END EC PRIVATE KEY-----\n")
-		behind.setBodySerial(cert, 6, epoch)
+		behind.SetBodySerial(cert, 6, epoch)
 		if got := h3.next(t, wait); got != cert {
 			t.Fatalf("emitted %s, want the configuration with the certificate", got)
 		}

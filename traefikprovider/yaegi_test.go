@@ -180,17 +180,17 @@ func TestPluginRunsUnderYaegi(t *testing.T) {
 		t.Errorf("the emitted configuration is not logged on stdout (Traefik: DEBUG level)")
 	}
 
-	node.waitFor(t, "a held long-poll", wait, func(n *fakeNode) bool { return n.waiting == 1 })
+	node.WaitFor(t, "a held long-poll", wait, func(n *fakeNode) bool { return n.Waiting == 1 })
 	second := routerConfig("shop.example.com", "http://10.83.0.2:24417")
 	changed := time.Now()
-	node.setBody(second)
+	node.SetBody(second)
 	receive(second)
 	t.Logf("under Yaegi, change → emit: %s", time.Since(changed))
 
-	node.waitFor(t, "a held long-poll", wait, func(n *fakeNode) bool { return n.waiting == 1 })
-	for i, r := range node.requests() {
-		if r.auth != "Bearer "+testToken || r.prefer != "vps-a" {
-			t.Errorf("request %d: Authorization %q prefer %q", i, r.auth, r.prefer)
+	node.WaitFor(t, "a held long-poll", wait, func(n *fakeNode) bool { return n.Waiting == 1 })
+	for i, r := range node.Requests() {
+		if r.Auth != "Bearer "+testToken || r.Prefer != "vps-a" {
+			t.Errorf("request %d: Authorization %q prefer %q", i, r.Auth, r.Prefer)
 		}
 	}
 
@@ -200,7 +200,7 @@ func TestPluginRunsUnderYaegi(t *testing.T) {
 	}
 	stopped = true
 	t.Logf("under Yaegi, Stop: %s", time.Since(began))
-	node.waitFor(t, "the held long-poll to be cancelled", wait, func(n *fakeNode) bool { return n.cancelled == 1 })
+	node.WaitFor(t, "the held long-poll to be cancelled", wait, func(n *fakeNode) bool { return n.Cancelled == 1 })
 }
 
 func TestManifestPassesTraefikChecks(t *testing.T) {

@@ -3,115 +3,41 @@ package follow
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/internal/fakenode"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/render/routing"
 )
 
-// fakeNode serves one document at a time, long-polls on If-None-Match, and records
-// the report headers of every poll.
-type fakeNode struct {
-	mu      sync.Mutex
-	body    []byte
-	etag    string
-	serial  uint64
-	changed chan struct{}
-	down    bool
-	reports []http.Header
-	polled  chan struct{} // closed (and replaced) at every request
-}
-
-func newFakeNode() *fakeNode {
-	return &fakeNode{changed: make(chan struct{}), polled: make(chan struct{})}
-}
-
-// waitReport waits for a request whose headers satisfy ok, and returns them.
-func (n *fakeNode) waitReport(t *testing.T, ok func(http.Header) bool) http.Header {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	seen := 0
-	for {
-		n.mu.Lock()
-		rs, ch := n.reports[seen:], n.polled
-		seen = len(n.reports)
-		n.mu.Unlock()
-		for _, h := range rs {
-			if ok(h) {
-				return h
-			}
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			t.Fatal("no such request within 10 s")
-		}
-	}
-}
-
-func (n *fakeNode) set(t *testing.T, serial uint64, hosts ...string) {
-	t.Helper()
-	doc := &routing.Document{V: routing.Version}
+// doc routes each host to one passthrough application.
+func doc(hosts ...string) *routing.Document {
+	d := &routing.Document{V: routing.Version}
 	for _, h := range hosts {
-		doc.Routes = append(doc.Routes, routing.Route{Host: h, Application: "app",
+		d.Routes = append(d.Routes, routing.Route{Host: h, Application: "app",
 			Upstreams: []routing.Upstream{{Node: "n1", Address: "127.0.0.1:1000"}}, Passthrough: true})
 	}
-	doc.Seal()
-	b, err := routing.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.mu.Lock()
-	n.body, n.etag, n.serial = b, `"`+doc.Revision+`"`, serial
-	close(n.changed)
-	n.changed = make(chan struct{})
-	n.mu.Unlock()
+	d.Seal()
+	return d
 }
 
-func (n *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	n.mu.Lock()
-	down := n.down
-	n.reports = append(n.reports, r.Header.Clone())
-	close(n.polled)
-	n.polled = make(chan struct{})
-	n.mu.Unlock()
-	if down || r.Header.Get("Authorization") != "Bearer tok" {
-		http.Error(w, `{"error":"draining"}`, http.StatusServiceUnavailable)
-		return
-	}
-	for {
-		n.mu.Lock()
-		body, etag, serial, ch := n.body, n.etag, n.serial, n.changed
-		n.mu.Unlock()
-		if body == nil || r.Header.Get("If-None-Match") != etag {
-			w.Header().Set("ETag", etag)
-			w.Header().Set(api.HeaderSerial, strconv.FormatUint(serial, 10))
-			w.Header().Set(api.HeaderEpoch, "0123456789abcdef")
-			w.Write(body)
-			return
-		}
-		select {
-		case <-ch:
-		case <-r.Context().Done():
-			return
-		}
-	}
+// node starts a fake node serving doc(hosts) at serial.
+func node(t *testing.T, serial uint64, hosts ...string) *fakenode.Node {
+	n := fakenode.New(t, "")
+	n.SetDoc(t, serial, doc(hosts...))
+	return n
 }
 
-func (n *fakeNode) setDown(d bool) { n.mu.Lock(); n.down = d; n.mu.Unlock() }
+const wait = 10 * time.Second
 
 func start(t *testing.T, cfg Config) (*Follower, func()) {
 	t.Helper()
-	if cfg.Token == "" {
-		cfg.Token = "tok"
+	cfg.Token, cfg.HTTPClient = fakenode.Token, &http.Client{}
+	if cfg.Interval == 0 {
+		cfg.Interval = 10 * time.Millisecond
 	}
-	cfg.HTTPClient = &http.Client{}
-	cfg.Interval = 10 * time.Millisecond
 	cfg.Name, cfg.Kind = "front-a", api.KindFront
 	f, err := New(cfg)
 	if err != nil {
@@ -143,67 +69,86 @@ func waitFor(t *testing.T, f *Follower, serial uint64) *Held {
 }
 
 func TestAChangeArrivesByLongPollAndIsReportedAsApplied(t *testing.T) {
-	n := newFakeNode()
-	n.set(t, 5, "db.example.org")
-	srv := httptest.NewServer(n)
-	t.Cleanup(srv.Close)
-	f, _ := start(t, Config{Endpoints: []string{srv.URL}})
+	n := node(t, 5, "db.example.org")
+	f, _ := start(t, Config{Endpoints: []string{n.URL()}, Group: "eu"})
 	waitFor(t, f, 5)
-	n.set(t, 6, "db.example.org", "mq.example.org")
+	n.SetDoc(t, 6, doc("db.example.org", "mq.example.org"))
 	h := waitFor(t, f, 6)
 	if len(h.Doc.Routes) != 2 {
 		t.Fatalf("routes = %d, want 2", len(h.Doc.Routes))
 	}
 	// The next poll reports serial 6 as applied, with the front's kind.
-	last := n.waitReport(t, func(h http.Header) bool { return h.Get(api.HeaderAppliedSerial) == "6" })
-	if last.Get(api.HeaderIngressKind) != api.KindFront || last.Get(api.HeaderIngress) != "front-a" ||
-		last.Get(api.HeaderAppliedRevision) != h.Doc.Revision {
-		t.Fatalf("report headers %v", last)
+	n.WaitFor(t, "a poll reporting serial 6", wait, func(n *fakenode.Node) bool { return n.Reqs[len(n.Reqs)-1].AppliedSerial == "6" })
+	for i, r := range n.Requests() {
+		if r.Prefer != "self" || r.Group != "eu" || r.Kind != api.KindFront || r.Ingress != "front-a" || (i > 0 && (r.Wait == "" || r.IfNoneMatch == "")) {
+			t.Fatalf("poll %d: %+v, want prefer=self, group=eu, the front's report, then long-polls", i, r)
+		}
+	}
+	if last := n.Requests(); last[len(last)-1].AppliedRevision != h.Doc.Revision {
+		t.Fatalf("reported revision %q, want %q", last[len(last)-1].AppliedRevision, h.Doc.Revision)
 	}
 }
 
-func TestTheNextNodeServesWhenOneFails(t *testing.T) {
-	a, b := newFakeNode(), newFakeNode()
-	a.set(t, 3, "db.example.org")
-	a.setDown(true)
-	b.set(t, 4, "db.example.org", "mq.example.org")
-	sa, sb := httptest.NewServer(a), httptest.NewServer(b)
-	t.Cleanup(sa.Close)
-	t.Cleanup(sb.Close)
-	f, _ := start(t, Config{Endpoints: []string{sa.URL, sb.URL}})
+// Every node failing (503, or gone) never drops the document held; the next node that
+// answers serves.
+func TestTheLastDocumentOutlivesFailuresAndTheNextNodeServes(t *testing.T) {
+	a, b := node(t, 3, "db.example.org"), node(t, 3, "db.example.org")
+	f, _ := start(t, Config{Endpoints: []string{a.URL(), b.URL()}})
+	held := waitFor(t, f, 3)
+	a.SetMode(fakenode.Draining)
+	b.SetMode(fakenode.Draining)
+	a.Srv.CloseClientConnections() // the held long-poll
+	asked := len(a.Requests())
+	a.WaitFor(t, "a round of both nodes draining", wait, func(n *fakenode.Node) bool {
+		return len(n.Reqs) >= asked+2 && n.Reqs[asked+1].Status == http.StatusServiceUnavailable
+	})
+	if f.Current() != held {
+		t.Fatal("the document held changed while every node answered 503")
+	}
+	b.SetDoc(t, 4, doc("db.example.org", "mq.example.org"))
+	b.SetMode(fakenode.Serve)
 	waitFor(t, f, 4)
 }
 
 func TestAnOlderSerialNeverReplacesTheDocumentHeld(t *testing.T) {
-	a, b := newFakeNode(), newFakeNode()
-	a.set(t, 9, "db.example.org")
-	b.set(t, 8, "old.example.org")
-	sa, sb := httptest.NewServer(a), httptest.NewServer(b)
-	t.Cleanup(sa.Close)
-	t.Cleanup(sb.Close)
-	f, _ := start(t, Config{Endpoints: []string{sa.URL, sb.URL}})
+	a, b := node(t, 9, "db.example.org"), node(t, 8, "old.example.org")
+	f, _ := start(t, Config{Endpoints: []string{a.URL(), b.URL()}})
 	waitFor(t, f, 9)
 	// a fails: the follower moves to b, which serves serial 8; it keeps 9.
-	a.setDown(true)
-	a.set(t, 9, "db.example.org") // release the long-poll
+	a.SetMode(fakenode.Draining)
+	a.Srv.CloseClientConnections() // the held long-poll
 	// b is polled twice: the first answer (serial 8) was weighed and refused.
-	b.waitReport(t, func(http.Header) bool { return true })
-	b.waitReport(t, func(http.Header) bool { return true })
+	b.WaitFor(t, "two polls", wait, func(n *fakenode.Node) bool { return len(n.Reqs) >= 2 })
 	if h := f.Current(); h.Serial != 9 || h.Doc.Routes[0].Host != "db.example.org" {
 		t.Fatalf("holding serial %d %v: went back to an older document", h.Serial, h.Doc.Routes)
 	}
 }
 
+// A node (or a proxy in front of it) that answers without an ETag cannot be
+// long-polled: it is asked again after Interval, not as fast as it answers (each round
+// a decode, an Apply and an fsync'd state file).
+func TestANodeWithoutETagsIsAskedOncePerInterval(t *testing.T) {
+	n := node(t, 7, "db.example.org")
+	n.NoETag = true
+	const interval = 100 * time.Millisecond
+	begin := time.Now()
+	start(t, Config{Endpoints: []string{n.URL()}, Interval: interval, StateFile: filepath.Join(t.TempDir(), "routes.json")})
+	// Six requests: the five gaps between them are the follower's pauses. One that
+	// spins asks again as soon as the node answers (milliseconds).
+	n.WaitFor(t, "six polls", wait, func(n *fakenode.Node) bool { return len(n.Reqs) >= 6 })
+	if took, least := time.Since(begin), 5*interval/2; took < least {
+		t.Fatalf("6 polls in %s of a node without ETags (Interval %s): the follower spins (want at least %s)", took, interval, least)
+	}
+}
+
 func TestARestartWithEveryNodeDownRoutesFromTheStateFile(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "routes.json")
-	n := newFakeNode()
-	n.set(t, 7, "db.example.org")
-	srv := httptest.NewServer(n)
-	f, cancel := start(t, Config{Endpoints: []string{srv.URL}, StateFile: state})
+	n := node(t, 7, "db.example.org")
+	f, cancel := start(t, Config{Endpoints: []string{n.URL()}, StateFile: state})
 	waitFor(t, f, 7)
 	cancel()
-	srv.Close()
-	g, err := New(Config{Endpoints: []string{srv.URL}, Token: "tok", StateFile: state, HTTPClient: &http.Client{}})
+	n.Srv.Close()
+	g, err := New(Config{Endpoints: []string{n.URL()}, Token: "tok", StateFile: state, HTTPClient: &http.Client{}})
 	if err != nil {
 		t.Fatal(err)
 	}
