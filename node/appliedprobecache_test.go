@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"github.com/scafo/ingress/internal/testnode"
 	"strings"
 	"testing"
 
@@ -17,18 +18,18 @@ import (
 func TestAppliedProbeBodiesAreStableAndCached(t *testing.T) {
 	t.Parallel()
 	storeDir := t.TempDir()
-	a := newStepNode(t, reportsConfig(t, "vps-a", storeDir), nil)
-	b := newStepNode(t, reportsConfig(t, "vps-b", storeDir), nil)
+	a := testnode.NewStepped(t, reportsConfig(t, "vps-a", storeDir), nil)
+	b := testnode.NewStepped(t, reportsConfig(t, "vps-b", storeDir), nil)
 	seedFleet(t, a.St, "shop")
-	a.start()
-	b.start()
-	a.mustPass() // b's record: both nodes on one revision
-	if ra, rb := a.get("/v1/ingress/traefik", testIngressToken), b.get("/v1/ingress/traefik", testIngressToken); ra.Header().Get(api.HeaderRevision) != rb.Header().Get(api.HeaderRevision) {
+	a.Tick()
+	b.Tick()
+	a.MustPass() // b's record: both nodes on one revision
+	if ra, rb := a.Get("/v1/ingress/traefik", testIngressToken), b.Get("/v1/ingress/traefik", testIngressToken); ra.Header().Get(api.HeaderRevision) != rb.Header().Get(api.HeaderRevision) {
 		t.Fatalf("the two nodes serve revisions %q and %q", ra.Header().Get(api.HeaderRevision), rb.Header().Get(api.HeaderRevision))
 	}
-	poll := func(n *stepNode) []byte {
+	poll := func(n *testnode.Stepped) []byte {
 		// Both nodes reached at one name, as behind one local address.
-		return n.get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, testProbeURL).Body.Bytes()
+		return n.Get("/v1/ingress/traefik", testIngressToken, api.HeaderIngress, "edge-p", api.HeaderAppliedProbe, testProbeURL).Body.Bytes()
 	}
 	first := poll(a)
 	if callbackOf(t, first) == "" {
@@ -38,16 +39,16 @@ func TestAppliedProbeBodiesAreStableAndCached(t *testing.T) {
 		t.Fatal("two polls of one state got different probe bodies")
 	}
 	// From vps-b (another URL: its callback service differs in that one URL alone).
-	a.host, b.host = "127.0.0.1:7400", "127.0.0.1:7401"
+	a.Host, b.Host = "127.0.0.1:7400", "127.0.0.1:7401"
 	first = poll(a)
 	fromB := string(poll(b))
-	if !strings.Contains(fromB, "http://"+b.host) {
+	if !strings.Contains(fromB, "http://"+b.Host) {
 		t.Fatalf("vps-b's probe body does not name the URL it was reached at: %s", fromB)
 	}
-	if other := strings.ReplaceAll(fromB, "http://"+b.host, "http://"+a.host); other != string(first) {
+	if other := strings.ReplaceAll(fromB, "http://"+b.Host, "http://"+a.Host); other != string(first) {
 		t.Errorf("vps-b's probe body differs from vps-a's beyond the node URL:\n%s\n%s", other, first)
 	}
-	plain := a.get("/v1/ingress/traefik", testIngressToken).Body.Bytes()
+	plain := a.Get("/v1/ingress/traefik", testIngressToken).Body.Bytes()
 	if callbackOf(t, plain) != "" || len(plain) >= len(first) {
 		t.Error("the plain body carries the probe")
 	}

@@ -1,7 +1,7 @@
 package node_test
 
 // Fleet behaviours that ran on a real MinIO with whole nodes on listeners, now on the
-// dir store, in process (stepNode): what an unnamed bump costs in store calls, a node
+// dir store, in process (testnode.Stepped): what an unnamed bump costs in store calls, a node
 // run with different settings, a malformed node record. What S3 adds is the backend's
 // (storetest, s3's TestGetIfChangedIsOneConditionalRequest); the cost of a fleet is
 // TestCostModel's; a store outage, a stale node and identical bytes across nodes are the
@@ -11,13 +11,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
@@ -120,16 +120,6 @@ func putObjectNoBump(t *testing.T, st store.Store, key string, v any) {
 	}
 }
 
-// status is n's /v1/status, decoded.
-func (n *stepNode) status() api.Status {
-	n.t.Helper()
-	var s api.Status
-	if err := json.Unmarshal(n.must(http.StatusOK, http.MethodGet, "/v1/status", testAdminToken, ""), &s); err != nil {
-		n.t.Fatal(err)
-	}
-	return s
-}
-
 // ---- 1. cost of a pass ----
 
 // TestAnUnnamedBumpReadsOnlyTheChangedObjects: k changed objects announced by a bump
@@ -153,11 +143,11 @@ func TestAnUnnamedBumpReadsOnlyTheChangedObjects(t *testing.T) {
 	putObject(t, writer, "nodes/vps-b.json", fleet.NodeRecord{Name: "vps-b", Address: "10.83.0.2", APIPort: 7400,
 		Instances: inst, Seen: time.Now().UTC()})
 	cs := newCountingStore(openDir(t, cfg.Store.Dir.Path), false)
-	n := newStepNode(t, cfg, cs)
-	n.start()
-	n.mustPass() // its own record, written by the start's heartbeat
+	n := testnode.NewStepped(t, cfg, cs)
+	n.Tick()
+	n.MustPass() // its own record, written by the start's heartbeat
 	for round, k := range []int{1, 5, 20} {
-		rev := n.status().Revision
+		rev := n.Status().Revision
 		for i := range k {
 			putObjectNoBump(t, writer, fmt.Sprintf("apps/app-%02d.json", i), app(i, fmt.Sprintf("/healthz-%d", round)))
 		}
@@ -165,12 +155,12 @@ func TestAnUnnamedBumpReadsOnlyTheChangedObjects(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := cs.snapshot()
-		n.mustPass() // the change: serial, 3 lists, k GETs, the serial's re-check
-		n.mustPass() // idle again
+		n.MustPass() // the change: serial, 3 lists, k GETs, the serial's re-check
+		n.MustPass() // idle again
 		if d, want := cs.since(before), map[string]int{"GetIfChanged": 3, "List": 3, "Get": k}; !equalCounts(d, want) {
 			t.Errorf("k=%d: store calls %v over the change pass and the next, want %v", k, d, want)
 		}
-		if got := n.status().Revision; got == rev {
+		if got := n.Status().Revision; got == rev {
 			t.Errorf("k=%d: revision did not move (%s)", k, got)
 		}
 	}
@@ -179,9 +169,9 @@ func TestAnUnnamedBumpReadsOnlyTheChangedObjects(t *testing.T) {
 // ---- 2. several nodes on one store ----
 
 // passAll runs one pass on every node.
-func passAll(nodes []*stepNode) {
+func passAll(nodes []*testnode.Stepped) {
 	for _, n := range nodes {
-		n.mustPass()
+		n.MustPass()
 	}
 }
 
@@ -190,22 +180,22 @@ func passAll(nodes []*stepNode) {
 func TestFleetNodeWithDifferentSettingsIsReported(t *testing.T) {
 	t.Parallel()
 	storeDir := t.TempDir()
-	var nodes []*stepNode
+	var nodes []*testnode.Stepped
 	for i, name := range []string{"vps-a", "vps-b", "vps-d"} {
 		cfg := fleetConfig(t, name, fmt.Sprintf("127.0.0.%d", i+2), time.Second, time.Hour, 4*time.Hour)
 		cfg.Store.Dir.Path = storeDir
 		if name == "vps-d" {
 			cfg.Platform.Domains = []string{"apps.other.example"}
 		}
-		nodes = append(nodes, newStepNode(t, cfg, nil))
+		nodes = append(nodes, testnode.NewStepped(t, cfg, nil))
 	}
 	for _, n := range nodes {
-		n.start()
+		n.Tick()
 	}
 	passAll(nodes)                                                              // every node has read every record
 	for i, want := range [][]string{{"vps-d"}, {"vps-d"}, {"vps-a", "vps-b"}} { // from vps-d's side, the others differ
 		n := nodes[i]
-		if got := n.status().MismatchedConfig; !slices.Equal(got, want) {
+		if got := n.Status().MismatchedConfig; !slices.Equal(got, want) {
 			t.Errorf("%s reports mismatched settings %v, want %v", n.Cfg.Node.Name, got, want)
 		}
 		logs := n.Logs.String()
@@ -220,17 +210,17 @@ func TestFleetNodeWithDifferentSettingsIsReported(t *testing.T) {
 // and claims: TestMalformedObjectSkippedNotWithdrawn.)
 func TestMalformedNodeRecordSkippedAndReported(t *testing.T) {
 	t.Parallel()
-	n := newStepNode(t, testConfig(t, "vps-a", t.TempDir()), nil)
+	n := testnode.NewStepped(t, testConfig(t, "vps-a", t.TempDir()), nil)
 	seedFleet(t, n.St, "shop", "blog")
-	n.start()
-	before := n.routes()
+	n.Tick()
+	before := n.Routes()
 	putRaw(t, n.St, "nodes/vps-x.json", []byte("\x00\xff not json"))
 	putRaw(t, n.St, "nodes/vps-y.json", []byte(`{"name":"vps-z","address":"10.83.0.9","apiPort":7400}`))
 	// A record dated beyond the TTL ahead (a clock ahead, or planted) is not live: not
 	// routed, reported skipped (what node/self's start check does of it is self's).
-	putObject(t, n.St, "nodes/ghost.json", fleet.NodeRecord{Name: "ghost", Address: "10.83.0.44", APIPort: 7400, Seen: n.now.Add(8760 * time.Hour)})
-	n.mustPass()
-	st := n.status()
+	putObject(t, n.St, "nodes/ghost.json", fleet.NodeRecord{Name: "ghost", Address: "10.83.0.44", APIPort: 7400, Seen: n.Now.Add(8760 * time.Hour)})
+	n.MustPass()
+	st := n.Status()
 	for k, reason := range map[string]string{"nodes/vps-x.json": "", "nodes/vps-y.json": "", "nodes/ghost.json": "ahead of this node's clock"} {
 		if !slices.ContainsFunc(st.Skipped, func(s api.Skipped) bool { return s.Object == k && strings.Contains(s.Reason, reason) }) {
 			t.Errorf("%s not reported in status (%q): %+v", k, reason, st.Skipped)

@@ -13,6 +13,7 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/store"
@@ -20,21 +21,10 @@ import (
 	"github.com/scafo/ingress/render/fleet"
 )
 
-// The bounds on ingress reports and waiters, through a whole node in process (stepNode):
+// The bounds on ingress reports and waiters, through a whole node in process (testnode.Stepped):
 // they set or read the ingress book's waiter slots (n.Srv.Ingresses()), the node's known
 // serial (n.Srv.Identity()) and count every store write (countingStore,
 // fleet_s3_test.go). The rest of the reports' tests are node/ingress's.
-
-// tokenOf mints a token of account for app with roles (a JSON list's items).
-func tokenOf(n *stepNode, account, app, roles string) string {
-	n.t.Helper()
-	var it struct{ Token string }
-	if err := json.Unmarshal(n.must(http.StatusCreated, "POST", "/v1/tokens", testAdminToken,
-		fmt.Sprintf(`{"account":%q,"app":%q,"roles":[%s]}`, account, app, roles)), &it); err != nil {
-		n.t.Fatal(err)
-	}
-	return it.Token
-}
 
 // Waiter slots are bounded and shared: a write asking to wait beyond the node's slots, or
 // beyond its account's share (ingress.MaxWaitersPerAccount), or beyond what application
@@ -46,20 +36,20 @@ func TestWaitAppliedWaitersAreBounded(t *testing.T) {
 	t.Parallel()
 	cfg := reportsConfig(t, "vps-a", t.TempDir())
 	st := &putHook{Store: openDir(t, cfg.Store.Dir.Path)}
-	n := newStepNode(t, cfg, st)
-	n.start()
+	n := testnode.NewStepped(t, cfg, st)
+	n.Tick()
 	for _, spec := range []string{`"tito-classic","tito"`, `"shop","acme"`} {
 		var app, account string
 		fmt.Sscanf(strings.ReplaceAll(spec, ",", " "), "%q %q", &app, &account)
-		n.must(http.StatusCreated, "PUT", "/v1/apps/"+app, testAdminToken, fmt.Sprintf(`{"account":%q,"placement":["vps-a"]}`, account))
+		n.Must(http.StatusCreated, "PUT", "/v1/apps/"+app, testAdminToken, fmt.Sprintf(`{"account":%q,"placement":["vps-a"]}`, account))
 	}
-	n.must(http.StatusCreated, "PUT", "/v1/apps/tito-classic/domains/ti.to", testAdminToken, "")
-	n.must(http.StatusCreated, "PUT", "/v1/apps/shop/domains/shop.example.org", testAdminToken, "")
-	n.mustPass()
-	tito, acme := tokenOf(n, "tito", "tito-classic", `"publish"`), tokenOf(n, "acme", "shop", `"publish"`)
+	n.Must(http.StatusCreated, "PUT", "/v1/apps/tito-classic/domains/ti.to", testAdminToken, "")
+	n.Must(http.StatusCreated, "PUT", "/v1/apps/shop/domains/shop.example.org", testAdminToken, "")
+	n.MustPass()
+	tito, acme := n.Token("tito", "tito-classic", `"publish"`), n.Token("acme", "shop", `"publish"`)
 	book := n.Srv.Ingresses()
 	write := func(tok, path, body string) *httptest.ResponseRecorder {
-		return n.do(http.MethodPut, path+"?wait=applied&timeout=1ms", tok, body) // no pass runs: 202 at its timeout
+		return n.Do(http.MethodPut, path+"?wait=applied&timeout=1ms", tok, body) // no pass runs: 202 at its timeout
 	}
 	titoWrite := func(i int) *httptest.ResponseRecorder {
 		return write(tito, "/v1/apps/tito-classic/domains/ti.to/paths", fmt.Sprintf(`{"paths":{"p%d":"tito-classic.apps.example.com"}}`, i))
@@ -150,8 +140,7 @@ func TestWaitAppliedWaitersAreBounded(t *testing.T) {
 	st.afterPut.Store(&hook)
 	req := httptest.NewRequestWithContext(ctx, http.MethodPut, "http://"+n.Cfg.Node.Address+"/v1/apps/cart-3?wait=applied&timeout=30s", strings.NewReader(`{"account":"acme","placement":["vps-a"]}`))
 	req.Header.Set("Authorization", "Bearer "+testAdminToken)
-	rec := httptest.NewRecorder()
-	n.h.ServeHTTP(rec, req)
+	rec := n.ServeRequest(req)
 	st.afterPut.Store(nil)
 	if ctx.Err() == nil {
 		t.Fatal("the write bumped no serial")
@@ -190,11 +179,11 @@ func TestHostileIngressReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := newCountingStore(st, false)
-	n := newStepNode(t, cfg, cs)
-	n.start()
+	n := testnode.NewStepped(t, cfg, cs)
+	n.Tick()
 	poll := func(hdr ...string) *httptest.ResponseRecorder {
 		t.Helper()
-		rec := n.get("/v1/ingress/traefik", testIngressToken, hdr...)
+		rec := n.Get("/v1/ingress/traefik", testIngressToken, hdr...)
 		if rec.Code != http.StatusOK {
 			t.Fatalf("poll with %v: %d, want 200 (a report never changes what is served)", hdr, rec.Code)
 		}
@@ -214,7 +203,7 @@ func TestHostileIngressReports(t *testing.T) {
 	readIngresses := func() {
 		t.Helper()
 		var st api.Status
-		if err := json.Unmarshal(n.must(http.StatusOK, "GET", "/v1/status", testAdminToken, ""), &st); err != nil {
+		if err := json.Unmarshal(n.Must(http.StatusOK, "GET", "/v1/status", testAdminToken, ""), &st); err != nil {
 			t.Fatal(err)
 		}
 		ins = map[string]api.Ingress{}
@@ -234,7 +223,7 @@ func TestHostileIngressReports(t *testing.T) {
 	for range 200 { // a report flood: many polls of one name
 		poll(api.HeaderIngress, "spam-0")
 	}
-	n.steps.FlushIngresses(context.Background(), time.Now())
+	n.Steps.FlushIngresses(context.Background(), time.Now())
 	// spam-0..spam-6 fill the places "liar" left: each is written once.
 	readIngresses()
 	if len(ins) > cfg.Ingresses.MaxTracked {

@@ -14,6 +14,7 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/store"
@@ -57,26 +58,26 @@ func TestAFloodOfMadeUpIngressNamesHidesNoRealOne(t *testing.T) {
 	for i := 100; i < 104; i++ {
 		seed(fmt.Sprintf("%04d", i), time.Now().Add(-48*time.Hour))
 	}
-	n := newStepNode(t, cfg, st)
+	n := testnode.NewStepped(t, cfg, st)
 	n.Srv.Ingresses().ViewMax = 4
-	n.start()
+	n.Tick()
 	// The real ingress polls another node: n knows it only through the store's view.
-	nB := newStepNode(t, reportsConfig(t, "vps-b", cfg.Store.Dir.Path), openDir(t, cfg.Store.Dir.Path))
-	nB.start()
-	n.mustPass()
+	nB := testnode.NewStepped(t, reportsConfig(t, "vps-b", cfg.Store.Dir.Path), openDir(t, cfg.Store.Dir.Path))
+	nB.Tick()
+	n.MustPass()
 	real := &pluginPolls{name: "zz-real"}
 	real.poll(nB) // takes the document
 	real.poll(nB) // reports it applied
-	nB.steps.FlushIngresses(context.Background(), time.Now())
+	nB.Steps.FlushIngresses(context.Background(), time.Now())
 	// In key order the four "0000"… reports would fill the view: zz-real would never be seen.
-	if in := statusOf(n).Ingresses; !hasCurrent(in, "zz-real") {
+	if in := n.Status().Ingresses; !hasCurrent(in, "zz-real") {
 		t.Fatalf("zz-real is not current in the fleet's view: %+v", in)
 	}
 	// zz-real lags from now on (it polls no more): no write can be applied by it.
-	if s := statusOf(n); !strings.Contains(s.IngressesError, "partial view") {
+	if s := n.Status(); !strings.Contains(s.IngressesError, "partial view") {
 		t.Errorf("status with %d reports and a view of 4: error %q, want it to say the view is partial", 11, s.IngressesError)
 	}
-	rec := n.do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=10ms", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	rec := n.Do(http.MethodPut, "/v1/apps/shop?wait=applied&timeout=10ms", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	if rec.Code != http.StatusAccepted || !strings.Contains(rec.Body.String(), "partial view") {
 		t.Errorf("a write waiting on a partial view: %d %s, want 202 saying the view is partial", rec.Code, rec.Body)
 	}
@@ -86,7 +87,7 @@ func TestAFloodOfMadeUpIngressNamesHidesNoRealOne(t *testing.T) {
 
 	// The junk nobody has written for forgetAfter is deleted, past the cut by its LIST
 	// time (never read); the live flood stays (it is younger than forgetAfter).
-	n.steps.FlushIngresses(context.Background(), time.Now())
+	n.Steps.FlushIngresses(context.Background(), time.Now())
 	entries, err := st.List(context.Background(), ingress.Prefix)
 	if err != nil {
 		t.Fatal(err)
@@ -111,24 +112,15 @@ type pluginPolls struct {
 	name, serial, epoch, revision string
 }
 
-func (p *pluginPolls) poll(n *stepNode) {
+func (p *pluginPolls) poll(n *testnode.Stepped) {
 	hdr := []string{api.HeaderIngress, p.name, api.HeaderIngressKind, api.KindPlugin}
 	if p.revision != "" {
 		hdr = append(hdr, api.HeaderAppliedSerial, p.serial, api.HeaderAppliedEpoch, p.epoch, api.HeaderAppliedRevision, p.revision)
 	}
-	rec := n.get("/v1/ingress/traefik", testIngressToken, hdr...)
+	rec := n.Get("/v1/ingress/traefik", testIngressToken, hdr...)
 	if rec.Code == http.StatusOK {
 		p.serial, p.epoch, p.revision = rec.Header().Get(api.HeaderSerial), rec.Header().Get(api.HeaderEpoch), rec.Header().Get(api.HeaderRevision)
 	}
-}
-
-func statusOf(n *stepNode) api.Status {
-	n.t.Helper()
-	var s api.Status
-	if err := json.Unmarshal(n.must(http.StatusOK, "GET", "/v1/status", testAdminToken, ""), &s); err != nil {
-		n.t.Fatal(err)
-	}
-	return s
 }
 
 func hasCurrent(ins []api.Ingress, name string) bool {
@@ -163,17 +155,17 @@ func testIngressReportsPastOneListPage(t *testing.T, be reportBackend) {
 	// What is counted is requests, not time: on a loaded machine 1 001 cold GETs may
 	// take longer than the 2 s a read may take in production (the view would be
 	// partial), and the view's age is the test's to move, not a sleep's.
-	n := newStepNode(t, cfg, rc)
+	n := testnode.NewStepped(t, cfg, rc)
 	now := time.Now()
 	n.Srv.Ingresses().ViewTimeout = 2 * time.Minute
 	n.Srv.Ingresses().Now = func() time.Time { return now } // no loop runs: the test's clock alone
-	n.start()
+	n.Tick()
 	for i, want := range []map[string]int{{"list": 1, "get": reports}, {"list": 1}} {
 		if i > 0 {
 			now = now.Add(ingress.StatusViewMaxAge + time.Millisecond) // the view is now too old to reuse
 		}
 		var s api.Status
-		d, h := costOf(rc, httpOf, func() { s = statusOf(n) })
+		d, h := costOf(rc, httpOf, func() { s = n.Status() })
 		if s.IngressesError != "" || len(s.Ingresses) != reports || s.Ingresses[reports-1].Name != fmt.Sprintf("edge-%04d", reports-1) {
 			t.Fatalf("status %d: %d ingresses, error %q; want the %d reports", i, len(s.Ingresses), s.IngressesError, reports)
 		}

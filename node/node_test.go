@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
@@ -20,10 +21,10 @@ import (
 
 func TestMalformedObjectSkippedNotWithdrawn(t *testing.T) {
 	t.Parallel()
-	n := newStepNode(t, testConfig(t, "vps-a", t.TempDir()), nil)
+	n := testnode.NewStepped(t, testConfig(t, "vps-a", t.TempDir()), nil)
 	seedFleet(t, n.St, "shop", "blog")
-	n.start()
-	if h := n.hosts(); h != "blog.apps.example.com,shop.apps.example.com" {
+	n.Tick()
+	if h := n.Hosts(); h != "blog.apps.example.com,shop.apps.example.com" {
 		t.Fatalf("hosts %s, want blog and shop", h)
 	}
 
@@ -32,11 +33,11 @@ func TestMalformedObjectSkippedNotWithdrawn(t *testing.T) {
 	// document as one that saw the good version.
 	putRaw(t, n.St, "apps/broken.json", []byte(`{"name": "broken", "placement": [`))
 	putRaw(t, n.St, "apps/blog.json", []byte(`{"name": 42}`))
-	n.mustPass()
-	if b := n.get("/v1/status", testAdminToken).Body.String(); !strings.Contains(b, "apps/broken.json") || !strings.Contains(b, "apps/blog.json") {
+	n.MustPass()
+	if b := n.Get("/v1/status", testAdminToken).Body.String(); !strings.Contains(b, "apps/broken.json") || !strings.Contains(b, "apps/blog.json") {
 		t.Fatalf("status does not report both malformed objects: %s", b)
 	}
-	if h := n.hosts(); h != "shop.apps.example.com" {
+	if h := n.Hosts(); h != "shop.apps.example.com" {
 		t.Fatalf("hosts %s, want blog skipped, shop kept", h)
 	}
 	if !strings.Contains(n.Logs.String(), "apps/broken.json") {
@@ -44,10 +45,10 @@ func TestMalformedObjectSkippedNotWithdrawn(t *testing.T) {
 	}
 	// A second node starting on the same store serves the same bytes (once each has
 	// read the other's record).
-	m := newStepNode(t, testConfig(t, "vps-c", n.Cfg.Store.Dir.Path), nil)
-	m.start()
-	n.mustPass()
-	a, b := n.get("/v1/ingress/traefik", testIngressToken).Body.Bytes(), m.get("/v1/ingress/traefik", testIngressToken).Body.Bytes()
+	m := testnode.NewStepped(t, testConfig(t, "vps-c", n.Cfg.Store.Dir.Path), nil)
+	m.Tick()
+	n.MustPass()
+	a, b := n.Get("/v1/ingress/traefik", testIngressToken).Body.Bytes(), m.Get("/v1/ingress/traefik", testIngressToken).Body.Bytes()
 	if !bytes.Equal(a, b) {
 		t.Fatalf("two nodes on one store serve different documents:\n%s\n%s", a, b)
 	}
@@ -101,21 +102,21 @@ func TestTheRecordsReportsReachStatusAndMetrics(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	st := &nodeWritesFail{Store: openDir(t, cfg.Store.Dir.Path)}
-	n := newStepNode(t, cfg, st)
-	n.start()
+	n := testnode.NewStepped(t, cfg, st)
+	n.Tick()
 	elsewhere := &fleet.Boot{Node: "elsewhere", ID: "b00b"}
-	putObject(t, n.St, "nodes/vps-b.json", fleet.NodeRecord{Name: "vps-b", Address: cfg.Node.Address, APIPort: 7401, Seen: n.now.UTC(), Boot: elsewhere})
-	n.mustPass()
-	putObject(t, n.St, "nodes/vps-a.json", fleet.NodeRecord{Name: "vps-a", Address: "10.9.9.9", APIPort: 7400, Seen: n.now.UTC(), Boot: elsewhere})
-	n.beat()
-	s := n.status()
+	putObject(t, n.St, "nodes/vps-b.json", fleet.NodeRecord{Name: "vps-b", Address: cfg.Node.Address, APIPort: 7401, Seen: n.Now.UTC(), Boot: elsewhere})
+	n.MustPass()
+	putObject(t, n.St, "nodes/vps-a.json", fleet.NodeRecord{Name: "vps-a", Address: "10.9.9.9", APIPort: 7400, Seen: n.Now.UTC(), Boot: elsewhere})
+	n.Beat()
+	s := n.Status()
 	if s.DuplicateName == nil || s.DuplicateName.Address != "10.9.9.9:7400" {
 		t.Errorf("status duplicateName %+v, want 10.9.9.9:7400", s.DuplicateName)
 	}
 	if s.AddressWarning == nil || !slices.Equal(s.AddressWarning.SharedWith, []string{"vps-b"}) {
 		t.Errorf("status addressWarning %+v, want shared with vps-b", s.AddressWarning)
 	}
-	metrics := string(n.must(http.StatusOK, http.MethodGet, "/metrics", "", ""))
+	metrics := string(n.Must(http.StatusOK, http.MethodGet, "/metrics", "", ""))
 	for _, want := range []string{"scafo_node_name_conflict 1\n", "scafo_node_address_conflict 1\n"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %q", want)
@@ -123,12 +124,12 @@ func TestTheRecordsReportsReachStatusAndMetrics(t *testing.T) {
 	}
 	// The heartbeat fails first, then the pass: unreachable since the earlier failure.
 	st.on.Store(true)
-	n.beat()
-	beatFailed := n.now
-	if err := n.pass(); err == nil {
+	n.Beat()
+	beatFailed := n.Now
+	if err := n.Pass(); err == nil {
 		t.Fatal("a pass succeeded while the serial cannot be read")
 	}
-	if s := n.status().Store; s.Reachable || !strings.Contains(s.HeartbeatError, "access denied") ||
+	if s := n.Status().Store; s.Reachable || !strings.Contains(s.HeartbeatError, "access denied") ||
 		s.UnreachableSince == nil || !s.UnreachableSince.Equal(beatFailed) {
 		t.Errorf("store status %+v: want unreachable since the heartbeat's failure (%s), naming it", s, beatFailed.UTC())
 	}

@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"github.com/scafo/ingress/internal/testnode"
 	"io"
 	"net/http"
 	"strings"
@@ -47,25 +48,25 @@ func TestShutdownReleasesLongPolls(t *testing.T) {
 
 func TestMetricsExposePollsAndReconcile(t *testing.T) {
 	t.Parallel()
-	n := newStepNode(t, testConfig(t, "vps-a", t.TempDir()), nil)
+	n := testnode.NewStepped(t, testConfig(t, "vps-a", t.TempDir()), nil)
 	seedFleet(t, n.St, "shop")
-	n.start()
-	metrics := func() string { return string(n.must(http.StatusOK, http.MethodGet, "/metrics", "", "")) }
+	n.Tick()
+	metrics := func() string { return string(n.Must(http.StatusOK, http.MethodGet, "/metrics", "", "")) }
 	// Passes that find nothing new keep the gauge: it counts what the last derivation
 	// skipped. A malformed object must show up in it and stay there.
 	putRaw(t, n.St, "apps/broken.json", []byte("{"))
-	n.mustPass()
+	n.MustPass()
 	if !strings.Contains(metrics(), "scafo_skipped_objects 1\n") {
 		t.Fatal("the skipped-objects gauge does not count the malformed object")
 	}
 	for range 5 { // idle passes
-		n.mustPass()
+		n.MustPass()
 	}
 	if !strings.Contains(metrics(), "scafo_skipped_objects 1\n") {
 		t.Fatal("idle passes reset the skipped-objects gauge")
 	}
-	n.get("/v1/ingress/traefik", testIngressToken)
-	n.get("/v1/ingress/nginx", testIngressToken)
+	n.Get("/v1/ingress/traefik", testIngressToken)
+	n.Get("/v1/ingress/nginx", testIngressToken)
 	m := metrics()
 	for _, want := range []string{
 		`scafo_ingress_polls_total{code="200",format="traefik"} 1`,

@@ -2,7 +2,7 @@ package node_test
 
 // The safety net of issue 11: scenario tests for the rules that keep a node from
 // withdrawing routes or corrupting another store's serial. Each drives a node through its
-// steps and its API in process (stepNode) over a dir store, optionally wrapped by
+// steps and its API in process (testnode.Stepped) over a dir store, optionally wrapped by
 // faultStore, and acts between two passes.
 
 import (
@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render/fleet"
@@ -80,10 +81,10 @@ func (f *faultStore) GetIfChanged(ctx context.Context, key, etag string) (store.
 
 // assertDraining checks that both routing endpoints and readyz answer 503 "draining"
 // with Retry-After, and never a document.
-func assertDraining(t *testing.T, n *stepNode, when string) {
+func assertDraining(t *testing.T, n *testnode.Stepped, when string) {
 	t.Helper()
 	for _, p := range []string{"/v1/ingress/routes", "/v1/ingress/traefik", "/v1/readyz"} {
-		rec := n.get(p, testIngressToken)
+		rec := n.Get(p, testIngressToken)
 		if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), `"error":"draining"`) ||
 			rec.Header().Get("Retry-After") == "" {
 			t.Fatalf("%s: %s: %d (Retry-After %q) %s, want 503 draining: no pass has completed",
@@ -96,9 +97,9 @@ func assertDraining(t *testing.T, n *stepNode, when string) {
 }
 
 // assertServing checks that n serves the document before, byte for byte.
-func assertServing(t *testing.T, n *stepNode, before []byte, when string) {
+func assertServing(t *testing.T, n *testnode.Stepped, before []byte, when string) {
 	t.Helper()
-	if during := n.routes(); !bytes.Equal(before, during) {
+	if during := n.Routes(); !bytes.Equal(before, during) {
 		t.Fatalf("%s: the document changed:\nbefore %s\nafter  %s\n%s", when, before, during, n.Logs.String())
 	}
 }
@@ -123,11 +124,11 @@ func TestNoDocumentWhileEveryPassFails(t *testing.T) {
 			fs := newFaultStore(t, cfg.Store.Dir.Path)
 			seedFleet(t, fs, "shop") // there is something to read, but it cannot be read
 			tc.arm(fs)
-			n := newStepNode(t, cfg, fs)
-			n.beat() // the heartbeat may run first: still no pass
+			n := testnode.NewStepped(t, cfg, fs)
+			n.Beat() // the heartbeat may run first: still no pass
 			assertDraining(t, n, "before the first pass")
 			for i := range 5 {
-				if err := n.pass(); err == nil {
+				if err := n.Pass(); err == nil {
 					t.Fatalf("pass %d succeeded on a failing store", i)
 				}
 				assertDraining(t, n, fmt.Sprintf("after failed pass %d", i))
@@ -135,7 +136,7 @@ func TestNoDocumentWhileEveryPassFails(t *testing.T) {
 			if tc.failed(fs) < 5 {
 				t.Fatalf("%d failed reads in five passes, want each pass to fail at a read", tc.failed(fs))
 			}
-			if st := n.storeState(); st.Reachable || st.Error == "" {
+			if st := n.Status().Store; st.Reachable || st.Error == "" {
 				t.Fatalf("status after failed passes: %+v, want the store unreachable with the error", st)
 			}
 		})
@@ -150,19 +151,19 @@ func TestLastDocumentServedWhenStoreListFails(t *testing.T) {
 	cfg := testConfig(t, "vps-a", t.TempDir())
 	fs := newFaultStore(t, cfg.Store.Dir.Path)
 	seedFleet(t, fs, "shop")
-	n := newStepNode(t, cfg, fs)
-	n.start()
-	before := n.routes()
+	n := testnode.NewStepped(t, cfg, fs)
+	n.Tick()
+	before := n.Routes()
 
 	fs.failList.Store(true)
 	seedFleet(t, fs, "shop", "blog") // moves the serial: the next passes must list
 	var firstFailed time.Time
 	for i := range 3 {
-		if err := n.pass(); err == nil {
+		if err := n.Pass(); err == nil {
 			t.Fatal("a pass succeeded while LIST fails")
 		}
 		if i == 0 {
-			firstFailed = n.now
+			firstFailed = n.Now
 		}
 		assertServing(t, n, before, "while the store's LIST fails")
 	}
@@ -170,14 +171,14 @@ func TestLastDocumentServedWhenStoreListFails(t *testing.T) {
 		t.Fatalf("%d failed listings in three passes", fs.failedLists.Load())
 	}
 	// Unreachable since the first failing pass, not the latest.
-	if st := n.storeState(); st.Reachable || !strings.Contains(st.Error, "listing") || st.UnreachableSince == nil || !st.UnreachableSince.Equal(firstFailed) {
+	if st := n.Status().Store; st.Reachable || !strings.Contains(st.Error, "listing") || st.UnreachableSince == nil || !st.UnreachableSince.Equal(firstFailed) {
 		t.Fatalf("status while LIST fails: %+v, want the store unreachable since %s with the listing error", st, firstFailed.UTC())
 	}
 
 	// Recovery: the change made during the outage is published.
 	fs.failList.Store(false)
-	n.mustPass()
-	if h := n.hosts(); !strings.Contains(h, "blog.apps.example.com") {
+	n.MustPass()
+	if h := n.Hosts(); !strings.Contains(h, "blog.apps.example.com") {
 		t.Fatalf("after recovery: hosts %s, want blog routed", h)
 	}
 }
@@ -187,8 +188,8 @@ func TestLastDocumentServedWhenStoreListFails(t *testing.T) {
 // under the reconciler's lock.
 func TestStatusReadableWhilePassesRun(t *testing.T) {
 	t.Parallel()
-	n := newStepNode(t, testConfig(t, "vps-a", t.TempDir()), nil)
-	n.start()
+	n := testnode.NewStepped(t, testConfig(t, "vps-a", t.TempDir()), nil)
+	n.Tick()
 
 	done := make(chan struct{})
 	errc := make(chan error, 1)
@@ -201,7 +202,7 @@ func TestStatusReadableWhilePassesRun(t *testing.T) {
 				return
 			default:
 			}
-			rec := n.get("/v1/status", testAdminToken)
+			rec := n.Get("/v1/status", testAdminToken)
 			var s struct {
 				Ready    bool            `json:"ready"`
 				LastPass json.RawMessage `json:"lastPass"`
@@ -217,12 +218,12 @@ func TestStatusReadableWhilePassesRun(t *testing.T) {
 	// Each write changes the application (and a malformed object changes the skipped
 	// list), so every pass derives and rewrites the status; passes go on until the
 	// reader has read the status several times.
-	n.must(http.StatusCreated, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.Must(http.StatusCreated, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
 	for i := 0; i < 30 || reads.Load() < 10; i++ {
-		n.must(http.StatusOK, "PUT", "/v1/apps/shop", testAdminToken,
+		n.Must(http.StatusOK, "PUT", "/v1/apps/shop", testAdminToken,
 			fmt.Sprintf(`{"account":"acme","placement":["vps-a"],"health":{"path":"/h%d"}}`, i))
 		putRaw(t, n.St, fmt.Sprintf("apps/broken-%d.json", i%3), []byte(fmt.Sprintf(`{"name": %d`, i)))
-		n.mustPass()
+		n.MustPass()
 		if i > 10000 {
 			t.Fatal("the status reader read nothing in 10 000 passes")
 		}
@@ -266,10 +267,10 @@ func TestWipedStoreMidPassIsDiscarded(t *testing.T) {
 			cfg := testConfig(t, "vps-a", storeDir)
 			fs := newFaultStore(t, storeDir)
 			seedFleet(t, fs, "shop")
-			n := newStepNode(t, cfg, fs)
-			n.start()
-			n.mustPass() // the current serial committed
-			before := n.routes()
+			n := testnode.NewStepped(t, cfg, fs)
+			n.Tick()
+			n.MustPass() // the current serial committed
+			before := n.Routes()
 
 			tc.bump(t, fs)
 			wipe := func() {
@@ -281,15 +282,15 @@ func TestWipedStoreMidPassIsDiscarded(t *testing.T) {
 				}
 			}
 			fs.afterSerial.Store(&wipe) // the pass reads the moved serial, then the store is wiped
-			n.pass()
+			n.Pass()
 			if fs.afterSerial.Load() != nil {
 				t.Fatal("the pass did not read the serial")
 			}
 			assertServing(t, n, before, "a pass straddling the wipe")
-			if n.storeState().Reachable {
+			if n.Status().Store.Reachable {
 				t.Fatal("status: the wiped store reported reachable")
 			}
-			n.pass()
+			n.Pass()
 			assertServing(t, n, before, "a pass over the wiped store")
 			if _, err := os.Stat(filepath.Join(storeDir, "serial")); err == nil {
 				t.Fatal("the node recreated the serial in the wiped store")

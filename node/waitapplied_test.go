@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/render/fleet"
@@ -25,13 +26,13 @@ import (
 // waiter share never turn into 503 "too many waiters").
 func TestHostileInstanceTokenCannotWriteOrWaitOnAnotherAccountsApp(t *testing.T) {
 	t.Parallel()
-	n := newStepNode(t, testConfig(t, "vps-a", t.TempDir()), nil)
-	n.start()
-	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	n.must(201, "PUT", "/v1/apps/rival", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	n := testnode.NewStepped(t, testConfig(t, "vps-a", t.TempDir()), nil)
+	n.Tick()
+	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	n.Must(201, "PUT", "/v1/apps/rival", testAdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	var shop fleetwrite.Instance // the answer of POST /v1/node/instances
-	json.Unmarshal(n.must(201, "POST", "/v1/node/instances/shop", testAdminToken, ""), &shop)
-	tok := tokenOf(n, "evil", "rival", `"instance"`)
+	json.Unmarshal(n.Must(201, "POST", "/v1/node/instances/shop", testAdminToken, ""), &shop)
+	tok := n.Token("evil", "rival", `"instance"`)
 	// More refusals at once than the account's waiter share: none may wait (no pass
 	// runs, so a write let through would wait its 30s) or keep its slot.
 	var wg sync.WaitGroup
@@ -43,7 +44,7 @@ func TestHostileInstanceTokenCannotWriteOrWaitOnAnotherAccountsApp(t *testing.T)
 				{"PUT", fmt.Sprintf(`{"port":%d,"ready":false}`, shop.Ports[1])},
 				{"DELETE", ""},
 			} {
-				codes <- n.do(m.method, "/v1/node/instances/shop?wait=applied&timeout=30s", tok, m.body).Code
+				codes <- n.Do(m.method, "/v1/node/instances/shop?wait=applied&timeout=30s", tok, m.body).Code
 			}
 		})
 	}
@@ -66,20 +67,20 @@ func TestHostileInstanceTokenCannotWriteOrWaitOnAnotherAccountsApp(t *testing.T)
 // no traffic reaches it (202 naming the probe), never 200.
 func TestHostileNoOpWriteOnAProbeDownInstanceIsNotApplied(t *testing.T) {
 	t.Parallel()
-	n := newStepNode(t, probeConfig(t, "vps-a", t.TempDir()), nil)
-	n.start()
-	n.must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	tok := tokenOf(n, "acme", "shop", `"instance"`)
+	n := testnode.NewStepped(t, probeConfig(t, "vps-a", t.TempDir()), nil)
+	n.Tick()
+	n.Must(201, "PUT", "/v1/apps/shop", testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	tok := n.Token("acme", "shop", `"instance"`)
 	var shop fleetwrite.Instance // the answer of POST /v1/node/instances
-	json.Unmarshal(n.must(201, "POST", "/v1/node/instances/shop", tok, ""), &shop)
+	json.Unmarshal(n.Must(201, "POST", "/v1/node/instances/shop", tok, ""), &shop)
 	body := fmt.Sprintf(`{"port":%d,"ready":true}`, shop.Port) // nothing listens there
-	n.must(200, "PUT", "/v1/node/instances/shop", tok, body)
+	n.Must(200, "PUT", "/v1/node/instances/shop", tok, body)
 	// Probe rounds until the probe finds shop down, then the heartbeat announces it.
 	for i := 0; ; i++ {
-		probes := n.probes("shop")
-		n.now = n.now.Add(time.Duration(n.Cfg.Probe.Interval))
-		n.steps.ProbeRound(context.Background(), n.now)
-		waitFor(t, 10*time.Second, "the round's probe of shop", func() bool { return n.probes("shop") > probes })
+		probes := probesOf(n, "shop")
+		n.Now = n.Now.Add(time.Duration(n.Cfg.Probe.Interval))
+		n.Steps.ProbeRound(context.Background(), n.Now)
+		waitFor(t, 10*time.Second, "the round's probe of shop", func() bool { return probesOf(n, "shop") > probes })
 		if ok, _ := n.Srv.Probes().Ready("shop", mustInstance(t, n.Srv.Instances(), "shop")); !ok {
 			break
 		}
@@ -87,21 +88,21 @@ func TestHostileNoOpWriteOnAProbeDownInstanceIsNotApplied(t *testing.T) {
 			t.Fatalf("shop still up after %d probe rounds", i+1)
 		}
 	}
-	n.beat()
+	n.Beat()
 	if inst, _ := n.Srv.Self().Announced("shop"); inst.Ready || recordReady(t, n.St, "vps-a", "shop") {
 		t.Fatal("the record still announces shop ready")
 	}
 	for range 2 { // a no-op, twice
-		rec := n.do("PUT", "/v1/node/instances/shop?wait=applied&timeout=600ms", tok, body)
+		rec := n.Do("PUT", "/v1/node/instances/shop?wait=applied&timeout=600ms", tok, body)
 		if rec.Code != http.StatusAccepted || !strings.Contains(rec.Body.String(), "probe") {
 			t.Errorf("PUT on a probe-down instance with wait=applied: %d %s, want 202 naming the probe", rec.Code, rec.Body)
 		}
 	}
 }
 
-// probes is how many probes the status counts of app's instance.
-func (n *stepNode) probes(app string) int {
-	for _, i := range n.status().Instances {
+// probesOf is how many probes the status counts of app's instance.
+func probesOf(n *testnode.Stepped, app string) int {
+	for _, i := range n.Status().Instances {
 		if i.App == app && i.Probe != nil {
 			return i.Probe.Probes
 		}

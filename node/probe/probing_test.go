@@ -1,13 +1,10 @@
 package probe_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,125 +12,23 @@ import (
 
 	ptypes "github.com/traefik/paerser/types"
 
-	"github.com/scafo/ingress/internal/nodetest"
 	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node"
-	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/internal/testinst"
-	"github.com/scafo/ingress/node/store"
 )
 
-// probeNode is a whole node without a listener or a loop, its prober included, driven
-// by its steps (node.Steps) on the test's clock and served in process (Handler). A
-// probe round's probes run in the background: round waits for their results (the
-// status's probe counts), not for time.
-type probeNode struct {
-	t     *testing.T
-	cfg   *node.Config
-	st    store.Store
-	steps node.Steps
-	h     http.Handler
-	now   time.Time
-}
-
-func newProbeNode(t *testing.T, cfg *node.Config) *probeNode {
+// newProbeNode is a whole node, its prober included, driven by its steps on the test's
+// clock and served in process (testnode.Stepped), after its first heartbeat and pass.
+func newProbeNode(t *testing.T, cfg *node.Config) *testnode.Stepped {
 	t.Helper()
-	if cfg.Node.APIPort == 0 {
-		cfg.Node.APIPort = 7400 // what a record publishes: nothing listens
-	}
-	st := testnode.OpenDir(t, cfg.Store.Dir.Path)
-	srv, err := node.NewWithStore(cfg, slog.New(slog.DiscardHandler), st, testnode.IngressToken, testnode.AdminToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	n := &probeNode{t: t, cfg: cfg, st: st, steps: srv.Steps(), h: srv.Handler(), now: time.Now()}
-	n.pass()
+	n := testnode.NewStepped(t, cfg, nil)
+	n.Tick()
 	return n
 }
 
-// pass writes the record (what the probes decided) and runs a reconcile pass.
-func (n *probeNode) pass() {
-	n.t.Helper()
-	n.now = n.now.Add(time.Duration(n.cfg.Reconcile.Interval))
-	n.steps.Heartbeat(context.Background(), n.now)
-	if err := n.steps.Reconcile(context.Background(), n.now, false); err != nil {
-		n.t.Fatal(err)
-	}
-}
-
-// rounds runs k probe rounds, each once the last one's probes have answered (every
-// declared instance counts one more probe, or is refused), then a pass.
-func (n *probeNode) rounds(k int) {
-	n.t.Helper()
-	for range k {
-		before := n.status().Instances
-		n.now = n.now.Add(time.Duration(n.cfg.Probe.Interval))
-		n.steps.ProbeRound(context.Background(), n.now)
-		nodetest.WaitFor(n.t, 10*time.Second, "the round's probes", func() bool {
-			for _, b := range before {
-				if a := n.instance(b.App); b.Declared && (a.Probe == nil || a.Probe.Refused == "" && (b.Probe != nil && a.Probe.Probes == b.Probe.Probes)) {
-					return false
-				}
-			}
-			return true
-		})
-	}
-	n.pass()
-}
-
-func (n *probeNode) do(method, path, token, body string) (int, []byte) {
-	req := httptest.NewRequest(method, "http://"+n.cfg.Node.Address+":"+strconv.Itoa(n.cfg.Node.APIPort)+path, strings.NewReader(body))
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	rec := httptest.NewRecorder()
-	n.h.ServeHTTP(rec, req)
-	return rec.Code, rec.Body.Bytes()
-}
-
-func (n *probeNode) must(code int, method, path, token, body string) []byte {
-	n.t.Helper()
-	got, b := n.do(method, path, token, body)
-	if got != code {
-		n.t.Fatalf("%s %s: %d %s, want %d", method, path, got, b, code)
-	}
-	return b
-}
-
-func (n *probeNode) status() api.Status {
-	n.t.Helper()
-	var st api.Status
-	if err := json.Unmarshal(n.must(200, "GET", "/v1/status", testnode.AdminToken, ""), &st); err != nil {
-		n.t.Fatal(err)
-	}
-	return st
-}
-
-// instance is app's instance in the status.
-func (n *probeNode) instance(app string) api.Instance {
-	n.t.Helper()
-	for _, i := range n.status().Instances {
-		if i.App == app {
-			return i
-		}
-	}
-	n.t.Fatalf("status lists no instance of %s", app)
-	return api.Instance{}
-}
-
-// upstreams are the nodes the routing document sends host to.
-func (n *probeNode) upstreams(host string) []string {
-	n.t.Helper()
-	var doc map[string]any
-	if err := json.Unmarshal(n.must(200, "GET", "/v1/ingress/routes", testnode.IngressToken, ""), &doc); err != nil {
-		n.t.Fatal(err)
-	}
-	return testnode.UpstreamNodes(doc)[host]
-}
-
-func (n *probeNode) metric(line string) bool {
-	return strings.Contains(string(n.must(200, "GET", "/metrics", "", "")), "\n"+line+"\n")
+// upstreams are the nodes n's routing document sends host to.
+func upstreams(n *testnode.Stepped, host string) []string {
+	return testnode.UpstreamNodes(n.RoutesDoc())[host]
 }
 
 // TestDeadInstanceLeavesTheDocumentOnEveryNodeWithinATick (issue 13 item 2): an instance
@@ -147,43 +42,43 @@ func TestDeadInstanceLeavesTheDocumentOnEveryNodeWithinATick(t *testing.T) {
 	a := newProbeNode(t, testnode.ProbeConfig(t, "vps-a", storeDir))
 	b := newProbeNode(t, testnode.Config(t, "vps-b", storeDir))
 	inst := testinst.StartTCP(t)
-	a.must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	a.must(200, "PUT", "/v1/node/instances/shop", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, inst.Port))
+	a.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	a.Must(200, "PUT", "/v1/node/instances/shop", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, inst.Port))
 	const host = "shop.apps.example.com"
 	routed := func(want int) {
 		t.Helper()
-		b.pass()
-		for _, n := range []*probeNode{a, b} {
-			if u := n.upstreams(host); len(u) != want {
-				t.Fatalf("%s routes %s to %v, want %d upstreams", n.cfg.Node.Name, host, u, want)
+		b.Tick()
+		for _, n := range []*testnode.Stepped{a, b} {
+			if u := upstreams(n, host); len(u) != want {
+				t.Fatalf("%s routes %s to %v, want %d upstreams", n.Cfg.Node.Name, host, u, want)
 			}
 		}
 	}
-	a.rounds(3)
+	a.Rounds(3)
 	routed(1)
-	if s := a.instance("shop"); s.Probe == nil || !s.Probe.Up || !s.Ready {
+	if s := a.Instance("shop"); s.Probe == nil || !s.Probe.Up || !s.Ready {
 		t.Fatalf("status of the live instance: %+v", s)
 	}
-	a.must(200, "GET", "/v1/health/instances/shop", "", "")
+	a.Must(200, "GET", "/v1/health/instances/shop", "", "")
 
-	before := testnode.SerialOf(t, a.st)
+	before := testnode.SerialOf(t, a.St)
 	inst.Close()
-	a.rounds(a.cfg.Probe.DownAfter)
-	if testnode.RecordReady(t, a.st, "vps-a", "shop") || testnode.SerialOf(t, a.st) <= before {
+	a.Rounds(a.Cfg.Probe.DownAfter)
+	if testnode.RecordReady(t, a.St, "vps-a", "shop") || testnode.SerialOf(t, a.St) <= before {
 		t.Fatal("the record still publishes the dead instance, or no bump announced it")
 	}
 	routed(0)
-	a.must(503, "GET", "/v1/health/instances/shop", "", "")
-	s := a.instance("shop")
+	a.Must(503, "GET", "/v1/health/instances/shop", "", "")
+	s := a.Instance("shop")
 	if !s.Declared || s.Ready || s.Probe == nil || s.Probe.Up || s.Probe.LastError == "" || s.Probe.Kind != "tcp" {
 		t.Errorf("status of the dead instance: %+v %+v, want declared, not ready, probe down with an error", s, s.Probe)
 	}
-	if !a.metric(`scafo_instance_probe_transitions_total{to="down"} 1`) {
+	if !a.Metric(`scafo_instance_probe_transitions_total{to="down"} 1`) {
 		t.Error("no down transition counted")
 	}
 
 	inst.Open()
-	a.rounds(a.cfg.Probe.UpAfter)
+	a.Rounds(a.Cfg.Probe.UpAfter)
 	routed(1)
 }
 
@@ -193,13 +88,13 @@ func TestProbeNeverPublishesAnInstanceDeclaredNotReady(t *testing.T) {
 	t.Parallel()
 	a := newProbeNode(t, testnode.ProbeConfig(t, "vps-a", t.TempDir()))
 	inst := testinst.StartTCP(t)
-	a.must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	a.must(200, "PUT", "/v1/node/instances/shop", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":false}`, inst.Port))
-	a.rounds(3)
-	if s := a.instance("shop"); s.Ready || s.Probe == nil || !s.Probe.Up {
+	a.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	a.Must(200, "PUT", "/v1/node/instances/shop", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":false}`, inst.Port))
+	a.Rounds(3)
+	if s := a.Instance("shop"); s.Ready || s.Probe == nil || !s.Probe.Up {
 		t.Errorf("status %+v: want probe up, published not ready", s)
 	}
-	if testnode.RecordReady(t, a.st, "vps-a", "shop") {
+	if testnode.RecordReady(t, a.St, "vps-a", "shop") {
 		t.Error("the record publishes an instance declared not ready")
 	}
 }
@@ -214,25 +109,25 @@ func TestProbeOfAHealthPathFollowsItsStatusNotItsRedirects(t *testing.T) {
 	elsewhere := testinst.StartHealth(t, "/healthz", http.StatusOK, "")
 	redir := testinst.StartHealth(t, "/healthz", 0, fmt.Sprintf("http://127.0.0.1:%d/healthz", elsewhere.Port))
 	for app, port := range map[string]int{"shop": app.Port, "hop": redir.Port} {
-		a.must(201, "PUT", "/v1/apps/"+app, testnode.AdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/healthz"}}`)
-		a.must(200, "PUT", "/v1/node/instances/"+app, testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, port))
+		a.Must(201, "PUT", "/v1/apps/"+app, testnode.AdminToken, `{"account":"acme","placement":["vps-a"],"health":{"path":"/healthz"}}`)
+		a.Must(200, "PUT", "/v1/node/instances/"+app, testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, port))
 	}
-	a.pass() // the health paths, read from the applications
-	a.rounds(2)
+	a.Tick() // the health paths, read from the applications
+	a.Rounds(2)
 	if h := app.Header.Load(); h == nil || h.Get("Authorization") != "" || h.Get("User-Agent") != "scafo-node-probe" {
 		t.Errorf("probe request headers %v: want no Authorization, User-Agent scafo-node-probe", h)
 	}
 	app.Code.Store(http.StatusInternalServerError)
-	a.rounds(a.cfg.Probe.DownAfter)
-	if s := a.instance("shop"); testnode.RecordReady(t, a.st, "vps-a", "shop") || s.Probe.Kind != "http" || !strings.Contains(s.Probe.LastError, "500") {
+	a.Rounds(a.Cfg.Probe.DownAfter)
+	if s := a.Instance("shop"); testnode.RecordReady(t, a.St, "vps-a", "shop") || s.Probe.Kind != "http" || !strings.Contains(s.Probe.LastError, "500") {
 		t.Errorf("a 500: %+v, want down naming the status", s.Probe)
 	}
 	app.Code.Store(http.StatusOK)
-	a.rounds(a.cfg.Probe.UpAfter)
-	if !testnode.RecordReady(t, a.st, "vps-a", "shop") {
+	a.Rounds(a.Cfg.Probe.UpAfter)
+	if !testnode.RecordReady(t, a.St, "vps-a", "shop") {
 		t.Error("200 again: not up")
 	}
-	if s := a.instance("hop"); !s.Ready || s.Probe.Kind != "http" {
+	if s := a.Instance("hop"); !s.Ready || s.Probe.Kind != "http" {
 		t.Errorf("a 302 health answer: %+v %+v, want up", s, s.Probe)
 	}
 	if n := elsewhere.Hits.Load(); n != 0 {
@@ -246,12 +141,12 @@ func TestInstanceHealthEndpointDoesNotDialPerRequest(t *testing.T) {
 	t.Parallel()
 	a := newProbeNode(t, testnode.ProbeConfig(t, "vps-a", t.TempDir()))
 	inst := testinst.StartTCP(t)
-	a.must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
-	a.must(200, "PUT", "/v1/node/instances/shop", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, inst.Port))
-	a.rounds(1)
+	a.Must(201, "PUT", "/v1/apps/shop", testnode.AdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	a.Must(200, "PUT", "/v1/node/instances/shop", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, inst.Port))
+	a.Rounds(1)
 	start := inst.Accepts.Load()
 	for range 200 {
-		a.must(200, "GET", "/v1/health/instances/shop", "", "")
+		a.Must(200, "GET", "/v1/health/instances/shop", "", "")
 	}
 	if got := inst.Accepts.Load() - start; got != 0 {
 		t.Errorf("200 health requests made %d connections to the instance, want none", got)
@@ -273,31 +168,31 @@ func TestProbeNeverVouchesForAnInstanceOnTheAPIPortOrAnotherTenantsPort(t *testi
 	defer api.Close()
 	cfg.Node.APIPort = api.Addr().(*net.TCPAddr).Port
 	a := newProbeNode(t, cfg)
-	a.must(201, "PUT", "/v1/apps/bank", testnode.AdminToken, `{"account":"bank","placement":["vps-a"]}`)
-	a.must(201, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"evil","placement":["vps-a"]}`)
+	a.Must(201, "PUT", "/v1/apps/bank", testnode.AdminToken, `{"account":"bank","placement":["vps-a"]}`)
+	a.Must(201, "PUT", "/v1/apps/evil", testnode.AdminToken, `{"account":"evil","placement":["vps-a"]}`)
 	var bank struct{ Port int }
-	json.Unmarshal(a.must(201, "POST", "/v1/node/instances/bank", testnode.AdminToken, `{}`), &bank)
+	json.Unmarshal(a.Must(201, "POST", "/v1/node/instances/bank", testnode.AdminToken, `{}`), &bank)
 	bankLn, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(bank.Port))
 	if err != nil {
 		t.Skipf("port %d of the allocation range is taken on this machine: %v", bank.Port, err)
 	}
 	defer bankLn.Close()
-	a.must(200, "PUT", "/v1/node/instances/bank", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, bank.Port))
+	a.Must(200, "PUT", "/v1/node/instances/bank", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, bank.Port))
 	var it struct{ Token string }
-	json.Unmarshal(a.must(201, "POST", "/v1/tokens", testnode.AdminToken, `{"account":"evil","app":"evil","roles":["instance"]}`), &it)
-	a.must(409, "PUT", "/v1/node/instances/evil", it.Token, fmt.Sprintf(`{"port":%d,"ready":true}`, bank.Port))
-	a.must(403, "PUT", "/v1/node/instances/evil", it.Token, fmt.Sprintf(`{"port":%d,"ready":true}`, cfg.Node.APIPort))
+	json.Unmarshal(a.Must(201, "POST", "/v1/tokens", testnode.AdminToken, `{"account":"evil","app":"evil","roles":["instance"]}`), &it)
+	a.Must(409, "PUT", "/v1/node/instances/evil", it.Token, fmt.Sprintf(`{"port":%d,"ready":true}`, bank.Port))
+	a.Must(403, "PUT", "/v1/node/instances/evil", it.Token, fmt.Sprintf(`{"port":%d,"ready":true}`, cfg.Node.APIPort))
 
-	a.must(200, "PUT", "/v1/node/instances/evil", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, cfg.Node.APIPort))
-	a.rounds(3) // bank, on its own port, is probed in each: evil never is
-	if testnode.RecordReady(t, a.st, "vps-a", "evil") || len(a.upstreams("evil.apps.example.com")) != 0 {
+	a.Must(200, "PUT", "/v1/node/instances/evil", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, cfg.Node.APIPort))
+	a.Rounds(3) // bank, on its own port, is probed in each: evil never is
+	if testnode.RecordReady(t, a.St, "vps-a", "evil") || len(upstreams(a, "evil.apps.example.com")) != 0 {
 		t.Error("an instance on the node API's port is published ready, or routed")
 	}
-	if s := a.instance("evil"); s.Probe == nil || s.Probe.Up || !strings.Contains(s.Probe.Refused, "API port") || s.Probe.Probes != 0 {
+	if s := a.Instance("evil"); s.Probe == nil || s.Probe.Up || !strings.Contains(s.Probe.Refused, "API port") || s.Probe.Probes != 0 {
 		t.Errorf("status %+v %+v: want refused (API port), never probed", s, s.Probe)
 	}
-	a.must(503, "GET", "/v1/health/instances/evil", "", "")
-	if !a.metric("scafo_instance_probe_down 1") || !testnode.RecordReady(t, a.st, "vps-a", "bank") {
+	a.Must(503, "GET", "/v1/health/instances/evil", "", "")
+	if !a.Metric("scafo_instance_probe_down 1") || !testnode.RecordReady(t, a.St, "vps-a", "bank") {
 		t.Error("the refused instance is not counted down, or bank is not published ready")
 	}
 }

@@ -2,39 +2,24 @@ package publish_test
 
 import (
 	"encoding/json"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/scafo/ingress/internal/nodetest"
 	"github.com/scafo/ingress/internal/testnode"
-	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/api"
-	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
 )
 
-// groupNode is the fleet of testnode.GroupNode (shop in the default group, blog and
+// newGroupNode is the fleet of testnode.GroupNode (shop in the default group, blog and
 // back in eu-1 through eu1.example.com, shop.example.org's path api to back, all on
-// vps-b) under a node without a listener or a loop: built over the store, driven by its
-// steps on the test's clock, served in process (Handler). Its methods answer as
-// testnode.Node's do.
-type groupNode struct {
-	t     *testing.T
-	St    store.Store
-	cfg   *node.Config
-	steps node.Steps
-	h     http.Handler
-	now   time.Time
-}
-
-func newGroupNode(t *testing.T) *groupNode {
+// vps-b) under a node without a listener or a loop (testnode.Stepped), after its first
+// heartbeat and pass.
+func newGroupNode(t *testing.T) *testnode.Stepped {
 	t.Helper()
 	cfg := testnode.Config(t, "vps-a", t.TempDir())
-	cfg.Node.APIPort = 7400
 	cfg.Platform.Domains = []string{"apps.example.com", "eu1.example.com"}
 	cfg.Platform.Groups = []string{"eu1.example.com=eu-1"}
 	st := testnode.OpenDir(t, cfg.Store.Dir.Path)
@@ -46,55 +31,9 @@ func newGroupNode(t *testing.T) *groupNode {
 		Paths: map[string]string{"api": "back.eu1.example.com"}})
 	nodetest.Put(t, st, "nodes/vps-b.json", fleet.NodeRecord{Name: "vps-b", Address: "10.83.0.2", APIPort: 7400, Seen: time.Now().UTC(),
 		Instances: map[string]fleet.Instance{"shop": {Port: 24001, Ready: true}, "blog": {Port: 24002, Ready: true}, "back": {Port: 24003, Ready: true}}})
-	srv, err := node.NewWithStore(cfg, slog.New(slog.DiscardHandler), st, testnode.IngressToken, testnode.AdminToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	n := &groupNode{t: t, St: st, cfg: cfg, steps: srv.Steps(), h: srv.Handler(), now: time.Now()}
-	n.steps.Heartbeat(t.Context(), n.now)
-	n.pass()
+	n := testnode.NewStepped(t, cfg, st)
+	n.Tick()
 	return n
-}
-
-// pass runs one reconcile pass a reconcile interval after the last.
-func (n *groupNode) pass() {
-	n.t.Helper()
-	n.now = n.now.Add(time.Duration(n.cfg.Reconcile.Interval))
-	if err := n.steps.Reconcile(n.t.Context(), n.now, false); err != nil {
-		n.t.Fatal(err)
-	}
-}
-
-func (n *groupNode) Do(method, path, token, body string, hdr ...string) (*http.Response, []byte) {
-	req := httptest.NewRequest(method, "http://"+n.cfg.Node.Address+":7400"+path, strings.NewReader(body))
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	rec := httptest.NewRecorder()
-	n.h.ServeHTTP(rec, req)
-	return rec.Result(), rec.Body.Bytes()
-}
-
-func (n *groupNode) Get(path, token string, hdr ...string) (*http.Response, []byte) {
-	return n.Do(http.MethodGet, path, token, "", hdr...)
-}
-
-func (n *groupNode) Must(code int, method, path, token, body string) []byte {
-	n.t.Helper()
-	resp, b := n.Do(method, path, token, body)
-	if resp.StatusCode != code {
-		n.t.Fatalf("%s %s: %d %s, want %d", method, path, resp.StatusCode, b, code)
-	}
-	return b
-}
-
-func (n *groupNode) metric(line string) bool {
-	_, b := n.Get("/metrics", "")
-	return strings.Contains(string(b), "\n"+line+"\n")
 }
 
 // TestGroupQueryServesOnlyThatGroupsHostsPlusWhatTheyNeed: ?group=default serves
@@ -105,16 +44,16 @@ func TestGroupQueryServesOnlyThatGroupsHostsPlusWhatTheyNeed(t *testing.T) {
 	t.Parallel()
 	n := newGroupNode(t)
 	hosts := func(q string) ([]string, *http.Response) {
-		resp, b := n.Get("/v1/ingress/routes"+q, testnode.IngressToken)
-		if resp.StatusCode != 200 {
-			t.Fatalf("routes%s: %d %s", q, resp.StatusCode, b)
+		rec := n.Get("/v1/ingress/routes"+q, testnode.IngressToken)
+		if rec.Code != 200 {
+			t.Fatalf("routes%s: %d %s", q, rec.Code, rec.Body)
 		}
 		var m map[string]any
-		json.Unmarshal(b, &m)
+		json.Unmarshal(rec.Body.Bytes(), &m)
 		if m["api"] == nil {
 			t.Errorf("routes%s: no API apex (it is in every group)", q)
 		}
-		return testnode.HostsOf(m), resp
+		return testnode.HostsOf(m), rec.Result()
 	}
 	all, rAll := hosts("")
 	def, rDef := hosts("?group=default")
@@ -135,10 +74,7 @@ func TestGroupQueryServesOnlyThatGroupsHostsPlusWhatTheyNeed(t *testing.T) {
 		t.Errorf("revisions %v: want three different ones; serial %q", revs, rDef.Header.Get("X-Scafo-Serial"))
 	}
 
-	resp, b := n.Get("/v1/ingress/traefik?group=default", testnode.IngressToken)
-	if resp.StatusCode != 200 {
-		t.Fatalf("traefik?group=default: %d %s", resp.StatusCode, b)
-	}
+	b := n.Must(200, "GET", "/v1/ingress/traefik?group=default", testnode.IngressToken, "")
 	var cfg struct {
 		HTTP struct {
 			Routers  map[string]json.RawMessage `json:"routers"`
@@ -168,28 +104,26 @@ func TestGroupQueryServesOnlyThatGroupsHostsPlusWhatTheyNeed(t *testing.T) {
 func TestAChangeInOneGroupLeavesAnotherGroupsPollIdentical(t *testing.T) {
 	t.Parallel()
 	n := newGroupNode(t)
-	rDef, bDef := n.Get("/v1/ingress/traefik?group=default", testnode.IngressToken)
-	rEU, _ := n.Get("/v1/ingress/traefik?group=eu-1", testnode.IngressToken)
-	etagDef, etagEU := rDef.Header.Get("ETag"), rEU.Header.Get("ETag")
+	rDef := n.Get("/v1/ingress/traefik?group=default", testnode.IngressToken)
+	etagDef, etagEU := rDef.Header().Get("ETag"), n.Get("/v1/ingress/traefik?group=eu-1", testnode.IngressToken).Header().Get("ETag")
 
 	parked := make(chan int, 1)
 	go func() {
-		resp, _ := n.Get("/v1/ingress/traefik?group=default&wait=1500ms", testnode.IngressToken, "If-None-Match", etagDef)
-		parked <- resp.StatusCode
+		parked <- n.Get("/v1/ingress/traefik?group=default&wait=1500ms", testnode.IngressToken, "If-None-Match", etagDef).Code
 	}()
 	nodetest.WaitFor(t, 5*time.Second, "the long-poll of default parked", func() bool {
-		return n.metric("scafo_longpolls_parked 1")
+		return n.Metric("scafo_longpolls_parked 1")
 	})
 	// blog (eu-1) moves to another port on vps-b; shop and back stay where they are.
 	nodetest.Put(t, n.St, "nodes/vps-b.json", fleet.NodeRecord{Name: "vps-b", Address: "10.83.0.2", APIPort: 7400, Seen: time.Now().UTC(),
 		Instances: map[string]fleet.Instance{"shop": {Port: 24001, Ready: true}, "blog": {Port: 24999, Ready: true}, "back": {Port: 24003, Ready: true}}})
-	n.pass()
-	if r, _ := n.Get("/v1/ingress/traefik?group=eu-1", testnode.IngressToken); r.Header.Get("ETag") == etagEU {
+	n.MustPass()
+	if n.Get("/v1/ingress/traefik?group=eu-1", testnode.IngressToken).Header().Get("ETag") == etagEU {
 		t.Fatal("eu-1 did not change")
 	}
-	r2, b2 := n.Get("/v1/ingress/traefik?group=default", testnode.IngressToken)
-	if r2.Header.Get("ETag") != etagDef || string(b2) != string(bDef) || r2.Header.Get("X-Scafo-Revision") != rDef.Header.Get("X-Scafo-Revision") {
-		t.Errorf("group default changed with a change in eu-1: etag %s → %s", etagDef, r2.Header.Get("ETag"))
+	r2 := n.Get("/v1/ingress/traefik?group=default", testnode.IngressToken)
+	if r2.Header().Get("ETag") != etagDef || r2.Body.String() != rDef.Body.String() || r2.Header().Get("X-Scafo-Revision") != rDef.Header().Get("X-Scafo-Revision") {
+		t.Errorf("group default changed with a change in eu-1: etag %s → %s", etagDef, r2.Header().Get("ETag"))
 	}
 	if code := <-parked; code != http.StatusNotModified {
 		t.Errorf("a long-poll of default answered %d to a change in eu-1, want 304 at the end of its wait", code)
@@ -204,44 +138,40 @@ func TestGroupValidation(t *testing.T) {
 	t.Parallel()
 	n := newGroupNode(t)
 	for _, path := range []string{"/v1/ingress/routes", "/v1/ingress/traefik"} {
-		resp, b := n.Get(path+"?group=eu-2", testnode.IngressToken)
-		if resp.StatusCode != 404 || !strings.Contains(string(b), `"error":"unknown group"`) || !strings.Contains(string(b), "eu-2") {
-			t.Errorf("%s?group=eu-2 (a typo): %d %s, want 404 naming it", path, resp.StatusCode, b)
+		rec := n.Get(path+"?group=eu-2", testnode.IngressToken)
+		if b := rec.Body.String(); rec.Code != 404 || !strings.Contains(b, `"error":"unknown group"`) || !strings.Contains(b, "eu-2") {
+			t.Errorf("%s?group=eu-2 (a typo): %d %s, want 404 naming it", path, rec.Code, b)
 		}
-		resp, b = n.Get(path+"?group=default,eu-2", testnode.IngressToken)
-		if resp.StatusCode != 404 {
-			t.Errorf("%s?group=default,eu-2: %d %s, want 404", path, resp.StatusCode, b)
+		if rec := n.Get(path+"?group=default,eu-2", testnode.IngressToken); rec.Code != 404 {
+			t.Errorf("%s?group=default,eu-2: %d %s, want 404", path, rec.Code, rec.Body)
 		}
 	}
 	// A group some application names, with no routes yet (no platform domain, no claim).
 	nodetest.Put(t, n.St, "apps/lone.json", fleet.App{Name: "lone", Account: "acme", Placement: []string{"vps-b"}, Ingress: &fleet.Ingress{Group: "ap-1"}})
-	n.pass()
-	resp, b := n.Get("/v1/ingress/routes?group=ap-1", testnode.IngressToken)
+	n.MustPass()
+	rec := n.Get("/v1/ingress/routes?group=ap-1", testnode.IngressToken)
 	var doc map[string]any
-	json.Unmarshal(b, &doc)
-	if len(testnode.HostsOf(doc)) != 0 || doc["api"] == nil || resp.Header.Get("X-Scafo-Group-Empty") != "ap-1" {
+	json.Unmarshal(rec.Body.Bytes(), &doc)
+	if len(testnode.HostsOf(doc)) != 0 || doc["api"] == nil || rec.Header().Get("X-Scafo-Group-Empty") != "ap-1" {
 		t.Errorf("empty group ap-1: hosts %v, api %v, X-Scafo-Group-Empty %q; want no routes, the API, and the header",
-			testnode.HostsOf(doc), doc["api"] != nil, resp.Header.Get("X-Scafo-Group-Empty"))
+			testnode.HostsOf(doc), doc["api"] != nil, rec.Header().Get("X-Scafo-Group-Empty"))
 	}
-	resp, _ = n.Get("/v1/ingress/traefik?group=eu-1", testnode.IngressToken)
-	if h := resp.Header.Get("X-Scafo-Group-Empty"); h != "" {
+	if h := n.Get("/v1/ingress/traefik?group=eu-1", testnode.IngressToken).Header().Get("X-Scafo-Group-Empty"); h != "" {
 		t.Errorf("eu-1 has routes, yet X-Scafo-Group-Empty: %q", h)
 	}
 
-	_, b = n.Get("/v1/status", testnode.IngressToken)
 	var st api.Status
-	if err := json.Unmarshal(b, &st); err != nil {
+	if err := json.Unmarshal(n.Get("/v1/status", testnode.IngressToken).Body.Bytes(), &st); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]api.Group{}
 	for _, g := range st.Groups {
 		got[g.Name] = g
 	}
-	_, rEU := n.Get("/v1/ingress/routes?group=eu-1", testnode.IngressToken)
-	rh, _ := n.Get("/v1/ingress/routes?group=eu-1", testnode.IngressToken)
+	rh := n.Get("/v1/ingress/routes?group=eu-1", testnode.IngressToken)
 	if got["default"].Routes != 2 || got["eu-1"].Routes != 2 || got["ap-1"].Routes != 0 || len(st.Groups) != 3 ||
-		got["eu-1"].Revision != rh.Header.Get("X-Scafo-Revision") {
-		t.Errorf("status groups %+v; eu-1 revision served %s (%d bytes)", st.Groups, rh.Header.Get("X-Scafo-Revision"), len(rEU))
+		got["eu-1"].Revision != rh.Header().Get("X-Scafo-Revision") {
+		t.Errorf("status groups %+v; eu-1 revision served %s (%d bytes)", st.Groups, rh.Header().Get("X-Scafo-Revision"), rh.Body.Len())
 	}
 }
 
@@ -258,13 +188,13 @@ func TestAppIngressGroupIsValidated(t *testing.T) {
 		`{"account":"acme","placement":[],"ingress":{"group":"eu-1","extra":1}}`,
 		`{"account":"acme","placement":[],"ingress":{}}`,
 	} {
-		resp, b := n.Do("PUT", "/v1/apps/cart", testnode.AdminToken, body)
-		if resp.StatusCode != 400 || !strings.Contains(string(b), "group") && !strings.Contains(string(b), "extra") {
-			t.Errorf("PUT %s: %d %s, want 400 naming ingress.group", body, resp.StatusCode, b)
+		rec := n.Do("PUT", "/v1/apps/cart", testnode.AdminToken, body)
+		if b := rec.Body.String(); rec.Code != 400 || !strings.Contains(b, "group") && !strings.Contains(b, "extra") {
+			t.Errorf("PUT %s: %d %s, want 400 naming ingress.group", body, rec.Code, b)
 		}
 	}
-	if resp, _ := n.Do("GET", "/v1/apps/cart", testnode.AdminToken, ""); resp.StatusCode != 404 {
-		t.Errorf("a refused PUT wrote the application: GET %d", resp.StatusCode)
+	if rec := n.Get("/v1/apps/cart", testnode.AdminToken); rec.Code != 404 {
+		t.Errorf("a refused PUT wrote the application: GET %d", rec.Code)
 	}
 	b := n.Must(201, "PUT", "/v1/apps/cart", testnode.AdminToken, `{"account":"acme","placement":[],"ingress":{"group":"eu-1"}}`)
 	if !strings.Contains(string(b), `"ingress":{"group":"eu-1"}`) {
@@ -282,9 +212,9 @@ func TestAMalformedQueryIsRefusedNotDropped(t *testing.T) {
 	t.Parallel()
 	n := newGroupNode(t)
 	before := testnode.SerialOf(t, n.St)
-	resp, b := n.Do("PUT", "/v1/apps/cart?wait=applied;timeout=1s", testnode.AdminToken, `{"account":"acme","placement":["vps-b"]}`)
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"error":"invalid query"`) {
-		t.Errorf("a write with ?wait=applied;timeout=1s: %d %s, want 400 invalid query", resp.StatusCode, b)
+	rec := n.Do("PUT", "/v1/apps/cart?wait=applied;timeout=1s", testnode.AdminToken, `{"account":"acme","placement":["vps-b"]}`)
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), `"error":"invalid query"`) {
+		t.Errorf("a write with ?wait=applied;timeout=1s: %d %s, want 400 invalid query", rec.Code, rec.Body)
 	}
 	if after := testnode.SerialOf(t, n.St); after != before {
 		t.Errorf("the refused write was made: serial %d → %d", before, after)
