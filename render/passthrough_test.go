@@ -1,7 +1,6 @@
 package render
 
 import (
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -104,30 +103,6 @@ func TestPassthroughHostsHaveATCPRouterAndNoHTTPRouter(t *testing.T) {
 		}
 		if len(cfg.TCP.Routers) != n || n == 0 {
 			t.Fatalf("%d TCP routers for %d passthrough hosts", len(cfg.TCP.Routers), n)
-		}
-	}
-}
-
-// TestPassthroughRenderIsByteStable: the same document in any route order renders the
-// same bytes. (An Incremental writes them too, passthrough routes coming and going:
-// TestIncrementalRenderEqualsFullRender.)
-func TestPassthroughRenderIsByteStable(t *testing.T) {
-	c := passthroughCase(t)
-	want, err := Traefik(c.doc, c.opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for range 20 {
-		d := *c.doc
-		d.Routes = slices.Clone(c.doc.Routes)
-		rng.Shuffle(len(d.Routes), func(i, j int) { d.Routes[i], d.Routes[j] = d.Routes[j], d.Routes[i] })
-		got, err := Traefik(&d, c.opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(got) != string(want) {
-			t.Fatal("route order changed the bytes")
 		}
 	}
 }

@@ -230,18 +230,24 @@ func shuffled(d *routing.Document, rng *rand.Rand) *routing.Document {
 
 // TestRenderIsByteStableWhateverTheInputOrder: a document (with and without
 // middlewares) renders the same bytes whatever the order of its routes and path maps,
-// and the render leaves its input as it was. (Passthrough: TestPassthroughRenderIsByteStable;
-// fleet certificates: TestFleetCertificatesRenderSortedInlineAndByteStable; the
-// incremental render: TestIncrementalRenderEqualsFullRender.)
+// and the render leaves its input as it was; so does testdata/passthrough.json. (Fleet
+// certificates: TestFleetCertificatesRenderSortedInlineAndByteStable; the incremental
+// render: TestIncrementalRenderEqualsFullRender.)
 func TestRenderIsByteStableWhateverTheInputOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, doc := range []*routing.Document{sampleDoc(100), middlewaresDoc(100)} {
+	opts := []Options{{}, {PathGroupThreshold: 10},
+		{CertResolver: "le", PlatformWildcardCerts: true, PlatformDomains: []string{"apps.example.com"}}}
+	pt := passthroughCase(t)
+	for _, tc := range []struct {
+		doc  *routing.Document
+		opts []Options
+	}{{sampleDoc(100), opts}, {middlewaresDoc(100), opts}, {pt.doc, []Options{pt.opt}}} {
+		doc := tc.doc
 		before, err := routing.Marshal(doc)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, opt := range []Options{{}, {PathGroupThreshold: 10},
-			{CertResolver: "le", PlatformWildcardCerts: true, PlatformDomains: []string{"apps.example.com"}}} {
+		for i, opt := range tc.opts {
 			want, err := Traefik(doc, opt)
 			if err != nil {
 				t.Fatal(err)
