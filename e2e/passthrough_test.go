@@ -17,7 +17,6 @@ import (
 	"math/big"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -546,18 +545,6 @@ func testPassthroughRouting(t *testing.T, provider string) {
 			t.Errorf("%s (%q): a session with an application's certificate: %+v", tc.name, tc.raw, out)
 		}
 		t.Logf("Traefik folds %-30s %q: reached an application %v (server names %q), session %v, err %q", tc.name, tc.raw, len(hellos) != before, hellos[before:], out.handshake, out.err)
-	}
-
-	// Another account can take none of db's names (409), and a wildcard claim of the
-	// passthrough application itself is a 400 naming host.
-	n1 := p.f.nodes[0]
-	for _, h := range []string{"db.example.org", "kv.example.org"} {
-		if st, b := n1.do(t, http.MethodPut, "/v1/apps/evil/domains/"+h, map[string]any{}, testAdminToken); st != http.StatusConflict {
-			t.Errorf("evil claiming %s: %d %s, want 409", h, st, b)
-		}
-	}
-	if st, b := n1.do(t, http.MethodPut, "/v1/apps/db/domains/"+url.PathEscape("*.db.example.net"), map[string]any{}, testAdminToken); st != http.StatusBadRequest || !strings.Contains(string(b), "host") {
-		t.Errorf("a wildcard claim of a passthrough application: %d %s, want 400 naming host", st, b)
 	}
 
 	// HTTP on the same port keeps working, and never routes a passthrough host: not
