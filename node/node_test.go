@@ -4,17 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/scafo/ingress/internal/testnode"
-	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
 )
@@ -51,26 +47,6 @@ func TestMalformedObjectSkippedNotWithdrawn(t *testing.T) {
 	a, b := n.Get("/v1/ingress/traefik", testIngressToken).Body.Bytes(), m.Get("/v1/ingress/traefik", testIngressToken).Body.Bytes()
 	if !bytes.Equal(a, b) {
 		t.Fatalf("two nodes on one store serve different documents:\n%s\n%s", a, b)
-	}
-}
-
-// TestTheAdminTokenMustDifferFromTheIngressToken: an admin token equal to the ingress
-// token (both configured, or one token file a link to the other) gave every ingress,
-// which holds the ingress token, the admin's rights. The node refuses to start, naming
-// both settings, whichever way the tokens came.
-func TestTheAdminTokenMustDifferFromTheIngressToken(t *testing.T) {
-	t.Parallel()
-	// Configured equal: TestNoTokenIsAcceptedForBothRoles's first row.
-	cfg := testConfig(t, "vps-a", t.TempDir())
-	cfg.Admin.Token, cfg.Ingress.Token = "", ""
-	if err := os.WriteFile(filepath.Join(cfg.StateDir, "ingress-token"), []byte("0123456789abcdef0123\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("ingress-token", filepath.Join(cfg.StateDir, "admin-token")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := node.New(t.Context(), cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "hold the same token") {
-		t.Errorf("token files linked: %v, want refused", err)
 	}
 }
 

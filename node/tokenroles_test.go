@@ -124,38 +124,46 @@ func TestNoTokenIsAcceptedForBothRoles(t *testing.T) { // not parallel: loadConf
 
 // TestAMintedTokenInTheOtherRolesPreviousIsRefused: a token the node minted into its
 // state dir (or an operator put there) is a role's token as much as a configured one:
-// found in the other role's previous list, the start is refused naming the file and
-// the setting, before anything is served.
+// found in another role's previous list, or one role's token file a link to another's,
+// the start is refused naming the file and the setting, before anything is served.
 func TestAMintedTokenInTheOtherRolesPreviousIsRefused(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ minted, other string }{{"admin", "ingress"}, {"ingress", "admin"}} {
+	for _, tc := range []struct {
+		minted string // the role whose token is read from its file, minted
+		into   string // the role whose previous list holds it ("": its file is linked as admin's)
+		want   string // F: the minted file
+	}{
+		{"admin", "ingress", "admin.token (the token file F) and ingress.previous[0] hold the same token"},
+		{"ingress", "admin", "admin.previous[0] and ingress.token (the token file F) hold the same token"},
+		{"readonly", "admin", "admin.previous[0] and readonly.token (the token file F) hold the same token"},
+		{"ingress", "", "hold the same token"},
+	} {
 		cfg := testConfig(t, "vps-a", t.TempDir())
+		roles := map[string]*node.TokenConfig{"admin": &cfg.Admin, "ingress": &cfg.Ingress, "readonly": &cfg.Readonly}
+		file := filepath.Join(cfg.StateDir, tc.minted+"-token")
 		tok, err := statedir.LoadOrMintToken("", cfg.StateDir, tc.minted+"-token")
 		if err != nil {
 			t.Fatal(err)
 		}
-		mintedCfg, otherCfg := &cfg.Admin, &cfg.Ingress
-		if tc.minted == "ingress" {
-			mintedCfg, otherCfg = otherCfg, mintedCfg
+		roles[tc.minted].Token = "" // read from its file
+		if tc.into != "" {
+			roles[tc.into].Previous = []string{tok}
+		} else { // linked as admin's token file
+			cfg.Admin.Token = ""
+			if err := os.Symlink(tc.minted+"-token", filepath.Join(cfg.StateDir, "admin-token")); err != nil {
+				t.Fatal(err)
+			}
 		}
-		mintedCfg.Token = "" // read from its file
-		otherCfg.Previous = []string{tok}
 		_, err = node.New(t.Context(), cfg, slog.New(slog.DiscardHandler))
-		want := tc.minted + ".token (the token file " + filepath.Join(cfg.StateDir, tc.minted+"-token") + ")"
-		if tc.minted == "admin" {
-			want += " and ingress.previous[0] hold the same token"
-		} else {
-			want = "admin.previous[0] and " + want + " hold the same token"
-		}
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("the minted %s token in %s.previous: %v, want refused naming %q", tc.minted, tc.other, err, want)
+		if want := strings.ReplaceAll(tc.want, "F", file); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("the minted %s token in %q's previous: %v, want refused naming %q", tc.minted, tc.into, err, want)
 		}
 	}
 }
 
 // TestTheReadOnlyTokenIsMintedLikeTheOthers: with readonly.token empty the node mints
 // one into <stateDir>/readonly-token (0600); one found there equal to another role's
-// token is refused naming the file.
+// token is refused naming the file (TestAMintedTokenInTheOtherRolesPreviousIsRefused).
 func TestTheReadOnlyTokenIsMintedLikeTheOthers(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, "vps-a", t.TempDir())
@@ -172,18 +180,5 @@ func TestTheReadOnlyTokenIsMintedLikeTheOthers(t *testing.T) {
 	}
 	if b, err := os.ReadFile(file); err != nil || len(strings.TrimSpace(string(b))) < node.MinTokenLength {
 		t.Fatalf("the minted token: %v (%d bytes)", err, len(b))
-	}
-
-	cfg = testConfig(t, "vps-a", t.TempDir())
-	cfg.Readonly.Token = ""
-	tok, err := statedir.LoadOrMintToken("", cfg.StateDir, "readonly-token")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Admin.Previous = []string{tok}
-	_, err = node.New(t.Context(), cfg, slog.New(slog.DiscardHandler))
-	want := "admin.previous[0] and readonly.token (the token file " + filepath.Join(cfg.StateDir, "readonly-token") + ") hold the same token"
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("the minted read-only token in admin.previous: %v, want refused naming %q", err, want)
 	}
 }
