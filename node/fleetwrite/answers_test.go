@@ -61,7 +61,8 @@ func storeBytes(t *testing.T, p *apitest.API) map[string]string {
 }
 
 // TestPathsBodyWithoutWrapperRefused: a path map's body is {"paths": {…}}, decoded
-// strictly; anything else is a 400 naming what is wrong, and changes nothing.
+// strictly (a key given twice is refused, over HTTP: a handler could decode otherwise
+// than jsonx's own test); anything else is a 400 naming what is wrong, and changes nothing.
 func TestPathsBodyWithoutWrapperRefused(t *testing.T) {
 	p := apitest.New(t, apitest.Options{})
 	titoFleet(p)
@@ -81,6 +82,9 @@ func TestPathsBodyWithoutWrapperRefused(t *testing.T) {
 		{"empty", ``, "body"},
 		{"upper-case key", `{"PATHS":{}}`, `"PATHS"`},
 		{"long-s key", `{"pathſ":{}}`, `"pathſ"`},
+		{"duplicate prefix", `{"paths":{"bob":"tito-go.apps.example.com","bob":"tito-go.apps.example.com"}}`, "duplicate"},
+		{"duplicate prefix apart", `{"paths":{"bob":"tito-go.apps.example.com","alice":"tito-go.apps.example.com","bob":"ti.to"}}`, "duplicate"},
+		{"duplicate wrapper", `{"paths":{"bob":"tito-go.apps.example.com"},"paths":{}}`, "duplicate"},
 	} {
 		resp, b := p.Do("PUT", pathsURL, apitest.Admin, tc.body)
 		var e api.Error

@@ -36,30 +36,6 @@ func TestIngressNamesAreCheckedAtBothEnds(t *testing.T) {
 	}
 }
 
-// A path map with a key given twice is refused with a 400 naming it, over HTTP (the
-// decoder's own test is not enough: a handler could decode another way), and the map
-// in the store is unchanged.
-func TestAPathMapWithADuplicateKeyIsRefusedOverHTTP(t *testing.T) {
-	t.Parallel()
-	n := newInProcess(t, nil)
-	n.fleetOf("tito-classic", "tito-go")
-	n.Must(200, "PUT", pathsURL, ipAdmin, `{"paths":{"paulca":"tito-go.apps.example.com"}}`)
-	before := n.Must(200, "GET", pathsURL, ipAdmin, "")
-	for _, body := range []string{
-		`{"paths":{"bob":"tito-go.apps.example.com","bob":"tito-go.apps.example.com"}}`,
-		`{"paths":{"bob":"tito-go.apps.example.com","alice":"tito-go.apps.example.com","bob":"ti.to"}}`,
-		`{"paths":{"bob":"tito-go.apps.example.com"},"paths":{}}`,
-	} {
-		resp, b := n.Do("PUT", pathsURL, ipAdmin, body)
-		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "duplicate") {
-			t.Errorf("%s: %d %s, want 400 naming the duplicate", body, resp.StatusCode, b)
-		}
-	}
-	if after := n.Must(200, "GET", pathsURL, ipAdmin, ""); string(after) != string(before) {
-		t.Errorf("the map changed: %s, was %s", after, before)
-	}
-}
-
 // Issue 25 item 9: a corrupt application object (bytes that do not decode) answers the
 // admin's GET with 409 "corrupt object", saying what to do, instead of 500; the admin
 // can DELETE it (conditionally on the bytes there); then it is gone.
