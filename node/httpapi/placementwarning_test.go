@@ -8,8 +8,8 @@ import (
 
 // TestAPlacementOnANodeNoRecordNamesIsWarnedAtItsWrite: an application placed on a node
 // no node record names (a typo, or a node not started yet) is accepted, and its write
-// says so in "warnings", as a group without a platform domain does; a placement on
-// known nodes answers without the field.
+// says so in "warnings", beside the write domain's own (fleetwrite's AppWarnings: here a
+// group without a platform domain); a placement on known nodes answers without the field.
 func TestAPlacementOnANodeNoRecordNamesIsWarnedAtItsWrite(t *testing.T) {
 	t.Parallel()
 	n := newInProcess(t, nil)
@@ -35,5 +35,9 @@ func TestAPlacementOnANodeNoRecordNamesIsWarnedAtItsWrite(t *testing.T) {
 		if len(w) != 1 || !strings.Contains(w[0], `node "vsp-b"`) || !strings.Contains(w[0], "no node record names") {
 			t.Errorf("a placement on vsp-b, which no record names (%d): warnings %q", code, w)
 		}
+	}
+	w := put(201, "eu", `{"account":"acme","placement":["vps-a","vsp-b"],"ingress":{"group":"us-2"}}`)
+	if len(w) != 2 || !strings.Contains(w[0], "no platform host") || !strings.Contains(w[1], `node "vsp-b"`) {
+		t.Errorf("group us-2, which no platform domain is in, placed on vsp-b: warnings %q, want both", w)
 	}
 }

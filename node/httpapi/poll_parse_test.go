@@ -70,6 +70,9 @@ func pollCases() []pollCase {
 		}},
 		{name: "prefer empty", format: tr, query: "prefer=", code: 400, errWant: "invalid prefer", detail: "prefer: empty"},
 		{name: "prefer malformed", format: tr, query: "prefer=VPS_B", code: 400, errWant: "invalid prefer", detail: "prefer"},
+		{name: "prefer a dotted name", format: tr, query: "prefer=a.b", code: 400, errWant: "invalid prefer", detail: "prefer"},
+		{name: "prefer a leading hyphen", format: tr, query: "prefer=-x", code: 400, errWant: "invalid prefer", detail: "prefer"},
+		{name: "prefer dot-dot escaped", format: tr, query: "prefer=%2e%2e", code: 400, errWant: "invalid prefer", detail: "prefer"},
 		{name: "prefer twice", format: tr, query: "prefer=a&prefer=b", code: 400, errWant: "invalid prefer", detail: "prefer: given 2 times"},
 		{name: "report of an HTTP provider, with its groups", format: tr, query: "group=eu-1",
 			headers: []string{api.HeaderIngress, "edge-1"}, check: func(t *testing.T, p pollRequest) {
