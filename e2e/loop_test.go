@@ -51,6 +51,18 @@ func (l *requestLoop) since(t0 time.Time) []sample {
 	return out
 }
 
+// notFrom returns how many requests were sent from t0 on, and what each of them that was
+// not a 2xx from want got instead.
+func (l *requestLoop) notFrom(t0 time.Time, want string) (sent int, failures []string) {
+	ss := l.since(t0)
+	for _, s := range ss {
+		if !s.ok || s.from != want {
+			failures = append(failures, s.from)
+		}
+	}
+	return len(ss), failures
+}
+
 // switchResult is what one switch (kill, restart, flip) cost the request loop.
 type switchResult struct {
 	failed   int           // requests that got no 2xx from an upstream

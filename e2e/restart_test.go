@@ -93,27 +93,11 @@ func TestNodeRestartKeepsTraefikRouting(t *testing.T) {
 	watch.stop()
 	floor.stop()
 
-	ss := loop.since(t0)
-	failed := 0
-	var failures []string
-	for _, s := range ss {
-		if !s.ok || s.from != "shop@n1" {
-			failed++
-			failures = append(failures, s.from)
-		}
-	}
-	qs := quietLoop.since(t0)
-	quietFailed := 0
-	var quietFailures []string
-	for _, s := range qs {
-		if !s.ok || s.from != "quiet@n1" {
-			quietFailed++
-			quietFailures = append(quietFailures, s.from)
-		}
-	}
-	if quietFailed > 0 {
+	sent, failures := loop.notFrom(t0, "shop@n1")
+	quietSent, quietFailures := quietLoop.notFrom(t0, "quiet@n1")
+	if len(quietFailures) > 0 {
 		t.Errorf("%d of %d requests to the single-placement app without a health path failed across the node restart %v, want 0 (its lone leaf must not be checked through the node)",
-			quietFailed, len(qs), quietFailures)
+			len(quietFailures), quietSent, quietFailures)
 	}
 	watch.mu.Lock()
 	statuses := fmt.Sprint(watch.statuses)
@@ -123,10 +107,10 @@ func TestNodeRestartKeepsTraefikRouting(t *testing.T) {
 	minRouters, _, apiErrors := floor.result()
 
 	t.Logf("node endpoint during the restart: %s; non-200 for %s", statuses, window)
-	t.Logf("requests through Traefik: %d sent, %d failed %v", len(ss), failed, failures)
+	t.Logf("requests through Traefik: %d sent, %d failed %v", sent, len(failures), failures)
 	t.Logf("Traefik: %d failed polls logged; routers from the provider: %d before, at least %d throughout", countLines(tr.proc.Output()[logFrom:], "cannot fetch configuration data"), len(before), minRouters)
-	if failed > 0 {
-		t.Errorf("%d of %d requests failed across the node restart, want 0", failed, len(ss))
+	if len(failures) > 0 {
+		t.Errorf("%d of %d requests failed across the node restart, want 0", len(failures), sent)
 	}
 	if apiErrors > 0 {
 		t.Errorf("Traefik's API failed %d times during the restart", apiErrors)
@@ -139,8 +123,8 @@ func TestNodeRestartKeepsTraefikRouting(t *testing.T) {
 	}
 	results.add("Scenario 8: node restart",
 		fmt.Sprintf("- node endpoint seen by a 20 ms poller: %s (non-200 for %s; 503 draining observed: %v)", statuses, window, saw503),
-		fmt.Sprintf("- single placement, no health path (lone leaf, unchecked): %d requests during the restart, %d failed", len(qs), quietFailed),
-		fmt.Sprintf("- %d requests through Traefik during the restart, %d failed; routers from the provider never below %d (%d before)", len(ss), failed, minRouters, len(before)),
+		fmt.Sprintf("- single placement, no health path (lone leaf, unchecked): %d requests during the restart, %d failed", quietSent, len(quietFailures)),
+		fmt.Sprintf("- %d requests through Traefik during the restart, %d failed; routers from the provider never below %d (%d before)", sent, len(failures), minRouters, len(before)),
 	)
 	tr.requireProviderClean(t, "http")
 }
