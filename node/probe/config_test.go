@@ -8,31 +8,51 @@ import (
 	ptypes "github.com/traefik/paerser/types"
 )
 
-// TestConfigIntervalFloor: probe.interval is 0 (off) or at least 10ms; the floor itself
-// passes, and Validate changes nothing.
-func TestConfigIntervalFloor(t *testing.T) {
+// TestConfigDefaultsAndEveryRefusalNamed: the prober's defaults, and each invalid
+// combination refused naming its setting (probe.interval is 0, off, or at least 10ms);
+// Validate changes nothing.
+func TestConfigDefaultsAndEveryRefusalNamed(t *testing.T) {
+	def := Defaults()
+	if def.Interval != ptypes.Duration(time.Second) || def.EffectiveTimeout() != 500*time.Millisecond || def.DownAfter != 2 || def.UpAfter != 2 || def.Concurrency != 32 ||
+		def.FlapWindow != ptypes.Duration(time.Minute) || def.FlapUps != 3 || def.HoldDown != ptypes.Duration(10*time.Second) || def.HoldDownMax != ptypes.Duration(5*time.Minute) {
+		t.Errorf("defaults %+v (timeout %s)", def, def.EffectiveTimeout())
+	}
+	d := func(v time.Duration) ptypes.Duration { return ptypes.Duration(v) }
 	for _, tc := range []struct {
-		interval time.Duration
-		sub      string
+		name string
+		set  func(*Config)
+		err  string // "" valid
 	}{
-		{0, ""},
-		{10 * time.Millisecond, ""},
-		{time.Second, ""},
-		{time.Millisecond, "probe.interval 1ms: at least 10ms"},
-		{9 * time.Millisecond, "probe.interval 9ms: at least 10ms"},
+		{"defaults", func(*Config) {}, ""},
+		{"disabled", func(p *Config) { p.Interval = 0; p.DownAfter = 0 }, ""},
+		{"interval at the floor", func(p *Config) { p.Interval, p.Timeout = d(10*time.Millisecond), d(5*time.Millisecond) }, ""},
+		{"interval 1ms", func(p *Config) { p.Interval = d(time.Millisecond) }, "probe.interval 1ms: at least 10ms"},
+		{"interval 9ms", func(p *Config) { p.Interval = d(9 * time.Millisecond) }, "probe.interval 9ms: at least 10ms"},
+		{"negative interval", func(p *Config) { p.Interval = -1 }, "probe.interval"},
+		{"timeout above interval", func(p *Config) { p.Timeout = d(2 * time.Second) }, "probe.timeout"},
+		{"negative timeout", func(p *Config) { p.Timeout = -1 }, "probe.timeout"},
+		{"downAfter 0", func(p *Config) { p.DownAfter = 0 }, "probe.downAfter"},
+		{"upAfter 0", func(p *Config) { p.UpAfter = 0 }, "probe.upAfter"},
+		{"concurrency 1", func(p *Config) { p.Concurrency = 1 }, "probe.concurrency"},
+		{"concurrency 5000", func(p *Config) { p.Concurrency = 5000 }, "probe.concurrency"},
+		{"damping off", func(p *Config) { p.FlapWindow = 0; p.FlapUps = 0; p.HoldDown = 0 }, ""},
+		{"negative flapWindow", func(p *Config) { p.FlapWindow = -1 }, "probe.flapWindow"},
+		{"flapUps 1", func(p *Config) { p.FlapUps = 1 }, "probe.flapUps"},
+		{"holdDown 0", func(p *Config) { p.HoldDown = 0 }, "probe.holdDown"},
+		{"holdDownMax below holdDown", func(p *Config) { p.HoldDownMax = d(time.Second) }, "probe.holdDownMax"},
 	} {
 		c := Defaults()
-		c.Interval = ptypes.Duration(tc.interval)
+		tc.set(&c)
 		before := c
 		errs := c.Validate()
 		switch {
-		case tc.sub == "" && len(errs) != 0:
-			t.Errorf("interval %s: %v", tc.interval, errs)
-		case tc.sub != "" && (len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.sub)):
-			t.Errorf("interval %s: %v, want one error containing %q", tc.interval, errs, tc.sub)
+		case tc.err == "" && len(errs) != 0:
+			t.Errorf("%s: unexpected errors %v", tc.name, errs)
+		case tc.err != "" && (len(errs) == 0 || !strings.Contains(errs[0].Error(), tc.err)):
+			t.Errorf("%s: errors %v, want the first naming %s", tc.name, errs, tc.err)
 		}
 		if c != before {
-			t.Errorf("Validate changed %+v to %+v", before, c)
+			t.Errorf("%s: Validate changed %+v to %+v", tc.name, before, c)
 		}
 	}
 }

@@ -8,9 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
-
-	ptypes "github.com/traefik/paerser/types"
 
 	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node"
@@ -194,48 +191,5 @@ func TestProbeNeverVouchesForAnInstanceOnTheAPIPortOrAnotherTenantsPort(t *testi
 	a.Must(503, "GET", "/v1/health/instances/evil", "", "")
 	if !a.Metric("scafo_instance_probe_down 1") || !testnode.RecordReady(t, a.St, "vps-a", "bank") {
 		t.Error("the refused instance is not counted down, or bank is not published ready")
-	}
-}
-
-// The prober's settings: defaults, and every invalid combination named.
-func TestProbeSettings(t *testing.T) {
-	t.Parallel()
-	def := node.NewConfig().Probe
-	if def.Interval != ptypes.Duration(time.Second) || def.EffectiveTimeout() != 500*time.Millisecond || def.DownAfter != 2 || def.UpAfter != 2 || def.Concurrency != 32 ||
-		def.FlapWindow != ptypes.Duration(time.Minute) || def.FlapUps != 3 || def.HoldDown != ptypes.Duration(10*time.Second) || def.HoldDownMax != ptypes.Duration(5*time.Minute) {
-		t.Errorf("defaults %+v (timeout %s)", def, def.EffectiveTimeout())
-	}
-	for _, tc := range []struct {
-		name string
-		set  func(*node.ProbeConfig)
-		err  string // "" valid
-	}{
-		{"defaults", func(*node.ProbeConfig) {}, ""},
-		{"disabled", func(p *node.ProbeConfig) { p.Interval = 0; p.DownAfter = 0 }, ""},
-		{"negative interval", func(p *node.ProbeConfig) { p.Interval = -1 }, "probe.interval"},
-		{"timeout above interval", func(p *node.ProbeConfig) { p.Timeout = ptypes.Duration(2 * time.Second) }, "probe.timeout"},
-		{"negative timeout", func(p *node.ProbeConfig) { p.Timeout = -1 }, "probe.timeout"},
-		{"downAfter 0", func(p *node.ProbeConfig) { p.DownAfter = 0 }, "probe.downAfter"},
-		{"upAfter 0", func(p *node.ProbeConfig) { p.UpAfter = 0 }, "probe.upAfter"},
-		{"concurrency 1", func(p *node.ProbeConfig) { p.Concurrency = 1 }, "probe.concurrency"},
-		{"concurrency 5000", func(p *node.ProbeConfig) { p.Concurrency = 5000 }, "probe.concurrency"},
-		{"damping off", func(p *node.ProbeConfig) { p.FlapWindow = 0; p.FlapUps = 0; p.HoldDown = 0 }, ""},
-		{"negative flapWindow", func(p *node.ProbeConfig) { p.FlapWindow = -1 }, "probe.flapWindow"},
-		{"flapUps 1", func(p *node.ProbeConfig) { p.FlapUps = 1 }, "probe.flapUps"},
-		{"holdDown 0", func(p *node.ProbeConfig) { p.HoldDown = 0 }, "probe.holdDown"},
-		{"holdDownMax below holdDown", func(p *node.ProbeConfig) { p.HoldDownMax = ptypes.Duration(time.Second) }, "probe.holdDownMax"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg := node.NewConfig()
-			cfg.StateDir = t.TempDir()
-			tc.set(&cfg.Probe)
-			err := cfg.Validate()
-			switch {
-			case tc.err == "" && err != nil:
-				t.Errorf("unexpected error: %v", err)
-			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
-				t.Errorf("error %v, want one naming %s", err, tc.err)
-			}
-		})
 	}
 }
