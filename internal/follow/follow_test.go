@@ -2,12 +2,15 @@ package follow
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/scafo/ingress/internal/fakenode"
+	"github.com/scafo/ingress/internal/proc"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/render/routing"
 )
@@ -93,7 +96,8 @@ func TestAChangeArrivesByLongPollAndIsReportedAsApplied(t *testing.T) {
 // answers serves.
 func TestTheLastDocumentOutlivesFailuresAndTheNextNodeServes(t *testing.T) {
 	a, b := node(t, 3, "db.example.org"), node(t, 3, "db.example.org")
-	f, _ := start(t, Config{Endpoints: []string{a.URL(), b.URL()}})
+	var logs proc.Buffer
+	f, _ := start(t, Config{Endpoints: []string{a.URL(), b.URL()}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	held := waitFor(t, f, 3)
 	a.SetMode(fakenode.Draining)
 	b.SetMode(fakenode.Draining)
@@ -105,6 +109,9 @@ func TestTheLastDocumentOutlivesFailuresAndTheNextNodeServes(t *testing.T) {
 	if f.Current() != held {
 		t.Fatal("the document held changed while every node answered 503")
 	}
+	if !strings.Contains(logs.String(), "keeping the last good document") {
+		t.Fatalf("no log line says the last good document is kept:\n%s", logs.String())
+	}
 	b.SetDoc(t, 4, doc("db.example.org", "mq.example.org"))
 	b.SetMode(fakenode.Serve)
 	waitFor(t, f, 4)
@@ -112,7 +119,8 @@ func TestTheLastDocumentOutlivesFailuresAndTheNextNodeServes(t *testing.T) {
 
 func TestAnOlderSerialNeverReplacesTheDocumentHeld(t *testing.T) {
 	a, b := node(t, 9, "db.example.org"), node(t, 8, "old.example.org")
-	f, _ := start(t, Config{Endpoints: []string{a.URL(), b.URL()}})
+	var logs proc.Buffer
+	f, _ := start(t, Config{Endpoints: []string{a.URL(), b.URL()}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	waitFor(t, f, 9)
 	// a fails: the follower moves to b, which serves serial 8; it keeps 9.
 	a.SetMode(fakenode.Draining)
@@ -121,6 +129,9 @@ func TestAnOlderSerialNeverReplacesTheDocumentHeld(t *testing.T) {
 	b.WaitFor(t, "two polls", wait, func(n *fakenode.Node) bool { return len(n.Reqs) >= 2 })
 	if h := f.Current(); h.Serial != 9 || h.Doc.Routes[0].Host != "db.example.org" {
 		t.Fatalf("holding serial %d %v: went back to an older document", h.Serial, h.Doc.Routes)
+	}
+	if !strings.Contains(logs.String(), "older than the one held") {
+		t.Fatalf("no log line says the node serves an older document:\n%s", logs.String())
 	}
 }
 

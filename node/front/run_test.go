@@ -5,56 +5,14 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/internal/fakenode"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/render/routing"
 )
-
-// docNode is a node's routing endpoint: one document at a time, served at once (no
-// long-poll: the front polls again after its interval), with every poll's report
-// headers kept.
-type docNode struct {
-	mu      sync.Mutex
-	body    []byte
-	serial  uint64
-	applied chan string // the Applied-Serial of every poll
-}
-
-func (n *docNode) set(t *testing.T, serial uint64, routes ...routing.Route) {
-	t.Helper()
-	doc := &routing.Document{V: routing.Version, Routes: routes}
-	doc.Seal()
-	b, err := routing.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.mu.Lock()
-	n.body, n.serial = b, serial
-	n.mu.Unlock()
-}
-
-func (n *docNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get(api.HeaderIngressKind) != api.KindFront || r.Header.Get("Authorization") != "Bearer tok" {
-		http.Error(w, "bad poll", http.StatusBadRequest)
-		return
-	}
-	select {
-	case n.applied <- r.Header.Get(api.HeaderAppliedSerial):
-	default:
-	}
-	n.mu.Lock()
-	body, serial := n.body, n.serial
-	n.mu.Unlock()
-	w.Header().Set(api.HeaderSerial, strconv.FormatUint(serial, 10))
-	w.Header().Set(api.HeaderEpoch, "0123456789abcdef")
-	w.Write(body) // no ETag: the follower asks again after its interval
-}
 
 // TestAFrontReportsADocumentOnlyOnceItRoutesByIt: the front follows the node's
 // document; a passthrough name goes to the fallback before its route exists, and from
@@ -65,13 +23,16 @@ func TestAFrontReportsADocumentOnlyOnceItRoutesByIt(t *testing.T) {
 	pki := newTestPKI(t, nameDB)
 	up := startTLSUpstream(t, pki, false)
 	fb := startFallback(t)
-	n := &docNode{applied: make(chan string, 1)}
-	n.set(t, 1)
-	srv := httptest.NewServer(n)
-	t.Cleanup(srv.Close)
+	doc := func(routes ...routing.Route) *routing.Document {
+		d := &routing.Document{V: routing.Version, Routes: routes}
+		d.Seal()
+		return d
+	}
+	n := fakenode.New(t, "")
+	n.SetDoc(t, 1, doc())
 
 	cfg := Defaults()
-	cfg.Nodes, cfg.Token, cfg.Name = []string{srv.URL}, "tok", "front-t"
+	cfg.Nodes, cfg.Token, cfg.Name = []string{n.URL()}, fakenode.Token, "front-t"
 	cfg.Listen = Listen{TCP: "127.0.0.1:0"}
 	cfg.Fallback.TLS = fb.addr()
 	cfg.ShutdownGrace = 0
@@ -82,7 +43,6 @@ func TestAFrontReportsADocumentOnlyOnceItRoutesByIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.fol.SetInterval(time.Millisecond)
 	socks, err := OpenSockets(&cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -115,8 +75,8 @@ func TestAFrontReportsADocumentOnlyOnceItRoutesByIt(t *testing.T) {
 		t.Fatalf("the upstream accepted %d connections before its route existed", acc)
 	}
 
-	n.set(t, 2, routing.Route{Host: nameDB, Application: "db", Passthrough: true,
-		Upstreams: []routing.Upstream{{Node: "n1", Address: up.addr()}}})
+	n.SetDoc(t, 2, doc(routing.Route{Host: nameDB, Application: "db", Passthrough: true,
+		Upstreams: []routing.Upstream{{Node: "n1", Address: up.addr()}}}))
 	waitApplied(t, n, "2")
 	rep, c, err := dialTLS(addr, nameDB, pki.roots, nil)
 	if err != nil {
@@ -128,19 +88,12 @@ func TestAFrontReportsADocumentOnlyOnceItRoutesByIt(t *testing.T) {
 	}
 }
 
-func waitApplied(t *testing.T, n *docNode, serial string) {
+// waitApplied waits for a poll of the front reporting serial applied.
+func waitApplied(t *testing.T, n *fakenode.Node, serial string) {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		select {
-		case got := <-n.applied:
-			if got == serial {
-				return
-			}
-		case <-deadline:
-			t.Fatalf("serial %s never reported applied", serial)
-		}
-	}
+	n.WaitFor(t, "a poll reporting serial "+serial, 10*time.Second, func(n *fakenode.Node) bool {
+		return len(n.Reqs) > 0 && n.Reqs[len(n.Reqs)-1].AppliedSerial == serial && n.Reqs[len(n.Reqs)-1].Kind == api.KindFront
+	})
 }
 
 // TestAFrontConfigurationIsRefusedNamingTheSetting: each bad value is refused with its
