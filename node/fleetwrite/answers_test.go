@@ -8,25 +8,16 @@ package fleetwrite_test
 import (
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"maps"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetwrite"
-	"github.com/scafo/ingress/node/httpapi"
 	"github.com/scafo/ingress/node/internal/apitest"
-	"github.com/scafo/ingress/node/publish"
-	"github.com/scafo/ingress/node/reconcile"
-	"github.com/scafo/ingress/node/self"
-	"github.com/scafo/ingress/render"
-	"github.com/scafo/ingress/render/fleet"
 )
 
 const pathsURL = "/v1/apps/tito-classic/domains/ti.to/paths"
@@ -121,30 +112,10 @@ func TestCrossAccountTargetRoutesNothing(t *testing.T) {
 // scafo_routing_changes_refused_total; a no-op still passes, and the admin is never
 // refused.
 func TestATenantsRoutingChangesAreBudgetedFleetWide(t *testing.T) {
-	p := apitest.New(t, apitest.Options{})
-	reg, err := fleetwrite.OpenRegistry(filepath.Join(t.TempDir(), "instances.json"), 24000, 24099, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
 	metrics := prometheus.NewRegistry()
-	log := slog.New(slog.DiscardHandler)
-	w := fleetwrite.New(fleetwrite.Config{Node: "vps-a", Metrics: metrics,
-		RouteBudget: fleetwrite.RouteBudget{Burst: 2, PerMinute: 0.01}}, p.Store, p.Identity, reg, log)
-	pub := publish.New(render.Options{}, t.TempDir(), p.Identity.Mark)
-	a, err := httpapi.New(httpapi.Config{NodeName: "vps-a", NodeAddress: "127.0.0.1", StateDir: t.TempDir(),
-		Heartbeat: time.Hour, NodeTTL: time.Hour, PortsQuarantine: time.Minute, BodyTimeout: time.Second,
-		WriteTimeout: 10 * time.Second, RejectLog: time.Minute, WriteRate: 1000, WriteBurst: 1000,
-		IngressToken: apitest.Ingress, AdminToken: apitest.Admin, ReadOnlyToken: apitest.ReadOnly, Hosts: []string{"apps.example.com"},
-	}, log, prometheus.NewRegistry(), httpapi.Deps{Store: p.Store, Identity: p.Identity, Publisher: pub,
-		Reconcile: reconcile.New(reconcile.Options{Store: p.Store, Publisher: pub, Log: log, Identity: p.Identity}),
-		Self: self.New(self.Options{Store: p.Store, Identity: p.Identity, Log: log, Name: "vps-a", Address: "127.0.0.1",
-			Settings: func() fleet.NodeSettings { return fleet.NodeSettings{} }, Instances: reg.Records, OnAnnounced: func() {}}),
-		Ingresses: p.Book, Instances: reg, Writer: w, KickHeartbeat: func() {}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.Close)
-	b := &apitest.API{T: t, H: a.Handler()}
+	b := apitest.New(t, apitest.Options{Write: func(c *fleetwrite.Config) {
+		c.Metrics, c.RouteBudget = metrics, fleetwrite.RouteBudget{Burst: 2, PerMinute: 0.01}
+	}})
 	b.Must(201, "PUT", "/v1/apps/evil", apitest.Admin, `{"account":"mallory","placement":["vps-a"]}`)
 	_, tok := b.IssueToken("mallory", "evil", `"instance"`)
 	b.Must(201, "POST", "/v1/node/instances/evil", tok, `{}`)

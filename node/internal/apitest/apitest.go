@@ -56,8 +56,9 @@ type Options struct {
 	// run at once when an instance write kicks it (else every instance write is
 	// announced at once).
 	Record    bool
-	Hosts     []string              // names the API answers to besides apps.example.com
-	Configure func(*httpapi.Config) // nil: none
+	Hosts     []string                 // names the API answers to besides apps.example.com
+	Configure func(*httpapi.Config)    // nil: none
+	Write     func(*fleetwrite.Config) // nil: none (the write domain's configuration)
 }
 
 // API is an API under test and what it was built over.
@@ -155,6 +156,9 @@ func New(t testing.TB, o Options) *API {
 		o.Configure(&cfg)
 	}
 	wcfg := fleetwrite.Config{Node: "vps-a", PlatformDomains: []string{"apps.example.com"}, AuditRetention: 24 * time.Hour, Middlewares: cfg.Middlewares}
+	if o.Write != nil {
+		o.Write(&wcfg)
+	}
 	var rec httpapi.SelfRecord = announcesAll{}
 	kick := func() {}
 	if o.Record {
