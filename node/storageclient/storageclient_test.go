@@ -25,7 +25,6 @@ import (
 
 	"github.com/scafo/ingress/internal/nodetest"
 	"github.com/scafo/ingress/internal/testnode"
-	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/certstore"
 	"github.com/scafo/ingress/node/certstore/certstoretest"
 	"github.com/scafo/ingress/node/storageclient"
@@ -50,20 +49,11 @@ func twoNodes(t *testing.T) (a, b *inProcess) {
 	build := func(name, address string) *inProcess {
 		cfg := testnode.FleetConfig(t, name, address, 40*time.Millisecond, time.Hour, 4*time.Hour)
 		cfg.Store.Dir.Path = root
-		st := testnode.OpenDir(t, root)
-		srv, err := node.NewWithStore(cfg, slog.New(slog.DiscardHandler), st, testnode.IngressToken, testnode.AdminToken)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(srv.Close)
-		steps, now := srv.Steps(), time.Now()
-		steps.Heartbeat(t.Context(), now)
-		if err := steps.Reconcile(t.Context(), now, false); err != nil {
-			t.Fatal(err)
-		}
-		hs := httptest.NewServer(srv.Handler())
+		n := testnode.NewStepped(t, cfg, nil)
+		n.Tick()
+		hs := httptest.NewServer(n.Srv.Handler())
 		t.Cleanup(hs.Close)
-		return &inProcess{URL: hs.URL, St: st, Stop: hs.Close}
+		return &inProcess{URL: hs.URL, St: n.St, Stop: hs.Close}
 	}
 	return build("vps-a", "127.0.0.1"), build("vps-b", "127.0.0.2")
 }
@@ -120,6 +110,18 @@ func newClient(t *testing.T, n *inProcess, opts storageclient.Options) *storagec
 func fastClient() storageclient.Options {
 	return storageclient.Options{LockLease: 2 * time.Second, RenewInterval: 300 * time.Millisecond,
 		PollMin: 5 * time.Millisecond, PollMax: 50 * time.Millisecond}
+}
+
+// TestRefusesBadEndpoints: the client refuses what it cannot use.
+func TestRefusesBadEndpoints(t *testing.T) {
+	for _, ep := range []string{"", "127.0.0.1:7400", "ftp://h", "http://", "http://h?x=1", "http://u:p@h"} {
+		if _, err := storageclient.New(ep, "tok", storageclient.Options{}); err == nil {
+			t.Errorf("New(%q) accepted", ep)
+		}
+	}
+	if _, err := storageclient.New("http://127.0.0.1:7400", "", storageclient.Options{}); err == nil {
+		t.Error("New with no token accepted")
+	}
 }
 
 // TestStorageClientAgainstTwoNodes runs the Go client against two nodes over one
