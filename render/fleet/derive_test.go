@@ -650,7 +650,9 @@ func TestMalformedObjectsAreSkippedNotFatal(t *testing.T) {
 		NodeRecord{Name: "Vps-E", Address: "10.83.0.5", APIPort: 7400, Seen: now},
 	)
 	st.Nodes[0].Instances["broken"] = Instance{Port: 70000, Ready: true}
-	d, sk := Derive(st, opts())
+	o := opts()
+	o.PlatformDomains = []string{"apps.example.com", "Apps.Example.NET", "localhost", "apps.example.com"}
+	d, sk := Derive(st, o)
 
 	for _, tc := range []struct{ object, reason string }{
 		{"apps/Shop2.json", "must be lowercase"},
@@ -667,6 +669,8 @@ func TestMalformedObjectsAreSkippedNotFatal(t *testing.T) {
 		{"nodes/vps-d.json", "apiPort 0"},
 		{"nodes/Vps-E.json", "must be lowercase"},
 		{"nodes/vps-a.json", `instance "broken": port 70000`},
+		{"platform.domains", `"Apps.Example.NET": must be lowercase`},
+		{"platform.domains", `"localhost": must have at least two labels`},
 	} {
 		requireSkipped(t, sk, tc.object, tc.reason)
 	}
@@ -682,6 +686,9 @@ func TestMalformedObjectsAreSkippedNotFatal(t *testing.T) {
 	if r := routeFor(t, d, "go.tito.io"); r.HealthPath != "" {
 		t.Errorf("invalid health path published: %q", r.HealthPath)
 	}
+	if !slices.Equal(d.API.Hosts, []string{"apps.example.com"}) {
+		t.Errorf("api.hosts = %v, want the valid platform domain once", d.API.Hosts)
+	}
 	if routeFor(t, d, "twin.apps.example.com") != nil {
 		t.Error("a duplicated application was routed")
 	}
@@ -695,17 +702,6 @@ func TestMalformedObjectsAreSkippedNotFatal(t *testing.T) {
 		return strings.Compare(a.Object+"\x00"+a.Reason, b.Object+"\x00"+b.Reason)
 	}) {
 		t.Fatal("skipped not sorted")
-	}
-}
-
-func TestInvalidPlatformDomainIsReported(t *testing.T) {
-	o := opts()
-	o.PlatformDomains = []string{"apps.example.com", "Apps.Example.NET", "localhost", "apps.example.com"}
-	d, sk := Derive(sampleState(), o)
-	requireSkipped(t, sk, "platform.domains", `"Apps.Example.NET": must be lowercase`)
-	requireSkipped(t, sk, "platform.domains", `"localhost": must have at least two labels`)
-	if !slices.Equal(d.API.Hosts, []string{"apps.example.com"}) {
-		t.Fatalf("api.hosts = %v", d.API.Hosts)
 	}
 }
 
