@@ -39,10 +39,7 @@ func acmeCerts() *FleetCerts {
 // points, to the API chain, at the highest priority Traefik accepts from a provider,
 // above every other router of the render.
 func TestACMEChallengeRouterOutranksEveryRouter(t *testing.T) {
-	out, err := TraefikFleet(acmeDoc(), Options{EntryPoints: []string{"websecure"}}, acmeCerts())
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := mustTraefikFleet(t, acmeDoc(), Options{EntryPoints: []string{"websecure"}}, acmeCerts())
 	cfg := decodeStrict(t, out)
 	r := cfg.HTTP.Routers[routerACMEChallenge]
 	if r == nil {
@@ -67,10 +64,7 @@ func TestACMEChallengeRouterOutranksEveryRouter(t *testing.T) {
 	// would refuse the router and every HTTP-01 validation would get 404).
 	one := acmeDoc()
 	one.API.Upstreams = one.API.Upstreams[:1]
-	out, err = TraefikFleet(one, Options{}, acmeCerts())
-	if err != nil {
-		t.Fatal(err)
-	}
+	out = mustTraefikFleet(t, one, Options{}, acmeCerts())
 	cfg = decodeStrict(t, out)
 	r = cfg.HTTP.Routers[routerACMEChallenge]
 	if r == nil || cfg.HTTP.Services[r.Service] == nil {
@@ -82,10 +76,7 @@ func TestACMEChallengeRouterOutranksEveryRouter(t *testing.T) {
 	// Without an API section there is no chain to send a challenge to: no router.
 	doc := acmeDoc()
 	doc.API = nil
-	out, err = TraefikFleet(doc, Options{}, acmeCerts())
-	if err != nil {
-		t.Fatal(err)
-	}
+	out = mustTraefikFleet(t, doc, Options{}, acmeCerts())
 	if strings.Contains(string(out), routerACMEChallenge) {
 		t.Fatal("a challenge router without an API chain")
 	}
@@ -97,17 +88,11 @@ func TestACMEChallengeRouterOutranksEveryRouter(t *testing.T) {
 // encoding/json writes.
 func TestFleetCertificatesRenderSortedInlineAndByteStable(t *testing.T) {
 	opt := Options{EntryPoints: []string{"websecure"}, CertResolver: "le"}
-	want, err := TraefikFleet(acmeDoc(), opt, acmeCerts())
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := mustTraefikFleet(t, acmeDoc(), opt, acmeCerts())
 	for range 20 {
 		fc := acmeCerts()
 		rand.Shuffle(len(fc.Certificates), func(i, j int) { fc.Certificates[i], fc.Certificates[j] = fc.Certificates[j], fc.Certificates[i] })
-		got, err := TraefikFleet(acmeDoc(), opt, fc)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := mustTraefikFleet(t, acmeDoc(), opt, fc)
 		if string(got) != string(want) {
 			t.Fatalf("bytes depend on the certificates' order:\n%s\n%s", got, want)
 		}

@@ -13,10 +13,7 @@ import (
 // when the apex's API router takes it, the path the node's router sees (chi routes on
 // the raw path when it has one) must not be under /v1/ingress/.
 func TestAppliedCallbackIsNeverRoutedByTheAPIApex(t *testing.T) {
-	base, err := Traefik(acmeDoc(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := mustTraefik(t, acmeDoc(), Options{})
 	mac := strings.Repeat("ab", 16)
 	rev := strings.Repeat("cd", 16)
 	body, err := WithAppliedProbe(base, AppliedProbe{Ingress: "edge", Revision: rev, MAC: mac,

@@ -27,10 +27,7 @@ func TestAppliedProbeAddsItsObjectsToEveryRender(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			body, err := Traefik(c.doc, c.opt)
-			if err != nil {
-				t.Fatal(err)
-			}
+			body := mustTraefik(t, c.doc, c.opt)
 			orig := bytes.Clone(body)
 			out, err := WithAppliedProbe(body, p)
 			if err != nil {
@@ -121,10 +118,7 @@ func checkAppliedObjects(t *testing.T, before, after Configuration, p AppliedPro
 // probe gives the same bytes: TestAppliedProbeAddsItsObjectsToEveryRender).
 func TestAppliedProbeIsByteStable(t *testing.T) {
 	c := loadCases(t)[0]
-	body, err := Traefik(c.doc, c.opt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := mustTraefik(t, c.doc, c.opt)
 	p := testProbe()
 	seen := map[string]string{}
 	for name, q := range map[string]AppliedProbe{

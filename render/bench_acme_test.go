@@ -87,10 +87,7 @@ func BenchmarkRenderWithFleetCertificates(b *testing.B) {
 				certs = files
 			}
 			name := fmt.Sprintf("certs=%d/%s", n, mode)
-			body, err := TraefikFleet(doc, Options{}, certs)
-			if err != nil {
-				b.Fatal(err)
-			}
+			body := mustTraefikFleet(b, doc, Options{}, certs)
 			var zb bytes.Buffer
 			zw, _ := gzip.NewWriterLevel(&zb, gzip.BestSpeed)
 			zw.Write(body)

@@ -83,10 +83,7 @@ func BenchmarkDeriveRender(b *testing.B) {
 		b.Run(fmt.Sprintf("routes=%d/prefixes=%d/fragments-cold", len(d.Routes), nPaths), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				inc, err := NewIncremental(Options{})
-				if err != nil {
-					b.Fatal(err)
-				}
+				inc := mustIncremental(b, Options{})
 				d, _ := fleet.Derive(st, opt)
 				if _, err := rendered(inc, Request{Doc: d}); err != nil {
 					b.Fatal(err)
@@ -97,10 +94,7 @@ func BenchmarkDeriveRender(b *testing.B) {
 		b.Run(fmt.Sprintf("routes=%d/prefixes=%d/fragments-one-app-edit", len(d.Routes), nPaths), func(b *testing.B) {
 			// Every pass moves one application's port to a value not seen before, so its
 			// fragment is rendered again and every other one is reused.
-			inc, err := NewIncremental(Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
+			inc := mustIncremental(b, Options{})
 			body, err := rendered(inc, Request{Doc: d})
 			if err != nil {
 				b.Fatal(err)
@@ -143,10 +137,7 @@ func BenchmarkDeriveRender(b *testing.B) {
 		deltaBench := func(b *testing.B, st fleet.State, edit func(st *fleet.State, n int) []string) {
 			st.Apps, st.Nodes = slices.Clone(st.Apps), slices.Clone(st.Nodes)
 			var x fleet.Deriver
-			inc, err := NewIncremental(Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
+			inc := mustIncremental(b, Options{})
 			doc, _, _ := x.Derive(st, opt, nil)
 			if _, err := inc.Render(Request{Doc: doc}); err != nil {
 				b.Fatal(err)

@@ -20,10 +20,7 @@ import (
 func TestAnUntouchedSelectionServesItsLastBody(t *testing.T) {
 	st, fopt := fleet.GenerateState(300, 20), fleet.GenerateOptions()
 	fleet.GenerateGroup(&st, &fopt, "eu", "eu.example.com", func(i int) bool { return i%10 == 5 })
-	inc, err := NewIncremental(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inc := mustIncremental(t, Options{})
 	sel := []string{routing.DefaultGroup}
 	var x fleet.Deriver
 	doc, _, _ := x.Derive(st, fopt, nil)
@@ -85,10 +82,7 @@ func TestAnUntouchedSelectionServesItsLastBody(t *testing.T) {
 func TestDeltaRenderSurvivesOtherOutputsRenders(t *testing.T) {
 	st, fopt := fleet.GenerateState(300, 0), fleet.GenerateOptions()
 	fleet.GenerateGroup(&st, &fopt, "eu", "eu.example.com", func(i int) bool { return i%10 == 0 })
-	inc, err := NewIncremental(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inc := mustIncremental(t, Options{})
 	var x fleet.Deriver
 	var changed []string
 	fallbacks := 0

@@ -327,10 +327,7 @@ func TestFlipInvariantHoldsForAdversarialSpellings(t *testing.T) {
 	flipped := map[string]bool{"paulca": true, "j.smith": true}
 	paths := adversarialPaths()
 	for _, threshold := range []int{0, 1} { // per-prefix routers; one grouped router
-		out, err := Traefik(flipDoc(), Options{PathGroupThreshold: threshold})
-		if err != nil {
-			t.Fatal(err)
-		}
+		out := mustTraefik(t, flipDoc(), Options{PathGroupThreshold: threshold})
 		routers := compileRouters(t, decodeStrict(t, out))
 		checked, toLegacy := 0, 0
 		for _, p := range paths {
@@ -458,10 +455,7 @@ func TestGoldenCasesNeverTieAndRouteByTheDocumentLookup(t *testing.T) {
 		probes[name] = flipProbes(threshold)
 	}
 	for _, c := range cases {
-		out, err := Traefik(c.doc, c.opt)
-		if err != nil {
-			t.Fatal(err)
-		}
+		out := mustTraefik(t, c.doc, c.opt)
 		routers := compileRouters(t, decodeStrict(t, out))
 		for _, p := range probes[c.name] {
 			rp, _, ok := traefikEntry(p.Target)

@@ -61,10 +61,7 @@ func excerpt(b []byte, at int) string {
 // TestIncrementalRenderRefusesWhatTheFullRenderRefuses: the same errors, and a refused
 // document leaves the next render's bytes right.
 func TestIncrementalRenderRefusesWhatTheFullRenderRefuses(t *testing.T) {
-	inc, err := NewIncremental(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inc := mustIncremental(t, Options{})
 	if _, err := rendered(inc, Request{}); err == nil {
 		t.Error("nil document accepted")
 	}
@@ -98,17 +95,11 @@ func TestIncrementalRenderRefusesWhatTheFullRenderRefuses(t *testing.T) {
 func TestAutomaticIntervalStepRendersNoFragmentAgain(t *testing.T) {
 	st := fleet.GenerateState(1000, 0) // 1 000 two-upstream applications + 2 API leaves
 	opt := fleet.GenerateOptions()
-	inc, err := NewIncremental(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inc := mustIncremental(t, Options{})
 	render := func() []byte {
 		t.Helper()
 		doc, _ := fleet.Derive(st, opt)
-		want, err := Traefik(doc, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		want := mustTraefik(t, doc, Options{})
 		got, err := rendered(inc, Request{Doc: doc})
 		if err != nil {
 			t.Fatal(err)
@@ -149,10 +140,7 @@ func TestAutomaticIntervalStepRendersNoFragmentAgain(t *testing.T) {
 func TestIncrementalCacheKeepsOnlyRecentVariants(t *testing.T) {
 	st := fleet.GenerateState(50, 20)
 	opt := fleet.GenerateOptions()
-	inc, err := NewIncremental(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inc := mustIncremental(t, Options{})
 	render := func() {
 		t.Helper()
 		doc, _ := fleet.Derive(st, opt)

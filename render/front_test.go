@@ -17,14 +17,8 @@ func TestWithAFrontNoTCPRouterNamesAPassthroughHost(t *testing.T) {
 	opt := c.opt
 	opt.Front = true
 	fc := &FleetCerts{HTTPEntryPoints: []string{"web"}, Managed: map[string]bool{"shop.apps.example.com": true}}
-	with, err := TraefikFleet(c.doc, opt, fc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	without, err := TraefikFleet(c.doc, c.opt, fc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	with := mustTraefikFleet(t, c.doc, opt, fc)
+	without := mustTraefikFleet(t, c.doc, c.opt, fc)
 	cfg, base := decodeStrict(t, with), decodeStrict(t, without)
 	if cfg.TCP != nil {
 		t.Fatalf("tcp section with a front: %+v", cfg.TCP)

@@ -64,10 +64,7 @@ func init() {
 func TestPublicApexDeniesTheTokenAndOperatorEndpointsWhateverTheSpelling(t *testing.T) {
 	denied, allowed := apexDeniedSpellings, apexAllowedPaths
 	for _, withWildcard := range []bool{false, true} {
-		out, err := Traefik(apexDoc(withWildcard), Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		out := mustTraefik(t, apexDoc(withWildcard), Options{})
 		routers := compileRouters(t, decodeStrict(t, out))
 		wantDenied := ""
 		if withWildcard {

@@ -33,10 +33,7 @@ func middlewaresDoc(nPrefixes int) *routing.Document {
 // routerMWs renders doc with opt and returns every router's middlewares by router name.
 func routerMWs(t *testing.T, doc *routing.Document, opt Options) map[string][]string {
 	t.Helper()
-	out, err := Traefik(doc, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := mustTraefik(t, doc, opt)
 	cfg := decodeStrict(t, out)
 	checkRetry(t, opt, cfg)
 	m := map[string][]string{}

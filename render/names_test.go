@@ -152,10 +152,7 @@ func TestRenderedNamesAreDistinctForDistinctInputs(t *testing.T) {
 		}},
 		{Host: "t.example.com", Application: "three", Upstreams: up},
 	}}
-	out, err := Traefik(doc, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := mustTraefik(t, doc, Options{})
 	cfg := decodeStrict(t, out)
 	// 3 host routers + 4 + 1 path routers + 2 guards.
 	if got := len(cfg.HTTP.Routers); got != 10 {

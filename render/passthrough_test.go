@@ -35,10 +35,7 @@ func TestPassthroughHostsHaveATCPRouterAndNoHTTPRouter(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		out, err := Traefik(doc, c.opt)
-		if err != nil {
-			t.Fatal(err)
-		}
+		out := mustTraefik(t, doc, c.opt)
 		cfg := decodeStrict(t, out)
 		if cfg.TCP == nil {
 			t.Fatal("no tcp section")
@@ -114,10 +111,7 @@ func TestPassthroughHostsHaveATCPRouterAndNoHTTPRouter(t *testing.T) {
 func TestTheChallengeRouterNeverAnswersForAPassthroughHost(t *testing.T) {
 	c := passthroughCase(t)
 	fc := &FleetCerts{HTTPEntryPoints: []string{"web"}, Managed: map[string]bool{"db.example.org": true, "shop.apps.example.com": true}}
-	out, err := TraefikFleet(c.doc, c.opt, fc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := mustTraefikFleet(t, c.doc, c.opt, fc)
 	cfg := decodeStrict(t, out)
 	r := cfg.HTTP.Routers[routerACMEChallenge]
 	if r == nil {
@@ -133,10 +127,7 @@ func TestTheChallengeRouterNeverAnswersForAPassthroughHost(t *testing.T) {
 	// Without passthrough routes the rule is as it always was.
 	plain := *c.doc
 	plain.Routes = slices.DeleteFunc(slices.Clone(c.doc.Routes), func(r routing.Route) bool { return r.Passthrough })
-	out, err = TraefikFleet(&plain, c.opt, fc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out = mustTraefikFleet(t, &plain, c.opt, fc)
 	if got := decodeStrict(t, out).HTTP.Routers[routerACMEChallenge].Rule; got != "PathPrefix(`/.well-known/acme-challenge/`)" {
 		t.Fatalf("challenge rule without passthrough = %s", got)
 	}
@@ -146,10 +137,7 @@ func TestTheChallengeRouterNeverAnswersForAPassthroughHost(t *testing.T) {
 // section adds its HTTP objects and leaves the tcp section byte for byte.
 func TestAppliedProbeKeepsTheTCPSection(t *testing.T) {
 	c := passthroughCase(t)
-	out, err := Traefik(c.doc, c.opt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := mustTraefik(t, c.doc, c.opt)
 	got, err := WithAppliedProbe(out, testProbe())
 	if err != nil {
 		t.Fatal(err)
@@ -171,10 +159,7 @@ func TestAppliedProbeKeepsTheTCPSection(t *testing.T) {
 // routers.
 func TestACoveringWildcardNeverTakesAPassthroughHost(t *testing.T) {
 	c := passthroughCase(t)
-	out, err := Traefik(c.doc, c.opt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := mustTraefik(t, c.doc, c.opt)
 	cfg := decodeStrict(t, out)
 	routers := compileRouters(t, cfg)
 	for _, h := range []string{"db.example.org", "db.example.org.", "db.apps.example.com"} {

@@ -30,6 +30,36 @@ func decodeStrict(t testing.TB, out []byte) Configuration {
 	return cfg
 }
 
+// mustTraefik is Traefik(doc, opt), failing the test on an error.
+func mustTraefik(t testing.TB, doc *routing.Document, opt Options) []byte {
+	t.Helper()
+	out, err := Traefik(doc, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// mustTraefikFleet is TraefikFleet(doc, opt, fc), failing the test on an error.
+func mustTraefikFleet(t testing.TB, doc *routing.Document, opt Options, fc *FleetCerts) []byte {
+	t.Helper()
+	out, err := TraefikFleet(doc, opt, fc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// mustIncremental is NewIncremental(opt), failing the test on an error.
+func mustIncremental(t testing.TB, opt Options) *Incremental {
+	t.Helper()
+	inc, err := NewIncremental(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inc
+}
+
 // TestEveryCaseSatisfiesTheChainInvariants checks, on every golden case and on a
 // derived fleet in every router form, the rules a reviewer would otherwise have to
 // check by eye in each file; every rule parses, and the output matches Traefik's schema.
@@ -43,10 +73,7 @@ func TestEveryCaseSatisfiesTheChainInvariants(t *testing.T) {
 	schema := loadTraefikSchemaOrNil(t)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out, err := Traefik(c.doc, c.opt)
-			if err != nil {
-				t.Fatal(err)
-			}
+			out := mustTraefik(t, c.doc, c.opt)
 			cfg := decodeStrict(t, out)
 			checkInvariants(t, c.opt, cfg)
 			compileRouters(t, cfg)
@@ -248,10 +275,7 @@ func TestRenderIsByteStableWhateverTheInputOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, opt := range tc.opts {
-			want, err := Traefik(doc, opt)
-			if err != nil {
-				t.Fatal(err)
-			}
+			want := mustTraefik(t, doc, opt)
 			for range 10 {
 				if got, err := Traefik(shuffled(doc, rng), opt); err != nil || !bytes.Equal(got, want) {
 					t.Fatalf("options %d: a shuffled document rendered different bytes (%v)", i, err)
@@ -291,10 +315,7 @@ func TestPathMapSwitchesToGroupedRouterAboveThreshold(t *testing.T) {
 		{threshold: 5, prefixes: 5, grouped: false},
 		{threshold: 5, prefixes: 6, grouped: true},
 	} {
-		out, err := Traefik(sampleDoc(tc.prefixes), Options{PathGroupThreshold: tc.threshold})
-		if err != nil {
-			t.Fatal(err)
-		}
+		out := mustTraefik(t, sampleDoc(tc.prefixes), Options{PathGroupThreshold: tc.threshold})
 		cfg := decodeStrict(t, out)
 		perPrefix, grouped := 0, 0
 		for name := range cfg.HTTP.Routers {
@@ -424,10 +445,7 @@ func TestHealthCheckIntervalScalesWithCheckedLeaves(t *testing.T) {
 		{501, 3, Options{}, 1002, "6s"},
 		{501, 3, Options{HealthCheckInterval: "5s"}, 1002, "5s"},
 	} {
-		out, err := Traefik(fleetDoc(tc.apps, tc.upstreams), tc.opt)
-		if err != nil {
-			t.Fatal(err)
-		}
+		out := mustTraefik(t, fleetDoc(tc.apps, tc.upstreams), tc.opt)
 		cfg := decodeStrict(t, out)
 		checkInvariants(t, tc.opt, cfg)
 		checks, intervals := 0, map[string]bool{}

@@ -89,10 +89,7 @@ func TestRetryIsOnEveryApplicationRouterAndNotOnTheChallengeRouter(t *testing.T)
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out, err := TraefikFleet(c.doc, c.opt, c.fc)
-			if err != nil {
-				t.Fatal(err)
-			}
+			out := mustTraefikFleet(t, c.doc, c.opt, c.fc)
 			cfg := decodeStrict(t, out)
 			checkRetry(t, c.opt, cfg)
 			if c.opt.RetryAttempts == 1 && bytes.Contains(out, []byte("middlewares")) {

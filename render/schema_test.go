@@ -284,19 +284,13 @@ func TestOutputMatchesTraefikSchema(t *testing.T) {
 	s := loadTraefikSchema(t)
 	for _, c := range loadCases(t) {
 		t.Run(c.name, func(t *testing.T) {
-			out, err := Traefik(c.doc, c.opt)
-			if err != nil {
-				t.Fatal(err)
-			}
+			out := mustTraefik(t, c.doc, c.opt)
 			for _, v := range s.validate(out) {
 				t.Error(v)
 			}
 		})
 	}
-	out, err := Traefik(sampleDoc(200), Options{CertResolver: "le", PlatformWildcardCerts: true, PlatformDomains: []string{"apps.example.com"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := mustTraefik(t, sampleDoc(200), Options{CertResolver: "le", PlatformWildcardCerts: true, PlatformDomains: []string{"apps.example.com"}})
 	for _, v := range s.validate(out) {
 		t.Error(v)
 	}

@@ -250,10 +250,7 @@ func hostileCase(t *testing.T, seed uint64) ([]byte, []probe) {
 	t.Helper()
 	st, opt := hostileState(rand.New(rand.NewPCG(seed, 3)))
 	doc, _ := fleet.Derive(st, opt)
-	body, err := Traefik(doc, Options{PathGroupThreshold: int(seed % 3)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := mustTraefik(t, doc, Options{PathGroupThreshold: int(seed % 3)})
 	cfg := decodeStrict(t, body)
 	if cfg.HTTP == nil {
 		return body, nil

@@ -19,10 +19,7 @@ func TestThrasherKeepsPolledOutputState(t *testing.T) {
 	st, fopt := fleet.GenerateState(20, 0), fleet.GenerateOptions()
 	var x fleet.Deriver
 	doc, _, _ := x.Derive(st, fopt, nil)
-	inc, err := NewIncremental(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inc := mustIncremental(t, Options{})
 	inc.SetPopularity(func(output string) int {
 		if output == "legit" {
 			return 1
@@ -75,10 +72,7 @@ func TestNewOutputGetsASlot(t *testing.T) {
 	var x fleet.Deriver
 	doc, _, _ := x.Derive(st, fopt, nil)
 	for _, ranked := range []bool{true, false} {
-		inc, err := NewIncremental(Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		inc := mustIncremental(t, Options{})
 		keeps := map[string]bool{}
 		if ranked {
 			inc.SetPopularity(func(output string) int {

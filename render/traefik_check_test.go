@@ -47,18 +47,12 @@ func TestTraefikDecodesTheRender(t *testing.T) {
 	}
 	var inputs []input
 	for _, c := range loadCases(t) {
-		out, err := Traefik(c.doc, c.opt)
-		if err != nil {
-			t.Fatal(err)
-		}
+		out := mustTraefik(t, c.doc, c.opt)
 		inputs = append(inputs, input{Name: c.name, Config: out, Probes: goldenProbes[c.name]})
 	}
 	paths := adversarialPaths()
 	for _, threshold := range []int{0, 1} {
-		out, err := Traefik(flipDoc(), Options{PathGroupThreshold: threshold})
-		if err != nil {
-			t.Fatal(err)
-		}
+		out := mustTraefik(t, flipDoc(), Options{PathGroupThreshold: threshold})
 		routers := compileRouters(t, decodeStrict(t, out))
 		probes := flipProbes(threshold)
 		for _, p := range paths {
@@ -74,10 +68,7 @@ func TestTraefikDecodesTheRender(t *testing.T) {
 		body, probes := hostileCase(t, seed)
 		inputs = append(inputs, input{Name: "hostile/seed=" + strconv.FormatUint(seed, 10), Config: body, Probes: probes})
 	}
-	gen, err := Traefik(generatedDoc(t, 1000, 10000), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	gen := mustTraefik(t, generatedDoc(t, 1000, 10000), Options{})
 	// The default retry middleware through Traefik's retry and service code: a POST
 	// during a one-second restart is answered, one whose headers reached the server is
 	// never sent twice.
@@ -169,10 +160,7 @@ func sniCase(t *testing.T, v traefikVersion) (json.RawMessage, []sniProbe) {
 		doc.Routes = append(doc.Routes, r)
 	}
 	slices.SortFunc(doc.Routes, func(a, b routing.Route) int { return strings.Compare(a.Host, b.Host) })
-	out, err := Traefik(&doc, pt.opt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := mustTraefik(t, &doc, pt.opt)
 	var conf struct {
 		TCP struct {
 			Routers map[string]struct {
