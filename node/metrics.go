@@ -1,6 +1,7 @@
 package node
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,6 +33,16 @@ func boolGauge(f func() bool) func() float64 {
 	}
 }
 
+// runtimeCollectors are the Go runtime's and the process's collectors: one pair per
+// process, registered with every server's registry (a collector may be registered with
+// several; the Go collector locks its own reads). Its series describe the process, not
+// a server, and building the Go collector matches every runtime metric against its
+// rules by regexp, which a process that starts many servers (the fleet simulator)
+// paid at each start.
+var runtimeCollectors = sync.OnceValues(func() (prometheus.Collector, prometheus.Collector) {
+	return collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})
+})
+
 func newMetrics(pub *publish.Publisher, probes metricProbes) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	revAge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -48,8 +59,8 @@ func newMetrics(pub *publish.Publisher, probes metricProbes) *metrics {
 		Name: "scafo_store_foreign",
 		Help: "1 while the store is not the one this node served (or not yet checked after a restart): the last good document is served, writes are refused until an operator runs `scafo-node store adopt`.",
 	}, boolGauge(probes.storeForeign))
-	m.reg.MustRegister(revAge, storeForeign,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	goColl, procColl := runtimeCollectors()
+	m.reg.MustRegister(revAge, storeForeign, goColl, procColl)
 	m.storeRequests = probes.storeRequests
 	if probes.storeRequests != nil {
 		m.reg.MustRegister(probes.storeRequests)
