@@ -105,7 +105,7 @@ func TestFleet(t *testing.T) {
 			s := newSim(t, seed, fleetNodes, fleetIngress)
 			s.run(steps)
 			if *seedFlag != 0 && seeds == 1 && !s.failed {
-				t.Logf("seed %d schedule:\n  %s\nmodel: hosts %v", seed, strings.Join(s.log, "\n  "), s.m.expectedHosts())
+				t.Logf("seed %d schedule:\n  %s\nmodel: hosts %v", seed, s.schedule(0), s.m.expectedHosts())
 			}
 		})
 	}
