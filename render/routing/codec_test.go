@@ -11,10 +11,7 @@ import (
 
 func TestMarshalIsByteStable(t *testing.T) {
 	d := sampleDocument()
-	got, err := Marshal(d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := mustMarshal(t, d)
 	want := `{"v":1,"revision":"` + d.Revision + `","routes":[` +
 		`{"host":"*.shop.example.org","application":"shop","upstreams":[{"node":"vps-a","address":"10.83.0.1:24417","apiPort":7400},{"node":"vps-b","address":"10.83.0.2:24902","apiPort":7400}]},` +
 		`{"host":"go.tito.io","application":"tito-go","upstreams":[{"node":"vps-b","address":"10.83.0.2:24600","apiPort":7400}],"healthPath":"/healthz"},` +
@@ -30,10 +27,7 @@ func TestMarshalIsByteStable(t *testing.T) {
 	shuffled := cloneDocument(d)
 	slices.Reverse(shuffled.Routes)
 	shuffled.Routes[0].Paths = map[string]string{"paulca": "go.tito.io", "bigcorp": "go.tito.io"}
-	again, err := Marshal(shuffled)
-	if err != nil {
-		t.Fatal(err)
-	}
+	again := mustMarshal(t, shuffled)
 	if !bytes.Equal(got, again) {
 		t.Fatalf("reordered input marshals differently:\n%s\n%s", got, again)
 	}
@@ -45,10 +39,7 @@ func TestMarshalIsByteStable(t *testing.T) {
 func TestMarshalWritesEmptyListsNotNullAndKeepsAmpersands(t *testing.T) {
 	d := &Document{V: 1, Revision: "r", Routes: []Route{{Host: "a.example", Application: "a", HealthPath: "/h&x<y>"}},
 		API: &API{Hosts: []string{"apps.example"}}}
-	got, err := Marshal(d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := mustMarshal(t, d)
 	want := `{"v":1,"revision":"r","routes":[{"host":"a.example","application":"a","upstreams":[],"healthPath":"/h&x<y>"}],"api":{"hosts":["apps.example"],"upstreams":[],"denied":[]}}`
 	if string(got) != want {
 		t.Fatalf("Marshal =\n%s\nwant\n%s", got, want)
@@ -56,10 +47,7 @@ func TestMarshalWritesEmptyListsNotNullAndKeepsAmpersands(t *testing.T) {
 	if d.Routes[0].Upstreams != nil || d.API.Upstreams != nil {
 		t.Fatal("Marshal modified its input")
 	}
-	empty, err := Marshal(&Document{V: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	empty := mustMarshal(t, &Document{V: 1})
 	if string(empty) != `{"v":1,"revision":"","routes":[]}` {
 		t.Fatalf("empty document = %s", empty)
 	}
@@ -67,10 +55,7 @@ func TestMarshalWritesEmptyListsNotNullAndKeepsAmpersands(t *testing.T) {
 
 func TestDecodeRoundTripsMarshal(t *testing.T) {
 	d := sampleDocument()
-	b, err := Marshal(d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustMarshal(t, d)
 	got, err := Decode(b)
 	if err != nil {
 		t.Fatalf("Decode: %v", err)

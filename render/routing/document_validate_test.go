@@ -219,10 +219,7 @@ func TestDocumentValidate(t *testing.T) {
 func TestDecodeValidatesWithValidate(t *testing.T) {
 	d := sampleDocument()
 	d.Routes[3].Paths["x"] = "eu.tito.io"
-	b, err := Marshal(d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustMarshal(t, d)
 	_, decErr := Decode(b)
 	valErr := d.Validate()
 	if decErr == nil || valErr == nil || decErr.Error() != valErr.Error() {

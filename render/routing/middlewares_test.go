@@ -93,10 +93,7 @@ func TestMiddlewaresAreAdditiveAndOrderIsContent(t *testing.T) {
 	d.Routes[0].Middlewares = []string{"b@file", "a@file"}
 	d.Routes[2].Middlewares = []string{"b@file", "a@file"}
 	d.Seal()
-	b, err := Marshal(d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustMarshal(t, d)
 	got, err := Decode(b)
 	if err != nil {
 		t.Fatal(err)

@@ -27,10 +27,7 @@ func makePassthrough(d *Document) {
 // on moves the revision.
 func TestPassthroughIsAdditive(t *testing.T) {
 	plain := sampleDocument()
-	b, err := Marshal(plain)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustMarshal(t, plain)
 	if strings.Contains(string(b), "passthrough") || strings.Contains(string(b), "proxyProtocol") {
 		t.Fatalf("a document without passthrough writes the fields: %s", b)
 	}

@@ -42,10 +42,7 @@ func TestPreferMovesNodeFirstAndKeepsTheRestInOrder(t *testing.T) {
 		{node: "-x", wantError: true},
 	} {
 		t.Run(tc.node, func(t *testing.T) {
-			before, err := Marshal(base)
-			if err != nil {
-				t.Fatal(err)
-			}
+			before := mustMarshal(t, base)
 			got, err := Prefer(base, tc.node)
 			if tc.wantError {
 				if field, ok := InvalidField(err); !ok || field != "prefer" || !errors.Is(err, ErrInvalid) {
@@ -71,10 +68,7 @@ func TestPreferMovesNodeFirstAndKeepsTheRestInOrder(t *testing.T) {
 			if g := nodesOf(got.API.Upstreams); !slices.Equal(g, tc.wantAPI) {
 				t.Errorf("api upstreams = %v, want %v", g, tc.wantAPI)
 			}
-			after, err := Marshal(base)
-			if err != nil {
-				t.Fatal(err)
-			}
+			after := mustMarshal(t, base)
 			if !bytes.Equal(before, after) {
 				t.Fatal("Prefer modified its input")
 			}

@@ -1,5 +1,7 @@
 package routing
 
+import "testing"
+
 // sampleDocument is the document of docs/design.md §2, sealed.
 func sampleDocument() *Document {
 	d := &Document{
@@ -58,4 +60,14 @@ func cloneDocument(d *Document) *Document {
 		out.API = &api
 	}
 	return &out
+}
+
+// mustMarshal is Marshal(d), failing the test on an error.
+func mustMarshal(t testing.TB, d *Document) []byte {
+	t.Helper()
+	b, err := Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
