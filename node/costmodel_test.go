@@ -129,15 +129,20 @@ type cmNode struct {
 	next time.Time // its next heartbeat, on the virtual clock
 }
 
-// counts reads the node's store request counter alone. Not a scrape of the node's
-// registry: its ingress collector reads ingresses/ (a LIST) whenever its cached view is
-// older than a few seconds of real time, so a measurement through Gather counted its own
-// reads, more of them the slower the machine ran (TestCostModel failed under -race on a
-// 2-core machine: "0.176 LISTs per node per tick").
-func (c *cmNode) counts() map[string]float64 {
+// counts reads the node's store request counter alone (storeRequests).
+func (c *cmNode) counts() map[string]float64 { return storeRequests(c.srv) }
+
+// storeRequests is what srv has asked of its store so far, by op
+// (scafo_store_requests_total, its own counter: get, get_if_changed, list, put,
+// delete). Not a scrape of the node's registry: its ingress collector reads ingresses/
+// (a LIST) whenever its cached view is older than a few seconds of real time, so a
+// measurement through Gather counted its own reads, more of them the slower the machine
+// ran (TestCostModel failed under -race on a 2-core machine: "0.176 LISTs per node per
+// tick").
+func storeRequests(srv *node.Server) map[string]float64 {
 	out := map[string]float64{}
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c.srv.Metrics().StoreRequests())
+	reg.MustRegister(srv.Metrics().StoreRequests())
 	mfs, err := reg.Gather()
 	if err != nil {
 		panic(err)
@@ -155,6 +160,18 @@ func (c *cmNode) counts() map[string]float64 {
 		}
 	}
 	return out
+}
+
+// storeRequestsSince is what srv has asked of its store since before (a storeRequests),
+// zero counts left out.
+func storeRequestsSince(srv *node.Server, before map[string]float64) map[string]int {
+	d := map[string]int{}
+	for k, v := range storeRequests(srv) {
+		if v -= before[k]; v != 0 {
+			d[k] = int(v)
+		}
+	}
+	return d
 }
 
 func runCostModel(t *testing.T, n int, before bool) []costRow {

@@ -8,12 +8,11 @@ package node_test
 // simulator's (node/internal/fleetsim) and their owners' (reconcile, render/fleet).
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,90 +21,6 @@ import (
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
 )
-
-// ---- a counting store ----
-
-// countingStore is a store.Store decorator that counts calls by method (and the PUTs of
-// the serial and of node records as "Put serial", "Put nodes").
-type countingStore struct {
-	store.Store
-
-	mu    sync.Mutex
-	calls map[string]int
-}
-
-// newCountingStore wraps inner. The second argument is unused (it gated the wall-clock
-// ticks of the S3 tests this file replaced); ingressbounds_test.go passes false.
-func newCountingStore(inner store.Store, _ bool) *countingStore {
-	return &countingStore{Store: inner, calls: map[string]int{}}
-}
-
-func (c *countingStore) count(method string) {
-	c.mu.Lock()
-	c.calls[method]++
-	c.mu.Unlock()
-}
-
-func (c *countingStore) snapshot() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make(map[string]int, len(c.calls))
-	for k, v := range c.calls {
-		out[k] = v
-	}
-	return out
-}
-
-func (c *countingStore) Get(ctx context.Context, key string) (store.Object, error) {
-	c.count("Get")
-	return c.Store.Get(ctx, key)
-}
-
-func (c *countingStore) GetIfChanged(ctx context.Context, key, etag string) (store.Object, bool, error) {
-	c.count("GetIfChanged")
-	return c.Store.GetIfChanged(ctx, key, etag)
-}
-
-func (c *countingStore) List(ctx context.Context, prefix string) ([]store.Entry, error) {
-	c.count("List")
-	return c.Store.List(ctx, prefix)
-}
-
-func (c *countingStore) Put(ctx context.Context, key string, value []byte, cond store.Condition) (string, error) {
-	c.count("Put")
-	if key == fleet.KeySerial || strings.HasPrefix(key, fleet.PrefixNodes) {
-		c.count("Put " + strings.TrimSuffix(key[:strings.IndexByte(key+"/", '/')], "/"))
-	}
-	return c.Store.Put(ctx, key, value, cond)
-}
-
-func (c *countingStore) Delete(ctx context.Context, key, ifMatch string) error {
-	c.count("Delete")
-	return c.Store.Delete(ctx, key, ifMatch)
-}
-
-// since is what the store was asked since before (a snapshot), zero counts left out.
-func (c *countingStore) since(before map[string]int) map[string]int {
-	d := map[string]int{}
-	for k, v := range c.snapshot() {
-		if v -= before[k]; v != 0 {
-			d[k] = v
-		}
-	}
-	return d
-}
-
-func equalCounts(got, want map[string]int) bool {
-	if len(got) != len(want) {
-		return false
-	}
-	for k, v := range want {
-		if got[k] != v {
-			return false
-		}
-	}
-	return true
-}
 
 // putObjectNoBump writes a fleet object without bumping the serial (the caller bumps
 // once for a batch).
@@ -142,8 +57,7 @@ func TestAnUnnamedBumpReadsOnlyTheChangedObjects(t *testing.T) {
 	}
 	putObject(t, writer, "nodes/vps-b.json", fleet.NodeRecord{Name: "vps-b", Address: "10.83.0.2", APIPort: 7400,
 		Instances: inst, Seen: time.Now().UTC()})
-	cs := newCountingStore(openDir(t, cfg.Store.Dir.Path), false)
-	n := testnode.NewStepped(t, cfg, cs)
+	n := testnode.NewStepped(t, cfg, nil)
 	n.Tick()
 	n.MustPass() // its own record, written by the start's heartbeat
 	for round, k := range []int{1, 5, 20} {
@@ -154,10 +68,10 @@ func TestAnUnnamedBumpReadsOnlyTheChangedObjects(t *testing.T) {
 		if _, err := store.BumpSerial(t.Context(), writer); err != nil {
 			t.Fatal(err)
 		}
-		before := cs.snapshot()
+		before := storeRequests(n.Srv)
 		n.MustPass() // the change: serial, 3 lists, k GETs, the serial's re-check
 		n.MustPass() // idle again
-		if d, want := cs.since(before), map[string]int{"GetIfChanged": 3, "List": 3, "Get": k}; !equalCounts(d, want) {
+		if d, want := storeRequestsSince(n.Srv, before), map[string]int{"get_if_changed": 3, "list": 3, "get": k}; !maps.Equal(d, want) {
 			t.Errorf("k=%d: store calls %v over the change pass and the next, want %v", k, d, want)
 		}
 		if got := n.Status().Revision; got == rev {

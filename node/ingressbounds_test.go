@@ -23,8 +23,8 @@ import (
 
 // The bounds on ingress reports and waiters, through a whole node in process (testnode.Stepped):
 // they set or read the ingress book's waiter slots (n.Srv.Ingresses()), the node's known
-// serial (n.Srv.Identity()) and count every store write (countingStore,
-// fleet_s3_test.go). The rest of the reports' tests are node/ingress's.
+// serial (n.Srv.Identity()) and count every store write (the node's own counter,
+// storeRequests). The rest of the reports' tests are node/ingress's.
 
 // Waiter slots are bounded and shared: a write asking to wait beyond the node's slots, or
 // beyond its account's share (ingress.MaxWaitersPerAccount), or beyond what application
@@ -178,8 +178,7 @@ func TestHostileIngressReports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := newCountingStore(st, false)
-	n := testnode.NewStepped(t, cfg, cs)
+	n := testnode.NewStepped(t, cfg, st)
 	n.Tick()
 	poll := func(hdr ...string) *httptest.ResponseRecorder {
 		t.Helper()
@@ -216,7 +215,7 @@ func TestHostileIngressReports(t *testing.T) {
 		t.Errorf("a serial from the future: %+v, want clamped to %d", in.Applied, known)
 	}
 
-	base := cs.snapshot()["Put"]
+	base := storeRequests(n.Srv)["put"]
 	for i := range 200 {
 		poll(api.HeaderIngress, fmt.Sprintf("spam-%d", i))
 	}
@@ -232,7 +231,7 @@ func TestHostileIngressReports(t *testing.T) {
 	if got := poll(api.HeaderIngress, "spam-199").Header().Get(api.HeaderIngressReport); !strings.Contains(got, "maxTracked") {
 		t.Errorf("a name beyond maxTracked: %q, want refused naming ingresses.maxTracked", got)
 	}
-	if puts := cs.snapshot()["Put"] - base; puts < cfg.Ingresses.MaxTracked-1 || puts > cfg.Ingresses.MaxTracked+2 {
+	if puts := int(storeRequests(n.Srv)["put"] - base); puts < cfg.Ingresses.MaxTracked-1 || puts > cfg.Ingresses.MaxTracked+2 {
 		t.Errorf("%d store writes for 400 reports of %d names, want one per tracked name", puts, cfg.Ingresses.MaxTracked)
 	}
 	// Made-up names, each different: still a line a minute per header at fault.
