@@ -50,7 +50,7 @@ func TestPathPrefixesRouteSegmentExactlyAndFlipBack(t *testing.T) {
 	}
 
 	// Flip latency: PUT acknowledged → first request served by the new target, polling
-	// every 10 ms, 10 flips each way. The node publishes on the write itself, so this is
+	// every 5 ms, 10 flips each way. The node publishes on the write itself, so this is
 	// mostly Traefik's pollInterval (1s) plus its 100ms throttle.
 	var away, back []time.Duration
 	measure := func(paths map[string]string, want string) time.Duration {
@@ -58,20 +58,7 @@ func TestPathPrefixesRouteSegmentExactlyAndFlipBack(t *testing.T) {
 		// was observed would always land just after a poll and measure the worst case.
 		time.Sleep(time.Duration(rand.Int64N(int64(time.Second))))
 		n1.putPaths(t, "site", host, paths)
-		t0 := time.Now()
-		var d time.Duration
-		waitFor(t, "/b served by "+want, routeTimeout, func() error {
-			at := time.Now()
-			r, err := tr.get(host, "/b")
-			if err != nil {
-				return err
-			}
-			if r.from() != want {
-				return fmt.Errorf("served by %s", r.from())
-			}
-			d = at.Sub(t0)
-			return nil
-		})
+		d := firstServed(t, []*traefik{tr}, host, "/b", []string{want}, time.Now())[0]
 		tr.expectServedBy(t, host, "/keep", "blog@n1")
 		return d
 	}
@@ -83,7 +70,7 @@ func TestPathPrefixesRouteSegmentExactlyAndFlipBack(t *testing.T) {
 	t.Logf("flip /b → blog (add the prefix): p50 %s, p95 %s, all %v", p(away, 50), p(away, 95), away)
 	t.Logf("flip /b → site (remove the prefix): p50 %s, p95 %s, all %v", p(back, 50), p(back, 95), back)
 	results.add("Scenario 4: path-prefix flip latency",
-		"PUT of the path map acknowledged → first request served by the new target (polled every 10 ms; "+
+		"PUT of the path map acknowledged → first request served by the new target (polled every 5 ms; "+
 			"each PUT after a random 0–1 s pause so flips do not phase-lock to Traefik's poll). "+
 			"Node reconcile.interval 2s (default), Traefik pollInterval 1s and providersThrottleDuration 100ms (shipped).",
 		"",
