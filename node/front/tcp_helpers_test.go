@@ -408,9 +408,9 @@ func sendRaw(t testing.TB, addr string, b []byte) *net.TCPConn {
 	return tc
 }
 
-// refusedAddr is a loopback port bound by a socket that does not listen: a SYN to it
-// is answered by a reset (a refusal), and no one else can take the port meanwhile.
-func refusedAddr(t testing.TB) string {
+// boundSocket is a TCP socket bound to a loopback port (no one else can take the port
+// while the test runs), and its address.
+func boundSocket(t testing.TB) (int, string) {
 	t.Helper()
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -424,7 +424,14 @@ func refusedAddr(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+	return fd, fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+}
+
+// refusedAddr is a loopback port bound by a socket that does not listen: a SYN to it
+// is answered by a reset (a refusal).
+func refusedAddr(t testing.TB) string {
+	_, addr := boundSocket(t)
+	return addr
 }
 
 // silentAddr is a loopback listener that never answers a SYN: it listens with a backlog
@@ -433,22 +440,10 @@ func refusedAddr(t testing.TB) string {
 // node that stopped answering does.
 func silentAddr(t testing.TB) string {
 	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
+	fd, addr := boundSocket(t)
 	if err := syscall.Listen(fd, 0); err != nil {
 		t.Fatal(err)
 	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 	filler, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		t.Fatalf("filling the accept queue of %s: %v", addr, err)

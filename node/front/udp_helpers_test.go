@@ -147,9 +147,20 @@ func (e *eventLog) snapshot() map[string]int {
 	return m
 }
 
-// startRelay serves a UDP relay for routes on a loopback socket; Close at cleanup, and
-// Serve must then have returned nil.
+// startRelay serves a UDP relay for routes on a loopback socket (serveRelay).
 func startRelay(t testing.TB, cfg UDPConfig, routes []Route, clock func() time.Time) (*UDPRelay, *eventLog, string) {
+	t.Helper()
+	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ev := serveRelay(t, pc, cfg, routes, clock)
+	return r, ev, pc.LocalAddr().String()
+}
+
+// serveRelay serves a UDP relay for routes on pc; Close at cleanup, and Serve must
+// then have returned nil.
+func serveRelay(t testing.TB, pc *net.UDPConn, cfg UDPConfig, routes []Route, clock func() time.Time) (*UDPRelay, *eventLog) {
 	t.Helper()
 	table := NewTable(routes)
 	r := NewUDPRelay(cfg, func() *Table { return table }, nil)
@@ -158,10 +169,6 @@ func startRelay(t testing.TB, cfg UDPConfig, routes []Route, clock func() time.T
 	}
 	ev := newEventLog()
 	r.event = ev.record
-	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	served := make(chan error, 1)
 	go func() { served <- r.Serve(pc) }()
 	t.Cleanup(func() {
@@ -172,7 +179,7 @@ func startRelay(t testing.TB, cfg UDPConfig, routes []Route, clock func() time.T
 			t.Errorf("Serve returned %v after Close", err)
 		}
 	})
-	return r, ev, pc.LocalAddr().String()
+	return r, ev
 }
 
 // dialQUIC connects a quic-go client through addr with serverName, opens a stream and

@@ -22,13 +22,7 @@ func TestQUICARouteToTheRelayItselfIsNotSentTo(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := pc.LocalAddr().String()
-	table := NewTable(twoNames(addr))
-	r := NewUDPRelay(UDPConfig{DialTimeout: 50 * time.Millisecond}, func() *Table { return table }, nil)
-	ev := newEventLog()
-	r.event = ev.record
-	served := make(chan error, 1)
-	go func() { served <- r.Serve(pc) }()
-	t.Cleanup(func() { r.Close(); <-served })
+	r, ev := serveRelay(t, pc, UDPConfig{DialTimeout: 50 * time.Millisecond}, twoNames(addr), nil)
 
 	client := clientSocket(t, "127.0.0.1")
 	sendUDP(t, client, addr, initials(t, quic.Version1, randomCID(t), goHello(t, []byte(nameDB)))...)

@@ -343,8 +343,6 @@ func TestQUICFlowCapsHoldAndUnansweredFlowsExpire(t *testing.T) {
 	nothingQueued(t, client)
 }
 
-var _ = net.IPv4
-
 // One client socket carries two connections to two names of one application (a
 // quic-go Transport shared by its dials): each reaches its name, though quic-go
 // switches to CIDs announced only in encrypted frames right after the handshake; the
@@ -449,16 +447,7 @@ func TestQUICDualStackSocketServesIPv4Clients(t *testing.T) {
 	}
 	pki := newTestPKI(t, nameDB, nameKV)
 	up := startQUICUpstream(t, pki)
-	table := NewTable(twoNames(up.addr()))
-	r := NewUDPRelay(UDPConfig{}, func() *Table { return table }, nil)
-	served := make(chan error, 1)
-	go func() { served <- r.Serve(pc) }()
-	defer func() {
-		r.Close()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
+	r, _ := serveRelay(t, pc, UDPConfig{}, twoNames(up.addr()), nil)
 	addr := fmt.Sprintf("127.0.0.1:%d", pc.LocalAddr().(*net.UDPAddr).Port)
 	line, c, err := dialQUIC(quicCtx(t), nil, addr, nameDB, pki)
 	if err != nil || line != nameDB+" x-test" {
