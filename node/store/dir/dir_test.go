@@ -236,39 +236,31 @@ func TestHelperProcessIncrements(t *testing.T) {
 	fmt.Printf("helper: %d increments\n", count)
 }
 
-func TestETagIsHexSHA256OfContent(t *testing.T) {
+// A Put leaves one file holding the value at the key's path and no temp file, in a
+// private directory (0700, the file 0600), and answers the hex SHA-256 of the value.
+func TestAPutIsOnePrivateFileHoldingTheValue(t *testing.T) {
 	s := newStore(t)
-	etag, err := s.Put(t.Context(), "k", []byte("hello"), store.Condition{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const want = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
-	if etag != want {
-		t.Fatalf("etag = %q, want %q", etag, want)
-	}
-}
-
-func TestWriteLeavesNoTempFilesAndFileHoldsValue(t *testing.T) {
-	s := newStore(t)
-	for i := range 5 {
-		if _, err := s.Put(t.Context(), "apps/shop.json", []byte(strconv.Itoa(i)), store.Condition{}); err != nil {
+	var etag string
+	for _, v := range []string{"0", "1", "hello"} {
+		var err error
+		if etag, err = s.Put(t.Context(), "apps/shop.json", []byte(v), store.Condition{}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	if want := "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"; etag != want {
+		t.Errorf("etag = %q, want %q", etag, want)
+	}
 	entries, err := os.ReadDir(filepath.Join(s.Root(), "apps"))
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || len(entries) != 1 || entries[0].Name() != "shop.json" {
+		t.Fatalf("apps/ holds %v (%v), want only shop.json", entries, err)
 	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
+	if b, err := os.ReadFile(filepath.Join(s.Root(), "apps", "shop.json")); err != nil || string(b) != "hello" {
+		t.Fatalf("file = %q, %v; want %q", b, err, "hello")
 	}
-	if len(names) != 1 || names[0] != "shop.json" {
-		t.Fatalf("apps/ holds %q, want only shop.json", names)
-	}
-	b, err := os.ReadFile(filepath.Join(s.Root(), "apps", "shop.json"))
-	if err != nil || string(b) != "4" {
-		t.Fatalf("file = %q, %v; want %q", b, err, "4")
+	for p, want := range map[string]os.FileMode{"apps": 0o700, "apps/shop.json": 0o600} {
+		if fi, err := os.Stat(filepath.Join(s.Root(), p)); err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s: %v %v, want mode %o", p, fi, err, want)
+		}
 	}
 }
 
@@ -336,22 +328,6 @@ func TestIOErrorsAreUnavailableNotNotFound(t *testing.T) {
 				t.Errorf("Put: err = %v, want ErrUnavailable", err)
 			}
 		})
-	}
-}
-
-func TestFilesAndDirsArePrivate(t *testing.T) {
-	s := newStore(t)
-	if _, err := s.Put(t.Context(), "tokens/t.json", []byte("{}"), store.Condition{}); err != nil {
-		t.Fatal(err)
-	}
-	for p, want := range map[string]os.FileMode{"tokens": 0o700, "tokens/t.json": 0o600} {
-		fi, err := os.Stat(filepath.Join(s.Root(), p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := fi.Mode().Perm(); got != want {
-			t.Errorf("%s mode = %o, want %o", p, got, want)
-		}
 	}
 }
 
