@@ -1,8 +1,6 @@
 package self
 
 import (
-	"io"
-	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -48,10 +46,7 @@ func TestAddressComparisons(t *testing.T) {
 // reported while running once its record is written after this process started; this
 // installation's record under an earlier name, last written before, is not.
 func TestATwinOfThisNodeIDOnItsAddressIsReported(t *testing.T) {
-	r := New(Options{
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), NodeID: "n1", Name: "vps-a", Address: "10.83.0.1",
-		APIPort: 7400, NodeTTL: time.Minute,
-	})
+	r := New(options(nil, "vps-a", "10.83.0.1", "n1"))
 	now := r.started.Add(5 * time.Second)
 	self := fleet.NodeRecord{Name: "vps-a", Address: "10.83.0.1", Seen: now, Boot: r.boot()}
 	earlier := fleet.NodeRecord{Name: "old-name", Address: "10.83.0.1", Seen: r.started.Add(-10 * time.Second), Boot: &fleet.Boot{Node: "n1", ID: "prev"}}

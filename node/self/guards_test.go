@@ -34,22 +34,33 @@ type guarded struct {
 func newGuarded(t *testing.T, st store.Store, name, address, nodeID string) *guarded {
 	t.Helper()
 	if st == nil {
-		d, err := dir.New(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		st = d
+		st = dirStore(t)
 	}
 	logs := &bytes.Buffer{}
-	r := New(Options{
-		Store: st, Identity: &store.Identity{}, Log: slog.New(slog.NewTextHandler(logs, nil)),
+	o := options(st, name, address, nodeID)
+	o.Log = slog.New(slog.NewTextHandler(logs, nil))
+	g := &guarded{Record: New(o), st: st, logs: logs, reg: prometheus.NewRegistry()}
+	g.RegisterMetrics(g.reg)
+	return g
+}
+
+// options are a record's options over st for a test: the TTL, API port 7400, no
+// settings, no instances, a discarded log.
+func options(st store.Store, name, address, nodeID string) Options {
+	return Options{Store: st, Identity: &store.Identity{}, Log: slog.New(slog.DiscardHandler),
 		NodeID: nodeID, Name: name, Address: address, APIPort: 7400, NodeTTL: ttl,
 		Settings: func() fleet.NodeSettings { return fleet.NodeSettings{} }, Instances: func() map[string]fleet.Instance { return nil },
-		OnAnnounced: func() {},
-	})
-	g := &guarded{Record: r, st: st, logs: logs, reg: prometheus.NewRegistry()}
-	r.RegisterMetrics(g.reg)
-	return g
+		OnAnnounced: func() {}}
+}
+
+// dirStore is a dir store in a temporary directory.
+func dirStore(t *testing.T) store.Store {
+	t.Helper()
+	d, err := dir.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // gauge is the value of one of the record's gauges.
