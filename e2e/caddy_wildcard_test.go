@@ -14,6 +14,8 @@ import (
 // wildcard's apex not (the wildcard does not cover it), the literal "*" label not, and
 // every spelling of each (case, a trailing dot, a port) treated alike. A difference is
 // a failure unless it is in wildcardDifferences (deploy/caddy/README.md's table says why).
+// Scenario 6 too: through Traefik, a routed name reaches the application with its Host
+// unchanged, and a name not routed is Traefik's own 404 (or the entry point's 400).
 func TestCaddyRoutesWildcardHostsLikeTraefik(t *testing.T) {
 	f := startFleet(t, 1, nodeOptions{args: ownPorts()})
 	n1 := f.nodes[0]
@@ -34,6 +36,7 @@ func TestCaddyRoutesWildcardHostsLikeTraefik(t *testing.T) {
 		{"a.shop.example.org", "blog@n1"},
 		{"zz-9.shop.example.org", "blog@n1"},
 		{"A.SHOP.EXAMPLE.ORG", "blog@n1"},
+		{"A.Shop.Example.Org", "blog@n1"},
 		{"a.Shop.example.org", "blog@n1"},
 		{"a.shop.example.org.", "blog@n1"},
 		{"A.shop.example.org.", "blog@n1"},
@@ -57,6 +60,7 @@ func TestCaddyRoutesWildcardHostsLikeTraefik(t *testing.T) {
 		{"a..shop.example.org", ""},
 		{"example.org", ""},
 		{"a.shop.example.org.evil.com", ""},
+		{"a.shop.example.org.evil.test", ""},
 		{"ashop.example.org", ""},
 		// platform hosts: exact, and no wildcard under a platform domain
 		{"site.apps.localhost", "site@n1"},
@@ -71,6 +75,12 @@ func TestCaddyRoutesWildcardHostsLikeTraefik(t *testing.T) {
 			if errT != nil || errC != nil {
 				t.Errorf("%s%s: Traefik %v, Caddy %v", c.host, path, errT, errC)
 				continue
+			}
+			if rt.echo != nil && rt.echo.Host != c.host {
+				t.Errorf("%s%s: the upstream saw Host %q through Traefik, want it unchanged", c.host, path, rt.echo.Host)
+			}
+			if rt.status == http.StatusNotFound && rt.echo == nil && rt.body != traefikNotFound {
+				t.Errorf("%s%s: Traefik's 404 is not its own (body %.100q)", c.host, path, rt.body)
 			}
 			if exc, ok := wildcardDifferences[c.host]; ok {
 				if rt.from() != exc.traefik || rc.from() != exc.caddy {
@@ -91,6 +101,7 @@ func TestCaddyRoutesWildcardHostsLikeTraefik(t *testing.T) {
 			}
 		}
 	}
+	tr.requireProviderClean(t, "http")
 }
 
 // wildcardDifferences: where Caddy and Traefik answer a wildcard-host request

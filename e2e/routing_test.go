@@ -53,42 +53,6 @@ func TestHostRoutingReachesTheAppWithItsHostAndUnknownHostsGetTraefik404(t *test
 	tr.requireProviderClean(t, "http")
 }
 
-// Scenario 6.
-func TestCustomWildcardMatchesOneLabelAndAnExactClaimBeatsIt(t *testing.T) {
-	f := startFleet(t, 1, nodeOptions{})
-	n1 := f.nodes[0]
-	f.deploy(t, "shop", "acme", []*node{n1}, "/healthz")
-	f.deploy(t, "special", "acme", []*node{n1}, "/healthz")
-	n1.claim(t, "shop", "*.shop.example.org")
-	n1.claim(t, "special", "x.shop.example.org")
-	tr := startTraefik(t, "traefik", traefikOptions{node: n1})
-
-	tr.waitServedBy(t, "a.shop.example.org", "/", "shop@n1", routeTimeout)
-	tr.waitServedBy(t, "x.shop.example.org", "/", "special@n1", routeTimeout)
-
-	for _, tc := range []struct {
-		host, want string
-	}{
-		{"a.shop.example.org", "shop@n1"},
-		{"zz-9.shop.example.org", "shop@n1"},
-		{"A.Shop.Example.Org", "shop@n1"},
-		{"x.shop.example.org", "special@n1"}, // the exact claim beats the wildcard
-		{"a.b.shop.example.org", "traefik:404"},
-		{"shop.example.org", "traefik:404"}, // the wildcard does not cover its own apex
-		{"a.shop.example.org.evil.test", "traefik:404"},
-	} {
-		if tc.want == "traefik:404" {
-			tr.expectTraefik404(t, tc.host, "/")
-			continue
-		}
-		r := tr.expectServedBy(t, tc.host, "/", tc.want)
-		if r.echo != nil && r.echo.Host != tc.host {
-			t.Errorf("%s: upstream saw Host %q", tc.host, r.echo.Host)
-		}
-	}
-	tr.requireProviderClean(t, "http")
-}
-
 // Scenarios 7 and 7b: every path api.denied lists (docs/design.md §3: /v1/storage, /v1/ingress/
 // in every format, /metrics, /v1/health/, /v1/status) is refused on the public apex by
 // Traefik itself, however it is spelled, while the paths a remote CLI needs still reach
