@@ -326,6 +326,21 @@ func TestTheNodeConfigurationLoadsOrIsRefusedNamingTheSettingAndItsSource(t *tes
 			want: []string{`listen "127.0.0.1:24500": port 24500 is inside ports.min..ports.max`}},
 		{name: "the node's port outside the instance range", args: []string{"--listen=127.0.0.1:7410", "--node.apiPort=7410"}},
 		{name: "the API port taken from listen inside the instance range", args: []string{"--listen=127.0.0.1:24000"}, want: []string{"node.apiPort"}},
+		// limits (limits.go): loaded from flags and the environment, checked; the derived
+		// connection cap is TestLimitsSettings's.
+		{name: "limits from flags and variables", args: []string{"--limits.maxConns=100", "--limits.bodyTimeout=3s"},
+			environ: []string{"SCAFO_LIMITS_RESERVEDCONNS=10", "SCAFO_LIMITS_IDLETIMEOUT=45s"}, check: func(c *node.Config) string {
+				l := c.Limits
+				if total, reserved := l.Conns(); l.MaxConns != 100 || l.ReservedConns != 10 || time.Duration(l.BodyTimeout) != 3*time.Second ||
+					time.Duration(l.IdleTimeout) != 45*time.Second || time.Duration(l.HeaderTimeout) != 5*time.Second || total != 100 || reserved != 10 {
+					return fmt.Sprintf("loaded %+v, conns %d/%d, want 100/10", l, total, reserved)
+				}
+				return ""
+			}},
+		{name: "limits.reservedConns not under maxConns", args: []string{"--limits.maxConns=10", "--limits.reservedConns=10"}, want: []string{"limits."}},
+		{name: "a negative limits.maxConns", args: []string{"--limits.maxConns=-1"}, want: []string{"limits."}},
+		{name: "limits.bodyTimeout 0", args: []string{"--limits.bodyTimeout=0s"}, want: []string{"limits."}},
+		{name: "limits.rejectLog 0", args: []string{"--limits.rejectLog=0s"}, want: []string{"limits."}},
 		// A removed setting is named as removed, not as unknown (in every source:
 		// internal/settings's TestARemovedSettingIsNamedAsRemoved).
 		{name: "limits.trustedProxies, a flag", args: []string{"--limits.trustedProxies=10.0.0.0/8"}, want: []string{"removed setting", "limits.trustedProxies"}, not: []string{"unknown", "not a setting"}},
@@ -506,5 +521,27 @@ func TestConfigLoaderSurvivesHostileInput(t *testing.T) {
 		} else {
 			t.Logf("%s: %s of CPU time (%s on the clock)", c.name, d.Round(time.Millisecond), time.Since(wall).Round(time.Millisecond))
 		}
+	}
+}
+
+// TestLimitsSettings: the connection cap is derived from the open-file limit when not
+// set. (Loading and checking the limits: rows of
+// TestTheNodeConfigurationLoadsOrIsRefusedNamingTheSettingAndItsSource.)
+func TestLimitsSettings(t *testing.T) {
+	// Derived: 3/4 of what is left of the open-file limit (at most 4096), an eighth of
+	// it reserved. The files held now may move by one or two while this runs.
+	def := node.NewConfig().Limits
+	derive := func() int {
+		files := node.OpenFileLimit() - node.OpenFiles()
+		return min(node.MaxDerivedConns, max(node.MinConns, files-max(64, files/4)))
+	}
+	lo := derive()
+	total, reserved := def.Conns()
+	hi := derive()
+	if node.OpenFileLimit() > 0 && (total < min(lo, hi)-2 || total > max(lo, hi)+2) {
+		t.Errorf("derived cap %d, want %d..%d (3/4 of the files left)", total, lo, hi)
+	}
+	if reserved != max(1, total/8) || reserved >= total {
+		t.Errorf("derived reserve %d of %d", reserved, total)
 	}
 }
