@@ -6,13 +6,9 @@ package httpapi
 // budget per client (item 4) and the rejection log.
 
 import (
-	"bytes"
 	"fmt"
-	"log/slog"
 	"net"
-	"strings"
 	"testing"
-	"time"
 )
 
 type addrConn struct {
@@ -68,18 +64,5 @@ func TestIPv6AddressesOfOneSlash64ShareAPerSourceConnectionCap(t *testing.T) {
 	}
 	if lc := l.wrap(addrConn{remote: tcpAddr("198.51.100.7:4000")}); lc.reserved {
 		t.Errorf("a connection from an IPv4 address was refused a general slot")
-	}
-}
-
-// TestRejectionsFromOneSlash64AreLoggedOnce: 100 rejected requests from 100 addresses
-// of one /64 write one log line in an interval, not 100.
-func TestRejectionsFromOneSlash64AreLoggedOnce(t *testing.T) {
-	var buf bytes.Buffer
-	l := newRejectLogger(slog.New(slog.NewTextHandler(&buf, nil)), time.Minute)
-	for i := range 100 {
-		l.reject(fmt.Sprintf("[2001:db8:1:2::%x]:4000", i+1), "rejected request: bad token")
-	}
-	if lines := strings.Count(buf.String(), "\n"); lines != 1 {
-		t.Errorf("100 rejections from one /64 logged %d lines, want 1:\n%s", lines, buf.String())
 	}
 }
