@@ -14,8 +14,9 @@ import (
 // wildcard's apex not (the wildcard does not cover it), the literal "*" label not, and
 // every spelling of each (case, a trailing dot, a port) treated alike. A difference is
 // a failure unless it is in wildcardDifferences (deploy/caddy/README.md's table says why).
-// Scenario 6 too: through Traefik, a routed name reaches the application with its Host
-// unchanged, and a name not routed is Traefik's own 404 (or the entry point's 400).
+// Scenarios 1 and 6 too: through Traefik, a routed name reaches the application with its
+// Host and path unchanged, and a name not routed is Traefik's own 404 (or the entry
+// point's 400): no default route.
 func TestCaddyRoutesWildcardHostsLikeTraefik(t *testing.T) {
 	f := startFleet(t, 1, nodeOptions{args: ownPorts()})
 	n1 := f.nodes[0]
@@ -65,6 +66,8 @@ func TestCaddyRoutesWildcardHostsLikeTraefik(t *testing.T) {
 		// platform hosts: exact, and no wildcard under a platform domain
 		{"site.apps.localhost", "site@n1"},
 		{"BLOG.apps.localhost.", "blog@n1"},
+		{"SITE.Apps.LocalHost", "site@n1"},
+		{"site.apps.localhost.evil.test", ""},
 		{"a.site.apps.localhost", ""},
 		{"nobody.apps.localhost", ""},
 	}
@@ -76,8 +79,8 @@ func TestCaddyRoutesWildcardHostsLikeTraefik(t *testing.T) {
 				t.Errorf("%s%s: Traefik %v, Caddy %v", c.host, path, errT, errC)
 				continue
 			}
-			if rt.echo != nil && rt.echo.Host != c.host {
-				t.Errorf("%s%s: the upstream saw Host %q through Traefik, want it unchanged", c.host, path, rt.echo.Host)
+			if rt.echo != nil && (rt.echo.Host != c.host || rt.echo.RawPath != path) {
+				t.Errorf("%s%s: the upstream saw %q on Host %q through Traefik, want both unchanged", c.host, path, rt.echo.RawPath, rt.echo.Host)
 			}
 			if rt.status == http.StatusNotFound && rt.echo == nil && rt.body != traefikNotFound {
 				t.Errorf("%s%s: Traefik's 404 is not its own (body %.100q)", c.host, path, rt.body)

@@ -13,46 +13,6 @@ import (
 // health check interval (5s) with room to spare on a loaded 2-core machine.
 const routeTimeout = 30 * time.Second
 
-// Scenario 1.
-func TestHostRoutingReachesTheAppWithItsHostAndUnknownHostsGetTraefik404(t *testing.T) {
-	f := startFleet(t, 1, nodeOptions{})
-	n1 := f.nodes[0]
-	shop := f.deploy(t, "shop", "acme", []*node{n1}, "/healthz")
-	tr := startTraefik(t, "traefik", traefikOptions{node: n1})
-
-	tr.waitServedBy(t, "shop.apps.localhost", "/", "shop@n1", routeTimeout)
-
-	for _, tc := range []struct {
-		host, path string
-	}{
-		{"shop.apps.localhost", "/"},
-		{"shop.apps.localhost", "/cart/items?x=1"},
-		{"SHOP.Apps.LocalHost", "/"}, // DNS names are case-insensitive; Traefik lowercases
-	} {
-		r := tr.expectServedBy(t, tc.host, tc.path, "shop@n1")
-		if r.echo != nil && r.echo.Host != tc.host {
-			t.Errorf("GET %s%s: upstream saw Host %q, want the original %q", tc.host, tc.path, r.echo.Host, tc.host)
-		}
-		if r.echo != nil && r.echo.RawPath != tc.path {
-			t.Errorf("GET %s%s: upstream saw %q, want the path unchanged", tc.host, tc.path, r.echo.RawPath)
-		}
-	}
-
-	// No default route: names nothing serves are Traefik's own 404.
-	for _, host := range []string{
-		"nope.apps.localhost",           // an app that does not exist
-		"a.shop.apps.localhost",         // no wildcard under a platform domain
-		"shop.apps.localhost.evil.test", // a suffix is not a match
-		"example.org",
-	} {
-		tr.expectTraefik404(t, host, "/")
-	}
-	if got := len(shop.on(n1).requests()); got == 0 {
-		t.Error("the upstream never saw a request")
-	}
-	tr.requireProviderClean(t, "http")
-}
-
 // Scenarios 7 and 7b: every path api.denied lists (docs/design.md §3: /v1/storage, /v1/ingress/
 // in every format, /metrics, /v1/health/, /v1/status) is refused on the public apex by
 // Traefik itself, however it is spelled, while the paths a remote CLI needs still reach
