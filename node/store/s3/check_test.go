@@ -2,7 +2,6 @@ package s3_test
 
 import (
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 
@@ -42,23 +41,5 @@ func TestCheckAtStart(t *testing.T) {
 	}
 	if l := logs.String(); !strings.Contains(l, "level=ERROR") || !strings.Contains(l, "setting=store.s3.bucket") {
 		t.Fatalf("a missing bucket logged %q, want an ERROR naming store.s3.bucket", l)
-	}
-}
-
-// TestExplainNamesTheEndpoint: a refused connection names store.s3.endpoint.
-func TestExplainNamesTheEndpoint(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	st, err := s3.New(t.Context(), s3.Config{Endpoint: addr, Bucket: "scafo", Insecure: true, MaxRetries: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	setting, err := s3.Explain(store.S3Config{Endpoint: addr, Bucket: "scafo"}, st.CheckBucket(t.Context()))
-	if setting != "store.s3.endpoint" || !strings.Contains(err.Error(), "store.s3.endpoint "+addr) {
-		t.Fatalf("a refused connection: %s, %v", setting, err)
 	}
 }

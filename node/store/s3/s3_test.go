@@ -161,25 +161,26 @@ func closedPort(t *testing.T) string {
 }
 
 // Every operation against a server that cannot be reached, or that refuses us, is
-// ErrUnavailable: never ErrNotFound, which a reader would take for "deleted".
+// ErrUnavailable: never ErrNotFound, which a reader would take for "deleted". The
+// start's check (Explain) names the setting to fix, in its error too.
 func TestFailuresAreUnavailable(t *testing.T) {
 	tests := []struct {
-		name string
-		cfg  func(t *testing.T) s3.Config
+		name    string
+		cfg     func(t *testing.T) s3.Config
+		setting string
 	}{
 		{"connection refused", func(t *testing.T) s3.Config {
 			return s3.Config{Endpoint: closedPort(t), Bucket: "b-x", Insecure: true, Region: "us-east-1", MaxRetries: 1,
 				AccessKeyID: "id", SecretAccessKey: "secret"}
-		}},
+		}, "store.s3.endpoint"},
 		{"missing bucket", func(t *testing.T) s3.Config {
-			cfg := s3test.Shared(t).Config(s3test.BucketName("missing"))
-			return cfg
-		}},
+			return s3test.Shared(t).Config(s3test.BucketName("missing"))
+		}, "store.s3.bucket"},
 		{"wrong secret", func(t *testing.T) s3.Config {
 			cfg := s3test.Shared(t).NewBucket(t)
 			cfg.SecretAccessKey = "not-the-secret-at-all"
 			return cfg
-		}},
+		}, "store.s3.accessKeyID"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -209,7 +210,12 @@ func TestFailuresAreUnavailable(t *testing.T) {
 			if tc.name != "missing bucket" { // a HEAD on a missing bucket reads as a missing key
 				check("Delete", st.Delete(ctx, "serial", ""))
 			}
-			check("CheckBucket", st.CheckBucket(ctx))
+			err = st.CheckBucket(ctx)
+			check("CheckBucket", err)
+			c := store.S3Config{Endpoint: cfg.Endpoint, Bucket: cfg.Bucket}
+			if setting, err := s3.Explain(c, err); setting != tc.setting || err == nil || !strings.Contains(err.Error(), tc.setting) {
+				t.Errorf("Explain: %s, %v; want %s named", setting, err, tc.setting)
+			}
 		})
 	}
 }
