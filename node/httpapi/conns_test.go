@@ -323,7 +323,7 @@ func TestDeadlinesCutSlowClientsNotLongPolls(t *testing.T) {
 	// A long-poll longer than every timeout above, answered by a change once they passed:
 	// it is parked first, and the change made once another, asked after it parked, has
 	// answered 304 at the end of its wait (1s).
-	etag := n.do("GET", "/v1/ingress/routes", ipIngress, "").Header().Get("ETag")
+	etag := n.Rec("GET", "/v1/ingress/routes", ipIngress, "").Header().Get("ETag")
 	across := n.dial(t, "127.0.0.1", "GET /v1/ingress/routes?wait=10s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "+ipIngress+"\r\nIf-None-Match: "+etag+"\r\n\r\n")
 	n.awaitParked(t, 1)
 	start := time.Now()
@@ -331,7 +331,7 @@ func TestDeadlinesCutSlowClientsNotLongPolls(t *testing.T) {
 	if d := time.Since(start); r1.StatusCode != 304 || d < 900*time.Millisecond {
 		t.Errorf("long-poll: %d after %s, want 304 after 1s", r1.StatusCode, d)
 	}
-	n.publish("shop.example", "blog.example")
+	n.Publish("shop.example", "blog.example")
 	if resp, body := answer(t, across, 10*time.Second); resp.StatusCode != 200 || !strings.Contains(body, "blog.example") {
 		t.Errorf("long-poll across a change: %d %.200s", resp.StatusCode, body)
 	}

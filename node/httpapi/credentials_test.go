@@ -157,9 +157,9 @@ func TestEveryRouteAnswersEachCredentialAsItsRoleAllows(t *testing.T) {
 	}
 	st := &storeOps{Store: d, except: fleetwrite.TokenMACKey}
 	p := newInProcessOn(t, st, nil)
-	p.must(t, 201, "PUT", "/v1/apps/shop", ipAdmin, `{"account":"acme","placement":["vps-a"]}`)
-	p.must(t, 201, "PUT", "/v1/apps/cart", ipAdmin, `{"account":"evil","placement":["vps-a"]}`)
-	p.must(t, 201, "PUT", "/v1/apps/shop/domains/shop.example", ipAdmin, `{}`)
+	p.Must(201, "PUT", "/v1/apps/shop", ipAdmin, `{"account":"acme","placement":["vps-a"]}`)
+	p.Must(201, "PUT", "/v1/apps/cart", ipAdmin, `{"account":"evil","placement":["vps-a"]}`)
+	p.Must(201, "PUT", "/v1/apps/shop/domains/shop.example", ipAdmin, `{}`)
 	tokens := map[string]string{
 		"none": "", "made-up": "not-a-token-0123456789", "almost": ipIngress + "x", "forged": "scafo_0123456789abcdef_" + strings.Repeat("ab", 32),
 		"ingress": ipIngress, "ingress-previous": ipIngressPrevious, "admin": ipAdmin, "admin-previous": ipAdminPrevious,
@@ -189,7 +189,7 @@ func TestEveryRouteAnswersEachCredentialAsItsRoleAllows(t *testing.T) {
 		for _, c := range credentialNames {
 			before, logged := storeState(t, p), len(p.Logs.String())
 			calls := st.n.Load()
-			rec := p.do(row.method, row.path, tokens[c], row.body)
+			rec := p.Rec(row.method, row.path, tokens[c], row.body)
 			calls = st.n.Load() - calls
 			want := row.want(c)
 			got := rec.Code

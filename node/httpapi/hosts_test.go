@@ -37,7 +37,7 @@ func withHost(t *testing.T, n *inProcess, method, path, token, host string) (*ht
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	rec := n.serve(req)
+	rec := n.Serve(req)
 	return rec.Result(), rec.Body.Bytes()
 }
 

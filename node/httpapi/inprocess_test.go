@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -43,21 +42,6 @@ func newInProcessOn(t *testing.T, st store.Store, configure func(*httpapi.Config
 	return &inProcess{apitest.New(t, apitest.Options{Store: st, Configure: configure})}
 }
 
-// do makes one request of the API (token "" sends none; hdr are name, value, …).
-func (p *inProcess) do(method, path, token, body string, hdr ...string) *httptest.ResponseRecorder {
-	return p.Rec(method, path, token, body, hdr...)
-}
-
-// must makes a request and fails t unless it answers code.
-func (p *inProcess) must(t *testing.T, code int, method, path, token, body string, hdr ...string) []byte {
-	t.Helper()
-	rec := p.do(method, path, token, body, hdr...)
-	if rec.Code != code {
-		t.Fatalf("%s %s: %d %s, want %d", method, path, rec.Code, rec.Body, code)
-	}
-	return rec.Body.Bytes()
-}
-
 // issue mints an application token of app (account's) with roles, through the write
 // domain as the admin.
 func (p *inProcess) issue(t *testing.T, account, app string, roles ...string) string {
@@ -68,12 +52,6 @@ func (p *inProcess) issue(t *testing.T, account, app string, roles ...string) st
 	}
 	return it.Token
 }
-
-// serve serves r (a request a test built itself) from the API.
-func (p *inProcess) serve(r *http.Request) *httptest.ResponseRecorder { return p.Serve(r) }
-
-// publish makes a document routing hosts the published one, as a reconcile pass would.
-func (p *inProcess) publish(hosts ...string) { p.Publish(hosts...) }
 
 // raw sends target as the request line holds it (no client-side cleaning or escaping),
 // parsed as Go's server parses a request; the test fails if it cannot be.
@@ -88,7 +66,7 @@ func (p *inProcess) raw(method, target, token, body string) (int, string) {
 	if err != nil {
 		p.T.Fatalf("%s %s: %v", method, target, err)
 	}
-	rec := p.serve(r)
+	rec := p.Serve(r)
 	return rec.Code, rec.Body.String()
 }
 

@@ -47,7 +47,7 @@ func TestETagAnd304OnlyWhenAsked(t *testing.T) {
 			}
 		}
 		for _, path := range []string{"/v1/ingress/routes", "/v1/ingress/traefik", "/v1/ingress/traefik?prefer=self"} {
-			r1 := p.do("GET", path, ipIngress, "")
+			r1 := p.Rec("GET", path, ipIngress, "")
 			etag := r1.Header().Get("ETag")
 			if r1.Code != 200 || !strings.HasPrefix(etag, `"`) || round == 1 && etag != etags[path] {
 				t.Fatalf("%s: %d etag %q (before a bump that changed nothing: %q)", path, r1.Code, etag, etags[path])
@@ -57,16 +57,16 @@ func TestETagAnd304OnlyWhenAsked(t *testing.T) {
 			if strings.Contains(r1.Body.String(), epoch) {
 				t.Errorf("%s: the store's epoch is in the body", path)
 			}
-			r2 := p.do("GET", path, ipIngress, "")
+			r2 := p.Rec("GET", path, ipIngress, "")
 			if r2.Code != 200 || !bytes.Equal(r1.Body.Bytes(), r2.Body.Bytes()) || r2.Header().Get("ETag") != etag {
 				t.Fatalf("%s: second plain GET: %d, same body %v", path, r2.Code, bytes.Equal(r1.Body.Bytes(), r2.Body.Bytes()))
 			}
-			r3 := p.do("GET", path, ipIngress, "", "If-None-Match", etag)
+			r3 := p.Rec("GET", path, ipIngress, "", "If-None-Match", etag)
 			if r3.Code != http.StatusNotModified || r3.Body.Len() != 0 {
 				t.Fatalf("%s: If-None-Match current: %d, want 304", path, r3.Code)
 			}
 			mark(path+" (304)", r3)
-			if r4 := p.do("GET", path, ipIngress, "", "If-None-Match", `"stale"`); r4.Code != 200 {
+			if r4 := p.Rec("GET", path, ipIngress, "", "If-None-Match", `"stale"`); r4.Code != 200 {
 				t.Fatalf("%s: If-None-Match stale: %d, want 200", path, r4.Code)
 			}
 		}
@@ -79,7 +79,7 @@ func TestETagAnd304OnlyWhenAsked(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.Identity.Commit(o)
-		p.publish("shop.example")
+		p.Publish("shop.example")
 	}
 }
 
@@ -103,8 +103,8 @@ func TestGzipWhenAccepted(t *testing.T) {
 	t.Parallel()
 	p := newInProcess(t, nil)
 	for _, path := range []string{"/v1/ingress/traefik", "/v1/ingress/routes"} {
-		gz := p.do("GET", path, ipIngress, "", "Accept-Encoding", "gzip")
-		plain := p.do("GET", path, ipIngress, "")
+		gz := p.Rec("GET", path, ipIngress, "", "Accept-Encoding", "gzip")
+		plain := p.Rec("GET", path, ipIngress, "")
 		if gz.Code != 200 || plain.Code != 200 {
 			t.Fatalf("%s: %d gzip, %d identity", path, gz.Code, plain.Code)
 		}
@@ -140,7 +140,7 @@ func (p *inProcess) awaitParked(t *testing.T, n int) {
 	t.Helper()
 	want := []byte(strconv.Itoa(n))
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); runtime.Gosched() {
-		if m := parkedSample.FindSubmatch(p.do("GET", api.PathMetrics, "", "").Body.Bytes()); m != nil && bytes.Equal(m[1], want) {
+		if m := parkedSample.FindSubmatch(p.Rec("GET", api.PathMetrics, "", "").Body.Bytes()); m != nil && bytes.Equal(m[1], want) {
 			return
 		}
 	}
@@ -174,7 +174,7 @@ func TestOnlyValidIngressPollsAreRecordedAsReports(t *testing.T) {
 		if strings.Contains(tc.what, "probe") {
 			hdr = []string{api.HeaderIngress, "edge-fake", api.HeaderAppliedProbe, "http://127.0.0.1:80"}
 		}
-		rec := p.do("GET", tc.path, tc.token, "", hdr...)
+		rec := p.Rec("GET", tc.path, tc.token, "", hdr...)
 		if rec.Code != tc.code {
 			t.Fatalf("%s: %d %s, want %d", tc.what, rec.Code, rec.Body, tc.code)
 		}
@@ -188,7 +188,7 @@ func TestOnlyValidIngressPollsAreRecordedAsReports(t *testing.T) {
 	if ins := p.ingresses(t); len(ins) != 0 {
 		t.Fatalf("after invalid and admin polls, status lists %+v, want no ingress", ins)
 	}
-	rec := p.do("GET", "/v1/ingress/traefik", ipIngress, "", api.HeaderIngress, "edge-real", api.HeaderIngressKind, api.KindPlugin)
+	rec := p.Rec("GET", "/v1/ingress/traefik", ipIngress, "", api.HeaderIngress, "edge-real", api.HeaderIngressKind, api.KindPlugin)
 	if rec.Code != 200 || rec.Header().Get(api.HeaderIngressReport) != "recorded" {
 		t.Fatalf("a valid poll: %d %q %s", rec.Code, rec.Header().Get(api.HeaderIngressReport), rec.Body)
 	}
@@ -212,7 +212,7 @@ func TestTheReadOnlyTokenIsNeverAnIngress(t *testing.T) {
 		{"an applied probe", api.PathIngress + api.FormatRoutes, []string{api.HeaderAppliedProbe, "http://127.0.0.1:80"}},
 	} {
 		for _, tok := range []string{ipReadOnly, ipReadOnlyPrevious} {
-			rec := p.do("GET", c.path, tok, "", c.hdr...)
+			rec := p.Rec("GET", c.path, tok, "", c.hdr...)
 			var e api.Error
 			if rec.Code != http.StatusForbidden || json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Role != "read-only" {
 				t.Errorf("%s with the read-only token: %d %.200s, want 403 naming the read-only role", c.what, rec.Code, rec.Body)
@@ -234,7 +234,7 @@ func TestAdminTokenNeverReadsABodyWithPrivateKeys(t *testing.T) {
 	for _, inline := range []bool{true, false} {
 		p := newInProcess(t, func(c *httpapi.Config) { c.ACMEInline = inline })
 		for _, tok := range []string{ipAdmin, ipAdminPrevious} {
-			rec := p.do("GET", "/v1/ingress/traefik", tok, "")
+			rec := p.Rec("GET", "/v1/ingress/traefik", tok, "")
 			b := rec.Body.String()
 			if inline && (rec.Code != http.StatusForbidden || !strings.Contains(b, "ingress token") || !strings.Contains(b, "/v1/ingress/routes") || strings.Contains(b, "PRIVATE KEY")) {
 				t.Errorf("admin GET /v1/ingress/traefik with inline keys: %d %s, want 403 naming the ingress token", rec.Code, b)
@@ -242,9 +242,9 @@ func TestAdminTokenNeverReadsABodyWithPrivateKeys(t *testing.T) {
 			if !inline && rec.Code != http.StatusOK {
 				t.Errorf("admin GET /v1/ingress/traefik with files delivery: %d %s, want 200", rec.Code, b)
 			}
-			p.must(t, 200, "GET", "/v1/ingress/routes", tok, "")
+			p.Must(200, "GET", "/v1/ingress/routes", tok, "")
 		}
-		p.must(t, 200, "GET", "/v1/ingress/traefik", ipIngress, "")
+		p.Must(200, "GET", "/v1/ingress/traefik", ipIngress, "")
 	}
 }
 
@@ -252,7 +252,7 @@ func TestAdminTokenNeverReadsABodyWithPrivateKeys(t *testing.T) {
 func (p *inProcess) ingresses(t *testing.T) []api.Ingress {
 	t.Helper()
 	var st api.Status
-	if err := json.Unmarshal(p.must(t, 200, "GET", api.PathStatus, ipAdmin, ""), &st); err != nil {
+	if err := json.Unmarshal(p.Must(200, "GET", api.PathStatus, ipAdmin, ""), &st); err != nil {
 		t.Fatal(err)
 	}
 	return st.Ingresses
@@ -292,13 +292,13 @@ func TestARefusedPollIsLoggedNamingTheIngressAndNeverListedCurrent(t *testing.T)
 			p := newInProcess(t, nil)
 			// Two polls of an HTTP-provider Traefik: the second reports what the first served.
 			for range 2 {
-				p.must(t, 200, "GET", "/v1/ingress/traefik", ipIngress, "", api.HeaderIngress, "edge-1")
+				p.Must(200, "GET", "/v1/ingress/traefik", ipIngress, "", api.HeaderIngress, "edge-1")
 			}
 			if st := p.ingress(t, "edge-1"); st.State != "current" {
 				t.Fatalf("before: edge-1 is %s, want current", st.State)
 			}
 			for range 3 {
-				if rec := p.do("GET", "/v1/ingress/traefik", tc.token, "", append([]string{api.HeaderIngress, "edge-1"}, tc.hdr...)...); rec.Code != tc.code {
+				if rec := p.Rec("GET", "/v1/ingress/traefik", tc.token, "", append([]string{api.HeaderIngress, "edge-1"}, tc.hdr...)...); rec.Code != tc.code {
 					t.Fatalf("refused poll: %d %s, want %d", rec.Code, rec.Body, tc.code)
 				}
 			}
@@ -324,7 +324,7 @@ func TestARefusedPollIsLoggedNamingTheIngressAndNeverListedCurrent(t *testing.T)
 			if tc.state == "refused" && !p.warns(t, "ingress edge-1 (polling vps-a) is refused") {
 				t.Errorf("the status's warnings do not say edge-1 is refused")
 			}
-			p.must(t, 200, "GET", "/v1/ingress/traefik", ipIngress, "", api.HeaderIngress, "edge-1")
+			p.Must(200, "GET", "/v1/ingress/traefik", ipIngress, "", api.HeaderIngress, "edge-1")
 			if st := p.ingress(t, "edge-1"); st.State == "refused" {
 				t.Errorf("after a recorded poll: edge-1 is still refused (%q)", st.Refused)
 			}
@@ -348,7 +348,7 @@ func (p *inProcess) ingress(t *testing.T, name string) api.Ingress {
 func (p *inProcess) warns(t *testing.T, prefix string) bool {
 	t.Helper()
 	var st api.Status
-	if err := json.Unmarshal(p.must(t, 200, "GET", api.PathStatus, ipAdmin, ""), &st); err != nil {
+	if err := json.Unmarshal(p.Must(200, "GET", api.PathStatus, ipAdmin, ""), &st); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range st.Warnings {

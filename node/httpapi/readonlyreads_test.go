@@ -20,7 +20,7 @@ import (
 // Before, a leaked read-only token could list the store at any rate (hostile review 2).
 func TestTheReadOnlyTokensStoreReadsAreBudgeted(t *testing.T) {
 	p := newInProcess(t, nil)
-	p.must(t, http.StatusCreated, http.MethodPut, "/v1/apps/shop", ipAdmin, `{"account":"acme"}`)
+	p.Must(http.StatusCreated, http.MethodPut, "/v1/apps/shop", ipAdmin, `{"account":"acme"}`)
 
 	start := time.Now()
 	paths := []string{"/v1/apps", "/v1/audit?limit=5", "/v1/apps/shop", "/v1/node/instances"}
@@ -29,9 +29,9 @@ func TestTheReadOnlyTokensStoreReadsAreBudgeted(t *testing.T) {
 	var last *http.Response
 	for i := 0; i < 3*httpapi.ReadOnlyReadBurst && refused == nil; i++ {
 		// Reads that are not budgeted, between: they must never be refused.
-		p.must(t, http.StatusOK, http.MethodGet, "/v1/status", ipReadOnly, "")
-		p.must(t, http.StatusOK, http.MethodGet, "/v1/apps", ipAdmin, "")
-		rec := p.do(http.MethodGet, paths[i%len(paths)], tokens[i%2], "")
+		p.Must(http.StatusOK, http.MethodGet, "/v1/status", ipReadOnly, "")
+		p.Must(http.StatusOK, http.MethodGet, "/v1/apps", ipAdmin, "")
+		rec := p.Rec(http.MethodGet, paths[i%len(paths)], tokens[i%2], "")
 		switch rec.Code {
 		case http.StatusOK:
 			ok++
@@ -57,7 +57,7 @@ func TestTheReadOnlyTokensStoreReadsAreBudgeted(t *testing.T) {
 	if s, err := strconv.Atoi(last.Header.Get("Retry-After")); err != nil || s < 1 {
 		t.Errorf("Retry-After %q, want whole seconds", last.Header.Get("Retry-After"))
 	}
-	metrics := string(p.must(t, http.StatusOK, http.MethodGet, "/metrics", "", ""))
+	metrics := string(p.Must(http.StatusOK, http.MethodGet, "/metrics", "", ""))
 	if m := regexp.MustCompile(`scafo_requests_refused_total\{reason="read_rate"\} ([0-9]+)`).FindStringSubmatch(metrics); m == nil || m[1] == "0" {
 		t.Errorf("read_rate refusals in /metrics: %v", m)
 	}

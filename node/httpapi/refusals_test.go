@@ -167,7 +167,7 @@ func TestParkedLongPollsAreCounted(t *testing.T) {
 		req := httptest.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1/v1/ingress/traefik?wait=20s", nil)
 		req.Header.Set("Authorization", "Bearer "+ipIngress)
 		req.Header.Set("If-None-Match", etag)
-		n.serve(req)
+		n.Serve(req)
 	}()
 	n.awaitParked(t, 2)
 	cancel()
@@ -175,7 +175,7 @@ func TestParkedLongPollsAreCounted(t *testing.T) {
 	if p := parked(); p != 1 {
 		t.Fatalf("after a client left: %v parked, want 1", p)
 	}
-	n.publish("shop.example", "blog.example")
+	n.Publish("shop.example", "blog.example")
 	select {
 	case r := <-answered:
 		if r.StatusCode != 200 || r.Header.Get("ETag") == etag {

@@ -181,7 +181,7 @@ func TestStorageBoundsBodiesAndQueries(t *testing.T) {
 	req := httptest.NewRequest("PUT", "http://127.0.0.1/v1/storage/keys/big", io.MultiReader(strings.NewReader(strings.Repeat("y", limit)), strings.NewReader("yy")))
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.ContentLength = -1
-	if r2 := n.serve(req); r2.Code != 413 {
+	if r2 := n.Serve(req); r2.Code != 413 {
 		t.Fatalf("chunked oversized = %d", r2.Code)
 	}
 	n.Must(404, "GET", "/v1/storage/keys/big", tok, "")

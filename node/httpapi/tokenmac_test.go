@@ -69,7 +69,7 @@ func countingTokens(t *testing.T) (*inProcess, *tokenReads) {
 	}
 	st := &tokenReads{Store: d}
 	p := newInProcessOn(t, st, nil)
-	p.must(t, 201, "PUT", "/v1/apps/evil", ipAdmin, `{"account":"evil","placement":["vps-a"]}`)
+	p.Must(201, "PUT", "/v1/apps/evil", ipAdmin, `{"account":"evil","placement":["vps-a"]}`)
 	return p, st
 }
 
@@ -118,7 +118,7 @@ func TestForgedTokensCostNoStoreReadAndNoBudget(t *testing.T) {
 	p, st := countingTokens(t)
 	tok := p.issue(t, "evil", "evil", "publish")
 	id, secret := strings.Split(tok, "_")[1], tok[len(tok)-64:]
-	p.must(t, 404, "GET", macPathsURL, tok, "")
+	p.Must(404, "GET", macPathsURL, tok, "")
 	flip := func(s string, i int) string { // another hex digit at i
 		return s[:i] + map[bool]string{true: "1", false: "0"}[s[i] == '0'] + s[i+1:]
 	}
@@ -144,10 +144,10 @@ func TestForgedTokensCostNoStoreReadAndNoBudget(t *testing.T) {
 		case 2:
 			forged = spellings[i%len(spellings)]
 		}
-		if rec := p.do("GET", macPathsURL, forged, ""); rec.Code != http.StatusUnauthorized {
+		if rec := p.Rec("GET", macPathsURL, forged, ""); rec.Code != http.StatusUnauthorized {
 			t.Errorf("%q: %d", forged, rec.Code)
 		}
-		codes[p.do("GET", "/v1/ingress/routes", "not-the-ingress-token", "").Code]++
+		codes[p.Rec("GET", "/v1/ingress/routes", "not-the-ingress-token", "").Code]++
 	}
 	if codes[http.StatusUnauthorized] != flood {
 		t.Errorf("%d bad ingress tokens answered %v, want 401 every one", flood, codes)
@@ -164,10 +164,10 @@ func TestForgedTokensCostNoStoreReadAndNoBudget(t *testing.T) {
 	// Nothing of the real token's budget was spent: it has its whole burst but the one
 	// request it made before the flood.
 	for range httpapi.KnownTokenBurst - 1 {
-		p.must(t, 404, "GET", macPathsURL, tok, "")
+		p.Must(404, "GET", macPathsURL, tok, "")
 	}
 	// Nor does the flood hold back a token issued after it.
-	p.must(t, 404, "GET", macPathsURL, p.issue(t, "evil", "evil", "publish"), "")
+	p.Must(404, "GET", macPathsURL, p.issue(t, "evil", "evil", "publish"), "")
 }
 
 // rejectionLines counts the log lines about rejected requests.
@@ -192,7 +192,7 @@ func TestATokenWithoutTheKeysMACIsRefused(t *testing.T) {
 		t.Fatalf("the key exists before any application token was presented or issued: %v", err)
 	}
 	reads := st.Records.Load()
-	p.must(t, 401, "GET", macPathsURL, old, "") // creates the key
+	p.Must(401, "GET", macPathsURL, old, "") // creates the key
 	obj, err := st.Get(context.Background(), fleetwrite.TokenMACKey)
 	if err != nil {
 		t.Fatal(err)
@@ -201,11 +201,11 @@ func TestATokenWithoutTheKeysMACIsRefused(t *testing.T) {
 		t.Errorf("key object %s (%d LISTs of tokens/), want the key alone", obj.Value, st.Lists.Load())
 	}
 	_, late := unsignedToken(t, st, "evil")
-	p.must(t, 401, "GET", macPathsURL, late, "")
+	p.Must(401, "GET", macPathsURL, late, "")
 	if r := st.Records.Load() - reads; r != 0 {
 		t.Errorf("tokens without a MAC read %d token records, want none", r)
 	}
-	p.must(t, 404, "GET", macPathsURL, p.issue(t, "evil", "evil", "publish"), "")
+	p.Must(404, "GET", macPathsURL, p.issue(t, "evil", "evil", "publish"), "")
 }
 
 // TestACorruptTokenKeyRefusesTokensAsUnavailable: a key object of the wrong size or of
@@ -224,14 +224,14 @@ func TestACorruptTokenKeyRefusesTokensAsUnavailable(t *testing.T) {
 			t.Parallel()
 			p, st := countingTokens(t)
 			tok := p.issue(t, "evil", "evil", "publish")
-			p.must(t, 404, "GET", macPathsURL, tok, "") // p caches the key
+			p.Must(404, "GET", macPathsURL, tok, "") // p caches the key
 			if _, err := st.Put(context.Background(), fleetwrite.TokenMACKey, []byte(corrupt), store.Condition{}); err != nil {
 				t.Fatal(err)
 			}
 			p2 := newInProcessOn(t, st, nil)
 			reads := st.Records.Load()
 			for range 3 {
-				if b := p2.must(t, 503, "GET", macPathsURL, tok, ""); !strings.Contains(string(b), fleetwrite.TokenMACKey) {
+				if b := p2.Must(503, "GET", macPathsURL, tok, ""); !strings.Contains(string(b), fleetwrite.TokenMACKey) {
 					t.Errorf("a token on a corrupt key: %s, want the object named", b)
 				}
 			}
@@ -241,11 +241,11 @@ func TestACorruptTokenKeyRefusesTokensAsUnavailable(t *testing.T) {
 			if c := strings.Count(p2.Logs.String(), "level=ERROR msg=\"the token MAC key object is corrupt"); c != 1 {
 				t.Errorf("the corrupt key was logged %d times, want once:\n%s", c, p2.Logs.String())
 			}
-			b := p2.must(t, 503, "POST", "/v1/tokens", ipAdmin, `{"account":"evil","app":"evil","roles":["publish"]}`)
+			b := p2.Must(503, "POST", "/v1/tokens", ipAdmin, `{"account":"evil","app":"evil","roles":["publish"]}`)
 			if !strings.Contains(string(b), fleetwrite.TokenMACKey) {
 				t.Errorf("issuing on a corrupt key: %s, want the object named", b)
 			}
-			p.must(t, 404, "GET", macPathsURL, tok, "") // the API that cached the key
+			p.Must(404, "GET", macPathsURL, tok, "") // the API that cached the key
 		})
 	}
 }

@@ -16,11 +16,11 @@ func TestARevokedTokenReplayedReadsItsRecordOnce(t *testing.T) {
 	t.Parallel()
 	p, st := countingTokens(t)
 	tok := p.issue(t, "evil", "evil", "publish")
-	p.must(t, 404, "GET", macPathsURL, tok, "")
-	p.must(t, 200, "DELETE", "/v1/tokens/"+strings.Split(tok, "_")[1], ipAdmin, "")
+	p.Must(404, "GET", macPathsURL, tok, "")
+	p.Must(200, "DELETE", "/v1/tokens/"+strings.Split(tok, "_")[1], ipAdmin, "")
 	reads := st.Records.Load()
 	for range 200 {
-		if rec := p.do("GET", macPathsURL, tok, ""); rec.Code != http.StatusUnauthorized {
+		if rec := p.Rec("GET", macPathsURL, tok, ""); rec.Code != http.StatusUnauthorized {
 			t.Fatalf("a revoked token replayed: %d, want 401", rec.Code)
 		}
 	}
