@@ -24,7 +24,6 @@ import (
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/node/store/s3"
-	"github.com/scafo/ingress/render/fleet"
 )
 
 // GrepLines is the lines of s that contain sub.
@@ -156,40 +155,6 @@ func IngressesOf(t testing.TB, n *Node) map[string]api.Ingress {
 		out[in.Name] = in
 	}
 	return out
-}
-
-// MetricLine reports whether n's /metrics holds line, whole.
-func MetricLine(t testing.TB, n *Node, line string) bool {
-	t.Helper()
-	_, b := n.Get("/metrics", "")
-	return strings.Contains(string(b), "\n"+line+"\n")
-}
-
-// StatusMap is GET /v1/status decoded loosely.
-// StatusMap is n's /v1/status as a generic map.
-func StatusMap(t testing.TB, n *Node) map[string]any {
-	t.Helper()
-	_, b := n.Get("/v1/status", AdminToken)
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("status: %v: %s", err, b)
-	}
-	return m
-}
-
-// StoredRecord reads nodes/<name>.json loosely.
-// StoredRecord is node name's record in st as a generic map.
-func StoredRecord(t testing.TB, st store.Store, name string) map[string]any {
-	t.Helper()
-	o, err := st.Get(context.Background(), fleet.NodeKey(name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(o.Value, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m
 }
 
 // Raw sends target exactly as written on the request line (no client-side cleaning or

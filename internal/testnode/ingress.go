@@ -23,19 +23,16 @@ import (
 // 200) on its next poll. Frozen stops it taking new configurations (a Traefik that
 // cannot apply); Stop ends its polls.
 type FakePlugin struct {
-	Name   string
-	Frozen atomic.Bool
-	n      *Node
-	mu     sync.Mutex
-	serial uint64
-	rev    string
-	epoch  string
-	held   []byte // the configuration it took last
-	// reported are the serials it sent, in order, and when.
-	reported []uint64
-	sentAt   []time.Time
-	stopped  chan struct{}
-	done     chan struct{}
+	Name    string
+	Frozen  atomic.Bool
+	n       *Node
+	mu      sync.Mutex
+	serial  uint64
+	rev     string
+	epoch   string
+	held    []byte // the configuration it took last
+	stopped chan struct{}
+	done    chan struct{}
 }
 
 // StartFakePlugin starts a fake plugin named name polling n every 20 ms, until Stop or
@@ -80,8 +77,6 @@ func (p *FakePlugin) poll() {
 			req.Header.Set(api.HeaderAppliedEpoch, p.epoch)
 		}
 	}
-	p.reported = append(p.reported, p.serial)
-	p.sentAt = append(p.sentAt, time.Now())
 	p.mu.Unlock()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -97,19 +92,6 @@ func (p *FakePlugin) poll() {
 	p.serial, p.rev, p.epoch = n, resp.Header.Get("X-Scafo-Revision"), resp.Header.Get("X-Scafo-Epoch")
 	p.held = body
 	p.mu.Unlock()
-}
-
-// ReportedBy is the highest serial the fake plugin had reported by t.
-func (p *FakePlugin) ReportedBy(t time.Time) uint64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var n uint64
-	for i, s := range p.reported {
-		if p.sentAt[i].Before(t) {
-			n = max(n, s)
-		}
-	}
-	return n
 }
 
 // Holds is the configuration the plugin took last.

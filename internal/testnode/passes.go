@@ -52,15 +52,3 @@ func (n *Node) Metric(name string) float64 {
 	n.t.Helper()
 	return MetricAt(n.t, n.URL, name)
 }
-
-// Passes is PassesAt for n.
-func (n *Node) Passes() int {
-	n.t.Helper()
-	return PassesAt(n.t, n.URL)
-}
-
-// WaitPasses is WaitPassesAt for n, at its reconcile interval.
-func (n *Node) WaitPasses(k int) {
-	n.t.Helper()
-	WaitPassesAt(n.t, n.URL, k, time.Duration(n.Cfg.Reconcile.Interval))
-}
