@@ -3,7 +3,6 @@ package fleetwrite
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -300,21 +299,10 @@ func TestAnUnreadableRouteBudgetLetsTheChangeThrough(t *testing.T) {
 func TestADeployOfATenPlacementAppPassesTheDefaultRouteBudget(t *testing.T) {
 	ctx := context.Background()
 	def := DefaultWrites()
-	st := newFixture(t).st
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	var ws []*Writer
+	ws := newBudgetFixture(t, 10, def.RouteBurst, def.RoutePerMinute).ws // no refill: the clock stands still
 	var placement []string
-	for i := range 10 {
-		reg, err := OpenRegistry(filepath.Join(t.TempDir(), "instances.json"), 24000, 24099, time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		name := fmt.Sprintf("vps-%d", i)
-		placement = append(placement, name)
-		ws = append(ws, New(Config{
-			Node:        name,
-			RouteBudget: RouteBudget{Burst: def.RouteBurst, PerMinute: def.RoutePerMinute},
-		}, st, &store.Identity{}, reg, log))
+	for _, w := range ws {
+		placement = append(placement, w.cfg.Node)
 	}
 	app, _, _, err := ws[0].PutApp(ctx, admin, "shop", fleet.App{Account: "acme", Placement: placement}, "")
 	if err != nil {
