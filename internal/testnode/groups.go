@@ -6,13 +6,15 @@ import (
 	"time"
 
 	"github.com/scafo/ingress/internal/nodetest"
+	"github.com/scafo/ingress/node"
+	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
 )
 
-// GroupNode runs a node with platform domains apps.example.com (default) and
-// eu1.example.com (group eu-1), and a fleet of "shop" (default), "blog" (eu-1) and
-// "back" (eu-1, a path target of shop's custom domain... from another group).
-func GroupNode(t testing.TB) *Node {
+// GroupConfig is vps-a's configuration with platform domains apps.example.com (default)
+// and eu1.example.com (group eu-1); a group for a domain that is no platform domain is
+// refused.
+func GroupConfig(t testing.TB) *node.Config {
 	t.Helper()
 	cfg := Config(t, "vps-a", t.TempDir())
 	cfg.Platform.Domains = []string{"apps.example.com", "eu1.example.com"}
@@ -24,15 +26,29 @@ func GroupNode(t testing.TB) *Node {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	n := Start(t, cfg)
+	return cfg
+}
+
+// SeedGroups writes the fleet of "shop" (default), "blog" (eu-1) and "back" (eu-1, a
+// path target of shop's custom domain shop.example.org... from another group), all on
+// peer node vps-b.
+func SeedGroups(t testing.TB, st store.Store) {
+	t.Helper()
 	eu := &fleet.Ingress{Group: "eu-1"}
-	nodetest.Put(t, n.St, "apps/shop.json", fleet.App{Name: "shop", Account: "acme", Placement: []string{"vps-b"}})
-	nodetest.Put(t, n.St, "apps/blog.json", fleet.App{Name: "blog", Account: "acme", Placement: []string{"vps-b"}, Ingress: eu})
-	nodetest.Put(t, n.St, "apps/back.json", fleet.App{Name: "back", Account: "acme", Placement: []string{"vps-b"}, Ingress: eu})
-	nodetest.Put(t, n.St, "domains/shop.example.org.json", fleet.Claim{Host: "shop.example.org", Account: "acme", App: "shop",
+	nodetest.Put(t, st, "apps/shop.json", fleet.App{Name: "shop", Account: "acme", Placement: []string{"vps-b"}})
+	nodetest.Put(t, st, "apps/blog.json", fleet.App{Name: "blog", Account: "acme", Placement: []string{"vps-b"}, Ingress: eu})
+	nodetest.Put(t, st, "apps/back.json", fleet.App{Name: "back", Account: "acme", Placement: []string{"vps-b"}, Ingress: eu})
+	nodetest.Put(t, st, "domains/shop.example.org.json", fleet.Claim{Host: "shop.example.org", Account: "acme", App: "shop",
 		Paths: map[string]string{"api": "back.eu1.example.com"}})
-	nodetest.Put(t, n.St, "nodes/vps-b.json", fleet.NodeRecord{Name: "vps-b", Address: "10.83.0.2", APIPort: 7400, Seen: time.Now().UTC(),
+	nodetest.Put(t, st, "nodes/vps-b.json", fleet.NodeRecord{Name: "vps-b", Address: "10.83.0.2", APIPort: 7400, Seen: time.Now().UTC(),
 		Instances: map[string]fleet.Instance{"shop": {Port: 24001, Ready: true}, "blog": {Port: 24002, Ready: true}, "back": {Port: 24003, Ready: true}}})
+}
+
+// GroupNode runs a node of GroupConfig over the fleet of SeedGroups, settled.
+func GroupNode(t testing.TB) *Node {
+	t.Helper()
+	n := Start(t, GroupConfig(t))
+	SeedGroups(t, n.St)
 	n.WaitReady()
 	// Settled: the four hosts routed and both nodes' records read (this node's own record
 	// can land a pass after the rest; a document taken earlier differs from later ones

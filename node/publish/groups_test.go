@@ -13,25 +13,15 @@ import (
 	"github.com/scafo/ingress/render/fleet"
 )
 
-// newGroupNode is the fleet of testnode.GroupNode (shop in the default group, blog and
-// back in eu-1 through eu1.example.com, shop.example.org's path api to back, all on
-// vps-b) under a node without a listener or a loop (testnode.Stepped), after its first
-// heartbeat and pass.
+// newGroupNode is testnode.GroupNode's fleet (testnode.SeedGroups: shop in the default
+// group, blog and back in eu-1 through eu1.example.com, shop.example.org's path api to
+// back, all on vps-b) under a node without a listener or a loop (testnode.Stepped),
+// after its first heartbeat and pass.
 func newGroupNode(t *testing.T) *testnode.Stepped {
 	t.Helper()
-	cfg := testnode.Config(t, "vps-a", t.TempDir())
-	cfg.Platform.Domains = []string{"apps.example.com", "eu1.example.com"}
-	cfg.Platform.Groups = []string{"eu1.example.com=eu-1"}
-	st := testnode.OpenDir(t, cfg.Store.Dir.Path)
-	eu := &fleet.Ingress{Group: "eu-1"}
-	nodetest.Put(t, st, "apps/shop.json", fleet.App{Name: "shop", Account: "acme", Placement: []string{"vps-b"}})
-	nodetest.Put(t, st, "apps/blog.json", fleet.App{Name: "blog", Account: "acme", Placement: []string{"vps-b"}, Ingress: eu})
-	nodetest.Put(t, st, "apps/back.json", fleet.App{Name: "back", Account: "acme", Placement: []string{"vps-b"}, Ingress: eu})
-	nodetest.Put(t, st, "domains/shop.example.org.json", fleet.Claim{Host: "shop.example.org", Account: "acme", App: "shop",
-		Paths: map[string]string{"api": "back.eu1.example.com"}})
-	nodetest.Put(t, st, "nodes/vps-b.json", fleet.NodeRecord{Name: "vps-b", Address: "10.83.0.2", APIPort: 7400, Seen: time.Now().UTC(),
-		Instances: map[string]fleet.Instance{"shop": {Port: 24001, Ready: true}, "blog": {Port: 24002, Ready: true}, "back": {Port: 24003, Ready: true}}})
-	n := testnode.NewStepped(t, cfg, st)
+	cfg := testnode.GroupConfig(t)
+	testnode.SeedGroups(t, testnode.OpenDir(t, cfg.Store.Dir.Path))
+	n := testnode.NewStepped(t, cfg, nil)
 	n.Tick()
 	return n
 }
