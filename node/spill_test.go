@@ -15,8 +15,12 @@ import (
 	"time"
 
 	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/node/httpapi"
 	"github.com/scafo/ingress/node/publish"
 )
+
+// sendfileMin is the body size from which node/httpapi serves a spill file.
+const sendfileMin = httpapi.SendfileMin
 
 // TestLargeBodiesServedFromSpillFilesMatchMemory: bodies above sendfileMin go out with
 // sendfile from their spill file; what arrives must be exactly the rendered bytes, for
