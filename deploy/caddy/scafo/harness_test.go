@@ -2,6 +2,7 @@ package scafo
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scafo/ingress/internal/follow"
 	"github.com/scafo/ingress/internal/nodetest"
 	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/store"
@@ -45,63 +47,31 @@ func startNode(t testing.TB, name, root string) *testNode {
 // stop stops the node and waits for it (once; the cleanup's stop then does nothing).
 func (n *testNode) stop() { n.Stop() }
 
-// routes GETs the node's routing document (no prefer). With etag, it long-polls: the
-// node answers when its revision moves past etag, or 304 after wait.
-func (n *testNode) routes(etag string, wait time.Duration) (status int, newETag string, d *routing.Document) {
-	n.t.Helper()
-	u := n.url + "/v1/ingress/routes"
-	if etag != "" {
-		u += "?wait=" + wait.String()
-	}
-	req, _ := http.NewRequest(http.MethodGet, u, nil)
-	req.Header.Set("Authorization", "Bearer "+testIngressToken)
-	if etag != "" {
-		req.Header.Set("If-None-Match", etag)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		n.t.Fatalf("node %s: %v", n.name, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return resp.StatusCode, etag, nil
-	}
-	d, err = routing.Decode(b)
-	if err != nil {
-		n.t.Fatalf("node %s served a document that does not decode: %v", n.name, err)
-	}
-	return http.StatusOK, resp.Header.Get("ETag"), d
-}
-
-// waitDocument waits until the node serves a document for which ok holds: long-polls
-// (the node answers when its revision moves), after the node's first pass. Before it,
-// a node has no document and nothing to wait on (503 draining): that phase alone is
-// polled, every 20 ms.
+// waitDocument follows the node's routing document as an ingress does (internal/follow:
+// long-polls, the 503 before the node's first pass asked again every 20 ms) until ok
+// holds.
 func (n *testNode) waitDocument(what string, ok func(*routing.Document) bool) *routing.Document {
 	n.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	draining := time.NewTicker(20 * time.Millisecond)
-	defer draining.Stop()
-	etag := ""
-	var last *routing.Document
-	for time.Now().Before(deadline) {
-		status, tag, d := n.routes(etag, time.Until(deadline))
-		switch status {
-		case http.StatusOK:
-			if ok(d) {
-				return d
-			}
-			etag, last = tag, d
-		case http.StatusNotModified:
-		case http.StatusServiceUnavailable:
-			<-draining.C // draining: no document to wait on yet
-		default:
-			n.t.Fatalf("node %s: routes answered %d", n.name, status)
+	f, err := follow.New(follow.Config{Endpoints: []string{n.url}, Token: testIngressToken, HTTPClient: &http.Client{}, Interval: 20 * time.Millisecond})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	timeout := time.After(30 * time.Second)
+	for {
+		ch := f.Changed()
+		if h := f.Current(); h != nil && ok(h.Doc) {
+			return h.Doc
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			n.t.Fatalf("node %s: no document with %s within 30s (last: %+v)", n.name, what, f.Current())
 		}
 	}
-	n.t.Fatalf("node %s: no document with %s within 30s (last: %+v)", n.name, what, last)
-	return nil
 }
 
 // fleetStore writes fleet objects the way a node's write API does (object, then a

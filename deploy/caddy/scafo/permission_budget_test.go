@@ -186,29 +186,55 @@ func adaptPermission(t *testing.T, body string) string {
 	return string(m.Apps.TLS.Automation.OnDemand.Permission)
 }
 
-// `permission scafo { budget … }` in the Caddyfile, as the global on_demand_tls
-// option adapts it to JSON; bad values refused.
+// `permission scafo { budget … per_app … }` in the Caddyfile, as the global
+// on_demand_tls option adapts it to JSON; bad values refused, in the Caddyfile with
+// their reason (a count that is none, a share over the budget or with the budget off)
+// and in JSON.
 func TestPermissionBudgetCaddyfile(t *testing.T) {
 	for in, want := range map[string]string{
-		"budget 5 10m": `{"budget":5,"budget_interval":600000000000,"module":"scafo"}`,
-		"budget 7":     `{"budget":7,"module":"scafo"}`,
-		"budget off":   `{"budget":-1,"module":"scafo"}`,
-		"":             `{"module":"scafo"}`,
+		"budget 5 10m":                `{"budget":5,"budget_interval":600000000000,"module":"scafo"}`,
+		"budget 7":                    `{"budget":7,"module":"scafo"}`,
+		"budget off":                  `{"budget":-1,"module":"scafo"}`,
+		"":                            `{"module":"scafo"}`,
+		"budget 50 30m\n   per_app 5": `{"budget":50,"budget_interval":1800000000000,"module":"scafo","per_app":5}`,
+		"per_app 100":                 `{"module":"scafo","per_app":100}`, // the default budget, wholly
+		"per_app off":                 `{"module":"scafo","per_app":-1}`,
+		"per_app 3\n   budget 3":      `{"budget":3,"module":"scafo","per_app":3}`,
 	} {
 		if got := adaptPermission(t, in); got != want {
 			t.Errorf("%q adapts to %s, want %s", in, got, want)
 		}
 	}
-	for _, bad := range []string{"scafo {\n budget 0\n}", "scafo {\n budget -3\n}", "scafo {\n budget lots\n}", "scafo {\n budget 5 soon\n}",
-		"scafo {\n budget 5 -1m\n}", "scafo {\n budget 1 2 3\n}", "scafo {\n budget\n}", "scafo {\n limit 5\n}", "scafo extra"} {
+	for bad, why := range map[string]string{
+		"scafo {\n budget 0\n}": "", "scafo {\n budget -3\n}": "", "scafo {\n budget lots\n}": "", "scafo {\n budget 5 soon\n}": "",
+		"scafo {\n budget 5 -1m\n}": "", "scafo {\n budget 1 2 3\n}": "", "scafo {\n budget\n}": "", "scafo {\n limit 5\n}": "", "scafo extra": "",
+		"scafo {\n per_app 0\n}":                "want a positive count",
+		"scafo {\n per_app -2\n}":               "want a positive count",
+		"scafo {\n per_app lots\n}":             "want a positive count",
+		"scafo {\n per_app\n}":                  "argument",
+		"scafo {\n per_app 1 2\n}":              "argument",
+		"scafo {\n per_app 101\n}":              "more than the budget 100",
+		"scafo {\n budget 5\n per_app 6\n}":     "more than the budget 5",
+		"scafo {\n budget off\n per_app 3\n}":   "budget off",
+		"scafo {\n per_app off\n budget off\n}": "budget off",
+		"scafo {\n per_app 3\n budget 2 10m\n}": "more than the budget 2",
+		"scafo {\n budget 20\n per_app 2 1h\n}": "argument",
+		"scafo {\n budget 20\n perapp 2\n}":     "unknown option",
+	} {
 		p := new(Permission)
-		if err := p.UnmarshalCaddyfile(caddyfile.NewTestDispenser(bad)); err == nil {
-			t.Errorf("%q: accepted (budget %d, interval %s)", bad, p.Budget, time.Duration(p.BudgetInterval))
+		if err := p.UnmarshalCaddyfile(caddyfile.NewTestDispenser(bad)); err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("%q: %v, want an error saying %q", bad, err, why)
 		}
 	}
-	for _, bad := range []*Permission{{Budget: -2}, {BudgetInterval: -1}} {
+	for _, bad := range []*Permission{{Budget: -2}, {BudgetInterval: -1}, {PerApp: -2}, {Budget: -1, PerApp: 3}, {Budget: -1, PerApp: -1},
+		{Budget: 5, PerApp: 6}, {PerApp: DefaultIssuanceBudget + 1}} {
 		if err := bad.validate(); err == nil {
-			t.Errorf("budget %d, interval %d: accepted", bad.Budget, bad.BudgetInterval)
+			t.Errorf("budget %d, interval %d, per_app %d: accepted", bad.Budget, bad.BudgetInterval, bad.PerApp)
+		}
+	}
+	for _, good := range []*Permission{{}, {Budget: -1}, {PerApp: -1}, {Budget: 1}, {Budget: 5, PerApp: 5}} {
+		if err := good.validate(); err != nil {
+			t.Errorf("budget %d, per_app %d: %v", good.Budget, good.PerApp, err)
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 
 	"github.com/scafo/ingress/render/routing"
@@ -180,50 +179,5 @@ func TestApplicationOfIsTheExactRoutesApplication(t *testing.T) {
 	var none *Table
 	if _, ok := none.ApplicationOf("shop7.example.org"); ok {
 		t.Error("no table: a bucket")
-	}
-}
-
-// `per_app` in the Caddyfile and in JSON: parsed, and refused with a clear error when
-// it is no count, is more than the budget, or comes with the budget off.
-func TestPermissionShareCaddyfile(t *testing.T) {
-	for in, want := range map[string]string{
-		"budget 50 30m\n   per_app 5": `{"budget":50,"budget_interval":1800000000000,"module":"scafo","per_app":5}`,
-		"per_app 100":                 `{"module":"scafo","per_app":100}`, // the default budget, wholly
-		"per_app off":                 `{"module":"scafo","per_app":-1}`,
-		"per_app 3\n   budget 3":      `{"budget":3,"module":"scafo","per_app":3}`,
-	} {
-		if got := adaptPermission(t, in); got != want {
-			t.Errorf("%q adapts to %s, want %s", in, got, want)
-		}
-	}
-	for bad, why := range map[string]string{
-		"scafo {\n per_app 0\n}":                "want a positive count",
-		"scafo {\n per_app -2\n}":               "want a positive count",
-		"scafo {\n per_app lots\n}":             "want a positive count",
-		"scafo {\n per_app\n}":                  "argument",
-		"scafo {\n per_app 1 2\n}":              "argument",
-		"scafo {\n per_app 101\n}":              "more than the budget 100",
-		"scafo {\n budget 5\n per_app 6\n}":     "more than the budget 5",
-		"scafo {\n budget off\n per_app 3\n}":   "budget off",
-		"scafo {\n per_app off\n budget off\n}": "budget off",
-		"scafo {\n per_app 3\n budget 2 10m\n}": "more than the budget 2",
-		"scafo {\n budget 20\n per_app 2 1h\n}": "argument",
-		"scafo {\n budget 20\n perapp 2\n}":     "unknown option",
-	} {
-		p := new(Permission)
-		err := p.UnmarshalCaddyfile(caddyfile.NewTestDispenser(bad))
-		if err == nil || !strings.Contains(err.Error(), why) {
-			t.Errorf("%q: %v, want an error saying %q", bad, err, why)
-		}
-	}
-	for _, bad := range []*Permission{{PerApp: -2}, {Budget: -1, PerApp: 3}, {Budget: -1, PerApp: -1}, {Budget: 5, PerApp: 6}, {PerApp: DefaultIssuanceBudget + 1}} {
-		if err := bad.validate(); err == nil {
-			t.Errorf("budget %d, per_app %d: accepted", bad.Budget, bad.PerApp)
-		}
-	}
-	for _, good := range []*Permission{{}, {Budget: -1}, {PerApp: -1}, {Budget: 1}, {Budget: 5, PerApp: 5}} {
-		if err := good.validate(); err != nil {
-			t.Errorf("budget %d, per_app %d: %v", good.Budget, good.PerApp, err)
-		}
 	}
 }
