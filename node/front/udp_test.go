@@ -22,23 +22,38 @@ func quicCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// A quic-go client reaches the application through the relay with the exact names
-// and their ASCII upper case; the application sees the name as sent and the ALPN.
+// quic-go clients reach the application through the relay with the exact names and
+// their ASCII upper case; the application sees the name as sent and the ALPN. The three
+// connections share one client socket (a quic-go Transport, as an HTTP/3 client shares
+// its socket across hosts): each reaches its name, though quic-go switches to CIDs
+// announced only in encrypted frames right after the handshake, and the flows share
+// one socket to the application, which tells them apart by CID.
 func TestQUICExactNameReachesTheApplication(t *testing.T) {
 	pki := newTestPKI(t, nameDB, nameKV)
 	up := startQUICUpstream(t, pki)
 	r, _, addr := startRelay(t, UDPConfig{}, twoNames(up.addr()), nil)
-	for _, name := range []string{nameDB, nameKV, strings.ToUpper(nameDB)} {
-		line, c, err := dialQUIC(quicCtx(t), nil, addr, name, pki)
+	tr := &quicgo.Transport{Conn: clientSocket(t, "127.0.0.1")}
+	defer tr.Close()
+	ua, _ := net.ResolveUDPAddr("udp", addr)
+	names := []string{nameDB, nameKV, strings.ToUpper(nameDB)}
+	var conns []*quicgo.Conn
+	for _, name := range names {
+		c, err := tr.Dial(quicCtx(t), ua, &tls.Config{ServerName: name, RootCAs: pki.roots, NextProtos: []string{"x-test"}}, &quicgo.Config{})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		c.CloseWithError(0, "")
-		if want := name + " x-test"; line != want {
-			t.Fatalf("application answered %q, want %q", line, want)
+		defer c.CloseWithError(0, "")
+		conns = append(conns, c)
+	}
+	for round := 0; round < 3; round++ {
+		for i, name := range names {
+			line, err := askQUIC(quicCtx(t), conns[i])
+			if err != nil || line != name+" x-test" {
+				t.Fatalf("round %d, %s: %q, %v (stats %+v)", round, name, line, err, r.Stats())
+			}
 		}
 	}
-	if s := r.Stats(); s.FlowsRouted != 3 || s.FlowsRefused != 0 || s.Failovers != 0 {
+	if s := r.Stats(); s.Flows != 3 || s.Links != 1 || s.FlowsOpened != 3 || s.FlowsRouted != 3 || s.FlowsRefused != 0 || s.Failovers != 0 {
 		t.Fatalf("stats %+v", s)
 	}
 }
@@ -341,39 +356,6 @@ func TestQUICFlowCapsHoldAndUnansweredFlowsExpire(t *testing.T) {
 	ev.wait(t, "opened", 5)
 	nothingQueued(t, up.c)
 	nothingQueued(t, client)
-}
-
-// One client socket carries two connections to two names of one application (a
-// quic-go Transport shared by its dials): each reaches its name, though quic-go
-// switches to CIDs announced only in encrypted frames right after the handshake; the
-// two flows share one socket to the application, which tells them apart by CID.
-func TestQUICOneClientSocketCarriesConnectionsToTwoNames(t *testing.T) {
-	pki := newTestPKI(t, nameDB, nameKV)
-	up := startQUICUpstream(t, pki)
-	r, _, addr := startRelay(t, UDPConfig{}, twoNames(up.addr()), nil)
-	tr := &quicgo.Transport{Conn: clientSocket(t, "127.0.0.1")}
-	defer tr.Close()
-	ua, _ := net.ResolveUDPAddr("udp", addr)
-	var conns []*quicgo.Conn
-	for _, name := range []string{nameDB, nameKV} {
-		c, err := tr.Dial(quicCtx(t), ua, &tls.Config{ServerName: name, RootCAs: pki.roots, NextProtos: []string{"x-test"}}, &quicgo.Config{})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		defer c.CloseWithError(0, "")
-		conns = append(conns, c)
-	}
-	for round := 0; round < 3; round++ {
-		for i, name := range []string{nameDB, nameKV} {
-			line, err := askQUIC(quicCtx(t), conns[i])
-			if err != nil || line != name+" x-test" {
-				t.Fatalf("round %d, %s: %q, %v (stats %+v)", round, name, line, err, r.Stats())
-			}
-		}
-	}
-	if s := r.Stats(); s.Flows != 2 || s.Links != 1 || s.FlowsOpened != 2 {
-		t.Fatalf("stats %+v", s)
-	}
 }
 
 // An established flow outlives the unanswered timeout and expires only after
