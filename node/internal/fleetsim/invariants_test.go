@@ -147,6 +147,7 @@ func (s *sim) checkPoll(n *simNode, rec *httptest.ResponseRecorder) {
 		s.fail("%s served a document that is not one (v %d, revision %q, header %q): %v", n.name, d.V, d.Revision, rec.Header().Get(api.HeaderRevision), err)
 		return
 	}
+	s.checkRevision(n, d.Revision, rec.Body.Bytes())
 	routed := make(map[string]string, len(d.Routes))
 	for _, r := range d.Routes {
 		routed[r.Host] = r.Application
@@ -176,6 +177,25 @@ func (s *sim) checkPoll(n *simNode, rec *httptest.ResponseRecorder) {
 	}
 }
 
+// checkRevision: the revision moves if and only if the routing content does (§15):
+// every document served with one revision, by any node, is the same bytes, and two
+// revisions never name the same content (the bytes without the revision).
+func (s *sim) checkRevision(n *simNode, rev string, body []byte) {
+	if seen, ok := s.revs[rev]; ok {
+		if seen != string(body) {
+			s.fail("%s serves revision %s with other content than it was served with:\n%s\n%s", n.name, rev, seen, body)
+		}
+		return
+	}
+	s.revs[rev] = string(body)
+	content := string(bytes.Replace(body, []byte(rev), nil, 1))
+	if other, ok := s.content[content]; ok {
+		s.fail("%s serves revision %s for the content of revision %s:\n%s", n.name, rev, other, body)
+		return
+	}
+	s.content[content] = rev
+}
+
 // checkConverged checks a settled fleet: every node serves the same bytes (and ETag),
 // and the document is the model's: its hosts, and each application's upstreams.
 func (s *sim) checkConverged() {
@@ -194,6 +214,22 @@ func (s *sim) checkConverged() {
 		}
 		if !bytes.Equal(rec.Body.Bytes(), first.Body.Bytes()) || rec.Header().Get("ETag") != first.Header().Get("ETag") {
 			s.fail("settled: %s and %s serve different documents:\n%s\n%s", from, n.name, first.Body.String(), rec.Body.String())
+			return
+		}
+	}
+	// Byte stability of the render: one state renders to the same Traefik configuration
+	// on every node (each node renders it on its own).
+	var traefik []byte
+	for _, n := range s.nodes {
+		rec := s.do(n, http.MethodGet, api.PathIngress+api.FormatTraefik, ingressToken, nil, nil)
+		if rec.Code != http.StatusOK {
+			s.fail("settled: %s answers %d to a poll of its Traefik configuration: %s", n.name, rec.Code, rec.Body.String())
+			return
+		}
+		if traefik == nil {
+			traefik = rec.Body.Bytes()
+		} else if !bytes.Equal(rec.Body.Bytes(), traefik) {
+			s.fail("settled: %s and %s render different Traefik configurations:\n%s\n%s", from, n.name, traefik, rec.Body.String())
 			return
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/scafo/ingress/node"
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
+	"github.com/scafo/ingress/render/fleet"
 	"github.com/scafo/ingress/render/routing"
 )
 
@@ -97,8 +98,13 @@ type sim struct {
 	m     *model
 	log   []logEntry // the schedule so far (printed when an invariant fails)
 	docs  docCache   // the documents served, decoded once
+	// revs: each revision served, by the bytes of its document; content: each
+	// document's bytes without its revision, by the revision first served with them.
+	revs    map[string]string
+	content map[string]string
 
-	outageUntil int // every store request fails until this step
+	outageUntil int  // every store request fails until this step
+	recordsFail bool // no node record can be written (staleFleet)
 	failed      bool
 	settling    bool // every pass a full one (what a stored but unannounced write waits for)
 	// backup is a copy of the store taken earlier; restored: it was put back, and every
@@ -123,7 +129,8 @@ type sim struct {
 }
 
 func newSim(t testing.TB, seed uint64, nodes, ingresses int) *sim {
-	s := &sim{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), now: t0, m: newModel()}
+	s := &sim{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), now: t0, m: newModel(),
+		revs: map[string]string{}, content: map[string]string{}}
 	s.st = newMemStore(func() time.Time { return s.now })
 	for i := range nodes {
 		n := &simNode{name: fmt.Sprintf("vps-%c", 'a'+i)}
@@ -178,7 +185,7 @@ func (s *sim) start(n *simNode) {
 		// hold until the serial passes it: the plugin's rule).
 		n.lastSerial, n.lastEpoch, n.lastRevision, n.downRev = 0, "", "", ""
 	}
-	fs := faultyStore{Store: s.st, fail: func(op, key string) bool { return s.fails(n, key) }, before: func(op, key string) { s.hook(n, op, key) }}
+	fs := faultyStore{Store: s.st, fail: func(op, key string) bool { return s.fails(n, op, key) }, before: func(op, key string) { s.hook(n, op, key) }}
 	srv, err := node.NewWithStore(n.cfg, slog.New(slog.DiscardHandler), fs, ingressToken, adminToken)
 	if err != nil {
 		s.t.Fatalf("seed %d: starting %s: %v", s.seed, n.name, err)
@@ -188,8 +195,8 @@ func (s *sim) start(n *simNode) {
 	n.nextBeat = s.clock(n) // the first heartbeat at once, as Run does
 }
 
-func (s *sim) fails(n *simNode, key string) bool {
-	if s.step < s.outageUntil {
+func (s *sim) fails(n *simNode, op, key string) bool {
+	if s.step < s.outageUntil || s.recordsFail && op == "put" && strings.HasPrefix(key, fleet.PrefixNodes) {
 		return true
 	}
 	if n.flaky && s.step < n.failUntil && key == store.SerialKey {
@@ -384,6 +391,8 @@ func (s *sim) event() {
 		s.pathsWrite()
 	case r < 85:
 		s.rawClaim()
+	case r < 91:
+		s.pathsWrite()
 	}
 }
 
@@ -547,6 +556,35 @@ func (s *sim) settle() {
 		return
 	}
 	s.checkConverged()
+	if !s.failed && s.rng.IntN(4) == 0 {
+		s.staleFleet()
+	}
+}
+
+// staleFleet: the settled fleet's clocks jump past reconcile.nodeTTL while no node
+// record can be written (a heartbeat fails): every node sees every record, its own
+// included, stale. Fail static keeps every upstream (docs/design.md §15): the fleet
+// serves what it did, the model's document. Then the clocks come back and the records
+// are written again.
+func (s *sim) staleFleet() {
+	jump := nodeTTL + 5*time.Second
+	s.logf("every clock jumps %v ahead and no node record can be written", jump)
+	s.recordsFail, s.settling = true, true
+	for _, n := range s.nodes {
+		n.skew = jump
+	}
+	for range 2 {
+		s.now = s.now.Add(time.Second)
+		s.tickNodes()
+	}
+	s.settling = false
+	s.pollIngresses()
+	s.checkConverged()
+	s.recordsFail = false
+	for _, n := range s.nodes {
+		n.skew, n.nextBeat = 0, s.now
+	}
+	s.logf("the clocks are back; records written again")
 }
 
 // docOf decodes a served document.

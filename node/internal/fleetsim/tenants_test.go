@@ -93,24 +93,31 @@ func (s *sim) pathsWrite() {
 	if len(up) == 0 {
 		return
 	}
-	n, app := pick(s.rng, up), appName(s.rng.IntN(apps))
-	var hosts []string
+	n := pick(s.rng, up)
+	var hosts []string // the claimed names (one of them is the map's host)
 	for _, h := range claimHosts {
-		if s.m.claims[h] == app && !routing.IsWildcard(h) {
+		if _, ok := s.m.claims[h]; ok && !routing.IsWildcard(h) {
 			hosts = append(hosts, h)
 		}
 	}
-	tok := s.tenantToken(n, app)
-	if len(hosts) == 0 || tok == adminToken {
+	if len(hosts) == 0 {
 		return
 	}
-	host, target := pick(s.rng, hosts), appName(s.rng.IntN(apps))+"."+platform
+	host := pick(s.rng, hosts)
+	app := s.m.claims[host]
+	tok := s.tenantToken(n, app)
+	if tok == adminToken {
+		return
+	}
+	target := appName(s.rng.IntN(apps)) + "." + platform
 	if s.rng.IntN(2) == 0 {
 		target = pick(s.rng, claimHosts[:2]) // a claim, of its account's or another's
 	}
 	paths := map[string]string{}
 	if s.rng.IntN(4) > 0 {
-		paths[fmt.Sprintf("p%d", s.rng.IntN(3))] = target
+		// Mostly p0: a path whose target alone changes (the revision must move:
+		// checkRevision).
+		paths[fmt.Sprintf("p%d", s.rng.IntN(3)/2)] = target
 	}
 	rec := s.do(n, http.MethodPut, api.PathApps+"/"+app+"/domains/"+host+"/paths", tok, map[string]any{"paths": paths}, nil)
 	s.logf("paths of %s (%s) %v via %s: %d", host, app, paths, n.name, rec.Code)
