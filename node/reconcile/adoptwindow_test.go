@@ -8,7 +8,6 @@ import (
 	"github.com/scafo/ingress/internal/nodetest"
 	"github.com/scafo/ingress/node/reconcile"
 	"github.com/scafo/ingress/node/store"
-	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render/fleet"
 )
 
@@ -34,37 +33,18 @@ func (s *listHook) List(ctx context.Context, prefix string) ([]store.Entry, erro
 // served), and ?wait=applied, which counts an ingress that reports a serial at or above
 // the write's, answered "applied" at once, for ingresses holding the pre-adopt document.
 func TestWritesWaitForTheAdoptingPass(t *testing.T) {
-	ctx := context.Background()
-	d, err := dir.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := openDir(t, t.TempDir())
 	st := &listHook{Store: d}
 	node := newSteppedNode(t, st)
 	id, pub, stateDir, pass := node.id, node.pub, node.stateDir, node.pass
-	bump := func() {
-		t.Helper()
-		if _, err := store.BumpSerial(ctx, d); err != nil {
-			t.Fatal(err)
-		}
-	}
 	nodetest.Put(t, d, fleet.AppKey("shop"), fleet.App{Name: "shop", Account: "acme", Placement: []string{}})
-	bump()
-	if err := pass(); err != nil {
-		t.Fatal(err)
-	}
+	node.step(t, d)
 	restored, epoch := id.Mark()
 	for range 5 {
-		bump()
-		if err := pass(); err != nil {
-			t.Fatal(err)
-		}
+		node.step(t, d)
 	}
 	served, _, _ := pub.Current().Mark()
-	if _, err := d.Put(ctx, store.SerialKey, store.FormatSerial(restored, epoch), store.Condition{IfMatch: mustETag(t, d)}); err != nil {
-		t.Fatal(err)
-	}
+	setSerial(t, d, restored, epoch)
 	if err := pass(); !errors.Is(err, store.ErrForeign) {
 		t.Fatalf("a store gone back from %d to %d: %v, want ErrForeign", served, restored, err)
 	}

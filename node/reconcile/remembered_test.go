@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"testing"
@@ -43,12 +44,7 @@ func servedShop(t *testing.T, storeDir string) *steppedNode {
 	nodetest.Put(t, st, fleet.AppKey("shop"), fleet.App{Name: "shop", Account: "acme", Placement: []string{}})
 	nodetest.Put(t, st, fleet.ClaimKey("shop.example.org"), fleet.Claim{Host: "shop.example.org", Account: "acme", App: "shop"})
 	for range 3 {
-		if _, err := store.BumpSerial(context.Background(), st); err != nil {
-			t.Fatal(err)
-		}
-		if err := n.pass(); err != nil {
-			t.Fatal(err)
-		}
+		n.step(t, st)
 	}
 	if !routes(n.pub.Current().Doc(), "shop") {
 		t.Fatal("shop not routed before the restart")
@@ -168,7 +164,7 @@ func TestRestartOnAForeignStoreServesTheRememberedDocument(t *testing.T) {
 			if st.lists != 0 {
 				t.Errorf("the passes listed the foreign store %d times: it is foreign at its serial, before anything of it is read", st.lists)
 			}
-			if after := storeBytes(t, storeDir); !equalBytes(swapped, after) {
+			if after := storeBytes(t, storeDir); !maps.Equal(swapped, after) {
 				t.Fatalf("the restarted node wrote into the foreign store:\nbefore %v\nafter  %v", swapped, after)
 			}
 		})
@@ -192,18 +188,6 @@ func storeBytes(t *testing.T, root string) map[string]string {
 		t.Fatal(err)
 	}
 	return out
-}
-
-func equalBytes(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // TestFirstStartOnAnEmptyStoreRemembersNothing: an empty state dir on an empty store

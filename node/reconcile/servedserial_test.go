@@ -11,7 +11,6 @@ import (
 	"github.com/scafo/ingress/node/publish"
 	"github.com/scafo/ingress/node/reconcile"
 	"github.com/scafo/ingress/node/store"
-	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/fleet"
 	"github.com/scafo/ingress/render/routing"
@@ -23,29 +22,13 @@ import (
 // node keeps serving what it served (fleetsim -restorecrash, seeds 3, 9 and 27 of 60:
 // vps-c served serial 16, restarted, and served serial 12, another revision).
 func TestARestartRefusesAStoreRestoredFromBeforeTheLastServedSerial(t *testing.T) {
-	ctx := context.Background()
-	st, err := dir.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openDir(t, t.TempDir())
 	n := newSteppedNode(t, st)
-	bump := func() {
-		if _, err := store.BumpSerial(ctx, st); err != nil {
-			t.Fatal(err)
-		}
-	}
 	nodetest.Put(t, st, fleet.AppKey("shop"), fleet.App{Name: "shop", Account: "acme", Placement: []string{}})
-	bump() // serial 1: the revision with shop
-	if err := n.pass(); err != nil {
-		t.Fatal(err)
-	}
+	n.step(t, st) // serial 1: the revision with shop
 	first, epoch := n.id.Mark()
 	for range 3 { // the serial moves on (heartbeats, instance changes elsewhere); the revision does not
-		bump()
-		if err := n.pass(); err != nil {
-			t.Fatal(err)
-		}
+		n.step(t, st)
 	}
 	last, _ := n.id.Mark()
 	if last != first+3 {
@@ -55,9 +38,7 @@ func TestARestartRefusesAStoreRestoredFromBeforeTheLastServedSerial(t *testing.T
 
 	// The store restored from a backup taken at the serial after the revision's first
 	// (same epoch, behind the last served), and the node restarted over it.
-	if _, err := st.Put(ctx, store.SerialKey, store.FormatSerial(first+1, epoch), store.Condition{IfMatch: mustETag(t, st)}); err != nil {
-		t.Fatal(err)
-	}
+	setSerial(t, st, first+1, epoch)
 	if mem, _, err := reconcile.LoadServed(n.stateDir); err != nil || mem.Serial != last || mem.Epoch != epoch {
 		t.Fatalf("the state dir remembers %+v (%v), want the last served, %d of %q", mem, err, last, epoch)
 	}
@@ -76,13 +57,16 @@ func TestARestartRefusesAStoreRestoredFromBeforeTheLastServedSerial(t *testing.T
 	}
 }
 
-func mustETag(t *testing.T, st store.Store) string {
+// setSerial puts st's serial back to n of epoch, as a restored backup does.
+func setSerial(t *testing.T, st store.Store, n uint64, epoch string) {
 	t.Helper()
 	o, err := st.Get(context.Background(), store.SerialKey)
+	if err == nil {
+		_, err = st.Put(context.Background(), store.SerialKey, store.FormatSerial(n, epoch), store.Condition{IfMatch: o.ETag})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return o.ETag
 }
 
 // TestAnAdoptedStoreBehindWhatWasServedHasItsSerialAdvanced: adopting a store restored
@@ -95,30 +79,16 @@ func mustETag(t *testing.T, st store.Store) string {
 // adopted restore is gone.
 func TestAnAdoptedStoreBehindWhatWasServedHasItsSerialAdvanced(t *testing.T) {
 	ctx := context.Background()
-	st, err := dir.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openDir(t, t.TempDir())
 	node := newSteppedNode(t, st)
 	id, pub, stateDir, pass := node.id, node.pub, node.stateDir, node.pass
 	nodetest.Put(t, st, fleet.AppKey("shop"), fleet.App{Name: "shop", Account: "acme", Placement: []string{}})
-	if _, err := store.BumpSerial(ctx, st); err != nil {
-		t.Fatal(err)
-	}
-	if err := pass(); err != nil {
-		t.Fatal(err)
-	}
+	node.step(t, st)
 	restoredSerial, epoch := id.Mark()
 	restoredRev := pub.Current().Doc().Revision
 	for _, app := range []string{"blog", "wiki"} { // written after the backup
 		nodetest.Put(t, st, fleet.AppKey(app), fleet.App{Name: app, Account: "acme", Placement: []string{}})
-		if _, err := store.BumpSerial(ctx, st); err != nil {
-			t.Fatal(err)
-		}
-		if err := pass(); err != nil {
-			t.Fatal(err)
-		}
+		node.step(t, st)
 	}
 	served, _, _ := pub.Current().Mark()
 	if pub.Current().Doc().Revision == restoredRev {
@@ -131,9 +101,7 @@ func TestAnAdoptedStoreBehindWhatWasServedHasItsSerialAdvanced(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := st.Put(ctx, store.SerialKey, store.FormatSerial(restoredSerial, epoch), store.Condition{IfMatch: mustETag(t, st)}); err != nil {
-		t.Fatal(err)
-	}
+	setSerial(t, st, restoredSerial, epoch)
 	if err := pass(); !errors.Is(err, store.ErrForeign) {
 		t.Fatalf("a store gone back from %d to %d: %v, want ErrForeign", served, restoredSerial, err)
 	}
@@ -190,4 +158,15 @@ func (n *steppedNode) pass() error {
 	err := n.r.Pass(context.Background(), n.now, false)
 	n.r.SaveServed()
 	return err
+}
+
+// step bumps st's serial (a write) and runs a pass; either failing fails t.
+func (n *steppedNode) step(t *testing.T, st store.Store) {
+	t.Helper()
+	if _, err := store.BumpSerial(context.Background(), st); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.pass(); err != nil {
+		t.Fatal(err)
+	}
 }
