@@ -3,11 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -154,63 +150,6 @@ func TestHostileTenantNeverGetsAnotherAccountsTraffic(t *testing.T) {
 		}
 	}
 	tr.requireProviderClean(t, "http")
-}
-
-// waitSkipped waits until n's /v1/status (admin token) lists object among the skipped
-// objects, with a reason containing every one of subs.
-func (n *node) waitSkipped(t *testing.T, object string, subs ...string) {
-	t.Helper()
-	waitFor(t, fmt.Sprintf("%s /v1/status to list %s skipped for %q", n.name, object, subs), routeTimeout, func() error {
-		var st struct {
-			Skipped []struct{ Object, Reason string } `json:"skipped"`
-		}
-		n.call(t, http.MethodGet, "/v1/status", nil, &st)
-		for _, s := range st.Skipped {
-			if s.Object == object && !slices.ContainsFunc(subs, func(sub string) bool { return !strings.Contains(s.Reason, sub) }) {
-				return nil
-			}
-		}
-		return fmt.Errorf("skipped: %v", st.Skipped)
-	})
-}
-
-// writeStoreObject writes key into the fleet's dir store directly, around the API, the
-// way the dir backend does (a temp file renamed over the key, so a reader never sees a
-// partial file). It does not move the serial.
-func writeStoreObject(t *testing.T, f *fleet, key, value string) {
-	t.Helper()
-	path := filepath.Join(f.store, filepath.FromSlash(key))
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-e2e-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tmp.WriteString(value); err != nil {
-		t.Fatal(err)
-	}
-	if err := tmp.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// bumpSerialUnnamed moves the store's serial one step with no names after it ("N+1
-// epoch"), as an out-of-band writer would: a node that reads it cannot know what
-// changed and re-reads the whole store.
-func bumpSerialUnnamed(t *testing.T, f *fleet) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(f.store, "serial"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, _, _ := strings.Cut(string(b), "\n")
-	num, epoch, _ := strings.Cut(strings.TrimSpace(first), " ")
-	n, err := strconv.ParseUint(num, 10, 64)
-	if err != nil {
-		t.Fatalf("serial %q: %v", first, err)
-	}
-	writeStoreObject(t, f, "serial", strings.TrimSpace(strconv.FormatUint(n+1, 10)+" "+epoch))
 }
 
 // waitStatus polls host+path through tr until Traefik answers status without an
