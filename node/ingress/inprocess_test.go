@@ -6,7 +6,6 @@ package ingress_test
 // alone (sharedreports_test.go, await_test.go).
 
 import (
-	"net/http/httptest"
 	"testing"
 
 	"github.com/scafo/ingress/node/internal/apitest"
@@ -30,13 +29,4 @@ func newInProcessWith(t testing.TB, o apitest.Options) *inProcess {
 	t.Helper()
 	o.PassOnBump = true
 	return &inProcess{apitest.New(t, o)}
-}
-
-func (p *inProcess) do(method, path, token, body string, hdr ...string) *httptest.ResponseRecorder {
-	return p.Rec(method, path, token, body, hdr...)
-}
-
-func (p *inProcess) must(code int, method, path, token, body string, hdr ...string) []byte {
-	p.T.Helper()
-	return p.Must(code, method, path, token, body, hdr...)
 }

@@ -39,25 +39,25 @@ func TestAnInstanceWriteThatIsNeverAnnouncedIsNotApplied(t *testing.T) {
 	t.Parallel()
 	st := &recordPutFails{}
 	n := newInProcessWith(t, apitest.Options{Record: true, Wrap: func(s store.Store) store.Store { st.Store = s; return st }})
-	n.must(http.StatusCreated, http.MethodPut, "/v1/apps/shop", ipAdmin, `{"account":"acme","placement":["vps-a"]}`)
-	rec := n.do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=10s", ipAdmin, `{"port":25000,"ready":true}`)
+	n.Must(http.StatusCreated, http.MethodPut, "/v1/apps/shop", ipAdmin, `{"account":"acme","placement":["vps-a"]}`)
+	rec := n.Rec(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=10s", ipAdmin, `{"port":25000,"ready":true}`)
 	var ab api.Applied
 	if json.Unmarshal(rec.Body.Bytes(), &ab); rec.Code != http.StatusOK || !ab.Applied || ab.Serial == 0 {
 		t.Fatalf("instance write on a healthy store: %d %s, want 200 applied", rec.Code, rec.Body)
 	}
 	// A plugin that holds that write and no later one: a move, then a release, announced
 	// by the record, are not applied while it does not report them (202 naming it).
-	n.must(http.StatusOK, http.MethodGet, "/v1/ingress/traefik", ipIngress, "",
+	n.Must(http.StatusOK, http.MethodGet, "/v1/ingress/traefik", ipIngress, "",
 		api.HeaderIngress, "edge-1", api.HeaderIngressKind, api.KindPlugin, api.HeaderAppliedSerial, strconv.FormatUint(ab.Serial, 10))
 	for _, w := range []struct{ method, body string }{{http.MethodPut, `{"port":25001,"ready":true}`}, {http.MethodDelete, ""}} {
-		rec = n.do(w.method, "/v1/node/instances/shop?wait=applied&timeout=100ms", ipAdmin, w.body)
+		rec = n.Rec(w.method, "/v1/node/instances/shop?wait=applied&timeout=100ms", ipAdmin, w.body)
 		if ab = (api.Applied{}); json.Unmarshal(rec.Body.Bytes(), &ab) != nil || rec.Code != http.StatusAccepted || len(ab.Behind) != 1 || ab.Behind[0].Name != "edge-1" {
 			t.Errorf("%s %s with edge-1 behind: %d %s, want 202 naming edge-1", w.method, w.body, rec.Code, rec.Body)
 		}
 	}
-	n.must(http.StatusOK, http.MethodPut, "/v1/node/instances/shop", ipAdmin, `{"port":25000,"ready":true}`)
+	n.Must(http.StatusOK, http.MethodPut, "/v1/node/instances/shop", ipAdmin, `{"port":25000,"ready":true}`)
 	st.fail.Store(true)
-	rec = n.do(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=100ms", ipAdmin, `{"port":25000,"ready":false}`)
+	rec = n.Rec(http.MethodPut, "/v1/node/instances/shop?wait=applied&timeout=100ms", ipAdmin, `{"port":25000,"ready":false}`)
 	if body := rec.Body.String(); rec.Code != http.StatusAccepted || !strings.Contains(body, "not announced") ||
 		!strings.Contains(body, "refused by the test") || !strings.Contains(body, `"applied":false`) {
 		t.Errorf("unannounced instance write: %d %s, want 202 saying the record could not be written", rec.Code, body)

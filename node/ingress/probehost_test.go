@@ -25,7 +25,7 @@ func TestAppliedProbeHostCannotInjectIntoTheBody(t *testing.T) {
 			Routers map[string]json.RawMessage `json:"routers"`
 		} `json:"http"`
 	}
-	if err := json.Unmarshal(n.must(http.StatusOK, http.MethodGet, "/v1/ingress/traefik", ipIngress, ""), &pc); err != nil {
+	if err := json.Unmarshal(n.Must(http.StatusOK, http.MethodGet, "/v1/ingress/traefik", ipIngress, ""), &pc); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
