@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/scafo/ingress/internal/proc"
+	"github.com/scafo/ingress/internal/testnode"
 )
 
 // TestStoreAdoptVerb: `scafo-node store adopt` leaves the request in the state dir
@@ -110,7 +111,7 @@ func TestCLIIngresses(t *testing.T) {
 	poll := func(hdr ...string) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, n.url+"/v1/ingress/traefik", nil)
-		req.Header.Set("Authorization", "Bearer ingress-secret")
+		req.Header.Set("Authorization", "Bearer "+testnode.IngressToken)
 		for i := 0; i+1 < len(hdr); i += 2 {
 			req.Header.Set(hdr[i], hdr[i+1])
 		}
@@ -133,7 +134,7 @@ func TestCLIIngresses(t *testing.T) {
 	var missing []string
 	if proc.Poll(10*time.Second, 50*time.Millisecond, func() error {
 		req, _ := http.NewRequest(http.MethodGet, n.url+"/v1/ingress/traefik", nil)
-		req.Header.Set("Authorization", "Bearer ingress-secret")
+		req.Header.Set("Authorization", "Bearer "+testnode.IngressToken)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/client"
 )
 
@@ -144,7 +145,7 @@ func TestAMoveNotLiveInTimeIsRolledBack(t *testing.T) {
 	}
 	// edge-p reports the serial served now, and never a later one.
 	req, _ := http.NewRequest(http.MethodGet, n.url+"/v1/ingress/traefik", nil)
-	req.Header.Set("Authorization", "Bearer ingress-secret")
+	req.Header.Set("Authorization", "Bearer "+testnode.IngressToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

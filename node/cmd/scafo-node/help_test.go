@@ -1,11 +1,8 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,12 +14,9 @@ import (
 	"testing"
 	"time"
 
-	ptypes "github.com/traefik/paerser/types"
-
 	"github.com/scafo/ingress/internal/proc"
 	"github.com/scafo/ingress/internal/settings"
-	"github.com/scafo/ingress/node"
-	"github.com/scafo/ingress/node/store/dir"
+	"github.com/scafo/ingress/internal/testnode"
 )
 
 // helpPage is what `scafo-node ... --help` says.
@@ -234,52 +228,20 @@ func envWithoutScafo() []string {
 	return env
 }
 
-// testNode is a node served in-process (node.NewWithStore on a loopback listener).
+// testNode is a node served in-process (internal/testnode: vps-a on 127.0.0.1, probes
+// off), with its admin token in its state dir, where the CLI looks for it for calls
+// without --token.
 type testNode struct {
 	url, admin, stateDir string
 }
 
 func startTestNode(t *testing.T) *testNode {
 	t.Helper()
-	cfg := node.NewConfig()
-	cfg.StateDir = t.TempDir()
-	cfg.Node.Name = "vps-a"
-	cfg.Platform.Domains = []string{"apps.example.com"}
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Store.Dir.Path = filepath.Join(cfg.StateDir, "store")
-	cfg.Reconcile.Interval = ptypes.Duration(50 * time.Millisecond)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	tn := testnode.Start(t, testnode.Config(t, "vps-a", filepath.Join(t.TempDir(), "store")))
+	n := &testNode{url: tn.URL, admin: testnode.AdminToken, stateDir: tn.Cfg.StateDir}
+	if err := os.WriteFile(filepath.Join(n.stateDir, "admin-token"), []byte(n.admin+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Node.APIPort = ln.Addr().(*net.TCPAddr).Port
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	st, err := dir.New(cfg.Store.Dir.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &testNode{admin: "admin-secret", stateDir: cfg.StateDir}
-	// The admin token where the CLI looks for it, for calls without --token.
-	if err := os.WriteFile(filepath.Join(cfg.StateDir, "admin-token"), []byte(n.admin+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := node.NewWithStore(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, "ingress-secret", n.admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.url = "http://" + ln.Addr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("node: %v", err)
-		}
-	})
-	proc.WaitFor(t, "the node's readyz", 10*time.Second, func() error { return proc.HTTPOK(nil, n.url+"/v1/readyz") })
 	return n
 }
 
