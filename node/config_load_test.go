@@ -23,7 +23,6 @@ import (
 	ptypes "github.com/traefik/paerser/types"
 
 	"github.com/scafo/ingress/node"
-	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render"
 )
 
@@ -436,11 +435,8 @@ func TestRetryBeyondTheRenderStopsTheNode(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t, "vps-a", t.TempDir())
 			cfg.Traefik.Retry = tc.retry
-			st, err := dir.New(cfg.Store.Dir.Path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = node.NewWithStore(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, testIngressToken, testAdminToken)
+			st := openDir(t, cfg.Store.Dir.Path)
+			_, err := node.NewWithStore(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, testIngressToken, testAdminToken)
 			if err == nil || !strings.Contains(err.Error(), "traefik render options") || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("NewWithStore: %v, want the render options refused naming %s", err, tc.wantErr)
 			}

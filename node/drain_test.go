@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/scafo/ingress/internal/listengate"
-	"github.com/scafo/ingress/node/store/dir"
 )
 
 // slowHandOff is a listener whose Accept, once armed, holds the connection it took from
@@ -49,10 +48,7 @@ func (l *slowHandOff) Close() error {
 // it then read on that connection (EOF for the client).
 func TestStopAnswersAConnectionAcceptedAsItBegins(t *testing.T) {
 	cfg := testConfig(t, "vps-a", t.TempDir())
-	st, err := dir.New(cfg.Store.Dir.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openDir(t, cfg.Store.Dir.Path)
 	tcp, err := listengate.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/scafo/ingress/internal/nodetest"
 	"github.com/scafo/ingress/node/store"
-	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render/fleet"
 )
 
@@ -42,10 +41,7 @@ func (h *heldOwnRecord) Put(ctx context.Context, key string, v []byte, cond stor
 func TestTheFirstDocumentOnAFreshStoreHasThisNodesOwnRecord(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, "vps-a", t.TempDir())
-	st, err := dir.New(cfg.Store.Dir.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openDir(t, cfg.Store.Dir.Path)
 	held := &heldOwnRecord{Store: st, key: fleet.NodeKey("vps-a"), release: make(chan struct{}), entered: make(chan struct{})}
 	n := startNodeWithStore(t, cfg, held)
 

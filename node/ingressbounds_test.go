@@ -17,7 +17,6 @@ import (
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/store"
-	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render/fleet"
 )
 
@@ -174,10 +173,7 @@ func TestHostileIngressReports(t *testing.T) {
 	cfg := reportsConfig(t, "vps-a", t.TempDir())
 	cfg.Ingresses.MaxTracked = 8
 	cfg.Ingresses.LostAfter = ptypes.Duration(10 * time.Minute) // no name is lost while the test runs
-	st, err := dir.New(cfg.Store.Dir.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openDir(t, cfg.Store.Dir.Path)
 	n := testnode.NewStepped(t, cfg, st)
 	n.Tick()
 	poll := func(hdr ...string) *httptest.ResponseRecorder {

@@ -18,7 +18,6 @@ import (
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/ingress"
 	"github.com/scafo/ingress/node/store"
-	"github.com/scafo/ingress/node/store/dir"
 )
 
 // The view of the fleet's ingress reports, bounded in size (ViewMax) and time
@@ -36,10 +35,7 @@ import (
 func TestAFloodOfMadeUpIngressNamesHidesNoRealOne(t *testing.T) {
 	t.Parallel()
 	cfg := reportsConfig(t, "vps-a", t.TempDir())
-	st, err := dir.New(cfg.Store.Dir.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openDir(t, cfg.Store.Dir.Path)
 	seed := func(name string, at time.Time) {
 		t.Helper()
 		b, _ := json.Marshal(ingress.Report{Name: name, Kind: "plugin", Node: "vps-b", Seen: at.UTC()})

@@ -20,7 +20,6 @@ import (
 
 	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/store"
-	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render/fleet"
 )
 
@@ -41,11 +40,7 @@ type faultStore struct {
 
 func newFaultStore(t *testing.T, path string) *faultStore {
 	t.Helper()
-	st, err := dir.New(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &faultStore{Store: st}
+	return &faultStore{Store: openDir(t, path)}
 }
 
 func fleetObjectKey(key string) bool {
