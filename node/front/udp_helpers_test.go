@@ -324,69 +324,46 @@ func nothingQueued(t testing.TB, c *net.UDPConn) {
 	}
 }
 
-// rebindingNAT stands between a client and the front as a NAT does: it forwards the
-// client's datagrams from its own outside socket, and rebind swaps that socket for a
-// new one (a new outside port), as a NAT whose mapping expired does.
-type rebindingNAT struct {
-	in     *net.UDPConn
-	target *net.UDPAddr
-	mu     sync.Mutex
-	out    *net.UDPConn
-	client net.Addr
+// rebindingSocket is a client's socket seen through a NAT whose mapping expires:
+// rebind swaps the socket its datagrams leave from and arrive at (a new source port),
+// the client none the wiser.
+type rebindingSocket struct {
+	net.PacketConn // the first socket: deadlines are not used by the tests' clients
+	t              testing.TB
+	mu             sync.Mutex
+	cur            *net.UDPConn
 }
 
-func startNAT(t testing.TB, target string) *rebindingNAT {
-	t.Helper()
-	ta, err := net.ResolveUDPAddr("udp", target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &rebindingNAT{in: clientSocket(t, "127.0.0.1"), target: ta}
-	n.rebind(t)
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			k, from, err := n.in.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			n.mu.Lock()
-			n.client = from
-			out := n.out
-			n.mu.Unlock()
-			out.WriteTo(buf[:k], n.target)
+func newRebindingSocket(t testing.TB) *rebindingSocket {
+	c := clientSocket(t, "127.0.0.1")
+	return &rebindingSocket{PacketConn: c, t: t, cur: c}
+}
+
+func (s *rebindingSocket) conn() *net.UDPConn { s.mu.Lock(); defer s.mu.Unlock(); return s.cur }
+
+func (s *rebindingSocket) rebind() {
+	next := clientSocket(s.t, "127.0.0.1")
+	s.mu.Lock()
+	old := s.cur
+	s.cur = next
+	s.mu.Unlock()
+	old.Close() // ends the read in flight there, which then reads on next
+}
+
+func (s *rebindingSocket) ReadFrom(p []byte) (int, net.Addr, error) {
+	for {
+		c := s.conn()
+		n, a, err := c.ReadFrom(p)
+		if err != nil && c != s.conn() {
+			continue
 		}
-	}()
-	return n
-}
-
-func (n *rebindingNAT) addr() string { return n.in.LocalAddr().String() }
-
-func (n *rebindingNAT) rebind(t testing.TB) {
-	out := clientSocket(t, "127.0.0.1")
-	n.mu.Lock()
-	old := n.out
-	n.out = out
-	n.mu.Unlock()
-	if old != nil {
-		old.Close()
+		return n, a, err
 	}
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			k, _, err := out.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			n.mu.Lock()
-			client := n.client
-			n.mu.Unlock()
-			if client != nil {
-				n.in.WriteTo(buf[:k], client)
-			}
-		}
-	}()
 }
+
+func (s *rebindingSocket) WriteTo(p []byte, a net.Addr) (int, error) { return s.conn().WriteTo(p, a) }
+func (s *rebindingSocket) LocalAddr() net.Addr                       { return s.conn().LocalAddr() }
+func (s *rebindingSocket) Close() error                              { return s.conn().Close() }
 
 // quicAPIHello is the ClientHello Go's crypto/tls QUIC API client sends for
 // serverName (QUIC transport parameters included), as a QUIC client puts it in its

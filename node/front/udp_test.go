@@ -250,9 +250,8 @@ func TestQUICFlowFollowsAClientWhoseAddressChanges(t *testing.T) {
 	pki := newTestPKI(t, nameDB, nameKV)
 	up := startQUICUpstream(t, pki)
 	r, ev, addr := startRelay(t, UDPConfig{}, twoNames(up.addr()), nil)
-	nat := startNAT(t, addr)
-	pc := clientSocket(t, "127.0.0.1")
-	line, c, err := dialQUIC(quicCtx(t), pc, nat.addr(), nameDB, pki)
+	pc := newRebindingSocket(t)
+	line, c, err := dialQUIC(quicCtx(t), pc, addr, nameDB, pki)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +259,7 @@ func TestQUICFlowFollowsAClientWhoseAddressChanges(t *testing.T) {
 	if line != nameDB+" x-test" {
 		t.Fatalf("answered %q", line)
 	}
-	nat.rebind(t)
+	pc.rebind()
 	line, err = askQUIC(quicCtx(t), c)
 	if err != nil || line != nameDB+" x-test" {
 		t.Fatalf("after the rebinding: %q, %v", line, err)
