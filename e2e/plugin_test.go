@@ -330,9 +330,10 @@ func TestPluginStartsWithItsFirstEndpointDown(t *testing.T) {
 	tr.requireProviderClean(t, pluginProvider)
 }
 
-// Scenario 14 (d, c): flip latency, PUT acknowledged → first request served by the new
-// target, through the plugin and through the built-in HTTP provider (pollInterval 1s,
-// shipped) side by side on the same node and the same flips. The plugin's median must
+// Scenarios 4 and 14 (d, c): path prefixes route on exactly one whole first segment, and
+// flip latency, PUT acknowledged → first request served by the new target, through the
+// plugin and through the built-in HTTP provider (pollInterval 1s, shipped) side by side
+// on the same node and the same flips, each way (a prefix added, then removed). The plugin's median must
 // beat the HTTP provider's, measured in the same run on the same machine: a comparison
 // a slow or busy machine slows on both sides, where a fixed bound would not.
 func TestPluginFlipLatencyBeatsTheHTTPProvider(t *testing.T) {
@@ -351,6 +352,34 @@ func TestPluginFlipLatencyBeatsTheHTTPProvider(t *testing.T) {
 	n1.putPaths(t, "site", host, withB)
 	for _, tr := range trs {
 		tr.waitServedBy(t, host, "/b", "blog@n1", routeTimeout)
+	}
+	// Scenario 4: a prefix is one whole first segment, matched exactly, on both
+	// providers; no prefix stripping (the upstream gets the path routed on, and the Host).
+	// "keep" stays flipped throughout the flips below: a republish must not disturb it.
+	for _, tc := range []struct {
+		path, want string
+	}{
+		{"/b", "blog@n1"},
+		{"/b/", "blog@n1"},
+		{"/b/x", "blog@n1"},
+		{"/b/x/y?q=1", "blog@n1"},
+		{"/b?q=1", "blog@n1"},
+		{"/keep", "blog@n1"},
+		{"/bat", "site@n1"}, // a whole segment, not a string prefix
+		{"/b.", "site@n1"},
+		{"/b-x", "site@n1"},
+		{"/", "site@n1"},
+		{"/c", "site@n1"},
+		{"/c/b", "site@n1"}, // only the first segment selects
+		{"/B", "site@n1"},   // prefixes are lowercase; paths are case-sensitive
+		{"/keepx", "site@n1"},
+	} {
+		for _, tr := range trs {
+			r := tr.expectServedBy(t, host, tc.path, tc.want)
+			if r.echo != nil && (r.echo.RawPath != tc.path || r.echo.Host != host) {
+				t.Errorf("%s via %s: upstream saw %q on Host %q, want both unchanged", tc.path, tr.name, r.echo.RawPath, r.echo.Host)
+			}
+		}
 	}
 
 	// 20 flips (about 25 s): medians that hold on a noisy 2-core machine, where the HTTP
