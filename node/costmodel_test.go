@@ -129,9 +129,6 @@ type cmNode struct {
 	next time.Time // its next heartbeat, on the virtual clock
 }
 
-// counts reads the node's store request counter alone (storeRequests).
-func (c *cmNode) counts() map[string]float64 { return storeRequests(c.srv) }
-
 // storeRequests is what srv has asked of its store so far, by op
 // (scafo_store_requests_total, its own counter: get, get_if_changed, list, put,
 // delete). Not a scrape of the node's registry: its ingress collector reads ingresses/
@@ -190,7 +187,7 @@ func runCostModel(t *testing.T, n int, before bool) []costRow {
 	writeApp := func(i, version int) {
 		a := fleet.App{Name: fmt.Sprintf("app-%02d", i), Account: "acme", Placement: []string{name(i % n), name((i + 1) % n)},
 			Health: &fleet.Health{Path: fmt.Sprintf("/healthz-%d", version)}}
-		putObjectNoBumpCtx(t, base, appKey(i), a)
+		putObjectNoBump(t, base, appKey(i), a)
 	}
 	for i := range cmApps {
 		writeApp(i, 0)
@@ -218,7 +215,7 @@ func runCostModel(t *testing.T, n int, before bool) []costRow {
 	}
 	// Measuring costs no store request: a node's first scrape finds its ingress view
 	// cold and reads ingresses/, so a count through the registry fails here.
-	if a, b := nodes[0].counts(), nodes[0].counts(); fmt.Sprint(a) != fmt.Sprint(b) {
+	if a, b := storeRequests(nodes[0].srv), storeRequests(nodes[0].srv); fmt.Sprint(a) != fmt.Sprint(b) {
 		t.Fatalf("reading the request counter made store requests: %v, then %v", a, b)
 	}
 	heartbeat := func(c *cmNode) {
@@ -271,14 +268,14 @@ func runCostModel(t *testing.T, n int, before bool) []costRow {
 	measure := func(phase string, write func()) costRow {
 		start := make([]map[string]float64, n)
 		for i, c := range nodes {
-			start[i] = c.counts()
+			start[i] = storeRequests(c.srv)
 		}
 		for range ticks {
 			tick(write)
 		}
 		row := costRow{nodes: n, before: before, phase: phase, ticks: ticks, perOp: map[string]float64{}, total: map[string]float64{}}
 		for i, c := range nodes {
-			end := c.counts()
+			end := storeRequests(c.srv)
 			for _, op := range costOps {
 				row.total[op] += end[op] - start[i][op]
 			}
@@ -337,9 +334,4 @@ func runCostModel(t *testing.T, n int, before bool) []costRow {
 		t.Errorf("%d nodes, one changed object per tick: %.0f GETs in %d node-ticks, want one each", n, got, n*ticks)
 	}
 	return rows
-}
-
-func putObjectNoBumpCtx(t *testing.T, st store.Store, key string, v any) {
-	t.Helper()
-	putObjectNoBump(t, st, key, v)
 }
