@@ -9,12 +9,13 @@ import (
 )
 
 func TestNewRejectsBadConfiguration(t *testing.T) {
-	cases := []struct {
+	type bad struct {
 		name    string
 		edit    func(c *Config)
 		env     string // value of SCAFO_INGRESS_TOKEN
 		wantErr string
-	}{
+	}
+	cases := []bad{
 		{name: "no endpoints", edit: func(c *Config) { c.Endpoints = nil }, wantErr: "endpoints: at least one node URL is required"},
 		{name: "empty endpoint", edit: func(c *Config) { c.Endpoints = []string{"http://a:7400", " "} }, wantErr: `endpoints[1] " ": empty`},
 		{name: "no scheme", edit: func(c *Config) { c.Endpoints = []string{"10.83.0.1:7400"} }, wantErr: `endpoints[0] "10.83.0.1:7400"`},
@@ -34,21 +35,11 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 		{name: "negative watchWait", edit: func(c *Config) { c.WatchWait = "-1s" }, wantErr: `watchWait: "-1s" must be above zero`},
 		{name: "negative appliedDelay", edit: func(c *Config) { c.AppliedDelay = "-1s" }, wantErr: "appliedDelay"},
 	}
-	for _, bad := range []string{"Edge", "edge_1", "-edge", "edge.", strings.Repeat("a", 64)} {
-		cases = append(cases, struct {
-			name    string
-			edit    func(c *Config)
-			env     string
-			wantErr string
-		}{name: "name " + bad, edit: func(c *Config) { c.Name = bad }, wantErr: "invalid configuration: name: "})
+	for _, v := range []string{"Edge", "edge_1", "-edge", "edge.", strings.Repeat("a", 64)} {
+		cases = append(cases, bad{name: "name " + v, edit: func(c *Config) { c.Name = v }, wantErr: "invalid configuration: name: "})
 	}
-	for _, bad := range []string{"127.0.0.1:80", "ftp://127.0.0.1", "http://", "http://u:p@127.0.0.1", "http://127.0.0.1/x", "http://127.0.0.1/?a=b", "http://127.0.0.1/#f", "http://%zz"} {
-		cases = append(cases, struct {
-			name    string
-			edit    func(c *Config)
-			env     string
-			wantErr string
-		}{name: "appliedProbe " + bad, edit: func(c *Config) { c.AppliedProbe = bad }, wantErr: "invalid configuration: appliedProbe"})
+	for _, v := range []string{"127.0.0.1:80", "ftp://127.0.0.1", "http://", "http://u:p@127.0.0.1", "http://127.0.0.1/x", "http://127.0.0.1/?a=b", "http://127.0.0.1/#f", "http://%zz"} {
+		cases = append(cases, bad{name: "appliedProbe " + v, edit: func(c *Config) { c.AppliedProbe = v }, wantErr: "invalid configuration: appliedProbe"})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
