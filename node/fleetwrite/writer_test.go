@@ -490,9 +490,9 @@ func TestAuditReadsNewestFirstWithoutListingEverythingAndRetentionDeletes(t *tes
 	f.w.cfg.AuditRetention = 30 * 24 * time.Hour
 	ctx := context.Background()
 	day := func(d int) time.Time { return time.Date(2026, 11, d, 12, 0, 0, 0, time.UTC) }
-	for _, d := range []int{1, 27, 28, 29, 30} { // one record a day
-		f.w.now = func() time.Time { return day(d) }
-		if _, _, _, err := f.w.PutApp(ctx, admin, fmt.Sprintf("app%d", d), fleet.App{Account: "acme"}, ""); err != nil {
+	for _, at := range []time.Time{day(1).Add(11*time.Hour + 59*time.Minute), day(2).Add(-11*time.Hour - 59*time.Minute), day(27), day(28), day(29), day(30)} { // one record a day
+		f.w.now = func() time.Time { return at }
+		if _, _, _, err := f.w.PutApp(ctx, admin, fmt.Sprintf("app%d", at.Day()), fleet.App{Account: "acme"}, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -509,14 +509,16 @@ func TestAuditReadsNewestFirstWithoutListingEverythingAndRetentionDeletes(t *tes
 	if len(lc.prefixes) != 2 || lc.prefixes[0] != "audit/20261130/" {
 		t.Fatalf("audit listed %v: want today's and yesterday's segments only", lc.prefixes)
 	}
-	f.w.now = func() time.Time { return day(30).Add(48 * time.Hour) } // Dec 2: all of Nov 1 is past 30 days
+	// Swept on Dec 2 at 13:00, the cutoff is Nov 2: its record of 00:01 stays, Nov 1's of
+	// 23:59 goes (an off-by-one-day sweep fails one way or the other).
+	f.w.now = func() time.Time { return day(30).Add(49 * time.Hour) }
 	n, err := f.w.SweepAudit(ctx, f.w.now())
 	if err != nil || n != 1 {
 		t.Fatalf("sweep deleted %d (%v), want the one record of Nov 1", n, err)
 	}
 	recs, _ = f.w.Audit(ctx, 100)
-	if len(recs) != 4 || recs[3].App != "app27" {
-		t.Fatalf("after the sweep: %+v", recs)
+	if len(recs) != 5 || recs[3].App != "app27" || recs[4].App != "app2" {
+		t.Fatalf("after the sweep: %+v, want Nov 2's record kept (the cutoff day)", recs)
 	}
 }
 
