@@ -3,7 +3,6 @@ package fleetcerts
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"net/http/httptest"
 	"path"
 	"strconv"
@@ -52,15 +51,9 @@ func (c *countingStorage) List(ctx context.Context, p string, r bool) ([]string,
 // reads are bounded by the bucket: TestChallengeIsAnsweredDuringAnAnonymousFlood.)
 func TestChallengeRouteReadsTheStoreOnlyForManagedNamesAndWellFormedTokens(t *testing.T) {
 	cs := &countingStorage{Storage: &certmagic.FileStorage{Path: t.TempDir()}}
-	m, err := New(Options{Storage: cs, CA: "https://127.0.0.1:1/dir", PlatformDomains: []string{"apps.example.com"},
-		PlatformBudget: 0, Log: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Budget 0 keeps CertMagic from touching storage for the platform host; the test
 	// counts only what requests cause.
-	m.Start(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1})
-	t.Cleanup(m.Close)
+	m := startedManager(t, Options{Storage: cs, PlatformBudget: 0})
 	m.Sync(docWith("shop.apps.example.com"))
 	// Sync reconciles at once and orders nothing (budget 0); whatever CertMagic began on
 	// the storage has returned before the count starts.
@@ -109,13 +102,7 @@ func TestChallengeRouteReadsTheStoreOnlyForManagedNamesAndWellFormedTokens(t *te
 // name every pass.
 func TestBacklogLookupsAreBatched(t *testing.T) {
 	cs := &countingStorage{Storage: &certmagic.FileStorage{Path: t.TempDir()}}
-	m, err := New(Options{Storage: cs, CA: "https://127.0.0.1:1/dir", PlatformDomains: []string{"apps.example.com"},
-		PlatformBudget: 0, Log: testLogger(t), Poll: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Start(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1})
-	t.Cleanup(m.Close)
+	m := startedManager(t, Options{Storage: cs, PlatformBudget: 0, Poll: time.Hour})
 	var hosts []string
 	for i := range 400 {
 		hosts = append(hosts, "app"+strconv.Itoa(i)+".apps.example.com")
@@ -171,13 +158,7 @@ const lookupBurst = 100
 
 func challengeFlood(t *testing.T, cs *countingStorage, hosts, flood []string, tries int) (answered int, ops int64, elapsed time.Duration) {
 	t.Helper()
-	m, err := New(Options{Storage: cs, CA: "https://127.0.0.1:1/dir", PlatformDomains: []string{"apps.example.com"},
-		PlatformBudget: 0, Log: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Start(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1})
-	t.Cleanup(m.Close)
+	m := startedManager(t, Options{Storage: cs, PlatformBudget: 0})
 	m.Sync(docWith(hosts...))
 	try := func(host, token string) string {
 		req := httptest.NewRequest("GET", "/.well-known/acme-challenge/"+token, nil)

@@ -33,6 +33,27 @@ func (w testWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// startedManager is New(opt) with the test's log, by default apps.example.com and a CA
+// nothing answers (https://127.0.0.1:1), started (its challenge port unreachable too)
+// and closed at the test's end.
+func startedManager(t *testing.T, opt Options) *Manager {
+	t.Helper()
+	if opt.CA == "" {
+		opt.CA = "https://127.0.0.1:1/dir"
+	}
+	if opt.PlatformDomains == nil {
+		opt.PlatformDomains = []string{"apps.example.com"}
+	}
+	opt.Log = testLogger(t)
+	m, err := New(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1})
+	t.Cleanup(m.Close)
+	return m
+}
+
 func docWith(hosts ...string) *routing.Document {
 	d := &routing.Document{V: routing.Version}
 	for _, h := range hosts {
@@ -214,12 +235,7 @@ func TestAFailingNameAndACorruptStoredOneAreFailedWithoutACertificate(t *testing
 			t.Fatal(err)
 		}
 	}
-	m, err := New(Options{Storage: storage, CA: ca, PlatformDomains: []string{apex}, PlatformBudget: 10, Log: testLogger(t), Poll: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Start(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1})
-	t.Cleanup(m.Close)
+	m := startedManager(t, Options{Storage: storage, CA: ca, PlatformDomains: []string{apex}, PlatformBudget: 10, Poll: time.Hour})
 	m.Sync(&routing.Document{V: routing.Version, API: &routing.API{Hosts: []string{apex}}, Routes: []routing.Route{{Host: corrupt, Application: "shop"}}})
 	stepUntil(t, m, 30*time.Second, "both names failed with a next attempt", func() bool {
 		for _, n := range []string{apex, corrupt} {

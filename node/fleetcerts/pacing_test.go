@@ -219,13 +219,7 @@ func TestRetriesCountAgainstTheBudget(t *testing.T) {
 // budget 20 hours of every day. A name never held off is now taken on before one that
 // was, fewer hold-offs first.
 func TestNamesThatFailedBeforeDoNotTakeTheBudgetFirst(t *testing.T) {
-	m, err := New(Options{Storage: &certmagic.FileStorage{Path: t.TempDir()}, CA: "https://127.0.0.1:1/dir",
-		PlatformDomains: []string{"apps.example.com"}, CustomBudget: 2, Log: testLogger(t), Poll: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Start(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1})
-	t.Cleanup(m.Close)
+	m := startedManager(t, Options{Storage: &certmagic.FileStorage{Path: t.TempDir()}, CustomBudget: 2, Poll: time.Hour})
 	failed := []string{"a1.example.org", "a2.example.org", "a3.example.org"}
 	m.mu.Lock()
 	for i, n := range failed {
