@@ -159,25 +159,33 @@ func dialDropped(addr string) error {
 }
 
 // The fix: Drain while accepting, then close: every connection queued at the stop is
-// accepted and answered, none is reset.
+// accepted and answered, none is reset. So through a listener wrapped around the socket
+// that forwards SyscallConn (the test harness's connection counter, handed to a node as
+// its listener, is such a wrapper; the node gates what it is handed, and wraps its own
+// connection limiter around it after).
 func TestDrainAnswersEveryQueuedConnection(t *testing.T) {
 	loopbacks(t, func(t *testing.T, host string) {
-		ln := listen(t, host)
-		conns := queue(t, ln, 8)
-		drained := make(chan error, 1)
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			drained <- Drain(ctx, ln)
-		}()
-		served := serve(ln)
-		if err := <-drained; err != nil {
-			t.Fatalf("Drain: %v", err)
+		for _, wrap := range []bool{false, true} {
+			var ln net.Listener = listen(t, host)
+			if wrap {
+				ln = wrapped{Listener: ln, forward: true}
+			}
+			conns := queue(t, ln, 8)
+			drained := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				drained <- Drain(ctx, ln)
+			}()
+			served := serve(ln)
+			if err := <-drained; err != nil {
+				t.Fatalf("Drain (wrapped %v): %v", wrap, err)
+			}
+			if n, err := Queued(ln); err != nil || n != 0 {
+				t.Fatalf("after Drain (wrapped %v): %d queued (%v), want 0", wrap, n, err)
+			}
+			closeAndCheckAnswered(t, ln, served, conns)
 		}
-		if n, err := Queued(ln); err != nil || n != 0 {
-			t.Fatalf("after Drain: %d queued (%v), want 0", n, err)
-		}
-		closeAndCheckAnswered(t, ln, served, conns)
 	})
 }
 
@@ -288,7 +296,10 @@ func protocol(t *testing.T, ln net.Listener) int {
 }
 
 // Listen never listens with multipath TCP; Gate refuses a multipath TCP listener
-// (SO_ATTACH_FILTER fails on one) and a unix socket listener with ErrUnsupported.
+// (SO_ATTACH_FILTER fails on one), a unix socket listener, a wrapper that hides its
+// socket, hands over none (nil, nil: it crashed Drain) or a connected socket rather than
+// a listening one (it passed Gate) with ErrUnsupported; a wrapper whose SyscallConn
+// fails, with its error.
 func TestGateRefusesWhatItCannotGate(t *testing.T) {
 	if p := protocol(t, listen(t, "127.0.0.1")); p != unix.IPPROTO_TCP {
 		t.Errorf("Listen: protocol %d, want IPPROTO_TCP", p)
@@ -326,64 +337,14 @@ func TestGateRefusesWhatItCannotGate(t *testing.T) {
 	if err := Drain(context.Background(), ul); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("Drain on a unix socket: %v, want ErrUnsupported", err)
 	}
-}
 
-// wrapped is a listener in front of another (one that counts or limits connections):
-// it hands over the socket below when forward is set.
-type wrapped struct {
-	net.Listener
-	forward bool
-}
-
-func (w wrapped) SyscallConn() (syscall.RawConn, error) {
-	if !w.forward {
-		return nil, errors.New("not forwarded")
-	}
-	return w.Listener.(syscall.Conn).SyscallConn()
-}
-
-// A listener wrapped around the socket is drained like the socket when it forwards
-// SyscallConn (the test harness's connection counter, handed to a node as its listener,
-// is such a wrapper; the node gates what it is handed, and wraps its own connection
-// limiter around it after); one that hides the socket is refused with ErrUnsupported,
-// and one whose SyscallConn fails says why.
-func TestDrainThroughAWrapperThatHandsOverItsSocket(t *testing.T) {
 	ln := listen(t, "127.0.0.1")
-	w := wrapped{Listener: ln, forward: true}
-	conns := queue(t, ln, 4)
-	drained := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		drained <- Drain(ctx, w)
-	}()
-	served := serve(w)
-	if err := <-drained; err != nil {
-		t.Fatalf("Drain through the wrapper: %v", err)
-	}
-	closeAndCheckAnswered(t, w, served, conns)
-
-	hidden := struct{ net.Listener }{listen(t, "127.0.0.1")}
-	if err := Gate(hidden); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "syscall.Conn") {
+	if err := Gate(struct{ net.Listener }{ln}); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "syscall.Conn") {
 		t.Errorf("Gate on a wrapper hiding its socket: %v, want ErrUnsupported naming syscall.Conn", err)
 	}
-	if err := Gate(wrapped{Listener: listen(t, "127.0.0.1")}); err == nil || errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "not forwarded") {
+	if err := Gate(wrapped{Listener: ln}); err == nil || errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "not forwarded") {
 		t.Errorf("Gate on a wrapper whose SyscallConn fails: %v, want its error", err)
 	}
-}
-
-// handsOver is a listener whose SyscallConn hands over rc (nil, or a connection's).
-type handsOver struct {
-	net.Listener
-	rc syscall.RawConn
-}
-
-func (h handsOver) SyscallConn() (syscall.RawConn, error) { return h.rc, nil }
-
-// A wrapper that hands over no socket (nil, nil) crashed Drain; one that hands over a
-// connected socket rather than a listening one passed Gate. Both are ErrUnsupported.
-func TestAWrapperMustHandOverAListeningSocket(t *testing.T) {
-	ln := listen(t, "127.0.0.1")
 	if err := Drain(context.Background(), handsOver{Listener: ln}); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("Drain through a wrapper handing over no socket: %v, want ErrUnsupported", err)
 	}
@@ -400,3 +361,25 @@ func TestAWrapperMustHandOverAListeningSocket(t *testing.T) {
 		t.Errorf("Gate on a connected socket: %v, want ErrUnsupported naming a listening socket", err)
 	}
 }
+
+// wrapped is a listener in front of another (one that counts or limits connections):
+// it hands over the socket below when forward is set.
+type wrapped struct {
+	net.Listener
+	forward bool
+}
+
+func (w wrapped) SyscallConn() (syscall.RawConn, error) {
+	if !w.forward {
+		return nil, errors.New("not forwarded")
+	}
+	return w.Listener.(syscall.Conn).SyscallConn()
+}
+
+// handsOver is a listener whose SyscallConn hands over rc (nil, or a connection's).
+type handsOver struct {
+	net.Listener
+	rc syscall.RawConn
+}
+
+func (h handsOver) SyscallConn() (syscall.RawConn, error) { return h.rc, nil }
