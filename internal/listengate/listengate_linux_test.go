@@ -298,8 +298,8 @@ func protocol(t *testing.T, ln net.Listener) int {
 // Listen never listens with multipath TCP; Gate refuses a multipath TCP listener
 // (SO_ATTACH_FILTER fails on one), a unix socket listener, a wrapper that hides its
 // socket, hands over none (nil, nil: it crashed Drain) or a connected socket rather than
-// a listening one (it passed Gate) with ErrUnsupported; a wrapper whose SyscallConn
-// fails, with its error.
+// a listening one (SO_ACCEPTCONN 0: it passed Gate) with ErrUnsupported; a wrapper whose
+// SyscallConn fails, with its error.
 func TestGateRefusesWhatItCannotGate(t *testing.T) {
 	if p := protocol(t, listen(t, "127.0.0.1")); p != unix.IPPROTO_TCP {
 		t.Errorf("Listen: protocol %d, want IPPROTO_TCP", p)
