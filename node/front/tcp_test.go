@@ -563,69 +563,64 @@ func repeat(v, n int) []int {
 	return s
 }
 
-func TestShutdownLetsOpenConnectionsRunUntilItsContextEnds(t *testing.T) {
+// Shutdown closes the listener at once and lets open connections run; it returns nil
+// when the last one ends, or its context's error when that ends first, closing them.
+func TestShutdownLetsOpenConnectionsRunUntilTheyOrItsContextEnd(t *testing.T) {
 	pki := newTestPKI(t, nameDB)
 	up := startTLSUpstream(t, pki, false)
-	fb := startFallback(t)
-	p, addr := startFront(t, TCPConfig{Fallback: fb.addr()}, []Route{{Name: nameDB, Upstreams: []string{up.addr()}}}, nil)
-	_, open, err := dialTLS(addr, nameDB, pki.roots, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer open.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	shut := make(chan error, 1)
-	go func() { shut <- p.Shutdown(ctx) }()
-	// No new connection once Shutdown began (its listener is closed: refused).
-	for {
-		c, err := net.Dial("tcp", addr)
+	for _, byContext := range []bool{true, false} {
+		p, addr := startFront(t, TCPConfig{}, []Route{{Name: nameDB, Upstreams: []string{up.addr()}}}, nil)
+		_, open, err := dialTLS(addr, nameDB, pki.roots, nil)
 		if err != nil {
-			break
+			t.Fatal(err)
 		}
-		c.Close() // accepted before the listener closed (the front sees it leave)
-	}
-	// The open connection still works.
-	br := bufio.NewReader(open)
-	if _, err := io.WriteString(open, "still here\n"); err != nil {
-		t.Fatal(err)
-	}
-	if line, err := br.ReadString('\n'); err != nil || line != "still here\n" {
-		t.Fatalf("the open connection during Shutdown: %q, %v", line, err)
-	}
-	select {
-	case err := <-shut:
-		t.Fatalf("Shutdown returned %v with a connection open", err)
-	default:
-	}
-	cancel()
-	if err := <-shut; !errors.Is(err, context.Canceled) {
-		t.Errorf("Shutdown = %v, want context.Canceled", err)
-	}
-	_ = open.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := br.ReadString('\n'); err == nil {
-		t.Error("the open connection survived the end of Shutdown's context")
-	}
-	if s := p.Stats(); s.Open != 0 {
-		t.Errorf("stats %+v: connections still open", s)
-	}
-}
-
-func TestShutdownReturnsWhenTheLastConnectionEnds(t *testing.T) {
-	pki := newTestPKI(t, nameDB)
-	up := startTLSUpstream(t, pki, false)
-	p, addr := startFront(t, TCPConfig{}, []Route{{Name: nameDB, Upstreams: []string{up.addr()}}}, nil)
-	_, open, err := dialTLS(addr, nameDB, pki.roots, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	shut := make(chan error, 1)
-	go func() { shut <- p.Shutdown(context.Background()) }()
-	open.Close() // the client leaves: the application sees EOF and closes, the relay ends
-	if err := <-shut; err != nil {
-		t.Errorf("Shutdown = %v, want nil once the last connection ended", err)
-	}
-	if err := p.Serve(&net.TCPListener{}); !errors.Is(err, ErrTCPProxyClosed) {
-		t.Errorf("Serve after Shutdown = %v, want ErrTCPProxyClosed", err)
+		defer open.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		shut := make(chan error, 1)
+		go func() { shut <- p.Shutdown(ctx) }()
+		// No new connection once Shutdown began (its listener is closed: refused).
+		for {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				break
+			}
+			c.Close() // accepted before the listener closed (the front sees it leave)
+		}
+		// The open connection still works, and holds Shutdown.
+		br := bufio.NewReader(open)
+		if _, err := io.WriteString(open, "still here\n"); err != nil {
+			t.Fatal(err)
+		}
+		if line, err := br.ReadString('\n'); err != nil || line != "still here\n" {
+			t.Fatalf("the open connection during Shutdown: %q, %v", line, err)
+		}
+		select {
+		case err := <-shut:
+			t.Fatalf("Shutdown returned %v with a connection open", err)
+		default:
+		}
+		if !byContext {
+			open.Close() // the client leaves: the application sees EOF and closes, the relay ends
+			if err := <-shut; err != nil {
+				t.Errorf("Shutdown = %v, want nil once the last connection ended", err)
+			}
+		} else {
+			cancel()
+			if err := <-shut; !errors.Is(err, context.Canceled) {
+				t.Errorf("Shutdown = %v, want context.Canceled", err)
+			}
+			_ = open.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := br.ReadString('\n'); err == nil {
+				t.Error("the open connection survived the end of Shutdown's context")
+			}
+		}
+		if s := p.Stats(); s.Open != 0 {
+			t.Errorf("stats %+v: connections still open", s)
+		}
+		if err := p.Serve(&net.TCPListener{}); !errors.Is(err, ErrTCPProxyClosed) {
+			t.Errorf("Serve after Shutdown = %v, want ErrTCPProxyClosed", err)
+		}
 	}
 }
 
