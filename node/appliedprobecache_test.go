@@ -1,10 +1,10 @@
 package node_test
 
 import (
-	"github.com/scafo/ingress/internal/testnode"
 	"strings"
 	"testing"
 
+	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/api"
 )
 
