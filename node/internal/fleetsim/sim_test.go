@@ -62,6 +62,7 @@ type simNode struct {
 	nextBeat    time.Time     // its next heartbeat, on its clock
 	failP       float64       // the probability its store requests fail
 	failUntil   int           // the step its failures end at
+	recordFails int           // its record's writes fail until this step (a restart without its state dir)
 	flaky       bool          // until failUntil, every other read of its serial fails
 	passed      bool          // a pass of this process succeeded
 	serialReads int
@@ -167,6 +168,10 @@ func (s *sim) config(name string, i int) *node.Config {
 	cfg.Reconcile.Heartbeat = ptypes.Duration(heartbeat)
 	cfg.Reconcile.NodeTTL = ptypes.Duration(nodeTTL)
 	cfg.Probe.Interval = 0 // instances are declared ready or not by their tenants
+	// Released ports come back within a run: 20 s, not 10 minutes (the floor is
+	// 5 x reconcile.interval + 5 s), so that a quarantine that ends too early gives a
+	// port peers still route to within the schedule.
+	cfg.Ports.Quarantine = ptypes.Duration(20 * time.Second)
 	if err := cfg.Validate(); err != nil {
 		s.t.Fatal(err)
 	}
@@ -176,6 +181,12 @@ func (s *sim) config(name string, i int) *node.Config {
 // start builds n's process over its state dir (a new one when it lost its state).
 func (s *sim) start(n *simNode) {
 	if n.loseState {
+		if !s.settling && s.rng.IntN(2) == 0 {
+			// Its record cannot be written for a while (its first heartbeats fail): the
+			// ports its last record publishes stay held until one is announced.
+			n.recordFails = s.step + 10 + s.rng.IntN(40)
+			s.logf("%s's record cannot be written until step %d", n.name, n.recordFails)
+		}
 		s.forget(n)
 		n.cfg.StateDir = s.stateDir()
 		n.loseState = false
@@ -196,7 +207,7 @@ func (s *sim) start(n *simNode) {
 }
 
 func (s *sim) fails(n *simNode, op, key string) bool {
-	if s.step < s.outageUntil || s.recordsFail && op == "put" && strings.HasPrefix(key, fleet.PrefixNodes) {
+	if s.step < s.outageUntil || (s.recordsFail || s.step < n.recordFails) && op == "put" && strings.HasPrefix(key, fleet.PrefixNodes) {
 		return true
 	}
 	if n.flaky && s.step < n.failUntil && key == store.SerialKey {
@@ -505,7 +516,7 @@ func (s *sim) settle() {
 		s.remount()
 	}
 	for _, n := range s.nodes {
-		n.failUntil, n.skew = 0, 0
+		n.failUntil, n.skew, n.recordFails = 0, 0, 0
 		if n.srv == nil {
 			n.downUntil = s.step
 		}
