@@ -55,7 +55,10 @@ func runPreinst(t *testing.T, pkg, passwd, group string, args ...string) (out st
 // nothing: they would read what the service reads (/etc/scafo/scafo-node.yaml is
 // root:scafo 0640). An upgrade, or an install over remaining configuration files (an
 // earlier version given), keeps the group as it is; so does a fresh install over a
-// group whose only member is the service's user.
+// group whose only member is the service's user. A user or group of the name that is not
+// a system one (uid or gid 1000 or more: a person, a deploy account) is refused, naming
+// it, whatever the install: the service would run as that account and its group read
+// the configuration, as adduser --system refuses; a system user of the name is kept.
 func TestThePreinstScriptsRefuseAGroupWithMembersOnAFreshInstall(t *testing.T) {
 	const people = "root:x:0:0::/root:/bin/sh\nalice:x:1000:1000::/home/alice:/bin/bash\nbob:x:1001:1001::/home/bob:/bin/bash\n"
 	for _, pkg := range []struct{ name, user string }{{"scafo-node", "scafo"}, {"scafo-caddy", "caddy"}} {
@@ -79,6 +82,14 @@ func TestThePreinstScriptsRefuseAGroupWithMembersOnAFreshInstall(t *testing.T) {
 			{"listed members, install over remaining configuration files", people, u + ":x:998:alice,bob\n", []string{"install", "1.0.0"},
 				nil, false},
 			{"no group, fresh install", people, "root:x:0:\n", []string{"install"}, nil, true},
+			// Never a login account of the name: a user (uid 1000) or a group (gid
+			// 1000), on an install or an upgrade, is refused naming it.
+			{"a login user of the name", people + u + ":x:1000:1000::/home/" + u + ":/bin/bash\n", "root:x:0:\n", []string{"install"},
+				[]string{"the user " + u + " exists and is not a system user (uid 1000)"}, false},
+			{"a login user of the name, upgrade", people + u + ":x:1000:1000::/home/" + u + ":/bin/bash\n", "root:x:0:\n", []string{"upgrade", "1.0.0"},
+				[]string{"the user " + u + " exists and is not a system user (uid 1000)"}, false},
+			{"a login group of the name", people, u + ":x:1000:\n", []string{"install"},
+				[]string{"the group " + u + " exists and is not a system group (gid 1000)"}, false},
 		} {
 			t.Run(pkg.name+"/"+tc.name, func(t *testing.T) {
 				out, err, calls := runPreinst(t, pkg.name, tc.passwd, tc.group, tc.args...)
