@@ -175,10 +175,9 @@ func TestProbeNeverVouchesForAnInstanceOnTheAPIPortOrAnotherTenantsPort(t *testi
 	}
 	defer bankLn.Close()
 	a.Must(200, "PUT", "/v1/node/instances/bank", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, bank.Port))
-	var it struct{ Token string }
-	json.Unmarshal(a.Must(201, "POST", "/v1/tokens", testnode.AdminToken, `{"account":"evil","app":"evil","roles":["instance"]}`), &it)
-	a.Must(409, "PUT", "/v1/node/instances/evil", it.Token, fmt.Sprintf(`{"port":%d,"ready":true}`, bank.Port))
-	a.Must(403, "PUT", "/v1/node/instances/evil", it.Token, fmt.Sprintf(`{"port":%d,"ready":true}`, cfg.Node.APIPort))
+	evil := a.Token("evil", "evil", `"instance"`)
+	a.Must(409, "PUT", "/v1/node/instances/evil", evil, fmt.Sprintf(`{"port":%d,"ready":true}`, bank.Port))
+	a.Must(403, "PUT", "/v1/node/instances/evil", evil, fmt.Sprintf(`{"port":%d,"ready":true}`, cfg.Node.APIPort))
 
 	a.Must(200, "PUT", "/v1/node/instances/evil", testnode.AdminToken, fmt.Sprintf(`{"port":%d,"ready":true}`, cfg.Node.APIPort))
 	a.Rounds(3) // bank, on its own port, is probed in each: evil never is
