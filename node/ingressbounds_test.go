@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -197,12 +196,8 @@ func TestHostileIngressReports(t *testing.T) {
 	var ins map[string]api.Ingress
 	readIngresses := func() {
 		t.Helper()
-		var st api.Status
-		if err := json.Unmarshal(n.Must(http.StatusOK, "GET", "/v1/status", testAdminToken, ""), &st); err != nil {
-			t.Fatal(err)
-		}
 		ins = map[string]api.Ingress{}
-		for _, in := range st.Ingresses {
+		for _, in := range n.Status().Ingresses {
 			ins[in.Name] = in
 		}
 	}
