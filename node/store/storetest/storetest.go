@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,6 +41,12 @@ type Options struct {
 	// "Object name contains unsupported characters"), and the S3 suite, run on MinIO,
 	// leaves this off. Without it the long-key subtest stops its segments at 255 bytes.
 	LongSegments bool
+	// PutRaw writes value under key behind the store's back (an object no Put would
+	// write: above store.MaxObjectSize). Without it the too-large subtest skips.
+	PutRaw func(t *testing.T, s store.Store, key string, value []byte)
+	// ETag is the etag the backend gives a content, when it is a function of the
+	// content alone (the dir store's dir.ETag); nil: not checked.
+	ETag func(value []byte) string
 }
 
 func (o Options) withDefaults() Options {
@@ -79,6 +86,7 @@ func RunOptions(t *testing.T, newStore func(t *testing.T) store.Store, opts Opti
 		{"LongKeysAndSegments", func(t *testing.T, s store.Store) { testLongKeys(t, s, opts) }},
 		{"DeleteHonoursIfMatch", testDelete},
 		{"PutAboveMaxObjectSizeIsRefused", testPutTooLarge},
+		{"ObjectAboveMaxObjectSizeIsNotLoaded", func(t *testing.T, s store.Store) { testTooLargeNotLoaded(t, s, opts) }},
 		{"InvalidKeysRefused", testInvalidKeys},
 		{"CanceledContextWritesNothing", testCanceled},
 		{"ConcurrentCASIncrementsLoseNoUpdate", func(t *testing.T, s store.Store) { testConcurrentCAS(t, s, opts) }},
@@ -466,6 +474,36 @@ func testPutTooLarge(t *testing.T, s store.Store) {
 	_, err = s.Get(ctxT(t), "big.json")
 	wantErr(t, "Get after a refused Put", err, store.ErrNotFound)
 	mustPut(t, s, "fits.json", make([]byte, store.MaxObjectSize), store.Condition{})
+}
+
+// testTooLargeNotLoaded: an object above store.MaxObjectSize (corrupt or hostile:
+// nothing the fleet writes comes near) is not loaded: Get answers ErrTooLarge and, with
+// List, allocates far less than it; List names it with an etag a delete conditional on
+// it removes it by. Before, Get and List read it whole: a 1 GiB object under apps/
+// exhausted the memory of every node on its next pass.
+func testTooLargeNotLoaded(t *testing.T, s store.Store, opts Options) {
+	if opts.PutRaw == nil {
+		t.Skip("the backend offers no raw write (Options.PutRaw)")
+	}
+	const key = "apps/huge.json"
+	big := bytes.Repeat([]byte("x"), store.MaxObjectSize+1)
+	opts.PutRaw(t, s, key, big)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := s.Get(ctxT(t), key)
+	es, lerr := s.List(ctxT(t), "apps/")
+	runtime.ReadMemStats(&after)
+	wantErr(t, "Get above MaxObjectSize", err, store.ErrTooLarge)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4<<20 {
+		t.Errorf("Get and List of a %d-byte object allocated %d bytes, want it left unread", len(big), alloc)
+	}
+	if lerr != nil || len(es) != 1 || es[0].Key != key || es[0].ETag == "" || opts.ETag != nil && es[0].ETag != opts.ETag(big) {
+		t.Fatalf("List: %v %+v, want %s with the etag of its content", lerr, es, key)
+	}
+	if err := s.Delete(ctxT(t), key, es[0].ETag); err != nil {
+		t.Fatalf("Delete If-Match the listed etag: %v", err)
+	}
 }
 
 func testDelete(t *testing.T, s store.Store) {
