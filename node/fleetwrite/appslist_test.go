@@ -66,9 +66,7 @@ func TestListingApplicationsReadsOnlyWhatChanged(t *testing.T) {
 	if got, gets := names(), cs.take(); got != "a@,b@,c@" || gets != 0 {
 		t.Fatalf("unchanged: %q with %d GETs, want the same list and none", got, gets)
 	}
-	if _, _, _, err := f.w.PutApp(ctx, admin, "b", fleet.App{Account: "acme", Placement: []string{"vps-a"}}, ""); err != nil {
-		t.Fatal(err)
-	}
+	putApp(t, f.w, "b", fleet.App{Account: "acme", Placement: []string{"vps-a"}}, "")
 	if err := f.w.DeleteApp(ctx, admin, "c", ""); err != nil {
 		t.Fatal(err)
 	}

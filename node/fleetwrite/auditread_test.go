@@ -41,9 +41,7 @@ func TestAuditRereadsListTheRecentDaysOnly(t *testing.T) {
 	at := func(ts time.Time) { f.w.now = func() time.Time { return ts } }
 	put := func(app string) {
 		t.Helper()
-		if _, _, _, err := f.w.PutApp(ctx, admin, app, fleet.App{Account: "acme"}, ""); err != nil {
-			t.Fatal(err)
-		}
+		putApp(t, f.w, app, fleet.App{Account: "acme"}, "")
 	}
 	at(now.Add(-10 * 24 * time.Hour))
 	put("old")
@@ -121,9 +119,7 @@ func TestAuditRereadsListTheRecentDaysOnly(t *testing.T) {
 func TestAuditKeepsNoOversizedRecordInMemory(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	if _, _, _, err := f.w.PutApp(ctx, admin, "shop", fleet.App{Account: "acme"}, ""); err != nil {
-		t.Fatal(err)
-	}
+	putApp(t, f.w, "shop", fleet.App{Account: "acme"}, "")
 	now := f.w.now().UTC()
 	big, _ := json.Marshal(AuditRecord{Time: now, Actor: strings.Repeat("x", 256<<10), Node: "vps-z", Action: "planted"})
 	if _, err := f.w.st.Put(ctx, auditSegment(now)+"235959.999999999Z-planted.json", big, store.Condition{}); err != nil {

@@ -112,9 +112,7 @@ func TestAClaimAnswered201WhileItsApplicationWasDeletedIsWithdrawnByTheDelete(t 
 
 	// A claim of a new incarnation created after the delete is the new one's: kept.
 	f.app(t, "shop", "acme")
-	if _, _, _, err := f.w.Claim(ctx, admin, "shop", host); err != nil {
-		t.Fatal(err)
-	}
+	claim(t, f.w, "shop", host)
 	if got := f.w.withdrawRacedClaims(ctx, "shop", nil); len(got) != 0 {
 		t.Fatalf("withdrew %+v of an application that exists", got)
 	}

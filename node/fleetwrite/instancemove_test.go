@@ -34,9 +34,7 @@ func TestAMoveToAPortThatDoesNotServeIsRefused(t *testing.T) {
 	f := newFixture(t)
 	ports := &portsUp{up: map[int]bool{24000: true}}
 	f.w.cfg.Ports = ports
-	if _, _, _, err := f.w.PutApp(ctx, admin, "shop", fleet.App{Account: "acme", Placement: []string{"vps-a"}, Health: &fleet.Health{Path: "/healthz"}}, ""); err != nil {
-		t.Fatal(err)
-	}
+	putApp(t, f.w, "shop", fleet.App{Account: "acme", Placement: []string{"vps-a"}, Health: &fleet.Health{Path: "/healthz"}}, "")
 	inst, _, err := f.w.AllocateInstance(ctx, admin, "shop")
 	if err != nil || inst.Port != 24000 || inst.Ports != [2]int{24000, 24001} {
 		t.Fatalf("allocate: %+v %v", inst, err)
@@ -73,9 +71,7 @@ func TestAMoveToAPortThatDoesNotServeIsRefused(t *testing.T) {
 		t.Fatalf("forced move: %+v %v, checked %v", got, err, ports.asked)
 	}
 	// A first declaration (no instance yet) is not a move.
-	if _, _, _, err := f.w.PutApp(ctx, admin, "blog", fleet.App{Account: "acme", Placement: []string{"vps-a"}}, ""); err != nil {
-		t.Fatal(err)
-	}
+	putApp(t, f.w, "blog", fleet.App{Account: "acme", Placement: []string{"vps-a"}}, "")
 	if _, err := f.w.SetInstance(ctx, admin, "blog", intp(24005), true); err != nil || len(ports.asked) != 0 {
 		t.Fatalf("a first declaration: %v, checked %v", err, ports.asked)
 	}
@@ -88,12 +84,8 @@ func TestEveryMoveIsAudited(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
 	f.w.cfg.Ports = &portsUp{up: map[int]bool{24000: true, 24001: true}}
-	if _, _, _, err := f.w.PutApp(ctx, admin, "shop", fleet.App{Account: "acme", Placement: []string{"vps-a"}}, ""); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := f.w.AllocateInstance(ctx, admin, "shop"); err != nil {
-		t.Fatal(err)
-	}
+	putApp(t, f.w, "shop", fleet.App{Account: "acme", Placement: []string{"vps-a"}}, "")
+	allocate(t, f.w, admin, "shop")
 	steps := []struct {
 		port  int
 		ready bool
@@ -186,12 +178,8 @@ func TestReadinessChangesAreAudited(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
 	f.w.cfg.Ports = &portsUp{up: map[int]bool{24000: true, 24001: true}}
-	if _, _, _, err := f.w.PutApp(ctx, admin, "shop", fleet.App{Account: "acme", Placement: []string{"vps-a"}}, ""); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := f.w.AllocateInstance(ctx, admin, "shop"); err != nil {
-		t.Fatal(err)
-	}
+	putApp(t, f.w, "shop", fleet.App{Account: "acme", Placement: []string{"vps-a"}}, "")
+	allocate(t, f.w, admin, "shop")
 	for _, s := range []struct {
 		port         int
 		ready, force bool

@@ -30,9 +30,7 @@ func TestEveryBumpNamesTheKeyItAnnounces(t *testing.T) {
 	}
 	f.app(t, "shop", "acme")
 	check("app.put", fleet.AppKey("shop"))
-	if _, _, _, err := f.w.Claim(ctx, admin, "shop", "shop.example.com"); err != nil {
-		t.Fatal(err)
-	}
+	claim(t, f.w, "shop", "shop.example.com")
 	check("domain.claim", fleet.ClaimKey("shop.example.com"))
 	if _, _, err := f.w.PublishPaths(ctx, admin, "shop", "shop.example.com", map[string]string{"a": "b.example.com"}, ""); err != nil {
 		t.Fatal(err)

@@ -107,9 +107,7 @@ func TestPortTakenNamesNoOtherAccountsApplication(t *testing.T) {
 	evil := f.app(t, "evil", "mallory")
 	f.app(t, "twin", "acme")
 	for _, app := range []string{"shop", "twin"} {
-		if _, _, err := f.w.AllocateInstance(ctx, admin, app); err != nil {
-			t.Fatal(err)
-		}
+		allocate(t, f.w, admin, app)
 	}
 	// shop: pair {24000, 24001}, then moved out (24000 quarantined, pair {24001, 24005}).
 	if _, err := f.w.SetInstance(ctx, admin, "shop", ptr(24005), true); err != nil {

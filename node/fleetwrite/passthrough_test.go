@@ -29,9 +29,7 @@ func wantInvalid(t *testing.T, f *fixture, serial string, err error, field strin
 func TestPassthroughHostsAreExactAndPathless(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	if _, _, _, err := f.w.PutApp(ctx, admin, "db", fleet.App{Account: "acme", Passthrough: true}, ""); err != nil {
-		t.Fatal(err)
-	}
+	putApp(t, f.w, "db", fleet.App{Account: "acme", Passthrough: true}, "")
 	f.app(t, "web", "acme")
 	serial := f.serial(t)
 	_, _, _, err := f.w.Claim(ctx, admin, "db", "*.db.example.org")
@@ -56,9 +54,7 @@ func TestPassthroughHostsAreExactAndPathless(t *testing.T) {
 
 	// Turning passthrough on: web is a path target, then has a path map, then a wildcard.
 	f.app(t, "api", "acme")
-	if _, _, _, err := f.w.Claim(ctx, admin, "api", "api.example.org"); err != nil {
-		t.Fatal(err)
-	}
+	claim(t, f.w, "api", "api.example.org")
 	if _, _, err := f.w.PublishPaths(ctx, admin, "web", "www.example.org", map[string]string{"v1": "api.example.org"}, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -68,9 +64,7 @@ func TestPassthroughHostsAreExactAndPathless(t *testing.T) {
 	_, _, _, err = f.w.PutApp(ctx, admin, "web", fleet.App{Account: "acme", Passthrough: true}, "")
 	wantInvalid(t, f, serial, err, "passthrough")
 	f.app(t, "shop", "acme")
-	if _, _, _, err := f.w.Claim(ctx, admin, "shop", "*.shop.example.org"); err != nil {
-		t.Fatal(err)
-	}
+	claim(t, f.w, "shop", "*.shop.example.org")
 	serial = f.serial(t)
 	_, _, _, err = f.w.PutApp(ctx, admin, "shop", fleet.App{Account: "acme", Passthrough: true}, "")
 	wantInvalid(t, f, serial, err, "passthrough")
@@ -88,9 +82,7 @@ func TestPassthroughHostsAreExactAndPathless(t *testing.T) {
 func TestPassthroughChecksStayInsideTheAccount(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	if _, _, _, err := f.w.PutApp(ctx, admin, "db", fleet.App{Account: "acme", Passthrough: true}, ""); err != nil {
-		t.Fatal(err)
-	}
+	putApp(t, f.w, "db", fleet.App{Account: "acme", Passthrough: true}, "")
 	f.app(t, "api", "acme")
 	evil := f.app(t, "evil", "mallory")
 	for host, app := range map[string]string{"db.example.org": "db", "api.example.org": "api", "evil.example.org": "evil"} {
@@ -124,9 +116,7 @@ func TestPassthroughChecksStayInsideTheAccount(t *testing.T) {
 
 	// Inside the account the checks still bite: acme's own map on api's host is refused.
 	f.app(t, "web", "acme")
-	if _, _, _, err := f.w.Claim(ctx, admin, "web", "www.example.org"); err != nil {
-		t.Fatal(err)
-	}
+	claim(t, f.w, "web", "www.example.org")
 	serial := f.serial(t)
 	_, _, err := f.w.PublishPaths(ctx, admin, "web", "www.example.org", map[string]string{"api": "api.example.org"}, "")
 	wantInvalid(t, f, serial, err, `paths["api"]`)

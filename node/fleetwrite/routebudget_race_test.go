@@ -59,9 +59,7 @@ func TestAWriteRacingAPaidChangeIsChargedForWhatItChanges(t *testing.T) {
 					t.Fatal(err)
 				}
 				tok := tokenFor(evil, fleet.RoleInstance)
-				if _, _, err := w.AllocateInstance(ctx, tok, "evil"); err != nil {
-					t.Fatal(err)
-				}
+				allocate(t, w, tok, "evil")
 				read, release := pauseFirstRead(w)
 				done := make(chan error, 1)
 				go func() { done <- write(ctx, w, tok) }()
@@ -88,9 +86,7 @@ func TestAWriteRacingAPaidChangeIsChargedForWhatItChanges(t *testing.T) {
 						t.Fatalf("instance %+v: the write made nothing", inst)
 					}
 					// Both changes were charged: the budget is spent.
-					if _, _, err := w.AllocateInstance(ctx, tok, "evil"); err != nil {
-						t.Fatal(err)
-					}
+					allocate(t, w, tok, "evil")
 					if _, err := w.SetInstance(ctx, tok, "evil", nil, true); !isBudget(err) {
 						t.Fatalf("a third routing change against a budget of 2 answered %v, want ErrRouteBudget: the second went uncharged", err)
 					}
@@ -114,9 +110,7 @@ func TestConcurrentFlipsThroughOneRegistryMakeAtMostTheBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	tok := tokenFor(evil, fleet.RoleInstance)
-	if _, _, err := w.AllocateInstance(ctx, tok, "evil"); err != nil {
-		t.Fatal(err)
-	}
+	allocate(t, w, tok, "evil")
 	var states []bool // the instance's readiness at the start of every registry write
 	now := w.inst.now
 	w.inst.now = func() time.Time {

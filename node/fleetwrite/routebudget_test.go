@@ -128,9 +128,7 @@ func TestRouteBudgetIsSharedByEveryNodeOfTheFleet(t *testing.T) {
 		}
 	}
 	// Another account has its own budget.
-	if _, _, err := a.AllocateInstance(ctx, tokenFor(shop, fleet.RoleInstance), "shop"); err != nil {
-		t.Fatal(err)
-	}
+	allocate(t, a, tokenFor(shop, fleet.RoleInstance), "shop")
 	if _, err := a.SetInstance(ctx, tokenFor(shop, fleet.RoleInstance), "shop", nil, true); err != nil {
 		t.Fatalf("another account's change refused: %v", err)
 	}
@@ -165,9 +163,7 @@ func TestRouteBudgetCountsPortMovesReleasesAndPathMaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := w.Claim(ctx, admin, "evil", "evil.example.org"); err != nil {
-		t.Fatal(err)
-	}
+	claim(t, w, "evil", "evil.example.org")
 	tok := tokenFor(evil, fleet.RoleInstance, fleet.RolePublish)
 	inst, _, err := w.AllocateInstance(ctx, tok, "evil")
 	if err != nil {
@@ -230,9 +226,7 @@ func TestCorruptRouteBudgetIsTreatedAsFullAndRewritten(t *testing.T) {
 	w := bf.ws[0]
 	evil, _, _, _ := w.PutApp(ctx, admin, "evil", fleet.App{Account: "mallory", Placement: []string{"vps-a"}}, "")
 	tok := tokenFor(evil, fleet.RoleInstance)
-	if _, _, err := w.AllocateInstance(ctx, tok, "evil"); err != nil {
-		t.Fatal(err)
-	}
+	allocate(t, w, tok, "evil")
 	ready := false
 	for _, garbage := range []string{`{"tokens":`, `[]`, `{"tokens":"x"}`, `{}`, "\x00\xff"} {
 		if _, err := bf.st.Put(ctx, RouteBudgetKey("mallory"), []byte(garbage), store.Condition{}); err != nil {
@@ -279,9 +273,7 @@ func TestAnUnreadableRouteBudgetLetsTheChangeThrough(t *testing.T) {
 	w := bf.ws[0]
 	evil, _, _, _ := w.PutApp(ctx, admin, "evil", fleet.App{Account: "mallory", Placement: []string{"vps-a"}}, "")
 	tok := tokenFor(evil, fleet.RoleInstance)
-	if _, _, err := w.AllocateInstance(ctx, tok, "evil"); err != nil {
-		t.Fatal(err)
-	}
+	allocate(t, w, tok, "evil")
 	w.st = budgetOutage{w.st}
 	for i := range 3 {
 		if _, err := w.SetInstance(ctx, tok, "evil", nil, i%2 == 0); err != nil {

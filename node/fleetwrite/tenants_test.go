@@ -23,9 +23,7 @@ func TestAppTokenScopedToItsApplication(t *testing.T) {
 	f.app(t, "classic", "tito")
 	gop := f.app(t, "go", "tito")
 	for app, host := range map[string]string{"classic": "ti.to", "go": "go.tito.io"} {
-		if _, _, _, err := f.w.Claim(ctx, admin, app, host); err != nil {
-			t.Fatal(err)
-		}
+		claim(t, f.w, app, host)
 	}
 	tok := tokenFor(gop, fleet.RolePublish)
 	if _, _, err := f.w.PublishPaths(ctx, tok, "go", "go.tito.io", map[string]string{}, ""); err != nil {
@@ -36,9 +34,7 @@ func TestAppTokenScopedToItsApplication(t *testing.T) {
 		!strings.Contains(forb.Detail, "scoped to application go") {
 		t.Fatalf("another application of its account: %v, want ErrForbidden saying it is scoped to application go", err)
 	}
-	if _, _, _, err := f.w.PutApp(ctx, admin, "go", fleet.App{Account: "tito", ControlPlane: true}, ""); err != nil {
-		t.Fatal(err)
-	}
+	putApp(t, f.w, "go", fleet.App{Account: "tito", ControlPlane: true}, "")
 	if _, _, err := f.w.PublishPaths(ctx, tok, "go", "go.tito.io", map[string]string{}, ""); !errors.As(err, &forb) || forb.What != "control plane" {
 		t.Fatalf("on the control plane: %v, want ErrForbidden (control plane)", err)
 	}
@@ -60,13 +56,9 @@ func TestATenantCannotSpendAnotherAccountsRoutingBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := w.Claim(ctx, admin, "shop", "shop.example.org"); err != nil {
-		t.Fatal(err)
-	}
+	claim(t, w, "shop", "shop.example.org")
 	alice, mallory := tokenFor(shop, fleet.RoleInstance, fleet.RolePublish), tokenFor(evil, fleet.RoleInstance, fleet.RolePublish)
-	if _, _, err := w.AllocateInstance(ctx, alice, "shop"); err != nil {
-		t.Fatal(err)
-	}
+	allocate(t, w, alice, "shop")
 	paths := map[string]string{"x": "evil.apps.example.com"}
 	for i, attempt := range []func() error{
 		func() error { _, err := w.SetInstance(ctx, mallory, "shop", nil, false); return err },

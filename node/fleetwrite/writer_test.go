@@ -227,12 +227,8 @@ func TestPublishPathsRefusesOtherCredentialsAndHosts(t *testing.T) {
 	ctx := context.Background()
 	f.app(t, "classic", "tito")
 	evil := f.app(t, "evil", "evil")
-	if _, _, _, err := f.w.Claim(ctx, admin, "classic", "ti.to"); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, _, err := f.w.Claim(ctx, admin, "evil", "evil.example"); err != nil {
-		t.Fatal(err)
-	}
+	claim(t, f.w, "classic", "ti.to")
+	claim(t, f.w, "evil", "evil.example")
 	evilTok := Actor{Token: fleet.TokenRecord{ID: "0123456789abcdef", Account: "evil", App: "evil", AppID: evil.ID, Roles: []string{fleet.RolePublish}}}
 	var forb *ErrForbidden
 	if _, _, err := f.w.PublishPaths(ctx, evilTok, "classic", "ti.to", map[string]string{}, ""); !errors.As(err, &forb) {
@@ -268,9 +264,7 @@ func TestDeleteAppHoldingDomainsIsAConflict(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.app(t, "a", "acme")
-	if _, _, _, err := f.w.Claim(ctx, admin, "a", "a.example"); err != nil {
-		t.Fatal(err)
-	}
+	claim(t, f.w, "a", "a.example")
 	var c *ErrConflict
 	if err := f.w.DeleteApp(ctx, admin, "a", ""); !errors.As(err, &c) || !strings.Contains(c.Detail, "a.example") {
 		t.Fatalf("delete: %v, want ErrConflict naming a.example", err)
@@ -442,9 +436,7 @@ func TestOrphanedInstancesAreSweptAndTheAdminCanReleaseThem(t *testing.T) {
 	f.app(t, "a", "acme")
 	f.app(t, "b", "acme")
 	for _, app := range []string{"a", "b"} {
-		if _, _, err := f.w.AllocateInstance(ctx, admin, app); err != nil {
-			t.Fatal(err)
-		}
+		allocate(t, f.w, admin, app)
 	}
 	// Another node deletes a: the object goes, this node's registry still holds it.
 	if err := f.st.Delete(ctx, fleet.AppKey("a"), ""); err != nil {
@@ -460,9 +452,7 @@ func TestOrphanedInstancesAreSweptAndTheAdminCanReleaseThem(t *testing.T) {
 		t.Fatalf("after the sweep: %+v", got)
 	}
 	// An orphan the sweep has not reached yet: the admin releases it by name.
-	if _, _, err := f.w.AllocateInstance(ctx, admin, "b"); err != nil {
-		t.Fatal(err)
-	}
+	allocate(t, f.w, admin, "b")
 	if err := f.st.Delete(ctx, fleet.AppKey("b"), ""); err != nil {
 		t.Fatal(err)
 	}
@@ -492,9 +482,7 @@ func TestAuditReadsNewestFirstWithoutListingEverythingAndRetentionDeletes(t *tes
 	day := func(d int) time.Time { return time.Date(2026, 11, d, 12, 0, 0, 0, time.UTC) }
 	for _, at := range []time.Time{day(1).Add(11*time.Hour + 59*time.Minute), day(2).Add(-11*time.Hour - 59*time.Minute), day(27), day(28), day(29), day(30)} { // one record a day
 		f.w.now = func() time.Time { return at }
-		if _, _, _, err := f.w.PutApp(ctx, admin, fmt.Sprintf("app%d", at.Day()), fleet.App{Account: "acme"}, ""); err != nil {
-			t.Fatal(err)
-		}
+		putApp(t, f.w, fmt.Sprintf("app%d", at.Day()), fleet.App{Account: "acme"}, "")
 	}
 	lc := &listCounter{Store: f.st}
 	f.w.st = lc
@@ -528,12 +516,8 @@ func TestClaimsAreExclusiveAcrossAccountsByCoverage(t *testing.T) {
 	f.app(t, "bank", "bank")
 	f.app(t, "bank2", "bank")
 	f.app(t, "evil", "evil")
-	if _, _, _, err := f.w.Claim(ctx, admin, "bank", "www.bank.example"); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, _, err := f.w.Claim(ctx, admin, "evil", "*.evil.example"); err != nil {
-		t.Fatal(err)
-	}
+	claim(t, f.w, "bank", "www.bank.example")
+	claim(t, f.w, "evil", "*.evil.example")
 	var c *ErrConflict
 	for _, tc := range []struct{ app, host, holder string }{
 		{"evil", "*.bank.example", "bank"},    // a wildcard over another account's name
@@ -650,5 +634,28 @@ func TestRetriesAfterAFailedAnnouncementConvergeForDeletesAndTokens(t *testing.T
 	}
 	if f.serial(t) == good {
 		t.Fatal("the retried delete announced nothing: no node learns the app is gone")
+	}
+}
+
+// claim, allocate and putApp are setup steps of w as the admin (allocate: as who); each
+// fails t if w refuses.
+func claim(t *testing.T, w *Writer, app, host string) {
+	t.Helper()
+	if _, _, _, err := w.Claim(context.Background(), admin, app, host); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func allocate(t *testing.T, w *Writer, who Actor, app string) {
+	t.Helper()
+	if _, _, err := w.AllocateInstance(context.Background(), who, app); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func putApp(t *testing.T, w *Writer, name string, a fleet.App, ifMatch string) {
+	t.Helper()
+	if _, _, _, err := w.PutApp(context.Background(), admin, name, a, ifMatch); err != nil {
+		t.Fatal(err)
 	}
 }
