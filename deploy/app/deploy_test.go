@@ -13,80 +13,40 @@ import (
 
 // TestDeployLinksTheSlotToTheReleaseItChecked: deploy.sh checks <release-dir>/bin/<app>
 // from the caller's directory, and the slot's link is read from /srv/<app>: given a
-// relative release (deploy.sh shop ./r2, or r2), it linked /srv/shop/slot-<port> -> r2,
-// which is /srv/shop/r2, not the release it checked (a start failure at best, some
+// relative release (deploy.sh shop ./r3, or r3), it linked /srv/shop/slot-<port> -> r3,
+// which is /srv/shop/r3, not the release it checked (a start failure at best, some
 // other directory's bin/shop at worst). The link's target is the checked release's
-// absolute path. systemctl, curl, ss, scafo-node, install and ln are stubs here; ln's
-// arguments are recorded.
+// absolute path (ln's arguments are recorded by its stub).
 func TestDeployLinksTheSlotToTheReleaseItChecked(t *testing.T) {
-	if _, err := exec.LookPath("jq"); err != nil {
-		t.Skip("deploy.sh needs jq")
-	}
-	script, err := filepath.Abs("deploy.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	stubs := filepath.Join(dir, "stubs")
-	work := filepath.Join(dir, "work")
-	lnLog := filepath.Join(dir, "ln.log")
-	for _, d := range []string{stubs, filepath.Join(work, "r2", "bin")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
+	rig := newDeployRig(t, false, 0)
+	want := filepath.Join(rig.dir, "r3")
+	real, _ := filepath.EvalSymlinks(want)
+	for _, rel := range []string{"r3", "./r3", "../" + filepath.Base(rig.dir) + "/r3", want} {
+		r := rig.run(t, rel)
+		if r.code != 0 {
+			t.Fatalf("deploy.sh shop %s: exit %d\n%s", rel, r.code, r.out)
 		}
-	}
-	write := func(path, body string) {
-		if err := os.WriteFile(path, []byte(body), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(filepath.Join(work, "r2", "bin", "shop"), "#!/bin/sh\n")
-	write(filepath.Join(stubs, "scafo-node"), `#!/bin/sh
-case "$1 $2" in
-"instances allocate") echo '{"port":24000,"ports":[24000,24001]}' ;;
-esac
-`)
-	write(filepath.Join(stubs, "systemctl"), "#!/bin/sh\n[ \"$1\" = is-active ] && exit 3\nexit 0\n")
-	write(filepath.Join(stubs, "curl"), "#!/bin/sh\nexit 0\n")
-	write(filepath.Join(stubs, "install"), "#!/bin/sh\nexit 0\n")
-	write(filepath.Join(stubs, "ln"), "#!/bin/sh\necho \"$@\" >>"+lnLog+"\n")
-	write(filepath.Join(stubs, "sleep"), "#!/bin/sh\nexit 0\n")
-	write(filepath.Join(stubs, "ss"), "#!/bin/sh\nexit 0\n")
-
-	for _, rel := range []string{"r2", "./r2", "../work/r2", filepath.Join(work, "r2")} {
-		os.Remove(lnLog)
-		cmd := exec.Command("sh", script, "shop", rel)
-		cmd.Dir = work
-		cmd.Env = append(os.Environ(), "PATH="+stubs+":"+os.Getenv("PATH"))
-		// ss is a stub that lists no listener: deploy.sh stops after the link, before
-		// the move (TestADeployNeverMovesToAnotherReleasesListener, e2e, covers that).
-		if out, err := cmd.CombinedOutput(); err != nil && !strings.Contains(string(out), "no process of shop@24001.service listens") {
-			t.Fatalf("deploy.sh shop %s: %v\n%s", rel, err, out)
-		}
-		b, err := os.ReadFile(lnLog)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := strings.Fields(string(b))
-		want := filepath.Join(work, "r2")
-		real, _ := filepath.EvalSymlinks(want)
-		if len(f) != 3 || (f[1] != want && f[1] != real) || f[2] != "/srv/shop/slot-24001" {
-			t.Errorf("deploy.sh shop %s: ln %s, want ln -sfn %s /srv/shop/slot-24001", rel, strings.TrimSpace(string(b)), want)
+		if f := strings.Fields(r.ln); len(f) != 3 || (f[1] != want && f[1] != real) || f[2] != "/srv/shop/slot-24001" {
+			t.Errorf("deploy.sh shop %s: ln %s, want ln -sfn %s /srv/shop/slot-24001", rel, r.ln, want)
 		}
 	}
 }
 
-// deployRig runs deploy.sh shop <release> with stubs for systemctl (its calls logged;
-// shop@24001.service active when newActive), scafo-node (allocate answers port 24000 of
-// the pair 24000/24001; move exits moveExit), ss (pid 4242 listens on 24001), and a
-// fake /proc (PROC) whose pid 4242 is in shop@24001.service and runs the release.
-type deployRig struct {
+// deployRig runs deploy.sh shop <release> from dir, where release r3 holds bin/shop,
+// with stubs for systemctl (its calls logged; shop@24001.service active when
+// newActive), scafo-node (allocate answers port 24000 of the pair 24000/24001; move
+// exits moveExit), ln (its arguments logged), ss (pid 4242 listens on 24001), and a
+// fake /proc (PROC) whose pid 4242 is in shop@24001.service and runs r3.
+type deployRig struct{ dir, script string }
+
+type deployRun struct {
 	out     string
 	code    int
 	systemd []string // systemctl's calls, one per line
+	ln      string   // ln's arguments
 }
 
-func runDeploy(t *testing.T, newActive bool, moveExit int) deployRig {
+func newDeployRig(t *testing.T, newActive bool, moveExit int) deployRig {
 	t.Helper()
 	if _, err := exec.LookPath("jq"); err != nil {
 		t.Skip("deploy.sh needs jq")
@@ -108,7 +68,6 @@ func runDeploy(t *testing.T, newActive bool, moveExit int) deployRig {
 			t.Fatal(err)
 		}
 	}
-	sdLog := filepath.Join(dir, "systemctl.log")
 	active := "3"
 	if newActive {
 		active = "0"
@@ -119,7 +78,7 @@ func runDeploy(t *testing.T, newActive bool, moveExit int) deployRig {
 		t.Fatal(err)
 	}
 	write(filepath.Join(stubs, "systemctl"), `#!/bin/sh
-echo "$@" >>`+sdLog+`
+echo "$@" >>`+filepath.Join(dir, "systemctl.log")+`
 case "$*" in
 "is-active --quiet shop@24001.service") exit `+active+` ;;
 is-active*) exit 3 ;;
@@ -134,14 +93,23 @@ case "$1 $2" in
 esac
 `)
 	write(filepath.Join(stubs, "ss"), "#!/bin/sh\necho 'LISTEN 0 4096 127.0.0.1:24001 0.0.0.0:* users:((\"shop\",pid=4242,fd=3))'\n")
-	for _, name := range []string{"curl", "install", "ln", "sleep"} {
+	write(filepath.Join(stubs, "ln"), "#!/bin/sh\necho \"$@\" >>"+filepath.Join(dir, "ln.log")+"\n")
+	for _, name := range []string{"curl", "install", "sleep"} {
 		write(filepath.Join(stubs, name), "#!/bin/sh\nexit 0\n")
 	}
-	cmd := exec.Command("sh", script, "shop", rel)
-	cmd.Env = append(os.Environ(), "PATH="+stubs+":"+os.Getenv("PATH"), "PROC="+filepath.Join(dir, "proc"))
+	return deployRig{dir: dir, script: script}
+}
+
+func (rig deployRig) run(t *testing.T, release string) deployRun {
+	t.Helper()
+	for _, log := range []string{"systemctl.log", "ln.log"} {
+		os.Remove(filepath.Join(rig.dir, log))
+	}
+	cmd := exec.Command("sh", rig.script, "shop", release)
+	cmd.Dir = rig.dir
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Join(rig.dir, "stubs")+":"+os.Getenv("PATH"), "PROC="+filepath.Join(rig.dir, "proc"))
 	out, err := cmd.CombinedOutput()
-	var r deployRig
-	r.out = string(out)
+	r := deployRun{out: string(out)}
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):
@@ -149,9 +117,17 @@ esac
 	case err != nil:
 		t.Fatal(err)
 	}
-	b, _ := os.ReadFile(sdLog)
+	b, _ := os.ReadFile(filepath.Join(rig.dir, "systemctl.log"))
 	r.systemd = strings.Split(strings.TrimSpace(string(b)), "\n")
+	b, _ = os.ReadFile(filepath.Join(rig.dir, "ln.log"))
+	r.ln = strings.TrimSpace(string(b))
 	return r
+}
+
+func runDeploy(t *testing.T, newActive bool, moveExit int) deployRun {
+	t.Helper()
+	rig := newDeployRig(t, newActive, moveExit)
+	return rig.run(t, filepath.Join(rig.dir, "r3"))
 }
 
 // TestDeployRestartsANewSlotAlreadyActive: a failed deploy can leave the new slot's unit
