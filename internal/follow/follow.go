@@ -141,9 +141,6 @@ func New(cfg Config) (*Follower, error) {
 	return f, nil
 }
 
-// SetInterval changes Interval before Run (tests poll a node without long-polls fast).
-func (f *Follower) SetInterval(d time.Duration) { f.cfg.Interval = d }
-
 // Current is the document held; nil before any.
 func (f *Follower) Current() *Held { return f.cur.Load() }
 
