@@ -3,7 +3,6 @@ package certstore
 import (
 	"bytes"
 	"errors"
-	"io/fs"
 	"log/slog"
 	"slices"
 	"strings"
@@ -228,26 +227,13 @@ func TestValueSizeBound(t *testing.T) {
 	}
 }
 
-func TestNotExistSemantics(t *testing.T) {
+// TestInvalidKeysAreErrorsNotAbsent: an invalid key is ErrInvalidKey, never "absent"
+// (fs.ErrNotExist, whose semantics TestMatchesFileStorage compares with FileStorage's),
+// and Delete("") never wipes the namespace.
+func TestInvalidKeysAreErrorsNotAbsent(t *testing.T) {
 	st, _ := dirStore(t)
 	ctx := t.Context()
 	s := New(st, quietOpts(Options{}))
-	if _, err := s.Load(ctx, "nope"); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("Load(absent) = %v, want fs.ErrNotExist", err)
-	}
-	if _, err := s.Stat(ctx, "nope"); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("Stat(absent) = %v, want fs.ErrNotExist", err)
-	}
-	if _, err := s.List(ctx, "nope", true); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("List(absent) = %v, want fs.ErrNotExist", err)
-	}
-	if err := s.Delete(ctx, "nope"); err != nil {
-		t.Errorf("Delete(absent) = %v, want nil", err)
-	}
-	if s.Exists(ctx, "nope") {
-		t.Error("Exists(absent) = true")
-	}
-	// Invalid keys are errors, not "absent", and Delete("") never wipes the namespace.
 	if err := s.Store(ctx, "keep/me", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
