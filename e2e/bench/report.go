@@ -259,9 +259,9 @@ var flipPlaceholder = []string{
 	"Not measured here: flip latency (PUT of a path map → first request served by the new target,",
 	"through a real Traefik; HTTP provider at pollInterval 1s, the provider plugin, and Traefik's own",
 	"file provider as the inotify floor; p50/p95 over ≥ 20 flips) is measured by the e2e suite on the",
-	"shipped Traefik configuration, scenarios 4 (\"path-prefix flip latency\") and 14 (\"flip latency,",
-	"provider plugin vs HTTP provider\"). Run",
-	"`SCAFO_E2E_REPORT=1 go test -run 'TestPathPrefixesRouteSegmentExactlyAndFlipBack|TestPluginFlipLatency' ./e2e/`",
+	"shipped Traefik configuration, scenario 14 (\"flip latency, provider plugin vs HTTP provider\",",
+	"which also routes the segment-exact path table through both). Run",
+	"`SCAFO_E2E_REPORT=1 go test -run TestPluginFlipLatency ./e2e/`",
 	"and read `e2e/results/latest.md`.",
 }
 
