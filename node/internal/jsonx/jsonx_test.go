@@ -30,6 +30,12 @@ func TestDecodeStrictMatchesKeysExactly(t *testing.T) {
 		{`{"inner":{"Port":1}}`, `unknown field "inner.Port"`},
 		{`{"list":[{"name":"a","NAME":"b"}]}`, `unknown field "list[0].NAME"`},
 		{`{"paths":{}} {}`, "trailing data"},
+		{`{"paths":{}}]`, "trailing data"},
+		{`{"paths":{}}}`, "trailing data"},
+		{`{"paths":{}}]{"paths":{"a":"b.example"}}`, "trailing data"},
+		{`{"paths":{}} x`, "trailing data"},
+		{"{\"paths\":{}} \n\t", ""},
+		{`{"paths":` + strings.Repeat(`{"a":`, 40) + `1` + strings.Repeat(`}`, 41), "nested deeper than 32"},
 		{`{"paths":`, "unexpected EOF"},
 		{``, "empty body"},
 	} {
@@ -55,11 +61,6 @@ func TestDeeplyNestedBodiesAreRefusedCheaply(t *testing.T) {
 	if allocs > 10000 {
 		t.Fatalf("%v allocations to refuse a deep body: not cheap", allocs)
 	}
-	for _, in := range []string{`{"paths":` + strings.Repeat(`{"a":`, 40) + `1` + strings.Repeat(`}`, 41)} {
-		if err := DecodeStrict([]byte(in), &v); err == nil {
-			t.Errorf("%.40s…: accepted", in)
-		}
-	}
 }
 
 func TestALongKeyOverManyElementsIsLinear(t *testing.T) {
@@ -80,19 +81,6 @@ func TestALongKeyOverManyElementsIsLinear(t *testing.T) {
 	})
 	if per := res.AllocedBytesPerOp(); per > 64<<20 {
 		t.Fatalf("%d MB allocated for a %d KB body: not linear", per>>20, len(in)>>10)
-	}
-}
-
-func TestNothingButWhitespaceMayFollowTheBody(t *testing.T) {
-	for _, in := range []string{`{"paths":{}}]`, `{"paths":{}}}`, `{"paths":{}}]{"paths":{"a":"b.example"}}`, `{"paths":{}} x`} {
-		var v body
-		if err := DecodeStrict([]byte(in), &v); err == nil || !strings.Contains(err.Error(), "trailing") {
-			t.Errorf("%s: %v, want trailing data refused", in, err)
-		}
-	}
-	var v body
-	if err := DecodeStrict([]byte("{\"paths\":{}} \n\t"), &v); err != nil {
-		t.Errorf("trailing whitespace: %v", err)
 	}
 }
 
