@@ -41,11 +41,8 @@ func TestMintedTokenIsPrivateAndSurvivesRestart(t *testing.T) {
 // sync, link), and an empty one is replaced; concurrent minters agree on one token.
 func TestAnEmptyTokenFileIsReplacedNotFatal(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "admin-token"), nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := LoadOrMintToken("", dir, "admin-token")
+	path, tok, err := loadTokenFile(t, "admin-token", "")
+	dir := filepath.Dir(path)
 	if err != nil || len(tok) != 64 {
 		t.Fatalf("start over an empty token file: %q %v", tok, err)
 	}
@@ -90,21 +87,23 @@ func TestATokenFileHoldingAControlCharacterIsRefused(t *testing.T) {
 		"0123456789abcdef\x000123", "0123456789abcdef\r0123", "0123456789abcdef\t0123",
 		"0123456789abcdef\x7f0123", "0123456789abcdef\u00850123", "0123456789\nabcdef0123",
 	} {
-		dir := t.TempDir()
-		path := filepath.Join(dir, "ingress-token")
-		if err := os.WriteFile(path, []byte(content+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		tok, err := LoadOrMintToken("", dir, "ingress-token")
+		path, tok, err := loadTokenFile(t, "ingress-token", content+"\n")
 		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "control character") {
 			t.Errorf("token file %q: %q, %v; want refused naming the file", content, tok, err)
 		}
 	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "admin-token"), []byte("0123456789abcdef0123\r\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if tok, err := LoadOrMintToken("", dir, "admin-token"); err != nil || tok != "0123456789abcdef0123" {
+	if _, tok, err := loadTokenFile(t, "admin-token", "0123456789abcdef0123\r\n"); err != nil || tok != "0123456789abcdef0123" {
 		t.Errorf("a token ending in CRLF: %q, %v; want the token, trimmed", tok, err)
 	}
+}
+
+// loadTokenFile writes content as the token file name of a new state dir and loads it.
+func loadTokenFile(t *testing.T, name, content string) (path, tok string, err error) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tok, err = LoadOrMintToken("", filepath.Dir(path), name)
+	return path, tok, err
 }

@@ -37,19 +37,10 @@ func TestATokenFileMustNameARegularFileOfAToken(t *testing.T) {
 		t.Errorf("a fifo: %v, want refused as not a regular file", err)
 	}
 
-	short := t.TempDir()
-	if err := os.WriteFile(filepath.Join(short, "admin-token"), []byte("a\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if tok, err := LoadOrMintToken("", short, "admin-token"); err == nil || !strings.Contains(err.Error(), "at least 16") {
+	if _, tok, err := loadTokenFile(t, "admin-token", "a\n"); err == nil || !strings.Contains(err.Error(), "at least 16") {
 		t.Errorf("a one-character token file: %q, %v; want refused", tok, err)
 	}
-
-	big := t.TempDir()
-	if err := os.WriteFile(filepath.Join(big, "admin-token"), []byte(strings.Repeat("a", 5000)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if tok, err := LoadOrMintToken("", big, "admin-token"); err == nil || !strings.Contains(err.Error(), "more than 4096 bytes") {
+	if _, tok, err := loadTokenFile(t, "admin-token", strings.Repeat("a", 5000)); err == nil || !strings.Contains(err.Error(), "more than 4096 bytes") {
 		t.Errorf("a 5000-byte token file: %d bytes read, %v; want refused, not cut", len(tok), err)
 	}
 
