@@ -317,9 +317,7 @@ func adversarialPaths() []string {
 		}
 	}
 	walk("", 0)
-	out := keys(paths)
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(paths))
 }
 
 func TestFlipInvariantHoldsForAdversarialSpellings(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -285,7 +286,7 @@ func TestGroupCarriesTheServicesOfItsCrossGroupPrefixesButNotTheirHosts(t *testi
 		}
 	}
 	if _, ok := cfg.HTTP.Services["app-back"]; !ok {
-		t.Errorf("eu-1 configuration lacks app-back, the service its prefix /api targets: %v", keysOf(cfg.HTTP.Services))
+		t.Errorf("eu-1 configuration lacks app-back, the service its prefix /api targets: %v", slices.Sorted(maps.Keys(cfg.HTTP.Services)))
 	}
 	if _, ok := cfg.HTTP.Services["app-other"]; ok {
 		t.Error("eu-1 configuration carries app-other, which nothing in eu-1 needs")
@@ -294,19 +295,10 @@ func TestGroupCarriesTheServicesOfItsCrossGroupPrefixesButNotTheirHosts(t *testi
 		t.Errorf("the prefix router: %+v (present %v), want service app-back", r, ok)
 	}
 	if _, ok := cfg.HTTP.Routers["api-eu1_example_com"]; !ok {
-		t.Errorf("the API apex is missing from group eu-1: %v", keysOf(cfg.HTTP.Routers))
+		t.Errorf("the API apex is missing from group eu-1: %v", slices.Sorted(maps.Keys(cfg.HTTP.Routers)))
 	}
 	st.Claims[2].Paths = map[string]string{"t": "side.example.org"}
 	if _, gd2, body2 := render(); gd2.Revision != gd.Revision || !bytes.Equal(body, body2) {
 		t.Error("a change to us-1's mid.example.org path map moved eu-1's revision or bytes")
 	}
-}
-
-func keysOf[V any](m map[string]V) []string {
-	var k []string
-	for s := range m {
-		k = append(k, s)
-	}
-	slices.Sort(k)
-	return k
 }

@@ -7,6 +7,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,7 +140,7 @@ func (s *traefikSchema) check(path string, v any, typ ast.Expr, pkg string, allo
 			return bad("empty map: Traefik's HTTP provider refuses it (not allowEmpty)")
 		}
 		var out []string
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			out = append(out, s.check(path+"."+k, m[k], t.Value, pkg, false)...)
 		}
 		return out
@@ -245,7 +246,7 @@ func (s *traefikSchema) checkStruct(path string, v any, st *ast.StructType, pkg 
 	}
 	fields := s.fields(st, pkg)
 	var out []string
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		i := slices.IndexFunc(fields, func(f schemaField) bool { return f.jsonName == k })
 		if i < 0 {
 			out = append(out, fmt.Sprintf("%s: unknown field %q", path, k))
@@ -262,12 +263,6 @@ func (s *traefikSchema) checkStruct(path string, v any, st *ast.StructType, pkg 
 		out = append(out, s.check(path+"."+k, m[k], f.typ, pkg, file == "allowEmpty")...)
 	}
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := keys(m)
-	slices.Sort(ks)
-	return ks
 }
 
 func (s *traefikSchema) validate(out []byte) []string {
