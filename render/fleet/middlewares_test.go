@@ -3,6 +3,8 @@ package fleet
 import (
 	"slices"
 	"testing"
+
+	"github.com/scafo/ingress/render/routing"
 )
 
 // TestAnApplicationsMiddlewaresGoOnEveryRouteOfIt: every route of an application with
@@ -30,12 +32,14 @@ func TestAnApplicationsMiddlewaresGoOnEveryRouteOfIt(t *testing.T) {
 	}
 }
 
-// TestAStoredBadMiddlewareListSkipsTheApplication: a list the API refuses (a bad
+// TestAStoredSettingTheAPIRefusesSkipsTheApplication: a list the API refuses (a bad
 // reference, a name twice, middlewares on a passthrough application), written to the
 // store by hand, skips the application and reports it: its hosts are held by nobody
 // (claims: scafo-unowned, 503) rather than served without what the list asked for, and
-// the document stays valid.
-func TestAStoredBadMiddlewareListSkipsTheApplication(t *testing.T) {
+// the document stays valid. So does a PROXY protocol setting the instance cannot expect
+// (other than 2, or without passthrough): a PROXY header it does not expect breaks every
+// connection, so the application is skipped rather than guessed.
+func TestAStoredSettingTheAPIRefusesSkipsTheApplication(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		edit   func(*App)
@@ -44,6 +48,9 @@ func TestAStoredBadMiddlewareListSkipsTheApplication(t *testing.T) {
 		{"bad reference", func(a *App) { a.Middlewares = []string{"auth"} }, "name@provider"},
 		{"twice", func(a *App) { a.Middlewares = []string{"auth@file", "auth@file"} }, "listed twice"},
 		{"passthrough", func(a *App) { a.Middlewares, a.Passthrough, a.Health = []string{"auth@file"}, true, nil }, "passthrough"},
+		{"proxy protocol 1", func(a *App) { a.Passthrough, a.ProxyProtocol, a.Health = true, 1, nil }, "proxyProtocol"},
+		{"proxy protocol 3", func(a *App) { a.Passthrough, a.ProxyProtocol, a.Health = true, 3, nil }, "proxyProtocol"},
+		{"proxy protocol without passthrough", func(a *App) { a.ProxyProtocol = 2 }, "proxyProtocol"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := sampleState()
@@ -59,8 +66,8 @@ func TestAStoredBadMiddlewareListSkipsTheApplication(t *testing.T) {
 					t.Fatalf("%s routed: %+v", r.Host, r)
 				}
 			}
-			if r := routeFor(t, d, "go.tito.io"); r == nil || len(r.Upstreams) != 0 {
-				t.Fatalf("go.tito.io = %+v: want held with no upstream (fail closed)", r)
+			if r := routeFor(t, d, "go.tito.io"); r == nil || len(r.Upstreams) != 0 || r.Application != routing.UnownedApplication {
+				t.Fatalf("go.tito.io = %+v: want held by %s with no upstream (fail closed)", r, routing.UnownedApplication)
 			}
 		})
 	}

@@ -1,10 +1,6 @@
 package fleet
 
-import (
-	"testing"
-
-	"github.com/scafo/ingress/render/routing"
-)
+import "testing"
 
 // passthroughState is sampleState with tito-go terminating TLS itself: a path map of
 // ti.to targets its host, and it also claims a wildcard and publishes a path map of its
@@ -61,24 +57,6 @@ func TestPassthroughApplicationsRouteExactHostsOnly(t *testing.T) {
 	requireSkipped(t, sk, "domains/go.tito.io.json#paths", "has no path map")
 	requireSkipped(t, sk, "domains/ti.to.json#paths", "passthrough")
 	requireSkipped(t, sk, "apps/tito-go.json", "health.path on a passthrough application")
-}
-
-// TestABadProxyProtocolSkipsTheApplication: a PROXY header the instance does not
-// expect breaks every connection, so an application with proxyProtocol other than 2,
-// or without passthrough, is skipped (its claims fail closed) rather than guessed.
-func TestABadProxyProtocolSkipsTheApplication(t *testing.T) {
-	for _, tc := range []struct {
-		passthrough bool
-		pp          int
-	}{{true, 1}, {false, 2}, {true, 3}} {
-		st := sampleState()
-		st.Apps[2].Passthrough, st.Apps[2].ProxyProtocol = tc.passthrough, tc.pp
-		d, sk := Derive(st, opts())
-		requireSkipped(t, sk, "apps/tito-go.json", "proxyProtocol")
-		if r := routeFor(t, d, "go.tito.io"); r == nil || r.Application != routing.UnownedApplication {
-			t.Fatalf("%+v: go.tito.io = %+v, want held by %s (fail closed)", tc, r, routing.UnownedApplication)
-		}
-	}
 }
 
 // TestTurningPassthroughOnDerivesTheWholeState: the Deriver's patch moves upstreams and
