@@ -33,32 +33,14 @@ func TestProviderStaticChangesOnlyAddressesEndpointsAndToken(t *testing.T) {
 				t.Fatal(err)
 			}
 			out, err := providerStatic(raw, tc.launch, 1111, 2222, 3333)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got, orig map[string]any
-			if err := yaml.Unmarshal(out, &got); err != nil {
-				t.Fatal(err)
-			}
-			if err := yaml.Unmarshal(raw, &orig); err != nil {
-				t.Fatal(err)
-			}
-			for keys, want := range map[string]any{
+			got, orig := yamlMap(t, out, err), yamlMap(t, raw, nil)
+			wantDiffer(t, got, map[string]any{
 				"entryPoints.web.address":       "127.0.0.1:1111",
 				"entryPoints.websecure.address": "127.0.0.1:2222",
 				"entryPoints.traefik.address":   "127.0.0.1:3333",
 				"api.insecure":                  true,
-			} {
-				if g := dig(got, strings.Split(keys, ".")...); g != want {
-					t.Errorf("%s = %v, want %v", keys, g, want)
-				}
-			}
-			for _, keys := range []string{"entryPoints.web.http", "entryPoints.websecure.http", "providers.providersThrottleDuration", "global", "log"} {
-				k := strings.Split(keys, ".")
-				if !reflect.DeepEqual(dig(got, k...), dig(orig, k...)) {
-					t.Errorf("%s changed: %v, shipped %v", keys, dig(got, k...), dig(orig, k...))
-				}
-			}
+			})
+			wantShipped(t, got, orig, "entryPoints.web.http", "entryPoints.websecure.http", "providers.providersThrottleDuration", "global", "log")
 			if _, ok := got["certificatesResolvers"]; ok {
 				t.Error("certificatesResolvers kept: the bench must not reach ACME")
 			}
@@ -118,15 +100,7 @@ func TestProviderStaticChangesOnlyAddressesEndpointsAndToken(t *testing.T) {
 // first target, and the flip participants on their own listeners; a group per app is
 // written into the objects.
 func TestFlipFleetDerivesWithTheFlipHostOnItsOwnListeners(t *testing.T) {
-	b := &fleetBackends{pool: []int{30001, 30002}, identity: map[string]int{}}
-	port := 31000
-	for i := 0; isFlipParticipant(i); i++ {
-		for _, n := range placementOf(i) {
-			b.identity[identityName(appName(i), n)] = port
-			port++
-		}
-	}
-	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	b, now := flipBackends(30001, 30002), time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	// With a group per application, every application object carries it.
 	grouped, err := fleetObjects(fleetSpec{apps: 100, group: func(i int) string { return []string{"eu-1", "us-1"}[i%2] }}, b, now)
 	if err != nil {
@@ -271,13 +245,7 @@ func TestGroupsHarnessSplitsTheFleet(t *testing.T) {
 		}
 	}
 
-	b := &fleetBackends{pool: []int{30001}, identity: map[string]int{}}
-	for i := 0; isFlipParticipant(i); i++ {
-		for j, n := range placementOf(i) {
-			b.identity[identityName(appName(i), n)] = 31000 + 2*i + j
-		}
-	}
-	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	b, now := flipBackends(30001), time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	objs, err := fleetObjects(fleetSpec{apps: 100, group: groupOfApp(100, 10)}, b, now)
 	if err != nil {
 		t.Fatal(err)
@@ -324,6 +292,17 @@ func TestGroupsHarnessSplitsTheFleet(t *testing.T) {
 	if len(perGroup) != 10 {
 		t.Errorf("routes in %d groups (%v), want 10", len(perGroup), perGroup)
 	}
+}
+
+// flipBackends is a pool of listeners and one per flip participant's instance.
+func flipBackends(pool ...int) *fleetBackends {
+	b := &fleetBackends{pool: pool, identity: map[string]int{}}
+	for i := 0; isFlipParticipant(i); i++ {
+		for _, n := range placementOf(i) {
+			b.identity[identityName(appName(i), n)] = 31000 + len(b.identity)
+		}
+	}
+	return b
 }
 
 // decodeFleetObjects decodes the generated store objects into the fleet state Derive
@@ -397,60 +376,59 @@ func TestTraefikStaticSwapsOnlyAddressesAndTheProvider(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := traefikStatic(shipped, 1111, 2222, "/x/dynamic.yaml", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got, orig map[string]any
-	if err := yaml.Unmarshal(out, &got); err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(shipped, &orig); err != nil {
-		t.Fatal(err)
-	}
-	eps := got["entryPoints"].(map[string]any)
-	if a := eps["web"].(map[string]any)["address"]; a != "127.0.0.1:1111" {
-		t.Errorf("web address %v", a)
-	}
-	if a := eps["websecure"].(map[string]any)["address"]; a != "127.0.0.1:2222" {
-		t.Errorf("websecure address %v", a)
-	}
-	prov := got["providers"].(map[string]any)
-	if _, ok := prov["http"]; ok {
-		t.Error("the HTTP provider is still configured")
-	}
-	if f, _ := prov["file"].(map[string]any); f["filename"] != "/x/dynamic.yaml" || f["watch"] != true {
-		t.Errorf("file provider %v", prov["file"])
-	}
-	if prov["providersThrottleDuration"] != orig["providers"].(map[string]any)["providersThrottleDuration"] {
-		t.Errorf("throttle changed: %v", prov["providersThrottleDuration"])
-	}
-	for _, ep := range []string{"web", "websecure"} {
-		g, _ := json.Marshal(eps[ep].(map[string]any)["http"])
-		o, _ := json.Marshal(orig["entryPoints"].(map[string]any)[ep].(map[string]any)["http"])
-		if string(g) != string(o) {
-			t.Errorf("entryPoints.%s.http changed:\n got %s\nwant %s", ep, g, o)
+	orig := yamlMap(t, shipped, nil)
+	for _, idle := range []int{0, 500} {
+		out, err := traefikStatic(shipped, 1111, 2222, "/x/dynamic.yaml", idle)
+		got := yamlMap(t, out, err)
+		wantDiffer(t, got, map[string]any{
+			"entryPoints.web.address":       "127.0.0.1:1111",
+			"entryPoints.websecure.address": "127.0.0.1:2222",
+			"providers.file.filename":       "/x/dynamic.yaml",
+			"providers.file.watch":          true,
+		})
+		wantShipped(t, got, orig, "entryPoints.web.http", "entryPoints.websecure.http", "providers.providersThrottleDuration", "serversTransport.forwardingTimeouts")
+		if dig(got, "providers", "http") != nil || got["certificatesResolvers"] != nil {
+			t.Error("the HTTP provider or certificatesResolvers kept: the bench must not reach ACME")
+		}
+		if idle == 0 {
+			wantShipped(t, got, orig, "serversTransport")
+		} else if n := dig(got, "serversTransport", "maxIdleConnsPerHost"); n != idle {
+			t.Errorf("serversTransport.maxIdleConnsPerHost = %v, want %d", n, idle)
 		}
 	}
-	if _, ok := got["certificatesResolvers"]; ok {
-		t.Error("certificatesResolvers kept: the bench must not reach ACME")
+}
+
+// yamlMap decodes b (err is the error of whatever produced it).
+func yamlMap(t *testing.T, b []byte, err error) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err == nil {
+		err = yaml.Unmarshal(b, &m)
 	}
-	if g, o := fmt.Sprint(got["serversTransport"]), fmt.Sprint(orig["serversTransport"]); g != o {
-		t.Errorf("serversTransport changed without being asked for: %s, shipped %s", g, o)
-	}
-	out, err = traefikStatic(shipped, 1111, 2222, "/x/dynamic.yaml", 500)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got = nil
-	if err := yaml.Unmarshal(out, &got); err != nil {
-		t.Fatal(err)
+	return m
+}
+
+// wantDiffer wants each dotted key of got to hold its value.
+func wantDiffer(t *testing.T, got map[string]any, want map[string]any) {
+	t.Helper()
+	for keys, w := range want {
+		if g := dig(got, strings.Split(keys, ".")...); g != w {
+			t.Errorf("%s = %v, want %v", keys, g, w)
+		}
 	}
-	if n := dig(got, "serversTransport", "maxIdleConnsPerHost"); n != 500 {
-		t.Errorf("serversTransport.maxIdleConnsPerHost = %v, want 500", n)
-	}
-	if g, o := fmt.Sprint(dig(got, "serversTransport", "forwardingTimeouts")), fmt.Sprint(dig(orig, "serversTransport", "forwardingTimeouts")); g != o {
-		t.Errorf("serversTransport.forwardingTimeouts = %s, want the shipped %s", g, o)
+}
+
+// wantShipped wants each dotted key of got to hold what the shipped orig holds.
+func wantShipped(t *testing.T, got, orig map[string]any, keys ...string) {
+	t.Helper()
+	for _, key := range keys {
+		k := strings.Split(key, ".")
+		if !reflect.DeepEqual(dig(got, k...), dig(orig, k...)) {
+			t.Errorf("%s changed: %v, shipped %v", key, dig(got, k...), dig(orig, k...))
+		}
 	}
 }
 
@@ -480,15 +458,9 @@ Transfer/sec:    122.70MB
 	if r != want {
 		t.Errorf("parseWrk:\n got %+v\nwant %+v", r, want)
 	}
-}
-
-func TestParseWrkRefusesOutputWithoutLatencyDistribution(t *testing.T) {
-	for name, out := range map[string]string{
-		"empty":      "",
-		"no latency": "Requests/sec: 10.0\n",
-	} {
+	for _, out := range []string{"", "Requests/sec: 10.0\n"} {
 		if _, err := parseWrk(out); err == nil {
-			t.Errorf("%s: parseWrk accepted it", name)
+			t.Errorf("parseWrk accepted %q (no latency distribution)", out)
 		}
 	}
 }
