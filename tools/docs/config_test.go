@@ -29,10 +29,7 @@ func TestConfigurationReferenceIsGeneratedFromTheCode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := os.ReadFile(configurationPage)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := mustRead(t, configurationPage)
 	if !bytes.Equal(got, want) {
 		gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
 		for i := 0; i < max(len(gl), len(wl)); i++ {
@@ -95,10 +92,7 @@ func TestTheDocumentedFlagAliasIsAccepted(t *testing.T) {
 // The README stays an entrance (issue 28: about 250 lines at most); the subjects live
 // in docs/.
 func TestREADMEStaysShort(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustRead(t, "../../README.md")
 	if n := strings.Count(string(b), "\n"); n > 250 {
 		t.Fatalf("README.md has %d lines: move the subject into docs/ and link it", n)
 	}

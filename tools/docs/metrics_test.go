@@ -21,10 +21,7 @@ func TestMetricsReferenceIsGeneratedFromTheCode(t *testing.T) {
 	if len(ms) < 15 {
 		t.Fatalf("found %d metrics in node/: the scan is broken", len(ms))
 	}
-	page, err := os.ReadFile(operatingPage)
-	if err != nil {
-		t.Fatal(err)
-	}
+	page := mustRead(t, operatingPage)
 	want, err := replaceBlock(page, "metrics", MetricsMarkdown(ms))
 	if err != nil {
 		t.Fatal(err)
@@ -51,14 +48,10 @@ func TestEveryMetricTheDocsNameExists(t *testing.T) {
 	for _, m := range ms {
 		known[m.Name] = true
 	}
-	pages, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	pages = append(pages, filepath.Join(root, "README.md"))
+	pages := docPages(t)
 	name := regexp.MustCompile(`\bscafo_[a-z_]*[a-z]\b`)
 	for _, p := range pages {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := mustRead(t, p)
 		for _, m := range name.FindAll(b, -1) {
 			if n := string(m); !known[n] && n != "scafo_retry" {
 				rel, _ := filepath.Rel(root, p)

@@ -11,18 +11,12 @@ import (
 // The SVGs in docs/img are what the plotter draws from e2e/bench/REPORT.md: a plot
 // edited by hand, or a report re-measured without redrawing, differs (-update redraws).
 func TestPlotsAreDrawnFromTheReport(t *testing.T) {
-	report, err := os.ReadFile(filepath.Join(root, "e2e", "bench", "REPORT.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	report := mustRead(t, filepath.Join(root, "e2e", "bench", "REPORT.md"))
 	plots, err := Plots(report)
 	if err != nil {
 		t.Fatal(err)
 	}
-	perf, err := os.ReadFile(filepath.Join(root, "docs", "performance.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	perf := mustRead(t, filepath.Join(root, "docs", "performance.md"))
 	for name, want := range plots {
 		p := filepath.Join(root, "docs", "img", name)
 		if *update {
@@ -30,10 +24,7 @@ func TestPlotsAreDrawnFromTheReport(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		got, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := mustRead(t, p)
 		if !bytes.Equal(got, want) {
 			t.Errorf("docs/img/%s is not what the plotter draws from e2e/bench/REPORT.md (go test ./tools/docs -run Plots -update)", name)
 		}
@@ -45,10 +36,7 @@ func TestPlotsAreDrawnFromTheReport(t *testing.T) {
 
 // The plots read the report's own numbers: a changed measurement moves the drawing.
 func TestPlotsFollowTheMeasurements(t *testing.T) {
-	report, err := os.ReadFile(filepath.Join(root, "e2e", "bench", "REPORT.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	report := mustRead(t, filepath.Join(root, "e2e", "bench", "REPORT.md"))
 	before, err := Plots(report)
 	if err != nil {
 		t.Fatal(err)

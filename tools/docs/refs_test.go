@@ -42,12 +42,29 @@ func codeFiles(t *testing.T) []string {
 	return out
 }
 
-func designAnchors(t *testing.T) (anchors, sections map[string]bool) {
+// mustRead is the file at path; an unreadable one fails the test.
+func mustRead(t *testing.T, path string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "docs", "design.md"))
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b
+}
+
+// docPages are docs/*.md and README.md.
+func docPages(t *testing.T) []string {
+	t.Helper()
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil || len(pages) < 5 {
+		t.Fatalf("found %d pages in docs/ (%v): the glob missed them", len(pages), err)
+	}
+	return append(pages, filepath.Join(root, "README.md"))
+}
+
+func designAnchors(t *testing.T) (anchors, sections map[string]bool) {
+	t.Helper()
+	b := mustRead(t, filepath.Join(root, "docs", "design.md"))
 	anchors, sections = Anchors(string(b))
 	if len(sections) < 10 {
 		t.Fatalf("docs/design.md has %d numbered sections: its headings are not \"## N. Title\"", len(sections))
@@ -67,10 +84,7 @@ func TestEveryDesignCitationInTheCodeResolves(t *testing.T) {
 	}
 	cited := 0
 	for _, p := range files {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := mustRead(t, p)
 		if !strings.Contains(string(b), "§") && !strings.Contains(string(b), "design.md#") {
 			continue
 		}
@@ -111,32 +125,19 @@ func TestBadCitationsFindsWhatDoesNotResolve(t *testing.T) {
 // Every relative link of README.md and docs/*.md names a file that exists, and an
 // anchor in a markdown page (or on the page itself) names one of its headings.
 func TestEveryDocumentationLinkResolves(t *testing.T) {
-	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pages = append(pages, filepath.Join(root, "README.md"))
-	if len(pages) < 10 {
-		t.Fatalf("found %d pages", len(pages))
-	}
+	pages := docPages(t)
 	cache := map[string]map[string]bool{}
 	anchorsOf := func(p string) map[string]bool {
 		if a, ok := cache[p]; ok {
 			return a
 		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := mustRead(t, p)
 		a, _ := Anchors(string(b))
 		cache[p] = a
 		return a
 	}
 	for _, page := range pages {
-		b, err := os.ReadFile(page)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := mustRead(t, page)
 		rel, _ := filepath.Rel(root, page)
 		for _, l := range Links(string(b)) {
 			target := page

@@ -1,7 +1,6 @@
 package docs
 
 import (
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -22,10 +21,7 @@ func testFuncs(t *testing.T) map[string]bool {
 		if !strings.HasSuffix(p, "_test.go") {
 			continue
 		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := mustRead(t, p)
 		for _, m := range decl.FindAllSubmatch(b, -1) {
 			out[string(m[1])] = true
 		}
@@ -67,26 +63,17 @@ func TestEveryTestTheDocsNameExists(t *testing.T) {
 	if len(have) < 500 {
 		t.Fatalf("found %d test functions: the walk missed the repository", len(have))
 	}
-	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(pages) < 5 {
-		t.Fatalf("found %d pages in docs/: the glob missed them", len(pages))
-	}
+	pages := docPages(t)
 	more, err := filepath.Glob(filepath.Join(root, "deploy", "*", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Not e2e/bench/REPORT.md: a generated record whose notes name the report's tests of
 	// the day they were run (it was a test package before issue 49; its header says so).
-	pages = append(append(pages, more...), filepath.Join(root, "README.md"), filepath.Join(root, "e2e", "README.md"),
+	pages = append(append(pages, more...), filepath.Join(root, "e2e", "README.md"),
 		filepath.Join(root, "deploy", "FLEET.md"))
 	for _, p := range pages {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := mustRead(t, p)
 		var missing []string
 		for _, at := range testName.FindAllStringIndex(string(b), -1) {
 			name := string(b[at[0]:at[1]])
