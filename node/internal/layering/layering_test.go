@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -82,52 +83,23 @@ func TestImportDirection(t *testing.T) {
 	sort.Strings(pkgs)
 	for _, p := range pkgs {
 		rel := strings.TrimPrefix(p, mod)
-		for _, sub := range subsystems {
-			if !under(rel, sub) {
-				continue
-			}
-			for _, d := range all[p] {
-				drel, ok := strings.CutPrefix(d, mod)
-				if !ok {
-					continue
-				}
-				for _, a := range above {
-					if drel == a || (a != "node" && under(drel, a)) {
-						t.Errorf("%s depends on %s: a subsystem never imports the layers above it", rel, drel)
-					}
-				}
-			}
-		}
-		if under(rel, "node/api") {
-			for _, d := range all[p] {
-				if drel, ok := strings.CutPrefix(d, mod); ok && drel != "render/routing" && !under(drel, "node/api") {
-					t.Errorf("%s depends on %s: node/api imports only render/routing and the standard library", rel, drel)
-				}
-			}
-		}
-		if under(rel, "node/client") {
-			for _, d := range all[p] {
-				for _, f := range clientForbidden {
-					if strings.HasPrefix(d, f) || d == mod+"node" {
-						t.Errorf("%s depends on %s: the command-line client depends on none of the server's packages", rel, d)
-					}
-				}
-			}
-		}
-		// The HTTP layer reads requests (a poll's report headers included) and hands
-		// the subsystems values: node/ingress never sees an http.Header.
-		if _, ok := httpFree[rel]; ok {
-			for _, d := range all[p] {
-				if d == "net/http" {
-					t.Errorf("%s depends on net/http: the HTTP layer (node/httpapi) parses what it hands it", rel)
-				}
-			}
-		}
-		if rel == "node/httpapi" || under(rel, "node/httpapi") {
-			for _, d := range all[p] {
-				if d == mod+"node" {
-					t.Errorf("%s depends on the root node package: httpapi sits below the composition root", rel)
-				}
+		subsystem := slices.ContainsFunc(subsystems, func(sub string) bool { return under(rel, sub) })
+		_, noHTTP := httpFree[rel]
+		for _, d := range all[p] {
+			drel, ours := strings.CutPrefix(d, mod)
+			switch {
+			case ours && subsystem && slices.ContainsFunc(above, func(a string) bool { return drel == a || (a != "node" && under(drel, a)) }):
+				t.Errorf("%s depends on %s: a subsystem never imports the layers above it", rel, drel)
+			case ours && under(rel, "node/api") && drel != "render/routing" && !under(drel, "node/api"):
+				t.Errorf("%s depends on %s: node/api imports only render/routing and the standard library", rel, drel)
+			case under(rel, "node/client") && (d == mod+"node" || slices.ContainsFunc(clientForbidden, func(f string) bool { return strings.HasPrefix(d, f) })):
+				t.Errorf("%s depends on %s: the command-line client depends on none of the server's packages", rel, d)
+			// The HTTP layer reads requests (a poll's report headers included) and hands
+			// the subsystems values: node/ingress never sees an http.Header.
+			case noHTTP && d == "net/http":
+				t.Errorf("%s depends on net/http: the HTTP layer (node/httpapi) parses what it hands it", rel)
+			case under(rel, "node/httpapi") && d == mod+"node":
+				t.Errorf("%s depends on the root node package: httpapi sits below the composition root", rel)
 			}
 		}
 	}
