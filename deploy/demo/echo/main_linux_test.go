@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -78,15 +76,8 @@ func TestStopsItsOwnSocketThroughTheGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, r := range conns {
-		resp, err := http.ReadResponse(r, nil)
-		if err != nil {
-			t.Errorf("request %d, queued at the stop: %v, want it answered (echo's output: %q)", i, err, p.out.String())
-			continue
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if want := fmt.Sprintf("own /queued/%d\n", i); err != nil || string(b) != want {
-			t.Errorf("request %d: %q, %v, want %q", i, b, err, want)
+		if _, body, err := readAnswer(r); err != nil || body != fmt.Sprintf("own /queued/%d\n", i) {
+			t.Errorf("request %d, queued at the stop: %q, %v, want it answered (echo's output: %q)", i, body, err, p.out.String())
 		}
 	}
 	p.waitExitZero(t, "echo")

@@ -96,14 +96,8 @@ func (p *echoProc) answer(t *testing.T, c net.Conn) string {
 	got := make(chan result, 1)
 	go func() {
 		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			got <- result{err: err}
-			return
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		got <- result{body: string(b), err: err}
+		_, body, err := readAnswer(bufio.NewReader(c))
+		got <- result{body, err}
 	}()
 	select {
 	case r := <-got:
@@ -211,7 +205,12 @@ func get(t *testing.T, c net.Conn, br *bufio.Reader, path string) (*http.Respons
 	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: echo\r\n\r\n", path); err != nil {
 		return nil, "", err
 	}
-	resp, err := http.ReadResponse(br, nil)
+	return readAnswer(br)
+}
+
+// readAnswer reads one response from r and its body.
+func readAnswer(r *bufio.Reader) (*http.Response, string, error) {
+	resp, err := http.ReadResponse(r, nil)
 	if err != nil {
 		return nil, "", err
 	}
