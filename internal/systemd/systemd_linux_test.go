@@ -89,35 +89,46 @@ func readLine(t *testing.T, r *bufio.Reader) string {
 	return strings.TrimSpace(line)
 }
 
+// tcpListenerFile is a listening TCP socket on 127.0.0.1 and a descriptor of it, closed
+// at cleanup (as are those below).
 func tcpListenerFile(t *testing.T) (*net.TCPListener, *os.File) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	f, err := ln.(*net.TCPListener).File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return ln.(*net.TCPListener), f
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	return ln, fileOf(t, ln, err)
 }
 
-// udpSocketFile is a bound UDP socket and a descriptor of it, closed at cleanup.
-func udpSocketFile(t *testing.T) (net.PacketConn, *os.File) {
+// udpSocketFile is a bound UDP socket and a descriptor of it.
+func udpSocketFile(t *testing.T) (*net.UDPConn, *os.File) {
+	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	return pc, fileOf(t, pc, err)
+}
+
+// fileOf is a descriptor of the socket c (err: of making it).
+func fileOf(t *testing.T, c interface {
+	File() (*os.File, error)
+	Close() error
+}, err error) *os.File {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { pc.Close() })
-	f, err := pc.(*net.UDPConn).File()
+	t.Cleanup(func() { c.Close() })
+	f, err := c.File()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	return pc, f
+	return f
+}
+
+// plainFile is a regular file, not a socket.
+func plainFile(t *testing.T) *os.File {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }
 
 // TestAHandedOverSocketIsServedAndItsQueueKept: the child serves the socket the parent
@@ -142,42 +153,29 @@ func TestAHandedOverSocketIsServedAndItsQueueKept(t *testing.T) {
 	}
 }
 
-// TestSocketsForAnotherProcessOrNoneAreNotTaken: LISTEN_PID naming another process (the
-// variables leaked from a parent) and LISTEN_FDS=0 both mean no socket.
-func TestSocketsForAnotherProcessOrNoneAreNotTaken(t *testing.T) {
-	_, f := tcpListenerFile(t)
-	for _, tc := range []struct{ mode, fds string }{{"other", "1"}, {"self", "0"}} {
-		r, _ := child(t, tc.mode, tc.fds, f)
-		if got := readLine(t, r); got != "none" {
-			t.Errorf("LISTEN_PID %s, LISTEN_FDS=%s: the child printed %q, want none", tc.mode, tc.fds, got)
-		}
-	}
-}
-
-// TestWhatIsNotOneListeningTCPSocketIsRefused: a datagram socket, a connected (not
-// listening) socket, a plain file and two sockets are each an error naming it.
+// TestWhatIsNotOneListeningTCPSocketIsRefused: LISTEN_PID naming another process (the
+// variables leaked from a parent) and LISTEN_FDS=0 both mean no socket; a datagram
+// socket, a plain file, two sockets and a LISTEN_FDS that is no number are each an
+// error naming it.
 func TestWhatIsNotOneListeningTCPSocketIsRefused(t *testing.T) {
 	_, tcp := tcpListenerFile(t)
 	_, udp := udpSocketFile(t)
-	plain, err := os.Create(filepath.Join(t.TempDir(), "f"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer plain.Close()
 	for _, tc := range []struct {
-		name  string
-		fds   string
-		files []*os.File
-		want  string
+		mode, fds string
+		files     []*os.File
+		want      string // the child's line: "none", or an error holding it
 	}{
-		{"udp", "1", []*os.File{udp}, "not a listening TCP socket"},
-		{"file", "1", []*os.File{plain}, "not a socket"},
-		{"two", "2", []*os.File{tcp, tcp}, "handed over 2 sockets"},
-		{"garbage", "x", []*os.File{tcp}, `LISTEN_FDS="x"`},
+		{"other", "1", []*os.File{tcp}, "none"},
+		{"self", "0", []*os.File{tcp}, "none"},
+		{"self", "1", []*os.File{udp}, "not a listening TCP socket"},
+		{"self", "1", []*os.File{plainFile(t)}, "not a socket"},
+		{"self", "2", []*os.File{tcp, tcp}, "handed over 2 sockets"},
+		{"self", "x", []*os.File{tcp}, `LISTEN_FDS="x"`},
 	} {
-		r, _ := child(t, "self", tc.fds, tc.files...)
-		if got := readLine(t, r); !strings.HasPrefix(got, "error:") || !strings.Contains(got, tc.want) {
-			t.Errorf("%s: the child printed %q, want an error with %q", tc.name, got, tc.want)
+		r, _ := child(t, tc.mode, tc.fds, tc.files...)
+		got := readLine(t, r)
+		if got != tc.want && (tc.want == "none" || !strings.HasPrefix(got, "error:") || !strings.Contains(got, tc.want)) {
+			t.Errorf("LISTEN_PID %s, LISTEN_FDS=%s, %s: the child printed %q, want %q", tc.mode, tc.fds, tc.want, got, tc.want)
 		}
 	}
 }
@@ -222,22 +220,9 @@ func TestAStreamAndADatagramSocketAreBothTaken(t *testing.T) {
 	if got, want := readLine(t, r), "sockets tcp "+ln.Addr().String()+" udp "+pc.LocalAddr().String(); got != want {
 		t.Fatalf("the child printed %q, want %q", got, want)
 	}
-	plain, err := os.Create(filepath.Join(t.TempDir(), "f"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer plain.Close()
-	conn, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	cf, err := conn.(*net.TCPConn).File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cf.Close()
-	for name, f := range map[string]*os.File{"file": plain, "connected": cf} {
+	conn, err := net.DialTCP("tcp", nil, ln.Addr().(*net.TCPAddr))
+	cf := fileOf(t, conn, err)
+	for name, f := range map[string]*os.File{"file": plainFile(t), "connected": cf} {
 		r, _ := child(t, "self", "2", tcp, f)
 		if got := readLine(t, r); !strings.HasPrefix(got, "error: descriptor 4") {
 			t.Errorf("%s: the child printed %q, want an error naming descriptor 4", name, got)
