@@ -107,7 +107,7 @@ func TestHostileUpdatesAreRefused(t *testing.T) {
 		p    *Provider
 		zone string
 		recs []libdns.Record
-		want error  // errors.Is
+		want error  // errors.Is (every case has one)
 		sub  string // substring of the error
 	}{
 		{"bad TSIG secret", wrongSecret, "fleet.test", rec, ErrRefused, "NOTAUTH (TSIG BADSIG)"},
@@ -122,25 +122,19 @@ func TestHostileUpdatesAreRefused(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := c.p.AppendRecords(ctx(t), c.zone, c.recs)
-			if err == nil {
-				t.Fatal("accepted")
-			}
-			if c.want != nil && !errors.Is(err, c.want) {
-				t.Fatalf("error %v, want %v", err, c.want)
-			}
-			if !strings.Contains(err.Error(), c.sub) {
-				t.Fatalf("error %q does not mention %q", err, c.sub)
+			if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.sub) {
+				t.Fatalf("error %v, want %v mentioning %q", err, c.want, c.sub)
 			}
 			for _, s := range []string{b.Key.Secret, b.Other.Secret, wrongSecret.Secret} {
 				if strings.Contains(err.Error(), s) {
 					t.Fatalf("error carries a secret: %v", err)
 				}
 			}
-			// Removing the whole zone apex is refused too.
-			if _, err := good.DeleteRecords(ctx(t), "fleet.test", []libdns.Record{libdns.RR{Name: "@"}}); !errors.Is(err, ErrName) {
-				t.Fatalf("deleting every record at the apex: %v", err)
-			}
 		})
+	}
+	// Removing the whole zone apex is refused too.
+	if _, err := good.DeleteRecords(ctx(t), "fleet.test", []libdns.Record{libdns.RR{Name: "@"}}); !errors.Is(err, ErrName) {
+		t.Fatalf("deleting every record at the apex: %v", err)
 	}
 	for _, z := range []string{"fleet.test", "other.test"} {
 		if got := b.ZoneTXT(t, z); len(got) != 0 {
