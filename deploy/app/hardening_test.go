@@ -48,34 +48,28 @@ func unitCopies(t *testing.T) map[string]string {
 	t.Helper()
 	dir := t.TempDir()
 	out := map[string]string{}
-	for _, u := range shippedUnits {
-		b, err := os.ReadFile(u.path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := string(b)
-		for _, p := range u.exec {
-			if !strings.Contains(s, p) {
-				t.Fatalf("%s no longer runs %s: update shippedUnits", u.path, p)
-			}
-			s = strings.ReplaceAll(s, p, "/bin/true")
-		}
-		path := filepath.Join(dir, u.name)
-		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		out[u.path] = path
-	}
-	for src, name := range shippedSockets {
+	put := func(src, name string, progs []string) {
 		b, err := os.ReadFile(src)
 		if err != nil {
 			t.Fatal(err)
 		}
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, b, 0o644); err != nil {
+		s := string(b)
+		for _, p := range progs {
+			if !strings.Contains(s, p) {
+				t.Fatalf("%s no longer runs %s: update shippedUnits", src, p)
+			}
+			s = strings.ReplaceAll(s, p, "/bin/true")
+		}
+		out[src] = filepath.Join(dir, name)
+		if err := os.WriteFile(out[src], []byte(s), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		out[src] = path
+	}
+	for _, u := range shippedUnits {
+		put(u.path, u.name, u.exec)
+	}
+	for src, name := range shippedSockets {
+		put(src, name, nil)
 	}
 	return out
 }

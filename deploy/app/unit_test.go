@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -66,13 +67,7 @@ func TestTheAppReleaseUnitRunsUnprivilegedAndReadsNoSecret(t *testing.T) {
 	}
 	hidden := strings.Fields(strings.Join(s["InaccessiblePaths"], " "))
 	for _, p := range []string{"/etc/scafo", "/var/lib/scafo", "/var/lib/private/scafo", "/run/traefik"} {
-		found := false
-		for _, h := range hidden {
-			if strings.TrimPrefix(h, "-") == p {
-				found = true
-			}
-		}
-		if !found {
+		if !slices.ContainsFunc(hidden, func(h string) bool { return strings.TrimPrefix(h, "-") == p }) {
 			t.Errorf("app@.service: InaccessiblePaths %v lacks %s (the node's and the ingress's secrets)", hidden, p)
 		}
 	}
