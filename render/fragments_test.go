@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/scafo/ingress/render/fleet"
-	"github.com/scafo/ingress/render/routing"
 )
 
 // fleetCertsWith returns a copy of fc (nil: a new set on entry points eps) where name is
@@ -56,35 +55,6 @@ func firstDiff(a, b []byte) int {
 func excerpt(b []byte, at int) string {
 	lo, hi := max(at-120, 0), min(at+120, len(b))
 	return string(b[lo:hi])
-}
-
-// TestIncrementalRenderRefusesWhatTheFullRenderRefuses: the same errors, and a refused
-// document leaves the next render's bytes right.
-func TestIncrementalRenderRefusesWhatTheFullRenderRefuses(t *testing.T) {
-	inc := mustIncremental(t, Options{})
-	if _, err := rendered(inc, Request{}); err == nil {
-		t.Error("nil document accepted")
-	}
-	up := []routing.Upstream{{Node: "n1", Address: "10.0.0.1:1"}} // no APIPort, no health path
-	bad := &routing.Document{V: 1, Routes: []routing.Route{{Host: "a.example.com", Application: "a", Upstreams: up}}}
-	unsorted := &routing.Document{V: 1, Routes: []routing.Route{
-		{Host: "b.example.com", Application: "b", Upstreams: []routing.Upstream{}},
-		{Host: "a.example.com", Application: "a", Upstreams: []routing.Upstream{}, Paths: map[string]string{"x": "nowhere.example.com"}}}}
-	for _, d := range []*routing.Document{bad, unsorted} {
-		_, werr := Traefik(d, Options{})
-		_, gerr := rendered(inc, Request{Doc: d})
-		if werr == nil || gerr == nil || werr.Error() != gerr.Error() {
-			t.Errorf("full render: %v; incremental: %v", werr, gerr)
-		}
-	}
-	if _, err := NewIncremental(Options{EntryPoints: []string{"a@b"}}); err == nil {
-		t.Error("invalid options accepted")
-	}
-	good, _ := fleet.Derive(fleet.GenerateState(20, 10), fleet.GenerateOptions())
-	want, _ := Traefik(good, Options{})
-	if got, err := rendered(inc, Request{Doc: good}); err != nil || !bytes.Equal(got, want) {
-		t.Errorf("after refusals: %v, equal %v", err, bytes.Equal(got, want))
-	}
 }
 
 // TestAutomaticIntervalStepRendersNoFragmentAgain: the automatic health-check interval

@@ -338,7 +338,9 @@ func TestPathMapSwitchesToGroupedRouterAboveThreshold(t *testing.T) {
 }
 
 // TestBadInputIsAnErrorNamingTheField: the render refuses what routing.Validate
-// refuses, with its error (routing's TestDocumentValidate holds every field).
+// refuses, with its error (routing's TestDocumentValidate holds every field; that the
+// incremental render refuses the same, with the same error, and renders right after is
+// TestIncrementalRenderEqualsFullRender's).
 func TestBadInputIsAnErrorNamingTheField(t *testing.T) {
 	for field, mut := range map[string]func(d *routing.Document){
 		"routes[1].host":                 func(d *routing.Document) { d.Routes[1].Host = "eu`.tito.io" },
@@ -354,6 +356,9 @@ func TestBadInputIsAnErrorNamingTheField(t *testing.T) {
 	}
 	if _, err := Traefik(nil, Options{}); err == nil {
 		t.Error("nil document: want an error")
+	}
+	if _, err := mustIncremental(t, Options{}).Render(Request{}); err == nil {
+		t.Error("nil document, incremental render: want an error")
 	}
 }
 
