@@ -17,9 +17,7 @@ import (
 func TestChildDiesWithItsParent(t *testing.T) {
 	p := child(t, "parent", "PROC_TEST_LOG="+filepath.Join(t.TempDir(), "grandchild.log"))
 	p.MustStart(t)
-	if err := p.WaitLog(10*time.Second, 0, "grandchild pid"); err != nil {
-		t.Fatal(err)
-	}
+	must(t, p.WaitLog(10*time.Second, 0, "grandchild pid"))
 	m := regexp.MustCompile(`grandchild pid (\d+)`).FindStringSubmatch(p.Output())
 	pid, _ := strconv.Atoi(m[1])
 	t.Cleanup(func() {
@@ -31,14 +29,12 @@ func TestChildDiesWithItsParent(t *testing.T) {
 		t.Fatalf("grandchild %d is not running before its parent is killed", pid)
 	}
 	p.Kill()
-	if err := Poll(10*time.Second, Tick, func() error {
+	WaitFor(t, "the grandchild to die", 10*time.Second, func() error {
 		if alive(pid) {
 			return fmt.Errorf("grandchild %d still running", pid)
 		}
 		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 }
 
 // alive reports whether pid is a process that is neither gone nor a zombie.

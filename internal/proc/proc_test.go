@@ -69,17 +69,21 @@ func child(t *testing.T, behaviour string, env ...string) *Proc {
 	return p
 }
 
+// must fails t on err.
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestStartWaitAndStopBySIGTERM(t *testing.T) {
 	port := MustFreePort(t, "127.0.0.1")
 	addr := HostPort("127.0.0.1", port)
 	p := child(t, "listen", "PROC_TEST_ADDR="+addr)
 	p.MustStart(t)
-	if err := p.WaitLog(10*time.Second, 0, "listening on"); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.WaitPort(10*time.Second, addr); err != nil {
-		t.Fatal(err)
-	}
+	must(t, p.WaitLog(10*time.Second, 0, "listening on"))
+	must(t, p.WaitPort(10*time.Second, addr))
 	if p.PID() == 0 || p.Exited() {
 		t.Fatalf("pid %d, exited %v: want a running child", p.PID(), p.Exited())
 	}
@@ -100,9 +104,7 @@ func TestStartWaitAndStopBySIGTERM(t *testing.T) {
 	// first run's lines.
 	from := p.LogSize()
 	p.MustStart(t)
-	if err := p.WaitLog(10*time.Second, from, "listening on"); err != nil {
-		t.Fatal(err)
-	}
+	must(t, p.WaitLog(10*time.Second, from, "listening on"))
 	if n := strings.Count(p.Output(), "listening on"); n != 2 {
 		t.Errorf("the log holds %d 'listening on' lines, want 2 (one per run)", n)
 	}
@@ -118,9 +120,7 @@ func TestStartWaitAndStopBySIGTERM(t *testing.T) {
 func TestStopKillsAChildThatIgnoresSIGTERM(t *testing.T) {
 	p := child(t, "stubborn")
 	p.MustStart(t)
-	if err := p.WaitLog(10*time.Second, 0, "ignoring SIGTERM"); err != nil {
-		t.Fatal(err)
-	}
+	must(t, p.WaitLog(10*time.Second, 0, "ignoring SIGTERM"))
 	t0 := time.Now()
 	if killed := p.Stop(200 * time.Millisecond); !killed {
 		t.Error("Stop reports no SIGKILL for a child that ignores SIGTERM")
