@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/scafo/ingress/node/store"
-	"github.com/scafo/ingress/node/store/dir"
 )
 
 func TestIdentityTurnsForeignAndRefusesBumps(t *testing.T) {
@@ -20,10 +19,7 @@ func TestIdentityTurnsForeignAndRefusesBumps(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			st, err := dir.New(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := newDir(t)
 			var id store.Identity
 			for range 3 {
 				if _, err := id.Bump(ctx, st); err != nil {
@@ -82,10 +78,7 @@ func TestIdentitySeededFromTheStateDir(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			st, err := dir.New(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := newDir(t)
 			if tc.serial != nil {
 				if _, err := st.Put(ctx, store.SerialKey, tc.serial, store.Condition{}); err != nil {
 					t.Fatal(err)
@@ -132,10 +125,7 @@ func TestIdentitySeededFromTheStateDir(t *testing.T) {
 // wipe landing between the heartbeat's first bump and the next committed pass).
 func TestIdentityKnowsTheSerialItCreated(t *testing.T) {
 	ctx := context.Background()
-	st, err := dir.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := newDir(t)
 	var id store.Identity
 	// The first pass finds no serial (a store being filled): accepted as it is.
 	obs, err := id.Observe(ctx, st)
@@ -179,10 +169,7 @@ func TestIdentityRecheckCatchesASwappedStore(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			st, err := dir.New(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := newDir(t)
 			for range 3 {
 				if _, err := store.BumpSerial(ctx, st); err != nil {
 					t.Fatal(err)

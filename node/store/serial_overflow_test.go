@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/scafo/ingress/node/store"
-	"github.com/scafo/ingress/node/store/dir"
 )
 
 // TestASerialNeverWrapsToZero: a serial at the counter's last value (a corrupt
@@ -18,10 +17,7 @@ import (
 // math.MaxUint64 wrote "0 <epoch>", and a bump from math.MaxUint64 did too).
 func TestASerialNeverWrapsToZero(t *testing.T) {
 	ctx := context.Background()
-	st, err := dir.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := newDir(t)
 	var id store.Identity
 	for range 3 {
 		if _, err := id.Bump(ctx, st); err != nil {
