@@ -97,29 +97,11 @@ func TestProviderStaticChangesOnlyAddressesEndpointsAndToken(t *testing.T) {
 }
 
 // The generated fleet derives to a route per application, the flip host's prefix on the
-// first target, and the flip participants on their own listeners; a group per app is
-// written into the objects.
+// first target, and the flip participants on their own listeners (an application in a
+// group gets platform hosts only under its group's domains: TestGroupsHarnessSplitsTheFleet
+// derives a grouped fleet).
 func TestFlipFleetDerivesWithTheFlipHostOnItsOwnListeners(t *testing.T) {
 	b, now := flipBackends(30001, 30002), time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
-	// With a group per application, every application object carries it.
-	grouped, err := fleetObjects(fleetSpec{apps: 100, group: func(i int) string { return []string{"eu-1", "us-1"}[i%2] }}, b, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range grouped {
-		if !strings.HasPrefix(k, fleet.PrefixApps) {
-			continue
-		}
-		var a fleet.App
-		if err := json.Unmarshal(v, &a); err != nil {
-			t.Fatal(err)
-		}
-		if g := a.GroupOf(); g != []string{"eu-1", "us-1"}[int(a.Name[len(a.Name)-1]-'0')%2] {
-			t.Errorf("%s: ingress group %v", a.Name, g)
-		}
-	}
-	// Without one, the fleet derives (an application in a group gets platform hosts only
-	// under its group's domains: TestGroupsHarnessSplitsTheFleet derives a grouped fleet).
 	objs, err := fleetObjects(fleetSpec{apps: 100}, b, now)
 	if err != nil {
 		t.Fatal(err)
