@@ -32,18 +32,12 @@ func TestConfigurationReferenceIsGeneratedFromTheCode(t *testing.T) {
 	got := mustRead(t, configurationPage)
 	if !bytes.Equal(got, want) {
 		gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
-		for i := 0; i < max(len(gl), len(wl)); i++ {
-			var g, w string
-			if i < len(gl) {
-				g = gl[i]
-			}
-			if i < len(wl) {
-				w = wl[i]
-			}
-			if g != w {
-				t.Fatalf("docs/configuration.md differs from node.Config at line %d (go test ./tools/docs -run Configuration -update):\n  page %q\n  code %q", i+1, g, w)
-			}
+		i := 0
+		for i < len(gl) && i < len(wl) && gl[i] == wl[i] {
+			i++
 		}
+		t.Fatalf("docs/configuration.md differs from node.Config at line %d (go test ./tools/docs -run Configuration -update):\n  page %q\n  code %q",
+			i+1, append(gl, "")[i], append(wl, "")[i]) // "" past the end
 	}
 }
 
