@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -132,15 +131,12 @@ func TestGzipWhenAccepted(t *testing.T) {
 	}
 }
 
-var parkedSample = regexp.MustCompile(`(?m)^scafo_longpolls_parked (\S+)$`)
-
 // awaitParked returns once n long-polls are parked (scafo_longpolls_parked), yielding
 // to them meanwhile; it fails the test after 10s.
 func (p *inProcess) awaitParked(t *testing.T, n int) {
 	t.Helper()
-	want := []byte(strconv.Itoa(n))
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); runtime.Gosched() {
-		if m := parkedSample.FindSubmatch(p.Rec("GET", api.PathMetrics, "", "").Body.Bytes()); m != nil && bytes.Equal(m[1], want) {
+		if v, _ := metricValue(t, p, "scafo_longpolls_parked"); v == float64(n) {
 			return
 		}
 	}

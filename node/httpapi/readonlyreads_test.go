@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"encoding/json"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -57,8 +56,7 @@ func TestTheReadOnlyTokensStoreReadsAreBudgeted(t *testing.T) {
 	if s, err := strconv.Atoi(last.Header.Get("Retry-After")); err != nil || s < 1 {
 		t.Errorf("Retry-After %q, want whole seconds", last.Header.Get("Retry-After"))
 	}
-	metrics := string(p.Must(http.StatusOK, http.MethodGet, "/metrics", "", ""))
-	if m := regexp.MustCompile(`scafo_requests_refused_total\{reason="read_rate"\} ([0-9]+)`).FindStringSubmatch(metrics); m == nil || m[1] == "0" {
-		t.Errorf("read_rate refusals in /metrics: %v", m)
+	if v, ok := metricValue(t, p, refusedSeries("read_rate")); !ok || v == 0 {
+		t.Errorf("read_rate refusals in /metrics: %v (exported %v)", v, ok)
 	}
 }
