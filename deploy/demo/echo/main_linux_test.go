@@ -31,21 +31,20 @@ func startOwn(t *testing.T, args string) (*echoProc, string) {
 	cmd.Env = append(cmd.Env, "ECHO_MAIN=1", "ECHO_ARGS="+args)
 	p := run(t, cmd)
 	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGCONT) }) // before run's kill: a test may have frozen it
-	serving := regexp.MustCompile(`serving on (\S+)`)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+	serving, addr := regexp.MustCompile(`serving on (\S+)`), ""
+	proc.WaitFor(t, "echo to say where it serves", 30*time.Second, func() error {
 		if m := serving.FindStringSubmatch(p.out.String()); m != nil {
-			return p, m[1]
+			addr = m[1]
+			return nil
 		}
 		select {
 		case <-p.exited:
 			t.Fatalf("echo exited before serving: %v, output %q", p.err, p.out.String())
-		case <-tick.C:
+		default:
 		}
-	}
-	t.Fatalf("echo did not say where it serves within 30 s: %q", p.out.String())
-	return nil, ""
+		return fmt.Errorf("output %q", p.out.String())
+	})
+	return p, addr
 }
 
 // A plain in-place restart's stop, on a socket echo listened itself: connections that
