@@ -2,6 +2,7 @@ package docs
 
 import (
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -125,18 +126,8 @@ func TestBadCitationsFindsWhatDoesNotResolve(t *testing.T) {
 // Every relative link of README.md and docs/*.md names a file that exists, and an
 // anchor in a markdown page (or on the page itself) names one of its headings.
 func TestEveryDocumentationLinkResolves(t *testing.T) {
-	pages := docPages(t)
-	cache := map[string]map[string]bool{}
-	anchorsOf := func(p string) map[string]bool {
-		if a, ok := cache[p]; ok {
-			return a
-		}
-		b := mustRead(t, p)
-		a, _ := Anchors(string(b))
-		cache[p] = a
-		return a
-	}
-	for _, page := range pages {
+	anchors := map[string]map[string]bool{} // of each page linked to, read once
+	for _, page := range docPages(t) {
 		b := mustRead(t, page)
 		rel, _ := filepath.Rel(root, page)
 		for _, l := range Links(string(b)) {
@@ -151,13 +142,11 @@ func TestEveryDocumentationLinkResolves(t *testing.T) {
 			if l.Anchor == "" || !strings.HasSuffix(target, ".md") {
 				continue
 			}
-			if a := anchorsOf(target); !a[l.Anchor] {
-				var have []string
-				for k := range a {
-					have = append(have, k)
-				}
-				slices.Sort(have)
-				t.Errorf("%s:%d: link to %s#%s: no such heading (have %v)", rel, l.Line, l.Path, l.Anchor, have)
+			if anchors[target] == nil {
+				anchors[target], _ = Anchors(string(mustRead(t, target)))
+			}
+			if !anchors[target][l.Anchor] {
+				t.Errorf("%s:%d: link to %s#%s: no such heading (have %v)", rel, l.Line, l.Path, l.Anchor, slices.Sorted(maps.Keys(anchors[target])))
 			}
 		}
 	}
