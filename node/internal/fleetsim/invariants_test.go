@@ -53,15 +53,15 @@ var (
 )
 
 const (
-	// defaultSeeds: under -race a seed of 200 steps costs about 0.4 s of CPU, most of it
-	// the race detector's in the product's code (the poll's handler chain, the gzip of
-	// each new revision, reconcile's decoding, served.json's writes); the simulator's
-	// own checks are a few per cent (measured with -cpuprofile and perf). The package's
-	// default run took 46 s and 22 s under -race on two cores shared with other work
-	// (load average 8.5 and 4.7). Without -race a seed costs about 0.07 s of CPU (500
-	// seeds: 55 s at load average 8). The 2 000 seeds × 200 steps would take
-	// about 13 CPU-minutes under -race: -seeds=N runs more.
-	defaultSeeds = 60
+	// defaultSeeds: what fits two minutes of the unit run, which runs two packages at a
+	// time on two cores (about one core for this one). Under -race a seed of 200 steps
+	// costs about 0.3 s of CPU, most of it the race detector's in the product's code
+	// (the handler chain, reconcile's decoding, the gzip of each new render): 300
+	// seeds took 90.7 s of CPU (161.8 s wall at load average 6-8 on two cores shared
+	// with other work). The 2 000 seeds x 200 steps (-seeds=2000) took
+	// 653.6 s of CPU, 24 min 19 s wall at load average 8-14: 612 steps per CPU-second,
+	// at least 5 minutes on two idle cores, so they do not fit the 2 minutes.
+	defaultSeeds = 400
 	defaultSteps = 200
 	fleetNodes   = 3
 	fleetIngress = 2
