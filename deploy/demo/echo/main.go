@@ -71,6 +71,7 @@ func main() {
 		waitMu  sync.Mutex
 		waiting = map[net.Conn]bool{}
 		none    chan struct{}
+		left    = make(chan struct{}, 1) // a connection left the wait
 	)
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, ConnState: func(c net.Conn, st http.ConnState) {
 		waitMu.Lock()
@@ -79,7 +80,13 @@ func main() {
 			waiting[c] = true
 			return
 		}
-		delete(waiting, c)
+		if waiting[c] {
+			delete(waiting, c)
+			select {
+			case left <- struct{}{}:
+			default:
+			}
+		}
 		if len(waiting) == 0 && none != nil {
 			close(none)
 			none = nil
@@ -108,7 +115,9 @@ func main() {
 			// Our own socket: let nothing wait in its accept queue when it closes (a
 			// connection waiting there is reset at close, after the proxy wrote its
 			// request). Serve keeps accepting meanwhile.
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			// The bound only matters when accepting is slow (a loaded machine): Drain
+			// returns as soon as the queue is empty.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			if err := listengate.Drain(ctx, ln); err != nil {
 				log.Printf("echo: draining the accept queue: %v", err)
 			}
@@ -128,10 +137,16 @@ func main() {
 			none = empty
 		}
 		waitMu.Unlock()
-		if empty != nil {
-			select { // at most a second
+		// A second at most without progress: an idle keep-alive connection may never
+		// send again, but while connections keep leaving the wait (requests being read
+		// on a loaded machine) each gets another second.
+		for empty != nil {
+			select {
 			case <-empty:
+				empty = nil
+			case <-left:
 			case <-time.After(time.Second):
+				empty = nil
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
