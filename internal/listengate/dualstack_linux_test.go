@@ -1,7 +1,6 @@
 package listengate
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"strconv"
@@ -37,12 +36,7 @@ func TestDrainOnADualStackSocket(t *testing.T) {
 		}
 	}
 	waitQueued(t, ln, len(conns))
-	drained := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		drained <- Drain(ctx, ln)
-	}()
+	drained := drainAsync(ln)
 	served := serve(ln)
 	if err := <-drained; err != nil {
 		t.Fatalf("Drain: %v", err)

@@ -171,12 +171,7 @@ func TestDrainAnswersEveryQueuedConnection(t *testing.T) {
 				ln = wrapped{Listener: ln, forward: true}
 			}
 			conns := queue(t, ln, 8)
-			drained := make(chan error, 1)
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				drained <- Drain(ctx, ln)
-			}()
+			drained := drainAsync(ln)
 			served := serve(ln)
 			if err := <-drained; err != nil {
 				t.Fatalf("Drain (wrapped %v): %v", wrap, err)
@@ -383,3 +378,15 @@ type handsOver struct {
 }
 
 func (h handsOver) SyscallConn() (syscall.RawConn, error) { return h.rc, nil }
+
+// drainAsync runs Drain on ln (30 s at most) while the test serves it; its error arrives
+// on the channel.
+func drainAsync(ln net.Listener) <-chan error {
+	drained := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		drained <- Drain(ctx, ln)
+	}()
+	return drained
+}
