@@ -139,13 +139,16 @@ func main() {
 		waitMu.Unlock()
 		// A second at most without progress: an idle keep-alive connection may never
 		// send again, but while connections keep leaving the wait (requests being read
-		// on a loaded machine) each gets another second.
+		// on a loaded machine) each gets another second, ten in all.
+		giveUp := time.After(10 * time.Second)
 		for empty != nil {
 			select {
 			case <-empty:
 				empty = nil
 			case <-left:
 			case <-time.After(time.Second):
+				empty = nil
+			case <-giveUp:
 				empty = nil
 			}
 		}
