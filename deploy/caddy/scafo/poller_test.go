@@ -56,11 +56,12 @@ func startTestPoller(t *testing.T, n *fakenode.Node, cfg PollerConfig) *Poller {
 
 // A flip reaches the table through a long-poll: with the retry interval at an hour,
 // only a held request that the node answers when its revision moves can deliver it.
-// The table carries the node's ETag and serial; the poller reports itself as a plugin.
+// The table carries the node's ETag and serial; the poller reports itself as a plugin
+// and asks for its group (?group=; hostsDoc's routes are of the default group).
 func TestPollerAppliesAFlipWithinOneLongPoll(t *testing.T) {
 	n := fakenode.New(t, "")
 	n.SetDoc(t, 1, hostsDoc("shop.apps.example.com"))
-	p := startTestPoller(t, n, PollerConfig{Wait: 20 * time.Second, Interval: time.Hour})
+	p := startTestPoller(t, n, PollerConfig{Wait: 20 * time.Second, Interval: time.Hour, Group: routing.DefaultGroup})
 	waitTable(t, p, "shop", routes("shop.apps.example.com"))
 	n.SetDoc(t, 2, hostsDoc("shop.apps.example.com", "bob.apps.example.com"))
 	tab := waitTable(t, p, "bob", routes("bob.apps.example.com"))
@@ -68,8 +69,8 @@ func TestPollerAppliesAFlipWithinOneLongPoll(t *testing.T) {
 		t.Fatalf("table without the node's ETag or serial: %+v", tab)
 	}
 	for _, r := range n.Requests() {
-		if r.Ingress != "caddy-test" || r.Kind != api.KindPlugin || r.Via != "scafo-caddy" {
-			t.Fatalf("poll %+v: want the ingress report of plugin caddy-test", r)
+		if r.Ingress != "caddy-test" || r.Kind != api.KindPlugin || r.Via != "scafo-caddy" || r.Group != routing.DefaultGroup {
+			t.Fatalf("poll %+v: want the ingress report of plugin caddy-test, for group default", r)
 		}
 	}
 }
