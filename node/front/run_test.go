@@ -18,7 +18,7 @@ import (
 // document; a passthrough name goes to the fallback before its route exists, and from
 // the first poll that reports the document applied it reaches the route's upstream
 // (the table is built before the document is held), so ?wait=applied can never
-// answer before the front routes by a write.
+// answer before the front routes by a write. It asks for the group it serves (?group=).
 func TestAFrontReportsADocumentOnlyOnceItRoutesByIt(t *testing.T) {
 	pki := newTestPKI(t, nameDB)
 	up := startTLSUpstream(t, pki, false)
@@ -32,7 +32,7 @@ func TestAFrontReportsADocumentOnlyOnceItRoutesByIt(t *testing.T) {
 	n.SetDoc(t, 1, doc())
 
 	cfg := Defaults()
-	cfg.Nodes, cfg.Token, cfg.Name = []string{n.URL()}, fakenode.Token, "front-t"
+	cfg.Nodes, cfg.Token, cfg.Name, cfg.Group = []string{n.URL()}, fakenode.Token, "front-t", "eu"
 	cfg.Listen = Listen{TCP: "127.0.0.1:0"}
 	cfg.Fallback.TLS = fb.addr()
 	cfg.ShutdownGrace = 0
@@ -57,6 +57,9 @@ func TestAFrontReportsADocumentOnlyOnceItRoutesByIt(t *testing.T) {
 		}
 	})
 	waitApplied(t, n, "1")
+	if r := n.Requests()[0]; r.Group != "eu" {
+		t.Fatalf("the front of group eu asked for group %q", r.Group)
+	}
 	addr := socks.TCP.Addr().String()
 	// Before its route: to the fallback (which never answers; the client gives up).
 	raw, err := net.Dial("tcp", addr)
