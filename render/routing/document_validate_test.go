@@ -3,6 +3,7 @@ package routing
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -209,6 +210,13 @@ func TestDocumentValidate(t *testing.T) {
 			}
 			if !strings.HasPrefix(err.Error(), tc.wantField+" ") {
 				t.Fatalf("error %q does not start with the field name %q", err, tc.wantField)
+			}
+			// What render.Incremental checks instead: RouteOK refuses the route too, unless
+			// the error relates routes to one another (RouteOK leaves that to its caller).
+			var i int
+			across := regexp.MustCompile(`duplicate host|must be sorted|of the same application`).MatchString(err.Error())
+			if _, scanErr := fmt.Sscanf(tc.wantField, "routes[%d]", &i); scanErr == nil && !across && d.RouteOK(i) {
+				t.Fatalf("RouteOK(%d) accepts the route Validate refuses: %v", i, err)
 			}
 		})
 	}
