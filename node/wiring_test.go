@@ -82,6 +82,21 @@ func TestTheNodesSettingsReachItsWrites(t *testing.T) {
 	}
 }
 
+// Each role's token reaches the API in its own role (wire.go's apiConfig): the node's
+// read-only token reads the audit log, and the ingress token, which may poll and read
+// the status, may not (hostile review 6, WX3d: the read-only role handed the ingress
+// token; WX3: handed the admin's).
+func TestEachRolesTokenReachesTheAPIInItsRole(t *testing.T) {
+	t.Parallel()
+	n := testnode.NewStepped(t, testConfig(t, "vps-a", t.TempDir()), nil)
+	if r := n.Get(api.PathAudit, testnode.ReadOnlyToken); r.Code != http.StatusOK {
+		t.Errorf("the audit log with the read-only token: %d %s, want 200", r.Code, r.Body)
+	}
+	if r := n.Get(api.PathAudit, testIngressToken); r.Code != http.StatusUnauthorized && r.Code != http.StatusForbidden {
+		t.Errorf("the audit log with the ingress token: %d %s, want 401 or 403", r.Code, r.Body)
+	}
+}
+
 // A node restarted on its state dir over a store it does not recognise (wiped, or
 // another fleet's) serves what it served and writes nothing there: not its record, not a
 // serial (the heartbeat), not an ingress report (the book's flush), not an admin's write
