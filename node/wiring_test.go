@@ -6,6 +6,7 @@ package node_test
 // only here (hostile review 5: F1, F2, F4, F6-F10, F12).
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -159,7 +160,9 @@ func TestANodeOnAForeignStoreWritesNothingThere(t *testing.T) {
 // One name, one node, at Run: a node given the name of a live record of another node
 // refuses to start and writes nothing; a record older than reconcile.nodeTTL holds
 // nothing, and the node that starts serves on the node's own HTTP server, whose
-// connections carry their age (limits.connMaxAge closes one after its answer).
+// connections carry their age (limits.connMaxAge closes one after its answer) and are
+// capped per source address (limits.maxConnsPerSource: one more connection from
+// 127.0.0.1 serves only what the reserve does; hostile review 6, SV1).
 func TestRunRefusesALiveNodesNameAndServesWithItsLimits(t *testing.T) {
 	t.Parallel()
 	// run runs a node over st on a listener until it serves (stop ends it) or refuses.
@@ -230,6 +233,52 @@ func TestRunRefusesALiveNodesNameAndServesWithItsLimits(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != 200 || !resp.Close {
 			t.Errorf("an answer on a connection past limits.connMaxAge: %d, Connection: close %v, want 200 and close", resp.StatusCode, resp.Close)
+		}
+	})
+	t.Run("perSource", func(t *testing.T) {
+		ttl := time.Duration(testConfig(t, "vps-a", t.TempDir()).Reconcile.NodeTTL)
+		storeDir, a := holder(t, time.Now().Add(-2*ttl))
+		cfg := second(t, storeDir)
+		cfg.Limits.MaxConns, cfg.Limits.ReservedConns, cfg.Limits.MaxConnsPerSource = 8, 1, 2
+		cfg.Limits.IdleTimeout, cfg.Limits.ConnMaxAge = ptypes.Duration(time.Hour), ptypes.Duration(time.Hour) // the held ones stay open
+		base, stop, err := run(t, cfg, a.St)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
+		// get sends one request on a new connection from 127.0.0.1 and reads its answer;
+		// the connection stays open (the answer is taken, so the node accepted it).
+		get := func(path, token string) (*http.Response, string) {
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}}
+			c, err := d.Dial("tcp", strings.TrimPrefix(base, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			c.SetDeadline(time.Now().Add(time.Minute)) // a hang fails, it does not bound the test
+			req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			if err := req.Write(c); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return resp, string(body)
+		}
+		for i := range 2 { // the address's share of general connections, held open
+			if resp, body := get(api.PathHealthz, ""); resp.StatusCode != 200 || resp.Close {
+				t.Fatalf("connection %d of 127.0.0.1's 2: %d %s, Connection: close %v, want 200 kept open", i+1, resp.StatusCode, body, resp.Close)
+			}
+		}
+		resp, body := get(api.PathAudit, testnode.ReadOnlyToken) // a read the reserve does not serve
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "limits.maxConnsPerSource") {
+			t.Errorf("a third connection from 127.0.0.1 past limits.maxConnsPerSource 2: %d %s, want 503 naming the setting", resp.StatusCode, body)
 		}
 	})
 }
