@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/scafo/ingress/internal/testnode"
@@ -45,5 +46,27 @@ func TestARestartWithoutItsStateDirNeverGivesAwayItsLastRecordsPorts(t *testing.
 	b.Beat() // reads the record, then writes its own
 	if err := json.Unmarshal(b.Must(201, "POST", "/v1/node/instances/app1", testAdminToken, `{}`), &got); err != nil || got.Port != 24001 {
 		t.Fatalf("app1 was given port %d (%v), want 24001: 24000 is app0's in the last record", got.Port, err)
+	}
+}
+
+// An application is never given the node's API port, even by a ports range covering it
+// (server.go's Reserve; config validation refuses such a range, the registry holds the
+// port regardless: hostile review 6, SP0).
+func TestAPortsRangeCoveringTheAPIPortNeverHandsItOut(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, "vps-a", t.TempDir())
+	cfg.Node.APIPort = 7400
+	cfg.Ports.Min, cfg.Ports.Max = 7400, 7401
+	n := testnode.NewStepped(t, cfg, nil)
+	n.Tick()
+	for _, app := range []string{"app0", "app1"} {
+		n.Must(201, "PUT", "/v1/apps/"+app, testAdminToken, `{"account":"acme","placement":["vps-a"]}`)
+	}
+	var got struct{ Port int }
+	if err := json.Unmarshal(n.Must(201, "POST", "/v1/node/instances/app0", testAdminToken, `{}`), &got); err != nil || got.Port != 7401 {
+		t.Fatalf("app0's instance in 7400..7401: port %d (%v), want 7401 (7400 is the API's)", got.Port, err)
+	}
+	if r := n.Do("POST", "/v1/node/instances/app1", testAdminToken, `{}`); r.Code == 201 || !strings.Contains(r.Body.String(), "no free port") {
+		t.Fatalf("app1 beside app0's 7401 in 7400..7401: %d %s, want no free port", r.Code, r.Body)
 	}
 }
