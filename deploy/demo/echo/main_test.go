@@ -219,27 +219,26 @@ func readAnswer(r *bufio.Reader) (*http.Response, string, error) {
 	return resp, string(b), err
 }
 
-// On SIGTERM the lame duck keeps serving, and an idle keep-alive connection is not closed
-// under a proxy that may be writing a request on it: its next request is answered, with
-// Connection: close. A second SIGTERM ends the lame duck early: echo stops and exits 0
-// (its lame duck is an hour here, so no check below races its end on a loaded machine).
-func TestLameDuckAnswersIdleConnectionsWithClose(t *testing.T) {
-	sock, addr := heldSocket(t)
-	p := startActivated(t, sock, "-name lame -listen 192.0.2.1:1 -lame-duck 1h")
-
-	idle, err := net.Dial("tcp", addr)
+// keepAlive opens a connection to addr, echo -name lame's, and has one answer on it,
+// kept alive: echo then holds it idle.
+func keepAlive(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer idle.Close()
-	idleR := bufio.NewReader(idle)
-	if resp, body, err := get(t, idle, idleR, "/before"); err != nil || body != "lame /before\n" || resp.Close {
+	t.Cleanup(func() { c.Close() })
+	r := bufio.NewReader(c)
+	if resp, body, err := get(t, c, r, "/before"); err != nil || body != "lame /before\n" || resp.Close {
 		t.Fatalf("before SIGTERM: %v %q (close %v), want a keep-alive answer", err, body, resp != nil && resp.Close)
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	// The lame duck has begun once a fresh connection's answer carries Connection: close.
+	return c, r
+}
+
+// awaitLameDuck returns once a fresh connection to addr is answered with Connection:
+// close: the lame duck has begun.
+func awaitLameDuck(t *testing.T, addr string) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		c, err := net.Dial("tcp", addr)
@@ -252,12 +251,26 @@ func TestLameDuckAnswersIdleConnectionsWithClose(t *testing.T) {
 			t.Fatalf("a fresh connection after SIGTERM: %v, want an answer (lame duck)", err)
 		}
 		if resp.Close {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("no answer with Connection: close within 30 s of SIGTERM")
 		}
 	}
+}
+
+// On SIGTERM the lame duck keeps serving, and an idle keep-alive connection is not closed
+// under a proxy that may be writing a request on it: its next request is answered, with
+// Connection: close. A second SIGTERM ends the lame duck early: echo stops and exits 0
+// (its lame duck is an hour here, so no check below races its end on a loaded machine).
+func TestLameDuckAnswersIdleConnectionsWithClose(t *testing.T) {
+	sock, addr := heldSocket(t)
+	p := startActivated(t, sock, "-name lame -listen 192.0.2.1:1 -lame-duck 1h")
+	idle, idleR := keepAlive(t, addr)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	awaitLameDuck(t, addr)
 	resp, body, err := get(t, idle, idleR, "/after")
 	if err != nil {
 		t.Fatalf("the idle keep-alive connection after SIGTERM: %v, want it answered (closed only after its next answer)", err)
@@ -269,4 +282,26 @@ func TestLameDuckAnswersIdleConnectionsWithClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.waitExitZero(t, "echo, after a second SIGTERM in an hour's lame duck,")
+}
+
+// One SIGTERM: echo is a lame duck for the whole -lame-duck, then stops by itself and
+// exits 0, although a keep-alive connection stays idle and never sends again (the stop
+// waits a second for it, not for ever). The lame duck is longer than that second, so an
+// echo without one exits too early. Both bounds are measured from before the signal: a
+// slow test only lengthens what it measures, and the upper bound leaves a loaded machine
+// seconds of room.
+func TestLameDuckEndsByItself(t *testing.T) {
+	const lameDuck = 2 * time.Second
+	sock, addr := heldSocket(t)
+	p := startActivated(t, sock, "-name lame -listen 192.0.2.1:1 -lame-duck "+lameDuck.String())
+	keepAlive(t, addr)
+	t0 := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	awaitLameDuck(t, addr)
+	p.waitExitZero(t, "echo, after one SIGTERM,")
+	if took := time.Since(t0); took < lameDuck || took > lameDuck+9*time.Second {
+		t.Errorf("echo exited %s after SIGTERM, want its lame duck (%s) and a second for the idle connection", took, lameDuck)
+	}
 }
