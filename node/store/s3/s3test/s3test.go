@@ -276,9 +276,16 @@ func (s *Server) run() error {
 	return nil
 }
 
-// waitReady waits until the liveness endpoint answers, then a ListBuckets call.
+// waitReady waits until the liveness endpoint answers, then a ListBuckets call, then
+// until an unknown access key is refused as unknown: MinIO answers its root credentials
+// before its IAM sub-system is up, and any other key with "IAM sub-system not
+// initialized yet" (503) until it is (a test of refused credentials failed on that).
 func (s *Server) waitReady(limit time.Duration) error {
 	client, err := s.Client()
+	if err != nil {
+		return err
+	}
+	unknown, err := s.clientAs("scafo-s3test-unknown", "scafo-s3test-unknown-secret")
 	if err != nil {
 		return err
 	}
@@ -293,8 +300,14 @@ func (s *Server) waitReady(limit time.Duration) error {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_, err := client.ListBuckets(ctx)
-		return err
+		if _, err := client.ListBuckets(ctx); err != nil {
+			return err
+		}
+		_, err := unknown.ListBuckets(ctx)
+		if code := minio.ToErrorResponse(err).Code; code != "InvalidAccessKeyId" {
+			return fmt.Errorf("an unknown access key answered %v (code %q), want InvalidAccessKeyId", err, code)
+		}
+		return nil
 	})
 	if err != nil && !proc.IsExited(err) {
 		return fmt.Errorf("minio on %s not ready after %v: %w", s.Endpoint, limit, err)
@@ -351,7 +364,10 @@ func (s *Server) kill() {
 }
 
 // Client returns a minio-go client with the server's root credentials.
-func (s *Server) Client() (*minio.Client, error) {
+func (s *Server) Client() (*minio.Client, error) { return s.clientAs(s.AccessKey, s.SecretKey) }
+
+// clientAs is Client with other credentials.
+func (s *Server) clientAs(accessKey, secretKey string) (*minio.Client, error) {
 	ep, secure := s.Endpoint, false
 	if after, ok := strings.CutPrefix(ep, "https://"); ok {
 		ep, secure = after, true
@@ -359,7 +375,7 @@ func (s *Server) Client() (*minio.Client, error) {
 		ep = after
 	}
 	return minio.New(ep, &minio.Options{
-		Creds:      credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""),
+		Creds:      credentials.NewStaticV4(accessKey, secretKey, ""),
 		Secure:     secure,
 		Region:     s.Region,
 		MaxRetries: 1,
