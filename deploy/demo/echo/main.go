@@ -18,11 +18,12 @@
 //     answer). Then, on a socket it listened itself, it gates and drains it
 //     (internal/listengate: the kernel drops new connection attempts, which the client
 //     sends again about a second later, to the next release or to a refusal a proxy
-//     retries, while echo still accepts until its accept queue is empty, up to a
-//     second), so closing the socket resets no connection a proxy already wrote a
+//     retries, while echo still accepts until its accept queue is empty, up to five
+//     seconds), so closing the socket resets no connection a proxy already wrote a
 //     request on. A socket systemd passed is never gated: it stays
 //     open, and what queues on it is for the next release. Then it stops accepting,
-//     waits (up to a second) for the connections it accepted to send their requests,
+//     waits (up to a second without progress, ten in all) for the connections it
+//     accepted to send their requests,
 //     finishes the requests in flight (http.Server.Shutdown), and exits 0. Not
 //     http.Server.SetKeepAlivesEnabled(false) for the lame duck: that closes every idle
 //     connection at once, and a request a proxy writes on one as it closes is lost (the
