@@ -1,0 +1,41 @@
+//go:build linux
+
+package front
+
+import (
+	"context"
+	"testing"
+
+	"github.com/scafo/ingress/internal/fakenode"
+	"github.com/scafo/ingress/internal/peerowner/peerownertest"
+)
+
+// The front's own client (New given none) never sends the ingress token to a process of
+// another user that took the node's port: it checks the listener's owner before it
+// writes a byte (internal/peerowner; docs/security.md, "The node's port").
+func TestTheFrontSendsNothingToAPortSquatter(t *testing.T) {
+	addr, wait := peerownertest.Squatter(t)
+	cfg := Defaults()
+	cfg.Nodes, cfg.Token, cfg.Name = []string{"http://" + addr}, fakenode.Token, "front-t"
+	cfg.Listen = Listen{TCP: "127.0.0.1:0"}
+	cfg.ShutdownGrace = 0
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	socks, err := OpenSockets(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- f.Serve(ctx, socks, nil) }()
+	wait()
+	cancel()
+	if err := <-served; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}
