@@ -162,7 +162,8 @@ func TestANodeOnAForeignStoreWritesNothingThere(t *testing.T) {
 // nothing, and the node that starts serves on the node's own HTTP server, whose
 // connections carry their age (limits.connMaxAge closes one after its answer) and are
 // capped per source address (limits.maxConnsPerSource: one more connection from
-// 127.0.0.1 serves only what the reserve does; hostile review 6, SV1).
+// 127.0.0.1 serves only what the reserve does; hostile review 6, SV1) and closed when
+// idle past limits.idleTimeout.
 func TestRunRefusesALiveNodesNameAndServesWithItsLimits(t *testing.T) {
 	t.Parallel()
 	// run runs a node over st on a listener until it serves (stop ends it) or refuses.
@@ -279,6 +280,40 @@ func TestRunRefusesALiveNodesNameAndServesWithItsLimits(t *testing.T) {
 		resp, body := get(api.PathAudit, testnode.ReadOnlyToken) // a read the reserve does not serve
 		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "limits.maxConnsPerSource") {
 			t.Errorf("a third connection from 127.0.0.1 past limits.maxConnsPerSource 2: %d %s, want 503 naming the setting", resp.StatusCode, body)
+		}
+	})
+	t.Run("idle", func(t *testing.T) { // limits.idleTimeout closes a keep-alive connection left idle (hostile review 6, SV2)
+		ttl := time.Duration(testConfig(t, "vps-a", t.TempDir()).Reconcile.NodeTTL)
+		storeDir, a := holder(t, time.Now().Add(-2*ttl))
+		cfg := second(t, storeDir)
+		cfg.Limits.IdleTimeout, cfg.Limits.ConnMaxAge = ptypes.Duration(200*time.Millisecond), ptypes.Duration(time.Hour)
+		base, stop, err := run(t, cfg, a.St)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
+		c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(time.Minute)) // a connection never closed fails here
+		req, _ := http.NewRequest(http.MethodGet, base+api.PathHealthz, nil)
+		if err := req.Write(c); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Close {
+			t.Fatalf("the first answer: %d, Connection: close %v, want 200 kept alive", resp.StatusCode, resp.Close)
+		}
+		if n, err := br.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+			t.Errorf("a keep-alive connection left idle past limits.idleTimeout (200ms): read %d bytes, %v; want the node's close (EOF)", n, err)
 		}
 	})
 }
