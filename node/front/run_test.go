@@ -39,23 +39,7 @@ func TestAFrontReportsADocumentOnlyOnceItRoutesByIt(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	f, err := New(cfg, &http.Client{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	socks, err := OpenSockets(&cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- f.Serve(ctx, socks, nil) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
+	socks := serveFront(t, cfg, &http.Client{})
 	waitApplied(t, n, "1")
 	if r := n.Requests()[0]; r.Group != "eu" {
 		t.Fatalf("the front of group eu asked for group %q", r.Group)
@@ -151,4 +135,28 @@ func TestAHandedOverSocketOnAnotherPortIsRefused(t *testing.T) {
 	if err := samePort("listen.tcp", ":443", &net.TCPAddr{Port: 443}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// serveFront builds a front of cfg polling with client (nil: its own) and serves it on
+// the sockets it returns until the test ends, when Serve must return without an error.
+func serveFront(t *testing.T, cfg Config, client *http.Client) *Sockets {
+	t.Helper()
+	f, err := New(cfg, client, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	socks, err := OpenSockets(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- f.Serve(ctx, socks, nil) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return socks
 }

@@ -3,7 +3,6 @@
 package front
 
 import (
-	"context"
 	"testing"
 
 	"github.com/scafo/ingress/internal/fakenode"
@@ -22,20 +21,6 @@ func TestTheFrontSendsNothingToAPortSquatter(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	f, err := New(cfg, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	socks, err := OpenSockets(&cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- f.Serve(ctx, socks, nil) }()
+	serveFront(t, cfg, nil)
 	wait()
-	cancel()
-	if err := <-served; err != nil {
-		t.Errorf("Serve: %v", err)
-	}
 }
