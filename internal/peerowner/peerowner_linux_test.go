@@ -4,55 +4,34 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os"
-	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/scafo/ingress/internal/peerowner/peerownertest"
 )
 
-// listenAs listens on addr with a socket created under fsuid uid (a socket's owner is
-// its creator's filesystem uid): a squatter of another user, in this process. Root only.
+// listenAs listens on addr as uid (peerownertest.ListenAs), accepting and holding every
+// connection as a squatter would, until the test ends.
 func listenAs(t *testing.T, uid int, network, addr string) net.Listener {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("needs root (a socket of another user)")
+	var (
+		mu   sync.Mutex
+		held []net.Conn
+	)
+	t.Cleanup(func() { // after the listener's close (cleanups run last first)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
 		}
-		t.Skip("needs root (a socket of another user)")
-	}
-	// The socket is created and its connections accepted on one thread under fsuid uid:
-	// an accepted socket is owned by its acceptor's fsuid (sock_graft), one still queued
-	// by the listener's.
-	lnc := make(chan net.Listener)
-	errc := make(chan error)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		unix.Setfsuid(uid)
-		ln, err := net.Listen(network, addr)
-		if err != nil {
-			errc <- err
-			return
-		}
-		lnc <- ln
-		for { // accept and hold, as a squatter would
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-		}
-	}()
-	var ln net.Listener
-	select {
-	case ln = <-lnc:
-	case err := <-errc:
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	return ln
+	})
+	return peerownertest.ListenAs(t, uid, network, addr, func(c net.Conn) {
+		mu.Lock()
+		defer mu.Unlock()
+		held = append(held, c)
+	})
 }
 
 func dialChecked(t *testing.T, trust func(int) bool, addr string) (net.Conn, error) {

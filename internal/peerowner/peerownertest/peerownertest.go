@@ -1,8 +1,7 @@
 //go:build linux
 
-// Package peerownertest is a port squatter for tests of the clients that send a token
-// to a node on loopback: a listener of another user (nobody, 65534), whose first
-// connection reports whether the client wrote to it. Root only.
+// Package peerownertest holds listeners of another user for tests of internal/peerowner
+// and of the clients that send a token to a node on loopback through it. Root only.
 package peerownertest
 
 import (
@@ -16,13 +15,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Squatter listens on 127.0.0.1 with a socket created, and its first connection
-// accepted, under fsuid 65534 (a socket's owner is its creator's filesystem uid; an
-// accepted one its acceptor's), and returns its address. The test fails unless a client
-// connects within a minute and closes the connection without writing a byte: nothing,
-// the ingress token least of all, may reach a process of another user that took the
-// node's port (internal/peerowner). Wait blocks until that is decided.
-func Squatter(t *testing.T) (addr string, wait func()) {
+// ListenAs listens on addr with a socket created under fsuid uid (a socket's owner is
+// its creator's filesystem uid) and accepts its connections on that one thread (an
+// accepted socket is owned by its acceptor's fsuid, sock_graft; one still queued by the
+// listener's), handing each to handle. The listener closes with the test. Root only:
+// skipped without it, failed under CI.
+func ListenAs(t *testing.T, uid int, network, addr string, handle func(net.Conn)) net.Listener {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") != "" {
@@ -30,28 +28,23 @@ func Squatter(t *testing.T) (addr string, wait func()) {
 		}
 		t.Skip("needs root (a socket of another user)")
 	}
-	type read struct {
-		n   int
-		err error
-	}
-	got, lnc, errc := make(chan read, 1), make(chan net.Listener, 1), make(chan error, 1)
+	lnc, errc := make(chan net.Listener, 1), make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		unix.Setfsuid(65534)
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		unix.Setfsuid(uid)
+		ln, err := net.Listen(network, addr)
 		if err != nil {
 			errc <- err
 			return
 		}
 		lnc <- ln
-		c, err := ln.Accept() // on this thread: the accepted socket is nobody's too
-		if err != nil {
-			return
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			handle(c)
 		}
-		defer c.Close()
-		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-		n, err := c.Read(make([]byte, 1))
-		got <- read{n, err}
 	}()
 	var ln net.Listener
 	select {
@@ -60,6 +53,31 @@ func Squatter(t *testing.T) (addr string, wait func()) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// Squatter listens on 127.0.0.1 as nobody (65534, a tenant's release that took the
+// node's port) and returns its address. Wait fails the test unless a client connects
+// within a minute and closes its first connection without writing a byte: nothing, the
+// ingress token least of all, may reach a process of another user (internal/peerowner).
+func Squatter(t *testing.T) (addr string, wait func()) {
+	t.Helper()
+	type read struct {
+		n   int
+		err error
+	}
+	got := make(chan read, 1)
+	first := true
+	ln := ListenAs(t, 65534, "tcp", "127.0.0.1:0", func(c net.Conn) {
+		defer c.Close()
+		if !first {
+			return
+		}
+		first = false
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		n, err := c.Read(make([]byte, 1))
+		got <- read{n, err}
+	})
 	return ln.Addr().String(), func() {
 		t.Helper()
 		select {
