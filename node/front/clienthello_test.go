@@ -60,13 +60,21 @@ func TestClientHelloEndsWhereTheClientDoes(t *testing.T) {
 	}
 }
 
-// bytesConn is a net.Conn reading from b (deadlines accepted, never reached).
+// bytesConn is a net.Conn reading from r (deadlines accepted, never reached), then
+// returning end (nil: io.EOF).
 type bytesConn struct {
 	net.Conn
-	r *bytes.Reader
+	r   *bytes.Reader
+	end error
 }
 
-func (c bytesConn) Read(p []byte) (int, error)      { return c.r.Read(p) }
+func (c bytesConn) Read(p []byte) (int, error) {
+	if c.r.Len() == 0 && c.end != nil {
+		return 0, c.end
+	}
+	return c.r.Read(p)
+}
+
 func (c bytesConn) SetReadDeadline(time.Time) error { return nil }
 
 // FuzzReadClientHello: whatever a client sends, readClientHello never reads past its

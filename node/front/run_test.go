@@ -20,9 +20,7 @@ import (
 // (the table is built before the document is held), so ?wait=applied can never
 // answer before the front routes by a write. It asks for the group it serves (?group=).
 func TestAFrontReportsADocumentOnlyOnceItRoutesByIt(t *testing.T) {
-	pki := newTestPKI(t, nameDB)
-	up := startTLSUpstream(t, pki, false)
-	fb := startFallback(t)
+	pki, up, fb := tlsApp(t)
 	doc := func(routes ...routing.Route) *routing.Document {
 		d := &routing.Document{V: routing.Version, Routes: routes}
 		d.Seal()
@@ -31,14 +29,8 @@ func TestAFrontReportsADocumentOnlyOnceItRoutesByIt(t *testing.T) {
 	n := fakenode.New(t, "")
 	n.SetDoc(t, 1, doc())
 
-	cfg := Defaults()
-	cfg.Nodes, cfg.Token, cfg.Name, cfg.Group = []string{n.URL()}, fakenode.Token, "front-t", "eu"
-	cfg.Listen = Listen{TCP: "127.0.0.1:0"}
-	cfg.Fallback.TLS = fb.addr()
-	cfg.ShutdownGrace = 0
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	cfg := frontConfig(n.URL())
+	cfg.Group, cfg.Fallback.TLS = "eu", fb.addr()
 	socks := serveFront(t, cfg, &http.Client{})
 	waitApplied(t, n, "1")
 	if r := n.Requests()[0]; r.Group != "eu" {
@@ -137,10 +129,24 @@ func TestAHandedOverSocketOnAnotherPortIsRefused(t *testing.T) {
 	}
 }
 
-// serveFront builds a front of cfg polling with client (nil: its own) and serves it on
-// the sockets it returns until the test ends, when Serve must return without an error.
+// frontConfig is the defaults with a token and a name, following node, on a loopback
+// TCP port from :0.
+func frontConfig(node string) Config {
+	cfg := Defaults()
+	cfg.Nodes, cfg.Token, cfg.Name = []string{node}, fakenode.Token, "front-t"
+	cfg.Listen = Listen{TCP: "127.0.0.1:0"}
+	cfg.ShutdownGrace = 0
+	return cfg
+}
+
+// serveFront validates cfg, builds a front of it polling with client (nil: its own) and
+// serves it on the sockets it returns until the test ends, when Serve must return
+// without an error.
 func serveFront(t *testing.T, cfg Config, client *http.Client) *Sockets {
 	t.Helper()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
 	f, err := New(cfg, client, nil)
 	if err != nil {
 		t.Fatal(err)

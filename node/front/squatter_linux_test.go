@@ -5,7 +5,6 @@ package front
 import (
 	"testing"
 
-	"github.com/scafo/ingress/internal/fakenode"
 	"github.com/scafo/ingress/internal/peerowner/peerownertest"
 )
 
@@ -14,13 +13,6 @@ import (
 // writes a byte (internal/peerowner; docs/security.md, "The node's port").
 func TestTheFrontSendsNothingToAPortSquatter(t *testing.T) {
 	addr, wait := peerownertest.Squatter(t)
-	cfg := Defaults()
-	cfg.Nodes, cfg.Token, cfg.Name = []string{"http://" + addr}, fakenode.Token, "front-t"
-	cfg.Listen = Listen{TCP: "127.0.0.1:0"}
-	cfg.ShutdownGrace = 0
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	serveFront(t, cfg, nil)
+	serveFront(t, frontConfig("http://"+addr), nil)
 	wait()
 }

@@ -14,11 +14,10 @@ import (
 //
 //	go test -run '^$' -bench TCPPassthrough -benchtime 2s ./node/front/
 
+// benchFront: the application (tlsApp), its address, and the front's.
 func benchFront(b *testing.B) (pki *testPKI, direct, front string) {
-	pki = newTestPKI(b, nameDB)
-	up := startTLSUpstream(b, pki, false)
-	fb := startFallback(b)
-	_, front = startFront(b, TCPConfig{Fallback: fb.addr()}, []Route{{Name: nameDB, Upstreams: []string{up.addr()}}}, nil)
+	pki, up, fb := tlsApp(b)
+	_, front = startFront(b, TCPConfig{Fallback: fb.addr()}, twoNames(up.addr()), nil)
 	return pki, up.addr(), front
 }
 

@@ -103,6 +103,12 @@ func startTLSUpstream(t testing.TB, pki *testPKI, proxy bool) *tlsUpstream {
 	return u
 }
 
+// tlsApp is an application for nameDB and nameKV (no PROXY header), and a fallback.
+func tlsApp(t testing.TB) (*testPKI, *tlsUpstream, *fallbackRecorder) {
+	pki := newTestPKI(t, nameDB, nameKV)
+	return pki, startTLSUpstream(t, pki, false), startFallback(t)
+}
+
 func (u *tlsUpstream) addr() string { return u.ln.Addr().String() }
 
 func (u *tlsUpstream) seen() (accepted int64, names []string) {
@@ -263,8 +269,8 @@ func (f *fallbackRecorder) next(t testing.TB) fallbackConn {
 	}
 }
 
-// startFront serves a TCPProxy on a loopback listener with routes; ln wraps the
-// listener when not nil.
+// startFront serves a TCPProxy with routes on a loopback listener, wrapped by wrap
+// when not nil.
 func startFront(t testing.TB, cfg TCPConfig, routes []Route, wrap func(net.Listener) net.Listener) (*TCPProxy, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -274,6 +280,13 @@ func startFront(t testing.TB, cfg TCPConfig, routes []Route, wrap func(net.Liste
 	if wrap != nil {
 		ln = wrap(ln)
 	}
+	return serveTCP(t, ln, cfg, routes), ln.Addr().String()
+}
+
+// serveTCP serves a TCPProxy with routes on ln; Close at cleanup, and Serve must then
+// have returned nil.
+func serveTCP(t testing.TB, ln net.Listener, cfg TCPConfig, routes []Route) *TCPProxy {
+	t.Helper()
 	table := NewTable(routes)
 	p := NewTCPProxy(cfg, func() *Table { return table }, nil)
 	served := make(chan error, 1)
@@ -284,7 +297,7 @@ func startFront(t testing.TB, cfg TCPConfig, routes []Route, wrap func(net.Liste
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return p, ln.Addr().String()
+	return p
 }
 
 // tlsReply is what a session through the front got from the application.

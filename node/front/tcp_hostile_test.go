@@ -34,11 +34,7 @@ func TestARouteToTheFrontOrItsFallbackIsNotDialed(t *testing.T) {
 		if toFallback {
 			target = fb.addr()
 		}
-		table := NewTable([]Route{{Name: nameDB, Application: "db", Upstreams: []string{target}}})
-		p := NewTCPProxy(TCPConfig{Fallback: fb.addr(), DialTimeout: time.Second}, func() *Table { return table }, nil)
-		served := make(chan error, 1)
-		go func() { served <- p.Serve(ln) }()
-		t.Cleanup(func() { p.Close(); <-served })
+		p := serveTCP(t, ln, TCPConfig{Fallback: fb.addr(), DialTimeout: time.Second}, []Route{{Name: nameDB, Application: "db", Upstreams: []string{target}}})
 
 		c := sendRaw(t, ln.Addr().String(), records(goHello(t, []byte(nameDB))))
 		if n, err := io.Copy(io.Discard, c); err != nil || n != 0 {
@@ -116,21 +112,6 @@ func TestUpstreamGuardRefusesTheFrontsOwnAddresses(t *testing.T) {
 	}
 }
 
-// stallConn gives a reader its bytes, then reports the read deadline passed: a client
-// that sent a record header announcing 16 KiB and then nothing.
-type stallConn struct {
-	net.Conn
-	r *bytes.Reader
-}
-
-func (c *stallConn) Read(p []byte) (int, error) {
-	if c.r.Len() == 0 {
-		return 0, os.ErrDeadlineExceeded
-	}
-	return c.r.Read(p)
-}
-func (c *stallConn) SetReadDeadline(time.Time) error { return nil }
-
 // A record header announcing 2^14 bytes costs the client 5 bytes: the front must not
 // answer it with a 16 KiB buffer before the bytes come, or a flood of half-open
 // connections holds 16 KiB of the front's memory each for 5 bytes each. What a
@@ -142,7 +123,8 @@ func TestAnAnnouncedRecordIsNotAllocatedBeforeItsBytesCome(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for i := 0; i < calls; i++ {
-		_, err := readClientHello(&stallConn{r: bytes.NewReader(header)}, time.Time{}, 32<<10)
+		// The client sent the header, then nothing until its read deadline.
+		_, err := readClientHello(bytesConn{r: bytes.NewReader(header), end: os.ErrDeadlineExceeded}, time.Time{}, 32<<10)
 		if !errors.Is(err, errHelloTimeout) {
 			t.Fatalf("read: %v, want the deadline", err)
 		}
@@ -233,11 +215,7 @@ func TestAClientHelloInOneByteRecordsIsRoutedWithinTheByteBound(t *testing.T) {
 	up := startFallback(t) // an upstream that records what it gets after a PROXY header
 	p, addr := startFront(t, TCPConfig{}, []Route{{Name: nameDB, Upstreams: []string{up.addr()}, ProxyProtocol: 2}}, nil)
 	hello := goHello(t, []byte(nameDB))
-	ones := make([]int, len(hello))
-	for i := range ones {
-		ones[i] = 1
-	}
-	sent := records(hello, ones...)
+	sent := records(hello, repeat(1, len(hello))...)
 	c := sendRaw(t, addr, sent)
 	if got := up.next(t); got.err != nil || !bytes.Equal(got.bytes, sent) {
 		t.Fatalf("the application got %d bytes (%v), want the %d sent", len(got.bytes), got.err, len(sent))
@@ -247,11 +225,7 @@ func TestAClientHelloInOneByteRecordsIsRoutedWithinTheByteBound(t *testing.T) {
 	// A ClientHello of 3 000 bytes (a long session ticket, say) in 1-byte records: 18 000
 	// bytes of records, over the 16 KiB bound.
 	big := withPadding(hello, 3000-len(hello))
-	ones = make([]int, len(big))
-	for i := range ones {
-		ones[i] = 1
-	}
-	c = sendRaw(t, addr, records(big, ones...))
+	c = sendRaw(t, addr, records(big, repeat(1, len(big))...))
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if n, _ := io.Copy(io.Discard, c); n != 0 {
 		t.Fatalf("the client read %d bytes", n)

@@ -26,9 +26,7 @@ func twoNames(upstreams ...string) []Route {
 }
 
 func TestExactNameReachesTheApplicationWithItsOwnCertificate(t *testing.T) {
-	pki := newTestPKI(t, nameDB, nameKV)
-	up := startTLSUpstream(t, pki, false)
-	fb := startFallback(t)
+	pki, up, fb := tlsApp(t)
 	p, addr := startFront(t, TCPConfig{Fallback: fb.addr()}, twoNames(up.addr()), nil)
 
 	// The exact names, and ASCII upper case (the application gets the name as sent and
@@ -119,9 +117,7 @@ func oddSpellings(t *testing.T) []struct{ why, raw string } {
 }
 
 func TestNoSpellingButTheExactNameReachesTheApplication(t *testing.T) {
-	pki := newTestPKI(t, nameDB, nameKV)
-	up := startTLSUpstream(t, pki, false)
-	fb := startFallback(t)
+	_, up, fb := tlsApp(t)
 	p, addr := startFront(t, TCPConfig{Fallback: fb.addr()}, twoNames(up.addr()), nil)
 
 	type hello struct {
@@ -245,9 +241,7 @@ func (c *splitHelloConn) Write(p []byte) (int, error) {
 }
 
 func TestAClientHelloSplitAcrossRecordsAndSegmentsIsRouted(t *testing.T) {
-	pki := newTestPKI(t, nameDB, nameKV)
-	up := startTLSUpstream(t, pki, false)
-	fb := startFallback(t)
+	pki, up, fb := tlsApp(t)
 	reads := make(chan int, 64)
 	p, addr := startFront(t, TCPConfig{Fallback: fb.addr()}, twoNames(up.addr()),
 		func(ln net.Listener) net.Listener { return &readsListener{Listener: ln, reads: reads} })
@@ -404,9 +398,7 @@ func TestProxyV2GoesToAnUpstreamThatAsksWithTheClientsAddress(t *testing.T) {
 // front's, where a PROXY reader (one header per connection) sees TLS that does not
 // parse, never a second header.
 func TestNotAClientHelloGoesToTheFallback(t *testing.T) {
-	pki := newTestPKI(t, nameDB)
-	up := startTLSUpstream(t, pki, false)
-	fb := startFallback(t)
+	_, up, fb := tlsApp(t)
 	p, addr := startFront(t, TCPConfig{Fallback: fb.addr()}, []Route{{Name: nameDB, Upstreams: []string{up.addr()}}}, nil)
 	serverHello := append([]byte{2, 0, 0, 4}, 3, 3, 0, 0)
 	v1 := []byte("PROXY TCP4 6.6.6.6 10.0.0.1 8080 443\r\n")
@@ -447,9 +439,7 @@ func TestNotAClientHelloGoesToTheFallback(t *testing.T) {
 }
 
 func TestSlowClientHelloIsCutAtTheDeadline(t *testing.T) {
-	pki := newTestPKI(t, nameDB)
-	up := startTLSUpstream(t, pki, false)
-	fb := startFallback(t)
+	_, up, fb := tlsApp(t)
 	timeout := 400 * time.Millisecond
 	p, addr := startFront(t, TCPConfig{Fallback: fb.addr(), HelloTimeout: timeout}, []Route{{Name: nameDB, Upstreams: []string{up.addr()}}}, nil)
 	hello := records(goHello(t, []byte(nameDB)))
@@ -513,9 +503,7 @@ func withPadding(msg []byte, n int) []byte {
 }
 
 func TestOversizeClientHelloIsCut(t *testing.T) {
-	pki := newTestPKI(t, nameDB)
-	up := startTLSUpstream(t, pki, false)
-	fb := startFallback(t)
+	_, up, fb := tlsApp(t)
 	p, addr := startFront(t, TCPConfig{Fallback: fb.addr()}, []Route{{Name: nameDB, Upstreams: []string{up.addr()}}}, nil)
 	base := goHello(t, []byte(nameDB))
 

@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -182,13 +181,17 @@ func serveRelay(t testing.TB, pc *net.UDPConn, cfg UDPConfig, routes []Route, cl
 	return r, ev
 }
 
-// dialQUIC connects a quic-go client through addr with serverName, opens a stream and
-// returns the application's line: "<server name> <ALPN>".
-func dialQUIC(ctx context.Context, pc net.PacketConn, addr, serverName string, pki *testPKI) (string, *quicgo.Conn, error) {
+// quicSession connects a quic-go client (from pc; nil: a socket of its own) through
+// addr with serverName and fails the test unless the application answers for it
+// (wantAnswer); the connection is closed when the test ends.
+func quicSession(t testing.TB, pc net.PacketConn, addr, serverName string, pki *testPKI) *quicgo.Conn {
+	t.Helper()
 	ua, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
-		return "", nil, err
+		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
 	tc := &tls.Config{ServerName: serverName, RootCAs: pki.roots, NextProtos: []string{"x-test"}}
 	var c *quicgo.Conn
 	if pc == nil {
@@ -197,23 +200,31 @@ func dialQUIC(ctx context.Context, pc net.PacketConn, addr, serverName string, p
 		c, err = quicgo.Dial(ctx, pc, ua, tc, &quicgo.Config{})
 	}
 	if err != nil {
-		return "", nil, err
+		t.Fatalf("%s through %s: %v", serverName, addr, err)
 	}
-	line, err := askQUIC(ctx, c)
-	return line, c, err
+	t.Cleanup(func() { c.CloseWithError(0, "") })
+	wantAnswer(t, c, serverName)
+	return c
 }
 
-func askQUIC(ctx context.Context, c *quicgo.Conn) (string, error) {
+// wantAnswer opens a stream on c and fails the test unless the application answers
+// "<serverName> x-test": the server name and the ALPN it received.
+func wantAnswer(t testing.TB, c *quicgo.Conn, serverName string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
 	s, err := c.OpenStreamSync(ctx)
-	if err != nil {
-		return "", err
+	if err == nil {
+		_, err = s.Write([]byte("hello\n"))
+		s.Close()
 	}
-	if _, err := s.Write([]byte("hello\n")); err != nil {
-		return "", err
+	var line string
+	if err == nil {
+		line, err = bufio.NewReader(s).ReadString('\n')
 	}
-	s.Close()
-	line, err := bufio.NewReader(s).ReadString('\n')
-	return strings.TrimSuffix(line, "\n"), err
+	if err != nil || line != serverName+" x-test\n" {
+		t.Fatalf("the application answered %q, %v; want %q", line, err, serverName+" x-test")
+	}
 }
 
 func randomCID(t testing.TB) []byte {

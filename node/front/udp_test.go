@@ -47,10 +47,7 @@ func TestQUICExactNameReachesTheApplication(t *testing.T) {
 	}
 	for round := 0; round < 3; round++ {
 		for i, name := range names {
-			line, err := askQUIC(quicCtx(t), conns[i])
-			if err != nil || line != name+" x-test" {
-				t.Fatalf("round %d, %s: %q, %v (stats %+v)", round, name, line, err, r.Stats())
-			}
+			wantAnswer(t, conns[i], name)
 		}
 	}
 	if s := r.Stats(); s.Flows != 3 || s.Links != 1 || s.FlowsOpened != 3 || s.FlowsRouted != 3 || s.FlowsRefused != 0 || s.Failovers != 0 {
@@ -194,14 +191,7 @@ func TestQUICFailoverFollowsTheDocumentOrder(t *testing.T) {
 	} {
 		t.Run(tc.why, func(t *testing.T) {
 			r, ev, addr := startRelay(t, UDPConfig{DialTimeout: tc.budget}, twoNames(tc.first, up.addr()), nil)
-			line, c, err := dialQUIC(quicCtx(t), nil, addr, nameDB, pki)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.CloseWithError(0, "")
-			if line != nameDB+" x-test" {
-				t.Fatalf("answered %q", line)
-			}
+			quicSession(t, nil, addr, nameDB, pki)
 			if got := ev.wait(t, "failover", 1); got != tc.why {
 				t.Fatalf("failed over because %q", got)
 			}
@@ -229,14 +219,7 @@ func TestQUICOtherNamesGoToTheFallbackWhenOneIsSet(t *testing.T) {
 	traefik := startQUICUpstream(t, pki)
 	app := startRawUpstream(t)
 	r, _, addr := startRelay(t, UDPConfig{Fallback: traefik.addr()}, twoNames(app.addr()), nil)
-	line, c, err := dialQUIC(quicCtx(t), nil, addr, "other.example.org", pki)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.CloseWithError(0, "")
-	if line != "other.example.org x-test" {
-		t.Fatalf("fallback answered %q", line)
-	}
+	quicSession(t, nil, addr, "other.example.org", pki)
 	nothingQueued(t, app.c)
 	if s := r.Stats(); s.FlowsFallback != 1 || s.FlowsRouted != 0 {
 		t.Fatalf("stats %+v", s)
@@ -251,19 +234,9 @@ func TestQUICFlowFollowsAClientWhoseAddressChanges(t *testing.T) {
 	up := startQUICUpstream(t, pki)
 	r, ev, addr := startRelay(t, UDPConfig{}, twoNames(up.addr()), nil)
 	pc := newRebindingSocket(t)
-	line, c, err := dialQUIC(quicCtx(t), pc, addr, nameDB, pki)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseWithError(0, "")
-	if line != nameDB+" x-test" {
-		t.Fatalf("answered %q", line)
-	}
+	c := quicSession(t, pc, addr, nameDB, pki)
 	pc.rebind()
-	line, err = askQUIC(quicCtx(t), c)
-	if err != nil || line != nameDB+" x-test" {
-		t.Fatalf("after the rebinding: %q, %v", line, err)
-	}
+	wantAnswer(t, c, nameDB)
 	ev.wait(t, "moved", 1)
 	if s := r.Stats(); s.Flows != 1 || s.FlowsOpened != 1 || s.Migrations < 1 {
 		t.Fatalf("stats %+v", s)
@@ -367,11 +340,7 @@ func TestQUICEstablishedFlowsExpireOnlyWhenIdle(t *testing.T) {
 	clock := func() time.Time { return now }
 	cfg := UDPConfig{UnansweredTimeout: 10 * time.Second, IdleTimeout: time.Minute}
 	r, ev, addr := startRelay(t, cfg, twoNames(up.addr()), clock)
-	line, c, err := dialQUIC(quicCtx(t), nil, addr, nameDB, pki)
-	if err != nil || line != nameDB+" x-test" {
-		t.Fatalf("%q, %v", line, err)
-	}
-	defer c.CloseWithError(0, "")
+	quicSession(t, nil, addr, nameDB, pki)
 	ev.wait(t, "established", 1)
 	if n := r.sweep(now.Add(59 * time.Second)); n != 0 {
 		t.Fatalf("an established flow expired after 59 s: %d", n)
@@ -430,11 +399,7 @@ func TestQUICDualStackSocketServesIPv4Clients(t *testing.T) {
 	up := startQUICUpstream(t, pki)
 	r, _ := serveRelay(t, pc, UDPConfig{}, twoNames(up.addr()), nil)
 	addr := fmt.Sprintf("127.0.0.1:%d", pc.LocalAddr().(*net.UDPAddr).Port)
-	line, c, err := dialQUIC(quicCtx(t), nil, addr, nameDB, pki)
-	if err != nil || line != nameDB+" x-test" {
-		t.Fatalf("%q, %v", line, err)
-	}
-	c.CloseWithError(0, "")
+	quicSession(t, nil, addr, nameDB, pki)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for p := range r.rate {
