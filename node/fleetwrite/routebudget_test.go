@@ -51,6 +51,23 @@ func newBudgetFixture(t *testing.T, nodes, burst int, perMinute float64) *budget
 	return bf
 }
 
+// evil puts mallory's application evil, placed on w's node, and allocates its
+// instance (not ready: it routes nothing and is charged nothing) with a token of roles;
+// it returns the token and the instance.
+func evil(t *testing.T, w *Writer, roles ...string) (Actor, Instance) {
+	t.Helper()
+	a, _, _, err := w.PutApp(context.Background(), admin, "evil", fleet.App{Account: "mallory", Placement: []string{w.cfg.Node}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := tokenFor(a, roles...)
+	inst, _, err := w.AllocateInstance(context.Background(), tok, "evil")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok, inst
+}
+
 func tokenFor(a fleet.App, roles ...string) Actor {
 	return Actor{Token: fleet.TokenRecord{ID: "t-" + a.Name, Account: a.Account, App: a.Name, AppID: a.ID, Roles: roles}}
 }
@@ -159,16 +176,8 @@ func TestRouteBudgetCountsPortMovesReleasesAndPathMaps(t *testing.T) {
 	ctx := context.Background()
 	bf := newBudgetFixture(t, 1, 3, 6)
 	w := bf.ws[0]
-	evil, _, _, err := w.PutApp(ctx, admin, "evil", fleet.App{Account: "mallory", Placement: []string{"vps-a"}}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok, inst := evil(t, w, fleet.RoleInstance, fleet.RolePublish)
 	claim(t, w, "evil", "evil.example.org")
-	tok := tokenFor(evil, fleet.RoleInstance, fleet.RolePublish)
-	inst, _, err := w.AllocateInstance(ctx, tok, "evil")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A not-ready instance's port routes nothing: moving it is free.
 	if _, err := w.SetInstance(ctx, tok, "evil", intp(inst.Ports[1]), false); err != nil {
 		t.Fatal(err)
@@ -224,9 +233,7 @@ func TestCorruptRouteBudgetIsTreatedAsFullAndRewritten(t *testing.T) {
 	ctx := context.Background()
 	bf := newBudgetFixture(t, 1, 2, 6)
 	w := bf.ws[0]
-	evil, _, _, _ := w.PutApp(ctx, admin, "evil", fleet.App{Account: "mallory", Placement: []string{"vps-a"}}, "")
-	tok := tokenFor(evil, fleet.RoleInstance)
-	allocate(t, w, tok, "evil")
+	tok, _ := evil(t, w, fleet.RoleInstance)
 	ready := false
 	for _, garbage := range []string{`{"tokens":`, `[]`, `{"tokens":"x"}`, `{}`, "\x00\xff"} {
 		if _, err := bf.st.Put(ctx, RouteBudgetKey("mallory"), []byte(garbage), store.Condition{}); err != nil {
@@ -271,9 +278,7 @@ func TestAnUnreadableRouteBudgetLetsTheChangeThrough(t *testing.T) {
 	ctx := context.Background()
 	bf := newBudgetFixture(t, 1, 1, 6)
 	w := bf.ws[0]
-	evil, _, _, _ := w.PutApp(ctx, admin, "evil", fleet.App{Account: "mallory", Placement: []string{"vps-a"}}, "")
-	tok := tokenFor(evil, fleet.RoleInstance)
-	allocate(t, w, tok, "evil")
+	tok, _ := evil(t, w, fleet.RoleInstance)
 	w.st = budgetOutage{w.st}
 	for i := range 3 {
 		if _, err := w.SetInstance(ctx, tok, "evil", nil, i%2 == 0); err != nil {
