@@ -1,8 +1,13 @@
 package reconcile_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/scafo/ingress/internal/nodetest"
@@ -104,5 +109,35 @@ func TestAPassThatCannotReadEverythingChangesNothing(t *testing.T) {
 				t.Fatalf("the pass after the failure: %+v, want blog routed", now.Doc().Routes)
 			}
 		})
+	}
+}
+
+// TestAnObjectTooLargeToReadIsSkippedNotFatal: an object above store.MaxObjectSize
+// (corrupt or hostile: nothing the fleet writes comes near) is not read; the pass skips
+// it and reports it like a malformed object, and the rest of the fleet keeps routing.
+// Before, the pass read it whole (a 1 GiB object exhausted every node's memory) and,
+// below that, routed it.
+func TestAnObjectTooLargeToReadIsSkippedNotFatal(t *testing.T) {
+	storeDir := t.TempDir()
+	st := openDir(t, storeDir)
+	node := newSteppedNode(t, st)
+	nodetest.Put(t, st, fleet.AppKey("shop"), fleet.App{Name: "shop", Account: "acme", Placement: []string{}})
+	nodetest.Put(t, st, fleet.ClaimKey("shop.example.org"), fleet.Claim{Host: "shop.example.org", Account: "acme", App: "shop"})
+	node.step(t, st)
+	// A valid application padded past the limit, written behind the store's back (its
+	// Put refuses it), then announced so the pass reads apps/.
+	pad := bytes.Repeat([]byte("x"), store.MaxObjectSize)
+	huge := append(append([]byte(`{"name":"huge","account":"acme","placement":[],"pad":"`), pad...), `"}`...)
+	if err := os.WriteFile(filepath.Join(storeDir, "apps", "huge.json"), huge, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	node.step(t, st)
+	if sk := node.r.Status().Skipped; !slices.ContainsFunc(sk, func(s fleet.Skipped) bool {
+		return s.Object == "apps/huge.json" && strings.HasPrefix(s.Reason, "not read: larger than")
+	}) {
+		t.Errorf("skipped %+v, want apps/huge.json, not read", sk)
+	}
+	if doc := node.pub.Current().Doc(); !routes(doc, "shop") || routes(doc, "huge") {
+		t.Errorf("routes %+v, want shop alone (huge skipped, shop kept)", doc.Routes)
 	}
 }

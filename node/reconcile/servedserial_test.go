@@ -76,19 +76,23 @@ func setSerial(t *testing.T, st store.Store, n uint64, epoch string) {
 // of an epoch they hold and would ignore every new document until the store caught up;
 // ?wait=applied would count an ingress holding the pre-restore document as holding
 // writes made after the adopt). fleetsim: the label floor its model kept across an
-// adopted restore is gone.
+// adopted restore is gone. Writes wait for the adopting pass: the store stays foreign
+// (writes refused) until that pass has advanced the serial and committed it; a write
+// accepted in between was announced on the restored store's own serial, below the one
+// served (hostile review 3: 4, with 7 served), and answered "applied" at once.
 func TestAnAdoptedStoreBehindWhatWasServedHasItsSerialAdvanced(t *testing.T) {
 	ctx := context.Background()
-	st := openDir(t, t.TempDir())
+	d := openDir(t, t.TempDir())
+	st := &listHook{Store: d}
 	node := newSteppedNode(t, st)
 	id, pub, stateDir, pass := node.id, node.pub, node.stateDir, node.pass
-	nodetest.Put(t, st, fleet.AppKey("shop"), fleet.App{Name: "shop", Account: "acme", Placement: []string{}})
-	node.step(t, st)
+	nodetest.Put(t, d, fleet.AppKey("shop"), fleet.App{Name: "shop", Account: "acme", Placement: []string{}})
+	node.step(t, d)
 	restoredSerial, epoch := id.Mark()
 	restoredRev := pub.Current().Doc().Revision
 	for _, app := range []string{"blog", "wiki"} { // written after the backup
-		nodetest.Put(t, st, fleet.AppKey(app), fleet.App{Name: app, Account: "acme", Placement: []string{}})
-		node.step(t, st)
+		nodetest.Put(t, d, fleet.AppKey(app), fleet.App{Name: app, Account: "acme", Placement: []string{}})
+		node.step(t, d)
 	}
 	served, _, _ := pub.Current().Mark()
 	if pub.Current().Doc().Revision == restoredRev {
@@ -97,21 +101,34 @@ func TestAnAdoptedStoreBehindWhatWasServedHasItsSerialAdvanced(t *testing.T) {
 
 	// The backup put back: shop alone, the serial it had.
 	for _, app := range []string{"blog", "wiki"} {
-		if err := st.Delete(ctx, fleet.AppKey(app), ""); err != nil {
+		if err := d.Delete(ctx, fleet.AppKey(app), ""); err != nil {
 			t.Fatal(err)
 		}
 	}
-	setSerial(t, st, restoredSerial, epoch)
+	setSerial(t, d, restoredSerial, epoch)
 	if err := pass(); !errors.Is(err, store.ErrForeign) {
 		t.Fatalf("a store gone back from %d to %d: %v, want ErrForeign", served, restoredSerial, err)
 	}
 	if err := reconcile.RequestStoreAdopt(stateDir); err != nil {
 		t.Fatal(err)
 	}
+	during := "the adopting pass read nothing"
+	st.hook = func() { // inside the adopting pass's full read, before it commits
+		during = ""
+		if !id.Foreign() {
+			during = "the store accepted writes (not foreign) before the adopting pass committed it"
+		}
+	}
 	if err := pass(); err != nil {
 		t.Fatalf("the adopting pass: %v", err)
 	}
-	o, err := st.Get(ctx, store.SerialKey)
+	if during != "" {
+		t.Fatal(during)
+	}
+	if id.Foreign() {
+		t.Fatalf("foreign after the adopting pass: %s", id.ForeignReason())
+	}
+	o, err := d.Get(ctx, store.SerialKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,6 +140,21 @@ func TestAnAdoptedStoreBehindWhatWasServedHasItsSerialAdvanced(t *testing.T) {
 	if got, _, _ := cur.Mark(); got != served+1 || cur.Doc().Revision != restoredRev {
 		t.Fatalf("after the adopt: serial %d, revision %s; want serial %d, the backup's revision %s", got, cur.Doc().Revision, served+1, restoredRev)
 	}
+}
+
+// listHook runs hook (once) at the first listing after it is set: inside a pass's full
+// read, before the pass commits.
+type listHook struct {
+	store.Store
+	hook func()
+}
+
+func (s *listHook) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	if h := s.hook; h != nil {
+		s.hook = nil
+		h()
+	}
+	return s.Store.List(ctx, prefix)
 }
 
 // steppedNode is one node's reconciler over a store, stepped on a virtual clock: pass
