@@ -15,7 +15,8 @@ func testProbe() AppliedProbe {
 
 // TestAppliedProbeAddsItsObjectsToEveryRender: on every golden case, the body with the
 // probe is the same bytes every time, decodes strictly into the render's types and Traefik's schema, holds every
-// router and service of the render unchanged plus the probe's two of each, and routes
+// router and service of the render unchanged plus the probe's two of each (and its
+// middlewares, tls and tcp sections as they were: passthrough's TCP routers), and routes
 // the probe's request (host scafo-applied.invalid, the callback path) to the callback
 // router and nothing to the check router.
 func TestAppliedProbeAddsItsObjectsToEveryRender(t *testing.T) {
@@ -82,8 +83,9 @@ func checkAppliedObjects(t *testing.T, before, after Configuration, p AppliedPro
 			t.Fatalf("service %s changed", name)
 		}
 	}
-	if !reflect.DeepEqual(after.HTTP.Middlewares, before.HTTP.Middlewares) || !reflect.DeepEqual(after.TLS, before.TLS) {
-		t.Fatal("middlewares or tls changed")
+	if !reflect.DeepEqual(after.HTTP.Middlewares, before.HTTP.Middlewares) || !reflect.DeepEqual(after.TLS, before.TLS) ||
+		!reflect.DeepEqual(after.TCP, before.TCP) {
+		t.Fatal("middlewares, tls or tcp changed")
 	}
 	if len(after.HTTP.Routers) != len(before.HTTP.Routers)+2 || len(after.HTTP.Services) != len(before.HTTP.Services)+2 {
 		t.Fatalf("want 2 routers and 2 services more: %d→%d, %d→%d", len(before.HTTP.Routers), len(after.HTTP.Routers),

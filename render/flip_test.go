@@ -394,7 +394,7 @@ func flipProbes(threshold int) []probe {
 
 // goldenProbes route requests through golden cases: exact host before wildcard, a
 // wildcard's path map never taking an exact host's request, the apex before a
-// wildcard covering it, the apex's denied prefixes.
+// wildcard covering it, the apex's denied prefixes, a passthrough host no HTTP router takes.
 var goldenProbes = map[string][]probe{
 	"custom-wildcard": {
 		{"a.shop.example.org", "/", "host-~2a_shop_example_org"},
@@ -428,6 +428,15 @@ var goldenProbes = map[string][]probe{
 		{"apps.example.com", "/v1/storage", "host-apps_example_com"},
 		{"apps.example.net", "/v1/storage", ""},
 		{"apps.example.net", "/v1/healthz", "api-apps_example_net"},
+	},
+	// shop's *.example.org covers the passthrough db.example.org, which has no HTTP
+	// router: the wildcard's routers exclude it, in any spelling Host matches (a
+	// request for it over HTTP finds no router: Traefik's 404), and still take the rest.
+	"passthrough": {
+		{"db.example.org", "/", ""},
+		{"db.example.org.", "/", ""},
+		{"db.apps.example.com", "/", ""},
+		{"other.example.org", "/", "host-~2a_example_org"},
 	},
 	"tls-wildcard-certs": {
 		{"x.shop.example.org", "/paulca", "host-~2a_shop_example_org"},

@@ -17,38 +17,13 @@ var update = flag.Bool("update", false, "rewrite render/testdata/*.golden.json f
 
 // goldenCase is render/testdata/<case>.json: a routing document as served (decoded with
 // routing.Decode), an optional prefer node (applied with routing.Prefer, as the handler
-// does for ?prefer=), and the render options.
+// does for ?prefer=), and the render options (their Go names, matched by encoding/json
+// case-insensitively: "entryPoints", "retryAttempts").
 type goldenCase struct {
 	Comment  string          `json:"comment"`
 	Prefer   string          `json:"prefer"`
-	Options  caseOptions     `json:"options"`
+	Options  Options         `json:"options"`
 	Document json.RawMessage `json:"document"`
-}
-
-type caseOptions struct {
-	EntryPoints           []string `json:"entryPoints"`
-	CertResolver          string   `json:"certResolver"`
-	PlatformWildcardCerts bool     `json:"platformWildcardCerts"`
-	PlatformDomains       []string `json:"platformDomains"`
-	HealthCheckInterval   string   `json:"healthCheckInterval"`
-	HealthCheckTimeout    string   `json:"healthCheckTimeout"`
-	PathGroupThreshold    int      `json:"pathGroupThreshold"`
-	RetryAttempts         int      `json:"retryAttempts"`
-	RetryInitialInterval  string   `json:"retryInitialInterval"`
-}
-
-func (c caseOptions) options() Options {
-	return Options{
-		EntryPoints:           c.EntryPoints,
-		CertResolver:          c.CertResolver,
-		PlatformWildcardCerts: c.PlatformWildcardCerts,
-		PlatformDomains:       c.PlatformDomains,
-		HealthCheckInterval:   c.HealthCheckInterval,
-		HealthCheckTimeout:    c.HealthCheckTimeout,
-		PathGroupThreshold:    c.PathGroupThreshold,
-		RetryAttempts:         c.RetryAttempts,
-		RetryInitialInterval:  c.RetryInitialInterval,
-	}
 }
 
 type loadedCase struct {
@@ -90,7 +65,7 @@ func loadCases(t testing.TB) []loadedCase {
 		out = append(out, loadedCase{
 			name: strings.TrimSuffix(filepath.Base(f), ".json"),
 			doc:  doc,
-			opt:  c.Options.options(),
+			opt:  c.Options,
 		})
 	}
 	if len(out) == 0 {

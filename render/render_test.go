@@ -176,6 +176,11 @@ func checkInvariants(t *testing.T, opt Options, cfg Configuration) {
 		if (r.TLS != nil) != (o.certResolver != "") || (r.TLS != nil && r.TLS.CertResolver != o.certResolver) {
 			t.Errorf("router %s: tls %+v with certResolver %q", name, r.TLS, o.certResolver)
 		}
+		// Traefik takes a TLS router's Host values, negated ones too, for server names of
+		// its HTTPS muxer, matched before the TCP routers (passthroughExclusion).
+		if r.TLS != nil && strings.Contains(r.Rule, "!Host(") {
+			t.Errorf("TLS router %s negates a Host (Traefik would claim that server name): %s", name, r.Rule)
+		}
 	}
 	for name := range cfg.HTTP.Routers {
 		checkName(t, "router", name)

@@ -136,16 +136,7 @@ type sniProbe struct {
 // nothing ASCII in either.
 func sniCase(t *testing.T, v traefikVersion) (json.RawMessage, []sniProbe) {
 	t.Helper()
-	var pt *loadedCase
-	for _, c := range loadCases(t) {
-		if c.name == "passthrough" {
-			pt = &c
-			break
-		}
-	}
-	if pt == nil {
-		t.Fatal("no passthrough golden")
-	}
+	pt := passthroughCase(t)
 	doc := *pt.doc
 	doc.Routes = slices.Clone(doc.Routes)
 	var db routing.Route
