@@ -19,7 +19,7 @@ func TestDocumentValidate(t *testing.T) {
 		}
 		return m
 	}
-	// pass makes go.tito.io's application terminate TLS itself (passthroughDocument), then more.
+	// pass makes go.tito.io's application terminate TLS itself (makePassthrough), then more.
 	pass := func(more func(d *Document)) func(d *Document) {
 		return func(d *Document) { makePassthrough(d); more(d) }
 	}

@@ -8,8 +8,15 @@ import (
 	"testing"
 )
 
+// TestRevisionMovesWhenAnyFieldChanges: each change moves the revision, and no two
+// changes give one revision (order is content: middlewares a,b are not b,a; a field
+// cannot migrate into another and hash alike: a middleware is not a health path).
 func TestRevisionMovesWhenAnyFieldChanges(t *testing.T) {
 	base := sampleDocument()
+	mws := func(mw ...string) func(d *Document) { // both routes of shop
+		return func(d *Document) { d.Routes[0].Middlewares, d.Routes[2].Middlewares = mw, mw }
+	}
+	seen := map[string]string{}
 	for _, tc := range []struct {
 		name   string
 		mutate func(d *Document)
@@ -39,14 +46,26 @@ func TestRevisionMovesWhenAnyFieldChanges(t *testing.T) {
 		{"api host", func(d *Document) { d.API.Hosts[0] = "apps.example.net" }},
 		{"api upstream order", func(d *Document) { slices.Reverse(d.API.Upstreams) }},
 		{"api denied", func(d *Document) { d.API.Denied = d.API.Denied[:1] }},
+		{"route group", func(d *Document) { d.Routes[1].Group = "eu-1" }},
+		{"passthrough's other fields", func(d *Document) { makePassthrough(d); d.Routes[1].Passthrough = false }},
+		{"passthrough", makePassthrough},
+		{"proxy protocol", func(d *Document) { makePassthrough(d); d.Routes[1].ProxyProtocol = 2 }},
+		{"middlewares a,b", mws("a@file", "b@file")},
+		{"middlewares b,a", mws("b@file", "a@file")},
+		{"middleware a", mws("a@file")},
+		{"health path x@file", func(d *Document) { d.Routes[1].HealthPath = "/x@file" }},
+		{"middleware x@file", func(d *Document) { d.Routes[1].HealthPath, d.Routes[1].Middlewares = "", []string{"x@file"} }},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			d := cloneDocument(base)
-			tc.mutate(d)
-			if got := ComputeRevision(d); got == base.Revision {
-				t.Fatalf("revision %s did not move", got)
-			}
-		})
+		d := cloneDocument(base)
+		tc.mutate(d)
+		got := ComputeRevision(d)
+		if got == base.Revision {
+			t.Errorf("%s: revision %s did not move", tc.name, got)
+		}
+		if other, dup := seen[got]; dup {
+			t.Errorf("%s and %s give one revision %s", other, tc.name, got)
+		}
+		seen[got] = tc.name
 	}
 }
 
