@@ -158,10 +158,9 @@ func ptr(p int) *int { return &p }
 
 // TestAnotherAppCannotTakeTheIdlePortOfAPair: after a deploy (shop moved to the other
 // member of its pair), the member it left is still shop's: another application can
-// neither set onto it nor be allocated either member. Before a deploy, either member:
-// TestHostilePairAnotherAppCannotTakeEitherMemberOfAPair; an application token through
-// the writer, told nothing of another account's holder:
-// TestPortTakenNamesNoOtherAccountsApplication.
+// neither set onto it nor be allocated either member. Before a deploy, either member,
+// through the API: TestHostileInstanceWrites; an application token through the writer,
+// told nothing of another account's holder: TestPortTakenNamesNoOtherAccountsApplication.
 func TestAnotherAppCannotTakeTheIdlePortOfAPair(t *testing.T) {
 	reg := openTestRegistry(t, filepath.Join(t.TempDir(), "instances.json"))
 	mustAllocate(t, reg, "shop", "id-shop")

@@ -584,16 +584,6 @@ func TestRacingOverlappingClaimsNeverBothStand(t *testing.T) {
 	}
 }
 
-func TestTheAPIPortIsNeverAllocated(t *testing.T) {
-	f := newFixture(t)
-	f.app(t, "a", "acme")
-	f.w.inst.Reserve(24000) // the range's first port is the node's API port
-	inst, _, err := f.w.AllocateInstance(context.Background(), admin, "a")
-	if err != nil || inst.Port == 24000 {
-		t.Fatalf("allocated %+v (%v): the API port was handed to an application", inst, err)
-	}
-}
-
 func TestAWildcardOverAPublicSuffixIsRefused(t *testing.T) {
 	for _, h := range []string{"*.co.uk", "*.github.io", "*.com.au", "*.s3.amazonaws.com"} {
 		var inv *ErrInvalid
