@@ -3,7 +3,35 @@ package httpapi
 import (
 	"strings"
 	"testing"
+
+	"github.com/scafo/ingress/node/internal/statedir"
 )
+
+// TestTokenConfigValidate: a configured token and each previous one hold at least
+// statedir.MinTokenLength characters, refused naming the setting (an empty previous
+// entry would be a token nobody holds); no token (the node mints one) passes. The root
+// checks each role's section (node's
+// TestTheNodeConfigurationLoadsOrIsRefusedNamingTheSettingAndItsSource: "a short admin token").
+func TestTokenConfigValidate(t *testing.T) {
+	long := strings.Repeat("t", statedir.MinTokenLength)
+	for _, c := range []struct {
+		tc  TokenConfig
+		err string // "" valid
+	}{
+		{TokenConfig{}, ""},
+		{TokenConfig{Token: long, Previous: []string{long}}, ""},
+		{TokenConfig{Token: "short-token"}, "ingress.token: a token of at least"},
+		{TokenConfig{Previous: []string{long, ""}}, "ingress.previous[1]: a token of at least"},
+	} {
+		errs := c.tc.Validate("ingress")
+		switch {
+		case c.err == "" && len(errs) != 0:
+			t.Errorf("%+v: %v, want valid", c.tc, errs)
+		case c.err != "" && (len(errs) != 1 || !strings.Contains(errs[0].Error(), c.err)):
+			t.Errorf("%+v: %v, want one error with %q", c.tc, errs, c.err)
+		}
+	}
+}
 
 // TestAPIConfigValidate: api.allowedHosts takes DNS names (one label or more, any case,
 // a trailing dot), and refuses, naming the entry, what is no name: a URL, a port, an IP

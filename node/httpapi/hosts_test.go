@@ -44,7 +44,7 @@ func withHost(t *testing.T, n *inProcess, method, path, token, host string) (*ht
 // TestEveryRouteAnswersNoStoreNoSniff: every route of the table (routes.go), whatever
 // its answer (200, 304, 4xx), and the router's own 404 and 405 and the Host guard's 421,
 // carries Cache-Control: no-store and X-Content-Type-Options: nosniff (a poll's 304:
-// TestETagAnd304OnlyWhenAsked).
+// node's TestWireGoldens).
 func TestEveryRouteAnswersNoStoreNoSniff(t *testing.T) {
 	t.Parallel()
 	n := newInProcess(t, nil)

@@ -10,8 +10,9 @@ import (
 )
 
 // TestWaitAppliedRefusesBadParametersWithoutWriting: a malformed wait or timeout, a
-// timeout without wait=applied, or wait on a read is a 400 naming the parameter, and
-// nothing is written (no application, no instance allocated, the store unchanged).
+// timeout without wait=applied, wait on a read, or a query that does not parse is a 400
+// naming the parameter, and nothing is written (no application, no instance allocated,
+// the store unchanged).
 func TestWaitAppliedRefusesBadParametersWithoutWriting(t *testing.T) {
 	t.Parallel()
 	n := newInProcess(t, nil)
@@ -27,6 +28,8 @@ func TestWaitAppliedRefusesBadParametersWithoutWriting(t *testing.T) {
 		{http.MethodPut, "wait=applied&timeout=ten", "invalid timeout"},
 		{http.MethodPut, "timeout=5s", "invalid timeout"},
 		{http.MethodGet, "wait=applied", "invalid wait"},
+		// net/url's Query() drops a pair it cannot parse: the write was made, not waited for.
+		{http.MethodPut, "wait=applied;timeout=1s", "invalid query"},
 	} {
 		resp, body := n.Do(c.method, "/v1/apps/shop?"+c.query, ipAdmin, `{"account":"acme","placement":["vps-a"]}`)
 		var e struct{ Error, Detail string }

@@ -191,22 +191,3 @@ func TestAppIngressGroupIsValidated(t *testing.T) {
 		t.Errorf("stored application: %s", b)
 	}
 }
-
-// TestAMalformedQueryIsRefusedNotDropped: net/url drops a query pair it cannot parse (a
-// ';' in it) from r.URL.Query() without a word. Before, ?group=eu-1;x on a routing
-// endpoint lost the group and served every group's routes (an ingress of eu-1 loading
-// the whole fleet), and ?wait=applied;timeout=1s on a write lost the wait (answered at
-// once, "applied" never checked). A write carrying a query that does not parse is now
-// 400 and is not made (a poll's: httpapi's TestABadPollIsAJSONErrorNamingTheField).
-func TestAMalformedQueryIsRefusedNotDropped(t *testing.T) {
-	t.Parallel()
-	n := newGroupNode(t)
-	before := testnode.SerialOf(t, n.St)
-	rec := n.Do("PUT", "/v1/apps/cart?wait=applied;timeout=1s", testnode.AdminToken, `{"account":"acme","placement":["vps-b"]}`)
-	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), `"error":"invalid query"`) {
-		t.Errorf("a write with ?wait=applied;timeout=1s: %d %s, want 400 invalid query", rec.Code, rec.Body)
-	}
-	if after := testnode.SerialOf(t, n.St); after != before {
-		t.Errorf("the refused write was made: serial %d → %d", before, after)
-	}
-}
