@@ -1,8 +1,6 @@
 package fleetcerts
 
 import (
-	"crypto/x509"
-	"encoding/pem"
 	"io"
 	"log/slog"
 	"net"
@@ -153,25 +151,7 @@ func TestTwoManagersOnOneStoreIssueANameOnceAndEitherAnswersTheChallenge(t *test
 	if len(set.FleetCerts.Certificates) != 1 || !set.FleetCerts.Managed[name] {
 		t.Fatalf("set: %s", set)
 	}
-	blk, _ := pem.Decode([]byte(set.FleetCerts.Certificates[0].CertFile))
-	leaf, err := x509.ParseCertificate(blk.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inter := x509.NewCertPool()
-	rest := []byte(set.FleetCerts.Certificates[0].CertFile)
-	for {
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		if b == nil {
-			break
-		}
-		c, _ := x509.ParseCertificate(b.Bytes)
-		inter.AddCert(c)
-	}
-	if _, err := leaf.Verify(x509.VerifyOptions{DNSName: name, Roots: p.IssuerRoot(t), Intermediates: inter}); err != nil {
-		t.Fatalf("certificate does not verify against Pebble's root: %v", err)
-	}
+	verifyCert(t, p, set, name, name)
 	if b.Current().Fingerprint != set.Fingerprint {
 		t.Fatalf("fingerprints differ: %s %s", b.Current().Fingerprint, set.Fingerprint)
 	}
