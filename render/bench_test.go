@@ -21,16 +21,11 @@ func generatedDoc(tb testing.TB, nApps, nPrefixes int) *routing.Document {
 	return doc
 }
 
-// scaleState is a generated fleet of about routes routes (fleet.GenerateState gives
-// ~1.12 routes per application) carrying about as many prefixes: up to routing.MaxPaths
-// on ti.to (GenerateState's map), the rest spread, MaxPaths per host, over the custom
-// hosts of acct-000's applications ("app-NNN00.example.org"), each targeting that
-// account's platform hosts round-robin.
-func scaleState(routes int) fleet.State {
-	return scaleFleet(routes, 3)
-}
-
-// scaleFleet is scaleState on nodes nodes (fleet.GenerateFleet).
+// scaleFleet is a generated fleet (fleet.GenerateFleet) on nodes nodes of about routes
+// routes (~1.12 routes per application) carrying about as many prefixes: up to
+// routing.MaxPaths on ti.to (GenerateState's map), the rest spread, MaxPaths per host,
+// over the custom hosts of acct-000's applications ("app-NNN00.example.org"), each
+// targeting that account's platform hosts round-robin.
 func scaleFleet(routes, nodes int) fleet.State {
 	apps := routes * 100 / 112
 	st := fleet.GenerateFleet(apps, min(routes, routing.MaxPaths), nodes)
@@ -62,7 +57,7 @@ func scaleFleet(routes, nodes int) fleet.State {
 // many prefixes. ns/route is the figure to compare across sizes (linear: flat).
 func BenchmarkDeriveRender(b *testing.B) {
 	for _, routes := range []int{1000, 10000, 100000} {
-		st := scaleState(routes)
+		st := scaleFleet(routes, 3)
 		opt := fleet.GenerateOptions()
 		d, _ := fleet.Derive(st, opt)
 		d0 := d

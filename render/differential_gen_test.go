@@ -74,14 +74,9 @@ func (fe *fleetEditor) editFleetCerts() string {
 // doc derives the current state, plus the apex-covering wildcard route when asked for.
 func (fe *fleetEditor) doc() *routing.Document {
 	d, _ := fleet.Derive(fe.st, fe.opt)
-	if !fe.coverApex || len(d.Routes) == 0 {
-		return d
+	if fe.coverApex && len(d.Routes) > 0 {
+		return withCoverApex(d)
 	}
-	rt := d.Routes[len(d.Routes)/2]
-	rt.Host, rt.Paths = "*.example.com", nil
-	d.Routes = append(d.Routes, rt)
-	slices.SortFunc(d.Routes, func(a, b routing.Route) int { return strings.Compare(a.Host, b.Host) })
-	d.Seal()
 	return d
 }
 

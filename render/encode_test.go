@@ -25,12 +25,8 @@ func TestFastEncoderMatchesEncodingJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
-			i := 0
-			for i < len(got) && i < len(want) && got[i] == want[i] {
-				i++
-			}
-			t.Fatalf("%s: fast encoding differs at byte %d:\n got  …%s\n want …%s", name, i,
-				got[max(0, i-60):min(len(got), i+60)], want[max(0, i-60):min(len(want), i+60)])
+			i := firstDiff(got, want)
+			t.Fatalf("%s: fast encoding differs at byte %d:\n got  …%s\n want …%s", name, i, excerpt(got, i), excerpt(want, i))
 		}
 	}
 	build := func(doc *routing.Document, opt Options) *Configuration {

@@ -1,7 +1,6 @@
 package render
 
 import (
-	"encoding/json"
 	"strconv"
 	"testing"
 
@@ -18,22 +17,7 @@ import (
 func TestServiceApplicationNamesTheApplicationOfEveryLeafAndNothingElse(t *testing.T) {
 	mapped := 0
 	for _, c := range loadCases(t) {
-		out, err := Traefik(c.doc, c.opt)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		var cfg struct {
-			HTTP struct {
-				Services map[string]struct {
-					LoadBalancer *struct {
-						Servers []json.RawMessage `json:"servers"`
-					} `json:"loadBalancer"`
-				} `json:"services"`
-			} `json:"http"`
-		}
-		if err := json.Unmarshal(out, &cfg); err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
+		cfg := decodeStrict(t, mustTraefik(t, c.doc, c.opt))
 		// The leaves the document implies, independently of the names the render picked.
 		leaves := map[string]string{}
 		for _, r := range c.doc.Routes {

@@ -152,18 +152,8 @@ func sniCase(t *testing.T, v traefikVersion) (json.RawMessage, []sniProbe) {
 	}
 	slices.SortFunc(doc.Routes, func(a, b routing.Route) int { return strings.Compare(a.Host, b.Host) })
 	out := mustTraefik(t, &doc, pt.opt)
-	var conf struct {
-		TCP struct {
-			Routers map[string]struct {
-				Rule string `json:"rule"`
-			} `json:"routers"`
-		} `json:"tcp"`
-	}
-	if err := json.Unmarshal(out, &conf); err != nil {
-		t.Fatal(err)
-	}
 	router := map[string]string{}
-	for name, r := range conf.TCP.Routers {
+	for name, r := range decodeStrict(t, out).TCP.Routers {
 		host := strings.TrimSuffix(strings.TrimPrefix(r.Rule, "HostSNI(`"), "`)")
 		router[host] = name
 	}
