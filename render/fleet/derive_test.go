@@ -357,6 +357,9 @@ func staleState(ages ...time.Duration) State {
 	return st
 }
 
+// TestNodeTTLDropsStaleUpstreamsButFailsStatic: what Derive does with the nodes NodeLive
+// finds stale, and how it reports them (the window's edges, a zero TTL and a record
+// never seen: TestNodeLiveIsTheTTLWindowAroundSeen).
 func TestNodeTTLDropsStaleUpstreamsButFailsStatic(t *testing.T) {
 	ttl := time.Minute
 	for _, tc := range []struct {
@@ -368,22 +371,14 @@ func TestNodeTTLDropsStaleUpstreamsButFailsStatic(t *testing.T) {
 		wantNote []string // nodes reported stale
 	}{
 		{"all fresh", []time.Duration{0, 0, 0}, ttl, []string{"n1", "n2", "n3"}, []string{"n1", "n2", "n3"}, nil},
-		{"exactly the TTL is not stale", []time.Duration{ttl, 0, 0}, ttl, []string{"n1", "n2", "n3"}, []string{"n1", "n2", "n3"}, nil},
 		{"primary stale is dropped", []time.Duration{ttl + time.Nanosecond, 0, 0}, ttl,
 			[]string{"n2", "n3"}, []string{"n2", "n3"}, []string{"n1"}},
 		{"two stale, one fresh", []time.Duration{time.Hour, 0, time.Hour}, ttl,
 			[]string{"n2"}, []string{"n2"}, []string{"n1", "n3"}},
 		{"all stale: fail static keeps all in placement order", []time.Duration{time.Hour, 2 * time.Hour, 3 * time.Hour}, ttl,
 			[]string{"n1", "n2", "n3"}, []string{"n1", "n2", "n3"}, []string{"n1", "n2", "n3"}},
-		{"never heartbeated counts as stale", []time.Duration{now.Sub(time.Time{}), 0, 0}, ttl,
-			[]string{"n2", "n3"}, []string{"n2", "n3"}, []string{"n1"}},
-		{"zero TTL: nothing is stale", []time.Duration{time.Hour, time.Hour, time.Hour}, 0,
-			[]string{"n1", "n2", "n3"}, []string{"n1", "n2", "n3"}, nil},
 		// A negative age is a heartbeat dated ahead of this node's clock.
-		{"ahead within the TTL is live", []time.Duration{-ttl, 0, 0}, ttl, []string{"n1", "n2", "n3"}, []string{"n1", "n2", "n3"}, nil},
 		{"ahead beyond the TTL is stale", []time.Duration{-ttl - time.Nanosecond, 0, 0}, ttl,
-			[]string{"n2", "n3"}, []string{"n2", "n3"}, []string{"n1"}},
-		{"a year ahead is stale", []time.Duration{-8760 * time.Hour, 0, 0}, ttl,
 			[]string{"n2", "n3"}, []string{"n2", "n3"}, []string{"n1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

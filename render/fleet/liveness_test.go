@@ -27,6 +27,7 @@ func TestNodeLiveIsTheTTLWindowAroundSeen(t *testing.T) {
 		{"ahead at ttl", now.Add(ttl), ttl, true, false, ttl},
 		{"ahead beyond ttl", now.Add(ttl + time.Millisecond), ttl, false, true, ttl + time.Millisecond},
 		{"a year ahead", now.Add(8760 * time.Hour), ttl, false, true, 8760 * time.Hour},
+		{"never seen", time.Time{}, ttl, false, false, time.Time{}.Sub(now)},
 		{"no ttl, old", now.Add(-8760 * time.Hour), 0, true, false, -8760 * time.Hour},
 		{"no ttl, ahead", now.Add(8760 * time.Hour), 0, true, false, 8760 * time.Hour},
 	} {
