@@ -77,44 +77,6 @@ func TestAMoveToAPortThatDoesNotServeIsRefused(t *testing.T) {
 	}
 }
 
-// TestEveryMoveIsAudited: a move that takes effect (a port change) is in the audit log
-// with actor, node, app, from and to ports and whether it was forced; a refused move and
-// a readiness change are not moves there.
-func TestEveryMoveIsAudited(t *testing.T) {
-	ctx := context.Background()
-	f := newFixture(t)
-	f.w.cfg.Ports = &portsUp{up: map[int]bool{24000: true, 24001: true}}
-	putApp(t, f.w, "shop", fleet.App{Account: "acme", Placement: []string{"vps-a"}}, "")
-	allocate(t, f.w, admin, "shop")
-	steps := []struct {
-		port  int
-		ready bool
-		force bool
-	}{{24000, true, false}, {24001, true, false}, {24003, true, false}, {24000, true, false}, {24003, true, true}}
-	for _, s := range steps {
-		_, _ = f.w.PutInstance(ctx, admin, "shop", intp(s.port), s.ready, s.force) // 24003 unforced: refused
-	}
-	recs, _, err := f.w.AuditFiltered(ctx, AuditFilter{Limit: 100, Action: "instance.move"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, r := range recs {
-		got = append(got, fmt.Sprintf("%s %s %s %s %d>%d %v", r.Actor, r.Node, r.Account, r.App, r.FromPort, r.ToPort, r.Forced))
-	}
-	want := []string{ // newest first
-		"admin vps-a acme shop 24000>24003 true",
-		"admin vps-a acme shop 24001>24000 false",
-		"admin vps-a acme shop 24000>24001 false",
-	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("audited moves:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-	if app, _, _ := f.w.AuditFiltered(ctx, AuditFilter{Limit: 100, App: "nosuch"}); len(app) != 0 {
-		t.Errorf("a filter on another app matched %d records", len(app))
-	}
-}
-
 // TestAMoveCheckNeverProbesAnotherTenantsPort (hostile review 1, finding 2): a tenant's
 // instance token moving its instance onto a port another application holds is refused as
 // "port taken" before the serving check runs, so the node never probes another tenant's
@@ -126,15 +88,11 @@ func TestAMoveCheckNeverProbesAnotherTenantsPort(t *testing.T) {
 	f := newFixture(t)
 	ports := &portsUp{up: map[int]bool{24000: true, 24002: true}}
 	f.w.cfg.Ports = ports
-	bank, _, _, err := f.w.PutApp(ctx, admin, "bank", fleet.App{Account: "bankco", Placement: []string{"vps-a"}, Health: &fleet.Health{Path: "/healthz"}}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	putApp(t, f.w, "bank", fleet.App{Account: "bankco", Placement: []string{"vps-a"}, Health: &fleet.Health{Path: "/healthz"}}, "")
 	evil, _, _, err := f.w.PutApp(ctx, admin, "evil", fleet.App{Account: "mallory", Placement: []string{"vps-a"}}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = bank
 	if _, _, err := f.w.AllocateInstance(ctx, admin, "bank"); err != nil { // 24000, 24001
 		t.Fatal(err)
 	}
@@ -170,21 +128,24 @@ func TestAMoveCheckNeverProbesAnotherTenantsPort(t *testing.T) {
 	}
 }
 
-// TestReadinessChangesAreAudited (hostile review 1, finding 6): a readiness change on
-// the same port routes or unroutes an instance and is audited as instance.ready; a move
-// records whether its serving check ran (checked) or was skipped (forced), and a move of
-// a not-ready instance is neither.
-func TestReadinessChangesAreAudited(t *testing.T) {
+// TestEveryMoveIsAudited: a move that takes effect (a port change) is audited as
+// instance.move with actor, node, account, app, from and to ports, and whether its
+// serving check ran (checked) or was skipped (forced); a readiness change on the same
+// port routes or unroutes an instance and is audited as instance.ready (hostile review 1,
+// finding 6); a refused move is not audited, and a move of a not-ready instance is
+// neither checked nor forced.
+func TestEveryMoveIsAudited(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
 	f.w.cfg.Ports = &portsUp{up: map[int]bool{24000: true, 24001: true}}
 	putApp(t, f.w, "shop", fleet.App{Account: "acme", Placement: []string{"vps-a"}}, "")
 	allocate(t, f.w, admin, "shop")
 	for _, s := range []struct {
-		port         int
-		ready, force bool
-	}{{24000, true, false}, {24000, false, false}, {24001, false, false}, {24001, true, false}, {24000, true, false}, {24001, true, true}} {
-		if _, err := f.w.PutInstance(ctx, admin, "shop", intp(s.port), s.ready, s.force); err != nil {
+		port                  int
+		ready, force, refused bool
+	}{{24000, true, false, false}, {24000, false, false, false}, {24001, false, false, false}, {24001, true, false, false},
+		{24003, true, false, true}, {24000, true, false, false}, {24003, true, true, false}} {
+		if _, err := f.w.PutInstance(ctx, admin, "shop", intp(s.port), s.ready, s.force); (err != nil) != s.refused {
 			t.Fatalf("%+v: %v", s, err)
 		}
 	}
@@ -197,11 +158,14 @@ func TestReadinessChangesAreAudited(t *testing.T) {
 		if !strings.HasPrefix(r.Action, "instance.") {
 			continue
 		}
+		if r.Actor != "admin" || r.Node != "vps-a" || r.Account != "acme" {
+			t.Errorf("%s by %q on %q in %q, want admin on vps-a in acme", r.Action, r.Actor, r.Node, r.Account)
+		}
 		ready := r.Ready != nil && *r.Ready
 		got = append(got, fmt.Sprintf("%s %d>%d ready=%v forced=%v checked=%v", r.Action, r.FromPort, r.ToPort, ready, r.Forced, r.Checked))
 	}
 	want := []string{ // newest first
-		"instance.move 24000>24001 ready=true forced=true checked=false",
+		"instance.move 24000>24003 ready=true forced=true checked=false",
 		"instance.move 24001>24000 ready=true forced=false checked=true",
 		"instance.ready 0>24001 ready=true forced=false checked=false",
 		"instance.move 24000>24001 ready=false forced=false checked=false",
@@ -210,6 +174,11 @@ func TestReadinessChangesAreAudited(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("audited:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	moves, _, _ := f.w.AuditFiltered(ctx, AuditFilter{Limit: 100, Action: "instance.move"})
+	other, _, _ := f.w.AuditFiltered(ctx, AuditFilter{Limit: 100, App: "nosuch"})
+	if len(moves) != 3 || len(other) != 0 {
+		t.Errorf("filtered on instance.move: %d records, want 3; on another app: %d, want 0", len(moves), len(other))
 	}
 }
 
