@@ -70,8 +70,8 @@ func (s *Snapshot) Patched() bool { return s.delta != nil }
 // Body is the identity body.
 func (r *Rendered) Body() []byte { return r.body }
 
-// Gzip is the gzip body.
-func (r *Rendered) Gzip() []byte { return r.gz }
+// Gzip is the gzip body (made at the first call: lazyGzip).
+func (r *Rendered) Gzip() []byte { return r.gzipped().gz }
 
 // ETag is the identity body's strong ETag; ETagGzip the gzip body's.
 func (r *Rendered) ETag() string     { return r.etag }
@@ -83,9 +83,10 @@ func (r *Rendered) Revision() string { return r.revision }
 // Probed says whether the body carries the poll's applied probe.
 func (r *Rendered) Probed() bool { return r.probed }
 
-// File and GzFile hold the same bytes on disk ("" when spilling failed).
+// File and GzFile hold the same bytes on disk ("" when spilling failed, or the body
+// left the cache before its gzip body was first asked for).
 func (r *Rendered) File() string   { return r.file }
-func (r *Rendered) GzFile() string { return r.gzFile }
+func (r *Rendered) GzFile() string { return r.gzipped().gzFile }
 
 // GroupsPatched reports whether the document of the selection groups was patched from
 // the last snapshot's selection (routing.ForGroupsDelta) rather than made whole.

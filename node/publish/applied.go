@@ -42,7 +42,8 @@ func probeKey(req Request) renderKey {
 		probe: strings.Join([]string{pr.Ingress, pr.EntryPoint, pr.Node}, "\x00")}
 }
 
-// renderApplied is base with the probe's objects, gzipped, hashed (and spilled).
+// renderApplied is base with the probe's objects, hashed (and spilled; gzipped when
+// first asked: lazyGzip).
 func (p *Publisher) renderApplied(base *Rendered, ap render.AppliedProbe, spill bool) (*Rendered, error) {
 	p.renders.Add(1)
 	body, err := render.WithAppliedProbe(base.body, ap)
@@ -51,9 +52,9 @@ func (p *Publisher) renderApplied(base *Rendered, ap render.AppliedProbe, spill 
 	}
 	sum := sha256.Sum256(body)
 	h := hex.EncodeToString(sum[:16])
-	r := &Rendered{body: body, gz: gzipBytes(body), etag: `"` + h + `"`, etagGzip: `"` + h + `-gzip"`, revision: base.revision, probed: true}
+	r := &Rendered{body: body, etag: `"` + h + `"`, etagGzip: `"` + h + `-gzip"`, revision: base.revision, probed: true}
 	if spill {
-		r.file, r.gzFile = p.spill(r.body), p.spill(r.gz)
+		r.file, r.spillGz = p.spill(r.body), p.spill
 	}
 	return r, nil
 }

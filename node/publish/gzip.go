@@ -3,7 +3,9 @@ package publish
 import (
 	"bytes"
 	"compress/gzip"
+	"os"
 	"sync"
+	"sync/atomic"
 )
 
 // gzipWriters are reused across renders: a gzip.Writer allocates its compressor (about
@@ -40,4 +42,51 @@ func gzipBytes(b []byte) []byte {
 		gzipWriters.Put(zw)
 	}
 	return zb.Bytes()
+}
+
+// lazyGzip is a Rendered body's gzip body and its spill file, made at the first poll
+// that accepts gzip (Rendered.Gzip, GzFile), once: concurrent first polls wait for
+// the one that compresses, and every poll gets the same bytes. Most bodies are never
+// asked for gzipped (the fleet simulator's, an in-process caller's, a poller that
+// does not send Accept-Encoding), and compressing each render was most of the cost
+// of a new revision's first poll under -race (BenchmarkFirstPollOfANewRevision).
+// Nothing else changes: the gzip ETag is the identity body's hash (renderNow).
+type lazyGzip struct {
+	gzMu sync.Mutex
+	made atomic.Bool // gz and gzFile are set, and never change again
+	gz   []byte
+	// gzFile holds gz on disk when spillGz is set (the cache keeps the body): "" when
+	// spilling failed, or the body left the cache before gz was made (evicted).
+	gzFile  string
+	spillGz func([]byte) string
+	evicted atomic.Bool
+}
+
+// gzipped makes r's gzip body (and its file) at the first call.
+func (r *Rendered) gzipped() *lazyGzip {
+	if !r.made.Load() {
+		r.gzMu.Lock()
+		if !r.made.Load() {
+			r.gz = gzipBytes(r.body)
+			if r.spillGz != nil && !r.evicted.Load() {
+				r.gzFile = r.spillGz(r.gz)
+			}
+			r.made.Store(true)
+			if r.gzFile != "" && r.evicted.Load() { // evicted while it was spilled
+				os.Remove(r.gzFile)
+			}
+		}
+		r.gzMu.Unlock()
+	}
+	return &r.lazyGzip
+}
+
+// evict removes r's gzip file when it was made (the cache let r go); one made after
+// this is removed by gzipped. Either side sees the other's flag, so the file is never
+// left behind; it may be removed twice (harmless).
+func (r *Rendered) evict() {
+	r.evicted.Store(true)
+	if r.made.Load() && r.gzFile != "" {
+		os.Remove(r.gzFile)
+	}
 }

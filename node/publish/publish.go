@@ -105,10 +105,10 @@ type renderKey struct {
 	base     string // with probe: the base body's ETag and the probe's MAC
 }
 
-// Rendered is one cached body, identity and gzip, with its strong ETag.
+// Rendered is one cached body, identity and gzip, with its strong ETag. The gzip body is
+// made at the first poll that accepts it (gzipped), not at the render.
 type Rendered struct {
 	body     []byte
-	gz       []byte
 	etag     string // `"<hash>"`
 	etagGzip string // `"<hash>-gzip"`: a strong validator names one representation
 	// revision is the revision of what was rendered: the document's, or with ?group=
@@ -116,10 +116,11 @@ type Rendered struct {
 	revision string
 	// probed: the body carries an applied probe (render.WithAppliedProbe).
 	probed bool
-	// file and gzFile hold the same bytes on disk (page cache), so a poll can be
-	// answered with sendfile(2) instead of copying megabytes through user space; ""
-	// when spilling failed (the in-memory bytes are served then).
-	file, gzFile string
+	// file holds the same bytes on disk (page cache), so a poll can be answered with
+	// sendfile(2) instead of copying megabytes through user space; "" when spilling
+	// failed (the in-memory bytes are served then). The gzip body and its file: lazyGzip.
+	file string
+	lazyGzip
 }
 
 // New builds a publisher (see newPublisher). serialOf returns the store serial and
@@ -162,9 +163,7 @@ func newPublisher(opts render.Options, spillDir string) *Publisher {
 		if r.file != "" {
 			os.Remove(r.file)
 		}
-		if r.gzFile != "" {
-			os.Remove(r.gzFile)
-		}
+		r.evict()
 	})
 	inc, err := render.NewIncremental(opts)
 	if err != nil {
@@ -467,9 +466,9 @@ func (p *Publisher) renderNow(s *Snapshot, k renderKey, groups []string, spill b
 	}
 	sum := sha256.Sum256(body)
 	h := hex.EncodeToString(sum[:16])
-	r := &Rendered{body: body, gz: gzipBytes(body), etag: `"` + h + `"`, etagGzip: `"` + h + `-gzip"`, revision: revision}
+	r := &Rendered{body: body, etag: `"` + h + `"`, etagGzip: `"` + h + `-gzip"`, revision: revision}
 	if spill {
-		r.file, r.gzFile = p.spill(r.body), p.spill(r.gz)
+		r.file, r.spillGz = p.spill(r.body), p.spill
 	}
 	return r, nil
 }
