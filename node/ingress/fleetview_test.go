@@ -5,13 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	ptypes "github.com/traefik/paerser/types"
 
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
@@ -43,16 +40,10 @@ func (g *getFails) Get(ctx context.Context, key string) (store.Object, error) {
 func TestAFailedReadOfTheIngressReportsKeepsWhatItRead(t *testing.T) {
 	st := dirStore(t)
 	const reports = 60
-	for i := range reports {
-		b, _ := json.Marshal(Report{Name: fmt.Sprintf("edge-%03d", i), Kind: api.KindPlugin, Node: "vps-b", Serial: 1, Seen: time.Now().UTC()})
-		if _, err := st.Put(t.Context(), fmt.Sprintf("%sedge-%03d.json", Prefix, i), b, store.Condition{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c := newFleetClock()
+	seedReports(t, st, c, reports)
 	gf := &getFails{Store: st, key: Prefix + "edge-030.json"}
-	book := New(Options{Store: gf, Log: slog.New(slog.DiscardHandler), Self: "vps-a",
-		Config: Config{LostAfter: ptypes.Duration(time.Minute), ForgetAfter: ptypes.Duration(time.Hour), MaxTracked: 8},
-		Known:  func() (uint64, string) { return 1, "" }, Current: func() (string, uint64) { return "", 1 }})
+	book := nodeBook(gf, "vps-a", c, newFleetMark(1, rev('a')))
 	// A view of age 0 reads the store every time; this book has no local report, so
 	// the view is the reports read.
 	v := book.Fleet(t.Context(), 0)

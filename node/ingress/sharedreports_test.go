@@ -204,7 +204,8 @@ func TestIngressReportsAreSharedAndNeverMoveTheSerial(t *testing.T) {
 // create-only and loses to the object the first node wrote, so it rereads it and takes
 // it over (If-Match); the first node's next write loses in turn and it lets the
 // ingress go. The object then stays with the new node, refreshed, never lost, never
-// written back by the old one.
+// written back by the old one; and when that node restarts, it takes its own object
+// over the same way.
 func TestAnIngressThatMovesIsTakenOverByItsNewNode(t *testing.T) {
 	st := dirStore(t)
 	c, m := newFleetClock(), newFleetMark(1, rev('a'))
@@ -254,34 +255,22 @@ func TestAnIngressThatMovesIsTakenOverByItsNewNode(t *testing.T) {
 			t.Errorf("%s lists edge-1 as %+v, want current on vps-b", n.self, in)
 		}
 	}
-}
 
-// A restarted node knows no etag of the reports it wrote before: its create-only write
-// loses to its own object, and it takes the object over, so the report keeps being
-// refreshed (else the ingress would be shown lost while it polls).
-func TestARestartedNodeTakesOverItsIngressReports(t *testing.T) {
-	st := dirStore(t)
-	c, m := newFleetClock(), newFleetMark(1, rev('a'))
-	a, b := nodeBook(st, "vps-a", c, m), nodeBook(st, "vps-b", c, m)
-	ctx := t.Context()
-	pluginPoll(t, a, "edge-1", 1, rev('a'))
-	a.Flush(ctx, c.Now())
-	if in := listed(t, b)["edge-1"]; in.Node != "vps-a" || in.State != "current" {
-		t.Fatalf("b lists edge-1 as %+v, want current on vps-a", in)
-	}
+	// vps-b restarted (a new book, the same store) knows no etag of the report it wrote:
+	// its create-only write loses to its own object, and it takes the object over, so the
+	// report keeps being refreshed (else edge-1 would be shown lost while it polls).
 	before := storedReport(t, st, "edge-1")
-
-	a = nodeBook(st, "vps-a", c, m) // restarted: a new book, the same store
+	b = nodeBook(st, "vps-b", c, m)
 	for range 3 * int(lostAfterTest/MinWriteGap) {
 		now := c.Add(MinWriteGap)
-		pluginPoll(t, a, "edge-1", 1, rev('a'))
-		a.Flush(ctx, now)
+		pluginPoll(t, b, "edge-1", 1, rev('a'))
+		b.Flush(ctx, now)
 	}
-	if after := storedReport(t, st, "edge-1"); after.Node != "vps-a" || after.Seen.Sub(before.Seen) <= 2*lostAfterTest {
-		t.Errorf("edge-1's object after %s of polls of the restarted vps-a: %+v (seen %s before)", 3*lostAfterTest, after, before.Seen)
+	if after := storedReport(t, st, "edge-1"); after.Node != "vps-b" || after.Seen.Sub(before.Seen) <= 2*lostAfterTest {
+		t.Errorf("edge-1's object after %s of polls of the restarted vps-b: %+v (seen %s before)", 3*lostAfterTest, after, before.Seen)
 	}
-	if in := listed(t, b)["edge-1"]; in.State != "current" || in.Node != "vps-a" {
-		t.Errorf("vps-b lists edge-1 as %+v, want current on vps-a", in)
+	if in := listed(t, a)["edge-1"]; in.State != "current" || in.Node != "vps-b" {
+		t.Errorf("vps-a lists edge-1 as %+v, want current on vps-b", in)
 	}
 }
 
@@ -321,8 +310,6 @@ func TestWaitAppliedIsNeverAppliedOnAPartialView(t *testing.T) {
 	}
 }
 
-// gatedGets holds every GET until n are in flight at once (then lets them all
-// through), and counts the calls on ingresses/.
 // seedReports stores n reports of plugin ingresses edge-000… of vps-b, seen now, at
 // serial 1.
 func seedReports(t *testing.T, st store.Store, c *fleetClock, n int) {
@@ -335,6 +322,8 @@ func seedReports(t *testing.T, st store.Store, c *fleetClock, n int) {
 	}
 }
 
+// gatedGets holds every GET until n are in flight at once (then lets them all
+// through), and counts the calls on ingresses/.
 type gatedGets struct {
 	store.Store
 	n                  int
