@@ -409,56 +409,100 @@ func TestNodeTTLDropsStaleUpstreamsButFailsStatic(t *testing.T) {
 	}
 }
 
-func TestFailStaticOnlyKeepsReadyStaleUpstreams(t *testing.T) {
-	st := staleState(time.Hour, time.Hour, 0)
-	setReady(&st, "n3", "web", false)
-	setReady(&st, "n2", "web", false)
-	d, _ := Derive(st, opts())
-	r := routeFor(t, d, "web.apps.example.com")
-	if r == nil || !slices.Equal(nodesOf(r.Upstreams), []string{"n1"}) {
-		t.Fatalf("want the stale but ready n1 kept alone, got %+v", r)
+// TestOnlyReadyInstancesOfTheCurrentIncarnationOnPlacedNodesAreRouted: the instances
+// an application's routes send to: fail static keeps only the ready ones among stale
+// nodes; a ready instance on a node outside the placement does not count; an instance
+// of another incarnation (the application deleted and recreated under its name, in any
+// account: a new ID) is the old owner's process. (Nothing ready at all fails closed:
+// TestHostsThatExistAlwaysHaveTheirOwnRoute.)
+func TestOnlyReadyInstancesOfTheCurrentIncarnationOnPlacedNodesAreRouted(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		st    func() State
+		hosts []string
+		want  []string // the nodes of each host's upstreams
+	}{
+		{"fail static: the stale but ready n1 alone", func() State {
+			st := staleState(time.Hour, time.Hour, 0)
+			setReady(&st, "n3", "web", false)
+			setReady(&st, "n2", "web", false)
+			return st
+		}, []string{"web.apps.example.com"}, []string{"n1"}},
+		{"ready on vps-a, placed on vps-b only", func() State {
+			st := sampleState()
+			st.Apps[1].Placement = []string{"vps-b"} // tito-classic
+			setReady(&st, "vps-b", "tito-classic", false)
+			return st
+		}, []string{"ti.to", "tito-classic.apps.example.com"}, nil},
+		{"shop recreated: vps-a's instance is the old incarnation's", func() State {
+			st := sampleState()
+			st.Apps[0].ID = "00000000000000b2"
+			st.Nodes[0].Instances["shop"] = Instance{Port: 24417, Ready: true, AppID: "00000000000000a1"}
+			st.Nodes[1].Instances["shop"] = Instance{Port: 24902, Ready: true, AppID: "00000000000000b2"}
+			return st
+		}, []string{"shop.apps.example.com", "*.shop.example.org"}, []string{"vps-b"}},
+	} {
+		d, _ := Derive(tc.st(), opts())
+		for _, h := range tc.hosts {
+			if r := routeFor(t, d, h); r == nil || !slices.Equal(nodesOf(r.Upstreams), tc.want) {
+				t.Errorf("%s: %s = %+v, want upstreams on %v", tc.name, h, r, tc.want)
+			}
+		}
 	}
 }
 
-// TestAnInstanceOnAnUnplacedNodeIsNeverRouted: a ready instance on a node outside the
-// placement does not count (an application with nothing ready on its placed nodes
-// fails closed: TestHostsThatExistAlwaysHaveTheirOwnRoute).
-func TestAnInstanceOnAnUnplacedNodeIsNeverRouted(t *testing.T) {
-	st := sampleState()
-	st.Apps[1].Placement = []string{"vps-b"} // tito-classic: ready on vps-a only
-	setReady(&st, "vps-b", "tito-classic", false)
-	d, _ := Derive(st, opts())
-	if r := routeFor(t, d, "ti.to"); r == nil || len(r.Upstreams) != 0 {
-		t.Errorf("ti.to = %+v: an instance on a node outside placement was routed", r)
-	}
-}
-
+// TestPathMapsStayWithinOneAccount: a path map publishes the prefixes whose target is a
+// host of the claim's own account (its custom domains, its platform hosts) and drops,
+// reporting one line per reason, a target of another account (its exact claim, its
+// platform host; issue 25 item 10), a wildcard (another account's claim), a name no
+// route holds (one under another account's wildcard claim too), the host itself, and
+// an invalid prefix. shop.acme.example, acme's
+// exact claim, routes: the refusals of it are the rule's doing, not a missing route.
 func TestPathMapsStayWithinOneAccount(t *testing.T) {
-	st := sampleState()
-	st.Claims[0].Paths = map[string]string{
-		"paulca":  "go.tito.io",            // ok: tito → tito
-		"bigcorp": "shop.apps.example.com", // acme's: refused
-		"evil":    "*.shop.example.org",    // not a host
-		"ghost":   "ghost.example.com",     // no such route
-		"self":    "ti.to",                 // itself
-		"Upper":   "go.tito.io",            // invalid prefix
-		"../x":    "go.tito.io",            // invalid prefix
-		"plat":    "tito-go.apps.example.com",
-	}
-	d, sk := Derive(st, opts())
-	r := routeFor(t, d, "ti.to")
-	want := map[string]string{"paulca": "go.tito.io", "plat": "tito-go.apps.example.com"}
-	if !reflect.DeepEqual(r.Paths, want) {
-		t.Fatalf("paths = %v, want %v", r.Paths, want)
-	}
-	obj := "domains/ti.to.json#paths"
-	requireSkipped(t, sk, obj, `1 entries ignored: target belongs to another account: "bigcorp" → "shop.apps.example.com"`)
-	requireSkipped(t, sk, obj, `target is not a canonical host name: "evil"`)
-	requireSkipped(t, sk, obj, `target is not a host of any application: "ghost"`)
-	requireSkipped(t, sk, obj, `target is this host itself: "self"`)
-	requireSkipped(t, sk, obj, `2 entries ignored: invalid prefix`)
-	if n := len(skippedFor(sk, obj)); n != 5 {
-		t.Fatalf("%d reports for %s, want one per reason (5): %+v", n, obj, sk)
+	for _, tc := range []struct {
+		host    string // whose path map
+		paths   map[string]string
+		kept    map[string]string
+		skipped []string // the reports, one per reason
+	}{
+		{"ti.to", map[string]string{
+			"paulca": "go.tito.io", "plat": "tito-go.apps.example.com", // tito's own
+			"bigcorp": "shop.apps.example.com", "exact": "shop.acme.example", "covered": "a.shop.example.org", // acme's
+			"evil": "*.shop.example.org", "ghost": "ghost.example.com", "self": "ti.to", "Upper": "go.tito.io", "../x": "go.tito.io",
+		}, map[string]string{"paulca": "go.tito.io", "plat": "tito-go.apps.example.com"}, []string{
+			`2 entries ignored: target belongs to another account: "bigcorp" → "shop.apps.example.com", "exact" → "shop.acme.example"`,
+			`target is not a canonical host name: "evil"`,
+			`2 entries ignored: target is not a host of any application: "covered" → "a.shop.example.org", "ghost"`,
+			`target is this host itself: "self"`,
+			`2 entries ignored: invalid prefix`,
+		}},
+		{"shop.acme.example", map[string]string{"p": "shop.apps.example.com", "t": "ti.to"},
+			map[string]string{"p": "shop.apps.example.com"}, []string{`target belongs to another account: "t" → "ti.to"`}},
+	} {
+		st := sampleState()
+		st.Claims = append(st.Claims, Claim{Host: "shop.acme.example", Account: "acme", App: "shop"})
+		for i := range st.Claims {
+			if st.Claims[i].Host == "ti.to" || st.Claims[i].Host == tc.host {
+				st.Claims[i].Paths = nil
+			}
+			if st.Claims[i].Host == tc.host {
+				st.Claims[i].Paths = tc.paths
+			}
+		}
+		d, sk := Derive(st, opts())
+		if r := routeFor(t, d, "shop.acme.example"); r == nil || len(r.Upstreams) == 0 {
+			t.Fatalf("shop.acme.example = %+v: the exact claim must route", r)
+		}
+		if r := routeFor(t, d, tc.host); !reflect.DeepEqual(r.Paths, tc.kept) {
+			t.Errorf("%s paths = %v, want %v", tc.host, r.Paths, tc.kept)
+		}
+		obj := "domains/" + tc.host + ".json#paths"
+		for _, why := range tc.skipped {
+			requireSkipped(t, sk, obj, why)
+		}
+		if n := len(skippedFor(sk, obj)); n != len(tc.skipped) {
+			t.Errorf("%d reports for %s, want one per reason (%d): %+v", n, obj, len(tc.skipped), sk)
+		}
 	}
 }
 
