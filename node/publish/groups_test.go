@@ -28,8 +28,10 @@ func newGroupNode(t *testing.T) *testnode.Stepped {
 
 // TestGroupQueryServesOnlyThatGroupsHostsPlusWhatTheyNeed: ?group=default serves
 // shop's hosts, the API apex and back's route (a prefix of shop's targets it) but not
-// blog; its Traefik configuration has no router for back's host; ?group=eu-1 serves
-// blog and back; no group serves all; each group has its own revision.
+// blog; ?group=eu-1 serves blog and back; no group serves all; each group has its own
+// revision. A group's Traefik configuration (no router for another group's host, the
+// services its prefixes target, the API apex) is render's
+// TestGroupCarriesTheServicesOfItsCrossGroupPrefixesButNotTheirHosts.
 func TestGroupQueryServesOnlyThatGroupsHostsPlusWhatTheyNeed(t *testing.T) {
 	t.Parallel()
 	n := newGroupNode(t)
@@ -64,28 +66,6 @@ func TestGroupQueryServesOnlyThatGroupsHostsPlusWhatTheyNeed(t *testing.T) {
 		t.Errorf("revisions %v: want three different ones; serial %q", revs, rDef.Header.Get("X-Scafo-Serial"))
 	}
 
-	b := n.Must(200, "GET", "/v1/ingress/traefik?group=default", testnode.IngressToken, "")
-	var cfg struct {
-		HTTP struct {
-			Routers  map[string]json.RawMessage `json:"routers"`
-			Services map[string]json.RawMessage `json:"services"`
-		} `json:"http"`
-	}
-	if err := json.Unmarshal(b, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := cfg.HTTP.Routers["host-back_eu1_example_com"]; ok {
-		t.Error("group default routes back's host, which is eu-1's")
-	}
-	if _, ok := cfg.HTTP.Services["app-back.0.vps-b"]; !ok {
-		t.Errorf("group default lacks back's service, which its prefix needs: %s", b)
-	}
-	if _, ok := cfg.HTTP.Routers["host-blog_eu1_example_com"]; ok {
-		t.Error("group default routes blog")
-	}
-	if _, ok := cfg.HTTP.Routers["api-apps_example_com"]; !ok {
-		t.Error("group default lacks the API apex")
-	}
 }
 
 // TestAChangeInOneGroupLeavesAnotherGroupsPollIdentical: a change to blog (eu-1: a new port)
