@@ -166,8 +166,9 @@ func TestANodeOnAForeignStoreWritesNothingThere(t *testing.T) {
 // idle past limits.idleTimeout.
 func TestRunRefusesALiveNodesNameAndServesWithItsLimits(t *testing.T) {
 	t.Parallel()
-	// run runs a node over st on a listener until it serves (stop ends it) or refuses.
-	run := func(t *testing.T, cfg *node.Config, st store.Store) (base string, stop func(), err error) {
+	// run runs a node over st on a listener until it serves (until the test ends) or
+	// refuses.
+	run := func(t *testing.T, cfg *node.Config, st store.Store) (base string, err error) {
 		ln, err := net.Listen("tcp", cfg.Node.Address+":0")
 		if err != nil {
 			t.Fatal(err)
@@ -184,13 +185,13 @@ func TestRunRefusesALiveNodesNameAndServesWithItsLimits(t *testing.T) {
 		select {
 		case err := <-done:
 			cancel()
-			return "", nil, err
+			return "", err
 		case <-srv.Serving():
-			stop := sync.OnceFunc(func() { cancel(); <-done })
-			t.Cleanup(stop)
-			return "http://" + ln.Addr().String(), stop, nil
+			t.Cleanup(func() { cancel(); <-done })
+			return "http://" + ln.Addr().String(), nil
 		}
 	}
+	ttl := testConfig(t, "vps-a", t.TempDir()).Reconcile.NodeTTL
 	// holder writes a record of vps-a, seen at seen, into a store of its own.
 	holder := func(t *testing.T, seen time.Time) (string, *testnode.Stepped) {
 		storeDir := t.TempDir()
@@ -204,101 +205,31 @@ func TestRunRefusesALiveNodesNameAndServesWithItsLimits(t *testing.T) {
 		cfg.Node.Address = "127.0.0.12"
 		return cfg
 	}
-
-	t.Run("live", func(t *testing.T) {
-		storeDir, a := holder(t, time.Now())
-		before := testnode.StoreBytes(t, storeDir)
-		_, _, err := run(t, second(t, storeDir), a.St)
-		if err == nil || !strings.Contains(err.Error(), "taken by another live node") {
-			t.Fatalf("a second node with a live node's name: %v, want refused", err)
-		}
-		if after := testnode.StoreBytes(t, storeDir); !maps.Equal(before, after) {
-			t.Errorf("the refused node wrote into the store")
-		}
-	})
-	t.Run("stale", func(t *testing.T) {
-		ttl := time.Duration(testConfig(t, "vps-a", t.TempDir()).Reconcile.NodeTTL)
-		storeDir, a := holder(t, time.Now().Add(-2*ttl))
+	// overStale serves a second vps-a with limits over a record two TTLs old.
+	overStale := func(t *testing.T, limits func(*node.LimitsConfig)) string {
+		storeDir, a := holder(t, time.Now().Add(-2*time.Duration(ttl)))
 		cfg := second(t, storeDir)
-		cfg.Limits.ConnMaxAge = ptypes.Duration(time.Nanosecond)
-		base, stop, err := run(t, cfg, a.St)
+		limits(&cfg.Limits)
+		base, err := run(t, cfg, a.St)
 		if err != nil {
 			t.Fatalf("a record two TTLs old held the name: %v", err)
 		}
-		defer stop()
-		resp, err := http.Get(base + api.PathHealthz)
+		return base
+	}
+	// get sends one request on a new connection (from 127.0.0.1) and reads its answer;
+	// the connection stays open, its reader returned.
+	get := func(t *testing.T, base, path, token string) (*http.Response, string, *bufio.Reader) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}}
+		c, err := d.Dial("tcp", strings.TrimPrefix(base, "http://"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || !resp.Close {
-			t.Errorf("an answer on a connection past limits.connMaxAge: %d, Connection: close %v, want 200 and close", resp.StatusCode, resp.Close)
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(time.Minute)) // a hang fails, it does not bound the test
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
 		}
-	})
-	t.Run("perSource", func(t *testing.T) {
-		ttl := time.Duration(testConfig(t, "vps-a", t.TempDir()).Reconcile.NodeTTL)
-		storeDir, a := holder(t, time.Now().Add(-2*ttl))
-		cfg := second(t, storeDir)
-		cfg.Limits.MaxConns, cfg.Limits.ReservedConns, cfg.Limits.MaxConnsPerSource = 8, 1, 2
-		cfg.Limits.IdleTimeout, cfg.Limits.ConnMaxAge = ptypes.Duration(time.Hour), ptypes.Duration(time.Hour) // the held ones stay open
-		base, stop, err := run(t, cfg, a.St)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer stop()
-		// get sends one request on a new connection from 127.0.0.1 and reads its answer;
-		// the connection stays open (the answer is taken, so the node accepted it).
-		get := func(path, token string) (*http.Response, string) {
-			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}}
-			c, err := d.Dial("tcp", strings.TrimPrefix(base, "http://"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close() })
-			c.SetDeadline(time.Now().Add(time.Minute)) // a hang fails, it does not bound the test
-			req, _ := http.NewRequest(http.MethodGet, base+path, nil)
-			if token != "" {
-				req.Header.Set("Authorization", "Bearer "+token)
-			}
-			if err := req.Write(c); err != nil {
-				t.Fatal(err)
-			}
-			resp, err := http.ReadResponse(bufio.NewReader(c), req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			return resp, string(body)
-		}
-		for i := range 2 { // the address's share of general connections, held open
-			if resp, body := get(api.PathHealthz, ""); resp.StatusCode != 200 || resp.Close {
-				t.Fatalf("connection %d of 127.0.0.1's 2: %d %s, Connection: close %v, want 200 kept open", i+1, resp.StatusCode, body, resp.Close)
-			}
-		}
-		resp, body := get(api.PathAudit, testnode.ReadOnlyToken) // a read the reserve does not serve
-		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "limits.maxConnsPerSource") {
-			t.Errorf("a third connection from 127.0.0.1 past limits.maxConnsPerSource 2: %d %s, want 503 naming the setting", resp.StatusCode, body)
-		}
-	})
-	t.Run("idle", func(t *testing.T) { // limits.idleTimeout closes a keep-alive connection left idle (hostile review 6, SV2)
-		ttl := time.Duration(testConfig(t, "vps-a", t.TempDir()).Reconcile.NodeTTL)
-		storeDir, a := holder(t, time.Now().Add(-2*ttl))
-		cfg := second(t, storeDir)
-		cfg.Limits.IdleTimeout, cfg.Limits.ConnMaxAge = ptypes.Duration(200*time.Millisecond), ptypes.Duration(time.Hour)
-		base, stop, err := run(t, cfg, a.St)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer stop()
-		c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(time.Minute)) // a connection never closed fails here
-		req, _ := http.NewRequest(http.MethodGet, base+api.PathHealthz, nil)
 		if err := req.Write(c); err != nil {
 			t.Fatal(err)
 		}
@@ -307,8 +238,48 @@ func TestRunRefusesALiveNodesNameAndServesWithItsLimits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		io.Copy(io.Discard, resp.Body)
+		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		return resp, string(body), br
+	}
+
+	t.Run("live", func(t *testing.T) {
+		storeDir, a := holder(t, time.Now())
+		before := testnode.StoreBytes(t, storeDir)
+		_, err := run(t, second(t, storeDir), a.St)
+		if err == nil || !strings.Contains(err.Error(), "taken by another live node") {
+			t.Fatalf("a second node with a live node's name: %v, want refused", err)
+		}
+		if after := testnode.StoreBytes(t, storeDir); !maps.Equal(before, after) {
+			t.Errorf("the refused node wrote into the store")
+		}
+	})
+	t.Run("stale", func(t *testing.T) {
+		base := overStale(t, func(l *node.LimitsConfig) { l.ConnMaxAge = ptypes.Duration(time.Nanosecond) })
+		if resp, _, _ := get(t, base, api.PathHealthz, ""); resp.StatusCode != 200 || !resp.Close {
+			t.Errorf("an answer on a connection past limits.connMaxAge: %d, Connection: close %v, want 200 and close", resp.StatusCode, resp.Close)
+		}
+	})
+	t.Run("perSource", func(t *testing.T) {
+		base := overStale(t, func(l *node.LimitsConfig) {
+			l.MaxConns, l.ReservedConns, l.MaxConnsPerSource = 8, 1, 2
+			l.IdleTimeout, l.ConnMaxAge = ptypes.Duration(time.Hour), ptypes.Duration(time.Hour) // the held ones stay open
+		})
+		for i := range 2 { // the address's share of general connections, held open
+			if resp, body, _ := get(t, base, api.PathHealthz, ""); resp.StatusCode != 200 || resp.Close {
+				t.Fatalf("connection %d of 127.0.0.1's 2: %d %s, Connection: close %v, want 200 kept open", i+1, resp.StatusCode, body, resp.Close)
+			}
+		}
+		resp, body, _ := get(t, base, api.PathAudit, testnode.ReadOnlyToken) // a read the reserve does not serve
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "limits.maxConnsPerSource") {
+			t.Errorf("a third connection from 127.0.0.1 past limits.maxConnsPerSource 2: %d %s, want 503 naming the setting", resp.StatusCode, body)
+		}
+	})
+	t.Run("idle", func(t *testing.T) { // limits.idleTimeout closes a keep-alive connection left idle (hostile review 6, SV2)
+		base := overStale(t, func(l *node.LimitsConfig) {
+			l.IdleTimeout, l.ConnMaxAge = ptypes.Duration(200*time.Millisecond), ptypes.Duration(time.Hour)
+		})
+		resp, _, br := get(t, base, api.PathHealthz, "")
 		if resp.StatusCode != 200 || resp.Close {
 			t.Fatalf("the first answer: %d, Connection: close %v, want 200 kept alive", resp.StatusCode, resp.Close)
 		}
