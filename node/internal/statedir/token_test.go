@@ -77,23 +77,33 @@ func TestAnEmptyTokenFileIsReplacedNotFatal(t *testing.T) {
 	}
 }
 
-// TestATokenFileHoldingAControlCharacterIsRefused: a token file whose token holds a
-// control character (a NUL, a CR inside, a DEL, a C1) is refused naming the file, never
-// used: no HTTP header carries it, so no client could present it. The newline an editor
-// leaves at the end is trimmed, not refused.
-func TestATokenFileHoldingAControlCharacterIsRefused(t *testing.T) {
+// TestATokenFileIsRefusedUnlessItHoldsAToken: a token file whose token holds a control
+// character (a NUL, a CR inside, a DEL, a C1) is refused naming the file, never used: no
+// HTTP header carries it, so no client could present it. So is one too short to be a
+// token (a one-character file was the token) or longer than a token may be (refused,
+// not cut). The newline an editor leaves at the end is trimmed, not refused.
+func TestATokenFileIsRefusedUnlessItHoldsAToken(t *testing.T) {
 	t.Parallel()
-	for _, content := range []string{
-		"0123456789abcdef\x000123", "0123456789abcdef\r0123", "0123456789abcdef\t0123",
-		"0123456789abcdef\x7f0123", "0123456789abcdef\u00850123", "0123456789\nabcdef0123",
+	for _, tc := range []struct {
+		content, tok, err string // err: what the refusal says, besides the file
+	}{
+		{content: "0123456789abcdef\x000123\n", err: "control character"},
+		{content: "0123456789abcdef\r0123\n", err: "control character"},
+		{content: "0123456789abcdef\t0123\n", err: "control character"},
+		{content: "0123456789abcdef\x7f0123\n", err: "control character"},
+		{content: "0123456789abcdef\u00850123\n", err: "control character"},
+		{content: "0123456789\nabcdef0123\n", err: "control character"},
+		{content: "a\n", err: "at least 16"},
+		{content: strings.Repeat("a", 5000), err: "more than 4096 bytes"},
+		{content: "0123456789abcdef0123\r\n", tok: "0123456789abcdef0123"},
 	} {
-		path, tok, err := loadTokenFile(t, "ingress-token", content+"\n")
-		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "control character") {
-			t.Errorf("token file %q: %q, %v; want refused naming the file", content, tok, err)
+		path, tok, err := loadTokenFile(t, "ingress-token", tc.content)
+		if tc.err == "" && (err != nil || tok != tc.tok) {
+			t.Errorf("token file %.40q: %q, %v; want %q", tc.content, tok, err, tc.tok)
 		}
-	}
-	if _, tok, err := loadTokenFile(t, "admin-token", "0123456789abcdef0123\r\n"); err != nil || tok != "0123456789abcdef0123" {
-		t.Errorf("a token ending in CRLF: %q, %v; want the token, trimmed", tok, err)
+		if tc.err != "" && (err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("token file %.40q: %.40q, %v; want refused naming the file and %q", tc.content, tok, err, tc.err)
+		}
 	}
 }
 

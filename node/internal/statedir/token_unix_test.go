@@ -12,9 +12,9 @@ import (
 
 // TestATokenFileMustNameARegularFileOfAToken: a symlink to nothing at the token's path
 // (a secrets mount not there yet) made every start mint and link for ever, ignoring
-// SIGTERM and leaving a temporary file per attempt; a fifo there blocked the start; a
-// one-character file was the token. Each is refused now, naming the file, and nothing
-// is left behind; a symlink to a regular file holding a token is read through.
+// SIGTERM and leaving a temporary file per attempt; a fifo there blocked the start. Each
+// is refused now, naming the file, and nothing is left behind; a symlink to a regular
+// file holding a token is read through.
 func TestATokenFileMustNameARegularFileOfAToken(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -35,13 +35,6 @@ func TestATokenFileMustNameARegularFileOfAToken(t *testing.T) {
 	}
 	if _, err := LoadOrMintToken("", filepath.Dir(fifo), "ingress-token"); err == nil || !strings.Contains(err.Error(), "want a regular file") {
 		t.Errorf("a fifo: %v, want refused as not a regular file", err)
-	}
-
-	if _, tok, err := loadTokenFile(t, "admin-token", "a\n"); err == nil || !strings.Contains(err.Error(), "at least 16") {
-		t.Errorf("a one-character token file: %q, %v; want refused", tok, err)
-	}
-	if _, tok, err := loadTokenFile(t, "admin-token", strings.Repeat("a", 5000)); err == nil || !strings.Contains(err.Error(), "more than 4096 bytes") {
-		t.Errorf("a 5000-byte token file: %d bytes read, %v; want refused, not cut", len(tok), err)
 	}
 
 	secret := filepath.Join(t.TempDir(), "secret")
