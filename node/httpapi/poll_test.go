@@ -118,9 +118,10 @@ func (p *inProcess) awaitParked(t *testing.T, n int) {
 // poll of an ingress. The admin token's polls are not reports (it is not an ingress); a
 // poll answered 404 (unknown format, unknown group) or 400 (a malformed wait, prefer or
 // query, the admin token's applied probe) records nothing, so made-up groups and names
-// cost nothing later (a refusal is logged naming the ingress); the same report on a
-// valid poll is recorded, and only it is listed. An unknown format's 404 names it
-// (TestABadPollIsAJSONErrorNamingTheField).
+// cost nothing later (a refusal is logged naming the ingress); the read-only token's
+// report or applied probe is a 403 naming its role (it reads the routing document, never
+// as an ingress); the same report on a valid poll is recorded, and only it is listed. An
+// unknown format's 404 names it (TestABadPollIsAJSONErrorNamingTheField).
 func TestOnlyValidIngressPollsAreRecordedAsReports(t *testing.T) {
 	t.Parallel()
 	p := newInProcess(t, nil)
@@ -136,6 +137,8 @@ func TestOnlyValidIngressPollsAreRecordedAsReports(t *testing.T) {
 		{"a malformed wait", "/v1/ingress/traefik?wait=soon", ipIngress, 400},
 		{"a malformed prefer", "/v1/ingress/traefik?prefer=Not_A_Node", ipIngress, 400},
 		{"an unparsable query", "/v1/ingress/traefik?a=%zz", ipIngress, 400},
+		{"the read-only token's report", "/v1/ingress/routes", ipReadOnly, 403},
+		{"the read-only token's applied probe", "/v1/ingress/routes", ipReadOnlyPrevious, 403},
 	} {
 		hdr := []string{api.HeaderIngress, "edge-fake", api.HeaderIngressKind, api.KindPlugin, api.HeaderAppliedSerial, "1"}
 		if strings.Contains(tc.what, "probe") {
@@ -151,6 +154,10 @@ func TestOnlyValidIngressPollsAreRecordedAsReports(t *testing.T) {
 		if tc.code == 400 && tc.token == ipAdmin && !strings.Contains(p.Logs.String(), "ingress=edge-fake") {
 			t.Errorf("%s: no log line names edge-fake:\n%s", tc.what, p.Logs.String())
 		}
+		var e api.Error
+		if tc.code == 403 && (json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Role != "read-only") {
+			t.Errorf("%s: %.200s, want a 403 naming the read-only role", tc.what, rec.Body)
+		}
 	}
 	if ins := p.ingresses(t); len(ins) != 0 {
 		t.Fatalf("after invalid and admin polls, status lists %+v, want no ingress", ins)
@@ -161,33 +168,6 @@ func TestOnlyValidIngressPollsAreRecordedAsReports(t *testing.T) {
 	}
 	if ins := p.ingresses(t); len(ins) != 1 || ins[0].Name != "edge-real" {
 		t.Fatalf("after a valid poll, status lists %+v, want edge-real", ins)
-	}
-}
-
-// TestTheReadOnlyTokenIsNeverAnIngress: the routing document the read-only token reads
-// is never an ingress's poll: the Traefik configuration (it can carry private keys), a
-// report or an applied probe is a 403 naming its role, and no ingress is listed.
-func TestTheReadOnlyTokenIsNeverAnIngress(t *testing.T) {
-	t.Parallel()
-	p := newInProcess(t, nil)
-	for _, c := range []struct {
-		what, path string
-		hdr        []string
-	}{
-		{"the Traefik configuration", api.PathIngress + api.FormatTraefik, nil},
-		{"a report", api.PathIngress + api.FormatRoutes, []string{api.HeaderIngress, "edge-1", api.HeaderIngressKind, api.KindPlugin}},
-		{"an applied probe", api.PathIngress + api.FormatRoutes, []string{api.HeaderAppliedProbe, "http://127.0.0.1:80"}},
-	} {
-		for _, tok := range []string{ipReadOnly, ipReadOnlyPrevious} {
-			rec := p.Rec("GET", c.path, tok, "", c.hdr...)
-			var e api.Error
-			if rec.Code != http.StatusForbidden || json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Role != "read-only" {
-				t.Errorf("%s with the read-only token: %d %.200s, want 403 naming the read-only role", c.what, rec.Code, rec.Body)
-			}
-		}
-	}
-	if ins := p.ingresses(t); len(ins) != 0 {
-		t.Errorf("the read-only token's polls listed %+v, want no ingress", ins)
 	}
 }
 
