@@ -45,15 +45,10 @@ type dnsEnv struct {
 
 func newDNSEnv(t *testing.T, zones []string, providerZones []string) *dnsEnv {
 	t.Helper()
-	return newDNSEnvValidity(t, zones, providerZones, 0)
-}
-
-func newDNSEnvValidity(t *testing.T, zones []string, providerZones []string, validity time.Duration) *dnsEnv {
-	t.Helper()
 	// Resolver: Pebble asks this BIND as a CA asks its resolver (following a delegation
 	// CNAME into the fleet's zone).
 	b := bindtest.Start(t, bindtest.Config{Zones: zones, Resolver: true})
-	p := pebbletest.Start(t, pebbletest.Config{DNSServer: b.Addr, Validity: validity})
+	p := pebbletest.Start(t, pebbletest.Config{DNSServer: b.Addr})
 	return &dnsEnv{
 		bind: b, peb: p,
 		prov:  &rfc2136.Provider{Server: b.Addr, Zones: providerZones, KeyName: b.Key.Name, Secret: b.Key.Secret, Timeout: 5 * time.Second},
