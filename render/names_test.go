@@ -158,6 +158,6 @@ func TestRenderedNamesAreDistinctForDistinctInputs(t *testing.T) {
 	cfg := decodeStrict(t, out)
 	// 3 host routers + 4 + 1 path routers + 2 guards.
 	if got := len(cfg.HTTP.Routers); got != 10 {
-		t.Errorf("%d routers, want 8 (one per host and prefix): %v", got, slices.Sorted(maps.Keys(cfg.HTTP.Routers)))
+		t.Errorf("%d routers, want 10 (one per host and prefix, two guards): %v", got, slices.Sorted(maps.Keys(cfg.HTTP.Routers)))
 	}
 }

@@ -108,6 +108,7 @@ func checkInvariants(t *testing.T, opt Options, cfg Configuration) {
 		interval = AutoHealthCheckInterval(checked).String()
 	}
 	for name, s := range svcs {
+		checkName(t, "service", name)
 		if (s.LoadBalancer == nil) == (s.Failover == nil) {
 			t.Errorf("service %s: must be exactly one of loadBalancer, failover", name)
 			continue
@@ -164,6 +165,7 @@ func checkInvariants(t *testing.T, opt Options, cfg Configuration) {
 	}
 	bands := []int{PriorityPath, PriorityPathGuard, PriorityHost, PriorityAPI, PriorityWildcardPath, PriorityWildcardPathGuard, PriorityWildcard}
 	for name, r := range cfg.HTTP.Routers {
+		checkName(t, "router", name)
 		if _, ok := svcs[r.Service]; !ok {
 			t.Errorf("router %s: service %q missing", name, r.Service)
 		}
@@ -182,13 +184,7 @@ func checkInvariants(t *testing.T, opt Options, cfg Configuration) {
 			t.Errorf("TLS router %s negates a Host (Traefik would claim that server name): %s", name, r.Rule)
 		}
 	}
-	for name := range cfg.HTTP.Routers {
-		checkName(t, "router", name)
-	}
 	checkRetry(t, opt, cfg)
-	for name := range svcs {
-		checkName(t, "service", name)
-	}
 }
 
 func checkName(t *testing.T, what, name string) {
