@@ -10,8 +10,10 @@ import (
 
 	"github.com/scafo/ingress/internal/testnode"
 	"github.com/scafo/ingress/node/api"
+	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
+	"github.com/scafo/ingress/render/fleet"
 	"github.com/scafo/ingress/render/routing"
 )
 
@@ -43,12 +45,7 @@ func (p *inProcess) probePoll(t *testing.T, name string) (resp *http.Response, b
 // routed by the public apex.
 func TestForgedAppliedCallbacksAreRefusedForNothing(t *testing.T) {
 	t.Parallel()
-	d, err := dir.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := &storeOps{Store: d}
-	n := newInProcessOn(t, st, nil)
+	n, st := countedAPI(t, "")
 	_, body, cb := n.probePoll(t, "edge-p")
 	if cb == "" || !strings.HasPrefix(cb, api.PathIngressApplied+"edge-p/") {
 		t.Fatalf("callback path %q", cb)
@@ -126,24 +123,44 @@ func asSent(t *testing.T, path string) string {
 
 func hexOf(c byte) string { return string("0123456789abcdef"[c>>4]) + string("0123456789abcdef"[c&15]) }
 
-// storeOps counts every request made to the store.
+// storeOps counts the requests made to the store: every one (n; reads of except, when
+// set, left out), and what checking application tokens costs: reads of token records
+// (Records) and of the tokens' MAC key (Key), and LISTs of the tokens (Lists).
 type storeOps struct {
 	store.Store
-	n      atomic.Int64
-	except string // a key whose reads are not counted ("": none)
+	n, Records, Key, Lists atomic.Int64
+	except                 string
+}
+
+// countedAPI is the API in process over a directory store counting its requests (reads
+// of except not in n).
+func countedAPI(t *testing.T, except string) (*inProcess, *storeOps) {
+	t.Helper()
+	d, err := dir.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &storeOps{Store: d, except: except}
+	return newInProcessOn(t, st, nil), st
 }
 
 func (s *storeOps) Get(ctx context.Context, key string) (store.Object, error) {
-	s.count(key)
+	s.read(key)
 	return s.Store.Get(ctx, key)
 }
 
 func (s *storeOps) GetIfChanged(ctx context.Context, key, etag string) (store.Object, bool, error) {
-	s.count(key)
+	s.read(key)
 	return s.Store.GetIfChanged(ctx, key, etag)
 }
 
-func (s *storeOps) count(key string) {
+func (s *storeOps) read(key string) {
+	switch {
+	case strings.HasPrefix(key, fleet.PrefixTokens):
+		s.Records.Add(1)
+	case key == fleetwrite.TokenMACKey:
+		s.Key.Add(1)
+	}
 	if s.except == "" || key != s.except {
 		s.n.Add(1)
 	}
@@ -151,6 +168,9 @@ func (s *storeOps) count(key string) {
 
 func (s *storeOps) List(ctx context.Context, prefix string) ([]store.Entry, error) {
 	s.n.Add(1)
+	if prefix == fleet.PrefixTokens {
+		s.Lists.Add(1)
+	}
 	return s.Store.List(ctx, prefix)
 }
 

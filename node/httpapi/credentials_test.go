@@ -13,7 +13,6 @@ import (
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/httpapi"
-	"github.com/scafo/ingress/node/store/dir"
 )
 
 // The credentials of the route × credential table (docs/design.md §8): none, a made-up
@@ -151,12 +150,7 @@ func contains(l []string, s string) bool {
 // record is read to learn its role) and the token key's periodic recheck. No token is ever logged.
 func TestEveryRouteAnswersEachCredentialAsItsRoleAllows(t *testing.T) {
 	t.Parallel()
-	d, err := dir.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := &storeOps{Store: d, except: fleetwrite.TokenMACKey}
-	p := newInProcessOn(t, st, nil)
+	p, st := countedAPI(t, fleetwrite.TokenMACKey)
 	p.Must(201, "PUT", "/v1/apps/shop", ipAdmin, `{"account":"acme","placement":["vps-a"]}`)
 	p.Must(201, "PUT", "/v1/apps/cart", ipAdmin, `{"account":"evil","placement":["vps-a"]}`)
 	p.Must(201, "PUT", "/v1/apps/shop/domains/shop.example", ipAdmin, `{}`)

@@ -3,7 +3,8 @@ package httpapi_test
 // Application tokens carry a MAC of the fleet's key, so a made-up one is refused
 // without a store read and without spending a budget a real token needs. A token is
 // good only with the key it was minted with: losing the key means reissuing tokens.
-// Through the API in process, over a store that counts what checking tokens reads.
+// Through the API in process, over a store that counts what checking tokens reads
+// (storeOps).
 
 import (
 	"context"
@@ -14,61 +15,20 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/scafo/ingress/node/fleetwrite"
 	"github.com/scafo/ingress/node/httpapi"
 	"github.com/scafo/ingress/node/internal/jsonx"
 	"github.com/scafo/ingress/node/store"
-	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render/fleet"
 )
 
-// tokenReads is a store that counts what checking application tokens costs it: reads
-// of token records (Records), of the tokens' MAC key (Key), and LISTs of the tokens
-// (Lists).
-type tokenReads struct {
-	store.Store
-	Records, Key, Lists atomic.Int64
-}
-
-func (c *tokenReads) note(key string) {
-	switch {
-	case strings.HasPrefix(key, fleet.PrefixTokens):
-		c.Records.Add(1)
-	case key == fleetwrite.TokenMACKey:
-		c.Key.Add(1)
-	}
-}
-
-func (c *tokenReads) Get(ctx context.Context, key string) (store.Object, error) {
-	c.note(key)
-	return c.Store.Get(ctx, key)
-}
-
-func (c *tokenReads) GetIfChanged(ctx context.Context, key, etag string) (store.Object, bool, error) {
-	c.note(key)
-	return c.Store.GetIfChanged(ctx, key, etag)
-}
-
-func (c *tokenReads) List(ctx context.Context, prefix string) ([]store.Entry, error) {
-	if prefix == fleet.PrefixTokens {
-		c.Lists.Add(1)
-	}
-	return c.Store.List(ctx, prefix)
-}
-
-// countingTokens is an API over a store counting token reads, with application evil
-// (account evil).
-func countingTokens(t *testing.T) (*inProcess, *tokenReads) {
+// countingTokens is an API over a store counting its requests (storeOps), with
+// application evil (account evil).
+func countingTokens(t *testing.T) (*inProcess, *storeOps) {
 	t.Helper()
-	d, err := dir.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := &tokenReads{Store: d}
-	p := newInProcessOn(t, st, nil)
+	p, st := countedAPI(t, "")
 	p.Must(201, "PUT", "/v1/apps/evil", ipAdmin, `{"account":"evil","placement":["vps-a"]}`)
 	return p, st
 }
