@@ -3,36 +3,11 @@ package fleetwrite
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
 )
-
-// countedGets counts the store's GETs under apps/.
-type countedGets struct {
-	store.Store
-	mu   sync.Mutex
-	gets int
-}
-
-func (s *countedGets) Get(ctx context.Context, key string) (store.Object, error) {
-	if strings.HasPrefix(key, fleet.PrefixApps) {
-		s.mu.Lock()
-		s.gets++
-		s.mu.Unlock()
-	}
-	return s.Store.Get(ctx, key)
-}
-
-func (s *countedGets) take() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := s.gets
-	s.gets = 0
-	return n
-}
 
 // TestListingApplicationsReadsOnlyWhatChanged: Apps reads an application object again
 // only when its etag moved since the last list; a corrupt one is remembered by its etag
@@ -47,7 +22,8 @@ func TestListingApplicationsReadsOnlyWhatChanged(t *testing.T) {
 	if _, err := f.st.Put(ctx, fleet.AppKey("bad"), []byte("{not json"), store.Condition{}); err != nil {
 		t.Fatal(err)
 	}
-	cs := &countedGets{Store: f.st}
+	cs := &readLog{Store: f.st}
+	gets := func() int { n, _ := cs.take(fleet.PrefixApps); return n }
 	w := New(f.w.cfg, cs, f.id, f.w.inst, f.w.log)
 	names := func() string {
 		apps, err := w.Apps(ctx)
@@ -60,17 +36,17 @@ func TestListingApplicationsReadsOnlyWhatChanged(t *testing.T) {
 		}
 		return strings.Join(out, ",")
 	}
-	if got := names(); got != "a@,b@,c@" || cs.take() != 4 {
+	if got := names(); got != "a@,b@,c@" || gets() != 4 {
 		t.Fatalf("first list: %q, want a, b, c (the corrupt one left out), 4 GETs", got)
 	}
-	if got, gets := names(), cs.take(); got != "a@,b@,c@" || gets != 0 {
-		t.Fatalf("unchanged: %q with %d GETs, want the same list and none", got, gets)
+	if got, n := names(), gets(); got != "a@,b@,c@" || n != 0 {
+		t.Fatalf("unchanged: %q with %d GETs, want the same list and none", got, n)
 	}
 	putApp(t, f.w, "b", fleet.App{Account: "acme", Placement: []string{"vps-a"}}, "")
 	if err := f.w.DeleteApp(ctx, admin, "c", ""); err != nil {
 		t.Fatal(err)
 	}
-	if got, gets := names(), cs.take(); got != "a@,b@vps-a" || gets != 1 {
-		t.Fatalf("b changed, c deleted: %q with %d GETs, want a, b on vps-a and one GET", got, gets)
+	if got, n := names(), gets(); got != "a@,b@vps-a" || n != 1 {
+		t.Fatalf("b changed, c deleted: %q with %d GETs, want a, b on vps-a and one GET", got, n)
 	}
 }

@@ -7,33 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/node/store/dir"
 )
-
-// keyReads counts reads of the MAC key object.
-type keyReads struct {
-	store.Store
-	n atomic.Int64
-}
-
-func (c *keyReads) Get(ctx context.Context, key string) (store.Object, error) {
-	if key == TokenMACKey {
-		c.n.Add(1)
-	}
-	return c.Store.Get(ctx, key)
-}
-
-func (c *keyReads) GetIfChanged(ctx context.Context, key, etag string) (store.Object, bool, error) {
-	if key == TokenMACKey {
-		c.n.Add(1)
-	}
-	return c.Store.GetIfChanged(ctx, key, etag)
-}
 
 // peer is another node's Writer over the same store.
 func (f *fixture) peer(t *testing.T, st store.Store) *Writer {
@@ -84,7 +63,7 @@ func TestTokenMACKeyReplacedIsFollowed(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.app(t, "shop", "acme")
-	st := &keyReads{Store: f.st}
+	st := &readLog{Store: f.st}
 	a, b := f.peer(t, st), f.peer(t, st)
 	now := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
 	a.now = func() time.Time { return now }
@@ -96,13 +75,13 @@ func TestTokenMACKeyReplacedIsFollowed(t *testing.T) {
 		t.Fatalf("t1 on b: %v", got)
 	}
 	// A flood of forged tokens rechecks the key at most once per macRecheck.
-	before := st.n.Load()
+	st.take("")
 	for range 500 {
 		if got := a.CheckToken(ctx, forged()); got != TokenForged {
 			t.Fatalf("a forged token: %v", got)
 		}
 	}
-	if r := st.n.Load() - before; r != 1 {
+	if r, _ := st.take(TokenMACKey); r != 1 {
 		t.Fatalf("500 forged tokens read the key %d times, want 1 (one recheck)", r)
 	}
 	if err := f.st.Delete(ctx, TokenMACKey, ""); err != nil {
@@ -149,7 +128,7 @@ func TestACorruptTokenMACKeyFallsBack(t *testing.T) {
 	if _, err := f.st.Put(ctx, TokenMACKey, []byte(`{"key":"`+strings.Repeat("a", 63)+`"}`), store.Condition{}); err != nil {
 		t.Fatal(err)
 	}
-	st := &keyReads{Store: f.st}
+	st := &readLog{Store: f.st}
 	w := f.peer(t, st)
 	now := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
 	w.now = func() time.Time { return now }
@@ -161,7 +140,7 @@ func TestACorruptTokenMACKeyFallsBack(t *testing.T) {
 	if !w.TokenMACBroken() {
 		t.Error("TokenMACBroken is false on a corrupt key")
 	}
-	if r := st.n.Load(); r != 1 {
+	if r, _ := st.take(TokenMACKey); r != 1 {
 		t.Errorf("the corrupt key was read %d times within macRetry, want 1", r)
 	}
 	if _, err := w.IssueToken(ctx, admin, "acme", "shop", []string{"publish"}); err == nil || !strings.Contains(err.Error(), TokenMACKey) {

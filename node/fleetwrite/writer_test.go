@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -483,15 +484,47 @@ func TestOrphanedInstancesAreSweptAndTheAdminCanReleaseThem(t *testing.T) {
 	}
 }
 
-// listCounter records the prefixes a store is asked to list.
-type listCounter struct {
+// readLog records, in order, the keys a store is asked to read (Get and GetIfChanged)
+// and the prefixes it is asked to list.
+type readLog struct {
 	store.Store
-	prefixes []string
+	mu          sync.Mutex
+	gets, lists []string
 }
 
-func (l *listCounter) List(ctx context.Context, prefix string) ([]store.Entry, error) {
-	l.prefixes = append(l.prefixes, prefix)
-	return l.Store.List(ctx, prefix)
+func (r *readLog) Get(ctx context.Context, key string) (store.Object, error) {
+	r.log(&r.gets, key)
+	return r.Store.Get(ctx, key)
+}
+
+func (r *readLog) GetIfChanged(ctx context.Context, key, etag string) (store.Object, bool, error) {
+	r.log(&r.gets, key)
+	return r.Store.GetIfChanged(ctx, key, etag)
+}
+
+func (r *readLog) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	r.log(&r.lists, prefix)
+	return r.Store.List(ctx, prefix)
+}
+
+func (r *readLog) log(to *[]string, s string) {
+	r.mu.Lock()
+	*to = append(*to, s)
+	r.mu.Unlock()
+}
+
+// take returns how many reads of a key starting with prefix, and which lists, were
+// made since the last take, and forgets every read and list.
+func (r *readLog) take(prefix string) (gets int, lists []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range r.gets {
+		if strings.HasPrefix(k, prefix) {
+			gets++
+		}
+	}
+	lists, r.gets, r.lists = r.lists, nil, nil
+	return gets, lists
 }
 
 func TestAuditReadsNewestFirstWithoutListingEverythingAndRetentionDeletes(t *testing.T) {
@@ -503,7 +536,7 @@ func TestAuditReadsNewestFirstWithoutListingEverythingAndRetentionDeletes(t *tes
 		f.w.now = func() time.Time { return at }
 		putApp(t, f.w, fmt.Sprintf("app%d", at.Day()), fleet.App{Account: "acme"}, "")
 	}
-	lc := &listCounter{Store: f.st}
+	lc := &readLog{Store: f.st}
 	f.w.st = lc
 	f.w.now = func() time.Time { return day(30).Add(time.Hour) }
 	recs, err := f.w.Audit(ctx, 2)
@@ -513,8 +546,8 @@ func TestAuditReadsNewestFirstWithoutListingEverythingAndRetentionDeletes(t *tes
 	if len(recs) != 2 || recs[0].App != "app30" || recs[1].App != "app29" {
 		t.Fatalf("audit: %+v, want app30 then app29", recs)
 	}
-	if len(lc.prefixes) != 2 || lc.prefixes[0] != "audit/20261130/" {
-		t.Fatalf("audit listed %v: want today's and yesterday's segments only", lc.prefixes)
+	if _, lists := lc.take(""); len(lists) != 2 || lists[0] != "audit/20261130/" {
+		t.Fatalf("audit listed %v: want today's and yesterday's segments only", lists)
 	}
 	// Swept on Dec 2 at 13:00, the cutoff is Nov 2: its record of 00:01 stays, Nov 1's of
 	// 23:59 goes (an off-by-one-day sweep fails one way or the other).
