@@ -8,74 +8,53 @@ import (
 	"github.com/scafo/ingress/node/store"
 )
 
-func TestCheckKey(t *testing.T) {
+// TestCheckKeyAndPrefix: a key or a list prefix is valid, or refused with an
+// ErrInvalidKey naming the rule it breaks.
+func TestCheckKeyAndPrefix(t *testing.T) {
 	tests := []struct {
-		key     string
+		prefix  bool // CheckPrefix, not CheckKey
+		s       string
 		wantErr string // "" = valid
 	}{
-		{"serial", ""},
-		{"apps/shop.json", ""},
-		{"domains/exämple.test.json", ""},
-		{"a/b/c/d.json", ""},
-		{"", "empty key"},
-		{"/apps/x.json", "absolute"},
-		{"apps//x.json", "empty path segment"},
-		{"apps/", "empty path segment"},
-		{"../x", `segment ".."`},
-		{"apps/../x", `segment ".."`},
-		{"apps/./x", `segment "."`},
-		{`apps\x.json`, "backslash"},
-		{".lock", "starts with a dot"},
-		{"apps/.tmp-123", "starts with a dot"},
-		{"apps/x\x00y", "control character"},
-		{"apps/\xff.json", "UTF-8"},
-		{strings.Repeat("a", store.MaxKeyLen+1), "longer than"},
+		{false, "serial", ""},
+		{false, "apps/shop.json", ""},
+		{false, "domains/exämple.test.json", ""},
+		{false, "a/b/c/d.json", ""},
+		{false, "", "empty key"},
+		{false, "/apps/x.json", "absolute"},
+		{false, "apps//x.json", "empty path segment"},
+		{false, "apps/", "empty path segment"},
+		{false, "../x", `segment ".."`},
+		{false, "apps/../x", `segment ".."`},
+		{false, "apps/./x", `segment "."`},
+		{false, `apps\x.json`, "backslash"},
+		{false, ".lock", "starts with a dot"},
+		{false, "apps/.tmp-123", "starts with a dot"},
+		{false, "apps/x\x00y", "control character"},
+		{false, "apps/\xff.json", "UTF-8"},
+		{false, strings.Repeat("a", store.MaxKeyLen+1), "longer than"},
+		{true, "", ""},
+		{true, "apps/", ""},
+		{true, "apps/sh", ""},
+		{true, "ser", ""},
+		{true, "a/b/", ""},
+		{true, "/apps/", "absolute"},
+		{true, "apps//", "empty path segment"},
+		{true, "../", `segment ".."`},
+		{true, "..", "starts with a dot"},
+		{true, ".tmp", "starts with a dot"},
+		{true, `a\`, "backslash"},
 	}
 	for _, tc := range tests {
-		t.Run(tc.key, func(t *testing.T) {
-			err := store.CheckKey(tc.key)
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatalf("CheckKey(%q) = %v, want nil", tc.key, err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, store.ErrInvalidKey) {
-				t.Fatalf("CheckKey(%q) = %v, want ErrInvalidKey mentioning %q", tc.key, err, tc.wantErr)
-			}
-		})
-	}
-}
-
-func TestCheckPrefix(t *testing.T) {
-	tests := []struct {
-		prefix  string
-		wantErr string
-	}{
-		{"", ""},
-		{"apps/", ""},
-		{"apps/sh", ""},
-		{"ser", ""},
-		{"a/b/", ""},
-		{"/apps/", "absolute"},
-		{"apps//", "empty path segment"},
-		{"../", `segment ".."`},
-		{"..", "starts with a dot"},
-		{".tmp", "starts with a dot"},
-		{`a\`, "backslash"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.prefix, func(t *testing.T) {
-			err := store.CheckPrefix(tc.prefix)
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatalf("CheckPrefix(%q) = %v, want nil", tc.prefix, err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, store.ErrInvalidKey) {
-				t.Fatalf("CheckPrefix(%q) = %v, want ErrInvalidKey mentioning %q", tc.prefix, err, tc.wantErr)
-			}
-		})
+		check, name := store.CheckKey, "CheckKey"
+		if tc.prefix {
+			check, name = store.CheckPrefix, "CheckPrefix"
+		}
+		err := check(tc.s)
+		if tc.wantErr == "" && err != nil {
+			t.Errorf("%s(%.40q) = %v, want nil", name, tc.s, err)
+		} else if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, store.ErrInvalidKey)) {
+			t.Errorf("%s(%.40q) = %v, want ErrInvalidKey mentioning %q", name, tc.s, err, tc.wantErr)
+		}
 	}
 }
