@@ -46,66 +46,45 @@ func routerMWs(t *testing.T, doc *routing.Document, opt Options) map[string][]st
 	return m
 }
 
-// TestMiddlewaresGoOnEveryRouterOfTheApplicationInOrder: every host router of an
-// application (its exact hosts and its custom wildcard) lists the application's
-// middlewares in the document's order, then the retry middleware (absent when retries
-// are off); the routers of other applications, the API apex's and the path guards list
-// none of them.
-func TestMiddlewaresGoOnEveryRouterOfTheApplicationInOrder(t *testing.T) {
-	for _, opt := range []Options{{}, {RetryAttempts: 1}} {
+// TestEveryRouterListsItsApplicationsMiddlewaresThenRetry: every router to an
+// application lists that application's middlewares in the document's order, then the
+// retry middleware (absent when retries are off). A host router (an exact host, a custom
+// wildcard) lists its own application's; a path router, per prefix or in the grouped
+// PathRegexp form, on an exact host or a custom wildcard, those of the application its
+// prefix selects (the route supplies everything else), never the host's own; the API
+// apex's and the path guards' none of them.
+func TestEveryRouterListsItsApplicationsMiddlewaresThenRetry(t *testing.T) {
+	shop, titoGo := []string{"ip-allow@file", "compress@file"}, []string{"auth@file"}
+	for _, opt := range []Options{{}, {RetryAttempts: 1}, {PathGroupThreshold: 1}} {
 		retry := []string{RetryMiddleware}
 		if opt.RetryAttempts == 1 {
 			retry = nil
 		}
-		mw := routerMWs(t, middlewaresDoc(3), opt)
+		with := func(mw []string) []string { return append(slices.Clone(mw), retry...) }
 		want := map[string][]string{
-			hostRouterName("*.shop.example.org"):    append([]string{"ip-allow@file", "compress@file"}, retry...),
-			hostRouterName("shop.apps.example.com"): append([]string{"ip-allow@file", "compress@file"}, retry...),
-			hostRouterName("go.tito.io"):            append([]string{"auth@file"}, retry...),
-			hostRouterName("ti.to"):                 retry,
-			hostRouterName("eu.tito.io"):            retry,
-			apiRouterName("apps.example.com"):       retry,
-			guardRouterName("ti.to"):                nil,
-			guardRouterName("*.shop.example.org"):   nil,
+			hostRouterName("*.shop.example.org"): with(shop), hostRouterName("shop.apps.example.com"): with(shop),
+			hostRouterName("go.tito.io"): with(titoGo), hostRouterName("ti.to"): retry, hostRouterName("eu.tito.io"): retry,
+			apiRouterName("apps.example.com"): retry, guardRouterName("ti.to"): nil, guardRouterName("*.shop.example.org"): nil,
+			pathRouterName("*.shop.example.org", "tito"): with(titoGo),
 		}
+		if opt.PathGroupThreshold == 1 { // grouped above one prefix
+			want[pathsRouterName("ti.to", "go.tito.io")], want[pathsRouterName("ti.to", "eu.tito.io")] = with(titoGo), retry
+		} else {
+			for _, p := range []string{"acct0000", "acct0001", "acct0002"} {
+				want[pathRouterName("ti.to", p)] = with(titoGo)
+			}
+			want[pathRouterName("ti.to", "j.smith")], want[pathRouterName("ti.to", "x~y")] = retry, retry // tito-eu lists none
+		}
+		mw := routerMWs(t, middlewaresDoc(3), opt)
 		for name, w := range want {
-			got, ok := mw[name]
-			if !ok {
-				t.Fatalf("retry %v: no router %s (have %v)", retry, name, mw)
-			}
-			if !slices.Equal(got, w) {
-				t.Errorf("retry %v: router %s lists %v, want %v", retry, name, got, w)
+			if got, ok := mw[name]; !ok || !slices.Equal(got, w) {
+				t.Errorf("%+v: router %s lists %v (present %v), want %v", opt, name, got, ok, w)
 			}
 		}
-	}
-}
-
-// TestPathRoutersCarryTheSelectedApplicationsMiddlewares: a prefix selects a route and
-// the route supplies everything else: each path router (per prefix, and the grouped
-// PathRegexp form) lists the middlewares of the application it selects, never those of
-// the host's own application; on an exact host and on a custom wildcard.
-func TestPathRoutersCarryTheSelectedApplicationsMiddlewares(t *testing.T) {
-	for _, threshold := range []int{0, 1} { // per-prefix routers; grouped above one prefix
-		mw := routerMWs(t, middlewaresDoc(3), Options{PathGroupThreshold: threshold})
-		n := 0
-		for name, got := range mw {
-			var want []string
-			switch {
-			case strings.HasPrefix(name, kindPath+"ti_to.acct"), name == pathsRouterName("ti.to", "go.tito.io"),
-				name == pathRouterName("*.shop.example.org", "tito"), name == pathsRouterName("*.shop.example.org", "go.tito.io"):
-				want = []string{"auth@file", RetryMiddleware} // tito-go's
-			case strings.HasPrefix(name, kindPath+"ti_to."), name == pathsRouterName("ti.to", "eu.tito.io"):
-				want = []string{RetryMiddleware} // tito-eu lists none
-			default:
-				continue
+		for name := range mw {
+			if _, ok := want[name]; !ok && (strings.HasPrefix(name, kindPath) || strings.HasPrefix(name, kindPaths)) {
+				t.Errorf("%+v: path router %s not checked", opt, name)
 			}
-			n++
-			if !slices.Equal(got, want) {
-				t.Errorf("threshold %d: path router %s lists %v, want %v", threshold, name, got, want)
-			}
-		}
-		if wantN := map[int]int{0: 6, 1: 3}[threshold]; n != wantN {
-			t.Errorf("threshold %d: %d path routers checked, want %d (%v)", threshold, n, wantN, mw)
 		}
 	}
 }

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/traefik/genconf/dynamic"
-
-	"github.com/scafo/ingress/render/routing"
 )
 
 // retryRouterKinds says, by router kind (names.go), whether a router must carry the
@@ -69,38 +67,21 @@ func checkRetry(t *testing.T, opt Options, cfg Configuration) {
 }
 
 // TestRetryIsOnEveryApplicationRouterAndNotOnTheChallengeRouter: a fleet-certificate
-// render (ACME challenge router, deny and guard routers) and path maps in both router
-// forms, with retries on by default, with other settings and off (then nothing of the
-// middleware is written). Every golden case: TestEveryCaseSatisfiesTheChainInvariants.
+// render (ACME challenge router, deny and guard routers) with retries on by default,
+// with other settings and off (then nothing of the middleware is written). Every golden
+// case: TestEveryCaseSatisfiesTheChainInvariants; path maps in both router forms, on and
+// off: TestEveryRouterListsItsApplicationsMiddlewaresThenRetry.
 func TestRetryIsOnEveryApplicationRouterAndNotOnTheChallengeRouter(t *testing.T) {
-	type render struct {
-		name string
-		doc  *routing.Document
-		opt  Options
-		fc   *FleetCerts
-	}
-	var cases []render
 	for _, opt := range []Options{{}, {RetryAttempts: 3, RetryInitialInterval: "1s"}, {RetryAttempts: 1}} {
-		cases = append(cases,
-			render{name: "acme", doc: acmeDoc(), opt: opt, fc: acmeCerts()},
-			render{name: "paths", doc: sampleDoc(5), opt: opt},
-			render{name: "grouped paths", doc: sampleDoc(5), opt: Options{PathGroupThreshold: 1, RetryAttempts: opt.RetryAttempts, RetryInitialInterval: opt.RetryInitialInterval}},
-		)
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			out := mustTraefikFleet(t, c.doc, c.opt, c.fc)
-			cfg := decodeStrict(t, out)
-			checkRetry(t, c.opt, cfg)
-			if c.opt.RetryAttempts == 1 && bytes.Contains(out, []byte("middlewares")) {
-				t.Errorf("retries off, but the render mentions middlewares: %s", out)
-			}
-			if c.fc != nil {
-				if r := cfg.HTTP.Routers[routerACMEChallenge]; r == nil || len(r.Middlewares) != 0 {
-					t.Errorf("challenge router %+v: want one, without middlewares", r)
-				}
-			}
-		})
+		out := mustTraefikFleet(t, acmeDoc(), opt, acmeCerts())
+		cfg := decodeStrict(t, out)
+		checkRetry(t, opt, cfg)
+		if opt.RetryAttempts == 1 && bytes.Contains(out, []byte("middlewares")) {
+			t.Errorf("retries off, but the render mentions middlewares: %s", out)
+		}
+		if r := cfg.HTTP.Routers[routerACMEChallenge]; r == nil || len(r.Middlewares) != 0 {
+			t.Errorf("%+v: challenge router %+v: want one, without middlewares", opt, r)
+		}
 	}
 }
 
