@@ -178,10 +178,12 @@ func TestStatusPageHoldsNoInlineCodeNorRemoteResource(t *testing.T) {
 	}
 }
 
-// TestStatusPageIsNeverRoutedOnThePublicApex: every route under /ui is under a prefix
-// the apex denies (routing.DeniedAPIPrefixes; the render's isolation test replays
-// /ui spellings through Traefik's own path handling).
-func TestStatusPageIsNeverRoutedOnThePublicApex(t *testing.T) {
+// TestTheStatusPageAndTheIngressRoutesAreNeverRoutedOnThePublicApex: every route under
+// /ui, of the routing endpoints and their applied callback (an ingress's reports ride
+// them), and /v1/status is under a prefix the apex denies (routing.DeniedAPIPrefixes;
+// the render's isolation test replays /ui spellings through Traefik's own path
+// handling).
+func TestTheStatusPageAndTheIngressRoutesAreNeverRoutedOnThePublicApex(t *testing.T) {
 	denied := func(path string) bool {
 		for _, d := range routing.DeniedAPIPrefixes {
 			if strings.HasSuffix(d, "/") && (path == strings.TrimSuffix(d, "/") || strings.HasPrefix(path, d)) ||
@@ -191,12 +193,14 @@ func TestStatusPageIsNeverRoutedOnThePublicApex(t *testing.T) {
 		}
 		return false
 	}
-	n := 0
+	seen := map[string]int{}
 	for _, rt := range testAPI(t, Config{}, Deps{}).table {
-		if strings.HasPrefix(rt.pattern, api.PathUIRoot) {
-			n++
-			if p := strings.TrimSuffix(rt.pattern, "*"); !denied(p) {
-				t.Errorf("route %s %s is not under a denied apex prefix %v", rt.method, rt.pattern, routing.DeniedAPIPrefixes)
+		for _, under := range []string{api.PathUIRoot, api.PathIngress, api.PathIngressApplied, api.PathStatus} {
+			if strings.HasPrefix(rt.pattern, under) {
+				seen[under]++
+				if p := strings.TrimSuffix(rt.pattern, "*"); !denied(p) {
+					t.Errorf("route %s %s is not under a denied apex prefix %v", rt.method, rt.pattern, routing.DeniedAPIPrefixes)
+				}
 			}
 		}
 	}
@@ -205,8 +209,8 @@ func TestStatusPageIsNeverRoutedOnThePublicApex(t *testing.T) {
 			t.Errorf("%s%s is not under a denied apex prefix", api.PathUI, a)
 		}
 	}
-	if n == 0 {
-		t.Fatal("no /ui route in the table")
+	if len(seen) != 4 {
+		t.Fatalf("routes found under /ui, the routing endpoints, the callback and status: %v; want each", seen)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
-	"github.com/scafo/ingress/render/routing"
 )
 
 // TestAStoredReportIsCheckedFieldByField: decode skips a planted report whose name or
@@ -51,19 +50,6 @@ func TestAStoredReportIsCheckedFieldByField(t *testing.T) {
 			t.Errorf("%s: decoded %+v, want %+v", c.what, o.rep, rep)
 		case len(o.bad) > 100:
 			t.Errorf("%s: a reason of %d bytes repeats the planted value", c.what, len(o.bad))
-		}
-	}
-}
-
-// Reports ride the routing endpoints, which the public apex never routes.
-func TestReportsAreNotReachableThroughTheApex(t *testing.T) {
-	for _, p := range []string{"/v1/ingress/", "/v1/status"} {
-		found := false
-		for _, d := range routing.DeniedAPIPrefixes {
-			found = found || strings.HasPrefix(p, d)
-		}
-		if !found {
-			t.Errorf("%s is not under a denied apex prefix %v", p, routing.DeniedAPIPrefixes)
 		}
 	}
 }
