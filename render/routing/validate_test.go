@@ -102,6 +102,18 @@ func TestValidateCustomHost(t *testing.T) {
 		{"*.example.org.", "must not end with a dot"},
 		{"*.10.0.0.1", "must not be an IP literal"},
 		{"*." + strings.Repeat("a.", 125) + "com", "at most 253 bytes"},
+		// No claim, and so no route, may name a host under .invalid (RFC 6761): the
+		// Traefik plugin's applied probe routes scafo-applied.invalid to noop@internal
+		// and takes its 418 as "this configuration serves"; a tenant's route for that
+		// host, whose backend answers 418, would make every ?wait=applied answer before
+		// the write serves.
+		{"scafo-applied.invalid", "must not be under .invalid"},
+		{"x.scafo-applied.invalid", "must not be under .invalid"},
+		{"*.scafo-applied.invalid", "must not be under .invalid"},
+		{"a.b.invalid", "must not be under .invalid"},
+		{"invalid.example.org", ""},
+		{"shop.invalidx", ""},
+		{"*.invalid.example.org", ""},
 	})
 }
 
