@@ -32,6 +32,16 @@ func deadPort(t *testing.T) int {
 	return n
 }
 
+// adminCLI is the binary and a test node, and run, which calls the one on the other
+// with the admin's token.
+func adminCLI(t *testing.T) (bin string, n *testNode, run func(args ...string) (string, string, int)) {
+	bin, n = buildBinary(t), startTestNode(t)
+	return bin, n, func(args ...string) (string, string, int) {
+		t.Helper()
+		return runSplit(t, bin, append(args, "--url="+n.url, "--token="+n.admin)...)
+	}
+}
+
 // currentPort is the port app's instance is on, as `instances allocate --json` says.
 func currentPort(t *testing.T, bin string, n *testNode, app string) int {
 	t.Helper()
@@ -49,12 +59,7 @@ func currentPort(t *testing.T, bin string, n *testNode, app string) int {
 // failed), --force moves anyway, a move to a port that serves goes through, and every
 // move that took effect is in the audit log with its ports (`audit`).
 func TestAMoveToAPortThatDoesNotServeIsRefusedAndAudited(t *testing.T) {
-	bin := buildBinary(t)
-	n := startTestNode(t)
-	run := func(args ...string) (string, string, int) {
-		t.Helper()
-		return runSplit(t, bin, append(args, "--url="+n.url, "--token="+n.admin)...)
-	}
+	bin, n, run := adminCLI(t)
 	if _, stderr, code := run("apps", "put", "shop", "--account=acme", "--placement=vps-a"); code != 0 {
 		t.Fatalf("apps put: exit %d %s", code, stderr)
 	}
@@ -96,12 +101,7 @@ func TestAMoveToAPortThatDoesNotServeIsRefusedAndAudited(t *testing.T) {
 // (written, not live), unless --allowNoIngress. A write refused by the node exits 2, an
 // unreachable node 4: a script tells "not written" from "written, not live".
 func TestAWaitTellsTheTruth(t *testing.T) {
-	bin := buildBinary(t)
-	n := startTestNode(t)
-	run := func(args ...string) (string, string, int) {
-		t.Helper()
-		return runSplit(t, bin, append(args, "--url="+n.url, "--token="+n.admin)...)
-	}
+	bin, _, run := adminCLI(t)
 	stdout, stderr, code := run("apps", "put", "blog", "--account=acme", "--placement=vps-a", "--wait=5s")
 	if code != client.ExitNotLive || !strings.Contains(stderr, "apps put: written, not live: no ingress polls this fleet") ||
 		!strings.Contains(stdout, "name       blog") {
@@ -130,12 +130,7 @@ func TestAWaitTellsTheTruth(t *testing.T) {
 // "rolled back to port N"; with --noRollback it leaves it and exits 3 ("written, not
 // live on: …").
 func TestAMoveNotLiveInTimeIsRolledBack(t *testing.T) {
-	bin := buildBinary(t)
-	n := startTestNode(t)
-	run := func(args ...string) (string, string, int) {
-		t.Helper()
-		return runSplit(t, bin, append(args, "--url="+n.url, "--token="+n.admin)...)
-	}
+	bin, n, run := adminCLI(t)
 	if _, stderr, code := run("apps", "put", "shop", "--account=acme", "--placement=vps-a"); code != 0 {
 		t.Fatalf("apps put: exit %d %s", code, stderr)
 	}
