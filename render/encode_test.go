@@ -44,17 +44,13 @@ func TestFastEncoderMatchesEncodingJSON(t *testing.T) {
 		}
 		return cfg
 	}
-	cases := loadCases(t)
+	cases := append(loadCases(t), generatedCases(t)...)
 	for _, c := range cases {
 		check(c.name, build(c.doc, c.opt))
 	}
-	if len(cases) < 9 {
-		t.Fatalf("only %d golden cases found", len(cases))
+	if len(cases) < 12 {
+		t.Fatalf("only %d cases found", len(cases))
 	}
-	doc := generatedDoc(t, 300, 2000)
-	check("generated/grouped", build(doc, Options{}))
-	check("generated/per-prefix", build(doc, Options{PathGroupThreshold: routing.MaxPaths}))
-	check("generated/tls", build(doc, Options{CertResolver: "le", PlatformWildcardCerts: true, PlatformDomains: []string{"apps.example.com"}}))
 	check("empty", &Configuration{})
 
 	// Every field the fast path writes, with strings encoding/json escapes.

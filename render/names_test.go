@@ -79,22 +79,23 @@ func TestNamesAreInjectiveOnAdversarialInputs(t *testing.T) {
 		"x_y", "x.y", "x-y", "xy", "x~y", "x~5fy", "x~7ey", "x__y", "x..y", "a.example.com", "a_example_com",
 		"b", "b.c", "c", "0", "p%2f",
 	}
-	seen := map[string]string{}
-	probe := func(name, what string) {
-		t.Helper()
-		if strings.HasPrefix(name, "applied-") {
-			t.Errorf("%s is named %q, like the applied probe's objects", what, name)
+	// adder records name for what among names of one kind (routers, services): it must be
+	// new, well formed, and never named like the applied probe's objects.
+	adder := func(kind string) func(name, what string) {
+		seen := map[string]string{}
+		return func(name, what string) {
+			t.Helper()
+			if strings.HasPrefix(name, "applied-") {
+				t.Errorf("%s is named %q, like the applied probe's objects", what, name)
+			}
+			if prev, dup := seen[name]; dup {
+				t.Errorf("%s name %q for both %s and %s", kind, name, prev, what)
+			}
+			seen[name] = what
+			checkName(t, kind, name)
 		}
 	}
-	add := func(name, what string) {
-		t.Helper()
-		probe(name, what)
-		if prev, dup := seen[name]; dup {
-			t.Errorf("name %q for both %s and %s", name, prev, what)
-		}
-		seen[name] = what
-		checkName(t, "name", name)
-	}
+	add := adder("router")
 	for _, h := range hosts {
 		add(hostRouterName(h), "host "+h)
 		add(apiRouterName(h), "api "+h)
@@ -107,16 +108,7 @@ func TestNamesAreInjectiveOnAdversarialInputs(t *testing.T) {
 			add(pathsRouterName(h, t2), "paths "+h+" → "+t2)
 		}
 	}
-	svc := map[string]string{}
-	addSvc := func(name, what string) {
-		t.Helper()
-		probe(name, what)
-		if prev, dup := svc[name]; dup {
-			t.Errorf("service name %q for both %s and %s", name, prev, what)
-		}
-		svc[name] = what
-		checkName(t, "service", name)
-	}
+	addSvc := adder("service")
 	apps := []string{"a", "a-1", "a-1-0", "api", "app", "deny", "failover1", "applied-check", "plied-check"}
 	nodes := []string{"n", "0-n", "1-0-n", "vps-a", "failover1"}
 	for _, a := range apps {
