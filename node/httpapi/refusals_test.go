@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -60,8 +61,10 @@ func refusedCounts(t *testing.T, n getter) map[string]float64 {
 // TestRefusalsAreCountedByReason: every reason is exported at 0 from the start (so the
 // dashboard and the alerts see the series before the first refusal), and each refusal
 // counts one under its own reason and no other: a request without a token and one with
-// a bad token (token), a write past writes.rate (write_rate), a token whose lookup budget
-// is spent (token_lookups). The connection refusals are TestTheConnectionCapKeepsItsReserveForPollsAndProbes's.
+// a bad token (token), an application token's write past writes.rate (write_rate: 429
+// with Retry-After naming the setting; the admin's writes are not limited), a token
+// whose lookup budget is spent (token_lookups; its reads are refused by that budget
+// alone, never by writes.rate). The connection refusals are TestTheConnectionCapKeepsItsReserveForPollsAndProbes's.
 // Before, none of these was counted anywhere but in the (rate-limited) log.
 func TestRefusalsAreCountedByReason(t *testing.T) {
 	t.Parallel()
@@ -73,15 +76,17 @@ func TestRefusalsAreCountedByReason(t *testing.T) {
 		}
 	}
 	want := map[string]float64{}
-	step := func(what string, reason string, code int, method, path, token, body string) {
+	step := func(what string, reason string, code int, method, path, token, body string) (*http.Response, []byte) {
 		t.Helper()
-		if resp, b := n.Do(method, path, token, body); resp.StatusCode != code {
+		resp, b := n.Do(method, path, token, body)
+		if resp.StatusCode != code {
 			t.Fatalf("%s: %d %s, want %d", what, resp.StatusCode, b, code)
 		}
 		want[reason]++
 		if got := refusedCounts(t, n); fmt.Sprint(got) != fmt.Sprint(fillReasons(want)) {
 			t.Fatalf("after %s: counts %v, want %v", what, got, fillReasons(want))
 		}
+		return resp, b
 	}
 	step("a write without a token", httpapi.RefusedToken, 401, "PUT", "/v1/apps/shop", "", `{"account":"acme"}`)
 	step("a poll with a bad token", httpapi.RefusedToken, 401, "GET", "/v1/ingress/routes", "not-the-ingress-token", "")
@@ -90,7 +95,11 @@ func TestRefusalsAreCountedByReason(t *testing.T) {
 	n.Must(201, "PUT", "/v1/apps/shop", ipAdmin, `{"account":"acme","placement":["vps-a"]}`)
 	_, tok := n.IssueToken("acme", "shop", `"instance"`)
 	n.Must(200, "PUT", "/v1/node/instances/shop", tok, `{"port":25000,"ready":true}`) // the one write of the budget
-	step("a write past writes.rate", httpapi.RefusedWriteRate, 429, "PUT", "/v1/node/instances/shop", tok, `{"port":25001,"ready":true}`)
+	resp, b := step("a write past writes.rate", httpapi.RefusedWriteRate, 429, "PUT", "/v1/node/instances/shop", tok, `{"port":25001,"ready":true}`)
+	if resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), "writes.rate") {
+		t.Errorf("past the burst: Retry-After %q %s, want 429 naming writes.rate", resp.Header.Get("Retry-After"), b)
+	}
+	n.Must(200, "PUT", "/v1/node/instances/shop?force=true", ipAdmin, `{"port":25002,"ready":true}`) // the admin's writes are not limited
 
 	// The token's lookup budget spent (reads, from 8 clients at once, past its burst
 	// and rate): each 429 is refused before its lookup, counted under token_lookups.
