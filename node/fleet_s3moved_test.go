@@ -2,7 +2,7 @@ package node_test
 
 // Fleet behaviours that ran on a real MinIO with whole nodes on listeners, now on the
 // dir store, in process (testnode.Stepped): what an unnamed bump costs in store calls, a node
-// run with different settings, a malformed node record. What S3 adds is the backend's
+// run with different settings. What S3 adds is the backend's
 // (storetest, s3's TestGetIfChangedIsOneConditionalRequest); the cost of a fleet is
 // TestCostModel's; a store outage, a stale node and identical bytes across nodes are the
 // simulator's (node/internal/fleetsim) and their owners' (reconcile, render/fleet).
@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/scafo/ingress/internal/testnode"
-	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
 )
@@ -117,34 +116,4 @@ func TestFleetNodeWithDifferentSettingsIsReported(t *testing.T) {
 			t.Errorf("%s: mismatch not logged:\n%s", n.Cfg.Node.Name, logs)
 		}
 	}
-}
-
-// A malformed node record, or one dated beyond the TTL ahead, is skipped (counted as
-// absent), reported in /v1/status and the log; the store stays reachable and every route stays. (Malformed applications
-// and claims: TestMalformedObjectSkippedNotWithdrawn.)
-func TestMalformedNodeRecordSkippedAndReported(t *testing.T) {
-	t.Parallel()
-	n := testnode.NewStepped(t, testConfig(t, "vps-a", t.TempDir()), nil)
-	seedFleet(t, n.St, "shop", "blog")
-	n.Tick()
-	before := n.Routes()
-	putRaw(t, n.St, "nodes/vps-x.json", []byte("\x00\xff not json"))
-	putRaw(t, n.St, "nodes/vps-y.json", []byte(`{"name":"vps-z","address":"10.83.0.9","apiPort":7400}`))
-	// A record dated beyond the TTL ahead (a clock ahead, or planted) is not live: not
-	// routed, reported skipped (what node/self's start check does of it is self's).
-	putObject(t, n.St, "nodes/ghost.json", fleet.NodeRecord{Name: "ghost", Address: "10.83.0.44", APIPort: 7400, Seen: n.Now.Add(8760 * time.Hour)})
-	n.MustPass()
-	st := n.Status()
-	for k, reason := range map[string]string{"nodes/vps-x.json": "", "nodes/vps-y.json": "", "nodes/ghost.json": "ahead of this node's clock"} {
-		if !slices.ContainsFunc(st.Skipped, func(s api.Skipped) bool { return s.Object == k && strings.Contains(s.Reason, reason) }) {
-			t.Errorf("%s not reported in status (%q): %+v", k, reason, st.Skipped)
-		}
-		if !strings.Contains(n.Logs.String(), k) {
-			t.Errorf("%s not logged", k)
-		}
-	}
-	if !st.Store.Reachable {
-		t.Errorf("a malformed node record made the store unreachable: %+v", st.Store)
-	}
-	assertServing(t, n, before, "after malformed node records")
 }

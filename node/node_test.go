@@ -9,12 +9,17 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/scafo/ingress/internal/testnode"
+	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
 )
 
+// TestMalformedObjectSkippedNotWithdrawn: a malformed application or node record
+// is skipped, reported in /v1/status and the log; the store stays reachable and every
+// other route stays.
 func TestMalformedObjectSkippedNotWithdrawn(t *testing.T) {
 	t.Parallel()
 	n := testnode.NewStepped(t, testConfig(t, "vps-a", t.TempDir()), nil)
@@ -39,6 +44,27 @@ func TestMalformedObjectSkippedNotWithdrawn(t *testing.T) {
 	if !strings.Contains(n.Logs.String(), "apps/broken.json") {
 		t.Error("malformed object not logged")
 	}
+	// So is a malformed node record, or one dated beyond the TTL ahead (a clock ahead,
+	// or planted: not live, not routed; what node/self's start check does of it is
+	// self's); the store stays reachable and the document does not move.
+	before := n.Routes()
+	putRaw(t, n.St, "nodes/vps-x.json", []byte("\x00\xff not json"))
+	putRaw(t, n.St, "nodes/vps-y.json", []byte(`{"name":"vps-z","address":"10.83.0.9","apiPort":7400}`))
+	putObject(t, n.St, "nodes/ghost.json", fleet.NodeRecord{Name: "ghost", Address: "10.83.0.44", APIPort: 7400, Seen: n.Now.Add(8760 * time.Hour)})
+	n.MustPass()
+	st := n.Status()
+	for k, reason := range map[string]string{"nodes/vps-x.json": "", "nodes/vps-y.json": "", "nodes/ghost.json": "ahead of this node's clock"} {
+		if !slices.ContainsFunc(st.Skipped, func(s api.Skipped) bool { return s.Object == k && strings.Contains(s.Reason, reason) }) {
+			t.Errorf("%s not reported in status (%q): %+v", k, reason, st.Skipped)
+		}
+		if !strings.Contains(n.Logs.String(), k) {
+			t.Errorf("%s not logged", k)
+		}
+	}
+	if !st.Store.Reachable {
+		t.Errorf("a malformed node record made the store unreachable: %+v", st.Store)
+	}
+	assertServing(t, n, before, "after malformed node records")
 	// A second node starting on the same store serves the same bytes (once each has
 	// read the other's record).
 	m := testnode.NewStepped(t, testConfig(t, "vps-c", n.Cfg.Store.Dir.Path), nil)
