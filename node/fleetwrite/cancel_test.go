@@ -126,15 +126,8 @@ func TestACancelledChargeRefusesTheChange(t *testing.T) {
 	}
 	// A store the node itself cannot reach still lets the change through (no node
 	// publishes while it is down: nothing to bound).
-	w.st = failingStore{bf.st}
+	w.st = &hooks{Store: bf.st, get: func(string) error { return fmt.Errorf("s3 store: %w: connection refused", store.ErrUnavailable) }}
 	if refund, err := w.chargeRoute(ctx, tok, "acme", "instance"); err != nil || refund == nil {
 		t.Fatalf("store outage: refund %v, err %v; want the change let through", refund != nil, err)
 	}
-}
-
-// failingStore fails every read: a store the node cannot reach.
-type failingStore struct{ store.Store }
-
-func (failingStore) Get(context.Context, string) (store.Object, error) {
-	return store.Object{}, fmt.Errorf("s3 store: %w: connection refused", store.ErrUnavailable)
 }

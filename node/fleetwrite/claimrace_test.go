@@ -12,20 +12,6 @@ import (
 	"github.com/scafo/ingress/render/fleet"
 )
 
-// beforePut runs a hook before each Put that reaches the store (another write lands
-// there, between a write's reads and its write).
-type beforePut struct {
-	store.Store
-	hook func(key string)
-}
-
-func (s beforePut) Put(ctx context.Context, key string, v []byte, c store.Condition) (string, error) {
-	if s.hook != nil {
-		s.hook(key)
-	}
-	return s.Store.Put(ctx, key, v, c)
-}
-
 // TestAClaimNeverOutlivesADeleteOfItsApplicationThatLandedBeforeItsWrite: an
 // application's delete that lands between a claim's read of the application and its
 // write (the delete saw no claim, so it answered 200) leaves no claim behind: the claim
@@ -38,13 +24,10 @@ func TestAClaimNeverOutlivesADeleteOfItsApplicationThatLandedBeforeItsWrite(t *t
 		f := newFixture(t)
 		ctx := context.Background()
 		f.app(t, "shop", "acme")
-		var st beforePut
-		st.Store = f.st
-		w := New(f.w.cfg, &st, f.id, f.w.inst, f.w.log)
 		landed := false
-		st.hook = func(key string) {
+		w := New(f.w.cfg, &hooks{Store: f.st, put: func(key string) error {
 			if key != fleet.ClaimKey("shop.example.org") || landed {
-				return
+				return nil
 			}
 			landed = true
 			if err := f.w.DeleteApp(ctx, admin, "shop", ""); err != nil {
@@ -53,7 +36,8 @@ func TestAClaimNeverOutlivesADeleteOfItsApplicationThatLandedBeforeItsWrite(t *t
 			if recreate {
 				f.app(t, "shop", "acme")
 			}
-		}
+			return nil
+		}}, f.id, f.w.inst, f.w.log)
 		_, _, _, err := w.Claim(ctx, admin, "shop", "shop.example.org")
 		if !landed {
 			t.Fatal("the delete did not land in the middle of the claim")

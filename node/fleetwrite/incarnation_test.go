@@ -14,26 +14,6 @@ import (
 	"github.com/scafo/ingress/render/fleet"
 )
 
-// sweepRacer answers the sweep's confirming read of apps/<app>.json with "not found"
-// (the application was deleted on another node), after playing what happens in that
-// instant: the admin recreates the application and its supervisor allocates the new
-// incarnation's instance on this node.
-type sweepRacer struct {
-	store.Store
-	key    string
-	during func()
-	armed  bool
-}
-
-func (s *sweepRacer) Get(ctx context.Context, key string) (store.Object, error) {
-	if s.armed && key == s.key {
-		s.armed = false
-		s.during()
-		return store.Object{}, store.ErrNotFound
-	}
-	return s.Store.Get(ctx, key)
-}
-
 // TestTheSweepNeverReleasesANewIncarnationsInstance: SweepOrphans decides on the
 // instance it saw (incarnation 1) and then calls Registry.Release(app), which releases
 // whatever instance the name has *now*. When the application is recreated and its new
@@ -50,10 +30,16 @@ func TestTheSweepNeverReleasesANewIncarnationsInstance(t *testing.T) {
 	if _, _, err := f.w.AllocateInstance(ctx, admin, "shop"); err != nil {
 		t.Fatal(err)
 	}
+	// The sweep's confirming read of shop's object answers "not found" (deleted on
+	// another node), after what happens in that instant: the admin recreates shop and
+	// its supervisor allocates the new incarnation's instance on this node.
 	var newInst Instance
-	racer := &sweepRacer{Store: f.st, key: fleet.AppKey("shop"), armed: true}
-	racer.during = func() {
-		// Deleted on another node, recreated, and the supervisor allocates at once.
+	armed := true
+	f.w.st = &hooks{Store: f.st, get: func(key string) error {
+		if !armed || key != fleet.AppKey("shop") {
+			return nil
+		}
+		armed = false
 		if err := f.st.Delete(ctx, fleet.AppKey("shop"), ""); err != nil {
 			t.Fatal(err)
 		}
@@ -66,8 +52,8 @@ func TestTheSweepNeverReleasesANewIncarnationsInstance(t *testing.T) {
 			t.Fatalf("new incarnation %s: allocate %+v created=%v err=%v", a.ID, inst, created, err)
 		}
 		newInst = inst
-	}
-	f.w.st = racer
+		return store.ErrNotFound
+	}}
 	released, err := f.w.SweepOrphans(ctx, map[string]string{}) // a view without shop
 	if err != nil {
 		t.Fatal(err)
@@ -112,26 +98,6 @@ func TestAPutOverAnUnreadableAppIsDeliberateAndANewIncarnation(t *testing.T) {
 	}
 }
 
-// claimSwapper makes the first conditional write of a claim lose a race: in between,
-// the claim was released and re-made for a new application of the same name in
-// another account (the old one was deleted and recreated there).
-type claimSwapper struct {
-	store.Store
-	key, value string
-	done       bool
-}
-
-func (s *claimSwapper) Put(ctx context.Context, key string, v []byte, c store.Condition) (string, error) {
-	if key == s.key && !s.done {
-		s.done = true
-		if _, err := s.Store.Put(ctx, key, []byte(s.value), store.Condition{}); err != nil {
-			return "", err
-		}
-		return "", store.ErrPreconditionFailed
-	}
-	return s.Store.Put(ctx, key, v, c)
-}
-
 // TestAPublishRetryNeverWritesIntoAnotherAccountsClaim: PublishPaths authorizes once
 // (claimForPaths: token scope, account, incarnation), then on a lost compare-and-swap
 // re-reads the claim and retries checking only c.App == app. A claim that changed hands
@@ -153,8 +119,19 @@ func TestAPublishRetryNeverWritesIntoAnotherAccountsClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.w.st = &claimSwapper{Store: f.st, key: fleet.ClaimKey("shop.example"),
-		value: `{"host":"shop.example","account":"other","app":"shop"}`}
+	// The first conditional write of the claim loses a race: in between, the claim was
+	// released and re-made for a new application of the same name in another account.
+	swapped := false
+	f.w.st = &hooks{Store: f.st, put: func(key string) error {
+		if key != fleet.ClaimKey("shop.example") || swapped {
+			return nil
+		}
+		swapped = true
+		if _, err := f.st.Put(ctx, key, []byte(`{"host":"shop.example","account":"other","app":"shop"}`), store.Condition{}); err != nil {
+			return err
+		}
+		return store.ErrPreconditionFailed
+	}}
 	_, _, err = f.w.PublishPaths(ctx, Actor{Token: tok}, "shop", "shop.example", map[string]string{"x": "victim.example"}, "")
 	f.w.st = f.st
 	c, _, _ := f.w.loadClaim(ctx, "shop.example")

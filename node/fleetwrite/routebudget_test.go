@@ -262,16 +262,6 @@ func TestCorruptRouteBudgetIsTreatedAsFullAndRewritten(t *testing.T) {
 	}
 }
 
-// budgetOutage fails every read of a routing budget, as an unreachable store would.
-type budgetOutage struct{ store.Store }
-
-func (s budgetOutage) Get(ctx context.Context, key string) (store.Object, error) {
-	if strings.HasPrefix(key, prefixRouteBudgets) {
-		return store.Object{}, store.ErrUnavailable
-	}
-	return s.Store.Get(ctx, key)
-}
-
 // A budget that cannot be read charges nothing: while the store is unreachable no node
 // publishes, and this node's own instances must keep working.
 func TestAnUnreadableRouteBudgetLetsTheChangeThrough(t *testing.T) {
@@ -279,7 +269,12 @@ func TestAnUnreadableRouteBudgetLetsTheChangeThrough(t *testing.T) {
 	bf := newBudgetFixture(t, 1, 1, 6)
 	w := bf.ws[0]
 	tok, _ := evil(t, w, fleet.RoleInstance)
-	w.st = budgetOutage{w.st}
+	w.st = &hooks{Store: w.st, get: func(key string) error {
+		if strings.HasPrefix(key, prefixRouteBudgets) {
+			return store.ErrUnavailable
+		}
+		return nil
+	}}
 	for i := range 3 {
 		if _, err := w.SetInstance(ctx, tok, "evil", nil, i%2 == 0); err != nil {
 			t.Fatalf("change %d with the budget unreadable: %v", i+1, err)

@@ -484,6 +484,32 @@ func TestOrphanedInstancesAreSweptAndTheAdminCanReleaseThem(t *testing.T) {
 	}
 }
 
+// hooks runs a test's hook before each Get and each Put reaches the store (another
+// writer acting there, between two steps of a write, or a store failing); a hook's
+// error is the call's answer.
+type hooks struct {
+	store.Store
+	get, put func(key string) error
+}
+
+func (h *hooks) Get(ctx context.Context, key string) (store.Object, error) {
+	if h.get != nil {
+		if err := h.get(key); err != nil {
+			return store.Object{}, err
+		}
+	}
+	return h.Store.Get(ctx, key)
+}
+
+func (h *hooks) Put(ctx context.Context, key string, v []byte, c store.Condition) (string, error) {
+	if h.put != nil {
+		if err := h.put(key); err != nil {
+			return "", err
+		}
+	}
+	return h.Store.Put(ctx, key, v, c)
+}
+
 // readLog records, in order, the keys a store is asked to read (Get and GetIfChanged)
 // and the prefixes it is asked to list.
 type readLog struct {
@@ -593,33 +619,21 @@ func TestClaimsAreExclusiveAcrossAccountsByCoverage(t *testing.T) {
 	}
 }
 
-// racer writes a claim of its own just before the first Put of key: the overlapping
-// claim lands between the writer's check and its write.
-type racer struct {
-	store.Store
-	key        string
-	claimKey   string
-	claimValue string
-	done       bool
-}
-
-func (r *racer) Put(ctx context.Context, key string, v []byte, c store.Condition) (string, error) {
-	if key == r.key && !r.done {
-		r.done = true
-		if _, err := r.Store.Put(ctx, r.claimKey, []byte(r.claimValue), store.Condition{IfNoneMatch: true}); err != nil {
-			return "", err
-		}
-	}
-	return r.Store.Put(ctx, key, v, c)
-}
-
 func TestRacingOverlappingClaimsNeverBothStand(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.app(t, "bank", "bank")
 	f.app(t, "evil", "evil")
-	f.w.st = &racer{Store: f.st, key: fleet.ClaimKey("www.bank.example"),
-		claimKey: fleet.ClaimKey("*.bank.example"), claimValue: `{"host":"*.bank.example","account":"evil","app":"evil"}`}
+	// evil's overlapping claim lands between bank's check and its write.
+	raced := false
+	f.w.st = &hooks{Store: f.st, put: func(key string) error {
+		if key != fleet.ClaimKey("www.bank.example") || raced {
+			return nil
+		}
+		raced = true
+		_, err := f.st.Put(ctx, fleet.ClaimKey("*.bank.example"), []byte(`{"host":"*.bank.example","account":"evil","app":"evil"}`), store.Condition{IfNoneMatch: true})
+		return err
+	}}
 	var c *ErrConflict
 	if _, _, _, err := f.w.Claim(ctx, admin, "bank", "www.bank.example"); !errors.As(err, &c) {
 		t.Fatalf("a claim raced by an overlapping one: %v, want ErrConflict", err)
