@@ -597,41 +597,50 @@ func TestWildcardAndPlatformNamespaceClaims(t *testing.T) {
 	requireSkipped(t, sk, "domains/*.net.json", "at least two labels")
 }
 
+// TestClaimedApexLeavesTheAPI: the API section holds every platform apex no claim
+// holds (a claimed apex is its claimant's route, without upstreams while nothing of it
+// is ready: out of the API all the same, never flapping), with the denied prefixes, on
+// every node's API port in node-name order; none when every apex is claimed, when
+// api.public is off, or with no node records.
 func TestClaimedApexLeavesTheAPI(t *testing.T) {
-	o := opts()
-	o.PlatformDomains = []string{"apps.example.com", "apps.example.net"}
-	st := sampleState()
-	st.Claims = append(st.Claims, Claim{Host: "apps.example.net", Account: "acme", App: "shop"})
-	d, _ := Derive(st, o)
-	if r := routeFor(t, d, "apps.example.net"); r == nil || r.Application != "shop" {
-		t.Fatalf("claimed apex = %+v, want shop's route", r)
+	two, off := opts(), opts()
+	two.PlatformDomains, off.APIPublic = []string{"apps.example.com", "apps.example.net"}, false
+	claim := func(apexes ...string) func(*State) {
+		return func(st *State) {
+			for _, h := range apexes {
+				st.Claims = append(st.Claims, Claim{Host: h, Account: "acme", App: "shop"})
+			}
+		}
 	}
-	if !slices.Equal(d.API.Hosts, []string{"apps.example.com"}) {
-		t.Fatalf("api.hosts = %v, want only the unclaimed apex", d.API.Hosts)
+	for _, tc := range []struct {
+		name  string
+		opt   Options
+		edit  func(*State)
+		hosts []string // nil: no API section
+		ready bool     // apps.example.net's claimant, when claimed
+	}{
+		{"apps.example.net claimed", two, claim("apps.example.net"), []string{"apps.example.com"}, true},
+		{"apps.example.net claimed by an unready application", two, func(st *State) {
+			claim("apps.example.net")(st)
+			setReady(st, "vps-a", "shop", false)
+			setReady(st, "vps-b", "shop", false)
+		}, []string{"apps.example.com"}, false},
+		{"every apex claimed", two, claim("apps.example.net", "apps.example.com"), nil, true},
+		{"api.public off", off, func(*State) {}, nil, false},
+		{"no node records", opts(), func(st *State) { st.Nodes = nil }, nil, false},
+	} {
+		st := sampleState()
+		tc.edit(&st)
+		d, _ := Derive(st, tc.opt)
+		if tc.hosts == nil != (d.API == nil) || d.API != nil &&
+			(!slices.Equal(d.API.Hosts, tc.hosts) || !slices.Equal(d.API.Denied, routing.DeniedAPIPrefixes)) {
+			t.Errorf("%s: api = %+v, want hosts %v", tc.name, d.API, tc.hosts)
+		}
+		if r := routeFor(t, d, "apps.example.net"); slices.Contains(tc.opt.PlatformDomains, "apps.example.net") &&
+			(r == nil || r.Application != "shop" || (len(r.Upstreams) > 0) != tc.ready) {
+			t.Errorf("%s: the claimed apex = %+v, want shop's route (ready %v)", tc.name, r, tc.ready)
+		}
 	}
-	if !slices.Equal(d.API.Denied, routing.DeniedAPIPrefixes) {
-		t.Fatalf("api.denied = %v", d.API.Denied)
-	}
-
-	// Claimed by an application that is not ready: still out of the API, not flapping;
-	// the claimant's route stays, without upstreams (503).
-	st2 := deepCopy(st)
-	setReady(&st2, "vps-a", "shop", false)
-	setReady(&st2, "vps-b", "shop", false)
-	d, _ = Derive(st2, o)
-	if r := routeFor(t, d, "apps.example.net"); r == nil || len(r.Upstreams) != 0 || !slices.Equal(d.API.Hosts, []string{"apps.example.com"}) {
-		t.Fatalf("unready claimant: apex route %+v, api.hosts %v", r, d.API.Hosts)
-	}
-
-	// Every apex claimed: no API section at all.
-	st.Claims = append(st.Claims, Claim{Host: "apps.example.com", Account: "acme", App: "shop"})
-	d, _ = Derive(st, o)
-	if d.API != nil {
-		t.Fatalf("api = %+v, want none when every apex is claimed", d.API)
-	}
-}
-
-func TestAPISection(t *testing.T) {
 	st := sampleState()
 	st.Nodes = append(st.Nodes, NodeRecord{Name: "vps-0", Address: "fd00::5", APIPort: 7401, Seen: now})
 	d, _ := Derive(st, opts())
@@ -642,14 +651,6 @@ func TestAPISection(t *testing.T) {
 	}
 	if !reflect.DeepEqual(d.API.Upstreams, want) {
 		t.Fatalf("api upstreams = %+v, want by node name %+v", d.API.Upstreams, want)
-	}
-	o := opts()
-	o.APIPublic = false
-	if d, _ := Derive(st, o); d.API != nil {
-		t.Fatal("api section with api.public off")
-	}
-	if d, _ := Derive(State{Apps: st.Apps}, opts()); d.API != nil {
-		t.Fatal("api section with no node records")
 	}
 }
 
