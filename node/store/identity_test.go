@@ -8,19 +8,27 @@ import (
 	"github.com/scafo/ingress/node/store"
 )
 
+// TestIdentityTurnsForeignAndRefusesBumps: a store whose serial vanished, changed epoch
+// or went backwards since the identity committed it refuses its bump (nothing written,
+// and not foreign yet: a read says so) and its next observation; a pass's recheck (the
+// serial re-read after its object reads) fails against the observation the pass
+// started from, and passes a concurrent bump. Both refusals are ErrForeign and
+// ErrUnavailable.
 func TestIdentityTurnsForeignAndRefusesBumps(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		after func(n uint64, epoch string) []byte // nil: delete the serial
+		ok    bool                                // the store moved on, not swapped
 	}{
-		{"serial vanished", nil},
-		{"epoch changed", func(n uint64, _ string) []byte { return store.FormatSerial(n+1, "00000000000000ff") }},
-		{"serial went backwards", func(n uint64, e string) []byte { return store.FormatSerial(n-1, e) }},
+		{"serial vanished", nil, false},
+		{"epoch changed", func(n uint64, _ string) []byte { return store.FormatSerial(n+1, "00000000000000ff") }, false},
+		{"serial went backwards", func(n uint64, e string) []byte { return store.FormatSerial(n-1, e) }, false},
+		{"a concurrent bump", func(n uint64, e string) []byte { return store.FormatSerial(n+1, e) }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			st := newDir(t)
-			var id store.Identity
+			var id, pass store.Identity // pass: another process's pass, observed and not committed
 			for range 3 {
 				if _, err := id.Bump(ctx, st); err != nil {
 					t.Fatal(err)
@@ -34,6 +42,13 @@ func TestIdentityTurnsForeignAndRefusesBumps(t *testing.T) {
 			if again, err := id.Observe(ctx, st); err != nil || again.Changed {
 				t.Fatalf("an unchanged serial reads as changed: %+v %v", again, err)
 			}
+			started, err := pass.Observe(ctx, st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := pass.Recheck(ctx, st, started); err != nil {
+				t.Fatalf("recheck of an untouched store: %v", err)
+			}
 			if tc.after == nil {
 				err = st.Delete(ctx, store.SerialKey, "")
 			} else {
@@ -41,6 +56,12 @@ func TestIdentityTurnsForeignAndRefusesBumps(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tc.ok {
+				if err := pass.Recheck(ctx, st, started); err != nil {
+					t.Fatalf("recheck after a concurrent bump: %v", err)
+				}
+				return
 			}
 			before, _ := st.Get(ctx, store.SerialKey)
 			if _, err := id.Bump(ctx, st); !errors.Is(err, store.ErrForeign) {
@@ -55,6 +76,9 @@ func TestIdentityTurnsForeignAndRefusesBumps(t *testing.T) {
 			}
 			if _, err := id.Observe(ctx, st); !errors.Is(err, store.ErrForeign) || !errors.Is(err, store.ErrUnavailable) || !id.Foreign() {
 				t.Fatalf("observe: %v foreign=%v, want ErrForeign (and ErrUnavailable)", err, id.Foreign())
+			}
+			if err := pass.Recheck(ctx, st, started); !errors.Is(err, store.ErrForeign) || !errors.Is(err, store.ErrUnavailable) || !pass.Foreign() {
+				t.Fatalf("recheck: %v foreign=%v, want ErrForeign (and ErrUnavailable)", err, pass.Foreign())
 			}
 		})
 	}
@@ -151,56 +175,5 @@ func TestIdentityKnowsTheSerialItCreated(t *testing.T) {
 	}
 	if _, err := st.Get(ctx, store.SerialKey); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the serial was recreated in the wiped store: %v", err)
-	}
-}
-
-// TestIdentityRecheckCatchesASwappedStore: the serial re-read after a pass's object
-// reads must match the observation the pass started from.
-func TestIdentityRecheckCatchesASwappedStore(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		after func(n uint64, epoch string) []byte // nil: delete the serial
-		ok    bool
-	}{
-		{"serial vanished", nil, false},
-		{"epoch changed", func(n uint64, _ string) []byte { return store.FormatSerial(n+1, "00000000000000ff") }, false},
-		{"serial went backwards", func(n uint64, e string) []byte { return store.FormatSerial(n-1, e) }, false},
-		{"a concurrent bump", func(n uint64, e string) []byte { return store.FormatSerial(n+1, e) }, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			st := newDir(t)
-			for range 3 {
-				if _, err := store.BumpSerial(ctx, st); err != nil {
-					t.Fatal(err)
-				}
-			}
-			var id store.Identity
-			obs, err := id.Observe(ctx, st)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := id.Recheck(ctx, st, obs); err != nil {
-				t.Fatalf("recheck of an untouched store: %v", err)
-			}
-			if tc.after == nil {
-				err = st.Delete(ctx, store.SerialKey, "")
-			} else {
-				_, err = st.Put(ctx, store.SerialKey, tc.after(obs.Serial, obs.Epoch), store.Condition{})
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = id.Recheck(ctx, st, obs)
-			if tc.ok {
-				if err != nil {
-					t.Fatalf("recheck after a concurrent bump: %v", err)
-				}
-				return
-			}
-			if !errors.Is(err, store.ErrForeign) || !errors.Is(err, store.ErrUnavailable) || !id.Foreign() {
-				t.Fatalf("recheck: %v foreign=%v, want ErrForeign", err, id.Foreign())
-			}
-		})
 	}
 }
