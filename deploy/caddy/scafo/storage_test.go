@@ -55,60 +55,42 @@ func TestSplitStorageMatchesFileStorage(t *testing.T) {
 }
 
 // The ACME account never leaves this machine: keys under acme/ are files in the
-// account directory and absent from the fleet store; certificates are in the fleet
-// store (another node serves them) and absent from the account directory.
-func TestSplitStorageKeepsTheAccountLocal(t *testing.T) {
+// account directory and absent from the fleet store. Everything else is the fleet's:
+// certificates, and the challenge tokens of CertMagic's distributed HTTP-01 solving
+// (acme/<issuer>/challenge_tokens/: the Caddy that ordered writes one, the Caddy the
+// CA's validation reaches, on another machine, must read it), written through one
+// Caddy's node and read or deleted through another's, and absent from the account
+// directory.
+func TestSplitStorageKeepsTheAccountLocalAndSharesTheRest(t *testing.T) {
 	na, nb := twoStorageNodes(t)
 	ctx := t.Context()
-	accounts := t.TempDir()
-	s := NewSplitStorage(nodeClient(t, na), &certmagic.FileStorage{Path: accounts})
-	acct := "acme/acme-v02.api.letsencrypt.org-directory/users/ops@example.com/ops.key"
-	cert := "certificates/acme-v02.api.letsencrypt.org-directory/shop.example.org/shop.example.org.crt"
-	for _, k := range []string{acct, cert} {
-		if err := s.Store(ctx, k, []byte("v:"+k)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	other := nodeClient(t, nb)
-	if other.Exists(ctx, acct) || other.Exists(ctx, "acme") {
-		t.Fatal("the ACME account reached the fleet store")
-	}
-	if b, err := other.Load(ctx, cert); err != nil || string(b) != "v:"+cert {
-		t.Fatalf("the certificate through the other node: %q, %v", b, err)
-	}
-	if b, err := os.ReadFile(filepath.Join(accounts, filepath.FromSlash(acct))); err != nil || string(b) != "v:"+acct {
-		t.Fatalf("the account key on local disk: %q, %v", b, err)
-	}
-	if _, err := os.Stat(filepath.Join(accounts, "certificates")); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("a certificate was written to the account directory: %v", err)
-	}
-}
-
-// CertMagic's distributed HTTP-01 solving keeps a challenge in flight under
-// acme/<issuer>/challenge_tokens/: the Caddy that ordered writes it, and the Caddy the
-// CA's validation reaches (another machine of the fleet) must read it. So those keys go
-// to the fleet store, while the account beside them stays local.
-func TestSplitStorageSharesChallengeTokensNotTheAccount(t *testing.T) {
-	na, nb := twoStorageNodes(t)
-	ctx := t.Context()
-	acctA, acctB := t.TempDir(), t.TempDir()
+	acctA := t.TempDir()
 	a := NewSplitStorage(nodeClient(t, na), &certmagic.FileStorage{Path: acctA})
-	b := NewSplitStorage(nodeClient(t, nb), &certmagic.FileStorage{Path: acctB})
-	tok := "acme/127.0.0.1-14000-dir/challenge_tokens/tls2.example.org.json"
-	acct := "acme/127.0.0.1-14000-dir/users/default/default.key"
-	for _, k := range []string{tok, acct} {
+	b := NewSplitStorage(nodeClient(t, nb), &certmagic.FileStorage{Path: t.TempDir()})
+	acct := "acme/acme-v02.api.letsencrypt.org-directory/users/ops@example.com/ops.key"
+	tok := "acme/acme-v02.api.letsencrypt.org-directory/challenge_tokens/tls2.example.org.json"
+	cert := "certificates/acme-v02.api.letsencrypt.org-directory/shop.example.org/shop.example.org.crt"
+	for _, k := range []string{acct, tok, cert} {
 		if err := a.Store(ctx, k, []byte("v:"+k)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if v, err := b.Load(ctx, tok); err != nil || string(v) != "v:"+tok {
-		t.Fatalf("the challenge token through the other Caddy's storage: %q, %v", v, err)
-	}
-	if b.Exists(ctx, acct) || nodeClient(t, nb).Exists(ctx, acct) {
+	other := nodeClient(t, nb)
+	if b.Exists(ctx, acct) || other.Exists(ctx, acct) || other.Exists(ctx, "acme/acme-v02.api.letsencrypt.org-directory/users") {
 		t.Fatal("the ACME account reached the other Caddy or the fleet store")
 	}
-	if _, err := os.Stat(filepath.Join(acctA, filepath.FromSlash(tok))); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("the challenge token was written to the account directory: %v", err)
+	for _, k := range []string{tok, cert} {
+		if v, err := b.Load(ctx, k); err != nil || string(v) != "v:"+k {
+			t.Fatalf("%s through the other Caddy's storage: %q, %v", k, v, err)
+		}
+	}
+	if v, err := os.ReadFile(filepath.Join(acctA, filepath.FromSlash(acct))); err != nil || string(v) != "v:"+acct {
+		t.Fatalf("the account key on local disk: %q, %v", v, err)
+	}
+	for _, k := range []string{tok, cert} {
+		if _, err := os.Stat(filepath.Join(acctA, filepath.FromSlash(k))); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%s was written to the account directory: %v", k, err)
+		}
 	}
 	if err := b.Delete(ctx, tok); err != nil {
 		t.Fatal(err)
