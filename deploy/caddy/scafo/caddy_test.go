@@ -158,7 +158,10 @@ func startRoutingFleet(t *testing.T) *routingFleet {
 // a real Caddy to real upstreams: exact host, one-label wildcard once, 404 for what the
 // document does not name, 503 (not another route) for a host with nothing ready, path
 // maps in raw and normalised spellings with the original bytes sent upstream, the
-// refused escapes answered 400, and the API apex without its denied paths.
+// refused escapes answered 400, and the API apex without its denied paths. The rows are
+// what only a real Caddy shows (its answer to each kind of lookup, the spellings it must
+// pass upstream verbatim); the lookup's rules case by case are
+// TestLookupFollowsTheDocumentsRules' and TestRefusedEscapes'.
 func TestShippedCaddyfileRoutesByTheDocument(t *testing.T) {
 	f := startRoutingFleet(t)
 	c := startShippedCaddy(t, f.node.url)
@@ -172,13 +175,9 @@ func TestShippedCaddyfileRoutesByTheDocument(t *testing.T) {
 		{"shop.apps.example.com", "/", 200, "shop-b"},
 		{"SHOP.apps.example.com:80", "/x", 200, "shop-b"},
 		{"a.shop.example.org", "/", 200, "shop-b"},
-		{"a.b.shop.example.org", "/", 404, ""},
-		{"shop.example.org", "/", 404, ""},
 		{"unknown.apps.example.com", "/", 404, ""},
-		{"example.net", "/", 404, ""},
 		{"closed.apps.example.com", "/", 503, ""},
 		{"ti.to", "/", 200, "tito-legacy"},
-		{"ti.to", "/paulcarson", 200, "tito-legacy"},
 		{"ti.to", "/paulca", 200, "tito-go"},
 		{"ti.to", "/paulca/x?y=1", 200, "tito-go"},
 		{"ti.to", "/%70aulca/x", 200, "tito-go"},
@@ -187,15 +186,10 @@ func TestShippedCaddyfileRoutesByTheDocument(t *testing.T) {
 		{"ti.to", "/%2E%2E/paulca", 200, "tito-go"},
 		{"ti.to", "/paulca/../x", 200, "tito-go"},
 		{"ti.to", "/paulca%2Fx", 400, ""},
-		{"ti.to", "/bob%2F..%2Fpaulca/x", 400, ""},
-		{"ti.to", "/%2570aulca", 400, ""},
 		{"unknown.apps.example.com", "/a%2Fb", 400, ""},
 		{"go.tito.io", "/", 200, "tito-go"},
 		{"apps.example.com", "/v1/storage/keys/x", 404, ""},
-		{"apps.example.com", "/v1/ingress/routes", 404, ""},
 		{"apps.example.com", "/v1/%69ngress/traefik", 404, ""},
-		{"apps.example.com", "/metrics", 404, ""},
-		{"apps.example.com", "/v1/status", 404, ""},
 	}
 	for _, tc := range cases {
 		status, up := rawGet(t, c.httpAddr, tc.host, tc.target)
