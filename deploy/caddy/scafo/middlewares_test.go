@@ -21,22 +21,13 @@ import (
 // its middlewares, an INFO when none is left.
 func TestApplicationsWithMiddlewaresFailClosedAndAreLogged(t *testing.T) {
 	mw := []string{"auth@file", "www-redirect@file"}
-	d := &routing.Document{V: 1, Routes: []routing.Route{
+	doc := decoded(t, &routing.Document{V: 1, Routes: []routing.Route{
 		{Host: "*.example.org", Application: "shop", Upstreams: ups("10.0.0.1:1")},
 		{Host: "secure.example.org", Application: "secure", Upstreams: ups("10.0.0.1:7"), Middlewares: mw},
 		{Host: "ti.to", Application: "legacy", Upstreams: ups("10.0.0.1:3"),
 			Paths: map[string]string{"paulca": "secure.example.org", "bob": "shop.apps.example.com"}},
 		{Host: "shop.apps.example.com", Application: "shop", Upstreams: ups("10.0.0.1:1")},
-	}}
-	d.Seal()
-	b, err := routing.Marshal(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := routing.Decode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	}})
 	tbl := NewTable(doc)
 	for _, c := range []struct {
 		host, path, app string

@@ -12,21 +12,12 @@ import (
 // own route fails closed: 404), and on-demand TLS is never approved for it
 // (ApplicationOf, which tls.permission.scafo asks, refuses it).
 func TestPassthroughHostsAreNeverRoutedNorApproved(t *testing.T) {
-	d := &routing.Document{V: 1, Routes: []routing.Route{
+	doc := decoded(t, &routing.Document{V: 1, Routes: []routing.Route{
 		{Host: "*.example.org", Application: "shop", Upstreams: ups("10.0.0.1:1")},
 		{Host: "db.apps.example.com", Application: "db", Upstreams: ups("10.0.0.1:5"), Passthrough: true, ProxyProtocol: 2},
 		{Host: "db.example.org", Application: "db", Upstreams: ups("10.0.0.1:5"), Passthrough: true, ProxyProtocol: 2},
 		{Host: "shop.apps.example.com", Application: "shop", Upstreams: ups("10.0.0.1:1")},
-	}}
-	d.Seal()
-	b, err := routing.Marshal(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := routing.Decode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	}})
 	for _, tbl := range []*Table{NewTable(doc), NewGroupTable(doc, []string{"default"})} {
 		for _, h := range []string{"db.example.org", "DB.example.org", "db.example.org.", "db.example.org:443", "db.apps.example.com"} {
 			if sel := tbl.Lookup(h, "/x"); sel.Kind != KindNone {

@@ -164,12 +164,7 @@ func TestApplicationOfIsTheExactRoutesApplication(t *testing.T) {
 			t.Errorf("ApplicationOf(%q) = %q, want none", name, got)
 		}
 	}
-	full := &routing.Document{V: 1, Routes: []routing.Route{
-		{Host: "go.tito.io", Application: "tito-go", Group: "us", Upstreams: ups("10.0.0.1:4")},
-		{Host: "ti.to", Application: "tito-classic", Group: "eu", Upstreams: ups("10.0.0.1:3"), Paths: map[string]string{"paulca": "go.tito.io"}},
-	}}
-	full.Seal()
-	eu := NewGroupTable(routing.ForGroups(full, []string{"eu"}), []string{"eu"})
+	eu := NewGroupTable(euDoc(), []string{"eu"})
 	if got, ok := eu.ApplicationOf("go.tito.io"); ok {
 		t.Errorf("the eu table gives go.tito.io (group us) a bucket: %q", got)
 	}

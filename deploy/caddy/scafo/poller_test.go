@@ -131,14 +131,7 @@ func TestPermissionFollowsTheCurrentDocumentExactly(t *testing.T) {
 // group's"), and neither may Caddy route their host nor approve a certificate for it.
 // The path map still reaches the target.
 func TestGroupCaddyNeverRoutesAnotherGroupsHost(t *testing.T) {
-	full := &routing.Document{V: 1, Routes: []routing.Route{
-		{Host: "go.tito.io", Application: "tito-go", Group: "us", Upstreams: ups("10.0.0.1:4")},
-		{Host: "other.example.org", Application: "other", Group: "us", Upstreams: ups("10.0.0.1:5")},
-		{Host: "ti.to", Application: "tito-classic", Group: "eu", Upstreams: ups("10.0.0.1:3"),
-			Paths: map[string]string{"paulca": "go.tito.io"}},
-	}}
-	full.Seal()
-	doc := routing.ForGroups(full, []string{"eu"})
+	doc := euDoc()
 	if routeOf(doc, "go.tito.io") == nil {
 		t.Fatal("the group document does not carry the path target; the test proves nothing")
 	}
@@ -160,4 +153,17 @@ func TestGroupCaddyNeverRoutesAnotherGroupsHost(t *testing.T) {
 	if !tab.Allowed("ti.to") {
 		t.Error("ti.to not approved")
 	}
+}
+
+// euDoc is group eu's document (?group=eu) of a fleet where ti.to (eu) maps /paulca to
+// go.tito.io (us), beside other.example.org (us).
+func euDoc() *routing.Document {
+	full := &routing.Document{V: 1, Routes: []routing.Route{
+		{Host: "go.tito.io", Application: "tito-go", Group: "us", Upstreams: ups("10.0.0.1:4")},
+		{Host: "other.example.org", Application: "other", Group: "us", Upstreams: ups("10.0.0.1:5")},
+		{Host: "ti.to", Application: "tito-classic", Group: "eu", Upstreams: ups("10.0.0.1:3"),
+			Paths: map[string]string{"paulca": "go.tito.io"}},
+	}}
+	full.Seal()
+	return routing.ForGroups(full, []string{"eu"})
 }

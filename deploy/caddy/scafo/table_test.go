@@ -15,8 +15,7 @@ func ups(addrs ...string) []routing.Upstream {
 	return out
 }
 
-// testTable is the document of DESIGN §2 and more, through Marshal and Decode (so it is
-// a document a node could serve).
+// testTable is the document of DESIGN §2 and more, decoded.
 func testTable(t testing.TB) *Table {
 	t.Helper()
 	d := &routing.Document{V: 1, Routes: []routing.Route{
@@ -31,6 +30,12 @@ func testTable(t testing.TB) *Table {
 		{Host: "closed.apps.example.com", Application: "closed", Upstreams: []routing.Upstream{}},
 	}, API: &routing.API{Hosts: []string{"apps.example.com"}, Upstreams: ups("10.0.0.1:7400", "10.0.0.2:7400"),
 		Denied: routing.DeniedAPIPrefixes}}
+	return NewTable(decoded(t, d))
+}
+
+// decoded is d sealed, marshalled and decoded: a document a node could serve.
+func decoded(t testing.TB, d *routing.Document) *routing.Document {
+	t.Helper()
 	d.Seal()
 	b, err := routing.Marshal(d)
 	if err != nil {
@@ -40,7 +45,7 @@ func testTable(t testing.TB) *Table {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewTable(dec)
+	return dec
 }
 
 // The lookup rules of DESIGN §2 and §14, request by request: exact host first, then the
