@@ -153,11 +153,10 @@ func TestOddKeysRoundTrip(t *testing.T) {
 	ctx := t.Context()
 	s := New(st, quietOpts(Options{}))
 	keys := oddKeys()
-	for i, k := range keys {
+	for _, k := range keys {
 		if err := s.Store(ctx, k, []byte("value of "+k)); err != nil {
 			t.Fatalf("Store(%.60q): %v", k, err)
 		}
-		_ = i
 	}
 	for _, k := range keys {
 		v, err := s.Load(ctx, k)
