@@ -246,11 +246,11 @@ func TestCorruptLockIsTakenOver(t *testing.T) {
 	}
 }
 
-// TestLostLockIsReported: when another holder took the lock over (here: it was
+// TestRenewNeverRetakesALostLock: when another holder took the lock over (here: it was
 // overwritten), renewal and Unlock report ErrLockLost and Unlock leaves the new lock;
 // a renewal of a lock that is gone, or that another owner holds, fails and does not
 // take the lock again.
-func TestLostLockIsReported(t *testing.T) {
+func TestRenewNeverRetakesALostLock(t *testing.T) {
 	st, _ := dirStore(t)
 	ctx := t.Context()
 	s := New(st, fastLocks("a"))
