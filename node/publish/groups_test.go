@@ -100,22 +100,14 @@ func TestAChangeInOneGroupLeavesAnotherGroupsPollIdentical(t *testing.T) {
 	}
 }
 
-// TestGroupValidation: unknown groups are 404 (never an empty configuration); a known
-// group without routes answers the API apex and says so; status lists the groups.
-// (Malformed ?group= values are 400: routing's TestParseGroups and httpapi's
-// TestABadPollIsAJSONErrorNamingTheField.)
+// TestGroupValidation: a known group without routes answers the API apex and says so;
+// status lists the groups. (Malformed ?group= values are 400: routing's TestParseGroups
+// and httpapi's TestABadPollIsAJSONErrorNamingTheField; an unknown group is 404 naming
+// it, never an empty configuration: node's TestWireGoldens error-404-group, and a list
+// with one unknown group is TestKnownGroupsTravelOnTheSnapshot's.)
 func TestGroupValidation(t *testing.T) {
 	t.Parallel()
 	n := newGroupNode(t)
-	for _, path := range []string{"/v1/ingress/routes", "/v1/ingress/traefik"} {
-		rec := n.Get(path+"?group=eu-2", testnode.IngressToken)
-		if b := rec.Body.String(); rec.Code != 404 || !strings.Contains(b, `"error":"unknown group"`) || !strings.Contains(b, "eu-2") {
-			t.Errorf("%s?group=eu-2 (a typo): %d %s, want 404 naming it", path, rec.Code, b)
-		}
-		if rec := n.Get(path+"?group=default,eu-2", testnode.IngressToken); rec.Code != 404 {
-			t.Errorf("%s?group=default,eu-2: %d %s, want 404", path, rec.Code, rec.Body)
-		}
-	}
 	// A group some application names, with no routes yet (no platform domain, no claim).
 	nodetest.Put(t, n.St, "apps/lone.json", fleet.App{Name: "lone", Account: "acme", Placement: []string{"vps-b"}, Ingress: &fleet.Ingress{Group: "ap-1"}})
 	n.MustPass()
