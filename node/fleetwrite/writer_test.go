@@ -179,11 +179,11 @@ func TestClaimIsCreateOnlyAcrossApplications(t *testing.T) {
 	}
 }
 
-// TestClaimRefusesPlatformNamesAndPublicSuffixWildcards: a platform domain's names, and
+// TestClaimRefusesPlatformNames: a platform domain's names, and
 // a wildcard over one or over its apex, are never a custom claim; nor is a wildcard
 // directly over a public suffix (it would cover names registered by others), while a
 // wildcard one label below one is. Each refusal is an ErrInvalid on the host.
-func TestClaimRefusesPlatformNamesAndPublicSuffixWildcards(t *testing.T) {
+func TestClaimRefusesPlatformNames(t *testing.T) {
 	f := newFixture(t)
 	f.app(t, "a", "acme")
 	for _, tc := range []struct{ host, refusal string }{ // refusal: "" = claimed
