@@ -123,22 +123,13 @@ func credentialTable() map[string]credentialRow {
 // want is the expected answer of credential c on row r.
 func (r credentialRow) want(c string) int {
 	switch {
-	case contains(r.ok, c):
+	case slices.Contains(r.ok, c):
 		return admitted
-	case c == "none" || c == "made-up" || c == "almost" || c == "forged" || contains(r.unauth, c):
+	case c == "none" || c == "made-up" || c == "almost" || c == "forged" || slices.Contains(r.unauth, c):
 		return refuse401
 	default:
 		return refuse403
 	}
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // TestEveryRouteAnswersEachCredentialAsItsRoleAllows: every route of the route table
@@ -201,7 +192,7 @@ func TestEveryRouteAnswersEachCredentialAsItsRoleAllows(t *testing.T) {
 					t.Fatalf("%s %s with %s: a token is in the log:\n%s", row.method, row.path, c, p.Logs.String())
 				}
 			}
-			if calls != 0 && !(got == 403 && contains(appTokens, c)) {
+			if calls != 0 && !(got == 403 && slices.Contains(appTokens, c)) {
 				t.Errorf("%s %s with %s: refused %d after %d store calls, want none", row.method, row.path, c, got, calls)
 			}
 			if after := storeState(t, p); after != before {

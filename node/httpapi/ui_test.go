@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -18,23 +17,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/html"
 
 	"github.com/scafo/ingress/node/api"
 	"github.com/scafo/ingress/render/routing"
 )
-
-// uiHandler is the route table behind its guards, with no dependency behind it: the
-// status page needs none (it holds no data).
-func uiHandler(t *testing.T) http.Handler {
-	t.Helper()
-	s, err := New(Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s.Handler()
-}
 
 func uiGet(t *testing.T, h http.Handler, method, path string) *http.Response {
 	t.Helper()
@@ -51,7 +38,7 @@ func uiGet(t *testing.T, h http.Handler, method, path string) *http.Response {
 // scripts, styles and API calls from this origin only, no inline script or style, no
 // framing, never cached, never sniffed, no referrer.
 func TestStatusPageIsServedWithoutATokenUnderAStrictPolicy(t *testing.T) {
-	h := uiHandler(t)
+	h := testAPI(t, Config{}, Deps{}).Handler() // the status page needs no dependency (it holds no data)
 	for _, c := range []struct {
 		method, path string
 		status       int
