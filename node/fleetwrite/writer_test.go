@@ -375,38 +375,61 @@ func TestWritesNeverBumpAForeignSerial(t *testing.T) {
 	}
 }
 
+// TestAWriteWhoseBumpFailsIsNotAcknowledgedAndItsRetryConverges: a write whose serial
+// bump fails (an unparseable serial) is answered 503 and not reported committed, and a
+// token issued then is not left in the store (it was never shown). Once the serial is
+// repaired, the client's retry of the same put finds nothing to write and must still
+// announce the stored change (a later no-op bumps nothing), and so must the retry of a
+// delete, which finds nothing to delete (404).
 func TestAWriteWhoseBumpFailsIsNotAcknowledgedAndItsRetryConverges(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.app(t, "shop", "acme")
-	good := f.serial(t)
-	if _, err := f.st.Put(ctx, fleet.KeySerial, []byte("not a counter"), store.Condition{}); err != nil {
-		t.Fatal(err)
+	setSerial := func(v string) {
+		t.Helper()
+		if _, err := f.st.Put(ctx, fleet.KeySerial, []byte(v), store.Condition{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	put := func() error {
 		_, _, _, err := f.w.PutApp(ctx, admin, "shop", fleet.App{Account: "acme", Placement: []string{"vps-b"}}, "")
 		return err
 	}
+	good := f.serial(t)
+	setSerial("not a counter")
 	if err := put(); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("write over an unparseable serial: %v, want ErrUnavailable (503)", err)
 	}
 	if len(f.commits) != 1 {
 		t.Fatalf("an unannounced change was reported committed: %v", f.commits)
 	}
-	// The operator repairs the serial; the client retries the same request, which
-	// finds nothing to write and must still announce the stored change.
-	if _, err := f.st.Put(ctx, fleet.KeySerial, []byte(good), store.Condition{}); err != nil {
-		t.Fatal(err)
+	if _, err := f.w.IssueToken(ctx, admin, "acme", "shop", []string{"publish"}); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("issue over a broken serial: %v, want ErrUnavailable", err)
 	}
+	if es, _ := f.st.List(ctx, fleet.PrefixTokens); len(es) != 0 {
+		t.Fatalf("a token never shown was left in the store: %v", es)
+	}
+	setSerial(good)
 	if err := put(); err != nil {
 		t.Fatalf("retry: %v", err)
 	}
 	if got := f.serial(t); got == good {
 		t.Fatalf("the retry did not bump the serial (still %q): the change is never published", got)
 	}
-	before := f.serial(t)
-	if err := put(); err != nil || f.serial(t) != before {
-		t.Fatalf("a later no-op bumped again (%q -> %q, %v)", before, f.serial(t), err)
+	good = f.serial(t)
+	if err := put(); err != nil || f.serial(t) != good {
+		t.Fatalf("a later no-op bumped again (%q -> %q, %v)", good, f.serial(t), err)
+	}
+	setSerial("broken")
+	if err := f.w.DeleteApp(ctx, admin, "shop", ""); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("delete over a broken serial: %v, want ErrUnavailable", err)
+	}
+	setSerial(good)
+	if err := f.w.DeleteApp(ctx, admin, "shop", ""); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("retry: %v, want ErrNotFound", err)
+	}
+	if f.serial(t) == good {
+		t.Fatal("the retried delete announced nothing: no node learns the app is gone")
 	}
 }
 
@@ -640,35 +663,6 @@ func TestRacingOverlappingClaimsNeverBothStand(t *testing.T) {
 	}
 	if _, err := f.st.Get(ctx, fleet.ClaimKey("www.bank.example")); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the claim that lost the race was left standing (%v)", err)
-	}
-}
-
-func TestRetriesAfterAFailedAnnouncementConvergeForDeletesAndTokens(t *testing.T) {
-	f := newFixture(t)
-	ctx := context.Background()
-	f.app(t, "shop", "acme")
-	good := f.serial(t)
-	if _, err := f.st.Put(ctx, fleet.KeySerial, []byte("broken"), store.Condition{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.w.IssueToken(ctx, admin, "acme", "shop", []string{"publish"}); !errors.Is(err, store.ErrUnavailable) {
-		t.Fatalf("issue over a broken serial: %v, want ErrUnavailable", err)
-	}
-	if es, _ := f.st.List(ctx, fleet.PrefixTokens); len(es) != 0 {
-		t.Fatalf("a token never shown was left in the store: %v", es)
-	}
-	if err := f.w.DeleteApp(ctx, admin, "shop", ""); !errors.Is(err, store.ErrUnavailable) {
-		t.Fatalf("delete over a broken serial: %v, want ErrUnavailable", err)
-	}
-	if _, err := f.st.Put(ctx, fleet.KeySerial, []byte(good), store.Condition{}); err != nil {
-		t.Fatal(err)
-	}
-	// The retry finds nothing to delete, and announces the delete that was stored.
-	if err := f.w.DeleteApp(ctx, admin, "shop", ""); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("retry: %v, want ErrNotFound", err)
-	}
-	if f.serial(t) == good {
-		t.Fatal("the retried delete announced nothing: no node learns the app is gone")
 	}
 }
 
