@@ -14,10 +14,6 @@ import (
 	"github.com/scafo/ingress/node/store"
 )
 
-func inCertNS(key string) bool {
-	return strings.HasPrefix(key, certstore.DataPrefix) || strings.HasPrefix(key, certstore.LockPrefix)
-}
-
 // storageNode is the API in process, and its store.
 func storageNode(t *testing.T) (*inProcess, store.Store) {
 	t.Helper()
@@ -35,7 +31,7 @@ func outsideNamespace(t *testing.T, st store.Store) map[string]string {
 	}
 	out := map[string]string{}
 	for _, e := range es {
-		if !inCertNS(e.Key) && !strings.HasPrefix(e.Key, "nodes/") {
+		if !strings.HasPrefix(e.Key, certstore.DataPrefix) && !strings.HasPrefix(e.Key, certstore.LockPrefix) && !strings.HasPrefix(e.Key, "nodes/") {
 			out[e.Key] = e.ETag
 		}
 	}

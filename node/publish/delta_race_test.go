@@ -200,7 +200,10 @@ func TestAChangeInOneGroupLeavesAnotherGroupsBodiesAlone(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				d := mustPrefer(t, routing.ForGroups(s.doc, sel), prefer)
+				d, err := routing.Prefer(routing.ForGroups(s.doc, sel), prefer)
+				if err != nil {
+					t.Fatal(err)
+				}
 				want, err := routing.Marshal(d)
 				if format == api.FormatTraefik {
 					want, err = render.TraefikGroups(d, render.Options{}, sel, nil)

@@ -14,15 +14,6 @@ import (
 	"github.com/scafo/ingress/render/routing"
 )
 
-func mustPrefer(t *testing.T, doc *routing.Document, node string) *routing.Document {
-	t.Helper()
-	d, err := routing.Prefer(doc, node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 // TestPublisherFleetCertsPerGroup: with fleet certificates the Publisher serves, for
 // every group selection, the full render's bytes (render.TraefikGroups with the set);
 // a certificate issued for a name of eu-1 changes eu-1's configuration and leaves the

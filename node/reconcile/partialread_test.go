@@ -12,7 +12,6 @@ import (
 
 	"github.com/scafo/ingress/internal/nodetest"
 	"github.com/scafo/ingress/node/store"
-	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render/fleet"
 	"github.com/scafo/ingress/render/routing"
 )
@@ -65,11 +64,7 @@ func TestAPassThatCannotReadEverythingChangesNothing(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			d, err := dir.New(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer d.Close()
+			d := openDir(t, t.TempDir())
 			st := &failingReads{Store: d}
 			node := newSteppedNode(t, st)
 			nodetest.Put(t, d, fleet.AppKey("shop"), fleet.App{Name: "shop", Account: "acme", Placement: []string{}})
