@@ -10,7 +10,6 @@ import (
 	"github.com/scafo/ingress/node/reconcile"
 	"github.com/scafo/ingress/node/self"
 	"github.com/scafo/ingress/node/store"
-	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/fleet"
 )
@@ -51,11 +50,7 @@ func TestHeartbeatsBumpNothingAndKeepPeersLive(t *testing.T) {
 		tick      = 20 * time.Millisecond
 	)
 	ctx := t.Context()
-	d, err := dir.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := openDir(t, t.TempDir())
 	st := &clockedStore{Store: d, now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), dated: map[string]time.Time{}}
 	peer := self.New(self.Options{Store: st, Identity: &store.Identity{}, Log: slog.New(slog.DiscardHandler), Name: "vps-b",
 		Address: "10.0.0.2", APIPort: 7400, NodeTTL: ttl,

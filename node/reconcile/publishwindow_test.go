@@ -12,7 +12,6 @@ import (
 	"github.com/scafo/ingress/node/publish"
 	"github.com/scafo/ingress/node/reconcile"
 	"github.com/scafo/ingress/node/store"
-	"github.com/scafo/ingress/node/store/dir"
 	"github.com/scafo/ingress/render"
 	"github.com/scafo/ingress/render/fleet"
 )
@@ -51,11 +50,7 @@ func (h *publishLog) published() ([]time.Time, <-chan struct{}) {
 // published. The ticker (an hour) publishes nothing here: only kicks do.
 func TestABurstOfChangesPublishesAtMostOncePerWindow(t *testing.T) {
 	const window = 300 * time.Millisecond
-	st, err := dir.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openDir(t, t.TempDir())
 	id, h := &store.Identity{}, &publishLog{next: make(chan struct{})}
 	pub := publish.New(render.Options{}, "", id.Mark)
 	r := reconcile.New(reconcile.Options{Store: st, Publisher: pub, Log: slog.New(h), Identity: id,
