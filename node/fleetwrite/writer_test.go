@@ -161,24 +161,6 @@ func TestPutAppNamesTheInvalidField(t *testing.T) {
 	}
 }
 
-func TestClaimIsCreateOnlyAcrossApplications(t *testing.T) {
-	f := newFixture(t)
-	ctx := context.Background()
-	f.app(t, "a", "acme")
-	f.app(t, "b", "acme")
-	if _, _, created, err := f.w.Claim(ctx, admin, "a", "shop.example.org"); err != nil || !created {
-		t.Fatalf("claim: created=%v err=%v", created, err)
-	}
-	if _, _, created, err := f.w.Claim(ctx, admin, "a", "shop.example.org"); err != nil || created {
-		t.Fatalf("re-claim by the holder: created=%v err=%v (want idempotent)", created, err)
-	}
-	_, _, _, err := f.w.Claim(ctx, admin, "b", "shop.example.org")
-	var c *ErrConflict
-	if !errors.As(err, &c) || c.Holder != "a" {
-		t.Fatalf("claim by another app: %v, want ErrConflict held by a", err)
-	}
-}
-
 // TestClaimRefusesPlatformNames: a platform domain's names, and
 // a wildcard over one or over its apex, are never a custom claim; nor is a wildcard
 // directly over a public suffix (it would cover names registered by others), while a
@@ -611,19 +593,29 @@ func TestAuditReadsNewestFirstWithoutListingEverythingAndRetentionDeletes(t *tes
 	}
 }
 
+// TestClaimsAreExclusiveAcrossAccountsByCoverage: a claim is create-only across
+// applications (idempotent for its holder), and across accounts by coverage: no
+// wildcard over another account's name, no name under another account's wildcard;
+// each refusal an ErrConflict naming the holder.
 func TestClaimsAreExclusiveAcrossAccountsByCoverage(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	f.app(t, "bank", "bank")
+	f.app(t, "web", "bank")
 	f.app(t, "bank2", "bank")
 	f.app(t, "evil", "evil")
-	claim(t, f.w, "bank", "www.bank.example")
+	if _, _, created, err := f.w.Claim(ctx, admin, "web", "www.bank.example"); err != nil || !created {
+		t.Fatalf("claim: created=%v err=%v", created, err)
+	}
+	if _, _, created, err := f.w.Claim(ctx, admin, "web", "www.bank.example"); err != nil || created {
+		t.Fatalf("re-claim by the holder: created=%v err=%v (want idempotent)", created, err)
+	}
 	claim(t, f.w, "evil", "*.evil.example")
 	var c *ErrConflict
 	for _, tc := range []struct{ app, host, holder string }{
-		{"evil", "*.bank.example", "bank"},    // a wildcard over another account's name
-		{"bank", "shop.evil.example", "evil"}, // a name under another account's wildcard
-		{"evil", "www.bank.example", "bank"},  // the name itself
+		{"bank2", "www.bank.example", "web"}, // another application of the account
+		{"evil", "*.bank.example", "web"},    // a wildcard over another account's name
+		{"web", "shop.evil.example", "evil"}, // a name under another account's wildcard
+		{"evil", "www.bank.example", "web"},  // the name itself
 	} {
 		if _, _, _, err := f.w.Claim(ctx, admin, tc.app, tc.host); !errors.As(err, &c) || c.Holder != tc.holder {
 			t.Errorf("%s claims %s: %v, want ErrConflict naming %s", tc.app, tc.host, err, tc.holder)
