@@ -1,7 +1,8 @@
 package fleetwrite
 
-// A tenant's token against what is not its own (another application, the control
-// plane, another account's budget), and the warnings an application's write carries.
+// A tenant's token against another account's budget (against another application and
+// the control plane: writer_test.go's TestPublishPathsRefusesOtherCredentialsAndHosts),
+// and the warnings an application's write carries.
 
 import (
 	"context"
@@ -12,33 +13,6 @@ import (
 	"github.com/scafo/ingress/node/store"
 	"github.com/scafo/ingress/render/fleet"
 )
-
-// TestAppTokenScopedToItsApplication: an application token publishes its own
-// application's path maps; on another application of its own account it is refused as
-// scoped to its application (the scope check, before the incarnation check), and on the
-// control-plane application it is refused outright.
-func TestAppTokenScopedToItsApplication(t *testing.T) {
-	f := newFixture(t)
-	ctx := context.Background()
-	f.app(t, "classic", "tito")
-	gop := f.app(t, "go", "tito")
-	for app, host := range map[string]string{"classic": "ti.to", "go": "go.tito.io"} {
-		claim(t, f.w, app, host)
-	}
-	tok := tokenFor(gop, fleet.RolePublish)
-	if _, _, err := f.w.PublishPaths(ctx, tok, "go", "go.tito.io", map[string]string{}, ""); err != nil {
-		t.Fatalf("its own claim: %v", err)
-	}
-	var forb *ErrForbidden
-	if _, _, err := f.w.PublishPaths(ctx, tok, "classic", "ti.to", map[string]string{}, ""); !errors.As(err, &forb) ||
-		!strings.Contains(forb.Detail, "scoped to application go") {
-		t.Fatalf("another application of its account: %v, want ErrForbidden saying it is scoped to application go", err)
-	}
-	putApp(t, f.w, "go", fleet.App{Account: "tito", ControlPlane: true}, "")
-	if _, _, err := f.w.PublishPaths(ctx, tok, "go", "go.tito.io", map[string]string{}, ""); !errors.As(err, &forb) || forb.What != "control plane" {
-		t.Fatalf("on the control plane: %v, want ErrForbidden (control plane)", err)
-	}
-}
 
 // TestATenantCannotSpendAnotherAccountsRoutingBudget: every write of the write domain
 // mallory's token can aim at alice's application (claims are the admin's: the route

@@ -239,6 +239,22 @@ func TestPublishPathsRefusesOtherCredentialsAndHosts(t *testing.T) {
 	if _, _, err := f.w.PublishPaths(ctx, evilTok, "nosuchapp", "ti.to", map[string]string{}, ""); !errors.As(err, &forb) {
 		t.Fatalf("a token on an app that does not exist: %v, want the same ErrForbidden", err)
 	}
+	// An application token of classic's own account: scoped to its application (the
+	// scope check, before the incarnation check), and refused outright on the control
+	// plane.
+	goTok := tokenFor(f.app(t, "go", "tito"), fleet.RolePublish)
+	claim(t, f.w, "go", "go.tito.io")
+	if _, _, err := f.w.PublishPaths(ctx, goTok, "go", "go.tito.io", map[string]string{}, ""); err != nil {
+		t.Fatalf("its own claim: %v", err)
+	}
+	if _, _, err := f.w.PublishPaths(ctx, goTok, "classic", "ti.to", map[string]string{}, ""); !errors.As(err, &forb) ||
+		!strings.Contains(forb.Detail, "scoped to application go") {
+		t.Fatalf("another application of its account: %v, want ErrForbidden saying it is scoped to application go", err)
+	}
+	putApp(t, f.w, "go", fleet.App{Account: "tito", ControlPlane: true}, "")
+	if _, _, err := f.w.PublishPaths(ctx, goTok, "go", "go.tito.io", map[string]string{}, ""); !errors.As(err, &forb) || forb.What != "control plane" {
+		t.Fatalf("on the control plane: %v, want ErrForbidden (control plane)", err)
+	}
 	// Another tenant's host and a host nobody claimed read the same.
 	_, _, held := f.w.PublishPaths(ctx, evilTok, "evil", "ti.to", map[string]string{}, "")
 	_, _, free := f.w.PublishPaths(ctx, evilTok, "evil", "free.example", map[string]string{}, "")
