@@ -85,22 +85,13 @@ func (c *conflictStore) Put(ctx context.Context, key string, value []byte, cond 
 	return c.Store.Put(ctx, key, value, cond)
 }
 
-func TestUpdateRetriesConflictsUntilContextEnds(t *testing.T) {
+// TestUpdateRetriesConflictsOnly: a lost compare-and-swap is retried until it lands or
+// the context ends; any other error (fn's own) is returned after one call.
+func TestUpdateRetriesConflictsOnly(t *testing.T) {
 	s := &conflictStore{Store: newDir(t), n: 3}
 	if n, err := store.BumpSerial(t.Context(), s); err != nil || n != 1 {
 		t.Fatalf("BumpSerial after 3 conflicts = %d, %v; want 1", n, err)
 	}
-	s.n = 1 << 30
-	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
-	defer cancel()
-	_, err := store.BumpSerial(ctx, s)
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("BumpSerial against endless conflicts: err = %v, want DeadlineExceeded", err)
-	}
-}
-
-func TestUpdateDoesNotRetryOtherErrors(t *testing.T) {
-	s := newDir(t)
 	calls := 0
 	_, _, err := store.Update(t.Context(), s, "apps/x.json", func([]byte, bool) ([]byte, error) {
 		calls++
@@ -108,5 +99,11 @@ func TestUpdateDoesNotRetryOtherErrors(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "refused by fn") || calls != 1 {
 		t.Fatalf("Update = %v after %d calls; want fn's error after 1 call", err, calls)
+	}
+	s.n = 1 << 30
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := store.BumpSerial(ctx, s); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("BumpSerial against endless conflicts: err = %v, want DeadlineExceeded", err)
 	}
 }
