@@ -45,7 +45,7 @@ func TestAMoveToAPortThatDoesNotServeIsRefused(t *testing.T) {
 	if len(ports.asked) != 0 {
 		t.Fatalf("a readiness change was checked: %v", ports.asked)
 	}
-	_, err = f.w.SetInstance(ctx, admin, "shop", intp(24001), true)
+	_, err = f.w.SetInstance(ctx, admin, "shop", ptr(24001), true)
 	var conf *ErrConflict
 	if !errors.As(err, &conf) || conf.What != "port not serving" || !strings.Contains(conf.Detail, "port 24001") ||
 		!strings.Contains(conf.Detail, "connection refused") {
@@ -58,21 +58,21 @@ func TestAMoveToAPortThatDoesNotServeIsRefused(t *testing.T) {
 		t.Errorf("checked %v, want %v (the application's health path)", ports.asked, want)
 	}
 	// Not ready: no traffic goes there, not checked.
-	if _, err := f.w.SetInstance(ctx, admin, "shop", intp(24001), false); err != nil {
+	if _, err := f.w.SetInstance(ctx, admin, "shop", ptr(24001), false); err != nil {
 		t.Fatalf("a not-ready move: %v", err)
 	}
-	if _, err := f.w.SetInstance(ctx, admin, "shop", intp(24000), true); err != nil {
+	if _, err := f.w.SetInstance(ctx, admin, "shop", ptr(24000), true); err != nil {
 		t.Fatalf("back to the serving port: %v", err)
 	}
 	// Forced: written without a check.
 	ports.asked = nil
-	got, err := f.w.PutInstance(ctx, admin, "shop", intp(24001), true, true)
+	got, err := f.w.PutInstance(ctx, admin, "shop", ptr(24001), true, true)
 	if err != nil || got.Port != 24001 || len(ports.asked) != 0 {
 		t.Fatalf("forced move: %+v %v, checked %v", got, err, ports.asked)
 	}
 	// A first declaration (no instance yet) is not a move.
 	putApp(t, f.w, "blog", fleet.App{Account: "acme", Placement: []string{"vps-a"}}, "")
-	if _, err := f.w.SetInstance(ctx, admin, "blog", intp(24005), true); err != nil || len(ports.asked) != 0 {
+	if _, err := f.w.SetInstance(ctx, admin, "blog", ptr(24005), true); err != nil || len(ports.asked) != 0 {
 		t.Fatalf("a first declaration: %v, checked %v", err, ports.asked)
 	}
 }
@@ -108,7 +108,7 @@ func TestAMoveCheckNeverProbesAnotherTenantsPort(t *testing.T) {
 	}
 	ports.asked = nil
 	for _, p := range []int{24000, 24001} { // bank's pair
-		_, err := f.w.SetInstance(ctx, tok, "evil", intp(p), true)
+		_, err := f.w.SetInstance(ctx, tok, "evil", ptr(p), true)
 		if !errors.Is(err, ErrPortTaken) {
 			t.Errorf("evil's move onto bank's port %d: %v, want port taken", p, err)
 		}
@@ -117,12 +117,12 @@ func TestAMoveCheckNeverProbesAnotherTenantsPort(t *testing.T) {
 		t.Fatalf("the node probed %v for evil's moves onto bank's ports", ports.asked)
 	}
 	// A free port that does not serve: the token learns only that.
-	_, err = f.w.SetInstance(ctx, tok, "evil", intp(24003), true)
+	_, err = f.w.SetInstance(ctx, tok, "evil", ptr(24003), true)
 	var conf *ErrConflict
 	if !errors.As(err, &conf) || conf.What != "port not serving" || strings.Contains(conf.Detail, "connection refused") {
 		t.Fatalf("evil's move to its own dead port: %v, want \"port not serving\" without the probe's words", err)
 	}
-	_, err = f.w.SetInstance(ctx, admin, "evil", intp(24003), true)
+	_, err = f.w.SetInstance(ctx, admin, "evil", ptr(24003), true)
 	if !errors.As(err, &conf) || !strings.Contains(conf.Detail, "connection refused") {
 		t.Fatalf("the admin's move to a dead port: %v, want the probe's words", err)
 	}
@@ -145,7 +145,7 @@ func TestEveryMoveIsAudited(t *testing.T) {
 		ready, force, refused bool
 	}{{24000, true, false, false}, {24000, false, false, false}, {24001, false, false, false}, {24001, true, false, false},
 		{24003, true, false, true}, {24000, true, false, false}, {24003, true, true, false}} {
-		if _, err := f.w.PutInstance(ctx, admin, "shop", intp(s.port), s.ready, s.force); (err != nil) != s.refused {
+		if _, err := f.w.PutInstance(ctx, admin, "shop", ptr(s.port), s.ready, s.force); (err != nil) != s.refused {
 			t.Fatalf("%+v: %v", s, err)
 		}
 	}

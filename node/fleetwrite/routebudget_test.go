@@ -72,8 +72,6 @@ func tokenFor(a fleet.App, roles ...string) Actor {
 	return Actor{Token: fleet.TokenRecord{ID: "t-" + a.Name, Account: a.Account, App: a.Name, AppID: a.ID, Roles: roles}}
 }
 
-func intp(i int) *int { return &i }
-
 func isBudget(err error) bool {
 	var rb *ErrRouteBudget
 	return errors.As(err, &rb)
@@ -140,7 +138,7 @@ func TestRouteBudgetIsSharedByEveryNodeOfTheFleet(t *testing.T) {
 	}
 	// The admin is never refused, and spends nothing.
 	for i := range 6 {
-		if _, err := bf.ws[i%2].SetInstance(ctx, admin, "evil", intp(24000+i%2), i%2 == 0); err != nil {
+		if _, err := bf.ws[i%2].SetInstance(ctx, admin, "evil", ptr(24000+i%2), i%2 == 0); err != nil {
 			t.Fatalf("admin change %d: %v", i, err)
 		}
 	}
@@ -179,13 +177,13 @@ func TestRouteBudgetCountsPortMovesReleasesAndPathMaps(t *testing.T) {
 	tok, inst := evil(t, w, fleet.RoleInstance, fleet.RolePublish)
 	claim(t, w, "evil", "evil.example.org")
 	// A not-ready instance's port routes nothing: moving it is free.
-	if _, err := w.SetInstance(ctx, tok, "evil", intp(inst.Ports[1]), false); err != nil {
+	if _, err := w.SetInstance(ctx, tok, "evil", ptr(inst.Ports[1]), false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.SetInstance(ctx, tok, "evil", intp(inst.Ports[0]), true); err != nil { // 1
+	if _, err := w.SetInstance(ctx, tok, "evil", ptr(inst.Ports[0]), true); err != nil { // 1
 		t.Fatal(err)
 	}
-	if _, err := w.SetInstance(ctx, tok, "evil", intp(inst.Ports[1]), true); err != nil { // 2
+	if _, err := w.SetInstance(ctx, tok, "evil", ptr(inst.Ports[1]), true); err != nil { // 2
 		t.Fatal(err)
 	}
 	paths := map[string]string{"api": "evil.apps.example.com"}
@@ -201,7 +199,7 @@ func TestRouteBudgetCountsPortMovesReleasesAndPathMaps(t *testing.T) {
 	if c, _, _ := w.Paths(ctx, admin, "evil", "evil.example.org"); len(c.Paths) != 1 {
 		t.Errorf("a refused publish wrote: %v", c.Paths)
 	}
-	if _, err := w.SetInstance(ctx, tok, "evil", intp(inst.Ports[0]), true); !isBudget(err) {
+	if _, err := w.SetInstance(ctx, tok, "evil", ptr(inst.Ports[0]), true); !isBudget(err) {
 		t.Fatalf("a move within the pair past the budget: %v, want ErrRouteBudget", err)
 	}
 	if err := w.ReleaseInstance(ctx, tok, "evil"); !isBudget(err) {
@@ -218,7 +216,7 @@ func TestRouteBudgetCountsPortMovesReleasesAndPathMaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.SetInstance(ctx, tok, "evil", intp(shopInst.Port), true); !errors.Is(err, ErrPortTaken) {
+	if _, err := w.SetInstance(ctx, tok, "evil", ptr(shopInst.Port), true); !errors.Is(err, ErrPortTaken) {
 		t.Fatalf("moving onto another application's port: %v", err)
 	}
 	if _, err := w.SetInstance(ctx, tok, "evil", nil, false); err != nil {
