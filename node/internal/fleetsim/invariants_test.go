@@ -55,13 +55,17 @@ var (
 const (
 	// defaultSeeds: what fits two minutes of the unit run, which runs two packages at a
 	// time on two cores (about one core for this one). Under -race a seed of 200 steps
-	// costs about 0.3 s of CPU, most of it the race detector's in the product's code
-	// (the handler chain, reconcile's decoding, the gzip of each new render): 300
-	// seeds took 90.7 s of CPU (161.8 s wall at load average 6-8 on two cores shared
-	// with other work). The 2 000 seeds x 200 steps (-seeds=2000) took
-	// 653.6 s of CPU, 24 min 19 s wall at load average 8-14: 612 steps per CPU-second,
-	// at least 5 minutes on two idle cores, so they do not fit the 2 minutes.
-	defaultSeeds = 400
+	// costs about 0.25 s of CPU, most of it the race detector's in the product's code
+	// (the handler chain, reconcile's passes, a node's start). It was 0.3 s (300 seeds:
+	// 90.7 s of CPU at load average 6-8; the 2 000 seeds x 200 steps: 653.6 s,
+	// 612 steps per CPU-second at load average 8-14) before the publisher stopped
+	// gzipping every render nobody asked gzipped (publish.lazyGzip) and a full pass
+	// stopped decoding unchanged objects again (reconcile redecode): 100 seeds, built
+	// before and after, run alternately at load average 9-13: 36.2 and 30.3 s of CPU
+	// before, 27.0 and 22.7 after. The default 480 seeds took 126.7 s of CPU (150.9 s
+	// wall at load average 8-11): 760 steps per CPU-second; the 2 000 seeds
+	// take about 9 CPU-minutes, so they still do not fit its 2 minutes.
+	defaultSeeds = 480
 	defaultSteps = 200
 	fleetNodes   = 3
 	fleetIngress = 2
