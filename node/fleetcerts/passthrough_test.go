@@ -8,29 +8,6 @@ import (
 	"github.com/scafo/ingress/render/routing"
 )
 
-// TestFleetCertificatesNeverNameAPassthroughHost: the application of a passthrough
-// route holds its own certificate (the client verifies it, not the ingress's), so no
-// policy orders one for its hosts: not Names, not the DNS-01 policy (whose platform
-// wildcard a passthrough platform host alone must not order).
-func TestFleetCertificatesNeverNameAPassthroughHost(t *testing.T) {
-	ups := []routing.Upstream{{Node: "vps-a", Address: "10.83.0.1:24000", APIPort: 7400}}
-	doc := &routing.Document{V: 1, Routes: []routing.Route{
-		{Host: "db.apps.example.com", Application: "db", Upstreams: ups, Passthrough: true},
-		{Host: "db.example.org", Application: "db", Upstreams: ups, Passthrough: true},
-		{Host: "web.example.org", Application: "web", Upstreams: ups},
-	}}
-	names, _ := Names(doc, []string{"apps.example.com"}, false)
-	if !slices.Equal(names, []string{"web.example.org"}) {
-		t.Fatalf("Names = %v, want only web.example.org", names)
-	}
-	for _, d := range []*DNS01{nil, {Platform: true}} {
-		m := &Manager{opt: Options{PlatformDomains: []string{"apps.example.com"}, DNS01: d}}
-		if p := m.policy(doc); !slices.Equal(p.names, []string{"web.example.org"}) {
-			t.Fatalf("DNS01 %+v: policy names = %v, want only web.example.org", d, p.names)
-		}
-	}
-}
-
 // TestAWildcardOrderedForHTTPHostsIsTheOnlyFleetCertificateOverAPassthroughHost: the
 // mixed document (an HTTP application and a passthrough application, both with a
 // platform host, the passthrough one with a custom domain too, under the HTTP
@@ -40,7 +17,9 @@ func TestFleetCertificatesNeverNameAPassthroughHost(t *testing.T) {
 // valid for the passthrough names one label under it, and is ordered exactly as
 // without the passthrough application; the passthrough names themselves are never
 // ordered, never covered (no bridge certificate of their own), and a wildcard never
-// ordered for them alone (TestFleetCertificatesNeverNameAPassthroughHost).
+// ordered for them alone: no policy orders anything for the passthrough application
+// without the HTTP one (the application of a passthrough route holds its own
+// certificate, which the client verifies).
 func TestAWildcardOrderedForHTTPHostsIsTheOnlyFleetCertificateOverAPassthroughHost(t *testing.T) {
 	ups := []routing.Upstream{{Node: "vps-a", Address: "10.83.0.1:24000", APIPort: 7400}}
 	pds := []string{"apps.example.com"}
@@ -51,6 +30,7 @@ func TestAWildcardOrderedForHTTPHostsIsTheOnlyFleetCertificateOverAPassthroughHo
 		{Host: "web.apps.example.com", Application: "web", Upstreams: ups},
 	}}
 	httpOnly := &routing.Document{V: 1, Routes: []routing.Route{mixed.Routes[0], mixed.Routes[3]}}
+	passthroughOnly := &routing.Document{V: 1, Routes: []routing.Route{mixed.Routes[1], mixed.Routes[2]}}
 	for _, tc := range []struct {
 		name    string
 		opt     Options
@@ -78,6 +58,9 @@ func TestAWildcardOrderedForHTTPHostsIsTheOnlyFleetCertificateOverAPassthroughHo
 			if n == "db.apps.example.com" || n == "db.example.org" {
 				t.Errorf("%s: the fleet orders passthrough host %s", tc.name, n)
 			}
+		}
+		if alone := m.policy(passthroughOnly); len(alone.names) != 0 {
+			t.Errorf("%s: the passthrough application alone orders %v", tc.name, alone.names)
 		}
 		want := []string{"web.apps.example.com"}
 		if tc.opt.PlatformWildcard {
