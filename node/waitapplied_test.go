@@ -75,6 +75,7 @@ func TestHostileNoOpWriteOnAProbeDownInstanceIsNotApplied(t *testing.T) {
 	json.Unmarshal(n.Must(201, "POST", "/v1/node/instances/shop", tok, ""), &shop)
 	body := fmt.Sprintf(`{"port":%d,"ready":true}`, shop.Port) // nothing listens there
 	n.Must(200, "PUT", "/v1/node/instances/shop", tok, body)
+	n.Beat() // the record announces shop ready
 	// Probe rounds until the probe finds shop down, then the heartbeat announces it.
 	for i := 0; ; i++ {
 		probes := probesOf(n, "shop")
@@ -87,6 +88,11 @@ func TestHostileNoOpWriteOnAProbeDownInstanceIsNotApplied(t *testing.T) {
 		if i > n.Cfg.Probe.DownAfter {
 			t.Fatalf("shop still up after %d probe rounds", i+1)
 		}
+	}
+	// Before the record says so: the record still announces shop ready, the probe finds
+	// it down, and a wait is not applied (waitInstance's probe clause).
+	if rec := n.Do("PUT", "/v1/node/instances/shop?wait=applied&timeout=600ms", tok, body); rec.Code != http.StatusAccepted || !strings.Contains(rec.Body.String(), "probe") {
+		t.Errorf("PUT with wait=applied while the record still announces shop ready and the probe finds it down: %d %s, want 202 naming the probe", rec.Code, rec.Body)
 	}
 	n.Beat()
 	if inst, _ := n.Srv.Self().Announced("shop"); inst.Ready || recordReady(t, n.St, "vps-a", "shop") {
