@@ -69,4 +69,9 @@ func TestAPortsRangeCoveringTheAPIPortNeverHandsItOut(t *testing.T) {
 	if r := n.Do("POST", "/v1/node/instances/app1", testAdminToken, `{}`); r.Code == 201 || !strings.Contains(r.Body.String(), "no free port") {
 		t.Fatalf("app1 beside app0's 7401 in 7400..7401: %d %s, want no free port", r.Code, r.Body)
 	}
+	// Nor may a tenant point its instance at the API port (the writer's APIPort: review 6, WX1).
+	tok := n.Token("acme", "app1", `"instance"`)
+	if r := n.Do("PUT", "/v1/node/instances/app1", tok, `{"port":7400,"ready":true}`); r.Code != 403 || !strings.Contains(r.Body.String(), "allocation range") {
+		t.Fatalf("app1's token puts its instance on the API port 7400: %d %s, want 403 outside the allocation range", r.Code, r.Body)
+	}
 }
