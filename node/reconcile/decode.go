@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -59,22 +58,10 @@ func (r *Reconciler) decode(o store.Object) cachedObject {
 		}
 	}
 	if reason == "" {
-		return cachedObject{etag: o.ETag, value: v, raw: o.Value}
+		return cachedObject{etag: o.ETag, value: v}
 	}
 	r.log.Warn("skipping malformed store object", "object", o.Key, "reason", reason)
 	return cachedObject{etag: o.ETag, bad: reason}
-}
-
-// redecode is decode for a pass that read every object again (a full pass): an object
-// whose bytes are those old was decoded from keeps old's value, as decoding them
-// again would give, with o's etag. Decoding every object of the fleet at each full
-// pass was most of its cost. A malformed object is decoded (and reported) again.
-func (r *Reconciler) redecode(o store.Object, old cachedObject, ok bool) cachedObject {
-	if ok && old.bad == "" && old.raw != nil && bytes.Equal(old.raw, o.Value) {
-		old.etag = o.ETag
-		return old
-	}
-	return r.decode(o)
 }
 
 // skip is an object that could not be read as an object (store.ErrTooLarge): skipped

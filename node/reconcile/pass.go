@@ -201,8 +201,7 @@ func (r *Reconciler) readAll(ctx context.Context, now time.Time, obs store.Obser
 		if err != nil {
 			return -1, fmt.Errorf("reading %s: %w", e.Key, err)
 		}
-		old, ok := r.objects[e.Key]
-		next[e.Key] = r.redecode(o, old, ok)
+		next[e.Key] = r.decode(o)
 	}
 	// A store swapped (wiped, unmounted, replaced) between the serial read and the
 	// listing answered with its own, possibly empty, contents under the old serial:

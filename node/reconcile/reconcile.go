@@ -169,9 +169,6 @@ type cachedObject struct {
 	value any // fleet.App, fleet.Claim, fleet.NodeRecord
 	// bad is the reason the stored version is malformed (value is then nil).
 	bad string
-	// raw is the stored bytes value was decoded from: a full pass that reads the same
-	// bytes again keeps value (redecode), it does not decode them again.
-	raw []byte
 }
 
 type Status struct {
