@@ -358,8 +358,9 @@ func staleState(ages ...time.Duration) State {
 }
 
 // TestNodeTTLDropsStaleUpstreamsButFailsStatic: what Derive does with the nodes NodeLive
-// finds stale, and how it reports them (the window's edges, a zero TTL and a record
-// never seen: TestNodeLiveIsTheTTLWindowAroundSeen).
+// finds stale, and how it reports them; the window's edges here only as far as they show
+// which TTL Derive passes (every edge, and a record never seen:
+// TestNodeLiveIsTheTTLWindowAroundSeen). Hostile review 7, F1.
 func TestNodeTTLDropsStaleUpstreamsButFailsStatic(t *testing.T) {
 	ttl := time.Minute
 	for _, tc := range []struct {
@@ -371,6 +372,11 @@ func TestNodeTTLDropsStaleUpstreamsButFailsStatic(t *testing.T) {
 		wantNote []string // nodes reported stale
 	}{
 		{"all fresh", []time.Duration{0, 0, 0}, ttl, []string{"n1", "n2", "n3"}, []string{"n1", "n2", "n3"}, nil},
+		// The window's edges as Derive passes them to NodeLive (its TTL, not another).
+		{"exactly the TTL is not stale", []time.Duration{ttl, 0, 0}, ttl, []string{"n1", "n2", "n3"}, []string{"n1", "n2", "n3"}, nil},
+		{"ahead within the TTL is live", []time.Duration{-ttl, 0, 0}, ttl, []string{"n1", "n2", "n3"}, []string{"n1", "n2", "n3"}, nil},
+		{"zero TTL: nothing is stale", []time.Duration{time.Hour, time.Hour, time.Hour}, 0,
+			[]string{"n1", "n2", "n3"}, []string{"n1", "n2", "n3"}, nil},
 		{"primary stale is dropped", []time.Duration{ttl + time.Nanosecond, 0, 0}, ttl,
 			[]string{"n2", "n3"}, []string{"n2", "n3"}, []string{"n1"}},
 		{"two stale, one fresh", []time.Duration{time.Hour, 0, time.Hour}, ttl,
