@@ -77,3 +77,23 @@ func TestTheGzipBodyIsMadeOnceAtTheFirstAsk(t *testing.T) {
 		t.Fatalf("the spill directory holds %d files after both bodies were let go, want none", len(left))
 	}
 }
+
+// The cache lets the body go while its first gzip poll writes the spill file (after
+// gzipped's evicted check, before made is set, so evict cannot see the file): gzipped
+// removes it, it is not left behind (hostile review 7, F2).
+func TestAnEvictionDuringTheGzipSpillRemovesTheFile(t *testing.T) {
+	dir := t.TempDir()
+	p := &Publisher{spillDir: dir}
+	r := &Rendered{body: bytes.Repeat([]byte(`{"routes":[]}`), 2000)}
+	r.spillGz = func(b []byte) string {
+		f := p.spill(b)
+		r.evict() // lands here
+		return f
+	}
+	if r.GzFile() == "" {
+		t.Fatal("the gzip body was not spilled")
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("%d spill files left by a gzip spilled while its body was evicted", len(left))
+	}
+}
