@@ -113,26 +113,36 @@ func TestAPassThatCannotReadEverythingChangesNothing(t *testing.T) {
 // Before, the pass read it whole (a 1 GiB object exhausted every node's memory) and,
 // below that, routed it.
 func TestAnObjectTooLargeToReadIsSkippedNotFatal(t *testing.T) {
-	storeDir := t.TempDir()
-	st := openDir(t, storeDir)
-	node := newSteppedNode(t, st)
-	nodetest.Put(t, st, fleet.AppKey("shop"), fleet.App{Name: "shop", Account: "acme", Placement: []string{}})
-	nodetest.Put(t, st, fleet.ClaimKey("shop.example.org"), fleet.Claim{Host: "shop.example.org", Account: "acme", App: "shop"})
-	node.step(t, st)
-	// A valid application padded past the limit, written behind the store's back (its
-	// Put refuses it), then announced so the pass reads apps/.
-	pad := bytes.Repeat([]byte("x"), store.MaxObjectSize)
-	huge := append(append([]byte(`{"name":"huge","account":"acme","placement":[],"pad":"`), pad...), `"}`...)
-	if err := os.WriteFile(filepath.Join(storeDir, "apps", "huge.json"), huge, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	node.step(t, st)
-	if sk := node.r.Status().Skipped; !slices.ContainsFunc(sk, func(s fleet.Skipped) bool {
-		return s.Object == "apps/huge.json" && strings.HasPrefix(s.Reason, "not read: larger than")
-	}) {
-		t.Errorf("skipped %+v, want apps/huge.json, not read", sk)
-	}
-	if doc := node.pub.Current().Doc(); !routes(doc, "shop") || routes(doc, "huge") {
-		t.Errorf("routes %+v, want shop alone (huge skipped, shop kept)", doc.Routes)
+	// Announced by a bump naming nothing (readAll) and by one naming it (readNamed:
+	// hostile review 7, F4).
+	for _, named := range []bool{false, true} {
+		storeDir := t.TempDir()
+		st := openDir(t, storeDir)
+		node := newSteppedNode(t, st)
+		nodetest.Put(t, st, fleet.AppKey("shop"), fleet.App{Name: "shop", Account: "acme", Placement: []string{}})
+		nodetest.Put(t, st, fleet.ClaimKey("shop.example.org"), fleet.Claim{Host: "shop.example.org", Account: "acme", App: "shop"})
+		node.step(t, st)
+		// A valid application padded past the limit, written behind the store's back (its
+		// Put refuses it), then announced so the pass reads it.
+		pad := bytes.Repeat([]byte("x"), store.MaxObjectSize)
+		huge := append(append([]byte(`{"name":"huge","account":"acme","placement":[],"pad":"`), pad...), `"}`...)
+		if err := os.WriteFile(filepath.Join(storeDir, "apps", "huge.json"), huge, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if !named {
+			node.step(t, st)
+		} else if _, err := store.BumpSerial(context.Background(), st, fleet.AppKey("huge")); err != nil {
+			t.Fatal(err)
+		} else if err := node.pass(); err != nil {
+			t.Fatalf("named bump: the pass failed: %v", err)
+		}
+		if sk := node.r.Status().Skipped; !slices.ContainsFunc(sk, func(s fleet.Skipped) bool {
+			return s.Object == "apps/huge.json" && strings.HasPrefix(s.Reason, "not read: larger than")
+		}) {
+			t.Errorf("named bump %v: skipped %+v, want apps/huge.json, not read", named, sk)
+		}
+		if doc := node.pub.Current().Doc(); !routes(doc, "shop") || routes(doc, "huge") {
+			t.Errorf("named bump %v: routes %+v, want shop alone (huge skipped, shop kept)", named, doc.Routes)
+		}
 	}
 }
