@@ -2,9 +2,9 @@
 // directory store (or the store a test gives) on a listener (Start), or without one,
 // driven by its steps on the test's clock (Stepped), and the requests tests make of it.
 // The root package's tests and the subsystems' tests that need a whole node (package
-// X_test, which may import the node) use it; the
-// node-free half of the harness (waiting, logs, fleet objects) is internal/nodetest, which
-// the subsystems' own internal tests import too.
+// X_test, which may import the node) use it; the node-free half of the harness
+// (waiting, logs, fleet objects) is internal/nodetest, which the subsystems' own
+// internal tests import too.
 package testnode
 
 import (

@@ -23,8 +23,8 @@
 //     request on. A socket systemd passed is never gated: it stays
 //     open, and what queues on it is for the next release. Then it stops accepting,
 //     waits (up to a second without progress, ten in all) for the connections it
-//     accepted to send their requests,
-//     finishes the requests in flight (http.Server.Shutdown), and exits 0. Not
+//     accepted to send their requests, finishes the requests in flight
+//     (http.Server.Shutdown), and exits 0. Not
 //     http.Server.SetKeepAlivesEnabled(false) for the lame duck: that closes every idle
 //     connection at once, and a request a proxy writes on one as it closes is lost (the
 //     proxy rightly never resends it). Shutdown closes only this process's descriptor of
