@@ -33,13 +33,10 @@ echo:
 demo:
 	./deploy/demo/demo.sh $(DEMO_FLAGS)
 
+# Every installer at once, each cached (.ci/deps.sh): MinIO, Pebble, promtool, BIND 9, Traefik,
+# Caddy and, as root, the systemd test's rootfs.
 deps:
-	./.ci/minio.sh install
-	./.ci/pebble.sh install
-	./.ci/bind.sh install
-	./deploy/prometheus/promtool.sh install
-	./e2e/build-traefik.sh >/dev/null
-	./.ci/caddy.sh >/dev/null
+	./.ci/deps.sh
 
 vet:
 	$(GO) vet ./...
