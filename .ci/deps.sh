@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Installs what make test needs, all at once: MinIO, Pebble, promtool (.bin/), BIND 9 (apt),
 # Traefik v3.6.12 and Caddy (user cache), and, as root with debootstrap, the systemd test's
-# Debian rootfs (.ci/rootfs.sh). Each is cached and skipped when already there.
+# Debian rootfs (.ci/rootfs.sh). Each is cached and skipped when already there. It also
+# fills the Go build cache with what the e2e suite builds of this tree (the node, as e2e's
+# TestMain builds it; the static node and deploy/package's builder, as the systemd test
+# does), so those downloads and compiles overlap the installers' too.
 #
-#   .ci/deps.sh    run every installer concurrently, each into its own log; print each
-#                  one's time; on a failure, print that log's tail and exit 1 after all end
+#   .ci/deps.sh    run every job concurrently, each into its own log; print each one's
+#                  time; on a failure, print that log's tail and exit 1 after all end.
+#                  A job is one command line, split on spaces.
 #
 # Why concurrently: cold, most of an installer's time is module downloads or debootstrap's
 # package fetches (network, not CPU), and one installer's downloads fill the cores another's
@@ -21,6 +25,9 @@ declare -A cmds=(
 	[promtool]="./deploy/prometheus/promtool.sh install"
 	[traefik]="./e2e/build-traefik.sh"
 	[caddy]="./.ci/caddy.sh"
+	[node]="go build -o /dev/null ./node/cmd/scafo-node"
+	[static-node]="env CGO_ENABLED=0 go build -trimpath -o /dev/null ./node/cmd/scafo-node"
+	[pkgbuild]="go -C deploy/package build -o /dev/null ."
 )
 # The rootfs needs root and debootstrap; without them the systemd test says why itself.
 if [[ "$(id -u)" == 0 ]] && command -v debootstrap >/dev/null; then
