@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -123,7 +122,7 @@ func TestFleet(t *testing.T) {
 //     wrote (until a delete of it is tried);
 //   - no tenant is routed to another's instance: every upstream port of a route is
 //     held, if by anyone, by the route's application.
-func (s *sim) checkPoll(n *simNode, rec *httptest.ResponseRecorder) {
+func (s *sim) checkPoll(n *simNode, rec *recorder) {
 	if rec.Code != http.StatusOK {
 		if n.served200 || rec.Code != http.StatusServiceUnavailable {
 			s.fail("%s answered a poll %d (%s) after serving a document", n.name, rec.Code, strings.TrimSpace(rec.Body.String()))
@@ -203,7 +202,7 @@ func (s *sim) checkRevision(n *simNode, rev string, body []byte) {
 // checkConverged checks a settled fleet: every node serves the same bytes (and ETag),
 // and the document is the model's: its hosts, and each application's upstreams.
 func (s *sim) checkConverged() {
-	var first *httptest.ResponseRecorder
+	var first *recorder
 	var from string
 	for _, n := range s.nodes {
 		rec := s.do(n, http.MethodGet, api.PathIngress+api.FormatRoutes, ingressToken, nil, nil)
