@@ -313,7 +313,7 @@ func (s *sim) do(n *simNode, method, path, token string, body any, hdr map[strin
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	rec := &recorder{Code: http.StatusOK, header: make(http.Header, 8)}
+	rec := &recorder{Code: http.StatusOK, header: make(http.Header, 16)}
 	n.h.ServeHTTP(rec, req)
 	return rec
 }
