@@ -26,6 +26,9 @@ func TestSameSettingsIsTheirJSON(t *testing.T) {
 		{PlatformDomains: []string{"a.example.com"}, DomainGroups: map[string]string{"a.example.com": "eu"}},
 		{PlatformDomains: []string{"a.example.com"}, DomainGroups: map[string]string{"a.example.com": "us"}},
 		{PlatformDomains: []string{"a.example.com"}, DomainGroups: map[string]string{"a.example.com": "eu", "b.example.com": "eu"}},
+		// Unequal values that marshal alike (each invalid byte becomes \ufffd): the JSON decides.
+		{PlatformDomains: []string{"a\xff.example.com"}},
+		{PlatformDomains: []string{"a\xfe.example.com"}},
 	}
 	for _, a := range cases {
 		for _, b := range cases {
