@@ -15,6 +15,7 @@
 # compile leaves idle. Sequentially these took 29 minutes cold on 2 cores; the Go commands
 # share the module and build caches safely (they lock them).
 set -euo pipefail
+set -f # a job's command line is split on spaces, never globbed
 cd "$(dirname "$0")/.."
 
 logs=$(mktemp -d "${TMPDIR:-/tmp}/scafo-deps.XXXXXX")
@@ -36,6 +37,15 @@ fi
 
 declare -A pids
 start=$SECONDS
+# Interrupted (a cancelled CI run): end the jobs this script started, by PID, with their
+# children (each job is its own process group), rather than leave them building.
+stop_jobs() {
+	for pid in "${pids[@]}"; do kill -- "-$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true; done
+	rm -rf "$logs"
+	exit 130
+}
+trap stop_jobs INT TERM
+set -m # each job in a process group of its own
 for name in "${!cmds[@]}"; do
 	(
 		t0=$SECONDS
@@ -46,6 +56,7 @@ for name in "${!cmds[@]}"; do
 	) &
 	pids[$name]=$!
 done
+set +m
 
 failed=()
 for name in $(printf '%s\n' "${!cmds[@]}" | sort); do
