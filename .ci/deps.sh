@@ -42,6 +42,7 @@ start=$SECONDS
 # children (each job is its own process group), rather than leave them building.
 stop_jobs() {
 	for pid in "${pids[@]}"; do kill -- "-$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true; done
+	[[ -z ${ticker:-} ]] || kill "$ticker" 2>/dev/null || true
 	rm -rf "$logs"
 	exit 130
 }
@@ -58,6 +59,15 @@ for name in "${!cmds[@]}"; do
 	pids[$name]=$!
 done
 set +m
+# Every 5 minutes, the jobs still running: a hung download shows which job it is.
+(
+	while sleep 300 </dev/null >/dev/null 2>&1; do # a sleep the kill leaves holds no output
+		left=()
+		for name in "${!cmds[@]}"; do [[ -e $logs/$name.done ]] || left+=("$name"); done
+		((${#left[@]})) && echo "deps: still running after $((SECONDS - start))s: ${left[*]}"
+	done
+) &
+ticker=$!
 
 failed=()
 for name in $(printf '%s\n' "${!cmds[@]}" | sort); do
@@ -71,6 +81,7 @@ for name in $(printf '%s\n' "${!cmds[@]}" | sort); do
 		failed+=("$name")
 	fi
 done
+kill "$ticker" 2>/dev/null || true
 if ((${#failed[@]})); then
 	echo "deps: failed: ${failed[*]} after $((SECONDS - start))s (logs in $logs)"
 	exit 1
