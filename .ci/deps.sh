@@ -61,7 +61,8 @@ done
 set +m
 # Every 5 minutes, the jobs still running: a hung download shows which job it is.
 (
-	while sleep 300 </dev/null >/dev/null 2>&1; do # a sleep the kill leaves holds no output
+	# (a sleep the kill leaves holds no output; the loop ends with this script, even killed)
+	while sleep 300 </dev/null >/dev/null 2>&1 && kill -0 $$ 2>/dev/null; do
 		left=()
 		for name in "${!cmds[@]}"; do [[ -e $logs/$name.done ]] || left+=("$name"); done
 		((${#left[@]})) && echo "deps: still running after $((SECONDS - start))s: ${left[*]}"
