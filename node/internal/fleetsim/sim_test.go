@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -315,6 +316,11 @@ func (s *sim) do(n *simNode, method, path, token string, body any, hdr map[strin
 	}
 	rec := &recorder{Code: http.StatusOK, header: make(http.Header, 16)}
 	n.h.ServeHTTP(rec, req)
+	if rec.wrote && headerPrint(rec.header) != rec.sent {
+		// A real server sends the header at WriteHeader: what a handler sets after it
+		// never reaches the client, though the map the checks read shows it.
+		s.fail("%s %s on %s: a header was set after the response's header was written", method, path, n.name)
+	}
 	return rec
 }
 
@@ -323,12 +329,33 @@ func (s *sim) do(n *simNode, method, path, token string, body any, hdr map[strin
 // the simulator reads the header as the handler left it (Header), as it read the
 // ResponseRecorder's. The rest is the same: the status (200 unless written), the body
 // whatever the status, and a Content-Type detected from the body when a write comes
-// first and sets none.
+// first and sets none. It keeps a fingerprint of the header as written, and do fails a
+// request whose handler changed the header after writing it (a header no client gets).
 type recorder struct {
 	Code   int
 	Body   bytes.Buffer
 	header http.Header
 	wrote  bool
+	sent   uint64 // headerPrint of the header as written, without copying it
+}
+
+var printSeed = maphash.MakeSeed()
+
+// headerPrint is a fingerprint of h, the same whatever the map's order: each entry's
+// hash summed.
+func headerPrint(h http.Header) uint64 {
+	var sum uint64
+	for k, vs := range h {
+		var m maphash.Hash
+		m.SetSeed(printSeed)
+		m.WriteString(k)
+		for _, v := range vs {
+			m.WriteByte(0)
+			m.WriteString(v)
+		}
+		sum += m.Sum64()
+	}
+	return sum
 }
 
 func (r *recorder) Header() http.Header { return r.header }
@@ -340,7 +367,7 @@ func (r *recorder) WriteHeader(code int) {
 	if code < 100 || code > 999 {
 		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
 	}
-	r.Code, r.wrote = code, true
+	r.Code, r.wrote, r.sent = code, true, headerPrint(r.header)
 }
 
 // writeHeader is the ResponseRecorder's: a first write without a Content-Type gets
