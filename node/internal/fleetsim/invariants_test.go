@@ -54,16 +54,11 @@ var (
 const (
 	// defaultSeeds: what fits two minutes of the unit run, which runs two packages at a
 	// time on two cores (about one core for this one). Under -race a seed of 200 steps
-	// costs about 0.25 s of CPU, most of it the race detector's in the product's code
-	// (the handler chain, reconcile's passes, a node's start). It was 0.3 s (300 seeds:
-	// 90.7 s of CPU at load average 6-8; the 2 000 seeds x 200 steps: 653.6 s,
-	// 612 steps per CPU-second at load average 8-14) before the publisher stopped
-	// gzipping every render nobody asked gzipped (publish.lazyGzip): 100 seeds, built
-	// before and after, run alternately at load average 9-13: 36.2 and 30.3 s of CPU
-	// before, 27.0 and 22.7 after (a full pass keeping unchanged objects' decoded values
-	// measured within the noise here, and was reverted for its memory). The default 480 seeds took 126.7 s of CPU (150.9 s
-	// wall at load average 8-11): 760 steps per CPU-second; the 2 000 seeds
-	// take about 9 CPU-minutes, so they still do not fit its 2 minutes.
+	// costs about 0.22 s of CPU, most of it the race detector's in the product's code
+	// (the handler chain, reconcile's passes, a node's start). The default 480 seeds,
+	// quiet (load average 1.2-1.5): 107 s of CPU, 54 s wall, about 900 steps per
+	// CPU-second; at load average 9-13 the same seeds take about the same CPU and 185 s
+	// wall. The 2 000 seeds would take about 3.7 minutes quiet, not its 2.
 	defaultSeeds = 480
 	defaultSteps = 200
 	fleetNodes   = 3
