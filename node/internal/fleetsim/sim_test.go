@@ -391,15 +391,6 @@ func (r *recorder) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-func (r *recorder) WriteString(str string) (int, error) {
-	r.writeHeader([]byte(str[:min(len(str), 512)]))
-	r.Body.WriteString(str)
-	if !bodyAllowed(r.Code) {
-		return 0, http.ErrBodyNotAllowed
-	}
-	return len(str), nil
-}
-
 func (r *recorder) Flush() { r.WriteHeader(http.StatusOK) }
 
 func bodyAllowed(code int) bool { return code >= 200 && code != 204 && code != 304 }
