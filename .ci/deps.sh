@@ -53,7 +53,7 @@ for name in "${!cmds[@]}"; do
 		t0=$SECONDS
 		rc=0
 		${cmds[$name]} >"$logs/$name.log" 2>&1 || rc=$?
-		echo "$rc $((SECONDS - t0))" >"$logs/$name.done"
+		echo "$((SECONDS - t0))" >"$logs/$name.done"
 		exit "$rc"
 	) &
 	pids[$name]=$!
@@ -72,8 +72,9 @@ ticker=$!
 
 failed=()
 for name in $(printf '%s\n' "${!cmds[@]}" | sort); do
-	wait "${pids[$name]}" || true
-	read -r rc secs <"$logs/$name.done" || { rc=1 secs=?; }
+	rc=0
+	wait "${pids[$name]}" || rc=$?
+	read -r secs <"$logs/$name.done" || secs=?
 	if [[ $rc == 0 ]]; then
 		echo "deps: $name ready (${secs}s)"
 	else
